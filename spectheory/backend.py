@@ -1,0 +1,187 @@
+"""The few array operations verifiers and the exact engine need, for two backends.
+
+Every verifier in :mod:`spectheory.verifiers` is written once against these functions, so the same
+code runs
+
+* on ``torch.Tensor`` (float64 for the exact engine, float32/float64 on CPU or CUDA for real
+  models), and
+* on ``numpy`` object arrays of :class:`fractions.Fraction` (exact rational mode), where every
+  operation is exact and a division by zero would raise instead of producing NaN.
+
+The dispatch is on the type of the first array argument. Only operations that are exact on
+rationals appear here (no exp/log), so a verifier built from them is exact in rational mode.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+Array = Any  # torch.Tensor or numpy.ndarray
+
+
+def is_torch(x: Array) -> bool:
+    return isinstance(x, torch.Tensor)
+
+
+def is_exact(x: Array) -> bool:
+    """True for numpy object arrays (holding Fractions)."""
+    return isinstance(x, np.ndarray) and x.dtype == object
+
+
+def scalar(x: Array, value) -> Any:
+    """A scalar constant of the backend/dtype of ``x`` (a Fraction in exact mode)."""
+    if is_exact(x):
+        return Fraction(value)
+    return value
+
+
+def full(shape: Sequence[int], value, like: Array) -> Array:
+    if is_torch(like):
+        return torch.full(tuple(shape), float(value), dtype=like.dtype, device=like.device)
+    if is_exact(like):
+        out = np.empty(tuple(shape), dtype=object)
+        out.fill(Fraction(value))
+        return out
+    return np.full(tuple(shape), value, dtype=like.dtype)
+
+
+def zeros_like(x: Array) -> Array:
+    return full(x.shape, 0, x)
+
+
+def ones_like(x: Array) -> Array:
+    return full(x.shape, 1, x)
+
+
+def minimum(a: Array, b) -> Array:
+    if is_torch(a):
+        if not isinstance(b, torch.Tensor):
+            return torch.clamp(a, max=b)
+        return torch.minimum(a, b)
+    return np.minimum(a, b if not is_exact(a) or isinstance(b, np.ndarray) else Fraction(b))
+
+
+def maximum(a: Array, b) -> Array:
+    if is_torch(a):
+        if not isinstance(b, torch.Tensor):
+            return torch.clamp(a, min=b)
+        return torch.maximum(a, b)
+    return np.maximum(a, b if not is_exact(a) or isinstance(b, np.ndarray) else Fraction(b))
+
+
+def positive_part(a: Array) -> Array:
+    """max(a, 0), elementwise."""
+    return maximum(a, 0)
+
+
+def where(cond: Array, a, b) -> Array:
+    if is_torch(cond):
+        return torch.where(cond, a, b)
+    out = np.where(cond, a, b)
+    if out.dtype != object and (is_exact(np.asarray(a)) or is_exact(np.asarray(b))):
+        out = out.astype(object)
+    return out
+
+
+def safe_div(num: Array, den: Array, fallback) -> Array:
+    """num / den where den != 0, else ``fallback`` (no NaN, no ZeroDivisionError)."""
+    zero = den == 0
+    if is_torch(den):
+        safe = torch.where(zero, torch.ones_like(den), den)
+    else:
+        safe = np.where(zero, scalar(den, 1), den)
+        if is_exact(den):
+            safe = safe.astype(object)
+    return where(zero, fallback, num / safe)
+
+
+def sum(a: Array, axis: int, keepdims: bool = False) -> Array:  # noqa: A001 - mirrors numpy
+    if is_torch(a):
+        return a.sum(dim=axis, keepdim=keepdims)
+    if is_exact(a) and a.shape[axis] == 0:
+        shape = list(a.shape)
+        if keepdims:
+            shape[axis] = 1
+        else:
+            del shape[axis]
+        return full(shape, 0, a)
+    return a.sum(axis=axis, keepdims=keepdims)
+
+
+def cumprod(a: Array, axis: int) -> Array:
+    if is_torch(a):
+        return torch.cumprod(a, dim=axis)
+    return np.multiply.accumulate(a, axis=axis)
+
+
+def flip(a: Array, axis: int) -> Array:
+    if is_torch(a):
+        return torch.flip(a, dims=(axis,))
+    return np.flip(a, axis=axis)
+
+
+def take_along(a: Array, idx: Array, axis: int) -> Array:
+    """``a`` indexed by ``idx`` along ``axis`` (torch.gather / numpy.take_along_axis)."""
+    if is_torch(a):
+        return torch.gather(a, axis, idx)
+    return np.take_along_axis(a, np.asarray(idx), axis=axis)
+
+
+def stack(arrays: Sequence[Array], axis: int) -> Array:
+    if is_torch(arrays[0]):
+        return torch.stack(list(arrays), dim=axis)
+    return np.stack(list(arrays), axis=axis)
+
+
+def concat(arrays: Sequence[Array], axis: int) -> Array:
+    if is_torch(arrays[0]):
+        return torch.cat(list(arrays), dim=axis)
+    return np.concatenate(list(arrays), axis=axis)
+
+
+def expand_dims(a: Array, axis: int) -> Array:
+    if is_torch(a):
+        return a.unsqueeze(axis)
+    return np.expand_dims(a, axis)
+
+
+def broadcast_to(a: Array, shape: Sequence[int]) -> Array:
+    if is_torch(a):
+        return a.expand(*shape)
+    return np.broadcast_to(a, tuple(shape))
+
+
+def abs(a: Array) -> Array:  # noqa: A001 - mirrors numpy
+    if is_torch(a):
+        return a.abs()
+    return np.abs(a)
+
+
+def as_index(x: Array, like: Array) -> Array:
+    """Integer token ids in the backend of ``like``."""
+    if is_torch(like):
+        return torch.as_tensor(x, dtype=torch.long, device=like.device)
+    return np.asarray(x, dtype=np.int64)
+
+
+def one_hot(idx: Array, num_classes: int, like: Array) -> Array:
+    """One-hot rows in the dtype/backend of ``like`` (exact 0/1 Fractions in exact mode)."""
+    if is_torch(like):
+        return torch.nn.functional.one_hot(idx.long(), num_classes).to(like.dtype)
+    eye = np.eye(num_classes, dtype=np.int64)[np.asarray(idx)]
+    if is_exact(like):
+        return to_exact(eye)
+    return eye.astype(like.dtype)
+
+
+def to_exact(a) -> np.ndarray:
+    """A numpy object array of Fractions from ints, Fractions or decimal-exact values."""
+    arr = np.asarray(a, dtype=object)
+    flat = [v if isinstance(v, Fraction) else Fraction(v) for v in arr.reshape(-1)]
+    out = np.empty(len(flat), dtype=object)
+    out[:] = flat
+    return out.reshape(arr.shape)

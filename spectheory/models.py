@@ -1,0 +1,116 @@
+"""Autoregressive models over a finite vocabulary, stored as conditional tables by depth.
+
+A model is given by its conditionals p(.|s) for prefixes s. We store them level by level:
+``tables[d]`` has shape [V**d, V] and row ``n`` is the conditional after the prefix whose
+lexicographic (base-V, most significant token first) index is ``n``; so the children of node n at
+depth d are n*V + a at depth d+1, and the prefixes of one context form a contiguous block.
+
+* A **table model** has explicit tables for every prefix up to its depth D.
+* A **context-independent model** is the case D = 0 (one row used after every prefix).
+* Beyond its depth a model is read as an order-D Markov chain: the conditional after a prefix
+  longer than D is the table row of its last D tokens. This is what the multi-iteration analysis
+  uses when it needs prefixes deeper than an instance provides.
+
+Entries are float64 (numpy) or exact :class:`fractions.Fraction` (numpy object arrays).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from .backend import to_exact
+
+
+@dataclass(frozen=True)
+class TableModel:
+    vocab_size: int
+    tables: tuple  # tables[d]: np.ndarray [V**d, V], float64 or object (Fraction)
+
+    @property
+    def depth(self) -> int:
+        return len(self.tables) - 1
+
+    @property
+    def exact(self) -> bool:
+        return self.tables[0].dtype == object
+
+    @property
+    def context_independent(self) -> bool:
+        return self.depth == 0
+
+    def level(self, d: int) -> np.ndarray:
+        """Conditionals after every prefix of length d, [V**d, V] (read-only view if broadcast)."""
+        V, D = self.vocab_size, self.depth
+        if d <= D:
+            return self.tables[d]
+        if D == 0:
+            return np.broadcast_to(self.tables[0], (V**d, V))
+        return self.tables[D][np.arange(V**d) % (V**D)]
+
+    def conditional(self, prefix: Sequence[int]) -> np.ndarray:
+        """p(.|prefix) for one prefix (any length)."""
+        s = tuple(prefix)[-self.depth:] if self.depth else ()
+        n = 0
+        for t in s:
+            n = n * self.vocab_size + int(t)
+        return self.tables[len(s)][n]
+
+    def torch_level(self, d: int, device="cpu", dtype=torch.float64) -> torch.Tensor:
+        if self.exact:
+            raise TypeError("exact model: use level() (object array) instead of torch_level()")
+        return torch.as_tensor(np.ascontiguousarray(self.level(d)), dtype=dtype, device=device)
+
+    def to_float(self) -> "TableModel":
+        if not self.exact:
+            return self
+        return TableModel(self.vocab_size, tuple(t.astype(np.float64) for t in self.tables))
+
+    def to_exact(self) -> "TableModel":
+        """Exact copy; floats are converted through their shortest decimal representation."""
+        if self.exact:
+            return self
+        return TableModel(
+            self.vocab_size,
+            tuple(to_exact(np.vectorize(lambda v: Fraction(repr(float(v))), otypes=[object])(t))
+                  for t in self.tables),
+        )
+
+
+def context_independent(probs) -> TableModel:
+    """A model using the same conditional after every prefix."""
+    row = np.asarray(probs, dtype=object if _has_fraction(probs) else np.float64)
+    return TableModel(len(row), (row.reshape(1, -1),))
+
+
+def prefix_index(prefix: Sequence[int], vocab_size: int) -> int:
+    n = 0
+    for t in prefix:
+        n = n * vocab_size + int(t)
+    return n
+
+
+def prefix_from_index(n: int, depth: int, vocab_size: int) -> tuple:
+    out = []
+    for _ in range(depth):
+        n, t = divmod(n, vocab_size)
+        out.append(t)
+    return tuple(reversed(out))
+
+
+def all_prefixes(depth: int, vocab_size: int, like=None):
+    """All prefixes of one length as token ids [V**depth, depth] (lexicographic order)."""
+    n = np.arange(vocab_size**depth, dtype=np.int64)
+    powers = vocab_size ** np.arange(depth - 1, -1, -1, dtype=np.int64)
+    tokens = (n[:, None] // powers[None, :]) % vocab_size
+    if like is not None and isinstance(like, torch.Tensor):
+        return torch.as_tensor(tokens, device=like.device)
+    return tokens
+
+
+def _has_fraction(values) -> bool:
+    return any(isinstance(v, Fraction) for v in np.asarray(values, dtype=object).reshape(-1))

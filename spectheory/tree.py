@@ -1,0 +1,97 @@
+"""The sequence tree as arrays: level d holds the V**d prefixes of length d in lexicographic order.
+
+Everything is vectorised by level (no Python loop per node): path probabilities are built by
+``P_{d+1} = (P_d[:, None] * cond_d).reshape(-1)``, and the prefix of length i of the sequence with
+index n at depth d has index ``n // V**(d - i)``. Sizes are guarded before anything is allocated.
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import torch
+
+from .errors import SizeLimitError
+from .models import TableModel
+
+#: Default limit on the number of leaves an enumeration may touch (float64 mode).
+DEFAULT_MAX_SEQUENCES = int(os.environ.get("SPECTHEORY_MAX_SEQUENCES", 2**26))
+#: Default limit in exact rational mode (Python Fractions are ~1000x slower and ~20x bigger).
+DEFAULT_MAX_EXACT_SEQUENCES = int(os.environ.get("SPECTHEORY_MAX_EXACT_SEQUENCES", 200_000))
+
+#: Bytes per leaf the exact engine keeps alive at once (about six float64 arrays over the
+#: leaves: target levels, output law, target law, emitted-block masses), and in exact mode.
+BYTES_PER_LEAF = {False: 6 * 8, True: 6 * 120}
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n < 1024 or unit == "PiB":
+            return f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} PiB"
+
+
+def check_size(count: int, what: str, exact: bool = False, limit: int | None = None,
+               formula: str = "") -> None:
+    """Refuse an enumeration of ``count`` leaves over the limit, naming sizes and memory."""
+    if limit is None:
+        limit = DEFAULT_MAX_EXACT_SEQUENCES if exact else DEFAULT_MAX_SEQUENCES
+    if count > limit:
+        need = human_bytes(count * BYTES_PER_LEAF[exact])
+        mode = "exact" if exact else "float64"
+        raise SizeLimitError(
+            f"{what}: {formula + ' = ' if formula else ''}{count:,} sequences exceed the "
+            f"{mode} limit of {limit:,} by {count - limit:,} ({count / limit:.1f}x; about {need} "
+            f"of memory would be needed); use a smaller vocabulary or block length, or raise the "
+            f"limit with --max-sequences")
+
+
+def levels(model: TableModel, start: int, count: int, exact: bool, device="cpu"):
+    """Conditional tables at depths start..start+count-1 as backend arrays.
+
+    ``levels(m, n, k)[d]`` has shape [V**(n+d), V]: for every context of length n, the
+    conditionals after each of its relative prefixes of length d (flat index ctx*V**d + rel).
+    """
+    model = model.to_exact() if exact else model.to_float()
+    if exact:
+        return [np.ascontiguousarray(model.level(d)) for d in range(start, start + count)]
+    return [model.torch_level(d, device=device) for d in range(start, start + count)]
+
+
+def path_probabilities(cond_levels, roots):
+    """Probabilities of all paths below each root, level by level.
+
+    ``cond_levels[d]`` [R*V**d, V] are conditionals below R roots with masses ``roots`` [R].
+    Returns a list P with P[d] [R*V**d] for d = 0..len(cond_levels).
+    """
+    out = [roots]
+    for cond in cond_levels:
+        prev = out[-1]
+        out.append((prev.reshape(-1, 1) * cond).reshape(-1))
+    return out
+
+
+def sequence_tokens(flat_index, depth: int, vocab_size: int):
+    """Token ids [B, depth] of sequences given their flat indices (contexts ignored: n mod V**d)."""
+    if isinstance(flat_index, torch.Tensor):
+        powers = vocab_size ** torch.arange(depth - 1, -1, -1, device=flat_index.device)
+        return (flat_index[:, None] // powers[None, :]) % vocab_size
+    powers = vocab_size ** np.arange(depth - 1, -1, -1, dtype=np.int64)
+    return (np.asarray(flat_index)[:, None] // powers[None, :]) % vocab_size
+
+
+def sample_paths(cond_levels, n: int, generator: torch.Generator | None = None):
+    """Sample n paths of length len(cond_levels) from one root; returns token ids [n, depth].
+
+    ``cond_levels[d]`` [V**d, V] torch tensors (as from :func:`levels` with start 0).
+    """
+    node = torch.zeros(n, dtype=torch.long, device=cond_levels[0].device)
+    tokens = []
+    for cond in cond_levels:
+        V = cond.shape[-1]
+        x = torch.multinomial(cond[node], 1, generator=generator)[:, 0]
+        tokens.append(x)
+        node = node * V + x
+    return torch.stack(tokens, dim=1)
