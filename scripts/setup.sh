@@ -7,4 +7,4 @@ if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
-.venv/bin/python -m pip install -q -c constraints.txt -e '.[test]'
+.venv/bin/python -m pip install -q -c constraints.txt -e '.[test,models]'

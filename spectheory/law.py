@@ -29,3 +29,21 @@ class Law(NamedTuple):
 
 
 Verifier = Callable[[Any, Any, Any], Law]
+
+
+class MultiLaw(NamedTuple):
+    """Law of a K-path verifier's output given the K drafted paths.
+
+    ``stop[b, k, i] = P(output follows path k, tau = i | drafts)`` (sums to 1 over k and i) and
+    ``correction[b, k, i, :]`` the distribution of Y given (k, tau = i). The output block is
+    (X_{k,1}..X_{k,i}, Y). Paths sharing a prefix may split the mass of the same output.
+    """
+
+    stop: Any  # [B, K, L+1]
+    correction: Any  # [B, K, L+1, V]
+
+
+#: A multi-path verifier: ``verifier(drafts [B, K, L], q [B, K, L, V], p [B, K, L+1, V])``
+#: -> MultiLaw, where q[b, k, i] = q(.|c, X_k^{i}) and p[b, k, i] = p(.|c, X_k^{i}) are the
+#: conditionals at every drafted node (the full rows, so verifiers may use sibling masses).
+MultiVerifier = Callable[[Any, Any, Any], MultiLaw]

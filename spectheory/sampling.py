@@ -38,3 +38,17 @@ def output_block(drafts: torch.Tensor, tau: torch.Tensor, y: torch.Tensor) -> li
     """The emitted blocks (X_1..X_tau, Y) as tuples of token ids."""
     d = drafts.tolist()
     return [tuple(d[b][: int(tau[b])]) + (int(y[b]),) for b in range(len(d))]
+
+
+def sample_multi_law(law, generator: torch.Generator | None = None,
+                     uniforms: torch.Tensor | None = None):
+    """Draw (path k [B], tau [B], Y [B]) from a batched :class:`spectheory.law.MultiLaw`.
+
+    The same generic step as :func:`sample_law`: (k, tau) jointly from ``stop`` flattened over
+    (K, L+1), then Y from the chosen correction row.
+    """
+    stop, corr = law.stop, law.correction
+    Bsz, K, L1 = stop.shape
+    flat = Law(stop.reshape(Bsz, K * L1), corr.reshape(Bsz, K * L1, corr.shape[-1]))
+    j, y = sample_law(flat, generator, uniforms)
+    return j // L1, j % L1, y
