@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from .backend import to_exact
+from .errors import InstanceError
 
 
 @dataclass(frozen=True)
@@ -71,14 +72,25 @@ class TableModel:
         return TableModel(self.vocab_size, tuple(t.astype(np.float64) for t in self.tables))
 
     def to_exact(self) -> "TableModel":
-        """Exact copy; floats are converted through their shortest decimal representation."""
+        """Exact copy; floats are converted through their shortest decimal representation.
+
+        Raises :class:`InstanceError` when a converted row does not sum to exactly 1 (exact
+        analysis of such a model would report spurious lossiness).
+        """
         if self.exact:
             return self
-        return TableModel(
-            self.vocab_size,
-            tuple(to_exact(np.vectorize(lambda v: Fraction(repr(float(v))), otypes=[object])(t))
-                  for t in self.tables),
-        )
+        tables = []
+        for d, t in enumerate(self.tables):
+            ex = to_exact(np.vectorize(lambda v: Fraction(repr(float(v))), otypes=[object])(t))
+            sums = ex.sum(axis=1)
+            bad = np.flatnonzero(sums != 1)
+            if len(bad):
+                n = int(bad[0])
+                raise InstanceError(
+                    f"row {n} at depth {d} sums to {float(sums[n]):.17g} after converting its "
+                    f"floats to exact rationals, not exactly 1; give exact fractions instead")
+            tables.append(ex)
+        return TableModel(self.vocab_size, tuple(tables))
 
 
 def context_independent(probs) -> TableModel:

@@ -95,3 +95,21 @@ def sample_paths(cond_levels, n: int, generator: torch.Generator | None = None):
         tokens.append(x)
         node = node * V + x
     return torch.stack(tokens, dim=1)
+
+
+def path_conditionals(cond_levels, paths, depth: int):
+    """Conditionals at every node along given paths: [B, depth, V].
+
+    ``cond_levels[j]`` [V**j, V] (from the root); ``paths`` [B, >= depth - 1] token ids; row j
+    is the conditional after the path's first j tokens, for j = 0..depth-1.
+    """
+    V = cond_levels[0].shape[-1]
+    node = paths[:, 0] * 0
+    rows = []
+    for j in range(depth):
+        rows.append(cond_levels[j][node])
+        if j < depth - 1:
+            node = node * V + paths[:, j]
+    if isinstance(rows[0], torch.Tensor):
+        return torch.stack(rows, dim=1)
+    return np.stack(rows, axis=1)
