@@ -8,7 +8,7 @@ import sys
 
 from .errors import InstanceError, SpectheoryError
 from .exact import analysis_summary, analyze, check_lossless
-from .instances import DEFAULT_TOL, instance_to_dict, load_instance
+from .instances import DEFAULT_TOL, MAX_JSON_PREFIXES, instance_to_dict, load_instance
 from .random_instances import random_instance
 from .verifiers import LOSSY_EXAMPLES, SINGLE_PATH
 
@@ -63,6 +63,13 @@ def cmd_instance_random(args) -> int:
         raise InstanceError(f"--vocab {args.vocab} is out of range (at least 2)")
     if args.block < 1:
         raise InstanceError(f"--block {args.block} is out of range (at least 1)")
+    if not args.context_independent:
+        rows = sum(args.vocab**d for d in range(args.block + 1))
+        if rows > MAX_JSON_PREFIXES:
+            raise InstanceError(
+                f"a table instance with V = {args.vocab}, L = {args.block} has {rows:,} target "
+                f"prefixes, over the JSON limit of {MAX_JSON_PREFIXES:,} by "
+                f"{rows - MAX_JSON_PREFIXES:,}; use --context-independent or smaller sizes")
     inst = random_instance(args.vocab, args.block, args.seed, alpha=args.alpha,
                            context_independent=args.context_independent,
                            denominator=args.denominator)

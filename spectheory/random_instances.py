@@ -14,8 +14,9 @@ from fractions import Fraction
 import numpy as np
 
 from .errors import InstanceError
-from .instances import MAX_JSON_PREFIXES, Instance
+from .instances import Instance
 from .models import TableModel
+from .tree import check_size
 
 
 def quantize_rows(rows: np.ndarray, denominator: int) -> np.ndarray:
@@ -63,12 +64,9 @@ def random_instance(vocab_size: int, block_length: int, seed: int, alpha: float 
         raise InstanceError(f"alpha = {alpha} must be positive")
     if denominator is not None and denominator < 1:
         raise InstanceError(f"denominator = {denominator} must be a positive integer")
-    if not context_independent:
-        rows = sum(V**d for d in range(L + 1))
-        if rows > MAX_JSON_PREFIXES:
-            raise InstanceError(
-                f"a table instance with V = {V}, L = {L} has {rows:,} target prefixes, over the "
-                f"limit of {MAX_JSON_PREFIXES:,} by {rows - MAX_JSON_PREFIXES:,}")
+    if not context_independent:  # the deepest target table has V^(L+1) entries
+        check_size(V ** (L + 1), "random table instance", exact=bool(denominator),
+                   formula=f"V^(L+1) = {V}^{L + 1}")
     rng = np.random.default_rng(seed)
     target = dirichlet_model(rng, V, L, alpha, context_independent, denominator)
     draft = dirichlet_model(rng, V, L - 1, alpha, context_independent, denominator)
