@@ -1,0 +1,287 @@
+"""Toy (draft, target) families, each a function of a seed and a few parameters.
+
+Every family returns a :class:`spectheory.instances.Instance` (target tables for prefixes of
+length <= L, draft tables for length < L; Markov-type families store their order-D tables and are
+read as order-D chains beyond, see :class:`spectheory.models.TableModel`) and names the one knob
+that controls how far the draft is from the target. Out-of-range parameters raise
+:class:`spectheory.errors.InstanceError` with a one-line message.
+
+==============  ==============  =========================================================
+family          divergence knob  draft q from target p
+==============  ==============  =========================================================
+dirichlet       alpha            independent Dirichlet(alpha) rows for p and q (smaller
+                                 alpha: peakier, more dissimilar rows)
+logit-noise     sigma            q = softmax(log p + sigma * z), z ~ N(0, 1) fixed by seed
+temperature     temperature      q = softmax(log p / T) (T = 1: q = p; T > 1 flatter)
+mixture         eps              q = (1 - eps) p + eps * uniform
+markov          lam              bigram chains: Q = (1 - lam) P + lam R, R an independent
+                                 random bigram (lam = 0: q = p)
+ngram           draft_order      character n-gram models estimated from a public-domain text:
+                                 target of order n, draft of lower order and/or on less text
+two-token       q0               the two-token example of Sun et al. (arXiv 2403.10444):
+                                 p = (1/3, 2/3), q = (2/3, 1/3), context independent
+==============  ==============  =========================================================
+
+The Dirichlet rows come from :func:`spectheory.random_instances.dirichlet_model` (one copy of
+that code). For the knob families (logit-noise, temperature, mixture, markov) the random draws do
+not depend on the knob, so for a fixed seed the instance moves continuously with the knob (useful
+to match an acceptance rate by bisection).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Callable
+
+import numpy as np
+
+from spectheory.errors import InstanceError
+from spectheory.instances import MAX_JSON_PREFIXES, Instance
+from spectheory.models import TableModel
+from spectheory.random_instances import dirichlet_model, random_instance
+
+#: Largest vocabulary the toy families build tables for (they enumerate V**L prefixes).
+MAX_TOY_VOCAB = 64
+#: Smallest probability a logit is taken of (keeps log p finite for zero entries).
+LOG_FLOOR = 1e-300
+
+
+# ----------------------------------------------------------------------------- checks
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float, Fraction, np.integer, np.floating)) and not isinstance(x, bool)
+
+
+def check_sizes(vocab_size, block_length, context_independent: bool = False,
+                table_depth: int | None = None) -> tuple[int, int]:
+    """Validate V and L; ``table_depth`` is the deepest table level a family will build
+    (default L, or 0 for context-independent models)."""
+    for name, v in (("vocab_size", vocab_size), ("block_length", block_length)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise InstanceError(f"{name} must be an integer, got {v!r}")
+    V, L = int(vocab_size), int(block_length)
+    if not 2 <= V <= MAX_TOY_VOCAB:
+        raise InstanceError(f"vocab_size = {V} is out of range (2..{MAX_TOY_VOCAB})")
+    if L < 1:
+        raise InstanceError(f"block_length = {L} is out of range (at least 1)")
+    depth = 0 if context_independent else (L if table_depth is None else table_depth)
+    rows = sum(V**d for d in range(depth + 1))
+    if rows > MAX_JSON_PREFIXES:
+        raise InstanceError(
+            f"a table model with V = {V} and depth {depth} has {rows:,} prefixes, over the limit "
+            f"of {MAX_JSON_PREFIXES:,} by {rows - MAX_JSON_PREFIXES:,}; use context_independent "
+            f"or smaller sizes")
+    return V, L
+
+
+def _check_range(name: str, value, lo: float, hi: float, lo_open: bool = False,
+                 hi_open: bool = False) -> float:
+    if not _is_number(value):
+        raise InstanceError(f"{name} must be a number, got {value!r}")
+    v = float(value)
+    ok = (v > lo if lo_open else v >= lo) and (v < hi if hi_open else v <= hi)
+    if not ok or math.isnan(v):
+        lb = "(" if lo_open else "["
+        rb = ")" if hi_open else "]"
+        raise InstanceError(f"{name} = {value} is out of range {lb}{lo:g}, {hi:g}{rb}")
+    return v
+
+
+def _seed(seed) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise InstanceError(f"seed must be a non-negative integer, got {seed!r}")
+    return int(seed)
+
+
+# ----------------------------------------------------------------------------- families
+
+
+def dirichlet(vocab_size: int = 4, block_length: int = 4, seed: int = 0, alpha: float = 1.0,
+              context_independent: bool = False, denominator: int | None = None) -> Instance:
+    """Independent Dirichlet(alpha) rows for target and draft (knob: alpha > 0).
+
+    Wraps :func:`spectheory.random_instances.random_instance`; ``denominator`` rounds rows to
+    exact multiples of 1/denominator (Fractions, for exact analysis).
+    """
+    check_sizes(vocab_size, block_length, context_independent)
+    _check_range("alpha", alpha, 0, math.inf, lo_open=True, hi_open=True)
+    if denominator is not None and (isinstance(denominator, bool)
+                                    or not isinstance(denominator, (int, np.integer))
+                                    or denominator < 1):
+        raise InstanceError(f"denominator must be a positive integer, got {denominator!r}")
+    return random_instance(vocab_size, block_length, _seed(seed), alpha=alpha,
+                           context_independent=context_independent, denominator=denominator)
+
+
+def _softmax_rows(logits: np.ndarray) -> np.ndarray:
+    z = logits - logits.max(axis=1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def perturbed_logits(vocab_size: int = 4, block_length: int = 4, seed: int = 0,
+                     sigma: float = 0.5, temperature: float = 1.0, alpha: float = 1.0,
+                     context_independent: bool = False) -> Instance:
+    """Target rows ~ Dirichlet(alpha); draft rows q = softmax((log p + sigma z) / T).
+
+    z ~ N(0, 1) i.i.d. per entry, drawn from the seed independently of sigma and T, so the
+    instance is continuous in both knobs; sigma = 0 and T = 1 give q = p exactly.
+    """
+    V, L = check_sizes(vocab_size, block_length, context_independent)
+    sigma = _check_range("sigma", sigma, 0, math.inf, hi_open=True)
+    T = _check_range("temperature", temperature, 0, math.inf, lo_open=True, hi_open=True)
+    _check_range("alpha", alpha, 0, math.inf, lo_open=True, hi_open=True)
+    rng = np.random.default_rng(_seed(seed))
+    target = dirichlet_model(rng, V, L, alpha, context_independent)
+    tables = []
+    for d in range(1 if context_independent else L):
+        p = target.tables[d]
+        z = rng.standard_normal(p.shape)
+        tables.append(_softmax_rows((np.log(np.maximum(p, LOG_FLOOR)) + sigma * z) / T))
+    return Instance(V, L, target, TableModel(V, tuple(tables)))
+
+
+def logit_noise(vocab_size: int = 4, block_length: int = 4, seed: int = 0, sigma: float = 0.5,
+                alpha: float = 1.0, context_independent: bool = False) -> Instance:
+    """Draft = target logits plus Gaussian noise of scale sigma >= 0 (knob: sigma)."""
+    return perturbed_logits(vocab_size, block_length, seed, sigma=sigma, alpha=alpha,
+                            context_independent=context_independent)
+
+
+def temperature(vocab_size: int = 4, block_length: int = 4, seed: int = 0,
+                temperature: float = 2.0, alpha: float = 1.0,
+                context_independent: bool = False) -> Instance:
+    """Draft = target at another temperature T > 0, q ~ p^(1/T) (knob: temperature; 1 = same)."""
+    return perturbed_logits(vocab_size, block_length, seed, sigma=0.0, temperature=temperature,
+                            alpha=alpha, context_independent=context_independent)
+
+
+def mixture(vocab_size: int = 4, block_length: int = 4, seed: int = 0, eps=0.5,
+            alpha: float = 1.0, context_independent: bool = False,
+            denominator: int | None = None) -> Instance:
+    """Draft q = (1 - eps) p + eps / V with target rows ~ Dirichlet(alpha) (knob: eps in [0, 1]).
+
+    Per node TV(p, q) = eps * TV(p, uniform). With ``denominator`` the target rows are exact
+    multiples of 1/denominator and eps is read as an exact rational (give a Fraction or a string
+    such as "1/4"), so the draft is exact too.
+    """
+    V, L = check_sizes(vocab_size, block_length, context_independent)
+    exact = denominator is not None
+    if isinstance(eps, str):
+        try:
+            eps = Fraction(eps)
+        except (ValueError, ZeroDivisionError):
+            raise InstanceError(f"eps = {eps!r} is not a number or fraction") from None
+    _check_range("eps", eps, 0, 1)
+    _check_range("alpha", alpha, 0, math.inf, lo_open=True, hi_open=True)
+    if exact and (isinstance(denominator, bool) or not isinstance(denominator, (int, np.integer))
+                  or denominator < 1):
+        raise InstanceError(f"denominator must be a positive integer, got {denominator!r}")
+    rng = np.random.default_rng(_seed(seed))
+    target = dirichlet_model(rng, V, L, alpha, context_independent, denominator)
+    e = (Fraction(eps) if not isinstance(eps, float) else Fraction(repr(eps))) if exact else float(eps)
+    tables = []
+    for d in range(1 if context_independent else L):
+        p = target.tables[d]
+        tables.append((1 - e) * p + e / V)
+    return Instance(V, L, target, TableModel(V, tuple(tables)))
+
+
+def markov(vocab_size: int = 4, block_length: int = 4, seed: int = 0, lam: float = 0.5,
+           alpha: float = 1.0) -> Instance:
+    """A pair of bigram (order-1 Markov) chains (knob: lam in [0, 1]).
+
+    Target: initial row p_0 and transition matrix P, rows ~ Dirichlet(alpha). Draft: initial
+    (1 - lam) p_0 + lam r_0 and transition Q = (1 - lam) P + lam R, with (r_0, R) an independent
+    random bigram; lam = 0 gives q = p, lam = 1 two unrelated chains. Both are stored as depth-1
+    tables, i.e. read as order-1 chains at every depth.
+    """
+    V, L = check_sizes(vocab_size, block_length, table_depth=1)
+    lam = _check_range("lam", lam, 0, 1)
+    _check_range("alpha", alpha, 0, math.inf, lo_open=True, hi_open=True)
+    rng = np.random.default_rng(_seed(seed))
+    target = dirichlet_model(rng, V, 1, alpha)
+    other = dirichlet_model(rng, V, 1, alpha)
+    draft = TableModel(V, tuple((1 - lam) * p + lam * r
+                                for p, r in zip(target.tables, other.tables)))
+    return Instance(V, L, target, draft)
+
+
+def two_token(block_length: int = 2, p0="1/3", q0="2/3", exact: bool = True,
+              seed: int | None = None) -> Instance:
+    """The two-token example of Sun et al. (arXiv 2403.10444): context-independent
+    p = (p0, 1 - p0), q = (q0, 1 - q0), default p0 = 1/3, q0 = 2/3, L = 2 (E[tau] = 10/9 token,
+    11/9 block). Knob: q0 in [0, 1] (per-step TV = |p0 - q0|). Deterministic: ``seed`` is
+    accepted for a uniform signature and ignored.
+    """
+    V, L = check_sizes(2, block_length, context_independent=True)
+    vals = []
+    for name, v in (("p0", p0), ("q0", q0)):
+        if isinstance(v, str):
+            try:
+                v = Fraction(v)
+            except (ValueError, ZeroDivisionError):
+                raise InstanceError(f"{name} = {v!r} is not a number or fraction") from None
+        _check_range(name, v, 0, 1)
+        vals.append((Fraction(v) if not isinstance(v, float) else Fraction(repr(v)))
+                    if exact else float(v))
+    dtype = object if exact else np.float64
+    rows = [np.array([[v, 1 - v]], dtype=dtype) for v in vals]
+    return Instance(V, L, TableModel(V, (rows[0],)), TableModel(V, (rows[1],)))
+
+
+# ----------------------------------------------------------------------------- registry
+
+
+@dataclass(frozen=True)
+class Family:
+    """A toy family: ``make(**params)`` returns an Instance; ``knob`` names the parameter that
+    controls draft/target divergence and ``knob_range`` its valid values; ``same_at`` is the
+    knob value where the draft equals the target (None if there is none)."""
+
+    name: str
+    make: Callable[..., Instance]
+    knob: str
+    knob_range: str
+    more_divergent: str
+    same_at: object
+    description: str
+
+
+def _ngram_family(**params) -> Instance:
+    from .ngram import ngram_instance
+
+    return ngram_instance(**params)
+
+
+FAMILIES: dict[str, Family] = {
+    f.name: f for f in [
+        Family("dirichlet", dirichlet, "alpha", "(0, inf)", "smaller alpha", None,
+               "independent Dirichlet(alpha) conditionals for target and draft"),
+        Family("logit-noise", logit_noise, "sigma", "[0, inf)", "larger sigma", 0.0,
+               "draft = softmax(target logits + sigma * N(0,1) noise)"),
+        Family("temperature", temperature, "temperature", "(0, inf)",
+               "temperature further from 1", 1.0, "draft = target at temperature T"),
+        Family("mixture", mixture, "eps", "[0, 1]", "larger eps", 0.0,
+               "draft = (1 - eps) target + eps uniform"),
+        Family("markov", markov, "lam", "[0, 1]", "larger lam", 0.0,
+               "bigram chains; draft transition = (1 - lam) target + lam random bigram"),
+        Family("ngram", _ngram_family, "draft_order", "1..order", "smaller draft_order", None,
+               "character n-grams from a public-domain text (Bierce, The Devil's Dictionary)"),
+        Family("two-token", two_token, "q0", "[0, 1]", "|q0 - p0| larger", "p0",
+               "the two-token example of Sun et al.: p = (1/3, 2/3), q = (2/3, 1/3)"),
+    ]
+}
+
+
+def make_instance(family: str, **params) -> Instance:
+    """Build an instance of the named family (see :data:`FAMILIES`)."""
+    if family not in FAMILIES:
+        raise InstanceError(f"unknown toy family {family!r}; choose from {', '.join(FAMILIES)}")
+    try:
+        return FAMILIES[family].make(**params)
+    except TypeError as exc:  # unknown keyword
+        raise InstanceError(f"toy family {family!r}: {exc}") from None

@@ -1,0 +1,119 @@
+"""Character n-gram (target, draft) pairs estimated from a real public-domain text.
+
+Text: the preface and the entries A-C of Ambrose Bierce, *The Devil's Dictionary* (1911, public
+domain), as shipped by Debian's ``dict-devil`` package (see ``toy_models/data/SOURCE.md``).
+
+Tokens: the text is lower-cased, every run of whitespace becomes one space, and the ``V - 1``
+most frequent characters become tokens 0..V-2 (by decreasing frequency, ties by character); all
+other characters share the last token ("other").
+
+An order-n model has conditionals for contexts of length d = 0..n-1, estimated with add-k
+smoothing:  p(a | s) = (count(s a) + k) / (count(s) + k V),  where count runs over all positions
+of the token stream. It is stored as a depth-(n-1) :class:`spectheory.models.TableModel`, i.e.
+read as an order-(n-1) Markov chain beyond (contexts shorter than n-1 at the start of a block use
+the lower-order estimate, as an n-gram model does at the start of a text).
+
+Target: order ``order``, whole text. Draft: order ``draft_order`` <= ``order`` (the divergence
+knob: smaller order = less context = further from the target), estimated on a contiguous slice of
+a fraction ``draft_fraction`` of the token stream whose start is chosen by the seed (a second
+knob: less data = noisier draft; with draft_fraction = 1 the seed plays no role).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from spectheory.errors import InstanceError
+from spectheory.instances import Instance
+from spectheory.models import TableModel
+
+from .families import check_sizes
+
+DATA_DIR = Path(__file__).resolve().parent / "data"
+DEFAULT_TEXT = DATA_DIR / "devils_dictionary_a_to_c.txt"
+MAX_ORDER = 8
+
+
+@lru_cache(maxsize=4)
+def load_text(path: str | None = None) -> str:
+    """The normalised text (lower case, single spaces) of ``path`` (default: the shipped text)."""
+    p = Path(path) if path else DEFAULT_TEXT
+    try:
+        raw = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InstanceError(f"cannot read text {str(p)!r}: {exc.strerror or exc}") from None
+    text = re.sub(r"\s+", " ", raw.lower()).strip()
+    if len(text) < 100:
+        raise InstanceError(f"text {str(p)!r} is too short ({len(text)} characters, need 100)")
+    return text
+
+
+def tokenize(text: str, vocab_size: int) -> tuple[np.ndarray, list[str]]:
+    """Token ids of ``text`` and the symbol of each token (the last one is "other")."""
+    counts = Counter(text)
+    chars = sorted(counts, key=lambda c: (-counts[c], c))
+    if vocab_size - 1 > len(chars):
+        raise InstanceError(f"vocab_size = {vocab_size} is out of range for this text: it has "
+                            f"{len(chars)} distinct characters (at most {len(chars) + 1})")
+    keep = chars[: vocab_size - 1]
+    lookup = {c: i for i, c in enumerate(keep)}
+    other = vocab_size - 1
+    ids = np.fromiter((lookup.get(c, other) for c in text), dtype=np.int64, count=len(text))
+    return ids, keep + ["<other>"]
+
+
+def ngram_tables(tokens: np.ndarray, vocab_size: int, order: int, smoothing: float) -> TableModel:
+    """Add-k smoothed conditionals for contexts of length 0..order-1 (see module docstring)."""
+    V = vocab_size
+    tables = []
+    for d in range(order):
+        n = len(tokens) - d
+        ctx = np.zeros(n, dtype=np.int64)
+        for j in range(d):
+            ctx = ctx * V + tokens[j: j + n]
+        counts = np.zeros((V**d, V), dtype=np.float64)
+        np.add.at(counts, (ctx, tokens[d: d + n]), 1.0)
+        counts += smoothing
+        tables.append(counts / counts.sum(axis=1, keepdims=True))
+    return TableModel(V, tuple(tables))
+
+
+def ngram_instance(vocab_size: int = 5, block_length: int = 4, seed: int = 0, order: int = 4,
+                   draft_order: int = 2, draft_fraction: float = 1.0, smoothing: float = 0.5,
+                   text_path: str | None = None) -> Instance:
+    """Target: order-``order`` character model of the text; draft: order-``draft_order`` model on
+    a seeded slice of ``draft_fraction`` of it (knob: draft_order). See the module docstring."""
+    for name, v in (("vocab_size", vocab_size), ("block_length", block_length), ("order", order),
+                    ("draft_order", draft_order), ("seed", seed)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise InstanceError(f"{name} must be an integer, got {v!r}")
+    if not 1 <= order <= MAX_ORDER:
+        raise InstanceError(f"order = {order} is out of range (1..{MAX_ORDER})")
+    if not 1 <= draft_order <= order:
+        raise InstanceError(f"draft_order = {draft_order} is out of range (1..order = {order})")
+    if seed < 0:
+        raise InstanceError(f"seed = {seed} must be non-negative")
+    if isinstance(draft_fraction, bool) or not isinstance(draft_fraction, (int, float)) \
+            or not 0 < draft_fraction <= 1:
+        raise InstanceError(f"draft_fraction = {draft_fraction!r} is out of range (0, 1]")
+    if isinstance(smoothing, bool) or not isinstance(smoothing, (int, float)) \
+            or not 0 < smoothing < math.inf:
+        raise InstanceError(f"smoothing = {smoothing!r} must be positive (add-k smoothing)")
+    V, L = check_sizes(vocab_size, block_length, table_depth=order - 1)
+    tokens, _ = tokenize(load_text(text_path), V)
+    target = ngram_tables(tokens, V, order, smoothing)
+    n = len(tokens)
+    size = max(order + 1, int(round(draft_fraction * n)))
+    if size >= n:
+        part = tokens
+    else:
+        start = int(np.random.default_rng(seed).integers(0, n - size + 1))
+        part = tokens[start: start + size]
+    draft = ngram_tables(part, V, draft_order, smoothing)
+    return Instance(V, L, target, draft)
