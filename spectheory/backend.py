@@ -185,3 +185,49 @@ def to_exact(a) -> np.ndarray:
     out = np.empty(len(flat), dtype=object)
     out[:] = flat
     return out.reshape(arr.shape)
+
+
+# ----------------------------------------------------------------------------- added for multi-path
+
+
+def cumsum(a: Array, axis: int) -> Array:
+    if is_torch(a):
+        return torch.cumsum(a, dim=axis)
+    return np.add.accumulate(a, axis=axis)
+
+
+def argsort(a: Array, axis: int = -1, descending: bool = False) -> Array:
+    """Stable argsort (ties keep their index order, also when ``descending``)."""
+    if is_torch(a):
+        return torch.sort(a, dim=axis, descending=descending, stable=True).indices
+    key = -a if descending else a
+    return np.argsort(key, axis=axis, kind="stable")
+
+
+def amin(a: Array, axis: int, keepdims: bool = False) -> Array:
+    if is_torch(a):
+        return a.amin(dim=axis, keepdim=keepdims)
+    return np.min(a, axis=axis, keepdims=keepdims)
+
+
+def to_int(a: Array) -> Array:
+    """Booleans or integers as int64 (torch long / numpy int64)."""
+    if is_torch(a):
+        return a.long()
+    return np.asarray(a).astype(np.int64)
+
+
+def arange(n: int, like: Array) -> Array:
+    """0..n-1 as int64 in the backend of ``like`` (torch long or numpy int64)."""
+    if is_torch(like):
+        return torch.arange(n, device=like.device)
+    return np.arange(n, dtype=np.int64)
+
+
+def index_add_rows(target: Array, idx: Array, values: Array) -> Array:
+    """target[idx[j]] += values[j] for every j (repeated indices accumulate); in place."""
+    if is_torch(target):
+        target.index_add_(0, idx, values)
+        return target
+    np.add.at(target, np.asarray(idx), values)
+    return target

@@ -308,6 +308,14 @@ def check_lossless(verifier: Verifier, instance: Instance, exact: bool | None = 
     else:
         out, tgt, tv = multi_iteration_law(instance, verifier, n_tokens, exact, max_sequences)
         N = n_tokens
+    return lossless_report(out, tgt, tv, N, V, exact, tol)
+
+
+def lossless_report(out, tgt, tv, n_tokens: int, vocab_size: int, exact: bool,
+                    tol: float = 1e-12) -> LosslessReport:
+    """Verdict from an output law and the target law over V**n_tokens sequences (shared by
+    :func:`check_lossless` and the multi-path checker)."""
+    N, V = n_tokens, vocab_size
     diff = Bk.abs(out - tgt)
     if exact:
         bad = np.flatnonzero(diff != 0)
@@ -336,6 +344,7 @@ __all__ = [
     "analyze",
     "block_output_law",
     "check_lossless",
+    "lossless_report",
     "multi_iteration_law",
     "output_law",
     "target_law",

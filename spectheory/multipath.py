@@ -1,0 +1,289 @@
+"""Exact analysis of multi-path verifiers: drafting schemes, joint enumeration, checker.
+
+Drafting schemes for K paths of length L below a context c (:data:`DRAFTING`):
+
+* ``iid``: the K paths are i.i.d. draft sequences (with replacement; repeats allowed). The joint
+  draft outcome (X_1..X_K) has probability prod_k q(X_k).
+* ``norep``: sampling without replacement at the root (Jeon et al., arXiv 2402.14160; an RSD-C
+  tree with branching (K, 1, ..., 1)). Path k's first token is drawn from q(.|c) restricted to the
+  tokens not used by paths 1..k-1 (renormalised), the rest of the path autoregressively from q. If
+  q(.|c) has only m < K tokens of positive probability, paths m+1..K repeat path 1 (they add no
+  draft). P(X_1..X_K) = prod_{k<=m} q(X_{k,1}|c) / (1 - sum_{j<k} q(X_{j,1}|c))
+  * prod_{i>1} q(X_{k,i}|X_k^{i-1}), and zero unless the first tokens are distinct.
+
+The exact engine enumerates all V**(L K) joint outcomes (in chunks, float64 torch or numpy
+Fractions), evaluates the verifier's :class:`spectheory.law.MultiLaw` on each, and accumulates
+the tau pmf and the law of the emitted block, E_{i+1}(y^{i+1}) = sum_outcomes P(outcome)
+sum_k P(k, tau = i | outcome) correction_{k,i}(y_{i+1}) [X_k^i = y^i]; the output law (block then
+target sampling up to L+1 tokens), its TV to the target and the checker are then the single-path
+ones of :mod:`spectheory.exact`.
+
+GBV also has a fast exact route: its selected path has the autoregressive law q^G, so its
+analysis is block verification with the draft replaced by the skewed model
+(:func:`gbv_skewed_draft`), V**L work instead of V**(L K); the tests check the two routes agree
+exactly.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import torch
+
+from . import backend as Bk
+from .errors import SpectheoryError
+from .exact import (CHUNK_ELEMENTS, BlockLaw, ExactAnalysis, LosslessReport, _progress_bar, _to_py,
+                    analyze, lossless_report, output_law, target_law, total_variation)
+from .instances import Instance
+from .law import MultiVerifier
+from .models import TableModel
+from .tree import check_size, levels, path_probabilities, sequence_tokens
+from .verifiers.block import block_verification
+from .verifiers.gbv import rank_and_below, skewed_rows
+
+DRAFTING = ("iid", "norep")
+#: Joint outcomes per chunk in exact rational mode.
+EXACT_CHUNK = 2048
+
+
+def _check_args(paths, drafting):
+    if isinstance(paths, bool) or not isinstance(paths, int) or paths < 1:
+        raise SpectheoryError(f"paths = {paths!r} must be a positive integer")
+    if drafting not in DRAFTING:
+        raise SpectheoryError(f"unknown drafting scheme {drafting!r}; choose from "
+                              f"{', '.join(DRAFTING)}")
+
+
+def draft_rows(q_levels, p_levels, drafts, L: int, V: int):
+    """Conditionals along every drafted path: q [B,K,L,V], p [B,K,L+1,V] for drafts [B,K,L]
+    (levels below one context, as from :func:`spectheory.tree.levels` with start 0)."""
+    node = Bk.zeros_like(drafts[:, :, 0])
+    qs, ps = [], []
+    for i in range(L + 1):
+        ps.append(p_levels[i][node])
+        if i < L:
+            qs.append(q_levels[i][node])
+            node = node * V + drafts[:, :, i]
+    return Bk.stack(qs, axis=2), Bk.stack(ps, axis=2)
+
+
+def _norep_weight(seq, q_root, tail, L: int, V: int):
+    """Probability of joint outcomes ``seq`` [B, K] (path sequence indices) under ``norep``."""
+    Bsz, K = seq.shape
+    first = seq // V ** (L - 1)
+    m = int(Bk.sum(Bk.to_int(q_root > 0), axis=0))
+    weight = Bk.full((Bsz,), 1, q_root)
+    used = Bk.zeros_like(Bk.broadcast_to(Bk.expand_dims(q_root, 0), (Bsz, V)))
+    for k in range(K):
+        if k < m:
+            onehot = Bk.one_hot(first[:, k], V, q_root)
+            left = Bk.sum(Bk.expand_dims(q_root, 0) * (1 - used), axis=-1)
+            fresh = 1 - Bk.sum(used * onehot, axis=-1)
+            prob = q_root[first[:, k]] * tail[seq[:, k]] * fresh
+            weight = weight * Bk.safe_div(prob, left, Bk.scalar(left, 0))
+            used = Bk.maximum(used, onehot)
+        else:
+            same = seq[:, k] == seq[:, 0]
+            weight = Bk.where(same, weight, Bk.zeros_like(weight))
+    return weight
+
+
+def _arange(f0: int, n: int, exact: bool, like):
+    if exact:
+        return np.arange(f0, f0 + n, dtype=np.int64)
+    return torch.arange(f0, f0 + n, device=like.device)
+
+
+def multipath_block_law(verifier: MultiVerifier, q_levels, p_levels, V: int, L: int, K: int,
+                        drafting: str = "iid", progress=None) -> BlockLaw:
+    """Exact tau pmf and emitted-block law (one context) of a K-path verifier (module doc)."""
+    exact = Bk.is_exact(p_levels[0])
+    like = p_levels[0]
+    one = Bk.full((1,), 1, like)
+    qpath = path_probabilities(q_levels, one)[L]  # [V**L]
+    q_root = q_levels[0][0]
+    tail = path_probabilities(q_levels[1:], Bk.full((V,), 1, like))[L - 1]  # [V**L]
+    total = V ** (L * K)
+    per = K * (L + 1) * V
+    chunk = EXACT_CHUNK if exact else max(1, CHUNK_ELEMENTS // per)
+    chunk = min(chunk, total)
+    tau_pmf = Bk.full((1, L + 1), 0, like)
+    emitted = [Bk.full((V**i, V), 0, like) for i in range(L + 1)]
+    for f0 in range(0, total, chunk):
+        n = min(chunk, total - f0)
+        f = _arange(f0, n, exact, like)
+        drafts = sequence_tokens(f, L * K, V).reshape(n, K, L)
+        seq = f.reshape(n, 1) // (V**L) ** Bk.flip(_arange(0, K, exact, like), 0).reshape(1, K) \
+            % V**L
+        if drafting == "iid":
+            weight = Bk.full((n,), 1, like)
+            for k in range(K):
+                weight = weight * qpath[seq[:, k]]
+        else:
+            weight = _norep_weight(seq, q_root, tail, L, V)
+        q, p = draft_rows(q_levels, p_levels, drafts, L, V)
+        law = verifier(drafts, q, p)
+        wstop = Bk.expand_dims(Bk.expand_dims(weight, 1), 2) * law.stop  # [n, K, L+1]
+        tau_pmf[0] = tau_pmf[0] + Bk.sum(Bk.sum(wstop, axis=1), axis=0)
+        for i in range(L + 1):
+            node = (seq // V ** (L - i)).reshape(-1)
+            contrib = Bk.expand_dims(wstop[:, :, i], -1) * law.correction[:, :, i, :]
+            Bk.index_add_rows(emitted[i], node, contrib.reshape(n * K, V))
+        if progress is not None:
+            progress(n)
+    return BlockLaw(tau_pmf, [None] + [e.reshape(-1) for e in emitted])
+
+
+def analyze_multipath(instance: Instance, verifier: MultiVerifier, paths: int,
+                      drafting: str = "iid", name: str | None = None, exact: bool | None = None,
+                      max_sequences: int | None = None, progress: bool = False,
+                      device="cpu") -> ExactAnalysis:
+    """Exact tau pmf, E[tau], E[tau+1] and TV(output law, target law) of a K-path verifier under
+    a drafting scheme, by enumerating the V**(L K) joint draft outcomes (module doc).
+
+    ``extra`` (merged into ``to_json()``) holds ``paths`` and ``drafting``.
+    """
+    _check_args(paths, drafting)
+    V, L, K = instance.vocab_size, instance.block_length, paths
+    exact = instance.exact if exact is None else exact
+    check_size(V ** (L * K), "multi-path exact analysis", exact, max_sequences,
+               f"V^(L K) = {V}^{L * K}")
+    check_size(V ** (L + 1), "multi-path exact analysis (output law)", exact, max_sequences,
+               f"V^(L+1) = {V}^{L + 1}")
+    q_levels = levels(instance.draft, 0, L, exact, device)
+    p_levels = levels(instance.target, 0, L + 1, exact, device)
+    update, close = _progress_bar(V ** (L * K), progress, name or "multi-path exact")
+    try:
+        block = multipath_block_law(verifier, q_levels, p_levels, V, L, K, drafting, update)
+    finally:
+        close()
+    return _analysis(block, p_levels, V, L, exact,
+                     name or getattr(verifier, "__name__", "verifier"),
+                     {"paths": K, "drafting": drafting})
+
+
+def _analysis(block: BlockLaw, p_levels, V: int, L: int, exact: bool, name: str, extra: dict
+              ) -> ExactAnalysis:
+    out = output_law(block, p_levels, V, L)[0]
+    tgt = target_law(p_levels, L + 1)[0]
+    pmf = [_to_py(v) for v in block.tau_pmf[0]]
+    zero = Fraction(0) if exact else 0.0
+    e_tau = sum((i * v for i, v in enumerate(pmf)), zero)
+    return ExactAnalysis(verifier=name, vocab_size=V, block_length=L, exact=exact, tau_pmf=pmf,
+                         expected_accepted=e_tau, block_efficiency=e_tau + 1,
+                         tv_to_target=_to_py(total_variation(out, tgt)), output_law=out,
+                         target_law=tgt, extra=dict(extra))
+
+
+def check_lossless_multipath(verifier: MultiVerifier, instance: Instance, paths: int,
+                             drafting: str = "iid", exact: bool | None = None,
+                             tol: float = 1e-12, max_sequences: int | None = None
+                             ) -> LosslessReport:
+    """Exact losslessness verdict for a K-path verifier under a drafting scheme: compares the law
+    of the output block followed by target sampling (L+1 tokens) with the target law, and names
+    the first offending sequence (lexicographic) with both probabilities."""
+    exact = instance.exact if exact is None else exact
+    res = analyze_multipath(instance, verifier, paths, drafting, exact=exact,
+                            max_sequences=max_sequences)
+    L = instance.block_length
+    return lossless_report(res.output_law, res.target_law, res.tv_to_target, L + 1,
+                           instance.vocab_size, exact, tol)
+
+
+# ----------------------------------------------------------------------------- GBV fast route
+
+
+def gbv_skewed_draft(instance: Instance, paths: int, exact: bool | None = None,
+                     max_sequences: int | None = None) -> TableModel:
+    """The skewed draft model q^G of GBV with K = ``paths`` i.i.d. paths, as tables of depth
+    0..L-1 (same ranking and formula as :func:`spectheory.verifiers.gbv.gbv`). Level by level:
+    A_root = 0, x_root = 1; for a child c a: A = A_c + x_c below_c(a), x = x_c q(a|c)."""
+    _check_args(paths, "iid")
+    V, L = instance.vocab_size, instance.block_length
+    exact = instance.exact if exact is None else exact
+    check_size(V**L, "GBV skewed draft", exact, max_sequences, f"V^L = {V}^{L}")
+    q_levels = levels(instance.draft, 0, L, exact)
+    p_levels = levels(instance.target, 0, L, exact)
+    A = Bk.full((1,), 0, p_levels[0])
+    x = Bk.full((1,), 1, p_levels[0])
+    tables = []
+    for i in range(L):
+        _, below = rank_and_below(q_levels[i], p_levels[i], "low")
+        tables.append(skewed_rows(q_levels[i], below, A, x, paths))
+        A = (Bk.expand_dims(A, 1) + Bk.expand_dims(x, 1) * below).reshape(-1)
+        x = (Bk.expand_dims(x, 1) * q_levels[i]).reshape(-1)
+    if not exact:
+        tables = [t.cpu().numpy() for t in tables]
+    return TableModel(V, tuple(tables))
+
+
+def analyze_gbv_fast(instance: Instance, paths: int, exact: bool | None = None,
+                     max_sequences: int | None = None, name: str = "gbv") -> ExactAnalysis:
+    """Exact analysis of GBV (i.i.d. drafting) as block verification against the skewed draft
+    q^G: V**L work instead of V**(L K). Same result as ``analyze_multipath(.., gbv, K)``."""
+    exact = instance.exact if exact is None else exact
+    skewed = gbv_skewed_draft(instance, paths, exact, max_sequences)
+    inst = Instance(instance.vocab_size, instance.block_length,
+                    instance.target.to_exact() if exact else instance.target.to_float(), skewed)
+    res = analyze(inst, block_verification, name=name, exact=exact, max_sequences=max_sequences)
+    res.extra = {"paths": paths, "drafting": "iid"}
+    return res
+
+
+# ----------------------------------------------------------------------------- sampling
+
+
+def sample_drafts(instance: Instance, paths: int, n: int, drafting: str = "iid",
+                  generator: torch.Generator | None = None, device="cpu"):
+    """n joint draft outcomes [n, K, L] (torch long) under a drafting scheme (float models)."""
+    _check_args(paths, drafting)
+    V, L, K = instance.vocab_size, instance.block_length, paths
+    q_levels = levels(instance.draft, 0, L, False, device)
+    out = torch.zeros(n, K, L, dtype=torch.long, device=device)
+    root = q_levels[0][0]
+    used = torch.zeros(n, V, dtype=torch.bool, device=device)
+    m = int((root > 0).sum())
+    for k in range(K):
+        if drafting == "norep" and k >= m:
+            out[:, k] = out[:, 0]
+            continue
+        row = root.expand(n, V)
+        if drafting == "norep":
+            row = torch.where(used, torch.zeros_like(row), row)
+        x = torch.multinomial(row, 1, generator=generator)[:, 0]
+        used[torch.arange(n, device=device), x] = True
+        node = x
+        out[:, k, 0] = x
+        for d in range(1, L):
+            y = torch.multinomial(q_levels[d][node], 1, generator=generator)[:, 0]
+            out[:, k, d] = y
+            node = node * V + y
+    return out
+
+
+def sample_outputs(instance: Instance, verifier: MultiVerifier, paths: int, n: int,
+                   drafting: str = "iid", generator: torch.Generator | None = None):
+    """Run the verifier on n sampled draft outcomes: returns (drafts, path k, tau, Y) tensors."""
+    from .sampling import sample_multi_law
+
+    V, L = instance.vocab_size, instance.block_length
+    drafts = sample_drafts(instance, paths, n, drafting, generator)
+    q_levels = levels(instance.draft, 0, L, False)
+    p_levels = levels(instance.target, 0, L + 1, False)
+    q, p = draft_rows(q_levels, p_levels, drafts, L, V)
+    k, tau, y = sample_multi_law(verifier(drafts, q, p), generator)
+    return drafts, k, tau, y
+
+
+__all__ = [
+    "DRAFTING",
+    "analyze_gbv_fast",
+    "analyze_multipath",
+    "check_lossless_multipath",
+    "draft_rows",
+    "gbv_skewed_draft",
+    "multipath_block_law",
+    "sample_drafts",
+    "sample_outputs",
+]

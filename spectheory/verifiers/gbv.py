@@ -1,0 +1,145 @@
+"""Greedy multi-path block verification, GBV (Thomas & Pal, arXiv 2602.16961).
+
+K draft paths X_1..X_K of length L are drawn i.i.d. from q (with replacement). At every node c
+tokens are ranked by the ratio r(a) = p(a|c) / q(a|c), largest first, ties broken by the
+smaller token id (ONE rule, used both for selecting the path and for the skewed law below;
+tokens with q(a|c) = 0 are never drafted and rank last). This ranking of the children of every
+node orders all sequences of one length lexicographically.
+
+Selection. x* = the lexicographically largest drafted path: walk from the root and at each node
+step to the drafted child of best rank (among the paths still through the current node).
+
+Skewed draft law. x* is the maximum of K i.i.d. draws in a total order, so P(x*^i <= s) = Q(<= s)^K
+and x* is autoregressive with conditionals q^G: at a node c on x* of depth i, with x = Q(c) the
+draft probability of c, A = the q-mass of depth-i prefixes ranked strictly below c,
+y(a) = x * sum_{b ranked below a} q(b|c) and z(a) = x q(a|c),
+
+    q^G(a|c) = ((A + y + z)^K - (A + y)^K) / ((A + x)^K - A^K)
+             = q(a|c) * S_K(A + y, z) / S_K(A, x),   S_K(u, d) = sum_{j<K} (u + d)^j u^(K-1-j),
+
+(the second form, from (u+d)^K - u^K = d S_K(u, d), has no cancellation and no division by x; it is
+what we compute). Along x*: A_0 = 0, x_0 = 1, A_{i+1} = A_i + y(X*_{i+1}), x_{i+1} = x_i q(X*_{i+1}|c).
+At the root q^G(a) = F(a)^K - F(a-)^K with F the CDF of q in rank order.
+
+Verification. Block verification (Sun et al., arXiv 2403.10444) of x* with q replaced by q^G:
+weights w_i = min(1, w_{i-1} p/q^G), residuals max(w_i p - q^G, 0), h_i = S_i / (S_i + 1 - w_i),
+P(tau = i) = h_i prod_{j>i} (1 - h_j). It is lossless because x* has the autoregressive law q^G
+and the verifier sees only x* and the rows along it. For K = 1, S_K = 1 and q^G = q: exactly
+block verification (in exact rationals, too).
+
+Mismatched tie-breaking (:func:`gbv_mismatched_ties`): selecting with one tie rule and ranking
+for q^G with the other (as the published reference code reportedly does) makes the selected path's
+law differ from q^G on instances with equal ratios, and the result is lossy; it is kept as a
+negative control for the checker.
+"""
+
+from __future__ import annotations
+
+from .. import backend as B
+from ..law import MultiLaw
+from .block import block_verification
+
+#: Tie rules: "low" ranks the smaller token id first among equal ratios, "high" the larger one.
+TIE_RULES = ("low", "high")
+
+
+def rank_and_below(q_rows, p_rows, ties: str = "low"):
+    """Rank of every token at each node and the draft mass ranked strictly below it.
+
+    ``q_rows``, ``p_rows`` [..., V] conditionals at the same nodes. Returns ``(pos, below)``:
+    ``pos[..., a]`` the rank position of token a (0 = largest p/q) and ``below[..., a]`` =
+    sum_{b ranked below a} q(b|node). Tokens with q = 0 get ratio -1 (ranked last).
+    """
+    if ties not in TIE_RULES:
+        raise ValueError(f"unknown tie rule {ties!r}; choose from {TIE_RULES}")
+    V = q_rows.shape[-1]
+    r = B.safe_div(p_rows, q_rows, B.scalar(p_rows, -1))
+    if ties == "low":
+        order = B.argsort(r, axis=-1, descending=True)
+    else:  # stable sort of the reversed token axis, mapped back: equal ratios, larger id first
+        order = (V - 1) - B.argsort(B.flip(r, -1), axis=-1, descending=True)
+    pos = B.argsort(order, axis=-1)
+    q_sorted = B.take_along(q_rows, order, axis=-1)
+    at_or_below = B.flip(B.cumsum(B.flip(q_sorted, -1), axis=-1), -1)  # sum over ranks >= j
+    below_sorted = B.concat([at_or_below[..., 1:], B.zeros_like(q_sorted[..., :1])], axis=-1)
+    return pos, B.take_along(below_sorted, pos, axis=-1)
+
+
+def _power_sum(u, d, K: int):
+    """S_K(u, d) = sum_{j<K} (u + d)^j u^(K-1-j) = ((u + d)^K - u^K) / d, without division."""
+    total = None
+    for j in range(K):
+        term = (u + d) ** j * u ** (K - 1 - j)
+        total = term if total is None else total + term
+    return total
+
+
+def skewed_rows(q_rows, below, A, x, K: int):
+    """q^G(.|c) rows [N, V] at N nodes with masses ``A`` [N] (ranked below c) and ``x`` = Q(c)."""
+    A1, x1 = B.expand_dims(A, -1), B.expand_dims(x, -1)
+    num = _power_sum(A1 + x1 * below, x1 * q_rows, K)
+    den = _power_sum(A1, x1, K)
+    return B.safe_div(q_rows * num, den, q_rows)
+
+
+def _first_true(mask, like_index):
+    """Index of the first True along axis 1 of ``mask`` [B, K] (every row has one)."""
+    K = mask.shape[1]
+    idx = B.broadcast_to(B.expand_dims(B.arange(K, like_index), 0), mask.shape)
+    return B.amin(B.where(mask, idx, K), axis=1)
+
+
+def select_path(drafts, pos):
+    """Index [B] of the lexicographically best drafted path (rank positions ``pos`` [B,K,L,V])."""
+    V = pos.shape[-1]
+    L = drafts.shape[-1]
+    dpos = B.take_along(pos, B.expand_dims(drafts, -1), axis=-1)[..., 0]  # [B, K, L]
+    alive = drafts[:, :, 0] == drafts[:, :, 0]
+    for i in range(L):
+        key = B.where(alive, dpos[:, :, i], V)
+        alive = alive & (key == B.amin(key, axis=1, keepdims=True))
+    return _first_true(alive, drafts)
+
+
+def _gather_path(x, k):
+    """x[b, k[b]] for x [B, K, ...]."""
+    idx = k.reshape((k.shape[0], 1) + (1,) * (x.ndim - 2))
+    idx = B.broadcast_to(idx, (x.shape[0], 1) + tuple(x.shape[2:]))
+    return B.take_along(x, idx, axis=1)[:, 0]
+
+
+def _gbv(drafts, q, p, selection_ties: str, ranking_ties: str) -> MultiLaw:
+    Bsz, K, L = drafts.shape
+    pos, below = rank_and_below(q, p[:, :, :L], ranking_ties)
+    if selection_ties != ranking_ties:
+        pos, _ = rank_and_below(q, p[:, :, :L], selection_ties)
+    k = select_path(drafts, pos)
+    d_sel, q_sel, p_sel, below_sel = (_gather_path(a, k) for a in (drafts, q, p, below))
+    A = B.zeros_like(q_sel[:, 0, 0])
+    x = B.ones_like(A)
+    rows = []
+    for i in range(L):
+        rows.append(skewed_rows(q_sel[:, i], below_sel[:, i], A, x, K))
+        t = B.expand_dims(d_sel[:, i], -1)
+        A = A + x * B.take_along(below_sel[:, i], t, axis=-1)[:, 0]
+        x = x * B.take_along(q_sel[:, i], t, axis=-1)[:, 0]
+    law = block_verification(d_sel, B.stack(rows, axis=1), p_sel)
+    chosen = B.expand_dims(B.arange(K, drafts) == B.expand_dims(k, 1), -1)  # [B, K, 1]
+    stop = B.where(chosen, B.expand_dims(law.stop, 1), B.zeros_like(B.expand_dims(law.stop, 1)))
+    corr = B.broadcast_to(B.expand_dims(law.correction, 1), (Bsz, K, L + 1, q.shape[-1]))
+    return MultiLaw(stop, corr)
+
+
+def gbv(drafts, q, p) -> MultiLaw:
+    """Law of GBV (i.i.d. drafting). drafts [B,K,L], q [B,K,L,V], p [B,K,L+1,V]; see module doc."""
+    return _gbv(drafts, q, p, "low", "low")
+
+
+def gbv_mismatched_ties(drafts, q, p) -> MultiLaw:
+    """LOSSY negative control: select with ties to the larger token id, rank for q^G with ties
+    to the smaller one. Equal to :func:`gbv` when no two drafted children have equal p/q."""
+    return _gbv(drafts, q, p, "high", "low")
+
+
+gbv.drafting = "iid"
+gbv_mismatched_ties.drafting = "iid"

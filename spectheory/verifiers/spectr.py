@@ -1,0 +1,91 @@
+"""SpecTr K-SEQ (Sun, Suresh, Ro, Beirami, Jain, Yu: "SpecTr: Fast Speculative Decoding via
+Optimal Transport", NeurIPS 2023, arXiv 2310.15141), applied node by node on the token tree of K
+i.i.d. drafted paths (the multi-path use in that paper).
+
+K-SEQ at a node with target p, draft q and m i.i.d. candidates x_1..x_m (m = number of drafted
+paths through the node, repeats included). For a parameter rho in [1, m] let
+
+    beta(rho) = sum_x min(q(x), p(x) / rho),    c_m(beta) = sum_{j<m} (1 - beta)^j
+                                                          (= (1 - (1 - beta)^m) / beta).
+
+Try the candidates in order and accept x_j with probability min(1, p(x_j) / (rho q(x_j))); the
+first success is the output (the walk moves to that child). If all m fail (probability
+prod_j (1 - min(1, p(x_j)/(rho q(x_j))))), Y is drawn from the residual
+
+    p_res(x) = (p(x) - min(q(x), p(x)/rho) c_m(beta)) / (1 - beta)^m.
+
+The output has law p whenever p_res >= 0, i.e. whenever rho >= c_m(beta(rho)). The left side
+grows and the right side shrinks with rho, and rho = m is always valid, so the smallest valid rho
+(the one with the largest acceptance, 1 - (1 - beta)^m) is found by bisection on [1, m]
+(what we implement: 60 halvings in float, 40 in exact rationals, keeping the valid upper end, so
+the rational result is exactly lossless). m = 1 gives rho = 1: token verification.
+"""
+
+from __future__ import annotations
+
+from .. import backend as B
+from ..law import MultiLaw
+from .specinfer import _row_at, node_recursive_law
+
+BISECTION_STEPS = {False: 60, True: 40}
+
+
+def _beta(q_rows, p_rows, rho):
+    return B.sum(B.minimum(q_rows, p_rows / B.expand_dims(rho, -1)), axis=-1)
+
+
+def _c(beta, m, K: int):
+    """c_m(beta) = sum_{j<m} (1 - beta)^j with a per-node count m [B, K] (1 <= m <= K)."""
+    total = B.zeros_like(beta)
+    term = B.ones_like(beta)
+    for j in range(K):
+        total = total + B.where(m > j, term, B.zeros_like(term))
+        term = term * (1 - beta)
+    return total
+
+
+def kseq_rho(q_rows, p_rows, m, K: int):
+    """Smallest valid rho in [1, m] per node (bisection; see module doc). m [B, K] >= 1."""
+    exact = B.is_exact(q_rows)
+    one = B.ones_like(q_rows[..., 0])
+    lo = one
+    hi = one * m if not exact else B.to_exact(m)
+    ok1 = one >= _c(_beta(q_rows, p_rows, one), m, K)
+    hi = B.where(ok1, one, hi)
+    for _ in range(BISECTION_STEPS[exact]):
+        mid = (lo + hi) / 2
+        ok = mid >= _c(_beta(q_rows, p_rows, mid), m, K)
+        hi = B.where(ok, mid, hi)
+        lo = B.where(ok, lo, mid)
+    return hi
+
+
+def kseq_rule(member, tok, q_rows, p_rows):
+    """K-SEQ at the node of every path (see module doc)."""
+    K = tok.shape[1]
+    m = B.sum(member, axis=2)  # [B, K] candidates at the node, >= 1
+    rho = kseq_rho(q_rows, p_rows, m, K)
+    beta = _beta(q_rows, p_rows, rho)
+    survive = B.ones_like(rho)
+    accepts = []
+    for j in range(K):
+        t = tok[:, j]
+        ratio = B.safe_div(_row_at(p_rows, t), rho * _row_at(q_rows, t), B.scalar(p_rows, 1))
+        a = B.minimum(ratio, 1)
+        a = B.where(member[:, :, j] == 1, a, B.zeros_like(a))
+        accepts.append(survive * a)
+        survive = survive * (1 - a)
+    cm = B.expand_dims(_c(beta, m, K), -1)
+    res = B.positive_part(p_rows - B.minimum(q_rows, p_rows / B.expand_dims(rho, -1)) * cm)
+    # sum_x res(x) = 1 - beta c_m = (1 - beta)^m exactly for a valid rho: normalising by the sum
+    # is the formula above (and is robust to rounding in float mode).
+    total = B.sum(res, axis=-1, keepdims=True)
+    return B.stack(accepts, axis=2), survive, B.safe_div(res, total, p_rows)
+
+
+def spectr(drafts, q, p) -> MultiLaw:
+    """SpecTr K-SEQ on the token tree of K i.i.d. paths (module doc)."""
+    return node_recursive_law(drafts, q, p, kseq_rule)
+
+
+spectr.drafting = "iid"
