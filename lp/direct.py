@@ -1,0 +1,174 @@
+"""Direct verifier LP: the best valid K-path verifier, by brute force over randomised maps.
+
+Drafting (``drafting="iid"``): K paths X_1..X_K of length L drawn i.i.d. from q (with
+replacement, duplicates allowed), the scheme of the shared doc. A K-path verifier is any
+randomised map from the drafted paths to an output block b = (y^i, a): a prefix y^i (0 <= i <= L)
+of one of the drafted paths followed by one token a (for i = L it is the bonus token). Its law is
+the table z(omega, b) = P(drafts = omega, output = b) >= 0 with sum_b z(omega, b) = P(omega).
+
+Validity (Sun et al., arXiv 2403.10444, section 2): the block followed by target sampling up to
+length L+1 must have the target law,
+
+    sum_b E(b) p(y_{|b|+1..L+1} | b) [b is a prefix of y] = p(y)   for every y in V^{L+1},
+    E(b) = sum_omega z(omega, b)   (the law of the emitted block),
+
+and the objective is E[tau + 1] = sum_b |b| E(b). This LP uses no structure of any verifier, so
+(for K = 1) its optimum equalling the node-budget LP's checks the theorem that block verification
+is optimal among all valid verifiers, including those that read off-path probabilities (Sun et
+al.; Thomas & Pal, arXiv 2602.16961). For K >= 2 it is the true K-path optimum that bounds every
+multi-path verifier under this drafting scheme.
+
+Reduction used: the verifier may depend on the order of the paths, but averaging a solution over
+permutations of the K paths keeps it feasible with the same value, so it suffices to optimise over
+multisets of paths (outcome probability: multinomial coefficient times the product of q(X_k));
+``details["ordered_outcomes"]`` reports V^(LK), the number of ordered draft outcomes.
+Size: variables = sum over multisets of V * (number of distinct prefixes of its paths, at most
+1 + K L), plus sum_{j=1}^{L+1} V^j block-law variables.
+"""
+
+from __future__ import annotations
+
+import itertools
+from fractions import Fraction
+from math import comb, factorial
+
+import numpy as np
+
+from spectheory.instances import Instance
+
+from .node_budget import _tables
+from .result import LPError, LPResult
+from .sparse import SparseLP, Timer, check_lp_size, concat_blocks, solve_exact_via_highs
+
+DRAFTING = ("iid",)
+
+
+def direct_size(V: int, L: int, K: int) -> tuple[int, int]:
+    """Upper bounds (variables, nonzeros) of the direct LP, computed before any enumeration."""
+    outcomes = comb(V**L + K - 1, K)
+    z = outcomes * V * (1 + K * L)
+    blocks = sum(V**j for j in range(1, L + 2))
+    return z + blocks, 2 * z + blocks + (L + 1) * V ** (L + 1)
+
+
+def _outcomes(N: int, K: int, qpath, exact: bool):
+    """Multisets of K path indices (sorted tuples) with positive probability, and their
+    probabilities (multinomial coefficient x product of path probabilities)."""
+    support = [i for i in range(N) if qpath[i] != 0]
+    combos = np.array(list(itertools.combinations_with_replacement(support, K)),
+                      dtype=np.int64).reshape(-1, K)
+    prob = np.ones(len(combos), dtype=object) if exact else np.ones(len(combos))
+    if exact:
+        prob[:] = [Fraction(1)] * len(combos)
+    for k in range(K):
+        prob = prob * qpath[combos[:, k]]
+    # multinomial coefficient K! / prod(multiplicities!)
+    coef = np.full(len(combos), factorial(K), dtype=np.int64)
+    for k in range(1, K):
+        # run length of equal entries ending at k: divide by it (builds prod of m!)
+        run = np.ones(len(combos), dtype=np.int64)
+        for j in range(k - 1, -1, -1):
+            same = np.all(combos[:, j:k + 1] == combos[:, k:k + 1], axis=1)
+            run += same
+        coef //= np.where(run > 1, run, 1)
+    # coef now K!/prod(m!) computed incrementally (m! = prod of run lengths 1..m)
+    prob = prob * (coef.astype(object) if exact else coef)
+    return combos, prob
+
+
+def build_direct(instance: Instance, paths: int = 1, exact: bool = False,
+                 drafting: str = "iid", limit: int | None = None, sympy: bool = False):
+    V, L, K = instance.vocab_size, instance.block_length, int(paths)
+    if K < 1:
+        raise LPError(f"paths = {K} must be at least 1")
+    if drafting not in DRAFTING:
+        raise LPError(f"unknown drafting scheme {drafting!r}; choose from {', '.join(DRAFTING)}")
+    n_est, nnz_est = direct_size(V, L, K)
+    mode = "sympy" if sympy else ("exact" if exact else "float")
+    check_lp_size(n_est, nnz_est, f"direct LP with K = {K}", limit, mode,
+                  f"C(V^L + K - 1, K) x V(1 + KL) + sum_j V^j with V = {V}, L = {L}")
+    p_levels, Q = _tables(instance, exact)
+    N = V**L
+    combos, prob = _outcomes(N, K, Q[L], exact)
+    n_out = len(combos)
+    # global prefix ids: depth i prefix of path x is x // V^(L-i); id = pre_off[i] + index
+    pre_off = np.cumsum([0] + [V**i for i in range(L + 1)])
+    pid = np.stack([pre_off[i] + combos // V ** (L - i) for i in range(L + 1)], axis=2)
+    pid = np.sort(pid.reshape(n_out, -1), axis=1)
+    keep = np.ones(pid.shape, dtype=bool)
+    keep[:, 1:] = pid[:, 1:] != pid[:, :-1]
+    out_idx, col = np.nonzero(keep)
+    uniq = pid[out_idx, col]  # one row per (outcome, distinct prefix)
+    depth = np.searchsorted(pre_off, uniq, side="right") - 1
+    pindex = uniq - pre_off[depth]
+    # block ids (D layout): length j = depth + 1 at offset sum_{i=1}^{j-1} V^i
+    blk_off = np.cumsum([0, 0] + [V**j for j in range(1, L + 2)])  # blk_off[j] for j >= 1
+    n_z = len(uniq) * V
+    z_out = np.repeat(out_idx, V)
+    z_blk = np.repeat(blk_off[depth + 1] + pindex * V, V) + np.tile(np.arange(V), len(uniq))
+    n_blocks = int(blk_off[L + 2])
+    n = n_z + n_blocks
+    one = Fraction(1) if exact else 1.0
+    dt = object if exact else np.float64
+    ones_z = np.full(n_z, one, dtype=dt)
+    eq = []
+    eq.append((z_out, np.arange(n_z), ones_z, prob))  # sum_b z(omega, b) = P(omega)
+    # E(b) - sum_omega z(omega, b) = 0
+    eq.append((np.concatenate([np.arange(n_blocks), z_blk]),
+               np.concatenate([n_z + np.arange(n_blocks), np.arange(n_z)]),
+               np.concatenate([np.full(n_blocks, one, dtype=dt), -ones_z]),
+               np.zeros(n_blocks, dtype=dt) * one))
+    # validity: sum_b E(b) p(y after b | b) = p(y), y in V^{L+1}
+    rows, cols, vals = [], [], []
+    for j in range(1, L + 2):
+        cond = np.ones(V**j, dtype=dt) * one
+        for d in range(j, L + 1):
+            lev = p_levels[d].reshape(V**j, V ** (d - j), V)
+            cond = (cond.reshape(V**j, V ** (d - j), 1) * lev).reshape(-1)
+        y = np.arange(V ** (L + 1))
+        rows.append(y)
+        cols.append(n_z + blk_off[j] + y // V ** (L + 1 - j))
+        vals.append(cond)
+    target = np.ones(1, dtype=dt) * one
+    for d in range(L + 1):
+        target = (target[:, None] * p_levels[d]).reshape(-1)
+    eq.append((np.concatenate(rows), np.concatenate(cols), np.concatenate(vals), target))
+    c = np.zeros(n, dtype=dt) * one
+    for j in range(1, L + 2):
+        c[n_z + blk_off[j]:n_z + blk_off[j + 1]] = j * one
+    empty = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, dt), np.zeros(0, dt))
+    # float solves see z / P(omega) and E(b) / p(b) (both at most 1)
+    ppath, scale = np.ones(1), [np.asarray(prob, dtype=np.float64)[z_out]]
+    for d in range(L + 1):
+        ppath = (ppath[:, None] * np.asarray(p_levels[d], dtype=np.float64)).reshape(-1)
+        scale.append(ppath)
+    lp = SparseLP(n, c, empty, concat_blocks(eq, exact), col_scale=np.concatenate(scale))
+    info = {"outcomes": n_out, "ordered_outcomes": N**K, "z_variables": n_z,
+            "nonzeros": lp.nonzeros, "drafting": drafting}
+    return lp, info
+
+
+def direct_lp(instance: Instance, paths: int = 1, exact: bool = False, solver: str | None = None,
+              drafting: str = "iid", limit: int | None = None) -> LPResult:
+    """Optimum E[tau + 1] over all valid K-path verifiers (module docstring).
+
+    Float mode: HiGHS (default) or cvxpy. Exact mode: HiGHS' primal and dual points rounded to
+    fractions and verified exactly as a certificate (:func:`lp.sparse.solve_exact_via_highs`,
+    falling back to sympy's rational simplex for the primal); ``solver="sympy"`` uses sympy's
+    primal directly (tiny instances).
+    """
+    timer = Timer()
+    lp, info = build_direct(instance, paths, exact, drafting, limit, sympy=exact and
+                            solver == "sympy")
+    if exact:
+        if solver == "sympy":
+            _, opt = lp.solve_sympy()
+            how = "sympy"
+        else:
+            opt, how = solve_exact_via_highs(lp)
+        info["certificate"] = how
+        return LPResult("direct", int(paths), opt, "sympy" if how == "sympy" else
+                        "exact-certificate", "optimal", lp.n, lp.constraints, timer.seconds, info)
+    _, opt, status, name = lp.solve(solver)
+    return LPResult("direct", int(paths), opt, name, status, lp.n, lp.constraints,
+                    timer.seconds, info)

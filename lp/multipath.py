@@ -1,0 +1,155 @@
+"""Compact node-budget relaxation for K i.i.d. draft paths, and the L = 1 closed form.
+
+Compact LP (shared doc, "Multi-path optimum"). Take the node-budget LP of
+:mod:`lp.node_budget` in its reduced form (variables M(s), 1 <= |s| <= L, with target matching
+substituted: M(s, a) <= p(a|s) M(s)) and replace "M(s) <= q(s)" by coverage constraints: for every depth j and every set S of depth-j sequences,
+
+    sum_{s in S} M(s) <= f(S) = 1 - (1 - q(S))^K,
+
+the probability that at least one of K i.i.d. paths starts in S (any verifier that goes past a
+sequence of S needs a drafted path through it). Exponentially many sets, so they are generated
+lazily: start from the singletons, solve, separate, add, repeat.
+
+Separation is exact and takes a sort per depth: f(S) = g(q(S)) with g(t) = 1 - (1 - t)^K concave,
+so g(t) = min over lambda of (a_lambda + lambda t) and
+
+    max_S [M(S) - g(q(S))] = max_lambda [ -a_lambda + max_S sum_{s in S} (M(s) - lambda q(s)) ],
+
+whose inner maximum is the threshold set {s : M(s) / q(s) > lambda}. So the most violated set is
+a prefix of the sequences sorted by M(s) / q(s) (decreasing); all depth-j prefixes are scanned.
+
+The relaxation is an upper bound on the direct K-path LP (:func:`lp.direct.direct_lp`). It is
+tight for K = 1 (coverage of singletons is M(s) <= q(s) and sets add nothing) and for L = 1, where
+both equal the closed form of Hu et al. (arXiv 2502.18779, "Towards optimal multi-draft
+speculative decoding", the dual of the optimal-transport LP):
+
+    alpha* = min_{H subset of vocab} [ p(H) + 1 - q(H)^K ],      E[tau + 1] = 1 + alpha*,
+
+(1 - q(H)^K is the chance that some draft falls outside H). By the same concavity argument the
+minimising H is a lower threshold set of p(a)/q(a), so V + 1 candidate sets suffice
+(:func:`multidraft_acceptance_L1`). With L >= 2 and K >= 2 the relaxation can exceed the direct LP:
+the coverage constraints only see one depth at a time, not how the K paths share prefixes.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+
+from spectheory.errors import InstanceError
+from spectheory.instances import Instance
+
+from .node_budget import build_node_budget_reduced
+from .result import LPError, LPResult
+from .sparse import Timer
+
+#: A coverage constraint counts as violated above this (absolute, in probability units).
+SEPARATION_TOL = 1e-10
+MAX_ROUNDS = 500
+
+
+def coverage(qS, K: int):
+    """f = 1 - (1 - q(S))^K (works on arrays and Fractions)."""
+    return 1 - (1 - qS) ** K
+
+
+def separate(M, q, K: int, tol: float = SEPARATION_TOL, max_sets: int = 4):
+    """Most violated coverage sets at one depth: indices of the threshold sets (sorted by
+    M(s)/q(s), decreasing) whose violation M(S) - f(S) exceeds ``tol``, the worst first."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(q > 0, M / np.where(q > 0, q, 1), np.where(M > 0, np.inf, 0))
+    order = np.argsort(-ratio, kind="stable")
+    cm = np.cumsum(M[order])
+    cq = np.minimum(np.cumsum(q[order]), 1.0)
+    viol = cm - coverage(cq, K)
+    viol[-1] = min(viol[-1], cm[-1] - 1)  # the full level: f = 1 exactly
+    cand = np.flatnonzero(viol > tol)
+    if len(cand) == 0:
+        return []
+    best = cand[np.argsort(-viol[cand])][:max_sets]
+    return [(order[:k + 1], float(viol[k])) for k in best]
+
+
+def multipath_lp(instance: Instance, paths: int = 2, solver: str | None = None,
+                 limit: int | None = None, tol: float = SEPARATION_TOL,
+                 max_rounds: int = MAX_ROUNDS) -> LPResult:
+    """Optimum E[tau + 1] of the compact K-path relaxation (module docstring), float64, by
+    cutting planes; ``details`` reports rounds and the number of coverage sets added."""
+    timer = Timer()
+    V, L, K = instance.vocab_size, instance.block_length, int(paths)
+    if K < 1:
+        raise LPError(f"paths = {K} must be at least 1")
+    lp, (p_levels, Q, moff) = build_node_budget_reduced(instance, False, limit)
+    # the first n rows of the ub block are "M(s) <= q(s)" in variable order: make them the
+    # singleton coverage constraints M(s) <= 1 - (1 - q(s))^K
+    r, col, v, b = lp.ub
+    b = b.copy()
+    b[:lp.n] = coverage(np.concatenate([Q[j] for j in range(1, L + 1)]), K)
+    lp.ub = (r, col, v, b)
+    rows, cols, vals, rhs = [r], [col], [v], [b]
+    m = len(b)
+    added = 0
+    rounds = 0
+    while True:
+        rounds += 1
+        x, opt, status, name = lp.solve(solver)
+        cuts = []
+        for j in range(1, L + 1):
+            Mj = x[moff[j]:moff[j] + V**j]
+            cuts += [(j, S) for S, _ in separate(Mj, Q[j], K, tol)]
+        if not cuts:
+            break
+        if rounds >= max_rounds:
+            raise LPError(f"multipath LP: separation did not converge in {max_rounds} rounds")
+        for j, S in cuts:
+            rows.append(np.full(len(S), m, dtype=np.int64))
+            cols.append(moff[j] + S)
+            vals.append(np.ones(len(S)))
+            rhs.append(np.array([float(coverage(min(float(Q[j][S].sum()), 1.0), K))]))
+            m += 1
+            added += 1
+        lp.ub = (np.concatenate(rows), np.concatenate(cols), np.concatenate(vals),
+                 np.concatenate(rhs))
+    return LPResult("multipath", K, opt, name, status, lp.n, lp.constraints, timer.seconds,
+                    {"rounds": rounds, "coverage_sets_added": added, "nonzeros": lp.nonzeros})
+
+
+def multidraft_acceptance_L1(p, q, paths: int):
+    """Hu et al.'s optimal acceptance probability for K i.i.d. drafts of one token:
+    alpha* = min_H [p(H) + 1 - q(H)^K] over lower threshold sets H of p/q (exact for Fraction
+    inputs). Returns (alpha*, H as a sorted tuple of token ids)."""
+    p = list(p)
+    q = list(q)
+    K = int(paths)
+    V = len(p)
+    key = [(Fraction(p[a]) / Fraction(q[a]) if q[a] != 0 else None) for a in range(V)] \
+        if isinstance(p[0], Fraction) else \
+        [(p[a] / q[a] if q[a] != 0 else None) for a in range(V)]
+    order = sorted(range(V), key=lambda a: (key[a] is None, key[a] if key[a] is not None else 0))
+    zero = p[0] * 0
+    best, best_H = None, ()
+    pH, qH = zero, zero
+    for k in range(V + 1):
+        if k:
+            pH, qH = pH + p[order[k - 1]], qH + q[order[k - 1]]
+        val = pH + 1 - qH**K
+        if best is None or val < best:
+            best, best_H = val, tuple(sorted(order[:k]))
+    return best, best_H
+
+
+def optimal_multidraft_L1(instance: Instance, paths: int = 2, exact: bool = False) -> LPResult:
+    """Closed form E[tau + 1] = 1 + alpha* for an L = 1 instance (Hu et al., arXiv 2502.18779),
+    to compare with :func:`direct_lp` / :func:`multipath_lp` (they agree for L = 1)."""
+    timer = Timer()
+    if instance.block_length != 1:
+        raise InstanceError(f"the closed form is for block length 1, got L = "
+                            f"{instance.block_length}")
+    inst = instance.to_exact() if exact else instance.to_float()
+    p = list(inst.target.level(0)[0])
+    q = list(inst.draft.level(0)[0])
+    alpha, H = multidraft_acceptance_L1(p, q, paths)
+    opt = 1 + alpha if exact else 1.0 + float(alpha)
+    return LPResult("multidraft-L1", int(paths), opt, "closed-form", "optimal",
+                    instance.vocab_size, 0, timer.seconds, {"acceptance": alpha, "H": H})
