@@ -136,8 +136,13 @@ def optional(module: str, attr: str):
         return None
 
 
+#: Where each LP lives if the :mod:`lp` package does not re-export it.
+LP_MODULES = {"node_budget_lp": "lp.node_budget", "coupling_bound": "lp.coupling",
+              "direct_lp": "lp.direct", "multipath_lp": "lp.multipath"}
+
+
 def _lp(name: str):
-    return optional("lp", name)
+    return optional("lp", name) or optional(LP_MODULES[name], name)
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -431,6 +436,8 @@ def compute_fig4(cfg: Config, progress: Progress) -> dict:
         notes.append("multi-path LP (lp.multipath_lp) not available")
     if direct is None:
         notes.append("direct LP (lp.direct_lp) not available")
+    drafting = {name: ("norep" if getattr(v, "drafting", "iid") == "norep" else "iid")
+                for name, v in verifiers.items()}
     rows = []
     for seed in range(cfg.fig4_seeds):
         inst = make_family("dirichlet", cfg.fig4_V, cfg.fig4_L, seed, 1.0)
@@ -438,18 +445,25 @@ def compute_fig4(cfg: Config, progress: Progress) -> dict:
             row = {"seed": seed, "K": K, "be": {}}
             for name, v in verifiers.items():
                 try:
-                    row["be"][name] = float(analyze_mp(inst, v, K).block_efficiency)
+                    row["be"][name] = float(analyze_mp(inst, v, K, drafting=drafting[name])
+                                            .block_efficiency)
                 except SpectheoryError as exc:
                     row["be"][name] = None
                     notes.append(f"{name}, K = {K}: {exc}")
             row["multipath_lp"] = float(mp_lp(inst, paths=K).optimum) if mp_lp else None
-            row["direct_lp"] = (float(direct(inst, paths=K).optimum)
-                                if direct and K <= cfg.fig4_direct_max_K else None)
+            small = direct is not None and K <= cfg.fig4_direct_max_K
+            row["direct_lp"] = float(direct(inst, paths=K).optimum) if small else None
+            row["direct_lp_norep"] = None
+            if small and "norep" in drafting.values():
+                try:
+                    row["direct_lp_norep"] = float(direct(inst, paths=K, drafting="norep").optimum)
+                except SpectheoryError as exc:
+                    notes.append(f"direct LP without replacement: {exc}")
             rows.append(row)
             progress.step(f"fig4 seed {seed} K={K}")
     return {"V": cfg.fig4_V, "L": cfg.fig4_L, "Ks": list(cfg.fig4_Ks), "seeds": cfg.fig4_seeds,
             "direct_max_K": cfg.fig4_direct_max_K, "verifiers": list(verifiers),
-            "rows": rows, "notes": sorted(set(notes))}
+            "drafting": drafting, "rows": rows, "notes": sorted(set(notes))}
 
 
 def _mean_by_K(data: dict, key):
@@ -461,8 +475,11 @@ def _mean_by_K(data: dict, key):
     return np.array(out)
 
 
-def _optimum(row):
-    """The tightest available optimum: the direct LP where solved, else the compact relaxation."""
+def _optimum(row, drafting: str = "iid"):
+    """The tightest available optimum under ``drafting``: the direct LP where solved, else (i.i.d.
+    drafting only) the compact node-budget relaxation, an upper bound."""
+    if drafting == "norep":
+        return row.get("direct_lp_norep")
     return row["direct_lp"] if row["direct_lp"] is not None else row["multipath_lp"]
 
 
@@ -471,26 +488,41 @@ def _no_data(ax, notes):
             transform=ax.transAxes, fontsize=9, wrap=True, color="tab:red")
 
 
+def _footnote(fig, notes):
+    """Notes on missing pieces, in small print under the axes."""
+    if notes:
+        fig.text(0.01, 0.005, "Not available: " + "; ".join(notes), fontsize=6.5,
+                 color="tab:red", ha="left", va="bottom", wrap=True)
+
+
 def plot_fig4(plt, data: dict):
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
     Ks = np.array(data["Ks"])
     markers = "osD^v<>p*h"
     for j, name in enumerate(data["verifiers"]):
+        norep = data.get("drafting", {}).get(name) == "norep"
         ax.plot(Ks, _mean_by_K(data, lambda r, n=name: r["be"].get(n)), marker=markers[j % 10],
-                ms=5, label=name)
+                ms=5, ls="--" if norep else "-",
+                label=name + (" (drafts without replacement)" if norep else ""))
     mp = _mean_by_K(data, lambda r: r["multipath_lp"])
     if not np.all(np.isnan(mp)):
-        ax.plot(Ks, mp, "k--", lw=1.2, label="multi-path LP (node-budget relaxation, upper bound)")
+        ax.plot(Ks, mp, color="k", ls=":", lw=1.5,
+                label="multi-path LP relaxation (upper bound, i.i.d. drafts)")
     dl = _mean_by_K(data, lambda r: r["direct_lp"])
     if not np.all(np.isnan(dl)):
-        ax.plot(Ks, dl, "kx", ms=10, mew=2, label="direct LP optimum (all K-path verifiers)")
-    if data["notes"]:
+        ax.plot(Ks, dl, "kx", ms=10, mew=2, label="direct LP optimum (i.i.d. drafts)")
+    dn = _mean_by_K(data, lambda r: r.get("direct_lp_norep"))
+    if not np.all(np.isnan(dn)):
+        ax.plot(Ks, dn, "k+", ms=11, mew=2, label="direct LP optimum (drafts without replacement)")
+    if not data["verifiers"]:
         _no_data(ax, data["notes"])
+    else:
+        _footnote(fig, data["notes"])
     ax.set_xticks(Ks)
-    ax.set_xlabel("K = number of i.i.d. draft paths")
+    ax.set_xlabel("K = number of draft paths")
     ax.set_ylabel("block efficiency E[tau + 1] (tokens per target call)")
     ax.set_title(f"Multi-path verification, Dirichlet(1) instances, V = {data['V']}, "
-                 f"L = {data['L']} (mean over {data['seeds']})", fontsize=10)
+                 f"L = {data['L']} (mean over {data['seeds']} instance(s))", fontsize=10)
     ax.grid(alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8)
@@ -508,7 +540,8 @@ def plot_fig5(plt, data: dict):
         for K in Ks:
             vals = []
             for r in data["rows"]:
-                opt, be = _optimum(r), r["be"].get(name)
+                opt = _optimum(r, data.get("drafting", {}).get(name, "iid"))
+                be = r["be"].get(name)
                 if r["K"] == K and opt is not None and be is not None:
                     vals.append(100 * (opt - be) / opt)
             gaps.append(np.mean(vals) if vals else np.nan)
@@ -516,12 +549,16 @@ def plot_fig5(plt, data: dict):
         ax.bar(np.arange(len(Ks)) + (j - (len(names) - 1) / 2) * w, gaps, w, label=name)
     if not any_bar:
         _no_data(ax, data["notes"] or ["no optimum available"])
+    else:
+        _footnote(fig, data["notes"])
     ax.set_xticks(np.arange(len(Ks)))
-    ax.set_xticklabels([f"K = {K}" for K in Ks])
+    ax.set_xticklabels([f"K = {K}" + ("" if K <= data["direct_max_K"] else "\n(vs relaxation)")
+                        for K in Ks])
     ax.set_ylabel("gap to optimum (%)  = 100 (opt - E[tau+1]) / opt")
-    ax.set_title(f"Gap of each multi-path verifier to the optimum (direct LP for K <= "
-                 f"{data['direct_max_K']}, node-budget relaxation above); V = {data['V']}, "
-                 f"L = {data['L']}", fontsize=9.5)
+    ax.set_title(f"Gap of each multi-path verifier to the optimum under its drafting scheme\n"
+                 f"(direct LP for K <= {data['direct_max_K']}, i.i.d. relaxation above); "
+                 f"V = {data['V']}, L = {data['L']}, mean over {data['seeds']} instances",
+                 fontsize=9.5)
     ax.axhline(0, color="k", lw=0.8)
     ax.grid(alpha=0.3, axis="y")
     if names:
@@ -664,7 +701,7 @@ def render(data: dict, out: Path) -> None:
     for name, _ in FIGURES:
         key, fn = PLOT[name]
         fig = fn(plt, data[key])
-        fig.tight_layout()
+        fig.tight_layout(rect=(0, 0.03, 1, 1))
         for ext in FORMATS:
             fig.savefig(out / f"{name}.{ext}", metadata=_metadata(ext))
         plt.close(fig)

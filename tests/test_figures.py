@@ -90,6 +90,10 @@ def test_fig4_multipath_below_optimum(quick_run):
             if be is None:
                 continue
             assert 1 <= be <= f4["L"] + 1 + 1e-9
+            if f4["drafting"][name] == "norep":
+                if row["direct_lp_norep"] is not None:
+                    assert be <= row["direct_lp_norep"] + 1e-6, (name, row)
+                continue
             if row["direct_lp"] is not None:
                 assert be <= row["direct_lp"] + 1e-6, (name, row)
             if row["multipath_lp"] is not None:
