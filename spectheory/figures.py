@@ -458,7 +458,8 @@ def compute_fig4(cfg: Config, progress: Progress) -> dict:
                 try:
                     row["direct_lp_norep"] = float(direct(inst, paths=K, drafting="norep").optimum)
                 except SpectheoryError as exc:
-                    notes.append(f"direct LP without replacement: {exc}")
+                    notes.append(f"no LP optimum for drafting without replacement "
+                                 f"(lp.direct_lp: {exc})")
             rows.append(row)
             progress.step(f"fig4 seed {seed} K={K}")
     return {"V": cfg.fig4_V, "L": cfg.fig4_L, "Ks": list(cfg.fig4_Ks), "seeds": cfg.fig4_seeds,
@@ -545,8 +546,10 @@ def plot_fig5(plt, data: dict):
                 if r["K"] == K and opt is not None and be is not None:
                     vals.append(100 * (opt - be) / opt)
             gaps.append(np.mean(vals) if vals else np.nan)
-        any_bar |= not np.all(np.isnan(gaps))
-        ax.bar(np.arange(len(Ks)) + (j - (len(names) - 1) / 2) * w, gaps, w, label=name)
+        has = not np.all(np.isnan(gaps))
+        any_bar |= has
+        ax.bar(np.arange(len(Ks)) + (j - (len(names) - 1) / 2) * w, gaps, w,
+               label=name if has else f"{name}: no optimum for its drafting scheme")
     if not any_bar:
         _no_data(ax, data["notes"] or ["no optimum available"])
     else:
