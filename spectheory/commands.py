@@ -10,7 +10,7 @@ from .errors import InstanceError, SpectheoryError
 from .exact import analysis_summary, analyze, check_lossless
 from .instances import DEFAULT_TOL, MAX_JSON_PREFIXES, instance_to_dict, load_instance
 from .random_instances import random_instance
-from .verifiers import LOSSY_EXAMPLES, SINGLE_PATH
+from .verifiers import LOSSY_EXAMPLES, LOSSY_MULTI_PATH, MULTI_PATH, SINGLE_PATH
 
 
 def positive_int(text: str) -> int:
@@ -37,7 +37,36 @@ def add_instance_options(p: argparse.ArgumentParser) -> None:
 
 
 def all_verifiers() -> dict:
-    return {**SINGLE_PATH, **LOSSY_EXAMPLES}
+    return {**SINGLE_PATH, **LOSSY_EXAMPLES, **MULTI_PATH, **LOSSY_MULTI_PATH}
+
+
+def _multi_path_plan(args):
+    """(is_multi_path, K, drafting) for ``--verifier/--paths/--drafting`` (see ``exact --help``).
+
+    A multi-path verifier runs on K = --paths paths (default 1) under --drafting (default: the
+    scheme the verifier is lossless under). A single-path verifier with --paths > 1 is an error
+    (use block-first / token-first to run block / token verification on the first of K paths).
+    """
+    paths = getattr(args, "paths", None)
+    drafting = getattr(args, "drafting", None)
+    name = args.verifier
+    if name in MULTI_PATH or name in LOSSY_MULTI_PATH:
+        v = {**MULTI_PATH, **LOSSY_MULTI_PATH}[name]
+        native = getattr(v, "drafting", "iid")
+        if drafting is None:
+            drafting = "iid" if native == "any" else native
+        elif native not in ("any", drafting):
+            print(f"spectheory: note: {name} is designed for {native} drafting; analysing it "
+                  f"under {drafting} drafting", file=sys.stderr)
+        return True, paths or 1, drafting
+    if paths is not None and paths > 1:
+        raise SpectheoryError(
+            f"verifier {name!r} is single-path; --paths {paths} needs a multi-path verifier "
+            f"({', '.join(MULTI_PATH)}; block-first / token-first run block / token "
+            f"verification on the first path)")
+    if drafting == "norep":
+        raise SpectheoryError(f"--drafting norep needs a multi-path verifier, not {name!r}")
+    return False, 1, "iid"
 
 
 def _verifier(name: str):
@@ -82,20 +111,45 @@ def cmd_instance_random(args) -> int:
 
 def cmd_exact(args) -> int:
     verifier = _verifier(args.verifier)
+    multi, paths, drafting = _multi_path_plan(args)
     inst = load_instance(args.instance, exact=args.exact, tol=args.tol)
-    res = analyze(inst, verifier, name=args.verifier, exact=args.exact,
-                  max_sequences=args.max_sequences, progress=sys.stderr.isatty())
+    if multi:
+        from .multipath import analyze_multipath
+
+        res = analyze_multipath(inst, verifier, paths, drafting, name=args.verifier,
+                                exact=args.exact, max_sequences=args.max_sequences,
+                                progress=sys.stderr.isatty())
+    else:
+        res = analyze(inst, verifier, name=args.verifier, exact=args.exact,
+                      max_sequences=args.max_sequences, progress=sys.stderr.isatty())
+        if args.paths is not None or args.drafting is not None:
+            res.extra.update({"paths": paths, "drafting": drafting})
+    if multi:
+        res.verifier = f"{args.verifier} (K = {paths}, {drafting} drafting)"
     text = analysis_summary(res) + "\n  tau pmf: " + ", ".join(
         str(v) if res.exact else f"{v:.6f}" for v in res.tau_pmf)
-    emit(res.to_json(), args.json, text)
+    obj = res.to_json()
+    obj["verifier"] = args.verifier
+    emit(obj, args.json, text)
     return 0
 
 
 def cmd_check(args) -> int:
     verifier = _verifier(args.verifier)
+    multi, paths, drafting = _multi_path_plan(args)
     inst = load_instance(args.instance, exact=args.exact, tol=args.tol)
-    report = check_lossless(verifier, inst, exact=args.exact, tol=args.lossless_tol,
-                            n_tokens=args.tokens, max_sequences=args.max_sequences)
+    if multi:
+        from .multipath import check_lossless_multipath
+
+        if args.tokens is not None and args.tokens != inst.block_length + 1:
+            raise SpectheoryError("--tokens is single-path only; multi-path verifiers are "
+                                  "checked over one block (L+1 tokens)")
+        report = check_lossless_multipath(verifier, inst, paths, drafting, exact=args.exact,
+                                          tol=args.lossless_tol,
+                                          max_sequences=args.max_sequences)
+    else:
+        report = check_lossless(verifier, inst, exact=args.exact, tol=args.lossless_tol,
+                                n_tokens=args.tokens, max_sequences=args.max_sequences)
     obj = {
         "verifier": args.verifier,
         "lossless": report.lossless,
@@ -114,6 +168,16 @@ def cmd_check(args) -> int:
 
 
 # ----------------------------------------------------------------------------- register
+
+
+def add_multi_path_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--paths", type=positive_int, default=None, metavar="K",
+                   help="number of draft paths for a multi-path verifier (default 1); a "
+                        "single-path verifier accepts only 1")
+    p.add_argument("--drafting", choices=("iid", "norep"), default=None,
+                   help="drafting scheme of the K paths: iid (with replacement) or norep "
+                        "(distinct first tokens); default: the scheme the verifier is "
+                        "lossless under")
 
 
 def register(sub) -> None:
@@ -135,6 +199,7 @@ def register(sub) -> None:
     e = sub.add_parser("exact", help="exact law of a verifier on an instance")
     add_instance_options(e)
     e.add_argument("--verifier", default="block", help=f"one of: {', '.join(all_verifiers())}")
+    add_multi_path_options(e)
     e.set_defaults(func=cmd_exact)
 
     c = sub.add_parser("check", help="exact losslessness verdict (exit 1 when lossy)")
@@ -142,7 +207,8 @@ def register(sub) -> None:
     c.add_argument("--verifier", default="block", help=f"one of: {', '.join(all_verifiers())}")
     c.add_argument("--tokens", type=positive_int, default=None,
                    help="check the law of the first N generated tokens over repeated "
-                        "iterations (default: one block, L+1 tokens)")
+                        "iterations (default: one block, L+1 tokens; single-path only)")
+    add_multi_path_options(c)
     c.add_argument("--lossless-tol", type=float, default=1e-12,
                    help="float mode: largest probability difference still called equal")
     c.set_defaults(func=cmd_check)

@@ -26,6 +26,8 @@ exactly.
 
 from __future__ import annotations
 
+import itertools
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -95,29 +97,74 @@ def _arange(f0: int, n: int, exact: bool, like):
     return torch.arange(f0, f0 + n, device=like.device)
 
 
+def sorted_tuples(n_items: int, K: int) -> np.ndarray:
+    """All sorted K-tuples s_1 <= ... <= s_K of range(n_items), [C(n+K-1, K), K] int64, in
+    lexicographic order."""
+    flat = np.fromiter(itertools.chain.from_iterable(
+        itertools.combinations_with_replacement(range(n_items), K)), dtype=np.int64)
+    return flat.reshape(-1, K)
+
+
+def _multiplicity(tuples: np.ndarray) -> np.ndarray:
+    """Number of distinct orderings K! / prod(run lengths!) of each sorted tuple [n, K]."""
+    n, K = tuples.shape
+    mult = np.full(n, math.factorial(K), dtype=np.int64)
+    run = np.ones(n, dtype=np.int64)
+    for k in range(1, K):
+        run = np.where(tuples[:, k] == tuples[:, k - 1], run + 1, 1)
+        mult //= run
+    return mult
+
+
+def outcome_count(V: int, L: int, K: int, symmetric: bool) -> int:
+    """Joint outcomes the engine visits: V**(L K), or C(V**L + K - 1, K) sorted tuples."""
+    return math.comb(V**L + K - 1, K) if symmetric else V ** (L * K)
+
+
 def multipath_block_law(verifier: MultiVerifier, q_levels, p_levels, V: int, L: int, K: int,
-                        drafting: str = "iid", progress=None) -> BlockLaw:
-    """Exact tau pmf and emitted-block law (one context) of a K-path verifier (module doc)."""
+                        drafting: str = "iid", progress=None, symmetric: bool | None = None
+                        ) -> BlockLaw:
+    """Exact tau pmf and emitted-block law (one context) of a K-path verifier (module doc).
+
+    ``symmetric`` (default: i.i.d. drafting and a verifier with ``order_invariant = True``, i.e.
+    whose law over output sequences depends only on the multiset of paths) enumerates sorted
+    tuples of paths weighted by their number of orderings: C(V**L + K - 1, K) instead of
+    V**(L K) outcomes, the same result.
+    """
     exact = Bk.is_exact(p_levels[0])
     like = p_levels[0]
+    if symmetric is None:
+        symmetric = drafting == "iid" and getattr(verifier, "order_invariant", False)
+    if symmetric and drafting != "iid":
+        raise SpectheoryError("symmetric enumeration needs i.i.d. drafting")
     one = Bk.full((1,), 1, like)
     qpath = path_probabilities(q_levels, one)[L]  # [V**L]
     q_root = q_levels[0][0]
     tail = path_probabilities(q_levels[1:], Bk.full((V,), 1, like))[L - 1]  # [V**L]
-    total = V ** (L * K)
+    total = outcome_count(V, L, K, symmetric)
     per = K * (L + 1) * V
     chunk = EXACT_CHUNK if exact else max(1, CHUNK_ELEMENTS // per)
     chunk = min(chunk, total)
+    tuples = sorted_tuples(V**L, K) if symmetric else None
     tau_pmf = Bk.full((1, L + 1), 0, like)
     emitted = [Bk.full((V**i, V), 0, like) for i in range(L + 1)]
     for f0 in range(0, total, chunk):
         n = min(chunk, total - f0)
-        f = _arange(f0, n, exact, like)
-        drafts = sequence_tokens(f, L * K, V).reshape(n, K, L)
-        seq = f.reshape(n, 1) // (V**L) ** Bk.flip(_arange(0, K, exact, like), 0).reshape(1, K) \
-            % V**L
-        if drafting == "iid":
+        if symmetric:
+            block = tuples[f0:f0 + n]
+            mult = _multiplicity(block)
+            if exact:
+                seq, weight = block, Bk.to_exact(mult)
+            else:
+                seq = torch.as_tensor(block, device=like.device)
+                weight = torch.as_tensor(mult, dtype=like.dtype, device=like.device)
+        else:
+            f = _arange(f0, n, exact, like)
+            seq = f.reshape(n, 1) // (V**L) ** Bk.flip(_arange(0, K, exact, like), 0).reshape(
+                1, K) % V**L
             weight = Bk.full((n,), 1, like)
+        drafts = sequence_tokens(seq.reshape(-1), L, V).reshape(n, K, L)
+        if drafting == "iid":
             for k in range(K):
                 weight = weight * qpath[seq[:, k]]
         else:
@@ -138,9 +185,11 @@ def multipath_block_law(verifier: MultiVerifier, q_levels, p_levels, V: int, L: 
 def analyze_multipath(instance: Instance, verifier: MultiVerifier, paths: int,
                       drafting: str = "iid", name: str | None = None, exact: bool | None = None,
                       max_sequences: int | None = None, progress: bool = False,
-                      device="cpu") -> ExactAnalysis:
+                      device="cpu", symmetric: bool | None = None) -> ExactAnalysis:
     """Exact tau pmf, E[tau], E[tau+1] and TV(output law, target law) of a K-path verifier under
-    a drafting scheme, by enumerating the V**(L K) joint draft outcomes (module doc).
+    a drafting scheme, by enumerating the V**(L K) joint draft outcomes (module doc; sorted
+    tuples only for order-invariant verifiers under i.i.d. drafting, see
+    :func:`multipath_block_law`).
 
     ``extra`` (merged into ``to_json()``) holds ``paths`` and ``drafting``.
     """
@@ -153,9 +202,13 @@ def analyze_multipath(instance: Instance, verifier: MultiVerifier, paths: int,
                f"V^(L+1) = {V}^{L + 1}")
     q_levels = levels(instance.draft, 0, L, exact, device)
     p_levels = levels(instance.target, 0, L + 1, exact, device)
-    update, close = _progress_bar(V ** (L * K), progress, name or "multi-path exact")
+    if symmetric is None:
+        symmetric = drafting == "iid" and getattr(verifier, "order_invariant", False)
+    update, close = _progress_bar(outcome_count(V, L, K, symmetric), progress,
+                                  name or "multi-path exact")
     try:
-        block = multipath_block_law(verifier, q_levels, p_levels, V, L, K, drafting, update)
+        block = multipath_block_law(verifier, q_levels, p_levels, V, L, K, drafting, update,
+                                    symmetric)
     finally:
         close()
     return _analysis(block, p_levels, V, L, exact,
@@ -284,6 +337,8 @@ __all__ = [
     "draft_rows",
     "gbv_skewed_draft",
     "multipath_block_law",
+    "outcome_count",
+    "sorted_tuples",
     "sample_drafts",
     "sample_outputs",
 ]

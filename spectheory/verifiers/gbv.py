@@ -67,10 +67,13 @@ def rank_and_below(q_rows, p_rows, ties: str = "low"):
 
 def _power_sum(u, d, K: int):
     """S_K(u, d) = sum_{j<K} (u + d)^j u^(K-1-j) = ((u + d)^K - u^K) / d, without division."""
-    total = None
-    for j in range(K):
-        term = (u + d) ** j * u ** (K - 1 - j)
-        total = term if total is None else total + term
+    # Horner form: S_1 = 1, S_{j+1} = (u + d) S_j + u^j.
+    ud = u + d
+    total = B.ones_like(ud)
+    power = B.ones_like(u)
+    for _ in range(K - 1):
+        power = power * u
+        total = total * ud + power
     return total
 
 
@@ -143,3 +146,7 @@ def gbv_mismatched_ties(drafts, q, p) -> MultiLaw:
 
 gbv.drafting = "iid"
 gbv_mismatched_ties.drafting = "iid"
+# The law over output sequences depends only on the multiset of drafted paths (the selected path
+# is the lexicographic maximum), so the exact engine may enumerate sorted tuples of paths.
+gbv.order_invariant = True
+gbv_mismatched_ties.order_invariant = True
