@@ -1,7 +1,8 @@
 """Direct verifier LP: the best valid K-path verifier, by brute force over randomised maps.
 
-Drafting (``drafting="iid"``): K paths X_1..X_K of length L drawn i.i.d. from q (with
-replacement, duplicates allowed), the scheme of the shared doc. A K-path verifier is any
+Drafting (``drafting="iid"``, the default): K paths X_1..X_K of length L drawn i.i.d. from q
+(with replacement, duplicates allowed), the scheme of the shared doc; ``drafting="norep"``: the
+first tokens drawn without replacement (the ``norep`` scheme of :mod:`spectheory.multipath`). A K-path verifier is any
 randomised map from the drafted paths to an output block b = (y^i, a): a prefix y^i (0 <= i <= L)
 of one of the drafted paths followed by one token a (for i = L it is the bonus token). Its law is
 the table z(omega, b) = P(drafts = omega, output = b) >= 0 with sum_b z(omega, b) = P(omega).
@@ -40,7 +41,7 @@ from .node_budget import _tables
 from .result import LPError, LPResult
 from .sparse import SparseLP, Timer, check_lp_size, concat_blocks, solve_exact_via_highs
 
-DRAFTING = ("iid",)
+DRAFTING = ("iid", "norep")
 
 
 def direct_size(V: int, L: int, K: int) -> tuple[int, int]:
@@ -76,6 +77,36 @@ def _outcomes(N: int, K: int, qpath, exact: bool):
     return combos, prob
 
 
+def _outcomes_norep(N: int, K: int, L: int, V: int, qpath, qroot, exact: bool):
+    """Root-without-replacement drafting (Jeon et al., arXiv 2402.14160; the ``norep`` scheme of
+    :mod:`spectheory.multipath`): path k's first token is drawn from q(.|c) without the first
+    tokens of paths 1..k-1 (renormalised), the rest autoregressively; if q(.|c) has only m < K
+    tokens of positive probability, paths m+1..K repeat path 1. Ordered outcomes are enumerated
+    (N^K of them) and merged into multisets (the verifier may be symmetrised, as for iid)."""
+    from collections import defaultdict
+
+    m = sum(1 for v in qroot if v != 0)
+    kk = min(K, m)
+    zero = Fraction(0) if exact else 0.0
+    acc = defaultdict(lambda: zero)
+    support = [x for x in range(N) if qpath[x] != 0]
+    for head in itertools.product(support, repeat=kk):
+        firsts = [x // V ** (L - 1) for x in head]
+        if len(set(firsts)) < kk:
+            continue
+        prob = Fraction(1) if exact else 1.0
+        used = zero
+        for x, f in zip(head, firsts):
+            prob = prob * qpath[x] / (1 - used)
+            used = used + qroot[f]
+        acc[tuple(sorted(head + (head[0],) * (K - kk)))] += prob
+    keys = sorted(acc)
+    combos = np.array(keys, dtype=np.int64).reshape(-1, K)
+    prob = np.empty(len(keys), dtype=object) if exact else np.empty(len(keys))
+    prob[:] = [acc[k] for k in keys]
+    return combos, prob
+
+
 def build_direct(instance: Instance, paths: int = 1, exact: bool = False,
                  drafting: str = "iid", limit: int | None = None, sympy: bool = False):
     V, L, K = instance.vocab_size, instance.block_length, int(paths)
@@ -89,7 +120,10 @@ def build_direct(instance: Instance, paths: int = 1, exact: bool = False,
                   f"C(V^L + K - 1, K) x V(1 + KL) + sum_j V^j with V = {V}, L = {L}")
     p_levels, Q = _tables(instance, exact)
     N = V**L
-    combos, prob = _outcomes(N, K, Q[L], exact)
+    if drafting == "iid":
+        combos, prob = _outcomes(N, K, Q[L], exact)
+    else:
+        combos, prob = _outcomes_norep(N, K, L, V, Q[L], Q[1], exact)
     n_out = len(combos)
     # global prefix ids: depth i prefix of path x is x // V^(L-i); id = pre_off[i] + index
     pre_off = np.cumsum([0] + [V**i for i in range(L + 1)])
