@@ -18,6 +18,7 @@ from .errors import SpectheoryError
 COMMAND_MODULES = [
     "spectheory.commands",
     "spectheory.figures",
+    "toy_models.cli",
     "lp.cli",
 ]
 

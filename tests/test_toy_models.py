@@ -240,3 +240,32 @@ def test_every_family_names_its_knob():
         assert fam.knob and fam.knob_range and fam.description
         inst = T.make_instance(name)  # defaults are valid
         assert inst.block_length >= 1
+
+
+def test_toy_command_writes_a_loadable_instance(tmp_path, capsys):
+    from spectheory.cli import main
+
+    assert main(["toy", "mixture", "vocab_size=3", "block_length=2", "seed=1", "eps=1/4",
+                 "denominator=12"]) == 0
+    path = tmp_path / "inst.json"
+    path.write_text(capsys.readouterr().out)
+    assert main(["exact", str(path), "--exact", "--verifier", "block", "--json"]) == 0
+    import json
+
+    res = json.loads(capsys.readouterr().out)
+    direct = analyze(T.mixture(3, 2, seed=1, eps="1/4", denominator=12), block_verification)
+    assert Fraction(res["expected_accepted"]) == direct.expected_accepted
+
+
+def test_toy_command_lists_knobs_and_rejects_bad_input(capsys):
+    from spectheory.cli import main
+
+    assert main(["toy", "--list"]) == 0
+    out = capsys.readouterr().out
+    for name, fam in T.FAMILIES.items():
+        assert name in out and fam.knob in out
+    assert main(["toy", "mixture", "eps=2"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("spectheory: error: eps = 2") and err.count("\n") == 1
+    assert main(["toy", "mixture", "eps"]) == 2
+    assert "NAME=VALUE" in capsys.readouterr().err
