@@ -92,11 +92,24 @@ def _first_true(mask, like_index):
     return B.amin(B.where(mask, idx, K), axis=1)
 
 
-def select_path(drafts, pos):
-    """Index [B] of the lexicographically best drafted path (rank positions ``pos`` [B,K,L,V])."""
-    V = pos.shape[-1]
+def drafted_rank(drafts, q, p, ties: str = "low"):
+    """Rank position [B, K, L] of every drafted token at its node (0 = best): the number of
+    tokens ranked above it, by the same order as :func:`rank_and_below` (ratio descending, ties
+    by token id), counted by comparisons (O(V) per node, no sort)."""
+    L, V = drafts.shape[-1], q.shape[-1]
+    r = B.safe_div(p[:, :, :L], q, B.scalar(p, -1))  # [B, K, L, V]
+    x = B.expand_dims(drafts, -1)
+    rx = B.take_along(r, x, axis=-1)
+    ids = B.arange(V, drafts)
+    earlier = (ids < x) if ties == "low" else (ids > x)
+    above = (r > rx) | ((r == rx) & earlier)
+    return B.sum(B.to_int(above), axis=-1)
+
+
+def select_path(drafts, dpos, V: int):
+    """Index [B] of the lexicographically best drafted path, from the rank positions ``dpos``
+    [B, K, L] of the drafted tokens (walk from the root keeping the best-ranked children)."""
     L = drafts.shape[-1]
-    dpos = B.take_along(pos, B.expand_dims(drafts, -1), axis=-1)[..., 0]  # [B, K, L]
     alive = drafts[:, :, 0] == drafts[:, :, 0]
     for i in range(L):
         key = B.where(alive, dpos[:, :, i], V)
@@ -113,11 +126,10 @@ def _gather_path(x, k):
 
 def _gbv(drafts, q, p, selection_ties: str, ranking_ties: str) -> MultiLaw:
     Bsz, K, L = drafts.shape
-    pos, below = rank_and_below(q, p[:, :, :L], ranking_ties)
-    if selection_ties != ranking_ties:
-        pos, _ = rank_and_below(q, p[:, :, :L], selection_ties)
-    k = select_path(drafts, pos)
-    d_sel, q_sel, p_sel, below_sel = (_gather_path(a, k) for a in (drafts, q, p, below))
+    V = q.shape[-1]
+    k = select_path(drafts, drafted_rank(drafts, q, p, selection_ties), V)
+    d_sel, q_sel, p_sel = (_gather_path(a, k) for a in (drafts, q, p))
+    _, below_sel = rank_and_below(q_sel, p_sel[:, :L], ranking_ties)  # [B, L, V]
     A = B.zeros_like(q_sel[:, 0, 0])
     x = B.ones_like(A)
     rows = []
@@ -129,7 +141,7 @@ def _gbv(drafts, q, p, selection_ties: str, ranking_ties: str) -> MultiLaw:
     law = block_verification(d_sel, B.stack(rows, axis=1), p_sel)
     chosen = B.expand_dims(B.arange(K, drafts) == B.expand_dims(k, 1), -1)  # [B, K, 1]
     stop = B.where(chosen, B.expand_dims(law.stop, 1), B.zeros_like(B.expand_dims(law.stop, 1)))
-    corr = B.broadcast_to(B.expand_dims(law.correction, 1), (Bsz, K, L + 1, q.shape[-1]))
+    corr = B.broadcast_to(B.expand_dims(law.correction, 1), (Bsz, K, L + 1, V))
     return MultiLaw(stop, corr)
 
 

@@ -1,0 +1,311 @@
+"""Multi-path verification (issue 4): losslessness, K = 1 reductions, GBV's two exact routes,
+the mismatched-tie GBV caught by the checker, SpecTr's parameter, real-model shapes."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import torch
+
+from spectheory import backend as Bk
+from spectheory.errors import SizeLimitError, SpectheoryError
+from spectheory.exact import analyze
+from spectheory.instances import Instance, instance_from_dict
+from spectheory.models import TableModel
+from spectheory.multipath import (analyze_gbv_fast, analyze_multipath, check_lossless_multipath,
+                                  gbv_skewed_draft, sorted_tuples)
+from spectheory.random_instances import random_instance
+from spectheory.report import toy_instance
+from spectheory.verifiers import (LOSSY_MULTI_PATH, MULTI_PATH, block_verification,
+                                  token_verification)
+from spectheory.verifiers.spectr import _beta, _c, kseq_rho
+
+#: (name, drafting scheme it is lossless under)
+NATIVE = [(name, "iid" if v.drafting == "any" else v.drafting) for name, v in MULTI_PATH.items()]
+BOTH = [(name, d) for name, v in MULTI_PATH.items() if v.drafting == "any"
+        for d in ("iid", "norep")]
+
+#: A tie: p/q = 3/2 for tokens 1 and 2.
+TIE = {"vocab_size": 3, "block_length": 2, "target": ["1/4", "3/8", "3/8"],
+       "draft": ["1/2", "1/4", "1/4"]}
+
+
+def ci(p, q, L, exact=True):
+    return instance_from_dict({"vocab_size": len(p), "block_length": L, "target": p, "draft": q},
+                              exact=exact)
+
+
+def degenerate_instances():
+    """Equal models, a one-hot (greedy) target, disjoint supports, a draft with a zero, a
+    draft with a single token (fewer tokens than paths), a zero-mass drafted branch."""
+    yield "p=q", ci(["1/3", "1/6", "1/2"], ["1/3", "1/6", "1/2"], 2)
+    yield "one-hot target", ci(["0", "1", "0"], ["1/2", "1/4", "1/4"], 2)
+    yield "disjoint", ci(["0", "1/2", "1/2"], ["1", "0", "0"], 2)
+    yield "draft zero", ci(["1/2", "1/4", "1/4"], ["0", "1/3", "2/3"], 2)
+    yield "ties", instance_from_dict(TIE, exact=True)
+    yield "random zeros", random_instance(3, 2, 11, alpha=0.3, denominator=6)
+
+
+# ----------------------------------------------------------------------------- losslessness
+
+
+@pytest.mark.parametrize("name,drafting", NATIVE + BOTH)
+def test_lossless_float_random(name, drafting):
+    for seed, (V, L, K) in enumerate([(3, 2, 2), (2, 3, 3), (4, 2, 2), (3, 3, 2)]):
+        inst = random_instance(V, L, seed, alpha=0.7)
+        res = analyze_multipath(inst, MULTI_PATH[name], K, drafting)
+        assert res.tv_to_target <= 1e-12, (name, seed)
+        assert sum(res.tau_pmf) == pytest.approx(1, abs=1e-12)
+        assert res.extra == {"paths": K, "drafting": drafting}
+
+
+@pytest.mark.parametrize("name,drafting", NATIVE)
+def test_lossless_exact_degenerate(name, drafting):
+    for label, inst in degenerate_instances():
+        for K in ((2,) if name == "spectr" else (2, 3)):  # Fraction bisection is slow
+            rep = check_lossless_multipath(MULTI_PATH[name], inst, K, drafting)
+            assert rep.lossless and rep.tv == 0, (name, label, K, str(rep))
+
+
+@pytest.mark.parametrize("name,drafting", NATIVE)
+def test_lossless_exact_random_context_dependent(name, drafting):
+    inst = random_instance(2, 3, 5, denominator=10)
+    res = analyze_multipath(inst, MULTI_PATH[name], 2, drafting)
+    assert res.exact and res.tv_to_target == 0
+    assert sum(res.tau_pmf) == 1
+
+
+def test_float_degenerate_no_nan():
+    for label, inst in degenerate_instances():
+        for name, drafting in NATIVE:
+            res = analyze_multipath(inst.to_float(), MULTI_PATH[name], 3, drafting)
+            assert res.tv_to_target <= 1e-12, (label, name)
+
+
+# ----------------------------------------------------------------------------- reductions
+
+
+def _same_law(a, b):
+    assert a.tau_pmf == b.tau_pmf
+    assert a.expected_accepted == b.expected_accepted
+    assert all(x == y for x, y in zip(a.output_law, b.output_law))
+
+
+def test_k1_reductions_exact():
+    for inst in [toy_instance(), random_instance(3, 3, 2, denominator=12)]:
+        blk = analyze(inst, block_verification)
+        tok = analyze(inst, token_verification)
+        for name in ("gbv", "traversal", "traversal-iid", "block-first"):
+            for drafting in ("iid", "norep"):
+                if name == "gbv" and drafting == "norep":
+                    continue
+                _same_law(analyze_multipath(inst, MULTI_PATH[name], 1, drafting), blk)
+        for name in ("specinfer", "specinfer-norep", "spectr", "token-first"):
+            _same_law(analyze_multipath(inst, MULTI_PATH[name], 1), tok)
+
+
+def test_toy_vector():
+    inst = toy_instance()
+    assert analyze_multipath(inst, MULTI_PATH["gbv"], 1).expected_accepted == Fraction(11, 9)
+    assert analyze_multipath(inst, MULTI_PATH["token-first"], 3).expected_accepted == \
+        Fraction(10, 9)
+    assert analyze_multipath(inst, MULTI_PATH["block-first"], 3).expected_accepted == \
+        Fraction(11, 9)
+
+
+def test_gbv_root_skew_closed_form():
+    """At the root q^G(a) = F(a)^K - F(a-)^K, F the CDF of q accumulated from the worst rank
+    (smallest p/q) up: the selected first token is the best of K i.i.d. draws."""
+    p = [Fraction(1, 5), Fraction(1, 2), Fraction(3, 10)]
+    q = [Fraction(1, 2), Fraction(1, 5), Fraction(3, 10)]
+    inst = ci([str(x) for x in p], [str(x) for x in q], 1)
+    order = sorted(range(3), key=lambda a: (-(p[a] / q[a]), a))
+    for K in (1, 2, 3, 4):
+        row = gbv_skewed_draft(inst, K).tables[0][0]
+        F = Fraction(0)
+        for a in reversed(order):
+            assert row[a] == (F + q[a]) ** K - F**K
+            F += q[a]
+
+
+@pytest.mark.parametrize("K", [2, 3])
+def test_gbv_fast_route_equals_enumeration_exactly(K):
+    for inst in [random_instance(3, 2, 4, denominator=12), instance_from_dict(TIE, exact=True)]:
+        enum = analyze_multipath(inst, MULTI_PATH["gbv"], K)
+        ordered = analyze_multipath(inst, MULTI_PATH["gbv"], K, symmetric=False)
+        fast = analyze_gbv_fast(inst, K)
+        _same_law(enum, fast)
+        _same_law(enum, ordered)
+
+
+def test_sorted_tuples_count():
+    t = sorted_tuples(5, 3)
+    assert len(t) == 35 and (np.diff(t, axis=1) >= 0).all()
+
+
+def test_more_paths_help_on_toy():
+    """On the two-token example every multi-path method with K = 2 accepts more than K = 1."""
+    inst = toy_instance()
+    for name, drafting in NATIVE:
+        if name.endswith("-first"):
+            continue
+        one = analyze_multipath(inst, MULTI_PATH[name], 1, drafting).expected_accepted
+        two = analyze_multipath(inst, MULTI_PATH[name], 2, drafting).expected_accepted
+        assert two > one, name
+
+
+# ----------------------------------------------------------------------------- lossy GBV
+
+
+def test_mismatched_ties_flagged_with_offending_sequence():
+    inst = instance_from_dict(TIE, exact=True)
+    bad = LOSSY_MULTI_PATH["gbv-mismatched-ties"]
+    rep = check_lossless_multipath(bad, inst, 2)
+    assert not rep.lossless
+    assert rep.offending == (0, 1, 0)
+    assert rep.output_probability == Fraction(15, 896)
+    assert rep.target_probability == Fraction(3, 128)
+    assert "LOSSY" in str(rep) and "(0, 1, 0)" in str(rep)
+    assert check_lossless_multipath(MULTI_PATH["gbv"], inst, 2).lossless
+    # K = 1 has nothing to select, so the mismatch is harmless there
+    assert check_lossless_multipath(bad, inst, 1).lossless
+
+
+def test_mismatched_ties_harmless_without_ties():
+    inst = random_instance(3, 2, 4, denominator=12)  # no equal ratios at any node (checked)
+    for lvl in range(2):
+        p, q = inst.target.level(lvl), inst.draft.level(lvl)
+        for row in range(p.shape[0]):
+            r = [p[row, a] / q[row, a] for a in range(3) if q[row, a] != 0]
+            assert len(set(r)) == len(r)
+    _same_law(analyze_multipath(inst, LOSSY_MULTI_PATH["gbv-mismatched-ties"], 2),
+              analyze_multipath(inst, MULTI_PATH["gbv"], 2))
+
+
+# ----------------------------------------------------------------------------- SpecTr
+
+
+def _scalar_rho(p, q, m, steps=200):
+    """Independent bisection for the smallest rho in [1, m] with rho >= c_m(beta(rho))."""
+    def ok(rho):
+        beta = sum(min(qq, pp / rho) for pp, qq in zip(p, q))
+        return rho >= sum((1 - beta) ** j for j in range(m)) - 1e-15
+
+    if ok(1.0):
+        return 1.0
+    lo, hi = 1.0, float(m)
+    for _ in range(steps):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if ok(mid) else (mid, hi)
+    return hi
+
+
+@pytest.mark.parametrize("K", [1, 2, 3, 4])
+def test_spectr_l1_acceptance_closed_form(K):
+    """L = 1: P(tau = 1) = 1 - (1 - beta(rho*))^K, rho* the smallest valid rho."""
+    inst = random_instance(4, 1, 9 + K, alpha=0.5)
+    p = inst.target.tables[0][0]
+    q = inst.draft.tables[0][0]
+    rho = _scalar_rho(p, q, K)
+    beta = sum(min(qq, pp / rho) for pp, qq in zip(p, q))
+    res = analyze_multipath(inst, MULTI_PATH["spectr"], K)
+    assert res.tau_pmf[1] == pytest.approx(1 - (1 - beta) ** K, abs=1e-9)
+    assert res.tv_to_target <= 1e-12
+    t = torch.as_tensor
+    r = kseq_rho(t(q).reshape(1, 1, -1), t(p).reshape(1, 1, -1), t([[K]]), K)
+    assert float(r) == pytest.approx(rho, abs=1e-9)
+    b = _beta(t(q).reshape(1, 1, -1), t(p).reshape(1, 1, -1), r)
+    assert float(r) >= float(_c(b, t([[K]]), K)) - 1e-12
+
+
+# ----------------------------------------------------------------------------- real-model use
+
+
+def _model_batch(Bsz=6, K=3, L=4, V=50, seed=0, dtype=torch.float32):
+    """Drafts sampled from 'model' rows that depend on the prefix only (as a real model's do):
+    path 2 copies path 1's first two tokens, so paths share nodes."""
+    g = torch.Generator().manual_seed(seed)
+    rows = {}
+
+    def row(kind, b, prefix):
+        key = (kind, b, prefix)
+        if key not in rows:
+            rows[key] = torch.softmax(3 * torch.randn(V, generator=g, dtype=torch.float64), -1)
+        return rows[key]
+
+    drafts = torch.zeros(Bsz, K, L, dtype=torch.long)
+    for b in range(Bsz):
+        for k in range(K):
+            for i in range(L):
+                if k == 1 and i < 2:
+                    drafts[b, k, i] = drafts[b, 0, i]
+                else:
+                    pre = tuple(drafts[b, k, :i].tolist())
+                    drafts[b, k, i] = torch.multinomial(row("q", b, pre), 1, generator=g)[0]
+    q = torch.stack([torch.stack([torch.stack([row("q", b, tuple(drafts[b, k, :i].tolist()))
+                                               for i in range(L)]) for k in range(K)])
+                     for b in range(Bsz)]).to(dtype)
+    p = torch.stack([torch.stack([torch.stack([row("p", b, tuple(drafts[b, k, :i].tolist()))
+                                               for i in range(L + 1)]) for k in range(K)])
+                     for b in range(Bsz)]).to(dtype)
+    return drafts, q, p
+
+
+@pytest.mark.parametrize("name", list(MULTI_PATH) + list(LOSSY_MULTI_PATH))
+def test_float32_batch_rows_are_distributions(name):
+    """The same functions on float32 'model' rows (as the real-model loop calls them): the law
+    is a distribution over (path, tau) and every correction row a distribution over tokens.
+    (Block verification's stop can be -1e-7 in float32 from rounding, hence the tolerance.)"""
+    drafts, q, p = _model_batch()
+    Bsz, K, L = drafts.shape
+    law = {**MULTI_PATH, **LOSSY_MULTI_PATH}[name](drafts, q, p)
+    assert law.stop.shape == (Bsz, K, L + 1) and law.correction.shape == (Bsz, K, L + 1, 50)
+    assert law.stop.dtype == torch.float32
+    assert torch.isfinite(law.stop).all() and torch.isfinite(law.correction).all()
+    assert (law.stop >= -1e-6).all() and (law.correction >= 0).all()
+    assert torch.allclose(law.stop.sum((1, 2)), torch.ones(Bsz), atol=1e-5)
+    assert torch.allclose(law.correction.sum(-1), torch.ones(Bsz, K, L + 1), atol=1e-5)
+    # float64 on the same rows: the float32 law is the float64 law up to rounding
+    law64 = {**MULTI_PATH, **LOSSY_MULTI_PATH}[name](drafts, q.double(), p.double())
+    assert torch.allclose(law.stop.double(), law64.stop, atol=1e-4)
+
+
+# ----------------------------------------------------------------------------- guards
+
+
+def test_size_guard_and_bad_arguments():
+    inst = random_instance(4, 4, 0)
+    with pytest.raises(SizeLimitError, match=r"V\^\(L K\) = 4\^20"):
+        analyze_multipath(inst, MULTI_PATH["gbv"], 5)
+    with pytest.raises(SizeLimitError, match="exact limit"):
+        analyze_multipath(random_instance(3, 3, 0, denominator=6), MULTI_PATH["gbv"], 4)
+    with pytest.raises(SpectheoryError, match="drafting"):
+        analyze_multipath(toy_instance(), MULTI_PATH["gbv"], 2, "bogus")
+    with pytest.raises(SpectheoryError, match="paths"):
+        analyze_multipath(toy_instance(), MULTI_PATH["gbv"], 0)
+
+
+# ----------------------------------------------------------------------------- LP bound
+
+
+def test_block_efficiency_below_direct_lp_optimum():
+    lp_direct = pytest.importorskip("lp.direct")
+    if not hasattr(lp_direct, "direct_lp"):
+        pytest.skip("lp.direct_lp not available")
+    inst = random_instance(2, 2, 3, alpha=0.8)
+    for K in (1, 2):
+        for drafting in ("iid", "norep"):
+            opt = float(lp_direct.direct_lp(inst, paths=K, drafting=drafting).optimum)
+            for name, v in MULTI_PATH.items():
+                if v.drafting not in ("any", drafting) and not (
+                        name.startswith("traversal") or name.startswith("specinfer")):
+                    continue
+                res = analyze_multipath(inst, v, K, drafting)
+                if res.tv_to_target > 1e-12:
+                    continue  # only valid verifiers are bounded by the LP
+                assert res.block_efficiency <= opt + 1e-7, (name, K, drafting)
+        if K == 1:
+            blk = analyze(inst, block_verification).block_efficiency
+            assert blk == pytest.approx(opt, abs=1e-7)
