@@ -4,7 +4,9 @@ Target: exact GBV analysis for V = 4, L = 4, K = 3 (4^12 = 16.7 M joint draft ou
 60 s and 8 GiB. Prints wall time, outcomes per second and peak resident memory for each case,
 and cross-checks the enumeration against the fast skewed-draft route (block verification on q^G).
 
-    .venv/bin/python benchmarks/bench_multipath.py            # the target case
+    .venv/bin/python benchmarks/bench_multipath.py --threads 1   # the target case (on a shared
+                                                                 # machine one torch thread is
+                                                                 # 3-4x faster than two)
     .venv/bin/python benchmarks/bench_multipath.py --quick    # small cases only
 """
 
@@ -30,14 +32,15 @@ def run(V: int, L: int, K: int, name: str, seed: int = 0, symmetric: bool | None
     inst = random_instance(V, L, seed)
     verifier = MULTI_PATH[name]
     sym = getattr(verifier, "order_invariant", False) if symmetric is None else symmetric
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     res = analyze_multipath(inst, verifier, K, name=name, progress=sys.stderr.isatty(),
                             symmetric=sym)
-    dt = time.perf_counter() - t0
+    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     n = V ** (L * K)
     visited = outcome_count(V, L, K, sym)
     how = f"({visited:,} sorted tuples visited)" if sym else "(all ordered outcomes visited)"
-    line = (f"{name:10s} V={V} L={L} K={K}: {n:>11,} joint outcomes {how} in {dt:7.2f} s = "
+    line = (f"{name:10s} V={V} L={L} K={K}: {n:>11,} joint outcomes {how} in {dt:7.2f} s "
+            f"(CPU {cpu:.2f} s) = "
             f"{n / dt / 1e6:6.2f} M joint outcomes/s, {visited / dt / 1e6:6.3f} M visited/s; "
             f"E[tau+1] = {res.block_efficiency:.6f}, "
             f"TV = {res.tv_to_target:.1e}, peak RSS {peak_rss_gib():.2f} GiB")

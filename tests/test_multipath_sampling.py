@@ -1,6 +1,6 @@
 """Sampling a multi-path verifier's law on sampled drafts agrees with the exact law (issue 4).
 
-For each verifier, N = 20000 draft outcomes are drawn under its drafting scheme with a fixed seed,
+For each verifier, N = 10000 draft outcomes are drawn under its drafting scheme with a fixed seed,
 the verifier's law is evaluated on them and (path, tau, Y) sampled by the generic sampler; the
 counts of the emitted blocks (X_k^tau, Y) are compared with the exact emitted-block law by a
 chi-square test (categories with expected count < 5 pooled). The test fails when p < 1e-4: with a
@@ -20,7 +20,7 @@ from spectheory.random_instances import random_instance
 from spectheory.tree import levels
 from spectheory.verifiers import MULTI_PATH
 
-N = 20_000
+N = 10_000
 ALPHA = 1e-4
 
 

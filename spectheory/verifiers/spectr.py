@@ -17,7 +17,7 @@ prod_j (1 - min(1, p(x_j)/(rho q(x_j))))), Y is drawn from the residual
 The output has law p whenever p_res >= 0, i.e. whenever rho >= c_m(beta(rho)). The left side
 grows and the right side shrinks with rho, and rho = m is always valid, so the smallest valid rho
 (the one with the largest acceptance, 1 - (1 - beta)^m) is found by bisection on [1, m]
-(what we implement: 60 halvings in float, 40 in exact rationals, keeping the valid upper end, so
+(what we implement: 50 halvings in float, 40 in exact rationals, keeping the valid upper end, so
 the rational result is exactly lossless). m = 1 gives rho = 1: token verification.
 """
 
@@ -27,7 +27,7 @@ from .. import backend as B
 from ..law import MultiLaw
 from .specinfer import _row_at, node_recursive_law
 
-BISECTION_STEPS = {False: 60, True: 40}
+BISECTION_STEPS = {False: 50, True: 40}
 
 
 def _beta(q_rows, p_rows, rho):
