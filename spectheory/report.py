@@ -122,7 +122,8 @@ def section_multipath(args) -> list[str]:
                          + " ".join(f"{o:9.6f}" for o in opt))
             lines.append(f"  {'gap of the best':16s} {drafting:8s} " + " ".join(
                 f"{o - best[(drafting, K)]:9.2e}" for K, o in zip(Ks, opt))
-                + "   (optimum - best verifier above)")
+                + "   (optimum - best verifier above; relative: " + ", ".join(
+                f"{(o - best[(drafting, K)]) / o:.2%}" for K, o in zip(Ks, opt)) + ")")
     tie = instance_from_dict({"vocab_size": 3, "block_length": 2, "target": ["1/4", "3/8", "3/8"],
                               "draft": ["1/2", "1/4", "1/4"]}, exact=True)
     rep = check_lossless_multipath(LOSSY_MULTI_PATH["gbv-mismatched-ties"], tie, 2)
