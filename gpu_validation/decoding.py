@@ -1,0 +1,308 @@
+"""The speculative decoding loop over Hugging Face causal LMs, with KV caches and roll-back.
+
+One iteration (Leviathan et al. 2023; Sun et al., arXiv 2403.10444, section 2):
+
+1. **Draft**: K i.i.d. paths X_k = (X_k1..X_kL) from the draft model, the K paths being batch rows
+   of one cache, recording the full draft conditionals q(.|c, X_k^{i}), i = 0..L-1  -> q [K, L, V].
+2. **Target**: one forward of the target over (pending, X_k1..X_kL) for all K rows, giving the full
+   target conditionals p(.|c, X_k^{i}), i = 0..L  -> p [K, L+1, V].
+3. **Verify**: the law of a verifier from :mod:`spectheory.verifiers` (the SAME functions the exact
+   engine uses; single-path ``f(drafts [B, L], q, p) -> Law`` or multi-path
+   ``f(drafts [B, K, L], q, p) -> MultiLaw``), sampled with :func:`spectheory.sampling.sample_law`
+   / :func:`spectheory.sampling.sample_multi_law`.
+4. **Commit**: keep path k, tokens X_k1..X_ktau and the correction Y; both caches keep row k and are
+   cropped back to the accepted prefix (roll-back); the tokens not yet in a cache are *pending* and
+   are fed at the start of the next iteration.
+
+Temperature, top-k and top-p are applied identically to draft and target logits
+(:func:`probs_from_logits`), so the loop is lossless for the processed target distribution.
+Nothing here depends on the device: ``--device cpu`` and ``--device cuda`` run the same code.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from spectheory.errors import SpectheoryError
+from spectheory.law import Law, MultiLaw
+from spectheory.sampling import inverse_cdf, sample_law, sample_multi_law
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """Logit processing shared by draft and target: logits / T, then top-k, then top-p."""
+
+    temperature: float = 1.0
+    top_k: int = 0  # 0: off
+    top_p: float = 1.0  # 1.0: off
+
+    def __post_init__(self):
+        if not self.temperature > 0:
+            raise SpectheoryError("temperature must be > 0 (greedy decoding has no sampling law)")
+        if not 0 < self.top_p <= 1:
+            raise SpectheoryError("top-p must be in (0, 1]")
+        if self.top_k < 0:
+            raise SpectheoryError("top-k must be >= 0")
+
+
+def probs_from_logits(logits: torch.Tensor, cfg: SamplingConfig,
+                      dtype: torch.dtype = torch.float64) -> torch.Tensor:
+    """softmax(logits / T) restricted to the top-k tokens and to the smallest top-p nucleus
+    (the most likely token is always kept), renormalised; computed in ``dtype``."""
+    x = logits.to(dtype) / cfg.temperature
+    if cfg.top_k and cfg.top_k < x.shape[-1]:
+        kth = torch.topk(x, cfg.top_k, dim=-1).values[..., -1:]
+        x = x.masked_fill(x < kth, float("-inf"))
+    probs = torch.softmax(x, dim=-1)
+    if cfg.top_p < 1.0:
+        sorted_p, order = torch.sort(probs, dim=-1, descending=True)
+        before = torch.cumsum(sorted_p, dim=-1) - sorted_p  # mass strictly above each token
+        drop_sorted = before >= cfg.top_p
+        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+        probs = probs.masked_fill(drop, 0.0)
+        probs = probs / probs.sum(-1, keepdim=True)
+    return probs
+
+
+def _sync(device) -> None:
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+def crop_cache(cache, length: int) -> None:
+    """Roll a DynamicCache back to its first ``length`` positions (all layers, all rows)."""
+    n = cache.get_seq_length()
+    if n > length:
+        cache.crop(-(n - length))
+
+
+@dataclass
+class Proposal:
+    """One drafted batch: K paths and the full conditionals along them (rows of the caches)."""
+
+    drafts: torch.Tensor  # [K, L] long
+    q: torch.Tensor  # [K, L, V]
+    p: torch.Tensor  # [K, L+1, V]
+    base_len: int  # target cache length before the iteration
+    n_pending: int  # target tokens pending before the iteration
+    draft_base: int = 0  # draft cache length before the iteration
+    draft_pending: int = 1  # draft tokens pending before the iteration
+    draft_seconds: float = 0.0
+    target_seconds: float = 0.0
+
+    @property
+    def K(self) -> int:
+        return self.drafts.shape[0]
+
+    @property
+    def L(self) -> int:
+        return self.drafts.shape[1]
+
+    def prefix(self, K: int, L: int) -> "Proposal":
+        """The first K paths truncated to L tokens: itself a draft of K i.i.d. paths of length L."""
+        return Proposal(self.drafts[:K, :L], self.q[:K, :L], self.p[:K, : L + 1],
+                        self.base_len, self.n_pending, self.draft_base, self.draft_pending)
+
+
+@dataclass
+class _ModelState:
+    model: object
+    cache: object = None
+    pending: list = field(default_factory=list)
+
+    def length(self) -> int:
+        return 0 if self.cache is None else self.cache.get_seq_length()
+
+
+class SpeculativeDecoder:
+    """Draft/target pair with KV caches. ``start(prompt)``, then ``propose`` / ``commit``.
+
+    Invariant between iterations: each cache holds the committed tokens except its ``pending`` ones
+    (at least the last committed token), which the next forward feeds first.
+    """
+
+    def __init__(self, draft_model, target_model, sampling: SamplingConfig = SamplingConfig(),
+                 prob_dtype: torch.dtype = torch.float64, device: str = "cpu"):
+        vd = draft_model.get_output_embeddings().weight.shape[0]
+        vt = target_model.get_output_embeddings().weight.shape[0]
+        if vd != vt:
+            raise SpectheoryError(f"vocabulary mismatch: draft {vd} tokens, target {vt}")
+        self.vocab_size = int(vt)
+        self.draft = _ModelState(draft_model)
+        self.target = _ModelState(target_model)
+        self.sampling = sampling
+        self.prob_dtype = prob_dtype
+        self.device = device
+        self.tokens: list[int] = []
+
+    # -- model calls ---------------------------------------------------------------------------
+    def _forward(self, state: _ModelState, ids: torch.Tensor, keep: int):
+        from transformers import DynamicCache
+
+        if state.cache is None:
+            state.cache = DynamicCache()
+        out = state.model(input_ids=ids.to(self.device), past_key_values=state.cache,
+                          use_cache=True, logits_to_keep=keep)
+        state.cache = out.past_key_values
+        return out.logits
+
+    def _probs(self, logits):
+        return probs_from_logits(logits, self.sampling, self.prob_dtype)
+
+    @torch.no_grad()
+    def start(self, prompt_ids) -> None:
+        """Prefill both caches with the prompt except its last token (which becomes pending)."""
+        ids = [int(t) for t in prompt_ids]
+        if not ids:
+            raise SpectheoryError("empty prompt")
+        if max(ids) >= self.vocab_size or min(ids) < 0:
+            raise SpectheoryError(f"prompt token out of range for vocabulary {self.vocab_size}")
+        self.tokens = list(ids)
+        for st in (self.draft, self.target):
+            st.cache = None
+            st.pending = [ids[-1]]
+            if len(ids) > 1:
+                self._forward(st, torch.tensor([ids[:-1]]), keep=1)
+
+    @torch.no_grad()
+    def propose(self, K: int, L: int, generator: torch.Generator | None = None,
+                forced: torch.Tensor | None = None) -> Proposal:
+        """Draft K i.i.d. paths of L tokens (or the ``forced`` [K, L] tokens, for enumeration) and
+        run the target over them. Leaves both caches with K rows; call :meth:`commit` next."""
+        if K < 1 or L < 1:
+            raise SpectheoryError("K and L must be >= 1")
+        base = self.target.length()
+        if self.draft.length() + len(self.draft.pending) != base + len(self.target.pending):
+            raise RuntimeError("draft and target caches out of step")
+        d, t = self.draft, self.target
+        d_base, d_pend = d.length(), len(d.pending)
+        for st in (d, t):
+            if st.cache is not None:
+                st.cache.batch_repeat_interleave(K)
+        _sync(self.device)
+        t0 = time.perf_counter()
+        ids = torch.tensor([d.pending] * K)
+        drafts, qs = [], []
+        for i in range(L):
+            q_i = self._probs(self._forward(d, ids, keep=1)[:, -1])  # [K, V]
+            qs.append(q_i)
+            if forced is not None:
+                x = forced[:, i].to(q_i.device).long()
+            else:
+                u = torch.rand(K, generator=generator, dtype=torch.float64).to(q_i.device)
+                x = inverse_cdf(q_i, u)
+            drafts.append(x)
+            if i < L - 1:
+                ids = x.view(K, 1)
+        _sync(self.device)
+        t1 = time.perf_counter()
+        X = torch.stack(drafts, 1)  # [K, L]
+        n_pend = len(t.pending)
+        tids = torch.cat([torch.tensor([t.pending] * K, device=X.device), X], 1)
+        logits = self._forward(t, tids, keep=L + 1)  # [K, L+1, V]
+        p = self._probs(logits)
+        _sync(self.device)
+        t2 = time.perf_counter()
+        return Proposal(X, torch.stack(qs, 1), p, base, n_pend, d_base, d_pend, t1 - t0, t2 - t1)
+
+    def commit(self, prop: Proposal, k: int, tau: int, y: int) -> list[int]:
+        """Keep path k, its first ``tau`` tokens and the correction ``y``; roll both caches back.
+
+        Returns the newly generated tokens (X_k1..X_ktau, y)."""
+        L = prop.L
+        if not (0 <= k < prop.K and 0 <= tau <= L):
+            raise ValueError("commit: k or tau out of range")
+        x = [int(v) for v in prop.drafts[k, :tau].tolist()]
+        new = x + [int(y)]
+        idx = torch.tensor([k], device=prop.drafts.device)
+        t, d = self.target, self.draft
+        t.cache.batch_select_indices(idx)
+        crop_cache(t.cache, prop.base_len + prop.n_pending + tau)
+        t.pending = [int(y)]
+        # the draft cache holds base + pending + X_1..X_{L-1}
+        d.cache.batch_select_indices(idx)
+        keep = min(tau, L - 1)
+        crop_cache(d.cache, prop.draft_base + prop.draft_pending + keep)
+        d.pending = x[keep:] + [int(y)]
+        self.tokens.extend(new)
+        return new
+
+
+# -- verifiers on a proposal -------------------------------------------------------------------
+def verifier_registry() -> dict:
+    """name -> (kind, function): the single-path verifiers and, when present, the multi-path ones
+    (``spectheory.verifiers.MULTI_PATH``). Never a second implementation."""
+    from spectheory import verifiers as V
+
+    reg = {name: ("single", f) for name, f in V.SINGLE_PATH.items()}
+    for name, f in getattr(V, "MULTI_PATH", {}).items():
+        reg.setdefault(name, ("multi", f))
+    return reg
+
+
+def lossy_registry() -> dict:
+    from spectheory import verifiers as V
+
+    return {name: ("single", f) for name, f in V.LOSSY_EXAMPLES.items()}
+
+
+def resolve_verifier(name: str, allow_lossy: bool = False):
+    reg = verifier_registry()
+    if allow_lossy:
+        reg.update(lossy_registry())
+    if name not in reg:
+        raise SpectheoryError(f"unknown verifier {name!r}; known: {', '.join(sorted(reg))}")
+    return reg[name]
+
+
+def law_on(kind: str, fn, prop: Proposal, path: int = 0):
+    """Evaluate a verifier on a proposal. Single-path: on path ``path`` alone -> Law [1, ...];
+    multi-path: on all K paths -> MultiLaw [1, K, ...]."""
+    if kind == "single":
+        sl = slice(path, path + 1)
+        return fn(prop.drafts[sl], prop.q[sl], prop.p[sl])
+    return fn(prop.drafts[None], prop.q[None], prop.p[None])
+
+
+def sample_on(kind: str, law, generator=None, uniforms=None, path: int = 0):
+    """(k, tau, y) as ints from a law from :func:`law_on`."""
+    if kind == "single":
+        tau, y = sample_law(law, generator, uniforms)
+        return path, int(tau[0]), int(y[0])
+    k, tau, y = sample_multi_law(law, generator, uniforms)
+    return int(k[0]), int(tau[0]), int(y[0])
+
+
+def expected_tau(law) -> torch.Tensor:
+    """E[tau | drafts] per batch row, for a Law [B, L+1] or a MultiLaw [B, K, L+1]."""
+    stop = law.stop
+    L1 = stop.shape[-1]
+    i = torch.arange(L1, dtype=stop.dtype, device=stop.device)
+    s = (stop * i).sum(-1)
+    return s.sum(-1) if isinstance(law, MultiLaw) else s
+
+
+@torch.no_grad()
+def generate(decoder: SpeculativeDecoder, prompt_ids, max_new_tokens: int, verifier: str = "block",
+             K: int = 1, L: int = 4, generator: torch.Generator | None = None,
+             allow_lossy: bool = False):
+    """Plain speculative generation with one verifier; returns (new tokens, per-step taus)."""
+    kind, fn = resolve_verifier(verifier, allow_lossy)
+    if kind == "single" and K != 1:
+        raise SpectheoryError(f"{verifier} is a single-path verifier: use K = 1")
+    decoder.start(prompt_ids)
+    out, taus = [], []
+    while len(out) < max_new_tokens:
+        prop = decoder.propose(K, L, generator)
+        k, tau, y = sample_on(kind, law_on(kind, fn, prop), generator)
+        out.extend(decoder.commit(prop, k, tau, y))
+        taus.append(tau)
+    return out[:max_new_tokens], taus
+
+
+__all__ = ["SamplingConfig", "probs_from_logits", "SpeculativeDecoder", "Proposal", "crop_cache",
+           "verifier_registry", "resolve_verifier", "law_on", "sample_on", "expected_tau",
+           "generate", "Law"]

@@ -1,0 +1,102 @@
+"""Loading Hugging Face causal LMs (from a GGUF file or a saved model folder), with the checks that
+must pass before any work: files exist, draft and target share a vocabulary.
+
+GGUF files are read by ``transformers`` (which dequantises the weights, here to float32):
+``AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=...)``; this needs the
+``gguf`` and ``accelerate`` packages (the ``models`` extra).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from spectheory.errors import SpectheoryError
+
+
+@dataclass
+class LoadedModel:
+    model: object  # transformers PreTrainedModel
+    tokenizer: object | None
+    path: str
+    vocab_size: int
+    load_seconds: float
+
+
+def _check_exists(path: str | Path) -> Path:
+    p = Path(path)
+    if not p.exists():
+        raise SpectheoryError(f"model file not found: {p}")
+    return p
+
+
+def gguf_vocab_size(path: str | Path) -> int:
+    """Vocabulary size declared by a GGUF file (length of ``tokenizer.ggml.tokens``), read from the
+    metadata only (no weights)."""
+    from gguf import GGUFReader
+
+    p = _check_exists(path)
+    try:
+        reader = GGUFReader(str(p), "r")
+    except Exception as exc:  # noqa: BLE001 - any parse failure is a bad file
+        raise SpectheoryError(f"{p} is not a readable GGUF file: {exc}") from None
+    field = reader.fields.get("tokenizer.ggml.tokens")
+    if field is None:
+        raise SpectheoryError(f"{p}: GGUF file has no tokenizer.ggml.tokens")
+    return len(field.data)
+
+
+def declared_vocab_size(path: str | Path) -> int:
+    """Vocabulary size of a model file (GGUF) or a saved folder (config.json ``vocab_size``)."""
+    p = _check_exists(path)
+    if p.is_dir():
+        cfg = p / "config.json"
+        if not cfg.exists():
+            raise SpectheoryError(f"{p} has no config.json")
+        return int(json.loads(cfg.read_text())["vocab_size"])
+    return gguf_vocab_size(p)
+
+
+def check_pair(draft_path: str | Path, target_path: str | Path) -> int:
+    """Both files exist and declare the same vocabulary; returns its size (no weights loaded)."""
+    vd, vt = declared_vocab_size(draft_path), declared_vocab_size(target_path)
+    if vd != vt:
+        raise SpectheoryError(
+            f"vocabulary mismatch: draft {draft_path} has {vd} tokens, target {target_path} has "
+            f"{vt}; speculative decoding needs one shared vocabulary")
+    return vd
+
+
+def load_model(path: str | Path, device: str = "cpu", dtype: torch.dtype = torch.float32,
+               tokenizer: bool = True) -> LoadedModel:
+    """Load a causal LM from a GGUF file or a saved folder, in eval mode on ``device``."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    p = _check_exists(path)
+    t0 = time.perf_counter()
+    if p.is_dir():
+        kw = {}
+    else:
+        kw = {"gguf_file": p.name}
+        p = p.parent
+    model = AutoModelForCausalLM.from_pretrained(str(p), dtype=dtype, **kw)
+    model.to(device).eval()
+    tok = AutoTokenizer.from_pretrained(str(p), **kw) if tokenizer else None
+    vocab = int(model.get_output_embeddings().weight.shape[0])
+    return LoadedModel(model, tok, str(path), vocab, time.perf_counter() - t0)
+
+
+def load_pair(draft_path, target_path, device: str = "cpu", dtype=torch.float32):
+    """(draft, target) after :func:`check_pair`; the output layers must also agree."""
+    check_pair(draft_path, target_path)
+    draft = load_model(draft_path, device, dtype)
+    target = load_model(target_path, device, dtype, tokenizer=False)
+    if draft.vocab_size != target.vocab_size:
+        raise SpectheoryError(
+            f"vocabulary mismatch: draft output layer {draft.vocab_size}, target "
+            f"{target.vocab_size}")
+    return draft, target
