@@ -143,3 +143,12 @@ def test_bad_output_folder_is_a_one_line_error(tmp_path, capsys):
     assert err.count("\n") == 1
     with pytest.raises(SpectheoryError):
         figures.run(blocker / "sub", quick=True, progress=False)
+
+
+def test_threads_option_checked_and_restored(tmp_path, capsys):
+    import torch
+
+    before = torch.get_num_threads()
+    assert main(["figures", "--quick", "--threads", "0", "--out", str(tmp_path)]) == 2
+    assert "--threads 0 must be at least 1" in capsys.readouterr().err
+    assert torch.get_num_threads() == before
