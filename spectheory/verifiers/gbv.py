@@ -28,7 +28,8 @@ and the verifier sees only x* and the rows along it. For K = 1, S_K = 1 and q^G 
 block verification (in exact rationals, too).
 
 Mismatched tie-breaking (:func:`gbv_mismatched_ties`): selecting with one tie rule and ranking
-for q^G with the other (as the published reference code reportedly does) makes the selected path's
+for q^G with the other (a constructed example of the mismatch the shared doc attributes to the
+published reference code) makes the selected path's
 law differ from q^G on instances with equal ratios, and the result is lossy; it is kept as a
 negative control for the checker.
 """
