@@ -80,6 +80,14 @@ def _common_model_options(p):
     p.add_argument("--seed", type=int, default=0)
 
 
+def _pair_options(p):
+    p.add_argument("--pair", default="qwen2.5-coder", choices=["qwen2.5-coder",
+                                                                "smollm2-early-exit"],
+                   help="model pair; smollm2-early-exit: SmolLM2-135M target with a draft made "
+                        "of its first --draft-layers layers (a constructed draft)")
+    p.add_argument("--draft-layers", type=int, default=8)
+
+
 def register(sub) -> None:
     m = sub.add_parser("models", help="fetch and locate the pinned real models and data sets")
     msub = m.add_subparsers(dest="models_command", metavar="ACTION")
@@ -128,6 +136,7 @@ def register(sub) -> None:
 
     ll = vsub.add_parser("lossless", help="large-sample G-test of the first two output tokens")
     _common_model_options(ll)
+    _pair_options(ll)
     ll.add_argument("--verifiers", default="token,block,uniform-product")
     ll.add_argument("--samples", type=int, default=20000)
     ll.add_argument("--K", type=int, default=1)
@@ -140,6 +149,7 @@ def register(sub) -> None:
     c = vsub.add_parser("crosscheck", help="token verification vs transformers' "
                                            "_speculative_sampling on identical inputs")
     _common_model_options(c)
+    _pair_options(c)
     c.add_argument("--trials", type=int, default=2000)
     c.add_argument("--L", type=int, default=4)
     c.add_argument("--out", default=None)

@@ -100,3 +100,41 @@ def load_pair(draft_path, target_path, device: str = "cpu", dtype=torch.float32)
             f"vocabulary mismatch: draft output layer {draft.vocab_size}, target "
             f"{target.vocab_size}")
     return draft, target
+
+
+def early_exit_draft(target_model, n_layers: int):
+    """A draft built from a target: its first ``n_layers`` decoder layers, then its own final norm
+    and output layer (an early-exit slice sharing the tokenizer). Used for SmolLM2-135M, which has
+    no same-tokenizer draft offline; it is a constructed draft, not a pretrained one."""
+    import copy
+
+    layers = target_model.model.layers
+    if not 1 <= n_layers < len(layers):
+        raise SpectheoryError(f"early-exit draft needs 1 <= layers < {len(layers)}")
+    draft = copy.copy(target_model)  # shallow: shares weights, no extra memory
+    draft.model = copy.copy(target_model.model)
+    draft.model.layers = layers[:n_layers]
+    draft.config = copy.deepcopy(target_model.config)
+    draft.config.num_hidden_layers = n_layers
+    draft.model.config = draft.config
+    return draft
+
+
+def load_models_for(args):
+    """(draft, target, tokenizer, description) for the lossless/crosscheck commands:
+    ``--pair qwen2.5-coder`` (the fetched GGUF pair, or --draft/--target) or
+    ``--pair smollm2-early-exit`` (SmolLM2-135M target, its first ``--draft-layers`` layers as
+    draft)."""
+    from .fetch import require
+
+    dtype = {"float32": torch.float32, "float64": torch.float64,
+             "bfloat16": torch.bfloat16}[args.dtype]
+    if getattr(args, "pair", "qwen2.5-coder") == "smollm2-early-exit":
+        t = load_model(args.target or require("smollm2-135m"), args.device, dtype)
+        d = early_exit_draft(t.model, args.draft_layers)
+        return d, t.model, t.tokenizer, (f"SmolLM2-135M target, early-exit draft "
+                                         f"(first {args.draft_layers} layers)")
+    draft_path = args.draft or str(require("qwen2.5-coder-0.5b"))
+    target_path = args.target or str(require("qwen2.5-coder-1.5b"))
+    d, t = load_pair(draft_path, target_path, args.device, dtype)
+    return d.model, t.model, d.tokenizer, f"{draft_path} -> {target_path}"

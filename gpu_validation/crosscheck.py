@@ -1,0 +1,115 @@
+"""Cross-check of token verification against a peer implementation: Hugging Face transformers'
+own speculative sampling routine ``transformers.generation.utils._speculative_sampling``
+(Leviathan et al. 2023, algorithm 1), on identical inputs with identical random draws.
+
+The peer routine takes logits and draws, from torch's global generator, first L uniforms
+``r = torch.rand_like(ratio)`` (accept X_i iff r_i <= p_i / q_i, stop at the first rejection)
+and then one ``torch.multinomial`` draw from the normalised residual max(p - q, 0) (or from
+p(.|X^L) when all L are accepted). We feed it logits log q and log p of the same (processed)
+probabilities, reseed the global generator, draw the same L uniforms ourselves, and decide with
+OUR law (:func:`spectheory.verifiers.token_verification`): the acceptance probability of X_i is
+a_i = P(tau >= i | X) / P(tau >= i-1 | X) from the law's ``stop``, and the next token is one
+``torch.multinomial`` draw from the law's ``correction[tau]`` with the generator in the same
+state. The accepted count must match every time; the emitted token matches unless the two rows
+differ by float rounding exactly at a draw boundary, and the rows themselves must agree.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import torch
+
+from spectheory.verifiers import token_verification
+
+
+def peer_routine():
+    try:
+        from transformers.generation.utils import _speculative_sampling
+    except ImportError as exc:  # pragma: no cover - depends on the installed transformers
+        from spectheory.errors import SpectheoryError
+        raise SpectheoryError(f"transformers has no _speculative_sampling: {exc}") from None
+    return _speculative_sampling
+
+
+def compare_one(drafts: torch.Tensor, q: torch.Tensor, p: torch.Tensor, seed: int) -> dict:
+    """drafts [L], q [L, V], p [L+1, V] (probabilities). Returns both decisions."""
+    L = drafts.shape[0]
+    spec = peer_routine()
+    with torch.no_grad():
+        cand_ids = drafts.view(1, L)
+        torch.manual_seed(seed)
+        tokens, n_hf = spec(cand_ids, torch.log(q).unsqueeze(0), L, torch.log(p).unsqueeze(0))
+        n_hf = int(n_hf)
+        y_hf = int(tokens[0, -1])
+        law = token_verification(drafts.view(1, L), q.unsqueeze(0), p.unsqueeze(0))
+        reach = 1 - torch.cumsum(law.stop[0], 0) + law.stop[0]  # P(tau >= i), i = 0..L
+        a = torch.where(reach[:-1] > 0, reach[1:] / reach[:-1].clamp(min=1e-300),
+                        torch.zeros_like(reach[1:]))
+        torch.manual_seed(seed)
+        r = torch.rand(L, dtype=q.dtype)  # the peer's rand_like(ratio) draws
+        ok = r <= a
+        n_ours = int(torch.cumprod(ok.long(), 0).sum())
+        row = law.correction[0, n_ours]
+        y_ours = int(torch.multinomial(row.unsqueeze(0), 1)[0, 0])
+        # the peer's residual, recomputed from its own formula, vs our correction row
+        if n_ours < L:
+            peer_row = torch.clamp(p[n_ours] - q[n_ours], min=0)
+            peer_row = peer_row / peer_row.sum()
+        else:
+            peer_row = p[L]
+        row_diff = float((row - peer_row).abs().max())
+    return {"n_hf": n_hf, "n_ours": n_ours, "y_hf": y_hf, "y_ours": y_ours, "row_diff": row_diff}
+
+
+def crosscheck_proposals(proposals, seed: int = 0) -> dict:
+    """Run :func:`compare_one` on every path of every proposal (one seed per trial)."""
+    res = {"trials": 0, "accept_count_match": 0, "token_match": 0, "max_row_diff": 0.0,
+           "accepted_hist": {}}
+    t = 0
+    for prop in proposals:
+        for k in range(prop.K):
+            c = compare_one(prop.drafts[k], prop.q[k], prop.p[k], seed + t)
+            t += 1
+            res["trials"] += 1
+            res["accept_count_match"] += c["n_hf"] == c["n_ours"]
+            res["token_match"] += c["y_hf"] == c["y_ours"]
+            res["max_row_diff"] = max(res["max_row_diff"], c["row_diff"])
+            res["accepted_hist"][c["n_ours"]] = res["accepted_hist"].get(c["n_ours"], 0) + 1
+    return res
+
+
+def crosscheck_command(args) -> int:
+    """``spectheory validate crosscheck``: real model conditionals at real contexts."""
+    from tqdm import tqdm
+
+    from .data import encode, load_prompts
+    from .decoding import SamplingConfig, SpeculativeDecoder
+    from .hf_models import load_models_for
+
+    d, t, tok, desc = load_models_for(args)
+    dec = SpeculativeDecoder(d, t, SamplingConfig(args.temperature, args.top_k, args.top_p),
+                             device=args.device)
+    prompts = load_prompts("humaneval:4,sharegpt:4", args.seed)
+    g = torch.Generator().manual_seed(args.seed)
+    per_batch = 16
+    props = []
+    bar = tqdm(total=args.trials, desc="crosscheck", file=sys.stderr)
+    i = 0
+    while len(props) * per_batch < args.trials:
+        p = prompts[i % len(prompts)]
+        i += 1
+        dec.start(encode(p, tok, 512))
+        props.append(dec.propose(per_batch, args.L, g))
+        bar.update(per_batch)
+    bar.close()
+    res = crosscheck_proposals(props, args.seed)
+    res["models"] = desc
+    res["L"] = args.L
+    if args.out:
+        from pathlib import Path
+        from .run import write_json
+        write_json(Path(args.out), res)
+    print(json.dumps(res))
+    return 0 if res["accept_count_match"] == res["trials"] and res["max_row_diff"] < 1e-6 else 1

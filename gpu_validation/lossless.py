@@ -1,0 +1,241 @@
+"""Losslessness at scale: sample the batched verifier many times at a real context and test that
+the law of the first two output tokens equals the target's.
+
+At a context c, N independent iterations are run as batch rows of one drafted batch (N*K i.i.d.
+draft paths), each verifier's law is sampled once per row, and the first two output tokens are
+read off: (X_1, X_2) when tau >= 2, (X_1, Y) when tau = 1, and (Y, Z) with Z ~ p(.|c, Y) from a
+target forward when tau = 0. Under a lossless verifier their joint law is
+p(y1|c) p(y2|c, y1).
+
+G-test (likelihood-ratio goodness of fit), G = 2 sum_bins O ln(O / E), against chi-square with
+(bins - 1) degrees of freedom; bins are the categories with expected count >= 5 plus one
+remainder bin with everything else:
+* first token: every token y1 with N p(y1|c) >= 5, plus the remainder;
+* pair: (y1, y2) for y1 among the first-token bins and N p(y1|c) p(y2|c,y1) >= 5, plus the rest.
+Each verifier gets two tests per context; the family-wise false-alarm rate ``alpha`` is split
+evenly over all tests of lossless verifiers (Bonferroni), so a correct implementation fails the
+whole run with probability at most ``alpha``. A deliberately lossy verifier
+(``LOSSY_EXAMPLES["uniform-product"]``) is the negative control: it must be rejected.
+
+Also reported, without a test: a Rao-Blackwellised estimate of the first-token law,
+mean over rows of (1 - P(tau=0|X)) 1[X_1 = .] + P(tau=0|X) correction_0(.|X), and its total
+variation distance to p(.|c) (low-variance evidence of the size of a bias).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import sys
+from collections import Counter
+
+import numpy as np
+import torch
+
+from spectheory.errors import SpectheoryError
+from spectheory.law import Law, MultiLaw
+from spectheory.sampling import sample_law, sample_multi_law
+
+from .decoding import SpeculativeDecoder, resolve_verifier
+
+
+def gtest(observed: Counter, expected_probs: dict, n: int, min_expected: float = 5.0) -> dict:
+    """G-test of counts ``observed`` (category -> count, total n) against the probabilities
+    ``expected_probs`` (category -> probability, need not cover everything: the uncovered mass is
+    the remainder bin). Categories with expected count < ``min_expected`` join the remainder."""
+    from scipy.stats import chi2
+
+    kept = [c for c, pr in expected_probs.items() if pr * n >= min_expected]
+    E = np.array([expected_probs[c] * n for c in kept], dtype=np.float64)
+    O = np.array([observed.get(c, 0) for c in kept], dtype=np.float64)
+    rest_E = n - E.sum()
+    rest_O = n - O.sum()
+    if rest_E >= 1e-9 * n:
+        E = np.append(E, rest_E)
+        O = np.append(O, rest_O)
+    elif rest_O > 0:  # observed outside the support of the expected law
+        return {"G": math.inf, "dof": len(E), "p_value": 0.0, "bins": len(E) + 1}
+    nz = O > 0
+    G = float(2.0 * np.sum(O[nz] * np.log(O[nz] / E[nz])))
+    dof = max(len(E) - 1, 1)
+    return {"G": G, "dof": dof, "p_value": float(chi2.sf(G, dof)), "bins": int(len(E))}
+
+
+def _snapshot(dec: SpeculativeDecoder):
+    return [(copy.deepcopy(st.cache), list(st.pending)) for st in (dec.draft, dec.target)]
+
+
+def _restore(dec: SpeculativeDecoder, snap) -> None:
+    for st, (cache, pend) in zip((dec.draft, dec.target), snap):
+        st.cache, st.pending = copy.deepcopy(cache), list(pend)
+
+
+@torch.no_grad()
+def target_rows(dec: SpeculativeDecoder, snap, tokens) -> dict:
+    """p(.|c, y) for each y in ``tokens`` (one batched target forward on the context cache)."""
+    tokens = sorted({int(t) for t in tokens})
+    if not tokens:
+        return {}
+    cache, pend = copy.deepcopy(snap[1][0]), snap[1][1]
+    st = type(dec.target)(dec.target.model, cache, list(pend))
+    n = len(tokens)
+    if st.cache is not None:
+        st.cache.batch_repeat_interleave(n)
+    ids = torch.cat([torch.tensor([pend] * n), torch.tensor(tokens).view(n, 1)], 1)
+    probs = dec._probs(dec._forward(st, ids, keep=1)[:, -1])
+    return {t: probs[i] for i, t in enumerate(tokens)}
+
+
+@torch.no_grad()
+def sample_two_tokens(dec: SpeculativeDecoder, prompt_ids, verifiers: dict, n: int, K: int,
+                      L: int, chunk: int, generator: torch.Generator, progress: bool = False):
+    """For each verifier name -> (kind, fn): n samples of the first two output tokens, all
+    verifiers on the same drafted batches (independent uniforms). Returns (pairs per verifier,
+    p(.|c), Rao-Blackwellised first-token law per verifier, snapshot)."""
+    from tqdm import tqdm
+
+    if L < 2:
+        raise SpectheoryError("the two-token test needs L >= 2")
+    dec.start(prompt_ids)
+    snap = _snapshot(dec)
+    pairs = {v: [] for v in verifiers}
+    rb = {v: None for v in verifiers}
+    p0 = None
+    row_cache: dict = {}
+    done = 0
+    bar = tqdm(total=n, desc="lossless samples", file=sys.stderr, disable=not progress)
+    while done < n:
+        m = min(chunk, n - done)
+        _restore(dec, snap)
+        prop = dec.propose(m * K, L, generator)
+        if p0 is None:
+            p0 = prop.p[0, 0].clone()
+        X = prop.drafts
+        for name, (kind, fn) in verifiers.items():
+            if kind == "single":
+                if K != 1:
+                    raise SpectheoryError(f"{name} is single-path: use K = 1")
+                law = fn(X, prop.q, prop.p)
+                tau, y = sample_law(law, generator)
+                k = torch.zeros_like(tau)
+                stop0 = law.stop[:, 0]
+                corr0 = law.correction[:, 0]
+                x1 = X[:, 0]
+            else:
+                law = fn(X.view(m, K, L), prop.q.view(m, K, L, -1), prop.p.view(m, K, L + 1, -1))
+                k, tau, y = sample_multi_law(law, generator)
+                stop0 = law.stop[:, :, 0].sum(1)
+                corr0 = (law.stop[:, :, :1] * law.correction[:, :, 0]).sum(1) / \
+                    stop0.clamp(min=1e-300).unsqueeze(-1)
+                x1 = None  # first token of the chosen path, below
+            rows = torch.arange(m)
+            Xr = X.view(m, K, L)[rows, k]  # chosen path per row
+            first = torch.where(tau >= 1, Xr[:, 0], y)
+            second = torch.where(tau >= 2, Xr[:, 1], y)
+            need = [int(t) for t in first[tau == 0].tolist() if int(t) not in row_cache]
+            row_cache.update(target_rows(dec, snap, need))
+            for i in torch.nonzero(tau == 0).flatten().tolist():
+                u = torch.rand(1, generator=generator, dtype=torch.float64)
+                row = row_cache[int(first[i])]
+                second[i] = int(torch.searchsorted(torch.cumsum(row, 0),
+                                                   u.to(row.device) * row.sum()).clamp(
+                    max=row.shape[0] - 1))
+            pairs[name].extend(zip(first.tolist(), second.tolist()))
+            # Rao-Blackwellised first-token law
+            if kind == "single":
+                est = (1 - stop0).unsqueeze(-1) * torch.nn.functional.one_hot(
+                    x1, p0.shape[-1]).to(corr0.dtype) + stop0.unsqueeze(-1) * corr0
+            else:
+                Xk = X.view(m, K, L)[:, :, 0]
+                adv = law.stop[:, :, 1:].sum(-1)  # P(path k, tau >= 1)
+                est = torch.zeros(m, p0.shape[-1], dtype=corr0.dtype, device=corr0.device)
+                est.scatter_add_(1, Xk, adv.to(est.dtype))
+                est = est + stop0.unsqueeze(-1) * corr0
+            s = est.sum(0)
+            rb[name] = s if rb[name] is None else rb[name] + s
+        done += m
+        bar.update(m)
+    bar.close()
+    rb = {v: (t / n) for v, t in rb.items()}
+    return pairs, p0, rb, snap
+
+
+def lossless_test(dec: SpeculativeDecoder, prompt_ids, verifier_names, n: int, K: int, L: int,
+                  alpha: float, n_lossless_tests: int | None = None, chunk: int = 64,
+                  generator: torch.Generator | None = None, progress: bool = False) -> dict:
+    """Run the two G-tests per verifier at one context. Verifiers whose name is a lossy example
+    are negative controls (``expect_lossless`` False). ``n_lossless_tests`` is the number of tests
+    the family-wise ``alpha`` is split over (default: the ones run here)."""
+    from spectheory.verifiers import LOSSY_EXAMPLES
+
+    verifiers = {v: resolve_verifier(v, allow_lossy=True) for v in verifier_names}
+    pairs, p0, rb, snap = sample_two_tokens(dec, prompt_ids, verifiers, n, K, L, chunk,
+                                            generator or torch.Generator().manual_seed(0),
+                                            progress)
+    n_tests = n_lossless_tests or 2 * sum(v not in LOSSY_EXAMPLES for v in verifier_names)
+    level = alpha / max(n_tests, 1)
+    p0c = p0.double().cpu()
+    first_probs = {i: float(p0c[i]) for i in torch.nonzero(p0c * n >= 5).flatten().tolist()}
+    rows = target_rows(dec, snap, first_probs)
+    pair_probs = {}
+    for y1, row in rows.items():
+        row = row.double().cpu()
+        for y2 in torch.nonzero(row * first_probs[y1] * n >= 5).flatten().tolist():
+            pair_probs[(y1, y2)] = first_probs[y1] * float(row[y2])
+    out = {"samples": n, "K": K, "L": L, "alpha_familywise": alpha, "level_per_test": level,
+           "verifiers": {}}
+    for v in verifier_names:
+        obs_first = Counter(a for a, _ in pairs[v])
+        obs_pair = Counter(pairs[v])
+        t1 = gtest(obs_first, first_probs, n)
+        t2 = gtest(obs_pair, pair_probs, n)
+        lossless = v not in LOSSY_EXAMPLES
+        rej = t1["p_value"] < level or t2["p_value"] < level
+        out["verifiers"][v] = {
+            "expect_lossless": lossless, "first_token": t1, "pair": t2, "rejected": rej,
+            "ok": (not rej) if lossless else rej,
+            "rb_tv_first": float(0.5 * (rb[v].double().cpu() - p0c).abs().sum()),
+        }
+    return out
+
+
+def lossless_command(args) -> int:
+    """``spectheory validate lossless``: the G-tests at the first ``--contexts`` prompts."""
+    from .data import encode, load_prompts
+    from .decoding import SamplingConfig
+    from .hf_models import load_models_for
+
+    names = args.verifiers.split(",")
+    for v in names:
+        resolve_verifier(v, allow_lossy=True)
+    d, t, tok, desc = load_models_for(args)
+    dec = SpeculativeDecoder(d, t, SamplingConfig(args.temperature, args.top_k, args.top_p),
+                             device=args.device)
+    prompts = load_prompts(f"humaneval:{args.contexts},sharegpt:{args.contexts}", args.seed)
+    prompts = prompts[: args.contexts]
+    from spectheory.verifiers import LOSSY_EXAMPLES
+    n_tests = 2 * len(prompts) * sum(v not in LOSSY_EXAMPLES for v in names)
+    results = []
+    g = torch.Generator().manual_seed(args.seed)
+    for p in prompts:
+        ids = encode(p, tok, 512)
+        r = lossless_test(dec, ids, names, args.samples, args.K, args.L, args.alpha, n_tests,
+                          generator=g, progress=True)
+        r.update({"dataset": p.dataset, "index": p.index})
+        results.append(r)
+    doc = {"models": desc, "temperature": args.temperature,
+           "contexts": results}
+    text = json.dumps(doc, indent=1)
+    if args.out:
+        from pathlib import Path
+        from .run import write_json
+        write_json(Path(args.out), doc)
+    for r in results:
+        for v, res in r["verifiers"].items():
+            print(f"{r['dataset']}-{r['index']}\t{v}\tfirst p={res['first_token']['p_value']:.3g}"
+                  f" ({res['first_token']['bins']} bins)\tpair p={res['pair']['p_value']:.3g} "
+                  f"({res['pair']['bins']} bins)\trejected={res['rejected']}\t"
+                  f"{'OK' if res['ok'] else 'UNEXPECTED'}\tRB-TV(first)={res['rb_tv_first']:.2e}")
+    del text
+    return 0 if all(res["ok"] for r in results for res in r["verifiers"].values()) else 1

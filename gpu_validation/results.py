@@ -1,0 +1,225 @@
+"""Summaries of a validation run (``spectheory validate summarize [OUT] [--markdown]``).
+
+* **Block efficiency** of a configuration (verifier, K, L): the mean over all iterations of all
+  prompts of E[tau | context, drafts] + 1 (the paired per-step values of :mod:`compare`), i.e. the
+  expected tokens per target forward at the contexts visited. 95% intervals: percentile bootstrap
+  over prompts (resample prompts with replacement, recompute the pooled mean over their steps).
+* **Gains** (block over token at the same L; GBV over block at the same L): ratio of pooled means,
+  with a paired bootstrap over prompts (both numerators and denominators from the same resample).
+* **Realised tau**: histograms of the tau sampled from each law with common random numbers.
+* **Time split**: measured seconds per iteration of drafting (K_max paths, L_max tokens), of the
+  target forward, and of verification (the advancing verifier's law and sample).
+* **Cost model** (a model, not a measurement): with measured per-forward costs from costs.json,
+  speed-up(config) = BE * t_target(1 token) / (L t_draft(batch K, 1 token) + t_target(batch K,
+  L+1 tokens) + t_verify(config)), where t_verify is the measured mean law time of that config.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from spectheory.errors import SpectheoryError
+
+from .compare import config_key, parse_key
+
+#: Multi-path verifiers whose K = 1 case is exactly a single-path one.
+K1_REDUCTION = {"gbv": "block", "traversal-iid": "block", "traversal": "block",
+                "specinfer": "token", "spectr": "token", "block-first": "block",
+                "token-first": "token"}
+
+
+def load_run(out: str | Path):
+    out = Path(out)
+    if not (out / "run.json").exists():
+        raise SpectheoryError(f"no run in {out} (run.json missing)")
+    run = json.loads((out / "run.json").read_text())
+    costs = json.loads((out / "costs.json").read_text()) if (out / "costs.json").exists() \
+        else None
+    prompts = [json.loads(p.read_text()) for p in sorted((out / "prompts").glob("*.json"))]
+    return run, costs, prompts
+
+
+def per_prompt_sums(prompts, key):
+    """(sum over steps of e_tau + 1, number of steps) per prompt for one configuration."""
+    s = np.array([sum(st["e_tau"][key] + 1 for st in p["steps"]) for p in prompts])
+    n = np.array([len(p["steps"]) for p in prompts], dtype=float)
+    return s, n
+
+
+def bootstrap_indices(n_prompts: int, n_boot: int, seed: int):
+    rng = np.random.default_rng(seed)
+    return rng.integers(0, n_prompts, size=(n_boot, n_prompts))
+
+
+def be_with_ci(prompts, key, idx):
+    s, n = per_prompt_sums(prompts, key)
+    est = s.sum() / n.sum()
+    boots = s[idx].sum(1) / n[idx].sum(1)
+    lo, hi = np.percentile(boots, [2.5, 97.5])
+    return est, lo, hi
+
+
+def ratio_with_ci(prompts, key_a, key_b, idx):
+    """(BE_a / BE_b) with a paired bootstrap over prompts."""
+    sa, n = per_prompt_sums(prompts, key_a)
+    sb, _ = per_prompt_sums(prompts, key_b)
+    est = sa.sum() / sb.sum()
+    boots = sa[idx].sum(1) / sb[idx].sum(1)
+    lo, hi = np.percentile(boots, [2.5, 97.5])
+    return est, lo, hi
+
+
+def keys_of(prompts):
+    keys = set()
+    for p in prompts:
+        for st in p["steps"]:
+            keys.update(st["e_tau"])
+    return sorted(keys, key=lambda k: (parse_key(k)[0], parse_key(k)[2], parse_key(k)[1]))
+
+
+def summary(out, n_boot=2000, seed=0) -> dict:
+    run, costs, prompts = load_run(out)
+    if not prompts:
+        raise SpectheoryError(f"no finished prompts in {out}/prompts yet")
+    idx = bootstrap_indices(len(prompts), n_boot, seed)
+    keys = keys_of(prompts)
+    res = {"prompts": len(prompts), "steps": int(sum(len(p["steps"]) for p in prompts)),
+           "by_dataset": {}, "configs": {}, "gains": {}, "timing": {}, "histograms": {},
+           "cost_model": {}}
+    for ds in sorted({p["dataset"] for p in prompts}):
+        res["by_dataset"][ds] = sum(p["dataset"] == ds for p in prompts)
+    for k in keys:
+        est, lo, hi = be_with_ci(prompts, k, idx)
+        law_s = float(np.mean([st["law_s"][k] for p in prompts for st in p["steps"]]))
+        res["configs"][k] = {"be": est, "lo": lo, "hi": hi, "law_s": law_s}
+        name, K, L = parse_key(k)
+        hist = np.bincount([st["tau"][k] for p in prompts for st in p["steps"]],
+                           minlength=L + 1)
+        res["histograms"][k] = hist.tolist()
+        for ds in res["by_dataset"]:
+            sub = [p for p in prompts if p["dataset"] == ds]
+            sidx = bootstrap_indices(len(sub), n_boot, seed)
+            e, lo2, hi2 = be_with_ci(sub, k, sidx)
+            res["configs"][k][ds] = {"be": e, "lo": lo2, "hi": hi2}
+    Ls = sorted({parse_key(k)[2] for k in keys})
+    Ks = sorted({parse_key(k)[1] for k in keys})
+    for L in Ls:
+        tk, bk = config_key("token", 1, L), config_key("block", 1, L)
+        if tk in keys and bk in keys:
+            res["gains"][f"block/token L{L}"] = ratio_with_ci(prompts, bk, tk, idx)
+        for K in Ks:
+            gk = config_key("gbv", K, L)
+            if gk in keys and bk in keys:
+                res["gains"][f"gbv K{K}/block L{L}"] = ratio_with_ci(prompts, gk, bk, idx)
+    steps = [st for p in prompts for st in p["steps"]]
+    res["timing"] = {name: float(np.mean([st[name] for st in steps]))
+                     for name in ("draft_s", "target_s", "verify_s")}
+    res["timing"]["stop_dev_max"] = float(max(st.get("stop_dev", 0.0) for st in steps))
+    if costs:
+        t1 = costs["target_1tok"]
+        for k, c in res["configs"].items():
+            name, K, L = parse_key(k)
+            tt = costs["target_Ltok"].get(f"K{K}/L{L}")
+            td = costs["draft_1tok"].get(f"K{K}")
+            if tt is None or td is None:
+                continue
+            denom = L * td + tt + c["law_s"]
+            res["cost_model"][k] = {"speedup_model": c["be"] * t1 / denom,
+                                    "speedup_model_no_verify": c["be"] * t1 / (L * td + tt),
+                                    "verify_share_of_target": c["law_s"] / tt}
+        res["costs"] = {k: v for k, v in costs.items() if k != "machine"}
+    res["run"] = {k: run[k] for k in ("datasets", "max_new_tokens", "K", "Ls", "advance",
+                                      "temperature", "verifiers") if k in run}
+    res["machine"] = run.get("machine")
+    return res
+
+
+def _fmt_ci(c):
+    return f"{c['be']:.2f} [{c['lo']:.2f}, {c['hi']:.2f}]"
+
+
+def markdown(res) -> str:
+    configs = res["configs"]
+    names = []
+    for k in configs:
+        n = parse_key(k)[0]
+        if n not in names:
+            names.append(n)
+    Ks = sorted({parse_key(k)[1] for k in configs} | {1})
+    Ls = sorted({parse_key(k)[2] for k in configs})
+    lines = [f"Block efficiency E[tau]+1 (paired, exact conditional per step), 95% bootstrap CI "
+             f"over prompts; {res['prompts']} prompts "
+             f"({', '.join(f'{d}: {n}' for d, n in res['by_dataset'].items())}), "
+             f"{res['steps']} iterations.", ""]
+    for L in Ls:
+        lines.append(f"| L = {L} | " + " | ".join(f"K = {K}" for K in Ks) + " |")
+        lines.append("|---" * (len(Ks) + 1) + "|")
+        for n in names:
+            cells = []
+            for K in Ks:
+                k = config_key(n, K, L)
+                if k in configs:
+                    cells.append(_fmt_ci(configs[k]))
+                elif K == 1 and n in K1_REDUCTION:
+                    red = config_key(K1_REDUCTION[n], 1, L)
+                    cells.append(f"= {K1_REDUCTION[n]}" if red in configs else "")
+                else:
+                    cells.append("")
+            lines.append(f"| {n} | " + " | ".join(cells) + " |")
+        lines.append("")
+    lines.append("Gains (ratio of block efficiencies, paired bootstrap 95% CI):")
+    lines.append("")
+    lines.append("| comparison | ratio | published |")
+    lines.append("|---|---|---|")
+    pub = {"block/token L8": "+8.3% (Sun et al., PaLM-2, L=8)",
+           "block/token L4": "+3.5% (Sun et al., L=4)"}
+    for name, (e, lo, hi) in res["gains"].items():
+        p = pub.get(name, "GBV: >30% over block at best settings (Thomas & Pal)"
+                    if name.startswith("gbv") else "")
+        lines.append(f"| {name} | {e:.3f} [{lo:.3f}, {hi:.3f}] | {p} |")
+    lines.append("")
+    t = res["timing"]
+    lines.append(f"Measured time per iteration (K = {res['run'].get('K')}, L = "
+                 f"{max(res['run'].get('Ls', [0]))}): drafting {t['draft_s']:.2f} s, target "
+                 f"forward {t['target_s']:.2f} s, verification (advancing verifier) "
+                 f"{t['verify_s']:.3f} s; max |sum stop - 1| over all laws {t['stop_dev_max']:.1e}.")
+    lines.append("")
+    if res.get("cost_model"):
+        c = res["costs"]
+        lines.append(f"Measured per-forward costs (context {c['context_tokens']} tokens): target "
+                     f"1 token {c['target_1tok']:.3f} s; draft 1 token at batch K: "
+                     + ", ".join(f"{k} {v:.3f} s" for k, v in c["draft_1tok"].items())
+                     + "; target L+1 tokens at batch K: "
+                     + ", ".join(f"{k} {v:.3f} s" for k, v in c["target_Ltok"].items()) + ".")
+        lines.append("")
+        lines.append("Cost MODEL (not a measurement): speed-up = BE * t_T(1) / (L t_D(K) + "
+                     "t_T(K, L+1) + t_verify):")
+        lines.append("")
+        lines.append("| config | BE | model speed-up | verify / target forward |")
+        lines.append("|---|---|---|---|")
+        for k, m in res["cost_model"].items():
+            lines.append(f"| {k} | {configs[k]['be']:.2f} | {m['speedup_model']:.2f} | "
+                         f"{100 * m['verify_share_of_target']:.1f}% |")
+        lines.append("")
+    lines.append("Realised tau histograms (tau = 0..L, counts over iterations):")
+    lines.append("")
+    for k, h in res["histograms"].items():
+        name, K, L = parse_key(k)
+        if L == max(Ls) and (K in (1, max(Ks))):
+            lines.append(f"- {k}: {h}")
+    return "\n".join(lines)
+
+
+def summarize(args) -> int:
+    res = summary(args.out, args.bootstrap, args.seed)
+    if args.json:
+        from .run import write_json
+        write_json(Path(args.out) / "summary.json", res)
+    if args.markdown:
+        print(markdown(res))
+    else:
+        print(json.dumps({k: v for k, v in res.items() if k != "histograms"}, indent=1))
+    return 0
