@@ -163,12 +163,20 @@ def multipath_block_law(verifier: MultiVerifier, q_levels, p_levels, V: int, L: 
             seq = f.reshape(n, 1) // (V**L) ** Bk.flip(_arange(0, K, exact, like), 0).reshape(
                 1, K) % V**L
             weight = Bk.full((n,), 1, like)
-        drafts = sequence_tokens(seq.reshape(-1), L, V).reshape(n, K, L)
         if drafting == "iid":
             for k in range(K):
                 weight = weight * qpath[seq[:, k]]
         else:
             weight = _norep_weight(seq, q_root, tail, L, V)
+        keep = weight != 0  # outcomes of probability zero contribute nothing: skip them
+        if not bool(keep.all()):
+            seq, weight = seq[keep], weight[keep]
+            n = int(seq.shape[0])
+            if n == 0:
+                if progress is not None:
+                    progress(int(keep.shape[0]))
+                continue
+        drafts = sequence_tokens(seq.reshape(-1), L, V).reshape(n, K, L)
         q, p = draft_rows(q_levels, p_levels, drafts, L, V)
         law = verifier(drafts, q, p)
         wstop = Bk.expand_dims(Bk.expand_dims(weight, 1), 2) * law.stop  # [n, K, L+1]
@@ -178,7 +186,7 @@ def multipath_block_law(verifier: MultiVerifier, q_levels, p_levels, V: int, L: 
             contrib = Bk.expand_dims(wstop[:, :, i], -1) * law.correction[:, :, i, :]
             Bk.index_add_rows(emitted[i], node, contrib.reshape(n * K, V))
         if progress is not None:
-            progress(n)
+            progress(int(keep.shape[0]))
     return BlockLaw(tau_pmf, [None] + [e.reshape(-1) for e in emitted])
 
 
