@@ -894,7 +894,7 @@ def index_markdown(payload: dict) -> str:
         "| family | seed | knob | mean TV | token BE L=8 | block BE L=8 | gain L=4 | gain L=6 | "
         "gain L=8 |",
         "|---|---|---|---|---|---|---|---|---|",
-        f"| paper (PaLM-2) | - | - | - | {PAPER['token_be_L8']} | {PAPER['block_be_L8']} | "
+        f"| paper (PaLM-2) | - | - | - | {PAPER['token_be_L8']:.2f} | {PAPER['block_be_L8']:.2f} | "
         f"+{PAPER['gain_pct'][4]}% | +{PAPER['gain_pct'][6]}% | +{PAPER['gain_pct'][8]}% |",
     ]
     for r in f6["results"]:
