@@ -16,7 +16,8 @@ Fractions), evaluates the verifier's :class:`spectheory.law.MultiLaw` on each, a
 the tau pmf and the law of the emitted block, E_{i+1}(y^{i+1}) = sum_outcomes P(outcome)
 sum_k P(k, tau = i | outcome) correction_{k,i}(y_{i+1}) [X_k^i = y^i]; the output law (block then
 target sampling up to L+1 tokens), its TV to the target and the checker are then the single-path
-ones of :mod:`spectheory.exact`.
+ones of :mod:`spectheory.exact`. Outcomes of probability zero are skipped before the verifier is
+evaluated; order-invariant verifiers under i.i.d. drafting are evaluated on sorted tuples only.
 
 GBV also has a fast exact route: its selected path has the autoregressive law q^G, so its
 analysis is block verification with the draft replaced by the skewed model
@@ -35,7 +36,7 @@ import torch
 
 from . import backend as Bk
 from .errors import SpectheoryError
-from .exact import (CHUNK_ELEMENTS, BlockLaw, ExactAnalysis, LosslessReport, _progress_bar, _to_py,
+from .exact import (BlockLaw, ExactAnalysis, LosslessReport, _progress_bar, _to_py,
                     analyze, lossless_report, output_law, target_law, total_variation)
 from .instances import Instance
 from .law import MultiVerifier
@@ -47,6 +48,9 @@ from .verifiers.gbv import rank_and_below, skewed_rows
 DRAFTING = ("iid", "norep")
 #: Joint outcomes per chunk in exact rational mode.
 EXACT_CHUNK = 2048
+#: Elements of one [n, K, L+1, V] array per chunk in float mode: 2^18 (2 MiB) keeps a chunk's
+#: working set in cache, 1.6x faster than 2^22 for GBV on V = 4, L = 3, K = 3.
+CHUNK_ELEMENTS = 2**18
 
 
 def _check_args(paths, drafting):
