@@ -8,6 +8,9 @@ from fractions import Fraction
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from strategies import KINDS, make_instance
 
 from spectheory import backend as Bk
 from spectheory.errors import SizeLimitError, SpectheoryError
@@ -82,6 +85,19 @@ def test_float_degenerate_no_nan():
         for name, drafting in NATIVE:
             res = analyze_multipath(inst.to_float(), MULTI_PATH[name], 3, drafting)
             assert res.tv_to_target <= 1e-12, (label, name)
+
+
+@settings(max_examples=30)
+@given(kind=st.sampled_from(KINDS), V=st.integers(2, 3), L=st.integers(1, 2),
+       K=st.integers(1, 3), seed=st.integers(0, 10**6))
+def test_lossless_property(kind, V, L, K, seed):
+    """Every multi-path verifier, under its scheme, on the core's random and degenerate families
+    (sparse rows, equal models, one-hot target or draft, peaked rows): float64 TV <= 1e-12."""
+    inst = make_instance(kind, V, L, seed)
+    for name, drafting in NATIVE:
+        res = analyze_multipath(inst, MULTI_PATH[name], K, drafting)
+        assert res.tv_to_target <= 1e-12, (name, kind, V, L, K, seed)
+        assert abs(sum(res.tau_pmf) - 1) <= 1e-12
 
 
 # ----------------------------------------------------------------------------- reductions
