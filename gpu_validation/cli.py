@@ -53,6 +53,11 @@ def _validate_run(args) -> int:
     return run(args)
 
 
+def _validate_costs(args) -> int:
+    from .run import costs_command
+    return costs_command(args)
+
+
 def _validate_summarize(args) -> int:
     from .results import summarize
     return summarize(args)
@@ -125,6 +130,14 @@ def register(sub) -> None:
     r.add_argument("--cost-reps", type=int, default=3, help="repetitions per cost measurement")
     r.add_argument("--out", default=DEFAULT_OUT)
     r.set_defaults(func=_validate_run)
+
+    cst = vsub.add_parser("costs", help="(re)measure per-forward costs into OUT/costs.json")
+    _common_model_options(cst)
+    cst.add_argument("--K", type=int, default=4)
+    cst.add_argument("--L", default="4,8")
+    cst.add_argument("--reps", type=int, default=5)
+    cst.add_argument("--out", default=DEFAULT_OUT)
+    cst.set_defaults(func=_validate_costs)
 
     s = vsub.add_parser("summarize", help="tables from a run's JSON (bootstrap CIs, cost model)")
     s.add_argument("out", nargs="?", default=DEFAULT_OUT)

@@ -217,3 +217,30 @@ def hash_prompt(p) -> int:
     for ch in f"{p.dataset}:{p.index}":
         h = (h * 131 + ord(ch)) % 1_000_000_007
     return h
+
+
+def costs_command(args) -> int:
+    """``spectheory validate costs``: measure per-forward costs (median of ``--reps``) with the
+    run's models at its first prompt and (over)write OUT/costs.json; for a quieter moment than
+    the start of a run on a shared machine."""
+    from .data import encode, load_prompts
+    from .fetch import require
+    from .hf_models import load_pair
+
+    out = Path(args.out)
+    draft_path = args.draft or str(require("qwen2.5-coder-0.5b"))
+    target_path = args.target or str(require("qwen2.5-coder-1.5b"))
+    dtype = {"float32": torch.float32, "float64": torch.float64,
+             "bfloat16": torch.bfloat16}[args.dtype]
+    d, t = load_pair(draft_path, target_path, args.device, dtype)
+    prompts = load_prompts("humaneval:30,sharegpt:30", args.seed)
+    ids = encode(prompts[0], d.tokenizer, 512)
+    Ls = sorted({int(x) for x in args.L.split(",")})
+    costs = measure_costs(d.model, t.model, ids, list(range(1, args.K + 1)), Ls, args.device,
+                          reps=args.reps,
+                          log=lambda m: print(m, file=sys.stderr, flush=True))
+    costs["machine"] = machine_info(args.device)
+    costs["measured_at"] = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    write_json(out / "costs.json", costs)
+    print(json.dumps({k: v for k, v in costs.items() if k != "machine"}))
+    return 0

@@ -1,0 +1,128 @@
+"""Verification cost per speculative-decoding step at the Qwen vocabulary (V = 151,936).
+
+Times one law evaluation plus one sample (what one iteration of the loop does) for token and
+block verification (single path) and the multi-path verifiers, batched over B independent steps,
+on rows shaped like real model conditionals (softmax of scaled Gaussian logits, tree-consistent:
+the root row is shared by all K paths), and reports each as a share of a target forward.
+
+The target-forward time comes from a validation run's costs.json (``--costs``, measured with the
+real 1.5B target on the same machine: batch K, L+1 tokens) or ``--target-seconds``.
+
+    python benchmarks/bench_verify_overhead.py --costs benchmarks/results/qwen-coder-cpu/costs.json
+    python benchmarks/bench_verify_overhead.py --device cuda --B 1,64,256 --L 4,8,16   # on a GPU
+
+Performance target (issue 6): block within 1.2x of token, and under 5% of the target forward.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gpu_validation.decoding import sample_on  # noqa: E402
+from spectheory.verifiers import MULTI_PATH, SINGLE_PATH  # noqa: E402
+
+
+def rows(B, K, n, V, dtype, device, gen, scale=3.0):
+    x = torch.randn(B, K, n, V, generator=gen, dtype=torch.float32) * scale
+    p = torch.softmax(x.to(device), -1).to(dtype)
+    p[:, :, 0] = p[:, :1, 0]  # the root conditional is the same for every path
+    return p
+
+
+def sync(device):
+    if torch.device(device).type == "cuda":
+        torch.cuda.synchronize()
+
+
+def time_call(fn, reps, device):
+    ts = []
+    for _ in range(reps):
+        sync(device)
+        t0 = time.perf_counter()
+        fn()
+        sync(device)
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--V", type=int, default=151936)
+    ap.add_argument("--B", default="1")
+    ap.add_argument("--K", default="1,2,4")
+    ap.add_argument("--L", default="4,8")
+    ap.add_argument("--dtype", default="float64,float32")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--multi", default="gbv,specinfer,traversal-iid,spectr")
+    ap.add_argument("--costs", help="costs.json of a validation run (target forward times)")
+    ap.add_argument("--target-seconds", type=float, help="target forward time, if no costs.json")
+    ap.add_argument("--out", default=None, help="JSON output")
+    a = ap.parse_args(argv)
+    costs = json.loads(Path(a.costs).read_text()) if a.costs else None
+    gen = torch.Generator().manual_seed(0)
+    results = []
+    for dname in a.dtype.split(","):
+        dtype = getattr(torch, dname)
+        for B in map(int, a.B.split(",")):
+            for L in map(int, a.L.split(",")):
+                for K in map(int, a.K.split(",")):
+                    q = rows(B, K, L, a.V, dtype, a.device, gen)
+                    p = rows(B, K, L + 1, a.V, dtype, a.device, gen)
+                    X = torch.multinomial(q.reshape(-1, a.V).float(), 1, generator=None)
+                    X = X.view(B, K, L).to(a.device)
+                    if K == 1:
+                        cands = {n: ("single", f) for n, f in SINGLE_PATH.items()}
+                    else:
+                        cands = {n: ("multi", MULTI_PATH[n]) for n in a.multi.split(",")
+                                 if n in MULTI_PATH}
+                    for name, (kind, fn) in cands.items():
+                        if kind == "single":
+                            def step():
+                                law = fn(X[:, 0], q[:, 0], p[:, 0])
+                                return sample_on("single", type(law)(law.stop[:1],
+                                                                     law.correction[:1]))
+                        else:
+                            def step():
+                                law = fn(X, q, p)
+                                return law.stop.sum()
+                        step()  # warm-up
+                        sec = time_call(step, a.reps, a.device)
+                        tgt = a.target_seconds
+                        if costs:
+                            tgt = costs["target_Ltok"].get(f"K{K}/L{L}", tgt)
+                        r = {"verifier": name, "dtype": dname, "B": B, "K": K, "L": L,
+                             "seconds": sec, "target_forward_s": tgt,
+                             "share": (sec / tgt) if tgt else None}
+                        results.append(r)
+                        share = f"{100 * r['share']:.1f}%" if r["share"] else "-"
+                        print(f"{dname}\tB={B}\tK={K}\tL={L}\t{name}\t{sec * 1e3:.1f} ms\t"
+                              f"{share} of target forward", flush=True)
+    for dname in a.dtype.split(","):
+        for L in map(int, a.L.split(",")):
+            for B in map(int, a.B.split(",")):
+                tk = [r for r in results if r["verifier"] == "token" and r["L"] == L
+                      and r["dtype"] == dname and r["B"] == B]
+                bk = [r for r in results if r["verifier"] == "block" and r["L"] == L
+                      and r["dtype"] == dname and r["B"] == B]
+                if tk and bk:
+                    print(f"{dname} B={B} L={L}: block/token time ratio "
+                          f"{bk[0]['seconds'] / tk[0]['seconds']:.2f}")
+    doc = {"device": a.device, "V": a.V, "torch_threads": torch.get_num_threads(),
+           "results": results}
+    if a.out:
+        Path(a.out).write_text(json.dumps(doc, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
