@@ -325,3 +325,18 @@ def test_block_efficiency_below_direct_lp_optimum():
         if K == 1:
             blk = analyze(inst, block_verification).block_efficiency
             assert blk == pytest.approx(opt, abs=1e-7)
+
+
+def test_gbv_attains_the_direct_lp_optimum_on_the_toy():
+    """On the paper's two-token example GBV with K = 2 i.i.d. paths reaches the best E[tau+1]
+    of any valid 2-path verifier exactly (212/81); without replacement the best verifier here
+    (traversal, 25/9) stays below the norep optimum (26/9)."""
+    lp_direct = pytest.importorskip("lp.direct")
+    if not hasattr(lp_direct, "direct_lp"):
+        pytest.skip("lp.direct_lp not available")
+    inst = toy_instance()
+    gbv2 = analyze_multipath(inst, MULTI_PATH["gbv"], 2).block_efficiency
+    assert gbv2 == Fraction(212, 81) == lp_direct.direct_lp(inst, 2, exact=True).optimum
+    trav = analyze_multipath(inst, MULTI_PATH["traversal"], 2, "norep").block_efficiency
+    opt = lp_direct.direct_lp(inst, 2, exact=True, drafting="norep").optimum
+    assert trav == Fraction(25, 9) < opt == Fraction(26, 9)
