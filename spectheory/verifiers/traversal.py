@@ -1,7 +1,10 @@
 """Traversal verification (Weng, Hu, Chen, Liu, Mei, Qiu, Tian, Shi: "Traversal Verification for
 Speculative Tree Decoding", NeurIPS 2025, arXiv 2505.12398), on K drafted paths.
 
-Traversal verification visits the draft tree leaf to root in post-order. Every node v = u x keeps
+(Only the paper's abstract was available to us; the node rule below is our reconstruction,
+chosen so that a chain is exactly block verification as the paper states, and checked lossless by
+the exact multi-path checker.) Traversal verification visits the draft tree leaf to root in
+post-order. Every node v = u x keeps
 a sequence-level weight p_alpha(v) = min(1, p_alpha(u) M_b(x|u) / M_s(x|u)) (p_alpha(root) = 1,
 M_b = p and M_s = q initially). A node is visited once all its children are deleted; it is
 accepted with probability p_alpha(v) when it is a drafted leaf and, after its children were
