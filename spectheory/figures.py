@@ -17,7 +17,8 @@ of :mod:`lp`, the multi-path engine of :mod:`spectheory.multipath`) on toy insta
 
 each as PNG and PDF, plus ``figures.json`` (every plotted number) and ``INDEX.md`` (what each
 figure shows, its parameters, and the run's time). ``--quick`` runs the same code on smaller
-grids (under a minute on 2 cores). Optional pieces (LPs, multi-path verifiers) that are not
+grids (seconds on 2 cores); ``--threads`` sets torch's CPU threads (default 1, which is fastest
+for the engine's many small float64 operations). Optional pieces (LPs, multi-path verifiers) that are not
 installed are reported in the figure ("... not available") instead of failing.
 """
 
