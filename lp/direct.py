@@ -177,6 +177,12 @@ def build_direct(instance: Instance, paths: int = 1, exact: bool = False,
         ppath = (ppath[:, None] * np.asarray(p_levels[d], dtype=np.float64)).reshape(-1)
         scale.append(ppath)
     lp = SparseLP(n, c, empty, concat_blocks(eq, exact), col_scale=np.concatenate(scale))
+    if exact:
+        escale, ep = [prob[z_out]], np.ones(1, dtype=object) * one
+        for d in range(L + 1):
+            ep = (ep[:, None] * p_levels[d]).reshape(-1)
+            escale.append(np.where(ep != 0, ep, one))
+        lp.exact_col_scale = np.concatenate(escale)
     info = {"outcomes": n_out, "ordered_outcomes": N**K, "z_variables": n_z,
             "nonzeros": lp.nonzeros, "drafting": drafting}
     return lp, info

@@ -95,6 +95,9 @@ class SparseLP:
     #: probabilities of deep sequences (1e-8 and below) sit under HiGHS' absolute feasibility
     #: tolerance (1e-7) and make large instances look infeasible.
     col_scale: Any = None
+    #: The same scale as exact Fractions (exact LPs): lets :func:`solve_exact_via_highs` round
+    #: x / scale (conditional probabilities, small denominators) instead of x itself.
+    exact_col_scale: Any = None
 
     # ---------------------------------------------------------------- sizes
     @property
@@ -323,14 +326,26 @@ def solve_exact_via_highs(lp: SparseLP, sympy_primal: bool = True):
     lam = np.maximum(lam, 0.0)
     dens = (10**3, 10**4, 10**5, 10**6, 10**8)
     last = None
+    x = np.maximum(x, 0)
     for den in dens:
-        try:
-            return lp.check_certificate(rationalize(np.maximum(x, 0), den),
-                                        rationalize(y_eq, den), rationalize(lam, den)), "rounded"
-        except LPError as exc:
-            last = exc
+        primals = [rationalize(x, den)]
+        if lp.exact_col_scale is not None:
+            scale = np.asarray(lp.col_scale, dtype=np.float64)
+            safe = np.where(scale > 0, scale, 1.0)
+            primals.insert(0, rationalize(x / safe, den) * lp.exact_col_scale)
+        for xr in primals:
+            try:
+                return lp.check_certificate(xr, rationalize(y_eq, den),
+                                            rationalize(lam, den)), "rounded"
+            except LPError as exc:
+                last = exc
     if sympy_primal:
-        xs, _ = lp.solve_sympy_primal()
+        try:
+            xs, _ = lp.solve_sympy_primal()
+        except SizeLimitError as exc:
+            raise LPError(f"no exact certificate: the float solution rounded to fractions with "
+                          f"denominators up to 10^8 does not verify ({last}), and the fallback "
+                          f"is refused ({exc})") from None
         for den in dens:
             try:
                 return lp.check_certificate(xs, rationalize(y_eq, den),
