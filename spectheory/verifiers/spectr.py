@@ -16,9 +16,10 @@ prod_j (1 - min(1, p(x_j)/(rho q(x_j))))), Y is drawn from the residual
 
 The output has law p whenever p_res >= 0, i.e. whenever rho >= c_m(beta(rho)). The left side
 grows and the right side shrinks with rho, and rho = m is always valid, so the smallest valid rho
-(the one with the largest acceptance, 1 - (1 - beta)^m) is found by bisection on [1, m]
-(what we implement: 50 halvings in float, 40 in exact rationals, keeping the valid upper end, so
-the rational result is exactly lossless). m = 1 gives rho = 1: token verification.
+(the one with the largest acceptance, 1 - (1 - beta)^m) is found by a 1-D search on [1, m]
+(what we implement: one sort locates the linear piece of rho beta(rho) that holds it, then 50
+halvings in float, 40 in exact rationals, inside that piece, keeping the valid upper end, so the
+rational result is exactly lossless). m = 1 gives rho = 1: token verification.
 """
 
 from __future__ import annotations
@@ -45,16 +46,39 @@ def _c(beta, m, K: int):
 
 
 def kseq_rho(q_rows, p_rows, m, K: int):
-    """Smallest valid rho in [1, m] per node (bisection; see module doc). m [B, K] >= 1."""
+    """Smallest valid rho in [1, m] per node (see module doc). m [B, K] >= 1.
+
+    rho beta(rho) = T(rho) = sum_x min(rho q(x), p(x)) is piecewise linear with breakpoints at
+    the ratios p(x)/q(x). One sort locates the piece holding the smallest valid rho (validity is
+    checked at every breakpoint in [1, m] from prefix sums, O(V) per node); inside that piece
+    T(rho) = P + rho (Q_tot - Q) and the bisection needs no more sums over the vocabulary.
+    """
     exact = B.is_exact(q_rows)
     one = B.ones_like(q_rows[..., 0])
-    lo = one
-    hi = one * m if not exact else B.to_exact(m)
+    mm = one * m if not exact else B.to_exact(m)
+    big = B.scalar(p_rows, K + 1)  # q = 0: min(rho q, p) = rho q for every rho <= m
+    r = B.safe_div(p_rows, q_rows, big)
+    order = B.argsort(r, axis=-1)
+    r_s = B.take_along(r, order, axis=-1)
+    P_c = B.cumsum(B.take_along(p_rows, order, axis=-1), axis=-1)
+    Q_c = B.cumsum(B.take_along(q_rows, order, axis=-1), axis=-1)
+    Q_tot = B.sum(q_rows, axis=-1)
+    m1 = B.expand_dims(mm, -1)
+    inside = (r_s >= 1) & (r_s <= m1)
+    r_safe = B.where(inside, r_s, B.ones_like(r_s))
+    beta_bp = B.safe_div(P_c + r_safe * (B.expand_dims(Q_tot, -1) - Q_c), r_safe, B.zeros_like(r_s))
+    ok_bp = inside & (r_safe >= _c(beta_bp, B.expand_dims(m, -1), K))
     ok1 = one >= _c(_beta(q_rows, p_rows, one), m, K)
+    hi = B.amin(B.where(ok_bp, r_s, m1), axis=-1)
     hi = B.where(ok1, one, hi)
+    below = inside & ~ok_bp & (r_s < B.expand_dims(hi, -1))
+    lo = -B.amin(B.where(below, -r_s, -B.ones_like(r_s)), axis=-1)  # largest invalid breakpoint
+    passed = r <= B.expand_dims(lo, -1)
+    P = B.sum(B.where(passed, p_rows, B.zeros_like(p_rows)), axis=-1)
+    Q = B.sum(B.where(passed, q_rows, B.zeros_like(q_rows)), axis=-1)
     for _ in range(BISECTION_STEPS[exact]):
         mid = (lo + hi) / 2
-        ok = mid >= _c(_beta(q_rows, p_rows, mid), m, K)
+        ok = mid >= _c((P + mid * (Q_tot - Q)) / mid, m, K)
         hi = B.where(ok, mid, hi)
         lo = B.where(ok, lo, mid)
     return hi
