@@ -155,6 +155,7 @@ def register(sub) -> None:
     ll.add_argument("--K", type=int, default=1)
     ll.add_argument("--L", type=int, default=4)
     ll.add_argument("--contexts", type=int, default=2, help="prompts used as contexts")
+    ll.add_argument("--chunk", type=int, default=128, help="iterations per drafted batch")
     ll.add_argument("--alpha", type=float, default=1e-3, help="family-wise false-alarm rate")
     ll.add_argument("--out", default=None, help="JSON output file")
     ll.set_defaults(func=_validate_lossless)

@@ -46,6 +46,7 @@ def paired_step(prop: Proposal, verifiers: dict, Ks, Ls, uniforms: torch.Tensor,
     "stop_dev": max |sum of a law's stop - 1| (a sanity check of every law evaluated)}."""
     e_tau, taus, secs = {}, {}, {}
     dev = 0.0
+    uniforms = uniforms.to(prop.p.device)
     for name, (kind, fn) in verifiers.items():
         for L in Ls:
             if kind == "single":

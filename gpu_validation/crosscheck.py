@@ -70,7 +70,8 @@ def crosscheck_proposals(proposals, seed: int = 0) -> dict:
     t = 0
     for prop in proposals:
         for k in range(prop.K):
-            c = compare_one(prop.drafts[k], prop.q[k], prop.p[k], seed + t)
+            # on CPU: the peer draws from torch's global CPU generator
+            c = compare_one(prop.drafts[k].cpu(), prop.q[k].cpu(), prop.p[k].cpu(), seed + t)
             t += 1
             res["trials"] += 1
             res["accept_count_match"] += c["n_hf"] == c["n_ours"]

@@ -33,8 +33,9 @@ from collections import Counter
 import numpy as np
 import torch
 
+from spectheory.verifiers import LOSSY_EXAMPLES
+
 from spectheory.errors import SpectheoryError
-from spectheory.law import Law, MultiLaw
 from spectheory.sampling import sample_law, sample_multi_law
 
 from .decoding import SpeculativeDecoder, resolve_verifier
@@ -167,7 +168,6 @@ def lossless_test(dec: SpeculativeDecoder, prompt_ids, verifier_names, n: int, K
     """Run the two G-tests per verifier at one context. Verifiers whose name is a lossy example
     are negative controls (``expect_lossless`` False). ``n_lossless_tests`` is the number of tests
     the family-wise ``alpha`` is split over (default: the ones run here)."""
-    from spectheory.verifiers import LOSSY_EXAMPLES
 
     verifiers = {v: resolve_verifier(v, allow_lossy=True) for v in verifier_names}
     pairs, p0, rb, snap = sample_two_tokens(dec, prompt_ids, verifiers, n, K, L, chunk,
@@ -214,19 +214,16 @@ def lossless_command(args) -> int:
                              device=args.device)
     prompts = load_prompts(f"humaneval:{args.contexts},sharegpt:{args.contexts}", args.seed)
     prompts = prompts[: args.contexts]
-    from spectheory.verifiers import LOSSY_EXAMPLES
     n_tests = 2 * len(prompts) * sum(v not in LOSSY_EXAMPLES for v in names)
     results = []
     g = torch.Generator().manual_seed(args.seed)
     for p in prompts:
         ids = encode(p, tok, 512)
         r = lossless_test(dec, ids, names, args.samples, args.K, args.L, args.alpha, n_tests,
-                          generator=g, progress=True)
+                          chunk=args.chunk, generator=g, progress=True)
         r.update({"dataset": p.dataset, "index": p.index})
         results.append(r)
-    doc = {"models": desc, "temperature": args.temperature,
-           "contexts": results}
-    text = json.dumps(doc, indent=1)
+    doc = {"models": desc, "temperature": args.temperature, "contexts": results}
     if args.out:
         from pathlib import Path
         from .run import write_json
@@ -237,5 +234,4 @@ def lossless_command(args) -> int:
                   f" ({res['first_token']['bins']} bins)\tpair p={res['pair']['p_value']:.3g} "
                   f"({res['pair']['bins']} bins)\trejected={res['rejected']}\t"
                   f"{'OK' if res['ok'] else 'UNEXPECTED'}\tRB-TV(first)={res['rb_tv_first']:.2e}")
-    del text
     return 0 if all(res["ok"] for r in results for res in r["verifiers"].values()) else 1

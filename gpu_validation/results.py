@@ -122,6 +122,15 @@ def summary(out, n_boot=2000, seed=0) -> dict:
     res["law_s_median"] = {k: float(np.median([st["law_s"][k] for p in prompts
                                                for st in p["steps"]])) for k in keys}
     res["timing"]["stop_dev_max"] = float(max(st.get("stop_dev", 0.0) for st in steps))
+    # In-run overhead, measured in the same process and interleaved with the forwards (so the
+    # same machine load): median law time / median target-forward time (K_max paths, L_max+1).
+    tgt = res["timing_median"]["target_s"]
+    res["overhead"] = {k: res["law_s_median"][k] / tgt for k in keys}
+    for L in Ls:
+        tk, bk = config_key("token", 1, L), config_key("block", 1, L)
+        if tk in keys and bk in keys:
+            res["overhead"][f"block/token time L{L}"] = \
+                res["law_s_median"][bk] / res["law_s_median"][tk]
     if costs:
         t1 = costs["target_1tok"]
         for k, c in res["configs"].items():
@@ -193,6 +202,18 @@ def markdown(res) -> str:
                  f"{t['target_s']:.2f} / {tm['target_s']:.2f} s, verification (the advancing "
                  f"verifier's law and sample) {t['verify_s']:.3f} / {tm['verify_s']:.3f} s; "
                  f"max |sum stop - 1| over all laws {t['stop_dev_max']:.1e}.")
+    lines.append("")
+    ov = res.get("overhead", {})
+    lines.append("Verification overhead measured inside the run (same process, interleaved with "
+                 "the forwards): median law time as a share of the median target forward "
+                 f"(K = {res['run'].get('K')} paths x {max(res['run'].get('Ls', [0])) + 1} "
+                 "tokens); single-path laws are evaluated on all K paths at once:")
+    lines.append("")
+    for k, v in ov.items():
+        if k.startswith("block/token"):
+            lines.append(f"- {k}: {v:.2f}x")
+        elif parse_key(k)[0] in ("token", "block") or parse_key(k)[1] == res["run"].get("K"):
+            lines.append(f"- {k}: {100 * v:.1f}% ({res['law_s_median'][k] * 1e3:.0f} ms)")
     lines.append("")
     if res.get("cost_model"):
         c = res["costs"]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -132,4 +131,3 @@ def test_summarize_cli(tmp_path, capsys):
 
     rc = main(["validate", "summarize", str(tmp_path / "nothing")])
     assert rc == 2 and "no run" in capsys.readouterr().err
-    args = SimpleNamespace()  # noqa: F841 - the CLI path is the one under test
