@@ -6,6 +6,8 @@ every ``spectheory`` command. ``--max-sequences`` caps the number of LP variable
 
 from __future__ import annotations
 
+import sys
+
 from spectheory.commands import add_instance_options, emit, positive_int
 from spectheory.errors import SpectheoryError
 from spectheory.instances import load_instance
@@ -29,11 +31,13 @@ def cmd_lp(args) -> int:
     if args.problem == "node-budget":
         res = node_budget_lp(inst, exact=args.exact, solver=args.solver, limit=limit)
     elif args.problem == "direct":
-        res = direct_lp(inst, paths=K, exact=args.exact, solver=args.solver, limit=limit)
+        res = direct_lp(inst, paths=K, exact=args.exact, solver=args.solver, limit=limit,
+                        drafting=args.drafting)
     elif args.problem == "coupling":
         res = coupling_bound(inst, exact=args.exact, limit=limit)
     else:
-        res = multipath_lp(inst, paths=K, solver=args.solver, limit=limit)
+        res = multipath_lp(inst, paths=K, solver=args.solver, limit=limit,
+                           progress=sys.stderr.isatty())
     emit(res.to_json(), args.json, res.summary())
     return 0
 
@@ -47,6 +51,8 @@ def register(sub) -> None:
                         "multipath (compact K-path relaxation)")
     p.add_argument("--paths", type=positive_int, default=1,
                    help="number K of i.i.d. drafted paths (direct, multipath; default 1)")
+    p.add_argument("--drafting", choices=("iid", "norep"), default="iid",
+                   help="direct LP: i.i.d. paths (default) or first tokens without replacement")
     p.add_argument("--solver", choices=("highs", "cvxpy"), default=None,
                    help="float LP route (default highs: HiGHS on the sparse matrices)")
     p.set_defaults(func=cmd_lp)

@@ -73,7 +73,8 @@ def separate(M, q, K: int, tol: float = SEPARATION_TOL, max_sets: int = 4):
 
 def multipath_lp(instance: Instance, paths: int = 2, solver: str | None = None,
                  limit: int | None = None, tol: float = SEPARATION_TOL,
-                 max_rounds: int = MAX_ROUNDS, cuts_per_depth: int = 3) -> LPResult:
+                 max_rounds: int = MAX_ROUNDS, cuts_per_depth: int = 3,
+                 progress: bool = False) -> LPResult:
     """Optimum E[tau + 1] of the compact K-path relaxation (module docstring), float64, by
     cutting planes, stopped when no coverage constraint is violated by more than ``tol``.
 
@@ -108,8 +109,15 @@ def multipath_lp(instance: Instance, paths: int = 2, solver: str | None = None,
     tangents = {j: [] for j in range(1, L + 1)}
     rounds = 0
     lp = base
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(desc=f"multipath LP K={K} (cutting-plane rounds)", unit="round", leave=False)
     while True:
         rounds += 1
+        if bar is not None:
+            bar.update(1)
         lp = SparseLP(n, np.concatenate([base.c, np.zeros(n - n0)]),
                       (np.concatenate(rows), np.concatenate(cols), np.concatenate(vals),
                        np.concatenate(rhs)), base.eq, offset=base.offset,
@@ -138,10 +146,16 @@ def multipath_lp(instance: Instance, paths: int = 2, solver: str | None = None,
                 m += k + 1
                 n += k
                 new += 1
+        if bar is not None:
+            bar.set_postfix(optimum=f"{opt:.8f}", cuts=sum(len(t) for t in tangents.values()))
         if not new:
             break
         if rounds >= max_rounds:
+            if bar is not None:
+                bar.close()
             raise LPError(f"multipath LP: separation did not converge in {max_rounds} rounds")
+    if bar is not None:
+        bar.close()
     return LPResult("multipath", K, opt, name, status, lp.n, lp.constraints, timer.seconds,
                     {"rounds": rounds, "tangent_cuts": sum(len(t) for t in tangents.values()),
                      "auxiliary_variables": n - n0, "nonzeros": lp.nonzeros})

@@ -296,16 +296,10 @@ class SparseLP:
         Returns (x, optimum as Fraction)."""
         xs, _ = self.solve_sympy_primal()
         self.solve_highs()
-        y_eq, lam = self.last_duals
-        lam = np.maximum(lam, 0.0)
-        last = None
-        for den in (10**3, 10**4, 10**5, 10**6, 10**8):
-            try:
-                return xs, self.check_certificate(xs, rationalize(y_eq, den),
-                                                  rationalize(lam, den))
-            except LPError as exc:
-                last = exc
-        raise LPError(f"sympy primal found, but no exact dual certificate ({last})")
+        opt, last = first_certificate(self, lambda den: [xs], *self.last_duals)
+        if opt is None:
+            raise LPError(f"sympy primal found, but no exact dual certificate ({last})")
+        return xs, opt
 
 
 def rationalize(values, max_denominator: int) -> np.ndarray:
@@ -315,30 +309,45 @@ def rationalize(values, max_denominator: int) -> np.ndarray:
     return out
 
 
-def solve_exact_via_highs(lp: SparseLP, sympy_primal: bool = True):
-    """Exact optimum of an exact LP from a float HiGHS solve: the float primal and dual points are
-    rounded to nearby fractions (denominators up to 10^3 .. 10^8) and kept only once
-    :meth:`SparseLP.check_certificate` has verified them exactly; when no rounding of the
-    primal verifies, sympy's rational simplex supplies the primal point (tiny LPs only).
-    Returns (optimum, how) or raises :class:`LPError`."""
-    x, _, _, _ = lp.solve_highs()
-    y_eq, lam = lp.last_duals
-    lam = np.maximum(lam, 0.0)
-    dens = (10**3, 10**4, 10**5, 10**6, 10**8)
+#: Denominator caps tried when rounding a float solution to fractions.
+DENOMINATORS = (10**3, 10**4, 10**5, 10**6, 10**8)
+
+
+def first_certificate(lp: SparseLP, primals, y_eq, lam):
+    """For each cap in :data:`DENOMINATORS`, try the candidate primal points ``primals(cap)``
+    with the float duals rounded to that cap; return (optimum, None) for the first pair that
+    :meth:`SparseLP.check_certificate` verifies exactly, else (None, the last failure)."""
     last = None
-    x = np.maximum(x, 0)
-    for den in dens:
-        primals = [rationalize(x, den)]
-        if lp.exact_col_scale is not None:
-            scale = np.asarray(lp.col_scale, dtype=np.float64)
-            safe = np.where(scale > 0, scale, 1.0)
-            primals.insert(0, rationalize(x / safe, den) * lp.exact_col_scale)
-        for xr in primals:
+    lam = np.maximum(lam, 0.0)
+    for den in DENOMINATORS:
+        for xr in primals(den):
             try:
                 return lp.check_certificate(xr, rationalize(y_eq, den),
-                                            rationalize(lam, den)), "rounded"
+                                            rationalize(lam, den)), None
             except LPError as exc:
                 last = exc
+    return None, last
+
+
+def solve_exact_via_highs(lp: SparseLP, sympy_primal: bool = True):
+    """Exact optimum of an exact LP from a float HiGHS solve: the float primal and dual points are
+    rounded to nearby fractions (denominators up to 10^3 .. 10^8; the primal also as x / scale
+    times the exact scale) and kept only once :meth:`SparseLP.check_certificate` has verified
+    them exactly; when no rounding of the primal verifies, sympy's rational simplex supplies the
+    primal point (tiny LPs only). Returns (optimum, how) or raises :class:`LPError`."""
+    x, _, _, _ = lp.solve_highs()
+    x = np.maximum(x, 0)
+    y_eq, lam = lp.last_duals
+
+    def rounded(den):
+        if lp.exact_col_scale is not None:
+            scale = np.asarray(lp.col_scale, dtype=np.float64)
+            yield rationalize(x / np.where(scale > 0, scale, 1.0), den) * lp.exact_col_scale
+        yield rationalize(x, den)
+
+    opt, last = first_certificate(lp, rounded, y_eq, lam)
+    if opt is not None:
+        return opt, "rounded"
     if sympy_primal:
         try:
             xs, _ = lp.solve_sympy_primal()
@@ -346,12 +355,9 @@ def solve_exact_via_highs(lp: SparseLP, sympy_primal: bool = True):
             raise LPError(f"no exact certificate: the float solution rounded to fractions with "
                           f"denominators up to 10^8 does not verify ({last}), and the fallback "
                           f"is refused ({exc})") from None
-        for den in dens:
-            try:
-                return lp.check_certificate(xs, rationalize(y_eq, den),
-                                            rationalize(lam, den)), "sympy-primal"
-            except LPError as exc:
-                last = exc
+        opt, last = first_certificate(lp, lambda den: [xs], y_eq, lam)
+        if opt is not None:
+            return opt, "sympy-primal"
     raise LPError(f"no exact certificate found from the float solution ({last})")
 
 
