@@ -88,3 +88,16 @@ def test_direct_size_guard():
     inst = random_instance(4, 4, 0, context_independent=True)
     with pytest.raises(SizeLimitError, match="direct LP with K = 3"):
         direct_lp(inst, 3)
+
+
+def test_exact_two_path_optimum_bounds_verifiers_on_the_toy_example():
+    # exact rationals: GBV attains the i.i.d. 2-path optimum 212/81 on the paper's example;
+    # without-replacement drafting reaches 26/9
+    inst = toy_instance()
+    for drafting, optimum in (("iid", Fraction(212, 81)), ("norep", Fraction(26, 9))):
+        bound = direct_lp(inst, 2, exact=True, drafting=drafting).optimum
+        assert bound == optimum
+        for name, v in MULTI_PATH.items():
+            if getattr(v, "drafting", "any") in (drafting, "any"):
+                assert analyze_multipath(inst, v, 2, drafting=drafting).block_efficiency <= bound
+    assert analyze_multipath(inst, MULTI_PATH["gbv"], 2).block_efficiency == Fraction(212, 81)
