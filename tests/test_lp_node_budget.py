@@ -105,3 +105,22 @@ def test_size_guards_refuse_before_building():
 def test_unknown_solver_is_a_clear_error():
     with pytest.raises(LPError, match="unknown LP solver"):
         node_budget_lp(toy_instance(exact=False), solver="glpk")
+
+
+def _tiny_lp(b_ub, c):
+    from lp.sparse import SparseLP
+
+    z = np.zeros(0, dtype=np.int64)
+    return SparseLP(1, np.array(c, dtype=float),
+                    (np.array([0]), np.array([0]), np.array([1.0]), np.array(b_ub, dtype=float)),
+                    (z, z, np.zeros(0), np.zeros(0)))
+
+
+@pytest.mark.parametrize("solver", ["highs", "cvxpy"])
+def test_infeasible_and_unbounded_solves_raise(solver):
+    with pytest.raises(LPError, match="infeasible"):
+        _tiny_lp([-1.0], [1.0]).solve(solver)  # x <= -1, x >= 0
+    unbounded = _tiny_lp([1.0], [1.0])
+    unbounded.ub = (np.array([0]), np.array([0]), np.array([-1.0]), np.array([1.0]))  # -x <= 1
+    with pytest.raises(LPError, match="unbounded"):
+        unbounded.solve(solver)
