@@ -54,6 +54,9 @@ def prefix_membership(drafts):
 def node_recursive_law(drafts, q, p, rule) -> MultiLaw:
     """Law of a root-to-leaf node-by-node verifier (see module doc).
 
+    Paths that share a prefix must carry identical rows there (true for any model, and for the
+    exact engine); the root rows q[:, k, 0], p[:, k, 0] are the same for every k.
+
     ``rule(member [B,K,K'] int, tokens [B,K'], q_rows [B,K,V], p_rows [B,K,V])`` returns
     ``(accept [B,K,K'], none [B,K], correction [B,K,V])``: at the node of path k, the probability
     that candidate k' is the accepted one, that all are rejected, and Y's law in that case.
