@@ -13,7 +13,7 @@ from .multipath_baselines import block_first, token_first
 from .specinfer import specinfer, specinfer_norep
 from .spectr import spectr
 from .token import token_verification
-from .traversal import traversal, traversal_iid
+from .traversal import traversal, traversal_iid, traversal_tree
 
 #: Single-path verifiers by command-line name.
 SINGLE_PATH = {
@@ -36,6 +36,7 @@ MULTI_PATH = {
     "spectr": spectr,
     "traversal": traversal,
     "traversal-iid": traversal_iid,
+    "traversal-tree": traversal_tree,
     "block-first": block_first,
     "token-first": token_first,
 }
@@ -55,6 +56,7 @@ __all__ = [
     "spectr",
     "traversal",
     "traversal_iid",
+    "traversal_tree",
     "block_first",
     "token_first",
     "SINGLE_PATH",
