@@ -113,4 +113,8 @@ def crosscheck_command(args) -> int:
         from .run import write_json
         write_json(Path(args.out), res)
     print(json.dumps(res))
+    if len(res["accepted_hist"]) < 2:
+        print("crosscheck: every trial had the same accepted count; draft and target too close "
+              "to exercise rejections", file=sys.stderr)
+        return 1
     return 0 if res["accept_count_match"] == res["trials"] and res["max_row_diff"] < 1e-6 else 1

@@ -111,12 +111,17 @@ def early_exit_draft(target_model, n_layers: int):
     layers = target_model.model.layers
     if not 1 <= n_layers < len(layers):
         raise SpectheoryError(f"early-exit draft needs 1 <= layers < {len(layers)}")
-    draft = copy.copy(target_model)  # shallow: shares weights, no extra memory
-    draft.model = copy.copy(target_model.model)
-    draft.model.layers = layers[:n_layers]
+    # Shallow copies that share the weights; their module tables are copied so that the target
+    # keeps all of its layers (a plain copy.copy of an nn.Module shares ``_modules``).
+    inner = copy.copy(target_model.model)
+    inner._modules = dict(target_model.model._modules)
+    inner.layers = torch.nn.ModuleList(list(layers)[:n_layers])
+    draft = copy.copy(target_model)
+    draft._modules = dict(target_model._modules)
+    draft.model = inner
     draft.config = copy.deepcopy(target_model.config)
     draft.config.num_hidden_layers = n_layers
-    draft.model.config = draft.config
+    inner.config = draft.config
     return draft
 
 

@@ -342,3 +342,19 @@ def test_probs_from_logits_top_p_keeps_nucleus():
     np.testing.assert_allclose(
         probs_from_logits(logits, SamplingConfig(temperature=2.0))[0].numpy(),
         np.sqrt([0.5, 0.3, 0.15, 0.05]) / np.sqrt([0.5, 0.3, 0.15, 0.05]).sum())
+
+
+def test_early_exit_draft_shares_weights_and_leaves_target_whole():
+    from gpu_validation.hf_models import early_exit_draft
+
+    t = tiny_qwen2(V, seed=4, layers=3)
+    x = torch.tensor([[0, 1, 2]])
+    with torch.no_grad():
+        before = t(x).logits.clone()
+        d = early_exit_draft(t, 1)
+        assert len(t.model.layers) == 3 and len(d.model.layers) == 1
+        assert torch.equal(t(x).logits, before)
+        assert not torch.allclose(d(x).logits, before)
+        assert d.lm_head.weight is t.lm_head.weight
+    with pytest.raises(SpectheoryError):
+        early_exit_draft(t, 3)
