@@ -36,8 +36,12 @@ def load_run(out: str | Path):
     if not (out / "run.json").exists():
         raise SpectheoryError(f"no run in {out} (run.json missing)")
     run = json.loads((out / "run.json").read_text())
-    costs = json.loads((out / "costs.json").read_text()) if (out / "costs.json").exists() \
-        else None
+    costs = None
+    for name in ("costs_final.json", "costs.json"):  # the end-of-run measurement first
+        if (out / name).exists():
+            costs = json.loads((out / name).read_text())
+            costs["file"] = name
+            break
     prompts = [json.loads(p.read_text()) for p in sorted((out / "prompts").glob("*.json"))]
     return run, costs, prompts
 
@@ -217,7 +221,9 @@ def markdown(res) -> str:
     lines.append("")
     if res.get("cost_model"):
         c = res["costs"]
-        lines.append(f"Measured per-forward costs (context {c['context_tokens']} tokens): target "
+        lines.append(f"Measured per-forward costs ({c.get('file', 'costs.json')}, load average "
+                     f"{c.get('loadavg', ['?'])[0]} at the time; context {c['context_tokens']} "
+                     "tokens): target "
                      f"1 token {c['target_1tok']:.3f} s; draft 1 token at batch K: "
                      + ", ".join(f"{k} {v:.3f} s" for k, v in c["draft_1tok"].items())
                      + "; target L+1 tokens at batch K: "

@@ -102,7 +102,7 @@ def measure_costs(draft, target, prompt_ids, Ks, Ls, device="cpu", reps=3, log=N
 
 
 def run_prompt(decoder: SpeculativeDecoder, prompt_ids, cfg: dict, verifiers: dict,
-               generator: torch.Generator, step_bar=None) -> dict:
+               generator: torch.Generator, step_bar=None, log=None) -> dict:
     Kmax, Ls = cfg["K"], cfg["Ls"]
     Lmax = max(Ls)
     Ks = list(range(1, Kmax + 1))
@@ -122,6 +122,10 @@ def run_prompt(decoder: SpeculativeDecoder, prompt_ids, cfg: dict, verifiers: di
                       "target_s": prop.target_seconds, "verify_s": t_verify,
                       "advance": [k, tau, y], **paired})
         new.extend(decoder.commit(prop, k, tau, y))
+        if log is not None:
+            log(f"  step {len(steps)}: draft {prop.draft_seconds:.1f}s target "
+                f"{prop.target_seconds:.1f}s laws {sum(paired['law_s'].values()):.1f}s "
+                f"tau {tau} tokens {len(new)}")
         if step_bar is not None:
             step_bar.update(1)
             step_bar.set_postfix(tokens=len(new), tau=tau)
@@ -172,7 +176,7 @@ def run(args) -> int:
         print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
     log(f"{len(prompts)} prompts, {len(prompts) - len(todo)} already done, output {out}")
-    if not todo and (out / "costs.json").exists():
+    if not todo and (out / "costs_final.json").exists():
         return 0
     dtype = {"float32": torch.float32, "float64": torch.float64,
              "bfloat16": torch.bfloat16}[args.dtype]
@@ -192,22 +196,33 @@ def run(args) -> int:
         costs = measure_costs(draft.model, target.model, ids, list(range(1, args.K + 1)), Ls,
                               args.device, reps=args.cost_reps, log=log)
         costs["machine"] = machine_info(args.device)
+        costs["loadavg"] = os.getloadavg()
         write_json(out / "costs.json", costs)
         log(f"costs: {json.dumps({k: v for k, v in costs.items() if k != 'machine'})}")
     bar = tqdm(todo, desc="prompts", file=sys.stderr, mininterval=5)
     for p in bar:
         ids = encode(p, tok, args.max_prompt_tokens)
         g = torch.Generator().manual_seed(args.seed * 1_000_003 + hash_prompt(p))
-        steps_bar = tqdm(desc=f"{p.dataset}-{p.index}", file=sys.stderr, leave=False,
-                         mininterval=5)
-        res = run_prompt(decoder, ids, cfg, verifiers, g, steps_bar)
-        steps_bar.close()
+        log(f"{p.dataset}-{p.index}: {len(ids)} prompt tokens")
+        res = run_prompt(decoder, ids, cfg, verifiers, g, log=log)
         res.update({"dataset": p.dataset, "index": p.index, "id": p.id})
         if tok is not None:
             res["text"] = tok.decode(res["new_tokens"])
+        res["loadavg"] = os.getloadavg()
         write_json(out / "prompts" / f"{p.dataset}-{p.index}.json", res)
         log(f"{p.dataset}-{p.index}: {len(res['steps'])} steps, {res['wall_s']:.0f}s, "
             f"realised tokens/step {len(res['new_tokens']) / len(res['steps']):.2f}")
+    bar.close()
+    if not args.no_costs and not (out / "costs_final.json").exists():
+        # Measured again once every prompt is done, with more repetitions: on a shared machine
+        # the start of a run is often its busiest moment. The summary prefers these.
+        ids = encode(prompts[0], tok, args.max_prompt_tokens)
+        costs = measure_costs(draft.model, target.model, ids, list(range(1, args.K + 1)), Ls,
+                              args.device, reps=max(5, args.cost_reps), log=log)
+        costs["machine"] = machine_info(args.device)
+        costs["loadavg"] = os.getloadavg()
+        write_json(out / "costs_final.json", costs)
+        log("final costs written")
     return 0
 
 
