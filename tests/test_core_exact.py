@@ -239,3 +239,17 @@ def test_checker_catches_a_subtly_wrong_residual_exactly():
     assert rep.output_probability != rep.target_probability
     assert isinstance(rep.tv, Fraction) and rep.tv > 0
     assert prefix_from_index(0, 3, 2) == (0, 0, 0)
+
+
+def test_block_law_is_nonnegative_in_float32():
+    """Near-equal p and q in float32: the acceptance weights stay in [0, 1] (no -1e-7 stops)."""
+    g = torch.Generator().manual_seed(0)
+    B_, L, V = 4096, 6, 50
+    logits = torch.randn(B_, L + 1, V, generator=g)
+    p = torch.softmax(logits, -1)
+    q = torch.softmax(logits[:, :L] + 1e-3 * torch.randn(B_, L, V, generator=g), -1)
+    drafts = torch.multinomial(q.reshape(-1, V), 1, generator=g).reshape(B_, L)
+    law = block_verification(drafts, q, p)
+    assert law.stop.dtype == torch.float32
+    assert (law.stop >= 0).all() and (law.stop <= 1).all()
+    assert torch.allclose(law.stop.sum(1), torch.ones(B_), atol=1e-5)
