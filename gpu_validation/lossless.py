@@ -130,7 +130,7 @@ def sample_two_tokens(dec: SpeculativeDecoder, prompt_ids, verifiers: dict, n: i
                 corr0 = (law.stop[:, :, :1] * law.correction[:, :, 0]).sum(1) / \
                     stop0.clamp(min=1e-300).unsqueeze(-1)
                 x1 = None  # first token of the chosen path, below
-            rows = torch.arange(m)
+            rows = torch.arange(m, device=X.device)
             Xr = X.view(m, K, L)[rows, k]  # chosen path per row
             first = torch.where(tau >= 1, Xr[:, 0], y)
             second = torch.where(tau >= 2, Xr[:, 1], y)
