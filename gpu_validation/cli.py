@@ -91,7 +91,8 @@ def _pair_options(p):
                    help="model pair; smollm2-early-exit: SmolLM2-135M target with a draft made "
                         "of its first --draft-layers layers (a constructed draft)")
     p.add_argument("--draft-layers", type=int, default=28,
-                   help="early-exit draft depth (of 30; measured overlap sum min(p, q) ~0.3-0.57 at 28)")
+                   help="early-exit draft depth (of 30 layers; overlap sum min(p, q) measured "
+                        "0.3-0.57 at 28, 0.01-0.08 at 8)")
 
 
 def register(sub) -> None:
