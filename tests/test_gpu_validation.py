@@ -325,7 +325,8 @@ def test_unknown_artifact_and_missing_cache(tmp_path):
 
 def test_pinned_artifacts_match_the_shared_doc():
     a = F.ARTIFACTS
-    assert a["qwen2.5-coder-0.5b"].size == 491_400_064 and len(a["qwen2.5-coder-0.5b"].packages) == 6
+    assert a["qwen2.5-coder-0.5b"].size == 491_400_064
+    assert len(a["qwen2.5-coder-0.5b"].packages) == 6
     assert a["qwen2.5-coder-1.5b"].size == 1_117_320_768
     assert len(a["qwen2.5-coder-1.5b"].packages) == 22
     assert a["smollm2-135m"].sha256.startswith("b179c952")
