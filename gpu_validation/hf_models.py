@@ -27,6 +27,9 @@ class LoadedModel:
     load_seconds: float
 
 
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16}
+
+
 def _check_exists(path: str | Path) -> Path:
     p = Path(path)
     if not p.exists():
@@ -132,8 +135,7 @@ def load_models_for(args):
     draft)."""
     from .fetch import require
 
-    dtype = {"float32": torch.float32, "float64": torch.float64,
-             "bfloat16": torch.bfloat16}[args.dtype]
+    dtype = DTYPES[args.dtype]
     if getattr(args, "pair", "qwen2.5-coder") == "smollm2-early-exit":
         t = load_model(args.target or require("smollm2-135m"), args.device, dtype)
         d = early_exit_draft(t.model, args.draft_layers)

@@ -139,7 +139,7 @@ def run(args) -> int:
 
     from .data import encode, load_prompts
     from .fetch import require
-    from .hf_models import check_pair, load_model
+    from .hf_models import DTYPES, check_pair, load_model
 
     out = Path(args.out)
     draft_path = args.draft or str(require("qwen2.5-coder-0.5b"))
@@ -178,8 +178,7 @@ def run(args) -> int:
     log(f"{len(prompts)} prompts, {len(prompts) - len(todo)} already done, output {out}")
     if not todo and (out / "costs_final.json").exists():
         return 0
-    dtype = {"float32": torch.float32, "float64": torch.float64,
-             "bfloat16": torch.bfloat16}[args.dtype]
+    dtype = DTYPES[args.dtype]
     draft = load_model(draft_path, args.device, dtype)
     log(f"draft loaded in {draft.load_seconds:.0f}s")
     target = load_model(target_path, args.device, dtype, tokenizer=False)
@@ -240,13 +239,12 @@ def costs_command(args) -> int:
     the start of a run on a shared machine."""
     from .data import encode, load_prompts
     from .fetch import require
-    from .hf_models import load_pair
+    from .hf_models import DTYPES, load_pair
 
     out = Path(args.out)
     draft_path = args.draft or str(require("qwen2.5-coder-0.5b"))
     target_path = args.target or str(require("qwen2.5-coder-1.5b"))
-    dtype = {"float32": torch.float32, "float64": torch.float64,
-             "bfloat16": torch.bfloat16}[args.dtype]
+    dtype = DTYPES[args.dtype]
     d, t = load_pair(draft_path, target_path, args.device, dtype)
     prompts = load_prompts("humaneval:30,sharegpt:30", args.seed)
     ids = encode(prompts[0], d.tokenizer, 512)
