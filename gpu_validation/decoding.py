@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 import torch
 
 from spectheory.errors import SpectheoryError
-from spectheory.law import Law, MultiLaw
+from spectheory.law import MultiLaw
 from spectheory.sampling import inverse_cdf, sample_law, sample_multi_law
 
 
@@ -305,4 +305,4 @@ def generate(decoder: SpeculativeDecoder, prompt_ids, max_new_tokens: int, verif
 
 __all__ = ["SamplingConfig", "probs_from_logits", "SpeculativeDecoder", "Proposal", "crop_cache",
            "verifier_registry", "resolve_verifier", "law_on", "sample_on", "expected_tau",
-           "generate", "Law"]
+           "generate"]
