@@ -12,10 +12,15 @@ G-test (likelihood-ratio goodness of fit), G = 2 sum_bins O ln(O / E), against c
 remainder bin with everything else:
 * first token: every token y1 with N p(y1|c) >= 5, plus the remainder;
 * pair: (y1, y2) for y1 among the first-token bins and N p(y1|c) p(y2|c,y1) >= 5, plus the rest.
-Each verifier gets two tests per context; the family-wise false-alarm rate ``alpha`` is split
+Each verifier gets two (single-path: three) tests per context; the family-wise false-alarm rate ``alpha`` is split
 evenly over all tests of lossless verifiers (Bonferroni), so a correct implementation fails the
 whole run with probability at most ``alpha``. A deliberately lossy verifier
 (``LOSSY_EXAMPLES["uniform-product"]``) is the negative control: it must be rejected.
+
+Third test, with far more power per sample (single-path verifiers): the Rao-Blackwellised pair
+law. For each drafted row the exact conditional probability of each pair bin given the draft is
+read from the verifier's law (:func:`rb_pair_rows`); under losslessness these i.i.d. vectors have
+mean p(y1|c) p(y2|c,y1), tested with a large-sample Hotelling T^2 (:func:`hotelling`).
 
 Also reported, without a test: a Rao-Blackwellised estimate of the first-token law,
 mean over rows of (1 - P(tau=0|X)) 1[X_1 = .] + P(tau=0|X) correction_0(.|X), and its total
@@ -88,6 +93,56 @@ def target_rows(dec: SpeculativeDecoder, snap, tokens) -> dict:
     return {t: probs[i] for i, t in enumerate(tokens)}
 
 
+def pair_bins(dec, snap, p0, n: int, min_expected: float = 5.0):
+    """Pair bins (y1, y2) with n p(y1|c) p(y2|c,y1) >= min_expected: (y1 [nb], y2 [nb],
+    p(y2|c,y1) [nb])."""
+    p0c = p0.double().cpu()
+    first = torch.nonzero(p0c * n >= min_expected).flatten().tolist()
+    rows = target_rows(dec, snap, first)
+    y1, y2, pr = [], [], []
+    for a in first:
+        row = rows[a].double().cpu()
+        for b in torch.nonzero(row * p0c[a] * n >= min_expected).flatten().tolist():
+            y1.append(a)
+            y2.append(b)
+            pr.append(float(row[b]))
+    dev = p0.device
+    return (torch.tensor(y1, dtype=torch.long, device=dev),
+            torch.tensor(y2, dtype=torch.long, device=dev),
+            torch.tensor(pr, dtype=torch.float64, device=dev))
+
+
+def rb_pair_rows(X, law, y1b, y2b, prow_b):
+    """Per drafted row, the exact conditional probability (given the draft) that the first two
+    output tokens fall in each pair bin (single-path law, L >= 2):
+    P(tau>=2) 1[X1X2 = y1y2] + P(tau=1) 1[X1 = y1] corr_1(y2) + P(tau=0) corr_0(y1) p(y2|c,y1).
+    Their mean over rows is an unbiased (Rao-Blackwellised) estimate of the output pair law."""
+    st, corr = law.stop, law.correction
+    x1, x2 = X[:, 0:1], X[:, 1:2]
+    a = st[:, 2:].sum(1, keepdim=True) * ((x1 == y1b) & (x2 == y2b)).to(st.dtype)
+    b = st[:, 1:2] * (x1 == y1b).to(st.dtype) * corr[:, 1][:, y2b]
+    c = st[:, 0:1] * corr[:, 0][:, y1b] * prow_b.to(st.dtype)
+    return a + b + c
+
+
+def hotelling(total, outer, n: int, expected) -> dict:
+    """Large-sample test that the mean of i.i.d. vectors equals ``expected``: T^2 =
+    n d' S^+ d with d = mean - expected and S the sample covariance (pseudo-inverse), against
+    chi-square with rank(S) degrees of freedom."""
+    from scipy.stats import chi2
+
+    mean = total / n
+    cov = (outer - n * torch.outer(mean, mean)) / max(n - 1, 1)
+    d = mean - expected
+    evals, evecs = torch.linalg.eigh(cov)
+    keep = evals > evals.max() * 1e-10
+    proj = evecs[:, keep].T @ d
+    T2 = float(n * (proj ** 2 / evals[keep]).sum())
+    dof = int(keep.sum())
+    return {"T2": T2, "dof": dof, "p_value": float(chi2.sf(T2, max(dof, 1))),
+            "tv_bins": float(0.5 * d.abs().sum())}
+
+
 @torch.no_grad()
 def sample_two_tokens(dec: SpeculativeDecoder, prompt_ids, verifiers: dict, n: int, K: int,
                       L: int, chunk: int, generator: torch.Generator, progress: bool = False):
@@ -112,6 +167,9 @@ def sample_two_tokens(dec: SpeculativeDecoder, prompt_ids, verifiers: dict, n: i
         prop = dec.propose(m * K, L, generator)
         if p0 is None:
             p0 = prop.p[0, 0].clone()
+            y1b, y2b, prow_b = pair_bins(dec, snap, p0, n)
+            rbp = {v: [torch.zeros(len(y1b), dtype=torch.float64),
+                       torch.zeros(len(y1b), len(y1b), dtype=torch.float64)] for v in verifiers}
         X = prop.drafts
         for name, (kind, fn) in verifiers.items():
             if kind == "single":
@@ -123,6 +181,9 @@ def sample_two_tokens(dec: SpeculativeDecoder, prompt_ids, verifiers: dict, n: i
                 stop0 = law.stop[:, 0]
                 corr0 = law.correction[:, 0]
                 x1 = X[:, 0]
+                vrows = rb_pair_rows(X, law, y1b, y2b, prow_b).double().cpu()
+                rbp[name][0] += vrows.sum(0)
+                rbp[name][1] += vrows.T @ vrows
             else:
                 law = fn(X.view(m, K, L), prop.q.view(m, K, L, -1), prop.p.view(m, K, L + 1, -1))
                 k, tau, y = sample_multi_law(law, generator)
@@ -159,7 +220,10 @@ def sample_two_tokens(dec: SpeculativeDecoder, prompt_ids, verifiers: dict, n: i
         bar.update(m)
     bar.close()
     rb = {v: (t / n) for v, t in rb.items()}
-    return pairs, p0, rb, snap
+    expected = (p0.double().cpu()[y1b.cpu()] * prow_b.double().cpu())
+    rb_pair = {v: hotelling(rbp[v][0], rbp[v][1], n, expected)
+               for v, (kind, _) in verifiers.items() if kind == "single"}
+    return pairs, p0, rb, snap, rb_pair
 
 
 def lossless_test(dec: SpeculativeDecoder, prompt_ids, verifier_names, n: int, K: int, L: int,
@@ -170,10 +234,10 @@ def lossless_test(dec: SpeculativeDecoder, prompt_ids, verifier_names, n: int, K
     the family-wise ``alpha`` is split over (default: the ones run here)."""
 
     verifiers = {v: resolve_verifier(v, allow_lossy=True) for v in verifier_names}
-    pairs, p0, rb, snap = sample_two_tokens(dec, prompt_ids, verifiers, n, K, L, chunk,
+    pairs, p0, rb, snap, rb_pair = sample_two_tokens(dec, prompt_ids, verifiers, n, K, L, chunk,
                                             generator or torch.Generator().manual_seed(0),
                                             progress)
-    n_tests = n_lossless_tests or 2 * sum(v not in LOSSY_EXAMPLES for v in verifier_names)
+    n_tests = n_lossless_tests or 3 * sum(v not in LOSSY_EXAMPLES for v in verifier_names)
     level = alpha / max(n_tests, 1)
     p0c = p0.double().cpu()
     first_probs = {i: float(p0c[i]) for i in torch.nonzero(p0c * n >= 5).flatten().tolist()}
@@ -191,9 +255,12 @@ def lossless_test(dec: SpeculativeDecoder, prompt_ids, verifier_names, n: int, K
         t1 = gtest(obs_first, first_probs, n)
         t2 = gtest(obs_pair, pair_probs, n)
         lossless = v not in LOSSY_EXAMPLES
-        rej = t1["p_value"] < level or t2["p_value"] < level
+        t3 = rb_pair.get(v)
+        rej = t1["p_value"] < level or t2["p_value"] < level or \
+            (t3 is not None and t3["p_value"] < level)
         out["verifiers"][v] = {
-            "expect_lossless": lossless, "first_token": t1, "pair": t2, "rejected": rej,
+            "expect_lossless": lossless, "first_token": t1, "pair": t2, "rb_pair": t3,
+            "rejected": rej,
             "ok": (not rej) if lossless else rej,
             "rb_tv_first": float(0.5 * (rb[v].double().cpu() - p0c).abs().sum()),
         }
@@ -214,7 +281,7 @@ def lossless_command(args) -> int:
                              device=args.device)
     prompts = load_prompts(f"humaneval:{args.contexts},sharegpt:{args.contexts}", args.seed)
     prompts = prompts[: args.contexts]
-    n_tests = 2 * len(prompts) * sum(v not in LOSSY_EXAMPLES for v in names)
+    n_tests = 3 * len(prompts) * sum(v not in LOSSY_EXAMPLES for v in names)
     results = []
     g = torch.Generator().manual_seed(args.seed)
     for p in prompts:
@@ -233,5 +300,6 @@ def lossless_command(args) -> int:
             print(f"{r['dataset']}-{r['index']}\t{v}\tfirst p={res['first_token']['p_value']:.3g}"
                   f" ({res['first_token']['bins']} bins)\tpair p={res['pair']['p_value']:.3g} "
                   f"({res['pair']['bins']} bins)\trejected={res['rejected']}\t"
+                  f"RB pair p={res['rb_pair']['p_value'] if res['rb_pair'] else float('nan'):.3g}\t"
                   f"{'OK' if res['ok'] else 'UNEXPECTED'}\tRB-TV(first)={res['rb_tv_first']:.2e}")
     return 0 if all(res["ok"] for r in results for res in r["verifiers"].values()) else 1

@@ -43,7 +43,7 @@ def test_gtest_exact_fit_and_support():
 
 
 def test_large_sample_gtest_passes_lossless_and_catches_lossy(dec):
-    """Family-wise false-alarm rate 1e-3 (Bonferroni over the 4 tests of the two lossless
+    """Family-wise false-alarm rate 1e-3 (Bonferroni over the 6 tests of the two lossless
     verifiers); the seed is fixed, so the outcome is deterministic."""
     res = lossless_test(dec, [1, 2, 3], ["token", "block", "uniform-product"], n=30000, K=1, L=2,
                         alpha=1e-3, chunk=10000, generator=torch.Generator().manual_seed(0))
@@ -51,6 +51,10 @@ def test_large_sample_gtest_passes_lossless_and_catches_lossy(dec):
     assert not v["token"]["rejected"] and not v["block"]["rejected"]
     assert v["uniform-product"]["rejected"]
     assert all(x["ok"] for x in v.values())
+    # the Rao-Blackwellised pair test: lossless pass, the lossy control is caught
+    assert v["block"]["rb_pair"]["p_value"] > 1e-3 / 6
+    assert v["token"]["rb_pair"]["p_value"] > 1e-3 / 6
+    assert v["uniform-product"]["rb_pair"]["p_value"] < 1e-10
     assert v["block"]["first_token"]["bins"] >= 3 and v["block"]["pair"]["bins"] >= 6
     # Rao-Blackwellised first-token law: unbiased for lossless verifiers (small TV)
     assert v["block"]["rb_tv_first"] < 0.01
