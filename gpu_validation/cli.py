@@ -146,6 +146,8 @@ def register(sub) -> None:
     s.add_argument("--bootstrap", type=int, default=2000)
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--markdown", action="store_true", help="README tables")
+    s.add_argument("--no-cost-model", action="store_true",
+                   help="leave out the per-forward costs and the cost-model table")
     s.add_argument("--json", action="store_true", help="write summary.json next to the results")
     s.set_defaults(func=_validate_summarize)
 

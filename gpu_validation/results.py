@@ -159,7 +159,7 @@ def _fmt_ci(c):
     return f"{c['be']:.2f} [{c['lo']:.2f}, {c['hi']:.2f}]"
 
 
-def markdown(res) -> str:
+def markdown(res, cost_model: bool = True) -> str:
     configs = res["configs"]
     names = []
     for k in configs:
@@ -187,6 +187,19 @@ def markdown(res) -> str:
                 else:
                     cells.append("")
             lines.append(f"| {n} | " + " | ".join(cells) + " |")
+        lines.append("")
+    Lmax = max(Ls)
+    main = [k for k in (config_key("token", 1, Lmax), config_key("block", 1, Lmax),
+                        config_key("gbv", 3, Lmax), config_key("gbv", max(Ks), Lmax),
+                        config_key("specinfer", max(Ks), Lmax)) if k in configs]
+    if len(res["by_dataset"]) > 1 and main:
+        lines.append("By data set (L = %d):" % Lmax)
+        lines.append("")
+        lines.append("| data set | " + " | ".join(main) + " |")
+        lines.append("|---" * (len(main) + 1) + "|")
+        for ds in res["by_dataset"]:
+            lines.append(f"| {ds} ({res['by_dataset'][ds]}) | "
+                         + " | ".join(_fmt_ci(configs[k][ds]) for k in main) + " |")
         lines.append("")
     lines.append("Gains (ratio of block efficiencies, paired bootstrap 95% CI):")
     lines.append("")
@@ -219,7 +232,7 @@ def markdown(res) -> str:
         elif parse_key(k)[0] in ("token", "block") or parse_key(k)[1] == res["run"].get("K"):
             lines.append(f"- {k}: {100 * v:.1f}% ({res['law_s_median'][k] * 1e3:.0f} ms)")
     lines.append("")
-    if res.get("cost_model"):
+    if cost_model and res.get("cost_model"):
         c = res["costs"]
         lines.append(f"Measured per-forward costs ({c.get('file', 'costs.json')}, load average "
                      f"{c.get('loadavg', ['?'])[0]} at the time; context {c['context_tokens']} "
@@ -255,7 +268,7 @@ def summarize(args) -> int:
         from .run import write_json
         write_json(Path(args.out) / "summary.json", res)
     if args.markdown:
-        print(markdown(res))
+        print(markdown(res, cost_model=not args.no_cost_model))
     else:
         print(json.dumps({k: v for k, v in res.items() if k != "histograms"}, indent=1))
     return 0
