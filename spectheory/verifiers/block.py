@@ -41,4 +41,4 @@ def block_verification(drafts, q, p) -> Law:
     # S + (1 - w), not S + 1 - w: with w <= 1 this keeps h <= 1 (and P(tau) >= 0) in float32
     h_mid = B.safe_div(S, S + (1 - w[:, :L]), B.scalar(S, 1))
     h = B.concat([B.ones_like(S[:, :1]), h_mid[:, 1:], w[:, L:]], axis=1)  # [B, L+1]
-    return Law(stop_from_acceptance_weights(h), residual_corrections(res, p))
+    return Law(stop_from_acceptance_weights(h), residual_corrections(res, p, B.expand_dims(S, -1)))

@@ -20,13 +20,15 @@ def residuals(weights, q, p):
     return B.positive_part(B.expand_dims(weights, -1) * p[:, :L] - q)
 
 
-def residual_corrections(res, p):
+def residual_corrections(res, p, total=None):
     """Corrections normalise(res_i) for i < L (``res`` from :func:`residuals`), and p(.|X^L) at
     i = L. A residual of total mass zero (a stop that has probability zero) falls back to
     p(.|X^i), so every row is a distribution and nothing is NaN. Returns [B, L+1, V].
+    ``total`` [B, L, 1] may pass the residual masses when the caller already has them.
     """
     L = res.shape[1]
-    total = B.sum(res, axis=-1, keepdims=True)
+    if total is None:
+        total = B.sum(res, axis=-1, keepdims=True)
     corr = B.safe_div(res, total, p[:, :L])
     return B.concat([corr, p[:, L:]], axis=1)
 
