@@ -8,21 +8,7 @@ import sys
 
 import pytest
 
-from spectheory.cli import main
-
-TOY = {"vocab_size": 2, "block_length": 2, "target": ["1/3", "2/3"], "draft": ["2/3", "1/3"]}
-
-
-def run(args, capsys):
-    code = main(args)
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-def write(tmp_path, obj, name="inst.json"):
-    p = tmp_path / name
-    p.write_text(obj if isinstance(obj, str) else json.dumps(obj))
-    return str(p)
+from cli_helpers import TOY, run, write
 
 
 def test_exact_json_contract(tmp_path, capsys):

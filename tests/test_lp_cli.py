@@ -4,9 +4,7 @@ import json
 
 import pytest
 
-from spectheory.cli import main
-
-TOY = {"vocab_size": 2, "block_length": 2, "target": ["1/3", "2/3"], "draft": ["2/3", "1/3"]}
+from cli_helpers import TOY, run as run_cli
 
 
 @pytest.fixture
@@ -17,9 +15,7 @@ def toy(tmp_path):
 
 
 def run(capsys, *argv):
-    code = main(list(argv))
-    out = capsys.readouterr()
-    return code, out.out, out.err
+    return run_cli(argv, capsys)
 
 
 @pytest.mark.parametrize("problem,extra,optimum", [

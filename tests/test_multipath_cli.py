@@ -4,23 +4,10 @@ from __future__ import annotations
 
 import json
 
-from spectheory.cli import main
+from cli_helpers import TOY, run, write
 
-TOY = {"vocab_size": 2, "block_length": 2, "target": ["1/3", "2/3"], "draft": ["2/3", "1/3"]}
 TIE = {"vocab_size": 3, "block_length": 2, "target": ["1/4", "3/8", "3/8"],
        "draft": ["1/2", "1/4", "1/4"]}
-
-
-def run(args, capsys):
-    code = main(args)
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
-def write(tmp_path, obj, name="inst.json"):
-    p = tmp_path / name
-    p.write_text(json.dumps(obj))
-    return str(p)
 
 
 def test_exact_multi_path_json(tmp_path, capsys):
