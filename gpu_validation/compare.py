@@ -24,6 +24,8 @@ import time
 
 import torch
 
+from spectheory.law import Law
+
 from .decoding import Proposal, expected_tau, sample_on
 
 
@@ -38,7 +40,7 @@ def parse_key(key: str) -> tuple[str, int, int]:
 
 def paired_step(prop: Proposal, verifiers: dict, Ks, Ls, uniforms: torch.Tensor,
                 multi_min_K: int = 2) -> dict:
-    """Evaluate every verifier (name -> (kind, fn)) at every (K, L) on prefixes of ``prop``.
+    """Evaluate every verifier (name -> VerifierSpec) at every (K, L) on prefixes of ``prop``.
     Multi-path verifiers are evaluated for K >= ``multi_min_K`` only (the default 2 skips K = 1,
     where GBV and traversal reduce to block verification and SpecInfer to token verification).
 
@@ -47,16 +49,17 @@ def paired_step(prop: Proposal, verifiers: dict, Ks, Ls, uniforms: torch.Tensor,
     e_tau, taus, secs = {}, {}, {}
     dev = 0.0
     uniforms = uniforms.to(prop.p.device)
-    for name, (kind, fn) in verifiers.items():
+    for name, spec in verifiers.items():
         for L in Ls:
-            if kind == "single":
+            if spec.single_path:
                 sub = prop.prefix(prop.K, L)
                 t0 = time.perf_counter()
-                law = fn(sub.drafts, sub.q, sub.p)  # all K paths as batch rows, each alone
+                # all K paths as batch rows, each alone
+                law = spec.law(sub.drafts[:, None], sub.q[:, None], sub.p[:, None])
                 e = expected_tau(law)
-                dev = max(dev, float((law.stop.sum(-1) - 1).abs().max()))
-                first = type(law)(law.stop[:1], law.correction[:1])
-                _, tau, _ = sample_on(kind, first, uniforms=uniforms)
+                dev = max(dev, float((law.stop.sum((-2, -1)) - 1).abs().max()))
+                first = Law(law.stop[:1], law.correction[:1])
+                _, tau, _ = sample_on(first, uniforms=uniforms)
                 key = config_key(name, 1, L)
                 e_tau[key] = float(e.mean())
                 taus[key] = tau
@@ -65,10 +68,10 @@ def paired_step(prop: Proposal, verifiers: dict, Ks, Ls, uniforms: torch.Tensor,
                 for K in [k for k in Ks if k >= multi_min_K]:
                     sub = prop.prefix(K, L)
                     t0 = time.perf_counter()
-                    law = fn(sub.drafts[None], sub.q[None], sub.p[None])
+                    law = spec.law(sub.drafts[None], sub.q[None], sub.p[None])
                     e = expected_tau(law)
                     dev = max(dev, float((law.stop.sum((-2, -1)) - 1).abs().max()))
-                    _, tau, _ = sample_on(kind, law, uniforms=uniforms)
+                    _, tau, _ = sample_on(law, uniforms=uniforms)
                     key = config_key(name, K, L)
                     e_tau[key] = float(e[0])
                     taus[key] = tau

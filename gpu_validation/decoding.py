@@ -8,8 +8,8 @@ One iteration (Leviathan et al. 2023; Sun et al., arXiv 2403.10444, section 2):
    target conditionals p(.|c, X_k^{i}), i = 0..L  -> p [K, L+1, V].
 3. **Verify**: the law of a verifier from :mod:`spectheory.verifiers` (the SAME functions the exact
    engine uses; single-path ``f(drafts [B, L], q, p) -> Law`` or multi-path
-   ``f(drafts [B, K, L], q, p) -> MultiLaw``), sampled with :func:`spectheory.sampling.sample_law`
-   / :func:`spectheory.sampling.sample_multi_law`.
+   ``f(drafts [B, K, L], q, p) -> Law``, through :class:`spectheory.registry.VerifierSpec`),
+   sampled with :func:`spectheory.sampling.sample_output`.
 4. **Commit**: keep path k, tokens X_k1..X_ktau and the correction Y; both caches keep row k and are
    cropped back to the accepted prefix (roll-back); the tokens not yet in a cache are *pending* and
    are fed at the start of the next iteration.
@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 import torch
 
 from spectheory.errors import SpectheoryError
-from spectheory.law import MultiLaw
-from spectheory.sampling import inverse_cdf, sample_law, sample_multi_law
+from spectheory.law import Law
+from spectheory.registry import VerifierSpec, get_verifier, registered
+from spectheory.sampling import inverse_cdf, sample_output
 
 
 @dataclass(frozen=True)
@@ -233,56 +234,42 @@ class SpeculativeDecoder:
 
 # -- verifiers on a proposal -------------------------------------------------------------------
 def verifier_registry() -> dict:
-    """name -> (kind, function): the single-path verifiers and, when present, the multi-path ones
-    (``spectheory.verifiers.MULTI_PATH``). Never a second implementation."""
-    from spectheory import verifiers as V
-
-    reg = {name: ("single", f) for name, f in V.SINGLE_PATH.items()}
-    for name, f in getattr(V, "MULTI_PATH", {}).items():
-        reg.setdefault(name, ("multi", f))
-    return reg
+    """name -> :class:`spectheory.registry.VerifierSpec` of every lossless verifier (the one
+    registry of :mod:`spectheory.registry`). Never a second implementation."""
+    return registered(lossless=True)
 
 
-def lossy_registry() -> dict:
-    from spectheory import verifiers as V
-
-    return {name: ("single", f) for name, f in V.LOSSY_EXAMPLES.items()}
-
-
-def resolve_verifier(name: str, allow_lossy: bool = False):
-    reg = verifier_registry()
-    if allow_lossy:
-        reg.update(lossy_registry())
-    if name not in reg:
-        raise SpectheoryError(f"unknown verifier {name!r}; known: {', '.join(sorted(reg))}")
-    return reg[name]
+def resolve_verifier(name: str, allow_lossy: bool = False) -> VerifierSpec:
+    """The spec of a registered name or ``module:function``; lossy controls only when allowed."""
+    spec = get_verifier(name)
+    if not spec.lossless and not allow_lossy:
+        raise SpectheoryError(f"verifier {name!r} is a known-lossy control; it is not run as a "
+                              f"real verifier here")
+    return spec
 
 
-def law_on(kind: str, fn, prop: Proposal, path: int = 0):
-    """Evaluate a verifier on a proposal. Single-path: on path ``path`` alone -> Law [1, ...];
-    multi-path: on all K paths -> MultiLaw [1, K, ...]."""
-    if kind == "single":
+def law_on(spec: VerifierSpec, prop: Proposal, path: int = 0) -> Law:
+    """Evaluate a verifier on a proposal, in the K-path form [1, K, L+1]: a single-path verifier
+    on path ``path`` alone (K = 1), a multi-path one on all K paths."""
+    if spec.single_path:
         sl = slice(path, path + 1)
-        return fn(prop.drafts[sl], prop.q[sl], prop.p[sl])
-    return fn(prop.drafts[None], prop.q[None], prop.p[None])
+        return spec.law(prop.drafts[None, sl], prop.q[None, sl], prop.p[None, sl])
+    return spec.law(prop.drafts[None], prop.q[None], prop.p[None])
 
 
-def sample_on(kind: str, law, generator=None, uniforms=None, path: int = 0):
-    """(k, tau, y) as ints from a law from :func:`law_on`."""
-    if kind == "single":
-        tau, y = sample_law(law, generator, uniforms)
-        return path, int(tau[0]), int(y[0])
-    k, tau, y = sample_multi_law(law, generator, uniforms)
-    return int(k[0]), int(tau[0]), int(y[0])
+def sample_on(law: Law, generator=None, uniforms=None, path: int = 0):
+    """(k, tau, y) as ints from a law from :func:`law_on` (``path``: the offset of a single-path
+    verifier's path)."""
+    k, tau, y = sample_output(law, generator, uniforms)
+    return int(k[0]) + path, int(tau[0]), int(y[0])
 
 
-def expected_tau(law) -> torch.Tensor:
-    """E[tau | drafts] per batch row, for a Law [B, L+1] or a MultiLaw [B, K, L+1]."""
+def expected_tau(law: Law) -> torch.Tensor:
+    """E[tau | drafts] per batch row of a law in the K-path form [B, K, L+1]."""
     stop = law.stop
     L1 = stop.shape[-1]
     i = torch.arange(L1, dtype=stop.dtype, device=stop.device)
-    s = (stop * i).sum(-1)
-    return s.sum(-1) if isinstance(law, MultiLaw) else s
+    return (stop * i).sum(-1).sum(-1)
 
 
 @torch.no_grad()
@@ -290,14 +277,14 @@ def generate(decoder: SpeculativeDecoder, prompt_ids, max_new_tokens: int, verif
              K: int = 1, L: int = 4, generator: torch.Generator | None = None,
              allow_lossy: bool = False):
     """Plain speculative generation with one verifier; returns (new tokens, per-step taus)."""
-    kind, fn = resolve_verifier(verifier, allow_lossy)
-    if kind == "single" and K != 1:
+    spec = resolve_verifier(verifier, allow_lossy)
+    if spec.single_path and K != 1:
         raise SpectheoryError(f"{verifier} is a single-path verifier: use K = 1")
     decoder.start(prompt_ids)
     out, taus = [], []
     while len(out) < max_new_tokens:
         prop = decoder.propose(K, L, generator)
-        k, tau, y = sample_on(kind, law_on(kind, fn, prop), generator)
+        k, tau, y = sample_on(law_on(spec, prop), generator)
         out.extend(decoder.commit(prop, k, tau, y))
         taus.append(tau)
     return out[:max_new_tokens], taus

@@ -15,7 +15,7 @@ remainder bin with everything else:
 Each verifier gets two (single-path: three) tests per context; the family-wise false-alarm rate ``alpha`` is split
 evenly over all tests of lossless verifiers (Bonferroni), so a correct implementation fails the
 whole run with probability at most ``alpha``. A deliberately lossy verifier
-(``LOSSY_EXAMPLES["uniform-product"]``) is the negative control: it must be rejected.
+(the registered lossy control ``uniform-product``) is the negative control: it must be rejected.
 
 Third test, with far more power per sample (single-path verifiers): the Rao-Blackwellised pair
 law. For each drafted row the exact conditional probability of each pair bin given the draft is
@@ -38,10 +38,10 @@ from collections import Counter
 import numpy as np
 import torch
 
-from spectheory.verifiers import LOSSY_EXAMPLES
 
 from spectheory.errors import SpectheoryError
-from spectheory.sampling import sample_law, sample_multi_law
+from spectheory.law import Law
+from spectheory.sampling import sample_law, sample_output
 
 from .decoding import SpeculativeDecoder, resolve_verifier
 
@@ -146,7 +146,7 @@ def hotelling(total, outer, n: int, expected) -> dict:
 @torch.no_grad()
 def sample_two_tokens(dec: SpeculativeDecoder, prompt_ids, verifiers: dict, n: int, K: int,
                       L: int, chunk: int, generator: torch.Generator, progress: bool = False):
-    """For each verifier name -> (kind, fn): n samples of the first two output tokens, all
+    """For each verifier name -> VerifierSpec: n samples of the first two output tokens, all
     verifiers on the same drafted batches (independent uniforms). Returns (pairs per verifier,
     p(.|c), Rao-Blackwellised first-token law per verifier, snapshot)."""
     from tqdm import tqdm
@@ -171,11 +171,12 @@ def sample_two_tokens(dec: SpeculativeDecoder, prompt_ids, verifiers: dict, n: i
             rbp = {v: [torch.zeros(len(y1b), dtype=torch.float64),
                        torch.zeros(len(y1b), len(y1b), dtype=torch.float64)] for v in verifiers}
         X = prop.drafts
-        for name, (kind, fn) in verifiers.items():
-            if kind == "single":
+        for name, spec in verifiers.items():
+            if spec.single_path:
                 if K != 1:
                     raise SpectheoryError(f"{name} is single-path: use K = 1")
-                law = fn(X, prop.q, prop.p)
+                law = spec.law(X[:, None], prop.q[:, None], prop.p[:, None])
+                law = Law(law.stop[:, 0], law.correction[:, 0])
                 tau, y = sample_law(law, generator)
                 k = torch.zeros_like(tau)
                 stop0 = law.stop[:, 0]
@@ -185,8 +186,9 @@ def sample_two_tokens(dec: SpeculativeDecoder, prompt_ids, verifiers: dict, n: i
                 rbp[name][0] += vrows.sum(0)
                 rbp[name][1] += vrows.T @ vrows
             else:
-                law = fn(X.view(m, K, L), prop.q.view(m, K, L, -1), prop.p.view(m, K, L + 1, -1))
-                k, tau, y = sample_multi_law(law, generator)
+                law = spec.law(X.view(m, K, L), prop.q.view(m, K, L, -1),
+                               prop.p.view(m, K, L + 1, -1))
+                k, tau, y = sample_output(law, generator)
                 stop0 = law.stop[:, :, 0].sum(1)
                 corr0 = (law.stop[:, :, :1] * law.correction[:, :, 0]).sum(1) / \
                     stop0.clamp(min=1e-300).unsqueeze(-1)
@@ -205,7 +207,7 @@ def sample_two_tokens(dec: SpeculativeDecoder, prompt_ids, verifiers: dict, n: i
                     max=row.shape[0] - 1))
             pairs[name].extend(zip(first.tolist(), second.tolist()))
             # Rao-Blackwellised first-token law
-            if kind == "single":
+            if spec.single_path:
                 est = (1 - stop0).unsqueeze(-1) * torch.nn.functional.one_hot(
                     x1, p0.shape[-1]).to(corr0.dtype) + stop0.unsqueeze(-1) * corr0
             else:
@@ -222,7 +224,7 @@ def sample_two_tokens(dec: SpeculativeDecoder, prompt_ids, verifiers: dict, n: i
     rb = {v: (t / n) for v, t in rb.items()}
     expected = (p0.double().cpu()[y1b.cpu()] * prow_b.double().cpu())
     rb_pair = {v: hotelling(rbp[v][0], rbp[v][1], n, expected)
-               for v, (kind, _) in verifiers.items() if kind == "single"}
+               for v, spec in verifiers.items() if spec.single_path}
     return pairs, p0, rb, snap, rb_pair
 
 
@@ -237,7 +239,8 @@ def lossless_test(dec: SpeculativeDecoder, prompt_ids, verifier_names, n: int, K
     pairs, p0, rb, snap, rb_pair = sample_two_tokens(dec, prompt_ids, verifiers, n, K, L, chunk,
                                             generator or torch.Generator().manual_seed(0),
                                             progress)
-    n_tests = n_lossless_tests or 3 * sum(v not in LOSSY_EXAMPLES for v in verifier_names)
+    n_tests = n_lossless_tests or 3 * sum(resolve_verifier(v, allow_lossy=True).lossless
+                                          for v in verifier_names)
     level = alpha / max(n_tests, 1)
     p0c = p0.double().cpu()
     first_probs = {i: float(p0c[i]) for i in torch.nonzero(p0c * n >= 5).flatten().tolist()}
@@ -254,7 +257,7 @@ def lossless_test(dec: SpeculativeDecoder, prompt_ids, verifier_names, n: int, K
         obs_pair = Counter(pairs[v])
         t1 = gtest(obs_first, first_probs, n)
         t2 = gtest(obs_pair, pair_probs, n)
-        lossless = v not in LOSSY_EXAMPLES
+        lossless = verifiers[v].lossless
         t3 = rb_pair.get(v)
         rej = t1["p_value"] < level or t2["p_value"] < level or \
             (t3 is not None and t3["p_value"] < level)
@@ -281,7 +284,8 @@ def lossless_command(args) -> int:
                              device=args.device)
     prompts = load_prompts(f"humaneval:{args.contexts},sharegpt:{args.contexts}", args.seed)
     prompts = prompts[: args.contexts]
-    n_tests = 3 * len(prompts) * sum(v not in LOSSY_EXAMPLES for v in names)
+    n_tests = 3 * len(prompts) * sum(resolve_verifier(v, allow_lossy=True).lossless
+                                     for v in names)
     results = []
     g = torch.Generator().manual_seed(args.seed)
     for p in prompts:

@@ -106,7 +106,7 @@ def run_prompt(decoder: SpeculativeDecoder, prompt_ids, cfg: dict, verifiers: di
     Kmax, Ls = cfg["K"], cfg["Ls"]
     Lmax = max(Ls)
     Ks = list(range(1, Kmax + 1))
-    adv_kind, adv_fn = resolve_verifier(cfg["advance"])
+    adv = resolve_verifier(cfg["advance"])
     t_start = time.perf_counter()
     decoder.start(prompt_ids)
     steps, new = [], []
@@ -115,8 +115,8 @@ def run_prompt(decoder: SpeculativeDecoder, prompt_ids, cfg: dict, verifiers: di
         u = torch.rand(1, 2, generator=generator, dtype=torch.float64)
         paired = paired_step(prop, verifiers, Ks, Ls, u)
         t0 = time.perf_counter()
-        law = law_on(adv_kind, adv_fn, prop, path=0)
-        k, tau, y = sample_on(adv_kind, law, uniforms=u.to(prop.p.device), path=0)
+        law = law_on(adv, prop, path=0)
+        k, tau, y = sample_on(law, uniforms=u.to(prop.p.device), path=0)
         t_verify = time.perf_counter() - t0
         steps.append({"ctx": len(decoder.tokens), "draft_s": prop.draft_seconds,
                       "target_s": prop.target_seconds, "verify_s": t_verify,

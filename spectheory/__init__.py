@@ -5,17 +5,21 @@ Core objects are plain arrays and pure functions:
 * :mod:`spectheory.models` / :mod:`spectheory.instances`: conditional tables and the JSON format;
 * :mod:`spectheory.verifiers`: one batched implementation per verifier, returning a
   :class:`spectheory.law.Law`;
+* :mod:`spectheory.registry`: the one verifier protocol for 1 and K paths (:class:`VerifierSpec`,
+  names, ``module:function``, entry points);
 * :mod:`spectheory.exact`: the exact law of a verifier's output over the sequence tree, in float64
-  or exact rationals, and the losslessness checker;
+  or exact rationals, for 1 or K paths, and the losslessness checker;
 * :mod:`spectheory.sampling`: one generic sampling step on top of a law.
 """
 
 from .errors import InstanceError, SizeLimitError, SpectheoryError
-from .exact import analyze, check_lossless, multi_iteration_law
+from .exact import LosslessReport, analyze, check_lossless, multi_iteration_law
 from .instances import Instance, instance_from_dict, instance_to_dict, load_instance
-from .law import Law
+from .law import Law, LawError
 from .models import TableModel, context_independent
 from .random_instances import random_instance
+from .registry import VerifierSpec, get_verifier, plan, register, registered, verifier
+from .sampling import sample_output
 from .verifiers import SINGLE_PATH, block_verification, token_verification
 
 __version__ = "0.1.0"
@@ -24,9 +28,18 @@ __all__ = [
     "Instance",
     "InstanceError",
     "Law",
+    "LawError",
+    "LosslessReport",
     "SINGLE_PATH",
     "SizeLimitError",
     "SpectheoryError",
+    "VerifierSpec",
+    "get_verifier",
+    "plan",
+    "register",
+    "registered",
+    "sample_output",
+    "verifier",
     "TableModel",
     "analyze",
     "block_verification",

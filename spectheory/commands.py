@@ -7,10 +7,10 @@ import json
 import sys
 
 from .errors import InstanceError, SpectheoryError
-from .exact import analysis_summary, analyze, check_lossless
+from .exact import analysis_summary, analyze, check_lossless, check_tolerance
+from .law import LawError
 from .instances import DEFAULT_TOL, MAX_JSON_PREFIXES, instance_to_dict, load_instance
 from .random_instances import random_instance
-from .verifiers import LOSSY_EXAMPLES, LOSSY_MULTI_PATH, MULTI_PATH, SINGLE_PATH
 
 
 def positive_int(text: str) -> int:
@@ -37,43 +37,27 @@ def add_instance_options(p: argparse.ArgumentParser) -> None:
 
 
 def all_verifiers() -> dict:
-    return {**SINGLE_PATH, **LOSSY_EXAMPLES, **MULTI_PATH, **LOSSY_MULTI_PATH}
+    """name -> spec of every registered verifier (lossless ones first, then the controls)."""
+    from .registry import registered
+
+    return {**registered(lossless=True), **registered(lossless=False)}
 
 
-def _multi_path_plan(args):
-    """(is_multi_path, K, drafting) for ``--verifier/--paths/--drafting`` (see ``exact --help``).
+def verifier_plan(args):
+    """The :class:`spectheory.registry.Plan` of ``--verifier/--paths/--drafting``; defaults are
+    those of :func:`spectheory.registry.plan`. A drafting scheme other than the verifier's own is
+    noted on stderr."""
+    import warnings
 
-    A multi-path verifier runs on K = --paths paths (default 1) under --drafting (default: the
-    scheme the verifier is lossless under). A single-path verifier with --paths > 1 is an error
-    (use block-first / token-first to run block / token verification on the first of K paths).
-    """
-    paths = getattr(args, "paths", None)
-    drafting = getattr(args, "drafting", None)
-    name = args.verifier
-    if name in MULTI_PATH or name in LOSSY_MULTI_PATH:
-        v = {**MULTI_PATH, **LOSSY_MULTI_PATH}[name]
-        native = getattr(v, "drafting", "iid")
-        if drafting is None:
-            drafting = "iid" if native == "any" else native
-        elif native not in ("any", drafting):
-            print(f"spectheory: note: {name} is designed for {native} drafting; analysing it "
-                  f"under {drafting} drafting", file=sys.stderr)
-        return True, paths or 1, drafting
-    if paths is not None and paths > 1:
-        raise SpectheoryError(
-            f"verifier {name!r} is single-path; --paths {paths} needs a multi-path verifier "
-            f"({', '.join(MULTI_PATH)}; block-first / token-first run block / token "
-            f"verification on the first path)")
-    if drafting == "norep":
-        raise SpectheoryError(f"--drafting norep needs a multi-path verifier, not {name!r}")
-    return False, 1, "iid"
+    from .registry import DraftingWarning, plan
 
-
-def _verifier(name: str):
-    table = all_verifiers()
-    if name not in table:
-        raise SpectheoryError(f"unknown verifier {name!r}; choose from {', '.join(table)}")
-    return table[name]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", DraftingWarning)
+        how = plan(args.verifier, getattr(args, "paths", None), getattr(args, "drafting", None))
+    for w in caught:
+        if issubclass(w.category, DraftingWarning):
+            print(f"spectheory: note: {w.message}", file=sys.stderr)
+    return how
 
 
 def emit(obj, as_json: bool, text: str) -> None:
@@ -110,22 +94,15 @@ def cmd_instance_random(args) -> int:
 
 
 def cmd_exact(args) -> int:
-    verifier = _verifier(args.verifier)
-    multi, paths, drafting = _multi_path_plan(args)
+    how = verifier_plan(args)
     inst = load_instance(args.instance, exact=args.exact, tol=args.tol)
-    if multi:
-        from .multipath import analyze_multipath
-
-        res = analyze_multipath(inst, verifier, paths, drafting, name=args.verifier,
-                                exact=args.exact, max_sequences=args.max_sequences,
-                                progress=sys.stderr.isatty())
-    else:
-        res = analyze(inst, verifier, name=args.verifier, exact=args.exact,
-                      max_sequences=args.max_sequences, progress=sys.stderr.isatty())
-        if args.paths is not None or args.drafting is not None:
-            res.extra.update({"paths": paths, "drafting": drafting})
-    if multi:
-        res.verifier = f"{args.verifier} (K = {paths}, {drafting} drafting)"
+    res = analyze(inst, how.spec, name=args.verifier, exact=args.exact,
+                  max_sequences=args.max_sequences, progress=sys.stderr.isatty(),
+                  paths=how.paths, drafting=how.drafting)
+    if how.spec.single_path and (args.paths is not None or args.drafting is not None):
+        res.extra.update({"paths": how.paths, "drafting": how.drafting})
+    if not how.spec.single_path:
+        res.verifier = f"{args.verifier} (K = {how.paths}, {how.drafting} drafting)"
     text = analysis_summary(res) + "\n  tau pmf: " + ", ".join(
         str(v) if res.exact else f"{v:.6f}" for v in res.tau_pmf)
     obj = res.to_json()
@@ -135,36 +112,51 @@ def cmd_exact(args) -> int:
 
 
 def cmd_check(args) -> int:
-    verifier = _verifier(args.verifier)
-    multi, paths, drafting = _multi_path_plan(args)
+    how = verifier_plan(args)
+    tol = check_tolerance(args.lossless_tol, "--lossless-tol")
     inst = load_instance(args.instance, exact=args.exact, tol=args.tol)
-    if multi:
-        from .multipath import check_lossless_multipath
-
-        if args.tokens is not None and args.tokens != inst.block_length + 1:
-            raise SpectheoryError("--tokens is single-path only; multi-path verifiers are "
-                                  "checked over one block (L+1 tokens)")
-        report = check_lossless_multipath(verifier, inst, paths, drafting, exact=args.exact,
-                                          tol=args.lossless_tol,
-                                          max_sequences=args.max_sequences)
-    else:
-        report = check_lossless(verifier, inst, exact=args.exact, tol=args.lossless_tol,
-                                n_tokens=args.tokens, max_sequences=args.max_sequences)
+    try:
+        report = check_lossless(how.spec, inst, exact=args.exact, tol=tol, n_tokens=args.tokens,
+                                max_sequences=args.max_sequences, paths=how.paths,
+                                drafting=how.drafting)
+    except LawError as exc:  # the verifier under test returned something that is not a law
+        obj = {"verifier": args.verifier, "paths": how.paths, "drafting": how.drafting,
+               "lossless": False, "law_error": {"kind": exc.kind, "message": str(exc),
+                                                "where": list(exc.where) if exc.where else None}}
+        emit(obj, args.json, f"{args.verifier}: NOT A LAW ({exc.kind}): {exc}")
+        return 1
+    enc = (lambda v: None if v is None else str(v)) if report.exact else \
+        (lambda v: None if v is None else float(v))
     obj = {
         "verifier": args.verifier,
+        "paths": report.paths,
+        "drafting": report.drafting,
         "lossless": report.lossless,
         "tokens": report.n_tokens,
-        "tv_to_target": str(report.tv) if report.exact else float(report.tv),
+        "tolerance": report.tolerance,
+        "tv_to_target": enc(report.tv),
+        "max_difference": enc(report.max_difference),
         "offending_sequence": list(report.offending) if report.offending else None,
-        "output_probability": None if report.output_probability is None
-        else (str(report.output_probability) if report.exact
-              else float(report.output_probability)),
-        "target_probability": None if report.target_probability is None
-        else (str(report.target_probability) if report.exact
-              else float(report.target_probability)),
+        "output_probability": enc(report.output_probability),
+        "target_probability": enc(report.target_probability),
     }
     emit(obj, args.json, f"{args.verifier}: {report}")
     return 0 if report.lossless else 1
+
+
+def cmd_verifiers(args) -> int:
+    table = all_verifiers()
+    if args.json:
+        emit([s.describe() for s in table.values()], True, "")
+        return 0
+    lines = [f"{'name':20s} {'paths':5s} {'drafting':8s} {'exact':5s} {'lossless':8s} summary"]
+    for s in table.values():
+        lines.append(f"{s.name:20s} {'1' if s.single_path else 'K':5s} {s.drafting:8s} "
+                     f"{'yes' if s.exact else 'no':5s} {'yes' if s.lossless else 'NO':8s} "
+                     f"{s.summary}")
+    lines.append("(any importable function works too: --verifier module:function)")
+    emit(None, False, "\n".join(lines))
+    return 0
 
 
 # ----------------------------------------------------------------------------- register
@@ -172,8 +164,8 @@ def cmd_check(args) -> int:
 
 def add_multi_path_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--paths", type=positive_int, default=None, metavar="K",
-                   help="number of draft paths for a multi-path verifier (default 1); a "
-                        "single-path verifier accepts only 1")
+                   help="number of draft paths (default 1); a single-path verifier accepts "
+                        "only 1, a module:function verifier with K > 1 is read as K-path")
     p.add_argument("--drafting", choices=("iid", "norep"), default=None,
                    help="drafting scheme of the K paths: iid (with replacement) or norep "
                         "(distinct first tokens); default: the scheme the verifier is "
@@ -198,20 +190,27 @@ def register(sub) -> None:
 
     e = sub.add_parser("exact", help="exact law of a verifier on an instance")
     add_instance_options(e)
-    e.add_argument("--verifier", default="block", help=f"one of: {', '.join(all_verifiers())}")
+    e.add_argument("--verifier", default="block",
+                   help="a name from `spectheory verifiers` or module:function")
     add_multi_path_options(e)
     e.set_defaults(func=cmd_exact)
 
     c = sub.add_parser("check", help="exact losslessness verdict (exit 1 when lossy)")
     add_instance_options(c)
-    c.add_argument("--verifier", default="block", help=f"one of: {', '.join(all_verifiers())}")
+    c.add_argument("--verifier", default="block",
+                   help="a name from `spectheory verifiers` or module:function")
     c.add_argument("--tokens", type=positive_int, default=None,
                    help="check the law of the first N generated tokens over repeated "
-                        "iterations (default: one block, L+1 tokens; single-path only)")
+                        "iterations (default: one block, L+1 tokens)")
     add_multi_path_options(c)
     c.add_argument("--lossless-tol", type=float, default=1e-12,
-                   help="float mode: largest probability difference still called equal")
+                   help="float mode: largest total variation still called lossless "
+                        "(finite, in [0, 1e-3]; default 1e-12)")
     c.set_defaults(func=cmd_check)
+
+    v = sub.add_parser("verifiers", help="list the registered verifiers and their metadata")
+    v.add_argument("--json", action="store_true", help="print one JSON list")
+    v.set_defaults(func=cmd_verifiers)
 
     from .report import register as register_report
 

@@ -1,8 +1,15 @@
-"""Exact law of a verifier's output, by enumerating the whole sequence tree.
+"""Exact law of a verifier's output, by enumerating the whole sequence tree; the checker.
 
-For an instance (draft q, target p, block length L) and a single-path verifier with law
-(P(tau = i | X), correction_i(. | X)), the engine evaluates the verifier once on the batch of all
-V**L drafts (in chunks, float64 torch, or numpy Fractions in exact mode) and forms
+One engine for 1 and K paths. :func:`analyze`, :func:`multi_iteration_law` and
+:func:`check_lossless` take any verifier (a name, ``module:function``, a
+:class:`spectheory.registry.VerifierSpec` or a function), a number of paths K (default 1) and a
+drafting scheme (default: the verifier's own). K = 1 runs the per-draft route below; K > 1
+enumerates the joint draft outcomes (:mod:`spectheory.multipath`); both aggregate into the same
+:class:`BlockLaw`, from which everything else follows.
+
+For an instance (draft q, target p, block length L) and a verifier with law
+(P(tau = i | X), correction_i(. | X)), the per-draft route evaluates the verifier once on the batch
+of all V**L drafts (in chunks, float64 torch, or numpy Fractions in exact mode) and forms
 
 * the pmf of tau:        P(tau = i) = sum_X q(X) P(tau = i | X);
 * the emitted block law: E_{i+1}(y^{i+1}) = sum_{X : X^i = y^i} q(X) P(tau = i | X)
@@ -14,10 +21,15 @@ V**L drafts (in chunks, float64 torch, or numpy Fractions in exact mode) and for
 Applied iteration after iteration from every context, the same block law gives the exact law of
 the first N generated tokens (:func:`multi_iteration_law`), which shows that composition is
 lossless. Validity: Sun et al. (arXiv 2403.10444), section 2.
+
+Every chunk of a verifier's law is checked by :func:`spectheory.law.validate_law` before it is
+used, so a law with NaN, negative entries or rows that are not distributions raises
+:class:`spectheory.law.LawError` instead of producing a verdict.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Callable
@@ -26,9 +38,11 @@ import numpy as np
 import torch
 
 from . import backend as Bk
+from .errors import SpectheoryError
 from .instances import Instance
-from .law import Verifier
+from .law import validate_law
 from .models import prefix_from_index
+from .registry import Plan, VerifierSpec, get_verifier, plan
 from .tree import check_size, levels, path_probabilities, sequence_tokens
 
 #: Elements of one [B, L+1, V] array per chunk in float mode (keeps the working set ~1 GiB).
@@ -70,13 +84,15 @@ def _chunk_size(n_contexts: int, V: int, L: int, exact: bool) -> int:
     return V**c
 
 
-def block_output_law(verifier: Verifier, q_levels, p_levels, V: int, L: int,
+def block_output_law(verifier, q_levels, p_levels, V: int, L: int,
                      progress: Callable[[int], None] | None = None) -> BlockLaw:
-    """Evaluate ``verifier`` on every draft below C contexts and aggregate its law.
+    """Per-draft route (one path): evaluate ``verifier`` on every draft below C contexts and
+    aggregate its law.
 
     ``q_levels[d]`` [C*V**d, V] for d = 0..L-1 and ``p_levels[d]`` for d = 0..L are the draft and
     target conditionals below each context (see :func:`spectheory.tree.levels`).
     """
+    spec = get_verifier(verifier)
     exact = Bk.is_exact(p_levels[0])
     C = p_levels[0].shape[0]
     like = p_levels[0]
@@ -94,22 +110,49 @@ def block_output_law(verifier: Verifier, q_levels, p_levels, V: int, L: int,
         drafts = sequence_tokens(f, L, V)
         q = Bk.stack([q_levels[j][f // V ** (L - j)] for j in range(L)], axis=1)
         p = Bk.stack([p_levels[j][f // V ** (L - j)] for j in range(L + 1)], axis=1)
-        law = verifier(drafts, q, p)
+        law = validate_law(spec.law(Bk.expand_dims(drafts, 1), Bk.expand_dims(q, 1),
+                                    Bk.expand_dims(p, 1)),
+                           drafts.shape[0], 1, L, V, exact, Bk.expand_dims(drafts, 1), name=spec.name)
+        stop, correction = law.stop[:, 0], law.correction[:, 0]
         weight = qpath[f0:f0 + chunk]
-        wstop = Bk.expand_dims(weight, 1) * law.stop  # [B, L+1]
+        wstop = Bk.expand_dims(weight, 1) * stop  # [B, L+1]
         seg = V**L
         part = _segment_sum(wstop, seg, chunk)
         r0 = f0 // seg
         tau_pmf[r0:r0 + part.shape[0]] += part
         for i in range(L + 1):
             seg = V ** (L - i)
-            contrib = Bk.expand_dims(wstop[:, i], 1) * law.correction[:, i, :]
+            contrib = Bk.expand_dims(wstop[:, i], 1) * correction[:, i, :]
             part = _segment_sum(contrib, seg, chunk)
             r0 = f0 // seg
             emitted[i + 1][r0:r0 + part.shape[0]] += part
         if progress is not None:
             progress(chunk)
     return BlockLaw(tau_pmf, [None] + [e.reshape(-1) for e in emitted[1:]])
+
+
+def block_law(how: Plan, q_levels, p_levels, V: int, L: int,
+              progress: Callable[[int], None] | None = None,
+              symmetric: bool | None = None) -> BlockLaw:
+    """The block law below C contexts of a planned verifier (:func:`spectheory.registry.plan`):
+    the per-draft route for K = 1, the joint-outcome route of :mod:`spectheory.multipath` (once
+    per context) for K > 1."""
+    if how.paths == 1:
+        return block_output_law(how.spec, q_levels, p_levels, V, L, progress)
+    from .multipath import multipath_block_law  # the joint-outcome route builds on this module
+
+    C = p_levels[0].shape[0]
+    parts = []
+    for c in range(C):
+        ql = [q_levels[d][c * V**d:(c + 1) * V**d] for d in range(L)]
+        pl = [p_levels[d][c * V**d:(c + 1) * V**d] for d in range(L + 1)]
+        parts.append(multipath_block_law(how.spec, ql, pl, V, L, how.paths, how.drafting,
+                                         progress, symmetric))
+    if C == 1:
+        return parts[0]
+    cat = (lambda xs: np.concatenate(xs)) if Bk.is_exact(p_levels[0]) else torch.cat
+    return BlockLaw(cat([b.tau_pmf for b in parts]),
+                    [None] + [cat([b.emitted[j] for b in parts]) for j in range(1, L + 2)])
 
 
 def output_law(block: BlockLaw, p_levels, V: int, L: int):
@@ -188,22 +231,76 @@ def _progress_bar(total: int, enabled: bool, desc: str):
     return bar.update, bar.close
 
 
-def analyze(instance: Instance, verifier: Verifier, name: str | None = None,
-            exact: bool | None = None, max_sequences: int | None = None,
-            progress: bool = False, device="cpu") -> ExactAnalysis:
-    """Exact tau pmf, E[tau], E[tau+1] and TV(output law, target law) of ``verifier``.
+def _plan_sizes(how: Plan, V: int, L: int, contexts: int, exact: bool, max_sequences,
+                what: str, formula: str, symmetric: bool | None = None) -> None:
+    """Size guards of one analysis: the output law, and for K > 1 the joint outcomes."""
+    if exact and not how.spec.exact:
+        raise SpectheoryError(f"verifier {how.spec.name!r} has a float law only (no exact "
+                              f"rational mode); drop --exact / exact=True")
+    check_size(contexts * V ** (L + 1), what, exact, max_sequences, formula)
+    if how.paths > 1:
+        from .multipath import outcome_count, use_symmetry
 
-    ``exact=None`` follows the instance (exact iff its entries are Fractions). Float mode uses
-    float64 torch on ``device``; exact mode uses numpy object arrays of Fractions.
+        K = how.paths
+        sym = use_symmetry(how, symmetric)
+        n = outcome_count(V, L, K, sym)
+        formula = (f"C(V^L + K - 1, K) = C({V}^{L} + {K - 1}, {K}) sorted joint draft outcomes"
+                   if sym else f"V^(L K) = {V}^{L * K} joint draft outcomes")
+        check_size(contexts * n, f"{what} ({K} paths)", exact, max_sequences,
+                   formula + (f" x {contexts:,} contexts" if contexts > 1 else ""))
+
+
+def analyze(instance: Instance, verifier, name: str | None = None,
+            exact: bool | None = None, max_sequences: int | None = None,
+            progress: bool = False, device="cpu", *, paths: int | None = None,
+            drafting: str | None = None, symmetric: bool | None = None) -> ExactAnalysis:
+    """Exact tau pmf, E[tau], E[tau+1] and TV(output law, target law) of a verifier.
+
+    Parameters
+    ----------
+    instance : Instance
+        Draft q and target p tables, block length L.
+    verifier : str, VerifierSpec or callable
+        A registered name, ``"module:function"``, a spec, or a law function (a bare function is
+        a single-path verifier; see :mod:`spectheory.registry`).
+    name : str, optional
+        Label of the result (default: the verifier's name).
+    exact : bool, optional
+        Exact rationals (numpy arrays of Fractions) or float64 torch; default: as the instance.
+    max_sequences : int, optional
+        Size guard on the enumeration (:func:`spectheory.tree.check_size`).
+    paths : int, optional
+        Number of draft paths K (default 1).
+    drafting : {"iid", "norep"}, optional
+        Drafting scheme of the K paths (default: the verifier's own).
+    symmetric : bool, optional
+        K > 1: enumerate sorted tuples of paths (default: i.i.d. drafting and an
+        order-invariant verifier).
+
+    Returns
+    -------
+    ExactAnalysis
+        ``tau_pmf[i] = sum_X P(X) P(tau = i | X)``, E[tau], the block efficiency E[tau+1], and
+        the total variation between "output block, then target sampling up to L+1 tokens" and
+        p(y^{L+1}) (zero iff the verifier is valid; Sun et al., arXiv 2403.10444, sec. 2).
+        ``extra`` holds ``paths`` and ``drafting`` for multi-path verifiers.
     """
+    how = plan(verifier, paths, drafting)
     V, L = instance.vocab_size, instance.block_length
     exact = instance.exact if exact is None else exact
-    check_size(V ** (L + 1), "exact analysis", exact, max_sequences, f"V^(L+1) = {V}^{L + 1}")
+    _plan_sizes(how, V, L, 1, exact, max_sequences, "exact analysis", f"V^(L+1) = {V}^{L + 1}",
+                symmetric)
     q_levels = levels(instance.draft, 0, L, exact, device)
     p_levels = levels(instance.target, 0, L + 1, exact, device)
-    update, close = _progress_bar(V**L, progress, name or "exact")
+    label = name or how.spec.name
+    total = V**L
+    if how.paths > 1:
+        from .multipath import outcome_count, use_symmetry
+
+        total = outcome_count(V, L, how.paths, use_symmetry(how, symmetric))
+    update, close = _progress_bar(total, progress, label)
     try:
-        block = block_output_law(verifier, q_levels, p_levels, V, L, update)
+        block = block_law(how, q_levels, p_levels, V, L, update, symmetric)
     finally:
         close()
     out = output_law(block, p_levels, V, L)[0]
@@ -211,8 +308,9 @@ def analyze(instance: Instance, verifier: Verifier, name: str | None = None,
     pmf = [_to_py(v) for v in block.tau_pmf[0]]
     zero = Fraction(0) if exact else 0.0
     e_tau = sum((i * v for i, v in enumerate(pmf)), zero)
+    extra = {} if how.spec.single_path else {"paths": how.paths, "drafting": how.drafting}
     return ExactAnalysis(
-        verifier=name or getattr(verifier, "__name__", "verifier"),
+        verifier=label,
         vocab_size=V,
         block_length=L,
         exact=exact,
@@ -222,26 +320,28 @@ def analyze(instance: Instance, verifier: Verifier, name: str | None = None,
         tv_to_target=_to_py(total_variation(out, tgt)),
         output_law=out,
         target_law=tgt,
+        extra=extra,
     )
 
 
-def multi_iteration_law(instance: Instance, verifier: Verifier, n_tokens: int,
+def multi_iteration_law(instance: Instance, verifier, n_tokens: int,
                         exact: bool | None = None, max_sequences: int | None = None,
-                        device="cpu"):
+                        device="cpu", *, paths: int | None = None, drafting: str | None = None):
     """Exact law of the first ``n_tokens`` generated tokens when the verifier runs iteration after
-    iteration (each iteration drafts L tokens from the current context, verifies, appends the
-    tau + 1 output tokens). Returns (generated law [V**N], target law [V**N], TV).
+    iteration (each iteration drafts K paths of L tokens from the current context, verifies,
+    appends the tau + 1 output tokens). Returns (generated law [V**N], target law [V**N], TV).
 
     Contexts deeper than the instance's tables use the models' order-D Markov extension
     (:class:`spectheory.models.TableModel`).
     """
+    how = plan(verifier, paths, drafting)
     V, L = instance.vocab_size, instance.block_length
+    if isinstance(n_tokens, bool) or not isinstance(n_tokens, (int, np.integer)) or n_tokens < 1:
+        raise SpectheoryError(f"n_tokens = {n_tokens!r} must be a positive integer")
     N = int(n_tokens)
-    if N < 1:
-        raise ValueError("n_tokens must be >= 1")
     exact = instance.exact if exact is None else exact
-    check_size(V ** (N - 1) * V ** (L + 1), "multi-iteration law", exact, max_sequences,
-               f"V^(N-1) contexts x V^(L+1) = {V}^{N - 1 + L + 1}")
+    _plan_sizes(how, V, L, V ** (N - 1), exact, max_sequences, "multi-iteration law",
+                f"V^(N-1) contexts x V^(L+1) = {V}^{N - 1 + L + 1}")
     p_top = levels(instance.target, 0, 1, exact, device)[0]
     like = p_top
     start = [Bk.full((V**n,), 0, like) for n in range(N)]
@@ -250,7 +350,7 @@ def multi_iteration_law(instance: Instance, verifier: Verifier, n_tokens: int,
     for n in range(N):
         q_levels = levels(instance.draft, n, L, exact, device)
         p_levels = levels(instance.target, n, L + 1, exact, device)
-        block = block_output_law(verifier, q_levels, p_levels, V, L)
+        block = block_law(how, q_levels, p_levels, V, L)
         C = V**n
         mass = start[n].reshape(C, 1)
         for j in range(1, L + 2):
@@ -267,10 +367,20 @@ def multi_iteration_law(instance: Instance, verifier: Verifier, n_tokens: int,
 # ----------------------------------------------------------------------------- checker
 
 
+#: Largest tolerance the float checker accepts: a TV above this is never "lossless".
+MAX_LOSSLESS_TOL = 1e-3
+
+
 @dataclass
 class LosslessReport:
-    """Verdict of :func:`check_lossless`. ``offending`` is the first output sequence (in
-    lexicographic order) whose probability differs from the target's, with both probabilities."""
+    """Verdict of :func:`check_lossless`.
+
+    ``lossless`` is True iff the total variation ``tv`` between the output law and the target law
+    over ``n_tokens`` tokens is 0 (exact mode) or at most ``tolerance`` (float mode). When it is
+    False, ``offending`` is the first output sequence (lexicographic order) whose probability
+    differs from the target's by more than the tolerance (or, when no single sequence does, the
+    one that differs most), with both probabilities; ``max_difference`` is the largest difference.
+    """
 
     lossless: bool
     tv: Any
@@ -280,6 +390,10 @@ class LosslessReport:
     offending: tuple | None = None
     output_probability: Any = None
     target_probability: Any = None
+    max_difference: Any = None
+    verifier: str = ""
+    paths: int = 1
+    drafting: str = "iid"
 
     def __str__(self) -> str:
         if self.lossless:
@@ -290,43 +404,78 @@ class LosslessReport:
                 f"target probability {self.target_probability}")
 
 
-def check_lossless(verifier: Verifier, instance: Instance, exact: bool | None = None,
+def check_tolerance(tol, what: str = "tolerance") -> float:
+    """A float-mode tolerance must be a finite number in [0, MAX_LOSSLESS_TOL]."""
+    try:
+        t = float(tol)
+    except (TypeError, ValueError):
+        raise SpectheoryError(f"{what} {tol!r} is not a number") from None
+    if not math.isfinite(t) or t < 0 or t > MAX_LOSSLESS_TOL:
+        raise SpectheoryError(f"{what} {tol!r} is out of range: it must be a finite number in "
+                              f"[0, {MAX_LOSSLESS_TOL:g}]")
+    return t
+
+
+def check_lossless(verifier, instance: Instance, exact: bool | None = None,
                    tol: float = 1e-12, n_tokens: int | None = None,
-                   max_sequences: int | None = None) -> LosslessReport:
-    """Exact verdict on whether ``verifier`` (any function with the law signature) is lossless.
+                   max_sequences: int | None = None, *, paths: int | None = None,
+                   drafting: str | None = None) -> LosslessReport:
+    """Exact verdict on whether a verifier is lossless.
 
     Compares the law of the output block followed by target sampling (``n_tokens`` = L+1, the
-    default) or of the first ``n_tokens`` tokens over repeated iterations with the target law.
-    In exact mode the verdict is exact (equality of rationals); in float mode a sequence offends
-    when the probabilities differ by more than ``tol``.
+    default) or of the first ``n_tokens`` tokens over repeated iterations with the target law,
+    for K = ``paths`` draft paths under ``drafting`` (default: the verifier's own scheme).
+
+    In exact mode the verdict is exact: lossless iff the two laws are equal as rationals. In float
+    mode it is lossless iff TV(output, target) <= ``tol`` (a finite number in [0, 1e-3]), so the
+    verdict never says "lossless within t" with a TV above t. A verifier whose law is not a law
+    (NaN, negative entries, rows not summing to 1, wrong shapes, floats in exact mode) raises
+    :class:`spectheory.law.LawError` and gets no verdict.
     """
+    how = plan(verifier, paths, drafting)
     exact = instance.exact if exact is None else exact
+    tol = 0.0 if exact else check_tolerance(tol)
     V, L = instance.vocab_size, instance.block_length
     if n_tokens is None or n_tokens == L + 1:
-        res = analyze(instance, verifier, exact=exact, max_sequences=max_sequences)
+        res = analyze(instance, how.spec, exact=exact, max_sequences=max_sequences,
+                      paths=how.paths, drafting=how.drafting)
         out, tgt, tv, N = res.output_law, res.target_law, res.tv_to_target, L + 1
     else:
-        out, tgt, tv = multi_iteration_law(instance, verifier, n_tokens, exact, max_sequences)
-        N = n_tokens
-    return lossless_report(out, tgt, tv, N, V, exact, tol)
+        out, tgt, tv = multi_iteration_law(instance, how.spec, n_tokens, exact, max_sequences,
+                                           paths=how.paths, drafting=how.drafting)
+        N = int(n_tokens)
+    rep = lossless_report(out, tgt, tv, N, V, exact, tol)
+    rep.verifier, rep.paths, rep.drafting = how.spec.name, how.paths, how.drafting
+    return rep
 
 
 def lossless_report(out, tgt, tv, n_tokens: int, vocab_size: int, exact: bool,
                     tol: float = 1e-12) -> LosslessReport:
-    """Verdict from an output law and the target law over V**n_tokens sequences (shared by
-    :func:`check_lossless` and the multi-path checker)."""
+    """Verdict from an output law and the target law over V**n_tokens sequences (see
+    :func:`check_lossless`)."""
     N, V = n_tokens, vocab_size
+    tol = 0.0 if exact else check_tolerance(tol)
     diff = Bk.abs(out - tgt)
     if exact:
         bad = np.flatnonzero(diff != 0)
+        lossless = len(bad) == 0
+        k = int(bad[0]) if len(bad) else None
+        worst = max(diff) if len(bad) else Fraction(0)
     else:
-        bad = torch.nonzero(diff > tol).reshape(-1).cpu().numpy()
-    if len(bad) == 0:
-        return LosslessReport(True, tv, N, exact, 0.0 if exact else tol)
-    k = int(bad[0])
-    return LosslessReport(False, tv, N, exact, 0.0 if exact else tol,
+        if not bool(torch.isfinite(out).all()):  # cannot happen after validate_law; kept as a guard
+            raise SpectheoryError("the output law has NaN or infinite entries")
+        lossless = bool(float(tv) <= tol)
+        worst = float(diff.max()) if diff.numel() else 0.0
+        k = None
+        if not lossless:
+            over = torch.nonzero(diff > tol).reshape(-1)
+            k = int(over[0]) if len(over) else int(torch.argmax(diff))
+    if lossless:
+        return LosslessReport(True, tv, N, exact, tol, max_difference=_to_py(worst))
+    return LosslessReport(False, tv, N, exact, tol,
                           offending=prefix_from_index(k, N, V),
-                          output_probability=_to_py(out[k]), target_probability=_to_py(tgt[k]))
+                          output_probability=_to_py(out[k]), target_probability=_to_py(tgt[k]),
+                          max_difference=_to_py(worst))
 
 
 def analysis_summary(res: ExactAnalysis) -> str:
@@ -338,6 +487,9 @@ def analysis_summary(res: ExactAnalysis) -> str:
 
 __all__ = [
     "BlockLaw",
+    "MAX_LOSSLESS_TOL",
+    "block_law",
+    "check_tolerance",
     "ExactAnalysis",
     "LosslessReport",
     "analysis_summary",

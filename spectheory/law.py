@@ -1,49 +1,191 @@
-"""The law of a single-path verifier's output, the common currency of the whole toolkit.
+"""The law of a verifier's output, the common currency of the whole toolkit.
 
-A single-path verifier is a pure, batched function
+A verifier is a pure, batched function of the drafted paths and the conditionals along them. In
+its general (K-path) form
 
-    verifier(drafts, q, p) -> Law
+    verifier(drafts [B, K, L], q [B, K, L, V], p [B, K, L+1, V]) -> Law
 
-with ``drafts`` [B, L] token ids, ``q`` [B, L, V] the draft conditionals q(.|c, X^{i}) for
-i = 0..L-1 along each draft, and ``p`` [B, L+1, V] the target conditionals p(.|c, X^{i}) for
-i = 0..L. It returns the conditional law of its output given the draft:
+where ``q[b, k, i] = q(.|c, X_k^i)`` (i = 0..L-1) and ``p[b, k, i] = p(.|c, X_k^i)`` (i = 0..L) are
+the full draft and target rows at every drafted node. It returns the conditional law of its
+output given the drafts:
 
-* ``stop[b, i] = P(tau = i | X)`` for i = 0..L (rows sum to 1), and
-* ``correction[b, i, :]`` the distribution of the extra token Y given tau = i (rows sum to 1;
-  for tau = L it is the bonus distribution p(.|X^L)).
+* ``stop[b, k, i] = P(output follows path k, tau = i | drafts)``; it sums to 1 over (k, i);
+* ``correction[b, k, i, :]``, the distribution of the extra token Y given (k, tau = i); for
+  tau = L it is the bonus distribution p(.|X_k^L).
 
-Everything else is generic on top of a law: the exact engine (:mod:`spectheory.exact`) weights
-laws by draft probabilities over the whole sequence tree, the sampler
-(:mod:`spectheory.sampling`) draws (tau, Y), and the real-model harness evaluates the very same
-function on model probabilities.
+The output block is (X_{k,1}..X_{k,tau}, Y). A single-path verifier is the case K = 1 and may be
+written without the path axis: ``verifier(drafts [B, L], q [B, L, V], p [B, L+1, V])`` with
+``stop [B, L+1]`` and ``correction [B, L+1, V]`` (token and block verification are written that
+way). :class:`spectheory.registry.VerifierSpec` adapts either form to the K-path one, so the exact
+engine, the checker, the sampler and the real-model loop each exist once.
+
+:func:`validate_law` is the checker's guard: a law with NaN or infinite entries, negative
+probabilities, rows that do not sum to one, the wrong shape, or floats inside an exact-mode law
+is refused with a :class:`LawError` naming the class, the row and the value, so that no verdict
+is ever computed from it.
 """
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any, Callable, NamedTuple
+
+import numpy as np
+import torch
+
+from .errors import SpectheoryError
 
 
 class Law(NamedTuple):
-    stop: Any  # [B, L+1]
-    correction: Any  # [B, L+1, V]
+    """``stop`` [B, L+1] or [B, K, L+1]; ``correction`` [B, L+1, V] or [B, K, L+1, V]."""
+
+    stop: Any
+    correction: Any
+
+    @property
+    def has_path_axis(self) -> bool:
+        """True for the K-path form (stop of rank 3)."""
+        return len(self.stop.shape) == 3
 
 
+#: Kept for the K-path form's name in signatures; the same type as :class:`Law`.
+MultiLaw = Law
+
+#: A single-path verifier ``f(drafts [B, L], q [B, L, V], p [B, L+1, V]) -> Law``.
 Verifier = Callable[[Any, Any, Any], Law]
+#: A K-path verifier ``f(drafts [B, K, L], q [B, K, L, V], p [B, K, L+1, V]) -> Law``.
+MultiVerifier = Callable[[Any, Any, Any], Law]
+
+#: Largest |row sum - 1| accepted in a float64 law (float64 laws of the library's verifiers are
+#: within 1e-15 of 1; a correction normalised in float32 is within ~1e-6: pass a larger tolerance).
+ROW_SUM_TOL = 1e-9
 
 
-class MultiLaw(NamedTuple):
-    """Law of a K-path verifier's output given the K drafted paths.
+class LawError(SpectheoryError):
+    """A verifier returned something that is not a law: the checker refuses to give a verdict.
 
-    ``stop[b, k, i] = P(output follows path k, tau = i | drafts)`` (sums to 1 over k and i) and
-    ``correction[b, k, i, :]`` the distribution of Y given (k, tau = i). The output block is
-    (X_{k,1}..X_{k,i}, Y). Paths sharing a prefix may split the mass of the same output.
+    ``kind`` is one of ``"shape"``, ``"nan"``, ``"inf"``, ``"negative"``, ``"stop-sum"``,
+    ``"correction-sum"``, ``"not-exact"``; ``where`` the offending index; ``value`` the entry.
     """
 
-    stop: Any  # [B, K, L+1]
-    correction: Any  # [B, K, L+1, V]
+    def __init__(self, kind: str, message: str, where: tuple | None = None, value: Any = None):
+        super().__init__(message)
+        self.kind = kind
+        self.where = where
+        self.value = value
 
 
-#: A multi-path verifier: ``verifier(drafts [B, K, L], q [B, K, L, V], p [B, K, L+1, V])``
-#: -> MultiLaw, where q[b, k, i] = q(.|c, X_k^{i}) and p[b, k, i] = p(.|c, X_k^{i}) are the
-#: conditionals at every drafted node (the full rows, so verifiers may use sibling masses).
-MultiVerifier = Callable[[Any, Any, Any], MultiLaw]
+def _first(mask) -> tuple:
+    idx = np.argwhere(np.asarray(mask))
+    return tuple(int(i) for i in idx[0])
+
+
+def _as_numpy(x):
+    if isinstance(x, torch.Tensor):
+        return x.detach().cpu().numpy()
+    return np.asarray(x)
+
+
+def validate_law(law: Any, batch: int, paths: int, length: int, vocab: int, exact: bool,
+                 drafts=None, tol: float = ROW_SUM_TOL, name: str = "verifier") -> Law:
+    """Check that ``law`` is a K-path law of the expected shape and return it.
+
+    Raises :class:`LawError` for: a result that is not ``(stop, correction)``; shapes other than
+    stop [batch, paths, length+1] and correction [batch, paths, length+1, vocab]; NaN or infinite
+    entries; negative probabilities; a stop table whose entries do not sum to 1 over (k, i); a
+    correction row (every one, also where P(tau = i) = 0) that does not sum to 1; a float or other
+    non-rational entry in an exact-mode law (``exact=True``: only Fractions and integers). Float
+    sums are compared with ``tol``; exact sums must equal 1 exactly. ``drafts`` [batch, paths,
+    length] (optional) lets the message name the draft of the offending row.
+    """
+    try:
+        stop, corr = law
+    except (TypeError, ValueError):
+        raise LawError("shape", f"{name} returned {type(law).__name__}, not a law "
+                       f"(stop, correction)") from None
+    want_s = (batch, paths, length + 1)
+    want_c = (batch, paths, length + 1, vocab)
+    for what, arr, want in (("stop", stop, want_s), ("correction", corr, want_c)):
+        shape = tuple(getattr(arr, "shape", ()))
+        if shape != want:
+            raise LawError("shape", f"{name} returned {what} of shape {list(shape)}, expected "
+                           f"{list(want)} ([B, K, L+1{', V' if what == 'correction' else ''}])")
+
+    def draft_of(ix):
+        if drafts is None:
+            return ""
+        d = _as_numpy(drafts)[ix[0], ix[1]].tolist()
+        return f" (draft {tuple(int(t) for t in d)})"
+
+    def at(what, ix):
+        b, k, i = ix[:3]
+        return f"{what}[b={b}, k={k}, tau={i}" + (f", y={ix[3]}]" if len(ix) > 3 else "]")
+
+    if exact:
+        for what, arr in (("stop", stop), ("correction", corr)):
+            a = np.asarray(arr, dtype=object) if not isinstance(arr, np.ndarray) else arr
+            if a.dtype != object and not np.issubdtype(a.dtype, np.integer):
+                raise LawError("not-exact", f"{name} returned a {a.dtype} {what} in exact mode "
+                               f"(entries must be Fractions)", None, None)
+            if a.dtype == object:
+                ok = np.frompyfunc(lambda v: isinstance(v, (Fraction, int, np.integer))
+                                   and not isinstance(v, bool), 1, 1)(a).astype(bool)
+                if not ok.all():
+                    ix = _first(~ok)
+                    v = a[ix]
+                    raise LawError("not-exact", f"{name}: {at(what, ix)} = {v!r} is a "
+                                   f"{type(v).__name__}, not a Fraction, in an exact-mode "
+                                   f"law{draft_of(ix)}", ix, v)
+        s = np.asarray(stop, dtype=object)
+        c = np.asarray(corr, dtype=object)
+        for what, a in (("stop", s), ("correction", c)):
+            neg = a < 0
+            if neg.any():
+                ix = _first(neg)
+                raise LawError("negative", f"{name}: negative probability {at(what, ix)} = "
+                               f"{a[ix]}{draft_of(ix)}", ix, a[ix])
+        tot = s.sum(axis=(1, 2))
+        bad = tot != 1
+        if bad.any():
+            b = int(np.flatnonzero(bad)[0])
+            raise LawError("stop-sum", f"{name}: stop probabilities of batch row {b} sum to "
+                           f"{tot[b]}, not 1{draft_of((b, 0))}", (b,), tot[b])
+        rows = c.sum(axis=3)
+        bad = rows != 1
+        if bad.any():
+            ix = _first(bad)
+            raise LawError("correction-sum", f"{name}: correction row {at('correction', ix)} "
+                           f"sums to {rows[ix]}, not 1{draft_of(ix)} (every row must be a "
+                           f"distribution, also where P(tau) = 0)", ix, rows[ix])
+        return Law(stop, corr)
+    s = _as_numpy(stop)
+    c = _as_numpy(corr)
+    if s.dtype == object or c.dtype == object:
+        raise LawError("not-exact", f"{name} returned an object array (exact values?) in float "
+                       f"mode")
+    for what, a in (("stop", s), ("correction", c)):
+        for kind, mask in (("nan", np.isnan(a)), ("inf", np.isinf(a)), ("negative", a < 0)):
+            if mask.any():
+                ix = _first(mask)
+                label = {"nan": "NaN", "inf": "infinite", "negative": "negative"}[kind]
+                raise LawError(kind, f"{name}: {label} probability {at(what, ix)} = "
+                               f"{float(a[ix])!r}{draft_of(ix)}", ix, float(a[ix]))
+    tot = s.sum(axis=(1, 2))
+    err = np.abs(tot - 1)
+    if (err > tol).any():
+        b = int(np.argmax(err > tol))
+        raise LawError("stop-sum", f"{name}: stop probabilities of batch row {b} sum to "
+                       f"{float(tot[b])!r}, not 1 (tolerance {tol:g}){draft_of((b, 0))}", (b,),
+                       float(tot[b]))
+    rows = c.sum(axis=3)
+    err = np.abs(rows - 1)
+    if (err > tol).any():
+        ix = _first(err > tol)
+        raise LawError("correction-sum", f"{name}: correction row {at('correction', ix)} sums "
+                       f"to {float(rows[ix])!r}, not 1 (tolerance {tol:g}){draft_of(ix)}; every row "
+                       f"must be a distribution, also where P(tau) = 0", ix, float(rows[ix]))
+    return Law(stop, corr)
+
+
+__all__ = ["Law", "LawError", "MultiLaw", "MultiVerifier", "ROW_SUM_TOL", "Verifier",
+           "validate_law"]

@@ -36,21 +36,27 @@ import torch
 
 from . import backend as Bk
 from .errors import SpectheoryError
-from .exact import (BlockLaw, ExactAnalysis, LosslessReport, _progress_bar, _to_py,
-                    analyze, lossless_report, output_law, target_law, total_variation)
+from .exact import BlockLaw, ExactAnalysis, LosslessReport, analyze, check_lossless
 from .instances import Instance
-from .law import MultiVerifier
+from .law import validate_law
 from .models import TableModel
+from .registry import DRAFTING, Plan, get_verifier
 from .tree import check_size, levels, path_probabilities, sequence_tokens
-from .verifiers.block import block_verification
 from .verifiers.gbv import rank_and_below, skewed_rows
 
-DRAFTING = ("iid", "norep")
 #: Joint outcomes per chunk in exact rational mode.
 EXACT_CHUNK = 2048
 #: Elements of one [n, K, L+1, V] array per chunk in float mode: 2^18 (2 MiB) keeps a chunk's
 #: working set in cache, 1.6x faster than 2^22 for GBV on V = 4, L = 3, K = 3.
 CHUNK_ELEMENTS = 2**18
+
+
+def use_symmetry(how: Plan, symmetric: bool | None = None) -> bool:
+    """Whether the joint-outcome route enumerates sorted tuples: by default for i.i.d. drafting
+    and an order-invariant verifier."""
+    if symmetric is None:
+        return how.drafting == "iid" and how.spec.order_invariant
+    return bool(symmetric)
 
 
 def _check_args(paths, drafting):
@@ -125,7 +131,7 @@ def outcome_count(V: int, L: int, K: int, symmetric: bool) -> int:
     return math.comb(V**L + K - 1, K) if symmetric else V ** (L * K)
 
 
-def multipath_block_law(verifier: MultiVerifier, q_levels, p_levels, V: int, L: int, K: int,
+def multipath_block_law(verifier, q_levels, p_levels, V: int, L: int, K: int,
                         drafting: str = "iid", progress=None, symmetric: bool | None = None
                         ) -> BlockLaw:
     """Exact tau pmf and emitted-block law (one context) of a K-path verifier (module doc).
@@ -135,10 +141,10 @@ def multipath_block_law(verifier: MultiVerifier, q_levels, p_levels, V: int, L: 
     tuples of paths weighted by their number of orderings: C(V**L + K - 1, K) instead of
     V**(L K) outcomes, the same result.
     """
+    spec = get_verifier(verifier)
     exact = Bk.is_exact(p_levels[0])
     like = p_levels[0]
-    if symmetric is None:
-        symmetric = drafting == "iid" and getattr(verifier, "order_invariant", False)
+    symmetric = use_symmetry(Plan(spec, K, drafting), symmetric)
     if symmetric and drafting != "iid":
         raise SpectheoryError("symmetric enumeration needs i.i.d. drafting")
     one = Bk.full((1,), 1, like)
@@ -182,7 +188,7 @@ def multipath_block_law(verifier: MultiVerifier, q_levels, p_levels, V: int, L: 
                 continue
         drafts = sequence_tokens(seq.reshape(-1), L, V).reshape(n, K, L)
         q, p = draft_rows(q_levels, p_levels, drafts, L, V)
-        law = verifier(drafts, q, p)
+        law = validate_law(spec.law(drafts, q, p), n, K, L, V, exact, drafts, name=spec.name)
         wstop = Bk.expand_dims(Bk.expand_dims(weight, 1), 2) * law.stop  # [n, K, L+1]
         tau_pmf[0] = tau_pmf[0] + Bk.sum(Bk.sum(wstop, axis=1), axis=0)
         for i in range(L + 1):
@@ -194,66 +200,24 @@ def multipath_block_law(verifier: MultiVerifier, q_levels, p_levels, V: int, L: 
     return BlockLaw(tau_pmf, [None] + [e.reshape(-1) for e in emitted])
 
 
-def analyze_multipath(instance: Instance, verifier: MultiVerifier, paths: int,
-                      drafting: str = "iid", name: str | None = None, exact: bool | None = None,
+def analyze_multipath(instance: Instance, verifier, paths: int, drafting: str | None = None,
+                      name: str | None = None, exact: bool | None = None,
                       max_sequences: int | None = None, progress: bool = False,
                       device="cpu", symmetric: bool | None = None) -> ExactAnalysis:
-    """Exact tau pmf, E[tau], E[tau+1] and TV(output law, target law) of a K-path verifier under
-    a drafting scheme, by enumerating the V**(L K) joint draft outcomes (module doc; sorted
-    tuples only for order-invariant verifiers under i.i.d. drafting, see
-    :func:`multipath_block_law`).
-
-    ``extra`` (merged into ``to_json()``) holds ``paths`` and ``drafting``.
-    """
-    _check_args(paths, drafting)
-    V, L, K = instance.vocab_size, instance.block_length, paths
-    exact = instance.exact if exact is None else exact
-    check_size(V ** (L * K), "multi-path exact analysis", exact, max_sequences,
-               f"V^(L K) = {V}^{L * K}")
-    check_size(V ** (L + 1), "multi-path exact analysis (output law)", exact, max_sequences,
-               f"V^(L+1) = {V}^{L + 1}")
-    q_levels = levels(instance.draft, 0, L, exact, device)
-    p_levels = levels(instance.target, 0, L + 1, exact, device)
-    if symmetric is None:
-        symmetric = drafting == "iid" and getattr(verifier, "order_invariant", False)
-    update, close = _progress_bar(outcome_count(V, L, K, symmetric), progress,
-                                  name or "multi-path exact")
-    try:
-        block = multipath_block_law(verifier, q_levels, p_levels, V, L, K, drafting, update,
-                                    symmetric)
-    finally:
-        close()
-    return _analysis(block, p_levels, V, L, exact,
-                     name or getattr(verifier, "__name__", "verifier"),
-                     {"paths": K, "drafting": drafting})
+    """Same as ``analyze(instance, verifier, paths=paths, drafting=drafting, ...)``
+    (:func:`spectheory.exact.analyze`, the one engine for 1 and K paths)."""
+    return analyze(instance, verifier, name, exact, max_sequences, progress, device,
+                   paths=paths, drafting=drafting, symmetric=symmetric)
 
 
-def _analysis(block: BlockLaw, p_levels, V: int, L: int, exact: bool, name: str, extra: dict
-              ) -> ExactAnalysis:
-    out = output_law(block, p_levels, V, L)[0]
-    tgt = target_law(p_levels, L + 1)[0]
-    pmf = [_to_py(v) for v in block.tau_pmf[0]]
-    zero = Fraction(0) if exact else 0.0
-    e_tau = sum((i * v for i, v in enumerate(pmf)), zero)
-    return ExactAnalysis(verifier=name, vocab_size=V, block_length=L, exact=exact, tau_pmf=pmf,
-                         expected_accepted=e_tau, block_efficiency=e_tau + 1,
-                         tv_to_target=_to_py(total_variation(out, tgt)), output_law=out,
-                         target_law=tgt, extra=dict(extra))
-
-
-def check_lossless_multipath(verifier: MultiVerifier, instance: Instance, paths: int,
-                             drafting: str = "iid", exact: bool | None = None,
+def check_lossless_multipath(verifier, instance: Instance, paths: int,
+                             drafting: str | None = None, exact: bool | None = None,
                              tol: float = 1e-12, max_sequences: int | None = None
                              ) -> LosslessReport:
-    """Exact losslessness verdict for a K-path verifier under a drafting scheme: compares the law
-    of the output block followed by target sampling (L+1 tokens) with the target law, and names
-    the first offending sequence (lexicographic) with both probabilities."""
-    exact = instance.exact if exact is None else exact
-    res = analyze_multipath(instance, verifier, paths, drafting, exact=exact,
-                            max_sequences=max_sequences)
-    L = instance.block_length
-    return lossless_report(res.output_law, res.target_law, res.tv_to_target, L + 1,
-                           instance.vocab_size, exact, tol)
+    """Same as ``check_lossless(verifier, instance, paths=paths, drafting=drafting, ...)``
+    (:func:`spectheory.exact.check_lossless`)."""
+    return check_lossless(verifier, instance, exact, tol, None, max_sequences, paths=paths,
+                          drafting=drafting)
 
 
 # ----------------------------------------------------------------------------- GBV fast route
@@ -291,7 +255,7 @@ def analyze_gbv_fast(instance: Instance, paths: int, exact: bool | None = None,
     skewed = gbv_skewed_draft(instance, paths, exact, max_sequences)
     inst = Instance(instance.vocab_size, instance.block_length,
                     instance.target.to_exact() if exact else instance.target.to_float(), skewed)
-    res = analyze(inst, block_verification, name=name, exact=exact, max_sequences=max_sequences)
+    res = analyze(inst, "block", name=name, exact=exact, max_sequences=max_sequences)
     res.extra = {"paths": paths, "drafting": "iid"}
     return res
 
@@ -327,17 +291,21 @@ def sample_drafts(instance: Instance, paths: int, n: int, drafting: str = "iid",
     return out
 
 
-def sample_outputs(instance: Instance, verifier: MultiVerifier, paths: int, n: int,
-                   drafting: str = "iid", generator: torch.Generator | None = None):
+def sample_outputs(instance: Instance, verifier, paths: int, n: int,
+                   drafting: str | None = None, generator: torch.Generator | None = None):
     """Run the verifier on n sampled draft outcomes: returns (drafts, path k, tau, Y) tensors."""
-    from .sampling import sample_multi_law
+    from .registry import plan
+    from .sampling import sample_output
+
+    how = plan(verifier, paths, drafting)
+    paths, drafting = how.paths, how.drafting
 
     V, L = instance.vocab_size, instance.block_length
     drafts = sample_drafts(instance, paths, n, drafting, generator)
     q_levels = levels(instance.draft, 0, L, False)
     p_levels = levels(instance.target, 0, L + 1, False)
     q, p = draft_rows(q_levels, p_levels, drafts, L, V)
-    k, tau, y = sample_multi_law(verifier(drafts, q, p), generator)
+    k, tau, y = sample_output(how.spec.law(drafts, q, p), generator)
     return drafts, k, tau, y
 
 
@@ -353,4 +321,5 @@ __all__ = [
     "sorted_tuples",
     "sample_drafts",
     "sample_outputs",
+    "use_symmetry",
 ]

@@ -1,52 +1,43 @@
-"""Verifiers: pure batched functions from a draft and the conditionals along it to a law.
+"""Verifiers: pure batched functions from drafted paths and the conditionals along them to a law.
+
+Each verifier lives in one module with its formula and paper in the docstring, and is described
+there by a :class:`spectheory.registry.VerifierSpec` (paths, drafting scheme, order invariance,
+exact-mode support, node form, paper). Importing this package registers them all; the dictionaries
+below are views of that one registry, not lists kept by hand.
 
 Single-path verifiers have the signature ``verifier(drafts [B, L], q [B, L, V], p [B, L+1, V])
--> Law(stop [B, L+1], correction [B, L+1, V])`` (see :mod:`spectheory.law`).
+-> Law(stop [B, L+1], correction [B, L+1, V])``; K-path ones ``verifier(drafts [B, K, L],
+q [B, K, L, V], p [B, K, L+1, V]) -> Law(stop [B, K, L+1], correction [B, K, L+1, V])`` (see
+:mod:`spectheory.law`).
 """
 
 from __future__ import annotations
 
-from .block import block_verification
-from .gbv import gbv, gbv_mismatched_ties
-from .lossy import uniform_product_verification
-from .multipath_baselines import block_first, token_first
-from .specinfer import specinfer, specinfer_norep
-from .spectr import spectr
-from .token import token_verification
-from .traversal import traversal, traversal_iid, traversal_tree
+from ..registry import register
+from .block import BLOCK, block_verification
+from .gbv import GBV, GBV_MISMATCHED_TIES, gbv, gbv_mismatched_ties
+from .lossy import UNIFORM_PRODUCT, uniform_product_verification
+from .multipath_baselines import BLOCK_FIRST, TOKEN_FIRST, block_first, token_first
+from .specinfer import SPECINFER, SPECINFER_NOREP, specinfer, specinfer_norep
+from .spectr import SPECTR, spectr
+from .token import TOKEN, token_verification
+from .traversal import TRAVERSAL, TRAVERSAL_IID, TRAVERSAL_TREE, traversal, traversal_iid, traversal_tree
 
-#: Single-path verifiers by command-line name.
-SINGLE_PATH = {
-    "token": token_verification,
-    "block": block_verification,
-}
+#: The built-in verifiers, in the order listings show them.
+BUILTIN = (TOKEN, BLOCK, GBV, SPECINFER, SPECINFER_NOREP, SPECTR, TRAVERSAL, TRAVERSAL_IID,
+           TRAVERSAL_TREE, BLOCK_FIRST, TOKEN_FIRST, UNIFORM_PRODUCT, GBV_MISMATCHED_TIES)
+for _spec in BUILTIN:
+    register(_spec)
 
-#: Known-lossy variants, kept as negative controls (not offered as real verifiers).
-LOSSY_EXAMPLES = {
-    "uniform-product": uniform_product_verification,
-}
-
-#: Multi-path verifiers by command-line name: ``f(drafts [B,K,L], q [B,K,L,V], p [B,K,L+1,V])
-#: -> MultiLaw``. Each function's ``drafting`` attribute names the drafting scheme it is lossless
-#: under ("iid", "norep", or "any"); see :mod:`spectheory.multipath`.
-MULTI_PATH = {
-    "gbv": gbv,
-    "specinfer": specinfer,
-    "specinfer-norep": specinfer_norep,
-    "spectr": spectr,
-    "traversal": traversal,
-    "traversal-iid": traversal_iid,
-    "traversal-tree": traversal_tree,
-    "block-first": block_first,
-    "token-first": token_first,
-}
-
-#: Known-lossy multi-path variants (negative controls for the multi-path checker).
-LOSSY_MULTI_PATH = {
-    "gbv-mismatched-ties": gbv_mismatched_ties,
-}
+#: Views of the registry (name -> spec; a spec is callable like its function).
+SINGLE_PATH = {s.name: s for s in BUILTIN if s.lossless and s.single_path}
+MULTI_PATH = {s.name: s for s in BUILTIN if s.lossless and not s.single_path}
+#: Known-lossy negative controls (never offered as real verifiers).
+LOSSY_EXAMPLES = {s.name: s for s in BUILTIN if not s.lossless and s.single_path}
+LOSSY_MULTI_PATH = {s.name: s for s in BUILTIN if not s.lossless and not s.single_path}
 
 __all__ = [
+    "BUILTIN",
     "MULTI_PATH",
     "LOSSY_MULTI_PATH",
     "gbv",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from .. import backend as B
 from ..law import Law
+from ..registry import VerifierSpec
 from .common import drafted_probs, residual_corrections, residuals, stop_from_acceptance_weights
 
 
@@ -42,3 +43,11 @@ def block_verification(drafts, q, p) -> Law:
     h_mid = B.safe_div(S, S + (1 - w[:, :L]), B.scalar(S, 1))
     h = B.concat([B.ones_like(S[:, :1]), h_mid[:, 1:], w[:, L:]], axis=1)  # [B, L+1]
     return Law(stop_from_acceptance_weights(h), residual_corrections(res, p, B.expand_dims(S, -1)))
+
+
+BLOCK = VerifierSpec(
+    "block", block_verification, paths=1,
+    node_form="w_i = min(1, w_{i-1} p/q); h_i = S_i / (S_i + 1 - w_i); "
+              "correction normalise(max(w_i p - q, 0))",
+    paper="Sun et al., Block Verification Accelerates Speculative Decoding, arXiv 2403.10444",
+    summary="block verification (optimal single-path verifier)")

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from .. import backend as B
 from ..law import MultiLaw
+from ..registry import VerifierSpec
 from .block import block_verification
 
 #: Tie rules: "low" ranks the smaller token id first among equal ratios, "high" the larger one.
@@ -157,9 +158,14 @@ def gbv_mismatched_ties(drafts, q, p) -> MultiLaw:
     return _gbv(drafts, q, p, "high", "low")
 
 
-gbv.drafting = "iid"
-gbv_mismatched_ties.drafting = "iid"
 # The law over output sequences depends only on the multiset of drafted paths (the selected path
 # is the lexicographic maximum), so the exact engine may enumerate sorted tuples of paths.
-gbv.order_invariant = True
-gbv_mismatched_ties.order_invariant = True
+GBV = VerifierSpec(
+    "gbv", gbv, paths=None, drafting="iid", order_invariant=True,
+    node_form="select the lexicographically best path by p/q; block verification against q^G",
+    paper="Thomas & Pal, arXiv 2602.16961",
+    summary="greedy multi-path block verification")
+GBV_MISMATCHED_TIES = VerifierSpec(
+    "gbv-mismatched-ties", gbv_mismatched_ties, paths=None, drafting="iid", lossless=False,
+    order_invariant=True, paper="Thomas & Pal, arXiv 2602.16961 (tie rule mismatched)",
+    summary="LOSSY control: GBV selecting and ranking with different tie rules")

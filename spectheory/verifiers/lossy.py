@@ -23,6 +23,7 @@ import math
 import torch
 
 from ..law import Law
+from ..registry import VerifierSpec
 from .common import drafted_probs, residual_corrections, residuals
 
 
@@ -55,3 +56,9 @@ def uniform_product_verification(drafts, q, p) -> Law:
     stop = torch.cat([surv[:, :-1] - surv[:, 1:], surv[:, -1:]], dim=1).clamp(min=0.0)
     c = torch.cumprod(torch.cat([torch.ones_like(a[:, :1]), a[:, :-1]], dim=1), dim=1)
     return Law(stop, residual_corrections(residuals(c, q, p), p))
+
+
+UNIFORM_PRODUCT = VerifierSpec(
+    "uniform-product", uniform_product_verification, paths=1, lossless=False, exact=False,
+    paper="negative control (a running product of uniforms shipped once as block verification)",
+    summary="LOSSY control: running product of uniforms against prod min(1, p/q)")

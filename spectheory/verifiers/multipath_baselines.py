@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from .. import backend as B
 from ..law import MultiLaw
+from ..registry import VerifierSpec
 from .block import block_verification
 from .token import token_verification
 
@@ -34,5 +35,9 @@ def token_first(drafts, q, p) -> MultiLaw:
     return on_first_path(token_verification, drafts, q, p)
 
 
-block_first.drafting = "any"
-token_first.drafting = "any"
+BLOCK_FIRST = VerifierSpec(
+    "block-first", block_first, paths=None, drafting="any",
+    paper="baseline", summary="block verification of the first path (others ignored)")
+TOKEN_FIRST = VerifierSpec(
+    "token-first", token_first, paths=None, drafting="any",
+    paper="baseline", summary="token verification of the first path (others ignored)")

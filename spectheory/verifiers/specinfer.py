@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from .. import backend as B
 from ..law import MultiLaw
+from ..registry import VerifierSpec
 
 
 def _row_at(rows, tok):
@@ -128,5 +129,14 @@ def specinfer_norep(drafts, q, p) -> MultiLaw:
         drafts, q, p, lambda m, t, qr, pr: rrs_rule(m, t, qr, pr, without_replacement=True))
 
 
-specinfer.drafting = "iid"
-specinfer_norep.drafting = "norep"
+SPECINFER = VerifierSpec(
+    "specinfer", specinfer, paths=None, drafting="iid",
+    node_form="try drafted children in turn, accept w.p. min(1, p'/q); "
+              "p' <- normalise(max(p' - q, 0)) on rejection",
+    paper="Miao et al., SpecInfer, ASPLOS 2024",
+    summary="recursive rejection sampling on the token tree (i.i.d. drafting)")
+SPECINFER_NOREP = VerifierSpec(
+    "specinfer-norep", specinfer_norep, paths=None, drafting="norep",
+    node_form="as specinfer, and q' loses the rejected token (renormalised)",
+    paper="Jeon et al., Recursive Speculative Decoding, arXiv 2402.14160",
+    summary="recursive rejection sampling without replacement")

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from .. import backend as B
 from ..law import MultiLaw
+from ..registry import VerifierSpec
 from .specinfer import _row_at, node_recursive_law
 
 BISECTION_STEPS = {False: 50, True: 40}
@@ -112,4 +113,8 @@ def spectr(drafts, q, p) -> MultiLaw:
     return node_recursive_law(drafts, q, p, kseq_rule)
 
 
-spectr.drafting = "iid"
+SPECTR = VerifierSpec(
+    "spectr", spectr, paths=None, drafting="iid",
+    node_form="K-SEQ: accept x_j w.p. min(1, p/(rho q)) with the smallest valid rho",
+    paper="Sun et al., SpecTr, NeurIPS 2023, arXiv 2310.15141",
+    summary="SpecTr K-SEQ node by node on the token tree")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from .. import backend as B
 from ..law import Law
+from ..registry import VerifierSpec
 from .common import drafted_probs, residual_corrections, residuals
 
 
@@ -34,3 +35,11 @@ def token_verification(drafts, q, p) -> Law:
     stop = reached * B.concat([1 - accept, one], axis=1)
     res = residuals(B.ones_like(accept), q, p)  # plain residual max(p - q, 0)
     return Law(stop, residual_corrections(res, p))
+
+
+TOKEN = VerifierSpec(
+    "token", token_verification, paths=1,
+    node_form="accept X_i w.p. min(1, p(X_i|X^{i-1}) / q(X_i|X^{i-1})); "
+              "correction normalise(max(p - q, 0))",
+    paper="Leviathan et al., ICML 2023; Chen et al., arXiv 2302.01318",
+    summary="token verification (standard speculative sampling)")

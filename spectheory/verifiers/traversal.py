@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from .. import backend as B
 from ..law import MultiLaw
+from ..registry import VerifierSpec
 from .block import block_verification
 
 
@@ -95,8 +96,15 @@ def traversal_iid(drafts, q, p) -> MultiLaw:
     return _traversal(drafts, q, p, without_replacement=False)
 
 
-traversal.drafting = "norep"
-traversal_iid.drafting = "iid"
+TRAVERSAL = VerifierSpec(
+    "traversal", traversal, paths=None, drafting="norep",
+    node_form="leaf to root, h(v) = S / (S + 1 - p_alpha(v)); a rejected child updates its parent",
+    paper="Weng et al., Traversal Verification, NeurIPS 2025, arXiv 2505.12398",
+    summary="traversal verification, branches visited in path order (norep drafting)")
+TRAVERSAL_IID = VerifierSpec(
+    "traversal-iid", traversal_iid, paths=None, drafting="iid",
+    node_form=TRAVERSAL.node_form, paper=TRAVERSAL.paper,
+    summary="traversal verification, siblings with replacement (i.i.d. drafting)")
 
 
 # ----------------------------------------------------------------------------- merged token tree
@@ -243,4 +251,7 @@ def _parent_of(reps, k, depth, L: int):
     return rep * (L + 1) + dm1
 
 
-traversal_tree.drafting = "iid"
+TRAVERSAL_TREE = VerifierSpec(
+    "traversal-tree", traversal_tree, paths=None, drafting="iid",
+    node_form=TRAVERSAL.node_form, paper=TRAVERSAL.paper,
+    summary="traversal verification on the merged token tree of the K paths")
