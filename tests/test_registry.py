@@ -30,8 +30,8 @@ def test_every_builtin_is_registered_once_with_metadata():
         assert table[spec.name] is spec
         assert spec.drafting in ("iid", "norep", "any")
         assert spec.paper and spec.summary
-    assert {n for n, s in table.items() if not s.lossless} == {"uniform-product",
-                                                                "gbv-mismatched-ties"}
+    assert {n for n, s in table.items() if not s.lossless} == {
+        "uniform-product", "gbv-mismatched-ties", "greedy", "threshold", "lenient", "typical"}
     assert not table["uniform-product"].exact  # float law only
     assert table["gbv"].order_invariant and not table["specinfer"].order_invariant
 

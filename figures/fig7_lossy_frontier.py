@@ -1,0 +1,101 @@
+"""Distortion against block efficiency: lossless verifiers and the lossy rules engines ship.
+
+Each point is one acceptance rule on random Dirichlet instances with prefix-dependent rows
+(V = 4, L = 4, alpha = 0.5 and 1, seeds 0..3 in the full run), computed exactly by the sequence-
+tree engine: x = total variation between "output block, then target sampling" and the target law
+over L + 1 tokens, y = block efficiency E[tau + 1], both averaged over the instances. The lossless
+verifiers (token, block, strict sampled verification) sit at zero distortion; the lossy rules trace
+how much block efficiency they buy with how much distortion: token verification with lenience
+l in (0, 1] (Leviathan et al., ICML 2023), a probability threshold theta, Medusa's typical
+acceptance with epsilon = 0.09 and a range of delta (Cai et al., arXiv 2401.10774), and greedy
+matching. Block verification is the most efficient lossless point (it is optimal among valid
+single-path verifiers); the lossy rules beat it only by accepting a non-zero TV.
+"""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+
+import spectheory as st
+from spectheory.verifiers.contrasts import (lenient_verification, threshold_verification,
+                                            typical_acceptance)
+
+LOSSLESS = ("token", "block", "strict")
+
+
+def rules(quick: bool):
+    """name -> (family, parameter, verifier)."""
+    lens = (1, 0.8, 0.6, 0.4, 0.2) if not quick else (1, 0.5, 0.2)
+    thetas = (0.5, 0.3, 0.2, 0.1, 0.05, 0.0) if not quick else (0.3, 0.1, 0.0)
+    deltas = (0.6, 0.3, 0.15, 0.05) if not quick else (0.3, 0.05)
+    out = {v: (v, None, v) for v in LOSSLESS}
+    out.update({f"lenient l={lam}": ("lenient", lam, lenient_verification(lam)) for lam in lens})
+    out.update({f"threshold {t}": ("threshold", t, threshold_verification(t)) for t in thetas})
+    out.update({f"typical delta={d}": ("typical", d, typical_acceptance(0.09, d))
+                for d in deltas})
+    out["greedy"] = ("greedy", None, "greedy")
+    return out
+
+
+def compute(quick: bool = False) -> dict:
+    V, L = (3, 3) if quick else (4, 4)
+    seeds = range(2) if quick else range(4)
+    alphas = (0.5, 1.0)
+    instances = [st.random_instance(V, L, s, alpha=a) for a in alphas for s in seeds]
+    table = {}
+    for name, (family, param, v) in rules(quick).items():
+        res = [st.analyze(inst, v) for inst in instances]
+        table[name] = {"family": family, "parameter": param,
+                       "tv": float(np.mean([r.tv_to_target for r in res])),
+                       "block_efficiency": float(np.mean([r.block_efficiency for r in res]))}
+    return {"V": V, "L": L, "alphas": list(alphas), "seeds": list(seeds), "points": table}
+
+
+def draw(data: dict, out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.2, 4.2))
+    styles = {"lenient": ("o-", "C0"), "threshold": ("s-", "C1"), "typical": ("^-", "C2"),
+              "greedy": ("D", "C3")}
+    pts = data["points"]
+    for family, (marker, color) in styles.items():
+        rows = [r for r in pts.values() if r["family"] == family]
+        rows.sort(key=lambda r: r["tv"])
+        ax.plot([r["tv"] for r in rows], [r["block_efficiency"] for r in rows], marker,
+                color=color, label=family, ms=4)
+    for name, marker in zip(LOSSLESS, ("v", "*", "x")):
+        r = pts[name]
+        ax.plot([r["tv"]], [r["block_efficiency"]], marker, color="k", ms=8,
+                label=f"{name} (lossless)")
+    ax.set_xlabel("total variation from the target law (L + 1 tokens)")
+    ax.set_ylabel("block efficiency E[tau + 1]")
+    ax.set_title(f"Distortion vs efficiency, V = {data['V']}, L = {data['L']} "
+                 f"(mean over {len(data['seeds']) * len(data['alphas'])} instances)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    for ext in ("png", "pdf"):
+        fig.savefig(out / f"fig7_lossy_frontier.{ext}", dpi=130,
+                    metadata={"CreationDate": None} if ext == "pdf" else {"Software": None})
+    plt.close(fig)
+
+
+def main(out: Path, quick: bool = False) -> dict:
+    """Compute the points, write ``out/fig7_lossy_frontier.{png,pdf}``, return the numbers."""
+    data = compute(quick)
+    draw(data, Path(out))
+    return data
+
+
+if __name__ == "__main__":  # pragma: no cover
+    import sys
+
+    target = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).parent
+    print(json.dumps(main(target, quick="--quick" in sys.argv), indent=1, default=str))
