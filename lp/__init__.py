@@ -4,6 +4,8 @@
   verification's E[tau + 1].
 * :func:`direct_lp` -- all valid K-path verifiers as randomised maps (tiny instances; K = 1 is the
   single-path direct LP).
+* :func:`selection_lp` -- the best "select a path, then block-verify it against its induced law"
+  K-path verifier (the class GBV belongs to).
 * :func:`coupling_bound` -- the full-knowledge coupling bound (closed form).
 * :func:`multipath_lp` -- compact node-budget relaxation for K i.i.d. paths with lazily separated
   coverage constraints; :func:`optimal_multidraft_L1` -- Hu et al.'s L = 1 closed form.
@@ -16,6 +18,7 @@ from .direct import direct_lp
 from .multipath import multidraft_acceptance_L1, multipath_lp, optimal_multidraft_L1
 from .node_budget import node_budget_lp
 from .result import LPError, LPResult
+from .selection import selection_lp
 
 __all__ = [
     "LPError",
@@ -27,4 +30,5 @@ __all__ = [
     "multipath_lp",
     "node_budget_lp",
     "optimal_multidraft_L1",
+    "selection_lp",
 ]

@@ -12,11 +12,11 @@ from spectheory.commands import add_instance_options, emit, positive_int
 from spectheory.errors import SpectheoryError
 from spectheory.instances import load_instance
 
-PROBLEMS = ("node-budget", "direct", "coupling", "multipath")
+PROBLEMS = ("node-budget", "direct", "coupling", "multipath", "selection")
 
 
 def cmd_lp(args) -> int:
-    from . import coupling_bound, direct_lp, multipath_lp, node_budget_lp
+    from . import coupling_bound, direct_lp, multipath_lp, node_budget_lp, selection_lp
 
     inst = load_instance(args.instance, exact=args.exact, tol=args.tol)
     K = args.paths
@@ -33,6 +33,9 @@ def cmd_lp(args) -> int:
     elif args.problem == "direct":
         res = direct_lp(inst, paths=K, exact=args.exact, solver=args.solver, limit=limit,
                         drafting=args.drafting)
+    elif args.problem == "selection":
+        res = selection_lp(inst, paths=K, exact=args.exact, solver=args.solver, limit=limit,
+                           drafting=args.drafting)
     elif args.problem == "coupling":
         res = coupling_bound(inst, exact=args.exact, limit=limit)
     else:
@@ -48,11 +51,13 @@ def register(sub) -> None:
     p.add_argument("--problem", choices=PROBLEMS, default="node-budget",
                    help="node-budget (single-path optimum), direct (all valid K-path "
                         "verifiers, tiny instances), coupling (full-knowledge bound), "
-                        "multipath (compact K-path relaxation)")
+                        "multipath (compact K-path relaxation), selection (best 'select a "
+                        "path, then block-verify it' rule)")
     p.add_argument("--paths", type=positive_int, default=1,
-                   help="number K of i.i.d. drafted paths (direct, multipath; default 1)")
+                   help="number K of drafted paths (direct, multipath, selection; default 1)")
     p.add_argument("--drafting", choices=("iid", "norep"), default="iid",
-                   help="direct LP: i.i.d. paths (default) or first tokens without replacement")
+                   help="direct and selection LPs: i.i.d. paths (default) or first tokens "
+                        "without replacement")
     p.add_argument("--solver", choices=("highs", "cvxpy"), default=None,
                    help="float LP route (default highs: HiGHS on the sparse matrices)")
     p.set_defaults(func=cmd_lp)

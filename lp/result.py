@@ -21,7 +21,7 @@ class LPError(SpectheoryError):
 class LPResult:
     """One solved problem.
 
-    ``problem``: "node-budget", "direct", "coupling" or "multipath"; ``paths``: K, the number of
+    ``problem``: "node-budget", "direct", "coupling", "multipath" or "selection"; ``paths``: K, the number of
     drafted paths; ``optimum``: E[tau + 1] at the optimum (a :class:`fractions.Fraction` when the
     solve was exact, else a float); ``solver``: which route produced it (``highs``, ``cvxpy``,
     ``closed-form``, ``exact-certificate``, ``sympy``, ...); ``status``: ``optimal`` (or the
