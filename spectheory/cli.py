@@ -17,6 +17,7 @@ from .errors import SpectheoryError
 #: Modules that contribute sub-commands (each has ``register(subparsers)``).
 COMMAND_MODULES = [
     "spectheory.commands",
+    "spectheory.audit",
     "spectheory.figures",
     "toy_models.cli",
     "gpu_validation.cli",

@@ -1,0 +1,324 @@
+"""Numerics audit: a verifier's law in bfloat16, float16 and float32 against float64.
+
+Engines evaluate verifiers in low precision on rows of the size of a real vocabulary, and several
+lossiness bugs are precision bugs (a skewed law that underflows to its fallback in float16, a
+``log(1 - r)`` where ``log1p(-r)`` was needed). :func:`audit` evaluates a registered verifier on
+synthetic real-model-shaped rows (V = 151,936 by default) in each dtype and compares it with the
+same computation in float64 *on the same rounded inputs* (so that the error measured is the
+computation's, not the rounding of p and q), and reports
+
+* ``stop_error``: max |P_d(k, tau = i | X) - P_64(k, tau = i | X)|;
+* ``output_tv``: the largest total variation, over batch rows, between the joint laws of
+  (path, tau, Y) given the drafts, J(k, i, y) = P(k, tau = i | X) correction_{k,i}(y);
+* ``invalid``: NaN, infinite or negative entries, and the largest |sum of a stop row - 1|;
+* ``steps``: for the built-in token, block and GBV verifiers, the largest relative error of each
+  formula step (token: the ratios a_i; block: the weights w_i, residual masses S_i and acceptance
+  weights h_i; GBV: the skewed rows q^G and the number of nodes whose skew denominator underflowed
+  to zero, where the law silently falls back to q), and which step loses the most;
+* ``input_rounding_tv``: the same output TV against float64 on the *unrounded* rows.
+
+:func:`log1p_check` measures the log-space correction of engines (vLLM's block sampler draws the
+correction by Gumbel-max over log(w p) + log1p(-q / (w p))): the TV of the correction it implies in
+float32 with ``log1p`` and with ``log(1 - r)``, against the exact residual.
+
+Row kinds (:func:`audit_rows`): ``flat`` (logits N(0, 1): every probability near 1/V), ``peaked``
+(logits N(0, 1) x 8: a few tokens hold the mass), ``tiny-q`` (peaked target; the draft puts
+probability ~1e-30 on a random third of the vocabulary, including tokens the target favours).
+The draft is the target's logits plus N(0, 0.5^2) noise; drafted tokens are drawn from q, the K
+paths' first tokens distinct (so that paths never share a prefix with different rows).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from .errors import SpectheoryError
+from .law import Law
+from .registry import get_verifier
+
+DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32,
+          "float64": torch.float64}
+ROW_KINDS = ("flat", "peaked", "tiny-q")
+#: Refuse audits whose float64 rows would exceed this many bytes (about 12 copies are alive).
+MAX_AUDIT_BYTES = 6 * 2**30
+
+
+def audit_rows(kind: str, V: int, batch: int, paths: int, length: int, seed: int = 0):
+    """Synthetic rows (module doc): drafts [B, K, L], q [B, K, L, V], p [B, K, L+1, V] float64."""
+    if kind not in ROW_KINDS:
+        raise SpectheoryError(f"unknown row kind {kind!r}; choose from {', '.join(ROW_KINDS)}")
+    if paths > V:
+        raise SpectheoryError(f"{paths} paths need distinct first tokens: at most V = {V}")
+    g = torch.Generator().manual_seed(seed)
+    shape = (batch, paths, length + 1, V)
+    logits = torch.randn(shape, generator=g, dtype=torch.float64)
+    if kind != "flat":
+        logits = logits * 8.0
+    logits[:, :, 0] = logits[:, :1, 0]  # one root row per batch row
+    p = torch.softmax(logits, dim=-1)
+    ql = logits[:, :, :length] + 0.5 * torch.randn((batch, paths, length, V), generator=g,
+                                                  dtype=torch.float64)
+    ql[:, :, 0] = ql[:, :1, 0]
+    q = torch.softmax(ql, dim=-1)
+    if kind == "tiny-q":
+        mask = torch.rand((batch, 1, 1, V), generator=g, dtype=torch.float64) < 1 / 3
+        q = torch.where(mask, torch.full_like(q, 1e-30), q)
+        q = q / q.sum(-1, keepdim=True)
+    drafts = torch.empty((batch, paths, length), dtype=torch.long)
+    for b in range(batch):
+        first = torch.multinomial(q[b, 0, 0], paths, replacement=False, generator=g)
+        drafts[b, :, 0] = first
+        for k in range(paths):
+            if length > 1:
+                drafts[b, k, 1:] = torch.multinomial(q[b, k, 1:], 1, generator=g)[:, 0]
+    return drafts, q, p
+
+
+def _joint(law: Law) -> torch.Tensor:
+    stop, corr = law
+    return (stop.unsqueeze(-1) * corr).reshape(stop.shape[0], -1)
+
+
+def output_tv(a: Law, b: Law) -> torch.Tensor:
+    """Per batch row: TV between the joint laws of (path, tau, Y) of two laws (float64)."""
+    ja = _joint(Law(a.stop.double(), a.correction.double()))
+    jb = _joint(Law(b.stop.double(), b.correction.double()))
+    return 0.5 * (ja - jb).abs().sum(-1)
+
+
+def _rel(x: torch.Tensor, ref: torch.Tensor) -> float:
+    """Normwise relative error max |x - ref| / max |ref| (inf when x has NaN/inf entries)."""
+    ref = ref.double()
+    err = (x.double() - ref).abs()
+    if not bool(torch.isfinite(err).all()):
+        return math.inf
+    return float(err.max() / ref.abs().max().clamp(min=torch.finfo(torch.float64).tiny))
+
+
+def _steps(name: str, drafts, q, p):
+    """Intermediate quantities of a built-in verifier, on inputs of one dtype."""
+    from .verifiers.block import block_weights
+    from .verifiers.common import drafted_probs, residuals
+    from .verifiers.gbv import _gather_path, drafted_rank, rank_and_below, select_path
+    from .verifiers.gbv import _power_sum
+
+    if name in ("token", "block"):
+        d, q1, p1 = drafts[:, 0], q[:, 0], p[:, 0]
+        px, qx = drafted_probs(d, q1, p1)
+        out = {"ratio p/q": torch.where(qx > 0, px / torch.where(qx > 0, qx, 1), 1)}
+        if name == "block":
+            L = d.shape[-1]
+            w = block_weights(d, q1, p1)
+            S = residuals(w[:, :L], q1, p1).sum(-1)
+            den = S + (1 - w[:, :L])
+            out.update({"weights w": w, "residual mass S": S,
+                        "acceptance h": torch.where(den > 0, S / torch.where(den > 0, den, 1),
+                                                    1)})
+        return out
+    if name == "gbv":
+        K, L = drafts.shape[1], drafts.shape[2]
+        k = select_path(drafts, drafted_rank(drafts, q, p), q.shape[-1])
+        d, qs, ps = (_gather_path(a, k) for a in (drafts, q, p))
+        _, below = rank_and_below(qs, ps[:, :L])
+        A = torch.zeros_like(qs[:, 0, 0])
+        x = torch.ones_like(A)
+        rows, dens = [], []
+        for i in range(L):
+            A1, x1 = A.unsqueeze(-1), x.unsqueeze(-1)
+            den = _power_sum(A1, x1, K)
+            num = _power_sum(A1 + x1 * below[:, i], x1 * qs[:, i], K)
+            rows.append(torch.where(den > 0, qs[:, i] * num / torch.where(den > 0, den, 1),
+                                    qs[:, i]))
+            dens.append(den[:, 0])
+            t = d[:, i].unsqueeze(-1)
+            A = A + x * below[:, i].gather(-1, t)[:, 0]
+            x = x * qs[:, i].gather(-1, t)[:, 0]
+        return {"skewed rows q^G": torch.stack(rows, 1), "skew denominator": torch.stack(dens, 1)}
+    return {}
+
+
+@dataclass
+class DtypeAudit:
+    dtype: str
+    stop_error: float
+    output_tv: float
+    input_rounding_tv: float
+    nan: int
+    inf: int
+    negative: int
+    stop_sum_error: float
+    steps: dict = field(default_factory=dict)
+    worst_step: str | None = None
+    skew_fallbacks: int = 0
+
+    def flags(self) -> list[str]:
+        out = []
+        if self.nan or self.inf:
+            out.append(f"{self.nan} NaN / {self.inf} inf entries")
+        if self.negative:
+            out.append(f"{self.negative} negative probabilities")
+        if self.skew_fallbacks:
+            out.append(f"skewed law underflowed to the q fallback at {self.skew_fallbacks} "
+                       f"node(s)")
+        return out
+
+
+def audit(verifier="block", kind: str = "peaked", vocab_size: int = 151_936, batch: int = 4,
+          paths: int = 1, length: int = 8, dtypes=("bfloat16", "float16", "float32"),
+          seed: int = 0, rows=None) -> list[DtypeAudit]:
+    """Audit ``verifier`` on rows of ``kind`` in each dtype (module doc); ``rows`` = (drafts
+    [B, K, L], q [B, K, L, V], p [B, K, L+1, V]) float64 replaces the synthetic rows."""
+    spec = get_verifier(verifier, multi_path=paths > 1)
+    if spec.single_path and paths != 1:
+        raise SpectheoryError(f"verifier {spec.name!r} is single-path: use paths = 1")
+    for name, value in (("vocab_size", vocab_size), ("batch", batch), ("paths", paths),
+                        ("length", length)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise SpectheoryError(f"{name} = {value!r} must be a positive integer")
+    if vocab_size < 2:
+        raise SpectheoryError("vocab_size must be at least 2")
+    unknown = [d for d in dtypes if d not in DTYPES]
+    if unknown:
+        raise SpectheoryError(f"unknown dtype {unknown[0]!r}; choose from {', '.join(DTYPES)}")
+    need = 12 * batch * paths * (length + 1) * vocab_size * 8
+    if need > MAX_AUDIT_BYTES:
+        raise SpectheoryError(f"an audit of B = {batch}, K = {paths}, L = {length}, "
+                              f"V = {vocab_size:,} needs about {need / 2**30:.1f} GiB, over the "
+                              f"{MAX_AUDIT_BYTES / 2**30:.0f} GiB limit; use a smaller batch")
+    if rows is None:
+        drafts, q, p = audit_rows(kind, vocab_size, batch, paths, length, seed)
+    else:
+        drafts, q, p = (torch.as_tensor(r) for r in rows)
+        q, p = q.double(), p.double()
+    exact_law = spec.law(drafts, q, p)
+    out = []
+    for name in dtypes:
+        dt = DTYPES[name]
+        qd, pd = q.to(dt), p.to(dt)
+        law = spec.law(drafts, qd, pd)
+        ref = spec.law(drafts, qd.double(), pd.double())
+        stop = law.stop.double()
+        allv = torch.cat([stop.reshape(-1), law.correction.double().reshape(-1)])
+        steps_d = _steps(spec.name, drafts, qd, pd)
+        steps_r = _steps(spec.name, drafts, qd.double(), pd.double())
+        errs = {k: _rel(steps_d[k], steps_r[k]) for k in steps_d
+                if k != "skew denominator"}
+        fallbacks = 0
+        if "skew denominator" in steps_d:
+            fallbacks = int(((steps_d["skew denominator"] == 0)
+                             & (steps_r["skew denominator"] > 0)).sum())
+        finite = torch.isfinite(allv)
+        out.append(DtypeAudit(
+            dtype=name,
+            stop_error=float((stop - ref.stop.double()).abs().nan_to_num(math.inf).max()),
+            output_tv=float(output_tv(law, ref).nan_to_num(math.inf).max()),
+            input_rounding_tv=float(output_tv(law, exact_law).nan_to_num(math.inf).max()),
+            nan=int(torch.isnan(allv).sum()), inf=int(torch.isinf(allv).sum()),
+            negative=int((allv[finite] < 0).sum()),
+            stop_sum_error=float((stop.sum((-2, -1)) - 1).abs().nan_to_num(math.inf).max()),
+            steps=errs, worst_step=max(errs, key=errs.get) if errs else None,
+            skew_fallbacks=fallbacks))
+    return out
+
+
+def log1p_check(kind: str = "tiny-q", vocab_size: int = 151_936, batch: int = 4,
+                length: int = 8, seed: int = 0) -> dict:
+    """TV of the float32 log-space block correction with log1p(-r) and with log(1 - r),
+    r = q / (w p), against the exact residual normalise(max(w p - q, 0)) (float64), max over rows
+    and positions whose residual has positive mass. In float32, 1 - r rounds to 1 once
+    r < 2^-24, so the two forms differ by about r there: the measured difference says how much
+    that matters on the rows at hand."""
+    from .verifiers.block import block_weights
+
+    drafts, q, p = audit_rows(kind, vocab_size, batch, 1, length, seed)
+    d, q1, p1 = drafts[:, 0], q[:, 0], p[:, 0]
+    L = length
+    w = block_weights(d, q1, p1)[:, :L].unsqueeze(-1)
+    exact = (w * p1[:, :L] - q1).clamp(min=0)
+    exact = exact / exact.sum(-1, keepdim=True).clamp(min=1e-300)
+    mass = (w * p1[:, :L] - q1).clamp(min=0).sum(-1)
+    live = mass > 0  # positions whose rejection has positive probability
+    wp = (w * p1[:, :L]).float()
+    r = q1.float() / wp
+    res = {}
+    for label, fn in (("log1p", lambda x: torch.log1p(-x)), ("log", lambda x: torch.log(1 - x))):
+        with torch.no_grad():
+            logits = torch.where(r < 1, torch.log(wp) + fn(r.clamp(max=1)),
+                                 torch.full_like(wp, -math.inf))
+            approx = torch.softmax(logits.double(), dim=-1)
+        tv = 0.5 * (approx - exact).abs().sum(-1)
+        res[label] = float(tv[live].nan_to_num(1.0).max()) if bool(live.any()) else 0.0
+    return res
+
+
+def audit_text(results: list[DtypeAudit], header: str) -> str:
+    lines = [header, f"  {'dtype':9s} {'stop error':>11s} {'output TV':>11s} "
+                     f"{'+ input rounding':>17s} {'worst step':28s} flags"]
+    for r in results:
+        worst = (f"{r.worst_step} ({r.steps[r.worst_step]:.1e})" if r.worst_step else "-")
+        lines.append(f"  {r.dtype:9s} {r.stop_error:11.2e} {r.output_tv:11.2e} "
+                     f"{r.input_rounding_tv:17.2e} {worst:28s} "
+                     f"{'; '.join(r.flags()) or 'none'}")
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------- command line
+
+
+def cmd_audit(args) -> int:
+    import json
+    import sys
+    from dataclasses import asdict
+
+    kinds = args.rows.split(",")
+    dtypes = args.dtypes.split(",")
+    for kind in kinds:
+        if kind not in ROW_KINDS:
+            raise SpectheoryError(f"--rows: unknown row kind {kind!r}; choose from "
+                                  f"{', '.join(ROW_KINDS)}")
+    results, texts = {}, []
+    for kind in kinds:
+        res = audit(args.verifier, kind, args.vocab, args.batch, args.paths, args.block,
+                    dtypes, args.seed)
+        results[kind] = [asdict(r) for r in res]
+        texts.append(audit_text(res, f"{args.verifier}, {kind} rows, V = {args.vocab:,}, "
+                                     f"B = {args.batch}, K = {args.paths}, L = {args.block}:"))
+    logs = {kind: log1p_check(kind, args.vocab, args.batch, args.block, args.seed)
+            for kind in kinds} if args.log1p else {}
+    for kind, v in logs.items():
+        texts.append(f"log-space correction, {kind} rows, float32: TV {v['log1p']:.2e} with "
+                     f"log1p(-r), {v['log']:.2e} with log(1 - r)")
+    if args.json:
+        sys.stdout.write(json.dumps({"audit": results, "log1p": logs}) + "\n")
+    else:
+        sys.stdout.write("\n".join(texts) + "\n")
+    return 0
+
+
+def register(sub) -> None:
+    from .commands import positive_int
+
+    p = sub.add_parser("audit", help="a verifier's law in bfloat16/float16/float32 vs float64 "
+                                     "on real-vocabulary-sized rows")
+    p.add_argument("--verifier", default="block",
+                   help="a name from `spectheory verifiers` or module:function")
+    p.add_argument("--rows", default="flat,peaked,tiny-q",
+                   help=f"comma-separated row kinds ({', '.join(ROW_KINDS)})")
+    p.add_argument("--dtypes", default="bfloat16,float16,float32",
+                   help=f"comma-separated dtypes ({', '.join(DTYPES)})")
+    p.add_argument("--vocab", type=positive_int, default=151_936, help="vocabulary size V")
+    p.add_argument("--batch", type=positive_int, default=4, help="draft rows B")
+    p.add_argument("--paths", type=positive_int, default=1, help="paths K (multi-path verifiers)")
+    p.add_argument("--block", type=positive_int, default=8, help="block length L")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--log1p", action="store_true",
+                   help="also measure the log-space correction with log1p vs log(1 - r)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_audit)
+
+
+__all__ = ["DTYPES", "DtypeAudit", "ROW_KINDS", "audit", "audit_rows", "audit_text",
+           "log1p_check", "output_tv"]
