@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import types
 
 
 DEFAULT_OUT = "benchmarks/results/qwen-coder-cpu"  # = experiments.config.DEFAULT_OUT
@@ -202,6 +203,7 @@ def _pair_options(p):
 
 def register(sub) -> None:
     m = sub.add_parser("models", help="fetch and locate the pinned real models and data sets")
+    m.error = types.MethodType(OneLineParser.error, m)  # "models nosuch": one line too
     msub = m.add_subparsers(dest="models_command", metavar="ACTION",
                             parser_class=OneLineParser)
     msub.required = True
@@ -221,6 +223,7 @@ def register(sub) -> None:
     ls.set_defaults(func=_models_list)
 
     v = sub.add_parser("validate", help="real-model validation of the verifiers")
+    v.error = types.MethodType(OneLineParser.error, v)
     vsub = v.add_subparsers(dest="validate_command", metavar="ACTION",
                             parser_class=OneLineParser)
     vsub.required = True

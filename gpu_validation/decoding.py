@@ -43,8 +43,7 @@ class SamplingConfig:
     top_p: float = 1.0  # 1.0: off
 
     def __post_init__(self):
-        if isinstance(self.temperature, (int, float)) and not isinstance(self.temperature, bool) \
-                and self.temperature == 0:
+        if self.temperature == 0:
             raise SpectheoryError("temperature must be > 0 (greedy decoding has no sampling law)")
         check_float("temperature", self.temperature, 0, None, lo_open=True)
         check_int("top-k", self.top_k, 0)

