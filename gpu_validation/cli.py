@@ -178,7 +178,8 @@ def _validate_crosscheck(args) -> int:
 def _common_model_options(p):
     p.add_argument("--draft", help="draft model: GGUF file or saved folder "
                                    "(default: the fetched Qwen2.5-Coder 0.5B)")
-    p.add_argument("--target", help="target model (default: the fetched Qwen2.5-Coder 1.5B)")
+    p.add_argument("--target", help="target model (default: the fetched Qwen2.5-Coder 1.5B, or "
+                                    "SmolLM2-135M with --pair smollm2-early-exit)")
     p.add_argument("--device", default="cpu", help="torch device (cpu, cuda, cuda:N)")
     p.add_argument("--dtype", default="float32", choices=["float32", "float64", "bfloat16"])
     p.add_argument("--temperature", type=float, default=1.0, help="> 0")
@@ -236,7 +237,9 @@ def register(sub) -> None:
     r.add_argument("--K", type=int, default=4, help="paths drafted per step (all K' <= K used)")
     r.add_argument("--L", default="4,8", help="block lengths evaluated (drafted at the largest)")
     r.add_argument("--verifiers", default=DEFAULT_VERIFIERS,
-                   help=f"comma list of names or module:function (default: {DEFAULT_VERIFIERS})")
+                   help="comma list of names or module:function (a plain function is "
+                        "single-path; decorate it with spectheory.registry.verifier(paths=None) "
+                        f"for K paths); default: {DEFAULT_VERIFIERS}")
     r.add_argument("--advance", default="gbv",
                    help="verifier (name or module:function) whose sample advances the "
                         "trajectory (at max K, max L)")
