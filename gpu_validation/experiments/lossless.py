@@ -13,14 +13,16 @@ remainder bin with everything else:
 * first token: every token y1 with N p(y1|c) >= 5, plus the remainder;
 * pair: (y1, y2) for y1 among the first-token bins and N p(y1|c) p(y2|c,y1) >= 5, plus the rest.
 Each verifier gets two (single-path: three) tests per context; the family-wise false-alarm
-rate ``alpha`` is split evenly over all tests of lossless verifiers (Bonferroni), so a correct implementation fails the
-whole run with probability at most ``alpha``. A deliberately lossy verifier
-(the registered lossy control ``uniform-product``) is the negative control: it must be rejected.
+rate ``alpha`` is split evenly over all tests of lossless verifiers (Bonferroni), so a correct
+implementation fails the whole run with probability at most ``alpha``. A deliberately lossy
+verifier (the registered lossy control ``uniform-product``) is the negative control: it must be
+rejected.
 
 Third test, with far more power per sample (single-path verifiers): the Rao-Blackwellised pair
 law. For each drafted row the exact conditional probability of each pair bin given the draft is
-read from the verifier's law (:func:`gpu_validation.stats.rb_pair_rows`); under losslessness these i.i.d. vectors have
-mean p(y1|c) p(y2|c,y1), tested with a large-sample Hotelling T^2 (:func:`gpu_validation.stats.hotelling`).
+read from the verifier's law (:func:`gpu_validation.stats.rb_pair_rows`); under losslessness
+these i.i.d. vectors have mean p(y1|c) p(y2|c,y1), tested with a large-sample Hotelling T^2
+(:func:`gpu_validation.stats.hotelling`).
 
 Also reported, without a test: a Rao-Blackwellised estimate of the first-token law,
 mean over rows of (1 - P(tau=0|X)) 1[X_1 = .] + P(tau=0|X) correction_0(.|X), and its total
