@@ -11,7 +11,11 @@ real 1.5B target on the same machine: batch K, L+1 tokens) or ``--target-seconds
     python benchmarks/bench_verify_overhead.py --costs benchmarks/results/qwen-coder-cpu/costs.json
     python benchmarks/bench_verify_overhead.py --device cuda --B 1,64,256 --L 4,8,16   # on a GPU
 
-Performance target (issue 6): block within 1.2x of token, and under 5% of the target forward.
+Performance target: block within 1.2x of token, and under 5% of the target forward.
+
+Verifiers are names or ``module:function`` (``--single``, ``--multi``), resolved through
+:func:`spectheory.registry.get_verifier`; each is timed through the one protocol
+(``spec.law`` in the K-path form, then :func:`spectheory.sampling.sample_output`).
 """
 
 from __future__ import annotations
@@ -27,8 +31,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gpu_validation.decoding import sample_on  # noqa: E402
-from spectheory.verifiers import MULTI_PATH, SINGLE_PATH  # noqa: E402
+from gpu_validation.atomic import write_json  # noqa: E402
+from spectheory.registry import get_verifier  # noqa: E402
+from spectheory.sampling import sample_output  # noqa: E402
 
 
 def rows(B, K, n, V, dtype, device, gen, scale=3.0):
@@ -63,13 +68,19 @@ def main(argv=None):
     ap.add_argument("--dtype", default="float64,float32")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--multi", default="gbv,specinfer,traversal-iid,spectr")
+    ap.add_argument("--single", default="token,block",
+                    help="single-path verifiers (names or module:function), timed at K = 1")
+    ap.add_argument("--multi", default="gbv,specinfer,traversal-iid,spectr",
+                    help="K-path verifiers (names or module:function), timed at K > 1")
     ap.add_argument("--costs", help="costs.json of a validation run (target forward times)")
     ap.add_argument("--target-seconds", type=float, help="target forward time, if no costs.json")
     ap.add_argument("--out", default=None, help="JSON output")
     a = ap.parse_args(argv)
     costs = json.loads(Path(a.costs).read_text()) if a.costs else None
     gen = torch.Generator().manual_seed(0)
+    gen_sample = torch.Generator(device=a.device).manual_seed(1)
+    single = {n: get_verifier(n) for n in a.single.split(",") if n}
+    multi = {n: get_verifier(n, multi_path=True) for n in a.multi.split(",") if n}
     results = []
     for dname in a.dtype.split(","):
         dtype = getattr(torch, dname)
@@ -80,21 +91,12 @@ def main(argv=None):
                     p = rows(B, K, L + 1, a.V, dtype, a.device, gen)
                     X = torch.multinomial(q.reshape(-1, a.V).float(), 1, generator=None)
                     X = X.view(B, K, L).to(a.device)
-                    if K == 1:
-                        cands = {n: ("single", f) for n, f in SINGLE_PATH.items()}
-                    else:
-                        cands = {n: ("multi", MULTI_PATH[n]) for n in a.multi.split(",")
-                                 if n in MULTI_PATH}
-                    for name, (kind, fn) in cands.items():
-                        if kind == "single":
-                            def step():
-                                law = fn(X[:, 0], q[:, 0], p[:, 0])
-                                return sample_on("single", type(law)(law.stop[:1],
-                                                                     law.correction[:1]))
-                        else:
-                            def step():
-                                law = fn(X, q, p)
-                                return law.stop.sum()
+                    names = single if K == 1 else multi
+                    for name, spec in names.items():
+                        def step(spec=spec):
+                            law = spec.law(X[:, :1], q[:, :1], p[:, :1]) if spec.single_path \
+                                else spec.law(X, q, p)
+                            return sample_output(law, gen_sample)
                         step()  # warm-up
                         sec = time_call(step, a.reps, a.device)
                         tgt = a.target_seconds
@@ -120,9 +122,15 @@ def main(argv=None):
     doc = {"device": a.device, "V": a.V, "torch_threads": torch.get_num_threads(),
            "results": results}
     if a.out:
-        Path(a.out).write_text(json.dumps(doc, indent=1))
+        write_json(a.out, doc)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from spectheory.errors import SpectheoryError
+
+    try:
+        sys.exit(main())
+    except SpectheoryError as exc:
+        print(f"bench_verify_overhead: error: {exc}", file=sys.stderr)
+        sys.exit(2)

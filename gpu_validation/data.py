@@ -120,19 +120,51 @@ def encode(prompt: Prompt, tokenizer, max_tokens: int | None = None) -> list[int
     return ids
 
 
-def load_prompts(spec: str, seed: int = 0) -> list[Prompt]:
-    """``spec`` like ``humaneval:30,sharegpt:30``; prompts interleaved across data sets so that a
-    partial run covers both."""
-    lists = []
-    for part in spec.split(","):
-        name, _, n = part.strip().partition(":")
-        count = int(n) if n else None
-        if name == "humaneval":
-            lists.append(humaneval_prompts(count, seed))
-        elif name == "sharegpt":
-            lists.append(sharegpt_prompts(count, seed))
-        else:
-            raise SpectheoryError(f"unknown data set {name!r} (humaneval, sharegpt)")
+#: Data sets that :func:`load_prompts` knows.
+DATASETS = ("humaneval", "sharegpt")
+
+
+def parse_datasets(text: str) -> tuple[tuple[str, int | None], ...]:
+    """``"humaneval:30,sharegpt:30"`` -> (("humaneval", 30), ("sharegpt", 30)); a name without a
+    count means every prompt of that data set. Names must be known, counts positive integers and
+    no data set listed twice (one-line error otherwise)."""
+    parts = [s.strip() for s in str(text).split(",")]
+    if not text or any(not s for s in parts):
+        raise SpectheoryError(f"datasets must be a comma list like humaneval:30,sharegpt:30, "
+                              f"got {text!r}")
+    out = []
+    for part in parts:
+        name, colon, n = part.partition(":")
+        name = name.strip()
+        if name not in DATASETS:
+            raise SpectheoryError(f"unknown data set {name!r}; choose from {', '.join(DATASETS)}")
+        if any(name == o for o, _ in out):
+            raise SpectheoryError(f"data set {name!r} is listed twice in {text!r}")
+        count = None
+        if colon:
+            try:
+                count = int(n)
+            except ValueError:
+                raise SpectheoryError(f"prompt count of {name} must be a positive integer, got "
+                                      f"{n!r}") from None
+            if count < 1:
+                raise SpectheoryError(f"prompt count of {name} = {count} is out of range; "
+                                      "accepted: >= 1")
+        out.append((name, count))
+    return tuple(out)
+
+
+def format_datasets(datasets) -> str:
+    """The inverse of :func:`parse_datasets` (the form stored in a run's ``run.json``)."""
+    return ",".join(name if n is None else f"{name}:{n}" for name, n in datasets)
+
+
+def load_prompts(spec, seed: int = 0) -> list[Prompt]:
+    """Prompts of ``spec`` (a string like ``humaneval:30,sharegpt:30`` or the tuple of
+    :func:`parse_datasets`), interleaved across data sets so that a partial run covers both."""
+    datasets = parse_datasets(spec) if isinstance(spec, str) else tuple(spec)
+    loaders = {"humaneval": humaneval_prompts, "sharegpt": sharegpt_prompts}
+    lists = [loaders[name](count, seed) for name, count in datasets]
     out = []
     for i in range(max(len(x) for x in lists)):
         out.extend(x[i] for x in lists if i < len(x))

@@ -31,6 +31,8 @@ from spectheory.law import Law
 from spectheory.registry import VerifierSpec, get_verifier, registered
 from spectheory.sampling import inverse_cdf, sample_output
 
+from .checks import check_float, check_int
+
 
 @dataclass(frozen=True)
 class SamplingConfig:
@@ -41,12 +43,11 @@ class SamplingConfig:
     top_p: float = 1.0  # 1.0: off
 
     def __post_init__(self):
-        if not self.temperature > 0:
+        if self.temperature == 0:
             raise SpectheoryError("temperature must be > 0 (greedy decoding has no sampling law)")
-        if not 0 < self.top_p <= 1:
-            raise SpectheoryError("top-p must be in (0, 1]")
-        if self.top_k < 0:
-            raise SpectheoryError("top-k must be >= 0")
+        check_float("temperature", self.temperature, 0, None, lo_open=True)
+        check_int("top-k", self.top_k, 0)
+        check_float("top-p", self.top_p, 0, 1, lo_open=True)
 
 
 def probs_from_logits(logits: torch.Tensor, cfg: SamplingConfig,
@@ -68,7 +69,8 @@ def probs_from_logits(logits: torch.Tensor, cfg: SamplingConfig,
     return probs
 
 
-def _sync(device) -> None:
+def sync(device) -> None:
+    """Wait for the device's queued work (CUDA), so that wall-clock timings are honest."""
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize()
 
@@ -183,7 +185,7 @@ class SpeculativeDecoder:
         for st in (d, t):
             if st.cache is not None:
                 st.cache.batch_repeat_interleave(K)
-        _sync(self.device)
+        sync(self.device)
         t0 = time.perf_counter()
         ids = torch.tensor([d.pending] * K)
         drafts, qs = [], []
@@ -198,14 +200,14 @@ class SpeculativeDecoder:
             drafts.append(x)
             if i < L - 1:
                 ids = x.view(K, 1)
-        _sync(self.device)
+        sync(self.device)
         t1 = time.perf_counter()
         X = torch.stack(drafts, 1)  # [K, L]
         n_pend = len(t.pending)
         tids = torch.cat([torch.tensor([t.pending] * K, device=X.device), X], 1)
         logits = self._forward(t, tids, keep=L + 1)  # [K, L+1, V]
         p = self._probs(logits)
-        _sync(self.device)
+        sync(self.device)
         t2 = time.perf_counter()
         return Proposal(X, torch.stack(qs, 1), p, base, n_pend, d_base, d_pend, t1 - t0, t2 - t1)
 
@@ -239,12 +241,21 @@ def verifier_registry() -> dict:
     return registered(lossless=True)
 
 
-def resolve_verifier(name: str, allow_lossy: bool = False) -> VerifierSpec:
-    """The spec of a registered name or ``module:function``; lossy controls only when allowed."""
+def resolve_verifier(name, allow_lossy: bool = False, iid_drafting: bool = True
+                     ) -> VerifierSpec:
+    """The spec of a registered name, ``module:function``, entry point, spec or function
+    (:func:`spectheory.registry.get_verifier`).
+
+    Refused with a one-line error: a known-lossy control unless ``allow_lossy``; with
+    ``iid_drafting`` (the loop drafts K i.i.d. paths) a K-path verifier that is lossless only
+    under sampling-without-replacement drafting."""
     spec = get_verifier(name)
     if not spec.lossless and not allow_lossy:
-        raise SpectheoryError(f"verifier {name!r} is a known-lossy control; it is not run as a "
-                              f"real verifier here")
+        raise SpectheoryError(f"verifier {spec.name!r} is a known-lossy control; it is not run as "
+                              f"a real verifier here")
+    if iid_drafting and not spec.single_path and spec.drafting == "norep" and spec.lossless:
+        raise SpectheoryError(f"verifier {spec.name!r} is lossless under norep drafting; this "
+                              "loop drafts i.i.d. paths")
     return spec
 
 
@@ -272,24 +283,51 @@ def expected_tau(law: Law) -> torch.Tensor:
     return (stop * i).sum(-1).sum(-1)
 
 
+def proposal_bytes(K: int, L: int, V: int, copies: int = 3) -> int:
+    """Estimated bytes of one drafted batch and the laws evaluated on it: ``copies`` float64
+    tensors of q [K, L, V] plus p [K, L+1, V] (the proposal, a law's correction, temporaries)."""
+    return copies * K * (2 * L + 1) * V * 8
+
+
+def check_memory(K: int, L: int, V: int, limit_gib: float, what: str = "K and L") -> None:
+    """Refuse a batch whose :func:`proposal_bytes` exceed ``limit_gib`` (before any work)."""
+    need = proposal_bytes(K, L, V)
+    if need > limit_gib * 2 ** 30:
+        raise SpectheoryError(
+            f"{K} drafted path(s) of {L} tokens at vocabulary {V} need about {need / 2 ** 30:.1f}"
+            f" GiB (limit {limit_gib:g} GiB); lower {what} or raise --memory-limit")
+
+
 @torch.no_grad()
-def generate(decoder: SpeculativeDecoder, prompt_ids, max_new_tokens: int, verifier: str = "block",
+def step(decoder: SpeculativeDecoder, spec: VerifierSpec, K: int, L: int,
+         generator: torch.Generator | None = None) -> tuple[list[int], int]:
+    """One iteration of speculative decoding: propose -> law -> sample -> commit.
+
+    Returns the new tokens (X_k1..X_ktau, Y) and tau."""
+    prop = decoder.propose(K, L, generator)          # K i.i.d. draft paths, q and p along them
+    law = law_on(spec, prop)                          # the verifier's law of (path, tau, Y)
+    k, tau, y = sample_on(law, generator)             # one outcome
+    return decoder.commit(prop, k, tau, y), tau       # keep path k, roll the caches back
+
+
+@torch.no_grad()
+def generate(decoder: SpeculativeDecoder, prompt_ids, max_new_tokens: int, verifier="block",
              K: int = 1, L: int = 4, generator: torch.Generator | None = None,
              allow_lossy: bool = False):
-    """Plain speculative generation with one verifier; returns (new tokens, per-step taus)."""
+    """Plain speculative generation with one verifier (a name, ``module:function`` or spec);
+    returns (new tokens, per-step taus)."""
     spec = resolve_verifier(verifier, allow_lossy)
     if spec.single_path and K != 1:
-        raise SpectheoryError(f"{verifier} is a single-path verifier: use K = 1")
+        raise SpectheoryError(f"{spec.name} is a single-path verifier: use K = 1")
     decoder.start(prompt_ids)
     out, taus = [], []
     while len(out) < max_new_tokens:
-        prop = decoder.propose(K, L, generator)
-        k, tau, y = sample_on(law_on(spec, prop), generator)
-        out.extend(decoder.commit(prop, k, tau, y))
+        new, tau = step(decoder, spec, K, L, generator)
+        out.extend(new)
         taus.append(tau)
     return out[:max_new_tokens], taus
 
 
 __all__ = ["SamplingConfig", "probs_from_logits", "SpeculativeDecoder", "Proposal", "crop_cache",
-           "verifier_registry", "resolve_verifier", "law_on", "sample_on", "expected_tau",
-           "generate"]
+           "sync", "verifier_registry", "resolve_verifier", "law_on", "sample_on",
+           "expected_tau", "proposal_bytes", "check_memory", "step", "generate"]

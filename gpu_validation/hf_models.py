@@ -17,6 +17,12 @@ import torch
 
 from spectheory.errors import SpectheoryError
 
+from .checks import check_choice, check_device, check_int
+
+#: Model pairs: the fetched GGUF pair (or any --draft/--target), or a SmolLM2-135M target with an
+#: early-exit draft made of its first ``draft_layers`` layers.
+PAIRS = ("qwen2.5-coder", "smollm2-early-exit")
+
 
 @dataclass
 class LoadedModel:
@@ -37,30 +43,59 @@ def _check_exists(path: str | Path) -> Path:
     return p
 
 
-def gguf_vocab_size(path: str | Path) -> int:
-    """Vocabulary size declared by a GGUF file (length of ``tokenizer.ggml.tokens``), read from the
-    metadata only (no weights)."""
+def _config_int(folder: Path, key: str) -> int:
+    cfg = folder / "config.json"
+    if not cfg.exists():
+        raise SpectheoryError(f"{folder} has no config.json")
+    try:
+        value = json.loads(cfg.read_text(encoding="utf-8"))[key]
+        return int(value)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError,
+            ValueError) as exc:
+        raise SpectheoryError(f"{cfg}: no integer {key} ({type(exc).__name__})") from None
+
+
+def _gguf_reader(path: str | Path):
     from gguf import GGUFReader
 
     p = _check_exists(path)
+    if p.is_dir():
+        raise SpectheoryError(f"{p} is a folder without config.json, not a model")
     try:
-        reader = GGUFReader(str(p), "r")
+        return GGUFReader(str(p), "r")
     except Exception as exc:  # noqa: BLE001 - any parse failure is a bad file
-        raise SpectheoryError(f"{p} is not a readable GGUF file: {exc}") from None
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise SpectheoryError(f"{p} is not a readable GGUF file: {msg}") from None
+
+
+def gguf_vocab_size(path: str | Path) -> int:
+    """Vocabulary size declared by a GGUF file (length of ``tokenizer.ggml.tokens``), read from the
+    metadata only (no weights)."""
+    reader = _gguf_reader(path)
     field = reader.fields.get("tokenizer.ggml.tokens")
     if field is None:
-        raise SpectheoryError(f"{p}: GGUF file has no tokenizer.ggml.tokens")
+        raise SpectheoryError(f"{path}: GGUF file has no tokenizer.ggml.tokens")
     return len(field.data)
+
+
+def declared_layers(path: str | Path) -> int:
+    """Number of decoder layers of a model file (GGUF ``<arch>.block_count``) or a saved folder
+    (config.json ``num_hidden_layers``), from the metadata only."""
+    p = _check_exists(path)
+    if p.is_dir():
+        return _config_int(p, "num_hidden_layers")
+    reader = _gguf_reader(p)
+    for name, field in reader.fields.items():
+        if name.endswith(".block_count"):
+            return int(field.parts[field.data[0]][0])
+    raise SpectheoryError(f"{p}: GGUF file declares no block_count")
 
 
 def declared_vocab_size(path: str | Path) -> int:
     """Vocabulary size of a model file (GGUF) or a saved folder (config.json ``vocab_size``)."""
     p = _check_exists(path)
     if p.is_dir():
-        cfg = p / "config.json"
-        if not cfg.exists():
-            raise SpectheoryError(f"{p} has no config.json")
-        return int(json.loads(cfg.read_text())["vocab_size"])
+        return _config_int(p, "vocab_size")
     return gguf_vocab_size(p)
 
 
@@ -128,20 +163,107 @@ def early_exit_draft(target_model, n_layers: int):
     return draft
 
 
-def load_models_for(args):
-    """(draft, target, tokenizer, description) for the lossless/crosscheck commands:
-    ``--pair qwen2.5-coder`` (the fetched GGUF pair, or --draft/--target) or
-    ``--pair smollm2-early-exit`` (SmolLM2-135M target, its first ``--draft-layers`` layers as
-    draft)."""
-    from .fetch import require
+@dataclass(frozen=True)
+class ModelSpec:
+    """Which draft/target pair to load, where and how.
 
-    dtype = DTYPES[args.dtype]
-    if getattr(args, "pair", "qwen2.5-coder") == "smollm2-early-exit":
-        t = load_model(args.target or require("smollm2-135m"), args.device, dtype)
-        d = early_exit_draft(t.model, args.draft_layers)
-        return d, t.model, t.tokenizer, (f"SmolLM2-135M target, early-exit draft "
-                                         f"(first {args.draft_layers} layers)")
-    draft_path = args.draft or str(require("qwen2.5-coder-0.5b"))
-    target_path = args.target or str(require("qwen2.5-coder-1.5b"))
-    d, t = load_pair(draft_path, target_path, args.device, dtype)
-    return d.model, t.model, d.tokenizer, f"{draft_path} -> {target_path}"
+    Parameters
+    ----------
+    pair : str
+        ``"qwen2.5-coder"``: ``draft``/``target`` files (default: the fetched Qwen2.5-Coder 0.5B
+        and 1.5B GGUF files); ``"smollm2-early-exit"``: the ``target`` file (default: the fetched
+        SmolLM2-135M) with a draft made of its first ``draft_layers`` layers.
+    draft, target : str or None
+        GGUF files or saved model folders.
+    draft_layers : int
+        Depth of the early-exit draft (1 <= draft_layers < layers of the target).
+    device : str
+        ``cpu``, ``cuda`` or ``cuda:N`` (checked against this machine).
+    dtype : str
+        Weights' dtype: float32, float64 or bfloat16.
+    """
+
+    pair: str = "qwen2.5-coder"
+    draft: str | None = None
+    target: str | None = None
+    draft_layers: int = 28
+    device: str = "cpu"
+    dtype: str = "float32"
+
+    def __post_init__(self):
+        check_choice("model pair", self.pair, PAIRS)
+        check_choice("dtype", self.dtype, tuple(DTYPES))
+        check_int("draft layers", self.draft_layers, 1)
+        check_device(self.device)
+        if self.pair == "smollm2-early-exit" and self.draft is not None:
+            raise SpectheoryError("the smollm2-early-exit pair builds its draft from the target; "
+                                  "give --target only")
+
+    @property
+    def early_exit(self) -> bool:
+        return self.pair == "smollm2-early-exit"
+
+    def target_path(self) -> str:
+        """The target's file (the fetched default when none is given; a one-line error saying how
+        to fetch it when missing)."""
+        from .fetch import require
+
+        if self.target:
+            return str(self.target)
+        return str(require("smollm2-135m" if self.early_exit else "qwen2.5-coder-1.5b"))
+
+    def draft_path(self) -> str | None:
+        """The draft's file; None for an early-exit draft."""
+        from .fetch import require
+
+        if self.early_exit:
+            return None
+        return str(self.draft) if self.draft else str(require("qwen2.5-coder-0.5b"))
+
+    def describe(self) -> str:
+        if self.early_exit:
+            return (f"{self.target_path()} target, early-exit draft (first {self.draft_layers} "
+                    f"layers)")
+        return f"{self.draft_path()} -> {self.target_path()}"
+
+    def check(self) -> int:
+        """Checks that need no weights: the files exist and parse, the vocabularies agree, the
+        early-exit depth is below the target's. Returns the vocabulary size."""
+        if self.early_exit:
+            target = self.target_path()
+            n = declared_layers(target)
+            if not self.draft_layers < n:
+                raise SpectheoryError(f"draft layers = {self.draft_layers} is out of range; the "
+                                      f"target has {n} layers: accepted 1 to {n - 1}")
+            return declared_vocab_size(target)
+        return check_pair(self.draft_path(), self.target_path())
+
+
+@dataclass
+class LoadedPair:
+    """Draft and target models (eval mode, on the device), the tokenizer and a description."""
+
+    draft: object
+    target: object
+    tokenizer: object | None
+    description: str
+    load_seconds: dict
+
+
+def load_models(spec: ModelSpec) -> LoadedPair:
+    """Load the pair of ``spec`` (after :meth:`ModelSpec.check`)."""
+    dtype = DTYPES[spec.dtype]
+    spec.check()
+    if spec.early_exit:
+        t = load_model(spec.target_path(), spec.device, dtype)
+        d = early_exit_draft(t.model, spec.draft_layers)
+        return LoadedPair(d, t.model, t.tokenizer, spec.describe(),
+                          {"draft": 0.0, "target": t.load_seconds})
+    d, t = load_pair(spec.draft_path(), spec.target_path(), spec.device, dtype)
+    return LoadedPair(d.model, t.model, d.tokenizer, spec.describe(),
+                      {"draft": d.load_seconds, "target": t.load_seconds})
+
+
+__all__ = ["PAIRS", "DTYPES", "LoadedModel", "LoadedPair", "ModelSpec", "gguf_vocab_size",
+           "declared_vocab_size", "declared_layers", "check_pair", "load_model", "load_pair",
+           "early_exit_draft", "load_models"]

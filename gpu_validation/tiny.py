@@ -74,3 +74,20 @@ def write_gguf(model, path: str | Path, n_tokens: int | None = None) -> Path:
     w.write_tensors_to_file()
     w.close()
     return path
+
+
+def char_tokenizer(vocab_size: int):
+    """A byte-level BPE tokenizer (the Qwen2 class) without merges over the letters ``a, b, ...``
+    (id i for the i-th letter): text made of those letters encodes to one id per letter."""
+    from transformers import Qwen2Tokenizer
+
+    return Qwen2Tokenizer(vocab={chr(ord("a") + i): i for i in range(vocab_size)}, merges=[])
+
+
+def write_folder(model, path: str | Path) -> Path:
+    """Save a tiny model with :func:`char_tokenizer` as a Hugging Face folder (config.json,
+    weights, tokenizer), loadable by :func:`gpu_validation.hf_models.load_model`."""
+    path = Path(path)
+    model.save_pretrained(path)
+    char_tokenizer(model.config.vocab_size).save_pretrained(path)
+    return path

@@ -323,7 +323,7 @@ def test_unknown_artifact_and_missing_cache(tmp_path):
         F.require("qwen2.5-coder-1.5b", tmp_path)
 
 
-def test_pinned_artifacts_match_the_shared_doc():
+def test_pinned_artifact_sizes_parts_and_hashes():
     a = F.ARTIFACTS
     assert a["qwen2.5-coder-0.5b"].size == 491_400_064
     assert len(a["qwen2.5-coder-0.5b"].packages) == 6

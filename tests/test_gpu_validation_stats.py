@@ -13,12 +13,15 @@ import torch
 
 pytest.importorskip("transformers")
 
+from gpu_validation.atomic import write_json  # noqa: E402
 from gpu_validation.compare import config_key  # noqa: E402
-from gpu_validation.crosscheck import compare_one, crosscheck_proposals  # noqa: E402
-from gpu_validation.decoding import SpeculativeDecoder, verifier_registry  # noqa: E402
-from gpu_validation.lossless import gtest, lossless_test  # noqa: E402
-from gpu_validation.results import markdown, summary  # noqa: E402
-from gpu_validation.run import run_prompt, write_json  # noqa: E402
+from gpu_validation.decoding import (SpeculativeDecoder, resolve_verifier,  # noqa: E402
+                                     verifier_registry)
+from gpu_validation.experiments.crosscheck import compare_one, crosscheck_proposals  # noqa: E402
+from gpu_validation.experiments.lossless import lossless_test  # noqa: E402
+from gpu_validation.experiments.run import run_prompt  # noqa: E402
+from gpu_validation.experiments.summarize import markdown, summary  # noqa: E402
+from gpu_validation.stats import gtest  # noqa: E402
 from gpu_validation.tiny import tiny_qwen2  # noqa: E402
 
 V = 4
@@ -105,7 +108,8 @@ def test_run_prompts_summary_and_markdown(dec, tmp_path):
                                     "target_Ltok": {f"K{k}/L{l}": 0.12 for k in (1, 2)
                                                     for l in (2, 3)}})
     for i, prompt in enumerate(([1, 2], [0, 3, 1], [2])):
-        res = run_prompt(dec, prompt, cfg, verifiers, torch.Generator().manual_seed(i))
+        res = run_prompt(dec, prompt, verifiers, resolve_verifier(cfg["advance"]), cfg["K"],
+                         cfg["Ls"], cfg["max_new_tokens"], torch.Generator().manual_seed(i))
         assert len(res["new_tokens"]) >= 12
         for st in res["steps"]:
             assert st["stop_dev"] < 1e-12

@@ -16,12 +16,18 @@ differ by float rounding exactly at a draw boundary, and the rows themselves mus
 
 from __future__ import annotations
 
-import json
 import sys
+from dataclasses import dataclass, field
 
 import torch
 
 from spectheory.verifiers import token_verification
+
+from ..atomic import write_json
+from ..checks import check_int, check_seed
+from ..decoding import SamplingConfig, SpeculativeDecoder
+from ..hf_models import ModelSpec
+from .config import check_out_file, stderr_log
 
 
 def peer_routine():
@@ -81,40 +87,63 @@ def crosscheck_proposals(proposals, seed: int = 0) -> dict:
     return res
 
 
-def crosscheck_command(args) -> int:
-    """``spectheory validate crosscheck``: real model conditionals at real contexts."""
+@dataclass(frozen=True)
+class CrosscheckConfig:
+    """Configuration of :func:`run_crosscheck`: ``trials`` paths (16 per drafted batch, at the
+    first eight prompts in turn) of ``L`` tokens from the pair ``models``."""
+
+    models: ModelSpec = field(default_factory=ModelSpec)
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    trials: int = 2000
+    L: int = 4
+    seed: int = 0
+    out: str | None = None
+
+    def __post_init__(self):
+        check_int("trials", self.trials, 1, 10_000_000)
+        check_int("L", self.L, 1, 1024)
+        check_seed(self.seed)
+        check_out_file(self.out)
+
+
+def run_crosscheck(cfg: CrosscheckConfig, log=stderr_log) -> dict:
+    """Real model conditionals at real contexts, compared with :func:`crosscheck_proposals`.
+    Returns its result plus ``models``, ``L`` and ``ok`` (every accepted count equal, rows equal
+    to 1e-6, and rejections at two depths or more exercised); written to ``cfg.out`` when given.
+    """
     from tqdm import tqdm
 
-    from .data import encode, load_prompts
-    from .decoding import SamplingConfig, SpeculativeDecoder
-    from .hf_models import load_models_for
+    from ..data import encode, load_prompts
+    from ..hf_models import load_models
 
-    d, t, tok, desc = load_models_for(args)
-    dec = SpeculativeDecoder(d, t, SamplingConfig(args.temperature, args.top_k, args.top_p),
-                             device=args.device)
-    prompts = load_prompts("humaneval:4,sharegpt:4", args.seed)
-    g = torch.Generator().manual_seed(args.seed)
+    cfg.models.check()
+    prompts = load_prompts((("humaneval", 4), ("sharegpt", 4)), cfg.seed)
+    peer_routine()
+    pair = load_models(cfg.models)
+    log(f"models: {pair.description}")
+    dec = SpeculativeDecoder(pair.draft, pair.target, cfg.sampling, device=cfg.models.device)
+    g = torch.Generator().manual_seed(cfg.seed)
     per_batch = 16
     props = []
-    bar = tqdm(total=args.trials, desc="crosscheck", file=sys.stderr)
+    bar = tqdm(total=cfg.trials, desc="crosscheck", file=sys.stderr)
     i = 0
-    while len(props) * per_batch < args.trials:
+    while len(props) * per_batch < cfg.trials:
         p = prompts[i % len(prompts)]
         i += 1
-        dec.start(encode(p, tok, 512))
-        props.append(dec.propose(per_batch, args.L, g))
+        dec.start(encode(p, pair.tokenizer, 512))
+        props.append(dec.propose(per_batch, cfg.L, g))
         bar.update(per_batch)
     bar.close()
-    res = crosscheck_proposals(props, args.seed)
-    res["models"] = desc
-    res["L"] = args.L
-    if args.out:
-        from pathlib import Path
-        from .run import write_json
-        write_json(Path(args.out), res)
-    print(json.dumps(res))
-    if len(res["accepted_hist"]) < 2:
-        print("crosscheck: every trial had the same accepted count; draft and target too close "
-              "to exercise rejections", file=sys.stderr)
-        return 1
-    return 0 if res["accept_count_match"] == res["trials"] and res["max_row_diff"] < 1e-6 else 1
+    res = crosscheck_proposals(props, cfg.seed)
+    res["models"] = pair.description
+    res["L"] = cfg.L
+    res["exercised"] = len(res["accepted_hist"]) >= 2
+    res["ok"] = (res["exercised"] and res["accept_count_match"] == res["trials"]
+                 and res["max_row_diff"] < 1e-6)
+    if cfg.out:
+        write_json(cfg.out, res)
+    return res
+
+
+__all__ = ["peer_routine", "compare_one", "crosscheck_proposals", "CrosscheckConfig",
+           "run_crosscheck"]

@@ -12,15 +12,17 @@ G-test (likelihood-ratio goodness of fit), G = 2 sum_bins O ln(O / E), against c
 remainder bin with everything else:
 * first token: every token y1 with N p(y1|c) >= 5, plus the remainder;
 * pair: (y1, y2) for y1 among the first-token bins and N p(y1|c) p(y2|c,y1) >= 5, plus the rest.
-Each verifier gets two (single-path: three) tests per context; the family-wise false-alarm rate ``alpha`` is split
-evenly over all tests of lossless verifiers (Bonferroni), so a correct implementation fails the
-whole run with probability at most ``alpha``. A deliberately lossy verifier
-(the registered lossy control ``uniform-product``) is the negative control: it must be rejected.
+Each verifier gets two (single-path: three) tests per context; the family-wise false-alarm
+rate ``alpha`` is split evenly over all tests of lossless verifiers (Bonferroni), so a correct
+implementation fails the whole run with probability at most ``alpha``. A deliberately lossy
+verifier (the registered lossy control ``uniform-product``) is the negative control: it must be
+rejected.
 
 Third test, with far more power per sample (single-path verifiers): the Rao-Blackwellised pair
 law. For each drafted row the exact conditional probability of each pair bin given the draft is
-read from the verifier's law (:func:`rb_pair_rows`); under losslessness these i.i.d. vectors have
-mean p(y1|c) p(y2|c,y1), tested with a large-sample Hotelling T^2 (:func:`hotelling`).
+read from the verifier's law (:func:`gpu_validation.stats.rb_pair_rows`); under losslessness
+these i.i.d. vectors have mean p(y1|c) p(y2|c,y1), tested with a large-sample Hotelling T^2
+(:func:`gpu_validation.stats.hotelling`).
 
 Also reported, without a test: a Rao-Blackwellised estimate of the first-token law,
 mean over rows of (1 - P(tau=0|X)) 1[X_1 = .] + P(tau=0|X) correction_0(.|X), and its total
@@ -30,42 +32,22 @@ variation distance to p(.|c) (low-variance evidence of the size of a bias).
 from __future__ import annotations
 
 import copy
-import json
-import math
 import sys
 from collections import Counter
+from dataclasses import dataclass, field
 
-import numpy as np
 import torch
-
 
 from spectheory.errors import SpectheoryError
 from spectheory.law import Law
 from spectheory.sampling import sample_law, sample_output
 
-from .decoding import SpeculativeDecoder, resolve_verifier
-
-
-def gtest(observed: Counter, expected_probs: dict, n: int, min_expected: float = 5.0) -> dict:
-    """G-test of counts ``observed`` (category -> count, total n) against the probabilities
-    ``expected_probs`` (category -> probability, need not cover everything: the uncovered mass is
-    the remainder bin). Categories with expected count < ``min_expected`` join the remainder."""
-    from scipy.stats import chi2
-
-    kept = [c for c, pr in expected_probs.items() if pr * n >= min_expected]
-    E = np.array([expected_probs[c] * n for c in kept], dtype=np.float64)
-    O = np.array([observed.get(c, 0) for c in kept], dtype=np.float64)
-    rest_E = n - E.sum()
-    rest_O = n - O.sum()
-    if rest_E >= 1e-9 * n:
-        E = np.append(E, rest_E)
-        O = np.append(O, rest_O)
-    elif rest_O > 0:  # observed outside the support of the expected law
-        return {"G": math.inf, "dof": len(E), "p_value": 0.0, "bins": len(E) + 1}
-    nz = O > 0
-    G = float(2.0 * np.sum(O[nz] * np.log(O[nz] / E[nz])))
-    dof = max(len(E) - 1, 1)
-    return {"G": G, "dof": dof, "p_value": float(chi2.sf(G, dof)), "bins": int(len(E))}
+from ..atomic import write_json
+from ..checks import check_float, check_int, check_seed, parse_name_list
+from ..decoding import SamplingConfig, SpeculativeDecoder, check_memory, resolve_verifier
+from ..hf_models import ModelSpec
+from ..stats import check_pair_bins, gtest, hotelling, rb_pair_rows
+from .config import check_out_file, stderr_log
 
 
 def _snapshot(dec: SpeculativeDecoder):
@@ -100,47 +82,18 @@ def pair_bins(dec, snap, p0, n: int, min_expected: float = 5.0):
     first = torch.nonzero(p0c * n >= min_expected).flatten().tolist()
     rows = target_rows(dec, snap, first)
     y1, y2, pr = [], [], []
+    check_pair_bins(len(first))
     for a in first:
         row = rows[a].double().cpu()
         for b in torch.nonzero(row * p0c[a] * n >= min_expected).flatten().tolist():
             y1.append(a)
             y2.append(b)
             pr.append(float(row[b]))
+        check_pair_bins(len(y1))
     dev = p0.device
     return (torch.tensor(y1, dtype=torch.long, device=dev),
             torch.tensor(y2, dtype=torch.long, device=dev),
             torch.tensor(pr, dtype=torch.float64, device=dev))
-
-
-def rb_pair_rows(X, law, y1b, y2b, prow_b):
-    """Per drafted row, the exact conditional probability (given the draft) that the first two
-    output tokens fall in each pair bin (single-path law, L >= 2):
-    P(tau>=2) 1[X1X2 = y1y2] + P(tau=1) 1[X1 = y1] corr_1(y2) + P(tau=0) corr_0(y1) p(y2|c,y1).
-    Their mean over rows is an unbiased (Rao-Blackwellised) estimate of the output pair law."""
-    st, corr = law.stop, law.correction
-    x1, x2 = X[:, 0:1], X[:, 1:2]
-    a = st[:, 2:].sum(1, keepdim=True) * ((x1 == y1b) & (x2 == y2b)).to(st.dtype)
-    b = st[:, 1:2] * (x1 == y1b).to(st.dtype) * corr[:, 1][:, y2b]
-    c = st[:, 0:1] * corr[:, 0][:, y1b] * prow_b.to(st.dtype)
-    return a + b + c
-
-
-def hotelling(total, outer, n: int, expected) -> dict:
-    """Large-sample test that the mean of i.i.d. vectors equals ``expected``: T^2 =
-    n d' S^+ d with d = mean - expected and S the sample covariance (pseudo-inverse), against
-    chi-square with rank(S) degrees of freedom."""
-    from scipy.stats import chi2
-
-    mean = total / n
-    cov = (outer - n * torch.outer(mean, mean)) / max(n - 1, 1)
-    d = mean - expected
-    evals, evecs = torch.linalg.eigh(cov)
-    keep = evals > evals.max() * 1e-10
-    proj = evecs[:, keep].T @ d
-    T2 = float(n * (proj ** 2 / evals[keep]).sum())
-    dof = int(keep.sum())
-    return {"T2": T2, "dof": dof, "p_value": float(chi2.sf(T2, max(dof, 1))),
-            "tv_bins": float(0.5 * d.abs().sum())}
 
 
 @torch.no_grad()
@@ -270,40 +223,122 @@ def lossless_test(dec: SpeculativeDecoder, prompt_ids, verifier_names, n: int, K
     return out
 
 
-def lossless_command(args) -> int:
-    """``spectheory validate lossless``: the G-tests at the first ``--contexts`` prompts."""
-    from .data import encode, load_prompts
-    from .decoding import SamplingConfig
-    from .hf_models import load_models_for
+@dataclass(frozen=True)
+class LosslessConfig:
+    """Configuration of :func:`run_lossless` (checked on construction, one-line errors).
 
-    names = args.verifiers.split(",")
-    for v in names:
-        resolve_verifier(v, allow_lossy=True)
-    d, t, tok, desc = load_models_for(args)
-    dec = SpeculativeDecoder(d, t, SamplingConfig(args.temperature, args.top_k, args.top_p),
-                             device=args.device)
-    prompts = load_prompts(f"humaneval:{args.contexts},sharegpt:{args.contexts}", args.seed)
-    prompts = prompts[: args.contexts]
-    n_tests = 3 * len(prompts) * sum(resolve_verifier(v, allow_lossy=True).lossless
-                                     for v in names)
+    Parameters
+    ----------
+    models : ModelSpec
+        The pair (default: the fetched Qwen2.5-Coder pair; ``smollm2-early-exit`` for a
+        SmolLM2-135M target with an early-exit draft).
+    sampling : SamplingConfig
+        Temperature, top-k, top-p.
+    verifiers : tuple of str
+        Names or ``module:function``; known-lossy controls are negative controls (must be
+        rejected).
+    samples : int
+        Iterations per context (batch rows).
+    K, L : int
+        Paths and block length (single-path verifiers need K = 1; the two-token test L >= 2).
+    contexts : int
+        Prompts used as contexts (alternating HumanEval and ShareGPT).
+    chunk : int
+        Iterations per drafted batch.
+    alpha : float
+        Family-wise false-alarm rate in (0, 1), split (Bonferroni) over the tests of lossless
+        verifiers.
+    seed : int
+        Seed of the prompt subset and of every draw.
+    out : str or None
+        JSON output file (written atomically).
+    memory_limit_gib : float
+        Refuse (before loading) a drafted batch (chunk x K paths) estimated above this size.
+    """
+
+    models: ModelSpec = field(default_factory=ModelSpec)
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    verifiers: tuple = ("token", "block", "uniform-product")
+    samples: int = 20000
+    K: int = 1
+    L: int = 4
+    contexts: int = 2
+    chunk: int = 128
+    alpha: float = 1e-3
+    seed: int = 0
+    out: str | None = None
+    memory_limit_gib: float = 16.0
+
+    def __post_init__(self):
+        if isinstance(self.verifiers, str):
+            object.__setattr__(self, "verifiers", parse_name_list("verifiers", self.verifiers))
+        object.__setattr__(self, "verifiers", tuple(self.verifiers))
+        if not self.verifiers or len(set(self.verifiers)) != len(self.verifiers):
+            raise SpectheoryError("verifiers must be a non-empty list without repeats")
+        check_int("samples", self.samples, 1, 10_000_000)
+        check_int("K", self.K, 1, 1024)
+        check_int("L", self.L, 2, 1024)
+        check_int("contexts", self.contexts, 1, 1000)
+        check_int("chunk", self.chunk, 1, 1_000_000)
+        check_float("alpha", self.alpha, 0, 1, lo_open=True, hi_open=True)
+        check_seed(self.seed)
+        check_float("memory limit (GiB)", self.memory_limit_gib, 0, None, lo_open=True)
+        check_out_file(self.out)
+        for name, spec in self.specs().items():
+            if spec.single_path and self.K != 1:
+                raise SpectheoryError(f"{name} is a single-path verifier: use K = 1")
+
+    def specs(self) -> dict:
+        return {v: resolve_verifier(v, allow_lossy=True) for v in self.verifiers}
+
+
+def run_lossless(cfg: LosslessConfig, log=stderr_log) -> dict:
+    """The tests of :func:`lossless_test` at the first ``cfg.contexts`` prompts; the family-wise
+    ``alpha`` is split over every test of every lossless verifier at every context. Returns
+    {"models", "temperature", "contexts": [per-context results], "ok": all as expected} and
+    writes it to ``cfg.out`` (atomically) when given."""
+    from ..data import encode, load_prompts
+    from ..hf_models import load_models
+
+    V = cfg.models.check()
+    check_memory(min(cfg.chunk, cfg.samples) * cfg.K, cfg.L, V, cfg.memory_limit_gib,
+                 "--chunk, --K or --L")
+    prompts = load_prompts((("humaneval", cfg.contexts), ("sharegpt", cfg.contexts)),
+                           cfg.seed)[: cfg.contexts]
+    pair = load_models(cfg.models)
+    log(f"models: {pair.description}")
+    dec = SpeculativeDecoder(pair.draft, pair.target, cfg.sampling, device=cfg.models.device)
+    n_tests = 3 * len(prompts) * sum(s.lossless for s in cfg.specs().values())
     results = []
-    g = torch.Generator().manual_seed(args.seed)
-    for p in prompts:
-        ids = encode(p, tok, 512)
-        r = lossless_test(dec, ids, names, args.samples, args.K, args.L, args.alpha, n_tests,
-                          chunk=args.chunk, generator=g, progress=True)
+    g = torch.Generator().manual_seed(cfg.seed)
+    for i, p in enumerate(prompts, 1):
+        log(f"context {i}/{len(prompts)}: {p.dataset}-{p.index}")
+        ids = encode(p, pair.tokenizer, 512)
+        r = lossless_test(dec, ids, list(cfg.verifiers), cfg.samples, cfg.K, cfg.L, cfg.alpha,
+                          n_tests, chunk=cfg.chunk, generator=g, progress=True)
         r.update({"dataset": p.dataset, "index": p.index})
         results.append(r)
-    doc = {"models": desc, "temperature": args.temperature, "contexts": results}
-    if args.out:
-        from pathlib import Path
-        from .run import write_json
-        write_json(Path(args.out), doc)
-    for r in results:
+    doc = {"models": pair.description, "temperature": cfg.sampling.temperature,
+           "contexts": results,
+           "ok": all(res["ok"] for r in results for res in r["verifiers"].values())}
+    if cfg.out:
+        write_json(cfg.out, doc)
+    return doc
+
+
+def format_lossless(doc: dict) -> str:
+    """One tab-separated line per (context, verifier)."""
+    lines = []
+    for r in doc["contexts"]:
         for v, res in r["verifiers"].items():
-            print(f"{r['dataset']}-{r['index']}\t{v}\tfirst p={res['first_token']['p_value']:.3g}"
-                  f" ({res['first_token']['bins']} bins)\tpair p={res['pair']['p_value']:.3g} "
-                  f"({res['pair']['bins']} bins)\trejected={res['rejected']}\t"
-                  f"RB pair p={res['rb_pair']['p_value'] if res['rb_pair'] else float('nan'):.3g}\t"
-                  f"{'OK' if res['ok'] else 'UNEXPECTED'}\tRB-TV(first)={res['rb_tv_first']:.2e}")
-    return 0 if all(res["ok"] for r in results for res in r["verifiers"].values()) else 1
+            rb = res["rb_pair"]["p_value"] if res["rb_pair"] else float("nan")
+            lines.append(
+                f"{r['dataset']}-{r['index']}\t{v}\tfirst p={res['first_token']['p_value']:.3g}"
+                f" ({res['first_token']['bins']} bins)\tpair p={res['pair']['p_value']:.3g} "
+                f"({res['pair']['bins']} bins)\trejected={res['rejected']}\tRB pair p={rb:.3g}"
+                f"\t{'OK' if res['ok'] else 'UNEXPECTED'}\tRB-TV(first)={res['rb_tv_first']:.2e}")
+    return "\n".join(lines)
+
+
+__all__ = ["LosslessConfig", "run_lossless", "format_lossless", "lossless_test",
+           "sample_two_tokens", "target_rows", "pair_bins"]

@@ -17,13 +17,17 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from spectheory.errors import SpectheoryError
 
-from .compare import config_key, parse_key
+from ..atomic import write_json
+from ..checks import check_int, check_seed
+from ..compare import config_key, parse_key
+from .config import DEFAULT_OUT
 
 #: Multi-path verifiers whose K = 1 case is exactly a single-path one.
 K1_REDUCTION = {"gbv": "block", "traversal-iid": "block", "traversal": "block",
@@ -31,18 +35,30 @@ K1_REDUCTION = {"gbv": "block", "traversal-iid": "block", "traversal": "block",
                 "token-first": "token"}
 
 
+def _read_json(path: Path):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise SpectheoryError(f"{path} is not readable JSON ({type(exc).__name__})") from None
+
+
 def load_run(out: str | Path):
+    """(run.json, costs or None, per-prompt records) of a run folder; the end-of-run cost
+    measurement (costs_final.json) is preferred to the start-of-run one."""
     out = Path(out)
-    if not (out / "run.json").exists():
+    if not (out / "run.json").is_file():
         raise SpectheoryError(f"no run in {out} (run.json missing)")
-    run = json.loads((out / "run.json").read_text())
+    run = _read_json(out / "run.json")
     costs = None
     for name in ("costs_final.json", "costs.json"):  # the end-of-run measurement first
         if (out / name).exists():
-            costs = json.loads((out / name).read_text())
+            costs = _read_json(out / name)
             costs["file"] = name
             break
-    prompts = [json.loads(p.read_text()) for p in sorted((out / "prompts").glob("*.json"))]
+    prompts = [_read_json(p) for p in sorted((out / "prompts").glob("*.json"))]
+    bad = [p for p in prompts if not isinstance(p, dict) or "steps" not in p]
+    if bad or not isinstance(run, dict):
+        raise SpectheoryError(f"{out} holds records that are not validation-run results")
     return run, costs, prompts
 
 
@@ -262,13 +278,47 @@ def markdown(res, cost_model: bool = True) -> str:
     return "\n".join(lines)
 
 
-def summarize(args) -> int:
-    res = summary(args.out, args.bootstrap, args.seed)
-    if args.json:
-        from .run import write_json
-        write_json(Path(args.out) / "summary.json", res)
-    if args.markdown:
-        print(markdown(res, cost_model=not args.no_cost_model))
-    else:
-        print(json.dumps({k: v for k, v in res.items() if k != "histograms"}, indent=1))
-    return 0
+@dataclass(frozen=True)
+class SummarizeConfig:
+    """Configuration of :func:`summarize`.
+
+    Parameters
+    ----------
+    out : str
+        The run's folder.
+    bootstrap : int
+        Bootstrap resamples (over prompts).
+    seed : int
+        Seed of the resampling.
+    markdown : bool
+        Markdown tables instead of JSON.
+    cost_model : bool
+        Include the per-forward costs and the cost-model table (markdown).
+    write_json : bool
+        Also write OUT/summary.json (atomically).
+    """
+
+    out: str = DEFAULT_OUT
+    bootstrap: int = 2000
+    seed: int = 0
+    markdown: bool = False
+    cost_model: bool = True
+    write_json: bool = False
+
+    def __post_init__(self):
+        check_int("bootstrap", self.bootstrap, 1, 1_000_000)
+        check_seed(self.seed)
+
+
+def summarize(cfg: SummarizeConfig) -> str:
+    """The summary of the run in ``cfg.out`` as text (markdown tables, or JSON without the
+    histograms); writes OUT/summary.json when asked."""
+    res = summary(cfg.out, cfg.bootstrap, cfg.seed)
+    if cfg.write_json:
+        write_json(Path(cfg.out) / "summary.json", res)
+    if cfg.markdown:
+        return markdown(res, cost_model=cfg.cost_model)
+    return json.dumps({k: v for k, v in res.items() if k != "histograms"}, indent=1)
+
+
+__all__ = ["K1_REDUCTION", "SummarizeConfig", "summarize", "summary", "markdown", "load_run"]

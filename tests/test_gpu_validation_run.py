@@ -1,0 +1,136 @@
+"""The experiments end to end through the command line, on tiny local models saved as Hugging Face
+folders and a small local stand-in for the pinned data files (no download):
+
+* ``validate run`` writes run.json, costs, one JSON per prompt (no temporary file left), resumes
+  without recomputing, refuses a restart with another configuration, and compares a user's
+  ``module:function`` verifier paired with the built-in it wraps;
+* ``validate summarize`` reads it back (block efficiency = mean of E[tau] + 1 over steps);
+* ``validate lossless`` passes the lossless verifiers and rejects the lossy control;
+* ``validate crosscheck`` agrees with transformers' routine, also with an early-exit draft.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+
+from spectheory.cli import main  # noqa: E402
+
+from gpu_validation import fetch as F  # noqa: E402
+from gpu_validation.tiny import tiny_qwen2, write_folder  # noqa: E402
+
+V = 4
+USER = "test_gpu_validation_cli:user_block"  # block verification under another name
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    """Draft and target folders, a 3-layer target for the early-exit pair, a data cache."""
+    root = tmp_path_factory.mktemp("e2e")
+    draft = write_folder(tiny_qwen2(V, seed=0, scale=3.0, dtype=torch.float32), root / "draft")
+    target = write_folder(tiny_qwen2(V, seed=1, scale=3.0, dtype=torch.float32), root / "target")
+    deep = write_folder(tiny_qwen2(V, seed=2, layers=3, scale=3.0, dtype=torch.float32),
+                        root / "deep")
+    cache = root / "cache"
+    he = F.artifact_path("human-eval", cache)
+    he.parent.mkdir(parents=True)
+    letters = "abcd"
+    with gzip.open(he, "wt", encoding="utf-8") as f:
+        for i in range(6):
+            text = "".join(letters[(i * 7 + j * j) % 4] for j in range(5 + i))
+            f.write(json.dumps({"task_id": f"HumanEval/{i}", "prompt": text}) + "\n")
+    sg = F.artifact_path("sharegpt", cache)
+    sg.parent.mkdir(parents=True)
+    convs = [{"id": f"c{i}", "conversations": [
+        {"from": "human", "value": "".join(letters[(i + j) % 4] for j in range(40))}]}
+        for i in range(4)]
+    sg.write_text(json.dumps(convs))
+    return {"draft": str(draft), "target": str(target), "deep": str(deep), "cache": str(cache)}
+
+
+def _cli(args, capsys):
+    code = main([str(a) for a in args])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_run_resume_restart_and_summary(env, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("SPECTHEORY_CACHE", env["cache"])
+    out = tmp_path / "run"
+    args = ["validate", "run", "--draft", env["draft"], "--target", env["target"],
+            "--datasets", "humaneval:3", "--K", "2", "--L", "3,2", "--max-new-tokens", "8",
+            "--verifiers", f"token,block,gbv,{USER}", "--advance", USER, "--cost-reps", "1",
+            "--out", out]
+    code, stdout, err = _cli(args, capsys)
+    assert code == 0, err
+    assert json.loads(stdout) == {"prompts": 3, "done": 3, "out": str(out)}
+    names = sorted(p.name for p in out.rglob("*"))
+    assert not [n for n in names if n.startswith(".")]  # no temporary file left
+    assert {"run.json", "costs.json", "costs_final.json", "prompts"} <= set(names)
+    run = json.loads((out / "run.json").read_text())
+    assert run["Ls"] == [2, 3] and run["verifiers"] == ["token", "block", "gbv", USER]
+    files = sorted((out / "prompts").glob("*.json"))
+    assert len(files) == 3
+    steps = [st for f in files for st in json.loads(f.read_text())["steps"]]
+    for st in steps:
+        for L in (2, 3):  # the user's verifier is block verification: paired, equal
+            assert st["e_tau"][f"{USER}/K1/L{L}"] == st["e_tau"][f"block/K1/L{L}"]
+            assert 0 <= st["e_tau"][f"gbv/K2/L{L}"] <= L
+        assert st["stop_dev"] < 1e-12
+    mtimes = {f: f.stat().st_mtime_ns for f in files}
+    code, stdout, _ = _cli(args, capsys)  # resumed: nothing left to do, nothing rewritten
+    assert code == 0 and json.loads(stdout)["done"] == 3
+    assert {f: f.stat().st_mtime_ns for f in files} == mtimes
+    code, stdout, err = _cli([a if a != "8" else "9" for a in map(str, args)], capsys)
+    assert code == 2 and stdout == "" and "max_new_tokens differ" in err
+    code, stdout, err = _cli(["validate", "summarize", out, "--json", "--bootstrap", "50"],
+                             capsys)
+    assert code == 0, err
+    s = json.loads(stdout)
+    k = "block/K1/L3"
+    assert s["configs"][k]["be"] == pytest.approx(np.mean([st["e_tau"][k] + 1 for st in steps]))
+    assert s["steps"] == len(steps)
+    assert json.loads((out / "summary.json").read_text())["configs"][k]["be"] == \
+        pytest.approx(s["configs"][k]["be"])
+    code, stdout, _ = _cli(["validate", "summarize", out, "--markdown", "--bootstrap", "50"],
+                           capsys)
+    assert code == 0 and f"| {USER} |" in stdout and "Cost MODEL" in stdout
+
+
+def test_lossless_command_passes_lossless_and_rejects_the_control(env, tmp_path, monkeypatch,
+                                                                   capsys):
+    """Family-wise false-alarm rate 1e-3 over the 6 tests of the two lossless verifiers at one
+    context; the lossy control must be rejected (exit code 0 means both held)."""
+    monkeypatch.setenv("SPECTHEORY_CACHE", env["cache"])
+    res = tmp_path / "lossless.json"
+    code, stdout, err = _cli(["validate", "lossless", "--draft", env["draft"], "--target",
+                              env["target"], "--verifiers", "token,block,uniform-product",
+                              "--samples", "4000", "--L", "2", "--contexts", "1", "--chunk",
+                              "4000", "--out", res], capsys)
+    assert code == 0, stdout + err
+    doc = json.loads(res.read_text())
+    v = doc["contexts"][0]["verifiers"]
+    assert not v["token"]["rejected"] and not v["block"]["rejected"]
+    assert v["uniform-product"]["rejected"] and doc["ok"]
+    assert len(stdout.strip().splitlines()) == 3
+
+
+@pytest.mark.parametrize("pair", ["files", "early-exit"])
+def test_crosscheck_command(env, tmp_path, monkeypatch, capsys, pair):
+    monkeypatch.setenv("SPECTHEORY_CACHE", env["cache"])
+    models = (["--draft", env["draft"], "--target", env["target"]] if pair == "files" else
+              ["--pair", "smollm2-early-exit", "--target", env["deep"], "--draft-layers", "1"])
+    res = tmp_path / "cc.json"
+    code, stdout, err = _cli(["validate", "crosscheck", *models, "--trials", "32", "--L", "3",
+                              "--out", res], capsys)
+    doc = json.loads(stdout)
+    assert doc == json.loads(res.read_text())
+    assert doc["trials"] == 32 and doc["accept_count_match"] == 32
+    assert doc["max_row_diff"] < 1e-6
+    assert code == (0 if doc["exercised"] else 1), err
