@@ -45,8 +45,16 @@ def paired_step(prop: Proposal, verifiers: dict, Ks, Ls, uniforms: torch.Tensor,
     where GBV and traversal reduce to block verification and SpecInfer to token verification).
 
     Returns {"e_tau": {key: float}, "tau": {key: int}, "law_s": {key: seconds},
-    "stop_dev": max |sum of a law's stop - 1| (a sanity check of every law evaluated)}."""
-    e_tau, taus, secs = {}, {}, {}
+    "accept1": {key: P(tau >= 1 | drafts)}, "opt_L1": {"K<k>": the largest first-token
+    acceptance any valid verifier can reach with k i.i.d. drafts from this step's root rows (Hu et
+    al., :func:`spectheory.bounds.multidraft_acceptance`)}, "stop_dev": max |sum of a law's stop
+    - 1| (a sanity check of every law evaluated)}. ``accept1`` of a single-path verifier is the
+    mean over the K_max paths, each alone (as ``e_tau``)."""
+    from spectheory.bounds import multidraft_acceptance
+
+    e_tau, taus, secs, acc1 = {}, {}, {}, {}
+    root_p, root_q = prop.p[0, 0], prop.q[0, 0]
+    opt = {f"K{K}": float(multidraft_acceptance(root_p, root_q, K)) for K in sorted(set(Ks))}
     dev = 0.0
     uniforms = uniforms.to(prop.p.device)
     for name, spec in verifiers.items():
@@ -61,6 +69,7 @@ def paired_step(prop: Proposal, verifiers: dict, Ks, Ls, uniforms: torch.Tensor,
                 first = Law(law.stop[:1], law.correction[:1])
                 _, tau, _ = sample_on(first, uniforms=uniforms)
                 key = config_key(name, 1, L)
+                acc1[key] = float((1 - law.stop[:, :, 0].sum(-1)).mean())
                 e_tau[key] = float(e.mean())
                 taus[key] = tau
                 secs[key] = time.perf_counter() - t0
@@ -73,7 +82,9 @@ def paired_step(prop: Proposal, verifiers: dict, Ks, Ls, uniforms: torch.Tensor,
                     dev = max(dev, float((law.stop.sum((-2, -1)) - 1).abs().max()))
                     _, tau, _ = sample_on(law, uniforms=uniforms)
                     key = config_key(name, K, L)
+                    acc1[key] = float(1 - law.stop[0, :, 0].sum())
                     e_tau[key] = float(e[0])
                     taus[key] = tau
                     secs[key] = time.perf_counter() - t0
-    return {"e_tau": e_tau, "tau": taus, "law_s": secs, "stop_dev": dev}
+    return {"e_tau": e_tau, "tau": taus, "law_s": secs, "accept1": acc1, "opt_L1": opt,
+            "stop_dev": dev}

@@ -82,6 +82,29 @@ def crop_cache(cache, length: int) -> None:
         cache.crop(-(n - length))
 
 
+def share_prefix_rows(drafts: torch.Tensor, q: torch.Tensor, p: torch.Tensor):
+    """One row per distinct prefix: paths that share the prefix X^i get the row of the first
+    path through it, at every depth i (q [K, L, V] at i < L, p [K, L+1, V] at i <= L).
+
+    The verifiers assume that a node's row does not depend on which path reached it. A batched
+    forward pass computes the same prefix once per batch row, and the rows differ in the last
+    bits (float32 batch noise); GBV ranks each drafted token from its own path's row, so equal
+    tokens at one node could rank differently and the selection would change. Copying the first
+    path's row makes the rows of a node identical. Returns new (q, p)."""
+    K, L = drafts.shape
+    same = (drafts.unsqueeze(1) == drafts.unsqueeze(0)).long().cumprod(-1)  # [K, K', L]
+    q, p = q.clone(), p.clone()
+    for i in range(L + 1):
+        if i == 0:
+            first = torch.zeros(K, dtype=torch.long, device=drafts.device)
+        else:  # the smallest k' whose prefix X^i equals path k's
+            first = same[:, :, i - 1].argmax(-1)
+        p[:, i] = p[first, i]
+        if i < L:
+            q[:, i] = q[first, i]
+    return q, p
+
+
 @dataclass
 class Proposal:
     """One drafted batch: K paths and the full conditionals along them (rows of the caches)."""
@@ -209,7 +232,8 @@ class SpeculativeDecoder:
         p = self._probs(logits)
         sync(self.device)
         t2 = time.perf_counter()
-        return Proposal(X, torch.stack(qs, 1), p, base, n_pend, d_base, d_pend, t1 - t0, t2 - t1)
+        q, p = share_prefix_rows(X, torch.stack(qs, 1), p)
+        return Proposal(X, q, p, base, n_pend, d_base, d_pend, t1 - t0, t2 - t1)
 
     def commit(self, prop: Proposal, k: int, tau: int, y: int) -> list[int]:
         """Keep path k, its first ``tau`` tokens and the correction ``y``; roll both caches back.
@@ -329,5 +353,6 @@ def generate(decoder: SpeculativeDecoder, prompt_ids, max_new_tokens: int, verif
 
 
 __all__ = ["SamplingConfig", "probs_from_logits", "SpeculativeDecoder", "Proposal", "crop_cache",
-           "sync", "verifier_registry", "resolve_verifier", "law_on", "sample_on",
+           "sync", "verifier_registry", "resolve_verifier", "share_prefix_rows", "law_on",
+           "sample_on",
            "expected_tau", "proposal_bytes", "check_memory", "step", "generate"]

@@ -116,6 +116,10 @@ def test_run_prompts_summary_and_markdown(dec, tmp_path):
             for k, e in st["e_tau"].items():
                 L = int(k.rsplit("L", 1)[1])
                 assert 0 <= e <= L + 1e-12
+            # conditional first-token acceptances are probabilities; the per-step optimum grows
+            # with the number of drafts (it bounds the *expected* acceptance, not each step's)
+            assert all(-1e-12 <= a <= 1 + 1e-12 for a in st["accept1"].values())
+            assert st["opt_L1"]["K1"] <= st["opt_L1"]["K2"] + 1e-12
         res.update({"dataset": "tiny", "index": i, "id": str(i)})
         write_json(out / "prompts" / f"tiny-{i}.json", res)
     s = summary(out, n_boot=200)
@@ -132,6 +136,10 @@ def test_run_prompts_summary_and_markdown(dec, tmp_path):
     assert "speedup_model" in s["cost_model"][k]
     text = markdown(s)
     assert "| block |" in text and "Cost MODEL" in text
+    ft = s["first_token"][config_key("gbv", 2, 3)]
+    assert ft["gap"] == pytest.approx(ft["optimum"] - ft["acceptance"])
+    assert ft["optimum"] == pytest.approx(np.mean([st["opt_L1"]["K2"] for st in steps]))
+    assert "First-token acceptance" in text
 
 
 def test_summarize_cli(tmp_path, capsys):
