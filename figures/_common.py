@@ -46,8 +46,8 @@ FAMILY_BASE = {
     "ngram": {"order": 4, "vocab_size": 5, "draft_fraction": 0.1},
 }
 #: The divergence knob of each family (see :data:`toy_models.FAMILIES`).
-KNOB = {"dirichlet": "alpha", "logit-noise": "sigma", "mixture": "eps", "temperature": "temperature",
-        "ngram": "draft_order"}
+KNOB = {"dirichlet": "alpha", "logit-noise": "sigma", "mixture": "eps",
+        "temperature": "temperature", "ngram": "draft_order"}
 FORMATS = ("png", "pdf")
 
 

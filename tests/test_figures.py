@@ -41,6 +41,16 @@ def test_gallery_scripts_have_title_docstring_and_main():
         assert [p.name for p in params] == ["out", "quick"] and params[1].default is False
 
 
+def test_docstrings_quote_the_committed_full_run():
+    """Each script's docstring ends with its headline, recomputed here from the committed
+    figures.json, so the gallery text cannot drift from the committed numbers."""
+    committed = json.loads((GALLERY / "figures.json").read_text())
+    for stem, path in figures.scripts(GALLERY).items():
+        assert committed[stem]["mode"] == "full", stem
+        doc = " ".join(ast.get_docstring(ast.parse(path.read_text())).split())
+        assert doc.endswith(figures.load(path).headline(committed[stem])), stem
+
+
 def test_quick_mode_writes_every_promised_file_and_nothing_else(quick_run):
     out, payload = quick_run
     assert sorted(out.iterdir()) == sorted(figures.expected_files(out, STEMS))
@@ -49,6 +59,7 @@ def test_quick_mode_writes_every_promised_file_and_nothing_else(quick_run):
         assert (out / f"{stem}.pdf").read_bytes()[:5] == b"%PDF-"
         assert payload[stem]["mode"] == "quick"
         assert payload[stem]["title"] == figures.title(GALLERY / f"{stem}.py")
+        assert figures.load(GALLERY / f"{stem}.py").headline(payload[stem])
     assert list(payload) == ["meta"] + STEMS and payload["meta"]["mode"] == "quick"
     assert not list(out.parent.glob(f".{out.name}.partial-*"))  # temporary folder removed
 
@@ -263,3 +274,17 @@ def test_threads_option_checked_and_restored(tmp_path, capsys):
     assert main(["figures", "--quick", "--threads", "0", "--out", str(tmp_path)]) == 2
     assert "--threads 0 must be at least 1" in capsys.readouterr().err
     assert torch.get_num_threads() == before
+
+
+def test_a_script_runs_on_its_own(tmp_path):
+    """`python figures/fig3_tau_pmf.py --quick --out DIR`: its two files and its numbers."""
+    import os
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(GALLERY.parent), os.environ.get("PYTHONPATH", "")])}
+    res = subprocess.run([sys.executable, str(GALLERY / "fig3_tau_pmf.py"), "--quick", "--out",
+                          str(tmp_path)], capture_output=True, text=True, env=env)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["panels"][0]["block_E_tau"] == "11/9"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fig3_tau_pmf.pdf", "fig3_tau_pmf.png"]
