@@ -122,10 +122,37 @@ def run(out: str | os.PathLike, quick: bool = False, only: list[str] | None = No
         folder: Path | None = None, log=None, command: str | None = None) -> dict:
     """Run the figure scripts into ``out`` atomically and return the ``figures.json`` payload.
 
-    Every script writes into a temporary folder next to ``out``; ``figures.json`` (merged into
+    Every script writes into a temporary folder beside ``out``; ``figures.json`` (merged into
     the existing one when ``only`` is given) is written there too, and the files are moved into
     ``out`` only after all succeeded. On any error or interrupt ``out`` is left untouched and the
     temporary folder removed.
+
+    Parameters
+    ----------
+    out : path
+        Output folder (created at the end if missing).
+    quick : bool
+        Small grids (each script's ``quick`` mode).
+    only : list of str, optional
+        Figures to run (``fig3`` or ``fig3_tau_pmf``); default all.
+    folder : path, optional
+        The gallery folder; default :func:`gallery_folder`.
+    log : callable, optional
+        Called with one progress line per figure.
+    command : str, optional
+        The command recorded in ``meta``.
+
+    Returns
+    -------
+    dict
+        ``{"meta": {...}, stem: {"title", "mode", "seconds", **numbers}, ...}`` as written to
+        ``figures.json``.
+
+    Raises
+    ------
+    SpectheoryError
+        No gallery, an unknown figure, an output path that cannot be a folder, or a script that
+        did not write its two files. Errors raised by a script propagate unchanged.
     """
     folder = gallery_folder() if folder is None else Path(folder)
     chosen = select(scripts(folder), only)
@@ -135,11 +162,15 @@ def run(out: str | os.PathLike, quick: bool = False, only: list[str] | None = No
         command = ("spectheory figures" + (" --quick" if quick else "")
                    + (" --only " + " ".join(only) if only else "") + f" --out {out}")
     out = Path(out).absolute()
+    # the temporary folder goes into the nearest existing folder on the way to ``out`` (same
+    # file system, so the final moves are renames; nothing is created there before success)
+    base = out.parent
+    while not base.exists() and base != base.parent:
+        base = base.parent
     try:
         if out.exists() and not out.is_dir():
             raise NotADirectoryError(20, "not a folder")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=out.parent))
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=base))
     except OSError as exc:
         raise SpectheoryError(f"cannot create output folder {str(out)!r}: "
                               f"{exc.strerror or exc}") from None
@@ -172,7 +203,7 @@ def run(out: str | os.PathLike, quick: bool = False, only: list[str] | None = No
             order.index(k) if k in order else len(order), k))}
         (tmp / NUMBERS).write_text(json.dumps(payload, indent=1) + "\n")
         try:
-            out.mkdir(exist_ok=True)
+            out.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise SpectheoryError(f"cannot create output folder {str(out)!r}: "
                                   f"{exc.strerror or exc}") from None

@@ -150,8 +150,23 @@ MULTIPATH_OPTIMA: dict[str, Callable[[Instance, int, str], float]] = {}
 
 
 def add_multipath_optimum(label: str, optimum: Callable[[Instance, int, str], float]) -> None:
-    """Add (or replace) an optimum row of the multi-path table; each verifier's E[tau+1] is
-    checked to be at most it, and at K = 1 the best verifier to attain it."""
+    """Add (or replace) an optimum row of the multi-path table.
+
+    Parameters
+    ----------
+    label : str
+        Row label (also names its checks).
+    optimum : callable
+        ``optimum(instance, paths, drafting) -> float``: the largest E[tau+1] of any valid
+        K-path verifier under ``drafting`` ("iid" or "norep").
+
+    Notes
+    -----
+    Each verifier's E[tau+1] is checked to be at most the optimum (to 1e-7) for K = 1, 2, 3, and
+    at K = 1 the best verifier to attain it: block verification is the optimal single-path
+    verifier (Sun et al., arXiv 2403.10444; the node-budget LP of Thomas & Pal, arXiv
+    2602.16961, has the same optimum).
+    """
     MULTIPATH_OPTIMA[label] = optimum
 
 
@@ -227,8 +242,15 @@ SECTIONS: list[Section] = [
 
 
 def add_section(section: Section, before: str | None = None) -> None:
-    """Add ``section`` to :data:`SECTIONS` (replacing one with the same key, so registering twice
-    is harmless), before the section keyed ``before`` if there is one, else at the end."""
+    """Add ``section`` to :data:`SECTIONS`.
+
+    Parameters
+    ----------
+    section : Section
+        Replaces a section with the same key, so registering twice is harmless.
+    before : str, optional
+        Key of the section to insert before; at the end when None or not present.
+    """
     SECTIONS[:] = [s for s in SECTIONS if s.key != section.key]
     keys = [s.key for s in SECTIONS]
     SECTIONS.insert(keys.index(before) if before in keys else len(SECTIONS), section)

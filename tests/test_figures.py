@@ -233,6 +233,13 @@ def test_script_that_writes_nothing_is_an_error_and_writes_nothing(tmp_path):
     assert {f.name: f.read_bytes() for f in out.iterdir()} == before
 
 
+def test_failing_run_into_a_new_folder_creates_nothing(tmp_path):
+    folder = fake_gallery(tmp_path, 'raise RuntimeError("plot failed")')
+    with pytest.raises(RuntimeError, match="plot failed"):
+        figures.run(tmp_path / "new" / "deeper" / "out", folder=folder)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gallery"]
+
+
 def test_complete_run_replaces_the_output(tmp_path):
     folder = tmp_path / "gallery"
     folder.mkdir()
