@@ -104,3 +104,17 @@ def test_core_loads_no_outer_package():
             "if m.split('.')[0] in ('lp', 'toy_models', 'gpu_validation')))")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.returncode == 0 and res.stdout.strip() == "[]", res.stderr
+
+
+def test_core_report_alone_has_no_lp_rows(monkeypatch):
+    """Without the lp package's contributions the core sections still run and check."""
+    import argparse
+
+    monkeypatch.setattr(report, "MULTIPATH_OPTIMA", {})
+    monkeypatch.setattr(report, "SECTIONS", [s for s in report.SECTIONS if s.key != "lp"])
+    lines, checks = report.run_report(argparse.Namespace(seed=0))
+    text = "\n".join(lines)
+    assert "LP optimum" not in text and "node-budget" not in text
+    draftings = {s.default_drafting for s in MULTI_PATH.values()}
+    assert len(checks.results) == expected_count() - 5 - 4 * len(draftings)
+    assert not checks.failed
