@@ -46,6 +46,9 @@ def cmd_lp(args) -> int:
 
 
 def register(sub) -> None:
+    from .report import contribute
+
+    contribute()  # the LP section of `spectheory report`
     p = sub.add_parser("lp", help="optimality LPs: node-budget, direct, coupling, multipath")
     add_instance_options(p)
     p.add_argument("--problem", choices=PROBLEMS, default="node-budget",

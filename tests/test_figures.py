@@ -1,16 +1,25 @@
-"""`spectheory figures --quick` writes every promised file, and the numbers it plots hold up."""
+"""The figure gallery: `spectheory figures --quick` writes every promised file and nothing else,
+the numbers it plots hold up, and a failing or interrupted run leaves the previous output intact."""
 
 from __future__ import annotations
 
+import ast
+import inspect
 import json
-from dataclasses import replace
+import signal
+import sys
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 
 from spectheory import figures
 from spectheory.cli import main
 from spectheory.errors import SpectheoryError
+
+GALLERY = figures.gallery_folder()
+STEMS = ["fig1_accepted_vs_L", "fig2_gain_vs_divergence", "fig3_tau_pmf", "fig4_multipath_vs_K",
+         "fig5_multipath_gap", "fig6_paper_comparison"]
 
 
 @pytest.fixture(scope="module")
@@ -21,20 +30,38 @@ def quick_run(tmp_path_factory):
     return out, json.loads((out / "figures.json").read_text())
 
 
-def test_quick_mode_writes_every_promised_file(quick_run):
+def test_gallery_scripts_have_title_docstring_and_main():
+    assert list(figures.scripts(GALLERY)) == STEMS
+    for stem, path in figures.scripts(GALLERY).items():
+        doc = ast.get_docstring(ast.parse(path.read_text()))
+        title, _, body = doc.partition("\n")
+        assert title and not title.endswith(".") and len(body.split()) > 40, stem
+        assert "figures.json" in body, stem  # says where the numbers behind it are
+        params = list(inspect.signature(figures.load(path).main).parameters.values())
+        assert [p.name for p in params] == ["out", "quick"] and params[1].default is False
+
+
+def test_docstrings_quote_the_committed_full_run():
+    """Each script's docstring ends with its headline, recomputed here from the committed
+    figures.json, so the gallery text cannot drift from the committed numbers."""
+    committed = json.loads((GALLERY / "figures.json").read_text())
+    for stem, path in figures.scripts(GALLERY).items():
+        assert committed[stem]["mode"] == "full", stem
+        doc = " ".join(ast.get_docstring(ast.parse(path.read_text())).split())
+        assert doc.endswith(figures.load(path).headline(committed[stem])), stem
+
+
+def test_quick_mode_writes_every_promised_file_and_nothing_else(quick_run):
     out, payload = quick_run
-    files = figures.expected_files(out)
-    assert len(files) == 2 * len(figures.FIGURES) + 2
-    for f in files:
-        assert f.is_file() and f.stat().st_size > 0, f
-    for name, _ in figures.FIGURES:
-        assert (out / f"{name}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-        assert (out / f"{name}.pdf").read_bytes()[:5] == b"%PDF-"
-    index = (out / "INDEX.md").read_text()
-    for name, _ in figures.FIGURES:
-        assert f"## {name}" in index
-    assert payload["meta"]["mode"] == "quick"
-    assert f"{payload['meta']['seconds']:.1f} s" in index
+    assert sorted(out.iterdir()) == sorted(figures.expected_files(out, STEMS))
+    for stem in STEMS:
+        assert (out / f"{stem}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert (out / f"{stem}.pdf").read_bytes()[:5] == b"%PDF-"
+        assert payload[stem]["mode"] == "quick"
+        assert payload[stem]["title"] == figures.title(GALLERY / f"{stem}.py")
+        assert figures.load(GALLERY / f"{stem}.py").headline(payload[stem])
+    assert list(payload) == ["meta"] + STEMS and payload["meta"]["mode"] == "quick"
+    assert not list(out.parent.glob(f".{out.name}.partial-*"))  # temporary folder removed
 
 
 def test_fig1_orderings(quick_run):
@@ -47,20 +74,24 @@ def test_fig1_orderings(quick_run):
             for j, L in enumerate(f1["Ls"]):
                 tok, blk = v["token"][i][j], v["block"][i][j]
                 assert tok <= blk + 1e-12 and blk <= L + 1e-12
+                assert (v["lp"][i][j] is None) == (L > f1["lp_max_L"])
                 if v["lp"][i][j] is not None:
                     assert v["lp"][i][j] == pytest.approx(blk, abs=1e-7)
-                if v["coupling"][i][j] is not None:
-                    assert v["coupling"][i][j] >= blk - 1e-9
+                assert v["coupling"][i][j] >= blk - 1e-9
             if f1["Ls"][0] == 1:  # L = 1: block verification is token verification
                 assert v["token"][i][0] == pytest.approx(v["block"][i][0], abs=1e-12)
 
 
 def test_fig2_gain_non_negative(quick_run):
     _, payload = quick_run
-    for panel in payload["fig2_gain_vs_divergence"]["panels"]:
+    f2 = payload["fig2_gain_vs_divergence"]
+    for panel in f2["panels"]:
         for pt in panel["points"]:
             assert pt["block_be"] >= pt["token_be"] - 1e-12
             assert 0 <= pt["tv"] <= 1
+    best = f2["largest_gain"]
+    assert best["gain_pct"] == pytest.approx(
+        max(100 * (pt["block_be"] / pt["token_be"] - 1) for p in f2["panels"] for pt in p["points"]))
 
 
 def test_fig3_paper_example_exact(quick_run):
@@ -75,20 +106,18 @@ def test_fig6_matches_the_paper_token_efficiency(quick_run):
     _, payload = quick_run
     f6 = payload["fig6_paper_comparison"]
     matched = [r for r in f6["results"] if r["knob"] is not None]
-    assert matched
+    assert matched and f6["summary"]["matched"] == len(matched)
     for r in matched:
-        assert r["per_L"]["8"]["token_be"] == pytest.approx(figures.PAPER["token_be_L8"], abs=1e-4)
+        assert r["per_L"]["8"]["token_be"] == pytest.approx(f6["paper"]["token_be_L8"], abs=1e-4)
         gains = [r["per_L"][str(L)]["gain_pct"] for L in (4, 6, 8)]
         assert all(g >= -1e-9 for g in gains)
 
 
-def test_fig4_multipath_below_optimum(quick_run):
+def test_fig4_multipath_below_optimum_and_fig5_gaps(quick_run):
     _, payload = quick_run
-    f4 = payload["fig4_multipath_vs_K"]
+    f4, f5 = payload["fig4_multipath_vs_K"], payload["fig5_multipath_gap"]
     for row in f4["rows"]:
         for name, be in row["be"].items():
-            if be is None:
-                continue
             assert 1 <= be <= f4["L"] + 1 + 1e-9
             if f4["drafting"][name] == "norep":
                 if row["direct_lp_norep"] is not None:
@@ -96,42 +125,142 @@ def test_fig4_multipath_below_optimum(quick_run):
                 continue
             if row["direct_lp"] is not None:
                 assert be <= row["direct_lp"] + 1e-6, (name, row)
-            if row["multipath_lp"] is not None:
-                assert be <= row["multipath_lp"] + 1e-6, (name, row)
-        if row["direct_lp"] is not None and row["multipath_lp"] is not None:
+            assert be <= row["multipath_lp"] + 1e-6, (name, row)
+        if row["direct_lp"] is not None:
             assert row["direct_lp"] <= row["multipath_lp"] + 1e-6
+    assert set(f5["gap_pct"]) == set(f4["verifiers"])
+    for name, gaps in f5["gap_pct"].items():
+        assert all(g is None or g >= -1e-4 for g in gaps), name
+    # K = 1: block verification is the single-path optimum, and GBV reduces to it
+    for name in ("gbv", "block-first"):
+        assert f5["gap_pct"][name][0] == pytest.approx(0, abs=1e-4), name
 
 
 def test_match_token_be_hits_target_or_says_unreachable():
     from spectheory.exact import analyze
     from spectheory.verifiers import token_verification
 
-    k = figures.match_token_be("mixture", 3, 3, seed=0, target=3.0)
+    fig6 = figures.load(GALLERY / "fig6_paper_comparison.py")
+    common = sys.modules["_common"]  # the gallery's helpers, loaded with the script
+    k = fig6.match_token_be("mixture", 3, 3, seed=0, target=3.0)
     assert k is not None and 0 < k < 1
-    inst = figures.make_family("mixture", 3, 3, 0, k)
+    inst = common.make_family("mixture", 3, 3, 0, k)
     assert float(analyze(inst, token_verification).block_efficiency) == pytest.approx(3.0, abs=1e-5)
-    assert figures.match_token_be("mixture", 3, 3, seed=0, target=4.5) is None
+    assert fig6.match_token_be("mixture", 3, 3, seed=0, target=4.5) is None
 
 
-def test_missing_lp_and_multipath_are_reported_not_fatal(monkeypatch, tmp_path):
-    monkeypatch.setattr(figures, "optional", lambda module, attr: None)
-    cfg = replace(figures.QUICK, fig4_Ks=(1,), fig4_seeds=1)
-    bar = figures.Progress(1, False)
-    f4 = figures.compute_fig4(cfg, bar)
-    assert f4["verifiers"] == [] and any("not available" in n for n in f4["notes"])
-    f1 = figures.compute_fig1(replace(cfg, fig1_Ls=(1, 2), fig1_seeds=1), bar)
-    assert not f1["lp_available"] and not f1["coupling_available"]
-    import matplotlib
+def test_only_updates_its_entries(quick_run, tmp_path, capsys):
+    out, payload = quick_run
+    for f in out.iterdir():
+        (tmp_path / f.name).write_bytes(f.read_bytes())
+    before = {f.name: f.read_bytes() for f in tmp_path.iterdir()}
+    assert main(["figures", "--quick", "--only", "fig3", "--out", str(tmp_path),
+                 "--no-progress"]) == 0
+    after = json.loads((tmp_path / "figures.json").read_text())
+    assert list(after) == list(payload)
+    for stem in STEMS:
+        if stem != "fig3_tau_pmf":
+            assert after[stem] == payload[stem]
+            assert (tmp_path / f"{stem}.png").read_bytes() == before[f"{stem}.png"]
+    assert after["fig3_tau_pmf"]["panels"] == payload["fig3_tau_pmf"]["panels"]
+    assert after["meta"]["command"].endswith("--only fig3 --out " + str(tmp_path))
+    capsys.readouterr()
+    assert main(["figures", "--only", "fig9", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "unknown figure 'fig9'" in err and err.count("\n") == 1
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    for fn, data in ((figures.plot_fig4, f4), (figures.plot_fig5, f4), (figures.plot_fig1, f1)):
-        fig = fn(plt, data)
-        texts = [t.get_text() for ax in fig.axes for t in ax.texts]
-        labels = [h.get_label() for ax in fig.axes for h in ax.get_lines()]
-        assert any("not available" in t for t in texts + labels)
-        plt.close(fig)
+# ----------------------------------------------------------------------------- atomic output
+
+
+GOOD = '''"""A figure that works\n\nbody"""\nfrom pathlib import Path\n
+def main(out, quick=False):
+    for ext in ("png", "pdf"):
+        (Path(out) / ("{stem}." + ext)).write_text("new")
+    return {{"value": 2}}
+'''
+BAD = '''"""A figure that fails half-way\n\nbody"""\nimport os, signal\nfrom pathlib import Path\n
+def main(out, quick=False):
+    (Path(out) / "{stem}.png").write_text("new")
+    {failure}
+'''
+
+
+def fake_gallery(tmp_path: Path, failure: str) -> Path:
+    folder = tmp_path / "gallery"
+    folder.mkdir()
+    (folder / "fig1_good.py").write_text(GOOD.format(stem="fig1_good"))
+    (folder / "fig2_bad.py").write_text(BAD.format(stem="fig2_bad", failure=failure))
+    return folder
+
+
+def previous_output(tmp_path: Path) -> tuple[Path, dict]:
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in ("fig1_good.png", "fig1_good.pdf", "fig2_bad.png", "fig2_bad.pdf"):
+        (out / name).write_text("old")
+    (out / "figures.json").write_text('{"meta": {"mode": "full"}}\n')
+    return out, {f.name: f.read_bytes() for f in out.iterdir()}
+
+
+def test_failing_run_leaves_previous_output_intact(tmp_path):
+    folder = fake_gallery(tmp_path, 'raise RuntimeError("plot failed")')
+    out, before = previous_output(tmp_path)
+    with pytest.raises(RuntimeError, match="plot failed"):
+        figures.run(out, folder=folder)
+    assert {f.name: f.read_bytes() for f in out.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gallery", "out"]  # no partial folder
+
+
+def test_interrupted_run_exits_130_and_leaves_previous_output_intact(tmp_path, monkeypatch,
+                                                                     capsys):
+    folder = fake_gallery(tmp_path, "os.kill(os.getpid(), signal.SIGINT)")
+    out, before = previous_output(tmp_path)
+    monkeypatch.setattr(figures, "gallery_folder", lambda: folder)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    rc = main(["figures", "--out", str(out), "--no-progress"])
+    captured = capsys.readouterr()
+    assert rc == 130 and captured.out == "" and captured.err == "spectheory: interrupted\n"
+    assert {f.name: f.read_bytes() for f in out.iterdir()} == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gallery", "out"]
+
+
+def test_script_that_writes_nothing_is_an_error_and_writes_nothing(tmp_path):
+    folder = fake_gallery(tmp_path, "return {}")
+    out, before = previous_output(tmp_path)
+    with pytest.raises(SpectheoryError, match="did not write fig2_bad.pdf"):
+        figures.run(out, folder=folder)
+    assert {f.name: f.read_bytes() for f in out.iterdir()} == before
+
+
+def test_failing_run_into_a_new_folder_creates_nothing(tmp_path):
+    folder = fake_gallery(tmp_path, 'raise RuntimeError("plot failed")')
+    with pytest.raises(RuntimeError, match="plot failed"):
+        figures.run(tmp_path / "new" / "deeper" / "out", folder=folder)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gallery"]
+
+
+def test_complete_run_replaces_the_output(tmp_path):
+    folder = tmp_path / "gallery"
+    folder.mkdir()
+    (folder / "fig1_good.py").write_text(GOOD.format(stem="fig1_good"))
+    out, _ = previous_output(tmp_path)
+    payload = figures.run(out, folder=folder)
+    assert (out / "fig1_good.png").read_text() == "new"
+    assert payload["fig1_good"]["value"] == 2 and payload["fig1_good"]["title"] == "A figure that works"
+    assert json.loads((out / "figures.json").read_text()) == payload
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+def test_no_gallery_folder_is_a_one_line_error(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(figures, "__file__", str(tmp_path / "site-packages" / "spectheory" /
+                                                 "figures.py"))
+    rc = main(["figures", "--quick", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("spectheory: error: the figure scripts")
+    assert err.count("\n") == 1 and not (tmp_path / "out").exists()
 
 
 def test_bad_output_folder_is_a_one_line_error(tmp_path, capsys):
@@ -142,7 +271,7 @@ def test_bad_output_folder_is_a_one_line_error(tmp_path, capsys):
     assert rc == 2 and err.startswith("spectheory: error: cannot create output folder")
     assert err.count("\n") == 1
     with pytest.raises(SpectheoryError):
-        figures.run(blocker / "sub", quick=True, progress=False)
+        figures.run(blocker, quick=True)
 
 
 def test_threads_option_checked_and_restored(tmp_path, capsys):
@@ -152,3 +281,17 @@ def test_threads_option_checked_and_restored(tmp_path, capsys):
     assert main(["figures", "--quick", "--threads", "0", "--out", str(tmp_path)]) == 2
     assert "--threads 0 must be at least 1" in capsys.readouterr().err
     assert torch.get_num_threads() == before
+
+
+def test_a_script_runs_on_its_own(tmp_path):
+    """`python figures/fig3_tau_pmf.py --quick --out DIR`: its two files and its numbers."""
+    import os
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(GALLERY.parent), os.environ.get("PYTHONPATH", "")])}
+    res = subprocess.run([sys.executable, str(GALLERY / "fig3_tau_pmf.py"), "--quick", "--out",
+                          str(tmp_path)], capture_output=True, text=True, env=env)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["panels"][0]["block_E_tau"] == "11/9"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fig3_tau_pmf.pdf", "fig3_tau_pmf.png"]

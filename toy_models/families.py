@@ -38,62 +38,15 @@ from typing import Callable
 import numpy as np
 
 from spectheory.errors import InstanceError
-from spectheory.instances import MAX_JSON_PREFIXES, Instance
+from spectheory.instances import Instance
 from spectheory.models import TableModel
 from spectheory.random_instances import dirichlet_model, random_instance
 
-#: Largest vocabulary the toy families build tables for (they enumerate V**L prefixes).
-MAX_TOY_VOCAB = 64
+from .checks import MAX_TOY_VOCAB, check_range, check_seed, check_sizes
+from .ngram import ngram_instance
+
 #: Smallest probability a logit is taken of (keeps log p finite for zero entries).
 LOG_FLOOR = 1e-300
-
-
-# ----------------------------------------------------------------------------- checks
-
-
-def _is_number(x) -> bool:
-    return isinstance(x, (int, float, Fraction, np.integer, np.floating)) and not isinstance(x, bool)
-
-
-def check_sizes(vocab_size, block_length, context_independent: bool = False,
-                table_depth: int | None = None) -> tuple[int, int]:
-    """Validate V and L; ``table_depth`` is the deepest table level a family will build
-    (default L, or 0 for context-independent models)."""
-    for name, v in (("vocab_size", vocab_size), ("block_length", block_length)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
-            raise InstanceError(f"{name} must be an integer, got {v!r}")
-    V, L = int(vocab_size), int(block_length)
-    if not 2 <= V <= MAX_TOY_VOCAB:
-        raise InstanceError(f"vocab_size = {V} is out of range (2..{MAX_TOY_VOCAB})")
-    if L < 1:
-        raise InstanceError(f"block_length = {L} is out of range (at least 1)")
-    depth = 0 if context_independent else (L if table_depth is None else table_depth)
-    rows = sum(V**d for d in range(depth + 1))
-    if rows > MAX_JSON_PREFIXES:
-        raise InstanceError(
-            f"a table model with V = {V} and depth {depth} has {rows:,} prefixes, over the limit "
-            f"of {MAX_JSON_PREFIXES:,} by {rows - MAX_JSON_PREFIXES:,}; use context_independent "
-            f"or smaller sizes")
-    return V, L
-
-
-def _check_range(name: str, value, lo: float, hi: float, lo_open: bool = False,
-                 hi_open: bool = False) -> float:
-    if not _is_number(value):
-        raise InstanceError(f"{name} must be a number, got {value!r}")
-    v = float(value)
-    ok = (v > lo if lo_open else v >= lo) and (v < hi if hi_open else v <= hi)
-    if not ok or math.isnan(v):
-        lb = "(" if lo_open else "["
-        rb = ")" if hi_open else "]"
-        raise InstanceError(f"{name} = {value} is out of range {lb}{lo:g}, {hi:g}{rb}")
-    return v
-
-
-def _seed(seed) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise InstanceError(f"seed must be a non-negative integer, got {seed!r}")
-    return int(seed)
 
 
 # ----------------------------------------------------------------------------- families
@@ -107,12 +60,12 @@ def dirichlet(vocab_size: int = 4, block_length: int = 4, seed: int = 0, alpha: 
     exact multiples of 1/denominator (Fractions, for exact analysis).
     """
     check_sizes(vocab_size, block_length, context_independent)
-    _check_range("alpha", alpha, 0, math.inf, lo_open=True, hi_open=True)
+    check_range("alpha", alpha, 0, math.inf, lo_open=True, hi_open=True)
     if denominator is not None and (isinstance(denominator, bool)
                                     or not isinstance(denominator, (int, np.integer))
                                     or denominator < 1):
         raise InstanceError(f"denominator must be a positive integer, got {denominator!r}")
-    return random_instance(vocab_size, block_length, _seed(seed), alpha=alpha,
+    return random_instance(vocab_size, block_length, check_seed(seed), alpha=alpha,
                            context_independent=context_independent, denominator=denominator)
 
 
@@ -131,10 +84,10 @@ def perturbed_logits(vocab_size: int = 4, block_length: int = 4, seed: int = 0,
     instance is continuous in both knobs; sigma = 0 and T = 1 give q = p exactly.
     """
     V, L = check_sizes(vocab_size, block_length, context_independent)
-    sigma = _check_range("sigma", sigma, 0, math.inf, hi_open=True)
-    T = _check_range("temperature", temperature, 0, math.inf, lo_open=True, hi_open=True)
-    _check_range("alpha", alpha, 0, math.inf, lo_open=True, hi_open=True)
-    rng = np.random.default_rng(_seed(seed))
+    sigma = check_range("sigma", sigma, 0, math.inf, hi_open=True)
+    T = check_range("temperature", temperature, 0, math.inf, lo_open=True, hi_open=True)
+    check_range("alpha", alpha, 0, math.inf, lo_open=True, hi_open=True)
+    rng = np.random.default_rng(check_seed(seed))
     target = dirichlet_model(rng, V, L, alpha, context_independent)
     tables = []
     for d in range(1 if context_independent else L):
@@ -175,12 +128,12 @@ def mixture(vocab_size: int = 4, block_length: int = 4, seed: int = 0, eps=0.5,
             eps = Fraction(eps)
         except (ValueError, ZeroDivisionError):
             raise InstanceError(f"eps = {eps!r} is not a number or fraction") from None
-    _check_range("eps", eps, 0, 1)
-    _check_range("alpha", alpha, 0, math.inf, lo_open=True, hi_open=True)
+    check_range("eps", eps, 0, 1)
+    check_range("alpha", alpha, 0, math.inf, lo_open=True, hi_open=True)
     if exact and (isinstance(denominator, bool) or not isinstance(denominator, (int, np.integer))
                   or denominator < 1):
         raise InstanceError(f"denominator must be a positive integer, got {denominator!r}")
-    rng = np.random.default_rng(_seed(seed))
+    rng = np.random.default_rng(check_seed(seed))
     target = dirichlet_model(rng, V, L, alpha, context_independent, denominator)
     e = (Fraction(eps) if not isinstance(eps, float) else Fraction(repr(eps))) if exact else float(eps)
     tables = []
@@ -200,9 +153,9 @@ def markov(vocab_size: int = 4, block_length: int = 4, seed: int = 0, lam: float
     tables, i.e. read as order-1 chains at every depth.
     """
     V, L = check_sizes(vocab_size, block_length, table_depth=1)
-    lam = _check_range("lam", lam, 0, 1)
-    _check_range("alpha", alpha, 0, math.inf, lo_open=True, hi_open=True)
-    rng = np.random.default_rng(_seed(seed))
+    lam = check_range("lam", lam, 0, 1)
+    check_range("alpha", alpha, 0, math.inf, lo_open=True, hi_open=True)
+    rng = np.random.default_rng(check_seed(seed))
     target = dirichlet_model(rng, V, 1, alpha)
     other = dirichlet_model(rng, V, 1, alpha)
     draft = TableModel(V, tuple((1 - lam) * p + lam * r
@@ -225,7 +178,7 @@ def two_token(block_length: int = 2, p0="1/3", q0="2/3", exact: bool = True,
                 v = Fraction(v)
             except (ValueError, ZeroDivisionError):
                 raise InstanceError(f"{name} = {v!r} is not a number or fraction") from None
-        _check_range(name, v, 0, 1)
+        check_range(name, v, 0, 1)
         vals.append((Fraction(v) if not isinstance(v, float) else Fraction(repr(v)))
                     if exact else float(v))
     dtype = object if exact else np.float64
@@ -251,12 +204,6 @@ class Family:
     description: str
 
 
-def _ngram_family(**params) -> Instance:
-    from .ngram import ngram_instance
-
-    return ngram_instance(**params)
-
-
 FAMILIES: dict[str, Family] = {
     f.name: f for f in [
         Family("dirichlet", dirichlet, "alpha", "(0, inf)", "smaller alpha", None,
@@ -269,7 +216,7 @@ FAMILIES: dict[str, Family] = {
                "draft = (1 - eps) target + eps uniform"),
         Family("markov", markov, "lam", "[0, 1]", "larger lam", 0.0,
                "bigram chains; draft transition = (1 - lam) target + lam random bigram"),
-        Family("ngram", _ngram_family, "draft_order", "1..order", "smaller draft_order", None,
+        Family("ngram", ngram_instance, "draft_order", "1..order", "smaller draft_order", None,
                "character n-grams from a public-domain text (Bierce, The Devil's Dictionary)"),
         Family("two-token", two_token, "q0", "[0, 1]", "|q0 - p0| larger", "p0",
                "the two-token example of Sun et al.: p = (1/3, 2/3), q = (2/3, 1/3)"),

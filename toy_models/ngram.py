@@ -33,7 +33,7 @@ from spectheory.errors import InstanceError
 from spectheory.instances import Instance
 from spectheory.models import TableModel
 
-from .families import check_sizes
+from .checks import check_sizes
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 DEFAULT_TEXT = DATA_DIR / "devils_dictionary_a_to_c.txt"

@@ -1,0 +1,221 @@
+"""Helpers shared by the figure scripts of this folder (``figN_<name>.py``).
+
+Toy instances by family and knob (:mod:`toy_models`), the exact single-path numbers of one instance
+(:func:`spectheory.exact.analyze`, float64), the multi-path table that figures 4 and 5 both plot
+(computed once per process), the published numbers of Sun et al. that figure 6 compares with,
+and saving a matplotlib figure as PNG and PDF with fixed metadata (byte-stable reruns).
+
+Each script's ``main(out, quick=False)`` writes ``out/<stem>.png`` and ``out/<stem>.pdf`` and
+returns the numbers behind the figure; ``spectheory figures`` runs them all. A script also runs
+on its own: ``python figures/fig3_tau_pmf.py [--quick] [--out DIR]`` (with ``spectheory``
+importable) writes its two files and prints its numbers as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import warnings
+from dataclasses import replace
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from spectheory.errors import SpectheoryError
+from spectheory.exact import analyze
+from spectheory.instances import Instance
+from spectheory.verifiers import MULTI_PATH, block_verification, token_verification
+
+#: The published numbers (Sun et al., PaLM-2 S target / XXS draft, average of 8 datasets).
+PAPER = {
+    "source": "Sun et al., Block Verification Accelerates Speculative Decoding, arXiv 2403.10444",
+    "models": "PaLM-2 S target, PaLM-2 XXS draft, average over 8 datasets",
+    "gain_pct": {4: 3.5, 6: 6.2, 8: 8.3},
+    "token_be_L8": 3.41,
+    "block_be_L8": 3.70,
+}
+
+#: Family parameters shared by the figures (the knob is varied on top of these).
+FAMILY_BASE = {
+    "dirichlet": {},
+    "logit-noise": {"alpha": 0.5},
+    "mixture": {"alpha": 0.3},
+    "temperature": {"alpha": 0.5},
+    "ngram": {"order": 4, "vocab_size": 5, "draft_fraction": 0.1},
+}
+#: The divergence knob of each family (see :data:`toy_models.FAMILIES`).
+KNOB = {"dirichlet": "alpha", "logit-noise": "sigma", "mixture": "eps",
+        "temperature": "temperature", "ngram": "draft_order"}
+FORMATS = ("png", "pdf")
+
+
+# ----------------------------------------------------------------------------- instances
+
+
+def truncate(inst: Instance, L: int) -> Instance:
+    """The same models with block length L (tables deeper than L are simply not used)."""
+    return replace(inst, block_length=int(L))
+
+
+def make_family(family: str, V: int, L: int, seed: int, knob_value) -> Instance:
+    """A toy instance of ``family`` (:data:`FAMILY_BASE` parameters) with its knob at
+    ``knob_value``."""
+    from toy_models import make_instance
+
+    params = dict(FAMILY_BASE.get(family, {}))
+    params.setdefault("vocab_size", V)
+    params.update(block_length=L, seed=seed)
+    params[KNOB[family]] = knob_value
+    return make_instance(family, **params)
+
+
+def single_path(inst: Instance) -> dict:
+    """Exact token and block verification results on one instance (float64)."""
+    tok = analyze(inst, token_verification, "token")
+    blk = analyze(inst, block_verification, "block")
+    return {
+        "token_E_tau": float(tok.expected_accepted), "block_E_tau": float(blk.expected_accepted),
+        "token_pmf": [float(v) for v in tok.tau_pmf], "block_pmf": [float(v) for v in blk.tau_pmf],
+        "max_tv_to_target": max(float(tok.tv_to_target), float(blk.tv_to_target)),
+    }
+
+
+# ----------------------------------------------------------------------------- multi-path
+
+
+#: Grid of figures 4 and 5 (full run / quick run).
+MULTIPATH_GRID = {
+    False: {"V": 3, "L": 2, "Ks": (1, 2, 3, 4), "seeds": 6, "direct_max_K": 4},
+    True: {"V": 2, "L": 2, "Ks": (1, 2, 3), "seeds": 1, "direct_max_K": 2},
+}
+
+
+@lru_cache(maxsize=2)
+def _multipath_data(quick: bool) -> str:
+    from lp import direct_lp, multipath_lp
+
+    g = MULTIPATH_GRID[quick]
+    verifiers = dict(MULTI_PATH)
+    drafting = {name: ("norep" if v.drafting == "norep" else "iid")
+                for name, v in verifiers.items()}
+    rows, notes = [], []
+    for seed in range(g["seeds"]):
+        inst = make_family("dirichlet", g["V"], g["L"], seed, 1.0)
+        for K in g["Ks"]:
+            row = {"seed": seed, "K": K, "be": {}}
+            for name, v in verifiers.items():
+                try:
+                    row["be"][name] = float(analyze(inst, v, name, paths=K,
+                                                    drafting=drafting[name]).block_efficiency)
+                except SpectheoryError as exc:
+                    row["be"][name] = None
+                    notes.append(f"{name}, K = {K}: {exc}")
+            row["multipath_lp"] = float(multipath_lp(inst, paths=K).optimum)
+            small = K <= g["direct_max_K"]
+            row["direct_lp"] = float(direct_lp(inst, paths=K).optimum) if small else None
+            row["direct_lp_norep"] = None
+            if small and "norep" in drafting.values():
+                try:
+                    row["direct_lp_norep"] = float(direct_lp(inst, paths=K, drafting="norep")
+                                                   .optimum)
+                except SpectheoryError as exc:
+                    notes.append(f"no LP optimum for drafting without replacement "
+                                 f"(lp.direct_lp: {exc})")
+            rows.append(row)
+    data = {"V": g["V"], "L": g["L"], "Ks": list(g["Ks"]), "seeds": g["seeds"],
+            "direct_max_K": g["direct_max_K"], "verifiers": list(verifiers),
+            "drafting": drafting, "rows": rows, "notes": sorted(set(notes))}
+    return json.dumps(data)
+
+
+def multipath_data(quick: bool = False) -> dict:
+    """E[tau+1] of every multi-path verifier (:data:`spectheory.verifiers.MULTI_PATH`, each under
+    the drafting scheme it is lossless for) and the LP optima (:func:`lp.direct_lp` for i.i.d.
+    and without-replacement drafts where small enough, :func:`lp.multipath_lp` relaxation) per
+    instance and K, on Dirichlet(1) instances. Computed once per process (figures 4 and 5)."""
+    return json.loads(_multipath_data(bool(quick)))
+
+
+def mean_by_K(data: dict, key) -> np.ndarray:
+    """Mean over instances of ``key(row)`` per K (NaN where no value)."""
+    out = []
+    for K in data["Ks"]:
+        vals = [key(r) for r in data["rows"] if r["K"] == K]
+        vals = [v for v in vals if v is not None]
+        out.append(np.mean(vals) if vals else np.nan)
+    return np.array(out)
+
+
+# ----------------------------------------------------------------------------- plotting
+
+
+def band(values):
+    """Median and 10/90% quantiles over instances (rows) per column, ignoring None."""
+    arr = np.array([[np.nan if v is None else v for v in row] for row in values], dtype=float)
+    if np.all(np.isnan(arr)):
+        return None
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return (np.nanmedian(arr, 0), np.nanquantile(arr, 0.1, 0), np.nanquantile(arr, 0.9, 0))
+
+
+def pyplot():
+    """matplotlib.pyplot on the Agg backend with the gallery's style."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update({"figure.dpi": 110, "savefig.dpi": 130, "font.size": 9,
+                         "pdf.fonttype": 42})
+    return plt
+
+
+def footnote(fig, notes) -> None:
+    """Notes on pieces that could not be computed, in small print under the axes."""
+    if notes:
+        fig.text(0.01, 0.005, "Not available: " + "; ".join(notes), fontsize=6.5,
+                 color="tab:red", ha="left", va="bottom", wrap=True)
+
+
+def save(fig, out: Path, stem: str) -> list[Path]:
+    """Write ``out/<stem>.png`` and ``out/<stem>.pdf`` (fixed metadata, no creation date) and
+    close the figure."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    paths = []
+    for ext in FORMATS:
+        meta = ({"CreationDate": None, "Creator": "spectheory figures"} if ext == "pdf"
+                else {"Software": "spectheory figures"})
+        path = Path(out) / f"{stem}.{ext}"
+        fig.savefig(path, metadata=meta)
+        paths.append(path)
+    plt.close(fig)
+    return paths
+
+
+def jsonable(obj):
+    """``obj`` with numpy scalars made Python numbers, tuples lists, keys strings, and non-finite
+    floats None."""
+    if isinstance(obj, dict):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, (np.floating, np.integer)):
+        obj = obj.item()
+    if isinstance(obj, float) and not np.isfinite(obj):
+        return None
+    return obj
+
+
+def run_script(main, argv=None) -> None:
+    """Command line of a single figure script: ``[--quick] [--out DIR]``; prints the numbers."""
+    p = argparse.ArgumentParser(description=(main.__module__ or "figure"))
+    p.add_argument("--quick", action="store_true", help="small grids")
+    p.add_argument("--out", type=Path, default=Path("."), help="output folder (default: .)")
+    args = p.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    sys.stdout.write(json.dumps(jsonable(main(args.out, quick=args.quick)), indent=1) + "\n")

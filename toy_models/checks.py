@@ -1,0 +1,61 @@
+"""Argument checks shared by the toy families (:mod:`toy_models.families`,
+:mod:`toy_models.ngram`): sizes, ranges and seeds, each failing with a one-line
+:class:`spectheory.errors.InstanceError`."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from spectheory.errors import InstanceError
+from spectheory.instances import MAX_JSON_PREFIXES
+
+#: Largest vocabulary the toy families build tables for (they enumerate V**L prefixes).
+MAX_TOY_VOCAB = 64
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float, Fraction, np.integer, np.floating)) and not isinstance(x, bool)
+
+
+def check_sizes(vocab_size, block_length, context_independent: bool = False,
+                table_depth: int | None = None) -> tuple[int, int]:
+    """Validate V and L; ``table_depth`` is the deepest table level a family will build
+    (default L, or 0 for context-independent models)."""
+    for name, v in (("vocab_size", vocab_size), ("block_length", block_length)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+            raise InstanceError(f"{name} must be an integer, got {v!r}")
+    V, L = int(vocab_size), int(block_length)
+    if not 2 <= V <= MAX_TOY_VOCAB:
+        raise InstanceError(f"vocab_size = {V} is out of range (2..{MAX_TOY_VOCAB})")
+    if L < 1:
+        raise InstanceError(f"block_length = {L} is out of range (at least 1)")
+    depth = 0 if context_independent else (L if table_depth is None else table_depth)
+    rows = sum(V**d for d in range(depth + 1))
+    if rows > MAX_JSON_PREFIXES:
+        raise InstanceError(
+            f"a table model with V = {V} and depth {depth} has {rows:,} prefixes, over the limit "
+            f"of {MAX_JSON_PREFIXES:,} by {rows - MAX_JSON_PREFIXES:,}; use context_independent "
+            f"or smaller sizes")
+    return V, L
+
+
+def check_range(name: str, value, lo: float, hi: float, lo_open: bool = False,
+                 hi_open: bool = False) -> float:
+    if not _is_number(value):
+        raise InstanceError(f"{name} must be a number, got {value!r}")
+    v = float(value)
+    ok = (v > lo if lo_open else v >= lo) and (v < hi if hi_open else v <= hi)
+    if not ok or math.isnan(v):
+        lb = "(" if lo_open else "["
+        rb = ")" if hi_open else "]"
+        raise InstanceError(f"{name} = {value} is out of range {lb}{lo:g}, {hi:g}{rb}")
+    return v
+
+
+def check_seed(seed) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise InstanceError(f"seed must be a non-negative integer, got {seed!r}")
+    return int(seed)
