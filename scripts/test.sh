@@ -1,6 +1,11 @@
 #!/usr/bin/env bash
-# The README's test command: set up (idempotent) and run the whole test suite.
+# The test command (what CI runs): set up (idempotent; test, docs and the real-model extras, so
+# the real-model loop is tested on tiny models), build the documentation strictly (a broken link
+# or a missing API page fails), then run the whole test suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh test,docs,models
+site="$(mktemp -d)"
+trap 'rm -rf "$site"' EXIT
+.venv/bin/python -m mkdocs build --strict --quiet --site-dir "$site"
 .venv/bin/python -m pytest -q "$@"
