@@ -11,7 +11,7 @@ real 1.5B target on the same machine: batch K, L+1 tokens) or ``--target-seconds
     python benchmarks/bench_verify_overhead.py --costs benchmarks/results/qwen-coder-cpu/costs.json
     python benchmarks/bench_verify_overhead.py --device cuda --B 1,64,256 --L 4,8,16   # on a GPU
 
-Performance target (issue 6): block within 1.2x of token, and under 5% of the target forward.
+Performance target: block within 1.2x of token, and under 5% of the target forward.
 """
 
 from __future__ import annotations
