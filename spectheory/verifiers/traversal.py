@@ -4,8 +4,9 @@ Speculative Tree Decoding", NeurIPS 2025, arXiv 2505.12398), on K drafted paths.
 The node rule below is a reconstruction from the paper's summary, chosen so that a chain is
 exactly block verification as the paper states, and checked lossless by the exact multi-path
 checker; it has not been compared line by line with the authors' code. Traversal verification
-visits the draft tree leaf to root in post-order. Every node v = u x keeps a sequence-level weight p_alpha(v) = min(1, p_alpha(u) M_b(x|u) / M_s(x|u)) (p_alpha(root) = 1,
-M_b = p and M_s = q initially). A node is visited once all its children are deleted; it is
+visits the draft tree leaf to root in post-order. Every node v = u x keeps a sequence-level
+weight p_alpha(v) = min(1, p_alpha(u) M_b(x|u) / M_s(x|u)) (p_alpha(root) = 1, M_b = p and
+M_s = q initially). A node is visited once all its children are deleted; it is
 accepted with probability p_alpha(v) when it is a drafted leaf and, after its children were
 deleted, with the block-verification weight h(v) = S / (S + 1 - p_alpha(v)),
 S = sum_y max(p_alpha(v) M_b(y|v) - M_s(y|v), 0). Acceptance ends the walk with output
