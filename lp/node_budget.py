@@ -119,8 +119,9 @@ def build_node_budget(instance: Instance, exact: bool = False, limit: int | None
 
 
 def greedy_budgets(p_levels, Q, L: int):
-    """Closed-form optimum: M*[j] [V^j] for j = 0..L with M*(s) = min(q(s), p(a|s^-) M*(s^-)),
-    and D*[j] = p(a|s^-) M*(s^-) for j = 1..L+1 (lists indexed by depth)."""
+    """Closed-form optimum: ``M*[j]`` (V^j entries) for j = 0..L with
+    M*(s) = min(q(s), p(a|s^-) M*(s^-)), and ``D*[j]`` = p(a|s^-) M*(s^-) for j = 1..L+1 (lists
+    indexed by depth)."""
     M = [Q[0] * 0 + Q[0]]
     D = [None]
     for j in range(1, L + 2):

@@ -7,5 +7,5 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh test,docs,models
 site="$(mktemp -d)"
 trap 'rm -rf "$site"' EXIT
-.venv/bin/python -m mkdocs build --strict --quiet --site-dir "$site"
+NO_MKDOCS_2_WARNING=1 .venv/bin/python -m mkdocs build --strict --quiet --site-dir "$site"
 .venv/bin/python -m pytest -q "$@"

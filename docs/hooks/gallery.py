@@ -1,7 +1,7 @@
 """mkdocs hook: the figure gallery page.
 
 Each figure is a script ``figures/figN_<name>.py`` whose module docstring says what it shows (first
-line: the title; the rest: the description, in Markdown) and an image ``figures/figN_<name>.png``.
+line: the title, without a trailing full stop; the rest: the description, in Markdown) and an image ``figures/figN_<name>.png``.
 The hook puts the images into the site under ``gallery/`` and replaces the marker
 ``<!-- gallery -->`` in ``docs/gallery.md`` by one section per figure, in figure order: title,
 image, description and the script's source (read, never run).
@@ -66,7 +66,7 @@ def _from_script(path: Path) -> tuple[str, str]:
     except SyntaxError:
         doc = ""
     first, _, rest = doc.strip().partition("\n")
-    return first.strip(), rest.strip()
+    return first.strip().removesuffix("."), rest.strip()
 
 
 def collect(folder: Path) -> list[Figure]:
