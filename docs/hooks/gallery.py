@@ -1,8 +1,8 @@
 """mkdocs hook: the figure gallery page.
 
-Each figure is a script ``figures/figN_<name>.py`` whose module docstring says what it shows (first
-line: the title, without a trailing full stop; the rest: the description, in Markdown) and an image ``figures/figN_<name>.png``.
-The hook puts the images into the site under ``gallery/`` and replaces the marker
+Each figure is a script ``figures/figN_<name>.py`` whose module docstring says what it shows
+(first line: the title, a trailing full stop dropped; the rest: the description, in Markdown)
+and an image ``figures/figN_<name>.png``. The hook puts the images into the site under ``gallery/`` and replaces the marker
 ``<!-- gallery -->`` in ``docs/gallery.md`` by one section per figure, in figure order: title,
 image, description and the script's source (read, never run).
 
