@@ -2,9 +2,10 @@
 
 Each figure is a script ``figures/figN_<name>.py`` whose module docstring says what it shows
 (first line: the title, a trailing full stop dropped; the rest: the description, in Markdown)
-and an image ``figures/figN_<name>.png``. The hook puts the images into the site under ``gallery/`` and replaces the marker
-``<!-- gallery -->`` in ``docs/gallery.md`` by one section per figure, in figure order: title,
-image, description and the script's source (read, never run).
+and an image ``figures/figN_<name>.png``. The hook puts the images into the site under
+``gallery/`` and replaces the marker ``<!-- gallery -->`` in ``docs/gallery.md`` by one section
+per figure, in figure order: title, image, description and the script's source (read, never
+run).
 
 Where a figure has an image but no script, its title and description come from the matching
 ``## figN_<name>: title`` section of ``figures/INDEX.md`` if that file exists, else the title is
