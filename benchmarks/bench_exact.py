@@ -1,4 +1,4 @@
-"""Benchmark of the exact engine (issue 2).
+"""Benchmark of the exact engine.
 
 * Headline: block verification exact analysis with V = 8, L = 7 (2,097,152 drafts, table models),
   target <= 10 s and <= 4 GiB on a 2-core machine.

@@ -1,4 +1,4 @@
-"""Benchmarks of the LP toolkit (issue 3). Each case runs in its own subprocess, so the reported
+"""Benchmarks of the LP toolkit. Each case runs in its own subprocess, so the reported
 peak memory (max RSS) is that case's alone, and a case over the time limit is killed.
 
     .venv/bin/python benchmarks/bench_lp.py            # full run (a few CPU minutes)

@@ -1,12 +1,12 @@
-"""Benchmark: exact multi-path analysis by joint enumeration (issue 4 performance target).
+"""Benchmark: exact multi-path analysis by joint enumeration.
 
 Target: exact GBV analysis for V = 4, L = 4, K = 3 (4^12 = 16.7 M joint draft outcomes) within
 60 s and 8 GiB. Prints wall time, outcomes per second and peak resident memory for each case,
 and cross-checks the enumeration against the fast skewed-draft route (block verification on q^G).
 
-    .venv/bin/python benchmarks/bench_multipath.py --threads 1   # the target case (on a shared
-                                                                 # machine one torch thread is
-                                                                 # 3-4x faster than two)
+    .venv/bin/python benchmarks/bench_multipath.py --threads 1   # the target case (one torch
+                                                                 # thread: the engine's many small
+                                                                 # operations do not gain from two)
     .venv/bin/python benchmarks/bench_multipath.py --quick    # small cases only
 """
 

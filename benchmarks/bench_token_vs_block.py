@@ -1,9 +1,9 @@
-"""Block vs token verification time at the real-model shapes (issue 6 performance target).
+"""Block vs token verification time at the real-model shapes.
 
 One drafted path (B = 1), Qwen vocabulary V = 151,936, L in {4, 8}, float32 and float64, CPU.
 The two verifiers are timed interleaved, 201 times each, and the median of the last 181 is
-reported, because single calls take about a millisecond and isolated timings swing by 2x on a
-shared machine. Usage: ``python benchmarks/bench_token_vs_block.py``.
+reported, because single calls take about a millisecond and isolated timings can swing by 2x.
+Usage: ``python benchmarks/bench_token_vs_block.py``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Where GBV wins and where it loses against block verification (issue 4, item 5).
+"""Where GBV wins and where it loses against block verification.
 
 Instances: vocabulary V, a target with i.i.d. standard-normal logits at every prefix (softmax
 rows, context-dependent tables up to depth L) and a draft whose logits are the target's plus
@@ -9,7 +9,7 @@ tests check against the joint enumeration), and report per (K, L, sigma) the fra
 where GBV beats block verification (by more than 1e-12), where it loses, and the mean relative
 gain E_GBV / E_block - 1.
 
-    .venv/bin/python benchmarks/gbv_sweep.py                 # README table (V=4, 20 instances)
+    .venv/bin/python benchmarks/gbv_sweep.py                 # docs/results.md (V=4, 20 instances)
     .venv/bin/python benchmarks/gbv_sweep.py --instances 5   # quicker
 """
 

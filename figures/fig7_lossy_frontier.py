@@ -1,4 +1,4 @@
-"""Distortion against block efficiency: lossless verifiers and the lossy rules engines ship.
+"""Distortion against block efficiency: lossless verifiers and the lossy rules engines ship
 
 Each point is one acceptance rule on random Dirichlet instances with prefix-dependent rows
 (V = 4, L = 4, alpha = 0.5 and 1, seeds 0..3 in the full run), computed exactly by the sequence-
@@ -10,6 +10,12 @@ l in (0, 1] (Leviathan et al., ICML 2023), a probability threshold theta, Medusa
 acceptance with epsilon = 0.09 and a range of delta (Cai et al., arXiv 2401.10774), and greedy
 matching. Block verification is the most efficient lossless point (it is optimal among valid
 single-path verifiers); the lossy rules beat it only by accepting a non-zero TV.
+
+Numbers (``figures.json``, key ``fig7_lossy_frontier``): for every rule, its family, parameter,
+mean TV and mean block efficiency.
+
+Full run: block verification reaches 2.032 at TV 0 (token 1.886, strict 1.299); lenience l = 0.8
+reaches 2.076 at TV 0.079, greedy matching 1.187 at TV 0.434.
 """
 
 from __future__ import annotations
@@ -85,6 +91,19 @@ def draw(data: dict, out: Path) -> None:
         fig.savefig(out / f"fig7_lossy_frontier.{ext}", dpi=130,
                     metadata={"CreationDate": None} if ext == "pdf" else {"Software": None})
     plt.close(fig)
+
+
+def headline(data: dict) -> str:
+    """The run's result in one sentence (the module docstring quotes the committed full run)."""
+    pts = data["points"]
+    first_lenient = min((r for r in pts.values() if r["family"] == "lenient" and r["tv"] > 1e-9),
+                        key=lambda r: r["tv"])
+    return (f"Full run: block verification reaches {pts['block']['block_efficiency']:.3f} at "
+            f"TV 0 (token {pts['token']['block_efficiency']:.3f}, strict "
+            f"{pts['strict']['block_efficiency']:.3f}); lenience l = {first_lenient['parameter']} "
+            f"reaches {first_lenient['block_efficiency']:.3f} at TV {first_lenient['tv']:.3f}, "
+            f"greedy matching {pts['greedy']['block_efficiency']:.3f} at TV "
+            f"{pts['greedy']['tv']:.3f}.")
 
 
 def main(out: Path, quick: bool = False) -> dict:

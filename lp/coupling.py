@@ -9,8 +9,8 @@ since P(X^i = Y^i = x^i) <= min(q(x^i), p(x^i)); the bound is attained (couple t
 masses m(x^i) = min(q, p) level by level: the mass that stops agreeing below x^i can always be
 paired off-diagonal, because the draft's and the target's leftovers q - m and p - m live on
 disjoint children). In block-efficiency units the bound is 1 + that sum: 21/9 = 1 + 12/9 on the
-paper's example (shared doc, "Full-knowledge coupling bound"). :func:`coupling_lp` solves the
-coupling LP itself on tiny instances, which checks the attainment numerically.
+two-token example p = (1/3, 2/3), q = (2/3, 1/3), L = 2. :func:`coupling_lp` solves the coupling
+LP itself on tiny instances, which checks the attainment numerically.
 """
 
 from __future__ import annotations

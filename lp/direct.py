@@ -1,7 +1,7 @@
 """Direct verifier LP: the best valid K-path verifier, by brute force over randomised maps.
 
 Drafting (``drafting="iid"``, the default): K paths X_1..X_K of length L drawn i.i.d. from q
-(with replacement, duplicates allowed), the scheme of the shared doc; ``drafting="norep"``: the
+(with replacement, duplicates allowed); ``drafting="norep"``: the
 first tokens drawn without replacement (the ``norep`` scheme of :mod:`spectheory.multipath`). A K-path verifier is any
 randomised map from the drafted paths to an output block b = (y^i, a): a prefix y^i (0 <= i <= L)
 of one of the drafted paths followed by one token a (for i = L it is the bonus token). Its law is

@@ -1,6 +1,6 @@
 """Compact node-budget relaxation for K i.i.d. draft paths, and the L = 1 closed form.
 
-Compact LP (shared doc, "Multi-path optimum"). Take the node-budget LP of
+Compact LP (an upper bound on the best valid K-path verifier). Take the node-budget LP of
 :mod:`lp.node_budget` in its reduced form (variables M(s), 1 <= |s| <= L, with target matching
 substituted: M(s, a) <= p(a|s) M(s)) and replace "M(s) <= q(s)" by coverage constraints: for every depth j and every set S of depth-j sequences,
 

@@ -20,9 +20,10 @@ gives E(s, a) = p(a|s) M(s) - M(s, a), i.e. the LP
                M(s) <= D(s)            for 1 <= |s| <= L            (E(s) >= 0)
                D >= 0,                 M(empty) = 1.
 
-This is the restatement of the shared doc, checked here by the derivation above (it is exactly
-"E(s) >= 0 and marginals of the completed output equal p's") and numerically: its optimum equals
-block verification's E[tau + 1] from :func:`spectheory.exact.analyze` (tests/test_lp_node_budget.py).
+This restatement of Thomas & Pal's Thm 3.3 is checked here by the derivation above (it is
+exactly "E(s) >= 0 and marginals of the completed output equal p's") and numerically: its optimum
+equals block verification's E[tau + 1] from :func:`spectheory.exact.analyze`
+(tests/test_lp_node_budget.py).
 Every valid verifier, whatever it observes, gives a feasible point (its D, M), so the optimum
 bounds all of them.
 
@@ -118,8 +119,9 @@ def build_node_budget(instance: Instance, exact: bool = False, limit: int | None
 
 
 def greedy_budgets(p_levels, Q, L: int):
-    """Closed-form optimum: M*[j] [V^j] for j = 0..L with M*(s) = min(q(s), p(a|s^-) M*(s^-)),
-    and D*[j] = p(a|s^-) M*(s^-) for j = 1..L+1 (lists indexed by depth)."""
+    """Closed-form optimum: ``M*[j]`` (V^j entries) for j = 0..L with
+    M*(s) = min(q(s), p(a|s^-) M*(s^-)), and ``D*[j]`` = p(a|s^-) M*(s^-) for j = 1..L+1 (lists
+    indexed by depth)."""
     M = [Q[0] * 0 + Q[0]]
     D = [None]
     for j in range(1, L + 2):

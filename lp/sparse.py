@@ -45,7 +45,7 @@ BYTES_PER_NONZERO = 150
 
 SOLVERS = ("highs", "cvxpy")
 #: Default float route: direct HiGHS was faster than cvxpy in benchmarks/bench_lp.py at every
-#: size measured (see the README's LP section).
+#: size measured (docs/benchmarks.md, LP section).
 DEFAULT_SOLVER = "highs"
 
 

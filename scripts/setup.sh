@@ -1,10 +1,25 @@
 #!/usr/bin/env bash
-# Create .venv and install spectheory with its test extras. torch is pinned to the CPU build
-# through constraints.txt (an unpinned torch pulls several GB of CUDA packages).
+# Create .venv (idempotent) and install spectheory in editable mode with the extras named in the
+# first argument (comma-separated, e.g. `bash scripts/setup.sh test,docs`; none: the theory core).
+#   figures  matplotlib, for `spectheory figures`
+#   cvxpy    the LPs through cvxpy
+#   models   transformers, accelerate, gguf: the real-model commands (`spectheory models`,
+#            `spectheory validate`)
+#   test     pytest, hypothesis and the figures and cvxpy extras
+#   docs     mkdocs, mkdocs-material, mkdocstrings
+# constraints.txt pins versions (torch among them). Which torch build pip picks, CPU or CUDA,
+# depends on the index: on PyPI alone the default Linux wheel is the CUDA build. For the CPU
+# build, install it first:
+#   .venv/bin/python -m pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
 set -euo pipefail
 cd "$(dirname "$0")/.."
+extras="${1:-}"
 if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
-.venv/bin/python -m pip install -q -c constraints.txt -e '.[test,models]'
+target="."
+if [ -n "$extras" ]; then
+    target=".[${extras}]"
+fi
+.venv/bin/python -m pip install -q -c constraints.txt -e "$target"

@@ -12,6 +12,7 @@ import argparse
 import importlib
 import sys
 
+from . import __version__
 from .errors import SpectheoryError
 
 #: Modules that contribute sub-commands (each has ``register(subparsers)``).
@@ -30,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="spectheory",
         description="Exact theory, LPs and verifiers for speculative decoding.",
     )
+    parser.add_argument("--version", action="version", version=f"spectheory {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     for name in COMMAND_MODULES:

@@ -19,7 +19,8 @@ from spectheory.errors import SpectheoryError
 
 GALLERY = figures.gallery_folder()
 STEMS = ["fig1_accepted_vs_L", "fig2_gain_vs_divergence", "fig3_tau_pmf", "fig4_multipath_vs_K",
-         "fig5_multipath_gap", "fig6_paper_comparison"]
+         "fig5_multipath_gap", "fig6_paper_comparison", "fig7_lossy_frontier",
+         "fig8_selection_optimum"]
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Multi-path verification (issue 4): losslessness, K = 1 reductions, GBV's two exact routes,
+"""Multi-path verification: losslessness, K = 1 reductions, GBV's two exact routes,
 the mismatched-tie GBV caught by the checker, SpecTr's parameter, real-model shapes."""
 
 from __future__ import annotations

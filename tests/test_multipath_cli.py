@@ -1,4 +1,4 @@
-"""Command line for multi-path verifiers (issue 4): --paths / --drafting, JSON keys, errors."""
+"""Command line for multi-path verifiers: --paths / --drafting, JSON keys, errors."""
 
 from __future__ import annotations
 

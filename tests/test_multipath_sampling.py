@@ -1,4 +1,4 @@
-"""Sampling a multi-path verifier's law on sampled drafts agrees with the exact law (issue 4).
+"""Sampling a multi-path verifier's law on sampled drafts agrees with the exact law.
 
 For each verifier, N = 10000 draft outcomes are drawn under its drafting scheme with a fixed seed,
 the verifier's law is evaluated on them and (path, tau, Y) sampled by the generic sampler; the

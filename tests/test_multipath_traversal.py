@@ -1,5 +1,5 @@
 """Traversal on the merged token tree (``traversal-tree``) against a deliberately naive
-per-outcome Fraction implementation of the same node rule (issue 4)."""
+per-outcome Fraction implementation of the same node rule."""
 
 from __future__ import annotations
 

@@ -1,12 +1,12 @@
 """Traversal verification (Weng, Hu, Chen, Liu, Mei, Qiu, Tian, Shi: "Traversal Verification for
 Speculative Tree Decoding", NeurIPS 2025, arXiv 2505.12398), on K drafted paths.
 
-(Only the paper's abstract was available to us; the node rule below is our reconstruction,
-chosen so that a chain is exactly block verification as the paper states, and checked lossless by
-the exact multi-path checker.) Traversal verification visits the draft tree leaf to root in
-post-order. Every node v = u x keeps
-a sequence-level weight p_alpha(v) = min(1, p_alpha(u) M_b(x|u) / M_s(x|u)) (p_alpha(root) = 1,
-M_b = p and M_s = q initially). A node is visited once all its children are deleted; it is
+The node rule below is a reconstruction from the paper's summary, chosen so that a chain is
+exactly block verification as the paper states, and checked lossless by the exact multi-path
+checker; it has not been compared line by line with the authors' code. Traversal verification
+visits the draft tree leaf to root in post-order. Every node v = u x keeps a sequence-level
+weight p_alpha(v) = min(1, p_alpha(u) M_b(x|u) / M_s(x|u)) (p_alpha(root) = 1, M_b = p and
+M_s = q initially). A node is visited once all its children are deleted; it is
 accepted with probability p_alpha(v) when it is a drafted leaf and, after its children were
 deleted, with the block-verification weight h(v) = S / (S + 1 - p_alpha(v)),
 S = sum_y max(p_alpha(v) M_b(y|v) - M_s(y|v), 0). Acceptance ends the walk with output
@@ -19,7 +19,7 @@ On a single chain (K = 1) this is exactly block verification (Sun et al., arXiv 
 visit of depth i accepts with h_i = S_i / (S_i + 1 - w_i) and corrects from
 normalise(max(w_i p - q, 0)).
 
-What we implement. The K paths are the branches of the root, visited in path order, each a chain
+What is implemented. The K paths are the branches of the root, visited in path order, each a chain
 (shared prefixes are NOT merged into one token-tree node; under ``norep`` drafting the first tokens
 are distinct, so there is nothing to merge, and surplus paths that repeat path 1 are skipped).
 Leaf-to-root on branch k is block verification of that branch with the root rows (M_b, M_s) in
@@ -33,8 +33,8 @@ the residual target left by the previous ones, so both are lossless under their 
 ``traversal-tree`` (:func:`traversal_tree`) runs the node rule above on the MERGED token tree of
 the K paths (shared prefixes are one node; children ordered by the first path through them;
 siblings updated without replacement). Under ``norep`` it equals ``traversal``; under i.i.d.
-drafting the exact checker finds it lossless on every random and degenerate instance we tried
-(tests; we have no proof). Neither it nor ``traversal-iid`` accepts more on every instance. With
+drafting the exact checker finds it lossless on every random and degenerate instance tested
+(tests; there is no proof). Neither it nor ``traversal-iid`` accepts more on every instance. With
 with-replacement sibling updates the merged tree is lossy under i.i.d. drafting (a test).
 """
 
