@@ -213,6 +213,22 @@ def _import_target(text: str) -> Any:
         raise SpectheoryError(f"{text!r} is not of the form module:function")
     try:
         mod = importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        # a console script does not put the current folder on sys.path (python -m does): look
+        # there too, as a user who names `mymodule:f` in their working folder expects
+        import os
+        import sys
+
+        here = os.getcwd()
+        if exc.name != module.split(".")[0] or here in sys.path:
+            raise SpectheoryError(f"cannot import module {module!r} for verifier {text!r}: "
+                                  f"{exc}") from None
+        sys.path.append(here)
+        try:
+            mod = importlib.import_module(module)
+        except ImportError as exc2:
+            raise SpectheoryError(f"cannot import module {module!r} for verifier {text!r}: "
+                                  f"{exc2}") from None
     except ImportError as exc:
         raise SpectheoryError(f"cannot import module {module!r} for verifier {text!r}: "
                               f"{exc}") from None

@@ -1,7 +1,8 @@
 """An independent, deliberately naive exact-rational reference (tests only).
 
 Plain Python loops over every draft, dicts of Fractions, and the verifier definitions written out
-directly from the shared doc (not through spectheory.backend or spectheory.verifiers), so that a
+directly from the papers (token verification: Leviathan et al., ICML 2023; block verification:
+Sun et al., arXiv 2403.10444), not through spectheory.backend or spectheory.verifiers, so that a
 mistake in the main engine or verifiers shows up as a disagreement.
 """
 

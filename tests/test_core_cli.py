@@ -1,4 +1,4 @@
-"""Command-line contract and bad input (issue 2): JSON keys, exact strings, exit code 2."""
+"""Command-line contract and bad input: JSON keys, exact strings, exit code 2."""
 
 from __future__ import annotations
 

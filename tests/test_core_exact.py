@@ -1,4 +1,4 @@
-"""Exact engine, token and block verification: values, losslessness, orderings (issue 2)."""
+"""Exact engine, token and block verification: values, losslessness, orderings."""
 
 from __future__ import annotations
 

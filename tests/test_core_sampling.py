@@ -1,4 +1,4 @@
-"""The generic sampler agrees with the exact law (issue 2).
+"""The generic sampler agrees with the exact law.
 
 Statistical test: chi-square goodness of fit of sampled output blocks (X^tau, Y) against the
 exact emitted-block law, at false-alarm rate alpha = 1e-4 per test, with fixed seeds (so the
