@@ -17,6 +17,8 @@ from .errors import SpectheoryError
 #: Modules that contribute sub-commands (each has ``register(subparsers)``).
 COMMAND_MODULES = [
     "spectheory.commands",
+    "spectheory.testing.sampler_cli",
+    "spectheory.testing.vectors_cli",
     "spectheory.figures",
     "toy_models.cli",
     "gpu_validation.cli",
