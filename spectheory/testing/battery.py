@@ -37,6 +37,7 @@ hypothesis strategies of :mod:`spectheory.testing.strategies`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
@@ -137,20 +138,24 @@ def _equal_at_some_nodes(V: int, L: int, seed: int, denominator: int) -> Instanc
 
 
 def _zeros(V: int, L: int, seed: int, denominator: int) -> Instance:
-    """Prefix-dependent rows with one zero in every row of both models: at the node of index n
-    (lexicographic, per depth) the target is zero at token n mod V and the draft at token
-    (n + 1) mod V, so at every node each model has a zero where the other has mass, and the
-    zero moves from node to node."""
+    """Prefix-dependent rows with exactly one zero in every row of both models: at the node of
+    index n (lexicographic, per depth) the target is zero at token n mod V and the draft at token
+    (n + 1) mod V, so at every node each model has a zero where the other has mass, and the zero
+    moves from node to node. Other entries are random multiples of 1/denominator, at least
+    1/denominator each."""
     rng = np.random.default_rng(seed)
 
     def tables(depth, shift):
         out = []
         for d in range(depth + 1):
-            rows = rng.dirichlet(np.ones(V), size=V**d)
-            n = np.arange(V**d)
-            rows[n, (n + shift) % V] = 0.0
-            rows /= rows.sum(axis=1, keepdims=True)
-            out.append(quantize_rows(rows, denominator))
+            n = V**d
+            counts = np.zeros((n, V), dtype=np.int64)
+            for r in range(n):
+                cols = [c for c in range(V) if c != (r + shift) % V]
+                counts[r, cols] = 1 + rng.multinomial(denominator - len(cols),
+                                                      rng.dirichlet(np.ones(len(cols))))
+            out.append(np.vectorize(lambda c: Fraction(int(c), denominator),
+                                    otypes=[object])(counts))
         return tuple(out)
 
     return Instance(V, L, TableModel(V, tables(L, 0)), TableModel(V, tables(L - 1, 1)))
