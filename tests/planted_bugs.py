@@ -78,7 +78,7 @@ def biased_block(eps: float):
 def nan_law(drafts, q, p):
     """Block verification with NaN as P(tau = 1) on every draft."""
     stop, corr = block_verification(drafts, q, p)
-    stop = stop.clone()
+    stop = stop.clone() if isinstance(stop, torch.Tensor) else stop.copy()
     stop[:, 1] = float("nan")
     return Law(stop, corr)
 
