@@ -175,3 +175,14 @@ def test_instances_argument_forms():
         default_battery(0)
     with pytest.raises(SpectheoryError, match="unknown verifier"):
         assert_lossless("no-such-verifier")
+
+
+def test_hypothesis_only_in_strategies():
+    import subprocess
+    import sys
+
+    code = ("import sys, spectheory.testing as t; t.assert_lossless; t.default_battery; "
+            "t.export_vectors; assert 'hypothesis' not in sys.modules; "
+            "from spectheory.testing.strategies import instances, KINDS, make_instance; "
+            "assert 'hypothesis' in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -26,6 +26,7 @@ _EXPORTS = {
     "check_lossless_battery": "lossless",
     "default_battery": "battery",
     "BatteryInstance": "battery",
+    "make_instance": "battery",
     "check_sampler": "sampler",
     "assert_sampler": "sampler",
     "check_proposal": "sampler",
@@ -34,6 +35,7 @@ _EXPORTS = {
     "SamplerReport": "sampler",
     "export_vectors": "vectors",
     "check_vectors": "vectors",
+    "build_vector": "vectors",
 }
 
 __all__ = sorted(_EXPORTS)
