@@ -137,7 +137,7 @@ def min_detectable_tv(tests: list[RowTest], alpha: float, power: float = 0.9) ->
     lo, hi = 0.0, 1.0
     if family_power(hi, tests, alpha) < power:
         return float("inf")
-    for _ in range(60):
+    while hi - lo > 1e-5 * hi:  # relative precision 1e-5
         mid = 0.5 * (lo + hi)
         if family_power(mid, tests, alpha) >= power:
             hi = mid
