@@ -111,32 +111,30 @@ def _exact_inverse_cdf(probs: list, u: float) -> int:
     return len(probs) - 1
 
 
-def _decide(stop, corr, uniforms) -> list[tuple[int, int, int]]:
-    """(path, tau, Y) of :func:`spectheory.sampling.sample_output` for each uniform pair."""
-    n = len(uniforms)
-    if n == 0:
+def _decide(stop_f, corr_f, index, uniforms) -> list[tuple[int, int, int]]:
+    """(path, tau, Y) of :func:`spectheory.sampling.sample_output` for uniform pairs
+    ``uniforms`` [m, 2] on the laws of drafts ``index`` [m] (float64 laws ``stop_f`` [n, K, L+1],
+    ``corr_f`` [n, K, L+1, V]); one batched call."""
+    if len(uniforms) == 0:
         return []
-    s = torch.tensor([[float(v) for v in stop.reshape(-1)]] * n, dtype=torch.float64)
-    K, L1 = stop.shape
-    c = torch.tensor([[float(v) for v in corr.reshape(-1)]] * n,
-                     dtype=torch.float64).reshape(n, K, L1, -1)
-    u = torch.tensor(uniforms, dtype=torch.float64).reshape(n, 2)
-    k, tau, y = sample_output(Law(s.reshape(n, K, L1), c), uniforms=u)
-    return [(int(a), int(b), int(d)) for a, b, d in zip(k, tau, y)]
+    idx = torch.as_tensor(index, dtype=torch.int64)
+    law = Law(torch.as_tensor(stop_f)[idx], torch.as_tensor(corr_f)[idx])
+    k, tau, y = sample_output(law, uniforms=torch.tensor(uniforms, dtype=torch.float64))
+    return list(zip(k.tolist(), tau.tolist(), y.tolist()))
 
 
 def _draw_uniforms(stop, corr, rng, count: int) -> list[list[float]]:
-    """``count`` uniform pairs away from the CDF boundaries of this law (exact check)."""
+    """``count`` uniform pairs for one draft's law, each at least :data:`BOUNDARY_MARGIN` away
+    from every partial sum it is compared with (checked in exact arithmetic)."""
     flat = list(stop.reshape(-1))
+    L1 = stop.shape[1]
     out = []
     while len(out) < count:
         u0, u1 = (float(x) for x in rng.random(2))
         if not _boundaries_ok(flat, u0):
             continue
         j = _exact_inverse_cdf(flat, u0)
-        K, L1 = stop.shape
-        row = list(corr[j // L1, j % L1])
-        if not _boundaries_ok(row, u1):
+        if not _boundaries_ok(list(corr[j // L1, j % L1]), u1):
             continue
         out.append([u0, u1])
     return out
@@ -190,13 +188,18 @@ def build_vector(verifier: Any, instance: Instance, name: str = "instance", *,
     if uniforms is not None and len(uniforms) != n:
         raise SpectheoryError(f"{len(uniforms)} lists of uniforms for {n} joint drafts")
     rng = np.random.default_rng(seed)
-    entries, decided = [], []
+    pairs, owner = [], []
     for d in range(n):
         u = (uniforms[d] if uniforms is not None
              else _draw_uniforms(stop[d], corr[d], rng, decisions))
-        for pair, (k, t, y) in zip(u, _decide(stop[d], corr[d], u)):
-            decided.append({"draft": d, "uniforms": [float(pair[0]), float(pair[1])],
-                            "path": k, "tau": t, "token": y})
+        pairs.extend([float(a), float(b)] for a, b in u)
+        owner.extend([d] * len(u))
+    to_float = np.vectorize(float, otypes=[np.float64])
+    chosen = _decide(to_float(stop), to_float(corr), owner, pairs)
+    decided = [{"draft": d, "uniforms": pair, "path": k, "tau": t, "token": y}
+               for d, pair, (k, t, y) in zip(owner, pairs, chosen)]
+    entries = []
+    for d in range(n):
         entries.append({
             "paths": [[int(x) for x in path] for path in drafts[d].tolist()],
             "probability": _fr(weight[d]),
