@@ -86,7 +86,8 @@ def main(argv=None) -> int:
         "command": "PYTHONPATH=. python benchmarks/bench_check_sampler.py " + " ".join(
             argv if argv is not None else sys.argv[1:]),
         "shape": {"V": V, "B": B, "L": L, "samples": N},
-        "seconds": {"check_sampler": t_check, "check_sampler_chunked": t_plain, "floor_read_p_q": t_read,
+        "seconds": {"check_sampler": t_check, "check_sampler_chunked": t_plain,
+                    "floor_read_p_q": t_read,
                     "floor_reference_sampler": t_ref},
         "ratio": {"check_over_reference": t_check / t_ref, "check_over_read": t_check / t_read},
         "target_seconds": 60,

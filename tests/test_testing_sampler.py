@@ -71,7 +71,7 @@ def coin_law_sampler(convention):
     return sampler
 
 
-# ----------------------------------------------------------------------------- correct samplers pass
+# ---------------------------------------------------------------------------- correct samplers
 
 
 @pytest.mark.parametrize("name", ["token", "block"])

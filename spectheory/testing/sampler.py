@@ -480,8 +480,9 @@ def _chunk(K: int, L: int, V: int, max_batch: int | None, sampler=None) -> int:
 
 def _run_repeated(sampler, rows: DraftRows, counts: list[int], generator, chunk: int):
     """Call the sampler on each draft row repeated counts[b] times, at most ``chunk`` rows a
-    call (small inputs are gathered into one batch; large ones handed over as stride-0 views).
-    Returns (row index, k, tau, y) tensors or a note."""
+    call. Inputs of at most :data:`MAX_CALL_FLOATS` floats in all are gathered into batches of
+    interleaved draft rows; larger ones are handed over one draft row at a time as read-only
+    stride-0 views. Returns (row index, k, tau, y) tensors or a note."""
     d, q, p = rows
     Bn, K, L = d.shape
     V = q.shape[-1]
@@ -503,13 +504,15 @@ def _run_repeated(sampler, rows: DraftRows, counts: list[int], generator, chunk:
         ys.append(res[2])
         return None
 
-    if total * K * (2 * L + 1) * V <= MAX_CALL_FLOATS and total <= chunk:
+    if total * K * (2 * L + 1) * V <= MAX_CALL_FLOATS:
         # draft rows interleaved, so that a sampler mixing up rows of a batch is seen
         ids = torch.repeat_interleave(torch.arange(Bn), torch.as_tensor(counts))
         ids = ids[torch.randperm(len(ids), generator=generator)]
-        note = call(d[ids], q[ids], p[ids], ids)
-        if note:
-            return None, note
+        for s in range(0, total, chunk):
+            part = ids[s:s + chunk]
+            note = call(d[part], q[part], p[part], part)
+            if note:
+                return None, note
     else:
         for b in range(Bn):
             left = counts[b]
@@ -548,7 +551,7 @@ def _law_mode(sampler, how, instances, samples, alpha, seed, draft_rows, max_bat
     per_row = _split(samples, n_rows)
     if min(per_row) < 1:
         raise SpectheoryError(f"samples = {samples} is fewer than the {n_rows} draft rows")
-    tests, labels = [], []
+    tests = []
     worst = None  # (|z|, Cell)
     impossible = None
     offset = 0
@@ -646,7 +649,8 @@ def _lossless_mode(sampler, how, instances, samples, alpha, seed, max_batch):
             m = min(chunk, n - done)
             d = sample_drafts(inst, K, m, how.drafting, g)
             q, p = _rows_along(ql, pl, d, L, V)
-            out = sampler(d[:, 0], q[:, 0], p[:, 0], sg) if K == 1 else sampler(d, q, p, sg)
+            dd = d.clone()  # the kit reads the drafts after the call
+            out = sampler(dd[:, 0], q[:, 0], p[:, 0], sg) if K == 1 else sampler(dd, q, p, sg)
             res, note = _outputs(out, K, m, L, V)
             if note:
                 return _failed("lossless", samples, alpha, spec.name, note, len(insts))
@@ -702,8 +706,9 @@ def _coins_mode(sampler, convention, instances, samples, alpha, seed, tol, max_b
     for inst_i, (inst, n) in enumerate(zip(instances, per)):
         if n < 1:
             continue
-        rows = _fixed_rows(inst, 1, "iid", n, g) if isinstance(inst, Instance) else \
-            _fixed_rows(inst, 1, "iid", 0, g)
+        rows = _fixed_rows(inst, 1, "iid", n, g)
+        if not isinstance(inst, Instance):  # given rows, cycled to n rows of fresh coins
+            rows = DraftRows(*(x[torch.arange(n) % x.shape[0]] for x in rows))
         d, q, p = (x[:, 0] for x in rows)
         Bn, L = d.shape
         V = q.shape[-1]
@@ -719,7 +724,7 @@ def _coins_mode(sampler, convention, instances, samples, alpha, seed, tol, max_b
         chunk = max(1, MAX_CALL_FLOATS // ((2 * L + 1) * V)) if max_batch is None else max_batch
         for s in range(0, Bn, chunk):
             sl = slice(s, min(Bn, s + chunk))
-            out = sampler(d[sl], q[sl], p[sl], u[sl].clone())
+            out = sampler(d[sl].clone(), q[sl].clone(), p[sl].clone(), u[sl].clone())
             res, note = _outputs(out, 1, sl.stop - sl.start, L, V)
             if note:
                 return _failed("coins", samples, alpha, convention, note, checked)

@@ -92,7 +92,8 @@ def register(sub) -> None:
         help="check a sampler (module:function) against the exact law (exit 1 when it fails)",
         description="Check a rejection sampler with the canonical signature sampler(drafts [B, L], "
                     "q [B, L, V], p [B, L+1, V], generator) -> (accepted [B], token [B]) (K-path "
-                    "form with --paths K; coin-driven form sampler(drafts, q, p, uniforms [B, L+1]) "
+                    "form with --paths K; coin-driven form sampler(drafts, q, p, "
+                    "uniforms [B, L+1]) "
                     "with --mode coins) against the exact law. Exit 0 pass, 1 fail, 2 bad input.")
     p.add_argument("sampler", metavar="MODULE:FUNCTION", help="the sampler to check")
     p.add_argument("--verifier", default="block",
