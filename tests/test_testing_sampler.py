@@ -77,7 +77,7 @@ def coin_law_sampler(convention):
 @pytest.mark.parametrize("name", ["token", "block"])
 def test_own_single_path_samplers_pass_law_mode(name):
     rep = assert_sampler(make_sampler(name), name, samples=20_000, seed=1)  # false alarm <= 1e-3
-    assert rep.passed and rep.mode == "law" and rep.samples == 20_000 and rep.rows == 24
+    assert rep.passed and rep.mode == "law" and rep.samples == 20_000 and rep.rows == 32
     assert 0 < rep.min_detectable_tv < 0.05
     assert rep.worst_cell is not None and rep.worst_cell.expected > 0
 
@@ -147,6 +147,15 @@ def test_token_posing_as_block_names_an_impossible_cell():
     assert not rep.passed and rep.p_value == 0.0
     assert rep.worst_cell.expected == 0.0 and "probability 0" in rep.worst_cell.label
     assert "tau =" in rep.worst_cell.label and "draft" in rep.worst_cell.label
+
+
+def test_gbv_tie_rule_mismatch_is_caught_on_the_tie_instance():
+    """Selection and q^G ranking breaking p/q ties differently (lossy) shows only where ratios
+    tie: the default instance whose draft equals the target at every other node."""
+    s = make_sampler("gbv-mismatched-ties", paths=2)
+    rep = check_sampler(s, "gbv", paths=2, samples=20_000)
+    assert not rep.passed and rep.worst_cell.label.startswith("instance 3")
+    assert not check_sampler(s, "gbv", paths=2, samples=20_000, mode="lossless").passed
 
 
 def test_a_sampler_mixing_batch_rows_is_caught():
@@ -329,7 +338,7 @@ def test_planted_acceptance_bias_is_caught_at_the_default_size():
     and alpha = 1e-3) is caught."""
     base = check_sampler(make_sampler("block"), "block", samples=100_000)
     assert base.passed and base.min_detectable_tv < 0.02
-    rep = check_sampler(_planted(base.min_detectable_tv, 100_000 // 24, "accept"), "block",
+    rep = check_sampler(_planted(base.min_detectable_tv, 100_000 // 32, "accept"), "block",
                         samples=100_000, seed=9)
     assert not rep.passed
 
@@ -369,7 +378,7 @@ def test_proposal_check():
     rep = check_proposal(greedy_with_soft_q, samples=40_000)
     assert not rep.passed and rep.p_value < 1e-6
     rep = check_proposal(top_k(50, False), samples=40_000)
-    assert not rep.passed and "row set 3" in rep.worst_cell.label  # the V = 100 rows
+    assert not rep.passed and "row set 4" in rep.worst_cell.label  # the V = 100 rows
     with pytest.raises(AssertionError, match="check_proposal"):
         assert_proposal(greedy_with_soft_q, samples=4_000)
 

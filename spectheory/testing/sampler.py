@@ -395,13 +395,29 @@ def _zeroed_instance(V: int, L: int, seed: int) -> Instance:
     return Instance(V, L, target, tables(L - 1))
 
 
+def _equal_at_some_nodes(V: int, L: int, seed: int) -> Instance:
+    """Prefix-dependent random tables where the draft copies the target at every other node
+    (root included): every token ties in p/q there, as multi-draft selection rules must handle."""
+    from ..models import TableModel
+
+    base = random_instance(V, L, seed)
+    draft = []
+    for d in range(L):
+        q = base.draft.level(d).copy()
+        q[0::2] = base.target.level(d)[0::2]
+        draft.append(q)
+    return Instance(V, L, base.target, TableModel(V, tuple(draft)))
+
+
 def default_instances(mode: str = "law") -> list:
-    """The default instances: prefix-dependent random tables (a different conditional after every
-    prefix) with V >= 3, L >= 3: ``random_instance(3, 3, 11)``, ``random_instance(4, 3, 12,
-    alpha=0.5)``, and a V = 4, L = 3 instance with about 40% zeros in both models."""
+    """The default instances, all with prefix-dependent rows (a different conditional after
+    every prefix) and V >= 3, L >= 3: ``random_instance(3, 3, 11)``, ``random_instance(4, 3, 12,
+    alpha=0.5)``, a V = 4, L = 3 instance with about 40% zeros in both models (so each model has
+    zeros where the other has mass), and a V = 3, L = 3 instance whose draft equals the target at
+    every other node (ties in p/q)."""
     del mode  # the same set serves every mode
     return [random_instance(3, 3, 11), random_instance(4, 3, 12, alpha=0.5),
-            _zeroed_instance(4, 3, 13)]
+            _zeroed_instance(4, 3, 13), _equal_at_some_nodes(3, 3, 14)]
 
 
 def _check_args(samples, alpha, mode=None, tol=None):
