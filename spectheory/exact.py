@@ -442,7 +442,9 @@ def check_lossless(verifier, instance: Instance, exact: bool | None = None,
     """
     how = plan(verifier, paths, drafting)
     exact = instance.exact if exact is None else exact
-    tol = 0.0 if exact else check_tolerance(tol)
+    tol = check_tolerance(tol)  # refused even where exact mode does not use it
+    if exact:
+        tol = 0.0
     V, L = instance.vocab_size, instance.block_length
     if n_tokens is None or n_tokens == L + 1:
         res = analyze(instance, how.spec, exact=exact, max_sequences=max_sequences,
@@ -462,7 +464,9 @@ def lossless_report(out, tgt, tv, n_tokens: int, vocab_size: int, exact: bool,
     """Verdict from an output law and the target law over V**n_tokens sequences (see
     :func:`check_lossless`)."""
     N, V = n_tokens, vocab_size
-    tol = 0.0 if exact else check_tolerance(tol)
+    tol = check_tolerance(tol)  # refused even where exact mode does not use it
+    if exact:
+        tol = 0.0
     diff = Bk.abs(out - tgt)
     if exact:
         bad = np.flatnonzero(diff != 0)

@@ -141,6 +141,8 @@ def test_bad_tolerance_is_refused(tol):
         check_lossless("gbv", inst, tol=tol, paths=2)
     with pytest.raises(SpectheoryError):
         check_lossless_battery("block", [inst], tol=tol)
+    with pytest.raises(SpectheoryError):  # also where exact mode would not use it
+        check_lossless("block", toy_instance(exact=True), tol=tol)
 
 
 @pytest.mark.parametrize("tol", ["nan", "-1e-12", "inf", "0.5"])
