@@ -218,6 +218,24 @@ def test_pinned_coins_catch_a_strict_inequality():
     assert lawful.passed  # the law cannot see it (false alarm <= 1e-3)
 
 
+def test_pinned_coins_catch_a_zero_coin_accepting_a_zero_probability_draft():
+    """Coins in [0, 1) with acceptance coin <= p/q (the engine's coin = u - 2^-53 on the kit's
+    grid) accept a draft of target probability 0 when the coin is 0: the pinned coin 2^-53 on the
+    instance with zeros shows it; fresh uniform coins almost never do."""
+    ref = reference_coin_sampler("token")
+
+    def zero_coin(drafts, q, p, u):
+        u = u.clone()
+        L = drafts.shape[1]
+        u[:, :L] = (u[:, :L] - 2.0**-53).clamp(min=0)
+        tau, y = ref(drafts, q, p, torch.where(u == 0, torch.zeros_like(u), u))
+        return tau, y
+
+    rep = check_sampler(zero_coin, "token", mode="coins", samples=2_000)
+    assert not rep.passed and rep.mismatch.uniforms[0] == 2.0**-53
+    assert rep.mismatch.got[0] > rep.mismatch.expected[0]  # it accepted further
+
+
 def _uniforms(d, g):
     n, L = d.shape
     u = torch.rand(n, L + 1, generator=g, dtype=torch.float64)
