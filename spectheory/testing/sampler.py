@@ -804,7 +804,9 @@ def check_sampler(sampler: Callable, verifier: Any = "block", instances: Sequenc
         Coins mode: the coin convention (default the verifier's name when it is one).
     tol : float
         Coins mode: a row whose uniform lies within ``tol`` of a threshold it decides is
-        skipped (float32 samplers round thresholds by ~1e-7).
+        skipped (float32 samplers round thresholds by ~1e-7; a float32 cumulative sum over V
+        tokens may be off by up to about V 2^-24, so raise ``tol`` for float32 samplers at
+        large V).
     max_batch : int, optional
         Most rows handed to one sampler call. Default: a batch of mixed draft rows when its
         inputs hold at most 2^25 floats; otherwise each draft row's repeats as stride-0 views
