@@ -348,3 +348,15 @@ def test_posterior_gumbel_is_gumbel_after_marginalising_the_draft():
     assert (torch.argmax(torch.log(q) + G, dim=-1) == x).all()
     assert (G.mean(0) - 0.5772156649).abs().max() < 0.03
     assert (G.var(0) - math.pi**2 / 6).abs().max() < 0.1
+
+
+def test_cli_check_names_a_mutant_lossy(tmp_path, capsys):
+    from cli_helpers import TOY, run, write
+
+    path = write(tmp_path, TOY)
+    code, out, _ = run(["check", path, "--exact", "--paths", "3", "--verifier",
+                        "spectheory.testing.mutants.gbv_reference:TRAVERSAL_FIRST_LEAF"], capsys)
+    assert code == 1 and "LOSSY" in out and "82/2187 vs target probability 1/27" in out
+    code, out, _ = run(["check", path, "--exact", "--paths", "3", "--verifier",
+                        "spectheory.testing.mutants.gbv_reference:TRAVERSAL_POST_ORDER"], capsys)
+    assert code == 0 and "lossless exactly" in out
