@@ -19,6 +19,8 @@ from .errors import SpectheoryError
 COMMAND_MODULES = [
     "spectheory.commands",
     "spectheory.audit",
+    "spectheory.testing.sampler_cli",
+    "spectheory.testing.vectors_cli",
     "spectheory.figures",
     "toy_models.cli",
     "gpu_validation.cli",

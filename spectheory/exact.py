@@ -380,6 +380,10 @@ class LosslessReport:
     False, ``offending`` is the first output sequence (lexicographic order) whose probability
     differs from the target's by more than the tolerance (or, when no single sequence does, the
     one that differs most), with both probabilities; ``max_difference`` is the largest difference.
+    ``instance`` names the instance when the report comes from a battery
+    (:func:`spectheory.testing.check_lossless_battery`), which also reports a verifier that
+    returned no law as ``lossless = False`` with the :class:`spectheory.law.LawError` in
+    ``law_error`` (``tv`` is then None).
     """
 
     lossless: bool
@@ -394,8 +398,12 @@ class LosslessReport:
     verifier: str = ""
     paths: int = 1
     drafting: str = "iid"
+    instance: str = ""
+    law_error: Any = None
 
     def __str__(self) -> str:
+        if self.law_error is not None:
+            return f"NOT A LAW ({self.law_error.kind}): {self.law_error}"
         if self.lossless:
             how = "exactly" if self.exact else f"within {self.tolerance:g}"
             return f"lossless {how} over {self.n_tokens} tokens (TV = {self.tv})"
@@ -434,7 +442,9 @@ def check_lossless(verifier, instance: Instance, exact: bool | None = None,
     """
     how = plan(verifier, paths, drafting)
     exact = instance.exact if exact is None else exact
-    tol = 0.0 if exact else check_tolerance(tol)
+    tol = check_tolerance(tol)  # refused even where exact mode does not use it
+    if exact:
+        tol = 0.0
     V, L = instance.vocab_size, instance.block_length
     if n_tokens is None or n_tokens == L + 1:
         res = analyze(instance, how.spec, exact=exact, max_sequences=max_sequences,
@@ -454,7 +464,9 @@ def lossless_report(out, tgt, tv, n_tokens: int, vocab_size: int, exact: bool,
     """Verdict from an output law and the target law over V**n_tokens sequences (see
     :func:`check_lossless`)."""
     N, V = n_tokens, vocab_size
-    tol = 0.0 if exact else check_tolerance(tol)
+    tol = check_tolerance(tol)  # refused even where exact mode does not use it
+    if exact:
+        tol = 0.0
     diff = Bk.abs(out - tgt)
     if exact:
         bad = np.flatnonzero(diff != 0)

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("spectheory", "lp", "toy_models")
 #: Modules with no API page on purpose: the command-line layer (documented by its --help and the
 #: command examples of the docs) and ``python -m`` entry points.
-NO_API_PAGE = re.compile(r"(^|\.)(cli|commands|__main__|report|figures)$")
+NO_API_PAGE = re.compile(r"(^|\.)(\w+_)?(cli|commands|__main__|report|figures)$")
 
 
 def modules() -> set[str]:
