@@ -38,6 +38,7 @@ import numpy as np
 import torch
 
 from . import backend as Bk
+from . import limits
 from .errors import SpectheoryError
 from .instances import Instance
 from .law import validate_law
@@ -223,12 +224,19 @@ class ExactAnalysis:
 
 
 def _progress_bar(total: int, enabled: bool, desc: str):
-    if not enabled:
-        return None, lambda: None
+    """(update, close) of a progress bar on stderr (when ``enabled`` or the command line asks for
+    one); ``update`` also checks the time limit between chunks (:mod:`spectheory.limits`)."""
+    if not (enabled or limits.progress_enabled()):
+        return limits.tick, lambda: None
     from tqdm import tqdm
 
     bar = tqdm(total=total, desc=desc, unit="draft", unit_scale=True, leave=False)
-    return bar.update, bar.close
+
+    def update(n):
+        bar.update(n)
+        limits.tick(n)
+
+    return update, bar.close
 
 
 def _plan_sizes(how: Plan, V: int, L: int, contexts: int, exact: bool, max_sequences,
@@ -247,7 +255,7 @@ def _plan_sizes(how: Plan, V: int, L: int, contexts: int, exact: bool, max_seque
         formula = (f"C(V^L + K - 1, K) = C({V}^{L} + {K - 1}, {K}) sorted joint draft outcomes"
                    if sym else f"V^(L K) = {V}^{L * K} joint draft outcomes")
         check_size(contexts * n, f"{what} ({K} paths)", exact, max_sequences,
-                   formula + (f" x {contexts:,} contexts" if contexts > 1 else ""))
+                   formula + (f" x {contexts:,} contexts" if contexts > 1 else ""), outcomes=True)
 
 
 def analyze(instance: Instance, verifier, name: str | None = None,
@@ -336,8 +344,9 @@ def multi_iteration_law(instance: Instance, verifier, n_tokens: int,
     """
     how = plan(verifier, paths, drafting)
     V, L = instance.vocab_size, instance.block_length
-    if isinstance(n_tokens, bool) or not isinstance(n_tokens, (int, np.integer)) or n_tokens < 1:
-        raise SpectheoryError(f"n_tokens = {n_tokens!r} must be a positive integer")
+    if isinstance(n_tokens, bool) or not isinstance(n_tokens, (int, np.integer)) or \
+            not 1 <= n_tokens <= 64:
+        raise SpectheoryError(f"n_tokens = {n_tokens!r} must be an integer in [1, 64]")
     N = int(n_tokens)
     exact = instance.exact if exact is None else exact
     _plan_sizes(how, V, L, V ** (N - 1), exact, max_sequences, "multi-iteration law",
@@ -350,7 +359,7 @@ def multi_iteration_law(instance: Instance, verifier, n_tokens: int,
     for n in range(N):
         q_levels = levels(instance.draft, n, L, exact, device)
         p_levels = levels(instance.target, n, L + 1, exact, device)
-        block = block_law(how, q_levels, p_levels, V, L)
+        block = block_law(how, q_levels, p_levels, V, L, limits.tick)
         C = V**n
         mass = start[n].reshape(C, 1)
         for j in range(1, L + 2):
