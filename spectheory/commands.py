@@ -16,8 +16,9 @@ from .instances import (DEFAULT_TOL, MAX_BLOCK, MAX_JSON_PREFIXES, MAX_TOL, MAX_
 from .random_instances import (ALPHA_RANGE, MAX_DENOMINATOR, MAX_SEED, check_alpha, check_seed,
                                random_instance)
 
-#: Most draft paths K a command accepts (the joint outcomes grow like V^(L K)).
-MAX_PATHS = 64
+#: Most draft paths K a command accepts (the engine counts the K! orderings of a joint outcome
+#: in int64; the joint outcomes grow like V^(L K)).
+MAX_PATHS = 20
 #: Most tokens ``check --tokens`` accepts (the law of N tokens has V^N >= 2^N entries).
 MAX_TOKENS = 64
 

@@ -46,6 +46,8 @@ from .models import prefix_from_index
 from .registry import Plan, VerifierSpec, get_verifier, plan
 from .tree import check_size, levels, path_probabilities, sequence_tokens
 
+#: Most draft paths K the engine accepts (K! must fit in int64).
+MAX_PATHS = 20
 #: Elements of one [B, L+1, V] array per chunk in float mode (keeps the working set ~1 GiB).
 CHUNK_ELEMENTS = 2**22
 
@@ -245,6 +247,9 @@ def _plan_sizes(how: Plan, V: int, L: int, contexts: int, exact: bool, max_seque
     if exact and not how.spec.exact:
         raise SpectheoryError(f"verifier {how.spec.name!r} has a float law only (no exact "
                               f"rational mode); drop --exact / exact=True")
+    if how.paths > MAX_PATHS:
+        raise SpectheoryError(f"paths = {how.paths} is out of range 1..{MAX_PATHS} (the K-path "
+                              f"engine counts the K! orderings of a joint outcome in int64)")
     check_size(contexts * V ** (L + 1), what, exact, max_sequences, formula)
     if how.paths > 1:
         from .multipath import outcome_count, use_symmetry

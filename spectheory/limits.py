@@ -145,8 +145,9 @@ def progress_enabled() -> bool:
 
 
 def note(message: str) -> None:
-    """A one-line note on stderr, only inside :func:`running` with ``notes=True``."""
-    if _state.notes:
+    """A one-line note on stderr, only inside :func:`running` with ``notes=True`` and no time
+    limit (a run under ``--time-limit`` is bounded already, and a refusal stays one line)."""
+    if _state.notes and _state.deadline is None:
         print(f"spectheory: note: {message}", file=sys.stderr, flush=True)
 
 
