@@ -14,8 +14,9 @@
   long a run will take before it starts.
 
 Throughput constants were measured with ``python benchmarks/bench_limits.py`` (one torch thread,
-random table instances; results in ``benchmarks/results/bench_limits.json``) and rounded down,
-so estimates lean long.
+random table instances; results with the machine in ``benchmarks/results/bench_limits.json``)
+and rounded down to the lowest rate seen, so estimates lean long: a run usually finishes well
+within its estimate (up to about 7x sooner).
 """
 
 from __future__ import annotations
@@ -45,17 +46,17 @@ MAX_LIMIT = 10**15
 MAX_TIME_LIMIT = 7 * 24 * 3600.0
 
 #: Output-law leaves (sequences of length L+1, V^(L+1)) per second of the float64 engine, one
-#: path (measured 1.9e6 - 7.7e6, i.e. 3e5 - 5e5 drafts per second, on V, L = 8, 6 / 16, 5 /
-#: 4, 9; the lower end is used).
-FLOAT_SEQUENCES_PER_SECOND = 1.5e6
-#: The same in exact rational mode (Python Fractions; measured 2.7e3 - 6.6e3 on V, L = 4, 6 /
-#: 3, 9 / 2, 16: the default limit of 200,000 sequences is about a minute).
-EXACT_SEQUENCES_PER_SECOND = 2.5e3
-#: Joint draft outcomes per second of the K-path engine, float64 (measured 1.5e5 - 2.3e5 on
-#: specinfer V, L, K = 3, 5, 2 and GBV 3, 4, 3 / 4, 4, 2).
-OUTCOMES_PER_SECOND = 1.0e5
+#: path (block verification on V, L = 8, 6 / 16, 5 / 4, 9: 2.2e5 - 1.4e6 in the recorded run,
+#: up to 7.7e6 in others; the rates vary several-fold between runs, the lowest is used).
+FLOAT_SEQUENCES_PER_SECOND = 2.0e5
+#: The same in exact rational mode (Python Fractions; V, L = 4, 6 / 3, 9: 9.0e2 - 1.6e3 in the
+#: recorded run, up to 6.6e3 in others).
+EXACT_SEQUENCES_PER_SECOND = 8.0e2
+#: Joint draft outcomes per second of the K-path engine, float64 (specinfer V, L, K = 3, 5, 2
+#: and GBV 3, 4, 3 / 4, 4, 2: 2.0e4 - 2.5e4 in the recorded run, up to 2.3e5 in others).
+OUTCOMES_PER_SECOND = 2.0e4
 #: Estimated run time above which the command line notes the estimate before starting.
-NOTE_SECONDS = 10.0
+NOTE_SECONDS = 30.0
 
 _INT = re.compile(r"[0-9]+")
 
