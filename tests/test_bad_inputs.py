@@ -439,3 +439,72 @@ def test_sigint_during_start_up_exits_130_with_one_line(tmp_path):
     assert out == b""
     assert err.decode() == "spectheory: interrupted\n"
     assert sorted(os.listdir(tmp_path)) == ["toy.json"]
+
+
+# ----------------------------------------------------------------------------- controls
+# The refusals above are caused by the defect each case plants: the same inputs without it are
+# accepted and give the right values.
+
+
+def test_control_the_table_base_instance_is_valid(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ok.json").write_text(dumps(table()))
+    code, out, err = run(["exact", "ok.json", "--json"], capsys)
+    assert code == 0 and err == ""
+    assert abs(json.loads(out)["tv_to_target"]) < 1e-12
+    code, out, err = run(["check", "ok.json", "--tol", "0.001", "--time-limit", "600"], capsys)
+    assert code == 0 and out.startswith("block: lossless")
+    assert os.listdir(tmp_path) == ["ok.json"]
+
+
+def two_token_table(L: int = 2) -> dict:
+    """The two-token example with explicit prefix keys (every row the same)."""
+    p, q = ["1/3", "2/3"], ["2/3", "1/3"]
+    keys = lambda depth: [""] + [",".join(str((n >> (d - 1 - i)) & 1) for i in range(d))
+                                 for d in range(1, depth + 1) for n in range(2**d)]
+    return {"vocab_size": 2, "block_length": L, "target": {k: p for k in keys(L)},
+            "draft": {k: q for k in keys(L - 1)}}
+
+
+def test_leading_zero_key_no_longer_overrides_its_row(tmp_path, capsys):
+    from fractions import Fraction
+
+    from spectheory.errors import InstanceError
+    from spectheory.instances import instance_from_dict
+
+    good = two_token_table()
+    path = tmp_path / "good.json"
+    path.write_text(dumps(good))
+    code, out, _ = run(["exact", str(path), "--exact", "--json"], capsys)
+    # block verification on the two-token example: E[tau] = 11/9 (Sun et al.), as in list form
+    assert code == 0 and Fraction(json.loads(out)["expected_accepted"]) == Fraction(11, 9)
+    bad = dict(good, target={**good["target"], "00": ["0", "1"]})
+    with pytest.raises(InstanceError) as exc:
+        instance_from_dict(bad, exact=True)
+    assert isinstance(exc.value, ValueError)
+    path.write_text(dumps(bad))
+    code, out, err = run(["exact", str(path), "--exact"], capsys)
+    assert code == 2 and out == ""
+    assert err == f"spectheory: error: {exc.value}\n"  # the same message as the Python API
+
+
+def test_environment_limits_are_read_when_used(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "ok.json"
+    path.write_text(dumps(table()))
+    monkeypatch.setenv("SPECTHEORY_MAX_SEQUENCES", "7")
+    code, out, err = run(["exact", str(path)], capsys)
+    assert code == 2 and "limit of 7 by 1" in err and out == ""
+    monkeypatch.setenv("SPECTHEORY_MAX_SEQUENCES", "8")
+    code, out, err = run(["exact", str(path)], capsys)
+    assert code == 0 and out.startswith("block: E[tau]")
+
+
+def test_time_limit_stops_cutting_plane_rounds(shared, capsys):
+    """The multipath relaxation at V, L, K = 3, 8, 2 (estimated several minutes) runs once
+    --time-limit is given and stops there."""
+    t0 = time.monotonic()
+    code, out, err = run(["lp", str(shared / "mp38.json"), "--problem", "multipath",
+                          "--paths", "2", "--time-limit", "1"], capsys)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "time limit of 1 s reached" in err
+    assert time.monotonic() - t0 < 60
