@@ -241,6 +241,12 @@ def _progress_bar(total: int, enabled: bool, desc: str):
     return update, bar.close
 
 
+def _check_instance(instance) -> None:
+    if not isinstance(instance, Instance):
+        raise SpectheoryError(f"expected a spectheory Instance (see load_instance / "
+                              f"instance_from_dict), got {type(instance).__name__}")
+
+
 def _plan_sizes(how: Plan, V: int, L: int, contexts: int, exact: bool, max_sequences,
                 what: str, formula: str, symmetric: bool | None = None) -> None:
     """Size guards of one analysis: the output law, and for K > 1 the joint outcomes."""
@@ -299,6 +305,7 @@ def analyze(instance: Instance, verifier, name: str | None = None,
         ``extra`` holds ``paths`` and ``drafting`` for multi-path verifiers.
     """
     how = plan(verifier, paths, drafting)
+    _check_instance(instance)
     V, L = instance.vocab_size, instance.block_length
     exact = instance.exact if exact is None else exact
     _plan_sizes(how, V, L, 1, exact, max_sequences, "exact analysis", f"V^(L+1) = {V}^{L + 1}",
@@ -348,6 +355,7 @@ def multi_iteration_law(instance: Instance, verifier, n_tokens: int,
     (:class:`spectheory.models.TableModel`).
     """
     how = plan(verifier, paths, drafting)
+    _check_instance(instance)
     V, L = instance.vocab_size, instance.block_length
     if isinstance(n_tokens, bool) or not isinstance(n_tokens, (int, np.integer)) or \
             not 1 <= n_tokens <= 64:
@@ -447,6 +455,7 @@ def check_lossless(verifier, instance: Instance, exact: bool | None = None,
     :class:`spectheory.law.LawError` and gets no verdict.
     """
     how = plan(verifier, paths, drafting)
+    _check_instance(instance)
     exact = instance.exact if exact is None else exact
     tol = 0.0 if exact else check_tolerance(tol)
     V, L = instance.vocab_size, instance.block_length

@@ -52,6 +52,9 @@ def check_size(count: int, what: str, exact: bool = False, limit: int | None = N
     An accepted enumeration estimated above :data:`spectheory.limits.NOTE_SECONDS` is announced
     on stderr by the command line before it starts.
     """
+    if not isinstance(exact, (bool, np.bool_)):
+        raise SizeLimitError(f"exact = {exact!r} must be True or False")
+    exact = bool(exact)
     if limit is None:
         limit = max_sequences(exact)
     elif isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 1:
@@ -85,7 +88,24 @@ def levels(model: TableModel, start: int, count: int, exact: bool, device="cpu")
     model = model.to_exact() if exact else model.to_float()
     if exact:
         return [np.ascontiguousarray(model.level(d)) for d in range(start, start + count)]
+    device = check_device(device)
     return [model.torch_level(d, device=device) for d in range(start, start + count)]
+
+
+def check_device(device) -> torch.device:
+    """A torch device that exists here ("cpu", "cuda", "cuda:0", ...), else SpectheoryError."""
+    from .errors import SpectheoryError
+
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise SpectheoryError(f"device {device!r} is not a torch device (e.g. 'cpu', "
+                              "'cuda', 'cuda:0')") from None
+    if dev.type == "cuda" and (not torch.cuda.is_available()
+                               or (dev.index or 0) >= torch.cuda.device_count()):
+        raise SpectheoryError(f"device {device!r} is not available here (CUDA devices: "
+                              f"{torch.cuda.device_count()})")
+    return dev
 
 
 def path_probabilities(cond_levels, roots):

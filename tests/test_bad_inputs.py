@@ -508,3 +508,60 @@ def test_time_limit_stops_cutting_plane_rounds(shared, capsys):
     assert code == 2 and out == "" and err.count("\n") == 1
     assert "time limit of 1 s reached" in err
     assert time.monotonic() - t0 < 60
+
+
+# ----------------------------------------------------------------------------- Python API
+# The same validation behind the public functions: one exception type (SpectheoryError, a
+# ValueError) with a one-line message.
+
+
+def _api_cases():
+    from spectheory import analyze, check_lossless, instance_from_dict, load_instance
+    from spectheory import multi_iteration_law, random_instance as ri
+
+    inst = ri(2, 2, 0)
+    return [
+        ("random-seed-negative", lambda: ri(2, 2, -1), "seed"),
+        ("random-alpha-inf", lambda: ri(2, 2, 0, alpha=float("inf")), "alpha"),
+        ("random-alpha-nan", lambda: ri(2, 2, 0, alpha=float("nan")), "alpha"),
+        ("random-vocab-float", lambda: ri(2.5, 2, 0), "vocab_size"),
+        ("random-block-0", lambda: ri(2, 0, 0), "block_length"),
+        ("random-denominator-0", lambda: ri(2, 2, 0, denominator=0), "denominator"),
+        ("from-dict-tol-2", lambda: instance_from_dict(TOY, tol=2), "tol"),
+        ("from-dict-tol-nan", lambda: instance_from_dict(TOY, tol=float("nan")), "tol"),
+        ("from-dict-exact-text", lambda: instance_from_dict(TOY, exact="yes"), "exact"),
+        ("from-dict-leading-zero", lambda: instance_from_dict(table(target={"00": ROW})),
+         "canonical"),
+        ("from-dict-int-key", lambda: instance_from_dict(table(target={0: ROW})), "string"),
+        ("load-tol-negative", lambda: load_instance("x.json", tol=-1), "tol"),
+        ("load-not-a-path", lambda: load_instance(3.5), "file name"),
+        ("analyze-not-an-instance", lambda: analyze(TOY, "block"), "Instance"),
+        ("analyze-bad-device", lambda: analyze(inst, "block", device="tpu9"), "device"),
+        ("analyze-max-sequences-0", lambda: analyze(inst, "block", max_sequences=0),
+         "max_sequences"),
+        ("analyze-exact-text", lambda: analyze(inst, "block", exact="no"), "exact"),
+        ("analyze-paths-21", lambda: analyze(inst, "gbv", paths=21), "paths"),
+        ("analyze-unknown-verifier", lambda: analyze(inst, "nope"), "nope"),
+        ("check-tol-nan", lambda: check_lossless("uniform-product", inst, tol=float("nan")),
+         "tolerance"),
+        ("check-tokens-65", lambda: check_lossless("block", inst, n_tokens=65), "n_tokens"),
+        ("multi-iteration-tokens-0", lambda: multi_iteration_law(inst, "block", 0), "n_tokens"),
+    ]
+
+
+API_CASES = [pytest.param(i, id=c[0]) for i, c in enumerate(_api_cases())]
+
+
+def test_api_table_is_large():
+    assert len(API_CASES) >= 20
+
+
+@pytest.mark.parametrize("index", API_CASES)
+def test_python_api_refuses_with_one_exception_type(index):
+    from spectheory.errors import SpectheoryError
+
+    _, call, word = _api_cases()[index]
+    with pytest.raises(SpectheoryError) as exc:
+        call()
+    assert isinstance(exc.value, ValueError)
+    assert word in str(exc.value) and "\n" not in str(exc.value)
