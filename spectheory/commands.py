@@ -121,6 +121,24 @@ def verifier_plan(args):
 
 
 @contextlib.contextmanager
+def user_verifier_errors(name: str):
+    """A ``module:function`` verifier is the user's code: an exception it raises (a wrong
+    signature, a bug) becomes one line naming the verifier and the exception, exit code 2.
+    Errors of the toolkit itself, interrupts and memory errors pass through unchanged."""
+    try:
+        yield
+    except (SpectheoryError, KeyboardInterrupt, MemoryError):
+        raise
+    except Exception as exc:
+        if ":" not in str(name):
+            raise
+        text = " ".join(str(exc).split())
+        raise SpectheoryError(f"verifier {name!r} raised {type(exc).__name__}: {text[:300]} "
+                              "(a verifier takes drafts [B, L], q [B, L, V], p [B, L+1, V] and "
+                              "returns a law; see `spectheory verifiers`)") from None
+
+
+@contextlib.contextmanager
 def _quiet_drafting():
     import warnings
 
@@ -169,7 +187,7 @@ def cmd_exact(args) -> int:
     how, notes = verifier_plan(args)
     inst = load_instance(args.instance, exact=args.exact, tol=args.tol)
     print_notes(notes)
-    with _quiet_drafting():  # already noted above
+    with _quiet_drafting(), user_verifier_errors(args.verifier):  # notes: printed above
         res = analyze(inst, how.spec, name=args.verifier, exact=args.exact,
                       max_sequences=args.max_sequences, progress=limits.progress_enabled(),
                       paths=how.paths, drafting=how.drafting)
@@ -191,7 +209,7 @@ def cmd_check(args) -> int:
     inst = load_instance(args.instance, exact=args.exact, tol=args.tol)
     print_notes(notes)
     try:
-        with _quiet_drafting():  # already noted above
+        with _quiet_drafting(), user_verifier_errors(args.verifier):  # notes: printed above
             report = check_lossless(how.spec, inst, exact=args.exact, tol=tol,
                                     n_tokens=args.tokens, max_sequences=args.max_sequences,
                                     paths=how.paths, drafting=how.drafting)

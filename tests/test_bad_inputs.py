@@ -194,6 +194,12 @@ case("exact:verifier-no-function", "exact", "@rand.json", "--verifier", "math:no
      expect="no_such_fn")
 case("exact:verifier-not-callable", "exact", "@rand.json", "--verifier", "math:pi",
      expect="pi")
+case("exact:verifier-raises", "exact", "@rand.json", "--verifier", "os.path:join",
+     expect="raised TypeError")
+case("check:verifier-raises", "check", "@rand.json", "--verifier", "json:dumps",
+     expect="raised TypeError")
+case("exact:verifier-wrong-signature", "exact", "@rand.json", "--verifier", "math:sqrt",
+     expect="raised TypeError")
 case("exact:size-over-max-sequences", "exact", "@rand.json", "--max-sequences", "7",
      expect="exceed")
 case("exact:paths-20-size-guard", "exact", "@rand.json", "--verifier", "specinfer",
