@@ -104,11 +104,11 @@ def all_verifiers() -> dict:
     return {**registered(lossless=True), **registered(lossless=False)}
 
 
-def verifier_plan(args):
+def plan_with_notes(args):
     """The :class:`spectheory.registry.Plan` of ``--verifier/--paths/--drafting`` and the notes
     to print (a drafting scheme other than the verifier's own); defaults are those of
-    :func:`spectheory.registry.plan`. Notes are printed by :func:`print_notes` once every input
-    has been validated, so a refusal stays one line."""
+    :func:`spectheory.registry.plan`. Print the notes with :func:`print_notes` once every input
+    has been validated, so that a refusal stays one line."""
     import warnings
 
     from .registry import DraftingWarning, plan
@@ -118,6 +118,13 @@ def verifier_plan(args):
         how = plan(args.verifier, getattr(args, "paths", None), getattr(args, "drafting", None))
     notes = [str(w.message) for w in caught if issubclass(w.category, DraftingWarning)]
     return how, notes
+
+
+def verifier_plan(args):
+    """The plan of :func:`plan_with_notes`, its notes printed on stderr at once."""
+    how, notes = plan_with_notes(args)
+    print_notes(notes)
+    return how
 
 
 @contextlib.contextmanager
@@ -184,7 +191,7 @@ def cmd_instance_random(args) -> int:
 
 
 def cmd_exact(args) -> int:
-    how, notes = verifier_plan(args)
+    how, notes = plan_with_notes(args)
     inst = load_instance(args.instance, exact=args.exact, tol=args.tol)
     print_notes(notes)
     with _quiet_drafting(), user_verifier_errors(args.verifier):  # notes: printed above
@@ -204,7 +211,7 @@ def cmd_exact(args) -> int:
 
 
 def cmd_check(args) -> int:
-    how, notes = verifier_plan(args)
+    how, notes = plan_with_notes(args)
     tol = check_tolerance(args.lossless_tol, "--lossless-tol")
     inst = load_instance(args.instance, exact=args.exact, tol=args.tol)
     print_notes(notes)
