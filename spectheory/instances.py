@@ -132,7 +132,7 @@ def _check_row(row, V: int, exact: bool, tol: float, where: str):
         if v < 0:
             raise InstanceError(f"{where}: entry for token {a} is negative ({v})")
     for a, v in enumerate(vals):
-        if v > 1:
+        if v > (1 if exact else 1 + tol):
             raise InstanceError(f"{where}: entry for token {a} is {v}, over 1 (not a probability)")
     total = sum(vals, Fraction(0) if exact else 0.0)
     if exact:
