@@ -571,3 +571,18 @@ def test_python_api_refuses_with_one_exception_type(index):
         call()
     assert isinstance(exc.value, ValueError)
     assert word in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_time_limit_stops_one_long_exact_step(tmp_path, capsys):
+    """Exact rational mode enumerates in one step (no chunk boundary to check the clock at):
+    the SIGALRM backstop stops it shortly after the limit, and the previous handler is back."""
+    path = tmp_path / "exact.json"
+    path.write_text(json.dumps(instance_to_dict(random_instance(3, 8, 0, denominator=24))))
+    before = signal.getsignal(signal.SIGALRM)
+    t0 = time.monotonic()
+    code, out, err = run(["check", str(path), "--exact", "--time-limit", "0.5"], capsys)
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert "time limit of 0.5 s reached" in err
+    assert time.monotonic() - t0 < 30
+    assert signal.getsignal(signal.SIGALRM) is before
+    assert os.listdir(tmp_path) == ["exact.json"]
