@@ -115,7 +115,12 @@ def cmd_lp(args) -> int:
 
 
 def register(sub) -> None:
-    p = sub.add_parser("lp", help="optimality LPs: node-budget, direct, coupling, multipath")
+    p = sub.add_parser(
+        "lp", help="optimality LPs: node-budget, direct, coupling, multipath",
+        description="Solve an optimality LP; the optimum is in block-efficiency units E[tau+1]. "
+                    "--max-sequences caps the number of LP variables. A float solve estimated "
+                    f"over {UNBOUNDED_SECONDS:.0f} s is refused unless --time-limit (stop there) "
+                    "or --max-sequences (accept the size) is given.")
     add_instance_options(p)
     p.add_argument("--problem", choices=PROBLEMS, default="node-budget",
                    help="node-budget (single-path optimum), direct (all valid K-path "
