@@ -586,3 +586,16 @@ def test_time_limit_stops_one_long_exact_step(tmp_path, capsys):
     assert time.monotonic() - t0 < 30
     assert signal.getsignal(signal.SIGALRM) is before
     assert os.listdir(tmp_path) == ["exact.json"]
+
+
+def test_bad_environment_does_not_break_import_or_help(tmp_path):
+    """Limits are read on use, never at import: with bad values set, ``spectheory --help``
+    (which imports every command module, lp.sparse and spectheory.tree included) still works."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, SPECTHEORY_MAX_SEQUENCES="1e6", SPECTHEORY_MAX_LP_VARIABLES="abc",
+               PYTHONPATH=os.pathsep.join([root] + os.environ.get("PYTHONPATH", "").split(
+                   os.pathsep)))
+    done = subprocess.run([sys.executable, "-m", "spectheory.cli", "--help"], env=env,
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: spectheory") and done.stderr == ""
