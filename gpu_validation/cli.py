@@ -16,17 +16,17 @@ import json
 import sys
 import types
 
+from spectheory.cli import Parser
+
 
 DEFAULT_OUT = "benchmarks/results/qwen-coder-cpu"  # = experiments.config.DEFAULT_OUT
 DEFAULT_VERIFIERS = "token,block,gbv,specinfer,traversal-iid"  # = experiments.run's default
 PAIRS = ("qwen2.5-coder", "smollm2-early-exit")  # = hf_models.PAIRS
 
 
-class OneLineParser(argparse.ArgumentParser):
-    """An argument parser whose errors are one line on stderr (exit code 2), no usage block."""
-
-    def error(self, message: str):  # noqa: D401 - argparse's hook
-        self.exit(2, f"{self.prog}: error: {message}\n")
+class OneLineParser(Parser):
+    """The command line's parser (:class:`spectheory.cli.Parser`): a usage error is one line on
+    stderr with exit code 2, no usage block."""
 
 
 # -- models --------------------------------------------------------------------------------------

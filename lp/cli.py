@@ -1,33 +1,105 @@
 """``spectheory lp INSTANCE.json --problem {node-budget,direct,coupling,multipath} [--paths K]
-[--exact] [--json]``: solve one of the optimality LPs and print its optimum in block-efficiency
-units E[tau + 1], with solver, status, size and time. Bad input (unreadable or malformed
-instance, sizes over the limits, a failed solve) is one line on stderr and exit code 2, as for
-every ``spectheory`` command. ``--max-sequences`` caps the number of LP variables."""
+[--exact] [--json] [--time-limit SECONDS]``: solve one of the optimality LPs and print its
+optimum in block-efficiency units E[tau + 1], with solver, status, size and time. Bad input
+(unreadable or malformed instance, sizes over the limits, a failed solve, the time limit
+reached) is one line on stderr and exit code 2, as for every ``spectheory`` command.
+``--max-sequences`` caps the number of LP variables.
+
+Before a float solve starts, its time is estimated from the sizes (:func:`estimate_lp_seconds`,
+fitted to the solves timed in ``benchmarks/bench_lp.py`` on a 2-core x86_64 machine). A solve
+estimated over :data:`UNBOUNDED_SECONDS` runs only when the user asked for it explicitly, with
+``--time-limit`` (the solve is then stopped there: HiGHS gets the time left, cutting-plane rounds
+stop) or ``--max-sequences`` (the size is accepted as is); otherwise it is refused with the
+estimate. A solve estimated over :data:`spectheory.limits.NOTE_SECONDS` is announced on stderr.
+"""
 
 from __future__ import annotations
 
 import sys
 
-from spectheory.commands import add_instance_options, emit, positive_int
-from spectheory.errors import SpectheoryError
+from spectheory import limits
+from spectheory.commands import MAX_PATHS, add_instance_options, emit, int_in
+from spectheory.errors import SizeLimitError, SpectheoryError
 from spectheory.instances import load_instance
 
 PROBLEMS = ("node-budget", "direct", "coupling", "multipath", "selection")
+
+#: A float LP estimated to take longer than this runs only with --time-limit or --max-sequences.
+UNBOUNDED_SECONDS = 60.0
+
+#: Timed reference solves (HiGHS, float): problem -> (size measure, seconds, exponent); the
+#: estimate is seconds * (size / measure) ** exponent. Measured: node-budget reduced form
+#: V, L = 4, 9 (349,524 variables) 5.3 s and 4, 10 (1,398,100) 16.3 s; direct V, L, K = 3, 3, 3
+#: (size bound 109,740 variables) 4.6 s and 3, 3, 4 (1.07e6) over 100 s; multipath relaxation
+#: V, L, K = 4, 5, 3 (1,364 base variables) 1.5 s, 3, 7, 2 (3,279) 11.5 s, 4, 6, 2 (5,460)
+#: 56.9 s and 3, 8, 2 (9,840) over 100 s.
+REFERENCE = {
+    "node-budget": (349_524, 5.3, 1.0),
+    "direct": (109_740, 4.6, 1.5),
+    "multipath": (5_460, 56.9, 3.0),
+}
+
+
+def lp_size(problem: str, V: int, L: int, K: int) -> tuple[int, str]:
+    """The size measure of :data:`REFERENCE` for one problem, and what it counts."""
+    base = sum(V**j for j in range(1, L + 1))
+    if problem == "direct":
+        from .direct import direct_size
+
+        return direct_size(V, L, K)[0], "variables (upper bound)"
+    if problem == "multipath":
+        return base, "base variables before cuts"
+    return base, "variables"
+
+
+def estimate_lp_seconds(problem: str, V: int, L: int, K: int) -> float:
+    """Rough float solve time of an LP (:data:`REFERENCE`); 0 for the closed-form coupling bound."""
+    if problem not in REFERENCE:
+        return 0.0
+    size, _ = lp_size(problem, V, L, K)
+    measure, seconds, power = REFERENCE[problem]
+    if size > 10**30:
+        return float("inf")
+    return seconds * (size / measure) ** power
+
+
+def guard_time(args, V: int, L: int, K: int) -> None:
+    """Refuse a solve estimated over :data:`UNBOUNDED_SECONDS` unless --time-limit or
+    --max-sequences was given; note a long estimate on stderr."""
+    if args.exact or args.problem not in REFERENCE:
+        return
+    est = estimate_lp_seconds(args.problem, V, L, K)
+    size, what = lp_size(args.problem, V, L, K)
+    if est > UNBOUNDED_SECONDS and args.time_limit is None and args.max_sequences is None:
+        raise SizeLimitError(
+            f"{args.problem} LP with V = {V}, L = {L}, K = {K}: {limits.human_count(size)} "
+            f"{what}, estimated {limits.human_seconds(est)} (over {UNBOUNDED_SECONDS:.0f} s); "
+            "run it with --time-limit SECONDS to stop it there, or --max-sequences N to accept "
+            "the size, or use a smaller instance")
+    if est > limits.NOTE_SECONDS:
+        limits.note(f"{args.problem} LP: {limits.human_count(size)} {what}, estimated "
+                    f"{limits.human_seconds(est)}")
 
 
 def cmd_lp(args) -> int:
     from . import coupling_bound, direct_lp, multipath_lp, node_budget_lp, selection_lp
 
-    inst = load_instance(args.instance, exact=args.exact, tol=args.tol)
     K = args.paths
-    limit = args.max_sequences
     if args.problem in ("node-budget", "coupling") and K != 1:
         raise SpectheoryError(f"--paths {K}: the {args.problem} problem is single-path "
-                              "(use --problem direct or multipath for K paths)")
+                              "(use --problem direct, multipath or selection for K paths)")
     if args.exact and args.problem == "multipath":
         raise SpectheoryError("--exact is not available for the multipath relaxation (float "
                               "cutting planes); use --problem direct --exact for an exact K-path "
                               "optimum")
+    if args.drafting != "iid" and args.problem not in ("direct", "selection"):
+        raise SpectheoryError(f"--drafting {args.drafting} applies to --problem direct and "
+                              "selection only")
+    if args.solver is not None and args.problem == "coupling":
+        raise SpectheoryError("--solver does not apply to --problem coupling (a closed form)")
+    inst = load_instance(args.instance, exact=args.exact, tol=args.tol)
+    guard_time(args, inst.vocab_size, inst.block_length, K)
+    limit = args.max_sequences
     if args.problem == "node-budget":
         res = node_budget_lp(inst, exact=args.exact, solver=args.solver, limit=limit)
     elif args.problem == "direct":
@@ -40,7 +112,8 @@ def cmd_lp(args) -> int:
         res = coupling_bound(inst, exact=args.exact, limit=limit)
     else:
         res = multipath_lp(inst, paths=K, solver=args.solver, limit=limit,
-                           progress=sys.stderr.isatty())
+                           progress=limits.progress_enabled())
+    limits.check_time(" (after the solve)")
     emit(res.to_json(), args.json, res.summary())
     return 0
 
@@ -49,15 +122,21 @@ def register(sub) -> None:
     from .report import contribute
 
     contribute()  # the LP section of `spectheory report`
-    p = sub.add_parser("lp", help="optimality LPs: node-budget, direct, coupling, multipath")
+    p = sub.add_parser(
+        "lp", help="optimality LPs: node-budget, direct, coupling, multipath, selection",
+        description="Solve an optimality LP; the optimum is in block-efficiency units E[tau+1]. "
+                    "--max-sequences caps the number of LP variables. A float solve estimated "
+                    f"over {UNBOUNDED_SECONDS:.0f} s is refused unless --time-limit (stop there) "
+                    "or --max-sequences (accept the size) is given.")
     add_instance_options(p)
     p.add_argument("--problem", choices=PROBLEMS, default="node-budget",
                    help="node-budget (single-path optimum), direct (all valid K-path "
                         "verifiers, tiny instances), coupling (full-knowledge bound), "
                         "multipath (compact K-path relaxation), selection (best 'select a "
                         "path, then block-verify it' rule)")
-    p.add_argument("--paths", type=positive_int, default=1,
-                   help="number K of drafted paths (direct, multipath, selection; default 1)")
+    p.add_argument("--paths", type=int_in(1, MAX_PATHS), default=1,
+                   help=f"number K of drafted paths (direct, multipath, selection; "
+                        f"1..{MAX_PATHS}, default 1)")
     p.add_argument("--drafting", choices=("iid", "norep"), default="iid",
                    help="direct and selection LPs: i.i.d. paths (default) or first tokens "
                         "without replacement")

@@ -21,7 +21,6 @@ A_eq^T y + A_ub^T lam >= c, lam >= 0, y free. Weak duality makes a matching pair
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 from fractions import Fraction
@@ -29,17 +28,35 @@ from typing import Any
 
 import numpy as np
 
-from spectheory.errors import SizeLimitError
+from spectheory import limits
+from spectheory.errors import SizeLimitError, TimeLimitError
 from spectheory.tree import human_bytes
 
 from .result import LPError
 
-#: Most LP variables a float solve may have (HiGHS needs roughly 150 bytes per nonzero).
-MAX_LP_VARIABLES = int(os.environ.get("SPECTHEORY_MAX_LP_VARIABLES", 8_000_000))
-#: Most variables for an exact (Fraction) certificate.
-MAX_EXACT_LP_VARIABLES = int(os.environ.get("SPECTHEORY_MAX_EXACT_LP_VARIABLES", 200_000))
-#: Most variables for sympy's dense rational simplex.
-MAX_SYMPY_LP_VARIABLES = int(os.environ.get("SPECTHEORY_MAX_SYMPY_LP_VARIABLES", 1_500))
+#: Most LP variables a float solve may have (HiGHS needs roughly 150 bytes per nonzero);
+#: environment variable SPECTHEORY_MAX_LP_VARIABLES (read on use, :func:`lp_limit`).
+MAX_LP_VARIABLES = limits.ENV_LIMITS["SPECTHEORY_MAX_LP_VARIABLES"]
+#: Most variables for an exact (Fraction) certificate (SPECTHEORY_MAX_EXACT_LP_VARIABLES).
+MAX_EXACT_LP_VARIABLES = limits.ENV_LIMITS["SPECTHEORY_MAX_EXACT_LP_VARIABLES"]
+#: Most variables for sympy's dense rational simplex (SPECTHEORY_MAX_SYMPY_LP_VARIABLES).
+MAX_SYMPY_LP_VARIABLES = limits.ENV_LIMITS["SPECTHEORY_MAX_SYMPY_LP_VARIABLES"]
+
+_LIMIT_ENV = {"float": "SPECTHEORY_MAX_LP_VARIABLES", "exact": "SPECTHEORY_MAX_EXACT_LP_VARIABLES",
+              "sympy": "SPECTHEORY_MAX_SYMPY_LP_VARIABLES"}
+
+
+def lp_limit(mode: str = "float") -> int:
+    """Default variable limit of a float, exact or sympy solve (environment, validated on use)."""
+    return limits.env_limit(_LIMIT_ENV[mode])
+
+
+def _time_left(what: str) -> float | None:
+    """Seconds left under ``--time-limit`` (None: no limit); raises when none are left."""
+    left = limits.remaining()
+    if left is not None and left <= 0:
+        limits.check_time(f" (before {what})")
+    return left
 #: Bytes per nonzero a float solve needs (triplets, CSR copies, HiGHS' own copies and presolve).
 BYTES_PER_NONZERO = 150
 
@@ -53,8 +70,7 @@ def check_lp_size(variables: int, nonzeros: int, what: str, limit: int | None = 
                   mode: str = "float", formula: str = "") -> None:
     """Refuse an LP with more than ``limit`` variables before anything big is allocated."""
     if limit is None:
-        limit = {"float": MAX_LP_VARIABLES, "exact": MAX_EXACT_LP_VARIABLES,
-                 "sympy": MAX_SYMPY_LP_VARIABLES}[mode]
+        limit = lp_limit(mode)
     if variables > limit:
         need = human_bytes(nonzeros * BYTES_PER_NONZERO)
         raise SizeLimitError(
@@ -158,9 +174,15 @@ class SparseLP:
         from scipy.optimize import linprog
 
         c, A_ub, b_ub, A_eq, b_eq = self.matrices()
+        left = _time_left("the HiGHS solve")
+        options = {} if left is None else {"time_limit": max(left, 0.01)}
         res = linprog(-c, A_ub=A_ub if self.m_ub else None, b_ub=b_ub if self.m_ub else None,
                       A_eq=A_eq if self.m_eq else None, b_eq=b_eq if self.m_eq else None,
-                      bounds=(0, None), method="highs")
+                      bounds=(0, None), method="highs", options=options)
+        if res.status == 1 and left is not None:  # HiGHS stopped at the time limit
+            limits.check_time(" (in the HiGHS solve)")
+            raise TimeLimitError(f"HiGHS stopped at its time limit ({res.message}); stopped "
+                                 "with no result: raise --time-limit or use a smaller instance")
         if res.status != 0:
             what = {2: "infeasible", 3: "unbounded"}.get(res.status, "failed")
             raise LPError(f"HiGHS: the LP is {what} (status {res.status}: {res.message})")
@@ -182,10 +204,15 @@ class SparseLP:
             cons.append(A_eq @ x == b_eq)
         prob = cp.Problem(cp.Maximize(c @ x), cons)
         backend = "HIGHS" if "HIGHS" in cp.installed_solvers() else "CLARABEL"
+        left = _time_left("the cvxpy solve")
+        kw = {} if left is None else {"time_limit": max(left, 0.01)}
         try:
-            prob.solve(solver=backend)
+            prob.solve(solver=backend, **kw)
         except cp.error.SolverError as exc:
-            raise LPError(f"cvxpy ({backend}): solver failed: {exc}") from None
+            limits.check_time(" (in the cvxpy solve)")
+            raise LPError(f"cvxpy ({backend}): solver failed: "
+                          f"{' '.join(str(exc).split())}") from None
+        limits.check_time(" (in the cvxpy solve)")
         if prob.status not in (cp.OPTIMAL,):
             raise LPError(f"cvxpy ({backend}): the LP is {prob.status}")
         return (np.asarray(x.value) * self._scale, float(prob.value) + float(self.offset), prob.status,

@@ -13,14 +13,40 @@ Core objects are plain arrays and pure functions:
 """
 
 from .errors import InstanceError, SizeLimitError, SpectheoryError
-from .exact import LosslessReport, analyze, check_lossless, multi_iteration_law
-from .instances import Instance, instance_from_dict, instance_to_dict, load_instance
-from .law import Law, LawError
-from .models import TableModel, context_independent
-from .random_instances import random_instance
-from .registry import VerifierSpec, get_verifier, plan, register, registered, verifier
-from .sampling import sample_output
-from .verifiers import SINGLE_PATH, block_verification, token_verification
+
+#: Public names and the submodule each lives in. They are imported on first use (PEP 562), so
+#: ``import spectheory`` and the command line start without loading torch; an interrupt during
+#: start-up then reaches the command line's handler (exit 130, one line) instead of a traceback.
+_LAZY = {
+    "LosslessReport": "exact", "analyze": "exact", "check_lossless": "exact",
+    "multi_iteration_law": "exact",
+    "Instance": "instances", "instance_from_dict": "instances", "instance_to_dict": "instances",
+    "load_instance": "instances",
+    "Law": "law", "LawError": "law",
+    "TableModel": "models", "context_independent": "models",
+    "random_instance": "random_instances",
+    "VerifierSpec": "registry", "get_verifier": "registry", "plan": "registry",
+    "register": "registry", "registered": "registry", "verifier": "registry",
+    "sample_output": "sampling",
+    "SINGLE_PATH": "verifiers", "block_verification": "verifiers",
+    "token_verification": "verifiers",
+}
+
+
+def __getattr__(name: str):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'spectheory' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __version__ = "0.1.0"
 

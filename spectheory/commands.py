@@ -3,24 +3,83 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 
-from .errors import InstanceError, SpectheoryError
-from .exact import analysis_summary, analyze, check_lossless, check_tolerance
+from . import limits
+from .errors import SpectheoryError
+from .exact import MAX_LOSSLESS_TOL, analysis_summary, analyze, check_lossless, check_tolerance
 from .law import LawError
-from .instances import DEFAULT_TOL, MAX_JSON_PREFIXES, instance_to_dict, load_instance
-from .random_instances import random_instance
+from .instances import (DEFAULT_TOL, MAX_BLOCK, MAX_JSON_PREFIXES, MAX_TOL, MAX_VOCAB,
+                        check_row_tolerance, instance_to_dict, load_instance)
+from .random_instances import (ALPHA_RANGE, MAX_DENOMINATOR, MAX_SEED, check_alpha, check_seed,
+                               random_instance)
+
+#: Most draft paths K a command accepts (the engine counts the K! orderings of a joint outcome
+#: in int64; the joint outcomes grow like V^(L K)).
+MAX_PATHS = 20
+#: Most tokens ``check --tokens`` accepts (the law of N tokens has V^N >= 2^N entries).
+MAX_TOKENS = 64
 
 
-def positive_int(text: str) -> int:
+# ----------------------------------------------------------------------------- option types
+# Each raises argparse.ArgumentTypeError, which the command line prints as one line naming the
+# option, the value and the accepted range, with exit code 2.
+
+
+def int_in(lo: int, hi: int):
+    """An argparse type: a decimal integer in [lo, hi]."""
+    def parse(text: str) -> int:
+        s = text.strip()
+        if not s.lstrip("+-").isdigit() or len(s) > 30:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer (accepted: "
+                                             f"{lo:,}..{hi:,})")
+        value = int(s)
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"{value:,} is out of range {lo:,}..{hi:,}")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
+#: A positive integer (at least 1, at most 10^15).
+positive_int = int_in(1, limits.MAX_LIMIT)
+
+
+def _from_checker(check, name: str):
+    def parse(text: str):
+        try:
+            return check(text)
+        except SpectheoryError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parse.__name__ = name
+    return parse
+
+
+def _float_text(text: str) -> float:
     try:
-        value = int(text)
+        return float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
-    return value
+        raise SpectheoryError(f"{text!r} is not a number") from None
+
+
+row_tolerance = _from_checker(lambda t: check_row_tolerance(_float_text(t), "tolerance"),
+                              "tolerance")
+lossless_tolerance = _from_checker(lambda t: check_tolerance(_float_text(t), "tolerance"),
+                                   "tolerance")
+seed_type = _from_checker(lambda t: check_seed(int_in(0, MAX_SEED)(t)), "seed")
+alpha_type = _from_checker(lambda t: check_alpha(_float_text(t)), "alpha")
+time_limit_type = _from_checker(lambda t: limits.check_time_limit(_float_text(t), "time limit"),
+                                "seconds")
+
+
+def add_time_limit_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--time-limit", type=time_limit_type, default=None, metavar="SECONDS",
+                   help="stop with exit code 2 and no output once this many seconds have "
+                        f"passed (0 < SECONDS <= {limits.MAX_TIME_LIMIT:.0f}; default: none)")
 
 
 def add_instance_options(p: argparse.ArgumentParser) -> None:
@@ -29,11 +88,13 @@ def add_instance_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--exact", action="store_true",
                    help="exact rational arithmetic (rows must sum to exactly 1)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--tol", type=float, default=DEFAULT_TOL,
-                   help=f"row-sum tolerance in float mode (default {DEFAULT_TOL:g})")
+    p.add_argument("--tol", type=row_tolerance, default=DEFAULT_TOL,
+                   help=f"row-sum tolerance in float mode, in [0, {MAX_TOL:g}] "
+                        f"(default {DEFAULT_TOL:g})")
     p.add_argument("--max-sequences", type=positive_int, default=None,
                    help="refuse enumerations over this many sequences (default: 2^26 float, "
                         "200000 exact; env SPECTHEORY_MAX_SEQUENCES)")
+    add_time_limit_option(p)
 
 
 def all_verifiers() -> dict:
@@ -43,10 +104,11 @@ def all_verifiers() -> dict:
     return {**registered(lossless=True), **registered(lossless=False)}
 
 
-def verifier_plan(args):
-    """The :class:`spectheory.registry.Plan` of ``--verifier/--paths/--drafting``; defaults are
-    those of :func:`spectheory.registry.plan`. A drafting scheme other than the verifier's own is
-    noted on stderr."""
+def plan_with_notes(args):
+    """The :class:`spectheory.registry.Plan` of ``--verifier/--paths/--drafting`` and the notes
+    to print (a drafting scheme other than the verifier's own); defaults are those of
+    :func:`spectheory.registry.plan`. Print the notes with :func:`print_notes` once every input
+    has been validated, so that a refusal stays one line."""
     import warnings
 
     from .registry import DraftingWarning, plan
@@ -54,10 +116,49 @@ def verifier_plan(args):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", DraftingWarning)
         how = plan(args.verifier, getattr(args, "paths", None), getattr(args, "drafting", None))
-    for w in caught:
-        if issubclass(w.category, DraftingWarning):
-            print(f"spectheory: note: {w.message}", file=sys.stderr)
+    notes = [str(w.message) for w in caught if issubclass(w.category, DraftingWarning)]
+    return how, notes
+
+
+def verifier_plan(args):
+    """The plan of :func:`plan_with_notes`, its notes printed on stderr at once."""
+    how, notes = plan_with_notes(args)
+    print_notes(notes)
     return how
+
+
+@contextlib.contextmanager
+def user_verifier_errors(name: str):
+    """A ``module:function`` verifier is the user's code: an exception it raises (a wrong
+    signature, a bug) becomes one line naming the verifier and the exception, exit code 2.
+    Errors of the toolkit itself, interrupts and memory errors pass through unchanged."""
+    try:
+        yield
+    except (SpectheoryError, KeyboardInterrupt, MemoryError):
+        raise
+    except Exception as exc:
+        if ":" not in str(name):
+            raise
+        text = " ".join(str(exc).split())
+        raise SpectheoryError(f"verifier {name!r} raised {type(exc).__name__}: {text[:300]} "
+                              "(a verifier takes drafts [B, L], q [B, L, V], p [B, L+1, V] and "
+                              "returns a law; see `spectheory verifiers`)") from None
+
+
+@contextlib.contextmanager
+def _quiet_drafting():
+    import warnings
+
+    from .registry import DraftingWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DraftingWarning)
+        yield
+
+
+def print_notes(notes) -> None:
+    for n in notes:
+        print(f"spectheory: note: {n}", file=sys.stderr)
 
 
 def emit(obj, as_json: bool, text: str) -> None:
@@ -72,14 +173,10 @@ def emit(obj, as_json: bool, text: str) -> None:
 
 
 def cmd_instance_random(args) -> int:
-    if args.vocab < 2:
-        raise InstanceError(f"--vocab {args.vocab} is out of range (at least 2)")
-    if args.block < 1:
-        raise InstanceError(f"--block {args.block} is out of range (at least 1)")
     if not args.context_independent:
         rows = sum(args.vocab**d for d in range(args.block + 1))
         if rows > MAX_JSON_PREFIXES:
-            raise InstanceError(
+            raise SpectheoryError(
                 f"a table instance with V = {args.vocab}, L = {args.block} has {rows:,} target "
                 f"prefixes, over the JSON limit of {MAX_JSON_PREFIXES:,} by "
                 f"{rows - MAX_JSON_PREFIXES:,}; use --context-independent or smaller sizes")
@@ -94,11 +191,13 @@ def cmd_instance_random(args) -> int:
 
 
 def cmd_exact(args) -> int:
-    how = verifier_plan(args)
+    how, notes = plan_with_notes(args)
     inst = load_instance(args.instance, exact=args.exact, tol=args.tol)
-    res = analyze(inst, how.spec, name=args.verifier, exact=args.exact,
-                  max_sequences=args.max_sequences, progress=sys.stderr.isatty(),
-                  paths=how.paths, drafting=how.drafting)
+    print_notes(notes)
+    with _quiet_drafting(), user_verifier_errors(args.verifier):  # notes: printed above
+        res = analyze(inst, how.spec, name=args.verifier, exact=args.exact,
+                      max_sequences=args.max_sequences, progress=limits.progress_enabled(),
+                      paths=how.paths, drafting=how.drafting)
     if how.spec.single_path and (args.paths is not None or args.drafting is not None):
         res.extra.update({"paths": how.paths, "drafting": how.drafting})
     if not how.spec.single_path:
@@ -112,13 +211,15 @@ def cmd_exact(args) -> int:
 
 
 def cmd_check(args) -> int:
-    how = verifier_plan(args)
+    how, notes = plan_with_notes(args)
     tol = check_tolerance(args.lossless_tol, "--lossless-tol")
     inst = load_instance(args.instance, exact=args.exact, tol=args.tol)
+    print_notes(notes)
     try:
-        report = check_lossless(how.spec, inst, exact=args.exact, tol=tol, n_tokens=args.tokens,
-                                max_sequences=args.max_sequences, paths=how.paths,
-                                drafting=how.drafting)
+        with _quiet_drafting(), user_verifier_errors(args.verifier):  # notes: printed above
+            report = check_lossless(how.spec, inst, exact=args.exact, tol=tol,
+                                    n_tokens=args.tokens, max_sequences=args.max_sequences,
+                                    paths=how.paths, drafting=how.drafting)
     except LawError as exc:  # the verifier under test returned something that is not a law
         obj = {"verifier": args.verifier, "paths": how.paths, "drafting": how.drafting,
                "lossless": False, "law_error": {"kind": exc.kind, "message": str(exc),
@@ -163,7 +264,7 @@ def cmd_verifiers(args) -> int:
 
 
 def add_multi_path_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--paths", type=positive_int, default=None, metavar="K",
+    p.add_argument("--paths", type=int_in(1, MAX_PATHS), default=None, metavar="K",
                    help="number of draft paths (default 1); a single-path verifier accepts "
                         "only 1, a module:function verifier with K > 1 is read as K-path")
     p.add_argument("--drafting", choices=("iid", "norep"), default=None,
@@ -177,15 +278,19 @@ def register(sub) -> None:
     isub = p.add_subparsers(dest="instance_command", metavar="KIND")
     isub.required = True
     r = isub.add_parser("random", help="random Dirichlet instance as JSON on stdout")
-    r.add_argument("--vocab", type=int, required=True, help="vocabulary size V (>= 2)")
-    r.add_argument("--block", type=int, required=True, help="block length L (>= 1)")
-    r.add_argument("--seed", type=int, default=0)
-    r.add_argument("--alpha", type=float, default=1.0,
-                   help="Dirichlet concentration (smaller: more peaked, more divergent)")
+    r.add_argument("--vocab", type=int_in(2, MAX_VOCAB), required=True,
+                   help=f"vocabulary size V (2..{MAX_VOCAB:,})")
+    r.add_argument("--block", type=int_in(1, MAX_BLOCK), required=True,
+                   help=f"block length L (1..{MAX_BLOCK})")
+    r.add_argument("--seed", type=seed_type, default=0, help="seed (0..2^63-1; default 0)")
+    r.add_argument("--alpha", type=alpha_type, default=1.0,
+                   help=f"Dirichlet concentration in [{ALPHA_RANGE[0]:g}, {ALPHA_RANGE[1]:g}] "
+                        "(smaller: more peaked, more divergent; default 1)")
     r.add_argument("--context-independent", action="store_true",
                    help="one conditional for every prefix")
-    r.add_argument("--denominator", type=positive_int, default=None,
-                   help="round rows to exact multiples of 1/D (for --exact analysis)")
+    r.add_argument("--denominator", type=int_in(1, MAX_DENOMINATOR), default=None,
+                   help="round rows to exact multiples of 1/D (for --exact analysis; "
+                        f"1..{MAX_DENOMINATOR:.0e})")
     r.set_defaults(func=cmd_instance_random)
 
     e = sub.add_parser("exact", help="exact law of a verifier on an instance")
@@ -199,13 +304,13 @@ def register(sub) -> None:
     add_instance_options(c)
     c.add_argument("--verifier", default="block",
                    help="a name from `spectheory verifiers` or module:function")
-    c.add_argument("--tokens", type=positive_int, default=None,
+    c.add_argument("--tokens", type=int_in(1, MAX_TOKENS), default=None,
                    help="check the law of the first N generated tokens over repeated "
                         "iterations (default: one block, L+1 tokens)")
     add_multi_path_options(c)
-    c.add_argument("--lossless-tol", type=float, default=1e-12,
+    c.add_argument("--lossless-tol", type=lossless_tolerance, default=1e-12,
                    help="float mode: largest total variation still called lossless "
-                        "(finite, in [0, 1e-3]; default 1e-12)")
+                        f"(finite, in [0, {MAX_LOSSLESS_TOL:g}]; default 1e-12)")
     c.set_defaults(func=cmd_check)
 
     v = sub.add_parser("verifiers", help="list the registered verifiers and their metadata")

@@ -38,6 +38,7 @@ import numpy as np
 import torch
 
 from . import backend as Bk
+from . import limits
 from .errors import SpectheoryError
 from .instances import Instance
 from .law import validate_law
@@ -45,6 +46,8 @@ from .models import prefix_from_index
 from .registry import Plan, VerifierSpec, get_verifier, plan
 from .tree import check_size, levels, path_probabilities, sequence_tokens
 
+#: Most draft paths K the engine accepts (K! must fit in int64).
+MAX_PATHS = 20
 #: Elements of one [B, L+1, V] array per chunk in float mode (keeps the working set ~1 GiB).
 CHUNK_ELEMENTS = 2**22
 
@@ -223,12 +226,25 @@ class ExactAnalysis:
 
 
 def _progress_bar(total: int, enabled: bool, desc: str):
-    if not enabled:
-        return None, lambda: None
+    """(update, close) of a progress bar on stderr (when ``enabled`` or the command line asks for
+    one); ``update`` also checks the time limit between chunks (:mod:`spectheory.limits`)."""
+    if not (enabled or limits.progress_enabled()):
+        return limits.tick, lambda: None
     from tqdm import tqdm
 
     bar = tqdm(total=total, desc=desc, unit="draft", unit_scale=True, leave=False)
-    return bar.update, bar.close
+
+    def update(n):
+        bar.update(n)
+        limits.tick(n)
+
+    return update, bar.close
+
+
+def _check_instance(instance) -> None:
+    if not isinstance(instance, Instance):
+        raise SpectheoryError(f"expected a spectheory Instance (see load_instance / "
+                              f"instance_from_dict), got {type(instance).__name__}")
 
 
 def _plan_sizes(how: Plan, V: int, L: int, contexts: int, exact: bool, max_sequences,
@@ -237,6 +253,9 @@ def _plan_sizes(how: Plan, V: int, L: int, contexts: int, exact: bool, max_seque
     if exact and not how.spec.exact:
         raise SpectheoryError(f"verifier {how.spec.name!r} has a float law only (no exact "
                               f"rational mode); drop --exact / exact=True")
+    if how.paths > MAX_PATHS:
+        raise SpectheoryError(f"paths = {how.paths} is out of range 1..{MAX_PATHS} (the K-path "
+                              f"engine counts the K! orderings of a joint outcome in int64)")
     check_size(contexts * V ** (L + 1), what, exact, max_sequences, formula)
     if how.paths > 1:
         from .multipath import outcome_count, use_symmetry
@@ -247,7 +266,7 @@ def _plan_sizes(how: Plan, V: int, L: int, contexts: int, exact: bool, max_seque
         formula = (f"C(V^L + K - 1, K) = C({V}^{L} + {K - 1}, {K}) sorted joint draft outcomes"
                    if sym else f"V^(L K) = {V}^{L * K} joint draft outcomes")
         check_size(contexts * n, f"{what} ({K} paths)", exact, max_sequences,
-                   formula + (f" x {contexts:,} contexts" if contexts > 1 else ""))
+                   formula + (f" x {contexts:,} contexts" if contexts > 1 else ""), outcomes=True)
 
 
 def analyze(instance: Instance, verifier, name: str | None = None,
@@ -286,6 +305,7 @@ def analyze(instance: Instance, verifier, name: str | None = None,
         ``extra`` holds ``paths`` and ``drafting`` for multi-path verifiers.
     """
     how = plan(verifier, paths, drafting)
+    _check_instance(instance)
     V, L = instance.vocab_size, instance.block_length
     exact = instance.exact if exact is None else exact
     _plan_sizes(how, V, L, 1, exact, max_sequences, "exact analysis", f"V^(L+1) = {V}^{L + 1}",
@@ -335,9 +355,11 @@ def multi_iteration_law(instance: Instance, verifier, n_tokens: int,
     (:class:`spectheory.models.TableModel`).
     """
     how = plan(verifier, paths, drafting)
+    _check_instance(instance)
     V, L = instance.vocab_size, instance.block_length
-    if isinstance(n_tokens, bool) or not isinstance(n_tokens, (int, np.integer)) or n_tokens < 1:
-        raise SpectheoryError(f"n_tokens = {n_tokens!r} must be a positive integer")
+    if isinstance(n_tokens, bool) or not isinstance(n_tokens, (int, np.integer)) or \
+            not 1 <= n_tokens <= 64:
+        raise SpectheoryError(f"n_tokens = {n_tokens!r} must be an integer in [1, 64]")
     N = int(n_tokens)
     exact = instance.exact if exact is None else exact
     _plan_sizes(how, V, L, V ** (N - 1), exact, max_sequences, "multi-iteration law",
@@ -350,7 +372,7 @@ def multi_iteration_law(instance: Instance, verifier, n_tokens: int,
     for n in range(N):
         q_levels = levels(instance.draft, n, L, exact, device)
         p_levels = levels(instance.target, n, L + 1, exact, device)
-        block = block_law(how, q_levels, p_levels, V, L)
+        block = block_law(how, q_levels, p_levels, V, L, limits.tick)
         C = V**n
         mass = start[n].reshape(C, 1)
         for j in range(1, L + 2):
@@ -441,6 +463,7 @@ def check_lossless(verifier, instance: Instance, exact: bool | None = None,
     :class:`spectheory.law.LawError` and gets no verdict.
     """
     how = plan(verifier, paths, drafting)
+    _check_instance(instance)
     exact = instance.exact if exact is None else exact
     tol = check_tolerance(tol)  # refused even where exact mode does not use it
     if exact:

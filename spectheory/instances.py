@@ -12,15 +12,26 @@ levels are kept (they are used by the multi-iteration analysis). Context-indepen
 be given as a plain list: ``"target": [..V..]``. Probabilities are JSON numbers or strings holding
 a fraction or decimal (``"1/3"``, ``"0.25"``).
 
-Float mode: rows must be non-negative, finite and sum to 1 within ``tol``; they are then divided
-by their sum. Exact mode: entries are read as exact rationals (numbers through their decimal
-text) and rows must sum to exactly 1.
+Prefix keys must be canonical: ``""`` or token ids in decimal without leading zeros, joined by
+single commas with no spaces (``"0,12"``; not ``"00"``, ``"0, 12"`` or ``"+1"``), so that every
+prefix has exactly one spelling; a JSON object with the same key twice is refused. The target
+needs every prefix of length <= L and the draft every prefix of length < L; a deeper level is
+kept only when it is complete (a partial deeper level is an error naming an extra prefix).
+
+Float mode: rows must be non-negative, finite and sum to 1 within ``tol`` (a finite number in
+[0, :data:`MAX_TOL`]; so a row that is not a distribution, such as all zeros, is refused whatever
+the tolerance); they are then divided by their sum. Exact mode: entries are read as exact
+rationals (numbers through their decimal text) and rows must sum to exactly 1.
+
+Every problem raises :class:`spectheory.errors.InstanceError` (a ``ValueError``) with a one-line
+message naming the place and the accepted range.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -36,6 +47,26 @@ MAX_BLOCK = 64
 #: Most prefixes a JSON model may list (a JSON table bigger than this is not a sensible input).
 MAX_JSON_PREFIXES = 2_000_000
 DEFAULT_TOL = 1e-9
+#: Largest row-sum tolerance accepted in float mode.
+MAX_TOL = 1e-3
+#: Largest instance file read (bytes): a JSON table at :data:`MAX_JSON_PREFIXES` is far smaller.
+MAX_FILE_BYTES = 2 * 1024**3
+
+_KEY = re.compile(r"(0|[1-9][0-9]*)(,(0|[1-9][0-9]*))*")
+
+
+def check_row_tolerance(tol, what: str = "tol") -> float:
+    """A row-sum tolerance must be a finite number in [0, :data:`MAX_TOL`]."""
+    if isinstance(tol, bool):
+        raise InstanceError(f"{what} {tol!r} is not a number")
+    try:
+        t = float(tol)
+    except (TypeError, ValueError, OverflowError):
+        raise InstanceError(f"{what} {tol!r} is not a number") from None
+    if not math.isfinite(t) or t < 0 or t > MAX_TOL:
+        raise InstanceError(f"{what} {tol!r} is out of range: row sums are checked within a "
+                            f"finite tolerance in [0, {MAX_TOL:g}]")
+    return t
 
 
 @dataclass(frozen=True)
@@ -65,18 +96,30 @@ def _parse_number(value: Any, exact: bool, where: str):
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise InstanceError(f"{where}: entry {value!r} is not a number or fraction string")
     if isinstance(value, str):
+        if len(value) > 200:
+            raise InstanceError(f"{where}: entry {_short(value)} is longer than 200 characters")
         try:
             frac = Fraction(value.strip())
         except (ValueError, ZeroDivisionError):
-            if value.strip().lower() in ("nan", "inf", "-inf", "infinity", "-infinity"):
+            if value.strip().lower() in ("nan", "inf", "-inf", "infinity", "-infinity", "+inf",
+                                         "+infinity"):
                 raise InstanceError(f"{where}: entry {value!r} is not finite") from None
-            raise InstanceError(f"{where}: entry {value!r} is not a number or fraction") from None
+            raise InstanceError(f"{where}: entry {_short(value)} is not a number or "
+                                "fraction") from None
         return frac if exact else float(frac)
     if isinstance(value, float) and not math.isfinite(value):
         raise InstanceError(f"{where}: entry {value!r} is not finite")
+    if isinstance(value, int) and abs(value) > 1:  # also keeps huge integers out of float()
+        raise InstanceError(f"{where}: entry {_short(value)} is "
+                            f"{'negative' if value < 0 else 'over 1'} (not a probability)")
     if exact:
         return Fraction(value) if isinstance(value, int) else Fraction(repr(value))
     return float(value)
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _check_row(row, V: int, exact: bool, tol: float, where: str):
@@ -88,6 +131,9 @@ def _check_row(row, V: int, exact: bool, tol: float, where: str):
     for a, v in enumerate(vals):
         if v < 0:
             raise InstanceError(f"{where}: entry for token {a} is negative ({v})")
+    for a, v in enumerate(vals):
+        if v > (1 if exact else 1 + tol):
+            raise InstanceError(f"{where}: entry for token {a} is {v}, over 1 (not a probability)")
     total = sum(vals, Fraction(0) if exact else 0.0)
     if exact:
         if total != 1:
@@ -107,6 +153,7 @@ def _prefix_key(prefix: tuple) -> str:
 def parse_model(obj: Any, V: int, min_depth: int, name: str, exact: bool,
                 tol: float = DEFAULT_TOL) -> TableModel:
     """Parse one model (dict of prefix rows, or a list for a context-independent model)."""
+    tol = check_row_tolerance(tol)
     if isinstance(obj, list):
         row = _check_row(obj, V, exact, tol, f"{name}: context-independent row")
         return _finish_model([[row]], V, exact)
@@ -114,21 +161,23 @@ def parse_model(obj: Any, V: int, min_depth: int, name: str, exact: bool,
         raise InstanceError(f"{name}: must be an object mapping prefixes to rows, or a list")
     levels: dict[int, dict[tuple, Any]] = {}
     for key, row in obj.items():
-        if not isinstance(key, str):
-            raise InstanceError(f"{name}: prefix key {key!r} is not a string")
-        try:
-            prefix = tuple(int(t) for t in key.split(",")) if key.strip() else ()
-        except ValueError:
-            raise InstanceError(f"{name}: prefix key {key!r} is not comma-joined token ids") from None
-        if any(t < 0 or t >= V for t in prefix):
-            raise InstanceError(f"{name}: prefix {key!r} has a token id outside 0..{V - 1}")
+        prefix = parse_prefix_key(key, V, name)
+        if len(prefix) > MAX_BLOCK + 1:
+            raise InstanceError(f"{name}: prefix {_short(key)} has {len(prefix)} tokens, more "
+                                f"than the deepest level used ({MAX_BLOCK + 1})")
         levels.setdefault(len(prefix), {})[prefix] = row
     tables = []
     d = 0
-    while d in levels or d < min_depth:
+    while d in levels or d <= min_depth:
         expected = V**d
         have = levels.get(d, {})
         if len(have) != expected:
+            if d > min_depth:  # an optional deeper level that is only partly given
+                prefix = min(have)
+                raise InstanceError(
+                    f"{name}: extra prefix {_prefix_key(prefix)!r} of depth {d}: levels deeper "
+                    f"than {min_depth} are optional but must be complete ({len(have)} of "
+                    f"{expected} prefixes given); remove the deeper rows or give all of them")
             for n in range(expected):
                 prefix = prefix_from_index(n, d, V)
                 if prefix not in have:
@@ -144,8 +193,32 @@ def parse_model(obj: Any, V: int, min_depth: int, name: str, exact: bool,
         d += 1
     extra = sorted(k for k in levels if k >= d)
     if extra:
-        raise InstanceError(f"{name}: rows of depth {extra[0]} given but depth {d} is incomplete")
+        prefix = min(levels[extra[0]])
+        raise InstanceError(
+            f"{name}: extra prefix {_prefix_key(prefix)!r} of depth {extra[0]}: levels deeper "
+            f"than {max(min_depth, 0)} are optional but must be complete, and depth {d} has "
+            f"{len(levels.get(d, {}))} of {V**d} prefixes; remove the deeper rows or give "
+            f"every prefix of depth {d}")
     return _finish_model(tables, V, exact)
+
+
+def parse_prefix_key(key: Any, V: int, name: str = "model") -> tuple:
+    """The prefix of a canonical key: ``""`` or decimal token ids without leading zeros joined
+    by single commas, no spaces; each id in 0..V-1."""
+    if not isinstance(key, str):
+        raise InstanceError(f"{name}: prefix key {key!r} is not a string")
+    if key == "":
+        return ()
+    if len(key) > 20 * (MAX_BLOCK + 2) or not _KEY.fullmatch(key):
+        raise InstanceError(
+            f"{name}: prefix key {_short(key)} is not canonical: write token ids in decimal "
+            f"without leading zeros, joined by single commas, no spaces (e.g. \"0,12\"; "
+            f"\"\" for the empty prefix)")
+    prefix = tuple(int(t) for t in key.split(","))
+    for t in prefix:
+        if t >= V:
+            raise InstanceError(f"{name}: prefix {key!r} has token id {t} outside 0..{V - 1}")
+    return prefix
 
 
 def _finish_model(tables, V: int, exact: bool) -> TableModel:
@@ -176,6 +249,16 @@ def _count_prefixes(obj: Any) -> int:
 
 
 def instance_from_dict(data: Any, exact: bool = False, tol: float = DEFAULT_TOL) -> Instance:
+    """Validate and build an :class:`Instance` from its JSON object (see the module docstring).
+
+    Raises :class:`spectheory.errors.InstanceError` (a ``ValueError``) with a one-line message
+    naming the first problem: a missing key, sizes out of range, a non-canonical, missing or
+    extra prefix key, a row of the wrong length, an entry that is not a probability, a row sum
+    off 1 (beyond ``tol`` in float mode, a finite number in [0, 1e-3]; at all in exact mode).
+    """
+    tol = check_row_tolerance(tol)
+    if not isinstance(exact, bool):
+        raise InstanceError(f"exact must be True or False, got {exact!r}")
     if not isinstance(data, dict):
         raise InstanceError("instance must be a JSON object with vocab_size, block_length, "
                             "target and draft")
@@ -193,24 +276,74 @@ def instance_from_dict(data: Any, exact: bool = False, tol: float = DEFAULT_TOL)
     return Instance(V, L, target, draft)
 
 
+def _no_duplicates(pairs):
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise InstanceError(f"the JSON object key {_short(key)} appears twice (a duplicate "
+                                "key would silently replace the first value)")
+        out[key] = value
+    return out
+
+
+def _constant(name: str):
+    raise InstanceError(f"the JSON constant {name} is not finite (entries must be finite "
+                        "numbers in [0, 1])")
+
+
+def parse_json(text: str, where: str = "instance") -> Any:
+    """Parse JSON text, refusing duplicate object keys and NaN/Infinity constants."""
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_constant)
+    except json.JSONDecodeError as exc:
+        raise InstanceError(f"{where}: unreadable JSON ({exc.msg} at line {exc.lineno} "
+                            f"column {exc.colno})") from None
+    except InstanceError as exc:
+        raise InstanceError(f"{where}: {exc}") from None
+    except RecursionError:
+        raise InstanceError(f"{where}: JSON nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer literal over Python's digit limit
+        raise InstanceError(f"{where}: unreadable JSON ({str(exc).splitlines()[0]})") from None
+
+
 def load_instance(path: str, exact: bool = False, tol: float = DEFAULT_TOL) -> Instance:
-    """Read and validate an instance file ("-" for standard input)."""
+    """Read and validate an instance file ("-" for standard input), UTF-8 JSON.
+
+    Options are checked first, then the file: unreadable, over :data:`MAX_FILE_BYTES`, not
+    UTF-8, not JSON, duplicate keys, or an invalid instance (:func:`instance_from_dict`) each
+    raise :class:`spectheory.errors.InstanceError` with a one-line message.
+    """
     import sys
 
+    tol = check_row_tolerance(tol)
+    if not isinstance(path, (str, bytes)) and not hasattr(path, "__fspath__"):
+        raise InstanceError(f"instance path {path!r} is not a file name")
     try:
         if path == "-":
-            text = sys.stdin.read()
+            raw = sys.stdin.buffer.read(MAX_FILE_BYTES + 1) if hasattr(sys.stdin, "buffer") \
+                else sys.stdin.read(MAX_FILE_BYTES + 1)
         else:
-            with open(path, encoding="utf-8") as fh:
-                text = fh.read()
+            with open(path, "rb") as fh:
+                raw = fh.read(MAX_FILE_BYTES + 1)
     except OSError as exc:
-        raise InstanceError(f"cannot read instance {path!r}: {exc.strerror or exc}") from None
-    try:
-        data = json.loads(text, parse_constant=lambda c: float(c))
-    except json.JSONDecodeError as exc:
-        raise InstanceError(f"{path}: unreadable JSON ({exc.msg} at line {exc.lineno} "
-                            f"column {exc.colno})") from None
-    return instance_from_dict(data, exact=exact, tol=tol)
+        raise InstanceError(f"cannot read instance {str(path)!r}: {exc.strerror or exc}") from None
+    except ValueError as exc:  # e.g. a NUL byte in the name
+        raise InstanceError(f"cannot read instance {str(path)!r}: {exc}") from None
+    name = "standard input" if path == "-" else str(path)
+    if len(raw) > MAX_FILE_BYTES:
+        raise InstanceError(f"{name}: over {MAX_FILE_BYTES // 1024**3} GiB, too big for an "
+                            "instance file")
+    if isinstance(raw, bytes):
+        try:
+            text = raw.decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise InstanceError(f"{name}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset "
+                                f"{exc.start}); save the instance as UTF-8 JSON") from None
+    else:
+        text = raw
+    if not text.strip():
+        raise InstanceError(f"{name}: empty file, expected an instance JSON object")
+    return instance_from_dict(parse_json(text, name), exact=exact, tol=tol)
 
 
 # ----------------------------------------------------------------------------- writing

@@ -9,12 +9,13 @@ exact rational analysis; such rows may contain exact zeros.
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import numpy as np
 
 from .errors import InstanceError
-from .instances import Instance
+from .instances import MAX_BLOCK, MAX_VOCAB, Instance
 from .models import TableModel
 from .tree import check_size
 
@@ -51,23 +52,65 @@ def dirichlet_model(rng: np.random.Generator, V: int, depth: int, alpha: float,
     return TableModel(V, tuple(tables))
 
 
+#: Accepted range of the Dirichlet concentration alpha.
+ALPHA_RANGE = (1e-3, 1e6)
+#: Largest denominator of exact rows (rows * D must stay exact in float64 before rounding).
+MAX_DENOMINATOR = 10**9
+#: Seeds accepted: 0 .. 2^63 - 1.
+MAX_SEED = 2**63 - 1
+
+
+def _integer(value, name: str, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise InstanceError(f"{name} = {value!r} must be an integer in [{lo:,}, {hi:,}]")
+    if not lo <= value <= hi:
+        raise InstanceError(f"{name} = {value} is out of range [{lo:,}, {hi:,}]")
+    return int(value)
+
+
+def check_seed(seed, name: str = "seed") -> int:
+    """A seed must be an integer in [0, 2^63 - 1]."""
+    return _integer(seed, name, 0, MAX_SEED)
+
+
+def check_alpha(alpha, name: str = "alpha") -> float:
+    """The Dirichlet concentration must be a finite number in [1e-3, 1e6]."""
+    lo, hi = ALPHA_RANGE
+    if isinstance(alpha, bool):
+        raise InstanceError(f"{name} = {alpha!r} is not a number")
+    try:
+        a = float(alpha)
+    except (TypeError, ValueError, OverflowError):
+        raise InstanceError(f"{name} = {alpha!r} is not a number") from None
+    if not (math.isfinite(a) and lo <= a <= hi):
+        raise InstanceError(f"{name} = {alpha!r} is out of range: a finite number in "
+                            f"[{lo:g}, {hi:g}]")
+    return a
+
+
 def random_instance(vocab_size: int, block_length: int, seed: int, alpha: float = 1.0,
                     context_independent: bool = False, denominator: int | None = None
                     ) -> Instance:
-    """A random (draft, target) instance; target rows for depth <= L, draft rows for depth < L."""
-    V, L = int(vocab_size), int(block_length)
-    if V < 2:
-        raise InstanceError(f"vocab_size = {V} is out of range (at least 2)")
-    if L < 1:
-        raise InstanceError(f"block_length = {L} is out of range (at least 1)")
-    if not alpha > 0:
-        raise InstanceError(f"alpha = {alpha} must be positive")
-    if denominator is not None and denominator < 1:
-        raise InstanceError(f"denominator = {denominator} must be a positive integer")
+    """A random (draft, target) instance; target rows for depth <= L, draft rows for depth < L.
+
+    Parameters are validated first (vocab_size in [2, 10^6], block_length in [1, 64], seed in
+    [0, 2^63 - 1], alpha finite in [1e-3, 1e6], denominator in [1, 10^9]); a bad one raises
+    :class:`spectheory.errors.InstanceError` (a ``ValueError``) naming it and its range.
+    """
+    V = _integer(vocab_size, "vocab_size", 2, MAX_VOCAB)
+    L = _integer(block_length, "block_length", 1, MAX_BLOCK)
+    seed = check_seed(seed)
+    alpha = check_alpha(alpha)
+    if denominator is not None:
+        denominator = _integer(denominator, "denominator", 1, MAX_DENOMINATOR)
     if not context_independent:  # the deepest target table has V^(L+1) entries
         check_size(V ** (L + 1), "random table instance", exact=bool(denominator),
                    formula=f"V^(L+1) = {V}^{L + 1}")
     rng = np.random.default_rng(seed)
     target = dirichlet_model(rng, V, L, alpha, context_independent, denominator)
     draft = dirichlet_model(rng, V, L - 1, alpha, context_independent, denominator)
+    for name, model in (("target", target), ("draft", draft)):
+        for t in model.tables:
+            if t.dtype != object and not np.isfinite(t).all():  # cannot happen in range; guard
+                raise InstanceError(f"random {name} rows are not finite for alpha = {alpha}")
     return Instance(V, L, target, draft)

@@ -275,7 +275,10 @@ def cmd_report(args) -> int:
 
 
 def register(sub) -> None:
+    from .commands import seed_type
+
     p = sub.add_parser("report", help="the main job: a short exact report on built-in defaults, "
                                       "ending in a verdict (exit 1 if any check fails)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random instances")
+    p.add_argument("--seed", type=seed_type, default=0,
+                   help="seed of the random instances (0..2^63-1)")
     p.set_defaults(func=cmd_report)

@@ -7,25 +7,34 @@ index n at depth d has index ``n // V**(d - i)``. Sizes are guarded before anyth
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import torch
 
+from . import limits
 from .errors import SizeLimitError
 from .models import TableModel
 
-#: Default limit on the number of leaves an enumeration may touch (float64 mode).
-DEFAULT_MAX_SEQUENCES = int(os.environ.get("SPECTHEORY_MAX_SEQUENCES", 2**26))
-#: Default limit in exact rational mode (Python Fractions are ~1000x slower and ~20x bigger).
-DEFAULT_MAX_EXACT_SEQUENCES = int(os.environ.get("SPECTHEORY_MAX_EXACT_SEQUENCES", 200_000))
+#: Default limit on the number of leaves an enumeration may touch (float64 mode); the
+#: environment variable SPECTHEORY_MAX_SEQUENCES overrides it (read on use: :func:`max_sequences`).
+DEFAULT_MAX_SEQUENCES = limits.ENV_LIMITS["SPECTHEORY_MAX_SEQUENCES"]
+#: Default limit in exact rational mode (Python Fractions are ~1000x slower and ~20x bigger);
+#: environment variable SPECTHEORY_MAX_EXACT_SEQUENCES.
+DEFAULT_MAX_EXACT_SEQUENCES = limits.ENV_LIMITS["SPECTHEORY_MAX_EXACT_SEQUENCES"]
 
 #: Bytes per leaf the exact engine keeps alive at once (about six float64 arrays over the
 #: leaves: target levels, output law, target law, emitted-block masses), and in exact mode.
 BYTES_PER_LEAF = {False: 6 * 8, True: 6 * 120}
 
 
+def max_sequences(exact: bool = False) -> int:
+    """The default enumeration limit, from the environment when set (validated on each call)."""
+    return limits.env_limit("SPECTHEORY_MAX_EXACT_SEQUENCES" if exact
+                            else "SPECTHEORY_MAX_SEQUENCES")
+
+
 def human_bytes(n: float) -> str:
+    if n >= 1024**6:
+        return f"10^{len(str(int(n))) - 1} B"
     for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
         if n < 1024 or unit == "PiB":
             return f"{n:.1f} {unit}"
@@ -34,18 +43,40 @@ def human_bytes(n: float) -> str:
 
 
 def check_size(count: int, what: str, exact: bool = False, limit: int | None = None,
-               formula: str = "") -> None:
-    """Refuse an enumeration of ``count`` leaves over the limit, naming sizes and memory."""
+               formula: str = "", outcomes: bool = False) -> None:
+    """Refuse an enumeration of ``count`` leaves over the limit, naming sizes, memory and time.
+
+    ``limit`` None means the default (:func:`max_sequences`); an explicit limit must be a
+    positive integer. The time estimate uses the throughput constants of
+    :mod:`spectheory.limits` (``outcomes``: ``count`` joint draft outcomes of the K-path engine).
+    An accepted enumeration estimated above :data:`spectheory.limits.NOTE_SECONDS` is announced
+    on stderr by the command line before it starts.
+    """
+    if not isinstance(exact, (bool, np.bool_)):
+        raise SizeLimitError(f"exact = {exact!r} must be True or False")
+    exact = bool(exact)
     if limit is None:
-        limit = DEFAULT_MAX_EXACT_SEQUENCES if exact else DEFAULT_MAX_SEQUENCES
+        limit = max_sequences(exact)
+    elif isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 1:
+        raise SizeLimitError(f"max_sequences = {limit!r} must be a positive integer")
+    count = int(count)
+    seconds = limits.estimate_seconds(count, exact, outcomes)
+    rate = ("exact" if exact else "outcomes" if outcomes else "float")
+    need = human_bytes(count * BYTES_PER_LEAF[exact])
+    mode = "exact" if exact else "float64"
     if count > limit:
-        need = human_bytes(count * BYTES_PER_LEAF[exact])
-        mode = "exact" if exact else "float64"
         raise SizeLimitError(
-            f"{what}: {formula + ' = ' if formula else ''}{count:,} sequences exceed the "
-            f"{mode} limit of {limit:,} by {count - limit:,} ({count / limit:.1f}x; about {need} "
-            f"of memory would be needed); use a smaller vocabulary or block length, or raise the "
-            f"limit with --max-sequences")
+            f"{what}: {formula + ' = ' if formula else ''}{limits.human_count(count)} "
+            f"sequences exceed the {mode} limit of {limit:,} by {limits.human_count(count - limit)} "
+            f"({limits.ratio(count, limit)}; about {need} of memory and "
+            f"{limits.human_seconds(seconds)} would be needed); use a smaller vocabulary or "
+            f"block length, or raise the limit with --max-sequences")
+    if seconds > limits.NOTE_SECONDS:
+        per = {"exact": limits.EXACT_SEQUENCES_PER_SECOND, "float": limits.FLOAT_SEQUENCES_PER_SECOND,
+               "outcomes": limits.OUTCOMES_PER_SECOND}[rate]
+        limits.note(f"{what}: {count:,} {'outcomes' if outcomes else 'sequences'}, estimated "
+                    f"{limits.human_seconds(seconds)} (at about {per:.2g}/s) and {need}; "
+                    f"--time-limit SECONDS bounds it")
 
 
 def levels(model: TableModel, start: int, count: int, exact: bool, device="cpu"):
@@ -57,7 +88,24 @@ def levels(model: TableModel, start: int, count: int, exact: bool, device="cpu")
     model = model.to_exact() if exact else model.to_float()
     if exact:
         return [np.ascontiguousarray(model.level(d)) for d in range(start, start + count)]
+    device = check_device(device)
     return [model.torch_level(d, device=device) for d in range(start, start + count)]
+
+
+def check_device(device) -> torch.device:
+    """A torch device that exists here ("cpu", "cuda", "cuda:0", ...), else SpectheoryError."""
+    from .errors import SpectheoryError
+
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError, ValueError):
+        raise SpectheoryError(f"device {device!r} is not a torch device (e.g. 'cpu', "
+                              "'cuda', 'cuda:0')") from None
+    if dev.type == "cuda" and (not torch.cuda.is_available()
+                               or (dev.index or 0) >= torch.cuda.device_count()):
+        raise SpectheoryError(f"device {device!r} is not available here (CUDA devices: "
+                              f"{torch.cuda.device_count()})")
+    return dev
 
 
 def path_probabilities(cond_levels, roots):

@@ -28,13 +28,42 @@ def parse_value(text: str):
 
 
 def parse_params(items: list[str]) -> dict:
+    """NAME=VALUE items as keyword arguments; a name given twice is refused (it would silently
+    keep the last value)."""
     params = {}
     for item in items:
         name, sep, value = item.partition("=")
-        if not sep or not name.strip():
+        key = name.strip().replace("-", "_")
+        if not sep or not key:
             raise InstanceError(f"parameter {item!r} is not NAME=VALUE")
-        params[name.strip().replace("-", "_")] = parse_value(value)
+        if not key.isidentifier():
+            raise InstanceError(f"parameter name {name!r} is not a valid name")
+        if key in params:
+            raise InstanceError(f"parameter {key!r} is given twice")
+        params[key] = parse_value(value)
     return params
+
+
+def checked_instance(family: str, params: dict):
+    """The family's instance, checked as the instance parser would read it back (sizes in
+    range, finite rows that sum to 1), so ``toy`` never prints an instance that ``exact`` refuses.
+    Numerical warnings of extreme parameters are not shown: the check reports the problem."""
+    import warnings
+
+    import numpy as np
+
+    from spectheory.instances import instance_from_dict
+
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)
+        inst = make_instance(family, **params)
+        data = instance_to_dict(inst)
+    try:
+        instance_from_dict(data, exact=inst.exact)
+    except InstanceError as exc:
+        raise InstanceError(f"toy family {family!r} with these parameters gives an invalid "
+                            f"instance: {exc}") from None
+    return data
 
 
 def listing() -> str:
@@ -49,8 +78,8 @@ def cmd_toy(args) -> int:
     if args.list or not args.family:
         sys.stdout.write(listing() + "\n")
         return 0
-    inst = make_instance(args.family, **parse_params(args.params))
-    sys.stdout.write(json.dumps(instance_to_dict(inst)) + "\n")
+    data = checked_instance(args.family, parse_params(args.params))
+    sys.stdout.write(json.dumps(data) + "\n")
     return 0
 
 

@@ -1,0 +1,225 @@
+"""Size, time and environment limits, read when they are used (never at import).
+
+* **Environment variables** (:data:`ENV_LIMITS`) raise or lower the default size limits. They are
+  read and validated on every use by :func:`env_limit`, so a bad value gives one
+  :class:`spectheory.errors.OptionError` naming the variable and the accepted range instead of
+  breaking ``import spectheory`` (and with it ``spectheory --help``).
+* **Time**: :func:`running` sets a wall-clock limit (``--time-limit SECONDS``) for a block of work.
+  Long loops call :func:`check_time` between chunks; LP solves read :func:`remaining` and hand it
+  to the solver; a ``SIGALRM`` backstop (main thread, POSIX) stops a single long step shortly
+  after the limit. On expiry a :class:`spectheory.errors.TimeLimitError` is raised and nothing is
+  printed or written.
+* **Estimates**: :func:`estimate_seconds` turns an enumeration size into a time estimate from the
+  throughput constants below, so the size guard (:func:`spectheory.tree.check_size`) can say how
+  long a run will take before it starts.
+
+Throughput constants were measured with ``python benchmarks/bench_limits.py`` (one torch thread,
+random table instances; results with the machine in ``benchmarks/results/bench_limits.json``)
+and rounded down to the lowest rate seen, so estimates lean long: a run usually finishes well
+within its estimate (up to about 7x sooner).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import signal
+import sys
+import threading
+import time
+from contextlib import contextmanager
+
+from .errors import OptionError, TimeLimitError
+
+#: Environment variables that set default size limits, with their defaults.
+ENV_LIMITS = {
+    "SPECTHEORY_MAX_SEQUENCES": 2**26,
+    "SPECTHEORY_MAX_EXACT_SEQUENCES": 200_000,
+    "SPECTHEORY_MAX_LP_VARIABLES": 8_000_000,
+    "SPECTHEORY_MAX_EXACT_LP_VARIABLES": 200_000,
+    "SPECTHEORY_MAX_SYMPY_LP_VARIABLES": 1_500,
+}
+#: Largest value a size limit may be set to (an environment variable or ``--max-sequences``).
+MAX_LIMIT = 10**15
+#: Longest ``--time-limit`` accepted, in seconds (one week).
+MAX_TIME_LIMIT = 7 * 24 * 3600.0
+
+#: Output-law leaves (sequences of length L+1, V^(L+1)) per second of the float64 engine, one
+#: path (block verification on V, L = 8, 6 / 16, 5 / 4, 9: 2.2e5 - 1.4e6 in the recorded run,
+#: up to 7.7e6 in others; the rates vary several-fold between runs, the lowest is used).
+FLOAT_SEQUENCES_PER_SECOND = 2.0e5
+#: The same in exact rational mode (Python Fractions; V, L = 4, 6 / 3, 9: 9.0e2 - 1.6e3 in the
+#: recorded run, up to 6.6e3 in others).
+EXACT_SEQUENCES_PER_SECOND = 8.0e2
+#: Joint draft outcomes per second of the K-path engine, float64 (specinfer V, L, K = 3, 5, 2
+#: and GBV 3, 4, 3 / 4, 4, 2: 2.0e4 - 2.5e4 in the recorded run, up to 2.3e5 in others).
+OUTCOMES_PER_SECOND = 2.0e4
+#: Estimated run time above which the command line notes the estimate before starting.
+NOTE_SECONDS = 30.0
+
+_INT = re.compile(r"[0-9]+")
+
+
+def parse_limit(text, name: str, lo: int = 1, hi: int = MAX_LIMIT) -> int:
+    """A size limit written as decimal digits, in [lo, hi]; else :class:`OptionError`."""
+    s = str(text).strip()
+    if not _INT.fullmatch(s):
+        raise OptionError(f"{name}={text!r} is not a whole number: write decimal digits in "
+                          f"[{lo:,}, {hi:.0e}], e.g. 1000000")
+    value = int(s)
+    if not lo <= value <= hi:
+        raise OptionError(f"{name}={value:,} is out of range [{lo:,}, {hi:.0e}]")
+    return value
+
+
+def env_limit(name: str) -> int:
+    """The limit of environment variable ``name`` (:data:`ENV_LIMITS`), validated on each read."""
+    text = os.environ.get(name)
+    if text is None or text == "":
+        return ENV_LIMITS[name]
+    return parse_limit(text, f"environment variable {name}")
+
+
+def check_environment() -> None:
+    """Validate every variable of :data:`ENV_LIMITS` (raises :class:`OptionError`)."""
+    for name in ENV_LIMITS:
+        env_limit(name)
+
+
+# ----------------------------------------------------------------------------- time
+
+
+class _State:
+    deadline: float | None = None
+    limit: float | None = None
+    start: float = 0.0
+    progress: bool = False
+    notes: bool = False
+
+
+_state = _State()
+
+
+def check_time_limit(seconds, what: str = "--time-limit") -> float | None:
+    """A time limit must be a finite number of seconds in (0, :data:`MAX_TIME_LIMIT`]."""
+    if seconds is None:
+        return None
+    try:
+        t = float(seconds)
+    except (TypeError, ValueError):
+        raise OptionError(f"{what} {seconds!r} is not a number of seconds") from None
+    if not math.isfinite(t) or t <= 0 or t > MAX_TIME_LIMIT:
+        raise OptionError(f"{what} {seconds!r} is out of range: a finite number of seconds in "
+                          f"(0, {MAX_TIME_LIMIT:.0f}]")
+    return t
+
+
+def _expired(where: str = "") -> TimeLimitError:
+    took = time.monotonic() - _state.start
+    return TimeLimitError(
+        f"time limit of {_state.limit:g} s reached after {took:.1f} s{where}; stopped with no "
+        f"result: raise --time-limit or use a smaller instance")
+
+
+def remaining() -> float | None:
+    """Seconds left before the current time limit (None: no limit)."""
+    if _state.deadline is None:
+        return None
+    return _state.deadline - time.monotonic()
+
+
+def check_time(where: str = "") -> None:
+    """Raise :class:`TimeLimitError` when the current time limit has passed."""
+    if _state.deadline is not None and time.monotonic() >= _state.deadline:
+        raise _expired(where)
+
+
+def tick(_count: int = 0) -> None:
+    """Progress callback of the engines: checks the clock between chunks."""
+    check_time(" (between enumeration chunks)")
+
+
+def progress_enabled() -> bool:
+    """Whether long loops show a progress bar (set by :func:`running`)."""
+    return _state.progress
+
+
+def note(message: str) -> None:
+    """A one-line note on stderr, only inside :func:`running` with ``notes=True`` and no time
+    limit (a run under ``--time-limit`` is bounded already, and a refusal stays one line)."""
+    if _state.notes and _state.deadline is None:
+        print(f"spectheory: note: {message}", file=sys.stderr, flush=True)
+
+
+@contextmanager
+def running(time_limit: float | None = None, progress: bool = False, notes: bool = False):
+    """Run a block of work under a wall-clock limit (seconds, None: none), with progress bars
+    and notes on stderr when asked. Nested use keeps the earlier deadline if it is sooner."""
+    saved = (_state.deadline, _state.limit, _state.start, _state.progress, _state.notes)
+    limit = check_time_limit(time_limit)
+    now = time.monotonic()
+    alarm = False
+    old_handler = None
+    if limit is not None and (_state.deadline is None or now + limit < _state.deadline):
+        _state.deadline, _state.limit, _state.start = now + limit, limit, now
+        if hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread():
+            def on_alarm(signum, frame):
+                raise _expired()
+
+            old_handler = signal.signal(signal.SIGALRM, on_alarm)
+            signal.setitimer(signal.ITIMER_REAL, limit + 0.5)  # backstop after the soft checks
+            alarm = True
+    _state.progress = progress or _state.progress
+    _state.notes = notes or _state.notes
+    try:
+        yield
+    finally:
+        if alarm:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old_handler)
+        (_state.deadline, _state.limit, _state.start, _state.progress, _state.notes) = saved
+
+
+# ----------------------------------------------------------------------------- estimates
+
+
+def estimate_seconds(count: int, exact: bool = False, outcomes: bool = False) -> float:
+    """Rough wall time of an enumeration over ``count`` sequences (or joint draft outcomes),
+    from the throughput constants of this module."""
+    rate = (EXACT_SEQUENCES_PER_SECOND if exact else
+            OUTCOMES_PER_SECOND if outcomes else FLOAT_SEQUENCES_PER_SECOND)
+    return float(count) / rate if count < 10**300 else math.inf
+
+
+def human_seconds(s: float) -> str:
+    """``0.4 s``, ``12 s``, ``3.5 min``, ``2.0 h``, ``4e+05 years``."""
+    if not math.isfinite(s):
+        return "forever"
+    if s < 10:
+        return f"{s:.1f} s"
+    if s < 120:
+        return f"{s:.0f} s"
+    if s < 7200:
+        return f"{s / 60:.1f} min"
+    if s < 3 * 86400:
+        return f"{s / 3600:.1f} h"
+    if s < 3 * 365 * 86400:
+        return f"{s / 86400:.0f} days"
+    return f"{s / (365 * 86400):.2g} years"
+
+
+def human_count(n: int) -> str:
+    """``1,234,567`` up to 10^15, then ``~10^43``."""
+    n = int(n)
+    if n < 10**15:
+        return f"{n:,}"
+    return f"~10^{len(str(n)) - 1}"
+
+
+def ratio(a: int, b: int) -> str:
+    """a / b for any size of integers (``2.5x``, ``about 10^40x``)."""
+    a, b = int(a), max(int(b), 1)
+    if a // b < 10**15:
+        return f"{a / b:.1f}x" if a < 10**300 else f"{a // b:,}x"
+    return f"{human_count(a // b)}x"
