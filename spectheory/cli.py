@@ -26,6 +26,7 @@ from .errors import SpectheoryError
 #: Modules that contribute sub-commands (each has ``register(subparsers)``).
 COMMAND_MODULES = [
     "spectheory.commands",
+    "spectheory.report",
     "spectheory.audit",
     "spectheory.testing.sampler_cli",
     "spectheory.testing.vectors_cli",

@@ -1,4 +1,5 @@
-"""Core sub-commands: ``instance``, ``exact``, ``check`` and ``report``."""
+"""Core sub-commands: ``instance``, ``exact``, ``check`` and ``verifiers`` (``report`` is in
+:mod:`spectheory.report`)."""
 
 from __future__ import annotations
 
@@ -317,6 +318,3 @@ def register(sub) -> None:
     v.add_argument("--json", action="store_true", help="print one JSON list")
     v.set_defaults(func=cmd_verifiers)
 
-    from .report import register as register_report
-
-    register_report(sub)
