@@ -9,8 +9,12 @@ Core objects are plain arrays and pure functions:
   names, ``module:function``, entry points);
 * :mod:`spectheory.exact`: the exact law of a verifier's output over the sequence tree, in float64
   or exact rationals, for 1 or K paths, and the losslessness checker;
-* :mod:`spectheory.sampling`: one generic sampling step on top of a law.
+* :mod:`spectheory.sampling`: one generic sampling step on top of a law;
+* :func:`set_threads`: torch's CPU threads (default 1 on machines with at most 2 cores, or
+  ``SPECTHEORY_THREADS``; see :mod:`spectheory.threads`).
 """
+
+import os as _os
 
 from .errors import InstanceError, SizeLimitError, SpectheoryError
 from .exact import LosslessReport, analyze, check_lossless, multi_iteration_law
@@ -20,9 +24,16 @@ from .models import TableModel, context_independent
 from .random_instances import random_instance
 from .registry import VerifierSpec, get_verifier, plan, register, registered, verifier
 from .sampling import sample_output
+from .threads import default_threads, set_threads
 from .verifiers import SINGLE_PATH, block_verification, token_verification
 
 __version__ = "0.1.0"
+
+if _os.environ.get("SPECTHEORY_THREADS", "").strip():  # an explicit setting applies on import
+    try:
+        set_threads()
+    except SpectheoryError:  # reported by the command line / the next set_threads() call
+        pass
 
 __all__ = [
     "Instance",
@@ -39,6 +50,8 @@ __all__ = [
     "register",
     "registered",
     "sample_output",
+    "set_threads",
+    "default_threads",
     "verifier",
     "TableModel",
     "analyze",
