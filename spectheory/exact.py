@@ -135,22 +135,26 @@ def block_output_law(verifier, q_levels, p_levels, V: int, L: int,
 ROUTES = ("auto", "node", "per-draft", "enumerate", "analytic")
 
 
-def resolve_route(how: Plan, route: str | None = "auto") -> str:
+def resolve_route(how: Plan, route: str | None = "auto", symmetric: bool | None = None) -> str:
     """The route that runs for a planned verifier: K = 1: ``node`` (the verifier declares a
-    :class:`spectheory.nodes.NodeForm`) or ``per-draft``; K > 1: ``analytic`` (a closed route,
-    GBV) or ``enumerate`` (joint draft outcomes). ``auto`` (default) takes the first available;
-    asking for a route the verifier does not have raises :class:`SpectheoryError`."""
+    :class:`spectheory.nodes.NodeForm`) or ``per-draft``; K > 1: ``analytic`` (a closed route
+    under the verifier's own drafting scheme, GBV) or ``enumerate`` (joint draft outcomes).
+    ``auto`` (default) takes the first available, except that an explicit ``symmetric`` (an
+    option of the enumeration) selects the enumeration; asking for a route the verifier does not
+    have raises :class:`SpectheoryError`."""
     route = "auto" if route is None else route
     if route not in ROUTES:
         raise SpectheoryError(f"unknown route {route!r}; choose from {', '.join(ROUTES)}")
     spec = how.spec
     if spec.single_path:
         have = spec.routes()
-    elif how.paths == 1:  # a K-path verifier on one path: its per-draft law is the enumeration
-        have = (["analytic"] if spec.analytic is not None else []) + ["per-draft", "enumerate"]
-    else:
-        have = (["analytic"] if spec.analytic is not None else []) + ["enumerate"]
+    else:  # an analytic route holds under the verifier's own drafting scheme only
+        analytic = spec.analytic is not None and how.drafting == spec.default_drafting
+        have = (["analytic"] if analytic else []) + (
+            ["per-draft", "enumerate"] if how.paths == 1 else ["enumerate"])
     if route == "auto":
+        if symmetric is not None and how.paths > 1:
+            return "enumerate"
         return have[0]
     if route == "enumerate" and how.paths == 1:
         route = "per-draft"
@@ -179,7 +183,7 @@ def block_law(how: Plan, q_levels, p_levels, V: int, L: int,
     Routes (:func:`resolve_route`): K = 1 the per-node route for node-form verifiers, else the
     per-draft route; K > 1 a verifier's analytic route (GBV), else the joint-outcome route of
     :mod:`spectheory.multipath` (once per context)."""
-    route = resolve_route(how, route)
+    route = resolve_route(how, route, symmetric)
     if route == "node":
         return _node_to_block(node_route_law(how.spec, q_levels, p_levels, V, L),
                               p_levels[0].shape[0], L)
@@ -372,7 +376,7 @@ def analyze(instance: Instance, verifier, name: str | None = None,
         ``extra`` holds ``paths`` and ``drafting`` for multi-path verifiers.
     """
     how = plan(verifier, paths, drafting)
-    route = resolve_route(how, route)
+    route = resolve_route(how, route, symmetric)
     V, L = instance.vocab_size, instance.block_length
     exact = instance.exact if exact is None else exact
     _plan_sizes(how, V, L, 1, exact, max_sequences, "exact analysis", f"V^(L+1) = {V}^{L + 1}",

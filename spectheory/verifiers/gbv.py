@@ -27,6 +27,11 @@ P(tau = i) = h_i prod_{j>i} (1 - h_j). It is lossless because x* has the autoreg
 and the verifier sees only x* and the rows along it. For K = 1, S_K = 1 and q^G = q: exactly
 block verification (in exact rationals, too).
 
+Exact analysis. Because of this, the exact engine's default route for GBV (``analytic``,
+:func:`gbv_block_law`) is block verification against q^G evaluated per node of the sequence
+tree; ``route="enumerate"`` keeps the enumeration of all joint draft outcomes as the
+independent cross-check (the tests compare the two exactly).
+
 Mismatched tie-breaking (:func:`gbv_mismatched_ties`): selecting with one tie rule and ranking
 for q^G with the other (a constructed example of the mismatch the shared doc attributes to the
 published reference code) makes the selected path's
@@ -85,6 +90,38 @@ def skewed_rows(q_rows, below, A, x, K: int):
     num = _power_sum(A1 + x1 * below, x1 * q_rows, K)
     den = _power_sum(A1, x1, K)
     return B.safe_div(q_rows * num, den, q_rows)
+
+
+def skewed_levels(q_levels, p_levels, K: int, V: int):
+    """q^G tables below C contexts, level by level (``q_levels[d]``, ``p_levels[d]`` [C V^d, V],
+    d < L): at each context A = 0, x = 1; for a child c a, A = A_c + x_c below_c(a) and
+    x = x_c q(a|c) (module doc). Returns the list of [C V^d, V] rows of q^G."""
+    C = q_levels[0].shape[0]
+    A = B.full((C,), 0, q_levels[0])
+    x = B.full((C,), 1, q_levels[0])
+    out = []
+    for d, q in enumerate(q_levels):
+        _, below = rank_and_below(q, p_levels[d], "low")
+        out.append(skewed_rows(q, below, A, x, K))
+        A = (B.expand_dims(A, 1) + B.expand_dims(x, 1) * below).reshape(-1)
+        x = (B.expand_dims(x, 1) * q).reshape(-1)
+    return out
+
+
+def gbv_block_law(how, q_levels, p_levels, V: int, L: int):
+    """Analytic route of GBV (i.i.d. drafting): the exact block law below C contexts is that of
+    block verification with the draft q replaced by q^G (the selected path has the
+    autoregressive law q^G and the verifier sees only it), computed per node of the sequence
+    tree: ~V^L work instead of the V^(L K) joint outcomes of the enumeration, the same law
+    (equal in exact rationals)."""
+    from ..exact import BlockLaw
+    from ..nodes import node_block_law
+    from .block import BLOCK_NODE
+
+    qg = skewed_levels(q_levels, p_levels, how.paths, V)
+    nodes = node_block_law(BLOCK_NODE, qg, p_levels, V, L, name=how.spec.name)
+    C = p_levels[0].shape[0]
+    return BlockLaw(nodes.tau_pmf(C), [None] + [nodes.emitted(d) for d in range(L + 1)])
 
 
 def _first_true(mask, like_index):
@@ -164,7 +201,8 @@ GBV = VerifierSpec(
     "gbv", gbv, paths=None, drafting="iid", order_invariant=True,
     node_form="select the lexicographically best path by p/q; block verification against q^G",
     paper="Thomas & Pal, arXiv 2602.16961",
-    summary="greedy multi-path block verification")
+    summary="greedy multi-path block verification",
+    analytic=gbv_block_law)
 GBV_MISMATCHED_TIES = VerifierSpec(
     "gbv-mismatched-ties", gbv_mismatched_ties, paths=None, drafting="iid", lossless=False,
     order_invariant=True, paper="Thomas & Pal, arXiv 2602.16961 (tie rule mismatched)",
