@@ -69,11 +69,17 @@ class NodeForm:
         How the weights combine into P(tau = i | X).
     formula : str
         The rule in words (listings).
+    weights_only : bool
+        ``step`` accepts the keywords ``correction`` and ``out``: with ``correction=False`` it
+        returns ``None`` for the correction and skips its V-sized work (used by
+        :func:`stop_probabilities`); ``out`` (torch, [N, V], or None) is where it may build the
+        correction rows, saving a copy.
     """
 
     step: Callable
     scan: str
     formula: str = ""
+    weights_only: bool = False
 
     def __post_init__(self):
         if self.scan not in SCANS:
@@ -102,32 +108,100 @@ def stop_from_weights(scan: str, weights):
     return stop_forward(weights) if scan == "forward" else stop_backward(weights)
 
 
-def law_from_nodes(form: NodeForm, drafts, q, p) -> Law:
+#: Elements of one [rows, V] working array per step of the per-draft route (torch): 2^18 (1 MiB
+#: in float32) keeps the step's temporaries in cache, so a step costs about one read of its
+#: rows of p and q and one write of its correction.
+ROW_CHUNK_ELEMENTS = 2**18
+
+
+def _draft_weights(form: NodeForm, px_all, qx_all, q, p, L: int, out=None, want=True):
+    """Weights [n, L+1] and correction rows of drafts (``out`` [n, L+1, V]: corrections written
+    there; ``want`` False: not needed, and skipped by a ``weights_only`` step)."""
+    rows, weights = [], []
+    state = None
+    lean = not want and form.weights_only
+    for i in range(L + 1):
+        px = None if i == 0 else px_all[:, i - 1]
+        qx = None if i == 0 else qx_all[:, i - 1]
+        q_row = q[:, i] if i < L else None
+        if lean:
+            state, w, c = form.step(state, px, qx, q_row, p[:, i], correction=False)
+        elif form.weights_only and out is not None:
+            state, w, c = form.step(state, px, qx, q_row, p[:, i], out=out[:, i])
+        else:
+            state, w, c = form.step(state, px, qx, q_row, p[:, i])
+        weights.append(w)
+        if out is not None:
+            if c.data_ptr() != out[:, i].data_ptr():
+                out[:, i] = c
+        elif want:
+            rows.append(c)
+    return B.stack(weights, axis=1), rows
+
+
+def _empty_like(p):
+    """An uninitialised array like p; on the CPU allocated by numpy, which asks the kernel for
+    huge pages on large arrays (fewer page faults on the first write)."""
+    if p.device.type == "cpu" and p.dtype in (torch.float32, torch.float64):
+        return torch.from_numpy(np.empty(tuple(p.shape), dtype=np.float32 if p.dtype ==
+                                         torch.float32 else np.float64))
+    return torch.empty(p.shape, dtype=p.dtype, device=p.device)
+
+
+def law_from_nodes(form: NodeForm, drafts, q, p, corrections: bool = True) -> Law:
     """The per-draft law of a node-form verifier: ``form.step`` at positions 0..L of each draft.
 
     Shapes: drafts [B, L], q [B, L, V], p [B, L+1, V]; returns stop [B, L+1], correction
-    [B, L+1, V]. The correction rows are written into one preallocated array (torch), so the
-    cost is one pass per position over the rows the verifier reads.
+    [B, L+1, V]. On torch the drafts are taken a few rows at a time (:data:`ROW_CHUNK_ELEMENTS`)
+    and each correction row is written once into one preallocated array: about one read of p
+    and q and one write of the corrections. ``corrections=False`` returns the stop table only
+    (``Law(stop, None)``; steps declared ``weights_only`` then skip the correction rows).
     """
     L = drafts.shape[-1]
     idx = B.expand_dims(B.as_index(drafts, q), -1)
     px_all = B.take_along(p[:, :L], idx, axis=-1)[..., 0]
     qx_all = B.take_along(q, idx, axis=-1)[..., 0]
-    torch_out = B.is_torch(p)
-    corr = (torch.empty(p.shape, dtype=p.dtype, device=p.device) if torch_out else None)
-    rows, weights = [], []
-    state = None
-    for i in range(L + 1):
-        px = None if i == 0 else px_all[:, i - 1]
-        qx = None if i == 0 else qx_all[:, i - 1]
-        state, w, c = form.step(state, px, qx, q[:, i] if i < L else None, p[:, i])
-        weights.append(w)
-        if torch_out:
-            corr[:, i] = c
-        else:
-            rows.append(c)
-    stop = stop_from_weights(form.scan, B.stack(weights, axis=1))
-    return Law(stop, corr if torch_out else B.stack(rows, axis=1))
+    if not B.is_torch(p):
+        w, rows = _draft_weights(form, px_all, qx_all, q, p, L, None, corrections)
+        return Law(stop_from_weights(form.scan, w),
+                   B.stack(rows, axis=1) if corrections else None)
+    n = drafts.shape[0]
+    V = p.shape[-1]
+    corr = _empty_like(p) if corrections else None
+    step = max(1, ROW_CHUNK_ELEMENTS // max(1, V)) if p.device.type == "cpu" else max(n, 1)
+    parts = []
+    for r0 in range(0, n, step):
+        r1 = min(n, r0 + step)
+        out = corr[r0:r1] if corrections else None
+        w, _ = _draft_weights(form, px_all[r0:r1], qx_all[r0:r1], q[r0:r1], p[r0:r1], L, out,
+                              corrections)
+        parts.append(w)
+    w = parts[0] if len(parts) == 1 else torch.cat(parts)
+    return Law(stop_from_weights(form.scan, w), corr)
+
+
+def stop_probabilities(verifier, drafts, q, p):
+    """P(tau = i | X) [B, L+1] of a single-path verifier, without its corrections.
+
+    For paired comparisons of verifiers on the same drafts (E[tau | X] = sum_i i P(tau = i | X))
+    only the stop table is needed: a node-form verifier whose step is ``weights_only`` (token,
+    block) then skips the correction rows (no V-sized write per position); others run their full
+    law. Shapes as :func:`law_from_nodes`."""
+    from .registry import get_verifier
+
+    spec = get_verifier(verifier)
+    if spec.node is not None:
+        return law_from_nodes(spec.node, drafts, q, p, corrections=False).stop
+    return spec(drafts, q, p)[0]
+
+
+def expected_accepted(verifier, drafts, q, p):
+    """E[tau | X] [B] = sum_i i P(tau = i | X) from :func:`stop_probabilities`."""
+    stop = stop_probabilities(verifier, drafts, q, p)
+    i = B.arange(stop.shape[1], drafts)
+    if B.is_torch(stop):
+        return (stop * i.to(stop.dtype)).sum(dim=1)
+    return B.sum(stop * i, axis=1)
 
 
 def per_draft_function(form: NodeForm, name: str, doc: str = "") -> Callable:
@@ -318,6 +392,7 @@ def node_block_law(form: NodeForm, q_levels, p_levels, V: int, L: int,
     return NodeLaw(stop, corrs, is_p)
 
 
-__all__ = ["NodeForm", "NodeLaw", "SCANS", "law_from_nodes", "node_block_law", "node_verifier",
+__all__ = ["NodeForm", "NodeLaw", "SCANS", "expected_accepted", "law_from_nodes",
+           "node_block_law", "node_verifier", "stop_probabilities",
            "per_draft_function", "stop_backward", "stop_forward", "stop_from_weights",
            "validate_nodes"]

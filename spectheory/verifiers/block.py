@@ -21,6 +21,8 @@ law :func:`block_verification` and the exact engine's per-node route are both bu
 
 from __future__ import annotations
 
+import torch
+
 from .. import backend as B
 from ..law import Law
 from ..nodes import NodeForm, law_from_nodes
@@ -28,13 +30,15 @@ from ..registry import VerifierSpec
 from .common import drafted_probs, drafted_ratio, normalise_residual, positive_residual
 
 
-def block_node(state, px, qx, q, p):
+def block_node(state, px, qx, q, p, correction: bool = True, out=None):
     """Block verification at a batch of nodes of one depth i (see :class:`NodeForm`).
 
     ``state`` = w_{i-1} [N] (None at the root), ``px``/``qx`` the drafted token's probabilities
     [N], ``q``/``p`` the rows at the node [N, V] (q None at depth L). Returns (w_i, h_i,
     correction_i): h_L = w_L with correction p; else h_i = S_i / (S_i + 1 - w_i) (1 at the root
-    and when the denominator is 0) with correction normalise(max(w_i p - q, 0)).
+    and when the denominator is 0) with correction normalise(max(w_i p - q, 0)). With
+    ``correction=False`` the correction is None (S_i is still a pass over the rows); ``out``
+    [N, V] (torch) receives the correction rows.
     """
     if state is None:
         w = B.ones_like(p[:, 0])
@@ -42,17 +46,29 @@ def block_node(state, px, qx, q, p):
         w = drafted_ratio(px, qx)
         w = w.mul_(state).clamp_(max=1) if B.is_torch(w) else B.minimum(state * w, 1)
     if q is None:
-        return w, w, p
-    res = positive_residual(w, p, q)
-    S = B.sum(res, axis=-1)
+        return w, w, (p if correction else None)
+    if state is None and not correction:
+        return w, w, None  # h_0 = 1
+    if B.is_torch(p):  # -res = min(q - w p, 0) in two passes; corrections res/S = (-res)/(-S)
+        neg = torch.addcmul(q, p, w.unsqueeze(-1), value=-1, out=out if correction else None)
+        neg = neg.clamp_(max=0)
+        S = -neg.sum(dim=-1)
+    else:
+        neg = None
+        res = positive_residual(w, p, q)
+        S = B.sum(res, axis=-1)
     # S + (1 - w), not S + 1 - w: with w <= 1 this keeps h <= 1 (and P(tau) >= 0) in float32
     h = B.ones_like(S) if state is None else B.safe_div(S, S + (1 - w), B.scalar(S, 1))
+    if not correction:
+        return w, h, None
+    if neg is not None:
+        return w, h, normalise_residual(neg, -S, p)  # zeros may carry a sign bit (-0.0 == 0)
     return w, h, normalise_residual(res, S, p)
 
 
 BLOCK_NODE = NodeForm(block_node, "backward",
                       "w_i = min(1, w_{i-1} p/q); h_i = S_i / (S_i + 1 - w_i); "
-                      "correction normalise(max(w_i p - q, 0))")
+                      "correction normalise(max(w_i p - q, 0))", weights_only=True)
 
 
 def block_weights(drafts, q, p):

@@ -69,9 +69,13 @@ def drafted_ratio(px, qx):
     return B.safe_div(px, qx, B.scalar(px, 1))
 
 
-def positive_residual(w, p, q):
-    """max(w p - q, 0) row by row: ``w`` [N], ``p``, ``q`` [N, V] (the same values as
-    :func:`residuals`; on torch one new array, updated in place)."""
+def positive_residual(w, p, q, out=None):
+    """max(w p - q, 0) row by row: ``w`` [N] (or None for w = 1), ``p``, ``q`` [N, V] (the same
+    values as :func:`residuals`; on torch built in one array, ``out`` if given, in place)."""
     if B.is_torch(p):
-        return torch.mul(p, w.unsqueeze(-1)).sub_(q).clamp_(min=0)
+        if w is None:
+            return torch.sub(p, q, out=out).clamp_(min=0)
+        return torch.mul(p, w.unsqueeze(-1), out=out).sub_(q).clamp_(min=0)
+    if w is None:
+        return B.positive_part(p - q)
     return B.positive_part(B.expand_dims(w, -1) * p - q)

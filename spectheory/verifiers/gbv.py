@@ -41,6 +41,9 @@ negative control for the checker.
 
 from __future__ import annotations
 
+import numpy as np
+import torch
+
 from .. import backend as B
 from ..law import MultiLaw
 from ..registry import VerifierSpec
@@ -50,32 +53,105 @@ from .block import block_verification
 TIE_RULES = ("low", "high")
 
 
+def _ratio(p_rows, q_rows):
+    """p/q with ratio -1 where q = 0 (never drafted: ranked last)."""
+    if B.is_torch(p_rows):
+        r = torch.div(p_rows, q_rows)
+        zero = q_rows == 0
+        if bool(zero.any()):
+            r = r.masked_fill_(zero, -1)
+        return r
+    return B.safe_div(p_rows, q_rows, B.scalar(p_rows, -1))
+
+
+#: Token ids fit in the low bits of a packed sort key (the vocabulary limit is 1,000,000).
+_ID_BITS = 20
+
+
+def _order_packed(r, ties: str):
+    """Rank order (best first) of float32 ratios r [..., V] on the CPU by ONE sort of values.
+
+    Non-negative float32 bit patterns increase with the value (and -1, the ratio of q = 0, has a
+    negative pattern), so key = -bits(r) * 2^20 + t, with t = id (ties "low") or 2^20 - 1 - id
+    ("high"), is unique per token and increases along the rank order; sorting the keys
+    (numpy's vectorised sort) orders the tokens and t is read back from the low 20 bits.
+    """
+    V = r.shape[-1]
+    ids = torch.arange(V, dtype=torch.int64)
+    t = ids if ties == "low" else (2**_ID_BITS - 1 - ids)
+    key = r.contiguous().view(torch.int32).to(torch.int64).neg_().mul_(2**_ID_BITS).add_(t)
+    keys = key.numpy()
+    keys.sort(axis=-1)  # in place
+    low = key.bitwise_and_(2**_ID_BITS - 1)
+    return low if ties == "low" else low.neg_().add_(2**_ID_BITS - 1)
+
+
+def _rank_order(r, ties: str):
+    """Token order by rank (ratio descending, ties by id per ``ties``): one sort per row."""
+    V = r.shape[-1]
+    if (B.is_torch(r) and r.dtype == torch.float32 and r.device.type == "cpu"
+            and V < 2**_ID_BITS):
+        return _order_packed(r, ties)
+    if ties == "low":
+        return B.argsort(r, axis=-1, descending=True)
+    # stable sort of the reversed token axis, mapped back: equal ratios, larger id first
+    return (V - 1) - B.argsort(B.flip(r, -1), axis=-1, descending=True)
+
+
+def _unsort(values, order):
+    """out[..., order[..., j]] = values[..., j]: undo a permutation by one scatter (O(V))."""
+    if B.is_torch(values):
+        return torch.empty_like(values).scatter_(-1, order, values)
+    out = np.empty_like(values)
+    np.put_along_axis(out, order, values, axis=-1)
+    return out
+
+
 def rank_and_below(q_rows, p_rows, ties: str = "low"):
     """Rank of every token at each node and the draft mass ranked strictly below it.
 
     ``q_rows``, ``p_rows`` [..., V] conditionals at the same nodes. Returns ``(pos, below)``:
     ``pos[..., a]`` the rank position of token a (0 = largest p/q) and ``below[..., a]`` =
-    sum_{b ranked below a} q(b|node). Tokens with q = 0 get ratio -1 (ranked last).
+    sum_{b ranked below a} q(b|node). Tokens with q = 0 get ratio -1 (ranked last). One stable
+    sort per row; positions and masses are put back in token order by a scatter (O(V)).
     """
     if ties not in TIE_RULES:
         raise ValueError(f"unknown tie rule {ties!r}; choose from {TIE_RULES}")
     V = q_rows.shape[-1]
-    r = B.safe_div(p_rows, q_rows, B.scalar(p_rows, -1))
-    if ties == "low":
-        order = B.argsort(r, axis=-1, descending=True)
-    else:  # stable sort of the reversed token axis, mapped back: equal ratios, larger id first
-        order = (V - 1) - B.argsort(B.flip(r, -1), axis=-1, descending=True)
-    pos = B.argsort(order, axis=-1)
+    order = _rank_order(_ratio(p_rows, q_rows), ties)
+    ranks = B.broadcast_to(B.arange(V, order), tuple(order.shape))
+    pos = _unsort(ranks.contiguous() if B.is_torch(order) else np.ascontiguousarray(ranks),
+                  order)
+    return pos, _below_from_order(q_rows, order)
+
+
+def _below_from_order(q_rows, order):
+    """below[..., a] = q-mass of the tokens after a in ``order``: a cumulative sum in rank order
+    put back in token order by one scatter."""
     q_sorted = B.take_along(q_rows, order, axis=-1)
     at_or_below = B.flip(B.cumsum(B.flip(q_sorted, -1), axis=-1), -1)  # sum over ranks >= j
     below_sorted = B.concat([at_or_below[..., 1:], B.zeros_like(q_sorted[..., :1])], axis=-1)
-    return pos, B.take_along(below_sorted, pos, axis=-1)
+    return _unsort(below_sorted, order)
+
+
+def below_mass(q_rows, p_rows, ties: str = "low"):
+    """``below`` of :func:`rank_and_below` alone (no rank positions): one sort, one scatter."""
+    if ties not in TIE_RULES:
+        raise ValueError(f"unknown tie rule {ties!r}; choose from {TIE_RULES}")
+    return _below_from_order(q_rows, _rank_order(_ratio(p_rows, q_rows), ties))
 
 
 def _power_sum(u, d, K: int):
     """S_K(u, d) = sum_{j<K} (u + d)^j u^(K-1-j) = ((u + d)^K - u^K) / d, without division."""
     # Horner form: S_1 = 1, S_{j+1} = (u + d) S_j + u^j.
     ud = u + d
+    if B.is_torch(ud) and K > 1:  # same operations, in place
+        total = ud + u  # S_2 = (u + d) + u
+        power = u.clone()
+        for _ in range(K - 2):
+            power.mul_(u)
+            total.mul_(ud).add_(power)
+        return total
     total = B.ones_like(ud)
     power = B.ones_like(u)
     for _ in range(K - 1):
@@ -101,7 +177,7 @@ def skewed_levels(q_levels, p_levels, K: int, V: int):
     x = B.full((C,), 1, q_levels[0])
     out = []
     for d, q in enumerate(q_levels):
-        _, below = rank_and_below(q, p_levels[d], "low")
+        below = below_mass(q, p_levels[d], "low")
         out.append(skewed_rows(q, below, A, x, K))
         A = (B.expand_dims(A, 1) + B.expand_dims(x, 1) * below).reshape(-1)
         x = (B.expand_dims(x, 1) * q).reshape(-1)
@@ -131,18 +207,44 @@ def _first_true(mask, like_index):
     return B.amin(B.where(mask, idx, K), axis=1)
 
 
+#: Elements per chunk of rows when ranking drafted tokens on torch (keeps temporaries in cache).
+RANK_CHUNK_ELEMENTS = 2**18
+
+
+def _rank_rows(q, p, x, ties: str):
+    """Number of tokens ranked above token x[...] in each row: q, p [..., V], x [...]."""
+    V = q.shape[-1]
+    r = _ratio(p, q)
+    xi = B.expand_dims(x, -1)
+    rx = B.take_along(r, xi, axis=-1)
+    ids = B.arange(V, x)
+    earlier = (ids < xi) if ties == "low" else (ids > xi)
+    if B.is_torch(r):
+        return (r > rx).sum(dim=-1) + ((r == rx) & earlier).sum(dim=-1)
+    above = (r > rx) | ((r == rx) & earlier)
+    return B.sum(B.to_int(above), axis=-1)
+
+
 def drafted_rank(drafts, q, p, ties: str = "low"):
     """Rank position [B, K, L] of every drafted token at its node (0 = best): the number of
     tokens ranked above it, by the same order as :func:`rank_and_below` (ratio descending, ties
-    by token id), counted by comparisons (O(V) per node, no sort)."""
+    by token id), counted by comparisons (O(V) per node, no sort; on torch a few paths at a
+    time, so the temporaries stay small)."""
     L, V = drafts.shape[-1], q.shape[-1]
-    r = B.safe_div(p[:, :, :L], q, B.scalar(p, -1))  # [B, K, L, V]
-    x = B.expand_dims(drafts, -1)
-    rx = B.take_along(r, x, axis=-1)
-    ids = B.arange(V, drafts)
-    earlier = (ids < x) if ties == "low" else (ids > x)
-    above = (r > rx) | ((r == rx) & earlier)
-    return B.sum(B.to_int(above), axis=-1)
+    lead = tuple(drafts.shape)
+    x = B.as_index(drafts, q)
+    if not B.is_torch(q):
+        return _rank_rows(q, p[:, :, :L], x, ties)
+    qf = q.reshape(-1, L, V)
+    pf = p.reshape(-1, L + 1, V)
+    xf = x.reshape(-1, L)
+    n = qf.shape[0]
+    step = max(1, RANK_CHUNK_ELEMENTS // (L * V))
+    out = torch.empty(n, L, dtype=torch.long, device=q.device)
+    for r0 in range(0, n, step):
+        r1 = min(n, r0 + step)
+        out[r0:r1] = _rank_rows(qf[r0:r1], pf[r0:r1, :L], xf[r0:r1], ties)
+    return out.reshape(lead)
 
 
 def select_path(drafts, dpos, V: int):
@@ -168,15 +270,16 @@ def _gbv(drafts, q, p, selection_ties: str, ranking_ties: str) -> MultiLaw:
     V = q.shape[-1]
     k = select_path(drafts, drafted_rank(drafts, q, p, selection_ties), V)
     d_sel, q_sel, p_sel = (_gather_path(a, k) for a in (drafts, q, p))
-    _, below_sel = rank_and_below(q_sel, p_sel[:, :L], ranking_ties)  # [B, L, V]
     A = B.zeros_like(q_sel[:, 0, 0])
     x = B.ones_like(A)
     rows = []
-    for i in range(L):
-        rows.append(skewed_rows(q_sel[:, i], below_sel[:, i], A, x, K))
+    for i in range(L):  # one position at a time: one sort of B rows, then q^G rows
+        below = below_mass(q_sel[:, i], p_sel[:, i], ranking_ties)  # [B, V]
+        rows.append(skewed_rows(q_sel[:, i], below, A, x, K))
         t = B.expand_dims(d_sel[:, i], -1)
-        A = A + x * B.take_along(below_sel[:, i], t, axis=-1)[:, 0]
+        A = A + x * B.take_along(below, t, axis=-1)[:, 0]
         x = x * B.take_along(q_sel[:, i], t, axis=-1)[:, 0]
+        del below
     law = block_verification(d_sel, B.stack(rows, axis=1), p_sel)
     chosen = B.expand_dims(B.arange(K, drafts) == B.expand_dims(k, 1), -1)  # [B, K, 1]
     stop = B.where(chosen, B.expand_dims(law.stop, 1), B.zeros_like(B.expand_dims(law.stop, 1)))

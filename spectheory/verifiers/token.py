@@ -19,32 +19,33 @@ The rule is stated once per node (:func:`token_node`, a forward-scan
 
 from __future__ import annotations
 
-import torch
-
 from .. import backend as B
 from ..law import Law
 from ..nodes import NodeForm, law_from_nodes
 from ..registry import VerifierSpec
-from .common import drafted_ratio, normalise_residual
+from .common import drafted_ratio, normalise_residual, positive_residual
 
 
-def token_node(state, px, qx, q, p):
+def token_node(state, px, qx, q, p, correction: bool = True, out=None):
     """Token verification at a batch of nodes of one depth i (see :class:`NodeForm`).
 
     Returns (None, a_i, correction_i): a_0 = 1, a_i = min(1, px / qx) (ratio 1 for a draft token
     of probability zero); correction normalise(max(p - q, 0)) (p where the residual is zero) for
-    i < L and p at depth L.
+    i < L and p at depth L; None with ``correction=False`` (then the rows are not read).
+    ``out`` [N, V] (torch) receives the correction rows.
     """
     a = B.ones_like(p[:, 0]) if px is None else B.minimum(drafted_ratio(px, qx), 1)
+    if not correction:
+        return None, a, None
     if q is None:
         return None, a, p
-    res = B.positive_part(p - q) if not B.is_torch(p) else torch.sub(p, q).clamp_(min=0)
+    res = positive_residual(None, p, q, out)
     return None, a, normalise_residual(res, B.sum(res, axis=-1), p)
 
 
 TOKEN_NODE = NodeForm(token_node, "forward",
                       "accept X_i w.p. min(1, p(X_i|X^{i-1}) / q(X_i|X^{i-1})); "
-                      "correction normalise(max(p - q, 0))")
+                      "correction normalise(max(p - q, 0))", weights_only=True)
 
 
 def token_verification(drafts, q, p) -> Law:
