@@ -57,9 +57,8 @@ def _ratio(p_rows, q_rows):
     """p/q with ratio -1 where q = 0 (never drafted: ranked last)."""
     if B.is_torch(p_rows):
         r = torch.div(p_rows, q_rows)
-        zero = q_rows == 0
-        if bool(zero.any()):
-            r = r.masked_fill_(zero, -1)
+        if q_rows.numel() and float(q_rows.amin()) <= 0:  # a read-only screen for zeros
+            r = r.masked_fill_(q_rows == 0, -1)
         return r
     return B.safe_div(p_rows, q_rows, B.scalar(p_rows, -1))
 
@@ -218,10 +217,15 @@ def _rank_rows(q, p, x, ties: str):
     xi = B.expand_dims(x, -1)
     rx = B.take_along(r, xi, axis=-1)
     ids = B.arange(V, x)
-    earlier = (ids < xi) if ties == "low" else (ids > xi)
-    if B.is_torch(r):
-        return (r > rx).sum(dim=-1) + ((r == rx) & earlier).sum(dim=-1)
-    above = (r > rx) | ((r == rx) & earlier)
+    earlier = (lambda: (ids < xi) if ties == "low" else (ids > xi))
+    if B.is_torch(r):  # count r > rx; ties (another token with the same ratio) are rare
+        above = (r > rx).sum(dim=-1, dtype=torch.int64)
+        n_eq = (r == rx).sum(dim=-1, dtype=torch.int64)
+        tied = n_eq > 1
+        if bool(tied.any()):
+            above = above + torch.where(tied, ((r == rx) & earlier()).sum(dim=-1), 0)
+        return above
+    above = (r > rx) | ((r == rx) & earlier())
     return B.sum(B.to_int(above), axis=-1)
 
 
@@ -265,22 +269,46 @@ def _gather_path(x, k):
     return B.take_along(x, idx, axis=1)[:, 0]
 
 
+def _skewed_path_rows(d_sel, q_sel, p_sel, K: int, ties: str):
+    """q^G rows [B, L, V] along the selected paths: A_0 = 0, x_0 = 1, then per position one sort
+    (:func:`below_mass`) and the skewed row; A += x below(X_i), x *= q(X_i). On torch a few
+    rows at a time (their temporaries stay in cache), written into one array."""
+    Bsz, L = d_sel.shape
+    V = q_sel.shape[-1]
+    if B.is_torch(q_sel) and q_sel.device.type == "cpu":
+        out = torch.empty_like(q_sel)
+        step = max(1, RANK_CHUNK_ELEMENTS // V)
+    else:
+        out, step = None, max(Bsz, 1)
+    rows_all = []
+    for b0 in range(0, Bsz, step):
+        b1 = min(Bsz, b0 + step)
+        A = B.zeros_like(q_sel[b0:b1, 0, 0])
+        x = B.ones_like(A)
+        rows = []
+        for i in range(L):
+            qi = q_sel[b0:b1, i]
+            below = below_mass(qi, p_sel[b0:b1, i], ties)
+            row = skewed_rows(qi, below, A, x, K)
+            if out is not None:
+                out[b0:b1, i] = row
+            else:
+                rows.append(row)
+            t = B.expand_dims(d_sel[b0:b1, i], -1)
+            A = A + x * B.take_along(below, t, axis=-1)[:, 0]
+            x = x * B.take_along(qi, t, axis=-1)[:, 0]
+        if out is None:
+            rows_all.append(B.stack(rows, axis=1))
+    return out if out is not None else rows_all[0]
+
+
 def _gbv(drafts, q, p, selection_ties: str, ranking_ties: str) -> MultiLaw:
     Bsz, K, L = drafts.shape
     V = q.shape[-1]
     k = select_path(drafts, drafted_rank(drafts, q, p, selection_ties), V)
     d_sel, q_sel, p_sel = (_gather_path(a, k) for a in (drafts, q, p))
-    A = B.zeros_like(q_sel[:, 0, 0])
-    x = B.ones_like(A)
-    rows = []
-    for i in range(L):  # one position at a time: one sort of B rows, then q^G rows
-        below = below_mass(q_sel[:, i], p_sel[:, i], ranking_ties)  # [B, V]
-        rows.append(skewed_rows(q_sel[:, i], below, A, x, K))
-        t = B.expand_dims(d_sel[:, i], -1)
-        A = A + x * B.take_along(below, t, axis=-1)[:, 0]
-        x = x * B.take_along(q_sel[:, i], t, axis=-1)[:, 0]
-        del below
-    law = block_verification(d_sel, B.stack(rows, axis=1), p_sel)
+    law = block_verification(d_sel, _skewed_path_rows(d_sel, q_sel, p_sel, K, ranking_ties),
+                             p_sel)
     chosen = B.expand_dims(B.arange(K, drafts) == B.expand_dims(k, 1), -1)  # [B, K, 1]
     stop = B.where(chosen, B.expand_dims(law.stop, 1), B.zeros_like(B.expand_dims(law.stop, 1)))
     corr = B.broadcast_to(B.expand_dims(law.correction, 1), (Bsz, K, L + 1, V))
