@@ -87,3 +87,11 @@ def test_context_independent_rows():
     c = certify_node_budget(inst)
     assert c.certified
     assert abs(c.primal_objective - float(analyze(inst, "block").block_efficiency)) <= 1e-12
+
+
+def test_node_budget_lp_certificate_route():
+    inst = random_instance(3, 3, 6, denominator=12)
+    ex = node_budget_lp(inst, exact=True, solver="certificate")
+    assert ex.solver == "certificate" and ex.optimum == node_budget_lp(inst, exact=True).optimum
+    fl = node_budget_lp(inst.to_float(), solver="certificate")
+    assert abs(fl.optimum - float(ex.optimum)) <= 1e-12 and fl.variables == 3 + 9 + 27 + 81
