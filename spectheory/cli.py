@@ -43,12 +43,21 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
-    for cmd in sub.choices.values():  # also accepted after the command name
+    _accept_threads(sub)
+    return parser
+
+
+def _accept_threads(sub) -> None:
+    """Add ``--threads`` to every (nested) sub-command that has none, so that it is also
+    accepted after the command name."""
+    for cmd in sub.choices.values():
         if "--threads" not in cmd._option_string_actions:
             cmd.add_argument("--threads", dest="global_threads", metavar="N",
                              default=argparse.SUPPRESS,
                              help="torch CPU threads (an integer >= 1; see spectheory --help)")
-    return parser
+        for action in cmd._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                _accept_threads(action)
 
 
 def main(argv: list[str] | None = None) -> int:

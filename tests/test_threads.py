@@ -46,8 +46,19 @@ def test_every_command_accepts_threads():
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
     assert len(sub.choices) >= 5
-    for name, cmd in sub.choices.items():
-        assert "--threads" in cmd._option_string_actions, name
+    seen = 0
+
+    def walk(action):
+        nonlocal seen
+        for name, cmd in action.choices.items():
+            assert "--threads" in cmd._option_string_actions, name
+            seen += 1
+            for a in cmd._actions:
+                if a.__class__.__name__ == "_SubParsersAction":
+                    walk(a)
+
+    walk(sub)
+    assert seen > len(sub.choices)  # nested commands (instance random, ...) included
 
 
 def _record_threads(monkeypatch):
