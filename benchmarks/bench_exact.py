@@ -6,6 +6,9 @@ the per-draft route.
   to read every float64 input table (target depths 0..L, draft depths 0..L-1) once, measured in
   the same process (``Tensor.sum`` over each table). Also the per-draft route (``route=
   "per-draft"``) on the same instance, and token verification.
+* The headline runs as the command line does (:func:`spectheory.allocator.keep_freed_memory`:
+  freed memory reused, so the engine's large temporaries do not page-fault) and with glibc's
+  default allocator settings (``*_default_allocator``).
 * Memory: V = 16, L = 6 (tau pmf and TV, ``laws=False``: the output law alone would be 2 GiB)
   and V = 4, L = 12 (full analysis), peak resident memory of the process (instance included;
   the instance tables are built row block by row block, the same Dirichlet(1) rows as
@@ -41,6 +44,10 @@ from spectheory.tree import levels
 
 V, L, name, mode, repeat = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5])
 per_draft = len(sys.argv) > 6 and sys.argv[6] == "per-draft"
+allocator = len(sys.argv) > 7 and sys.argv[7] == "keep"
+if allocator:  # what the spectheory command line does before every command
+    from spectheory.allocator import keep_freed_memory
+    keep_freed_memory()
 
 
 def frugal_model(rng, depth):
@@ -87,6 +94,7 @@ for _ in range(repeat):
     times.append(dt)
 floor, node = statistics.median(floors), statistics.median(times)
 out = {"V": V, "L": L, "verifier": name, "drafts": V**L, "laws": laws, "route": r.route,
+       "keep_freed_memory": allocator,
        "input_bytes": nbytes, "read_floor_s": floor, "read_floor_gb_s": nbytes / floor / 1e9,
        "seconds": node, "ratio_to_floor": node / floor, "times": times, "floors": floors,
        "block_efficiency": float(r.block_efficiency), "tv": float(r.tv_to_target),
@@ -106,10 +114,9 @@ print(json.dumps(out))
 
 
 def run_case(V: int, L: int, name: str = "block", mode: str = "full", repeat: int = 5,
-             per_draft: bool = False) -> dict:
-    args = [sys.executable, "-c", CASE, str(V), str(L), name, mode, str(repeat)]
-    if per_draft:
-        args.append("per-draft")
+             per_draft: bool = False, keep: bool = True) -> dict:
+    args = [sys.executable, "-c", CASE, str(V), str(L), name, mode, str(repeat),
+            "per-draft" if per_draft else "-", "keep" if keep else "default"]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")]))
     out = subprocess.run(args, check=True, capture_output=True, text=True, env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -164,6 +171,9 @@ def main() -> int:
     print("V = 8, L = 7 block: node route vs read floor and per-draft route ...", file=sys.stderr)
     results["headline"] = run_case(8, 7, "block", "full", args.repeat, per_draft=True)
     results["headline_token"] = run_case(8, 7, "token", "full", args.repeat, per_draft=True)
+    results["headline_default_allocator"] = run_case(8, 7, "block", "full", args.repeat, keep=False)
+    results["headline_token_default_allocator"] = run_case(8, 7, "token", "full", args.repeat,
+                                                           keep=False)
     print("memory cases ...", file=sys.stderr)
     results["memory"] = [run_case(16, 6, "block", "tv", max(1, args.repeat // 2)),
                          run_case(4, 12, "block", "full", max(1, args.repeat // 2))]
@@ -194,6 +204,10 @@ def main() -> int:
     for c in results["memory"] + results["sweep"]:
         print(f"{c['V']:>3} {c['L']:>3} {str(c['laws']):>5} {c['seconds']:>8.3f} "
               f"{c['ratio_to_floor']:>8.1f} {c['peak_rss_gib']:>6.2f}")
+    for key in ("headline_default_allocator", "headline_token_default_allocator"):
+        h = results[key]
+        print(f"V=8 L=7 {h['verifier']}, default allocator: {h['seconds'] * 1e3:.0f} ms = "
+              f"{h['ratio_to_floor']:.1f}x the read floor")
     v = results["vs_loop"]
     print(f"per-draft Python loop, V=4 L=8: {v['loop_seconds']:.2f} s vs engine "
           f"{v['engine_seconds']:.3f} s: {v['speedup']:.0f}x")

@@ -11,7 +11,9 @@ Core objects are plain arrays and pure functions:
   or exact rationals, for 1 or K paths, and the losslessness checker;
 * :mod:`spectheory.sampling`: one generic sampling step on top of a law;
 * :func:`set_threads`: torch's CPU threads (default 1 on machines with at most 2 cores, or
-  ``SPECTHEORY_THREADS``; see :mod:`spectheory.threads`).
+  ``SPECTHEORY_THREADS``; see :mod:`spectheory.threads`); :func:`keep_freed_memory`: let the
+  C allocator reuse freed memory (large temporaries then do not page-fault; the command line
+  does this; see :mod:`spectheory.allocator`).
 """
 
 import os as _os
@@ -24,6 +26,7 @@ from .models import TableModel, context_independent
 from .random_instances import random_instance
 from .registry import VerifierSpec, get_verifier, plan, register, registered, verifier
 from .sampling import sample_output
+from .allocator import keep_freed_memory
 from .threads import default_threads, set_threads
 from .verifiers import SINGLE_PATH, block_verification, token_verification
 
@@ -51,6 +54,7 @@ __all__ = [
     "registered",
     "sample_output",
     "set_threads",
+    "keep_freed_memory",
     "default_threads",
     "verifier",
     "TableModel",

@@ -8,7 +8,9 @@ code 2 and no traceback; nothing is written to stdout before the result is compl
 ``--threads N`` (N >= 1) sets torch's CPU threads for every command, before it runs; it may be
 given before or after the command name (an in-process ``main([...])`` restores the caller's
 setting when it returns). Without it the default of :mod:`spectheory.threads`
-applies (``SPECTHEORY_THREADS``, else 1 thread on machines with at most 2 cores).
+applies (``SPECTHEORY_THREADS``, else 1 thread on machines with at most 2 cores). Every command
+also lets the C allocator keep freed memory for reuse (:mod:`spectheory.allocator`;
+``SPECTHEORY_MALLOC=default`` turns that off).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import importlib
 import sys
 
 from .errors import SpectheoryError
+from .allocator import apply_default as apply_allocator_default
 from .threads import get_threads, parse_threads, set_threads
 
 #: Modules that contribute sub-commands (each has ``register(subparsers)``).
@@ -63,6 +66,7 @@ def _accept_threads(sub) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    apply_allocator_default()  # large temporaries reuse freed memory (spectheory.allocator)
     before = get_threads()
     try:
         threads = getattr(args, "global_threads", None)

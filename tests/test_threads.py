@@ -112,3 +112,14 @@ def test_cli_bad_env_exit_2(capsys, monkeypatch):
     monkeypatch.setenv(ENV_VAR, "-3")
     assert main(["verifiers"]) == 2
     assert "SPECTHEORY_THREADS" in capsys.readouterr().err
+
+
+def test_allocator_setting(monkeypatch):
+    from spectheory.allocator import ENV_VAR as MALLOC_ENV, apply_default, keep_freed_memory
+
+    import platform
+
+    if platform.libc_ver()[0] == "glibc":
+        assert keep_freed_memory() is True
+    monkeypatch.setenv(MALLOC_ENV, "default")
+    assert apply_default() is False  # the command line leaves the allocator alone
