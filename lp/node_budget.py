@@ -20,7 +20,7 @@ gives E(s, a) = p(a|s) M(s) - M(s, a), i.e. the LP
                M(s) <= D(s)            for 1 <= |s| <= L            (E(s) >= 0)
                D >= 0,                 M(empty) = 1.
 
-This is the restatement of the shared doc, checked here by the derivation above (it is exactly
+This restates the theorem's LP, checked here by the derivation above (it is exactly
 "E(s) >= 0 and marginals of the completed output equal p's") and numerically: its optimum equals
 block verification's E[tau + 1] from :func:`spectheory.exact.analyze` (tests/test_lp_node_budget.py).
 Every valid verifier, whatever it observes, gives a feasible point (its D, M), so the optimum

@@ -33,9 +33,8 @@ tree; ``route="enumerate"`` keeps the enumeration of all joint draft outcomes as
 independent cross-check (the tests compare the two exactly).
 
 Mismatched tie-breaking (:func:`gbv_mismatched_ties`): selecting with one tie rule and ranking
-for q^G with the other (a constructed example of the mismatch the shared doc attributes to the
-published reference code) makes the selected path's
-law differ from q^G on instances with equal ratios, and the result is lossy; it is kept as a
+for q^G with the other (a constructed example of a tie-rule mismatch between selection and
+ranking) makes the selected path's law differ from q^G on instances with equal ratios, and the result is lossy; it is kept as a
 negative control for the checker.
 """
 
