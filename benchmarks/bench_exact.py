@@ -10,7 +10,9 @@ the per-draft route.
   freed memory reused, so the engine's large temporaries do not page-fault) and with glibc's
   default allocator settings (``*_default_allocator``).
 * Memory: V = 16, L = 6 (tau pmf and TV, ``laws=False``: the output law alone would be 2 GiB)
-  and V = 4, L = 12 (full analysis), peak resident memory of the process (instance included;
+  and V = 4, L = 12 (full analysis), with glibc's default allocator settings and with
+  ``keep_freed_memory`` (which keeps freed blocks for reuse and so raises the peak), peak
+  resident memory of the process (instance included;
   the instance tables are built row block by row block, the same Dirichlet(1) rows as
   :func:`spectheory.random_instance`).
 * A straightforward per-draft Python loop on a small case (E[tau] only).
@@ -179,7 +181,9 @@ def main() -> int:
     results["headline_token_default_allocator"] = run_case(8, 7, "token", "full", args.repeat,
                                                            keep=False)
     print("memory cases ...", file=sys.stderr)
-    results["memory"] = [run_case(16, 6, "block", "tv", max(1, args.repeat // 2)),
+    results["memory"] = [run_case(16, 6, "block", "tv", max(1, args.repeat // 2), keep=False),
+                         run_case(4, 12, "block", "full", max(1, args.repeat // 2), keep=False),
+                         run_case(16, 6, "block", "tv", max(1, args.repeat // 2)),
                          run_case(4, 12, "block", "full", max(1, args.repeat // 2))]
     results["sweep"] = [run_case(V, L, "block", "full", args.repeat)
                         for V, L in [(2, 16), (4, 9), (16, 5)]]
@@ -206,10 +210,10 @@ def main() -> int:
               f"({h['speedup_vs_per_draft']:.0f}x slower); |diff| tau pmf "
               f"{h['max_abs_diff_tau_pmf']:.1e}, output law {h['max_abs_diff_output_law']:.1e}; "
               f"peak {h['peak_rss_gib']:.2f} GiB")
-    print(f"{'V':>3} {'L':>3} {'laws':>5} {'s':>8} {'x floor':>8} {'GiB':>6}")
+    print(f"{'V':>3} {'L':>3} {'laws':>5} {'keep':>5} {'s':>8} {'x floor':>8} {'GiB':>6}")
     for c in results["memory"] + results["sweep"]:
-        print(f"{c['V']:>3} {c['L']:>3} {str(c['laws']):>5} {c['seconds']:>8.3f} "
-              f"{c['ratio_to_floor']:>8.1f} {c['peak_rss_gib']:>6.2f}")
+        print(f"{c['V']:>3} {c['L']:>3} {str(c['laws']):>5} {str(c['keep_freed_memory']):>5} "
+              f"{c['seconds']:>8.3f} {c['ratio_to_floor']:>8.1f} {c['peak_rss_gib']:>6.2f}")
     for key in ("headline_default_allocator", "headline_token_default_allocator"):
         h = results[key]
         print(f"V=8 L=7 {h['verifier']}, default allocator: {h['seconds'] * 1e3:.0f} ms = "
