@@ -1,14 +1,27 @@
-"""Benchmark of the exact engine.
+"""Benchmark of the exact engine: the per-node route against the float64 read floor and against
+the per-draft route.
 
-* Headline: block verification exact analysis with V = 8, L = 7 (2,097,152 drafts, table models),
-  target <= 10 s and <= 4 GiB on a 2-core machine.
-* Sweep over (V, L): drafts per second.
-* Ratio against a straightforward per-draft Python loop (the definitions evaluated draft by draft
-  with Python floats) on a small case.
+* Headline: block verification, V = 8, L = 7 (2,097,152 drafts), full analysis (tau pmf,
+  output law over V^(L+1) sequences, TV to the target), as a ratio to the *read floor*: the time
+  to read every float64 input table (target depths 0..L, draft depths 0..L-1) once, measured in
+  the same process (``Tensor.sum`` over each table). Also the per-draft route (``route=
+  "per-draft"``) on the same instance, and token verification.
+* The headline runs as the command line does (:func:`spectheory.allocator.keep_freed_memory`:
+  freed memory reused, so the engine's large temporaries do not page-fault) and with glibc's
+  default allocator settings (``*_default_allocator``).
+* Memory: V = 16, L = 6 (tau pmf and TV, ``laws=False``: the output law alone would be 2 GiB)
+  and V = 4, L = 12 (full analysis), with glibc's default allocator settings and with
+  ``keep_freed_memory`` (which keeps freed blocks for reuse and so raises the peak), peak
+  resident memory of the process (instance included;
+  the instance tables are built row block by row block, the same Dirichlet(1) rows as
+  :func:`spectheory.random_instance`).
+* A straightforward per-draft Python loop on a small case (E[tau] only).
 
-Each case runs in a fresh subprocess so that its peak resident memory is its own. Usage::
+Torch runs with one thread; each case runs in a fresh subprocess (its peak memory is its own);
+times are medians over ``--repeat`` runs (the first call, which also grows the heap, is
+reported apart). Usage::
 
-    python benchmarks/bench_exact.py [--quick] [--out benchmarks/results/bench_exact.json]
+    python benchmarks/bench_exact.py [--repeat 5] [--out benchmarks/results/bench_exact.json]
 """
 
 from __future__ import annotations
@@ -23,26 +36,95 @@ import sys
 import time
 
 CASE = r"""
-import json, resource, sys, time, torch
-from spectheory.random_instances import random_instance
+import json, resource, statistics, sys, time
+import numpy as np, torch
+torch.set_num_threads(1)
 from spectheory.exact import analyze
-from spectheory.verifiers import SINGLE_PATH
-V, L, name = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-inst = random_instance(V, L, 0)
-t = time.perf_counter()
-r = analyze(inst, SINGLE_PATH[name], name)
-dt = time.perf_counter() - t
-rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-print(json.dumps({"V": V, "L": L, "verifier": name, "drafts": V**L, "seconds": dt,
-                  "drafts_per_s": V**L / dt, "peak_rss_gib": rss,
-                  "block_efficiency": float(r.block_efficiency), "tv": float(r.tv_to_target),
-                  "threads": torch.get_num_threads()}))
+from spectheory.instances import Instance
+from spectheory.models import TableModel
+from spectheory.random_instances import random_instance
+from spectheory.tree import levels
+
+V, L, name, mode, repeat = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5])
+per_draft = len(sys.argv) > 6 and sys.argv[6] == "per-draft"
+allocator = len(sys.argv) > 7 and sys.argv[7] == "keep"
+if allocator:  # what the spectheory command line does before every command
+    from spectheory.allocator import keep_freed_memory
+    keep_freed_memory()
+
+
+def frugal_model(rng, depth):
+    tables = []
+    for d in range(depth + 1):
+        t = np.empty((V**d, V))
+        for r0 in range(0, V**d, 2**20):
+            r1 = min(r0 + 2**20, V**d)
+            rows = rng.dirichlet(np.ones(V), size=r1 - r0)
+            t[r0:r1] = rows / rows.sum(axis=1, keepdims=True)
+        tables.append(t)
+    return TableModel(V, tuple(tables))
+
+
+if V ** (L + 1) <= 2**26:
+    inst = random_instance(V, L, 0)
+else:
+    rng = np.random.default_rng(0)
+    inst = Instance(V, L, frugal_model(rng, L), frugal_model(rng, L - 1))
+ql, pl = levels(inst.draft, 0, L, False), levels(inst.target, 0, L + 1, False)
+rss_instance = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+nbytes = sum(t.numel() * 8 for t in ql + pl)
+laws = mode == "full"
+
+
+def read_floor():
+    t = time.perf_counter()
+    s = 0.0
+    for x in ql + pl:
+        s += float(x.sum())
+    return time.perf_counter() - t
+
+
+def run(route):
+    t = time.perf_counter()
+    r = analyze(inst, name, route=route, laws=laws, max_sequences=V ** (L + 1))
+    return time.perf_counter() - t, r
+
+
+floors, times = [], []
+for _ in range(repeat):
+    floors.append(read_floor())
+    dt, r = run("auto")
+    times.append(dt)
+floor, node = statistics.median(floors), statistics.median(times)
+warm = statistics.median(times[1:]) if len(times) > 1 else times[0]
+out = {"V": V, "L": L, "verifier": name, "drafts": V**L, "laws": laws, "route": r.route,
+       "keep_freed_memory": allocator,
+       "input_bytes": nbytes, "read_floor_s": floor, "read_floor_gb_s": nbytes / floor / 1e9,
+       "seconds": node, "ratio_to_floor": node / floor, "times": times, "floors": floors,
+       "first_call_seconds": times[0], "first_call_ratio": times[0] / floors[0],
+       "warm_seconds": warm, "warm_ratio_to_floor": warm / statistics.median(floors[1:] or floors),
+       "block_efficiency": float(r.block_efficiency), "tv": float(r.tv_to_target),
+       "threads": torch.get_num_threads(), "peak_rss_gib_instance": rss_instance}
+if per_draft:
+    pd = [run("per-draft") for _ in range(max(1, repeat // 2))]
+    dt = statistics.median([x[0] for x in pd])
+    r2 = pd[0][1]
+    out.update({"per_draft_seconds": dt, "speedup_vs_per_draft": dt / node,
+                "max_abs_diff_tau_pmf": max(abs(a - b) for a, b in zip(r.tau_pmf, r2.tau_pmf)),
+                "abs_diff_tv": abs(float(r.tv_to_target) - float(r2.tv_to_target))})
+    if laws:
+        out["max_abs_diff_output_law"] = float((r.output_law - r2.output_law).abs().max())
+out["peak_rss_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+print(json.dumps(out))
 """
 
 
-def run_case(V: int, L: int, name: str = "block") -> dict:
-    out = subprocess.run([sys.executable, "-c", CASE, str(V), str(L), name], check=True,
-                         capture_output=True, text=True)
+def run_case(V: int, L: int, name: str = "block", mode: str = "full", repeat: int = 5,
+             per_draft: bool = False, keep: bool = True) -> dict:
+    args = [sys.executable, "-c", CASE, str(V), str(L), name, mode, str(repeat),
+            "per-draft" if per_draft else "-", "keep" if keep else "default"]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")]))
+    out = subprocess.run(args, check=True, capture_output=True, text=True, env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -79,29 +161,36 @@ def per_draft_loop(inst) -> tuple[float, float]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="headline case and a short sweep only")
+    ap.add_argument("--repeat", type=int, default=5, help="runs per case (medians)")
     ap.add_argument("--out", default="benchmarks/results/bench_exact.json")
     args = ap.parse_args()
-    from tqdm import tqdm
+    import torch
 
+    torch.set_num_threads(1)
     from spectheory.exact import analyze
     from spectheory.random_instances import random_instance
-    from spectheory.verifiers import block_verification
 
     results = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, "
-                          f"{platform.python_implementation()} {platform.python_version()}",
-               "command": "python benchmarks/bench_exact.py" + (" --quick" if args.quick else "")}
-    print("headline: block verification, V = 8, L = 7 ...", file=sys.stderr)
-    results["headline"] = run_case(8, 7, "block")
-    results["headline_token"] = run_case(8, 7, "token")
-    sweep = [(2, 10), (2, 16), (4, 6), (4, 9), (8, 5), (16, 4), (16, 5)]
-    if args.quick:
-        sweep = [(2, 10), (4, 6), (8, 5)]
-    results["sweep"] = [run_case(V, L) for V, L in tqdm(sweep, desc="sweep", file=sys.stderr)]
+                          f"{platform.python_implementation()} {platform.python_version()}, "
+                          f"torch {torch.__version__}, 1 thread",
+               "command": f"python benchmarks/bench_exact.py --repeat {args.repeat}"}
+    print("V = 8, L = 7 block: node route vs read floor and per-draft route ...", file=sys.stderr)
+    results["headline"] = run_case(8, 7, "block", "full", args.repeat, per_draft=True)
+    results["headline_token"] = run_case(8, 7, "token", "full", args.repeat, per_draft=True)
+    results["headline_default_allocator"] = run_case(8, 7, "block", "full", args.repeat, keep=False)
+    results["headline_token_default_allocator"] = run_case(8, 7, "token", "full", args.repeat,
+                                                           keep=False)
+    print("memory cases ...", file=sys.stderr)
+    results["memory"] = [run_case(16, 6, "block", "tv", max(1, args.repeat // 2), keep=False),
+                         run_case(4, 12, "block", "full", max(1, args.repeat // 2), keep=False),
+                         run_case(16, 6, "block", "tv", max(1, args.repeat // 2)),
+                         run_case(4, 12, "block", "full", max(1, args.repeat // 2))]
+    results["sweep"] = [run_case(V, L, "block", "full", args.repeat)
+                        for V, L in [(2, 16), (4, 9), (16, 5)]]
     inst = random_instance(4, 8, 0)
     e_loop, t_loop = per_draft_loop(inst)
     t = time.perf_counter()
-    r = analyze(inst, block_verification)
+    r = analyze(inst, "block")
     t_engine = time.perf_counter() - t
     assert abs(e_loop - float(r.expected_accepted)) < 1e-12, (e_loop, r.expected_accepted)
     results["vs_loop"] = {"V": 4, "L": 8, "drafts": 4**8, "loop_seconds": t_loop,
@@ -111,13 +200,25 @@ def main() -> int:
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w") as fh:
         json.dump(results, fh, indent=1)
-    h = results["headline"]
-    print(f"V=8 L=7 block: {h['seconds']:.2f} s, {h['drafts_per_s']:.3g} drafts/s, "
-          f"peak {h['peak_rss_gib']:.2f} GiB (token: {results['headline_token']['seconds']:.2f} s)")
-    print(f"{'V':>3} {'L':>3} {'drafts':>10} {'s':>7} {'drafts/s':>10} {'GiB':>6}")
-    for c in results["sweep"]:
-        print(f"{c['V']:>3} {c['L']:>3} {c['drafts']:>10} {c['seconds']:>7.3f} "
-              f"{c['drafts_per_s']:>10.3g} {c['peak_rss_gib']:>6.2f}")
+    for key in ("headline", "headline_token"):
+        h = results[key]
+        print(f"V=8 L=7 {h['verifier']}: node route {h['seconds'] * 1e3:.0f} ms = "
+              f"{h['ratio_to_floor']:.1f}x the read floor (first call "
+              f"{h['first_call_ratio']:.1f}x, later calls {h['warm_ratio_to_floor']:.1f}x) "
+              f"({h['read_floor_s'] * 1e3:.1f} ms, "
+              f"{h['read_floor_gb_s']:.1f} GB/s); per-draft route {h['per_draft_seconds']:.2f} s "
+              f"({h['speedup_vs_per_draft']:.0f}x slower); |diff| tau pmf "
+              f"{h['max_abs_diff_tau_pmf']:.1e}, output law {h['max_abs_diff_output_law']:.1e}; "
+              f"peak {h['peak_rss_gib']:.2f} GiB")
+    print(f"{'V':>3} {'L':>3} {'laws':>5} {'keep':>5} {'s':>8} {'x floor':>8} {'GiB':>6}")
+    for c in results["memory"] + results["sweep"]:
+        print(f"{c['V']:>3} {c['L']:>3} {str(c['laws']):>5} {str(c['keep_freed_memory']):>5} "
+              f"{c['seconds']:>8.3f} {c['ratio_to_floor']:>8.1f} {c['peak_rss_gib']:>6.2f}")
+    for key in ("headline_default_allocator", "headline_token_default_allocator"):
+        h = results[key]
+        print(f"V=8 L=7 {h['verifier']}, default allocator: {h['seconds'] * 1e3:.0f} ms = "
+              f"{h['ratio_to_floor']:.1f}x the read floor (first call "
+              f"{h['first_call_ratio']:.1f}x, later calls {h['warm_ratio_to_floor']:.1f}x)")
     v = results["vs_loop"]
     print(f"per-draft Python loop, V=4 L=8: {v['loop_seconds']:.2f} s vs engine "
           f"{v['engine_seconds']:.3f} s: {v['speedup']:.0f}x")

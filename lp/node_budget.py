@@ -20,10 +20,9 @@ gives E(s, a) = p(a|s) M(s) - M(s, a), i.e. the LP
                M(s) <= D(s)            for 1 <= |s| <= L            (E(s) >= 0)
                D >= 0,                 M(empty) = 1.
 
-This restatement of Thomas & Pal's Thm 3.3 is checked here by the derivation above (it is
-exactly "E(s) >= 0 and marginals of the completed output equal p's") and numerically: its optimum
-equals block verification's E[tau + 1] from :func:`spectheory.exact.analyze`
-(tests/test_lp_node_budget.py).
+This restates the theorem's LP, checked here by the derivation above (it is exactly
+"E(s) >= 0 and marginals of the completed output equal p's") and numerically: its optimum equals
+block verification's E[tau + 1] from :func:`spectheory.exact.analyze` (tests/test_lp_node_budget.py).
 Every valid verifier, whatever it observes, gives a feasible point (its D, M), so the optimum
 bounds all of them.
 
@@ -162,7 +161,10 @@ def node_budget_lp(instance: Instance, exact: bool = False, solver: str | None =
     "cvxpy"), in ``form`` "reduced" (default: variables M(s), 1 <= |s| <= L, target matching
     substituted; 6 s for V = 4, L = 9) or "full" (the literal LP over all D(s), 1 <= |s| <= L+1;
     much slower in HiGHS at large sizes, same optimum); ``solver="closed-form"`` returns the
-    greedy optimum without an LP solve. Exact mode builds the full LP in rationals and returns
+    greedy optimum without an LP solve; ``solver="certificate"`` returns the closed-form optimum
+    after checking it against a constructed dual, row by row, without building the LP
+    (:func:`lp.certificate.certify_node_budget`; float64 with tolerance 1e-12, or exact
+    rationals; the size guard applies to the full form). Exact mode builds the full LP in rationals and returns
     the optimum only after verifying a primal/dual certificate exactly (``solver``
     "exact-certificate"); ``solver="sympy"`` instead takes sympy's rational simplex primal
     (tiny instances).
@@ -171,6 +173,19 @@ def node_budget_lp(instance: Instance, exact: bool = False, solver: str | None =
     V, L = instance.vocab_size, instance.block_length
     if form not in ("reduced", "full"):
         raise LPError(f"unknown node-budget form {form!r}; choose reduced or full")
+    if solver == "certificate":  # matrix-free: no LP is built (lp.certificate)
+        from .certificate import certify_node_budget
+
+        n, nnz = node_budget_size(V, L)
+        if limit is not None:  # the instance itself holds V^(L+1) entries: no default guard
+            check_lp_size(n, nnz, "node-budget LP (certificate)", limit,
+                          "exact" if exact else "float", f"sum_(j=1..L+1) V^j with V = {V}, L = {L}")
+        cert = certify_node_budget(instance, exact)
+        if not cert.certified:
+            raise LPError(f"node-budget certificate failed: {cert.summary()}")
+        rows = n + 2 * (n - V ** (L + 1))
+        return LPResult("node-budget", 1, cert.primal_objective, "certificate", "optimal", n,
+                        rows, timer.seconds, {"form": "full", "certificate": cert.to_json()})
     if exact or form == "full":
         lp, tables = build_node_budget(instance, exact, limit)
     else:

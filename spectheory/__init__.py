@@ -9,8 +9,14 @@ Core objects are plain arrays and pure functions:
   names, ``module:function``, entry points);
 * :mod:`spectheory.exact`: the exact law of a verifier's output over the sequence tree, in float64
   or exact rationals, for 1 or K paths, and the losslessness checker;
-* :mod:`spectheory.sampling`: one generic sampling step on top of a law.
+* :mod:`spectheory.sampling`: one generic sampling step on top of a law;
+* :func:`set_threads`: torch's CPU threads (default 1 on machines with at most 2 cores, or
+  ``SPECTHEORY_THREADS``; see :mod:`spectheory.threads`); :func:`keep_freed_memory`: let the
+  C allocator reuse freed memory (large temporaries then do not page-fault; the command line
+  does this; see :mod:`spectheory.allocator`).
 """
+
+import os as _os
 
 from .errors import InstanceError, SizeLimitError, SpectheoryError
 
@@ -30,6 +36,8 @@ _LAZY = {
     "sample_output": "sampling",
     "SINGLE_PATH": "verifiers", "block_verification": "verifiers",
     "token_verification": "verifiers",
+    "set_threads": "threads", "default_threads": "threads",
+    "keep_freed_memory": "allocator",
 }
 
 
@@ -50,6 +58,14 @@ def __dir__():
 
 __version__ = "0.1.0"
 
+if _os.environ.get("SPECTHEORY_THREADS", "").strip():  # an explicit setting applies on import
+    from .threads import set_threads as _set_threads
+
+    try:
+        _set_threads()
+    except SpectheoryError:  # reported by the command line / the next set_threads() call
+        pass
+
 __all__ = [
     "Instance",
     "InstanceError",
@@ -65,6 +81,9 @@ __all__ = [
     "register",
     "registered",
     "sample_output",
+    "set_threads",
+    "keep_freed_memory",
+    "default_threads",
     "verifier",
     "TableModel",
     "analyze",

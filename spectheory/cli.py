@@ -12,6 +12,13 @@ is complete:
 
 An interrupt (Ctrl-C, SIGINT) at any point after start-up, while parsers are built and modules
 imported included, ends with one line and exit code 130.
+
+``--threads N`` (N >= 1) sets torch's CPU threads for every command, before it runs; it may be
+given before or after the command name (an in-process ``main([...])`` restores the caller's
+setting when it returns). Without it the default of :mod:`spectheory.threads` applies
+(``SPECTHEORY_THREADS``, else 1 thread on machines with at most 2 cores). Every command also lets
+the C allocator keep freed memory for reuse (:mod:`spectheory.allocator`;
+``SPECTHEORY_MALLOC=default`` turns that off).
 """
 
 from __future__ import annotations
@@ -59,11 +66,29 @@ def build_parser() -> argparse.ArgumentParser:
         description="Exact theory, LPs and verifiers for speculative decoding.",
     )
     parser.add_argument("--version", action="version", version=f"spectheory {__version__}")
+    parser.add_argument("--threads", dest="global_threads", metavar="N", default=None,
+                        help="torch CPU threads for any command (an integer >= 1; default: "
+                             "$SPECTHEORY_THREADS, else 1 on machines with at most 2 cores, "
+                             "else half the cores, at most 8)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
+    _accept_threads(sub)
     return parser
+
+
+def _accept_threads(sub) -> None:
+    """Add ``--threads`` to every (nested) sub-command that has none, so that it is also
+    accepted after the command name."""
+    for cmd in sub.choices.values():
+        if "--threads" not in cmd._option_string_actions:
+            cmd.add_argument("--threads", dest="global_threads", metavar="N",
+                             default=argparse.SUPPRESS,
+                             help="torch CPU threads (an integer >= 1; see spectheory --help)")
+        for action in cmd._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                _accept_threads(action)
 
 
 def _fail(message: str) -> int:
@@ -72,6 +97,7 @@ def _fail(message: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    before = None
     try:
         parser = build_parser()
         try:
@@ -80,9 +106,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{exc.prog}: error: {' '.join(str(exc).split())} (see {exc.prog} --help)",
                   file=sys.stderr)
             return 2
+        from .allocator import apply_default as apply_allocator_default
         from .limits import check_environment, running
+        from .threads import get_threads, parse_threads, set_threads
 
         check_environment()
+        threads = getattr(args, "global_threads", None)
+        threads = None if threads is None else parse_threads(threads, "--threads")
+        apply_allocator_default()  # large temporaries reuse freed memory (spectheory.allocator)
+        before = get_threads()
+        set_threads(threads)
         if not hasattr(args, "time_limit"):
             return int(args.func(args) or 0)
         # long-running commands: --time-limit, progress bars and time estimates on a terminal
@@ -99,6 +132,12 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    finally:  # an in-process call leaves the caller's thread setting as it found it
+        if before is not None:
+            from .threads import get_threads, set_threads
+
+            if get_threads() != before:
+                set_threads(before)
 
 
 if __name__ == "__main__":  # pragma: no cover

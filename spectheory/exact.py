@@ -134,14 +134,66 @@ def block_output_law(verifier, q_levels, p_levels, V: int, L: int,
     return BlockLaw(tau_pmf, [None] + [e.reshape(-1) for e in emitted[1:]])
 
 
+#: Routes of the exact engine: ``auto`` picks the fastest available one.
+ROUTES = ("auto", "node", "per-draft", "enumerate", "analytic")
+
+
+def resolve_route(how: Plan, route: str | None = "auto", symmetric: bool | None = None) -> str:
+    """The route that runs for a planned verifier: K = 1: ``node`` (the verifier declares a
+    :class:`spectheory.nodes.NodeForm`) or ``per-draft``; K > 1: ``analytic`` (a closed route
+    under the verifier's own drafting scheme, GBV) or ``enumerate`` (joint draft outcomes).
+    ``auto`` (default) takes the first available, except that an explicit ``symmetric`` (an
+    option of the enumeration) selects the enumeration; asking for a route the verifier does not
+    have raises :class:`SpectheoryError`."""
+    route = "auto" if route is None else route
+    if route not in ROUTES:
+        raise SpectheoryError(f"unknown route {route!r}; choose from {', '.join(ROUTES)}")
+    spec = how.spec
+    if spec.single_path:
+        have = spec.routes()
+    else:  # an analytic route holds under the verifier's own drafting scheme only
+        analytic = spec.analytic is not None and how.drafting == spec.default_drafting
+        have = (["analytic"] if analytic else []) + (
+            ["per-draft", "enumerate"] if how.paths == 1 else ["enumerate"])
+    if route == "auto":
+        if symmetric is not None and how.paths > 1:
+            return "enumerate"
+        return have[0]
+    if route == "enumerate" and how.paths == 1:
+        route = "per-draft"
+    if route not in have:
+        raise SpectheoryError(f"route {route!r} is not available for verifier {spec.name!r} "
+                              f"with {how.paths} path(s); available: {', '.join(have)}")
+    return route
+
+
+def node_route_law(spec: VerifierSpec, q_levels, p_levels, V: int, L: int):
+    """Per-node route (:func:`spectheory.nodes.node_block_law`) of a node-form verifier."""
+    from .nodes import node_block_law
+
+    return node_block_law(spec.node, q_levels, p_levels, V, L, name=spec.name)
+
+
+def _node_to_block(nodes, C: int, L: int) -> BlockLaw:
+    return BlockLaw(nodes.tau_pmf(C), [None] + [nodes.emitted(d) for d in range(L + 1)])
+
+
 def block_law(how: Plan, q_levels, p_levels, V: int, L: int,
               progress: Callable[[int], None] | None = None,
-              symmetric: bool | None = None) -> BlockLaw:
-    """The block law below C contexts of a planned verifier (:func:`spectheory.registry.plan`):
-    the per-draft route for K = 1, the joint-outcome route of :mod:`spectheory.multipath` (once
-    per context) for K > 1."""
-    if how.paths == 1:
+              symmetric: bool | None = None, route: str | None = "auto") -> BlockLaw:
+    """The block law below C contexts of a planned verifier (:func:`spectheory.registry.plan`).
+
+    Routes (:func:`resolve_route`): K = 1 the per-node route for node-form verifiers, else the
+    per-draft route; K > 1 a verifier's analytic route (GBV), else the joint-outcome route of
+    :mod:`spectheory.multipath` (once per context)."""
+    route = resolve_route(how, route, symmetric)
+    if route == "node":
+        return _node_to_block(node_route_law(how.spec, q_levels, p_levels, V, L),
+                              p_levels[0].shape[0], L)
+    if route == "per-draft":
         return block_output_law(how.spec, q_levels, p_levels, V, L, progress)
+    if route == "analytic":
+        return how.spec.analytic(how, q_levels, p_levels, V, L)
     from .multipath import multipath_block_law  # the joint-outcome route builds on this module
 
     C = p_levels[0].shape[0]
@@ -194,9 +246,34 @@ def _to_py(x):
     return x
 
 
+class _Lazy:
+    """A dataclass field holding an array, or a zero-argument function that computes it on first
+    access (the target law over V^(L+1) sequences is only built when someone reads it)."""
+
+    def __set_name__(self, owner, name):
+        self.slot = "_lazy_" + name
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return None
+        value = obj.__dict__.get(self.slot)
+        if callable(value) and not isinstance(value, (torch.Tensor, np.ndarray)):
+            value = value()
+            obj.__dict__[self.slot] = value
+        return value
+
+    def __set__(self, obj, value):
+        obj.__dict__[self.slot] = value
+
+
 @dataclass
 class ExactAnalysis:
-    """Exact analysis of one verifier on one instance (floats, or Fractions in exact mode)."""
+    """Exact analysis of one verifier on one instance (floats, or Fractions in exact mode).
+
+    ``output_law`` and ``target_law`` are the laws over V^(L+1) sequences (None when the
+    analysis ran with ``laws=False``); the target law is computed on first access. ``route`` is
+    the exact route that ran (:func:`resolve_route`).
+    """
 
     verifier: str
     vocab_size: int
@@ -207,8 +284,9 @@ class ExactAnalysis:
     block_efficiency: Any
     tv_to_target: Any
     output_law: Any = field(repr=False)
-    target_law: Any = field(repr=False)
+    target_law: Any = field(default=_Lazy(), repr=False)
     extra: dict = field(default_factory=dict)
+    route: str = ""
 
     def to_json(self) -> dict:
         enc = (lambda v: str(v)) if self.exact else (lambda v: float(v))
@@ -248,8 +326,9 @@ def _check_instance(instance) -> None:
 
 
 def _plan_sizes(how: Plan, V: int, L: int, contexts: int, exact: bool, max_sequences,
-                what: str, formula: str, symmetric: bool | None = None) -> None:
-    """Size guards of one analysis: the output law, and for K > 1 the joint outcomes."""
+                what: str, formula: str, symmetric: bool | None = None,
+                route: str = "enumerate") -> None:
+    """Size guards of one analysis: the output law, and for K > 1 enumerated joint outcomes."""
     if exact and not how.spec.exact:
         raise SpectheoryError(f"verifier {how.spec.name!r} has a float law only (no exact "
                               f"rational mode); drop --exact / exact=True")
@@ -257,7 +336,7 @@ def _plan_sizes(how: Plan, V: int, L: int, contexts: int, exact: bool, max_seque
         raise SpectheoryError(f"paths = {how.paths} is out of range 1..{MAX_PATHS} (the K-path "
                               f"engine counts the K! orderings of a joint outcome in int64)")
     check_size(contexts * V ** (L + 1), what, exact, max_sequences, formula)
-    if how.paths > 1:
+    if how.paths > 1 and route == "enumerate":
         from .multipath import outcome_count, use_symmetry
 
         K = how.paths
@@ -272,7 +351,8 @@ def _plan_sizes(how: Plan, V: int, L: int, contexts: int, exact: bool, max_seque
 def analyze(instance: Instance, verifier, name: str | None = None,
             exact: bool | None = None, max_sequences: int | None = None,
             progress: bool = False, device="cpu", *, paths: int | None = None,
-            drafting: str | None = None, symmetric: bool | None = None) -> ExactAnalysis:
+            drafting: str | None = None, symmetric: bool | None = None,
+            route: str | None = "auto", laws: bool = True) -> ExactAnalysis:
     """Exact tau pmf, E[tau], E[tau+1] and TV(output law, target law) of a verifier.
 
     Parameters
@@ -295,6 +375,16 @@ def analyze(instance: Instance, verifier, name: str | None = None,
     symmetric : bool, optional
         K > 1: enumerate sorted tuples of paths (default: i.i.d. drafting and an
         order-invariant verifier).
+    route : {"auto", "node", "per-draft", "enumerate", "analytic"}
+        Which exact route runs (:func:`resolve_route`). ``auto`` (default): the per-node route
+        for verifiers with a node form (token, block; cost ~ one step per node of the sequence
+        tree), else the per-draft route (one path) or the verifier's analytic route (GBV: block
+        verification against the skewed draft q^G) or the joint enumeration (K paths).
+        ``per-draft`` / ``enumerate`` force the enumeration, as an independent cross-check.
+    laws : bool
+        Keep the output and target laws over V^(L+1) sequences (default). With False, only the
+        tau pmf and the TV are computed (per-node route: the TV is accumulated without
+        materialising the V^(L+1) laws, which then are None).
 
     Returns
     -------
@@ -306,26 +396,36 @@ def analyze(instance: Instance, verifier, name: str | None = None,
     """
     how = plan(verifier, paths, drafting)
     _check_instance(instance)
+    route = resolve_route(how, route, symmetric)
     V, L = instance.vocab_size, instance.block_length
     exact = instance.exact if exact is None else exact
     _plan_sizes(how, V, L, 1, exact, max_sequences, "exact analysis", f"V^(L+1) = {V}^{L + 1}",
-                symmetric)
+                symmetric, route)
     q_levels = levels(instance.draft, 0, L, exact, device)
     p_levels = levels(instance.target, 0, L + 1, exact, device)
     label = name or how.spec.name
-    total = V**L
-    if how.paths > 1:
-        from .multipath import outcome_count, use_symmetry
+    if route == "node":
+        nodes = node_route_law(how.spec, q_levels, p_levels, V, L)
+        tau_pmf = nodes.tau_pmf(1)
+        out, tgt, tv = node_output_law(nodes, p_levels, V, L, laws)
+    else:
+        total = V**L
+        if how.paths > 1 and route == "enumerate":
+            from .multipath import outcome_count, use_symmetry
 
-        total = outcome_count(V, L, how.paths, use_symmetry(how, symmetric))
-    update, close = _progress_bar(total, progress, label)
-    try:
-        block = block_law(how, q_levels, p_levels, V, L, update, symmetric)
-    finally:
-        close()
-    out = output_law(block, p_levels, V, L)[0]
-    tgt = target_law(p_levels, L + 1)[0]
-    pmf = [_to_py(v) for v in block.tau_pmf[0]]
+            total = outcome_count(V, L, how.paths, use_symmetry(how, symmetric))
+        update, close = _progress_bar(total, progress and route != "analytic", label)
+        try:
+            block = block_law(how, q_levels, p_levels, V, L, update, symmetric, route)
+        finally:
+            close()
+        tau_pmf = block.tau_pmf
+        out = output_law(block, p_levels, V, L)[0]
+        tgt = target_law(p_levels, L + 1)[0]
+        tv = total_variation(out, tgt)
+        if not laws:
+            out = tgt = None
+    pmf = [_to_py(v) for v in tau_pmf[0]]
     zero = Fraction(0) if exact else 0.0
     e_tau = sum((i * v for i, v in enumerate(pmf)), zero)
     extra = {} if how.spec.single_path else {"paths": how.paths, "drafting": how.drafting}
@@ -337,25 +437,86 @@ def analyze(instance: Instance, verifier, name: str | None = None,
         tau_pmf=pmf,
         expected_accepted=e_tau,
         block_efficiency=e_tau + 1,
-        tv_to_target=_to_py(total_variation(out, tgt)),
+        tv_to_target=_to_py(tv),
         output_law=out,
         target_law=tgt,
         extra=extra,
+        route=route,
     )
+
+
+def _scale_rows(a, rows):
+    """(a[:, None] * rows).reshape(-1); on torch into a numpy-allocated buffer (numpy asks the
+    kernel for huge pages on large arrays, which makes the first touch of V^(L+1) entries
+    cheaper)."""
+    if not Bk.is_torch(rows) or rows.device.type != "cpu":
+        return (Bk.expand_dims(a, 1) * rows).reshape(-1)
+    out = torch.from_numpy(np.empty(tuple(rows.shape), dtype=np.float64 if rows.dtype ==
+                                    torch.float64 else np.float32))
+    torch.mul(rows, a.unsqueeze(1), out=out)
+    return out.reshape(-1)
+
+
+#: Rows of the deepest level per chunk when the TV is accumulated without the laws.
+TV_CHUNK_ROWS = 2**18
+
+
+def node_output_law(nodes, p_levels, V: int, L: int, laws: bool = True):
+    """Output law, target law (both [V^(L+1)] for one context; None when ``laws`` is False) and
+    their TV from the per-node results of one context.
+
+    The target law is returned as a function that builds it (:class:`ExactAnalysis` calls it
+    on first access). With A_j the output law and T_j the target law over j tokens, A_1 = E_1, T_1 = p(.),
+    A_{j+1} = A_j p + E_{j+1}, T_{j+1} = T_j p. At the last level E_{L+1} = m_L corr_L; when
+    corr_L is the target row (token, block) A_{L+1} = (A_L + m_L) p and, since every target row
+    sums to 1, TV = 1/2 sum_{y^L} |A_L(y^L) + m_L(y^L) - T_L(y^L)|: the deepest level (V^(L+1)
+    entries) is read once per law that is asked for and never for the TV.
+    """
+    A = nodes.emitted(0)
+    T = p_levels[0].reshape(-1)
+    fused = Bk.is_torch(T)
+    for j in range(1, L):
+        if fused:  # A p + m corr in one output array
+            A = torch.mul(p_levels[j], A.unsqueeze(1)).addcmul_(
+                nodes.correction[j], nodes.stop_mass[j].unsqueeze(1)).reshape(-1)
+        else:
+            A = (Bk.expand_dims(A, 1) * p_levels[j]).reshape(-1) + nodes.emitted(j)
+        T = (Bk.expand_dims(T, 1) * p_levels[j]).reshape(-1)
+    mL, pL, cL = nodes.stop_mass[L], p_levels[L], nodes.correction[L]
+    if nodes.corr_is_target[L]:
+        top = A + mL
+        tv = Bk.sum(Bk.abs(top - T), axis=0) / 2
+        if not laws:
+            return None, None, tv
+        return (_scale_rows(top, pL), lambda: _scale_rows(T, pL), tv)
+    if laws:
+        out = (Bk.expand_dims(A, 1) * pL + Bk.expand_dims(mL, 1) * cL).reshape(-1)
+        tgt = (Bk.expand_dims(T, 1) * pL).reshape(-1)
+        return out, tgt, total_variation(out, tgt)  # the target law is needed for the TV here
+    tv = Bk.full((), 0, pL) if not Bk.is_exact(pL) else Fraction(0)
+    for r0 in range(0, pL.shape[0], TV_CHUNK_ROWS):
+        r1 = min(r0 + TV_CHUNK_ROWS, pL.shape[0])
+        d = (Bk.expand_dims(A[r0:r1] - T[r0:r1], 1) * pL[r0:r1]
+             + Bk.expand_dims(mL[r0:r1], 1) * cL[r0:r1])
+        tv = tv + Bk.sum(Bk.abs(d).reshape(-1), axis=0)
+    return None, None, tv / 2
 
 
 def multi_iteration_law(instance: Instance, verifier, n_tokens: int,
                         exact: bool | None = None, max_sequences: int | None = None,
-                        device="cpu", *, paths: int | None = None, drafting: str | None = None):
+                        device="cpu", *, paths: int | None = None, drafting: str | None = None,
+                        route: str | None = "auto"):
     """Exact law of the first ``n_tokens`` generated tokens when the verifier runs iteration after
     iteration (each iteration drafts K paths of L tokens from the current context, verifies,
     appends the tau + 1 output tokens). Returns (generated law [V**N], target law [V**N], TV).
+    ``route`` as for :func:`analyze`.
 
     Contexts deeper than the instance's tables use the models' order-D Markov extension
     (:class:`spectheory.models.TableModel`).
     """
     how = plan(verifier, paths, drafting)
     _check_instance(instance)
+    route = resolve_route(how, route)
     V, L = instance.vocab_size, instance.block_length
     if isinstance(n_tokens, bool) or not isinstance(n_tokens, (int, np.integer)) or \
             not 1 <= n_tokens <= 64:
@@ -363,7 +524,7 @@ def multi_iteration_law(instance: Instance, verifier, n_tokens: int,
     N = int(n_tokens)
     exact = instance.exact if exact is None else exact
     _plan_sizes(how, V, L, V ** (N - 1), exact, max_sequences, "multi-iteration law",
-                f"V^(N-1) contexts x V^(L+1) = {V}^{N - 1 + L + 1}")
+                f"V^(N-1) contexts x V^(L+1) = {V}^{N - 1 + L + 1}", route=route)
     p_top = levels(instance.target, 0, 1, exact, device)[0]
     like = p_top
     start = [Bk.full((V**n,), 0, like) for n in range(N)]
@@ -372,7 +533,7 @@ def multi_iteration_law(instance: Instance, verifier, n_tokens: int,
     for n in range(N):
         q_levels = levels(instance.draft, n, L, exact, device)
         p_levels = levels(instance.target, n, L + 1, exact, device)
-        block = block_law(how, q_levels, p_levels, V, L, limits.tick)
+        block = block_law(how, q_levels, p_levels, V, L, limits.tick, route=route)
         C = V**n
         mass = start[n].reshape(C, 1)
         for j in range(1, L + 2):
@@ -449,7 +610,7 @@ def check_tolerance(tol, what: str = "tolerance") -> float:
 def check_lossless(verifier, instance: Instance, exact: bool | None = None,
                    tol: float = 1e-12, n_tokens: int | None = None,
                    max_sequences: int | None = None, *, paths: int | None = None,
-                   drafting: str | None = None) -> LosslessReport:
+                   drafting: str | None = None, route: str | None = "auto") -> LosslessReport:
     """Exact verdict on whether a verifier is lossless.
 
     Compares the law of the output block followed by target sampling (``n_tokens`` = L+1, the
@@ -460,7 +621,8 @@ def check_lossless(verifier, instance: Instance, exact: bool | None = None,
     mode it is lossless iff TV(output, target) <= ``tol`` (a finite number in [0, 1e-3]), so the
     verdict never says "lossless within t" with a TV above t. A verifier whose law is not a law
     (NaN, negative entries, rows not summing to 1, wrong shapes, floats in exact mode) raises
-    :class:`spectheory.law.LawError` and gets no verdict.
+    :class:`spectheory.law.LawError` and gets no verdict. ``route`` picks the exact route
+    (:func:`analyze`; default the fastest available).
     """
     how = plan(verifier, paths, drafting)
     _check_instance(instance)
@@ -471,11 +633,11 @@ def check_lossless(verifier, instance: Instance, exact: bool | None = None,
     V, L = instance.vocab_size, instance.block_length
     if n_tokens is None or n_tokens == L + 1:
         res = analyze(instance, how.spec, exact=exact, max_sequences=max_sequences,
-                      paths=how.paths, drafting=how.drafting)
+                      paths=how.paths, drafting=how.drafting, route=route)
         out, tgt, tv, N = res.output_law, res.target_law, res.tv_to_target, L + 1
     else:
         out, tgt, tv = multi_iteration_law(instance, how.spec, n_tokens, exact, max_sequences,
-                                           paths=how.paths, drafting=how.drafting)
+                                           paths=how.paths, drafting=how.drafting, route=route)
         N = int(n_tokens)
     rep = lossless_report(out, tgt, tv, N, V, exact, tol)
     rep.verifier, rep.paths, rep.drafting = how.spec.name, how.paths, how.drafting
@@ -523,6 +685,10 @@ def analysis_summary(res: ExactAnalysis) -> str:
 __all__ = [
     "BlockLaw",
     "MAX_LOSSLESS_TOL",
+    "ROUTES",
+    "node_output_law",
+    "node_route_law",
+    "resolve_route",
     "block_law",
     "check_tolerance",
     "ExactAnalysis",

@@ -19,10 +19,11 @@ target sampling up to L+1 tokens), its TV to the target and the checker are then
 ones of :mod:`spectheory.exact`. Outcomes of probability zero are skipped before the verifier is
 evaluated; order-invariant verifiers under i.i.d. drafting are evaluated on sorted tuples only.
 
-GBV also has a fast exact route: its selected path has the autoregressive law q^G, so its
-analysis is block verification with the draft replaced by the skewed model
-(:func:`gbv_skewed_draft`), V**L work instead of V**(L K); the tests check the two routes agree
-exactly.
+GBV also has a fast exact route, its default in :func:`spectheory.analyze` (``route=
+"analytic"``): its selected path has the autoregressive law q^G, so its analysis is block
+verification with the draft replaced by the skewed model (:func:`gbv_skewed_draft`), evaluated
+per node of the sequence tree, ~V**L work instead of V**(L K). ``route="enumerate"`` runs the
+joint enumeration; the tests check the two routes agree exactly.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from .law import validate_law
 from .models import TableModel
 from .registry import DRAFTING, Plan, get_verifier
 from .tree import check_size, levels, path_probabilities, sequence_tokens
-from .verifiers.gbv import rank_and_below, skewed_rows
+from .verifiers.gbv import skewed_levels
 
 #: Joint outcomes per chunk in exact rational mode.
 EXACT_CHUNK = 2048
@@ -203,21 +204,22 @@ def multipath_block_law(verifier, q_levels, p_levels, V: int, L: int, K: int,
 def analyze_multipath(instance: Instance, verifier, paths: int, drafting: str | None = None,
                       name: str | None = None, exact: bool | None = None,
                       max_sequences: int | None = None, progress: bool = False,
-                      device="cpu", symmetric: bool | None = None) -> ExactAnalysis:
+                      device="cpu", symmetric: bool | None = None,
+                      route: str | None = "auto") -> ExactAnalysis:
     """Same as ``analyze(instance, verifier, paths=paths, drafting=drafting, ...)``
     (:func:`spectheory.exact.analyze`, the one engine for 1 and K paths)."""
     return analyze(instance, verifier, name, exact, max_sequences, progress, device,
-                   paths=paths, drafting=drafting, symmetric=symmetric)
+                   paths=paths, drafting=drafting, symmetric=symmetric, route=route)
 
 
 def check_lossless_multipath(verifier, instance: Instance, paths: int,
                              drafting: str | None = None, exact: bool | None = None,
-                             tol: float = 1e-12, max_sequences: int | None = None
-                             ) -> LosslessReport:
+                             tol: float = 1e-12, max_sequences: int | None = None,
+                             route: str | None = "auto") -> LosslessReport:
     """Same as ``check_lossless(verifier, instance, paths=paths, drafting=drafting, ...)``
     (:func:`spectheory.exact.check_lossless`)."""
     return check_lossless(verifier, instance, exact, tol, None, max_sequences, paths=paths,
-                          drafting=drafting)
+                          drafting=drafting, route=route)
 
 
 # ----------------------------------------------------------------------------- GBV fast route
@@ -234,14 +236,7 @@ def gbv_skewed_draft(instance: Instance, paths: int, exact: bool | None = None,
     check_size(V**L, "GBV skewed draft", exact, max_sequences, f"V^L = {V}^{L}")
     q_levels = levels(instance.draft, 0, L, exact)
     p_levels = levels(instance.target, 0, L, exact)
-    A = Bk.full((1,), 0, p_levels[0])
-    x = Bk.full((1,), 1, p_levels[0])
-    tables = []
-    for i in range(L):
-        _, below = rank_and_below(q_levels[i], p_levels[i], "low")
-        tables.append(skewed_rows(q_levels[i], below, A, x, paths))
-        A = (Bk.expand_dims(A, 1) + Bk.expand_dims(x, 1) * below).reshape(-1)
-        x = (Bk.expand_dims(x, 1) * q_levels[i]).reshape(-1)
+    tables = skewed_levels(q_levels, p_levels, paths, V)
     if not exact:
         tables = [t.cpu().numpy() for t in tables]
     return TableModel(V, tuple(tables))
@@ -250,14 +245,11 @@ def gbv_skewed_draft(instance: Instance, paths: int, exact: bool | None = None,
 def analyze_gbv_fast(instance: Instance, paths: int, exact: bool | None = None,
                      max_sequences: int | None = None, name: str = "gbv") -> ExactAnalysis:
     """Exact analysis of GBV (i.i.d. drafting) as block verification against the skewed draft
-    q^G: V**L work instead of V**(L K). Same result as ``analyze_multipath(.., gbv, K)``."""
-    exact = instance.exact if exact is None else exact
-    skewed = gbv_skewed_draft(instance, paths, exact, max_sequences)
-    inst = Instance(instance.vocab_size, instance.block_length,
-                    instance.target.to_exact() if exact else instance.target.to_float(), skewed)
-    res = analyze(inst, "block", name=name, exact=exact, max_sequences=max_sequences)
-    res.extra = {"paths": paths, "drafting": "iid"}
-    return res
+    q^G: ~V**L work instead of V**(L K). The default route of ``analyze(.., "gbv", paths=K)``
+    (``route="analytic"``); same result as the enumeration ``route="enumerate"``."""
+    _check_args(paths, "iid")
+    return analyze(instance, "gbv", name=name, exact=exact, max_sequences=max_sequences,
+                   paths=paths, drafting="iid", route="analytic")
 
 
 # ----------------------------------------------------------------------------- sampling

@@ -71,6 +71,15 @@ class VerifierSpec:
         Where it comes from.
     summary : str
         One line for listings.
+    node : spectheory.nodes.NodeForm or None
+        The verifier's rule per node of the sequence tree, for verifiers whose law at position i
+        depends only on the prefix X^i (token, block). When set, ``function`` is derived from it
+        (:func:`spectheory.nodes.law_from_nodes`) and the exact engine evaluates once per node
+        instead of once per draft and position.
+    analytic : callable or None
+        K-path verifiers whose exact block law has a closed route (GBV: block verification
+        against the skewed draft q^G): ``analytic(how, q_levels, p_levels, V, L)`` returns the
+        :class:`spectheory.exact.BlockLaw` that the joint enumeration would give.
     """
 
     name: str
@@ -83,6 +92,8 @@ class VerifierSpec:
     node_form: str | None = None
     paper: str = ""
     summary: str = ""
+    node: Any = None
+    analytic: Callable | None = None
 
     def __post_init__(self):
         if self.paths not in (1, None):
@@ -127,21 +138,33 @@ class VerifierSpec:
         return {"name": self.name, "paths": "1" if self.single_path else "any",
                 "drafting": self.drafting, "lossless": self.lossless,
                 "order_invariant": self.order_invariant, "exact": self.exact,
-                "node_form": self.node_form, "paper": self.paper, "summary": self.summary}
+                "node_form": self.node_form, "paper": self.paper, "summary": self.summary,
+                "routes": self.routes()}
+
+    def routes(self) -> list[str]:
+        """Exact-engine routes available to this verifier (see :func:`spectheory.analyze`)."""
+        if self.single_path:
+            return (["node"] if self.node is not None else []) + ["per-draft"]
+        return (["analytic"] if self.analytic is not None else []) + ["enumerate"]
 
 
 def verifier(function: Callable | None = None, *, name: str | None = None, paths: int | None = 1,
              drafting: str = "any", lossless: bool = True, order_invariant: bool = False,
              exact: bool = True, node_form: str | None = None, paper: str = "",
-             summary: str = ""):
+             summary: str = "", node=None):
     """Declare a function as a verifier: returns the function with a ``spectheory_spec``
     attribute (a :class:`VerifierSpec`). Usable as ``@verifier(paths=None, drafting="iid")`` or
-    ``verifier(f, ...)``; ``module:function`` then finds the spec."""
+    ``verifier(f, ...)``; ``module:function`` then finds the spec. ``node`` declares the
+    verifier's :class:`spectheory.nodes.NodeForm` (its law at position i depends on the prefix
+    X^i only); :func:`spectheory.nodes.node_verifier` builds a verifier from a node form alone,
+    so that its per-draft law cannot differ from it."""
 
     def wrap(f):
         f.spectheory_spec = VerifierSpec(name or f.__name__, f, paths, drafting, lossless,
-                                         order_invariant, exact, node_form, paper,
-                                         summary or (f.__doc__ or "").strip().split("\n")[0])
+                                         order_invariant, exact,
+                                         node_form or getattr(node, "formula", None), paper,
+                                         summary or (f.__doc__ or "").strip().split("\n")[0],
+                                         node=node)
         return f
 
     return wrap(function) if function is not None else wrap

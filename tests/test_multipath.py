@@ -149,7 +149,7 @@ def test_gbv_root_skew_closed_form():
 @pytest.mark.parametrize("K", [2, 3])
 def test_gbv_fast_route_equals_enumeration_exactly(K):
     for inst in [random_instance(3, 2, 4, denominator=12), instance_from_dict(TIE, exact=True)]:
-        enum = analyze_multipath(inst, MULTI_PATH["gbv"], K)
+        enum = analyze_multipath(inst, MULTI_PATH["gbv"], K, route="enumerate")
         ordered = analyze_multipath(inst, MULTI_PATH["gbv"], K, symmetric=False)
         fast = analyze_gbv_fast(inst, K)
         _same_law(enum, fast)
@@ -295,7 +295,7 @@ def test_size_guard_and_bad_arguments():
     inst = random_instance(4, 4, 0)
     # GBV is order-invariant: the guard counts the sorted tuples it would visit, others V^(L K)
     with pytest.raises(SizeLimitError, match=r"C\(4\^4 \+ 4, 5\) sorted"):
-        analyze_multipath(inst, MULTI_PATH["gbv"], 5)
+        analyze_multipath(inst, MULTI_PATH["gbv"], 5, route="enumerate")
     with pytest.raises(SizeLimitError, match=r"V\^\(L K\) = 4\^20"):
         analyze_multipath(inst, MULTI_PATH["specinfer"], 5)
     with pytest.raises(SizeLimitError, match="exact limit"):

@@ -13,20 +13,68 @@ at, i.e. scan i = L down to 0 and stop at the first success):
 Correction: for tau < L, Y ~ normalise(max(w_tau p(.|X^tau) - q(.|X^tau), 0)); for tau = L,
 Y ~ p(.|X^L). Block verification is lossless and optimal in E[tau] among all valid single-path
 verifiers; L = 1 or a one-hot target reduce it to token verification.
+
+Everything at position i depends on the prefix X^i only, so the verifier is stated once per node
+(:func:`block_node`, a backward-scan :class:`spectheory.nodes.NodeForm`); the batched per-draft
+law :func:`block_verification` and the exact engine's per-node route are both built from it.
 """
 
 from __future__ import annotations
 
+import torch
+
 from .. import backend as B
 from ..law import Law
+from ..nodes import NodeForm, law_from_nodes
 from ..registry import VerifierSpec
-from .common import drafted_probs, residual_corrections, residuals, stop_from_acceptance_weights
+from .common import drafted_probs, drafted_ratio, normalise_residual, positive_residual
+
+
+def block_node(state, px, qx, q, p, correction: bool = True, out=None):
+    """Block verification at a batch of nodes of one depth i (see :class:`NodeForm`).
+
+    ``state`` = w_{i-1} [N] (None at the root), ``px``/``qx`` the drafted token's probabilities
+    [N], ``q``/``p`` the rows at the node [N, V] (q None at depth L). Returns (w_i, h_i,
+    correction_i): h_L = w_L with correction p; else h_i = S_i / (S_i + 1 - w_i) (1 at the root
+    and when the denominator is 0) with correction normalise(max(w_i p - q, 0)). With
+    ``correction=False`` the correction is None (S_i is still a pass over the rows); ``out``
+    [N, V] (torch) receives the correction rows.
+    """
+    if state is None:
+        w = B.ones_like(p[:, 0])
+    else:
+        w = drafted_ratio(px, qx)
+        w = w.mul_(state).clamp_(max=1) if B.is_torch(w) else B.minimum(state * w, 1)
+    if q is None:
+        return w, w, (p if correction else None)
+    if state is None and not correction:
+        return w, w, None  # h_0 = 1
+    if B.is_torch(p):  # -res = min(q - w p, 0) in two passes; corrections res/S = (-res)/(-S)
+        neg = torch.addcmul(q, p, w.unsqueeze(-1), value=-1, out=out if correction else None)
+        neg = neg.clamp_(max=0)
+        S = -neg.sum(dim=-1)
+    else:
+        neg = None
+        res = positive_residual(w, p, q)
+        S = B.sum(res, axis=-1)
+    # S + (1 - w), not S + 1 - w: with w <= 1 this keeps h <= 1 (and P(tau) >= 0) in float32
+    h = B.ones_like(S) if state is None else B.safe_div(S, S + (1 - w), B.scalar(S, 1))
+    if not correction:
+        return w, h, None
+    if neg is not None:
+        return w, h, normalise_residual(neg, -S, p)  # zeros may carry a sign bit (-0.0 == 0)
+    return w, h, normalise_residual(res, S, p)
+
+
+BLOCK_NODE = NodeForm(block_node, "backward",
+                      "w_i = min(1, w_{i-1} p/q); h_i = S_i / (S_i + 1 - w_i); "
+                      "correction normalise(max(w_i p - q, 0))", weights_only=True)
 
 
 def block_weights(drafts, q, p):
     """w_0..w_L [B, L+1] (w_0 = 1). A draft token of probability zero gets ratio 1."""
     px, qx = drafted_probs(drafts, q, p)
-    ratio = B.safe_div(px, qx, B.scalar(px, 1))
+    ratio = drafted_ratio(px, qx)
     w = [B.ones_like(ratio[:, 0])]
     for i in range(drafts.shape[-1]):  # loop over positions only, batched over drafts
         w.append(B.minimum(w[-1] * ratio[:, i], 1))
@@ -34,20 +82,16 @@ def block_weights(drafts, q, p):
 
 
 def block_verification(drafts, q, p) -> Law:
-    """Law of block verification. Shapes: drafts [B, L], q [B, L, V], p [B, L+1, V]."""
-    L = drafts.shape[-1]
-    w = block_weights(drafts, q, p)
-    res = residuals(w[:, :L], q, p)
-    S = B.sum(res, axis=-1)  # [B, L]
-    # S + (1 - w), not S + 1 - w: with w <= 1 this keeps h <= 1 (and P(tau) >= 0) in float32
-    h_mid = B.safe_div(S, S + (1 - w[:, :L]), B.scalar(S, 1))
-    h = B.concat([B.ones_like(S[:, :1]), h_mid[:, 1:], w[:, L:]], axis=1)  # [B, L+1]
-    return Law(stop_from_acceptance_weights(h), residual_corrections(res, p, B.expand_dims(S, -1)))
+    """Law of block verification. Shapes: drafts [B, L], q [B, L, V], p [B, L+1, V].
+
+    The node rule :func:`block_node` applied at positions 0..L of every draft
+    (:func:`spectheory.nodes.law_from_nodes`)."""
+    return law_from_nodes(BLOCK_NODE, drafts, q, p)
 
 
 BLOCK = VerifierSpec(
     "block", block_verification, paths=1,
-    node_form="w_i = min(1, w_{i-1} p/q); h_i = S_i / (S_i + 1 - w_i); "
-              "correction normalise(max(w_i p - q, 0))",
+    node_form=BLOCK_NODE.formula,
     paper="Sun et al., Block Verification Accelerates Speculative Decoding, arXiv 2403.10444",
-    summary="block verification (optimal single-path verifier)")
+    summary="block verification (optimal single-path verifier)",
+    node=BLOCK_NODE)

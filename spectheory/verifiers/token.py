@@ -11,14 +11,41 @@ at the first rejection, so
 
 On rejection at position tau+1 the correction is Y ~ normalise(max(p(.|X^tau) - q(.|X^tau), 0));
 after L acceptances the bonus token is Y ~ p(.|X^L).
+
+The rule is stated once per node (:func:`token_node`, a forward-scan
+:class:`spectheory.nodes.NodeForm` with pass probability a_i); the batched per-draft law
+:func:`token_verification` and the exact engine's per-node route are both built from it.
 """
 
 from __future__ import annotations
 
 from .. import backend as B
 from ..law import Law
+from ..nodes import NodeForm, law_from_nodes
 from ..registry import VerifierSpec
-from .common import drafted_probs, residual_corrections, residuals
+from .common import drafted_ratio, normalise_residual, positive_residual
+
+
+def token_node(state, px, qx, q, p, correction: bool = True, out=None):
+    """Token verification at a batch of nodes of one depth i (see :class:`NodeForm`).
+
+    Returns (None, a_i, correction_i): a_0 = 1, a_i = min(1, px / qx) (ratio 1 for a draft token
+    of probability zero); correction normalise(max(p - q, 0)) (p where the residual is zero) for
+    i < L and p at depth L; None with ``correction=False`` (then the rows are not read).
+    ``out`` [N, V] (torch) receives the correction rows.
+    """
+    a = B.ones_like(p[:, 0]) if px is None else B.minimum(drafted_ratio(px, qx), 1)
+    if not correction:
+        return None, a, None
+    if q is None:
+        return None, a, p
+    res = positive_residual(None, p, q, out)
+    return None, a, normalise_residual(res, B.sum(res, axis=-1), p)
+
+
+TOKEN_NODE = NodeForm(token_node, "forward",
+                      "accept X_i w.p. min(1, p(X_i|X^{i-1}) / q(X_i|X^{i-1})); "
+                      "correction normalise(max(p - q, 0))", weights_only=True)
 
 
 def token_verification(drafts, q, p) -> Law:
@@ -26,20 +53,15 @@ def token_verification(drafts, q, p) -> Law:
 
     Degenerate inputs are exact: q(X_i) = 0 (a draft of probability zero) is treated as ratio 1,
     p = q gives certain acceptance, and an all-zero residual (a stop of probability zero) falls
-    back to p so that every correction row is a distribution.
+    back to p so that every correction row is a distribution. The node rule :func:`token_node`
+    at positions 0..L of every draft (:func:`spectheory.nodes.law_from_nodes`).
     """
-    px, qx = drafted_probs(drafts, q, p)
-    accept = B.minimum(B.safe_div(px, qx, B.scalar(px, 1)), 1)  # a_i, [B, L]
-    one = B.ones_like(accept[:, :1])
-    reached = B.cumprod(B.concat([one, accept], axis=1), axis=1)  # prod_{j<=i} a_j, [B, L+1]
-    stop = reached * B.concat([1 - accept, one], axis=1)
-    res = residuals(B.ones_like(accept), q, p)  # plain residual max(p - q, 0)
-    return Law(stop, residual_corrections(res, p))
+    return law_from_nodes(TOKEN_NODE, drafts, q, p)
 
 
 TOKEN = VerifierSpec(
     "token", token_verification, paths=1,
-    node_form="accept X_i w.p. min(1, p(X_i|X^{i-1}) / q(X_i|X^{i-1})); "
-              "correction normalise(max(p - q, 0))",
+    node_form=TOKEN_NODE.formula,
     paper="Leviathan et al., ICML 2023; Chen et al., arXiv 2302.01318",
-    summary="token verification (standard speculative sampling)")
+    summary="token verification (standard speculative sampling)",
+    node=TOKEN_NODE)

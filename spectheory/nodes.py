@@ -1,0 +1,398 @@
+"""Node form of a verifier: one rule per node of the sequence tree, and the two routes built on it.
+
+Many verifiers look at a drafted block X^L only through quantities that depend on the prefix:
+at position i they use p(.|X^i), q(.|X^i), the ratio of the drafted token p(X_i|X^{i-1}) /
+q(X_i|X^{i-1}) and a running state (block verification's weight w_i). Such a verifier is stated
+once, as a :class:`NodeForm`: a ``step`` evaluated on a batch of nodes of one depth i,
+
+    step(state, px, qx, q, p) -> (state_i, weight_i, correction_i)
+
+with ``state`` [N] the parent's state (``None`` at the root), ``px``, ``qx`` [N] the target and
+draft probabilities of the token leading into the node (``None`` at the root), ``q`` [N, V] the
+draft row at the node (``None`` at depth L, where nothing more is drafted) and ``p`` [N, V] the
+target row. ``correction_i`` [N, V] is the law of the token emitted when tau = i at this node;
+``weight_i`` [N] in [0, 1] is read according to ``scan``:
+
+* ``"forward"`` (token verification): the probability of passing the node once its parent is
+  passed, c_0 = 1; P(tau >= i | X) = prod_{j <= i} c_j, so
+  P(tau = i | X) = prod_{j<=i} c_j (1 - c_{i+1}) and P(tau = L | X) = prod_{j<=L} c_j.
+* ``"backward"`` (block verification, Sun et al., arXiv 2403.10444): the acceptance weight h_i of
+  a scan from i = L down to 0 that stops at the first success, h_0 = 1;
+  P(tau = i | X) = h_i prod_{j>i} (1 - h_j).
+
+From the one ``step`` follow both routes of the exact engine, so they cannot drift apart:
+
+* the **per-draft law** :func:`law_from_nodes` (the verifier's batched law function, used by the
+  per-draft route, the multi-path wrappers and real-model loops): ``step`` along each draft;
+* the **per-node route** :func:`node_block_law`: ``step`` once per node, level by level (level d
+  holds C V^d nodes below C contexts), with the draft mass Q(x^d) of every node, then
+
+  - forward:  m_d(x^d) = Q(x^d) R_d(x^d) (1 - sum_a q(a|x^d) c_{d+1}(x^d a)), R_d = prod c_j,
+    m_L = Q R_L;
+  - backward: G_L = 1, G_d(x^d) = sum_a q(a|x^d) (1 - h_{d+1}(x^d a)) G_{d+1}(x^d a),
+    m_d = Q(x^d) h_d(x^d) G_d(x^d);
+
+  m_d(x^d) = P(X^d = x^d, tau = d) is the stop mass of the node, P(tau = d) = sum m_d and the
+  emitted block law is E_{d+1}(x^d y) = m_d(x^d) correction_d(y | x^d).
+
+This costs one step per node (sum_d V^d nodes) instead of L+1 steps per draft (V^L drafts).
+Node quantities are validated like laws (:func:`validate_nodes`): weights in [0, 1], no NaN,
+every correction row a distribution.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Callable
+
+import numpy as np
+import torch
+
+from . import backend as B
+from .law import ROW_SUM_TOL, Law, LawError
+
+#: Scan orders of a node form.
+SCANS = ("forward", "backward")
+
+
+@dataclass(frozen=True)
+class NodeForm:
+    """A verifier's rule at one node (see the module docstring).
+
+    Parameters
+    ----------
+    step : callable
+        ``step(state, px, qx, q, p) -> (state, weight, correction)`` on a batch of nodes of one
+        depth; backend-generic (torch float or numpy Fractions).
+    scan : {"forward", "backward"}
+        How the weights combine into P(tau = i | X).
+    formula : str
+        The rule in words (listings).
+    weights_only : bool
+        ``step`` accepts the keywords ``correction`` and ``out``: with ``correction=False`` it
+        returns ``None`` for the correction and skips its V-sized work (used by
+        :func:`stop_probabilities`); ``out`` (torch, [N, V], or None) is where it may build the
+        correction rows, saving a copy.
+    """
+
+    step: Callable
+    scan: str
+    formula: str = ""
+    weights_only: bool = False
+
+    def __post_init__(self):
+        if self.scan not in SCANS:
+            raise ValueError(f"unknown scan {self.scan!r}; choose from {SCANS}")
+
+
+# ----------------------------------------------------------------------------- per draft
+
+
+def stop_forward(c):
+    """P(tau = i | X) from pass probabilities c [B, L+1] (c_0 = 1): prod_{j<=i} c_j (1 - c_{i+1})
+    for i < L and prod_{j<=L} c_j at L."""
+    reached = B.cumprod(c, axis=1)
+    one = B.ones_like(c[:, :1])
+    return reached * B.concat([1 - c[:, 1:], one], axis=1)
+
+
+def stop_backward(h):
+    """P(tau = i | X) = h_i prod_{j>i} (1 - h_j) from acceptance weights h [B, L+1] (h_0 = 1)."""
+    survive = B.flip(B.cumprod(B.flip(1 - h, 1), axis=1), 1)  # prod_{j>=i} (1 - h_j)
+    tail = B.concat([survive[:, 1:], B.ones_like(h[:, :1])], axis=1)  # prod_{j>i}
+    return h * tail
+
+
+def stop_from_weights(scan: str, weights):
+    return stop_forward(weights) if scan == "forward" else stop_backward(weights)
+
+
+#: Elements of one [rows, V] working array per step of the per-draft route (torch): 2^18 (1 MiB
+#: in float32) keeps the step's temporaries in cache, so a step costs about one read of its
+#: rows of p and q and one write of its correction.
+ROW_CHUNK_ELEMENTS = 2**18
+
+
+def _draft_weights(form: NodeForm, px_all, qx_all, q, p, L: int, out=None, want=True):
+    """Weights [n, L+1] and correction rows of drafts (``out`` [n, L+1, V]: corrections written
+    there; ``want`` False: not needed, and skipped by a ``weights_only`` step)."""
+    rows, weights = [], []
+    state = None
+    lean = not want and form.weights_only
+    for i in range(L + 1):
+        px = None if i == 0 else px_all[:, i - 1]
+        qx = None if i == 0 else qx_all[:, i - 1]
+        q_row = q[:, i] if i < L else None
+        if lean:
+            state, w, c = form.step(state, px, qx, q_row, p[:, i], correction=False)
+        elif form.weights_only and out is not None:
+            state, w, c = form.step(state, px, qx, q_row, p[:, i], out=out[:, i])
+        else:
+            state, w, c = form.step(state, px, qx, q_row, p[:, i])
+        weights.append(w)
+        if out is not None:
+            if c.data_ptr() != out[:, i].data_ptr():
+                out[:, i] = c
+        elif want:
+            rows.append(c)
+    return B.stack(weights, axis=1), rows
+
+
+def _empty_like(p):
+    """An uninitialised array like p; on the CPU allocated by numpy, which asks the kernel for
+    huge pages on large arrays (fewer page faults on the first write)."""
+    if p.device.type == "cpu" and p.dtype in (torch.float32, torch.float64):
+        return torch.from_numpy(np.empty(tuple(p.shape), dtype=np.float32 if p.dtype ==
+                                         torch.float32 else np.float64))
+    return torch.empty(p.shape, dtype=p.dtype, device=p.device)
+
+
+def law_from_nodes(form: NodeForm, drafts, q, p, corrections: bool = True) -> Law:
+    """The per-draft law of a node-form verifier: ``form.step`` at positions 0..L of each draft.
+
+    Shapes: drafts [B, L], q [B, L, V], p [B, L+1, V]; returns stop [B, L+1], correction
+    [B, L+1, V]. On torch the drafts are taken a few rows at a time (:data:`ROW_CHUNK_ELEMENTS`)
+    and each correction row is written once into one preallocated array: about one read of p
+    and q and one write of the corrections. ``corrections=False`` returns the stop table only
+    (``Law(stop, None)``; steps declared ``weights_only`` then skip the correction rows).
+    """
+    L = drafts.shape[-1]
+    idx = B.expand_dims(B.as_index(drafts, q), -1)
+    px_all = B.take_along(p[:, :L], idx, axis=-1)[..., 0]
+    qx_all = B.take_along(q, idx, axis=-1)[..., 0]
+    if not B.is_torch(p):
+        w, rows = _draft_weights(form, px_all, qx_all, q, p, L, None, corrections)
+        return Law(stop_from_weights(form.scan, w),
+                   B.stack(rows, axis=1) if corrections else None)
+    n = drafts.shape[0]
+    V = p.shape[-1]
+    corr = _empty_like(p) if corrections else None
+    step = max(1, ROW_CHUNK_ELEMENTS // max(1, V)) if p.device.type == "cpu" else max(n, 1)
+    parts = []
+    for r0 in range(0, n, step):
+        r1 = min(n, r0 + step)
+        out = corr[r0:r1] if corrections else None
+        w, _ = _draft_weights(form, px_all[r0:r1], qx_all[r0:r1], q[r0:r1], p[r0:r1], L, out,
+                              corrections)
+        parts.append(w)
+    w = parts[0] if len(parts) == 1 else torch.cat(parts)
+    return Law(stop_from_weights(form.scan, w), corr)
+
+
+def stop_probabilities(verifier, drafts, q, p):
+    """P(tau = i | X) [B, L+1] of a single-path verifier, without its corrections.
+
+    For paired comparisons of verifiers on the same drafts (E[tau | X] = sum_i i P(tau = i | X))
+    only the stop table is needed: a node-form verifier whose step is ``weights_only`` (token,
+    block) then skips the correction rows (no V-sized write per position); others run their full
+    law. Shapes as :func:`law_from_nodes`."""
+    from .registry import get_verifier
+
+    spec = get_verifier(verifier)
+    if spec.node is not None:
+        return law_from_nodes(spec.node, drafts, q, p, corrections=False).stop
+    return spec(drafts, q, p)[0]
+
+
+def expected_accepted(verifier, drafts, q, p):
+    """E[tau | X] [B] = sum_i i P(tau = i | X) from :func:`stop_probabilities`."""
+    stop = stop_probabilities(verifier, drafts, q, p)
+    i = B.arange(stop.shape[1], drafts)
+    if B.is_torch(stop):
+        return (stop * i.to(stop.dtype)).sum(dim=1)
+    return B.sum(stop * i, axis=1)
+
+
+def per_draft_function(form: NodeForm, name: str, doc: str = "") -> Callable:
+    """The batched single-path law function ``f(drafts, q, p) -> Law`` of a node form."""
+
+    def law(drafts, q, p) -> Law:
+        return law_from_nodes(form, drafts, q, p)
+
+    law.__name__ = law.__qualname__ = name
+    law.__doc__ = doc or f"Per-draft law of the node form {form.formula!r}."
+    law.node_form = form
+    return law
+
+
+def node_verifier(form: NodeForm, name: str, *, lossless: bool = True, exact: bool = True,
+                  paper: str = "", summary: str = ""):
+    """A single-path :class:`spectheory.registry.VerifierSpec` from a node form alone: its law
+    function is :func:`law_from_nodes` of the form, and the exact engine uses the per-node
+    route."""
+    from .registry import VerifierSpec
+
+    return VerifierSpec(name, per_draft_function(form, name), paths=1, lossless=lossless,
+                        exact=exact, node_form=form.formula, paper=paper,
+                        summary=summary or form.formula, node=form)
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+def _numpy(x):
+    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+
+
+def validate_nodes(weight, corr, depth: int, exact: bool, name: str = "verifier",
+                   tol: float = ROW_SUM_TOL, skip_corr: bool = False) -> None:
+    """Check the node quantities of one depth: weights [N] in [0, 1], corrections [N, V]
+    non-negative rows summing to 1 (exactly in exact mode); raises
+    :class:`spectheory.law.LawError` (kinds nan, inf, negative, stop-sum, correction-sum,
+    not-exact, shape). ``skip_corr``: the correction is the (already validated) target table."""
+    where = f"at depth {depth}"
+    if exact:
+        for what, a in (("weight", weight), ("correction", corr)):
+            if what == "correction" and skip_corr:
+                continue
+            a = np.asarray(a, dtype=object)
+            ok = np.frompyfunc(lambda v: isinstance(v, (Fraction, int, np.integer))
+                               and not isinstance(v, bool), 1, 1)(a).astype(bool)
+            if not ok.all():
+                ix = tuple(int(i) for i in np.argwhere(~ok)[0])
+                raise LawError("not-exact", f"{name}: node {what} {where} {ix} = {a[ix]!r} is "
+                               f"not a Fraction in an exact-mode law", ix, a[ix])
+        w = np.asarray(weight, dtype=object)
+        bad = (w < 0) | (w > 1)
+        if bad.any():
+            n = int(np.flatnonzero(bad)[0])
+            raise LawError("negative" if w[n] < 0 else "stop-sum",
+                           f"{name}: node weight {where}, node {n} = {w[n]} is outside [0, 1]",
+                           (n,), w[n])
+        if skip_corr:
+            return
+        c = np.asarray(corr, dtype=object)
+        if (c < 0).any():
+            ix = tuple(int(i) for i in np.argwhere(c < 0)[0])
+            raise LawError("negative", f"{name}: negative correction {where} {ix} = {c[ix]}",
+                           ix, c[ix])
+        rows = c.sum(axis=1)
+        if (rows != 1).any():
+            n = int(np.flatnonzero(rows != 1)[0])
+            raise LawError("correction-sum", f"{name}: correction row {where}, node {n} sums "
+                           f"to {rows[n]}, not 1", (n,), rows[n])
+        return
+    w = weight if isinstance(weight, torch.Tensor) else torch.as_tensor(_numpy(weight))
+    c = None if skip_corr else (corr if isinstance(corr, torch.Tensor)
+                                else torch.as_tensor(_numpy(corr)))
+    # fast screen: min >= 0 fails on NaN and negatives, max <= 1 + tol on inf and w > 1, row sums
+    # within tol on inf; the detailed diagnosis below runs only when a screen fails
+    if w.numel():
+        lo, hi = torch.aminmax(w)
+        ok = bool(lo >= 0) and bool(hi <= 1 + tol)  # False on NaN
+    else:
+        ok = True
+    if c is not None and ok and c.numel():
+        ok = bool(c.min() >= 0) and bool(((c.sum(dim=1) - 1).abs() <= tol).all())
+    if ok:
+        return
+    checks = [("weight", w)] + ([] if c is None else [("correction", c)])
+    for what, t in checks:
+        if not torch.isfinite(t).all():
+            kind = "nan" if torch.isnan(t).any() else "inf"
+            ix = tuple(int(i) for i in torch.nonzero(~torch.isfinite(t))[0])
+            raise LawError(kind, f"{name}: {'NaN' if kind == 'nan' else 'infinite'} node {what} "
+                           f"{where} {ix}", ix, float(t[ix]))
+        if (t < 0).any():
+            ix = tuple(int(i) for i in torch.nonzero(t < 0)[0])
+            raise LawError("negative", f"{name}: negative node {what} {where} {ix} = "
+                           f"{float(t[ix])!r}", ix, float(t[ix]))
+    if (w > 1 + tol).any():
+        n = int(torch.nonzero(w > 1 + tol)[0])
+        raise LawError("stop-sum", f"{name}: node weight {where}, node {n} = {float(w[n])!r} "
+                       f"exceeds 1", (n,), float(w[n]))
+    err = (c.sum(dim=1) - 1).abs()
+    n = int(torch.nonzero(err > tol)[0])
+    raise LawError("correction-sum", f"{name}: correction row {where}, node {n} sums to "
+                   f"{float(c[n].sum())!r}, not 1 (tolerance {tol:g}); every row must be a "
+                   f"distribution, also where P(tau) = 0", (n,), float(c[n].sum()))
+
+
+# ----------------------------------------------------------------------------- per node
+
+
+def _repeat(x, V: int):
+    """Each entry of x [N] repeated V times (the parent's value at each of its children)."""
+    if B.is_torch(x):
+        return x.unsqueeze(1).expand(x.shape[0], V).reshape(-1)
+    return np.repeat(x, V)
+
+
+@dataclass
+class NodeLaw:
+    """Per-node results below C contexts: ``stop_mass[d]`` [C V^d] = P(X^d = x^d, tau = d) and
+    ``correction[d]`` [C V^d, V]; ``corr_is_target[d]``: the correction is the target table."""
+
+    stop_mass: list
+    correction: list
+    corr_is_target: list
+
+    def tau_pmf(self, C: int):
+        return B.stack([B.sum(m.reshape(C, -1), axis=1) for m in self.stop_mass], axis=1)
+
+    def emitted(self, d: int):
+        """E_{d+1} [C V^(d+1)]: probability that the output block is exactly x^d y."""
+        return (B.expand_dims(self.stop_mass[d], 1) * self.correction[d]).reshape(-1)
+
+
+def node_block_law(form: NodeForm, q_levels, p_levels, V: int, L: int,
+                   name: str = "verifier") -> NodeLaw:
+    """Per-node route: the stop mass and correction of every node below C contexts.
+
+    ``q_levels[d]`` [C V^d, V] (d < L) and ``p_levels[d]`` [C V^d, V] (d <= L) as from
+    :func:`spectheory.tree.levels`. One ``form.step`` call per depth on all nodes of that depth.
+    """
+    exact = B.is_exact(p_levels[0])
+    C = p_levels[0].shape[0]
+    mass = B.full((C,), 1, p_levels[0])  # Q(x^d), the draft probability of each node
+    masses, weights, corrs, is_p = [], [], [], []
+    state = px = qx = None
+    for d in range(L + 1):
+        q_row = q_levels[d] if d < L else None
+        state, w, c = form.step(state, px, qx, q_row, p_levels[d])
+        same = c is p_levels[d]
+        validate_nodes(w, c, d, exact, name, skip_corr=same)
+        masses.append(mass)
+        weights.append(w)
+        corrs.append(c)
+        is_p.append(same)
+        if d < L:
+            px = p_levels[d].reshape(-1)
+            qx = q_levels[d].reshape(-1)
+            if state is not None:
+                state = _repeat(state, V)
+            mass = (B.expand_dims(mass, 1) * q_levels[d]).reshape(-1)
+    one = weights[0]
+    bad = (one != 1) if exact else (B.abs(one - 1) > ROW_SUM_TOL)
+    if bool(bad.any()):
+        n = int(np.flatnonzero(_numpy(bad))[0])
+        raise LawError("stop-sum", f"{name}: the node weight at the root (context {n}) is "
+                       f"{one[n]}, not 1 (c_0 = 1 / h_0 = 1)", (n,), one[n])
+    stop = [None] * (L + 1)
+    if form.scan == "forward":
+        reached = weights[0]
+        R = [reached]
+        for d in range(1, L + 1):
+            reached = _repeat(reached, V) * weights[d]
+            R.append(reached)
+        for d in range(L):
+            passed = B.sum(q_levels[d] * weights[d + 1].reshape(-1, V), axis=1)
+            stop[d] = masses[d] * R[d] * (1 - passed)
+        stop[L] = masses[L] * R[L]
+    else:
+        G = None  # G_L = 1
+        stop[L] = masses[L] * weights[L]
+        for d in range(L - 1, -1, -1):
+            go_on = 1 - weights[d + 1]
+            if G is not None:
+                go_on = go_on.mul_(G) if B.is_torch(go_on) else go_on * G
+            G = B.sum(q_levels[d] * go_on.reshape(-1, V), axis=1)
+            stop[d] = masses[d] * weights[d] * G
+    return NodeLaw(stop, corrs, is_p)
+
+
+__all__ = ["NodeForm", "NodeLaw", "SCANS", "expected_accepted", "law_from_nodes",
+           "node_block_law", "node_verifier", "stop_probabilities",
+           "per_draft_function", "stop_backward", "stop_forward", "stop_from_weights",
+           "validate_nodes"]

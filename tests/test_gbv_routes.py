@@ -1,0 +1,90 @@
+"""GBV: the analytic route (block verification against the skewed draft q^G, per node) is the
+default of analyze and equals the joint enumeration exactly (rationals, prefix-dependent rows,
+ties, zeros) and to 1e-14 in float64; the enumeration stays available as route="enumerate"."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from spectheory.exact import analyze, check_lossless, multi_iteration_law
+from spectheory.instances import instance_from_dict
+from spectheory.multipath import analyze_gbv_fast
+from spectheory.random_instances import random_instance
+from spectheory.registry import DraftingWarning, get_verifier
+from strategies import make_instance
+
+TIE = {"vocab_size": 3, "block_length": 2, "target": ["1/4", "3/8", "3/8"],
+       "draft": ["1/2", "1/4", "1/4"]}
+
+
+def _exact_instances():
+    yield random_instance(3, 2, 4, denominator=12)            # prefix-dependent rows
+    yield random_instance(2, 3, 5, alpha=0.3, denominator=6)  # zeros, prefix-dependent
+    yield instance_from_dict(TIE, exact=True)                 # equal ratios (ties)
+    yield make_instance("equal", V=3, L=2, seed=3, denominator=6)
+    yield make_instance("onehot_target", V=3, L=2, seed=4, denominator=6)
+
+
+@pytest.mark.parametrize("K", [1, 2, 3])
+def test_analytic_equals_enumeration_exactly(K):
+    for inst in _exact_instances():
+        fast = analyze(inst, "gbv", paths=K)
+        enum = analyze(inst, "gbv", paths=K, route="enumerate")
+        assert fast.route == "analytic" and enum.route in ("enumerate", "per-draft")
+        assert fast.tau_pmf == enum.tau_pmf
+        assert fast.tv_to_target == enum.tv_to_target == 0
+        assert (np.asarray(fast.output_law) == np.asarray(enum.output_law)).all()
+        assert fast.extra == enum.extra == {"paths": K, "drafting": "iid"}
+
+
+@pytest.mark.parametrize("K", [2, 3])
+def test_analytic_equals_enumeration_float(K):
+    inst = random_instance(3, 2, 9, alpha=0.5)
+    fast = analyze(inst, "gbv", paths=K)
+    enum = analyze(inst, "gbv", paths=K, route="enumerate")
+    assert max(abs(a - b) for a, b in zip(fast.tau_pmf, enum.tau_pmf)) <= 1e-14
+    assert float((fast.output_law - enum.output_law).abs().max()) <= 1e-14
+    assert abs(fast.tv_to_target - enum.tv_to_target) <= 1e-14
+    assert analyze_gbv_fast(inst, K).tau_pmf == fast.tau_pmf
+
+
+def test_k1_is_block_verification():
+    inst = random_instance(3, 3, 2, denominator=10)
+    assert analyze(inst, "gbv", paths=1).tau_pmf == analyze(inst, "block").tau_pmf
+
+
+def test_multi_iteration_and_checker_on_both_routes():
+    inst = random_instance(2, 2, 1, alpha=0.5, denominator=8)
+    a = multi_iteration_law(inst, "gbv", 3, paths=2)
+    b = multi_iteration_law(inst, "gbv", 3, paths=2, route="enumerate")
+    assert (a[0] == b[0]).all() and a[2] == b[2] == 0
+    assert check_lossless("gbv", inst, paths=2).lossless
+    assert check_lossless("gbv", inst, paths=2, route="enumerate").lossless
+
+
+def test_lossy_control_is_still_caught_and_enumerated():
+    """The mismatched-ties control has no analytic route: it is enumerated and found lossy."""
+    inst = instance_from_dict(TIE, exact=True)
+    assert get_verifier("gbv-mismatched-ties").analytic is None
+    res = analyze(inst, "gbv-mismatched-ties", paths=2)
+    assert res.route == "enumerate" and res.tv_to_target > 0
+
+
+def test_other_drafting_scheme_falls_back_to_enumeration():
+    inst = random_instance(3, 2, 4, denominator=12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DraftingWarning)
+        res = analyze(inst, "gbv", paths=2, drafting="norep")
+    assert res.route == "enumerate"
+
+
+def test_large_case_only_possible_on_analytic_route():
+    """V = 4, L = 4, K = 3: 16.7 M ordered joint outcomes; the analytic route is lossless and its
+    E[tau] exceeds block verification's."""
+    inst = random_instance(4, 4, 0)
+    g = analyze(inst, "gbv", paths=3)
+    assert g.tv_to_target < 1e-14
+    assert g.expected_accepted > analyze(inst, "block").expected_accepted
