@@ -123,6 +123,14 @@ def crosscheck_config(args):
                             trials=args.trials, L=args.L, seed=args.seed, out=args.out)
 
 
+def record_config(args):
+    from .experiments.record import RecordConfig
+
+    return RecordConfig(out=args.out, models=model_spec(args), sampling=sampling_config(args),
+                        steps=args.steps, K=args.K, L=args.L, prompts=args.prompts,
+                        seed=args.seed)
+
+
 def summarize_config(args):
     from .experiments.summarize import SummarizeConfig
 
@@ -161,6 +169,14 @@ def _validate_lossless(args) -> int:
     doc = run_lossless(lossless_config(args))
     print(format_lossless(doc))
     return 0 if doc["ok"] else 1
+
+
+def _validate_record(args) -> int:
+    from .experiments.record import record_rows
+
+    res = record_rows(record_config(args))
+    print(json.dumps(res))
+    return 0
 
 
 def _validate_crosscheck(args) -> int:
@@ -295,6 +311,18 @@ def register(sub) -> None:
     c.add_argument("--out", default=None)
     c.set_defaults(func=_validate_crosscheck)
 
+    r = vsub.add_parser("record-rows", help="record drafted paths and the full draft and target "
+                                            "rows at real contexts (for spectheory audit)")
+    _common_model_options(r)
+    _pair_options(r)
+    r.add_argument("--out", required=True, help="output file (torch.save of the rows)")
+    r.add_argument("--steps", type=int, default=8, help="proposals to record")
+    r.add_argument("--K", type=int, default=1)
+    r.add_argument("--L", type=int, default=8)
+    r.add_argument("--prompts", type=int, default=4, help="HumanEval prompts used as contexts")
+    r.set_defaults(func=_validate_record)
+
 
 __all__ = ["OneLineParser", "register", "model_spec", "sampling_config", "run_config",
-           "costs_config", "lossless_config", "crosscheck_config", "summarize_config"]
+           "costs_config", "lossless_config", "crosscheck_config", "record_config",
+           "summarize_config"]

@@ -254,6 +254,35 @@ def log1p_check(kind: str = "tiny-q", vocab_size: int = 151_936, batch: int = 4,
     return res
 
 
+def load_rows(path) -> tuple:
+    """Recorded rows (``spectheory validate record-rows``): a ``torch.save`` file holding
+    ``drafts`` [B, K, L], ``q`` [B, K, L, V] and ``p`` [B, K, L+1, V]. Returns (drafts, q, p,
+    description); every problem is one :class:`SpectheoryError`."""
+    import os
+
+    if not os.path.isfile(path):
+        raise SpectheoryError(f"--rows-file {path}: no such file")
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # a file torch cannot read: one line, never a traceback
+        raise SpectheoryError(f"--rows-file {path}: not a torch file of rows "
+                              f"({type(exc).__name__}: {str(exc).splitlines()[0][:120]})") from None
+    if not isinstance(obj, dict) or not {"drafts", "q", "p"} <= set(obj):
+        raise SpectheoryError(f"--rows-file {path}: expected a dict with drafts, q and p")
+    drafts, q, p = obj["drafts"], obj["q"], obj["p"]
+    if not all(isinstance(t, torch.Tensor) for t in (drafts, q, p)) or drafts.dim() != 3 or \
+            q.shape[:3] != drafts.shape or p.shape[:2] != drafts.shape[:2] or \
+            p.shape[2] != drafts.shape[2] + 1 or q.shape[-1] != p.shape[-1]:
+        raise SpectheoryError(f"--rows-file {path}: shapes must be drafts [B, K, L], "
+                              f"q [B, K, L, V], p [B, K, L+1, V]")
+    q, p = q.double(), p.double()
+    for name, t in (("q", q), ("p", p)):
+        if not bool(torch.isfinite(t).all()) or bool((t < 0).any()) or \
+                float((t.sum(-1) - 1).abs().max()) > 1e-6:
+            raise SpectheoryError(f"--rows-file {path}: the {name} rows are not distributions")
+    return drafts.long(), q, p, str(obj.get("models", path))
+
+
 def audit_text(results: list[DtypeAudit], header: str) -> str:
     lines = [header, f"  {'dtype':9s} {'stop error':>11s} {'output TV':>11s} "
                      f"{'+ input rounding':>17s} {'worst step':28s} flags"]
@@ -280,6 +309,14 @@ def cmd_audit(args) -> int:
             raise SpectheoryError(f"--rows: unknown row kind {kind!r}; choose from "
                                   f"{', '.join(ROW_KINDS)}")
     results, texts = {}, []
+    if args.rows_file:
+        drafts, q, p, what = load_rows(args.rows_file)
+        B, K, L = drafts.shape
+        res = audit(args.verifier, "recorded", q.shape[-1], B, K, L, dtypes, rows=(drafts, q, p))
+        results["recorded"] = [asdict(r) for r in res]
+        texts.append(audit_text(res, f"{args.verifier}, recorded rows of {what}, "
+                                     f"V = {q.shape[-1]:,}, B = {B}, K = {K}, L = {L}:"))
+        kinds = []
     for kind in kinds:
         res = audit(args.verifier, kind, args.vocab, args.batch, args.paths, args.block,
                     dtypes, args.seed)
@@ -314,6 +351,9 @@ def register(sub) -> None:
     p.add_argument("--paths", type=positive_int, default=1, help="paths K (multi-path verifiers)")
     p.add_argument("--block", type=positive_int, default=8, help="block length L")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--rows-file", default=None, metavar="FILE",
+                   help="audit recorded real conditionals (spectheory validate record-rows) "
+                        "instead of synthetic rows")
     p.add_argument("--log1p", action="store_true",
                    help="also measure the log-space correction with log1p vs log(1 - r)")
     p.add_argument("--json", action="store_true", help="print one JSON object")

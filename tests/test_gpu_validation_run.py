@@ -134,3 +134,38 @@ def test_crosscheck_command(env, tmp_path, monkeypatch, capsys, pair):
     assert doc["trials"] == 32 and doc["accept_count_match"] == 32
     assert doc["max_row_diff"] < 1e-6
     assert code == (0 if doc["exercised"] else 1), err
+
+
+def test_record_rows_then_audit_them(env, tmp_path, monkeypatch, capsys):
+    """``validate record-rows`` saves real conditionals (one row per distinct prefix, rows that
+    are distributions); ``audit --rows-file`` audits a verifier on exactly those rows (float64
+    against itself: zero error) and refuses a file that is not rows in one line."""
+    monkeypatch.setenv("SPECTHEORY_CACHE", env["cache"])
+    rows = tmp_path / "rows.pt"
+    code, stdout, err = _cli(["validate", "record-rows", "--draft", env["draft"], "--target",
+                              env["target"], "--steps", "5", "--K", "3", "--L", "3",
+                              "--prompts", "2", "--out", rows], capsys)
+    assert code == 0, err
+    summary = json.loads(stdout)
+    assert summary["steps"] == 5 and summary["vocab_size"] == V
+    saved = torch.load(rows, weights_only=True)
+    d, q, p = saved["drafts"], saved["q"], saved["p"]
+    assert d.shape == (5, 3, 3) and q.shape == (5, 3, 3, V) and p.shape == (5, 3, 4, V)
+    assert torch.allclose(q.sum(-1), torch.ones(1, dtype=q.dtype))
+    for b in range(5):  # paths through one node carry that node's row
+        for i in range(4):
+            for a in range(3):
+                for c in range(3):
+                    if torch.equal(d[b, a, :i], d[b, c, :i]):
+                        assert torch.equal(p[b, a, i], p[b, c, i])
+    assert [f.name for f in tmp_path.iterdir()] == ["rows.pt"]  # no temporary file left
+    code, stdout, err = _cli(["audit", "--rows-file", rows, "--verifier", "gbv", "--paths", "3",
+                              "--dtypes", "float32,float64", "--json"], capsys)
+    assert code == 0, err
+    res = {r["dtype"]: r for r in json.loads(stdout)["audit"]["recorded"]}
+    assert res["float64"]["output_tv"] == 0 and res["float32"]["output_tv"] < 1e-5
+    bad = tmp_path / "bad.pt"
+    torch.save({"drafts": d, "q": q}, bad)
+    for path in (bad, tmp_path / "missing.pt", env["cache"]):
+        code, stdout, err = _cli(["audit", "--rows-file", path], capsys)
+        assert code == 2 and stdout == "" and len(err.strip().splitlines()) == 1, err

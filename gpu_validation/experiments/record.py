@@ -1,0 +1,105 @@
+"""Record real conditionals: drafted paths and the full draft and target rows along them.
+
+Each recorded step is one proposal of the speculative decoding loop (:class:`SpeculativeDecoder`)
+at a real context: K drafted paths of L tokens, q [K, L, V] and p [K, L+1, V] (float64, one row
+per distinct prefix), after which the trajectory advances by block verification. The file
+(``torch.save`` of a dict with ``drafts`` [B, K, L], ``q`` [B, K, L, V], ``p`` [B, K, L+1, V],
+``models``, ``prompts``) is what ``spectheory audit --rows-file`` reads, so a verifier's
+low-precision law can be audited on the conditionals of a real model pair.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from ..checks import check_int, check_seed
+from ..decoding import SamplingConfig, SpeculativeDecoder, law_on, resolve_verifier, sample_on
+from ..hf_models import ModelSpec
+from .config import check_out_file, stderr_log
+
+
+@dataclass(frozen=True)
+class RecordConfig:
+    """Configuration of :func:`record_rows`: ``steps`` proposals of K paths of L tokens, spread
+    over the first ``prompts`` HumanEval prompts."""
+
+    out: str
+    models: ModelSpec = field(default_factory=ModelSpec)
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    steps: int = 8
+    K: int = 1
+    L: int = 8
+    prompts: int = 4
+    seed: int = 0
+
+    def __post_init__(self):
+        check_int("steps", self.steps, 1, 10_000)
+        check_int("K", self.K, 1, 64)
+        check_int("L", self.L, 1, 64)
+        check_int("prompts", self.prompts, 1, 164)
+        check_seed(self.seed)
+        if check_out_file(self.out) is None:
+            from spectheory.errors import SpectheoryError
+
+            raise SpectheoryError("--out: a file name for the recorded rows is required")
+
+
+def save_rows(path, rows: dict) -> Path:
+    """``torch.save`` through a temporary file renamed into place (nothing half-written)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        torch.save(rows, tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+def record_rows(cfg: RecordConfig, log=stderr_log) -> dict:
+    """Record ``cfg.steps`` proposals (module doc) and write them to ``cfg.out``; returns a
+    summary (shapes, models, prompts)."""
+    from ..data import encode, load_prompts
+    from ..hf_models import load_models
+
+    cfg.models.check()
+    prompts = load_prompts((("humaneval", cfg.prompts),), cfg.seed)
+    pair = load_models(cfg.models)
+    log(f"models: {pair.description}")
+    dec = SpeculativeDecoder(pair.draft, pair.target, cfg.sampling, torch.float64,
+                             cfg.models.device)
+    advance = resolve_verifier("block")
+    g = torch.Generator().manual_seed(cfg.seed)
+    per_prompt = -(-cfg.steps // len(prompts))
+    drafts, qs, ps = [], [], []
+    for prompt in prompts:
+        dec.start(encode(prompt, pair.tokenizer, 512))
+        for _ in range(per_prompt):
+            if len(drafts) == cfg.steps:
+                break
+            prop = dec.propose(cfg.K, cfg.L, g)
+            drafts.append(prop.drafts.cpu())
+            qs.append(prop.q.double().cpu())
+            ps.append(prop.p.double().cpu())
+            k, tau, y = sample_on(law_on(advance, prop), g)
+            dec.commit(prop, k, tau, y)
+    import re
+
+    models = re.sub(r"(/[^ ,]+/)([^/ ,]+)", r"\2", pair.description)  # file names, not paths
+    rows = {"drafts": torch.stack(drafts), "q": torch.stack(qs), "p": torch.stack(ps),
+            "models": models, "prompts": len(prompts)}
+    save_rows(cfg.out, rows)
+    log(f"recorded {len(drafts)} steps to {cfg.out}")
+    return {"out": str(cfg.out), "steps": len(drafts), "K": cfg.K, "L": cfg.L,
+            "vocab_size": int(rows["q"].shape[-1]), "models": models}
+
+
+__all__ = ["RecordConfig", "record_rows", "save_rows"]
