@@ -20,13 +20,13 @@ reaches 2.076 at TV 0.079, greedy matching 1.187 at TV 0.434.
 
 from __future__ import annotations
 
-import json
 from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 
 import spectheory as st
+from _common import pyplot, run_script, save
 from spectheory.verifiers.contrasts import (lenient_verification, threshold_verification,
                                             typical_acceptance)
 
@@ -62,11 +62,7 @@ def compute(quick: bool = False) -> dict:
 
 
 def draw(data: dict, out: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.2, 4.2))
     styles = {"lenient": ("o-", "C0"), "threshold": ("s-", "C1"), "typical": ("^-", "C2"),
               "greedy": ("D", "C3")}
@@ -87,10 +83,7 @@ def draw(data: dict, out: Path) -> None:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")
     fig.tight_layout()
-    for ext in ("png", "pdf"):
-        fig.savefig(out / f"fig7_lossy_frontier.{ext}", dpi=130,
-                    metadata={"CreationDate": None} if ext == "pdf" else {"Software": None})
-    plt.close(fig)
+    save(fig, out, "fig7_lossy_frontier")
 
 
 def headline(data: dict) -> str:
@@ -113,8 +106,5 @@ def main(out: Path, quick: bool = False) -> dict:
     return data
 
 
-if __name__ == "__main__":  # pragma: no cover
-    import sys
-
-    target = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).parent
-    print(json.dumps(main(target, quick="--quick" in sys.argv), indent=1, default=str))
+if __name__ == "__main__":
+    run_script(main)

@@ -25,13 +25,13 @@ difference between the last two 2.1e-09).
 
 from __future__ import annotations
 
-import json
 from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 
 import spectheory as st
+from _common import pyplot, run_script, save
 from lp import direct_lp, optimal_multidraft_L1
 from lp.selection import selection_lp
 
@@ -64,11 +64,7 @@ def compute(quick: bool = False) -> dict:
 
 
 def draw(data: dict, out: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, (a, b) = plt.subplots(1, 2, figsize=(9.5, 3.8))
     left = data["two_token_L1"]
     for key, style, label in (("gbv", "o-", "GBV"), ("selection", "s--", "best selection rule"),
@@ -90,10 +86,7 @@ def draw(data: dict, out: Path) -> None:
     b.legend(fontsize=8)
     b.grid(alpha=0.3)
     fig.tight_layout()
-    for ext in ("png", "pdf"):
-        fig.savefig(out / f"fig8_selection_optimum.{ext}", dpi=130,
-                    metadata={"CreationDate": None} if ext == "pdf" else {"Software": None})
-    plt.close(fig)
+    save(fig, out, "fig8_selection_optimum")
 
 
 def headline(data: dict) -> str:
@@ -113,8 +106,5 @@ def main(out: Path, quick: bool = False) -> dict:
     return data
 
 
-if __name__ == "__main__":  # pragma: no cover
-    import sys
-
-    target = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).parent
-    print(json.dumps(main(target, quick="--quick" in sys.argv), indent=1))
+if __name__ == "__main__":
+    run_script(main)
