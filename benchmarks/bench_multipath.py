@@ -21,7 +21,7 @@ import torch
 
 from spectheory.multipath import analyze_gbv_fast, analyze_multipath, outcome_count
 from spectheory.random_instances import random_instance
-from spectheory.verifiers import MULTI_PATH
+from spectheory.registry import get_verifier
 
 
 def peak_rss_gib() -> float:
@@ -30,8 +30,9 @@ def peak_rss_gib() -> float:
 
 def run(V: int, L: int, K: int, name: str, seed: int = 0, symmetric: bool | None = None) -> None:
     inst = random_instance(V, L, seed)
-    verifier = MULTI_PATH[name]
-    sym = getattr(verifier, "order_invariant", False) if symmetric is None else symmetric
+    verifier = get_verifier(name, multi_path=True)  # a registered name or module:function
+    sym = (verifier.order_invariant and verifier.drafting in ("iid", "any")) \
+        if symmetric is None else symmetric
     t0, c0 = time.perf_counter(), time.process_time()
     res = analyze_multipath(inst, verifier, K, name=name, progress=sys.stderr.isatty(),
                             symmetric=sym, route="enumerate")
@@ -44,7 +45,7 @@ def run(V: int, L: int, K: int, name: str, seed: int = 0, symmetric: bool | None
             f"{n / dt / 1e6:6.2f} M joint outcomes/s, {visited / dt / 1e6:6.3f} M visited/s; "
             f"E[tau+1] = {res.block_efficiency:.6f}, "
             f"TV = {res.tv_to_target:.1e}, peak RSS {peak_rss_gib():.2f} GiB")
-    if name == "gbv":
+    if verifier.name == "gbv":
         times = []
         for _ in range(5):
             t0 = time.perf_counter()
@@ -63,6 +64,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     ap.add_argument("--ordered", action="store_true",
                     help="also time GBV enumerating every ordered outcome (no symmetry reduction)")
+    ap.add_argument("--verifier", action="append", default=[], metavar="NAME",
+                    help="also time this K-path verifier (a name or module:function) on "
+                         "V = 4, L = 3, K = 3; repeatable")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -73,6 +77,7 @@ def main() -> None:
         cases += [(4, 3, 3, "specinfer", None), (4, 3, 3, "spectr", None), (4, 4, 3, "gbv", None)]
         if args.ordered:
             cases += [(4, 4, 3, "gbv", False)]
+    cases += [(4, 3, 3, v, None) for v in args.verifier]
     for V, L, K, name, sym in cases:
         run(V, L, K, name, symmetric=sym)
 
