@@ -28,11 +28,14 @@ def _count(text: str) -> int:
 
 
 def cmd_export(args) -> int:
+    from ..commands import user_verifier_errors
     from .vectors import export_vectors
 
-    names = export_vectors(args.directory, args.verifier, args.instances or ["battery"],
-                           paths=args.paths, drafting=args.drafting, decisions=args.decisions,
-                           seed=args.seed)
+    users = ", ".join(n for n in args.verifier or [] if ":" in n)
+    with user_verifier_errors(users):  # a module:function verifier's exception: one line
+        names = export_vectors(args.directory, args.verifier, args.instances or ["battery"],
+                               paths=args.paths, drafting=args.drafting,
+                               decisions=args.decisions, seed=args.seed)
     sys.stdout.write(f"wrote {len(names)} vector files to {args.directory}\n")
     return 0
 
