@@ -92,18 +92,31 @@ def compute(V: int, seeds: int, shapes) -> dict:
             "notes": notes}
 
 
+def _family(shape: str) -> str:
+    b = [int(x) for x in shape.strip("()").split(",")]
+    if all(x == 1 for x in b):
+        return "chains"
+    if all(x == 1 for x in b[1:]):
+        return "root branching"
+    return "static trees"
+
+
 def plot(data: dict):
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(10.5, 4.8))
     markers = "osD^v"
+    styles = {"chains": ":", "root branching": "--", "static trees": "-"}
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for j, name in enumerate(data["series"]):
-        xs, ys = [], []
-        for r in data["rows"]:
-            xs.append(r["iid_paths_nodes"] if name.startswith("K i.i.d.") else r["drafted_nodes"])
-            ys.append(r["be"][name])
-        order = np.argsort(xs, kind="stable")
-        ax.plot(np.array(xs)[order], np.array(ys)[order], marker=markers[j % 5], ms=5,
-                ls=":" if name.startswith("K i.i.d.") else "-", label=name, alpha=0.85)
+        paths = name.startswith("K i.i.d.")
+        for fam, ls in styles.items():
+            rows = [r for r in data["rows"] if _family(r["shape"]) == fam]
+            xs = [r["iid_paths_nodes"] if paths else r["drafted_nodes"] for r in rows]
+            ys = [r["be"][name] for r in rows]
+            order = np.argsort(xs, kind="stable")
+            ax.plot(np.array(xs)[order], np.array(ys)[order], marker=markers[j % 5], ms=5,
+                    ls=ls, color=colors[j % len(colors)], alpha=0.85,
+                    label=name if fam == "static trees" else None)
     for r in data["rows"]:
         ax.annotate(r["shape"], (r["drafted_nodes"], r["be"]["specinfer-norep (norep)"]),
                     fontsize=6.5, xytext=(3, 4), textcoords="offset points")
@@ -112,6 +125,8 @@ def plot(data: dict):
     lp = [(r["drafted_nodes"], r["lp_iid"]) for r in data["rows"] if r["lp_iid"] is not None]
     if lp:
         ax.plot(*zip(*lp), "k+", ms=10, mew=1.5, label="direct LP optimum, i.i.d. drafting")
+    for fam, ls in styles.items():
+        ax.plot([], [], color="0.4", ls=ls, label=f"line style: {fam}")
     footnote(fig, data["notes"])
     ax.set_xscale("log", base=2)
     ax.set_xlabel("drafted nodes (tree size; for K paths: K x depth)")
