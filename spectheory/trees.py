@@ -48,9 +48,22 @@ unchanged (a K-path verifier merges equal prefixes into one token-tree node, as 
   Under ``norep`` only the first child with a token is kept (surplus copies are skipped by the
   rules of this route that skip repeated tokens; the route refuses other rules under ``norep``).
 
+**Leaf paths are not the whole tree.** The leaf-path form shows a node's child once per leaf
+below it, so it cannot tell one child with two leaves from two children that drew the same token.
+Verifiers that skip repeated tokens at a node (``specinfer-norep``, ``topk``) and those that merge
+equal prefixes into one node (``traversal-tree``) see the tree either way; SpecInfer with
+replacement counts every path as a trial (a repeat after a rejection is rejected surely but still
+updates the residual), so on a tree whose branching node has a child with several leaves below it
+the enumerate route computes "SpecInfer on the flattened leaf paths", which is lossy (TV 1/12 on
+the tree (1, 2) of ``random_instance(3, 2, 0, denominator=12)``; a test), while the node route
+runs SpecInfer on the tree (one trial per child), which is lossless. The two coincide on K paths
+(the tree (K, 1, ..., 1)), where the tests cross-check them; ``analyze_tree`` takes the node
+route for ``specinfer`` by default.
+
 Both routes give a :class:`spectheory.exact.BlockLaw`; the output law, its TV to the target and
 the lossless verdict are those of :mod:`spectheory.exact`. The tests check the two routes agree
-exactly (rationals) on small trees.
+exactly (rationals) on small trees for ``specinfer-norep`` and ``topk`` (every scheme) and for
+``specinfer`` on K paths; SpecInfer's subset step against its V**n-tuple step on any tree.
 """
 
 from __future__ import annotations
@@ -534,7 +547,8 @@ def node_route_work(shape, V: int, drafting: str, verifier=None) -> int:
     """Upper bound on the (prefix, candidate tuple) pairs the node route evaluates: at depth d,
     V**d prefixes times V**w tuples for every width w a (merged) node there can have (under
     ``iid`` equal siblings merge, so w ranges over sums of the child counts at that depth); for
-    SpecInfer under ``iid`` (:func:`_specinfer_iid_step`) V * w * 2**w per prefix instead."""
+    SpecInfer under ``iid`` (:func:`_specinfer_iid_step`) V * w * 2**w per prefix instead
+    (V * w * (w + 1) when the subtrees at the next depth all have the same shape)."""
     fast = verifier is not None and tree_verifier(verifier).name == "specinfer"
     shape = tree_shape(shape)
     depth = shape.depth
@@ -551,7 +565,8 @@ def node_route_work(shape, V: int, drafting: str, verifier=None) -> int:
                 sums |= {s + c for s in sums}
             widths = sums - {0}
         if fast and drafting == "iid":
-            total += V ** (d + 1) * sum(w * 2**w for w in widths)
+            regular = len({shape.sig(v) for v in range(shape.n_nodes) if depth[v] == d + 1}) == 1
+            total += V ** (d + 1) * sum(w * ((w + 1) if regular else 2**w) for w in widths)
         else:
             total += V**d * sum(V**w for w in widths)
     return total
@@ -602,11 +617,16 @@ def _specinfer_iid_step(sig, R, idx, qrows, prows, V: int, d: int, tau_pmf, emit
         reach_j = Bk.expand_dims(R * survive, 1) * acc
         later = list(range(j + 1, n))
         by_sig: dict = {}
-        for r in range(len(later) + 1):
-            for S in itertools.combinations(later, r):
-                key = _merge([sig[j]] + [sig[i] for i in S])
-                by_sig.setdefault(key, {}).setdefault(r, 0)
-                by_sig[key][r] += 1
+        if len({sig[i] for i in later}) <= 1:  # equal later subtrees: count subsets by size
+            for r in range(len(later) + 1):
+                key = _merge([sig[j]] + [sig[i] for i in later[:r]])
+                by_sig.setdefault(key, {})[r] = math.comb(len(later), r)
+        else:
+            for r in range(len(later) + 1):
+                for S in itertools.combinations(later, r):
+                    key = _merge([sig[j]] + [sig[i] for i in S])
+                    by_sig.setdefault(key, {}).setdefault(r, 0)
+                    by_sig[key][r] += 1
         m = len(later)
         for key, sizes in by_sig.items():
             factor = zero

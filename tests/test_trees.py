@@ -94,16 +94,33 @@ def test_topk_ties_to_smaller_id():
 
 
 @pytest.mark.parametrize("shape", [(2, 1), (2, 2), (3, 1), (1, 3)])
-@pytest.mark.parametrize("verifier,drafting", [("specinfer", "iid"),
-                                               ("specinfer-norep", "norep"),
+@pytest.mark.parametrize("verifier,drafting", [("specinfer-norep", "norep"),
                                                ("specinfer-norep", "iid"), ("topk", "topk"),
                                                ("topk", "iid")])
 def test_node_route_equals_enumeration_exactly(shape, verifier, drafting):
-    for inst in (rational(1), make_instance("sparse", 3, 2, 5, denominator=6)):
+    for inst in (rational(0), rational(1), make_instance("sparse", 3, 2, 5, denominator=6)):
         a = analyze_tree(inst, verifier, shape, drafting, route="enumerate")
         b = analyze_tree(inst, verifier, shape, drafting, route="nodes")
         assert a.extra["route"] == "enumerate" and b.extra["route"] == "nodes"
         _same(a, b)
+
+
+@pytest.mark.parametrize("K", [2, 3])
+def test_specinfer_node_route_equals_enumeration_on_k_paths(K):
+    for inst in (rational(0), rational(1), make_instance("sparse", 3, 2, 5, denominator=6)):
+        _same(analyze_tree(inst, "specinfer", (K, 1), "iid", route="enumerate"),
+              analyze_tree(inst, "specinfer", (K, 1), "iid", route="nodes"))
+
+
+def test_specinfer_on_flattened_leaf_paths_is_lossy():
+    """A child with two leaves below it appears twice in the leaf paths; SpecInfer with
+    replacement then counts it as two trials at its parent: lossy, while SpecInfer on the tree
+    (node route, one trial per child) is lossless."""
+    inst = rational(0)
+    flat = check_tree_lossless("specinfer", inst, (1, 2), "iid", route="enumerate")
+    assert not flat.lossless and flat.tv == Fraction(1, 12)
+    assert check_tree_lossless("specinfer", inst, (1, 2), "iid", route="nodes").lossless
+    assert check_tree_lossless("specinfer", inst, (2, 2), "iid").lossless
 
 
 def test_norep_surplus_children_both_routes():
