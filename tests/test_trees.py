@@ -155,7 +155,8 @@ def test_chain_is_block_and_token_verification():
 
 # ----------------------------------------------------------------------------- verdicts
 
-LOSSLESS = [("specinfer", "iid"), ("specinfer-norep", "norep"), ("topk", "topk"),
+LOSSLESS = [("specinfer", "iid"), ("specinfer-norep", "norep"), ("specinfer-norep", "iid"),
+            ("topk", "topk"),
             ("topk", "iid"), ("topk", "norep"), ("traversal-tree", "iid"),
             ("traversal-tree", "norep"), ("block-first", "iid"), ("block-first", "norep"),
             ("block-first", "topk")]
