@@ -6,6 +6,7 @@
   single-path direct LP).
 * :func:`selection_lp` -- the best "select a path, then block-verify it against its induced law"
   K-path verifier (the class GBV belongs to).
+* :func:`tree_lp` -- the direct LP for a draft tree and its drafting scheme (tiny instances).
 * :func:`coupling_bound` -- the full-knowledge coupling bound (closed form).
 * :func:`multipath_lp` -- compact node-budget relaxation for K i.i.d. paths with lazily separated
   coverage constraints; :func:`optimal_multidraft_L1` -- Hu et al.'s L = 1 closed form.
@@ -19,6 +20,7 @@ from .multipath import multidraft_acceptance_L1, multipath_lp, optimal_multidraf
 from .node_budget import node_budget_lp
 from .result import LPError, LPResult
 from .selection import selection_lp
+from .tree import tree_lp
 
 __all__ = [
     "LPError",
@@ -31,4 +33,5 @@ __all__ = [
     "node_budget_lp",
     "optimal_multidraft_L1",
     "selection_lp",
+    "tree_lp",
 ]

@@ -124,6 +124,21 @@ def build_direct(instance: Instance, paths: int = 1, exact: bool = False,
         combos, prob = _outcomes(N, K, Q[L], exact)
     else:
         combos, prob = _outcomes_norep(N, K, L, V, Q[L], Q[1], exact)
+    lp, info = build_direct_outcomes(instance, combos, prob, exact, p_levels)
+    info.update({"ordered_outcomes": N**K, "drafting": drafting})
+    return lp, info
+
+
+def build_direct_outcomes(instance: Instance, combos: np.ndarray, prob, exact: bool = False,
+                          p_levels=None):
+    """The direct LP over explicit draft outcomes: ``combos`` [n, K] are the K drafted paths of
+    each outcome as sequence indices in V**L (any drafting scheme, a draft tree's leaf paths
+    included), ``prob`` [n] their probabilities (summing to 1). The verifier may output any
+    drafted prefix of an outcome followed by one token (module docstring)."""
+    V, L = instance.vocab_size, instance.block_length
+    if p_levels is None:
+        p_levels, _ = _tables(instance, exact)
+    combos = np.asarray(combos, dtype=np.int64)
     n_out = len(combos)
     # global prefix ids: depth i prefix of path x is x // V^(L-i); id = pre_off[i] + index
     pre_off = np.cumsum([0] + [V**i for i in range(L + 1)])
@@ -183,8 +198,7 @@ def build_direct(instance: Instance, paths: int = 1, exact: bool = False,
             ep = (ep[:, None] * p_levels[d]).reshape(-1)
             escale.append(np.where(ep != 0, ep, one))
         lp.exact_col_scale = np.concatenate(escale)
-    info = {"outcomes": n_out, "ordered_outcomes": N**K, "z_variables": n_z,
-            "nonzeros": lp.nonzeros, "drafting": drafting}
+    info = {"outcomes": n_out, "z_variables": n_z, "nonzeros": lp.nonzeros}
     return lp, info
 
 

@@ -35,6 +35,7 @@ COMMAND_MODULES = [
     "spectheory.commands",
     "spectheory.report",
     "spectheory.audit",
+    "spectheory.trees_cli",
     "spectheory.testing.sampler_cli",
     "spectheory.testing.vectors_cli",
     "spectheory.figures",

@@ -20,7 +20,7 @@ from spectheory.errors import SpectheoryError
 GALLERY = figures.gallery_folder()
 STEMS = ["fig1_accepted_vs_L", "fig2_gain_vs_divergence", "fig3_tau_pmf", "fig4_multipath_vs_K",
          "fig5_multipath_gap", "fig6_paper_comparison", "fig7_lossy_frontier",
-         "fig8_selection_optimum"]
+         "fig8_selection_optimum", "fig9_tree_shapes"]
 
 
 @pytest.fixture(scope="module")
@@ -166,9 +166,9 @@ def test_only_updates_its_entries(quick_run, tmp_path, capsys):
     assert after["fig3_tau_pmf"]["panels"] == payload["fig3_tau_pmf"]["panels"]
     assert after["meta"]["command"].endswith("--only fig3 --out " + str(tmp_path))
     capsys.readouterr()
-    assert main(["figures", "--only", "fig9", "--out", str(tmp_path)]) == 2
+    assert main(["figures", "--only", "fig99", "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert "unknown figure 'fig9'" in err and err.count("\n") == 1
+    assert "unknown figure 'fig99'" in err and err.count("\n") == 1
 
 
 # ----------------------------------------------------------------------------- atomic output
@@ -296,3 +296,18 @@ def test_a_script_runs_on_its_own(tmp_path):
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout)["panels"][0]["block_E_tau"] == "11/9"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fig3_tau_pmf.pdf", "fig3_tau_pmf.png"]
+
+
+def test_fig9_tree_verifiers_below_their_lp_optima(quick_run):
+    """Every tree verifier is at most the direct LP optimum of its drafting scheme; the top-k
+    rule is the top-k optimum; chains of SpecInfer and of K = 1 paths coincide."""
+    _, payload = quick_run
+    rows = payload["fig9_tree_shapes"]["rows"]
+    for r in rows:
+        assert r["be"]["topk (topk)"] <= r["lp_topk"] + 1e-9
+        if r["lp_iid"] is not None:
+            assert r["be"]["specinfer (iid)"] <= r["lp_iid"] + 1e-9
+            if r["paths"] == r["iid_paths_K"]:  # the tree is (K, 1, ..., 1): K i.i.d. paths
+                assert r["be"]["K i.i.d. paths, GBV"] <= r["lp_iid"] + 1e-9
+        if r["paths"] == 1:
+            assert r["be"]["specinfer (iid)"] == r["be"]["K i.i.d. paths, specinfer"]

@@ -1,0 +1,123 @@
+"""Direct verifier LP for a draft tree: the best valid verifier for a tree drafting scheme.
+
+A drafting scheme on a tree shape (:mod:`spectheory.trees`: ``iid``, ``norep`` or ``topk``
+children at every node) induces a law over joint draft outcomes omega (a token on every edge).
+A verifier is any randomised map from omega to an output block b = (y^i, a): a drafted node y^i
+of omega (the root included) followed by one token a. Its law is z(omega, b) >= 0 with
+sum_b z(omega, b) = P(omega), and validity is the direct LP's (Sun et al., arXiv 2403.10444,
+section 2; :mod:`lp.direct`):
+
+    sum_b E(b) p(y_{|b|+1..D+1} | b) [b is a prefix of y] = p(y),  E(b) = sum_omega z(omega, b),
+
+maximising E[tau + 1] = sum_b |b| E(b). The LP is :func:`lp.direct.build_direct_outcomes` on the
+tree's outcomes, each given by its K leaf paths. Outcomes with the same set of drafted nodes are
+merged (their probabilities added): the verifier's output may depend on omega only through the
+drafted nodes without loss (averaging a solution over a class keeps it feasible with the same
+value). Every tree verifier's E[tau + 1] is at most this optimum; for a chain (K = 1) it equals
+the node-budget LP's optimum, block verification (tests).
+
+Sizes: the outcomes are enumerated (V**E for E drafted nodes under ``iid`` / ``norep``, one under
+``topk``), then the LP has sum over merged outcomes of V * (drafted nodes + 1) plus
+sum_{j=1}^{D+1} V**j variables.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from fractions import Fraction
+
+import numpy as np
+import torch
+
+from spectheory.instances import Instance
+from spectheory.tree import check_size, levels, sequence_tokens
+from spectheory.trees import _check_drafting, _outcome_weight, _topk_outcome, tree_shape
+
+from .direct import build_direct_outcomes
+from .result import LPResult
+from .sparse import Timer, check_lp_size, solve_exact_via_highs
+
+#: Largest number of joint outcomes enumerated before merging.
+MAX_TREE_OUTCOMES = 2**20
+
+
+def tree_outcomes(instance: Instance, shape, drafting: str = "iid", exact: bool = False,
+                  limit: int | None = None):
+    """Merged joint outcomes of a drafted tree: leaf paths [n, K] as sequence indices in V**D
+    (sorted within an outcome) and probabilities [n] (Fractions in exact mode)."""
+    tree = tree_shape(shape)
+    _check_drafting(drafting)
+    V, D, K, N = instance.vocab_size, tree.height, tree.paths, tree.n_nodes
+    q_levels = levels(instance.draft, 0, D, exact)
+    leaf = tree.leaf_nodes  # [K, D]
+    if drafting == "topk":
+        tok = _topk_outcome(tree, q_levels, V)
+        tok = np.concatenate([np.zeros((1, 1), np.int64), tok], axis=1)
+        weight = [Fraction(1) if exact else 1.0]
+    else:
+        total = V ** (N - 1)
+        check_size(total, f"tree LP outcomes ({tree.describe()})", exact,
+                   limit or MAX_TREE_OUTCOMES, f"V^E = {V}^{N - 1}")
+        f = np.arange(total, dtype=np.int64)
+        tok = np.concatenate([np.zeros((total, 1), np.int64), sequence_tokens(f, N - 1, V)],
+                             axis=1)
+        like = q_levels[0]
+        t = tok if exact else torch.as_tensor(tok)
+        w, _ = _outcome_weight(tree, t, q_levels, V, drafting, like)
+        weight = list(w) if exact else w.numpy().tolist()
+    powers = V ** np.arange(D - 1, -1, -1)
+    paths = (tok[:, leaf.reshape(-1)].reshape(-1, K, D) * powers).sum(axis=2)  # [n, K]
+    zero = Fraction(0) if exact else 0.0
+    acc: dict = defaultdict(lambda: zero)
+    for row, w in zip(paths, weight):
+        if w != 0:
+            acc[tuple(sorted(set(row.tolist())))] += w
+    # pad each outcome's distinct paths to K with its first path (prefix sets are unchanged)
+    keys = sorted(acc)
+    combos = np.array([k + (k[0],) * (K - len(k)) for k in keys], dtype=np.int64).reshape(-1, K)
+    prob = np.empty(len(keys), dtype=object if exact else np.float64)
+    prob[:] = [acc[k] for k in keys]
+    return combos, prob
+
+
+def tree_lp(instance: Instance, shape, drafting: str = "iid", exact: bool = False,
+            solver: str | None = None, limit: int | None = None) -> LPResult:
+    """Optimum E[tau + 1] over all valid verifiers of a drafted tree (module docstring).
+
+    Parameters
+    ----------
+    instance : Instance
+        Draft and target tables; the block length is the tree's depth.
+    shape : branching factors, "2,2", a graph or :class:`spectheory.trees.TreeShape`
+    drafting : {"iid", "norep", "topk"}
+    exact : bool
+        Float: HiGHS. Exact: HiGHS' primal and dual rounded to fractions and verified as a
+        certificate (:func:`lp.sparse.solve_exact_via_highs`).
+    limit : int, optional
+        Largest number of LP variables (:func:`lp.sparse.check_lp_size`).
+    """
+    timer = Timer()
+    tree = tree_shape(shape)
+    inst = Instance(instance.vocab_size, tree.height, instance.target, instance.draft)
+    inst = inst.to_exact() if exact else inst.to_float()
+    V, D = inst.vocab_size, tree.height
+    combos, prob = tree_outcomes(inst, tree, drafting, exact)
+    n_est = len(combos) * V * tree.n_nodes + sum(V**j for j in range(1, D + 2))
+    check_lp_size(n_est, 3 * n_est + (D + 1) * V ** (D + 1), f"tree LP ({tree.describe()}, "
+                  f"{drafting})", limit, "exact" if exact else "float",
+                  "merged outcomes x V x nodes + sum_j V^j")
+    lp, info = build_direct_outcomes(inst, combos, prob, exact)
+    info.update({"tree": tree.describe(), "drafting": drafting,
+                 "drafted_nodes": tree.n_drafted, "ordered_outcomes":
+                 1 if drafting == "topk" else V**tree.n_drafted})
+    if exact:
+        opt, how = solve_exact_via_highs(lp)
+        info["certificate"] = how
+        return LPResult("tree", tree.paths, opt, "sympy" if how == "sympy" else
+                        "exact-certificate", "optimal", lp.n, lp.constraints, timer.seconds, info)
+    _, opt, status, name = lp.solve(solver)
+    return LPResult("tree", tree.paths, opt, name, status, lp.n, lp.constraints, timer.seconds,
+                    info)
+
+
+__all__ = ["MAX_TREE_OUTCOMES", "tree_lp", "tree_outcomes"]

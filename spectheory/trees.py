@@ -1,0 +1,866 @@
+"""Draft trees: shapes, drafting schemes, and the exact law of a verifier on a drafted tree.
+
+A **tree shape** is the rooted tree of drafted positions. It is given as branching factors per
+depth, ``(b_1, ..., b_D)`` (the root has b_1 children, each depth-1 node b_2, ...; K = prod b_d
+root-to-leaf paths), or as a directed graph (any object with ``nodes`` and ``successors``, such as
+a ``networkx.DiGraph``; children in ``successors`` order), converted to per-node child counts. All
+leaves must be at the same depth D, which is the block length (an instance's tables beyond its own
+depth use the model's order-D Markov extension).
+
+A **drafting scheme** says how the b children of a node u get their tokens from q(.|u):
+
+* ``iid``: b i.i.d. draws from q(.|u) (repeats allowed; SpecInfer, Miao et al., ASPLOS 2024);
+* ``norep``: b draws without replacement, each from q(.|u) renormalised to the unused tokens
+  (Jeon et al., arXiv 2402.14160); when q(.|u) has only m < b positive tokens the surplus
+  children repeat the first child with its whole subtree (they add no draft: fewer children);
+* ``topk``: deterministic, the b most probable tokens of q(.|u), ties to the smaller id (EAGLE,
+  Li et al., arXiv 2401.15077; Medusa, Cai et al., arXiv 2401.10774). The draft law is a point
+  mass, so a verifier must not be handed q: under ``topk`` every verifier gets, on path k at
+  depth i, q replaced by the point mass on path k's own next token (the law of that path, which is
+  what makes ``block-first`` exact), and the node rule ``topk``
+  (:mod:`spectheory.verifiers.topk`) ignores q (it is RRS without replacement with q replaced by
+  point masses in candidate order). ``rows="raw"`` hands the raw q instead (a planted bug).
+
+**Representation to verifiers.** The tree is handed to the existing K-path verifiers as its K
+leaf paths ``drafts [B, K, D]`` in leaf (depth-first) order; paths through one node share its
+prefix and carry identical rows there, so the K-path protocol of :mod:`spectheory.law` applies
+unchanged (a K-path verifier merges equal prefixes into one token-tree node, as SpecInfer does).
+
+**Exact routes.**
+
+* ``enumerate`` (:func:`tree_block_law_enumerate`): every joint outcome of the E edge tokens
+  (V**E outcomes, or the one outcome of ``topk``), in chunks, float64 torch or exact Fractions;
+  any K-path verifier. Outcome probabilities: iid prod_e q(t_e | parent prefix); norep the
+  sequential without-replacement product per node; topk 1 on the top-k outcome.
+* ``nodes`` (:func:`tree_block_law_nodes`): node-recursive verifiers (the walk accepts one child
+  of the current node or stops: ``specinfer``, ``specinfer-norep``, ``topk``). The children's
+  tokens at a node are drawn independently of everything below, and each child's subtree is an
+  independent copy, so with R(u, s) the probability that the walk reaches prefix u with subtree
+  shape s,
+
+      P(tau = |u|, Y = y) += R(u, s) sum_{t} P(t | u) none(t) corr_t(y),
+      R(u c, s') += R(u, s) sum_{t} P(t | u) sum_{j : t_j = c} accept_j(t),
+
+  over candidate tuples t of the root of s (V**b of them), where s' is the merge of the subtrees
+  of the children with token c (their children concatenated in path order: equal tokens are one
+  token-tree node, as in :func:`spectheory.verifiers.specinfer.node_recursive_law`). The work is
+  sum_d V**d x (tuples at depth d): exponential in the branching factor, not in the tree size.
+  Under ``norep`` only the first child with a token is kept (surplus copies are skipped by the
+  rules of this route that skip repeated tokens; the route refuses other rules under ``norep``).
+
+**Leaf paths are not the whole tree.** The leaf-path form shows a node's child once per leaf
+below it, so it cannot tell one child with two leaves from two children that drew the same token.
+Verifiers that skip repeated tokens at a node (``specinfer-norep``, ``topk``) and those that merge
+equal prefixes into one node (``traversal-tree``) see the tree either way; SpecInfer with
+replacement counts every path as a trial (a repeat after a rejection is rejected surely but still
+updates the residual), so on a tree whose branching node has a child with several leaves below it
+the enumerate route computes "SpecInfer on the flattened leaf paths", which is lossy (TV 1/12 on
+the tree (1, 2) of ``random_instance(3, 2, 0, denominator=12)``; a test), while the node route
+runs SpecInfer on the tree (one trial per child), which is lossless. The two coincide on K paths
+(the tree (K, 1, ..., 1)), where the tests cross-check them; ``analyze_tree`` takes the node
+route for ``specinfer`` by default.
+
+Both routes give a :class:`spectheory.exact.BlockLaw`; the output law, its TV to the target and
+the lossless verdict are those of :mod:`spectheory.exact`. The tests check the two routes agree
+exactly (rationals) on small trees for ``specinfer-norep`` and ``topk`` (every scheme) and for
+``specinfer`` on K paths; SpecInfer's subset step against its V**n-tuple step on any tree.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+import torch
+
+from . import backend as Bk
+from .errors import SpectheoryError
+from .exact import (BlockLaw, ExactAnalysis, LosslessReport, _to_py, lossless_report,
+                    output_law, target_law, total_variation)
+from .instances import Instance
+from .law import validate_law
+from .multipath import draft_rows
+from .registry import VerifierSpec, get_verifier
+from .tree import check_size, levels, sequence_tokens
+from .verifiers.specinfer import rrs_rule
+from .verifiers.topk import TOPK, topk_rule
+
+#: Drafting schemes of a tree (module doc).
+TREE_DRAFTING = ("iid", "norep", "topk")
+#: Exact routes of :func:`analyze_tree`.
+ROUTES = ("auto", "enumerate", "nodes")
+#: Joint outcomes per chunk in exact mode; elements of one [n, K, D+1, V] array in float mode.
+EXACT_CHUNK = 1024
+CHUNK_ELEMENTS = 2**18
+
+
+# ----------------------------------------------------------------------------- shapes
+
+
+@dataclass(frozen=True)
+class TreeShape:
+    """A rooted tree of drafted positions, nodes numbered in depth-first pre-order (root 0).
+
+    ``children[u]`` are the child node ids of u in order; ``parent[u]`` (-1 for the root),
+    ``depth[u]``; ``leaves`` in depth-first order (K of them); ``leaf_nodes[k]`` the node ids on
+    leaf path k at depths 1..D. ``sig(u)`` is the shape of u's subtree as nested tuples.
+    """
+
+    children: tuple
+
+    def __post_init__(self):
+        if not self.children or not isinstance(self.children, tuple):
+            raise SpectheoryError("a tree shape needs at least a root")
+        n = len(self.children)
+        seen = [False] * n
+        for kids in self.children:
+            for c in kids:
+                if not 0 < c < n or seen[c]:
+                    raise SpectheoryError("a tree shape's child lists must name every non-root "
+                                          "node exactly once")
+                seen[c] = True
+        if not self.children[0]:
+            raise SpectheoryError("a tree shape needs at least one drafted node")
+        depth = {0: 0}
+        order = [0]
+        for u in order:
+            for c in self.children[u]:
+                depth[c] = depth[u] + 1
+                order.append(c)
+        if len(order) != n:
+            raise SpectheoryError("a tree shape must be connected")
+        leaf_depths = {depth[u] for u in range(n) if not self.children[u]}
+        if len(leaf_depths) != 1:
+            raise SpectheoryError(f"all leaves of a draft tree must be at the same depth; they "
+                                  f"are at depths {sorted(leaf_depths)}")
+
+    @property
+    def n_nodes(self) -> int:
+        """Nodes including the root."""
+        return len(self.children)
+
+    @property
+    def n_drafted(self) -> int:
+        """Drafted tokens (edges) E = nodes - 1."""
+        return len(self.children) - 1
+
+    @property
+    def parent(self) -> tuple:
+        par = [-1] * self.n_nodes
+        for u, kids in enumerate(self.children):
+            for c in kids:
+                par[c] = u
+        return tuple(par)
+
+    @property
+    def depth(self) -> tuple:
+        d = [0] * self.n_nodes
+        for u in self.preorder():
+            for c in self.children[u]:
+                d[c] = d[u] + 1
+        return tuple(d)
+
+    @property
+    def height(self) -> int:
+        """Depth D of the leaves (the block length)."""
+        return max(self.depth)
+
+    def preorder(self) -> list:
+        out, stack = [], [0]
+        while stack:
+            u = stack.pop()
+            out.append(u)
+            stack.extend(reversed(self.children[u]))
+        return out
+
+    @property
+    def leaves(self) -> tuple:
+        return tuple(u for u in self.preorder() if not self.children[u])
+
+    @property
+    def paths(self) -> int:
+        """K, the number of root-to-leaf paths."""
+        return len(self.leaves)
+
+    @property
+    def leaf_nodes(self) -> np.ndarray:
+        """[K, D] node ids along each leaf path (depths 1..D)."""
+        par = self.parent
+        rows = []
+        for leaf in self.leaves:
+            path, u = [], leaf
+            while u != 0:
+                path.append(u)
+                u = par[u]
+            rows.append(path[::-1])
+        return np.array(rows, dtype=np.int64)
+
+    def sig(self, u: int = 0) -> tuple:
+        return tuple(self.sig(c) for c in self.children[u])
+
+    def branching(self) -> tuple | None:
+        """(b_1, ..., b_D) if every node at each depth has the same number of children."""
+        by_depth: dict = {}
+        for u, kids in enumerate(self.children):
+            if kids:
+                by_depth.setdefault(self.depth[u], set()).add(len(kids))
+        if any(len(v) != 1 for v in by_depth.values()):
+            return None
+        return tuple(next(iter(by_depth[d])) for d in sorted(by_depth))
+
+    def describe(self) -> str:
+        b = self.branching()
+        return ",".join(map(str, b)) if b else f"{self.n_nodes}-node tree"
+
+
+def _from_sig(sig: tuple) -> TreeShape:
+    children: list = []
+
+    def build(s):
+        u = len(children)
+        children.append(None)
+        children[u] = tuple(build(c) for c in s)
+        return u
+
+    build(sig)
+    return TreeShape(tuple(children))
+
+
+def _branching_sig(b: tuple) -> tuple:
+    sig: tuple = ()
+    for k in reversed(b):
+        sig = (sig,) * k
+    return sig
+
+
+def tree_shape(shape) -> TreeShape:
+    """A :class:`TreeShape` from branching factors (a sequence of positive ints or a string
+    ``"3,2,1"``), a graph with ``nodes`` and ``successors`` (e.g. ``networkx.DiGraph``), or a
+    TreeShape."""
+    if isinstance(shape, TreeShape):
+        return shape
+    if isinstance(shape, str):
+        try:
+            shape = tuple(int(x) for x in shape.replace(" ", "").split(","))
+        except ValueError:
+            raise SpectheoryError(f"tree {shape!r} must be comma-separated positive integers "
+                                  f"(branching factors per depth, e.g. 3,2,1)") from None
+    if hasattr(shape, "successors") and hasattr(shape, "nodes"):
+        return _from_graph(shape)
+    try:
+        b = tuple(shape)
+    except TypeError:
+        raise SpectheoryError(f"a tree shape must be branching factors or a graph, not "
+                              f"{type(shape).__name__}") from None
+    if not b or any(isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < 1
+                    for x in b):
+        raise SpectheoryError(f"tree {','.join(map(str, b)) or '(empty)'}: branching factors "
+                              f"must be positive integers, at least one")
+    size = sum(math.prod(b[:d + 1]) for d in range(len(b)))
+    if size > 100_000:
+        raise SpectheoryError(f"tree {','.join(map(str, b))} has {size:,} drafted nodes; at "
+                              f"most 100,000")
+    return _from_sig(_branching_sig(tuple(int(x) for x in b)))
+
+
+def _from_graph(g) -> TreeShape:
+    nodes = list(g.nodes)
+    if not nodes:
+        raise SpectheoryError("the tree graph has no nodes")
+    kids = {u: list(g.successors(u)) for u in nodes}
+    indeg = {u: 0 for u in nodes}
+    for u in nodes:
+        for c in kids[u]:
+            if c not in indeg:
+                raise SpectheoryError(f"the tree graph has an edge to {c!r}, not a node")
+            indeg[c] += 1
+    roots = [u for u in nodes if indeg[u] == 0]
+    if len(roots) != 1 or any(v > 1 for v in indeg.values()):
+        raise SpectheoryError(f"the graph is not a rooted tree ({len(roots)} nodes without a "
+                              f"parent, {sum(v > 1 for v in indeg.values())} with several)")
+    ids: dict = {}
+    children: list = []
+    stack = [roots[0]]
+    order = []
+    while stack:  # pre-order numbering
+        u = stack.pop()
+        if u in ids:
+            raise SpectheoryError("the tree graph has a cycle")
+        ids[u] = len(order)
+        order.append(u)
+        stack.extend(reversed(kids[u]))
+    if len(order) != len(nodes):
+        raise SpectheoryError("the tree graph is not connected (or has a cycle)")
+    for u in order:
+        children.append(tuple(ids[c] for c in kids[u]))
+    return TreeShape(tuple(children))
+
+
+# ----------------------------------------------------------------------------- verifiers
+
+
+def tree_verifier(verifier) -> VerifierSpec:
+    """The K-path spec of a verifier name (``topk`` included) or object."""
+    if isinstance(verifier, str) and verifier == "topk":
+        return TOPK
+    return get_verifier(verifier, multi_path=True)
+
+
+def _norep_rule(m, t, q, p):
+    return rrs_rule(m, t, q, p, without_replacement=True)
+
+
+#: Node rules of the node route: name -> (rule, skips repeated tokens).
+NODE_RULES = {"specinfer": (rrs_rule, False), "specinfer-norep": (_norep_rule, True),
+              "topk": (topk_rule, True)}
+#: The drafting scheme under which each tree verifier is designed to run.
+HOME_DRAFTING = {"specinfer": "iid", "specinfer-norep": "norep", "topk": "topk",
+                 "traversal-tree": "iid", "block-first": "iid"}
+
+
+def default_drafting(spec: VerifierSpec) -> str:
+    return HOME_DRAFTING.get(spec.name, spec.default_drafting)
+
+
+def _check_drafting(drafting):
+    if drafting not in TREE_DRAFTING:
+        raise SpectheoryError(f"unknown tree drafting scheme {drafting!r}; choose from "
+                              f"{', '.join(TREE_DRAFTING)}")
+
+
+def topk_tokens(row, b: int) -> list:
+    """The b most probable tokens of a row (ties to the smaller id)."""
+    V = len(row)
+    if b > V:
+        raise SpectheoryError(f"top-k drafting needs at most V = {V} children per node, got {b}")
+    vals = [row[x] if isinstance(row[x], Fraction) else float(row[x]) for x in range(V)]
+    return sorted(range(V), key=lambda x: (-vals[x], x))[:b]
+
+
+# ----------------------------------------------------------------------------- enumerate route
+
+
+def enumerate_count(shape, V: int, drafting: str) -> int:
+    """Joint outcomes the enumerate route visits: V**E (1 under ``topk``)."""
+    return 1 if drafting == "topk" else V ** tree_shape(shape).n_drafted
+
+
+def _topk_outcome(shape: TreeShape, q_levels, V: int):
+    tok = [0] * shape.n_nodes
+    pidx = [0] * shape.n_nodes
+    for u in shape.preorder():
+        kids = shape.children[u]
+        if not kids:
+            continue
+        row = q_levels[shape.depth[u]][pidx[u]]
+        for c, x in zip(kids, topk_tokens(row, len(kids))):
+            tok[c] = x
+            pidx[c] = pidx[u] * V + x
+    return np.array([tok[1:]], dtype=np.int64)
+
+
+def _outcome_weight(shape: TreeShape, tok, q_levels, V: int, drafting: str, like):
+    """Probability of joint outcomes tok [n, N] (token of node u in column u; column 0 unused)
+    and the prefix index of every node [n, N]."""
+    n, N = tok.shape
+    pidx = [None] * N
+    pidx[0] = tok[:, 0] * 0
+    weight = Bk.full((n,), 1, like)
+    depth = shape.depth
+    no = Bk.to_int(tok[:, 0] == tok[:, 0]) == 0  # all False
+    copy = [no] * N  # node lies in a surplus child's subtree (its tokens are forced)
+    for u in shape.preorder():
+        kids = shape.children[u]
+        if not kids:
+            continue
+        rows = q_levels[depth[u]][pidx[u]]  # [n, V]
+        factor = Bk.full((n,), 1, like)
+        if drafting == "iid":
+            for c in kids:
+                factor = factor * Bk.take_along(rows, tok[:, c].reshape(n, 1), axis=1)[:, 0]
+        else:
+            m = Bk.sum(Bk.to_int(rows > 0), axis=1)
+            used = Bk.zeros_like(rows)
+            first = kids[0]
+            for j, c in enumerate(kids):
+                x = tok[:, c]
+                onehot = Bk.one_hot(x, V, rows)
+                left = Bk.sum(rows * (1 - used), axis=-1)
+                fresh = 1 - Bk.sum(used * onehot, axis=-1)
+                prob = Bk.take_along(rows, x.reshape(n, 1), axis=1)[:, 0] * fresh
+                w_new = Bk.safe_div(prob, left, Bk.scalar(left, 0))
+                if j == 0:
+                    factor = factor * w_new
+                else:
+                    same = _same_subtree(shape, tok, first, c)
+                    surplus = m <= j
+                    if bool(surplus.any()) and same is None:
+                        raise SpectheoryError(
+                            "norep drafting: q has fewer positive tokens than a node has "
+                            "children, and the surplus child's subtree differs in shape from "
+                            "the first child's (it cannot repeat it)")
+                    if same is None:
+                        same = no
+                    w_sur = Bk.where(same, Bk.ones_like(weight), Bk.zeros_like(weight))
+                    factor = factor * Bk.where(surplus, w_sur, w_new)
+                    copy[c] = surplus
+                used = Bk.maximum(used, onehot)
+        weight = weight * Bk.where(copy[u], Bk.ones_like(factor), factor)
+        for c in kids:
+            pidx[c] = pidx[u] * V + tok[:, c]
+            copy[c] = copy[c] | copy[u]
+    return weight, pidx
+
+
+def _same_subtree(shape: TreeShape, tok, a: int, b: int):
+    """Outcomes [n] bool in which the subtree of b repeats the subtree of a (None when the
+    shapes differ)."""
+    if shape.sig(a) != shape.sig(b):
+        return None
+    eq = tok[:, a] == tok[:, b]
+    for ca, cb in zip(shape.children[a], shape.children[b]):
+        eq = eq & _same_subtree(shape, tok, ca, cb)
+    return eq
+
+
+def tree_block_law_enumerate(verifier, shape, q_levels, p_levels, V: int,
+                             drafting: str = "iid", rows: str = "auto",
+                             progress=None) -> BlockLaw:
+    """Exact block law (one context) of any K-path verifier on a drafted tree, by enumerating
+    the joint outcomes of its edge tokens (module doc). ``rows``: "auto" (point masses under
+    ``topk``, q otherwise), "raw" (always q) or "point"."""
+    spec = tree_verifier(verifier)
+    shape = tree_shape(shape)
+    _check_drafting(drafting)
+    exact = Bk.is_exact(p_levels[0])
+    like = p_levels[0]
+    L, K, N = shape.height, shape.paths, shape.n_nodes
+    leaf_nodes = shape.leaf_nodes  # [K, L]
+    point = rows == "point" or (rows == "auto" and drafting == "topk")
+    if drafting == "topk":
+        chunks = [_topk_outcome(shape, q_levels, V)]
+        total = 1
+    else:
+        total = V ** (N - 1)
+        chunk = EXACT_CHUNK if exact else max(1, CHUNK_ELEMENTS // (K * (L + 1) * V))
+        chunks = None
+    tau_pmf = Bk.full((1, L + 1), 0, like)
+    emitted = [Bk.full((V**i, V), 0, like) for i in range(L + 1)]
+    f0 = 0
+    while f0 < total:
+        if chunks is not None:
+            edge = chunks[0]
+            n = 1
+        else:
+            n = min(chunk, total - f0)
+            f = np.arange(f0, f0 + n, dtype=np.int64)
+            edge = sequence_tokens(f, N - 1, V) if N > 1 else np.zeros((n, 0), np.int64)
+        f0 += n
+        tok = np.concatenate([np.zeros((n, 1), np.int64), np.asarray(edge)], axis=1)
+        if not exact:
+            tok = torch.as_tensor(tok, device=like.device)
+        if drafting == "topk":
+            weight = Bk.full((1,), 1, like)
+        else:
+            weight, _ = _outcome_weight(shape, tok, q_levels, V, drafting, like)
+        keep = weight != 0
+        if not bool(keep.all()):
+            tok, weight = tok[keep], weight[keep]
+            n = int(tok.shape[0])
+            if n == 0:
+                if progress is not None:
+                    progress(int(keep.shape[0]))
+                continue
+        drafts = tok[:, leaf_nodes.reshape(-1)].reshape(n, K, L)
+        q, p = draft_rows(q_levels, p_levels, drafts, L, V)
+        if point:
+            q = Bk.one_hot(drafts, V, q)
+        law = validate_law(spec.law(drafts, q, p), n, K, L, V, exact, drafts, name=spec.name)
+        wstop = Bk.expand_dims(Bk.expand_dims(weight, 1), 2) * law.stop  # [n, K, L+1]
+        tau_pmf[0] = tau_pmf[0] + Bk.sum(Bk.sum(wstop, axis=1), axis=0)
+        node = Bk.zeros_like(drafts[:, :, 0])
+        for i in range(L + 1):
+            contrib = Bk.expand_dims(wstop[:, :, i], -1) * law.correction[:, :, i, :]
+            Bk.index_add_rows(emitted[i], node.reshape(-1), contrib.reshape(n * K, V))
+            if i < L:
+                node = node * V + drafts[:, :, i]
+        if progress is not None:
+            progress(int(keep.shape[0]))
+    return BlockLaw(tau_pmf, [None] + [e.reshape(-1) for e in emitted])
+
+
+# ----------------------------------------------------------------------------- node route
+
+
+def _merge(sigs) -> tuple:
+    out: tuple = ()
+    for s in sigs:
+        out = out + s
+    return out
+
+
+def _candidate_tuples(rows, b: int, V: int, drafting: str):
+    """Candidate tuples at a batch of nodes with draft rows [P, V]: tokens [P, T, b] and their
+    probabilities [P, T] (iid and norep enumerate V**b tuples; topk has one)."""
+    P = rows.shape[0]
+    if drafting == "topk":
+        tok = np.array([[topk_tokens(rows[i], b)] for i in range(P)], dtype=np.int64)
+        prob = Bk.full((P, 1), 1, rows)
+        return tok, prob
+    T = np.array(list(itertools.product(range(V), repeat=b)), dtype=np.int64)  # [T, b]
+    nT = T.shape[0]
+    if drafting == "iid":
+        prob = Bk.full((P, nT), 1, rows)
+        for j in range(b):
+            prob = prob * rows[:, T[:, j]]
+        return np.broadcast_to(T, (P, nT, b)), prob
+    # norep: sequential without replacement; surplus children (j >= m) repeat child 1
+    m = Bk.sum(Bk.to_int(rows > 0), axis=1)  # [P]
+    prob = Bk.full((P, nT), 1, rows)
+    used = Bk.full((P, nT), 0, rows)  # q mass of the tokens used so far
+    for j in range(b):
+        x = T[:, j]
+        fresh = np.ones(nT, dtype=bool)
+        for i in range(j):
+            fresh &= T[:, i] != x
+        qx = rows[:, x]  # [P, T]
+        w_new = Bk.safe_div(qx, 1 - used, Bk.scalar(qx, 0))
+        w_new = Bk.where(_like_mask(fresh, rows), w_new, Bk.zeros_like(w_new))
+        rep = _like_mask(x == T[:, 0], rows)
+        w_sur = Bk.where(rep, Bk.ones_like(w_new), Bk.zeros_like(w_new))
+        surplus = Bk.expand_dims(m <= j, 1)
+        prob = prob * Bk.where(surplus, w_sur, w_new)
+        used = used + Bk.where(surplus, Bk.zeros_like(qx), qx)
+    return np.broadcast_to(T, (P, nT, b)), prob
+
+
+def _like_mask(mask: np.ndarray, like):
+    if Bk.is_torch(like):
+        return torch.as_tensor(mask, device=like.device).reshape(1, -1)
+    return mask.reshape(1, -1)
+
+
+def node_route_work(shape, V: int, drafting: str, verifier=None) -> int:
+    """Upper bound on the (prefix, candidate tuple) pairs the node route evaluates: at depth d,
+    V**d prefixes times V**w tuples for every width w a (merged) node there can have (under
+    ``iid`` equal siblings merge, so w ranges over sums of the child counts at that depth); for
+    SpecInfer under ``iid`` (:func:`_specinfer_iid_step`) V * w * 2**w per prefix instead
+    (V * w * (w + 1) when the subtrees at the next depth all have the same shape)."""
+    fast = verifier is not None and tree_verifier(verifier).name == "specinfer"
+    shape = tree_shape(shape)
+    depth = shape.depth
+    total = 0
+    for d in range(shape.height):
+        counts = [len(shape.children[u]) for u in range(shape.n_nodes) if depth[u] == d]
+        if drafting == "topk":
+            total += V**d * len(counts)
+            continue
+        widths = set(counts)
+        if drafting == "iid":
+            sums = {0}
+            for c in counts:
+                sums |= {s + c for s in sums}
+            widths = sums - {0}
+        if fast and drafting == "iid":
+            regular = len({shape.sig(v) for v in range(shape.n_nodes) if depth[v] == d + 1}) == 1
+            total += V ** (d + 1) * sum(w * ((w + 1) if regular else 2**w) for w in widths)
+        else:
+            total += V**d * sum(V**w for w in widths)
+    return total
+
+
+def _groups(sig: tuple, tuples: np.ndarray, drafting: str) -> dict:
+    """For candidate tuples [T, b] at a node of shape ``sig``: child shape -> sorted flat indices
+    t*b + j of the candidates whose acceptance moves the walk to a child of that shape (equal
+    tokens are one child: under ``iid`` their subtrees merge, under ``norep`` the first copy
+    stands for the surplus ones)."""
+    T, b = tuples.shape
+    out: dict = {}
+    for t in range(T):
+        row = tuples[t].tolist()
+        where: dict = {}
+        for j, x in enumerate(row):
+            where.setdefault(x, []).append(j)
+        for js in where.values():
+            child = _merge(sig[j] for j in js) if drafting == "iid" else sig[js[0]]
+            out.setdefault(child, []).extend(t * b + j for j in js)
+    return {k: np.array(sorted(v), dtype=np.int64) for k, v in out.items()}
+
+
+#: Elements of the node rule's largest array [P * T_chunk, b, V] per evaluation (float mode).
+NODE_CHUNK_ELEMENTS = 2**20
+
+
+def _specinfer_iid_step(sig, R, idx, qrows, prows, V: int, d: int, tau_pmf, emitted, nxt,
+                        like) -> None:
+    """SpecInfer (recursive rejection sampling, i.i.d. children) at the nodes ``idx`` of shape
+    ``sig``, without enumerating candidate tuples.
+
+    With candidates x_1..x_n i.i.d. q the residual after j - 1 rejections is deterministic,
+    p_{j+1} = normalise(max(p_j - q, 0)), so trial j accepts token x with probability
+    a_j(x) = min(q(x), p_j(x)) after surviving with prod_{i<j} (1 - sum_x a_i(x)); all rejected:
+    Y ~ p_{n+1}. A token rejected at trial i has p_{i+1}(x) = 0 and is never accepted later, so
+    when x is accepted at trial j no earlier candidate is x, and each later candidate is x
+    independently with probability q(x): the merged child is child j plus a subset S of the later
+    children, with probability q(x)^|S| (1 - q(x))^(n - j - |S|). Work: 2^n subsets per node
+    shape instead of V^n tuples."""
+    n = len(sig)
+    pcur = prows
+    survive = Bk.full((len(idx),), 1, like)
+    zero = Bk.zeros_like(qrows)
+    for j in range(n):
+        acc = Bk.minimum(qrows, pcur)  # [P, V]
+        acc = Bk.where(qrows > 0, acc, zero)
+        reach_j = Bk.expand_dims(R * survive, 1) * acc
+        later = list(range(j + 1, n))
+        by_sig: dict = {}
+        if len({sig[i] for i in later}) <= 1:  # equal later subtrees: count subsets by size
+            for r in range(len(later) + 1):
+                key = _merge([sig[j]] + [sig[i] for i in later[:r]])
+                by_sig.setdefault(key, {})[r] = math.comb(len(later), r)
+        else:
+            for r in range(len(later) + 1):
+                for S in itertools.combinations(later, r):
+                    key = _merge([sig[j]] + [sig[i] for i in S])
+                    by_sig.setdefault(key, {}).setdefault(r, 0)
+                    by_sig[key][r] += 1
+        m = len(later)
+        for key, sizes in by_sig.items():
+            factor = zero
+            for r, count in sizes.items():
+                factor = factor + count * qrows**r * (1 - qrows) ** (m - r)
+            if key not in nxt:
+                nxt[key] = Bk.full((V ** (d + 1),), 0, like)
+            child = Bk.expand_dims(idx, 1) * V + Bk.expand_dims(Bk.arange(V, idx), 0)
+            Bk.index_add_rows(nxt[key], child.reshape(-1), (reach_j * factor).reshape(-1))
+        survive = survive * (1 - Bk.sum(acc, axis=1))
+        res = Bk.positive_part(pcur - qrows)
+        pcur = Bk.safe_div(res, Bk.sum(res, axis=1, keepdims=True), pcur)
+    wn = R * survive
+    tau_pmf[0, d] = tau_pmf[0, d] + Bk.sum(wn, axis=0)
+    Bk.index_add_rows(emitted[d], idx, Bk.expand_dims(wn, 1) * pcur)
+
+
+def tree_block_law_nodes(verifier, shape, q_levels, p_levels, V: int,
+                         drafting: str = "iid", fast: bool = True) -> BlockLaw:
+    """Exact block law (one context) of a node-recursive verifier on a drafted tree, node by
+    node (module doc). ``fast``: SpecInfer under i.i.d. drafting uses
+    :func:`_specinfer_iid_step` (2^n subsets per node instead of V^n candidate tuples)."""
+    spec = tree_verifier(verifier)
+    if spec.name not in NODE_RULES:
+        raise SpectheoryError(f"verifier {spec.name!r} has no node rule for the node route; "
+                              f"node-recursive verifiers: {', '.join(NODE_RULES)} (use the "
+                              f"enumerate route)")
+    rule, skips = NODE_RULES[spec.name]
+    if drafting == "norep" and not skips:
+        raise SpectheoryError(f"the node route runs {spec.name!r} under norep drafting only "
+                              f"via the enumerate route (its rule does not skip repeated "
+                              f"tokens)")
+    shape = tree_shape(shape)
+    _check_drafting(drafting)
+    like = p_levels[0]
+    exact = Bk.is_exact(like)
+    L = shape.height
+    tau_pmf = Bk.full((1, L + 1), 0, like)
+    emitted = [Bk.full((V**i, V), 0, like) for i in range(L + 1)]
+    states = {shape.sig(0): Bk.full((1,), 1, like)}  # sig -> reach mass over V**d prefixes
+    group_cache: dict = {}
+    for d in range(L + 1):
+        nxt: dict = {}
+        for sig, reach in states.items():
+            if exact:
+                idx = np.flatnonzero(np.array([v != 0 for v in reach], dtype=bool))
+            else:
+                idx = torch.nonzero(reach).reshape(-1)
+            if len(idx) == 0:
+                continue
+            R = reach[idx]
+            if not sig:  # a leaf: stop with Y ~ p(.|u)
+                tau_pmf[0, d] = tau_pmf[0, d] + Bk.sum(R, axis=0)
+                Bk.index_add_rows(emitted[d], idx, Bk.expand_dims(R, 1) * p_levels[d][idx])
+                continue
+            b = len(sig)
+            qrows, prows = q_levels[d][idx], p_levels[d][idx]
+            if fast and spec.name == "specinfer" and drafting == "iid":
+                _specinfer_iid_step(sig, R, idx, qrows, prows, V, d, tau_pmf, emitted, nxt, like)
+                continue
+            tok, prob = _candidate_tuples(qrows, b, V, drafting)
+            P, T = prob.shape
+            w = Bk.expand_dims(R, 1) * prob  # [P, T]
+            if drafting != "topk":
+                key = (sig, b)
+                if key not in group_cache:
+                    group_cache[key] = _groups(sig, np.ascontiguousarray(tok[0]), drafting)
+                groups = group_cache[key]
+            tc = T if exact else max(1, NODE_CHUNK_ELEMENTS // (P * b * max(b, V)))
+            for t0 in range(0, T, tc):
+                t1 = min(T, t0 + tc)
+                n = t1 - t0
+                tk = np.array(tok[:, t0:t1], copy=True).reshape(P * n, b)
+                tk = Bk.as_index(tk, like)
+                qb = Bk.broadcast_to(Bk.expand_dims(Bk.expand_dims(qrows, 1), 2), (P, n, b, V))
+                pb = Bk.broadcast_to(Bk.expand_dims(Bk.expand_dims(prows, 1), 2), (P, n, b, V))
+                member = Bk.to_int(Bk.full((P * n, b, b), 1, like) == 1)
+                accept, none, corr = rule(member, tk, qb.reshape(P * n, b, V),
+                                          pb.reshape(P * n, b, V))
+                wc = w[:, t0:t1]
+                wn = wc * none[:, 0].reshape(P, n)
+                tau_pmf[0, d] = tau_pmf[0, d] + Bk.sum(Bk.sum(wn, axis=1), axis=0)
+                Bk.index_add_rows(emitted[d], idx, Bk.sum(
+                    Bk.expand_dims(wn, 2) * corr[:, 0, :].reshape(P, n, V), axis=1))
+                wa = (Bk.expand_dims(wc, 2) * accept[:, 0, :].reshape(P, n, b)).reshape(
+                    P, n * b)
+                child_tok = tk.reshape(P, n * b)
+                if drafting == "topk":  # distinct tokens: no merges
+                    items = [(sig[j], np.arange(j, n * b, b)) for j in range(b)]
+                else:
+                    items = []
+                    for child_sig, flat in groups.items():
+                        lo, hi = np.searchsorted(flat, [t0 * b, t1 * b])
+                        if hi > lo:
+                            items.append((child_sig, flat[lo:hi] - t0 * b))
+                for child_sig, sel in items:
+                    sel_i = Bk.as_index(sel, like)
+                    if child_sig not in nxt:
+                        nxt[child_sig] = Bk.full((V ** (d + 1),), 0, like)
+                    child = Bk.expand_dims(idx, 1) * V + child_tok[:, sel_i]
+                    Bk.index_add_rows(nxt[child_sig], child.reshape(-1),
+                                      wa[:, sel_i].reshape(-1))
+        states = nxt
+    return BlockLaw(tau_pmf, [None] + [e.reshape(-1) for e in emitted])
+
+
+# ----------------------------------------------------------------------------- API
+
+
+def _instance_levels(instance: Instance, L: int, exact: bool, device="cpu"):
+    return (levels(instance.draft, 0, L, exact, device),
+            levels(instance.target, 0, L + 1, exact, device))
+
+
+def choose_route(spec: VerifierSpec, drafting: str, route: str = "auto",
+                 rows: str = "auto") -> str:
+    """"enumerate" or "nodes": "auto" takes the node route for node-recursive verifiers (under
+    ``norep`` only for rules that skip repeated tokens; under ``topk`` only for the ``topk``
+    rule, since the node route hands the rules the raw q), the enumerate route otherwise."""
+    if route not in ROUTES:
+        raise SpectheoryError(f"unknown route {route!r}; choose from {', '.join(ROUTES)}")
+    point = rows == "point" or (rows == "auto" and drafting == "topk")
+    if route == "nodes" and point and spec.name != "topk":
+        raise SpectheoryError("the node route hands node rules the raw q; point-mass rows "
+                              "(the topk default) need the enumerate route, or pass rows='raw'")
+    if route != "auto":
+        return route
+    if spec.name in NODE_RULES and (drafting != "norep" or NODE_RULES[spec.name][1]) and \
+            (not point or spec.name == "topk"):
+        return "nodes"
+    return "enumerate"
+
+
+def tree_block_law(verifier, shape, q_levels, p_levels, V: int, drafting: str = "iid",
+                   route: str = "auto", rows: str = "auto") -> BlockLaw:
+    """The block law (one context) by the chosen route (:func:`choose_route`)."""
+    spec = tree_verifier(verifier)
+    if choose_route(spec, drafting, route, rows) == "nodes":
+        return tree_block_law_nodes(spec, shape, q_levels, p_levels, V, drafting)
+    return tree_block_law_enumerate(spec, shape, q_levels, p_levels, V, drafting, rows)
+
+
+def _guard(spec, shape: TreeShape, V: int, drafting: str, route: str, exact: bool,
+           max_sequences) -> None:
+    L = shape.height
+    if exact and not spec.exact:
+        raise SpectheoryError(f"verifier {spec.name!r} has a float law only (no exact "
+                              f"rational mode)")
+    check_size(V ** (L + 1), "tree analysis", exact, max_sequences, f"V^(D+1) = {V}^{L + 1}")
+    if route == "nodes":
+        check_size(node_route_work(shape, V, drafting, spec), f"tree {shape.describe()} (node route)",
+                   exact, max_sequences, "sum over nodes of V^depth x candidate tuples")
+    elif drafting != "topk":
+        check_size(V ** shape.n_drafted, f"tree {shape.describe()} (enumerate route)", exact,
+                   max_sequences, f"V^E = {V}^{shape.n_drafted} joint draft outcomes")
+
+
+def analyze_tree(instance: Instance, verifier, shape, drafting: str | None = None,
+                 exact: bool | None = None, route: str = "auto", rows: str = "auto",
+                 max_sequences: int | None = None, name: str | None = None,
+                 device="cpu") -> ExactAnalysis:
+    """Exact tau pmf, E[tau], block efficiency E[tau+1] and TV to the target of a verifier on a
+    drafted tree.
+
+    Parameters
+    ----------
+    instance : Instance
+        Draft q and target p tables; the block length is the tree's depth D.
+    verifier : str or VerifierSpec
+        Any K-path verifier (``specinfer``, ``specinfer-norep``, ``traversal-tree``,
+        ``block-first``, ...) or ``"topk"`` (:mod:`spectheory.verifiers.topk`).
+    shape : branching factors, "3,2,1", a graph with ``nodes``/``successors``, or TreeShape
+    drafting : {"iid", "norep", "topk"}, optional
+        Default: the verifier's home scheme (:data:`HOME_DRAFTING`).
+    exact : bool, optional
+        Exact rationals; default as the instance.
+    route : {"auto", "enumerate", "nodes"}
+        Exact route (module doc); "auto" picks with :func:`choose_route`.
+    rows : {"auto", "raw", "point"}
+        Draft rows handed to verifiers on the enumerate route (module doc).
+    max_sequences : int, optional
+        Size guard (:func:`spectheory.tree.check_size`).
+
+    Returns
+    -------
+    ExactAnalysis
+        As :func:`spectheory.exact.analyze`, with ``extra`` holding the tree, K, the number of
+        drafted nodes, the drafting scheme and the route. TV(output, target) = 0 iff the verifier
+        is lossless on this tree under this scheme (Sun et al., arXiv 2403.10444, sec. 2).
+    """
+    spec = tree_verifier(verifier)
+    tree = tree_shape(shape)
+    drafting = default_drafting(spec) if drafting is None else drafting
+    _check_drafting(drafting)
+    if rows not in ("auto", "raw", "point"):
+        raise SpectheoryError(f"unknown rows {rows!r}; choose from auto, raw, point")
+    V, L = instance.vocab_size, tree.height
+    exact = instance.exact if exact is None else exact
+    how = choose_route(spec, drafting, route, rows)
+    _guard(spec, tree, V, drafting, how, exact, max_sequences)
+    if drafting == "topk" and max(len(k) for k in tree.children) > V:
+        raise SpectheoryError(f"top-k drafting needs at most V = {V} children per node")
+    q_levels, p_levels = _instance_levels(instance, L, exact, device)
+    block = tree_block_law(spec, tree, q_levels, p_levels, V, drafting, how, rows)
+    out = output_law(block, p_levels, V, L)[0]
+    tgt = target_law(p_levels, L + 1)[0]
+    pmf = [_to_py(v) for v in block.tau_pmf[0]]
+    zero = Fraction(0) if exact else 0.0
+    e_tau = sum((i * v for i, v in enumerate(pmf)), zero)
+    return ExactAnalysis(
+        verifier=name or spec.name, vocab_size=V, block_length=L, exact=exact, tau_pmf=pmf,
+        expected_accepted=e_tau, block_efficiency=e_tau + 1,
+        tv_to_target=_to_py(total_variation(out, tgt)), output_law=out, target_law=tgt,
+        extra={"tree": tree.describe(), "paths": tree.paths, "drafted_nodes": tree.n_drafted,
+               "drafting": drafting, "route": how})
+
+
+def check_tree_lossless(verifier, instance: Instance, shape, drafting: str | None = None,
+                        exact: bool | None = None, tol: float = 1e-12, route: str = "auto",
+                        rows: str = "auto", max_sequences: int | None = None) -> LosslessReport:
+    """Exact verdict on whether a verifier is lossless on a drafted tree (as
+    :func:`spectheory.exact.check_lossless`: exact mode compares rationals, float mode TV <= tol).
+    """
+    res = analyze_tree(instance, verifier, shape, drafting, exact, route, rows, max_sequences)
+    rep = lossless_report(res.output_law, res.target_law, res.tv_to_target,
+                          res.block_length + 1, res.vocab_size, res.exact, tol)
+    rep.verifier, rep.paths, rep.drafting = res.verifier, res.extra["paths"], \
+        res.extra["drafting"]
+    return rep
+
+
+__all__ = [
+    "HOME_DRAFTING", "NODE_RULES", "ROUTES", "TREE_DRAFTING", "TreeShape", "analyze_tree",
+    "check_tree_lossless", "choose_route", "default_drafting", "enumerate_count",
+    "node_route_work", "topk_tokens", "tree_block_law", "tree_block_law_enumerate",
+    "tree_block_law_nodes", "tree_shape", "tree_verifier",
+]
