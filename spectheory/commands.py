@@ -207,6 +207,7 @@ def cmd_exact(args) -> int:
         str(v) if res.exact else f"{v:.6f}" for v in res.tau_pmf)
     obj = res.to_json()
     obj["verifier"] = args.verifier
+    limits.check_time(" (after the analysis)")  # a result past the limit is not printed
     emit(obj, args.json, text)
     return 0
 
@@ -242,6 +243,7 @@ def cmd_check(args) -> int:
         "output_probability": enc(report.output_probability),
         "target_probability": enc(report.target_probability),
     }
+    limits.check_time(" (after the check)")  # a verdict past the limit is not printed
     emit(obj, args.json, f"{args.verifier}: {report}")
     return 0 if report.lossless else 1
 

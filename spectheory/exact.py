@@ -188,8 +188,11 @@ def block_law(how: Plan, q_levels, p_levels, V: int, L: int,
     :mod:`spectheory.multipath` (once per context)."""
     route = resolve_route(how, route, symmetric)
     if route == "node":
-        return _node_to_block(node_route_law(how.spec, q_levels, p_levels, V, L),
-                              p_levels[0].shape[0], L)
+        block = _node_to_block(node_route_law(how.spec, q_levels, p_levels, V, L),
+                               p_levels[0].shape[0], L)
+        if progress is not None:  # one step: the clock (--time-limit) is checked after it
+            progress(V**L * p_levels[0].shape[0])
+        return block
     if route == "per-draft":
         return block_output_law(how.spec, q_levels, p_levels, V, L, progress)
     if route == "analytic":
