@@ -254,6 +254,76 @@ def log1p_check(kind: str = "tiny-q", vocab_size: int = 151_936, batch: int = 4,
     return res
 
 
+def prefix_noise_check(verifier="gbv", paths: int = 3, vocab_size: int = 151_936,
+                       batch: int = 4, length: int = 8, noise: float = 4e-7, seed: int = 0,
+                       kind: str = "peaked", rows=None) -> dict:
+    """How far float noise between the rows of one prefix moves a verifier's law.
+
+    A batched forward computes a prefix shared by several paths once per path, and the copies
+    differ in the last bits (relative noise of about 4e-7 in float32). The verifiers assume one
+    row per node. Here every path of a batch row shares the first ``length - 1`` tokens of path 0
+    and differs only in its last token, each path's copy of a shared row gets independent relative
+    noise of size ``noise`` (renormalised), and the law of the emitted block on the noisy rows is
+    compared with the one on the shared rows (:func:`block_tv`: paths that emit the same block are
+    merged). Returns the largest such TV over batch rows and the largest change of the probability
+    of following each path (a change of selection between two paths that drafted the same tokens
+    moves this by up to 1 without moving the output).
+    ``rows`` = (drafts [B, K, L], q, p) recorded with one row per prefix replaces the synthetic
+    rows (then every row gets its own noise)."""
+    spec = get_verifier(verifier, multi_path=paths > 1)
+    g = torch.Generator().manual_seed(seed + 1)
+    if rows is not None:
+        d, qs, ps = rows
+        paths = d.shape[1]
+    else:
+        drafts, q, p = audit_rows(kind, vocab_size, batch, 1, length, seed)
+        d = drafts.expand(batch, paths, length).clone()
+        for k in range(1, paths):  # the last token differs between paths
+            d[:, k, -1] = torch.multinomial(q[:, 0, -1], 1, generator=g)[:, 0]
+        qs = q.expand(batch, paths, length, vocab_size)
+        ps = p.expand(batch, paths, length + 1, vocab_size)
+    clean = spec.law(d, qs, ps)
+
+    def jitter(x):
+        y = x * (1 + noise * (2 * torch.rand(x.shape, generator=g, dtype=x.dtype) - 1))
+        return y / y.sum(-1, keepdim=True)
+
+    noisy = spec.law(d, jitter(qs.clone()), jitter(ps.clone()))
+    follow = (noisy.stop.sum(-1) - clean.stop.sum(-1)).abs()
+    return {"verifier": spec.name, "paths": paths, "noise": noise,
+            "output_tv": float(block_tv(d, noisy, clean).max()),
+            "path_probability_change": float(follow.max())}
+
+
+def block_law(drafts: torch.Tensor, law: Law) -> list[dict]:
+    """Per batch row, the law of the emitted block: {X_k^tau: P(X_k^tau, Y = .)} [V], paths
+    that emit the same prefix merged (their path index does not matter for the output)."""
+    stop, corr = law.stop.double(), law.correction.double()
+    B, K, L1 = stop.shape
+    out = []
+    for b in range(B):
+        rows: dict = {}
+        for k in range(K):
+            for i in range(L1):
+                key = tuple(drafts[b, k, :i].tolist())
+                part = stop[b, k, i] * corr[b, k, i]
+                rows[key] = rows[key] + part if key in rows else part
+        out.append(rows)
+    return out
+
+
+def block_tv(drafts: torch.Tensor, a: Law, b: Law) -> torch.Tensor:
+    """Per batch row, the TV between the laws of the emitted blocks of two laws on the same
+    drafts (:func:`block_law`)."""
+    tvs = []
+    for ra, rb in zip(block_law(drafts, a), block_law(drafts, b)):
+        keys = set(ra) | set(rb)
+        zero = next(iter(ra.values())) * 0
+        tvs.append(0.5 * sum(float((ra.get(k, zero) - rb.get(k, zero)).abs().sum())
+                             for k in keys))
+    return torch.tensor(tvs, dtype=torch.float64)
+
+
 def load_rows(path) -> tuple:
     """Recorded rows (``spectheory validate record-rows``): a ``torch.save`` file holding
     ``drafts`` [B, K, L], ``q`` [B, K, L, V] and ``p`` [B, K, L+1, V]. Returns (drafts, q, p,
@@ -328,8 +398,20 @@ def cmd_audit(args) -> int:
     for kind, v in logs.items():
         texts.append(f"log-space correction, {kind} rows, float32: TV {v['log1p']:.2e} with "
                      f"log1p(-r), {v['log']:.2e} with log(1 - r)")
+    noise = {}
+    if args.prefix_noise:
+        recorded = load_rows(args.rows_file)[:3] if args.rows_file else None
+        for name in ("gbv", "specinfer", "traversal-iid", "spectr"):
+            if recorded is not None and recorded[0].shape[1] < 2:
+                break
+            noise[name] = prefix_noise_check(name, max(args.paths, 2), args.vocab, args.batch,
+                                             args.block, seed=args.seed, rows=recorded)
+            texts.append(f"prefix-row noise 4e-7, {name} K = {noise[name]['paths']}: output TV "
+                         f"{noise[name]['output_tv']:.2e}, largest change of a path's "
+                         f"probability {noise[name]['path_probability_change']:.2e}")
     if args.json:
-        sys.stdout.write(json.dumps({"audit": results, "log1p": logs}) + "\n")
+        sys.stdout.write(json.dumps({"audit": results, "log1p": logs, "prefix_noise": noise})
+                         + "\n")
     else:
         sys.stdout.write("\n".join(texts) + "\n")
     return 0
@@ -356,9 +438,13 @@ def register(sub) -> None:
                         "instead of synthetic rows")
     p.add_argument("--log1p", action="store_true",
                    help="also measure the log-space correction with log1p vs log(1 - r)")
+    p.add_argument("--prefix-noise", action="store_true",
+                   help="also measure how far 4e-7 noise between copies of a shared prefix's "
+                        "row moves the multi-path verifiers' laws")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_audit)
 
 
 __all__ = ["DTYPES", "DtypeAudit", "ROW_KINDS", "audit", "audit_rows", "audit_text",
-           "log1p_check", "output_tv"]
+           "block_law", "block_tv", "load_rows", "log1p_check", "output_tv",
+           "prefix_noise_check"]

@@ -77,3 +77,19 @@ def test_api_refuses_bad_arguments():
         audit("block", paths=2, vocab_size=100)
     with pytest.raises(SpectheoryError, match="row kind"):
         audit_rows("spiky", 10, 1, 1, 1)
+
+
+def test_prefix_row_noise_is_measured():
+    """Noise of 4e-7 between the copies of a shared prefix's row moves the law of the emitted
+    block by about that much on rows without near-ties, even where GBV's choice between two
+    identical drafted paths flips (a path-probability change of 1 that the output cannot see);
+    the check also runs on given rows."""
+    from spectheory.audit import prefix_noise_check
+
+    for name in ("gbv", "specinfer", "traversal-iid"):
+        res = prefix_noise_check(name, 3, V, 3, 4)
+        assert 0 < res["output_tv"] < 1e-5, name
+        assert 0 <= res["path_probability_change"] <= 1 + 1e-12, name
+    d, q, p = audit_rows("peaked", V, 2, 2, 3, seed=3)
+    res = prefix_noise_check("gbv", rows=(d, q, p))
+    assert res["paths"] == 2 and 0 < res["output_tv"] < 1e-5
