@@ -25,6 +25,7 @@ import numpy as np
 
 from spectheory.errors import SpectheoryError
 from spectheory.exact import analyze
+from spectheory.figures import jsonable
 from spectheory.instances import Instance
 from spectheory.verifiers import MULTI_PATH, block_verification, token_verification
 
@@ -195,20 +196,6 @@ def save(fig, out: Path, stem: str) -> list[Path]:
         paths.append(path)
     plt.close(fig)
     return paths
-
-
-def jsonable(obj):
-    """``obj`` with numpy scalars made Python numbers, tuples lists, keys strings, and non-finite
-    floats None."""
-    if isinstance(obj, dict):
-        return {str(k): jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [jsonable(v) for v in obj]
-    if isinstance(obj, (np.floating, np.integer)):
-        obj = obj.item()
-    if isinstance(obj, float) and not np.isfinite(obj):
-        return None
-    return obj
 
 
 def run_script(main, argv=None) -> None:

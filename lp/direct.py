@@ -120,13 +120,19 @@ def build_direct(instance: Instance, paths: int = 1, exact: bool = False,
                   f"C(V^L + K - 1, K) x V(1 + KL) + sum_j V^j with V = {V}, L = {L}")
     p_levels, Q = _tables(instance, exact)
     N = V**L
-    if drafting == "iid":
-        combos, prob = _outcomes(N, K, Q[L], exact)
-    else:
-        combos, prob = _outcomes_norep(N, K, L, V, Q[L], Q[1], exact)
+    combos, prob = draft_outcomes(Q, V, L, K, drafting, exact)
     lp, info = build_direct_outcomes(instance, combos, prob, exact, p_levels)
     info.update({"ordered_outcomes": N**K, "drafting": drafting})
     return lp, info
+
+
+def draft_outcomes(Q, V: int, L: int, K: int, drafting: str, exact: bool):
+    """The joint draft outcomes of K paths under a drafting scheme (multisets of path indices
+    [n, K]) and their probabilities, from the draft's path probabilities ``Q`` (as from
+    :func:`lp.node_budget._tables`)."""
+    if drafting == "iid":
+        return _outcomes(V**L, K, Q[L], exact)
+    return _outcomes_norep(V**L, K, L, V, Q[L], Q[1], exact)
 
 
 def build_direct_outcomes(instance: Instance, combos: np.ndarray, prob, exact: bool = False,

@@ -31,7 +31,7 @@ import numpy as np
 
 from spectheory.instances import Instance
 
-from .direct import DRAFTING, _outcomes, _outcomes_norep
+from .direct import DRAFTING, draft_outcomes
 from .node_budget import _tables
 from .result import LPError, LPResult
 from .sparse import SparseLP, Timer, check_lp_size, concat_blocks, solve_exact_via_highs
@@ -59,11 +59,7 @@ def build_selection(instance: Instance, paths: int, exact: bool = False,
     check_lp_size(n_est, nnz_est, "selection-rule LP", limit, "exact" if exact else "float",
                   f"C(V^L + K - 1, K) K + sum_j V^j with V = {V}, L = {L}, K = {K}")
     p_levels, Q = _tables(instance, exact)
-    N = V**L
-    if drafting == "iid":
-        combos, prob = _outcomes(N, K, Q[L], exact)
-    else:
-        combos, prob = _outcomes_norep(N, K, L, V, Q[L], Q[1], exact)
+    combos, prob = draft_outcomes(Q, V, L, K, drafting, exact)
     # one variable per (outcome, distinct path)
     sorted_c = np.sort(combos, axis=1)
     keep = np.ones(sorted_c.shape, dtype=bool)
@@ -111,22 +107,17 @@ def build_selection(instance: Instance, paths: int, exact: bool = False,
             ep = (ep[:, None] * p_levels[j]).reshape(-1)
             escale.append(np.where(ep != 0, ep, one))
         lp.exact_col_scale = np.concatenate(escale)
-    info = {"outcomes": len(combos), "selection_variables": n_s, "drafting": drafting}
+    info = {"outcomes": len(combos), "selection_variables": n_s, "drafting": drafting,
+            "selected_path": path}
     return lp, info
 
 
-def induced_law(lp_x, info_lp, instance: Instance, paths: int, drafting: str = "iid"):
-    """The induced law Q(x) [V^L] of a solution ``lp_x`` of :func:`build_selection`."""
-    V, L = instance.vocab_size, instance.block_length
-    exact = isinstance(lp_x[0], Fraction)
-    p_levels, Q = _tables(instance, exact)
-    combos = (_outcomes(V**L, paths, Q[L], exact) if drafting == "iid"
-              else _outcomes_norep(V**L, paths, L, V, Q[L], Q[1], exact))[0]
-    sorted_c = np.sort(combos, axis=1)
-    keep = np.ones(sorted_c.shape, dtype=bool)
-    keep[:, 1:] = sorted_c[:, 1:] != sorted_c[:, :-1]
-    path = sorted_c[keep]
-    law = np.zeros(V**L, dtype=object if exact else np.float64)
+def induced_law(lp_x, info: dict, vocab_size: int, block_length: int):
+    """The induced law Q(x) [V^L] of a solution ``lp_x`` of :func:`build_selection` (``info`` is
+    its second result: the path of each selection variable)."""
+    path = info["selected_path"]
+    law = np.zeros(vocab_size**block_length,
+                   dtype=object if isinstance(lp_x[0], Fraction) else np.float64)
     np.add.at(law, path, lp_x[:len(path)])
     return law
 
@@ -137,7 +128,8 @@ def selection_lp(instance: Instance, paths: int = 2, exact: bool = False,
     """Optimum E[tau + 1] of the best "select a path, then block-verify it against its induced
     law" K-path verifier (module docstring). Float: HiGHS (default) or cvxpy; exact: HiGHS' point
     rounded to fractions and verified as a certificate (:func:`lp.sparse.solve_exact_via_highs`).
-    ``details["induced_law"]`` holds the optimal Q over V^L (float solves)."""
+    ``details["induced_law"]`` holds the optimal Q over V^L (float solves), ``details[
+    "selected_path"]`` the path of each selection variable."""
     timer = Timer()
     lp, info = build_selection(instance, paths, exact, drafting, limit)
     if exact:
@@ -146,7 +138,8 @@ def selection_lp(instance: Instance, paths: int = 2, exact: bool = False,
         return LPResult("selection", int(paths), opt, "exact-certificate", "optimal", lp.n,
                         lp.constraints, timer.seconds, info)
     x, opt, status, name = lp.solve(solver)
-    info["induced_law"] = induced_law(np.asarray(x), info, instance, paths, drafting)
+    info["induced_law"] = induced_law(np.asarray(x), info, instance.vocab_size,
+                                      instance.block_length)
     return LPResult("selection", int(paths), opt, name, status, lp.n, lp.constraints,
                     timer.seconds, info)
 

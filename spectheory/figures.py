@@ -100,7 +100,7 @@ def machine() -> str:
             f"(torch threads: {torch.get_num_threads()}), Python {platform.python_version()}")
 
 
-def _jsonable(obj):
+def jsonable(obj):
     """``obj`` with numpy scalars made Python numbers, tuples lists, keys strings and non-finite
     floats None."""
     import math
@@ -108,9 +108,9 @@ def _jsonable(obj):
     import numpy as np
 
     if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
+        return {str(k): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
+        return [jsonable(v) for v in obj]
     if isinstance(obj, (np.floating, np.integer)):
         obj = obj.item()
     if isinstance(obj, float) and not math.isfinite(obj):
@@ -194,7 +194,7 @@ def run(out: str | os.PathLike, quick: bool = False, only: list[str] | None = No
                 if not (tmp / f"{stem}.{ext}").is_file():
                     raise SpectheoryError(f"figure script {path.name} did not write {stem}.{ext}")
             entries[stem] = {"title": title(path), "mode": mode,
-                             "seconds": round(time.time() - t1, 2), **_jsonable(numbers)}
+                             "seconds": round(time.time() - t1, 2), **jsonable(numbers)}
         payload["meta"] = {"command": command, "mode": mode,
                            "seconds": round(time.time() - t0, 2), "machine": machine()}
         payload.update(entries)
