@@ -18,7 +18,6 @@ from spectheory.report import (
     mark,
     toy_instance,
 )
-from spectheory.verifiers import block_verification
 
 from .coupling import coupling_bound
 from .direct import direct_lp
@@ -33,7 +32,7 @@ def section_lp(args, checks: Checks) -> list[str]:
     over all valid single-path verifiers agrees; more paths and full knowledge can only help."""
     inst = toy_instance()
     nb = node_budget_lp(inst, exact=True)
-    blk = analyze(inst, block_verification, "block").block_efficiency
+    blk = analyze(inst, "block").block_efficiency
     d1, d2 = (direct_lp(inst, K, exact=True).optimum for K in (1, 2))
     cb = coupling_bound(inst, exact=True).optimum
     eq = checks("node-budget LP optimum = block E[tau+1] (two-token example, exact)",
@@ -49,7 +48,7 @@ def section_lp(args, checks: Checks) -> list[str]:
              f" full-knowledge coupling bound: {cb} (>= K = 1: {mark(ok[2])})"]
     inst = random_instance(4, 6, args.seed, alpha=0.7)
     nb = node_budget_lp(inst)
-    blk = float(analyze(inst, block_verification, "block").block_efficiency)
+    blk = float(analyze(inst, "block").block_efficiency)
     diff = abs(nb.optimum - blk)
     eq = checks(f"node-budget LP optimum = block E[tau+1] (V = 4, L = 6, seed {args.seed}, "
                 f"float64)", diff <= LP_TOL)

@@ -33,14 +33,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-import torch
+from ._lazy import is_tensor, torch
 
 from .errors import SpectheoryError
 from .law import Law
 from .registry import get_verifier
 
-DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32,
-          "float64": torch.float64}
+#: dtypes audited, by name (``getattr(torch, name)``).
+DTYPES = ("bfloat16", "float16", "float32", "float64")
 ROW_KINDS = ("flat", "peaked", "tiny-q")
 #: Refuse audits whose float64 rows would exceed this many bytes (about 12 copies are alive).
 MAX_AUDIT_BYTES = 6 * 2**30
@@ -196,7 +196,7 @@ def audit(verifier="block", kind: str = "peaked", vocab_size: int = 151_936, bat
     exact_law = spec.law(drafts, q, p)
     out = []
     for name in dtypes:
-        dt = DTYPES[name]
+        dt = getattr(torch, name)
         qd, pd = q.to(dt), p.to(dt)
         law = spec.law(drafts, qd, pd)
         ref = spec.law(drafts, qd.double(), pd.double())
@@ -340,7 +340,7 @@ def load_rows(path) -> tuple:
     if not isinstance(obj, dict) or not {"drafts", "q", "p"} <= set(obj):
         raise SpectheoryError(f"--rows-file {path}: expected a dict with drafts, q and p")
     drafts, q, p = obj["drafts"], obj["q"], obj["p"]
-    if not all(isinstance(t, torch.Tensor) for t in (drafts, q, p)) or drafts.dim() != 3 or \
+    if not all(is_tensor(t) for t in (drafts, q, p)) or drafts.dim() != 3 or \
             q.shape[:3] != drafts.shape or p.shape[:2] != drafts.shape[:2] or \
             p.shape[2] != drafts.shape[2] + 1 or q.shape[-1] != p.shape[-1]:
         raise SpectheoryError(f"--rows-file {path}: shapes must be drafts [B, K, L], "

@@ -18,13 +18,13 @@ from fractions import Fraction
 from typing import Any, Sequence
 
 import numpy as np
-import torch
+from ._lazy import is_tensor, torch
 
 Array = Any  # torch.Tensor or numpy.ndarray
 
 
 def is_torch(x: Array) -> bool:
-    return isinstance(x, torch.Tensor)
+    return is_tensor(x)
 
 
 def is_exact(x: Array) -> bool:
@@ -59,7 +59,7 @@ def ones_like(x: Array) -> Array:
 
 def minimum(a: Array, b) -> Array:
     if is_torch(a):
-        if not isinstance(b, torch.Tensor):
+        if not is_tensor(b):
             return torch.clamp(a, max=b)
         return torch.minimum(a, b)
     return np.minimum(a, b if not is_exact(a) or isinstance(b, np.ndarray) else Fraction(b))
@@ -67,7 +67,7 @@ def minimum(a: Array, b) -> Array:
 
 def maximum(a: Array, b) -> Array:
     if is_torch(a):
-        if not isinstance(b, torch.Tensor):
+        if not is_tensor(b):
             return torch.clamp(a, min=b)
         return torch.maximum(a, b)
     return np.maximum(a, b if not is_exact(a) or isinstance(b, np.ndarray) else Fraction(b))

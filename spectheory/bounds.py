@@ -15,7 +15,7 @@ of accepting at least one token, P(tau >= 1) (the first-token acceptance).
 
 from __future__ import annotations
 
-import torch
+from ._lazy import torch
 
 
 def multidraft_acceptance(p: torch.Tensor, q: torch.Tensor, paths: int) -> torch.Tensor:

@@ -15,8 +15,10 @@ imported included, ends with one line and exit code 130.
 
 ``--threads N`` (N >= 1) sets torch's CPU threads for every command, before it runs; it may be
 given before or after the command name (an in-process ``main([...])`` restores the caller's
-setting when it returns). Without it the default of :mod:`spectheory.threads` applies
-(``SPECTHEORY_THREADS``, else 1 thread on machines with at most 2 cores). Every command also lets
+setting when it returns: torch's thread count, or ``OMP_NUM_THREADS`` if torch was not loaded).
+Without it the default of :mod:`spectheory.threads` applies (``SPECTHEORY_THREADS``, else 1
+thread on machines with at most 2 cores). Torch is imported only by commands that compute with
+it: ``--help``, ``instance`` and ``lp`` start in a fraction of a second. Every command also lets
 the C allocator keep freed memory for reuse (:mod:`spectheory.allocator`;
 ``SPECTHEORY_MALLOC=default`` turns that off).
 """
@@ -109,14 +111,14 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         from .allocator import apply_default as apply_allocator_default
         from .limits import check_environment, running
-        from .threads import get_threads, parse_threads, set_threads
+        from .threads import parse_threads, set_threads, snapshot
 
         check_environment()
         threads = getattr(args, "global_threads", None)
         threads = None if threads is None else parse_threads(threads, "--threads")
         apply_allocator_default()  # large temporaries reuse freed memory (spectheory.allocator)
-        before = get_threads()
-        set_threads(threads)
+        before = snapshot()
+        set_threads(threads)  # torch's own setting if loaded, else the one it will start with
         if not hasattr(args, "time_limit"):
             return int(args.func(args) or 0)
         # long-running commands: --time-limit, progress bars and time estimates on a terminal
@@ -135,10 +137,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     finally:  # an in-process call leaves the caller's thread setting as it found it
         if before is not None:
-            from .threads import get_threads, set_threads
+            from .threads import restore
 
-            if get_threads() != before:
-                set_threads(before)
+            restore(before)
 
 
 if __name__ == "__main__":  # pragma: no cover

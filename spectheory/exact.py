@@ -35,7 +35,7 @@ from fractions import Fraction
 from typing import Any, Callable
 
 import numpy as np
-import torch
+from ._lazy import is_tensor, torch
 
 from . import backend as Bk
 from . import limits
@@ -240,7 +240,7 @@ def total_variation(a, b):
 
 
 def _to_py(x):
-    if isinstance(x, torch.Tensor):
+    if is_tensor(x):
         return x.item()
     if isinstance(x, Fraction):
         return x
@@ -260,7 +260,7 @@ class _Lazy:
         if obj is None:
             return None
         value = obj.__dict__.get(self.slot)
-        if callable(value) and not isinstance(value, (torch.Tensor, np.ndarray)):
+        if callable(value) and not (is_tensor(value) or isinstance(value, np.ndarray)):
             value = value()
             obj.__dict__[self.slot] = value
         return value

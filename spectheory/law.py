@@ -31,7 +31,7 @@ from fractions import Fraction
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
-import torch
+from ._lazy import is_tensor, torch
 
 from .errors import SpectheoryError
 
@@ -81,7 +81,7 @@ def _first(mask) -> tuple:
 
 
 def _as_numpy(x):
-    if isinstance(x, torch.Tensor):
+    if is_tensor(x):
         return x.detach().cpu().numpy()
     return np.asarray(x)
 

@@ -21,7 +21,7 @@ from fractions import Fraction
 from typing import Sequence
 
 import numpy as np
-import torch
+from ._lazy import is_tensor, torch
 
 from .backend import to_exact
 from .errors import InstanceError
@@ -61,10 +61,13 @@ class TableModel:
             n = n * self.vocab_size + int(t)
         return self.tables[len(s)][n]
 
-    def torch_level(self, d: int, device="cpu", dtype=torch.float64) -> torch.Tensor:
+    def torch_level(self, d: int, device="cpu", dtype=None) -> torch.Tensor:
+        """Conditionals after every prefix of length d as a torch tensor [V**d, V]
+        (``dtype`` default: float64)."""
         if self.exact:
             raise TypeError("exact model: use level() (object array) instead of torch_level()")
-        return torch.as_tensor(np.ascontiguousarray(self.level(d)), dtype=dtype, device=device)
+        return torch.as_tensor(np.ascontiguousarray(self.level(d)),
+                               dtype=torch.float64 if dtype is None else dtype, device=device)
 
     def to_float(self) -> "TableModel":
         if not self.exact:
@@ -119,7 +122,7 @@ def all_prefixes(depth: int, vocab_size: int, like=None):
     n = np.arange(vocab_size**depth, dtype=np.int64)
     powers = vocab_size ** np.arange(depth - 1, -1, -1, dtype=np.int64)
     tokens = (n[:, None] // powers[None, :]) % vocab_size
-    if like is not None and isinstance(like, torch.Tensor):
+    if like is not None and is_tensor(like):
         return torch.as_tensor(tokens, device=like.device)
     return tokens
 

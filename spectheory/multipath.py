@@ -33,7 +33,7 @@ import math
 from fractions import Fraction
 
 import numpy as np
-import torch
+from ._lazy import torch
 
 from . import backend as Bk
 from .errors import SpectheoryError

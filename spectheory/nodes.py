@@ -47,7 +47,7 @@ from fractions import Fraction
 from typing import Callable
 
 import numpy as np
-import torch
+from ._lazy import is_tensor, torch
 
 from . import backend as B
 from .law import ROW_SUM_TOL, Law, LawError
@@ -232,7 +232,7 @@ def node_verifier(form: NodeForm, name: str, *, lossless: bool = True, exact: bo
 
 
 def _numpy(x):
-    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+    return x.detach().cpu().numpy() if is_tensor(x) else np.asarray(x)
 
 
 def validate_nodes(weight, corr, depth: int, exact: bool, name: str = "verifier",
@@ -273,8 +273,8 @@ def validate_nodes(weight, corr, depth: int, exact: bool, name: str = "verifier"
             raise LawError("correction-sum", f"{name}: correction row {where}, node {n} sums "
                            f"to {rows[n]}, not 1", (n,), rows[n])
         return
-    w = weight if isinstance(weight, torch.Tensor) else torch.as_tensor(_numpy(weight))
-    c = None if skip_corr else (corr if isinstance(corr, torch.Tensor)
+    w = weight if is_tensor(weight) else torch.as_tensor(_numpy(weight))
+    c = None if skip_corr else (corr if is_tensor(corr)
                                 else torch.as_tensor(_numpy(corr)))
     # fast screen: min >= 0 fails on NaN and negatives, max <= 1 + tol on inf and w > 1, row sums
     # within tol on inf; the detailed diagnosis below runs only when a screen fails

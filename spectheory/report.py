@@ -25,13 +25,9 @@ from typing import Callable
 from .exact import analyze, check_lossless
 from .instances import Instance, instance_from_dict
 from .random_instances import random_instance
-from .verifiers import (
-    LOSSY_MULTI_PATH,
-    MULTI_PATH,
-    SINGLE_PATH,
-    block_verification,
-    uniform_product_verification,
-)
+
+# The verifiers (and torch) are imported by the sections that run them, not when the command
+# line registers ``report``.
 
 TOY = {"vocab_size": 2, "block_length": 2, "target": ["1/3", "2/3"], "draft": ["2/3", "1/3"]}
 
@@ -83,6 +79,8 @@ def mark(ok: bool, yes: str = "ok", no: str = "FAILED") -> str:
 
 
 def section_toy(args, checks: Checks) -> list[str]:
+    from .verifiers import SINGLE_PATH, block_verification
+
     inst = toy_instance()
     lines = ["p = (1/3, 2/3), q = (2/3, 1/3), L = 2, exact rationals:"]
     for name, v in SINGLE_PATH.items():
@@ -107,6 +105,8 @@ def section_random(args, checks: Checks) -> list[str]:
     lines = [f"{'V':>3} {'L':>3} {'alpha':>6} {'seed':>5} {'E[tau+1] token':>15} "
              f"{'E[tau+1] block':>15} {'gain':>7} {'TV token':>9} {'TV block':>9}  "
              f"lossless, block >= token"]
+    from .verifiers import SINGLE_PATH
+
     cases = [(4, 4, 0.5), (4, 4, 1.0), (4, 4, 2.0), (3, 6, 1.0), (8, 3, 1.0)]
     for k, (V, L, alpha) in enumerate(cases):
         seed = args.seed + k
@@ -137,6 +137,8 @@ def section_random(args, checks: Checks) -> list[str]:
 
 
 def section_wrong_variant(args, checks: Checks) -> list[str]:
+    from .verifiers import uniform_product_verification
+
     inst = toy_instance(exact=False)
     rep = check_lossless(uniform_product_verification, inst)
     caught = checks("'running product of uniforms' caught as lossy", not rep.lossless)
@@ -173,6 +175,8 @@ def add_multipath_optimum(label: str, optimum: Callable[[Instance, int, str], fl
 def section_multipath(args, checks: Checks) -> list[str]:
     """Multi-path verifiers side by side, each checked lossless, against any registered optimum,
     and the lossy mismatched-tie GBV caught by the checker."""
+    from .verifiers import LOSSY_MULTI_PATH, MULTI_PATH
+
     inst = random_instance(3, 2, args.seed, alpha=0.7)
     Ks = (1, 2, 3)
     lines = [f"random V = 3, L = 2 (seed {args.seed}, alpha 0.7), exact float64 over all "

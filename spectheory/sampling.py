@@ -10,7 +10,7 @@ uses inverse-CDF sampling, so the same uniforms give the same draws.
 
 from __future__ import annotations
 
-import torch
+from ._lazy import torch
 
 from .law import Law
 

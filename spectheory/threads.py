@@ -16,11 +16,20 @@ command-line option ``spectheory --threads N COMMAND ...`` (also accepted after 
 The command line applies the setting before the command runs. Importing :mod:`spectheory` leaves
 torch's own setting alone unless ``SPECTHEORY_THREADS`` is set; call :func:`set_threads` (with
 no argument for the default above) to choose.
+
+Torch is not imported to apply the setting: when it is already loaded, :func:`set_threads`
+calls ``torch.set_num_threads``; when it is not, the setting waits, and is applied right after
+torch is first imported, whichever module imports it (a one-shot import hook on ``sys.meta_path``
+that wraps torch's loader for that one import). So commands that never touch torch, such as
+``spectheory instance`` and the LPs, start without paying for it (about 1 s).
 """
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.util
 import os
+import sys
 
 from .errors import SpectheoryError
 
@@ -59,6 +68,8 @@ def default_threads(cores: int | None = None) -> int:
 def set_threads(n: int | None = None) -> int:
     """Set the number of CPU threads torch uses (intra-op), and return it.
 
+    Torch is not imported for this: if it is not loaded yet, the setting is applied when it is.
+
     Parameters
     ----------
     n : int, optional
@@ -71,17 +82,103 @@ def set_threads(n: int | None = None) -> int:
         ``n`` (or ``SPECTHEORY_THREADS``) is not an integer >= 1.
     """
     n = default_threads() if n is None else parse_threads(n, "threads =")
-    import torch
-
-    torch.set_num_threads(n)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(n)
+    else:
+        _set_pending(n)
     return n
 
 
 def get_threads() -> int:
-    """Torch's current number of intra-op threads."""
+    """Torch's current number of intra-op threads (imports torch, which applies a pending
+    setting)."""
     import torch
 
     return torch.get_num_threads()
 
 
-__all__ = ["ENV_VAR", "default_threads", "get_threads", "parse_threads", "set_threads"]
+# ----------------------------------------------------------------------------- pending setting
+
+_pending: int | None = None  # threads to set when torch is imported
+_imported_with: int | None = None  # torch's own count at import, before the pending one was set
+
+
+class _ThenSetThreads(importlib.abc.Loader):
+    """Torch's loader, then ``torch.set_num_threads(pending)``; puts the loader back after."""
+
+    def __init__(self, loader):
+        self._loader = loader
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        global _imported_with
+        self._loader.exec_module(module)
+        module.__loader__ = self._loader
+        if getattr(module, "__spec__", None) is not None:
+            module.__spec__.loader = self._loader
+        if _pending is not None:
+            _imported_with = module.get_num_threads()
+            module.set_num_threads(_pending)
+
+    def __getattr__(self, name):  # get_resource_reader, is_package, ...: the real loader's
+        return getattr(self._loader, name)
+
+
+class _OnTorchImport(importlib.abc.MetaPathFinder):
+    """Finds torch through the other finders and wraps its loader (one shot)."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "torch":
+            return None
+        _unhook()
+        spec = importlib.util.find_spec(fullname)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _ThenSetThreads(spec.loader)
+        return spec
+
+
+_HOOK = _OnTorchImport()
+
+
+def _unhook() -> None:
+    while _HOOK in sys.meta_path:
+        sys.meta_path.remove(_HOOK)
+
+
+def _set_pending(n: int | None) -> None:
+    global _pending
+    _pending = n
+    if n is None:
+        _unhook()
+    elif _HOOK not in sys.meta_path:
+        sys.meta_path.insert(0, _HOOK)
+
+
+def snapshot():
+    """The thread setting as it stands, for :func:`restore` (imports nothing): torch's thread
+    count if torch is loaded, else the pending setting (None: torch's own default)."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        return ("torch", torch.get_num_threads())
+    return ("pending", _pending)
+
+
+def restore(state) -> None:
+    """Put back a :func:`snapshot`, also when torch was imported in between (it then gets the
+    count it would have started with)."""
+    kind, value = state
+    torch = sys.modules.get("torch")
+    if torch is None:
+        _set_pending(value)
+        return
+    if kind == "pending":
+        value = _imported_with if value is None else value
+    if value is not None and torch.get_num_threads() != value:
+        torch.set_num_threads(value)
+
+
+__all__ = ["ENV_VAR", "default_threads", "get_threads", "parse_threads", "restore",
+           "set_threads", "snapshot"]

@@ -8,7 +8,7 @@ index n at depth d has index ``n // V**(d - i)``. Sizes are guarded before anyth
 from __future__ import annotations
 
 import numpy as np
-import torch
+from ._lazy import is_tensor, torch
 
 from . import limits
 from .errors import SizeLimitError
@@ -123,7 +123,7 @@ def path_probabilities(cond_levels, roots):
 
 def sequence_tokens(flat_index, depth: int, vocab_size: int):
     """Token ids [B, depth] of sequences given their flat indices (contexts ignored: n mod V**d)."""
-    if isinstance(flat_index, torch.Tensor):
+    if is_tensor(flat_index):
         powers = vocab_size ** torch.arange(depth - 1, -1, -1, device=flat_index.device)
         return (flat_index[:, None] // powers[None, :]) % vocab_size
     powers = vocab_size ** np.arange(depth - 1, -1, -1, dtype=np.int64)
@@ -158,6 +158,6 @@ def path_conditionals(cond_levels, paths, depth: int):
         rows.append(cond_levels[j][node])
         if j < depth - 1:
             node = node * V + paths[:, j]
-    if isinstance(rows[0], torch.Tensor):
+    if is_tensor(rows[0]):
         return torch.stack(rows, dim=1)
     return np.stack(rows, axis=1)

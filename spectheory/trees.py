@@ -74,7 +74,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
-import torch
+from ._lazy import torch
 
 from . import backend as Bk
 from .errors import SpectheoryError

@@ -53,9 +53,12 @@ def resample_from_target(drafts, q, p):
 
 
 def test_planted_lossy_block_verification_fails_the_report(capsys, monkeypatch):
-    """The multi-iteration check runs `report.block_verification`; swap in a lossy variant and
-    the report must fail that check, and only that one."""
-    monkeypatch.setattr(report, "block_verification", resample_from_target)
+    """The multi-iteration check runs `spectheory.verifiers.block_verification` (imported when
+    the section runs); swap in a lossy variant and the report must fail that check, and only
+    that one."""
+    import spectheory.verifiers
+
+    monkeypatch.setattr(spectheory.verifiers, "block_verification", resample_from_target)
     code, out, last = run_report(capsys)
     m = VERDICT.match(last)
     assert code == 1 and m and m.group(3) == "1", last

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
-import torch
+from .._lazy import torch
 
 from ..errors import SpectheoryError
 from ..instances import Instance

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
+from .._lazy import torch
 
 from .. import backend as Bk
 from ..errors import SizeLimitError, SpectheoryError

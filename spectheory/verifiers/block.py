@@ -21,7 +21,7 @@ law :func:`block_verification` and the exact engine's per-node route are both bu
 
 from __future__ import annotations
 
-import torch
+from .._lazy import torch
 
 from .. import backend as B
 from ..law import Law

@@ -41,7 +41,7 @@ negative control for the checker.
 from __future__ import annotations
 
 import numpy as np
-import torch
+from .._lazy import torch
 
 from .. import backend as B
 from ..law import MultiLaw

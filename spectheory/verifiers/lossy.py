@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 
-import torch
+from .._lazy import is_tensor, torch
 
 from ..law import Law
 from ..registry import VerifierSpec
@@ -29,7 +29,7 @@ from .common import drafted_probs, residual_corrections, residuals
 
 def uniform_product_verification(drafts, q, p) -> Law:
     """Law of the running-product-of-uniforms variant (torch only; see module docstring)."""
-    if not isinstance(p, torch.Tensor):
+    if not is_tensor(p):
         raise TypeError("uniform_product_verification has a float (torch) law only")
     L = drafts.shape[-1]
     px, qx = drafted_probs(drafts, q, p)

@@ -1,0 +1,116 @@
+"""Start-up: torch is imported only where it is used.
+
+Importing torch takes about 1 s, several times the rest of the command line's start-up; the core
+modules bind it through :mod:`spectheory._lazy` and import it on first use. These tests run fresh
+interpreters (the test process itself has torch loaded) and check which modules end up in
+``sys.modules`` -- a property, not a timing; the times are in ``benchmarks/bench_startup.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pkgutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import spectheory
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: Modules that use torch on import by design (samplers and bug ports written against tensors).
+TORCH_ON_IMPORT = ("spectheory.testing.adapters", "spectheory.testing.mutants")
+
+
+def _python(code: str, env: dict | None = None) -> str:
+    full = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    for var in ("SPECTHEORY_THREADS", "OMP_NUM_THREADS"):
+        if env is None or var not in env:
+            full.pop(var, None)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full,
+                         cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout.strip().splitlines()[-1]
+
+
+def test_core_modules_do_not_import_torch():
+    names = [m.name for m in pkgutil.walk_packages(spectheory.__path__, "spectheory.")
+             if not m.name.startswith(TORCH_ON_IMPORT)]
+    names += ["lp", "lp.cli", "lp.report", "toy_models", "toy_models.cli", "spectheory.cli"]
+    code = ("import importlib, json, sys\nfirst = None\n"
+            f"for name in {names!r}:\n"
+            "    importlib.import_module(name)\n"
+            "    if first is None and 'torch' in sys.modules:\n"
+            "        first = name\n"
+            "print(json.dumps(first))")
+    assert json.loads(_python(code)) is None  # else: the first module that loaded torch
+    assert len(names) > 40
+
+
+def test_parser_and_light_commands_do_not_import_torch(tmp_path):
+    inst = tmp_path / "inst.json"
+    code = ("import contextlib, io, json, sys\n"
+            "from spectheory.cli import build_parser, main\n"
+            "build_parser()\nseen = ['torch' in sys.modules]\n"
+            "out = io.StringIO()\n"
+            "with contextlib.redirect_stdout(out):\n"
+            "    seen.append(main(['instance', 'random', '--vocab', '3', '--block', '2']))\n"
+            f"open({str(inst)!r}, 'w').write(out.getvalue())\n"
+            "seen.append('torch' in sys.modules)\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            f"    seen.append(main(['lp', {str(inst)!r}, '--json']))\n"
+            "seen.append('torch' in sys.modules)\n"
+            "print(json.dumps(seen))")
+    assert json.loads(_python(code)) == [False, 0, False, 0, False]
+    assert json.loads(inst.read_text())["vocab_size"] == 3
+
+
+def test_threads_apply_when_torch_is_imported_later(tmp_path):
+    """``--threads 3`` before torch is loaded: the command, which loads torch, runs with 3
+    threads (more than torch's default on a 2-core machine), and an in-process call leaves torch
+    as it would have started (its own default) when it returns."""
+    inst = tmp_path / "inst.json"
+    inst.write_text(json.dumps({"vocab_size": 2, "block_length": 2, "target": ["1/3", "2/3"],
+                                "draft": ["2/3", "1/3"]}))
+    code = ("import contextlib, io, json, sys\n"
+            "import spectheory.commands as c\n"
+            "seen, original = [], c.cmd_exact\n"
+            "def spy(args):\n"
+            "    rc = original(args)\n"
+            "    seen.append(sys.modules['torch'].get_num_threads())\n"
+            "    return rc\n"
+            "c.cmd_exact = spy\n"
+            "from spectheory.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            f"    rc = main(['--threads', '3', 'exact', {str(inst)!r}, '--verifier', 'block'])\n"
+            "import torch\n"
+            "print(json.dumps([rc, seen, torch.get_num_threads()]))")
+    rc, seen, after = json.loads(_python(code))
+    default = json.loads(_python("import torch; print(torch.get_num_threads())"))
+    assert (rc, seen, after) == (0, [3], default)
+
+
+def test_env_threads_on_import_do_not_load_torch():
+    code = ("import json, os, sys\nimport spectheory\n"
+            "loaded = 'torch' in sys.modules\nimport torch\n"
+            "print(json.dumps([loaded, torch.get_num_threads()]))")
+    assert json.loads(_python(code, {"SPECTHEORY_THREADS": "3"})) == [False, 3]
+
+
+@pytest.mark.parametrize("module", ["spectheory.verifiers", "spectheory.trees", "lp"])
+def test_lazy_torch_still_computes(module):
+    """Modules imported without torch compute as before once used (torch loaded on demand)."""
+    code = ("import sys\nimport spectheory\n"
+            f"import {module}\n"
+            "from spectheory import analyze, random_instance\n"
+            "r = analyze(random_instance(3, 2, 0, denominator=12), 'block', exact=True)\n"
+            "print(r.expected_accepted, 'torch' in sys.modules)")
+    value, loaded = _python(code).split()
+    assert loaded == "False"  # the exact route is numpy Fractions only
+    from spectheory import analyze, random_instance
+
+    assert value == str(analyze(random_instance(3, 2, 0, denominator=12), "block",
+                                exact=True).expected_accepted)
