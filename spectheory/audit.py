@@ -102,8 +102,7 @@ def _steps(name: str, drafts, q, p):
     """Intermediate quantities of a built-in verifier, on inputs of one dtype."""
     from .verifiers.block import block_weights
     from .verifiers.common import drafted_probs, residuals
-    from .verifiers.gbv import _gather_path, drafted_rank, rank_and_below, select_path
-    from .verifiers.gbv import _power_sum
+    from .verifiers.gbv import _gather_path, _skewed_path_rows, drafted_rank, select_path
 
     if name in ("token", "block"):
         d, q1, p1 = drafts[:, 0], q[:, 0], p[:, 0]
@@ -118,25 +117,13 @@ def _steps(name: str, drafts, q, p):
                         "acceptance h": torch.where(den > 0, S / torch.where(den > 0, den, 1),
                                                     1)})
         return out
-    if name == "gbv":
-        K, L = drafts.shape[1], drafts.shape[2]
+    if name == "gbv":  # the verifier's own recursion, asked for its denominators
+        K = drafts.shape[1]
         k = select_path(drafts, drafted_rank(drafts, q, p), q.shape[-1])
         d, qs, ps = (_gather_path(a, k) for a in (drafts, q, p))
-        _, below = rank_and_below(qs, ps[:, :L])
-        A = torch.zeros_like(qs[:, 0, 0])
-        x = torch.ones_like(A)
-        rows, dens = [], []
-        for i in range(L):
-            A1, x1 = A.unsqueeze(-1), x.unsqueeze(-1)
-            den = _power_sum(A1, x1, K)
-            num = _power_sum(A1 + x1 * below[:, i], x1 * qs[:, i], K)
-            rows.append(torch.where(den > 0, qs[:, i] * num / torch.where(den > 0, den, 1),
-                                    qs[:, i]))
-            dens.append(den[:, 0])
-            t = d[:, i].unsqueeze(-1)
-            A = A + x * below[:, i].gather(-1, t)[:, 0]
-            x = x * qs[:, i].gather(-1, t)[:, 0]
-        return {"skewed rows q^G": torch.stack(rows, 1), "skew denominator": torch.stack(dens, 1)}
+        dens = torch.empty(tuple(d.shape), dtype=qs.dtype, device=qs.device)
+        rows = _skewed_path_rows(d, qs, ps, K, "low", denominators=dens)
+        return {"skewed rows q^G": rows, "skew denominator": dens}
     return {}
 
 

@@ -268,10 +268,13 @@ def _gather_path(x, k):
     return B.take_along(x, idx, axis=1)[:, 0]
 
 
-def _skewed_path_rows(d_sel, q_sel, p_sel, K: int, ties: str):
+def _skewed_path_rows(d_sel, q_sel, p_sel, K: int, ties: str, denominators=None):
     """q^G rows [B, L, V] along the selected paths: A_0 = 0, x_0 = 1, then per position one sort
     (:func:`below_mass`) and the skewed row; A += x below(X_i), x *= q(X_i). On torch a few
-    rows at a time (their temporaries stay in cache), written into one array."""
+    rows at a time (their temporaries stay in cache), written into one array.
+
+    ``denominators`` [B, L], if given, receives the skew denominator S_K(A, x) of every position
+    (zero where the row falls back to q; :mod:`spectheory.audit` reports that underflow)."""
     Bsz, L = d_sel.shape
     V = q_sel.shape[-1]
     if B.is_torch(q_sel) and q_sel.device.type == "cpu":
@@ -289,6 +292,8 @@ def _skewed_path_rows(d_sel, q_sel, p_sel, K: int, ties: str):
             qi = q_sel[b0:b1, i]
             below = below_mass(qi, p_sel[b0:b1, i], ties)
             row = skewed_rows(qi, below, A, x, K)
+            if denominators is not None:
+                denominators[b0:b1, i] = _power_sum(A, x, K)
             if out is not None:
                 out[b0:b1, i] = row
             else:
