@@ -381,3 +381,59 @@ def test_node_route_work_counts_uneven_trees():
     with pytest.raises(SpectheoryError, match="exceed"):
         analyze_tree(random_instance(8, 3, 0), "specinfer-norep", shape, "norep",
                      max_sequences=100)
+
+
+# ----------------------------------------------------------------------------- the tree LP
+
+
+def test_lp_topk_optimum_is_the_sum_of_target_prefix_probabilities():
+    """Drafting top-k is deterministic, so any valid verifier passes through a drafted node v
+    with probability at most p(v) (its output starts with v with probability p(v)): the optimum
+    E[tau + 1] is 1 + sum_v p(v), which the top-k rule attains, on an uneven tree too."""
+    from lp.tree import tree_lp
+
+    choices = [[0], [1], [0, 0], [0, 1], [0, 0, 0]]
+    for seed in (1, 2):
+        inst = random_instance(3, 3, seed, denominator=12)
+        total = Fraction(1)
+        for c in choices:
+            prefix = []
+            for r in c:
+                q = list(inst.draft.conditional(tuple(prefix)))
+                prefix.append(sorted(range(3), key=lambda x: (-q[x], x))[r])
+            total += math.prod((inst.target.conditional(tuple(prefix[:i]))[prefix[i]]
+                                for i in range(len(prefix))), start=Fraction(1))
+        opt = tree_lp(inst, choices, "topk", exact=True)
+        assert opt.optimum == total == analyze_tree(inst, "topk", choices).block_efficiency
+
+
+@pytest.mark.parametrize("drafting", ["iid", "norep"])
+def test_lp_uneven_tree_between_its_subtree_and_supertree(drafting):
+    """Adding a drafted node (last among its siblings) leaves the other nodes' joint law as it
+    was, and a verifier may ignore the new node, so the optimum cannot drop: chain (1, 1) <=
+    uneven [a -> a1, b] <= (2, 1). Strict on this instance: the short leaf b is worth something
+    and a padded b -> b1 would be worth more (padding changes the answer). The node rule of the
+    scheme stays below the uneven optimum."""
+    from lp.tree import tree_lp
+
+    inst = random_instance(3, 2, 1, denominator=12)
+    uneven = {"parents": [0, 1, 0]}
+    lo = tree_lp(inst, (1, 1), drafting, exact=True).optimum
+    mid = tree_lp(inst, uneven, drafting, exact=True)
+    hi = tree_lp(inst, (2, 1), drafting, exact=True).optimum
+    assert mid.details["certificate"] in ("rounded", "sympy")
+    assert lo < mid.optimum < hi
+    rule = {"iid": "specinfer", "norep": "specinfer-norep"}[drafting]
+    assert analyze_tree(inst, rule, uneven, drafting).block_efficiency < mid.optimum
+
+
+def test_lp_outcomes_of_an_uneven_tree():
+    from lp.tree import tree_outcomes
+
+    inst = random_instance(3, 2, 3, denominator=12)
+    for d in ("iid", "norep", "topk"):
+        combos, lengths, prob = tree_outcomes(inst, {"parents": [0, 1, 0]}, d, exact=True,
+                                              with_lengths=True)
+        assert sum(prob) == 1 and set(lengths.reshape(-1).tolist()) <= {1, 2}
+    with pytest.raises(SpectheoryError, match="with_lengths"):
+        tree_outcomes(inst, {"parents": [0, 1, 0]}, "iid")
