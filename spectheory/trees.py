@@ -519,7 +519,8 @@ def refuse_uneven(spec: VerifierSpec, shape: TreeShape) -> None:
             f"tree {shape.describe()} has leaves at depths {','.join(map(str, depths))}: the "
             f"enumerate route hands {spec.name!r} leaf paths of one length [B, K, D], and "
             f"padding the shorter ones would let it accept tokens that were never drafted; "
-            f"uneven trees take the node route ({', '.join(NODE_RULES)})")
+            f"uneven trees take the node route (route='nodes'): specinfer under iid, "
+            f"specinfer-norep under iid or norep, topk under any drafting")
 
 
 def enumerate_count(shape, V: int, drafting: str) -> int:
@@ -982,11 +983,15 @@ def analyze_tree(instance: Instance, verifier, shape, drafting: str | None = Non
     Parameters
     ----------
     instance : Instance
-        Draft q and target p tables; the block length is the tree's depth D.
+        Draft q and target p tables; the block length is the tree's depth D (its deepest
+        leaf).
     verifier : str or VerifierSpec
         Any K-path verifier (``specinfer``, ``specinfer-norep``, ``traversal-tree``,
         ``block-first``, ...) or ``"topk"`` (:mod:`spectheory.verifiers.topk`).
-    shape : branching factors, "3,2,1", a graph with ``nodes``/``successors``, or TreeShape
+    shape : any form of :func:`tree_shape`
+        Branching factors ("3,2,1"), a choices list, ``{"parents": [...]}``, a graph with
+        ``nodes``/``successors``, or a TreeShape. Leaves may be at different depths (node
+        route only; the enumerate route refuses, :func:`refuse_uneven`).
     drafting : {"iid", "norep", "topk"}, optional
         Default: the verifier's home scheme (:data:`HOME_DRAFTING`).
     exact : bool, optional

@@ -87,7 +87,8 @@ def walk(inst, rule, cands, prefix, mass, out, leaf_row="own"):
     SpecInfer (Miao et al., ASPLOS 2024) tries every child in turn (repeats included) and merges
     the children that carry the accepted token; RRS without replacement (Jeon et al., arXiv
     2402.14160) also drops each rejected token from q; the top-k rule accepts c_j with
-    probability p'(c_j) and removes it on rejection. ``leaf_row="parent"`` plants a bug: at a
+    probability p'(c_j) and removes it on rejection; both skip a token already tried (equal-token
+    children are one node). ``leaf_row="parent"`` plants a bug: at a
     childless node the bonus token comes from the parent's row."""
     p = list(inst.target.conditional(prefix))
     if not cands:
@@ -96,8 +97,12 @@ def walk(inst, rule, cands, prefix, mass, out, leaf_row="own"):
             out[prefix + (y,)] = out.get(prefix + (y,), 0) + mass * py
         return
     q = list(inst.draft.conditional(prefix))
-    r, qc, survive = p, q, Fraction(1)
+    r, qc, survive, tried = p, q, Fraction(1), set()
     for t, _ in cands:
+        if rule != "specinfer":  # rules without replacement skip a repeated token
+            if t in tried:
+                continue
+            tried.add(t)
         if rule == "topk":
             a = r[t]
         else:
@@ -230,9 +235,38 @@ def test_node_route_equals_brute_force_and_is_lossless(name, rule, drafting):
         assert rep.lossless and rep.tv == 0 and rep.exact
 
 
+@pytest.mark.parametrize("rule,drafting", [("topk", "iid"), ("topk", "norep"),
+                                           ("specinfer-norep", "iid")])
+def test_rules_off_their_home_scheme_on_uneven_trees(rule, drafting):
+    """The top-k rule samples Y ~ p(.|u) and descends when Y was drafted, so it is lossless
+    under every scheme; RRS without replacement on i.i.d. children (repeats skipped) is lossless
+    on every instance tested. Both against the brute force, exactly."""
+    for name in ("leaf-first", "three-deep", "wide"):
+        shape = shape_from_parents(UNEVEN[name])
+        inst = rational(2)
+        res = analyze_tree(inst, rule, shape, drafting)
+        pmf, law = brute(inst, rule, shape, drafting)
+        assert res.tau_pmf == pmf and list(res.output_law) == law
+        assert law == target(inst, shape.height)
+
+
+def test_planted_bug_raw_q_on_topk_children_is_caught():
+    """RRS without replacement reads q; on deterministic top-k children the draft law is a
+    point mass, so handing it the raw q (rows='raw') is lossy on an uneven tree too."""
+    shape = shape_from_parents(UNEVEN["three-deep"])
+    inst = rational(1)
+    rep = check_tree_lossless("specinfer-norep", inst, shape, "topk", route="nodes", rows="raw")
+    assert not rep.lossless and rep.tv > 0
+    res = analyze_tree(inst, "specinfer-norep", shape, "topk", route="nodes", rows="raw")
+    pmf, law = brute(inst, "specinfer-norep", shape, "topk")
+    assert res.tau_pmf == pmf and list(res.output_law) == law
+    assert law != target(inst, shape.height)
+
+
 def test_tau_is_bounded_by_the_leaf_depth():
-    """A tree whose only depth-3 node sits below the first child: tau = 3 needs that path, so
-    P(tau = 3) is at most the probability the walk takes it."""
+    """A tree whose only depth-3 node sits below the first child, beside two leaves at depth 1:
+    the walk reaches tau = 3 only along that path (route = brute force for the three rules), and
+    under the top-k rule with probability exactly p(x1 x2 x3) of the top-1 chain."""
     inst = rational(2)
     shape = shape_from_parents([0, 1, 2, 0, 0])  # root: [a -> a1 -> a11, b, c]
     for rule, drafting in HOME:
