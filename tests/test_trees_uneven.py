@@ -235,6 +235,27 @@ def test_node_route_equals_brute_force_and_is_lossless(name, rule, drafting):
         assert rep.lossless and rep.tv == 0 and rep.exact
 
 
+def test_random_uneven_trees_against_brute_force():
+    """Random parent lists (node i's parent uniform among 0..i-1; fixed seeds), each rule under
+    its own scheme, on a fresh prefix-dependent instance: equal laws, lossless."""
+    import numpy as np
+
+    rng = np.random.default_rng(20240611)
+    seen_uneven = 0
+    for trial in range(8):
+        E = int(rng.integers(3, 6))
+        parents = [int(rng.integers(0, i)) for i in range(1, E + 1)]
+        shape = shape_from_parents(parents)
+        seen_uneven += not shape.uniform
+        inst = rational(10 + trial, V=4)
+        for rule, drafting in HOME:
+            res = analyze_tree(inst, rule, shape, drafting)
+            pmf, law = brute(inst, rule, shape, drafting)
+            assert res.tau_pmf == pmf and list(res.output_law) == law, (parents, rule)
+            assert law == target(inst, shape.height)
+    assert seen_uneven >= 5
+
+
 @pytest.mark.parametrize("rule,drafting", [("topk", "iid"), ("topk", "norep"),
                                            ("specinfer-norep", "iid")])
 def test_rules_off_their_home_scheme_on_uneven_trees(rule, drafting):
