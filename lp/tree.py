@@ -68,6 +68,7 @@ def tree_outcomes(instance: Instance, shape, drafting: str = "iid", exact: bool 
         tok = _topk_outcome(tree, q_levels, V)
         tok = np.concatenate([np.zeros((1, 1), np.int64), tok], axis=1)
         weight = [Fraction(1) if exact else 1.0]
+        gone = np.zeros((1, K), dtype=bool)
     else:
         total = V ** (N - 1)
         check_size(total, f"tree LP outcomes ({tree.describe()})", exact,
@@ -77,17 +78,18 @@ def tree_outcomes(instance: Instance, shape, drafting: str = "iid", exact: bool 
                              axis=1)
         like = q_levels[0]
         t = tok if exact else torch.as_tensor(tok)
-        w, _ = _outcome_weight(tree, t, q_levels, V, drafting, like)
+        w, _, dropped = _outcome_weight(tree, t, q_levels, V, drafting, like, drop=True)
         weight = list(w) if exact else w.numpy().tolist()
+        gone = np.stack([np.asarray(dropped[u]) for u in tree.leaves], axis=1)  # [n, K]
     powers = V ** np.arange(D - 1, -1, -1)
     drafted = (leaf >= 0).reshape(-1)
     cols = np.where(drafted, leaf.reshape(-1), 0)  # column 0 is the root's token 0
     paths = ((tok[:, cols] * drafted).reshape(-1, K, D) * powers).sum(axis=2)  # [n, K]
     zero = Fraction(0) if exact else 0.0
     acc: dict = defaultdict(lambda: zero)
-    for row, w in zip(paths, weight):
+    for row, w, off in zip(paths, weight, gone):
         if w != 0:
-            acc[_maximal(row.tolist(), depths, V, D)] += w
+            acc[_maximal(row[~off].tolist(), depths[~off], V, D)] += w
     # pad each outcome's paths to K with its first path (prefix sets are unchanged)
     keys = sorted(acc)
     combos = np.array([[x for _, x in k] + [k[0][1]] * (K - len(k)) for k in keys],

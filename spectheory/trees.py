@@ -18,9 +18,10 @@ A **drafting scheme** says how the b children of a node u get their tokens from 
 * ``iid``: b i.i.d. draws from q(.|u) (repeats allowed; SpecInfer, Miao et al., ASPLOS 2024);
 * ``norep``: b draws without replacement, each from q(.|u) renormalised to the unused tokens
   (Jeon et al., arXiv 2402.14160); when q(.|u) has only m < b positive tokens the surplus
-  children are not drafted (fewer children). The node route drops them with their subtrees;
-  the enumerate route represents them as copies of the first child with its whole subtree (the
-  same drafted nodes) and refuses a surplus child whose subtree differs in shape;
+  children are not drafted (fewer children). The node route and the LP (:mod:`lp.tree`) drop
+  them with their subtrees; the enumerate route represents them as copies of the first child
+  with its whole subtree (the same drafted nodes) and refuses a surplus child whose subtree
+  differs in shape;
 * ``topk``: deterministic, the b most probable tokens of q(.|u), ties to the smaller id (EAGLE,
   Li et al., arXiv 2401.15077; Medusa, Cai et al., arXiv 2401.10774). The draft law is a point
   mass, so a verifier must not be handed q: under ``topk`` every verifier gets, on path k at
@@ -542,9 +543,17 @@ def _topk_outcome(shape: TreeShape, q_levels, V: int):
     return np.array([tok[1:]], dtype=np.int64)
 
 
-def _outcome_weight(shape: TreeShape, tok, q_levels, V: int, drafting: str, like):
+def _outcome_weight(shape: TreeShape, tok, q_levels, V: int, drafting: str, like,
+                    drop: bool = False):
     """Probability of joint outcomes tok [n, N] (token of node u in column u; column 0 unused)
-    and the prefix index of every node [n, N]."""
+    and the prefix index of every node [n, N].
+
+    Under ``norep`` a surplus child (q has fewer positive tokens than its parent has children)
+    is not drafted. By default it stands as a copy of the first child with its whole subtree
+    (the same drafted nodes; refused when the shapes differ), the form K-path verifiers can be
+    handed. With ``drop`` it is dropped with its subtree whatever its shape (the node route's
+    law): it takes the first child's token and token 0 below, counted once, and the result has
+    a third element, the mask [n] per node of the dropped nodes."""
     n, N = tok.shape
     pidx = [None] * N
     pidx[0] = tok[:, 0] * 0
@@ -575,7 +584,8 @@ def _outcome_weight(shape: TreeShape, tok, q_levels, V: int, drafting: str, like
                 if j == 0:
                     factor = factor * w_new
                 else:
-                    same = _same_subtree(shape, tok, first, c)
+                    same = (_zero_below(shape, tok, first, c) if drop
+                            else _same_subtree(shape, tok, first, c))
                     surplus = m <= j
                     if bool(surplus.any()) and same is None:
                         raise SpectheoryError(
@@ -592,7 +602,19 @@ def _outcome_weight(shape: TreeShape, tok, q_levels, V: int, drafting: str, like
         for c in kids:
             pidx[c] = pidx[u] * V + tok[:, c]
             copy[c] = copy[c] | copy[u]
-    return weight, pidx
+    return (weight, pidx, copy) if drop else (weight, pidx)
+
+
+def _zero_below(shape: TreeShape, tok, a: int, b: int):
+    """Outcomes [n] bool in which node b carries node a's token and every node below b token 0
+    (the one outcome that stands for a dropped surplus child)."""
+    eq = tok[:, a] == tok[:, b]
+    stack = list(shape.children[b])
+    while stack:
+        u = stack.pop()
+        eq = eq & (tok[:, u] == 0)
+        stack.extend(shape.children[u])
+    return eq
 
 
 def _same_subtree(shape: TreeShape, tok, a: int, b: int):

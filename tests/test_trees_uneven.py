@@ -492,3 +492,19 @@ def test_lp_outcomes_of_an_uneven_tree():
         assert sum(prob) == 1 and set(lengths.reshape(-1).tolist()) <= {1, 2}
     with pytest.raises(SpectheoryError, match="with_lengths"):
         tree_outcomes(inst, {"parents": [0, 1, 0]}, "iid")
+
+
+def test_lp_drops_norep_surplus_children_like_the_node_route():
+    """q(.|root) with one positive token: the root's second child is not drafted, whatever its
+    subtree, so the LP equals the LP of the tree without it (a chain), and the node route's
+    specinfer-norep equals specinfer-norep on that chain."""
+    from lp.tree import tree_lp
+
+    inst = make_instance("onehot_draft", 3, 2, 0, denominator=6)
+    assert list(inst.draft.conditional(())).count(0) == 2
+    for parents, pruned in (([0, 0, 2], (1,)), ([0, 1, 0], (1, 1)), ([0, 1, 0, 3], (1, 1))):
+        opt = tree_lp(inst, {"parents": parents}, "norep", exact=True).optimum
+        assert opt == tree_lp(inst, pruned, "norep", exact=True).optimum
+        assert analyze_tree(inst, "specinfer-norep", {"parents": parents}, "norep"
+                            ).block_efficiency == analyze_tree(inst, "specinfer-norep", pruned,
+                                                               "norep").block_efficiency
