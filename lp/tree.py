@@ -30,8 +30,8 @@ from collections import defaultdict
 from fractions import Fraction
 
 import numpy as np
-import torch
 
+from spectheory.backend import as_index
 from spectheory.errors import SpectheoryError
 from spectheory.instances import Instance
 from spectheory.tree import check_size, levels, sequence_tokens
@@ -77,7 +77,7 @@ def tree_outcomes(instance: Instance, shape, drafting: str = "iid", exact: bool 
         tok = np.concatenate([np.zeros((total, 1), np.int64), sequence_tokens(f, N - 1, V)],
                              axis=1)
         like = q_levels[0]
-        t = tok if exact else torch.as_tensor(tok)
+        t = as_index(tok, like)  # the backend of the rows: torch in float mode, numpy if exact
         w, _, dropped = _outcome_weight(tree, t, q_levels, V, drafting, like, drop=True)
         weight = list(w) if exact else w.numpy().tolist()
         gone = np.stack([np.asarray(dropped[u]) for u in tree.leaves], axis=1)  # [n, K]
