@@ -136,11 +136,13 @@ def draft_outcomes(Q, V: int, L: int, K: int, drafting: str, exact: bool):
 
 
 def build_direct_outcomes(instance: Instance, combos: np.ndarray, prob, exact: bool = False,
-                          p_levels=None):
+                          p_levels=None, lengths=None):
     """The direct LP over explicit draft outcomes: ``combos`` [n, K] are the K drafted paths of
     each outcome as sequence indices in V**L (any drafting scheme, a draft tree's leaf paths
     included), ``prob`` [n] their probabilities (summing to 1). The verifier may output any
-    drafted prefix of an outcome followed by one token (module docstring)."""
+    drafted prefix of an outcome followed by one token (module docstring). ``lengths`` [n, K]
+    (optional, default L): path k of outcome n has only its first ``lengths[n, k]`` tokens
+    drafted (a draft tree with leaves at different depths); its index is read as that prefix."""
     V, L = instance.vocab_size, instance.block_length
     if p_levels is None:
         p_levels, _ = _tables(instance, exact)
@@ -149,6 +151,8 @@ def build_direct_outcomes(instance: Instance, combos: np.ndarray, prob, exact: b
     # global prefix ids: depth i prefix of path x is x // V^(L-i); id = pre_off[i] + index
     pre_off = np.cumsum([0] + [V**i for i in range(L + 1)])
     pid = np.stack([pre_off[i] + combos // V ** (L - i) for i in range(L + 1)], axis=2)
+    if lengths is not None:  # no prefixes past a path's length (the root id 0 stands in)
+        pid = np.where(np.arange(L + 1) <= np.asarray(lengths)[:, :, None], pid, 0)
     pid = np.sort(pid.reshape(n_out, -1), axis=1)
     keep = np.ones(pid.shape, dtype=bool)
     keep[:, 1:] = pid[:, 1:] != pid[:, :-1]

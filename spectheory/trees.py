@@ -1,18 +1,27 @@
 """Draft trees: shapes, drafting schemes, and the exact law of a verifier on a drafted tree.
 
-A **tree shape** is the rooted tree of drafted positions. It is given as branching factors per
-depth, ``(b_1, ..., b_D)`` (the root has b_1 children, each depth-1 node b_2, ...; K = prod b_d
-root-to-leaf paths), or as a directed graph (any object with ``nodes`` and ``successors``, such as
-a ``networkx.DiGraph``; children in ``successors`` order), converted to per-node child counts. All
-leaves must be at the same depth D, which is the block length (an instance's tables beyond its own
-depth use the model's order-D Markov extension).
+A **tree shape** is the rooted tree of drafted positions (:func:`tree_shape`). It is given as
+branching factors per depth, ``(b_1, ..., b_D)`` (the root has b_1 children, each depth-1 node
+b_2, ...; K = prod b_d root-to-leaf paths); as a directed graph (any object with ``nodes`` and
+``successors``, such as a ``networkx.DiGraph``; children in ``successors`` order); as a Medusa /
+EAGLE choices list of child-rank paths (``[[0], [1], [0, 0]]``, Cai et al., arXiv 2401.10774; Li
+et al., arXiv 2401.15077); or as a parent list ``{"parents": [0, 0, 1]}`` (the parent of drafted
+node 1, 2, ...; 0 is the root). Leaves may sit at different depths, as in EAGLE-2's dynamic trees
+(Li et al., arXiv 2406.16858), Medusa's sparse trees and SpecInfer's token trees (Miao et al.,
+ASPLOS 2024). The block length D is the deepest leaf's depth (an instance's tables beyond its own
+depth use the model's order-D Markov extension); a walk that stops at a node u (a leaf, or a
+node whose children were all rejected) emits |u| + 1 tokens, so tau = |u| is at most the depth
+of the leaves below u.
 
 A **drafting scheme** says how the b children of a node u get their tokens from q(.|u):
 
 * ``iid``: b i.i.d. draws from q(.|u) (repeats allowed; SpecInfer, Miao et al., ASPLOS 2024);
 * ``norep``: b draws without replacement, each from q(.|u) renormalised to the unused tokens
   (Jeon et al., arXiv 2402.14160); when q(.|u) has only m < b positive tokens the surplus
-  children repeat the first child with its whole subtree (they add no draft: fewer children);
+  children are not drafted (fewer children). The node route and the LP (:mod:`lp.tree`) drop
+  them with their subtrees; the enumerate route represents them as copies of the first child
+  with its whole subtree (the same drafted nodes) and refuses a surplus child whose subtree
+  differs in shape;
 * ``topk``: deterministic, the b most probable tokens of q(.|u), ties to the smaller id (EAGLE,
   Li et al., arXiv 2401.15077; Medusa, Cai et al., arXiv 2401.10774). The draft law is a point
   mass, so a verifier must not be handed q: under ``topk`` every verifier gets, on path k at
@@ -25,6 +34,10 @@ A **drafting scheme** says how the b children of a node u get their tokens from 
 leaf paths ``drafts [B, K, D]`` in leaf (depth-first) order; paths through one node share its
 prefix and carry identical rows there, so the K-path protocol of :mod:`spectheory.law` applies
 unchanged (a K-path verifier merges equal prefixes into one token-tree node, as SpecInfer does).
+That protocol gives every path the same length, so it holds trees whose leaves are all at depth
+D only: padding a shorter path would hand the verifier tokens that were never drafted, which
+it may accept (a different law). On an uneven tree the enumerate route therefore refuses
+(:func:`refuse_uneven`) and the node route runs the node-recursive rules.
 
 **Exact routes.**
 
@@ -43,7 +56,10 @@ unchanged (a K-path verifier merges equal prefixes into one token-tree node, as 
 
   over candidate tuples t of the root of s (V**b of them), where s' is the merge of the subtrees
   of the children with token c (their children concatenated in path order: equal tokens are one
-  token-tree node, as in :func:`spectheory.verifiers.specinfer.node_recursive_law`). The work is
+  token-tree node, as in :func:`spectheory.verifiers.specinfer.node_recursive_law`; a leaf merged
+  with a deeper sibling is that sibling). At a childless node (s = (), at any depth) the walk
+  stops: P(tau = |u|, Y = y) += R(u, ()) p(y | u), the bonus token from the target row at u
+  itself, which keeps every lossless node rule lossless on uneven trees. The work is
   sum_d V**d x (tuples at depth d): exponential in the branching factor, not in the tree size.
   Under ``norep`` only the first child with a token is kept (surplus copies are skipped by the
   rules of this route that skip repeated tokens; the route refuses other rules under ``norep``).
@@ -63,7 +79,11 @@ route for ``specinfer`` by default.
 Both routes give a :class:`spectheory.exact.BlockLaw`; the output law, its TV to the target and
 the lossless verdict are those of :mod:`spectheory.exact`. The tests check the two routes agree
 exactly (rationals) on small trees for ``specinfer-norep`` and ``topk`` (every scheme) and for
-``specinfer`` on K paths; SpecInfer's subset step against its V**n-tuple step on any tree.
+``specinfer`` on K paths; SpecInfer's subset step against its V**n-tuple step on any tree; and,
+on uneven trees, the node route against a brute-force walk over every drafted token assignment
+(tau pmf and output law equal in rationals; lossless for ``specinfer`` / iid, ``specinfer-norep``
+/ norep and ``topk`` / topk on prefix-dependent instances; a correction taken from the parent's
+row at a childless node caught).
 """
 
 from __future__ import annotations
@@ -100,13 +120,19 @@ CHUNK_ELEMENTS = 2**18
 # ----------------------------------------------------------------------------- shapes
 
 
+#: Largest number of drafted nodes a shape may have (any form).
+MAX_TREE_NODES = 100_000
+
+
 @dataclass(frozen=True)
 class TreeShape:
     """A rooted tree of drafted positions, nodes numbered in depth-first pre-order (root 0).
 
     ``children[u]`` are the child node ids of u in order; ``parent[u]`` (-1 for the root),
-    ``depth[u]``; ``leaves`` in depth-first order (K of them); ``leaf_nodes[k]`` the node ids on
-    leaf path k at depths 1..D. ``sig(u)`` is the shape of u's subtree as nested tuples.
+    ``depth[u]``; ``leaves`` in depth-first order (K of them) and ``leaf_depths`` their depths;
+    ``leaf_nodes[k]`` the node ids on leaf path k at depths 1..D, padded with -1 past the leaf on
+    an uneven tree. ``height`` D is the deepest leaf's depth (the block length); ``uniform`` says
+    whether every leaf is at depth D. ``sig(u)`` is the shape of u's subtree as nested tuples.
     """
 
     children: tuple
@@ -124,18 +150,11 @@ class TreeShape:
                 seen[c] = True
         if not self.children[0]:
             raise SpectheoryError("a tree shape needs at least one drafted node")
-        depth = {0: 0}
         order = [0]
         for u in order:
-            for c in self.children[u]:
-                depth[c] = depth[u] + 1
-                order.append(c)
+            order.extend(self.children[u])
         if len(order) != n:
             raise SpectheoryError("a tree shape must be connected")
-        leaf_depths = {depth[u] for u in range(n) if not self.children[u]}
-        if len(leaf_depths) != 1:
-            raise SpectheoryError(f"all leaves of a draft tree must be at the same depth; they "
-                                  f"are at depths {sorted(leaf_depths)}")
 
     @property
     def n_nodes(self) -> int:
@@ -165,7 +184,7 @@ class TreeShape:
 
     @property
     def height(self) -> int:
-        """Depth D of the leaves (the block length)."""
+        """Depth D of the deepest leaf (the block length)."""
         return max(self.depth)
 
     def preorder(self) -> list:
@@ -181,39 +200,65 @@ class TreeShape:
         return tuple(u for u in self.preorder() if not self.children[u])
 
     @property
+    def leaf_depths(self) -> tuple:
+        """Depth of each leaf, in leaf order."""
+        depth = self.depth
+        return tuple(depth[u] for u in self.leaves)
+
+    @property
+    def uniform(self) -> bool:
+        """Whether every leaf is at the same depth D (the K leaf paths all have length D)."""
+        return len(set(self.leaf_depths)) == 1
+
+    @property
     def paths(self) -> int:
         """K, the number of root-to-leaf paths."""
         return len(self.leaves)
 
     @property
     def leaf_nodes(self) -> np.ndarray:
-        """[K, D] node ids along each leaf path (depths 1..D)."""
-        par = self.parent
+        """[K, D] node ids along each leaf path (depths 1..D; -1 past a shallower leaf)."""
+        par, D = self.parent, self.height
         rows = []
         for leaf in self.leaves:
             path, u = [], leaf
             while u != 0:
                 path.append(u)
                 u = par[u]
-            rows.append(path[::-1])
+            rows.append(path[::-1] + [-1] * (D - len(path)))
         return np.array(rows, dtype=np.int64)
+
+    @property
+    def parents(self) -> tuple:
+        """The parent list (parent of drafted node 1, 2, ..., E; the root is 0), the form
+        :func:`tree_shape` reads as ``{"parents": [...]}`` and ``spectheory tree --parents``."""
+        return self.parent[1:]
 
     def sig(self, u: int = 0) -> tuple:
         return tuple(self.sig(c) for c in self.children[u])
 
     def branching(self) -> tuple | None:
-        """(b_1, ..., b_D) if every node at each depth has the same number of children."""
+        """(b_1, ..., b_D) if every node at each depth below D has the same number of children
+        (so every leaf is at depth D), else None."""
+        depth, D = self.depth, self.height
         by_depth: dict = {}
         for u, kids in enumerate(self.children):
-            if kids:
-                by_depth.setdefault(self.depth[u], set()).add(len(kids))
-        if any(len(v) != 1 for v in by_depth.values()):
+            if depth[u] < D:
+                by_depth.setdefault(depth[u], set()).add(len(kids))
+        if any(len(v) != 1 or 0 in v for v in by_depth.values()):
             return None
-        return tuple(next(iter(by_depth[d])) for d in sorted(by_depth))
+        return tuple(next(iter(by_depth[d])) for d in range(D))
 
     def describe(self) -> str:
+        """Branching factors ("3,2,1") for a regular tree, else its parent list
+        ("parents 0,0,1"; up to 40 drafted nodes) or its size."""
         b = self.branching()
-        return ",".join(map(str, b)) if b else f"{self.n_nodes}-node tree"
+        if b:
+            return ",".join(map(str, b))
+        if self.n_drafted <= 40:
+            return "parents " + ",".join(map(str, self.parents))
+        depths = self.leaf_depths
+        return f"{self.n_drafted}-node tree (leaves at depths {min(depths)}-{max(depths)})"
 
 
 def _from_sig(sig: tuple) -> TreeShape:
@@ -237,11 +282,40 @@ def _branching_sig(b: tuple) -> tuple:
 
 
 def tree_shape(shape) -> TreeShape:
-    """A :class:`TreeShape` from branching factors (a sequence of positive ints or a string
-    ``"3,2,1"``), a graph with ``nodes`` and ``successors`` (e.g. ``networkx.DiGraph``), or a
-    TreeShape."""
+    """A :class:`TreeShape` from any of these forms.
+
+    * branching factors: a sequence of positive ints or a string ``"3,2,1"`` (every leaf at
+      depth D = its length);
+    * a directed graph with ``nodes`` and ``successors`` (e.g. ``networkx.DiGraph``; children in
+      ``successors`` order);
+    * a choices list, the tree format of Medusa (``medusa_choices``, Cai et al., arXiv
+      2401.10774) and EAGLE (``tree_choices``, Li et al., arXiv 2401.15077): a sequence of
+      sequences of child ranks, one per drafted node, e.g. ``[[0], [1], [0, 0]]`` (the root's
+      children of rank 0 and 1, and the rank-0 child of the first); see
+      :func:`shape_from_choices`;
+    * ``{"parents": [...]}``: the parent of drafted node 1, 2, ..., E (the root is 0), e.g.
+      ``{"parents": [0, 0, 1]}`` (:func:`shape_from_parents`), or ``{"choices": [...]}``,
+      ``{"branching": [...]}``;
+    * a TreeShape.
+
+    Leaves may be at different depths (except in the branching form); the block length is the
+    deepest leaf's depth.
+    """
     if isinstance(shape, TreeShape):
         return shape
+    if isinstance(shape, dict):
+        if len(shape) != 1 or next(iter(shape)) not in ("parents", "choices", "branching"):
+            raise SpectheoryError(f"a tree given as a mapping needs exactly one key of parents, "
+                                  f"choices, branching; got {sorted(map(str, shape))}")
+        key, value = next(iter(shape.items()))
+        if key == "parents":
+            return shape_from_parents(value)
+        if key == "choices":
+            return shape_from_choices(value)
+        if isinstance(value, str) or not hasattr(value, "__iter__") or any(
+                isinstance(x, (list, tuple)) for x in value):
+            raise SpectheoryError("branching factors must be a list of positive integers")
+        return tree_shape(tuple(value))
     if isinstance(shape, str):
         try:
             shape = tuple(int(x) for x in shape.replace(" ", "").split(","))
@@ -253,33 +327,122 @@ def tree_shape(shape) -> TreeShape:
     try:
         b = tuple(shape)
     except TypeError:
-        raise SpectheoryError(f"a tree shape must be branching factors or a graph, not "
+        raise SpectheoryError(f"a tree shape must be branching factors, a choices list, "
+                              f"{{'parents': [...]}} or a graph, not "
                               f"{type(shape).__name__}") from None
+    if b and all(isinstance(x, (list, tuple, np.ndarray)) for x in b):
+        return shape_from_choices(b)
     if not b or any(isinstance(x, bool) or not isinstance(x, (int, np.integer)) or x < 1
                     for x in b):
         raise SpectheoryError(f"tree {','.join(map(str, b)) or '(empty)'}: branching factors "
                               f"must be positive integers, at least one")
     size = sum(math.prod(b[:d + 1]) for d in range(len(b)))
-    if size > 100_000:
+    if size > MAX_TREE_NODES:
         raise SpectheoryError(f"tree {','.join(map(str, b))} has {size:,} drafted nodes; at "
-                              f"most 100,000")
+                              f"most {MAX_TREE_NODES:,}")
     return _from_sig(_branching_sig(tuple(int(x) for x in b)))
+
+
+def _int_list(values, what: str) -> list:
+    if isinstance(values, str):
+        try:
+            values = [int(x) for x in values.replace(" ", "").split(",")]
+        except ValueError:
+            raise SpectheoryError(f"{what} {values!r} must be comma-separated integers") from None
+    try:
+        out = list(values)
+    except TypeError:
+        raise SpectheoryError(f"{what} must be a list of integers, not "
+                              f"{type(values).__name__}") from None
+    if any(isinstance(x, bool) or not isinstance(x, (int, np.integer)) for x in out):
+        raise SpectheoryError(f"{what} must hold integers only")
+    return [int(x) for x in out]
+
+
+def shape_from_parents(parents) -> TreeShape:
+    """The tree whose drafted node i (1..E) has parent ``parents[i - 1]`` (0 is the root; a list
+    or a string ``"0,0,1"``). Children keep the order of their ids. The parent-index form of
+    SpecInfer / EAGLE-2 token trees (Miao et al., ASPLOS 2024; Li et al., arXiv 2406.16858),
+    numbered from 1 with the root as 0."""
+    par = _int_list(parents, "a parent list")
+    E = len(par)
+    if E == 0:
+        raise SpectheoryError("a parent list needs at least one drafted node")
+    if E > MAX_TREE_NODES:
+        raise SpectheoryError(f"the parent list has {E:,} drafted nodes; at most "
+                              f"{MAX_TREE_NODES:,}")
+    for i, u in enumerate(par, start=1):
+        if not 0 <= u <= E or u == i:
+            raise SpectheoryError(f"parent list: node {i} has parent {u}; parents are node ids "
+                                  f"0..{E} (0 the root), not the node itself")
+    kids: dict = {u: [] for u in range(E + 1)}
+    for i, u in enumerate(par, start=1):
+        kids[u].append(i)
+    return _from_adjacency(list(range(E + 1)), kids, "the parent list")
+
+
+def shape_from_choices(choices) -> TreeShape:
+    """The tree of a Medusa / EAGLE choices list: each entry is a drafted node, given by the
+    child ranks along its path from the root (``[0, 1]``: the rank-1 child of the root's rank-0
+    child). Every entry's parent path must be listed, no entry twice, and a node's children must
+    be ranks 0..b-1 (under ``topk`` drafting the child of rank r is the (r+1)-th most probable
+    token, so a gap would be a different tree)."""
+    try:
+        paths = [tuple(_int_list(c, "a choices entry")) for c in choices]
+    except TypeError:
+        raise SpectheoryError("a choices list must be a list of lists of child ranks") from None
+    if not paths:
+        raise SpectheoryError("a choices list needs at least one drafted node")
+    if len(paths) > MAX_TREE_NODES:
+        raise SpectheoryError(f"the choices list has {len(paths):,} drafted nodes; at most "
+                              f"{MAX_TREE_NODES:,}")
+    listed = set()
+    for c in paths:
+        if not c:
+            raise SpectheoryError("choices list: an empty entry (the root is implicit)")
+        if any(r < 0 for r in c):
+            raise SpectheoryError(f"choices list: entry {list(c)} has a negative rank")
+        if c in listed:
+            raise SpectheoryError(f"choices list: entry {list(c)} is listed twice")
+        listed.add(c)
+    kids: dict = {(): []}
+    for c in sorted(listed, key=lambda c: (len(c), c)):
+        if c[:-1] not in kids:
+            raise SpectheoryError(f"choices list: entry {list(c)} is listed without its parent "
+                                  f"{list(c[:-1])}")
+        kids[c[:-1]].append(c)
+        kids[c] = []
+    for u, cs in kids.items():
+        ranks = [c[-1] for c in cs]
+        if ranks != list(range(len(ranks))):
+            missing = min(set(range(max(ranks) + 1)) - set(ranks))
+            raise SpectheoryError(f"choices list: {list(u) + [max(ranks)]} is listed without "
+                                  f"{list(u) + [missing]}; a node's children must be ranks "
+                                  f"0..b-1")
+    return _from_adjacency(list(kids), kids, "the choices list")
 
 
 def _from_graph(g) -> TreeShape:
     nodes = list(g.nodes)
     if not nodes:
         raise SpectheoryError("the tree graph has no nodes")
-    kids = {u: list(g.successors(u)) for u in nodes}
+    return _from_adjacency(nodes, {u: list(g.successors(u)) for u in nodes}, "the tree graph")
+
+
+def _from_adjacency(nodes: list, kids: dict, what: str) -> TreeShape:
+    """Pre-order numbered TreeShape from node keys and their ordered child lists."""
+    if len(nodes) - 1 > MAX_TREE_NODES:
+        raise SpectheoryError(f"{what} has {len(nodes) - 1:,} drafted nodes; at most "
+                              f"{MAX_TREE_NODES:,}")
     indeg = {u: 0 for u in nodes}
     for u in nodes:
         for c in kids[u]:
             if c not in indeg:
-                raise SpectheoryError(f"the tree graph has an edge to {c!r}, not a node")
+                raise SpectheoryError(f"{what} has an edge to {c!r}, not a node")
             indeg[c] += 1
     roots = [u for u in nodes if indeg[u] == 0]
     if len(roots) != 1 or any(v > 1 for v in indeg.values()):
-        raise SpectheoryError(f"the graph is not a rooted tree ({len(roots)} nodes without a "
+        raise SpectheoryError(f"{what} is not a rooted tree ({len(roots)} nodes without a "
                               f"parent, {sum(v > 1 for v in indeg.values())} with several)")
     ids: dict = {}
     children: list = []
@@ -288,12 +451,12 @@ def _from_graph(g) -> TreeShape:
     while stack:  # pre-order numbering
         u = stack.pop()
         if u in ids:
-            raise SpectheoryError("the tree graph has a cycle")
+            raise SpectheoryError(f"{what} has a cycle")
         ids[u] = len(order)
         order.append(u)
         stack.extend(reversed(kids[u]))
     if len(order) != len(nodes):
-        raise SpectheoryError("the tree graph is not connected (or has a cycle)")
+        raise SpectheoryError(f"{what} is not connected (or has a cycle)")
     for u in order:
         children.append(tuple(ids[c] for c in kids[u]))
     return TreeShape(tuple(children))
@@ -343,6 +506,24 @@ def topk_tokens(row, b: int) -> list:
 # ----------------------------------------------------------------------------- enumerate route
 
 
+def refuse_uneven(spec: VerifierSpec, shape: TreeShape) -> None:
+    """Refuse the enumerate route on a tree whose leaves are at different depths.
+
+    K-path verifiers take the leaf paths as ``drafts [B, K, L]``, one length for all. A shorter
+    path cannot be padded soundly: the padded positions would be drafted tokens the verifier may
+    accept (tau past the leaf, with the padding's rows in the acceptance ratios), a different
+    law and a different tree. Node-recursive rules need no padding: at a childless node the walk
+    stops and the bonus token is drawn from p(.|u) (the node route)."""
+    if not shape.uniform:
+        depths = sorted(set(shape.leaf_depths))
+        raise SpectheoryError(
+            f"tree {shape.describe()} has leaves at depths {','.join(map(str, depths))}: the "
+            f"enumerate route hands {spec.name!r} leaf paths of one length [B, K, D], and "
+            f"padding the shorter ones would let it accept tokens that were never drafted; "
+            f"uneven trees take the node route (route='nodes'): specinfer under iid, "
+            f"specinfer-norep under iid or norep, topk under any drafting")
+
+
 def enumerate_count(shape, V: int, drafting: str) -> int:
     """Joint outcomes the enumerate route visits: V**E (1 under ``topk``)."""
     return 1 if drafting == "topk" else V ** tree_shape(shape).n_drafted
@@ -362,9 +543,17 @@ def _topk_outcome(shape: TreeShape, q_levels, V: int):
     return np.array([tok[1:]], dtype=np.int64)
 
 
-def _outcome_weight(shape: TreeShape, tok, q_levels, V: int, drafting: str, like):
+def _outcome_weight(shape: TreeShape, tok, q_levels, V: int, drafting: str, like,
+                    drop: bool = False):
     """Probability of joint outcomes tok [n, N] (token of node u in column u; column 0 unused)
-    and the prefix index of every node [n, N]."""
+    and the prefix index of every node [n, N].
+
+    Under ``norep`` a surplus child (q has fewer positive tokens than its parent has children)
+    is not drafted. By default it stands as a copy of the first child with its whole subtree
+    (the same drafted nodes; refused when the shapes differ), the form K-path verifiers can be
+    handed. With ``drop`` it is dropped with its subtree whatever its shape (the node route's
+    law): it takes the first child's token and token 0 below, counted once, and the result has
+    a third element, the mask [n] per node of the dropped nodes."""
     n, N = tok.shape
     pidx = [None] * N
     pidx[0] = tok[:, 0] * 0
@@ -395,7 +584,8 @@ def _outcome_weight(shape: TreeShape, tok, q_levels, V: int, drafting: str, like
                 if j == 0:
                     factor = factor * w_new
                 else:
-                    same = _same_subtree(shape, tok, first, c)
+                    same = (_zero_below(shape, tok, first, c) if drop
+                            else _same_subtree(shape, tok, first, c))
                     surplus = m <= j
                     if bool(surplus.any()) and same is None:
                         raise SpectheoryError(
@@ -412,7 +602,19 @@ def _outcome_weight(shape: TreeShape, tok, q_levels, V: int, drafting: str, like
         for c in kids:
             pidx[c] = pidx[u] * V + tok[:, c]
             copy[c] = copy[c] | copy[u]
-    return weight, pidx
+    return (weight, pidx, copy) if drop else (weight, pidx)
+
+
+def _zero_below(shape: TreeShape, tok, a: int, b: int):
+    """Outcomes [n] bool in which node b carries node a's token and every node below b token 0
+    (the one outcome that stands for a dropped surplus child)."""
+    eq = tok[:, a] == tok[:, b]
+    stack = list(shape.children[b])
+    while stack:
+        u = stack.pop()
+        eq = eq & (tok[:, u] == 0)
+        stack.extend(shape.children[u])
+    return eq
 
 
 def _same_subtree(shape: TreeShape, tok, a: int, b: int):
@@ -435,6 +637,7 @@ def tree_block_law_enumerate(verifier, shape, q_levels, p_levels, V: int,
     spec = tree_verifier(verifier)
     shape = tree_shape(shape)
     _check_drafting(drafting)
+    refuse_uneven(spec, shape)
     exact = Bk.is_exact(p_levels[0])
     like = p_levels[0]
     L, K, N = shape.height, shape.paths, shape.n_nodes
@@ -644,6 +847,14 @@ def _specinfer_iid_step(sig, R, idx, qrows, prows, V: int, d: int, tau_pmf, emit
     Bk.index_add_rows(emitted[d], idx, Bk.expand_dims(wn, 1) * pcur)
 
 
+def _leaf_step(R, idx, d: int, p_levels, V: int, tau_pmf, emitted) -> None:
+    """The walk reached the childless nodes ``idx`` at depth d with mass R: nothing is left to
+    verify, so tau = d and the bonus token is drawn from the target row p(.|u) at u itself (the
+    last step of every lossless rule; at any depth, so leaves may sit at different depths)."""
+    tau_pmf[0, d] = tau_pmf[0, d] + Bk.sum(R, axis=0)
+    Bk.index_add_rows(emitted[d], idx, Bk.expand_dims(R, 1) * p_levels[d][idx])
+
+
 def tree_block_law_nodes(verifier, shape, q_levels, p_levels, V: int,
                          drafting: str = "iid", fast: bool = True) -> BlockLaw:
     """Exact block law (one context) of a node-recursive verifier on a drafted tree, node by
@@ -678,9 +889,8 @@ def tree_block_law_nodes(verifier, shape, q_levels, p_levels, V: int,
             if len(idx) == 0:
                 continue
             R = reach[idx]
-            if not sig:  # a leaf: stop with Y ~ p(.|u)
-                tau_pmf[0, d] = tau_pmf[0, d] + Bk.sum(R, axis=0)
-                Bk.index_add_rows(emitted[d], idx, Bk.expand_dims(R, 1) * p_levels[d][idx])
+            if not sig:  # a childless node: stop with Y ~ p(.|u)
+                _leaf_step(R, idx, d, p_levels, V, tau_pmf, emitted)
                 continue
             b = len(sig)
             qrows, prows = q_levels[d][idx], p_levels[d][idx]
@@ -777,8 +987,9 @@ def _guard(spec, shape: TreeShape, V: int, drafting: str, route: str, exact: boo
                               f"rational mode)")
     check_size(V ** (L + 1), "tree analysis", exact, max_sequences, f"V^(D+1) = {V}^{L + 1}")
     if route == "nodes":
-        check_size(node_route_work(shape, V, drafting, spec), f"tree {shape.describe()} (node route)",
-                   exact, max_sequences, "sum over nodes of V^depth x candidate tuples")
+        check_size(node_route_work(shape, V, drafting, spec),
+                   f"tree {shape.describe()} (node route)", exact, max_sequences,
+                   "sum over nodes of V^depth x candidate tuples")
     elif drafting != "topk":
         check_size(V ** shape.n_drafted, f"tree {shape.describe()} (enumerate route)", exact,
                    max_sequences, f"V^E = {V}^{shape.n_drafted} joint draft outcomes")
@@ -794,11 +1005,15 @@ def analyze_tree(instance: Instance, verifier, shape, drafting: str | None = Non
     Parameters
     ----------
     instance : Instance
-        Draft q and target p tables; the block length is the tree's depth D.
+        Draft q and target p tables; the block length is the tree's depth D (its deepest
+        leaf).
     verifier : str or VerifierSpec
         Any K-path verifier (``specinfer``, ``specinfer-norep``, ``traversal-tree``,
         ``block-first``, ...) or ``"topk"`` (:mod:`spectheory.verifiers.topk`).
-    shape : branching factors, "3,2,1", a graph with ``nodes``/``successors``, or TreeShape
+    shape : any form of :func:`tree_shape`
+        Branching factors ("3,2,1"), a choices list, ``{"parents": [...]}``, a graph with
+        ``nodes``/``successors``, or a TreeShape. Leaves may be at different depths (node
+        route only; the enumerate route refuses, :func:`refuse_uneven`).
     drafting : {"iid", "norep", "topk"}, optional
         Default: the verifier's home scheme (:data:`HOME_DRAFTING`).
     exact : bool, optional
@@ -826,6 +1041,8 @@ def analyze_tree(instance: Instance, verifier, shape, drafting: str | None = Non
     V, L = instance.vocab_size, tree.height
     exact = instance.exact if exact is None else exact
     how = choose_route(spec, drafting, route, rows)
+    if how == "enumerate":
+        refuse_uneven(spec, tree)
     _guard(spec, tree, V, drafting, how, exact, max_sequences)
     if drafting == "topk" and max(len(k) for k in tree.children) > V:
         raise SpectheoryError(f"top-k drafting needs at most V = {V} children per node")
@@ -841,7 +1058,8 @@ def analyze_tree(instance: Instance, verifier, shape, drafting: str | None = Non
         expected_accepted=e_tau, block_efficiency=e_tau + 1,
         tv_to_target=_to_py(total_variation(out, tgt)), output_law=out, target_law=tgt,
         extra={"tree": tree.describe(), "paths": tree.paths, "drafted_nodes": tree.n_drafted,
-               "drafting": drafting, "route": how})
+               "leaf_depths": sorted(set(tree.leaf_depths)), "drafting": drafting,
+               "route": how})
 
 
 def check_tree_lossless(verifier, instance: Instance, shape, drafting: str | None = None,
@@ -859,8 +1077,9 @@ def check_tree_lossless(verifier, instance: Instance, shape, drafting: str | Non
 
 
 __all__ = [
-    "HOME_DRAFTING", "NODE_RULES", "ROUTES", "TREE_DRAFTING", "TreeShape", "analyze_tree",
-    "check_tree_lossless", "choose_route", "default_drafting", "enumerate_count",
-    "node_route_work", "topk_tokens", "tree_block_law", "tree_block_law_enumerate",
-    "tree_block_law_nodes", "tree_shape", "tree_verifier",
+    "HOME_DRAFTING", "MAX_TREE_NODES", "NODE_RULES", "ROUTES", "TREE_DRAFTING", "TreeShape",
+    "analyze_tree", "check_tree_lossless", "choose_route", "default_drafting", "enumerate_count",
+    "node_route_work", "refuse_uneven", "shape_from_choices", "shape_from_parents",
+    "topk_tokens", "tree_block_law", "tree_block_law_enumerate", "tree_block_law_nodes",
+    "tree_shape", "tree_verifier",
 ]

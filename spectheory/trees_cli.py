@@ -1,12 +1,17 @@
 """The ``spectheory tree`` command: exact analysis of a verifier on a drafted tree.
 
-    spectheory tree INSTANCE --tree 3,2,1 [--verifier specinfer] [--drafting iid|norep|topk]
+    spectheory tree INSTANCE (--tree 3,2,1 | --parents 0,0,1 | --choices JSON)
+                    [--verifier specinfer] [--drafting iid|norep|topk]
                     [--route auto|enumerate|nodes] [--exact] [--json]
 
 prints E[tau], the block efficiency E[tau + 1], the tau pmf and the lossless verdict (TV of the
 output law to the target, exact in rationals with ``--exact``) of :func:`spectheory.trees.
-analyze_tree`. Bad input (a malformed tree, an unknown verifier, scheme or route, an enumeration
-over the size limit) is one line on stderr with exit code 2.
+analyze_tree`. The tree is given by branching factors per depth (``--tree``), or, for trees whose
+leaves are at different depths, by a parent list (``--parents 0,0,1``: the parent of drafted node
+1, 2, ...; 0 is the root) or a Medusa / EAGLE choices list (``--choices '[[0],[1],[0,0]]'``).
+Bad input (a malformed tree, two tree options, an unknown verifier, scheme or route, a K-path
+verifier on an uneven tree, an enumeration over the size limit) is one line on stderr with exit
+code 2.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from .trees import ROUTES, TREE_DRAFTING, analyze_tree, tree_shape, tree_verifie
 
 def cmd_tree(args) -> int:
     """Run ``spectheory tree`` (module doc); returns the exit code."""
-    shape = tree_shape(args.tree)
+    shape = tree_shape(_tree_argument(args))
     spec = tree_verifier(args.verifier)
     inst = load_instance(args.instance, exact=args.exact, tol=args.tol)
     with warnings.catch_warnings():
@@ -42,13 +47,47 @@ def cmd_tree(args) -> int:
     return 0
 
 
+def _tree_argument(args):
+    """The shape given by exactly one of --tree, --parents, --choices (a form of
+    :func:`spectheory.trees.tree_shape`)."""
+    from .errors import SpectheoryError
+
+    given = [(k, v) for k, v in (("tree", args.tree), ("parents", getattr(args, "parents", None)),
+                                 ("choices", getattr(args, "choices", None))) if v is not None]
+    if len(given) != 1:
+        raise SpectheoryError(f"give the tree by exactly one of --tree, --parents, --choices "
+                              f"(got {len(given)})")
+    key, value = given[0]
+    if key == "tree":
+        return value
+    if key == "parents":
+        return {"parents": value}
+    import json
+
+    try:
+        choices = json.loads(value)
+    except ValueError:
+        raise SpectheoryError(f"--choices {value[:60]!r} is not JSON (a list of lists of child "
+                              f"ranks, e.g. [[0],[1],[0,0]])") from None
+    if not isinstance(choices, list):
+        raise SpectheoryError("--choices must be a JSON list of lists of child ranks, e.g. "
+                              "[[0],[1],[0,0]]")
+    return {"choices": choices}
+
+
 def register(sub) -> None:
     """Add the ``tree`` sub-command to an argparse sub-parser collection."""
     p = sub.add_parser("tree", help="exact analysis of a verifier on a drafted token tree",
                        description=__doc__.split("\n\n")[0])
     add_instance_options(p)
-    p.add_argument("--tree", required=True,
+    p.add_argument("--tree", default=None,
                    help="branching factors per depth, e.g. 3,2,1 (K = 6 leaf paths)")
+    p.add_argument("--parents", default=None,
+                   help="the tree as a parent list: parent of drafted node 1, 2, ... (0 is the "
+                        "root), e.g. 0,0,1; leaves may be at different depths")
+    p.add_argument("--choices", default=None,
+                   help="the tree as a Medusa / EAGLE choices list (JSON lists of child ranks), "
+                        "e.g. '[[0],[1],[0,0]]'; leaves may be at different depths")
     p.add_argument("--verifier", default="specinfer",
                    help="specinfer, specinfer-norep, topk, traversal-tree, block-first, any "
                         "K-path verifier or module:function (default specinfer)")

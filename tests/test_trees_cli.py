@@ -75,3 +75,37 @@ def test_bad_input_one_line_exit_2(tmp_path, capsys, extra, needle):
     path = write(tmp_path, TOY)
     code, out, err = run(["tree", path] + extra, capsys)
     assert code == 2 and out == "" and needle in err and err.count("\n") == 1
+
+
+def test_uneven_tree_by_parents_and_choices_matches_the_api(tmp_path, capsys):
+    inst = random_instance(3, 3, 2, denominator=12)
+    path = write(tmp_path, instance_to_dict(inst))
+    ref = analyze_tree(inst, "topk", {"parents": [0, 1, 2, 1, 0]}, "topk")
+    outs = []
+    for form in (["--parents", "0,1,2,1,0"], ["--choices", "[[0],[1],[0,0],[0,1],[0,0,0]]"]):
+        code, out, err = run(["tree", path, *form, "--verifier", "topk", "--exact", "--json"],
+                             capsys)
+        assert code == 0 and err == ""
+        obj = json.loads(out)
+        assert Fraction(obj["block_efficiency"]) == ref.block_efficiency
+        assert obj["tau_pmf"] == [str(v) for v in ref.tau_pmf] and obj["lossless"] is True
+        assert obj["tree"] == "parents 0,1,2,1,0" and obj["leaf_depths"] == [1, 2, 3]
+        outs.append(out)
+    assert outs[0] == outs[1]
+
+
+@pytest.mark.parametrize("extra,needle", [
+    (["--parents", "0,x"], "comma-separated integers"),
+    (["--parents", "2,1"], "not connected"),
+    (["--choices", "[[0],[2]]"], "ranks 0..b-1"),
+    (["--choices", "[[0"], "not JSON"),
+    (["--choices", "{}"], "JSON list"),
+    (["--tree", "2,1", "--parents", "0,0"], "exactly one of"),
+    ([], "exactly one of"),
+    (["--parents", "0,1,0", "--verifier", "traversal-tree"], "node route"),
+    (["--parents", "0,1,0", "--route", "enumerate"], "padding"),
+])
+def test_uneven_bad_input_one_line_exit_2(tmp_path, capsys, extra, needle):
+    path = write(tmp_path, TOY)
+    code, out, err = run(["tree", path] + extra, capsys)
+    assert code == 2 and out == "" and needle in err and err.count("\n") == 1
