@@ -9,5 +9,6 @@ bash scripts/setup.sh test,docs,models
 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" .venv/bin/lint-imports --no-cache
 site="$(mktemp -d)"
 trap 'rm -rf "$site"' EXIT
-NO_MKDOCS_2_WARNING=1 .venv/bin/python -m mkdocs build --strict --quiet --site-dir "$site"
+# not --quiet: it hides the warnings that --strict counts, and the build would always pass
+NO_MKDOCS_2_WARNING=1 .venv/bin/python -m mkdocs build --strict --site-dir "$site"
 .venv/bin/python -m pytest -q "$@"

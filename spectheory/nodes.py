@@ -196,7 +196,7 @@ def stop_probabilities(verifier, drafts, q, p):
 
 
 def expected_accepted(verifier, drafts, q, p):
-    """E[tau | X] [B] = sum_i i P(tau = i | X) from :func:`stop_probabilities`."""
+    """``E[tau | X]`` ``[B]`` = sum_i i P(tau = i | X) from :func:`stop_probabilities`."""
     stop = stop_probabilities(verifier, drafts, q, p)
     i = B.arange(stop.shape[1], drafts)
     if B.is_torch(stop):

@@ -111,8 +111,8 @@ def check_device(device) -> torch.device:
 def path_probabilities(cond_levels, roots):
     """Probabilities of all paths below each root, level by level.
 
-    ``cond_levels[d]`` [R*V**d, V] are conditionals below R roots with masses ``roots`` [R].
-    Returns a list P with P[d] [R*V**d] for d = 0..len(cond_levels).
+    ``cond_levels[d]`` ``[R*V**d, V]`` are conditionals below R roots with masses ``roots``
+    ``[R]``. Returns a list P with ``P[d]`` ``[R*V**d]`` for d = 0..len(cond_levels).
     """
     out = [roots]
     for cond in cond_levels:
