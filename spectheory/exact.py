@@ -466,7 +466,8 @@ TV_CHUNK_ROWS = 2**18
 def _last_step(A, T, r0, r1, nodes, p_levels, L: int):
     """A_L and T_L [(r1 - r0) V] below the nodes r0..r1 of depth L-1: A_{L-1} p + m corr and
     T_{L-1} p."""
-    p, m, c = p_levels[L - 1][r0:r1], nodes.stop_mass[L - 1][r0:r1], nodes.correction[L - 1][r0:r1]
+    p, m = p_levels[L - 1][r0:r1], nodes.stop_mass[L - 1][r0:r1]
+    c = nodes.correction[L - 1][r0:r1]
     if Bk.is_torch(p):
         a = torch.mul(p, A[r0:r1].unsqueeze(1)).addcmul_(c, m.unsqueeze(1))
         return a.reshape(-1), torch.mul(p, T[r0:r1].unsqueeze(1)).reshape(-1)
