@@ -14,7 +14,10 @@ the per-draft route.
   ``keep_freed_memory`` (which keeps freed blocks for reuse and so raises the peak), peak
   resident memory of the process (instance included;
   the instance tables are built row block by row block, the same Dirichlet(1) rows as
-  :func:`spectheory.random_instance`).
+  :func:`spectheory.random_instance`). ``peak_rss_gib`` is the peak over the node-route calls
+  (one result alive at a time), taken before the per-draft route runs (its peak, with the node
+  result still held for the comparison, is ``peak_rss_gib_with_per_draft``);
+  ``rss_gib_after_instance`` is the resident memory once the input tables are built.
 * A straightforward per-draft Python loop on a small case (E[tau] only).
 
 Torch runs with one thread; each case runs in a fresh subprocess (its peak memory is its own);
@@ -84,6 +87,14 @@ def read_floor():
     return time.perf_counter() - t
 
 
+def resident_gib():
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * resource.getpagesize() / 2**30
+
+
+rss_resident = resident_gib()
+
+
 def run(route):
     t = time.perf_counter()
     r = analyze(inst, name, route=route, laws=laws, max_sequences=V ** (L + 1))
@@ -91,10 +102,13 @@ def run(route):
 
 
 floors, times = [], []
+r = None
 for _ in range(repeat):
     floors.append(read_floor())
+    r = None  # one analysis alive at a time: the peak is that of a single call
     dt, r = run("auto")
     times.append(dt)
+peak_node = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 floor, node = statistics.median(floors), statistics.median(times)
 warm = statistics.median(times[1:]) if len(times) > 1 else times[0]
 out = {"V": V, "L": L, "verifier": name, "drafts": V**L, "laws": laws, "route": r.route,
@@ -104,7 +118,8 @@ out = {"V": V, "L": L, "verifier": name, "drafts": V**L, "laws": laws, "route": 
        "first_call_seconds": times[0], "first_call_ratio": times[0] / floors[0],
        "warm_seconds": warm, "warm_ratio_to_floor": warm / statistics.median(floors[1:] or floors),
        "block_efficiency": float(r.block_efficiency), "tv": float(r.tv_to_target),
-       "threads": torch.get_num_threads(), "peak_rss_gib_instance": rss_instance}
+       "threads": torch.get_num_threads(), "peak_rss_gib_instance": rss_instance,
+       "rss_gib_after_instance": rss_resident, "peak_rss_gib": peak_node}
 if per_draft:
     pd = [run("per-draft") for _ in range(max(1, repeat // 2))]
     dt = statistics.median([x[0] for x in pd])
@@ -114,7 +129,8 @@ if per_draft:
                 "abs_diff_tv": abs(float(r.tv_to_target) - float(r2.tv_to_target))})
     if laws:
         out["max_abs_diff_output_law"] = float((r.output_law - r2.output_law).abs().max())
-out["peak_rss_gib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+if per_draft:  # the per-draft route's own arrays (and the node result kept for the diffs)
+    out["peak_rss_gib_with_per_draft"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 print(json.dumps(out))
 """
 
@@ -209,11 +225,14 @@ def main() -> int:
               f"{h['read_floor_gb_s']:.1f} GB/s); per-draft route {h['per_draft_seconds']:.2f} s "
               f"({h['speedup_vs_per_draft']:.0f}x slower); |diff| tau pmf "
               f"{h['max_abs_diff_tau_pmf']:.1e}, output law {h['max_abs_diff_output_law']:.1e}; "
-              f"peak {h['peak_rss_gib']:.2f} GiB")
-    print(f"{'V':>3} {'L':>3} {'laws':>5} {'keep':>5} {'s':>8} {'x floor':>8} {'GiB':>6}")
+              f"peak {h['peak_rss_gib']:.2f} GiB (inputs resident {h['rss_gib_after_instance']:.2f}"
+              f" GiB; with the per-draft route {h['peak_rss_gib_with_per_draft']:.2f} GiB)")
+    print(f"{'V':>3} {'L':>3} {'laws':>5} {'keep':>5} {'s':>8} {'x floor':>8} {'GiB':>6} "
+          f"{'inputs':>6}")
     for c in results["memory"] + results["sweep"]:
         print(f"{c['V']:>3} {c['L']:>3} {str(c['laws']):>5} {str(c['keep_freed_memory']):>5} "
-              f"{c['seconds']:>8.3f} {c['ratio_to_floor']:>8.1f} {c['peak_rss_gib']:>6.2f}")
+              f"{c['seconds']:>8.3f} {c['ratio_to_floor']:>8.1f} {c['peak_rss_gib']:>6.2f} "
+              f"{c['rss_gib_after_instance']:>6.2f}")
     for key in ("headline_default_allocator", "headline_token_default_allocator"):
         h = results[key]
         print(f"V=8 L=7 {h['verifier']}, default allocator: {h['seconds'] * 1e3:.0f} ms = "

@@ -36,6 +36,9 @@ From the one ``step`` follow both routes of the exact engine, so they cannot dri
   emitted block law is E_{d+1}(x^d y) = m_d(x^d) correction_d(y | x^d).
 
 This costs one step per node (sum_d V^d nodes) instead of L+1 steps per draft (V^L drafts).
+The deepest level holds as many nodes as the largest input table has rows; it is stepped a
+chunk of parents at a time and only its stop masses are kept, so the route's memory beyond the
+inputs is about two arrays of V^L entries (m_L and the corrections of depth L-1).
 Node quantities are validated like laws (:func:`validate_nodes`): weights in [0, 1], no NaN,
 every correction row a distribution.
 """
@@ -236,12 +239,18 @@ def _numpy(x):
 
 
 def validate_nodes(weight, corr, depth: int, exact: bool, name: str = "verifier",
-                   tol: float = ROW_SUM_TOL, skip_corr: bool = False) -> None:
+                   tol: float = ROW_SUM_TOL, skip_corr: bool = False, offset: int = 0) -> None:
     """Check the node quantities of one depth: weights [N] in [0, 1], corrections [N, V]
     non-negative rows summing to 1 (exactly in exact mode); raises
     :class:`spectheory.law.LawError` (kinds nan, inf, negative, stop-sum, correction-sum,
-    not-exact, shape). ``skip_corr``: the correction is the (already validated) target table."""
+    not-exact, shape). ``skip_corr``: the correction is the (already validated) target table.
+    ``offset``: index of the first node among all nodes of the depth (a chunk of a level), added
+    to the node index that an error names."""
     where = f"at depth {depth}"
+
+    def at(ix):  # node index among all nodes of the depth
+        return (ix[0] + offset,) + tuple(ix[1:])
+
     if exact:
         for what, a in (("weight", weight), ("correction", corr)):
             if what == "correction" and skip_corr:
@@ -251,27 +260,27 @@ def validate_nodes(weight, corr, depth: int, exact: bool, name: str = "verifier"
                                and not isinstance(v, bool), 1, 1)(a).astype(bool)
             if not ok.all():
                 ix = tuple(int(i) for i in np.argwhere(~ok)[0])
-                raise LawError("not-exact", f"{name}: node {what} {where} {ix} = {a[ix]!r} is "
-                               f"not a Fraction in an exact-mode law", ix, a[ix])
+                raise LawError("not-exact", f"{name}: node {what} {where} {at(ix)} = {a[ix]!r} "
+                               f"is not a Fraction in an exact-mode law", at(ix), a[ix])
         w = np.asarray(weight, dtype=object)
         bad = (w < 0) | (w > 1)
         if bad.any():
             n = int(np.flatnonzero(bad)[0])
             raise LawError("negative" if w[n] < 0 else "stop-sum",
-                           f"{name}: node weight {where}, node {n} = {w[n]} is outside [0, 1]",
-                           (n,), w[n])
+                           f"{name}: node weight {where}, node {n + offset} = {w[n]} is outside "
+                           f"[0, 1]", (n + offset,), w[n])
         if skip_corr:
             return
         c = np.asarray(corr, dtype=object)
         if (c < 0).any():
             ix = tuple(int(i) for i in np.argwhere(c < 0)[0])
-            raise LawError("negative", f"{name}: negative correction {where} {ix} = {c[ix]}",
-                           ix, c[ix])
+            raise LawError("negative", f"{name}: negative correction {where} {at(ix)} = "
+                           f"{c[ix]}", at(ix), c[ix])
         rows = c.sum(axis=1)
         if (rows != 1).any():
             n = int(np.flatnonzero(rows != 1)[0])
-            raise LawError("correction-sum", f"{name}: correction row {where}, node {n} sums "
-                           f"to {rows[n]}, not 1", (n,), rows[n])
+            raise LawError("correction-sum", f"{name}: correction row {where}, node "
+                           f"{n + offset} sums to {rows[n]}, not 1", (n + offset,), rows[n])
         return
     w = weight if is_tensor(weight) else torch.as_tensor(_numpy(weight))
     c = None if skip_corr else (corr if is_tensor(corr)
@@ -293,20 +302,20 @@ def validate_nodes(weight, corr, depth: int, exact: bool, name: str = "verifier"
             kind = "nan" if torch.isnan(t).any() else "inf"
             ix = tuple(int(i) for i in torch.nonzero(~torch.isfinite(t))[0])
             raise LawError(kind, f"{name}: {'NaN' if kind == 'nan' else 'infinite'} node {what} "
-                           f"{where} {ix}", ix, float(t[ix]))
+                           f"{where} {at(ix)}", at(ix), float(t[ix]))
         if (t < 0).any():
             ix = tuple(int(i) for i in torch.nonzero(t < 0)[0])
-            raise LawError("negative", f"{name}: negative node {what} {where} {ix} = "
-                           f"{float(t[ix])!r}", ix, float(t[ix]))
+            raise LawError("negative", f"{name}: negative node {what} {where} {at(ix)} = "
+                           f"{float(t[ix])!r}", at(ix), float(t[ix]))
     if (w > 1 + tol).any():
         n = int(torch.nonzero(w > 1 + tol)[0])
-        raise LawError("stop-sum", f"{name}: node weight {where}, node {n} = {float(w[n])!r} "
-                       f"exceeds 1", (n,), float(w[n]))
+        raise LawError("stop-sum", f"{name}: node weight {where}, node {n + offset} = "
+                       f"{float(w[n])!r} exceeds 1", (n + offset,), float(w[n]))
     err = (c.sum(dim=1) - 1).abs()
     n = int(torch.nonzero(err > tol)[0])
-    raise LawError("correction-sum", f"{name}: correction row {where}, node {n} sums to "
-                   f"{float(c[n].sum())!r}, not 1 (tolerance {tol:g}); every row must be a "
-                   f"distribution, also where P(tau) = 0", (n,), float(c[n].sum()))
+    raise LawError("correction-sum", f"{name}: correction row {where}, node {n + offset} sums "
+                   f"to {float(c[n].sum())!r}, not 1 (tolerance {tol:g}); every row must be a "
+                   f"distribution, also where P(tau) = 0", (n + offset,), float(c[n].sum()))
 
 
 # ----------------------------------------------------------------------------- per node
@@ -336,60 +345,120 @@ class NodeLaw:
         return (B.expand_dims(self.stop_mass[d], 1) * self.correction[d]).reshape(-1)
 
 
+#: Nodes of the deepest level (depth L, V^L of them per context) per chunk of the per-node
+#: route on the CPU: that level's node quantities (drafted ratios, states, weights, draft masses)
+#: are built a few parents at a time, so only its stop masses [V^L] are kept whole; 2^18 nodes
+#: (2 MiB per float64 working array) keep a chunk's temporaries in cache. Other devices take
+#: :data:`DEVICE_CHUNK_NODES`.
+LAST_LEVEL_CHUNK_NODES = 2**18
+DEVICE_CHUNK_NODES = 2**24
+
+
+def last_level_parents(V: int, like) -> int:
+    """Parents (nodes of depth L-1) per chunk of the deepest level (:data:`LAST_LEVEL_CHUNK_NODES`
+    children, or :data:`DEVICE_CHUNK_NODES` off the CPU)."""
+    nodes = (DEVICE_CHUNK_NODES if B.is_torch(like) and like.device.type != "cpu"
+             else LAST_LEVEL_CHUNK_NODES)
+    return max(1, nodes // max(1, V))
+
+
+def _uninitialised(n: int, like):
+    """An array of n entries like ``like``, every entry to be written (torch: uninitialised;
+    numpy: object zeros)."""
+    if B.is_torch(like):
+        return torch.empty((n,), dtype=like.dtype, device=like.device)
+    return B.full((n,), 0, like)
+
+
 def node_block_law(form: NodeForm, q_levels, p_levels, V: int, L: int,
                    name: str = "verifier") -> NodeLaw:
     """Per-node route: the stop mass and correction of every node below C contexts.
 
     ``q_levels[d]`` [C V^d, V] (d < L) and ``p_levels[d]`` [C V^d, V] (d <= L) as from
-    :func:`spectheory.tree.levels`. One ``form.step`` call per depth on all nodes of that depth.
+    :func:`spectheory.tree.levels`. One ``form.step`` call per depth on all nodes of that depth,
+    except at the deepest level, which holds as many nodes as the largest input table has rows
+    (C V^L) and is stepped a chunk of parents at a time (:func:`last_level_parents`): its weights
+    are folded into the scan as they come (forward: R_L = R_{L-1} c_L and sum_a q(a|x) c_L(x a);
+    backward: G_{L-1}(x) = sum_a q(a|x) (1 - h_L(x a))), and only the stop masses m_L [C V^L]
+    are kept. Values do not depend on the chunking (every quantity of a chunk depends on its own
+    parents only). Memory beyond the inputs: m_L, the corrections of depth L-1 ([C V^(L-1), V])
+    and vectors over depths < L.
     """
     exact = B.is_exact(p_levels[0])
     C = p_levels[0].shape[0]
     mass = B.full((C,), 1, p_levels[0])  # Q(x^d), the draft probability of each node
     masses, weights, corrs, is_p = [], [], [], []
     state = px = qx = None
-    for d in range(L + 1):
-        q_row = q_levels[d] if d < L else None
-        state, w, c = form.step(state, px, qx, q_row, p_levels[d])
+    for d in range(L):
+        state, w, c = form.step(state, px, qx, q_levels[d], p_levels[d])
         same = c is p_levels[d]
         validate_nodes(w, c, d, exact, name, skip_corr=same)
         masses.append(mass)
         weights.append(w)
         corrs.append(c)
         is_p.append(same)
-        if d < L:
+        if d < L - 1:
             px = p_levels[d].reshape(-1)
             qx = q_levels[d].reshape(-1)
             if state is not None:
                 state = _repeat(state, V)
             mass = (B.expand_dims(mass, 1) * q_levels[d]).reshape(-1)
+    forward = form.scan == "forward"
+    if forward:  # R_d = prod_{j<=d} c_j at depths < L
+        R = [weights[0]]
+        for d in range(1, L):
+            R.append(_repeat(R[-1], V) * weights[d])
+    # depth L, by chunks of parents (nodes of depth L-1)
+    qP, pP, pL, mP = q_levels[L - 1], p_levels[L - 1], p_levels[L], masses[L - 1]
+    n = qP.shape[0]
+    stop_L = _uninitialised(n * V, pL)
+    parent_sum = _uninitialised(n, pL)  # forward: sum_a q c_L; backward: G_{L-1}
+    corr_L = None  # [C V^L, V] only when the correction at depth L is not the target row
+    step = last_level_parents(V, pL)
+    for r0 in range(0, n, step):
+        r1 = min(n, r0 + step)
+        k0, k1 = r0 * V, r1 * V
+        q_r = qP[r0:r1]
+        s = None if state is None else _repeat(state[r0:r1], V)
+        p_k = pL[k0:k1]
+        _, w, c = form.step(s, pP[r0:r1].reshape(-1), q_r.reshape(-1), None, p_k)
+        same = c is p_k
+        validate_nodes(w, c, L, exact, name, skip_corr=same, offset=k0)
+        if not same and corr_L is None:
+            corr_L = (B.full(pL.shape, 0, pL) if exact else
+                      torch.empty(pL.shape, dtype=pL.dtype, device=pL.device))
+            corr_L[:k0] = pL[:k0]  # earlier chunks returned the target rows
+        if corr_L is not None:
+            corr_L[k0:k1] = c
+        m = (B.expand_dims(mP[r0:r1], 1) * q_r).reshape(-1)  # Q(x^L)
+        if forward:
+            stop_L[k0:k1] = m * (_repeat(R[L - 1][r0:r1], V) * w)
+            parent_sum[r0:r1] = B.sum(q_r * w.reshape(-1, V), axis=1)
+        else:
+            stop_L[k0:k1] = m * w
+            parent_sum[r0:r1] = B.sum(q_r * (1 - w).reshape(-1, V), axis=1)
     one = weights[0]
     bad = (one != 1) if exact else (B.abs(one - 1) > ROW_SUM_TOL)
     if bool(bad.any()):
         n = int(np.flatnonzero(_numpy(bad))[0])
         raise LawError("stop-sum", f"{name}: the node weight at the root (context {n}) is "
                        f"{one[n]}, not 1 (c_0 = 1 / h_0 = 1)", (n,), one[n])
-    stop = [None] * (L + 1)
-    if form.scan == "forward":
-        reached = weights[0]
-        R = [reached]
-        for d in range(1, L + 1):
-            reached = _repeat(reached, V) * weights[d]
-            R.append(reached)
-        for d in range(L):
-            passed = B.sum(q_levels[d] * weights[d + 1].reshape(-1, V), axis=1)
-            stop[d] = masses[d] * R[d] * (1 - passed)
-        stop[L] = masses[L] * R[L]
-    else:
-        G = None  # G_L = 1
-        stop[L] = masses[L] * weights[L]
+    stop = [None] * L + [stop_L]
+    if forward:
+        passed = parent_sum  # sum_a q(a|x^d) c_{d+1}(x^d a) at d = L-1
         for d in range(L - 1, -1, -1):
+            if d < L - 1:
+                passed = B.sum(q_levels[d] * weights[d + 1].reshape(-1, V), axis=1)
+            stop[d] = masses[d] * R[d] * (1 - passed)
+    else:
+        G = parent_sum  # G_{L-1}
+        stop[L - 1] = masses[L - 1] * weights[L - 1] * G
+        for d in range(L - 2, -1, -1):
             go_on = 1 - weights[d + 1]
-            if G is not None:
-                go_on = go_on.mul_(G) if B.is_torch(go_on) else go_on * G
+            go_on = go_on.mul_(G) if B.is_torch(go_on) else go_on * G
             G = B.sum(q_levels[d] * go_on.reshape(-1, V), axis=1)
             stop[d] = masses[d] * weights[d] * G
-    return NodeLaw(stop, corrs, is_p)
+    return NodeLaw(stop, corrs + [pL if corr_L is None else corr_L], is_p + [corr_L is None])
 
 
 __all__ = ["NodeForm", "NodeLaw", "SCANS", "expected_accepted", "law_from_nodes",
