@@ -7,6 +7,14 @@ same run: a Python interpreter that starts and exits (``python -c pass``, with t
 site-packages). ``import torch`` is timed the same way for reference: a command that needs
 torch cannot start faster than that. The target is under 1 s for ``spectheory --help``,
 ``spectheory instance random ...`` and ``spectheory lp`` on a small instance.
+
+Another checkout's code is timed with the same protocol through ``PYTHONPATH`` (the console
+script puts it before the installed package), e.g. the implementation before torch was imported
+lazily::
+
+    git worktree add /tmp/before b6af064
+    PYTHONPATH=/tmp/before python benchmarks/bench_startup.py --label b6af064 \
+        --out benchmarks/results/startup_b6af064.json
 """
 
 from __future__ import annotations
@@ -49,6 +57,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=9)
     ap.add_argument("--out", default=None, help="write the results as JSON here")
+    ap.add_argument("--label", default="this checkout", help="which code is timed (recorded)")
     args = ap.parse_args()
     env = {**os.environ, "SPECTHEORY_THREADS": "1"}
     cli = spectheory_command()
@@ -84,6 +93,8 @@ def main() -> int:
         print(f"{name:52s} {med:7.3f} s  {med / floor:5.1f}x floor{mark}", flush=True)
     result = {
         "command": f"python benchmarks/bench_startup.py --repeat {args.repeat}",
+        "code": args.label,
+        "pythonpath": os.environ.get("PYTHONPATH", ""),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python "
                    f"{platform.python_version()}",
         "threads": "SPECTHEORY_THREADS=1",
