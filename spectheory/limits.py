@@ -21,6 +21,7 @@ within its estimate (up to about 7x sooner).
 
 from __future__ import annotations
 
+import gc
 import math
 import os
 import re
@@ -152,6 +153,16 @@ def note(message: str) -> None:
         print(f"spectheory: note: {message}", file=sys.stderr, flush=True)
 
 
+#: Whether the garbage collector is running, tracked while a backstop alarm is armed: a
+#: finaliser swallows exceptions, so the alarm waits for the collection to end instead of
+#: raising inside it.
+_collecting = [False]
+
+
+def _track_collection(phase: str, info: dict) -> None:
+    _collecting[0] = phase == "start"
+
+
 @contextmanager
 def running(time_limit: float | None = None, progress: bool = False, notes: bool = False):
     """Run a block of work under a wall-clock limit (seconds, None: none), with progress bars
@@ -165,9 +176,13 @@ def running(time_limit: float | None = None, progress: bool = False, notes: bool
         _state.deadline, _state.limit, _state.start = now + limit, limit, now
         if hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread():
             def on_alarm(signum, frame):
+                if _collecting[0]:  # an exception raised inside a finaliser would be lost:
+                    signal.setitimer(signal.ITIMER_REAL, 0.01)  # try again just after
+                    return
                 raise _expired()
 
             old_handler = signal.signal(signal.SIGALRM, on_alarm)
+            gc.callbacks.append(_track_collection)
             signal.setitimer(signal.ITIMER_REAL, limit + 0.5)  # backstop after the soft checks
             alarm = True
     _state.progress = progress or _state.progress
@@ -178,6 +193,9 @@ def running(time_limit: float | None = None, progress: bool = False, notes: bool
         if alarm:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, old_handler)
+            if _track_collection in gc.callbacks:
+                gc.callbacks.remove(_track_collection)
+            _collecting[0] = False
         (_state.deadline, _state.limit, _state.start, _state.progress, _state.notes) = saved
 
 

@@ -590,6 +590,41 @@ def test_time_limit_stops_one_long_exact_step(tmp_path, capsys):
     assert os.listdir(tmp_path) == ["exact.json"]
 
 
+def test_time_limit_backstop_survives_a_finaliser():
+    """The SIGALRM backstop may fire while the garbage collector runs a finaliser, which would
+    swallow the exception (the limit silently lost); it waits for the collection to end and
+    stops the work after it. Negative control: a block without a limit runs to its end."""
+    import gc
+
+    from spectheory import limits
+    from spectheory.errors import TimeLimitError
+
+    class Slow:
+        def __del__(self):
+            t = time.monotonic()
+            while time.monotonic() - t < 0.8:  # past the backstop at limit + 0.5 s
+                pass
+
+    def work(seconds):
+        a = Slow()
+        a.cycle = a
+        del a
+        gc.collect()
+        t = time.monotonic()
+        while time.monotonic() - t < seconds:  # no soft clock check here: only the alarm
+            pass
+
+    callbacks = list(gc.callbacks)
+    t0 = time.monotonic()
+    with pytest.raises(TimeLimitError, match="time limit of 0.1 s reached"):
+        with limits.running(0.1):
+            work(5.0)
+    assert time.monotonic() - t0 < 3  # stopped soon after the finaliser, not after 5.8 s
+    assert gc.callbacks == callbacks  # the collection tracker is removed with the alarm
+    with limits.running(None):
+        work(0.1)
+
+
 def test_bad_environment_does_not_break_import_or_help(tmp_path):
     """Limits are read on use, never at import: with bad values set, ``spectheory --help``
     (which imports every command module, lp.sparse and spectheory.tree included) still works."""
