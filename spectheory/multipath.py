@@ -39,7 +39,7 @@ from . import backend as Bk
 from .errors import SpectheoryError
 from .exact import BlockLaw, ExactAnalysis, LosslessReport, analyze, check_lossless
 from .instances import Instance
-from .law import validate_law
+from .law import ROW_SUM_TOL, validate_law
 from .models import TableModel
 from .registry import DRAFTING, Plan, get_verifier
 from .tree import check_size, levels, path_probabilities, sequence_tokens
@@ -132,6 +132,44 @@ def outcome_count(V: int, L: int, K: int, symmetric: bool) -> int:
     return math.comb(V**L + K - 1, K) if symmetric else V ** (L * K)
 
 
+def path_tables(q_levels, p_levels, L: int, V: int):
+    """Per-path tables indexed by a path's sequence index s in range(V**L): tokens [V**L, L],
+    draft rows q [V**L, L, V], target rows p [V**L, L+1, V] along the path, and the flat index
+    [V**L, L+1] of its depth-i node among the sum_i V**i nodes of depths 0..L (depth i at offset
+    sum_{j<i} V**j). The engine gathers a chunk's drafts and rows from them in one index each."""
+    like = p_levels[0]
+    s = _arange(0, V**L, Bk.is_exact(like), like) if Bk.is_exact(like) else \
+        torch.arange(V**L, device=like.device)
+    node = [s // V ** (L - i) for i in range(L + 1)]
+    q = Bk.stack([q_levels[i][node[i]] for i in range(L)], axis=1)
+    p = Bk.stack([p_levels[i][node[i]] for i in range(L + 1)], axis=1)
+    offsets = [(V**i - 1) // (V - 1) if V > 1 else i for i in range(L + 1)]
+    flat = Bk.stack([node[i] + offsets[i] for i in range(L + 1)], axis=1)
+    return sequence_tokens(s, L, V), q, p, flat
+
+
+def _law_ok(law, n: int, K: int, L: int, V: int, tol: float) -> bool:
+    """A cheap sufficient test, on torch float laws, that :func:`validate_law` would accept
+    ``law``: every entry >= 0 (false for NaN) and every stop table and correction row summing to
+    1 within ``tol`` (false for an infinite entry: its sum is inf or NaN). Anything else (a
+    failing law, another type) returns False and goes to :func:`validate_law`, which names the
+    problem; so no law is accepted that it would refuse."""
+    try:
+        stop, corr = law
+    except (TypeError, ValueError):
+        return False
+    if not (torch.is_tensor(stop) and torch.is_tensor(corr)) or \
+            not (stop.is_floating_point() and corr.is_floating_point()) or \
+            tuple(stop.shape) != (n, K, L + 1) or tuple(corr.shape) != (n, K, L + 1, V):
+        return False
+    if n == 0:
+        return True
+    ok = (stop.amin() >= 0) & (corr.amin() >= 0)
+    ok &= (stop.sum(dim=(1, 2)) - 1).abs_().amax() <= tol
+    ok &= (corr.sum(dim=3) - 1).abs_().amax() <= tol
+    return bool(ok)
+
+
 def multipath_block_law(verifier, q_levels, p_levels, V: int, L: int, K: int,
                         drafting: str = "iid", progress=None, symmetric: bool | None = None
                         ) -> BlockLaw:
@@ -141,6 +179,11 @@ def multipath_block_law(verifier, q_levels, p_levels, V: int, L: int, K: int,
     whose law over output sequences depends only on the multiset of paths) enumerates sorted
     tuples of paths weighted by their number of orderings: C(V**L + K - 1, K) instead of
     V**(L K) outcomes, the same result.
+
+    A chunk of n joint outcomes is n rows of K path indices; its drafts [n, K, L] and rows
+    q [n, K, L, V], p [n, K, L+1, V] are gathered from :func:`path_tables`, its law validated
+    (:func:`validate_law`; on torch first the cheap sufficient test :func:`_law_ok`), and its
+    weighted corrections added to all L+1 levels of the emitted law in one ``index_add``.
     """
     spec = get_verifier(verifier)
     exact = Bk.is_exact(p_levels[0])
@@ -152,13 +195,17 @@ def multipath_block_law(verifier, q_levels, p_levels, V: int, L: int, K: int,
     qpath = path_probabilities(q_levels, one)[L]  # [V**L]
     q_root = q_levels[0][0]
     tail = path_probabilities(q_levels[1:], Bk.full((V,), 1, like))[L - 1]  # [V**L]
+    tok_tab, q_tab, p_tab, node_tab = path_tables(q_levels, p_levels, L, V)
     total = outcome_count(V, L, K, symmetric)
     per = K * (L + 1) * V
     chunk = EXACT_CHUNK if exact else max(1, CHUNK_ELEMENTS // per)
     chunk = min(chunk, total)
     tuples = sorted_tuples(V**L, K) if symmetric else None
     tau_pmf = Bk.full((1, L + 1), 0, like)
-    emitted = [Bk.full((V**i, V), 0, like) for i in range(L + 1)]
+    n_nodes = int(node_tab[-1, -1]) + 1  # sum_{i<=L} V**i
+    emitted = Bk.full((n_nodes, V), 0, like)
+    base = _arange(0, K, exact, like)
+    shifts = (V**L) ** Bk.flip(base, 0).reshape(1, K)
     for f0 in range(0, total, chunk):
         n = min(chunk, total - f0)
         if symmetric:
@@ -170,13 +217,11 @@ def multipath_block_law(verifier, q_levels, p_levels, V: int, L: int, K: int,
                 seq = torch.as_tensor(block, device=like.device)
                 weight = torch.as_tensor(mult, dtype=like.dtype, device=like.device)
         else:
-            f = _arange(f0, n, exact, like)
-            seq = f.reshape(n, 1) // (V**L) ** Bk.flip(_arange(0, K, exact, like), 0).reshape(
-                1, K) % V**L
-            weight = Bk.full((n,), 1, like)
+            seq = _arange(f0, n, exact, like).reshape(n, 1) // shifts % V**L
+            weight = None
         if drafting == "iid":
             for k in range(K):
-                weight = weight * qpath[seq[:, k]]
+                weight = qpath[seq[:, k]] if weight is None else weight * qpath[seq[:, k]]
         else:
             weight = _norep_weight(seq, q_root, tail, L, V)
         keep = weight != 0  # outcomes of probability zero contribute nothing: skip them
@@ -187,18 +232,19 @@ def multipath_block_law(verifier, q_levels, p_levels, V: int, L: int, K: int,
                 if progress is not None:
                     progress(int(keep.shape[0]))
                 continue
-        drafts = sequence_tokens(seq.reshape(-1), L, V).reshape(n, K, L)
-        q, p = draft_rows(q_levels, p_levels, drafts, L, V)
-        law = validate_law(spec.law(drafts, q, p), n, K, L, V, exact, drafts, name=spec.name)
+        drafts, q, p = tok_tab[seq], q_tab[seq], p_tab[seq]
+        law = spec.law(drafts, q, p)
+        if exact or not _law_ok(law, n, K, L, V, ROW_SUM_TOL):
+            law = validate_law(law, n, K, L, V, exact, drafts, name=spec.name)
         wstop = Bk.expand_dims(Bk.expand_dims(weight, 1), 2) * law.stop  # [n, K, L+1]
         tau_pmf[0] = tau_pmf[0] + Bk.sum(Bk.sum(wstop, axis=1), axis=0)
-        for i in range(L + 1):
-            node = (seq // V ** (L - i)).reshape(-1)
-            contrib = Bk.expand_dims(wstop[:, :, i], -1) * law.correction[:, :, i, :]
-            Bk.index_add_rows(emitted[i], node, contrib.reshape(n * K, V))
+        contrib = Bk.expand_dims(wstop, -1) * law.correction  # [n, K, L+1, V]
+        Bk.index_add_rows(emitted, node_tab[seq].reshape(-1), contrib.reshape(-1, V))
         if progress is not None:
             progress(int(keep.shape[0]))
-    return BlockLaw(tau_pmf, [None] + [e.reshape(-1) for e in emitted])
+    offsets = [(V**i - 1) // (V - 1) if V > 1 else i for i in range(L + 2)]
+    return BlockLaw(tau_pmf, [None] + [emitted[offsets[i]:offsets[i + 1]].reshape(-1)
+                                       for i in range(L + 1)])
 
 
 def analyze_multipath(instance: Instance, verifier, paths: int, drafting: str | None = None,
