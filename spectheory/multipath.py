@@ -138,8 +138,7 @@ def path_tables(q_levels, p_levels, L: int, V: int):
     [V**L, L+1] of its depth-i node among the sum_i V**i nodes of depths 0..L (depth i at offset
     sum_{j<i} V**j). The engine gathers a chunk's drafts and rows from them in one index each."""
     like = p_levels[0]
-    s = _arange(0, V**L, Bk.is_exact(like), like) if Bk.is_exact(like) else \
-        torch.arange(V**L, device=like.device)
+    s = _arange(0, V**L, Bk.is_exact(like), like)
     node = [s // V ** (L - i) for i in range(L + 1)]
     q = Bk.stack([q_levels[i][node[i]] for i in range(L)], axis=1)
     p = Bk.stack([p_levels[i][node[i]] for i in range(L + 1)], axis=1)
@@ -170,6 +169,54 @@ def _law_ok(law, n: int, K: int, L: int, V: int, tol: float) -> bool:
     return bool(ok)
 
 
+#: K-path outcomes on which a ``paths_read`` declaration is checked before it is relied on.
+PATHS_READ_SAMPLE = 64
+
+
+def _check_paths_read(spec, m: int, K: int, tables, weight_of, exact: bool, tol: float = 1e-12):
+    """Check ``spec.paths_read = m`` on a sample of K-path outcomes of positive probability: the
+    law must put no stop mass on paths m+1..K and agree, on paths 1..m, with the verifier's law
+    on the first m paths (exactly in rationals, to ``tol`` in float). A verifier that reads the
+    other paths is refused rather than analysed on the wrong outcomes."""
+    tok_tab, q_tab, p_tab, _ = tables
+    n_paths = int(tok_tab.shape[0])
+    like = p_tab
+    s = _arange(0, min(n_paths, PATHS_READ_SAMPLE), exact, like)
+    seq = Bk.stack([(s * (2 * k + 1) + 7 * k) % n_paths for k in range(K)], axis=1)
+    keep = weight_of(seq) != 0
+    seq = seq[keep]
+    n = int(seq.shape[0])
+    if n == 0:
+        return
+    L, V = int(tok_tab.shape[1]), int(q_tab.shape[-1])
+    full = validate_law(spec.law(tok_tab[seq], q_tab[seq], p_tab[seq]), n, K, L, V, exact,
+                        name=spec.name)
+    sub = seq[:, :m]
+    part = validate_law(spec.law(tok_tab[sub], q_tab[sub], p_tab[sub]), n, m, L, V, exact,
+                        name=spec.name)
+    diffs = [Bk.abs(full.stop[:, m:]), Bk.abs(full.stop[:, :m] - part.stop),
+             Bk.abs(full.correction[:, :m] - part.correction)]
+    worst = max(float(d.max()) if int(np.prod(d.shape)) else 0.0 for d in diffs)
+    if (worst != 0) if exact else (worst > tol):
+        raise SpectheoryError(
+            f"verifier {spec.name!r} declares paths_read={m}, but its law on {K} paths differs "
+            f"from its law on the first {m} (by {worst:.3g}): it reads or stops on the other "
+            f"paths; drop the declaration")
+
+
+def _scaled_progress(progress, full_total: int, total: int):
+    """A progress callback counting ``total`` visited outcomes as ``full_total`` joint ones."""
+    state = [0, 0]  # visited, reported
+
+    def update(n: int) -> None:
+        state[0] += n
+        upto = full_total * state[0] // total
+        progress(upto - state[1])
+        state[1] = upto
+
+    return update
+
+
 def multipath_block_law(verifier, q_levels, p_levels, V: int, L: int, K: int,
                         drafting: str = "iid", progress=None, symmetric: bool | None = None
                         ) -> BlockLaw:
@@ -196,6 +243,21 @@ def multipath_block_law(verifier, q_levels, p_levels, V: int, L: int, K: int,
     q_root = q_levels[0][0]
     tail = path_probabilities(q_levels[1:], Bk.full((V,), 1, like))[L - 1]  # [V**L]
     tok_tab, q_tab, p_tab, node_tab = path_tables(q_levels, p_levels, L, V)
+    if spec.paths_read is not None and spec.paths_read < K:  # enumerate the paths it reads
+        def weight_of(seq):
+            if drafting == "iid":
+                w = qpath[seq[:, 0]]
+                for k in range(1, seq.shape[1]):
+                    w = w * qpath[seq[:, k]]
+                return w
+            return _norep_weight(seq, q_root, tail, L, V)
+
+        _check_paths_read(spec, spec.paths_read, K, (tok_tab, q_tab, p_tab, node_tab),
+                          weight_of, exact)
+        full_total = outcome_count(V, L, K, symmetric)
+        K = spec.paths_read
+        if progress is not None:  # report in joint outcomes of all K paths, as announced
+            progress = _scaled_progress(progress, full_total, outcome_count(V, L, K, symmetric))
     total = outcome_count(V, L, K, symmetric)
     per = K * (L + 1) * V
     chunk = EXACT_CHUNK if exact else max(1, CHUNK_ELEMENTS // per)
