@@ -165,7 +165,9 @@ def _law_ok(law, n: int, K: int, L: int, V: int, tol: float) -> bool:
         return True
     ok = (stop.amin() >= 0) & (corr.amin() >= 0)
     ok &= (stop.sum(dim=(1, 2)) - 1).abs_().amax() <= tol
-    ok &= (corr.sum(dim=3) - 1).abs_().amax() <= tol
+    # row sums as one matrix-vector product: ~3x faster than sum(dim=3) for a short row
+    rows = corr.reshape(-1, V) @ torch.ones(V, dtype=corr.dtype, device=corr.device)
+    ok &= (rows - 1).abs_().amax() <= tol
     return bool(ok)
 
 
@@ -202,6 +204,15 @@ def _check_paths_read(spec, m: int, K: int, tables, weight_of, exact: bool, tol:
             f"verifier {spec.name!r} declares paths_read={m}, but its law on {K} paths differs "
             f"from its law on the first {m} (by {worst:.3g}): it reads or stops on the other "
             f"paths; drop the declaration")
+
+
+def _rows(table, seq):
+    """table[seq] for a table [N, ...] and indices seq [n, K] -> [n, K, ...] (on torch one
+    index_select of the flattened indices, cheaper than advanced indexing)."""
+    if not Bk.is_torch(table):
+        return table[seq]
+    n, K = seq.shape
+    return table.index_select(0, seq.reshape(-1)).reshape((n, K) + tuple(table.shape[1:]))
 
 
 def _scaled_progress(progress, full_total: int, total: int):
@@ -294,14 +305,14 @@ def multipath_block_law(verifier, q_levels, p_levels, V: int, L: int, K: int,
                 if progress is not None:
                     progress(int(keep.shape[0]))
                 continue
-        drafts, q, p = tok_tab[seq], q_tab[seq], p_tab[seq]
+        drafts, q, p, nodes = (_rows(t, seq) for t in (tok_tab, q_tab, p_tab, node_tab))
         law = spec.law(drafts, q, p)
         if exact or not _law_ok(law, n, K, L, V, ROW_SUM_TOL):
             law = validate_law(law, n, K, L, V, exact, drafts, name=spec.name)
         wstop = Bk.expand_dims(Bk.expand_dims(weight, 1), 2) * law.stop  # [n, K, L+1]
         tau_pmf[0] = tau_pmf[0] + Bk.sum(Bk.sum(wstop, axis=1), axis=0)
         contrib = Bk.expand_dims(wstop, -1) * law.correction  # [n, K, L+1, V]
-        Bk.index_add_rows(emitted, node_tab[seq].reshape(-1), contrib.reshape(-1, V))
+        Bk.index_add_rows(emitted, nodes.reshape(-1), contrib.reshape(-1, V))
         if progress is not None:
             progress(int(keep.shape[0]))
     offsets = [(V**i - 1) // (V - 1) if V > 1 else i for i in range(L + 2)]

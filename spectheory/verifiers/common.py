@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 from .._lazy import torch
 
 from .. import backend as B
@@ -79,3 +80,59 @@ def positive_residual(w, p, q, out=None):
     if w is None:
         return B.positive_part(p - q)
     return B.positive_part(B.expand_dims(w, -1) * p - q)
+
+
+#: Fewest batch rows for which :func:`on_distinct` looks for repeated inputs (below it the
+#: search costs more than it saves).
+DISTINCT_MIN_ROWS = 512
+
+
+def _unique_inverse(key):
+    """(number of distinct values, index of each entry's value among them) of an int array."""
+    if B.is_torch(key):
+        uniq, inverse = torch.unique(key, return_inverse=True)
+    else:
+        uniq, inverse = np.unique(np.asarray(key), return_inverse=True)
+    return int(uniq.shape[0]), inverse.reshape(-1)
+
+
+def on_distinct(fn, key, args, keyed: int = 0, min_rows: int = DISTINCT_MIN_ROWS):
+    """``fn(*args)`` evaluated once per distinct input row and copied to the repeats, or None.
+
+    ``args`` are arrays whose first axis is the batch (N rows); ``fn`` must treat rows
+    independently (row r of each output depends on row r of each input only) and return a tuple
+    of arrays with the batch first. ``key`` [N] (int) groups rows expected to have equal inputs
+    (in the exact engine, where every joint outcome shares one context, the drafted tokens that
+    determine them); the grouping is then checked exactly, every input row against its group's
+    representative, so a key that groups unequal rows costs time, never correctness. Returns
+    None (the caller evaluates every row) for fewer than ``min_rows`` rows, mostly distinct keys,
+    or a grouping that the check refutes. The outputs equal ``fn(*args)`` row by row. The first
+    ``keyed`` args are encoded in the key one to one (equal keys imply equal rows): not checked.
+    """
+    N = int(key.shape[0])
+    if N < min_rows:
+        return None
+    U, inverse = _unique_inverse(key)
+    if 2 * U > N:
+        return None
+    rep = B.zeros_like(inverse[:U])
+    rep[inverse] = B.arange(N, inverse)  # some row of each group
+    reps = []
+    for i, a in enumerate(args):
+        r = _take_rows(a, rep)
+        if i >= keyed and not _equal(_take_rows(r, inverse), a):
+            return None
+        reps.append(r)
+    return tuple(_take_rows(o, inverse) for o in fn(*reps))
+
+
+def _take_rows(a, idx):
+    """a[idx] along the first axis (on torch index_select, cheaper than advanced indexing)."""
+    return a.index_select(0, idx) if B.is_torch(a) else a[idx]
+
+
+def _equal(a, b) -> bool:
+    """Every entry of a equals (==) the corresponding entry of b (NaN equals nothing)."""
+    if B.is_torch(a):
+        return torch.equal(a, b)
+    return bool((a == b).all())

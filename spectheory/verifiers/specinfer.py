@@ -29,13 +29,13 @@ lossless under the ``norep`` drafting scheme of :mod:`spectheory.multipath`, not
 
 from __future__ import annotations
 
-import numpy as np
 from .._lazy import torch
 
 from .. import backend as B
 from ..law import MultiLaw
 from ..registry import VerifierSpec
-from .common import drafted_ratio, normalise_residual, positive_residual
+from .common import (DISTINCT_MIN_ROWS, drafted_ratio, normalise_residual, on_distinct,
+                     positive_residual)
 
 
 def _row_at(rows, tok):
@@ -55,63 +55,46 @@ def _rows_at(rows, tok):
 def prefix_membership(drafts):
     """``same[i]`` [B, K, K'] (int 0/1): path k' passes through the depth-i node of path k, for
     i = 0..L (``same[0]`` all ones)."""
-    eq = B.to_int(B.expand_dims(drafts, 2) == B.expand_dims(drafts, 1))  # [B, K, K', L]
-    pref = B.cumprod(eq, axis=3)
+    eq = B.expand_dims(drafts, 2) == B.expand_dims(drafts, 1)  # [B, K, K', L] bool
     out = [B.to_int(eq[..., 0] == eq[..., 0])]
-    for i in range(drafts.shape[-1]):
-        out.append(pref[..., i])
+    same = None
+    for i in range(drafts.shape[-1]):  # a running AND over depths: equal prefixes
+        same = eq[..., i] if same is None else same & eq[..., i]
+        out.append(B.to_int(same))
     return out
 
 
-#: Fewest node evaluations (batch rows x paths) for which :func:`node_recursive_law` looks for
-#: repeated node inputs (below it the search costs more than it saves).
-DISTINCT_MIN_ROWS = 512
-
-
-def _unique_inverse(key):
-    """(number of distinct values, index of each entry's value among them) of an int array."""
-    if B.is_torch(key):
-        uniq, inverse = torch.unique(key, return_inverse=True)
-    else:
-        uniq, inverse = np.unique(np.asarray(key), return_inverse=True)
-    return int(uniq.shape[0]), inverse.reshape(-1)
-
-
 def _rule_on_distinct(rule, member, tok, q_rows, p_rows, prefix, V: int):
-    """``rule`` evaluated once per distinct node input and copied to the repeats, or None.
+    """``rule`` evaluated once per distinct node input (:func:`on_distinct`), or None.
 
     The rule's output for row (b, k) depends only on that row's inputs: its rows q, p, its
-    candidates member[b, k] and their tokens. Rows are grouped by an integer key (the node's
-    drafted prefix, the candidates' tokens in path order) and the grouping is then checked
-    exactly: every row's q and p must equal its group's representative's, else None (the caller
-    evaluates every row). In the exact engine, where all outcomes share the context, a few
-    distinct inputs stand for thousands of rows. None as well when the key would not fit in
-    int64 or the rows are few or mostly distinct.
+    candidates member[b, k] and their tokens (a rule ignores the tokens of non-candidates, which
+    are passed as 0); the key is the node's drafted prefix and the candidates' tokens in path
+    order. In the exact engine, where all
+    outcomes share the context, a few distinct inputs stand for thousands of rows. None when the
+    key would not fit in int64.
     """
     Bsz, Kr, K = member.shape
-    N = Bsz * Kr
-    if N < DISTINCT_MIN_ROWS:
-        return None
     span = (V + 1) ** K
-    if float(prefix.max()) * span + span >= 2.0**62:
+    if Bsz * Kr < DISTINCT_MIN_ROWS or float(prefix.max()) * span + span >= 2.0**62:
         return None
-    masked = B.where(member == 1, B.expand_dims(tok, 1), V)  # non-candidates read V
-    code = B.zeros_like(masked[..., 0])
+    toks = B.where(member == 1, B.expand_dims(tok, 1), 0)  # a non-candidate's token: 0
+    code = B.zeros_like(toks[..., 0])
     for j in range(K):
-        code = code * (V + 1) + masked[..., j]
-    U, inverse = _unique_inverse((prefix * span + code).reshape(-1))
-    if 2 * U > N:
+        code = code * (V + 1) + toks[..., j] + member[..., j]  # 0 for a non-candidate
+    N = Bsz * Kr
+    toks = toks.reshape(N, K)
+
+    def flat_rule(m, t, qr, pr):
+        a, none, c = rule(B.expand_dims(m, 1), t, B.expand_dims(qr, 1), B.expand_dims(pr, 1))
+        return a[:, 0], none[:, 0], c[:, 0]
+
+    out = on_distinct(flat_rule, (prefix * span + code).reshape(-1),
+                      (member.reshape(N, K), toks, q_rows.reshape(N, V), p_rows.reshape(N, V)),
+                      keyed=2)  # member and tokens are read off the key one to one
+    if out is None:
         return None
-    rep = B.zeros_like(inverse[:U])
-    rep[inverse] = B.arange(N, inverse)  # some row of each group
-    qf, pf = q_rows.reshape(N, V), p_rows.reshape(N, V)
-    q_u, p_u = qf[rep], pf[rep]
-    if not (bool((q_u[inverse] == qf).all()) and bool((p_u[inverse] == pf).all())):
-        return None
-    accept, none, corr = rule(member.reshape(N, 1, K)[rep], tok[rep // Kr],
-                              B.expand_dims(q_u, 1), B.expand_dims(p_u, 1))
-    return (accept[:, 0][inverse].reshape(Bsz, Kr, K), none[:, 0][inverse].reshape(Bsz, Kr),
-            corr[:, 0][inverse].reshape(Bsz, Kr, V))
+    return out[0].reshape(Bsz, Kr, K), out[1].reshape(Bsz, Kr), out[2].reshape(Bsz, Kr, V)
 
 
 def node_recursive_law(drafts, q, p, rule) -> MultiLaw:

@@ -41,9 +41,25 @@ with-replacement sibling updates the merged tree is lossy under i.i.d. drafting 
 from __future__ import annotations
 
 from .. import backend as B
-from ..law import MultiLaw
+from ..law import Law, MultiLaw
 from ..registry import VerifierSpec
 from .block import block_verification
+from .common import on_distinct
+
+
+def _branch_law(drafts, Ms, q_rest, Mb, p_rest, key):
+    """Block verification (:func:`block_verification`) of one branch: its drafts [B, L], with
+    the root rows (M_s, M_b) [B, V] before its own rows q [B, L-1, V], p [B, L, V]. Evaluated once
+    per distinct input when ``key`` [B] repeats (:func:`on_distinct`: the grouping is checked
+    against the rows, so a key is a guess that costs time if wrong, never correctness)."""
+    def law(d, ms, qr, mb, pr):
+        q_k = B.concat([B.expand_dims(ms, 1), qr], axis=1)
+        p_k = B.concat([B.expand_dims(mb, 1), pr], axis=1)
+        return tuple(block_verification(d, q_k, p_k))
+
+    args = (drafts, Ms, q_rest, Mb, p_rest)
+    out = None if key is None else on_distinct(law, key, args, keyed=1)
+    return Law(*(law(*args) if out is None else out))
 
 
 def _traversal(drafts, q, p, without_replacement: bool) -> MultiLaw:
@@ -54,11 +70,22 @@ def _traversal(drafts, q, p, without_replacement: bool) -> MultiLaw:
     used = B.zeros_like(Mb)
     stops, corrs = [], []
     zero_col = B.zeros_like(q[:, 0, :1, 0])
+    # Branch k's input is its path's tokens and rows and the root rows (M_b, M_s) left by the
+    # earlier branches. M_b after a rejected branch is its root correction normalise(max(M_b -
+    # M_s, 0)), whatever the branch's tokens; M_s changes only without replacement, by the first
+    # tokens of the earlier branches. So below one context the input is a function of this key:
+    # (earlier first tokens, without replacement) and the branch's tokens.
+    firsts = B.zeros_like(drafts[:, 0, 0])
+    keyable = float(V) ** (L + K) < 2.0**62
     for k in range(K):
         first = drafts[:, k, 0]
-        q_k = B.concat([B.expand_dims(Ms, 1), q[:, k, 1:]], axis=1)
-        p_k = B.concat([B.expand_dims(Mb, 1), p[:, k, 1:]], axis=1)
-        law = block_verification(drafts[:, k], q_k, p_k)
+        key = None
+        if keyable:
+            key = firsts if without_replacement else B.zeros_like(firsts)
+            for i in range(L):
+                key = key * V + drafts[:, k, i]
+            firsts = firsts * V + first
+        law = _branch_law(drafts[:, k], Ms, q[:, k, 1:], Mb, p[:, k, 1:], key)
         go_on = law.stop[:, 0]  # branch rejected down to the root
         stop = B.expand_dims(reach, 1) * B.concat([zero_col, law.stop[:, 1:]], axis=1)
         new_Mb, new_reach = law.correction[:, 0], reach * go_on
@@ -75,14 +102,11 @@ def _traversal(drafts, q, p, without_replacement: bool) -> MultiLaw:
         Mb, reach = new_Mb, new_reach
         stops.append(stop)
         corrs.append(law.correction)
-    stop = B.stack(stops, axis=1)  # [B, K, L+1]
+    stop = B.stack(stops, axis=1)  # [B, K, L+1] (fresh arrays: written in place below)
     corr = B.stack(corrs, axis=1)
     # all branches rejected: output (root, Y ~ M_b), reported on path 1 at tau = 0
-    root = B.expand_dims(B.expand_dims(B.arange(K, drafts) == 0, 0), -1)  # [1, K, 1]
-    tau0 = B.expand_dims(B.expand_dims(B.arange(L + 1, drafts) == 0, 0), 0)  # [1, 1, L+1]
-    at_root = root & tau0
-    stop = B.where(at_root, B.expand_dims(B.expand_dims(reach, 1), 1), stop)
-    corr = B.where(B.expand_dims(at_root, -1), B.expand_dims(B.expand_dims(Mb, 1), 1), corr)
+    stop[:, 0, 0] = reach
+    corr[:, 0, 0] = Mb
     return MultiLaw(stop, corr)
 
 
