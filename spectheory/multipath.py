@@ -43,6 +43,7 @@ from .law import ROW_SUM_TOL, validate_law
 from .models import TableModel
 from .registry import DRAFTING, Plan, get_verifier
 from .tree import check_size, levels, path_probabilities, sequence_tokens
+from .verifiers.common import rows_follow_prefixes
 from .verifiers.gbv import skewed_levels
 
 #: Joint outcomes per chunk in exact rational mode.
@@ -306,7 +307,8 @@ def multipath_block_law(verifier, q_levels, p_levels, V: int, L: int, K: int,
                     progress(int(keep.shape[0]))
                 continue
         drafts, q, p, nodes = (_rows(t, seq) for t in (tok_tab, q_tab, p_tab, node_tab))
-        law = spec.law(drafts, q, p)
+        with rows_follow_prefixes():  # q, p rows gathered from the per-path tables above
+            law = spec.law(drafts, q, p)
         if exact or not _law_ok(law, n, K, L, V, ROW_SUM_TOL):
             law = validate_law(law, n, K, L, V, exact, drafts, name=spec.name)
         wstop = Bk.expand_dims(Bk.expand_dims(weight, 1), 2) * law.stop  # [n, K, L+1]

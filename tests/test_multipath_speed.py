@@ -32,7 +32,6 @@ from spectheory.verifiers.multipath_baselines import block_first, token_first
 
 # modules by path: the package exports functions of the same names
 common = importlib.import_module("spectheory.verifiers.common")
-specinfer_module = importlib.import_module("spectheory.verifiers.specinfer")
 
 PAIRS = {
     "specinfer": prev.specinfer,
@@ -46,8 +45,8 @@ PAIRS = {
 def joint_inputs(inst, K: int, exact: bool, n_max: int | None = None):
     """drafts [n, K, L], q, p of every ordered joint outcome (the first n_max) below the root."""
     V, L = inst.vocab_size, inst.block_length
-    tok, q, p, _ = path_tables(levels(inst.draft, 0, L, exact), levels(inst.target, 0, L + 1, exact),
-                               L, V)
+    tok, q, p, _ = path_tables(levels(inst.draft, 0, L, exact),
+                               levels(inst.target, 0, L + 1, exact), L, V)
     f = np.arange(V ** (L * K))[:n_max]
     seq = np.stack([f // (V**L) ** (K - 1 - k) % V**L for k in range(K)], axis=1)
     if not exact:
@@ -76,7 +75,6 @@ def test_float_laws_equal_previous_on_all_joint_outcomes(name):
 def test_exact_laws_equal_previous(name, monkeypatch):
     # every row searched for repeats, as in float mode on large batches
     monkeypatch.setattr(common, "DISTINCT_MIN_ROWS", 1)
-    monkeypatch.setattr(specinfer_module, "DISTINCT_MIN_ROWS", 1)
     inst = random_instance(2, 2, 3, denominator=6)
     d, q, p = joint_inputs(inst, 3, exact=True)
     new = get_verifier(name).law(d, q, p)
@@ -183,3 +181,66 @@ def test_the_cheap_law_test_lets_no_bad_entry_through(kind, value):
     with pytest.raises(LawError) as err:
         analyze(inst, spec, paths=3, route="enumerate")  # 48 chunks; the second is bad
     assert err.value.kind == kind
+
+
+def naive_tau_pmf(inst, name: str, K: int, exact: bool):
+    """P(tau = i) from the previous law on every joint outcome, weighted by its probability
+    (a plain loop-free sum, no grouping)."""
+    from spectheory.multipath import _norep_weight
+    from spectheory.tree import path_probabilities
+
+    V, L = inst.vocab_size, inst.block_length
+    ql = levels(inst.draft, 0, L, exact)
+    d, q, p = joint_inputs(inst, K, exact)
+    law = PAIRS[name](d, q, p)
+    f = np.arange(V ** (L * K))
+    seq = np.stack([f // (V**L) ** (K - 1 - k) % V**L for k in range(K)], axis=1)
+    if not exact:
+        seq = torch.as_tensor(seq)
+    one = ql[0][0][:1] * 0 + 1
+    qpath = path_probabilities(ql, one)[L]
+    if get_verifier(name).default_drafting == "iid":
+        w = qpath[seq[:, 0]]
+        for k in range(1, K):
+            w = w * qpath[seq[:, k]]
+    else:
+        tail = path_probabilities(ql[1:], ql[0][0] * 0 + 1)[L - 1]
+        w = _norep_weight(seq, ql[0][0], tail, L, V)
+    per = law.stop.sum(axis=1) if exact else law.stop.sum(dim=1)
+    return (w.reshape(-1, 1) * per).sum(axis=0) if exact else (w.reshape(-1, 1) * per).sum(dim=0)
+
+
+@pytest.mark.parametrize("name", sorted(PAIRS))
+def test_engine_tau_pmf_equals_previous_laws_summed_exactly(name, monkeypatch):
+    """The engine (repeats searched on every row, rows trusted as prefix rows) against the
+    previous laws summed over all outcomes, in rationals."""
+    monkeypatch.setattr(common, "DISTINCT_MIN_ROWS", 1)
+    inst = random_instance(2, 2, 4, denominator=7)
+    res = analyze(inst, name, paths=3, route="enumerate")
+    assert list(res.tau_pmf) == list(naive_tau_pmf(inst, name, 3, exact=True))
+
+
+@pytest.mark.parametrize("name", sorted(PAIRS))
+def test_engine_tau_pmf_equals_previous_laws_summed_float(name):
+    inst = random_instance(3, 2, 8)
+    res = analyze(inst, name, paths=3, route="enumerate")
+    ref = naive_tau_pmf(inst, name, 3, exact=False)
+    assert np.max(np.abs(np.asarray(res.tau_pmf, dtype=float) - ref.numpy())) <= 1e-14
+
+
+def test_prefix_rows_are_trusted_only_inside_the_engine_block():
+    rows = torch.rand(8, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    x = rows[torch.arange(1024) % 8].clone()
+    x[5, 0] += 0.5  # a group whose rows differ
+    key = torch.arange(1024) % 8
+
+    def fn(r):
+        return (r * 1,)
+
+    assert common.on_distinct(fn, key, (x,), prefix_rows=(0,)) is None
+    with common.rows_follow_prefixes():
+        assert common.on_distinct(fn, key, (x,), prefix_rows=(0,)) is not None
+        assert common.on_distinct(fn, key, (x,)) is None  # not declared prefix rows
+    assert common.on_distinct(fn, key, (x,), prefix_rows=(0,)) is None  # reset on exit
+    analyze(random_instance(3, 2, 2), "specinfer", paths=2, route="enumerate")
+    assert common.on_distinct(fn, key, (x,), prefix_rows=(0,)) is None  # the engine resets it

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+
 import numpy as np
 from .._lazy import torch
 
@@ -88,15 +91,42 @@ DISTINCT_MIN_ROWS = 512
 
 
 def _unique_inverse(key):
-    """(number of distinct values, index of each entry's value among them) of an int array."""
+    """(number of distinct values, index of each entry's value among them) of an int array
+    >= 0 (values ranked in increasing order). On torch, keys below a few times the number of
+    entries are ranked by marking the values present and a cumulative sum instead of a sort."""
     if B.is_torch(key):
+        top = int(key.max()) + 1
+        if top <= max(4 * int(key.shape[0]), 4096):
+            present = torch.zeros(top, dtype=key.dtype, device=key.device)
+            present[key] = 1
+            rank = present.cumsum_(0)
+            return int(rank[-1]), rank.index_select(0, key).sub_(1)
         uniq, inverse = torch.unique(key, return_inverse=True)
     else:
         uniq, inverse = np.unique(np.asarray(key), return_inverse=True)
     return int(uniq.shape[0]), inverse.reshape(-1)
 
 
-def on_distinct(fn, key, args, keyed: int = 0, min_rows: int = DISTINCT_MIN_ROWS):
+_PREFIX_ROWS = contextvars.ContextVar("spectheory_rows_follow_prefixes", default=False)
+
+
+@contextlib.contextmanager
+def rows_follow_prefixes():
+    """Declare, for the verifier calls inside the block, that the rows q, p handed over are
+    functions of the drafted prefix: the exact engine's joint outcomes below one context, whose
+    rows it gathers from one table per path (:func:`spectheory.multipath.path_tables`). Then
+    :func:`on_distinct` need not compare the rows that its key determines through the prefix
+    (its ``prefix_rows``); every other input is still compared. Other callers (a real model's
+    batch mixes contexts) never set it."""
+    token = _PREFIX_ROWS.set(True)
+    try:
+        yield
+    finally:
+        _PREFIX_ROWS.reset(token)
+
+
+def on_distinct(fn, key, args, keyed: int = 0, prefix_rows: tuple = (),
+                min_rows: int | None = None, expand: bool = True):
     """``fn(*args)`` evaluated once per distinct input row and copied to the repeats, or None.
 
     ``args`` are arrays whose first axis is the batch (N rows); ``fn`` must treat rows
@@ -105,28 +135,36 @@ def on_distinct(fn, key, args, keyed: int = 0, min_rows: int = DISTINCT_MIN_ROWS
     (in the exact engine, where every joint outcome shares one context, the drafted tokens that
     determine them); the grouping is then checked exactly, every input row against its group's
     representative, so a key that groups unequal rows costs time, never correctness. Returns
-    None (the caller evaluates every row) for fewer than ``min_rows`` rows, mostly distinct keys,
+    None (the caller evaluates every row) for fewer than ``min_rows`` rows (default
+    :data:`DISTINCT_MIN_ROWS`), mostly distinct keys,
     or a grouping that the check refutes. The outputs equal ``fn(*args)`` row by row. The first
     ``keyed`` args are encoded in the key one to one (equal keys imply equal rows): not checked.
+    The args at the indices ``prefix_rows`` are rows q, p at nodes whose drafted prefix the key
+    encodes: not checked inside :func:`rows_follow_prefixes`, where equal prefixes carry equal
+    rows by construction. ``expand=False`` returns ``(outputs on the distinct rows, inverse)``
+    instead, row r's output being row inverse[r] (for callers that gather several at once).
     """
     N = int(key.shape[0])
-    if N < min_rows:
+    if N < (DISTINCT_MIN_ROWS if min_rows is None else min_rows):
         return None
     U, inverse = _unique_inverse(key)
     if 2 * U > N:
         return None
     rep = B.zeros_like(inverse[:U])
     rep[inverse] = B.arange(N, inverse)  # some row of each group
+    trusted = set(range(keyed)) | (set(prefix_rows) if _PREFIX_ROWS.get() else set())
     reps = []
     for i, a in enumerate(args):
-        r = _take_rows(a, rep)
-        if i >= keyed and not _equal(_take_rows(r, inverse), a):
+        r = take_rows(a, rep)
+        if i not in trusted and not _equal(take_rows(r, inverse), a):
             return None
         reps.append(r)
-    return tuple(_take_rows(o, inverse) for o in fn(*reps))
+    if not expand:
+        return tuple(fn(*reps)), inverse
+    return tuple(take_rows(o, inverse) for o in fn(*reps))
 
 
-def _take_rows(a, idx):
+def take_rows(a, idx):
     """a[idx] along the first axis (on torch index_select, cheaper than advanced indexing)."""
     return a.index_select(0, idx) if B.is_torch(a) else a[idx]
 

@@ -34,8 +34,8 @@ from .._lazy import torch
 from .. import backend as B
 from ..law import MultiLaw
 from ..registry import VerifierSpec
-from .common import (DISTINCT_MIN_ROWS, drafted_ratio, normalise_residual, on_distinct,
-                     positive_residual)
+from . import common
+from .common import drafted_ratio, normalise_residual, on_distinct, positive_residual
 
 
 def _row_at(rows, tok):
@@ -76,7 +76,7 @@ def _rule_on_distinct(rule, member, tok, q_rows, p_rows, prefix, V: int):
     """
     Bsz, Kr, K = member.shape
     span = (V + 1) ** K
-    if Bsz * Kr < DISTINCT_MIN_ROWS or float(prefix.max()) * span + span >= 2.0**62:
+    if Bsz * Kr < common.DISTINCT_MIN_ROWS or float(prefix.max()) * span + span >= 2.0**62:
         return None
     toks = B.where(member == 1, B.expand_dims(tok, 1), 0)  # a non-candidate's token: 0
     code = B.zeros_like(toks[..., 0])
@@ -91,7 +91,7 @@ def _rule_on_distinct(rule, member, tok, q_rows, p_rows, prefix, V: int):
 
     out = on_distinct(flat_rule, (prefix * span + code).reshape(-1),
                       (member.reshape(N, K), toks, q_rows.reshape(N, V), p_rows.reshape(N, V)),
-                      keyed=2)  # member and tokens are read off the key one to one
+                      keyed=2, prefix_rows=(2, 3))  # member, tokens: read off the key
     if out is None:
         return None
     return out[0].reshape(Bsz, Kr, K), out[1].reshape(Bsz, Kr), out[2].reshape(Bsz, Kr, V)

@@ -44,22 +44,30 @@ from .. import backend as B
 from ..law import Law, MultiLaw
 from ..registry import VerifierSpec
 from .block import block_verification
-from .common import on_distinct
+from .common import on_distinct, take_rows
 
 
-def _branch_law(drafts, Ms, q_rest, Mb, p_rest, key):
+def _branch_law(drafts, Ms, q_rest, Mb, p_rest, key, root_rows: tuple):
     """Block verification (:func:`block_verification`) of one branch: its drafts [B, L], with
     the root rows (M_s, M_b) [B, V] before its own rows q [B, L-1, V], p [B, L, V]. Evaluated once
     per distinct input when ``key`` [B] repeats (:func:`on_distinct`: the grouping is checked
-    against the rows, so a key is a guess that costs time if wrong, never correctness)."""
+    against the rows, so a key is a guess that costs time if wrong, never correctness; the
+    path's rows, and M_s, M_b where ``root_rows`` names them as the context's root rows, are
+    prefix rows). Returns (stop [B, L+1], correction at the root [B, V], correction rows [U,
+    L+1, V], inverse [B] or None): row b's corrections are row inverse[b] of the third."""
     def law(d, ms, qr, mb, pr):
         q_k = B.concat([B.expand_dims(ms, 1), qr], axis=1)
         p_k = B.concat([B.expand_dims(mb, 1), pr], axis=1)
         return tuple(block_verification(d, q_k, p_k))
 
     args = (drafts, Ms, q_rest, Mb, p_rest)
-    out = None if key is None else on_distinct(law, key, args, keyed=1)
-    return Law(*(law(*args) if out is None else out))
+    out = None if key is None else on_distinct(law, key, args, keyed=1, expand=False,
+                                               prefix_rows=(2, 4) + root_rows)
+    if out is None:
+        stop, corr = law(*args)
+        return stop, corr[:, 0], corr, None
+    (stop, corr), inverse = out
+    return take_rows(stop, inverse), take_rows(corr[:, 0], inverse), corr, inverse
 
 
 def _traversal(drafts, q, p, without_replacement: bool) -> MultiLaw:
@@ -68,7 +76,7 @@ def _traversal(drafts, q, p, without_replacement: bool) -> MultiLaw:
     Mb, Ms = p[:, 0, 0], q[:, 0, 0]
     reach = B.ones_like(Mb[:, 0])
     used = B.zeros_like(Mb)
-    stops, corrs = [], []
+    stops, tables, inverses = [], [], []
     zero_col = B.zeros_like(q[:, 0, :1, 0])
     # Branch k's input is its path's tokens and rows and the root rows (M_b, M_s) left by the
     # earlier branches. M_b after a rejected branch is its root correction normalise(max(M_b -
@@ -85,10 +93,12 @@ def _traversal(drafts, q, p, without_replacement: bool) -> MultiLaw:
             for i in range(L):
                 key = key * V + drafts[:, k, i]
             firsts = firsts * V + first
-        law = _branch_law(drafts[:, k], Ms, q[:, k, 1:], Mb, p[:, k, 1:], key)
-        go_on = law.stop[:, 0]  # branch rejected down to the root
-        stop = B.expand_dims(reach, 1) * B.concat([zero_col, law.stop[:, 1:]], axis=1)
-        new_Mb, new_reach = law.correction[:, 0], reach * go_on
+        root_rows = ((1,) if k == 0 or not without_replacement else ()) + ((3,) if k == 0 else ())
+        law_stop, root_corr, table, inverse = _branch_law(drafts[:, k], Ms, q[:, k, 1:], Mb,
+                                                          p[:, k, 1:], key, root_rows)
+        go_on = law_stop[:, 0]  # branch rejected down to the root
+        stop = B.expand_dims(reach, 1) * B.concat([zero_col, law_stop[:, 1:]], axis=1)
+        new_Mb, new_reach = root_corr, reach * go_on
         if without_replacement:
             onehot = B.one_hot(first, V, q)
             skip = B.sum(used * onehot, axis=-1) > 0  # a surplus path repeating a first token
@@ -101,9 +111,18 @@ def _traversal(drafts, q, p, without_replacement: bool) -> MultiLaw:
             used = B.maximum(used, onehot)
         Mb, reach = new_Mb, new_reach
         stops.append(stop)
-        corrs.append(law.correction)
+        tables.append(table)
+        inverses.append(inverse)
     stop = B.stack(stops, axis=1)  # [B, K, L+1] (fresh arrays: written in place below)
-    corr = B.stack(corrs, axis=1)
+    if all(inv is None for inv in inverses):
+        corr = B.stack(tables, axis=1)
+    else:  # one gather of every branch's correction rows from their distinct rows
+        offset, idx = 0, []
+        for table, inv in zip(tables, inverses):
+            idx.append((B.arange(Bsz, drafts) if inv is None else inv) + offset)
+            offset += int(table.shape[0])
+        corr = take_rows(B.concat(tables, axis=0), B.stack(idx, axis=1).reshape(-1))
+        corr = corr.reshape(Bsz, K, L + 1, V)
     # all branches rejected: output (root, Y ~ M_b), reported on path 1 at tau = 0
     stop[:, 0, 0] = reach
     corr[:, 0, 0] = Mb
