@@ -129,20 +129,35 @@ def on_distinct(fn, key, args, keyed: int = 0, prefix_rows: tuple = (),
                 min_rows: int | None = None, expand: bool = True):
     """``fn(*args)`` evaluated once per distinct input row and copied to the repeats, or None.
 
-    ``args`` are arrays whose first axis is the batch (N rows); ``fn`` must treat rows
-    independently (row r of each output depends on row r of each input only) and return a tuple
-    of arrays with the batch first. ``key`` [N] (int) groups rows expected to have equal inputs
-    (in the exact engine, where every joint outcome shares one context, the drafted tokens that
-    determine them); the grouping is then checked exactly, every input row against its group's
-    representative, so a key that groups unequal rows costs time, never correctness. Returns
-    None (the caller evaluates every row) for fewer than ``min_rows`` rows (default
-    :data:`DISTINCT_MIN_ROWS`), mostly distinct keys,
-    or a grouping that the check refutes. The outputs equal ``fn(*args)`` row by row. The first
-    ``keyed`` args are encoded in the key one to one (equal keys imply equal rows): not checked.
-    The args at the indices ``prefix_rows`` are rows q, p at nodes whose drafted prefix the key
-    encodes: not checked inside :func:`rows_follow_prefixes`, where equal prefixes carry equal
-    rows by construction. ``expand=False`` returns ``(outputs on the distinct rows, inverse)``
-    instead, row r's output being row inverse[r] (for callers that gather several at once).
+    Parameters
+    ----------
+    fn : callable
+        Treats rows independently (row r of each output depends on row r of each input only)
+        and returns a tuple of arrays with the batch first.
+    key : int array [N]
+        Groups rows expected to have equal inputs (in the exact engine, where every joint
+        outcome shares one context, the drafted tokens that determine them), values >= 0.
+    args : tuple of arrays
+        The inputs, batch (N rows) first. Each row is compared exactly with its group's
+        representative, so a key that groups unequal rows costs time, never correctness,
+        except for the two kinds below.
+    keyed : int
+        The first ``keyed`` args are encoded in the key one to one (equal keys imply equal
+        rows): not compared.
+    prefix_rows : tuple of int
+        Indices of args that are rows q, p at nodes whose drafted prefix the key encodes: not
+        compared inside :func:`rows_follow_prefixes`, where equal prefixes carry equal rows by
+        construction; compared everywhere else.
+    min_rows : int, optional
+        Fewer rows are not searched (default :data:`DISTINCT_MIN_ROWS`).
+    expand : bool
+        False: return ``(outputs on the distinct rows, inverse)``, row r's output being row
+        inverse[r] (for callers that gather several at once).
+
+    Returns
+    -------
+    The outputs, equal to ``fn(*args)`` row by row; or None (the caller evaluates every row)
+    for too few rows, mostly distinct keys (more than N / 2), or a grouping the rows refute.
     """
     N = int(key.shape[0])
     if N < (DISTINCT_MIN_ROWS if min_rows is None else min_rows):

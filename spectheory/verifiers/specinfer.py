@@ -9,6 +9,8 @@ child (the paths through it continue), or rejects all, and the output is (u, Y) 
 rule's correction row. At depth L the output is (u, Y ~ p(.|u)). Because the walk stops at the
 first all-reject, P(reach u x) = P(reach u) P(rule at u accepts x), and the law follows in one pass
 over depths (vectorised over paths; a node's output mass is reported on the first path through it).
+The rule is evaluated once per distinct node input in the batch (the exact engine's joint outcomes
+repeat every node many times; :func:`spectheory.verifiers.common.on_distinct`).
 
 SpecInfer, with replacement (i.i.d. drafting, ``specinfer``). Candidates x_1..x_m (i.i.d. q, with
 repeats; every path is a trial, a repeat after a rejection has p'(x) = 0 and is rejected surely
@@ -45,13 +47,6 @@ def _row_at(rows, tok):
     return B.take_along(rows, idx, axis=-1)[..., 0]
 
 
-def _rows_at(rows, tok):
-    """rows[b, k, tok[b, j]] for rows [B, K, V] and tok [B, J] -> [B, K, J] (one gather)."""
-    Bsz, K, _ = rows.shape
-    idx = B.broadcast_to(B.expand_dims(tok, 1), (Bsz, K, tok.shape[1]))
-    return B.take_along(rows, idx, axis=-1)
-
-
 def prefix_membership(drafts):
     """``same[i]`` [B, K, K'] (int 0/1): path k' passes through the depth-i node of path k, for
     i = 0..L (``same[0]`` all ones)."""
@@ -69,10 +64,10 @@ def _rule_on_distinct(rule, member, tok, q_rows, p_rows, prefix, V: int):
 
     The rule's output for row (b, k) depends only on that row's inputs: its rows q, p, its
     candidates member[b, k] and their tokens (a rule ignores the tokens of non-candidates, which
-    are passed as 0); the key is the node's drafted prefix and the candidates' tokens in path
-    order. In the exact engine, where all
-    outcomes share the context, a few distinct inputs stand for thousands of rows. None when the
-    key would not fit in int64.
+    are passed as 0). The key is the node's drafted prefix ``prefix`` [B, Kr] (a number) and the
+    candidates' tokens in path order, so member and tokens are read off it one to one and the
+    rows q, p are prefix rows. In the exact engine, where all outcomes share the context, a few
+    distinct inputs stand for thousands of rows. None when the key would not fit in int64.
     """
     Bsz, Kr, K = member.shape
     span = (V + 1) ** K

@@ -29,6 +29,8 @@ loses the rejected first token (``traversal``, for ``norep`` drafting) or stays 
 (``traversal-iid``, with-replacement drafting: each branch is an independent q-path). When all
 branches are rejected the output is (root, Y ~ M_b). Each branch is verified losslessly against
 the residual target left by the previous ones, so both are lossless under their drafting scheme.
+A branch's block verification is evaluated once per distinct input in the batch
+(:func:`spectheory.verifiers.common.on_distinct`, keyed on the branch's tokens).
 
 ``traversal-tree`` (:func:`traversal_tree`) runs the node rule above on the MERGED token tree of
 the K paths (shared prefixes are one node; children ordered by the first path through them;
