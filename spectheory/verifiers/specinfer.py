@@ -110,13 +110,15 @@ def node_recursive_law(drafts, q, p, rule) -> MultiLaw:
     Bsz, K, L = drafts.shape
     V = q.shape[-1]
     same = prefix_membership(drafts)
-    lower = B.to_int(B.expand_dims(B.arange(K, drafts), 1) > B.expand_dims(B.arange(K, drafts), 0))
+    ids = B.expand_dims(B.arange(K, drafts), 0)  # [1, K]
     reach = B.ones_like(q[:, :, 0, 0])  # [B, K]
     prefix = B.zeros_like(drafts[:, :, 0])  # [B, K] the drafted prefix of path k as a number
     stops, corrs = [], []
     for i in range(L + 1):
         member = same[i]
-        first = B.sum(member * B.expand_dims(lower, 0), axis=2) == 0  # no earlier path here
+        first = ids >= 0  # no earlier path here (K is small: a loop over the earlier paths)
+        for kp in range(K - 1):
+            first = first & ~((member[:, :, kp] == 1) & (ids > kp))
         if i == L:
             none, corr = B.ones_like(reach), p[:, :, L]
         else:
@@ -130,8 +132,11 @@ def node_recursive_law(drafts, q, p, rule) -> MultiLaw:
             else:
                 args = (member, tok, q[:, :, i], p[:, :, i])
                 accept, none, corr = _rule_on_distinct(rule, *args, prefix, V) or rule(*args)
-            same_tok = B.expand_dims(tok, 2) == B.expand_dims(tok, 1)  # [B, K, K']
-            child = B.sum(B.where(same_tok, accept, B.zeros_like(accept)), axis=2)
+            child = None  # sum of the acceptances of candidates with path k's token
+            for kp in range(K):
+                a = accept[:, :, kp]
+                term = B.where(tok == tok[:, kp:kp + 1], a, B.zeros_like(a))
+                child = term if child is None else child + term
             prefix = prefix * V + tok
         stops.append(B.where(first, reach * none, B.zeros_like(reach)))
         corrs.append(corr)
