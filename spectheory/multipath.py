@@ -247,8 +247,9 @@ def multipath_block_law(verifier, q_levels, p_levels, V: int, L: int, K: int,
     q [n, K, L, V], p [n, K, L+1, V] are gathered from :func:`path_tables`, its law validated
     (:func:`validate_law`; on torch first the cheap sufficient test :func:`_law_ok`), and its
     weighted corrections added to all L+1 levels of the emitted law in one ``index_add``. The
-    verifier is called inside :func:`spectheory.verifiers.common.rows_follow_prefixes` (its
-    rows are functions of the drafted prefix: repeated node inputs need no row comparison). A
+    verifier is called inside :func:`spectheory.verifiers.common.rows_follow_prefixes` (these
+    arrays' rows are functions of the drafted prefix: a verifier handed exactly them need not
+    compare repeated node inputs' rows). A
     verifier declaring ``paths_read = m < K`` is enumerated on m paths (checked first on a
     sample, :func:`_check_paths_read`); progress is still counted in joint outcomes of K paths.
     """
@@ -315,7 +316,7 @@ def multipath_block_law(verifier, q_levels, p_levels, V: int, L: int, K: int,
                     progress(int(keep.shape[0]))
                 continue
         drafts, q, p, nodes = (_rows(t, seq) for t in (tok_tab, q_tab, p_tab, node_tab))
-        with rows_follow_prefixes():  # q, p rows gathered from the per-path tables above
+        with rows_follow_prefixes(drafts, q, p):  # gathered from the per-path tables above
             law = spec.law(drafts, q, p)
         if exact or not _law_ok(law, n, K, L, V, ROW_SUM_TOL):
             law = validate_law(law, n, K, L, V, exact, drafts, name=spec.name)

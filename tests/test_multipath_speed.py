@@ -228,19 +228,36 @@ def test_engine_tau_pmf_equals_previous_laws_summed_float(name):
     assert np.max(np.abs(np.asarray(res.tau_pmf, dtype=float) - ref.numpy())) <= 1e-14
 
 
-def test_prefix_rows_are_trusted_only_inside_the_engine_block():
-    rows = torch.rand(8, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
-    x = rows[torch.arange(1024) % 8].clone()
-    x[5, 0] += 0.5  # a group whose rows differ
-    key = torch.arange(1024) % 8
+def test_prefix_rows_are_trusted_only_for_the_engines_own_arrays():
+    d, q, p = joint_inputs(random_instance(3, 2, 2), 2, exact=False)
+    assert not common.engine_rows(d, q, p)
+    with common.rows_follow_prefixes(d, q, p):
+        assert common.engine_rows(d, q, p)
+        assert not common.engine_rows(d, q.clone(), p)  # equal values, another array
+    assert not common.engine_rows(d, q, p)  # reset on exit
 
-    def fn(r):
-        return (r * 1,)
 
-    assert common.on_distinct(fn, key, (x,), prefix_rows=(0,)) is None
-    with common.rows_follow_prefixes():
-        assert common.on_distinct(fn, key, (x,), prefix_rows=(0,)) is not None
-        assert common.on_distinct(fn, key, (x,)) is None  # not declared prefix rows
-    assert common.on_distinct(fn, key, (x,), prefix_rows=(0,)) is None  # reset on exit
-    analyze(random_instance(3, 2, 2), "specinfer", paths=2, route="enumerate")
-    assert common.on_distinct(fn, key, (x,), prefix_rows=(0,)) is None  # the engine resets it
+@pytest.mark.parametrize("name", ["specinfer", "traversal-iid"])
+def test_a_wrapper_changing_the_rows_inside_the_engine_is_still_compared(name):
+    """A K-path verifier that hands the built-in one rows that are not functions of the drafted
+    prefix (odd outcomes read another instance's rows), inside the engine: the rows are not the
+    engine's, so every grouping is compared, and the law is the previous implementation's."""
+    other = random_instance(4, 3, 1)
+    _, q_other, p_other = joint_inputs(other, 3, exact=False, n_max=None)
+    worst = [0.0]
+    offset = [0]
+
+    def mixed(drafts, q, p):
+        n = drafts.shape[0]
+        odd = (torch.arange(n) % 2 == 1).reshape(-1, 1, 1, 1)
+        q2 = torch.where(odd, q_other[offset[0]:offset[0] + n], q)
+        p2 = torch.where(odd, p_other[offset[0]:offset[0] + n], p)
+        offset[0] += n
+        law = get_verifier(name).law(drafts, q2, p2)
+        worst[0] = max(worst[0], max_diff(law, PAIRS[name](drafts, q2, p2)))
+        return law
+
+    spec = VerifierSpec("mixed", mixed, paths=None, drafting="iid", exact=False)
+    analyze(random_instance(4, 3, 0), spec, paths=3, route="enumerate")
+    assert offset[0] == 4 ** 9
+    assert worst[0] <= 1e-14

@@ -107,22 +107,30 @@ def _unique_inverse(key):
     return int(uniq.shape[0]), inverse.reshape(-1)
 
 
-_PREFIX_ROWS = contextvars.ContextVar("spectheory_rows_follow_prefixes", default=False)
+_ENGINE_ROWS = contextvars.ContextVar("spectheory_engine_rows", default=None)
 
 
 @contextlib.contextmanager
-def rows_follow_prefixes():
-    """Declare, for the verifier calls inside the block, that the rows q, p handed over are
-    functions of the drafted prefix: the exact engine's joint outcomes below one context, whose
-    rows it gathers from one table per path (:func:`spectheory.multipath.path_tables`). Then
-    :func:`on_distinct` need not compare the rows that its key determines through the prefix
-    (its ``prefix_rows``); every other input is still compared. Other callers (a real model's
-    batch mixes contexts) never set it."""
-    token = _PREFIX_ROWS.set(True)
+def rows_follow_prefixes(drafts, q, p):
+    """Declare, for the verifier call inside the block, that the rows ``q``, ``p`` handed over
+    with ``drafts`` are functions of the drafted prefix: the exact engine's joint outcomes below
+    one context, whose rows it gathers from one table per path
+    (:func:`spectheory.multipath.path_tables`). A verifier that receives exactly these three
+    arrays (:func:`engine_rows`) may let :func:`on_distinct` skip comparing the rows its key
+    determines through the prefix; rows it derives itself, or arrays other than these (a real
+    model's batch mixes contexts; a wrapper may change the rows), are always compared."""
+    token = _ENGINE_ROWS.set((drafts, q, p))
     try:
         yield
     finally:
-        _PREFIX_ROWS.reset(token)
+        _ENGINE_ROWS.reset(token)
+
+
+def engine_rows(drafts, q, p) -> bool:
+    """True when (drafts, q, p) are the very arrays declared by :func:`rows_follow_prefixes`."""
+    declared = _ENGINE_ROWS.get()
+    return declared is not None and declared[0] is drafts and declared[1] is q \
+        and declared[2] is p
 
 
 def on_distinct(fn, key, args, keyed: int = 0, prefix_rows: tuple = (),
@@ -145,9 +153,9 @@ def on_distinct(fn, key, args, keyed: int = 0, prefix_rows: tuple = (),
         The first ``keyed`` args are encoded in the key one to one (equal keys imply equal
         rows): not compared.
     prefix_rows : tuple of int
-        Indices of args that are rows q, p at nodes whose drafted prefix the key encodes: not
-        compared inside :func:`rows_follow_prefixes`, where equal prefixes carry equal rows by
-        construction; compared everywhere else.
+        Indices of args that are rows q, p at nodes whose drafted prefix the key encodes, taken
+        from the engine's own arrays (the caller has checked :func:`engine_rows`): not compared,
+        since there equal prefixes carry equal rows by construction.
     min_rows : int, optional
         Fewer rows are not searched (default :data:`DISTINCT_MIN_ROWS`).
     expand : bool
@@ -167,7 +175,7 @@ def on_distinct(fn, key, args, keyed: int = 0, prefix_rows: tuple = (),
         return None
     rep = B.zeros_like(inverse[:U])
     rep[inverse] = B.arange(N, inverse)  # some row of each group
-    trusted = set(range(keyed)) | (set(prefix_rows) if _PREFIX_ROWS.get() else set())
+    trusted = set(range(keyed)) | set(prefix_rows)
     reps = []
     for i, a in enumerate(args):
         r = take_rows(a, rep)

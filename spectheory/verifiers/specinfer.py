@@ -59,7 +59,7 @@ def prefix_membership(drafts):
     return out
 
 
-def _rule_on_distinct(rule, member, tok, q_rows, p_rows, prefix, V: int):
+def _rule_on_distinct(rule, member, tok, q_rows, p_rows, prefix, V: int, trusted: bool):
     """``rule`` evaluated once per distinct node input (:func:`on_distinct`), or None.
 
     The rule's output for row (b, k) depends only on that row's inputs: its rows q, p, its
@@ -68,6 +68,7 @@ def _rule_on_distinct(rule, member, tok, q_rows, p_rows, prefix, V: int):
     candidates' tokens in path order, so member and tokens are read off it one to one and the
     rows q, p are prefix rows. In the exact engine, where all outcomes share the context, a few
     distinct inputs stand for thousands of rows. None when the key would not fit in int64.
+    ``trusted``: q, p are the engine's prefix rows (:func:`common.engine_rows`), not compared.
     """
     Bsz, Kr, K = member.shape
     span = (V + 1) ** K
@@ -86,7 +87,7 @@ def _rule_on_distinct(rule, member, tok, q_rows, p_rows, prefix, V: int):
 
     out = on_distinct(flat_rule, (prefix * span + code).reshape(-1),
                       (member.reshape(N, K), toks, q_rows.reshape(N, V), p_rows.reshape(N, V)),
-                      keyed=2, prefix_rows=(2, 3))  # member, tokens: read off the key
+                      keyed=2, prefix_rows=(2, 3) if trusted else ())  # member, tokens: keyed
     if out is None:
         return None
     return out[0].reshape(Bsz, Kr, K), out[1].reshape(Bsz, Kr), out[2].reshape(Bsz, Kr, V)
@@ -109,6 +110,7 @@ def node_recursive_law(drafts, q, p, rule) -> MultiLaw:
     """
     Bsz, K, L = drafts.shape
     V = q.shape[-1]
+    trusted = common.engine_rows(drafts, q, p)
     same = prefix_membership(drafts)
     ids = B.expand_dims(B.arange(K, drafts), 0)  # [1, K]
     reach = B.ones_like(q[:, :, 0, 0])  # [B, K]
@@ -125,13 +127,14 @@ def node_recursive_law(drafts, q, p, rule) -> MultiLaw:
             tok = drafts[:, :, i]
             if i == 0:  # one node, the same for every path: evaluate it once
                 args = (member[:, :1], tok, q[:, :1, 0], p[:, :1, 0])
-                out = _rule_on_distinct(rule, *args, prefix[:, :1], V) or rule(*args)
+                out = _rule_on_distinct(rule, *args, prefix[:, :1], V, trusted) or rule(*args)
                 accept = B.broadcast_to(out[0], (Bsz, K, K))
                 none = B.broadcast_to(out[1], (Bsz, K))
                 corr = B.broadcast_to(out[2], (Bsz, K, V))
             else:
                 args = (member, tok, q[:, :, i], p[:, :, i])
-                accept, none, corr = _rule_on_distinct(rule, *args, prefix, V) or rule(*args)
+                accept, none, corr = (_rule_on_distinct(rule, *args, prefix, V, trusted)
+                                      or rule(*args))
             child = None  # sum of the acceptances of candidates with path k's token
             for kp in range(K):
                 a = accept[:, :, kp]

@@ -46,16 +46,16 @@ from .. import backend as B
 from ..law import Law, MultiLaw
 from ..registry import VerifierSpec
 from .block import block_verification
-from .common import on_distinct, take_rows
+from .common import engine_rows, on_distinct, take_rows
 
 
-def _branch_law(drafts, Ms, q_rest, Mb, p_rest, key, root_rows: tuple):
+def _branch_law(drafts, Ms, q_rest, Mb, p_rest, key, prefix_rows: tuple):
     """Block verification (:func:`block_verification`) of one branch: its drafts [B, L], with
     the root rows (M_s, M_b) [B, V] before its own rows q [B, L-1, V], p [B, L, V]. Evaluated once
     per distinct input when ``key`` [B] repeats (:func:`on_distinct`: the grouping is checked
-    against the rows, so a key is a guess that costs time if wrong, never correctness; the
-    path's rows, and M_s, M_b where ``root_rows`` names them as the context's root rows, are
-    prefix rows). Returns (stop [B, L+1], correction at the root [B, V], correction rows [U,
+    against the rows, so a key is a guess that costs time if wrong, never correctness, except
+    for the engine's own prefix rows named by ``prefix_rows``: the path's rows, and M_s, M_b
+    while they are still the context's root rows). Returns (stop [B, L+1], correction at the root [B, V], correction rows [U,
     L+1, V], inverse [B] or None): row b's corrections are row inverse[b] of the third."""
     def law(d, ms, qr, mb, pr):
         q_k = B.concat([B.expand_dims(ms, 1), qr], axis=1)
@@ -64,7 +64,7 @@ def _branch_law(drafts, Ms, q_rest, Mb, p_rest, key, root_rows: tuple):
 
     args = (drafts, Ms, q_rest, Mb, p_rest)
     out = None if key is None else on_distinct(law, key, args, keyed=1, expand=False,
-                                               prefix_rows=(2, 4) + root_rows)
+                                               prefix_rows=prefix_rows)
     if out is None:
         stop, corr = law(*args)
         return stop, corr[:, 0], corr, None
@@ -85,6 +85,7 @@ def _traversal(drafts, q, p, without_replacement: bool) -> MultiLaw:
     # M_s, 0)), whatever the branch's tokens; M_s changes only without replacement, by the first
     # tokens of the earlier branches. So below one context the input is a function of this key:
     # (earlier first tokens, without replacement) and the branch's tokens.
+    trusted = engine_rows(drafts, q, p)  # the engine's own rows: prefix rows by construction
     firsts = B.zeros_like(drafts[:, 0, 0])
     keyable = float(V) ** (L + K) < 2.0**62
     for k in range(K):
@@ -95,9 +96,10 @@ def _traversal(drafts, q, p, without_replacement: bool) -> MultiLaw:
             for i in range(L):
                 key = key * V + drafts[:, k, i]
             firsts = firsts * V + first
-        root_rows = ((1,) if k == 0 or not without_replacement else ()) + ((3,) if k == 0 else ())
+        root = ((1,) if k == 0 or not without_replacement else ()) + ((3,) if k == 0 else ())
+        prefix_rows = (2, 4) + root if trusted else ()  # M_s, M_b: root rows until changed
         law_stop, root_corr, table, inverse = _branch_law(drafts[:, k], Ms, q[:, k, 1:], Mb,
-                                                          p[:, k, 1:], key, root_rows)
+                                                          p[:, k, 1:], key, prefix_rows)
         go_on = law_stop[:, 0]  # branch rejected down to the root
         stop = B.expand_dims(reach, 1) * B.concat([zero_col, law_stop[:, 1:]], axis=1)
         new_Mb, new_reach = root_corr, reach * go_on
