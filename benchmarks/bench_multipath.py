@@ -8,6 +8,15 @@ enumeration.
 
     .venv/bin/python benchmarks/bench_multipath.py            # one torch thread (default)
     .venv/bin/python benchmarks/bench_multipath.py --quick    # small cases only
+    .venv/bin/python benchmarks/bench_multipath.py --table    # every K-path verifier, see below
+
+``--table``: the enumeration route (``route="enumerate"``) of every built-in K-path verifier but
+GBV on ``random_instance(4, 3, 0)`` with K = 3 (262,144 joint outcomes), each under its own
+drafting scheme (``traversal`` and ``specinfer-norep``: ``norep``; the others ``iid``), best CPU
+time of 3 runs, and as a ratio to the *input floor* measured in the same process: the time to
+gather the rows q [n, K, L, V] and p [n, K, L+1, V] of all joint outcomes (what every verifier
+must be handed), best of 3. The table also runs against an older checkout (``PYTHONPATH=<that
+checkout>``, whose API lacks the registry), so that implementations compare under one protocol.
 """
 
 from __future__ import annotations
@@ -21,7 +30,11 @@ import torch
 
 from spectheory.multipath import analyze_gbv_fast, analyze_multipath, outcome_count
 from spectheory.random_instances import random_instance
-from spectheory.registry import get_verifier
+
+try:
+    from spectheory.registry import get_verifier
+except ImportError:  # an older checkout (``--table`` only)
+    get_verifier = None
 
 
 def peak_rss_gib() -> float:
@@ -58,6 +71,69 @@ def run(V: int, L: int, K: int, name: str, seed: int = 0, symmetric: bool | None
     print(line, flush=True)
 
 
+TABLE_VERIFIERS = ("specinfer", "specinfer-norep", "spectr", "traversal", "traversal-iid",
+                   "block-first", "token-first")
+
+
+def _table_runner(inst, K: int):
+    """name -> (drafting, run()) for the enumeration route, on either API (registry or the
+    earlier ``MULTI_PATH`` dict of functions with a ``drafting`` attribute)."""
+    import inspect
+
+    from spectheory import analyze
+
+    if "paths" not in inspect.signature(analyze).parameters:  # the API before the registry
+        import spectheory.verifiers as old
+
+        def runner(name):
+            fn = old.MULTI_PATH[name]
+            drafting = getattr(fn, "drafting", "iid")
+            drafting = "iid" if drafting == "any" else drafting
+            return drafting, lambda: analyze_multipath(inst, fn, K, drafting=drafting)
+        return runner
+
+    def runner(name):
+        drafting = get_verifier(name).default_drafting
+        return drafting, lambda: analyze(inst, name, paths=K, drafting=drafting,
+                                         route="enumerate")
+    return runner
+
+
+def input_floor(inst, K: int, chunk_elements: int = 2**18) -> float:
+    """CPU seconds to gather q and p rows of all V**(L K) joint outcomes (chunks of
+    ``chunk_elements`` entries of one [n, K, L+1, V] array, as the engine)."""
+    V, L = inst.vocab_size, inst.block_length
+    s = torch.arange(V**L)
+    qt = torch.stack([inst.draft.torch_level(i)[s // V ** (L - i)] for i in range(L)], 1)
+    pt = torch.stack([inst.target.torch_level(i)[s // V ** (L - i)] for i in range(L + 1)], 1)
+    shifts = (V**L) ** torch.arange(K - 1, -1, -1).reshape(1, K)
+    chunk = max(1, chunk_elements // (K * (L + 1) * V))
+    c0 = time.process_time()
+    for f0 in range(0, V ** (L * K), chunk):
+        f = torch.arange(f0, min(f0 + chunk, V ** (L * K)))
+        seq = (f.reshape(-1, 1) // shifts % V**L).reshape(-1)
+        qt.index_select(0, seq), pt.index_select(0, seq)
+    return time.process_time() - c0
+
+
+def table(names, K: int = 3, reps: int = 3) -> None:
+    inst = random_instance(4, 3, 0)
+    floor = min(input_floor(inst, K) for _ in range(reps))
+    print(f"random_instance(4, 3, 0), K = {K}: {4 ** (3 * K):,} joint outcomes; input floor "
+          f"{floor:.3f} s CPU (best of {reps})")
+    runner = _table_runner(inst, K)
+    print(f"{'verifier':16s} {'drafting':8s} {'CPU s':>7s} {'x floor':>8s}  E[tau+1]")
+    for name in names:
+        drafting, run = runner(name)
+        best = float("inf")
+        for _ in range(reps):
+            c0 = time.process_time()
+            res = run()
+            best = min(best, time.process_time() - c0)
+        print(f"{name:16s} {drafting:8s} {best:7.3f} {best / floor:8.2f}  "
+              f"{float(res.block_efficiency):.12f}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small cases only")
@@ -67,10 +143,16 @@ def main() -> None:
     ap.add_argument("--verifier", action="append", default=[], metavar="NAME",
                     help="also time this K-path verifier (a name or module:function) on "
                          "V = 4, L = 3, K = 3; repeatable")
+    ap.add_argument("--table", action="store_true",
+                    help="only the per-verifier enumeration table (module doc); runs against "
+                         "older checkouts too")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    if args.table:
+        table(TABLE_VERIFIERS + tuple(args.verifier))
+        return
     cases = [(3, 2, 3, "gbv", None), (4, 2, 3, "gbv", None), (4, 3, 3, "gbv", None),
              (4, 3, 3, "gbv", False)]
     if not args.quick:

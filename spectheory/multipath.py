@@ -17,7 +17,9 @@ the tau pmf and the law of the emitted block, E_{i+1}(y^{i+1}) = sum_outcomes P(
 sum_k P(k, tau = i | outcome) correction_{k,i}(y_{i+1}) [X_k^i = y^i]; the output law (block then
 target sampling up to L+1 tokens), its TV to the target and the checker are then the single-path
 ones of :mod:`spectheory.exact`. Outcomes of probability zero are skipped before the verifier is
-evaluated; order-invariant verifiers under i.i.d. drafting are evaluated on sorted tuples only.
+evaluated; order-invariant verifiers under i.i.d. drafting are evaluated on sorted tuples only;
+verifiers that read only their first m paths (``paths_read``, the first-path baselines) on the
+V**(L m) outcomes of those paths, whose law is the marginal of the K-path scheme.
 
 GBV also has a fast exact route, its default in :func:`spectheory.analyze` (``route=
 "analytic"``): its selected path has the autoregressive law q^G, so its analysis is block
@@ -39,10 +41,11 @@ from . import backend as Bk
 from .errors import SpectheoryError
 from .exact import BlockLaw, ExactAnalysis, LosslessReport, analyze, check_lossless
 from .instances import Instance
-from .law import validate_law
+from .law import ROW_SUM_TOL, validate_law
 from .models import TableModel
 from .registry import DRAFTING, Plan, get_verifier
 from .tree import check_size, levels, path_probabilities, sequence_tokens
+from .verifiers.common import rows_follow_prefixes
 from .verifiers.gbv import skewed_levels
 
 #: Joint outcomes per chunk in exact rational mode.
@@ -132,6 +135,104 @@ def outcome_count(V: int, L: int, K: int, symmetric: bool) -> int:
     return math.comb(V**L + K - 1, K) if symmetric else V ** (L * K)
 
 
+def path_tables(q_levels, p_levels, L: int, V: int):
+    """Per-path tables indexed by a path's sequence index s in range(V**L): tokens [V**L, L],
+    draft rows q [V**L, L, V], target rows p [V**L, L+1, V] along the path, and the flat index
+    [V**L, L+1] of its depth-i node among the sum_i V**i nodes of depths 0..L (depth i at offset
+    sum_{j<i} V**j). The engine gathers a chunk's drafts and rows from them in one index each."""
+    like = p_levels[0]
+    s = _arange(0, V**L, Bk.is_exact(like), like)
+    node = [s // V ** (L - i) for i in range(L + 1)]
+    q = Bk.stack([q_levels[i][node[i]] for i in range(L)], axis=1)
+    p = Bk.stack([p_levels[i][node[i]] for i in range(L + 1)], axis=1)
+    offsets = [(V**i - 1) // (V - 1) if V > 1 else i for i in range(L + 1)]
+    flat = Bk.stack([node[i] + offsets[i] for i in range(L + 1)], axis=1)
+    return sequence_tokens(s, L, V), q, p, flat
+
+
+def _law_ok(law, n: int, K: int, L: int, V: int, tol: float) -> bool:
+    """A cheap sufficient test, on torch float laws, that :func:`validate_law` would accept
+    ``law`` with tolerance ``tol``: every entry >= 0 (false for NaN) and every stop table and
+    correction row summing to 1 within ``tol / 2`` (false for an infinite entry: its sum is inf
+    or NaN; half the tolerance covers the rounding between this summation order and the
+    validator's, a few ulps). Anything else (a failing law, another type) returns False and
+    goes to :func:`validate_law`, which names the problem; so no law is accepted that it would
+    refuse."""
+    try:
+        stop, corr = law
+    except (TypeError, ValueError):
+        return False
+    if not (torch.is_tensor(stop) and torch.is_tensor(corr)) or \
+            not (stop.is_floating_point() and corr.is_floating_point()) or \
+            tuple(stop.shape) != (n, K, L + 1) or tuple(corr.shape) != (n, K, L + 1, V):
+        return False
+    if n == 0:
+        return True
+    ok = (stop.amin() >= 0) & (corr.amin() >= 0)
+    ok &= (stop.sum(dim=(1, 2)) - 1).abs_().amax() <= tol / 2
+    # row sums as one matrix-vector product: ~3x faster than sum(dim=3) for a short row
+    rows = corr.reshape(-1, V) @ torch.ones(V, dtype=corr.dtype, device=corr.device)
+    ok &= (rows - 1).abs_().amax() <= tol / 2
+    return bool(ok)
+
+
+#: K-path outcomes on which a ``paths_read`` declaration is checked before it is relied on.
+PATHS_READ_SAMPLE = 64
+
+
+def _check_paths_read(spec, m: int, K: int, tables, weight_of, exact: bool, tol: float = 1e-12):
+    """Check ``spec.paths_read = m`` on a sample of K-path outcomes of positive probability: the
+    law must put no stop mass on paths m+1..K and agree, on paths 1..m, with the verifier's law
+    on the first m paths (exactly in rationals, to ``tol`` in float). A verifier that reads the
+    other paths is refused rather than analysed on the wrong outcomes."""
+    tok_tab, q_tab, p_tab, _ = tables
+    n_paths = int(tok_tab.shape[0])
+    like = p_tab
+    s = _arange(0, min(n_paths, PATHS_READ_SAMPLE), exact, like)
+    seq = Bk.stack([(s * (2 * k + 1) + 7 * k) % n_paths for k in range(K)], axis=1)
+    keep = weight_of(seq) != 0
+    seq = seq[keep]
+    n = int(seq.shape[0])
+    if n == 0:
+        return
+    L, V = int(tok_tab.shape[1]), int(q_tab.shape[-1])
+    full = validate_law(spec.law(tok_tab[seq], q_tab[seq], p_tab[seq]), n, K, L, V, exact,
+                        name=spec.name)
+    sub = seq[:, :m]
+    part = validate_law(spec.law(tok_tab[sub], q_tab[sub], p_tab[sub]), n, m, L, V, exact,
+                        name=spec.name)
+    diffs = [Bk.abs(full.stop[:, m:]), Bk.abs(full.stop[:, :m] - part.stop),
+             Bk.abs(full.correction[:, :m] - part.correction)]
+    worst = max(float(d.max()) if int(np.prod(d.shape)) else 0.0 for d in diffs)
+    if (worst != 0) if exact else (worst > tol):
+        raise SpectheoryError(
+            f"verifier {spec.name!r} declares paths_read={m}, but its law on {K} paths differs "
+            f"from its law on the first {m} (by {worst:.3g}): it reads or stops on the other "
+            f"paths; drop the declaration")
+
+
+def _rows(table, seq):
+    """table[seq] for a table [N, ...] and indices seq [n, K] -> [n, K, ...] (on torch one
+    index_select of the flattened indices, cheaper than advanced indexing)."""
+    if not Bk.is_torch(table):
+        return table[seq]
+    n, K = seq.shape
+    return table.index_select(0, seq.reshape(-1)).reshape((n, K) + tuple(table.shape[1:]))
+
+
+def _scaled_progress(progress, full_total: int, total: int):
+    """A progress callback counting ``total`` visited outcomes as ``full_total`` joint ones."""
+    state = [0, 0]  # visited, reported
+
+    def update(n: int) -> None:
+        state[0] += n
+        upto = full_total * state[0] // total
+        progress(upto - state[1])
+        state[1] = upto
+
+    return update
+
+
 def multipath_block_law(verifier, q_levels, p_levels, V: int, L: int, K: int,
                         drafting: str = "iid", progress=None, symmetric: bool | None = None
                         ) -> BlockLaw:
@@ -141,6 +242,16 @@ def multipath_block_law(verifier, q_levels, p_levels, V: int, L: int, K: int,
     whose law over output sequences depends only on the multiset of paths) enumerates sorted
     tuples of paths weighted by their number of orderings: C(V**L + K - 1, K) instead of
     V**(L K) outcomes, the same result.
+
+    A chunk of n joint outcomes is n rows of K path indices; its drafts [n, K, L] and rows
+    q [n, K, L, V], p [n, K, L+1, V] are gathered from :func:`path_tables`, its law validated
+    (:func:`validate_law`; on torch first the cheap sufficient test :func:`_law_ok`), and its
+    weighted corrections added to all L+1 levels of the emitted law in one ``index_add``. The
+    verifier is called inside :func:`spectheory.verifiers.common.rows_follow_prefixes` (these
+    arrays' rows are functions of the drafted prefix: a verifier handed exactly them need not
+    compare repeated node inputs' rows). A
+    verifier declaring ``paths_read = m < K`` is enumerated on m paths (checked first on a
+    sample, :func:`_check_paths_read`); progress is still counted in joint outcomes of K paths.
     """
     spec = get_verifier(verifier)
     exact = Bk.is_exact(p_levels[0])
@@ -152,13 +263,32 @@ def multipath_block_law(verifier, q_levels, p_levels, V: int, L: int, K: int,
     qpath = path_probabilities(q_levels, one)[L]  # [V**L]
     q_root = q_levels[0][0]
     tail = path_probabilities(q_levels[1:], Bk.full((V,), 1, like))[L - 1]  # [V**L]
+    tok_tab, q_tab, p_tab, node_tab = path_tables(q_levels, p_levels, L, V)
+    if spec.paths_read is not None and spec.paths_read < K:  # enumerate the paths it reads
+        def weight_of(seq):
+            if drafting == "iid":
+                w = qpath[seq[:, 0]]
+                for k in range(1, seq.shape[1]):
+                    w = w * qpath[seq[:, k]]
+                return w
+            return _norep_weight(seq, q_root, tail, L, V)
+
+        _check_paths_read(spec, spec.paths_read, K, (tok_tab, q_tab, p_tab, node_tab),
+                          weight_of, exact)
+        full_total = outcome_count(V, L, K, symmetric)
+        K = spec.paths_read
+        if progress is not None:  # report in joint outcomes of all K paths, as announced
+            progress = _scaled_progress(progress, full_total, outcome_count(V, L, K, symmetric))
     total = outcome_count(V, L, K, symmetric)
     per = K * (L + 1) * V
     chunk = EXACT_CHUNK if exact else max(1, CHUNK_ELEMENTS // per)
     chunk = min(chunk, total)
     tuples = sorted_tuples(V**L, K) if symmetric else None
     tau_pmf = Bk.full((1, L + 1), 0, like)
-    emitted = [Bk.full((V**i, V), 0, like) for i in range(L + 1)]
+    n_nodes = int(node_tab[-1, -1]) + 1  # sum_{i<=L} V**i
+    emitted = Bk.full((n_nodes, V), 0, like)
+    base = _arange(0, K, exact, like)
+    shifts = (V**L) ** Bk.flip(base, 0).reshape(1, K)
     for f0 in range(0, total, chunk):
         n = min(chunk, total - f0)
         if symmetric:
@@ -170,13 +300,11 @@ def multipath_block_law(verifier, q_levels, p_levels, V: int, L: int, K: int,
                 seq = torch.as_tensor(block, device=like.device)
                 weight = torch.as_tensor(mult, dtype=like.dtype, device=like.device)
         else:
-            f = _arange(f0, n, exact, like)
-            seq = f.reshape(n, 1) // (V**L) ** Bk.flip(_arange(0, K, exact, like), 0).reshape(
-                1, K) % V**L
-            weight = Bk.full((n,), 1, like)
+            seq = _arange(f0, n, exact, like).reshape(n, 1) // shifts % V**L
+            weight = None
         if drafting == "iid":
             for k in range(K):
-                weight = weight * qpath[seq[:, k]]
+                weight = qpath[seq[:, k]] if weight is None else weight * qpath[seq[:, k]]
         else:
             weight = _norep_weight(seq, q_root, tail, L, V)
         keep = weight != 0  # outcomes of probability zero contribute nothing: skip them
@@ -187,18 +315,20 @@ def multipath_block_law(verifier, q_levels, p_levels, V: int, L: int, K: int,
                 if progress is not None:
                     progress(int(keep.shape[0]))
                 continue
-        drafts = sequence_tokens(seq.reshape(-1), L, V).reshape(n, K, L)
-        q, p = draft_rows(q_levels, p_levels, drafts, L, V)
-        law = validate_law(spec.law(drafts, q, p), n, K, L, V, exact, drafts, name=spec.name)
+        drafts, q, p, nodes = (_rows(t, seq) for t in (tok_tab, q_tab, p_tab, node_tab))
+        with rows_follow_prefixes(drafts, q, p):  # gathered from the per-path tables above
+            law = spec.law(drafts, q, p)
+        if exact or not _law_ok(law, n, K, L, V, ROW_SUM_TOL):
+            law = validate_law(law, n, K, L, V, exact, drafts, name=spec.name)
         wstop = Bk.expand_dims(Bk.expand_dims(weight, 1), 2) * law.stop  # [n, K, L+1]
         tau_pmf[0] = tau_pmf[0] + Bk.sum(Bk.sum(wstop, axis=1), axis=0)
-        for i in range(L + 1):
-            node = (seq // V ** (L - i)).reshape(-1)
-            contrib = Bk.expand_dims(wstop[:, :, i], -1) * law.correction[:, :, i, :]
-            Bk.index_add_rows(emitted[i], node, contrib.reshape(n * K, V))
+        contrib = Bk.expand_dims(wstop, -1) * law.correction  # [n, K, L+1, V]
+        Bk.index_add_rows(emitted, nodes.reshape(-1), contrib.reshape(-1, V))
         if progress is not None:
             progress(int(keep.shape[0]))
-    return BlockLaw(tau_pmf, [None] + [e.reshape(-1) for e in emitted])
+    offsets = [(V**i - 1) // (V - 1) if V > 1 else i for i in range(L + 2)]
+    return BlockLaw(tau_pmf, [None] + [emitted[offsets[i]:offsets[i + 1]].reshape(-1)
+                                       for i in range(L + 1)])
 
 
 def analyze_multipath(instance: Instance, verifier, paths: int, drafting: str | None = None,

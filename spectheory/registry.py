@@ -80,6 +80,12 @@ class VerifierSpec:
         K-path verifiers whose exact block law has a closed route (GBV: block verification
         against the skewed draft q^G): ``analytic(how, q_levels, p_levels, V, L)`` returns the
         :class:`spectheory.exact.BlockLaw` that the joint enumeration would give.
+    paths_read : int or None
+        K-path verifiers whose law depends on the first ``paths_read`` drafted paths only and
+        puts no stop mass on the others (the first-path baselines: 1). Their law on K > m paths
+        is their law on the first m, padded with zeros, and the marginal law of the first m of
+        K drafted paths is that of m drafted paths (either scheme), so the joint enumeration
+        visits V**(L m) outcomes instead of V**(L K) (checked on a sample of K-path outcomes).
     """
 
     name: str
@@ -94,11 +100,16 @@ class VerifierSpec:
     summary: str = ""
     node: Any = None
     analytic: Callable | None = None
+    paths_read: int | None = None
 
     def __post_init__(self):
         if self.paths not in (1, None):
             raise SpectheoryError(f"verifier {self.name!r}: paths must be 1 or None (any K), "
                                   f"not {self.paths!r}")
+        if self.paths_read is not None and (isinstance(self.paths_read, bool) or not isinstance(
+                self.paths_read, int) or self.paths_read < 1):
+            raise SpectheoryError(f"verifier {self.name!r}: paths_read must be a positive "
+                                  f"integer or None, not {self.paths_read!r}")
         if self.drafting not in DRAFTING + ("any",):
             raise SpectheoryError(f"verifier {self.name!r}: unknown drafting scheme "
                                   f"{self.drafting!r}; choose from iid, norep, any")

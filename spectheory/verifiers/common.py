@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+
+import numpy as np
 from .._lazy import torch
 
 from .. import backend as B
@@ -79,3 +83,117 @@ def positive_residual(w, p, q, out=None):
     if w is None:
         return B.positive_part(p - q)
     return B.positive_part(B.expand_dims(w, -1) * p - q)
+
+
+#: Fewest batch rows for which :func:`on_distinct` looks for repeated inputs (below it the
+#: search costs more than it saves).
+DISTINCT_MIN_ROWS = 512
+
+
+def _unique_inverse(key):
+    """(number of distinct values, index of each entry's value among them) of an int array
+    >= 0 (values ranked in increasing order). On torch, keys below a few times the number of
+    entries are ranked by marking the values present and a cumulative sum instead of a sort."""
+    if B.is_torch(key):
+        top = int(key.max()) + 1
+        if top <= max(4 * int(key.shape[0]), 4096):
+            present = torch.zeros(top, dtype=key.dtype, device=key.device)
+            present[key] = 1
+            rank = present.cumsum_(0)
+            return int(rank[-1]), rank.index_select(0, key).sub_(1)
+        uniq, inverse = torch.unique(key, return_inverse=True)
+    else:
+        uniq, inverse = np.unique(np.asarray(key), return_inverse=True)
+    return int(uniq.shape[0]), inverse.reshape(-1)
+
+
+_ENGINE_ROWS = contextvars.ContextVar("spectheory_engine_rows", default=None)
+
+
+@contextlib.contextmanager
+def rows_follow_prefixes(drafts, q, p):
+    """Declare, for the verifier call inside the block, that the rows ``q``, ``p`` handed over
+    with ``drafts`` are functions of the drafted prefix: the exact engine's joint outcomes below
+    one context, whose rows it gathers from one table per path
+    (:func:`spectheory.multipath.path_tables`). A verifier that receives exactly these three
+    arrays (:func:`engine_rows`) may let :func:`on_distinct` skip comparing the rows its key
+    determines through the prefix; rows it derives itself, or arrays other than these (a real
+    model's batch mixes contexts; a wrapper may change the rows), are always compared."""
+    token = _ENGINE_ROWS.set((drafts, q, p))
+    try:
+        yield
+    finally:
+        _ENGINE_ROWS.reset(token)
+
+
+def engine_rows(drafts, q, p) -> bool:
+    """True when (drafts, q, p) are the very arrays declared by :func:`rows_follow_prefixes`."""
+    declared = _ENGINE_ROWS.get()
+    return declared is not None and declared[0] is drafts and declared[1] is q \
+        and declared[2] is p
+
+
+def on_distinct(fn, key, args, keyed: int = 0, prefix_rows: tuple = (),
+                min_rows: int | None = None, expand: bool = True):
+    """``fn(*args)`` evaluated once per distinct input row and copied to the repeats, or None.
+
+    Parameters
+    ----------
+    fn : callable
+        Treats rows independently (row r of each output depends on row r of each input only)
+        and returns a tuple of arrays with the batch first.
+    key : int array [N]
+        Groups rows expected to have equal inputs (in the exact engine, where every joint
+        outcome shares one context, the drafted tokens that determine them), values >= 0.
+    args : tuple of arrays
+        The inputs, batch (N rows) first. Each row is compared exactly with its group's
+        representative, so a key that groups unequal rows costs time, never correctness,
+        except for the two kinds below.
+    keyed : int
+        The first ``keyed`` args are encoded in the key one to one (equal keys imply equal
+        rows): not compared.
+    prefix_rows : tuple of int
+        Indices of args that are rows q, p at nodes whose drafted prefix the key encodes, taken
+        from the engine's own arrays (the caller has checked :func:`engine_rows`): not compared,
+        since there equal prefixes carry equal rows by construction.
+    min_rows : int, optional
+        Fewer rows are not searched (default :data:`DISTINCT_MIN_ROWS`).
+    expand : bool
+        False: return ``(outputs on the distinct rows, inverse)``, row r's output being row
+        inverse[r] (for callers that gather several at once).
+
+    Returns
+    -------
+    The outputs, equal to ``fn(*args)`` row by row; or None (the caller evaluates every row)
+    for too few rows, mostly distinct keys (more than N / 2), or a grouping the rows refute.
+    """
+    N = int(key.shape[0])
+    if N < (DISTINCT_MIN_ROWS if min_rows is None else min_rows):
+        return None
+    U, inverse = _unique_inverse(key)
+    if 2 * U > N:
+        return None
+    rep = B.zeros_like(inverse[:U])
+    rep[inverse] = B.arange(N, inverse)  # some row of each group
+    trusted = set(range(keyed)) | set(prefix_rows)
+    reps = []
+    for i, a in enumerate(args):
+        r = take_rows(a, rep)
+        if i not in trusted and not _equal(take_rows(r, inverse), a):
+            return None
+        reps.append(r)
+    if not expand:
+        return tuple(fn(*reps)), inverse
+    return tuple(take_rows(o, inverse) for o in fn(*reps))
+
+
+def take_rows(a, idx):
+    """a[idx] along the first axis (on torch index_select, cheaper than advanced indexing)."""
+    return a.index_select(0, idx) if B.is_torch(a) else a[idx]
+
+
+def _equal(a, b) -> bool:
+    """Every entry of a equals (==) the corresponding entry of b (NaN equals nothing)."""
+    if B.is_torch(a):
+        return torch.equal(a, b)
+    return bool((a == b).all())

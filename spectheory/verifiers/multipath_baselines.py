@@ -4,6 +4,7 @@
 verification (Leviathan et al. 2023) of X_1. The other K - 1 paths are ignored, so the law is the
 single-path law on path 1 (P(k = 1) = 1). Under both drafting schemes path 1 is a plain q-path, so
 both are lossless under either; they are the K = 1 reference every multi-path method should beat.
+Their specs declare ``paths_read=1``: the exact engine enumerates path 1 alone (V**L outcomes).
 """
 
 from __future__ import annotations
@@ -37,7 +38,9 @@ def token_first(drafts, q, p) -> MultiLaw:
 
 BLOCK_FIRST = VerifierSpec(
     "block-first", block_first, paths=None, drafting="any",
-    paper="baseline", summary="block verification of the first path (others ignored)")
+    paper="baseline", summary="block verification of the first path (others ignored)",
+    paths_read=1)
 TOKEN_FIRST = VerifierSpec(
     "token-first", token_first, paths=None, drafting="any",
-    paper="baseline", summary="token verification of the first path (others ignored)")
+    paper="baseline", summary="token verification of the first path (others ignored)",
+    paths_read=1)

@@ -9,6 +9,8 @@ child (the paths through it continue), or rejects all, and the output is (u, Y) 
 rule's correction row. At depth L the output is (u, Y ~ p(.|u)). Because the walk stops at the
 first all-reject, P(reach u x) = P(reach u) P(rule at u accepts x), and the law follows in one pass
 over depths (vectorised over paths; a node's output mass is reported on the first path through it).
+The rule is evaluated once per distinct node input in the batch (the exact engine's joint outcomes
+repeat every node many times; :func:`spectheory.verifiers.common.on_distinct`).
 
 SpecInfer, with replacement (i.i.d. drafting, ``specinfer``). Candidates x_1..x_m (i.i.d. q, with
 repeats; every path is a trial, a repeat after a rejection has p'(x) = 0 and is rejected surely
@@ -29,9 +31,13 @@ lossless under the ``norep`` drafting scheme of :mod:`spectheory.multipath`, not
 
 from __future__ import annotations
 
+from .._lazy import torch
+
 from .. import backend as B
 from ..law import MultiLaw
 from ..registry import VerifierSpec
+from . import common
+from .common import drafted_ratio, normalise_residual, on_distinct, positive_residual
 
 
 def _row_at(rows, tok):
@@ -44,39 +50,97 @@ def _row_at(rows, tok):
 def prefix_membership(drafts):
     """``same[i]`` [B, K, K'] (int 0/1): path k' passes through the depth-i node of path k, for
     i = 0..L (``same[0]`` all ones)."""
-    eq = B.to_int(B.expand_dims(drafts, 2) == B.expand_dims(drafts, 1))  # [B, K, K', L]
-    pref = B.cumprod(eq, axis=3)
+    eq = B.expand_dims(drafts, 2) == B.expand_dims(drafts, 1)  # [B, K, K', L] bool
     out = [B.to_int(eq[..., 0] == eq[..., 0])]
-    for i in range(drafts.shape[-1]):
-        out.append(pref[..., i])
+    same = None
+    for i in range(drafts.shape[-1]):  # a running AND over depths: equal prefixes
+        same = eq[..., i] if same is None else same & eq[..., i]
+        out.append(B.to_int(same))
     return out
+
+
+def _rule_on_distinct(rule, member, tok, q_rows, p_rows, prefix, V: int, trusted: bool):
+    """``rule`` evaluated once per distinct node input (:func:`on_distinct`), or None.
+
+    The rule's output for row (b, k) depends only on that row's inputs: its rows q, p, its
+    candidates member[b, k] and their tokens (a rule ignores the tokens of non-candidates, which
+    are passed as 0). The key is the node's drafted prefix ``prefix`` [B, Kr] (a number) and the
+    candidates' tokens in path order, so member and tokens are read off it one to one and the
+    rows q, p are prefix rows. In the exact engine, where all outcomes share the context, a few
+    distinct inputs stand for thousands of rows. None when the key would not fit in int64.
+    ``trusted``: q, p are the engine's prefix rows (:func:`common.engine_rows`), not compared.
+    """
+    Bsz, Kr, K = member.shape
+    span = (V + 1) ** K
+    if Bsz * Kr < common.DISTINCT_MIN_ROWS or float(prefix.max()) * span + span >= 2.0**62:
+        return None
+    toks = B.where(member == 1, B.expand_dims(tok, 1), 0)  # a non-candidate's token: 0
+    code = B.zeros_like(toks[..., 0])
+    for j in range(K):
+        code = code * (V + 1) + toks[..., j] + member[..., j]  # 0 for a non-candidate
+    N = Bsz * Kr
+    toks = toks.reshape(N, K)
+
+    def flat_rule(m, t, qr, pr):
+        a, none, c = rule(B.expand_dims(m, 1), t, B.expand_dims(qr, 1), B.expand_dims(pr, 1))
+        return a[:, 0], none[:, 0], c[:, 0]
+
+    out = on_distinct(flat_rule, (prefix * span + code).reshape(-1),
+                      (member.reshape(N, K), toks, q_rows.reshape(N, V), p_rows.reshape(N, V)),
+                      keyed=2, prefix_rows=(2, 3) if trusted else ())  # member, tokens: keyed
+    if out is None:
+        return None
+    return out[0].reshape(Bsz, Kr, K), out[1].reshape(Bsz, Kr), out[2].reshape(Bsz, Kr, V)
 
 
 def node_recursive_law(drafts, q, p, rule) -> MultiLaw:
     """Law of a root-to-leaf node-by-node verifier (see module doc).
 
     Paths that share a prefix must carry identical rows there (true for any model, and for the
-    exact engine); the root rows q[:, k, 0], p[:, k, 0] are the same for every k.
+    exact engine); the root rows q[:, k, 0], p[:, k, 0] are the same for every k, so the rule at
+    the root (where every path is a candidate) is evaluated once, on path 1, and shared. Node
+    inputs that repeat across the batch (the exact engine's joint outcomes) are evaluated once
+    (:func:`_rule_on_distinct`).
 
     ``rule(member [B,K,K'] int, tokens [B,K'], q_rows [B,K,V], p_rows [B,K,V])`` returns
     ``(accept [B,K,K'], none [B,K], correction [B,K,V])``: at the node of path k, the probability
-    that candidate k' is the accepted one, that all are rejected, and Y's law in that case.
+    that candidate k' is the accepted one, that all are rejected, and Y's law in that case. The
+    rule must treat the K rows of its batch independently (row k's outputs depend on row k's
+    inputs only).
     """
     Bsz, K, L = drafts.shape
+    V = q.shape[-1]
+    trusted = common.engine_rows(drafts, q, p)
     same = prefix_membership(drafts)
-    lower = B.to_int(B.expand_dims(B.arange(K, drafts), 1) > B.expand_dims(B.arange(K, drafts), 0))
+    ids = B.expand_dims(B.arange(K, drafts), 0)  # [1, K]
     reach = B.ones_like(q[:, :, 0, 0])  # [B, K]
+    prefix = B.zeros_like(drafts[:, :, 0])  # [B, K] the drafted prefix of path k as a number
     stops, corrs = [], []
     for i in range(L + 1):
         member = same[i]
-        first = B.sum(member * B.expand_dims(lower, 0), axis=2) == 0  # no earlier path here
+        first = ids >= 0  # no earlier path here (K is small: a loop over the earlier paths)
+        for kp in range(K - 1):
+            first = first & ~((member[:, :, kp] == 1) & (ids > kp))
         if i == L:
             none, corr = B.ones_like(reach), p[:, :, L]
         else:
             tok = drafts[:, :, i]
-            accept, none, corr = rule(member, tok, q[:, :, i], p[:, :, i])
-            same_tok = B.expand_dims(tok, 2) == B.expand_dims(tok, 1)  # [B, K, K']
-            child = B.sum(B.where(same_tok, accept, B.zeros_like(accept)), axis=2)
+            if i == 0:  # one node, the same for every path: evaluate it once
+                args = (member[:, :1], tok, q[:, :1, 0], p[:, :1, 0])
+                out = _rule_on_distinct(rule, *args, prefix[:, :1], V, trusted) or rule(*args)
+                accept = B.broadcast_to(out[0], (Bsz, K, K))
+                none = B.broadcast_to(out[1], (Bsz, K))
+                corr = B.broadcast_to(out[2], (Bsz, K, V))
+            else:
+                args = (member, tok, q[:, :, i], p[:, :, i])
+                accept, none, corr = (_rule_on_distinct(rule, *args, prefix, V, trusted)
+                                      or rule(*args))
+            child = None  # sum of the acceptances of candidates with path k's token
+            for kp in range(K):
+                a = accept[:, :, kp]
+                term = B.where(tok == tok[:, kp:kp + 1], a, B.zeros_like(a))
+                child = term if child is None else child + term
+            prefix = prefix * V + tok
         stops.append(B.where(first, reach * none, B.zeros_like(reach)))
         corrs.append(corr)
         if i < L:
@@ -88,32 +152,87 @@ def _normalise(rows, fallback):
     return B.safe_div(rows, B.sum(rows, axis=-1, keepdims=True), fallback)
 
 
+def _residual_step(p_rows, q_rows):
+    """normalise(max(p' - q', 0)) row by row (rows [..., V]), p' itself where the residual has
+    no mass: the same values as ``_normalise(positive_part(p' - q'), p')``."""
+    V = p_rows.shape[-1]
+    shape = tuple(p_rows.shape)
+    p2, q2 = p_rows.reshape(-1, V), B.broadcast_to(q_rows, shape).reshape(-1, V)
+    res = positive_residual(None, p2, q2)
+    return normalise_residual(res, B.sum(res, axis=-1), p2).reshape(shape)
+
+
+def _residual_chain(p_rows, q_rows, steps: int):
+    """p'_1 = p, p'_{r+1} = normalise(max(p'_r - q, 0)) (p'_r where the residual has no mass),
+    r = 1..steps, stacked first: [steps + 1, *p_rows.shape]. On torch written in place into one
+    array (no stacking copy)."""
+    if not B.is_torch(p_rows):
+        chain = [p_rows]
+        for _ in range(steps):
+            chain.append(_residual_step(chain[-1], q_rows))
+        return B.stack(chain, axis=0)
+    V = p_rows.shape[-1]
+    chain = torch.empty((steps + 1,) + tuple(p_rows.shape), dtype=p_rows.dtype,
+                        device=p_rows.device)
+    chain[0] = p_rows
+    flat = chain.view(steps + 1, -1, V)
+    q2 = q_rows.reshape(-1, V)
+    for r in range(steps):
+        res = positive_residual(None, flat[r], q2, out=flat[r + 1])
+        normalise_residual(res, res.sum(dim=-1), flat[r])
+    return chain
+
+
 def rrs_rule(member, tok, q_rows, p_rows, without_replacement: bool = False):
     """Recursive rejection sampling at one node (with or without replacement; module doc)."""
+    if without_replacement:
+        return _rrs_norep(member, tok, q_rows, p_rows)
+    # With replacement q' = q throughout, so after r rejections of active candidates the target
+    # is p'_{r+1} = normalise(max(p'_r - q, 0)) whatever the tokens were: build the chain
+    # p'_1..p'_{K+1} once and read candidate j's acceptance at r_j = its active predecessors.
+    K = tok.shape[1]
+    Bsz, Kr = member.shape[0], member.shape[1]
+    chain = _residual_chain(p_rows, q_rows, K)  # [K+1, B, Kr, V]
+    b = B.arange(Bsz, tok).reshape(Bsz, 1, 1)
+    k = B.arange(Kr, tok).reshape(1, Kr, 1)
+    t = B.expand_dims(tok, 1)  # [B, 1, K']
+    before = B.cumsum(member, axis=2) - member  # active candidates before j  [B, Kr, K']
+    ratio = B.minimum(drafted_ratio(chain[before, b, k, t], q_rows[b, k, t]), 1)
+    a_all = B.where(member == 1, ratio, B.zeros_like(ratio))
+    survive = B.ones_like(ratio[:, :, 0])
+    accepts = []
+    for j in range(K):
+        a = a_all[:, :, j]
+        accepts.append(survive * a)
+        survive = survive * (1 - a)
+    m = B.sum(member, axis=2)  # [B, Kr] active candidates: the correction is p'_{m+1}
+    return B.stack(accepts, axis=2), survive, chain[m, b[..., 0], k[..., 0]]
+
+
+def _rrs_norep(member, tok, q_rows, p_rows):
+    """Recursive rejection sampling without replacement at one node (module doc)."""
     K = tok.shape[1]
     V = q_rows.shape[-1]
     pcur, qcur = p_rows, q_rows
     survive = B.ones_like(q_rows[..., 0])
-    tried = B.zeros_like(q_rows)
+    vocab = B.expand_dims(B.expand_dims(B.arange(V, tok), 0), 0)  # [1, 1, V]
+    actives = []
     accepts = []
     for j in range(K):
         t = tok[:, j]
         active = member[:, :, j] == 1
-        if without_replacement:
-            active = active & (_row_at(tried, t) == 0)
-            tried = tried + B.where(B.expand_dims(active, -1), B.one_hot(
-                B.broadcast_to(B.expand_dims(t, 1), active.shape), V, q_rows),
-                B.zeros_like(tried))
-        a = B.minimum(B.safe_div(_row_at(pcur, t), _row_at(qcur, t), B.scalar(p_rows, 1)), 1)
+        for jj, was in enumerate(actives):  # a token already tried at the node is skipped
+            active = active & ~(was & B.expand_dims(tok[:, jj] == t, 1))
+        actives.append(active)
+        a = B.minimum(drafted_ratio(_row_at(pcur, t), _row_at(qcur, t)), 1)
         a = B.where(active, a, B.zeros_like(a))
         accepts.append(survive * a)
         survive = survive * (1 - a)
         act = B.expand_dims(active, -1)
-        new_p = _normalise(B.positive_part(pcur - qcur), pcur)
-        if without_replacement:
-            onehot = B.one_hot(B.broadcast_to(B.expand_dims(t, 1), active.shape), V, q_rows)
-            kept = qcur * (1 - onehot)
-            qcur = B.where(act, _normalise(kept, kept), qcur)
+        new_p = _residual_step(pcur, qcur)
+        hit = vocab == B.expand_dims(B.expand_dims(t, 1), 2)  # [B, 1, V]: the tried token
+        kept = B.where(hit, B.zeros_like(qcur), qcur)
+        qcur = B.where(act, _normalise(kept, kept), qcur)
         pcur = B.where(act, new_p, pcur)
     return B.stack(accepts, axis=2), survive, pcur
 

@@ -29,6 +29,8 @@ loses the rejected first token (``traversal``, for ``norep`` drafting) or stays 
 (``traversal-iid``, with-replacement drafting: each branch is an independent q-path). When all
 branches are rejected the output is (root, Y ~ M_b). Each branch is verified losslessly against
 the residual target left by the previous ones, so both are lossless under their drafting scheme.
+A branch's block verification is evaluated once per distinct input in the batch
+(:func:`spectheory.verifiers.common.on_distinct`, keyed on the branch's tokens).
 
 ``traversal-tree`` (:func:`traversal_tree`) runs the node rule above on the MERGED token tree of
 the K paths (shared prefixes are one node; children ordered by the first path through them;
@@ -41,9 +43,33 @@ with-replacement sibling updates the merged tree is lossy under i.i.d. drafting 
 from __future__ import annotations
 
 from .. import backend as B
-from ..law import MultiLaw
+from ..law import Law, MultiLaw
 from ..registry import VerifierSpec
 from .block import block_verification
+from .common import engine_rows, on_distinct, take_rows
+
+
+def _branch_law(drafts, Ms, q_rest, Mb, p_rest, key, prefix_rows: tuple):
+    """Block verification (:func:`block_verification`) of one branch: its drafts [B, L], with
+    the root rows (M_s, M_b) [B, V] before its own rows q [B, L-1, V], p [B, L, V]. Evaluated once
+    per distinct input when ``key`` [B] repeats (:func:`on_distinct`: the grouping is checked
+    against the rows, so a key is a guess that costs time if wrong, never correctness, except
+    for the engine's own prefix rows named by ``prefix_rows``: the path's rows, and M_s, M_b
+    while they are still the context's root rows). Returns (stop [B, L+1], correction at the root [B, V], correction rows [U,
+    L+1, V], inverse [B] or None): row b's corrections are row inverse[b] of the third."""
+    def law(d, ms, qr, mb, pr):
+        q_k = B.concat([B.expand_dims(ms, 1), qr], axis=1)
+        p_k = B.concat([B.expand_dims(mb, 1), pr], axis=1)
+        return tuple(block_verification(d, q_k, p_k))
+
+    args = (drafts, Ms, q_rest, Mb, p_rest)
+    out = None if key is None else on_distinct(law, key, args, keyed=1, expand=False,
+                                               prefix_rows=prefix_rows)
+    if out is None:
+        stop, corr = law(*args)
+        return stop, corr[:, 0], corr, None
+    (stop, corr), inverse = out
+    return take_rows(stop, inverse), take_rows(corr[:, 0], inverse), corr, inverse
 
 
 def _traversal(drafts, q, p, without_replacement: bool) -> MultiLaw:
@@ -52,16 +78,31 @@ def _traversal(drafts, q, p, without_replacement: bool) -> MultiLaw:
     Mb, Ms = p[:, 0, 0], q[:, 0, 0]
     reach = B.ones_like(Mb[:, 0])
     used = B.zeros_like(Mb)
-    stops, corrs = [], []
+    stops, tables, inverses = [], [], []
     zero_col = B.zeros_like(q[:, 0, :1, 0])
+    # Branch k's input is its path's tokens and rows and the root rows (M_b, M_s) left by the
+    # earlier branches. M_b after a rejected branch is its root correction normalise(max(M_b -
+    # M_s, 0)), whatever the branch's tokens; M_s changes only without replacement, by the first
+    # tokens of the earlier branches. So below one context the input is a function of this key:
+    # (earlier first tokens, without replacement) and the branch's tokens.
+    trusted = engine_rows(drafts, q, p)  # the engine's own rows: prefix rows by construction
+    firsts = B.zeros_like(drafts[:, 0, 0])
+    keyable = float(V) ** (L + K) < 2.0**62
     for k in range(K):
         first = drafts[:, k, 0]
-        q_k = B.concat([B.expand_dims(Ms, 1), q[:, k, 1:]], axis=1)
-        p_k = B.concat([B.expand_dims(Mb, 1), p[:, k, 1:]], axis=1)
-        law = block_verification(drafts[:, k], q_k, p_k)
-        go_on = law.stop[:, 0]  # branch rejected down to the root
-        stop = B.expand_dims(reach, 1) * B.concat([zero_col, law.stop[:, 1:]], axis=1)
-        new_Mb, new_reach = law.correction[:, 0], reach * go_on
+        key = None
+        if keyable:
+            key = firsts if without_replacement else B.zeros_like(firsts)
+            for i in range(L):
+                key = key * V + drafts[:, k, i]
+            firsts = firsts * V + first
+        root = ((1,) if k == 0 or not without_replacement else ()) + ((3,) if k == 0 else ())
+        prefix_rows = (2, 4) + root if trusted else ()  # M_s, M_b: root rows until changed
+        law_stop, root_corr, table, inverse = _branch_law(drafts[:, k], Ms, q[:, k, 1:], Mb,
+                                                          p[:, k, 1:], key, prefix_rows)
+        go_on = law_stop[:, 0]  # branch rejected down to the root
+        stop = B.expand_dims(reach, 1) * B.concat([zero_col, law_stop[:, 1:]], axis=1)
+        new_Mb, new_reach = root_corr, reach * go_on
         if without_replacement:
             onehot = B.one_hot(first, V, q)
             skip = B.sum(used * onehot, axis=-1) > 0  # a surplus path repeating a first token
@@ -74,15 +115,21 @@ def _traversal(drafts, q, p, without_replacement: bool) -> MultiLaw:
             used = B.maximum(used, onehot)
         Mb, reach = new_Mb, new_reach
         stops.append(stop)
-        corrs.append(law.correction)
-    stop = B.stack(stops, axis=1)  # [B, K, L+1]
-    corr = B.stack(corrs, axis=1)
+        tables.append(table)
+        inverses.append(inverse)
+    stop = B.stack(stops, axis=1)  # [B, K, L+1] (fresh arrays: written in place below)
+    if all(inv is None for inv in inverses):
+        corr = B.stack(tables, axis=1)
+    else:  # one gather of every branch's correction rows from their distinct rows
+        offset, idx = 0, []
+        for table, inv in zip(tables, inverses):
+            idx.append((B.arange(Bsz, drafts) if inv is None else inv) + offset)
+            offset += int(table.shape[0])
+        corr = take_rows(B.concat(tables, axis=0), B.stack(idx, axis=1).reshape(-1))
+        corr = corr.reshape(Bsz, K, L + 1, V)
     # all branches rejected: output (root, Y ~ M_b), reported on path 1 at tau = 0
-    root = B.expand_dims(B.expand_dims(B.arange(K, drafts) == 0, 0), -1)  # [1, K, 1]
-    tau0 = B.expand_dims(B.expand_dims(B.arange(L + 1, drafts) == 0, 0), 0)  # [1, 1, L+1]
-    at_root = root & tau0
-    stop = B.where(at_root, B.expand_dims(B.expand_dims(reach, 1), 1), stop)
-    corr = B.where(B.expand_dims(at_root, -1), B.expand_dims(B.expand_dims(Mb, 1), 1), corr)
+    stop[:, 0, 0] = reach
+    corr[:, 0, 0] = Mb
     return MultiLaw(stop, corr)
 
 
