@@ -162,20 +162,21 @@ class VerifierSpec:
 def verifier(function: Callable | None = None, *, name: str | None = None, paths: int | None = 1,
              drafting: str = "any", lossless: bool = True, order_invariant: bool = False,
              exact: bool = True, node_form: str | None = None, paper: str = "",
-             summary: str = "", node=None):
+             summary: str = "", node=None, paths_read: int | None = None):
     """Declare a function as a verifier: returns the function with a ``spectheory_spec``
     attribute (a :class:`VerifierSpec`). Usable as ``@verifier(paths=None, drafting="iid")`` or
     ``verifier(f, ...)``; ``module:function`` then finds the spec. ``node`` declares the
     verifier's :class:`spectheory.nodes.NodeForm` (its law at position i depends on the prefix
     X^i only); :func:`spectheory.nodes.node_verifier` builds a verifier from a node form alone,
-    so that its per-draft law cannot differ from it."""
+    so that its per-draft law cannot differ from it. ``paths_read`` declares that a K-path law
+    reads only the first ``paths_read`` paths (:class:`VerifierSpec`; checked before use)."""
 
     def wrap(f):
         f.spectheory_spec = VerifierSpec(name or f.__name__, f, paths, drafting, lossless,
                                          order_invariant, exact,
                                          node_form or getattr(node, "formula", None), paper,
                                          summary or (f.__doc__ or "").strip().split("\n")[0],
-                                         node=node)
+                                         node=node, paths_read=paths_read)
         return f
 
     return wrap(function) if function is not None else wrap

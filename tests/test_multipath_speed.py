@@ -261,3 +261,25 @@ def test_a_wrapper_changing_the_rows_inside_the_engine_is_still_compared(name):
     analyze(random_instance(4, 3, 0), spec, paths=3, route="enumerate")
     assert offset[0] == 4 ** 9
     assert worst[0] <= 1e-14
+
+
+def test_the_decorator_declares_paths_read():
+    """A user's first-path verifier declared with ``@verifier(paths_read=1)`` takes the
+    marginal enumeration and gives the built-in baseline's law exactly; declared falsely on a
+    rule that reads every path, it is refused."""
+    from spectheory.registry import verifier
+
+    @verifier(paths=None, paths_read=1)
+    def my_first(drafts, q, p):
+        return block_first(drafts, q, p)
+
+    @verifier(paths=None, paths_read=1)
+    def my_liar(drafts, q, p):
+        return specinfer_law(drafts, q, p)
+
+    inst = random_instance(2, 2, 5, denominator=5)
+    mine = analyze(inst, my_first, paths=3, route="enumerate")
+    assert my_first.spectheory_spec.paths_read == 1
+    assert mine.tau_pmf == analyze(inst, "block-first", paths=3, route="enumerate").tau_pmf
+    with pytest.raises(SpectheoryError, match="paths_read=1"):
+        analyze(random_instance(3, 2, 1), my_liar, paths=3, route="enumerate")
