@@ -612,14 +612,22 @@ def _law_mode(sampler, how, instances, samples, alpha, seed, draft_rows, max_bat
                 tt, yy = divmod(rest, V)
                 return f"{where}: {'' if K == 1 else f'path {kk}, '}tau = {tt}, Y = {yy}"
 
-            if t.impossible and impossible is None:
-                c = int(np.flatnonzero((probs <= 0) & (obs > 0))[0])
-                impossible = Cell(label(c) + " (probability 0)", float(obs[c]), 0.0)
-            if t.dof > 0:
-                z = abs(t.worst_observed - t.worst_expected) / math.sqrt(t.worst_expected)
-                if worst is None or z > worst[0]:
-                    worst = (z, Cell(label(t.worst), t.worst_observed, t.worst_expected))
+            impossible, worst = _cells(t, probs, obs, label, "probability 0", impossible, worst)
     return _report("law", tests, samples, alpha, spec.name, worst, impossible)
+
+
+def _cells(test, probs, obs, label, zero: str, impossible, worst):
+    """Update the report's two cells with one test: the first sample on an outcome of
+    probability 0 (kept once found), and the cell with the largest standardised deviation
+    ``(z, Cell)``; ``label(c)`` names cell ``c`` (negative: the pooled bin)."""
+    if test.impossible and impossible is None:
+        c = int(np.flatnonzero((probs <= 0) & (obs > 0))[0])
+        impossible = Cell(label(c) + f" ({zero})", float(obs[c]), 0.0)
+    if test.dof > 0:
+        z = abs(test.worst_observed - test.worst_expected) / math.sqrt(test.worst_expected)
+        if worst is None or z > worst[0]:
+            worst = (z, Cell(label(test.worst), test.worst_observed, test.worst_expected))
+    return impossible, worst
 
 
 def _report(mode, tests, samples, alpha, name, worst, impossible) -> SamplerReport:
@@ -697,13 +705,8 @@ def _lossless_mode(sampler, how, instances, samples, alpha, seed, max_batch):
             toks = [(int(c) // V ** (L - j)) % V for j in range(L + 1)]
             return f"instance {inst_i}: output sequence {tuple(toks)}"
 
-        if t.impossible and impossible is None:
-            c = int(np.flatnonzero((probs <= 0) & (obs > 0))[0])
-            impossible = Cell(label(c) + " (target probability 0)", float(obs[c]), 0.0)
-        if t.dof > 0:
-            z = abs(t.worst_observed - t.worst_expected) / math.sqrt(t.worst_expected)
-            if worst is None or z > worst[0]:
-                worst = (z, Cell(label(t.worst), t.worst_observed, t.worst_expected))
+        impossible, worst = _cells(t, probs, obs, label, "target probability 0", impossible,
+                                   worst)
     name = spec.name if K == 1 else f"{spec.name} (K = {K}, {how.drafting} drafting)"
     return _report("lossless", tests, samples, alpha, name, worst, impossible)
 
@@ -955,14 +958,8 @@ def check_proposal(draft_sampler: Callable, instances: Sequence | None = None,
                 where = f"row set {set_i}, row {j}"
                 return f"{where}: pooled tokens" if c < 0 else f"{where}: token {int(c)}"
 
-            if test.impossible and impossible is None:
-                c = int(np.flatnonzero((probs <= 0) & (obs > 0))[0])
-                impossible = Cell(label(c) + " (reported probability 0)", float(obs[c]), 0.0)
-            if test.dof > 0:
-                z = abs(test.worst_observed - test.worst_expected) / math.sqrt(test.worst_expected)
-                if worst is None or z > worst[0]:
-                    worst = (z, Cell(label(test.worst), test.worst_observed,
-                                     test.worst_expected))
+            impossible, worst = _cells(test, probs, obs, label, "reported probability 0",
+                                       impossible, worst)
     return _report("proposal", tests, samples, alpha, "proposal", worst, impossible)
 
 
