@@ -44,8 +44,7 @@ import numpy as np, torch
 torch.set_num_threads(1)
 from spectheory.exact import analyze
 from spectheory.instances import Instance
-from spectheory.models import TableModel
-from spectheory.random_instances import random_instance
+from spectheory.random_instances import dirichlet_model, random_instance
 from spectheory.tree import levels
 
 V, L, name, mode, repeat = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5])
@@ -56,23 +55,11 @@ if allocator:  # what the spectheory command line does before every command
     keep_freed_memory()
 
 
-def frugal_model(rng, depth):
-    tables = []
-    for d in range(depth + 1):
-        t = np.empty((V**d, V))
-        for r0 in range(0, V**d, 2**20):
-            r1 = min(r0 + 2**20, V**d)
-            rows = rng.dirichlet(np.ones(V), size=r1 - r0)
-            t[r0:r1] = rows / rows.sum(axis=1, keepdims=True)
-        tables.append(t)
-    return TableModel(V, tuple(tables))
-
-
 if V ** (L + 1) <= 2**26:
     inst = random_instance(V, L, 0)
 else:
     rng = np.random.default_rng(0)
-    inst = Instance(V, L, frugal_model(rng, L), frugal_model(rng, L - 1))
+    inst = Instance(V, L, dirichlet_model(rng, V, L, 1.0), dirichlet_model(rng, V, L - 1, 1.0))
 ql, pl = levels(inst.draft, 0, L, False), levels(inst.target, 0, L + 1, False)
 rss_instance = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 nbytes = sum(t.numel() * 8 for t in ql + pl)

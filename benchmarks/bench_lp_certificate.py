@@ -24,26 +24,14 @@ import json, resource, sys, time
 import numpy as np, torch
 torch.set_num_threads(1)
 from spectheory.instances import Instance
-from spectheory.models import TableModel
 from lp.certificate import certify_node_budget
+from spectheory.random_instances import dirichlet_model
 V, L = int(sys.argv[1]), int(sys.argv[2])
 rng = np.random.default_rng(0)
 
 
-def model(depth):
-    tables = []
-    for d in range(depth + 1):
-        t = np.empty((V**d, V))
-        for r0 in range(0, V**d, 2**20):
-            r1 = min(r0 + 2**20, V**d)
-            rows = rng.dirichlet(np.ones(V), size=r1 - r0)
-            t[r0:r1] = rows / rows.sum(axis=1, keepdims=True)
-        tables.append(t)
-    return TableModel(V, tuple(tables))
-
-
 t = time.perf_counter()
-inst = Instance(V, L, model(L), model(L - 1))
+inst = Instance(V, L, dirichlet_model(rng, V, L, 1.0), dirichlet_model(rng, V, L - 1, 1.0))
 build = time.perf_counter() - t
 rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 c = certify_node_budget(inst)

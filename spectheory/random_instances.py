@@ -39,16 +39,32 @@ def _as_fractions(counts: np.ndarray, denominator: int) -> np.ndarray:
     return out
 
 
+#: Rows drawn per call of the generator: a level's rows are written into one table chunk by
+#: chunk (the same values as one draw: the generator's stream is consumed row by row), so a
+#: large level needs no second full-size temporary.
+CHUNK_ROWS = 2**20
+
+
+def _dirichlet_rows(rng: np.random.Generator, V: int, n: int, alpha: float,
+                    normalise: bool) -> np.ndarray:
+    out = np.empty((n, V))
+    for r0 in range(0, n, CHUNK_ROWS):
+        r1 = min(r0 + CHUNK_ROWS, n)
+        rows = rng.dirichlet(np.full(V, float(alpha)), size=r1 - r0)
+        out[r0:r1] = rows / rows.sum(axis=1, keepdims=True) if normalise else rows
+    return out
+
+
 def dirichlet_model(rng: np.random.Generator, V: int, depth: int, alpha: float,
                     context_independent: bool = False, denominator: int | None = None
                     ) -> TableModel:
+    """A table model whose rows at depths 0..depth (depth 0 only if ``context_independent``)
+    are i.i.d. Dirichlet(alpha), each divided by its sum, or rounded to multiples of
+    1/``denominator`` (:func:`quantize_rows`). No size guard: :func:`random_instance` has it."""
     tables = []
     for d in range(1 if context_independent else depth + 1):
-        rows = rng.dirichlet(np.full(V, float(alpha)), size=V**d)
-        if denominator:
-            tables.append(quantize_rows(rows, denominator))
-        else:
-            tables.append(rows / rows.sum(axis=1, keepdims=True))
+        rows = _dirichlet_rows(rng, V, V**d, alpha, normalise=not denominator)
+        tables.append(quantize_rows(rows, denominator) if denominator else rows)
     return TableModel(V, tuple(tables))
 
 

@@ -253,3 +253,20 @@ def test_block_law_is_nonnegative_in_float32():
     assert law.stop.dtype == torch.float32
     assert (law.stop >= 0).all() and (law.stop <= 1).all()
     assert torch.allclose(law.stop.sum(1), torch.ones(B_), atol=1e-5)
+
+
+def test_dirichlet_tables_do_not_depend_on_the_chunk_size(monkeypatch):
+    """Large levels are drawn in chunks of rows (no second full-size temporary): the tables
+    are the same values as with one draw per level, float and exact (denominator) alike."""
+    import spectheory.random_instances as R
+
+    cases = [dict(vocab_size=3, block_length=3, seed=0),
+             dict(vocab_size=4, block_length=3, seed=5, alpha=0.05),
+             dict(vocab_size=3, block_length=2, seed=1, denominator=60)]
+    whole = [R.random_instance(**c) for c in cases]
+    monkeypatch.setattr(R, "CHUNK_ROWS", 7)
+    for c, ref in zip(cases, whole):
+        inst = R.random_instance(**c)
+        for a, b in ((inst.target, ref.target), (inst.draft, ref.draft)):
+            assert all(np.array_equal(x, y) for x, y in zip(a.tables, b.tables))
+    assert R.random_instance(3, 3, 0).target.tables[3].shape == (27, 3)
