@@ -9,6 +9,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from graphs import StandIn
 from strategies import make_instance
 
 from spectheory.errors import SizeLimitError, SpectheoryError
@@ -21,17 +22,6 @@ from spectheory.trees import (TreeShape, analyze_tree, check_tree_lossless, choo
                               tree_verifier)
 
 warnings.simplefilter("ignore")  # DraftingWarning: wrong schemes are analysed on purpose
-
-
-class StandIn:
-    """A minimal directed graph with ``nodes`` and ``successors`` (networkx's interface)."""
-
-    def __init__(self, edges):
-        self.edges = edges
-        self.nodes = sorted({u for e in edges for u in e}, key=str)
-
-    def successors(self, u):
-        return iter([b for a, b in self.edges if a == u])
 
 
 def rational(seed=1, V=3, L=2):

@@ -13,6 +13,7 @@ import warnings
 from fractions import Fraction
 
 import pytest
+from graphs import StandIn
 from strategies import make_instance
 
 from spectheory import trees
@@ -151,17 +152,6 @@ def target(inst, D):
 
 
 # ----------------------------------------------------------------------------- shapes
-
-
-class StandIn:
-    """A minimal directed graph with ``nodes`` and ``successors`` (networkx's interface)."""
-
-    def __init__(self, edges):
-        self.edges = edges
-        self.nodes = sorted({u for e in edges for u in e}, key=str)
-
-    def successors(self, u):
-        return iter([b for a, b in self.edges if a == u])
 
 
 def test_every_form_gives_the_same_uneven_tree():
