@@ -48,6 +48,13 @@ MAX_LENGTH = 1024
 MAX_TOKENS = 1_000_000
 
 
+def _block_lengths(Ls) -> tuple:
+    """The distinct block lengths of a non-empty sequence, sorted, each in 1..MAX_LENGTH."""
+    if isinstance(Ls, (str, int)) or not Ls:
+        raise SpectheoryError(f"Ls must be a non-empty sequence of block lengths, got {Ls!r}")
+    return tuple(sorted({check_int("L", x, 1, MAX_LENGTH) for x in Ls}))
+
+
 def _datasets(value) -> tuple:
     return parse_datasets(value) if isinstance(value, str) else parse_datasets(
         format_datasets(value))
@@ -109,11 +116,7 @@ class RunConfig:
         object.__setattr__(self, "datasets", _datasets(self.datasets))
         check_int("max new tokens", self.max_new_tokens, 1, MAX_TOKENS)
         check_int("K", self.K, 1, MAX_PATHS)
-        if isinstance(self.Ls, (str, int)) or not self.Ls:
-            raise SpectheoryError(f"Ls must be a non-empty sequence of block lengths, got "
-                                  f"{self.Ls!r}")
-        object.__setattr__(self, "Ls", tuple(sorted({check_int("L", x, 1, MAX_LENGTH)
-                                                     for x in self.Ls})))
+        object.__setattr__(self, "Ls", _block_lengths(self.Ls))
         check_int("max prompt tokens", self.max_prompt_tokens, 1, MAX_TOKENS)
         check_int("cost reps", self.cost_reps, 1, 1000)
         check_seed(self.seed)
@@ -287,11 +290,7 @@ class CostsConfig:
     def __post_init__(self):
         object.__setattr__(self, "datasets", _datasets(self.datasets))
         check_int("K", self.K, 1, MAX_PATHS)
-        if isinstance(self.Ls, (str, int)) or not self.Ls:
-            raise SpectheoryError(f"Ls must be a non-empty sequence of block lengths, got "
-                                  f"{self.Ls!r}")
-        object.__setattr__(self, "Ls", tuple(sorted({check_int("L", x, 1, MAX_LENGTH)
-                                                     for x in self.Ls})))
+        object.__setattr__(self, "Ls", _block_lengths(self.Ls))
         check_int("reps", self.reps, 1, 1000)
         check_int("max prompt tokens", self.max_prompt_tokens, 1, MAX_TOKENS)
         check_seed(self.seed)
