@@ -37,6 +37,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from spectheory.bounds import optimal_acceptance
 from spectheory.errors import InstanceError
 from spectheory.instances import Instance
 
@@ -164,25 +165,9 @@ def multipath_lp(instance: Instance, paths: int = 2, solver: str | None = None,
 def multidraft_acceptance_L1(p, q, paths: int):
     """Hu et al.'s optimal acceptance probability for K i.i.d. drafts of one token:
     alpha* = min_H [p(H) + 1 - q(H)^K] over lower threshold sets H of p/q (exact for Fraction
-    inputs). Returns (alpha*, H as a sorted tuple of token ids)."""
-    p = list(p)
-    q = list(q)
-    K = int(paths)
-    V = len(p)
-    key = [(Fraction(p[a]) / Fraction(q[a]) if q[a] != 0 else None) for a in range(V)] \
-        if isinstance(p[0], Fraction) else \
-        [(p[a] / q[a] if q[a] != 0 else None) for a in range(V)]
-    order = sorted(range(V), key=lambda a: (key[a] is None, key[a] if key[a] is not None else 0))
-    zero = p[0] * 0
-    best, best_H = None, ()
-    pH, qH = zero, zero
-    for k in range(V + 1):
-        if k:
-            pH, qH = pH + p[order[k - 1]], qH + q[order[k - 1]]
-        val = pH + 1 - qH**K
-        if best is None or val < best:
-            best, best_H = val, tuple(sorted(order[:k]))
-    return best, best_H
+    inputs). Returns (alpha*, H as a sorted tuple of token ids). The one implementation is the
+    core's :func:`spectheory.bounds.optimal_acceptance`."""
+    return optimal_acceptance(p, q, paths, "iid")
 
 
 def optimal_multidraft_L1(instance: Instance, paths: int = 2, exact: bool = False) -> LPResult:

@@ -86,6 +86,14 @@ class VerifierSpec:
         is their law on the first m, padded with zeros, and the marginal law of the first m of
         K drafted paths is that of m drafted paths (either scheme), so the joint enumeration
         visits V**(L m) outcomes instead of V**(L K) (checked on a sample of K-path outcomes).
+    rule : callable or None
+        Node-recursive K-path verifiers: the rule at one node of the token tree, in the
+        signature of :func:`spectheory.verifiers.specinfer.node_recursive_law`
+        (``rule(member, tokens, q_rows, p_rows) -> (accept, none, correction)``); the draft-tree
+        engine's node route (:mod:`spectheory.trees`) runs it on any tree shape.
+    rule_skips_repeats : bool
+        The rule ignores a candidate whose token an earlier candidate carries (rules for
+        drafting without replacement), so the node route may run it under ``norep``.
     """
 
     name: str
@@ -101,6 +109,8 @@ class VerifierSpec:
     node: Any = None
     analytic: Callable | None = None
     paths_read: int | None = None
+    rule: Callable | None = None
+    rule_skips_repeats: bool = False
 
     def __post_init__(self):
         if self.paths not in (1, None):

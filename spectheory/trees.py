@@ -103,10 +103,9 @@ from .exact import (BlockLaw, ExactAnalysis, LosslessReport, _to_py, lossless_re
 from .instances import Instance
 from .law import validate_law
 from .multipath import draft_rows
-from .registry import VerifierSpec, get_verifier
+from .registry import VerifierSpec, get_verifier, registered
 from .tree import check_size, levels, sequence_tokens
-from .verifiers.specinfer import rrs_rule
-from .verifiers.topk import TOPK, topk_rule
+from .verifiers.topk import TOPK
 
 #: Drafting schemes of a tree (module doc).
 TREE_DRAFTING = ("iid", "norep", "topk")
@@ -472,13 +471,15 @@ def tree_verifier(verifier) -> VerifierSpec:
     return get_verifier(verifier, multi_path=True)
 
 
-def _norep_rule(m, t, q, p):
-    return rrs_rule(m, t, q, p, without_replacement=True)
+def node_rule(spec: VerifierSpec):
+    """(rule, skips repeated tokens) of a node-recursive verifier (its declared
+    :attr:`VerifierSpec.rule`), or None."""
+    return None if spec.rule is None else (spec.rule, spec.rule_skips_repeats)
 
 
-#: Node rules of the node route: name -> (rule, skips repeated tokens).
-NODE_RULES = {"specinfer": (rrs_rule, False), "specinfer-norep": (_norep_rule, True),
-              "topk": (topk_rule, True)}
+def node_rule_names() -> list:
+    """The registered verifiers that declare a node rule (and ``topk``)."""
+    return [n for n, s in registered().items() if s.rule is not None] + [TOPK.name]
 #: The drafting scheme under which each tree verifier is designed to run.
 HOME_DRAFTING = {"specinfer": "iid", "specinfer-norep": "norep", "topk": "topk",
                  "traversal-tree": "iid", "block-first": "iid"}
@@ -861,11 +862,11 @@ def tree_block_law_nodes(verifier, shape, q_levels, p_levels, V: int,
     node (module doc). ``fast``: SpecInfer under i.i.d. drafting uses
     :func:`_specinfer_iid_step` (2^n subsets per node instead of V^n candidate tuples)."""
     spec = tree_verifier(verifier)
-    if spec.name not in NODE_RULES:
+    if node_rule(spec) is None:
         raise SpectheoryError(f"verifier {spec.name!r} has no node rule for the node route; "
-                              f"node-recursive verifiers: {', '.join(NODE_RULES)} (use the "
-                              f"enumerate route)")
-    rule, skips = NODE_RULES[spec.name]
+                              f"node-recursive verifiers: {', '.join(node_rule_names())} (use "
+                              f"the enumerate route)")
+    rule, skips = node_rule(spec)
     if drafting == "norep" and not skips:
         raise SpectheoryError(f"the node route runs {spec.name!r} under norep drafting only "
                               f"via the enumerate route (its rule does not skip repeated "
@@ -964,7 +965,7 @@ def choose_route(spec: VerifierSpec, drafting: str, route: str = "auto",
                               "(the topk default) need the enumerate route, or pass rows='raw'")
     if route != "auto":
         return route
-    if spec.name in NODE_RULES and (drafting != "norep" or NODE_RULES[spec.name][1]) and \
+    if node_rule(spec) is not None and (drafting != "norep" or spec.rule_skips_repeats) and \
             (not point or spec.name == "topk"):
         return "nodes"
     return "enumerate"
@@ -1077,7 +1078,7 @@ def check_tree_lossless(verifier, instance: Instance, shape, drafting: str | Non
 
 
 __all__ = [
-    "HOME_DRAFTING", "MAX_TREE_NODES", "NODE_RULES", "ROUTES", "TREE_DRAFTING", "TreeShape",
+    "HOME_DRAFTING", "MAX_TREE_NODES", "node_rule", "ROUTES", "TREE_DRAFTING", "TreeShape",
     "analyze_tree", "check_tree_lossless", "choose_route", "default_drafting", "enumerate_count",
     "node_route_work", "refuse_uneven", "shape_from_choices", "shape_from_parents",
     "topk_tokens", "tree_block_law", "tree_block_law_enumerate", "tree_block_law_nodes",

@@ -242,10 +242,14 @@ def specinfer(drafts, q, p) -> MultiLaw:
     return node_recursive_law(drafts, q, p, rrs_rule)
 
 
+def rrs_norep_rule(member, tok, q_rows, p_rows):
+    """Recursive rejection sampling without replacement at one node (module doc)."""
+    return rrs_rule(member, tok, q_rows, p_rows, without_replacement=True)
+
+
 def specinfer_norep(drafts, q, p) -> MultiLaw:
     """Recursive rejection sampling without replacement (Jeon et al.), ``norep`` drafting."""
-    return node_recursive_law(
-        drafts, q, p, lambda m, t, qr, pr: rrs_rule(m, t, qr, pr, without_replacement=True))
+    return node_recursive_law(drafts, q, p, rrs_norep_rule)
 
 
 SPECINFER = VerifierSpec(
@@ -253,9 +257,10 @@ SPECINFER = VerifierSpec(
     node_form="try drafted children in turn, accept w.p. min(1, p'/q); "
               "p' <- normalise(max(p' - q, 0)) on rejection",
     paper="Miao et al., SpecInfer, ASPLOS 2024",
-    summary="recursive rejection sampling on the token tree (i.i.d. drafting)")
+    summary="recursive rejection sampling on the token tree (i.i.d. drafting)", rule=rrs_rule)
 SPECINFER_NOREP = VerifierSpec(
     "specinfer-norep", specinfer_norep, paths=None, drafting="norep",
     node_form="as specinfer, and q' loses the rejected token (renormalised)",
     paper="Jeon et al., Recursive Speculative Decoding, arXiv 2402.14160",
-    summary="recursive rejection sampling without replacement")
+    summary="recursive rejection sampling without replacement", rule=rrs_norep_rule,
+    rule_skips_repeats=True)

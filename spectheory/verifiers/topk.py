@@ -58,4 +58,5 @@ TOPK = VerifierSpec(
     node_form="accept candidate c_j w.p. p'(c_j); p' <- normalise(p' with c_j removed)",
     paper="recursive rejection sampling without replacement (Jeon et al., arXiv 2402.14160) "
           "with q replaced by point masses in candidate order (EAGLE / Medusa static trees)",
-    summary="node-by-node rule for deterministic top-k children (lossless for the topk scheme)")
+    summary="node-by-node rule for deterministic top-k children (lossless for the topk scheme)",
+    rule=topk_rule, rule_skips_repeats=True)

@@ -1,0 +1,221 @@
+"""Node rules given as a coupling: the multi-draft optimal-transport line in the node-rule form.
+
+At a node u of the token tree the m drafted paths through u propose m candidate tokens S (a
+multiset under ``iid`` drafting, a set under ``norep``) drawn from q(.|u). A *single-step
+multi-draft verifier* is a conditional law pi(y | S) of the output token with
+
+    sum_S P(S) pi(y | S) = p(y | u)      for every token y          (losslessness at u),
+
+and it accepts when y is in S (the walk moves to child y, whose paths continue) and otherwise
+stops at u with y as the correction. The optimal-transport papers (Hu et al., arXiv 2502.18779;
+Khisti et al., arXiv 2410.18234; SpecHub, arXiv 2411.05289; Thomas & Pal's Global Resolution,
+arXiv 2511.15898) each give such a pi for one node; :func:`plan_rule` turns one into the node-rule
+signature of :func:`spectheory.verifiers.specinfer.node_recursive_law`, so the same rule runs on the
+token tree of K paths (any L), on draft trees, in the exact engine (float64 and rationals), in the
+sampler and in the real-model loop.
+
+A plan is computed once per node input (the rows q, p and the number of candidates m) by a
+function ``make_plan(q, p, m, scheme) -> NodePlan`` over Python scalars (Fractions in exact
+mode; floats are converted to the Fractions they are, so the plan is exact for the rows it is
+given and rounded once, when the outputs are written back). The rejection law is one row per
+node: every plan here rejects into the normalised unmatched part of p, which is what makes the
+coupling lossless whatever the rejection probabilities of the individual outcomes are.
+
+Outcome laws (:func:`outcomes`): under ``iid`` the m candidates are i.i.d. q, a multiset S of
+probability m! / prod(mult!) prod q(x); under ``norep`` they are min(m, |supp q|) distinct tokens
+drawn one after another without replacement (Jeon et al., arXiv 2402.14160), a set T of
+probability sum over orders of prod q(x_j) / (1 - q(x_1) - ... - q(x_{j-1})), computed by a
+recursion over subsets.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from fractions import Fraction
+from math import comb, factorial
+
+import numpy as np
+
+from .. import backend as B
+from ..errors import SizeLimitError
+
+#: Most candidate outcomes (multisets or sets) a plan enumerates at one node.
+MAX_OUTCOMES = 50_000
+#: Most distinct node inputs whose plans are kept between calls.
+PLAN_CACHE = 4096
+
+
+def outcome_count(support: int, m: int, scheme: str) -> int:
+    """Number of candidate outcomes a plan enumerates at a node with ``support`` tokens of
+    positive draft probability and m candidates."""
+    if scheme == "iid":
+        return comb(support + m - 1, m)
+    return comb(support, min(m, support))
+
+
+def check_outcomes(support: int, m: int, scheme: str, name: str) -> None:
+    n = outcome_count(support, m, scheme)
+    if n > MAX_OUTCOMES:
+        raise SizeLimitError(
+            f"verifier {name!r} enumerates the candidate outcomes at each node: {support} "
+            f"drafted tokens and {m} candidates give {n} {'multisets' if scheme == 'iid' else 'sets'}"
+            f", above the limit of {MAX_OUTCOMES}; use fewer paths or a smaller vocabulary "
+            f"(global-resolution and khisti scale to real vocabularies)")
+
+
+def outcomes(q, m: int, scheme: str) -> dict:
+    """{S: P(S)} for the m candidates at a node (module doc); S a sorted tuple of tokens, only
+    outcomes of positive probability."""
+    support = [x for x in range(len(q)) if q[x] > 0]
+    if m == 0 or not support:
+        return {(): Fraction(1)}
+    if scheme == "iid":
+        out = {}
+        fact = factorial(m)
+        for S in itertools.combinations_with_replacement(support, m):
+            coef = fact
+            prob = Fraction(1)
+            for x, grp in itertools.groupby(S):
+                n = len(list(grp))
+                coef //= factorial(n)
+                prob *= q[x] ** n
+            out[S] = coef * prob
+        return out
+    m = min(m, len(support))
+    # P(the first |T| draws are the set T): recursion over subsets, by size
+    level = {(): Fraction(1)}
+    for _ in range(m):
+        nxt: dict = {}
+        for T, prob in level.items():
+            left = sum((q[x] for x in support if x not in T), Fraction(0))
+            for x in support:
+                if x in T:
+                    continue
+                U = tuple(sorted(T + (x,)))
+                nxt[U] = nxt.get(U, Fraction(0)) + prob * q[x] / left
+        level = nxt
+    return level
+
+
+@dataclass
+class NodePlan:
+    """A single-step coupling at one node: ``accept[S][y]`` = P(Y = y | S) for y in S,
+    ``reject[S]`` = P(Y not in S | S), and the rejection law ``correction`` (a row over the
+    vocabulary, the same for every S). ``stats`` holds what the plan knows of itself (its
+    acceptance probability, for one)."""
+
+    accept: dict
+    reject: dict
+    correction: list
+    stats: dict = field(default_factory=dict)
+
+
+def unmatched_correction(p, accepted) -> tuple[list, Fraction]:
+    """The rejection law normalise(p - a) of a plan whose acceptance mass per token is ``a``
+    (a dict), and its mass 1 - sum a; the target row itself where that mass is zero."""
+    d = [p[y] - accepted.get(y, 0) for y in range(len(p))]
+    total = sum(d, Fraction(0))
+    if total <= 0:
+        return list(p), Fraction(0)
+    return [v / total for v in d], total
+
+
+def _as_fraction(v) -> Fraction:
+    return v if isinstance(v, Fraction) else Fraction(float(v))
+
+
+def _normalised(row) -> list:
+    """A row as Fractions (floats exactly as they are), divided by its sum: the plan is then
+    exactly lossless for the row the float stands for, up to the rounding of its output."""
+    vals = [_as_fraction(v) for v in row]
+    total = sum(vals, Fraction(0))
+    return vals if total in (0, 1) else [v / total for v in vals]
+
+
+def _rows(x):
+    """A backend array as nested Python lists (Fractions stay Fractions)."""
+    if B.is_torch(x):
+        return x.detach().cpu().tolist()
+    return np.asarray(x).tolist()
+
+
+def _like(values, like):
+    if B.is_torch(like):
+        from .._lazy import torch
+        return torch.tensor(values, dtype=like.dtype, device=like.device)
+    return np.array(values, dtype=object if B.is_exact(like) else like.dtype)
+
+
+def plan_rule(make_plan, scheme: str, name: str):
+    """The node rule (signature of :func:`spectheory.verifiers.specinfer.node_recursive_law`)
+    of the coupling ``make_plan(q, p, m, scheme) -> NodePlan`` (module doc).
+
+    Candidates are the member paths' tokens; under ``norep`` a repeated token (a surplus path
+    of the scheme) is skipped, so m counts distinct tokens. The acceptance of token y is put on
+    the first candidate carrying y. Plans are cached per (q, p, m)."""
+    cache: dict = {}
+
+    def plan_for(qrow, prow, m):
+        key = (tuple(qrow), tuple(prow), m)
+        plan = cache.get(key)
+        if plan is None:
+            q, p = _normalised(qrow), _normalised(prow)
+            support = sum(1 for v in q if v > 0)
+            check_outcomes(support, m, scheme, name)
+            plan = make_plan(q, p, m, scheme)
+            if len(cache) >= PLAN_CACHE:
+                cache.clear()
+            cache[key] = plan
+        return plan
+
+    def rule(member, tok, q_rows, p_rows):
+        Bsz, Kr, K = (int(s) for s in member.shape)
+        exact = B.is_exact(q_rows)
+        mem, toks = _rows(member), _rows(tok)
+        qs, ps = _rows(q_rows), _rows(p_rows)
+        conv = (lambda v: v) if exact else float
+        accept = [[[0] * K for _ in range(Kr)] for _ in range(Bsz)]
+        none = [[0] * Kr for _ in range(Bsz)]
+        corr = [[None] * Kr for _ in range(Bsz)]
+        for b in range(Bsz):
+            for k in range(Kr):
+                first = {}
+                cands = []
+                for j in range(K):
+                    if mem[b][k][j]:
+                        t = int(toks[b][j])
+                        if t not in first:
+                            first[t] = j
+                        elif scheme == "norep":
+                            continue
+                        cands.append(t)
+                plan = plan_for(qs[b][k], ps[b][k], len(cands))
+                S = tuple(sorted(cands)) if scheme == "iid" else tuple(sorted(set(cands)))
+                acc = plan.accept.get(S)
+                if acc is None:  # an outcome of probability zero: reject into the plan's row
+                    none[b][k] = conv(Fraction(1))
+                else:
+                    for t, a in acc.items():
+                        accept[b][k][first[t]] = conv(a)
+                    none[b][k] = conv(plan.reject[S])
+                corr[b][k] = [conv(v) for v in plan.correction]
+        zero = B.scalar(q_rows, 0)
+        accept = [[[zero if a == 0 else a for a in row] for row in rows] for rows in accept]
+        return _like(accept, q_rows), _like(none, q_rows), _like(corr, q_rows)
+
+    rule.plan_for = plan_for
+    return rule
+
+
+def node_acceptance(make_plan, q, p, m: int, scheme: str) -> Fraction:
+    """P(Y in S) of a plan at one node: sum_S P(S) sum_{y in S} pi(y | S), exactly."""
+    q, p = _normalised(q), _normalised(p)
+    plan = make_plan(q, p, m, scheme)
+    law = outcomes(q, m, scheme)
+    return sum((P * sum(plan.accept[S].values(), Fraction(0)) for S, P in law.items()),
+               Fraction(0))
+
+
+__all__ = ["NodePlan", "outcomes", "plan_rule", "node_acceptance", "unmatched_correction",
+           "outcome_count", "MAX_OUTCOMES"]

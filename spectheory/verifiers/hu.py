@@ -1,0 +1,144 @@
+"""The optimal-transport rule of multi-draft speculative sampling (Hu et al., "Towards Optimal
+Multi-draft Speculative Decoding", arXiv 2502.18779, ICLR 2025), computed exactly at each node.
+
+At a node with target row p and m candidate tokens S drawn from q (i.i.d. for ``hu``, without
+replacement for ``hu-norep``), the best single-step verifier is an optimal transport plan between
+the law of S and p that keeps as much mass as possible on the diagonal {y in S}. Hu et al.
+characterise its value through the dual (for i.i.d. drafts)
+
+    alpha*(p, q, m) = min_{H subset of vocab} [ p(H) + 1 - q(H)^m ]
+
+(:func:`spectheory.bounds.multidraft_acceptance`) but do not give a rule, so spectheory computes
+the plan itself: it is a bipartite maximum flow from the outcomes S (supply P(S)) to the tokens
+y (capacity p(y)) along the edges y in S, whose minimum cut is the formula above (the cut that
+removes the sinks H and every outcome not inside H). The flow is found exactly, in rationals, by
+a greedy fill followed by augmenting paths (breadth first, so Edmonds-Karp), and
+
+    pi(y | S) = f(S, y) / P(S)  for y in S,
+    P(reject | S) = (P(S) - sum_y f(S, y)) / P(S),   Y | reject ~ normalise(p - sum_S f(S, .)),
+
+is lossless (the unmatched supply is spread over the unmatched demand) and accepts with
+probability alpha*. Many plans attain alpha*; this one is the flow the greedy fill (outcomes in
+lexicographic order, each filling its tokens in increasing id) and the augmentations reach, a
+deterministic choice of spectheory's, not the paper's. At L > 1 the rule runs at every node of the
+token tree of the K paths (as SpecInfer's), with m the number of paths through the node; it is
+then optimal node by node, not over blocks (the direct K-path LP bounds it).
+
+The plan enumerates C(V+m-1, m) multisets (``iid``) or C(V, m) sets (``norep``) at each node, so
+``hu`` is for the exact engine's vocabularies (refused beyond
+:data:`spectheory.verifiers.coupling.MAX_OUTCOMES` outcomes); ``global-resolution`` attains the
+same optimum at real vocabularies.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from fractions import Fraction
+
+from ..registry import VerifierSpec
+from .coupling import NodePlan, outcomes, plan_rule, unmatched_correction
+from .specinfer import node_recursive_law
+
+
+def max_transport(law: dict, p) -> tuple[dict, Fraction]:
+    """A maximum flow from outcomes S (supply ``law[S]``) to tokens y (capacity p[y]) along
+    y in S, exactly: ``({S: {y: flow}}, total flow)``."""
+    supply = dict(law)
+    cap = {y: Fraction(p[y]) for y in range(len(p))}
+    flow: dict = {S: {} for S in law}
+    holders: dict = {y: [] for y in cap}  # outcomes containing y
+    for S in law:
+        for y in dict.fromkeys(S):
+            holders[y].append(S)
+    for S in law:  # greedy fill
+        for y in dict.fromkeys(S):
+            push = min(supply[S], cap[y])
+            if push > 0:
+                flow[S][y] = flow[S].get(y, 0) + push
+                supply[S] -= push
+                cap[y] -= push
+    while True:  # augmenting paths S0 -> y1 -> S1 -> y2 -> ... -> y_n (cap > 0)
+        parent: dict = {}
+        queue = deque()
+        for S in law:
+            if supply[S] > 0:
+                parent[("S", S)] = None
+                queue.append(("S", S))
+        end = None
+        while queue and end is None:
+            kind, node = queue.popleft()
+            if kind == "S":
+                for y in dict.fromkeys(node):
+                    if ("y", y) not in parent:
+                        parent[("y", y)] = (kind, node)
+                        if cap[y] > 0:
+                            end = ("y", y)
+                            break
+                        queue.append(("y", y))
+            else:
+                for S in holders[node]:
+                    if ("S", S) not in parent and flow[S].get(node, 0) > 0:
+                        parent[("S", S)] = (kind, node)
+                        queue.append(("S", S))
+        if end is None:
+            break
+        path = [end]
+        while parent[path[-1]] is not None:
+            path.append(parent[path[-1]])
+        path.reverse()  # S0, y1, S1, y2, ..., y_n
+        push = min(supply[path[0][1]], cap[path[-1][1]])
+        for i in range(2, len(path), 2):  # reverse edges y_i <- S_i carry flow to give back
+            push = min(push, flow[path[i][1]][path[i - 1][1]])
+        for i in range(0, len(path) - 1):
+            (k1, a), (_, b) = path[i], path[i + 1]
+            if k1 == "S":
+                flow[a][b] = flow[a].get(b, 0) + push
+            else:
+                flow[b][a] -= push
+        supply[path[0][1]] -= push
+        cap[path[-1][1]] -= push
+    total = sum((sum(f.values(), Fraction(0)) for f in flow.values()), Fraction(0))
+    return flow, total
+
+
+def hu_plan(q, p, m: int, scheme: str) -> NodePlan:
+    """The optimal transport plan at one node (module doc)."""
+    law = outcomes(q, m, scheme)
+    flow, total = max_transport(law, p)
+    accepted: dict = {}
+    accept, reject = {}, {}
+    for S, P in law.items():
+        accept[S] = {y: f / P for y, f in flow[S].items() if f > 0}
+        reject[S] = 1 - sum(accept[S].values(), Fraction(0))
+        for y, f in flow[S].items():
+            accepted[y] = accepted.get(y, 0) + f
+    correction, _ = unmatched_correction(p, accepted)
+    return NodePlan(accept, reject, correction, {"acceptance": total})
+
+
+hu_rule = plan_rule(hu_plan, "iid", "hu")
+hu_norep_rule = plan_rule(hu_plan, "norep", "hu-norep")
+
+
+def hu(drafts, q, p):
+    """The exact optimal-transport rule of Hu et al. at every node, i.i.d. drafting."""
+    return node_recursive_law(drafts, q, p, hu_rule)
+
+
+def hu_norep(drafts, q, p):
+    """The exact optimal-transport rule at every node, drafting without replacement."""
+    return node_recursive_law(drafts, q, p, hu_norep_rule)
+
+
+HU = VerifierSpec(
+    "hu", hu, paths=None, drafting="iid", order_invariant=True,
+    node_form="maximum-flow optimal transport from the candidate multiset to p; "
+              "reject into normalise(p - accepted)",
+    paper="Hu et al., Towards Optimal Multi-draft Speculative Decoding, arXiv 2502.18779",
+    summary="optimal transport at each node, computed exactly (i.i.d. drafting)", rule=hu_rule)
+HU_NOREP = VerifierSpec(
+    "hu-norep", hu_norep, paths=None, drafting="norep",
+    node_form="as hu, for candidate sets drawn without replacement",
+    paper="Hu et al., Towards Optimal Multi-draft Speculative Decoding, arXiv 2502.18779",
+    summary="optimal transport at each node, computed exactly (drafting without replacement)",
+    rule=hu_norep_rule, rule_skips_repeats=True)

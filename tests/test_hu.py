@@ -1,0 +1,107 @@
+"""Hu et al.'s optimal transport rule (``hu``, ``hu-norep``): exact maximum flow at each node,
+the L = 1 optimum of the direct K-path LP attained exactly, lossless on prefix-dependent rows,
+below the LP at L >= 2, and a planted bug caught."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import pytest
+
+from spectheory.errors import SizeLimitError
+from spectheory.instances import instance_from_dict
+from spectheory.multipath import analyze_multipath, check_lossless_multipath
+from spectheory.random_instances import random_instance
+from spectheory.registry import VerifierSpec
+from spectheory.verifiers import MULTI_PATH
+from spectheory.verifiers.coupling import NodePlan, node_acceptance, outcomes, plan_rule
+from spectheory.verifiers.hu import hu_plan, max_transport
+from spectheory.verifiers.specinfer import node_recursive_law
+
+lp = pytest.importorskip("lp")
+
+
+def one_token(p, q):
+    return instance_from_dict({"vocab_size": len(p), "block_length": 1, "target": p,
+                               "draft": q}, exact=True)
+
+
+TOY1 = one_token(["1/3", "2/3"], ["2/3", "1/3"])
+
+
+def test_outcome_laws_sum_to_one_and_match_brute_force():
+    q = [Fraction(1, 2), Fraction(1, 3), Fraction(0), Fraction(1, 6)]
+    for m in (1, 2, 3):
+        law = outcomes(q, m, "iid")
+        assert sum(law.values()) == 1
+        assert all(2 not in S for S in law)
+        law = outcomes(q, m, "norep")
+        assert sum(law.values()) == 1
+        assert all(len(set(S)) == len(S) == min(m, 3) for S in law)
+    # without replacement, two draws: P({0, 1}) = q0 q1/(1-q0) + q1 q0/(1-q1)
+    assert outcomes(q, 2, "norep")[(0, 1)] == q[0] * q[1] / (1 - q[0]) + q[1] * q[0] / (1 - q[1])
+
+
+def test_max_flow_equals_the_min_cut_formula():
+    """The flow's value is Hu et al.'s alpha* = min_H p(H) + 1 - q(H)^m, exactly."""
+    for seed in range(12):
+        inst = random_instance(4, 1, seed, denominator=7, alpha=0.6)
+        p = list(inst.target.level(0)[0])
+        q = list(inst.draft.level(0)[0])
+        for m in (1, 2, 3, 4):
+            _, total = max_transport(outcomes(q, m, "iid"), p)
+            alpha, _ = lp.multidraft_acceptance_L1(p, q, m)
+            assert total == alpha, (seed, m)
+            assert node_acceptance(hu_plan, q, p, m, "iid") == alpha
+
+
+@pytest.mark.parametrize("K", [2, 3, 4])
+def test_L1_attains_the_direct_lp_optimum_exactly(K):
+    insts = [TOY1, random_instance(3, 1, 4, denominator=9), random_instance(4, 1, 9,
+                                                                             denominator=5)]
+    for inst in insts:
+        got = analyze_multipath(inst, MULTI_PATH["hu"], K, "iid").block_efficiency
+        assert got == lp.direct_lp(inst, K, exact=True).optimum
+    assert analyze_multipath(TOY1, MULTI_PATH["hu"], 3).block_efficiency == 2
+    assert analyze_multipath(TOY1, MULTI_PATH["gbv"], 3).block_efficiency == Fraction(53, 27)
+
+
+@pytest.mark.parametrize("K", [2, 3])
+def test_norep_L1_attains_the_direct_lp_optimum_exactly(K):
+    for inst in (TOY1, random_instance(3, 1, 2, denominator=8), random_instance(4, 1, 5,
+                                                                                denominator=6)):
+        got = analyze_multipath(inst, MULTI_PATH["hu-norep"], K, "norep").block_efficiency
+        assert got == lp.direct_lp(inst, K, exact=True, drafting="norep").optimum
+
+
+def test_prefix_dependent_rows_lossless_and_below_the_lp():
+    inst = random_instance(2, 2, 7, denominator=9)  # rows differ by prefix
+    assert list(inst.target.level(1)[0]) != list(inst.target.level(1)[1])
+    for name, drafting in (("hu", "iid"), ("hu-norep", "norep")):
+        for K in (2, 3):
+            rep = check_lossless_multipath(MULTI_PATH[name], inst, K, drafting)
+            assert rep.lossless and rep.tv == 0
+            be = analyze_multipath(inst, MULTI_PATH[name], K, drafting).block_efficiency
+            assert be <= lp.direct_lp(inst, K, exact=True, drafting=drafting).optimum
+
+
+def _wrong_residual_plan(q, p, m, scheme):
+    """Planted bug: the rejection law is p itself instead of the unmatched part of p."""
+    plan = hu_plan(q, p, m, scheme)
+    return NodePlan(plan.accept, plan.reject, list(p), plan.stats)
+
+
+@pytest.mark.parametrize("make", [_wrong_residual_plan])
+def test_planted_bug_is_caught(make):
+    rule = plan_rule(make, "iid", "bug")
+    spec = VerifierSpec("hu-bug", lambda d, q, p: node_recursive_law(d, q, p, rule),
+                        paths=None, drafting="iid", lossless=False)
+    inst = random_instance(3, 2, 3, denominator=8)
+    rep = check_lossless_multipath(spec, inst, 2, "iid")
+    assert not rep.lossless and rep.tv > 0 and rep.offending is not None
+
+
+def test_size_guard_names_the_count():
+    inst = random_instance(12, 1, 0)
+    with pytest.raises(SizeLimitError, match="multisets"):
+        analyze_multipath(inst, MULTI_PATH["hu"], 8, "iid")
