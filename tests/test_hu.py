@@ -103,5 +103,5 @@ def test_planted_bug_is_caught(make):
 
 def test_size_guard_names_the_count():
     inst = random_instance(12, 1, 0)
-    with pytest.raises(SizeLimitError, match="multisets"):
+    with pytest.raises(SizeLimitError, match="75582 multisets"):
         analyze_multipath(inst, MULTI_PATH["hu"], 8, "iid")

@@ -17,6 +17,8 @@ from ..registry import register
 from .block import BLOCK, block_verification
 from .contrasts import GREEDY, LENIENT, STRICT, THRESHOLD, TYPICAL
 from .hu import HU, HU_NOREP, hu, hu_norep
+from .global_resolution import GLOBAL_RESOLUTION, global_resolution
+from .khisti import KHISTI, khisti
 from .gbv import GBV, GBV_MISMATCHED_TIES, gbv, gbv_mismatched_ties
 from .lossy import UNIFORM_PRODUCT, uniform_product_verification
 from .multipath_baselines import BLOCK_FIRST, TOKEN_FIRST, block_first, token_first
@@ -27,7 +29,7 @@ from .traversal import TRAVERSAL, TRAVERSAL_IID, TRAVERSAL_TREE, traversal, trav
 
 #: The built-in verifiers, in the order listings show them.
 BUILTIN = (TOKEN, BLOCK, GBV, SPECINFER, SPECINFER_NOREP, SPECTR, TRAVERSAL, TRAVERSAL_IID,
-           TRAVERSAL_TREE, HU, HU_NOREP, BLOCK_FIRST, TOKEN_FIRST, STRICT, UNIFORM_PRODUCT,
+           TRAVERSAL_TREE, HU, HU_NOREP, KHISTI, GLOBAL_RESOLUTION, BLOCK_FIRST, TOKEN_FIRST, STRICT, UNIFORM_PRODUCT,
            GBV_MISMATCHED_TIES, GREEDY, THRESHOLD, LENIENT, TYPICAL)
 for _spec in BUILTIN:
     register(_spec)

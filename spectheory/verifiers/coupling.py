@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
+from typing import Callable
 from fractions import Fraction
 from math import comb, factorial
 
@@ -40,28 +41,34 @@ import numpy as np
 from .. import backend as B
 from ..errors import SizeLimitError
 
-#: Most candidate outcomes (multisets or sets) a plan enumerates at one node.
-MAX_OUTCOMES = 50_000
+#: Most candidate outcomes (multisets or sets) a plan enumerates at one node: a maximum-flow
+#: plan in rationals over 2,500 multisets takes about 0.1 s (V = 50, m = 2), over 20,000 minutes.
+MAX_OUTCOMES = 2_500
 #: Most distinct node inputs whose plans are kept between calls.
 PLAN_CACHE = 4096
 
 
 def outcome_count(support: int, m: int, scheme: str) -> int:
     """Number of candidate outcomes a plan enumerates at a node with ``support`` tokens of
-    positive draft probability and m candidates."""
+    positive draft probability and m candidates: multisets (``iid``) or sets (``norep``)."""
     if scheme == "iid":
         return comb(support + m - 1, m)
     return comb(support, min(m, support))
 
 
-def check_outcomes(support: int, m: int, scheme: str, name: str) -> None:
-    n = outcome_count(support, m, scheme)
+def set_count(support: int, m: int, scheme: str = "iid") -> int:
+    """Number of sets of at most m distinct drafted tokens (plans keyed by the set)."""
+    return sum(comb(support, s) for s in range(1, min(m, support) + 1))
+
+
+def check_outcomes(support: int, m: int, scheme: str, name: str, count=outcome_count) -> None:
+    n = count(support, m, scheme)
     if n > MAX_OUTCOMES:
+        what = "multisets" if count is outcome_count and scheme == "iid" else "sets"
         raise SizeLimitError(
             f"verifier {name!r} enumerates the candidate outcomes at each node: {support} "
-            f"drafted tokens and {m} candidates give {n} {'multisets' if scheme == 'iid' else 'sets'}"
-            f", above the limit of {MAX_OUTCOMES}; use fewer paths or a smaller vocabulary "
-            f"(global-resolution and khisti scale to real vocabularies)")
+            f"drafted tokens and {m} candidates give {n} {what}, above the limit of "
+            f"{MAX_OUTCOMES}; use fewer paths or a draft restricted to its top tokens")
 
 
 def outcomes(q, m: int, scheme: str) -> dict:
@@ -101,14 +108,28 @@ def outcomes(q, m: int, scheme: str) -> dict:
 @dataclass
 class NodePlan:
     """A single-step coupling at one node: ``accept[S][y]`` = P(Y = y | S) for y in S,
-    ``reject[S]`` = P(Y not in S | S), and the rejection law ``correction`` (a row over the
-    vocabulary, the same for every S). ``stats`` holds what the plan knows of itself (its
-    acceptance probability, for one)."""
+    ``reject[S]`` = P(Y not in S | S), and the rejection law ``correction``: a row over the
+    vocabulary, the same for every S, or a function S -> row (evaluated for the outcomes
+    looked up only). ``by_set``: the keys S are the sets
+    of distinct candidate tokens (the rule reads only which tokens were drafted), else sorted
+    multisets under ``iid``. ``stats`` holds what the plan knows of itself (its acceptance
+    probability, for one)."""
 
     accept: dict
     reject: dict
-    correction: list
+    correction: list | Callable
     stats: dict = field(default_factory=dict)
+    by_set: bool = False
+
+    def key(self, cands: list, scheme: str) -> tuple:
+        if self.by_set or scheme == "norep":
+            return tuple(sorted(set(cands)))
+        return tuple(sorted(cands))
+
+    def correction_for(self, S: tuple) -> list:
+        if callable(self.correction):
+            return self.correction(S)
+        return self.correction
 
 
 def unmatched_correction(p, accepted) -> tuple[list, Fraction]:
@@ -147,13 +168,15 @@ def _like(values, like):
     return np.array(values, dtype=object if B.is_exact(like) else like.dtype)
 
 
-def plan_rule(make_plan, scheme: str, name: str):
+def plan_rule(make_plan, scheme: str, name: str, count=outcome_count):
     """The node rule (signature of :func:`spectheory.verifiers.specinfer.node_recursive_law`)
     of the coupling ``make_plan(q, p, m, scheme) -> NodePlan`` (module doc).
 
     Candidates are the member paths' tokens; under ``norep`` a repeated token (a surplus path
     of the scheme) is skipped, so m counts distinct tokens. The acceptance of token y is put on
-    the first candidate carrying y. Plans are cached per (q, p, m)."""
+    the first candidate carrying y. Plans are cached per (q, p, m). ``count(support, m,
+    scheme)`` is the number of outcomes the plan enumerates, refused above
+    :data:`MAX_OUTCOMES` before any work."""
     cache: dict = {}
 
     def plan_for(qrow, prow, m):
@@ -162,7 +185,7 @@ def plan_rule(make_plan, scheme: str, name: str):
         if plan is None:
             q, p = _normalised(qrow), _normalised(prow)
             support = sum(1 for v in q if v > 0)
-            check_outcomes(support, m, scheme, name)
+            check_outcomes(support, m, scheme, name, count)
             plan = make_plan(q, p, m, scheme)
             if len(cache) >= PLAN_CACHE:
                 cache.clear()
@@ -191,15 +214,16 @@ def plan_rule(make_plan, scheme: str, name: str):
                             continue
                         cands.append(t)
                 plan = plan_for(qs[b][k], ps[b][k], len(cands))
-                S = tuple(sorted(cands)) if scheme == "iid" else tuple(sorted(set(cands)))
+                S = plan.key(cands, scheme)
                 acc = plan.accept.get(S)
-                if acc is None:  # an outcome of probability zero: reject into the plan's row
+                if acc is None:  # an outcome of probability zero: reject into p itself
                     none[b][k] = conv(Fraction(1))
-                else:
-                    for t, a in acc.items():
-                        accept[b][k][first[t]] = conv(a)
-                    none[b][k] = conv(plan.reject[S])
-                corr[b][k] = [conv(v) for v in plan.correction]
+                    corr[b][k] = [conv(_as_fraction(v)) for v in ps[b][k]]
+                    continue
+                for t, a in acc.items():
+                    accept[b][k][first[t]] = conv(a)
+                none[b][k] = conv(plan.reject[S])
+                corr[b][k] = [conv(v) for v in plan.correction_for(S)]
         zero = B.scalar(q_rows, 0)
         accept = [[[zero if a == 0 else a for a in row] for row in rows] for rows in accept]
         return _like(accept, q_rows), _like(none, q_rows), _like(corr, q_rows)
@@ -212,10 +236,46 @@ def node_acceptance(make_plan, q, p, m: int, scheme: str) -> Fraction:
     """P(Y in S) of a plan at one node: sum_S P(S) sum_{y in S} pi(y | S), exactly."""
     q, p = _normalised(q), _normalised(p)
     plan = make_plan(q, p, m, scheme)
-    law = outcomes(q, m, scheme)
-    return sum((P * sum(plan.accept[S].values(), Fraction(0)) for S, P in law.items()),
-               Fraction(0))
+    total = Fraction(0)
+    for S, P in outcomes(q, m, scheme).items():
+        total += P * sum(plan.accept[plan.key(list(S), scheme)].values(), Fraction(0))
+    return total
 
 
-__all__ = ["NodePlan", "outcomes", "plan_rule", "node_acceptance", "unmatched_correction",
-           "outcome_count", "MAX_OUTCOMES"]
+def node_output_law(make_plan, q, p, m: int, scheme: str) -> list:
+    """The law of the output token at one node, sum_S P(S) pi(. | S), exactly: equal to p for a
+    lossless plan (tests and the claims ledger read it)."""
+    q, p = _normalised(q), _normalised(p)
+    plan = make_plan(q, p, m, scheme)
+    out = [Fraction(0)] * len(p)
+    for S, P in outcomes(q, m, scheme).items():
+        key = plan.key(list(S), scheme)
+        for y, a in plan.accept[key].items():
+            out[y] += P * a
+        row = plan.correction_for(key)
+        for y in range(len(p)):
+            out[y] += P * plan.reject[key] * row[y]
+    return out
+
+
+def set_law(q, m: int) -> dict:
+    """{D: P(the set of distinct tokens among m i.i.d. draws from q is D)}, by inclusion and
+    exclusion over subsets: P(D) = sum_{B subset of D} (-1)^(|D|-|B|) q(B)^m (sets of at most m
+    tokens of positive probability)."""
+    support = [x for x in range(len(q)) if q[x] > 0]
+    if m == 0 or not support:
+        return {(): Fraction(1)}
+    out = {}
+    for r in range(1, min(m, len(support)) + 1):
+        for D in itertools.combinations(support, r):
+            total = Fraction(0)
+            for s in range(r + 1):
+                for B in itertools.combinations(D, s):
+                    total += (-1) ** (r - s) * sum((q[x] for x in B), Fraction(0)) ** m
+            if total > 0:
+                out[D] = total
+    return out
+
+
+__all__ = ["NodePlan", "outcomes", "set_law", "plan_rule", "node_acceptance",
+           "node_output_law", "unmatched_correction", "outcome_count", "set_count", "MAX_OUTCOMES"]
