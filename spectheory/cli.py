@@ -44,6 +44,7 @@ COMMAND_MODULES = [
     "toy_models.cli",
     "gpu_validation.cli",
     "lp.cli",
+    "lp.claims",
 ]
 
 

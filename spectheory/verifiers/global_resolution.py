@@ -35,9 +35,9 @@ acceptance is alpha* up to the optimiser's error (tested below 1e-9).
 
 The paper's **truncated setting** (:func:`global_resolution_plan` with ``truncation=tau``) keeps
 only the smallest sets of outer tokens T (by q, decreasing) with 1 - q(H* + T)^m <= tau and of
-inner tokens with q(H*)^m - q(T_in)^m <= tau in the programs, and skips the repair. The paper
-does not say how sets with tokens outside the truncation are handled; spectheory gives such a set
-the softmax over its truncated tokens (uniform over A if none is kept). The law is then not
+inner tokens with q(H*)^m - q(T_in)^m <= tau: the programs leave out every draft set with a token
+outside them, and the repair is skipped. The paper does not say how such a set is then handled;
+spectheory gives it the softmax over its kept tokens (uniform over A if none is kept). The law is then not
 exactly p, and the exact engine reports its distance (:func:`truncated_global_resolution`).
 
 At L > 1 the rule runs at every node of the token tree of the K paths, as the paper's appendix
@@ -180,12 +180,20 @@ def global_resolution_plan(q, p, m: int, scheme: str, truncation: float = 0.0,
     keep_in = set(H)
     if truncation > 0:
         keep_out, keep_in = _truncation_sets(p, q, m, H, pout, truncation)
-    out_w = _solve(law, lambda D: [v for v in D if v not in Hs and v in keep_out]
-                   if any(v not in Hs for v in D) else None,
-                   {v: t for v, t in pout.items() if v in keep_out and q[v] > 0}, slack=False)
-    in_w = _solve(law, lambda D: None if any(v not in Hs for v in D) else
-                  [v for v in D if v in keep_in],
-                  {v: p[v] for v in H if v in keep_in and q[v] > 0}, slack=True)
+    kept = keep_out | keep_in
+
+    def outer_set(D):  # the programs leave out the sets with a token outside the truncation
+        if all(v in Hs for v in D) or any(v not in kept for v in D):
+            return None
+        return [v for v in D if v not in Hs]
+
+    def inner_set(D):
+        return list(D) if all(v in Hs and v in keep_in for v in D) else None
+
+    out_w = _solve(law, outer_set, {v: t for v, t in pout.items() if v in keep_out and
+                                    q[v] > 0}, slack=False)
+    in_w = _solve(law, inner_set, {v: p[v] for v in H if v in keep_in and q[v] > 0},
+                  slack=True)
     accept, reject = {}, {}
     rows = [Fraction(0)] * V
     for D, P in law.items():
