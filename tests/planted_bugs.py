@@ -99,3 +99,23 @@ def context_switch(drafts, q, p):
 def specinfer_multi(drafts, q, p):
     """The lossless K-path SpecInfer law (a base for corrupted K-path laws)."""
     return MULTI_PATH["specinfer"](drafts, q, p)
+
+
+def _hu_reject_into_p(q, p, m, scheme):
+    """Hu's transport plan whose rejection law is the whole target row p instead of the
+    unmatched part of p."""
+    from spectheory.verifiers.coupling import NodePlan
+    from spectheory.verifiers.hu import hu_plan
+
+    plan = hu_plan(q, p, m, scheme)
+    return NodePlan(plan.accept, plan.reject, list(p), plan.stats)
+
+
+@verifier(paths=None, drafting="iid", lossless=False)
+def hu_reject_into_p_multi(drafts, q, p):
+    """Planted bug: the optimal-transport rule at each node rejects into p itself, so tokens
+    already covered by the accepted mass are emitted twice."""
+    from spectheory.verifiers.coupling import plan_rule
+    from spectheory.verifiers.specinfer import node_recursive_law
+
+    return node_recursive_law(drafts, q, p, plan_rule(_hu_reject_into_p, "iid", "hu-bug"))

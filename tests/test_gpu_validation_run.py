@@ -169,3 +169,21 @@ def test_record_rows_then_audit_them(env, tmp_path, monkeypatch, capsys):
     for path in (bad, tmp_path / "missing.pt", env["cache"]):
         code, stdout, err = _cli(["audit", "--rows-file", path], capsys)
         assert code == 2 and stdout == "" and len(err.strip().splitlines()) == 1, err
+
+
+def test_lossless_command_on_the_optimal_transport_rules(env, tmp_path, monkeypatch, capsys):
+    """The multi-draft OT rules run in the real-model loop on the same functions as the exact
+    engine: with K = 3 drafted paths on tiny models none is rejected (family-wise false-alarm
+    rate 1e-3), and a planted bug beside them (the OT rule rejecting into p itself,
+    ``planted_bugs:hu_reject_into_p_multi``) is: the test sees a lossy K-path law at this size."""
+    monkeypatch.setenv("SPECTHEORY_CACHE", env["cache"])
+    res = tmp_path / "lossless.json"
+    code, stdout, err = _cli(["validate", "lossless", "--draft", env["draft"], "--target",
+                              env["target"], "--verifiers",
+                              "hu,khisti,global-resolution,planted_bugs:hu_reject_into_p_multi", "--K", "3",
+                              "--samples", "4000", "--L", "2", "--contexts", "1", "--chunk",
+                              "4000", "--out", res], capsys)
+    assert code == 0, stdout + err
+    v = json.loads(res.read_text())["contexts"][0]["verifiers"]
+    assert not any(v[n]["rejected"] for n in ("hu", "khisti", "global-resolution"))
+    assert v["planted_bugs:hu_reject_into_p_multi"]["rejected"]
