@@ -27,6 +27,7 @@ from spectheory.errors import SpectheoryError
 from spectheory.exact import analyze
 from spectheory.figures import jsonable
 from spectheory.instances import Instance
+from spectheory.registry import DRAFTING_MAX_PATHS
 from spectheory.verifiers import MULTI_PATH, block_verification, token_verification
 
 #: The published numbers (Sun et al., PaLM-2 S target / XXS draft, average of 8 datasets).
@@ -99,14 +100,16 @@ def _multipath_data(quick: bool) -> str:
 
     g = MULTIPATH_GRID[quick]
     verifiers = dict(MULTI_PATH)
-    drafting = {name: ("norep" if v.drafting == "norep" else "iid")
-                for name, v in verifiers.items()}
+    drafting = {name: v.default_drafting for name, v in verifiers.items()}
     rows, notes = [], []
     for seed in range(g["seeds"]):
         inst = make_family("dirichlet", g["V"], g["L"], seed, 1.0)
         for K in g["Ks"]:
             row = {"seed": seed, "K": K, "be": {}}
             for name, v in verifiers.items():
+                if K > DRAFTING_MAX_PATHS.get(drafting[name], K):  # hub drafting: K <= 2
+                    row["be"][name] = None
+                    continue
                 try:
                     row["be"][name] = float(analyze(inst, v, name, paths=K,
                                                     drafting=drafting[name]).block_efficiency)
@@ -124,6 +127,9 @@ def _multipath_data(quick: bool) -> str:
                 except SpectheoryError as exc:
                     notes.append(f"no LP optimum for drafting without replacement "
                                  f"(lp.direct_lp: {exc})")
+            row["direct_lp_hub"] = None
+            if small and "hub" in drafting.values() and K <= DRAFTING_MAX_PATHS["hub"]:
+                row["direct_lp_hub"] = float(direct_lp(inst, paths=K, drafting="hub").optimum)
             rows.append(row)
     data = {"V": g["V"], "L": g["L"], "Ks": list(g["Ks"]), "seeds": g["seeds"],
             "direct_max_K": g["direct_max_K"], "verifiers": list(verifiers),

@@ -5,7 +5,8 @@ Block efficiency E[tau+1] of each lossless multi-path verifier in
 SpecTr, traversal verification, and block / token verification on the first path as baselines)
 with K = 1..4 draft paths, mean over 6 Dirichlet(1) instances with V = 3, L = 2, each exact in
 float64 over all V^(LK) joint drafts. Each verifier runs under the drafting scheme it is lossless
-for: K i.i.d. paths (solid) or distinct first tokens, "without replacement" (dashed). Black marks:
+for: K i.i.d. paths (solid), distinct first tokens, "without replacement" (dashed), or SpecHub's
+hub drafting (dash-dotted; K <= 2). Black marks:
 the direct LP optimum over all valid K-path verifiers under each scheme (:func:`lp.direct_lp`);
 dotted: the compact node-budget multi-path relaxation for i.i.d. drafts (:func:`lp.multipath_lp`,
 an upper bound).
@@ -34,11 +35,11 @@ def plot(data: dict):
     fig, ax = plt.subplots(figsize=(10.5, 4.8))
     Ks = np.array(data["Ks"])
     markers = "osD^v<>p*h"
+    style = {"norep": ("--", " (drafts without replacement)"), "hub": ("-.", " (hub drafting)")}
     for j, name in enumerate(data["verifiers"]):
-        norep = data["drafting"][name] == "norep"
+        ls, note = style.get(data["drafting"][name], ("-", ""))
         ax.plot(Ks, mean_by_K(data, lambda r, n=name: r["be"].get(n)), marker=markers[j % 10],
-                ms=5, ls="--" if norep else "-",
-                label=name + (" (drafts without replacement)" if norep else ""))
+                ms=5, ls=ls, label=name + note)
     ax.plot(Ks, mean_by_K(data, lambda r: r["multipath_lp"]), color="k", ls=":", lw=1.5,
             label="multi-path LP relaxation (upper bound, i.i.d. drafts)")
     ax.plot(Ks, mean_by_K(data, lambda r: r["direct_lp"]), "kx", ms=10, mew=2,
@@ -46,6 +47,9 @@ def plot(data: dict):
     dn = mean_by_K(data, lambda r: r["direct_lp_norep"])
     if not np.all(np.isnan(dn)):
         ax.plot(Ks, dn, "k+", ms=11, mew=2, label="direct LP optimum (drafts without replacement)")
+    dh = mean_by_K(data, lambda r: r.get("direct_lp_hub"))
+    if not np.all(np.isnan(dh)):
+        ax.plot(Ks, dh, "k1", ms=12, mew=2, label="direct LP optimum (hub drafting, K <= 2)")
     footnote(fig, data["notes"])
     ax.set_xticks(Ks)
     ax.set_xlabel("K = number of draft paths")

@@ -28,8 +28,8 @@ STEM = "fig5_multipath_gap"
 def optimum(row: dict, drafting: str = "iid"):
     """The tightest optimum under ``drafting``: the direct LP where solved, else (i.i.d. drafting
     only) the compact node-budget relaxation, an upper bound."""
-    if drafting == "norep":
-        return row["direct_lp_norep"]
+    if drafting in ("norep", "hub"):
+        return row.get(f"direct_lp_{drafting}")
     return row["direct_lp"] if row["direct_lp"] is not None else row["multipath_lp"]
 
 

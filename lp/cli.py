@@ -21,6 +21,7 @@ from spectheory import limits
 from spectheory.commands import MAX_PATHS, add_instance_options, emit, int_in
 from spectheory.errors import SizeLimitError, SpectheoryError
 from spectheory.instances import load_instance
+from spectheory.registry import DRAFTING
 
 PROBLEMS = ("node-budget", "direct", "coupling", "multipath", "selection")
 
@@ -137,9 +138,9 @@ def register(sub) -> None:
     p.add_argument("--paths", type=int_in(1, MAX_PATHS), default=1,
                    help=f"number K of drafted paths (direct, multipath, selection; "
                         f"1..{MAX_PATHS}, default 1)")
-    p.add_argument("--drafting", choices=("iid", "norep"), default="iid",
-                   help="direct and selection LPs: i.i.d. paths (default) or first tokens "
-                        "without replacement")
+    p.add_argument("--drafting", choices=DRAFTING, default="iid",
+                   help="direct and selection LPs: i.i.d. paths (default), first tokens "
+                        "without replacement (norep) or SpecHub's hub drafting (hub, K <= 2)")
     p.add_argument("--solver", choices=("highs", "cvxpy"), default=None,
                    help="float LP route (default highs: HiGHS on the sparse matrices)")
     p.set_defaults(func=cmd_lp)

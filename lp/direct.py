@@ -2,7 +2,11 @@
 
 Drafting (``drafting="iid"``, the default): K paths X_1..X_K of length L drawn i.i.d. from q
 (with replacement, duplicates allowed); ``drafting="norep"``: the
-first tokens drawn without replacement (the ``norep`` scheme of :mod:`spectheory.multipath`). A K-path verifier is any
+first tokens drawn without replacement (the ``norep`` scheme of :mod:`spectheory.multipath`);
+``drafting="hub"``: SpecHub's two paths, the draft's most probable first token a and one
+companion (K <= 2, the ``hub`` scheme of :mod:`spectheory.multipath`), so that
+``direct_lp(instance, 2, drafting="hub")`` bounds every valid verifier of SpecHub's drafts (at
+L = 1 SpecHub attains it). A K-path verifier is any
 randomised map from the drafted paths to an output block b = (y^i, a): a prefix y^i (0 <= i <= L)
 of one of the drafted paths followed by one token a (for i = L it is the bonus token). Its law is
 the table z(omega, b) = P(drafts = omega, output = b) >= 0 with sum_b z(omega, b) = P(omega).
@@ -21,7 +25,9 @@ multi-path verifier under this drafting scheme.
 
 Reduction used: the verifier may depend on the order of the paths, but averaging a solution over
 permutations of the K paths keeps it feasible with the same value, so it suffices to optimise over
-multisets of paths (outcome probability: multinomial coefficient times the product of q(X_k));
+multisets of paths (outcome probability: multinomial coefficient times the product of q(X_k); under
+``norep`` and ``hub``, which are not exchangeable, the ordered outcomes with one multiset are
+merged: a verifier of the merged outcome splits back in proportion to their probabilities);
 ``details["ordered_outcomes"]`` reports V^(LK), the number of ordered draft outcomes.
 Size: variables = sum over multisets of V * (number of distinct prefixes of its paths, at most
 1 + K L), plus sum_{j=1}^{L+1} V^j block-law variables.
@@ -35,13 +41,15 @@ from math import comb, factorial
 
 import numpy as np
 
+from spectheory.errors import SpectheoryError
 from spectheory.instances import Instance
+from spectheory.registry import check_drafting_paths
 
 from .node_budget import _tables
 from .result import LPError, LPResult
 from .sparse import SparseLP, Timer, check_lp_size, concat_blocks, solve_exact_via_highs
 
-DRAFTING = ("iid", "norep")
+DRAFTING = ("iid", "norep", "hub")
 
 
 def direct_size(V: int, L: int, K: int) -> tuple[int, int]:
@@ -107,6 +115,35 @@ def _outcomes_norep(N: int, K: int, L: int, V: int, qpath, qroot, exact: bool):
     return combos, prob
 
 
+def _outcomes_hub(K: int, L: int, V: int, qpath, qroot, exact: bool):
+    """SpecHub's drafting (the ``hub`` scheme of :mod:`spectheory.multipath`, K <= 2): the
+    ordered outcomes of positive probability, their probabilities from
+    :func:`spectheory.multipath.draft_weight` (one copy of the scheme's law), merged into
+    multisets."""
+    from collections import defaultdict
+
+    from spectheory.multipath import draft_weight
+
+    N = V**L
+    support = np.array([x for x in range(N) if qpath[x] != 0], dtype=np.int64)
+    seq = np.array(list(itertools.product(support, repeat=K)), dtype=np.int64).reshape(-1, K)
+    qpath, qroot = np.asarray(qpath), np.asarray(qroot)
+    first = np.arange(N) // V ** (L - 1)
+    zero = Fraction(0) if exact else 0.0
+    tail = np.array([qpath[x] / qroot[first[x]] if qroot[first[x]] != 0 else zero
+                     for x in range(N)], dtype=object if exact else np.float64)
+    weight = draft_weight(seq, "hub", qpath, qroot, tail, L, V)
+    acc = defaultdict(lambda: zero)
+    for row, w in zip(seq, weight):
+        if w != 0:
+            acc[tuple(sorted(int(x) for x in row))] += w
+    keys = sorted(acc)
+    combos = np.array(keys, dtype=np.int64).reshape(-1, K)
+    prob = np.empty(len(keys), dtype=object) if exact else np.empty(len(keys))
+    prob[:] = [acc[k] for k in keys]
+    return combos, prob
+
+
 def build_direct(instance: Instance, paths: int = 1, exact: bool = False,
                  drafting: str = "iid", limit: int | None = None, sympy: bool = False):
     V, L, K = instance.vocab_size, instance.block_length, int(paths)
@@ -114,6 +151,10 @@ def build_direct(instance: Instance, paths: int = 1, exact: bool = False,
         raise LPError(f"paths = {K} must be at least 1")
     if drafting not in DRAFTING:
         raise LPError(f"unknown drafting scheme {drafting!r}; choose from {', '.join(DRAFTING)}")
+    try:
+        check_drafting_paths(drafting, K)
+    except SpectheoryError as exc:
+        raise LPError(str(exc)) from None
     n_est, nnz_est = direct_size(V, L, K)
     mode = "sympy" if sympy else ("exact" if exact else "float")
     check_lp_size(n_est, nnz_est, f"direct LP with K = {K}", limit, mode,
@@ -132,6 +173,8 @@ def draft_outcomes(Q, V: int, L: int, K: int, drafting: str, exact: bool):
     :func:`lp.node_budget._tables`)."""
     if drafting == "iid":
         return _outcomes(V**L, K, Q[L], exact)
+    if drafting == "hub":
+        return _outcomes_hub(K, L, V, Q[L], Q[1], exact)
     return _outcomes_norep(V**L, K, L, V, Q[L], Q[1], exact)
 
 

@@ -12,6 +12,7 @@ from . import limits
 from .errors import SpectheoryError
 from .exact import MAX_LOSSLESS_TOL, analysis_summary, analyze, check_lossless, check_tolerance
 from .law import LawError
+from .registry import DRAFTING
 from .instances import (DEFAULT_TOL, MAX_BLOCK, MAX_JSON_PREFIXES, MAX_TOL, MAX_VOCAB,
                         check_row_tolerance, instance_to_dict, load_instance)
 from .random_instances import (ALPHA_RANGE, MAX_DENOMINATOR, MAX_SEED, check_alpha, check_seed,
@@ -270,10 +271,11 @@ def add_multi_path_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--paths", type=int_in(1, MAX_PATHS), default=None, metavar="K",
                    help="number of draft paths (default 1); a single-path verifier accepts "
                         "only 1, a module:function verifier with K > 1 is read as K-path")
-    p.add_argument("--drafting", choices=("iid", "norep"), default=None,
-                   help="drafting scheme of the K paths: iid (with replacement) or norep "
-                        "(distinct first tokens); default: the scheme the verifier is "
-                        "lossless under")
+    p.add_argument("--drafting", choices=DRAFTING, default=None,
+                   help="drafting scheme of the K paths: iid (with replacement), norep "
+                        "(distinct first tokens) or hub (SpecHub's top token and one "
+                        "companion, K <= 2); default: the scheme the verifier is lossless "
+                        "under")
 
 
 def register(sub) -> None:

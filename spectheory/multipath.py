@@ -10,6 +10,14 @@ Drafting schemes for K paths of length L below a context c (:data:`DRAFTING`):
   q(.|c) has only m < K tokens of positive probability, paths m+1..K repeat path 1 (they add no
   draft). P(X_1..X_K) = prod_{k<=m} q(X_{k,1}|c) / (1 - sum_{j<k} q(X_{j,1}|c))
   * prod_{i>1} q(X_{k,i}|X_k^{i-1}), and zero unless the first tokens are distinct.
+* ``hub``: SpecHub's drafting (Sun et al., arXiv 2411.05289), K <= 2 (larger K is refused,
+  :data:`spectheory.registry.DRAFTING_MAX_PATHS`). With a = argmax q(.|c) (ties: the smallest
+  token id, :func:`spectheory.verifiers.spechub.hub_tokens`), path 1's first token is X_1 ~ q(.|c);
+  path 2's is a if X_1 != a, else a draw from q(.|c) without a, renormalised; the rest of each path
+  autoregressively from q, as under ``norep``. So P(first tokens (i, a)) = q(i|c) and
+  P((a, i)) = q(a|c) q(i|c) / (1 - q(a|c)) for i != a, zero on other pairs, times
+  prod_{i>1} q(X_{k,i}|X_k^{i-1}) for each path. If q(.|c) has one token of positive probability,
+  path 2 repeats path 1 (as the surplus paths of ``norep``). K = 1 is plain drafting.
 
 The exact engine enumerates all V**(L K) joint outcomes (in chunks, float64 torch or numpy
 Fractions), evaluates the verifier's :class:`spectheory.law.MultiLaw` on each, and accumulates
@@ -43,10 +51,11 @@ from .exact import BlockLaw, ExactAnalysis, LosslessReport, analyze, check_lossl
 from .instances import Instance
 from .law import ROW_SUM_TOL, validate_law
 from .models import TableModel
-from .registry import DRAFTING, Plan, get_verifier
+from .registry import DRAFTING, Plan, check_drafting_paths, get_verifier
 from .tree import check_size, levels, path_probabilities, sequence_tokens
 from .verifiers.common import rows_follow_prefixes
 from .verifiers.gbv import skewed_levels
+from .verifiers.spechub import hub_tokens
 
 #: Joint outcomes per chunk in exact rational mode.
 EXACT_CHUNK = 2048
@@ -69,6 +78,7 @@ def _check_args(paths, drafting):
     if drafting not in DRAFTING:
         raise SpectheoryError(f"unknown drafting scheme {drafting!r}; choose from "
                               f"{', '.join(DRAFTING)}")
+    check_drafting_paths(drafting, paths)
 
 
 def draft_rows(q_levels, p_levels, drafts, L: int, V: int):
@@ -103,6 +113,40 @@ def _norep_weight(seq, q_root, tail, L: int, V: int):
             same = seq[:, k] == seq[:, 0]
             weight = Bk.where(same, weight, Bk.zeros_like(weight))
     return weight
+
+
+def _hub_weight(seq, q_root, tail, L: int, V: int):
+    """Probability of joint outcomes ``seq`` [B, K] (path sequence indices, K <= 2) under
+    ``hub`` (module doc)."""
+    Bsz, K = seq.shape
+    first = seq // V ** (L - 1)
+    weight = q_root[first[:, 0]] * tail[seq[:, 0]]  # path 1: a plain draft path
+    if K == 1:
+        return weight
+    check_drafting_paths("hub", K)
+    zero = Bk.zeros_like(weight)
+    if int(Bk.sum(Bk.to_int(q_root > 0), axis=0)) == 1:  # no companion: path 2 repeats path 1
+        return Bk.where(seq[:, 1] == seq[:, 0], weight, zero)
+    a = int(hub_tokens(q_root))
+    f0, f1 = first[:, 0], first[:, 1]
+    companion = Bk.safe_div(q_root[f1], Bk.full((Bsz,), 1, q_root) - q_root[a], zero)
+    second = Bk.where(f0 == a, Bk.where(f1 == a, zero, companion),
+                      Bk.where(f1 == a, Bk.ones_like(weight), zero))
+    return weight * second * tail[seq[:, 1]]
+
+
+def draft_weight(seq, drafting: str, qpath, q_root, tail, L: int, V: int):
+    """Probability of joint outcomes ``seq`` [B, K] (path sequence indices) under a drafting
+    scheme: ``qpath`` [V**L] the draft's path probabilities, ``q_root`` [V] its root row,
+    ``tail`` [V**L] the probability of each path's tokens after the first."""
+    if drafting == "iid":
+        weight = qpath[seq[:, 0]]
+        for k in range(1, seq.shape[1]):
+            weight = weight * qpath[seq[:, k]]
+        return weight
+    if drafting == "hub":
+        return _hub_weight(seq, q_root, tail, L, V)
+    return _norep_weight(seq, q_root, tail, L, V)
 
 
 def _arange(f0: int, n: int, exact: bool, like):
@@ -254,6 +298,7 @@ def multipath_block_law(verifier, q_levels, p_levels, V: int, L: int, K: int,
     sample, :func:`_check_paths_read`); progress is still counted in joint outcomes of K paths.
     """
     spec = get_verifier(verifier)
+    _check_args(int(K), drafting)
     exact = Bk.is_exact(p_levels[0])
     like = p_levels[0]
     symmetric = use_symmetry(Plan(spec, K, drafting), symmetric)
@@ -266,12 +311,7 @@ def multipath_block_law(verifier, q_levels, p_levels, V: int, L: int, K: int,
     tok_tab, q_tab, p_tab, node_tab = path_tables(q_levels, p_levels, L, V)
     if spec.paths_read is not None and spec.paths_read < K:  # enumerate the paths it reads
         def weight_of(seq):
-            if drafting == "iid":
-                w = qpath[seq[:, 0]]
-                for k in range(1, seq.shape[1]):
-                    w = w * qpath[seq[:, k]]
-                return w
-            return _norep_weight(seq, q_root, tail, L, V)
+            return draft_weight(seq, drafting, qpath, q_root, tail, L, V)
 
         _check_paths_read(spec, spec.paths_read, K, (tok_tab, q_tab, p_tab, node_tab),
                           weight_of, exact)
@@ -306,7 +346,7 @@ def multipath_block_law(verifier, q_levels, p_levels, V: int, L: int, K: int,
             for k in range(K):
                 weight = qpath[seq[:, k]] if weight is None else weight * qpath[seq[:, k]]
         else:
-            weight = _norep_weight(seq, q_root, tail, L, V)
+            weight = draft_weight(seq, drafting, qpath, q_root, tail, L, V)
         keep = weight != 0  # outcomes of probability zero contribute nothing: skip them
         if not bool(keep.all()):
             seq, weight = seq[keep], weight[keep]
@@ -396,13 +436,18 @@ def sample_drafts(instance: Instance, paths: int, n: int, drafting: str = "iid",
     used = torch.zeros(n, V, dtype=torch.bool, device=device)
     m = int((root > 0).sum())
     for k in range(K):
-        if drafting == "norep" and k >= m:
+        if (drafting == "norep" and k >= m) or (drafting == "hub" and k >= 1 and m == 1):
             out[:, k] = out[:, 0]
             continue
         row = root.expand(n, V)
         if drafting == "norep":
             row = torch.where(used, torch.zeros_like(row), row)
+        if drafting == "hub" and k == 1:  # the companion of a drafted hub, else the hub
+            a = hub_tokens(root)
+            row = torch.where(torch.arange(V, device=device) == a, torch.zeros_like(row), row)
         x = torch.multinomial(row, 1, generator=generator)[:, 0]
+        if drafting == "hub" and k == 1:
+            x = torch.where(out[:, 0, 0] == a, x, a)
         used[torch.arange(n, device=device), x] = True
         node = x
         out[:, k, 0] = x
@@ -437,6 +482,7 @@ __all__ = [
     "analyze_multipath",
     "check_lossless_multipath",
     "draft_rows",
+    "draft_weight",
     "gbv_skewed_draft",
     "multipath_block_law",
     "outcome_count",

@@ -33,7 +33,10 @@ from .errors import SpectheoryError
 from .law import Law
 
 #: Drafting schemes of K paths (see :mod:`spectheory.multipath`).
-DRAFTING = ("iid", "norep")
+DRAFTING = ("iid", "norep", "hub")
+#: The most paths a drafting scheme defines (schemes not listed take any K): ``hub`` drafts the
+#: draft's most probable token and one companion (SpecHub, arXiv 2411.05289), so K <= 2.
+DRAFTING_MAX_PATHS = {"hub": 2}
 #: Entry-point group through which installed packages register verifiers.
 ENTRY_POINT_GROUP = "spectheory.verifiers"
 
@@ -56,8 +59,9 @@ class VerifierSpec:
         Either returns a :class:`spectheory.law.Law`.
     paths : int or None
         1 for a single-path verifier; ``None`` for one that takes any K >= 1.
-    drafting : {"iid", "norep", "any"}
-        The drafting scheme of the K paths under which the verifier is lossless (``"any"``: both).
+    drafting : {"iid", "norep", "hub", "any"}
+        The drafting scheme of the K paths under which the verifier is lossless (``"any"``: iid
+        and norep).
     lossless : bool
         False for the known-lossy negative controls and bug replicas.
     order_invariant : bool
@@ -122,7 +126,8 @@ class VerifierSpec:
                                   f"integer or None, not {self.paths_read!r}")
         if self.drafting not in DRAFTING + ("any",):
             raise SpectheoryError(f"verifier {self.name!r}: unknown drafting scheme "
-                                  f"{self.drafting!r}; choose from iid, norep, any")
+                                  f"{self.drafting!r}; choose from "
+                                  f"{', '.join(DRAFTING + ('any',))}")
 
     @property
     def single_path(self) -> bool:
@@ -309,6 +314,16 @@ def get_verifier(verifier: Any, multi_path: bool = False) -> VerifierSpec:
                           f"{type(verifier).__name__}")
 
 
+def check_drafting_paths(drafting: str, paths: int) -> None:
+    """Refuse K = ``paths`` paths under a scheme that defines fewer (:data:`DRAFTING_MAX_PATHS`),
+    in one line naming both."""
+    cap = DRAFTING_MAX_PATHS.get(drafting)
+    if cap is not None and paths > cap:
+        raise SpectheoryError(f"the {drafting} drafting scheme drafts at most {cap} paths "
+                              f"(the draft's most probable token and one companion; SpecHub, "
+                              f"arXiv 2411.05289), not {paths}; use --paths {cap} or less")
+
+
 class Plan(NamedTuple):
     """What the engine runs: the verifier, K and the drafting scheme."""
 
@@ -323,7 +338,8 @@ def plan(verifier: Any, paths: int | None = None, drafting: str | None = None) -
     single-path one otherwise. A single-path verifier takes K = 1 only (``block-first`` /
     ``token-first`` run block / token verification on the first of K paths). Asking for a
     drafting scheme the verifier is not designed for is allowed (that is how lossiness under the
-    wrong scheme is shown) and issues a :class:`DraftingWarning`."""
+    wrong scheme is shown) and issues a :class:`DraftingWarning`. K beyond what the scheme
+    defines (``hub``: K <= 2, :data:`DRAFTING_MAX_PATHS`) is refused."""
     if paths is None:
         paths = 1
     if isinstance(paths, bool) or not isinstance(paths, int) or paths < 1:
@@ -345,8 +361,10 @@ def plan(verifier: Any, paths: int | None = None, drafting: str | None = None) -
     elif spec.drafting not in ("any", drafting) and paths > 1:
         warnings.warn(f"{spec.name} is designed for {spec.drafting} drafting; analysing it "
                       f"under {drafting} drafting", DraftingWarning, stacklevel=2)
+    check_drafting_paths(drafting, paths)
     return Plan(spec, paths, drafting)
 
 
-__all__ = ["DRAFTING", "DraftingWarning", "ENTRY_POINT_GROUP", "Plan", "VerifierSpec",
-           "get_verifier", "plan", "register", "registered", "verifier", "verifier_names"]
+__all__ = ["DRAFTING", "DRAFTING_MAX_PATHS", "DraftingWarning", "ENTRY_POINT_GROUP", "Plan",
+           "VerifierSpec", "check_drafting_paths", "get_verifier", "plan", "register",
+           "registered", "verifier", "verifier_names"]

@@ -101,3 +101,28 @@ def test_exact_two_path_optimum_bounds_verifiers_on_the_toy_example():
             if getattr(v, "drafting", "any") in (drafting, "any"):
                 assert analyze_multipath(inst, v, 2, drafting=drafting).block_efficiency <= bound
     assert analyze_multipath(inst, MULTI_PATH["gbv"], 2).block_efficiency == Fraction(212, 81)
+
+
+def test_hub_drafting():
+    """SpecHub's drafting (the hub a = argmax q and one companion, K <= 2): its outcome law sums
+    to 1 exactly, K = 1 is plain drafting (the same optimum as i.i.d.), a second path helps, every
+    verifier lossless under hub drafting stays below the optimum, and K = 3 is refused."""
+    from lp.direct import draft_outcomes
+    from lp.node_budget import _tables
+    from lp.result import LPError
+
+    inst = random_instance(3, 2, 6, denominator=8)
+    _, Q = _tables(inst, True)
+    for K in (1, 2):
+        combos, prob = draft_outcomes(Q, 3, 2, K, "hub", True)
+        assert sum(prob) == 1 and (combos.shape[1] == K)
+    one = direct_lp(inst, 1, exact=True, drafting="hub").optimum
+    assert one == direct_lp(inst, 1, exact=True).optimum
+    two = direct_lp(inst, 2, exact=True, drafting="hub").optimum
+    assert two > one
+    for name, v in MULTI_PATH.items():
+        if getattr(v, "drafting", "any") in ("hub", "any"):
+            assert analyze_multipath(inst, v, 2, drafting="hub").block_efficiency <= two, name
+    with pytest.raises(LPError, match="at most 2 paths") as err:
+        direct_lp(inst, 3, drafting="hub")
+    assert "\n" not in str(err.value)

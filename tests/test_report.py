@@ -11,6 +11,7 @@ import lp.report
 from spectheory import report
 from spectheory.cli import main
 from spectheory.law import Law
+from spectheory.registry import DRAFTING_MAX_PATHS
 from spectheory.verifiers import MULTI_PATH, SINGLE_PATH, block_verification
 
 VERDICT = re.compile(r"^(\d+) checks, (all passed|(\d+) FAILED: (.*))$")
@@ -22,15 +23,22 @@ def run_report(capsys, *args):
     return code, out, out.rstrip("\n").splitlines()[-1]
 
 
+def optimum_checks() -> int:
+    """Checks of one optimum row per drafting scheme: no verifier above it at each K = 1, 2, 3
+    the scheme defines (``hub``: K <= 2), and attained at K = 1."""
+    draftings = {s.default_drafting for s in MULTI_PATH.values()}
+    return sum(len([K for K in (1, 2, 3) if K <= DRAFTING_MAX_PATHS.get(d, K)]) + 1
+               for d in draftings)
+
+
 def expected_count() -> int:
     """One check per comparison the sections print (see each section)."""
     toy = len(SINGLE_PATH) + len(report.TOY_PUBLISHED) + 1  # lossless each, published E[tau], 6 tokens
     rand = 5 * 3 + 3  # per random instance: token lossless, block lossless, block >= token
     wrong = 1  # the lossy variant caught
     lp_section = 5  # node-budget = block (exact, float), direct K = 1 = block, K = 2 >= K = 1, bound
-    draftings = {s.default_drafting for s in MULTI_PATH.values()}
-    multipath = len(MULTI_PATH) + len(draftings) * (3 + 1) + 2  # lossless each; per optimum row:
-    # no verifier above it at K = 1, 2, 3 and attained at K = 1; the tie control and GBV
+    multipath = len(MULTI_PATH) + optimum_checks() + 2  # lossless each; the optimum rows; the
+    # tie control and GBV
     return toy + rand + wrong + lp_section + multipath
 
 
@@ -118,6 +126,5 @@ def test_core_report_alone_has_no_lp_rows(monkeypatch):
     lines, checks = report.run_report(argparse.Namespace(seed=0))
     text = "\n".join(lines)
     assert "LP optimum" not in text and "node-budget" not in text
-    draftings = {s.default_drafting for s in MULTI_PATH.values()}
-    assert len(checks.results) == expected_count() - 5 - 4 * len(draftings)
+    assert len(checks.results) == expected_count() - 5 - optimum_checks()
     assert not checks.failed

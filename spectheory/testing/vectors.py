@@ -41,7 +41,7 @@ from ..exact import analyze
 from ..instances import Instance, instance_from_dict, instance_to_dict, load_instance
 from ..law import Law, validate_law
 from ..models import prefix_from_index
-from ..multipath import _norep_weight, draft_rows
+from ..multipath import draft_rows, draft_weight
 from ..registry import plan, registered
 from ..sampling import sample_output
 from ..tree import levels, path_probabilities, sequence_tokens
@@ -76,13 +76,8 @@ def _joint_drafts(inst: Instance, K: int, drafting: str):
     qpath = path_probabilities(q_levels, one)[L]
     f = np.arange(total, dtype=np.int64)
     seq = (f.reshape(total, 1) // (V**L) ** np.arange(K - 1, -1, -1).reshape(1, K)) % V**L
-    if drafting == "iid":
-        weight = Bk.full((total,), 1, q_levels[0])
-        for k in range(K):
-            weight = weight * qpath[seq[:, k]]
-    else:
-        tail = path_probabilities(q_levels[1:], Bk.full((V,), 1, q_levels[0]))[L - 1]
-        weight = _norep_weight(seq, q_levels[0][0], tail, L, V)
+    tail = path_probabilities(q_levels[1:], Bk.full((V,), 1, q_levels[0]))[L - 1]
+    weight = draft_weight(seq, drafting, qpath, q_levels[0][0], tail, L, V)
     keep = np.array([w != 0 for w in weight], dtype=bool)
     seq, weight = seq[keep], weight[keep]
     drafts = sequence_tokens(seq.reshape(-1), L, V).reshape(len(seq), K, L)

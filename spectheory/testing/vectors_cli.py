@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from ..registry import DRAFTING
+
 
 def _positive(text: str) -> int:
     try:
@@ -72,7 +74,7 @@ def register(sub) -> None:
     e.add_argument("--paths", type=_positive, default=2, metavar="K",
                    help="number of paths for multi-path verifiers (default 2; single-path "
                         "verifiers always get 1)")
-    e.add_argument("--drafting", choices=("iid", "norep"), default=None,
+    e.add_argument("--drafting", choices=DRAFTING, default=None,
                    help="drafting scheme of multi-path verifiers (default: each one's own)")
     e.add_argument("--decisions", type=_count, default=2,
                    help="fixed-uniform decisions per joint draft (default 2)")

@@ -23,13 +23,14 @@ from .gbv import GBV, GBV_MISMATCHED_TIES, gbv, gbv_mismatched_ties
 from .lossy import UNIFORM_PRODUCT, uniform_product_verification
 from .multipath_baselines import BLOCK_FIRST, TOKEN_FIRST, block_first, token_first
 from .specinfer import SPECINFER, SPECINFER_NOREP, specinfer, specinfer_norep
+from .spechub import SPECHUB, spechub
 from .spectr import SPECTR, spectr
 from .token import TOKEN, token_verification
 from .traversal import TRAVERSAL, TRAVERSAL_IID, TRAVERSAL_TREE, traversal, traversal_iid, traversal_tree
 
 #: The built-in verifiers, in the order listings show them.
 BUILTIN = (TOKEN, BLOCK, GBV, SPECINFER, SPECINFER_NOREP, SPECTR, TRAVERSAL, TRAVERSAL_IID,
-           TRAVERSAL_TREE, HU, HU_NOREP, KHISTI, GLOBAL_RESOLUTION, BLOCK_FIRST, TOKEN_FIRST, STRICT, UNIFORM_PRODUCT,
+           TRAVERSAL_TREE, HU, HU_NOREP, KHISTI, GLOBAL_RESOLUTION, SPECHUB, BLOCK_FIRST, TOKEN_FIRST, STRICT, UNIFORM_PRODUCT,
            GBV_MISMATCHED_TIES, GREEDY, THRESHOLD, LENIENT, TYPICAL)
 for _spec in BUILTIN:
     register(_spec)
@@ -49,6 +50,7 @@ __all__ = [
     "gbv_mismatched_ties",
     "specinfer",
     "specinfer_norep",
+    "spechub",
     "spectr",
     "traversal",
     "traversal_iid",
