@@ -565,7 +565,8 @@ CLAIMS: list[Claim] = [
           "SpecHub accepts more than recursive rejection sampling with two drafts",
           "qualified", c_spechub_beats_rrs),
     Claim("spechub-beats-otm", "arXiv 2411.05289",
-          "SpecHub can exceed the optimal transport of two i.i.d. drafts", "confirmed",
+          "SpecHub can beat the optimal transport of two i.i.d. drafts (as summaries of the "
+          "paper report it)", "confirmed",
           c_spechub_beats_iid_ot),
     Claim("vllm-40819-reference", "vLLM PR 40819",
           "the pure-torch block-verification reference follows the target law like the "
