@@ -467,6 +467,90 @@ def c_gr_truncation() -> Finding:
                    "random_instance(8, 1, 0..3, alpha=0.3) float64, K = 2, 3")
 
 
+# ----------------------------------------------------------------------------- HSD, SpecTr-GBV
+
+
+def c_hsd_equals_block() -> Finding:
+    same, n = [], 0
+    for V, L in ((2, 2), (2, 3), (3, 2)):
+        for seed in range(4):
+            inst = _random(V, L, seed, 12)
+            a, b = _analysis(inst, "hsd"), _analysis(inst, "block")
+            same.append(a.tau_pmf == b.tau_pmf and a.tv_to_target == 0 and
+                        all(x == y for x, y in zip(a.output_law, b.output_law)))
+            n += 1
+    return Finding(f"HSD's tau law and output law equal block verification's exactly on {sum(same)}"
+                   f" of {n} instances; TV = 0", _all(same),
+                   "random(V,L,0..3,12), (V, L) = (2,2), (2,3), (3,2)")
+
+
+def c_hsd_strictly_more() -> Finding:
+    toy = _toy(3)
+    h, b = _be(toy, "hsd"), _be(toy, "block")
+    return Finding(f"E[tau+1] at L = 3: HSD {h}, block {b} (equal; equal everywhere, see "
+                   f"hsd-equals-block)", "confirmed" if h > b else "refuted", "toy, L = 3")
+
+
+def c_hsd_released() -> Finding:
+    toy = _toy()
+    tv = _tv(toy, "hsd-released")
+    return Finding(f"TV {tv}; E[tau+1] {_be(toy, 'hsd-released')} above block's optimum "
+                   f"{_be(toy, 'block')}", "confirmed" if tv == 0 else "refuted", "toy")
+
+
+def c_spectr_gbv_optimal() -> Finding:
+    inst = _random(2, 2, 2, 10)
+    from spectheory.tree import levels
+
+    L, K = 2, 2
+    ql = levels(inst.draft, 0, L, True)
+    pl = levels(inst.target, 0, L + 1, True)
+    total = Fraction(0)
+    for t in range(1, L + 1):  # sum_t sum_{x^t} q(x^t) [1 - (1 - min(p(x^t)/q(x^t), 1))^K]
+        Q = _joint(ql, t, inst.vocab_size)
+        P = _joint(pl, t, inst.vocab_size)
+        for qx, px in zip(Q, P):
+            if qx > 0:
+                total += qx * (1 - (1 - min(px / qx, Fraction(1))) ** K)
+    opt = _direct(inst, K) - 1
+    return Finding(f"Theorem 5.3's E[tau] {total} > {opt}, the best E[tau] of any valid 2-path "
+                   f"verifier (direct LP)", "confirmed" if total <= opt else "refuted",
+                   "random(2,2,2,10), K = 2")
+
+
+def _joint(levels_, t, V):
+    """Joint probabilities of the V^t sequences of length t from level tables."""
+    probs = [Fraction(1)]
+    for d in range(t):
+        rows = levels_[d]
+        probs = [probs[i] * rows[i][a] for i in range(len(probs)) for a in range(V)]
+    return probs
+
+
+def c_spectr_gbv_released() -> Finding:
+    toy = _toy()
+    tvs = [_tv(toy, "spectr-gbv", K) for K in (1, 2, 3)]
+    return Finding("TV of one iteration for K = 1, 2, 3: " + ", ".join(_f(t) for t in tvs) +
+                   " (the paper's cross-iteration modification is not in the released code)",
+                   "confirmed" if all(t == 0 for t in tvs) else "refuted", "toy")
+
+
+def c_spectr_gbv_grows() -> Finding:
+    from spectheory.random_instances import random_instance
+
+    inst = random_instance(2, 2, 4, alpha=0.5, denominator=12)
+    e1, e2 = (_be(inst, "spectr-gbv", K) - 1 for K in (1, 2))
+    return Finding(f"E[tau] of the released rule: K = 1 {e1}, K = 2 {e2}",
+                   "confirmed" if e2 >= e1 else "refuted",
+                   "random_instance(2, 2, 4, alpha=0.5, denominator=12)")
+
+
+def _analysis(inst, name):
+    from spectheory.exact import analyze
+
+    return analyze(inst, name)
+
+
 # ----------------------------------------------------------------------------- engines
 
 
@@ -568,6 +652,24 @@ CLAIMS: list[Claim] = [
           "SpecHub can beat the optimal transport of two i.i.d. drafts (as summaries of the "
           "paper report it)", "confirmed",
           c_spechub_beats_iid_ot),
+    Claim("hsd-equals-block", "arXiv 2601.05724",
+          "HSD (Algorithm 2) is a lossless sequence-level verifier (Thm 6)", "confirmed",
+          c_hsd_equals_block),
+    Claim("hsd-beats-block", "arXiv 2601.05724",
+          "HSD accepts strictly more tokens than block verification for L > 1 (Thm 7)",
+          "refuted", c_hsd_strictly_more),
+    Claim("hsd-released-code", "arXiv 2601.05724 (released code)",
+          "the released HSD code (and Listing 2) keeps the target law", "refuted",
+          c_hsd_released),
+    Claim("spectr-gbv-bound", "arXiv 2604.25925",
+          "SpecTr-GBV attains the optimal E[tau] for i.i.d. drafts, sum_t sum_x q [1 - (1 - "
+          "min(p/q, 1))^K] (Thm 5.3 as quoted)", "refuted", c_spectr_gbv_optimal),
+    Claim("spectr-gbv-released-code", "arXiv 2604.25925 (released code)",
+          "one iteration of the released SpecTr-GBV verifier keeps the target law", "refuted",
+          c_spectr_gbv_released),
+    Claim("spectr-gbv-grows-with-K", "arXiv 2604.25925 (released code)",
+          "the released SpecTr-GBV accepts more with more drafts", "refuted",
+          c_spectr_gbv_grows),
     Claim("vllm-40819-reference", "vLLM PR 40819",
           "the pure-torch block-verification reference follows the target law like the "
           "kernel", "refuted", c_vllm_40819),

@@ -31,7 +31,8 @@ def test_every_builtin_is_registered_once_with_metadata():
         assert spec.drafting in registry.DRAFTING + ("any",)
         assert spec.paper and spec.summary
     assert {n for n, s in table.items() if not s.lossless} == {
-        "uniform-product", "gbv-mismatched-ties", "greedy", "threshold", "lenient", "typical"}
+        "uniform-product", "gbv-mismatched-ties", "greedy", "threshold", "lenient", "typical",
+        "hsd-released", "spectr-gbv"}
     assert not table["uniform-product"].exact  # float law only
     assert table["gbv"].order_invariant and not table["specinfer"].order_invariant
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from ..registry import register
 from .block import BLOCK, block_verification
 from .contrasts import GREEDY, LENIENT, STRICT, THRESHOLD, TYPICAL
+from .hsd import HSD, HSD_RELEASED, hsd, hsd_released
 from .hu import HU, HU_NOREP, hu, hu_norep
 from .global_resolution import GLOBAL_RESOLUTION, global_resolution
 from .khisti import KHISTI, khisti
@@ -25,13 +26,15 @@ from .multipath_baselines import BLOCK_FIRST, TOKEN_FIRST, block_first, token_fi
 from .specinfer import SPECINFER, SPECINFER_NOREP, specinfer, specinfer_norep
 from .spechub import SPECHUB, spechub
 from .spectr import SPECTR, spectr
+from .spectr_gbv import SPECTR_GBV, spectr_gbv
 from .token import TOKEN, token_verification
 from .traversal import TRAVERSAL, TRAVERSAL_IID, TRAVERSAL_TREE, traversal, traversal_iid, traversal_tree
 
 #: The built-in verifiers, in the order listings show them.
-BUILTIN = (TOKEN, BLOCK, GBV, SPECINFER, SPECINFER_NOREP, SPECTR, TRAVERSAL, TRAVERSAL_IID,
-           TRAVERSAL_TREE, HU, HU_NOREP, KHISTI, GLOBAL_RESOLUTION, SPECHUB, BLOCK_FIRST, TOKEN_FIRST, STRICT, UNIFORM_PRODUCT,
-           GBV_MISMATCHED_TIES, GREEDY, THRESHOLD, LENIENT, TYPICAL)
+BUILTIN = (TOKEN, BLOCK, HSD, GBV, SPECINFER, SPECINFER_NOREP, SPECTR, TRAVERSAL, TRAVERSAL_IID,
+           TRAVERSAL_TREE, HU, HU_NOREP, KHISTI, GLOBAL_RESOLUTION, SPECHUB, BLOCK_FIRST,
+           TOKEN_FIRST, STRICT, UNIFORM_PRODUCT, HSD_RELEASED, GBV_MISMATCHED_TIES, SPECTR_GBV,
+           GREEDY, THRESHOLD, LENIENT, TYPICAL)
 for _spec in BUILTIN:
     register(_spec)
 
@@ -51,6 +54,9 @@ __all__ = [
     "specinfer",
     "specinfer_norep",
     "spechub",
+    "hsd",
+    "hsd_released",
+    "spectr_gbv",
     "spectr",
     "traversal",
     "traversal_iid",
