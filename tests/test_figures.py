@@ -20,7 +20,7 @@ from spectheory.errors import SpectheoryError
 GALLERY = figures.gallery_folder()
 STEMS = ["fig1_accepted_vs_L", "fig2_gain_vs_divergence", "fig3_tau_pmf", "fig4_multipath_vs_K",
          "fig5_multipath_gap", "fig6_paper_comparison", "fig7_lossy_frontier",
-         "fig8_selection_optimum", "fig9_tree_shapes"]
+         "fig8_selection_optimum", "fig9_tree_shapes", "fig10_multidraft_frontier"]
 
 
 @pytest.fixture(scope="module")
@@ -314,3 +314,22 @@ def test_fig9_tree_verifiers_below_their_lp_optima(quick_run):
                 assert r["be"]["K i.i.d. paths, GBV"] <= r["lp_iid"] + 1e-9
         if r["paths"] == 1:
             assert r["be"]["specinfer (iid)"] == r["be"]["K i.i.d. paths, specinfer"]
+
+
+def test_fig10_verifiers_below_their_ceilings(quick_run):
+    """The frontier figure: no verifier above the optimum of its drafting scheme (or the
+    relaxation where it is used), per seed; the exact transport rule on the L = 1 optimum."""
+    _, payload = quick_run
+    for p in payload["fig10_multidraft_frontier"]["panels"]:
+        bounds = [p["ceilings"]["optimum"]] + ([p["ceilings"]["relaxation"]]
+                                               if "relaxation" in p["ceilings"] else [])
+        for name, c in p["curves"].items():
+            for K, vals in zip(c["K"], c["per_seed"]):
+                for b in bounds:
+                    if K in b["K"]:
+                        top = b["per_seed"][b["K"].index(K)]
+                        assert all(v <= t + 1e-7 for v, t in zip(vals, top)), (p["L"], name, K)
+        if p["L"] == 1 and p["drafting"] == "iid":
+            hu, opt = p["curves"]["hu"], p["ceilings"]["optimum"]
+            for K, m in zip(hu["K"], hu["mean"]):
+                assert m == pytest.approx(opt["mean"][opt["K"].index(K)], abs=1e-9)
