@@ -37,8 +37,9 @@ The paper's **truncated setting** (:func:`global_resolution_plan` with ``truncat
 only the smallest sets of outer tokens T (by q, decreasing) with 1 - q(H* + T)^m <= tau and of
 inner tokens with q(H*)^m - q(T_in)^m <= tau: the programs leave out every draft set with a token
 outside them, and the repair is skipped. The paper does not say how such a set is then handled;
-spectheory gives it the softmax over its kept tokens (uniform over A if none is kept). The law is then not
-exactly p, and the exact engine reports its distance (:func:`truncated_global_resolution`).
+spectheory gives it the softmax over its kept tokens (uniform over A if none is kept). The law is
+then not exactly p, and the exact engine reports its distance
+(:func:`truncated_global_resolution`).
 
 At L > 1 the rule runs at every node of the token tree of the K paths, as the paper's appendix
 does inside SpecTr's multi-path framework, with m the number of paths through the node. The
