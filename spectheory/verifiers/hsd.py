@@ -48,12 +48,12 @@ draft in exact rationals; nothing here calls block verification.
 patched ``transformers/generation/utils.py``, its first draft, as of commit f3adf7f; the later
 commits vectorise the same cap with tab-indented lines that raise TabError on import; the
 paper's Listing 2 in Appendix F is reported to do the same) caps the joint target mass in the
-step-back and residual terms, P_t / max(1, cummax_{i<=t} r_i), exactly as above, but accepts
-the full block with the UNCAPPED joint ratio, min(1, r_L)
-(``exp(cumsum(log p_i) - cumsum(log q_i))`` compared with a uniform). With every other
-quantity as in Algorithm 2 that test is not lossless for L >= 2 (the checker finds it); at L = 1 the cap is max(1, nothing) = 1 and the two agree. (The repository's
-stand-alone ``algorithm.py`` caps differently and does not run as published: it uses names it
-never defines; it is not replicated.)
+step-back and residual terms, P_t / max(1, cummax_{i<=t} r_i), exactly as above, but accepts the
+full block with the UNCAPPED joint ratio, min(1, r_L) (``exp(cumsum(log p_i) - cumsum(log
+q_i))`` compared with a uniform). With every other quantity as in Algorithm 2 that test is not
+lossless for L >= 2 (the checker finds it); at L = 1 the cap is max(1, nothing) = 1 and the two
+agree. (The repository's stand-alone ``algorithm.py`` caps differently and does not run as
+published: it uses names it never defines; it is not replicated.)
 """
 
 from __future__ import annotations
