@@ -15,8 +15,9 @@ Numbers (``figures.json``, key ``fig4_multipath_vs_K``): one row per instance an
 verifier's E[tau+1], the direct LP optima (i.i.d. and without replacement) and the relaxation.
 
 Full run, mean E[tau+1] at K = 4: gbv 2.228, specinfer 2.332, specinfer-norep 2.563, spectr 2.399,
-traversal 2.628, traversal-iid 2.338, traversal-tree 2.380, block-first 2.075, token-first 2.010;
-direct LP optimum 2.575 (i.i.d.), 2.724 (without replacement).
+traversal 2.628, traversal-iid 2.338, traversal-tree 2.380, hu 2.506, hu-norep 2.563, khisti 2.505,
+global-resolution 2.489, spechub n/a, block-first 2.075, token-first 2.010; direct LP optimum 2.575
+(i.i.d.), 2.724 (without replacement).
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ Numbers (``figures.json``, key ``fig5_multipath_gap``): the mean gap per verifie
 where no optimum exists for the verifier's scheme); the rows behind it are figure 4's.
 
 Full run, mean gap at K = 4: gbv 12.7%, specinfer 9.5%, specinfer-norep 5.9%, spectr 6.9%,
-traversal 3.5%, traversal-iid 9.2%, traversal-tree 7.6%, block-first 19.8%, token-first 22.4%.
+traversal 3.5%, traversal-iid 9.2%, traversal-tree 7.6%, hu 2.7%, hu-norep 5.9%, khisti 2.7%,
+global-resolution 3.3%, spechub n/a, block-first 19.8%, token-first 22.4%.
 """
 
 from __future__ import annotations
