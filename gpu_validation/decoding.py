@@ -272,14 +272,15 @@ def resolve_verifier(name, allow_lossy: bool = False, iid_drafting: bool = True
 
     Refused with a one-line error: a known-lossy control unless ``allow_lossy``; with
     ``iid_drafting`` (the loop drafts K i.i.d. paths) a K-path verifier that is lossless only
-    under sampling-without-replacement drafting."""
+    under another drafting scheme (without replacement; SpecHub's hub drafting)."""
     spec = get_verifier(name)
     if not spec.lossless and not allow_lossy:
         raise SpectheoryError(f"verifier {spec.name!r} is a known-lossy control; it is not run as "
                               f"a real verifier here")
-    if iid_drafting and not spec.single_path and spec.drafting == "norep" and spec.lossless:
-        raise SpectheoryError(f"verifier {spec.name!r} is lossless under norep drafting; this "
-                              "loop drafts i.i.d. paths")
+    if iid_drafting and not spec.single_path and spec.drafting not in ("iid", "any") and \
+            spec.lossless:
+        raise SpectheoryError(f"verifier {spec.name!r} is lossless under {spec.drafting} "
+                              "drafting; this loop drafts i.i.d. paths")
     return spec
 
 

@@ -95,6 +95,7 @@ BAD = [
     (RUN + ["--verifiers", "token,token"], "lists a name twice"),
     (RUN + ["--verifiers", "token,uniform-product"], "known-lossy control"),
     (RUN + ["--verifiers", "token,traversal"], "lossless under norep drafting"),
+    (RUN + ["--verifiers", "token,spechub"], "lossless under hub drafting"),
     (RUN + ["--verifiers", "no_such_module_xyz:f"], "cannot import module"),
     (RUN + ["--verifiers", "spectheory.verifiers:nosuch"], "has no attribute"),
     (RUN + ["--verifiers", "spectheory.verifiers:BLOCK_FIRST.name"], "not a verifier"),
