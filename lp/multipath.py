@@ -33,8 +33,6 @@ the coverage constraints only see one depth at a time, not how the K paths share
 
 from __future__ import annotations
 
-from fractions import Fraction
-
 import numpy as np
 
 from spectheory.bounds import optimal_acceptance

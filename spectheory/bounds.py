@@ -17,7 +17,6 @@ of accepting at least one token, P(tau >= 1) (the first-token acceptance).
 from __future__ import annotations
 
 import itertools
-from fractions import Fraction
 
 from ._lazy import torch
 

@@ -270,8 +270,8 @@ def set_law(q, m: int) -> dict:
         for D in itertools.combinations(support, r):
             total = Fraction(0)
             for s in range(r + 1):
-                for B in itertools.combinations(D, s):
-                    total += (-1) ** (r - s) * sum((q[x] for x in B), Fraction(0)) ** m
+                for sub in itertools.combinations(D, s):
+                    total += (-1) ** (r - s) * sum((q[x] for x in sub), Fraction(0)) ** m
             if total > 0:
                 out[D] = total
     return out
