@@ -135,13 +135,26 @@ def block_output_law(verifier, q_levels, p_levels, V: int, L: int,
 
 
 #: Routes of the exact engine: ``auto`` picks the fastest available one.
-ROUTES = ("auto", "node", "per-draft", "enumerate", "analytic")
+ROUTES = ("auto", "node", "per-draft", "tree", "enumerate", "analytic")
+
+
+def tree_route_available(how: Plan) -> bool:
+    """K > 1 paths of a verifier that declares a node rule (:attr:`VerifierSpec.rule`), under
+    ``iid`` drafting or (for rules that skip repeated tokens) ``norep``: the K paths of length
+    L are the draft tree (K, 1, ..., 1) with equal siblings merged, whose law the draft-tree
+    engine computes node by node (:func:`spectheory.trees.tree_block_law_nodes`), the same
+    law as the joint enumeration (tested exactly) at a cost that grows with the number of
+    paths through a node instead of V^(L K)."""
+    spec = how.spec
+    return (how.paths > 1 and spec.rule is not None and how.drafting in ("iid", "norep") and
+            (how.drafting == "iid" or spec.rule_skips_repeats))
 
 
 def resolve_route(how: Plan, route: str | None = "auto", symmetric: bool | None = None) -> str:
     """The route that runs for a planned verifier: K = 1: ``node`` (the verifier declares a
     :class:`spectheory.nodes.NodeForm`) or ``per-draft``; K > 1: ``analytic`` (a closed route
-    under the verifier's own drafting scheme, GBV) or ``enumerate`` (joint draft outcomes).
+    under the verifier's own drafting scheme, GBV), ``tree`` (node-rule verifiers,
+    :func:`tree_route_available`) or ``enumerate`` (joint draft outcomes).
     ``auto`` (default) takes the first available, except that an explicit ``symmetric`` (an
     option of the enumeration) selects the enumeration; asking for a route the verifier does not
     have raises :class:`SpectheoryError`."""
@@ -154,6 +167,7 @@ def resolve_route(how: Plan, route: str | None = "auto", symmetric: bool | None 
     else:  # an analytic route holds under the verifier's own drafting scheme only
         analytic = spec.analytic is not None and how.drafting == spec.default_drafting
         have = (["analytic"] if analytic else []) + (
+            ["tree"] if tree_route_available(how) else []) + (
             ["per-draft", "enumerate"] if how.paths == 1 else ["enumerate"])
     if route == "auto":
         if symmetric is not None and how.paths > 1:
@@ -198,12 +212,19 @@ def block_law(how: Plan, q_levels, p_levels, V: int, L: int,
     if route == "analytic":
         return how.spec.analytic(how, q_levels, p_levels, V, L)
     from .multipath import multipath_block_law  # the joint-outcome route builds on this module
+    from .trees import tree_block_law_nodes  # so does the draft-tree engine
 
     C = p_levels[0].shape[0]
     parts = []
     for c in range(C):
         ql = [q_levels[d][c * V**d:(c + 1) * V**d] for d in range(L)]
         pl = [p_levels[d][c * V**d:(c + 1) * V**d] for d in range(L + 1)]
+        if route == "tree":  # the K paths as the draft tree (K, 1, ..., 1)
+            parts.append(tree_block_law_nodes(how.spec, (how.paths,) + (1,) * (L - 1), ql, pl,
+                                              V, how.drafting))
+            if progress is not None:
+                progress(1)
+            continue
         parts.append(multipath_block_law(how.spec, ql, pl, V, L, how.paths, how.drafting,
                                          progress, symmetric))
     if C == 1:
@@ -339,6 +360,13 @@ def _plan_sizes(how: Plan, V: int, L: int, contexts: int, exact: bool, max_seque
         raise SpectheoryError(f"paths = {how.paths} is out of range 1..{MAX_PATHS} (the K-path "
                               f"engine counts the K! orderings of a joint outcome in int64)")
     check_size(contexts * V ** (L + 1), what, exact, max_sequences, formula)
+    if how.paths > 1 and route == "tree":
+        from .trees import node_route_work
+
+        work = node_route_work((how.paths,) + (1,) * (L - 1), V, how.drafting, how.spec)
+        check_size(contexts * work, f"{what} ({how.paths} paths, node by node)", exact,
+                   max_sequences, "sum over nodes of V^depth x candidate tuples" +
+                   (f" x {contexts:,} contexts" if contexts > 1 else ""), outcomes=True)
     if how.paths > 1 and route == "enumerate":
         from .multipath import outcome_count, use_symmetry
 
@@ -417,6 +445,8 @@ def analyze(instance: Instance, verifier, name: str | None = None,
             from .multipath import outcome_count, use_symmetry
 
             total = outcome_count(V, L, how.paths, use_symmetry(how, symmetric))
+        if route == "tree":
+            total = 1  # one step per context
         update, close = _progress_bar(total, progress and route != "analytic", label)
         try:
             block = block_law(how, q_levels, p_levels, V, L, update, symmetric, route)

@@ -316,9 +316,12 @@ def test_size_guard_and_bad_arguments():
     with pytest.raises(SizeLimitError, match=r"C\(4\^4 \+ 4, 5\) sorted"):
         analyze_multipath(inst, MULTI_PATH["gbv"], 5, route="enumerate")
     with pytest.raises(SizeLimitError, match=r"V\^\(L K\) = 4\^20"):
-        analyze_multipath(inst, MULTI_PATH["specinfer"], 5)
+        analyze_multipath(inst, MULTI_PATH["specinfer"], 5, route="enumerate")
     with pytest.raises(SizeLimitError, match="exact limit"):
-        analyze_multipath(random_instance(3, 3, 0, denominator=6), MULTI_PATH["specinfer"], 4)
+        analyze_multipath(random_instance(3, 3, 0, denominator=6), MULTI_PATH["specinfer"], 4,
+                          route="enumerate")
+    with pytest.raises(SizeLimitError, match="node by node"):  # the tree route has its guard
+        analyze_multipath(random_instance(4, 3, 0, denominator=6), MULTI_PATH["hu"], 8)
     with pytest.raises(SpectheoryError, match="drafting"):
         analyze_multipath(toy_instance(), MULTI_PATH["gbv"], 2, "bogus")
     with pytest.raises(SpectheoryError, match="paths"):
@@ -362,3 +365,22 @@ def test_gbv_attains_the_direct_lp_optimum_on_the_toy():
     trav = analyze_multipath(inst, MULTI_PATH["traversal"], 2, "norep").block_efficiency
     opt = lp_direct.direct_lp(inst, 2, exact=True, drafting="norep").optimum
     assert trav == Fraction(25, 9) < opt == Fraction(26, 9)
+
+
+@pytest.mark.parametrize("name,drafting", [("specinfer", "iid"), ("specinfer-norep", "norep"),
+                                           ("specinfer-norep", "iid"), ("hu", "iid"),
+                                           ("hu-norep", "norep"), ("khisti", "iid"),
+                                           ("global-resolution", "iid")])
+def test_tree_route_is_the_default_and_equals_the_enumeration(name, drafting):
+    """Node-rule verifiers take the draft-tree route (the K paths as the tree (K, 1, ..., 1)) by
+    default; its law equals the joint enumeration's exactly, on prefix-dependent rows with a
+    draft zero and at L = 1, 2, 3."""
+    insts = [random_instance(3, 2, 7, denominator=9), random_instance(2, 3, 1, denominator=8),
+             ci(["1/2", "1/4", "1/4"], ["0", "1/3", "2/3"], 1)]
+    for inst in insts:
+        for K in (2, 3):
+            tree = analyze_multipath(inst, MULTI_PATH[name], K, drafting)
+            enum = analyze_multipath(inst, MULTI_PATH[name], K, drafting, route="enumerate")
+            assert tree.route == "tree" and enum.route == "enumerate"
+            assert tree.tau_pmf == enum.tau_pmf and tree.tv_to_target == enum.tv_to_target
+            assert all(a == b for a, b in zip(tree.output_law, enum.output_law))
