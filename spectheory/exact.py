@@ -181,6 +181,20 @@ def resolve_route(how: Plan, route: str | None = "auto", symmetric: bool | None 
     return route
 
 
+def _cheaper(how: Plan, resolved: str, asked, V: int, L: int, symmetric) -> str:
+    """With ``auto``, the tree route gives way to the joint enumeration where that visits
+    fewer cases (short blocks of an order-invariant rule: C(V^L + K - 1, K) sorted outcomes
+    against the tree's V^K candidate tuples at the root)."""
+    if resolved != "tree" or asked not in (None, "auto"):
+        return resolved
+    from .multipath import outcome_count, use_symmetry
+    from .trees import node_route_work
+
+    tree = node_route_work((how.paths,) + (1,) * (L - 1), V, how.drafting, how.spec)
+    enum = outcome_count(V, L, how.paths, use_symmetry(how, symmetric))
+    return "enumerate" if enum < tree else "tree"
+
+
 def node_route_law(spec: VerifierSpec, q_levels, p_levels, V: int, L: int):
     """Per-node route (:func:`spectheory.nodes.node_block_law`) of a node-form verifier."""
     from .nodes import node_block_law
@@ -427,8 +441,8 @@ def analyze(instance: Instance, verifier, name: str | None = None,
     """
     how = plan(verifier, paths, drafting)
     _check_instance(instance)
-    route = resolve_route(how, route, symmetric)
     V, L = instance.vocab_size, instance.block_length
+    route = _cheaper(how, resolve_route(how, route, symmetric), route, V, L, symmetric)
     exact = instance.exact if exact is None else exact
     _plan_sizes(how, V, L, 1, exact, max_sequences, "exact analysis", f"V^(L+1) = {V}^{L + 1}",
                 symmetric, route)

@@ -202,7 +202,7 @@ case("exact:verifier-wrong-signature", "exact", "@rand.json", "--verifier", "mat
      expect="raised TypeError")
 case("exact:size-over-max-sequences", "exact", "@rand.json", "--max-sequences", "7",
      expect="exceed")
-case("exact:paths-20-size-guard", "exact", "@rand.json", "--verifier", "specinfer",
+case("exact:paths-20-size-guard", "exact", "@rand.json", "--verifier", "spectr",
      "--paths", "20", expect="exceed")
 case("exact:traversal-iid-paths-12-size-guard", "exact", "@d33.json", "--verifier",
      "traversal-iid", "--paths", "12", expect="exceed")

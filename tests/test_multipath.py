@@ -372,14 +372,15 @@ def test_gbv_attains_the_direct_lp_optimum_on_the_toy():
                                            ("hu-norep", "norep"), ("khisti", "iid"),
                                            ("global-resolution", "iid")])
 def test_tree_route_is_the_default_and_equals_the_enumeration(name, drafting):
-    """Node-rule verifiers take the draft-tree route (the K paths as the tree (K, 1, ..., 1)) by
-    default; its law equals the joint enumeration's exactly, on prefix-dependent rows with a
-    draft zero and at L = 1, 2, 3."""
+    """Node-rule verifiers have the draft-tree route (the K paths as the tree (K, 1, ..., 1)),
+    taken by default where it visits fewer cases than the enumeration; its law equals the joint
+    enumeration's exactly, on prefix-dependent rows with a draft zero and at L = 1, 2, 3."""
     insts = [random_instance(3, 2, 7, denominator=9), random_instance(2, 3, 1, denominator=8),
              ci(["1/2", "1/4", "1/4"], ["0", "1/3", "2/3"], 1)]
+    assert analyze_multipath(insts[1].to_float(), MULTI_PATH[name], 6, drafting).route == "tree"
     for inst in insts:
         for K in (2, 3):
-            tree = analyze_multipath(inst, MULTI_PATH[name], K, drafting)
+            tree = analyze_multipath(inst, MULTI_PATH[name], K, drafting, route="tree")
             enum = analyze_multipath(inst, MULTI_PATH[name], K, drafting, route="enumerate")
             assert tree.route == "tree" and enum.route == "enumerate"
             assert tree.tau_pmf == enum.tau_pmf and tree.tv_to_target == enum.tv_to_target
