@@ -227,7 +227,7 @@ def c_hu_subset_formula() -> Finding:
 def c_hu_threshold_sets() -> Finding:
     import itertools
 
-    from spectheory.bounds import draws_inside, optimal_acceptance
+    from spectheory.bounds import draws_inside, optimal_acceptance, ratio_order
 
     ok, n = [], 0
     for V in (3, 4, 5):
@@ -239,7 +239,6 @@ def c_hu_threshold_sets() -> Finding:
                     for H in itertools.combinations(range(V), r))
                 ok.append(brute == optimal_acceptance(p, q, K)[0])
                 # without replacement: the best threshold set of p/q against all 2^V sets
-                from spectheory.bounds import ratio_order
                 order = ratio_order(p, q)
                 pref = min(sum((p[a] for a in order[:k]), Fraction(0)) + 1 -
                            draws_inside(q, K, set(order[:k])) for k in range(V + 1))
@@ -499,32 +498,24 @@ def c_hsd_released() -> Finding:
 
 
 def c_spectr_gbv_optimal() -> Finding:
-    inst = _random(2, 2, 2, 10)
-    from spectheory.tree import levels
+    import numpy as np
 
+    from spectheory.tree import levels, path_probabilities
+
+    inst = _random(2, 2, 2, 10)
     L, K = 2, 2
-    ql = levels(inst.draft, 0, L, True)
-    pl = levels(inst.target, 0, L + 1, True)
+    root = np.array([Fraction(1)], dtype=object)
+    Qs = path_probabilities(levels(inst.draft, 0, L, True), root)
+    Ps = path_probabilities(levels(inst.target, 0, L, True), root)
     total = Fraction(0)
     for t in range(1, L + 1):  # sum_t sum_{x^t} q(x^t) [1 - (1 - min(p(x^t)/q(x^t), 1))^K]
-        Q = _joint(ql, t, inst.vocab_size)
-        P = _joint(pl, t, inst.vocab_size)
-        for qx, px in zip(Q, P):
+        for qx, px in zip(Qs[t], Ps[t]):
             if qx > 0:
                 total += qx * (1 - (1 - min(px / qx, Fraction(1))) ** K)
     opt = _direct(inst, K) - 1
     return Finding(f"Theorem 5.3's E[tau] {total} > {opt}, the best E[tau] of any valid 2-path "
                    f"verifier (direct LP)", "confirmed" if total <= opt else "refuted",
                    "random(2,2,2,10), K = 2")
-
-
-def _joint(levels_, t, V):
-    """Joint probabilities of the V^t sequences of length t from level tables."""
-    probs = [Fraction(1)]
-    for d in range(t):
-        rows = levels_[d]
-        probs = [probs[i] * rows[i][a] for i in range(len(probs)) for a in range(V)]
-    return probs
 
 
 def c_spectr_gbv_released() -> Finding:

@@ -69,13 +69,14 @@ MAX_NEWTON = 200
 BOUND = 60.0
 
 
-def _g(p, q, m: int, B: set):
+def _g(p, q, m: int, B: set, order: list):
     """g(B) = min over T containing B of p(T) - q(T)^m: T = B plus a prefix of the other tokens
-    in p/q order (the same threshold argument as for H*)."""
+    in p/q order (``order``, :func:`spectheory.bounds.ratio_order`; the same threshold argument
+    as for H*)."""
     pT = sum((p[x] for x in B), Fraction(0))
     qT = sum((q[x] for x in B), Fraction(0))
     best = pT - qT**m
-    for x in ratio_order(p, q):
+    for x in order:
         if x in B:
             continue
         pT, qT = pT + p[x], qT + q[x]
@@ -86,8 +87,9 @@ def _g(p, q, m: int, B: set):
 def outer_targets(p, q, m: int, H) -> dict:
     """p_out(v) for the tokens v outside H* (module doc, step 3), exactly."""
     Hs = set(H)
-    outs = [x for x in ratio_order(p, q) if x not in Hs]
-    gs = [_g(p, q, m, Hs | set(outs[i:])) for i in range(len(outs) + 1)]
+    order = ratio_order(p, q)
+    outs = [x for x in order if x not in Hs]
+    gs = [_g(p, q, m, Hs | set(outs[i:]), order) for i in range(len(outs) + 1)]
     return {v: p[v] + gs[i + 1] - gs[i] for i, v in enumerate(outs)}
 
 
