@@ -29,7 +29,7 @@ CASE_CODE = r"""
 import json, resource, sys, time
 sys.path.insert(0, {root!r})
 from spectheory.random_instances import random_instance
-import lp
+from spectheory import lp
 kind, V, L, K, solver, form = {args!r}
 inst = random_instance(V, L, 0)
 t = time.perf_counter()

@@ -31,7 +31,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gpu_validation.atomic import write_json  # noqa: E402
+from spectheory.gpu_validation.atomic import write_json  # noqa: E402
 from spectheory.registry import get_verifier  # noqa: E402
 from spectheory.sampling import sample_output  # noqa: E402
 

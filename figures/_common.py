@@ -64,7 +64,7 @@ def truncate(inst: Instance, L: int) -> Instance:
 def make_family(family: str, V: int, L: int, seed: int, knob_value) -> Instance:
     """A toy instance of ``family`` (:data:`FAMILY_BASE` parameters) with its knob at
     ``knob_value``."""
-    from toy_models import make_instance
+    from spectheory.toy_models import make_instance
 
     params = dict(FAMILY_BASE.get(family, {}))
     params.setdefault("vocab_size", V)
@@ -96,7 +96,7 @@ MULTIPATH_GRID = {
 
 @lru_cache(maxsize=2)
 def _multipath_data(quick: bool) -> str:
-    from lp import direct_lp, multipath_lp
+    from spectheory.lp import direct_lp, multipath_lp
 
     g = MULTIPATH_GRID[quick]
     verifiers = dict(MULTI_PATH)

@@ -59,8 +59,8 @@ import numpy as np
 
 import spectheory as st
 from _common import make_family, pyplot, run_script, save
-from lp import direct_lp, multipath_lp
-from lp.selection import selection_lp
+from spectheory.lp import direct_lp, multipath_lp
+from spectheory.lp.selection import selection_lp
 from spectheory.bounds import optimal_acceptance
 from spectheory.registry import verifier_names
 from spectheory.trees import analyze_tree

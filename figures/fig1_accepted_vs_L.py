@@ -33,7 +33,7 @@ PANELS = [("dirichlet", {"alpha": 1.0}), ("logit-noise", {"sigma": 1.0})]
 
 
 def compute(V: int, Ls, seeds: int, lp_max_L: int) -> dict:
-    from lp import coupling_bound, node_budget_lp
+    from spectheory.lp import coupling_bound, node_budget_lp
 
     panels = []
     for family, knob in PANELS:

@@ -48,7 +48,7 @@ FAMILY_TITLES = {
 
 
 def compute(V: int, Ls, seeds: int, knobs: dict) -> dict:
-    from toy_models import mean_divergence
+    from spectheory.toy_models import mean_divergence
 
     panels = []
     for family, values in knobs.items():

@@ -77,7 +77,7 @@ def summary(results: list) -> dict | None:
 
 
 def compute(V: int, seeds: int, families) -> dict:
-    from toy_models import mean_divergence
+    from spectheory.toy_models import mean_divergence
 
     Lm = 8
     results = []

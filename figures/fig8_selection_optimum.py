@@ -32,8 +32,8 @@ import numpy as np
 
 import spectheory as st
 from _common import pyplot, run_script, save
-from lp import direct_lp, optimal_multidraft_L1
-from lp.selection import selection_lp
+from spectheory.lp import direct_lp, optimal_multidraft_L1
+from spectheory.lp.selection import selection_lp
 
 TWO_TOKEN_L1 = {"vocab_size": 2, "block_length": 1, "target": ["1/3", "2/3"],
                 "draft": ["2/3", "1/3"]}

@@ -51,7 +51,7 @@ def _label(shape) -> str:
 
 
 def compute(V: int, seeds: int, shapes) -> dict:
-    from lp.tree import tree_lp
+    from spectheory.lp.tree import tree_lp
     from spectheory.multipath import analyze_gbv_fast
     from spectheory.random_instances import random_instance
     from spectheory.trees import analyze_tree, tree_shape

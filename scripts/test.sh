@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh test,docs,models
 # the import layers of pyproject.toml ([tool.importlinter]), on this checkout's sources
-PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" .venv/bin/lint-imports --no-cache
+bash scripts/lint_imports.sh
 site="$(mktemp -d)"
 trap 'rm -rf "$site"' EXIT
 # not --quiet: it hides the warnings that --strict counts, and the build would always pass

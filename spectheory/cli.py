@@ -41,10 +41,10 @@ COMMAND_MODULES = [
     "spectheory.testing.sampler_cli",
     "spectheory.testing.vectors_cli",
     "spectheory.figures",
-    "toy_models.cli",
-    "gpu_validation.cli",
-    "lp.cli",
-    "lp.claims",
+    "spectheory.toy_models.cli",
+    "spectheory.gpu_validation.cli",
+    "spectheory.lp.cli",
+    "spectheory.lp.claims",
 ]
 
 

@@ -35,13 +35,35 @@ NUMBERS = "figures.json"
 
 
 def gallery_folder() -> Path:
-    """The ``figures/`` folder of the source checkout this package was imported from."""
-    folder = Path(__file__).resolve().parent.parent / "figures"
-    if not scripts(folder):
-        raise SpectheoryError(
-            f"the figure scripts (figures/figN_<name>.py) are not at {folder}: they ship with "
-            f"the source checkout, not the installed package; run from a clone of the repository")
-    return folder
+    """The figure scripts: the package ``spectheory.gallery`` (the repository's ``figures/``
+    folder, installed under that name), found through the import system so that a wheel, an
+    editable install and a source checkout all resolve it."""
+    import importlib.util
+
+    here = Path(__file__).resolve().parent
+    candidates = [here / "gallery", here.parent / "figures"]
+    try:
+        spec = importlib.util.find_spec("spectheory.gallery")
+    except (ImportError, ValueError):
+        spec = None
+    if spec is not None and spec.submodule_search_locations:
+        candidates = [Path(p) for p in spec.submodule_search_locations] + candidates
+    for folder in candidates:
+        if scripts(folder):
+            return folder
+    raise SpectheoryError(
+        f"the figure scripts (figN_<name>.py) are not installed: neither the package "
+        f"spectheory.gallery nor {here.parent / 'figures'} holds them; reinstall spectheory")
+
+
+def default_out(folder: Path) -> Path:
+    """Where ``spectheory figures`` writes without ``--out``: the checkout's ``figures/`` folder
+    when the scripts live in a writable source checkout, else ``./figures`` in the current
+    folder (an installed package is never written into)."""
+    if folder.name == "figures" and (folder.parent / "pyproject.toml").is_file() \
+            and os.access(folder, os.W_OK):
+        return folder
+    return Path("figures")
 
 
 def scripts(folder: Path) -> dict[str, Path]:
@@ -247,7 +269,7 @@ def cmd_figures(args) -> int:
     if args.threads < 1:
         raise SpectheoryError(f"--threads {args.threads} must be at least 1")
     folder = gallery_folder()
-    out = Path(args.out) if args.out is not None else folder
+    out = Path(args.out) if args.out is not None else default_out(folder)
     log = None if args.no_progress else (lambda s: print(s, file=sys.stderr, flush=True))
     before = torch.get_num_threads()
     torch.set_num_threads(args.threads)  # many small float64 ops: one thread is fastest here
@@ -270,7 +292,8 @@ def register(sub) -> None:
     p = sub.add_parser("figures", help="run the figure gallery (figures/figN_*.py): PNG + PDF "
                                        "and figures.json")
     p.add_argument("--out", default=None,
-                   help="output folder (default: the checkout's figures/ folder)")
+                   help="output folder (default: the checkout's figures/ folder; from an installed "
+                        "package, ./figures)")
     p.add_argument("--quick", action="store_true",
                    help="small grids (seconds); same figures and files")
     p.add_argument("--only", nargs="+", metavar="FIG", default=None,

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import spectheory as st
-from lp import direct_lp
-from lp.multipath import multidraft_acceptance_L1
+from spectheory.lp import direct_lp
+from spectheory.lp.multipath import multidraft_acceptance_L1
 from spectheory.bounds import multidraft_acceptance
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from cli_helpers import run
 
-claims = pytest.importorskip("lp.claims")
+from spectheory.lp import claims
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The papers the ledger must cite (seed papers and the multi-draft optimal-transport line).

@@ -10,7 +10,8 @@ from pathlib import Path
 from spectheory.registry import registered
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("spectheory", "lp", "toy_models")
+#: source folder -> the package it installs as (pyproject.toml's package-dir)
+PACKAGES = {"spectheory": "spectheory", "lp": "spectheory.lp", "toy_models": "spectheory.toy_models"}
 #: Modules with no API page on purpose: the command-line layer (documented by its --help and the
 #: command examples of the docs) and ``python -m`` entry points.
 NO_API_PAGE = re.compile(r"(^|\.)(\w+_)?(cli|commands|__main__|report|figures)$")
@@ -18,13 +19,13 @@ NO_API_PAGE = re.compile(r"(^|\.)(\w+_)?(cli|commands|__main__|report|figures)$"
 
 def modules() -> set[str]:
     found = set()
-    for package in PACKAGES:
-        for path in (ROOT / package).rglob("*.py"):
-            rel = path.relative_to(ROOT).with_suffix("")
+    for folder, package in PACKAGES.items():
+        for path in (ROOT / folder).rglob("*.py"):
+            rel = path.relative_to(ROOT / folder).with_suffix("")
             parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
             if any(p.startswith("_") for p in parts):
                 continue
-            found.add(".".join(parts))
+            found.add(".".join((package, *parts)))
     return found
 
 

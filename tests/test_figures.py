@@ -4,6 +4,7 @@ the numbers it plots hold up, and a failing or interrupted run leaves the previo
 from __future__ import annotations
 
 import ast
+import importlib.util
 import inspect
 import json
 import signal
@@ -261,6 +262,7 @@ def test_complete_run_replaces_the_output(tmp_path):
 def test_no_gallery_folder_is_a_one_line_error(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(figures, "__file__", str(tmp_path / "site-packages" / "spectheory" /
                                                  "figures.py"))
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
     rc = main(["figures", "--quick", "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err
     assert rc == 2 and err.startswith("spectheory: error: the figure scripts")

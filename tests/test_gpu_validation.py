@@ -25,11 +25,11 @@ pytest.importorskip("gguf")
 from spectheory.errors import SpectheoryError  # noqa: E402
 from spectheory.verifiers import LOSSY_EXAMPLES, SINGLE_PATH  # noqa: E402
 
-from gpu_validation import fetch as F  # noqa: E402
-from gpu_validation.decoding import (SamplingConfig, SpeculativeDecoder, generate,  # noqa: E402
+from spectheory.gpu_validation import fetch as F  # noqa: E402
+from spectheory.gpu_validation.decoding import (SamplingConfig, SpeculativeDecoder, generate,  # noqa: E402
                                      probs_from_logits)
-from gpu_validation.hf_models import check_pair, gguf_vocab_size, load_model  # noqa: E402
-from gpu_validation.tiny import tiny_qwen2, write_gguf  # noqa: E402
+from spectheory.gpu_validation.hf_models import check_pair, gguf_vocab_size, load_model  # noqa: E402
+from spectheory.gpu_validation.tiny import tiny_qwen2, write_gguf  # noqa: E402
 
 V = 3
 PROMPT = [1, 2]
@@ -346,7 +346,7 @@ def test_probs_from_logits_top_p_keeps_nucleus():
 
 
 def test_early_exit_draft_shares_weights_and_leaves_target_whole():
-    from gpu_validation.hf_models import early_exit_draft
+    from spectheory.gpu_validation.hf_models import early_exit_draft
 
     t = tiny_qwen2(V, seed=4, layers=3)
     x = torch.tensor([[0, 1, 2]])

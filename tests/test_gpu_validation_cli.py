@@ -26,12 +26,12 @@ from spectheory.cli import build_parser, main  # noqa: E402
 from spectheory.errors import SpectheoryError  # noqa: E402
 from spectheory.verifiers import block_verification  # noqa: E402
 
-from gpu_validation import fetch as F  # noqa: E402
-from gpu_validation.atomic import write_json, write_text  # noqa: E402
-from gpu_validation.decoding import (SpeculativeDecoder, check_memory,  # noqa: E402
+from spectheory.gpu_validation import fetch as F  # noqa: E402
+from spectheory.gpu_validation.atomic import write_json, write_text  # noqa: E402
+from spectheory.gpu_validation.decoding import (SpeculativeDecoder, check_memory,  # noqa: E402
                                      proposal_bytes, resolve_verifier, step)
-from gpu_validation.hf_models import declared_layers  # noqa: E402
-from gpu_validation.tiny import tiny_qwen2, write_gguf  # noqa: E402
+from spectheory.gpu_validation.hf_models import declared_layers  # noqa: E402
+from spectheory.gpu_validation.tiny import tiny_qwen2, write_gguf  # noqa: E402
 
 V = 3
 
@@ -285,9 +285,9 @@ def test_library_functions_take_no_namespace():
 
 
 def test_cli_options_become_typed_configurations():
-    from gpu_validation import cli
-    from gpu_validation.experiments.lossless import LosslessConfig
-    from gpu_validation.experiments.run import RunConfig
+    from spectheory.gpu_validation import cli
+    from spectheory.gpu_validation.experiments.lossless import LosslessConfig
+    from spectheory.gpu_validation.experiments.run import RunConfig
 
     parser = build_parser()
     a = parser.parse_args(["validate", "run", "--L", "8,4,8", "--K", "3", "--verifiers",
@@ -308,7 +308,7 @@ def test_cli_options_become_typed_configurations():
 
 
 def test_configs_refuse_bad_values_in_python_too():
-    from gpu_validation.experiments.run import RunConfig
+    from spectheory.gpu_validation.experiments.run import RunConfig
 
     with pytest.raises(SpectheoryError, match="K = 0"):
         RunConfig(K=0)
@@ -325,7 +325,7 @@ def test_configs_refuse_bad_values_in_python_too():
 def test_user_verifier_by_module_function_matches_the_builtin_it_wraps():
     """The loop takes a user's ``module:function``: on every drafted batch its law equals block
     verification's, so the paired E[tau] agree step by step (prefix-dependent tiny models)."""
-    from gpu_validation.experiments.run import run_prompt
+    from spectheory.gpu_validation.experiments.run import run_prompt
 
     dec = SpeculativeDecoder(tiny_qwen2(4, seed=0, scale=3.0), tiny_qwen2(4, seed=1, scale=3.0))
     specs = {"block": resolve_verifier("block"), USER: resolve_verifier(USER)}

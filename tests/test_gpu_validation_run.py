@@ -22,8 +22,8 @@ pytest.importorskip("transformers")
 
 from spectheory.cli import main  # noqa: E402
 
-from gpu_validation import fetch as F  # noqa: E402
-from gpu_validation.tiny import tiny_qwen2, write_folder  # noqa: E402
+from spectheory.gpu_validation import fetch as F  # noqa: E402
+from spectheory.gpu_validation.tiny import tiny_qwen2, write_folder  # noqa: E402
 
 V = 4
 USER = "test_gpu_validation_cli:user_block"  # block verification under another name

@@ -13,16 +13,16 @@ import torch
 
 pytest.importorskip("transformers")
 
-from gpu_validation.atomic import write_json  # noqa: E402
-from gpu_validation.compare import config_key  # noqa: E402
-from gpu_validation.decoding import (SpeculativeDecoder, resolve_verifier,  # noqa: E402
+from spectheory.gpu_validation.atomic import write_json  # noqa: E402
+from spectheory.gpu_validation.compare import config_key  # noqa: E402
+from spectheory.gpu_validation.decoding import (SpeculativeDecoder, resolve_verifier,  # noqa: E402
                                      verifier_registry)
-from gpu_validation.experiments.crosscheck import compare_one, crosscheck_proposals  # noqa: E402
-from gpu_validation.experiments.lossless import lossless_test  # noqa: E402
-from gpu_validation.experiments.run import run_prompt  # noqa: E402
-from gpu_validation.experiments.summarize import markdown, summary  # noqa: E402
-from gpu_validation.stats import gtest  # noqa: E402
-from gpu_validation.tiny import tiny_qwen2  # noqa: E402
+from spectheory.gpu_validation.experiments.crosscheck import compare_one, crosscheck_proposals  # noqa: E402
+from spectheory.gpu_validation.experiments.lossless import lossless_test  # noqa: E402
+from spectheory.gpu_validation.experiments.run import run_prompt  # noqa: E402
+from spectheory.gpu_validation.experiments.summarize import markdown, summary  # noqa: E402
+from spectheory.gpu_validation.stats import gtest  # noqa: E402
+from spectheory.gpu_validation.tiny import tiny_qwen2  # noqa: E402
 
 V = 4
 

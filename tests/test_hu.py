@@ -18,7 +18,7 @@ from spectheory.verifiers.coupling import NodePlan, node_acceptance, outcomes, p
 from spectheory.verifiers.hu import hu_plan, max_transport
 from spectheory.verifiers.specinfer import node_recursive_law
 
-lp = pytest.importorskip("lp")
+from spectheory import lp
 
 
 def one_token(p, q):

@@ -9,9 +9,9 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-import lp.certificate as C
-from lp import node_budget_lp
-from lp.certificate import certify_node_budget
+from spectheory.lp import certificate as C
+from spectheory.lp import node_budget_lp
+from spectheory.lp.certificate import certify_node_budget
 from spectheory.exact import analyze
 from spectheory.instances import Instance
 from spectheory.models import TableModel

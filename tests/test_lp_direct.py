@@ -6,7 +6,7 @@ from fractions import Fraction
 
 import pytest
 
-from lp import direct_lp, multipath_lp, node_budget_lp
+from spectheory.lp import direct_lp, multipath_lp, node_budget_lp
 from spectheory.errors import SizeLimitError
 from spectheory.multipath import analyze_multipath
 from spectheory.random_instances import random_instance
@@ -107,9 +107,9 @@ def test_hub_drafting():
     """SpecHub's drafting (the hub a = argmax q and one companion, K <= 2): its outcome law sums
     to 1 exactly, K = 1 is plain drafting (the same optimum as i.i.d.), a second path helps, every
     verifier lossless under hub drafting stays below the optimum, and K = 3 is refused."""
-    from lp.direct import draft_outcomes
-    from lp.node_budget import _tables
-    from lp.result import LPError
+    from spectheory.lp.direct import draft_outcomes
+    from spectheory.lp.node_budget import _tables
+    from spectheory.lp.result import LPError
 
     inst = random_instance(3, 2, 6, denominator=8)
     _, Q = _tables(inst, True)

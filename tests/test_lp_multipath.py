@@ -6,8 +6,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from lp import direct_lp, multidraft_acceptance_L1, multipath_lp, optimal_multidraft_L1
-from lp.multipath import coverage, separate
+from spectheory.lp import direct_lp, multidraft_acceptance_L1, multipath_lp, optimal_multidraft_L1
+from spectheory.lp.multipath import coverage, separate
 from spectheory.errors import InstanceError
 from spectheory.random_instances import random_instance
 from spectheory.report import toy_instance

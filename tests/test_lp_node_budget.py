@@ -5,8 +5,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from lp import LPError, LPResult, coupling_bound, coupling_lp, node_budget_lp
-from lp.node_budget import build_node_budget, certificate
+from spectheory.lp import LPError, LPResult, coupling_bound, coupling_lp, node_budget_lp
+from spectheory.lp.node_budget import build_node_budget, certificate
 from spectheory.errors import SizeLimitError
 from spectheory.exact import analyze
 from spectheory.random_instances import random_instance
@@ -108,7 +108,7 @@ def test_unknown_solver_is_a_clear_error():
 
 
 def _tiny_lp(b_ub, c):
-    from lp.sparse import SparseLP
+    from spectheory.lp.sparse import SparseLP
 
     z = np.zeros(0, dtype=np.int64)
     return SparseLP(1, np.array(c, dtype=float),

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import spectheory as st
-from lp import LPError, direct_lp, node_budget_lp, optimal_multidraft_L1
-from lp.selection import selection_lp
+from spectheory.lp import LPError, direct_lp, node_budget_lp, optimal_multidraft_L1
+from spectheory.lp.selection import selection_lp
 from spectheory.instances import Instance
 from spectheory.models import TableModel
 from spectheory.report import toy_instance

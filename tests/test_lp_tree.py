@@ -8,9 +8,9 @@ import warnings
 import pytest
 from strategies import make_instance
 
-from lp.direct import direct_lp
-from lp.node_budget import node_budget_lp
-from lp.tree import tree_lp, tree_outcomes
+from spectheory.lp.direct import direct_lp
+from spectheory.lp.node_budget import node_budget_lp
+from spectheory.lp.tree import tree_lp, tree_outcomes
 from spectheory.errors import SizeLimitError
 from spectheory.random_instances import random_instance
 from spectheory.trees import analyze_tree

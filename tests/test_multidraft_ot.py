@@ -23,7 +23,7 @@ from spectheory.verifiers.global_resolution import (global_resolution_plan, oute
 from spectheory.verifiers.khisti import khisti_plan
 from spectheory.verifiers.specinfer import node_recursive_law
 
-lp = pytest.importorskip("lp")
+from spectheory import lp
 
 
 def rows(V, seed, denominator=9, alpha=0.6):

@@ -332,9 +332,7 @@ def test_size_guard_and_bad_arguments():
 
 
 def test_block_efficiency_below_direct_lp_optimum():
-    lp_direct = pytest.importorskip("lp.direct")
-    if not hasattr(lp_direct, "direct_lp"):
-        pytest.skip("lp.direct_lp not available")
+    from spectheory.lp import direct as lp_direct
     inst = random_instance(2, 2, 3, alpha=0.8)
     for K in (1, 2):
         for drafting in ("iid", "norep"):
@@ -356,9 +354,7 @@ def test_gbv_attains_the_direct_lp_optimum_on_the_toy():
     """On the paper's two-token example GBV with K = 2 i.i.d. paths reaches the best E[tau+1]
     of any valid 2-path verifier exactly (212/81); without replacement the best verifier here
     (traversal, 25/9) stays below the norep optimum (26/9)."""
-    lp_direct = pytest.importorskip("lp.direct")
-    if not hasattr(lp_direct, "direct_lp"):
-        pytest.skip("lp.direct_lp not available")
+    from spectheory.lp import direct as lp_direct
     inst = toy_instance()
     gbv2 = analyze_multipath(inst, MULTI_PATH["gbv"], 2).block_efficiency
     assert gbv2 == Fraction(212, 81) == lp_direct.direct_lp(inst, 2, exact=True).optimum

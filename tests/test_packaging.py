@@ -73,7 +73,7 @@ def test_core_needs_no_optional_extra(tmp_path):
     code = (
         "import sys\n"
         f"for name in {blocked!r}: sys.modules[name] = None\n"
-        "import spectheory as st, lp\n"
+        "import spectheory as st\nfrom spectheory import lp\n"
         "from spectheory.cli import build_parser\n"
         "from spectheory.report import toy_instance\n"
         "inst = toy_instance(exact=True)\n"
@@ -85,3 +85,49 @@ def test_core_needs_no_optional_extra(tmp_path):
     res = _python(code, cwd=tmp_path, extra_path=[ROOT])
     assert res.returncode == 0, res.stderr
     assert res.stdout.split() == ["20/9", "212/81", "20/9"]
+
+
+def test_wheel_installs_one_top_level_package_and_runs_the_gallery(tmp_path):
+    """The wheel holds one import name, ``spectheory``: the repository's lp/, toy_models/,
+    gpu_validation/ and figures/ install as spectheory.lp, spectheory.toy_models,
+    spectheory.gpu_validation and spectheory.gallery (pyproject's package-dir), so nothing
+    generic lands in site-packages, and ``spectheory figures`` runs from the installed copy."""
+    import zipfile
+
+    import shutil
+
+    pytest.importorskip("setuptools")
+    source = tmp_path / "source"  # building writes build/ beside pyproject.toml: not in ROOT
+    skip = shutil.ignore_patterns("__pycache__", "*.png", "*.pdf", "*.egg-info", "build")
+    for name in ("spectheory", "lp", "toy_models", "gpu_validation", "figures"):
+        shutil.copytree(ROOT / name, source / name, ignore=skip)
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, source / name)
+    wheels = tmp_path / "wheels"
+    res = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps",
+                          "--no-build-isolation", "-w", str(wheels), str(source)],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    if res.returncode != 0 and "No module named pip" in res.stderr:
+        pytest.skip("pip is not available to build a wheel")
+    assert res.returncode == 0, res.stderr[-2000:]
+    (wheel,) = wheels.glob("spectheory-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert top == {"spectheory"}, top
+    for module in ("lp/direct.py", "toy_models/data/SOURCE.md", "gpu_validation/cli.py",
+                   "gallery/fig3_tau_pmf.py", "gallery/_common.py", "gallery/figures.json"):
+        assert f"spectheory/{module}" in names, module
+    target = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(target)
+    run = tmp_path / "run"
+    run.mkdir()
+    res = _python(["-c", "import spectheory.lp as m, spectheory.gallery as g; "
+                   "print(m.__file__); print(g.__path__[0])"], cwd=run, extra_path=[target])
+    assert res.returncode == 0, res.stderr
+    assert all(Path(line).resolve().is_relative_to(target.resolve())
+               for line in res.stdout.splitlines())
+    res = _python(["-m", "spectheory", "figures", "--quick", "--only", "fig3", "--no-progress"],
+                  cwd=run, extra_path=[target])
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert (run / "figures" / "fig3_tau_pmf.png").is_file()
+    assert not list((target / "spectheory" / "gallery").glob("*.png"))  # never written into

@@ -9,8 +9,8 @@ import torch
 pytest.importorskip("transformers")
 
 import spectheory as st  # noqa: E402
-from gpu_validation.decoding import SamplingConfig, SpeculativeDecoder, share_prefix_rows  # noqa: E402
-from gpu_validation.tiny import tiny_qwen2  # noqa: E402
+from spectheory.gpu_validation.decoding import SamplingConfig, SpeculativeDecoder, share_prefix_rows  # noqa: E402
+from spectheory.gpu_validation.tiny import tiny_qwen2  # noqa: E402
 
 
 def _noisy_tie():

@@ -30,7 +30,7 @@ from spectheory.verifiers.spechub import SPECHUB, hub_tokens, spechub, spechub_r
 #: The module (``spectheory.verifiers.spechub`` is also the name of the function).
 sh = importlib.import_module("spectheory.verifiers.spechub")
 
-lp = pytest.importorskip("lp")
+from spectheory import lp
 
 F = Fraction
 

@@ -23,7 +23,7 @@ from spectheory.tree import levels, path_probabilities
 from spectheory.verifiers.hsd import HSD_RELEASED
 from spectheory.verifiers.spectr_gbv import MAX_DECISIONS, SPECTR_GBV, spectr_gbv
 
-lp = pytest.importorskip("lp")
+from spectheory import lp
 
 
 # ----------------------------------------------------------------------------- a transcription

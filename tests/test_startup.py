@@ -39,7 +39,7 @@ def _python(code: str, env: dict | None = None) -> str:
 def test_core_modules_do_not_import_torch():
     names = [m.name for m in pkgutil.walk_packages(spectheory.__path__, "spectheory.")
              if not m.name.startswith(TORCH_ON_IMPORT)]
-    names += ["lp", "lp.cli", "lp.report", "toy_models", "toy_models.cli", "spectheory.cli"]
+    names += ["spectheory.lp", "spectheory.lp.cli", "spectheory.lp.report", "spectheory.toy_models", "spectheory.toy_models.cli", "spectheory.cli"]
     code = ("import importlib, json, sys\nfirst = None\n"
             f"for name in {names!r}:\n"
             "    importlib.import_module(name)\n"

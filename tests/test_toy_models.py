@@ -8,14 +8,14 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-import toy_models as T
+from spectheory import toy_models as T
 from spectheory.errors import InstanceError
 from spectheory.exact import analyze
 from spectheory.instances import instance_from_dict, instance_to_dict
 from spectheory.random_instances import random_instance
 from spectheory.report import toy_instance
 from spectheory.verifiers import block_verification, token_verification
-from toy_models.ngram import DEFAULT_TEXT, load_text, ngram_tables, tokenize
+from spectheory.toy_models.ngram import DEFAULT_TEXT, load_text, ngram_tables, tokenize
 
 
 def assert_valid(inst, V, L):

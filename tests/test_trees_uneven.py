@@ -435,7 +435,7 @@ def test_lp_topk_optimum_is_the_sum_of_target_prefix_probabilities():
     """Drafting top-k is deterministic, so any valid verifier passes through a drafted node v
     with probability at most p(v) (its output starts with v with probability p(v)): the optimum
     E[tau + 1] is 1 + sum_v p(v), which the top-k rule attains, on an uneven tree too."""
-    from lp.tree import tree_lp
+    from spectheory.lp.tree import tree_lp
 
     choices = [[0], [1], [0, 0], [0, 1], [0, 0, 0]]
     for seed in (1, 2):
@@ -459,7 +459,7 @@ def test_lp_uneven_tree_between_its_subtree_and_supertree(drafting):
     uneven [a -> a1, b] <= (2, 1). Strict on this instance: the short leaf b is worth something
     and a padded b -> b1 would be worth more (padding changes the answer). The node rule of the
     scheme stays below the uneven optimum."""
-    from lp.tree import tree_lp
+    from spectheory.lp.tree import tree_lp
 
     inst = random_instance(3, 2, 1, denominator=12)
     uneven = {"parents": [0, 1, 0]}
@@ -473,7 +473,7 @@ def test_lp_uneven_tree_between_its_subtree_and_supertree(drafting):
 
 
 def test_lp_outcomes_of_an_uneven_tree():
-    from lp.tree import tree_outcomes
+    from spectheory.lp.tree import tree_outcomes
 
     inst = random_instance(3, 2, 3, denominator=12)
     for d in ("iid", "norep", "topk"):
@@ -488,7 +488,7 @@ def test_lp_drops_norep_surplus_children_like_the_node_route():
     """q(.|root) with one positive token: the root's second child is not drafted, whatever its
     subtree, so the LP equals the LP of the tree without it (a chain), and the node route's
     specinfer-norep equals specinfer-norep on that chain."""
-    from lp.tree import tree_lp
+    from spectheory.lp.tree import tree_lp
 
     inst = make_instance("onehot_draft", 3, 2, 0, denominator=6)
     assert list(inst.draft.conditional(())).count(0) == 2
