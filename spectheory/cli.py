@@ -41,6 +41,7 @@ COMMAND_MODULES = [
     "spectheory.testing.sampler_cli",
     "spectheory.testing.vectors_cli",
     "spectheory.figures",
+    "spectheory.sweep.cli",
     "spectheory.toy_models.cli",
     "spectheory.gpu_validation.cli",
     "spectheory.lp.cli",

@@ -1,0 +1,86 @@
+"""``spectheory sweep CONFIG [--out OUT] [--executor local|ray] ...``, ``spectheory sweep
+--example`` and ``spectheory sweep plot OUT``."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ..errors import OptionError
+
+
+def cmd_sweep(args) -> int:
+    if args.example:
+        sys.stdout.write(_example())
+        return 0
+    if not args.target:
+        raise OptionError("give a sweep file (spectheory sweep --example > sweep.toml), or "
+                          "'plot OUT'")
+    if args.target[0] == "plot":
+        if len(args.target) != 2:
+            raise OptionError("usage: spectheory sweep plot OUT [--figure FILE] [--x AXIS]")
+        from .plot import plot_sweep
+
+        written = plot_sweep(args.target[1], figure=args.figure, x=args.x)
+        sys.stdout.write(f"wrote {written}\n")
+        return 0
+    if len(args.target) != 1:
+        raise OptionError(f"one sweep file expected; got {len(args.target)} arguments")
+    from .config import load_config
+    from .runner import run_sweep
+
+    workers = None
+    if args.workers is not None:
+        try:
+            workers = int(args.workers)
+        except ValueError:
+            raise OptionError(f"--workers {args.workers!r} is not an integer") from None
+    cfg = load_config(Path(args.target[0]))
+    log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
+    rows = run_sweep(cfg, args.out, executor=args.executor, workers=workers,
+                     address=args.address, only=args.only, retry_failed=args.retry_failed,
+                     use_cache=not args.no_cache, progress=not args.no_progress
+                     and sys.stderr.isatty(), log=log)
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row["status"]] = counts.get(row["status"], 0) + 1
+    summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    sys.stdout.write(f"{len(rows)} rows ({summary}) in {args.out}/results.csv\n")
+    return 0
+
+
+def _example() -> str:
+    from .config import example_config
+
+    return example_config()
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "sweep", help="run a grid of exact analyses and LP optima (TOML file) as cached jobs",
+        description="Run a sweep: instance families x seeds x V x L x verifiers x K (and LP "
+                    "optima), each job in its own process with time and memory limits, cached "
+                    "by content hash under OUT/cache; the table goes to OUT/results.csv (and "
+                    "results.parquet with pyarrow). 'spectheory sweep --example' prints a small "
+                    "sweep file; 'spectheory sweep plot OUT' draws the standard views.")
+    p.add_argument("target", nargs="*", metavar="CONFIG | plot OUT",
+                   help="the sweep's TOML file, or 'plot' and a sweep's output folder")
+    p.add_argument("--example", action="store_true", help="print an example sweep file")
+    p.add_argument("--out", default="sweep-out", help="output folder (default: sweep-out)")
+    p.add_argument("--executor", choices=("local", "ray"), default="local",
+                   help="local: child processes on this machine (default); ray: one Ray task "
+                        "per job (pip install 'spectheory[ray]')")
+    p.add_argument("--address", default=None,
+                   help="Ray cluster address (default: start a local Ray cluster for the run)")
+    p.add_argument("--workers", default=None,
+                   help="jobs at once (default: the cores, at most 8)")
+    p.add_argument("--only", nargs="+", default=None, metavar="KEY",
+                   help="run only these jobs (the 'job' column; each row's command uses this)")
+    p.add_argument("--retry-failed", action="store_true",
+                   help="run cached failures (timeouts, errors) again")
+    p.add_argument("--no-cache", action="store_true", help="run every job, cached or not")
+    p.add_argument("--no-progress", action="store_true", help="no progress on stderr")
+    p.add_argument("--figure", default=None, help="plot: the image file (default OUT/sweep.png)")
+    p.add_argument("--x", default="paths", choices=("paths", "block", "vocab"),
+                   help="plot: the horizontal axis (default paths)")
+    p.set_defaults(func=cmd_sweep)

@@ -1,0 +1,342 @@
+"""Running a sweep: guarded jobs, the executors, the cache and the table.
+
+Every job runs in a child process forked for it (`run_guarded`): the parent watches the child's
+clock and resident memory (``/proc/PID/status``) and kills it past the job's limits; an
+exception, a limit or a crash of the child becomes the row's ``status`` (``failed``, ``timeout``,
+``memory``, ``crashed``) and ``error``, never the sweep's end. The ``local`` executor keeps
+``workers`` such children running at once; the ``ray`` executor sends each job to a Ray task
+that runs the same guard on its node. A finished job is written to ``OUT/cache/KEY.json`` at
+once (atomically), so a killed sweep resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from ..errors import OptionError, SpectheoryError
+from .config import Job, SweepConfig, expand
+from .jobs import OUTPUTS, command, compute, describe_error, warm_up
+
+#: The table's columns: the cache key, the inputs, the outputs, the reproducing command.
+INPUT_COLUMNS = ("family", "vocab", "block", "seed", "knobs", "kind", "name", "paths", "drafting",
+                 "route", "exact")
+OUTPUT_COLUMNS = OUTPUTS
+COLUMNS = ("job",) + INPUT_COLUMNS + OUTPUTS + ("command",)
+#: Columns that measure the run rather than the result (differ between runs and executors).
+RUN_COLUMNS = ("seconds", "peak_rss_mb")
+EXECUTORS = ("local", "ray")
+_POLL = 0.02
+
+
+def _child(job: Job, conn) -> None:  # pragma: no cover - runs in the forked child
+    import resource
+
+    try:
+        from ..threads import set_threads
+
+        set_threads(1)
+    except Exception:  # noqa: BLE001 - threads are a speed setting, never a failure
+        pass
+    start = time.perf_counter()
+    try:
+        out = dict(compute(job), status="ok", error="")
+    except SpectheoryError as exc:
+        out = {"status": "failed", "error": describe_error(exc)}
+    except SystemExit as exc:
+        out = {"status": "failed", "error": f"user code called sys.exit({exc.code!r})"}
+    except MemoryError:
+        out = {"status": "memory", "error": "out of memory (MemoryError)"}
+    except Exception as exc:  # noqa: BLE001 - a failing job is a row
+        out = {"status": "failed", "error": describe_error(exc)}
+    out["seconds"] = round(time.perf_counter() - start, 4)
+    out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    try:
+        conn.send(out)
+    finally:
+        conn.close()
+
+
+def _rss_mb(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0.0
+
+
+class _Guarded:
+    """One job in its forked child, with its clock and memory watched."""
+
+    def __init__(self, job: Job):
+        import multiprocessing as mp
+
+        ctx = mp.get_context("fork")
+        self.job = job
+        self.recv, send = ctx.Pipe(duplex=False)
+        self.proc = ctx.Process(target=_child, args=(job, send), daemon=True)
+        self.start = time.perf_counter()
+        self.peak = 0.0
+        self.proc.start()
+        send.close()
+
+    def _end(self, status: str, error: str) -> dict:
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join()
+        self.recv.close()
+        return {"status": status, "error": error,
+                "seconds": round(time.perf_counter() - self.start, 4),
+                "peak_rss_mb": round(self.peak, 1)}
+
+    def poll(self) -> dict | None:
+        """The outputs once the child is done (or killed), else None."""
+        if self.recv.poll():
+            try:
+                out = self.recv.recv()
+            except (EOFError, OSError):  # the child closed the pipe without a result
+                out = None
+            if out is not None:
+                self.proc.join()
+                self.recv.close()
+                return out
+            self.proc.join(timeout=5)
+            return self._end("crashed", f"the job's process ended with exit code "
+                                        f"{self.proc.exitcode} before returning a result")
+        if not self.proc.is_alive():
+            self.proc.join()
+            return self._end("crashed", f"the job's process ended with exit code "
+                                        f"{self.proc.exitcode} before returning a result")
+        elapsed = time.perf_counter() - self.start
+        if elapsed > self.job.time_limit:
+            return self._end("timeout", f"stopped at the time limit of {self.job.time_limit:g} s")
+        rss = _rss_mb(self.proc.pid)
+        self.peak = max(self.peak, rss)
+        if rss > self.job.memory_limit_mb:
+            return self._end("memory", f"stopped at {rss:.0f} MB resident, over the memory "
+                                       f"limit of {self.job.memory_limit_mb} MB")
+        return None
+
+
+def run_guarded(job: Job) -> dict:
+    """Run one job in a child process under its limits; its outputs (always a dict)."""
+    g = _Guarded(job)
+    while True:
+        out = g.poll()
+        if out is not None:
+            return out
+        time.sleep(_POLL)
+
+
+# ----------------------------------------------------------------------------- executors
+
+
+def _local(jobs: list[Job], workers: int, done) -> None:
+    warm_up(jobs)
+    pending = list(reversed(jobs))
+    running: list[_Guarded] = []
+    try:
+        while pending or running:
+            while pending and len(running) < workers:
+                running.append(_Guarded(pending.pop()))
+            still = []
+            for g in running:
+                out = g.poll()
+                if out is None:
+                    still.append(g)
+                else:
+                    done(g.job, out)
+            running = still
+            if running:
+                time.sleep(_POLL)
+    finally:
+        for g in running:
+            if g.proc.is_alive():
+                g.proc.kill()
+                g.proc.join()
+
+
+def _ray_task(job: Job) -> dict:  # runs on a Ray worker
+    from .jobs import warm_up
+
+    warm_up([job])
+    return run_guarded(job)
+
+
+def _ray(jobs: list[Job], workers: int, address: str | None, done) -> None:
+    try:
+        import ray
+    except ImportError:
+        raise OptionError("--executor ray needs Ray: pip install 'spectheory[ray]'") from None
+    started = False
+    if not ray.is_initialized():
+        kwargs = {"include_dashboard": False, "log_to_driver": False,
+                  "configure_logging": False}
+        if address:
+            ray.init(address=address, **kwargs)
+        else:  # a local cluster for this run, sized like the local executor
+            ray.init(num_cpus=workers, object_store_memory=80 * 1024 ** 2, **kwargs)
+        started = True
+    try:
+        task = ray.remote(num_cpus=1, max_retries=0)(_ray_task)
+        refs = {task.remote(job): job for job in jobs}
+        while refs:
+            ready, _ = ray.wait(list(refs), num_returns=1)
+            for ref in ready:
+                job = refs.pop(ref)
+                try:
+                    out = ray.get(ref)
+                except Exception as exc:  # noqa: BLE001 - a lost task is a row
+                    out = {"status": "crashed", "error": f"Ray task failed: "
+                                                         f"{describe_error(exc)[:300]}",
+                           "seconds": "", "peak_rss_mb": ""}
+                done(job, out)
+    finally:
+        if started:
+            ray.shutdown()
+
+
+# ----------------------------------------------------------------------------- cache, table
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        raise OptionError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _row(job: Job, outputs: dict, config_path: str | None) -> dict:
+    row = {"job": job.key(), **job.inputs()}
+    for col in OUTPUTS:
+        row[col] = outputs.get(col, "")
+    row["command"] = command(job, config_path)
+    return row
+
+
+def write_table(rows: list[dict], out: Path) -> list[Path]:
+    """``out/results.csv`` and, with pyarrow, ``out/results.parquet``; the paths written."""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: ("" if row.get(k) is None else row.get(k, "")) for k in COLUMNS})
+    written = [out / "results.csv"]
+    _write_atomic(written[0], buf.getvalue().encode())
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        return written
+    floats = {"block_efficiency", "expected_accepted", "tv_to_target", "seconds", "peak_rss_mb"}
+    ints = {"vocab", "block", "seed", "paths"}
+    columns = {}
+    for k in COLUMNS:
+        values = [row.get(k, "") for row in rows]
+        if k in floats:
+            columns[k] = pa.array([None if v in ("", None) else float(v) for v in values],
+                                  pa.float64())
+        elif k in ints:
+            columns[k] = pa.array([int(v) for v in values], pa.int64())
+        elif k == "exact":
+            columns[k] = pa.array([bool(v) for v in values], pa.bool_())
+        else:
+            columns[k] = pa.array(["" if v is None else str(v) for v in values], pa.string())
+    sink = pa.BufferOutputStream()
+    pq.write_table(pa.table(columns), sink)
+    written.append(out / "results.parquet")
+    _write_atomic(written[1], sink.getvalue().to_pybytes())
+    return written
+
+
+def run_sweep(cfg: SweepConfig, out, executor: str = "local", workers: int | None = None,
+              address: str | None = None, only: list[str] | None = None,
+              retry_failed: bool = False, use_cache: bool = True, progress: bool = False,
+              log=None) -> list[dict]:
+    """Run the sweep ``cfg`` into the folder ``out`` and return its rows (grid order).
+
+    Jobs whose result is in ``out/cache`` are not run again (``use_cache=False`` runs all;
+    ``retry_failed`` re-runs cached failures). ``only``: job keys to run (the reproducing
+    command of a row). ``executor``: ``"local"`` (``workers`` child processes, default: the
+    cores, at most 8) or ``"ray"`` (``address`` of a cluster, else a local one).
+    """
+    if executor not in EXECUTORS:
+        raise OptionError(f"unknown executor {executor!r}; choose from {', '.join(EXECUTORS)}")
+    cores = os.cpu_count() or 1
+    if workers is None:
+        workers = max(1, min(cores, 8))
+    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 4 * cores:
+        raise OptionError(f"workers must be an integer in [1, {4 * cores}] (4 x the cores); "
+                          f"got {workers!r}")
+    jobs = expand(cfg)
+    if only:
+        keys = {j.key() for j in jobs}
+        missing = [k for k in only if k not in keys]
+        if missing:
+            raise OptionError(f"job {missing[0]!r} is not in this sweep")
+        jobs = [j for j in jobs if j.key() in set(only)]
+    out = Path(out)
+    cache = out / "cache"
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OptionError(f"cannot create output folder {out}: {exc.strerror or exc}") from None
+    results: dict[str, dict] = {}
+    todo = []
+    for job in jobs:
+        path = cache / f"{job.key()}.json"
+        if use_cache and path.is_file():
+            try:
+                cached = json.loads(path.read_text(encoding="utf-8"))["outputs"]
+            except (OSError, ValueError, KeyError, TypeError):
+                cached = None  # unreadable: computed again
+            if cached is not None and (cached.get("status") == "ok" or not retry_failed):
+                results[job.key()] = cached
+                continue
+        todo.append(job)
+    if log is not None:
+        log(f"sweep {cfg.name}: {len(jobs)} jobs, {len(jobs) - len(todo)} cached, "
+            f"{len(todo)} to run on {executor} ({workers} workers)")
+    bar = None
+    if progress and todo:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(todo), file=sys.stderr, unit="job", desc=cfg.name)
+
+    def done(job: Job, outputs: dict) -> None:
+        results[job.key()] = outputs
+        payload = {"inputs": job.inputs(), "outputs": outputs}
+        _write_atomic(cache / f"{job.key()}.json", json.dumps(payload, sort_keys=True).encode())
+        if bar is not None:
+            bar.update(1)
+
+    try:
+        if todo:
+            if executor == "local":
+                _local(todo, workers, done)
+            else:
+                _ray(todo, workers, address, done)
+    finally:
+        if bar is not None:
+            bar.close()
+    config_path = cfg.source if cfg.source not in ("", "<text>") else None
+    rows = [_row(job, results[job.key()], config_path) for job in jobs if job.key() in results]
+    write_table(rows, out)
+    return rows

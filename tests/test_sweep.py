@@ -1,0 +1,288 @@
+"""Sweeps (`spectheory sweep`): the grid, the values (equal to the public API's), the cache and
+resuming, failures as rows (exceptions, exits, time and memory limits, crashes), strict files,
+the Ray executor agreeing with the local one, and the standard plot."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+import textwrap
+import time
+from fractions import Fraction
+
+import pytest
+
+import spectheory as st
+from spectheory.cli import main
+from spectheory.errors import OptionError
+from spectheory.lp import direct_lp, node_budget_lp
+from spectheory.random_instances import random_instance
+from spectheory.sweep import example_config, expand, load_config, run_sweep
+from spectheory.sweep import runner
+from spectheory.sweep.runner import RUN_COLUMNS
+
+
+def _table(out):
+    with open(out / "results.csv", newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+@pytest.fixture(scope="module")
+def example_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sweep") / "out"
+    rows = run_sweep(load_config(example_config()), out, workers=2)
+    return out, rows
+
+
+def test_example_has_at_least_eight_rows_with_every_input_and_output(example_run):
+    out, rows = example_run
+    assert len(rows) == len(expand(load_config(example_config()))) == 12
+    table = _table(out)
+    assert [r["job"] for r in table] == [r["job"] for r in rows]
+    assert all(r["status"] == "ok" for r in table), [r["error"] for r in table]
+    assert set(table[0]) >= {"family", "vocab", "block", "seed", "knobs", "name", "paths",
+                             "drafting", "block_efficiency", "tv_to_target", "seconds",
+                             "peak_rss_mb", "command"}
+    pq = pytest.importorskip("pyarrow.parquet")
+    assert pq.read_table(out / "results.parquet").num_rows == 12
+
+
+def test_values_equal_the_public_api(example_run):
+    _, rows = example_run
+    for r in rows:
+        inst = random_instance(r["vocab"], r["block"], r["seed"], alpha=1.0)
+        if r["kind"] == "verifier":
+            res = st.analyze(inst, r["name"], paths=r["paths"])
+            assert float(r["block_efficiency"]) == float(res.block_efficiency)
+            pmf = json.loads(r["tau_pmf"])
+            assert pmf == [float(v) for v in res.tau_pmf]
+            assert float(r["tv_to_target"]) < 1e-12  # lossless verifiers
+        elif r["name"] == "direct":
+            assert float(r["block_efficiency"]) == pytest.approx(
+                direct_lp(inst, r["paths"]).optimum, abs=1e-9)
+        else:
+            assert float(r["block_efficiency"]) == pytest.approx(
+                node_budget_lp(inst).optimum, abs=1e-9)
+
+
+def test_no_verifier_beats_the_optimum_of_its_instance(example_run):
+    """A real property of the table: every lossless verifier's E[tau+1] is at most the direct
+    LP's optimum at the same K on the same instance (the plot's gap column is >= 0)."""
+    from spectheory.sweep.plot import series
+
+    _, rows = example_run
+    table = [{k: str(v) for k, v in r.items()} for r in rows]
+    _, gaps = series(table, "paths")
+    assert gaps and all(g >= -1e-9 for d in gaps.values() for g in d.values())
+
+
+def test_exact_sweep_gives_rationals_equal_to_the_exact_engine(tmp_path):
+    cfg = load_config(textwrap.dedent("""
+        [sweep]
+        exact = true
+        [[instances]]
+        family = "random"
+        vocab = 2
+        block = 2
+        seeds = [3]
+        denominator = 12
+        [[verifiers]]
+        name = ["block"]
+        [[optima]]
+        problem = "node-budget"
+    """))
+    rows = run_sweep(cfg, tmp_path / "out", workers=1)
+    inst = random_instance(2, 2, 3, denominator=12)
+    want = st.analyze(inst, "block", exact=True).block_efficiency
+    assert isinstance(want, Fraction) and Fraction(rows[0]["value_exact"]) == want
+    assert Fraction(rows[1]["value_exact"]) == node_budget_lp(inst, exact=True).optimum
+    assert "--exact" in rows[0]["command"] and "--denominator 12" in rows[0]["command"]
+
+
+def test_reproducing_command_gives_the_row(example_run, tmp_path, capsys, monkeypatch):
+    _, rows = example_run
+    row = next(r for r in rows if r["name"] == "block" and r["vocab"] == 3)
+    make, run = row["command"].split(" && ")
+    assert main(make.split()[1:-2]) == 0  # drop 'spectheory' and '> inst.json'
+    (tmp_path / "inst.json").write_text(capsys.readouterr().out)
+    monkeypatch.chdir(tmp_path)
+    assert main(run.split()[1:] + ["--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["block_efficiency"] == row["block_efficiency"]
+
+
+# ----------------------------------------------------------------------------- cache
+
+
+def test_rerun_and_extended_grid_compute_only_what_is_missing(tmp_path, monkeypatch):
+    text = example_config()
+    out = tmp_path / "out"
+    started = []
+    real = runner._Guarded.__init__
+
+    def counting(self, job):
+        started.append(job.key())
+        real(self, job)
+
+    monkeypatch.setattr(runner._Guarded, "__init__", counting)
+    first = run_sweep(load_config(text), out, workers=2)
+    assert len(started) == 12
+    again = run_sweep(load_config(text), out, workers=2)
+    assert len(started) == 12  # nothing recomputed
+    assert [{k: v for k, v in r.items()} for r in again] == first
+    extended = text.replace("seeds = [0]", "seeds = [0, 1]")
+    rows = run_sweep(load_config(extended), out, workers=2)
+    assert len(rows) == 24 and len(started) == 24  # only the new seed's 12 jobs ran
+
+
+def test_killed_sweep_resumes_from_its_cache(tmp_path, monkeypatch):
+    module = tmp_path / "slowfam.py"
+    module.write_text(textwrap.dedent("""
+        import time
+        from spectheory.random_instances import random_instance
+
+        def slow(vocab_size, block_length, seed, delay=0.3):
+            time.sleep(delay)
+            return random_instance(vocab_size, block_length, seed)
+    """))
+    cfg = tmp_path / "slow.toml"
+    cfg.write_text(textwrap.dedent("""
+        [[instances]]
+        family = "slowfam:slow"
+        vocab = 2
+        block = 2
+        seeds = [0, 1, 2, 3, 4, 5]
+        [[verifiers]]
+        name = "block"
+    """))
+    out = tmp_path / "out"
+    env = {**__import__("os").environ, "PYTHONPATH": str(tmp_path)}
+    proc = subprocess.Popen([sys.executable, "-m", "spectheory", "sweep", str(cfg), "--out",
+                             str(out), "--workers", "1", "--no-progress"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    while time.time() < deadline and len(list((out / "cache").glob("*.json"))) < 2:
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait()
+    done = len(list((out / "cache").glob("*.json")))
+    assert 2 <= done < 6
+    monkeypatch.syspath_prepend(str(tmp_path))
+    said = []
+    run_sweep(load_config(cfg), out, workers=2, log=said.append)
+    assert f"{done} cached, {6 - done} to run" in said[0]
+    assert len(_table(out)) == 6 and all(r["status"] == "ok" for r in _table(out))
+
+
+# ----------------------------------------------------------------------------- failures
+
+
+def test_failing_jobs_are_rows_not_crashes(tmp_path, monkeypatch):
+    module = tmp_path / "badfam.py"
+    module.write_text(textwrap.dedent("""
+        import os, sys, time
+        from spectheory.random_instances import random_instance
+
+        def fam(vocab_size, block_length, seed, how="ok"):
+            if how == "raise":
+                raise RuntimeError("boom")
+            if how == "exit0":
+                sys.exit(0)
+            if how == "hang":
+                time.sleep(60)
+            if how == "hog":
+                blocks = [bytearray(50 * 2**20) for _ in range(40)]
+                time.sleep(60)
+            if how == "die":
+                os._exit(7)
+            return random_instance(vocab_size, block_length, seed)
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cfg = load_config(textwrap.dedent("""
+        [sweep]
+        time_limit = 3
+        memory_limit_mb = 600
+        [[instances]]
+        family = "badfam:fam"
+        vocab = 2
+        block = 2
+        how = ["ok", "raise", "exit0", "hang", "hog", "die"]
+        [[verifiers]]
+        name = "token"
+    """))
+    rows = run_sweep(cfg, tmp_path / "out", workers=2)
+    status = {json.loads(r["knobs"])["how"]: (r["status"], r["error"]) for r in rows}
+    assert status["ok"] == ("ok", "")
+    assert status["raise"][0] == "failed" and "RuntimeError: boom" in status["raise"][1]
+    assert status["exit0"][0] == "failed" and "sys.exit(0)" in status["exit0"][1]
+    assert status["hang"][0] == "timeout" and "time limit of 3 s" in status["hang"][1]
+    assert status["hog"][0] == "memory" and "memory limit of 600 MB" in status["hog"][1]
+    assert status["die"][0] == "crashed" and "exit code 7" in status["die"][1]
+    assert len(_table(tmp_path / "out")) == 6
+
+
+def test_bad_verifier_name_is_a_failed_row(tmp_path):
+    cfg = load_config(example_config().replace('name = ["gbv"]', 'name = ["gbw"]'))
+    rows = run_sweep(cfg, tmp_path / "out", workers=2)
+    bad = [r for r in rows if r["name"] == "gbw"]
+    assert bad and all(r["status"] == "failed" and "gbw" in r["error"] for r in bad)
+
+
+@pytest.mark.parametrize("text, message", [
+    ('[sweep]\nnmae = "x"\n', "unknown key 'nmae' in [sweep]; did you mean 'name'?"),
+    ('[[instance]]\n', "unknown key 'instance' in the sweep file; did you mean 'instances'?"),
+    ('[[instances]]\nfamily="random"\nvocab=2\nblock=2\n[[verifiers]]\nnmae="token"\n',
+     "unknown key 'nmae' in [[verifiers]] #1; did you mean 'name'?"),
+    ('[[instances]]\nfamily="random"\nvocab=1\nblock=2\n[[verifiers]]\nname="token"\n',
+     "vocab must be integers in [2, 10000]"),
+    ('[[instances]]\nfamily="random"\nvocab=2\nblock=2\n[[optima]]\nproblem="drect"\n',
+     "did you mean 'direct'?"),
+    ('[[instances]]\nfamily="random"\nvocab=[2]\nblock=2\nseeds=' + str(list(range(400)))
+     + '\n[[verifiers]]\nname=' + json.dumps([f"v{i}" for i in range(300)]) + '\n',
+     "expands to 120,000 jobs"),
+    ('[sweep\n', "is not valid TOML"),
+])
+def test_bad_sweep_files_are_one_line(text, message):
+    with pytest.raises(OptionError) as exc:
+        load_config(text)
+    assert message in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_cli_bad_file_and_example(tmp_path, capsys):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[sweep]\ntime_limt = 3\n')
+    assert main(["sweep", str(bad), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "did you mean 'time_limit'" in err
+    assert not (tmp_path / "o").exists()  # nothing written for a refused file
+    assert main(["sweep", "--example"]) == 0
+    assert load_config(capsys.readouterr().out).name == "example"
+    good = tmp_path / "good.toml"
+    good.write_text(example_config())
+    assert main(["sweep", str(good), "--workers", "100000", "--out", str(tmp_path / "o")]) == 2
+    assert "workers must be an integer" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- ray, plot
+
+
+def test_ray_executor_gives_the_local_table(example_run, tmp_path):
+    pytest.importorskip("ray")
+    out, _ = example_run
+    rows = run_sweep(load_config(example_config()), tmp_path / "ray", executor="ray",
+                     workers=2)
+    local = _table(out)
+    remote = _table(tmp_path / "ray")
+    assert len(rows) == len(local) == len(remote) == 12
+    for a, b in zip(local, remote):
+        assert {k: v for k, v in a.items() if k not in RUN_COLUMNS} == \
+            {k: v for k, v in b.items() if k not in RUN_COLUMNS}
+
+
+def test_plot_draws_the_standard_views(example_run, capsys):
+    pytest.importorskip("matplotlib")
+    out, _ = example_run
+    assert main(["sweep", "plot", str(out)]) == 0
+    assert (out / "sweep.png").stat().st_size > 10_000
+    assert main(["sweep", "plot", str(out / "missing")]) == 2
