@@ -1,9 +1,10 @@
 """Helpers shared by the figure scripts of this folder (``figN_<name>.py``).
 
-Toy instances by family and knob (:mod:`toy_models`), the exact single-path numbers of one instance
-(:func:`spectheory.exact.analyze`, float64), the multi-path table that figures 4 and 5 both plot
-(computed once per process), the published numbers of Sun et al. that figure 6 compares with,
-and saving a matplotlib figure as PNG and PDF with fixed metadata (byte-stable reruns).
+Toy instances by family and knob ([`spectheory.toy_models`][spectheory.toy_models]), the exact
+single-path numbers of one instance ([`analyze`][spectheory.exact.analyze], float64), the multi-path
+table that figures 4 and 5 both plot (computed once per process), the published numbers of Sun et
+al. that figure 6 compares with, and saving a matplotlib figure as PNG and PDF with fixed metadata
+(byte-stable reruns).
 
 Each script's ``main(out, quick=False)`` writes ``out/<stem>.png`` and ``out/<stem>.pdf`` and
 returns the numbers behind the figure; ``spectheory figures`` runs them all. A script also runs
@@ -47,7 +48,7 @@ FAMILY_BASE = {
     "temperature": {"alpha": 0.5},
     "ngram": {"order": 4, "vocab_size": 5, "draft_fraction": 0.1},
 }
-#: The divergence knob of each family (see :data:`toy_models.FAMILIES`).
+#: The divergence knob of each family (see `spectheory.toy_models.FAMILIES`).
 KNOB = {"dirichlet": "alpha", "logit-noise": "sigma", "mixture": "eps",
         "temperature": "temperature", "ngram": "draft_order"}
 FORMATS = ("png", "pdf")
@@ -62,7 +63,7 @@ def truncate(inst: Instance, L: int) -> Instance:
 
 
 def make_family(family: str, V: int, L: int, seed: int, knob_value) -> Instance:
-    """A toy instance of ``family`` (:data:`FAMILY_BASE` parameters) with its knob at
+    """A toy instance of ``family`` (`FAMILY_BASE` parameters) with its knob at
     ``knob_value``."""
     from spectheory.toy_models import make_instance
 
@@ -96,52 +97,78 @@ MULTIPATH_GRID = {
 
 @lru_cache(maxsize=2)
 def _multipath_data(quick: bool) -> str:
-    from spectheory.lp import direct_lp, multipath_lp
+    """The grid as a sweep (`spectheory.sweep`): one job per instance and verifier or LP, run
+    on worker processes and collected into rows per (instance, K)."""
+    import os
+    import shutil
+    import tempfile
+
+    from spectheory.sweep import load_config, run_sweep
 
     g = MULTIPATH_GRID[quick]
     verifiers = dict(MULTI_PATH)
     drafting = {name: v.default_drafting for name, v in verifiers.items()}
-    rows, notes = [], []
+    Ks = list(g["Ks"])
+    small = [K for K in Ks if K <= g["direct_max_K"]]
+    text = f"""
+[sweep]
+name = "multipath-vs-K"
+[[instances]]
+family = "toy:dirichlet"
+vocab = {g["V"]}
+block = {g["L"]}
+seeds = {list(range(g["seeds"]))}
+alpha = 1.0
+"""
+    for name in verifiers:
+        allowed = [K for K in Ks if K <= DRAFTING_MAX_PATHS.get(drafting[name], K)]
+        text += (f'[[verifiers]]\nname = "{name}"\npaths = {allowed}\n'
+                 f'drafting = "{drafting[name]}"\n')
+    text += f'[[optima]]\nproblem = "multipath"\npaths = {Ks}\n'
+    schemes = ["iid"] + [d for d in ("norep", "hub") if d in drafting.values()]
+    for scheme in schemes:
+        paths = [K for K in small if K <= DRAFTING_MAX_PATHS.get(scheme, K)]
+        text += f'[[optima]]\nproblem = "direct"\npaths = {paths}\ndrafting = "{scheme}"\n'
+    folder = tempfile.mkdtemp(prefix="spectheory-fig-multipath-")
+    try:
+        table = run_sweep(load_config(text), folder, workers=min(2, os.cpu_count() or 1))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    rows, notes, by_key = [], [], {}
     for seed in range(g["seeds"]):
-        inst = make_family("dirichlet", g["V"], g["L"], seed, 1.0)
-        for K in g["Ks"]:
-            row = {"seed": seed, "K": K, "be": {}}
-            for name, v in verifiers.items():
-                if K > DRAFTING_MAX_PATHS.get(drafting[name], K):  # hub drafting: K <= 2
-                    row["be"][name] = None
-                    continue
-                try:
-                    row["be"][name] = float(analyze(inst, v, name, paths=K,
-                                                    drafting=drafting[name]).block_efficiency)
-                except SpectheoryError as exc:
-                    row["be"][name] = None
-                    notes.append(f"{name}, K = {K}: {exc}")
-            row["multipath_lp"] = float(multipath_lp(inst, paths=K).optimum)
-            small = K <= g["direct_max_K"]
-            row["direct_lp"] = float(direct_lp(inst, paths=K).optimum) if small else None
-            row["direct_lp_norep"] = None
-            if small and "norep" in drafting.values():
-                try:
-                    row["direct_lp_norep"] = float(direct_lp(inst, paths=K, drafting="norep")
-                                                   .optimum)
-                except SpectheoryError as exc:
-                    notes.append(f"no LP optimum for drafting without replacement "
-                                 f"(lp.direct_lp: {exc})")
-            row["direct_lp_hub"] = None
-            if small and "hub" in drafting.values() and K <= DRAFTING_MAX_PATHS["hub"]:
-                row["direct_lp_hub"] = float(direct_lp(inst, paths=K, drafting="hub").optimum)
+        for K in Ks:
+            row = {"seed": seed, "K": K, "be": {name: None for name in verifiers},
+                   "multipath_lp": None, "direct_lp": None, "direct_lp_norep": None,
+                   "direct_lp_hub": None}
             rows.append(row)
-    data = {"V": g["V"], "L": g["L"], "Ks": list(g["Ks"]), "seeds": g["seeds"],
+            by_key[seed, K] = row
+    column = {"iid": "direct_lp", "norep": "direct_lp_norep", "hub": "direct_lp_hub"}
+    for r in table:
+        row = by_key[r["seed"], r["paths"]]
+        if r["status"] != "ok":
+            notes.append(f"{r['name']}, K = {r['paths']}: {r['error']}")
+            continue
+        value = float(r["block_efficiency"])
+        if r["kind"] == "verifier":
+            row["be"][r["name"]] = value
+        elif r["name"] == "multipath":
+            row["multipath_lp"] = value
+        else:
+            row[column[r["drafting"]]] = value
+    if any(row["multipath_lp"] is None for row in rows):
+        raise SpectheoryError("the multi-path LP relaxation failed: " + "; ".join(notes))
+    data = {"V": g["V"], "L": g["L"], "Ks": Ks, "seeds": g["seeds"],
             "direct_max_K": g["direct_max_K"], "verifiers": list(verifiers),
             "drafting": drafting, "rows": rows, "notes": sorted(set(notes))}
     return json.dumps(data)
 
 
 def multipath_data(quick: bool = False) -> dict:
-    """E[tau+1] of every multi-path verifier (:data:`spectheory.verifiers.MULTI_PATH`, each under
-    the drafting scheme it is lossless for) and the LP optima (:func:`lp.direct_lp` for i.i.d.
-    and without-replacement drafts where small enough, :func:`lp.multipath_lp` relaxation) per
-    instance and K, on Dirichlet(1) instances. Computed once per process (figures 4 and 5)."""
+    """E[tau+1] of every multi-path verifier (`spectheory.verifiers.MULTI_PATH`, each under the
+    drafting scheme it is lossless for) and the LP optima
+    ([`direct_lp`][spectheory.lp.direct.direct_lp] for i.i.d. and without-replacement drafts where
+    small enough, [`multipath_lp`][spectheory.lp.multipath.multipath_lp] relaxation) per instance
+    and K, on Dirichlet(1) instances. Computed once per process (figures 4 and 5)."""
     return json.loads(_multipath_data(bool(quick)))
 
 

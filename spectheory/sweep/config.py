@@ -22,7 +22,8 @@ name = ["gbv"]
 paths = [2, 3]
 drafting = ["iid"]       # optional: the verifier's own scheme by default
 
-[[optima]]               # LP optima (spectheory.lp): "direct" (any K), "node-budget" (K = 1)
+[[optima]]               # LP optima (spectheory.lp): "direct" (any K), "node-budget" (K = 1),
+                         # "multipath" (the compact K-path relaxation for i.i.d. drafts)
 problem = "direct"
 paths = [1, 2, 3]
 ```
@@ -56,7 +57,7 @@ SWEEP_KEYS = ("name", "exact", "time_limit", "memory_limit_mb")
 INSTANCE_KEYS = ("family", "vocab", "block", "seeds")
 VERIFIER_KEYS = ("name", "paths", "drafting", "route")
 OPTIMUM_KEYS = ("problem", "paths", "drafting")
-PROBLEMS = ("direct", "node-budget")
+PROBLEMS = ("direct", "node-budget", "multipath")
 TOP_KEYS = ("sweep", "instances", "verifiers", "optima")
 
 
@@ -262,6 +263,8 @@ def _all_methods(cfg: SweepConfig):
                 if K != 1:
                     continue  # the node-budget LP is the single-path problem
                 drafting = None
+            if problem == "multipath":
+                drafting = None  # a relaxation for i.i.d. drafts
             yield "optimum", problem, K, drafting, None
 
 

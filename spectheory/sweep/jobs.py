@@ -101,6 +101,10 @@ def compute(job) -> dict:
     lp = importlib.import_module("spectheory.lp")  # outer sub-package, loaded by name
     if job.name == "direct":
         res = lp.direct_lp(inst, job.paths, exact=job.exact, drafting=job.drafting or "iid")
+    elif job.name == "multipath":
+        if job.exact:
+            raise OptionError("the multipath LP relaxation is solved in float64 only")
+        res = lp.multipath_lp(inst, paths=job.paths)
     else:
         res = lp.node_budget_lp(inst, exact=job.exact)
     return {"block_efficiency": float(res.optimum), "expected_accepted": float(res.optimum) - 1,
@@ -133,6 +137,8 @@ def command(job, config_path: str | None = None) -> str:
             run = ["spectheory", "lp", "inst.json", "--problem", job.name]
             if job.name == "direct":
                 run += ["--paths", str(job.paths), "--drafting", job.drafting or "iid"]
+            elif job.name == "multipath":
+                run += ["--paths", str(job.paths)]
         if job.exact:
             run += ["--exact"]
         return f"{shlex.join(make)} > inst.json && {shlex.join(run)}"
