@@ -6,25 +6,28 @@ the per-draft route.
   to read every float64 input table (target depths 0..L, draft depths 0..L-1) once, measured in
   the same process (``Tensor.sum`` over each table). Also the per-draft route (``route=
   "per-draft"``) on the same instance, and token verification.
-* The headline runs as the command line does (:func:`spectheory.allocator.keep_freed_memory`:
-  freed memory reused, so the engine's large temporaries do not page-fault) and with glibc's
-  default allocator settings (``*_default_allocator``).
-* Memory: V = 16, L = 6 (tau pmf and TV, ``laws=False``: the output law alone would be 2 GiB)
-  and V = 4, L = 12 (full analysis), with glibc's default allocator settings and with
-  ``keep_freed_memory`` (which keeps freed blocks for reuse and so raises the peak), peak
-  resident memory of the process (instance included;
-  the instance tables are built row block by row block, the same Dirichlet(1) rows as
-  :func:`spectheory.random_instance`). ``peak_rss_gib`` is the peak over the node-route calls
-  (one result alive at a time), taken before the per-draft route runs (its peak, with the node
-  result still held for the comparison, is ``peak_rss_gib_with_per_draft``);
-  ``rss_gib_after_instance`` is the resident memory once the input tables are built.
+* The headline runs as the command line does
+  ([`keep_freed_memory`][spectheory.allocator.keep_freed_memory]: freed memory reused, so the
+  engine's large temporaries do not page-fault) and with glibc's default allocator settings
+  (``*_default_allocator``).
+* Memory: V = 16, L = 6 (tau pmf and TV, ``laws=False``: the output law alone would be 2 GiB) and
+  V = 4, L = 12 (full analysis), with glibc's default allocator settings and with
+  ``keep_freed_memory`` (which keeps freed blocks for reuse and so raises the peak), peak resident
+  memory of the process (instance included; the instance tables are built row block by row block,
+  the same Dirichlet(1) rows as [`random_instance`][spectheory.random_instances.random_instance]).
+  ``peak_rss_gib`` is the peak over the node-route calls (one result alive at a time), taken
+  before the per-draft route runs (its peak, with the node result still held for the comparison,
+  is ``peak_rss_gib_with_per_draft``); ``rss_gib_after_instance`` is the resident memory once the
+  input tables are built.
 * A straightforward per-draft Python loop on a small case (E[tau] only).
 
 Torch runs with one thread; each case runs in a fresh subprocess (its peak memory is its own);
 times are medians over ``--repeat`` runs (the first call, which also grows the heap, is
-reported apart). Usage::
+reported apart). Usage:
 
-    python benchmarks/bench_exact.py [--repeat 5] [--out benchmarks/results/bench_exact.json]
+```bash
+python benchmarks/bench_exact.py [--repeat 5] [--out benchmarks/results/bench_exact.json]
+```
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Throughput of the exact engine, for the time estimates of the size guard.
 
 ``python benchmarks/bench_limits.py [--out benchmarks/results/bench_limits.json]`` times
-:func:`spectheory.analyze` on random table instances (torch with one thread) and reports
+[`analyze`][spectheory.exact.analyze] on random table instances (torch with one thread) and reports
 sequences per second (output-law leaves V^(L+1), one path, float64 and exact rationals) and joint
-draft outcomes per second (K paths). The constants in :mod:`spectheory.limits`
+draft outcomes per second (K paths). The constants in [`spectheory.limits`][spectheory.limits]
 (``FLOAT_SEQUENCES_PER_SECOND``, ``EXACT_SEQUENCES_PER_SECOND``, ``OUTCOMES_PER_SECOND``) are the
 lowest rates measured here, rounded down, so estimates lean long.
 """

@@ -1,13 +1,15 @@
 """Optimality of block verification certified at scale without an LP solver.
 
-For each size, a random prefix-dependent instance (Dirichlet(1) rows, built row block by row
-block) and :func:`lp.certificate.certify_node_budget`: the closed-form primal and the backward
-dual of the node-budget LP (sum_{j=1}^{L+1} V^j variables), every primal and dual row checked
-in float64 (tolerance 1e-12) and the objectives compared. Each size runs in a fresh subprocess:
-seconds of the certificate (instance building excluded, reported apart) and the peak resident
-memory of the process (instance included). Target: within 60 s and 8 GiB. Usage::
+For each size, a random prefix-dependent instance (Dirichlet(1) rows, built row block by row block)
+and [`certify_node_budget`][spectheory.lp.certificate.certify_node_budget]: the closed-form primal
+and the backward dual of the node-budget LP (sum_{j=1}^{L+1} V^j variables), every primal and dual
+row checked in float64 (tolerance 1e-12) and the objectives compared. Each size runs in a fresh
+subprocess: seconds of the certificate (instance building excluded, reported apart) and the peak
+resident memory of the process (instance included). Target: within 60 s and 8 GiB. Usage:
 
-    python benchmarks/bench_lp_certificate.py [--sizes 8x8,16x6] [--out ...json]
+```bash
+python benchmarks/bench_lp_certificate.py [--sizes 8x8,16x6] [--out ...json]
+```
 """
 
 from __future__ import annotations

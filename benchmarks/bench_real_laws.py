@@ -4,16 +4,18 @@ B = 64 drafted blocks, L = 8, Qwen vocabulary V = 151,936, float32, CPU, one tor
 are softmax(3 N(0, 1)) logits (the root row shared by all K paths, as in a real draft tree).
 
 * token and block verification: the full law (stop table and every correction row), and the
-  stop-probabilities-only route :func:`spectheory.nodes.stop_probabilities` (what a paired
-  E[tau] comparison needs);
+  stop-probabilities-only route [`stop_probabilities`][spectheory.nodes.stop_probabilities] (what a
+  paired E[tau] comparison needs);
 * GBV with K = 4 paths (selection by O(V) rank counting, one sort of packed keys per selected
   row, block verification against q^G).
 
 The floor is the time to read p and q once (``Tensor.sum`` over each), measured in the same
 process right before every timed call; each ratio is the median over ``--repeat`` runs of
-time / floor. Usage::
+time / floor. Usage:
 
-    python benchmarks/bench_real_laws.py [--repeat 5] [--out benchmarks/results/real_laws.json]
+```bash
+python benchmarks/bench_real_laws.py [--repeat 5] [--out benchmarks/results/real_laws.json]
+```
 """
 
 from __future__ import annotations

@@ -10,11 +10,13 @@ torch cannot start faster than that. The target is under 1 s for ``spectheory --
 
 Another checkout's code is timed with the same protocol through ``PYTHONPATH`` (the console
 script puts it before the installed package), e.g. the implementation before torch was imported
-lazily::
+lazily:
 
-    git worktree add /tmp/before b6af064
-    PYTHONPATH=/tmp/before python benchmarks/bench_startup.py --label b6af064 \
-        --out benchmarks/results/startup_b6af064.json
+```bash
+git worktree add /tmp/before b6af064
+PYTHONPATH=/tmp/before python benchmarks/bench_startup.py --label b6af064 \
+    --out benchmarks/results/startup_b6af064.json
+```
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ real 1.5B target on the same machine: batch K, L+1 tokens) or ``--target-seconds
 Performance target: block within 1.2x of token, and under 5% of the target forward.
 
 Verifiers are names or ``module:function`` (``--single``, ``--multi``), resolved through
-:func:`spectheory.registry.get_verifier`; each is timed through the one protocol
-(``spec.law`` in the K-path form, then :func:`spectheory.sampling.sample_output`).
+[`get_verifier`][spectheory.registry.get_verifier]; each is timed through the one protocol
+(``spec.law`` in the K-path form, then [`sample_output`][spectheory.sampling.sample_output]).
 """
 
 from __future__ import annotations

@@ -4,16 +4,17 @@ E[tau + 1] against the number of draft paths K at block length L = 1 (top row) a
 row), for every registered lossless multi-draft verifier under the drafting scheme it is designed
 for: K i.i.d. paths (left column: specinfer, spectr, traversal-iid, gbv, hu, khisti,
 global-resolution) and K paths whose first tokens are drawn without replacement (right column:
-specinfer-norep, traversal, hu-norep). Thick grey: the ceiling, the best valid K-path verifier
-under that drafting scheme. At L = 1 it is Hu et al.'s exact optimum 1 + alpha*(p, q, K)
-(:func:`spectheory.bounds.optimal_acceptance`, equal to the direct LP at L = 1). At L = 3 it is
-the best selection rule (:func:`lp.selection.selection_lp`, equal to the direct K-path LP, proved
-in docs/selection-optimum.md) up to K = 3 (i.i.d.) and K = 4 (without replacement); beyond, for
-i.i.d. drafts only, the compact relaxation :func:`lp.multipath_lp` (dashed: an upper bound, not
-attained in general). Black stars: spechub at K = 1, 2 on its own ``hub`` drafts (the draft's top
-token and one companion), with the best valid verifier of those drafts (:func:`lp.direct_lp`,
-``drafting="hub"``, open grey circles); hub drafts are not i.i.d., so these may lie above the
-i.i.d. ceiling.
+specinfer-norep, traversal, hu-norep). Thick grey: the ceiling, the best valid K-path verifier under
+that drafting scheme. At L = 1 it is Hu et al.'s exact optimum 1 + alpha*(p, q, K)
+([`optimal_acceptance`][spectheory.bounds.optimal_acceptance], equal to the direct LP at L = 1). At
+L = 3 it is the best selection rule ([`selection_lp`][spectheory.lp.selection.selection_lp], equal
+to the direct K-path LP, proved in docs/selection-optimum.md) up to K = 3 (i.i.d.) and K = 4
+(without replacement); beyond, for i.i.d. drafts only, the compact relaxation
+[`multipath_lp`][spectheory.lp.multipath.multipath_lp] (dashed: an upper bound, not attained in
+general). Black stars: spechub at K = 1, 2 on its own ``hub`` drafts (the draft's top token and one
+companion), with the best valid verifier of those drafts
+([`direct_lp`][spectheory.lp.direct.direct_lp], ``drafting="hub"``, open grey circles); hub drafts
+are not i.i.d., so these may lie above the i.i.d. ceiling.
 
 On these instances, at L = 1 the optimal-transport rules (hu, khisti, global-resolution; hu-norep
 without replacement) sit on the ceiling, spechub on its hub optimum, traversal-iid on specinfer and
@@ -23,20 +24,20 @@ transport rules (hu and khisti, within 6e-4 of each other, and on average a litt
 global-resolution) come closest; GBV is next at K = 2 but falls from there, below specinfer, spectr
 and traversal-iid from K = 3 on; without replacement traversal beats specinfer-norep and hu-norep.
 
-Instances: the logit-noise toy family (target rows Dirichlet(0.5), draft logits = target logits
-plus Gaussian noise of scale sigma = 1, :mod:`toy_models`), prefix-dependent rows, mean over seeds
-0..3; V = 8 at L = 1 (so that drafting without replacement is meaningful up to K = 8) and V = 3 at
-L = 3 (the affordable size; without replacement the scheme then draws all 3 first tokens from
-K = 3 on, so those curves are flat beyond). Every point is exact (float64): specinfer, and at
-L = 3 every node-rule verifier, on the draft-tree engine with shape (K, 1, ..., 1)
-(:func:`spectheory.trees.analyze_tree`); hu, khisti, global-resolution, specinfer-norep and
-hu-norep at L = 1, and spectr, traversal and traversal-iid throughout, on the joint enumeration
-of the K paths; gbv on its analytic route. Points that would cost more than a few seconds per
-instance are left out, not extrapolated: at L = 1 spectr and traversal-iid stop at K = 6, the
-verifiers without replacement at K = 7, hu and khisti at K = 6 (their per-node transport plans
-refuse more than 2,500 outcomes from K = 7 on); at L = 3 spectr, traversal-iid and traversal stop
-at K = 4 and hu, khisti and global-resolution at K = 7 (the selection LP has C(V^L + K - 1, K) K
-variables: 110,000 at K = 4, 90 s). A full run takes about 3 minutes on 2 cores, ``--quick`` (one
+Instances: the logit-noise toy family (target rows Dirichlet(0.5), draft logits = target logits plus
+Gaussian noise of scale sigma = 1, [`spectheory.toy_models`][spectheory.toy_models]),
+prefix-dependent rows, mean over seeds 0..3; V = 8 at L = 1 (so that drafting without replacement is
+meaningful up to K = 8) and V = 3 at L = 3 (the affordable size; without replacement the scheme then
+draws all 3 first tokens from K = 3 on, so those curves are flat beyond). Every point is exact
+(float64): specinfer, and at L = 3 every node-rule verifier, on the draft-tree engine with shape (K,
+1, ..., 1) ([`analyze_tree`][spectheory.trees.analyze_tree]); hu, khisti, global-resolution,
+specinfer-norep and hu-norep at L = 1, and spectr, traversal and traversal-iid throughout, on the
+joint enumeration of the K paths; gbv on its analytic route. Points that would cost more than a few
+seconds per instance are left out, not extrapolated: at L = 1 spectr and traversal-iid stop at K =
+6, the verifiers without replacement at K = 7, hu and khisti at K = 6 (their per-node transport
+plans refuse more than 2,500 outcomes from K = 7 on); at L = 3 spectr, traversal-iid and traversal
+stop at K = 4 and hu, khisti and global-resolution at K = 7 (the selection LP has C(V^L + K - 1, K)
+K variables: 110,000 at K = 4, 90 s). A full run takes about 3 minutes on 2 cores, ``--quick`` (one
 seed, K <= 4) about 5 s.
 
 Numbers (``figures.json``, key ``fig10_multidraft_frontier``): per panel, each verifier's and
@@ -171,7 +172,8 @@ def panel(L: int, drafting: str, g: dict, names: tuple[str, ...]) -> dict:
 
 def spechub_markers(L: int, g: dict) -> dict | None:
     """SpecHub (K <= 2, on its own ``hub`` drafts) and the best valid verifier of those drafts
-    (:func:`lp.direct_lp` with ``drafting="hub"``), where SpecHub is registered; else None."""
+    ([`direct_lp`][spectheory.lp.direct.direct_lp] with ``drafting="hub"``), where SpecHub is
+    registered; else None."""
     if "spechub" not in verifier_names():
         return None
     insts = [make_family(FAMILY, g["V"][L], L, seed, KNOB_VALUE) for seed in g["seeds"]]

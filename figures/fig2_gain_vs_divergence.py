@@ -1,13 +1,14 @@
 """Gain of block over token verification vs draft/target divergence
 
-The relative block-efficiency gain E[tau+1]_block / E[tau+1]_token - 1 (in %) of block
-verification (Sun et al., arXiv 2403.10444) over token verification, against the mean per-step
-total variation TV(p(.|s), q(.|s)) along the draft's own paths (:func:`toy_models.mean_divergence`),
-one curve per block length L = 2, 4, 6, 8, one panel per toy family: Dirichlet rows (knob alpha),
-noisy target logits (sigma), q = (1 - eps) p + eps uniform (eps), and character n-grams of a
-public-domain text (4-gram target, draft of order 1-3 fitted on 10% of the text, V = 5). Each
-point is the mean over 3 seeds at one knob value (V = 4 except the n-grams). The gain is zero
-when the draft equals the target (TV = 0) and when the two share nothing, and grows with L.
+The relative block-efficiency gain E[tau+1]_block / E[tau+1]_token - 1 (in %) of block verification
+(Sun et al., arXiv 2403.10444) over token verification, against the mean per-step total variation
+TV(p(.|s), q(.|s)) along the draft's own paths
+([`mean_divergence`][spectheory.toy_models.divergence.mean_divergence]), one curve per block length
+L = 2, 4, 6, 8, one panel per toy family: Dirichlet rows (knob alpha), noisy target logits (sigma),
+q = (1 - eps) p + eps uniform (eps), and character n-grams of a public-domain text (4-gram target,
+draft of order 1-3 fitted on 10% of the text, V = 5). Each point is the mean over 3 seeds at one
+knob value (V = 4 except the n-grams). The gain is zero when the draft equals the target (TV = 0)
+and when the two share nothing, and grows with L.
 
 Numbers (``figures.json``, key ``fig2_gain_vs_divergence``): per family, one point per knob value,
 seed and L with the mean TV and KL divergence and both block efficiencies, exact in float64.

@@ -1,15 +1,15 @@
 """Multi-path block efficiency vs number of draft paths
 
-Block efficiency E[tau+1] of each lossless multi-path verifier in
-:data:`spectheory.verifiers.MULTI_PATH` (GBV of Thomas & Pal, arXiv 2602.16961; SpecInfer,
-SpecTr, traversal verification, and block / token verification on the first path as baselines)
-with K = 1..4 draft paths, mean over 6 Dirichlet(1) instances with V = 3, L = 2, each exact in
-float64 over all V^(LK) joint drafts. Each verifier runs under the drafting scheme it is lossless
-for: K i.i.d. paths (solid), distinct first tokens, "without replacement" (dashed), or SpecHub's
-hub drafting (dash-dotted; K <= 2). Black marks:
-the direct LP optimum over all valid K-path verifiers under each scheme (:func:`lp.direct_lp`);
-dotted: the compact node-budget multi-path relaxation for i.i.d. drafts (:func:`lp.multipath_lp`,
-an upper bound).
+Block efficiency E[tau+1] of each lossless multi-path verifier in `spectheory.verifiers.MULTI_PATH`
+(GBV of Thomas & Pal, arXiv 2602.16961; SpecInfer, SpecTr, traversal verification, and block / token
+verification on the first path as baselines) with K = 1..4 draft paths, mean over 6 Dirichlet(1)
+instances with V = 3, L = 2, each exact in float64 over all V^(LK) joint drafts. Each verifier runs
+under the drafting scheme it is lossless for: K i.i.d. paths (solid), distinct first tokens,
+"without replacement" (dashed), or SpecHub's hub drafting (dash-dotted; K <= 2). Black marks: the
+direct LP optimum over all valid K-path verifiers under each scheme
+([`direct_lp`][spectheory.lp.direct.direct_lp]); dotted: the compact node-budget multi-path
+relaxation for i.i.d. drafts ([`multipath_lp`][spectheory.lp.multipath.multipath_lp], an upper
+bound).
 
 Numbers (``figures.json``, key ``fig4_multipath_vs_K``): one row per instance and K with every
 verifier's E[tau+1], the direct LP optima (i.i.d. and without replacement) and the relaxation.

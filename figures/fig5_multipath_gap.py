@@ -1,11 +1,12 @@
 """Gap of each multi-path verifier to the multi-path optimum
 
-For each multi-path verifier of figure 4 and each K, the gap 100 (opt - E[tau+1]) / opt in %,
-where opt is the direct LP optimum over all valid K-path verifiers under the verifier's own
-drafting scheme (:func:`lp.direct_lp`, i.i.d. or without replacement) where it was solved, else
-the compact i.i.d. relaxation (:func:`lp.multipath_lp`, an upper bound, so the gap is then
-overstated). Mean over the instances of figure 4 (Dirichlet(1), V = 3, L = 2, exact float64).
-A gap of 0 at K = 1 is the single-path optimality of block verification.
+For each multi-path verifier of figure 4 and each K, the gap 100 (opt - E[tau+1]) / opt in %, where
+opt is the direct LP optimum over all valid K-path verifiers under the verifier's own drafting
+scheme ([`direct_lp`][spectheory.lp.direct.direct_lp], i.i.d. or without replacement) where it was
+solved, else the compact i.i.d. relaxation ([`multipath_lp`][spectheory.lp.multipath.multipath_lp],
+an upper bound, so the gap is then overstated). Mean over the instances of figure 4 (Dirichlet(1),
+V = 3, L = 2, exact float64). A gap of 0 at K = 1 is the single-path optimality of block
+verification.
 
 Numbers (``figures.json``, key ``fig5_multipath_gap``): the mean gap per verifier and K (None
 where no optimum exists for the verifier's scheme); the rows behind it are figure 4's.

@@ -4,15 +4,15 @@ Left: the two-token example with one token (p = (1/3, 2/3), q = (2/3, 1/3), L = 
 probability against K = 1..6, exactly in rationals. GBV (Thomas & Pal, arXiv 2602.16961) is not
 monotone in K: 2/3, 8/9, 26/27, 70/81, 194/243, 550/729, falling back towards 2/3. The reason is
 its selection: it always takes the drafted token of largest p/q, so the selected token's law
-q^G(1) = 1 - (2/3)^K overshoots p(1) = 2/3 from K = 3 on, and the acceptance
-min(p(1), q^G(1)) + min(p(0), q^G(0)) = 2/3 + (2/3)^K decays. The best "select a path, then
-block-verify it against its induced law" rule (:func:`lp.selection.selection_lp`) reaches Hu et
-al.'s L = 1 optimum (arXiv 2502.18779), 1 from K = 3 on.
-Right: random Dirichlet instances with prefix-dependent rows (V = 3, L = 2, alpha = 0.7, mean
-over seeds), E[tau + 1] against K: GBV, the best selection rule, and the direct LP over all valid
-K-path verifiers (:func:`lp.direct_lp`). On every instance drawn here the best selection rule
-reaches the direct LP's optimum (to solver precision), while GBV falls short and can drop as K
-grows.
+q^G(1) = 1 - (2/3)^K overshoots p(1) = 2/3 from K = 3 on, and the acceptance min(p(1), q^G(1)) +
+min(p(0), q^G(0)) = 2/3 + (2/3)^K decays. The best "select a path, then block-verify it against
+its induced law" rule ([`selection_lp`][spectheory.lp.selection.selection_lp]) reaches Hu et al.'s
+L = 1 optimum (arXiv 2502.18779), 1 from K = 3 on. Right: random Dirichlet instances with
+prefix-dependent rows (V = 3, L = 2, alpha = 0.7, mean over seeds), E[tau + 1] against K: GBV, the
+best selection rule, and the direct LP over all valid K-path verifiers
+([`direct_lp`][spectheory.lp.direct.direct_lp]). On every instance drawn here the best selection
+rule reaches the direct LP's optimum (to solver precision), while GBV falls short and can drop as
+K grows.
 
 Numbers (``figures.json``, key ``fig8_selection_optimum``): the exact acceptances of the left panel
 (fractions as strings) and the mean block efficiencies of the right panel with the largest

@@ -1,17 +1,18 @@
 """Block efficiency vs draft tree size for the tree shapes engines use
 
-Exact block efficiency E[tau+1] (:func:`spectheory.trees.analyze_tree`, float64, node route) of
-tree verifiers against the number of drafted nodes, for chains (1,...,1), thin trees (2,1,...,1)
-and EAGLE/Medusa-style static trees (2,2), (2,2,1), (2,2,2), (3,2,1), (4,2,1,1), on prefix-dependent
-Dirichlet(1) instances (:func:`spectheory.random_instance`, V = 8, tables to depth 4; the block
-length is the tree's depth), mean over 5 seeds. Verifiers: SpecInfer's recursive rejection
-sampling with i.i.d. children (Miao et al., ASPLOS 2024), without replacement with children
-drawn without replacement (Jeon et al., arXiv 2402.14160), and the top-k rule on deterministic
-top-k children (q replaced by point masses, :mod:`spectheory.verifiers.topk`); for comparison K
-i.i.d. paths of the tree's depth with about the same number of drafted nodes, verified by
-SpecInfer and by GBV (Thomas & Pal, arXiv 2602.16961). Black marks: the direct LP optimum for
-the tree (:func:`lp.tree.tree_lp`) under top-k drafting (every shape) and under i.i.d. drafting
-(where the joint draft outcomes stay small).
+Exact block efficiency E[tau+1] ([`analyze_tree`][spectheory.trees.analyze_tree], float64, node
+route) of tree verifiers against the number of drafted nodes, for chains (1,...,1), thin trees
+(2,1,...,1) and EAGLE/Medusa-style static trees (2,2), (2,2,1), (2,2,2), (3,2,1), (4,2,1,1), on
+prefix-dependent Dirichlet(1) instances
+([`random_instance`][spectheory.random_instances.random_instance], V = 8, tables to depth 4; the
+block length is the tree's depth), mean over 5 seeds. Verifiers: SpecInfer's recursive rejection
+sampling with i.i.d. children (Miao et al., ASPLOS 2024), without replacement with children drawn
+without replacement (Jeon et al., arXiv 2402.14160), and the top-k rule on deterministic top-k
+children (q replaced by point masses, [`spectheory.verifiers.topk`][spectheory.verifiers.topk]); for
+comparison K i.i.d. paths of the tree's depth with about the same number of drafted nodes, verified
+by SpecInfer and by GBV (Thomas & Pal, arXiv 2602.16961). Black marks: the direct LP optimum for the
+tree ([`tree_lp`][spectheory.lp.tree.tree_lp]) under top-k drafting (every shape) and under i.i.d.
+drafting (where the joint draft outcomes stay small).
 
 Numbers (``figures.json``, key ``fig9_tree_shapes``): one row per shape with its drafted nodes,
 depth, K, every series' mean E[tau+1] and the LP optima.

@@ -1,5 +1,5 @@
 """Atomic writes: a result file is written to a temporary name in its own folder and renamed into
-place only when complete (:func:`os.replace` is atomic on one file system), so a reader, or an
+place only when complete (`os.replace` is atomic on one file system), so a reader, or an
 interrupted run, never leaves half a file behind."""
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Checks of the inputs of the real-model experiments, run before any work starts.
 
-Each check raises :class:`spectheory.errors.SpectheoryError` with one line naming the value and
-the accepted range (the command line prints it and exits with code 2). The configuration
-dataclasses of :mod:`gpu_validation.experiments` call them in ``__post_init__``, so the Python API
-refuses the same inputs with the same message.
+Each check raises [`SpectheoryError`][spectheory.errors.SpectheoryError] with one line naming the
+value and the accepted range (the command line prints it and exits with code 2). The configuration
+dataclasses of `spectheory.gpu_validation.experiments` call them in ``__post_init__``, so the Python
+API refuses the same inputs with the same message.
 """
 
 from __future__ import annotations

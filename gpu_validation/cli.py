@@ -2,11 +2,11 @@
 (run, costs, summarize, lossless, crosscheck).
 
 Each adapter converts the parsed options into a typed configuration of
-:mod:`gpu_validation.experiments` (whose construction checks every value), calls the experiment
-and prints its result; a bad value is one line on stderr with exit code 2, before any work and
-before anything is written. Option syntax errors (``--K abc``) are one line too
-(:class:`OneLineParser`). Imports of torch-heavy modules are deferred so that ``spectheory
---help`` stays fast.
+`spectheory.gpu_validation.experiments` (whose construction checks every value), calls the
+experiment and prints its result; a bad value is one line on stderr with exit code 2, before any
+work and before anything is written. Option syntax errors (``--K abc``) are one line too
+(`OneLineParser`). Imports of torch-heavy modules are deferred so that ``spectheory --help`` stays
+fast.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ PAIRS = ("qwen2.5-coder", "smollm2-early-exit")  # = hf_models.PAIRS
 
 
 class OneLineParser(Parser):
-    """The command line's parser (:class:`spectheory.cli.Parser`): a usage error is one line on
+    """The command line's parser (`spectheory.cli.Parser`): a usage error is one line on
     stderr with exit code 2, no usage block."""
 
 
@@ -67,7 +67,7 @@ def _models_list(args) -> int:
 
 # -- argparse -> typed configurations ------------------------------------------------------------
 def model_spec(args):
-    """:class:`gpu_validation.hf_models.ModelSpec` from the model options."""
+    """`spectheory.gpu_validation.hf_models.ModelSpec` from the model options."""
     from .hf_models import ModelSpec
 
     return ModelSpec(pair=getattr(args, "pair", "qwen2.5-coder"), draft=args.draft,
@@ -76,14 +76,14 @@ def model_spec(args):
 
 
 def sampling_config(args):
-    """:class:`gpu_validation.decoding.SamplingConfig` from the sampling options."""
+    """`spectheory.gpu_validation.decoding.SamplingConfig` from the sampling options."""
     from .decoding import SamplingConfig
 
     return SamplingConfig(args.temperature, args.top_k, args.top_p)
 
 
 def run_config(args):
-    """:class:`gpu_validation.experiments.run.RunConfig` from ``validate run``'s options."""
+    """`spectheory.gpu_validation.experiments.run.RunConfig` from ``validate run``'s options."""
     from .checks import parse_int_list, parse_name_list
     from .experiments.run import RunConfig
 

@@ -2,7 +2,7 @@
 
 One proposal holds K_max i.i.d. draft paths of length L_max with the full draft and target
 conditionals along them. Its first K paths truncated to L tokens are themselves K i.i.d. paths of
-length L (:meth:`Proposal.prefix`), so one drafted batch serves every verifier and every
+length L (`Proposal.prefix`), so one drafted batch serves every verifier and every
 (K <= K_max, L <= L_max). For each configuration we record
 
 * ``e_tau``: the verifier's exact conditional expected accepted length E[tau | context, drafts]
@@ -44,10 +44,11 @@ def paired_step(prop: Proposal, verifiers: dict, Ks, Ls, uniforms: torch.Tensor,
     Multi-path verifiers are evaluated for K >= ``multi_min_K`` only (the default 2 skips K = 1,
     where GBV and traversal reduce to block verification and SpecInfer to token verification).
 
-    Returns {"e_tau": {key: float}, "tau": {key: int}, "law_s": {key: seconds},
-    "accept1": {key: P(tau >= 1 | drafts)}, "opt_L1": {"K<k>": the largest first-token
-    acceptance any valid verifier can reach with k i.i.d. drafts from this step's root rows (Hu et
-    al., :func:`spectheory.bounds.multidraft_acceptance`)}, "stop_dev": max |sum of a law's stop
+    Returns {"e_tau": {key: float}, "tau": {key: int}, "law_s": {key: seconds}, "accept1": {key:
+    P(tau >= 1 | drafts)}, "opt_L1": {"K<k>": the largest first-token acceptance any valid verifier
+    can reach with k i.i.d. drafts from this step's root rows (Hu et al.,
+    [`multidraft_acceptance`][spectheory.bounds.multidraft_acceptance])}, "stop_dev": max |sum of a
+    law's stop
     - 1| (a sanity check of every law evaluated)}. ``accept1`` of a single-path verifier is the
     mean over the K_max paths, each alone (as ``e_tau``)."""
     from spectheory.bounds import multidraft_acceptance

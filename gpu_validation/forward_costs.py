@@ -1,5 +1,5 @@
 """Measured per-forward costs of a draft/target pair: the inputs of the cost model of
-:mod:`gpu_validation.experiments.summarize` (speed-up = BE t_T(1) / (L t_D(K) + t_T(K, L+1) +
+`spectheory.gpu_validation.experiments.summarize` (speed-up = BE t_T(1) / (L t_D(K) + t_T(K, L+1) +
 t_verify), Leviathan et al. 2023, section 3.4, with K paths)."""
 
 from __future__ import annotations

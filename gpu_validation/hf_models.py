@@ -129,7 +129,7 @@ def load_model(path: str | Path, device: str = "cpu", dtype: torch.dtype = torch
 
 
 def load_pair(draft_path, target_path, device: str = "cpu", dtype=torch.float32):
-    """(draft, target) after :func:`check_pair`; the output layers must also agree."""
+    """(draft, target) after `check_pair`; the output layers must also agree."""
     check_pair(draft_path, target_path)
     draft = load_model(draft_path, device, dtype)
     target = load_model(target_path, device, dtype, tokenizer=False)
@@ -251,7 +251,7 @@ class LoadedPair:
 
 
 def load_models(spec: ModelSpec) -> LoadedPair:
-    """Load the pair of ``spec`` (after :meth:`ModelSpec.check`)."""
+    """Load the pair of ``spec`` (after `ModelSpec.check`)."""
     dtype = DTYPES[spec.dtype]
     spec.check()
     if spec.early_exit:

@@ -136,7 +136,7 @@ def rb_pair_rows(X: torch.Tensor, law, y1b: torch.Tensor, y2b: torch.Tensor,
 
 
 def check_pair_bins(nb: int) -> None:
-    """Refuse more than :data:`MAX_PAIR_BINS` pair bins (memory of the Hotelling covariance)."""
+    """Refuse more than `MAX_PAIR_BINS` pair bins (memory of the Hotelling covariance)."""
     if nb > MAX_PAIR_BINS:
         raise SpectheoryError(
             f"{nb} pair bins would need a {nb}x{nb} covariance ({nb * nb * 8 / 1e9:.1f} GB); "

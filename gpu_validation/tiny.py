@@ -85,8 +85,8 @@ def char_tokenizer(vocab_size: int):
 
 
 def write_folder(model, path: str | Path) -> Path:
-    """Save a tiny model with :func:`char_tokenizer` as a Hugging Face folder (config.json,
-    weights, tokenizer), loadable by :func:`gpu_validation.hf_models.load_model`."""
+    """Save a tiny model with `char_tokenizer` as a Hugging Face folder (config.json,
+    weights, tokenizer), loadable by `spectheory.gpu_validation.hf_models.load_model`."""
     path = Path(path)
     model.save_pretrained(path)
     char_tokenizer(model.config.vocab_size).save_pretrained(path)

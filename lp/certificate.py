@@ -1,8 +1,8 @@
 """Optimality certificate of block verification for the node-budget LP, without an LP solver.
 
-The node-budget LP of :mod:`lp.node_budget` (Thomas & Pal, arXiv 2602.16961, Thm 3.3) has one
-variable D(s) per sequence s with 1 <= |s| <= L+1 (sum_j V^j variables: 153 M for V = 8,
-L = 8). With M(s) = sum_a D(s, a) it reads
+The node-budget LP of [`spectheory.lp.node_budget`][spectheory.lp.node_budget] (Thomas & Pal, arXiv
+2602.16961, Thm 3.3) has one variable D(s) per sequence s with 1 <= |s| <= L+1 (sum_j V^j variables:
+153 M for V = 8, L = 8). With M(s) = sum_a D(s, a) it reads
 
     maximise   sum_s D(s)
     subject to D(a) = p(a)                                   (depth 0)
@@ -21,10 +21,11 @@ constraint of D(t), t = (s, a), is
 
 and the dual objective is sum_a p(a) y(a) + sum_s Q(s) alpha(s).
 
-:func:`certify_node_budget` evaluates every primal row, every dual row and both objectives level
-by level (never forming the constraint matrix, the deepest level in row chunks), in float64 or
-exactly in rationals, and reports the largest violations. Float tolerances (all quantities are
-probabilities or sums of at most L+2 of them, each computed with O(V) roundings):
+[`certify_node_budget`][spectheory.lp.certificate.certify_node_budget] evaluates every primal row,
+every dual row and both objectives level by level (never forming the constraint matrix, the deepest
+level in row chunks), in float64 or exactly in rationals, and reports the largest violations. Float
+tolerances (all quantities are probabilities or sums of at most L+2 of them, each computed with O(V)
+roundings):
 
 * primal rows:  |D(s, a) - p(a|s) M(s)| <= ``tol`` and M - Q, M - D <= ``tol`` (default 1e-12);
 * dual rows:    slack >= -``tol`` (1e-12) and alpha, beta >= 0;
@@ -53,7 +54,7 @@ DEFAULT_TOL = 1e-12
 
 @dataclass
 class Certificate:
-    """Result of :func:`certify_node_budget`."""
+    """Result of [`certify_node_budget`][spectheory.lp.certificate.certify_node_budget]."""
 
     certified: bool
     exact: bool

@@ -1,16 +1,19 @@
 """``spectheory lp INSTANCE.json --problem {node-budget,direct,coupling,multipath} [--paths K]
 [--exact] [--json] [--time-limit SECONDS]``: solve one of the optimality LPs and print its
-optimum in block-efficiency units E[tau + 1], with solver, status, size and time. Bad input
-(unreadable or malformed instance, sizes over the limits, a failed solve, the time limit
-reached) is one line on stderr and exit code 2, as for every ``spectheory`` command.
+optimum in block-efficiency units E[tau + 1], with solver, status, the dual bound of a float
+certificate, the independent bounds it was checked against (`spectheory.lp.trust`), size and
+time. Bad input (unreadable or malformed instance, sizes over the limits, a failed or
+uncertified solve, an optimum outside its independent bounds, ``--solver cvxpy`` without the
+``[cvxpy]`` extra, the time limit reached) is one line on stderr and exit code 2, as for every
+``spectheory`` command.
 ``--max-sequences`` caps the number of LP variables.
 
-Before a float solve starts, its time is estimated from the sizes (:func:`estimate_lp_seconds`,
+Before a float solve starts, its time is estimated from the sizes (`estimate_lp_seconds`,
 fitted to the solves timed in ``benchmarks/bench_lp.py`` on a 2-core x86_64 machine). A solve
-estimated over :data:`UNBOUNDED_SECONDS` runs only when the user asked for it explicitly, with
+estimated over `UNBOUNDED_SECONDS` runs only when the user asked for it explicitly, with
 ``--time-limit`` (the solve is then stopped there: HiGHS gets the time left, cutting-plane rounds
 stop) or ``--max-sequences`` (the size is accepted as is); otherwise it is refused with the
-estimate. A solve estimated over :data:`spectheory.limits.NOTE_SECONDS` is announced on stderr.
+estimate. A solve estimated over `spectheory.limits.NOTE_SECONDS` is announced on stderr.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ REFERENCE = {
 
 
 def lp_size(problem: str, V: int, L: int, K: int) -> tuple[int, str]:
-    """The size measure of :data:`REFERENCE` for one problem, and what it counts."""
+    """The size measure of `REFERENCE` for one problem, and what it counts."""
     base = sum(V**j for j in range(1, L + 1))
     if problem == "direct":
         from .direct import direct_size
@@ -54,7 +57,7 @@ def lp_size(problem: str, V: int, L: int, K: int) -> tuple[int, str]:
 
 
 def estimate_lp_seconds(problem: str, V: int, L: int, K: int) -> float:
-    """Rough float solve time of an LP (:data:`REFERENCE`); 0 for the closed-form coupling bound."""
+    """Rough float solve time of an LP (`REFERENCE`); 0 for the closed-form coupling bound."""
     if problem not in REFERENCE:
         return 0.0
     size, _ = lp_size(problem, V, L, K)
@@ -65,7 +68,7 @@ def estimate_lp_seconds(problem: str, V: int, L: int, K: int) -> float:
 
 
 def guard_time(args, V: int, L: int, K: int) -> None:
-    """Refuse a solve estimated over :data:`UNBOUNDED_SECONDS` unless --time-limit or
+    """Refuse a solve estimated over `UNBOUNDED_SECONDS` unless --time-limit or
     --max-sequences was given; note a long estimate on stderr."""
     if args.exact or args.problem not in REFERENCE:
         return

@@ -1,6 +1,6 @@
 """The optimality LPs' part of ``spectheory report``.
 
-:func:`contribute` adds to :mod:`spectheory.report` (which does not import this package) a section
+`contribute` adds to `spectheory.report` (which does not import this package) a section
 showing that block verification attains the node-budget LP optimum (Thomas & Pal, arXiv
 2602.16961) and the direct LP over all valid verifiers, and the direct K-path LP optimum as the
 reference of the multi-path table. Every comparison printed is a counted check of the report.
@@ -60,7 +60,8 @@ def section_lp(args, checks: Checks) -> list[str]:
 
 
 def direct_optimum(instance, paths: int, drafting: str) -> float:
-    """Largest E[tau+1] of any valid K-path verifier (:func:`lp.direct_lp`), float64."""
+    """Largest E[tau+1] of any valid K-path verifier
+    ([`direct_lp`][spectheory.lp.direct.direct_lp]), float64."""
     return float(direct_lp(instance, paths, drafting=drafting).optimum)
 
 

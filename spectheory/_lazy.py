@@ -1,11 +1,12 @@
 """Torch, imported on first use.
 
-The foundation modules (:mod:`spectheory.backend`, :mod:`spectheory.models`,
-:mod:`spectheory.tree`, :mod:`spectheory.law`, :mod:`spectheory.exact`) only touch torch when
-they are handed a tensor or asked for one, so instances, their JSON format, size guards and the
-LPs (numpy and scipy) work without loading torch, and the command line starts in a fraction of
-the ~1 s that importing torch takes. They bind ``torch`` to :data:`torch` below, a stand-in that
-imports the real module on the first attribute access.
+The foundation modules ([`spectheory.backend`][spectheory.backend],
+[`spectheory.models`][spectheory.models], [`spectheory.tree`][spectheory.tree],
+[`spectheory.law`][spectheory.law], [`spectheory.exact`][spectheory.exact]) only touch torch when
+they are handed a tensor or asked for one, so instances, their JSON format, size guards and the LPs
+(numpy and scipy) work without loading torch, and the command line starts in a fraction of the ~1 s
+that importing torch takes. They bind ``torch`` to `torch` below, a stand-in that imports the real
+module on the first attribute access.
 """
 
 from __future__ import annotations

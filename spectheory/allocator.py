@@ -1,12 +1,12 @@
 """Keep freed memory for reuse (glibc malloc), so large temporaries do not page-fault.
 
-The exact engine allocates many temporaries of one level of the sequence tree (V^L entries,
-16 MiB at V = 8, L = 7) one after the other. With glibc's defaults an allocation above its mmap
-threshold (at most 32 MiB, adapted at run time) gets fresh pages from the kernel, and the first
-write to every 4 KiB page faults: on the V = 8, L = 7 block analysis that costs about a third of
-the time. :func:`keep_freed_memory` raises the mmap threshold to 1 GiB and the trim threshold
-to 2 GiB, so such blocks come from the heap and freed ones are reused (the process may keep up
-to 2 GiB of freed memory for reuse instead of returning it at once).
+The exact engine allocates many temporaries of one level of the sequence tree (V^L entries, 16 MiB
+at V = 8, L = 7) one after the other. With glibc's defaults an allocation above its mmap threshold
+(at most 32 MiB, adapted at run time) gets fresh pages from the kernel, and the first write to every
+4 KiB page faults: on the V = 8, L = 7 block analysis that costs about a third of the time.
+[`keep_freed_memory`][spectheory.allocator.keep_freed_memory] raises the mmap threshold to 1 GiB and
+the trim threshold to 2 GiB, so such blocks come from the heap and freed ones are reused (the
+process may keep up to 2 GiB of freed memory for reuse instead of returning it at once).
 
 The ``spectheory`` command line applies it before every command (disable with
 ``SPECTHEORY_MALLOC=default``); in Python call it once. Same effect as the environment variables
@@ -43,8 +43,8 @@ def keep_freed_memory(mmap_threshold: int = 1 << 30, trim_threshold: int = (1 <<
 
 
 def apply_default() -> bool:
-    """What the command line does: :func:`keep_freed_memory` unless ``SPECTHEORY_MALLOC`` is
-    ``default``."""
+    """What the command line does: [`keep_freed_memory`][spectheory.allocator.keep_freed_memory]
+    unless ``SPECTHEORY_MALLOC`` is ``default``."""
     if os.environ.get(ENV_VAR, "").strip().lower() == "default":
         return False
     return keep_freed_memory()

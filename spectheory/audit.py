@@ -2,10 +2,10 @@
 
 Engines evaluate verifiers in low precision on rows of the size of a real vocabulary, and several
 lossiness bugs are precision bugs (a skewed law that underflows to its fallback in float16, a
-``log(1 - r)`` where ``log1p(-r)`` was needed). :func:`audit` evaluates a registered verifier on
-synthetic real-model-shaped rows (V = 151,936 by default) in each dtype and compares it with the
-same computation in float64 *on the same rounded inputs* (so that the error measured is the
-computation's, not the rounding of p and q), and reports
+``log(1 - r)`` where ``log1p(-r)`` was needed). [`audit`][spectheory.audit.audit] evaluates a
+registered verifier on synthetic real-model-shaped rows (V = 151,936 by default) in each dtype and
+compares it with the same computation in float64 *on the same rounded inputs* (so that the error
+measured is the computation's, not the rounding of p and q), and reports
 
 * ``stop_error``: max |P_d(k, tau = i | X) - P_64(k, tau = i | X)|;
 * ``output_tv``: the largest total variation, over batch rows, between the joint laws of
@@ -17,15 +17,15 @@ computation's, not the rounding of p and q), and reports
   to zero, where the law silently falls back to q), and which step loses the most;
 * ``input_rounding_tv``: the same output TV against float64 on the *unrounded* rows.
 
-:func:`log1p_check` measures the log-space correction of engines (vLLM's block sampler draws the
-correction by Gumbel-max over log(w p) + log1p(-q / (w p))): the TV of the correction it implies in
-float32 with ``log1p`` and with ``log(1 - r)``, against the exact residual.
+[`log1p_check`][spectheory.audit.log1p_check] measures the log-space correction of engines (vLLM's
+block sampler draws the correction by Gumbel-max over log(w p) + log1p(-q / (w p))): the TV of the
+correction it implies in float32 with ``log1p`` and with ``log(1 - r)``, against the exact residual.
 
-Row kinds (:func:`audit_rows`): ``flat`` (logits N(0, 1): every probability near 1/V), ``peaked``
-(logits N(0, 1) x 8: a few tokens hold the mass), ``tiny-q`` (peaked target; the draft puts
-probability ~1e-30 on a random third of the vocabulary, including tokens the target favours).
-The draft is the target's logits plus N(0, 0.5^2) noise; drafted tokens are drawn from q, the K
-paths' first tokens distinct (so that paths never share a prefix with different rows).
+Row kinds ([`audit_rows`][spectheory.audit.audit_rows]): ``flat`` (logits N(0, 1): every probability
+near 1/V), ``peaked`` (logits N(0, 1) x 8: a few tokens hold the mass), ``tiny-q`` (peaked target;
+the draft puts probability ~1e-30 on a random third of the vocabulary, including tokens the target
+favours). The draft is the target's logits plus N(0, 0.5^2) noise; drafted tokens are drawn from q,
+the K paths' first tokens distinct (so that paths never share a prefix with different rows).
 """
 
 from __future__ import annotations
@@ -246,17 +246,17 @@ def prefix_noise_check(verifier="gbv", paths: int = 3, vocab_size: int = 151_936
                        kind: str = "peaked", rows=None) -> dict:
     """How far float noise between the rows of one prefix moves a verifier's law.
 
-    A batched forward computes a prefix shared by several paths once per path, and the copies
-    differ in the last bits (relative noise of about 4e-7 in float32). The verifiers assume one
-    row per node. Here every path of a batch row shares the first ``length - 1`` tokens of path 0
-    and differs only in its last token, each path's copy of a shared row gets independent relative
-    noise of size ``noise`` (renormalised), and the law of the emitted block on the noisy rows is
-    compared with the one on the shared rows (:func:`block_tv`: paths that emit the same block are
-    merged). Returns the largest such TV over batch rows and the largest change of the probability
-    of following each path (a change of selection between two paths that drafted the same tokens
-    moves this by up to 1 without moving the output).
-    ``rows`` = (drafts [B, K, L], q, p) recorded with one row per prefix replaces the synthetic
-    rows (then every row gets its own noise)."""
+    A batched forward computes a prefix shared by several paths once per path, and the copies differ
+    in the last bits (relative noise of about 4e-7 in float32). The verifiers assume one row per
+    node. Here every path of a batch row shares the first ``length - 1`` tokens of path 0 and
+    differs only in its last token, each path's copy of a shared row gets independent relative noise
+    of size ``noise`` (renormalised), and the law of the emitted block on the noisy rows is compared
+    with the one on the shared rows ([`block_tv`][spectheory.audit.block_tv]: paths that emit the
+    same block are merged). Returns the largest such TV over batch rows and the largest change of
+    the probability of following each path (a change of selection between two paths that drafted the
+    same tokens moves this by up to 1 without moving the output). ``rows`` = (drafts [B, K, L], q,
+    p) recorded with one row per prefix replaces the synthetic rows (then every row gets its own
+    noise)."""
     spec = get_verifier(verifier, multi_path=paths > 1)
     g = torch.Generator().manual_seed(seed + 1)
     if rows is not None:
@@ -301,7 +301,7 @@ def block_law(drafts: torch.Tensor, law: Law) -> list[dict]:
 
 def block_tv(drafts: torch.Tensor, a: Law, b: Law) -> torch.Tensor:
     """Per batch row, the TV between the laws of the emitted blocks of two laws on the same
-    drafts (:func:`block_law`)."""
+    drafts ([`block_law`][spectheory.audit.block_law])."""
     tvs = []
     for ra, rb in zip(block_law(drafts, a), block_law(drafts, b)):
         keys = set(ra) | set(rb)
@@ -314,7 +314,7 @@ def block_tv(drafts: torch.Tensor, a: Law, b: Law) -> torch.Tensor:
 def load_rows(path) -> tuple:
     """Recorded rows (``spectheory validate record-rows``): a ``torch.save`` file holding
     ``drafts`` [B, K, L], ``q`` [B, K, L, V] and ``p`` [B, K, L+1, V]. Returns (drafts, q, p,
-    description); every problem is one :class:`SpectheoryError`."""
+    description); every problem is one [`SpectheoryError`][spectheory.errors.SpectheoryError]."""
     import os
 
     if not os.path.isfile(path):

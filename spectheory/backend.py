@@ -1,11 +1,11 @@
 """The few array operations verifiers and the exact engine need, for two backends.
 
-Every verifier in :mod:`spectheory.verifiers` is written once against these functions, so the same
-code runs
+Every verifier in [`spectheory.verifiers`][spectheory.verifiers] is written once against these
+functions, so the same code runs
 
 * on ``torch.Tensor`` (float64 for the exact engine, float32/float64 on CPU or CUDA for real
   models), and
-* on ``numpy`` object arrays of :class:`fractions.Fraction` (exact rational mode), where every
+* on ``numpy`` object arrays of `fractions.Fraction` (exact rational mode), where every
   operation is exact and a division by zero would raise instead of producing NaN.
 
 The dispatch is on the type of the first array argument. Only operations that are exact on

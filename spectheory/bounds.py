@@ -107,9 +107,9 @@ def full_acceptance_possible(p, q, paths: int) -> tuple[bool, tuple | None]:
 
 
 def two_identical_drafts_acceptance(p, q):
-    """Khisti et al.'s closed form for K = 2 identical (i.i.d.) drafts (arXiv 2410.18234,
-    Theorem 3): min over all 2^V sets S of p(S) + q(S^c)^2 + 2 q(S) q(S^c); brute force, a
-    check independent of the threshold-set search of :func:`optimal_acceptance`."""
+    """Khisti et al.'s closed form for K = 2 identical (i.i.d.) drafts (arXiv 2410.18234, Theorem
+    3): min over all 2^V sets S of p(S) + q(S^c)^2 + 2 q(S) q(S^c); brute force, a check independent
+    of the threshold-set search of [`optimal_acceptance`][spectheory.bounds.optimal_acceptance]."""
     V = len(p)
     best = None
     for r in range(V + 1):

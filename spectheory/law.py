@@ -16,13 +16,13 @@ output given the drafts:
 The output block is (X_{k,1}..X_{k,tau}, Y). A single-path verifier is the case K = 1 and may be
 written without the path axis: ``verifier(drafts [B, L], q [B, L, V], p [B, L+1, V])`` with
 ``stop [B, L+1]`` and ``correction [B, L+1, V]`` (token and block verification are written that
-way). :class:`spectheory.registry.VerifierSpec` adapts either form to the K-path one, so the exact
-engine, the checker, the sampler and the real-model loop each exist once.
+way). [`VerifierSpec`][spectheory.registry.VerifierSpec] adapts either form to the K-path one, so
+the exact engine, the checker, the sampler and the real-model loop each exist once.
 
-:func:`validate_law` is the checker's guard: a law with NaN or infinite entries, negative
-probabilities, rows that do not sum to one, the wrong shape, or floats inside an exact-mode law
-is refused with a :class:`LawError` naming the class, the row and the value, so that no verdict
-is ever computed from it.
+[`validate_law`][spectheory.law.validate_law] is the checker's guard: a law with NaN or infinite
+entries, negative probabilities, rows that do not sum to one, the wrong shape, or floats inside an
+exact-mode law is refused with a [`LawError`][spectheory.law.LawError] naming the class, the row and
+the value, so that no verdict is ever computed from it.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ class Law(NamedTuple):
         return len(self.stop.shape) == 3
 
 
-#: Kept for the K-path form's name in signatures; the same type as :class:`Law`.
+#: Kept for the K-path form's name in signatures; the same type as [`Law`][spectheory.law.Law].
 MultiLaw = Law
 
 #: A single-path verifier ``f(drafts [B, L], q [B, L, V], p [B, L+1, V]) -> Law``.
@@ -90,12 +90,12 @@ def validate_law(law: Any, batch: int, paths: int, length: int, vocab: int, exac
                  drafts=None, tol: float = ROW_SUM_TOL, name: str = "verifier") -> Law:
     """Check that ``law`` is a K-path law of the expected shape and return it.
 
-    Raises :class:`LawError` for: a result that is not ``(stop, correction)``; shapes other than
-    stop [batch, paths, length+1] and correction [batch, paths, length+1, vocab]; NaN or infinite
-    entries; negative probabilities; a stop table whose entries do not sum to 1 over (k, i); a
-    correction row (every one, also where P(tau = i) = 0) that does not sum to 1; a float or other
-    non-rational entry in an exact-mode law (``exact=True``: only Fractions and integers). Float
-    sums are compared with ``tol``; exact sums must equal 1 exactly. ``drafts`` [batch, paths,
+    Raises [`LawError`][spectheory.law.LawError] for: a result that is not ``(stop, correction)``;
+    shapes other than stop [batch, paths, length+1] and correction [batch, paths, length+1, vocab];
+    NaN or infinite entries; negative probabilities; a stop table whose entries do not sum to 1 over
+    (k, i); a correction row (every one, also where P(tau = i) = 0) that does not sum to 1; a float
+    or other non-rational entry in an exact-mode law (``exact=True``: only Fractions and integers).
+    Float sums are compared with ``tol``; exact sums must equal 1 exactly. ``drafts`` [batch, paths,
     length] (optional) lets the message name the draft of the offending row.
     """
     try:

@@ -11,7 +11,7 @@ depth d are n*V + a at depth d+1, and the prefixes of one context form a contigu
   longer than D is the table row of its last D tokens. This is what the multi-iteration analysis
   uses when it needs prefixes deeper than an instance provides.
 
-Entries are float64 (numpy) or exact :class:`fractions.Fraction` (numpy object arrays).
+Entries are float64 (numpy) or exact `fractions.Fraction` (numpy object arrays).
 """
 
 from __future__ import annotations
@@ -77,8 +77,8 @@ class TableModel:
     def to_exact(self) -> "TableModel":
         """Exact copy; floats are converted through their shortest decimal representation.
 
-        Raises :class:`InstanceError` when a converted row does not sum to exactly 1 (exact
-        analysis of such a model would report spurious lossiness).
+        Raises [`InstanceError`][spectheory.errors.InstanceError] when a converted row does not sum
+        to exactly 1 (exact analysis of such a model would report spurious lossiness).
         """
         if self.exact:
             return self

@@ -1,6 +1,6 @@
 """Exact analysis of multi-path verifiers: drafting schemes, joint enumeration, checker.
 
-Drafting schemes for K paths of length L below a context c (:data:`DRAFTING`):
+Drafting schemes for K paths of length L below a context c (`DRAFTING`):
 
 * ``iid``: the K paths are i.i.d. draft sequences (with replacement; repeats allowed). The joint
   draft outcome (X_1..X_K) has probability prod_k q(X_k).
@@ -11,29 +11,31 @@ Drafting schemes for K paths of length L below a context c (:data:`DRAFTING`):
   draft). P(X_1..X_K) = prod_{k<=m} q(X_{k,1}|c) / (1 - sum_{j<k} q(X_{j,1}|c))
   * prod_{i>1} q(X_{k,i}|X_k^{i-1}), and zero unless the first tokens are distinct.
 * ``hub``: SpecHub's drafting (Sun et al., arXiv 2411.05289), K <= 2 (larger K is refused,
-  :data:`spectheory.registry.DRAFTING_MAX_PATHS`). With a = argmax q(.|c) (ties: the smallest
-  token id, :func:`spectheory.verifiers.spechub.hub_tokens`), path 1's first token is X_1 ~ q(.|c);
+  `spectheory.registry.DRAFTING_MAX_PATHS`). With a = argmax q(.|c) (ties: the smallest token id,
+  [`hub_tokens`][spectheory.verifiers.spechub.hub_tokens]), path 1's first token is X_1 ~ q(.|c);
   path 2's is a if X_1 != a, else a draw from q(.|c) without a, renormalised; the rest of each path
-  autoregressively from q, as under ``norep``. So P(first tokens (i, a)) = q(i|c) and
-  P((a, i)) = q(a|c) q(i|c) / (1 - q(a|c)) for i != a, zero on other pairs, times
-  prod_{i>1} q(X_{k,i}|X_k^{i-1}) for each path. If q(.|c) has one token of positive probability,
-  path 2 repeats path 1 (as the surplus paths of ``norep``). K = 1 is plain drafting.
+  autoregressively from q, as under ``norep``. So P(first tokens (i, a)) = q(i|c) and P((a, i)) =
+  q(a|c) q(i|c) / (1 - q(a|c)) for i != a, zero on other pairs, times prod_{i>1}
+  q(X_{k,i}|X_k^{i-1}) for each path. If q(.|c) has one token of positive probability, path 2
+  repeats path 1 (as the surplus paths of ``norep``). K = 1 is plain drafting.
 
 The exact engine enumerates all V**(L K) joint outcomes (in chunks, float64 torch or numpy
-Fractions), evaluates the verifier's :class:`spectheory.law.MultiLaw` on each, and accumulates
-the tau pmf and the law of the emitted block, E_{i+1}(y^{i+1}) = sum_outcomes P(outcome)
-sum_k P(k, tau = i | outcome) correction_{k,i}(y_{i+1}) [X_k^i = y^i]; the output law (block then
-target sampling up to L+1 tokens), its TV to the target and the checker are then the single-path
-ones of :mod:`spectheory.exact`. Outcomes of probability zero are skipped before the verifier is
-evaluated; order-invariant verifiers under i.i.d. drafting are evaluated on sorted tuples only;
-verifiers that read only their first m paths (``paths_read``, the first-path baselines) on the
-V**(L m) outcomes of those paths, whose law is the marginal of the K-path scheme.
+Fractions), evaluates the verifier's [`MultiLaw`][spectheory.law.Law] on each, and accumulates the
+tau pmf and the law of the emitted block, E_{i+1}(y^{i+1}) = sum_outcomes P(outcome) sum_k P(k,
+tau = i | outcome) correction_{k,i}(y_{i+1}) [X_k^i = y^i]; the output law (block then target
+sampling up to L+1 tokens), its TV to the target and the checker are then the single-path ones of
+[`spectheory.exact`][spectheory.exact]. Outcomes of probability zero are skipped before the
+verifier is evaluated; order-invariant verifiers under i.i.d. drafting are evaluated on sorted
+tuples only; verifiers that read only their first m paths (``paths_read``, the first-path
+baselines) on the V**(L m) outcomes of those paths, whose law is the marginal of the K-path
+scheme.
 
-GBV also has a fast exact route, its default in :func:`spectheory.analyze` (``route=
-"analytic"``): its selected path has the autoregressive law q^G, so its analysis is block
-verification with the draft replaced by the skewed model (:func:`gbv_skewed_draft`), evaluated
-per node of the sequence tree, ~V**L work instead of V**(L K). ``route="enumerate"`` runs the
-joint enumeration; the tests check the two routes agree exactly.
+GBV also has a fast exact route, its default in [`analyze`][spectheory.exact.analyze]
+(``route= "analytic"``): its selected path has the autoregressive law q^G, so its analysis is block
+verification with the draft replaced by the skewed model
+([`gbv_skewed_draft`][spectheory.multipath.gbv_skewed_draft]), evaluated per node of the sequence
+tree, ~V**L work instead of V**(L K). ``route="enumerate"`` runs the joint enumeration; the tests
+check the two routes agree exactly.
 """
 
 from __future__ import annotations
@@ -83,7 +85,7 @@ def _check_args(paths, drafting):
 
 def draft_rows(q_levels, p_levels, drafts, L: int, V: int):
     """Conditionals along every drafted path: q [B,K,L,V], p [B,K,L+1,V] for drafts [B,K,L]
-    (levels below one context, as from :func:`spectheory.tree.levels` with start 0)."""
+    (levels below one context, as from [`levels`][spectheory.tree.levels] with start 0)."""
     node = Bk.zeros_like(drafts[:, :, 0])
     qs, ps = [], []
     for i in range(L + 1):
@@ -195,13 +197,13 @@ def path_tables(q_levels, p_levels, L: int, V: int):
 
 
 def _law_ok(law, n: int, K: int, L: int, V: int, tol: float) -> bool:
-    """A cheap sufficient test, on torch float laws, that :func:`validate_law` would accept
-    ``law`` with tolerance ``tol``: every entry >= 0 (false for NaN) and every stop table and
-    correction row summing to 1 within ``tol / 2`` (false for an infinite entry: its sum is inf
-    or NaN; half the tolerance covers the rounding between this summation order and the
-    validator's, a few ulps). Anything else (a failing law, another type) returns False and
-    goes to :func:`validate_law`, which names the problem; so no law is accepted that it would
-    refuse."""
+    """A cheap sufficient test, on torch float laws, that
+    [`validate_law`][spectheory.law.validate_law] would accept ``law`` with tolerance ``tol``: every
+    entry >= 0 (false for NaN) and every stop table and correction row summing to 1 within
+    ``tol / 2`` (false for an infinite entry: its sum is inf or NaN; half the tolerance covers the
+    rounding between this summation order and the validator's, a few ulps). Anything else (a failing
+    law, another type) returns False and goes to [`validate_law`][spectheory.law.validate_law],
+    which names the problem; so no law is accepted that it would refuse."""
     try:
         stop, corr = law
     except (TypeError, ValueError):
@@ -287,15 +289,16 @@ def multipath_block_law(verifier, q_levels, p_levels, V: int, L: int, K: int,
     tuples of paths weighted by their number of orderings: C(V**L + K - 1, K) instead of
     V**(L K) outcomes, the same result.
 
-    A chunk of n joint outcomes is n rows of K path indices; its drafts [n, K, L] and rows
-    q [n, K, L, V], p [n, K, L+1, V] are gathered from :func:`path_tables`, its law validated
-    (:func:`validate_law`; on torch first the cheap sufficient test :func:`_law_ok`), and its
-    weighted corrections added to all L+1 levels of the emitted law in one ``index_add``. The
-    verifier is called inside :func:`spectheory.verifiers.common.rows_follow_prefixes` (these
-    arrays' rows are functions of the drafted prefix: a verifier handed exactly them need not
-    compare repeated node inputs' rows). A
-    verifier declaring ``paths_read = m < K`` is enumerated on m paths (checked first on a
-    sample, :func:`_check_paths_read`); progress is still counted in joint outcomes of K paths.
+    A chunk of n joint outcomes is n rows of K path indices; its drafts [n, K, L] and rows q [n, K,
+    L, V], p [n, K, L+1, V] are gathered from [`path_tables`][spectheory.multipath.path_tables], its
+    law validated ([`validate_law`][spectheory.law.validate_law]; on torch first the cheap
+    sufficient test `_law_ok`), and its weighted corrections added to all L+1 levels of the emitted
+    law in one ``index_add``. The verifier is called inside
+    [`rows_follow_prefixes`][spectheory.verifiers.common.rows_follow_prefixes] (these arrays' rows
+    are functions of the drafted prefix: a verifier handed exactly them need not compare repeated
+    node inputs' rows). A verifier declaring ``paths_read = m < K`` is enumerated on m paths
+    (checked first on a sample, `_check_paths_read`); progress is still counted in joint outcomes of
+    K paths.
     """
     spec = get_verifier(verifier)
     _check_args(int(K), drafting)
@@ -377,7 +380,7 @@ def analyze_multipath(instance: Instance, verifier, paths: int, drafting: str | 
                       device="cpu", symmetric: bool | None = None,
                       route: str | None = "auto") -> ExactAnalysis:
     """Same as ``analyze(instance, verifier, paths=paths, drafting=drafting, ...)``
-    (:func:`spectheory.exact.analyze`, the one engine for 1 and K paths)."""
+    ([`analyze`][spectheory.exact.analyze], the one engine for 1 and K paths)."""
     return analyze(instance, verifier, name, exact, max_sequences, progress, device,
                    paths=paths, drafting=drafting, symmetric=symmetric, route=route)
 
@@ -387,7 +390,7 @@ def check_lossless_multipath(verifier, instance: Instance, paths: int,
                              tol: float = 1e-12, max_sequences: int | None = None,
                              route: str | None = "auto") -> LosslessReport:
     """Same as ``check_lossless(verifier, instance, paths=paths, drafting=drafting, ...)``
-    (:func:`spectheory.exact.check_lossless`)."""
+    ([`check_lossless`][spectheory.exact.check_lossless])."""
     return check_lossless(verifier, instance, exact, tol, None, max_sequences, paths=paths,
                           drafting=drafting, route=route)
 
@@ -398,7 +401,7 @@ def check_lossless_multipath(verifier, instance: Instance, paths: int,
 def gbv_skewed_draft(instance: Instance, paths: int, exact: bool | None = None,
                      max_sequences: int | None = None) -> TableModel:
     """The skewed draft model q^G of GBV with K = ``paths`` i.i.d. paths, as tables of depth
-    0..L-1 (same ranking and formula as :func:`spectheory.verifiers.gbv.gbv`). Level by level:
+    0..L-1 (same ranking and formula as [`gbv`][spectheory.verifiers.gbv.gbv]). Level by level:
     A_root = 0, x_root = 1; for a child c a: A = A_c + x_c below_c(a), x = x_c q(a|c)."""
     _check_args(paths, "iid")
     V, L = instance.vocab_size, instance.block_length

@@ -58,9 +58,10 @@ def _dirichlet_rows(rng: np.random.Generator, V: int, n: int, alpha: float,
 def dirichlet_model(rng: np.random.Generator, V: int, depth: int, alpha: float,
                     context_independent: bool = False, denominator: int | None = None
                     ) -> TableModel:
-    """A table model whose rows at depths 0..depth (depth 0 only if ``context_independent``)
-    are i.i.d. Dirichlet(alpha), each divided by its sum, or rounded to multiples of
-    1/``denominator`` (:func:`quantize_rows`). No size guard: :func:`random_instance` has it."""
+    """A table model whose rows at depths 0..depth (depth 0 only if ``context_independent``) are
+    i.i.d. Dirichlet(alpha), each divided by its sum, or rounded to multiples of 1/``denominator``
+    ([`quantize_rows`][spectheory.random_instances.quantize_rows]). No size guard:
+    [`random_instance`][spectheory.random_instances.random_instance] has it."""
     tables = []
     for d in range(1 if context_independent else depth + 1):
         rows = _dirichlet_rows(rng, V, V**d, alpha, normalise=not denominator)
@@ -111,7 +112,7 @@ def random_instance(vocab_size: int, block_length: int, seed: int, alpha: float 
 
     Parameters are validated first (vocab_size in [2, 10^6], block_length in [1, 64], seed in
     [0, 2^63 - 1], alpha finite in [1e-3, 1e6], denominator in [1, 10^9]); a bad one raises
-    :class:`spectheory.errors.InstanceError` (a ``ValueError``) naming it and its range.
+    [`InstanceError`][spectheory.errors.InstanceError] (a ``ValueError``) naming it and its range.
     """
     V = _integer(vocab_size, "vocab_size", 2, MAX_VOCAB)
     L = _integer(block_length, "block_length", 1, MAX_BLOCK)

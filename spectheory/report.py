@@ -9,9 +9,9 @@ counted check; the report ends with one verdict line, ``N checks, all passed`` o
 M FAILED: ...``, and the command exits 1 when any check fails.
 
 The report is extensible without the core importing the outer packages: another package adds a
-section with :func:`add_section` (the :mod:`lp` package adds its optimality section this way when
-its sub-commands are registered) and an optimum for the multi-path table with
-:func:`add_multipath_optimum`.
+section with `add_section` (the [`spectheory.lp`][spectheory.lp] package adds its optimality section
+this way when its sub-commands are registered) and an optimum for the multi-path table with
+`add_multipath_optimum`.
 """
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ def section_wrong_variant(args, checks: Checks) -> list[str]:
 
 
 #: Optima for the multi-path table: label -> ``f(instance, paths, drafting) -> float``, the
-#: largest E[tau+1] of any valid verifier (filled by :func:`add_multipath_optimum`).
+#: largest E[tau+1] of any valid verifier (filled by `add_multipath_optimum`).
 MULTIPATH_OPTIMA: dict[str, Callable[[Instance, int, str], float]] = {}
 
 
@@ -257,7 +257,7 @@ SECTIONS: list[Section] = [
 
 
 def add_section(section: Section, before: str | None = None) -> None:
-    """Add ``section`` to :data:`SECTIONS`.
+    """Add ``section`` to `SECTIONS`.
 
     Parameters
     ----------

@@ -1,11 +1,11 @@
 """One generic sampling step on top of a verifier's law.
 
-Given a law (:mod:`spectheory.law`; the K-path form ``stop [B, K, L+1]``,
-``correction [B, K, L+1, V]``, or the single-path form without the path axis), draw the path and
-tau jointly, (k_b, tau_b) ~ stop[b], and then Y_b ~ correction[b, k_b, tau_b]
-(:func:`sample_output`). Works on any torch device and dtype; the randomness comes from an optional
-``torch.Generator`` (or explicit uniforms, for replaying the draws of another implementation) and
-uses inverse-CDF sampling, so the same uniforms give the same draws.
+Given a law ([`spectheory.law`][spectheory.law]; the K-path form ``stop [B, K, L+1]``,
+``correction [B, K, L+1, V]``, or the single-path form without the path axis), draw the path and tau
+jointly, (k_b, tau_b) ~ stop[b], and then Y_b ~ correction[b, k_b, tau_b]
+([`sample_output`][spectheory.sampling.sample_output]). Works on any torch device and dtype; the
+randomness comes from an optional ``torch.Generator`` (or explicit uniforms, for replaying the draws
+of another implementation) and uses inverse-CDF sampling, so the same uniforms give the same draws.
 """
 
 from __future__ import annotations
@@ -46,12 +46,13 @@ def sample_output(law: Law, generator: torch.Generator | None = None,
 
 def sample_law(law: Law, generator: torch.Generator | None = None,
                uniforms: torch.Tensor | None = None):
-    """(tau [B], Y [B]) from a single-path law: :func:`sample_output` without the path."""
+    """(tau [B], Y [B]) from a single-path law: [`sample_output`][spectheory.sampling.sample_output]
+    without the path."""
     _, tau, y = sample_output(law, generator, uniforms)
     return tau, y
 
 
-#: The K-path name of :func:`sample_output`.
+#: The K-path name of [`sample_output`][spectheory.sampling.sample_output].
 sample_multi_law = sample_output
 
 

@@ -14,8 +14,9 @@ from . import limits
 from .errors import SizeLimitError
 from .models import TableModel
 
-#: Default limit on the number of leaves an enumeration may touch (float64 mode); the
-#: environment variable SPECTHEORY_MAX_SEQUENCES overrides it (read on use: :func:`max_sequences`).
+#: Default limit on the number of leaves an enumeration may touch (float64 mode); the environment
+#: variable SPECTHEORY_MAX_SEQUENCES overrides it (read on use:
+#: [`max_sequences`][spectheory.tree.max_sequences]).
 DEFAULT_MAX_SEQUENCES = limits.ENV_LIMITS["SPECTHEORY_MAX_SEQUENCES"]
 #: Default limit in exact rational mode (Python Fractions are ~1000x slower and ~20x bigger);
 #: environment variable SPECTHEORY_MAX_EXACT_SEQUENCES.
@@ -46,11 +47,11 @@ def check_size(count: int, what: str, exact: bool = False, limit: int | None = N
                formula: str = "", outcomes: bool = False) -> None:
     """Refuse an enumeration of ``count`` leaves over the limit, naming sizes, memory and time.
 
-    ``limit`` None means the default (:func:`max_sequences`); an explicit limit must be a
-    positive integer. The time estimate uses the throughput constants of
-    :mod:`spectheory.limits` (``outcomes``: ``count`` joint draft outcomes of the K-path engine).
-    An accepted enumeration estimated above :data:`spectheory.limits.NOTE_SECONDS` is announced
-    on stderr by the command line before it starts.
+    ``limit`` None means the default ([`max_sequences`][spectheory.tree.max_sequences]); an explicit
+    limit must be a positive integer. The time estimate uses the throughput constants of
+    [`spectheory.limits`][spectheory.limits] (``outcomes``: ``count`` joint draft outcomes of the
+    K-path engine). An accepted enumeration estimated above `spectheory.limits.NOTE_SECONDS` is
+    announced on stderr by the command line before it starts.
     """
     if not isinstance(exact, (bool, np.bool_)):
         raise SizeLimitError(f"exact = {exact!r} must be True or False")
@@ -133,7 +134,8 @@ def sequence_tokens(flat_index, depth: int, vocab_size: int):
 def sample_paths(cond_levels, n: int, generator: torch.Generator | None = None):
     """Sample n paths of length len(cond_levels) from one root; returns token ids [n, depth].
 
-    ``cond_levels[d]`` [V**d, V] torch tensors (as from :func:`levels` with start 0).
+    ``cond_levels[d]`` [V**d, V] torch tensors (as from [`levels`][spectheory.tree.levels] with
+    start 0).
     """
     node = torch.zeros(n, dtype=torch.long, device=cond_levels[0].device)
     tokens = []

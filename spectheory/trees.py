@@ -1,68 +1,71 @@
 """Draft trees: shapes, drafting schemes, and the exact law of a verifier on a drafted tree.
 
-A **tree shape** is the rooted tree of drafted positions (:func:`tree_shape`). It is given as
-branching factors per depth, ``(b_1, ..., b_D)`` (the root has b_1 children, each depth-1 node
-b_2, ...; K = prod b_d root-to-leaf paths); as a directed graph (any object with ``nodes`` and
-``successors``, such as a ``networkx.DiGraph``; children in ``successors`` order); as a Medusa /
-EAGLE choices list of child-rank paths (``[[0], [1], [0, 0]]``, Cai et al., arXiv 2401.10774; Li
-et al., arXiv 2401.15077); or as a parent list ``{"parents": [0, 0, 1]}`` (the parent of drafted
-node 1, 2, ...; 0 is the root). Leaves may sit at different depths, as in EAGLE-2's dynamic trees
-(Li et al., arXiv 2406.16858), Medusa's sparse trees and SpecInfer's token trees (Miao et al.,
-ASPLOS 2024). The block length D is the deepest leaf's depth (an instance's tables beyond its own
-depth use the model's order-D Markov extension); a walk that stops at a node u (a leaf, or a
-node whose children were all rejected) emits |u| + 1 tokens, so tau = |u| is at most the depth
-of the leaves below u.
+A **tree shape** is the rooted tree of drafted positions
+([`tree_shape`][spectheory.trees.tree_shape]). It is given as branching factors per depth,
+``(b_1, ..., b_D)`` (the root has b_1 children, each depth-1 node b_2, ...; K = prod b_d
+root-to-leaf paths); as a directed graph (any object with ``nodes`` and ``successors``, such as a
+``networkx.DiGraph``; children in ``successors`` order); as a Medusa / EAGLE choices list of
+child-rank paths (``[[0], [1], [0, 0]]``, Cai et al., arXiv 2401.10774; Li et al., arXiv
+2401.15077); or as a parent list ``{"parents": [0, 0, 1]}`` (the parent of drafted node 1, 2, ...; 0
+is the root). Leaves may sit at different depths, as in EAGLE-2's dynamic trees (Li et al., arXiv
+2406.16858), Medusa's sparse trees and SpecInfer's token trees (Miao et al., ASPLOS 2024). The block
+length D is the deepest leaf's depth (an instance's tables beyond its own depth use the model's
+order-D Markov extension); a walk that stops at a node u (a leaf, or a node whose children were all
+rejected) emits |u| + 1 tokens, so tau = |u| is at most the depth of the leaves below u.
 
 A **drafting scheme** says how the b children of a node u get their tokens from q(.|u):
 
 * ``iid``: b i.i.d. draws from q(.|u) (repeats allowed; SpecInfer, Miao et al., ASPLOS 2024);
-* ``norep``: b draws without replacement, each from q(.|u) renormalised to the unused tokens
-  (Jeon et al., arXiv 2402.14160); when q(.|u) has only m < b positive tokens the surplus
-  children are not drafted (fewer children). The node route and the LP (:mod:`lp.tree`) drop
-  them with their subtrees; the enumerate route represents them as copies of the first child
-  with its whole subtree (the same drafted nodes) and refuses a surplus child whose subtree
-  differs in shape;
-* ``topk``: deterministic, the b most probable tokens of q(.|u), ties to the smaller id (EAGLE,
-  Li et al., arXiv 2401.15077; Medusa, Cai et al., arXiv 2401.10774). The draft law is a point
-  mass, so a verifier must not be handed q: under ``topk`` every verifier gets, on path k at
-  depth i, q replaced by the point mass on path k's own next token (the law of that path, which is
-  what makes ``block-first`` exact), and the node rule ``topk``
-  (:mod:`spectheory.verifiers.topk`) ignores q (it is RRS without replacement with q replaced by
-  point masses in candidate order). ``rows="raw"`` hands the raw q instead (a planted bug).
+* ``norep``: b draws without replacement, each from q(.|u) renormalised to the unused tokens (Jeon
+  et al., arXiv 2402.14160); when q(.|u) has only m < b positive tokens the surplus children are not
+  drafted (fewer children). The node route and the LP ([`spectheory.lp.tree`][spectheory.lp.tree])
+  drop them with their subtrees; the enumerate route represents them as copies of the first child
+  with its whole subtree (the same drafted nodes) and refuses a surplus child whose subtree differs
+  in shape;
+* ``topk``: deterministic, the b most probable tokens of q(.|u), ties to the smaller id (EAGLE, Li
+  et al., arXiv 2401.15077; Medusa, Cai et al., arXiv 2401.10774). The draft law is a point mass, so
+  a verifier must not be handed q: under ``topk`` every verifier gets, on path k at depth i, q
+  replaced by the point mass on path k's own next token (the law of that path, which is what makes
+  ``block-first`` exact), and the node rule ``topk``
+  ([`spectheory.verifiers.topk`][spectheory.verifiers.topk]) ignores q (it is RRS without
+  replacement with q replaced by point masses in candidate order). ``rows="raw"`` hands the raw q
+  instead (a planted bug).
 
-**Representation to verifiers.** The tree is handed to the existing K-path verifiers as its K
-leaf paths ``drafts [B, K, D]`` in leaf (depth-first) order; paths through one node share its
-prefix and carry identical rows there, so the K-path protocol of :mod:`spectheory.law` applies
+**Representation to verifiers.** The tree is handed to the existing K-path verifiers as its K leaf
+paths ``drafts [B, K, D]`` in leaf (depth-first) order; paths through one node share its prefix and
+carry identical rows there, so the K-path protocol of [`spectheory.law`][spectheory.law] applies
 unchanged (a K-path verifier merges equal prefixes into one token-tree node, as SpecInfer does).
-That protocol gives every path the same length, so it holds trees whose leaves are all at depth
-D only: padding a shorter path would hand the verifier tokens that were never drafted, which
-it may accept (a different law). On an uneven tree the enumerate route therefore refuses
-(:func:`refuse_uneven`) and the node route runs the node-recursive rules.
+That protocol gives every path the same length, so it holds trees whose leaves are all at depth D
+only: padding a shorter path would hand the verifier tokens that were never drafted, which it may
+accept (a different law). On an uneven tree the enumerate route therefore refuses
+([`refuse_uneven`][spectheory.trees.refuse_uneven]) and the node route runs the node-recursive
+rules.
 
 **Exact routes.**
 
-* ``enumerate`` (:func:`tree_block_law_enumerate`): every joint outcome of the E edge tokens
-  (V**E outcomes, or the one outcome of ``topk``), in chunks, float64 torch or exact Fractions;
-  any K-path verifier. Outcome probabilities: iid prod_e q(t_e | parent prefix); norep the
-  sequential without-replacement product per node; topk 1 on the top-k outcome.
-* ``nodes`` (:func:`tree_block_law_nodes`): node-recursive verifiers (the walk accepts one child
-  of the current node or stops: ``specinfer``, ``specinfer-norep``, ``topk``). The children's
-  tokens at a node are drawn independently of everything below, and each child's subtree is an
-  independent copy, so with R(u, s) the probability that the walk reaches prefix u with subtree
-  shape s,
+* ``enumerate`` ([`tree_block_law_enumerate`][spectheory.trees.tree_block_law_enumerate]): every
+  joint outcome of the E edge tokens (V**E outcomes, or the one outcome of ``topk``), in chunks,
+  float64 torch or exact Fractions; any K-path verifier. Outcome probabilities: iid prod_e q(t_e |
+  parent prefix); norep the sequential without-replacement product per node; topk 1 on the top-k
+  outcome.
+* ``nodes`` ([`tree_block_law_nodes`][spectheory.trees.tree_block_law_nodes]): node-recursive
+  verifiers (the walk accepts one child of the current node or stops: ``specinfer``,
+  ``specinfer-norep``, ``topk``). The children's tokens at a node are drawn independently of
+  everything below, and each child's subtree is an independent copy, so with R(u, s) the probability
+  that the walk reaches prefix u with subtree shape s,
 
       P(tau = |u|, Y = y) += R(u, s) sum_{t} P(t | u) none(t) corr_t(y),
       R(u c, s') += R(u, s) sum_{t} P(t | u) sum_{j : t_j = c} accept_j(t),
 
-  over candidate tuples t of the root of s (V**b of them), where s' is the merge of the subtrees
-  of the children with token c (their children concatenated in path order: equal tokens are one
-  token-tree node, as in :func:`spectheory.verifiers.specinfer.node_recursive_law`; a leaf merged
-  with a deeper sibling is that sibling). At a childless node (s = (), at any depth) the walk
-  stops: P(tau = |u|, Y = y) += R(u, ()) p(y | u), the bonus token from the target row at u
-  itself, which keeps every lossless node rule lossless on uneven trees. The work is
-  sum_d V**d x (tuples at depth d): exponential in the branching factor, not in the tree size.
-  Under ``norep`` only the first child with a token is kept (surplus copies are skipped by the
-  rules of this route that skip repeated tokens; the route refuses other rules under ``norep``).
+  over candidate tuples t of the root of s (V**b of them), where s' is the merge of the subtrees of
+  the children with token c (their children concatenated in path order: equal tokens are one
+  token-tree node, as in [`node_recursive_law`][spectheory.verifiers.specinfer.node_recursive_law];
+  a leaf merged with a deeper sibling is that sibling). At a childless node (s = (), at any depth)
+  the walk stops: P(tau = |u|, Y = y) += R(u, ()) p(y | u), the bonus token from the target row at u
+  itself, which keeps every lossless node rule lossless on uneven trees. The work is sum_d V**d x
+  (tuples at depth d): exponential in the branching factor, not in the tree size. Under ``norep``
+  only the first child with a token is kept (surplus copies are skipped by the rules of this route
+  that skip repeated tokens; the route refuses other rules under ``norep``).
 
 **Leaf paths are not the whole tree.** The leaf-path form shows a node's child once per leaf
 below it, so it cannot tell one child with two leaves from two children that drew the same token.
@@ -76,14 +79,14 @@ runs SpecInfer on the tree (one trial per child), which is lossless. The two coi
 (the tree (K, 1, ..., 1)), where the tests cross-check them; ``analyze_tree`` takes the node
 route for ``specinfer`` by default.
 
-Both routes give a :class:`spectheory.exact.BlockLaw`; the output law, its TV to the target and
-the lossless verdict are those of :mod:`spectheory.exact`. The tests check the two routes agree
-exactly (rationals) on small trees for ``specinfer-norep`` and ``topk`` (every scheme) and for
-``specinfer`` on K paths; SpecInfer's subset step against its V**n-tuple step on any tree; and,
-on uneven trees, the node route against a brute-force walk over every drafted token assignment
-(tau pmf and output law equal in rationals; lossless for ``specinfer`` / iid, ``specinfer-norep``
-/ norep and ``topk`` / topk on prefix-dependent instances; a correction taken from the parent's
-row at a childless node caught).
+Both routes give a [`BlockLaw`][spectheory.exact.BlockLaw]; the output law, its TV to the target and
+the lossless verdict are those of [`spectheory.exact`][spectheory.exact]. The tests check the two
+routes agree exactly (rationals) on small trees for ``specinfer-norep`` and ``topk`` (every scheme)
+and for ``specinfer`` on K paths; SpecInfer's subset step against its V**n-tuple step on any tree;
+and, on uneven trees, the node route against a brute-force walk over every drafted token assignment
+(tau pmf and output law equal in rationals; lossless for ``specinfer`` / iid, ``specinfer-norep`` /
+norep and ``topk`` / topk on prefix-dependent instances; a correction taken from the parent's row at
+a childless node caught).
 """
 
 from __future__ import annotations
@@ -109,7 +112,7 @@ from .verifiers.topk import TOPK
 
 #: Drafting schemes of a tree (module doc).
 TREE_DRAFTING = ("iid", "norep", "topk")
-#: Exact routes of :func:`analyze_tree`.
+#: Exact routes of [`analyze_tree`][spectheory.trees.analyze_tree].
 ROUTES = ("auto", "enumerate", "nodes")
 #: Joint outcomes per chunk in exact mode; elements of one [n, K, D+1, V] array in float mode.
 EXACT_CHUNK = 1024
@@ -230,7 +233,8 @@ class TreeShape:
     @property
     def parents(self) -> tuple:
         """The parent list (parent of drafted node 1, 2, ..., E; the root is 0), the form
-        :func:`tree_shape` reads as ``{"parents": [...]}`` and ``spectheory tree --parents``."""
+        [`tree_shape`][spectheory.trees.tree_shape] reads as ``{"parents": [...]}`` and
+        ``spectheory tree --parents``."""
         return self.parent[1:]
 
     def sig(self, u: int = 0) -> tuple:
@@ -281,7 +285,7 @@ def _branching_sig(b: tuple) -> tuple:
 
 
 def tree_shape(shape) -> TreeShape:
-    """A :class:`TreeShape` from any of these forms.
+    """A [`TreeShape`][spectheory.trees.TreeShape] from any of these forms.
 
     * branching factors: a sequence of positive ints or a string ``"3,2,1"`` (every leaf at
       depth D = its length);
@@ -291,10 +295,10 @@ def tree_shape(shape) -> TreeShape:
       2401.10774) and EAGLE (``tree_choices``, Li et al., arXiv 2401.15077): a sequence of
       sequences of child ranks, one per drafted node, e.g. ``[[0], [1], [0, 0]]`` (the root's
       children of rank 0 and 1, and the rank-0 child of the first); see
-      :func:`shape_from_choices`;
+      [`shape_from_choices`][spectheory.trees.shape_from_choices];
     * ``{"parents": [...]}``: the parent of drafted node 1, 2, ..., E (the root is 0), e.g.
-      ``{"parents": [0, 0, 1]}`` (:func:`shape_from_parents`), or ``{"choices": [...]}``,
-      ``{"branching": [...]}``;
+      ``{"parents": [0, 0, 1]}`` ([`shape_from_parents`][spectheory.trees.shape_from_parents]), or
+      ``{"choices": [...]}``, ``{"branching": [...]}``;
     * a TreeShape.
 
     Leaves may be at different depths (except in the branching form); the block length is the
@@ -473,7 +477,7 @@ def tree_verifier(verifier) -> VerifierSpec:
 
 def node_rule(spec: VerifierSpec):
     """(rule, skips repeated tokens) of a node-recursive verifier (its declared
-    :attr:`VerifierSpec.rule`), or None."""
+    `VerifierSpec.rule`), or None."""
     return None if spec.rule is None else (spec.rule, spec.rule_skips_repeats)
 
 
@@ -751,7 +755,7 @@ def node_route_work(shape, V: int, drafting: str, verifier=None) -> int:
     """Upper bound on the (prefix, candidate tuple) pairs the node route evaluates: at depth d,
     V**d prefixes times V**w tuples for every width w a (merged) node there can have (under
     ``iid`` equal siblings merge, so w ranges over sums of the child counts at that depth); for
-    SpecInfer under ``iid`` (:func:`_specinfer_iid_step`) V * w * 2**w per prefix instead
+    SpecInfer under ``iid`` (`_specinfer_iid_step`) V * w * 2**w per prefix instead
     (V * w * (w + 1) when the subtrees at the next depth all have the same shape)."""
     fast = verifier is not None and tree_verifier(verifier).name == "specinfer"
     shape = tree_shape(shape)
@@ -860,7 +864,7 @@ def tree_block_law_nodes(verifier, shape, q_levels, p_levels, V: int,
                          drafting: str = "iid", fast: bool = True) -> BlockLaw:
     """Exact block law (one context) of a node-recursive verifier on a drafted tree, node by
     node (module doc). ``fast``: SpecInfer under i.i.d. drafting uses
-    :func:`_specinfer_iid_step` (2^n subsets per node instead of V^n candidate tuples)."""
+    `_specinfer_iid_step` (2^n subsets per node instead of V^n candidate tuples)."""
     spec = tree_verifier(verifier)
     if node_rule(spec) is None:
         raise SpectheoryError(f"verifier {spec.name!r} has no node rule for the node route; "
@@ -973,7 +977,8 @@ def choose_route(spec: VerifierSpec, drafting: str, route: str = "auto",
 
 def tree_block_law(verifier, shape, q_levels, p_levels, V: int, drafting: str = "iid",
                    route: str = "auto", rows: str = "auto") -> BlockLaw:
-    """The block law (one context) by the chosen route (:func:`choose_route`)."""
+    """The block law (one context) by the chosen route
+    ([`choose_route`][spectheory.trees.choose_route])."""
     spec = tree_verifier(verifier)
     if choose_route(spec, drafting, route, rows) == "nodes":
         return tree_block_law_nodes(spec, shape, q_levels, p_levels, V, drafting)
@@ -1010,26 +1015,27 @@ def analyze_tree(instance: Instance, verifier, shape, drafting: str | None = Non
         leaf).
     verifier : str or VerifierSpec
         Any K-path verifier (``specinfer``, ``specinfer-norep``, ``traversal-tree``,
-        ``block-first``, ...) or ``"topk"`` (:mod:`spectheory.verifiers.topk`).
-    shape : any form of :func:`tree_shape`
+        ``block-first``, ...) or ``"topk"``
+        ([`spectheory.verifiers.topk`][spectheory.verifiers.topk]).
+    shape : any form of [`tree_shape`][spectheory.trees.tree_shape]
         Branching factors ("3,2,1"), a choices list, ``{"parents": [...]}``, a graph with
         ``nodes``/``successors``, or a TreeShape. Leaves may be at different depths (node
-        route only; the enumerate route refuses, :func:`refuse_uneven`).
+        route only; the enumerate route refuses, [`refuse_uneven`][spectheory.trees.refuse_uneven]).
     drafting : {"iid", "norep", "topk"}, optional
-        Default: the verifier's home scheme (:data:`HOME_DRAFTING`).
+        Default: the verifier's home scheme (`HOME_DRAFTING`).
     exact : bool, optional
         Exact rationals; default as the instance.
     route : {"auto", "enumerate", "nodes"}
-        Exact route (module doc); "auto" picks with :func:`choose_route`.
+        Exact route (module doc); "auto" picks with [`choose_route`][spectheory.trees.choose_route].
     rows : {"auto", "raw", "point"}
         Draft rows handed to verifiers on the enumerate route (module doc).
     max_sequences : int, optional
-        Size guard (:func:`spectheory.tree.check_size`).
+        Size guard ([`check_size`][spectheory.tree.check_size]).
 
     Returns
     -------
     ExactAnalysis
-        As :func:`spectheory.exact.analyze`, with ``extra`` holding the tree, K, the number of
+        As [`analyze`][spectheory.exact.analyze], with ``extra`` holding the tree, K, the number of
         drafted nodes, the drafting scheme and the route. TV(output, target) = 0 iff the verifier
         is lossless on this tree under this scheme (Sun et al., arXiv 2403.10444, sec. 2).
     """
@@ -1067,7 +1073,8 @@ def check_tree_lossless(verifier, instance: Instance, shape, drafting: str | Non
                         exact: bool | None = None, tol: float = 1e-12, route: str = "auto",
                         rows: str = "auto", max_sequences: int | None = None) -> LosslessReport:
     """Exact verdict on whether a verifier is lossless on a drafted tree (as
-    :func:`spectheory.exact.check_lossless`: exact mode compares rationals, float mode TV <= tol).
+    [`check_lossless`][spectheory.exact.check_lossless]: exact mode compares rationals, float mode
+    TV <= tol).
     """
     res = analyze_tree(instance, verifier, shape, drafting, exact, route, rows, max_sequences)
     rep = lossless_report(res.output_law, res.target_law, res.tv_to_target,

@@ -49,7 +49,7 @@ def cmd_tree(args) -> int:
 
 def _tree_argument(args):
     """The shape given by exactly one of --tree, --parents, --choices (a form of
-    :func:`spectheory.trees.tree_shape`)."""
+    [`tree_shape`][spectheory.trees.tree_shape])."""
     from .errors import SpectheoryError
 
     given = [(k, v) for k, v in (("tree", args.tree), ("parents", getattr(args, "parents", None)),

@@ -1,9 +1,11 @@
 """Toy (draft, target) model families for the exact theory and the figures.
 
 Each family is a function of a seed and a few parameters returning a
-:class:`spectheory.instances.Instance`, and names the knob that controls draft/target divergence
-(:data:`FAMILIES`). See :mod:`toy_models.families`, :mod:`toy_models.ngram` (character n-grams
-from a public-domain text) and :mod:`toy_models.divergence` (TV / KL along the draft's paths).
+`spectheory.instances.Instance`, and names the knob that controls draft/target divergence
+(`FAMILIES`). See [`spectheory.toy_models.families`][spectheory.toy_models.families],
+[`spectheory.toy_models.ngram`][spectheory.toy_models.ngram] (character n-grams from a public-domain
+text) and [`spectheory.toy_models.divergence`][spectheory.toy_models.divergence] (TV / KL along the
+draft's paths).
 """
 
 from .divergence import mean_acceptance, mean_divergence, per_position_divergence

@@ -1,6 +1,7 @@
-"""Argument checks shared by the toy families (:mod:`toy_models.families`,
-:mod:`toy_models.ngram`): sizes, ranges and seeds, each failing with a one-line
-:class:`spectheory.errors.InstanceError`."""
+"""Argument checks shared by the toy families
+([`spectheory.toy_models.families`][spectheory.toy_models.families],
+[`spectheory.toy_models.ngram`][spectheory.toy_models.ngram]): sizes, ranges and seeds, each failing
+with a one-line [`InstanceError`][spectheory.errors.InstanceError]."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """``spectheory toy FAMILY [NAME=VALUE ...]``: a toy instance as JSON on stdout (``--list``: the
 families and their divergence knobs). The JSON is the instance format of
-:mod:`spectheory.instances`, so it feeds ``spectheory exact`` / ``spectheory check``."""
+[`spectheory.instances`][spectheory.instances], so it feeds ``spectheory exact`` /
+``spectheory check``."""
 
 from __future__ import annotations
 

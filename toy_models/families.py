@@ -1,10 +1,10 @@
 """Toy (draft, target) families, each a function of a seed and a few parameters.
 
-Every family returns a :class:`spectheory.instances.Instance` (target tables for prefixes of
-length <= L, draft tables for length < L; Markov-type families store their order-D tables and are
-read as order-D chains beyond, see :class:`spectheory.models.TableModel`) and names the one knob
-that controls how far the draft is from the target. Out-of-range parameters raise
-:class:`spectheory.errors.InstanceError` with a one-line message.
+Every family returns a `spectheory.instances.Instance` (target tables for prefixes of length <= L,
+draft tables for length < L; Markov-type families store their order-D tables and are read as order-D
+chains beyond, see [`TableModel`][spectheory.models.TableModel]) and names the one knob that
+controls how far the draft is from the target. Out-of-range parameters raise
+[`InstanceError`][spectheory.errors.InstanceError] with a one-line message.
 
 ==============  ==============  =========================================================
 family          divergence knob  draft q from target p
@@ -22,10 +22,10 @@ two-token       q0               the two-token example of Sun et al. (arXiv 2403
                                  p = (1/3, 2/3), q = (2/3, 1/3), context independent
 ==============  ==============  =========================================================
 
-The Dirichlet rows come from :func:`spectheory.random_instances.dirichlet_model` (one copy of
-that code). For the knob families (logit-noise, temperature, mixture, markov) the random draws do
-not depend on the knob, so for a fixed seed the instance moves continuously with the knob (useful
-to match an acceptance rate by bisection).
+The Dirichlet rows come from [`dirichlet_model`][spectheory.random_instances.dirichlet_model] (one
+copy of that code). For the knob families (logit-noise, temperature, mixture, markov) the random
+draws do not depend on the knob, so for a fixed seed the instance moves continuously with the knob
+(useful to match an acceptance rate by bisection).
 """
 
 from __future__ import annotations
@@ -56,8 +56,8 @@ def dirichlet(vocab_size: int = 4, block_length: int = 4, seed: int = 0, alpha: 
               context_independent: bool = False, denominator: int | None = None) -> Instance:
     """Independent Dirichlet(alpha) rows for target and draft (knob: alpha > 0).
 
-    Wraps :func:`spectheory.random_instances.random_instance`; ``denominator`` rounds rows to
-    exact multiples of 1/denominator (Fractions, for exact analysis).
+    Wraps [`random_instance`][spectheory.random_instances.random_instance]; ``denominator`` rounds
+    rows to exact multiples of 1/denominator (Fractions, for exact analysis).
     """
     check_sizes(vocab_size, block_length, context_independent)
     check_range("alpha", alpha, 0, math.inf, lo_open=True, hi_open=True)
@@ -225,7 +225,7 @@ FAMILIES: dict[str, Family] = {
 
 
 def make_instance(family: str, **params) -> Instance:
-    """Build an instance of the named family (see :data:`FAMILIES`)."""
+    """Build an instance of the named family (see `FAMILIES`)."""
     if family not in FAMILIES:
         raise InstanceError(f"unknown toy family {family!r}; choose from {', '.join(FAMILIES)}")
     try:

@@ -7,11 +7,11 @@ Tokens: the text is lower-cased, every run of whitespace becomes one space, and 
 most frequent characters become tokens 0..V-2 (by decreasing frequency, ties by character); all
 other characters share the last token ("other").
 
-An order-n model has conditionals for contexts of length d = 0..n-1, estimated with add-k
-smoothing:  p(a | s) = (count(s a) + k) / (count(s) + k V),  where count runs over all positions
-of the token stream. It is stored as a depth-(n-1) :class:`spectheory.models.TableModel`, i.e.
-read as an order-(n-1) Markov chain beyond (contexts shorter than n-1 at the start of a block use
-the lower-order estimate, as an n-gram model does at the start of a text).
+An order-n model has conditionals for contexts of length d = 0..n-1, estimated with add-k smoothing:
+p(a | s) = (count(s a) + k) / (count(s) + k V),  where count runs over all positions of the token
+stream. It is stored as a depth-(n-1) [`TableModel`][spectheory.models.TableModel], i.e. read as an
+order-(n-1) Markov chain beyond (contexts shorter than n-1 at the start of a block use the
+lower-order estimate, as an n-gram model does at the start of a text).
 
 Target: order ``order``, whole text. Draft: order ``draft_order`` <= ``order`` (the divergence
 knob: smaller order = less context = further from the target), estimated on a contiguous slice of

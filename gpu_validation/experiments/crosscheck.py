@@ -3,13 +3,13 @@ own speculative sampling routine ``transformers.generation.utils._speculative_sa
 (Leviathan et al. 2023, algorithm 1), on identical inputs with identical random draws.
 
 The peer routine takes logits and draws, from torch's global generator, first L uniforms
-``r = torch.rand_like(ratio)`` (accept X_i iff r_i <= p_i / q_i, stop at the first rejection)
-and then one ``torch.multinomial`` draw from the normalised residual max(p - q, 0) (or from
-p(.|X^L) when all L are accepted). We feed it logits log q and log p of the same (processed)
-probabilities, reseed the global generator, draw the same L uniforms ourselves, and decide with
-OUR law (:func:`spectheory.verifiers.token_verification`): the acceptance probability of X_i is
-a_i = P(tau >= i | X) / P(tau >= i-1 | X) from the law's ``stop``, and the next token is one
-``torch.multinomial`` draw from the law's ``correction[tau]`` with the generator in the same
+``r = torch.rand_like(ratio)`` (accept X_i iff r_i <= p_i / q_i, stop at the first rejection) and
+then one ``torch.multinomial`` draw from the normalised residual max(p - q, 0) (or from p(.|X^L)
+when all L are accepted). We feed it logits log q and log p of the same (processed) probabilities,
+reseed the global generator, draw the same L uniforms ourselves, and decide with OUR law
+([`token_verification`][spectheory.verifiers.token.token_verification]): the acceptance probability
+of X_i is a_i = P(tau >= i | X) / P(tau >= i-1 | X) from the law's ``stop``, and the next token is
+one ``torch.multinomial`` draw from the law's ``correction[tau]`` with the generator in the same
 state. The accepted count must match every time; the emitted token matches unless the two rows
 differ by float rounding exactly at a draw boundary, and the rows themselves must agree.
 """
@@ -70,7 +70,7 @@ def compare_one(drafts: torch.Tensor, q: torch.Tensor, p: torch.Tensor, seed: in
 
 
 def crosscheck_proposals(proposals, seed: int = 0) -> dict:
-    """Run :func:`compare_one` on every path of every proposal (one seed per trial)."""
+    """Run `compare_one` on every path of every proposal (one seed per trial)."""
     res = {"trials": 0, "accept_count_match": 0, "token_match": 0, "max_row_diff": 0.0,
            "accepted_hist": {}}
     t = 0
@@ -89,7 +89,7 @@ def crosscheck_proposals(proposals, seed: int = 0) -> dict:
 
 @dataclass(frozen=True)
 class CrosscheckConfig:
-    """Configuration of :func:`run_crosscheck`: ``trials`` paths (16 per drafted batch, at the
+    """Configuration of `run_crosscheck`: ``trials`` paths (16 per drafted batch, at the
     first eight prompts in turn) of ``L`` tokens from the pair ``models``."""
 
     models: ModelSpec = field(default_factory=ModelSpec)
@@ -107,7 +107,7 @@ class CrosscheckConfig:
 
 
 def run_crosscheck(cfg: CrosscheckConfig, log=stderr_log) -> dict:
-    """Real model conditionals at real contexts, compared with :func:`crosscheck_proposals`.
+    """Real model conditionals at real contexts, compared with `crosscheck_proposals`.
     Returns its result plus ``models``, ``L`` and ``ok`` (every accepted count equal, rows equal
     to 1e-6, and rejections at two depths or more exercised); written to ``cfg.out`` when given.
     """

@@ -20,9 +20,9 @@ rejected.
 
 Third test, with far more power per sample (single-path verifiers): the Rao-Blackwellised pair
 law. For each drafted row the exact conditional probability of each pair bin given the draft is
-read from the verifier's law (:func:`gpu_validation.stats.rb_pair_rows`); under losslessness
+read from the verifier's law (`spectheory.gpu_validation.stats.rb_pair_rows`); under losslessness
 these i.i.d. vectors have mean p(y1|c) p(y2|c,y1), tested with a large-sample Hotelling T^2
-(:func:`gpu_validation.stats.hotelling`).
+(`spectheory.gpu_validation.stats.hotelling`).
 
 Also reported, without a test: a Rao-Blackwellised estimate of the first-token law,
 mean over rows of (1 - P(tau=0|X)) 1[X_1 = .] + P(tau=0|X) correction_0(.|X), and its total
@@ -225,7 +225,7 @@ def lossless_test(dec: SpeculativeDecoder, prompt_ids, verifier_names, n: int, K
 
 @dataclass(frozen=True)
 class LosslessConfig:
-    """Configuration of :func:`run_lossless` (checked on construction, one-line errors).
+    """Configuration of `run_lossless` (checked on construction, one-line errors).
 
     Parameters
     ----------
@@ -293,7 +293,7 @@ class LosslessConfig:
 
 
 def run_lossless(cfg: LosslessConfig, log=stderr_log) -> dict:
-    """The tests of :func:`lossless_test` at the first ``cfg.contexts`` prompts; the family-wise
+    """The tests of `lossless_test` at the first ``cfg.contexts`` prompts; the family-wise
     ``alpha`` is split over every test of every lossless verifier at every context. Returns
     {"models", "temperature", "contexts": [per-context results], "ok": all as expected} and
     writes it to ``cfg.out`` (atomically) when given."""

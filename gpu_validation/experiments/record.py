@@ -1,6 +1,6 @@
 """Record real conditionals: drafted paths and the full draft and target rows along them.
 
-Each recorded step is one proposal of the speculative decoding loop (:class:`SpeculativeDecoder`)
+Each recorded step is one proposal of the speculative decoding loop (`SpeculativeDecoder`)
 at a real context: K drafted paths of L tokens, q [K, L, V] and p [K, L+1, V] (float64, one row
 per distinct prefix), after which the trajectory advances by block verification. The file
 (``torch.save`` of a dict with ``drafts`` [B, K, L], ``q`` [B, K, L, V], ``p`` [B, K, L+1, V],
@@ -25,7 +25,7 @@ from .config import check_out_file, stderr_log
 
 @dataclass(frozen=True)
 class RecordConfig:
-    """Configuration of :func:`record_rows`: ``steps`` proposals of K paths of L tokens, spread
+    """Configuration of `record_rows`: ``steps`` proposals of K paths of L tokens, spread
     over the first ``prompts`` HumanEval prompts."""
 
     out: str

@@ -4,12 +4,12 @@ and the per-forward cost measurement (``spectheory validate costs``).
 For each prompt: prefill, then iterate until ``max_new_tokens`` are generated. Every iteration
 drafts K_max i.i.d. paths of L_max tokens, runs the target once over them, evaluates every
 verifier at every (K <= K_max, L in Ls) on prefixes of that batch
-(:func:`gpu_validation.compare.paired_step`), and advances the trajectory with the ``advance``
+(`spectheory.gpu_validation.compare.paired_step`), and advances the trajectory with the ``advance``
 verifier at (K_max, L_max) (single-path: path 0). Results go to
 ``OUT/prompts/<dataset>-<index>.json`` (written atomically when the prompt is done); a restarted
 run skips the prompts already written. ``OUT/run.json`` holds the configuration and a restart
 with a different configuration is refused. ``OUT/costs.json`` holds measured per-forward costs
-(the inputs of the cost model in :mod:`.summarize`).
+(the inputs of the cost model in `summarize`).
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def _datasets(value) -> tuple:
 
 @dataclass(frozen=True)
 class RunConfig:
-    """Configuration of :func:`validate_run` (checked on construction, one-line errors).
+    """Configuration of `validate_run` (checked on construction, one-line errors).
 
     Parameters
     ----------
@@ -273,7 +273,7 @@ def validate_run(cfg: RunConfig, log=stderr_log) -> dict:
 
 @dataclass(frozen=True)
 class CostsConfig:
-    """Configuration of :func:`measure`: per-forward costs with the run's models at the first
+    """Configuration of `measure`: per-forward costs with the run's models at the first
     prompt of ``datasets`` (cut to ``max_prompt_tokens``), median of ``reps``, written to
     ``OUT/costs.json``."""
 
@@ -299,7 +299,7 @@ class CostsConfig:
 
 
 def measure(cfg: CostsConfig, log=stderr_log) -> dict:
-    """Measure per-forward costs (:func:`gpu_validation.forward_costs.measure_costs`) and
+    """Measure per-forward costs (`spectheory.gpu_validation.forward_costs.measure_costs`) and
     (over)write OUT/costs.json atomically; returns the measurement."""
     from ..data import encode, load_prompts
     from ..hf_models import load_models

@@ -1,7 +1,7 @@
 """Summaries of a validation run (``spectheory validate summarize [OUT] [--markdown]``).
 
 * **Block efficiency** of a configuration (verifier, K, L): the mean over all iterations of all
-  prompts of E[tau | context, drafts] + 1 (the paired per-step values of :mod:`compare`), i.e. the
+  prompts of E[tau | context, drafts] + 1 (the paired per-step values of `compare`), i.e. the
   expected tokens per target forward at the contexts visited. 95% intervals: percentile bootstrap
   over prompts (resample prompts with replacement, recompute the pooled mean over their steps).
 * **Gains** (block over token at the same L; GBV over block at the same L): ratio of pooled means,
@@ -308,7 +308,7 @@ def markdown(res, cost_model: bool = True) -> str:
 
 @dataclass(frozen=True)
 class SummarizeConfig:
-    """Configuration of :func:`summarize`.
+    """Configuration of `summarize`.
 
     Parameters
     ----------

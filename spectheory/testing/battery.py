@@ -1,8 +1,9 @@
 """A battery of small instances built to expose the known classes of lossiness bugs.
 
-A verifier that is lossless on one convenient instance can still be wrong: many real bugs in
-serving engines only show on some shapes of input. :func:`default_battery` returns named
-instances, each aimed at one such class:
+A verifier that is lossless on one convenient instance can still be wrong: many real bugs in serving
+engines only show on some shapes of input.
+[`default_battery`][spectheory.testing.battery.default_battery] returns named instances, each aimed
+at one such class:
 
 =========================  =====================================================================
 instance                   what it exposes
@@ -26,12 +27,13 @@ instance                   what it exposes
 =========================  =====================================================================
 
 All rows are exact rationals (multiples of 1/12 or 1/24), so the verdict of
-:func:`spectheory.check_lossless` is exact; ``exact=False`` returns the same instances in float64.
-Sizes shrink with the number of paths K so that the whole battery stays quick: at most
-``MAX_JOINT_DRAFTS`` joint draft outcomes V**(L K) per instance.
+[`check_lossless`][spectheory.exact.check_lossless] is exact; ``exact=False`` returns the same
+instances in float64. Sizes shrink with the number of paths K so that the whole battery stays quick:
+at most ``MAX_JOINT_DRAFTS`` joint draft outcomes V**(L K) per instance.
 
-:func:`make_instance` builds the random kinds of instance (:data:`KINDS`) used here and by the
-hypothesis strategies of :mod:`spectheory.testing.strategies`.
+[`make_instance`][spectheory.testing.battery.make_instance] builds the random kinds of instance
+(`KINDS`) used here and by the hypothesis strategies of
+[`spectheory.testing.strategies`][spectheory.testing.strategies].
 """
 
 from __future__ import annotations
@@ -46,7 +48,8 @@ from ..instances import Instance, instance_from_dict
 from ..models import TableModel
 from ..random_instances import quantize_rows
 
-#: The kinds of instance :func:`make_instance` builds (see :mod:`spectheory.testing.strategies`).
+#: The kinds of instance [`make_instance`][spectheory.testing.battery.make_instance] builds (see
+#: [`spectheory.testing.strategies`][spectheory.testing.strategies]).
 KINDS = ["dirichlet", "context_independent", "sparse", "equal", "onehot_target", "onehot_draft",
          "peaked"]
 
@@ -70,12 +73,12 @@ def _onehot(rng, V, depth):
 
 def make_instance(kind: str, V: int, L: int, seed: int, alpha: float = 1.0,
                   denominator: int | None = None) -> Instance:
-    """One instance of a given kind (see :data:`KINDS`).
+    """One instance of a given kind (see `KINDS`).
 
     Parameters
     ----------
     kind : str
-        One of :data:`KINDS`.
+        One of `KINDS`.
     V, L : int
         Vocabulary size and block length (target rows to depth L, draft rows to depth L-1).
     seed : int
@@ -177,7 +180,7 @@ def default_battery(paths: int = 1, exact: bool = True) -> list[BatteryInstance]
     paths : int
         Number of draft paths K the battery is for. K = 1 gets V = 3, L = 3 (V = 4 for
         ``peaked``); larger K smaller sizes, so that each instance has at most
-        :data:`MAX_JOINT_DRAFTS` joint draft outcomes V**(L K) (for K > 1 ``prefix-dependent``
+        `MAX_JOINT_DRAFTS` joint draft outcomes V**(L K) (for K > 1 ``prefix-dependent``
         has V = 3, L = 2: its dense rationals make exact K-path laws slow at L = 3; ``zeros``
         keeps L = 3 for K = 2).
     exact : bool

@@ -15,7 +15,7 @@ lambda = n chi^2(P', P) = n sum (P' - P)^2 / P (Cohen 1988, ch. 7). Since chi^2(
 4 TV(P', P)^2 (Cauchy-Schwarz), with equality for the least-favourable direction that raises one
 half of the mass and lowers the other in proportion to P, lambda >= 4 n delta^2: the smallest
 delta at which the family reaches 90% power at that lambda is detected with at least 90% power
-in every direction (:func:`min_detectable_tv`).
+in every direction ([`min_detectable_tv`][spectheory.testing.stats.min_detectable_tv]).
 """
 
 from __future__ import annotations
@@ -129,9 +129,9 @@ def family_power(delta: float, tests: list[RowTest], alpha: float) -> float:
 
 
 def min_detectable_tv(tests: list[RowTest], alpha: float, power: float = 0.9) -> float:
-    """Smallest total-variation bias (on the binned law of every row) that the family detects
-    with probability ``power`` at level ``alpha``, by bisection on :func:`family_power`
-    (``inf`` when no row has a test)."""
+    """Smallest total-variation bias (on the binned law of every row) that the family detects with
+    probability ``power`` at level ``alpha``, by bisection on
+    [`family_power`][spectheory.testing.stats.family_power] (``inf`` when no row has a test)."""
     if not any(t.dof > 0 for t in tests):
         return float("inf")
     lo, hi = 0.0, 1.0

@@ -1,20 +1,23 @@
 """Hypothesis strategies for random and degenerate instances.
 
-For property-based tests of verifiers, in this project's suite or yours::
+For property-based tests of verifiers, in this project's suite or yours:
 
-    from hypothesis import given
-    from spectheory.testing.strategies import instances
-    from spectheory import check_lossless
+```python
+from hypothesis import given
+from spectheory.testing.strategies import instances
+from spectheory import check_lossless
 
-    @given(instances(max_vocab=3, max_block=3, exact=True))
-    def test_my_verifier_is_lossless(inst):
-        assert check_lossless(my_verifier, inst).lossless
+@given(instances(max_vocab=3, max_block=3, exact=True))
+def test_my_verifier_is_lossless(inst):
+    assert check_lossless(my_verifier, inst).lossless
+```
 
-This is the only module of :mod:`spectheory` that imports ``hypothesis`` (install the ``test``
-extra: ``pip install spectheory[test]``). :func:`make_instance` needs numpy only and is usable
-without hypothesis from :mod:`spectheory.testing.battery`, where it is defined.
+This is the only module of [`spectheory`][spectheory] that imports ``hypothesis`` (install the
+``test`` extra: ``pip install spectheory[test]``).
+[`make_instance`][spectheory.testing.battery.make_instance] needs numpy only and is usable without
+hypothesis from [`spectheory.testing.battery`][spectheory.testing.battery], where it is defined.
 
-Kinds of instance (:data:`KINDS`), all prefix-dependent (a different conditional after every
+Kinds of instance (`KINDS`), all prefix-dependent (a different conditional after every
 prefix) unless named otherwise:
 
 * ``dirichlet``: every row i.i.d. Dirichlet(alpha);
@@ -26,7 +29,7 @@ prefix) unless named otherwise:
 * ``peaked``: Dirichlet(0.05) rows, nearly one-hot and dissimilar.
 
 With ``denominator`` D every row is rounded to multiples of 1/D summing to exactly 1
-(:func:`spectheory.random_instances.quantize_rows`), giving exact Fractions.
+([`quantize_rows`][spectheory.random_instances.quantize_rows]), giving exact Fractions.
 """
 
 from __future__ import annotations

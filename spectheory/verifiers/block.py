@@ -15,8 +15,10 @@ Y ~ p(.|X^L). Block verification is lossless and optimal in E[tau] among all val
 verifiers; L = 1 or a one-hot target reduce it to token verification.
 
 Everything at position i depends on the prefix X^i only, so the verifier is stated once per node
-(:func:`block_node`, a backward-scan :class:`spectheory.nodes.NodeForm`); the batched per-draft
-law :func:`block_verification` and the exact engine's per-node route are both built from it.
+([`block_node`][spectheory.verifiers.block.block_node], a backward-scan
+[`NodeForm`][spectheory.nodes.NodeForm]); the batched per-draft law
+[`block_verification`][spectheory.verifiers.block.block_verification] and the exact engine's
+per-node route are both built from it.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ from .common import drafted_probs, drafted_ratio, normalise_residual, positive_r
 
 
 def block_node(state, px, qx, q, p, correction: bool = True, out=None):
-    """Block verification at a batch of nodes of one depth i (see :class:`NodeForm`).
+    """Block verification at a batch of nodes of one depth i (see
+    [`NodeForm`][spectheory.nodes.NodeForm]).
 
     ``state`` = w_{i-1} [N] (None at the root), ``px``/``qx`` the drafted token's probabilities
     [N], ``q``/``p`` the rows at the node [N, V] (q None at depth L). Returns (w_i, h_i,
@@ -84,8 +87,8 @@ def block_weights(drafts, q, p):
 def block_verification(drafts, q, p) -> Law:
     """Law of block verification. Shapes: drafts [B, L], q [B, L, V], p [B, L+1, V].
 
-    The node rule :func:`block_node` applied at positions 0..L of every draft
-    (:func:`spectheory.nodes.law_from_nodes`)."""
+    The node rule [`block_node`][spectheory.verifiers.block.block_node] applied at positions 0..L of
+    every draft ([`law_from_nodes`][spectheory.nodes.law_from_nodes])."""
     return law_from_nodes(BLOCK_NODE, drafts, q, p)
 
 

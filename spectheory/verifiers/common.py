@@ -27,10 +27,11 @@ def residuals(weights, q, p):
 
 
 def residual_corrections(res, p, total=None):
-    """Corrections normalise(res_i) for i < L (``res`` from :func:`residuals`), and p(.|X^L) at
-    i = L. A residual of total mass zero (a stop that has probability zero) falls back to
-    p(.|X^i), so every row is a distribution and nothing is NaN. Returns [B, L+1, V].
-    ``total`` [B, L, 1] may pass the residual masses when the caller already has them.
+    """Corrections normalise(res_i) for i < L (``res`` from
+    [`residuals`][spectheory.verifiers.common.residuals]), and p(.|X^L) at i = L. A residual of
+    total mass zero (a stop that has probability zero) falls back to p(.|X^i), so every row is a
+    distribution and nothing is NaN. Returns [B, L+1, V]. ``total`` [B, L, 1] may pass the residual
+    masses when the caller already has them.
     """
     L = res.shape[1]
     if total is None:
@@ -75,7 +76,8 @@ def drafted_ratio(px, qx):
 
 def positive_residual(w, p, q, out=None):
     """max(w p - q, 0) row by row: ``w`` [N] (or None for w = 1), ``p``, ``q`` [N, V] (the same
-    values as :func:`residuals`; on torch built in one array, ``out`` if given, in place)."""
+    values as [`residuals`][spectheory.verifiers.common.residuals]; on torch built in one array,
+    ``out`` if given, in place)."""
     if B.is_torch(p):
         if w is None:
             return torch.sub(p, q, out=out).clamp_(min=0)
@@ -85,8 +87,8 @@ def positive_residual(w, p, q, out=None):
     return B.positive_part(B.expand_dims(w, -1) * p - q)
 
 
-#: Fewest batch rows for which :func:`on_distinct` looks for repeated inputs (below it the
-#: search costs more than it saves).
+#: Fewest batch rows for which [`on_distinct`][spectheory.verifiers.common.on_distinct] looks for
+#: repeated inputs (below it the search costs more than it saves).
 DISTINCT_MIN_ROWS = 512
 
 
@@ -112,11 +114,12 @@ _ENGINE_ROWS = contextvars.ContextVar("spectheory_engine_rows", default=None)
 
 @contextlib.contextmanager
 def rows_follow_prefixes(drafts, q, p):
-    """Declare, for the verifier call inside the block, that the rows ``q``, ``p`` handed over
-    with ``drafts`` are functions of the drafted prefix: the exact engine's joint outcomes below
-    one context, whose rows it gathers from one table per path
-    (:func:`spectheory.multipath.path_tables`). A verifier that receives exactly these three
-    arrays (:func:`engine_rows`) may let :func:`on_distinct` skip comparing the rows its key
+    """Declare, for the verifier call inside the block, that the rows ``q``, ``p`` handed over with
+    ``drafts`` are functions of the drafted prefix: the exact engine's joint outcomes below one
+    context, whose rows it gathers from one table per path
+    ([`path_tables`][spectheory.multipath.path_tables]). A verifier that receives exactly these
+    three arrays ([`engine_rows`][spectheory.verifiers.common.engine_rows]) may let
+    [`on_distinct`][spectheory.verifiers.common.on_distinct] skip comparing the rows its key
     determines through the prefix; rows it derives itself, or arrays other than these (a real
     model's batch mixes contexts; a wrapper may change the rows), are always compared."""
     token = _ENGINE_ROWS.set((drafts, q, p))
@@ -127,7 +130,8 @@ def rows_follow_prefixes(drafts, q, p):
 
 
 def engine_rows(drafts, q, p) -> bool:
-    """True when (drafts, q, p) are the very arrays declared by :func:`rows_follow_prefixes`."""
+    """True when (drafts, q, p) are the very arrays declared by
+    [`rows_follow_prefixes`][spectheory.verifiers.common.rows_follow_prefixes]."""
     declared = _ENGINE_ROWS.get()
     return declared is not None and declared[0] is drafts and declared[1] is q \
         and declared[2] is p
@@ -153,11 +157,12 @@ def on_distinct(fn, key, args, keyed: int = 0, prefix_rows: tuple = (),
         The first ``keyed`` args are encoded in the key one to one (equal keys imply equal
         rows): not compared.
     prefix_rows : tuple of int
-        Indices of args that are rows q, p at nodes whose drafted prefix the key encodes, taken
-        from the engine's own arrays (the caller has checked :func:`engine_rows`): not compared,
-        since there equal prefixes carry equal rows by construction.
+        Indices of args that are rows q, p at nodes whose drafted prefix the key encodes, taken from
+        the engine's own arrays (the caller has checked
+        [`engine_rows`][spectheory.verifiers.common.engine_rows]): not compared, since there equal
+        prefixes carry equal rows by construction.
     min_rows : int, optional
-        Fewer rows are not searched (default :data:`DISTINCT_MIN_ROWS`).
+        Fewer rows are not searched (default `DISTINCT_MIN_ROWS`).
     expand : bool
         False: return ``(outputs on the distinct rows, inverse)``, row r's output being row
         inverse[r] (for callers that gather several at once).

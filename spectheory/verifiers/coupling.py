@@ -6,13 +6,14 @@ multi-draft verifier* is a conditional law pi(y | S) of the output token with
 
     sum_S P(S) pi(y | S) = p(y | u)      for every token y          (losslessness at u),
 
-and it accepts when y is in S (the walk moves to child y, whose paths continue) and otherwise
-stops at u with y as the correction. The optimal-transport papers (Hu et al., arXiv 2502.18779;
-Khisti et al., arXiv 2410.18234; SpecHub, arXiv 2411.05289; Thomas & Pal's Global Resolution,
-arXiv 2511.15898) each give such a pi for one node; :func:`plan_rule` turns one into the node-rule
-signature of :func:`spectheory.verifiers.specinfer.node_recursive_law`, so the same rule runs on the
-token tree of K paths (any L), on draft trees, in the exact engine (float64 and rationals), in the
-sampler and in the real-model loop.
+and it accepts when y is in S (the walk moves to child y, whose paths continue) and otherwise stops
+at u with y as the correction. The optimal-transport papers (Hu et al., arXiv 2502.18779; Khisti et
+al., arXiv 2410.18234; SpecHub, arXiv 2411.05289; Thomas & Pal's Global Resolution, arXiv
+2511.15898) each give such a pi for one node; [`plan_rule`][spectheory.verifiers.coupling.plan_rule]
+turns one into the node-rule signature of
+[`node_recursive_law`][spectheory.verifiers.specinfer.node_recursive_law], so the same rule runs on
+the token tree of K paths (any L), on draft trees, in the exact engine (float64 and rationals), in
+the sampler and in the real-model loop.
 
 A plan is computed once per node input (the rows q, p and the number of candidates m) by a
 function ``make_plan(q, p, m, scheme) -> NodePlan`` over Python scalars (Fractions in exact
@@ -21,11 +22,11 @@ given and rounded once, when the outputs are written back). The rejection law is
 node: every plan here rejects into the normalised unmatched part of p, which is what makes the
 coupling lossless whatever the rejection probabilities of the individual outcomes are.
 
-Outcome laws (:func:`outcomes`): under ``iid`` the m candidates are i.i.d. q, a multiset S of
-probability m! / prod(mult!) prod q(x); under ``norep`` they are min(m, |supp q|) distinct tokens
-drawn one after another without replacement (Jeon et al., arXiv 2402.14160), a set T of
-probability sum over orders of prod q(x_j) / (1 - q(x_1) - ... - q(x_{j-1})), computed by a
-recursion over subsets.
+Outcome laws ([`outcomes`][spectheory.verifiers.coupling.outcomes]): under ``iid`` the m candidates
+are i.i.d. q, a multiset S of probability m! / prod(mult!) prod q(x); under ``norep`` they are
+min(m, |supp q|) distinct tokens drawn one after another without replacement (Jeon et al., arXiv
+2402.14160), a set T of probability sum over orders of prod q(x_j) / (1 - q(x_1) - ... -
+q(x_{j-1})), computed by a recursion over subsets.
 """
 
 from __future__ import annotations
@@ -169,14 +170,15 @@ def _like(values, like):
 
 
 def plan_rule(make_plan, scheme: str, name: str, count=outcome_count):
-    """The node rule (signature of :func:`spectheory.verifiers.specinfer.node_recursive_law`)
-    of the coupling ``make_plan(q, p, m, scheme) -> NodePlan`` (module doc).
+    """The node rule (signature of
+    [`node_recursive_law`][spectheory.verifiers.specinfer.node_recursive_law]) of the coupling
+    ``make_plan(q, p, m, scheme) -> NodePlan`` (module doc).
 
     Candidates are the member paths' tokens; under ``norep`` a repeated token (a surplus path
     of the scheme) is skipped, so m counts distinct tokens. The acceptance of token y is put on
     the first candidate carrying y. Plans are cached per (q, p, m). ``count(support, m,
     scheme)`` is the number of outcomes the plan enumerates, refused above
-    :data:`MAX_OUTCOMES` before any work."""
+    `MAX_OUTCOMES` before any work."""
     cache: dict = {}
 
     def plan_for(qrow, prow, m):

@@ -28,14 +28,14 @@ and the verifier sees only x* and the rows along it. For K = 1, S_K = 1 and q^G 
 block verification (in exact rationals, too).
 
 Exact analysis. Because of this, the exact engine's default route for GBV (``analytic``,
-:func:`gbv_block_law`) is block verification against q^G evaluated per node of the sequence
-tree; ``route="enumerate"`` keeps the enumeration of all joint draft outcomes as the
-independent cross-check (the tests compare the two exactly).
+[`gbv_block_law`][spectheory.verifiers.gbv.gbv_block_law]) is block verification against q^G
+evaluated per node of the sequence tree; ``route="enumerate"`` keeps the enumeration of all joint
+draft outcomes as the independent cross-check (the tests compare the two exactly).
 
-Mismatched tie-breaking (:func:`gbv_mismatched_ties`): selecting with one tie rule and ranking
-for q^G with the other (a constructed example of a tie-rule mismatch between selection and
-ranking) makes the selected path's law differ from q^G on instances with equal ratios, and the result is lossy; it is kept as a
-negative control for the checker.
+Mismatched tie-breaking ([`gbv_mismatched_ties`][spectheory.verifiers.gbv.gbv_mismatched_ties]):
+selecting with one tie rule and ranking for q^G with the other (a constructed example of a tie-rule
+mismatch between selection and ranking) makes the selected path's law differ from q^G on instances
+with equal ratios, and the result is lossy; it is kept as a negative control for the checker.
 """
 
 from __future__ import annotations
@@ -133,7 +133,8 @@ def _below_from_order(q_rows, order):
 
 
 def below_mass(q_rows, p_rows, ties: str = "low"):
-    """``below`` of :func:`rank_and_below` alone (no rank positions): one sort, one scatter."""
+    """``below`` of [`rank_and_below`][spectheory.verifiers.gbv.rank_and_below] alone (no rank
+    positions): one sort, one scatter."""
     if ties not in TIE_RULES:
         raise ValueError(f"unknown tie rule {ties!r}; choose from {TIE_RULES}")
     return _below_from_order(q_rows, _rank_order(_ratio(p_rows, q_rows), ties))
@@ -229,10 +230,11 @@ def _rank_rows(q, p, x, ties: str):
 
 
 def drafted_rank(drafts, q, p, ties: str = "low"):
-    """Rank position [B, K, L] of every drafted token at its node (0 = best): the number of
-    tokens ranked above it, by the same order as :func:`rank_and_below` (ratio descending, ties
-    by token id), counted by comparisons (O(V) per node, no sort; on torch a few paths at a
-    time, so the temporaries stay small)."""
+    """Rank position [B, K, L] of every drafted token at its node (0 = best): the number of tokens
+    ranked above it, by the same order as
+    [`rank_and_below`][spectheory.verifiers.gbv.rank_and_below] (ratio descending, ties by token
+    id), counted by comparisons (O(V) per node, no sort; on torch a few paths at a time, so the
+    temporaries stay small)."""
     L, V = drafts.shape[-1], q.shape[-1]
     lead = tuple(drafts.shape)
     x = B.as_index(drafts, q)
@@ -270,11 +272,13 @@ def _gather_path(x, k):
 
 def _skewed_path_rows(d_sel, q_sel, p_sel, K: int, ties: str, denominators=None):
     """q^G rows [B, L, V] along the selected paths: A_0 = 0, x_0 = 1, then per position one sort
-    (:func:`below_mass`) and the skewed row; A += x below(X_i), x *= q(X_i). On torch a few
-    rows at a time (their temporaries stay in cache), written into one array.
+    ([`below_mass`][spectheory.verifiers.gbv.below_mass]) and the skewed row; A += x below(X_i), x
+    *= q(X_i). On torch a few rows at a time (their temporaries stay in cache), written into one
+    array.
 
     ``denominators`` [B, L], if given, receives the skew denominator S_K(A, x) of every position
-    (zero where the row falls back to q; :mod:`spectheory.audit` reports that underflow)."""
+    (zero where the row falls back to q; [`spectheory.audit`][spectheory.audit] reports that
+    underflow)."""
     Bsz, L = d_sel.shape
     V = q_sel.shape[-1]
     if B.is_torch(q_sel) and q_sel.device.type == "cpu":
@@ -325,8 +329,9 @@ def gbv(drafts, q, p) -> MultiLaw:
 
 
 def gbv_mismatched_ties(drafts, q, p) -> MultiLaw:
-    """LOSSY negative control: select with ties to the larger token id, rank for q^G with ties
-    to the smaller one. Equal to :func:`gbv` when no two drafted children have equal p/q."""
+    """LOSSY negative control: select with ties to the larger token id, rank for q^G with ties to
+    the smaller one. Equal to [`gbv`][spectheory.verifiers.gbv.gbv] when no two drafted children
+    have equal p/q."""
     return _gbv(drafts, q, p, "high", "low")
 
 

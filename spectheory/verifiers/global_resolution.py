@@ -5,7 +5,7 @@ drafts through a convex program in at most V variables.
 At a node with target row p, draft row q and m i.i.d. candidates S (set D of distinct tokens):
 
 1. **Subset selection.** H* = the lower threshold set of p/q minimising psi(H) = p(H) - q(H)^m
-   (:func:`spectheory.bounds.optimal_acceptance`); alpha* = 1 + psi(H*).
+   ([`optimal_acceptance`][spectheory.bounds.optimal_acceptance]); alpha* = 1 + psi(H*).
 2. **Split** (complementary slackness). A draft set D with tokens outside H* is always accepted,
    with one of its tokens A = D minus H*; a set inside H* accepts one of its tokens or rejects,
    and every token of H* receives exactly p of mass from the inner sets.
@@ -33,13 +33,14 @@ remainder p - rows. Any feasible partial plan completed this way has output law 
 ``global-resolution`` is lossless exactly (in rationals; in float64 up to rounding) and its
 acceptance is alpha* up to the optimiser's error (tested below 1e-9).
 
-The paper's **truncated setting** (:func:`global_resolution_plan` with ``truncation=tau``) keeps
-only the smallest sets of outer tokens T (by q, decreasing) with 1 - q(H* + T)^m <= tau and of
-inner tokens with q(H*)^m - q(T_in)^m <= tau: the programs leave out every draft set with a token
-outside them, and the repair is skipped. The paper does not say how such a set is then handled;
-spectheory gives it the softmax over its kept tokens (uniform over A if none is kept). The law is
-then not exactly p, and the exact engine reports its distance
-(:func:`truncated_global_resolution`).
+The paper's **truncated setting**
+([`global_resolution_plan`][spectheory.verifiers.global_resolution.global_resolution_plan] with
+``truncation=tau``) keeps only the smallest sets of outer tokens T (by q, decreasing) with 1 -
+q(H* + T)^m <= tau and of inner tokens with q(H*)^m - q(T_in)^m <= tau: the programs leave out
+every draft set with a token outside them, and the repair is skipped. The paper does not say how
+such a set is then handled; spectheory gives it the softmax over its kept tokens (uniform over A
+if none is kept). The law is then not exactly p, and the exact engine reports its distance
+([`truncated_global_resolution`][spectheory.verifiers.global_resolution.truncated_global_resolution]).
 
 At L > 1 the rule runs at every node of the token tree of the K paths, as the paper's appendix
 does inside SpecTr's multi-path framework, with m the number of paths through the node. The
@@ -62,7 +63,7 @@ from ..registry import VerifierSpec
 from .coupling import NodePlan, plan_rule, set_count, set_law, unmatched_correction
 from .specinfer import node_recursive_law
 
-#: Newton stops below this gradient (l1 norm) or after :data:`MAX_NEWTON` steps.
+#: Newton stops below this gradient (l1 norm) or after `MAX_NEWTON` steps.
 GRAD_TOL = 1e-13
 MAX_NEWTON = 200
 #: Softmax parameters are kept in [-BOUND, BOUND] (a minimiser at infinity is approached there).
@@ -70,9 +71,9 @@ BOUND = 60.0
 
 
 def _g(p, q, m: int, B: set, order: list):
-    """g(B) = min over T containing B of p(T) - q(T)^m: T = B plus a prefix of the other tokens
-    in p/q order (``order``, :func:`spectheory.bounds.ratio_order`; the same threshold argument
-    as for H*)."""
+    """g(B) = min over T containing B of p(T) - q(T)^m: T = B plus a prefix of the other tokens in
+    p/q order (``order``, [`ratio_order`][spectheory.bounds.ratio_order]; the same threshold
+    argument as for H*)."""
     pT = sum((p[x] for x in B), Fraction(0))
     qT = sum((q[x] for x in B), Fraction(0))
     best = pT - qT**m
@@ -260,7 +261,7 @@ def global_resolution(drafts, q, p):
 def truncated_global_resolution(truncation: float = 1e-3) -> VerifierSpec:
     """Global Resolution in the paper's truncated setting (module doc), with tolerance tau =
     ``truncation``, as a verifier spec: not exactly lossless; the exact engine and
-    :func:`spectheory.check_lossless` report its distance to the target law."""
+    [`check_lossless`][spectheory.exact.check_lossless] report its distance to the target law."""
     if not (isinstance(truncation, (int, float)) and 0 < truncation < 1):
         raise SpectheoryError(f"truncation = {truncation!r} must be a number in (0, 1)")
 

@@ -43,17 +43,17 @@ differ, 0 here and 1 in block verification, but the scan never reaches such a po
 next weight is exactly 1, so some deeper h_j is 1.) The tests check the laws equal draft by
 draft in exact rationals; nothing here calls block verification.
 
-``hsd-released`` (:func:`hsd_released`, a LOSSY bug replica). The authors' released code
-(github.com/ZhouYuxuanYX/Hierarchical-Speculative-Decoding: ``_speculative_sampling`` in the
-patched ``transformers/generation/utils.py``, its first draft, as of commit f3adf7f; the later
-commits vectorise the same cap with tab-indented lines that raise TabError on import; the
-paper's Listing 2 in Appendix F is reported to do the same) caps the joint target mass in the
-step-back and residual terms, P_t / max(1, cummax_{i<=t} r_i), exactly as above, but accepts the
-full block with the UNCAPPED joint ratio, min(1, r_L) (``exp(cumsum(log p_i) - cumsum(log
-q_i))`` compared with a uniform). With every other quantity as in Algorithm 2 that test is not
-lossless for L >= 2 (the checker finds it); at L = 1 the cap is max(1, nothing) = 1 and the two
-agree. (The repository's stand-alone ``algorithm.py`` caps differently and does not run as
-published: it uses names it never defines; it is not replicated.)
+``hsd-released`` ([`hsd_released`][spectheory.verifiers.hsd.hsd_released], a LOSSY bug replica). The
+authors' released code (github.com/ZhouYuxuanYX/Hierarchical-Speculative-Decoding:
+``_speculative_sampling`` in the patched ``transformers/generation/utils.py``, its first draft, as
+of commit f3adf7f; the later commits vectorise the same cap with tab-indented lines that raise
+TabError on import; the paper's Listing 2 in Appendix F is reported to do the same) caps the joint
+target mass in the step-back and residual terms, P_t / max(1, cummax_{i<=t} r_i), exactly as above,
+but accepts the full block with the UNCAPPED joint ratio, min(1, r_L)
+(``exp(cumsum(log p_i) - cumsum(log q_i))`` compared with a uniform). With every other quantity as
+in Algorithm 2 that test is not lossless for L >= 2 (the checker finds it); at L = 1 the cap is
+max(1, nothing) = 1 and the two agree. (The repository's stand-alone ``algorithm.py`` caps
+differently and does not run as published: it uses names it never defines; it is not replicated.)
 """
 
 from __future__ import annotations
@@ -127,9 +127,9 @@ def _hsd_law(drafts, q, p, capped_final: bool) -> Law:
 
 
 def hsd(drafts, q, p) -> Law:
-    """Law of HSD's Algorithm 2 (module doc). Shapes: drafts [B, L], q [B, L, V],
-    p [B, L+1, V]. Equal to :func:`spectheory.verifiers.block.block_verification` on every draft
-    of positive probability (exactly, in rationals)."""
+    """Law of HSD's Algorithm 2 (module doc). Shapes: drafts [B, L], q [B, L, V], p [B, L+1, V].
+    Equal to [`block_verification`][spectheory.verifiers.block.block_verification] on every draft of
+    positive probability (exactly, in rationals)."""
     return _hsd_law(drafts, q, p, capped_final=True)
 
 

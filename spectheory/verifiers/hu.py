@@ -8,11 +8,11 @@ characterise its value through the dual (for i.i.d. drafts)
 
     alpha*(p, q, m) = min_{H subset of vocab} [ p(H) + 1 - q(H)^m ]
 
-(:func:`spectheory.bounds.multidraft_acceptance`) but do not give a rule, so spectheory computes
-the plan itself: it is a bipartite maximum flow from the outcomes S (supply P(S)) to the tokens
-y (capacity p(y)) along the edges y in S, whose minimum cut is the formula above (the cut that
-removes the sinks H and every outcome not inside H). The flow is found exactly, in rationals, by
-a greedy fill followed by augmenting paths (breadth first, so Edmonds-Karp), and
+([`multidraft_acceptance`][spectheory.bounds.multidraft_acceptance]) but do not give a rule, so
+spectheory computes the plan itself: it is a bipartite maximum flow from the outcomes S (supply
+P(S)) to the tokens y (capacity p(y)) along the edges y in S, whose minimum cut is the formula above
+(the cut that removes the sinks H and every outcome not inside H). The flow is found exactly, in
+rationals, by a greedy fill followed by augmenting paths (breadth first, so Edmonds-Karp), and
 
     pi(y | S) = f(S, y) / P(S)  for y in S,
     P(reject | S) = (P(S) - sum_y f(S, y)) / P(S),   Y | reject ~ normalise(p - sum_S f(S, .)),
@@ -26,7 +26,7 @@ then optimal node by node, not over blocks (the direct K-path LP bounds it).
 
 The plan enumerates C(V+m-1, m) multisets (``iid``) or C(V, m) sets (``norep``) at each node, so
 ``hu`` is for the exact engine's vocabularies (refused beyond
-:data:`spectheory.verifiers.coupling.MAX_OUTCOMES` outcomes); ``global-resolution`` attains the
+`spectheory.verifiers.coupling.MAX_OUTCOMES` outcomes); ``global-resolution`` attains the
 same optimum at real vocabularies.
 """
 

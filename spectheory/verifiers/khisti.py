@@ -16,12 +16,12 @@ that lands on a drafted token continues along it (the paper's rule at L > 1: kee
 match the output), so it counts as an acceptance.
 
 The paper poses the choice of beta as an LP (truncated in its experiments, with a multi-stage
-heuristic for K > 2). spectheory uses the exact optimum of that LP for every m, read off the
-maximum flow of :mod:`spectheory.verifiers.hu`: beta_y(S) = f(S, y) / P(S), and an outcome's
-unmatched supply is split evenly over its distinct tokens (any split is optimal: such an outcome
-holds only tokens whose target mass is already covered). This choice is spectheory's; the
-paper's truncated LP and its K > 2 tournament are not implemented. The law differs from
-``hu``'s outcome by outcome but accepts with the same probability alpha*.
+heuristic for K > 2). spectheory uses the exact optimum of that LP for every m, read off the maximum
+flow of [`spectheory.verifiers.hu`][spectheory.verifiers.hu]: beta_y(S) = f(S, y) / P(S), and an
+outcome's unmatched supply is split evenly over its distinct tokens (any split is optimal: such an
+outcome holds only tokens whose target mass is already covered). This choice is spectheory's; the
+paper's truncated LP and its K > 2 tournament are not implemented. The law differs from ``hu``'s
+outcome by outcome but accepts with the same probability alpha*.
 
 Drafting: i.i.d. (the paper's "identical drafts"). At L > 1 the rule runs at every node of the
 token tree of the K paths with m the number of paths through the node.

@@ -1,9 +1,10 @@
 """SpecHub (Sun, Zhou, Chen, Sun, "SpecHub: Provable Acceleration to Multi-Draft Speculative
 Decoding", EMNLP 2024, arXiv 2411.05289): two drafts that share a hub token, verified in O(V).
 
-Drafting (the ``hub`` scheme of :mod:`spectheory.multipath`). At a node with draft row q the hub
-is the draft's most probable token a = argmax_x q(x) (ties: the smallest token id,
-:func:`hub_tokens`). X1 ~ q; if X1 != a then X2 = a, else X2 ~ q~ with
+Drafting (the ``hub`` scheme of [`spectheory.multipath`][spectheory.multipath]). At a node with
+draft row q the hub is the draft's most probable token a = argmax_x q(x) (ties: the smallest token
+id, [`hub_tokens`][spectheory.verifiers.spechub.hub_tokens]). X1 ~ q; if X1 != a then X2 = a, else
+X2 ~ q~ with
 
     q~(i) = q(i) / (1 - q(a))  for i != a,   q~(a) = 0,
 
@@ -13,7 +14,8 @@ so the ordered pair of drafts has the sparse law
 
 the drafts are distinct, X1 ~ q, and the set {X1, X2} is {a, I} with I ~ q~.
 
-Rule at one node (:func:`spechub_rule`), for the ordered candidates (x1, x2). With
+Rule at one node ([`spechub_rule`][spectheory.verifiers.spechub.spechub_rule]), for the ordered
+candidates (x1, x2). With
 
     q_ai(j) = q(a) q~(j),   p1(j) = (p(j) - q(j))^+              (j != a),
     S_ia = sum_{j != a} (q(j) - p(j))^+,   S_ai = sum_{j != a} (q_ai(j) - p1(j))^+,
@@ -34,10 +36,10 @@ p(a). So the output has law p, R(a) = 0, the rejection mass is R's mass, and the
 
     alpha = 1 - sum_{i != a} (p(i) - q(i) / (1 - q(a)))^+ = p(a) + sum_{i != a} min(p(i), q~(i)),
 
-the maximum flow from the pairs to their members, i.e. the best any verifier can do for this
-draft law (the min-cut bound; at L = 1 it equals the direct LP optimum under ``hub`` drafting,
-:func:`lp.direct_lp`, a test). With one candidate x the rule is token verification: accept w.p.
-min(1, p(x) / q(x)), else Y ~ normalise((p - q)^+).
+the maximum flow from the pairs to their members, i.e. the best any verifier can do for this draft
+law (the min-cut bound; at L = 1 it equals the direct LP optimum under ``hub`` drafting,
+[`direct_lp`][spectheory.lp.direct.direct_lp], a test). With one candidate x the rule is token
+verification: accept w.p. min(1, p(x) / q(x)), else Y ~ normalise((p - q)^+).
 
 What is reconstructed. The paper's body was not available; the sampler and the staged order above
 (non-hub tokens first, the hub last; for (a, i) the second draft is tested before the first) are
@@ -54,12 +56,13 @@ reproduced. Choices made here:
 * a pair the hub scheme never drafts (neither token is the hub, or under another scheme) rejects
   into R, so the rule is a law on any input; under other schemes SpecHub is not lossless.
 
-Paths. K = 2 (K = 1: one draft X1 ~ q, token verification); K > 2 is refused (the paper and
-code define two drafts). At L > 1 the two paths branch at the root only (each continues
-autoregressively from q along its own prefix, as under ``norep``), so every deeper node of the
-token tree has one candidate and the walk below the root is token verification; the node-by-node
-engine is :func:`spectheory.verifiers.specinfer.node_recursive_law`. The rule is O(V) per node, a
-few vector operations, on torch (float32/float64, any device) and on numpy arrays of Fractions.
+Paths. K = 2 (K = 1: one draft X1 ~ q, token verification); K > 2 is refused (the paper and code
+define two drafts). At L > 1 the two paths branch at the root only (each continues autoregressively
+from q along its own prefix, as under ``norep``), so every deeper node of the token tree has one
+candidate and the walk below the root is token verification; the node-by-node engine is
+[`node_recursive_law`][spectheory.verifiers.specinfer.node_recursive_law]. The rule is O(V) per
+node, a few vector operations, on torch (float32/float64, any device) and on numpy arrays of
+Fractions.
 """
 
 from __future__ import annotations
@@ -130,7 +133,7 @@ def _normalised_rows(res, p_rows):
 
 def spechub_rule(member, tok, q_rows, p_rows):
     """SpecHub at one node of the token tree (module doc), in the signature of
-    :func:`spectheory.verifiers.specinfer.node_recursive_law`.
+    [`node_recursive_law`][spectheory.verifiers.specinfer.node_recursive_law].
 
     member [B, Kr, K'] (int 0/1; K' <= 2), tok [B, K'], q_rows, p_rows [B, Kr, V] ->
     accept [B, Kr, K'], none [B, Kr], correction [B, Kr, V]. A candidate whose token the first

@@ -2,15 +2,16 @@
 without-replacement variant (Jeon et al., "Recursive Speculative Decoding", arXiv 2402.14160),
 on the token tree formed by K drafted paths; plus the node-by-node engine they share with SpecTr.
 
-Node engine (:func:`node_recursive_law`). Start at the root. At the current node u the candidates
-are the next tokens of the drafted paths through u, in path order (a path's next token is a
-draft sample from q(.|u)); a per-node rule either accepts one candidate, and the walk moves to that
-child (the paths through it continue), or rejects all, and the output is (u, Y) with Y from the
-rule's correction row. At depth L the output is (u, Y ~ p(.|u)). Because the walk stops at the
-first all-reject, P(reach u x) = P(reach u) P(rule at u accepts x), and the law follows in one pass
-over depths (vectorised over paths; a node's output mass is reported on the first path through it).
-The rule is evaluated once per distinct node input in the batch (the exact engine's joint outcomes
-repeat every node many times; :func:`spectheory.verifiers.common.on_distinct`).
+Node engine ([`node_recursive_law`][spectheory.verifiers.specinfer.node_recursive_law]). Start at
+the root. At the current node u the candidates are the next tokens of the drafted paths through u,
+in path order (a path's next token is a draft sample from q(.|u)); a per-node rule either accepts
+one candidate, and the walk moves to that child (the paths through it continue), or rejects all, and
+the output is (u, Y) with Y from the rule's correction row. At depth L the output is (u, Y ~
+p(.|u)). Because the walk stops at the first all-reject, P(reach u x) = P(reach u) P(rule at u
+accepts x), and the law follows in one pass over depths (vectorised over paths; a node's output mass
+is reported on the first path through it). The rule is evaluated once per distinct node input in the
+batch (the exact engine's joint outcomes repeat every node many times;
+[`on_distinct`][spectheory.verifiers.common.on_distinct]).
 
 SpecInfer, with replacement (i.i.d. drafting, ``specinfer``). Candidates x_1..x_m (i.i.d. q, with
 repeats; every path is a trial, a repeat after a rejection has p'(x) = 0 and is rejected surely
@@ -25,8 +26,9 @@ drawn sequentially without replacement, and the draft law is updated as well:
     accept x_j w.p. min(1, p'_j(x_j) / q'_j(x_j)),  on rejection
     p'_{j+1} = normalise(max(p'_j - q'_j, 0)),  q'_{j+1} = normalise(q'_j with x_j removed),
 
-(q'_1 = q(.|u)); repeated tokens (surplus paths of the ``norep`` scheme) are skipped. It is
-lossless under the ``norep`` drafting scheme of :mod:`spectheory.multipath`, not under i.i.d.
+(q'_1 = q(.|u)); repeated tokens (surplus paths of the ``norep`` scheme) are skipped. It is lossless
+under the ``norep`` drafting scheme of [`spectheory.multipath`][spectheory.multipath], not under
+i.i.d.
 """
 
 from __future__ import annotations
@@ -60,15 +62,17 @@ def prefix_membership(drafts):
 
 
 def _rule_on_distinct(rule, member, tok, q_rows, p_rows, prefix, V: int, trusted: bool):
-    """``rule`` evaluated once per distinct node input (:func:`on_distinct`), or None.
+    """``rule`` evaluated once per distinct node input
+    ([`on_distinct`][spectheory.verifiers.common.on_distinct]), or None.
 
     The rule's output for row (b, k) depends only on that row's inputs: its rows q, p, its
-    candidates member[b, k] and their tokens (a rule ignores the tokens of non-candidates, which
-    are passed as 0). The key is the node's drafted prefix ``prefix`` [B, Kr] (a number) and the
-    candidates' tokens in path order, so member and tokens are read off it one to one and the
-    rows q, p are prefix rows. In the exact engine, where all outcomes share the context, a few
-    distinct inputs stand for thousands of rows. None when the key would not fit in int64.
-    ``trusted``: q, p are the engine's prefix rows (:func:`common.engine_rows`), not compared.
+    candidates member[b, k] and their tokens (a rule ignores the tokens of non-candidates, which are
+    passed as 0). The key is the node's drafted prefix ``prefix`` [B, Kr] (a number) and the
+    candidates' tokens in path order, so member and tokens are read off it one to one and the rows
+    q, p are prefix rows. In the exact engine, where all outcomes share the context, a few distinct
+    inputs stand for thousands of rows. None when the key would not fit in int64. ``trusted``: q, p
+    are the engine's prefix rows ([`common.engine_rows`][spectheory.verifiers.common.engine_rows]),
+    not compared.
     """
     Bsz, Kr, K = member.shape
     span = (V + 1) ** K
@@ -100,7 +104,7 @@ def node_recursive_law(drafts, q, p, rule) -> MultiLaw:
     exact engine); the root rows q[:, k, 0], p[:, k, 0] are the same for every k, so the rule at
     the root (where every path is a candidate) is evaluated once, on path 1, and shared. Node
     inputs that repeat across the batch (the exact engine's joint outcomes) are evaluated once
-    (:func:`_rule_on_distinct`).
+    (`_rule_on_distinct`).
 
     ``rule(member [B,K,K'] int, tokens [B,K'], q_rows [B,K,V], p_rows [B,K,V])`` returns
     ``(accept [B,K,K'], none [B,K], correction [B,K,V])``: at the node of path k, the probability

@@ -44,7 +44,7 @@ fewer tokens than K = 1 (tests).
 
 Exact law. Given the K drafts, the law is a propagation of probabilities over the states
 (a, j*, seen) of the loop, one accept/reject branch per visited prefix: a per-row Python loop
-over at most 2^((L-1) K) histories (refused above :data:`MAX_DECISIONS` decisions, in one line),
+over at most 2^((L-1) K) histories (refused above `MAX_DECISIONS` decisions, in one line),
 exact in rationals (numpy object arrays) and in float64 on torch (then returned in the input's
 dtype). The acceptance and residual rows are computed batched with the backend ops.
 """
@@ -67,7 +67,7 @@ MAX_DECISIONS = 16
 
 
 def check_sizes(L: int, K: int) -> None:
-    """Refuse L = 1 (as the released code does) and more than :data:`MAX_DECISIONS` decisions."""
+    """Refuse L = 1 (as the released code does) and more than `MAX_DECISIONS` decisions."""
     if L < 2:
         raise SpectheoryError(f"spectr-gbv needs block length L >= 2 (the released code refuses "
                               f"--gamma below 2), not L = {L}")

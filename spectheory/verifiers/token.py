@@ -12,9 +12,10 @@ at the first rejection, so
 On rejection at position tau+1 the correction is Y ~ normalise(max(p(.|X^tau) - q(.|X^tau), 0));
 after L acceptances the bonus token is Y ~ p(.|X^L).
 
-The rule is stated once per node (:func:`token_node`, a forward-scan
-:class:`spectheory.nodes.NodeForm` with pass probability a_i); the batched per-draft law
-:func:`token_verification` and the exact engine's per-node route are both built from it.
+The rule is stated once per node ([`token_node`][spectheory.verifiers.token.token_node], a
+forward-scan [`NodeForm`][spectheory.nodes.NodeForm] with pass probability a_i); the batched
+per-draft law [`token_verification`][spectheory.verifiers.token.token_verification] and the exact
+engine's per-node route are both built from it.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from .common import drafted_ratio, normalise_residual, positive_residual
 
 
 def token_node(state, px, qx, q, p, correction: bool = True, out=None):
-    """Token verification at a batch of nodes of one depth i (see :class:`NodeForm`).
+    """Token verification at a batch of nodes of one depth i (see
+    [`NodeForm`][spectheory.nodes.NodeForm]).
 
     Returns (None, a_i, correction_i): a_0 = 1, a_i = min(1, px / qx) (ratio 1 for a draft token
     of probability zero); correction normalise(max(p - q, 0)) (p where the residual is zero) for
@@ -51,10 +53,11 @@ TOKEN_NODE = NodeForm(token_node, "forward",
 def token_verification(drafts, q, p) -> Law:
     """Law of token verification. Shapes: drafts [B, L], q [B, L, V], p [B, L+1, V].
 
-    Degenerate inputs are exact: q(X_i) = 0 (a draft of probability zero) is treated as ratio 1,
-    p = q gives certain acceptance, and an all-zero residual (a stop of probability zero) falls
-    back to p so that every correction row is a distribution. The node rule :func:`token_node`
-    at positions 0..L of every draft (:func:`spectheory.nodes.law_from_nodes`).
+    Degenerate inputs are exact: q(X_i) = 0 (a draft of probability zero) is treated as ratio 1, p =
+    q gives certain acceptance, and an all-zero residual (a stop of probability zero) falls back to
+    p so that every correction row is a distribution. The node rule
+    [`token_node`][spectheory.verifiers.token.token_node] at positions 0..L of every draft
+    ([`law_from_nodes`][spectheory.nodes.law_from_nodes]).
     """
     return law_from_nodes(TOKEN_NODE, drafts, q, p)
 

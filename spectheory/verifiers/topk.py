@@ -27,7 +27,7 @@ from .specinfer import _normalise, _row_at, node_recursive_law
 
 def topk_rule(member, tok, q_rows, p_rows):
     """The top-k node rule (module doc), in the node-rule signature of
-    :func:`spectheory.verifiers.specinfer.node_recursive_law`."""
+    [`node_recursive_law`][spectheory.verifiers.specinfer.node_recursive_law]."""
     K = tok.shape[1]
     V = p_rows.shape[-1]
     pcur = p_rows

@@ -30,14 +30,15 @@ loses the rejected first token (``traversal``, for ``norep`` drafting) or stays 
 branches are rejected the output is (root, Y ~ M_b). Each branch is verified losslessly against
 the residual target left by the previous ones, so both are lossless under their drafting scheme.
 A branch's block verification is evaluated once per distinct input in the batch
-(:func:`spectheory.verifiers.common.on_distinct`, keyed on the branch's tokens).
+([`on_distinct`][spectheory.verifiers.common.on_distinct], keyed on the branch's tokens).
 
-``traversal-tree`` (:func:`traversal_tree`) runs the node rule above on the MERGED token tree of
-the K paths (shared prefixes are one node; children ordered by the first path through them;
-siblings updated without replacement). Under ``norep`` it equals ``traversal``; under i.i.d.
-drafting the exact checker finds it lossless on every random and degenerate instance tested
-(tests; there is no proof). Neither it nor ``traversal-iid`` accepts more on every instance. With
-with-replacement sibling updates the merged tree is lossy under i.i.d. drafting (a test).
+``traversal-tree`` ([`traversal_tree`][spectheory.verifiers.traversal.traversal_tree]) runs the node
+rule above on the MERGED token tree of the K paths (shared prefixes are one node; children ordered
+by the first path through them; siblings updated without replacement). Under ``norep`` it equals
+``traversal``; under i.i.d. drafting the exact checker finds it lossless on every random and
+degenerate instance tested (tests; there is no proof). Neither it nor ``traversal-iid`` accepts more
+on every instance. With with-replacement sibling updates the merged tree is lossy under i.i.d.
+drafting (a test).
 """
 
 from __future__ import annotations
@@ -50,12 +51,13 @@ from .common import engine_rows, on_distinct, take_rows
 
 
 def _branch_law(drafts, Ms, q_rest, Mb, p_rest, key, prefix_rows: tuple):
-    """Block verification (:func:`block_verification`) of one branch: its drafts [B, L], with
-    the root rows (M_s, M_b) [B, V] before its own rows q [B, L-1, V], p [B, L, V]. Evaluated once
-    per distinct input when ``key`` [B] repeats (:func:`on_distinct`: the grouping is checked
-    against the rows, so a key is a guess that costs time if wrong, never correctness, except
-    for the engine's own prefix rows named by ``prefix_rows``: the path's rows, and M_s, M_b
-    while they are still the context's root rows). Returns (stop [B, L+1], correction at the root [B, V], correction rows [U,
+    """Block verification ([`block_verification`][spectheory.verifiers.block.block_verification]) of
+    one branch: its drafts [B, L], with the root rows (M_s, M_b) [B, V] before its own rows q [B,
+    L-1, V], p [B, L, V]. Evaluated once per distinct input when ``key`` [B] repeats
+    ([`on_distinct`][spectheory.verifiers.common.on_distinct]: the grouping is checked against the
+    rows, so a key is a guess that costs time if wrong, never correctness, except for the engine's
+    own prefix rows named by ``prefix_rows``: the path's rows, and M_s, M_b while they are still the
+    context's root rows). Returns (stop [B, L+1], correction at the root [B, V], correction rows [U,
     L+1, V], inverse [B] or None): row b's corrections are row inverse[b] of the third."""
     def law(d, ms, qr, mb, pr):
         q_k = B.concat([B.expand_dims(ms, 1), qr], axis=1)
@@ -192,12 +194,13 @@ def traversal_tree(drafts, q, p) -> MultiLaw:
 
     Nodes are the distinct drafted prefixes, a node's children ordered by the first path through
     them; the visit order is the post-order of that tree. Because the walk stops at the first
-    acceptance, the state when a node is visited is deterministic, and the law is one sweep over
-    the at most K L + 1 nodes (vectorised over the batch; a node's mass is reported on the first
-    path through it). Lossless under ``norep`` drafting (then it is :func:`traversal`) and, as the
-    exact checker finds on random and degenerate instances (tests; no proof), under i.i.d.
-    drafting, where updating the siblings without replacement is what keeps it lossless (with
-    replacement it is lossy on the merged tree).
+    acceptance, the state when a node is visited is deterministic, and the law is one sweep over the
+    at most K L + 1 nodes (vectorised over the batch; a node's mass is reported on the first path
+    through it). Lossless under ``norep`` drafting (then it is
+    [`traversal`][spectheory.verifiers.traversal.traversal]) and, as the exact checker finds on
+    random and degenerate instances (tests; no proof), under i.i.d. drafting, where updating the
+    siblings without replacement is what keeps it lossless (with replacement it is lossy on the
+    merged tree).
     """
     Bsz, K, L = drafts.shape
     V = q.shape[-1]

@@ -1,17 +1,19 @@
 """Randomness and coin-level errors: samplers whose *law* formula is right but whose coins are not.
 
-These need a sampler-level test (:func:`spectheory.testing.check_sampler`): the verifier's law is
-token verification (Leviathan et al., ICML 2023), and the bug is in how the random numbers are
-drawn or compared.
+These need a sampler-level test ([`check_sampler`][spectheory.testing.sampler.check_sampler]): the
+verifier's law is token verification (Leviathan et al., ICML 2023), and the bug is in how the random
+numbers are drawn or compared.
 
-* :func:`zero_coin_sampler` / :func:`zero_coin_coin_sampler` (SGLang #35771, fixed by #35798):
-  acceptance ``coin <= p/q`` with coins in [0, 1): a coin of exactly 0 accepts a draft whose
-  target probability is 0. The chance of a 0 coin is 2^-24 (float32) or 2^-53 (float64) per
-  draw, so no sampling test sees it; pinned coins do (:func:`check_zero_coin`).
-* :func:`shared_noise_sampler` (vLLM #47386, fixed by #54282): the draft's Gumbel noise and the
-  recovery noise came from the same Philox offset, so the correction token is an argmax over
-  the *same* noise that made the draft win, which under-weights draft-favoured tokens. Caught in
-  ``law`` mode.
+* [`zero_coin_sampler`][spectheory.testing.mutants.coins.zero_coin_sampler] /
+  [`zero_coin_coin_sampler`][spectheory.testing.mutants.coins.zero_coin_coin_sampler]
+  (SGLang #35771, fixed by #35798): acceptance ``coin <= p/q`` with coins in [0, 1): a coin
+  of exactly 0 accepts a draft whose target probability is 0. The chance of a 0 coin is
+  2^-24 (float32) or 2^-53 (float64) per draw, so no sampling test sees it; pinned coins do
+  ([`check_zero_coin`][spectheory.testing.mutants.coins.check_zero_coin]).
+* [`shared_noise_sampler`][spectheory.testing.mutants.coins.shared_noise_sampler] (vLLM #47386,
+  fixed by #54282): the draft's Gumbel noise and the recovery noise came from the same Philox
+  offset, so the correction token is an argmax over the *same* noise that made the draft win, which
+  under-weights draft-favoured tokens. Caught in ``law`` mode.
 """
 
 from __future__ import annotations
@@ -124,17 +126,20 @@ def _gumbel_recovery(drafts, q, p, generator, shared: bool):
 
 
 def shared_noise_sampler(drafts, q, p, generator=None):
-    """vLLM #47386 in the canonical signature: token verification whose correction at position i
-    is argmax(log max(p - q, 0) + G_i), with G_i the Gumbel noise that drew the draft X_i =
-    argmax(log q + G_i) (one noise stream for drafting and recovery). Given the drafts, G_i is
-    drawn from its posterior (:func:`posterior_gumbel`), which reproduces the joint law of the
-    engine's draft and correction exactly. Acceptance uses its own uniforms."""
+    """vLLM #47386 in the canonical signature: token verification whose correction at position i is
+    argmax(log max(p - q, 0) + G_i), with G_i the Gumbel noise that drew the draft X_i = argmax(log
+    q + G_i) (one noise stream for drafting and recovery). Given the drafts, G_i is drawn from its
+    posterior ([`posterior_gumbel`][spectheory.testing.mutants.coins.posterior_gumbel]), which
+    reproduces the joint law of the engine's draft and correction exactly. Acceptance uses its own
+    uniforms."""
     return _gumbel_recovery(drafts, q, p, generator, shared=True)
 
 
 def independent_noise_sampler(drafts, q, p, generator=None):
-    """The control of :func:`shared_noise_sampler`: the same code with fresh Gumbel noise for the
-    recovery (the fix of #54282). A correct token-verification sampler."""
+    """The control of
+    [`shared_noise_sampler`][spectheory.testing.mutants.coins.shared_noise_sampler]: the same code
+    with fresh Gumbel noise for the recovery (the fix of #54282). A correct token-verification
+    sampler."""
     return _gumbel_recovery(drafts, q, p, generator, shared=False)
 
 
@@ -163,12 +168,13 @@ def shared_noise_rows():
 
 
 def check_zero_coin(coin_sampler, L: int = 2, V: int = 3):
-    """Pinned coins: drive a coin-driven sampler (``f(drafts, q, p, uniforms [B, L+1])``) with
-    every position coin at the smallest value 2^-53 of spectheory's range (0, 1] on
-    :func:`zero_probability_rows`, where the first draft has target probability 0. A correct
-    sampler never accepts it (on spectheory's smallest coin the reference accepts iff the
-    threshold is positive). The kit's ``mode="coins"`` pins the same coin on its first rows.
-    Returns ``None`` when it is rejected, else ``(accepted, token, uniforms)``."""
+    """Pinned coins: drive a coin-driven sampler (``f(drafts, q, p, uniforms [B, L+1])``) with every
+    position coin at the smallest value 2^-53 of spectheory's range (0, 1] on
+    [`zero_probability_rows`][spectheory.testing.mutants.coins.zero_probability_rows], where the
+    first draft has target probability 0. A correct sampler never accepts it (on spectheory's
+    smallest coin the reference accepts iff the threshold is positive). The kit's ``mode="coins"``
+    pins the same coin on its first rows. Returns ``None`` when it is rejected, else
+    ``(accepted, token, uniforms)``."""
     drafts, q, p = zero_probability_rows(L, V)
     u = torch.full((1, L + 1), COIN_STEP, dtype=torch.float64)  # the engine's coin 0
     u[:, L] = 0.5

@@ -2,18 +2,22 @@
 
 Greedy multi-path block verification (GBV; Thomas & Pal, arXiv 2602.16961) selects the
 lexicographically best of K i.i.d. drafted paths by the ratio r = p/q and verifies it by block
-verification against the skewed draft law q^G of that maximum (:mod:`spectheory.verifiers.gbv`).
-It is lossless only when the selection and the ranking behind q^G are the *same* total order.
-The published reference code breaks this in three ways, and its traversal baseline visits the
-draft tree in the wrong order:
+verification against the skewed draft law q^G of that maximum
+([`spectheory.verifiers.gbv`][spectheory.verifiers.gbv]). It is lossless only when the selection and
+the ranking behind q^G are the *same* total order. The published reference code breaks this in three
+ways, and its traversal baseline visits the draft tree in the wrong order:
 
-* :func:`gbv_tie_rule`: on a p/q tie the selection keeps the earliest-drafted child (path
-  order), while the q^G ranking puts the larger token id first;
-* :func:`gbv_capped_ranking`: the same, ranking by min(1, p/q), so every token with p >= q ties;
-* :func:`gbv_fp16_skew`: q^G is computed in float16 and, where its normaliser underflows to 0,
-  the code uses q instead: the selected path is then verified as if it were drawn from q;
-* :func:`traversal_first_leaf`: the traversal baseline takes as its next node the remaining leaf
-  of smallest node index, which is not post-order once K >= 3.
+* [`gbv_tie_rule`][spectheory.testing.mutants.gbv_reference.gbv_tie_rule]: on a p/q tie the
+  selection keeps the earliest-drafted child (path order), while the q^G ranking puts the larger
+  token id first;
+* [`gbv_capped_ranking`][spectheory.testing.mutants.gbv_reference.gbv_capped_ranking]: the same,
+  ranking by min(1, p/q), so every token with p >= q ties;
+* [`gbv_fp16_skew`][spectheory.testing.mutants.gbv_reference.gbv_fp16_skew]: q^G is computed in
+  float16 and, where its normaliser underflows to 0, the code uses q instead: the selected path is
+  then verified as if it were drawn from q;
+* [`traversal_first_leaf`][spectheory.testing.mutants.gbv_reference.traversal_first_leaf]: the
+  traversal baseline takes as its next node the remaining leaf of smallest node index, which is not
+  post-order once K >= 3.
 
 The first three are K-path law functions exact in rationals; their laws depend on the order of
 the paths, so the exact engine must enumerate ordered outcomes (``symmetric=False``).
@@ -160,7 +164,7 @@ def gbv_fp16_skew(drafts, q, p, dtype=torch.float16) -> Law:
     then uses q(.|c): the best-of-K path is verified there as if it were drawn from q. In
     bfloat16 and float32 the normaliser does not underflow (pass ``dtype``). Only the fallback
     decision is taken in ``dtype``; the rows themselves are exact, so the measured bias is that
-    of the fallback alone. Selection and ranking follow :func:`spectheory.verifiers.gbv.gbv`.
+    of the fallback alone. Selection and ranking follow [`gbv`][spectheory.verifiers.gbv.gbv].
     """
     K = drafts.shape[1]
     from ...verifiers.gbv import drafted_rank, select_path
@@ -295,15 +299,16 @@ def _traversal(drafts, q, p, order_fn) -> Law:
 def traversal_first_leaf(drafts, q, p) -> Law:
     """Traversal verification on the merged tree visiting the remaining leaf of smallest index.
 
-    Replica of the traversal baseline in the published GBV reference code (Thomas & Pal,
-    arXiv 2602.16961). The node rule is the one of :func:`spectheory.verifiers.traversal_tree`
-    (Weng et al., arXiv 2505.12398): accept a node with p_alpha(v), or after losing children
-    with h(v) = S / (S + 1 - p_alpha(v)); a rejected child turns its parent's target row into
-    the residual and drops itself from the parent's draft row. Nodes are numbered level by level
-    (within a level in the order of the first path through them) and the next node visited is
-    the remaining leaf of smallest index. That is post-order for K <= 2 but not from K = 3
-    (paths (0, 0), (1, 0), (0, 1): the node (1, 0) is visited before (0, 1)), and lossy there.
-    Exact in rationals (a Python loop over outcomes: for small instances only).
+    Replica of the traversal baseline in the published GBV reference code (Thomas & Pal, arXiv
+    2602.16961). The node rule is the one of
+    [`traversal_tree`][spectheory.verifiers.traversal.traversal_tree] (Weng et al., arXiv
+    2505.12398): accept a node with p_alpha(v), or after losing children with h(v) = S / (S + 1 -
+    p_alpha(v)); a rejected child turns its parent's target row into the residual and drops itself
+    from the parent's draft row. Nodes are numbered level by level (within a level in the order of
+    the first path through them) and the next node visited is the remaining leaf of smallest index.
+    That is post-order for K <= 2 but not from K = 3 (paths (0, 0), (1, 0), (0, 1): the node (1, 0)
+    is visited before (0, 1)), and lossy there. Exact in rationals (a Python loop over outcomes: for
+    small instances only).
     """
     return _traversal(drafts, q, p, first_leaf_order)
 

@@ -3,11 +3,14 @@
 In each bug below the drafts are sampled from one distribution (the *actual* draft law) while the
 verifier is handed another (the *reported* q). Two ways to catch it:
 
-* :func:`spectheory.testing.check_proposal` on the draft sampler alone (``draft_sampler(q_rows,
-  generator) -> (tokens, q_reported)``): the token counts do not follow the reported q;
-* the exact law of the composed system: an instance whose draft model is the *actual* sampling
-  law, analysed with a verifier that looks up the *reported* rows (:func:`reported_q_verifier`).
-  :func:`spectheory.check_lossless` then gives the exact TV and the first offending sequence.
+* [`check_proposal`][spectheory.testing.sampler.check_proposal] on the draft sampler alone
+  (``draft_sampler(q_rows, generator) -> (tokens, q_reported)``): the token counts do not follow the
+  reported q;
+* the exact law of the composed system: an instance whose draft model is the *actual* sampling law,
+  analysed with a verifier that looks up the *reported* rows
+  ([`reported_q_verifier`][spectheory.testing.mutants.proposals.reported_q_verifier]).
+  [`check_lossless`][spectheory.exact.check_lossless] then gives the exact TV and the first
+  offending sequence.
 
 Replicas: greedy drafting handed the soft q (Hugging Face transformers #30778 -> #32867, reverted
 by #33534), top-k-filtered drafts handed the raw q (Hugging Face transformers #47932), drafts
@@ -62,8 +65,9 @@ def topk_draft_sampler(k: int = 50):
     return sampler
 
 
-#: Level of the raw logits in :func:`bf16_probs`: logits log q + LOGIT_LEVEL. A softmax does not
-#: see the shift, bfloat16 rounding does (its step is 2^-7 of the magnitude: 0.125 in [16, 32)).
+#: Level of the raw logits in [`bf16_probs`][spectheory.testing.mutants.proposals.bf16_probs]:
+#: logits log q + LOGIT_LEVEL. A softmax does not see the shift, bfloat16 rounding does (its step is
+#: 2^-7 of the magnitude: 0.125 in [16, 32)).
 LOGIT_LEVEL = 16.0
 
 
