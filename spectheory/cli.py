@@ -1,36 +1,48 @@
 """The ``spectheory`` command line.
 
 Each sub-command lives in a module with a ``register(subparsers)`` function that adds its parser
-and sets ``func``; the modules are listed in :data:`COMMAND_MODULES`. Every refusal is one line
+and sets ``func``; the modules are listed in `COMMAND_MODULES`. Every refusal is one line
 on stderr with exit code 2 and no traceback, and nothing is written to stdout before the result
 is complete:
 
 * a bad option or argument (argparse's message, on one line, with a pointer to ``--help``);
-* a bad environment variable (:mod:`spectheory.limits`), checked before the command runs;
-* errors that the toolkit raises (:class:`spectheory.errors.SpectheoryError`), text that cannot
-  be decoded, running out of memory, a time limit reached (``--time-limit``).
+* a bad environment variable ([`spectheory.limits`][spectheory.limits]), checked before the command
+  runs;
+* errors that the toolkit raises ([`SpectheoryError`][spectheory.errors.SpectheoryError]), text that
+  cannot be decoded, running out of memory, a time limit reached (``--time-limit``);
+* user code (``module:function`` verifiers and samplers) that fails to import, raises, returns
+  something that is not a law, or calls ``sys.exit`` with any code: a ``SystemExit`` during a
+  command never becomes its exit code ([`import_user`][spectheory.errors.import_user],
+  [`call_user`][spectheory.errors.call_user]);
+* an output that cannot be written (a full device, an unwritable path): one line, and nothing
+  half-written; a reader that goes away (``spectheory ... | head``) ends quietly with exit 0.
+
+``--debug`` (before or after the command name) prints the full traceback, the user code's
+included, before the one line.
 
 An interrupt (Ctrl-C, SIGINT) at any point after start-up, while parsers are built and modules
-imported included, ends with one line and exit code 130.
+imported included, ends with one line and exit code 130; an interrupt raised inside user code
+too.
 
-``--threads N`` (N >= 1) sets torch's CPU threads for every command, before it runs; it may be
-given before or after the command name (an in-process ``main([...])`` restores the caller's
-setting when it returns: torch's thread count, or ``OMP_NUM_THREADS`` if torch was not loaded).
-Without it the default of :mod:`spectheory.threads` applies (``SPECTHEORY_THREADS``, else 1
-thread on machines with at most 2 cores). Torch is imported only by commands that compute with
-it: ``--help``, ``instance`` and ``lp`` start in a fraction of a second. Every command also lets
-the C allocator keep freed memory for reuse (:mod:`spectheory.allocator`;
-``SPECTHEORY_MALLOC=default`` turns that off).
+``--threads N`` (1 <= N <= min(4 x cores, 256)) sets torch's CPU threads for every command, before
+it runs; it may be given before or after the command name (an in-process ``main([...])`` restores
+the caller's setting when it returns: torch's thread count, or ``OMP_NUM_THREADS`` if torch was not
+loaded). Without it the default of [`spectheory.threads`][spectheory.threads] applies
+(``SPECTHEORY_THREADS``, else 1 thread on machines with at most 2 cores). Torch is imported only by
+commands that compute with it: ``--help``, ``instance`` and ``lp`` start in a fraction of a second.
+Every command also lets the C allocator keep freed memory for reuse
+([`spectheory.allocator`][spectheory.allocator]; ``SPECTHEORY_MALLOC=default`` turns that off).
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import sys
 
 from . import __version__
-from .errors import SpectheoryError
+from .errors import SpectheoryError, UserCodeError
 
 #: Modules that contribute sub-commands (each has ``register(subparsers)``).
 COMMAND_MODULES = [
@@ -58,7 +70,7 @@ class UsageError(Exception):
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse with usage errors raised as :class:`UsageError` (one line, exit code 2) instead
+    """argparse with usage errors raised as `UsageError` (one line, exit code 2) instead
     of a usage block and ``sys.exit``."""
 
     def error(self, message: str):
@@ -75,6 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="torch CPU threads for any command (an integer >= 1; default: "
                              "$SPECTHEORY_THREADS, else 1 on machines with at most 2 cores, "
                              "else half the cores, at most 8)")
+    parser.add_argument("--debug", action="store_true",
+                        help="on an error, print the full traceback (of user code included) "
+                             "before the one-line message")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
     for name in COMMAND_MODULES:
@@ -84,25 +99,75 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _accept_threads(sub) -> None:
-    """Add ``--threads`` to every (nested) sub-command that has none, so that it is also
-    accepted after the command name."""
+    """Add ``--threads`` and ``--debug`` to every (nested) sub-command that has none, so that
+    they are also accepted after the command name."""
     for cmd in sub.choices.values():
         if "--threads" not in cmd._option_string_actions:
             cmd.add_argument("--threads", dest="global_threads", metavar="N",
                              default=argparse.SUPPRESS,
                              help="torch CPU threads (an integer >= 1; see spectheory --help)")
+        if "--debug" not in cmd._option_string_actions:
+            cmd.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                             help="on an error, print the full traceback before the one line")
         for action in cmd._actions:
             if isinstance(action, argparse._SubParsersAction):
                 _accept_threads(action)
 
 
-def _fail(message: str) -> int:
+def _fail(message: str, debug: BaseException | None = None) -> int:
+    """Print ``spectheory: error: MESSAGE`` on one line (after the full traceback of ``debug``,
+    chained causes included, under ``--debug``); returns exit code 2."""
+    if debug is not None:
+        import traceback
+
+        traceback.print_exception(type(debug), debug, debug.__traceback__, file=sys.stderr)
     print(f"spectheory: error: {' '.join(str(message).split())}", file=sys.stderr)
     return 2
 
 
+def _run(args) -> int:
+    """Run the parsed command. A ``SystemExit`` raised while it runs can only come from user code
+    (the toolkit's commands return their exit code): it becomes a one-line
+    [`UserCodeError`][spectheory.errors.UserCodeError] (exit code 2), never the exit code it asked
+    for, so that no check ends with exit 0 because the code under test exited."""
+    from .limits import running
+
+    try:
+        if not hasattr(args, "time_limit"):
+            return int(args.func(args) or 0)
+        # long-running commands: --time-limit, progress bars and time estimates on a terminal
+        with running(args.time_limit, progress=sys.stderr.isatty(), notes=True):
+            return int(args.func(args) or 0)
+    except SystemExit as exc:
+        raise UserCodeError(f"user code called sys.exit({exc.code!r}) during the command; user "
+                            "code must return, not exit (--debug shows where)") from exc
+
+
+#: errno values of a write that failed for want of space or a working device.
+_WRITE_ERRORS = {errno.ENOSPC, errno.EFBIG, errno.EIO, getattr(errno, "EDQUOT", errno.ENOSPC)}
+
+
+def _os_message(exc: OSError) -> str:
+    """One line for an operating-system error that reached the command line."""
+    reason = exc.strerror or str(exc)
+    if exc.filename is not None:
+        return f"{reason}: {str(exc.filename)!r}"
+    if exc.errno in _WRITE_ERRORS:
+        return f"cannot write the output ({reason}); nothing more was written"
+    return reason
+
+
+def _message(exc: SpectheoryError) -> str:
+    from .law import LawError
+
+    if isinstance(exc, LawError):  # a verifier returned something else than a law
+        return f"not a law: {exc}"
+    return str(exc)
+
+
 def main(argv: list[str] | None = None) -> int:
     before = None
+    debug = "--debug" in (sys.argv[1:] if argv is None else list(argv))
     try:
         parser = build_parser()
         try:
@@ -111,8 +176,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{exc.prog}: error: {' '.join(str(exc).split())} (see {exc.prog} --help)",
                   file=sys.stderr)
             return 2
+        debug = bool(getattr(args, "debug", False))
         from .allocator import apply_default as apply_allocator_default
-        from .limits import check_environment, running
+        from .limits import check_environment
         from .threads import parse_threads, set_threads, snapshot
 
         check_environment()
@@ -121,22 +187,24 @@ def main(argv: list[str] | None = None) -> int:
         apply_allocator_default()  # large temporaries reuse freed memory (spectheory.allocator)
         before = snapshot()
         set_threads(threads)  # torch's own setting if loaded, else the one it will start with
-        if not hasattr(args, "time_limit"):
-            return int(args.func(args) or 0)
-        # long-running commands: --time-limit, progress bars and time estimates on a terminal
-        with running(args.time_limit, progress=sys.stderr.isatty(), notes=True):
-            return int(args.func(args) or 0)
+        code = _run(args)
+        sys.stdout.flush()  # a full device or a closed pipe is reported here, not at exit
+        return code
     except SpectheoryError as exc:
-        return _fail(exc)
+        return _fail(_message(exc), exc if debug else None)
     except UnicodeError as exc:  # text read from a file or standard input that is not UTF-8
-        return _fail(f"cannot decode input as UTF-8 ({exc.reason}); save it as UTF-8 text")
-    except MemoryError:
-        return _fail("out of memory; use a smaller instance or lower --max-sequences")
+        return _fail(f"cannot decode input as UTF-8 ({exc.reason}); save it as UTF-8 text",
+                     exc if debug else None)
+    except MemoryError as exc:
+        return _fail("out of memory; use a smaller instance or lower --max-sequences",
+                     exc if debug else None)
     except KeyboardInterrupt:
         print("spectheory: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:
+    except BrokenPipeError:  # the reader went away (``| head``): quiet, as for any filter
         return 0
+    except OSError as exc:  # a full device, an unwritable or unreadable path
+        return _fail(_os_message(exc), exc if debug else None)
     finally:  # an in-process call leaves the caller's thread setting as it found it
         if before is not None:
             from .threads import restore

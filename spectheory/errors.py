@@ -1,32 +1,69 @@
 """Errors that the command line reports as one line with exit code 2 (never a traceback).
 
-Every error the toolkit raises on bad input is a :class:`SpectheoryError`, a subclass of
-:class:`ValueError`, so Python callers can catch one type; its message is the same one line the
-command line prints after ``spectheory: error:``.
+Every error the toolkit raises is a [`SpectheoryError`][spectheory.errors.SpectheoryError], so
+Python callers can catch one type; its message is the same one line the command line prints after
+``spectheory: error:``.
+
+* **Bad input** (a value, option, file or instance the toolkit refuses, a size over a limit, user
+  code that raises, exits or returns something unusable) is an
+  [`InputError`][spectheory.errors.InputError], which is also a `ValueError`.
+  ``SpectheoryError(message)`` raised directly is bad input too: it is created as an
+  [`InputError`][spectheory.errors.InputError] (as ``OSError(errno.ENOENT, ...)`` is created as a
+  ``FileNotFoundError``), so ``except ValueError`` keeps catching every refusal of an input.
+* **A time limit reached** ([`TimeLimitError`][spectheory.errors.TimeLimitError]) is *not* a
+  ``ValueError``: the alarm that stops a long step may fire inside any code, a number parser's
+  ``except ValueError`` included, and must never be taken there for a bad number.
+
+User code (a verifier, sampler or module named as ``module:function``) is loaded by
+[`import_user`][spectheory.errors.import_user] and called through
+[`call_user`][spectheory.errors.call_user]: whatever it raises, including ``SystemExit``, becomes
+one [`UserCodeError`][spectheory.errors.UserCodeError] line naming it (``KeyboardInterrupt`` stays
+an interrupt, exit code 130). The command line's ``--debug`` prints the chained original traceback.
 """
 
-
-class SpectheoryError(ValueError):
-    """Base class: bad input or a request the toolkit refuses, with a message naming the problem."""
+from __future__ import annotations
 
 
-class InstanceError(SpectheoryError):
+class SpectheoryError(Exception):
+    """Base class: a request the toolkit refuses, with a message naming the problem.
+
+    Instantiated directly (``raise SpectheoryError("...")``), it gives an
+    [`InputError`][spectheory.errors.InputError]: a refused input, also a ``ValueError``."""
+
+    def __new__(cls, *args, **kwargs):
+        if cls is SpectheoryError:
+            cls = InputError
+        return super().__new__(cls, *args, **kwargs)
+
+
+class InputError(SpectheoryError, ValueError):
+    """Bad input: a value, option, file, instance or size the toolkit refuses."""
+
+
+class InstanceError(InputError):
     """An instance or model is malformed (missing prefix, bad row, bad size, unreadable JSON)."""
 
 
-class SizeLimitError(SpectheoryError):
-    """An enumeration or LP would exceed the configured size limit."""
+class SizeLimitError(InputError):
+    """An enumeration, LP or allocation would exceed the configured size or memory limit."""
 
 
-class OptionError(SpectheoryError):
+class OptionError(InputError):
     """An option, parameter or environment variable is outside its accepted range."""
 
 
 class TimeLimitError(SpectheoryError):
-    """A computation ran past its time limit (``--time-limit``) and was stopped; no result."""
+    """A computation ran past its time limit (``--time-limit``) and was stopped; no result.
+
+    Not a ``ValueError`` (see the module docstring): no ``except ValueError`` can swallow it."""
 
 
-class UserCodeError(SpectheoryError):
+class MissingExtraError(SpectheoryError):
+    """A route needs an optional dependency that is not installed; the message names the extra
+    to install (``pip install 'spectheory[cvxpy]'``) and the route that works without it."""
+
+
+class UserCodeError(InputError):
     """A user's function (verifier, sampler, draft step, module) raised, exited or returned
     something unusable; the message names the function and what it did."""
 
@@ -38,11 +75,12 @@ def _describe(fn) -> str:
 
 
 def call_user(fn, *args, what: str | None = None, **kwargs):
-    """Call a user's ``fn(*args, **kwargs)``; anything it raises (any exception, and
-    ``SystemExit`` with any code, so that user code can never end a check with exit 0) becomes a
-    :class:`UserCodeError` naming the function (``what``, else ``module:name``) and what it did.
-    ``KeyboardInterrupt`` passes through, as does a :class:`SpectheoryError` (already one line).
-    The original exception is chained (``--debug`` prints it)."""
+    """Call a user's ``fn(*args, **kwargs)``; anything it raises (any exception, and ``SystemExit``
+    with any code, so that user code can never end a check with exit 0) becomes a
+    [`UserCodeError`][spectheory.errors.UserCodeError] naming the function (``what``, else
+    ``module:name``) and what it did. ``KeyboardInterrupt`` passes through, as does a
+    [`SpectheoryError`][spectheory.errors.SpectheoryError] (already one line). The original
+    exception is chained (``--debug`` prints it)."""
     try:
         return fn(*args, **kwargs)
     except SpectheoryError:
@@ -55,6 +93,125 @@ def call_user(fn, *args, what: str | None = None, **kwargs):
         raise
     except Exception as exc:  # noqa: BLE001 - user code may raise anything
         label = what or _describe(fn)
-        detail = " ".join(str(exc).split())
-        raise UserCodeError(f"{label} raised {type(exc).__name__}"
-                            + (f": {detail}" if detail else "")) from exc
+        raise UserCodeError(f"{label} raised {_exception_text(exc)}") from exc
+
+
+#: Longest part of a user exception's message quoted in the one line.
+MAX_QUOTED = 300
+
+
+def _exception_text(exc: BaseException) -> str:
+    """``TypeName: message`` on one line, the message cut at `MAX_QUOTED` characters."""
+    detail = " ".join(str(exc).split())
+    if len(detail) > MAX_QUOTED:
+        detail = detail[:MAX_QUOTED - 3] + "..."
+    return type(exc).__name__ + (f": {detail}" if detail else "")
+
+
+def _dotted(text: str) -> bool:
+    return bool(text) and all(part.isidentifier() for part in text.split("."))
+
+
+def import_user(text, what: str = "function"):
+    """The object named by ``"module:attribute"`` (``attribute`` may be dotted), for a user's
+    verifier, sampler or other function named on the command line: the one loader behind every
+    ``module:function`` the toolkit accepts.
+
+    A module not found on ``sys.path`` is looked for in the working folder too (as ``python -m``
+    does; a console script does not put it on ``sys.path``). Every failure is one line:
+
+    * not of the form ``module:function``, or a file path such as ``../x:f`` or ``x.py:f`` (a module
+      name is dotted identifiers: [`InputError`][spectheory.errors.InputError] saying how to name
+      it);
+    * no such module, or no such attribute ([`InputError`][spectheory.errors.InputError]);
+    * the module raises while it is imported, has a syntax error or calls ``sys.exit`` with any code
+      ([`UserCodeError`][spectheory.errors.UserCodeError], naming the module and the error; the
+      original is chained for ``--debug``).
+
+    ``KeyboardInterrupt`` passes through (an interrupt, exit code 130), as does a
+    [`TimeLimitError`][spectheory.errors.TimeLimitError] raised by the time-limit alarm during the
+    import.
+    """
+    import importlib
+
+    if not isinstance(text, str):
+        raise InputError(f"{what} {text!r} is not a module:function name")
+    module, sep, attr = text.partition(":")
+    if not sep or not module or not attr:
+        raise InputError(f"{what} {text!r} is not of the form module:function")
+    if "/" in module or "\\" in module or module.endswith(".py") or module.startswith("."):
+        raise InputError(
+            f"{what} {text!r}: {module!r} is a file path, not a module name; name the module "
+            f"as it is imported (e.g. x:f for x.py in the working folder, or pkg.x:f with the "
+            f"folder above pkg on PYTHONPATH)")
+    if not _dotted(module):
+        raise InputError(f"{what} {text!r}: {module!r} is not a module name (dotted Python "
+                         f"identifiers, e.g. pkg.module)")
+    if not _dotted(attr):
+        raise InputError(f"{what} {text!r}: {attr!r} is not an attribute name (dotted Python "
+                         f"identifiers, e.g. function or Class.method)")
+    try:
+        obj = _import_module(importlib, module)
+    except (KeyboardInterrupt, TimeLimitError):
+        raise
+    except SystemExit as exc:
+        raise UserCodeError(f"module {module!r} (for {what} {text!r}) called "
+                            f"sys.exit({exc.code!r}) while being imported; a module must not "
+                            f"exit") from exc
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and module.startswith(exc.name) and \
+                (len(exc.name) == len(module) or module[len(exc.name)] == "."):
+            raise InputError(f"cannot import module {module!r} for {what} {text!r}: no module "
+                             f"named {exc.name!r} in the working folder or on sys.path") \
+                from exc
+        raise UserCodeError(f"cannot import module {module!r} for {what} {text!r}: "
+                            f"{_exception_text(exc)}") from exc
+    except Exception as exc:  # noqa: BLE001 - importing user code may raise anything
+        raise UserCodeError(f"cannot import module {module!r} for {what} {text!r}: "
+                            f"{_exception_text(exc)}") from exc
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise InputError(f"module {module!r} has no attribute {attr!r} (for {what} "
+                             f"{text!r})") from None
+        except (KeyboardInterrupt, TimeLimitError):
+            raise
+        except SystemExit as exc:
+            raise UserCodeError(f"looking up {attr!r} in module {module!r} called "
+                                f"sys.exit({exc.code!r})") from exc
+        except Exception as exc:  # noqa: BLE001 - a module __getattr__ may raise anything
+            raise UserCodeError(f"looking up {attr!r} in module {module!r} raised "
+                                f"{_exception_text(exc)}") from exc
+    return obj
+
+
+def _import_module(importlib, module: str):
+    import os
+    import sys
+
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        here = os.getcwd()
+        if exc.name != module.split(".")[0] or here in sys.path:
+            raise
+    sys.path.append(here)  # outside the handler: a failure here is not chained to the first
+    return importlib.import_module(module)
+
+
+def check_keys(obj: dict, valid, where: str, error: type = InputError) -> None:
+    """Refuse a key of the JSON object ``obj`` that is not in ``valid``, in one line naming
+    the nearest valid key (``difflib.get_close_matches``), so that a misspelt key (``"tagret"``)
+    is never silently ignored."""
+    import difflib
+
+    valid = list(valid)
+    for key in obj:
+        if key in valid:
+            continue
+        shown = repr(key) if len(repr(key)) <= 40 else repr(key)[:37] + "..."
+        near = difflib.get_close_matches(str(key), valid, n=1, cutoff=0.6)
+        hint = f"did you mean {near[0]!r}? " if near else ""
+        raise error(f"{where}: unknown key {shown}; {hint}the keys are "
+                    f"{', '.join(repr(k) for k in valid)}")

@@ -158,7 +158,7 @@ def run(out: str | os.PathLike, quick: bool = False, only: list[str] | None = No
     only : list of str, optional
         Figures to run (``fig3`` or ``fig3_tau_pmf``); default all.
     folder : path, optional
-        The gallery folder; default :func:`gallery_folder`.
+        The gallery folder; default `gallery_folder`.
     log : callable, optional
         Called with one progress line per figure.
     command : str, optional
@@ -266,13 +266,14 @@ def expected_files(out: Path | str, stems) -> list[Path]:
 def cmd_figures(args) -> int:
     import torch
 
-    if args.threads < 1:
-        raise SpectheoryError(f"--threads {args.threads} must be at least 1")
+    from .threads import parse_threads
+
+    threads = parse_threads(args.threads, "--threads")  # bounded: torch crashes on huge counts
     folder = gallery_folder()
     out = Path(args.out) if args.out is not None else default_out(folder)
     log = None if args.no_progress else (lambda s: print(s, file=sys.stderr, flush=True))
     before = torch.get_num_threads()
-    torch.set_num_threads(args.threads)  # many small float64 ops: one thread is fastest here
+    torch.set_num_threads(threads)  # many small float64 ops: one thread is fastest here
     try:
         command = ("spectheory figures" + (" --quick" if args.quick else "")
                    + (" --only " + " ".join(args.only) if args.only else "")

@@ -1,16 +1,19 @@
 """Instances (a draft model, a target model and a block length) and their JSON format.
 
-JSON format::
+JSON format:
 
-    {"vocab_size": V, "block_length": L,
-     "target": {"": [..V..], "0": [..V..], "0,2": [..V..], ...},
-     "draft":  {"": [..V..], ...}}
+```text
+{"vocab_size": V, "block_length": L,
+ "target": {"": [..V..], "0": [..V..], "0,2": [..V..], ...},
+ "draft":  {"": [..V..], ...}}
+```
 
 Each model maps a prefix key (comma-joined token ids, "" for the empty prefix) to V probabilities.
 The target needs every prefix of length <= L, the draft every prefix of length < L; complete deeper
 levels are kept (they are used by the multi-iteration analysis). Context-independent models may
 be given as a plain list: ``"target": [..V..]``. Probabilities are JSON numbers or strings holding
-a fraction or decimal (``"1/3"``, ``"0.25"``).
+a fraction or decimal (``"1/3"``, ``"0.25"``). These four keys are the only ones: any other
+top-level key (a misspelt ``"tagret"``) is refused, naming the nearest valid key.
 
 Prefix keys must be canonical: ``""`` or token ids in decimal without leading zeros, joined by
 single commas with no spaces (``"0,12"``; not ``"00"``, ``"0, 12"`` or ``"+1"``), so that every
@@ -19,12 +22,12 @@ needs every prefix of length <= L and the draft every prefix of length < L; a de
 kept only when it is complete (a partial deeper level is an error naming an extra prefix).
 
 Float mode: rows must be non-negative, finite and sum to 1 within ``tol`` (a finite number in
-[0, :data:`MAX_TOL`]; so a row that is not a distribution, such as all zeros, is refused whatever
+[0, `MAX_TOL`]; so a row that is not a distribution, such as all zeros, is refused whatever
 the tolerance); they are then divided by their sum. Exact mode: entries are read as exact
 rationals (numbers through their decimal text) and rows must sum to exactly 1.
 
-Every problem raises :class:`spectheory.errors.InstanceError` (a ``ValueError``) with a one-line
-message naming the place and the accepted range.
+Every problem raises [`InstanceError`][spectheory.errors.InstanceError] (a ``ValueError``) with a
+one-line message naming the place and the accepted range.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from .backend import to_exact
-from .errors import InstanceError
+from .errors import InstanceError, check_keys
 from .models import TableModel, prefix_from_index
 
 MAX_VOCAB = 1_000_000
@@ -49,14 +52,18 @@ MAX_JSON_PREFIXES = 2_000_000
 DEFAULT_TOL = 1e-9
 #: Largest row-sum tolerance accepted in float mode.
 MAX_TOL = 1e-3
-#: Largest instance file read (bytes): a JSON table at :data:`MAX_JSON_PREFIXES` is far smaller.
+#: Largest instance file read (bytes): a JSON table at `MAX_JSON_PREFIXES` is far smaller.
 MAX_FILE_BYTES = 2 * 1024**3
+
+#: The keys of an instance JSON object, all required; any other key is refused (naming the
+#: nearest of these), so that a misspelt key is never silently ignored.
+INSTANCE_KEYS = ("vocab_size", "block_length", "target", "draft")
 
 _KEY = re.compile(r"(0|[1-9][0-9]*)(,(0|[1-9][0-9]*))*")
 
 
 def check_row_tolerance(tol, what: str = "tol") -> float:
-    """A row-sum tolerance must be a finite number in [0, :data:`MAX_TOL`]."""
+    """A row-sum tolerance must be a finite number in [0, `MAX_TOL`]."""
     if isinstance(tol, bool):
         raise InstanceError(f"{what} {tol!r} is not a number")
     try:
@@ -249,12 +256,13 @@ def _count_prefixes(obj: Any) -> int:
 
 
 def instance_from_dict(data: Any, exact: bool = False, tol: float = DEFAULT_TOL) -> Instance:
-    """Validate and build an :class:`Instance` from its JSON object (see the module docstring).
+    """Validate and build an `Instance` from its JSON object (see the module docstring).
 
-    Raises :class:`spectheory.errors.InstanceError` (a ``ValueError``) with a one-line message
-    naming the first problem: a missing key, sizes out of range, a non-canonical, missing or
-    extra prefix key, a row of the wrong length, an entry that is not a probability, a row sum
-    off 1 (beyond ``tol`` in float mode, a finite number in [0, 1e-3]; at all in exact mode).
+    Raises [`InstanceError`][spectheory.errors.InstanceError] (a ``ValueError``) with a one-line
+    message naming the first problem: an unknown key (with the nearest valid one), a missing key,
+    sizes out of range, a non-canonical, missing or extra prefix key, a row of the wrong length, an
+    entry that is not a probability, a row sum off 1 (beyond ``tol`` in float mode, a finite number
+    in [0, 1e-3]; at all in exact mode).
     """
     tol = check_row_tolerance(tol)
     if not isinstance(exact, bool):
@@ -262,7 +270,8 @@ def instance_from_dict(data: Any, exact: bool = False, tol: float = DEFAULT_TOL)
     if not isinstance(data, dict):
         raise InstanceError("instance must be a JSON object with vocab_size, block_length, "
                             "target and draft")
-    for key in ("vocab_size", "block_length", "target", "draft"):
+    check_keys(data, INSTANCE_KEYS, "instance", InstanceError)  # "tagret": not ignored
+    for key in INSTANCE_KEYS:
         if key not in data:
             raise InstanceError(f"instance is missing the key {key!r}")
     V, L = _check_sizes(data["vocab_size"], data["block_length"])
@@ -309,9 +318,10 @@ def parse_json(text: str, where: str = "instance") -> Any:
 def load_instance(path: str, exact: bool = False, tol: float = DEFAULT_TOL) -> Instance:
     """Read and validate an instance file ("-" for standard input), UTF-8 JSON.
 
-    Options are checked first, then the file: unreadable, over :data:`MAX_FILE_BYTES`, not
-    UTF-8, not JSON, duplicate keys, or an invalid instance (:func:`instance_from_dict`) each
-    raise :class:`spectheory.errors.InstanceError` with a one-line message.
+    Options are checked first, then the file: unreadable, over `MAX_FILE_BYTES`, not UTF-8, not
+    JSON, duplicate keys, or an invalid instance
+    ([`instance_from_dict`][spectheory.instances.instance_from_dict]) each raise
+    [`InstanceError`][spectheory.errors.InstanceError] with a one-line message.
     """
     import sys
 

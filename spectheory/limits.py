@@ -1,17 +1,18 @@
 """Size, time and environment limits, read when they are used (never at import).
 
-* **Environment variables** (:data:`ENV_LIMITS`) raise or lower the default size limits. They are
-  read and validated on every use by :func:`env_limit`, so a bad value gives one
-  :class:`spectheory.errors.OptionError` naming the variable and the accepted range instead of
-  breaking ``import spectheory`` (and with it ``spectheory --help``).
-* **Time**: :func:`running` sets a wall-clock limit (``--time-limit SECONDS``) for a block of work.
-  Long loops call :func:`check_time` between chunks; LP solves read :func:`remaining` and hand it
-  to the solver; a ``SIGALRM`` backstop (main thread, POSIX) stops a single long step shortly
-  after the limit. On expiry a :class:`spectheory.errors.TimeLimitError` is raised and nothing is
-  printed or written.
-* **Estimates**: :func:`estimate_seconds` turns an enumeration size into a time estimate from the
-  throughput constants below, so the size guard (:func:`spectheory.tree.check_size`) can say how
-  long a run will take before it starts.
+* **Environment variables** (`ENV_LIMITS`) raise or lower the default size limits. They are read and
+  validated on every use by [`env_limit`][spectheory.limits.env_limit], so a bad value gives one
+  [`OptionError`][spectheory.errors.OptionError] naming the variable and the accepted range instead
+  of breaking ``import spectheory`` (and with it ``spectheory --help``).
+* **Time**: [`running`][spectheory.limits.running] sets a wall-clock limit
+  (``--time-limit SECONDS``) for a block of work. Long loops call
+  [`check_time`][spectheory.limits.check_time] between chunks; LP solves read
+  [`remaining`][spectheory.limits.remaining] and hand it to the solver; a ``SIGALRM`` backstop (main
+  thread, POSIX) stops a single long step shortly after the limit. On expiry a
+  [`TimeLimitError`][spectheory.errors.TimeLimitError] is raised and nothing is printed or written.
+* **Estimates**: [`estimate_seconds`][spectheory.limits.estimate_seconds] turns an enumeration size
+  into a time estimate from the throughput constants below, so the size guard
+  ([`check_size`][spectheory.tree.check_size]) can say how long a run will take before it starts.
 
 Throughput constants were measured with ``python benchmarks/bench_limits.py`` (one torch thread,
 random table instances; results with the machine in ``benchmarks/results/bench_limits.json``)
@@ -31,7 +32,7 @@ import threading
 import time
 from contextlib import contextmanager
 
-from .errors import OptionError, TimeLimitError
+from .errors import OptionError, SizeLimitError, TimeLimitError
 
 #: Environment variables that set default size limits, with their defaults.
 ENV_LIMITS = {
@@ -63,7 +64,8 @@ _INT = re.compile(r"[0-9]+")
 
 
 def parse_limit(text, name: str, lo: int = 1, hi: int = MAX_LIMIT) -> int:
-    """A size limit written as decimal digits, in [lo, hi]; else :class:`OptionError`."""
+    """A size limit written as decimal digits, in [lo, hi]; else
+    [`OptionError`][spectheory.errors.OptionError]."""
     s = str(text).strip()
     if not _INT.fullmatch(s):
         raise OptionError(f"{name}={text!r} is not a whole number: write decimal digits in "
@@ -74,8 +76,34 @@ def parse_limit(text, name: str, lo: int = 1, hi: int = MAX_LIMIT) -> int:
     return value
 
 
+_SCIENTIFIC = re.compile(r"([0-9]+)(\.[0-9]*)?[eE]\+?([0-9]{1,4})")
+
+
+def parse_count(text, name: str, lo: int = 1, hi: int = MAX_LIMIT) -> int:
+    """A count typed on the command line (``--samples``, ...), in [lo, hi]: decimal digits
+    (``100000``, ``100_000``) or a whole number in scientific notation (``1e5``, ``2.5e6``); else
+    [`OptionError`][spectheory.errors.OptionError] naming ``name``. The range is checked on the
+    text's value before any integer of that size is made, so ``1e999`` is refused at once."""
+    from decimal import Decimal
+
+    s = str(text).strip().replace("_", "")
+    if _INT.fullmatch(s):
+        value = Decimal(s)
+    elif _SCIENTIFIC.fullmatch(s):
+        value = Decimal(s)
+        if value != value.to_integral_value():
+            raise OptionError(f"{name} {text!r} is not a whole number")
+    else:
+        raise OptionError(f"{name} {text!r} is not an integer: write decimal digits or a whole "
+                          f"number such as 1e6 (accepted: {lo:,}..{hi:.0e})")
+    if not lo <= value <= hi:
+        shown = f"{int(value):,}" if value < 10**30 else f"{value:.3e}"
+        raise OptionError(f"{name} {shown} is out of range {lo:,}..{hi:.0e}")
+    return int(value)
+
+
 def env_limit(name: str) -> int:
-    """The limit of environment variable ``name`` (:data:`ENV_LIMITS`), validated on each read."""
+    """The limit of environment variable ``name`` (`ENV_LIMITS`), validated on each read."""
     text = os.environ.get(name)
     if text is None or text == "":
         return ENV_LIMITS[name]
@@ -83,7 +111,8 @@ def env_limit(name: str) -> int:
 
 
 def check_environment() -> None:
-    """Validate every variable of :data:`ENV_LIMITS` (raises :class:`OptionError`)."""
+    """Validate every variable of `ENV_LIMITS` (raises
+    [`OptionError`][spectheory.errors.OptionError])."""
     for name in ENV_LIMITS:
         env_limit(name)
 
@@ -103,7 +132,7 @@ _state = _State()
 
 
 def check_time_limit(seconds, what: str = "--time-limit") -> float | None:
-    """A time limit must be a finite number of seconds in (0, :data:`MAX_TIME_LIMIT`]."""
+    """A time limit must be a finite number of seconds in (0, `MAX_TIME_LIMIT`]."""
     if seconds is None:
         return None
     try:
@@ -131,7 +160,8 @@ def remaining() -> float | None:
 
 
 def check_time(where: str = "") -> None:
-    """Raise :class:`TimeLimitError` when the current time limit has passed."""
+    """Raise [`TimeLimitError`][spectheory.errors.TimeLimitError] when the current time limit has
+    passed."""
     if _state.deadline is not None and time.monotonic() >= _state.deadline:
         raise _expired(where)
 
@@ -142,13 +172,14 @@ def tick(_count: int = 0) -> None:
 
 
 def progress_enabled() -> bool:
-    """Whether long loops show a progress bar (set by :func:`running`)."""
+    """Whether long loops show a progress bar (set by [`running`][spectheory.limits.running])."""
     return _state.progress
 
 
 def note(message: str) -> None:
-    """A one-line note on stderr, only inside :func:`running` with ``notes=True`` and no time
-    limit (a run under ``--time-limit`` is bounded already, and a refusal stays one line)."""
+    """A one-line note on stderr, only inside [`running`][spectheory.limits.running] with
+    ``notes=True`` and no time limit (a run under ``--time-limit`` is bounded already, and a refusal
+    stays one line)."""
     if _state.notes and _state.deadline is None:
         print(f"spectheory: note: {message}", file=sys.stderr, flush=True)
 
@@ -241,3 +272,44 @@ def ratio(a: int, b: int) -> str:
     if a // b < 10**15:
         return f"{a / b:.1f}x" if a < 10**300 else f"{a // b:,}x"
     return f"{human_count(a // b)}x"
+
+
+# ----------------------------------------------------------------------------- memory
+
+#: Share of the machine's physical memory that one estimated allocation of a command may take
+#: ([`check_memory`][spectheory.limits.check_memory]); the rest is left to the operating system and
+#: the other processes.
+MEMORY_SHARE = 0.5
+
+
+def physical_memory() -> int | None:
+    """Bytes of physical memory of this machine (None where the system does not say)."""
+    try:
+        pages, size = os.sysconf("SC_PHYS_PAGES"), os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+    return pages * size if pages > 0 and size > 0 else None
+
+
+def human_bytes(n: float) -> str:
+    """``512 B``, ``1.5 GiB``, ``2,328 TiB``, ``~10^21 B``."""
+    n = float(n)
+    if n >= 1e18:
+        return f"~10^{math.floor(math.log10(n))} B"
+    for unit, size in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}" if n < 1000 * size else f"{n / size:,.0f} {unit}"
+    return f"{int(n)} B"
+
+
+def check_memory(nbytes: int, what: str, advice: str = "") -> None:
+    """Refuse, before allocating, work estimated to need ``nbytes`` of memory when that is over
+    `MEMORY_SHARE` of [`physical_memory`][spectheory.limits.physical_memory] (no refusal where the
+    machine's memory is unknown): a [`SizeLimitError`][spectheory.errors.SizeLimitError] naming
+    ``what`` (the option and value), the estimate and the machine's memory, then ``advice``."""
+    total = physical_memory()
+    if total is None or nbytes <= MEMORY_SHARE * total:
+        return
+    raise SizeLimitError(f"{what} needs about {human_bytes(nbytes)} of memory, over "
+                         f"{MEMORY_SHARE:.0%} of this machine's {human_bytes(total)}"
+                         + (f"; {advice}" if advice else ""))

@@ -1,38 +1,43 @@
 """One verifier protocol for 1 and K paths, and the one registry of verifiers.
 
-Every verifier, built in or yours, is described by a :class:`VerifierSpec`: its law function and
-what is known about it (how many paths it takes, the drafting scheme under which it is lossless,
-whether its law depends on the order of the paths, whether it runs in exact rationals, its node
-form, the paper). :meth:`VerifierSpec.law` always speaks the K-path form of :mod:`spectheory.law`,
-so the exact engine (:func:`spectheory.analyze`), the checker (:func:`spectheory.check_lossless`),
-the sampler (:func:`spectheory.sampling.sample_output`) and the real-model loop each exist once; a
+Every verifier, built in or yours, is described by a
+[`VerifierSpec`][spectheory.registry.VerifierSpec]: its law function and what is known about it (how
+many paths it takes, the drafting scheme under which it is lossless, whether its law depends on the
+order of the paths, whether it runs in exact rationals, its node form, the paper).
+[`VerifierSpec.law`][spectheory.registry.VerifierSpec.law] always speaks the K-path form of
+[`spectheory.law`][spectheory.law], so the exact engine ([`analyze`][spectheory.exact.analyze]), the
+checker ([`check_lossless`][spectheory.exact.check_lossless]), the sampler
+([`sample_output`][spectheory.sampling.sample_output]) and the real-model loop each exist once; a
 single-path verifier is the case K = 1.
 
-Finding a verifier (:func:`get_verifier`) accepts
+Finding a verifier ([`get_verifier`][spectheory.registry.get_verifier]) accepts
 
-* a registered name (``"block"``, ``"gbv"``, ...; :func:`verifier_names` lists them);
-* ``"module:function"``: an importable function (or :class:`VerifierSpec`); a bare function is
-  read as a single-path verifier unless it carries a ``spectheory_spec`` attribute (set by
-  :func:`verifier`);
+* a registered name (``"block"``, ``"gbv"``, ...; `verifier_names` lists them);
+* ``"module:function"``: an importable function (or
+  [`VerifierSpec`][spectheory.registry.VerifierSpec]); a bare function is read as a single-path
+  verifier unless it carries a ``spectheory_spec`` attribute (set by
+  [`verifier`][spectheory.registry.verifier]);
 * a name registered by an installed package under the entry-point group ``spectheory.verifiers``;
-* a :class:`VerifierSpec` or a plain callable.
+* a [`VerifierSpec`][spectheory.registry.VerifierSpec] or a plain callable.
 
-Defaults are decided here and only here: :func:`plan` turns (verifier, paths, drafting) into what
-the engine runs, with the verifier's own drafting scheme as the default.
+Defaults are decided here and only here: [`plan`][spectheory.registry.plan] turns (verifier, paths,
+drafting) into what the engine runs, with the verifier's own drafting scheme as the default.
 """
 
 from __future__ import annotations
 
-import importlib
+import dataclasses
+import functools
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple
 
 from . import backend as B
-from .errors import SpectheoryError
-from .law import Law
+from ._lazy import is_tensor, torch
+from .errors import SpectheoryError, TimeLimitError, call_user, import_user
+from .law import ROW_SUM_TOL, Law, LawError, validate_law
 
-#: Drafting schemes of K paths (see :mod:`spectheory.multipath`).
+#: Drafting schemes of K paths (see [`spectheory.multipath`][spectheory.multipath]).
 DRAFTING = ("iid", "norep", "hub")
 #: The most paths a drafting scheme defines (schemes not listed take any K): ``hub`` drafts the
 #: draft's most probable token and one companion (SpecHub, arXiv 2411.05289), so K <= 2.
@@ -56,7 +61,7 @@ class VerifierSpec:
     function : callable
         The law function. ``paths == 1``: ``f(drafts [B, L], q [B, L, V], p [B, L+1, V])``;
         otherwise the K-path form ``f(drafts [B, K, L], q [B, K, L, V], p [B, K, L+1, V])``.
-        Either returns a :class:`spectheory.law.Law`.
+        Either returns a [`Law`][spectheory.law.Law].
     paths : int or None
         1 for a single-path verifier; ``None`` for one that takes any K >= 1.
     drafting : {"iid", "norep", "hub", "any"}
@@ -78,12 +83,12 @@ class VerifierSpec:
     node : spectheory.nodes.NodeForm or None
         The verifier's rule per node of the sequence tree, for verifiers whose law at position i
         depends only on the prefix X^i (token, block). When set, ``function`` is derived from it
-        (:func:`spectheory.nodes.law_from_nodes`) and the exact engine evaluates once per node
-        instead of once per draft and position.
+        ([`law_from_nodes`][spectheory.nodes.law_from_nodes]) and the exact engine evaluates once
+        per node instead of once per draft and position.
     analytic : callable or None
         K-path verifiers whose exact block law has a closed route (GBV: block verification
         against the skewed draft q^G): ``analytic(how, q_levels, p_levels, V, L)`` returns the
-        :class:`spectheory.exact.BlockLaw` that the joint enumeration would give.
+        [`BlockLaw`][spectheory.exact.BlockLaw] that the joint enumeration would give.
     paths_read : int or None
         K-path verifiers whose law depends on the first ``paths_read`` drafted paths only and
         puts no stop mass on the others (the first-path baselines: 1). Their law on K > m paths
@@ -92,9 +97,9 @@ class VerifierSpec:
         visits V**(L m) outcomes instead of V**(L K) (checked on a sample of K-path outcomes).
     rule : callable or None
         Node-recursive K-path verifiers: the rule at one node of the token tree, in the
-        signature of :func:`spectheory.verifiers.specinfer.node_recursive_law`
+        signature of [`node_recursive_law`][spectheory.verifiers.specinfer.node_recursive_law]
         (``rule(member, tokens, q_rows, p_rows) -> (accept, none, correction)``); the draft-tree
-        engine's node route (:mod:`spectheory.trees`) runs it on any tree shape.
+        engine's node route ([`spectheory.trees`][spectheory.trees]) runs it on any tree shape.
     rule_skips_repeats : bool
         The rule ignores a candidate whose token an earlier candidate carries (rules for
         drafting without replacement), so the node route may run it under ``norep``.
@@ -168,7 +173,8 @@ class VerifierSpec:
                 "routes": self.routes()}
 
     def routes(self) -> list[str]:
-        """Exact-engine routes available to this verifier (see :func:`spectheory.analyze`)."""
+        """Exact-engine routes available to this verifier (see
+        [`analyze`][spectheory.exact.analyze])."""
         if self.single_path:
             return (["node"] if self.node is not None else []) + ["per-draft"]
         return (["analytic"] if self.analytic is not None else []) + ["enumerate"]
@@ -178,13 +184,15 @@ def verifier(function: Callable | None = None, *, name: str | None = None, paths
              drafting: str = "any", lossless: bool = True, order_invariant: bool = False,
              exact: bool = True, node_form: str | None = None, paper: str = "",
              summary: str = "", node=None, paths_read: int | None = None):
-    """Declare a function as a verifier: returns the function with a ``spectheory_spec``
-    attribute (a :class:`VerifierSpec`). Usable as ``@verifier(paths=None, drafting="iid")`` or
-    ``verifier(f, ...)``; ``module:function`` then finds the spec. ``node`` declares the
-    verifier's :class:`spectheory.nodes.NodeForm` (its law at position i depends on the prefix
-    X^i only); :func:`spectheory.nodes.node_verifier` builds a verifier from a node form alone,
-    so that its per-draft law cannot differ from it. ``paths_read`` declares that a K-path law
-    reads only the first ``paths_read`` paths (:class:`VerifierSpec`; checked before use)."""
+    """Declare a function as a verifier: returns the function with a ``spectheory_spec`` attribute
+    (a [`VerifierSpec`][spectheory.registry.VerifierSpec]). Usable as
+    ``@verifier(paths=None, drafting="iid")`` or ``verifier(f, ...)``; ``module:function`` then
+    finds the spec. ``node`` declares the verifier's [`NodeForm`][spectheory.nodes.NodeForm] (its
+    law at position i depends on the prefix X^i only);
+    [`node_verifier`][spectheory.nodes.node_verifier] builds a verifier from a node form alone, so
+    that its per-draft law cannot differ from it. ``paths_read`` declares that a K-path law reads
+    only the first ``paths_read`` paths ([`VerifierSpec`][spectheory.registry.VerifierSpec]; checked
+    before use)."""
 
     def wrap(f):
         f.spectheory_spec = VerifierSpec(name or f.__name__, f, paths, drafting, lossless,
@@ -225,10 +233,14 @@ def _load_entry_points():
             continue
         try:
             obj = ep.load()
-        except Exception as exc:  # a broken plug-in must not break the toolkit
-            warnings.warn(f"verifier entry point {ep.name!r} ({ep.value}) failed to load: {exc}")
+        except (KeyboardInterrupt, TimeLimitError):
+            raise
+        except (Exception, SystemExit) as exc:  # a broken plug-in must not break the toolkit
+            what = (f"called sys.exit({exc.code!r})" if isinstance(exc, SystemExit)
+                    else f"{type(exc).__name__}: {exc}")
+            warnings.warn(f"verifier entry point {ep.name!r} ({ep.value}) failed to load: {what}")
             continue
-        register(_as_spec(obj, ep.name))
+        register(_as_spec(obj, ep.name, user=True))
 
 
 def registered(lossless: bool | None = None, single_path: bool | None = None
@@ -245,56 +257,153 @@ def verifier_names(lossless: bool | None = None) -> list[str]:
     return list(registered(lossless))
 
 
-def _as_spec(obj: Any, name: str, multi_path: bool = False) -> VerifierSpec:
-    if isinstance(obj, VerifierSpec):
-        return obj
-    spec = getattr(obj, "spectheory_spec", None)
+def _as_spec(obj: Any, name: str, multi_path: bool = False, user: bool = False
+             ) -> VerifierSpec:
+    """The spec of a VerifierSpec, a function carrying one, or a bare function. ``user``: the object
+    was loaded from user code (``module:function``, an entry point), so its law function is called
+    through [`UserVerifier`][spectheory.registry.UserVerifier] (exceptions and exits one line, every
+    law it returns validated)."""
+    spec = obj if isinstance(obj, VerifierSpec) else getattr(obj, "spectheory_spec", None)
     if isinstance(spec, VerifierSpec):
+        if user and not isinstance(spec.function, UserVerifier):
+            spec = dataclasses.replace(spec, function=UserVerifier(spec.function, name,
+                                                                   spec.single_path))
         return spec
     if callable(obj):
-        return VerifierSpec(name, obj, paths=None if multi_path else 1, summary=(getattr(obj, "__doc__", "") or "").strip()
-                            .split("\n")[0])
+        summary = (_doc(obj) or "").strip().split("\n")[0]
+        single = not multi_path
+        return VerifierSpec(name, UserVerifier(obj, name, single) if user else obj,
+                            paths=1 if single else None, summary=summary)
     raise SpectheoryError(f"{name!r} is {type(obj).__name__}, not a verifier function")
 
 
-def _import_target(text: str) -> Any:
-    module, _, attr = text.partition(":")
-    if not module or not attr:
-        raise SpectheoryError(f"{text!r} is not of the form module:function")
+def _doc(obj) -> str:
     try:
-        mod = importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        # a console script does not put the current folder on sys.path (python -m does): look
-        # there too, as a user who names `mymodule:f` in their working folder expects
-        import os
-        import sys
+        doc = getattr(obj, "__doc__", "")
+    except Exception:  # noqa: BLE001 - a user object's __getattr__ may raise anything
+        return ""
+    return doc if isinstance(doc, str) else ""
 
-        here = os.getcwd()
-        if exc.name != module.split(".")[0] or here in sys.path:
-            raise SpectheoryError(f"cannot import module {module!r} for verifier {text!r}: "
-                                  f"{exc}") from None
-        sys.path.append(here)
-        try:
-            mod = importlib.import_module(module)
-        except ImportError as exc2:
-            raise SpectheoryError(f"cannot import module {module!r} for verifier {text!r}: "
-                                  f"{exc2}") from None
-    except ImportError as exc:
-        raise SpectheoryError(f"cannot import module {module!r} for verifier {text!r}: "
-                              f"{exc}") from None
-    obj = mod
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise SpectheoryError(f"module {module!r} has no attribute {attr!r}")
-        obj = getattr(obj, part)
-    return obj
+
+class UserVerifier:
+    """A user's law function (loaded from ``module:function`` or an entry point), as the toolkit
+    calls it: through [`call_user`][spectheory.errors.call_user] (an exception or ``sys.exit``
+    becomes one [`UserCodeError`][spectheory.errors.UserCodeError] line naming the verifier), and
+    every result checked by [`validate_law`][spectheory.law.validate_law] before anything uses it,
+    in every command (the exact engine, the checker, ``check-sampler``'s reference law, test
+    vectors, the real-model loop).
+
+    The check speaks the function's own form: single-path ``stop [B, L+1]``,
+    ``correction [B, L+1, V]`` on ``drafts [B, L]``; K-path ``stop [B, K, L+1]``,
+    ``correction [B, K, L+1, V]`` on ``drafts [B, K, L]``. A result that is not
+    ``(stop, correction)``, of another shape, of a dtype that is not a real number (bool, complex,
+    text), with NaN, infinite or negative entries, or with rows that do not sum to 1 raises
+    [`LawError`][spectheory.law.LawError] naming the verifier, the row and the value. Rows are
+    summed within `spectheory.law.ROW_SUM_TOL` for float64 laws, and within ``4 V eps`` (at most
+    1e-2) for laws in a coarser float type.
+    """
+
+    def __init__(self, function: Callable, name: str, single_path: bool):
+        functools.update_wrapper(self, function, updated=())
+        self.function = function
+        self.name = name
+        self.single_path = single_path
+
+    def __call__(self, drafts, q, p):
+        label = f"verifier {self.name!r}"
+        out = call_user(self.function, drafts, q, p, what=label)
+        return check_user_law(out, drafts, q, label, self.single_path)
+
+
+def _real_kind(arr) -> str | None:
+    """None when ``arr`` holds real numbers (float, int or Python objects), else a word for
+    its dtype."""
+    dtype = getattr(arr, "dtype", None)
+    if dtype is None:
+        return None
+    if is_tensor(arr):
+        if dtype == torch.bool:
+            return "bool"
+        return "complex" if dtype.is_complex else None
+    kind = getattr(dtype, "kind", "O")
+    return None if kind in "fiuO" else {"b": "bool", "c": "complex"}.get(kind, str(dtype))
+
+
+def _float_tolerance(arr, vocab: int) -> float:
+    if is_tensor(arr):
+        eps = torch.finfo(arr.dtype).eps if arr.dtype.is_floating_point else 0.0
+    else:
+        import numpy as np
+
+        dtype = getattr(arr, "dtype", None)
+        eps = float(np.finfo(dtype).eps) if dtype is not None and dtype.kind == "f" else 0.0
+    return max(ROW_SUM_TOL, min(1e-2, 4 * vocab * eps))
+
+
+def _for_validation(arr):
+    """A torch half / bfloat16 tensor as float32 (numpy has no bfloat16), detached."""
+    if is_tensor(arr):
+        arr = arr.detach()
+        if arr.dtype in (torch.float16, torch.bfloat16):
+            arr = arr.float()
+    return arr
+
+
+def check_user_law(out, drafts, q, label: str, single_path: bool):
+    """``out`` if it is a law for ``drafts`` and ``q``
+    ([`UserVerifier`][spectheory.registry.UserVerifier]), else [`LawError`][spectheory.law.LawError]
+    naming ``label``. Inputs of another rank are not checked here (the engine's own
+    [`validate_law`][spectheory.law.validate_law] still is)."""
+    d_shape = tuple(getattr(drafts, "shape", ()))
+    q_shape = tuple(getattr(q, "shape", ()))
+    rank = 2 if single_path else 3
+    if len(d_shape) != rank or len(q_shape) != rank + 1:
+        return out
+    try:
+        stop, corr = out
+    except (TypeError, ValueError):
+        raise LawError("shape", f"{label} returned {type(out).__name__}, not a law "
+                       f"(stop, correction)") from None
+    batch, length, vocab = d_shape[0], d_shape[-1], q_shape[-1]
+    paths = 1 if single_path else d_shape[1]
+    want = ((batch, length + 1), (batch, length + 1, vocab)) if single_path else \
+        ((batch, paths, length + 1), (batch, paths, length + 1, vocab))
+    form = ("[B, L+1]", "[B, L+1, V]") if single_path else ("[B, K, L+1]", "[B, K, L+1, V]")
+    for what, arr, shape, text in zip(("stop", "correction"), (stop, corr), want, form):
+        have = getattr(arr, "shape", None)
+        if have is None:
+            raise LawError("shape", f"{label} returned a {type(arr).__name__} as {what}, not an "
+                           f"array of shape {list(shape)} {text}")
+        if tuple(have) != shape:
+            raise LawError("shape", f"{label} returned {what} of shape {list(have)}, expected "
+                           f"{list(shape)} {text}")
+        kind = _real_kind(arr)
+        if kind is not None:
+            raise LawError("dtype", f"{label} returned a {kind} {what}, not probabilities "
+                           f"(real numbers)")
+    exact = getattr(getattr(q, "dtype", None), "kind", None) == "O"
+    s, c = _for_validation(stop), _for_validation(corr)
+    d = drafts
+    if single_path:
+        s, c, d = s[:, None], c[:, None], d[:, None]
+    tol = ROW_SUM_TOL if exact else _float_tolerance(corr, vocab)  # the returned dtype's
+    validate_law(Law(s, c), batch, paths, length, vocab, exact, d, tol=tol, name=label)
+    return Law(stop, corr)
+
+
+def _import_target(text: str) -> Any:
+    """The object of a ``module:function`` verifier
+    ([`import_user`][spectheory.errors.import_user])."""
+    return import_user(text, "verifier")
 
 
 def get_verifier(verifier: Any, multi_path: bool = False) -> VerifierSpec:
-    """The :class:`VerifierSpec` for a name, ``module:function``, spec or callable.
+    """The [`VerifierSpec`][spectheory.registry.VerifierSpec] for a name, ``module:function``, spec
+    or callable.
 
     A function without a spec is read as a single-path verifier, or as a K-path one when
-    ``multi_path`` is True (as :func:`plan` does when more than one path is asked for)."""
+    ``multi_path`` is True (as [`plan`][spectheory.registry.plan] does when more than one path is
+    asked for)."""
     if isinstance(verifier, VerifierSpec):
         return verifier
     if isinstance(verifier, str):
@@ -302,7 +411,7 @@ def get_verifier(verifier: Any, multi_path: bool = False) -> VerifierSpec:
         if verifier in table:
             return table[verifier]
         if ":" in verifier:
-            return _as_spec(_import_target(verifier), verifier, multi_path)
+            return _as_spec(_import_target(verifier), verifier, multi_path, user=True)
         raise SpectheoryError(f"unknown verifier {verifier!r}; choose from "
                               f"{', '.join(table)} or give module:function")
     if callable(verifier):
@@ -315,7 +424,7 @@ def get_verifier(verifier: Any, multi_path: bool = False) -> VerifierSpec:
 
 
 def check_drafting_paths(drafting: str, paths: int) -> None:
-    """Refuse K = ``paths`` paths under a scheme that defines fewer (:data:`DRAFTING_MAX_PATHS`),
+    """Refuse K = ``paths`` paths under a scheme that defines fewer (`DRAFTING_MAX_PATHS`),
     in one line naming both."""
     cap = DRAFTING_MAX_PATHS.get(drafting)
     if cap is not None and paths > cap:
@@ -333,13 +442,13 @@ class Plan(NamedTuple):
 
 
 def plan(verifier: Any, paths: int | None = None, drafting: str | None = None) -> Plan:
-    """Resolve (verifier, paths, drafting), with the defaults: K = 1 and the verifier's own
-    drafting scheme. A function without a spec is a K-path verifier when ``paths > 1`` and a
-    single-path one otherwise. A single-path verifier takes K = 1 only (``block-first`` /
-    ``token-first`` run block / token verification on the first of K paths). Asking for a
-    drafting scheme the verifier is not designed for is allowed (that is how lossiness under the
-    wrong scheme is shown) and issues a :class:`DraftingWarning`. K beyond what the scheme
-    defines (``hub``: K <= 2, :data:`DRAFTING_MAX_PATHS`) is refused."""
+    """Resolve (verifier, paths, drafting), with the defaults: K = 1 and the verifier's own drafting
+    scheme. A function without a spec is a K-path verifier when ``paths > 1`` and a single-path one
+    otherwise. A single-path verifier takes K = 1 only (``block-first`` / ``token-first`` run block
+    / token verification on the first of K paths). Asking for a drafting scheme the verifier is not
+    designed for is allowed (that is how lossiness under the wrong scheme is shown) and issues a
+    [`DraftingWarning`][spectheory.registry.DraftingWarning]. K beyond what the scheme defines
+    (``hub``: K <= 2, `DRAFTING_MAX_PATHS`) is refused."""
     if paths is None:
         paths = 1
     if isinstance(paths, bool) or not isinstance(paths, int) or paths < 1:
@@ -366,5 +475,5 @@ def plan(verifier: Any, paths: int | None = None, drafting: str | None = None) -
 
 
 __all__ = ["DRAFTING", "DRAFTING_MAX_PATHS", "DraftingWarning", "ENTRY_POINT_GROUP", "Plan",
-           "VerifierSpec", "check_drafting_paths", "get_verifier", "plan", "register",
-           "registered", "verifier", "verifier_names"]
+           "UserVerifier", "VerifierSpec", "check_drafting_paths", "check_user_law",
+           "get_verifier", "plan", "register", "registered", "verifier", "verifier_names"]

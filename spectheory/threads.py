@@ -11,17 +11,22 @@ large levels of the sequence tree. The default is therefore
 
 overridden by the environment variable ``SPECTHEORY_THREADS`` (an integer >= 1), by the global
 command-line option ``spectheory --threads N COMMAND ...`` (also accepted after the command,
-``spectheory COMMAND ... --threads N``), and in Python by :func:`set_threads`.
+``spectheory COMMAND ... --threads N``), and in Python by
+[`set_threads`][spectheory.threads.set_threads]. Every one of them accepts at most
+``min(4 * cores, 256)`` threads ([`max_threads`][spectheory.threads.max_threads]): torch's thread
+pool crashes the process when asked for tens of thousands, so a larger request is refused in one
+line.
 
-The command line applies the setting before the command runs. Importing :mod:`spectheory` leaves
-torch's own setting alone unless ``SPECTHEORY_THREADS`` is set; call :func:`set_threads` (with
-no argument for the default above) to choose.
+The command line applies the setting before the command runs. Importing [`spectheory`][spectheory]
+leaves torch's own setting alone unless ``SPECTHEORY_THREADS`` is set; call
+[`set_threads`][spectheory.threads.set_threads] (with no argument for the default above) to choose.
 
-Torch is not imported to apply the setting: when it is already loaded, :func:`set_threads`
-calls ``torch.set_num_threads``; when it is not, the setting waits, and is applied right after
-torch is first imported, whichever module imports it (a one-shot import hook on ``sys.meta_path``
-that wraps torch's loader for that one import). So commands that never touch torch, such as
-``spectheory instance`` and the LPs, start without paying for it (about 1 s).
+Torch is not imported to apply the setting: when it is already loaded,
+[`set_threads`][spectheory.threads.set_threads] calls ``torch.set_num_threads``; when it is not, the
+setting waits, and is applied right after torch is first imported, whichever module imports it (a
+one-shot import hook on ``sys.meta_path`` that wraps torch's loader for that one import). So
+commands that never touch torch, such as ``spectheory instance`` and the LPs, start without paying
+for it (about 1 s).
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import importlib.util
 import os
 import sys
 
-from .errors import SpectheoryError
+from .errors import OptionError
 
 #: Environment variable that sets the number of threads.
 ENV_VAR = "SPECTHEORY_THREADS"
@@ -39,16 +44,38 @@ ENV_VAR = "SPECTHEORY_THREADS"
 MAX_DEFAULT_THREADS = 8
 
 
+#: Most threads accepted on any machine (torch's thread pool crashes the process, exit 139, when
+#: asked for tens of thousands of threads).
+MAX_THREADS = 256
+#: Most threads accepted per core (more only adds contention).
+THREADS_PER_CORE = 4
+
+
+def max_threads(cores: int | None = None) -> int:
+    """The largest thread count accepted: ``min(4 * cores, 256)``."""
+    if cores is None:
+        cores = os.cpu_count() or 1
+    return max(1, min(THREADS_PER_CORE * cores, MAX_THREADS))
+
+
 def parse_threads(value, what: str = "--threads") -> int:
-    """``value`` as a thread count: an integer >= 1, else :class:`SpectheoryError`."""
+    """``value`` as a thread count: an integer in [1,
+    [`max_threads`][spectheory.threads.max_threads]], else `SpectheoryError` naming ``what`` and
+    the limit. Checked before torch sees it: a request for 100000 threads would crash the process
+    (exit 139) instead of being refused."""
     if isinstance(value, bool):
-        raise SpectheoryError(f"{what} {value!r} must be an integer >= 1")
+        raise OptionError(f"{what} {value!r} must be an integer >= 1")
     try:
-        n = int(str(value).strip()) if not isinstance(value, int) else value
-    except ValueError:
-        raise SpectheoryError(f"{what} {value!r} is not an integer (threads must be >= 1)") from None
+        n = value if isinstance(value, int) else int(str(value).strip())
+    except (TypeError, ValueError):
+        raise OptionError(f"{what} {value!r} is not an integer (threads must be >= 1)") from None
     if n < 1:
-        raise SpectheoryError(f"{what} {n} must be at least 1")
+        raise OptionError(f"{what} {n} must be at least 1")
+    limit = max_threads()
+    if n > limit:
+        raise OptionError(f"{what} {n:,} is over the limit of {limit} threads ({THREADS_PER_CORE} "
+                          f"per core on this machine's {os.cpu_count() or 1} cores, at most "
+                          f"{MAX_THREADS})")
     return n
 
 
@@ -73,13 +100,15 @@ def set_threads(n: int | None = None) -> int:
     Parameters
     ----------
     n : int, optional
-        Threads, >= 1. Default: :func:`default_threads` (``SPECTHEORY_THREADS``, else 1 on a
-        machine with at most 2 cores and half the cores, at most 8, above).
+        Threads, >= 1. Default: [`default_threads`][spectheory.threads.default_threads]
+        (``SPECTHEORY_THREADS``, else 1 on a machine with at most 2 cores and half the cores, at
+        most 8, above).
 
     Raises
     ------
     SpectheoryError
-        ``n`` (or ``SPECTHEORY_THREADS``) is not an integer >= 1.
+        ``n`` (or ``SPECTHEORY_THREADS``) is not an integer in [1,
+        [`max_threads`][spectheory.threads.max_threads]] (``min(4 * cores, 256)``).
     """
     n = default_threads() if n is None else parse_threads(n, "threads =")
     torch = sys.modules.get("torch")
@@ -158,8 +187,9 @@ def _set_pending(n: int | None) -> None:
 
 
 def snapshot():
-    """The thread setting as it stands, for :func:`restore` (imports nothing): torch's thread
-    count if torch is loaded, else the pending setting (None: torch's own default)."""
+    """The thread setting as it stands, for [`restore`][spectheory.threads.restore] (imports
+    nothing): torch's thread count if torch is loaded, else the pending setting (None: torch's own
+    default)."""
     torch = sys.modules.get("torch")
     if torch is not None:
         return ("torch", torch.get_num_threads())
@@ -167,8 +197,8 @@ def snapshot():
 
 
 def restore(state) -> None:
-    """Put back a :func:`snapshot`, also when torch was imported in between (it then gets the
-    count it would have started with)."""
+    """Put back a [`snapshot`][spectheory.threads.snapshot], also when torch was imported in between
+    (it then gets the count it would have started with)."""
     kind, value = state
     torch = sys.modules.get("torch")
     if torch is None:
@@ -180,5 +210,5 @@ def restore(state) -> None:
         torch.set_num_threads(value)
 
 
-__all__ = ["ENV_VAR", "default_threads", "get_threads", "parse_threads", "restore",
-           "set_threads", "snapshot"]
+__all__ = ["ENV_VAR", "MAX_THREADS", "default_threads", "get_threads", "max_threads",
+           "parse_threads", "restore", "set_threads", "snapshot"]

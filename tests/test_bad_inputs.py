@@ -10,6 +10,7 @@ names, environment variables, size and time limits, and the LP time guard.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
@@ -337,6 +338,49 @@ case("env:sequences:random", *R, "--vocab", "2", "--block", "2",
 case("env:sequences:check", "check", "@rand.json",
      env={"SPECTHEORY_MAX_EXACT_SEQUENCES": "2e5"}, expect="SPECTHEORY_MAX_EXACT_SEQUENCES")
 
+# ----------------------------------------------------------------------------- strict keys
+# an unknown key of an instance is refused, naming the nearest valid one (a misspelt "target"
+# used to be reported as a missing key; an extra key was silently ignored)
+case("instance:misspelt-target", "exact", "bad.json",
+     files={"bad.json": dumps({**without(TOY, "target"), "tagret": ["1/3", "2/3"]})},
+     expect="did you mean 'target'")
+case("instance:misspelt-vocab", "check", "bad.json",
+     files={"bad.json": dumps({**without(TOY, "vocab_size"), "vocabsize": 2})},
+     expect="did you mean 'vocab_size'")
+case("instance:extra-key", "exact", "bad.json",
+     files={"bad.json": dumps({**TOY, "comment": "made by hand"})}, expect="unknown key 'comment'")
+case("instance:extra-key-lp", "lp", "bad.json",
+     files={"bad.json": dumps({**table(), "drafts": {}})}, expect="did you mean 'draft'")
+
+# ----------------------------------------------------------------------------- resource guards
+# threads: torch's pool crashed the process (exit 139) on a request for 100000 threads
+for where in ("before", "after"):
+    for v in ("100000", "257", "9" * 40):
+        argv = ["--threads", v, "verifiers"] if where == "before" else ["verifiers", "--threads", v]
+        case(f"threads:{where}:{v[:8]}", *argv, expect="--threads")
+case("threads:env", "verifiers", env={"SPECTHEORY_THREADS": "100000"}, expect="SPECTHEORY_THREADS")
+case("threads:figures", "figures", "--quick", "--threads", "100000", "--out", "figs",
+     expect="--threads")
+# check-sampler: every size is parsed and bounded before the sampler is imported or anything
+# is allocated (1e13 samples used to be handed to the check, which tried to allocate 2.5 TB)
+S = ("check-sampler", "math:sqrt")
+for v in ("1e13", "10000000000000", "1e999", "1.5", "1.25e1", "0", "-3", "many", ""):
+    case(f"check-sampler:--samples={v!r}", *S, "--samples", v, expect="--samples")
+for v in ("0", "21", "1000000000", "x"):
+    case(f"check-sampler:--paths={v}", *S, "--paths", v, expect="--paths")
+for v in ("-1", str(2**63), "x"):
+    case(f"check-sampler:--seed={v}", *S, "--seed", v, expect="--seed")
+# vectors export: K, decisions and the seed bounded before the V^(LK) joint drafts are counted
+V = ("vectors", "export", "out", "--verifier", "block")
+for opt, v in [("--paths", "0"), ("--paths", "21"), ("--paths", "1000000000"),
+               ("--decisions", "101"), ("--decisions", "-1"), ("--decisions", "10000000000"),
+               ("--seed", "-1"), ("--seed", str(2**64)), ("--paths", "x")]:
+    case(f"vectors:{opt}={v}", *V, opt, v, expect=opt)
+case("vectors:unwritable-dir", "vectors", "export", "/proc/spectheory-vectors", "--verifier",
+     "block", expect="cannot write")
+case("vectors:into-a-file", "vectors", "export", "f.txt", "--verifier", "block",
+     files={"f.txt": "x"}, expect="not an empty directory")
+
 
 # ----------------------------------------------------------------------------- the test
 
@@ -636,3 +680,194 @@ def test_bad_environment_does_not_break_import_or_help(tmp_path):
                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("usage: spectheory") and done.stderr == ""
+
+
+# ----------------------------------------------------------------------------- error classes
+
+
+def test_a_time_limit_is_not_a_value_error():
+    """Bad input is a ValueError (`SpectheoryError(...)` raised directly included); a time limit
+    is not, so that no number parser's ``except ValueError`` can take the alarm for a bad
+    number."""
+    from spectheory.errors import (InputError, InstanceError, OptionError, SizeLimitError,
+                                   SpectheoryError, TimeLimitError, UserCodeError)
+
+    plain = SpectheoryError("refused")
+    assert type(plain) is InputError and isinstance(plain, ValueError)
+    for cls in (InstanceError, OptionError, SizeLimitError, UserCodeError):
+        assert issubclass(cls, InputError) and issubclass(cls, ValueError)
+    assert issubclass(TimeLimitError, SpectheoryError)
+    assert not issubclass(TimeLimitError, ValueError)
+    with pytest.raises(TimeLimitError):
+        try:
+            raise TimeLimitError("time limit")
+        except ValueError:  # pragma: no cover - what the instance parser does around Fraction
+            pass
+
+
+def test_the_alarm_inside_fraction_parsing_is_a_time_limit(tmp_path, monkeypatch, capsys):
+    """The SIGALRM backstop fires while the instance parser runs ``Fraction(text)`` inside its
+    ``except (ValueError, ZeroDivisionError)``: the run must end with the time-limit error, not
+    with 'entry ... is not a number' (what it said while TimeLimitError was a ValueError)."""
+    import spectheory.instances as instances
+    from fractions import Fraction
+
+    real = Fraction
+    fired = []
+
+    def alarmed(value, *rest):
+        if isinstance(value, str) and not fired:
+            fired.append(value)
+            signal.raise_signal(signal.SIGALRM)  # the handler runs here, inside the parser
+        return real(value, *rest)
+
+    monkeypatch.setattr(instances, "Fraction", alarmed)
+    path = tmp_path / "toy.json"
+    path.write_text(json.dumps(TOY))
+    args = ["lp", str(path), "--exact", "--time-limit", "600"]  # reads the instance, no torch
+    code, out, err = run(args, capsys)
+    assert fired == ["1/3"]
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert "time limit of 600 s reached" in err and "not a number" not in err
+    # control: without the alarm the same file is read and solved
+    monkeypatch.setattr(instances, "Fraction", real)
+    code, out, err = run(args, capsys)
+    assert code == 0 and err == ""
+
+
+# ----------------------------------------------------------------------------- outputs
+
+
+def _spectheory(args, **kwargs):
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    return subprocess.run([sys.executable, "-m", "spectheory", *args], env=env, timeout=120,
+                          **kwargs)
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_full_device_is_one_line(capsys, monkeypatch):
+    """``spectheory ... > /dev/full``: one line, exit 2 (it was a traceback, exit 1), in-process
+    and as a process (where the interpreter's own flush at exit must not add a second message or
+    exit code 120)."""
+    full = open("/dev/full", "w")
+    try:
+        monkeypatch.setattr(sys, "stdout", full)
+        code = main_quiet(["instance", "random", "--vocab", "2", "--block", "2"])
+        monkeypatch.undo()
+    finally:
+        with contextlib.suppress(OSError):  # the unwritten text is still in its buffer
+            full.close()
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "No space left" in err, err
+    with open("/dev/full", "w") as full:
+        res = _spectheory(["instance", "random", "--vocab", "2", "--block", "2"], stdout=full,
+                          stderr=subprocess.PIPE, text=True)
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.count("\n") == 1 and "cannot write the output" in res.stderr
+    assert "Traceback" not in res.stderr and "Exception ignored" not in res.stderr
+
+
+def main_quiet(argv):
+    from spectheory.cli import main
+
+    return main(argv)
+
+
+def test_a_closed_pipe_ends_quietly():
+    """``spectheory instance random ... | head -c 1``: the reader goes away; exit 0 and nothing
+    on stderr (an output of about 1 MB: far more than a pipe buffer, so the write fails)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]))
+    child = subprocess.Popen([sys.executable, "-m", "spectheory", "instance", "random",
+                              "--vocab", "6", "--block", "5"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, env=env)
+    assert child.stdout.read(1) == b"{"
+    child.stdout.close()
+    err = child.stderr.read()
+    assert child.wait(timeout=120) == 0, err
+    assert err == b""
+
+
+def test_vectors_export_writes_nothing_half_way(tmp_path, monkeypatch, capsys):
+    """The disk fills up while the second vector file is written: one line, exit 2, and neither
+    the output folder nor a temporary folder is left behind."""
+    import errno
+
+    import spectheory.testing.vectors as vectors
+
+    real = vectors.json.dump
+    calls = []
+
+    def dump(obj, fh, **kw):
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(obj, fh, **kw)
+
+    monkeypatch.setattr(vectors.json, "dump", dump)
+    toy = tmp_path / "toy.json"
+    toy.write_text(json.dumps(TOY))
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    args = ["vectors", "export", "out", "--verifier", "block", "--verifier", "token",
+            "--instances", str(toy)]
+    code, out, err = run(args, capsys)
+    assert len(calls) == 2
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert "No space left on device" in err and "nothing was written" in err
+    assert os.listdir(work) == []
+    monkeypatch.setattr(vectors.json, "dump", real)  # control: the same export succeeds
+    code, out, err = run(args, capsys)
+    assert code == 0 and sorted(os.listdir(work / "out")) == [
+        "block--K1--toy.json", "token--K1--toy.json"]
+
+
+def test_an_unknown_vector_field_is_refused(tmp_path, capsys):
+    """A vector file with a misspelt field is refused naming the nearest valid one (it was
+    reported as a mismatch, exit 1); the untouched file checks out."""
+    d = tmp_path / "vec"
+    toy = tmp_path / "toy.json"
+    toy.write_text(json.dumps(TOY))
+    code, _, _ = run(["vectors", "export", str(d), "--verifier", "block", "--instances",
+                      str(toy)], capsys)
+    assert code == 0
+    f = sorted(d.iterdir())[0]
+    good = f.read_text()
+    assert run(["vectors", "check", str(d)], capsys)[0] == 0
+    f.write_text(good.replace('"tau_pmf"', '"tau_pfm"', 1))
+    code, out, err = run(["vectors", "check", str(d)], capsys)
+    assert code == 2 and out == "" and "did you mean 'tau_pmf'" in err
+    data = json.loads(good)
+    data["decisions"][0]["tokn"] = 0
+    f.write_text(json.dumps(data))
+    code, out, err = run(["vectors", "check", str(d)], capsys)
+    assert code == 2 and "decisions[0]" in err and "did you mean 'token'" in err
+
+
+# ----------------------------------------------------------------------------- memory guards
+
+
+def test_sizes_are_bounded_by_the_memory_estimate(monkeypatch, capsys):
+    """``--samples`` and ``instance random`` estimate their memory before allocating and refuse
+    above half of the machine's memory, naming the option and the estimate (here a machine of
+    1 GiB); below the bound the same values are accepted."""
+    from spectheory import limits
+    from spectheory.testing.sampler_cli import SAMPLE_BYTES, parse_samples
+
+    monkeypatch.setattr(limits, "physical_memory", lambda: 2**30)
+    n = 2**29 // SAMPLE_BYTES  # exactly half of 1 GiB
+    assert parse_samples(str(n)) == n
+    with pytest.raises(limits.SizeLimitError, match=f"--samples {n + 1:,} needs about"):
+        parse_samples(str(n + 1))
+    assert parse_samples("1e5") == 100_000
+    code, out, err = run(["instance", "random", "--vocab", "3000", "--block", "1"], capsys)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "--vocab 3000 --block 1" in err and "9,003,000 probabilities" in err
+    code, out, err = run(["instance", "random", "--vocab", "100", "--block", "1"], capsys)
+    assert code == 0 and json.loads(out)["vocab_size"] == 100
+    monkeypatch.setattr(limits, "physical_memory", lambda: None)  # unknown: no memory refusal
+    assert parse_samples("10000000000") == 10**10

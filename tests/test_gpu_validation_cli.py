@@ -274,7 +274,7 @@ def test_library_functions_take_no_namespace():
             "experiments.crosscheck", "experiments.summarize", "experiments.config"]
     seen = 0
     for m in mods:
-        mod = importlib.import_module(f"gpu_validation.{m}")
+        mod = importlib.import_module(f"spectheory.gpu_validation.{m}")
         for name, obj in vars(mod).items():
             if inspect.isfunction(obj) and obj.__module__ == mod.__name__:
                 seen += 1

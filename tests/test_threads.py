@@ -123,3 +123,31 @@ def test_allocator_setting(monkeypatch):
         assert keep_freed_memory() is True
     monkeypatch.setenv(MALLOC_ENV, "default")
     assert apply_default() is False  # the command line leaves the allocator alone
+
+
+def test_thread_count_is_bounded(monkeypatch, capsys):
+    """At most min(4 x cores, 256) threads: torch's pool crashed the process (exit 139) when
+    asked for 100000. The bound applies to --threads, SPECTHEORY_THREADS and set_threads alike,
+    before torch sees the value; the caller's setting is left as it was."""
+    from spectheory.threads import MAX_THREADS, max_threads
+
+    assert [max_threads(c) for c in (1, 2, 3, 16, 64, 65, 512)] == [4, 8, 12, 64, 256, 256, 256]
+    limit = max_threads()
+    assert parse_threads(limit) == limit and parse_threads(str(limit)) == limit
+    for bad in (limit + 1, 100_000, "9" * 40, MAX_THREADS + 1):
+        with pytest.raises(SpectheoryError, match="over the limit of"):
+            parse_threads(bad)
+    torch.set_num_threads(1)
+    with pytest.raises(SpectheoryError, match="over the limit"):
+        spectheory.set_threads(100_000)
+    assert torch.get_num_threads() == 1
+    monkeypatch.setenv(ENV_VAR, "100000")
+    with pytest.raises(SpectheoryError, match=ENV_VAR):
+        default_threads()
+    monkeypatch.delenv(ENV_VAR)
+    for argv in (["--threads", "100000", "verifiers"], ["verifiers", "--threads", "100000"]):
+        assert main(argv) == 2
+        out = capsys.readouterr()
+        assert out.out == "" and out.err.count("\n") == 1
+        assert f"--threads 100,000 is over the limit of {limit} threads" in out.err
+    assert torch.get_num_threads() == 1

@@ -4,21 +4,22 @@ An implementation of a verifier in another language (a CUDA kernel, a Rust sampl
 engine's rejection sampler) can be tested against these files without running Python: each file
 holds one (verifier, instance, K, drafting) and, in exact rationals written as fraction strings,
 
-* the instance (the JSON format of :mod:`spectheory.instances`);
+* the instance (the JSON format of [`spectheory.instances`][spectheory.instances]);
 * the pmf of tau and the expected number of accepted tokens;
 * for every joint draft of positive probability, its probability and the verifier's conditional
   law given it: ``stop[k][i] = P(path k, tau = i | drafts)`` and ``correction[k][i][y]``;
 * the output law of "output block, then target sampling" over all V**(L+1) sequences, the target
   law and their total variation (0 for a lossless verifier);
 * fixed-uniform decisions: for given uniforms (u0, u1), the (path, tau, Y) that the inverse-CDF
-  sampler :func:`spectheory.sampling.sample_output` draws from that law (u0 picks (k, tau) over
-  the flattened stop row, u1 picks Y from the chosen correction row).
+  sampler [`sample_output`][spectheory.sampling.sample_output] draws from that law (u0 picks (k,
+  tau) over the flattened stop row, u1 picks Y from the chosen correction row).
 
-The schema is documented in ``docs/vectors.md`` (field ``schema`` =
-:data:`SCHEMA`). :func:`export_vectors` writes a directory atomically (a temporary directory
-renamed into place: nothing half-written), :func:`check_vectors` recomputes every file and names
-the first field that differs. The exact law is the one of Sun et al. (arXiv 2403.10444, sec. 2);
-multi-path drafting schemes as in :mod:`spectheory.multipath`.
+The schema is documented in ``docs/vectors.md`` (field ``schema`` = `SCHEMA`).
+[`export_vectors`][spectheory.testing.vectors.export_vectors] writes a directory atomically (a
+temporary directory renamed into place: nothing half-written),
+[`check_vectors`][spectheory.testing.vectors.check_vectors] recomputes every file and names the
+first field that differs. The exact law is the one of Sun et al. (arXiv 2403.10444, sec. 2);
+multi-path drafting schemes as in [`spectheory.multipath`][spectheory.multipath].
 """
 
 from __future__ import annotations
@@ -36,9 +37,10 @@ import numpy as np
 from .._lazy import torch
 
 from .. import backend as Bk
-from ..errors import SizeLimitError, SpectheoryError
+from ..errors import OptionError, SizeLimitError, SpectheoryError, check_keys
 from ..exact import analyze
-from ..instances import Instance, instance_from_dict, instance_to_dict, load_instance
+from ..instances import (Instance, instance_from_dict, instance_to_dict, load_instance,
+                         parse_json)
 from ..law import Law, validate_law
 from ..models import prefix_from_index
 from ..multipath import draft_rows, draft_weight
@@ -53,6 +55,21 @@ SCHEMA = "spectheory-vectors/1"
 MAX_VECTOR_DRAFTS = 20_000
 #: Uniform pairs per draft in ``decisions``.
 DEFAULT_DECISIONS = 2
+#: Most uniform pairs per draft (a file lists at most `MAX_VECTOR_DRAFTS` drafts, so at
+#: most 2,000,000 decisions, about 200 MB of JSON).
+MAX_DECISIONS = 100
+#: Most paths K of a multi-path vector (as the exact engine's command line).
+MAX_VECTOR_PATHS = 20
+#: Seeds of the uniforms: 0 .. 2^63 - 1.
+MAX_VECTOR_SEED = 2**63 - 1
+#: The fields of a vector file, of one entry of ``drafts`` and of one entry of ``decisions``
+#: (``docs/vectors.md``); [`check_file`][spectheory.testing.vectors.check_file] refuses any other,
+#: naming the nearest.
+FIELDS = ("schema", "name", "verifier", "lossless", "paths", "drafting", "vocab_size",
+          "block_length", "instance", "tau_pmf", "expected_accepted", "drafts", "output_law",
+          "target_law", "sequences", "tv_to_target", "decisions")
+DRAFT_FIELDS = ("paths", "probability", "stop", "correction")
+DECISION_FIELDS = ("draft", "uniforms", "path", "tau", "token")
 #: Uniforms are kept at least this far from every CDF boundary, so that an implementation's
 #: float or exact inverse CDF gives the same index.
 BOUNDARY_MARGIN = 1e-9
@@ -107,7 +124,7 @@ def _exact_inverse_cdf(probs: list, u: float) -> int:
 
 
 def _decide(stop_f, corr_f, index, uniforms) -> list[tuple[int, int, int]]:
-    """(path, tau, Y) of :func:`spectheory.sampling.sample_output` for uniform pairs
+    """(path, tau, Y) of [`sample_output`][spectheory.sampling.sample_output] for uniform pairs
     ``uniforms`` [m, 2] on the laws of drafts ``index`` [m] (float64 laws ``stop_f`` [n, K, L+1],
     ``corr_f`` [n, K, L+1, V]); one batched call."""
     if len(uniforms) == 0:
@@ -119,7 +136,7 @@ def _decide(stop_f, corr_f, index, uniforms) -> list[tuple[int, int, int]]:
 
 
 def _draw_uniforms(stop, corr, rng, count: int) -> list[list[float]]:
-    """``count`` uniform pairs for one draft's law, each at least :data:`BOUNDARY_MARGIN` away
+    """``count`` uniform pairs for one draft's law, each at least `BOUNDARY_MARGIN` away
     from every partial sum it is compared with (checked in exact arithmetic)."""
     flat = list(stop.reshape(-1))
     L1 = stop.shape[1]
@@ -146,17 +163,17 @@ def build_vector(verifier: Any, instance: Instance, name: str = "instance", *,
     verifier :
         A verifier with an exact law (name, ``module:function``, spec or function).
     instance : Instance
-        Converted to exact rationals (:meth:`~spectheory.instances.Instance.to_exact`).
+        Converted to exact rationals (`to_exact`).
     name : str
         Name of the instance, written as ``name``.
     paths, drafting :
-        K draft paths and their drafting scheme (defaults of :func:`spectheory.registry.plan`).
+        K draft paths and their drafting scheme (defaults of [`plan`][spectheory.registry.plan]).
     decisions : int
         Uniform pairs per joint draft, drawn with ``numpy.random.default_rng(seed)`` and kept
-        :data:`BOUNDARY_MARGIN` away from every CDF boundary.
+        `BOUNDARY_MARGIN` away from every CDF boundary.
     uniforms : list, optional
         ``uniforms[d]`` = the uniform pairs of draft d (used instead of drawing; this is how
-        :func:`check_vectors` recomputes a file's decisions).
+        [`check_vectors`][spectheory.testing.vectors.check_vectors] recomputes a file's decisions).
 
     Returns
     -------
@@ -167,8 +184,8 @@ def build_vector(verifier: Any, instance: Instance, name: str = "instance", *,
     if not how.spec.exact:
         raise SpectheoryError(f"verifier {how.spec.name!r} has a float law only; test vectors "
                               f"need an exact rational law")
-    if isinstance(decisions, bool) or not isinstance(decisions, int) or decisions < 0:
-        raise SpectheoryError(f"decisions = {decisions!r} must be a non-negative integer")
+    check_decisions(decisions)
+    check_vector_seed(seed)
     inst = instance.to_exact()
     V, L, K = inst.vocab_size, inst.block_length, how.paths
     drafts, weight = _joint_drafts(inst, K, how.drafting)
@@ -222,6 +239,23 @@ def build_vector(verifier: Any, instance: Instance, name: str = "instance", *,
     }
 
 
+def check_decisions(decisions, name: str = "decisions") -> int:
+    """Uniform pairs per draft: an integer in [0, `MAX_DECISIONS`]."""
+    if isinstance(decisions, bool) or not isinstance(decisions, (int, np.integer)) or \
+            not 0 <= decisions <= MAX_DECISIONS:
+        raise OptionError(f"{name} = {decisions!r} must be an integer in 0..{MAX_DECISIONS} "
+                          f"(uniform pairs per joint draft)")
+    return int(decisions)
+
+
+def check_vector_seed(seed, name: str = "seed") -> int:
+    """The seed of the uniforms: an integer in [0, 2^63 - 1]."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or \
+            not 0 <= seed <= MAX_VECTOR_SEED:
+        raise OptionError(f"{name} = {seed!r} must be an integer in 0..2^63-1")
+    return int(seed)
+
+
 def _file_name(verifier: str, paths: int, instance: str) -> str:
     clean = lambda s: re.sub(r"[^A-Za-z0-9._-]+", "_", s).strip("_") or "x"  # noqa: E731
     return f"{clean(verifier)}--K{paths}--{clean(instance)}.json"
@@ -251,20 +285,28 @@ def export_vectors(directory, verifiers=None, instances=("battery",), *, paths: 
                    seed: int = 0) -> list[str]:
     """Write one JSON file per (verifier, instance) into a new ``directory``; returns the names.
 
-    ``verifiers`` default to :func:`default_verifiers`; single-path verifiers get K = 1,
-    multi-path ones K = ``paths``. ``instances`` lists ``"battery"`` (the default battery for
-    that K), instance JSON files (exact fractions) or :class:`Instance` objects. Everything is
-    computed and written into a temporary directory next to ``directory``, which is then renamed
-    into place: on any error nothing is left behind. ``directory`` must not exist, or be empty.
+    ``verifiers`` default to [`default_verifiers`][spectheory.testing.vectors.default_verifiers];
+    single-path verifiers get K = 1, multi-path ones K = ``paths``. ``instances`` lists
+    ``"battery"`` (the default battery for that K), instance JSON files (exact fractions) or
+    `Instance` objects. Everything is computed and written into a temporary directory next to
+    ``directory``, which is then renamed into place: on any error nothing is left behind.
+    ``directory`` must not exist, or be empty.
     """
     target = Path(directory)
-    if target.exists() and (not target.is_dir() or any(target.iterdir())):
-        raise SpectheoryError(f"{directory}: already exists and is not an empty directory")
-    parent = target.resolve().parent
+    try:
+        if target.exists() and (not target.is_dir() or any(target.iterdir())):
+            raise SpectheoryError(f"{directory}: already exists and is not an empty directory")
+        parent = target.resolve().parent
+    except OSError as exc:
+        raise SpectheoryError(f"cannot write vectors to {str(directory)!r}: "
+                              f"{exc.strerror or exc}") from None
     if not parent.is_dir():
         raise SpectheoryError(f"{parent}: no such directory")
-    if isinstance(paths, bool) or not isinstance(paths, int) or paths < 1:
-        raise SpectheoryError(f"paths = {paths!r} must be a positive integer")
+    if isinstance(paths, bool) or not isinstance(paths, int) or not 1 <= paths <= \
+            MAX_VECTOR_PATHS:
+        raise OptionError(f"paths = {paths!r} must be an integer in 1..{MAX_VECTOR_PATHS}")
+    check_decisions(decisions)
+    check_vector_seed(seed)
     names = list(verifiers) if verifiers else default_verifiers()
     jobs = []
     for v in names:
@@ -274,7 +316,11 @@ def export_vectors(directory, verifiers=None, instances=("battery",), *, paths: 
                                   f"vectors need an exact rational law")
         for inst_name, inst in _instances(instances, how.paths):
             jobs.append((how, inst_name, inst))
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=parent))
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=parent))
+    except OSError as exc:
+        raise SpectheoryError(f"cannot write vectors to {str(directory)!r}: cannot create a "
+                              f"folder in {str(parent)!r} ({exc.strerror or exc})") from None
     written = []
     try:
         for how, inst_name, inst in jobs:
@@ -283,13 +329,21 @@ def export_vectors(directory, verifiers=None, instances=("battery",), *, paths: 
             fname = _file_name(how.spec.name, how.paths, inst_name)
             if fname in written:
                 raise SpectheoryError(f"two vectors would be written to {fname}")
-            with open(tmp / fname, "w", encoding="utf-8") as fh:
-                json.dump(vec, fh, separators=(",", ":"))
-                fh.write("\n")
+            try:
+                with open(tmp / fname, "w", encoding="utf-8") as fh:
+                    json.dump(vec, fh, separators=(",", ":"))
+                    fh.write("\n")
+            except OSError as exc:
+                raise SpectheoryError(f"cannot write vectors to {str(directory)!r}: "
+                                      f"{exc.strerror or exc}; nothing was written") from None
             written.append(fname)
-        if target.exists():
-            target.rmdir()
-        os.rename(tmp, target)
+        try:
+            if target.exists():
+                target.rmdir()
+            os.rename(tmp, target)
+        except OSError as exc:
+            raise SpectheoryError(f"cannot write vectors to {str(directory)!r}: "
+                                  f"{exc.strerror or exc}; nothing was written") from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -368,19 +422,29 @@ def _uniforms_of(data: dict, n_drafts: int, fname: str) -> list:
 def check_file(path) -> tuple[str, Any, Any] | None:
     """Recompute one vector file; None when it matches, else (field, file value, fresh value).
 
-    Raises :class:`SpectheoryError` for a file that cannot be read as a vector (unreadable JSON,
-    wrong schema, unknown verifier, invalid instance, bad uniforms).
+    Raises [`SpectheoryError`][spectheory.errors.SpectheoryError] for a file that cannot be read as
+    a vector (unreadable JSON, a field not in `FIELDS` (or `DRAFT_FIELDS`, `DECISION_FIELDS` in its
+    entries; named with the nearest valid one), wrong schema, unknown verifier, invalid instance,
+    bad uniforms).
     """
     fname = os.path.basename(str(path))
     try:
         with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
+            text = fh.read()
     except OSError as exc:
         raise SpectheoryError(f"{fname}: cannot read ({exc.strerror or exc})") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise SpectheoryError(f"{fname}: unreadable JSON ({exc})") from None
+    except UnicodeDecodeError as exc:
+        raise SpectheoryError(f"{fname}: not UTF-8 text ({exc.reason} at byte {exc.start})") \
+            from None
+    data = parse_json(text, fname)  # duplicate keys and NaN refused, as in instance files
     if not isinstance(data, dict):
         raise SpectheoryError(f"{fname}: not a JSON object")
+    check_keys(data, FIELDS, fname)
+    for field, valid in (("drafts", DRAFT_FIELDS), ("decisions", DECISION_FIELDS)):
+        items = data.get(field)
+        for j, item in enumerate(items if isinstance(items, list) else []):
+            if isinstance(item, dict):
+                check_keys(item, valid, f"{fname}: {field}[{j}]")
     if data.get("schema") != SCHEMA:
         raise SpectheoryError(f"{fname}: schema {data.get('schema')!r} is not {SCHEMA!r}")
     for key in ("verifier", "paths", "drafting", "instance", "name"):
@@ -403,8 +467,8 @@ def check_vectors(directory) -> list[tuple[str, str, Any, Any]]:
     """Recompute every ``*.json`` file of ``directory``; returns the mismatches as
     (file, field, file value, fresh value), one per mismatching file (empty: all match).
 
-    Raises :class:`SpectheoryError` for a directory without vector files or a file that cannot be
-    read as a vector.
+    Raises [`SpectheoryError`][spectheory.errors.SpectheoryError] for a directory without vector
+    files or a file that cannot be read as a vector.
     """
     d = Path(directory)
     if not d.is_dir():

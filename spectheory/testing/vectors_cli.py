@@ -1,38 +1,34 @@
 """``spectheory vectors export DIR`` / ``spectheory vectors check DIR`` (see
-:mod:`spectheory.testing.vectors` and ``docs/vectors.md``)."""
+[`spectheory.testing.vectors`][spectheory.testing.vectors] and ``docs/vectors.md``)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
+from ..errors import OptionError
 from ..registry import DRAFTING
 
 
-def _positive(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"{v} must be at least 1")
-    return v
-
-
-def _count(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"{v} must be at least 0")
-    return v
+def _integer(text: str) -> int:
+    """An argparse type: a decimal integer (its range is checked by `cmd_export`, before anything is
+    computed or allocated, with the limits of
+    [`spectheory.testing.vectors`][spectheory.testing.vectors])."""
+    s = text.strip()
+    if not s.lstrip("+-").isdigit() or len(s) > 30:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer")
+    return int(s)
 
 
 def cmd_export(args) -> int:
     from ..commands import user_verifier_errors
-    from .vectors import export_vectors
+    from .vectors import (MAX_VECTOR_PATHS, check_decisions, check_vector_seed,
+                          export_vectors)
 
+    if not 1 <= args.paths <= MAX_VECTOR_PATHS:
+        raise OptionError(f"--paths = {args.paths} must be an integer in 1..{MAX_VECTOR_PATHS}")
+    check_decisions(args.decisions, "--decisions")
+    check_vector_seed(args.seed, "--seed")
     users = ", ".join(n for n in args.verifier or [] if ":" in n)
     with user_verifier_errors(users):  # a module:function verifier's exception: one line
         names = export_vectors(args.directory, args.verifier, args.instances or ["battery"],
@@ -71,14 +67,15 @@ def register(sub) -> None:
     e.add_argument("--instances", nargs="+", default=None, metavar="SOURCE",
                    help="'battery' (the default battery of spectheory.testing) and/or instance "
                         "JSON files in exact fractions (default: battery)")
-    e.add_argument("--paths", type=_positive, default=2, metavar="K",
-                   help="number of paths for multi-path verifiers (default 2; single-path "
+    e.add_argument("--paths", type=_integer, default=2, metavar="K",
+                   help="number of paths for multi-path verifiers (1..20; default 2; single-path "
                         "verifiers always get 1)")
     e.add_argument("--drafting", choices=DRAFTING, default=None,
                    help="drafting scheme of multi-path verifiers (default: each one's own)")
-    e.add_argument("--decisions", type=_count, default=2,
-                   help="fixed-uniform decisions per joint draft (default 2)")
-    e.add_argument("--seed", type=int, default=0, help="seed of the uniforms (default 0)")
+    e.add_argument("--decisions", type=_integer, default=2,
+                   help="fixed-uniform decisions per joint draft (0..100; default 2)")
+    e.add_argument("--seed", type=_integer, default=0,
+                   help="seed of the uniforms (0..2^63-1; default 0)")
     e.set_defaults(func=cmd_export)
     c = vsub.add_parser("check", help="re-verify every file of a directory against a fresh "
                                       "computation (exit 1 on a mismatch)")
