@@ -5,12 +5,12 @@ only the draft), the expected common prefix length is at most
 
     sum_{i=1}^{L} P(X^i = Y^i) <= sum_{i=1}^{L} sum_{x^i} min(q(x^i), p(x^i)),
 
-since P(X^i = Y^i = x^i) <= min(q(x^i), p(x^i)); the bound is attained (couple the agreement
-masses m(x^i) = min(q, p) level by level: the mass that stops agreeing below x^i can always be
-paired off-diagonal, because the draft's and the target's leftovers q - m and p - m live on
-disjoint children). In block-efficiency units the bound is 1 + that sum: 21/9 = 1 + 12/9 on the
-two-token example p = (1/3, 2/3), q = (2/3, 1/3), L = 2. :func:`coupling_lp` solves the coupling
-LP itself on tiny instances, which checks the attainment numerically.
+since P(X^i = Y^i = x^i) <= min(q(x^i), p(x^i)); the bound is attained (couple the agreement masses
+m(x^i) = min(q, p) level by level: the mass that stops agreeing below x^i can always be paired
+off-diagonal, because the draft's and the target's leftovers q - m and p - m live on disjoint
+children). In block-efficiency units the bound is 1 + that sum: 21/9 = 1 + 12/9 on the two-token
+example p = (1/3, 2/3), q = (2/3, 1/3), L = 2. [`coupling_lp`][spectheory.lp.coupling.coupling_lp]
+solves the coupling LP itself on tiny instances, which checks the attainment numerically.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from spectheory.instances import Instance
 from .node_budget import _tables
 from .result import LPResult
 from .sparse import SparseLP, Timer, check_lp_size, concat_blocks
+from .trust import Bound, checked, single_path_bounds
 
 
 def _target_paths(p_levels, L: int, exact: bool):
@@ -46,7 +47,9 @@ def coupling_bound(instance: Instance, exact: bool = False, limit: int | None = 
     for i in range(1, L + 1):
         total = total + np.minimum(Q[i], P[i]).sum()
     opt = total if exact else float(total)
-    return LPResult("coupling", 1, opt, "closed-form", "optimal", n, 0, timer.seconds)
+    # checked (spectheory.lp.trust): at most L + 1, at least block verification's E[tau+1]
+    return checked(LPResult("coupling", 1, opt, "closed-form", "optimal", n, 0, timer.seconds),
+                   single_path_bounds(instance, exact))
 
 
 def coupling_lp(instance: Instance, exact: bool = False, limit: int | None = 200_000) -> LPResult:
@@ -71,12 +74,22 @@ def coupling_lp(instance: Instance, exact: bool = False, limit: int | None = 200
         cp += (x // V ** (L - i) == y // V ** (L + 1 - i))
     c = cp.astype(object) * one if exact else cp.astype(np.float64)
     empty = (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, dt), np.zeros(0, dt))
-    lp = SparseLP(n, c, empty, concat_blocks(eq, exact), offset=one)
+    # float solves see pi(x, y) / min(q(x), p(y)), a bound of pi (sparse.SparseLP.upper_bounds)
+    scale = np.minimum(np.asarray(Q[L], dtype=np.float64)[x],
+                       np.asarray(P[L + 1], dtype=np.float64)[y])
+    lp = SparseLP(n, c, empty, concat_blocks(eq, exact), offset=one, col_scale=scale)
     if exact:
         from .sparse import solve_exact_via_highs
 
         opt, _ = solve_exact_via_highs(lp, sympy_primal=False)
-        return LPResult("coupling", 1, opt, "exact-certificate", "optimal", n, lp.constraints,
-                        timer.seconds)
-    _, opt, status, name = lp.solve()
-    return LPResult("coupling", 1, opt, name, status, n, lp.constraints, timer.seconds)
+        res = LPResult("coupling", 1, opt, "exact-certificate", "optimal", n, lp.constraints,
+                       timer.seconds)
+    else:
+        _, opt, status, name = lp.solve()
+        res = LPResult("coupling", 1, opt, name, status, n, lp.constraints, timer.seconds,
+                       {"float_certificate": lp.last_certificate})
+    # checked (spectheory.lp.trust): at most the closed-form bound (P(X^i = Y^i = x^i) <=
+    # min(q, p)) and L + 1, at least block verification's E[tau+1]
+    return checked(res, single_path_bounds(instance, exact) + [
+        Bound("upper", coupling_bound(instance, exact).optimum,
+              "sum_i sum_x min(q(x^i), p(x^i)) + 1, closed form")])

@@ -1,15 +1,15 @@
 """Direct verifier LP: the best valid K-path verifier, by brute force over randomised maps.
 
-Drafting (``drafting="iid"``, the default): K paths X_1..X_K of length L drawn i.i.d. from q
-(with replacement, duplicates allowed); ``drafting="norep"``: the
-first tokens drawn without replacement (the ``norep`` scheme of :mod:`spectheory.multipath`);
-``drafting="hub"``: SpecHub's two paths, the draft's most probable first token a and one
-companion (K <= 2, the ``hub`` scheme of :mod:`spectheory.multipath`), so that
-``direct_lp(instance, 2, drafting="hub")`` bounds every valid verifier of SpecHub's drafts (at
-L = 1 SpecHub attains it). A K-path verifier is any
-randomised map from the drafted paths to an output block b = (y^i, a): a prefix y^i (0 <= i <= L)
-of one of the drafted paths followed by one token a (for i = L it is the bonus token). Its law is
-the table z(omega, b) = P(drafts = omega, output = b) >= 0 with sum_b z(omega, b) = P(omega).
+Drafting (``drafting="iid"``, the default): K paths X_1..X_K of length L drawn i.i.d. from q (with
+replacement, duplicates allowed); ``drafting="norep"``: the first tokens drawn without replacement
+(the ``norep`` scheme of [`spectheory.multipath`][spectheory.multipath]); ``drafting="hub"``:
+SpecHub's two paths, the draft's most probable first token a and one companion (K <= 2, the
+``hub`` scheme of [`spectheory.multipath`][spectheory.multipath]), so that
+``direct_lp(instance, 2, drafting="hub")`` bounds every valid verifier of SpecHub's drafts (at L =
+1 SpecHub attains it). A K-path verifier is any randomised map from the drafted paths to an output
+block b = (y^i, a): a prefix y^i (0 <= i <= L) of one of the drafted paths followed by one token a
+(for i = L it is the bonus token). Its law is the table z(omega, b) = P(drafts = omega, output =
+b) >= 0 with sum_b z(omega, b) = P(omega).
 
 Validity (Sun et al., arXiv 2403.10444, section 2): the block followed by target sampling up to
 length L+1 must have the target law,
@@ -48,6 +48,7 @@ from spectheory.registry import check_drafting_paths
 from .node_budget import _tables
 from .result import LPError, LPResult
 from .sparse import SparseLP, Timer, check_lp_size, concat_blocks, solve_exact_via_highs
+from .trust import checked, monotone_bound, paths_bounds
 
 DRAFTING = ("iid", "norep", "hub")
 
@@ -87,10 +88,11 @@ def _outcomes(N: int, K: int, qpath, exact: bool):
 
 def _outcomes_norep(N: int, K: int, L: int, V: int, qpath, qroot, exact: bool):
     """Root-without-replacement drafting (Jeon et al., arXiv 2402.14160; the ``norep`` scheme of
-    :mod:`spectheory.multipath`): path k's first token is drawn from q(.|c) without the first
-    tokens of paths 1..k-1 (renormalised), the rest autoregressively; if q(.|c) has only m < K
-    tokens of positive probability, paths m+1..K repeat path 1. Ordered outcomes are enumerated
-    (N^K of them) and merged into multisets (the verifier may be symmetrised, as for iid)."""
+    [`spectheory.multipath`][spectheory.multipath]): path k's first token is drawn from q(.|c)
+    without the first tokens of paths 1..k-1 (renormalised), the rest autoregressively; if q(.|c)
+    has only m < K tokens of positive probability, paths m+1..K repeat path 1. Ordered outcomes are
+    enumerated (N^K of them) and merged into multisets (the verifier may be symmetrised, as for
+    iid)."""
     from collections import defaultdict
 
     m = sum(1 for v in qroot if v != 0)
@@ -116,9 +118,9 @@ def _outcomes_norep(N: int, K: int, L: int, V: int, qpath, qroot, exact: bool):
 
 
 def _outcomes_hub(K: int, L: int, V: int, qpath, qroot, exact: bool):
-    """SpecHub's drafting (the ``hub`` scheme of :mod:`spectheory.multipath`, K <= 2): the
-    ordered outcomes of positive probability, their probabilities from
-    :func:`spectheory.multipath.draft_weight` (one copy of the scheme's law), merged into
+    """SpecHub's drafting (the ``hub`` scheme of [`spectheory.multipath`][spectheory.multipath], K
+    <= 2): the ordered outcomes of positive probability, their probabilities from
+    [`draft_weight`][spectheory.multipath.draft_weight] (one copy of the scheme's law), merged into
     multisets."""
     from collections import defaultdict
 
@@ -167,15 +169,45 @@ def build_direct(instance: Instance, paths: int = 1, exact: bool = False,
     return lp, info
 
 
-def draft_outcomes(Q, V: int, L: int, K: int, drafting: str, exact: bool):
-    """The joint draft outcomes of K paths under a drafting scheme (multisets of path indices
-    [n, K]) and their probabilities, from the draft's path probabilities ``Q`` (as from
-    :func:`lp.node_budget._tables`)."""
+def draft_outcomes(Q, V: int, L: int, K: int, drafting: str, exact: bool, merge: bool = True):
+    """The joint draft outcomes of K paths under a drafting scheme and their probabilities, from
+    the draft's path probabilities ``Q`` (as from `spectheory.lp.node_budget._tables`): multisets
+    of path indices [n, K], merged by their set of distinct paths (`merge_outcomes`) unless
+    ``merge`` is False."""
     if drafting == "iid":
-        return _outcomes(V**L, K, Q[L], exact)
-    if drafting == "hub":
-        return _outcomes_hub(K, L, V, Q[L], Q[1], exact)
-    return _outcomes_norep(V**L, K, L, V, Q[L], Q[1], exact)
+        combos, prob = _outcomes(V**L, K, Q[L], exact)
+    elif drafting == "hub":
+        combos, prob = _outcomes_hub(K, L, V, Q[L], Q[1], exact)
+    else:
+        combos, prob = _outcomes_norep(V**L, K, L, V, Q[L], Q[1], exact)
+    return merge_outcomes(combos, prob, exact) if merge else (combos, prob)
+
+
+def merge_outcomes(combos: np.ndarray, prob, exact: bool):
+    """Merge the outcomes [n, K] that draft the same set of distinct paths, adding their
+    probabilities; a merged outcome is its distinct paths, sorted, padded to K with the smallest
+    (its set of drafted prefixes is unchanged).
+
+    Exact: the direct LP (`build_direct_outcomes`) and the selection LP see an outcome only
+    through its distinct paths, and a solution for a merged outcome splits back over its members
+    in proportion to their probabilities. It keeps the LP small for many paths (K = 20 i.i.d.
+    paths over V^L = 4 sequences: 1,771 multisets, 15 sets) and removes most of the tiny
+    multinomial weights (q(x)^K) that made badly scaled rows."""
+    combos = np.sort(np.asarray(combos, dtype=np.int64), axis=1)
+    if combos.shape[1] > 1:
+        repeat = np.zeros(combos.shape, dtype=bool)
+        repeat[:, 1:] = combos[:, 1:] == combos[:, :-1]
+        combos = np.sort(np.where(repeat, combos[:, :1], combos), axis=1)
+    keys, inverse = np.unique(combos, axis=0, return_inverse=True)
+    inverse = np.asarray(inverse).reshape(-1)
+    if exact:
+        total = np.empty(len(keys), dtype=object)
+        total[:] = [Fraction(0)] * len(keys)
+        np.add.at(total, inverse, np.asarray(prob, dtype=object))
+    else:
+        total = np.bincount(inverse, weights=np.asarray(prob, dtype=np.float64),
+                            minlength=len(keys))
+    return keys.reshape(-1, combos.shape[1]), total
 
 
 def build_direct_outcomes(instance: Instance, combos: np.ndarray, prob, exact: bool = False,
@@ -256,13 +288,22 @@ def build_direct_outcomes(instance: Instance, combos: np.ndarray, prob, exact: b
 
 
 def direct_lp(instance: Instance, paths: int = 1, exact: bool = False, solver: str | None = None,
-              drafting: str = "iid", limit: int | None = None) -> LPResult:
+              drafting: str = "iid", limit: int | None = None,
+              monotone: bool = True) -> LPResult:
     """Optimum E[tau + 1] over all valid K-path verifiers (module docstring).
 
     Float mode: HiGHS (default) or cvxpy. Exact mode: HiGHS' primal and dual points rounded to
-    fractions and verified exactly as a certificate (:func:`lp.sparse.solve_exact_via_highs`,
-    falling back to sympy's rational simplex for the primal); ``solver="sympy"`` uses sympy's
-    primal directly (tiny instances).
+    fractions and verified exactly as a certificate
+    ([`solve_exact_via_highs`][spectheory.lp.sparse.solve_exact_via_highs], falling back to sympy's
+    rational simplex for the primal); ``solver="sympy"`` uses sympy's primal directly (tiny
+    instances). Float solves are returned only with a closed float certificate
+    ([`float_certificate`][spectheory.lp.sparse.SparseLP.float_certificate]).
+
+    Every optimum is checked against independent bounds before it is returned
+    ([`checked`][spectheory.lp.trust.checked]): L + 1 and the coverage bound above, block
+    verification and a registered verifier of the drafting scheme below, and (``monotone``, when
+    the LP with K - 1 paths is small) the float optimum with K - 1 paths below. An optimum outside
+    them is refused ([`UntrustedLPError`][spectheory.lp.trust.UntrustedLPError]).
     """
     timer = Timer()
     lp, info = build_direct(instance, paths, exact, drafting, limit, sympy=exact and
@@ -274,8 +315,19 @@ def direct_lp(instance: Instance, paths: int = 1, exact: bool = False, solver: s
         else:
             opt, how = solve_exact_via_highs(lp)
         info["certificate"] = how
-        return LPResult("direct", int(paths), opt, "sympy" if how == "sympy" else
-                        "exact-certificate", "optimal", lp.n, lp.constraints, timer.seconds, info)
-    _, opt, status, name = lp.solve(solver)
-    return LPResult("direct", int(paths), opt, name, status, lp.n, lp.constraints,
-                    timer.seconds, info)
+        res = LPResult("direct", int(paths), opt, "sympy" if how == "sympy" else
+                       "exact-certificate", "optimal", lp.n, lp.constraints, timer.seconds, info)
+    else:
+        _, opt, status, name = lp.solve(solver)
+        info["float_certificate"] = lp.last_certificate
+        res = LPResult("direct", int(paths), opt, name, status, lp.n, lp.constraints,
+                       timer.seconds, info)
+    K = int(paths)
+    skipped: list = []
+    bounds = paths_bounds(instance, K, drafting, exact, "direct", skipped)
+    if monotone:
+        V, L = instance.vocab_size, instance.block_length
+        bounds += monotone_bound(
+            lambda: direct_lp(instance, K - 1, drafting=drafting, limit=limit, monotone=False),
+            K, direct_size(V, L, K - 1)[0] if K > 1 else 0, skipped)
+    return checked(res, bounds, skipped)

@@ -1,8 +1,9 @@
 """Compact node-budget relaxation for K i.i.d. draft paths, and the L = 1 closed form.
 
 Compact LP (an upper bound on the best valid K-path verifier). Take the node-budget LP of
-:mod:`lp.node_budget` in its reduced form (variables M(s), 1 <= |s| <= L, with target matching
-substituted: M(s, a) <= p(a|s) M(s)) and replace "M(s) <= q(s)" by coverage constraints: for every depth j and every set S of depth-j sequences,
+[`spectheory.lp.node_budget`][spectheory.lp.node_budget] in its reduced form (variables M(s), 1
+<= |s| <= L, with target matching substituted: M(s, a) <= p(a|s) M(s)) and replace "M(s) <= q(s)"
+by coverage constraints: for every depth j and every set S of depth-j sequences,
 
     sum_{s in S} M(s) <= f(S) = 1 - (1 - q(S))^K,
 
@@ -18,17 +19,19 @@ so g(t) = min over lambda of (a_lambda + lambda t) and
 whose inner maximum is the threshold set {s : M(s) / q(s) > lambda}. So the most violated set is
 a prefix of the sequences sorted by M(s) / q(s) (decreasing); all depth-j prefixes are scanned.
 
-The relaxation is an upper bound on the direct K-path LP (:func:`lp.direct.direct_lp`). It is
-tight for K = 1 (coverage of singletons is M(s) <= q(s) and sets add nothing) and for L = 1, where
-both equal the closed form of Hu et al. (arXiv 2502.18779, "Towards optimal multi-draft
-speculative decoding", the dual of the optimal-transport LP):
+The relaxation is an upper bound on the direct K-path LP
+([`direct_lp`][spectheory.lp.direct.direct_lp]). It is tight for K = 1 (coverage of singletons is
+M(s) <= q(s) and sets add nothing) and for L = 1, where both equal the closed form of Hu et al.
+(arXiv 2502.18779, "Towards optimal multi-draft speculative decoding", the dual of the
+optimal-transport LP):
 
     alpha* = min_{H subset of vocab} [ p(H) + 1 - q(H)^K ],      E[tau + 1] = 1 + alpha*,
 
 (1 - q(H)^K is the chance that some draft falls outside H). By the same concavity argument the
 minimising H is a lower threshold set of p(a)/q(a), so V + 1 candidate sets suffice
-(:func:`multidraft_acceptance_L1`). With L >= 2 and K >= 2 the relaxation can exceed the direct LP:
-the coverage constraints only see one depth at a time, not how the K paths share prefixes.
+([`multidraft_acceptance_L1`][spectheory.lp.multipath.multidraft_acceptance_L1]). With L >= 2 and
+K >= 2 the relaxation can exceed the direct LP: the coverage constraints only see one depth at a
+time, not how the K paths share prefixes.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from spectheory.instances import Instance
 from .node_budget import build_node_budget_reduced
 from .result import LPError, LPResult
 from .sparse import SparseLP, Timer
+from .trust import checked, paths_bounds
 
 #: A coverage constraint counts as violated above this (absolute, in probability units).
 SEPARATION_TOL = 1e-8
@@ -77,12 +81,12 @@ def multipath_lp(instance: Instance, paths: int = 2, solver: str | None = None,
     """Optimum E[tau + 1] of the compact K-path relaxation (module docstring), float64, by
     cutting planes, stopped when no coverage constraint is violated by more than ``tol``.
 
-    A violated set S found by :func:`separate` at depth j is cut off with the tangent of g at
-    t0 = q(S), slope lam = g'(t0), intercept h = g(t0) - lam t0: since g <= tangent,
-    M(S') <= h + lam q(S') for EVERY depth-j set S', i.e. sum_s (M(s) - lam q(s))^+ <= h, which
-    is written with auxiliary u(s) >= M(s) - lam q(s), u >= 0, sum_s u(s) <= h (only for s with
-    p(s) > lam q(s); elsewhere M(s) <= p(s) makes the term 0). The tangent cut is implied by the
-    coverage constraints (the relaxation is unchanged) and is tight at S, but it removes a whole
+    A violated set S found by [`separate`][spectheory.lp.multipath.separate] at depth j is cut off
+    with the tangent of g at t0 = q(S), slope lam = g'(t0), intercept h = g(t0) - lam t0: since g <=
+    tangent, M(S') <= h + lam q(S') for EVERY depth-j set S', i.e. sum_s (M(s) - lam q(s))^+ <= h,
+    which is written with auxiliary u(s) >= M(s) - lam q(s), u >= 0, sum_s u(s) <= h (only for s
+    with p(s) > lam q(s); elsewhere M(s) <= p(s) makes the term 0). The tangent cut is implied by
+    the coverage constraints (the relaxation is unchanged) and is tight at S, but it removes a whole
     family of sets at once: adding single-set cuts instead tails off for hundreds of rounds.
     ``details`` reports rounds, tangent cuts and auxiliary variables added.
     """
@@ -121,7 +125,7 @@ def multipath_lp(instance: Instance, paths: int = 2, solver: str | None = None,
                       (np.concatenate(rows), np.concatenate(cols), np.concatenate(vals),
                        np.concatenate(rhs)), base.eq, offset=base.offset,
                       col_scale=np.concatenate(scale))
-        x, opt, status, name = lp.solve(solver)
+        x, opt, status, name = solved = lp.solve(solver, certify=False)
         new = 0
         for j in range(1, L + 1):
             Mj = x[moff[j]:moff[j] + V**j]
@@ -155,22 +159,31 @@ def multipath_lp(instance: Instance, paths: int = 2, solver: str | None = None,
             raise LPError(f"multipath LP: separation did not converge in {max_rounds} rounds")
     if bar is not None:
         bar.close()
-    return LPResult("multipath", K, opt, name, status, lp.n, lp.constraints, timer.seconds,
-                    {"rounds": rounds, "tangent_cuts": sum(len(t) for t in tangents.values()),
-                     "auxiliary_variables": n - n0, "nonzeros": lp.nonzeros})
+    # the last round's point satisfies every coverage constraint (within tol), so the optimum
+    # of its LP is the relaxation's: that solve is the one certified (re-solved if need be)
+    x, opt, status, name = lp.recertify(solver, solved)
+    res = LPResult("multipath", K, opt, name, status, lp.n, lp.constraints, timer.seconds,
+                   {"rounds": rounds, "tangent_cuts": sum(len(t) for t in tangents.values()),
+                    "auxiliary_variables": n - n0, "nonzeros": lp.nonzeros,
+                    "float_certificate": lp.last_certificate})
+    # checked (spectheory.lp.trust): at most L + 1 and the singleton-coverage bound (the first
+    # round's LP), at least block verification and SpecInfer (the relaxation bounds the direct LP)
+    skipped: list = []
+    return checked(res, paths_bounds(instance, K, "iid", False, "multipath", skipped), skipped)
 
 
 def multidraft_acceptance_L1(p, q, paths: int):
     """Hu et al.'s optimal acceptance probability for K i.i.d. drafts of one token:
     alpha* = min_H [p(H) + 1 - q(H)^K] over lower threshold sets H of p/q (exact for Fraction
     inputs). Returns (alpha*, H as a sorted tuple of token ids). The one implementation is the
-    core's :func:`spectheory.bounds.optimal_acceptance`."""
+    core's [`optimal_acceptance`][spectheory.bounds.optimal_acceptance]."""
     return optimal_acceptance(p, q, paths, "iid")
 
 
 def optimal_multidraft_L1(instance: Instance, paths: int = 2, exact: bool = False) -> LPResult:
-    """Closed form E[tau + 1] = 1 + alpha* for an L = 1 instance (Hu et al., arXiv 2502.18779),
-    to compare with :func:`direct_lp` / :func:`multipath_lp` (they agree for L = 1)."""
+    """Closed form E[tau + 1] = 1 + alpha* for an L = 1 instance (Hu et al., arXiv 2502.18779), to
+    compare with [`direct_lp`][spectheory.lp.direct.direct_lp] /
+    [`multipath_lp`][spectheory.lp.multipath.multipath_lp] (they agree for L = 1)."""
     timer = Timer()
     if instance.block_length != 1:
         raise InstanceError(f"the closed form is for block length 1, got L = "
@@ -180,5 +193,10 @@ def optimal_multidraft_L1(instance: Instance, paths: int = 2, exact: bool = Fals
     q = list(inst.draft.level(0)[0])
     alpha, H = multidraft_acceptance_L1(p, q, paths)
     opt = 1 + alpha if exact else 1.0 + float(alpha)
-    return LPResult("multidraft-L1", int(paths), opt, "closed-form", "optimal",
-                    instance.vocab_size, 0, timer.seconds, {"acceptance": alpha, "H": H})
+    res = LPResult("multidraft-L1", int(paths), opt, "closed-form", "optimal",
+                   instance.vocab_size, 0, timer.seconds, {"acceptance": alpha, "H": H})
+    # checked (spectheory.lp.trust): at most 1 + sum_a min(p(a), 1 - (1 - q(a))^K), at least
+    # token (= block) verification's 1 + sum_a min(p(a), q(a))
+    skipped: list = []
+    return checked(res, paths_bounds(inst, int(paths), "iid", exact, "multidraft-L1", skipped),
+                   skipped)

@@ -8,8 +8,8 @@ every sequence s with 1 <= |s| <= L+1,
 
 Validity (the block followed by target sampling has law p(y^{L+1})) holds iff every marginal
 matches: P(first j tokens = s) = (p(s) - M(s)) + M(s). Writing E(s) = D(s) - M(s) >= 0 for the
-probability that the block is exactly s, the completion recursion of :mod:`spectheory.exact`
-gives E(s, a) = p(a|s) M(s) - M(s, a), i.e. the LP
+probability that the block is exactly s, the completion recursion of
+[`spectheory.exact`][spectheory.exact] gives E(s, a) = p(a|s) M(s) - M(s, a), i.e. the LP
 
     maximise   sum_{1 <= |s| <= L+1} D(s)                      ( = E[tau + 1] )
     subject to D(s, a) = p(a|s) M(s)   for 0 <= |s| <= L, every a   (target matching)
@@ -20,11 +20,11 @@ gives E(s, a) = p(a|s) M(s) - M(s, a), i.e. the LP
                M(s) <= D(s)            for 1 <= |s| <= L            (E(s) >= 0)
                D >= 0,                 M(empty) = 1.
 
-This restates the theorem's LP, checked here by the derivation above (it is exactly
-"E(s) >= 0 and marginals of the completed output equal p's") and numerically: its optimum equals
-block verification's E[tau + 1] from :func:`spectheory.exact.analyze` (tests/test_lp_node_budget.py).
-Every valid verifier, whatever it observes, gives a feasible point (its D, M), so the optimum
-bounds all of them.
+This restates the theorem's LP, checked here by the derivation above (it is exactly "E(s) >= 0 and
+marginals of the completed output equal p's") and numerically: its optimum equals block
+verification's E[tau + 1] from [`analyze`][spectheory.exact.analyze] (tests/test_lp_node_budget.py).
+Every valid verifier, whatever it observes, gives a feasible point (its D, M), so the optimum bounds
+all of them.
 
 Closed form. Substituting D(s, a) = p(a|s) M(s) leaves: maximise sum_{1<=|s|<=L} M(s) subject to
 0 <= M(s) <= min(q(s), p(a|s^-) M(s^-)). The objective is increasing and a larger parent only
@@ -32,12 +32,13 @@ loosens its children, so the pointwise-largest feasible point
 
     M*(s) = min(q(s), p(s_last | s^-) M*(s^-)),   M*(empty) = 1
 
-is optimal; on the paper's example (p = (1/3, 2/3), q = (2/3, 1/3), L = 2) it gives
-E[tau + 1] = 1 + 11/9 = 20/9. A matching dual is built backwards: with
-g(s) = 1 + sum_a p(a|s) beta(s, a) (beta = 0 below depth L), put alpha(s) = g(s), beta(s) = 0
-where M*(s) = q(s) and beta(s) = g(s), alpha(s) = 0 otherwise; the equality rows get
-y(s, a) = 1 + beta(s, a) (1 at depth L+1). Complementary slackness holds by construction, and
-:meth:`lp.sparse.SparseLP.check_certificate` verifies the pair exactly in rationals.
+is optimal; on the paper's example (p = (1/3, 2/3), q = (2/3, 1/3), L = 2) it gives E[tau + 1] = 1 +
+11/9 = 20/9. A matching dual is built backwards: with g(s) = 1 + sum_a p(a|s) beta(s, a) (beta = 0
+below depth L), put alpha(s) = g(s), beta(s) = 0 where M*(s) = q(s) and beta(s) = g(s), alpha(s) = 0
+otherwise; the equality rows get y(s, a) = 1 + beta(s, a) (1 at depth L+1). Complementary slackness
+holds by construction, and
+[`SparseLP.check_certificate`][spectheory.lp.sparse.SparseLP.check_certificate] verifies the pair
+exactly in rationals.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from spectheory.instances import Instance
 
 from .result import LPError, LPResult
 from .sparse import SparseLP, Timer, check_lp_size, concat_blocks
+from .trust import Bound, checked, single_path_bounds
 
 
 def _tables(instance: Instance, exact: bool):
@@ -71,8 +73,9 @@ def node_budget_size(V: int, L: int) -> tuple[int, int]:
 
 
 def build_node_budget(instance: Instance, exact: bool = False, limit: int | None = None):
-    """The node-budget LP as a :class:`SparseLP` over the variables D (levels 1..L+1, each in
-    lexicographic order, level j at offset sum_{i<j} V^i - 1); also returns (p_levels, Q, off)."""
+    """The node-budget LP as a [`SparseLP`][spectheory.lp.sparse.SparseLP] over the variables D
+    (levels 1..L+1, each in lexicographic order, level j at offset sum_{i<j} V^i - 1); also returns
+    (p_levels, Q, off)."""
     V, L = instance.vocab_size, instance.block_length
     n, nnz = node_budget_size(V, L)
     check_lp_size(n, nnz, "node-budget LP", limit, "exact" if exact else "float",
@@ -133,7 +136,8 @@ def greedy_budgets(p_levels, Q, L: int):
 
 def certificate(lp_tables, L: int, V: int):
     """Rational primal point D* and dual point (y, lambda) for the LP of
-    :func:`build_node_budget` (see the module docstring)."""
+    [`build_node_budget`][spectheory.lp.node_budget.build_node_budget] (see the module
+    docstring)."""
     p_levels, Q, off = lp_tables
     M, D = greedy_budgets(p_levels, Q, L)
     x = np.concatenate([D[j] for j in range(1, L + 2)])
@@ -160,15 +164,35 @@ def node_budget_lp(instance: Instance, exact: bool = False, solver: str | None =
     Float mode solves a sparse LP with ``solver`` ("highs", the default and faster route, or
     "cvxpy"), in ``form`` "reduced" (default: variables M(s), 1 <= |s| <= L, target matching
     substituted; 6 s for V = 4, L = 9) or "full" (the literal LP over all D(s), 1 <= |s| <= L+1;
-    much slower in HiGHS at large sizes, same optimum); ``solver="closed-form"`` returns the
-    greedy optimum without an LP solve; ``solver="certificate"`` returns the closed-form optimum
-    after checking it against a constructed dual, row by row, without building the LP
-    (:func:`lp.certificate.certify_node_budget`; float64 with tolerance 1e-12, or exact
-    rationals; the size guard applies to the full form). Exact mode builds the full LP in rationals and returns
-    the optimum only after verifying a primal/dual certificate exactly (``solver``
-    "exact-certificate"); ``solver="sympy"`` instead takes sympy's rational simplex primal
-    (tiny instances).
+    much slower in HiGHS at large sizes, same optimum); ``solver="closed-form"`` returns the greedy
+    optimum without an LP solve; ``solver="certificate"`` returns the closed-form optimum after
+    checking it against a constructed dual, row by row, without building the LP
+    ([`certify_node_budget`][spectheory.lp.certificate.certify_node_budget]; float64 with tolerance
+    1e-12, or exact rationals; the size guard applies to the full form). Exact mode builds the full
+    LP in rationals and returns the optimum only after verifying a primal/dual certificate exactly
+    (``solver`` "exact-certificate"); ``solver="sympy"`` instead takes sympy's rational simplex
+    primal (tiny instances).
+
+    Every optimum is checked before it is returned ([`checked`][spectheory.lp.trust.checked]): it
+    must equal block verification's E[tau + 1] computed in closed form from the instance (within
+    `BOUND_TOL` in float, exactly in rationals) and be at most L + 1. The matrix-free
+    ``certificate`` route, meant for instances too big to hold twice, is checked against
+    1 <= optimum <= L + 1 only (its certificate is the closed form).
     """
+    res = _node_budget_lp(instance, exact, solver, limit, form)
+    if res.solver == "certificate":
+        one = Fraction(1) if isinstance(res.optimum, Fraction) else 1.0
+        return checked(res, [Bound("upper", one * (instance.block_length + 1), "L + 1"),
+                             Bound("lower", one, "E[tau+1] >= 1")],
+                       ["block verification's closed form: the certificate's own primal"])
+    bounds = single_path_bounds(instance, exact)
+    bounds.append(Bound("upper", bounds[1].value, "block verification's E[tau+1], closed form "
+                        "(the LP's optimum, Thomas & Pal Thm 3.3)"))
+    return checked(res, bounds)
+
+
+def _node_budget_lp(instance: Instance, exact: bool, solver: str | None, limit: int | None,
+                    form: str) -> LPResult:
     timer = Timer()
     V, L = instance.vocab_size, instance.block_length
     if form not in ("reduced", "full"):
@@ -210,6 +234,7 @@ def node_budget_lp(instance: Instance, exact: bool = False, solver: str | None =
         return LPResult("node-budget", 1, opt, "closed-form", "optimal", lp.n, lp.constraints,
                         timer.seconds, info)
     _, opt, status, name = lp.solve(solver)
+    info["float_certificate"] = lp.last_certificate
     return LPResult("node-budget", 1, opt, name, status, lp.n, lp.constraints, timer.seconds,
                     info)
 

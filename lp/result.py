@@ -1,4 +1,4 @@
-"""The result record every LP in :mod:`lp` returns, and the LP error type.
+"""The result record every LP in [`spectheory.lp`][spectheory.lp] returns, and the LP error type.
 
 Every ``optimum`` is in block-efficiency units, E[tau + 1] (tokens produced per target call): an
 LP whose natural objective is E[tau] reports that value plus one.
@@ -14,20 +14,23 @@ from spectheory.errors import SpectheoryError
 
 
 class LPError(SpectheoryError):
-    """A solve that did not end at a certified optimum (infeasible, unbounded, solver failure)."""
+    """A solve that did not end at a certified optimum: a solver failure (every LP here is feasible
+    and bounded by construction, so "infeasible" from a solver is a numerical failure), an
+    uncertified float point, an exact certificate not found, or an optimum outside its
+    independent bounds (`spectheory.lp.trust.UntrustedLPError`)."""
 
 
 @dataclass
 class LPResult:
     """One solved problem.
 
-    ``problem``: "node-budget", "direct", "coupling", "multipath" or "selection"; ``paths``: K, the number of
-    drafted paths; ``optimum``: E[tau + 1] at the optimum (a :class:`fractions.Fraction` when the
+    ``problem``: "node-budget", "direct", "coupling", "multipath" or "selection"; ``paths``: K, the
+    number of drafted paths; ``optimum``: E[tau + 1] at the optimum (a `fractions.Fraction` when the
     solve was exact, else a float); ``solver``: which route produced it (``highs``, ``cvxpy``,
     ``closed-form``, ``exact-certificate``, ``sympy``, ...); ``status``: ``optimal`` (or the
-    solver's wording of it); ``variables``/``constraints``: problem size as solved (constraint
-    rows, not counting the sign bounds x >= 0); ``seconds``: wall time of build + solve.
-    ``details`` holds extra, problem-specific facts (not part of :meth:`to_json`).
+    solver's wording of it); ``variables``/``constraints``: problem size as solved (constraint rows,
+    not counting the sign bounds x >= 0); ``seconds``: wall time of build + solve. ``details`` holds
+    extra, problem-specific facts (not part of [`to_json`][spectheory.lp.result.LPResult.to_json]).
     """
 
     problem: str
@@ -59,8 +62,18 @@ class LPResult:
         }
 
     def summary(self) -> str:
+        """One line: the optimum (with the dual bound's gap of a float certificate, and the
+        tightest independent bounds it was checked against), solver, status, size and time."""
         opt = (f"{self.optimum} (= {float(self.optimum):.10f})" if self.exact
                else f"{float(self.optimum):.10f}")
+        cert = self.details.get("float_certificate")
+        if cert is not None:
+            opt += f" (dual bound {cert['dual_bound']:.10f})"
+        bounds = self.details.get("bounds")
+        checks = ""
+        if bounds and bounds["lower"] is not None and bounds["upper"] is not None:
+            checks = (f"; within the independent bounds [{float(bounds['lower'].value):.10f}, "
+                      f"{float(bounds['upper'].value):.10f}]")
         return (f"{self.problem} LP, K = {self.paths}: optimum E[tau+1] = {opt}; solver "
-                f"{self.solver}, status {self.status}; {self.variables:,} variables, "
+                f"{self.solver}, status {self.status}{checks}; {self.variables:,} variables, "
                 f"{self.constraints:,} constraints; {self.seconds:.3f} s")

@@ -18,9 +18,10 @@ LP with draft path probabilities Q(s) = sum_{x extends s} Q(x) (Thomas & Pal, Th
     s.t.      M(s) <= Q(s),  M(a) <= p(a),  M(s a) <= p(a | s) M(s),  M >= 0.
 
 Taking Q as variables through s(omega, x) makes the best member of the class one LP (the node-budget
-optimum is concave in Q, the feasible Q convex). As in :mod:`lp.direct` it suffices to optimise over
-multisets omega of paths (averaging a rule over permutations of the paths keeps Q). Its optimum lies
-between GBV's E[tau + 1] and the direct LP's optimum over all valid K-path verifiers.
+optimum is concave in Q, the feasible Q convex). As in
+[`spectheory.lp.direct`][spectheory.lp.direct] it suffices to optimise over multisets omega of paths
+(averaging a rule over permutations of the paths keeps Q). Its optimum lies between GBV's E[tau + 1]
+and the direct LP's optimum over all valid K-path verifiers.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from .direct import DRAFTING, draft_outcomes
 from .node_budget import _tables
 from .result import LPError, LPResult
 from .sparse import SparseLP, Timer, check_lp_size, concat_blocks, solve_exact_via_highs
+from .trust import checked, monotone_bound, paths_bounds
 
 
 def selection_size(V: int, L: int, K: int) -> tuple[int, int]:
@@ -48,8 +50,8 @@ def selection_size(V: int, L: int, K: int) -> tuple[int, int]:
 
 def build_selection(instance: Instance, paths: int, exact: bool = False,
                     drafting: str = "iid", limit: int | None = None):
-    """The selection-rule LP as a :class:`lp.sparse.SparseLP`; variables s(omega, x) for each
-    multiset omega and each distinct path x in it, then M(s) depth by depth."""
+    """The selection-rule LP as a [`SparseLP`][spectheory.lp.sparse.SparseLP]; variables s(omega, x)
+    for each multiset omega and each distinct path x in it, then M(s) depth by depth."""
     if isinstance(paths, bool) or not isinstance(paths, int) or paths < 1:
         raise LPError(f"paths = {paths!r} must be a positive integer")
     if drafting not in DRAFTING:
@@ -113,8 +115,9 @@ def build_selection(instance: Instance, paths: int, exact: bool = False,
 
 
 def induced_law(lp_x, info: dict, vocab_size: int, block_length: int):
-    """The induced law Q(x) [V^L] of a solution ``lp_x`` of :func:`build_selection` (``info`` is
-    its second result: the path of each selection variable)."""
+    """The induced law Q(x) [V^L] of a solution ``lp_x`` of
+    [`build_selection`][spectheory.lp.selection.build_selection] (``info`` is its second result: the
+    path of each selection variable)."""
     path = info["selected_path"]
     law = np.zeros(vocab_size**block_length,
                    dtype=object if isinstance(lp_x[0], Fraction) else np.float64)
@@ -124,24 +127,42 @@ def induced_law(lp_x, info: dict, vocab_size: int, block_length: int):
 
 def selection_lp(instance: Instance, paths: int = 2, exact: bool = False,
                  solver: str | None = None, drafting: str = "iid",
-                 limit: int | None = None) -> LPResult:
-    """Optimum E[tau + 1] of the best "select a path, then block-verify it against its induced
-    law" K-path verifier (module docstring). Float: HiGHS (default) or cvxpy; exact: HiGHS' point
-    rounded to fractions and verified as a certificate (:func:`lp.sparse.solve_exact_via_highs`).
-    ``details["induced_law"]`` holds the optimal Q over V^L (float solves), ``details[
-    "selected_path"]`` the path of each selection variable."""
+                 limit: int | None = None, monotone: bool = True) -> LPResult:
+    """Optimum E[tau + 1] of the best "select a path, then block-verify it against its induced law"
+    K-path verifier (module docstring). Float: HiGHS (default) or cvxpy; exact: HiGHS' point rounded
+    to fractions and verified as a certificate
+    ([`solve_exact_via_highs`][spectheory.lp.sparse.solve_exact_via_highs]).
+    ``details["induced_law"]`` holds the optimal Q over V^L (float solves),
+    ``details[ "selected_path"]`` the path of each selection variable.
+
+    The optimum is checked before it is returned ([`checked`][spectheory.lp.trust.checked]):
+    L + 1 and the coverage bound above (the class is below the direct LP), block verification of
+    path 1 and (i.i.d.) GBV below, both members of the class, and (``monotone``, when small) the
+    float optimum with K - 1 paths below."""
     timer = Timer()
     lp, info = build_selection(instance, paths, exact, drafting, limit)
     if exact:
         opt, how = solve_exact_via_highs(lp)
         info["certificate"] = how
-        return LPResult("selection", int(paths), opt, "exact-certificate", "optimal", lp.n,
-                        lp.constraints, timer.seconds, info)
-    x, opt, status, name = lp.solve(solver)
-    info["induced_law"] = induced_law(np.asarray(x), info, instance.vocab_size,
-                                      instance.block_length)
-    return LPResult("selection", int(paths), opt, name, status, lp.n, lp.constraints,
-                    timer.seconds, info)
+        res = LPResult("selection", int(paths), opt, "exact-certificate", "optimal", lp.n,
+                       lp.constraints, timer.seconds, info)
+    else:
+        x, opt, status, name = lp.solve(solver)
+        info["induced_law"] = induced_law(np.asarray(x), info, instance.vocab_size,
+                                          instance.block_length)
+        info["float_certificate"] = lp.last_certificate
+        res = LPResult("selection", int(paths), opt, name, status, lp.n, lp.constraints,
+                       timer.seconds, info)
+    K = int(paths)
+    skipped: list = []
+    bounds = paths_bounds(instance, K, drafting, exact, "selection", skipped)
+    if monotone:
+        V, L = instance.vocab_size, instance.block_length
+        bounds += monotone_bound(
+            lambda: selection_lp(instance, K - 1, drafting=drafting, limit=limit,
+                                 monotone=False),
+            K, selection_size(V, L, K - 1)[0] if K > 1 else 0, skipped)
+    return checked(res, bounds, skipped)
 
 
 __all__ = ["build_selection", "induced_law", "selection_lp", "selection_size"]

@@ -1,23 +1,23 @@
 """Direct verifier LP for a draft tree: the best valid verifier for a tree drafting scheme.
 
-A drafting scheme on a tree shape (:mod:`spectheory.trees`: ``iid``, ``norep`` or ``topk``
-children at every node) induces a law over joint draft outcomes omega (a token on every edge).
-A verifier is any randomised map from omega to an output block b = (y^i, a): a drafted node y^i
-of omega (the root included) followed by one token a. Its law is z(omega, b) >= 0 with
-sum_b z(omega, b) = P(omega), and validity is the direct LP's (Sun et al., arXiv 2403.10444,
-section 2; :mod:`lp.direct`):
+A drafting scheme on a tree shape ([`spectheory.trees`][spectheory.trees]: ``iid``, ``norep`` or
+``topk`` children at every node) induces a law over joint draft outcomes omega (a token on every
+edge). A verifier is any randomised map from omega to an output block b = (y^i, a): a drafted node
+y^i of omega (the root included) followed by one token a. Its law is z(omega, b) >= 0 with sum_b
+z(omega, b) = P(omega), and validity is the direct LP's (Sun et al., arXiv 2403.10444, section 2;
+[`spectheory.lp.direct`][spectheory.lp.direct]):
 
     sum_b E(b) p(y_{|b|+1..D+1} | b) [b is a prefix of y] = p(y),  E(b) = sum_omega z(omega, b),
 
-maximising E[tau + 1] = sum_b |b| E(b). The LP is :func:`lp.direct.build_direct_outcomes` on the
-tree's outcomes, each given by its K leaf paths with their lengths (a tree may have leaves at
-different depths; D is the deepest, and a path of length d offers only its prefixes up to d).
-Outcomes with the same set of drafted nodes are merged (their probabilities added): the
-verifier's output may depend on omega only through the drafted nodes without loss (averaging a
-solution over a class keeps it feasible with the same value). Every tree verifier's E[tau + 1] is
-at most this optimum; for a chain (K = 1) it equals the node-budget LP's optimum, block
-verification; under ``topk`` drafting it is 1 + sum over drafted nodes v of p(v), which the top-k
-rule attains (tests, uneven trees included).
+maximising E[tau + 1] = sum_b |b| E(b). The LP is
+[`build_direct_outcomes`][spectheory.lp.direct.build_direct_outcomes] on the tree's outcomes, each
+given by its K leaf paths with their lengths (a tree may have leaves at different depths; D is the
+deepest, and a path of length d offers only its prefixes up to d). Outcomes with the same set of
+drafted nodes are merged (their probabilities added): the verifier's output may depend on omega only
+through the drafted nodes without loss (averaging a solution over a class keeps it feasible with the
+same value). Every tree verifier's E[tau + 1] is at most this optimum; for a chain (K = 1) it equals
+the node-budget LP's optimum, block verification; under ``topk`` drafting it is 1 + sum over drafted
+nodes v of p(v), which the top-k rule attains (tests, uneven trees included).
 
 Sizes: the outcomes are enumerated (V**E for E drafted nodes under ``iid`` / ``norep``, one under
 ``topk``), then the LP has sum over merged outcomes of V * (drafted nodes + 1) plus
@@ -40,6 +40,7 @@ from spectheory.trees import _check_drafting, _outcome_weight, _topk_outcome, tr
 from .direct import build_direct_outcomes
 from .result import LPResult
 from .sparse import Timer, check_lp_size, solve_exact_via_highs
+from .trust import checked, tree_bounds
 
 #: Largest number of joint outcomes enumerated before merging.
 MAX_TREE_OUTCOMES = 2**20
@@ -52,9 +53,10 @@ def tree_outcomes(instance: Instance, shape, drafting: str = "iid", exact: bool 
 
     With ``with_lengths`` the result is (paths, lengths, probabilities): ``lengths`` [n, K] the
     depth of each path's leaf, its index read as that prefix padded with token 0 (the form of
-    :func:`lp.direct.build_direct_outcomes`). A tree whose leaves are at different depths needs
-    it (a path shorter than D has no index in V**D of its own). Outcomes are merged by their
-    set of drafted nodes, which the paths that are no other path's prefix determine."""
+    [`build_direct_outcomes`][spectheory.lp.direct.build_direct_outcomes]). A tree whose leaves are
+    at different depths needs it (a path shorter than D has no index in V**D of its own). Outcomes
+    are merged by their set of drafted nodes, which the paths that are no other path's prefix
+    determine."""
     tree = tree_shape(shape)
     _check_drafting(drafting)
     if not (with_lengths or tree.uniform):
@@ -120,15 +122,15 @@ def tree_lp(instance: Instance, shape, drafting: str = "iid", exact: bool = Fals
     ----------
     instance : Instance
         Draft and target tables; the block length is the tree's depth.
-    shape : any form of :func:`spectheory.trees.tree_shape` (branching factors "2,2", a
+    shape : any form of [`tree_shape`][spectheory.trees.tree_shape] (branching factors "2,2", a
         choices list, ``{"parents": [...]}``, a graph, a TreeShape); leaves may be at
         different depths
     drafting : {"iid", "norep", "topk"}
     exact : bool
         Float: HiGHS. Exact: HiGHS' primal and dual rounded to fractions and verified as a
-        certificate (:func:`lp.sparse.solve_exact_via_highs`).
+        certificate ([`solve_exact_via_highs`][spectheory.lp.sparse.solve_exact_via_highs]).
     limit : int, optional
-        Largest number of LP variables (:func:`lp.sparse.check_lp_size`).
+        Largest number of LP variables ([`check_lp_size`][spectheory.lp.sparse.check_lp_size]).
     """
     timer = Timer()
     tree = tree_shape(shape)
@@ -147,11 +149,16 @@ def tree_lp(instance: Instance, shape, drafting: str = "iid", exact: bool = Fals
     if exact:
         opt, how = solve_exact_via_highs(lp)
         info["certificate"] = how
-        return LPResult("tree", tree.paths, opt, "sympy" if how == "sympy" else
-                        "exact-certificate", "optimal", lp.n, lp.constraints, timer.seconds, info)
-    _, opt, status, name = lp.solve(solver)
-    return LPResult("tree", tree.paths, opt, name, status, lp.n, lp.constraints, timer.seconds,
-                    info)
+        res = LPResult("tree", tree.paths, opt, "sympy" if how == "sympy" else
+                       "exact-certificate", "optimal", lp.n, lp.constraints, timer.seconds, info)
+    else:
+        _, opt, status, name = lp.solve(solver)
+        info["float_certificate"] = lp.last_certificate
+        res = LPResult("tree", tree.paths, opt, name, status, lp.n, lp.constraints,
+                       timer.seconds, info)
+    skipped: list = []
+    return checked(res, tree_bounds(inst, tree, drafting, combos, lengths, prob, exact, skipped),
+                   skipped)
 
 
 __all__ = ["MAX_TREE_OUTCOMES", "tree_lp", "tree_outcomes"]
