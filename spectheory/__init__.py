@@ -2,18 +2,20 @@
 
 Core objects are plain arrays and pure functions:
 
-* :mod:`spectheory.models` / :mod:`spectheory.instances`: conditional tables and the JSON format;
-* :mod:`spectheory.verifiers`: one batched implementation per verifier, returning a
-  :class:`spectheory.law.Law`;
-* :mod:`spectheory.registry`: the one verifier protocol for 1 and K paths (:class:`VerifierSpec`,
-  names, ``module:function``, entry points);
-* :mod:`spectheory.exact`: the exact law of a verifier's output over the sequence tree, in float64
-  or exact rationals, for 1 or K paths, and the losslessness checker;
-* :mod:`spectheory.sampling`: one generic sampling step on top of a law;
-* :func:`set_threads`: torch's CPU threads (default 1 on machines with at most 2 cores, or
-  ``SPECTHEORY_THREADS``; see :mod:`spectheory.threads`); :func:`keep_freed_memory`: let the
-  C allocator reuse freed memory (large temporaries then do not page-fault; the command line
-  does this; see :mod:`spectheory.allocator`).
+* [`spectheory.models`][spectheory.models] / [`spectheory.instances`][spectheory.instances]:
+  conditional tables and the JSON format;
+* [`spectheory.verifiers`][spectheory.verifiers]: one batched implementation per verifier, returning
+  a [`Law`][spectheory.law.Law];
+* [`spectheory.registry`][spectheory.registry]: the one verifier protocol for 1 and K paths
+  ([`VerifierSpec`][spectheory.registry.VerifierSpec], names, ``module:function``, entry points);
+* [`spectheory.exact`][spectheory.exact]: the exact law of a verifier's output over the sequence
+  tree, in float64 or exact rationals, for 1 or K paths, and the losslessness checker;
+* [`spectheory.sampling`][spectheory.sampling]: one generic sampling step on top of a law;
+* [`set_threads`][spectheory.threads.set_threads]: torch's CPU threads (default 1 on machines with
+  at most 2 cores, or ``SPECTHEORY_THREADS``; see [`spectheory.threads`][spectheory.threads]);
+  [`keep_freed_memory`][spectheory.allocator.keep_freed_memory]: let the C allocator reuse freed
+  memory (large temporaries then do not page-fault; the command line does this; see
+  [`spectheory.allocator`][spectheory.allocator]).
 """
 
 import os as _os
@@ -38,6 +40,8 @@ _LAZY = {
     "token_verification": "verifiers",
     "set_threads": "threads", "default_threads": "threads",
     "keep_freed_memory": "allocator",
+    "SamplingParams": "processing", "parse_sampling": "processing",
+    "process_rows": "processing",
 }
 
 
@@ -96,4 +100,7 @@ __all__ = [
     "multi_iteration_law",
     "random_instance",
     "token_verification",
+    "SamplingParams",
+    "parse_sampling",
+    "process_rows",
 ]

@@ -1,5 +1,5 @@
 """Core sub-commands: ``instance``, ``exact``, ``check`` and ``verifiers`` (``report`` is in
-:mod:`spectheory.report`)."""
+`spectheory.report`)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from .errors import SpectheoryError
 from .exact import MAX_LOSSLESS_TOL, analysis_summary, analyze, check_lossless, check_tolerance
 from .law import LawError
 from .registry import DRAFTING
+from .processing import add_sampling_options
+from .processing import describe as sampling_extra
 from .instances import (DEFAULT_TOL, MAX_BLOCK, MAX_JSON_PREFIXES, MAX_TOL, MAX_VOCAB,
                         check_row_tolerance, instance_to_dict, load_instance)
 from .random_instances import (ALPHA_RANGE, MAX_DENOMINATOR, MAX_SEED, check_alpha, check_seed,
@@ -23,6 +25,10 @@ from .random_instances import (ALPHA_RANGE, MAX_DENOMINATOR, MAX_SEED, check_alp
 MAX_PATHS = 20
 #: Most tokens ``check --tokens`` accepts (the law of N tokens has V^N >= 2^N entries).
 MAX_TOKENS = 64
+#: Memory per probability while ``instance random`` builds and prints a float instance (the
+#: table, the Python lists and the JSON text): 94 bytes measured (V = 2048, L = 1, peak
+#: resident memory), rounded up.
+JSON_ENTRY_BYTES = 128
 
 
 # ----------------------------------------------------------------------------- option types
@@ -107,9 +113,9 @@ def all_verifiers() -> dict:
 
 
 def plan_with_notes(args):
-    """The :class:`spectheory.registry.Plan` of ``--verifier/--paths/--drafting`` and the notes
+    """The [`Plan`][spectheory.registry.Plan] of ``--verifier/--paths/--drafting`` and the notes
     to print (a drafting scheme other than the verifier's own); defaults are those of
-    :func:`spectheory.registry.plan`. Print the notes with :func:`print_notes` once every input
+    [`plan`][spectheory.registry.plan]. Print the notes with `print_notes` once every input
     has been validated, so that a refusal stays one line."""
     import warnings
 
@@ -123,7 +129,7 @@ def plan_with_notes(args):
 
 
 def verifier_plan(args):
-    """The plan of :func:`plan_with_notes`, its notes printed on stderr at once."""
+    """The plan of `plan_with_notes`, its notes printed on stderr at once."""
     how, notes = plan_with_notes(args)
     print_notes(notes)
     return how
@@ -144,7 +150,7 @@ def user_verifier_errors(name: str):
         text = " ".join(str(exc).split())
         raise SpectheoryError(f"verifier {name!r} raised {type(exc).__name__}: {text[:300]} "
                               "(a verifier takes drafts [B, L], q [B, L, V], p [B, L+1, V] and "
-                              "returns a law; see `spectheory verifiers`)") from None
+                              "returns a law; see `spectheory verifiers`)") from exc
 
 
 @contextlib.contextmanager
@@ -182,7 +188,13 @@ def cmd_instance_random(args) -> int:
                 f"a table instance with V = {args.vocab}, L = {args.block} has {rows:,} target "
                 f"prefixes, over the JSON limit of {MAX_JSON_PREFIXES:,} by "
                 f"{rows - MAX_JSON_PREFIXES:,}; use --context-independent or smaller sizes")
-    inst = random_instance(args.vocab, args.block, args.seed, alpha=args.alpha,
+    V, L = args.vocab, args.block
+    entries = V * (1 if args.context_independent else sum(V**d for d in range(L + 1)))
+    limits.check_memory(entries * JSON_ENTRY_BYTES, f"--vocab {V} --block {L}",
+                        f"the JSON instance has {entries:,} probabilities, about "
+                        f"{JSON_ENTRY_BYTES} bytes each while it is built and printed; use "
+                        f"smaller sizes")  # exact rows (--denominator): the engine's limit
+    inst = random_instance(V, L, args.seed, alpha=args.alpha,
                            context_independent=args.context_independent,
                            denominator=args.denominator)
     sys.stdout.write(json.dumps(instance_to_dict(inst)) + "\n")
@@ -199,13 +211,16 @@ def cmd_exact(args) -> int:
     with _quiet_drafting(), user_verifier_errors(args.verifier):  # notes: printed above
         res = analyze(inst, how.spec, name=args.verifier, exact=args.exact,
                       max_sequences=args.max_sequences, progress=limits.progress_enabled(),
-                      paths=how.paths, drafting=how.drafting)
+                      paths=how.paths, drafting=how.drafting, sampling=args.sampling,
+                      draft_sampling=args.draft_sampling)
     if how.spec.single_path and (args.paths is not None or args.drafting is not None):
         res.extra.update({"paths": how.paths, "drafting": how.drafting})
     if not how.spec.single_path:
         res.verifier = f"{args.verifier} (K = {how.paths}, {how.drafting} drafting)"
     text = analysis_summary(res) + "\n  tau pmf: " + ", ".join(
         str(v) if res.exact else f"{v:.6f}" for v in res.tau_pmf)
+    text += "".join(f"\n  {k.replace('_', ' ')}: {v} (rows processed before verification)"
+                    for k, v in sampling_extra(args.sampling, args.draft_sampling).items())
     obj = res.to_json()
     obj["verifier"] = args.verifier
     limits.check_time(" (after the analysis)")  # a result past the limit is not printed
@@ -222,7 +237,8 @@ def cmd_check(args) -> int:
         with _quiet_drafting(), user_verifier_errors(args.verifier):  # notes: printed above
             report = check_lossless(how.spec, inst, exact=args.exact, tol=tol,
                                     n_tokens=args.tokens, max_sequences=args.max_sequences,
-                                    paths=how.paths, drafting=how.drafting)
+                                    paths=how.paths, drafting=how.drafting,
+                                    sampling=args.sampling, draft_sampling=args.draft_sampling)
     except LawError as exc:  # the verifier under test returned something that is not a law
         obj = {"verifier": args.verifier, "paths": how.paths, "drafting": how.drafting,
                "lossless": False, "law_error": {"kind": exc.kind, "message": str(exc),
@@ -244,8 +260,12 @@ def cmd_check(args) -> int:
         "output_probability": enc(report.output_probability),
         "target_probability": enc(report.target_probability),
     }
+    extra = sampling_extra(args.sampling, args.draft_sampling)
+    obj.update(extra)
     limits.check_time(" (after the check)")  # a verdict past the limit is not printed
-    emit(obj, args.json, f"{args.verifier}: {report}")
+    emit(obj, args.json, f"{args.verifier}: {report}" + "".join(
+        f"\n  {k.replace('_', ' ')}: {v} (the target law is the processed target's)"
+        if k == "sampling" else f"\n  {k.replace('_', ' ')}: {v}" for k, v in extra.items()))
     return 0 if report.lossless else 1
 
 
@@ -303,6 +323,7 @@ def register(sub) -> None:
     e.add_argument("--verifier", default="block",
                    help="a name from `spectheory verifiers` or module:function")
     add_multi_path_options(e)
+    add_sampling_options(e)
     e.set_defaults(func=cmd_exact)
 
     c = sub.add_parser("check", help="exact losslessness verdict (exit 1 when lossy)")
@@ -313,6 +334,7 @@ def register(sub) -> None:
                    help="check the law of the first N generated tokens over repeated "
                         "iterations (default: one block, L+1 tokens)")
     add_multi_path_options(c)
+    add_sampling_options(c)
     c.add_argument("--lossless-tol", type=lossless_tolerance, default=1e-12,
                    help="float mode: largest total variation still called lossless "
                         f"(finite, in [0, {MAX_LOSSLESS_TOL:g}]; default 1e-12)")

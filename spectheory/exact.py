@@ -1,11 +1,12 @@
 """Exact law of a verifier's output, by enumerating the whole sequence tree; the checker.
 
-One engine for 1 and K paths. :func:`analyze`, :func:`multi_iteration_law` and
-:func:`check_lossless` take any verifier (a name, ``module:function``, a
-:class:`spectheory.registry.VerifierSpec` or a function), a number of paths K (default 1) and a
-drafting scheme (default: the verifier's own). K = 1 runs the per-draft route below; K > 1
-enumerates the joint draft outcomes (:mod:`spectheory.multipath`); both aggregate into the same
-:class:`BlockLaw`, from which everything else follows.
+One engine for 1 and K paths. [`analyze`][spectheory.exact.analyze],
+[`multi_iteration_law`][spectheory.exact.multi_iteration_law] and
+[`check_lossless`][spectheory.exact.check_lossless] take any verifier (a name, ``module:function``,
+a [`VerifierSpec`][spectheory.registry.VerifierSpec] or a function), a number of paths K (default 1)
+and a drafting scheme (default: the verifier's own). K = 1 runs the per-draft route below; K > 1
+enumerates the joint draft outcomes ([`spectheory.multipath`][spectheory.multipath]); both aggregate
+into the same [`BlockLaw`][spectheory.exact.BlockLaw], from which everything else follows.
 
 For an instance (draft q, target p, block length L) and a verifier with law
 (P(tau = i | X), correction_i(. | X)), the per-draft route evaluates the verifier once on the batch
@@ -18,13 +19,13 @@ of all V**L drafts (in chunks, float64 torch, or numpy Fractions in exact mode) 
   A_1 = E_1,  A_{j+1}(y^{j+1}) = A_j(y^j) p(y_{j+1} | y^j) + E_{j+1}(y^{j+1});
 * its total variation distance to the target law p(y^{L+1}) (zero iff the verifier is valid).
 
-Applied iteration after iteration from every context, the same block law gives the exact law of
-the first N generated tokens (:func:`multi_iteration_law`), which shows that composition is
-lossless. Validity: Sun et al. (arXiv 2403.10444), section 2.
+Applied iteration after iteration from every context, the same block law gives the exact law of the
+first N generated tokens ([`multi_iteration_law`][spectheory.exact.multi_iteration_law]), which
+shows that composition is lossless. Validity: Sun et al. (arXiv 2403.10444), section 2.
 
-Every chunk of a verifier's law is checked by :func:`spectheory.law.validate_law` before it is
-used, so a law with NaN, negative entries or rows that are not distributions raises
-:class:`spectheory.law.LawError` instead of producing a verdict.
+Every chunk of a verifier's law is checked by [`validate_law`][spectheory.law.validate_law] before
+it is used, so a law with NaN, negative entries or rows that are not distributions raises
+[`LawError`][spectheory.law.LawError] instead of producing a verdict.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ from .errors import SpectheoryError
 from .instances import Instance
 from .law import validate_law
 from .models import prefix_from_index
+from .processing import describe as sampling_extra
+from .processing import process_instance
 from .registry import Plan, VerifierSpec, get_verifier, plan
 from .tree import check_size, levels, path_probabilities, sequence_tokens
 
@@ -93,7 +96,7 @@ def block_output_law(verifier, q_levels, p_levels, V: int, L: int,
     aggregate its law.
 
     ``q_levels[d]`` [C*V**d, V] for d = 0..L-1 and ``p_levels[d]`` for d = 0..L are the draft and
-    target conditionals below each context (see :func:`spectheory.tree.levels`).
+    target conditionals below each context (see [`levels`][spectheory.tree.levels]).
     """
     spec = get_verifier(verifier)
     exact = Bk.is_exact(p_levels[0])
@@ -139,12 +142,12 @@ ROUTES = ("auto", "node", "per-draft", "tree", "enumerate", "analytic")
 
 
 def tree_route_available(how: Plan) -> bool:
-    """K > 1 paths of a verifier that declares a node rule (:attr:`VerifierSpec.rule`), under
-    ``iid`` drafting or (for rules that skip repeated tokens) ``norep``: the K paths of length
-    L are the draft tree (K, 1, ..., 1) with equal siblings merged, whose law the draft-tree
-    engine computes node by node (:func:`spectheory.trees.tree_block_law_nodes`), the same
-    law as the joint enumeration (tested exactly) at a cost that grows with the number of
-    paths through a node instead of V^(L K)."""
+    """K > 1 paths of a verifier that declares a node rule (`VerifierSpec.rule`), under ``iid``
+    drafting or (for rules that skip repeated tokens) ``norep``: the K paths of length L are the
+    draft tree (K, 1, ..., 1) with equal siblings merged, whose law the draft-tree engine computes
+    node by node ([`tree_block_law_nodes`][spectheory.trees.tree_block_law_nodes]), the same law as
+    the joint enumeration (tested exactly) at a cost that grows with the number of paths through a
+    node instead of V^(L K)."""
     spec = how.spec
     return (how.paths > 1 and spec.rule is not None and how.drafting in ("iid", "norep") and
             (how.drafting == "iid" or spec.rule_skips_repeats))
@@ -152,12 +155,12 @@ def tree_route_available(how: Plan) -> bool:
 
 def resolve_route(how: Plan, route: str | None = "auto", symmetric: bool | None = None) -> str:
     """The route that runs for a planned verifier: K = 1: ``node`` (the verifier declares a
-    :class:`spectheory.nodes.NodeForm`) or ``per-draft``; K > 1: ``analytic`` (a closed route
+    [`NodeForm`][spectheory.nodes.NodeForm]) or ``per-draft``; K > 1: ``analytic`` (a closed route
     under the verifier's own drafting scheme, GBV), ``tree`` (node-rule verifiers,
-    :func:`tree_route_available`) or ``enumerate`` (joint draft outcomes).
-    ``auto`` (default) takes the first available, except that an explicit ``symmetric`` (an
-    option of the enumeration) selects the enumeration; asking for a route the verifier does not
-    have raises :class:`SpectheoryError`."""
+    [`tree_route_available`][spectheory.exact.tree_route_available]) or ``enumerate`` (joint draft
+    outcomes). ``auto`` (default) takes the first available, except that an explicit ``symmetric``
+    (an option of the enumeration) selects the enumeration; asking for a route the verifier does not
+    have raises [`SpectheoryError`][spectheory.errors.SpectheoryError]."""
     route = "auto" if route is None else route
     if route not in ROUTES:
         raise SpectheoryError(f"unknown route {route!r}; choose from {', '.join(ROUTES)}")
@@ -196,7 +199,8 @@ def _cheaper(how: Plan, resolved: str, asked, V: int, L: int, symmetric) -> str:
 
 
 def node_route_law(spec: VerifierSpec, q_levels, p_levels, V: int, L: int):
-    """Per-node route (:func:`spectheory.nodes.node_block_law`) of a node-form verifier."""
+    """Per-node route ([`node_block_law`][spectheory.nodes.node_block_law]) of a node-form
+    verifier."""
     from .nodes import node_block_law
 
     return node_block_law(spec.node, q_levels, p_levels, V, L, name=spec.name)
@@ -209,11 +213,11 @@ def _node_to_block(nodes, C: int, L: int) -> BlockLaw:
 def block_law(how: Plan, q_levels, p_levels, V: int, L: int,
               progress: Callable[[int], None] | None = None,
               symmetric: bool | None = None, route: str | None = "auto") -> BlockLaw:
-    """The block law below C contexts of a planned verifier (:func:`spectheory.registry.plan`).
+    """The block law below C contexts of a planned verifier ([`plan`][spectheory.registry.plan]).
 
-    Routes (:func:`resolve_route`): K = 1 the per-node route for node-form verifiers, else the
-    per-draft route; K > 1 a verifier's analytic route (GBV), else the joint-outcome route of
-    :mod:`spectheory.multipath` (once per context)."""
+    Routes ([`resolve_route`][spectheory.exact.resolve_route]): K = 1 the per-node route for
+    node-form verifiers, else the per-draft route; K > 1 a verifier's analytic route (GBV), else the
+    joint-outcome route of [`spectheory.multipath`][spectheory.multipath] (once per context)."""
     route = resolve_route(how, route, symmetric)
     if route == "node":
         block = _node_to_block(node_route_law(how.spec, q_levels, p_levels, V, L),
@@ -310,7 +314,7 @@ class ExactAnalysis:
 
     ``output_law`` and ``target_law`` are the laws over V^(L+1) sequences (None when the
     analysis ran with ``laws=False``); the target law is computed on first access. ``route`` is
-    the exact route that ran (:func:`resolve_route`).
+    the exact route that ran ([`resolve_route`][spectheory.exact.resolve_route]).
     """
 
     verifier: str
@@ -343,7 +347,8 @@ class ExactAnalysis:
 
 def _progress_bar(total: int, enabled: bool, desc: str):
     """(update, close) of a progress bar on stderr (when ``enabled`` or the command line asks for
-    one); ``update`` also checks the time limit between chunks (:mod:`spectheory.limits`)."""
+    one); ``update`` also checks the time limit between chunks
+    ([`spectheory.limits`][spectheory.limits])."""
     if not (enabled or limits.progress_enabled()):
         return limits.tick, lambda: None
     from tqdm import tqdm
@@ -397,7 +402,8 @@ def analyze(instance: Instance, verifier, name: str | None = None,
             exact: bool | None = None, max_sequences: int | None = None,
             progress: bool = False, device="cpu", *, paths: int | None = None,
             drafting: str | None = None, symmetric: bool | None = None,
-            route: str | None = "auto", laws: bool = True) -> ExactAnalysis:
+            route: str | None = "auto", laws: bool = True, sampling=None,
+            draft_sampling=None) -> ExactAnalysis:
     """Exact tau pmf, E[tau], E[tau+1] and TV(output law, target law) of a verifier.
 
     Parameters
@@ -406,13 +412,13 @@ def analyze(instance: Instance, verifier, name: str | None = None,
         Draft q and target p tables, block length L.
     verifier : str, VerifierSpec or callable
         A registered name, ``"module:function"``, a spec, or a law function (a bare function is
-        a single-path verifier; see :mod:`spectheory.registry`).
+        a single-path verifier; see [`spectheory.registry`][spectheory.registry]).
     name : str, optional
         Label of the result (default: the verifier's name).
     exact : bool, optional
         Exact rationals (numpy arrays of Fractions) or float64 torch; default: as the instance.
     max_sequences : int, optional
-        Size guard on the enumeration (:func:`spectheory.tree.check_size`).
+        Size guard on the enumeration ([`check_size`][spectheory.tree.check_size]).
     paths : int, optional
         Number of draft paths K (default 1).
     drafting : {"iid", "norep"}, optional
@@ -421,15 +427,24 @@ def analyze(instance: Instance, verifier, name: str | None = None,
         K > 1: enumerate sorted tuples of paths (default: i.i.d. drafting and an
         order-invariant verifier).
     route : {"auto", "node", "per-draft", "enumerate", "analytic"}
-        Which exact route runs (:func:`resolve_route`). ``auto`` (default): the per-node route
-        for verifiers with a node form (token, block; cost ~ one step per node of the sequence
-        tree), else the per-draft route (one path) or the verifier's analytic route (GBV: block
-        verification against the skewed draft q^G) or the joint enumeration (K paths).
-        ``per-draft`` / ``enumerate`` force the enumeration, as an independent cross-check.
+        Which exact route runs ([`resolve_route`][spectheory.exact.resolve_route]). ``auto``
+        (default): the per-node route for verifiers with a node form (token, block; cost ~ one step
+        per node of the sequence tree), else the per-draft route (one path) or the verifier's
+        analytic route (GBV: block verification against the skewed draft q^G) or the joint
+        enumeration (K paths). ``per-draft`` / ``enumerate`` force the enumeration, as an
+        independent cross-check.
     laws : bool
         Keep the output and target laws over V^(L+1) sequences (default). With False, only the
         tau pmf and the TV are computed (per-node route: the TV is accumulated without
         materialising the V^(L+1) laws, which then are None).
+    sampling, draft_sampling : optional
+        Sampling parameters (`spectheory.processing.parse_sampling`: a string such as
+        ``"temperature=0"`` or ``"top_k=20,top_p=0.9"``, a mapping or a `SamplingParams`) that
+        process the target rows, and the draft rows, before anything else
+        (`spectheory.processing.process_instance`): the law is the verifier's against the
+        processed target, drafts are sampled from the processed draft rows, and the TV is to
+        the processed target's law. Default None: rows as given (the draft rows stay raw unless
+        ``draft_sampling`` is given).
 
     Returns
     -------
@@ -446,6 +461,7 @@ def analyze(instance: Instance, verifier, name: str | None = None,
     exact = instance.exact if exact is None else exact
     _plan_sizes(how, V, L, 1, exact, max_sequences, "exact analysis", f"V^(L+1) = {V}^{L + 1}",
                 symmetric, route)
+    instance = process_instance(instance, sampling, draft_sampling, exact)
     q_levels = levels(instance.draft, 0, L, exact, device)
     p_levels = levels(instance.target, 0, L + 1, exact, device)
     label = name or how.spec.name
@@ -476,6 +492,7 @@ def analyze(instance: Instance, verifier, name: str | None = None,
     zero = Fraction(0) if exact else 0.0
     e_tau = sum((i * v for i, v in enumerate(pmf)), zero)
     extra = {} if how.spec.single_path else {"paths": how.paths, "drafting": how.drafting}
+    extra.update(sampling_extra(sampling, draft_sampling))
     return ExactAnalysis(
         verifier=label,
         vocab_size=V,
@@ -538,14 +555,15 @@ def node_output_law(nodes, p_levels, V: int, L: int, laws: bool = True):
     """Output law, target law (both [V^(L+1)] for one context; None when ``laws`` is False) and
     their TV from the per-node results of one context.
 
-    The target law is returned as a function that builds it (:class:`ExactAnalysis` calls it
-    on first access). With A_j the output law and T_j the target law over j tokens, A_0 = 0,
-    T_0 = 1, A_{j+1} = A_j p + E_{j+1}, T_{j+1} = T_j p (E_{j+1} = m_j corr_j). At the last level
-    E_{L+1} = m_L corr_L; when corr_L is the target row (token, block) A_{L+1} = (A_L + m_L) p
-    and, since every target row sums to 1, TV = 1/2 sum_{y^L} |A_L(y^L) + m_L(y^L) - T_L(y^L)|:
-    the deepest level (V^(L+1) entries) is read once per law that is asked for and never for the
-    TV. The last two steps (A_L, T_L over V^L sequences, and level L+1) run a chunk of
-    :data:`TV_CHUNK_ROWS` sequences at a time, so no V^L-sized temporary is built.
+    The target law is returned as a function that builds it
+    ([`ExactAnalysis`][spectheory.exact.ExactAnalysis] calls it on first access). With A_j the
+    output law and T_j the target law over j tokens, A_0 = 0, T_0 = 1, A_{j+1} = A_j p + E_{j+1},
+    T_{j+1} = T_j p (E_{j+1} = m_j corr_j). At the last level E_{L+1} = m_L corr_L; when corr_L is
+    the target row (token, block) A_{L+1} = (A_L + m_L) p and, since every target row sums to 1,
+    TV = 1/2 sum_{y^L} |A_L(y^L) + m_L(y^L) - T_L(y^L)|: the deepest level (V^(L+1) entries) is
+    read once per law that is asked for and never for the TV. The last two steps (A_L, T_L over
+    V^L sequences, and level L+1) run a chunk of `TV_CHUNK_ROWS` sequences at a time, so no
+    V^L-sized temporary is built.
     """
     like = p_levels[0]
     A, T = Bk.full((1,), 0, like), Bk.full((1,), 1, like)
@@ -592,14 +610,15 @@ def node_output_law(nodes, p_levels, V: int, L: int, laws: bool = True):
 def multi_iteration_law(instance: Instance, verifier, n_tokens: int,
                         exact: bool | None = None, max_sequences: int | None = None,
                         device="cpu", *, paths: int | None = None, drafting: str | None = None,
-                        route: str | None = "auto"):
+                        route: str | None = "auto", sampling=None, draft_sampling=None):
     """Exact law of the first ``n_tokens`` generated tokens when the verifier runs iteration after
-    iteration (each iteration drafts K paths of L tokens from the current context, verifies,
-    appends the tau + 1 output tokens). Returns (generated law [V**N], target law [V**N], TV).
-    ``route`` as for :func:`analyze`.
+    iteration (each iteration drafts K paths of L tokens from the current context, verifies, appends
+    the tau + 1 output tokens). Returns (generated law [V**N], target law [V**N], TV). ``route``,
+    ``sampling`` and ``draft_sampling`` as for [`analyze`][spectheory.exact.analyze] (the target law
+    is then the processed target's).
 
     Contexts deeper than the instance's tables use the models' order-D Markov extension
-    (:class:`spectheory.models.TableModel`).
+    ([`TableModel`][spectheory.models.TableModel]).
     """
     how = plan(verifier, paths, drafting)
     _check_instance(instance)
@@ -612,6 +631,7 @@ def multi_iteration_law(instance: Instance, verifier, n_tokens: int,
     exact = instance.exact if exact is None else exact
     _plan_sizes(how, V, L, V ** (N - 1), exact, max_sequences, "multi-iteration law",
                 f"V^(N-1) contexts x V^(L+1) = {V}^{N - 1 + L + 1}", route=route)
+    instance = process_instance(instance, sampling, draft_sampling, exact)
     p_top = levels(instance.target, 0, 1, exact, device)[0]
     like = p_top
     start = [Bk.full((V**n,), 0, like) for n in range(N)]
@@ -643,17 +663,17 @@ MAX_LOSSLESS_TOL = 1e-3
 
 @dataclass
 class LosslessReport:
-    """Verdict of :func:`check_lossless`.
+    """Verdict of [`check_lossless`][spectheory.exact.check_lossless].
 
     ``lossless`` is True iff the total variation ``tv`` between the output law and the target law
     over ``n_tokens`` tokens is 0 (exact mode) or at most ``tolerance`` (float mode). When it is
     False, ``offending`` is the first output sequence (lexicographic order) whose probability
-    differs from the target's by more than the tolerance (or, when no single sequence does, the
-    one that differs most), with both probabilities; ``max_difference`` is the largest difference.
+    differs from the target's by more than the tolerance (or, when no single sequence does, the one
+    that differs most), with both probabilities; ``max_difference`` is the largest difference.
     ``instance`` names the instance when the report comes from a battery
-    (:func:`spectheory.testing.check_lossless_battery`), which also reports a verifier that
-    returned no law as ``lossless = False`` with the :class:`spectheory.law.LawError` in
-    ``law_error`` (``tv`` is then None).
+    ([`check_lossless_battery`][spectheory.testing.lossless.check_lossless_battery]), which also
+    reports a verifier that returned no law as ``lossless = False`` with the
+    [`LawError`][spectheory.law.LawError] in ``law_error`` (``tv`` is then None).
     """
 
     lossless: bool
@@ -697,7 +717,8 @@ def check_tolerance(tol, what: str = "tolerance") -> float:
 def check_lossless(verifier, instance: Instance, exact: bool | None = None,
                    tol: float = 1e-12, n_tokens: int | None = None,
                    max_sequences: int | None = None, *, paths: int | None = None,
-                   drafting: str | None = None, route: str | None = "auto") -> LosslessReport:
+                   drafting: str | None = None, route: str | None = "auto", sampling=None,
+                   draft_sampling=None) -> LosslessReport:
     """Exact verdict on whether a verifier is lossless.
 
     Compares the law of the output block followed by target sampling (``n_tokens`` = L+1, the
@@ -708,8 +729,11 @@ def check_lossless(verifier, instance: Instance, exact: bool | None = None,
     mode it is lossless iff TV(output, target) <= ``tol`` (a finite number in [0, 1e-3]), so the
     verdict never says "lossless within t" with a TV above t. A verifier whose law is not a law
     (NaN, negative entries, rows not summing to 1, wrong shapes, floats in exact mode) raises
-    :class:`spectheory.law.LawError` and gets no verdict. ``route`` picks the exact route
-    (:func:`analyze`; default the fastest available).
+    [`LawError`][spectheory.law.LawError] and gets no verdict. ``route`` picks the exact route
+    ([`analyze`][spectheory.exact.analyze]; default the fastest available). ``sampling`` /
+    ``draft_sampling`` process the target / draft rows first
+    ([`analyze`][spectheory.exact.analyze]): the verdict is then against the processed target's law,
+    as an engine serving a request with those parameters must meet it.
     """
     how = plan(verifier, paths, drafting)
     _check_instance(instance)
@@ -720,11 +744,13 @@ def check_lossless(verifier, instance: Instance, exact: bool | None = None,
     V, L = instance.vocab_size, instance.block_length
     if n_tokens is None or n_tokens == L + 1:
         res = analyze(instance, how.spec, exact=exact, max_sequences=max_sequences,
-                      paths=how.paths, drafting=how.drafting, route=route)
+                      paths=how.paths, drafting=how.drafting, route=route, sampling=sampling,
+                      draft_sampling=draft_sampling)
         out, tgt, tv, N = res.output_law, res.target_law, res.tv_to_target, L + 1
     else:
         out, tgt, tv = multi_iteration_law(instance, how.spec, n_tokens, exact, max_sequences,
-                                           paths=how.paths, drafting=how.drafting, route=route)
+                                           paths=how.paths, drafting=how.drafting, route=route,
+                                           sampling=sampling, draft_sampling=draft_sampling)
         N = int(n_tokens)
     rep = lossless_report(out, tgt, tv, N, V, exact, tol)
     rep.verifier, rep.paths, rep.drafting = how.spec.name, how.paths, how.drafting
@@ -734,7 +760,7 @@ def check_lossless(verifier, instance: Instance, exact: bool | None = None,
 def lossless_report(out, tgt, tv, n_tokens: int, vocab_size: int, exact: bool,
                     tol: float = 1e-12) -> LosslessReport:
     """Verdict from an output law and the target law over V**n_tokens sequences (see
-    :func:`check_lossless`)."""
+    [`check_lossless`][spectheory.exact.check_lossless])."""
     N, V = n_tokens, vocab_size
     tol = check_tolerance(tol)  # refused even where exact mode does not use it
     if exact:

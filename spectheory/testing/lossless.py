@@ -5,26 +5,29 @@ sampling, have exactly the target's law: for every output sequence y^{N},
 
     P(output block, then target sampling, gives y^{N}) = p(y^{N})
 
-(Sun et al., "Block Verification Accelerates Speculative Decoding", arXiv 2403.10444, sec. 2;
-for K draft paths, the same with the paths drafted under the verifier's drafting scheme).
-:func:`spectheory.check_lossless` decides this exactly on one instance by enumerating the whole
-sequence tree; this module runs it on many instances at once:
+(Sun et al., "Block Verification Accelerates Speculative Decoding", arXiv 2403.10444, sec. 2; for K
+draft paths, the same with the paths drafted under the verifier's drafting scheme).
+[`check_lossless`][spectheory.exact.check_lossless] decides this exactly on one instance by
+enumerating the whole sequence tree; this module runs it on many instances at once:
 
-* :func:`check_lossless_battery` returns one :class:`spectheory.exact.LosslessReport` per
-  instance, never raising for a lossy verifier or one that returns something that is not a law
-  (``report.law_error``);
-* :func:`assert_lossless` raises ``AssertionError`` naming the instance, the first offending
-  output sequence and both probabilities (or "NOT A LAW" and the bad entry), and returns the
-  reports when every instance passes. For pytest::
+* [`check_lossless_battery`][spectheory.testing.lossless.check_lossless_battery] returns one
+  [`LosslessReport`][spectheory.exact.LosslessReport] per instance, never raising for a lossy
+  verifier or one that returns something that is not a law (``report.law_error``);
+* [`assert_lossless`][spectheory.testing.lossless.assert_lossless] raises ``AssertionError`` naming
+  the instance, the first offending output sequence and both probabilities (or "NOT A LAW" and the
+  bad entry), and returns the reports when every instance passes. For pytest:
 
-      from spectheory.testing import assert_lossless
+    ```python
+    from spectheory.testing import assert_lossless
 
-      def test_my_verifier():
-          assert_lossless(my_verifier)                      # single path, exact battery
-          assert_lossless(my_multi_path_verifier, paths=2)  # K = 2 paths
+    def test_my_verifier():
+        assert_lossless(my_verifier)                      # single path, exact battery
+        assert_lossless(my_multi_path_verifier, paths=2)  # K = 2 paths
+    ```
 
-By default the instances are :func:`spectheory.testing.battery.default_battery` (prefix-dependent
-rows, zeros, p = q at some nodes, one-hot rows, ties; exact rationals), sized for ``paths``.
+By default the instances are [`default_battery`][spectheory.testing.battery.default_battery]
+(prefix-dependent rows, zeros, p = q at some nodes, one-hot rows, ties; exact rationals), sized for
+``paths``.
 """
 
 from __future__ import annotations
@@ -67,19 +70,20 @@ def _named(instances, paths: int) -> list[tuple[str, Instance]]:
 def check_lossless_battery(verifier: Any, instances: Iterable | None = None, *,
                            paths: int | None = None, drafting: str | None = None,
                            n_tokens: int | None = None, tol: float = 1e-12,
-                           exact: bool | None = None) -> list[LosslessReport]:
+                           exact: bool | None = None, sampling=None,
+                           draft_sampling=None) -> list[LosslessReport]:
     """Exact losslessness verdicts of ``verifier`` on every instance, without raising.
 
     Parameters
     ----------
     verifier : str, VerifierSpec or callable
         A registered name, ``"module:function"``, a spec or a law function
-        (:func:`spectheory.registry.get_verifier`).
+        ([`get_verifier`][spectheory.registry.get_verifier]).
     instances : optional
-        An :class:`~spectheory.instances.Instance`, a
-        :class:`~spectheory.testing.battery.BatteryInstance`, a list of either (or of
+        An `Instance`, a
+        [`BatteryInstance`][spectheory.testing.battery.BatteryInstance], a list of either (or of
         ``(name, instance)`` pairs), or a dict name -> instance. Default: the battery of
-        :func:`~spectheory.testing.battery.default_battery` for ``paths``.
+        [`default_battery`][spectheory.testing.battery.default_battery] for ``paths``.
     paths, drafting :
         K draft paths (default 1) and their drafting scheme (default: the verifier's own).
     n_tokens : int, optional
@@ -88,23 +92,30 @@ def check_lossless_battery(verifier: Any, instances: Iterable | None = None, *,
     tol : float
         Float mode: largest total variation still called lossless (finite, in [0, 1e-3]).
     exact : bool, optional
-        Exact rationals or float64. Default: exact when the instance is exact and the verifier
-        has an exact law, float64 otherwise.
+        Exact rationals or float64. Default: exact when the instance is exact, the verifier
+        has an exact law and the sampling parameters are rational, float64 otherwise.
+    sampling, draft_sampling : optional
+        Process the target / draft rows first (`spectheory.processing`, e.g.
+        ``sampling="temperature=0"``): the verdict is against the processed target's law.
 
     Returns
     -------
     list of LosslessReport
         One per instance, in order, with ``instance`` set to its name. A verifier that returned
         something that is not a law gets ``lossless = False``, ``tv = None`` and the
-        :class:`~spectheory.law.LawError` in ``law_error``.
+        [`LawError`][spectheory.law.LawError] in ``law_error``.
     """
     how = plan(verifier, paths, drafting)
+    from ..processing import rational
+
+    ratl = rational(sampling, draft_sampling)  # also refuses bad parameters before any work
     reports = []
     for name, inst in _named(instances, how.paths):
-        mode = exact if exact is not None else (inst.exact and how.spec.exact)
+        mode = exact if exact is not None else (inst.exact and how.spec.exact and ratl)
         try:
             rep = check_lossless(how.spec, inst, exact=mode, tol=tol, n_tokens=n_tokens,
-                                 paths=how.paths, drafting=how.drafting)
+                                 paths=how.paths, drafting=how.drafting, sampling=sampling,
+                                 draft_sampling=draft_sampling)
         except LawError as exc:
             rep = LosslessReport(False, None, int(n_tokens or inst.block_length + 1), bool(mode),
                                  0.0 if mode else float(tol), verifier=how.spec.name,
@@ -130,17 +141,20 @@ def _describe(rep: LosslessReport, inst_size: str) -> str:
 def assert_lossless(verifier: Any, instances: Iterable | None = None, *,
                     paths: int | None = None, drafting: str | None = None,
                     n_tokens: int | None = None, tol: float = 1e-12,
-                    exact: bool | None = None) -> list[LosslessReport]:
+                    exact: bool | None = None, sampling=None,
+                    draft_sampling=None) -> list[LosslessReport]:
     """Raise ``AssertionError`` unless ``verifier`` is lossless on every instance.
 
-    Same parameters as :func:`check_lossless_battery`. The message names the first failing
-    instance, the first offending output sequence (lexicographic order) with its output and
-    target probabilities (or "NOT A LAW" with the kind, position and value of the bad entry), and
-    lists every failing instance. Returns the reports when all pass.
+    Same parameters as
+    [`check_lossless_battery`][spectheory.testing.lossless.check_lossless_battery]. The message
+    names the first failing instance, the first offending output sequence (lexicographic order) with
+    its output and target probabilities (or "NOT A LAW" with the kind, position and value of the bad
+    entry), and lists every failing instance. Returns the reports when all pass.
     """
     named = _named(instances, plan(verifier, paths, drafting).paths)
     reports = check_lossless_battery(verifier, named, paths=paths, drafting=drafting,
-                                     n_tokens=n_tokens, tol=tol, exact=exact)
+                                     n_tokens=n_tokens, tol=tol, exact=exact, sampling=sampling,
+                                     draft_sampling=draft_sampling)
     bad = [(rep, inst) for rep, (_, inst) in zip(reports, named) if not rep.lossless]
     if bad:
         rep, inst = bad[0]

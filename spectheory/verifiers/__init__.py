@@ -1,14 +1,14 @@
 """Verifiers: pure batched functions from drafted paths and the conditionals along them to a law.
 
 Each verifier lives in one module with its formula and paper in the docstring, and is described
-there by a :class:`spectheory.registry.VerifierSpec` (paths, drafting scheme, order invariance,
-exact-mode support, node form, paper). Importing this package registers them all; the dictionaries
-below are views of that one registry, not lists kept by hand.
+there by a [`VerifierSpec`][spectheory.registry.VerifierSpec] (paths, drafting scheme, order
+invariance, exact-mode support, node form, paper). Importing this package registers them all; the
+dictionaries below are views of that one registry, not lists kept by hand.
 
 Single-path verifiers have the signature ``verifier(drafts [B, L], q [B, L, V], p [B, L+1, V])
 -> Law(stop [B, L+1], correction [B, L+1, V])``; K-path ones ``verifier(drafts [B, K, L],
 q [B, K, L, V], p [B, K, L+1, V]) -> Law(stop [B, K, L+1], correction [B, K, L+1, V])`` (see
-:mod:`spectheory.law`).
+[`spectheory.law`][spectheory.law]).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from .global_resolution import GLOBAL_RESOLUTION, global_resolution
 from .khisti import KHISTI, khisti
 from .gbv import GBV, GBV_MISMATCHED_TIES, gbv, gbv_mismatched_ties
 from .lossy import UNIFORM_PRODUCT, uniform_product_verification
+from .ngram import NGRAM, ngram_verification
 from .multipath_baselines import BLOCK_FIRST, TOKEN_FIRST, block_first, token_first
 from .specinfer import SPECINFER, SPECINFER_NOREP, specinfer, specinfer_norep
 from .spechub import SPECHUB, spechub
@@ -31,7 +32,7 @@ from .token import TOKEN, token_verification
 from .traversal import TRAVERSAL, TRAVERSAL_IID, TRAVERSAL_TREE, traversal, traversal_iid, traversal_tree
 
 #: The built-in verifiers, in the order listings show them.
-BUILTIN = (TOKEN, BLOCK, HSD, GBV, SPECINFER, SPECINFER_NOREP, SPECTR, TRAVERSAL, TRAVERSAL_IID,
+BUILTIN = (TOKEN, BLOCK, NGRAM, HSD, GBV, SPECINFER, SPECINFER_NOREP, SPECTR, TRAVERSAL, TRAVERSAL_IID,
            TRAVERSAL_TREE, HU, HU_NOREP, KHISTI, GLOBAL_RESOLUTION, SPECHUB, BLOCK_FIRST,
            TOKEN_FIRST, STRICT, UNIFORM_PRODUCT, HSD_RELEASED, GBV_MISMATCHED_TIES, SPECTR_GBV,
            GREEDY, THRESHOLD, LENIENT, TYPICAL)
@@ -47,6 +48,7 @@ LOSSY_MULTI_PATH = {s.name: s for s in BUILTIN if not s.lossless and not s.singl
 
 __all__ = [
     "BUILTIN",
+    "NGRAM",
     "MULTI_PATH",
     "LOSSY_MULTI_PATH",
     "gbv",
@@ -70,6 +72,7 @@ __all__ = [
     "SINGLE_PATH",
     "LOSSY_EXAMPLES",
     "block_verification",
+    "ngram_verification",
     "token_verification",
     "uniform_product_verification",
 ]

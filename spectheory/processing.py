@@ -1,0 +1,726 @@
+"""Sampling parameters (temperature, top-k, top-p, min-p) and the processed rows engines verify
+against.
+
+Serving engines do not verify drafts against the model's raw conditional p(.|prefix) but against
+the distribution the request samples from: after temperature, top-k, top-p and min-p, or the
+point mass at the argmax when the temperature is 0 (greedy decoding, the most common production
+setting). Speculative decoding is lossless for such a request when its output has the law of the
+*processed* target. This module holds the one implementation of that processing, in float64
+(numpy or torch, any device) and in exact rationals (numpy arrays of `Fraction`):
+
+* [`SamplingParams`][spectheory.processing.SamplingParams]: a frozen record of the parameters;
+* [`parse_sampling`][spectheory.processing.parse_sampling]: None, a mapping, a `SamplingParams`
+  or the string form `"temperature=0.7,top_k=20,top_p=0.9,min_p=0.05"`;
+* [`process_rows`][spectheory.processing.process_rows]: the processed distribution along the last
+  axis of a `[..., V]` array of probabilities (or of logits, `inputs="logits"`);
+* [`process_instance`][spectheory.processing.process_instance]: an instance whose target rows
+  (and, optionally, draft rows) are processed, which is what
+  `spectheory.analyze(..., sampling=...)` and `spectheory.check_lossless(..., sampling=...)`
+  analyse.
+
+Semantics (vLLM V1's sampler, `vllm/v1/sample/sampler.py` and `ops/topk_topp_sampler.py`, is the
+reference; the order of operations is vLLM's):
+
+1. **Greedy.** A temperature below `GREEDY_BELOW` = 1e-5 (vLLM's `_SAMPLING_EPS`; 0 in
+   particular) gives the point mass at the argmax of the row, ties to the lowest token id
+   (`torch.argmax` returns the first maximal index). Top-k, top-p and min-p never remove the
+   argmax, so they do not change a greedy row.
+2. **Temperature** T > 0: p^(1/T) renormalised, the same as softmax(logits / T); zeros stay zero.
+3. **Min-p** (`min_p` m): keep the tokens with p(x) >= m max_y p(y) (vLLM's
+   `MinPLogitsProcessor` masks `p < m max p`, after temperature).
+4. **Top-k** (`top_k` k): keep every token whose probability is >= the k-th largest, i.e. with
+   fewer than k tokens strictly more probable (ties at the k-th value are all kept, as the
+   engines' threshold masks `logits < kth_value` do).
+5. **Top-p** (`top_p` P): on the survivors of steps 3-4, renormalised, keep the smallest prefix
+   in descending probability whose mass reaches P: token x is kept when the mass of the
+   survivors strictly more probable than x is < P. Tie rule at the boundary: tokens of equal
+   probability are kept or dropped together (every token tied with the last token of the prefix
+   is kept), so the result is a function of the row alone. vLLM and Hugging Face transformers
+   sort ascending with `torch.sort` and drop positions whose ascending cumulative sum is
+   <= 1 - P; among equal probabilities the position depends on the sort's order (stable for short
+   rows, unspecified for long ones), so when a tie straddles the boundary they keep only some of
+   the tied tokens. Both rules agree whenever no tie straddles the boundary (always, for rows
+   that are not constructed with exact ties).
+
+Then the kept probabilities are renormalised. Steps 3 and 4 commute (both keep every token above
+a threshold); where top-p sits matters:
+
+| engine | order |
+|---|---|
+| vLLM V1 (`order="vllm"`, the default) | temperature, min-p, top-k, top-p (top-p measured after min-p and top-k) |
+| Hugging Face transformers (`order="transformers"`) | temperature, top-k, top-p (measured after top-k), min-p |
+| SGLang (torch fallback `top_k_top_p_min_p_sampling_from_probs_torch`) | one sort; top-k by rank (exactly k tokens), top-p on the full row, min-p; not offered here |
+
+Exactness: top-k, top-p, min-p and temperatures 0 and 1 are rational operations, computed
+exactly on `Fraction` rows (a `float` parameter is read through its shortest decimal text, so
+`top_p=0.9` is 9/10). A temperature T with 1/T an integer n (0.5, 0.25, 0.1, ...) is exact too
+(p^n); any other temperature makes p^(1/T) irrational and is refused in exact mode.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Mapping
+
+import numpy as np
+
+from . import backend as B
+from ._lazy import is_tensor, torch
+from .errors import OptionError, SpectheoryError
+
+#: Temperatures below this are greedy (vLLM's `_SAMPLING_EPS`).
+GREEDY_BELOW = 1e-5
+#: Largest n = 1/T computed exactly (p^n) in exact rational mode.
+MAX_EXACT_POWER = 32
+#: Orders of operations (see the module docstring).
+ORDERS = ("vllm", "transformers")
+#: What `process_rows` reads along the last axis.
+INPUTS = ("probs", "logits")
+#: The parameters, in the order of the string form.
+KEYS = ("temperature", "top_k", "top_p", "min_p", "order")
+#: Accepted values, for the one-line errors.
+RANGES = {
+    "temperature": "a finite number >= 0 (below 1e-5: greedy)",
+    "top_k": "an integer >= 1, or 0 or -1 for no top-k",
+    "top_p": "a number in (0, 1] (1: no top-p)",
+    "min_p": "a number in [0, 1] (0: no min-p)",
+    "order": "one of " + ", ".join(ORDERS),
+}
+
+
+class SamplingError(OptionError):
+    """A sampling parameter, or a row handed to the processing, is outside its accepted range."""
+
+
+def _bad(key: str, value, why: str = "is out of range") -> SamplingError:
+    return SamplingError(f"sampling parameter {key} = {value!r} {why}: {key} is {RANGES[key]}")
+
+
+def _number(key: str, value) -> Any:
+    """A float or Fraction from a number or a numeric string ("0.9", "9/10")."""
+    if isinstance(value, bool):
+        raise _bad(key, value, "is not a number")
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            value = Fraction(text) if "/" in text else float(text)
+        except (ValueError, ZeroDivisionError):
+            raise _bad(key, value, "is not a number") from None
+    if isinstance(value, Fraction):
+        return value
+    if isinstance(value, (int, np.integer)):
+        return float(value) if abs(int(value)) < 2**53 else Fraction(int(value))
+    if isinstance(value, (float, np.floating)):
+        if not math.isfinite(float(value)):
+            raise _bad(key, value, "is not finite")
+        return float(value)
+    raise _bad(key, value, "is not a number")
+
+
+def _exact(value) -> Fraction:
+    """A parameter as an exact rational: floats through their shortest decimal text."""
+    return value if isinstance(value, Fraction) else Fraction(repr(float(value)))
+
+
+def _text(value) -> str:
+    if isinstance(value, Fraction):
+        return str(value)
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return repr(value)
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Sampling parameters of a request: what the target (or draft) rows are processed by.
+
+    Numbers may be given as floats, ints, Fractions or numeric strings (``"9/10"``); ``str()``
+    gives the string form that [`parse_sampling`][spectheory.processing.parse_sampling] reads
+    back.
+
+    Parameters
+    ----------
+    temperature : float or Fraction
+        >= 0; below `GREEDY_BELOW` (1e-5) greedy (the point mass at the argmax, ties to the
+        lowest token id); otherwise p^(1/T) renormalised. Default 1.
+    top_k : int or None
+        Keep the tokens with fewer than k tokens strictly more probable (ties kept). None, 0 or
+        -1: no top-k.
+    top_p : float or Fraction
+        In (0, 1]: keep the smallest prefix, by descending probability, whose mass reaches
+        top_p, with the tokens tied at its boundary (1: no top-p).
+    min_p : float or Fraction
+        In [0, 1]: keep the tokens with p >= min_p * max p (0: no min-p).
+    order : {"vllm", "transformers"}
+        vLLM V1: temperature, min-p, top-k, top-p; transformers: temperature, top-k, top-p,
+        min-p (see `spectheory.processing`).
+    """
+
+    temperature: Any = 1.0
+    top_k: int | None = None
+    top_p: Any = 1.0
+    min_p: Any = 0.0
+    order: str = "vllm"
+
+    def __post_init__(self):
+        t = _number("temperature", self.temperature)
+        if t < 0:
+            raise _bad("temperature", self.temperature)
+        k = self.top_k
+        if k is not None:
+            if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
+                if isinstance(k, (float, np.floating)) and float(k).is_integer():
+                    k = int(k)
+                else:
+                    raise _bad("top_k", k, "is not an integer")
+            k = int(k)
+            if k < -1:
+                raise _bad("top_k", k)
+            k = None if k in (0, -1) else k
+        top_p = _number("top_p", self.top_p)
+        if not 0 < top_p <= 1:
+            raise _bad("top_p", self.top_p)
+        min_p = _number("min_p", self.min_p)
+        if not 0 <= min_p <= 1:
+            raise _bad("min_p", self.min_p)
+        if self.order not in ORDERS:
+            raise _bad("order", self.order, "is not an order of operations")
+        for name, value in (("temperature", t), ("top_k", k), ("top_p", top_p),
+                            ("min_p", min_p)):
+            object.__setattr__(self, name, value)
+
+    @property
+    def greedy(self) -> bool:
+        """Temperature below `GREEDY_BELOW`: the point mass at the argmax."""
+        return self.temperature < GREEDY_BELOW
+
+    @property
+    def identity(self) -> bool:
+        """No processing at all (temperature 1, no top-k, top-p 1, min-p 0)."""
+        return (self.temperature == 1 and self.top_k is None and self.top_p == 1
+                and self.min_p == 0)
+
+    def exact_power(self) -> int | None:
+        """n with temperature = 1/n (1 for temperature 1), None when greedy; raises
+        `SamplingError` in one line when p^(1/T) is not rational (exact mode refuses it)."""
+        if self.greedy:
+            return None
+        inv = 1 / _exact(self.temperature)
+        if inv.denominator != 1 or not 1 <= inv <= MAX_EXACT_POWER:
+            raise SamplingError(
+                f"temperature = {_text(self.temperature)} is not rational in exact mode: "
+                f"p^(1/T) is exact only for T = 1/n with n an integer in 1..{MAX_EXACT_POWER} "
+                f"(1, 0.5, 0.25, 0.2, ...) or T = 0; use float mode (exact=False, no --exact)")
+        return int(inv)
+
+    def to_dict(self) -> dict:
+        """JSON-ready values (Fractions as strings)."""
+        enc = (lambda v: str(v) if isinstance(v, Fraction) else v)
+        return {"temperature": enc(self.temperature), "top_k": self.top_k,
+                "top_p": enc(self.top_p), "min_p": enc(self.min_p), "order": self.order}
+
+    def __str__(self) -> str:
+        parts = []
+        if self.temperature != 1:
+            parts.append(f"temperature={_text(self.temperature)}")
+        if self.top_k is not None:
+            parts.append(f"top_k={self.top_k}")
+        if self.top_p != 1:
+            parts.append(f"top_p={_text(self.top_p)}")
+        if self.min_p != 0:
+            parts.append(f"min_p={_text(self.min_p)}")
+        if self.order != "vllm":
+            parts.append(f"order={self.order}")
+        return ",".join(parts) or "temperature=1"
+
+
+def _check_key(key) -> str:
+    if not isinstance(key, str) or key not in KEYS:
+        near = difflib.get_close_matches(str(key), KEYS, n=1, cutoff=0.0)
+        hint = f"; did you mean {near[0]!r}?" if near else ""
+        raise SamplingError(f"unknown sampling parameter {key!r}{hint} (keys: "
+                            f"{', '.join(KEYS)})")
+    return key
+
+
+def _value(key: str, text: str):
+    text = text.strip()
+    if key == "order":
+        return text
+    if key == "top_k":
+        try:
+            return int(text)
+        except ValueError:
+            raise _bad("top_k", text, "is not an integer") from None
+    return _number(key, text)
+
+
+def parse_sampling(x) -> SamplingParams | None:
+    """Sampling parameters from None, a mapping, a `SamplingParams` or a string.
+
+    The string form is comma-separated ``key=value`` pairs,
+    ``"temperature=0.7,top_k=20,top_p=0.9,min_p=0.05"`` (keys ``temperature``, ``top_k``,
+    ``top_p``, ``min_p``, ``order``; values numbers or fractions such as ``9/10``); ``"greedy"``
+    is ``temperature=0``; ``""`` and ``"none"`` mean no processing (None). A mapping takes the
+    same keys. Returns None for None (no processing), else a `SamplingParams`.
+
+    Raises `SamplingError` (a `SpectheoryError`) in one line naming the key, the nearest valid
+    key for an unknown one, and the accepted range for a bad value.
+
+    ```python
+    from spectheory.processing import parse_sampling
+
+    parse_sampling("temperature=0")                    # SamplingParams(temperature=0.0, ...)
+    parse_sampling({"top_k": 2, "top_p": "9/10"}).top_p  # Fraction(9, 10)
+    ```
+    """
+    if x is None or isinstance(x, SamplingParams):
+        return x
+    if isinstance(x, str):
+        text = x.strip()
+        if text.lower() in ("", "none"):
+            return None
+        if text.lower() == "greedy":
+            return SamplingParams(temperature=0)
+        values = {}
+        for part in text.split(","):
+            key, eq, val = part.partition("=")
+            key = key.strip()
+            if not eq:
+                raise SamplingError(f"sampling parameter {part.strip()!r} is not key=value "
+                                    f"(e.g. \"temperature=0.7,top_k=20\"; keys: "
+                                    f"{', '.join(KEYS)})")
+            _check_key(key)
+            if key in values:
+                raise SamplingError(f"sampling parameter {key} is given twice in {text!r}")
+            values[key] = _value(key, val)
+        return SamplingParams(**values)
+    if isinstance(x, Mapping):
+        for key in x:
+            _check_key(key)
+        return SamplingParams(**dict(x))
+    raise SamplingError(f"sampling parameters must be None, a mapping, a SamplingParams or a "
+                        f"string such as \"temperature=0.7,top_k=20\", not {type(x).__name__}")
+
+
+# ----------------------------------------------------------------------------- rows
+
+
+def _cummax(a):
+    if B.is_torch(a):
+        return torch.cummax(a, dim=-1).values
+    return np.maximum.accumulate(a, axis=-1)
+
+
+def _unsort(a_sorted, order):
+    """The array whose entry order[..., j] is a_sorted[..., j] (undo a sort along the last axis)."""
+    if B.is_torch(a_sorted):
+        return torch.empty_like(a_sorted).scatter_(-1, order, a_sorted)
+    out = np.empty_like(a_sorted)
+    np.put_along_axis(out, order, a_sorted, axis=-1)
+    return out
+
+
+def _true(shape, like):
+    """A writable boolean array of True in the backend of ``like``."""
+    if B.is_torch(like):
+        return torch.ones(shape, dtype=torch.bool, device=like.device)
+    return np.ones(shape, dtype=bool)
+
+
+def _param(value, like):
+    return _exact(value) if B.is_exact(like) else float(value)
+
+
+def keep_mask(x, params: SamplingParams):
+    """Which tokens top-k, top-p and min-p keep, for rows x [N, V] of probabilities summing to 1
+    (a boolean array like x; temperature is applied before, greedy is not handled here).
+
+    With s the row sorted in descending order, ``rank(x)`` the number of tokens strictly more
+    probable than x and ``greater(x)`` their mass: top-k keeps rank < k, min-p keeps
+    p >= min_p max p, top-p keeps greater < top_p * (mass of the survivors of the earlier
+    steps). Every rule compares against a threshold, so the mask is exact on Fraction rows and
+    does not depend on how a sort orders equal probabilities."""
+    sp = params
+    order = B.argsort(x, axis=-1, descending=True)
+    s = B.take_along(x, order, axis=-1)
+    N, V = s.shape
+    before = B.cumsum(s, axis=-1) - s  # mass of the earlier sorted positions
+    pos = B.broadcast_to(B.expand_dims(B.arange(V, s), 0), (N, V))
+    start = _true((N, V), s)  # first sorted position of each run of equal probabilities
+    if V > 1:
+        start[:, 1:] = s[:, 1:] != s[:, :-1]
+    rank = _cummax(B.where(start, pos, pos * 0))  # = the start of the token's run
+    greater = B.take_along(before, rank, axis=-1)
+    keep = _true((N, V), s)
+    if sp.top_k is not None:
+        keep = keep & (rank < sp.top_k)
+    minp = None if sp.min_p == 0 else s >= s[:, :1] * _param(sp.min_p, x)
+    if sp.order == "vllm" and minp is not None:
+        keep = keep & minp
+    if sp.top_p != 1:
+        mass = B.sum(B.where(keep, s, B.zeros_like(s)), axis=-1, keepdims=True)
+        keep = keep & (greater < mass * _param(sp.top_p, x))
+    if sp.order == "transformers" and minp is not None:
+        keep = keep & minp
+    return _unsort(keep, order)
+
+
+def _as_array(rows):
+    if is_tensor(rows) or isinstance(rows, np.ndarray):
+        return rows
+    try:
+        flat = list(np.asarray(rows, dtype=object).reshape(-1))
+    except (TypeError, ValueError) as exc:
+        raise SamplingError(f"rows must be an array of numbers, not {type(rows).__name__} "
+                            f"({exc})") from None
+    if any(isinstance(v, Fraction) for v in flat):
+        return B.to_exact(np.asarray(rows, dtype=object))
+    try:
+        return np.asarray(rows, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise SamplingError(f"rows must be an array of numbers ({exc})") from None
+
+
+def _np(a):
+    return a.detach().cpu().numpy() if is_tensor(a) else np.asarray(a)
+
+
+def _first(bad, V: int) -> tuple[int, int]:
+    n = int(np.flatnonzero(_np(bad).reshape(-1))[0])
+    return n // V, n % V
+
+
+def _validate(x, inputs: str, exact: bool):
+    """x [N, V] (float64 torch/numpy, or Python numbers in an object array), checked;
+    probabilities are normalised (exact: as Fractions), logits returned as they are."""
+    N, V = x.shape
+    if exact:
+        ok = np.vectorize(lambda v: isinstance(v, (Fraction, int, np.integer))
+                          and not isinstance(v, bool), otypes=[bool])(x)
+        if not ok.all():
+            r, t = _first(~ok, V)
+            raise SamplingError(f"exact rows hold Fractions or integers; row {r}, token {t} "
+                                f"is {x[r, t]!r}")
+        x = B.to_exact(x)
+        if (x < 0).any():
+            r, t = _first(x < 0, V)
+            raise SamplingError(f"probability rows must be non-negative; row {r}, token {t} "
+                                f"is {x[r, t]}")
+        total = B.sum(x, axis=-1, keepdims=True)
+        if (total == 0).any():
+            raise SamplingError(f"row {_first(total == 0, 1)[0]} has no probability mass "
+                                f"(all zeros)")
+        return x / total
+    nan = torch.isnan(x) if B.is_torch(x) else np.isnan(x)
+    if bool(nan.any()):
+        r, t = _first(nan, V)
+        raise SamplingError(f"{inputs} rows hold a NaN at row {r}, token {t}")
+    if inputs == "logits":
+        if bool((x == math.inf).any()):
+            r, t = _first(x == math.inf, V)
+            raise SamplingError(f"logits rows hold +inf at row {r}, token {t}")
+        top = x.max(-1).values if B.is_torch(x) else x.max(axis=-1)
+        if bool((top == -math.inf).any()):
+            raise SamplingError(f"logits row {_first(top == -math.inf, 1)[0]} is all -inf "
+                                f"(no token has probability)")
+        return x
+    bad = (x < 0) | (x == math.inf)
+    if bool(bad.any()):
+        r, t = _first(bad, V)
+        raise SamplingError(f"probability rows must be finite and non-negative; row {r}, "
+                            f"token {t} is {float(x[r, t])}")
+    total = B.sum(x, axis=-1, keepdims=True)
+    if bool((total == 0).any()):
+        raise SamplingError(f"row {_first(total == 0, 1)[0]} has no probability mass "
+                            f"(all zeros)")
+    return x / total
+
+
+def _float_temperature(x, T: float, inputs: str):
+    """Probabilities proportional to p^(1/T) (or softmax(logits / T)), in float64."""
+    if B.is_torch(x):
+        lg = x if inputs == "logits" else torch.log(x)
+        top = lg.max(-1, keepdim=True).values
+        w = torch.exp((lg - top) / T)
+    else:
+        with np.errstate(divide="ignore"):
+            lg = x if inputs == "logits" else np.log(x)
+        top = lg.max(axis=-1, keepdims=True)
+        w = np.exp((lg - top) / T)
+    return w / B.sum(w, axis=-1, keepdims=True)
+
+
+def process_rows(rows, params, inputs: str = "probs"):
+    """The processed distribution along the last axis of ``rows`` [..., V].
+
+    Parameters
+    ----------
+    rows : array [..., V]
+        Probabilities (non-negative, any positive row sum: rows are normalised first), as a
+        numpy array or torch tensor of floats, or a numpy object array of `Fraction` (exact
+        mode); with ``inputs="logits"``, float logits (-inf for a token of probability zero),
+        turned into probabilities by a float64 softmax.
+    params :
+        Anything [`parse_sampling`][spectheory.processing.parse_sampling] accepts; None is no
+        processing (rows are only normalised).
+    inputs : {"probs", "logits"}
+
+    Returns
+    -------
+    array [..., V]
+        The processed probabilities (see the module docstring for the order of operations and
+        the tie rules): float64 numpy or torch (on the input's device), or exact Fractions for
+        exact rows. Greedy rows are exact 0/1 point masses.
+
+    Raises `SamplingError` in one line for NaN, negative or all-zero rows, logits in exact
+    mode, and a temperature whose power is not rational in exact mode.
+
+    ```python
+    import numpy as np
+    from spectheory.processing import process_rows
+
+    p = np.array([0.5, 0.25, 0.25, 0.0])
+    process_rows(p, "top_k=1")        # [1, 0, 0, 0]
+    process_rows(p, "top_k=2")        # [0.5, 0.25, 0.25, 0]: the tie at the 2nd value is kept
+    process_rows(p, "top_p=0.6")      # [0.5, 0.25, 0.25, 0]: the tied tokens at the boundary
+                                      # go together (vLLM keeps one of them, by sort order)
+    process_rows(p, "top_p=0.5")      # [1, 0, 0, 0]: the first token's mass reaches 0.5
+    process_rows(p, "temperature=0")  # [1, 0, 0, 0]
+    ```
+    """
+    sp = parse_sampling(params)
+    if inputs not in INPUTS:
+        raise SamplingError(f"inputs = {inputs!r} is not one of {', '.join(INPUTS)}")
+    x = _as_array(rows)
+    exact = B.is_exact(x)
+    if exact and inputs == "logits":
+        raise SamplingError("logits are floats: exact rational mode takes probabilities "
+                            "(inputs='probs')")
+    if len(x.shape) == 0 or x.shape[-1] == 0:
+        raise SamplingError(f"rows must have a last axis of V >= 1 tokens, not shape "
+                            f"{list(x.shape)}")
+    shape = tuple(x.shape)
+    V = shape[-1]
+    if exact:
+        flat = x.reshape(-1, V)
+    elif B.is_torch(x):
+        if not (x.is_floating_point()):
+            x = x.to(torch.float64)
+        flat = x.reshape(-1, V).to(torch.float64)
+    else:
+        if x.dtype.kind not in "fiu":
+            raise SamplingError(f"rows must hold numbers, not {x.dtype}")
+        flat = np.asarray(x, dtype=np.float64).reshape(-1, V)
+    if flat.shape[0] == 0:
+        return flat.reshape(shape)
+    power = None
+    if exact and sp is not None:
+        power = sp.exact_power()  # refuses an irrational temperature before any work
+    flat = _validate(flat, inputs, exact)
+    if sp is not None and sp.greedy:
+        first = B.argsort(flat, axis=-1, descending=True)[:, 0]  # lowest id among the maxima
+        out = B.one_hot(first, V, flat)
+        return out.reshape(shape)
+    if exact:
+        probs = flat if power in (None, 1) else flat ** power
+        probs = probs / B.sum(probs, axis=-1, keepdims=True)
+    elif inputs == "logits" or (sp is not None and sp.temperature != 1):
+        probs = _float_temperature(flat, 1.0 if sp is None else float(sp.temperature), inputs)
+    else:
+        probs = flat
+    if sp is None or (sp.top_k is None and sp.top_p == 1 and sp.min_p == 0):
+        return probs.reshape(shape)
+    keep = keep_mask(probs, sp)
+    kept = B.where(keep, probs, B.zeros_like(probs))
+    out = kept / B.sum(kept, axis=-1, keepdims=True)
+    return out.reshape(shape)
+
+
+# ----------------------------------------------------------------------------- instances
+
+
+def _process_model(model, params):
+    from .models import TableModel
+
+    return TableModel(model.vocab_size, tuple(np.ascontiguousarray(process_rows(t, params))
+                                              for t in model.tables))
+
+
+def process_instance(instance, sampling=None, draft_sampling=None, exact: bool | None = None):
+    """The instance with target rows processed by ``sampling`` and draft rows by
+    ``draft_sampling`` (each anything [`parse_sampling`][spectheory.processing.parse_sampling]
+    accepts; None: rows as given), in exact rationals when ``exact`` (default: as the instance)
+    and float64 otherwise.
+
+    Every table row is processed (also the deeper levels a multi-iteration analysis reads, and
+    the order-D Markov extension is that of the processed rows). The instance is returned
+    unchanged when neither is given or both are the identity. Drafts are then sampled from the
+    processed draft rows and the verifier is handed those rows (the q it drafted from), and the
+    law is compared with the processed target's: the setting of an engine that verifies a
+    request with these parameters.
+    """
+    sp, dp = parse_sampling(sampling), parse_sampling(draft_sampling)
+    sp = None if sp is None or sp.identity else sp
+    dp = None if dp is None or dp.identity else dp
+    if sp is None and dp is None:
+        return instance
+    from .instances import Instance
+
+    if not isinstance(instance, Instance):
+        raise SpectheoryError(f"expected a spectheory Instance, got {type(instance).__name__}")
+    exact = instance.exact if exact is None else bool(exact)
+    for which, p in (("sampling", sp), ("draft sampling", dp)):
+        if exact and p is not None:
+            try:
+                p.exact_power()
+            except SamplingError as exc:
+                raise SamplingError(f"{which}: {exc}") from None
+    inst = instance.to_exact() if exact else instance.to_float()
+    target = inst.target if sp is None else _process_model(inst.target, sp)
+    draft = inst.draft if dp is None else _process_model(inst.draft, dp)
+    return Instance(inst.vocab_size, inst.block_length, target, draft)
+
+
+def rational(*params) -> bool:
+    """True when every one of ``params`` (anything `parse_sampling` accepts) processes rows
+    exactly in rationals (no temperature other than 0 or 1/n)."""
+    for x in params:
+        sp = parse_sampling(x)
+        if sp is None:
+            continue
+        try:
+            sp.exact_power()
+        except SamplingError:
+            return False
+    return True
+
+
+def describe(sampling=None, draft_sampling=None) -> dict:
+    """The ``extra`` entries of an analysis under sampling parameters (empty when none)."""
+    sp, dp = parse_sampling(sampling), parse_sampling(draft_sampling)
+    out = {}
+    if sp is not None and not sp.identity:
+        out["sampling"] = str(sp)
+    if dp is not None and not dp.identity:
+        out["draft_sampling"] = str(dp)
+    return out
+
+
+# ----------------------------------------------------------------------------- sampler checks
+
+
+def handed_rows(p, inputs: str = "probs"):
+    """The target rows a sampler under test is handed: the raw probabilities (float64), or with
+    ``inputs="logits"`` float32 logits log p (-inf for a zero), which the sampler turns into
+    probabilities with the engine's float32 softmax."""
+    if inputs not in INPUTS:
+        raise SamplingError(f"inputs = {inputs!r} is not one of {', '.join(INPUTS)}")
+    if inputs == "probs":
+        return p
+    return torch.log(p.to(torch.float64)).to(torch.float32)
+
+
+def sampler_setup(sampler, instances, sampling=None, draft_sampling=None,
+                  inputs: str = "probs"):
+    """What `spectheory.testing.check_sampler` runs under sampling parameters.
+
+    Returns ``(wrapped sampler, instances, proc)``:
+
+    * the instances with their draft rows processed by ``draft_sampling`` (drafts are sampled
+      from these rows and the sampler is handed them: the q it drafted from); for `DraftRows`
+      the given q rows are processed;
+    * a sampler that is handed the RAW target rows (`handed_rows`: probabilities, or float32
+      logits), so that it applies the processing itself as the engine does;
+    * ``proc(p)``: the rows the exact law is computed against, `process_rows` of exactly what
+      the sampler was handed (the float32 logits' float64 softmax with ``inputs="logits"``), so
+      the reference and the sampler see the same row, greedy ties included.
+    """
+    from .instances import Instance
+
+    sp, dp = parse_sampling(sampling), parse_sampling(draft_sampling)
+    handed_rows(torch.zeros(1, 1, dtype=torch.float64) + 1, inputs)  # checks ``inputs``
+    out = []
+    for inst in instances:
+        if isinstance(inst, Instance):
+            out.append(process_instance(inst, None, dp, exact=False))
+        elif dp is not None and isinstance(inst, tuple) and len(inst) == 3:
+            d, q, p = inst
+            q = process_rows(torch.as_tensor(q, dtype=torch.float64), dp)
+            out.append(type(inst)(d, q, p) if hasattr(inst, "_fields") else (d, q, p))
+        else:
+            out.append(inst)
+
+    def wrapped(drafts, q, p, extra=None):
+        return sampler(drafts, q, handed_rows(p, inputs), extra)
+
+    def proc(p):
+        return process_rows(handed_rows(p, inputs).to(torch.float64), sp, inputs=inputs)
+
+    try:  # the name and declared attributes (coin_convention, repeat_aware) carry over
+        functools.update_wrapper(wrapped, sampler)
+    except (AttributeError, TypeError):  # a callable object without the usual attributes
+        wrapped.__name__ = getattr(sampler, "__name__", "sampler")
+    return wrapped, out, proc
+
+
+def note_sampling(report, sampling=None, draft_sampling=None, inputs: str = "probs"):
+    """Add to a sampler report's notes what its rows were (processing and inputs)."""
+    extra = describe(sampling, draft_sampling)
+    if "sampling" in extra:
+        report.notes.append(f"law against the target processed by {extra['sampling']}; the "
+                            f"sampler was handed the raw target rows")
+    if "draft_sampling" in extra:
+        report.notes.append(f"drafts sampled from the draft rows processed by "
+                            f"{extra['draft_sampling']} (handed to the sampler as q)")
+    if inputs == "logits":
+        report.notes.append("target rows handed as float32 logits")
+    if (report.mode in ("law", "lossless") and report.dof == 0 and report.rows
+            and not math.isfinite(report.min_detectable_tv) and report.samples >= report.rows):
+        n = report.samples // report.rows
+        t90 = 1 - 0.1 ** (1 / n)
+        report.notes.append(
+            f"no row has two cells to compare (each row's law sits in one bin, as under greedy "
+            f"decoding): the check fails on any sample of an outcome of probability zero, so "
+            f"where a row's law is a point mass a bias of total variation t in its n >= {n:,} "
+            f"samples is caught with probability 1 - (1 - t)^n, at least 90% for "
+            f"t >= {t90:.3g}")
+    return report
+
+
+# ----------------------------------------------------------------------------- command line
+
+
+def sampling_type(text: str):
+    """An argparse type for ``--sampling`` / ``--draft-sampling``: one line on a bad value."""
+    import argparse
+
+    try:
+        return parse_sampling(text)
+    except SpectheoryError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+sampling_type.__name__ = "sampling parameters"
+
+
+def add_sampling_options(p, draft: bool = True) -> None:
+    """``--sampling`` and (with ``draft``) ``--draft-sampling`` on a command's parser."""
+    p.add_argument("--sampling", type=sampling_type, default=None, metavar="PARAMS",
+                   help="process the target rows as an engine does before verifying, e.g. "
+                        "'temperature=0' (greedy) or 'temperature=0.7,top_k=20,top_p=0.9,"
+                        "min_p=0.05' (order=vllm|transformers; default: raw rows)")
+    if draft:
+        p.add_argument("--draft-sampling", type=sampling_type, default=None, metavar="PARAMS",
+                       help="process the draft rows the same way: drafts are sampled from "
+                            "them and the verifier is handed them (default: raw rows)")
+
+
+__all__ = ["GREEDY_BELOW", "INPUTS", "KEYS", "MAX_EXACT_POWER", "ORDERS", "SamplingError",
+           "SamplingParams", "add_sampling_options", "describe", "keep_mask", "parse_sampling",
+           "handed_rows", "note_sampling", "process_instance", "process_rows", "rational", "sampler_setup",
+           "sampling_type"]
