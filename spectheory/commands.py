@@ -212,7 +212,9 @@ def cmd_exact(args) -> int:
         res = analyze(inst, how.spec, name=args.verifier, exact=args.exact,
                       max_sequences=args.max_sequences, progress=limits.progress_enabled(),
                       paths=how.paths, drafting=how.drafting, sampling=args.sampling,
-                      draft_sampling=args.draft_sampling)
+                      draft_sampling=args.draft_sampling, laws=args.executor is None,
+                      executor=args.executor, split_depth=args.split_depth,
+                      workers=args.workers, address=args.address)
     if how.spec.single_path and (args.paths is not None or args.drafting is not None):
         res.extra.update({"paths": how.paths, "drafting": how.drafting})
     if not how.spec.single_path:
@@ -324,6 +326,17 @@ def register(sub) -> None:
                    help="a name from `spectheory verifiers` or module:function")
     add_multi_path_options(e)
     add_sampling_options(e)
+    e.add_argument("--executor", choices=("local", "ray"), default=None,
+                   help="split the per-node route into the V^d subtrees below depth "
+                        "--split-depth and run them as tasks: local (processes) or ray "
+                        "(pip install 'spectheory[ray]'); the same law, exactly in rationals")
+    e.add_argument("--split-depth", type=int_in(1, 64), default=1, metavar="D",
+                   help="with --executor: the depth d whose V^d subtrees are the tasks "
+                        "(1 <= d <= L - 1; default 1)")
+    e.add_argument("--workers", type=int_in(1, 4096), default=None, metavar="N",
+                   help="with --executor: tasks at once (default: the cores, at most 8)")
+    e.add_argument("--address", default=None,
+                   help="with --executor ray: the cluster's address (default: a local cluster)")
     e.set_defaults(func=cmd_exact)
 
     c = sub.add_parser("check", help="exact losslessness verdict (exit 1 when lossy)")

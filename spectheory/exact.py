@@ -403,7 +403,8 @@ def analyze(instance: Instance, verifier, name: str | None = None,
             progress: bool = False, device="cpu", *, paths: int | None = None,
             drafting: str | None = None, symmetric: bool | None = None,
             route: str | None = "auto", laws: bool = True, sampling=None,
-            draft_sampling=None) -> ExactAnalysis:
+            draft_sampling=None, executor: str | None = None, split_depth: int = 1,
+            workers: int | None = None, address: str | None = None) -> ExactAnalysis:
     """Exact tau pmf, E[tau], E[tau+1] and TV(output law, target law) of a verifier.
 
     Parameters
@@ -445,6 +446,12 @@ def analyze(instance: Instance, verifier, name: str | None = None,
         processed target, drafts are sampled from the processed draft rows, and the TV is to
         the processed target's law. Default None: rows as given (the draft rows stay raw unless
         ``draft_sampling`` is given).
+    executor : {None, "local", "ray"}
+        Split the per-node route into the V^d subtrees below depth ``split_depth`` (default 1)
+        and evaluate them as tasks (`spectheory.split`): ``"local"`` on ``workers`` processes
+        (1: in this process), ``"ray"`` as Ray tasks (``address`` of a cluster, else a local
+        one). The same law exactly in rationals; the size guard applies to one task
+        (V^(L+1-d) sequences). Node-form verifiers (token, block, ...) with one path.
 
     Returns
     -------
@@ -459,13 +466,26 @@ def analyze(instance: Instance, verifier, name: str | None = None,
     V, L = instance.vocab_size, instance.block_length
     route = _cheaper(how, resolve_route(how, route, symmetric), route, V, L, symmetric)
     exact = instance.exact if exact is None else exact
-    _plan_sizes(how, V, L, 1, exact, max_sequences, "exact analysis", f"V^(L+1) = {V}^{L + 1}",
-                symmetric, route)
+    if executor is None:  # a split analysis guards the size of one task instead
+        _plan_sizes(how, V, L, 1, exact, max_sequences, "exact analysis",
+                    f"V^(L+1) = {V}^{L + 1}", symmetric, route)
     instance = process_instance(instance, sampling, draft_sampling, exact)
-    q_levels = levels(instance.draft, 0, L, exact, device)
-    p_levels = levels(instance.target, 0, L + 1, exact, device)
+    if executor is None:
+        q_levels = levels(instance.draft, 0, L, exact, device)
+        p_levels = levels(instance.target, 0, L + 1, exact, device)
     label = name or how.spec.name
-    if route == "node":
+    if executor is not None:
+        if how.paths != 1 or how.spec.node is None:
+            raise SpectheoryError(f"executor={executor!r} splits the per-node route: verifier "
+                                  f"{how.spec.name!r} with {how.paths} path(s) has none "
+                                  "(node-form verifiers with one path only)")
+        from .split import analyze_split
+
+        tau, out, tgt, tv = analyze_split(instance, how.spec, exact, laws, split_depth,
+                                          executor, workers, address, max_sequences)
+        tau_pmf = [tau]
+        route = f"node, split at depth {split_depth} ({executor})"
+    elif route == "node":
         nodes = node_route_law(how.spec, q_levels, p_levels, V, L)
         tau_pmf = nodes.tau_pmf(1)
         out, tgt, tv = node_output_law(nodes, p_levels, V, L, laws)
@@ -551,7 +571,7 @@ def _target_top(T, p_levels, L: int, V: int):
     return tgt.reshape(-1)
 
 
-def node_output_law(nodes, p_levels, V: int, L: int, laws: bool = True):
+def node_output_law(nodes, p_levels, V: int, L: int, laws: bool = True, A0=None, T0=None):
     """Output law, target law (both [V^(L+1)] for one context; None when ``laws`` is False) and
     their TV from the per-node results of one context.
 
@@ -564,9 +584,14 @@ def node_output_law(nodes, p_levels, V: int, L: int, laws: bool = True):
     read once per law that is asked for and never for the TV. The last two steps (A_L, T_L over
     V^L sequences, and level L+1) run a chunk of `TV_CHUNK_ROWS` sequences at a time, so no
     V^L-sized temporary is built.
+
+    ``A0``, ``T0`` (1-entry arrays): the output and target mass of the prefix below which
+    ``nodes`` and ``p_levels`` lie, for one subtree of a split analysis (`spectheory.split`);
+    default 0 and 1, the root.
     """
     like = p_levels[0]
-    A, T = Bk.full((1,), 0, like), Bk.full((1,), 1, like)
+    A = Bk.full((1,), 0, like) if A0 is None else A0
+    T = Bk.full((1,), 1, like) if T0 is None else T0
     fused = Bk.is_torch(like)
     for j in range(L - 1):
         if fused:  # A p + m corr in one output array

@@ -1,9 +1,10 @@
 """Node form of a verifier: one rule per node of the sequence tree, and the two routes built on it.
 
-Many verifiers look at a drafted block X^L only through quantities that depend on the prefix:
-at position i they use p(.|X^i), q(.|X^i), the ratio of the drafted token p(X_i|X^{i-1}) /
+Many verifiers look at a drafted block X^L only through quantities that depend on the prefix: at
+position i they use p(.|X^i), q(.|X^i), the ratio of the drafted token p(X_i|X^{i-1}) /
 q(X_i|X^{i-1}) and a running state (block verification's weight w_i). Such a verifier is stated
-once, as a :class:`NodeForm`: a ``step`` evaluated on a batch of nodes of one depth i,
+once, as a [`NodeForm`][spectheory.nodes.NodeForm]: a ``step`` evaluated on a batch of nodes of one
+depth i,
 
     step(state, px, qx, q, p) -> (state_i, weight_i, correction_i)
 
@@ -22,10 +23,12 @@ target row. ``correction_i`` [N, V] is the law of the token emitted when tau = i
 
 From the one ``step`` follow both routes of the exact engine, so they cannot drift apart:
 
-* the **per-draft law** :func:`law_from_nodes` (the verifier's batched law function, used by the
-  per-draft route, the multi-path wrappers and real-model loops): ``step`` along each draft;
-* the **per-node route** :func:`node_block_law`: ``step`` once per node, level by level (level d
-  holds C V^d nodes below C contexts), with the draft mass Q(x^d) of every node, then
+* the **per-draft law** [`law_from_nodes`][spectheory.nodes.law_from_nodes] (the verifier's batched
+  law function, used by the per-draft route, the multi-path wrappers and real-model loops): ``step``
+  along each draft;
+* the **per-node route** [`node_block_law`][spectheory.nodes.node_block_law]: ``step`` once per
+  node, level by level (level d holds C V^d nodes below C contexts), with the draft mass Q(x^d) of
+  every node, then
 
   - forward:  m_d(x^d) = Q(x^d) R_d(x^d) (1 - sum_a q(a|x^d) c_{d+1}(x^d a)), R_d = prod c_j,
     m_L = Q R_L;
@@ -35,12 +38,12 @@ From the one ``step`` follow both routes of the exact engine, so they cannot dri
   m_d(x^d) = P(X^d = x^d, tau = d) is the stop mass of the node, P(tau = d) = sum m_d and the
   emitted block law is E_{d+1}(x^d y) = m_d(x^d) correction_d(y | x^d).
 
-This costs one step per node (sum_d V^d nodes) instead of L+1 steps per draft (V^L drafts).
-The deepest level holds as many nodes as the largest input table has rows; it is stepped a
-chunk of parents at a time and only its stop masses are kept, so the route's memory beyond the
-inputs is about two arrays of V^L entries (m_L and the corrections of depth L-1).
-Node quantities are validated like laws (:func:`validate_nodes`): weights in [0, 1], no NaN,
-every correction row a distribution.
+This costs one step per node (sum_d V^d nodes) instead of L+1 steps per draft (V^L drafts). The
+deepest level holds as many nodes as the largest input table has rows; it is stepped a chunk of
+parents at a time and only its stop masses are kept, so the route's memory beyond the inputs is
+about two arrays of V^L entries (m_L and the corrections of depth L-1). Node quantities are
+validated like laws ([`validate_nodes`][spectheory.nodes.validate_nodes]): weights in [0, 1], no
+NaN, every correction row a distribution.
 """
 
 from __future__ import annotations
@@ -75,8 +78,8 @@ class NodeForm:
     weights_only : bool
         ``step`` accepts the keywords ``correction`` and ``out``: with ``correction=False`` it
         returns ``None`` for the correction and skips its V-sized work (used by
-        :func:`stop_probabilities`); ``out`` (torch, [N, V], or None) is where it may build the
-        correction rows, saving a copy.
+        [`stop_probabilities`][spectheory.nodes.stop_probabilities]); ``out`` (torch, [N, V], or
+        None) is where it may build the correction rows, saving a copy.
     """
 
     step: Callable
@@ -155,7 +158,7 @@ def law_from_nodes(form: NodeForm, drafts, q, p, corrections: bool = True) -> La
     """The per-draft law of a node-form verifier: ``form.step`` at positions 0..L of each draft.
 
     Shapes: drafts [B, L], q [B, L, V], p [B, L+1, V]; returns stop [B, L+1], correction
-    [B, L+1, V]. On torch the drafts are taken a few rows at a time (:data:`ROW_CHUNK_ELEMENTS`)
+    [B, L+1, V]. On torch the drafts are taken a few rows at a time (`ROW_CHUNK_ELEMENTS`)
     and each correction row is written once into one preallocated array: about one read of p
     and q and one write of the corrections. ``corrections=False`` returns the stop table only
     (``Law(stop, None)``; steps declared ``weights_only`` then skip the correction rows).
@@ -189,7 +192,7 @@ def stop_probabilities(verifier, drafts, q, p):
     For paired comparisons of verifiers on the same drafts (E[tau | X] = sum_i i P(tau = i | X))
     only the stop table is needed: a node-form verifier whose step is ``weights_only`` (token,
     block) then skips the correction rows (no V-sized write per position); others run their full
-    law. Shapes as :func:`law_from_nodes`."""
+    law. Shapes as [`law_from_nodes`][spectheory.nodes.law_from_nodes]."""
     from .registry import get_verifier
 
     spec = get_verifier(verifier)
@@ -199,7 +202,8 @@ def stop_probabilities(verifier, drafts, q, p):
 
 
 def expected_accepted(verifier, drafts, q, p):
-    """``E[tau | X]`` ``[B]`` = sum_i i P(tau = i | X) from :func:`stop_probabilities`."""
+    """``E[tau | X]`` ``[B]`` = sum_i i P(tau = i | X) from
+    [`stop_probabilities`][spectheory.nodes.stop_probabilities]."""
     stop = stop_probabilities(verifier, drafts, q, p)
     i = B.arange(stop.shape[1], drafts)
     if B.is_torch(stop):
@@ -221,9 +225,9 @@ def per_draft_function(form: NodeForm, name: str, doc: str = "") -> Callable:
 
 def node_verifier(form: NodeForm, name: str, *, lossless: bool = True, exact: bool = True,
                   paper: str = "", summary: str = ""):
-    """A single-path :class:`spectheory.registry.VerifierSpec` from a node form alone: its law
-    function is :func:`law_from_nodes` of the form, and the exact engine uses the per-node
-    route."""
+    """A single-path [`VerifierSpec`][spectheory.registry.VerifierSpec] from a node form alone: its
+    law function is [`law_from_nodes`][spectheory.nodes.law_from_nodes] of the form, and the exact
+    engine uses the per-node route."""
     from .registry import VerifierSpec
 
     return VerifierSpec(name, per_draft_function(form, name), paths=1, lossless=lossless,
@@ -242,7 +246,7 @@ def validate_nodes(weight, corr, depth: int, exact: bool, name: str = "verifier"
                    tol: float = ROW_SUM_TOL, skip_corr: bool = False, offset: int = 0) -> None:
     """Check the node quantities of one depth: weights [N] in [0, 1], corrections [N, V]
     non-negative rows summing to 1 (exactly in exact mode); raises
-    :class:`spectheory.law.LawError` (kinds nan, inf, negative, stop-sum, correction-sum,
+    [`LawError`][spectheory.law.LawError] (kinds nan, inf, negative, stop-sum, correction-sum,
     not-exact, shape). ``skip_corr``: the correction is the (already validated) target table.
     ``offset``: index of the first node among all nodes of the depth (a chunk of a level), added
     to the node index that an error names."""
@@ -336,6 +340,9 @@ class NodeLaw:
     stop_mass: list
     correction: list
     corr_is_target: list
+    #: a subtree's value for its parent (`node_block_law` with ``start``): forward, the pass
+    #: weight c of the subtree's root; backward, (1 - h) G of the subtree's root
+    upward: object = None
 
     def tau_pmf(self, C: int):
         return B.stack([B.sum(m.reshape(C, -1), axis=1) for m in self.stop_mass], axis=1)
@@ -349,14 +356,14 @@ class NodeLaw:
 #: route on the CPU: that level's node quantities (drafted ratios, states, weights, draft masses)
 #: are built a few parents at a time, so only its stop masses [V^L] are kept whole; 2^18 nodes
 #: (2 MiB per float64 working array) keep a chunk's temporaries in cache. Other devices take
-#: :data:`DEVICE_CHUNK_NODES`.
+#: `DEVICE_CHUNK_NODES`.
 LAST_LEVEL_CHUNK_NODES = 2**18
 DEVICE_CHUNK_NODES = 2**24
 
 
 def last_level_parents(V: int, like) -> int:
-    """Parents (nodes of depth L-1) per chunk of the deepest level (:data:`LAST_LEVEL_CHUNK_NODES`
-    children, or :data:`DEVICE_CHUNK_NODES` off the CPU)."""
+    """Parents (nodes of depth L-1) per chunk of the deepest level (`LAST_LEVEL_CHUNK_NODES`
+    children, or `DEVICE_CHUNK_NODES` off the CPU)."""
     nodes = (DEVICE_CHUNK_NODES if B.is_torch(like) and like.device.type != "cpu"
              else LAST_LEVEL_CHUNK_NODES)
     return max(1, nodes // max(1, V))
@@ -370,25 +377,48 @@ def _uninitialised(n: int, like):
     return B.full((n,), 0, like)
 
 
+@dataclass(frozen=True)
+class SubtreeStart:
+    """Where a subtree of the sequence tree begins (`node_block_law`'s ``start``): the parent's
+    ``state``, the drafted token's target and draft probabilities ``px``, ``qx`` and the draft
+    mass ``mass`` Q(x^s) of the subtree's root (each a 1-entry array), and ``R`` the pass
+    product R_{s-1} of the parent (forward scan; 1 otherwise)."""
+
+    state: object
+    px: object
+    qx: object
+    mass: object
+    R: object
+
+
 def node_block_law(form: NodeForm, q_levels, p_levels, V: int, L: int,
-                   name: str = "verifier") -> NodeLaw:
+                   name: str = "verifier", start: SubtreeStart | None = None) -> NodeLaw:
     """Per-node route: the stop mass and correction of every node below C contexts.
 
     ``q_levels[d]`` [C V^d, V] (d < L) and ``p_levels[d]`` [C V^d, V] (d <= L) as from
-    :func:`spectheory.tree.levels`. One ``form.step`` call per depth on all nodes of that depth,
-    except at the deepest level, which holds as many nodes as the largest input table has rows
-    (C V^L) and is stepped a chunk of parents at a time (:func:`last_level_parents`): its weights
-    are folded into the scan as they come (forward: R_L = R_{L-1} c_L and sum_a q(a|x) c_L(x a);
-    backward: G_{L-1}(x) = sum_a q(a|x) (1 - h_L(x a))), and only the stop masses m_L [C V^L]
-    are kept. Values do not depend on the chunking (every quantity of a chunk depends on its own
-    parents only). Memory beyond the inputs: m_L, the corrections of depth L-1 ([C V^(L-1), V])
-    and vectors over depths < L.
+    [`levels`][spectheory.tree.levels]. One ``form.step`` call per depth on all nodes of that depth,
+    except at the deepest level, which holds as many nodes as the largest input table has rows (C
+    V^L) and is stepped a chunk of parents at a time
+    ([`last_level_parents`][spectheory.nodes.last_level_parents]): its weights are folded into the
+    scan as they come (forward: R_L = R_{L-1} c_L and sum_a q(a|x) c_L(x a); backward: G_{L-1}(x) =
+    sum_a q(a|x) (1 - h_L(x a))), and only the stop masses m_L [C V^L] are kept. Values do not
+    depend on the chunking (every quantity of a chunk depends on its own parents only). Memory
+    beyond the inputs: m_L, the corrections of depth L-1 ([C V^(L-1), V]) and vectors over depths <
+    L.
+
+    With ``start`` (a `SubtreeStart`) the levels are those of one subtree whose root lies at
+    some depth s >= 1 (``q_levels[j]`` [V^j, V] the rows below it at depth s + j, L the remaining
+    depth): the scan starts from the parent's state and the root's draft mass, stop masses are
+    the subtree's (depths s..s+L), and ``upward`` carries what the parent needs
+    (`spectheory.split` evaluates the subtrees as separate tasks and adds their laws).
     """
     exact = B.is_exact(p_levels[0])
     C = p_levels[0].shape[0]
     mass = B.full((C,), 1, p_levels[0])  # Q(x^d), the draft probability of each node
     masses, weights, corrs, is_p = [], [], [], []
     state = px = qx = None
+    if start is not None:
+        state, px, qx, mass = start.state, start.px, start.qx, start.mass
     for d in range(L):
         state, w, c = form.step(state, px, qx, q_levels[d], p_levels[d])
         same = c is p_levels[d]
@@ -405,7 +435,7 @@ def node_block_law(form: NodeForm, q_levels, p_levels, V: int, L: int,
             mass = (B.expand_dims(mass, 1) * q_levels[d]).reshape(-1)
     forward = form.scan == "forward"
     if forward:  # R_d = prod_{j<=d} c_j at depths < L
-        R = [weights[0]]
+        R = [weights[0] if start is None else start.R * weights[0]]
         for d in range(1, L):
             R.append(_repeat(R[-1], V) * weights[d])
     # depth L, by chunks of parents (nodes of depth L-1)
@@ -439,7 +469,7 @@ def node_block_law(form: NodeForm, q_levels, p_levels, V: int, L: int,
             parent_sum[r0:r1] = B.sum(q_r * (1 - w).reshape(-1, V), axis=1)
     one = weights[0]
     bad = (one != 1) if exact else (B.abs(one - 1) > ROW_SUM_TOL)
-    if bool(bad.any()):
+    if start is None and bool(bad.any()):
         n = int(np.flatnonzero(_numpy(bad))[0])
         raise LawError("stop-sum", f"{name}: the node weight at the root (context {n}) is "
                        f"{one[n]}, not 1 (c_0 = 1 / h_0 = 1)", (n,), one[n])
@@ -458,7 +488,11 @@ def node_block_law(form: NodeForm, q_levels, p_levels, V: int, L: int,
             go_on = go_on.mul_(G) if B.is_torch(go_on) else go_on * G
             G = B.sum(q_levels[d] * go_on.reshape(-1, V), axis=1)
             stop[d] = masses[d] * weights[d] * G
-    return NodeLaw(stop, corrs + [pL if corr_L is None else corr_L], is_p + [corr_L is None])
+    upward = None
+    if start is not None:
+        upward = weights[0] if forward else (1 - weights[0]) * G
+    return NodeLaw(stop, corrs + [pL if corr_L is None else corr_L], is_p + [corr_L is None],
+                   upward)
 
 
 __all__ = ["NodeForm", "NodeLaw", "SCANS", "expected_accepted", "law_from_nodes",

@@ -267,8 +267,7 @@ def test_cli_bad_file_and_example(tmp_path, capsys):
 # ----------------------------------------------------------------------------- ray, plot
 
 
-def test_ray_executor_gives_the_local_table(example_run, tmp_path):
-    pytest.importorskip("ray")
+def test_ray_executor_gives_the_local_table(example_run, tmp_path, ray_cluster):
     out, _ = example_run
     rows = run_sweep(load_config(example_config()), tmp_path / "ray", executor="ray",
                      workers=2)
