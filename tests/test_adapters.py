@@ -9,6 +9,7 @@ fail. The ports run on the CPU; the engines' CUDA/Triton kernels are not run her
 
 from __future__ import annotations
 
+import functools
 import inspect
 
 import pytest
@@ -51,6 +52,20 @@ def test_hf_real_routine_passes_law_mode_and_leaves_global_rng_alone():
     o1 = A.hf_sampler(d, q, p, torch.Generator().manual_seed(3))
     o2 = A.hf_sampler(d, q, p, torch.Generator().manual_seed(3))
     assert all(torch.equal(x, y) for x, y in zip(o1, o2))
+
+
+def test_hf_real_routine_through_the_transformers_layout():
+    """The TRANSFORMERS preset calls the real ``_speculative_sampling`` with no adapter (float32
+    logits on both sides, one sequence a call, the global generator seeded inside fork_rng); its
+    DIVERSE ensemble weight (lossy by design) is the negative control."""
+    utils = pytest.importorskip("transformers.generation.utils")
+    from spectheory.testing.layouts import TRANSFORMERS, engine_sampler
+
+    rep = check_sampler(engine_sampler(utils._speculative_sampling, TRANSFORMERS), "token",
+                        samples=2_000)
+    assert rep.passed, str(rep)
+    lossy = functools.partial(utils._speculative_sampling, assistant_ensemble_weight=0.5)
+    assert not check_sampler(engine_sampler(lossy, TRANSFORMERS), "token", samples=1_000).passed
 
 
 # ----------------------------------------------------------------------------- vLLM V1
@@ -191,3 +206,62 @@ def test_draft_rows_instances_reach_any_vocabulary():
     rows = DraftRows(d.repeat(8, 1), q.repeat(8, 1, 1), p.repeat(8, 1, 1))
     assert check_sampler(A.vllm_mrv2_sampler("block"), "block", instances=[rows],
                          samples=8_000).passed
+
+
+# ----------------------------------------------------------------------------- engines' own layouts
+
+
+def _v1_meta(B, generators, temperature=None, all_greedy=False):
+    from types import SimpleNamespace
+
+    temp = torch.ones(B) if temperature is None else torch.tensor(temperature)
+    return SimpleNamespace(all_greedy=all_greedy, all_random=not all_greedy and bool(
+        (temp != A.VLLM_GREEDY_TEMPERATURE).all()), temperature=temp, generators=generators,
+        top_k=None, top_p=None)
+
+
+def test_vllm_v1_port_ragged_requests_equal_one_request_at_a_time():
+    """Requests of 3, 1 and 2 drafts (and one of none) in one flattened call emit what each
+    request emits alone with the same generator, padded with -1; greedy requests
+    (temperature -1) accept while the draft is the target's argmax."""
+    d, q, p = _rows(7, B=4, L=3, V=5)
+    lens = [3, 1, 0, 2]
+    ids = torch.cat([d[b, :n] for b, n in enumerate(lens)]).to(torch.int32)
+    qs = torch.cat([q[b, :n] for b, n in enumerate(lens)]).float()
+    lg = torch.cat([torch.log(p[b, :n]) for b, n in enumerate(lens)]).float()
+    cu = torch.tensor([3, 4, 4, 6], dtype=torch.int32)
+    bonus = torch.tensor([[4], [3], [2], [1]], dtype=torch.int32)
+
+    def gens():
+        return {b: torch.Generator().manual_seed(100 + b) for b in range(4)}
+
+    out = A.vllm_v1_rejection_sample(ids, lens, 3, cu, qs, lg, bonus, _v1_meta(4, gens()))
+    start = 0
+    for b, n in enumerate(lens):
+        g = gens()
+        one = A.vllm_v1_rejection_sample(ids[start:start + n], [n], 3,
+                                         torch.tensor([n], dtype=torch.int32),
+                                         qs[start:start + n], lg[start:start + n],
+                                         bonus[b:b + 1], _v1_meta(1, {0: g[b]}))
+        assert out[b].tolist() == one[0].tolist()
+        emitted = int((out[b] != -1).sum())
+        assert 1 <= emitted <= n + 1 and (out[b, emitted:] == -1).all()
+        start += n
+    assert out[2].tolist() == [2, -1, -1, -1]  # no drafts: the bonus token alone
+    greedy = A.vllm_v1_rejection_sample(ids, lens, 3, cu, qs, lg, bonus,
+                                        _v1_meta(4, {}, [-1.0, -1.0, -1.0, -1.0]))
+    am = lg.argmax(-1)
+    start = 0
+    for b, n in enumerate(lens):
+        match = (ids[start:start + n].long() == am[start:start + n]).long().cumprod(0)
+        k = int(match.sum())
+        want = ids[start:start + k].tolist() + ([int(am[start + k])] if k < n else
+                                                [int(bonus[b])])
+        assert greedy[b, :k + 1].tolist() == want
+        start += n
+
+
+def test_ports_refuse_an_unknown_planted_bug():
+    with pytest.raises(ValueError, match="unknown bug 'x'"):
+        A.hf_speculative_sampling(torch.zeros(1, 2, dtype=torch.long), torch.zeros(1, 2, 3), 2,
+                                  torch.zeros(1, 3, 3), bug="x")

@@ -22,7 +22,8 @@ import spectheory
 ROOT = Path(__file__).resolve().parents[1]
 
 #: Modules that use torch on import by design (samplers and bug ports written against tensors).
-TORCH_ON_IMPORT = ("spectheory.testing.adapters", "spectheory.testing.mutants")
+TORCH_ON_IMPORT = ("spectheory.testing.adapters", "spectheory.testing.layouts",
+                   "spectheory.testing.mutants")
 
 
 def _python(code: str, env: dict | None = None) -> str:

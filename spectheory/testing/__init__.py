@@ -2,16 +2,27 @@
 
 Importable from any test suite:
 
-* :func:`assert_lossless` / :func:`check_lossless_battery`: the exact law of a verifier on a
-  battery of instances built to expose known bug classes (:mod:`spectheory.testing.battery`);
-* :func:`check_sampler` / :func:`assert_sampler`: a sampler (canonical signature
+* [`assert_lossless`][spectheory.testing.lossless.assert_lossless] /
+  [`check_lossless_battery`][spectheory.testing.lossless.check_lossless_battery]: the exact law of a
+  verifier on a battery of instances built to expose known bug classes
+  ([`spectheory.testing.battery`][spectheory.testing.battery]);
+* [`check_sampler`][spectheory.testing.sampler.check_sampler] /
+  [`assert_sampler`][spectheory.testing.sampler.assert_sampler]: a sampler (canonical signature
   ``sampler(drafts [B, L], q [B, L, V], p [B, L+1, V], generator) -> (accepted [B], token [B])``)
-  against the exact law, in ``law``, ``lossless`` or ``coins`` mode;
-  :func:`check_proposal`: does a draft sampler sample from the q it hands the verifier;
-* :mod:`spectheory.testing.mutants`: faithful replicas of lossiness bugs found in engines;
-* :mod:`spectheory.testing.adapters`: engines' sampler layouts to the canonical signature;
-* :mod:`spectheory.testing.strategies`: hypothesis strategies for instances;
-* :mod:`spectheory.testing.vectors`: language-neutral test vectors.
+  against the exact law, in ``law``, ``lossless``, ``coins`` or ``coins-tau`` mode;
+  [`check_proposal`][spectheory.testing.sampler.check_proposal]: does a draft sampler sample from
+  the q it hands the verifier;
+* [`spectheory.testing.mutants`][spectheory.testing.mutants]: faithful replicas of lossiness bugs
+  found in engines;
+* [`spectheory.testing.adapters`][spectheory.testing.adapters]: engines' sampler layouts to the
+  canonical signature;
+* [`spectheory.testing.layouts`][spectheory.testing.layouts]: engines' call layouts and coin
+  conventions as data, and [`engine_sampler`][spectheory.testing.layouts.engine_sampler] /
+  [`engine_coin_sampler`][spectheory.testing.layouts.engine_coin_sampler] that build the
+  canonical sampler from them (presets for vLLM V1, vLLM MRV2, SGLang, transformers);
+* [`spectheory.testing.strategies`][spectheory.testing.strategies]: hypothesis strategies for
+  instances;
+* [`spectheory.testing.vectors`][spectheory.testing.vectors]: language-neutral test vectors.
 
 Names are imported lazily, so ``import spectheory.testing`` stays cheap.
 """
@@ -36,6 +47,8 @@ _EXPORTS = {
     "export_vectors": "vectors",
     "check_vectors": "vectors",
     "build_vector": "vectors",
+    "engine_sampler": "layouts",
+    "engine_coin_sampler": "layouts",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -45,6 +58,7 @@ def __getattr__(name: str):
     if name in _EXPORTS:
         module = importlib.import_module(f"{__name__}.{_EXPORTS[name]}")
         return getattr(module, name)
-    if name in ("mutants", "adapters", "strategies", "battery", "lossless", "sampler", "vectors"):
+    if name in ("mutants", "adapters", "layouts", "strategies", "battery", "lossless", "sampler",
+                "vectors"):
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,29 +1,41 @@
 """Engines' rejection-sampler layouts, adapted to the canonical sampler signature.
 
-spectheory's sampler checks (:func:`spectheory.testing.check_sampler`) call a sampler as
+spectheory's sampler checks ([`check_sampler`][spectheory.testing.sampler.check_sampler]) call a
+sampler as
 
     sampler(drafts [B, L] int64, q [B, L, V], p [B, L+1, V], generator) -> (accepted [B], token [B])
 
-or, for coin-driven checks, ``sampler(drafts, q, p, uniforms [B, L+1])`` with position coins in
-(0, 1] and the token's coin in [0, 1) (:func:`spectheory.testing.sampler.reference_coin_sampler`).
-Serving engines lay their inputs out differently. This module holds
+or, for coin-driven checks, ``sampler(drafts, q, p, uniforms [B, L+1])`` with position coins in (0,
+1] and the token's coin in [0, 1)
+([`reference_coin_sampler`][spectheory.testing.sampler.reference_coin_sampler]). Serving engines lay
+their inputs out differently. This module holds
 
-* an adapter for the real Hugging Face routine (:func:`hf_sampler`, calling
+* an adapter for the real Hugging Face routine
+  ([`hf_sampler`][spectheory.testing.adapters.hf_sampler], calling
   ``transformers.generation.utils._speculative_sampling``; transformers is an optional import);
 * pure-torch ports, written from the engines' published code, of
 
-  - vLLM V1's standard rejection sampler (:func:`vllm_rejection_sample`: flattened drafts with
-    ``cu_num_draft_tokens``, per-token float64 uniforms, recovered tokens by an exponential race,
-    a bonus token per request, outputs padded with the placeholder id -1),
-  - vLLM Model Runner V2's ``rejection_sample`` (:func:`vllm_mrv2_rejection_sample`: target rows
-    for every draft position plus the bonus position, flattened with ``cu_num_logits``; draft rows
-    per request and step; the standard rule or ``rejection_sample_method="block"``; float32
+  - vLLM V1's standard rejection sampler
+    ([`vllm_rejection_sample`][spectheory.testing.adapters.vllm_rejection_sample]: flattened drafts
+    with ``cu_num_draft_tokens``, per-token float64 uniforms, recovered tokens by an exponential
+    race, a bonus token per request, outputs padded with the placeholder id -1),
+  - vLLM Model Runner V2's ``rejection_sample``
+    ([`vllm_mrv2_rejection_sample`][spectheory.testing.adapters.vllm_mrv2_rejection_sample]: target
+    rows for every draft position plus the bonus position, flattened with ``cu_num_logits``; draft
+    rows per request and step; the standard rule or ``rejection_sample_method="block"``; float32
     log-space; coins in (0, 1]; correction by Gumbel-max),
-  - SGLang's chain sampling (:func:`sglang_chain_sample`: caller-passed uniforms [B, L+1] and one
-    more for the final token, accept on coin <= h, correction by inverse CDF);
+  - SGLang's chain sampling
+    ([`sglang_chain_sample`][spectheory.testing.adapters.sglang_chain_sample]: caller-passed
+    uniforms [B, L+1] and one more for the final token, accept on coin <= h, correction by inverse
+    CDF);
 
 * canonical wrappers around each (``*_sampler`` with a generator, ``*_coin_sampler`` with
-  uniforms).
+  uniforms);
+* ports that take exactly the arguments of the engines' entry points
+  (`vllm_v1_rejection_sample`, `vllm_mrv2_engine_rejection_sample`,
+  `sglang_chain_speculative_sampling`, `hf_speculative_sampling`, below), which pass
+  through the presets of `spectheory.testing.layouts` with no hand-written adapter, each with
+  planted bugs (``bug=``, `PORT_BUGS`) for negative controls.
 
 The ports are ordinary torch code run on the CPU: they reproduce the engines' conventions (layout,
 coin ranges, comparisons, float32 arithmetic where the kernels use it), not their CUDA/Triton
@@ -45,7 +57,16 @@ __all__ = [
     "vllm_mrv2_rejection_sample", "vllm_mrv2_sampler", "vllm_mrv2_coin_sampler",
     "sglang_chain_sample", "sglang_sampler", "sglang_coin_sampler",
     "flatten_drafts", "canonical_from_padded",
+    "PORT_BUGS", "VLLM_GREEDY_TEMPERATURE", "vllm_v1_rejection_sample",
+    "vllm_mrv2_engine_rejection_sample", "counter_uniforms", "sglang_chain_speculative_sampling",
+    "hf_speculative_sampling",
 ]
+
+#: Planted bugs of the engine-layout ports (``bug=``): acceptance of X_i from p(.|X^i) instead
+#: of p(.|X^{i-1}); the correction drawn from the target row instead of the residual; the
+#: residual built from the rows one position later; the acceptance comparison flipped (a strict
+#: comparison made non-strict where that matters, else reversed).
+PORT_BUGS = ("target-row", "correction-from-p", "residual-row", "coin-compare")
 
 #: vLLM's id for unused output slots (``PLACEHOLDER_TOKEN_ID``,
 #: vllm/v1/sample/rejection_sampler.py).
@@ -154,15 +175,16 @@ def vllm_rejection_sample(draft_token_ids, cu_num_draft_tokens, max_spec_len: in
     """Port of vLLM V1's random-sampling rejection kernel (``rejection_random_sample_kernel`` in
     vllm/v1/sample/rejection_sampler.py), written from its published code.
 
-    Layout: ``draft_token_ids [N]`` flattened over requests, ``cu_num_draft_tokens [B]``
-    cumulative counts (request b owns [cu[b-1], cu[b])), ``draft_probs [N, V]`` or ``None``
-    (n-gram drafts: draft probability 1), ``target_probs [N, V]`` at the draft positions,
-    ``bonus_token_ids [B]`` (sampled from the bonus position by the ordinary sampler),
-    ``uniform_probs [N]`` float64 in [0, 1), ``recovered_token_ids [N]``
-    (:func:`vllm_sample_recovered_tokens`). Request b accepts its i-th draft while
+    Layout: ``draft_token_ids [N]`` flattened over requests, ``cu_num_draft_tokens [B]`` cumulative
+    counts (request b owns [cu[b-1], cu[b])), ``draft_probs [N, V]`` or ``None`` (n-gram drafts:
+    draft probability 1), ``target_probs [N, V]`` at the draft positions, ``bonus_token_ids [B]``
+    (sampled from the bonus position by the ordinary sampler), ``uniform_probs [N]`` float64 in [0,
+    1), ``recovered_token_ids [N]``
+    ([`vllm_sample_recovered_tokens`][spectheory.testing.adapters.vllm_sample_recovered_tokens]).
+    Request b accepts its i-th draft while
     ``draft_prob > 0 and target_prob / draft_prob >= uniform_prob``; the first rejection writes the
     recovered token and stops; if nothing is rejected the bonus token follows. Returns
-    ``output_token_ids [B, max_spec_len + 1]``, unused slots holding :data:`PLACEHOLDER_TOKEN_ID`.
+    ``output_token_ids [B, max_spec_len + 1]``, unused slots holding `PLACEHOLDER_TOKEN_ID`.
     """
     Bsz = cu_num_draft_tokens.shape[0]
     out = torch.full((Bsz, max_spec_len + 1), PLACEHOLDER_TOKEN_ID, dtype=torch.long,
@@ -253,7 +275,7 @@ def _mrv2_logprobs(logits):
 def vllm_mrv2_rejection_sample(target_logits, draft_logits, draft_sampled, cu_num_logits,
                                uniforms, num_speculative_steps: int, *, method: str = "standard",
                                generator=None, token_uniforms=None, dtype=torch.float32,
-                               bug: str | None = None):
+                               bug: str | None = None, noise=None):
     """Port of vLLM Model Runner V2's ``rejection_sample`` (vllm/v1/worker/gpu/spec_decode/
     rejection_sampler_utils.py), written from its published code.
 
@@ -274,14 +296,22 @@ def vllm_mrv2_rejection_sample(target_logits, draft_logits, draft_sampled, cu_nu
     Correction at tau < n: Gumbel-max over the residual logits log(w_tau p) + log1p(-q / (w_tau
     p)) (w = 1 for ``standard``; -inf where q >= w p), at tau = n over the bonus row's logits;
     noise from ``generator`` (or inverse CDF at ``token_uniforms`` [B], for coin comparisons).
-    Arithmetic in ``dtype`` (float32 as in the kernels). ``bug="wrong-row"`` reads S_i from the
-    rows at position i - 1 (the pure-torch reference of vLLM PR 40819), for negative controls.
+    Arithmetic in ``dtype`` (float32 as in the kernels). ``noise(rows) -> uniforms [B, V]`` in
+    (0, 1), given the flat target row of each request's correction, replaces ``generator`` for
+    the Gumbel noise (counter-based noise, as the kernel's). Planted bugs, for negative controls
+    (``bug``): ``"wrong-row"`` reads S_i from the rows at position i - 1 (the pure-torch
+    reference of vLLM PR 40819); ``"target-row"`` accepts X_i with p(.|X^i) instead of
+    p(.|X^{i-1}); ``"correction-from-p"`` draws the correction from the target row instead of
+    the residual; ``"residual-row"`` builds the residual from the rows one position later;
+    ``"coin-compare"`` flips the acceptance comparison.
 
     Returns ``(sampled [B, num_speculative_steps + 1], num_sampled [B])``: the accepted drafts and
-    the correction/bonus token, unused slots holding :data:`PLACEHOLDER_TOKEN_ID`.
+    the correction/bonus token, unused slots holding `PLACEHOLDER_TOKEN_ID`.
     """
     if method not in ("standard", "block"):
         raise ValueError(f"unknown method {method!r}; choose standard or block")
+    if bug is not None and bug not in PORT_BUGS + ("wrong-row",):
+        raise ValueError(f"unknown bug {bug!r}; choose from {', '.join(PORT_BUGS)}, wrong-row")
     S = int(num_speculative_steps)
     Bsz = cu_num_logits.shape[0] - 1
     V = target_logits.shape[-1]
@@ -297,7 +327,8 @@ def vllm_mrv2_rejection_sample(target_logits, draft_logits, draft_sampled, cu_nu
     x_idx = torch.minimum(start.unsqueeze(1) + steps[:S] + 1, (start + n).unsqueeze(1))
     x = torch.where(valid[:, :S], draft_sampled[x_idx].long(), torch.zeros_like(x_idx))
     u = uniforms[torch.minimum(start.unsqueeze(1) + steps[:S], (start + n).unsqueeze(1))].to(dtype)
-    lpx = t_lp[:, :S].gather(-1, x.unsqueeze(-1))[..., 0]
+    acc_rows = t_lp[:, 1:S + 1] if bug == "target-row" else t_lp[:, :S]
+    lpx = acc_rows.gather(-1, x.unsqueeze(-1))[..., 0]
     lqx = d_lp.gather(-1, x.unsqueeze(-1))[..., 0]
     cum = []  # log w_{i+1} after draft i (float32 running minimum with 0, as in the kernel)
     log_w = torch.zeros(Bsz, dtype=dtype, device=dev)
@@ -322,25 +353,31 @@ def vllm_mrv2_rejection_sample(target_logits, draft_logits, draft_sampled, cu_nu
             h = w
         last = steps[:S].unsqueeze(0) == (n - 1).unsqueeze(1)  # the last draft: h_n = w_n
         h = torch.where(last, w, h)
-        ok = (u <= h) & valid[:, :S]
+        ok = ((u > h) if bug == "coin-compare" else (u <= h)) & valid[:, :S]
         tau = torch.where(ok, pos1, torch.zeros_like(pos1)).max(1).values
     else:
-        ok = (lpx > torch.log(u) + lqx) & valid[:, :S]
+        ok = ((lpx < torch.log(u) + lqx) if bug == "coin-compare"
+              else (lpx > torch.log(u) + lqx)) & valid[:, :S]
         tau = torch.cumprod(ok.long(), dim=1).sum(1)
     b = torch.arange(Bsz, device=dev)
     at = tau.clamp(max=max(S - 1, 0))
     tlp = t_lp[b, tau]
+    if bug == "residual-row":  # the rows one position later (clamped to the request's own)
+        at = torch.minimum(tau + 1, (n - 1).clamp(min=0)).clamp(max=max(S - 1, 0))
+        tlp = t_lp[b, torch.minimum(tau + 1, n)]
     if method == "block":
         prev = cum[b, (tau - 1).clamp(min=0)] if S else torch.zeros(Bsz, dtype=dtype)
         tlp = tlp + torch.where(tau > 0, prev, torch.zeros_like(prev)).unsqueeze(-1)
     ratio = torch.exp(d_lp[b, at] - tlp) if S else torch.ones_like(tlp)
     residual = torch.where(ratio < 1.0, tlp + torch.log1p(-ratio), torch.full_like(tlp, -math.inf))
-    logits = torch.where((tau == n).unsqueeze(-1), t_lp[b, tau], residual).to(torch.float64)
+    bonus = (tau == n) | torch.tensor(bug == "correction-from-p", device=dev)
+    logits = torch.where(bonus.unsqueeze(-1), t_lp[b, tau], residual).to(torch.float64)
     if token_uniforms is not None:
         probs = torch.exp(logits - torch.logsumexp(logits, dim=-1, keepdim=True))
         y = inverse_cdf(probs, token_uniforms.to(torch.float64))
     else:
-        g = torch.rand(Bsz, V, generator=generator, dtype=torch.float64, device=dev)
+        g = (noise(start + tau) if noise is not None else
+             torch.rand(Bsz, V, generator=generator, dtype=torch.float64, device=dev))
         y = torch.argmax(logits - torch.log(-torch.log(g.clamp(min=1e-300))), dim=-1)
     sampled = torch.where(steps.unsqueeze(0) < tau.unsqueeze(1),
                           torch.cat([x, torch.zeros(Bsz, 1, dtype=torch.long, device=dev)], 1),
@@ -361,8 +398,9 @@ def _mrv2_layout(drafts, q, p):
 
 
 def vllm_mrv2_sampler(method: str = "block", dtype=torch.float32, bug: str | None = None):
-    """A canonical sampler ``f(drafts, q, p, generator)`` running :func:`vllm_mrv2_rejection_sample`
-    (float32 coins in [2^-31, 1) as the kernel's, Gumbel noise from ``generator``)."""
+    """A canonical sampler ``f(drafts, q, p, generator)`` running
+    [`vllm_mrv2_rejection_sample`][spectheory.testing.adapters.vllm_mrv2_rejection_sample] (float32
+    coins in [2^-31, 1) as the kernel's, Gumbel noise from ``generator``)."""
 
     def sampler(drafts, q, p, generator=None):
         tl_, dl, ds, cu, L = _mrv2_layout(drafts, q, p)
@@ -379,12 +417,12 @@ def vllm_mrv2_sampler(method: str = "block", dtype=torch.float32, bug: str | Non
 
 def vllm_mrv2_coin_sampler(method: str = "block", dtype=torch.float64, bug: str | None = None):
     """A coin-driven sampler ``f(drafts, q, p, uniforms [B, L+1])`` running
-    :func:`vllm_mrv2_rejection_sample` with position coins ``uniforms[:, :L]`` and the correction
-    drawn by inverse CDF at ``uniforms[:, L]`` in place of the Gumbel-max (the coins then mean
-    what spectheory's reference coins mean). The kernel's coins lie in [2^-31, 1 - 2^-24]
-    (``tl_rand32`` with ``includes_zero=False``); spectheory's u in (0, 1] are clamped into that
-    range. float64 by default, so that decisions at the thresholds are not moved by float32
-    rounding."""
+    [`vllm_mrv2_rejection_sample`][spectheory.testing.adapters.vllm_mrv2_rejection_sample] with
+    position coins ``uniforms[:, :L]`` and the correction drawn by inverse CDF at ``uniforms[:, L]``
+    in place of the Gumbel-max (the coins then mean what spectheory's reference coins mean). The
+    kernel's coins lie in [2^-31, 1 - 2^-24] (``tl_rand32`` with ``includes_zero=False``);
+    spectheory's u in (0, 1] are clamped into that range. float64 by default, so that decisions at
+    the thresholds are not moved by float32 rounding."""
 
     def sampler(drafts, q, p, uniforms):
         tl_, dl, ds, cu, L = _mrv2_layout(drafts, q, p)
@@ -460,8 +498,9 @@ def sglang_chain_sample(draft_probs, draft_token_ids, uniform_samples, target_pr
 
 
 def sglang_coin_sampler(method: str = "token"):
-    """Coin-driven canonical sampler around :func:`sglang_chain_sample`: ``uniforms[:, :L]`` are
-    the chain's coins and ``uniforms[:, L]`` its final uniform (spectheory's convention is
+    """Coin-driven canonical sampler around
+    [`sglang_chain_sample`][spectheory.testing.adapters.sglang_chain_sample]: ``uniforms[:, :L]``
+    are the chain's coins and ``uniforms[:, L]`` its final uniform (spectheory's convention is
     SGLang's, so identical coins give identical decisions)."""
 
     def sampler(drafts, q, p, uniforms):
@@ -475,8 +514,9 @@ def sglang_coin_sampler(method: str = "token"):
 
 
 def sglang_sampler(method: str = "token"):
-    """Canonical sampler around :func:`sglang_chain_sample` with coins 1 - torch.rand in (0, 1]
-    and the final uniform torch.rand in [0, 1), from ``generator``."""
+    """Canonical sampler around
+    [`sglang_chain_sample`][spectheory.testing.adapters.sglang_chain_sample] with coins 1 -
+    torch.rand in (0, 1] and the final uniform torch.rand in [0, 1), from ``generator``."""
     coin = sglang_coin_sampler(method)
 
     def sampler(drafts, q, p, generator=None):
@@ -487,3 +527,295 @@ def sglang_sampler(method: str = "token"):
 
     sampler.__name__ = f"sglang_{method}_sampler"
     return sampler
+
+
+# ============================================================================ engines' own layouts
+#
+# The functions below take exactly the arguments of the engines' entry points (the layouts of
+# spectheory.testing.layouts: VLLM_V1, VLLM_MRV2, SGLANG_CHAIN, TRANSFORMERS), so that each passes
+# through its preset with no adapter; ``bug=`` plants one of PORT_BUGS for negative controls.
+
+
+def _port_bug(bug):
+    if bug is not None and bug not in PORT_BUGS:
+        raise ValueError(f"unknown bug {bug!r}; choose from {', '.join(PORT_BUGS)}")
+
+
+#: vLLM V1's temperature of a greedy request (``GREEDY_TEMPERATURE``).
+VLLM_GREEDY_TEMPERATURE = -1.0
+
+
+def generate_uniform_probs(num_tokens, num_draft_tokens, generators, device=None):
+    """vLLM V1's acceptance coins (``generate_uniform_probs`` in
+    vllm/v1/sample/rejection_sampler.py), ported: float64 ``torch.rand`` in [0, 1) per draft
+    token from the global generator, the slice of a request with its own generator redrawn
+    from it (requests without drafts draw nothing). It keeps vLLM's name at module level so that
+    the coin hook of `VLLM_V1` replaces it in the port as
+    in the engine."""
+    u = torch.rand(int(num_tokens), dtype=torch.float64, device=device)
+    start = 0
+    for b, n in enumerate(num_draft_tokens):
+        if n == 0:
+            continue
+        g = generators.get(b)
+        if g is not None:
+            u[start:start + n].uniform_(generator=g)
+        start += n
+    return u
+
+
+def vllm_v1_rejection_sample(draft_token_ids, num_draft_tokens, max_spec_len,
+                             cu_num_draft_tokens, draft_probs, target_logits, bonus_token_ids,
+                             sampling_metadata, *, bug: str | None = None):
+    """Port of vLLM V1's ``rejection_sample`` with its arguments (vllm/v1/sample/
+    rejection_sampler.py; layout `VLLM_V1`).
+
+    ``draft_token_ids [N]`` all requests' drafts, ``num_draft_tokens`` (list), ``max_spec_len``,
+    ``cu_num_draft_tokens [B]`` cumulative end indices, ``draft_probs [N, V]`` or ``None`` (n-gram
+    drafts: draft probability 1, the draft token zeroed in the recovery row),
+    ``target_logits [N, V]`` at the draft positions (divided by the request's temperature and turned
+    into probabilities by a float32 softmax), ``bonus_token_ids [B, 1]``, ``sampling_metadata`` with
+    ``all_greedy``, ``all_random``, ``temperature [B]`` (``VLLM_GREEDY_TEMPERATURE`` marks a greedy
+    request) and ``generators`` (request -> ``torch.Generator``). Acceptance of a random request's
+    draft: ``draft_prob > 0 and target_prob / draft_prob >= u`` with u from
+    [`generate_uniform_probs`][spectheory.testing.adapters.generate_uniform_probs]; the first
+    rejection emits the recovered token argmax(max(p - q, 0) / E), E ~ Exp(1) float32, one noise row
+    per request (from its generator when it has one); without a rejection the bonus token follows. A
+    greedy request accepts while the draft is the target's argmax and emits the argmax at the first
+    mismatch. Returns int32 ``[B, max_spec_len + 1]`` padded with -1.
+    """
+    _port_bug(bug)
+    meta = sampling_metadata
+    B = len(num_draft_tokens)
+    N, V = target_logits.shape
+    dev = target_logits.device
+    counts = torch.as_tensor(list(num_draft_tokens), dtype=torch.long, device=dev)
+    req = torch.repeat_interleave(torch.arange(B, device=dev), counts)
+    end = cu_num_draft_tokens.to(torch.long)
+    start = end - counts
+    flat = torch.arange(N, device=dev)
+    pos = flat - start[req]
+    temp = torch.as_tensor(meta.temperature, dtype=torch.float32, device=dev).reshape(-1)
+    greedy = (torch.ones(B, dtype=torch.bool, device=dev) if meta.all_greedy
+              else temp == VLLM_GREEDY_TEMPERATURE)
+    if meta.all_greedy:
+        target_probs = target_logits.to(torch.float32)
+    else:
+        t_tok = torch.where(greedy, torch.ones_like(temp), temp)[req]
+        target_probs = torch.softmax(target_logits.to(torch.float32) / t_tok.unsqueeze(-1), -1)
+    ids = draft_token_ids.to(torch.long)
+    nxt = torch.minimum(flat + 1, end[req] - 1)  # the next row of the same request
+    arow = nxt if bug == "target-row" else flat
+    tprob = target_probs[arow, ids]
+    dprob = (torch.ones_like(tprob) if draft_probs is None
+             else draft_probs.to(torch.float32)[flat, ids])
+    accepted = torch.zeros(N, dtype=torch.bool, device=dev)
+    recovered = torch.zeros(N, dtype=torch.long, device=dev)
+    if not meta.all_greedy:
+        uniform = generate_uniform_probs(N, num_draft_tokens, meta.generators, dev)
+        ratio = (tprob / torch.where(dprob > 0, dprob, torch.ones_like(dprob))).to(torch.float64)
+        accepted = (dprob > 0) & ((ratio <= uniform) if bug == "coin-compare"
+                                  else (ratio >= uniform))
+        expo = torch.empty(B, V, dtype=torch.float32, device=dev).exponential_()
+        for b, g in meta.generators.items():
+            if num_draft_tokens[b] > 0:
+                expo[b].exponential_(generator=g)
+        rrow = nxt if bug == "residual-row" else flat
+        if bug == "correction-from-p":
+            prob = target_probs[rrow]
+        elif draft_probs is None:
+            prob = target_probs[rrow].clone()
+            prob[flat, ids[rrow]] = 0
+        else:
+            prob = (target_probs[rrow] - draft_probs.to(torch.float32)[rrow]).clamp(min=0)
+        recovered = torch.argmax(prob / expo[req], dim=-1)
+    argmax = target_probs.argmax(-1)
+    g_tok = greedy[req]
+    accepted = torch.where(g_tok, ids == argmax, accepted)
+    recovered = torch.where(g_tok, argmax, recovered)
+    big = int(max_spec_len) + 1
+    first = torch.full((B,), big, dtype=torch.long, device=dev)
+    first = first.scatter_reduce(0, req, torch.where(accepted, torch.full_like(pos, big), pos),
+                                 "amin")
+    first = torch.minimum(first, counts)
+    out = torch.full((B, big), PLACEHOLDER_TOKEN_ID, dtype=torch.int32, device=dev)
+    keep = pos < first[req]
+    out[req[keep], pos[keep]] = ids[keep].to(torch.int32)
+    rejected = first < counts
+    rb = rejected.nonzero().reshape(-1)
+    out[rb, first[rb]] = recovered[start[rb] + first[rb]].to(torch.int32)
+    ab = (~rejected).nonzero().reshape(-1)
+    out[ab, counts[ab]] = bonus_token_ids.reshape(-1)[ab].to(torch.int32)
+    return out
+
+
+_SPLITMIX = (0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB)
+#: Domains of the MRV2 port's counter-based noise (acceptance coins, Gumbel noise).
+_ACCEPT_DOMAIN, _GUMBEL_DOMAIN = 0x63D83595, 0xB8F1A2C7
+
+
+def counter_uniforms(seeds, positions, domain: int, columns: int | None = None):
+    """Counter-based uniforms k 2^-24 (k in [0, 2^24), float64) from a splitmix64 hash of
+    (seed, position, domain[, column]): the port's stand-in for a kernel's ``tl.rand(seed,
+    offset)`` (vLLM MRV2 draws its coins and Gumbel noise from the request's seed and the
+    token's position). ``seeds`` and ``positions`` [n] int64; ``columns`` adds a last axis."""
+    import numpy as np
+
+    c0, c1, c2 = (np.uint64(c) for c in _SPLITMIX)
+    s = torch.as_tensor(seeds).cpu().numpy().astype(np.uint64)
+    p = torch.as_tensor(positions).cpu().numpy().astype(np.uint64)
+    x = (s * c0) ^ (p * c1) ^ np.uint64(domain)
+    if columns is not None:
+        x = x[:, None] ^ (np.arange(columns, dtype=np.uint64) * c2)[None, :]
+    z = x + c0
+    z = (z ^ (z >> np.uint64(30))) * c1
+    z = (z ^ (z >> np.uint64(27))) * c2
+    z = z ^ (z >> np.uint64(31))
+    return torch.from_numpy((z >> np.uint64(40)).astype(np.float64) / 2.0**24)
+
+
+def vllm_mrv2_engine_rejection_sample(target_logits, draft_logits, draft_sampled, cu_num_logits,
+                                      pos, idx_mapping, expanded_idx_mapping, expanded_local_pos,
+                                      temperature, seed, num_speculative_steps,
+                                      synthetic_conditional_rates=None, use_fp64: bool = False,
+                                      use_block_verification: bool = False, *,
+                                      bug: str | None = None):
+    """Port of vLLM Model Runner V2's ``rejection_sample`` with its arguments
+    (vllm/v1/worker/gpu/spec_decode/rejection_sampler_utils.py; layout
+    `VLLM_MRV2`) -> ``(sampled [B, S+1],
+    num_sampled [B])``.
+
+    Rows as in
+    [`vllm_mrv2_rejection_sample`][spectheory.testing.adapters.vllm_mrv2_rejection_sample];
+    ``draft_logits [max_num_reqs, S, V]`` read at ``idx_mapping``; the coin of each target row is
+    drawn inside from its request's seed and its position ``pos``
+    ([`counter_uniforms`][spectheory.testing.adapters.counter_uniforms], float32, clamped below at
+    2^-31: the range [2^-31, 1) of ``tl_rand(..., includes_zero=False)``), and so is the Gumbel
+    noise of the correction. The port covers random requests (``temperature`` > 0; the logits are
+    used as given) and not synthetic acceptance rates; ``use_fp64`` is accepted (the port's
+    Gumbel noise is float64 anyway). ``use_block_verification`` selects the block rule.
+    """
+    _port_bug(bug)
+    if synthetic_conditional_rates is not None:
+        raise ValueError("the port does not cover synthetic acceptance rates")
+    del use_fp64
+    if (torch.as_tensor(temperature) == 0).any():
+        raise ValueError("the port covers random requests only (temperature > 0)")
+    rows_seed = seed[expanded_idx_mapping.to(torch.long)]
+    coins = counter_uniforms(rows_seed, pos, _ACCEPT_DOMAIN).to(torch.float32).clamp(
+        min=MRV2_COIN_MIN)
+    V = target_logits.shape[-1]
+
+    def noise(rows):
+        return counter_uniforms(rows_seed[rows], pos[rows], _GUMBEL_DOMAIN, V)
+
+    return vllm_mrv2_rejection_sample(
+        target_logits, draft_logits[idx_mapping.to(torch.long)], draft_sampled, cu_num_logits,
+        coins, num_speculative_steps, method="block" if use_block_verification else "standard",
+        dtype=torch.float32, bug=bug, noise=noise)
+
+
+def sglang_chain_speculative_sampling(predicts, accept_index, accept_token_num, candidates,
+                                      retrive_index, retrive_next_token, retrive_next_sibling,
+                                      uniform_samples, uniform_samples_for_final_sampling,
+                                      target_probs, draft_probs, threshold_single=1.0,
+                                      threshold_acc=1.0, deterministic=True, *,
+                                      bug: str | None = None):
+    """Port of SGLang's ``chain_speculative_sampling_triton`` with its arguments (layout
+    `SGLANG_CHAIN`); returns nothing, writes its
+    buffers.
+
+    ``candidates [B, L+1]`` (a root column, then the drafts), ``retrive_index [B, L+1]`` (global
+    ids into ``predicts``), ``uniform_samples [B, L+1]`` (coin of draft i in column i - 1),
+    ``uniform_samples_for_final_sampling [B]``, ``target_probs [B, L+1, V]``, ``draft_probs
+    [B, L, V]``. Draft i is accepted while ``coin * q(X_i) < p(X_i)`` (in the rows' dtype); each
+    accepted draft is written to ``predicts`` at the previous node's global id and
+    ``accept_index[b, i]`` gets node i's id; ``accept_token_num[b]`` = tau. The final token: the
+    first index whose cumulative sum exceeds coin x total of max(p - q, 0) (of p after L
+    acceptances, or when the residual has no mass), 0 if none, written at node tau's id. The
+    thresholds and the deterministic flag are accepted and not used, as in the Triton kernel.
+    """
+    _port_bug(bug)
+    del threshold_single, threshold_acc, deterministic, retrive_next_token, retrive_next_sibling
+    B, S = candidates.shape
+    L = S - 1
+    dev = target_probs.device
+    b = torch.arange(B, device=dev)
+    x = candidates[:, 1:].to(torch.long)
+    if L:
+        steps = torch.arange(L, device=dev)
+        prow = steps + 1 if bug == "target-row" else steps
+        px = target_probs[:, prow].gather(-1, x.unsqueeze(-1))[..., 0]
+        qx = draft_probs.gather(-1, x.unsqueeze(-1))[..., 0]
+        coin = uniform_samples[:, :L].to(px.dtype)
+        ok = (coin * qx <= px) if bug == "coin-compare" else (coin * qx < px)
+        tau = torch.cumprod(ok.to(torch.long), dim=1).sum(1)
+    else:
+        tau = torch.zeros(B, dtype=torch.long, device=dev)
+    ridx = retrive_index.to(torch.long)
+    upto = torch.arange(S, device=dev).unsqueeze(0) <= tau.unsqueeze(1)
+    accept_index.copy_(torch.where(upto, retrive_index.to(accept_index.dtype), accept_index))
+    wrote = torch.arange(L, device=dev).unsqueeze(0) < tau.unsqueeze(1)
+    predicts[ridx[:, :L][wrote]] = x[wrote].to(predicts.dtype)
+    accept_token_num.copy_(tau.to(accept_token_num.dtype))
+    all_acc = tau == L
+    row = torch.where(all_acc, tau, tau + 1) if bug == "residual-row" else tau
+    pv = target_probs[b, row]
+    if L:
+        qv = draft_probs[b, row.clamp(max=L - 1)]
+        res = (pv - qv).clamp(min=0)
+    else:
+        res = pv
+    use_p = all_acc.unsqueeze(-1) | (bug == "correction-from-p")
+    val = torch.where(use_p, pv, res)
+    norm = val.sum(-1)
+    fallback = ~all_acc & ~((norm > 0) & torch.isfinite(norm))
+    val = torch.where(fallback.unsqueeze(-1), pv, val)
+    target_u = uniform_samples_for_final_sampling.to(val.dtype) * val.sum(-1)
+    hit = torch.cumsum(val, dim=-1) > target_u.unsqueeze(-1)
+    token = torch.where(hit.any(-1), hit.to(torch.int32).argmax(-1).to(torch.long),
+                        torch.zeros_like(tau))
+    predicts[ridx[b, tau]] = token.to(predicts.dtype)
+
+
+def hf_speculative_sampling(candidate_input_ids, candidate_logits, candidate_length, new_logits,
+                            assistant_ensemble_weight=None, *, bug: str | None = None):
+    """Port of Hugging Face transformers' ``_speculative_sampling`` with its arguments
+    (transformers/generation/utils.py, 5.x; layout
+    `TRANSFORMERS`) -> ``(valid_tokens [1, n + 1],
+    n_matches)``.
+
+    One sequence: the last ``candidate_length`` ids of ``candidate_input_ids [1, n + L]`` are
+    the drafts; q and p are the softmax of ``candidate_logits [1, L, V]`` and ``new_logits
+    [1, L+1, V]``; draft i is kept while ``r_i <= p_i / q_i`` with r = ``torch.rand_like``
+    (global generator); the next token is ``torch.multinomial`` of normalise(max(p - q, 0)) at
+    the first rejection, of p after L matches. ``assistant_ensemble_weight`` w (DIVERSE) accepts
+    on r <= 1 - w + w p/q: lossy by design, a negative control.
+    """
+    _port_bug(bug)
+    L = int(candidate_length)
+    drafts = candidate_input_ids[0, candidate_input_ids.shape[1] - L:].to(torch.long)
+    q = candidate_logits.softmax(dim=-1)[0]
+    p = new_logits.softmax(dim=-1)[0]
+    steps = torch.arange(L)
+    p_i = p[steps + 1 if bug == "target-row" else steps, drafts]
+    ratio = p_i / q[steps, drafts]
+    if assistant_ensemble_weight is not None:
+        w = assistant_ensemble_weight
+        ratio = 1.0 - w + w * ratio
+    r = torch.rand_like(ratio)
+    kept = (r >= ratio) if bug == "coin-compare" else (r <= ratio)
+    n = int(torch.cumprod(kept.to(torch.long), dim=0).sum())
+    if n < L and bug != "correction-from-p":
+        k = min(n + 1, L - 1) if bug == "residual-row" else n
+        res = (p[n + 1 if bug == "residual-row" else n] - q[k]).clamp(min=0)
+        total = res.sum()
+        if assistant_ensemble_weight is not None and total <= torch.finfo(res.dtype).tiny:
+            res = p[n]
+        else:
+            res = res / total
+    else:
+        res = p[n]
+    token = torch.multinomial(res, 1)
+    valid = torch.cat([drafts[:n], token.to(drafts.dtype)]).unsqueeze(0)
+    return valid, torch.tensor(n)
