@@ -9,16 +9,16 @@ one line, computes spectheory's number on a stated instance, and gives a verdict
 * ``refuted``: an instance where it fails, with the numbers;
 * ``qualified``: it holds under a condition the claim does not state, or in a weaker form.
 
-Each row also carries the verdict recorded in the repository (:data:`CLAIMS`); the ledger's
+Each row also carries the verdict recorded in the repository (`CLAIMS`); the ledger's
 command (``spectheory claims``) exits 1 when a recomputed verdict differs from the recorded one,
 so the test command runs it as a regression test. The documentation page ``docs/claims.md`` is
 generated from it (``spectheory claims --markdown``) and a test checks that it is current.
 
-The instances are named in each row: ``toy`` is the two-token example p = (1/3, 2/3),
-q = (2/3, 1/3) (context-independent) at L = 2, ``toy L=1`` the same at L = 1; ``random(V, L,
-seed, d)`` is :func:`spectheory.random_instances.random_instance` with prefix-dependent rows
-whose entries are fractions of denominator d (``spectheory instance random --vocab V --block L
---seed S --denominator d``).
+The instances are named in each row: ``toy`` is the two-token example p = (1/3, 2/3), q = (2/3, 1/3)
+(context-independent) at L = 2, ``toy L=1`` the same at L = 1; ``random(V, L, seed, d)`` is
+[`random_instance`][spectheory.random_instances.random_instance] with prefix-dependent rows whose
+entries are fractions of denominator d
+(``spectheory instance random --vocab V --block L --seed S --denominator d``).
 """
 
 from __future__ import annotations
@@ -672,6 +672,32 @@ CLAIMS: list[Claim] = [
 ]
 
 
+def _engine_claim(name: str) -> Callable[[], Finding]:
+    """A statement from an engine's issue or pull request, checked by the bug kit
+    (`spectheory.testing.mutants.CLAIMS`)."""
+    def check() -> Finding:
+        from spectheory.testing.mutants import CLAIMS as ENGINE_CLAIMS
+
+        c = ENGINE_CLAIMS[name]
+        r = c.check()
+        return Finding(r.summary, r.verdict, c.how)
+
+    return check
+
+
+def _engine_claims() -> list[Claim]:
+    from spectheory.testing.mutants import CLAIMS as ENGINE_CLAIMS
+
+    return [Claim(name, f"{c.project} {c.issue}", c.statement, c.verdict, _engine_claim(name))
+            for name, c in ENGINE_CLAIMS.items()]
+
+
+def ledger() -> list[Claim]:
+    """Every row: the claims of the papers (`CLAIMS`) and the engines' claims of the bug kit
+    (loaded on first use: the bug kit loads torch, the command line's parser does not)."""
+    return list(CLAIMS) + _engine_claims()
+
+
 # ----------------------------------------------------------------------------- running
 
 
@@ -697,13 +723,14 @@ def select(only: str | None = None) -> list[Claim]:
     """The claims whose id or source contains ``only`` (case-insensitive), all for None."""
     from spectheory.errors import SpectheoryError
 
+    rows = ledger()
     if not only:
-        return list(CLAIMS)
+        return rows
     key = only.lower()
-    chosen = [c for c in CLAIMS if key in c.id.lower() or key in c.source.lower()]
+    chosen = [c for c in rows if key in c.id.lower() or key in c.source.lower()]
     if not chosen:
         raise SpectheoryError(f"--only {only!r} matches no claim id or source; sources: "
-                              f"{', '.join(sorted({c.source for c in CLAIMS}))}")
+                              f"{', '.join(sorted({c.source for c in rows}))}")
     return chosen
 
 

@@ -10,16 +10,19 @@ seeds, and each states its power against the mutant's bias (min_detectable_tv be
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 from fractions import Fraction
 
+import numpy as np
 import pytest
 import torch
 
 from spectheory import analyze, check_lossless, instance_from_dict, random_instance
 from spectheory.registry import VerifierSpec
-from spectheory.testing.mutants import (KINDS, MUTANTS, coins, formulas, gbv_reference,
-                                        proposals, two_token_example)
+from spectheory.testing.mutants import (CLAIMS, KINDS, MUTANTS, VERDICTS, coins, draft_q,
+                                        formulas, gbv_reference, proposals, two_token_example)
 from spectheory.testing.sampler import DraftRows, check_proposal, check_sampler
 
 from reference_rational import reference_analysis
@@ -57,6 +60,21 @@ def test_every_mutant_is_caught(name):
     if MUTANTS[name].kind in ("law", "proposal"):
         assert c.tv > 0 and c.offending is not None
         assert c.output_probability != c.target_probability
+    if MUTANTS[name].kind == "proposal":  # the fixed engine (the drafts' law handed) passes
+        assert c.control.lossless and not c.proposal.passed
+    if MUTANTS[name].kind == "acceptance":  # lossless exactly, and accepts less than the fix
+        assert c.tv == 0 and c.control.tv_to_target == 0
+        assert c.accepted < c.accepted_fixed
+        assert MUTANTS[name].function.lossless
+
+
+@pytest.mark.parametrize("name", list(CLAIMS))
+def test_every_claim_check_gives_its_recorded_verdict(name):
+    claim = CLAIMS[name]
+    assert claim.verdict in VERDICTS and claim.project and claim.issue and claim.statement
+    r = claim.check()
+    assert r.verdict == claim.verdict, (name, r.summary)
+    assert r.summary and r.numbers
 
 
 # ----------------------------------------------------------------------------- formula errors
@@ -302,8 +320,8 @@ def test_topk_and_bf16_controls_pass_when_the_reported_q_is_the_sampling_law():
 def test_proposal_checks_have_power_against_the_mutants():
     for name in ("hf-47932-raw-vs-topk-q", "deepspec-31-bf16-vs-f32"):
         c = MUTANTS[name].catch()
-        assert not c.control.passed
-        assert c.control.min_detectable_tv < 0.0103 or name != "deepspec-31-bf16-vs-f32"
+        assert not c.proposal.passed and c.control.lossless  # the fixed engine passes
+        assert c.proposal.min_detectable_tv < 0.0103 or name != "deepspec-31-bf16-vs-f32"
 
 
 # ----------------------------------------------------------------------------- coin level
@@ -360,3 +378,201 @@ def test_cli_check_names_a_mutant_lossy(tmp_path, capsys):
     code, out, _ = run(["check", path, "--exact", "--paths", "3", "--verifier",
                         "spectheory.testing.mutants.gbv_reference:TRAVERSAL_POST_ORDER"], capsys)
     assert code == 0 and "lossless exactly" in out
+
+
+# ----------------------------------------------------------------------------- told about q
+
+
+def _accepted_without_q(inst):
+    """E[tau] of verifying drafts sampled from the instance's q as if q were one-hot, written
+    out: sum over i of P(X_1..X_i all accepted) = sum_{x^i} prod_j q(x_j|x^{j-1}) p(x_j|x^{j-1})."""
+    V, L = inst.vocab_size, inst.block_length
+    tq, tp = inst.draft.to_exact(), inst.target.to_exact()
+    total = Fraction(0)
+    for i in range(1, L + 1):
+        for x in itertools.product(range(V), repeat=i):
+            w = Fraction(1)
+            for j in range(i):
+                w *= tq.conditional(x[:j])[x[j]] * tp.conditional(x[:j])[x[j]]
+            total += w
+    return total
+
+
+def _argmax(row):
+    return max(range(len(row)), key=lambda t: (row[t], -t))  # ties to the lowest id
+
+
+def _greedy_chain(inst):
+    """The argmax chain of the draft model and its target probabilities p(x_i | x^{i-1})."""
+    x, ps = (), []
+    for _ in range(inst.block_length):
+        t = _argmax(list(inst.draft.to_exact().conditional(x)))
+        ps.append(inst.target.to_exact().conditional(x)[t])
+        x += (t,)
+    return x, ps
+
+
+def test_draft_probs_none_is_lossless_and_accepts_sum_q_p():
+    inst = random_instance(3, 3, 0, denominator=60)
+    a = analyze(inst, draft_q.VLLM_DRAFT_PROBS_NONE)
+    n = analyze(inst, "ngram")  # the n-gram rule it falls back to, registered independently
+    assert a.tau_pmf == n.tau_pmf and (a.output_law == n.output_law).all()
+    assert a.tv_to_target == 0 and a.expected_accepted == _accepted_without_q(inst)
+    c = MUTANTS["vllm-40149-draft-probs-none"].catch()
+    assert c.accepted == Fraction(845606161, 1555200000) == a.expected_accepted
+    assert c.accepted_fixed == Fraction(64237, 54000) == analyze(inst, "token").expected_accepted
+    # no loss where every row has q p = min(p, q): a greedy target, or point-mass drafts
+    g = dict(sampling="temperature=0")
+    assert analyze(inst, draft_q.VLLM_DRAFT_PROBS_NONE, **g).expected_accepted == \
+        analyze(inst, "token", **g).expected_accepted
+    chain = draft_q.greedy_chain_instance(inst)
+    assert analyze(chain, draft_q.VLLM_DRAFT_PROBS_NONE).expected_accepted == \
+        analyze(chain, "token").expected_accepted
+
+
+def test_zero_draft_probs_reproduces_the_sglang_numbers():
+    ex = draft_q.sglang_example()  # the #10308 example
+    # sampled drafts without q: sum q p = 0.42 + 0.04 + 0.005 + 0.005; with q: sum min(p, q)
+    assert analyze(ex, draft_q.SGLANG_ZERO_DRAFT_PROBS).expected_accepted == Fraction(47, 100)
+    assert analyze(ex, "token").expected_accepted == Fraction(9, 10)
+    greedy = analyze(draft_q.greedy_chain_instance(ex), draft_q.SGLANG_ZERO_DRAFT_PROBS)
+    assert greedy.expected_accepted == Fraction(3, 5) and greedy.tv_to_target == 0  # p(argmax q)
+    # a prefix-dependent chain: E[tau] = sum_i p(x^i) along the draft's argmax chain, lossless
+    inst = random_instance(3, 3, 1, denominator=60)
+    x, ps = _greedy_chain(inst)
+    res = analyze(draft_q.greedy_chain_instance(inst), draft_q.SGLANG_ZERO_DRAFT_PROBS)
+    assert res.expected_accepted == ps[0] + ps[0] * ps[1] + ps[0] * ps[1] * ps[2]
+    assert res.tv_to_target == 0
+    a, b = analyze(inst, draft_q.SGLANG_ZERO_DRAFT_PROBS), analyze(inst, "ngram")
+    assert a.tau_pmf == b.tau_pmf and (a.output_law == b.output_law).all()
+    c = MUTANTS["sglang-9877-zero-draft-probs"].catch()
+    assert (c.accepted, c.accepted_fixed) == (Fraction(3, 5), Fraction(9, 10))
+
+
+def test_eagle_posterior_is_the_topk_rule_and_lossless():
+    from spectheory.trees import analyze_tree
+
+    inst = random_instance(3, 2, 0, denominator=60)
+    for shape in ("1,1", "2,1", "2,2"):
+        a = analyze_tree(inst, draft_q.EAGLE_Q_ONE, shape, drafting="topk")
+        b = analyze_tree(inst, "topk", shape, drafting="topk")
+        assert a.tv_to_target == 0 and a.tau_pmf == b.tau_pmf
+        assert (a.output_law == b.output_law).all()
+    # any proposer: children drawn i.i.d. from q (repeats included) are verified losslessly too
+    other = random_instance(3, 2, 1, denominator=12)
+    assert analyze_tree(other, draft_q.EAGLE_Q_ONE, "2,1", drafting="iid").tv_to_target == 0
+
+
+def test_eagle_329_requested_rule_on_top_k_drafts_is_lossy():
+    inst = random_instance(3, 2, 0, denominator=60)
+    (x1, x2), (p1, p2) = _greedy_chain(inst)
+    q = inst.draft.to_exact()
+    # here both drafted ratios p/q are >= 1, so the chain is always accepted and the output is
+    # (x1, x2, Y ~ p(.|x1 x2)): TV = 1 - p(x1) p(x2|x1)
+    assert p1 >= q.conditional(())[x1] and p2 >= q.conditional((x1,))[x2]
+    c = MUTANTS["eagle-329-requested-q-on-topk"].catch()
+    assert c.tv == 1 - p1 * p2 == Fraction(11, 18)
+    assert c.control.lossless  # EAGLE's own qx = 1 rule on the (2, 1) top-k tree
+    assert not c.proposal.passed and c.proposal.min_detectable_tv < 0.2
+    assert CLAIMS["eagle-329-not-lossless"].check().verdict == "refuted"
+
+
+def test_fp16_underflow_accept_exact_tv_and_controls():
+    u = draft_q.underflow_instance()
+    rep = check_lossless(draft_q.MLXCEL_FP16_UNDERFLOW, u)
+    # root: token 2 (q = 1e-8, 0 in float16) is emitted with q(2) instead of p(2) = 1e-9;
+    # after token 0 (reached with 1/2): q(2|0) = 2e-8 (0 in float16) against p(2|0) = 0
+    assert rep.tv == Fraction(9, 10**9) + Fraction(1, 2) * Fraction(2, 10**8)
+    assert rep.offending[0] == 0
+    for dtype in (torch.float32, torch.bfloat16):  # 8 exponent bits: nothing underflows
+        spec = VerifierSpec("x", functools.partial(draft_q.fp16_underflow_accept, dtype=dtype))
+        assert check_lossless(spec, u).lossless
+    assert check_lossless(draft_q.MLXCEL_FLOAT32_CONTROL, u).tv == 0
+    # the float16 boundary: 2^-25 rounds to 0 (ties to even), 2^-25 (1 + 2^-20) does not
+    x = torch.tensor([2.0**-25, 2.0**-25 * (1 + 2.0**-20), 1e-8, 6e-8], dtype=torch.float64)
+    assert draft_q.fp16_underflowed(x).tolist() == [True, False, True, False]
+    exact = np.array([Fraction(1, 10**8), Fraction(1, 2)], dtype=object)
+    assert draft_q.fp16_underflowed(exact).tolist() == [True, False]
+    # float64 on 198 tail tokens (q = 2e-8, p = 2e-9): TV = 198 (2e-8 - 2e-9)
+    tail = check_lossless(draft_q.MLXCEL_FP16_UNDERFLOW, draft_q.underflow_tail_instance())
+    assert not tail.lossless and tail.tv == pytest.approx(198 * 1.8e-8, rel=1e-6)
+
+
+def _topk_row(row, k):
+    """Top-k as the engines' threshold masks: keep the tokens with fewer than k strictly larger."""
+    kept = [v if sum(w > v for w in row) < k else Fraction(0) for v in row]
+    return [v / sum(kept) for v in kept]
+
+
+def _raw_q_reference_tv(raw, k):
+    """Drafts from top-k(q), token verification with the raw q, target top-k(p): the TV to the
+    processed target's law, enumerated with the rule of reference_rational.token_law."""
+    from reference_rational import token_law
+
+    V, L = raw.vocab_size, raw.block_length
+    tq, tp = raw.draft.to_exact(), raw.target.to_exact()
+    P = lambda pre: _topk_row(list(tp.conditional(pre)), k)  # noqa: E731
+    out, target = {}, {}
+
+    def extend(acc, seq, mass):
+        if len(seq) == L + 1:
+            acc[seq] = acc.get(seq, Fraction(0)) + mass
+            return
+        for y, v in enumerate(P(seq)):
+            if v:
+                extend(acc, seq + (y,), mass * v)
+
+    extend(target, (), Fraction(1))
+    for x in itertools.product(range(V), repeat=L):
+        w = Fraction(1)
+        for i in range(L):
+            w *= _topk_row(list(tq.conditional(x[:i])), k)[x[i]]
+        if w == 0:
+            continue
+        stop, corr = token_law(x, [list(tq.conditional(x[:i])) for i in range(L)],
+                               [P(x[:i]) for i in range(L + 1)])
+        for i in range(L + 1):
+            for y in range(V):
+                if w * stop[i] * corr[i][y]:
+                    extend(out, x[:i] + (y,), w * stop[i] * corr[i][y])
+    return _tv(out, target)
+
+
+def test_raw_q_against_the_processed_target_exact_tv_and_inflation():
+    from spectheory.processing import process_rows
+
+    raw = random_instance(4, 2, 0, denominator=60)
+    top2 = dict(sampling="top_k=2", draft_sampling="top_k=2")  # the kit's setting of the mutant
+    rep = check_lossless(proposals.reported_q_verifier(raw.draft), raw, **top2)
+    assert rep.tv == _raw_q_reference_tv(raw, 2) == Fraction(27525, 161483)
+    assert check_lossless("token", raw, **top2).tv == 0  # the processed q handed (the fix)
+    assert draft_q.processed_drafting(raw, "top_k=2", handed="raw").tv_to_target == rep.tv
+    # on a kept token the ratio p'/q is p'/q' inflated by 1/Z, Z the raw mass top-k keeps
+    q = raw.draft.to_exact().conditional(())
+    p1 = process_rows(raw.target.to_exact().conditional(())[None, :], "top_k=2")[0]
+    q1 = process_rows(q[None, :], "top_k=2")[0]
+    Z = sum(v for v, w in zip(q, q1) if w)
+    for x in range(4):
+        if q1[x]:
+            assert p1[x] / q[x] == (p1[x] / q1[x]) / Z and Z < 1
+
+
+def test_drafting_inside_the_request_set_keeps_the_processed_law_with_the_processed_q():
+    insts = [(f"seed {s}", random_instance(4, 2, s, denominator=60)) for s in (0, 1)]
+    checks = draft_q.check_draft_in_request_set(insts, ["top_k=2", "top_p=0.8"])
+    assert all(c.tv_processed == 0 for c in checks)  # the claim, exactly
+    assert all(c.tv_raw_handed > 0 for c in checks)  # the raw q handed: #47932's bug
+    # one row, by hand: the target's top-1 is token 0, the draft's token 1; drafting inside the
+    # request's top-1 always drafts 1 (E[tau] = 0), drafting from q accepts q(0) = 1/4
+    row = instance_from_dict({"vocab_size": 3, "block_length": 1,
+                              "target": ["1/2", "1/3", "1/6"], "draft": ["1/4", "1/2", "1/4"]},
+                             exact=True)
+    (c,) = draft_q.check_draft_in_request_set([("row", row)], ["top_k=1"])
+    assert (c.accepted_pr, c.accepted_main, c.tv_processed) == (0, Fraction(1, 4), 0)
+    # where the draft's top token is the target's, drafting inside the set accepts it surely
+    agree = instance_from_dict({"vocab_size": 3, "block_length": 1,
+                                "target": ["1/2", "1/3", "1/6"],
+                                "draft": ["1/3", "1/4", "5/12"]}, exact=True)
+    (c,) = draft_q.check_draft_in_request_set([("agree", agree)], ["top_k=2"])
+    # target top-2 (3/5, 2/5, 0); draft top-2 (4/9, 0, 5/9): sum min = 4/9; from q: 1/3 + 1/4
+    assert (c.accepted_pr, c.accepted_main) == (Fraction(4, 9), Fraction(7, 12))

@@ -2,12 +2,12 @@
 
 Each function here is a law function in spectheory's verifier signature (single-path
 ``f(drafts [B, L], q [B, L, V], p [B, L+1, V]) -> Law`` or the K-path form), written from the
-published description of a bug, so that :func:`spectheory.check_lossless` computes its exact
-output law and names the first output sequence whose probability is wrong. The matching
-:class:`spectheory.registry.VerifierSpec` objects (all ``lossless=False``) are at the end.
+published description of a bug, so that [`check_lossless`][spectheory.exact.check_lossless] computes
+its exact output law and names the first output sequence whose probability is wrong. The matching
+[`VerifierSpec`][spectheory.registry.VerifierSpec] objects (all ``lossless=False``) are at the end.
 
-Notation as in :mod:`spectheory.verifiers.block`: w_i are the block weights, S_i the residual
-masses, h_i the acceptance weights (Sun et al., arXiv 2403.10444).
+Notation as in [`spectheory.verifiers.block`][spectheory.verifiers.block]: w_i are the block
+weights, S_i the residual masses, h_i the acceptance weights (Sun et al., arXiv 2403.10444).
 """
 
 from __future__ import annotations
@@ -173,7 +173,6 @@ def token_off_by_one(drafts, q, p) -> Law:
     p(.|X^i), instead of p(.|X^{i-1}); residuals and the bonus row are right. Exact in
     rationals. Invisible when the target does not depend on the prefix (the two rows are equal).
     """
-    L = drafts.shape[-1]
     idx = B.expand_dims(B.as_index(drafts, q), -1)
     px = B.take_along(p[:, 1:], idx, axis=-1)[..., 0]  # the wrong row: p(.|X^i)
     qx = B.take_along(q, idx, axis=-1)[..., 0]
