@@ -1,16 +1,22 @@
 """GBV: the analytic route (block verification against the skewed draft q^G, per node) is the
 default of analyze and equals the joint enumeration exactly (rationals, prefix-dependent rows,
-ties, zeros) and to 1e-14 in float64; the enumeration stays available as route="enumerate"."""
+ties, zeros) and to 1e-14 in float64; the enumeration stays available as route="enumerate".
+
+The skew's running mass A (the q-mass of the prefixes ranked below the current node) first
+depends on the path mass x at depth 2 (A_2 = A_1 + x_1 below_1), so the comparisons run up to
+L = 4: an A-update that drops the factor x is exact at L <= 2 and off at L >= 3."""
 
 from __future__ import annotations
 
 import warnings
+from fractions import Fraction
 
 import numpy as np
 import pytest
 
 from spectheory.exact import analyze, check_lossless, multi_iteration_law
-from spectheory.instances import instance_from_dict
+from spectheory.instances import Instance, instance_from_dict
+from spectheory.models import TableModel
 from spectheory.multipath import analyze_gbv_fast
 from spectheory.random_instances import random_instance
 from spectheory.registry import DraftingWarning, get_verifier
@@ -88,3 +94,71 @@ def test_large_case_only_possible_on_analytic_route():
     g = analyze(inst, "gbv", paths=3)
     assert g.tv_to_target < 1e-14
     assert g.expected_accepted > analyze(inst, "block").expected_accepted
+
+
+def _tie_instance(V: int, L: int, seed: int) -> Instance:
+    """Prefix-dependent exact rows (multiples of 1/12) with every other row of each depth replaced
+    by a rotated pair with ties in p/q: q = (1/2, 1/4, 1/4), p = (1/4, 3/8, 3/8) (ratios 1/2, 3/2,
+    3/2) for V = 3, p = q = (1/3, 2/3) (ratios 1, 1) for V = 2; the rotation depends on the row."""
+    base = random_instance(V, L, seed, denominator=12)
+    if V == 2:
+        tie_q = tie_p = [Fraction(1, 3), Fraction(2, 3)]
+    else:
+        tie_q = [Fraction(1, 2), Fraction(1, 4), Fraction(1, 4)] + [Fraction(0)] * (V - 3)
+        tie_p = [Fraction(1, 4), Fraction(3, 8), Fraction(3, 8)] + [Fraction(0)] * (V - 3)
+
+    def model(tables, tie):
+        out = []
+        for d, t in enumerate(tables):
+            t = np.array(t, dtype=object)
+            for r in range(0, V**d, 2):
+                t[r] = np.roll(np.array(tie, dtype=object), (r // 2 + d) % V)
+            out.append(t)
+        return TableModel(V, tuple(out))
+
+    return Instance(V, L, model(base.target.tables, tie_p), model(base.draft.tables, tie_q))
+
+
+def _tied_nodes(inst: Instance, depth: int) -> int:
+    """Nodes of ``depth`` where two tokens of positive draft probability have equal p/q."""
+    q, p = inst.draft.tables[depth], inst.target.tables[depth]
+    count = 0
+    for qr, pr in zip(q, p):
+        ratios = [pr[a] / qr[a] for a in range(inst.vocab_size) if qr[a] > 0]
+        count += len(ratios) != len(set(ratios))
+    return count
+
+
+#: (V, L, K, rows) of the deep comparisons: the joint enumeration visits C(V^L + K - 1, K)
+#: sorted outcomes (3,321 at V = 3, L = 4, K = 2, run on the prefix-dependent rows only).
+DEEP = [(3, 3, 2, "prefix-dependent"), (3, 3, 2, "ties"), (2, 3, 3, "prefix-dependent"),
+        (2, 3, 3, "ties"), (2, 4, 2, "prefix-dependent"), (2, 4, 2, "ties"),
+        (2, 4, 3, "prefix-dependent"), (2, 4, 3, "ties"), (3, 4, 2, "prefix-dependent")]
+
+
+@pytest.mark.parametrize("V,L,K,kind", DEEP)
+def test_analytic_equals_enumeration_exactly_at_depth(V, L, K, kind):
+    """Exact equality (tau pmf, output law over V^(L+1) sequences, TV 0) of the analytic route
+    and the joint enumeration at L = 3..4, K = 2..3, on prefix-dependent rational rows with zeros
+    and on rows with exact ties in p/q at every depth."""
+    if kind == "ties":
+        inst = _tie_instance(V, L, V + L + K)
+        assert all(_tied_nodes(inst, d) > 0 for d in range(L))
+    else:
+        inst = random_instance(V, L, 10 * L + K, alpha=0.5, denominator=12)
+    fast = analyze(inst, "gbv", paths=K)
+    enum = analyze(inst, "gbv", paths=K, route="enumerate")
+    assert fast.route == "analytic" and enum.route == "enumerate"
+    assert fast.tau_pmf == enum.tau_pmf
+    assert (np.asarray(fast.output_law) == np.asarray(enum.output_law)).all()
+    assert fast.tv_to_target == enum.tv_to_target == 0
+
+
+@pytest.mark.parametrize("L,K", [(3, 2), (3, 3), (4, 2)])
+def test_analytic_equals_enumeration_float_at_depth(L, K):
+    """The same comparison in float64 (V = 3, prefix-dependent rows with zeros): within 1e-14."""
+    inst = random_instance(3, L, 20 + L + K, alpha=0.5)
+    fast = analyze(inst, "gbv", paths=K)
+    enum = analyze(inst, "gbv", paths=K, route="enumerate")
+    assert max(abs(a - b) for a, b in zip(fast.tau_pmf, enum.tau_pmf)) <= 1e-14
+    assert float((fast.output_law - enum.output_law).abs().max()) <= 1e-14

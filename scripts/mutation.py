@@ -1,0 +1,559 @@
+#!/usr/bin/env python
+"""Mutation pass: plant one-line defects in the theory core and check that the tests catch them.
+
+Each mutant replaces one fragment of one source line (the fragment must occur exactly once in
+its file) and names the test files that should catch it. The runner copies the repository's
+files (tracked and untracked, not ignored) into a temporary folder, links the mapped packages
+(``spectheory.lp`` -> ``lp/`` etc., from ``[tool.setuptools.package-dir]`` of pyproject.toml) so
+that the copy's code is what Python imports (checked before any mutant runs), runs the named test
+files once unmutated (the baseline must pass), then per mutant: applies it, runs
+
+    python -m pytest -q -x -p no:cacheprovider <test files>
+
+with ``PYTHONPATH`` = the copy and ``PYTHONDONTWRITEBYTECODE=1`` (no stale bytecode between
+mutants), restores the file, and records ``killed`` (a test failed or errored), ``survived``
+(all passed), ``timeout`` or ``stale`` (the fragment is no longer in the file exactly once).
+The working tree is never modified.
+
+Usage:
+
+    python scripts/mutation.py --list                 # the mutants, numbered
+    python scripts/mutation.py                        # run them all
+    python scripts/mutation.py --only 3,7-9           # some of them
+    python scripts/mutation.py --markdown out.md      # also write the results table
+
+Mutants marked ``equivalent`` change no observable behaviour (the reason is given); they are run
+and reported but left out of the kill rate. Results and the reasoning behind each survivor:
+docs/mutation.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import NamedTuple
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class Mutant(NamedTuple):
+    file: str
+    original: str
+    replacement: str
+    rationale: str
+    tests: tuple
+    equivalent: str = ""  # why the change has no observable effect ("" = behavioural)
+
+
+KILLS = "tests/test_defect_kills.py"
+CORE = ("tests/test_core_exact.py", "tests/test_nodes.py", KILLS)
+CHECKER = (KILLS, "tests/test_testing_lossless.py", "tests/test_checker_soundness.py")
+LAWS = (KILLS, "tests/test_checker_soundness.py", "tests/test_bad_inputs.py")
+NODES = ("tests/test_nodes.py", "tests/test_nodes_chunks.py", "tests/test_core_exact.py", KILLS)
+STATS = (KILLS, "tests/test_testing_sampler.py")
+GBV = ("tests/test_gbv_routes.py", "tests/test_spectr_gbv.py", "tests/test_multipath.py")
+MULTI = ("tests/test_multipath.py", "tests/test_multipath_traversal.py")
+TREES = ("tests/test_trees.py", "tests/test_trees_uneven.py")
+LP_NB = ("tests/test_lp_node_budget.py", "tests/test_lp_certificate.py")
+LP_DIRECT = ("tests/test_lp_direct.py", "tests/test_lp_multipath.py", "tests/test_lp_tree.py")
+
+MUTANTS = [
+    # ---------------------------------------------------------------- verifiers
+    Mutant("spectheory/verifiers/gbv.py",
+           "A = (B.expand_dims(A, 1) + B.expand_dims(x, 1) * below).reshape(-1)",
+           "A = (B.expand_dims(A, 1) + below).reshape(-1)",
+           "GBV analytic route: skew mass A updated without the path mass x", GBV),
+    Mutant("spectheory/verifiers/gbv.py",
+           "A = A + x * B.take_along(below, t, axis=-1)[:, 0]",
+           "A = A + B.take_along(below, t, axis=-1)[:, 0]",
+           "GBV per-draft law: the same A-update without x along the selected path", GBV),
+    Mutant("spectheory/verifiers/gbv.py",
+           "alive = alive & (key == B.amin(key, axis=1, keepdims=True))",
+           "alive = alive & (key == B.amax(key, axis=1, keepdims=True))",
+           "GBV selects the worst-ranked drafted path instead of the best", GBV),
+    Mutant("spectheory/verifiers/gbv.py",
+           "        power = power * u\n",
+           "        power = power * (u + d)\n",
+           "GBV skew S_K(u, d) (numpy / exact path): wrong power in the Horner recursion", GBV),
+    Mutant("spectheory/verifiers/block.py",
+           "B.safe_div(S, S + (1 - w), B.scalar(S, 1))",
+           "B.safe_div(S, S + 1, B.scalar(S, 1))",
+           "block verification: h_i = S_i / (S_i + 1) (the 1 - w_i term dropped)", CORE),
+    Mutant("spectheory/verifiers/block.py",
+           "w = w.mul_(state).clamp_(max=1) if B.is_torch(w)",
+           "w = w.mul_(state) if B.is_torch(w)",
+           "block verification, float path: weight w_i not capped at 1", CORE),
+    Mutant("spectheory/verifiers/block.py",
+           "return w, w, (p if correction else None)",
+           "return w, B.ones_like(w), (p if correction else None)",
+           "block verification: the whole block always accepted at depth L (h_L = 1)", CORE),
+    Mutant("spectheory/verifiers/token.py",
+           "else B.minimum(drafted_ratio(px, qx), 1)",
+           "else drafted_ratio(px, qx)",
+           "token verification: acceptance p/q not capped at 1", CORE),
+    Mutant("spectheory/verifiers/common.py",
+           "    return B.positive_part(B.expand_dims(w, -1) * p - q)\n",
+           "    return B.positive_part(p - q)\n",
+           "residual max(w p - q, 0) without the weight w (exact path)", CORE),
+    Mutant("spectheory/verifiers/common.py",
+           "            r = torch.where(zero, torch.ones_like(r), r)",
+           "            r = torch.where(zero, torch.zeros_like(r), r)",
+           "a drafted token of draft probability 0 gets ratio 0 instead of 1", CORE,
+           equivalent="such a token is never drafted: every quantity at its node is multiplied "
+                      "by its draft mass 0, and the weights stay in [0, 1]"),
+    Mutant("spectheory/verifiers/specinfer.py",
+           "before = B.cumsum(member, axis=2) - member",
+           "before = B.cumsum(member, axis=2)",
+           "SpecInfer: candidate j tested against the residual after j+1 rejections (off by one)",
+           MULTI + ("tests/test_trees.py",)),
+    Mutant("spectheory/verifiers/specinfer.py",
+           "qcur = B.where(act, _normalise(kept, kept), qcur)",
+           "qcur = B.where(act, qcur, qcur)",
+           "SpecInfer without replacement: the tried token is not removed from q", MULTI),
+    Mutant("spectheory/verifiers/spectr.py",
+           "        term = term * (1 - beta)",
+           "        term = term * beta",
+           "SpecTr: c_m(beta) summed over beta^j instead of (1 - beta)^j", MULTI),
+    Mutant("spectheory/verifiers/traversal.py",
+           "kept = Ms * (1 - onehot)",
+           "kept = Ms",
+           "traversal: the drafted first token is not removed from M_s (without replacement)",
+           MULTI),
+    # ---------------------------------------------------------------- engine
+    Mutant("spectheory/exact.py",
+           "    return Bk.sum(Bk.abs(a - b), axis=-1) / 2",
+           "    return Bk.sum(Bk.abs(a - b), axis=-1)",
+           "total variation without the factor 1/2 (per-draft and enumeration routes)", CHECKER),
+    Mutant("spectheory/exact.py",
+           "    tv = tv / 2\n",
+           "    tv = tv\n",
+           "total variation without the factor 1/2 (per-node route)", CHECKER),
+    Mutant("spectheory/exact.py",
+           "e_tau = sum((i * v for i, v in enumerate(pmf)), zero)",
+           "e_tau = sum(((i + 1) * v for i, v in enumerate(pmf)), zero)",
+           "E[tau] computed as E[tau + 1]", CORE),
+    Mutant("spectheory/exact.py",
+           "top = a.add_(mL[k0:k1]) if fused else a + mL[k0:k1]",
+           "top = a if fused else a + mL[k0:k1]",
+           "per-node output law (float): stop mass at depth L left out", CORE),
+    Mutant("spectheory/exact.py",
+           "        tau_pmf[r0:r0 + part.shape[0]] += part",
+           "        tau_pmf[r0:r0 + part.shape[0]] = part",
+           "per-draft route: a chunk overwrites the tau pmf instead of adding to it",
+           CORE + ("tests/test_nodes_chunks.py",)),
+    Mutant("spectheory/exact.py",
+           "        lossless = bool(float(tv) <= tol)",
+           "        lossless = bool(float(tv) < tol)",
+           "float verdict TV < tol: at tol = 0 an exact p = q is called lossy", CHECKER),
+    Mutant("spectheory/exact.py",
+           "if not math.isfinite(t) or t < 0 or t > MAX_LOSSLESS_TOL:",
+           "if not math.isfinite(t) or t < 0 or t > 1:",
+           "checker tolerance bounded by 1 instead of 1e-3 (a TV of 0.5 could be 'lossless')",
+           CHECKER + ("tests/test_bad_inputs.py",)),
+    Mutant("spectheory/nodes.py",
+           "    tail = B.concat([survive[:, 1:], B.ones_like(h[:, :1])], axis=1)",
+           "    tail = B.concat([survive[:, :-1], B.ones_like(h[:, :1])], axis=1)",
+           "backward scan: prod_{j>=i} instead of prod_{j>i} (1 - h_j)", NODES),
+    Mutant("spectheory/nodes.py",
+           "return reached * B.concat([1 - c[:, 1:], one], axis=1)",
+           "return reached * B.concat([c[:, 1:], one], axis=1)",
+           "forward scan: stops with the pass probability instead of 1 - c", NODES),
+    Mutant("spectheory/nodes.py",
+           "        stop[L - 1] = masses[L - 1] * weights[L - 1] * G",
+           "        stop[L - 1] = masses[L - 1] * G",
+           "per-node route: stop mass at depth L-1 without its acceptance weight", NODES),
+    Mutant("spectheory/nodes.py",
+           "parent_sum[r0:r1] = B.sum(q_r * w.reshape(-1, V), axis=1)",
+           "parent_sum[r0:r1] = B.sum(w.reshape(-1, V), axis=1)",
+           "per-node route, forward: pass mass at depth L not weighted by q", NODES),
+    Mutant("spectheory/nodes.py",
+           "mass = (B.expand_dims(mass, 1) * q_levels[d]).reshape(-1)",
+           "mass = (B.expand_dims(mass, 1) * p_levels[d]).reshape(-1)",
+           "per-node route: node mass from the target instead of the draft", NODES),
+    Mutant("spectheory/multipath.py",
+           "left = Bk.sum(Bk.expand_dims(q_root, 0) * (1 - used), axis=-1)",
+           "left = Bk.sum(Bk.expand_dims(q_root, 0), axis=-1)",
+           "norep drafting weight: no renormalisation after removing used tokens",
+           ("tests/test_multipath.py",)),
+    Mutant("spectheory/multipath.py",
+           "        mult //= run",
+           "        mult //= 1",
+           "symmetric enumeration: sorted tuples weighted by K! whatever their repeats",
+           ("tests/test_multipath.py", "tests/test_gbv_routes.py")),
+    Mutant("spectheory/multipath.py",
+           "ok &= (rows - 1).abs_().amax() <= tol / 2",
+           "ok &= (rows - 1).amax() <= tol / 2",
+           "fast law screen one-sided: correction rows summing below 1 skip validation",
+           (KILLS, "tests/test_multipath.py", "tests/test_bad_inputs.py")),
+    Mutant("spectheory/multipath.py",
+           "shifts = (V**L) ** Bk.flip(base, 0).reshape(1, K)",
+           "shifts = (V**L) ** base.reshape(1, K)",
+           "ordered enumeration visits the joint outcomes in another order",
+           ("tests/test_multipath.py",),
+           equivalent="the map from outcome number to path tuple stays a bijection: every "
+                      "ordered outcome is still visited once"),
+    Mutant("spectheory/trees.py",
+           "left = Bk.sum(rows * (1 - used), axis=-1)",
+           "left = Bk.sum(rows, axis=-1)",
+           "draft trees, norep: sibling weights not renormalised", TREES),
+    Mutant("spectheory/trees.py",
+           "child = Bk.expand_dims(idx, 1) * V + child_tok[:, sel_i]",
+           "child = Bk.expand_dims(idx, 1) + child_tok[:, sel_i]",
+           "draft trees, node route: child prefix index without the factor V", TREES),
+    Mutant("spectheory/trees.py",
+           "used = used + Bk.where(surplus, Bk.zeros_like(qx), qx)",
+           "used = used + qx",
+           "draft trees, norep candidates: a surplus child's token counted as used mass",
+           TREES + ("tests/test_lp_tree.py",),
+           equivalent="surplus is monotone in the child index (m <= j implies m <= j + 1): after "
+                      "the first surplus child every later one is surplus too and takes the "
+                      "repeat weight, so the used mass is never read again"),
+    # ---------------------------------------------------------------- checker
+    Mutant("spectheory/testing/lossless.py",
+           "rep = LosslessReport(False, None,",
+           "rep = LosslessReport(True, None,",
+           "battery: a verifier that returns no law is reported lossless", CHECKER),
+    Mutant("spectheory/testing/lossless.py",
+           "else (inst.exact and how.spec.exact",
+           "else (inst.exact",
+           "battery: float-only verifiers run in exact mode on exact instances",
+           ("tests/test_testing_lossless.py",)),
+    # ---------------------------------------------------------------- law validation
+    Mutant("spectheory/law.py",
+           "    err = np.abs(tot - 1)\n",
+           "    err = tot - 1\n",
+           "float stop sums checked on one side only (sums below 1 pass)", LAWS),
+    Mutant("spectheory/law.py",
+           "        bad = rows != 1\n",
+           "        bad = rows > 1\n",
+           "exact correction rows checked on one side only (rows below 1 pass)", LAWS),
+    Mutant("spectheory/law.py",
+           "        bad = tot != 1\n",
+           "        bad = tot > 1\n",
+           "exact stop sums checked on one side only", LAWS),
+    Mutant("spectheory/law.py",
+           '("negative", a < 0)',
+           '("negative", a < -tol)',
+           "float laws: negative entries down to -tol accepted", LAWS),
+    Mutant("spectheory/law.py",
+           "    err = np.abs(rows - 1)\n",
+           "    err = np.abs(rows - 1) / 2\n",
+           "float correction rows checked at twice the tolerance", LAWS),
+    Mutant("spectheory/nodes.py",
+           "bad = (w < 0) | (w > 1)",
+           "bad = (w < 0)",
+           "exact node weights above 1 not flagged", NODES),
+    Mutant("spectheory/nodes.py",
+           "ok = bool(lo >= 0) and bool(hi <= 1 + tol)",
+           "ok = bool(lo >= 0)",
+           "float node weights above 1 pass the fast screen", NODES),
+    # ---------------------------------------------------------------- sampler statistics
+    Mutant("spectheory/testing/stats.py",
+           "    dof = len(e) - 1\n",
+           "    dof = len(e)\n",
+           "chi-square with one degree of freedom too many", STATS),
+    Mutant("spectheory/testing/stats.py",
+           "    dof = len(e) - 1\n",
+           "    dof = len(e) - 2\n",
+           "chi-square with one degree of freedom too few", STATS),
+    Mutant("spectheory/testing/stats.py",
+           "if pooled_e < min_expected and len(e):",
+           "if pooled_e <= min_expected and len(e):",
+           "pooled bin of expected count exactly 5 merged instead of kept", STATS),
+    Mutant("spectheory/testing/stats.py",
+           "p = min(1.0, 2 * p_global, 2 * m * min(rows_p)) if m else 1.0",
+           "p = min(1.0, p_global, m * min(rows_p)) if m else 1.0",
+           "Bonferroni family without the split of alpha between the two tests", STATS),
+    Mutant("spectheory/testing/stats.py",
+           "lam = np.array([4.0 * t.n * delta * delta for t in rows])",
+           "lam = np.array([2.0 * t.n * delta * delta for t in rows])",
+           "stated power from half the non-centrality", STATS),
+    Mutant("spectheory/testing/stats.py",
+           "crit = chi2.isf(alpha / (2 * m), dofs)",
+           "crit = chi2.isf(alpha / 2, dofs)",
+           "stated power of the per-row tests without the Bonferroni factor m", STATS),
+    Mutant("spectheory/testing/stats.py",
+           "while hi - lo > 1e-5 * hi:",
+           "while hi - lo > 1e-1 * hi:",
+           "min_detectable_tv bisection stopped at 10% precision", STATS),
+    Mutant("spectheory/testing/sampler.py",
+           "probs = (stop[b].unsqueeze(-1) * corr[b]).reshape(-1).numpy()",
+           "probs = corr[b].reshape(-1).numpy()",
+           "sampler law mode: cell probabilities without P(k, tau)",
+           ("tests/test_testing_sampler.py",)),
+    # ---------------------------------------------------------------- LPs
+    Mutant("lp/node_budget.py",
+           "            M.append(np.minimum(Q[j], reach))",
+           "            M.append(reach)",
+           "node-budget closed form ignores the draft budget q(s)", LP_NB),
+    Mutant("lp/node_budget.py",
+           "vals = np.concatenate([np.full(k, one, dtype=dt), -p_levels[j].reshape(-1)])",
+           "vals = np.concatenate([np.full(k, one, dtype=dt), p_levels[j].reshape(-1)])",
+           "reduced node-budget LP: sign of the parent term flipped", LP_NB),
+    Mutant("lp/node_budget.py",
+           "        tight_q = M[j] == Q[j]",
+           "        tight_q = M[j] <= Q[j]",
+           "node-budget dual: every node treated as budget-tight", LP_NB),
+    Mutant("lp/certificate.py",
+           "upd(\"mono\", (Ms - D_par).max(), max)",
+           "upd(\"mono\", (D_par - Ms).max(), max)",
+           "matrix-free certificate: monotonicity row checked with the wrong sign", LP_NB),
+    Mutant("lp/sparse.py",
+           "        if primal != dual:",
+           "        if primal < dual:",
+           "exact certificate: strong duality checked on one side only", LP_NB + (KILLS,),
+           equivalent="the check runs after primal and dual feasibility, where weak duality "
+                      "gives c.x <= b.y: primal > dual cannot occur, so != and < agree"),
+    Mutant("lp/sparse.py",
+           "        if any(v < 0 for v in lam):",
+           "        if any(v < 0 for v in y_eq):",
+           "exact certificate: sign checked on the (free) equality multipliers instead of the "
+           "inequality multipliers", LP_NB + (KILLS,)),
+    Mutant("lp/sparse.py",
+           "        bad = np.flatnonzero(aty < self.c)",
+           "        bad = np.flatnonzero(aty < self.c - 1)",
+           "exact certificate: dual feasibility with slack 1", LP_NB + (KILLS,)),
+    Mutant("lp/direct.py",
+           "        c[n_z + blk_off[j]:n_z + blk_off[j + 1]] = j * one",
+           "        c[n_z + blk_off[j]:n_z + blk_off[j + 1]] = (j - 1) * one",
+           "direct LP objective E[tau] instead of E[tau + 1]", LP_DIRECT),
+    Mutant("lp/direct.py",
+           "            used = used + qroot[f]",
+           "            used = used + qpath[x]",
+           "direct LP, norep outcomes: renormalised by path mass instead of first-token mass",
+           LP_DIRECT),
+    Mutant("lp/direct.py",
+           "    prob = prob * (coef.astype(object) if exact else coef)",
+           "    prob = prob",
+           "direct LP, iid outcomes: multinomial coefficient dropped", LP_DIRECT),
+    Mutant("lp/coupling.py",
+           "        total = total + np.minimum(Q[i], P[i]).sum()",
+           "        total = total + np.maximum(Q[i], P[i]).sum()",
+           "coupling bound with max instead of min", LP_NB + ("tests/test_lp_direct.py",)),
+    Mutant("lp/multipath.py",
+           "    return 1 - (1 - qS) ** K",
+           "    return 1 - (1 - qS) ** (K - 1)",
+           "multi-path relaxation: coverage of K - 1 paths", ("tests/test_lp_multipath.py",)),
+]
+
+
+# ----------------------------------------------------------------------------- copy
+
+
+def _repo_files(root: Path) -> list[str]:
+    out = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=root,
+                         capture_output=True, check=True).stdout
+    return [f for f in out.decode().split("\0") if f]
+
+
+def _package_dirs(root: Path) -> dict:
+    import tomllib
+
+    data = tomllib.loads((root / "pyproject.toml").read_text())
+    return data.get("tool", {}).get("setuptools", {}).get("package-dir", {})
+
+
+def make_copy(root: Path, dest: Path) -> dict:
+    """Copy the repository's files into ``dest`` and link its mapped packages; returns the
+    package -> folder mapping."""
+    for rel in _repo_files(root):
+        src = root / rel
+        if not src.is_file() or src.is_symlink():
+            continue
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, target)
+    mapping = _package_dirs(root)
+    for pkg, folder in mapping.items():
+        link = dest.joinpath(*pkg.split("."))
+        if not link.exists():
+            os.symlink(os.path.relpath(dest / folder, link.parent), link)
+    return mapping
+
+
+def check_imports(dest: Path, mapping: dict, python: str) -> None:
+    """Abort unless spectheory and every mapped package import from the copy."""
+    mods = ["spectheory"] + list(mapping)
+    code = ("import importlib, os\n"
+            f"for m in {mods!r}:\n"
+            "    print(m, os.path.realpath(importlib.import_module(m).__file__))\n")
+    out = subprocess.run([python, "-c", code], cwd=dest, env=_env(dest), capture_output=True,
+                         text=True, timeout=300)
+    if out.returncode:
+        sys.exit(f"mutation: importing from the copy failed:\n{out.stderr}")
+    real = os.path.realpath(dest)
+    for line in out.stdout.splitlines():
+        mod, path = line.split(" ", 1)
+        if not path.startswith(real + os.sep):
+            sys.exit(f"mutation: {mod} imports from {path}, not from the copy {real}")
+        print(f"  {mod}: {os.path.relpath(path, real)}")
+
+
+def _env(dest: Path) -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(dest)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    return env
+
+
+# ----------------------------------------------------------------------------- run
+
+
+def run_tests(dest: Path, tests, python: str, timeout: float):
+    """(status, first failing test, seconds) of one pytest run in the copy."""
+    cmd = [python, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *tests]
+    t0 = time.perf_counter()
+    try:
+        out = subprocess.run(cmd, cwd=dest, env=_env(dest), capture_output=True, text=True,
+                             timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return "timeout", "", time.perf_counter() - t0
+    secs = time.perf_counter() - t0
+    first = ""
+    for line in out.stdout.splitlines():
+        if line.startswith(("FAILED ", "ERROR ")):
+            first = line.split(" ", 1)[1].split(" - ")[0]
+            break
+    if out.returncode == 0:
+        return "survived", "", secs
+    if out.returncode in (1, 2):  # test failures, or errors during collection
+        return "killed", first or out.stdout.strip().splitlines()[-1:][0], secs
+    return f"error (pytest exit {out.returncode})", out.stdout[-300:], secs
+
+
+def apply(dest: Path, m: Mutant):
+    """Apply mutant ``m`` in the copy; returns the original text (None when stale)."""
+    path = dest / m.file
+    if not path.is_file():
+        return None
+    text = path.read_text()
+    if text.count(m.original) != 1:
+        return None
+    path.write_text(text.replace(m.original, m.replacement, 1))
+    return text
+
+
+def _selection(spec: str | None) -> list[int]:
+    if not spec:
+        return list(range(1, len(MUTANTS) + 1))
+    out = []
+    for part in spec.split(","):
+        lo, _, hi = part.partition("-")
+        out += list(range(int(lo), int(hi or lo) + 1))
+    bad = [i for i in out if not 1 <= i <= len(MUTANTS)]
+    if bad:
+        sys.exit(f"mutation: no mutant {bad[0]} (1..{len(MUTANTS)})")
+    return out
+
+
+def _short(s: str) -> str:
+    return " ".join(s.split())
+
+
+def markdown(results) -> str:
+    lines = ["| # | file | change | defect | result | caught by |", "|---|---|---|---|---|---|"]
+    for r in results:
+        m = MUTANTS[r["id"] - 1]
+        change = f"`{_short(m.original)}` → `{_short(m.replacement)}`".replace("|", "\\|")
+        result = r["status"] + (" (equivalent)" if m.equivalent else "")
+        caught = f"`{r['first']}`" if r["status"] == "killed" and r["first"] else ""
+        lines.append(f"| {r['id']} | `{m.file}` | {change} | {m.rationale} | {result} | "
+                     f"{caught.replace('|', '/')} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--list", action="store_true", help="list the mutants and exit")
+    ap.add_argument("--only", help="mutant numbers to run, e.g. 3,7-9 (default: all)")
+    ap.add_argument("--timeout", type=float, default=600, help="seconds per pytest run")
+    ap.add_argument("--python", default=sys.executable, help="interpreter with the test deps")
+    ap.add_argument("--markdown", help="write the results table (Markdown) to this file")
+    ap.add_argument("--json", help="write the results (JSON) to this file")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary copy")
+    args = ap.parse_args(argv)
+
+    ids = _selection(args.only)
+    if args.list:
+        for i in ids:
+            m = MUTANTS[i - 1]
+            eq = " [equivalent]" if m.equivalent else ""
+            path = ROOT / m.file
+            if not path.is_file() or path.read_text().count(m.original) != 1:
+                eq += " [STALE: the fragment is not in the file exactly once]"
+            print(f"{i:3d}. {m.file}: {m.rationale}{eq}\n     - {_short(m.original)}\n"
+                  f"     + {_short(m.replacement)}\n     tests: {' '.join(m.tests)}")
+        return 0
+
+    dest = Path(tempfile.mkdtemp(prefix="spectheory-mutation-"))
+    started = _dt.datetime.now(_dt.timezone.utc)
+    results = []
+    try:
+        print(f"copy: {dest}")
+        mapping = make_copy(ROOT, dest)
+        check_imports(dest, mapping, args.python)
+        passing = {}  # test file -> passes unmutated
+        for i in ids:
+            for test in MUTANTS[i - 1].tests:
+                if test not in passing:
+                    status, first, secs = run_tests(dest, (test,), args.python, args.timeout)
+                    passing[test] = status == "survived"
+                    print(f"baseline {test}: "
+                          f"{'passes' if passing[test] else status + ' ' + first} ({secs:.0f} s)",
+                          flush=True)
+        for i in ids:
+            m = MUTANTS[i - 1]
+            if not all(passing[t] for t in m.tests):
+                r = {"id": i, "status": "baseline fails", "first": "", "seconds": 0.0}
+            else:
+                original = apply(dest, m)
+                if original is None:
+                    r = {"id": i, "status": "stale", "first": "", "seconds": 0.0}
+                else:
+                    try:
+                        status, first, secs = run_tests(dest, m.tests, args.python, args.timeout)
+                    finally:
+                        (dest / m.file).write_text(original)
+                    r = {"id": i, "status": status, "first": first, "seconds": round(secs, 1)}
+            results.append(r)
+            eq = " (equivalent)" if m.equivalent else ""
+            print(f"{i:3d}. {r['status']:<9}{eq} {m.file}: {m.rationale}"
+                  + (f"  [{r['first']}]" if r["first"] else "") + f" ({r['seconds']:.0f} s)",
+                  flush=True)
+    finally:
+        if args.keep:
+            print(f"kept: {dest}")
+        else:
+            shutil.rmtree(dest, ignore_errors=True)
+
+    behavioural = [r for r in results if not MUTANTS[r["id"] - 1].equivalent
+                   and r["status"] in ("killed", "survived", "timeout")]
+    killed = sum(r["status"] in ("killed", "timeout") for r in behavioural)
+    other = [r for r in results if r["status"] not in ("killed", "survived", "timeout")]
+    rate = f"{killed}/{len(behavioural)}" + (
+        f" = {100 * killed / len(behavioural):.1f}%" if behavioural else "")
+    print(f"\nkilled {rate} of the behavioural mutants"
+          + (f"; {len(other)} not run (stale or baseline failing)" if other else ""))
+    survivors = [r["id"] for r in behavioural if r["status"] == "survived"]
+    if survivors:
+        print(f"survived: {', '.join(map(str, survivors))}")
+    meta = {"date": started.strftime("%Y-%m-%d %H:%M UTC"),
+            "command": "python scripts/mutation.py" + (f" --only {args.only}" if args.only else ""),
+            "killed": killed, "behavioural": len(behavioural), "results": results}
+    if args.markdown:
+        Path(args.markdown).write_text(markdown(results))
+    if args.json:
+        Path(args.json).write_text(json.dumps(meta, indent=1) + "\n")
+    return 1 if survivors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
