@@ -11,12 +11,13 @@ caught.
 from __future__ import annotations
 
 import json
+import sys
 
 import numpy as np
 import pytest
 import torch
 
-from spectheory.errors import SpectheoryError
+from spectheory.errors import SpectheoryError, UserCodeError
 from spectheory.random_instances import random_instance
 from spectheory.registry import get_verifier
 from spectheory.testing import stats
@@ -99,6 +100,36 @@ def test_block_sampler_passes_lossless_mode():
     assert_sampler(make_sampler("block"), "block", mode="lossless", samples=20_000, seed=4)
 
 
+def test_lossless_mode_counts_every_chunk():
+    """Outputs are counted call by call: in calls of 700 rows, 5,000 samples still pass (a check
+    that kept only the last call's counts would see 100 of them)."""
+    calls = []
+    s = make_sampler("block")
+
+    def counted(*a):
+        calls.append(a[0].shape[0])
+        return s(*a)
+
+    rep = assert_sampler(counted, "block", mode="lossless", samples=5_000, max_batch=700)
+    assert rep.passed and len(calls) == 8 and sum(calls) == 5_000  # false alarm <= 1e-3
+
+
+def test_reference_sampler_draws_as_if_row_by_row():
+    """Above 256 rows a call, the reference sampler evaluates the law of each distinct input
+    once, in slices of 2^20 input floats (100,000 rows here: 3 slices); its draws are those of
+    the law evaluated on every row."""
+    from spectheory.sampling import sample_output
+    from spectheory.testing.sampler import _fixed_rows
+
+    d, q, p = _fixed_rows(random_instance(4, 3, 12), 1, "iid", 8, torch.Generator().manual_seed(0))
+    idx = torch.arange(100_000) % 8
+    dd, qq, pp = d[idx, 0], q[idx, 0], p[idx, 0]
+    tau, y = make_sampler("block")(dd, qq, pp, torch.Generator().manual_seed(3))
+    law = get_verifier("block").law(dd[:, None], qq[:, None], pp[:, None])
+    _, tau_ref, y_ref = sample_output(law, torch.Generator().manual_seed(3))
+    assert torch.equal(tau, tau_ref) and torch.equal(y, y_ref)
+
+
 def test_large_vocabulary_rows_chunked_views():
     """DraftRows at V = 2000 are handed over as stride-0 views in chunks; the verdict holds."""
     g = torch.Generator().manual_seed(0)
@@ -174,6 +205,91 @@ def test_invalid_outputs_fail_with_a_note():
         return torch.zeros(drafts.shape[0])
 
     assert "not a tuple of 2" in str(check_sampler(one_output, "block", samples=1000))
+
+
+# ----------------------------------------------------------------------------- user code
+
+
+def raises_value_error(d, q, p, g):
+    raise ValueError("boom")
+
+
+def exits_0(d, q, p, g):
+    sys.exit(0)
+
+
+def exits_3(d, q, p, g):
+    raise SystemExit(3)
+
+
+@pytest.mark.parametrize("mode", ["law", "lossless", "coins"])
+@pytest.mark.parametrize("fn,msg", [(raises_value_error, "raised ValueError: boom"),
+                                    (exits_0, "called sys.exit(0)"),
+                                    (exits_3, "called sys.exit(3)")])
+def test_a_sampler_that_raises_or_exits_is_one_user_code_error(mode, fn, msg):
+    """Exit code 0 from inside a sampler must not end a check as a pass."""
+    with pytest.raises(UserCodeError) as exc:
+        check_sampler(fn, "block", mode=mode, samples=1000)
+    text = str(exc.value)
+    assert "\n" not in text and text.startswith("sampler ") and fn.__name__ in text
+    assert msg in text
+
+
+def test_user_code_errors_in_budgeted_runs_proposals_and_verifiers():
+    with pytest.raises(UserCodeError, match="exits_0 called sys.exit"):
+        assert_sampler(exits_0, "block", samples="auto", budget_s=5)
+
+    def draft_exits(rows, g):
+        sys.exit(0)
+
+    with pytest.raises(UserCodeError, match=r"^draft sampler .*draft_exits called sys.exit\(0\)"):
+        check_proposal(draft_exits, samples=1000)
+
+    def law_raises(drafts, q, p):
+        raise RuntimeError("no law")
+
+    with pytest.raises(UserCodeError,
+                       match="verifier law_raises's law raised RuntimeError: no law"):
+        check_sampler(make_sampler("block"), law_raises, samples=1000)
+
+
+def _returning(accepted, token):
+    """A sampler returning ``accepted(n, L)``, ``token(n)`` for a batch of n."""
+    def odd_sampler(d, q, p, g):
+        n, L = d.shape
+        return accepted(n, L), token(n)
+    return odd_sampler
+
+
+@pytest.mark.parametrize("accepted,token,msg", [
+    (lambda n, L: torch.full((n,), float("nan")), lambda n: torch.zeros(n, dtype=torch.long),
+     "returned accepted = nan (dtype torch.float32) at row 0"),
+    (lambda n, L: torch.zeros(n, dtype=torch.long), lambda n: torch.full((n,), 0.5),
+     "returned token = 0.5 (dtype torch.float32), not an integer, at row 0"),
+    (lambda n, L: torch.zeros(n, dtype=torch.bool), lambda n: torch.zeros(n, dtype=torch.long),
+     "returned accepted of dtype torch.bool, not an integer tensor"),
+    (lambda n, L: torch.zeros(n + 1, dtype=torch.long), lambda n: torch.zeros(n, dtype=torch.long),
+     "returned accepted [{n1}], token [{n}] for a batch of {n}"),
+    (lambda n, L: "all of them", lambda n: torch.zeros(n, dtype=torch.long),
+     "returned accepted of type str, not a tensor"),
+    (lambda n, L: torch.full((n,), -1), lambda n: torch.zeros(n, dtype=torch.long),
+     "returned accepted = -1 outside 0..3 (row 0)"),
+])
+def test_unusable_outputs_fail_with_one_note_naming_the_sampler(accepted, token, msg):
+    """Float outputs with whole values are read as integers; NaN, fractions, bools, wrong
+    lengths and non-tensors fail the check (exit 1 on the command line), with one note naming the
+    function and what it returned."""
+    rep = check_sampler(_returning(accepted, token), "block", instances=[random_instance(3, 3, 0)],
+                        samples=1000, draft_rows=4)
+    n = 1000 // 4 if "batch of" not in msg else 1000
+    assert not rep.passed and rep.p_value == 0.0 and len(rep.notes) == 1
+    note = rep.notes[0]
+    assert note.startswith("sampler ") and "odd_sampler returned" in note
+    assert msg.format(n=n, n1=n + 1) in note, note
+    whole = _returning(lambda n, L: torch.zeros(n, dtype=torch.float64),
+                       lambda n: torch.zeros(n, dtype=torch.float32))
+    rep = check_sampler(whole, "block", samples=1000)  # read as integers: a statistical verdict
+    assert rep.dof > 0 and rep.worst_cell is not None
 
 
 # ----------------------------------------------------------------------------- coins mode
@@ -428,12 +544,16 @@ token = make_sampler("token")
 coins = reference_coin_sampler("block")
 def broken(d, q, p, g):
     raise ValueError("boom")
+def exits(d, q, p, g):
+    import sys
+    sys.exit(0)
 '''
 
 
 @pytest.fixture
 def sampler_module(tmp_path, monkeypatch):
     (tmp_path / "my_samplers.py").write_text(SAMPLERS)
+    (tmp_path / "exits_on_import.py").write_text("import sys\nsys.exit(0)\ndef f(*a):\n    pass\n")
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
     return "my_samplers"
@@ -469,7 +589,9 @@ def test_cli_pass_fail_and_json(sampler_module, capsys):
     (["my_samplers:block", "--alpha", "1.5"], "--alpha"),
     (["my_samplers:block", "--alpha", "nan"], "--alpha"),
     (["my_samplers:block", "--verifier", "nope"], "unknown verifier"),
-    (["my_samplers:broken"], "raised ValueError: boom"),
+    (["my_samplers:broken"], "sampler my_samplers:broken raised ValueError: boom"),
+    (["my_samplers:exits"], "sampler my_samplers:exits called sys.exit(0)"),
+    (["exits_on_import:f"], "sys.exit"),
     (["my_samplers:block", "--instance", "missing.json"], "missing.json"),
 ])
 def test_cli_bad_input_is_one_line_exit_2(sampler_module, capsys, args, msg):

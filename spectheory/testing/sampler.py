@@ -1,9 +1,11 @@
 """Check a rejection sampler (yours, or an engine's through an adapter) against the exact law.
 
-The canonical sampler signature (torch tensors)::
+The canonical sampler signature (torch tensors):
 
-    sampler(drafts [B, L] int64, q [B, L, V], p [B, L+1, V], generator)
-        -> (accepted [B] int64, token [B] int64)
+```text
+sampler(drafts [B, L] int64, q [B, L, V], p [B, L+1, V], generator)
+    -> (accepted [B] int64, token [B] int64)
+```
 
 ``q[b, i] = q(.|X^i)`` (i = 0..L-1) and ``p[b, i] = p(.|X^i)`` (i = 0..L) are the draft and target
 rows along the drafted path, ``accepted`` is tau (0 <= tau <= L) and ``token`` the correction or
@@ -11,9 +13,9 @@ bonus token Y; the output block is (X_1..X_tau, Y). A K-path sampler (``paths=K`
 ``drafts [B, K, L]``, ``q [B, K, L, V]``, ``p [B, K, L+1, V]`` and returns ``(path [B],
 accepted [B], token [B])``. A coin-driven sampler (``mode="coins"``) takes explicit uniforms
 instead of a generator: ``sampler(drafts, q, p, uniforms [B, L+1]) -> (accepted, token)`` under a
-declared convention (:data:`CONVENTIONS`).
+declared convention (`CONVENTIONS`).
 
-Three checks (:func:`check_sampler`):
+Three checks ([`check_sampler`][spectheory.testing.sampler.check_sampler]):
 
 * ``mode="law"``: for fixed drafts (B draft rows drawn from the instance's draft model, each
   repeated), the empirical law of (tau, Y) per draft row is compared with the named verifier's
@@ -25,27 +27,51 @@ Three checks (:func:`check_sampler`):
   followed by a target completion to length L+1 is compared with the target law p(y_1..y_{L+1})
   (Chen et al. 2023; Leviathan et al. 2023): works for any valid verifier, named or not.
 * ``mode="coins"``: decisions compared one by one with spectheory's coin-driven reference
-  (:func:`reference_coin_sampler`) on the same uniforms; the first mismatch is reported with its
-  inputs.
+  ([`reference_coin_sampler`][spectheory.testing.sampler.reference_coin_sampler]) on the same
+  uniforms; the first mismatch is reported with its inputs.
+* ``mode="coins-tau"``: the accepted count tau compared with the reference's on the same
+  position coins, whatever noise the sampler draws its correction token with (an exponential
+  race, Gumbel-max: vLLM); Y is only required to lie in the support of the reference's correction
+  row (its law is checked in ``law`` mode).
 
-:func:`check_proposal` checks the drafting side: does a draft sampler sample from the q it hands
-the verifier (greedy drafts with a soft q, top-k-filtered drafts with the raw q)?
+A coin-driven sampler may declare its engine's coin convention as its attribute
+``coin_convention`` (a [`CoinConvention`][spectheory.testing.layouts.CoinConvention]); the kit
+then hands it its coins mapped onto the engine's range and dtype (the pinned ends onto the
+engine's ends), so that the engine's comparison is tested as the engine runs it.
+
+[`check_proposal`][spectheory.testing.sampler.check_proposal] checks the drafting side: does a draft
+sampler sample from the q it hands the verifier (greedy drafts with a soft q, top-k-filtered drafts
+with the raw q)?
 
 Every report states the smallest total-variation bias the test detects with 90% power at its
-sample size (:attr:`SamplerReport.min_detectable_tv`), from the non-central chi-square law of the
-statistic under the least-favourable bias of that total variation.
+sample size (`SamplerReport.min_detectable_tv`), from the non-central chi-square law of the
+statistic under the least-favourable bias of that total variation. ``samples="auto"`` with
+``budget_s`` sizes a run by time from pilot checks and states that bias before the run
+(`spectheory.testing.budget`); a sample count past ``max_seconds`` or ``max_memory_bytes`` is
+refused before anything is allocated, and outputs are counted call by call, so memory does not
+grow with ``samples``.
+
+The sampler is user code: every call of it (and of a draft sampler, and of a user verifier's law)
+goes through `spectheory.errors.call_user`, so an exception or ``sys.exit`` (any code, 0
+included) in it raises one `UserCodeError` line naming the function; unusable return values
+(wrong shapes, dtypes, NaN, values out of range) fail the report with one note naming the
+function and what it returned.
 """
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import math
+import sys
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
 from .._lazy import torch
 
-from ..errors import SpectheoryError
+from ..errors import SpectheoryError, TimeLimitError, call_user
 from ..instances import Instance
 from ..multipath import draft_rows as _rows_along
 from ..multipath import sample_drafts
@@ -58,10 +84,11 @@ from ..verifiers.common import drafted_probs, residual_corrections, residuals
 from . import stats
 
 #: Sampler check modes.
-MODES = ("law", "lossless", "coins")
-#: Coin conventions of :func:`reference_coin_sampler` (see its docstring).
+MODES = ("law", "lossless", "coins", "coins-tau")
+#: Coin conventions of [`reference_coin_sampler`][spectheory.testing.sampler.reference_coin_sampler]
+#: (see its docstring).
 CONVENTIONS = ("token", "block")
-#: Power at which :attr:`SamplerReport.min_detectable_tv` is stated.
+#: Power at which `SamplerReport.min_detectable_tv` is stated.
 POWER = 0.9
 #: Cells with an expected count below this are pooled (per draft row) before the chi-square.
 MIN_EXPECTED = 5.0
@@ -71,6 +98,30 @@ MAX_CALL_FLOATS = 2**25
 MAX_LOSSLESS_CELLS = 2**22
 #: Smallest positive position coin used in the pinned rows of ``mode="coins"``.
 TINY_COIN = 2.0**-53
+#: Most samples handed to one call of a ``repeat_aware`` sampler (its outputs are counted, and
+#: dropped, call by call, so the check's memory does not grow with ``samples``).
+COUNT_CHUNK = 2**18
+#: Most memory (bytes) a check may plan to hold by default (``max_memory_bytes``; half of the
+#: machine's memory when that is less): count tables, laws, rows and one call's inputs and
+#: outputs; a larger plan is refused before anything is allocated.
+MAX_MEMORY_BYTES = 8 * 2**30
+#: Longest run (seconds) a check may plan (``max_seconds``): refused before the first call when
+#: ``samples`` times the check's own least cost a sample exceeds it, and stopped when the rate
+#: measured on the first calls projects past it.
+MAX_SECONDS = 24 * 3600.0
+#: Least cost of the check's own work a sample (drawing nothing: gathering, counting, testing),
+#: seconds: 2e-8, a quarter of the lowest measured with a sampler that returns zeros (8e-8 to
+#: 2e-7 in law mode, 9e-7 to 2e-6 in lossless mode at 10^6 samples, one torch thread;
+#: ``python benchmarks/bench_sampler_budget.py``), so that the up-front time estimate stays a
+#: lower bound on faster machines.
+MIN_SECONDS_PER_SAMPLE = 2e-8
+#: Bytes a sample of one call holds while it is counted (path, accepted, token, row index, cell
+#: and the uniforms of spectheory's own sampler, int64 / float64).
+BYTES_PER_SAMPLE = 64
+#: Seconds of calls after which the measured rate is projected onto ``samples``.
+PROJECT_AFTER_S = 2.0
+#: Budgeted runs hand the sampler at most this many rows a call, or the pilots' largest call.
+BUDGET_MIN_BATCH = 2**16
 
 
 class DraftRows(NamedTuple):
@@ -95,7 +146,16 @@ class Cell(NamedTuple):
 
 
 class CoinMismatch(NamedTuple):
-    """The first decision of a coin-driven sampler that differs from the reference."""
+    """The first decision of a coin-driven sampler that differs from the reference.
+
+    ``differs`` says what: ``"tau"``, ``"Y"``, ``"tau and Y"`` or ``"Y outside the support"``
+    (coins-tau mode: a token of reference probability 0 at the agreed tau). For a tau mismatch,
+    ``position`` is the first position (1-based) whose decision differs (token rule; the block
+    rule: the last position one of them accepted), ``threshold`` the reference's threshold there
+    and, when the sampler declares a coin convention, ``engine_test`` its acceptance test,
+    ``engine_threshold`` and ``engine_coin`` the two sides the engine compares (in its dtype,
+    in logs for a log-space test). ``uniforms`` are the kit's coins; ``engine_uniforms`` the
+    coins the sampler was handed (``None``: the same)."""
 
     row: int
     drafts: list
@@ -104,11 +164,19 @@ class CoinMismatch(NamedTuple):
     uniforms: list
     expected: tuple  # (tau, Y) of the reference
     got: tuple  # (tau, Y) of the sampler
+    differs: str = ""
+    position: int | None = None
+    threshold: float | None = None
+    engine_test: str = ""
+    engine_threshold: float | None = None
+    engine_coin: float | None = None
+    engine_uniforms: list | None = None
 
 
 @dataclass
 class SamplerReport:
-    """Result of :func:`check_sampler` / :func:`check_proposal`.
+    """Result of [`check_sampler`][spectheory.testing.sampler.check_sampler] /
+    [`check_proposal`][spectheory.testing.sampler.check_proposal].
 
     Attributes
     ----------
@@ -128,8 +196,8 @@ class SamplerReport:
         expected 0, when one was observed).
     min_detectable_tv : float
         Smallest total-variation bias of every row's law (draft row, instance or proposal row; on
-        the test's cells after pooling) detected with 90% power at this sample size and
-        ``alpha`` (:func:`spectheory.testing.stats.min_detectable_tv`); 0.0 in coins mode
+        the test's cells after pooling) detected with 90% power at this sample size and ``alpha``
+        ([`min_detectable_tv`][spectheory.testing.stats.min_detectable_tv]); 0.0 in coins mode
         (every differing decision is seen).
     verifier : str
         Name of the reference verifier or convention.
@@ -143,6 +211,9 @@ class SamplerReport:
         Coins mode: rows skipped because a uniform lay within ``tol`` of a threshold.
     notes : list of str
         Further findings (impossible outcomes, invalid outputs).
+    budget : spectheory.testing.budget.BudgetPlan or None
+        ``samples="auto"``: how the run was sized within ``budget_s`` (pilot checks, cost per
+        sample, the sample count chosen and the bias it detects, stated before the run).
     """
 
     passed: bool
@@ -159,24 +230,38 @@ class SamplerReport:
     mismatch: CoinMismatch | None = None
     ambiguous: int = 0
     notes: list = field(default_factory=list)
+    budget: Any = None
 
     def __str__(self) -> str:
         what = "check_proposal" if self.mode == "proposal" else "check_sampler"
-        ref = (f"convention {self.verifier}" if self.mode == "coins"
+        ref = (f"convention {self.verifier}" if self.mode in ("coins", "coins-tau")
                else f"verifier {self.verifier}" if self.mode != "proposal" else "reported q")
         lines = [f"{what} ({self.mode} mode, {ref}): {'PASS' if self.passed else 'FAIL'}"]
-        unit = {"law": "draft rows", "coins": "draft rows", "lossless": "instances",
-                "proposal": "proposal rows"}[self.mode]
-        if self.mode == "coins":
-            lines.append(f"  {self.samples:,} rows of coins compared with the reference, "
+        if self.mode == "law" and not self.passed and self.verifier:
+            other = "block" if self.verifier == "token" else "token"
+            lines.append(f"  checked against verifier {self.verifier!r}: a {other} sampler needs "
+                         f"--verifier {other} (verifier={other!r} in Python)")
+        unit = {"law": "draft rows", "coins": "draft rows", "coins-tau": "draft rows",
+                "lossless": "instances", "proposal": "proposal rows"}[self.mode]
+        if self.mode in ("coins", "coins-tau"):
+            what_c = "accepted counts" if self.mode == "coins-tau" else "rows of coins"
+            lines.append(f"  {self.samples:,} {what_c} compared with the reference, "
                          f"{self.ambiguous:,} skipped (a uniform within tolerance of its "
                          f"threshold)")
             m = self.mismatch
             if m is not None:
-                lines.append(f"  first mismatch at row {m.row}: drafts {m.drafts}, uniforms "
-                             f"{m.uniforms}")
+                lines.append(f"  first mismatch at row {m.row}"
+                             f"{' (' + m.differs + ')' if m.differs else ''}: drafts "
+                             f"{m.drafts}, uniforms {m.uniforms}")
                 lines.append(f"    reference (tau, Y) = {m.expected}, sampler (tau, Y) = "
                              f"{m.got}")
+                if m.position is not None:
+                    lines.append(f"    position {m.position}: reference accepts when u <= "
+                                 f"{m.threshold:.9g}")
+                if m.engine_test:
+                    lines.append(f"    engine side: {m.engine_test}")
+                if m.engine_uniforms is not None:
+                    lines.append(f"    coins handed to the engine {m.engine_uniforms}")
                 lines.append(f"    q rows {m.q}")
                 lines.append(f"    p rows {m.p}")
         elif self.dof == 0 and self.worst_cell is None and self.notes:
@@ -193,6 +278,8 @@ class SamplerReport:
             lines.append(f"  detects a total-variation bias >= {self.min_detectable_tv:.3g} "
                          f"in every row's law with {POWER:.0%} power")
         lines.extend(f"  {n}" for n in self.notes)
+        if self.budget is not None:
+            lines.append(f"  sized by budget_s: {self.budget.summary()}")
         return "\n".join(lines)
 
     def to_json(self) -> dict:
@@ -205,6 +292,8 @@ class SamplerReport:
                "dof": int(self.dof), "rows": int(self.rows),
                "mismatch": self.mismatch._asdict() if self.mismatch else None,
                "ambiguous": int(self.ambiguous), "notes": list(self.notes)}
+        if self.budget is not None:
+            out["budget"] = self.budget.to_json()
         return out
 
 
@@ -217,7 +306,8 @@ def _finite(x: float):
 
 def _one_law_draw(law, n: int, u: torch.Tensor):
     """(k, tau, Y) [n] from one law (batch 1) with uniforms [n, 2]; the same arithmetic as
-    :func:`spectheory.sampling.sample_output` on n copies of the law, at the cost of one row."""
+    [`sample_output`][spectheory.sampling.sample_output] on n copies of the law, at the cost of one
+    row."""
     stop, corr = law
     K, L1 = stop.shape[1], stop.shape[2]
     V = corr.shape[-1]
@@ -242,12 +332,13 @@ def make_sampler(verifier: Any = "block", paths: int | None = None) -> Callable:
     """spectheory's own sampler for any verifier, in the canonical signature.
 
     The law comes from ``get_verifier(verifier).law`` and the draw from
-    :func:`spectheory.sampling.sample_output` (inverse CDF, two uniforms per row). With ``paths``
-    K > 1 the returned sampler takes the K-path form and returns ``(path, accepted, token)``.
-    When all of drafts, q and p are one row repeated by a stride-0 view (``x[:1].expand(n, ...)``,
-    as :func:`check_sampler` hands them over at large vocabularies), or a small batch repeats
-    rows, the law of each distinct input is computed once; the draws are the same. The sampler
-    carries ``repeat_aware = True``, so :func:`check_sampler` hands it each draft row's repeats in
+    [`sample_output`][spectheory.sampling.sample_output] (inverse CDF, two uniforms per row). With
+    ``paths`` K > 1 the returned sampler takes the K-path form and returns
+    ``(path, accepted, token)``. When all of drafts, q and p are one row repeated by a stride-0 view
+    (``x[:1].expand(n, ...)``, as [`check_sampler`][spectheory.testing.sampler.check_sampler] hands
+    them over at large vocabularies), or a small batch repeats rows, the law of each distinct input
+    is computed once; the draws are the same. The sampler carries ``repeat_aware = True``, so
+    [`check_sampler`][spectheory.testing.sampler.check_sampler] hands it each draft row's repeats in
     one call.
     """
     how = plan(verifier, paths)
@@ -263,16 +354,24 @@ def make_sampler(verifier: Any = "block", paths: int | None = None) -> Callable:
             law = spec.law(d3[:1], q3[:1], p3[:1])
             u = torch.rand(n, 2, generator=generator, dtype=torch.float64, device=q.device)
             k, tau, y = _one_law_draw(law, n, u)
-        elif n > 256 and n * (q3[0].numel() + p3[0].numel()) <= 2**23:
-            # repeated rows (as in a check): the law of each distinct input once
-            flat = torch.cat([d3.reshape(n, -1).to(q3.dtype), q3.reshape(n, -1),
-                              p3.reshape(n, -1)], dim=1)
-            uniq, inv = torch.unique(flat, dim=0, return_inverse=True)
-            first = torch.zeros(len(uniq), dtype=torch.long, device=inv.device)
-            first.scatter_(0, inv, torch.arange(n, device=inv.device))
-            law = spec.law(d3[first], q3[first], p3[first])
-            stop = torch.as_tensor(law.stop)[inv]
-            corr = torch.as_tensor(law.correction)[inv]
+        elif n > 256:
+            # repeated rows (as in a check): the law of each distinct input once, in slices of
+            # at most 2^23 input floats (so that the cost a row does not change with the batch)
+            step = max(1, 2**20 // (q3[0].numel() + p3[0].numel()))
+            stops, corrs = [], []
+            for s0 in range(0, n, step):
+                dd, qq, pp = d3[s0:s0 + step], q3[s0:s0 + step], p3[s0:s0 + step]
+                m = dd.shape[0]
+                flat = torch.cat([dd.reshape(m, -1).to(qq.dtype), qq.reshape(m, -1),
+                                  pp.reshape(m, -1)], dim=1)
+                uniq, inv = torch.unique(flat, dim=0, return_inverse=True)
+                first = torch.zeros(len(uniq), dtype=torch.long, device=inv.device)
+                first.scatter_(0, inv, torch.arange(m, device=inv.device))
+                law = spec.law(dd[first], qq[first], pp[first])
+                stops.append(torch.as_tensor(law.stop)[inv])
+                corrs.append(torch.as_tensor(law.correction)[inv])
+            stop = stops[0] if len(stops) == 1 else torch.cat(stops)
+            corr = corrs[0] if len(corrs) == 1 else torch.cat(corrs)
             k, tau, y = sample_output((stop, corr), generator)
         else:
             k, tau, y = sample_output(spec.law(d3, q3, p3), generator)
@@ -306,9 +405,11 @@ def _coin_thresholds(convention: str, drafts, q, p):
     return thr, corr
 
 
-def _coin_decide(convention: str, drafts, q, p, uniforms, tol: float = 0.0):
+def _coin_decide(convention: str, drafts, q, p, uniforms, tol: float = 0.0, token: bool = True):
     """Reference decisions (tau, Y) and a mask of rows whose decision is ambiguous (a uniform
-    within ``tol`` of its threshold; a threshold of exactly 0 is never ambiguous)."""
+    within ``tol`` of its threshold; a threshold of exactly 0 is never ambiguous, nor one of
+    exactly 1 unless the token rule's unclamped ratio p/q lies within ``tol`` of u). With
+    ``token=False`` only the positions' decisions count (the token coin's ties are ignored)."""
     if convention not in CONVENTIONS:
         raise SpectheoryError(f"unknown coin convention {convention!r}; choose from "
                               f"{', '.join(CONVENTIONS)}")
@@ -318,6 +419,10 @@ def _coin_decide(convention: str, drafts, q, p, uniforms, tol: float = 0.0):
     ok = u[:, :L] <= thr
     # thresholds of exactly 0 (p(X_i) = 0) or 1 (p >= q) are exact in any float arithmetic
     near = ((u[:, :L] - thr).abs() <= tol) & (thr != 0) & (thr != 1)
+    if convention == "token":  # p/q just above 1 may round to just below 1 in a float32 engine
+        px, qx = drafted_probs(drafts, q.to(torch.float64), p.to(torch.float64))
+        raw = px / torch.where(qx > 0, qx, torch.ones_like(qx))
+        near |= (thr == 1) & (qx > 0) & (raw != 1) & ((u[:, :L] - raw).abs() <= tol)
     pos = torch.arange(1, L + 1, device=drafts.device)
     if convention == "token":
         tau = torch.cumprod(ok.to(torch.long), dim=1).sum(dim=1)
@@ -337,8 +442,29 @@ def _coin_decide(convention: str, drafts, q, p, uniforms, tol: float = 0.0):
     # mass lie tokens of probability zero, which no correct sampler returns
     near_lo = (t - lo <= tol * cdf[:, -1]) & (lo > 0)
     near_hi = (hi - t <= tol * cdf[:, -1]) & (hi < cdf[:, -1])
-    ambiguous |= (near_lo | near_hi) & (tol > 0)
+    ambiguous |= (near_lo | near_hi) & (tol > 0) & token
     return tau, y, ambiguous
+
+
+def _coin_support(convention: str, drafts, q, p, tau, y, tol: float):
+    """Rows whose token ``y`` has probability 0 in the reference's correction row at ``tau``
+    (coins-tau mode): p(y|X^tau) = 0, or the residual w_tau p(y) - q(y) below -tol times the
+    row's largest target probability while the residual has mass (w = 1 for the token rule;
+    at tau = L, or a residual of mass 0, the row is p(.|X^tau))."""
+    Bsz, L = drafts.shape
+    q, p = q.to(torch.float64), p.to(torch.float64)
+    b = torch.arange(Bsz, device=drafts.device)
+    tau = tau.clamp(0, L)
+    y = y.clamp(0, q.shape[-1] - 1)
+    w = (torch.ones(Bsz, L + 1, dtype=torch.float64, device=drafts.device)
+         if convention == "token" else block_weights(drafts, q, p))
+    tq = tau.clamp(max=max(L - 1, 0))
+    wt = w[b, tau].unsqueeze(-1)
+    row = wt * p[b, tau] - q[b, tq]
+    has_mass = (row.clamp(min=0).sum(-1) > 0) & (tau < L)
+    pre = row[b, y]
+    scale = p[b, tau].max(-1).values
+    return (p[b, tau, y] == 0) | (has_mass & (pre < -tol * scale))
 
 
 def reference_coin_sampler(convention: str = "block") -> Callable:
@@ -357,9 +483,9 @@ def reference_coin_sampler(convention: str = "block") -> Callable:
       0), h_L = w_L; tau = the last i in 1..L with u_i <= h_i (0 if none); correction row
       normalise(max(w_tau p(.|X^tau) - q(.|X^tau), 0));
 
-    then Y = :func:`spectheory.sampling.inverse_cdf` of the correction row (p(.|X^L) at tau = L)
-    at u_{L+1}: the first index whose cumulative sum exceeds u_{L+1} times the row's total.
-    With coins uniform on their ranges, the law of (tau, Y) is exactly the verifier's law.
+    then Y = [`inverse_cdf`][spectheory.sampling.inverse_cdf] of the correction row (p(.|X^L) at
+    tau = L) at u_{L+1}: the first index whose cumulative sum exceeds u_{L+1} times the row's
+    total. With coins uniform on their ranges, the law of (tau, Y) is exactly the verifier's law.
     """
     if convention not in CONVENTIONS:
         raise SpectheoryError(f"unknown coin convention {convention!r}; choose from "
@@ -463,18 +589,138 @@ def _fixed_rows(inst, K: int, drafting: str, rows: int, generator) -> DraftRows:
 # ----------------------------------------------------------------------------- calling
 
 
+#: What a check is calling, for its notes ("sampler module:function").
+_WHO = contextvars.ContextVar("spectheory_sampler_who", default="the sampler")
+#: The running check's `_Pace` (None outside a check).
+_PACE = contextvars.ContextVar("spectheory_sampler_pace", default=None)
+#: A list while a budgeted check plans: each row's cell probabilities, in the check's order.
+_ROW_LAWS = contextvars.ContextVar("spectheory_sampler_row_laws", default=None)
+
+
+def _name_of(fn) -> str:
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or \
+        type(fn).__name__
+    module = getattr(fn, "__module__", None)
+    return f"{module}:{name}" if module and module not in ("builtins", "__main__") else str(name)
+
+
+def _guarded(fn, role: str = "sampler"):
+    """``fn`` with every call made through `spectheory.errors.call_user`: an exception or a
+    ``SystemExit`` (any code) in it becomes one `UserCodeError` line naming ``role`` and the
+    function. Attributes (``repeat_aware``, ``coin_convention``) are kept."""
+    if getattr(fn, "_spectheory_guarded", False):
+        return fn
+    label = f"{role} {_name_of(fn)}"
+    clock = [0.0]  # seconds spent inside fn (budgeted runs time the sampler apart from the check)
+    rows = [0]  # the largest batch handed over
+
+    def guarded(*args, **kwargs):
+        if args and hasattr(args[0], "shape") and len(args[0].shape):
+            rows[0] = max(rows[0], int(args[0].shape[0]))
+        t = time.perf_counter()
+        try:
+            return call_user(fn, *args, what=label, **kwargs)
+        finally:
+            clock[0] += time.perf_counter() - t
+
+    try:
+        functools.update_wrapper(guarded, fn)
+    except (AttributeError, TypeError):  # a callable object without the usual attributes
+        pass
+    guarded._spectheory_guarded = True
+    guarded._spectheory_label = label
+    guarded._spectheory_clock = clock
+    guarded._spectheory_rows = rows
+    return guarded
+
+
+def _collect_law(probs) -> None:
+    laws = _ROW_LAWS.get()
+    if laws is not None:
+        laws.append(np.asarray(probs, dtype=np.float64))
+
+
+class _Pace:
+    """Samples counted against time in one check: honours a `spectheory.limits.running` time
+    limit, and once the calls have run `PROJECT_AFTER_S` seconds, stops the check with a
+    `TimeLimitError` when the rate measured after the first call projects the whole run past
+    ``max_seconds``."""
+
+    def __init__(self, samples: int, max_seconds: float | None):
+        self.samples, self.max_seconds = int(samples), max_seconds
+        self.start = time.perf_counter()
+        self.done = 0
+        self.first = None  # (time, samples done) after the first call: warm-up excluded
+
+    def add(self, m: int) -> None:
+        from ..limits import check_time, human_seconds
+
+        check_time("check_sampler")
+        self.done += int(m)
+        now = time.perf_counter()
+        if self.first is None:
+            self.first = (now, self.done)
+            return
+        t0, d0 = self.first
+        if self.max_seconds is None or now - self.start < PROJECT_AFTER_S or self.done <= d0:
+            return
+        rate = (now - t0) / (self.done - d0)
+        total = (now - self.start) + rate * max(0, self.samples - self.done)
+        if total > self.max_seconds:
+            raise TimeLimitError(
+                f"samples = {self.samples:,} would take about {human_seconds(total)} "
+                f"({rate:.3g} s a sample, measured on the first {self.done:,}), over "
+                f"max_seconds = {self.max_seconds:g}; lower samples, raise max_seconds, or let "
+                f"samples='auto' with budget_s size the run")
+
+
+def _pace_add(m: int) -> None:
+    pace = _PACE.get()
+    if pace is not None:
+        pace.add(m)
+
+
+def _as_index(x, name: str):
+    """A sampler's output as a flat int64 tensor, or a note on what it is instead."""
+    try:
+        t = torch.as_tensor(x)
+    except Exception:  # noqa: BLE001 - anything that is not array-like
+        return None, f"{name} of type {type(x).__name__}, not a tensor"
+    if t.dtype == torch.bool or t.is_complex():
+        return None, f"{name} of dtype {t.dtype}, not an integer tensor"
+    t = t.reshape(-1).cpu()
+    if t.is_floating_point():
+        bad = ~torch.isfinite(t)
+        if bad.any():
+            i = int(bad.nonzero()[0])
+            return None, f"{name} = {float(t[i])} (dtype {t.dtype}) at row {i}"
+        frac = t != torch.round(t)
+        if frac.any():
+            i = int(frac.nonzero()[0])
+            return None, f"{name} = {float(t[i])} (dtype {t.dtype}), not an integer, at row {i}"
+    return t.to(torch.long), None
+
+
 def _outputs(out, K: int, n: int, L: int, V: int):
-    """Validate a sampler's return value; (k, tau, y) long tensors [n] or a note."""
+    """Validate a sampler's return value; (k, tau, y) long tensors [n] or a note naming the
+    function and what it returned."""
+    who = _WHO.get()
     want = 2 if K == 1 else 3
+    names = ("accepted", "token") if K == 1 else ("path", "accepted", "token")
     if not isinstance(out, (tuple, list)) or len(out) != want:
-        return None, (f"the sampler returned {type(out).__name__}"
+        return None, (f"{who} returned {type(out).__name__}"
                       f"{' of length ' + str(len(out)) if isinstance(out, (tuple, list)) else ''}"
-                      f", not a tuple of {want} tensors "
-                      f"({'accepted, token' if K == 1 else 'path, accepted, token'})")
-    parts = [torch.as_tensor(x).reshape(-1).to(torch.long).cpu() for x in out]
+                      f", not a tuple of {want} tensors ({', '.join(names)})")
+    parts = []
+    for name, x in zip(names, out):
+        t, note = _as_index(x, name)
+        if note:
+            return None, f"{who} returned {note}"
+        parts.append(t)
     if any(x.shape[0] != n for x in parts):
-        return None, (f"the sampler returned outputs of lengths {[x.shape[0] for x in parts]}"
-                      f" for a batch of {n}")
+        shapes = ", ".join(f"{name} {list(torch.as_tensor(x).shape)}"
+                           for name, x in zip(names, out))
+        return None, f"{who} returned {shapes} for a batch of {n}"
     if K == 1:
         parts = [torch.zeros(n, dtype=torch.long)] + parts
     k, tau, y = parts
@@ -482,13 +728,13 @@ def _outputs(out, K: int, n: int, L: int, V: int):
         bad = (x < 0) | (x > hi)
         if bad.any():
             i = int(bad.nonzero()[0])
-            return None, f"the sampler returned {name} = {int(x[i])} outside 0..{hi} (row {i})"
+            return None, f"{who} returned {name} = {int(x[i])} outside 0..{hi} (row {i})"
     return (k, tau, y), None
 
 
 def _chunk(K: int, L: int, V: int, max_batch: int | None, sampler=None) -> int:
     if max_batch is None and getattr(sampler, "repeat_aware", False):
-        return 2**62
+        return COUNT_CHUNK
     if max_batch is not None:
         if isinstance(max_batch, bool) or not isinstance(max_batch, int) or max_batch < 1:
             raise SpectheoryError(f"max_batch = {max_batch!r} must be a positive integer")
@@ -496,52 +742,72 @@ def _chunk(K: int, L: int, V: int, max_batch: int | None, sampler=None) -> int:
     return max(1, MAX_CALL_FLOATS // (K * (2 * L + 1) * V))
 
 
-def _run_repeated(sampler, rows: DraftRows, counts: list[int], generator, chunk: int):
+def _row_counts(sampler, rows: DraftRows, counts: list[int], generator, chunk: int):
     """Call the sampler on each draft row repeated counts[b] times, at most ``chunk`` rows a
-    call. Inputs of at most :data:`MAX_CALL_FLOATS` floats in all are gathered into batches of
-    interleaved draft rows; larger ones are handed over one draft row at a time as read-only
-    stride-0 views. Returns (row index, k, tau, y) tensors or a note."""
+    call, and yield ``(b, observed counts of the cells (k, tau, Y) [K (L+1) V], None)`` for
+    b = 0, 1, ... in order, or ``(b, None, note)`` once the sampler returns something invalid.
+
+    Inputs of at most `MAX_CALL_FLOATS` floats in all are gathered into batches of interleaved
+    draft rows (so that a sampler mixing up the rows of a batch is seen); larger ones are handed
+    over one draft row at a time as read-only stride-0 views, and each call's outputs are counted
+    and dropped, so memory does not grow with the counts."""
     d, q, p = rows
     Bn, K, L = d.shape
     V = q.shape[-1]
-    single = K == 1
+    C = K * (L + 1) * V
     total = sum(counts)
-    row_ids, ks, taus, ys = [], [], [], []
 
-    def call(dd, qq, pp, ids):
-        if single:
+    def call(dd, qq, pp):
+        m = dd.shape[0]
+        if K == 1:
             out = sampler(dd[:, 0], qq[:, 0], pp[:, 0], generator)
         else:
             out = sampler(dd, qq, pp, generator)
-        res, note = _outputs(out, K, dd.shape[0], L, V)
+        res, note = _outputs(out, K, m, L, V)
         if note:
-            return note
-        row_ids.append(ids)
-        ks.append(res[0])
-        taus.append(res[1])
-        ys.append(res[2])
-        return None
+            return None, note
+        _pace_add(m)
+        k, tau, y = res
+        return ((k * (L + 1) + tau) * V + y).numpy(), None
 
     if total * K * (2 * L + 1) * V <= MAX_CALL_FLOATS:
         # draft rows interleaved, so that a sampler mixing up rows of a batch is seen
         ids = torch.repeat_interleave(torch.arange(Bn), torch.as_tensor(counts))
         ids = ids[torch.randperm(len(ids), generator=generator)]
+        rid_parts, cell_parts = [], []
         for s in range(0, total, chunk):
             part = ids[s:s + chunk]
-            note = call(d[part], q[part], p[part], part)
+            cells, note = call(d[part], q[part], p[part])
             if note:
-                return None, note
-    else:
-        for b in range(Bn):
-            left = counts[b]
-            while left > 0:
-                m = min(left, chunk)
-                note = call(d[b:b + 1].expand(m, -1, -1), q[b:b + 1].expand(m, -1, -1, -1),
-                            p[b:b + 1].expand(m, -1, -1, -1), torch.full((m,), b))
-                if note:
-                    return None, note
-                left -= m
-    return (torch.cat(row_ids), torch.cat(ks), torch.cat(taus), torch.cat(ys)), None
+                yield 0, None, note
+                return
+            rid_parts.append(part.numpy())
+            cell_parts.append(cells)
+        rid, cell = np.concatenate(rid_parts), np.concatenate(cell_parts)
+        if Bn * C <= 2**24:
+            table = np.bincount(rid * C + cell, minlength=Bn * C).reshape(Bn, C)
+            for b in range(Bn):
+                yield b, table[b], None
+        else:
+            order = np.argsort(rid, kind="stable")
+            rid, cell = rid[order], cell[order]
+            bounds = np.searchsorted(rid, np.arange(Bn + 1))
+            for b in range(Bn):
+                yield b, np.bincount(cell[bounds[b]:bounds[b + 1]], minlength=C), None
+        return
+    for b in range(Bn):
+        obs = np.zeros(C, dtype=np.int64)
+        left = counts[b]
+        while left > 0:
+            m = min(left, chunk)
+            cells, note = call(d[b:b + 1].expand(m, -1, -1), q[b:b + 1].expand(m, -1, -1, -1),
+                               p[b:b + 1].expand(m, -1, -1, -1))
+            if note:
+                yield b, None, note
+                return
+            obs += np.bincount(cells, minlength=C)
+            left -= m
+        yield b, obs, None
 
 
 def _split(total: int, parts: int) -> list[int]:
@@ -561,7 +827,7 @@ def _tokens(x) -> tuple:
 # ----------------------------------------------------------------------------- law mode
 
 
-def _law_mode(sampler, how, instances, samples, alpha, seed, draft_rows, max_batch):
+def _law_mode(sampler, how, instances, samples, alpha, seed, draft_rows, max_batch, proc=None):
     spec, K = how.spec, how.paths
     g = torch.Generator().manual_seed(seed)
     all_rows = [_fixed_rows(inst, K, how.drafting, draft_rows, g) for inst in instances]
@@ -580,26 +846,16 @@ def _law_mode(sampler, how, instances, samples, alpha, seed, draft_rows, max_bat
         V = q.shape[-1]
         counts = per_row[offset:offset + Bn]
         offset += Bn
-        law = spec.law(d, q, p)
+        law = call_user(spec.law, d, q, p if proc is None else proc(p),  # proc: processed rows
+                        what=f"verifier {spec.name}'s law")
         stop = torch.as_tensor(law.stop, dtype=torch.float64)
         corr = torch.as_tensor(law.correction, dtype=torch.float64)
-        got, note = _run_repeated(sampler, rows, counts, sg, _chunk(K, L, V, max_batch, sampler))
-        if note:
-            return _failed("law", samples, alpha, spec.name, note, n_rows)
-        rid, k, tau, y = got
-        C = K * (L + 1) * V
-        cell = ((k * (L + 1) + tau) * V + y).numpy()
-        rid = rid.numpy()
-        dense = Bn * C <= 2**24
-        if dense:
-            table = np.bincount(rid * C + cell, minlength=Bn * C).reshape(Bn, C)
-        else:
-            order = np.argsort(rid, kind="stable")
-            rid, cell = rid[order], cell[order]
-            bounds = np.searchsorted(rid, np.arange(Bn + 1))
-        for b in range(Bn):
-            obs = table[b] if dense else np.bincount(cell[bounds[b]:bounds[b + 1]], minlength=C)
+        counted = _row_counts(sampler, rows, counts, sg, _chunk(K, L, V, max_batch, sampler))
+        for b, obs, note in counted:
+            if note:
+                return _failed("law", samples, alpha, spec.name, note, n_rows)
             probs = (stop[b].unsqueeze(-1) * corr[b]).reshape(-1).numpy()
+            _collect_law(probs)
             t = stats.row_chi_square(obs, probs, counts[b], MIN_EXPECTED)
             tests.append(t)
 
@@ -645,7 +901,7 @@ def _report(mode, tests, samples, alpha, name, worst, impossible) -> SamplerRepo
 # ----------------------------------------------------------------------------- lossless mode
 
 
-def _lossless_mode(sampler, how, instances, samples, alpha, seed, max_batch):
+def _lossless_mode(sampler, how, instances, samples, alpha, seed, max_batch, proc=None):
     spec, K = how.spec, how.paths
     insts = []
     for inst in instances:
@@ -667,19 +923,21 @@ def _lossless_mode(sampler, how, instances, samples, alpha, seed, max_batch):
     for inst_i, (inst, n) in enumerate(zip(insts, per)):
         V, L = inst.vocab_size, inst.block_length
         ql = levels(inst.draft, 0, L, False)
-        pl = levels(inst.target, 0, L + 1, False)
+        raw = levels(inst.target, 0, L + 1, False)  # handed to the sampler
+        pl = raw if proc is None else [proc(x) for x in raw]  # the target law it must meet
         chunk = _chunk(K, L, V, max_batch)
-        seqs = []
+        obs = np.zeros(V ** (L + 1), dtype=np.int64)  # counted call by call
         done = 0
         while done < n:
             m = min(chunk, n - done)
             d = sample_drafts(inst, K, m, how.drafting, g)
-            q, p = _rows_along(ql, pl, d, L, V)
+            q, p = _rows_along(ql, raw, d, L, V)
             dd = d.clone()  # the kit reads the drafts after the call
             out = sampler(dd[:, 0], q[:, 0], p[:, 0], sg) if K == 1 else sampler(dd, q, p, sg)
             res, note = _outputs(out, K, m, L, V)
             if note:
                 return _failed("lossless", samples, alpha, spec.name, note, len(insts))
+            _pace_add(m)
             k, tau, y = res
             path = d[torch.arange(m), k]  # [m, L]
             node = torch.zeros(m, dtype=torch.long)
@@ -690,12 +948,11 @@ def _lossless_mode(sampler, how, instances, samples, alpha, seed, max_batch):
                                   torch.where(j == tau, y, drawn))
                 seq[:, j] = tok
                 node = node * V + tok
-            seqs.append(node)
+            obs += np.bincount(node.numpy(), minlength=V ** (L + 1))
             done += m
-        flat = torch.cat(seqs).numpy()
-        obs = np.bincount(flat, minlength=V ** (L + 1))
         probs = path_probabilities(pl[: L + 1], torch.ones(1, dtype=torch.float64))[L + 1]
         probs = probs.numpy()
+        _collect_law(probs)
         t = stats.row_chi_square(obs, probs, n, MIN_EXPECTED)
         tests.append(t)
 
@@ -720,13 +977,29 @@ def _round_rows(x: torch.Tensor, V: int):
     return [[round(float(v), 6) for v in row] for row in x]
 
 
-def _coins_mode(sampler, convention, instances, samples, alpha, seed, tol, max_batch):
+def _coin_blocks(instances, per):
+    """``(instance index, instance, rows, first)`` in blocks of at most `MAX_CALL_FLOATS` input
+    floats (at least 32 rows), so that the rows of coins drawn at once do not grow with
+    ``samples``; ``first`` marks an instance's first block (its pinned rows)."""
+    for inst_i, (inst, n) in enumerate(zip(instances, per)):
+        if isinstance(inst, Instance):
+            L, V = inst.block_length, inst.vocab_size
+        else:
+            d, q = inst[0], inst[1]
+            L, V = int(d.shape[-1]), int(q.shape[-1])
+        block = max(32, MAX_CALL_FLOATS // ((2 * L + 1) * V))  # the calls' chunk
+        for s in range(0, n, block):
+            yield inst_i, inst, min(block, n - s), s == 0
+
+
+def _coins_mode(sampler, convention, instances, samples, alpha, seed, tol, max_batch,
+                proc=None, mode="coins"):
+    conv = _engine_convention(sampler, mode)
+    name = convention if conv is None else f"{convention}, engine coins {conv.name}"
     g = torch.Generator().manual_seed(seed)
     per = _split(samples, len(instances))
     checked = ambiguous = 0
-    for inst_i, (inst, n) in enumerate(zip(instances, per)):
-        if n < 1:
-            continue
+    for inst_i, inst, n, first in _coin_blocks(instances, per):
         rows = _fixed_rows(inst, 1, "iid", n, g)
         if not isinstance(inst, Instance):  # given rows, cycled to n rows of fresh coins
             rows = DraftRows(*(x[torch.arange(n) % x.shape[0]] for x in rows))
@@ -739,64 +1012,354 @@ def _coins_mode(sampler, convention, instances, samples, alpha, seed, tol, max_b
         # pinned rows: the ends of the coins' ranges
         pins = [(1.0, 0.0), (TINY_COIN, 1.0 - 2.0**-53), (1.0, 1.0 - 2.0**-53),
                 (TINY_COIN, 0.0)]
-        for r, (pos, tok) in enumerate(pins[: max(0, Bn // 8)]):
+        for r, (pos, tok) in enumerate(pins[: max(0, Bn // 8) if first else 0]):
             u[r, :L] = pos
             u[r, L] = tok
+        ue = u  # the coins the sampler is handed: on its engine's grid when it declares one
+        if conv is not None:
+            ue = u.clone()
+            ue[:, :L] = conv.from_kit(u[:, :L]).to(torch.float64)
+            if conv.token_coin:
+                ue[:, L] = conv.token_from_kit(u[:, L]).to(torch.float64)
         chunk = max(1, MAX_CALL_FLOATS // ((2 * L + 1) * V)) if max_batch is None else max_batch
         for s in range(0, Bn, chunk):
             sl = slice(s, min(Bn, s + chunk))
-            out = sampler(d[sl].clone(), q[sl].clone(), p[sl].clone(), u[sl].clone())
+            out = sampler(d[sl].clone(), q[sl].clone(), p[sl].clone(), ue[sl].clone())
             res, note = _outputs(out, 1, sl.stop - sl.start, L, V)
             if note:
-                return _failed("coins", samples, alpha, convention, note, checked)
+                return _failed(mode, samples, alpha, name, note, checked)
+            _pace_add(sl.stop - sl.start)
             _, tau, y = res
-            rt, ry, amb = _coin_decide(convention, d[sl], q[sl], p[sl], u[sl], tol)
-            bad = ((tau != rt) | (y != ry)) & ~amb
+            pt = p[sl] if proc is None else proc(p[sl])
+            rt, ry, amb = _coin_decide(convention, d[sl], q[sl], pt, u[sl], tol,
+                                       token=mode == "coins")
+            tau_bad = tau != rt
+            if mode == "coins":
+                y_bad = y != ry
+            else:  # coins-tau: Y only has to be possible
+                y_bad = ~tau_bad & _coin_support(convention, d[sl], q[sl], pt, tau, y, tol)
+            bad = (tau_bad | y_bad) & ~amb
             ambiguous += int(amb.sum())
             if bad.any():
                 i = int(bad.nonzero()[0])
                 b = s + i
-                mm = CoinMismatch(b, list(_tokens(d[b])), _round_rows(q[b], V),
-                                  _round_rows(p[b], V), [float(v) for v in u[b]],
-                                  (int(rt[i]), int(ry[i])), (int(tau[i]), int(y[i])))
+                mm = _coin_mismatch(convention, conv, mode, b, d[b], q[b], pt[i], u[b], ue[b],
+                                    (int(rt[i]), int(ry[i])), (int(tau[i]), int(y[i])),
+                                    bool(tau_bad[i]), bool(y_bad[i]), V)
                 checked += i + 1
-                rep = SamplerReport(False, 0.0, "coins", checked, alpha, None, 0.0, convention,
+                rep = SamplerReport(False, 0.0, mode, checked, alpha, None, 0.0, name,
                                     rows=checked, mismatch=mm, ambiguous=ambiguous)
-                rep.notes.append(f"instance {inst_i}: the sampler's decision differs from the "
-                                 f"reference on the same uniforms")
+                rep.notes.append(f"instance {inst_i}: the sampler's "
+                                 f"{'accepted count' if mm.differs == 'tau' else 'decision'} "
+                                 f"differs from the reference on the same uniforms"
+                                 if mm.differs != "Y outside the support" else
+                                 f"instance {inst_i}: the sampler returned a token of "
+                                 f"reference probability 0 at the accepted count both agree on")
                 return rep
             checked += sl.stop - sl.start
-    return SamplerReport(True, 1.0, "coins", checked, alpha, None, 0.0, convention,
+    return SamplerReport(True, 1.0, mode, checked, alpha, None, 0.0, name,
                          rows=checked, ambiguous=ambiguous)
+
+
+def _engine_convention(sampler, mode):
+    """The sampler's declared ``coin_convention`` (None: the kit's own coins)."""
+    conv = getattr(sampler, "coin_convention", None)
+    if conv is None:
+        return None
+    from .layouts import CoinConvention
+
+    if not isinstance(conv, CoinConvention):
+        raise SpectheoryError(f"the sampler's coin_convention is {type(conv).__name__}, not a "
+                              f"spectheory.testing.layouts.CoinConvention")
+    if mode == "coins" and not conv.token_coin:
+        raise SpectheoryError(f"the sampler's coin convention {conv.name!r} draws the correction "
+                              f"token with its own noise (no token coin): use mode 'coins-tau'")
+    return conv
+
+
+def _coin_mismatch(convention, conv, mode, b, d, q, p, u, ue, expected, got, tau_bad, y_bad, V):
+    """The report's [`CoinMismatch`][spectheory.testing.sampler.CoinMismatch] of row ``b``: what
+    differs and, for the accepted count, the position that decides it on both sides."""
+    if mode == "coins-tau":
+        differs = "tau" if tau_bad else "Y outside the support"
+    else:
+        differs = "tau and Y" if tau_bad and y_bad else "tau" if tau_bad else "Y"
+    L = d.shape[0]
+    extra = {}
+    if tau_bad:
+        rt, st = expected[0], got[0]
+        pos = min(rt, st) + 1 if convention == "token" else max(rt, st)
+        pos = min(max(pos, 1), L)
+        thr, _ = _coin_thresholds(convention, d.unsqueeze(0), q.unsqueeze(0).to(torch.float64),
+                                  p.unsqueeze(0).to(torch.float64))
+        extra.update(position=pos, threshold=float(thr[0, pos - 1]))
+        if conv is not None:
+            x = int(d[pos - 1])
+            eng = (conv.engine_threshold(float(p[pos - 1, x]), float(q[pos - 1, x]))
+                   if convention == "token" else conv.engine_threshold(float(thr[0, pos - 1]), 1.0))
+            coin = conv.engine_coin(float(ue[pos - 1]))
+            extra.update(engine_test=conv.explain(eng, coin), engine_threshold=eng,
+                         engine_coin=coin)
+    return CoinMismatch(b, list(_tokens(d)), _round_rows(q, V), _round_rows(p, V),
+                        [float(v) for v in u], expected, got, differs=differs,
+                        engine_uniforms=None if conv is None else [float(v) for v in ue],
+                        **extra)
+
+
+# ----------------------------------------------------------------------------- sizes and budgets
+
+
+def _dims(inst) -> tuple[int | None, int, int]:
+    """(rows or None for a table instance, L, V) of an instance or DraftRows, without
+    building anything."""
+    if isinstance(inst, Instance):
+        return None, inst.block_length, inst.vocab_size
+    try:
+        d, q = inst[0], inst[1]
+        return int(d.shape[0]), int(d.shape[-1]), int(q.shape[-1])
+    except (TypeError, IndexError, AttributeError):
+        raise SpectheoryError(f"an instance must be a spectheory Instance or DraftRows, not "
+                              f"{type(inst).__name__}") from None
+
+
+def _min_samples(mode: str, instances, draft_rows: int) -> int:
+    """The fewest samples a check accepts: one per draft row (law), one per instance
+    (lossless), one (coins modes)."""
+    if mode == "law":
+        return sum(draft_rows if rows is None else rows
+                   for rows, _, _ in (_dims(i) for i in instances))
+    return len(instances) if mode == "lossless" else 1
+
+
+def _refuse_time(samples: int, max_seconds: float | None) -> None:
+    if max_seconds is None:
+        return
+    if isinstance(max_seconds, bool) or not isinstance(max_seconds, (int, float)) or \
+            not max_seconds > 0:
+        raise SpectheoryError(f"max_seconds = {max_seconds!r} must be a positive number of "
+                              f"seconds or None")
+    least = samples * MIN_SECONDS_PER_SAMPLE
+    if least > max_seconds:
+        from ..errors import SizeLimitError
+        from ..limits import human_seconds
+
+        raise SizeLimitError(
+            f"samples = {samples:,} would take at least {human_seconds(least)} (the check's own "
+            f"work costs at least {MIN_SECONDS_PER_SAMPLE:g} s a sample; the sampler's time comes "
+            f"on top), over max_seconds = {max_seconds:g} ({human_seconds(max_seconds)}); lower "
+            f"samples, or let samples='auto' with budget_s size the run")
+
+
+def _planned_bytes(samples: int, mode: str, instances, K: int, draft_rows: int) -> tuple:
+    """(bytes, what) a check plans to hold: law mode the rows (float64), the exact law and a
+    count table per draft row; lossless mode the target law and counts over V^(L+1) sequences;
+    every mode one call's inputs (at most `MAX_CALL_FLOATS` floats, copied once) and the
+    samples counted at once (`BYTES_PER_SAMPLE` each; counting is call by call, so this is
+    bounded whatever ``samples``)."""
+    fixed = held = call = 0
+    rows_total, cells = 0, 0
+    for inst in instances:
+        rows, L, V = _dims(inst)
+        per_sample_floats = K * (2 * L + 1) * V
+        if mode == "law":
+            R = draft_rows if rows is None else rows
+            C = K * (L + 1) * V
+            fixed += 8 * R * (per_sample_floats + K * (L + 1) * (V + 1) + C)
+            rows_total, cells = rows_total + R, max(cells, C)
+        elif mode == "lossless" and V ** (L + 1) <= MAX_LOSSLESS_CELLS:
+            fixed += 8 * 3 * V ** (L + 1)
+        at_once = min(samples, max(COUNT_CHUNK, MAX_CALL_FLOATS // per_sample_floats))
+        held = max(held, at_once)
+        call = max(call, 2 * 8 * min(MAX_CALL_FLOATS, at_once * per_sample_floats))
+    total = fixed + call + held * BYTES_PER_SAMPLE
+    what = (f"rows, exact laws and count tables of {rows_total:,} draft rows of up to "
+            f"{cells:,} cells, " if mode == "law" else
+            "the target laws and counts, " if mode == "lossless" else "")
+    what += (f"one call's inputs and {held:,} samples counted at once ({BYTES_PER_SAMPLE} bytes "
+             f"each)")
+    return total, what
+
+
+def _refuse_size(samples, mode, instances, verifier, paths, draft_rows, max_seconds,
+                 max_memory_bytes) -> None:
+    """Refuse, before anything is allocated or called, a check planned past ``max_seconds`` or
+    ``max_memory_bytes`` (one `SizeLimitError` line naming ``samples`` and the estimate)."""
+    _refuse_time(samples, max_seconds)
+    if max_memory_bytes is None:
+        from ..limits import MEMORY_SHARE, physical_memory
+
+        total = physical_memory()
+        max_memory_bytes = MAX_MEMORY_BYTES if total is None else \
+            min(MAX_MEMORY_BYTES, int(MEMORY_SHARE * total))
+    if isinstance(max_memory_bytes, bool) or not isinstance(max_memory_bytes, (int, float)) or \
+            not max_memory_bytes > 0:
+        raise SpectheoryError(f"max_memory_bytes = {max_memory_bytes!r} must be a positive "
+                              f"number")
+    K = 1 if mode in ("coins", "coins-tau") else plan(verifier, paths).paths
+    need, what = _planned_bytes(samples, mode, instances, K, draft_rows)
+    if need > max_memory_bytes:
+        from ..errors import SizeLimitError
+
+        raise SizeLimitError(
+            f"samples = {samples:,}: the check would hold about {need / 2**30:.3g} GiB ({what}), "
+            f"over max_memory_bytes = {max_memory_bytes / 2**30:.3g} GiB; check fewer draft rows "
+            f"or a smaller vocabulary")
+
+
+def _definitive(rep: SamplerReport) -> bool:
+    """A failure that no correct sampler can produce: invalid outputs, a coin decision that
+    differs, a sample on an outcome of probability 0."""
+    if rep.passed:
+        return False
+    return (rep.mismatch is not None or (rep.worst_cell is None and rep.dof == 0)
+            or (rep.worst_cell is not None and rep.worst_cell.expected == 0.0))
+
+
+def _instant_sampler(call: dict):
+    """A sampler that costs nothing, for timing the check's own work: zeros (a K-path form when
+    the drafts have a path axis), or in coins modes the reference's decisions (so that the check
+    runs to the end). Keeps the user sampler's ``repeat_aware``, so the calls are chunked alike."""
+    mode = call["mode"]
+    if mode in ("coins", "coins-tau"):
+        conv = call["convention"] or (call["verifier"] if isinstance(call["verifier"], str)
+                                      else None)
+        return reference_coin_sampler(conv if conv in CONVENTIONS else "block")
+
+    def instant(drafts, q, p, extra=None):
+        z = torch.zeros(drafts.shape[0], dtype=torch.long)
+        return (z, z) if drafts.dim() == 2 else (z, z, z)
+
+    instant.repeat_aware = bool(getattr(call["sampler"], "repeat_aware", False))
+    return instant
+
+
+def _interleave_breaks(call: dict, instances, rows: int) -> list[int]:
+    """``law`` mode: the sample counts at which each instance's draft rows stop being handed
+    over in mixed batches (`_row_counts`: at most `MAX_CALL_FLOATS` input floats in all) and go
+    one draft row at a time."""
+    if call["mode"] != "law":
+        return []
+    K = plan(call["verifier"], call["paths"]).paths
+    out = []
+    for inst in instances:
+        r, L, V = _dims(inst)
+        r = call["draft_rows"] if r is None else r
+        out.append(MAX_CALL_FLOATS * rows // (r * K * (2 * L + 1) * V) + 1)
+    return out
+
+
+def _budgeted(call: dict) -> SamplerReport:
+    """``check_sampler(samples="auto", budget_s=...)``: pilot checks, the plan on stderr, the run
+    (`spectheory.testing.budget.size_run`)."""
+    from . import budget as B
+
+    start = time.perf_counter()
+    if call["budget_s"] is None:
+        raise SpectheoryError("samples='auto' needs budget_s, the seconds the whole check may take")
+    budget_s = B.check_budget(call["budget_s"])
+    max_seconds = call["max_seconds"]
+    if max_seconds is not None and isinstance(max_seconds, (int, float)) and \
+            budget_s > max_seconds:
+        raise SpectheoryError(f"budget_s = {budget_s:g} is over max_seconds = {max_seconds:g}")
+    mode = call["mode"]
+    _check_args(1, call["alpha"], mode, call["tol"])
+    if not callable(call["sampler"]):
+        raise SpectheoryError(f"the sampler is {type(call['sampler']).__name__}, not a function")
+    draft_rows = call["draft_rows"]
+    if isinstance(draft_rows, bool) or not isinstance(draft_rows, int) or draft_rows < 1:
+        raise SpectheoryError(f"draft_rows = {draft_rows!r} must be a positive integer")
+    instances = list(default_instances(mode) if call["instances"] is None else call["instances"])
+    if not instances:
+        raise SpectheoryError("no instances to check the sampler on")
+    sampler = _guarded(call["sampler"], "sampler")
+    clock = sampler._spectheory_clock
+    call = dict(call, sampler=sampler, instances=instances, budget_s=None)
+    laws: list = []
+
+    def run(n: int, collect: bool = True):
+        laws.clear()
+        token = _ROW_LAWS.set(laws if collect else None)
+        inside = clock[0]
+        sampler._spectheory_rows[0] = 0
+        try:
+            return check_sampler(**dict(call, samples=n)), clock[0] - inside
+        finally:
+            _ROW_LAWS.reset(token)
+
+    instant = _instant_sampler(call)
+
+    def kit(n: int) -> float:
+        t = time.perf_counter()
+        check_sampler(**dict(call, sampler=instant, samples=n))
+        return time.perf_counter() - t
+
+    minimum = _min_samples(mode, instances, draft_rows)
+    kit(minimum)  # warm-up (imports, first calls); its time counts in the budget, not the fits
+    sized = B.size_run(run, budget_s, minimum, kit=kit, start=start, done=_definitive,
+                       breaks=_interleave_breaks(call, instances, minimum))
+    n, alpha = sized["samples"], call["alpha"]
+    if n is None:  # a pilot found a failure that no correct sampler produces
+        last = sized["result"]
+        last.notes.append(f"found by a pilot check of {last.samples:,} samples: no correct "
+                          f"sampler fails this way, so the budgeted run was not started")
+        last.budget = B.BudgetPlan(budget_s, last.samples, time.perf_counter() - start,
+                                   sized["pilot"], [], sized["fixed_s"], sized["sampler_s"], 0.0,
+                                   alpha)
+        return last
+    if mode in ("coins", "coins-tau"):
+        tv, rate = None, B.coin_detectable_rate(n)
+    else:
+        tv, rate = B.planned_tv(laws, n, alpha, POWER, MIN_EXPECTED), None
+    if call["max_batch"] is None:  # calls near the pilots' size, so that their rate a sample
+        # holds at any N (at least 2^16 rows, so that a cost a call stays negligible)
+        call["max_batch"] = max(BUDGET_MIN_BATCH, sampler._spectheory_rows[0])
+    predicted = (time.perf_counter() - start) + sized["fixed_s"] + sized["per_sample_s"] * n
+    plan_ = B.BudgetPlan(budget_s, n, predicted, sized["pilot"], sized["kit_pilot"],
+                         sized["fixed_s"], sized["sampler_s"], sized["kit_s"], alpha, POWER, tv,
+                         rate, call["max_batch"])
+    sys.stderr.write(f"check_sampler: {plan_.summary()}\n")
+    sys.stderr.flush()
+    report, _ = run(n, collect=False)
+    report.budget = plan_
+    return report
 
 
 # ----------------------------------------------------------------------------- public checks
 
 
 def check_sampler(sampler: Callable, verifier: Any = "block", instances: Sequence | None = None,
-                  samples: int = 100_000, alpha: float = 1e-3, mode: str = "law", seed: int = 0,
+                  samples: int | str = 100_000, alpha: float = 1e-3, mode: str = "law",
+                  seed: int = 0,
                   *, paths: int | None = None, draft_rows: int = 8, convention: str | None = None,
-                  tol: float = 1e-6, max_batch: int | None = None) -> SamplerReport:
+                  tol: float = 1e-6, max_batch: int | None = None, sampling=None,
+                  draft_sampling=None, inputs: str = "probs", budget_s: float | None = None,
+                  max_seconds: float | None = MAX_SECONDS,
+                  max_memory_bytes: int | None = None) -> SamplerReport:
     """Check ``sampler`` against the exact law; see the module docstring for the modes.
 
     Parameters
     ----------
     sampler : callable
-        Canonical signature ``sampler(drafts, q, p, generator)`` (``mode="coins"``: the
-        coin-driven signature ``sampler(drafts, q, p, uniforms)``).
+        Canonical signature ``sampler(drafts, q, p, generator)`` (``mode="coins"`` and
+        ``"coins-tau"``: the coin-driven signature ``sampler(drafts, q, p, uniforms)``).
     verifier : name, ``"module:function"``, spec or callable
         The law the sampler claims to implement (``law`` mode); ``lossless`` mode only uses
         its number of paths and drafting scheme; ``coins`` mode its name as the default
         convention.
     instances : list of Instance or DraftRows, optional
-        Default :func:`default_instances` (prefix-dependent rows, zeros, V >= 3, L >= 3).
-    samples : int
+        Default [`default_instances`][spectheory.testing.sampler.default_instances]
+        (prefix-dependent rows, zeros, V >= 3, L >= 3).
+    samples : int or "auto"
         Total sampler outputs, split evenly over instances and draft rows (coins mode: rows of
-        coins compared).
+        coins compared). ``"auto"`` (with ``budget_s``): the largest count whose run fits the
+        budget, measured by pilot checks on the same rows (`spectheory.testing.budget`).
     alpha : float in (0, 1)
         Family-wise false-alarm rate: a correct sampler fails with probability at most
         ``alpha`` (Bonferroni over one global and one per-row chi-square).
-    mode : {"law", "lossless", "coins"}
+    mode : {"law", "lossless", "coins", "coins-tau"}
+        ``"coins-tau"`` compares the accepted counts only (and that Y is possible), for samplers
+        that draw their correction token with their own noise; a sampler's ``coin_convention``
+        attribute maps the kit's coins onto its engine's (`spectheory.testing.layouts`).
     seed : int
         Seeds the drafts and the generator handed to the sampler (fixed seed: a fixed verdict).
     paths : int, optional
@@ -811,16 +1374,68 @@ def check_sampler(sampler: Callable, verifier: Any = "block", instances: Sequenc
         tokens may be off by up to about V 2^-24, so raise ``tol`` for float32 samplers at
         large V).
     max_batch : int, optional
-        Most rows handed to one sampler call. Default: a batch of mixed draft rows when its
-        inputs hold at most 2^25 floats; otherwise each draft row's repeats as stride-0 views
+        Most rows handed to one sampler call. Default: a batch of mixed draft rows when its inputs
+        hold at most 2^25 floats; otherwise each draft row's repeats as stride-0 views
         (``x[b:b+1].expand(n, ...)``), at most 2^25 floats of inputs a call, or all of them in one
-        call for a sampler with the attribute ``repeat_aware = True`` (one that computes the law
-        of repeated inputs once, as :func:`make_sampler`'s does).
+        call for a sampler with the attribute ``repeat_aware = True`` (one that computes the law of
+        repeated inputs once, as [`make_sampler`][spectheory.testing.sampler.make_sampler]'s does).
+    sampling, draft_sampling : optional
+        Sampling parameters of the request (`spectheory.processing.parse_sampling`, e.g.
+        ``"temperature=0"`` or ``"top_k=20,top_p=0.9"``). The sampler is handed the RAW target
+        rows and must process them itself, as an engine does; the exact law (every mode) is the
+        verifier's against the target rows processed by ``sampling``. Drafts are sampled from
+        the draft rows processed by ``draft_sampling`` (default: raw), which the sampler is
+        handed as q.
+    inputs : {"probs", "logits"}
+        How the target rows are handed: probabilities (float64), or float32 logits log p (-inf
+        for a zero) that the sampler turns into probabilities with its own float32 softmax; the
+        law is then computed from those float32 logits (`spectheory.processing.sampler_setup`).
+    budget_s : float, optional
+        With ``samples="auto"``: seconds for the whole call. Pilot checks of 32, 128, 512, ...
+        samples (the same rows, the same seed) take about a tenth of it and measure the cost per
+        sample, statistics included; the run then takes the largest sample count whose predicted
+        cost fits (for a sampler whose cost is proportional to its rows, a run stays within
+        about 20% of the budget once the budget leaves room for two pilots; see the sampler
+        check's documentation for samplers whose cost a row depends on the batch). Before the
+        run, one line on stderr states the count and the
+        total-variation bias it detects with 90% power at ``alpha`` (coins modes: the rate of
+        differing decisions caught); the report carries it as ``budget``. The run hands the
+        sampler at most `BUDGET_MIN_BATCH` (2^16) rows a call, or the pilots' largest call, so
+        that the pilots' cost a sample holds; its verdict is that of
+        ``check_sampler(samples=report.budget.samples, max_batch=report.budget.max_batch)`` with
+        the same arguments.
+    max_seconds : float or None
+        Refuse ``samples`` whose run takes longer: before the first call when even the check's
+        own least cost a sample (`MIN_SECONDS_PER_SAMPLE`) exceeds it, and with a
+        `TimeLimitError` once the rate measured on the first calls projects past it. ``None``:
+        no limit. Default one day.
+    max_memory_bytes : int, optional
+        Refuse, before anything is allocated, a check whose planned memory (rows, exact laws and
+        count tables, and one call's inputs and outputs; counting is done call by call, so this
+        does not grow with ``samples``) exceeds it. Default: `MAX_MEMORY_BYTES` (8 GiB) or half
+        of the machine's memory, whichever is less.
 
     Returns
     -------
     SamplerReport
+
+    Raises
+    ------
+    UserCodeError
+        The sampler (or the verifier's law function) raised or called ``sys.exit`` (any code):
+        one line naming the function. A sampler that returns something unusable (a wrong shape
+        or dtype, NaN, a value out of range) does not raise: the report fails with a note
+        naming the function and what it returned.
+    SpectheoryError
+        Bad arguments; ``SizeLimitError`` for a planned run over ``max_seconds`` or
+        ``max_memory_bytes``; ``TimeLimitError`` for one that projects past ``max_seconds``.
     """
+    call = dict(locals())  # the arguments, for a budgeted run's pilot and main checks
+    if isinstance(samples, str) and samples == "auto":
+        return _budgeted(call)
+    if budget_s is not None:
+        raise SpectheoryError(f"budget_s = {budget_s!r} sizes a run only with samples='auto' "
+                              f"(got samples = {samples!r})")
     _check_args(samples, alpha, mode, tol)
     if isinstance(draft_rows, bool) or not isinstance(draft_rows, int) or draft_rows < 1:
         raise SpectheoryError(f"draft_rows = {draft_rows!r} must be a positive integer")
@@ -831,24 +1446,48 @@ def check_sampler(sampler: Callable, verifier: Any = "block", instances: Sequenc
     instances = list(instances)
     if not instances:
         raise SpectheoryError("no instances to check the sampler on")
-    if mode == "coins":
+    _refuse_size(samples, mode, instances, verifier, paths, draft_rows, max_seconds,
+                 max_memory_bytes)
+    sampler = _guarded(sampler, "sampler")  # every call through call_user
+    _WHO.set(sampler._spectheory_label)
+    _PACE.set(_Pace(samples, max_seconds))
+    proc = None  # the target rows the law is computed against, from the rows handed over
+    if sampling is not None or draft_sampling is not None or inputs != "probs":
+        from ..processing import note_sampling, sampler_setup
+
+        sampler, instances, proc = sampler_setup(sampler, instances, sampling, draft_sampling,
+                                                 inputs)
+        return note_sampling(_run_mode(sampler, verifier, instances, samples, alpha, mode, seed,
+                                       paths, draft_rows, convention, tol, max_batch, proc),
+                             sampling, draft_sampling, inputs)
+    return _run_mode(sampler, verifier, instances, samples, alpha, mode, seed, paths, draft_rows,
+                     convention, tol, max_batch, proc)
+
+
+def _run_mode(sampler, verifier, instances, samples, alpha, mode, seed, paths, draft_rows,
+              convention, tol, max_batch, proc):
+    if mode in ("coins", "coins-tau"):
         if convention is None:
             convention = verifier if isinstance(verifier, str) else None
         if convention not in CONVENTIONS:
-            raise SpectheoryError(f"coins mode needs a coin convention ({', '.join(CONVENTIONS)}); "
-                                  f"got {convention!r}")
+            raise SpectheoryError(f"{mode} mode needs a coin convention "
+                                  f"({', '.join(CONVENTIONS)}); got {convention!r}")
         if paths not in (None, 1):
-            raise SpectheoryError("coins mode compares single-path samplers (paths = 1)")
-        return _coins_mode(sampler, convention, instances, samples, alpha, seed, tol, max_batch)
+            raise SpectheoryError(f"{mode} mode compares single-path samplers (paths = 1)")
+        return _coins_mode(sampler, convention, instances, samples, alpha, seed, tol, max_batch,
+                           proc, mode)
     how = plan(verifier, paths)
     if mode == "law":
-        return _law_mode(sampler, how, instances, samples, alpha, seed, draft_rows, max_batch)
-    return _lossless_mode(sampler, how, instances, samples, alpha, seed, max_batch)
+        return _law_mode(sampler, how, instances, samples, alpha, seed, draft_rows, max_batch,
+                         proc)
+    return _lossless_mode(sampler, how, instances, samples, alpha, seed, max_batch, proc)
 
 
 def assert_sampler(sampler: Callable, verifier: Any = "block", **kwargs) -> SamplerReport:
-    """:func:`check_sampler`, raising ``AssertionError`` with the report's text on failure;
-    returns the report when it passes."""
+    """[`check_sampler`][spectheory.testing.sampler.check_sampler], raising ``AssertionError`` with
+    the report's text on failure; returns the report when it passes. Takes every argument of
+    ``check_sampler``, ``samples="auto"`` with ``budget_s`` included (``assert_sampler(sampler,
+    "block", samples="auto", budget_s=600)`` sizes the check to about ten minutes)."""
     report = check_sampler(sampler, verifier, **kwargs)
     if not report.passed:
         raise AssertionError(str(report))
@@ -881,8 +1520,9 @@ def _proposal_rows(instances, rows: int, generator) -> list[torch.Tensor]:
 
 
 def default_proposal_rows() -> list:
-    """Default rows for :func:`check_proposal`: draft rows of :func:`default_instances` and four
-    Dirichlet(1) rows over V = 100 (so that top-50 filtering drops mass)."""
+    """Default rows for [`check_proposal`][spectheory.testing.sampler.check_proposal]: draft rows of
+    [`default_instances`][spectheory.testing.sampler.default_instances] and four Dirichlet(1) rows
+    over V = 100 (so that top-50 filtering drops mass)."""
     rng = np.random.default_rng(100)
     wide = torch.as_tensor(rng.dirichlet(np.ones(100), size=4))
     return default_instances() + [wide]
@@ -893,14 +1533,15 @@ def check_proposal(draft_sampler: Callable, instances: Sequence | None = None,
                    rows: int = 8) -> SamplerReport:
     """Does ``draft_sampler`` sample from the q it reports?
 
-    ``draft_sampler(q_rows [B, V], generator) -> (tokens [B] int64, q_reported [B, V])``: given
-    the draft model's distributions (rows of the instances' draft tables at sampled prefixes, or
-    tensors [R, V] of rows), it draws one token per row (after whatever processing it does:
-    temperature, top-k, greedy) and returns the distribution it will hand the verifier. For each
-    input row, repeated, the token counts are compared with the mean reported q (pooled
-    chi-square, Bonferroni over one global and one per-row test: family-wise false-alarm rate
-    ``alpha``). Catches greedy drafts handed a soft q (Hugging Face transformers #30778) and
-    top-k-filtered drafts handed the raw q (#47932). Default rows: :func:`default_proposal_rows`.
+    ``draft_sampler(q_rows [B, V], generator) -> (tokens [B] int64, q_reported [B, V])``: given the
+    draft model's distributions (rows of the instances' draft tables at sampled prefixes, or tensors
+    [R, V] of rows), it draws one token per row (after whatever processing it does: temperature,
+    top-k, greedy) and returns the distribution it will hand the verifier. For each input row,
+    repeated, the token counts are compared with the mean reported q (pooled chi-square, Bonferroni
+    over one global and one per-row test: family-wise false-alarm rate ``alpha``). Catches greedy
+    drafts handed a soft q (Hugging Face transformers #30778) and top-k-filtered drafts handed the
+    raw q (#47932). Default rows:
+    [`default_proposal_rows`][spectheory.testing.sampler.default_proposal_rows].
     """
     _check_args(samples, alpha)
     if not callable(draft_sampler):
@@ -908,6 +1549,9 @@ def check_proposal(draft_sampler: Callable, instances: Sequence | None = None,
                               f"not a function")
     if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
         raise SpectheoryError(f"rows = {rows!r} must be a positive integer")
+    _refuse_time(samples, MAX_SECONDS)
+    draft_sampler = _guarded(draft_sampler, "draft sampler")
+    who = draft_sampler._spectheory_label
     g = torch.Generator().manual_seed(seed)
     sets = _proposal_rows(default_proposal_rows() if instances is None else list(instances),
                           rows, g)
@@ -923,33 +1567,39 @@ def check_proposal(draft_sampler: Callable, instances: Sequence | None = None,
         for j in range(qs.shape[0]):
             n = per[r]
             r += 1
-            toks, rep = [], torch.zeros(V, dtype=torch.float64)
+            obs, rep = np.zeros(V, dtype=np.int64), torch.zeros(V, dtype=torch.float64)
             chunk = max(1, MAX_CALL_FLOATS // V)
             for s in range(0, n, chunk):
                 m = min(chunk, n - s)
                 out = draft_sampler(qs[j:j + 1].expand(m, V).clone(), sg)
                 if not isinstance(out, (tuple, list)) or len(out) != 2:
                     return _failed("proposal", samples, alpha, "proposal",
-                                   "the draft sampler must return (tokens [B], q_reported [B, V])",
+                                   f"{who} returned {type(out).__name__}, not (tokens [B], "
+                                   f"q_reported [B, V])", R)
+                t, note = _as_index(out[0], "tokens")
+                if note is None:
+                    try:
+                        qr = torch.as_tensor(out[1]).to(torch.float64).cpu()
+                    except Exception:  # noqa: BLE001 - anything that is not array-like
+                        note = f"q_reported of type {type(out[1]).__name__}, not a tensor"
+                if note:
+                    return _failed("proposal", samples, alpha, "proposal", f"{who} returned {note}",
                                    R)
-                t = torch.as_tensor(out[0]).reshape(-1).to(torch.long)
-                qr = torch.as_tensor(out[1]).to(torch.float64)
                 if t.shape[0] != m or tuple(qr.shape) != (m, V):
                     return _failed("proposal", samples, alpha, "proposal",
-                                   f"the draft sampler returned tokens {list(t.shape)} and q "
+                                   f"{who} returned tokens {list(t.shape)} and q "
                                    f"{list(qr.shape)} for a batch of {m} rows of V = {V}", R)
                 if ((t < 0) | (t >= V)).any():
                     return _failed("proposal", samples, alpha, "proposal",
-                                   f"the draft sampler returned a token outside 0..{V - 1}", R)
+                                   f"{who} returned a token outside 0..{V - 1}", R)
                 bad = ~torch.isfinite(qr).all(1) | (qr < 0).any(1) | \
                     ((qr.sum(1) - 1).abs() > 1e-6)
                 if bad.any():
                     return _failed("proposal", samples, alpha, "proposal",
-                                   f"the reported q of row {j} (set {set_i}) is not a "
-                                   f"distribution (negative, NaN or not summing to 1)", R)
-                toks.append(t)
+                                   f"{who} reported a q for row {j} (set {set_i}) that is not "
+                                   f"a distribution (negative, NaN or not summing to 1)", R)
+                obs += np.bincount(t.numpy(), minlength=V)
                 rep += qr.sum(0)
-            obs = np.bincount(torch.cat(toks).numpy(), minlength=V)
             probs = (rep / n).numpy()
             test = stats.row_chi_square(obs, probs, n, MIN_EXPECTED)
             tests.append(test)
@@ -964,8 +1614,8 @@ def check_proposal(draft_sampler: Callable, instances: Sequence | None = None,
 
 
 def assert_proposal(draft_sampler: Callable, **kwargs) -> SamplerReport:
-    """:func:`check_proposal`, raising ``AssertionError`` with the report's text on failure;
-    returns the report when it passes."""
+    """[`check_proposal`][spectheory.testing.sampler.check_proposal], raising ``AssertionError``
+    with the report's text on failure; returns the report when it passes."""
     report = check_proposal(draft_sampler, **kwargs)
     if not report.passed:
         raise AssertionError(str(report))

@@ -7,32 +7,40 @@ line without a traceback.
 
 from __future__ import annotations
 
-import importlib
 import json
-import os
 import sys
 
-from ..errors import SpectheoryError
+from ..errors import OptionError, SpectheoryError, import_user
 
 
 def _import(text: str, what: str):
-    module, _, attr = text.partition(":")
-    if not module or not attr:
-        raise SpectheoryError(f"{what} {text!r} is not of the form module:function")
-    if os.getcwd() not in sys.path:  # a module next to the caller is found, as with python -m
-        sys.path.insert(0, os.getcwd())
-    try:
-        obj = importlib.import_module(module)
-    except Exception as exc:  # ImportError, or an error raised while importing the module
-        raise SpectheoryError(f"cannot import module {module!r} for {what} {text!r}: "
-                              f"{type(exc).__name__}: {exc}".replace("\n", " ")) from None
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise SpectheoryError(f"module {module!r} has no attribute {attr!r}")
-        obj = getattr(obj, part)
+    """The user's function ``module:function`` ([`import_user`][spectheory.errors.import_user], the
+    loader behind every ``module:function`` of the command line)."""
+    obj = import_user(text, what)
     if not callable(obj):
         raise SpectheoryError(f"{what} {text!r} is {type(obj).__name__}, not a function")
     return obj
+
+
+def parse_samples(text) -> int:
+    """``--samples``: a whole number (``100000``, ``1e5``), at least 1, refused in one line before
+    anything is allocated when even the check's own least cost a sample
+    (`spectheory.testing.sampler.MIN_SECONDS_PER_SAMPLE`) would take it past the longest run a
+    check plans (`spectheory.testing.sampler.MAX_SECONDS`, one day). Memory does not grow with
+    the count: samples are counted call by call (`check_sampler` guards its plan's memory)."""
+    from ..errors import SizeLimitError
+    from ..limits import human_seconds, parse_count
+    from .sampler import MAX_SECONDS, MIN_SECONDS_PER_SAMPLE
+
+    samples = parse_count(text, "--samples")
+    least = samples * MIN_SECONDS_PER_SAMPLE
+    if least > MAX_SECONDS:
+        raise SizeLimitError(
+            f"--samples {samples:,} would take at least {human_seconds(least)} (the check's own "
+            f"work costs at least {MIN_SECONDS_PER_SAMPLE:g} s a sample, the sampler's on top), "
+            f"over the {human_seconds(MAX_SECONDS)} a check may run; use fewer samples, or "
+            f"--budget SECONDS to size the run")
+    return samples
 
 
 def _int(text: str, name: str) -> int:
@@ -51,34 +59,48 @@ def _float(text: str, name: str) -> float:
 
 
 def run_check_sampler(args) -> int:
+    from ..commands import MAX_PATHS
     from ..instances import load_instance
+    from ..random_instances import MAX_SEED
     from ..registry import get_verifier
     from .sampler import check_sampler
 
-    samples = _int(args.samples, "--samples")
-    if samples < 1:
-        raise SpectheoryError(f"--samples = {samples} must be a positive integer")
+    budget = None
+    if args.budget is not None or args.samples == "auto":  # size the run by a time budget
+        from .budget import check_budget
+
+        if args.samples not in (None, "auto"):
+            raise OptionError("--samples N and --budget SECONDS both size the run: give one")
+        if args.budget is None:
+            raise OptionError("--samples auto needs --budget SECONDS")
+        budget, samples = check_budget(_float(args.budget, "--budget"), "--budget"), "auto"
+    else:
+        samples = parse_samples("100000" if args.samples is None else args.samples)
     alpha = _float(args.alpha, "--alpha")
     if not 0 < alpha < 1:
         raise SpectheoryError(f"--alpha = {args.alpha} must lie strictly between 0 and 1")
     seed = _int(args.seed, "--seed")
+    if not 0 <= seed <= MAX_SEED:
+        raise OptionError(f"--seed = {seed} is out of range 0..2^63-1")
     paths = None if args.paths is None else _int(args.paths, "--paths")
-    if paths is not None and paths < 1:
-        raise SpectheoryError(f"--paths = {paths} must be a positive integer")
+    if paths is not None and not 1 <= paths <= MAX_PATHS:
+        raise OptionError(f"--paths = {paths} is out of range 1..{MAX_PATHS}")
     verifier = args.verifier
-    if args.mode != "coins":
+    if args.mode not in ("coins", "coins-tau"):
         get_verifier(verifier, multi_path=(paths or 1) > 1)  # a bad name fails before importing
     instances = [load_instance(f) for f in args.instance] if args.instance else None
     sampler = _import(args.sampler, "sampler")
     try:
         report = check_sampler(sampler, verifier, instances, samples=samples, alpha=alpha,
                                mode=args.mode, seed=seed, paths=paths,
-                               convention=args.convention)
+                               convention=args.convention, sampling=args.sampling,
+                               draft_sampling=args.draft_sampling, inputs=args.inputs,
+                               budget_s=budget)
     except SpectheoryError:
         raise
     except Exception as exc:  # the sampler itself raised on the kit's inputs
         raise SpectheoryError(f"sampler {args.sampler} raised {type(exc).__name__}: "
-                              f"{exc}".replace("\n", " ")) from None
+                              f"{exc}".replace("\n", " ")) from exc
     if args.json:
         sys.stdout.write(json.dumps({"sampler": args.sampler, **report.to_json()}) + "\n")
     else:
@@ -94,18 +116,27 @@ def register(sub) -> None:
                     "q [B, L, V], p [B, L+1, V], generator) -> (accepted [B], token [B]) (K-path "
                     "form with --paths K; coin-driven form sampler(drafts, q, p, "
                     "uniforms [B, L+1]) "
-                    "with --mode coins) against the exact law. Exit 0 pass, 1 fail, 2 bad input.")
+                    "with --mode coins) against the exact law of --verifier, block verification "
+                    "by default (a token-level sampler needs --verifier token). Exit 0 pass, "
+                    "1 fail, 2 bad input.")
     p.add_argument("sampler", metavar="MODULE:FUNCTION", help="the sampler to check")
     p.add_argument("--verifier", default="block",
-                   help="the law it claims: a registered name or module:function (default block)")
-    p.add_argument("--mode", choices=("law", "lossless", "coins"), default="law",
+                   help="the law it claims: a registered name or module:function (default "
+                        "block; token for a token-level sampler)")
+    p.add_argument("--mode", choices=("law", "lossless", "coins", "coins-tau"), default="law",
                    help="law: (tau, Y) per fixed draft against the verifier's exact law; "
                         "lossless: output plus target completion against the target law; coins: "
-                        "decisions against the reference on the same uniforms")
+                        "decisions against the reference on the same uniforms; coins-tau: the "
+                        "accepted count alone against the reference (the engine may draw its "
+                        "correction token with its own randomness)")
     p.add_argument("--convention", choices=("token", "block"), default=None,
-                   help="coins mode: the coin convention (default the verifier's name)")
-    p.add_argument("--samples", default="100000", metavar="N",
-                   help="sampler outputs drawn (default 100000)")
+                   help="coins modes: the coin convention (default the verifier's name)")
+    p.add_argument("--samples", default=None, metavar="N",
+                   help="sampler outputs drawn (default 100000; auto: sized by --budget)")
+    p.add_argument("--budget", default=None, metavar="SECONDS",
+                   help="size the run to take about SECONDS in all (implies --samples auto): "
+                        "pilot checks measure the sampler's cost, and one line on stderr states "
+                        "the sample count and the bias it detects before the run")
     p.add_argument("--alpha", default="0.001", metavar="A",
                    help="family-wise false-alarm rate in (0, 1) (default 0.001)")
     p.add_argument("--seed", default="0", metavar="S", help="seed of drafts and generator")
@@ -113,5 +144,10 @@ def register(sub) -> None:
     p.add_argument("--instance", action="append", default=None, metavar="FILE",
                    help="instance JSON file to check on (repeatable; default: the kit's "
                         "prefix-dependent instances)")
+    from ..processing import add_sampling_options
+
+    add_sampling_options(p)  # the sampler is handed raw target rows and processes them itself
+    p.add_argument("--inputs", choices=("probs", "logits"), default="probs",
+                   help="hand the target rows as probabilities (default) or as float32 logits")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run_check_sampler)
