@@ -182,7 +182,7 @@ def test_lossless_command_on_the_optimal_transport_rules(env, tmp_path, monkeypa
                               env["target"], "--verifiers",
                               "hu,khisti,global-resolution,planted_bugs:hu_reject_into_p_multi", "--K", "3",
                               "--samples", "4000", "--L", "2", "--contexts", "1", "--chunk",
-                              "4000", "--out", res], capsys)
+                              "500", "--out", res], capsys)
     assert code == 0, stdout + err
     v = json.loads(res.read_text())["contexts"][0]["verifiers"]
     assert not any(v[n]["rejected"] for n in ("hu", "khisti", "global-resolution"))

@@ -3,7 +3,10 @@
 Every job runs in a child process forked for it (`run_guarded`): the parent watches the child's
 clock and resident memory (``/proc/PID/status``) and kills it past the job's limits; an
 exception, a limit or a crash of the child becomes the row's ``status`` (``failed``, ``timeout``,
-``memory``, ``crashed``) and ``error``, never the sweep's end. The ``local`` executor keeps
+``memory``, ``crashed``) and ``error``, never the sweep's end. The memory limit applies to the
+job's own pages (private resident memory), not to those it shares with the parent; the
+``peak_rss_mb`` column is the child's peak resident set as the kernel counts it (shared pages
+included). The ``local`` executor keeps
 ``workers`` such children running at once; the ``ray`` executor sends each job to a Ray task
 that runs the same guard on its node. A finished job is written to ``OUT/cache/KEY.json`` at
 once (atomically), so a killed sweep resumes where it stopped.
@@ -62,7 +65,21 @@ def _child(job: Job, conn) -> None:  # pragma: no cover - runs in the forked chi
         conn.close()
 
 
-def _rss_mb(pid: int) -> float:
+def _private_mb(pid: int) -> float:
+    """The job's own resident memory: the child's private pages (``Private_Clean`` +
+    ``Private_Dirty`` of ``/proc/PID/smaps_rollup``), not the pages it still shares with the
+    parent it was forked from; ``VmRSS`` where smaps_rollup is missing."""
+    try:
+        total, seen = 0, False
+        with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith(("Private_Clean:", "Private_Dirty:")):
+                    total += int(line.split()[1])
+                    seen = True
+        if seen:
+            return total / 1024
+    except (OSError, ValueError, IndexError):
+        pass
     try:
         with open(f"/proc/{pid}/status", encoding="ascii") as fh:
             for line in fh:
@@ -118,11 +135,11 @@ class _Guarded:
         elapsed = time.perf_counter() - self.start
         if elapsed > self.job.time_limit:
             return self._end("timeout", f"stopped at the time limit of {self.job.time_limit:g} s")
-        rss = _rss_mb(self.proc.pid)
-        self.peak = max(self.peak, rss)
-        if rss > self.job.memory_limit_mb:
-            return self._end("memory", f"stopped at {rss:.0f} MB resident, over the memory "
-                                       f"limit of {self.job.memory_limit_mb} MB")
+        own = _private_mb(self.proc.pid)
+        self.peak = max(self.peak, own)
+        if own > self.job.memory_limit_mb:
+            return self._end("memory", f"stopped at {own:.0f} MB of its own resident memory, "
+                                       f"over the memory limit of {self.job.memory_limit_mb} MB")
         return None
 
 
