@@ -285,3 +285,42 @@ def test_plot_draws_the_standard_views(example_run, capsys):
     assert main(["sweep", "plot", str(out)]) == 0
     assert (out / "sweep.png").stat().st_size > 10_000
     assert main(["sweep", "plot", str(out / "missing")]) == 2
+
+
+def test_sampling_axes_give_the_processed_targets_laws(tmp_path, capsys):
+    """A sweep's sampling axis runs the exact engine against the processed target (the same
+    numbers as analyze(..., sampling=...)), the LP on the processed instance, and its command
+    reproduces the verifier row; a bad sampling string is refused when the file is read."""
+    cfg = load_config(textwrap.dedent("""
+        [sweep]
+        exact = true
+        [[instances]]
+        family = "random"
+        vocab = 3
+        block = 2
+        seeds = [2]
+        denominator = 12
+        [[verifiers]]
+        name = "block"
+        sampling = ["", "temperature=0", "top_k=2"]
+        [[optima]]
+        problem = "node-budget"
+        sampling = "top_k=2"
+    """))
+    rows = run_sweep(cfg, tmp_path / "out", workers=1)
+    assert [r["sampling"] for r in rows] == ["", "temperature=0", "top_k=2", "top_k=2"]
+    inst = random_instance(3, 2, 2, denominator=12)
+    for r in rows[:3]:
+        want = st.analyze(inst, "block", exact=True, sampling=r["sampling"] or None)
+        assert Fraction(r["value_exact"]) == want.block_efficiency
+    from spectheory.processing import process_instance
+
+    assert Fraction(rows[3]["value_exact"]) == node_budget_lp(
+        process_instance(inst, "top_k=2", None, True), exact=True).optimum
+    assert Fraction(rows[3]["value_exact"]) == Fraction(rows[2]["value_exact"])  # block optimal
+    assert len({r["job"] for r in rows}) == 4
+    make, run = rows[1]["command"].split(" && ")
+    assert "--sampling temperature=0" in run
+    with pytest.raises(OptionError, match="sampling"):
+        load_config('[[instances]]\nfamily="random"\nvocab=2\nblock=2\n[[verifiers]]\n'
+                    'name="token"\nsampling="top_q=3"\n')

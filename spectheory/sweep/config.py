@@ -21,6 +21,8 @@ name = ["token", "block"]
 name = ["gbv"]
 paths = [2, 3]
 drafting = ["iid"]       # optional: the verifier's own scheme by default
+sampling = ["", "temperature=0", "top_k=2"]   # optional: processed targets ("" none), and
+                                              # draft_sampling for the draft rows
 
 [[optima]]               # LP optima (spectheory.lp): "direct" (any K), "node-budget" (K = 1),
                          # "multipath" (the compact K-path relaxation for i.i.d. drafts)
@@ -55,8 +57,8 @@ MAX_JOBS = 100_000
 MAX_VOCAB, MAX_BLOCK, MAX_PATHS = 10_000, 64, 64
 SWEEP_KEYS = ("name", "exact", "time_limit", "memory_limit_mb")
 INSTANCE_KEYS = ("family", "vocab", "block", "seeds")
-VERIFIER_KEYS = ("name", "paths", "drafting", "route")
-OPTIMUM_KEYS = ("problem", "paths", "drafting")
+VERIFIER_KEYS = ("name", "paths", "drafting", "route", "sampling", "draft_sampling")
+OPTIMUM_KEYS = ("problem", "paths", "drafting", "sampling", "draft_sampling")
 PROBLEMS = ("direct", "node-budget", "multipath")
 TOP_KEYS = ("sweep", "instances", "verifiers", "optima")
 
@@ -69,6 +71,21 @@ def _refuse_unknown(table: dict, allowed, where: str, free: bool = False) -> Non
             near = difflib.get_close_matches(key, allowed, n=1)
             hint = f"; did you mean {near[0]!r}?" if near else f"; valid keys: {', '.join(allowed)}"
             raise OptionError(f"unknown key {key!r} in {where}{hint}")
+
+
+def _samplings(value, where: str) -> list[str]:
+    """Sampling parameters (`spectheory.processing.parse_sampling`'s string form), checked now
+    and kept in their canonical string ("" for none)."""
+    from ..processing import parse_sampling
+
+    out = []
+    for v in _listed(value, where):
+        if not isinstance(v, str):
+            raise OptionError(f"{where} must be strings such as \"temperature=0,top_k=2\"; "
+                              f"got {v!r}")
+        sp = parse_sampling(v) if v else None
+        out.append("" if sp is None or sp.identity else str(sp))
+    return out
 
 
 def _listed(value, where: str) -> list:
@@ -115,6 +132,8 @@ class Job:
     exact: bool
     time_limit: float
     memory_limit_mb: int
+    sampling: str = ""  # target rows processed (spectheory.processing), "" for none
+    draft_sampling: str = ""
 
     def inputs(self) -> dict:
         """The inputs that determine the result (limits excluded), as plain JSON values."""
@@ -122,13 +141,18 @@ class Job:
                 "seed": self.seed, "knobs": json.dumps(dict(self.knobs), sort_keys=True),
                 "kind": self.kind, "name": self.name, "paths": self.paths,
                 "drafting": self.drafting or "", "route": self.route or "",
-                "exact": self.exact}
+                "exact": self.exact, "sampling": self.sampling,
+                "draft_sampling": self.draft_sampling}
 
     def key(self) -> str:
         """Content hash of the inputs and the spectheory version: the cache key."""
         from .. import __version__
 
-        text = json.dumps({"v": __version__, **self.inputs()}, sort_keys=True)
+        inputs = self.inputs()
+        for k in ("sampling", "draft_sampling"):  # keys of earlier tables stay valid
+            if not inputs[k]:
+                del inputs[k]
+        text = json.dumps({"v": __version__, **inputs}, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -208,6 +232,9 @@ def load_config(text_or_path) -> SweepConfig:
             "drafting": _strings(table["drafting"], f"{where} drafting")
             if "drafting" in table else [None],
             "route": _strings(table["route"], f"{where} route") if "route" in table else [None],
+            "sampling": _samplings(table.get("sampling", ""), f"{where} sampling"),
+            "draft_sampling": _samplings(table.get("draft_sampling", ""),
+                                         f"{where} draft_sampling"),
         })
     for i, table in enumerate(data.get("optima", [])):
         where = f"[[optima]] #{i + 1}"
@@ -222,6 +249,9 @@ def load_config(text_or_path) -> SweepConfig:
             "problem": problems,
             "paths": _ints(table.get("paths", 1), f"{where} paths", 1, MAX_PATHS),
             "drafting": _strings(table.get("drafting", "iid"), f"{where} drafting"),
+            "sampling": _samplings(table.get("sampling", ""), f"{where} sampling"),
+            "draft_sampling": _samplings(table.get("draft_sampling", ""),
+                                         f"{where} draft_sampling"),
         })
     if not cfg.instances:
         raise OptionError("the sweep has no [[instances]] table")
@@ -253,19 +283,21 @@ def _methods(cfg: SweepConfig):
 
 def _all_methods(cfg: SweepConfig):
     for table in cfg.verifiers:
-        for name, K, drafting, route in itertools.product(
-                table["name"], table["paths"], table["drafting"], table["route"]):
-            yield "verifier", name, K, drafting, route
+        for name, K, drafting, route, sp, dp in itertools.product(
+                table["name"], table["paths"], table["drafting"], table["route"],
+                table["sampling"], table["draft_sampling"]):
+            yield "verifier", name, K, drafting, route, sp, dp
     for table in cfg.optima:
-        for problem, K, drafting in itertools.product(table["problem"], table["paths"],
-                                                      table["drafting"]):
+        for problem, K, drafting, sp, dp in itertools.product(
+                table["problem"], table["paths"], table["drafting"], table["sampling"],
+                table["draft_sampling"]):
             if problem == "node-budget":
                 if K != 1:
                     continue  # the node-budget LP is the single-path problem
                 drafting = None
             if problem == "multipath":
                 drafting = None  # a relaxation for i.i.d. drafts
-            yield "optimum", problem, K, drafting, None
+            yield "optimum", problem, K, drafting, None, sp, dp
 
 
 def count_jobs(cfg: SweepConfig) -> int:
@@ -282,9 +314,9 @@ def expand(cfg: SweepConfig) -> list[Job]:
     """The sweep's jobs, in grid order (instances outer, methods inner)."""
     methods = list(_methods(cfg))
     return [Job(family, V, L, seed, knobs, kind, name, K, drafting, route, cfg.exact,
-                cfg.time_limit, cfg.memory_limit_mb)
+                cfg.time_limit, cfg.memory_limit_mb, sp, dp)
             for family, V, L, seed, knobs in _instances(cfg)
-            for kind, name, K, drafting, route in methods]
+            for kind, name, K, drafting, route, sp, dp in methods]
 
 
 def example_config() -> str:

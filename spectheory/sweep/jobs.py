@@ -90,7 +90,8 @@ def compute(job) -> dict:
         from ..exact import analyze
 
         res = analyze(inst, job.name, exact=job.exact, paths=job.paths,
-                      drafting=job.drafting, route=job.route or "auto", laws=False)
+                      drafting=job.drafting, route=job.route or "auto", laws=False,
+                      sampling=job.sampling or None, draft_sampling=job.draft_sampling or None)
         out = {"block_efficiency": float(res.block_efficiency),
                "expected_accepted": float(res.expected_accepted),
                "tv_to_target": float(res.tv_to_target),
@@ -98,6 +99,11 @@ def compute(job) -> dict:
                "value_exact": str(res.block_efficiency) if job.exact else "",
                "method": f"exact engine, {res.route} route"}
         return out
+    if job.sampling or job.draft_sampling:  # the LP of the processed instance
+        from ..processing import process_instance
+
+        inst = process_instance(inst, job.sampling or None, job.draft_sampling or None,
+                                job.exact)
     lp = importlib.import_module("spectheory.lp")  # outer sub-package, loaded by name
     if job.name == "direct":
         res = lp.direct_lp(inst, job.paths, exact=job.exact, drafting=job.drafting or "iid")
@@ -133,6 +139,13 @@ def command(job, config_path: str | None = None) -> str:
                    str(job.paths)]
             if job.drafting:
                 run += ["--drafting", job.drafting]
+            if job.sampling:
+                run += ["--sampling", job.sampling]
+            if job.draft_sampling:
+                run += ["--draft-sampling", job.draft_sampling]
+        elif job.sampling or job.draft_sampling:  # the lp command takes no sampling options
+            where = shlex.quote(config_path) if config_path else "CONFIG"
+            return f"spectheory sweep {where} --only {job.key()}"
         else:
             run = ["spectheory", "lp", "inst.json", "--problem", job.name]
             if job.name == "direct":

@@ -32,7 +32,8 @@ def series(rows: list[dict], x: str = "paths"):
     for r in rows:
         if r["status"] != "ok":
             continue
-        inst = (r["family"], r["vocab"], r["block"], r["seed"], r["knobs"], r["exact"])
+        inst = (r["family"], r["vocab"], r["block"], r["seed"], r["knobs"], r["exact"],
+                r.get("sampling", ""), r.get("draft_sampling", ""))
         if r["kind"] == "optimum" and r["name"] == "direct":
             optimum[inst + (r["paths"], r["drafting"] or "iid")] = float(r["block_efficiency"])
     gaps = defaultdict(lambda: defaultdict(list))
@@ -40,10 +41,12 @@ def series(rows: list[dict], x: str = "paths"):
         if r["status"] != "ok":
             continue
         label = (f"{r['name']} LP" if r["kind"] == "optimum" else r["name"]) + \
-            (f" ({r['drafting']})" if r["drafting"] and r["drafting"] != "iid" else "")
+            (f" ({r['drafting']})" if r["drafting"] and r["drafting"] != "iid" else "") + \
+            (f" [{r['sampling']}]" if r.get("sampling") else "")
         be = float(r["block_efficiency"])
         values[label][int(r[x])].append(be)
-        inst = (r["family"], r["vocab"], r["block"], r["seed"], r["knobs"], r["exact"])
+        inst = (r["family"], r["vocab"], r["block"], r["seed"], r["knobs"], r["exact"],
+                r.get("sampling", ""), r.get("draft_sampling", ""))
         opt = optimum.get(inst + (r["paths"], r["drafting"] or "iid"))
         if r["kind"] == "verifier" and opt is not None:
             gaps[label][int(r[x])].append(opt - be)

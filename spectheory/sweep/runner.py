@@ -28,7 +28,7 @@ from .jobs import OUTPUTS, command, compute, describe_error, warm_up
 
 #: The table's columns: the cache key, the inputs, the outputs, the reproducing command.
 INPUT_COLUMNS = ("family", "vocab", "block", "seed", "knobs", "kind", "name", "paths", "drafting",
-                 "route", "exact")
+                 "route", "exact", "sampling", "draft_sampling")
 OUTPUT_COLUMNS = OUTPUTS
 COLUMNS = ("job",) + INPUT_COLUMNS + OUTPUTS + ("command",)
 #: Columns that measure the run rather than the result (differ between runs and executors).
