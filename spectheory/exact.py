@@ -581,9 +581,10 @@ def node_output_law(nodes, p_levels, V: int, L: int, laws: bool = True, A0=None,
     T_{j+1} = T_j p (E_{j+1} = m_j corr_j). At the last level E_{L+1} = m_L corr_L; when corr_L is
     the target row (token, block) A_{L+1} = (A_L + m_L) p and, since every target row sums to 1,
     TV = 1/2 sum_{y^L} |A_L(y^L) + m_L(y^L) - T_L(y^L)|: the deepest level (V^(L+1) entries) is
-    read once per law that is asked for and never for the TV. The last two steps (A_L, T_L over
-    V^L sequences, and level L+1) run a chunk of `TV_CHUNK_ROWS` sequences at a time, so no
-    V^L-sized temporary is built.
+    read once per law that is asked for and never for the TV (with ``laws`` False the TV is
+    accumulated as |(A_{L-1} - T_{L-1}) p + m_{L-1} corr_{L-1} + m_L| in one array). The last
+    two steps (A_L, T_L over V^L sequences, and level L+1) run a chunk of `TV_CHUNK_ROWS`
+    sequences at a time, so no V^L-sized temporary is built.
 
     ``A0``, ``T0`` (1-entry arrays): the output and target mass of the prefix below which
     ``nodes`` and ``p_levels`` lie, for one subtree of a split analysis (`spectheory.split`);
@@ -607,6 +608,15 @@ def node_output_law(nodes, p_levels, V: int, L: int, laws: bool = True, A0=None,
     tv = Fraction(0) if Bk.is_exact(pL) else torch.zeros((), dtype=pL.dtype, device=pL.device)
     n = p_levels[L - 1].shape[0]
     step = max(1, TV_CHUNK_ROWS // V)
+    if fused and top_is_p and out is None:  # TV only: A_L + m_L - T_L = (A - T) p + m corr + m_L
+        D = A - T
+        p, m, c = p_levels[L - 1], nodes.stop_mass[L - 1], nodes.correction[L - 1]
+        for r0 in range(0, n, step):
+            r1 = min(r0 + step, n)
+            diff = torch.mul(p[r0:r1], D[r0:r1].unsqueeze(1)).addcmul_(
+                c[r0:r1], m[r0:r1].unsqueeze(1)).reshape(-1).add_(mL[r0 * V:r1 * V])
+            tv = tv + diff.abs_().sum()
+        return None, None, tv / 2
     for r0 in range(0, n, step):
         r1 = min(r0 + step, n)
         k0, k1 = r0 * V, r1 * V

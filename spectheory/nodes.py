@@ -420,7 +420,11 @@ def node_block_law(form: NodeForm, q_levels, p_levels, V: int, L: int,
     if start is not None:
         state, px, qx, mass = start.state, start.px, start.qx, start.mass
     for d in range(L):
-        state, w, c = form.step(state, px, qx, q_levels[d], p_levels[d])
+        if form.weights_only and B.is_torch(p_levels[d]):  # build the rows in one fresh array
+            state, w, c = form.step(state, px, qx, q_levels[d], p_levels[d],
+                                    out=_empty_like(p_levels[d]))
+        else:
+            state, w, c = form.step(state, px, qx, q_levels[d], p_levels[d])
         same = c is p_levels[d]
         validate_nodes(w, c, d, exact, name, skip_corr=same)
         masses.append(mass)
@@ -438,6 +442,7 @@ def node_block_law(form: NodeForm, q_levels, p_levels, V: int, L: int,
         R = [weights[0] if start is None else start.R * weights[0]]
         for d in range(1, L):
             R.append(_repeat(R[-1], V) * weights[d])
+        QR = masses[L - 1] * R[L - 1]  # Q(x^(L-1)) R_{L-1}(x^(L-1))
     # depth L, by chunks of parents (nodes of depth L-1)
     qP, pP, pL, mP = q_levels[L - 1], p_levels[L - 1], p_levels[L], masses[L - 1]
     n = qP.shape[0]
@@ -460,13 +465,19 @@ def node_block_law(form: NodeForm, q_levels, p_levels, V: int, L: int,
             corr_L[:k0] = pL[:k0]  # earlier chunks returned the target rows
         if corr_L is not None:
             corr_L[k0:k1] = c
-        m = (B.expand_dims(mP[r0:r1], 1) * q_r).reshape(-1)  # Q(x^L)
-        if forward:
-            stop_L[k0:k1] = m * (_repeat(R[L - 1][r0:r1], V) * w)
-            parent_sum[r0:r1] = B.sum(q_r * w.reshape(-1, V), axis=1)
+        # q(a|x) w(x a) below each parent x; m_L(x a) = Q(x) q(a|x) R_{L-1}(x) c_L(x a)
+        # (forward) or Q(x) q(a|x) h_L(x a) (backward)
+        qw = q_r * w.reshape(-1, V)
+        rows = QR[r0:r1] if forward else mP[r0:r1]
+        if B.is_torch(qw):
+            torch.mul(qw, rows.unsqueeze(1), out=stop_L[k0:k1].view(-1, V))
         else:
-            stop_L[k0:k1] = m * w
-            parent_sum[r0:r1] = B.sum(q_r * (1 - w).reshape(-1, V), axis=1)
+            stop_L[k0:k1] = (qw * B.expand_dims(rows, 1)).reshape(-1)
+        if forward:  # sum_a q(a|x) c_L(x a)
+            parent_sum[r0:r1] = B.sum(qw, axis=1)
+        else:  # G_{L-1}(x) = sum_a q(a|x) (1 - h_L(x a))
+            parent_sum[r0:r1] = B.sum(torch.sub(q_r, qw, out=qw) if B.is_torch(qw)
+                                      else q_r - qw, axis=1)
     one = weights[0]
     bad = (one != 1) if exact else (B.abs(one - 1) > ROW_SUM_TOL)
     if start is None and bool(bad.any()):

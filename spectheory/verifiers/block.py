@@ -30,6 +30,7 @@ from ..law import Law
 from ..nodes import NodeForm, law_from_nodes
 from ..registry import VerifierSpec
 from .common import drafted_probs, drafted_ratio, normalise_residual, positive_residual
+from .token import residual_rows, screened_ratio
 
 
 def block_node(state, px, qx, q, p, correction: bool = True, out=None):
@@ -46,7 +47,7 @@ def block_node(state, px, qx, q, p, correction: bool = True, out=None):
     if state is None:
         w = B.ones_like(p[:, 0])
     else:
-        w = drafted_ratio(px, qx)
+        w = screened_ratio(px, qx)
         w = w.mul_(state).clamp_(max=1) if B.is_torch(w) else B.minimum(state * w, 1)
     if q is None:
         return w, w, (p if correction else None)
@@ -61,11 +62,19 @@ def block_node(state, px, qx, q, p, correction: bool = True, out=None):
         res = positive_residual(w, p, q)
         S = B.sum(res, axis=-1)
     # S + (1 - w), not S + 1 - w: with w <= 1 this keeps h <= 1 (and P(tau) >= 0) in float32
-    h = B.ones_like(S) if state is None else B.safe_div(S, S + (1 - w), B.scalar(S, 1))
+    if state is None:
+        h = B.ones_like(S)
+    elif B.is_torch(S):  # S / den, 1 where den = 0; a screen min(den) > 0 skips the search
+        den = S + (1 - w)
+        h = torch.div(S, den)
+        if not (den.numel() == 0 or bool(den.min() > 0)):
+            h = torch.where(den == 0, torch.ones_like(h), h)
+    else:
+        h = B.safe_div(S, S + (1 - w), B.scalar(S, 1))
     if not correction:
         return w, h, None
     if neg is not None:
-        return w, h, normalise_residual(neg, -S, p)  # zeros may carry a sign bit (-0.0 == 0)
+        return w, h, residual_rows(neg, -S, p)  # zeros may carry a sign bit (-0.0 == 0)
     return w, h, normalise_residual(res, S, p)
 
 

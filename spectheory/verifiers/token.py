@@ -20,11 +20,40 @@ engine's per-node route are both built from it.
 
 from __future__ import annotations
 
+from .._lazy import torch
+
 from .. import backend as B
 from ..law import Law
 from ..nodes import NodeForm, law_from_nodes
 from ..registry import VerifierSpec
 from .common import drafted_ratio, normalise_residual, positive_residual
+
+
+def screened_ratio(px, qx):
+    """p(X_i|X^{i-1}) / q(X_i|X^{i-1}) as a new array, equal to
+    [`drafted_ratio`][spectheory.verifiers.common.drafted_ratio] (ratio 1 for a draft token of
+    probability zero). On torch one division and a screen ``min(qx) > 0`` (one read, no
+    temporary; False on a zero, a negative entry or NaN); only when the screen fails does
+    `drafted_ratio` look for the zeros, so the result is the same in every case."""
+    if B.is_torch(qx) and qx.numel() and bool(qx.min() > 0):
+        return torch.div(px, qx)
+    return drafted_ratio(px, qx)
+
+
+def residual_rows(res, total, p):
+    """[`normalise_residual`][spectheory.verifiers.common.normalise_residual] for residual rows
+    ``res`` [N, V] whose entries have one sign (max(., 0) or min(., 0)), so that a row of total 0
+    is all zeros: the same values. On torch the division runs in place after a screen
+    (``aminmax(total)``, one read: no zero and no NaN when min > 0 or max < 0); rows of total 0
+    become res + p = p in one fused pass instead of a gather and scatter."""
+    if not B.is_torch(res):
+        return normalise_residual(res, total, p)
+    if total.numel():
+        lo, hi = torch.aminmax(total)
+        if bool(lo > 0) or bool(hi < 0):
+            return res.div_(total.unsqueeze(-1))
+    zero = (total == 0).to(res.dtype).unsqueeze(-1)
+    return res.div_(total.unsqueeze(-1) + zero).addcmul_(p, zero)
 
 
 def token_node(state, px, qx, q, p, correction: bool = True, out=None):
@@ -36,13 +65,18 @@ def token_node(state, px, qx, q, p, correction: bool = True, out=None):
     i < L and p at depth L; None with ``correction=False`` (then the rows are not read).
     ``out`` [N, V] (torch) receives the correction rows.
     """
-    a = B.ones_like(p[:, 0]) if px is None else B.minimum(drafted_ratio(px, qx), 1)
+    if px is None:
+        a = B.ones_like(p[:, 0])
+    elif B.is_torch(px):
+        a = screened_ratio(px, qx).clamp_(max=1)
+    else:
+        a = B.minimum(drafted_ratio(px, qx), 1)
     if not correction:
         return None, a, None
     if q is None:
         return None, a, p
     res = positive_residual(None, p, q, out)
-    return None, a, normalise_residual(res, B.sum(res, axis=-1), p)
+    return None, a, residual_rows(res, B.sum(res, axis=-1), p)
 
 
 TOKEN_NODE = NodeForm(token_node, "forward",
