@@ -479,6 +479,10 @@ def analyze(instance: Instance, verifier, name: str | None = None,
             raise SpectheoryError(f"executor={executor!r} splits the per-node route: verifier "
                                   f"{how.spec.name!r} with {how.paths} path(s) has none "
                                   "(node-form verifiers with one path only)")
+        if route != "node" or str(device) != "cpu":
+            raise SpectheoryError(f"executor={executor!r} runs the per-node route on the CPU; "
+                                  f"route={route!r} / device={device!r} cannot be split (leave "
+                                  "them at their defaults, or drop executor)")
         from .split import analyze_split
 
         tau, out, tgt, tv = analyze_split(instance, how.spec, exact, laws, split_depth,

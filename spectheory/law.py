@@ -74,6 +74,9 @@ class LawError(SpectheoryError):
         self.where = where
         self.value = value
 
+    def __reduce__(self):  # rebuilt with all four fields (worker processes send it back)
+        return (type(self), (self.kind, str(self), self.where, self.value))
+
 
 def _first(mask) -> tuple:
     idx = np.argwhere(np.asarray(mask))

@@ -389,6 +389,8 @@ class SubtreeStart:
     qx: object
     mass: object
     R: object
+    depth: int = 0  # the root's depth s and its index among the nodes of that depth: errors
+    index: int = 0  # name nodes by their place in the whole tree
 
 
 def node_block_law(form: NodeForm, q_levels, p_levels, V: int, L: int,
@@ -417,8 +419,10 @@ def node_block_law(form: NodeForm, q_levels, p_levels, V: int, L: int,
     mass = B.full((C,), 1, p_levels[0])  # Q(x^d), the draft probability of each node
     masses, weights, corrs, is_p = [], [], [], []
     state = px = qx = None
+    at = first = 0  # absolute depth and first node index of the levels, for error messages
     if start is not None:
         state, px, qx, mass = start.state, start.px, start.qx, start.mass
+        at, first = start.depth, start.index
     for d in range(L):
         if form.weights_only and B.is_torch(p_levels[d]):  # build the rows in one fresh array
             state, w, c = form.step(state, px, qx, q_levels[d], p_levels[d],
@@ -426,7 +430,7 @@ def node_block_law(form: NodeForm, q_levels, p_levels, V: int, L: int,
         else:
             state, w, c = form.step(state, px, qx, q_levels[d], p_levels[d])
         same = c is p_levels[d]
-        validate_nodes(w, c, d, exact, name, skip_corr=same)
+        validate_nodes(w, c, d + at, exact, name, skip_corr=same, offset=first * V ** d)
         masses.append(mass)
         weights.append(w)
         corrs.append(c)
@@ -458,7 +462,7 @@ def node_block_law(form: NodeForm, q_levels, p_levels, V: int, L: int,
         p_k = pL[k0:k1]
         _, w, c = form.step(s, pP[r0:r1].reshape(-1), q_r.reshape(-1), None, p_k)
         same = c is p_k
-        validate_nodes(w, c, L, exact, name, skip_corr=same, offset=k0)
+        validate_nodes(w, c, L + at, exact, name, skip_corr=same, offset=first * V ** L + k0)
         if not same and corr_L is None:
             corr_L = (B.full(pL.shape, 0, pL) if exact else
                       torch.empty(pL.shape, dtype=pL.dtype, device=pL.device))

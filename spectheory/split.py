@@ -65,8 +65,8 @@ def _rows(model, d: int, a: int, b: int, exact: bool):
         rows = np.broadcast_to(model.tables[0], (b - a, V))
     else:
         rows = model.tables[D][np.arange(a, b) % (V ** D)]
-    rows = np.ascontiguousarray(rows)
-    return rows if exact else torch.as_tensor(rows, dtype=torch.float64)
+    rows = np.array(rows, copy=True, order="C")  # its own writable rows (tables may be views)
+    return rows if exact else torch.from_numpy(rows.astype(np.float64, copy=False))
 
 
 def _subtree_levels(inst: Instance, s: int, u: int, exact: bool):
@@ -87,7 +87,8 @@ def _subtree(payload, u: int):
     q, p = _subtree_levels(inst, s, u, exact)
     st = starts
     start = SubtreeStart(_one(st["state"], u), st["px"][u:u + 1], st["qx"][u:u + 1],
-                         st["mass"][u:u + 1], st["R"][u:u + 1] if st["R"] is not None else 1)
+                         st["mass"][u:u + 1], st["R"][u:u + 1] if st["R"] is not None else 1,
+                         depth=s, index=u)
     nodes = node_block_law(spec.node, q, p, inst.vocab_size, inst.block_length - s,
                            name=spec.name, start=start)
     return nodes, p
@@ -240,9 +241,14 @@ def analyze_split(instance: Instance, spec, exact: bool, laws: bool, split_depth
         workers = max(1, min(os.cpu_count() or 1, 8))
     _check_split(V, L, split_depth, workers, executor)
     s = int(split_depth)
-    # the guard applies to one task's enumeration: V^(L+1-s) sequences
+    # the guard applies to one task's enumeration, V^(L+1-s) sequences, and, when the laws are
+    # assembled here, to the whole V^(L+1)
     check_size(V ** (L + 1 - s), "one subtree task of the split analysis", exact,
                max_sequences, f"V^(L+1-d) = {V}^{L + 1 - s}")
+    if laws:
+        check_size(V ** (L + 1), "split analysis with laws=True (the output and target laws "
+                   "are assembled whole; laws=False keeps only the tau pmf and the TV)", exact,
+                   max_sequences, f"V^(L+1) = {V}^{L + 1}")
     model_d = instance.draft.to_exact() if exact else instance.draft.to_float()
     model_p = instance.target.to_exact() if exact else instance.target.to_float()
     inst = Instance(V, L, model_p, model_d)

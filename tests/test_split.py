@@ -126,7 +126,8 @@ def test_split_guards_the_size_of_one_task():
     with pytest.raises(SpectheoryError, match="one subtree task of the split analysis"):
         st.analyze(inst, "block", executor="local", split_depth=1, max_sequences=4)
     # the whole tree (16 sequences) is over the limit, one task below depth 2 (4) is not
-    st.analyze(inst, "block", executor="local", split_depth=2, max_sequences=4, workers=1)
+    st.analyze(inst, "block", executor="local", split_depth=2, max_sequences=4, workers=1,
+               laws=False)
 
 
 def test_cli_split(tmp_path, capsys):
@@ -148,3 +149,37 @@ def test_ray_executor_equals_one_process_exactly(ray_cluster):
     one = st.analyze(inst, LOSSY_BACKWARD, exact=True)
     _same(st.analyze(inst, LOSSY_BACKWARD, exact=True, executor="ray", split_depth=1,
                      workers=2), one)
+
+
+def _bad_step(state, px, qx, q, p, **kw):
+    """Token verification's step with a weight of 2 at depth 2: not a law."""
+    s, w, c = TOKEN_NODE.step(state, px, qx, q, p)
+    return s, (w * 2 if px is not None and q is None else w), c
+
+
+BAD = node_verifier(NodeForm(_bad_step, "forward", "weights of 2 at the last depth"), "bad-node",
+                    lossless=False)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_bad_rule_is_named_at_its_place_in_the_whole_tree(workers):
+    """Node validation inside a task names the absolute depth and node, as one process does,
+    and the error crosses a worker process intact (a LawError, not a broken pool)."""
+    from spectheory.law import LawError
+
+    inst = random_instance(2, 2, 3)
+    with pytest.raises(LawError) as one:
+        st.analyze(inst, BAD)
+    with pytest.raises(LawError) as split:
+        st.analyze(inst, BAD, executor="local", split_depth=1, workers=workers)
+    assert str(split.value) == str(one.value) and split.value.kind == one.value.kind
+
+
+def test_split_with_laws_guards_the_whole_tree_and_refuses_other_routes():
+    inst = random_instance(2, 4, 0)
+    with pytest.raises(SpectheoryError, match="laws=True"):
+        st.analyze(inst, "block", executor="local", split_depth=3, max_sequences=8, workers=1)
+    st.analyze(inst, "block", executor="local", split_depth=3, max_sequences=8, laws=False,
+               workers=1)
+    with pytest.raises(SpectheoryError, match="route='per-draft'"):
+        st.analyze(inst, "block", executor="local", route="per-draft")
