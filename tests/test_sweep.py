@@ -324,3 +324,42 @@ def test_sampling_axes_give_the_processed_targets_laws(tmp_path, capsys):
     with pytest.raises(OptionError, match="sampling"):
         load_config('[[instances]]\nfamily="random"\nvocab=2\nblock=2\n[[verifiers]]\n'
                     'name="token"\nsampling="top_q=3"\n')
+
+
+def test_only_reproduces_rows_afresh_and_leaves_the_table(tmp_path, capsys, monkeypatch):
+    """The fallback reproducing command (``sweep CONFIG --only KEY``, used for toy families)
+    recomputes the row, prints it, and neither rewrites the folder's table nor reads the cache;
+    knobs a built-in family does not take are refused when the file is read."""
+    cfg = tmp_path / "toy.toml"
+    cfg.write_text('[[instances]]\nfamily = "toy:logit-noise"\nvocab = 2\nblock = 2\n'
+                   'seeds = [0, 1]\nsigma = 0.5\n[[verifiers]]\nname = "block"\n')
+    out = tmp_path / "out"
+    assert main(["sweep", str(cfg), "--out", str(out), "--no-progress"]) == 0
+    capsys.readouterr()
+    before = (out / "results.csv").read_text()
+    row = _table(out)[1]
+    assert row["command"].startswith(f"spectheory sweep {cfg.resolve()} --only ")
+    for cached in (out / "cache").glob("*.json"):  # a stale cache must not be what is printed
+        cached.write_text(cached.read_text().replace(row["block_efficiency"], "0.5"))
+    monkeypatch.chdir(tmp_path.parent)  # the command works from any folder
+    assert main(row["command"].split()[1:] + ["--out", str(out)]) == 0
+    (printed,) = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert printed["job"] == row["job"] and str(printed["block_efficiency"]) == \
+        row["block_efficiency"]
+    assert (out / "results.csv").read_text() == before
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[instances]]\nfamily = "random"\nvocab = 2\nblock = 2\nseed = [0, 1]\n'
+                   '[[verifiers]]\nname = "block"\n')
+    assert main(["sweep", str(bad), "--out", str(tmp_path / "o2")]) == 2
+    assert "unknown key 'seed' in [[instances]] #1" in capsys.readouterr().err
+    bad.write_text('[[instances]]\nfamily = "toy:logit-noise"\nvocab = 2\nblock = 2\n'
+                   'sigam = 1.0\n[[verifiers]]\nname = "block"\n')
+    assert main(["sweep", str(bad), "--out", str(tmp_path / "o2")]) == 2
+    assert "did you mean 'sigma'?" in capsys.readouterr().err
+
+
+def test_a_drafting_warning_is_a_note_on_its_row(tmp_path):
+    cfg = load_config('[[instances]]\nfamily = "random"\nvocab = 2\nblock = 2\n'
+                      '[[verifiers]]\nname = "gbv"\npaths = 2\ndrafting = ["iid", "norep"]\n')
+    rows = run_sweep(cfg, tmp_path / "out", workers=1)
+    assert rows[0]["notes"] == "" and "iid" in rows[1]["notes"]

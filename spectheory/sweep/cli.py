@@ -41,6 +41,12 @@ def cmd_sweep(args) -> int:
                      address=args.address, only=args.only, retry_failed=args.retry_failed,
                      use_cache=not args.no_cache, progress=not args.no_progress
                      and sys.stderr.isatty(), log=log)
+    if args.only:  # a reproduction: the rows themselves, one JSON object a line
+        import json
+
+        for row in rows:
+            sys.stdout.write(json.dumps(row) + "\n")
+        return 0
     counts: dict[str, int] = {}
     for row in rows:
         counts[row["status"]] = counts.get(row["status"], 0) + 1
@@ -75,7 +81,8 @@ def register(sub) -> None:
     p.add_argument("--workers", default=None,
                    help="jobs at once (default: the cores, at most 8)")
     p.add_argument("--only", nargs="+", default=None, metavar="KEY",
-                   help="run only these jobs (the 'job' column; each row's command uses this)")
+                   help="reproduce these jobs (the 'job' column; some rows' command uses this): "
+                        "computed afresh and printed as JSON lines; the table is left as it is")
     p.add_argument("--retry-failed", action="store_true",
                    help="run cached failures (timeouts, errors) again")
     p.add_argument("--no-cache", action="store_true", help="run every job, cached or not")

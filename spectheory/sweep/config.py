@@ -73,6 +73,39 @@ def _refuse_unknown(table: dict, allowed, where: str, free: bool = False) -> Non
             raise OptionError(f"unknown key {key!r} in {where}{hint}")
 
 
+#: The knobs of the built-in random family (`spectheory.random_instance`).
+RANDOM_KNOBS = ("alpha", "context_independent", "denominator")
+
+
+def _check_knobs(family: str, knobs: list, where: str) -> None:
+    """Knobs a built-in family does not take are refused when the file is read (with the
+    nearest one); a ``module:function`` family's knobs are the user's."""
+    import inspect
+
+    if family == "random":
+        allowed = RANDOM_KNOBS
+    elif family.startswith("toy:"):
+        import importlib
+
+        toy = importlib.import_module("spectheory.toy_models")  # loaded by name, not imported
+        name = family[4:]
+        if name not in toy.FAMILIES:
+            near = difflib.get_close_matches(name, list(toy.FAMILIES), n=1)
+            raise OptionError(f"{where}: unknown toy family {name!r}"
+                              + (f"; did you mean 'toy:{near[0]}'?" if near else
+                                 f"; choose from {', '.join(sorted(toy.FAMILIES))}"))
+        params = inspect.signature(toy.FAMILIES[name].make).parameters
+        allowed = tuple(k for k in params if k not in ("vocab_size", "block_length", "seed"))
+    else:
+        return
+    for k in knobs:
+        if k not in allowed:
+            near = difflib.get_close_matches(k, list(allowed) + list(INSTANCE_KEYS), n=1)
+            hint = f"; did you mean {near[0]!r}?" if near else ""
+            raise OptionError(f"unknown key {k!r} in {where} (family {family} takes "
+                              f"{', '.join(allowed) or 'no knobs'}){hint}")
+
+
 def _samplings(value, where: str) -> list[str]:
     """Sampling parameters (`spectheory.processing.parse_sampling`'s string form), checked now
     and kept in their canonical string ("" for none)."""
@@ -214,8 +247,11 @@ def load_config(text_or_path) -> SweepConfig:
             for v in values:
                 if not isinstance(v, (int, float, str, bool)):
                     raise OptionError(f"{where} knob {k} must be numbers or strings; got {v!r}")
+        families = _strings(table["family"], f"{where} family")
+        for family in families:
+            _check_knobs(family, sorted(knobs), where)
         cfg.instances.append({
-            "family": _strings(table["family"], f"{where} family"),
+            "family": families,
             "vocab": _ints(table["vocab"], f"{where} vocab", 2, MAX_VOCAB),
             "block": _ints(table["block"], f"{where} block", 1, MAX_BLOCK),
             "seeds": _ints(table.get("seeds", 0), f"{where} seeds", 0, 2 ** 63 - 1),

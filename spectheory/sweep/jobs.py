@@ -6,12 +6,13 @@ from __future__ import annotations
 import importlib
 import json
 import shlex
+from pathlib import Path
 
 from ..errors import OptionError, SpectheoryError
 
 #: The outputs of a row (inputs are `Job.inputs`), in table order.
 OUTPUTS = ("status", "block_efficiency", "expected_accepted", "tv_to_target", "tau_pmf",
-           "value_exact", "method", "error", "seconds", "peak_rss_mb")
+           "value_exact", "method", "error", "notes", "seconds", "peak_rss_mb")
 
 
 def build_instance(family: str, vocab: int, block: int, seed: int, knobs: dict, exact: bool):
@@ -144,7 +145,7 @@ def command(job, config_path: str | None = None) -> str:
             if job.draft_sampling:
                 run += ["--draft-sampling", job.draft_sampling]
         elif job.sampling or job.draft_sampling:  # the lp command takes no sampling options
-            where = shlex.quote(config_path) if config_path else "CONFIG"
+            where = shlex.quote(str(Path(config_path).resolve())) if config_path else "CONFIG"
             return f"spectheory sweep {where} --only {job.key()}"
         else:
             run = ["spectheory", "lp", "inst.json", "--problem", job.name]
@@ -155,7 +156,7 @@ def command(job, config_path: str | None = None) -> str:
         if job.exact:
             run += ["--exact"]
         return f"{shlex.join(make)} > inst.json && {shlex.join(run)}"
-    where = shlex.quote(config_path) if config_path else "CONFIG"
+    where = shlex.quote(str(Path(config_path).resolve())) if config_path else "CONFIG"
     return f"spectheory sweep {where} --only {job.key()}"
 
 

@@ -46,7 +46,12 @@ def _child(job: Job, conn) -> None:  # pragma: no cover - runs in the forked chi
         set_threads(1)
     except Exception:  # noqa: BLE001 - threads are a speed setting, never a failure
         pass
+    import warnings
+
     start = time.perf_counter()
+    caught = warnings.catch_warnings(record=True)
+    seen = caught.__enter__()
+    warnings.simplefilter("always")
     try:
         out = dict(compute(job), status="ok", error="")
     except SpectheoryError as exc:
@@ -57,6 +62,13 @@ def _child(job: Job, conn) -> None:  # pragma: no cover - runs in the forked chi
         out = {"status": "memory", "error": "out of memory (MemoryError)"}
     except Exception as exc:  # noqa: BLE001 - a failing job is a row
         out = {"status": "failed", "error": describe_error(exc)}
+    caught.__exit__(None, None, None)
+    notes = []
+    for w in seen:  # e.g. a verifier analysed under a drafting scheme it is not designed for
+        text = " ".join(str(w.message).split())
+        if text not in notes:
+            notes.append(text)
+    out["notes"] = "; ".join(notes)
     out["seconds"] = round(time.perf_counter() - start, 4)
     out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     try:
@@ -290,8 +302,9 @@ def run_sweep(cfg: SweepConfig, out, executor: str = "local", workers: int | Non
     """Run the sweep ``cfg`` into the folder ``out`` and return its rows (grid order).
 
     Jobs whose result is in ``out/cache`` are not run again (``use_cache=False`` runs all;
-    ``retry_failed`` re-runs cached failures). ``only``: job keys to run (the reproducing
-    command of a row). ``executor``: ``"local"`` (``workers`` child processes, default: the
+    ``retry_failed`` re-runs cached failures). ``only``: job keys to reproduce (the command of
+    a row): those jobs run afresh on this machine and their rows are returned; the folder's table
+    and cache are left as they are. ``executor``: ``"local"`` (``workers`` child processes, default: the
     cores, at most 8) or ``"ray"`` (``address`` of a cluster, else a local one).
     """
     if executor not in EXECUTORS:
@@ -303,12 +316,19 @@ def run_sweep(cfg: SweepConfig, out, executor: str = "local", workers: int | Non
         raise OptionError(f"workers must be an integer in [1, {4 * cores}] (4 x the cores); "
                           f"got {workers!r}")
     jobs = expand(cfg)
-    if only:
+    if only:  # a reproduction: the named jobs computed afresh, the table and cache untouched
         keys = {j.key() for j in jobs}
         missing = [k for k in only if k not in keys]
         if missing:
             raise OptionError(f"job {missing[0]!r} is not in this sweep")
         jobs = [j for j in jobs if j.key() in set(only)]
+        results: dict[str, dict] = {}
+        if log is not None:
+            log(f"sweep {cfg.name}: reproducing {len(jobs)} job(s) afresh (the table in {out} "
+                "is left as it is)")
+        _local(jobs, min(workers, len(jobs)), lambda job, o: results.__setitem__(job.key(), o))
+        config_path = cfg.source if cfg.source not in ("", "<text>") else None
+        return [_row(job, results[job.key()], config_path) for job in jobs]
     out = Path(out)
     cache = out / "cache"
     try:
