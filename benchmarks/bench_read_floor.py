@@ -27,9 +27,11 @@ access). Both sides are checked to agree to 1e-12 (tau pmf, TV, output law), the
 interleaved (reference, engine, reference, ...), and the median of the repeats is reported with
 the ratio engine / reference. torch and numpy run on one thread.
 
-Usage::
+Usage:
 
-    PYTHONPATH=. python benchmarks/bench_read_floor.py --label after --repeats 21
+```bash
+PYTHONPATH=. python benchmarks/bench_read_floor.py --label after --repeats 21
+```
 
 writes (merging into an existing file, one entry per ``--label``)
 ``benchmarks/results/read_floor.json``.
