@@ -94,6 +94,9 @@ def call_user(fn, *args, what: str | None = None, **kwargs):
     except Exception as exc:  # noqa: BLE001 - user code may raise anything
         label = what or _describe(fn)
         raise UserCodeError(f"{label} raised {_exception_text(exc)}") from exc
+    except BaseException as exc:  # GeneratorExit, asyncio.CancelledError, a test runner's
+        label = what or _describe(fn)  # outcome exceptions: still the user code's failure
+        raise UserCodeError(f"{label} raised {_exception_text(exc)}") from exc
 
 
 #: Longest part of a user exception's message quoted in the one line.

@@ -33,7 +33,7 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 from ._lazy import is_tensor, torch
 
-from .errors import SpectheoryError
+from .errors import InputError, SpectheoryError
 
 
 class Law(NamedTuple):
@@ -61,7 +61,7 @@ MultiVerifier = Callable[[Any, Any, Any], Law]
 ROW_SUM_TOL = 1e-9
 
 
-class LawError(SpectheoryError):
+class LawError(InputError):
     """A verifier returned something that is not a law: the checker refuses to give a verdict.
 
     ``kind`` is one of ``"shape"``, ``"nan"``, ``"inf"``, ``"negative"``, ``"stop-sum"``,

@@ -622,6 +622,9 @@ def handed_rows(p, inputs: str = "probs"):
         raise SamplingError(f"inputs = {inputs!r} is not one of {', '.join(INPUTS)}")
     if inputs == "probs":
         return p
+    if p.dim() >= 1 and p.shape[0] > 1 and p.stride(0) == 0:  # one row repeated (an expanded
+        # view, as repeat-aware samplers are handed): converted once, handed as the same view
+        return handed_rows(p[:1], inputs).expand(p.shape)
     return torch.log(p.to(torch.float64)).to(torch.float32)
 
 

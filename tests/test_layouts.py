@@ -396,3 +396,24 @@ def test_coins_tau_accepts_the_existing_kit_coin_samplers():
                         samples=2_000, mode="coins-tau")
     assert not rep.passed and rep.mismatch.differs == "tau"
     assert rep.mismatch.position is not None and 0 <= rep.mismatch.threshold <= 1
+
+
+def test_coins_tau_passes_an_engine_that_recomputes_rows_where_p_equals_q():
+    """p(X) = q(X) exactly in the kit's rows is a threshold of 1, but an engine that takes logits
+    and applies a float32 softmax to each side sees p/q = 1 - 6e-8: the pinned coin next to 1
+    must count as a tie, not as the engine's mistake (vLLM V1's preset, a correct port)."""
+    from spectheory.testing.sampler import DraftRows
+
+    q = torch.tensor([0.06258256243943126, 0.37656233918197546, 0.3146185910729118,
+                      0.24623650730568145], dtype=torch.float64)
+    rest = torch.tensor([0.29475363459732123, 0.1874941181143704, 0.4551696848488771],
+                        dtype=torch.float64)
+    p = torch.cat([q[:1], rest / rest.sum() * (1 - q[0])])
+    assert p[0] == q[0]
+    sq, sp = (torch.softmax(torch.log(x).float(), -1) for x in (q, p))
+    assert sp[0] < sq[0]  # the engine's ratio is below 1
+    rows = DraftRows(torch.zeros(1, 1, dtype=torch.long), q.view(1, 1, 4),
+                     torch.stack([p, torch.full((4,), 0.25, dtype=torch.float64)]).view(1, 2, 4))
+    sampler = Lm.engine_coin_sampler(A.vllm_v1_rejection_sample, Lm.VLLM_V1)
+    report = check_sampler(sampler, "token", instances=[rows], samples=64, mode="coins-tau")
+    assert report.passed, str(report)

@@ -321,3 +321,40 @@ def test_user_exit_codes_never_reach_the_process(spec, user_dir):
     assert res.returncode == 2, res
     assert res.stdout == "" and res.stderr.count("\n") == 1 and "Traceback" not in res.stderr
     assert "sys.exit(" in res.stderr
+
+
+def test_any_base_exception_from_user_code_is_one_line():
+    """GeneratorExit, asyncio.CancelledError or a test runner's outcome exceptions derive from
+    BaseException, not Exception: they are still the user code's failure, one line."""
+    from spectheory.errors import UserCodeError, call_user
+
+    class Outcome(BaseException):
+        pass
+
+    for exc in (GeneratorExit(), Outcome("stop here")):
+        def f(exc=exc):
+            raise exc
+
+        with pytest.raises(UserCodeError, match="raised"):
+            call_user(f, what="sampler f")
+    with pytest.raises(KeyboardInterrupt):  # an interrupt stays an interrupt
+        call_user(lambda: (_ for _ in ()).throw(KeyboardInterrupt()))
+
+
+def test_a_non_law_is_still_a_value_error():
+    from spectheory.law import LawError
+
+    assert isinstance(LawError("nan", "m"), ValueError)
+
+
+def test_logits_handed_for_repeated_rows_stay_one_row():
+    """With inputs='logits', rows repeated as an expanded view are converted once and handed as
+    a view (a copy per call grew with the rows: 2.7 GB at V = 200 and 2^18 rows)."""
+    import torch
+
+    from spectheory.processing import handed_rows
+
+    p = torch.softmax(torch.randn(1, 3, 50, dtype=torch.float64), -1).expand(4096, 3, 50)
+    out = handed_rows(p, "logits")
+    assert out.shape == p.shape and out.stride(0) == 0 and out.dtype == torch.float32
+    assert torch.equal(out[7], torch.log(p[0]).float())

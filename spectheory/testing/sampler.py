@@ -408,7 +408,8 @@ def _coin_thresholds(convention: str, drafts, q, p):
 def _coin_decide(convention: str, drafts, q, p, uniforms, tol: float = 0.0, token: bool = True):
     """Reference decisions (tau, Y) and a mask of rows whose decision is ambiguous (a uniform
     within ``tol`` of its threshold; a threshold of exactly 0 is never ambiguous, nor one of
-    exactly 1 unless the token rule's unclamped ratio p/q lies within ``tol`` of u). With
+    exactly 1 unless the token rule's unclamped ratio p/q, 1 included, lies within ``tol`` of
+    u). With
     ``token=False`` only the positions' decisions count (the token coin's ties are ignored)."""
     if convention not in CONVENTIONS:
         raise SpectheoryError(f"unknown coin convention {convention!r}; choose from "
@@ -419,10 +420,12 @@ def _coin_decide(convention: str, drafts, q, p, uniforms, tol: float = 0.0, toke
     ok = u[:, :L] <= thr
     # thresholds of exactly 0 (p(X_i) = 0) or 1 (p >= q) are exact in any float arithmetic
     near = ((u[:, :L] - thr).abs() <= tol) & (thr != 0) & (thr != 1)
-    if convention == "token":  # p/q just above 1 may round to just below 1 in a float32 engine
+    if convention == "token":  # p/q at or just above 1 may round to just below 1 in an engine
+        # that recomputes p and q (a float32 softmax of each side's logits): p(X) = q(X) exactly
+        # in the kit's rows is no longer exactly 1 there
         px, qx = drafted_probs(drafts, q.to(torch.float64), p.to(torch.float64))
         raw = px / torch.where(qx > 0, qx, torch.ones_like(qx))
-        near |= (thr == 1) & (qx > 0) & (raw != 1) & ((u[:, :L] - raw).abs() <= tol)
+        near |= (thr == 1) & (qx > 0) & ((u[:, :L] - raw).abs() <= tol)
     pos = torch.arange(1, L + 1, device=drafts.device)
     if convention == "token":
         tau = torch.cumprod(ok.to(torch.long), dim=1).sum(dim=1)
