@@ -598,3 +598,16 @@ def test_cli_bad_input_is_one_line_exit_2(sampler_module, capsys, args, msg):
     code, out, err = run(["check-sampler", *args], capsys)
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and msg in err and "Traceback" not in err
+
+
+def test_outputs_of_two_dimensions_are_a_layout_mistake():
+    """accepted [1, B] or token [B, 1] has the right number of entries but not the layout the
+    kit asked for: a failing report naming the shape, not a silent reshape."""
+    base = make_sampler("block")
+
+    def transposed(drafts, q, p, generator=None):
+        tau, y = base(drafts, q, p, generator)
+        return tau.reshape(1, -1), y
+
+    report = check_sampler(transposed, "block", samples=2000)
+    assert not report.passed and "accepted of shape [1," in str(report)

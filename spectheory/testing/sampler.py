@@ -691,6 +691,8 @@ def _as_index(x, name: str):
         return None, f"{name} of type {type(x).__name__}, not a tensor"
     if t.dtype == torch.bool or t.is_complex():
         return None, f"{name} of dtype {t.dtype}, not an integer tensor"
+    if t.dim() > 1:  # [B] expected: [1, B] or [B, 1] is a layout mistake, not a batch of B
+        return None, f"{name} of shape {list(t.shape)}, not a vector [B]"
     t = t.reshape(-1).cpu()
     if t.is_floating_point():
         bad = ~torch.isfinite(t)
