@@ -24,13 +24,14 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 
 import torch
 
 from spectheory.testing.sampler import DraftRows, check_sampler, make_sampler
+
+from _machine import cpu_name
 
 
 def rows(V: int, B: int, L: int, seed: int) -> DraftRows:
@@ -93,7 +94,7 @@ def main(argv=None) -> int:
         "target_seconds": 60,
         "report": rep.to_json(),
         "machine": {"uname_m": platform.machine(), "nproc": os.cpu_count(),
-                    "cpu": _cpu(), "python": platform.python_version(),
+                    "cpu": cpu_name(), "python": platform.python_version(),
                     "torch": torch.__version__, "torch_threads": torch.get_num_threads()},
         "timing": f"best of {a.repeats}",
     }
@@ -113,17 +114,6 @@ def main(argv=None) -> int:
         with open(os.path.join(a.out, "check_sampler.txt"), "w") as f:
             f.write(text)
     return 0
-
-
-def _cpu() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        for line in out.splitlines():
-            if line.startswith("Model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 if __name__ == "__main__":

@@ -44,7 +44,6 @@ import datetime
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 
@@ -52,6 +51,8 @@ import numpy as np
 import torch
 
 import spectheory
+
+from _machine import cpu_name
 
 TOL = 1e-12
 
@@ -166,17 +167,6 @@ def _check(name, laws, ref, res) -> float:
     return worst
 
 
-def _cpu() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        for line in out.splitlines():
-            if line.startswith("Model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--V", type=int, default=8)
@@ -219,7 +209,7 @@ def main(argv=None) -> int:
         "instance": f"spectheory.random_instance({V}, {L}, {a.seed}), float64",
         "threads": {"torch": torch.get_num_threads(), "numpy": "one (no BLAS call)"},
         "timing": f"median of {a.repeats}, reference and engine interleaved",
-        "machine": {"uname_m": platform.machine(), "nproc": os.cpu_count(), "cpu": _cpu(),
+        "machine": {"uname_m": platform.machine(), "nproc": os.cpu_count(), "cpu": cpu_name(),
                     "python": platform.python_version(), "torch": torch.__version__,
                     "numpy": np.__version__},
         "results": rows,

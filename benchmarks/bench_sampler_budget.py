@@ -28,7 +28,6 @@ import io
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 
@@ -37,6 +36,8 @@ import torch
 from spectheory.testing import budget as B
 from spectheory.testing.sampler import (_ROW_LAWS, MIN_SECONDS_PER_SAMPLE, check_sampler,
                                         default_instances, make_sampler)
+
+from _machine import cpu_name
 
 SIZES = (1_000, 10_000, 100_000, 1_000_000)
 BUDGETS = (1, 10, 60, 600)
@@ -82,7 +83,7 @@ def main(argv=None) -> int:
            "command": "python benchmarks/bench_sampler_budget.py " + " ".join(
                argv if argv is not None else sys.argv[1:]),
            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-           "machine": {"uname_m": platform.machine(), "nproc": os.cpu_count(), "cpu": _cpu(),
+           "machine": {"uname_m": platform.machine(), "nproc": os.cpu_count(), "cpu": cpu_name(),
                        "python": platform.python_version(), "torch": torch.__version__,
                        "torch_threads": torch.get_num_threads()},
            "timing": f"best of {a.repeats}", "alpha": ALPHA, "power": B.POWER, "modes": {}}
@@ -160,17 +161,6 @@ def main(argv=None) -> int:
         with open(os.path.join(a.out, "sampler_budget.txt"), "w") as f:
             f.write(text)
     return 0
-
-
-def _cpu() -> str:
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
-        for line in out.splitlines():
-            if line.startswith("Model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
 
 
 if __name__ == "__main__":
