@@ -1136,7 +1136,12 @@ def _min_samples(mode: str, instances, draft_rows: int) -> int:
     return len(instances) if mode == "lossless" else 1
 
 
-def _refuse_time(samples: int, max_seconds: float | None) -> None:
+def _refuse_time(samples: int, max_seconds: float | None, what: str | None = None,
+                 remedy: str = "lower samples, or let samples='auto' with budget_s size the "
+                               "run") -> None:
+    """Refuse, before any call, a count whose least cost (`MIN_SECONDS_PER_SAMPLE` a sample,
+    the check's own work) exceeds ``max_seconds``; ``what`` names the count in the message
+    (default ``samples = N``; the command line says ``--samples N``)."""
     if max_seconds is None:
         return
     if isinstance(max_seconds, bool) or not isinstance(max_seconds, (int, float)) or \
@@ -1149,10 +1154,10 @@ def _refuse_time(samples: int, max_seconds: float | None) -> None:
         from ..limits import human_seconds
 
         raise SizeLimitError(
-            f"samples = {samples:,} would take at least {human_seconds(least)} (the check's own "
-            f"work costs at least {MIN_SECONDS_PER_SAMPLE:g} s a sample; the sampler's time comes "
-            f"on top), over max_seconds = {max_seconds:g} ({human_seconds(max_seconds)}); lower "
-            f"samples, or let samples='auto' with budget_s size the run")
+            f"{what or f'samples = {samples:,}'} would take at least {human_seconds(least)} (the "
+            f"check's own work costs at least {MIN_SECONDS_PER_SAMPLE:g} s a sample; the "
+            f"sampler's time comes on top), over max_seconds = {max_seconds:g} "
+            f"({human_seconds(max_seconds)}); {remedy}")
 
 
 def _planned_bytes(samples: int, mode: str, instances, K: int, draft_rows: int) -> tuple:

@@ -28,18 +28,12 @@ def parse_samples(text) -> int:
     (`spectheory.testing.sampler.MIN_SECONDS_PER_SAMPLE`) would take it past the longest run a
     check plans (`spectheory.testing.sampler.MAX_SECONDS`, one day). Memory does not grow with
     the count: samples are counted call by call (`check_sampler` guards its plan's memory)."""
-    from ..errors import SizeLimitError
-    from ..limits import human_seconds, parse_count
-    from .sampler import MAX_SECONDS, MIN_SECONDS_PER_SAMPLE
+    from ..limits import parse_count
+    from .sampler import MAX_SECONDS, _refuse_time
 
     samples = parse_count(text, "--samples")
-    least = samples * MIN_SECONDS_PER_SAMPLE
-    if least > MAX_SECONDS:
-        raise SizeLimitError(
-            f"--samples {samples:,} would take at least {human_seconds(least)} (the check's own "
-            f"work costs at least {MIN_SECONDS_PER_SAMPLE:g} s a sample, the sampler's on top), "
-            f"over the {human_seconds(MAX_SECONDS)} a check may run; use fewer samples, or "
-            f"--budget SECONDS to size the run")
+    _refuse_time(samples, MAX_SECONDS, f"--samples {samples:,}",
+                 "use fewer samples, or --budget SECONDS to size the run")
     return samples
 
 
