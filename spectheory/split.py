@@ -39,6 +39,7 @@ assert split.tau_pmf == one.tau_pmf and split.tv_to_target == one.tv_to_target
 from __future__ import annotations
 
 import os
+from contextlib import ExitStack
 from fractions import Fraction
 
 import numpy as np
@@ -129,8 +130,10 @@ def _phase2(payload, u: int, A0, T0, laws: bool):
 # ----------------------------------------------------------------------------- executors
 
 
-def _run(fn, args_list, executor: str, workers: int, address: str | None, payload):
-    """``[fn(payload, *args) for args in args_list]`` on the executor, in order."""
+def _run(fn, args_list, executor: str, workers: int, payload, remote=None):
+    """``[fn(payload, *args) for args in args_list]`` on the executor, in order; ``remote`` is
+    ``(ray, payload's object ref)`` for the Ray executor (one session and one copy of the
+    payload for both phases)."""
     if executor == "local" and workers == 1:
         return [fn(payload, *args) for args in args_list]
     if executor == "local":
@@ -146,25 +149,16 @@ def _run(fn, args_list, executor: str, workers: int, address: str | None, payloa
                                      chunksize=max(1, len(args_list) // (4 * workers))))
         finally:
             _PAYLOAD = None
-    try:
-        import ray
-    except ImportError:
-        raise OptionError("executor 'ray' needs Ray: pip install 'spectheory[ray]'") from None
-    started = False
-    if not ray.is_initialized():
-        kwargs = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
-        if address:
-            ray.init(address=address, **kwargs)
-        else:
-            ray.init(num_cpus=workers, object_store_memory=80 * 1024 ** 2, **kwargs)
-        started = True
-    try:
-        ref = ray.put(payload)
-        task = ray.remote(num_cpus=1, max_retries=0)(_ray_call)
-        return ray.get([task.remote(fn, ref, *args) for args in args_list])
-    finally:
-        if started:
-            ray.shutdown()
+    ray, ref = remote
+    task = ray.remote(num_cpus=1, max_retries=0)(_ray_call)
+    return ray.get([task.remote(fn, ref, *args) for args in args_list])
+
+
+def _payload_bytes(inst: Instance, exact: bool) -> int:
+    """About the size of the instance's tables in Ray's object store (Fractions pickle to
+    roughly 100 bytes an entry)."""
+    tables = list(inst.target.tables) + list(inst.draft.tables)
+    return sum(t.size * 100 if exact else t.nbytes for t in tables)
 
 
 _PAYLOAD = None
@@ -263,7 +257,34 @@ def analyze_split(instance: Instance, spec, exact: bool, laws: bool, split_depth
                        (0,), one[0])
     payload = (inst, spec, s, exact, starts)
     n = V ** s
-    first = _run(_phase1, [(u,) for u in range(n)], executor, workers, address, payload)
+    with ExitStack() as stack:
+        remote = None
+        if executor == "ray":
+            from .raycluster import ray_session
+
+            ray = stack.enter_context(ray_session(workers, address,
+                                                  2 * _payload_bytes(inst, exact)))
+            remote = (ray, ray.put(payload))
+        first = _run(_phase1, [(u,) for u in range(n)], executor, workers, payload, remote)
+        tau, A, T = _merge(spec, first, q_up, p_up, masses, weights, corrs, V, L, s, exact)
+        conv = (lambda v: v) if exact else (lambda v: float(v))
+        second = _run(_phase2, [(u, conv(A[u]), conv(T[u]), laws) for u in range(n)],
+                      executor, workers, payload, remote)
+    zero = Fraction(0) if exact else 0.0
+    tv = sum((t for t, _, _ in second), zero) / 2
+    out = tgt = None
+    if laws:
+        out = np.concatenate([o for _, o, _ in second])
+        tgt = np.concatenate([g for _, _, g in second])
+        if not exact:
+            out, tgt = torch.from_numpy(out), torch.from_numpy(tgt)
+    return tau, out, tgt, tv
+
+
+def _merge(spec, first, q_up, p_up, masses, weights, corrs, V: int, L: int, s: int,
+           exact: bool):
+    """From phase 1's parts: the tau pmf, and the output and target masses A_s, T_s of the
+    prefixes of length s (the stop masses above depth s from the subtrees' upward values)."""
     zero = Fraction(0) if exact else 0.0
     tau = [zero] * (L + 1)
     for sums, _ in first:
@@ -271,10 +292,8 @@ def analyze_split(instance: Instance, spec, exact: bool, laws: bool, split_depth
             tau[s + j] = tau[s + j] + v
     up = [v for _, v in first]
     up = np.array(up, dtype=object) if exact else torch.tensor(up, dtype=torch.float64)
-    # stop masses above depth s
-    forward = spec.node.scan == "forward"
     stop = [None] * s
-    if forward:
+    if spec.node.scan == "forward":
         R = [weights[0]]
         for d in range(1, s):
             R.append(_repeat(R[-1], V) * weights[d])
@@ -291,19 +310,8 @@ def analyze_split(instance: Instance, spec, exact: bool, laws: bool, split_depth
             stop[d] = masses[d] * weights[d] * G
     for d in range(s):
         tau[d] = Bk.sum(stop[d], axis=0) if exact else float(Bk.sum(stop[d], axis=0))
-    # output and target masses of the prefixes of length s
     A, T = Bk.full((1,), 0, p_up[0]), Bk.full((1,), 1, p_up[0])
     for j in range(s):
         A = (Bk.expand_dims(A, 1) * p_up[j] + Bk.expand_dims(stop[j], 1) * corrs[j]).reshape(-1)
         T = (Bk.expand_dims(T, 1) * p_up[j]).reshape(-1)
-    conv = (lambda v: v) if exact else (lambda v: float(v))
-    second = _run(_phase2, [(u, conv(A[u]), conv(T[u]), laws) for u in range(n)], executor,
-                  workers, address, payload)
-    tv = sum((t for t, _, _ in second), zero) / 2
-    out = tgt = None
-    if laws:
-        out = np.concatenate([o for _, o, _ in second])
-        tgt = np.concatenate([g for _, _, g in second])
-        if not exact:
-            out, tgt = torch.from_numpy(out), torch.from_numpy(tgt)
-    return tau, out, tgt, tv
+    return tau, A, T

@@ -15,11 +15,8 @@ settings.load_profile("spectheory")
 def ray_cluster():
     """One local Ray cluster (2 CPUs, a small object store) for every Ray test of the run: the
     executors join a running cluster instead of starting their own."""
-    ray = pytest.importorskip("ray")
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, object_store_memory=80 * 1024 ** 2, include_dashboard=False,
-                 log_to_driver=False, configure_logging=False)
-    yield ray
-    if started:
-        ray.shutdown()
+    pytest.importorskip("ray")
+    from spectheory.raycluster import ray_session
+
+    with ray_session(2) as ray:
+        yield ray

@@ -201,20 +201,9 @@ def _ray_task(job: Job) -> dict:  # runs on a Ray worker
 
 
 def _ray(jobs: list[Job], workers: int, address: str | None, done) -> None:
-    try:
-        import ray
-    except ImportError:
-        raise OptionError("--executor ray needs Ray: pip install 'spectheory[ray]'") from None
-    started = False
-    if not ray.is_initialized():
-        kwargs = {"include_dashboard": False, "log_to_driver": False,
-                  "configure_logging": False}
-        if address:
-            ray.init(address=address, **kwargs)
-        else:  # a local cluster for this run, sized like the local executor
-            ray.init(num_cpus=workers, object_store_memory=80 * 1024 ** 2, **kwargs)
-        started = True
-    try:
+    from ..raycluster import ray_session
+
+    with ray_session(workers, address, what="--executor ray") as ray:
         task = ray.remote(num_cpus=1, max_retries=0)(_ray_task)
         refs = {task.remote(job): job for job in jobs}
         while refs:
@@ -228,9 +217,6 @@ def _ray(jobs: list[Job], workers: int, address: str | None, done) -> None:
                                                          f"{describe_error(exc)[:300]}",
                            "seconds": "", "peak_rss_mb": ""}
                 done(job, out)
-    finally:
-        if started:
-            ray.shutdown()
 
 
 # ----------------------------------------------------------------------------- cache, table
