@@ -131,6 +131,16 @@ def take_along(a: Array, idx: Array, axis: int) -> Array:
     return np.take_along_axis(a, np.asarray(idx), axis=axis)
 
 
+def unsort(values: Array, order: Array) -> Array:
+    """The array whose entry ``order[..., j]`` is ``values[..., j]`` along the last axis: undoes
+    a sort by ``order`` (the inverse of ``take_along(a, order, -1)``) in one scatter, O(V)."""
+    if is_torch(values):
+        return torch.empty_like(values).scatter_(-1, order, values)
+    out = np.empty_like(values)
+    np.put_along_axis(out, np.asarray(order), values, axis=-1)
+    return out
+
+
 def stack(arrays: Sequence[Array], axis: int) -> Array:
     if is_torch(arrays[0]):
         return torch.stack(list(arrays), dim=axis)

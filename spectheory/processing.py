@@ -316,15 +316,6 @@ def _cummax(a):
     return np.maximum.accumulate(a, axis=-1)
 
 
-def _unsort(a_sorted, order):
-    """The array whose entry order[..., j] is a_sorted[..., j] (undo a sort along the last axis)."""
-    if B.is_torch(a_sorted):
-        return torch.empty_like(a_sorted).scatter_(-1, order, a_sorted)
-    out = np.empty_like(a_sorted)
-    np.put_along_axis(out, order, a_sorted, axis=-1)
-    return out
-
-
 def _true(shape, like):
     """A writable boolean array of True in the backend of ``like``."""
     if B.is_torch(like):
@@ -367,7 +358,7 @@ def keep_mask(x, params: SamplingParams):
         keep = keep & (greater < mass * _param(sp.top_p, x))
     if sp.order == "transformers" and minp is not None:
         keep = keep & minp
-    return _unsort(keep, order)
+    return B.unsort(keep, order)
 
 
 def _as_array(rows):

@@ -96,15 +96,6 @@ def _rank_order(r, ties: str):
     return (V - 1) - B.argsort(B.flip(r, -1), axis=-1, descending=True)
 
 
-def _unsort(values, order):
-    """out[..., order[..., j]] = values[..., j]: undo a permutation by one scatter (O(V))."""
-    if B.is_torch(values):
-        return torch.empty_like(values).scatter_(-1, order, values)
-    out = np.empty_like(values)
-    np.put_along_axis(out, order, values, axis=-1)
-    return out
-
-
 def rank_and_below(q_rows, p_rows, ties: str = "low"):
     """Rank of every token at each node and the draft mass ranked strictly below it.
 
@@ -118,7 +109,7 @@ def rank_and_below(q_rows, p_rows, ties: str = "low"):
     V = q_rows.shape[-1]
     order = _rank_order(_ratio(p_rows, q_rows), ties)
     ranks = B.broadcast_to(B.arange(V, order), tuple(order.shape))
-    pos = _unsort(ranks.contiguous() if B.is_torch(order) else np.ascontiguousarray(ranks),
+    pos = B.unsort(ranks.contiguous() if B.is_torch(order) else np.ascontiguousarray(ranks),
                   order)
     return pos, _below_from_order(q_rows, order)
 
@@ -129,7 +120,7 @@ def _below_from_order(q_rows, order):
     q_sorted = B.take_along(q_rows, order, axis=-1)
     at_or_below = B.flip(B.cumsum(B.flip(q_sorted, -1), axis=-1), -1)  # sum over ranks >= j
     below_sorted = B.concat([at_or_below[..., 1:], B.zeros_like(q_sorted[..., :1])], axis=-1)
-    return _unsort(below_sorted, order)
+    return B.unsort(below_sorted, order)
 
 
 def below_mass(q_rows, p_rows, ties: str = "low"):
