@@ -21,7 +21,6 @@ import os
 import platform
 import subprocess
 import sys
-import time
 from datetime import date
 from pathlib import Path
 

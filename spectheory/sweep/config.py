@@ -42,7 +42,6 @@ import itertools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from ..errors import OptionError
 
