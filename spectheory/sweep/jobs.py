@@ -39,13 +39,11 @@ def build_instance(family: str, vocab: int, block: int, seed: int, knobs: dict, 
                               f"{', '.join(sorted(toy.FAMILIES))}")
         return toy.make_instance(name, vocab_size=vocab, block_length=block, seed=seed, **knobs)
     if ":" in family:
-        from ..errors import call_user
+        from ..errors import call_user, import_user
 
-        module, _, attr = family.partition(":")
-        mod = call_user(importlib.import_module, module, what=f"importing {module}")
-        fn = getattr(mod, attr, None)
+        fn = import_user(family, "instance family")
         if not callable(fn):
-            raise OptionError(f"family {family!r}: module {module} has no function {attr!r}")
+            raise OptionError(f"family {family!r} is {type(fn).__name__}, not a function")
         inst = call_user(fn, vocab_size=vocab, block_length=block, seed=seed, what=family,
                          **knobs)
         from ..instances import Instance
