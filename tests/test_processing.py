@@ -572,3 +572,20 @@ def test_ngram_equals_token_on_deterministic_drafts():
     det = process_instance(inst, None, "temperature=0")
     assert st.analyze(det, "ngram").tau_pmf == st.analyze(det, "token").tau_pmf
     assert st.analyze(inst, "ngram").block_efficiency < st.analyze(inst, "token").block_efficiency
+
+
+def test_ngram_planted_bug_correcting_from_p_is_caught():
+    """Planted bug: the n-gram rule with its correction drawn from p itself (the rejected token
+    not removed). Acceptance is unchanged, the output law is not: the exact check flags it on a
+    prefix-dependent instance, and the real rule on the same instance is lossless."""
+    import spectheory.verifiers.ngram as ngram_module
+
+    def corrected_from_p(drafts, q, p):
+        law = ngram_module.ngram_verification(drafts, q, p)
+        L = drafts.shape[-1]
+        return law._replace(correction=p[..., : L + 1, :])
+
+    inst = st.random_instance(3, 2, 9, denominator=6)
+    assert st.check_lossless("ngram", inst, exact=True).lossless
+    bad = st.check_lossless(corrected_from_p, inst, exact=True)
+    assert not bad.lossless and bad.tv > 0
