@@ -112,8 +112,8 @@ def lossless_config(args):
     return LosslessConfig(models=model_spec(args), sampling=sampling_config(args),
                           verifiers=parse_name_list("--verifiers", args.verifiers),
                           samples=args.samples, K=args.K, L=args.L, contexts=args.contexts,
-                          chunk=args.chunk, alpha=args.alpha, seed=args.seed, out=args.out,
-                          memory_limit_gib=args.memory_limit)
+                          datasets=args.datasets, chunk=args.chunk, alpha=args.alpha,
+                          seed=args.seed, out=args.out, memory_limit_gib=args.memory_limit)
 
 
 def crosscheck_config(args):
@@ -296,6 +296,10 @@ def register(sub) -> None:
     ll.add_argument("--K", type=int, default=1)
     ll.add_argument("--L", type=int, default=4)
     ll.add_argument("--contexts", type=int, default=2, help="prompts used as contexts")
+    ll.add_argument("--datasets", default=None,
+                    help="NAME[:COUNT],... with NAME humaneval or sharegpt, interleaved; the "
+                         "first --contexts prompts are used (default: humaneval and sharegpt, "
+                         "--contexts of each)")
     ll.add_argument("--chunk", type=int, default=128, help="iterations per drafted batch")
     ll.add_argument("--alpha", type=float, default=1e-3, help="family-wise false-alarm rate")
     ll.add_argument("--out", default=None, help="JSON output file")

@@ -76,6 +76,18 @@ def sync(device) -> None:
         torch.cuda.synchronize()
 
 
+def draw_uniforms(shape, generator: torch.Generator | None, device) -> torch.Tensor:
+    """Uniforms in [0, 1) (float64) drawn on the ``generator``'s own device (the CPU for None,
+    torch's default generator) and moved to ``device``.
+
+    torch refuses a generator on another device than the tensor it fills, so the draws of a CPU
+    generator are made on the CPU and copied; the same seed gives the same uniforms, hence the same
+    inverse-CDF draws, on ``--device cpu`` and ``--device cuda``."""
+    where = generator.device if generator is not None else torch.device("cpu")
+    u = torch.rand(shape, generator=generator, dtype=torch.float64, device=where)
+    return u.to(device)
+
+
 def crop_cache(cache, length: int) -> None:
     """Roll a DynamicCache back to its first ``length`` positions (all layers, all rows)."""
     n = cache.get_seq_length()
@@ -219,7 +231,7 @@ class SpeculativeDecoder:
             if forced is not None:
                 x = forced[:, i].to(q_i.device).long()
             else:
-                u = torch.rand(K, generator=generator, dtype=torch.float64).to(q_i.device)
+                u = draw_uniforms(K, generator, q_i.device)
                 x = inverse_cdf(q_i, u)
             drafts.append(x)
             if i < L - 1:
@@ -296,7 +308,9 @@ def law_on(spec: VerifierSpec, prop: Proposal, path: int = 0) -> Law:
 
 def sample_on(law: Law, generator=None, uniforms=None, path: int = 0):
     """(k, tau, y) as ints from a law from `law_on` (``path``: the offset of a single-path
-    verifier's path)."""
+    verifier's path); the uniforms come from `draw_uniforms` unless given."""
+    if uniforms is None:
+        uniforms = draw_uniforms((law.stop.shape[0], 2), generator, law.stop.device)
     k, tau, y = sample_output(law, generator, uniforms)
     return int(k[0]) + path, int(tau[0]), int(y[0])
 
@@ -355,6 +369,6 @@ def generate(decoder: SpeculativeDecoder, prompt_ids, max_new_tokens: int, verif
 
 
 __all__ = ["SamplingConfig", "probs_from_logits", "SpeculativeDecoder", "Proposal", "crop_cache",
-           "sync", "verifier_registry", "resolve_verifier", "share_prefix_rows", "law_on",
-           "sample_on",
-           "expected_tau", "proposal_bytes", "check_memory", "step", "generate"]
+           "sync", "draw_uniforms", "verifier_registry", "resolve_verifier", "share_prefix_rows",
+           "law_on", "sample_on", "expected_tau", "proposal_bytes", "check_memory", "step",
+           "generate"]

@@ -15,12 +15,25 @@ from .decoding import crop_cache, sync
 
 
 def machine_info(device: str) -> dict:
-    """Platform, Python, torch, CPU count, device (and GPU name) and torch's thread count."""
+    """Platform, Python, torch, CPU count, device and torch's thread count; on a CUDA device also
+    the GPU's name, memory and compute capability, and the CUDA and cuDNN versions torch was
+    built with."""
+    import transformers
+
     info = {"platform": platform.platform(), "python": platform.python_version(),
-            "torch": torch.__version__, "cpu_count": os.cpu_count(), "device": device,
+            "torch": torch.__version__, "transformers": transformers.__version__,
+            "cpu_count": os.cpu_count(), "device": device,
             "torch_threads": torch.get_num_threads()}
-    if device.startswith("cuda") and torch.cuda.is_available():
-        info["gpu"] = torch.cuda.get_device_name(0)
+    dev = torch.device(device)
+    if dev.type == "cuda" and torch.cuda.is_available():
+        index = dev.index if dev.index is not None else torch.cuda.current_device()
+        props = torch.cuda.get_device_properties(index)
+        info.update({"gpu": torch.cuda.get_device_name(index),
+                     "gpu_memory_gib": round(props.total_memory / 2 ** 30, 2),
+                     "gpu_capability": f"{props.major}.{props.minor}",
+                     "cuda": torch.version.cuda,
+                     "cudnn": torch.backends.cudnn.version(),
+                     "tf32_matmul": torch.backends.cuda.matmul.allow_tf32})
     return info
 
 

@@ -170,6 +170,7 @@ BAD = [
     (["validate", "lossless", "--verifiers", "specinfer-norep", "--K", "2"], "norep"),
     (["validate", "lossless", "--out", "{dir}"], "is a folder"),
     (["validate", "lossless", "--temperature", "0"], "temperature must be > 0"),
+    (["validate", "lossless", "--datasets", "mbpp:1"], "unknown data set 'mbpp'"),
     (["validate", "lossless", "--draft-layers", "-2", "--pair", "smollm2-early-exit"],
      "draft layers = -2"),
     (["validate", "lossless"] + PAIR + ["--chunk", "100000", "--samples", "100000",
@@ -305,6 +306,64 @@ def test_cli_options_become_typed_configurations():
     lc = cli.lossless_config(b)
     assert isinstance(lc, LosslessConfig) and lc.verifiers == ("block", "uniform-product")
     assert not lc.specs()["uniform-product"].lossless  # a negative control is allowed here
+    assert lc.datasets is None  # default: HumanEval and ShareGPT, --contexts of each
+    c = parser.parse_args(["validate", "lossless", "--datasets", "humaneval:1", "--contexts",
+                           "1"])
+    assert cli.lossless_config(c).datasets == (("humaneval", 1),)
+
+
+def test_lossless_and_costs_read_only_the_data_sets_named(files, monkeypatch):
+    """``validate lossless --datasets humaneval:1`` and ``validate costs`` (which uses the first
+    prompt) never open ShareGPT: its loader fails, and both reach the model loading."""
+    from spectheory.gpu_validation import data, hf_models
+    from spectheory.gpu_validation.experiments.lossless import LosslessConfig, run_lossless
+    from spectheory.gpu_validation.experiments.run import CostsConfig, measure
+    from spectheory.gpu_validation.hf_models import ModelSpec
+
+    seen = []
+
+    def humaneval(n, seed):
+        seen.append(("humaneval", n, seed))
+        return [data.Prompt("humaneval", i, str(i), "def f():", False) for i in range(n)]
+
+    def sharegpt(n, seed):
+        raise AssertionError("ShareGPT was read")
+
+    class Loaded(Exception):
+        pass
+
+    def load_models(spec):
+        raise Loaded
+
+    monkeypatch.setattr(data, "humaneval_prompts", humaneval)
+    monkeypatch.setattr(data, "sharegpt_prompts", sharegpt)
+    monkeypatch.setattr(hf_models, "load_models", load_models)
+    models = ModelSpec(draft=files["tiny"], target=files["tiny"])
+    with pytest.raises(Loaded):
+        run_lossless(LosslessConfig(models=models, datasets="humaneval:1", contexts=1, seed=3))
+    with pytest.raises(Loaded):
+        measure(CostsConfig(out="unused", models=models, seed=4), log=None)
+    assert seen == [("humaneval", 1, 3), ("humaneval", 30, 4)]
+
+
+def test_uniforms_come_from_the_generator_device_and_keep_the_cpu_stream():
+    """`draw_uniforms` with a CPU generator gives exactly ``torch.rand``'s float64 draws, so
+    `sample_on` keeps the draws of `spectheory.sampling.sample_output` on the CPU; on a CUDA
+    law the same uniforms are copied to the law's device."""
+    from spectheory.law import Law
+    from spectheory.sampling import sample_output
+    from spectheory.gpu_validation.decoding import draw_uniforms, sample_on
+
+    u = draw_uniforms((4, 2), torch.Generator().manual_seed(9), "cpu")
+    assert torch.equal(u, torch.rand(4, 2, generator=torch.Generator().manual_seed(9),
+                                     dtype=torch.float64))
+    stop = torch.tensor([[[0.25, 0.25, 0.5], [0.0, 0.0, 0.0]]], dtype=torch.float64)
+    corr = torch.full((1, 2, 3, 5), 0.2, dtype=torch.float64)
+    law = Law(stop, corr)
+    for seed in range(20):
+        k, tau, y = sample_output(law, torch.Generator().manual_seed(seed))
+        assert sample_on(law, torch.Generator().manual_seed(seed)) == (int(k[0]), int(tau[0]),
+                                                                        int(y[0]))
 
 
 def test_configs_refuse_bad_values_in_python_too():

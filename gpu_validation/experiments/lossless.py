@@ -44,7 +44,8 @@ from spectheory.sampling import sample_law, sample_output
 
 from ..atomic import write_json
 from ..checks import check_float, check_int, check_seed, parse_name_list
-from ..decoding import SamplingConfig, SpeculativeDecoder, check_memory, resolve_verifier
+from ..decoding import (SamplingConfig, SpeculativeDecoder, check_memory, draw_uniforms,
+                        resolve_verifier)
 from ..hf_models import ModelSpec
 from ..stats import check_pair_bins, gtest, hotelling, rb_pair_rows
 from .config import check_out_file, stderr_log
@@ -59,20 +60,29 @@ def _restore(dec: SpeculativeDecoder, snap) -> None:
         st.cache, st.pending = copy.deepcopy(cache), list(pend)
 
 
+#: Rows per batched target forward of `target_rows` (each row holds a copy of the context's
+#: KV cache).
+TARGET_ROWS_BATCH = 256
+
+
 @torch.no_grad()
-def target_rows(dec: SpeculativeDecoder, snap, tokens) -> dict:
-    """p(.|c, y) for each y in ``tokens`` (one batched target forward on the context cache)."""
+def target_rows(dec: SpeculativeDecoder, snap, tokens, batch: int = TARGET_ROWS_BATCH) -> dict:
+    """p(.|c, y) for each y in ``tokens`` (batched target forwards of at most ``batch`` rows on
+    the context cache)."""
     tokens = sorted({int(t) for t in tokens})
-    if not tokens:
-        return {}
-    cache, pend = copy.deepcopy(snap[1][0]), snap[1][1]
-    st = type(dec.target)(dec.target.model, cache, list(pend))
-    n = len(tokens)
-    if st.cache is not None:
-        st.cache.batch_repeat_interleave(n)
-    ids = torch.cat([torch.tensor([pend] * n), torch.tensor(tokens).view(n, 1)], 1)
-    probs = dec._probs(dec._forward(st, ids, keep=1)[:, -1])
-    return {t: probs[i] for i, t in enumerate(tokens)}
+    out = {}
+    for s in range(0, len(tokens), batch):
+        part = tokens[s: s + batch]
+        cache, pend = copy.deepcopy(snap[1][0]), snap[1][1]
+        st = type(dec.target)(dec.target.model, cache, list(pend))
+        n = len(part)
+        if st.cache is not None:
+            st.cache.batch_repeat_interleave(n)
+        ids = torch.cat([torch.tensor([pend] * n), torch.tensor(part).view(n, 1)], 1)
+        probs = dec._probs(dec._forward(st, ids, keep=1)[:, -1])
+        out.update({t: probs[i] for i, t in enumerate(part)})
+        del st, cache
+    return out
 
 
 def pair_bins(dec, snap, p0, n: int, min_expected: float = 5.0):
@@ -111,7 +121,7 @@ def sample_two_tokens(dec: SpeculativeDecoder, prompt_ids, verifiers: dict, n: i
     pairs = {v: [] for v in verifiers}
     rb = {v: None for v in verifiers}
     p0 = None
-    row_cache: dict = {}
+    cdf_cache: dict = {}  # y1 -> cumulative sums of p(.|c, y1)
     done = 0
     bar = tqdm(total=n, desc="lossless samples", file=sys.stderr, disable=not progress)
     while done < n:
@@ -121,8 +131,10 @@ def sample_two_tokens(dec: SpeculativeDecoder, prompt_ids, verifiers: dict, n: i
         if p0 is None:
             p0 = prop.p[0, 0].clone()
             y1b, y2b, prow_b = pair_bins(dec, snap, p0, n)
-            rbp = {v: [torch.zeros(len(y1b), dtype=torch.float64),
-                       torch.zeros(len(y1b), len(y1b), dtype=torch.float64)] for v in verifiers}
+            dev = p0.device  # the sums stay on the device (the outer products are large)
+            rbp = {v: [torch.zeros(len(y1b), dtype=torch.float64, device=dev),
+                       torch.zeros(len(y1b), len(y1b), dtype=torch.float64, device=dev)]
+                   for v in verifiers}
         X = prop.drafts
         for name, spec in verifiers.items():
             if spec.single_path:
@@ -130,18 +142,19 @@ def sample_two_tokens(dec: SpeculativeDecoder, prompt_ids, verifiers: dict, n: i
                     raise SpectheoryError(f"{name} is single-path: use K = 1")
                 law = spec.law(X[:, None], prop.q[:, None], prop.p[:, None])
                 law = Law(law.stop[:, 0], law.correction[:, 0])
-                tau, y = sample_law(law, generator)
+                tau, y = sample_law(law, uniforms=draw_uniforms((m, 2), generator, X.device))
                 k = torch.zeros_like(tau)
                 stop0 = law.stop[:, 0]
                 corr0 = law.correction[:, 0]
                 x1 = X[:, 0]
-                vrows = rb_pair_rows(X, law, y1b, y2b, prow_b).double().cpu()
+                vrows = rb_pair_rows(X, law, y1b, y2b, prow_b).double()
                 rbp[name][0] += vrows.sum(0)
                 rbp[name][1] += vrows.T @ vrows
             else:
                 law = spec.law(X.view(m, K, L), prop.q.view(m, K, L, -1),
                                prop.p.view(m, K, L + 1, -1))
-                k, tau, y = sample_output(law, generator)
+                k, tau, y = sample_output(law, uniforms=draw_uniforms((m, 2), generator,
+                                                                      X.device))
                 stop0 = law.stop[:, :, 0].sum(1)
                 corr0 = (law.stop[:, :, :1] * law.correction[:, :, 0]).sum(1) / \
                     stop0.clamp(min=1e-300).unsqueeze(-1)
@@ -150,14 +163,22 @@ def sample_two_tokens(dec: SpeculativeDecoder, prompt_ids, verifiers: dict, n: i
             Xr = X.view(m, K, L)[rows, k]  # chosen path per row
             first = torch.where(tau >= 1, Xr[:, 0], y)
             second = torch.where(tau >= 2, Xr[:, 1], y)
-            need = [int(t) for t in first[tau == 0].tolist() if int(t) not in row_cache]
-            row_cache.update(target_rows(dec, snap, need))
-            for i in torch.nonzero(tau == 0).flatten().tolist():
-                u = torch.rand(1, generator=generator, dtype=torch.float64)
-                row = row_cache[int(first[i])]
-                second[i] = int(torch.searchsorted(torch.cumsum(row, 0),
-                                                   u.to(row.device) * row.sum()).clamp(
-                    max=row.shape[0] - 1))
+            # tau = 0: the second token is a fresh draw from p(.|c, y1), by inverse CDF
+            # (`spectheory.sampling.inverse_cdf`), one vectorised draw per distinct y1
+            zero = torch.nonzero(tau == 0).flatten()
+            if zero.numel():
+                f0 = first[zero]
+                distinct = f0.unique().tolist()
+                need = [t for t in distinct if t not in cdf_cache]
+                cdf_cache.update({t: torch.cumsum(r, 0)
+                                  for t, r in target_rows(dec, snap, need).items()})
+                u = draw_uniforms(zero.numel(), generator, X.device)
+                for t in distinct:
+                    sel = f0 == t
+                    cdf = cdf_cache[t]
+                    second[zero[sel]] = torch.searchsorted(
+                        cdf, (u[sel] * cdf[-1]).to(cdf.dtype), right=True).clamp(
+                        max=cdf.shape[0] - 1).to(second.dtype)
             pairs[name].extend(zip(first.tolist(), second.tolist()))
             # Rao-Blackwellised first-token law
             if spec.single_path:
@@ -176,7 +197,7 @@ def sample_two_tokens(dec: SpeculativeDecoder, prompt_ids, verifiers: dict, n: i
     bar.close()
     rb = {v: (t / n) for v, t in rb.items()}
     expected = (p0.double().cpu()[y1b.cpu()] * prow_b.double().cpu())
-    rb_pair = {v: hotelling(rbp[v][0], rbp[v][1], n, expected)
+    rb_pair = {v: hotelling(rbp[v][0].cpu(), rbp[v][1].cpu(), n, expected)
                for v, spec in verifiers.items() if spec.single_path}
     return pairs, p0, rb, snap, rb_pair
 
@@ -242,7 +263,11 @@ class LosslessConfig:
     K, L : int
         Paths and block length (single-path verifiers need K = 1; the two-token test L >= 2).
     contexts : int
-        Prompts used as contexts (alternating HumanEval and ShareGPT).
+        Prompts used as contexts: the first ``contexts`` prompts of ``datasets``.
+    datasets : str, tuple or None
+        ``"humaneval:1"`` or its parsed form (`spectheory.gpu_validation.data.parse_datasets`),
+        interleaved across data sets; None: HumanEval and ShareGPT alternating, ``contexts`` of
+        each (only the data sets named are read).
     chunk : int
         Iterations per drafted batch.
     alpha : float
@@ -263,6 +288,7 @@ class LosslessConfig:
     K: int = 1
     L: int = 4
     contexts: int = 2
+    datasets: tuple | None = None
     chunk: int = 128
     alpha: float = 1e-3
     seed: int = 0
@@ -279,6 +305,12 @@ class LosslessConfig:
         check_int("K", self.K, 1, 1024)
         check_int("L", self.L, 2, 1024)
         check_int("contexts", self.contexts, 1, 1000)
+        if self.datasets is not None:
+            from ..data import format_datasets, parse_datasets
+
+            object.__setattr__(self, "datasets", parse_datasets(
+                self.datasets if isinstance(self.datasets, str) else
+                format_datasets(self.datasets)))
         check_int("chunk", self.chunk, 1, 1_000_000)
         check_float("alpha", self.alpha, 0, 1, lo_open=True, hi_open=True)
         check_seed(self.seed)
@@ -298,13 +330,14 @@ def run_lossless(cfg: LosslessConfig, log=stderr_log) -> dict:
     {"models", "temperature", "contexts": [per-context results], "ok": all as expected} and
     writes it to ``cfg.out`` (atomically) when given."""
     from ..data import encode, load_prompts
+    from ..forward_costs import machine_info
     from ..hf_models import load_models
 
     V = cfg.models.check()
     check_memory(min(cfg.chunk, cfg.samples) * cfg.K, cfg.L, V, cfg.memory_limit_gib,
                  "--chunk, --K or --L")
-    prompts = load_prompts((("humaneval", cfg.contexts), ("sharegpt", cfg.contexts)),
-                           cfg.seed)[: cfg.contexts]
+    datasets = cfg.datasets or (("humaneval", cfg.contexts), ("sharegpt", cfg.contexts))
+    prompts = load_prompts(datasets, cfg.seed)[: cfg.contexts]
     pair = load_models(cfg.models)
     log(f"models: {pair.description}")
     dec = SpeculativeDecoder(pair.draft, pair.target, cfg.sampling, device=cfg.models.device)
@@ -319,7 +352,7 @@ def run_lossless(cfg: LosslessConfig, log=stderr_log) -> dict:
         r.update({"dataset": p.dataset, "index": p.index})
         results.append(r)
     doc = {"models": pair.description, "temperature": cfg.sampling.temperature,
-           "contexts": results,
+           "machine": machine_info(cfg.models.device), "contexts": results,
            "ok": all(res["ok"] for r in results for res in r["verifiers"].values())}
     if cfg.out:
         write_json(cfg.out, doc)

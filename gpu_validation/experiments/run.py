@@ -306,7 +306,7 @@ def measure(cfg: CostsConfig, log=stderr_log) -> dict:
 
     V = cfg.models.check()
     check_memory(cfg.K, max(cfg.Ls), V, cfg.memory_limit_gib, "--K and --L")
-    prompts = load_prompts(cfg.datasets, cfg.seed)
+    prompts = load_prompts(cfg.datasets[:1], cfg.seed)  # the first prompt is the first data set's
     pair = load_models(cfg.models)
     ids = encode(prompts[0], pair.tokenizer, cfg.max_prompt_tokens)
     costs = measure_costs(pair.draft, pair.target, ids, list(range(1, cfg.K + 1)), list(cfg.Ls),
