@@ -21,7 +21,9 @@ Verifiers are names or ``module:function`` (``--single``, ``--multi``), resolved
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import platform
 import statistics
 import sys
 import time
@@ -29,7 +31,10 @@ from pathlib import Path
 
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _machine import cpu_name  # noqa: E402
 
 from spectheory.gpu_validation.atomic import write_json  # noqa: E402
 from spectheory.registry import get_verifier  # noqa: E402
@@ -37,8 +42,9 @@ from spectheory.sampling import sample_output  # noqa: E402
 
 
 def rows(B, K, n, V, dtype, device, gen, scale=3.0):
-    x = torch.randn(B, K, n, V, generator=gen, dtype=torch.float32) * scale
-    p = torch.softmax(x.to(device), -1).to(dtype)
+    x = torch.randn(B, K, n, V, generator=gen, dtype=torch.float32, device=device) * scale
+    p = torch.softmax(x, -1).to(dtype)
+    del x
     p[:, :, 0] = p[:, :1, 0]  # the root conditional is the same for every path
     return p
 
@@ -46,6 +52,15 @@ def rows(B, K, n, V, dtype, device, gen, scale=3.0):
 def sync(device):
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize()
+
+
+def free_device(device):
+    """Release what an out-of-memory case left cached, so that the next case starts clean."""
+    import gc
+
+    gc.collect()
+    if torch.device(device).type == "cuda":
+        torch.cuda.empty_cache()
 
 
 def time_call(fn, reps, device):
@@ -77,7 +92,7 @@ def main(argv=None):
     ap.add_argument("--out", default=None, help="JSON output")
     a = ap.parse_args(argv)
     costs = json.loads(Path(a.costs).read_text()) if a.costs else None
-    gen = torch.Generator().manual_seed(0)
+    gen = torch.Generator(device=a.device).manual_seed(0)
     gen_sample = torch.Generator(device=a.device).manual_seed(1)
     single = {n: get_verifier(n) for n in a.single.split(",") if n}
     multi = {n: get_verifier(n, multi_path=True) for n in a.multi.split(",") if n}
@@ -87,23 +102,42 @@ def main(argv=None):
         for B in map(int, a.B.split(",")):
             for L in map(int, a.L.split(",")):
                 for K in map(int, a.K.split(",")):
-                    q = rows(B, K, L, a.V, dtype, a.device, gen)
-                    p = rows(B, K, L + 1, a.V, dtype, a.device, gen)
-                    X = torch.multinomial(q.reshape(-1, a.V).float(), 1, generator=None)
-                    X = X.view(B, K, L).to(a.device)
                     names = single if K == 1 else multi
+                    try:
+                        q = rows(B, K, L, a.V, dtype, a.device, gen)
+                        p = rows(B, K, L + 1, a.V, dtype, a.device, gen)
+                        X = torch.multinomial(q.reshape(-1, a.V).float(), 1, generator=gen)
+                        X = X.view(B, K, L)
+                    except torch.OutOfMemoryError:
+                        q = p = X = None
+                        free_device(a.device)
+                        for name in names:
+                            print(f"{dname}\tB={B}\tK={K}\tL={L}\t{name}\tout of memory "
+                                  f"(inputs)", flush=True)
+                            results.append({"verifier": name, "dtype": dname, "B": B, "K": K,
+                                            "L": L, "seconds": None, "error": "out of memory"})
+                        continue
                     for name, spec in names.items():
                         def step(spec=spec):
                             law = spec.law(X[:, :1], q[:, :1], p[:, :1]) if spec.single_path \
                                 else spec.law(X, q, p)
                             return sample_output(law, gen_sample)
-                        step()  # warm-up
-                        sec = time_call(step, a.reps, a.device)
+                        try:
+                            step()  # warm-up
+                            sec = time_call(step, a.reps, a.device)
+                        except torch.OutOfMemoryError:
+                            free_device(a.device)
+                            print(f"{dname}\tB={B}\tK={K}\tL={L}\t{name}\tout of memory",
+                                  flush=True)
+                            results.append({"verifier": name, "dtype": dname, "B": B, "K": K,
+                                            "L": L, "seconds": None, "error": "out of memory"})
+                            continue
                         tgt = a.target_seconds
                         if costs:
                             tgt = costs["target_Ltok"].get(f"K{K}/L{L}", tgt)
                         r = {"verifier": name, "dtype": dname, "B": B, "K": K, "L": L,
                              "seconds": sec, "target_forward_s": tgt,
+                             "input_bytes": (q.numel() + p.numel()) * q.element_size(),
                              "share": (sec / tgt) if tgt else None}
                         results.append(r)
                         share = f"{100 * r['share']:.1f}%" if r["share"] else "-"
@@ -116,11 +150,17 @@ def main(argv=None):
                       and r["dtype"] == dname and r["B"] == B]
                 bk = [r for r in results if r["verifier"] == "block" and r["L"] == L
                       and r["dtype"] == dname and r["B"] == B]
-                if tk and bk:
+                if tk and bk and tk[0]["seconds"] and bk[0]["seconds"]:
                     print(f"{dname} B={B} L={L}: block/token time ratio "
                           f"{bk[0]['seconds'] / tk[0]['seconds']:.2f}")
+    machine = {"cpu": cpu_name(), "python": platform.python_version(), "torch": torch.__version__}
+    if torch.device(a.device).type == "cuda":
+        machine.update(gpu=torch.cuda.get_device_name(a.device), cuda=torch.version.cuda)
     doc = {"device": a.device, "V": a.V, "torch_threads": torch.get_num_threads(),
-           "results": results}
+           "machine": machine, "date": datetime.date.today().isoformat(),
+           "command": "python benchmarks/bench_verify_overhead.py " + " ".join(
+               sys.argv[1:] if argv is None else argv),
+           "costs": a.costs, "results": results}
     if a.out:
         write_json(a.out, doc)
     return 0
