@@ -117,6 +117,15 @@ def test_wheel_installs_one_top_level_package_and_runs_the_gallery(tmp_path):
     for module in ("lp/direct.py", "toy_models/data/SOURCE.md", "gpu_validation/cli.py",
                    "gallery/fig3_tau_pmf.py", "gallery/_common.py", "gallery/figures.json"):
         assert f"spectheory/{module}" in names, module
+    # every package of the source tree is in the wheel (an editable install would hide a
+    # missing one: its finder serves sub-packages from the checkout)
+    installed = {"spectheory": "spectheory", "lp": "spectheory/lp",
+                 "toy_models": "spectheory/toy_models",
+                 "gpu_validation": "spectheory/gpu_validation", "figures": "spectheory/gallery"}
+    for folder, prefix in installed.items():
+        for init in (source / folder).rglob("__init__.py"):
+            rel = init.relative_to(source / folder).as_posix()
+            assert f"{prefix}/{rel}" in names, f"{folder}/{rel} is not in the wheel"
     target = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(target)
     run = tmp_path / "run"
