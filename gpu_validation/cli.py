@@ -93,7 +93,8 @@ def run_config(args):
                      verifiers=parse_name_list("--verifiers", args.verifiers),
                      advance=args.advance, max_prompt_tokens=args.max_prompt_tokens,
                      costs=not args.no_costs, cost_reps=args.cost_reps, seed=args.seed,
-                     memory_limit_gib=args.memory_limit)
+                     memory_limit_gib=args.memory_limit, executor=args.executor,
+                     workers=args.workers, address=args.address)
 
 
 def costs_config(args):
@@ -264,6 +265,16 @@ def register(sub) -> None:
     r.add_argument("--cost-reps", type=int, default=3, help="repetitions per cost measurement")
     r.add_argument("--out", default=DEFAULT_OUT)
     _memory_option(r)
+    r.add_argument("--executor", default=None, metavar="{local,ray}",
+                   help="share the prompts among model replicas: local (worker processes; with "
+                        "--device cuda worker i on cuda:i) or ray (actors with one GPU, or one "
+                        "CPU, each); default: one process")
+    r.add_argument("--workers", type=int, default=None,
+                   help="model replicas with --executor (default: one per GPU with --device "
+                        "cuda, else 2)")
+    r.add_argument("--address", default=None,
+                   help="--executor ray: address of a running Ray cluster (default: start a "
+                        "local one)")
     r.set_defaults(func=_validate_run)
 
     cst = vsub.add_parser("costs", help="(re)measure per-forward costs into OUT/costs.json")

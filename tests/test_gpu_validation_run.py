@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import signal
 
 import numpy as np
 import pytest
@@ -187,3 +189,167 @@ def test_lossless_command_on_the_optimal_transport_rules(env, tmp_path, monkeypa
     v = json.loads(res.read_text())["contexts"][0]["verifiers"]
     assert not any(v[n]["rejected"] for n in ("hu", "khisti", "global-resolution"))
     assert v["planted_bugs:hu_reject_into_p_multi"]["rejected"]
+
+
+# -- the run sharded among model replicas (--executor local / ray) ---------------------------------
+SHARDED = ["--datasets", "humaneval:4", "--K", "2", "--L", "3,2", "--max-new-tokens", "6",
+           "--verifiers", "token,block,gbv", "--advance", "gbv", "--cost-reps", "1"]
+#: What measures the run rather than its result: wall times, load average, the replica.
+RUN_KEYS = {"wall_s", "loadavg", "worker"}
+STEP_RUN_KEYS = {"draft_s", "target_s", "verify_s", "law_s"}
+
+
+def _result(rec: dict) -> dict:
+    out = {k: v for k, v in rec.items() if k not in RUN_KEYS}
+    out["steps"] = [{k: v for k, v in st.items() if k not in STEP_RUN_KEYS}
+                    for st in rec["steps"]]
+    return out
+
+
+def _records(out) -> dict:
+    return {f.name: json.loads(f.read_text()) for f in sorted((out / "prompts").glob("*.json"))}
+
+
+@pytest.fixture(scope="module")
+def one_process(env, tmp_path_factory):
+    """The per-prompt records of the single-process run of SHARDED (4 prompts)."""
+    out = tmp_path_factory.mktemp("one") / "run"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SPECTHEORY_CACHE", env["cache"])
+        assert main(["validate", "run", "--draft", env["draft"], "--target", env["target"],
+                     *SHARDED, "--no-costs", "--out", str(out)]) == 0
+    recs = _records(out)
+    assert len(recs) == 4 and all("worker" not in r for r in recs.values())
+    # the comparison has teeth: the prompts' generated tokens are not all alike
+    assert len({tuple(r["new_tokens"]) for r in recs.values()}) > 1
+    return recs
+
+
+def _sharded(env, out, *extra):
+    return ["validate", "run", "--draft", env["draft"], "--target", env["target"], *SHARDED,
+            "--out", out, *extra]
+
+
+def test_local_workers_write_the_one_process_records_and_resume(env, one_process, tmp_path,
+                                                                monkeypatch, capsys):
+    """Two local worker processes: every record equals the single-process one (timings aside),
+    both workers ran prompts, worker 0 measured the costs once at each end, and a restart
+    recomputes exactly the prompt that is missing."""
+    monkeypatch.setenv("SPECTHEORY_CACHE", env["cache"])
+    out = tmp_path / "run"
+    code, stdout, err = _cli(_sharded(env, out, "--executor", "local", "--workers", "2"), capsys)
+    assert code == 0, err
+    assert json.loads(stdout) == {"prompts": 4, "done": 4, "out": str(out)}
+    recs = _records(out)
+    assert {k: _result(r) for k, r in recs.items()} == \
+        {k: _result(r) for k, r in one_process.items()}
+    workers = {r["worker"]["index"]: r["worker"]["pid"] for r in recs.values()}
+    assert sorted(workers) == [0, 1] and len(set(workers.values())) == 2
+    assert os.getpid() not in workers.values()
+    assert {r["worker"]["device"] for r in recs.values()} == {"cpu"}
+    run = json.loads((out / "run.json").read_text())
+    assert run["executor"] == {"name": "local", "workers": 2} and run["verifiers"] == \
+        ["token", "block", "gbv"]
+    for name in ("costs.json", "costs_final.json"):
+        assert json.loads((out / name).read_text())["machine"]["device"] == "cpu"
+    assert not [p.name for p in out.rglob(".*")]  # no temporary file left
+    assert err.count("written (worker 0)") == 2
+    gone = sorted(recs)[2]
+    (out / "prompts" / gone).unlink()
+    mtimes = {f: f.stat().st_mtime_ns for f in (out / "prompts").iterdir()}
+    code, stdout, err = _cli(_sharded(env, out, "--executor", "local", "--workers", "2"), capsys)
+    assert code == 0, err
+    assert json.loads(stdout)["done"] == 4 and "3 already done" in err
+    assert {f: f.stat().st_mtime_ns for f in mtimes} == mtimes  # the others not rewritten
+    assert _result(_records(out)[gone]) == _result(one_process[gone])
+
+
+def test_killed_worker_leaves_a_resumable_run(env, one_process, tmp_path, monkeypatch, capsys):
+    """A worker killed (SIGKILL) in the middle of the last prompt: one line naming the prompt,
+    exit 2, the prompts written so far kept (the last prompt is handed out after two records came
+    back); the same command then completes the run with the single-process records, leaving the
+    kept ones untouched."""
+    from spectheory.gpu_validation.experiments import run as R
+
+    monkeypatch.setenv("SPECTHEORY_CACHE", env["cache"])
+    names = sorted(one_process)
+    victim = one_process[names[3]]["index"]  # the prompts are handed out in this order
+    original = R._prompt_record
+
+    def killed(cfg, decoder, tok, verifiers, advance, p, *a, **kw):  # runs in the forked worker
+        if p.index == victim:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return original(cfg, decoder, tok, verifiers, advance, p, *a, **kw)
+
+    monkeypatch.setattr(R, "_prompt_record", killed)
+    out = tmp_path / "run"
+    args = _sharded(env, out, "--executor", "local", "--workers", "2", "--no-costs")
+    code, stdout, err = _cli(args, capsys)
+    assert code == 2 and stdout == ""
+    line = err.strip().splitlines()[-1]
+    assert f"failed on prompt humaneval-{victim}: the worker process ended with exit code -9" \
+        in line and "run the same command again to resume" in line
+    kept = _records(out)
+    assert f"humaneval-{victim}.json" not in kept and 2 <= len(kept) <= 3
+    assert (out / "run.json").is_file() and not [p.name for p in out.rglob(".*")]
+    mtimes = {f: f.stat().st_mtime_ns for f in (out / "prompts").iterdir()}
+    monkeypatch.setattr(R, "_prompt_record", original)
+    code, stdout, err = _cli(args, capsys)
+    assert code == 0, err
+    assert json.loads(stdout)["done"] == 4
+    assert {f: f.stat().st_mtime_ns for f in mtimes} == mtimes
+    assert {k: _result(r) for k, r in _records(out).items()} == \
+        {k: _result(r) for k, r in one_process.items()}
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--executor", "slurm"], "unknown executor 'slurm'; choose from local, ray"),
+    (["--executor", "local", "--workers", "0"], "workers = 0 is out of range"),
+    (["--executor", "local", "--workers", "two"], "--workers"),
+    (["--workers", "2"], "give them with --executor local or --executor ray"),
+    (["--executor", "local", "--address", "auto"], "use it with --executor ray"),
+    (["--executor", "ray", "--workers", "-1"], "workers = -1 is out of range"),
+])
+def test_sharding_options_refused_in_one_line(env, tmp_path, monkeypatch, capsys, extra,
+                                              message):
+    monkeypatch.setenv("SPECTHEORY_CACHE", env["cache"])
+    out = tmp_path / "run"
+    code, stdout, err = _cli(_sharded(env, out, *extra), capsys)
+    assert code == 2 and stdout == "" and len(err.strip().splitlines()) == 1, err
+    assert message in err and not out.exists()
+
+
+def test_local_workers_on_cuda_are_refused_past_the_gpus(env, tmp_path, monkeypatch, capsys):
+    """With --device cuda, worker i runs on cuda:i: more workers than GPUs, or a device index,
+    is one line (CUDA faked present with one GPU; nothing is loaded)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    out = tmp_path / "run"
+    for extra, message in ((["--workers", "2"], "--workers 2 is more than the 1 CUDA device(s) "
+                                                "of this machine (worker i runs on cuda:i)"),
+                           (["--device", "cuda:0"], "use --device cuda, not cuda:0")):
+        code, stdout, err = _cli(_sharded(env, out, "--device", "cuda", "--executor", "local",
+                                          *extra), capsys)
+        assert code == 2 and stdout == "" and len(err.strip().splitlines()) == 1, err
+        assert message in err and not out.exists()
+
+
+def test_ray_actors_write_the_one_process_records(env, one_process, tmp_path, monkeypatch,
+                                                  capsys, ray_cluster):
+    monkeypatch.setenv("SPECTHEORY_CACHE", env["cache"])
+    out = tmp_path / "run"
+    code, stdout, err = _cli(_sharded(env, out, "--executor", "ray", "--workers", "2",
+                                      "--no-costs"), capsys)
+    assert code == 0, err
+    recs = _records(out)
+    assert {k: _result(r) for k, r in recs.items()} == \
+        {k: _result(r) for k, r in one_process.items()}
+    pids = {r["worker"]["index"]: r["worker"]["pid"] for r in recs.values()}
+    assert sorted(pids) == [0, 1] and len(set(pids.values())) == 2
+    assert json.loads((out / "run.json").read_text())["executor"] == {"name": "ray",
+                                                                      "workers": 2}
+    code, _, err = _cli(_sharded(env, tmp_path / "big", "--executor", "ray", "--workers", "3",
+                                 "--no-costs"), capsys)  # the cluster has 2 CPUs
+    assert code == 2 and "3 worker(s) need one CPU each; the Ray cluster has 2" in err
+    errors = [ln for ln in err.splitlines() if "error" in ln]  # after the progress line
+    assert len(errors) == 1 and not (tmp_path / "big").exists()
