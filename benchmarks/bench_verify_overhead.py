@@ -127,7 +127,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    from spectheory.errors import SpectheoryError
+    from spectheory.runtime.errors import SpectheoryError
 
     try:
         sys.exit(main())

@@ -1,6 +1,6 @@
-"""One way to reach Ray for the executors that use it (`spectheory.sweep`, `spectheory.split`).
+"""One way to reach Ray for the executors that use it (`spectheory.sweep`, `spectheory.engine.split`).
 
-[`ray_session`][spectheory.raycluster.ray_session] joins the running Ray session, or the cluster
+[`ray_session`][spectheory.runtime.raycluster.ray_session] joins the running Ray session, or the cluster
 at ``address``, or starts a local cluster of ``workers`` CPUs for the duration of the ``with``
 block (and shuts down only what it started). Ray is the ``[ray]`` extra: without it, one line
 naming the extra.

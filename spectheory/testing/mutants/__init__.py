@@ -6,7 +6,7 @@ number, written from the bug's public description. Four kinds:
 
 * ``"law"``: a wrong verifier formula. The replica is a law function with a
   [`VerifierSpec`][spectheory.registry.VerifierSpec] (``lossless=False``);
-  [`check_lossless`][spectheory.exact.check_lossless] computes its exact output law (exact rationals
+  [`check_lossless`][spectheory.engine.lossless.check_lossless] computes its exact output law (exact rationals
   where the formula allows, else float64) and names the total variation to the target and the first
   offending output sequence.
 * ``"proposal"``: the verifier is right but the q handed to it is not the law the drafts follow. The
@@ -21,7 +21,7 @@ number, written from the bug's public description. Four kinds:
 * ``"acceptance"``: the output law is right (lossless, exactly) but the engine accepts fewer
   tokens than the rule it meant to run, because the verifier is handed a stand-in for q. The
   replica is a law function; the check is the exact expected number of accepted tokens
-  ([`analyze`][spectheory.exact.analyze]) against the fixed engine's, on the same instance. A
+  ([`analyze`][spectheory.engine.analysis.analyze]) against the fixed engine's, on the same instance. A
   losslessness check cannot catch these (and must not: they are lossless).
 
 Engine claims around these bugs (an output law "does not change", a rule "is not lossless") are
