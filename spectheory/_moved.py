@@ -73,10 +73,13 @@ class _Moved:
         for name, home in LEFT.get(self.old, {}).items():
             if name not in module.__dict__:
                 setattr(module, name, getattr(importlib.import_module(home), name))
+        self.own_spec = module.__spec__
         return module
 
     def exec_module(self, module):
-        pass
+        # the import system set the old name's spec on the module: give it back its own, so that
+        # its relative imports, pickling and reloads still see the module where it lives
+        module.__spec__ = self.own_spec
 
 
 class _Finder:

@@ -41,7 +41,7 @@ def test_old_name_is_the_new_module(old, new):
     """Same module object under both names; no file is left at the old path."""
     module = importlib.import_module(old)
     assert module is importlib.import_module(new) and sys.modules[old] is module
-    assert module.__name__ == new
+    assert module.__name__ == new and module.__spec__.name == new
     assert not (ROOT / (old.replace(".", "/") + ".py")).exists()
     assert getattr(spectheory, old.rsplit(".", 1)[1]) is module
 

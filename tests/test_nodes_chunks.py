@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from spectheory.runtime import backend as Bk
-from spectheory.engine import analysis as exact_mod
+from spectheory.engine import output as exact_mod
 from spectheory.engine import nodes as nodes_mod
 from spectheory.engine.analysis import analyze
 from spectheory.law import LawError
