@@ -67,7 +67,7 @@ def main(argv=None) -> int:
     ap.add_argument("--tol", type=float, default=1e-12)
     ap.add_argument("--out", default=None, help="JSON output")
     a = ap.parse_args(argv)
-    from spectheory.random_instances import random_instance
+    from spectheory.inputs.random_instances import random_instance
 
     torch.set_num_threads(1)
     dev = torch.device(a.device)

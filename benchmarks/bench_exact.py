@@ -7,14 +7,14 @@ the per-draft route.
   the same process (``Tensor.sum`` over each table). Also the per-draft route (``route=
   "per-draft"``) on the same instance, and token verification.
 * The headline runs as the command line does
-  ([`keep_freed_memory`][spectheory.allocator.keep_freed_memory]: freed memory reused, so the
+  ([`keep_freed_memory`][spectheory.runtime.allocator.keep_freed_memory]: freed memory reused, so the
   engine's large temporaries do not page-fault) and with glibc's default allocator settings
   (``*_default_allocator``).
 * Memory: V = 16, L = 6 (tau pmf and TV, ``laws=False``: the output law alone would be 2 GiB) and
   V = 4, L = 12 (full analysis), with glibc's default allocator settings and with
   ``keep_freed_memory`` (which keeps freed blocks for reuse and so raises the peak), peak resident
   memory of the process (instance included; the instance tables are built row block by row block,
-  the same Dirichlet(1) rows as [`random_instance`][spectheory.random_instances.random_instance]).
+  the same Dirichlet(1) rows as [`random_instance`][spectheory.inputs.random_instances.random_instance]).
   ``peak_rss_gib`` is the peak over the node-route calls (one result alive at a time), taken
   before the per-draft route runs (its peak, with the node result still held for the comparison,
   is ``peak_rss_gib_with_per_draft``); ``rss_gib_after_instance`` is the resident memory once the
@@ -45,16 +45,16 @@ CASE = r"""
 import json, resource, statistics, sys, time
 import numpy as np, torch
 torch.set_num_threads(1)
-from spectheory.exact import analyze
-from spectheory.instances import Instance
-from spectheory.random_instances import dirichlet_model, random_instance
-from spectheory.tree import levels
+from spectheory.engine.analysis import analyze
+from spectheory.inputs.instances import Instance
+from spectheory.inputs.random_instances import dirichlet_model, random_instance
+from spectheory.engine.seqtree import levels
 
 V, L, name, mode, repeat = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5])
 per_draft = len(sys.argv) > 6 and sys.argv[6] == "per-draft"
 allocator = len(sys.argv) > 7 and sys.argv[7] == "keep"
 if allocator:  # what the spectheory command line does before every command
-    from spectheory.allocator import keep_freed_memory
+    from spectheory.runtime.allocator import keep_freed_memory
     keep_freed_memory()
 
 
@@ -173,8 +173,8 @@ def main() -> int:
     import torch
 
     torch.set_num_threads(1)
-    from spectheory.exact import analyze
-    from spectheory.random_instances import random_instance
+    from spectheory.engine.analysis import analyze
+    from spectheory.inputs.random_instances import random_instance
 
     results = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, "
                           f"{platform.python_implementation()} {platform.python_version()}, "

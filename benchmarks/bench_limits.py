@@ -1,9 +1,9 @@
 """Throughput of the exact engine, for the time estimates of the size guard.
 
 ``python benchmarks/bench_limits.py [--out benchmarks/results/bench_limits.json]`` times
-[`analyze`][spectheory.exact.analyze] on random table instances (torch with one thread) and reports
+[`analyze`][spectheory.engine.analysis.analyze] on random table instances (torch with one thread) and reports
 sequences per second (output-law leaves V^(L+1), one path, float64 and exact rationals) and joint
-draft outcomes per second (K paths). The constants in [`spectheory.limits`][spectheory.limits]
+draft outcomes per second (K paths). The constants in [`spectheory.runtime.limits`][spectheory.runtime.limits]
 (``FLOAT_SEQUENCES_PER_SECOND``, ``EXACT_SEQUENCES_PER_SECOND``, ``OUTCOMES_PER_SECOND``) are the
 lowest rates measured here, rounded down, so estimates lean long.
 """
@@ -22,9 +22,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import torch  # noqa: E402
 
 from spectheory import analyze, random_instance  # noqa: E402
-from spectheory.limits import (EXACT_SEQUENCES_PER_SECOND, FLOAT_SEQUENCES_PER_SECOND,  # noqa
-                               OUTCOMES_PER_SECOND)
-from spectheory.multipath import outcome_count, use_symmetry  # noqa: E402
+from spectheory.runtime.limits import (EXACT_SEQUENCES_PER_SECOND, FLOAT_SEQUENCES_PER_SECOND,
+                                       OUTCOMES_PER_SECOND)
+from spectheory.engine.joint import outcome_count, use_symmetry  # noqa: E402
 from spectheory.registry import plan  # noqa: E402
 
 #: (V, L, K, exact, verifier)

@@ -28,7 +28,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CASE_CODE = r"""
 import json, resource, sys, time
 sys.path.insert(0, {root!r})
-from spectheory.random_instances import random_instance
+from spectheory.inputs.random_instances import random_instance
 from spectheory import lp
 kind, V, L, K, solver, form = {args!r}
 inst = random_instance(V, L, 0)
@@ -40,7 +40,7 @@ if kind == "node-budget":
     extra["error_vs_closed_form"] = abs(r.optimum - ref)
 elif kind == "direct":
     if solver == "exact":
-        from spectheory.random_instances import random_instance as ri
+        from spectheory.inputs.random_instances import random_instance as ri
         inst = ri(V, L, 0, denominator=12)
         r = lp.direct_lp(inst, K, exact=True)
     else:

@@ -25,9 +25,9 @@ CASE = r"""
 import json, resource, sys, time
 import numpy as np, torch
 torch.set_num_threads(1)
-from spectheory.instances import Instance
+from spectheory.inputs.instances import Instance
 from spectheory.lp.certificate import certify_node_budget
-from spectheory.random_instances import dirichlet_model
+from spectheory.inputs.random_instances import dirichlet_model
 V, L = int(sys.argv[1]), int(sys.argv[2])
 rng = np.random.default_rng(0)
 

@@ -28,8 +28,9 @@ import time
 
 import torch
 
-from spectheory.multipath import analyze_gbv_fast, analyze_multipath, outcome_count
-from spectheory.random_instances import random_instance
+from spectheory.engine.analysis import analyze_gbv_fast, analyze_multipath
+from spectheory.engine.joint import outcome_count
+from spectheory.inputs.random_instances import random_instance
 
 try:
     from spectheory.registry import get_verifier

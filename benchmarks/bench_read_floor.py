@@ -3,9 +3,9 @@
 For token verification (forward scan) and block verification (backward scan) this script
 computes, in plain numpy, level by level and without anything from `spectheory` but the input
 tables, what [`analyze`][spectheory.analyze] computes on the per-node route
-(`spectheory.nodes.node_block_law`, `spectheory.exact.node_output_law`): the pmf of tau, the
+(`spectheory.engine.nodes.node_block_law`, `spectheory.engine.output.node_output_law`): the pmf of tau, the
 output law over V^(L+1) sequences and its total variation to the target law. The reference is
-written from the formulas of the module docstring of `spectheory/nodes.py`:
+written from the formulas of the module docstring of `spectheory/engine/nodes.py`:
 
 * Q_0 = 1, Q_{d+1}(x^d a) = Q_d(x^d) q(a|x^d), the draft mass of every node;
 * token (forward scan): c_0 = 1, c_{d+1}(x^d a) = min(1, p(a|x^d) / q(a|x^d)) (ratio 1 where

@@ -4,7 +4,7 @@ B = 64 drafted blocks, L = 8, Qwen vocabulary V = 151,936, float32, CPU, one tor
 are softmax(3 N(0, 1)) logits (the root row shared by all K paths, as in a real draft tree).
 
 * token and block verification: the full law (stop table and every correction row), and the
-  stop-probabilities-only route [`stop_probabilities`][spectheory.nodes.stop_probabilities] (what a
+  stop-probabilities-only route [`stop_probabilities`][spectheory.engine.nodes.stop_probabilities] (what a
   paired E[tau] comparison needs);
 * GBV with K = 4 paths (selection by O(V) rank counting, one sort of packed keys per selected
   row, block verification against q^G).
@@ -53,7 +53,7 @@ def main() -> int:
     ap.add_argument("--out", default="benchmarks/results/real_laws.json")
     a = ap.parse_args()
     torch.set_num_threads(1)
-    from spectheory.nodes import stop_probabilities
+    from spectheory.engine.nodes import stop_probabilities
     from spectheory.verifiers import block_verification, gbv, token_verification
 
     gen = torch.Generator().manual_seed(0)

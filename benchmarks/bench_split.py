@@ -29,7 +29,7 @@ import json, resource, sys, time
 import torch
 torch.set_num_threads(1)
 import spectheory as st
-from spectheory.random_instances import random_instance
+from spectheory.inputs.random_instances import random_instance
 V, L, d, mode, workers = json.loads(sys.argv[1])
 inst = random_instance(V, L, 0)
 if mode == "ray":
@@ -43,7 +43,7 @@ if mode == "one":
 elif mode == "task":
     from spectheory import split as S
     from spectheory.registry import get_verifier
-    from spectheory.tree import levels
+    from spectheory.engine.seqtree import levels
     spec = get_verifier("block")
     q, p = levels(inst.draft, 0, d, False), levels(inst.target, 0, d, False)
     starts = S._upper(spec, q, p, V, d)[0]

@@ -167,7 +167,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    from spectheory.errors import SpectheoryError
+    from spectheory.runtime.errors import SpectheoryError
 
     try:
         sys.exit(main())

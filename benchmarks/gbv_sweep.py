@@ -30,8 +30,8 @@ from collections import defaultdict
 
 import numpy as np
 
-from spectheory.instances import Instance
-from spectheory.models import TableModel
+from spectheory.inputs.instances import Instance
+from spectheory.inputs.models import TableModel
 from spectheory.sweep import load_config, run_sweep
 
 

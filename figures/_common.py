@@ -1,7 +1,7 @@
 """Helpers shared by the figure scripts of this folder (``figN_<name>.py``).
 
 Toy instances by family and knob ([`spectheory.toy_models`][spectheory.toy_models]), the exact
-single-path numbers of one instance ([`analyze`][spectheory.exact.analyze], float64), the multi-path
+single-path numbers of one instance ([`analyze`][spectheory.engine.analysis.analyze], float64), the multi-path
 table that figures 4 and 5 both plot (computed once per process), the published numbers of Sun et
 al. that figure 6 compares with, and saving a matplotlib figure as PNG and PDF with fixed metadata
 (byte-stable reruns).
@@ -24,10 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
-from spectheory.errors import SpectheoryError
-from spectheory.exact import analyze
-from spectheory.figures import jsonable
-from spectheory.instances import Instance
+from spectheory.runtime.errors import SpectheoryError
+from spectheory.engine.analysis import analyze
+from spectheory.cli.figures import jsonable
+from spectheory.inputs.instances import Instance
 from spectheory.registry import DRAFTING_MAX_PATHS
 from spectheory.verifiers import MULTI_PATH, block_verification, token_verification
 

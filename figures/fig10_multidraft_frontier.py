@@ -30,7 +30,7 @@ prefix-dependent rows, mean over seeds 0..3; V = 8 at L = 1 (so that drafting wi
 meaningful up to K = 8) and V = 3 at L = 3 (the affordable size; without replacement the scheme then
 draws all 3 first tokens from K = 3 on, so those curves are flat beyond). Every point is exact
 (float64): specinfer, and at L = 3 every node-rule verifier, on the draft-tree engine with shape (K,
-1, ..., 1) ([`analyze_tree`][spectheory.trees.analyze_tree]); hu, khisti, global-resolution,
+1, ..., 1) ([`analyze_tree`][spectheory.engine.analysis.analyze_tree]); hu, khisti, global-resolution,
 specinfer-norep and hu-norep at L = 1, and spectr, traversal and traversal-iid throughout, on the
 joint enumeration of the K paths; gbv on its analytic route. Points that would cost more than a few
 seconds per instance are left out, not extrapolated: at L = 1 spectr and traversal-iid stop at K =
@@ -64,7 +64,7 @@ from spectheory.lp import direct_lp, multipath_lp
 from spectheory.lp.selection import selection_lp
 from spectheory.bounds import optimal_acceptance
 from spectheory.registry import verifier_names
-from spectheory.trees import analyze_tree
+from spectheory.engine.analysis import analyze_tree
 
 STEM = "fig10_multidraft_frontier"
 FAMILY, KNOB_VALUE = "logit-noise", 1.0

@@ -29,7 +29,7 @@ GRID = {False: {"L": 6}, True: {"L": 4}}
 
 
 def compute(L: int) -> dict:
-    from spectheory.exact import analyze
+    from spectheory.engine.analysis import analyze
     from spectheory.verifiers import block_verification, token_verification
     from spectheory.toy_models import mean_divergence, ngram_instance, two_token
 

@@ -42,7 +42,7 @@ def match_token_be(family: str, V: int, L: int, seed: int, target: float,
     the exact value), or None when the family's range does not reach it."""
     from scipy.optimize import brentq
 
-    from spectheory.exact import analyze
+    from spectheory.engine.analysis import analyze
     from spectheory.verifiers import token_verification
 
     lo, hi, log = MATCH_RANGE[family]

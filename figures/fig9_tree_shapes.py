@@ -1,10 +1,10 @@
 """Block efficiency vs draft tree size for the tree shapes engines use
 
-Exact block efficiency E[tau+1] ([`analyze_tree`][spectheory.trees.analyze_tree], float64, node
+Exact block efficiency E[tau+1] ([`analyze_tree`][spectheory.engine.analysis.analyze_tree], float64, node
 route) of tree verifiers against the number of drafted nodes, for chains (1,...,1), thin trees
 (2,1,...,1) and EAGLE/Medusa-style static trees (2,2), (2,2,1), (2,2,2), (3,2,1), (4,2,1,1), on
 prefix-dependent Dirichlet(1) instances
-([`random_instance`][spectheory.random_instances.random_instance], V = 8, tables to depth 4; the
+([`random_instance`][spectheory.inputs.random_instances.random_instance], V = 8, tables to depth 4; the
 block length is the tree's depth), mean over 5 seeds. Verifiers: SpecInfer's recursive rejection
 sampling with i.i.d. children (Miao et al., ASPLOS 2024), without replacement with children drawn
 without replacement (Jeon et al., arXiv 2402.14160), and the top-k rule on deterministic top-k
@@ -53,10 +53,11 @@ def _label(shape) -> str:
 
 def compute(V: int, seeds: int, shapes) -> dict:
     from spectheory.lp.tree import tree_lp
-    from spectheory.multipath import analyze_gbv_fast
-    from spectheory.random_instances import random_instance
-    from spectheory.trees import analyze_tree, tree_shape
-    from spectheory.instances import Instance
+    from spectheory.engine.analysis import analyze_gbv_fast
+    from spectheory.inputs.random_instances import random_instance
+    from spectheory.engine.analysis import analyze_tree
+    from spectheory.engine.drafttrees import tree_shape
+    from spectheory.inputs.instances import Instance
 
     rows, notes = [], []
     for shape in shapes:

@@ -1,6 +1,6 @@
 """Checks of the inputs of the real-model experiments, run before any work starts.
 
-Each check raises [`SpectheoryError`][spectheory.errors.SpectheoryError] with one line naming the
+Each check raises [`SpectheoryError`][spectheory.runtime.errors.SpectheoryError] with one line naming the
 value and the accepted range (the command line prints it and exits with code 2). The configuration
 dataclasses of `spectheory.gpu_validation.experiments` call them in ``__post_init__``, so the Python
 API refuses the same inputs with the same message.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import numbers
 
-from spectheory.errors import SpectheoryError
+from spectheory.runtime.errors import SpectheoryError
 
 #: Largest seed accepted: seeds feed ``torch.Generator.manual_seed``, ``random.Random`` and
 #: ``numpy.random.default_rng``, which agree on [0, 2**32).

@@ -19,7 +19,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from spectheory.errors import SpectheoryError
+from spectheory.runtime.errors import SpectheoryError
 
 from .fetch import require
 

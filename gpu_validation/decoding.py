@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from spectheory.errors import SpectheoryError
+from spectheory.runtime.errors import SpectheoryError
 from spectheory.law import Law
 from spectheory.registry import VerifierSpec, get_verifier, registered
 from spectheory.sampling import inverse_cdf, sample_output

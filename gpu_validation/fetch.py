@@ -27,7 +27,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from spectheory.errors import SpectheoryError
+from spectheory.runtime.errors import SpectheoryError
 
 CHUNK = 1 << 20
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from spectheory.errors import SpectheoryError
+from spectheory.runtime.errors import SpectheoryError
 
 from .checks import check_choice, check_device, check_int
 

@@ -16,7 +16,7 @@ from collections import Counter
 import numpy as np
 import torch
 
-from spectheory.errors import SpectheoryError
+from spectheory.runtime.errors import SpectheoryError
 
 #: Most pair bins a Hotelling test is run over (its covariance is bins x bins float64: 3.2 GB).
 MAX_PAIR_BINS = 20_000

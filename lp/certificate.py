@@ -44,7 +44,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from spectheory.instances import Instance
+from spectheory.inputs.instances import Instance
 
 #: Rows of the deepest levels processed at once (bounds the working memory).
 CHUNK_ROWS = 2**21

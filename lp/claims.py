@@ -16,7 +16,7 @@ generated from it (``spectheory claims --markdown``) and a test checks that it i
 
 The instances are named in each row: ``toy`` is the two-token example p = (1/3, 2/3), q = (2/3, 1/3)
 (context-independent) at L = 2, ``toy L=1`` the same at L = 1; ``random(V, L, seed, d)`` is
-[`random_instance`][spectheory.random_instances.random_instance] with prefix-dependent rows whose
+[`random_instance`][spectheory.inputs.random_instances.random_instance] with prefix-dependent rows whose
 entries are fractions of denominator d
 (``spectheory instance random --vocab V --block L --seed S --denominator d``).
 """
@@ -60,14 +60,14 @@ class Claim:
 
 
 def _toy(L: int = 2):
-    from spectheory.instances import instance_from_dict
+    from spectheory.inputs.instances import instance_from_dict
 
     return instance_from_dict({"vocab_size": 2, "block_length": L, "target": ["1/3", "2/3"],
                                "draft": ["2/3", "1/3"]}, exact=True)
 
 
 def _random(V, L, seed, d=8):
-    from spectheory.random_instances import random_instance
+    from spectheory.inputs.random_instances import random_instance
 
     return random_instance(V, L, seed, denominator=d)
 
@@ -78,7 +78,7 @@ def _rows(inst):
 
 def _be(inst, name, K=1, drafting=None):
     """Block efficiency E[tau + 1] of a registered verifier, exactly."""
-    from spectheory.multipath import analyze_multipath
+    from spectheory.engine.analysis import analyze_multipath
     from spectheory.registry import get_verifier
 
     spec = get_verifier(name, multi_path=True)
@@ -86,7 +86,7 @@ def _be(inst, name, K=1, drafting=None):
 
 
 def _tv(inst, name, K=1, drafting=None):
-    from spectheory.multipath import check_lossless_multipath
+    from spectheory.engine.lossless import check_lossless_multipath
     from spectheory.registry import get_verifier
 
     spec = get_verifier(name, multi_path=True)
@@ -362,7 +362,7 @@ def c_khisti_ordering() -> Finding:
 
 
 def _one(p, q):
-    from spectheory.instances import instance_from_dict
+    from spectheory.inputs.instances import instance_from_dict
 
     return instance_from_dict({"vocab_size": len(p), "block_length": 1, "target": p,
                                "draft": q}, exact=True)
@@ -450,8 +450,8 @@ def c_gr_convex() -> Finding:
 
 
 def c_gr_truncation() -> Finding:
-    from spectheory.multipath import analyze_multipath
-    from spectheory.random_instances import random_instance
+    from spectheory.engine.analysis import analyze_multipath
+    from spectheory.inputs.random_instances import random_instance
     from spectheory.verifiers.global_resolution import truncated_global_resolution
 
     parts, ok = [], []
@@ -500,7 +500,7 @@ def c_hsd_released() -> Finding:
 def c_spectr_gbv_optimal() -> Finding:
     import numpy as np
 
-    from spectheory.tree import levels, path_probabilities
+    from spectheory.engine.seqtree import levels, path_probabilities
 
     inst = _random(2, 2, 2, 10)
     L, K = 2, 2
@@ -527,7 +527,7 @@ def c_spectr_gbv_released() -> Finding:
 
 
 def c_spectr_gbv_grows() -> Finding:
-    from spectheory.random_instances import random_instance
+    from spectheory.inputs.random_instances import random_instance
 
     inst = random_instance(2, 2, 4, alpha=0.5, denominator=12)
     e1, e2 = (_be(inst, "spectr-gbv", K) - 1 for K in (1, 2))
@@ -537,7 +537,7 @@ def c_spectr_gbv_grows() -> Finding:
 
 
 def _analysis(inst, name):
-    from spectheory.exact import analyze
+    from spectheory.engine.analysis import analyze
 
     return analyze(inst, name)
 
@@ -721,7 +721,7 @@ class Row:
 
 def select(only: str | None = None) -> list[Claim]:
     """The claims whose id or source contains ``only`` (case-insensitive), all for None."""
-    from spectheory.errors import SpectheoryError
+    from spectheory.runtime.errors import SpectheoryError
 
     rows = ledger()
     if not only:
@@ -772,7 +772,7 @@ def markdown(rows: list[Row]) -> str:
 
 
 def cmd_claims(args) -> int:
-    from spectheory import limits
+    from spectheory.runtime import limits
 
     chosen = select(args.only)
     step = [0]
@@ -785,7 +785,7 @@ def cmd_claims(args) -> int:
     rows = run_claims(args.only, progress)
     if args.markdown:
         if args.only:
-            from spectheory.errors import SpectheoryError
+            from spectheory.runtime.errors import SpectheoryError
             raise SpectheoryError("--markdown writes the whole ledger; drop --only")
         sys.stdout.write(markdown(rows) + "\n")
     elif args.json:

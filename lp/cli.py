@@ -13,17 +13,17 @@ fitted to the solves timed in ``benchmarks/bench_lp.py`` on a 2-core x86_64 mach
 estimated over `UNBOUNDED_SECONDS` runs only when the user asked for it explicitly, with
 ``--time-limit`` (the solve is then stopped there: HiGHS gets the time left, cutting-plane rounds
 stop) or ``--max-sequences`` (the size is accepted as is); otherwise it is refused with the
-estimate. A solve estimated over `spectheory.limits.NOTE_SECONDS` is announced on stderr.
+estimate. A solve estimated over `spectheory.runtime.limits.NOTE_SECONDS` is announced on stderr.
 """
 
 from __future__ import annotations
 
 import sys
 
-from spectheory import limits
-from spectheory.commands import MAX_PATHS, add_instance_options, emit, int_in
-from spectheory.errors import SizeLimitError, SpectheoryError
-from spectheory.instances import load_instance
+from spectheory.runtime import limits
+from spectheory.cli.commands import MAX_PATHS, add_instance_options, emit, int_in
+from spectheory.runtime.errors import SizeLimitError, SpectheoryError
+from spectheory.inputs.instances import load_instance
 from spectheory.registry import DRAFTING
 
 PROBLEMS = ("node-budget", "direct", "coupling", "multipath", "selection")

@@ -19,7 +19,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from spectheory.instances import Instance
+from spectheory.inputs.instances import Instance
 
 from .node_budget import _tables
 from .result import LPResult

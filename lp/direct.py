@@ -2,9 +2,9 @@
 
 Drafting (``drafting="iid"``, the default): K paths X_1..X_K of length L drawn i.i.d. from q (with
 replacement, duplicates allowed); ``drafting="norep"``: the first tokens drawn without replacement
-(the ``norep`` scheme of [`spectheory.multipath`][spectheory.multipath]); ``drafting="hub"``:
+(the ``norep`` scheme of [`spectheory.engine.joint`][spectheory.engine.joint]); ``drafting="hub"``:
 SpecHub's two paths, the draft's most probable first token a and one companion (K <= 2, the
-``hub`` scheme of [`spectheory.multipath`][spectheory.multipath]), so that
+``hub`` scheme of [`spectheory.engine.joint`][spectheory.engine.joint]), so that
 ``direct_lp(instance, 2, drafting="hub")`` bounds every valid verifier of SpecHub's drafts (at L =
 1 SpecHub attains it). A K-path verifier is any randomised map from the drafted paths to an output
 block b = (y^i, a): a prefix y^i (0 <= i <= L) of one of the drafted paths followed by one token a
@@ -41,8 +41,8 @@ from math import comb, factorial
 
 import numpy as np
 
-from spectheory.errors import SpectheoryError
-from spectheory.instances import Instance
+from spectheory.runtime.errors import SpectheoryError
+from spectheory.inputs.instances import Instance
 from spectheory.registry import check_drafting_paths
 
 from .node_budget import _tables
@@ -88,7 +88,7 @@ def _outcomes(N: int, K: int, qpath, exact: bool):
 
 def _outcomes_norep(N: int, K: int, L: int, V: int, qpath, qroot, exact: bool):
     """Root-without-replacement drafting (Jeon et al., arXiv 2402.14160; the ``norep`` scheme of
-    [`spectheory.multipath`][spectheory.multipath]): path k's first token is drawn from q(.|c)
+    [`spectheory.engine.joint`][spectheory.engine.joint]): path k's first token is drawn from q(.|c)
     without the first tokens of paths 1..k-1 (renormalised), the rest autoregressively; if q(.|c)
     has only m < K tokens of positive probability, paths m+1..K repeat path 1. Ordered outcomes are
     enumerated (N^K of them) and merged into multisets (the verifier may be symmetrised, as for
@@ -118,13 +118,13 @@ def _outcomes_norep(N: int, K: int, L: int, V: int, qpath, qroot, exact: bool):
 
 
 def _outcomes_hub(K: int, L: int, V: int, qpath, qroot, exact: bool):
-    """SpecHub's drafting (the ``hub`` scheme of [`spectheory.multipath`][spectheory.multipath], K
+    """SpecHub's drafting (the ``hub`` scheme of [`spectheory.engine.joint`][spectheory.engine.joint], K
     <= 2): the ordered outcomes of positive probability, their probabilities from
-    [`draft_weight`][spectheory.multipath.draft_weight] (one copy of the scheme's law), merged into
+    [`draft_weight`][spectheory.engine.joint.draft_weight] (one copy of the scheme's law), merged into
     multisets."""
     from collections import defaultdict
 
-    from spectheory.multipath import draft_weight
+    from spectheory.engine.joint import draft_weight
 
     N = V**L
     support = np.array([x for x in range(N) if qpath[x] != 0], dtype=np.int64)

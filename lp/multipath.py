@@ -39,8 +39,8 @@ from __future__ import annotations
 import numpy as np
 
 from spectheory.bounds import optimal_acceptance
-from spectheory.errors import InstanceError
-from spectheory.instances import Instance
+from spectheory.runtime.errors import InstanceError
+from spectheory.inputs.instances import Instance
 
 from .node_budget import build_node_budget_reduced
 from .result import LPError, LPResult

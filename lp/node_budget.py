@@ -9,7 +9,7 @@ every sequence s with 1 <= |s| <= L+1,
 Validity (the block followed by target sampling has law p(y^{L+1})) holds iff every marginal
 matches: P(first j tokens = s) = (p(s) - M(s)) + M(s). Writing E(s) = D(s) - M(s) >= 0 for the
 probability that the block is exactly s, the completion recursion of
-[`spectheory.exact`][spectheory.exact] gives E(s, a) = p(a|s) M(s) - M(s, a), i.e. the LP
+[`spectheory.engine.analysis`][spectheory.engine.analysis] gives E(s, a) = p(a|s) M(s) - M(s, a), i.e. the LP
 
     maximise   sum_{1 <= |s| <= L+1} D(s)                      ( = E[tau + 1] )
     subject to D(s, a) = p(a|s) M(s)   for 0 <= |s| <= L, every a   (target matching)
@@ -22,7 +22,7 @@ probability that the block is exactly s, the completion recursion of
 
 This restates the theorem's LP, checked here by the derivation above (it is exactly "E(s) >= 0 and
 marginals of the completed output equal p's") and numerically: its optimum equals block
-verification's E[tau + 1] from [`analyze`][spectheory.exact.analyze] (tests/test_lp_node_budget.py).
+verification's E[tau + 1] from [`analyze`][spectheory.engine.analysis.analyze] (tests/test_lp_node_budget.py).
 Every valid verifier, whatever it observes, gives a feasible point (its D, M), so the optimum bounds
 all of them.
 
@@ -47,7 +47,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from spectheory.instances import Instance
+from spectheory.inputs.instances import Instance
 
 from .result import LPError, LPResult
 from .sparse import SparseLP, Timer, check_lp_size, concat_blocks

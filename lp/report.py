@@ -1,6 +1,6 @@
 """The optimality LPs' part of ``spectheory report``.
 
-`contribute` adds to `spectheory.report` (which does not import this package) a section
+`contribute` adds to `spectheory.cli.report` (which does not import this package) a section
 showing that block verification attains the node-budget LP optimum (Thomas & Pal, arXiv
 2602.16961) and the direct LP over all valid verifiers, and the direct K-path LP optimum as the
 reference of the multi-path table. Every comparison printed is a counted check of the report.
@@ -8,16 +8,10 @@ reference of the multi-path table. Every comparison printed is a counted check o
 
 from __future__ import annotations
 
-from spectheory.exact import analyze
-from spectheory.random_instances import random_instance
-from spectheory.report import (
-    Checks,
-    Section,
-    add_multipath_optimum,
-    add_section,
-    mark,
-    toy_instance,
-)
+from spectheory.engine.analysis import analyze
+from spectheory.inputs.random_instances import random_instance
+from spectheory.cli.report import (Checks, Section, add_multipath_optimum, add_section, mark,
+                                   toy_instance)
 
 from .coupling import coupling_bound
 from .direct import direct_lp

@@ -30,7 +30,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from spectheory.instances import Instance
+from spectheory.inputs.instances import Instance
 
 from .direct import DRAFTING, draft_outcomes
 from .node_budget import _tables

@@ -31,9 +31,9 @@ from typing import Any
 
 import numpy as np
 
-from spectheory import limits
-from spectheory.errors import MissingExtraError, SizeLimitError, TimeLimitError
-from spectheory.tree import human_bytes
+from spectheory.runtime import limits
+from spectheory.runtime.errors import MissingExtraError, SizeLimitError, TimeLimitError
+from spectheory.runtime.sizes import human_bytes
 
 from .result import LPError
 

@@ -1,6 +1,6 @@
 """Direct verifier LP for a draft tree: the best valid verifier for a tree drafting scheme.
 
-A drafting scheme on a tree shape ([`spectheory.trees`][spectheory.trees]: ``iid``, ``norep`` or
+A drafting scheme on a tree shape ([`spectheory.engine.drafttrees`][spectheory.engine.drafttrees]: ``iid``, ``norep`` or
 ``topk`` children at every node) induces a law over joint draft outcomes omega (a token on every
 edge). A verifier is any randomised map from omega to an output block b = (y^i, a): a drafted node
 y^i of omega (the root included) followed by one token a. Its law is z(omega, b) >= 0 with sum_b
@@ -31,11 +31,13 @@ from fractions import Fraction
 
 import numpy as np
 
-from spectheory.backend import as_index
-from spectheory.errors import SpectheoryError
-from spectheory.instances import Instance
-from spectheory.tree import check_size, levels, sequence_tokens
-from spectheory.trees import _check_drafting, _outcome_weight, _topk_outcome, tree_shape
+from spectheory.runtime.backend import as_index
+from spectheory.runtime.errors import SpectheoryError
+from spectheory.inputs.instances import Instance
+from spectheory.runtime.sizes import check_size
+from spectheory.engine.seqtree import levels, sequence_tokens
+from spectheory.engine.drafttrees import (_check_drafting, _outcome_weight, _topk_outcome,
+                                          tree_shape)
 
 from .direct import build_direct_outcomes
 from .result import LPResult
@@ -122,7 +124,7 @@ def tree_lp(instance: Instance, shape, drafting: str = "iid", exact: bool = Fals
     ----------
     instance : Instance
         Draft and target tables; the block length is the tree's depth.
-    shape : any form of [`tree_shape`][spectheory.trees.tree_shape] (branching factors "2,2", a
+    shape : any form of [`tree_shape`][spectheory.engine.drafttrees.tree_shape] (branching factors "2,2", a
         choices list, ``{"parents": [...]}``, a graph, a TreeShape); leaves may be at
         different depths
     drafting : {"iid", "norep", "topk"}

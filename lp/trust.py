@@ -21,7 +21,7 @@ bounds computed without an LP solver:
   C = q); path 1 of the ``iid``, ``norep`` and ``hub`` schemes is a plain draft path, so
   block-verifying it alone is a valid K-path verifier (and a member of the selection class);
 * **lower, registered verifiers**: the exact E[tau + 1] (`spectheory.analyze`, or
-  `spectheory.trees.analyze_tree` for trees) of the verifiers of `LOWER_BOUND_VERIFIERS` under
+  `spectheory.engine.analysis.analyze_tree` for trees) of the verifiers of `LOWER_BOUND_VERIFIERS` under
   the same drafting, each only if it is lossless on the instance (TV to the target at most
   `LOSSLESS_TOL`) and its analysis fits `LOWER_BOUND_MAX_SEQUENCES`; under ``norep`` with
   K >= m, the m tokens of positive root probability, with m paths (the others repeat path 1);
@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from spectheory.errors import SpectheoryError
+from spectheory.runtime.errors import SpectheoryError
 
 from .result import LPError, LPResult
 
@@ -211,7 +211,7 @@ def outcome_coverage(combos, prob, V: int, L: int, lengths=None):
 
 def hub_coverage(Q, K: int, V: int):
     """``C[j](s)`` = P(s_1 is drafted) q(s | s_1) under SpecHub's drafting (K <= 2; the ``hub``
-    scheme of `spectheory.multipath`): the hub a = argmax q (ties: the smallest id) is always
+    scheme of `spectheory.engine.joint`): the hub a = argmax q (ties: the smallest id) is always
     drafted when K = 2, another token f with probability q(f) + q(a) q(f) / (1 - q(a)) =
     q(f) / (1 - q(a)) (path 1 draws it, or path 1 draws a and the companion is f); with one
     token of positive probability only a is drafted. K = 1 is plain drafting."""
@@ -266,7 +266,7 @@ def paths_bounds(instance, paths: int, drafting: str, exact: bool, problem: str,
 
 
 def _analyze(instance, name: str, K: int, drafting: str):
-    from spectheory.exact import analyze
+    from spectheory.engine.analysis import analyze
 
     return analyze(instance.to_float(), name, paths=K, drafting=drafting,
                    max_sequences=LOWER_BOUND_MAX_SEQUENCES, laws=False)
@@ -302,7 +302,7 @@ def tree_bounds(instance, tree, drafting: str, combos, lengths, prob, exact: boo
                     "coverage bound, C(s) = P(s drafted) from the tree's outcomes")]
     for name in LOWER_BOUND_VERIFIERS["tree"].get(drafting, ()):
         def run(name=name):
-            from spectheory.trees import analyze_tree
+            from spectheory.engine.analysis import analyze_tree
 
             return analyze_tree(instance.to_float(), name, tree, drafting,
                                 max_sequences=LOWER_BOUND_MAX_SEQUENCES)

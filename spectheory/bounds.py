@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import itertools
 
-from ._lazy import torch
+from .runtime._lazy import torch
 
 
 def multidraft_acceptance(p: torch.Tensor, q: torch.Tensor, paths: int) -> torch.Tensor:

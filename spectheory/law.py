@@ -27,13 +27,15 @@ the value, so that no verdict is ever computed from it.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 from fractions import Fraction
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
-from ._lazy import is_tensor, torch
+from .runtime._lazy import is_tensor, torch
 
-from .errors import InputError, SpectheoryError
+from .runtime.errors import InputError, SpectheoryError
 
 
 class Law(NamedTuple):
@@ -190,5 +192,33 @@ def validate_law(law: Any, batch: int, paths: int, length: int, vocab: int, exac
     return Law(stop, corr)
 
 
+_ENGINE_ROWS = contextvars.ContextVar("spectheory_engine_rows", default=None)
+
+
+@contextlib.contextmanager
+def rows_follow_prefixes(drafts, q, p):
+    """Declare, for the verifier call inside the block, that the rows ``q``, ``p`` handed over with
+    ``drafts`` are functions of the drafted prefix: the exact engine's joint outcomes below one
+    context, whose rows it gathers from one table per path
+    ([`path_tables`][spectheory.engine.joint.path_tables]). A verifier that receives exactly these
+    three arrays ([`engine_rows`][spectheory.law.engine_rows]) may let
+    [`on_distinct`][spectheory.verifiers.common.on_distinct] skip comparing the rows its key
+    determines through the prefix; rows it derives itself, or arrays other than these (a real
+    model's batch mixes contexts; a wrapper may change the rows), are always compared."""
+    token = _ENGINE_ROWS.set((drafts, q, p))
+    try:
+        yield
+    finally:
+        _ENGINE_ROWS.reset(token)
+
+
+def engine_rows(drafts, q, p) -> bool:
+    """True when (drafts, q, p) are the very arrays declared by
+    [`rows_follow_prefixes`][spectheory.law.rows_follow_prefixes]."""
+    declared = _ENGINE_ROWS.get()
+    return declared is not None and declared[0] is drafts and declared[1] is q \
+        and declared[2] is p
+
+
 __all__ = ["Law", "LawError", "MultiLaw", "MultiVerifier", "ROW_SUM_TOL", "Verifier",
-           "validate_law"]
+           "engine_rows", "rows_follow_prefixes", "validate_law"]

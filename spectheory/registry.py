@@ -5,8 +5,8 @@ Every verifier, built in or yours, is described by a
 many paths it takes, the drafting scheme under which it is lossless, whether its law depends on the
 order of the paths, whether it runs in exact rationals, its node form, the paper).
 [`VerifierSpec.law`][spectheory.registry.VerifierSpec.law] always speaks the K-path form of
-[`spectheory.law`][spectheory.law], so the exact engine ([`analyze`][spectheory.exact.analyze]), the
-checker ([`check_lossless`][spectheory.exact.check_lossless]), the sampler
+[`spectheory.law`][spectheory.law], so the exact engine ([`analyze`][spectheory.engine.analysis.analyze]), the
+checker ([`check_lossless`][spectheory.engine.lossless.check_lossless]), the sampler
 ([`sample_output`][spectheory.sampling.sample_output]) and the real-model loop each exist once; a
 single-path verifier is the case K = 1.
 
@@ -17,7 +17,8 @@ Finding a verifier ([`get_verifier`][spectheory.registry.get_verifier]) accepts
   [`VerifierSpec`][spectheory.registry.VerifierSpec]); a bare function is read as a single-path
   verifier unless it carries a ``spectheory_spec`` attribute (set by
   [`verifier`][spectheory.registry.verifier]);
-* a name registered by an installed package under the entry-point group ``spectheory.verifiers``;
+* a name registered by an installed package under the entry-point group ``spectheory.verifiers``
+  (the built-in verifiers are registered the same way, by this package's own entry point);
 * a [`VerifierSpec`][spectheory.registry.VerifierSpec] or a plain callable.
 
 Defaults are decided here and only here: [`plan`][spectheory.registry.plan] turns (verifier, paths,
@@ -32,12 +33,12 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple
 
-from . import backend as B
-from ._lazy import is_tensor, torch
-from .errors import SpectheoryError, TimeLimitError, call_user, import_user
+from .runtime import backend as B
+from .runtime._lazy import is_tensor, torch
+from .runtime.errors import SpectheoryError, TimeLimitError, call_user, import_user
 from .law import ROW_SUM_TOL, Law, LawError, validate_law
 
-#: Drafting schemes of K paths (see [`spectheory.multipath`][spectheory.multipath]).
+#: Drafting schemes of K paths (see [`spectheory.engine.joint`][spectheory.engine.joint]).
 DRAFTING = ("iid", "norep", "hub")
 #: The most paths a drafting scheme defines (schemes not listed take any K): ``hub`` drafts the
 #: draft's most probable token and one companion (SpecHub, arXiv 2411.05289), so K <= 2.
@@ -80,15 +81,15 @@ class VerifierSpec:
         Where it comes from.
     summary : str
         One line for listings.
-    node : spectheory.nodes.NodeForm or None
+    node : spectheory.engine.nodes.NodeForm or None
         The verifier's rule per node of the sequence tree, for verifiers whose law at position i
         depends only on the prefix X^i (token, block). When set, ``function`` is derived from it
-        ([`law_from_nodes`][spectheory.nodes.law_from_nodes]) and the exact engine evaluates once
+        ([`law_from_nodes`][spectheory.engine.nodes.law_from_nodes]) and the exact engine evaluates once
         per node instead of once per draft and position.
     analytic : callable or None
         K-path verifiers whose exact block law has a closed route (GBV: block verification
         against the skewed draft q^G): ``analytic(how, q_levels, p_levels, V, L)`` returns the
-        [`BlockLaw`][spectheory.exact.BlockLaw] that the joint enumeration would give.
+        [`BlockLaw`][spectheory.engine.perdraft.BlockLaw] that the joint enumeration would give.
     paths_read : int or None
         K-path verifiers whose law depends on the first ``paths_read`` drafted paths only and
         puts no stop mass on the others (the first-path baselines: 1). Their law on K > m paths
@@ -99,7 +100,7 @@ class VerifierSpec:
         Node-recursive K-path verifiers: the rule at one node of the token tree, in the
         signature of [`node_recursive_law`][spectheory.verifiers.specinfer.node_recursive_law]
         (``rule(member, tokens, q_rows, p_rows) -> (accept, none, correction)``); the draft-tree
-        engine's node route ([`spectheory.trees`][spectheory.trees]) runs it on any tree shape.
+        engine's node route ([`spectheory.engine.drafttrees`][spectheory.engine.drafttrees]) runs it on any tree shape.
     rule_skips_repeats : bool
         The rule ignores a candidate whose token an earlier candidate carries (rules for
         drafting without replacement), so the node route may run it under ``norep``.
@@ -174,7 +175,7 @@ class VerifierSpec:
 
     def routes(self) -> list[str]:
         """Exact-engine routes available to this verifier (see
-        [`analyze`][spectheory.exact.analyze])."""
+        [`analyze`][spectheory.engine.analysis.analyze])."""
         if self.single_path:
             return (["node"] if self.node is not None else []) + ["per-draft"]
         return (["analytic"] if self.analytic is not None else []) + ["enumerate"]
@@ -187,9 +188,9 @@ def verifier(function: Callable | None = None, *, name: str | None = None, paths
     """Declare a function as a verifier: returns the function with a ``spectheory_spec`` attribute
     (a [`VerifierSpec`][spectheory.registry.VerifierSpec]). Usable as
     ``@verifier(paths=None, drafting="iid")`` or ``verifier(f, ...)``; ``module:function`` then
-    finds the spec. ``node`` declares the verifier's [`NodeForm`][spectheory.nodes.NodeForm] (its
+    finds the spec. ``node`` declares the verifier's [`NodeForm`][spectheory.engine.nodes.NodeForm] (its
     law at position i depends on the prefix X^i only);
-    [`node_verifier`][spectheory.nodes.node_verifier] builds a verifier from a node form alone, so
+    [`node_verifier`][spectheory.engine.nodes.node_verifier] builds a verifier from a node form alone, so
     that its per-draft law cannot differ from it. ``paths_read`` declares that a K-path law reads
     only the first ``paths_read`` paths ([`VerifierSpec`][spectheory.registry.VerifierSpec]; checked
     before use)."""
@@ -206,29 +207,43 @@ def verifier(function: Callable | None = None, *, name: str | None = None, paths
 
 
 _REGISTRY: dict[str, VerifierSpec] = {}
+_UNLISTED: set[str] = set()
 _ENTRY_POINTS_LOADED = False
 
 
-def register(spec: VerifierSpec, replace_existing: bool = False) -> VerifierSpec:
-    """Add ``spec`` to the registry under ``spec.name``."""
+def register(spec: VerifierSpec, replace_existing: bool = False, listed: bool = True
+             ) -> VerifierSpec:
+    """Add ``spec`` to the registry under ``spec.name``. With ``listed`` False the name is found
+    ([`get_verifier`][spectheory.registry.get_verifier]) but not listed by
+    [`registered`][spectheory.registry.registered] (``topk``, a rule of the draft-tree engine)."""
     if spec.name in _REGISTRY and not replace_existing and _REGISTRY[spec.name] != spec:
         raise SpectheoryError(f"a verifier named {spec.name!r} is already registered")
     _REGISTRY[spec.name] = spec
+    if not listed:
+        _UNLISTED.add(spec.name)
     return spec
 
 
-def _load_builtins():
-    from . import verifiers  # noqa: F401  (registers the built-in verifiers on import)
-
-
 def _load_entry_points():
+    """Load the entry points of the group `ENTRY_POINT_GROUP`, this package's own first: the
+    built-in verifiers are declared there (pyproject's ``[project.entry-points]``) as the package
+    ``spectheory.verifiers``, which registers them on import; a package's entry point registers
+    what it registers on import, a function or spec is registered under the entry point's name."""
     global _ENTRY_POINTS_LOADED
     if _ENTRY_POINTS_LOADED:
         return
     _ENTRY_POINTS_LOADED = True
+    import types
     from importlib.metadata import entry_points
 
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
+    points = sorted(entry_points(group=ENTRY_POINT_GROUP),
+                    key=lambda ep: getattr(ep.dist, "name", None) != "spectheory")
+    if not any(getattr(ep.dist, "name", None) == "spectheory" for ep in points):
+        _ENTRY_POINTS_LOADED = False
+        raise SpectheoryError(f"the built-in verifiers are not registered: the installed "
+                              f"metadata of spectheory has no {ENTRY_POINT_GROUP!r} entry point "
+                              f"(reinstall it: pip install -e .)")
+    for ep in points:
         if ep.name in _REGISTRY:
             continue
         try:
@@ -240,16 +255,17 @@ def _load_entry_points():
                     else f"{type(exc).__name__}: {exc}")
             warnings.warn(f"verifier entry point {ep.name!r} ({ep.value}) failed to load: {what}")
             continue
+        if isinstance(obj, types.ModuleType):  # registered its verifiers on import
+            continue
         register(_as_spec(obj, ep.name, user=True))
 
 
 def registered(lossless: bool | None = None, single_path: bool | None = None
                ) -> dict[str, VerifierSpec]:
     """The registry (name -> spec), optionally only lossless / lossy, single- / K-path ones."""
-    _load_builtins()
     _load_entry_points()
-    return {n: s for n, s in _REGISTRY.items()
-            if (lossless is None or s.lossless == lossless)
+    return {n: s for n, s in _REGISTRY.items() if n not in _UNLISTED
+            and (lossless is None or s.lossless == lossless)
             and (single_path is None or s.single_path == single_path)}
 
 
@@ -287,8 +303,8 @@ def _doc(obj) -> str:
 
 class UserVerifier:
     """A user's law function (loaded from ``module:function`` or an entry point), as the toolkit
-    calls it: through [`call_user`][spectheory.errors.call_user] (an exception or ``sys.exit``
-    becomes one [`UserCodeError`][spectheory.errors.UserCodeError] line naming the verifier), and
+    calls it: through [`call_user`][spectheory.runtime.errors.call_user] (an exception or ``sys.exit``
+    becomes one [`UserCodeError`][spectheory.runtime.errors.UserCodeError] line naming the verifier), and
     every result checked by [`validate_law`][spectheory.law.validate_law] before anything uses it,
     in every command (the exact engine, the checker, ``check-sampler``'s reference law, test
     vectors, the real-model loop).
@@ -393,7 +409,7 @@ def check_user_law(out, drafts, q, label: str, single_path: bool):
 
 def _import_target(text: str) -> Any:
     """The object of a ``module:function`` verifier
-    ([`import_user`][spectheory.errors.import_user])."""
+    ([`import_user`][spectheory.runtime.errors.import_user])."""
     return import_user(text, "verifier")
 
 
@@ -408,8 +424,8 @@ def get_verifier(verifier: Any, multi_path: bool = False) -> VerifierSpec:
         return verifier
     if isinstance(verifier, str):
         table = registered()
-        if verifier in table:
-            return table[verifier]
+        if verifier in _REGISTRY:  # listed, or registered unlisted
+            return _REGISTRY[verifier]
         if ":" in verifier:
             return _as_spec(_import_target(verifier), verifier, multi_path, user=True)
         raise SpectheoryError(f"unknown verifier {verifier!r}; choose from "
@@ -431,6 +447,17 @@ def check_drafting_paths(drafting: str, paths: int) -> None:
         raise SpectheoryError(f"the {drafting} drafting scheme drafts at most {cap} paths "
                               f"(the draft's most probable token and one companion; SpecHub, "
                               f"arXiv 2411.05289), not {paths}; use --paths {cap} or less")
+
+
+def hub_tokens(q_rows):
+    """The hub argmax_x q(x) of each row, ties to the smallest token id: q_rows [..., V] ->
+    [...] int64 (torch long / numpy int64). The ``hub`` drafting scheme drafts it first (SpecHub,
+    Sun et al., arXiv 2411.05289)."""
+    if B.is_torch(q_rows):
+        return q_rows.argmax(dim=-1)  # the first maximal index
+    import numpy as np
+
+    return np.argmax(q_rows, axis=-1).astype(np.int64)
 
 
 class Plan(NamedTuple):
@@ -476,4 +503,4 @@ def plan(verifier: Any, paths: int | None = None, drafting: str | None = None) -
 
 __all__ = ["DRAFTING", "DRAFTING_MAX_PATHS", "DraftingWarning", "ENTRY_POINT_GROUP", "Plan",
            "UserVerifier", "VerifierSpec", "check_drafting_paths", "check_user_law",
-           "get_verifier", "plan", "register", "registered", "verifier", "verifier_names"]
+           "get_verifier", "hub_tokens", "plan", "register", "registered", "verifier", "verifier_names"]

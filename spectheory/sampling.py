@@ -10,7 +10,7 @@ of another implementation) and uses inverse-CDF sampling, so the same uniforms g
 
 from __future__ import annotations
 
-from ._lazy import torch
+from .runtime._lazy import torch
 
 from .law import Law
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from spectheory.cli import main
-from spectheory.report import TOY  # the paper's two-token example, as instance JSON
+from spectheory.cli.report import TOY  # the paper's two-token example, as instance JSON
 
 __all__ = ["TOY", "run", "write"]
 

@@ -16,7 +16,7 @@ def ray_cluster():
     """One local Ray cluster (2 CPUs, a small object store) for every Ray test of the run: the
     executors join a running cluster instead of starting their own."""
     pytest.importorskip("ray")
-    from spectheory.raycluster import ray_session
+    from spectheory.runtime.raycluster import ray_session
 
     with ray_session(2) as ray:
         yield ray

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from spectheory import backend as B
+from spectheory.runtime import backend as B
 from spectheory.law import Law
 from spectheory.registry import verifier
 from spectheory.verifiers import MULTI_PATH, block_verification, token_verification

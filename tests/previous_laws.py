@@ -4,7 +4,7 @@ reproduce to float tolerance (tests/test_real_laws.py)."""
 
 from __future__ import annotations
 
-from spectheory import backend as B
+from spectheory.runtime import backend as B
 from spectheory.law import Law, MultiLaw
 from spectheory.verifiers.common import (drafted_probs, residual_corrections, residuals,
                                          stop_from_acceptance_weights)

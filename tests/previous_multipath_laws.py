@@ -5,7 +5,7 @@ to float rounding."""
 
 from __future__ import annotations
 
-from spectheory import backend as B
+from spectheory.runtime import backend as B
 from spectheory.law import MultiLaw
 from spectheory.verifiers.block import block_verification
 

@@ -2,7 +2,7 @@
 
 Plain Python loops over every draft, dicts of Fractions, and the verifier definitions written out
 directly from the papers (token verification: Leviathan et al., ICML 2023; block verification:
-Sun et al., arXiv 2403.10444), not through spectheory.backend or spectheory.verifiers, so that a
+Sun et al., arXiv 2403.10444), not through spectheory.runtime.backend or spectheory.verifiers, so that a
 mistake in the main engine or verifiers shows up as a disagreement.
 """
 

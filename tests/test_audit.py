@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from spectheory.audit import audit, audit_rows, log1p_check
-from spectheory.errors import SpectheoryError
+from spectheory.cli.audit import audit, audit_rows, log1p_check
+from spectheory.runtime.errors import SpectheoryError
 
 from cli_helpers import run
 
@@ -84,7 +84,7 @@ def test_prefix_row_noise_is_measured():
     block by about that much on rows without near-ties, even where GBV's choice between two
     identical drafted paths flips (a path-probability change of 1 that the output cannot see);
     the check also runs on given rows."""
-    from spectheory.audit import prefix_noise_check
+    from spectheory.cli.audit import prefix_noise_check
 
     for name in ("gbv", "specinfer", "traversal-iid"):
         res = prefix_noise_check(name, 3, V, 3, 4)

@@ -22,8 +22,8 @@ import time
 import pytest
 
 from cli_helpers import TOY, run
-from spectheory.instances import instance_to_dict
-from spectheory.random_instances import random_instance
+from spectheory.inputs.instances import instance_to_dict
+from spectheory.inputs.random_instances import random_instance
 
 V2L2 = {"vocab_size": 2, "block_length": 2}
 ROW = [0.5, 0.5]
@@ -519,8 +519,8 @@ def two_token_table(L: int = 2) -> dict:
 def test_leading_zero_key_no_longer_overrides_its_row(tmp_path, capsys):
     from fractions import Fraction
 
-    from spectheory.errors import InstanceError
-    from spectheory.instances import instance_from_dict
+    from spectheory.runtime.errors import InstanceError
+    from spectheory.inputs.instances import instance_from_dict
 
     good = two_token_table()
     path = tmp_path / "good.json"
@@ -608,7 +608,7 @@ def test_api_table_is_large():
 
 @pytest.mark.parametrize("index", API_CASES)
 def test_python_api_refuses_with_one_exception_type(index):
-    from spectheory.errors import SpectheoryError
+    from spectheory.runtime.errors import SpectheoryError
 
     _, call, word = _api_cases()[index]
     with pytest.raises(SpectheoryError) as exc:
@@ -640,8 +640,8 @@ def test_time_limit_backstop_survives_a_finaliser():
     stops the work after it. Negative control: a block without a limit runs to its end."""
     import gc
 
-    from spectheory import limits
-    from spectheory.errors import TimeLimitError
+    from spectheory.runtime import limits
+    from spectheory.runtime.errors import TimeLimitError
 
     class Slow:
         def __del__(self):
@@ -671,7 +671,7 @@ def test_time_limit_backstop_survives_a_finaliser():
 
 def test_bad_environment_does_not_break_import_or_help(tmp_path):
     """Limits are read on use, never at import: with bad values set, ``spectheory --help``
-    (which imports every command module, lp.sparse and spectheory.tree included) still works."""
+    (which imports every command module, lp.sparse and spectheory.engine.seqtree included) still works."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, SPECTHEORY_MAX_SEQUENCES="1e6", SPECTHEORY_MAX_LP_VARIABLES="abc",
                PYTHONPATH=os.pathsep.join([root] + os.environ.get("PYTHONPATH", "").split(
@@ -689,8 +689,8 @@ def test_a_time_limit_is_not_a_value_error():
     """Bad input is a ValueError (`SpectheoryError(...)` raised directly included); a time limit
     is not, so that no number parser's ``except ValueError`` can take the alarm for a bad
     number."""
-    from spectheory.errors import (InputError, InstanceError, OptionError, SizeLimitError,
-                                   SpectheoryError, TimeLimitError, UserCodeError)
+    from spectheory.runtime.errors import (InputError, InstanceError, OptionError, SizeLimitError,
+                                           SpectheoryError, TimeLimitError, UserCodeError)
 
     plain = SpectheoryError("refused")
     assert type(plain) is InputError and isinstance(plain, ValueError)
@@ -709,7 +709,7 @@ def test_the_alarm_inside_fraction_parsing_is_a_time_limit(tmp_path, monkeypatch
     """The SIGALRM backstop fires while the instance parser runs ``Fraction(text)`` inside its
     ``except (ValueError, ZeroDivisionError)``: the run must end with the time-limit error, not
     with 'entry ... is not a number' (what it said while TimeLimitError was a ValueError)."""
-    import spectheory.instances as instances
+    import spectheory.inputs.instances as instances
     from fractions import Fraction
 
     real = Fraction
@@ -856,7 +856,7 @@ def test_sizes_are_bounded_by_the_memory_estimate(monkeypatch, capsys):
     it), ``instance random`` by its memory, above half of the machine's (here a machine of
     1 GiB); each refusal names the option and the estimate, and below the bound the values are
     accepted."""
-    from spectheory import limits
+    from spectheory.runtime import limits
     from spectheory.testing.sampler import MAX_SECONDS, MIN_SECONDS_PER_SAMPLE
     from spectheory.testing.sampler_cli import parse_samples
 

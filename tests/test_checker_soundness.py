@@ -19,10 +19,10 @@ from reference_rational import reference_analysis, token_law
 
 import planted_bugs as pb
 from spectheory import check_lossless, instance_from_dict, random_instance
-from spectheory.errors import SpectheoryError
-from spectheory.exact import analyze
+from spectheory.runtime.errors import SpectheoryError
+from spectheory.engine.analysis import analyze
 from spectheory.law import LawError
-from spectheory.report import toy_instance
+from spectheory.cli.report import toy_instance
 from spectheory.testing import assert_lossless, check_lossless_battery
 from spectheory.testing.battery import default_battery
 from spectheory.verifiers import block_verification

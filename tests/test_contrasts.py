@@ -8,7 +8,7 @@ from fractions import Fraction
 import pytest
 
 import spectheory as st
-from spectheory.report import toy_instance
+from spectheory.cli.report import toy_instance
 from spectheory.verifiers.contrasts import (lenient_verification, threshold_verification,
                                             typical_acceptance)
 

@@ -10,10 +10,11 @@ import torch
 from hypothesis import given, settings
 
 from reference_rational import block_law, reference_analysis, token_law
-from spectheory import backend as Bk
-from spectheory.exact import analyze, check_lossless, multi_iteration_law
-from spectheory.models import prefix_from_index
-from spectheory.report import toy_instance
+from spectheory.runtime import backend as Bk
+from spectheory.engine.analysis import analyze, multi_iteration_law
+from spectheory.engine.lossless import check_lossless
+from spectheory.inputs.models import prefix_from_index
+from spectheory.cli.report import toy_instance
 from spectheory.verifiers import block_verification, token_verification
 from strategies import instances, make_instance
 
@@ -71,7 +72,7 @@ def test_float_engine_matches_exact_engine():
 
 
 def test_chunked_engine_equals_unchunked(monkeypatch):
-    import spectheory.exact as ex
+    import spectheory.engine.perdraft as ex
 
     inst = make_instance("dirichlet", V=4, L=5, seed=11)
     full = analyze(inst, block_verification)
@@ -193,7 +194,7 @@ def test_checker_flags_running_product_of_uniforms():
 
 
 def test_float_model_that_is_not_exactly_normalised_refuses_exact_mode():
-    from spectheory.errors import InstanceError
+    from spectheory.runtime.errors import InstanceError
 
     with pytest.raises(InstanceError, match="not exactly 1"):
         toy_instance(exact=False).to_exact()
@@ -258,7 +259,7 @@ def test_block_law_is_nonnegative_in_float32():
 def test_dirichlet_tables_do_not_depend_on_the_chunk_size(monkeypatch):
     """Large levels are drawn in chunks of rows (no second full-size temporary): the tables
     are the same values as with one draw per level, float and exact (denominator) alike."""
-    import spectheory.random_instances as R
+    import spectheory.inputs.random_instances as R
 
     cases = [dict(vocab_size=3, block_length=3, seed=0),
              dict(vocab_size=4, block_length=3, seed=5, alpha=0.05),

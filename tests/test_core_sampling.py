@@ -12,11 +12,11 @@ import pytest
 import torch
 from scipy import stats
 
-from spectheory.exact import block_output_law
+from spectheory.engine.perdraft import block_output_law
 from spectheory.sampling import inverse_cdf, output_block, sample_law
-from spectheory.tree import levels, path_conditionals, sample_paths
+from spectheory.engine.seqtree import levels, path_conditionals, sample_paths
 from spectheory.verifiers import block_verification, token_verification
-from spectheory.models import prefix_from_index
+from spectheory.inputs.models import prefix_from_index
 from strategies import make_instance
 
 ALPHA = 1e-4

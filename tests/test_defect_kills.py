@@ -30,13 +30,14 @@ import pytest
 import torch
 from scipy.stats import chi2, ncx2
 
-from spectheory import backend as B
-from spectheory.errors import SpectheoryError
-from spectheory.exact import (MAX_LOSSLESS_TOL, analyze, check_lossless, check_tolerance,
-                              lossless_report)
+from spectheory.runtime import backend as B
+from spectheory.runtime.errors import SpectheoryError
+from spectheory.engine.lossless import (MAX_LOSSLESS_TOL, check_lossless, check_tolerance,
+                                        lossless_report)
+from spectheory.engine.analysis import analyze
 from spectheory.law import ROW_SUM_TOL, LawError, validate_law
-from spectheory.nodes import NodeForm, node_verifier, validate_nodes
-from spectheory.random_instances import random_instance
+from spectheory.engine.nodes import NodeForm, node_verifier, validate_nodes
+from spectheory.inputs.random_instances import random_instance
 from spectheory.registry import VerifierSpec, get_verifier
 from spectheory.testing import stats
 from spectheory.testing.battery import make_instance
@@ -136,7 +137,7 @@ def test_tv_is_half_the_l1_distance_on_every_route(exact):
 def test_per_draft_route_in_many_chunks_equals_the_node_route(monkeypatch):
     """The per-draft route split into many chunks per context (a tiny chunk size) accumulates
     the tau pmf and the emitted law over the chunks: equal to the per-node route to 1e-15."""
-    import spectheory.exact as exact_mod
+    import spectheory.engine.perdraft as exact_mod
 
     inst = random_instance(3, 3, 2)
     ref = analyze(inst, "block", route="node")

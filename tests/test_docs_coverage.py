@@ -12,9 +12,9 @@ from spectheory.registry import registered
 ROOT = Path(__file__).resolve().parent.parent
 #: source folder -> the package it installs as (pyproject.toml's package-dir)
 PACKAGES = {"spectheory": "spectheory", "lp": "spectheory.lp", "toy_models": "spectheory.toy_models"}
-#: Modules with no API page on purpose: the command-line layer (documented by its --help and the
-#: command examples of the docs) and ``python -m`` entry points.
-NO_API_PAGE = re.compile(r"(^|\.)(\w+_)?(cli|commands|__main__|report|figures)$")
+#: Modules with no API page on purpose: the command-line layer (`spectheory.cli`, documented by its
+#: --help and the command examples of the docs) and ``python -m`` entry points.
+NO_API_PAGE = re.compile(r"(^|\.)(\w+_)?(cli|commands|__main__|report|figures)$|^spectheory\.cli\.")
 
 
 def modules() -> set[str]:

@@ -131,21 +131,21 @@ def test_checks_catch_planted_markup():
     assert role_problems(PLANTED) == ["1: :func:`analyze`", "1: :py:class:`spectheory.law.Law`",
                                       "11: :func:`f`"]
     assert literal_block_problems(PLANTED) == ["3: Usage::"]
-    assert role_problems('"""[`analyze`][spectheory.exact.analyze] and `f`."""') == []
+    assert role_problems('"""[`analyze`][spectheory.engine.analysis.analyze] and `f`."""') == []
 
 
 # ----------------------------------------------------------------------------- the converter
 
-INVENTORY = {"spectheory": "py:module", "spectheory.exact": "py:module",
-             "spectheory.exact.analyze": "py:function",
+INVENTORY = {"spectheory": "py:module", "spectheory.engine.analysis": "py:module",
+             "spectheory.engine.analysis.analyze": "py:function",
              "spectheory.lp.direct.direct_lp": "py:function",
              "spectheory.law.Law": "py:class",
              "spectheory.fake.Box": "py:class", "spectheory.fake.Box.open": "py:method"}
 
 SOURCE = '''\
-"""Doc: :func:`analyze`, :func:`lp.direct.direct_lp`, :mod:`spectheory.exact`,
+"""Doc: :func:`analyze`, :func:`lp.direct.direct_lp`, :mod:`spectheory.engine.analysis`,
 :class:`~spectheory.law.Law`, :func:`spectheory.analyze`, :class:`fractions.Fraction`,
-:func:`_private`, :py:func:`the engine <spectheory.exact.analyze>`.
+:func:`_private`, :py:func:`the engine <spectheory.engine.analysis.analyze>`.
 
 Usage::
 
@@ -158,7 +158,7 @@ Usage::
       def test():
           assert analyze
 """
-from .exact import analyze
+from .engine.analysis import analyze
 
 X = ":func:`analyze`"  # :func:`analyze`
 
@@ -177,10 +177,11 @@ class Box:
 '''
 
 EXPECTED = '''\
-"""Doc: [`analyze`][spectheory.exact.analyze], [`direct_lp`][spectheory.lp.direct.direct_lp],
-[`spectheory.exact`][spectheory.exact], [`Law`][spectheory.law.Law],
-[`analyze`][spectheory.exact.analyze], `fractions.Fraction`, `_private`,
-[`the engine`][spectheory.exact.analyze].
+"""Doc: [`analyze`][spectheory.engine.analysis.analyze],
+[`direct_lp`][spectheory.lp.direct.direct_lp],
+[`spectheory.engine.analysis`][spectheory.engine.analysis], [`Law`][spectheory.law.Law],
+[`analyze`][spectheory.engine.analysis.analyze], `fractions.Fraction`, `_private`,
+[`the engine`][spectheory.engine.analysis.analyze].
 
 Usage:
 
@@ -197,9 +198,9 @@ python -m spectheory exact inst.json
         assert analyze
     ```
 """
-from .exact import analyze
+from .engine.analysis import analyze
 
-X = ":func:`analyze`"  # [`analyze`][spectheory.exact.analyze]
+X = ":func:`analyze`"  # [`analyze`][spectheory.engine.analysis.analyze]
 
 
 class Box:
@@ -246,8 +247,8 @@ def test_converter_is_idempotent():
 def test_undocumented_targets_stay_plain():
     """A target the site does not document is never linked (mkdocs --strict would fail)."""
     out, stats = convert(SOURCE, {k: v for k, v in INVENTORY.items()
-                                  if k != "spectheory.exact.analyze"})
-    assert "][spectheory.exact.analyze]" not in out
+                                  if k != "spectheory.engine.analysis.analyze"})
+    assert "][spectheory.engine.analysis.analyze]" not in out
     assert out.startswith('"""Doc: `analyze`, ') and "# `analyze`\n" in out
     assert "`spectheory.analyze`" in out and "`the engine`" in out
     assert (stats.linked, stats.plain) == (5, 6)
@@ -259,19 +260,19 @@ def test_relative_and_method_targets_resolve_to_full_paths():
               ':func:`.nowhere` nor :data:`fractions`."""\n\n\nclass Box:\n    pass\n')
     out, _ = convert(source)
     assert " ".join(out.split()).startswith(
-        '"""See [`exact.analyze`][spectheory.exact.analyze], '
+        '"""See [`exact.analyze`][spectheory.engine.analysis.analyze], '
         '[`Box.open`][spectheory.fake.Box.open] and [`Law`][spectheory.law.Law]; not `nowhere` '
         'nor `fractions`."""')
 
 
 def test_long_paragraphs_are_rewrapped_within_width():
     words = " ".join(["word"] * 20)
-    source = f'"""Summary.\n\n{words} :func:`spectheory.exact.analyze` {words}\nend.\n"""\n'
+    source = f'"""Summary.\n\n{words} :func:`spectheory.engine.analysis.analyze` {words}\nend.\n"""\n'
     out, _ = convert(source)
     body = out.split("\n")
     assert max(len(line) for line in body) <= roles_script.WIDTH
     assert " ".join(out.split()) == " ".join(source.split()).replace(
-        ":func:`spectheory.exact.analyze`", "[`analyze`][spectheory.exact.analyze]")
+        ":func:`spectheory.engine.analysis.analyze`", "[`analyze`][spectheory.engine.analysis.analyze]")
 
 
 def test_rewrap_never_starts_a_line_with_markdown_block_syntax():
@@ -279,14 +280,14 @@ def test_rewrap_never_starts_a_line_with_markdown_block_syntax():
     or a list: whatever the break position, no such line is made."""
     starts = set()
     for n in range(40):
-        source = (f'"""Summary.\n\n{"a" * n} :func:`spectheory.exact.analyze` fixed by #35798 - '
+        source = (f'"""Summary.\n\n{"a" * n} :func:`spectheory.engine.analysis.analyze` fixed by #35798 - '
                   f'see 1. the list {"word " * 30}end.\n"""\n')
         out, _ = convert(source)
         lines = out.split("\n")[2:-2]
         starts.update(line.split()[0] for line in lines)
         assert max(len(line) for line in lines) <= roles_script.WIDTH
         assert " ".join(out.split()) == " ".join(source.split()).replace(
-            ":func:`spectheory.exact.analyze`", "[`analyze`][spectheory.exact.analyze]")
+            ":func:`spectheory.engine.analysis.analyze`", "[`analyze`][spectheory.engine.analysis.analyze]")
     assert not starts & {"#35798", "-", "1."}, starts
 
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from spectheory import figures
+from spectheory.cli import figures
 from spectheory.cli import main
-from spectheory.errors import SpectheoryError
+from spectheory.runtime.errors import SpectheoryError
 
 GALLERY = figures.gallery_folder()
 STEMS = ["fig1_accepted_vs_L", "fig2_gain_vs_divergence", "fig3_tau_pmf", "fig4_multipath_vs_K",
@@ -142,7 +142,7 @@ def test_fig4_multipath_below_optimum_and_fig5_gaps(quick_run):
 
 
 def test_match_token_be_hits_target_or_says_unreachable():
-    from spectheory.exact import analyze
+    from spectheory.engine.analysis import analyze
     from spectheory.verifiers import token_verification
 
     fig6 = figures.load(GALLERY / "fig6_paper_comparison.py")

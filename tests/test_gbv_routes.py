@@ -14,11 +14,12 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from spectheory.exact import analyze, check_lossless, multi_iteration_law
-from spectheory.instances import Instance, instance_from_dict
-from spectheory.models import TableModel
-from spectheory.multipath import analyze_gbv_fast
-from spectheory.random_instances import random_instance
+from spectheory.engine.analysis import analyze, multi_iteration_law
+from spectheory.engine.lossless import check_lossless
+from spectheory.inputs.instances import Instance, instance_from_dict
+from spectheory.inputs.models import TableModel
+from spectheory.engine.analysis import analyze_gbv_fast
+from spectheory.inputs.random_instances import random_instance
 from spectheory.registry import DraftingWarning, get_verifier
 from strategies import make_instance
 

@@ -22,7 +22,7 @@ import torch
 pytest.importorskip("transformers")
 pytest.importorskip("gguf")
 
-from spectheory.errors import SpectheoryError  # noqa: E402
+from spectheory.runtime.errors import SpectheoryError  # noqa: E402
 from spectheory.verifiers import LOSSY_EXAMPLES, SINGLE_PATH  # noqa: E402
 
 from spectheory.gpu_validation import fetch as F  # noqa: E402

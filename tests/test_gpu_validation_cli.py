@@ -23,7 +23,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("gguf")
 
 from spectheory.cli import build_parser, main  # noqa: E402
-from spectheory.errors import SpectheoryError  # noqa: E402
+from spectheory.runtime.errors import SpectheoryError  # noqa: E402
 from spectheory.verifiers import block_verification  # noqa: E402
 
 from spectheory.gpu_validation import fetch as F  # noqa: E402

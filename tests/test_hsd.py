@@ -12,16 +12,17 @@ import numpy as np
 import pytest
 import torch
 
-from spectheory import backend as B
-from spectheory.exact import analyze, check_lossless
+from spectheory.runtime import backend as B
+from spectheory.engine.analysis import analyze
+from spectheory.engine.lossless import check_lossless
 from spectheory.law import Law, validate_law
-from spectheory.multipath import path_tables
-from spectheory.random_instances import random_instance
+from spectheory.engine.joint import path_tables
+from spectheory.inputs.random_instances import random_instance
 from spectheory.registry import VerifierSpec
-from spectheory.report import toy_instance
+from spectheory.cli.report import toy_instance
 from spectheory.testing import check_lossless_battery
 from spectheory.testing.battery import default_battery
-from spectheory.tree import levels, path_probabilities
+from spectheory.engine.seqtree import levels, path_probabilities
 from spectheory.verifiers.block import block_verification
 from spectheory.verifiers.common import normalise_residual, stop_from_acceptance_weights
 from spectheory.verifiers.hsd import (HSD, HSD_RELEASED, capped_branch_masses, hsd,

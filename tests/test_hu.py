@@ -8,10 +8,11 @@ from fractions import Fraction
 
 import pytest
 
-from spectheory.errors import SizeLimitError
-from spectheory.instances import instance_from_dict
-from spectheory.multipath import analyze_multipath, check_lossless_multipath
-from spectheory.random_instances import random_instance
+from spectheory.runtime.errors import SizeLimitError
+from spectheory.inputs.instances import instance_from_dict
+from spectheory.engine.analysis import analyze_multipath
+from spectheory.engine.lossless import check_lossless_multipath
+from spectheory.inputs.random_instances import random_instance
 from spectheory.registry import VerifierSpec
 from spectheory.verifiers import MULTI_PATH
 from spectheory.verifiers.coupling import NodePlan, node_acceptance, outcomes, plan_rule

@@ -2,7 +2,7 @@
 
 Whatever it is given (random JSON values, structural mutations of valid prefix-dependent
 instances, byte-level corruptions of their JSON text), the parser either refuses cleanly, with a
-:class:`spectheory.errors.SpectheoryError` (a ``ValueError``) whose message is one line, or
+:class:`spectheory.runtime.errors.SpectheoryError` (a ``ValueError``) whose message is one line, or
 returns an instance that is analysed correctly: every row is a distribution, the instance
 round-trips through JSON unchanged, and block verification (lossless; Sun et al., arXiv
 2403.10444) has a tau pmf summing to 1 and total variation ~0 to the target. Any other exception
@@ -19,10 +19,10 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from spectheory.errors import SpectheoryError
-from spectheory.exact import analyze
-from spectheory.instances import instance_from_dict, instance_to_dict, load_instance
-from spectheory.random_instances import random_instance
+from spectheory.runtime.errors import SpectheoryError
+from spectheory.engine.analysis import analyze
+from spectheory.inputs.instances import instance_from_dict, instance_to_dict, load_instance
+from spectheory.inputs.random_instances import random_instance
 
 FAST = settings(max_examples=120, suppress_health_check=[HealthCheck.too_slow])
 

@@ -17,7 +17,7 @@ import functools
 import pytest
 import torch
 
-from spectheory.errors import OptionError, SpectheoryError, UserCodeError
+from spectheory.runtime.errors import OptionError, SpectheoryError, UserCodeError
 from spectheory.testing import adapters as A
 from spectheory.testing import layouts as Lm
 from spectheory.testing.sampler import (TINY_COIN, check_sampler, default_instances,

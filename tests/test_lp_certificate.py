@@ -12,11 +12,11 @@ import pytest
 from spectheory.lp import certificate as C
 from spectheory.lp import node_budget_lp
 from spectheory.lp.certificate import certify_node_budget
-from spectheory.exact import analyze
-from spectheory.instances import Instance
-from spectheory.models import TableModel
-from spectheory.random_instances import random_instance
-from spectheory.report import toy_instance
+from spectheory.engine.analysis import analyze
+from spectheory.inputs.instances import Instance
+from spectheory.inputs.models import TableModel
+from spectheory.inputs.random_instances import random_instance
+from spectheory.cli.report import toy_instance
 from strategies import KINDS, make_instance
 
 

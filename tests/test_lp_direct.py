@@ -7,10 +7,10 @@ from fractions import Fraction
 import pytest
 
 from spectheory.lp import direct_lp, multipath_lp, node_budget_lp
-from spectheory.errors import SizeLimitError
-from spectheory.multipath import analyze_multipath
-from spectheory.random_instances import random_instance
-from spectheory.report import toy_instance
+from spectheory.runtime.errors import SizeLimitError
+from spectheory.engine.analysis import analyze_multipath
+from spectheory.inputs.random_instances import random_instance
+from spectheory.cli.report import toy_instance
 from spectheory.verifiers import MULTI_PATH
 
 

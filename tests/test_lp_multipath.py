@@ -8,9 +8,9 @@ import pytest
 
 from spectheory.lp import direct_lp, multidraft_acceptance_L1, multipath_lp, optimal_multidraft_L1
 from spectheory.lp.multipath import coverage, separate
-from spectheory.errors import InstanceError
-from spectheory.random_instances import random_instance
-from spectheory.report import toy_instance
+from spectheory.runtime.errors import InstanceError
+from spectheory.inputs.random_instances import random_instance
+from spectheory.cli.report import toy_instance
 
 
 def brute_force_L1(p, q, K):

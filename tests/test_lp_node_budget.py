@@ -7,10 +7,10 @@ import pytest
 
 from spectheory.lp import LPError, LPResult, coupling_bound, coupling_lp, node_budget_lp
 from spectheory.lp.node_budget import build_node_budget, certificate
-from spectheory.errors import SizeLimitError
-from spectheory.exact import analyze
-from spectheory.random_instances import random_instance
-from spectheory.report import toy_instance
+from spectheory.runtime.errors import SizeLimitError
+from spectheory.engine.analysis import analyze
+from spectheory.inputs.random_instances import random_instance
+from spectheory.cli.report import toy_instance
 from spectheory.verifiers import block_verification, token_verification
 
 TOY_BLOCK = Fraction(20, 9)  # 1 + 11/9 (Sun et al.'s example)

@@ -11,9 +11,9 @@ import pytest
 import spectheory as st
 from spectheory.lp import LPError, direct_lp, node_budget_lp, optimal_multidraft_L1
 from spectheory.lp.selection import selection_lp
-from spectheory.instances import Instance
-from spectheory.models import TableModel
-from spectheory.report import toy_instance
+from spectheory.inputs.instances import Instance
+from spectheory.inputs.models import TableModel
+from spectheory.cli.report import toy_instance
 
 TWO_TOKEN_L1 = {"vocab_size": 2, "block_length": 1, "target": ["1/3", "2/3"],
                 "draft": ["2/3", "1/3"]}

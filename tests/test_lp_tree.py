@@ -11,9 +11,9 @@ from strategies import make_instance
 from spectheory.lp.direct import direct_lp
 from spectheory.lp.node_budget import node_budget_lp
 from spectheory.lp.tree import tree_lp, tree_outcomes
-from spectheory.errors import SizeLimitError
-from spectheory.random_instances import random_instance
-from spectheory.trees import analyze_tree
+from spectheory.runtime.errors import SizeLimitError
+from spectheory.inputs.random_instances import random_instance
+from spectheory.engine.analysis import analyze_tree
 
 warnings.simplefilter("ignore")
 

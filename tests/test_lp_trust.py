@@ -19,8 +19,8 @@ import spectheory as st
 from cli_helpers import run as run_cli
 from spectheory.cli import main
 from spectheory.bounds import full_acceptance_possible, optimal_acceptance
-from spectheory.errors import MissingExtraError, SpectheoryError
-from spectheory.instances import instance_from_dict, load_instance
+from spectheory.runtime.errors import MissingExtraError, SpectheoryError
+from spectheory.inputs.instances import instance_from_dict, load_instance
 from spectheory.lp import LPError, coupling_lp, direct_lp, multipath_lp, node_budget_lp
 from spectheory.lp import sparse
 from spectheory.lp.direct import build_direct_outcomes, draft_outcomes

@@ -11,9 +11,10 @@ import pytest
 
 from spectheory.bounds import (full_acceptance_possible, optimal_acceptance,
                                two_identical_drafts_acceptance)
-from spectheory.instances import instance_from_dict
-from spectheory.multipath import analyze_multipath, check_lossless_multipath
-from spectheory.random_instances import random_instance
+from spectheory.inputs.instances import instance_from_dict
+from spectheory.engine.analysis import analyze_multipath
+from spectheory.engine.lossless import check_lossless_multipath
+from spectheory.inputs.random_instances import random_instance
 from spectheory.registry import VerifierSpec
 from spectheory.verifiers import MULTI_PATH
 from spectheory.verifiers.coupling import (NodePlan, node_acceptance, node_output_law,

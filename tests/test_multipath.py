@@ -12,16 +12,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import KINDS, make_instance
 
-from spectheory import backend as Bk
-from spectheory.errors import SizeLimitError, SpectheoryError
-from spectheory.exact import analyze
-from spectheory.instances import Instance, instance_from_dict
-from spectheory.models import TableModel
-from spectheory.multipath import (analyze_gbv_fast, analyze_multipath, check_lossless_multipath,
-                                  gbv_skewed_draft, sorted_tuples)
-from spectheory.random_instances import random_instance
+from spectheory.runtime import backend as Bk
+from spectheory.runtime.errors import SizeLimitError, SpectheoryError
+from spectheory.engine.analysis import analyze
+from spectheory.inputs.instances import Instance, instance_from_dict
+from spectheory.inputs.models import TableModel
+from spectheory.engine.analysis import analyze_gbv_fast, analyze_multipath
+from spectheory.engine.lossless import check_lossless_multipath
+from spectheory.verifiers.gbv import gbv_skewed_draft
+from spectheory.engine.joint import sorted_tuples
+from spectheory.inputs.random_instances import random_instance
 from spectheory.registry import DRAFTING_MAX_PATHS
-from spectheory.report import toy_instance
+from spectheory.cli.report import toy_instance
 from spectheory.verifiers import (LOSSY_MULTI_PATH, MULTI_PATH, block_verification,
                                   token_verification)
 from spectheory.verifiers.spectr import _beta, _c, kseq_rho

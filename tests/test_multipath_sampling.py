@@ -15,9 +15,10 @@ import pytest
 import torch
 from scipy.stats import chi2
 
-from spectheory.multipath import multipath_block_law, sample_drafts, sample_outputs
-from spectheory.random_instances import random_instance
-from spectheory.tree import levels
+from spectheory.engine.joint import multipath_block_law
+from spectheory.engine.sampling import sample_drafts, sample_outputs
+from spectheory.inputs.random_instances import random_instance
+from spectheory.engine.seqtree import levels
 from spectheory.verifiers import MULTI_PATH
 
 N = 10_000

@@ -22,11 +22,11 @@ import torch
 
 import previous_multipath_laws as prev
 from spectheory import analyze, random_instance
-from spectheory.errors import SpectheoryError
+from spectheory.runtime.errors import SpectheoryError
 from spectheory.law import Law, LawError
-from spectheory.multipath import path_tables
+from spectheory.engine.joint import path_tables
 from spectheory.registry import VerifierSpec, get_verifier
-from spectheory.tree import levels
+from spectheory.engine.seqtree import levels
 from spectheory.verifiers.specinfer import specinfer as specinfer_law
 from spectheory.verifiers.multipath_baselines import block_first, token_first
 
@@ -186,8 +186,8 @@ def test_the_cheap_law_test_lets_no_bad_entry_through(kind, value):
 def naive_tau_pmf(inst, name: str, K: int, exact: bool):
     """P(tau = i) from the previous law on every joint outcome, weighted by its probability
     (a plain loop-free sum, no grouping)."""
-    from spectheory.multipath import _norep_weight
-    from spectheory.tree import path_probabilities
+    from spectheory.engine.joint import _norep_weight
+    from spectheory.engine.seqtree import path_probabilities
 
     V, L = inst.vocab_size, inst.block_length
     ql = levels(inst.draft, 0, L, exact)

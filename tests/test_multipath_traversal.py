@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 
 from spectheory.law import MultiLaw
-from spectheory.multipath import analyze_multipath, check_lossless_multipath
-from spectheory.random_instances import random_instance
-from spectheory.report import toy_instance
+from spectheory.engine.analysis import analyze_multipath
+from spectheory.engine.lossless import check_lossless_multipath
+from spectheory.inputs.random_instances import random_instance
+from spectheory.cli.report import toy_instance
 from spectheory.verifiers import MULTI_PATH, block_verification
-from spectheory.exact import analyze
+from spectheory.engine.analysis import analyze
 
 
 def _norm(v):

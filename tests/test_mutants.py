@@ -450,7 +450,7 @@ def test_zero_draft_probs_reproduces_the_sglang_numbers():
 
 
 def test_eagle_posterior_is_the_topk_rule_and_lossless():
-    from spectheory.trees import analyze_tree
+    from spectheory.engine.analysis import analyze_tree
 
     inst = random_instance(3, 2, 0, denominator=60)
     for shape in ("1,1", "2,1", "2,2"):
@@ -539,7 +539,7 @@ def _raw_q_reference_tv(raw, k):
 
 
 def test_raw_q_against_the_processed_target_exact_tv_and_inflation():
-    from spectheory.processing import process_rows
+    from spectheory.inputs.processing import process_rows
 
     raw = random_instance(4, 2, 0, denominator=60)
     top2 = dict(sampling="top_k=2", draft_sampling="top_k=2")  # the kit's setting of the mutant

@@ -10,14 +10,16 @@ import numpy as np
 import pytest
 import torch
 
-from spectheory import backend as Bk
-from spectheory.errors import SpectheoryError
-from spectheory.exact import analyze, check_lossless, multi_iteration_law, resolve_route
+from spectheory.runtime import backend as Bk
+from spectheory.runtime.errors import SpectheoryError
+from spectheory.engine.analysis import analyze, multi_iteration_law
+from spectheory.engine.lossless import check_lossless
+from spectheory.engine.plan import resolve_route
 from spectheory.law import LawError
-from spectheory.nodes import NodeForm, law_from_nodes, node_verifier
-from spectheory.random_instances import random_instance
+from spectheory.engine.nodes import NodeForm, law_from_nodes, node_verifier
+from spectheory.inputs.random_instances import random_instance
 from spectheory.registry import get_verifier, plan, verifier
-from spectheory.report import toy_instance
+from spectheory.cli.report import toy_instance
 from spectheory.verifiers import block_verification, token_verification
 from spectheory.verifiers.block import BLOCK_NODE
 from spectheory.verifiers.token import TOKEN_NODE
@@ -106,7 +108,7 @@ def test_multi_iteration_and_checker_routes(name):
 def test_per_draft_law_is_derived_from_the_node_rule():
     """The registered law functions are the node rules along each draft."""
     inst = random_instance(3, 3, 9, alpha=0.5)
-    from spectheory.tree import levels, sequence_tokens
+    from spectheory.engine.seqtree import levels, sequence_tokens
 
     ql, pl = levels(inst.draft, 0, 3, False), levels(inst.target, 0, 4, False)
     f = torch.arange(27)

@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 import torch
 
-from spectheory import backend as Bk
-from spectheory import exact as exact_mod
-from spectheory import nodes as nodes_mod
-from spectheory.exact import analyze
+from spectheory.runtime import backend as Bk
+from spectheory.engine import output as exact_mod
+from spectheory.engine import nodes as nodes_mod
+from spectheory.engine.analysis import analyze
 from spectheory.law import LawError
-from spectheory.nodes import NodeForm, node_block_law, node_verifier
-from spectheory.random_instances import random_instance
-from spectheory.tree import levels
+from spectheory.engine.nodes import NodeForm, node_block_law, node_verifier
+from spectheory.inputs.random_instances import random_instance
+from spectheory.engine.seqtree import levels
 from spectheory.verifiers.block import BLOCK_NODE
 from spectheory.verifiers.token import TOKEN_NODE
 

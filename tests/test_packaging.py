@@ -52,13 +52,13 @@ def test_import_from_the_folder_above_a_clone_named_spectheory(tmp_path):
     """Python puts the current folder first on sys.path; a clone root named ``spectheory/``
     there must not shadow the package as an empty namespace package."""
     (tmp_path / "spectheory").symlink_to(ROOT, target_is_directory=True)
-    res = _python("import spectheory, spectheory.exact as e; "
+    res = _python("import spectheory, spectheory.engine.analysis as e; "
                   "print(spectheory.__file__); print(e.__file__); print(spectheory.analyze)",
                   cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     pkg, exact, analyze = res.stdout.splitlines()
     assert Path(pkg).resolve() == ROOT / "spectheory" / "__init__.py"
-    assert Path(exact).resolve() == ROOT / "spectheory" / "exact.py"
+    assert Path(exact).resolve() == ROOT / "spectheory" / "engine" / "analysis.py"
     assert "function analyze" in analyze
     res = _python(["-m", "spectheory", "--version"], cwd=tmp_path)
     assert res.returncode == 0, res.stderr
@@ -75,7 +75,7 @@ def test_core_needs_no_optional_extra(tmp_path):
         f"for name in {blocked!r}: sys.modules[name] = None\n"
         "import spectheory as st\nfrom spectheory import lp\n"
         "from spectheory.cli import build_parser\n"
-        "from spectheory.report import toy_instance\n"
+        "from spectheory.cli.report import toy_instance\n"
         "inst = toy_instance(exact=True)\n"
         "print(st.analyze(inst, 'block').block_efficiency)\n"
         "print(st.analyze(inst, 'gbv', paths=2).block_efficiency)\n"

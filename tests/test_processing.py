@@ -1,6 +1,6 @@
 """Processed targets (greedy, temperature, top-k, top-p, min-p) and drafts without a q.
 
-* `spectheory.processing.process_rows` against a plain-Python brute force written from the
+* `spectheory.inputs.processing.process_rows` against a plain-Python brute force written from the
   definitions, in rationals, on rows with ties (top-k ties kept, the top-p boundary, greedy ties
   to the lowest id, min-p's inclusive threshold), for both orders of operations;
 * exact laws under processed targets (token, block, GBV and SpecInfer with K = 2) against a
@@ -27,12 +27,12 @@ from cli_helpers import run, write
 from previous_laws import gbv as previous_gbv
 from previous_multipath_laws import specinfer as previous_specinfer
 from reference_rational import block_law, reference_analysis, token_law
-from spectheory import backend as B
-from spectheory.errors import SpectheoryError
-from spectheory.instances import Instance, instance_to_dict
-from spectheory.models import TableModel
-from spectheory.processing import (SamplingError, SamplingParams, parse_sampling,
-                                   process_instance, process_rows)
+from spectheory.runtime import backend as B
+from spectheory.runtime.errors import SpectheoryError
+from spectheory.inputs.instances import Instance, instance_to_dict
+from spectheory.inputs.models import TableModel
+from spectheory.inputs.processing import (SamplingError, SamplingParams, parse_sampling,
+                                          process_instance, process_rows)
 from spectheory.testing import assert_lossless, assert_sampler, check_sampler, make_sampler
 from spectheory.verifiers.token import token_verification
 
@@ -500,7 +500,7 @@ def test_draft_sampling_hands_the_processed_q():
 
 
 SAMPLERS = '''
-from spectheory.processing import process_rows
+from spectheory.inputs.processing import process_rows
 from spectheory.testing import make_sampler
 token = make_sampler("token")
 def greedy(d, q, p, g):

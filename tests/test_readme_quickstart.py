@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import spectheory as st
-from spectheory.instances import load_instance
+from spectheory.inputs.instances import load_instance
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"

@@ -10,11 +10,11 @@ import pytest
 import torch
 
 import previous_laws as prev
-import spectheory.nodes as nodes
+import spectheory.engine.nodes as nodes
 from spectheory.law import validate_law
-from spectheory.nodes import expected_accepted, stop_probabilities
-from spectheory.random_instances import random_instance
-from spectheory.tree import levels, sequence_tokens
+from spectheory.engine.nodes import expected_accepted, stop_probabilities
+from spectheory.inputs.random_instances import random_instance
+from spectheory.engine.seqtree import levels, sequence_tokens
 from spectheory.verifiers import (block_verification, gbv, gbv_mismatched_ties,
                                   token_verification, uniform_product_verification)
 from spectheory.verifiers.gbv import drafted_rank, rank_and_below

@@ -12,12 +12,13 @@ import torch
 
 import spectheory as st
 from spectheory import registry
-from spectheory.errors import SpectheoryError
+from spectheory.runtime.errors import SpectheoryError
 from spectheory.law import Law
-from spectheory.multipath import draft_rows, sample_drafts
-from spectheory.report import toy_instance
+from spectheory.engine.joint import draft_rows
+from spectheory.engine.sampling import sample_drafts
+from spectheory.cli.report import toy_instance
 from spectheory.sampling import sample_law, sample_output
-from spectheory.tree import levels
+from spectheory.engine.seqtree import levels
 from spectheory.verifiers import BUILTIN, block_verification, gbv
 
 from cli_helpers import run, write

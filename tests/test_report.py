@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 from spectheory.lp import report as _lp_report  # noqa: F401
-from spectheory import report
+from spectheory.cli import report
 from spectheory.cli import main
 from spectheory.law import Law
 from spectheory.registry import DRAFTING_MAX_PATHS
@@ -110,7 +110,7 @@ def test_sections_are_added_once_in_place():
 
 
 def test_core_loads_no_outer_package():
-    code = ("import sys, spectheory, spectheory.report, spectheory.figures, spectheory.commands; "
+    code = ("import sys, spectheory, spectheory.cli.report, spectheory.cli.figures, spectheory.cli.commands; "
             "print(sorted(m for m in sys.modules "
             "if m.split('.')[:2] in (['spectheory', 'lp'], ['spectheory', 'toy_models'], ['spectheory', 'gpu_validation'])))")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import torch
 
-from spectheory.errors import SizeLimitError, SpectheoryError, TimeLimitError
+from spectheory.runtime.errors import SizeLimitError, SpectheoryError, TimeLimitError
 from spectheory.testing import budget as B
 from spectheory.testing import stats
 from spectheory.testing.sampler import (DraftRows, check_sampler, make_sampler,

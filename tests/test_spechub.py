@@ -14,18 +14,21 @@ import pytest
 import torch
 from cli_helpers import run, write
 
-from spectheory import backend as Bk
+from spectheory.runtime import backend as Bk
 from spectheory import registry
-from spectheory.errors import SpectheoryError
-from spectheory.exact import analyze
-from spectheory.instances import instance_from_dict
-from spectheory.multipath import (analyze_multipath, check_lossless_multipath, draft_weight,
-                                  path_tables, sample_drafts)
-from spectheory.random_instances import random_instance
+from spectheory.runtime.errors import SpectheoryError
+from spectheory.engine.analysis import analyze
+from spectheory.inputs.instances import instance_from_dict
+from spectheory.engine.analysis import analyze_multipath
+from spectheory.engine.lossless import check_lossless_multipath
+from spectheory.engine.joint import draft_weight, path_tables
+from spectheory.engine.sampling import sample_drafts
+from spectheory.inputs.random_instances import random_instance
 from spectheory.registry import DraftingWarning
-from spectheory.tree import levels, path_probabilities
+from spectheory.engine.seqtree import levels, path_probabilities
 from spectheory.verifiers import MULTI_PATH, token_verification
-from spectheory.verifiers.spechub import SPECHUB, hub_tokens, spechub, spechub_rule
+from spectheory.verifiers.spechub import SPECHUB, spechub, spechub_rule
+from spectheory.registry import hub_tokens
 
 #: The module (``spectheory.verifiers.spechub`` is also the name of the function).
 sh = importlib.import_module("spectheory.verifiers.spechub")

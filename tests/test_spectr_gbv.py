@@ -12,14 +12,15 @@ from fractions import Fraction
 import pytest
 import torch
 
-from spectheory import backend as B
-from spectheory.errors import SizeLimitError, SpectheoryError
-from spectheory.exact import analyze, check_lossless
-from spectheory.instances import instance_from_dict
-from spectheory.multipath import path_tables
-from spectheory.random_instances import random_instance
-from spectheory.report import toy_instance
-from spectheory.tree import levels, path_probabilities
+from spectheory.runtime import backend as B
+from spectheory.runtime.errors import SizeLimitError, SpectheoryError
+from spectheory.engine.analysis import analyze
+from spectheory.engine.lossless import check_lossless
+from spectheory.inputs.instances import instance_from_dict
+from spectheory.engine.joint import path_tables
+from spectheory.inputs.random_instances import random_instance
+from spectheory.cli.report import toy_instance
+from spectheory.engine.seqtree import levels, path_probabilities
 from spectheory.verifiers.hsd import HSD_RELEASED
 from spectheory.verifiers.spectr_gbv import MAX_DECISIONS, SPECTR_GBV, spectr_gbv
 

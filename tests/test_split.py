@@ -1,4 +1,4 @@
-"""The exact engine split into subtree tasks (`spectheory.split`): the same tau pmf, TV, output
+"""The exact engine split into subtree tasks (`spectheory.engine.split`): the same tau pmf, TV, output
 and target laws as one process, exactly in rationals (prefix-dependent rows with ties, every
 split depth, forward and backward scans, lossless and lossy rules), in float64 to rounding; a
 planted bug in the merge is caught; bad splits are refused in one line; the Ray executor agrees."""
@@ -12,12 +12,12 @@ import pytest
 
 import spectheory as st
 from spectheory.cli import main
-from spectheory.errors import OptionError, SpectheoryError
-from spectheory.nodes import NodeForm, node_verifier
-from spectheory.random_instances import random_instance
+from spectheory.runtime.errors import OptionError, SpectheoryError
+from spectheory.engine.nodes import NodeForm, node_verifier
+from spectheory.inputs.random_instances import random_instance
 from spectheory.verifiers.block import BLOCK_NODE
 from spectheory.verifiers.token import TOKEN_NODE
-from spectheory import split as split_module
+from spectheory.engine import split as split_module
 
 
 def _halved(form: NodeForm, name: str):

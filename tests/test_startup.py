@@ -1,7 +1,7 @@
 """Start-up: torch is imported only where it is used.
 
 Importing torch takes about 1 s, several times the rest of the command line's start-up; the core
-modules bind it through :mod:`spectheory._lazy` and import it on first use. These tests run fresh
+modules bind it through :mod:`spectheory.runtime._lazy` and import it on first use. These tests run fresh
 interpreters (the test process itself has torch loaded) and check which modules end up in
 ``sys.modules`` -- a property, not a timing; the times are in ``benchmarks/bench_startup.py``.
 """
@@ -77,7 +77,7 @@ def test_threads_apply_when_torch_is_imported_later(tmp_path):
     inst.write_text(json.dumps({"vocab_size": 2, "block_length": 2, "target": ["1/3", "2/3"],
                                 "draft": ["2/3", "1/3"]}))
     code = ("import contextlib, io, json, sys\n"
-            "import spectheory.commands as c\n"
+            "import spectheory.cli.commands as c\n"
             "seen, original = [], c.cmd_exact\n"
             "def spy(args):\n"
             "    rc = original(args)\n"
@@ -101,7 +101,7 @@ def test_env_threads_on_import_do_not_load_torch():
     assert json.loads(_python(code, {"SPECTHEORY_THREADS": "3"})) == [False, 3]
 
 
-@pytest.mark.parametrize("module", ["spectheory.verifiers", "spectheory.trees", "lp"])
+@pytest.mark.parametrize("module", ["spectheory.verifiers", "spectheory.engine.drafttrees", "lp"])
 def test_lazy_torch_still_computes(module):
     """Modules imported without torch compute as before once used (torch loaded on demand)."""
     code = ("import sys\nimport spectheory\n"

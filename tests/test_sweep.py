@@ -16,9 +16,9 @@ import pytest
 
 import spectheory as st
 from spectheory.cli import main
-from spectheory.errors import OptionError
+from spectheory.runtime.errors import OptionError
 from spectheory.lp import direct_lp, node_budget_lp
-from spectheory.random_instances import random_instance
+from spectheory.inputs.random_instances import random_instance
 from spectheory.sweep import example_config, expand, load_config, run_sweep
 from spectheory.sweep import runner
 from spectheory.sweep.runner import RUN_COLUMNS
@@ -140,7 +140,7 @@ def test_killed_sweep_resumes_from_its_cache(tmp_path, monkeypatch):
     module = tmp_path / "slowfam.py"
     module.write_text(textwrap.dedent("""
         import time
-        from spectheory.random_instances import random_instance
+        from spectheory.inputs.random_instances import random_instance
 
         def slow(vocab_size, block_length, seed, delay=0.3):
             time.sleep(delay)
@@ -182,7 +182,7 @@ def test_failing_jobs_are_rows_not_crashes(tmp_path, monkeypatch):
     module = tmp_path / "badfam.py"
     module.write_text(textwrap.dedent("""
         import os, sys, time
-        from spectheory.random_instances import random_instance
+        from spectheory.inputs.random_instances import random_instance
 
         def fam(vocab_size, block_length, seed, how="ok"):
             if how == "raise":
@@ -313,7 +313,7 @@ def test_sampling_axes_give_the_processed_targets_laws(tmp_path, capsys):
     for r in rows[:3]:
         want = st.analyze(inst, "block", exact=True, sampling=r["sampling"] or None)
         assert Fraction(r["value_exact"]) == want.block_efficiency
-    from spectheory.processing import process_instance
+    from spectheory.inputs.processing import process_instance
 
     assert Fraction(rows[3]["value_exact"]) == node_budget_lp(
         process_instance(inst, "top_k=2", None, True), exact=True).optimum

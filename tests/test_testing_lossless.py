@@ -13,9 +13,9 @@ import pytest
 
 import planted_bugs as pb
 from spectheory import check_lossless, random_instance
-from spectheory.errors import SpectheoryError
+from spectheory.runtime.errors import SpectheoryError
 from spectheory.registry import registered
-from spectheory.report import toy_instance
+from spectheory.cli.report import toy_instance
 from spectheory.testing import (BatteryInstance, assert_lossless, check_lossless_battery,
                                 default_battery)
 

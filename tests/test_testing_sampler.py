@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 import torch
 
-from spectheory.errors import SpectheoryError, UserCodeError
-from spectheory.random_instances import random_instance
+from spectheory.runtime.errors import SpectheoryError, UserCodeError
+from spectheory.inputs.random_instances import random_instance
 from spectheory.registry import get_verifier
 from spectheory.testing import stats
 from spectheory.testing.sampler import (

@@ -6,8 +6,8 @@ import torch
 
 import spectheory
 from spectheory.cli import build_parser, main
-from spectheory.errors import SpectheoryError
-from spectheory.threads import ENV_VAR, default_threads, parse_threads
+from spectheory.runtime.errors import SpectheoryError
+from spectheory.runtime.threads import ENV_VAR, default_threads, parse_threads
 
 
 @pytest.fixture(autouse=True)
@@ -63,7 +63,7 @@ def test_every_command_accepts_threads():
 
 def _record_threads(monkeypatch):
     """Record torch's thread count seen by the command itself."""
-    import spectheory.commands as commands
+    import spectheory.cli.commands as commands
 
     seen = []
     original = commands.cmd_verifiers
@@ -115,7 +115,8 @@ def test_cli_bad_env_exit_2(capsys, monkeypatch):
 
 
 def test_allocator_setting(monkeypatch):
-    from spectheory.allocator import ENV_VAR as MALLOC_ENV, apply_default, keep_freed_memory
+    from spectheory.runtime.allocator import (ENV_VAR as MALLOC_ENV, apply_default,
+                                              keep_freed_memory)
 
     import platform
 
@@ -129,7 +130,7 @@ def test_thread_count_is_bounded(monkeypatch, capsys):
     """At most min(4 x cores, 256) threads: torch's pool crashed the process (exit 139) when
     asked for 100000. The bound applies to --threads, SPECTHEORY_THREADS and set_threads alike,
     before torch sees the value; the caller's setting is left as it was."""
-    from spectheory.threads import MAX_THREADS, max_threads
+    from spectheory.runtime.threads import MAX_THREADS, max_threads
 
     assert [max_threads(c) for c in (1, 2, 3, 16, 64, 65, 512)] == [4, 8, 12, 64, 256, 256, 256]
     limit = max_threads()

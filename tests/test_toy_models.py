@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from spectheory import toy_models as T
-from spectheory.errors import InstanceError
-from spectheory.exact import analyze
-from spectheory.instances import instance_from_dict, instance_to_dict
-from spectheory.random_instances import random_instance
-from spectheory.report import toy_instance
+from spectheory.runtime.errors import InstanceError
+from spectheory.engine.analysis import analyze
+from spectheory.inputs.instances import instance_from_dict, instance_to_dict
+from spectheory.inputs.random_instances import random_instance
+from spectheory.cli.report import toy_instance
 from spectheory.verifiers import block_verification, token_verification
 from spectheory.toy_models.ngram import DEFAULT_TEXT, load_text, ngram_tables, tokenize
 

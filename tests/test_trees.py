@@ -12,14 +12,15 @@ import pytest
 from graphs import StandIn
 from strategies import make_instance
 
-from spectheory.errors import SizeLimitError, SpectheoryError
-from spectheory.exact import analyze
-from spectheory.random_instances import random_instance
-from spectheory.report import toy_instance
-from spectheory.tree import levels
-from spectheory.trees import (TreeShape, analyze_tree, check_tree_lossless, choose_route,
-                              node_route_work, topk_tokens, tree_block_law_nodes, tree_shape,
-                              tree_verifier)
+from spectheory.runtime.errors import SizeLimitError, SpectheoryError
+from spectheory.engine.analysis import analyze
+from spectheory.inputs.random_instances import random_instance
+from spectheory.cli.report import toy_instance
+from spectheory.engine.seqtree import levels
+from spectheory.engine.drafttrees import (TreeShape, choose_route, node_route_work, topk_tokens,
+                                          tree_block_law_nodes, tree_shape, tree_verifier)
+from spectheory.engine.analysis import analyze_tree
+from spectheory.engine.lossless import check_tree_lossless
 
 warnings.simplefilter("ignore")  # DraftingWarning: wrong schemes are analysed on purpose
 

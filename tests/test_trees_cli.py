@@ -9,11 +9,11 @@ from fractions import Fraction
 import pytest
 from cli_helpers import TOY, write
 
-from spectheory.errors import SpectheoryError
-from spectheory.instances import instance_to_dict
-from spectheory.random_instances import random_instance
-from spectheory.trees import analyze_tree
-from spectheory.trees_cli import register
+from spectheory.runtime.errors import SpectheoryError
+from spectheory.inputs.instances import instance_to_dict
+from spectheory.inputs.random_instances import random_instance
+from spectheory.engine.analysis import analyze_tree
+from spectheory.cli.trees import register
 
 
 def parser():

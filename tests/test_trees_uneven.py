@@ -16,13 +16,14 @@ import pytest
 from graphs import StandIn
 from strategies import make_instance
 
-from spectheory import trees
-from spectheory.errors import SpectheoryError
-from spectheory.random_instances import random_instance
-from spectheory.tree import levels
-from spectheory.trees import (analyze_tree, check_tree_lossless, node_route_work,
-                              shape_from_choices, shape_from_parents, tree_block_law_enumerate,
-                              tree_shape)
+from spectheory.engine import drafttrees as trees
+from spectheory.runtime.errors import SpectheoryError
+from spectheory.inputs.random_instances import random_instance
+from spectheory.engine.seqtree import levels
+from spectheory.engine.analysis import analyze_tree
+from spectheory.engine.lossless import check_tree_lossless
+from spectheory.engine.drafttrees import (node_route_work, shape_from_choices, shape_from_parents,
+                                          tree_block_law_enumerate, tree_shape)
 
 warnings.simplefilter("ignore")
 

@@ -3,8 +3,8 @@ module:function``) is first-class input: whatever it does, the command ends with
 on stderr and exit code 2 (an interrupt: 130), never a traceback, never the exit code the user
 code asked for.
 
-One loader (`spectheory.errors.import_user`) serves every command; a user verifier is called
-through `spectheory.errors.call_user` and every law it returns is checked by
+One loader (`spectheory.runtime.errors.import_user`) serves every command; a user verifier is called
+through `spectheory.runtime.errors.call_user` and every law it returns is checked by
 `spectheory.law.validate_law` (`spectheory.registry.UserVerifier`), so a NaN law is "not a law"
 in every command, `check-sampler` included. Each refusal has a control: the same command on a
 well-behaved module gives the built-in verifier's exact values.
@@ -22,7 +22,7 @@ import pytest
 import torch
 
 from cli_helpers import TOY, run, write
-from spectheory.errors import InputError, SpectheoryError, UserCodeError, import_user
+from spectheory.runtime.errors import InputError, SpectheoryError, UserCodeError, import_user
 from spectheory.law import LawError
 from spectheory.registry import check_user_law, get_verifier
 
@@ -278,7 +278,7 @@ def test_an_interrupt_in_user_code_exits_130(user_dir, capsys):
 def test_system_exit_during_any_command_is_one_line_exit_2(monkeypatch, capsys):
     """The command line's safety net: a SystemExit raised while a command runs (from user code
     the command calls without `call_user`) never becomes the exit code, 0 included."""
-    import spectheory.commands as commands
+    import spectheory.cli.commands as commands
 
     def exits(args):
         raise SystemExit(0)
@@ -326,7 +326,7 @@ def test_user_exit_codes_never_reach_the_process(spec, user_dir):
 def test_any_base_exception_from_user_code_is_one_line():
     """GeneratorExit, asyncio.CancelledError or a test runner's outcome exceptions derive from
     BaseException, not Exception: they are still the user code's failure, one line."""
-    from spectheory.errors import UserCodeError, call_user
+    from spectheory.runtime.errors import UserCodeError, call_user
 
     class Outcome(BaseException):
         pass
@@ -352,7 +352,7 @@ def test_logits_handed_for_repeated_rows_stay_one_row():
     a view (a copy per call grew with the rows: 2.7 GB at V = 200 and 2^18 rows)."""
     import torch
 
-    from spectheory.processing import handed_rows
+    from spectheory.inputs.processing import handed_rows
 
     p = torch.softmax(torch.randn(1, 3, 50, dtype=torch.float64), -1).expand(4096, 3, 50)
     out = handed_rows(p, "logits")

@@ -10,10 +10,10 @@ import pytest
 from cli_helpers import run
 from reference_rational import block_law, cond
 
-from spectheory.errors import SpectheoryError
-from spectheory.random_instances import random_instance
-from spectheory.report import TOY, toy_instance
-from spectheory.instances import instance_from_dict, instance_to_dict
+from spectheory.runtime.errors import SpectheoryError
+from spectheory.inputs.random_instances import random_instance
+from spectheory.cli.report import TOY, toy_instance
+from spectheory.inputs.instances import instance_from_dict, instance_to_dict
 from spectheory.testing.vectors import SCHEMA, build_vector, check_vectors, export_vectors
 
 #: A prefix-dependent exact instance, V = 3, L = 2.

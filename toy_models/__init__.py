@@ -1,7 +1,7 @@
 """Toy (draft, target) model families for the exact theory and the figures.
 
 Each family is a function of a seed and a few parameters returning a
-`spectheory.instances.Instance`, and names the knob that controls draft/target divergence
+`spectheory.inputs.instances.Instance`, and names the knob that controls draft/target divergence
 (`FAMILIES`). See [`spectheory.toy_models.families`][spectheory.toy_models.families],
 [`spectheory.toy_models.ngram`][spectheory.toy_models.ngram] (character n-grams from a public-domain
 text) and [`spectheory.toy_models.divergence`][spectheory.toy_models.divergence] (TV / KL along the

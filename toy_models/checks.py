@@ -1,7 +1,7 @@
 """Argument checks shared by the toy families
 ([`spectheory.toy_models.families`][spectheory.toy_models.families],
 [`spectheory.toy_models.ngram`][spectheory.toy_models.ngram]): sizes, ranges and seeds, each failing
-with a one-line [`InstanceError`][spectheory.errors.InstanceError]."""
+with a one-line [`InstanceError`][spectheory.runtime.errors.InstanceError]."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from spectheory.errors import InstanceError
-from spectheory.instances import MAX_JSON_PREFIXES
+from spectheory.runtime.errors import InstanceError
+from spectheory.inputs.instances import MAX_JSON_PREFIXES
 
 #: Largest vocabulary the toy families build tables for (they enumerate V**L prefixes).
 MAX_TOY_VOCAB = 64

@@ -1,6 +1,6 @@
 """``spectheory toy FAMILY [NAME=VALUE ...]``: a toy instance as JSON on stdout (``--list``: the
 families and their divergence knobs). The JSON is the instance format of
-[`spectheory.instances`][spectheory.instances], so it feeds ``spectheory exact`` /
+[`spectheory.inputs.instances`][spectheory.inputs.instances], so it feeds ``spectheory exact`` /
 ``spectheory check``."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 import sys
 
-from spectheory.errors import InstanceError
-from spectheory.instances import instance_to_dict
+from spectheory.runtime.errors import InstanceError
+from spectheory.inputs.instances import instance_to_dict
 
 from .families import FAMILIES, make_instance
 
@@ -53,7 +53,7 @@ def checked_instance(family: str, params: dict):
 
     import numpy as np
 
-    from spectheory.instances import instance_from_dict
+    from spectheory.inputs.instances import instance_from_dict
 
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore", RuntimeWarning)

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from spectheory.instances import Instance
-from spectheory.tree import check_size
+from spectheory.inputs.instances import Instance
+from spectheory.runtime.sizes import check_size
 
 MEASURES = ("tv", "kl")
 

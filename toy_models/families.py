@@ -1,10 +1,10 @@
 """Toy (draft, target) families, each a function of a seed and a few parameters.
 
-Every family returns a `spectheory.instances.Instance` (target tables for prefixes of length <= L,
+Every family returns a `spectheory.inputs.instances.Instance` (target tables for prefixes of length <= L,
 draft tables for length < L; Markov-type families store their order-D tables and are read as order-D
-chains beyond, see [`TableModel`][spectheory.models.TableModel]) and names the one knob that
+chains beyond, see [`TableModel`][spectheory.inputs.models.TableModel]) and names the one knob that
 controls how far the draft is from the target. Out-of-range parameters raise
-[`InstanceError`][spectheory.errors.InstanceError] with a one-line message.
+[`InstanceError`][spectheory.runtime.errors.InstanceError] with a one-line message.
 
 ==============  ==============  =========================================================
 family          divergence knob  draft q from target p
@@ -22,7 +22,7 @@ two-token       q0               the two-token example of Sun et al. (arXiv 2403
                                  p = (1/3, 2/3), q = (2/3, 1/3), context independent
 ==============  ==============  =========================================================
 
-The Dirichlet rows come from [`dirichlet_model`][spectheory.random_instances.dirichlet_model] (one
+The Dirichlet rows come from [`dirichlet_model`][spectheory.inputs.random_instances.dirichlet_model] (one
 copy of that code). For the knob families (logit-noise, temperature, mixture, markov) the random
 draws do not depend on the knob, so for a fixed seed the instance moves continuously with the knob
 (useful to match an acceptance rate by bisection).
@@ -37,10 +37,10 @@ from typing import Callable
 
 import numpy as np
 
-from spectheory.errors import InstanceError
-from spectheory.instances import Instance
-from spectheory.models import TableModel
-from spectheory.random_instances import dirichlet_model, random_instance
+from spectheory.runtime.errors import InstanceError
+from spectheory.inputs.instances import Instance
+from spectheory.inputs.models import TableModel
+from spectheory.inputs.random_instances import dirichlet_model, random_instance
 
 from .checks import MAX_TOY_VOCAB, check_range, check_seed, check_sizes
 from .ngram import ngram_instance
@@ -56,7 +56,7 @@ def dirichlet(vocab_size: int = 4, block_length: int = 4, seed: int = 0, alpha: 
               context_independent: bool = False, denominator: int | None = None) -> Instance:
     """Independent Dirichlet(alpha) rows for target and draft (knob: alpha > 0).
 
-    Wraps [`random_instance`][spectheory.random_instances.random_instance]; ``denominator`` rounds
+    Wraps [`random_instance`][spectheory.inputs.random_instances.random_instance]; ``denominator`` rounds
     rows to exact multiples of 1/denominator (Fractions, for exact analysis).
     """
     check_sizes(vocab_size, block_length, context_independent)

@@ -9,7 +9,7 @@ other characters share the last token ("other").
 
 An order-n model has conditionals for contexts of length d = 0..n-1, estimated with add-k smoothing:
 p(a | s) = (count(s a) + k) / (count(s) + k V),  where count runs over all positions of the token
-stream. It is stored as a depth-(n-1) [`TableModel`][spectheory.models.TableModel], i.e. read as an
+stream. It is stored as a depth-(n-1) [`TableModel`][spectheory.inputs.models.TableModel], i.e. read as an
 order-(n-1) Markov chain beyond (contexts shorter than n-1 at the start of a block use the
 lower-order estimate, as an n-gram model does at the start of a text).
 
@@ -29,9 +29,9 @@ from pathlib import Path
 
 import numpy as np
 
-from spectheory.errors import InstanceError
-from spectheory.instances import Instance
-from spectheory.models import TableModel
+from spectheory.runtime.errors import InstanceError
+from spectheory.inputs.instances import Instance
+from spectheory.inputs.models import TableModel
 
 from .checks import check_sizes
 

@@ -6,7 +6,7 @@ import sys
 import time
 from pathlib import Path
 
-from spectheory.errors import SpectheoryError
+from spectheory.runtime.errors import SpectheoryError
 
 #: Default output folder of ``validate run`` / ``costs`` / ``summarize``.
 DEFAULT_OUT = "benchmarks/results/qwen-coder-cpu"

@@ -34,7 +34,7 @@ def peer_routine():
     try:
         from transformers.generation.utils import _speculative_sampling
     except ImportError as exc:  # pragma: no cover - depends on the installed transformers
-        from spectheory.errors import SpectheoryError
+        from spectheory.runtime.errors import SpectheoryError
         raise SpectheoryError(f"transformers has no _speculative_sampling: {exc}") from None
     return _speculative_sampling
 

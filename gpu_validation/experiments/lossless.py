@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from spectheory.errors import SpectheoryError
+from spectheory.runtime.errors import SpectheoryError
 from spectheory.law import Law
 from spectheory.sampling import sample_law, sample_output
 

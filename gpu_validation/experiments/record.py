@@ -44,7 +44,7 @@ class RecordConfig:
         check_int("prompts", self.prompts, 1, 164)
         check_seed(self.seed)
         if check_out_file(self.out) is None:
-            from spectheory.errors import SpectheoryError
+            from spectheory.runtime.errors import SpectheoryError
 
             raise SpectheoryError("--out: a file name for the recorded rows is required")
 

@@ -13,7 +13,7 @@ with a different configuration is refused. ``OUT/costs.json`` holds measured per
 
 **Several GPUs.** With ``executor="local"`` or ``"ray"`` the prompts are shared out among
 ``workers`` model replicas: local worker processes (worker i on ``cuda:i`` with device ``cuda``)
-or Ray actors (`spectheory.raycluster.ray_actors`: one GPU, or one CPU, each). Each replica loads
+or Ray actors (`spectheory.runtime.raycluster.ray_actors`: one GPU, or one CPU, each). Each replica loads
 the pair once; the driver hands out the prompts one at a time in the order of the single-process
 loop, to whichever replica is free, and writes each returned record itself, so the folder is
 exactly as resumable as a single-process run's. The driver writes ``run.json`` before any worker
@@ -39,8 +39,8 @@ from pathlib import Path
 
 import torch
 
-from spectheory.errors import SpectheoryError
-from spectheory.split import EXECUTORS
+from spectheory.engine.split import EXECUTORS
+from spectheory.runtime.errors import SpectheoryError
 
 from ..atomic import write_json
 from ..checks import check_choice, check_float, check_int, check_seed
@@ -392,7 +392,7 @@ class Replica:
         from ..hf_models import load_models
 
         if threads is not None:
-            from spectheory.threads import set_threads
+            from spectheory.runtime.threads import set_threads
 
             set_threads(threads)
         self.cfg = cfg
@@ -529,10 +529,10 @@ class _LocalPool:
 
 
 class _RayPool:
-    """``n`` Ray actors (`spectheory.raycluster.ray_actors`), one `Replica` each."""
+    """``n`` Ray actors (`spectheory.runtime.raycluster.ray_actors`), one `Replica` each."""
 
     def __init__(self, ray, replica_args, gpu: bool):
-        from spectheory.raycluster import ray_actors
+        from spectheory.runtime.raycluster import ray_actors
 
         self.ray = ray
         self.actors = ray_actors(ray, Replica, replica_args, gpu=gpu, what="--executor ray")
@@ -571,20 +571,20 @@ def _sharded(cfg: RunConfig, record: dict, prompts: list, todo: list, result: di
     worker 0 measures the costs while the others wait, each returned record written at once."""
     from contextlib import ExitStack
 
-    from spectheory.threads import get_threads
+    from spectheory.runtime.threads import get_threads
 
     out = Path(cfg.out)
     cuda = cfg.models.device.startswith("cuda")
     with ExitStack() as stack:
         ray = None
         if cfg.executor == "ray":
-            from spectheory.raycluster import ray_session
+            from spectheory.runtime.raycluster import ray_session
 
             ray = stack.enter_context(ray_session(_workers(cfg), cfg.address,
                                                   what="--executor ray"))
         n = max(1, min(_workers(cfg, ray), len(todo)))
         if ray is not None:  # before anything is written
-            from spectheory.raycluster import check_ray_resources
+            from spectheory.runtime.raycluster import check_ray_resources
 
             check_ray_resources(ray, n, cuda, "--executor ray")
         if not (out / "run.json").exists():

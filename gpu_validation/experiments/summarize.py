@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from spectheory.errors import SpectheoryError
+from spectheory.runtime.errors import SpectheoryError
 
 from ..atomic import write_json
 from ..checks import check_int, check_seed

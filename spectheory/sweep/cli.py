@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..errors import OptionError
+from ..runtime.errors import OptionError
 
 
 def cmd_sweep(args) -> int:

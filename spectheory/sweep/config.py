@@ -43,7 +43,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import OptionError
+from ..runtime.errors import OptionError
 
 try:  # Python 3.11+
     import tomllib as _toml
@@ -106,9 +106,9 @@ def _check_knobs(family: str, knobs: list, where: str) -> None:
 
 
 def _samplings(value, where: str) -> list[str]:
-    """Sampling parameters (`spectheory.processing.parse_sampling`'s string form), checked now
+    """Sampling parameters (`spectheory.inputs.processing.parse_sampling`'s string form), checked now
     and kept in their canonical string ("" for none)."""
-    from ..processing import parse_sampling
+    from ..inputs.processing import parse_sampling
 
     out = []
     for v in _listed(value, where):
@@ -164,7 +164,7 @@ class Job:
     exact: bool
     time_limit: float
     memory_limit_mb: int
-    sampling: str = ""  # target rows processed (spectheory.processing), "" for none
+    sampling: str = ""  # target rows processed (spectheory.inputs.processing), "" for none
     draft_sampling: str = ""
 
     def inputs(self) -> dict:
@@ -204,7 +204,7 @@ class SweepConfig:
 
 def load_config(text_or_path) -> SweepConfig:
     """Parse a sweep from TOML text or a path; a malformed file raises
-    `spectheory.errors.OptionError` naming the key."""
+    `spectheory.runtime.errors.OptionError` naming the key."""
     text = text_or_path
     source = "<text>"
     if isinstance(text_or_path, Path) or ("\n" not in str(text_or_path)

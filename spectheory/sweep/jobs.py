@@ -8,7 +8,7 @@ import json
 import shlex
 from pathlib import Path
 
-from ..errors import OptionError, SpectheoryError
+from ..runtime.errors import OptionError, SpectheoryError
 
 #: The outputs of a row (inputs are `Job.inputs`), in table order.
 OUTPUTS = ("status", "block_efficiency", "expected_accepted", "tv_to_target", "tau_pmf",
@@ -20,7 +20,7 @@ def build_instance(family: str, vocab: int, block: int, seed: int, knobs: dict, 
     context_independent, denominator); ``toy:NAME``: `spectheory.toy_models.make_instance`;
     ``module:function``: a user's ``f(vocab_size=, block_length=, seed=, **knobs)``."""
     if family == "random":
-        from ..random_instances import random_instance
+        from ..inputs.random_instances import random_instance
 
         allowed = {"alpha", "context_independent", "denominator"}
         unknown = set(knobs) - allowed
@@ -39,14 +39,14 @@ def build_instance(family: str, vocab: int, block: int, seed: int, knobs: dict, 
                               f"{', '.join(sorted(toy.FAMILIES))}")
         return toy.make_instance(name, vocab_size=vocab, block_length=block, seed=seed, **knobs)
     if ":" in family:
-        from ..errors import call_user, import_user
+        from ..runtime.errors import call_user, import_user
 
         fn = import_user(family, "instance family")
         if not callable(fn):
             raise OptionError(f"family {family!r} is {type(fn).__name__}, not a function")
         inst = call_user(fn, vocab_size=vocab, block_length=block, seed=seed, what=family,
                          **knobs)
-        from ..instances import Instance
+        from ..inputs.instances import Instance
 
         if not isinstance(inst, Instance):
             raise OptionError(f"family {family!r} returned {type(inst).__name__}, not an "
@@ -58,8 +58,8 @@ def build_instance(family: str, vocab: int, block: int, seed: int, knobs: dict, 
 
 def warm_up(jobs) -> None:
     """Import what the jobs need once in the parent, so that forked children start warm."""
-    from .. import exact  # noqa: F401
-    from .._lazy import torch
+    from ..engine import analysis  # noqa: F401
+    from ..runtime._lazy import torch
     from ..registry import get_verifier
 
     torch.zeros(1)  # loads torch
@@ -86,7 +86,7 @@ def compute(job) -> dict:
     knobs = dict(job.knobs)
     inst = build_instance(job.family, job.vocab, job.block, job.seed, knobs, job.exact)
     if job.kind == "verifier":
-        from ..exact import analyze
+        from ..engine.analysis import analyze
 
         res = analyze(inst, job.name, exact=job.exact, paths=job.paths,
                       drafting=job.drafting, route=job.route or "auto", laws=False,
@@ -99,7 +99,7 @@ def compute(job) -> dict:
                "method": f"exact engine, {res.route} route"}
         return out
     if job.sampling or job.draft_sampling:  # the LP of the processed instance
-        from ..processing import process_instance
+        from ..inputs.processing import process_instance
 
         inst = process_instance(inst, job.sampling or None, job.draft_sampling or None,
                                 job.exact)

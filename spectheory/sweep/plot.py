@@ -12,7 +12,7 @@ import csv
 from collections import defaultdict
 from pathlib import Path
 
-from ..errors import OptionError
+from ..runtime.errors import OptionError
 
 
 def _rows(out: Path) -> list[dict]:

@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..errors import OptionError, SpectheoryError
+from ..runtime.errors import OptionError, SpectheoryError
 from .config import Job, SweepConfig, expand
 from .jobs import OUTPUTS, command, compute, describe_error, warm_up
 
@@ -41,7 +41,7 @@ def _child(job: Job, conn) -> None:  # pragma: no cover - runs in the forked chi
     import resource
 
     try:
-        from ..threads import set_threads
+        from ..runtime.threads import set_threads
 
         set_threads(1)
     except Exception:  # noqa: BLE001 - threads are a speed setting, never a failure
@@ -201,7 +201,7 @@ def _ray_task(job: Job) -> dict:  # runs on a Ray worker
 
 
 def _ray(jobs: list[Job], workers: int, address: str | None, done) -> None:
-    from ..raycluster import ray_session
+    from ..runtime.raycluster import ray_session
 
     with ray_session(workers, address, what="--executor ray") as ray:
         task = ray.remote(num_cpus=1, max_retries=0)(_ray_task)

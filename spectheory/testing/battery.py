@@ -27,7 +27,7 @@ instance                   what it exposes
 =========================  =====================================================================
 
 All rows are exact rationals (multiples of 1/12 or 1/24), so the verdict of
-[`check_lossless`][spectheory.exact.check_lossless] is exact; ``exact=False`` returns the same
+[`check_lossless`][spectheory.engine.lossless.check_lossless] is exact; ``exact=False`` returns the same
 instances in float64. Sizes shrink with the number of paths K so that the whole battery stays quick:
 at most ``MAX_JOINT_DRAFTS`` joint draft outcomes V**(L K) per instance.
 
@@ -43,10 +43,10 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..errors import SpectheoryError
-from ..instances import Instance, instance_from_dict
-from ..models import TableModel
-from ..random_instances import quantize_rows
+from ..runtime.errors import SpectheoryError
+from ..inputs.instances import Instance, instance_from_dict
+from ..inputs.models import TableModel
+from ..inputs.random_instances import quantize_rows
 
 #: The kinds of instance [`make_instance`][spectheory.testing.battery.make_instance] builds (see
 #: [`spectheory.testing.strategies`][spectheory.testing.strategies]).

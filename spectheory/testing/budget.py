@@ -55,7 +55,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from scipy.stats import chi2, ncx2
 
-from ..errors import SpectheoryError
+from ..runtime.errors import SpectheoryError
 
 #: Power at which detectable biases are stated.
 POWER = 0.9
@@ -291,7 +291,7 @@ def _secs(s: float) -> str:
         return f"{s * 1e6:.3g} us"
     if s < 1:
         return f"{s * 1e3:.3g} ms"
-    from ..limits import human_seconds
+    from ..runtime.limits import human_seconds
 
     return human_seconds(s)
 

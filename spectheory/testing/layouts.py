@@ -47,7 +47,7 @@ from typing import Callable
 
 import torch
 
-from ..errors import OptionError, UserCodeError, call_user
+from ..runtime.errors import OptionError, UserCodeError, call_user
 
 __all__ = [
     "CoinConvention", "Layout", "EngineOutputError", "ROLES",

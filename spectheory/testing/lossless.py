@@ -7,11 +7,11 @@ sampling, have exactly the target's law: for every output sequence y^{N},
 
 (Sun et al., "Block Verification Accelerates Speculative Decoding", arXiv 2403.10444, sec. 2; for K
 draft paths, the same with the paths drafted under the verifier's drafting scheme).
-[`check_lossless`][spectheory.exact.check_lossless] decides this exactly on one instance by
+[`check_lossless`][spectheory.engine.lossless.check_lossless] decides this exactly on one instance by
 enumerating the whole sequence tree; this module runs it on many instances at once:
 
 * [`check_lossless_battery`][spectheory.testing.lossless.check_lossless_battery] returns one
-  [`LosslessReport`][spectheory.exact.LosslessReport] per instance, never raising for a lossy
+  [`LosslessReport`][spectheory.engine.lossless.LosslessReport] per instance, never raising for a lossy
   verifier or one that returns something that is not a law (``report.law_error``);
 * [`assert_lossless`][spectheory.testing.lossless.assert_lossless] raises ``AssertionError`` naming
   the instance, the first offending output sequence and both probabilities (or "NOT A LAW" and the
@@ -34,9 +34,9 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from ..errors import SpectheoryError
-from ..exact import LosslessReport, check_lossless
-from ..instances import Instance
+from ..runtime.errors import SpectheoryError
+from ..engine.lossless import LosslessReport, check_lossless
+from ..inputs.instances import Instance
 from ..law import LawError
 from ..registry import plan
 from .battery import BatteryInstance, default_battery
@@ -95,7 +95,7 @@ def check_lossless_battery(verifier: Any, instances: Iterable | None = None, *,
         Exact rationals or float64. Default: exact when the instance is exact, the verifier
         has an exact law and the sampling parameters are rational, float64 otherwise.
     sampling, draft_sampling : optional
-        Process the target / draft rows first (`spectheory.processing`, e.g.
+        Process the target / draft rows first (`spectheory.inputs.processing`, e.g.
         ``sampling="temperature=0"``): the verdict is against the processed target's law.
 
     Returns
@@ -106,7 +106,7 @@ def check_lossless_battery(verifier: Any, instances: Iterable | None = None, *,
         [`LawError`][spectheory.law.LawError] in ``law_error``.
     """
     how = plan(verifier, paths, drafting)
-    from ..processing import rational
+    from ..inputs.processing import rational
 
     ratl = rational(sampling, draft_sampling)  # also refuses bad parameters before any work
     reports = []

@@ -52,7 +52,7 @@ refused before anything is allocated, and outputs are counted call by call, so m
 grow with ``samples``.
 
 The sampler is user code: every call of it (and of a draft sampler, and of a user verifier's law)
-goes through `spectheory.errors.call_user`, so an exception or ``sys.exit`` (any code, 0
+goes through `spectheory.runtime.errors.call_user`, so an exception or ``sys.exit`` (any code, 0
 included) in it raises one `UserCodeError` line naming the function; unusable return values
 (wrong shapes, dtypes, NaN, values out of range) fail the report with one note naming the
 function and what it returned.
@@ -69,16 +69,16 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple, Sequence
 
 import numpy as np
-from .._lazy import torch
+from ..runtime._lazy import torch
 
-from ..errors import SpectheoryError, TimeLimitError, call_user
-from ..instances import Instance
-from ..multipath import draft_rows as _rows_along
-from ..multipath import sample_drafts
-from ..random_instances import random_instance
+from ..runtime.errors import SpectheoryError, TimeLimitError, call_user
+from ..inputs.instances import Instance
+from ..engine.joint import draft_rows as _rows_along
+from ..engine.sampling import sample_drafts
+from ..inputs.random_instances import random_instance
 from ..registry import plan
 from ..sampling import inverse_cdf, sample_output
-from ..tree import levels, path_probabilities
+from ..engine.seqtree import levels, path_probabilities
 from ..verifiers.block import block_weights
 from ..verifiers.common import drafted_probs, residual_corrections, residuals
 from . import stats
@@ -508,7 +508,7 @@ def reference_coin_sampler(convention: str = "block") -> Callable:
 def _zeroed_instance(V: int, L: int, seed: int) -> Instance:
     """Prefix-dependent Dirichlet tables with about 40% of the entries zeroed (never a whole row),
     so each model has zeros where the other has mass."""
-    from ..models import TableModel
+    from ..inputs.models import TableModel
 
     rng = np.random.default_rng(seed)
 
@@ -529,7 +529,7 @@ def _zeroed_instance(V: int, L: int, seed: int) -> Instance:
 def _equal_at_some_nodes(V: int, L: int, seed: int) -> Instance:
     """Prefix-dependent random tables where the draft copies the target at every other node
     (root included): every token ties in p/q there, as multi-draft selection rules must handle."""
-    from ..models import TableModel
+    from ..inputs.models import TableModel
 
     base = random_instance(V, L, seed)
     draft = []
@@ -608,7 +608,7 @@ def _name_of(fn) -> str:
 
 
 def _guarded(fn, role: str = "sampler"):
-    """``fn`` with every call made through `spectheory.errors.call_user`: an exception or a
+    """``fn`` with every call made through `spectheory.runtime.errors.call_user`: an exception or a
     ``SystemExit`` (any code) in it becomes one `UserCodeError` line naming ``role`` and the
     function. Attributes (``repeat_aware``, ``coin_convention``) are kept."""
     if getattr(fn, "_spectheory_guarded", False):
@@ -644,7 +644,7 @@ def _collect_law(probs) -> None:
 
 
 class _Pace:
-    """Samples counted against time in one check: honours a `spectheory.limits.running` time
+    """Samples counted against time in one check: honours a `spectheory.runtime.limits.running` time
     limit, and once the calls have run `PROJECT_AFTER_S` seconds, stops the check with a
     `TimeLimitError` when the rate measured after the first call projects the whole run past
     ``max_seconds``."""
@@ -656,7 +656,7 @@ class _Pace:
         self.first = None  # (time, samples done) after the first call: warm-up excluded
 
     def add(self, m: int) -> None:
-        from ..limits import check_time, human_seconds
+        from ..runtime.limits import check_time, human_seconds
 
         check_time("check_sampler")
         self.done += int(m)
@@ -1150,8 +1150,8 @@ def _refuse_time(samples: int, max_seconds: float | None, what: str | None = Non
                               f"seconds or None")
     least = samples * MIN_SECONDS_PER_SAMPLE
     if least > max_seconds:
-        from ..errors import SizeLimitError
-        from ..limits import human_seconds
+        from ..runtime.errors import SizeLimitError
+        from ..runtime.limits import human_seconds
 
         raise SizeLimitError(
             f"{what or f'samples = {samples:,}'} would take at least {human_seconds(least)} (the "
@@ -1196,7 +1196,7 @@ def _refuse_size(samples, mode, instances, verifier, paths, draft_rows, max_seco
     ``max_memory_bytes`` (one `SizeLimitError` line naming ``samples`` and the estimate)."""
     _refuse_time(samples, max_seconds)
     if max_memory_bytes is None:
-        from ..limits import MEMORY_SHARE, physical_memory
+        from ..runtime.limits import MEMORY_SHARE, physical_memory
 
         total = physical_memory()
         max_memory_bytes = MAX_MEMORY_BYTES if total is None else \
@@ -1208,7 +1208,7 @@ def _refuse_size(samples, mode, instances, verifier, paths, draft_rows, max_seco
     K = 1 if mode in ("coins", "coins-tau") else plan(verifier, paths).paths
     need, what = _planned_bytes(samples, mode, instances, K, draft_rows)
     if need > max_memory_bytes:
-        from ..errors import SizeLimitError
+        from ..runtime.errors import SizeLimitError
 
         raise SizeLimitError(
             f"samples = {samples:,}: the check would hold about {need / 2**30:.3g} GiB ({what}), "
@@ -1390,7 +1390,7 @@ def check_sampler(sampler: Callable, verifier: Any = "block", instances: Sequenc
         call for a sampler with the attribute ``repeat_aware = True`` (one that computes the law of
         repeated inputs once, as [`make_sampler`][spectheory.testing.sampler.make_sampler]'s does).
     sampling, draft_sampling : optional
-        Sampling parameters of the request (`spectheory.processing.parse_sampling`, e.g.
+        Sampling parameters of the request (`spectheory.inputs.processing.parse_sampling`, e.g.
         ``"temperature=0"`` or ``"top_k=20,top_p=0.9"``). The sampler is handed the RAW target
         rows and must process them itself, as an engine does; the exact law (every mode) is the
         verifier's against the target rows processed by ``sampling``. Drafts are sampled from
@@ -1399,7 +1399,7 @@ def check_sampler(sampler: Callable, verifier: Any = "block", instances: Sequenc
     inputs : {"probs", "logits"}
         How the target rows are handed: probabilities (float64), or float32 logits log p (-inf
         for a zero) that the sampler turns into probabilities with its own float32 softmax; the
-        law is then computed from those float32 logits (`spectheory.processing.sampler_setup`).
+        law is then computed from those float32 logits (`spectheory.inputs.processing.sampler_setup`).
     budget_s : float, optional
         With ``samples="auto"``: seconds for the whole call. Pilot checks of 32, 128, 512, ...
         samples (the same rows, the same seed) take about a tenth of it and measure the cost per
@@ -1463,7 +1463,7 @@ def check_sampler(sampler: Callable, verifier: Any = "block", instances: Sequenc
     _PACE.set(_Pace(samples, max_seconds))
     proc = None  # the target rows the law is computed against, from the rows handed over
     if sampling is not None or draft_sampling is not None or inputs != "probs":
-        from ..processing import note_sampling, sampler_setup
+        from ..inputs.processing import note_sampling, sampler_setup
 
         sampler, instances, proc = sampler_setup(sampler, instances, sampling, draft_sampling,
                                                  inputs)

@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 import sys
 
-from ..errors import OptionError, SpectheoryError, import_user
+from ..runtime.errors import OptionError, SpectheoryError, import_user
 
 
 def _import(text: str, what: str):
-    """The user's function ``module:function`` ([`import_user`][spectheory.errors.import_user], the
+    """The user's function ``module:function`` ([`import_user`][spectheory.runtime.errors.import_user], the
     loader behind every ``module:function`` of the command line)."""
     obj = import_user(text, what)
     if not callable(obj):
@@ -28,7 +28,7 @@ def parse_samples(text) -> int:
     (`spectheory.testing.sampler.MIN_SECONDS_PER_SAMPLE`) would take it past the longest run a
     check plans (`spectheory.testing.sampler.MAX_SECONDS`, one day). Memory does not grow with
     the count: samples are counted call by call (`check_sampler` guards its plan's memory)."""
-    from ..limits import parse_count
+    from ..runtime.limits import parse_count
     from .sampler import MAX_SECONDS, _refuse_time
 
     samples = parse_count(text, "--samples")
@@ -53,9 +53,9 @@ def _float(text: str, name: str) -> float:
 
 
 def run_check_sampler(args) -> int:
-    from ..commands import MAX_PATHS
-    from ..instances import load_instance
-    from ..random_instances import MAX_SEED
+    from ..cli.commands import MAX_PATHS
+    from ..inputs.instances import load_instance
+    from ..inputs.random_instances import MAX_SEED
     from ..registry import get_verifier
     from .sampler import check_sampler
 
@@ -138,7 +138,7 @@ def register(sub) -> None:
     p.add_argument("--instance", action="append", default=None, metavar="FILE",
                    help="instance JSON file to check on (repeatable; default: the kit's "
                         "prefix-dependent instances)")
-    from ..processing import add_sampling_options
+    from ..inputs.processing import add_sampling_options
 
     add_sampling_options(p)  # the sampler is handed raw target rows and processes them itself
     p.add_argument("--inputs", choices=("probs", "logits"), default="probs",

@@ -29,7 +29,7 @@ prefix) unless named otherwise:
 * ``peaked``: Dirichlet(0.05) rows, nearly one-hot and dissimilar.
 
 With ``denominator`` D every row is rounded to multiples of 1/D summing to exactly 1
-([`quantize_rows`][spectheory.random_instances.quantize_rows]), giving exact Fractions.
+([`quantize_rows`][spectheory.inputs.random_instances.quantize_rows]), giving exact Fractions.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ An implementation of a verifier in another language (a CUDA kernel, a Rust sampl
 engine's rejection sampler) can be tested against these files without running Python: each file
 holds one (verifier, instance, K, drafting) and, in exact rationals written as fraction strings,
 
-* the instance (the JSON format of [`spectheory.instances`][spectheory.instances]);
+* the instance (the JSON format of [`spectheory.inputs.instances`][spectheory.inputs.instances]);
 * the pmf of tau and the expected number of accepted tokens;
 * for every joint draft of positive probability, its probability and the verifier's conditional
   law given it: ``stop[k][i] = P(path k, tau = i | drafts)`` and ``correction[k][i][y]``;
@@ -19,7 +19,7 @@ The schema is documented in ``docs/vectors.md`` (field ``schema`` = `SCHEMA`).
 temporary directory renamed into place: nothing half-written),
 [`check_vectors`][spectheory.testing.vectors.check_vectors] recomputes every file and names the
 first field that differs. The exact law is the one of Sun et al. (arXiv 2403.10444, sec. 2);
-multi-path drafting schemes as in [`spectheory.multipath`][spectheory.multipath].
+multi-path drafting schemes as in [`spectheory.engine.joint`][spectheory.engine.joint].
 """
 
 from __future__ import annotations
@@ -34,19 +34,19 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from .._lazy import torch
+from ..runtime._lazy import torch
 
-from .. import backend as Bk
-from ..errors import OptionError, SizeLimitError, SpectheoryError, check_keys
-from ..exact import analyze
-from ..instances import (Instance, instance_from_dict, instance_to_dict, load_instance,
-                         parse_json)
+from ..runtime import backend as Bk
+from ..runtime.errors import OptionError, SizeLimitError, SpectheoryError, check_keys
+from ..engine.analysis import analyze
+from ..inputs.instances import (Instance, instance_from_dict, instance_to_dict, load_instance,
+                                parse_json)
 from ..law import Law, validate_law
-from ..models import prefix_from_index
-from ..multipath import draft_rows, draft_weight
+from ..inputs.models import prefix_from_index
+from ..engine.joint import draft_rows, draft_weight
 from ..registry import plan, registered
 from ..sampling import sample_output
-from ..tree import levels, path_probabilities, sequence_tokens
+from ..engine.seqtree import levels, path_probabilities, sequence_tokens
 from .battery import default_battery
 
 #: Schema identifier written into every file; bumped on any incompatible change.
@@ -422,7 +422,7 @@ def _uniforms_of(data: dict, n_drafts: int, fname: str) -> list:
 def check_file(path) -> tuple[str, Any, Any] | None:
     """Recompute one vector file; None when it matches, else (field, file value, fresh value).
 
-    Raises [`SpectheoryError`][spectheory.errors.SpectheoryError] for a file that cannot be read as
+    Raises [`SpectheoryError`][spectheory.runtime.errors.SpectheoryError] for a file that cannot be read as
     a vector (unreadable JSON, a field not in `FIELDS` (or `DRAFT_FIELDS`, `DECISION_FIELDS` in its
     entries; named with the nearest valid one), wrong schema, unknown verifier, invalid instance,
     bad uniforms).
@@ -467,7 +467,7 @@ def check_vectors(directory) -> list[tuple[str, str, Any, Any]]:
     """Recompute every ``*.json`` file of ``directory``; returns the mismatches as
     (file, field, file value, fresh value), one per mismatching file (empty: all match).
 
-    Raises [`SpectheoryError`][spectheory.errors.SpectheoryError] for a directory without vector
+    Raises [`SpectheoryError`][spectheory.runtime.errors.SpectheoryError] for a directory without vector
     files or a file that cannot be read as a vector.
     """
     d = Path(directory)

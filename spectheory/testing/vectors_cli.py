@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ..errors import OptionError
+from ..runtime.errors import OptionError
 from ..registry import DRAFTING
 
 
@@ -21,7 +21,7 @@ def _integer(text: str) -> int:
 
 
 def cmd_export(args) -> int:
-    from ..commands import user_verifier_errors
+    from ..cli.commands import user_verifier_errors
     from .vectors import (MAX_VECTOR_PATHS, check_decisions, check_vector_seed,
                           export_vectors)
 

@@ -29,6 +29,7 @@ from .spechub import SPECHUB, spechub
 from .spectr import SPECTR, spectr
 from .spectr_gbv import SPECTR_GBV, spectr_gbv
 from .token import TOKEN, token_verification
+from .topk import TOPK
 from .traversal import TRAVERSAL, TRAVERSAL_IID, TRAVERSAL_TREE, traversal, traversal_iid, traversal_tree
 
 #: The built-in verifiers, in the order listings show them.
@@ -38,6 +39,7 @@ BUILTIN = (TOKEN, BLOCK, NGRAM, HSD, GBV, SPECINFER, SPECINFER_NOREP, SPECTR, TR
            GREEDY, THRESHOLD, LENIENT, TYPICAL)
 for _spec in BUILTIN:
     register(_spec)
+register(TOPK, listed=False)  # the draft-tree engine's rule for top-k trees, not listed
 
 #: Views of the registry (name -> spec; a spec is callable like its function).
 SINGLE_PATH = {s.name: s for s in BUILTIN if s.lossless and s.single_path}

@@ -16,18 +16,18 @@ verifiers; L = 1 or a one-hot target reduce it to token verification.
 
 Everything at position i depends on the prefix X^i only, so the verifier is stated once per node
 ([`block_node`][spectheory.verifiers.block.block_node], a backward-scan
-[`NodeForm`][spectheory.nodes.NodeForm]); the batched per-draft law
+[`NodeForm`][spectheory.engine.nodes.NodeForm]); the batched per-draft law
 [`block_verification`][spectheory.verifiers.block.block_verification] and the exact engine's
 per-node route are both built from it.
 """
 
 from __future__ import annotations
 
-from .._lazy import torch
+from ..runtime._lazy import torch
 
-from .. import backend as B
+from ..runtime import backend as B
 from ..law import Law
-from ..nodes import NodeForm, law_from_nodes
+from ..engine.nodes import NodeForm, law_from_nodes
 from ..registry import VerifierSpec
 from .common import drafted_probs, drafted_ratio, normalise_residual, positive_residual
 from .token import residual_rows, screened_ratio
@@ -35,7 +35,7 @@ from .token import residual_rows, screened_ratio
 
 def block_node(state, px, qx, q, p, correction: bool = True, out=None):
     """Block verification at a batch of nodes of one depth i (see
-    [`NodeForm`][spectheory.nodes.NodeForm]).
+    [`NodeForm`][spectheory.engine.nodes.NodeForm]).
 
     ``state`` = w_{i-1} [N] (None at the root), ``px``/``qx`` the drafted token's probabilities
     [N], ``q``/``p`` the rows at the node [N, V] (q None at depth L). Returns (w_i, h_i,
@@ -97,7 +97,7 @@ def block_verification(drafts, q, p) -> Law:
     """Law of block verification. Shapes: drafts [B, L], q [B, L, V], p [B, L+1, V].
 
     The node rule [`block_node`][spectheory.verifiers.block.block_node] applied at positions 0..L of
-    every draft ([`law_from_nodes`][spectheory.nodes.law_from_nodes])."""
+    every draft ([`law_from_nodes`][spectheory.engine.nodes.law_from_nodes])."""
     return law_from_nodes(BLOCK_NODE, drafts, q, p)
 
 

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
-
 import numpy as np
-from .._lazy import torch
+from ..runtime._lazy import torch
 
-from .. import backend as B
+from ..runtime import backend as B
+from ..law import engine_rows, rows_follow_prefixes  # noqa: F401  (the engine's declaration)
 
 
 def drafted_probs(drafts, q, p):
@@ -109,34 +107,6 @@ def _unique_inverse(key):
     return int(uniq.shape[0]), inverse.reshape(-1)
 
 
-_ENGINE_ROWS = contextvars.ContextVar("spectheory_engine_rows", default=None)
-
-
-@contextlib.contextmanager
-def rows_follow_prefixes(drafts, q, p):
-    """Declare, for the verifier call inside the block, that the rows ``q``, ``p`` handed over with
-    ``drafts`` are functions of the drafted prefix: the exact engine's joint outcomes below one
-    context, whose rows it gathers from one table per path
-    ([`path_tables`][spectheory.multipath.path_tables]). A verifier that receives exactly these
-    three arrays ([`engine_rows`][spectheory.verifiers.common.engine_rows]) may let
-    [`on_distinct`][spectheory.verifiers.common.on_distinct] skip comparing the rows its key
-    determines through the prefix; rows it derives itself, or arrays other than these (a real
-    model's batch mixes contexts; a wrapper may change the rows), are always compared."""
-    token = _ENGINE_ROWS.set((drafts, q, p))
-    try:
-        yield
-    finally:
-        _ENGINE_ROWS.reset(token)
-
-
-def engine_rows(drafts, q, p) -> bool:
-    """True when (drafts, q, p) are the very arrays declared by
-    [`rows_follow_prefixes`][spectheory.verifiers.common.rows_follow_prefixes]."""
-    declared = _ENGINE_ROWS.get()
-    return declared is not None and declared[0] is drafts and declared[1] is q \
-        and declared[2] is p
-
-
 def on_distinct(fn, key, args, keyed: int = 0, prefix_rows: tuple = (),
                 min_rows: int | None = None, expand: bool = True):
     """``fn(*args)`` evaluated once per distinct input row and copied to the repeats, or None.
@@ -159,7 +129,7 @@ def on_distinct(fn, key, args, keyed: int = 0, prefix_rows: tuple = (),
     prefix_rows : tuple of int
         Indices of args that are rows q, p at nodes whose drafted prefix the key encodes, taken from
         the engine's own arrays (the caller has checked
-        [`engine_rows`][spectheory.verifiers.common.engine_rows]): not compared, since there equal
+        [`engine_rows`][spectheory.law.engine_rows]): not compared, since there equal
         prefixes carry equal rows by construction.
     min_rows : int, optional
         Fewer rows are not searched (default `DISTINCT_MIN_ROWS`).

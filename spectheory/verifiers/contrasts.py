@@ -33,7 +33,7 @@ from __future__ import annotations
 from dataclasses import replace
 from fractions import Fraction
 
-from .. import backend as B
+from ..runtime import backend as B
 from ..law import Law
 from ..registry import VerifierSpec
 from .common import drafted_probs

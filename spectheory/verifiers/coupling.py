@@ -39,8 +39,8 @@ from math import comb, factorial
 
 import numpy as np
 
-from .. import backend as B
-from ..errors import SizeLimitError
+from ..runtime import backend as B
+from ..runtime.errors import SizeLimitError
 
 #: Most candidate outcomes (multisets or sets) a plan enumerates at one node: a maximum-flow
 #: plan in rationals over 2,500 multisets takes about 0.1 s (V = 50, m = 2), over 20,000 minutes.
@@ -164,7 +164,7 @@ def _rows(x):
 
 def _like(values, like):
     if B.is_torch(like):
-        from .._lazy import torch
+        from ..runtime._lazy import torch
         return torch.tensor(values, dtype=like.dtype, device=like.device)
     return np.array(values, dtype=object if B.is_exact(like) else like.dtype)
 

@@ -41,9 +41,9 @@ with equal ratios, and the result is lossy; it is kept as a negative control for
 from __future__ import annotations
 
 import numpy as np
-from .._lazy import torch
+from ..runtime._lazy import torch
 
-from .. import backend as B
+from ..runtime import backend as B
 from ..law import MultiLaw
 from ..registry import VerifierSpec
 from .block import block_verification
@@ -180,8 +180,8 @@ def gbv_block_law(how, q_levels, p_levels, V: int, L: int):
     autoregressive law q^G and the verifier sees only it), computed per node of the sequence
     tree: ~V^L work instead of the V^(L K) joint outcomes of the enumeration, the same law
     (equal in exact rationals)."""
-    from ..exact import BlockLaw
-    from ..nodes import node_block_law
+    from ..engine.perdraft import BlockLaw
+    from ..engine.nodes import node_block_law
     from .block import BLOCK_NODE
 
     qg = skewed_levels(q_levels, p_levels, how.paths, V)
@@ -268,7 +268,7 @@ def _skewed_path_rows(d_sel, q_sel, p_sel, K: int, ties: str, denominators=None)
     array.
 
     ``denominators`` [B, L], if given, receives the skew denominator S_K(A, x) of every position
-    (zero where the row falls back to q; [`spectheory.audit`][spectheory.audit] reports that
+    (zero where the row falls back to q; [`spectheory.cli.audit`][spectheory.cli.audit] reports that
     underflow)."""
     Bsz, L = d_sel.shape
     V = q_sel.shape[-1]
@@ -338,3 +338,25 @@ GBV_MISMATCHED_TIES = VerifierSpec(
     "gbv-mismatched-ties", gbv_mismatched_ties, paths=None, drafting="iid", lossless=False,
     order_invariant=True, paper="Thomas & Pal, arXiv 2602.16961 (tie rule mismatched)",
     summary="LOSSY control: GBV selecting and ranking with different tie rules")
+
+
+def gbv_skewed_draft(instance, paths: int, exact: bool | None = None,
+                     max_sequences: int | None = None):
+    """The skewed draft model q^G of GBV with K = ``paths`` i.i.d. paths, as tables of depth
+    0..L-1 (same ranking and formula as [`gbv`][spectheory.verifiers.gbv.gbv]). Level by level:
+    A_root = 0, x_root = 1; for a child c a: A = A_c + x_c below_c(a), x = x_c q(a|c)."""
+    from ..engine.joint import _check_args
+    from ..engine.seqtree import levels
+    from ..inputs.models import TableModel
+    from ..runtime.sizes import check_size
+
+    _check_args(paths, "iid")
+    V, L = instance.vocab_size, instance.block_length
+    exact = instance.exact if exact is None else exact
+    check_size(V**L, "GBV skewed draft", exact, max_sequences, f"V^L = {V}^{L}")
+    q_levels = levels(instance.draft, 0, L, exact)
+    p_levels = levels(instance.target, 0, L, exact)
+    tables = skewed_levels(q_levels, p_levels, paths, V)
+    if not exact:
+        tables = [t.cpu().numpy() for t in tables]
+    return TableModel(V, tuple(tables))

@@ -58,7 +58,7 @@ from fractions import Fraction
 import numpy as np
 
 from ..bounds import optimal_acceptance, ratio_order
-from ..errors import SpectheoryError
+from ..runtime.errors import SpectheoryError
 from ..registry import VerifierSpec
 from .coupling import NodePlan, plan_rule, set_count, set_law, unmatched_correction
 from .specinfer import node_recursive_law
@@ -261,7 +261,7 @@ def global_resolution(drafts, q, p):
 def truncated_global_resolution(truncation: float = 1e-3) -> VerifierSpec:
     """Global Resolution in the paper's truncated setting (module doc), with tolerance tau =
     ``truncation``, as a verifier spec: not exactly lossless; the exact engine and
-    [`check_lossless`][spectheory.exact.check_lossless] report its distance to the target law."""
+    [`check_lossless`][spectheory.engine.lossless.check_lossless] report its distance to the target law."""
     if not (isinstance(truncation, (int, float)) and 0 < truncation < 1):
         raise SpectheoryError(f"truncation = {truncation!r} must be a number in (0, 1)")
 

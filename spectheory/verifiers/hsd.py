@@ -58,9 +58,9 @@ differently and does not run as published: it uses names it never defines; it is
 
 from __future__ import annotations
 
-from .._lazy import torch
+from ..runtime._lazy import torch
 
-from .. import backend as B
+from ..runtime import backend as B
 from ..law import Law
 from ..registry import VerifierSpec
 from .common import drafted_probs, normalise_residual, stop_from_acceptance_weights

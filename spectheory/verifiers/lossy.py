@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 
-from .._lazy import is_tensor, torch
+from ..runtime._lazy import is_tensor, torch
 
 from ..law import Law
 from ..registry import VerifierSpec

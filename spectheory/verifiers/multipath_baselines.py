@@ -9,7 +9,7 @@ Their specs declare ``paths_read=1``: the exact engine enumerates path 1 alone (
 
 from __future__ import annotations
 
-from .. import backend as B
+from ..runtime import backend as B
 from ..law import MultiLaw
 from ..registry import VerifierSpec
 from .block import block_verification

@@ -37,7 +37,7 @@ sampler with `draft_probs=None` (treated as q = 1 at the drafted token); vllm-as
 
 from __future__ import annotations
 
-from .. import backend as B
+from ..runtime import backend as B
 from ..law import Law
 from ..registry import VerifierSpec
 from .token import token_verification

@@ -1,9 +1,9 @@
 """SpecHub (Sun, Zhou, Chen, Sun, "SpecHub: Provable Acceleration to Multi-Draft Speculative
 Decoding", EMNLP 2024, arXiv 2411.05289): two drafts that share a hub token, verified in O(V).
 
-Drafting (the ``hub`` scheme of [`spectheory.multipath`][spectheory.multipath]). At a node with
+Drafting (the ``hub`` scheme of [`spectheory.engine.joint`][spectheory.engine.joint]). At a node with
 draft row q the hub is the draft's most probable token a = argmax_x q(x) (ties: the smallest token
-id, [`hub_tokens`][spectheory.verifiers.spechub.hub_tokens]). X1 ~ q; if X1 != a then X2 = a, else
+id, [`hub_tokens`][spectheory.registry.hub_tokens]). X1 ~ q; if X1 != a then X2 = a, else
 X2 ~ q~ with
 
     q~(i) = q(i) / (1 - q(a))  for i != a,   q~(a) = 0,
@@ -67,25 +67,15 @@ Fractions.
 
 from __future__ import annotations
 
-import numpy as np
-
-from .. import backend as B
-from ..errors import SpectheoryError
+from ..runtime import backend as B
+from ..runtime.errors import SpectheoryError
 from ..law import MultiLaw
-from ..registry import DRAFTING_MAX_PATHS, VerifierSpec
+from ..registry import DRAFTING_MAX_PATHS, VerifierSpec, hub_tokens
 from .common import drafted_ratio, normalise_residual
 from .specinfer import node_recursive_law
 
 #: Most drafts SpecHub verifies at a node (the ``hub`` scheme's K).
 MAX_CANDIDATES = DRAFTING_MAX_PATHS["hub"]
-
-
-def hub_tokens(q_rows):
-    """The hub argmax_x q(x) of each row, ties to the smallest token id: q_rows [..., V] ->
-    [...] int64 (torch long / numpy int64)."""
-    if B.is_torch(q_rows):
-        return q_rows.argmax(dim=-1)  # the first maximal index
-    return np.argmax(q_rows, axis=-1).astype(np.int64)
 
 
 def _refuse(K: int, what: str) -> None:

@@ -27,15 +27,15 @@ drawn sequentially without replacement, and the draft law is updated as well:
     p'_{j+1} = normalise(max(p'_j - q'_j, 0)),  q'_{j+1} = normalise(q'_j with x_j removed),
 
 (q'_1 = q(.|u)); repeated tokens (surplus paths of the ``norep`` scheme) are skipped. It is lossless
-under the ``norep`` drafting scheme of [`spectheory.multipath`][spectheory.multipath], not under
+under the ``norep`` drafting scheme of [`spectheory.engine.joint`][spectheory.engine.joint], not under
 i.i.d.
 """
 
 from __future__ import annotations
 
-from .._lazy import torch
+from ..runtime._lazy import torch
 
-from .. import backend as B
+from ..runtime import backend as B
 from ..law import MultiLaw
 from ..registry import VerifierSpec
 from . import common
@@ -71,7 +71,7 @@ def _rule_on_distinct(rule, member, tok, q_rows, p_rows, prefix, V: int, trusted
     candidates' tokens in path order, so member and tokens are read off it one to one and the rows
     q, p are prefix rows. In the exact engine, where all outcomes share the context, a few distinct
     inputs stand for thousands of rows. None when the key would not fit in int64. ``trusted``: q, p
-    are the engine's prefix rows ([`common.engine_rows`][spectheory.verifiers.common.engine_rows]),
+    are the engine's prefix rows ([`common.engine_rows`][spectheory.law.engine_rows]),
     not compared.
     """
     Bsz, Kr, K = member.shape

@@ -24,7 +24,7 @@ rational result is exactly lossless). m = 1 gives rho = 1: token verification.
 
 from __future__ import annotations
 
-from .. import backend as B
+from ..runtime import backend as B
 from ..law import MultiLaw
 from ..registry import VerifierSpec
 from .specinfer import _row_at, node_recursive_law

@@ -54,10 +54,10 @@ from __future__ import annotations
 from fractions import Fraction
 
 import numpy as np
-from .._lazy import torch
+from ..runtime._lazy import torch
 
-from .. import backend as B
-from ..errors import SizeLimitError, SpectheoryError
+from ..runtime import backend as B
+from ..runtime.errors import SizeLimitError, SpectheoryError
 from ..law import MultiLaw
 from ..registry import VerifierSpec
 from .common import normalise_residual

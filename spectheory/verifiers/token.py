@@ -13,18 +13,18 @@ On rejection at position tau+1 the correction is Y ~ normalise(max(p(.|X^tau) - 
 after L acceptances the bonus token is Y ~ p(.|X^L).
 
 The rule is stated once per node ([`token_node`][spectheory.verifiers.token.token_node], a
-forward-scan [`NodeForm`][spectheory.nodes.NodeForm] with pass probability a_i); the batched
+forward-scan [`NodeForm`][spectheory.engine.nodes.NodeForm] with pass probability a_i); the batched
 per-draft law [`token_verification`][spectheory.verifiers.token.token_verification] and the exact
 engine's per-node route are both built from it.
 """
 
 from __future__ import annotations
 
-from .._lazy import torch
+from ..runtime._lazy import torch
 
-from .. import backend as B
+from ..runtime import backend as B
 from ..law import Law
-from ..nodes import NodeForm, law_from_nodes
+from ..engine.nodes import NodeForm, law_from_nodes
 from ..registry import VerifierSpec
 from .common import drafted_ratio, normalise_residual, positive_residual
 
@@ -58,7 +58,7 @@ def residual_rows(res, total, p):
 
 def token_node(state, px, qx, q, p, correction: bool = True, out=None):
     """Token verification at a batch of nodes of one depth i (see
-    [`NodeForm`][spectheory.nodes.NodeForm]).
+    [`NodeForm`][spectheory.engine.nodes.NodeForm]).
 
     Returns (None, a_i, correction_i): a_0 = 1, a_i = min(1, px / qx) (ratio 1 for a draft token
     of probability zero); correction normalise(max(p - q, 0)) (p where the residual is zero) for
@@ -91,7 +91,7 @@ def token_verification(drafts, q, p) -> Law:
     q gives certain acceptance, and an all-zero residual (a stop of probability zero) falls back to
     p so that every correction row is a distribution. The node rule
     [`token_node`][spectheory.verifiers.token.token_node] at positions 0..L of every draft
-    ([`law_from_nodes`][spectheory.nodes.law_from_nodes]).
+    ([`law_from_nodes`][spectheory.engine.nodes.law_from_nodes]).
     """
     return law_from_nodes(TOKEN_NODE, drafts, q, p)
 

@@ -19,7 +19,7 @@ reads q (``specinfer-norep``) handed the raw q on top-k children is lossy (tests
 
 from __future__ import annotations
 
-from .. import backend as B
+from ..runtime import backend as B
 from ..law import MultiLaw
 from ..registry import VerifierSpec
 from .specinfer import _normalise, _row_at, node_recursive_law

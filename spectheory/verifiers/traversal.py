@@ -43,11 +43,12 @@ drafting (a test).
 
 from __future__ import annotations
 
-from .. import backend as B
+from ..runtime import backend as B
 from ..law import Law, MultiLaw
 from ..registry import VerifierSpec
 from .block import block_verification
-from .common import engine_rows, on_distinct, take_rows
+from ..law import engine_rows
+from .common import on_distinct, take_rows
 
 
 def _branch_law(drafts, Ms, q_rest, Mb, p_rest, key, prefix_rows: tuple):

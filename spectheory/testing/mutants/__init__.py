@@ -6,7 +6,7 @@ number, written from the bug's public description. Four kinds:
 
 * ``"law"``: a wrong verifier formula. The replica is a law function with a
   [`VerifierSpec`][spectheory.registry.VerifierSpec] (``lossless=False``);
-  [`check_lossless`][spectheory.exact.check_lossless] computes its exact output law (exact rationals
+  [`check_lossless`][spectheory.engine.lossless.check_lossless] computes its exact output law (exact rationals
   where the formula allows, else float64) and names the total variation to the target and the first
   offending output sequence.
 * ``"proposal"``: the verifier is right but the q handed to it is not the law the drafts follow. The
@@ -21,7 +21,7 @@ number, written from the bug's public description. Four kinds:
 * ``"acceptance"``: the output law is right (lossless, exactly) but the engine accepts fewer
   tokens than the rule it meant to run, because the verifier is handed a stand-in for q. The
   replica is a law function; the check is the exact expected number of accepted tokens
-  ([`analyze`][spectheory.exact.analyze]) against the fixed engine's, on the same instance. A
+  ([`analyze`][spectheory.engine.analysis.analyze]) against the fixed engine's, on the same instance. A
   losslessness check cannot catch these (and must not: they are lossless).
 
 Engine claims around these bugs (an output law "does not change", a rule "is not lossless") are
@@ -42,9 +42,10 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from ...exact import analyze, check_lossless
-from ...instances import instance_from_dict
-from ...random_instances import random_instance
+from ...engine.analysis import analyze
+from ...engine.lossless import check_lossless
+from ...inputs.instances import instance_from_dict
+from ...inputs.random_instances import random_instance
 from ...registry import VerifierSpec
 from . import coins, draft_q, formulas, gbv_reference, proposals
 
@@ -282,7 +283,7 @@ def _eagle_catch() -> Catch:
     """EAGLE #329: the rule the issue asks for (q-aware token verification / recursive rejection
     sampling with the draft model's soft q) on EAGLE's top-k drafts; EAGLE's own qx = 1 rule on
     the same drafts is the control."""
-    from ...trees import check_tree_lossless
+    from ...engine.lossless import check_tree_lossless
     from ..sampler import check_proposal
 
     inst = random_instance(3, 2, 0, denominator=60)
@@ -489,7 +490,7 @@ def _request_set_instances():
 
 
 def _claim_eagle_lossless() -> ClaimCheck:
-    from ...trees import analyze_tree
+    from ...engine.analysis import analyze_tree
 
     inst = random_instance(3, 2, 0, denominator=60)
     rows = {}

@@ -40,7 +40,7 @@ the node-budget bound P(tau >= i) = p(X^i) (Thomas & Pal, arXiv 2602.16961).
   `eagle-329-requested-q-on-topk`.
 
 **Processed q.** Engines verify against the target row processed by the request's sampling
-parameters (`spectheory.processing`), and drafts may be sampled from processed draft rows too.
+parameters (`spectheory.inputs.processing`), and drafts may be sampled from processed draft rows too.
 Token verification is lossless for every draft law, so the processed target law is met exactly
 whenever the verifier is handed the q the drafts were sampled from, processed or not.
 
@@ -73,9 +73,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from ... import backend as B
-from ...errors import OptionError
-from ...instances import Instance, instance_from_dict
+from ...runtime import backend as B
+from ...runtime.errors import OptionError
+from ...inputs.instances import Instance, instance_from_dict
 from ...law import Law, MultiLaw
 from ...registry import VerifierSpec
 from ...verifiers.common import drafted_probs, residual_corrections, residuals
@@ -345,13 +345,13 @@ def processed_drafting(instance: Instance, sampling, handed: str = "raw",
 
     The target rows are processed by ``sampling`` and the draft rows by ``draft_sampling``
     (default: the same parameters, as `generate()` and vLLM PR #56724 do), anything
-    `spectheory.processing.parse_sampling` accepts. The drafts follow the processed draft
+    `spectheory.inputs.processing.parse_sampling` accepts. The drafts follow the processed draft
     rows; the verifier is handed them (``handed="processed"``: the fix of #47932, and what
     #56724 needs) or the raw draft rows (``handed="raw"``: the bug of #47932). Returns the
-    `spectheory.exact.ExactAnalysis` whose `tv_to_target` is the TV to the *processed*
+    `spectheory.engine.analysis.ExactAnalysis` whose `tv_to_target` is the TV to the *processed*
     target's law.
     """
-    from ...exact import analyze
+    from ...engine.analysis import analyze
 
     if handed not in ("raw", "processed"):
         raise OptionError(f"handed = {handed!r} is not 'raw' or 'processed'")
@@ -402,7 +402,7 @@ def check_draft_in_request_set(instances, samplings) -> list[DraftInSetCheck]:
     claim "the output distribution does not change"), the same with the raw q handed, and E[tau]
     with and without drafting inside the request's set ("more draft tokens are accepted").
     """
-    from ...exact import analyze
+    from ...engine.analysis import analyze
 
     out = []
     for label, inst in instances:

@@ -2,7 +2,7 @@
 
 Each function here is a law function in spectheory's verifier signature (single-path
 ``f(drafts [B, L], q [B, L, V], p [B, L+1, V]) -> Law`` or the K-path form), written from the
-published description of a bug, so that [`check_lossless`][spectheory.exact.check_lossless] computes
+published description of a bug, so that [`check_lossless`][spectheory.engine.lossless.check_lossless] computes
 its exact output law and names the first output sequence whose probability is wrong. The matching
 [`VerifierSpec`][spectheory.registry.VerifierSpec] objects (all ``lossless=False``) are at the end.
 
@@ -16,7 +16,7 @@ import math
 
 import torch
 
-from ... import backend as B
+from ...runtime import backend as B
 from ...law import Law
 from ...registry import VerifierSpec
 from ...verifiers.block import block_weights

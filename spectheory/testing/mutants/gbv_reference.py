@@ -30,7 +30,7 @@ from fractions import Fraction
 import numpy as np
 import torch
 
-from ... import backend as B
+from ...runtime import backend as B
 from ...law import Law
 from ...registry import VerifierSpec
 from ...verifiers.block import block_verification

@@ -9,7 +9,7 @@ verifier is handed another (the *reported* q). Two ways to catch it:
 * the exact law of the composed system: an instance whose draft model is the *actual* sampling law,
   analysed with a verifier that looks up the *reported* rows
   ([`reported_q_verifier`][spectheory.testing.mutants.proposals.reported_q_verifier]).
-  [`check_lossless`][spectheory.exact.check_lossless] then gives the exact TV and the first
+  [`check_lossless`][spectheory.engine.lossless.check_lossless] then gives the exact TV and the first
   offending sequence.
 
 Replicas: greedy drafting handed the soft q (Hugging Face transformers #30778 -> #32867, reverted
@@ -24,9 +24,9 @@ from fractions import Fraction
 import numpy as np
 import torch
 
-from ... import backend as B
-from ...instances import Instance
-from ...models import TableModel
+from ...runtime import backend as B
+from ...inputs.instances import Instance
+from ...inputs.models import TableModel
 from ...registry import VerifierSpec, get_verifier
 
 __all__ = [
@@ -158,7 +158,7 @@ def greedy_instance() -> tuple[Instance, TableModel]:
     """The two-token example of #32867: target p = (3/5, 2/5), soft draft q = (4/5, 1/5), L = 1.
     Returns (instance with the greedy draft law, the soft model the verifier is handed); the
     first token's output law is (3/4, 1/4)."""
-    from ...instances import instance_from_dict
+    from ...inputs.instances import instance_from_dict
 
     soft = {"vocab_size": 2, "block_length": 1, "target": ["3/5", "2/5"], "draft": ["4/5", "1/5"]}
     inst = instance_from_dict(soft, exact=True)
@@ -169,7 +169,7 @@ def topk_instance(seed: int = 0, V: int = 4, L: int = 2, k: int = 2
                   ) -> tuple[Instance, TableModel]:
     """A random prefix-dependent instance (exact, denominator 60) whose drafts follow the top-k
     filtered draft model; returns (instance, the raw draft model handed to the verifier)."""
-    from ...random_instances import random_instance
+    from ...inputs.random_instances import random_instance
 
     raw = random_instance(V, L, seed, denominator=60)
     return Instance(V, L, raw.target, topk_model(raw.draft, k)), raw.draft
@@ -179,7 +179,7 @@ def bf16_instance(seed: int = 0, V: int = 8, L: int = 2, alpha: float = 1.0,
                   level: float = LOGIT_LEVEL) -> tuple[Instance, TableModel]:
     """A random float instance whose drafts follow softmax(bfloat16(log q + level)); returns
     (instance, the float draft model q handed to the verifier)."""
-    from ...random_instances import random_instance
+    from ...inputs.random_instances import random_instance
 
     raw = random_instance(V, L, seed, alpha=alpha)
     return Instance(V, L, raw.target, bf16_model(raw.draft, level)), raw.draft

@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Callable
 
-from .exact import analyze, check_lossless
-from .instances import Instance, instance_from_dict
-from .random_instances import random_instance
+from ..engine.analysis import analyze
+from ..engine.lossless import check_lossless
+from ..inputs.instances import Instance, instance_from_dict
+from ..inputs.random_instances import random_instance
 
 # The verifiers (and torch) are imported by the sections that run them, not when the command
 # line registers ``report``.
@@ -79,7 +80,7 @@ def mark(ok: bool, yes: str = "ok", no: str = "FAILED") -> str:
 
 
 def section_toy(args, checks: Checks) -> list[str]:
-    from .verifiers import SINGLE_PATH, block_verification
+    from ..verifiers import SINGLE_PATH, block_verification
 
     inst = toy_instance()
     lines = ["p = (1/3, 2/3), q = (2/3, 1/3), L = 2, exact rationals:"]
@@ -105,7 +106,7 @@ def section_random(args, checks: Checks) -> list[str]:
     lines = [f"{'V':>3} {'L':>3} {'alpha':>6} {'seed':>5} {'E[tau+1] token':>15} "
              f"{'E[tau+1] block':>15} {'gain':>7} {'TV token':>9} {'TV block':>9}  "
              f"lossless, block >= token"]
-    from .verifiers import SINGLE_PATH
+    from ..verifiers import SINGLE_PATH
 
     cases = [(4, 4, 0.5), (4, 4, 1.0), (4, 4, 2.0), (3, 6, 1.0), (8, 3, 1.0)]
     for k, (V, L, alpha) in enumerate(cases):
@@ -137,7 +138,7 @@ def section_random(args, checks: Checks) -> list[str]:
 
 
 def section_wrong_variant(args, checks: Checks) -> list[str]:
-    from .verifiers import uniform_product_verification
+    from ..verifiers import uniform_product_verification
 
     inst = toy_instance(exact=False)
     rep = check_lossless(uniform_product_verification, inst)
@@ -175,8 +176,8 @@ def add_multipath_optimum(label: str, optimum: Callable[[Instance, int, str], fl
 def section_multipath(args, checks: Checks) -> list[str]:
     """Multi-path verifiers side by side, each checked lossless, against any registered optimum,
     and the lossy mismatched-tie GBV caught by the checker."""
-    from .registry import DRAFTING_MAX_PATHS
-    from .verifiers import LOSSY_MULTI_PATH, MULTI_PATH
+    from ..registry import DRAFTING_MAX_PATHS
+    from ..verifiers import LOSSY_MULTI_PATH, MULTI_PATH
 
     inst = random_instance(3, 2, args.seed, alpha=0.7)
     Ks = (1, 2, 3)

@@ -12,7 +12,7 @@ Drafting schemes for K paths of length L below a context c (`DRAFTING`):
   * prod_{i>1} q(X_{k,i}|X_k^{i-1}), and zero unless the first tokens are distinct.
 * ``hub``: SpecHub's drafting (Sun et al., arXiv 2411.05289), K <= 2 (larger K is refused,
   `spectheory.registry.DRAFTING_MAX_PATHS`). With a = argmax q(.|c) (ties: the smallest token id,
-  [`hub_tokens`][spectheory.verifiers.spechub.hub_tokens]), path 1's first token is X_1 ~ q(.|c);
+  [`hub_tokens`][spectheory.registry.hub_tokens]), path 1's first token is X_1 ~ q(.|c);
   path 2's is a if X_1 != a, else a draw from q(.|c) without a, renormalised; the rest of each path
   autoregressively from q, as under ``norep``. So P(first tokens (i, a)) = q(i|c) and P((a, i)) =
   q(a|c) q(i|c) / (1 - q(a|c)) for i != a, zero on other pairs, times prod_{i>1}
@@ -24,16 +24,16 @@ Fractions), evaluates the verifier's [`MultiLaw`][spectheory.law.Law] on each, a
 tau pmf and the law of the emitted block, E_{i+1}(y^{i+1}) = sum_outcomes P(outcome) sum_k P(k,
 tau = i | outcome) correction_{k,i}(y_{i+1}) [X_k^i = y^i]; the output law (block then target
 sampling up to L+1 tokens), its TV to the target and the checker are then the single-path ones of
-[`spectheory.exact`][spectheory.exact]. Outcomes of probability zero are skipped before the
+[`spectheory.engine.analysis`][spectheory.engine.analysis]. Outcomes of probability zero are skipped before the
 verifier is evaluated; order-invariant verifiers under i.i.d. drafting are evaluated on sorted
 tuples only; verifiers that read only their first m paths (``paths_read``, the first-path
 baselines) on the V**(L m) outcomes of those paths, whose law is the marginal of the K-path
 scheme.
 
-GBV also has a fast exact route, its default in [`analyze`][spectheory.exact.analyze]
+GBV also has a fast exact route, its default in [`analyze`][spectheory.engine.analysis.analyze]
 (``route= "analytic"``): its selected path has the autoregressive law q^G, so its analysis is block
 verification with the draft replaced by the skewed model
-([`gbv_skewed_draft`][spectheory.multipath.gbv_skewed_draft]), evaluated per node of the sequence
+([`gbv_skewed_draft`][spectheory.verifiers.gbv.gbv_skewed_draft]), evaluated per node of the sequence
 tree, ~V**L work instead of V**(L K). ``route="enumerate"`` runs the joint enumeration; the tests
 check the two routes agree exactly.
 """
@@ -45,19 +45,14 @@ import math
 from fractions import Fraction
 
 import numpy as np
-from ._lazy import torch
+from ..runtime._lazy import torch
 
-from . import backend as Bk
-from .errors import SpectheoryError
-from .exact import BlockLaw, ExactAnalysis, LosslessReport, analyze, check_lossless
-from .instances import Instance
-from .law import ROW_SUM_TOL, validate_law
-from .models import TableModel
-from .registry import DRAFTING, Plan, check_drafting_paths, get_verifier
-from .tree import check_size, levels, path_probabilities, sequence_tokens
-from .verifiers.common import rows_follow_prefixes
-from .verifiers.gbv import skewed_levels
-from .verifiers.spechub import hub_tokens
+from ..runtime import backend as Bk
+from ..runtime.errors import SpectheoryError
+from ..law import ROW_SUM_TOL, rows_follow_prefixes, validate_law
+from ..registry import DRAFTING, Plan, check_drafting_paths, get_verifier, hub_tokens
+from .perdraft import BlockLaw
+from .seqtree import path_probabilities, sequence_tokens
 
 #: Joint outcomes per chunk in exact rational mode.
 EXACT_CHUNK = 2048
@@ -85,7 +80,7 @@ def _check_args(paths, drafting):
 
 def draft_rows(q_levels, p_levels, drafts, L: int, V: int):
     """Conditionals along every drafted path: q [B,K,L,V], p [B,K,L+1,V] for drafts [B,K,L]
-    (levels below one context, as from [`levels`][spectheory.tree.levels] with start 0)."""
+    (levels below one context, as from [`levels`][spectheory.engine.seqtree.levels] with start 0)."""
     node = Bk.zeros_like(drafts[:, :, 0])
     qs, ps = [], []
     for i in range(L + 1):
@@ -290,11 +285,11 @@ def multipath_block_law(verifier, q_levels, p_levels, V: int, L: int, K: int,
     V**(L K) outcomes, the same result.
 
     A chunk of n joint outcomes is n rows of K path indices; its drafts [n, K, L] and rows q [n, K,
-    L, V], p [n, K, L+1, V] are gathered from [`path_tables`][spectheory.multipath.path_tables], its
+    L, V], p [n, K, L+1, V] are gathered from [`path_tables`][spectheory.engine.joint.path_tables], its
     law validated ([`validate_law`][spectheory.law.validate_law]; on torch first the cheap
     sufficient test `_law_ok`), and its weighted corrections added to all L+1 levels of the emitted
     law in one ``index_add``. The verifier is called inside
-    [`rows_follow_prefixes`][spectheory.verifiers.common.rows_follow_prefixes] (these arrays' rows
+    [`rows_follow_prefixes`][spectheory.law.rows_follow_prefixes] (these arrays' rows
     are functions of the drafted prefix: a verifier handed exactly them need not compare repeated
     node inputs' rows). A verifier declaring ``paths_read = m < K`` is enumerated on m paths
     (checked first on a sample, `_check_paths_read`); progress is still counted in joint outcomes of
@@ -374,123 +369,12 @@ def multipath_block_law(verifier, q_levels, p_levels, V: int, L: int, K: int,
                                        for i in range(L + 1)])
 
 
-def analyze_multipath(instance: Instance, verifier, paths: int, drafting: str | None = None,
-                      name: str | None = None, exact: bool | None = None,
-                      max_sequences: int | None = None, progress: bool = False,
-                      device="cpu", symmetric: bool | None = None,
-                      route: str | None = "auto") -> ExactAnalysis:
-    """Same as ``analyze(instance, verifier, paths=paths, drafting=drafting, ...)``
-    ([`analyze`][spectheory.exact.analyze], the one engine for 1 and K paths)."""
-    return analyze(instance, verifier, name, exact, max_sequences, progress, device,
-                   paths=paths, drafting=drafting, symmetric=symmetric, route=route)
-
-
-def check_lossless_multipath(verifier, instance: Instance, paths: int,
-                             drafting: str | None = None, exact: bool | None = None,
-                             tol: float = 1e-12, max_sequences: int | None = None,
-                             route: str | None = "auto") -> LosslessReport:
-    """Same as ``check_lossless(verifier, instance, paths=paths, drafting=drafting, ...)``
-    ([`check_lossless`][spectheory.exact.check_lossless])."""
-    return check_lossless(verifier, instance, exact, tol, None, max_sequences, paths=paths,
-                          drafting=drafting, route=route)
-
-
-# ----------------------------------------------------------------------------- GBV fast route
-
-
-def gbv_skewed_draft(instance: Instance, paths: int, exact: bool | None = None,
-                     max_sequences: int | None = None) -> TableModel:
-    """The skewed draft model q^G of GBV with K = ``paths`` i.i.d. paths, as tables of depth
-    0..L-1 (same ranking and formula as [`gbv`][spectheory.verifiers.gbv.gbv]). Level by level:
-    A_root = 0, x_root = 1; for a child c a: A = A_c + x_c below_c(a), x = x_c q(a|c)."""
-    _check_args(paths, "iid")
-    V, L = instance.vocab_size, instance.block_length
-    exact = instance.exact if exact is None else exact
-    check_size(V**L, "GBV skewed draft", exact, max_sequences, f"V^L = {V}^{L}")
-    q_levels = levels(instance.draft, 0, L, exact)
-    p_levels = levels(instance.target, 0, L, exact)
-    tables = skewed_levels(q_levels, p_levels, paths, V)
-    if not exact:
-        tables = [t.cpu().numpy() for t in tables]
-    return TableModel(V, tuple(tables))
-
-
-def analyze_gbv_fast(instance: Instance, paths: int, exact: bool | None = None,
-                     max_sequences: int | None = None, name: str = "gbv") -> ExactAnalysis:
-    """Exact analysis of GBV (i.i.d. drafting) as block verification against the skewed draft
-    q^G: ~V**L work instead of V**(L K). The default route of ``analyze(.., "gbv", paths=K)``
-    (``route="analytic"``); same result as the enumeration ``route="enumerate"``."""
-    _check_args(paths, "iid")
-    return analyze(instance, "gbv", name=name, exact=exact, max_sequences=max_sequences,
-                   paths=paths, drafting="iid", route="analytic")
-
-
-# ----------------------------------------------------------------------------- sampling
-
-
-def sample_drafts(instance: Instance, paths: int, n: int, drafting: str = "iid",
-                  generator: torch.Generator | None = None, device="cpu"):
-    """n joint draft outcomes [n, K, L] (torch long) under a drafting scheme (float models)."""
-    _check_args(paths, drafting)
-    V, L, K = instance.vocab_size, instance.block_length, paths
-    q_levels = levels(instance.draft, 0, L, False, device)
-    out = torch.zeros(n, K, L, dtype=torch.long, device=device)
-    root = q_levels[0][0]
-    used = torch.zeros(n, V, dtype=torch.bool, device=device)
-    m = int((root > 0).sum())
-    for k in range(K):
-        if (drafting == "norep" and k >= m) or (drafting == "hub" and k >= 1 and m == 1):
-            out[:, k] = out[:, 0]
-            continue
-        row = root.expand(n, V)
-        if drafting == "norep":
-            row = torch.where(used, torch.zeros_like(row), row)
-        if drafting == "hub" and k == 1:  # the companion of a drafted hub, else the hub
-            a = hub_tokens(root)
-            row = torch.where(torch.arange(V, device=device) == a, torch.zeros_like(row), row)
-        x = torch.multinomial(row, 1, generator=generator)[:, 0]
-        if drafting == "hub" and k == 1:
-            x = torch.where(out[:, 0, 0] == a, x, a)
-        used[torch.arange(n, device=device), x] = True
-        node = x
-        out[:, k, 0] = x
-        for d in range(1, L):
-            y = torch.multinomial(q_levels[d][node], 1, generator=generator)[:, 0]
-            out[:, k, d] = y
-            node = node * V + y
-    return out
-
-
-def sample_outputs(instance: Instance, verifier, paths: int, n: int,
-                   drafting: str | None = None, generator: torch.Generator | None = None):
-    """Run the verifier on n sampled draft outcomes: returns (drafts, path k, tau, Y) tensors."""
-    from .registry import plan
-    from .sampling import sample_output
-
-    how = plan(verifier, paths, drafting)
-    paths, drafting = how.paths, how.drafting
-
-    V, L = instance.vocab_size, instance.block_length
-    drafts = sample_drafts(instance, paths, n, drafting, generator)
-    q_levels = levels(instance.draft, 0, L, False)
-    p_levels = levels(instance.target, 0, L + 1, False)
-    q, p = draft_rows(q_levels, p_levels, drafts, L, V)
-    k, tau, y = sample_output(how.spec.law(drafts, q, p), generator)
-    return drafts, k, tau, y
-
-
 __all__ = [
     "DRAFTING",
-    "analyze_gbv_fast",
-    "analyze_multipath",
-    "check_lossless_multipath",
     "draft_rows",
     "draft_weight",
-    "gbv_skewed_draft",
     "multipath_block_law",
     "outcome_count",
     "sorted_tuples",
-    "sample_drafts",
-    "sample_outputs",
     "use_symmetry",
 ]

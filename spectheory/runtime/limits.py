@@ -1,18 +1,18 @@
 """Size, time and environment limits, read when they are used (never at import).
 
 * **Environment variables** (`ENV_LIMITS`) raise or lower the default size limits. They are read and
-  validated on every use by [`env_limit`][spectheory.limits.env_limit], so a bad value gives one
-  [`OptionError`][spectheory.errors.OptionError] naming the variable and the accepted range instead
+  validated on every use by [`env_limit`][spectheory.runtime.limits.env_limit], so a bad value gives one
+  [`OptionError`][spectheory.runtime.errors.OptionError] naming the variable and the accepted range instead
   of breaking ``import spectheory`` (and with it ``spectheory --help``).
-* **Time**: [`running`][spectheory.limits.running] sets a wall-clock limit
+* **Time**: [`running`][spectheory.runtime.limits.running] sets a wall-clock limit
   (``--time-limit SECONDS``) for a block of work. Long loops call
-  [`check_time`][spectheory.limits.check_time] between chunks; LP solves read
-  [`remaining`][spectheory.limits.remaining] and hand it to the solver; a ``SIGALRM`` backstop (main
+  [`check_time`][spectheory.runtime.limits.check_time] between chunks; LP solves read
+  [`remaining`][spectheory.runtime.limits.remaining] and hand it to the solver; a ``SIGALRM`` backstop (main
   thread, POSIX) stops a single long step shortly after the limit. On expiry a
-  [`TimeLimitError`][spectheory.errors.TimeLimitError] is raised and nothing is printed or written.
-* **Estimates**: [`estimate_seconds`][spectheory.limits.estimate_seconds] turns an enumeration size
+  [`TimeLimitError`][spectheory.runtime.errors.TimeLimitError] is raised and nothing is printed or written.
+* **Estimates**: [`estimate_seconds`][spectheory.runtime.limits.estimate_seconds] turns an enumeration size
   into a time estimate from the throughput constants below, so the size guard
-  ([`check_size`][spectheory.tree.check_size]) can say how long a run will take before it starts.
+  ([`check_size`][spectheory.runtime.sizes.check_size]) can say how long a run will take before it starts.
 
 Throughput constants were measured with ``python benchmarks/bench_limits.py`` (one torch thread,
 random table instances; results with the machine in ``benchmarks/results/bench_limits.json``)
@@ -65,7 +65,7 @@ _INT = re.compile(r"[0-9]+")
 
 def parse_limit(text, name: str, lo: int = 1, hi: int = MAX_LIMIT) -> int:
     """A size limit written as decimal digits, in [lo, hi]; else
-    [`OptionError`][spectheory.errors.OptionError]."""
+    [`OptionError`][spectheory.runtime.errors.OptionError]."""
     s = str(text).strip()
     if not _INT.fullmatch(s):
         raise OptionError(f"{name}={text!r} is not a whole number: write decimal digits in "
@@ -82,7 +82,7 @@ _SCIENTIFIC = re.compile(r"([0-9]+)(\.[0-9]*)?[eE]\+?([0-9]{1,4})")
 def parse_count(text, name: str, lo: int = 1, hi: int = MAX_LIMIT) -> int:
     """A count typed on the command line (``--samples``, ...), in [lo, hi]: decimal digits
     (``100000``, ``100_000``) or a whole number in scientific notation (``1e5``, ``2.5e6``); else
-    [`OptionError`][spectheory.errors.OptionError] naming ``name``. The range is checked on the
+    [`OptionError`][spectheory.runtime.errors.OptionError] naming ``name``. The range is checked on the
     text's value before any integer of that size is made, so ``1e999`` is refused at once."""
     from decimal import Decimal
 
@@ -112,7 +112,7 @@ def env_limit(name: str) -> int:
 
 def check_environment() -> None:
     """Validate every variable of `ENV_LIMITS` (raises
-    [`OptionError`][spectheory.errors.OptionError])."""
+    [`OptionError`][spectheory.runtime.errors.OptionError])."""
     for name in ENV_LIMITS:
         env_limit(name)
 
@@ -160,7 +160,7 @@ def remaining() -> float | None:
 
 
 def check_time(where: str = "") -> None:
-    """Raise [`TimeLimitError`][spectheory.errors.TimeLimitError] when the current time limit has
+    """Raise [`TimeLimitError`][spectheory.runtime.errors.TimeLimitError] when the current time limit has
     passed."""
     if _state.deadline is not None and time.monotonic() >= _state.deadline:
         raise _expired(where)
@@ -172,12 +172,12 @@ def tick(_count: int = 0) -> None:
 
 
 def progress_enabled() -> bool:
-    """Whether long loops show a progress bar (set by [`running`][spectheory.limits.running])."""
+    """Whether long loops show a progress bar (set by [`running`][spectheory.runtime.limits.running])."""
     return _state.progress
 
 
 def note(message: str) -> None:
-    """A one-line note on stderr, only inside [`running`][spectheory.limits.running] with
+    """A one-line note on stderr, only inside [`running`][spectheory.runtime.limits.running] with
     ``notes=True`` and no time limit (a run under ``--time-limit`` is bounded already, and a refusal
     stays one line)."""
     if _state.notes and _state.deadline is None:
@@ -277,7 +277,7 @@ def ratio(a: int, b: int) -> str:
 # ----------------------------------------------------------------------------- memory
 
 #: Share of the machine's physical memory that one estimated allocation of a command may take
-#: ([`check_memory`][spectheory.limits.check_memory]); the rest is left to the operating system and
+#: ([`check_memory`][spectheory.runtime.limits.check_memory]); the rest is left to the operating system and
 #: the other processes.
 MEMORY_SHARE = 0.5
 
@@ -304,8 +304,8 @@ def human_bytes(n: float) -> str:
 
 def check_memory(nbytes: int, what: str, advice: str = "") -> None:
     """Refuse, before allocating, work estimated to need ``nbytes`` of memory when that is over
-    `MEMORY_SHARE` of [`physical_memory`][spectheory.limits.physical_memory] (no refusal where the
-    machine's memory is unknown): a [`SizeLimitError`][spectheory.errors.SizeLimitError] naming
+    `MEMORY_SHARE` of [`physical_memory`][spectheory.runtime.limits.physical_memory] (no refusal where the
+    machine's memory is unknown): a [`SizeLimitError`][spectheory.runtime.errors.SizeLimitError] naming
     ``what`` (the option and value), the estimate and the machine's memory, then ``advice``."""
     total = physical_memory()
     if total is None or nbytes <= MEMORY_SHARE * total:

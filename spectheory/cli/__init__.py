@@ -6,14 +6,14 @@ on stderr with exit code 2 and no traceback, and nothing is written to stdout be
 is complete:
 
 * a bad option or argument (argparse's message, on one line, with a pointer to ``--help``);
-* a bad environment variable ([`spectheory.limits`][spectheory.limits]), checked before the command
+* a bad environment variable ([`spectheory.runtime.limits`][spectheory.runtime.limits]), checked before the command
   runs;
-* errors that the toolkit raises ([`SpectheoryError`][spectheory.errors.SpectheoryError]), text that
+* errors that the toolkit raises ([`SpectheoryError`][spectheory.runtime.errors.SpectheoryError]), text that
   cannot be decoded, running out of memory, a time limit reached (``--time-limit``);
 * user code (``module:function`` verifiers and samplers) that fails to import, raises, returns
   something that is not a law, or calls ``sys.exit`` with any code: a ``SystemExit`` during a
-  command never becomes its exit code ([`import_user`][spectheory.errors.import_user],
-  [`call_user`][spectheory.errors.call_user]);
+  command never becomes its exit code ([`import_user`][spectheory.runtime.errors.import_user],
+  [`call_user`][spectheory.runtime.errors.call_user]);
 * an output that cannot be written (a full device, an unwritable path): one line, and nothing
   half-written; a reader that goes away (``spectheory ... | head``) ends quietly with exit 0.
 
@@ -27,11 +27,11 @@ too.
 ``--threads N`` (1 <= N <= min(4 x cores, 256)) sets torch's CPU threads for every command, before
 it runs; it may be given before or after the command name (an in-process ``main([...])`` restores
 the caller's setting when it returns: torch's thread count, or ``OMP_NUM_THREADS`` if torch was not
-loaded). Without it the default of [`spectheory.threads`][spectheory.threads] applies
+loaded). Without it the default of [`spectheory.runtime.threads`][spectheory.runtime.threads] applies
 (``SPECTHEORY_THREADS``, else 1 thread on machines with at most 2 cores). Torch is imported only by
 commands that compute with it: ``--help``, ``instance`` and ``lp`` start in a fraction of a second.
 Every command also lets the C allocator keep freed memory for reuse
-([`spectheory.allocator`][spectheory.allocator]; ``SPECTHEORY_MALLOC=default`` turns that off).
+([`spectheory.runtime.allocator`][spectheory.runtime.allocator]; ``SPECTHEORY_MALLOC=default`` turns that off).
 """
 
 from __future__ import annotations
@@ -41,18 +41,18 @@ import errno
 import importlib
 import sys
 
-from . import __version__
-from .errors import SpectheoryError, UserCodeError
+from .. import __version__
+from ..runtime.errors import SpectheoryError, UserCodeError
 
 #: Modules that contribute sub-commands (each has ``register(subparsers)``).
 COMMAND_MODULES = [
-    "spectheory.commands",
-    "spectheory.report",
-    "spectheory.audit",
-    "spectheory.trees_cli",
+    "spectheory.cli.commands",
+    "spectheory.cli.report",
+    "spectheory.cli.audit",
+    "spectheory.cli.trees",
     "spectheory.testing.sampler_cli",
     "spectheory.testing.vectors_cli",
-    "spectheory.figures",
+    "spectheory.cli.figures",
     "spectheory.sweep.cli",
     "spectheory.toy_models.cli",
     "spectheory.gpu_validation.cli",
@@ -128,9 +128,9 @@ def _fail(message: str, debug: BaseException | None = None) -> int:
 def _run(args) -> int:
     """Run the parsed command. A ``SystemExit`` raised while it runs can only come from user code
     (the toolkit's commands return their exit code): it becomes a one-line
-    [`UserCodeError`][spectheory.errors.UserCodeError] (exit code 2), never the exit code it asked
+    [`UserCodeError`][spectheory.runtime.errors.UserCodeError] (exit code 2), never the exit code it asked
     for, so that no check ends with exit 0 because the code under test exited."""
-    from .limits import running
+    from ..runtime.limits import running
 
     try:
         if not hasattr(args, "time_limit"):
@@ -158,7 +158,7 @@ def _os_message(exc: OSError) -> str:
 
 
 def _message(exc: SpectheoryError) -> str:
-    from .law import LawError
+    from ..law import LawError
 
     if isinstance(exc, LawError):  # a verifier returned something else than a law
         return f"not a law: {exc}"
@@ -177,14 +177,14 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return 2
         debug = bool(getattr(args, "debug", False))
-        from .allocator import apply_default as apply_allocator_default
-        from .limits import check_environment
-        from .threads import parse_threads, set_threads, snapshot
+        from ..runtime.allocator import apply_default as apply_allocator_default
+        from ..runtime.limits import check_environment
+        from ..runtime.threads import parse_threads, set_threads, snapshot
 
         check_environment()
         threads = getattr(args, "global_threads", None)
         threads = None if threads is None else parse_threads(threads, "--threads")
-        apply_allocator_default()  # large temporaries reuse freed memory (spectheory.allocator)
+        apply_allocator_default()  # large temporaries reuse freed memory (spectheory.runtime.allocator)
         before = snapshot()
         set_threads(threads)  # torch's own setting if loaded, else the one it will start with
         code = _run(args)
@@ -207,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(_os_message(exc), exc if debug else None)
     finally:  # an in-process call leaves the caller's thread setting as it found it
         if before is not None:
-            from .threads import restore
+            from ..runtime.threads import restore
 
             restore(before)
 

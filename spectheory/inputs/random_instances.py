@@ -14,10 +14,10 @@ from fractions import Fraction
 
 import numpy as np
 
-from .errors import InstanceError
+from ..runtime.errors import InstanceError
 from .instances import MAX_BLOCK, MAX_VOCAB, Instance
 from .models import TableModel
-from .tree import check_size
+from ..runtime.sizes import check_size
 
 
 def quantize_rows(rows: np.ndarray, denominator: int) -> np.ndarray:
@@ -60,8 +60,8 @@ def dirichlet_model(rng: np.random.Generator, V: int, depth: int, alpha: float,
                     ) -> TableModel:
     """A table model whose rows at depths 0..depth (depth 0 only if ``context_independent``) are
     i.i.d. Dirichlet(alpha), each divided by its sum, or rounded to multiples of 1/``denominator``
-    ([`quantize_rows`][spectheory.random_instances.quantize_rows]). No size guard:
-    [`random_instance`][spectheory.random_instances.random_instance] has it."""
+    ([`quantize_rows`][spectheory.inputs.random_instances.quantize_rows]). No size guard:
+    [`random_instance`][spectheory.inputs.random_instances.random_instance] has it."""
     tables = []
     for d in range(1 if context_independent else depth + 1):
         rows = _dirichlet_rows(rng, V, V**d, alpha, normalise=not denominator)
@@ -112,7 +112,7 @@ def random_instance(vocab_size: int, block_length: int, seed: int, alpha: float 
 
     Parameters are validated first (vocab_size in [2, 10^6], block_length in [1, 64], seed in
     [0, 2^63 - 1], alpha finite in [1e-3, 1e6], denominator in [1, 10^9]); a bad one raises
-    [`InstanceError`][spectheory.errors.InstanceError] (a ``ValueError``) naming it and its range.
+    [`InstanceError`][spectheory.runtime.errors.InstanceError] (a ``ValueError``) naming it and its range.
     """
     V = _integer(vocab_size, "vocab_size", 2, MAX_VOCAB)
     L = _integer(block_length, "block_length", 1, MAX_BLOCK)

@@ -12,17 +12,17 @@ large levels of the sequence tree. The default is therefore
 overridden by the environment variable ``SPECTHEORY_THREADS`` (an integer >= 1), by the global
 command-line option ``spectheory --threads N COMMAND ...`` (also accepted after the command,
 ``spectheory COMMAND ... --threads N``), and in Python by
-[`set_threads`][spectheory.threads.set_threads]. Every one of them accepts at most
-``min(4 * cores, 256)`` threads ([`max_threads`][spectheory.threads.max_threads]): torch's thread
+[`set_threads`][spectheory.runtime.threads.set_threads]. Every one of them accepts at most
+``min(4 * cores, 256)`` threads ([`max_threads`][spectheory.runtime.threads.max_threads]): torch's thread
 pool crashes the process when asked for tens of thousands, so a larger request is refused in one
 line.
 
 The command line applies the setting before the command runs. Importing [`spectheory`][spectheory]
 leaves torch's own setting alone unless ``SPECTHEORY_THREADS`` is set; call
-[`set_threads`][spectheory.threads.set_threads] (with no argument for the default above) to choose.
+[`set_threads`][spectheory.runtime.threads.set_threads] (with no argument for the default above) to choose.
 
 Torch is not imported to apply the setting: when it is already loaded,
-[`set_threads`][spectheory.threads.set_threads] calls ``torch.set_num_threads``; when it is not, the
+[`set_threads`][spectheory.runtime.threads.set_threads] calls ``torch.set_num_threads``; when it is not, the
 setting waits, and is applied right after torch is first imported, whichever module imports it (a
 one-shot import hook on ``sys.meta_path`` that wraps torch's loader for that one import). So
 commands that never touch torch, such as ``spectheory instance`` and the LPs, start without paying
@@ -60,7 +60,7 @@ def max_threads(cores: int | None = None) -> int:
 
 def parse_threads(value, what: str = "--threads") -> int:
     """``value`` as a thread count: an integer in [1,
-    [`max_threads`][spectheory.threads.max_threads]], else `SpectheoryError` naming ``what`` and
+    [`max_threads`][spectheory.runtime.threads.max_threads]], else `SpectheoryError` naming ``what`` and
     the limit. Checked before torch sees it: a request for 100000 threads would crash the process
     (exit 139) instead of being refused."""
     if isinstance(value, bool):
@@ -100,7 +100,7 @@ def set_threads(n: int | None = None) -> int:
     Parameters
     ----------
     n : int, optional
-        Threads, >= 1. Default: [`default_threads`][spectheory.threads.default_threads]
+        Threads, >= 1. Default: [`default_threads`][spectheory.runtime.threads.default_threads]
         (``SPECTHEORY_THREADS``, else 1 on a machine with at most 2 cores and half the cores, at
         most 8, above).
 
@@ -108,7 +108,7 @@ def set_threads(n: int | None = None) -> int:
     ------
     SpectheoryError
         ``n`` (or ``SPECTHEORY_THREADS``) is not an integer in [1,
-        [`max_threads`][spectheory.threads.max_threads]] (``min(4 * cores, 256)``).
+        [`max_threads`][spectheory.runtime.threads.max_threads]] (``min(4 * cores, 256)``).
     """
     n = default_threads() if n is None else parse_threads(n, "threads =")
     torch = sys.modules.get("torch")
@@ -187,7 +187,7 @@ def _set_pending(n: int | None) -> None:
 
 
 def snapshot():
-    """The thread setting as it stands, for [`restore`][spectheory.threads.restore] (imports
+    """The thread setting as it stands, for [`restore`][spectheory.runtime.threads.restore] (imports
     nothing): torch's thread count if torch is loaded, else the pending setting (None: torch's own
     default)."""
     torch = sys.modules.get("torch")
@@ -197,7 +197,7 @@ def snapshot():
 
 
 def restore(state) -> None:
-    """Put back a [`snapshot`][spectheory.threads.snapshot], also when torch was imported in between
+    """Put back a [`snapshot`][spectheory.runtime.threads.snapshot], also when torch was imported in between
     (it then gets the count it would have started with)."""
     kind, value = state
     torch = sys.modules.get("torch")

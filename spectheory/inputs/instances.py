@@ -26,7 +26,7 @@ Float mode: rows must be non-negative, finite and sum to 1 within ``tol`` (a fin
 the tolerance); they are then divided by their sum. Exact mode: entries are read as exact
 rationals (numbers through their decimal text) and rows must sum to exactly 1.
 
-Every problem raises [`InstanceError`][spectheory.errors.InstanceError] (a ``ValueError``) with a
+Every problem raises [`InstanceError`][spectheory.runtime.errors.InstanceError] (a ``ValueError``) with a
 one-line message naming the place and the accepted range.
 """
 
@@ -41,8 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from .backend import to_exact
-from .errors import InstanceError, check_keys
+from ..runtime.backend import to_exact
+from ..runtime.errors import InstanceError, check_keys
 from .models import TableModel, prefix_from_index
 
 MAX_VOCAB = 1_000_000
@@ -258,7 +258,7 @@ def _count_prefixes(obj: Any) -> int:
 def instance_from_dict(data: Any, exact: bool = False, tol: float = DEFAULT_TOL) -> Instance:
     """Validate and build an `Instance` from its JSON object (see the module docstring).
 
-    Raises [`InstanceError`][spectheory.errors.InstanceError] (a ``ValueError``) with a one-line
+    Raises [`InstanceError`][spectheory.runtime.errors.InstanceError] (a ``ValueError``) with a one-line
     message naming the first problem: an unknown key (with the nearest valid one), a missing key,
     sizes out of range, a non-canonical, missing or extra prefix key, a row of the wrong length, an
     entry that is not a probability, a row sum off 1 (beyond ``tol`` in float mode, a finite number
@@ -320,8 +320,8 @@ def load_instance(path: str, exact: bool = False, tol: float = DEFAULT_TOL) -> I
 
     Options are checked first, then the file: unreadable, over `MAX_FILE_BYTES`, not UTF-8, not
     JSON, duplicate keys, or an invalid instance
-    ([`instance_from_dict`][spectheory.instances.instance_from_dict]) each raise
-    [`InstanceError`][spectheory.errors.InstanceError] with a one-line message.
+    ([`instance_from_dict`][spectheory.inputs.instances.instance_from_dict]) each raise
+    [`InstanceError`][spectheory.runtime.errors.InstanceError] with a one-line message.
     """
     import sys
 

@@ -8,12 +8,12 @@ setting). Speculative decoding is lossless for such a request when its output ha
 *processed* target. This module holds the one implementation of that processing, in float64
 (numpy or torch, any device) and in exact rationals (numpy arrays of `Fraction`):
 
-* [`SamplingParams`][spectheory.processing.SamplingParams]: a frozen record of the parameters;
-* [`parse_sampling`][spectheory.processing.parse_sampling]: None, a mapping, a `SamplingParams`
+* [`SamplingParams`][spectheory.inputs.processing.SamplingParams]: a frozen record of the parameters;
+* [`parse_sampling`][spectheory.inputs.processing.parse_sampling]: None, a mapping, a `SamplingParams`
   or the string form `"temperature=0.7,top_k=20,top_p=0.9,min_p=0.05"`;
-* [`process_rows`][spectheory.processing.process_rows]: the processed distribution along the last
+* [`process_rows`][spectheory.inputs.processing.process_rows]: the processed distribution along the last
   axis of a `[..., V]` array of probabilities (or of logits, `inputs="logits"`);
-* [`process_instance`][spectheory.processing.process_instance]: an instance whose target rows
+* [`process_instance`][spectheory.inputs.processing.process_instance]: an instance whose target rows
   (and, optionally, draft rows) are processed, which is what
   `spectheory.analyze(..., sampling=...)` and `spectheory.check_lossless(..., sampling=...)`
   analyse.
@@ -68,9 +68,9 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from . import backend as B
-from ._lazy import is_tensor, torch
-from .errors import OptionError, SpectheoryError
+from ..runtime import backend as B
+from ..runtime._lazy import is_tensor, torch
+from ..runtime.errors import OptionError, SpectheoryError
 
 #: Temperatures below this are greedy (vLLM's `_SAMPLING_EPS`).
 GREEDY_BELOW = 1e-5
@@ -139,7 +139,7 @@ class SamplingParams:
     """Sampling parameters of a request: what the target (or draft) rows are processed by.
 
     Numbers may be given as floats, ints, Fractions or numeric strings (``"9/10"``); ``str()``
-    gives the string form that [`parse_sampling`][spectheory.processing.parse_sampling] reads
+    gives the string form that [`parse_sampling`][spectheory.inputs.processing.parse_sampling] reads
     back.
 
     Parameters
@@ -157,7 +157,7 @@ class SamplingParams:
         In [0, 1]: keep the tokens with p >= min_p * max p (0: no min-p).
     order : {"vllm", "transformers"}
         vLLM V1: temperature, min-p, top-k, top-p; transformers: temperature, top-k, top-p,
-        min-p (see `spectheory.processing`).
+        min-p (see `spectheory.inputs.processing`).
     """
 
     temperature: Any = 1.0
@@ -272,7 +272,7 @@ def parse_sampling(x) -> SamplingParams | None:
     key for an unknown one, and the accepted range for a bad value.
 
     ```python
-    from spectheory.processing import parse_sampling
+    from spectheory.inputs.processing import parse_sampling
 
     parse_sampling("temperature=0")                    # SamplingParams(temperature=0.0, ...)
     parse_sampling({"top_k": 2, "top_p": "9/10"}).top_p  # Fraction(9, 10)
@@ -457,7 +457,7 @@ def process_rows(rows, params, inputs: str = "probs"):
         mode); with ``inputs="logits"``, float logits (-inf for a token of probability zero),
         turned into probabilities by a float64 softmax.
     params :
-        Anything [`parse_sampling`][spectheory.processing.parse_sampling] accepts; None is no
+        Anything [`parse_sampling`][spectheory.inputs.processing.parse_sampling] accepts; None is no
         processing (rows are only normalised).
     inputs : {"probs", "logits"}
 
@@ -473,7 +473,7 @@ def process_rows(rows, params, inputs: str = "probs"):
 
     ```python
     import numpy as np
-    from spectheory.processing import process_rows
+    from spectheory.inputs.processing import process_rows
 
     p = np.array([0.5, 0.25, 0.25, 0.0])
     process_rows(p, "top_k=1")        # [1, 0, 0, 0]
@@ -544,7 +544,7 @@ def _process_model(model, params):
 
 def process_instance(instance, sampling=None, draft_sampling=None, exact: bool | None = None):
     """The instance with target rows processed by ``sampling`` and draft rows by
-    ``draft_sampling`` (each anything [`parse_sampling`][spectheory.processing.parse_sampling]
+    ``draft_sampling`` (each anything [`parse_sampling`][spectheory.inputs.processing.parse_sampling]
     accepts; None: rows as given), in exact rationals when ``exact`` (default: as the instance)
     and float64 otherwise.
 

@@ -1,7 +1,7 @@
 """Draft trees: shapes, drafting schemes, and the exact law of a verifier on a drafted tree.
 
 A **tree shape** is the rooted tree of drafted positions
-([`tree_shape`][spectheory.trees.tree_shape]). It is given as branching factors per depth,
+([`tree_shape`][spectheory.engine.drafttrees.tree_shape]). It is given as branching factors per depth,
 ``(b_1, ..., b_D)`` (the root has b_1 children, each depth-1 node b_2, ...; K = prod b_d
 root-to-leaf paths); as a directed graph (any object with ``nodes`` and ``successors``, such as a
 ``networkx.DiGraph``; children in ``successors`` order); as a Medusa / EAGLE choices list of
@@ -38,17 +38,17 @@ unchanged (a K-path verifier merges equal prefixes into one token-tree node, as 
 That protocol gives every path the same length, so it holds trees whose leaves are all at depth D
 only: padding a shorter path would hand the verifier tokens that were never drafted, which it may
 accept (a different law). On an uneven tree the enumerate route therefore refuses
-([`refuse_uneven`][spectheory.trees.refuse_uneven]) and the node route runs the node-recursive
+([`refuse_uneven`][spectheory.engine.drafttrees.refuse_uneven]) and the node route runs the node-recursive
 rules.
 
 **Exact routes.**
 
-* ``enumerate`` ([`tree_block_law_enumerate`][spectheory.trees.tree_block_law_enumerate]): every
+* ``enumerate`` ([`tree_block_law_enumerate`][spectheory.engine.drafttrees.tree_block_law_enumerate]): every
   joint outcome of the E edge tokens (V**E outcomes, or the one outcome of ``topk``), in chunks,
   float64 torch or exact Fractions; any K-path verifier. Outcome probabilities: iid prod_e q(t_e |
   parent prefix); norep the sequential without-replacement product per node; topk 1 on the top-k
   outcome.
-* ``nodes`` ([`tree_block_law_nodes`][spectheory.trees.tree_block_law_nodes]): node-recursive
+* ``nodes`` ([`tree_block_law_nodes`][spectheory.engine.drafttrees.tree_block_law_nodes]): node-recursive
   verifiers (the walk accepts one child of the current node or stops: ``specinfer``,
   ``specinfer-norep``, ``topk``). The children's tokens at a node are drawn independently of
   everything below, and each child's subtree is an independent copy, so with R(u, s) the probability
@@ -79,8 +79,8 @@ runs SpecInfer on the tree (one trial per child), which is lossless. The two coi
 (the tree (K, 1, ..., 1)), where the tests cross-check them; ``analyze_tree`` takes the node
 route for ``specinfer`` by default.
 
-Both routes give a [`BlockLaw`][spectheory.exact.BlockLaw]; the output law, its TV to the target and
-the lossless verdict are those of [`spectheory.exact`][spectheory.exact]. The tests check the two
+Both routes give a [`BlockLaw`][spectheory.engine.perdraft.BlockLaw]; the output law, its TV to the target and
+the lossless verdict are those of [`spectheory.engine.analysis`][spectheory.engine.analysis]. The tests check the two
 routes agree exactly (rationals) on small trees for ``specinfer-norep`` and ``topk`` (every scheme)
 and for ``specinfer`` on K paths; SpecInfer's subset step against its V**n-tuple step on any tree;
 and, on uneven trees, the node route against a brute-force walk over every drafted token assignment
@@ -97,22 +97,21 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
-from ._lazy import torch
+from ..runtime._lazy import torch
 
-from . import backend as Bk
-from .errors import SpectheoryError
-from .exact import (BlockLaw, ExactAnalysis, LosslessReport, _to_py, lossless_report,
-                    output_law, target_law, total_variation)
-from .instances import Instance
-from .law import validate_law
-from .multipath import draft_rows
-from .registry import VerifierSpec, get_verifier, registered
-from .tree import check_size, levels, sequence_tokens
-from .verifiers.topk import TOPK
+from ..runtime import backend as Bk
+from ..runtime.errors import SpectheoryError
+from ..runtime.sizes import check_size
+from ..inputs.instances import Instance
+from ..law import validate_law
+from ..registry import VerifierSpec, get_verifier, registered
+from .joint import draft_rows
+from .perdraft import BlockLaw
+from .seqtree import levels, sequence_tokens
 
 #: Drafting schemes of a tree (module doc).
 TREE_DRAFTING = ("iid", "norep", "topk")
-#: Exact routes of [`analyze_tree`][spectheory.trees.analyze_tree].
+#: Exact routes of [`analyze_tree`][spectheory.engine.analysis.analyze_tree].
 ROUTES = ("auto", "enumerate", "nodes")
 #: Joint outcomes per chunk in exact mode; elements of one [n, K, D+1, V] array in float mode.
 EXACT_CHUNK = 1024
@@ -233,7 +232,7 @@ class TreeShape:
     @property
     def parents(self) -> tuple:
         """The parent list (parent of drafted node 1, 2, ..., E; the root is 0), the form
-        [`tree_shape`][spectheory.trees.tree_shape] reads as ``{"parents": [...]}`` and
+        [`tree_shape`][spectheory.engine.drafttrees.tree_shape] reads as ``{"parents": [...]}`` and
         ``spectheory tree --parents``."""
         return self.parent[1:]
 
@@ -285,7 +284,7 @@ def _branching_sig(b: tuple) -> tuple:
 
 
 def tree_shape(shape) -> TreeShape:
-    """A [`TreeShape`][spectheory.trees.TreeShape] from any of these forms.
+    """A [`TreeShape`][spectheory.engine.drafttrees.TreeShape] from any of these forms.
 
     * branching factors: a sequence of positive ints or a string ``"3,2,1"`` (every leaf at
       depth D = its length);
@@ -295,9 +294,9 @@ def tree_shape(shape) -> TreeShape:
       2401.10774) and EAGLE (``tree_choices``, Li et al., arXiv 2401.15077): a sequence of
       sequences of child ranks, one per drafted node, e.g. ``[[0], [1], [0, 0]]`` (the root's
       children of rank 0 and 1, and the rank-0 child of the first); see
-      [`shape_from_choices`][spectheory.trees.shape_from_choices];
+      [`shape_from_choices`][spectheory.engine.drafttrees.shape_from_choices];
     * ``{"parents": [...]}``: the parent of drafted node 1, 2, ..., E (the root is 0), e.g.
-      ``{"parents": [0, 0, 1]}`` ([`shape_from_parents`][spectheory.trees.shape_from_parents]), or
+      ``{"parents": [0, 0, 1]}`` ([`shape_from_parents`][spectheory.engine.drafttrees.shape_from_parents]), or
       ``{"choices": [...]}``, ``{"branching": [...]}``;
     * a TreeShape.
 
@@ -470,8 +469,6 @@ def _from_adjacency(nodes: list, kids: dict, what: str) -> TreeShape:
 
 def tree_verifier(verifier) -> VerifierSpec:
     """The K-path spec of a verifier name (``topk`` included) or object."""
-    if isinstance(verifier, str) and verifier == "topk":
-        return TOPK
     return get_verifier(verifier, multi_path=True)
 
 
@@ -483,7 +480,7 @@ def node_rule(spec: VerifierSpec):
 
 def node_rule_names() -> list:
     """The registered verifiers that declare a node rule (and ``topk``)."""
-    return [n for n, s in registered().items() if s.rule is not None] + [TOPK.name]
+    return [n for n, s in registered().items() if s.rule is not None] + ["topk"]
 #: The drafting scheme under which each tree verifier is designed to run.
 HOME_DRAFTING = {"specinfer": "iid", "specinfer-norep": "norep", "topk": "topk",
                  "traversal-tree": "iid", "block-first": "iid"}
@@ -978,7 +975,7 @@ def choose_route(spec: VerifierSpec, drafting: str, route: str = "auto",
 def tree_block_law(verifier, shape, q_levels, p_levels, V: int, drafting: str = "iid",
                    route: str = "auto", rows: str = "auto") -> BlockLaw:
     """The block law (one context) by the chosen route
-    ([`choose_route`][spectheory.trees.choose_route])."""
+    ([`choose_route`][spectheory.engine.drafttrees.choose_route])."""
     spec = tree_verifier(verifier)
     if choose_route(spec, drafting, route, rows) == "nodes":
         return tree_block_law_nodes(spec, shape, q_levels, p_levels, V, drafting)
@@ -1001,92 +998,9 @@ def _guard(spec, shape: TreeShape, V: int, drafting: str, route: str, exact: boo
                    max_sequences, f"V^E = {V}^{shape.n_drafted} joint draft outcomes")
 
 
-def analyze_tree(instance: Instance, verifier, shape, drafting: str | None = None,
-                 exact: bool | None = None, route: str = "auto", rows: str = "auto",
-                 max_sequences: int | None = None, name: str | None = None,
-                 device="cpu") -> ExactAnalysis:
-    """Exact tau pmf, E[tau], block efficiency E[tau+1] and TV to the target of a verifier on a
-    drafted tree.
-
-    Parameters
-    ----------
-    instance : Instance
-        Draft q and target p tables; the block length is the tree's depth D (its deepest
-        leaf).
-    verifier : str or VerifierSpec
-        Any K-path verifier (``specinfer``, ``specinfer-norep``, ``traversal-tree``,
-        ``block-first``, ...) or ``"topk"``
-        ([`spectheory.verifiers.topk`][spectheory.verifiers.topk]).
-    shape : any form of [`tree_shape`][spectheory.trees.tree_shape]
-        Branching factors ("3,2,1"), a choices list, ``{"parents": [...]}``, a graph with
-        ``nodes``/``successors``, or a TreeShape. Leaves may be at different depths (node
-        route only; the enumerate route refuses, [`refuse_uneven`][spectheory.trees.refuse_uneven]).
-    drafting : {"iid", "norep", "topk"}, optional
-        Default: the verifier's home scheme (`HOME_DRAFTING`).
-    exact : bool, optional
-        Exact rationals; default as the instance.
-    route : {"auto", "enumerate", "nodes"}
-        Exact route (module doc); "auto" picks with [`choose_route`][spectheory.trees.choose_route].
-    rows : {"auto", "raw", "point"}
-        Draft rows handed to verifiers on the enumerate route (module doc).
-    max_sequences : int, optional
-        Size guard ([`check_size`][spectheory.tree.check_size]).
-
-    Returns
-    -------
-    ExactAnalysis
-        As [`analyze`][spectheory.exact.analyze], with ``extra`` holding the tree, K, the number of
-        drafted nodes, the drafting scheme and the route. TV(output, target) = 0 iff the verifier
-        is lossless on this tree under this scheme (Sun et al., arXiv 2403.10444, sec. 2).
-    """
-    spec = tree_verifier(verifier)
-    tree = tree_shape(shape)
-    drafting = default_drafting(spec) if drafting is None else drafting
-    _check_drafting(drafting)
-    if rows not in ("auto", "raw", "point"):
-        raise SpectheoryError(f"unknown rows {rows!r}; choose from auto, raw, point")
-    V, L = instance.vocab_size, tree.height
-    exact = instance.exact if exact is None else exact
-    how = choose_route(spec, drafting, route, rows)
-    if how == "enumerate":
-        refuse_uneven(spec, tree)
-    _guard(spec, tree, V, drafting, how, exact, max_sequences)
-    if drafting == "topk" and max(len(k) for k in tree.children) > V:
-        raise SpectheoryError(f"top-k drafting needs at most V = {V} children per node")
-    q_levels, p_levels = _instance_levels(instance, L, exact, device)
-    block = tree_block_law(spec, tree, q_levels, p_levels, V, drafting, how, rows)
-    out = output_law(block, p_levels, V, L)[0]
-    tgt = target_law(p_levels, L + 1)[0]
-    pmf = [_to_py(v) for v in block.tau_pmf[0]]
-    zero = Fraction(0) if exact else 0.0
-    e_tau = sum((i * v for i, v in enumerate(pmf)), zero)
-    return ExactAnalysis(
-        verifier=name or spec.name, vocab_size=V, block_length=L, exact=exact, tau_pmf=pmf,
-        expected_accepted=e_tau, block_efficiency=e_tau + 1,
-        tv_to_target=_to_py(total_variation(out, tgt)), output_law=out, target_law=tgt,
-        extra={"tree": tree.describe(), "paths": tree.paths, "drafted_nodes": tree.n_drafted,
-               "leaf_depths": sorted(set(tree.leaf_depths)), "drafting": drafting,
-               "route": how})
-
-
-def check_tree_lossless(verifier, instance: Instance, shape, drafting: str | None = None,
-                        exact: bool | None = None, tol: float = 1e-12, route: str = "auto",
-                        rows: str = "auto", max_sequences: int | None = None) -> LosslessReport:
-    """Exact verdict on whether a verifier is lossless on a drafted tree (as
-    [`check_lossless`][spectheory.exact.check_lossless]: exact mode compares rationals, float mode
-    TV <= tol).
-    """
-    res = analyze_tree(instance, verifier, shape, drafting, exact, route, rows, max_sequences)
-    rep = lossless_report(res.output_law, res.target_law, res.tv_to_target,
-                          res.block_length + 1, res.vocab_size, res.exact, tol)
-    rep.verifier, rep.paths, rep.drafting = res.verifier, res.extra["paths"], \
-        res.extra["drafting"]
-    return rep
-
-
 __all__ = [
     "HOME_DRAFTING", "MAX_TREE_NODES", "node_rule", "ROUTES", "TREE_DRAFTING", "TreeShape",
-    "analyze_tree", "check_tree_lossless", "choose_route", "default_drafting", "enumerate_count",
+    "choose_route", "default_drafting", "enumerate_count",
     "node_route_work", "refuse_uneven", "shape_from_choices", "shape_from_parents",
     "topk_tokens", "tree_block_law", "tree_block_law_enumerate", "tree_block_law_nodes",
     "tree_shape", "tree_verifier",

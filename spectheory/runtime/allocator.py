@@ -4,7 +4,7 @@ The exact engine allocates many temporaries of one level of the sequence tree (V
 at V = 8, L = 7) one after the other. With glibc's defaults an allocation above its mmap threshold
 (at most 32 MiB, adapted at run time) gets fresh pages from the kernel, and the first write to every
 4 KiB page faults: on the V = 8, L = 7 block analysis that costs about a third of the time.
-[`keep_freed_memory`][spectheory.allocator.keep_freed_memory] raises the mmap threshold to 1 GiB and
+[`keep_freed_memory`][spectheory.runtime.allocator.keep_freed_memory] raises the mmap threshold to 1 GiB and
 the trim threshold to 2 GiB, so such blocks come from the heap and freed ones are reused (the
 process may keep up to 2 GiB of freed memory for reuse instead of returning it at once).
 
@@ -43,7 +43,7 @@ def keep_freed_memory(mmap_threshold: int = 1 << 30, trim_threshold: int = (1 <<
 
 
 def apply_default() -> bool:
-    """What the command line does: [`keep_freed_memory`][spectheory.allocator.keep_freed_memory]
+    """What the command line does: [`keep_freed_memory`][spectheory.runtime.allocator.keep_freed_memory]
     unless ``SPECTHEORY_MALLOC`` is ``default``."""
     if os.environ.get(ENV_VAR, "").strip().lower() == "default":
         return False

@@ -1,6 +1,6 @@
 """The exact engine split into independent subtree tasks, on a local process pool or on Ray.
 
-The per-node route ([`node_block_law`][spectheory.nodes.node_block_law]) steps every node of the
+The per-node route ([`node_block_law`][spectheory.engine.nodes.node_block_law]) steps every node of the
 sequence tree once. Below depth s the tree falls into V^s subtrees, one per prefix u = x^s, and
 every quantity of the route inside a subtree depends on the rest of the tree only through four
 numbers of its root: the parent's state, the drafted token's p and q, and the root's draft mass
@@ -44,12 +44,12 @@ from fractions import Fraction
 
 import numpy as np
 
-from . import backend as Bk
-from ._lazy import torch
-from .errors import OptionError, SizeLimitError
-from .instances import Instance
+from ..runtime import backend as Bk
+from ..runtime._lazy import torch
+from ..runtime.errors import OptionError, SizeLimitError
+from ..inputs.instances import Instance
 from .nodes import SubtreeStart, _repeat, node_block_law, validate_nodes
-from .tree import check_size
+from ..runtime.sizes import check_size
 
 EXECUTORS = ("local", "ray")
 #: Largest number of subtree tasks (V^s) a split may ask for.
@@ -107,7 +107,7 @@ def _phase1(payload, u: int):
 def _phase2(payload, u: int, A0, T0, laws: bool):
     """Subtree u: sum |output - target| over the sequences beginning with u (and its slices of
     the two laws)."""
-    from .exact import node_output_law
+    from .output import node_output_law
 
     inst, _, s, exact, _ = payload
     nodes, p = _subtree(payload, u)
@@ -223,7 +223,7 @@ def analyze_split(instance: Instance, spec, exact: bool, laws: bool, split_depth
     """Tau pmf, output and target laws (None unless ``laws``) and TV of a node-form verifier,
     its V^d subtrees evaluated as tasks (module docstring). Returns ``(tau_pmf, out, tgt, tv)``
     as the per-node route does; `spectheory.analyze` with ``executor=`` calls this."""
-    from .tree import levels
+    from .seqtree import levels
 
     V, L = instance.vocab_size, instance.block_length
     if spec.node is None:
@@ -251,7 +251,7 @@ def analyze_split(instance: Instance, spec, exact: bool, laws: bool, split_depth
     starts, masses, weights, corrs = _upper(spec, q_up, p_up, V, s)
     one = weights[0]
     if (one != 1).any() if exact else bool((Bk.abs(one - 1) > 1e-9).any()):
-        from .law import LawError
+        from ..law import LawError
 
         raise LawError("stop-sum", f"{spec.name}: the node weight at the root is {one[0]}, not 1",
                        (0,), one[0])
@@ -260,7 +260,7 @@ def analyze_split(instance: Instance, spec, exact: bool, laws: bool, split_depth
     with ExitStack() as stack:
         remote = None
         if executor == "ray":
-            from .raycluster import ray_session
+            from ..runtime.raycluster import ray_session
 
             ray = stack.enter_context(ray_session(workers, address,
                                                   2 * _payload_bytes(inst, exact)))

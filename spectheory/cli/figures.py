@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .errors import SpectheoryError
+from ..runtime.errors import SpectheoryError
 
 #: A figure script's file name: ``figN_<name>.py``.
 SCRIPT = re.compile(r"^(fig(\d+))_\w+\.py$")
@@ -266,7 +266,7 @@ def expected_files(out: Path | str, stems) -> list[Path]:
 def cmd_figures(args) -> int:
     import torch
 
-    from .threads import parse_threads
+    from ..runtime.threads import parse_threads
 
     threads = parse_threads(args.threads, "--threads")  # bounded: torch crashes on huge counts
     folder = gallery_folder()

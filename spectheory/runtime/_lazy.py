@@ -1,8 +1,8 @@
 """Torch, imported on first use.
 
-The foundation modules ([`spectheory.backend`][spectheory.backend],
-[`spectheory.models`][spectheory.models], [`spectheory.tree`][spectheory.tree],
-[`spectheory.law`][spectheory.law], [`spectheory.exact`][spectheory.exact]) only touch torch when
+The foundation modules ([`spectheory.runtime.backend`][spectheory.runtime.backend],
+[`spectheory.inputs.models`][spectheory.inputs.models], [`spectheory.engine.seqtree`][spectheory.engine.seqtree],
+[`spectheory.law`][spectheory.law], [`spectheory.engine.analysis`][spectheory.engine.analysis]) only touch torch when
 they are handed a tensor or asked for one, so instances, their JSON format, size guards and the LPs
 (numpy and scipy) work without loading torch, and the command line starts in a fraction of the ~1 s
 that importing torch takes. They bind ``torch`` to `torch` below, a stand-in that imports the real

@@ -21,10 +21,10 @@ from fractions import Fraction
 from typing import Sequence
 
 import numpy as np
-from ._lazy import is_tensor, torch
+from ..runtime._lazy import is_tensor, torch
 
-from .backend import to_exact
-from .errors import InstanceError
+from ..runtime.backend import to_exact
+from ..runtime.errors import InstanceError
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ class TableModel:
     def to_exact(self) -> "TableModel":
         """Exact copy; floats are converted through their shortest decimal representation.
 
-        Raises [`InstanceError`][spectheory.errors.InstanceError] when a converted row does not sum
+        Raises [`InstanceError`][spectheory.runtime.errors.InstanceError] when a converted row does not sum
         to exactly 1 (exact analysis of such a model would report spurious lossiness).
         """
         if self.exact:

@@ -3,7 +3,7 @@
 Many verifiers look at a drafted block X^L only through quantities that depend on the prefix: at
 position i they use p(.|X^i), q(.|X^i), the ratio of the drafted token p(X_i|X^{i-1}) /
 q(X_i|X^{i-1}) and a running state (block verification's weight w_i). Such a verifier is stated
-once, as a [`NodeForm`][spectheory.nodes.NodeForm]: a ``step`` evaluated on a batch of nodes of one
+once, as a [`NodeForm`][spectheory.engine.nodes.NodeForm]: a ``step`` evaluated on a batch of nodes of one
 depth i,
 
     step(state, px, qx, q, p) -> (state_i, weight_i, correction_i)
@@ -23,10 +23,10 @@ target row. ``correction_i`` [N, V] is the law of the token emitted when tau = i
 
 From the one ``step`` follow both routes of the exact engine, so they cannot drift apart:
 
-* the **per-draft law** [`law_from_nodes`][spectheory.nodes.law_from_nodes] (the verifier's batched
+* the **per-draft law** [`law_from_nodes`][spectheory.engine.nodes.law_from_nodes] (the verifier's batched
   law function, used by the per-draft route, the multi-path wrappers and real-model loops): ``step``
   along each draft;
-* the **per-node route** [`node_block_law`][spectheory.nodes.node_block_law]: ``step`` once per
+* the **per-node route** [`node_block_law`][spectheory.engine.nodes.node_block_law]: ``step`` once per
   node, level by level (level d holds C V^d nodes below C contexts), with the draft mass Q(x^d) of
   every node, then
 
@@ -42,7 +42,7 @@ This costs one step per node (sum_d V^d nodes) instead of L+1 steps per draft (V
 deepest level holds as many nodes as the largest input table has rows; it is stepped a chunk of
 parents at a time and only its stop masses are kept, so the route's memory beyond the inputs is
 about two arrays of V^L entries (m_L and the corrections of depth L-1). Node quantities are
-validated like laws ([`validate_nodes`][spectheory.nodes.validate_nodes]): weights in [0, 1], no
+validated like laws ([`validate_nodes`][spectheory.engine.nodes.validate_nodes]): weights in [0, 1], no
 NaN, every correction row a distribution.
 """
 
@@ -53,10 +53,10 @@ from fractions import Fraction
 from typing import Callable
 
 import numpy as np
-from ._lazy import is_tensor, torch
+from ..runtime._lazy import is_tensor, torch
 
-from . import backend as B
-from .law import ROW_SUM_TOL, Law, LawError
+from ..runtime import backend as B
+from ..law import ROW_SUM_TOL, Law, LawError
 
 #: Scan orders of a node form.
 SCANS = ("forward", "backward")
@@ -78,7 +78,7 @@ class NodeForm:
     weights_only : bool
         ``step`` accepts the keywords ``correction`` and ``out``: with ``correction=False`` it
         returns ``None`` for the correction and skips its V-sized work (used by
-        [`stop_probabilities`][spectheory.nodes.stop_probabilities]); ``out`` (torch, [N, V], or
+        [`stop_probabilities`][spectheory.engine.nodes.stop_probabilities]); ``out`` (torch, [N, V], or
         None) is where it may build the correction rows, saving a copy.
     """
 
@@ -192,8 +192,8 @@ def stop_probabilities(verifier, drafts, q, p):
     For paired comparisons of verifiers on the same drafts (E[tau | X] = sum_i i P(tau = i | X))
     only the stop table is needed: a node-form verifier whose step is ``weights_only`` (token,
     block) then skips the correction rows (no V-sized write per position); others run their full
-    law. Shapes as [`law_from_nodes`][spectheory.nodes.law_from_nodes]."""
-    from .registry import get_verifier
+    law. Shapes as [`law_from_nodes`][spectheory.engine.nodes.law_from_nodes]."""
+    from ..registry import get_verifier
 
     spec = get_verifier(verifier)
     if spec.node is not None:
@@ -203,7 +203,7 @@ def stop_probabilities(verifier, drafts, q, p):
 
 def expected_accepted(verifier, drafts, q, p):
     """``E[tau | X]`` ``[B]`` = sum_i i P(tau = i | X) from
-    [`stop_probabilities`][spectheory.nodes.stop_probabilities]."""
+    [`stop_probabilities`][spectheory.engine.nodes.stop_probabilities]."""
     stop = stop_probabilities(verifier, drafts, q, p)
     i = B.arange(stop.shape[1], drafts)
     if B.is_torch(stop):
@@ -226,9 +226,9 @@ def per_draft_function(form: NodeForm, name: str, doc: str = "") -> Callable:
 def node_verifier(form: NodeForm, name: str, *, lossless: bool = True, exact: bool = True,
                   paper: str = "", summary: str = ""):
     """A single-path [`VerifierSpec`][spectheory.registry.VerifierSpec] from a node form alone: its
-    law function is [`law_from_nodes`][spectheory.nodes.law_from_nodes] of the form, and the exact
+    law function is [`law_from_nodes`][spectheory.engine.nodes.law_from_nodes] of the form, and the exact
     engine uses the per-node route."""
-    from .registry import VerifierSpec
+    from ..registry import VerifierSpec
 
     return VerifierSpec(name, per_draft_function(form, name), paths=1, lossless=lossless,
                         exact=exact, node_form=form.formula, paper=paper,
@@ -398,10 +398,10 @@ def node_block_law(form: NodeForm, q_levels, p_levels, V: int, L: int,
     """Per-node route: the stop mass and correction of every node below C contexts.
 
     ``q_levels[d]`` [C V^d, V] (d < L) and ``p_levels[d]`` [C V^d, V] (d <= L) as from
-    [`levels`][spectheory.tree.levels]. One ``form.step`` call per depth on all nodes of that depth,
+    [`levels`][spectheory.engine.seqtree.levels]. One ``form.step`` call per depth on all nodes of that depth,
     except at the deepest level, which holds as many nodes as the largest input table has rows (C
     V^L) and is stepped a chunk of parents at a time
-    ([`last_level_parents`][spectheory.nodes.last_level_parents]): its weights are folded into the
+    ([`last_level_parents`][spectheory.engine.nodes.last_level_parents]): its weights are folded into the
     scan as they come (forward: R_L = R_{L-1} c_L and sum_a q(a|x) c_L(x a); backward: G_{L-1}(x) =
     sum_a q(a|x) (1 - h_L(x a))), and only the stop masses m_L [C V^L] are kept. Values do not
     depend on the chunking (every quantity of a chunk depends on its own parents only). Memory
@@ -412,7 +412,7 @@ def node_block_law(form: NodeForm, q_levels, p_levels, V: int, L: int,
     some depth s >= 1 (``q_levels[j]`` [V^j, V] the rows below it at depth s + j, L the remaining
     depth): the scan starts from the parent's state and the root's draft mass, stop masses are
     the subtree's (depths s..s+L), and ``upward`` carries what the parent needs
-    (`spectheory.split` evaluates the subtrees as separate tasks and adds their laws).
+    (`spectheory.engine.split` evaluates the subtrees as separate tasks and adds their laws).
     """
     exact = B.is_exact(p_levels[0])
     C = p_levels[0].shape[0]

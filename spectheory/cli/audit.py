@@ -2,7 +2,7 @@
 
 Engines evaluate verifiers in low precision on rows of the size of a real vocabulary, and several
 lossiness bugs are precision bugs (a skewed law that underflows to its fallback in float16, a
-``log(1 - r)`` where ``log1p(-r)`` was needed). [`audit`][spectheory.audit.audit] evaluates a
+``log(1 - r)`` where ``log1p(-r)`` was needed). [`audit`][spectheory.cli.audit.audit] evaluates a
 registered verifier on synthetic real-model-shaped rows (V = 151,936 by default) in each dtype and
 compares it with the same computation in float64 *on the same rounded inputs* (so that the error
 measured is the computation's, not the rounding of p and q), and reports
@@ -17,11 +17,11 @@ measured is the computation's, not the rounding of p and q), and reports
   to zero, where the law silently falls back to q), and which step loses the most;
 * ``input_rounding_tv``: the same output TV against float64 on the *unrounded* rows.
 
-[`log1p_check`][spectheory.audit.log1p_check] measures the log-space correction of engines (vLLM's
+[`log1p_check`][spectheory.cli.audit.log1p_check] measures the log-space correction of engines (vLLM's
 block sampler draws the correction by Gumbel-max over log(w p) + log1p(-q / (w p))): the TV of the
 correction it implies in float32 with ``log1p`` and with ``log(1 - r)``, against the exact residual.
 
-Row kinds ([`audit_rows`][spectheory.audit.audit_rows]): ``flat`` (logits N(0, 1): every probability
+Row kinds ([`audit_rows`][spectheory.cli.audit.audit_rows]): ``flat`` (logits N(0, 1): every probability
 near 1/V), ``peaked`` (logits N(0, 1) x 8: a few tokens hold the mass), ``tiny-q`` (peaked target;
 the draft puts probability ~1e-30 on a random third of the vocabulary, including tokens the target
 favours). The draft is the target's logits plus N(0, 0.5^2) noise; drafted tokens are drawn from q,
@@ -33,11 +33,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ._lazy import is_tensor, torch
+from ..runtime._lazy import is_tensor, torch
 
-from .errors import SpectheoryError
-from .law import Law
-from .registry import get_verifier
+from ..runtime.errors import SpectheoryError
+from ..law import Law
+from ..registry import get_verifier
 
 #: dtypes audited, by name (``getattr(torch, name)``).
 DTYPES = ("bfloat16", "float16", "float32", "float64")
@@ -100,9 +100,9 @@ def _rel(x: torch.Tensor, ref: torch.Tensor) -> float:
 
 def _steps(name: str, drafts, q, p):
     """Intermediate quantities of a built-in verifier, on inputs of one dtype."""
-    from .verifiers.block import block_weights
-    from .verifiers.common import drafted_probs, residuals
-    from .verifiers.gbv import _gather_path, _skewed_path_rows, drafted_rank, select_path
+    from ..verifiers.block import block_weights
+    from ..verifiers.common import drafted_probs, residuals
+    from ..verifiers.gbv import _gather_path, _skewed_path_rows, drafted_rank, select_path
 
     if name in ("token", "block"):
         d, q1, p1 = drafts[:, 0], q[:, 0], p[:, 0]
@@ -218,7 +218,7 @@ def log1p_check(kind: str = "tiny-q", vocab_size: int = 151_936, batch: int = 4,
     and positions whose residual has positive mass. In float32, 1 - r rounds to 1 once
     r < 2^-24, so the two forms differ by about r there: the measured difference says how much
     that matters on the rows at hand."""
-    from .verifiers.block import block_weights
+    from ..verifiers.block import block_weights
 
     drafts, q, p = audit_rows(kind, vocab_size, batch, 1, length, seed)
     d, q1, p1 = drafts[:, 0], q[:, 0], p[:, 0]
@@ -251,7 +251,7 @@ def prefix_noise_check(verifier="gbv", paths: int = 3, vocab_size: int = 151_936
     node. Here every path of a batch row shares the first ``length - 1`` tokens of path 0 and
     differs only in its last token, each path's copy of a shared row gets independent relative noise
     of size ``noise`` (renormalised), and the law of the emitted block on the noisy rows is compared
-    with the one on the shared rows ([`block_tv`][spectheory.audit.block_tv]: paths that emit the
+    with the one on the shared rows ([`block_tv`][spectheory.cli.audit.block_tv]: paths that emit the
     same block are merged). Returns the largest such TV over batch rows and the largest change of
     the probability of following each path (a change of selection between two paths that drafted the
     same tokens moves this by up to 1 without moving the output). ``rows`` = (drafts [B, K, L], q,
@@ -301,7 +301,7 @@ def block_law(drafts: torch.Tensor, law: Law) -> list[dict]:
 
 def block_tv(drafts: torch.Tensor, a: Law, b: Law) -> torch.Tensor:
     """Per batch row, the TV between the laws of the emitted blocks of two laws on the same
-    drafts ([`block_law`][spectheory.audit.block_law])."""
+    drafts ([`block_law`][spectheory.cli.audit.block_law])."""
     tvs = []
     for ra, rb in zip(block_law(drafts, a), block_law(drafts, b)):
         keys = set(ra) | set(rb)
@@ -314,7 +314,7 @@ def block_tv(drafts: torch.Tensor, a: Law, b: Law) -> torch.Tensor:
 def load_rows(path) -> tuple:
     """Recorded rows (``spectheory validate record-rows``): a ``torch.save`` file holding
     ``drafts`` [B, K, L], ``q`` [B, K, L, V] and ``p`` [B, K, L+1, V]. Returns (drafts, q, p,
-    description); every problem is one [`SpectheoryError`][spectheory.errors.SpectheoryError]."""
+    description); every problem is one [`SpectheoryError`][spectheory.runtime.errors.SpectheoryError]."""
     import os
 
     if not os.path.isfile(path):

@@ -1,5 +1,5 @@
 """Core sub-commands: ``instance``, ``exact``, ``check`` and ``verifiers`` (``report`` is in
-`spectheory.report`)."""
+`spectheory.cli.report`)."""
 
 from __future__ import annotations
 
@@ -8,17 +8,18 @@ import contextlib
 import json
 import sys
 
-from . import limits
-from .errors import SpectheoryError
-from .exact import MAX_LOSSLESS_TOL, analysis_summary, analyze, check_lossless, check_tolerance
-from .law import LawError
-from .registry import DRAFTING
-from .processing import add_sampling_options
-from .processing import describe as sampling_extra
-from .instances import (DEFAULT_TOL, MAX_BLOCK, MAX_JSON_PREFIXES, MAX_TOL, MAX_VOCAB,
-                        check_row_tolerance, instance_to_dict, load_instance)
-from .random_instances import (ALPHA_RANGE, MAX_DENOMINATOR, MAX_SEED, check_alpha, check_seed,
-                               random_instance)
+from ..runtime import limits
+from ..runtime.errors import SpectheoryError
+from ..engine.lossless import MAX_LOSSLESS_TOL, check_lossless, check_tolerance
+from ..engine.analysis import analysis_summary, analyze
+from ..law import LawError
+from ..registry import DRAFTING
+from ..inputs.processing import add_sampling_options
+from ..inputs.processing import describe as sampling_extra
+from ..inputs.instances import (DEFAULT_TOL, MAX_BLOCK, MAX_JSON_PREFIXES, MAX_TOL, MAX_VOCAB,
+                                check_row_tolerance, instance_to_dict, load_instance)
+from ..inputs.random_instances import (ALPHA_RANGE, MAX_DENOMINATOR, MAX_SEED, check_alpha,
+                                       check_seed, random_instance)
 
 #: Most draft paths K a command accepts (the engine counts the K! orderings of a joint outcome
 #: in int64; the joint outcomes grow like V^(L K)).
@@ -107,7 +108,7 @@ def add_instance_options(p: argparse.ArgumentParser) -> None:
 
 def all_verifiers() -> dict:
     """name -> spec of every registered verifier (lossless ones first, then the controls)."""
-    from .registry import registered
+    from ..registry import registered
 
     return {**registered(lossless=True), **registered(lossless=False)}
 
@@ -119,7 +120,7 @@ def plan_with_notes(args):
     has been validated, so that a refusal stays one line."""
     import warnings
 
-    from .registry import DraftingWarning, plan
+    from ..registry import DraftingWarning, plan
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", DraftingWarning)
@@ -157,7 +158,7 @@ def user_verifier_errors(name: str):
 def _quiet_drafting():
     import warnings
 
-    from .registry import DraftingWarning
+    from ..registry import DraftingWarning
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DraftingWarning)

@@ -1,11 +1,11 @@
-"""One way to reach Ray for the executors that use it (`spectheory.sweep`, `spectheory.split`,
-``spectheory validate run``).
+"""One way to reach Ray for the executors that use it (`spectheory.sweep`,
+`spectheory.engine.split`, ``spectheory validate run``).
 
-[`ray_session`][spectheory.raycluster.ray_session] joins the running Ray session, or the cluster
+[`ray_session`][spectheory.runtime.raycluster.ray_session] joins the running Ray session, or the cluster
 at ``address``, or starts a local cluster of ``workers`` CPUs for the duration of the ``with``
-block (and shuts down only what it started); [`ray_actors`][spectheory.raycluster.ray_actors]
+block (and shuts down only what it started); [`ray_actors`][spectheory.runtime.raycluster.ray_actors]
 starts one actor per GPU (or CPU) on it, refusing in one line a request the cluster cannot hold
-([`check_ray_resources`][spectheory.raycluster.check_ray_resources]). Ray is the ``[ray]`` extra: without it, one line
+([`check_ray_resources`][spectheory.runtime.raycluster.check_ray_resources]). Ray is the ``[ray]`` extra: without it, one line
 naming the extra.
 """
 

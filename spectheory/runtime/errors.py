@@ -1,23 +1,23 @@
 """Errors that the command line reports as one line with exit code 2 (never a traceback).
 
-Every error the toolkit raises is a [`SpectheoryError`][spectheory.errors.SpectheoryError], so
+Every error the toolkit raises is a [`SpectheoryError`][spectheory.runtime.errors.SpectheoryError], so
 Python callers can catch one type; its message is the same one line the command line prints after
 ``spectheory: error:``.
 
 * **Bad input** (a value, option, file or instance the toolkit refuses, a size over a limit, user
   code that raises, exits or returns something unusable) is an
-  [`InputError`][spectheory.errors.InputError], which is also a `ValueError`.
+  [`InputError`][spectheory.runtime.errors.InputError], which is also a `ValueError`.
   ``SpectheoryError(message)`` raised directly is bad input too: it is created as an
-  [`InputError`][spectheory.errors.InputError] (as ``OSError(errno.ENOENT, ...)`` is created as a
+  [`InputError`][spectheory.runtime.errors.InputError] (as ``OSError(errno.ENOENT, ...)`` is created as a
   ``FileNotFoundError``), so ``except ValueError`` keeps catching every refusal of an input.
-* **A time limit reached** ([`TimeLimitError`][spectheory.errors.TimeLimitError]) is *not* a
+* **A time limit reached** ([`TimeLimitError`][spectheory.runtime.errors.TimeLimitError]) is *not* a
   ``ValueError``: the alarm that stops a long step may fire inside any code, a number parser's
   ``except ValueError`` included, and must never be taken there for a bad number.
 
 User code (a verifier, sampler or module named as ``module:function``) is loaded by
-[`import_user`][spectheory.errors.import_user] and called through
-[`call_user`][spectheory.errors.call_user]: whatever it raises, including ``SystemExit``, becomes
-one [`UserCodeError`][spectheory.errors.UserCodeError] line naming it (``KeyboardInterrupt`` stays
+[`import_user`][spectheory.runtime.errors.import_user] and called through
+[`call_user`][spectheory.runtime.errors.call_user]: whatever it raises, including ``SystemExit``, becomes
+one [`UserCodeError`][spectheory.runtime.errors.UserCodeError] line naming it (``KeyboardInterrupt`` stays
 an interrupt, exit code 130). The command line's ``--debug`` prints the chained original traceback.
 """
 
@@ -28,7 +28,7 @@ class SpectheoryError(Exception):
     """Base class: a request the toolkit refuses, with a message naming the problem.
 
     Instantiated directly (``raise SpectheoryError("...")``), it gives an
-    [`InputError`][spectheory.errors.InputError]: a refused input, also a ``ValueError``."""
+    [`InputError`][spectheory.runtime.errors.InputError]: a refused input, also a ``ValueError``."""
 
     def __new__(cls, *args, **kwargs):
         if cls is SpectheoryError:
@@ -77,9 +77,9 @@ def _describe(fn) -> str:
 def call_user(fn, *args, what: str | None = None, **kwargs):
     """Call a user's ``fn(*args, **kwargs)``; anything it raises (any exception, and ``SystemExit``
     with any code, so that user code can never end a check with exit 0) becomes a
-    [`UserCodeError`][spectheory.errors.UserCodeError] naming the function (``what``, else
+    [`UserCodeError`][spectheory.runtime.errors.UserCodeError] naming the function (``what``, else
     ``module:name``) and what it did. ``KeyboardInterrupt`` passes through, as does a
-    [`SpectheoryError`][spectheory.errors.SpectheoryError] (already one line). The original
+    [`SpectheoryError`][spectheory.runtime.errors.SpectheoryError] (already one line). The original
     exception is chained (``--debug`` prints it)."""
     try:
         return fn(*args, **kwargs)
@@ -124,15 +124,15 @@ def import_user(text, what: str = "function"):
     does; a console script does not put it on ``sys.path``). Every failure is one line:
 
     * not of the form ``module:function``, or a file path such as ``../x:f`` or ``x.py:f`` (a module
-      name is dotted identifiers: [`InputError`][spectheory.errors.InputError] saying how to name
+      name is dotted identifiers: [`InputError`][spectheory.runtime.errors.InputError] saying how to name
       it);
-    * no such module, or no such attribute ([`InputError`][spectheory.errors.InputError]);
+    * no such module, or no such attribute ([`InputError`][spectheory.runtime.errors.InputError]);
     * the module raises while it is imported, has a syntax error or calls ``sys.exit`` with any code
-      ([`UserCodeError`][spectheory.errors.UserCodeError], naming the module and the error; the
+      ([`UserCodeError`][spectheory.runtime.errors.UserCodeError], naming the module and the error; the
       original is chained for ``--debug``).
 
     ``KeyboardInterrupt`` passes through (an interrupt, exit code 130), as does a
-    [`TimeLimitError`][spectheory.errors.TimeLimitError] raised by the time-limit alarm during the
+    [`TimeLimitError`][spectheory.runtime.errors.TimeLimitError] raised by the time-limit alarm during the
     import.
     """
     import importlib

@@ -5,7 +5,7 @@
                     [--route auto|enumerate|nodes] [--exact] [--json]
 
 prints E[tau], the block efficiency E[tau + 1], the tau pmf and the lossless verdict (TV of the
-output law to the target, exact in rationals with ``--exact``) of :func:`spectheory.trees.
+output law to the target, exact in rationals with ``--exact``) of :func:`spectheory.engine.drafttrees.
 analyze_tree`. The tree is given by branching factors per depth (``--tree``), or, for trees whose
 leaves are at different depths, by a parent list (``--parents 0,0,1``: the parent of drafted node
 1, 2, ...; 0 is the root) or a Medusa / EAGLE choices list (``--choices '[[0],[1],[0,0]]'``).
@@ -19,9 +19,11 @@ from __future__ import annotations
 import warnings
 
 from .commands import add_instance_options, emit
-from .exact import analysis_summary, lossless_report
-from .instances import load_instance
-from .trees import ROUTES, TREE_DRAFTING, analyze_tree, tree_shape, tree_verifier
+from ..engine.analysis import analysis_summary
+from ..engine.lossless import lossless_report
+from ..inputs.instances import load_instance
+from ..engine.drafttrees import ROUTES, TREE_DRAFTING, tree_shape, tree_verifier
+from ..engine.analysis import analyze_tree
 
 
 def cmd_tree(args) -> int:
@@ -49,8 +51,8 @@ def cmd_tree(args) -> int:
 
 def _tree_argument(args):
     """The shape given by exactly one of --tree, --parents, --choices (a form of
-    [`tree_shape`][spectheory.trees.tree_shape])."""
-    from .errors import SpectheoryError
+    [`tree_shape`][spectheory.engine.drafttrees.tree_shape])."""
+    from ..runtime.errors import SpectheoryError
 
     given = [(k, v) for k, v in (("tree", args.tree), ("parents", getattr(args, "parents", None)),
                                  ("choices", getattr(args, "choices", None))) if v is not None]

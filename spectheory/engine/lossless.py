@@ -1,0 +1,183 @@
+"""The losslessness checker: the exact verdict on whether a verifier is lossless, and its report.
+
+A verifier is lossless iff the law of its output (the output block, then target sampling, over
+``n_tokens`` tokens) equals the target law (Sun et al., arXiv 2403.10444, section 2): exactly, as
+rationals, in exact mode; within a tolerance in float mode.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+from ..runtime._lazy import torch
+
+from ..runtime import backend as Bk
+from ..runtime.errors import SpectheoryError
+from ..inputs.instances import Instance
+from ..inputs.models import prefix_from_index
+from ..registry import plan
+from .analysis import _to_py, analyze, analyze_tree, multi_iteration_law
+from .plan import _check_instance
+
+#: Largest tolerance the float checker accepts: a TV above this is never "lossless".
+MAX_LOSSLESS_TOL = 1e-3
+
+
+@dataclass
+class LosslessReport:
+    """Verdict of [`check_lossless`][spectheory.engine.lossless.check_lossless].
+
+    ``lossless`` is True iff the total variation ``tv`` between the output law and the target law
+    over ``n_tokens`` tokens is 0 (exact mode) or at most ``tolerance`` (float mode). When it is
+    False, ``offending`` is the first output sequence (lexicographic order) whose probability
+    differs from the target's by more than the tolerance (or, when no single sequence does, the one
+    that differs most), with both probabilities; ``max_difference`` is the largest difference.
+    ``instance`` names the instance when the report comes from a battery
+    ([`check_lossless_battery`][spectheory.testing.lossless.check_lossless_battery]), which also
+    reports a verifier that returned no law as ``lossless = False`` with the
+    [`LawError`][spectheory.law.LawError] in ``law_error`` (``tv`` is then None).
+    """
+
+    lossless: bool
+    tv: Any
+    n_tokens: int
+    exact: bool
+    tolerance: float
+    offending: tuple | None = None
+    output_probability: Any = None
+    target_probability: Any = None
+    max_difference: Any = None
+    verifier: str = ""
+    paths: int = 1
+    drafting: str = "iid"
+    instance: str = ""
+    law_error: Any = None
+
+    def __str__(self) -> str:
+        if self.law_error is not None:
+            return f"NOT A LAW ({self.law_error.kind}): {self.law_error}"
+        if self.lossless:
+            how = "exactly" if self.exact else f"within {self.tolerance:g}"
+            return f"lossless {how} over {self.n_tokens} tokens (TV = {self.tv})"
+        return (f"LOSSY over {self.n_tokens} tokens: TV = {float(self.tv):.6g}; first offending "
+                f"sequence {self.offending}: output probability {self.output_probability} vs "
+                f"target probability {self.target_probability}")
+
+
+def check_tolerance(tol, what: str = "tolerance") -> float:
+    """A float-mode tolerance must be a finite number in [0, MAX_LOSSLESS_TOL]."""
+    try:
+        t = float(tol)
+    except (TypeError, ValueError):
+        raise SpectheoryError(f"{what} {tol!r} is not a number") from None
+    if not math.isfinite(t) or t < 0 or t > MAX_LOSSLESS_TOL:
+        raise SpectheoryError(f"{what} {tol!r} is out of range: it must be a finite number in "
+                              f"[0, {MAX_LOSSLESS_TOL:g}]")
+    return t
+
+
+def check_lossless(verifier, instance: Instance, exact: bool | None = None,
+                   tol: float = 1e-12, n_tokens: int | None = None,
+                   max_sequences: int | None = None, *, paths: int | None = None,
+                   drafting: str | None = None, route: str | None = "auto", sampling=None,
+                   draft_sampling=None) -> LosslessReport:
+    """Exact verdict on whether a verifier is lossless.
+
+    Compares the law of the output block followed by target sampling (``n_tokens`` = L+1, the
+    default) or of the first ``n_tokens`` tokens over repeated iterations with the target law,
+    for K = ``paths`` draft paths under ``drafting`` (default: the verifier's own scheme).
+
+    In exact mode the verdict is exact: lossless iff the two laws are equal as rationals. In float
+    mode it is lossless iff TV(output, target) <= ``tol`` (a finite number in [0, 1e-3]), so the
+    verdict never says "lossless within t" with a TV above t. A verifier whose law is not a law
+    (NaN, negative entries, rows not summing to 1, wrong shapes, floats in exact mode) raises
+    [`LawError`][spectheory.law.LawError] and gets no verdict. ``route`` picks the exact route
+    ([`analyze`][spectheory.engine.analysis.analyze]; default the fastest available). ``sampling`` /
+    ``draft_sampling`` process the target / draft rows first
+    ([`analyze`][spectheory.engine.analysis.analyze]): the verdict is then against the processed target's law,
+    as an engine serving a request with those parameters must meet it.
+    """
+    how = plan(verifier, paths, drafting)
+    _check_instance(instance)
+    exact = instance.exact if exact is None else exact
+    tol = check_tolerance(tol)  # refused even where exact mode does not use it
+    if exact:
+        tol = 0.0
+    V, L = instance.vocab_size, instance.block_length
+    if n_tokens is None or n_tokens == L + 1:
+        res = analyze(instance, how.spec, exact=exact, max_sequences=max_sequences,
+                      paths=how.paths, drafting=how.drafting, route=route, sampling=sampling,
+                      draft_sampling=draft_sampling)
+        out, tgt, tv, N = res.output_law, res.target_law, res.tv_to_target, L + 1
+    else:
+        out, tgt, tv = multi_iteration_law(instance, how.spec, n_tokens, exact, max_sequences,
+                                           paths=how.paths, drafting=how.drafting, route=route,
+                                           sampling=sampling, draft_sampling=draft_sampling)
+        N = int(n_tokens)
+    rep = lossless_report(out, tgt, tv, N, V, exact, tol)
+    rep.verifier, rep.paths, rep.drafting = how.spec.name, how.paths, how.drafting
+    return rep
+
+
+def lossless_report(out, tgt, tv, n_tokens: int, vocab_size: int, exact: bool,
+                    tol: float = 1e-12) -> LosslessReport:
+    """Verdict from an output law and the target law over V**n_tokens sequences (see
+    [`check_lossless`][spectheory.engine.lossless.check_lossless])."""
+    N, V = n_tokens, vocab_size
+    tol = check_tolerance(tol)  # refused even where exact mode does not use it
+    if exact:
+        tol = 0.0
+    diff = Bk.abs(out - tgt)
+    if exact:
+        bad = np.flatnonzero(diff != 0)
+        lossless = len(bad) == 0
+        k = int(bad[0]) if len(bad) else None
+        worst = max(diff) if len(bad) else Fraction(0)
+    else:
+        if not bool(torch.isfinite(out).all()):  # cannot happen after validate_law; kept as a guard
+            raise SpectheoryError("the output law has NaN or infinite entries")
+        lossless = bool(float(tv) <= tol)
+        worst = float(diff.max()) if diff.numel() else 0.0
+        k = None
+        if not lossless:
+            over = torch.nonzero(diff > tol).reshape(-1)
+            k = int(over[0]) if len(over) else int(torch.argmax(diff))
+    if lossless:
+        return LosslessReport(True, tv, N, exact, tol, max_difference=_to_py(worst))
+    return LosslessReport(False, tv, N, exact, tol,
+                          offending=prefix_from_index(k, N, V),
+                          output_probability=_to_py(out[k]), target_probability=_to_py(tgt[k]),
+                          max_difference=_to_py(worst))
+
+
+def check_lossless_multipath(verifier, instance: Instance, paths: int,
+                             drafting: str | None = None, exact: bool | None = None,
+                             tol: float = 1e-12, max_sequences: int | None = None,
+                             route: str | None = "auto") -> LosslessReport:
+    """Same as ``check_lossless(verifier, instance, paths=paths, drafting=drafting, ...)``
+    ([`check_lossless`][spectheory.engine.lossless.check_lossless])."""
+    return check_lossless(verifier, instance, exact, tol, None, max_sequences, paths=paths,
+                          drafting=drafting, route=route)
+
+
+def check_tree_lossless(verifier, instance: Instance, shape, drafting: str | None = None,
+                        exact: bool | None = None, tol: float = 1e-12, route: str = "auto",
+                        rows: str = "auto", max_sequences: int | None = None) -> LosslessReport:
+    """Exact verdict on whether a verifier is lossless on a drafted tree (as
+    [`check_lossless`][spectheory.engine.lossless.check_lossless]: exact mode compares rationals, float mode
+    TV <= tol).
+    """
+    res = analyze_tree(instance, verifier, shape, drafting, exact, route, rows, max_sequences)
+    rep = lossless_report(res.output_law, res.target_law, res.tv_to_target,
+                          res.block_length + 1, res.vocab_size, res.exact, tol)
+    rep.verifier, rep.paths, rep.drafting = res.verifier, res.extra["paths"], \
+        res.extra["drafting"]
+    return rep
+
+
+__all__ = ["LosslessReport", "MAX_LOSSLESS_TOL", "check_lossless", "check_lossless_multipath",
+           "check_tolerance", "check_tree_lossless", "lossless_report"]

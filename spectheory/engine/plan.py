@@ -1,0 +1,116 @@
+"""Planning an exact analysis: which route runs, and whether its size is allowed.
+
+The routes (`ROUTES`) are chosen from what a verifier declares
+in its [`VerifierSpec`][spectheory.registry.VerifierSpec] (a node form, a node rule, an analytic
+route, order invariance) and the [`Plan`][spectheory.registry.Plan] (K paths, drafting scheme),
+never from the verifier's code; the size guards
+([`check_size`][spectheory.runtime.sizes.check_size]) run before anything is allocated.
+"""
+
+from __future__ import annotations
+
+from ..runtime.errors import SpectheoryError
+from ..inputs.instances import Instance
+from ..registry import Plan
+from ..runtime.sizes import check_size
+
+#: Most draft paths K the engine accepts (K! must fit in int64).
+MAX_PATHS = 20
+
+#: Routes of the exact engine: ``auto`` picks the fastest available one.
+ROUTES = ("auto", "node", "per-draft", "tree", "enumerate", "analytic")
+
+
+def tree_route_available(how: Plan) -> bool:
+    """K > 1 paths of a verifier that declares a node rule (`VerifierSpec.rule`), under ``iid``
+    drafting or (for rules that skip repeated tokens) ``norep``: the K paths of length L are the
+    draft tree (K, 1, ..., 1) with equal siblings merged, whose law the draft-tree engine computes
+    node by node ([`tree_block_law_nodes`][spectheory.engine.drafttrees.tree_block_law_nodes]), the same law as
+    the joint enumeration (tested exactly) at a cost that grows with the number of paths through a
+    node instead of V^(L K)."""
+    spec = how.spec
+    return (how.paths > 1 and spec.rule is not None and how.drafting in ("iid", "norep") and
+            (how.drafting == "iid" or spec.rule_skips_repeats))
+
+
+def resolve_route(how: Plan, route: str | None = "auto", symmetric: bool | None = None) -> str:
+    """The route that runs for a planned verifier: K = 1: ``node`` (the verifier declares a
+    [`NodeForm`][spectheory.engine.nodes.NodeForm]) or ``per-draft``; K > 1: ``analytic`` (a closed route
+    under the verifier's own drafting scheme, GBV), ``tree`` (node-rule verifiers,
+    [`tree_route_available`][spectheory.engine.plan.tree_route_available]) or ``enumerate`` (joint draft
+    outcomes). ``auto`` (default) takes the first available, except that an explicit ``symmetric``
+    (an option of the enumeration) selects the enumeration; asking for a route the verifier does not
+    have raises [`SpectheoryError`][spectheory.runtime.errors.SpectheoryError]."""
+    route = "auto" if route is None else route
+    if route not in ROUTES:
+        raise SpectheoryError(f"unknown route {route!r}; choose from {', '.join(ROUTES)}")
+    spec = how.spec
+    if spec.single_path:
+        have = spec.routes()
+    else:  # an analytic route holds under the verifier's own drafting scheme only
+        analytic = spec.analytic is not None and how.drafting == spec.default_drafting
+        have = (["analytic"] if analytic else []) + (
+            ["tree"] if tree_route_available(how) else []) + (
+            ["per-draft", "enumerate"] if how.paths == 1 else ["enumerate"])
+    if route == "auto":
+        if symmetric is not None and how.paths > 1:
+            return "enumerate"
+        return have[0]
+    if route == "enumerate" and how.paths == 1:
+        route = "per-draft"
+    if route not in have:
+        raise SpectheoryError(f"route {route!r} is not available for verifier {spec.name!r} "
+                              f"with {how.paths} path(s); available: {', '.join(have)}")
+    return route
+
+
+def _cheaper(how: Plan, resolved: str, asked, V: int, L: int, symmetric) -> str:
+    """With ``auto``, the tree route gives way to the joint enumeration where that visits
+    fewer cases (short blocks of an order-invariant rule: C(V^L + K - 1, K) sorted outcomes
+    against the tree's V^K candidate tuples at the root)."""
+    if resolved != "tree" or asked not in (None, "auto"):
+        return resolved
+    from .joint import outcome_count, use_symmetry
+    from .drafttrees import node_route_work
+
+    tree = node_route_work((how.paths,) + (1,) * (L - 1), V, how.drafting, how.spec)
+    enum = outcome_count(V, L, how.paths, use_symmetry(how, symmetric))
+    return "enumerate" if enum < tree else "tree"
+
+def _check_instance(instance) -> None:
+    if not isinstance(instance, Instance):
+        raise SpectheoryError(f"expected a spectheory Instance (see load_instance / "
+                              f"instance_from_dict), got {type(instance).__name__}")
+
+
+def _plan_sizes(how: Plan, V: int, L: int, contexts: int, exact: bool, max_sequences,
+                what: str, formula: str, symmetric: bool | None = None,
+                route: str = "enumerate") -> None:
+    """Size guards of one analysis: the output law, and for K > 1 enumerated joint outcomes."""
+    if exact and not how.spec.exact:
+        raise SpectheoryError(f"verifier {how.spec.name!r} has a float law only (no exact "
+                              f"rational mode); drop --exact / exact=True")
+    if how.paths > MAX_PATHS:
+        raise SpectheoryError(f"paths = {how.paths} is out of range 1..{MAX_PATHS} (the K-path "
+                              f"engine counts the K! orderings of a joint outcome in int64)")
+    check_size(contexts * V ** (L + 1), what, exact, max_sequences, formula)
+    if how.paths > 1 and route == "tree":
+        from .drafttrees import node_route_work
+
+        work = node_route_work((how.paths,) + (1,) * (L - 1), V, how.drafting, how.spec)
+        check_size(contexts * work, f"{what} ({how.paths} paths, node by node)", exact,
+                   max_sequences, "sum over nodes of V^depth x candidate tuples" +
+                   (f" x {contexts:,} contexts" if contexts > 1 else ""), outcomes=True)
+    if how.paths > 1 and route == "enumerate":
+        from .joint import outcome_count, use_symmetry
+
+        K = how.paths
+        sym = use_symmetry(how, symmetric)
+        n = outcome_count(V, L, K, sym)
+        formula = (f"C(V^L + K - 1, K) = C({V}^{L} + {K - 1}, {K}) sorted joint draft outcomes"
+                   if sym else f"V^(L K) = {V}^{L * K} joint draft outcomes")
+        check_size(contexts * n, f"{what} ({K} paths)", exact, max_sequences,
+                   formula + (f" x {contexts:,} contexts" if contexts > 1 else ""), outcomes=True)
+
+
+__all__ = ["MAX_PATHS", "ROUTES", "resolve_route", "tree_route_available"]

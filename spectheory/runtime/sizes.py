@@ -1,0 +1,82 @@
+"""Size guards: refuse an enumeration of the sequence tree over the limit, before allocating it.
+
+The exact engine ([`spectheory.engine`][spectheory.engine]), the LPs and the instance generators
+enumerate V**(L+1) sequences or more; [`check_size`][spectheory.runtime.sizes.check_size] names the
+sizes, memory and time of a refused enumeration in one line.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import limits
+from .errors import SizeLimitError
+
+#: Default limit on the number of leaves an enumeration may touch (float64 mode); the environment
+#: variable SPECTHEORY_MAX_SEQUENCES overrides it (read on use:
+#: [`max_sequences`][spectheory.runtime.sizes.max_sequences]).
+DEFAULT_MAX_SEQUENCES = limits.ENV_LIMITS["SPECTHEORY_MAX_SEQUENCES"]
+#: Default limit in exact rational mode (Python Fractions are ~1000x slower and ~20x bigger);
+#: environment variable SPECTHEORY_MAX_EXACT_SEQUENCES.
+DEFAULT_MAX_EXACT_SEQUENCES = limits.ENV_LIMITS["SPECTHEORY_MAX_EXACT_SEQUENCES"]
+
+#: Bytes per leaf the exact engine keeps alive at once (about six float64 arrays over the
+#: leaves: target levels, output law, target law, emitted-block masses), and in exact mode.
+BYTES_PER_LEAF = {False: 6 * 8, True: 6 * 120}
+
+
+def max_sequences(exact: bool = False) -> int:
+    """The default enumeration limit, from the environment when set (validated on each call)."""
+    return limits.env_limit("SPECTHEORY_MAX_EXACT_SEQUENCES" if exact
+                            else "SPECTHEORY_MAX_SEQUENCES")
+
+
+def human_bytes(n: float) -> str:
+    if n >= 1024**6:
+        return f"10^{len(str(int(n))) - 1} B"
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n < 1024 or unit == "PiB":
+            return f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} PiB"
+
+
+def check_size(count: int, what: str, exact: bool = False, limit: int | None = None,
+               formula: str = "", outcomes: bool = False) -> None:
+    """Refuse an enumeration of ``count`` leaves over the limit, naming sizes, memory and time.
+
+    ``limit`` None means the default ([`max_sequences`][spectheory.runtime.sizes.max_sequences]); an explicit
+    limit must be a positive integer. The time estimate uses the throughput constants of
+    [`spectheory.runtime.limits`][spectheory.runtime.limits] (``outcomes``: ``count`` joint draft outcomes of the
+    K-path engine). An accepted enumeration estimated above `spectheory.runtime.limits.NOTE_SECONDS` is
+    announced on stderr by the command line before it starts.
+    """
+    if not isinstance(exact, (bool, np.bool_)):
+        raise SizeLimitError(f"exact = {exact!r} must be True or False")
+    exact = bool(exact)
+    if limit is None:
+        limit = max_sequences(exact)
+    elif isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 1:
+        raise SizeLimitError(f"max_sequences = {limit!r} must be a positive integer")
+    count = int(count)
+    seconds = limits.estimate_seconds(count, exact, outcomes)
+    rate = ("exact" if exact else "outcomes" if outcomes else "float")
+    need = human_bytes(count * BYTES_PER_LEAF[exact])
+    mode = "exact" if exact else "float64"
+    if count > limit:
+        raise SizeLimitError(
+            f"{what}: {formula + ' = ' if formula else ''}{limits.human_count(count)} "
+            f"sequences exceed the {mode} limit of {limit:,} by {limits.human_count(count - limit)} "
+            f"({limits.ratio(count, limit)}; about {need} of memory and "
+            f"{limits.human_seconds(seconds)} would be needed); use a smaller vocabulary or "
+            f"block length, or raise the limit with --max-sequences")
+    if seconds > limits.NOTE_SECONDS:
+        per = {"exact": limits.EXACT_SEQUENCES_PER_SECOND, "float": limits.FLOAT_SEQUENCES_PER_SECOND,
+               "outcomes": limits.OUTCOMES_PER_SECOND}[rate]
+        limits.note(f"{what}: {count:,} {'outcomes' if outcomes else 'sequences'}, estimated "
+                    f"{limits.human_seconds(seconds)} (at about {per:.2g}/s) and {need}; "
+                    f"--time-limit SECONDS bounds it")
+
+
+__all__ = ["BYTES_PER_LEAF", "DEFAULT_MAX_EXACT_SEQUENCES", "DEFAULT_MAX_SEQUENCES", "check_size",
+           "human_bytes", "max_sequences"]
