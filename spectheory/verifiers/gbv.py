@@ -32,6 +32,18 @@ Exact analysis. Because of this, the exact engine's default route for GBV (``ana
 evaluated per node of the sequence tree; ``route="enumerate"`` keeps the enumeration of all joint
 draft outcomes as the independent cross-check (the tests compare the two exactly).
 
+Computation of the batched law (the same values as selecting by
+[`select_path`][spectheory.verifiers.gbv.select_path] on all rank positions, then block
+verification of the selected path against its q^G rows): rank positions are counted only at
+nodes where two or more paths are still in the running
+([`best_path`][spectheory.verifiers.gbv.best_path]); at a root whose K rows are equal (bit for
+bit) they are read off the one sort of packed keys that the root q^G row needs anyway; each q^G row
+is built and verified position by position, reading the selected rows in place. A q^G row below
+the root needs no sort when x below(a) is under half an ulp of A for every token (then A + x
+below(a) and A + x q(a) both round to A, and the row is q S_K(A, 0) / S_K(A, x) exactly;
+[`_skew_step`][spectheory.verifiers.gbv._skew_step]), which in float32 holds once the draft mass x
+of the prefix is below about 2^-25 A.
+
 Mismatched tie-breaking ([`gbv_mismatched_ties`][spectheory.verifiers.gbv.gbv_mismatched_ties]):
 selecting with one tie rule and ranking for q^G with the other (a constructed example of a tie-rule
 mismatch between selection and ranking) makes the selected path's law differ from q^G on instances
@@ -44,9 +56,10 @@ import numpy as np
 from ..runtime._lazy import torch
 
 from ..runtime import backend as B
-from ..law import MultiLaw
+from ..engine import nodes
+from ..law import Law, MultiLaw
 from ..registry import VerifierSpec
-from .block import block_verification
+from .block import BLOCK_NODE, block_verification
 
 #: Tie rules: "low" ranks the smaller token id first among equal ratios, "high" the larger one.
 TIE_RULES = ("low", "high")
@@ -66,34 +79,52 @@ def _ratio(p_rows, q_rows):
 _ID_BITS = 20
 
 
-def _order_packed(r, ties: str):
+_TIE_KEYS: dict = {}
+
+
+def _tie_key(V: int, ties: str, worst_first: bool):
+    """The low 20 bits t of the packed keys (numpy int64, cached per vocabulary size)."""
+    key = (V, ties, worst_first)
+    if key not in _TIE_KEYS:
+        ids = np.arange(V, dtype=np.int64)
+        _TIE_KEYS[key] = ids if (ties == "low") != worst_first else (2**_ID_BITS - 1 - ids)
+    return _TIE_KEYS[key]
+
+
+def _order_packed(r, ties: str, worst_first: bool = False, keep_keys: bool = False):
     """Rank order (best first) of float32 ratios r [..., V] on the CPU by ONE sort of values.
 
     Non-negative float32 bit patterns increase with the value (and -1, the ratio of q = 0, has a
     negative pattern), so key = -bits(r) * 2^20 + t, with t = id (ties "low") or 2^20 - 1 - id
     ("high"), is unique per token and increases along the rank order; sorting the keys
     (numpy's vectorised sort) orders the tokens and t is read back from the low 20 bits.
+    ``worst_first``: the reverse order (last rank first), from the negated key
+    bits(r) * 2^20 + (2^20 - 1 - t), sorted the same way. ``keep_keys``: return
+    ``(order, sorted keys)``.
     """
     V = r.shape[-1]
-    ids = torch.arange(V, dtype=torch.int64)
-    t = ids if ties == "low" else (2**_ID_BITS - 1 - ids)
-    key = r.contiguous().view(torch.int32).to(torch.int64).neg_().mul_(2**_ID_BITS).add_(t)
-    keys = key.numpy()
+    scale = 2**_ID_BITS if worst_first else -2**_ID_BITS
+    keys = np.multiply(r.contiguous().numpy().view(np.int32), np.int64(scale))
+    np.add(keys, _tie_key(V, ties, worst_first), out=keys)
     keys.sort(axis=-1)  # in place
-    low = key.bitwise_and_(2**_ID_BITS - 1)
-    return low if ties == "low" else low.neg_().add_(2**_ID_BITS - 1)
+    low = np.bitwise_and(keys, 2**_ID_BITS - 1, out=None if keep_keys else keys)
+    if (ties == "high") != worst_first:
+        np.subtract(2**_ID_BITS - 1, low, out=low)
+    return (torch.from_numpy(low), keys) if keep_keys else torch.from_numpy(low)
 
 
-def _rank_order(r, ties: str):
-    """Token order by rank (ratio descending, ties by id per ``ties``): one sort per row."""
+def _rank_order(r, ties: str, worst_first: bool = False):
+    """Token order by rank (ratio descending, ties by id per ``ties``): one sort per row;
+    ``worst_first``: the same order reversed."""
     V = r.shape[-1]
     if (B.is_torch(r) and r.dtype == torch.float32 and r.device.type == "cpu"
             and V < 2**_ID_BITS):
-        return _order_packed(r, ties)
+        return _order_packed(r, ties, worst_first)
     if ties == "low":
-        return B.argsort(r, axis=-1, descending=True)
-    # stable sort of the reversed token axis, mapped back: equal ratios, larger id first
-    return (V - 1) - B.argsort(B.flip(r, -1), axis=-1, descending=True)
+        order = B.argsort(r, axis=-1, descending=True)
+    else:  # stable sort of the reversed token axis, mapped back: equal ratios, larger id first
+        order = (V - 1) - B.argsort(B.flip(r, -1), axis=-1, descending=True)
+    return B.flip(order, -1) if worst_first else order
 
 
 def rank_and_below(q_rows, p_rows, ties: str = "low"):
@@ -114,9 +145,22 @@ def rank_and_below(q_rows, p_rows, ties: str = "low"):
     return pos, _below_from_order(q_rows, order)
 
 
-def _below_from_order(q_rows, order):
-    """below[..., a] = q-mass of the tokens after a in ``order``: a cumulative sum in rank order
-    put back in token order by one scatter."""
+def _below_from_order(q_rows, order, worst_first: bool = False):
+    """below[..., a] = q-mass of the tokens after a in ``order`` (best first; ``worst_first``:
+    ``order`` lists the ranks last to first): a cumulative sum in rank order from the last rank
+    up, put back in token order by one scatter."""
+    if B.is_torch(q_rows):
+        rev = order if worst_first else order.flip(-1)
+        if q_rows.numel() == q_rows.shape[-1]:  # one row: index_select, faster than gather
+            q_rev = q_rows.reshape(-1).index_select(0, rev.reshape(-1)).view(q_rows.shape)
+        else:
+            q_rev = torch.gather(q_rows, -1, rev)
+        at_or_below = torch.cumsum(q_rev, dim=-1)  # [..., m] = q-mass of the last m + 1 ranks
+        below = torch.empty_like(q_rows)
+        below.scatter_(-1, rev[..., 1:], at_or_below[..., :-1])
+        return below.scatter_(-1, rev[..., :1], 0.0)  # the last rank has nothing below it
+    if worst_first:
+        order = B.flip(order, -1)
     q_sorted = B.take_along(q_rows, order, axis=-1)
     at_or_below = B.flip(B.cumsum(B.flip(q_sorted, -1), axis=-1), -1)  # sum over ranks >= j
     below_sorted = B.concat([at_or_below[..., 1:], B.zeros_like(q_sorted[..., :1])], axis=-1)
@@ -128,20 +172,26 @@ def below_mass(q_rows, p_rows, ties: str = "low"):
     positions): one sort, one scatter."""
     if ties not in TIE_RULES:
         raise ValueError(f"unknown tie rule {ties!r}; choose from {TIE_RULES}")
-    return _below_from_order(q_rows, _rank_order(_ratio(p_rows, q_rows), ties))
+    worst_first = B.is_torch(q_rows)
+    order = _rank_order(_ratio(p_rows, q_rows), ties, worst_first)
+    return _below_from_order(q_rows, order, worst_first)
 
 
-def _power_sum(u, d, K: int):
-    """S_K(u, d) = sum_{j<K} (u + d)^j u^(K-1-j) = ((u + d)^K - u^K) / d, without division."""
+def _power_sum(u, d, K: int, own_d: bool = False):
+    """S_K(u, d) = sum_{j<K} (u + d)^j u^(K-1-j) = ((u + d)^K - u^K) / d, without division.
+    ``own_d``: ``d`` is a fresh torch array of the result's shape that may be overwritten."""
     # Horner form: S_1 = 1, S_{j+1} = (u + d) S_j + u^j.
-    ud = u + d
-    if B.is_torch(ud) and K > 1:  # same operations, in place
+    if B.is_torch(d) and K > 1:  # same operations, in place
+        fits = own_d and u.dim() <= d.dim() and all(
+            a in (1, b) for a, b in zip(reversed(u.shape), reversed(d.shape)))
+        ud = d.add_(u) if fits else u + d  # u + d = d + u, in place when d has the full shape
         total = ud + u  # S_2 = (u + d) + u
         power = u.clone()
         for _ in range(K - 2):
             power.mul_(u)
             total.mul_(ud).add_(power)
         return total
+    ud = u + d
     total = B.ones_like(ud)
     power = B.ones_like(u)
     for _ in range(K - 1):
@@ -150,12 +200,95 @@ def _power_sum(u, d, K: int):
     return total
 
 
+def _skew_from_u(q_rows, u, x1, den1, K: int):
+    """q^G rows q S_K(u, x q) / S_K(A, x) ([`skewed_rows`][spectheory.verifiers.gbv.skewed_rows])
+    from u = A + x below (or u = A, see `_negligible_below`), x1 [N, 1] and the denominators
+    den1 = S_K(A, x) [N, 1]; rows with den = 0 fall back to q. On torch the product and quotient
+    run in place on the fresh numerator (q num = num q: the same values)."""
+    num = _power_sum(u, x1 * q_rows, K, own_d=True)
+    if B.is_torch(num) and tuple(num.shape) == tuple(q_rows.shape):
+        num.mul_(q_rows)
+        if bool((den1 != 0).all()):
+            return num.div_(den1)
+        zero = den1 == 0
+        return torch.where(zero, q_rows, num.div_(torch.where(zero, torch.ones_like(den1), den1)))
+    return B.safe_div(q_rows * num, den1, q_rows)
+
+
 def skewed_rows(q_rows, below, A, x, K: int):
     """q^G(.|c) rows [N, V] at N nodes with masses ``A`` [N] (ranked below c) and ``x`` = Q(c)."""
     A1, x1 = B.expand_dims(A, -1), B.expand_dims(x, -1)
-    num = _power_sum(A1 + x1 * below, x1 * q_rows, K)
-    den = _power_sum(A1, x1, K)
-    return B.safe_div(q_rows * num, den, q_rows)
+    return _skew_from_u(q_rows, A1 + x1 * below, x1, _power_sum(A1, x1, K), K)
+
+
+_NP_FLOAT = {}  # torch float dtype -> numpy scalar type, filled on first use
+
+
+def _negligible_below(q_rows, A, x) -> bool:
+    """True when, at every node of the batch (q rows [N, V], A, x [N], torch floats), x below(a)
+    is under half a unit in the last place of A for every token a, so that A + x below(a) rounds
+    to A exactly: the q^G row then does not depend on the ranking (no sort is needed) and the
+    mass A of the child is A. A screen with a rigorous bound, never True in exact mode:
+    below(a) <= M = (row sum) (1 + 2 V eps) (the cumulative sums are exact in double up to
+    rounding to the row's dtype; any float sum is within (V - 1) eps / 2 of the true one), and
+    fl(x b) <= |x| M (1 + eps). Rows with a negative entry or a NaN, and A = 0, never pass."""
+    if not B.is_torch(q_rows) or not q_rows.dtype.is_floating_point or q_rows.numel() == 0:
+        return False
+    V = q_rows.shape[-1]
+    eps = torch.finfo(q_rows.dtype).eps
+    if V * eps > 0.25:
+        return False
+    if not _NP_FLOAT:
+        _NP_FLOAT.update({torch.float32: np.float32, torch.float64: np.float64})
+    f = _NP_FLOAT.get(q_rows.dtype)
+    if f is not None and q_rows.numel() == V and q_rows.device.type == "cpu":  # one node
+        a = A.item()
+        if not 0 < a < float("inf"):
+            return False
+        up = float(np.nextafter(f(a), f(np.inf))) - a
+        down = a - float(np.nextafter(f(a), f(-np.inf)))
+        if not q_rows.amin().item() >= 0:
+            return False
+        M = q_rows.sum().item() * (1 + 2 * V * eps)
+        return abs(x.item()) * M * (1 + 4 * eps) < min(up, down) / 2
+    if not bool(q_rows.amin() >= 0):
+        return False
+    M = q_rows.sum(dim=-1).double() * (1 + 2 * V * eps)
+    Ad = A.double()
+    inf = torch.full_like(A, float("inf"))
+    ulp = torch.minimum(torch.nextafter(A, inf).double() - Ad,
+                        Ad - torch.nextafter(A, -inf).double())
+    return bool((x.double().abs() * M * (1 + 4 * eps) < ulp / 2).all())
+
+
+def _skew_step(q_rows, p_rows, tok, A, x, K: int, ties: str, order=None):
+    """One depth of the q^G recursion along drafted paths at N nodes: q^G rows [N, V], their
+    denominators S_K(A, x) [N], and (A, x) of the drafted children tok [N]: A += x below(tok),
+    x *= q(tok) (module doc).
+
+    When x below is negligible against A (`_negligible_below`), so is x q(a) <= x M at every
+    token: A + x below(a) and A + x q(a) both round to A, the numerator S_K(A + x below, x q) is
+    the same number S_K(A, 0) at every token (the same float operations on the same values), the
+    row is q S_K(A, 0) / S_K(A, x) (no sort, two passes) and A is unchanged: the same values.
+    ``order``: the rank order of the rows (worst first) if already sorted."""
+    t = B.expand_dims(tok, -1)
+    A1, x1 = B.expand_dims(A, -1), B.expand_dims(x, -1)
+    den = _power_sum(A, x, K)
+    den1 = B.expand_dims(den, -1)
+    if _negligible_below(q_rows, A, x):
+        num = B.expand_dims(_power_sum(A, B.zeros_like(A), K), -1)  # u = A, u + d = A
+        row = q_rows * num
+        if B.is_torch(row) and bool((den1 != 0).all()):
+            row = row.div_(den1)
+        else:
+            row = B.safe_div(row, den1, q_rows)
+        A_next = A
+    else:
+        below = (below_mass(q_rows, p_rows, ties) if order is None else
+                 _below_from_order(q_rows, order, worst_first=True))
+        row = _skew_from_u(q_rows, A1 + x1 * below, x1, den1, K)
+        A_next = A + x * B.take_along(below, t, axis=-1)[:, 0]
+    return row, den, A_next, x * B.take_along(q_rows, t, axis=-1)[:, 0]
 
 
 def skewed_levels(q_levels, p_levels, K: int, V: int):
@@ -200,11 +333,26 @@ def _first_true(mask, like_index):
 #: Elements per chunk of rows when ranking drafted tokens on torch (keeps temporaries in cache).
 RANK_CHUNK_ELEMENTS = 2**18
 
+#: Up to this many rows, `_rank_rows` counts row by row on the CPU (two slices per row).
+_FEW_ROWS = 16
+
 
 def _rank_rows(q, p, x, ties: str):
     """Number of tokens ranked above token x[...] in each row: q, p [..., V], x [...]."""
     V = q.shape[-1]
     r = _ratio(p, q)
+    if B.is_torch(r) and 0 < r.numel() <= _FEW_ROWS * V and r.device.type == "cpu":
+        # a few rows: one comparison per token, >= on the side where an equal ratio ranks above
+        # (the same count as below; a NaN ratio compares false either way)
+        counts = []
+        for row, t in zip(r.reshape(-1, V), x.reshape(-1).tolist()):
+            rt = row[t]
+            if ties == "low":
+                n = torch.count_nonzero(row[:t] >= rt) + torch.count_nonzero(row[t:] > rt)
+            else:
+                n = torch.count_nonzero(row[:t + 1] > rt) + torch.count_nonzero(row[t + 1:] >= rt)
+            counts.append(n)
+        return torch.stack(counts).reshape(tuple(x.shape))
     xi = B.expand_dims(x, -1)
     rx = B.take_along(r, xi, axis=-1)
     ids = B.arange(V, x)
@@ -254,6 +402,91 @@ def select_path(drafts, dpos, V: int):
     return _first_true(alive, drafts)
 
 
+def _nonzero(mask):
+    """Indices of the True entries of a 1-D mask (torch long / numpy int64)."""
+    if B.is_torch(mask):
+        return torch.nonzero(mask).reshape(-1)
+    return np.flatnonzero(mask)
+
+
+def best_path(drafts, q, p, ties: str = "low", root_orders: dict | None = None):
+    """Index [B] of the lexicographically best drafted path: the same index as
+    ``select_path(drafts, drafted_rank(drafts, q, p, ties), V)``, with the rank positions counted
+    only where they decide the walk, i.e. at depth i for the blocks where two or more paths are
+    still in the running (every block at the root when K >= 2; below it, only where paths share
+    their prefix so far). Elsewhere a rank position does not change which path is kept, so it is
+    not computed: O(V) work per contested node instead of per drafted node.
+
+    ``root_orders`` (a dict, torch float32 on the CPU): at the root of a block whose K root rows
+    are equal, the rank positions are read off one sort of the shared row
+    ([`_root_ranks`][spectheory.verifiers.gbv._root_ranks]) and its order (worst rank first) is
+    stored under the block's index, for the q^G row at the root of the selected path."""
+    Bsz, K, L = drafts.shape
+    V = q.shape[-1]
+    x = B.as_index(drafts, q)
+    alive = drafts[:, :, 0] == drafts[:, :, 0]
+    for i in range(L):
+        rows = _nonzero(B.sum(B.to_int(alive), axis=1) >= 2)
+        if rows.shape[0] == 0:
+            break  # one path left in every block: the rest of the walk keeps it
+        dpos = B.full((Bsz, K), V, x)  # uncontested blocks: any constant
+        if B.is_torch(q):  # a few blocks at a time, their rows read in place where one
+            step = max(1, RANK_CHUNK_ELEMENTS // (K * V))
+            listed = rows.tolist()
+            for c0 in range(0, len(listed), step):
+                sel = listed[c0:c0 + step]
+                at = slice(sel[0], sel[0] + 1) if len(sel) == 1 else rows[c0:c0 + step]
+                if i == 0 and root_orders is not None and len(sel) == 1:
+                    ranked = _root_ranks(q[sel[0], :, 0], p[sel[0], :, 0], x[sel[0], :, 0], ties)
+                    if ranked is not None:
+                        dpos[sel[0]], root_orders[sel[0]] = ranked
+                        continue
+                dpos[at] = _rank_rows(q[at, :, i], p[at, :, i], x[at, :, i], ties)
+        else:
+            dpos[rows] = _rank_rows(q[rows, :, i], p[rows, :, i], x[rows, :, i], ties)
+        key = B.where(alive, dpos, V)
+        alive = alive & (key == B.amin(key, axis=1, keepdims=True))
+    return _first_true(alive, drafts)
+
+
+#: bits of the float32 -1.0 (the ratio of a token with q = 0), as a signed int32
+_MINUS_ONE_BITS = int(np.array(-1.0, dtype=np.float32).view(np.int32))
+_INF_BITS = int(np.array(np.inf, dtype=np.float32).view(np.int32))
+
+
+def _root_ranks(q_rows, p_rows, x, ties: str):
+    """Rank positions [K] of the drafted tokens x [K] at a root whose K rows q_rows, p_rows
+    [K, V] (torch float32, CPU) are equal, from ONE sort of the packed keys of the shared row
+    (the one q^G at the root needs): position = V - 1 - (number of keys below the token's key).
+    Returns ``(positions, worst-first order [1, V])``, or None (the caller counts) when the rows
+    differ (bit for bit), V >= 2^20, or a ratio is NaN, -0.0 or negative other than the -1 of
+    q = 0, where the key order and the comparisons of `_rank_rows` could disagree."""
+    K, V = q_rows.shape
+    if q_rows.dtype != torch.float32 or V >= 2**_ID_BITS or q_rows.device.type != "cpu":
+        return None
+    qn, pn = q_rows.numpy().view(np.int32), p_rows.numpy().view(np.int32)
+    for k in range(1, K):  # bit for bit: then every ratio, key and count is the same
+        if not (np.array_equal(qn[k], qn[0]) and np.array_equal(pn[k], pn[0])):
+            return None
+    r = _ratio(p_rows[:1], q_rows[:1])
+    order, keys = _order_packed(r, ties, worst_first=True, keep_keys=True)
+    keys = keys[0]
+    high_last = int(keys[-1]) >> _ID_BITS
+    if high_last > _INF_BITS:
+        return None  # a NaN ratio
+    if int(keys[0]) >> _ID_BITS < 0:  # negative bit patterns: only -1.0 is allowed
+        if int(keys[0]) >> _ID_BITS != _MINUS_ONE_BITS:
+            return None
+        j = int(np.searchsorted(keys, (_MINUS_ONE_BITS + 1) << _ID_BITS))
+        if j < V and int(keys[j]) >> _ID_BITS < 0:
+            return None
+    xs = x.tolist()
+    bits = r[0].numpy().view(np.int32)[xs].astype(np.int64)
+    mine = bits * 2**_ID_BITS + _tie_key(V, ties, True)[xs]
+    below = np.searchsorted(keys, mine)
+    return torch.from_numpy(V - 1 - below).to(torch.long), order
+
+
 def _gather_path(x, k):
     """x[b, k[b]] for x [B, K, ...]."""
     idx = k.reshape((k.shape[0], 1) + (1,) * (x.ndim - 2))
@@ -262,10 +495,11 @@ def _gather_path(x, k):
 
 
 def _skewed_path_rows(d_sel, q_sel, p_sel, K: int, ties: str, denominators=None):
-    """q^G rows [B, L, V] along the selected paths: A_0 = 0, x_0 = 1, then per position one sort
-    ([`below_mass`][spectheory.verifiers.gbv.below_mass]) and the skewed row; A += x below(X_i), x
-    *= q(X_i). On torch a few rows at a time (their temporaries stay in cache), written into one
-    array.
+    """q^G rows [B, L, V] along the selected paths: A_0 = 0, x_0 = 1, then per position
+    [`_skew_step`][spectheory.verifiers.gbv._skew_step] (one sort,
+    [`below_mass`][spectheory.verifiers.gbv.below_mass], unless x below is negligible against A)
+    and the skewed row; A += x below(X_i), x *= q(X_i). On torch a few rows at a time (their
+    temporaries stay in cache), written into one array.
 
     ``denominators`` [B, L], if given, receives the skew denominator S_K(A, x) of every position
     (zero where the row falls back to q; [`spectheory.cli.audit`][spectheory.cli.audit] reports that
@@ -284,30 +518,74 @@ def _skewed_path_rows(d_sel, q_sel, p_sel, K: int, ties: str, denominators=None)
         x = B.ones_like(A)
         rows = []
         for i in range(L):
-            qi = q_sel[b0:b1, i]
-            below = below_mass(qi, p_sel[b0:b1, i], ties)
-            row = skewed_rows(qi, below, A, x, K)
+            row, den, A, x = _skew_step(q_sel[b0:b1, i], p_sel[b0:b1, i], d_sel[b0:b1, i], A, x,
+                                        K, ties)
             if denominators is not None:
-                denominators[b0:b1, i] = _power_sum(A, x, K)
+                denominators[b0:b1, i] = den
             if out is not None:
                 out[b0:b1, i] = row
             else:
                 rows.append(row)
-            t = B.expand_dims(d_sel[b0:b1, i], -1)
-            A = A + x * B.take_along(below, t, axis=-1)[:, 0]
-            x = x * B.take_along(qi, t, axis=-1)[:, 0]
         if out is None:
             rows_all.append(B.stack(rows, axis=1))
     return out if out is not None else rows_all[0]
 
 
+def _skewed_block_law(drafts, q, p, k, K: int, ties: str, root_orders=None) -> Law:
+    """Block verification of the selected paths ``k`` [B] with the draft rows replaced by q^G:
+    ``block_verification(d, q^G, p)`` along the selected paths. On the CPU a few paths at a time
+    (``nodes.ROW_CHUNK_ELEMENTS``), position by position: the q^G row of a position
+    ([`_skew_step`][spectheory.verifiers.gbv._skew_step]) goes straight into the block node step
+    ([`block_node`][spectheory.verifiers.block.block_node], driven as
+    [`law_from_nodes`][spectheory.engine.nodes.law_from_nodes] drives it) while it is in cache, the
+    selected rows are read in place (no gathered copies) and the corrections are written into one
+    array. ``root_orders`` {block: worst-first order of its root row} (from
+    [`best_path`][spectheory.verifiers.gbv.best_path], same tie rule) saves those sorts."""
+    d_sel = _gather_path(drafts, k)
+    Bsz, L = d_sel.shape
+    V = q.shape[-1]
+    if not (B.is_torch(q) and q.device.type == "cpu" and Bsz > 0):
+        q_sel, p_sel = _gather_path(q, k), _gather_path(p, k)
+        return block_verification(d_sel, _skewed_path_rows(d_sel, q_sel, p_sel, K, ties), p_sel)
+    step = max(1, nodes.ROW_CHUNK_ELEMENTS // max(1, V))
+    corr = torch.empty(tuple(p[:, 0].shape), dtype=p.dtype)  # [B, L+1, V], plain pages
+    ks = k.tolist()
+    weights = []
+    for b0 in range(0, Bsz, step):
+        b1 = min(Bsz, b0 + step)
+        if b1 - b0 == 1:
+            q_c, p_c = q[b0:b1, ks[b0]], p[b0:b1, ks[b0]]
+        else:
+            q_c, p_c = _gather_path(q[b0:b1], k[b0:b1]), _gather_path(p[b0:b1], k[b0:b1])
+        d_c = B.as_index(d_sel[b0:b1], q)
+        A = B.zeros_like(q_c[:, 0, 0])
+        x = B.ones_like(A)
+        state, px, qx, row, ws = None, None, None, None, []
+        for i in range(L + 1):
+            if i > 0:  # the token leading into position i, under p and under q^G
+                t = B.expand_dims(d_c[:, i - 1], -1)
+                px = B.take_along(p_c[:, i - 1], t, axis=-1)[:, 0]
+                qx = B.take_along(row, t, axis=-1)[:, 0]
+            if i < L:
+                order = root_orders.get(b0) if (i == 0 and b1 - b0 == 1 and root_orders) else None
+                row, _, A, x = _skew_step(q_c[:, i], p_c[:, i], d_c[:, i], A, x, K, ties, order)
+            else:
+                row = None
+            out = corr[b0:b1, i]
+            state, w, c = BLOCK_NODE.step(state, px, qx, row, p_c[:, i], out=out)
+            if c.data_ptr() != out.data_ptr():
+                out.copy_(c)
+            ws.append(w)
+        weights.append(B.stack(ws, axis=1))
+    return Law(nodes.stop_from_weights(BLOCK_NODE.scan, torch.cat(weights)), corr)
+
+
 def _gbv(drafts, q, p, selection_ties: str, ranking_ties: str) -> MultiLaw:
     Bsz, K, L = drafts.shape
     V = q.shape[-1]
-    k = select_path(drafts, drafted_rank(drafts, q, p, selection_ties), V)
-    d_sel, q_sel, p_sel = (_gather_path(a, k) for a in (drafts, q, p))
-    law = block_verification(d_sel, _skewed_path_rows(d_sel, q_sel, p_sel, K, ranking_ties),
-                             p_sel)
+    shared = {} if selection_ties == ranking_ties else None  # root sorts serve both
+    k = best_path(drafts, q, p, selection_ties, shared)
+    law = _skewed_block_law(drafts, q, p, k, K, ranking_ties, shared)
     chosen = B.expand_dims(B.arange(K, drafts) == B.expand_dims(k, 1), -1)  # [B, K, 1]
     stop = B.where(chosen, B.expand_dims(law.stop, 1), B.zeros_like(B.expand_dims(law.stop, 1)))
     corr = B.broadcast_to(B.expand_dims(law.correction, 1), (Bsz, K, L + 1, V))

@@ -36,6 +36,7 @@ from __future__ import annotations
 from ..runtime._lazy import torch
 
 from ..runtime import backend as B
+from ..engine import nodes
 from ..law import MultiLaw
 from ..registry import VerifierSpec
 from . import common
@@ -120,6 +121,23 @@ def node_recursive_law(drafts, q, p, rule) -> MultiLaw:
     reach = B.ones_like(q[:, :, 0, 0])  # [B, K]
     prefix = B.zeros_like(drafts[:, :, 0])  # [B, K] the drafted prefix of path k as a number
     stops, corrs = [], []
+    # A rule that can write its correction rows into a given array (``rule.writes_out``) gets
+    # a view of one preallocated [B, K, L+1, V] array: no stacking copy of the corrections.
+    # Plain torch.empty, not nodes._empty_like: for an output of this size (1.4 GB at the
+    # real-model shape) the first writes measured slower and far more variable with huge pages
+    # (docs/threads-and-speed.md, real-model laws).
+    into = (torch.empty(tuple(p.shape), dtype=p.dtype, device=p.device)
+            if B.is_torch(p) and getattr(rule, "writes_out", False) else None)
+
+    def call(args, key, at):
+        out = _rule_on_distinct(rule, *args, key, V, trusted)
+        if into is None:
+            return out or rule(*args)
+        if out is None:
+            return rule(*args, out=into[at])
+        into[at] = out[2]
+        return out[0], out[1], into[at]
+
     for i in range(L + 1):
         member = same[i]
         first = ids >= 0  # no earlier path here (K is small: a loop over the earlier paths)
@@ -127,18 +145,22 @@ def node_recursive_law(drafts, q, p, rule) -> MultiLaw:
             first = first & ~((member[:, :, kp] == 1) & (ids > kp))
         if i == L:
             none, corr = B.ones_like(reach), p[:, :, L]
+            if into is not None:
+                corr = into[:, :, L].copy_(corr)
         else:
             tok = drafts[:, :, i]
             if i == 0:  # one node, the same for every path: evaluate it once
                 args = (member[:, :1], tok, q[:, :1, 0], p[:, :1, 0])
-                out = _rule_on_distinct(rule, *args, prefix[:, :1], V, trusted) or rule(*args)
+                out = call(args, prefix[:, :1], (slice(None), slice(0, 1), 0))
                 accept = B.broadcast_to(out[0], (Bsz, K, K))
                 none = B.broadcast_to(out[1], (Bsz, K))
                 corr = B.broadcast_to(out[2], (Bsz, K, V))
+                if into is not None:
+                    corr = into[:, :, 0]
+                    corr[:, 1:] = out[2]
             else:
                 args = (member, tok, q[:, :, i], p[:, :, i])
-                accept, none, corr = (_rule_on_distinct(rule, *args, prefix, V, trusted)
-                                      or rule(*args))
+                accept, none, corr = call(args, prefix, (slice(None), slice(None), i))
             child = None  # sum of the acceptances of candidates with path k's token
             for kp in range(K):
                 a = accept[:, :, kp]
@@ -149,7 +171,7 @@ def node_recursive_law(drafts, q, p, rule) -> MultiLaw:
         corrs.append(corr)
         if i < L:
             reach = reach * child
-    return MultiLaw(B.stack(stops, axis=2), B.stack(corrs, axis=2))
+    return MultiLaw(B.stack(stops, axis=2), into if into is not None else B.stack(corrs, axis=2))
 
 
 def _normalise(rows, fallback):
@@ -187,21 +209,83 @@ def _residual_chain(p_rows, q_rows, steps: int):
     return chain
 
 
-def rrs_rule(member, tok, q_rows, p_rows, without_replacement: bool = False):
-    """Recursive rejection sampling at one node (with or without replacement; module doc)."""
+def _chain_reads(p_rows, q_rows, member, tok, out=None):
+    """The residual chain p'_1 = p, p'_{r+1} = normalise(max(p'_r - q, 0)) of recursive rejection
+    sampling with replacement, read where the rule needs it (torch): ``vals`` [B, Kr, K'] =
+    p'_{r_j + 1}(t_j) with r_j = the candidates before j, and the correction rows p'_{m+1}
+    [B, Kr, V] (m = the number of candidates), written into ``out`` if given. A row's chain is
+    built only up to its own m: at a node below the root usually one step (one candidate), computed
+    a few rows at a time straight into ``out``; the same values as the full chain of
+    [`_residual_chain`][spectheory.verifiers.specinfer._residual_chain]."""
+    Bsz, Kr, V = p_rows.shape
+    K = tok.shape[1]
+    N = Bsz * Kr
+    member = member.long()
+    before = (member.cumsum(2) - member).reshape(N, K)
+    m = member.sum(2).reshape(N)
+    t = tok.unsqueeze(1).expand(Bsz, Kr, K).reshape(N, K)
+    p2, q2 = p_rows.reshape(N, V), q_rows.reshape(N, V)
+    dest = out if out is not None else torch.empty((Bsz, Kr, V), dtype=p_rows.dtype,
+                                                   device=p_rows.device)
+    try:
+        o2 = dest.view(N, V)
+    except RuntimeError:  # not viewable as rows: build in a fresh array, copied at the end
+        o2 = torch.empty((N, V), dtype=p_rows.dtype, device=p_rows.device)
+    vals = p2.gather(1, t)  # p'_1 = p at every candidate
+    step = max(1, nodes.ROW_CHUNK_ELEMENTS // max(1, V)) if p_rows.device.type == "cpu" else N
+    for r0 in range(0, N, step):  # p'_2 for every row, in place in the output
+        r1 = min(N, r0 + step)
+        res = positive_residual(None, p2[r0:r1], q2[r0:r1], out=o2[r0:r1])
+        normalise_residual(res, res.sum(dim=-1), p2[r0:r1])
+    vals = torch.where(before == 1, o2.gather(1, t), vals)
+    deep = torch.nonzero(m >= 2).reshape(-1).tolist()
+    for r0 in range(0, len(deep), step):  # nodes with several candidates (the root): further
+        idx = torch.tensor(deep[r0:r0 + step], device=p_rows.device)  # steps, a few rows at a time
+        cur, qd, level = o2.index_select(0, idx), q2.index_select(0, idx), 1
+        while idx.numel():
+            cur, level = _residual_step(cur, qd), level + 1
+            sel = before.index_select(0, idx) == level
+            vals[idx] = torch.where(sel, cur.gather(1, t.index_select(0, idx)), vals[idx])
+            done = m.index_select(0, idx) == level
+            o2.index_copy_(0, idx[done], cur[done])
+            keep = ~done
+            idx, cur, qd = idx[keep], cur[keep], qd[keep]
+    none = torch.nonzero(m == 0).reshape(-1)
+    if none.numel():  # no candidate: the correction is p itself
+        o2.index_copy_(0, none, p2.index_select(0, none))
+    if o2.data_ptr() != dest.data_ptr():
+        dest.copy_(o2.view(Bsz, Kr, V))
+    return vals.reshape(Bsz, Kr, K), dest
+
+
+def rrs_rule(member, tok, q_rows, p_rows, without_replacement: bool = False, out=None):
+    """Recursive rejection sampling at one node (with or without replacement; module doc).
+    ``out`` [B, Kr, V] (torch, with replacement) receives the correction rows."""
     if without_replacement:
-        return _rrs_norep(member, tok, q_rows, p_rows)
+        corr = _rrs_norep(member, tok, q_rows, p_rows)
+        if out is not None:
+            out.copy_(corr[2])
+            return corr[0], corr[1], out
+        return corr
     # With replacement q' = q throughout, so after r rejections of active candidates the target
-    # is p'_{r+1} = normalise(max(p'_r - q, 0)) whatever the tokens were: build the chain
-    # p'_1..p'_{K+1} once and read candidate j's acceptance at r_j = its active predecessors.
+    # is p'_{r+1} = normalise(max(p'_r - q, 0)) whatever the tokens were: the chain
+    # p'_1..p'_{K+1} is read at candidate j's token at r_j = its active predecessors.
     K = tok.shape[1]
     Bsz, Kr = member.shape[0], member.shape[1]
-    chain = _residual_chain(p_rows, q_rows, K)  # [K+1, B, Kr, V]
-    b = B.arange(Bsz, tok).reshape(Bsz, 1, 1)
-    k = B.arange(Kr, tok).reshape(1, Kr, 1)
-    t = B.expand_dims(tok, 1)  # [B, 1, K']
-    before = B.cumsum(member, axis=2) - member  # active candidates before j  [B, Kr, K']
-    ratio = B.minimum(drafted_ratio(chain[before, b, k, t], q_rows[b, k, t]), 1)
+    if B.is_torch(p_rows):
+        reads, corr = _chain_reads(p_rows, q_rows, member, tok, out)
+        k_t = B.broadcast_to(B.expand_dims(tok, 1), (Bsz, Kr, K))
+        q_at = torch.gather(q_rows, 2, k_t)
+    else:
+        chain = _residual_chain(p_rows, q_rows, K)  # [K+1, B, Kr, V]
+        b = B.arange(Bsz, tok).reshape(Bsz, 1, 1)
+        k = B.arange(Kr, tok).reshape(1, Kr, 1)
+        t = B.expand_dims(tok, 1)  # [B, 1, K']
+        before = B.cumsum(member, axis=2) - member  # active candidates before j  [B, Kr, K']
+        reads, q_at = chain[before, b, k, t], q_rows[b, k, t]
+        m = B.sum(member, axis=2)  # [B, Kr] active candidates: the correction is p'_{m+1}
+        corr = chain[m, b[..., 0], k[..., 0]]
+    ratio = B.minimum(drafted_ratio(reads, q_at), 1)
     a_all = B.where(member == 1, ratio, B.zeros_like(ratio))
     survive = B.ones_like(ratio[:, :, 0])
     accepts = []
@@ -209,8 +293,10 @@ def rrs_rule(member, tok, q_rows, p_rows, without_replacement: bool = False):
         a = a_all[:, :, j]
         accepts.append(survive * a)
         survive = survive * (1 - a)
-    m = B.sum(member, axis=2)  # [B, Kr] active candidates: the correction is p'_{m+1}
-    return B.stack(accepts, axis=2), survive, chain[m, b[..., 0], k[..., 0]]
+    return B.stack(accepts, axis=2), survive, corr
+
+
+rrs_rule.writes_out = True
 
 
 def _rrs_norep(member, tok, q_rows, p_rows):

@@ -1,0 +1,170 @@
+"""GBV and SpecInfer at the real-model shape change no law.
+
+The current law functions (GBV: rank positions counted only at contested nodes, the root ranked by
+the sort its q^G row needs, q^G rows without a sort where x below is under half an ulp of A,
+corrections written in place; SpecInfer: the residual chain built up to each node's number of
+candidates, written into one output array) equal the previous implementations
+(tests/previous_real_laws.py):
+
+* exactly in rationals, on every joint draft outcome of small prefix-dependent instances whose
+  rows have equal ratios (ties) and zeros;
+* bit for bit in float32 and float64, on rows that take every fast path and every fallback: a
+  shared root (bit for bit), a root whose rows differ in one entry, a root with a -0.0 ratio
+  next to a drafted token of ratio 0, tied drafted tokens, never-drafted tokens (q = 0), a node
+  with p = q, paths sharing a prefix (contested nodes and nodes with two candidates below the
+  root), and, in float32, rows where x below(a) is negligible against A;
+* and on the exact engine's float batches (thousands of joint outcomes, repeated node inputs).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import pytest
+import torch
+
+import previous_real_laws as prev
+from spectheory import random_instance
+from spectheory.engine import nodes
+from spectheory.engine.joint import path_tables
+from spectheory.engine.seqtree import levels
+from spectheory.verifiers import gbv, gbv_mismatched_ties, specinfer
+
+# modules by path: the package exports functions of the same names
+gbv_module = importlib.import_module("spectheory.verifiers.gbv")
+
+LAWS = {"gbv": (gbv, prev.gbv), "gbv-mismatched-ties": (gbv_mismatched_ties,
+                                                         prev.gbv_mismatched_ties),
+        "specinfer": (specinfer, prev.specinfer)}
+
+
+def joint_inputs(inst, K: int, exact: bool):
+    """drafts [n, K, L], q, p of every ordered joint outcome of K paths below the root."""
+    V, L = inst.vocab_size, inst.block_length
+    tok, q, p, _ = path_tables(levels(inst.draft, 0, L, exact),
+                               levels(inst.target, 0, L + 1, exact), L, V)
+    f = np.arange(V ** (L * K))
+    seq = np.stack([f // (V**L) ** (K - 1 - k) % V**L for k in range(K)], axis=1)
+    if not exact:
+        seq = torch.as_tensor(seq)
+    return tok[seq], q[seq], p[seq]
+
+
+def _equal(a, b) -> bool:
+    if isinstance(a, np.ndarray):
+        return a.shape == b.shape and bool((a == b).all())
+    return torch.equal(a, b)
+
+
+@pytest.mark.parametrize("V,L,K,seed", [(3, 2, 2, 5), (2, 2, 3, 3), (3, 1, 3, 8)])
+def test_equal_previous_in_rationals(V, L, K, seed):
+    inst = random_instance(V, L, seed, denominator=4)  # small denominators: many equal ratios
+    drafts, q, p = joint_inputs(inst, K, exact=True)
+    for name, (new, old) in LAWS.items():
+        a, b = new(drafts, q, p), old(drafts, q, p)
+        assert _equal(a.stop, b.stop) and _equal(a.correction, b.correction), name
+
+
+def _rows(gen, *shape, dtype):
+    return torch.softmax(torch.randn(*shape, generator=gen, dtype=torch.float64) * 3, -1).to(dtype)
+
+
+def real_like_batch(dtype, V: int = 1501, Bn: int = 6, K: int = 4, L: int = 8, seed: int = 0):
+    """Prefix-dependent rows (every path and position its own row, the root shared by the K
+    paths) with planted cases, one per block (see the module doc)."""
+    gen = torch.Generator().manual_seed(seed)
+    p = _rows(gen, Bn, K, L + 1, V, dtype=dtype)
+    q = _rows(gen, Bn, K, L, V, dtype=dtype)
+    q[..., :40] = 1e-4
+    p[..., :40] = 2e-4  # tokens 0..39: the same ratio 2 at every node
+    q[..., 40:45] = 0  # never drafted
+    p[1, :, 2] = q[1, :, 2] = 1 / V  # p = q at one node
+    p, q = p / p.sum(-1, keepdim=True), q / q.sum(-1, keepdim=True)
+    p[4, :, 0, 55] = -0.0  # block 4: ratio -0.0 at token 55, ratio +0 at token 60
+    p[4, :, 0, 60] = 0.0
+    p[:, :, 0], q[:, :, 0] = p[:, :1, 0], q[:, :1, 0]  # the root row of each block, bit for bit
+    x = torch.multinomial(q.reshape(-1, V).double(), 1, generator=gen).view(Bn, K, L)
+    x[0, 0, 0], x[0, 1, 0] = 5, 3  # tied drafted tokens at a shared root: the later path wins
+    x[5, 0, 0], x[5, 1, 0] = 5, 3  # the same at a root whose rows differ (block 5, below)
+    x[4, :, 0] = torch.tensor([60, 55, 60, 60])  # equal ratios 0 and -0.0: token 55 first
+    q[5, 2, 0, 7] = torch.nextafter(q[5, 2, 0, 7], torch.tensor(1.0, dtype=dtype))
+    for b in (2, 3):  # paths 0 and 1 share their first tokens and the rows along them
+        share = 3 if b == 3 else L
+        x[b, 1, :share] = x[b, 0, :share]
+        q[b, 1, :share] = q[b, 0, :share]
+        p[b, 1, :share + 1] = p[b, 0, :share + 1]
+    return x, q, p
+
+
+def _counted(monkeypatch, name):
+    """Wrap gbv_module.<name> to count its results: {result: count} (None vs a value)."""
+    seen = {}
+    fn = getattr(gbv_module, name)
+
+    def wrapped(*args, **kw):
+        out = fn(*args, **kw)
+        key = out if isinstance(out, bool) else out is not None
+        seen[key] = seen.get(key, 0) + 1
+        return out
+
+    monkeypatch.setattr(gbv_module, name, wrapped)
+    return seen
+
+
+@pytest.mark.parametrize("one_row", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_bit_identical_to_previous_in_float(dtype, one_row, monkeypatch):
+    """``one_row``: one block per chunk, as at V = 151,936 (the root sort shared with the
+    selection, the per-row screens); otherwise a few blocks per chunk."""
+    x, q, p = real_like_batch(dtype)
+    if one_row:
+        monkeypatch.setattr(gbv_module, "RANK_CHUNK_ELEMENTS", 1)
+        monkeypatch.setattr(nodes, "ROW_CHUNK_ELEMENTS", 1)
+    shortcut = _counted(monkeypatch, "_negligible_below")
+    shared_root = _counted(monkeypatch, "_root_ranks")
+    for name, (new, old) in LAWS.items():
+        a, b = new(x, q, p), old(x, q, p)
+        assert torch.equal(a.stop, b.stop), name
+        assert torch.equal(a.correction, b.correction), name
+    assert shortcut.get(False, 0) > 0  # q^G rows ranked by a sort
+    if dtype == torch.float32 or one_row:  # and rows where x below is negligible against A
+        assert shortcut.get(True, 0) > 0  # (in float64 only row by row: a chunk needs all)
+    if one_row and dtype == torch.float32:  # shared roots; blocks 4 and 5 counted
+        assert shared_root == {True: 4, False: 2}  # gbv only: its two tie rules agree
+
+
+def test_selection_and_specinfer_paths_are_exercised():
+    """The planted blocks decide what they are meant to: tied tokens at a shared root and at a
+    counted root, the -0.0 ratio, and two candidates at nodes below the root (SpecInfer)."""
+    x, q, p = real_like_batch(torch.float32)
+    k = gbv_module.best_path(x, q, p, "low", {})
+    assert k[0] == 1 and k[5] == 1 and k[4] == 1  # token 3 over 5 (ties low), 55 over 60
+    assert gbv_module.best_path(x, q, p, "high", {})[0] == 0  # ties high: token 5 over 3
+    law = specinfer(x, q, p)
+    assert float(law.stop[3, 1].sum()) == 0.0  # block 3's path 1 shares its nodes with path 0
+
+
+@pytest.mark.parametrize("ties", ["low", "high"])
+def test_root_ranks_equal_counts(ties):
+    """Rank positions read off the sort of a shared root row equal the counted ones, tied drafted
+    tokens included; roots that differ bit for bit or hold a -0.0 ratio are left to counting."""
+    x, q, p = real_like_batch(torch.float32)
+    x[0, :, 0] = torch.tensor([39, 5, 3, 0])  # tokens 0..39 all have the ratio 2
+    x[1, :, 0] = torch.tensor([41, 7, 100, 41])  # 41: never drafted (q = 0, ratio -1)
+    for b in range(4):
+        ranked = gbv_module._root_ranks(q[b, :, 0], p[b, :, 0], x[b, :, 0], ties)
+        counted = gbv_module._rank_rows(q[b, :, 0], p[b, :, 0], x[b, :, 0], ties)
+        assert ranked is not None and torch.equal(ranked[0], counted)
+    for b in (4, 5):
+        assert gbv_module._root_ranks(q[b, :, 0], p[b, :, 0], x[b, :, 0], ties) is None
+
+
+@pytest.mark.parametrize("K", [2, 3])
+def test_engine_batches_bit_identical(K):
+    """Thousands of joint outcomes in float64 (repeated node inputs, rows evaluated once per
+    distinct input): the same bits as before."""
+    drafts, q, p = joint_inputs(random_instance(3, 2, 7), K, exact=False)
+    for name, (new, old) in LAWS.items():
+        a, b = new(drafts, q, p), old(drafts, q, p)
+        assert torch.equal(a.stop, b.stop) and torch.equal(a.correction, b.correction), name
