@@ -45,6 +45,24 @@ def test_gtest_exact_fit_and_support():
     assert r["p_value"] < 1e-3  # a clear misfit is detected
 
 
+def test_gtest_williams_correction():
+    """k equal bins: q = 1 + (k + 1) / (6 n) exactly (Williams 1976). 200 bins of expected count
+    5 over 400 multinomial draws: uncorrected G averages about 199 + 200/30 (a third of its
+    standard deviation high; measured 206.9); G / q averages within 2.5 (2.4 standard errors of
+    the mean) of the 199 degrees of freedom (measured 200.2)."""
+    k, n = 200, 1000
+    probs = {i: 1.0 / k for i in range(k)}
+    rng = np.random.default_rng(0)
+    G, Gq = [], []
+    for _ in range(400):
+        counts = rng.multinomial(n, np.full(k, 1.0 / k))
+        r = gtest(Counter({i: int(c) for i, c in enumerate(counts)}), probs, n)
+        assert r["williams_q"] == pytest.approx(1 + (k + 1) / (6 * n), rel=1e-12)
+        G.append(r["G"])
+        Gq.append(r["G"] / r["williams_q"])
+    assert np.mean(G) > 199 + 4 and abs(np.mean(Gq) - 199) < 2.5
+
+
 def test_large_sample_gtest_passes_lossless_and_catches_lossy(dec):
     """Family-wise false-alarm rate 1e-3 (Bonferroni over the 6 tests of the two lossless
     verifiers); the seed is fixed, so the outcome is deterministic."""
@@ -160,3 +178,134 @@ def test_summarize_cli(tmp_path, capsys):
 
     rc = main(["validate", "summarize", str(tmp_path / "nothing")])
     assert rc == 2 and "no run" in capsys.readouterr().err
+
+
+# --- the Rao-Blackwellised pair test on a synthetic two-token instance (no model) -------------
+
+def _synthetic_pairs(V, seed, sigma=2.0):
+    """Every draft (x1, x2) of a random two-token instance with prefix dependence (log-normal
+    rows, so many drafts are rare): drafts [V*V, 2], q [V*V, 2, V], p [V*V, 3, V], the draft
+    probability q(x1) q(x2|x1) of each, and the target pair law p(y1) p(y2|y1) [V, V]."""
+    g = torch.Generator().manual_seed(seed)
+
+    def rows(*shape):
+        x = torch.exp(sigma * torch.randn(*shape, V, generator=g, dtype=torch.float64))
+        return x / x.sum(-1, keepdim=True)
+
+    q0, p0, q1, p1, p2 = rows(), rows(), rows(V), rows(V), rows(V)
+    X = torch.cartesian_prod(torch.arange(V), torch.arange(V))
+    q = torch.stack([q0.expand(V * V, V), q1[X[:, 0]]], 1)
+    p = torch.stack([p0.expand(V * V, V), p1[X[:, 0]], p2[X[:, 1]]], 1)
+    return X, q, p, q0[X[:, 0]] * q1[X[:, 0], X[:, 1]], p0[:, None] * p1
+
+
+def _rb_rows(name, X, q, p, pair, y1, y2):
+    from spectheory.law import Law
+    from spectheory.gpu_validation.stats import rb_pair_rows
+
+    law = resolve_verifier(name, allow_lossy=True).law(X[:, None], q[:, None], p[:, None])
+    return rb_pair_rows(X, Law(law.stop[:, 0], law.correction[:, 0]), y1, y2,
+                        pair[y1, y2] / pair.sum(1)[y1])
+
+
+def test_rb_pair_rows_exact_mean():
+    """Over every draft weighted by q(x1) q(x2|x1), the Rao-Blackwellised rows average to the
+    target pair law on every bin for token and block verification (to rounding); the lossy
+    control is off by more than 1e-3."""
+    X, q, p, w, pair = _synthetic_pairs(6, seed=3)
+    y1, y2 = torch.nonzero(pair >= 0).T  # all 36 bins
+    for name in ("token", "block"):
+        mean = w @ _rb_rows(name, X, q, p, pair, y1, y2)
+        assert float((mean - pair[y1, y2]).abs().max()) < 1e-15
+    mean = w @ _rb_rows("uniform-product", X, q, p, pair, y1, y2)
+    assert float((mean - pair[y1, y2]).abs().max()) > 1e-3
+
+
+def test_weighted_chisq_sf_exact_laws():
+    """Against closed forms: equal weights (the chi-square law) and two pairs of unequal weights
+    (a sum of two exponentials, P = (a e^{-x/a} - b e^{-x/b}) / (a - b) for means a, b); the
+    saddlepoint errs by at most +12% and never below, from p = 1e-2 to 1e-12."""
+    from scipy.stats import chi2
+
+    from spectheory.gpu_validation.stats import weighted_chisq_sf
+
+    for k in (1, 2, 5, 50, 2000):
+        for pv in (1e-2, 1e-4, 1e-8, 1e-12):
+            r = weighted_chisq_sf(0.3 * chi2.isf(pv, k), np.full(k, 0.3)) / pv
+            assert 1.0 <= r < 1.12
+    a, b = 2 * 3.0, 2 * 0.5  # weights (3, 3, 0.5, 0.5)
+    for x in (30.0, 60.0, 120.0):
+        exact = (a * np.exp(-x / a) - b * np.exp(-x / b)) / (a - b)
+        r = weighted_chisq_sf(x, [3.0, 3.0, 0.5, 0.5, 0.0, -1e-18]) / exact
+        assert 1.0 <= r < 1.12
+    assert weighted_chisq_sf(0.0, [1.0]) == 1.0 and weighted_chisq_sf(1.0, []) == 0.0
+    assert weighted_chisq_sf(1e9, [1.0, 0.5]) == 0.0
+
+
+def test_rao_scott_calibrated_where_hotelling_fails():
+    """400 lossless runs of the Rao-Blackwellised pair test (token verification, 52 bins with
+    expected count >= 5, n = 20,000, each run's drafts a multinomial draw over all 64 drafts, 14
+    of them with n q < 1): the Rao-Scott test rejects at about its level; Hotelling's T^2 with
+    the sample covariance (pseudo-inverse over eigenvalues above 1e-10 of the largest) rejects
+    every run at level 0.01, its largest terms in the directions of drafts that never occurred.
+    A planted total-variation bias of 0.01 is caught in > 85% of runs, where a G-test of as many
+    sampled pairs catches it in < 20% (measured: 93% and 13%)."""
+    n, runs = 20000, 400
+    X, q, p, w, pair = _synthetic_pairs(8, seed=0)
+    y1, y2 = torch.nonzero(pair * n >= 5).T
+    e = pair[y1, y2]
+    F = _rb_rows("token", X, q, p, pair, y1, y2)
+    assert len(e) == 52 and int((w * n < 1).sum()) == 14
+    h = len(e) // 2  # planted bias: move 0.01 of mass from the first half of the bins
+    biased = e + 0.01 * torch.cat([-e[:h] / e[:h].sum(), e[h:] / e[h:].sum()])
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # 52 x 52 matrices: threads only add overhead
+    try:
+        p_rs, p_hot, p_bias = _runs(F, e, biased, w, n, runs, np.random.default_rng(0))
+    finally:
+        torch.set_num_threads(threads)
+    # Binomial(400, 0.01) and (400, 0.05): these bounds hold with probability > 0.999
+    assert (p_rs < 0.01).sum() <= 12 and 7 <= (p_rs < 0.05).sum() <= 36
+    assert (p_hot < 0.01).sum() == runs
+    assert (p_bias < 0.01).mean() > 0.85
+
+
+def _runs(F, e, biased, w, n, runs, rng):
+    """p-values over ``runs`` multinomial draws of the drafts' counts: the Rao-Scott test of the
+    mean against e and against the biased vector, and Hotelling's T^2 against e with the sample
+    covariance."""
+    from scipy.stats import chi2
+
+    from spectheory.gpu_validation.stats import rao_scott_test
+
+    p_rs, p_hot, p_bias = [], [], []
+    for _ in range(runs):
+        c = torch.from_numpy(rng.multinomial(n, w.numpy()).astype(np.float64))
+        for target, out in ((e, p_rs), (biased, p_bias)):
+            G = F - target
+            out.append(rao_scott_test(c @ G, G.T @ (c[:, None] * G), n, target)["p_value"])
+        mean = c @ F / n
+        S = (F.T @ (c[:, None] * F) - n * torch.outer(mean, mean)) / (n - 1)
+        ev, U = torch.linalg.eigh(S)
+        keep = ev > ev.max() * 1e-10
+        T2 = float(n * ((U.T @ (mean - e))[keep] ** 2 / ev[keep]).sum())
+        p_hot.append(chi2.sf(T2, int(keep.sum())))
+    return np.array(p_rs), np.array(p_hot), np.array(p_bias)
+
+
+def test_rao_scott_edge_cases():
+    from spectheory.errors import SpectheoryError
+    from spectheory.gpu_validation.stats import rao_scott_test
+
+    empty = rao_scott_test(torch.zeros(0), torch.zeros(0, 0), 10, torch.zeros(0))
+    assert empty["p_value"] == 1.0 and empty["bins"] == 0
+    e = torch.tensor([0.25, 0.5], dtype=torch.float64)
+    # every vector equal to e (nothing varies): p = 1; every vector off by 0.1: p = 0
+    assert rao_scott_test(torch.zeros(2), torch.zeros(2, 2), 100, e)["p_value"] == 1.0
+    off = torch.tensor([0.1, 0.0], dtype=torch.float64)
+    r = rao_scott_test(100 * off, 100 * torch.outer(off, off), 100, e)
+    assert r["p_value"] == 0.0 and r["tv_bins"] == pytest.approx(0.05)
+    with pytest.raises(SpectheoryError, match="positive"):
+        rao_scott_test(torch.zeros(2), torch.zeros(2, 2), 100, torch.tensor([0.5, 0.0]))
+    with pytest.raises(SpectheoryError, match="at least 2"):
+        rao_scott_test(torch.zeros(2), torch.zeros(2, 2), 1, e)

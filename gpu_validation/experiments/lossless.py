@@ -7,8 +7,9 @@ read off: (X_1, X_2) when tau >= 2, (X_1, Y) when tau = 1, and (Y, Z) with Z ~ p
 target forward when tau = 0. Under a lossless verifier their joint law is
 p(y1|c) p(y2|c, y1).
 
-G-test (likelihood-ratio goodness of fit), G = 2 sum_bins O ln(O / E), against chi-square with
-(bins - 1) degrees of freedom; bins are the categories with expected count >= 5 plus one
+G-test (likelihood-ratio goodness of fit), G = 2 sum_bins O ln(O / E) with Williams' correction
+(`spectheory.gpu_validation.stats.gtest`), against chi-square with (bins - 1) degrees of
+freedom; bins are the categories with expected count >= 5 plus one
 remainder bin with everything else:
 * first token: every token y1 with N p(y1|c) >= 5, plus the remainder;
 * pair: (y1, y2) for y1 among the first-token bins and N p(y1|c) p(y2|c,y1) >= 5, plus the rest.
@@ -18,11 +19,14 @@ implementation fails the whole run with probability at most ``alpha``. A deliber
 verifier (the registered lossy control ``uniform-product``) is the negative control: it must be
 rejected.
 
-Third test, with far more power per sample (single-path verifiers): the Rao-Blackwellised pair
+Third test, with more power per sample (single-path verifiers): the Rao-Blackwellised pair
 law. For each drafted row the exact conditional probability of each pair bin given the draft is
 read from the verifier's law (`spectheory.gpu_validation.stats.rb_pair_rows`); under losslessness
-these i.i.d. vectors have mean p(y1|c) p(y2|c,y1), tested with a large-sample Hotelling T^2
-(`spectheory.gpu_validation.stats.hotelling`).
+these i.i.d. vectors have mean p(y1|c) p(y2|c,y1), tested with Pearson's statistic on their mean
+calibrated by their estimated covariance (Rao & Scott, JASA 76, 1981;
+`spectheory.gpu_validation.stats.rao_scott_test`). Their covariance is at most the multinomial
+one of the sampled pairs, so for large n this test has at least the power of Pearson's test of
+the sampled pairs on the same bins.
 
 Also reported, without a test: a Rao-Blackwellised estimate of the first-token law,
 mean over rows of (1 - P(tau=0|X)) 1[X_1 = .] + P(tau=0|X) correction_0(.|X), and its total
@@ -47,7 +51,7 @@ from ..checks import check_float, check_int, check_seed, parse_name_list
 from ..decoding import (SamplingConfig, SpeculativeDecoder, check_memory, draw_uniforms,
                         resolve_verifier)
 from ..hf_models import ModelSpec
-from ..stats import check_pair_bins, gtest, hotelling, rb_pair_rows
+from ..stats import check_pair_bins, gtest, rao_scott_test, rb_pair_rows
 from .config import check_out_file, stderr_log
 
 
@@ -132,6 +136,8 @@ def sample_two_tokens(dec: SpeculativeDecoder, prompt_ids, verifiers: dict, n: i
             p0 = prop.p[0, 0].clone()
             y1b, y2b, prow_b = pair_bins(dec, snap, p0, n)
             dev = p0.device  # the sums stay on the device (the outer products are large)
+            # the null mean p(y1|c) p(y2|c,y1); the sums are of the rows shifted by it
+            expected = p0.double()[y1b] * prow_b
             rbp = {v: [torch.zeros(len(y1b), dtype=torch.float64, device=dev),
                        torch.zeros(len(y1b), len(y1b), dtype=torch.float64, device=dev)]
                    for v in verifiers}
@@ -147,7 +153,7 @@ def sample_two_tokens(dec: SpeculativeDecoder, prompt_ids, verifiers: dict, n: i
                 stop0 = law.stop[:, 0]
                 corr0 = law.correction[:, 0]
                 x1 = X[:, 0]
-                vrows = rb_pair_rows(X, law, y1b, y2b, prow_b).double()
+                vrows = rb_pair_rows(X, law, y1b, y2b, prow_b).double() - expected
                 rbp[name][0] += vrows.sum(0)
                 rbp[name][1] += vrows.T @ vrows
             else:
@@ -196,8 +202,7 @@ def sample_two_tokens(dec: SpeculativeDecoder, prompt_ids, verifiers: dict, n: i
         bar.update(m)
     bar.close()
     rb = {v: (t / n) for v, t in rb.items()}
-    expected = (p0.double().cpu()[y1b.cpu()] * prow_b.double().cpu())
-    rb_pair = {v: hotelling(rbp[v][0].cpu(), rbp[v][1].cpu(), n, expected)
+    rb_pair = {v: rao_scott_test(rbp[v][0].cpu(), rbp[v][1].cpu(), n, expected.cpu())
                for v, spec in verifiers.items() if spec.single_path}
     return pairs, p0, rb, snap, rb_pair
 
