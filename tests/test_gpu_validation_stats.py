@@ -294,7 +294,7 @@ def _runs(F, e, biased, w, n, runs, rng):
 
 
 def test_rao_scott_edge_cases():
-    from spectheory.errors import SpectheoryError
+    from spectheory.runtime.errors import SpectheoryError
     from spectheory.gpu_validation.stats import rao_scott_test
 
     empty = rao_scott_test(torch.zeros(0), torch.zeros(0, 0), 10, torch.zeros(0))
