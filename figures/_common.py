@@ -1,9 +1,10 @@
 """Helpers shared by the figure scripts of this folder (``figN_<name>.py``).
 
-Toy instances by family and knob ([`spectheory.toy_models`][spectheory.toy_models]), the exact
-single-path numbers of one instance ([`analyze`][spectheory.engine.analysis.analyze], float64), the multi-path
-table that figures 4 and 5 both plot (computed once per process), the published numbers of Sun et
-al. that figure 6 compares with, and saving a matplotlib figure as PNG and PDF with fixed metadata
+Toy instances by family and knob ([`spectheory.toy_models`][spectheory.toy_models]), running a
+figure's grid on the sweep engine ([`spectheory.sweep`][spectheory.sweep], `run_grid`: one job per
+instance and verifier, LP or measure, in child processes, as one table), the multi-path table that
+figures 4 and 5 both plot (computed once per process), the published numbers of Sun et al. that
+figure 6 compares with, and saving a matplotlib figure as PNG and PDF with fixed metadata
 (byte-stable reruns).
 
 Each script's ``main(out, quick=False)`` writes ``out/<stem>.png`` and ``out/<stem>.pdf`` and
@@ -16,20 +17,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import warnings
-from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
 from spectheory.runtime.errors import SpectheoryError
-from spectheory.engine.analysis import analyze
 from spectheory.cli.figures import jsonable
 from spectheory.inputs.instances import Instance
 from spectheory.registry import DRAFTING_MAX_PATHS
-from spectheory.verifiers import MULTI_PATH, block_verification, token_verification
+from spectheory.verifiers import MULTI_PATH
 
 #: The published numbers (Sun et al., PaLM-2 S target / XXS draft, average of 8 datasets).
 PAPER = {
@@ -57,11 +57,6 @@ FORMATS = ("png", "pdf")
 # ----------------------------------------------------------------------------- instances
 
 
-def truncate(inst: Instance, L: int) -> Instance:
-    """The same models with block length L (tables deeper than L are simply not used)."""
-    return replace(inst, block_length=int(L))
-
-
 def make_family(family: str, V: int, L: int, seed: int, knob_value) -> Instance:
     """A toy instance of ``family`` (`FAMILY_BASE` parameters) with its knob at
     ``knob_value``."""
@@ -74,15 +69,109 @@ def make_family(family: str, V: int, L: int, seed: int, knob_value) -> Instance:
     return make_instance(family, **params)
 
 
-def single_path(inst: Instance) -> dict:
-    """Exact token and block verification results on one instance (float64)."""
-    tok = analyze(inst, token_verification, "token")
-    blk = analyze(inst, block_verification, "block")
-    return {
-        "token_E_tau": float(tok.expected_accepted), "block_E_tau": float(blk.expected_accepted),
-        "token_pmf": [float(v) for v in tok.tau_pmf], "block_pmf": [float(v) for v in blk.tau_pmf],
-        "max_tv_to_target": max(float(tok.tv_to_target), float(blk.tv_to_target)),
-    }
+# ----------------------------------------------------------------------------- sweeps
+
+
+#: Per-job limits of the figures' sweeps: a generous clock, so that a full run is never cut
+#: short, and no memory limit (reading a child's memory costs more than most of these jobs).
+GRID_LIMITS = {"time_limit": 7200, "memory_limit_mb": 0}
+_TABLES = ("instances", "verifiers", "optima", "measures")
+
+
+def _toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            raise SpectheoryError(f"a sweep value must be finite; got {v!r}")
+        return repr(v)  # the shortest text that reads back as the same float
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    raise SpectheoryError(f"a sweep value must be a number, a string or a list; got {v!r}")
+
+
+def sweep_toml(config: dict) -> str:
+    """The TOML text of a sweep given as a dict: ``"sweep"`` a table, ``"instances"``,
+    ``"verifiers"``, ``"optima"`` and ``"measures"`` lists of tables (the keys of
+    `spectheory.sweep.config`). Floats are written as their ``repr``, which reads back as the
+    same float, so the jobs see exactly the values of the dict."""
+    lines = []
+    if config.get("sweep"):
+        lines.append("[sweep]")
+        lines += [f"{k} = {_toml_value(v)}" for k, v in config["sweep"].items()]
+    for name in _TABLES:
+        for table in config.get(name, []):
+            lines.append(f"[[{name}]]")
+            lines += [f"{k} = {_toml_value(v)}" for k, v in table.items()]
+    unknown = set(config) - {"sweep", *_TABLES}
+    if unknown:
+        raise SpectheoryError(f"unknown sweep table {sorted(unknown)[0]!r}")
+    return "\n".join(lines) + "\n"
+
+
+def describe_row(r: dict) -> str:
+    """A sweep row's method and instance in a few words."""
+    what = r["name"] + (f" tree ({r['shape']})" if r.get("shape") else
+                        f", K = {r['paths']}" if r["kind"] != "measure" else "")
+    if r["drafting"]:
+        what += f", {r['drafting']} drafting"
+    knobs = ", ".join(f"{k} = {v}" for k, v in json.loads(r["knobs"]).items())
+    return (f"{what} on {r['family']} (V = {r['vocab']}, L = {r['block']}, seed {r['seed']}"
+            + (f", {knobs}" if knobs else "") + ")")
+
+
+def run_grid(config: dict) -> list[dict]:
+    """Run a figure's grid on the sweep engine and return its rows (grid order).
+
+    ``config`` is the sweep as a dict (`sweep_toml`); it runs through
+    [`run_sweep`][spectheory.sweep.run_sweep] with the default local executor and its default
+    workers, in a fresh temporary folder (nothing is reused between runs; in memory, under
+    ``/dev/shm``, where there is one), under `GRID_LIMITS`. Unless the config sets ``batch``,
+    each worker's child process runs its share of the jobs (dealt round-robin) one after the
+    other: the figures' jobs mostly take milliseconds, less than forking a process. A job that
+    did not end ``ok`` is never dropped: the figure stops with `SpectheoryError` naming every
+    such row and its error."""
+    import os
+    import shutil
+    import tempfile
+
+    from spectheory.sweep import load_config, run_sweep
+    from spectheory.sweep.config import count_jobs
+
+    config = {**config, "sweep": {**GRID_LIMITS, **config.get("sweep", {})}}
+    name = config["sweep"].get("name", "figure")
+    if "batch" not in config["sweep"]:
+        workers = max(1, min(os.cpu_count() or 1, 8))  # run_sweep's default
+        jobs = count_jobs(load_config(sweep_toml(config)))
+        config["sweep"]["batch"] = max(1, -(-jobs // workers))
+    shm = Path("/dev/shm")
+    folder = tempfile.mkdtemp(prefix=f"spectheory-fig-{name}-",
+                              dir=shm if shm.is_dir() and os.access(shm, os.W_OK) else None)
+    try:
+        rows = run_sweep(load_config(sweep_toml(config)), folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    failed = [r for r in rows if r["status"] != "ok"]
+    if failed:
+        raise SpectheoryError(
+            f"{len(failed)} of {len(rows)} jobs of the {name} sweep did not finish: "
+            + "; ".join(f"{describe_row(r)}: {r['status']}: {r['error']}" for r in failed))
+    return rows
+
+
+def by_key(rows: list[dict], *columns) -> dict:
+    """The rows indexed by the values of ``columns`` (a tuple key; one row per key)."""
+    out = {}
+    for r in rows:
+        key = tuple(r[c] for c in columns)
+        if key in out:
+            raise SpectheoryError(f"two rows of the sweep share {dict(zip(columns, key))}")
+        out[key] = r
+    return out
 
 
 # ----------------------------------------------------------------------------- multi-path
@@ -104,6 +193,7 @@ def _multipath_data(quick: bool) -> str:
     import tempfile
 
     from spectheory.sweep import load_config, run_sweep
+    from spectheory.sweep.config import count_jobs
 
     g = MULTIPATH_GRID[quick]
     verifiers = dict(MULTI_PATH)
@@ -129,9 +219,14 @@ alpha = 1.0
     for scheme in schemes:
         paths = [K for K in small if K <= DRAFTING_MAX_PATHS.get(scheme, K)]
         text += f'[[optima]]\nproblem = "direct"\npaths = {paths}\ndrafting = "{scheme}"\n'
+    workers = min(2, os.cpu_count() or 1)
+    # as `run_grid`: no memory limit to read, one batch of jobs per worker
+    batch = -(-count_jobs(load_config(text)) // workers)
+    text = text.replace('name = "multipath-vs-K"\n',
+                        f'name = "multipath-vs-K"\nmemory_limit_mb = 0\nbatch = {batch}\n')
     folder = tempfile.mkdtemp(prefix="spectheory-fig-multipath-")
     try:
-        table = run_sweep(load_config(text), folder, workers=min(2, os.cpu_count() or 1))
+        table = run_sweep(load_config(text), folder, workers=workers)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     rows, notes, by_key = [], [], {}

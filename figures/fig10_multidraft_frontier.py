@@ -40,9 +40,16 @@ stop at K = 4 and hu, khisti and global-resolution at K = 7 (the selection LP ha
 K variables: 110,000 at K = 4, 90 s). A full run takes about 3 minutes on 2 cores, ``--quick`` (one
 seed, K <= 4) about 5 s.
 
+The grid runs on the sweep engine ([`spectheory.sweep`][spectheory.sweep]) as one sweep: one
+instance table per L, each method restricted to its L with its own K values, the draft-tree points
+as tree jobs (``shape`` (K, 1, ..., 1)), the ceilings as the sweep's ``multidraft-l1``,
+``selection``, ``multipath`` and ``direct`` optima; this script reads the table into curves and
+plots them.
+
 Numbers (``figures.json``, key ``fig10_multidraft_frontier``): per panel, each verifier's and
-ceiling's K values, mean E[tau + 1] and per-seed values, the route and seconds, the ceilings'
-kind, and the largest amount by which a verifier's mean exceeds its exact ceiling (rounding only).
+ceiling's K values, mean E[tau + 1] and per-seed values, the route and seconds (the sweep jobs'
+time, summed), the ceilings' kind, and the largest amount by which a verifier's mean exceeds its
+exact ceiling (rounding only).
 
 Full run: at L = 1 the optimum reaches 1.9756 at K = 8 with i.i.d. drafts (2.0000 without
 replacement); hu gives 1.9587 at K = 6 (optimum 1.9587), specinfer 1.8847 at K = 8, and gbv peaks
@@ -53,18 +60,12 @@ at 1.8485 (K = 3) and falls to 1.6641 at K = 8. At L = 3, K = 3 the i.i.d. optim
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import numpy as np
 
-import spectheory as st
-from _common import make_family, pyplot, run_script, save
-from spectheory.lp import direct_lp, multipath_lp
-from spectheory.lp.selection import selection_lp
-from spectheory.bounds import optimal_acceptance
+from _common import FAMILY_BASE, KNOB, pyplot, run_grid, run_script, save
 from spectheory.registry import verifier_names
-from spectheory.engine.analysis import analyze_tree
 
 STEM = "fig10_multidraft_frontier"
 FAMILY, KNOB_VALUE = "logit-noise", 1.0
@@ -109,96 +110,127 @@ GRID = {
 # ----------------------------------------------------------------------------- numbers
 
 
-def verifier_value(inst, name: str, K: int, drafting: str, L: int) -> tuple[float, str]:
-    """E[tau + 1] of a registered verifier with K paths, and the route that computed it."""
+def _route(name: str, L: int) -> str:
+    """How a verifier's E[tau + 1] is computed: GBV on its analytic route, node rules on the
+    draft tree (K, 1, ..., 1) where that is cheaper, the others on the joint enumeration."""
     if name == "gbv":
-        return float(st.analyze(inst, "gbv", paths=K).block_efficiency), "gbv analytic"
+        return "gbv analytic"
     if name in NODE_RULE and (L > 1 or name == "specinfer"):
-        r = analyze_tree(inst, name, shape=(K,) + (1,) * (L - 1), drafting=drafting, exact=False)
-        return float(r.block_efficiency), "draft tree (K, 1, ..., 1)"
-    r = st.analyze(inst, name, paths=K, drafting=drafting)
-    return float(r.block_efficiency), "joint enumeration"
+        return "draft tree (K, 1, ..., 1)"
+    return "joint enumeration"
 
 
-def ceiling_value(inst, K: int, drafting: str, L: int) -> tuple[float, str]:
-    """The best valid K-path verifier's E[tau + 1] under ``drafting``."""
-    if L == 1:
-        p, q = list(inst.target.level(0)[0]), list(inst.draft.level(0)[0])
-        return 1.0 + float(optimal_acceptance(p, q, K, drafting)[0]), "exact L = 1 optimum"
-    return float(selection_lp(inst, K, drafting=drafting).optimum), "best selection rule LP"
+def _Ks(g: dict, L: int, key: str) -> list[int]:
+    return [K for K in g["Ks"] if K <= g["max_K"][L][key]]
 
 
-def _curve(values: dict, seconds: float, route: str | None) -> dict:
-    Ks = sorted(values)
-    per_seed = [values[K] for K in Ks]
+def _chain(K: int, L: int) -> str:
+    return ",".join([str(K)] + ["1"] * (L - 1))
+
+
+def grid(g: dict) -> dict:
+    """The sweep: one instance table per L (its own V), each method restricted to its L
+    (``block``) with the K values of ``g["max_K"]``: the verifiers by their route (`_route`;
+    the draft-tree ones by ``shape``), the ceilings (the L = 1 closed form ``multidraft-l1`` or
+    the ``selection`` LP; the ``multipath`` relaxation at L > 1), and SpecHub with the direct LP
+    of hub drafts where SpecHub is registered."""
+    instances = [{"family": f"toy:{FAMILY}", "vocab": g["V"][L], "block": L,
+                  "seeds": list(g["seeds"]), **FAMILY_BASE[FAMILY], KNOB[FAMILY]: KNOB_VALUE}
+                 for L in (1, 3)]
+    verifiers, optima = [], []
+    for L in (1, 3):
+        for drafting, names in (("iid", IID), ("norep", NOREP)):
+            for name in names:
+                Ks = _Ks(g, L, name)
+                if not Ks:
+                    continue
+                route = _route(name, L)
+                if route == "gbv analytic":
+                    verifiers.append({"name": name, "paths": Ks, "block": L})
+                elif route.startswith("draft tree"):
+                    verifiers.append({"name": name, "drafting": drafting,
+                                      "shape": [_chain(K, L) for K in Ks]})
+                else:
+                    verifiers.append({"name": name, "paths": Ks, "drafting": drafting,
+                                      "block": L})
+            Ks = _Ks(g, L, f"ceiling-{drafting}")
+            if Ks:
+                optima.append({"problem": "multidraft-l1" if L == 1 else "selection",
+                               "paths": Ks, "drafting": drafting, "block": L})
+        Ks = _Ks(g, L, "relaxation") if L > 1 else []
+        if Ks:
+            optima.append({"problem": "multipath", "paths": Ks, "block": L})
+    if "spechub" in verifier_names():
+        Ks = [K for K in (1, 2) if K in g["Ks"]]
+        verifiers.append({"name": "spechub", "paths": Ks, "drafting": "hub"})
+        optima.append({"problem": "direct", "paths": Ks, "drafting": "hub"})
+    return {"sweep": {"name": "fig10-multidraft-frontier"}, "instances": instances,
+            "verifiers": verifiers, "optima": optima}
+
+
+def _curve(rows: list[dict], seeds, route: str | None) -> dict:
+    """A curve from its sweep rows: per K, the mean over the seeds and the per-seed values;
+    ``seconds``: the jobs' time, summed."""
+    by = {(r["paths"], r["seed"]): r for r in rows}
+    Ks = sorted({K for K, _ in by})
+    per_seed = [[by[K, s]["block_efficiency"] for s in seeds] for K in Ks]
     return {"K": Ks, "mean": [float(np.mean(v)) for v in per_seed],
-            "per_seed": [[float(x) for x in v] for v in per_seed], "route": route,
-            "seconds": round(seconds, 2)}
+            "per_seed": [[float(x) for x in v] for v in per_seed],
+            "route": route if Ks else None,
+            "seconds": round(sum(r["seconds"] for r in rows), 2)}
 
 
-def panel(L: int, drafting: str, g: dict, names: tuple[str, ...]) -> dict:
-    V, lim = g["V"][L], g["max_K"][L]
-    insts = [make_family(FAMILY, V, L, seed, KNOB_VALUE) for seed in g["seeds"]]
+def _select(rows: list[dict], L: int, kind: str, name: str, drafting: str | None = None):
+    return [r for r in rows if r["block"] == L and r["kind"] == kind and r["name"] == name
+            and (drafting is None or r["drafting"] == drafting)]
+
+
+def panel(rows: list[dict], L: int, drafting: str, g: dict, names: tuple[str, ...]) -> dict:
+    """One panel (L, drafting scheme) from the sweep's rows."""
     curves = {}
     for name in names:
-        t0, vals, route = time.time(), {}, None
-        for K in g["Ks"]:
-            if K > lim[name]:
-                continue
-            vals[K] = []
-            for inst in insts:
-                v, route = verifier_value(inst, name, K, drafting, L)
-                vals[K].append(v)
-        curves[name] = _curve(vals, time.time() - t0, route)
+        route = _route(name, L)
+        mine = _select(rows, L, "verifier", name,
+                       None if route == "gbv analytic" else drafting)
+        curves[name] = _curve(mine, g["seeds"], route)
     ceilings = {}
-    t0, vals, kind = time.time(), {}, None
-    for K in g["Ks"]:
-        if K <= lim[f"ceiling-{drafting}"]:
-            vals[K] = []
-            for inst in insts:
-                v, kind = ceiling_value(inst, K, drafting, L)
-                vals[K].append(v)
-    ceilings["optimum"] = {**_curve(vals, time.time() - t0, None), "kind": kind,
-                           "upper_bound_only": False}
+    problem = "multidraft-l1" if L == 1 else "selection"
+    opt = _curve(_select(rows, L, "optimum", problem, drafting), g["seeds"], None)
+    kind = ({"multidraft-l1": "exact L = 1 optimum",
+             "selection": "best selection rule LP"}[problem] if opt["K"] else None)
+    ceilings["optimum"] = {**opt, "kind": kind, "upper_bound_only": False}
     if L > 1 and drafting == "iid":
-        t0, vals = time.time(), {}
-        for K in g["Ks"]:
-            if K <= lim["relaxation"]:
-                vals[K] = [float(multipath_lp(inst, paths=K).optimum) for inst in insts]
-        ceilings["relaxation"] = {**_curve(vals, time.time() - t0, None),
+        ceilings["relaxation"] = {**_curve(_select(rows, L, "optimum", "multipath"),
+                                           g["seeds"], None),
                                   "kind": "multi-path LP relaxation", "upper_bound_only": True}
-    return {"L": L, "V": V, "drafting": drafting, "curves": curves, "ceilings": ceilings}
+    return {"L": L, "V": g["V"][L], "drafting": drafting, "curves": curves,
+            "ceilings": ceilings}
 
 
-def spechub_markers(L: int, g: dict) -> dict | None:
+def spechub_markers(rows: list[dict], L: int, g: dict) -> dict | None:
     """SpecHub (K <= 2, on its own ``hub`` drafts) and the best valid verifier of those drafts
     ([`direct_lp`][spectheory.lp.direct.direct_lp] with ``drafting="hub"``), where SpecHub is
     registered; else None."""
     if "spechub" not in verifier_names():
         return None
-    insts = [make_family(FAMILY, g["V"][L], L, seed, KNOB_VALUE) for seed in g["seeds"]]
-    Ks = [K for K in (1, 2) if K in g["Ks"]]
-    t0 = time.time()
-    vals = {K: [float(st.analyze(inst, "spechub", paths=K, drafting="hub").block_efficiency)
-                for inst in insts] for K in Ks}
-    hub = _curve(vals, time.time() - t0, "joint enumeration (hub drafting)")
-    t0 = time.time()
-    vals = {K: [float(direct_lp(inst, K, drafting="hub").optimum) for inst in insts] for K in Ks}
-    return {"spechub": hub, "optimum": {**_curve(vals, time.time() - t0, None),
-                                        "kind": "direct LP, hub drafting",
+    hub = _curve(_select(rows, L, "verifier", "spechub", "hub"), g["seeds"],
+                 "joint enumeration (hub drafting)")
+    best = _curve(_select(rows, L, "optimum", "direct", "hub"), g["seeds"], None)
+    return {"spechub": hub, "optimum": {**best, "kind": "direct LP, hub drafting",
                                         "upper_bound_only": False}}
 
 
 def compute(quick: bool = False) -> dict:
     g = GRID[bool(quick)]
+    rows = run_grid(grid(g))
     panels = []
     for L in (1, 3):  # each verifier under its own drafting scheme: no DraftingWarning
-        iid = panel(L, "iid", g, IID)
-        hub = spechub_markers(L, g)
+        iid = panel(rows, L, "iid", g, IID)
+        hub = spechub_markers(rows, L, g)
         if hub is not None:
             iid["spechub"] = hub
         panels.append(iid)
-        panels.append(panel(L, "norep", g, NOREP))
+        panels.append(panel(rows, L, "norep", g, NOREP))
     for p in panels:  # the largest amount by which a verifier exceeds its exact ceiling
         opt = p["ceilings"]["optimum"]
         worst = -np.inf

@@ -9,6 +9,10 @@ sum_i sum_{x^i} min(q(x^i), p(x^i)) (an upper bound no verifier reaches). Line =
 truncated, so the curves follow the same models. Left: independent Dirichlet(1) draft and target
 rows; right: draft = target logits plus N(0, 1) noise of scale 1 (target rows Dirichlet(0.5)).
 
+The grid runs on the sweep engine ([`spectheory.sweep`][spectheory.sweep]): one job per instance,
+L and quantity (token, block, node-budget LP, coupling bound), the instances built by the sweep's
+toy families with ``truncate_from`` = the largest L; this script only reads the table and plots it.
+
 Numbers (``figures.json``, key ``fig1_accepted_vs_L``): for each panel, E[tau] of token and block
 verification, the LP optimum minus 1 and the coupling bound minus 1, per instance (rows) and L
 (columns), all exact in float64 (full sequence-tree enumeration, no sampling).
@@ -23,8 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import (FAMILY_BASE, KNOB, band, make_family, pyplot, run_script, save, single_path,
-                     truncate)
+from _common import FAMILY_BASE, band, by_key, pyplot, run_grid, run_script, save
 
 STEM = "fig1_accepted_vs_L"
 GRID = {False: {"V": 4, "Ls": tuple(range(1, 9)), "seeds": 16, "lp_max_L": 6},
@@ -32,26 +35,37 @@ GRID = {False: {"V": 4, "Ls": tuple(range(1, 9)), "seeds": 16, "lp_max_L": 6},
 PANELS = [("dirichlet", {"alpha": 1.0}), ("logit-noise", {"sigma": 1.0})]
 
 
-def compute(V: int, Ls, seeds: int, lp_max_L: int) -> dict:
-    from spectheory.lp import coupling_bound, node_budget_lp
+def grid(V: int, Ls, seeds: int, lp_max_L: int) -> dict:
+    """The sweep: both panels' families (each instance built for the largest L and truncated),
+    token and block verification, the coupling bound, and the node-budget LP up to
+    ``lp_max_L``."""
+    optima = [{"problem": "coupling"}]
+    solved = [L for L in Ls if L <= lp_max_L]
+    if solved:
+        optima.append({"problem": "node-budget", "block": solved})
+    return {"sweep": {"name": "fig1-accepted-vs-L"},
+            "instances": [{"family": f"toy:{family}", "vocab": V, "block": list(Ls),
+                           "seeds": list(range(seeds)), "truncate_from": max(Ls),
+                           **FAMILY_BASE.get(family, {}), **knob} for family, knob in PANELS],
+            "verifiers": [{"name": ["token", "block"]}],
+            "optima": optima}
 
+
+def compute(V: int, Ls, seeds: int, lp_max_L: int) -> dict:
+    rows = by_key(run_grid(grid(V, Ls, seeds, lp_max_L)), "family", "seed", "block", "name")
     panels = []
     for family, knob in PANELS:
-        rows = {k: [] for k in ("token", "block", "lp", "coupling")}
+        values = {k: [] for k in ("token", "block", "lp", "coupling")}
         for seed in range(seeds):
-            base = make_family(family, V, max(Ls), seed, knob[KNOB[family]])
-            tok, blk, lpv, cpl = [], [], [], []
-            for L in Ls:
-                inst = truncate(base, L)
-                r = single_path(inst)
-                tok.append(r["token_E_tau"])
-                blk.append(r["block_E_tau"])
-                lpv.append(float(node_budget_lp(inst).optimum) - 1.0 if L <= lp_max_L else None)
-                cpl.append(float(coupling_bound(inst).optimum) - 1.0)
-            for k, v in zip(("token", "block", "lp", "coupling"), (tok, blk, lpv, cpl)):
-                rows[k].append(v)
+            at = {(name, L): r for (f, s, L, name), r in rows.items()
+                  if f == f"toy:{family}" and s == seed}
+            values["token"].append([at["token", L]["expected_accepted"] for L in Ls])
+            values["block"].append([at["block", L]["expected_accepted"] for L in Ls])
+            values["lp"].append([at["node-budget", L]["block_efficiency"] - 1.0
+                                 if L <= lp_max_L else None for L in Ls])
+            values["coupling"].append([at["coupling", L]["block_efficiency"] - 1.0 for L in Ls])
         panels.append({"family": family, "params": {**FAMILY_BASE.get(family, {}), **knob},
-                       "values": rows})
+                       "values": values})
     return {"V": V, "Ls": list(Ls), "seeds": seeds, "lp_max_L": lp_max_L, "panels": panels}
 
 

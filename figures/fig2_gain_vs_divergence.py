@@ -10,6 +10,10 @@ draft of order 1-3 fitted on 10% of the text, V = 5). Each point is the mean ove
 knob value (V = 4 except the n-grams). The gain is zero when the draft equals the target (TV = 0)
 and when the two share nothing, and grows with L.
 
+The grid runs on the sweep engine ([`spectheory.sweep`][spectheory.sweep]): one job per instance
+(family, knob value, seed, L; built for the largest L and truncated) and quantity (token, block,
+mean TV, mean KL); this script only reads the table and plots it.
+
 Numbers (``figures.json``, key ``fig2_gain_vs_divergence``): per family, one point per knob value,
 seed and L with the mean TV and KL divergence and both block efficiencies, exact in float64.
 
@@ -19,11 +23,12 @@ Full run: the largest gain on one instance is +31.0% (dirichlet, alpha = 4.0, se
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 
-from _common import FAMILY_BASE, KNOB, make_family, pyplot, run_script, save, single_path, truncate
+from _common import FAMILY_BASE, KNOB, by_key, pyplot, run_grid, run_script, save
 
 STEM = "fig2_gain_vs_divergence"
 GRID = {
@@ -48,22 +53,37 @@ FAMILY_TITLES = {
 }
 
 
-def compute(V: int, Ls, seeds: int, knobs: dict) -> dict:
-    from spectheory.toy_models import mean_divergence
+def grid(V: int, Ls, seeds: int, knobs: dict) -> dict:
+    """The sweep: one instance table per family (its `FAMILY_BASE` parameters, its knob's
+    values; the n-gram family has its own V), each instance built for the largest L and
+    truncated; token and block verification and the mean TV and KL divergence."""
+    instances = []
+    for family, values in knobs.items():
+        base = dict(FAMILY_BASE.get(family, {}))
+        instances.append({"family": f"toy:{family}", "vocab": base.pop("vocab_size", V),
+                          "block": list(Ls), "seeds": list(range(seeds)),
+                          "truncate_from": max(Ls), **base, KNOB[family]: list(values)})
+    return {"sweep": {"name": "fig2-gain-vs-divergence"}, "instances": instances,
+            "verifiers": [{"name": ["token", "block"]}], "measures": [{"name": ["tv", "kl"]}]}
 
+
+def compute(V: int, Ls, seeds: int, knobs: dict) -> dict:
+    table = run_grid(grid(V, Ls, seeds, knobs))
+    rows = by_key([dict(r, knob=json.loads(r["knobs"])[KNOB[r["family"][4:]]]) for r in table],
+                  "family", "knob", "seed", "block", "name")
     panels = []
     for family, values in knobs.items():
         points = []
         for k in values:
             for seed in range(seeds):
-                base = make_family(family, V, max(Ls), seed, k)
                 for L in Ls:
-                    inst = truncate(base, L)
-                    r = single_path(inst)
+                    at = {n: rows[f"toy:{family}", k, seed, L, n]
+                          for n in ("token", "block", "tv", "kl")}
                     points.append({
                         "knob": k, "seed": seed, "L": L,
-                        "tv": mean_divergence(inst, "tv"), "kl": mean_divergence(inst, "kl"),
-                        "token_be": r["token_E_tau"] + 1, "block_be": r["block_E_tau"] + 1,
+                        "tv": at["tv"]["value"], "kl": at["kl"]["value"],
+                        "token_be": at["token"]["expected_accepted"] + 1,
+                        "block_be": at["block"]["expected_accepted"] + 1,
                     })
         panels.append({"family": family, "knob": KNOB[family],
                        "V": FAMILY_BASE.get(family, {}).get("vocab_size", V),

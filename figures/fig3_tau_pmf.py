@@ -8,6 +8,12 @@ the values the paper reports. Right, in float64, a character 4-gram target again
 draft fitted on 10% of a public-domain text (V = 5, L = 6). In both, block verification moves
 probability from short accepts to accepting the whole block.
 
+The n-gram panel runs on the sweep engine ([`spectheory.sweep`][spectheory.sweep]): one job each
+for token verification, block verification and the mean TV of the ``toy:ngram`` instance. The
+paper's example is left out of the sweep: it is a single worked example in exact rationals (the
+fractions the paper prints), not a grid, and a sweep's arithmetic is one for all its jobs; it is
+computed here directly with [`analyze`][spectheory.engine.analysis.analyze].
+
 Numbers (``figures.json``, key ``fig3_tau_pmf``): per panel, both tau laws and E[tau] (fractions
 as strings in the exact panel) and, for the n-gram panel, its parameters and mean TV(p, q).
 
@@ -17,21 +23,33 @@ verification.
 
 from __future__ import annotations
 
+import json
 from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 
-from _common import pyplot, run_script, save, single_path
+from _common import by_key, pyplot, run_grid, run_script, save
 
 STEM = "fig3_tau_pmf"
 GRID = {False: {"L": 6}, True: {"L": 4}}
 
 
+def grid(params: dict) -> dict:
+    """The sweep of the n-gram panel: one ``toy:ngram`` instance, token and block verification
+    and its mean TV."""
+    knobs = {k: v for k, v in params.items()
+             if k not in ("vocab_size", "block_length", "seed")}
+    return {"sweep": {"name": "fig3-tau-pmf"},
+            "instances": [{"family": "toy:ngram", "vocab": params["vocab_size"],
+                           "block": params["block_length"], "seeds": params["seed"], **knobs}],
+            "verifiers": [{"name": ["token", "block"]}], "measures": [{"name": "tv"}]}
+
+
 def compute(L: int) -> dict:
     from spectheory.engine.analysis import analyze
     from spectheory.verifiers import block_verification, token_verification
-    from spectheory.toy_models import mean_divergence, ngram_instance, two_token
+    from spectheory.toy_models import two_token
 
     toy = two_token()
     tok = analyze(toy, token_verification, "token")
@@ -43,13 +61,15 @@ def compute(L: int) -> dict:
                "block_E_tau": str(blk.expected_accepted)}]
     params = {"vocab_size": 5, "block_length": L, "order": 4, "draft_order": 2,
               "draft_fraction": 0.1, "seed": 0}
-    inst = ngram_instance(**params)
-    r = single_path(inst)
+    rows = {name: r for (name,), r in by_key(run_grid(grid(params)), "name").items()}
+    tok, blk = rows["token"], rows["block"]
     panels.append({"name": (f"real text: character 4-gram target vs bigram draft\n(draft "
                             f"estimated on 10% of the text), V = 5, L = {L}"),
-                   "exact": False, "params": params, "tv": mean_divergence(inst),
-                   "token_pmf": r["token_pmf"], "block_pmf": r["block_pmf"],
-                   "token_E_tau": r["token_E_tau"], "block_E_tau": r["block_E_tau"]})
+                   "exact": False, "params": params, "tv": rows["tv"]["value"],
+                   "token_pmf": json.loads(tok["tau_pmf"]),
+                   "block_pmf": json.loads(blk["tau_pmf"]),
+                   "token_E_tau": tok["expected_accepted"],
+                   "block_E_tau": blk["expected_accepted"]})
     return {"panels": panels}
 
 

@@ -11,6 +11,11 @@ are then computed with the same models. Only that one number is matched, so the 
 L = 4 and 6 is of shape, not a fit. The bars show the mean gain per family (error bars min-max),
 the numbers on them the toy token E[tau+1] at that L.
 
+The gains run on the sweep engine ([`spectheory.sweep`][spectheory.sweep]): one instance table per
+matched (family, seed) with its knob, built at L = 8 and truncated, token and block verification
+at L = 4, 6, 8 and the mean TV at L = 8, one job each. The matching itself stays in this script:
+Brent's method is a sequence of evaluations, each depending on the previous one, not a grid.
+
 Numbers (``figures.json``, key ``fig6_paper_comparison``): the published row, and per family and
 seed the matched knob, the mean TV(p, q) at L = 8 and token / block E[tau+1] and gain per L; the
 mean gain per L over the matched instances and the instance closest to the published row.
@@ -25,7 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import KNOB, PAPER, make_family, pyplot, run_script, save, single_path, truncate
+from _common import (FAMILY_BASE, KNOB, PAPER, by_key, make_family, pyplot, run_grid,
+                     run_script, save)
 
 STEM = "fig6_paper_comparison"
 GRID = {False: {"V": 4, "seeds": 4, "families": ("logit-noise", "mixture", "temperature")},
@@ -76,25 +82,43 @@ def summary(results: list) -> dict | None:
                         "gain_pct": {L: best["per_L"][L]["gain_pct"] for L in Ls}}}
 
 
-def compute(V: int, seeds: int, families) -> dict:
-    from spectheory.toy_models import mean_divergence
+def grid(V: int, matched: dict, Lm: int = 8) -> dict:
+    """The sweep: one instance table per matched (family, seed) with its knob, built at ``Lm``
+    and truncated to the published L; token and block verification, and the mean TV at ``Lm``."""
+    Ls = sorted(PAPER["gain_pct"])
+    return {"sweep": {"name": "fig6-paper-comparison"},
+            "instances": [{"family": f"toy:{family}", "vocab": V, "block": Ls, "seeds": seed,
+                           "truncate_from": Lm, **FAMILY_BASE.get(family, {}), KNOB[family]: k}
+                          for (family, seed), k in matched.items()],
+            "verifiers": [{"name": ["token", "block"]}],
+            "measures": [{"name": "tv", "block": Lm}]}
 
+
+def compute(V: int, seeds: int, families) -> dict:
     Lm = 8
-    results = []
+    matched = {}
     for family in families:
         for seed in range(seeds):
             k = match_token_be(family, V, Lm, seed, PAPER["token_be_L8"])
-            if k is None:
+            if k is not None:
+                matched[family, seed] = k
+    rows = by_key(run_grid(grid(V, matched, Lm)), "family", "seed", "block", "name") \
+        if matched else {}
+    results = []
+    for family in families:
+        for seed in range(seeds):
+            if (family, seed) not in matched:
                 results.append({"family": family, "seed": seed, "knob": None})
                 continue
-            base = make_family(family, V, Lm, seed, k)
             per_L = {}
             for L in sorted(PAPER["gain_pct"]):
-                r = single_path(truncate(base, L))
-                tb, bb = r["token_E_tau"] + 1, r["block_E_tau"] + 1
+                tb = rows[f"toy:{family}", seed, L, "token"]["expected_accepted"] + 1
+                bb = rows[f"toy:{family}", seed, L, "block"]["expected_accepted"] + 1
                 per_L[L] = {"token_be": tb, "block_be": bb, "gain_pct": 100 * (bb / tb - 1)}
-            results.append({"family": family, "seed": seed, "knob": k, "knob_name": KNOB[family],
-                            "tv_L8": mean_divergence(base), "per_L": per_L})
+            results.append({"family": family, "seed": seed, "knob": matched[family, seed],
+                            "knob_name": KNOB[family],
+                            "tv_L8": rows[f"toy:{family}", seed, Lm, "tv"]["value"],
+                            "per_L": per_L})
     return {"V": V, "seeds": seeds, "paper": PAPER, "results": results,
             "summary": summary(results)}
 

@@ -14,6 +14,11 @@ best selection rule, and the direct LP over all valid K-path verifiers
 rule reaches the direct LP's optimum (to solver precision), while GBV falls short and can drop as
 K grows.
 
+The right panel's grid runs on the sweep engine ([`spectheory.sweep`][spectheory.sweep]): one job
+per instance and K for GBV, the selection LP and the direct LP. The left panel stays in this script:
+it is one instance in exact rationals, a closed-form curve (2/3 + (2/3)^K and its optima), not a
+grid, and a sweep's arithmetic is one for all its jobs.
+
 Numbers (``figures.json``, key ``fig8_selection_optimum``): the exact acceptances of the left panel
 (fractions as strings) and the mean block efficiencies of the right panel with the largest
 difference between the direct LP and the best selection rule.
@@ -31,12 +36,22 @@ from pathlib import Path
 import numpy as np
 
 import spectheory as st
-from _common import pyplot, run_script, save
-from spectheory.lp import direct_lp, optimal_multidraft_L1
+from _common import by_key, pyplot, run_grid, run_script, save
+from spectheory.lp import optimal_multidraft_L1
 from spectheory.lp.selection import selection_lp
 
 TWO_TOKEN_L1 = {"vocab_size": 2, "block_length": 1, "target": ["1/3", "2/3"],
                 "draft": ["2/3", "1/3"]}
+
+
+def grid(seeds, Ks) -> dict:
+    """The right panel's sweep: random instances V = 3, L = 2, alpha = 0.7; GBV, the best
+    selection rule and the direct LP for each K."""
+    return {"sweep": {"name": "fig8-selection-optimum"},
+            "instances": [{"family": "random", "vocab": 3, "block": 2, "seeds": list(seeds),
+                           "alpha": 0.7}],
+            "verifiers": [{"name": "gbv", "paths": list(Ks)}],
+            "optima": [{"problem": ["selection", "direct"], "paths": list(Ks)}]}
 
 
 def compute(quick: bool = False) -> dict:
@@ -49,13 +64,9 @@ def compute(quick: bool = False) -> dict:
                            for K in Ks]}
     seeds = range(2) if quick else range(6)
     Kr = [1, 2, 3]
-    rows = {"gbv": [], "selection": [], "direct": []}
-    for seed in seeds:
-        inst = st.random_instance(3, 2, seed, alpha=0.7)
-        rows["gbv"].append([float(st.analyze(inst, "gbv", paths=K).block_efficiency)
-                            for K in Kr])
-        rows["selection"].append([float(selection_lp(inst, K).optimum) for K in Kr])
-        rows["direct"].append([float(direct_lp(inst, K).optimum) for K in Kr])
+    table = by_key(run_grid(grid(seeds, Kr)), "seed", "name", "paths")
+    rows = {name: [[table[seed, name, K]["block_efficiency"] for K in Kr] for seed in seeds]
+            for name in ("gbv", "selection", "direct")}
     right = {"K": Kr, "seeds": list(seeds),
              **{k: np.mean(v, axis=0).tolist() for k, v in rows.items()},
              "max_direct_minus_selection": float(np.max(np.array(rows["direct"])

@@ -14,6 +14,11 @@ by SpecInfer and by GBV (Thomas & Pal, arXiv 2602.16961). Black marks: the direc
 tree ([`tree_lp`][spectheory.lp.tree.tree_lp]) under top-k drafting (every shape) and under i.i.d.
 drafting (where the joint draft outcomes stay small).
 
+The grid runs on the sweep engine ([`spectheory.sweep`][spectheory.sweep]): the instances built
+once at depth 4 and truncated to each tree's depth (``truncate_from``), one job per instance and
+tree verifier, tree LP or GBV path count (tree jobs by their ``shape``, which runs them on the
+instances of the tree's depth); this script averages the table's rows and plots them.
+
 Numbers (``figures.json``, key ``fig9_tree_shapes``): one row per shape with its drafted nodes,
 depth, K, every series' mean E[tau+1] and the LP optima.
 
@@ -30,13 +35,11 @@ Full run, mean E[tau+1] on the largest tree (4,2,1,1) with 28 drafted nodes: spe
 
 from __future__ import annotations
 
-import math
-import warnings
 from pathlib import Path
 
 import numpy as np
 
-from _common import footnote, pyplot, run_script, save
+from _common import by_key, footnote, pyplot, run_grid, run_script, save
 
 STEM = "fig9_tree_shapes"
 SHAPES = [(1,), (1, 1), (1, 1, 1), (1, 1, 1, 1), (2, 1), (2, 1, 1), (2, 1, 1, 1), (2, 2),
@@ -51,40 +54,66 @@ def _label(shape) -> str:
     return "(" + ",".join(map(str, shape)) + ")"
 
 
-def compute(V: int, seeds: int, shapes) -> dict:
-    from spectheory.lp.tree import tree_lp
-    from spectheory.engine.analysis import analyze_gbv_fast
-    from spectheory.inputs.random_instances import random_instance
-    from spectheory.engine.analysis import analyze_tree
+def _sizes(shape) -> tuple[int, int, int, int]:
+    """Depth D, drafted nodes E, paths (leaves) and the number K of i.i.d. paths of depth D with
+    about E drafted nodes."""
     from spectheory.engine.drafttrees import tree_shape
-    from spectheory.inputs.instances import Instance
 
+    tree = tree_shape(shape)
+    D, E = tree.height, tree.n_drafted
+    return D, E, tree.paths, max(1, round(E / D))
+
+
+def _text(shape) -> str:
+    return ",".join(map(str, shape))
+
+
+def grid(V: int, seeds: int, shapes) -> dict:
+    """The sweep: random prefix-dependent instances built at depth 4 and truncated to each
+    tree's depth; the tree verifiers and the tree LPs on every shape, SpecInfer on the K-path
+    tree (K, 1, ..., 1) and GBV with K paths at the shape's depth."""
+    sizes = {shape: _sizes(shape) for shape in shapes}
+    depths = sorted({D for D, _, _, _ in sizes.values()})
+    verifiers = [{"name": v, "drafting": d, "shape": [_text(s) for s in shapes]}
+                 for v, d in TREE_SERIES]
+    verifiers.append({"name": "specinfer", "drafting": "iid",
+                      "shape": [_text((K,) + (1,) * (D - 1)) for D, _, _, K in sizes.values()]})
+    for depth in depths:
+        verifiers.append({"name": "gbv", "block": depth,
+                          "paths": sorted({K for D, _, _, K in sizes.values() if D == depth})})
+    optima = [{"problem": "tree", "drafting": "topk", "shape": [_text(s) for s in shapes]}]
+    small = [_text(s) for s, (_, E, _, _) in sizes.items() if V**E <= MAX_LP_OUTCOMES]
+    if small:
+        optima.append({"problem": "tree", "drafting": "iid", "shape": small})
+    return {"sweep": {"name": "fig9-tree-shapes"},
+            "instances": [{"family": "random", "vocab": V, "block": depths,
+                           "seeds": list(range(seeds)), "truncate_from": 4}],
+            "verifiers": verifiers, "optima": optima}
+
+
+def compute(V: int, seeds: int, shapes) -> dict:
+    table = by_key(run_grid(grid(V, seeds, shapes)), "seed", "block", "kind", "name", "drafting",
+                   "shape", "paths")
     rows, notes = [], []
     for shape in shapes:
-        tree = tree_shape(shape)
-        D, E = tree.height, tree.n_drafted
-        K = max(1, round(E / D))
-        row = {"shape": _label(shape), "drafted_nodes": E, "depth": D, "paths": tree.paths,
+        D, E, paths, K = _sizes(shape)
+        tree, chain = _text(shape), _text((K,) + (1,) * (D - 1))
+        row = {"shape": _label(shape), "drafted_nodes": E, "depth": D, "paths": paths,
                "iid_paths_K": K, "iid_paths_nodes": K * D, "be": {}, "lp_topk": [],
                "lp_iid": []}
         series: dict = {}
         for seed in range(seeds):
-            inst = random_instance(V, 4, seed)
-            inst = Instance(V, D, inst.target, inst.draft)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                for v, d in TREE_SERIES:
-                    r = analyze_tree(inst, v, tree, d)
-                    series.setdefault(f"{v} ({d})", []).append(float(r.block_efficiency))
-                paths = analyze_tree(inst, "specinfer", (K,) + (1,) * (D - 1), "iid")
-                series.setdefault("K i.i.d. paths, specinfer", []).append(
-                    float(paths.block_efficiency))
-                gbv = analyze_gbv_fast(inst, K, exact=False)
-                series.setdefault("K i.i.d. paths, GBV", []).append(
-                    float(gbv.block_efficiency))
-                row["lp_topk"].append(float(tree_lp(inst, tree, "topk").optimum))
-                if V**E <= MAX_LP_OUTCOMES:
-                    row["lp_iid"].append(float(tree_lp(inst, tree, "iid").optimum))
+            def at(kind, name, drafting, shape, K, seed=seed, D=D):
+                return table[seed, D, kind, name, drafting, shape, K]["block_efficiency"]
+
+            for v, d in TREE_SERIES:
+                series.setdefault(f"{v} ({d})", []).append(at("verifier", v, d, tree, paths))
+            series.setdefault("K i.i.d. paths, specinfer", []).append(
+                at("verifier", "specinfer", "iid", chain, K))
+            series.setdefault("K i.i.d. paths, GBV", []).append(at("verifier", "gbv", "", "", K))
+            row["lp_topk"].append(at("optimum", "tree", "topk", tree, paths))
+            if V**E <= MAX_LP_OUTCOMES:
+                row["lp_iid"].append(at("optimum", "tree", "iid", tree, paths))
         row["be"] = {k: float(np.mean(v)) for k, v in series.items()}
         row["lp_topk"] = float(np.mean(row["lp_topk"]))
         row["lp_iid"] = float(np.mean(row["lp_iid"])) if row["lp_iid"] else None

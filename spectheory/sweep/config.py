@@ -5,7 +5,8 @@
 name = "example"
 exact = false            # rationals (needs rational instances: random with denominator)
 time_limit = 60          # seconds per job
-memory_limit_mb = 2048   # resident memory per job
+memory_limit_mb = 2048   # resident memory per job (0: no limit)
+batch = 1                # about this many jobs per child process (local executor)
 
 [[instances]]            # one table per family; every list is a grid axis
 family = "random"        # spectheory.random_instance; "toy:NAME" a spectheory.toy_models
@@ -32,6 +33,26 @@ paths = [1, 2, 3]
 
 Every value may be a scalar or a list; lists are crossed. Unknown keys are refused with the
 nearest valid key; sizes are bounded before anything runs.
+
+Beyond that grid, for curves that follow the same models or grids that are not full crosses:
+
+* ``truncate_from = N`` in an ``[[instances]]`` table builds each instance once with block length
+  N and keeps its first L levels for every ``block`` L (the same draft and target at every L,
+  as in the figures that plot against L);
+* ``block = [...]`` in a ``[[verifiers]]``, ``[[optima]]`` or ``[[measures]]`` table runs its
+  methods only on the instances of those block lengths;
+* ``shape = ["2,2,1"]`` (branching factors) in a ``[[verifiers]]`` table analyses the verifier
+  on that draft tree (`spectheory.engine.analysis.analyze_tree`), and ``problem = "tree"`` solves the
+  tree's LP (`spectheory.lp.tree_lp`); a shape's depth is its block length, so these jobs run on
+  the instances whose ``block`` equals it, and their ``paths`` is the tree's number of leaves;
+* verifier names ``lenient(l)``, ``threshold(theta)`` and ``typical(epsilon, delta)`` are the
+  parameterised lossy contrasts of `spectheory.verifiers.contrasts`;
+* optima ``coupling`` (the full-knowledge coupling bound, K = 1), ``selection`` (the best
+  "select a path, then block-verify" rule, `spectheory.lp.selection_lp`) and ``multidraft-l1``
+  (the exact L = 1 optimum 1 + alpha*(p, q, K) of Hu et al., arXiv 2502.18779, under i.i.d. or
+  without-replacement drafts, `spectheory.bounds.optimal_acceptance`);
+* ``[[measures]]`` with ``name = ["tv", "kl"]``: the mean per-step divergence of draft and target
+  along the draft's paths (`spectheory.toy_models.mean_divergence`), in the ``value`` column.
 """
 
 from __future__ import annotations
@@ -54,12 +75,22 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
 MAX_JOBS = 100_000
 #: Bounds of the sizes a sweep may ask for (the jobs' own limits apply on top).
 MAX_VOCAB, MAX_BLOCK, MAX_PATHS = 10_000, 64, 64
-SWEEP_KEYS = ("name", "exact", "time_limit", "memory_limit_mb")
+SWEEP_KEYS = ("name", "exact", "time_limit", "memory_limit_mb", "batch")
+#: Most jobs one child process runs one after the other (``batch``).
+MAX_BATCH = 10_000
 INSTANCE_KEYS = ("family", "vocab", "block", "seeds")
-VERIFIER_KEYS = ("name", "paths", "drafting", "route", "sampling", "draft_sampling")
-OPTIMUM_KEYS = ("problem", "paths", "drafting", "sampling", "draft_sampling")
-PROBLEMS = ("direct", "node-budget", "multipath")
-TOP_KEYS = ("sweep", "instances", "verifiers", "optima")
+#: Instance key kept among the knobs (and in the ``knobs`` column), never passed to a family:
+#: build with this block length, then keep the first ``block`` levels.
+TRUNCATE = "truncate_from"
+VERIFIER_KEYS = ("name", "paths", "drafting", "route", "sampling", "draft_sampling", "shape",
+                 "block")
+OPTIMUM_KEYS = ("problem", "paths", "drafting", "sampling", "draft_sampling", "shape", "block")
+MEASURE_KEYS = ("name", "block")
+PROBLEMS = ("direct", "node-budget", "multipath", "coupling", "selection", "tree",
+            "multidraft-l1")
+#: Per-instance measures (`spectheory.toy_models.mean_divergence`): a ``[[measures]]`` row.
+MEASURES = ("tv", "kl")
+TOP_KEYS = ("sweep", "instances", "verifiers", "optima", "measures")
 
 
 def _refuse_unknown(table: dict, allowed, where: str, free: bool = False) -> None:
@@ -98,7 +129,7 @@ def _check_knobs(family: str, knobs: list, where: str) -> None:
     else:
         return
     for k in knobs:
-        if k not in allowed:
+        if k not in allowed and k != TRUNCATE:
             near = difflib.get_close_matches(k, list(allowed) + list(INSTANCE_KEYS), n=1)
             hint = f"; did you mean {near[0]!r}?" if near else ""
             raise OptionError(f"unknown key {k!r} in {where} (family {family} takes "
@@ -136,6 +167,31 @@ def _ints(value, where: str, lo: int, hi: int) -> list[int]:
     return out
 
 
+def _shapes(value, where: str) -> list[str]:
+    """Tree shapes as branching factors ("2,2,1"), in their canonical string."""
+    out = []
+    for v in _listed(value, where):
+        parts = v.replace(" ", "").split(",") if isinstance(v, str) else []
+        if not parts or not all(p.isdigit() and int(p) >= 1 for p in parts) \
+                or len(parts) > MAX_BLOCK:
+            raise OptionError(f"{where} must be branching factors such as \"2,2,1\"; got {v!r}")
+        out.append(",".join(str(int(p)) for p in parts))
+    return out
+
+
+def shape_depth(shape: str) -> int:
+    """The depth (block length) of a tree shape ``"2,2,1"``."""
+    return len(shape.split(","))
+
+
+def shape_paths(shape: str) -> int:
+    """The number of leaves (root-to-leaf paths) of a tree shape ``"2,2,1"``."""
+    n = 1
+    for b in shape.split(","):
+        n *= int(b)
+    return n
+
+
 def _strings(value, where: str) -> list[str]:
     out = []
     for v in _listed(value, where):
@@ -166,6 +222,7 @@ class Job:
     memory_limit_mb: int
     sampling: str = ""  # target rows processed (spectheory.inputs.processing), "" for none
     draft_sampling: str = ""
+    shape: str = ""  # a draft tree's branching factors ("2,2,1"), "" for K paths
 
     def inputs(self) -> dict:
         """The inputs that determine the result (limits excluded), as plain JSON values."""
@@ -174,14 +231,14 @@ class Job:
                 "kind": self.kind, "name": self.name, "paths": self.paths,
                 "drafting": self.drafting or "", "route": self.route or "",
                 "exact": self.exact, "sampling": self.sampling,
-                "draft_sampling": self.draft_sampling}
+                "draft_sampling": self.draft_sampling, "shape": self.shape}
 
     def key(self) -> str:
         """Content hash of the inputs and the spectheory version: the cache key."""
         from .. import __version__
 
         inputs = self.inputs()
-        for k in ("sampling", "draft_sampling"):  # keys of earlier tables stay valid
+        for k in ("sampling", "draft_sampling", "shape"):  # keys of earlier tables stay valid
             if not inputs[k]:
                 del inputs[k]
         text = json.dumps({"v": __version__, **inputs}, sort_keys=True)
@@ -196,9 +253,11 @@ class SweepConfig:
     exact: bool = False
     time_limit: float = 600.0
     memory_limit_mb: int = 4096
+    batch: int = 1
     instances: list = field(default_factory=list)
     verifiers: list = field(default_factory=list)
     optima: list = field(default_factory=list)
+    measures: list = field(default_factory=list)
     source: str = ""
 
 
@@ -231,8 +290,10 @@ def load_config(text_or_path) -> SweepConfig:
     if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not 0 < limit <= 604800:
         raise OptionError(f"[sweep] time_limit must be seconds in (0, 604800]; got {limit!r}")
     cfg.time_limit = float(limit)
-    cfg.memory_limit_mb = _ints(head.get("memory_limit_mb", cfg.memory_limit_mb),
-                                "[sweep] memory_limit_mb", 64, 1 << 20)[0]
+    memory = head.get("memory_limit_mb", cfg.memory_limit_mb)
+    cfg.memory_limit_mb = 0 if memory == 0 and not isinstance(memory, bool) else \
+        _ints(memory, "[sweep] memory_limit_mb (0 for none)", 64, 1 << 20)[0]
+    cfg.batch = _ints(head.get("batch", cfg.batch), "[sweep] batch", 1, MAX_BATCH)[0]
     for i, table in enumerate(data.get("instances", [])):
         where = f"[[instances]] #{i + 1}"
         if "family" not in table:
@@ -249,10 +310,14 @@ def load_config(text_or_path) -> SweepConfig:
         families = _strings(table["family"], f"{where} family")
         for family in families:
             _check_knobs(family, sorted(knobs), where)
+        blocks = _ints(table["block"], f"{where} block", 1, MAX_BLOCK)
+        if TRUNCATE in knobs:
+            knobs[TRUNCATE] = _ints(knobs[TRUNCATE], f"{where} {TRUNCATE}", max(blocks),
+                                    MAX_BLOCK)
         cfg.instances.append({
             "family": families,
             "vocab": _ints(table["vocab"], f"{where} vocab", 2, MAX_VOCAB),
-            "block": _ints(table["block"], f"{where} block", 1, MAX_BLOCK),
+            "block": blocks,
             "seeds": _ints(table.get("seeds", 0), f"{where} seeds", 0, 2 ** 63 - 1),
             "knobs": knobs,
         })
@@ -261,9 +326,12 @@ def load_config(text_or_path) -> SweepConfig:
         _refuse_unknown(table, VERIFIER_KEYS, where)
         if "name" not in table:
             raise OptionError(f"{where} needs a name")
+        shapes = _tree_keys(table, where)
         cfg.verifiers.append({
             "name": _strings(table["name"], f"{where} name"),
             "paths": _ints(table.get("paths", 1), f"{where} paths", 1, MAX_PATHS),
+            "shape": shapes,
+            "block": _blocks(table, where),
             "drafting": _strings(table["drafting"], f"{where} drafting")
             if "drafting" in table else [None],
             "route": _strings(table["route"], f"{where} route") if "route" in table else [None],
@@ -280,23 +348,60 @@ def load_config(text_or_path) -> SweepConfig:
                 near = difflib.get_close_matches(p, PROBLEMS, n=1)
                 raise OptionError(f"{where} problem {p!r} is not one of {', '.join(PROBLEMS)}"
                                   + (f"; did you mean {near[0]!r}?" if near else ""))
+        shapes = _tree_keys(table, where)
+        if (shapes != [""]) != (problems == ["tree"]):
+            raise OptionError(f"{where}: problem \"tree\" needs a shape, and a shape is for "
+                              "problem \"tree\" alone (one [[optima]] table for it)")
         cfg.optima.append({
             "problem": problems,
             "paths": _ints(table.get("paths", 1), f"{where} paths", 1, MAX_PATHS),
+            "shape": shapes,
+            "block": _blocks(table, where),
             "drafting": _strings(table.get("drafting", "iid"), f"{where} drafting"),
             "sampling": _samplings(table.get("sampling", ""), f"{where} sampling"),
             "draft_sampling": _samplings(table.get("draft_sampling", ""),
                                          f"{where} draft_sampling"),
         })
+    for i, table in enumerate(data.get("measures", [])):
+        where = f"[[measures]] #{i + 1}"
+        _refuse_unknown(table, MEASURE_KEYS, where)
+        if "name" not in table:
+            raise OptionError(f"{where} needs a name ({' or '.join(MEASURES)})")
+        names = _strings(table["name"], f"{where} name")
+        for n in names:
+            if n not in MEASURES:
+                near = difflib.get_close_matches(n, MEASURES, n=1)
+                raise OptionError(f"{where} name {n!r} is not one of {', '.join(MEASURES)}"
+                                  + (f"; did you mean {near[0]!r}?" if near else ""))
+        cfg.measures.append({"name": names, "block": _blocks(table, where)})
     if not cfg.instances:
         raise OptionError("the sweep has no [[instances]] table")
-    if not cfg.verifiers and not cfg.optima:
-        raise OptionError("the sweep has no [[verifiers]] or [[optima]] table")
+    if not cfg.verifiers and not cfg.optima and not cfg.measures:
+        raise OptionError("the sweep has no [[verifiers]], [[optima]] or [[measures]] table")
     n = count_jobs(cfg)
     if n > MAX_JOBS:
         raise OptionError(f"the sweep expands to {n:,} jobs, more than {MAX_JOBS:,}; "
                           "split it into several sweeps")
     return cfg
+
+
+def _tree_keys(table: dict, where: str) -> list[str]:
+    """A method table's tree shapes ([""]: K paths); a shape takes no ``paths`` (its leaves are
+    its paths) and no sampling (the tree engine takes none)."""
+    if "shape" not in table:
+        return [""]
+    for key in ("paths", "sampling", "draft_sampling"):
+        if key in table:
+            raise OptionError(f"{where}: {key} does not go with shape (a tree's paths are its "
+                              "leaves; the tree engine takes no sampling parameters)")
+    return _shapes(table["shape"], f"{where} shape")
+
+
+def _blocks(table: dict, where: str):
+    """The block lengths a method table is restricted to (None: every instance)."""
+    if "block" not in table:
+        return None
+    return frozenset(_ints(table["block"], f"{where} block", 1, MAX_BLOCK))
 
 
 def _instances(cfg: SweepConfig):
@@ -308,50 +413,68 @@ def _instances(cfg: SweepConfig):
             yield family, V, L, seed, tuple(zip(names, values))
 
 
-def _methods(cfg: SweepConfig):
+def _methods(cfg: SweepConfig, block: int):
+    """The distinct methods that run on an instance of block length ``block``, in table order
+    (a method listed twice is one job)."""
     seen = set()
-    for method in _all_methods(cfg):
-        if method not in seen:  # a method listed twice is one job
+    for method, blocks in _all_methods(cfg):
+        shape = method[-1]
+        if blocks is not None and block not in blocks:
+            continue
+        if shape and shape_depth(shape) != block:
+            continue  # a tree's depth is its block length
+        if method not in seen:
             seen.add(method)
             yield method
 
 
 def _all_methods(cfg: SweepConfig):
     for table in cfg.verifiers:
-        for name, K, drafting, route, sp, dp in itertools.product(
+        for name, K, drafting, route, sp, dp, shape in itertools.product(
                 table["name"], table["paths"], table["drafting"], table["route"],
-                table["sampling"], table["draft_sampling"]):
-            yield "verifier", name, K, drafting, route, sp, dp
+                table["sampling"], table["draft_sampling"], table["shape"]):
+            if shape:
+                K = shape_paths(shape)
+            yield ("verifier", name, K, drafting, route, sp, dp, shape), table["block"]
     for table in cfg.optima:
-        for problem, K, drafting, sp, dp in itertools.product(
+        for problem, K, drafting, sp, dp, shape in itertools.product(
                 table["problem"], table["paths"], table["drafting"], table["sampling"],
-                table["draft_sampling"]):
-            if problem == "node-budget":
+                table["draft_sampling"], table["shape"]):
+            if problem in ("node-budget", "coupling"):
                 if K != 1:
-                    continue  # the node-budget LP is the single-path problem
+                    continue  # single-path problems
                 drafting = None
             if problem == "multipath":
                 drafting = None  # a relaxation for i.i.d. drafts
-            yield "optimum", problem, K, drafting, None, sp, dp
+            if shape:
+                K = shape_paths(shape)
+            yield ("optimum", problem, K, drafting, None, sp, dp, shape), table["block"]
+    for table in cfg.measures:
+        for name in table["name"]:
+            yield ("measure", name, 1, None, None, "", "", ""), table["block"]
 
 
 def count_jobs(cfg: SweepConfig) -> int:
-    n_inst = 0
+    n = 0
     for table in cfg.instances:
-        m = len(table["family"]) * len(table["vocab"]) * len(table["block"]) * len(table["seeds"])
+        m = len(table["family"]) * len(table["vocab"]) * len(table["seeds"])
         for values in table["knobs"].values():
             m *= len(values)
-        n_inst += m
-    return n_inst * sum(1 for _ in _methods(cfg))
+        n += m * sum(sum(1 for _ in _methods(cfg, L)) for L in table["block"])
+    return n
 
 
 def expand(cfg: SweepConfig) -> list[Job]:
     """The sweep's jobs, in grid order (instances outer, methods inner)."""
-    methods = list(_methods(cfg))
-    return [Job(family, V, L, seed, knobs, kind, name, K, drafting, route, cfg.exact,
-                cfg.time_limit, cfg.memory_limit_mb, sp, dp)
-            for family, V, L, seed, knobs in _instances(cfg)
-            for kind, name, K, drafting, route, sp, dp in methods]
+    per_block: dict[int, list] = {}
+    jobs = []
+    for family, V, L, seed, knobs in _instances(cfg):
+        if L not in per_block:
+            per_block[L] = list(_methods(cfg, L))
+        jobs += [Job(family, V, L, seed, knobs, kind, name, K, drafting, route, cfg.exact,
+                     cfg.time_limit, cfg.memory_limit_mb, sp, dp, shape)
+                 for kind, name, K, drafting, route, sp, dp, shape in per_block[L]]
+    return jobs
 
 
 def example_config() -> str:

@@ -3,22 +3,90 @@ return the row's outputs. Runs inside a child process (`spectheory.sweep.runner`
 
 from __future__ import annotations
 
+import ast
 import importlib
 import json
+import re
 import shlex
 from pathlib import Path
 
 from ..runtime.errors import OptionError, SpectheoryError
+from .config import TRUNCATE
 
-#: The outputs of a row (inputs are `Job.inputs`), in table order.
-OUTPUTS = ("status", "block_efficiency", "expected_accepted", "tv_to_target", "tau_pmf",
+#: The outputs of a row (inputs are `Job.inputs`), in table order. ``value``: a measure row's
+#: value (`spectheory.sweep.config.MEASURES`).
+OUTPUTS = ("status", "block_efficiency", "expected_accepted", "tv_to_target", "tau_pmf", "value",
            "value_exact", "method", "error", "notes", "seconds", "peak_rss_mb")
+
+#: Parameterised lossy contrasts (`spectheory.verifiers.contrasts`) by name: ``lenient(0.8)``,
+#: ``threshold(0.3)``, ``typical(0.09, 0.3)``.
+_CONTRAST = re.compile(r"^(lenient|threshold|typical)\(([^()]*)\)$")
+
+
+def resolve_verifier(name: str):
+    """A verifier name as `spectheory.engine.analysis.analyze` takes it: the spec of a parameterised
+    contrast (``lenient(l)``, ``threshold(theta)``, ``typical(epsilon, delta)``; the numbers as
+    written, ints and floats kept apart), else the name itself."""
+    m = _CONTRAST.match(name.replace(" ", ""))
+    if m is None:
+        return name
+    from ..verifiers import contrasts
+
+    try:
+        args = ast.literal_eval(f"({m.group(2)},)")
+    except (ValueError, SyntaxError):
+        args = None
+    if not args or not all(isinstance(a, (int, float)) and not isinstance(a, bool)
+                           for a in args):
+        raise OptionError(f"verifier {name!r}: the parameters must be numbers, e.g. "
+                          f"{m.group(1)}(0.5)")
+    make = {"lenient": contrasts.lenient_verification,
+            "threshold": contrasts.threshold_verification,
+            "typical": contrasts.typical_acceptance}[m.group(1)]
+    try:
+        return make(*args)
+    except (TypeError, ValueError) as exc:
+        raise OptionError(f"verifier {name!r}: {' '.join(str(exc).split())}") from None
+
+
+#: The instances built for ``truncate_from`` in this process, least recently used first, and the
+#: most table entries they may hold together (2^24 float64 numbers: 128 MB).
+_BUILT: dict = {}
+_BUILT_CELLS = 1 << 24
+
+
+def _cells(inst) -> int:
+    return sum(int(t.size) for m in (inst.target, inst.draft) for t in getattr(m, "tables", ()))
+
+
+def _deep_build(family: str, vocab: int, built: int, seed: int, knobs: dict, exact: bool):
+    """The instance a ``truncate_from`` job truncates, built once per process for all its block
+    lengths (a batch's jobs share it; the jobs never modify an instance)."""
+    key = (family, vocab, built, seed, tuple(sorted(knobs.items())), exact)
+    inst = _BUILT.pop(key, None)
+    if inst is None:
+        inst = build_instance(family, vocab, built, seed, knobs, exact)
+    _BUILT[key] = inst  # the most recently used last
+    total = sum(_cells(i) for i in _BUILT.values())
+    while total > _BUILT_CELLS and len(_BUILT) > 1:
+        total -= _cells(_BUILT.pop(next(iter(_BUILT))))
+    return inst
 
 
 def build_instance(family: str, vocab: int, block: int, seed: int, knobs: dict, exact: bool):
     """The instance of a job. ``random``: `spectheory.random_instance` (knobs alpha,
     context_independent, denominator); ``toy:NAME``: `spectheory.toy_models.make_instance`;
-    ``module:function``: a user's ``f(vocab_size=, block_length=, seed=, **knobs)``."""
+    ``module:function``: a user's ``f(vocab_size=, block_length=, seed=, **knobs)``. With the
+    knob ``truncate_from = N`` the family builds block length N and the instance keeps its first
+    ``block`` levels (the same models at every block length; the build is made once per process,
+    `_deep_build`)."""
+    if TRUNCATE in knobs:
+        from dataclasses import replace
+
+        knobs = dict(knobs)
+        built = knobs.pop(TRUNCATE)
+        inst = _deep_build(family, vocab, built, seed, knobs, exact)
+        return replace(inst, block_length=int(block))
     if family == "random":
         from ..inputs.random_instances import random_instance
 
@@ -58,7 +126,10 @@ def build_instance(family: str, vocab: int, block: int, seed: int, knobs: dict, 
 
 def warm_up(jobs) -> None:
     """Import what the jobs need once in the parent, so that forked children start warm."""
+    import numpy.random  # noqa: F401 - the instance families draw with it
+
     from ..engine import analysis  # noqa: F401
+    from ..runtime import threads  # noqa: F401 - the child sets its threads
     from ..runtime._lazy import torch
     from ..registry import get_verifier
 
@@ -67,9 +138,13 @@ def warm_up(jobs) -> None:
     for job in jobs:
         if job.kind == "verifier":
             try:
-                get_verifier(job.name, multi_path=job.paths > 1)
+                get_verifier(resolve_verifier(job.name), multi_path=job.paths > 1)
+                if job.shape:
+                    importlib.import_module("spectheory.engine.drafttrees")
             except Exception:  # noqa: BLE001 - the job itself reports a bad name
                 pass
+        elif job.kind == "measure":
+            importlib.import_module("spectheory.toy_models")
         else:
             importlib.import_module("spectheory.lp")
             importlib.import_module("scipy.optimize")  # HiGHS, loaded on the first solve
@@ -85,17 +160,34 @@ def compute(job) -> dict:
     """The outputs of ``job`` (without status, timing and memory, which the runner adds)."""
     knobs = dict(job.knobs)
     inst = build_instance(job.family, job.vocab, job.block, job.seed, knobs, job.exact)
+    if job.kind == "measure":
+        toy = importlib.import_module("spectheory.toy_models")  # loaded by name, as the families
+        return {"block_efficiency": "", "expected_accepted": "", "tv_to_target": "",
+                "tau_pmf": "", "value": toy.mean_divergence(inst, job.name), "value_exact": "",
+                "method": f"mean {job.name} divergence along the draft's paths"}
+    if job.kind == "verifier" and job.shape:
+        from ..engine.analysis import analyze_tree
+
+        res = analyze_tree(inst, resolve_verifier(job.name), job.shape, job.drafting,
+                           exact=job.exact, route=job.route or "auto")
+        return {"block_efficiency": float(res.block_efficiency),
+                "expected_accepted": float(res.expected_accepted),
+                "tv_to_target": float(res.tv_to_target),
+                "tau_pmf": json.dumps([_encode(v, job.exact) for v in res.tau_pmf]),
+                "value": "", "value_exact": str(res.block_efficiency) if job.exact else "",
+                "method": f"draft tree ({job.shape}), {res.extra['drafting']} drafting, "
+                          f"{res.extra['route']} route"}
     if job.kind == "verifier":
         from ..engine.analysis import analyze
 
-        res = analyze(inst, job.name, exact=job.exact, paths=job.paths,
+        res = analyze(inst, resolve_verifier(job.name), exact=job.exact, paths=job.paths,
                       drafting=job.drafting, route=job.route or "auto", laws=False,
                       sampling=job.sampling or None, draft_sampling=job.draft_sampling or None)
         out = {"block_efficiency": float(res.block_efficiency),
                "expected_accepted": float(res.expected_accepted),
                "tv_to_target": float(res.tv_to_target),
                "tau_pmf": json.dumps([_encode(v, job.exact) for v in res.tau_pmf]),
-               "value_exact": str(res.block_efficiency) if job.exact else "",
+               "value": "", "value_exact": str(res.block_efficiency) if job.exact else "",
                "method": f"exact engine, {res.route} route"}
         return out
     if job.sampling or job.draft_sampling:  # the LP of the processed instance
@@ -110,19 +202,50 @@ def compute(job) -> dict:
         if job.exact:
             raise OptionError("the multipath LP relaxation is solved in float64 only")
         res = lp.multipath_lp(inst, paths=job.paths)
+    elif job.name == "selection":
+        res = lp.selection_lp(inst, job.paths, exact=job.exact, drafting=job.drafting or "iid")
+    elif job.name == "tree":
+        res = lp.tree_lp(inst, job.shape, job.drafting or "iid", exact=job.exact)
+    elif job.name == "coupling":
+        res = lp.coupling_bound(inst, exact=job.exact)
+    elif job.name == "multidraft-l1":
+        return _multidraft_l1(inst, job)
     else:
         res = lp.node_budget_lp(inst, exact=job.exact)
+    what = {"coupling": "coupling bound (closed form)"}.get(job.name, f"{job.name} LP")
     return {"block_efficiency": float(res.optimum), "expected_accepted": float(res.optimum) - 1,
-            "tv_to_target": "", "tau_pmf": "",
+            "tv_to_target": "", "tau_pmf": "", "value": "",
             "value_exact": str(res.optimum) if job.exact else "",
-            "method": f"{job.name} LP" + (" (exact certificate)" if job.exact else "")}
+            "method": what + (" (exact certificate)" if job.exact and job.name != "coupling"
+                              else "")}
+
+
+def _multidraft_l1(inst, job) -> dict:
+    """1 + alpha*(p, q, K), the best valid K-path verifier at L = 1 (Hu et al., arXiv
+    2502.18779), under i.i.d. drafts or drafts without replacement."""
+    from ..bounds import optimal_acceptance
+    from ..runtime.errors import InstanceError
+
+    if inst.block_length != 1:
+        raise InstanceError(f"the multidraft-l1 optimum is for block length 1; got "
+                            f"L = {inst.block_length}")
+    p, q = list(inst.target.level(0)[0]), list(inst.draft.level(0)[0])
+    alpha = optimal_acceptance(p, q, job.paths, job.drafting or "iid")[0]
+    opt = 1 + alpha if job.exact else 1.0 + float(alpha)
+    return {"block_efficiency": float(opt), "expected_accepted": float(opt) - 1,
+            "tv_to_target": "", "tau_pmf": "", "value": "",
+            "value_exact": str(opt) if job.exact else "",
+            "method": "multidraft-l1 closed form (Hu et al.)"}
 
 
 def command(job, config_path: str | None = None) -> str:
     """A shell command that reproduces the row: the CLI chain for the built-in random family,
     else ``spectheory sweep CONFIG --only KEY``."""
     knobs = dict(job.knobs)
-    if job.family == "random" and set(knobs) <= {"alpha", "context_independent", "denominator"}:
+    cli = ((job.kind == "verifier" and not job.shape and _plain_name(job.name))
+           or (job.kind == "optimum" and job.name in ("direct", "node-budget", "multipath")))
+    if cli and job.family == "random" and \
+            set(knobs) <= {"alpha", "context_independent", "denominator"}:
         if job.exact and "denominator" not in knobs:
             knobs["denominator"] = 1000
         make = ["spectheory", "instance", "random", "--vocab", str(job.vocab), "--block",
@@ -156,6 +279,12 @@ def command(job, config_path: str | None = None) -> str:
         return f"{shlex.join(make)} > inst.json && {shlex.join(run)}"
     where = shlex.quote(str(Path(config_path).resolve())) if config_path else "CONFIG"
     return f"spectheory sweep {where} --only {job.key()}"
+
+
+def _plain_name(name: str) -> bool:
+    """Whether a verifier name is one the ``spectheory exact`` command takes as it is (not a
+    parameterised contrast)."""
+    return _CONTRAST.match(name.replace(" ", "")) is None
 
 
 def describe_error(exc: BaseException) -> str:

@@ -38,9 +38,10 @@ def series(rows: list[dict], x: str = "paths"):
             optimum[inst + (r["paths"], r["drafting"] or "iid")] = float(r["block_efficiency"])
     gaps = defaultdict(lambda: defaultdict(list))
     for r in rows:
-        if r["status"] != "ok":
+        if r["status"] != "ok" or r["kind"] == "measure":  # a measure has no E[tau+1]
             continue
         label = (f"{r['name']} LP" if r["kind"] == "optimum" else r["name"]) + \
+            (f" tree {r['shape']}" if r.get("shape") else "") + \
             (f" ({r['drafting']})" if r["drafting"] and r["drafting"] != "iid" else "") + \
             (f" [{r['sampling']}]" if r.get("sampling") else "")
         be = float(r["block_efficiency"])
@@ -48,7 +49,7 @@ def series(rows: list[dict], x: str = "paths"):
         inst = (r["family"], r["vocab"], r["block"], r["seed"], r["knobs"], r["exact"],
                 r.get("sampling", ""), r.get("draft_sampling", ""))
         opt = optimum.get(inst + (r["paths"], r["drafting"] or "iid"))
-        if r["kind"] == "verifier" and opt is not None:
+        if r["kind"] == "verifier" and opt is not None and not r.get("shape"):  # K paths
             gaps[label][int(r[x])].append(opt - be)
     mean = lambda d: {k: sum(v) / len(v) for k, v in sorted(d.items())}  # noqa: E731
     return ({k: mean(v) for k, v in values.items()}, {k: mean(v) for k, v in gaps.items()})

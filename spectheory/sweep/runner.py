@@ -6,10 +6,19 @@ exception, a limit or a crash of the child becomes the row's ``status`` (``faile
 ``memory``, ``crashed``) and ``error``, never the sweep's end. The memory limit applies to the
 job's own pages (private resident memory), not to those it shares with the parent; the
 ``peak_rss_mb`` column is the child's peak resident set as the kernel counts it (shared pages
-included). The ``local`` executor keeps
+included); ``memory_limit_mb = 0`` sets no memory limit (and reads no memory). The ``local``
+executor keeps
 ``workers`` such children running at once; the ``ray`` executor sends each job to a Ray task
 that runs the same guard on its node. A finished job is written to ``OUT/cache/KEY.json`` at
 once (atomically), so a killed sweep resumes where it stopped.
+
+With ``batch = N`` (``[sweep]``; the ``local`` executor) a child runs about N jobs one after the
+other (`_GuardedBatch`; dealt round-robin, so that the costly parts of a grid spread over the
+children), for grids of many small jobs where forking a process per job would cost more than
+the jobs: each job's row, limits and cache entry are as above (the clock
+and the memory limit apply to the job the child is running; its private memory then includes
+what the batch's earlier jobs left, and ``peak_rss_mb`` is the batch's peak so far), and when a
+job is stopped or kills the child, the jobs after it run again in a new child.
 """
 
 from __future__ import annotations
@@ -28,7 +37,7 @@ from .jobs import OUTPUTS, command, compute, describe_error, warm_up
 
 #: The table's columns: the cache key, the inputs, the outputs, the reproducing command.
 INPUT_COLUMNS = ("family", "vocab", "block", "seed", "knobs", "kind", "name", "paths", "drafting",
-                 "route", "exact", "sampling", "draft_sampling")
+                 "route", "exact", "sampling", "draft_sampling", "shape")
 OUTPUT_COLUMNS = OUTPUTS
 COLUMNS = ("job",) + INPUT_COLUMNS + OUTPUTS + ("command",)
 #: Columns that measure the run rather than the result (differ between runs and executors).
@@ -38,14 +47,37 @@ _POLL = 0.02
 
 
 def _child(job: Job, conn) -> None:  # pragma: no cover - runs in the forked child
-    import resource
+    _one_thread()
+    out = _outputs(job)
+    try:
+        conn.send(out)
+    finally:
+        conn.close()
 
+
+def _child_batch(jobs: list[Job], conn) -> None:  # pragma: no cover - runs in the forked child
+    """A batch's child: each job's outputs, sent as ``(index, outputs)`` when it is done."""
+    _one_thread()
+    try:
+        for i, job in enumerate(jobs):
+            conn.send((i, _outputs(job)))
+    finally:
+        conn.close()
+
+
+def _one_thread() -> None:  # pragma: no cover - runs in the forked child
     try:
         from ..runtime.threads import set_threads
 
         set_threads(1)
     except Exception:  # noqa: BLE001 - threads are a speed setting, never a failure
         pass
+
+
+def _outputs(job: Job) -> dict:  # pragma: no cover - runs in the forked child
+    """The outputs of one job in this (child) process: its values, or its status and error;
+    the warnings it raised as notes; its time and the process's peak resident memory."""
+    import resource
     import warnings
 
     start = time.perf_counter()
@@ -71,10 +103,7 @@ def _child(job: Job, conn) -> None:  # pragma: no cover - runs in the forked chi
     out["notes"] = "; ".join(notes)
     out["seconds"] = round(time.perf_counter() - start, 4)
     out["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-    try:
-        conn.send(out)
-    finally:
-        conn.close()
+    return out
 
 
 def _private_mb(pid: int) -> float:
@@ -147,12 +176,91 @@ class _Guarded:
         elapsed = time.perf_counter() - self.start
         if elapsed > self.job.time_limit:
             return self._end("timeout", f"stopped at the time limit of {self.job.time_limit:g} s")
+        if not self.job.memory_limit_mb:  # no memory limit: nothing to watch
+            return None
         own = _private_mb(self.proc.pid)
         self.peak = max(self.peak, own)
         if own > self.job.memory_limit_mb:
             return self._end("memory", f"stopped at {own:.0f} MB of its own resident memory, "
                                        f"over the memory limit of {self.job.memory_limit_mb} MB")
         return None
+
+
+class _GuardedBatch:
+    """Several jobs run one after the other in one forked child (``batch`` > 1), the clock and
+    memory of the job it is running watched as `_Guarded` watches a single job's."""
+
+    def __init__(self, jobs: list[Job]):
+        import multiprocessing as mp
+
+        ctx = mp.get_context("fork")
+        self.jobs = list(jobs)
+        self.done = 0  # jobs whose outputs arrived; the child runs jobs[done]
+        self.recv, send = ctx.Pipe(duplex=False)
+        self.proc = ctx.Process(target=_child_batch, args=(self.jobs, send), daemon=True)
+        self.start = self.checked = time.perf_counter()
+        self.peak = 0.0
+        self.proc.start()
+        send.close()
+
+    def _end(self, status: str, error: str) -> dict:
+        if self.proc.is_alive():
+            self.proc.kill()
+        self.proc.join()
+        self.recv.close()
+        return {"status": status, "error": error,
+                "seconds": round(time.perf_counter() - self.start, 4),
+                "peak_rss_mb": round(self.peak, 1)}
+
+    def poll(self) -> tuple[list, list[Job] | None]:
+        """The ``(job, outputs)`` pairs that arrived, and None while the child runs, else the
+        jobs to run again in a new child (those after a job that was stopped or crashed)."""
+        results = []
+        ended = False
+        while self.recv.poll():
+            try:
+                i, out = self.recv.recv()
+            except (EOFError, OSError):  # the child closed the pipe: done or dead
+                ended = True
+                break
+            results.append((self.jobs[i], out))
+            self.done = i + 1
+            self.start = time.perf_counter()
+            self.peak = 0.0
+        if self.done == len(self.jobs):
+            self.proc.join()
+            self.recv.close()
+            return results, []
+        job, rest = self.jobs[self.done], self.jobs[self.done + 1:]
+        if ended or not self.proc.is_alive():
+            self.proc.join(timeout=5)
+            results.append((job, self._end("crashed", f"the job's process ended with exit code "
+                                                     f"{self.proc.exitcode} before returning a "
+                                                     "result")))
+            return results, rest
+        now = time.perf_counter()
+        if now - self.start > job.time_limit:
+            results.append((job, self._end("timeout", f"stopped at the time limit of "
+                                                      f"{job.time_limit:g} s")))
+            return results, rest
+        if job.memory_limit_mb and now - self.checked >= _POLL:  # as often as for one job
+            self.checked = now
+            own = _private_mb(self.proc.pid)
+            self.peak = max(self.peak, own)
+            if own > job.memory_limit_mb:
+                results.append((job, self._end(
+                    "memory", f"stopped at {own:.0f} MB of its own resident memory, over the "
+                              f"memory limit of {job.memory_limit_mb} MB")))
+                return results, rest
+        return results, None
+
+
+def _wait(running: list) -> None:
+    """Sleep until a running job has sent its result or ended, at most `_POLL` seconds (the
+    limits are checked at least that often; a finished job is collected at once)."""
+    from multiprocessing.connection import wait
+
+    wait([g.recv for g in running] + [g.proc.sentinel for g in running], timeout=_POLL)
 
 
 def run_guarded(job: Job) -> dict:
@@ -162,13 +270,15 @@ def run_guarded(job: Job) -> dict:
         out = g.poll()
         if out is not None:
             return out
-        time.sleep(_POLL)
+        _wait([g])
 
 
 # ----------------------------------------------------------------------------- executors
 
 
-def _local(jobs: list[Job], workers: int, done) -> None:
+def _local(jobs: list[Job], workers: int, done, batch: int = 1) -> None:
+    if batch > 1:
+        return _local_batches(jobs, workers, done, batch)
     warm_up(jobs)
     pending = list(reversed(jobs))
     running: list[_Guarded] = []
@@ -184,8 +294,39 @@ def _local(jobs: list[Job], workers: int, done) -> None:
                 else:
                     done(g.job, out)
             running = still
-            if running:
-                time.sleep(_POLL)
+            if running and (len(running) >= workers or not pending):
+                _wait(running)
+    finally:
+        for g in running:
+            if g.proc.is_alive():
+                g.proc.kill()
+                g.proc.join()
+
+
+def _local_batches(jobs: list[Job], workers: int, done, batch: int) -> None:
+    """`_local` with about ``batch`` jobs per child process, dealt round-robin (job i to batch
+    i mod B, B = ceil(jobs / batch)), so that the costly parts of a grid spread over the
+    children; each batch runs its jobs in grid order."""
+    warm_up(jobs)
+    n = -(-len(jobs) // batch)
+    pending = [jobs[i::n] for i in reversed(range(n))]  # batches, the next one last
+    running: list[_GuardedBatch] = []
+    try:
+        while pending or running:
+            while pending and len(running) < workers:
+                running.append(_GuardedBatch(pending.pop()))
+            still = []
+            for g in running:
+                results, rest = g.poll()
+                for job, out in results:
+                    done(job, out)
+                if rest is None:
+                    still.append(g)
+                elif rest:
+                    pending.append(rest)  # the rest of the batch, next
+            running = still
+            if running and (len(running) >= workers or not pending):
+                _wait(running)
     finally:
         for g in running:
             if g.proc.is_alive():
@@ -260,7 +401,8 @@ def write_table(rows: list[dict], out: Path) -> list[Path]:
         import pyarrow.parquet as pq
     except ImportError:
         return written
-    floats = {"block_efficiency", "expected_accepted", "tv_to_target", "seconds", "peak_rss_mb"}
+    floats = {"block_efficiency", "expected_accepted", "tv_to_target", "value", "seconds",
+              "peak_rss_mb"}
     ints = {"vocab", "block", "seed", "paths"}
     columns = {}
     for k in COLUMNS:
@@ -353,7 +495,7 @@ def run_sweep(cfg: SweepConfig, out, executor: str = "local", workers: int | Non
     try:
         if todo:
             if executor == "local":
-                _local(todo, workers, done)
+                _local(todo, workers, done, cfg.batch)
             else:
                 _ray(todo, workers, address, done)
     finally:

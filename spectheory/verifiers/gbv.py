@@ -41,7 +41,7 @@ bit) they are read off the one sort of packed keys that the root q^G row needs a
 is built and verified position by position, reading the selected rows in place. A q^G row below
 the root needs no sort when x below(a) is under half an ulp of A for every token (then A + x
 below(a) and A + x q(a) both round to A, and the row is q S_K(A, 0) / S_K(A, x) exactly;
-[`_skew_step`][spectheory.verifiers.gbv._skew_step]), which in float32 holds once the draft mass x
+`_skew_step`), which in float32 holds once the draft mass x
 of the prefix is below about 2^-25 A.
 
 Mismatched tie-breaking ([`gbv_mismatched_ties`][spectheory.verifiers.gbv.gbv_mismatched_ties]):
@@ -419,7 +419,7 @@ def best_path(drafts, q, p, ties: str = "low", root_orders: dict | None = None):
 
     ``root_orders`` (a dict, torch float32 on the CPU): at the root of a block whose K root rows
     are equal, the rank positions are read off one sort of the shared row
-    ([`_root_ranks`][spectheory.verifiers.gbv._root_ranks]) and its order (worst rank first) is
+    (`_root_ranks`) and its order (worst rank first) is
     stored under the block's index, for the q^G row at the root of the selected path."""
     Bsz, K, L = drafts.shape
     V = q.shape[-1]
@@ -496,7 +496,7 @@ def _gather_path(x, k):
 
 def _skewed_path_rows(d_sel, q_sel, p_sel, K: int, ties: str, denominators=None):
     """q^G rows [B, L, V] along the selected paths: A_0 = 0, x_0 = 1, then per position
-    [`_skew_step`][spectheory.verifiers.gbv._skew_step] (one sort,
+    `_skew_step` (one sort,
     [`below_mass`][spectheory.verifiers.gbv.below_mass], unless x below is negligible against A)
     and the skewed row; A += x below(X_i), x *= q(X_i). On torch a few rows at a time (their
     temporaries stay in cache), written into one array.
@@ -535,7 +535,7 @@ def _skewed_block_law(drafts, q, p, k, K: int, ties: str, root_orders=None) -> L
     """Block verification of the selected paths ``k`` [B] with the draft rows replaced by q^G:
     ``block_verification(d, q^G, p)`` along the selected paths. On the CPU a few paths at a time
     (``nodes.ROW_CHUNK_ELEMENTS``), position by position: the q^G row of a position
-    ([`_skew_step`][spectheory.verifiers.gbv._skew_step]) goes straight into the block node step
+    (`_skew_step`) goes straight into the block node step
     ([`block_node`][spectheory.verifiers.block.block_node], driven as
     [`law_from_nodes`][spectheory.engine.nodes.law_from_nodes] drives it) while it is in cache, the
     selected rows are read in place (no gathered copies) and the corrections are written into one
