@@ -20,7 +20,7 @@ from spectheory.lp import coupling_bound, selection_lp, tree_lp
 from spectheory.sweep import expand, load_config, run_sweep
 from spectheory.sweep.config import count_jobs
 from spectheory.toy_models import make_instance, mean_divergence
-from spectheory.engine.drafttrees import analyze_tree
+from spectheory.engine.analysis import analyze_tree
 from spectheory.verifiers.contrasts import lenient_verification, typical_acceptance
 
 GRID = textwrap.dedent("""
