@@ -11,7 +11,6 @@ fast.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import types

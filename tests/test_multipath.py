@@ -12,11 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import KINDS, make_instance
 
-from spectheory.runtime import backend as Bk
 from spectheory.runtime.errors import SizeLimitError, SpectheoryError
 from spectheory.engine.analysis import analyze
-from spectheory.inputs.instances import Instance, instance_from_dict
-from spectheory.inputs.models import TableModel
+from spectheory.inputs.instances import instance_from_dict
 from spectheory.engine.analysis import analyze_gbv_fast, analyze_multipath
 from spectheory.engine.lossless import check_lossless_multipath
 from spectheory.verifiers.gbv import gbv_skewed_draft

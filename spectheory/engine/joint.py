@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import itertools
 import math
-from fractions import Fraction
 
 import numpy as np
 from ..runtime._lazy import torch
