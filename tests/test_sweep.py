@@ -121,9 +121,9 @@ def test_rerun_and_extended_grid_compute_only_what_is_missing(tmp_path, monkeypa
     started = []
     real = runner._Guarded.__init__
 
-    def counting(self, job):
-        started.append(job.key())
-        real(self, job)
+    def counting(self, jobs):  # a child's jobs (one each, without batching)
+        started.extend(job.key() for job in jobs)
+        real(self, jobs)
 
     monkeypatch.setattr(runner._Guarded, "__init__", counting)
     first = run_sweep(load_config(text), out, workers=2)

@@ -13,7 +13,7 @@ that runs the same guard on its node. A finished job is written to ``OUT/cache/K
 once (atomically), so a killed sweep resumes where it stopped.
 
 With ``batch = N`` (``[sweep]``; the ``local`` executor) a child runs about N jobs one after the
-other (`_GuardedBatch`; dealt round-robin, so that the costly parts of a grid spread over the
+other (`_Guarded`; dealt round-robin, so that the costly parts of a grid spread over the
 children), for grids of many small jobs where forking a process per job would cost more than
 the jobs: each job's row, limits and cache entry are as above (the clock
 and the memory limit apply to the job the child is running; its private memory then includes
@@ -46,17 +46,9 @@ EXECUTORS = ("local", "ray")
 _POLL = 0.02
 
 
-def _child(job: Job, conn) -> None:  # pragma: no cover - runs in the forked child
-    _one_thread()
-    out = _outputs(job)
-    try:
-        conn.send(out)
-    finally:
-        conn.close()
-
-
-def _child_batch(jobs: list[Job], conn) -> None:  # pragma: no cover - runs in the forked child
-    """A batch's child: each job's outputs, sent as ``(index, outputs)`` when it is done."""
+def _child(jobs: list[Job], conn) -> None:  # pragma: no cover - runs in the forked child
+    """A child's jobs (one, or a batch) in order: each job's outputs, sent as
+    ``(index, outputs)`` when it is done."""
     _one_thread()
     try:
         for i, job in enumerate(jobs):
@@ -132,63 +124,8 @@ def _private_mb(pid: int) -> float:
 
 
 class _Guarded:
-    """One job in its forked child, with its clock and memory watched."""
-
-    def __init__(self, job: Job):
-        import multiprocessing as mp
-
-        ctx = mp.get_context("fork")
-        self.job = job
-        self.recv, send = ctx.Pipe(duplex=False)
-        self.proc = ctx.Process(target=_child, args=(job, send), daemon=True)
-        self.start = time.perf_counter()
-        self.peak = 0.0
-        self.proc.start()
-        send.close()
-
-    def _end(self, status: str, error: str) -> dict:
-        if self.proc.is_alive():
-            self.proc.kill()
-        self.proc.join()
-        self.recv.close()
-        return {"status": status, "error": error,
-                "seconds": round(time.perf_counter() - self.start, 4),
-                "peak_rss_mb": round(self.peak, 1)}
-
-    def poll(self) -> dict | None:
-        """The outputs once the child is done (or killed), else None."""
-        if self.recv.poll():
-            try:
-                out = self.recv.recv()
-            except (EOFError, OSError):  # the child closed the pipe without a result
-                out = None
-            if out is not None:
-                self.proc.join()
-                self.recv.close()
-                return out
-            self.proc.join(timeout=5)
-            return self._end("crashed", f"the job's process ended with exit code "
-                                        f"{self.proc.exitcode} before returning a result")
-        if not self.proc.is_alive():
-            self.proc.join()
-            return self._end("crashed", f"the job's process ended with exit code "
-                                        f"{self.proc.exitcode} before returning a result")
-        elapsed = time.perf_counter() - self.start
-        if elapsed > self.job.time_limit:
-            return self._end("timeout", f"stopped at the time limit of {self.job.time_limit:g} s")
-        if not self.job.memory_limit_mb:  # no memory limit: nothing to watch
-            return None
-        own = _private_mb(self.proc.pid)
-        self.peak = max(self.peak, own)
-        if own > self.job.memory_limit_mb:
-            return self._end("memory", f"stopped at {own:.0f} MB of its own resident memory, "
-                                       f"over the memory limit of {self.job.memory_limit_mb} MB")
-        return None
-
-
-class _GuardedBatch:
-    """Several jobs run one after the other in one forked child (``batch`` > 1), the clock and
-    memory of the job it is running watched as `_Guarded` watches a single job's."""
+    """The jobs of one forked child (one job, or a batch run one after the other), the clock
+    and memory of the job it is running watched and the child killed past that job's limits."""
 
     def __init__(self, jobs: list[Job]):
         import multiprocessing as mp
@@ -197,7 +134,7 @@ class _GuardedBatch:
         self.jobs = list(jobs)
         self.done = 0  # jobs whose outputs arrived; the child runs jobs[done]
         self.recv, send = ctx.Pipe(duplex=False)
-        self.proc = ctx.Process(target=_child_batch, args=(self.jobs, send), daemon=True)
+        self.proc = ctx.Process(target=_child, args=(self.jobs, send), daemon=True)
         self.start = self.checked = time.perf_counter()
         self.peak = 0.0
         self.proc.start()
@@ -265,11 +202,11 @@ def _wait(running: list) -> None:
 
 def run_guarded(job: Job) -> dict:
     """Run one job in a child process under its limits; its outputs (always a dict)."""
-    g = _Guarded(job)
+    g = _Guarded([job])
     while True:
-        out = g.poll()
-        if out is not None:
-            return out
+        results, _ = g.poll()
+        if results:
+            return results[0][1]
         _wait([g])
 
 
@@ -277,44 +214,17 @@ def run_guarded(job: Job) -> dict:
 
 
 def _local(jobs: list[Job], workers: int, done, batch: int = 1) -> None:
-    if batch > 1:
-        return _local_batches(jobs, workers, done, batch)
+    """``workers`` children at once, each with about ``batch`` jobs (one by default), dealt
+    round-robin (job i to batch i mod B, B = ceil(jobs / batch)), so that the costly parts of a
+    grid spread over the children; each batch runs its jobs in grid order."""
     warm_up(jobs)
-    pending = list(reversed(jobs))
+    n = -(-len(jobs) // batch)
+    pending = [jobs[i::n] for i in reversed(range(n))]  # batches, the next one last
     running: list[_Guarded] = []
     try:
         while pending or running:
             while pending and len(running) < workers:
                 running.append(_Guarded(pending.pop()))
-            still = []
-            for g in running:
-                out = g.poll()
-                if out is None:
-                    still.append(g)
-                else:
-                    done(g.job, out)
-            running = still
-            if running and (len(running) >= workers or not pending):
-                _wait(running)
-    finally:
-        for g in running:
-            if g.proc.is_alive():
-                g.proc.kill()
-                g.proc.join()
-
-
-def _local_batches(jobs: list[Job], workers: int, done, batch: int) -> None:
-    """`_local` with about ``batch`` jobs per child process, dealt round-robin (job i to batch
-    i mod B, B = ceil(jobs / batch)), so that the costly parts of a grid spread over the
-    children; each batch runs its jobs in grid order."""
-    warm_up(jobs)
-    n = -(-len(jobs) // batch)
-    pending = [jobs[i::n] for i in reversed(range(n))]  # batches, the next one last
-    running: list[_GuardedBatch] = []
-    try:
-        while pending or running:
-            while pending and len(running) < workers:
-                running.append(_GuardedBatch(pending.pop()))
             still = []
             for g in running:
                 results, rest = g.poll()
