@@ -1,0 +1,243 @@
+"""What every sampler check returns, and how it calls user code.
+
+The report types shared by every mode of the conformance kit (`spectheory.testing.sampler`'s law,
+lossless and coin modes, the tree and whole-step checks): [`SamplerReport`][spectheory.testing.report.SamplerReport]
+with its [`Cell`][spectheory.testing.report.Cell] and [`CoinMismatch`][spectheory.testing.report.CoinMismatch],
+the fixed-draft input [`DraftRows`][spectheory.testing.report.DraftRows], and the guard through which
+every call of a user's sampler goes (`guarded`: an exception or ``sys.exit`` in user code becomes
+one `UserCodeError` line naming the function).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple  # noqa: F401
+
+from ..runtime._lazy import torch
+from ..runtime.errors import call_user
+
+#: Power at which `SamplerReport.min_detectable_tv` is stated.
+POWER = 0.9
+#: Cells with an expected count below this are pooled (per draft row) before the chi-square.
+MIN_EXPECTED = 5.0
+
+
+class DraftRows(NamedTuple):
+    """Fixed drafts with the rows along them, for ``mode="law"`` at any vocabulary size.
+
+    ``drafts [B, L]`` (or ``[B, K, L]``), ``q [B, L, V]`` (``[B, K, L, V]``), ``p [B, L+1, V]``
+    (``[B, K, L+1, V]``), torch tensors. Pass a list of these as ``instances`` when the rows do
+    not come from a table instance (e.g. V = 50,000).
+    """
+
+    drafts: torch.Tensor
+    q: torch.Tensor
+    p: torch.Tensor
+
+
+class Cell(NamedTuple):
+    """One cell (or pooled bin) of a test: a label, the observed and the expected count."""
+
+    label: str
+    observed: float
+    expected: float
+
+
+class CoinMismatch(NamedTuple):
+    """The first decision of a coin-driven sampler that differs from the reference.
+
+    ``differs`` says what: ``"tau"``, ``"Y"``, ``"tau and Y"`` or ``"Y outside the support"``
+    (coins-tau mode: a token of reference probability 0 at the agreed tau). For a tau mismatch,
+    ``position`` is the first position (1-based) whose decision differs (token rule; the block
+    rule: the last position one of them accepted), ``threshold`` the reference's threshold there
+    and, when the sampler declares a coin convention, ``engine_test`` its acceptance test,
+    ``engine_threshold`` and ``engine_coin`` the two sides the engine compares (in its dtype,
+    in logs for a log-space test). ``uniforms`` are the kit's coins; ``engine_uniforms`` the
+    coins the sampler was handed (``None``: the same)."""
+
+    row: int
+    drafts: list
+    q: list
+    p: list
+    uniforms: list
+    expected: tuple  # (tau, Y) of the reference
+    got: tuple  # (tau, Y) of the sampler
+    differs: str = ""
+    position: int | None = None
+    threshold: float | None = None
+    engine_test: str = ""
+    engine_threshold: float | None = None
+    engine_coin: float | None = None
+    engine_uniforms: list | None = None
+
+
+@dataclass
+class SamplerReport:
+    """Result of [`check_sampler`][spectheory.testing.sampler.check_sampler] /
+    [`check_proposal`][spectheory.testing.sampler.check_proposal].
+
+    Attributes
+    ----------
+    passed : bool
+        ``p_value > alpha`` (coins mode: no mismatch).
+    p_value : float
+        Family-wise (Bonferroni-adjusted) p-value; 0.0 when an impossible outcome was observed,
+        a coin decision differs or the sampler returned something invalid.
+    mode : str
+        ``"law"``, ``"lossless"``, ``"coins"`` or ``"proposal"``.
+    samples : int
+        Sampler outputs drawn (coins mode: rows compared).
+    alpha : float
+        Family-wise false-alarm rate of the check.
+    worst_cell : Cell or None
+        The cell with the largest standardised residual |O - E| / sqrt(E) (an impossible cell,
+        expected 0, when one was observed).
+    min_detectable_tv : float
+        Smallest total-variation bias of every row's law (draft row, instance or proposal row; on
+        the test's cells after pooling) detected with 90% power at this sample size and ``alpha``
+        ([`min_detectable_tv`][spectheory.testing.stats.min_detectable_tv]); 0.0 in coins mode
+        (every differing decision is seen).
+    verifier : str
+        Name of the reference verifier or convention.
+    statistic, dof : float, int
+        Chi-square statistic and degrees of freedom of the global test.
+    rows : int
+        Rows tested: draft rows (law, coins), instances (lossless), proposal rows.
+    mismatch : CoinMismatch or None
+        Coins mode: the first differing decision.
+    ambiguous : int
+        Coins mode: rows skipped because a uniform lay within ``tol`` of a threshold.
+    notes : list of str
+        Further findings (impossible outcomes, invalid outputs).
+    budget : spectheory.testing.budget.BudgetPlan or None
+        ``samples="auto"``: how the run was sized within ``budget_s`` (pilot checks, cost per
+        sample, the sample count chosen and the bias it detects, stated before the run).
+    """
+
+    passed: bool
+    p_value: float
+    mode: str
+    samples: int
+    alpha: float
+    worst_cell: Cell | None
+    min_detectable_tv: float
+    verifier: str = ""
+    statistic: float = 0.0
+    dof: int = 0
+    rows: int = 0
+    mismatch: CoinMismatch | None = None
+    ambiguous: int = 0
+    notes: list = field(default_factory=list)
+    budget: Any = None
+
+    def __str__(self) -> str:
+        what = "check_proposal" if self.mode == "proposal" else "check_sampler"
+        ref = (f"convention {self.verifier}" if self.mode in ("coins", "coins-tau")
+               else f"verifier {self.verifier}" if self.mode != "proposal" else "reported q")
+        lines = [f"{what} ({self.mode} mode, {ref}): {'PASS' if self.passed else 'FAIL'}"]
+        if self.mode == "law" and not self.passed and self.verifier:
+            other = "block" if self.verifier == "token" else "token"
+            lines.append(f"  checked against verifier {self.verifier!r}: a {other} sampler needs "
+                         f"--verifier {other} (verifier={other!r} in Python)")
+        unit = {"law": "draft rows", "coins": "draft rows", "coins-tau": "draft rows",
+                "lossless": "instances", "proposal": "proposal rows"}[self.mode]
+        if self.mode in ("coins", "coins-tau"):
+            what_c = "accepted counts" if self.mode == "coins-tau" else "rows of coins"
+            lines.append(f"  {self.samples:,} {what_c} compared with the reference, "
+                         f"{self.ambiguous:,} skipped (a uniform within tolerance of its "
+                         f"threshold)")
+            m = self.mismatch
+            if m is not None:
+                lines.append(f"  first mismatch at row {m.row}"
+                             f"{' (' + m.differs + ')' if m.differs else ''}: drafts "
+                             f"{m.drafts}, uniforms {m.uniforms}")
+                lines.append(f"    reference (tau, Y) = {m.expected}, sampler (tau, Y) = "
+                             f"{m.got}")
+                if m.position is not None:
+                    lines.append(f"    position {m.position}: reference accepts when u <= "
+                                 f"{m.threshold:.9g}")
+                if m.engine_test:
+                    lines.append(f"    engine side: {m.engine_test}")
+                if m.engine_uniforms is not None:
+                    lines.append(f"    coins handed to the engine {m.engine_uniforms}")
+                lines.append(f"    q rows {m.q}")
+                lines.append(f"    p rows {m.p}")
+        elif self.dof == 0 and self.worst_cell is None and self.notes:
+            pass  # no test was run: the notes say why
+        else:
+            lines.append(f"  p-value {self.p_value:.3g} (family-wise false-alarm rate alpha = "
+                         f"{self.alpha:g}; {self.rows} {unit}, {self.samples:,} samples)")
+            lines.append(f"  global chi-square {self.statistic:.1f} on {self.dof} degrees of "
+                         f"freedom")
+            if self.worst_cell is not None:
+                c = self.worst_cell
+                lines.append(f"  worst cell: {c.label}: observed {c.observed:g}, expected "
+                             f"{c.expected:.1f}")
+            lines.append(f"  detects a total-variation bias >= {self.min_detectable_tv:.3g} "
+                         f"in every row's law with {POWER:.0%} power")
+        lines.extend(f"  {n}" for n in self.notes)
+        if self.budget is not None:
+            lines.append(f"  sized by budget_s: {self.budget.summary()}")
+        return "\n".join(lines)
+
+    def to_json(self) -> dict:
+        """The report as JSON-ready values."""
+        out = {"passed": bool(self.passed), "p_value": float(self.p_value), "mode": self.mode,
+               "samples": int(self.samples), "alpha": float(self.alpha),
+               "worst_cell": self.worst_cell._asdict() if self.worst_cell else None,
+               "min_detectable_tv": _finite(self.min_detectable_tv), "power": POWER,
+               "verifier": self.verifier, "statistic": float(self.statistic),
+               "dof": int(self.dof), "rows": int(self.rows),
+               "mismatch": self.mismatch._asdict() if self.mismatch else None,
+               "ambiguous": int(self.ambiguous), "notes": list(self.notes)}
+        if self.budget is not None:
+            out["budget"] = self.budget.to_json()
+        return out
+
+
+def _finite(x: float):
+    return float(x) if math.isfinite(x) else None
+
+
+def _name_of(fn) -> str:
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or \
+        type(fn).__name__
+    module = getattr(fn, "__module__", None)
+    return f"{module}:{name}" if module and module not in ("builtins", "__main__") else str(name)
+
+
+def _guarded(fn, role: str = "sampler"):
+    """``fn`` with every call made through `spectheory.runtime.errors.call_user`: an exception or a
+    ``SystemExit`` (any code) in it becomes one `UserCodeError` line naming ``role`` and the
+    function. Attributes (``repeat_aware``, ``coin_convention``) are kept."""
+    if getattr(fn, "_spectheory_guarded", False):
+        return fn
+    label = f"{role} {_name_of(fn)}"
+    clock = [0.0]  # seconds spent inside fn (budgeted runs time the sampler apart from the check)
+    rows = [0]  # the largest batch handed over
+
+    def guarded(*args, **kwargs):
+        if args and hasattr(args[0], "shape") and len(args[0].shape):
+            rows[0] = max(rows[0], int(args[0].shape[0]))
+        t = time.perf_counter()
+        try:
+            return call_user(fn, *args, what=label, **kwargs)
+        finally:
+            clock[0] += time.perf_counter() - t
+
+    try:
+        functools.update_wrapper(guarded, fn)
+    except (AttributeError, TypeError):  # a callable object without the usual attributes
+        pass
+    guarded._spectheory_guarded = True
+    guarded._spectheory_label = label
+    guarded._spectheory_clock = clock
+    guarded._spectheory_rows = rows
+    return guarded
+
+
+guarded = _guarded
+name_of = _name_of
