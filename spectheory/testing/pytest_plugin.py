@@ -1,0 +1,211 @@
+"""The pytest plugin: an engine's own test suite checks its sampler in one test.
+
+Installed with spectheory (entry point ``pytest11``: no ``conftest.py`` line is needed), it adds
+to every pytest run
+
+* the fixture ``spectheory_kit``, whose methods run the kit's checks and fail the test with the
+  report's text (the report is returned when the check passes, and recorded in the test's
+  ``user_properties`` as JSON, so ``--junitxml`` keeps the p-value, the samples and the detectable bias);
+* the options ``--spectheory-budget SECONDS`` (size every sampler check of the run by time:
+  ``samples="auto"`` with ``budget_s``, pilots first, the detectable bias stated before the run),
+  ``--spectheory-samples N`` (a fixed sample count instead), ``--spectheory-alpha A`` (the
+  family-wise false-alarm rate of each check) and ``--spectheory-seed S``.
+
+```python
+# tests/test_rejection_sampler.py of an engine
+from my_engine.sampler import rejection_sample          # the engine's own function
+from spectheory.testing.layouts import VLLM_V1, engine_sampler
+
+
+def test_rejection_sampler_is_token_verification(spectheory_kit):
+    spectheory_kit.sampler(engine_sampler(rejection_sample, VLLM_V1), "token")
+```
+
+```bash
+pytest tests/test_rejection_sampler.py --spectheory-budget 60    # about a minute for the check
+```
+
+Without an option each check runs with the fixture's defaults (``samples`` = 20,000, alpha =
+1e-3, seed 0): a fixed seed gives a fixed verdict, so the test is deterministic. An explicit
+``samples=`` or ``budget_s=`` in a call wins over the options. The plugin imports nothing heavy
+until a check runs, so it costs nothing in runs that do not use it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+#: Samples of a sampler check when neither the call nor the command line says.
+DEFAULT_SAMPLES = 20_000
+#: Family-wise false-alarm rate of a check when the command line does not say.
+DEFAULT_ALPHA = 1e-3
+
+
+def _positive_float(text: str) -> float:
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be a positive, finite number of seconds")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    import argparse
+
+    from ..runtime.errors import SpectheoryError
+    from ..runtime.limits import parse_count
+
+    try:
+        return parse_count(text, "--spectheory-samples")
+    except SpectheoryError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _alpha(text: str) -> float:
+    import argparse
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must lie in (0, 1)")
+    return value
+
+
+def _seed(text: str) -> int:
+    import argparse
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if not 0 <= value < 2**63:
+        raise argparse.ArgumentTypeError(f"{text!r} must lie in 0 .. 2^63 - 1")
+    return value
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("spectheory", "spectheory conformance checks (fixture spectheory_kit)")
+    group.addoption("--spectheory-budget", type=_positive_float, default=None, metavar="SECONDS",
+                    help="size every sampler check of the run to about SECONDS (pilot checks "
+                         "first; the detectable bias is stated before the run)")
+    group.addoption("--spectheory-samples", type=_positive_int, default=None, metavar="N",
+                    help=f"samples of every sampler check (default {DEFAULT_SAMPLES:,}; not with "
+                         f"--spectheory-budget)")
+    group.addoption("--spectheory-alpha", type=_alpha, default=None, metavar="A",
+                    help=f"family-wise false-alarm rate of each check (default {DEFAULT_ALPHA:g})")
+    group.addoption("--spectheory-seed", type=_seed, default=None, metavar="S",
+                    help="seed of every check (default 0: a fixed verdict)")
+
+
+def pytest_configure(config):
+    if config.getoption("--spectheory-budget", None) is not None and \
+            config.getoption("--spectheory-samples", None) is not None:
+        import pytest
+
+        raise pytest.UsageError("--spectheory-budget and --spectheory-samples both size the "
+                                "checks: give one")
+
+
+def pytest_report_header(config):
+    budget = config.getoption("--spectheory-budget", None)
+    samples = config.getoption("--spectheory-samples", None)
+    if budget is None and samples is None:
+        return None
+    size = f"budget {budget:g} s a check" if budget is not None else f"{samples:,} samples a check"
+    return f"spectheory: sampler checks sized by {size}"
+
+
+class Kit:
+    """The fixture ``spectheory_kit``: the kit's checks as assertions, sized by the command line.
+
+    Every method raises ``AssertionError`` with the report's text when the check fails, returns
+    the report when it passes, and records the report's JSON in the test's ``user_properties``
+    under ``"spectheory"``.
+    """
+
+    def __init__(self, budget_s=None, samples=None, alpha=None, seed=None, record=None):
+        self.budget_s = budget_s
+        self.samples = samples
+        self.alpha = DEFAULT_ALPHA if alpha is None else alpha
+        self.seed = 0 if seed is None else seed
+        self._record = record
+        self.reports = []
+
+    def _sized(self, kwargs: dict) -> dict:
+        kwargs = dict(kwargs)
+        kwargs.setdefault("alpha", self.alpha)
+        kwargs.setdefault("seed", self.seed)
+        if "samples" not in kwargs and "budget_s" not in kwargs:
+            if self.budget_s is not None:
+                kwargs.update(samples="auto", budget_s=self.budget_s)
+            else:
+                kwargs["samples"] = DEFAULT_SAMPLES if self.samples is None else self.samples
+        return kwargs
+
+    def _keep(self, report, what: str):
+        self.reports.append(report)
+        if self._record is not None:
+            to_json = getattr(report, "to_json", None)
+            self._record.append(("spectheory", json.dumps(
+                {"check": what, **(to_json() if to_json else {})})))
+        if not report.passed:
+            raise AssertionError(str(report))
+        return report
+
+    def sampler(self, sampler, verifier="block", **kwargs):
+        """[`check_sampler`][spectheory.testing.sampler.check_sampler] (every mode and option),
+        sized by the command line unless ``samples`` or ``budget_s`` is given."""
+        from .sampler import check_sampler
+
+        return self._keep(check_sampler(sampler, verifier, **self._sized(kwargs)), "sampler")
+
+    def proposal(self, draft_sampler, **kwargs):
+        """[`check_proposal`][spectheory.testing.sampler.check_proposal]: does the draft sampler
+        sample from the q it reports? (``samples`` from the command line; no budget sizing.)"""
+        from .sampler import check_proposal
+
+        kwargs = dict(kwargs)
+        kwargs.setdefault("alpha", self.alpha)
+        kwargs.setdefault("seed", self.seed)
+        if "samples" not in kwargs:
+            kwargs["samples"] = DEFAULT_SAMPLES if self.samples is None else self.samples
+        return self._keep(check_proposal(draft_sampler, **kwargs), "proposal")
+
+    def lossless(self, verifier, instances=None, **kwargs):
+        """[`assert_lossless`][spectheory.testing.lossless.assert_lossless]: the exact law of a
+        verifier on the battery (no sampling; the options do not apply). Returns the reports."""
+        from .lossless import assert_lossless
+
+        reports = assert_lossless(verifier, instances, **kwargs)
+        self.reports.extend(reports)
+        if self._record is not None:
+            self._record.append(("spectheory", json.dumps(
+                {"check": "lossless", "instances": len(reports), "lossless": True})))
+        return reports
+
+
+def _fixture():
+    import pytest
+
+    @pytest.fixture
+    def spectheory_kit(request):
+        """spectheory's conformance checks as assertions
+        ([`Kit`][spectheory.testing.pytest_plugin.Kit]), sized by ``--spectheory-budget`` /
+        ``--spectheory-samples``."""
+        opt = request.config.getoption
+        return Kit(budget_s=opt("--spectheory-budget", None),
+                   samples=opt("--spectheory-samples", None),
+                   alpha=opt("--spectheory-alpha", None), seed=opt("--spectheory-seed", None),
+                   record=request.node.user_properties)
+
+    return spectheory_kit
+
+
+spectheory_kit = _fixture()

@@ -1,0 +1,127 @@
+"""The pytest plugin (entry point ``pytest11``): an engine's suite checks its sampler in one test.
+
+Each test writes a small test file that uses the fixture ``spectheory_kit`` and runs pytest on it
+in a fresh process (``pytester.runpytest``), so the plugin is loaded from the installed
+entry point exactly as in an engine's own suite: a correct sampler passes, a planted bug fails with
+the kit's report in the failure text, the options size the checks, and bad option values are
+refused by pytest's usage error.
+"""
+
+import json
+
+import pytest
+# imported here, before the inner sessions: pytester restores sys.modules after each inline run,
+# and torch cannot be imported twice in one process
+import torch  # noqa: F401
+
+import spectheory.testing.sampler  # noqa: F401
+
+pytest_plugins = ["pytester"]
+
+SAMPLERS = '''
+import torch
+
+from spectheory.testing.sampler import make_sampler
+
+correct = make_sampler("token")
+
+
+def off_by_one(drafts, q, p, generator):
+    """Token verification reading p(.|X^i) for the acceptance of X_i (the off-by-one target row
+    class of TensorRT-LLM #15098): lossy on prefix-dependent rows."""
+    return correct(drafts, q, torch.cat([p[:, 1:], p[:, -1:]], dim=1), generator)
+'''
+
+
+def _write(pytester, body: str):
+    pytester.makepyfile(samplers=SAMPLERS)
+    pytester.makepyfile(test_engine=body)
+
+
+def test_the_entry_point_names_the_plugin_module():
+    from importlib.metadata import entry_points
+
+    eps = [ep for ep in entry_points(group="pytest11") if ep.name == "spectheory"]
+    assert [ep.value for ep in eps] == ["spectheory.testing.pytest_plugin"]
+
+
+def test_a_correct_sampler_passes_and_a_planted_bug_fails(pytester):
+    _write(pytester, '''
+from samplers import correct, off_by_one
+
+
+def test_correct(spectheory_kit):
+    report = spectheory_kit.sampler(correct, "token")
+    assert report.passed and report.samples == 5_000
+
+
+def test_planted_bug(spectheory_kit):
+    spectheory_kit.sampler(off_by_one, "token")
+''')
+    result = pytester.runpytest("--spectheory-samples", "5000", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*spectheory: sampler checks sized by 5,000 samples a check*"])
+    # the failure text is the kit's report, naming the mode, the verdict and the worst cell
+    result.stdout.fnmatch_lines(["*check_sampler (law mode, verifier token): FAIL*"])
+
+
+def test_the_report_is_recorded_in_junit_xml(pytester):
+    _write(pytester, '''
+from samplers import correct
+
+
+def test_correct(spectheory_kit):
+    spectheory_kit.sampler(correct, "token", samples=3_000)
+''')
+    result = pytester.runpytest("--junitxml=out.xml", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    xml = (pytester.path / "out.xml").read_text()
+    assert 'name="spectheory"' in xml
+    # the explicit samples= of the call wins over the fixture's default
+    assert "&quot;samples&quot;: 3000" in xml and "&quot;passed&quot;: true" in xml
+
+
+def test_budget_sizes_the_check(pytester):
+    _write(pytester, '''
+import json
+
+from samplers import correct
+
+
+def test_budgeted(spectheory_kit):
+    report = spectheory_kit.sampler(correct, "token")
+    assert report.budget is not None
+    with open("plan.json", "w") as f:
+        json.dump({"budget_s": report.budget.budget_s, "samples": report.samples}, f)
+''')
+    result = pytester.runpytest("--spectheory-budget", "2", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    plan = json.loads((pytester.path / "plan.json").read_text())
+    assert plan["budget_s"] == 2.0 and plan["samples"] > 0
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--spectheory-budget", "-1"], "must be a positive, finite number of seconds"),
+    (["--spectheory-budget", "nan"], "must be a positive, finite number of seconds"),
+    (["--spectheory-alpha", "1.5"], "must lie in (0, 1)"),
+    (["--spectheory-samples", "0"], "--spectheory-samples"),
+    (["--spectheory-budget", "5", "--spectheory-samples", "100"], "give one"),
+])
+def test_bad_option_values_are_usage_errors(pytester, args, message):
+    pytester.makepyfile(test_nothing="def test_nothing():\n    pass\n")
+    result = pytester.runpytest(*args, "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert message in err and "Traceback" not in err
+
+
+def test_this_suite_uses_the_fixture(spectheory_kit):
+    """The plugin in this suite's own run: the kit's block sampler through the fixture (law mode,
+    fixed seed), and the lossless battery of block verification."""
+    from spectheory.testing.sampler import make_sampler
+
+    report = spectheory_kit.sampler(make_sampler("block"), "block", samples=4_000)
+    assert report.passed and report.mode == "law" and report.samples == 4_000
+    assert all(r.lossless for r in spectheory_kit.lossless("block"))
+    with pytest.raises(AssertionError, match="FAIL"):
+        spectheory_kit.sampler(make_sampler("token"), "block", samples=20_000)
