@@ -272,3 +272,16 @@ def test_default_instances_are_prefix_dependent():
     for inst in default_step_instances():
         t = inst.target.tables
         assert len(t) > 1 and not np.allclose(t[1][0], t[1][1])
+
+
+def test_docs_page_example_runs_as_printed(capsys):
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "whole-steps.md").read_text()
+    code = re.findall(r"```python\n(.*?)```", text, re.S)[0]
+    exec(compile(code, "whole-steps.md", "exec"), {})
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "True" and out[1] == "False" and out[2].startswith("check_step")
+    for name, tv in EXACT_TV.items():  # the page's table states the exact values
+        assert f"| {tv} |" in text, name
