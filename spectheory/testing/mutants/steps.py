@@ -16,7 +16,10 @@ Replicas:
   Model Runner V2 keyed the draft's Gumbel noise, the acceptance uniform and the recovery noise by
   the same Philox offset. Declared coupling here: the draft X = argmax q(x)/E_x and the recovery
   token argmax r(y)/E_y read the SAME exponentials E (an exponential race is the Gumbel-max trick
-  with G = -log E), the acceptance coin is independent. Exact law: with E i.i.d. Exp(1),
+  with G = -log E), the acceptance coin is independent (in MRV2's ``gumbel_block_argmax`` the
+  noise is Philox-hashed from the key ``tl.randint(seed, pos)`` at the vocabulary offsets and
+  the acceptance uniform ``tl.rand(seed, pos)`` is that key's float conversion, which the hashed
+  noise does not reveal). Exact law: with E i.i.d. Exp(1),
   P(X = x, Y = y) for x != y is the integral over rho = E_y/E_x >= q_y/q_x of
   d rho / (1 + rho + sum_j max(q_j/q_x, rho r_j/r_y))^2 (integrate E_x out), piecewise
   rational: exact. A rejected draft has r_x = 0, so with V = 2 the recovery token is forced
