@@ -285,3 +285,25 @@ def test_docs_page_example_runs_as_printed(capsys):
     assert out[0] == "True" and out[1] == "False" and out[2].startswith("check_step")
     for name, tv in EXACT_TV.items():  # the page's table states the exact values
         assert f"| {tv} |" in text, name
+
+
+def test_a_bug_of_later_steps_is_caught_over_consecutive_steps_only():
+    # planted: the target is run on the drafts without the context (a position or cache offset
+    # lost after the first step); on the first step the context is empty, so one step passes
+    from spectheory.testing.step import StepRequest
+
+    def lost_context(request):
+        n = request.context.shape[1]
+
+        def target(toks):  # rows n.. computed as if the context were absent
+            return torch.cat([request.target(toks)[:, :n], request.target(toks[:, n:])], dim=1)
+
+        blind = StepRequest(request.context, request.draft, target, request.num_draft, request.sampling, request.draft_sampling,
+                            request.inputs, request.generator, request.seed)
+        return sglang_step(blind)
+
+    inst = [random_instance(3, 1, 4)]  # prefix-dependent rows, V = 3, L = 1
+    one = check_step(lost_context, instances=inst, samples=6_000)
+    assert one.passed, str(one)
+    two = check_step(lost_context, instances=inst, samples=6_000, steps=2)
+    assert not two.passed, str(two)
