@@ -66,8 +66,12 @@ def test_correct_engine_steps_pass_under_sampling_parameters(step, samples, samp
                      draft_sampling=sampling)
     assert rep.passed, str(rep)
     assert rep.mode == "step" and rep.rows == 2 and rep.tokens == [3, 4]
-    if sampling == "temperature=0":  # greedy: every law is a point mass, no cell to compare
-        assert rep.dof == 0 and any("no instance has two cells" in n for n in rep.notes)
+    if sampling == "temperature=0":  # greedy: every law is a point mass, any other sequence
+        # fails the check: 90% power at TV t once 1 - (1 - t)^1000 >= 0.9 (1,000 samples each)
+        assert rep.dof == 0 and any("is one sequence" in n for n in rep.notes)
+        n = samples // 2
+        assert rep.min_detectable_tv == pytest.approx(1 - 0.1 ** (1 / n))
+        assert rep.to_json()["min_detectable_tv"] == pytest.approx(rep.min_detectable_tv)
     else:
         assert rep.dof > 0 and 0 < rep.min_detectable_tv < 0.12
 
@@ -247,6 +251,8 @@ def test_sizes_and_arguments_are_refused_before_the_step_runs():
         check_step(step, steps=0)
     with pytest.raises(OptionError, match="sampling parameter top_k"):
         check_step(step, sampling="top_k=-5")
+    with pytest.raises(OptionError, match="nothing would be tested"):
+        check_step(step, samples=4)  # no instance has two cells of expected count >= 5
     assert not calls
 
 

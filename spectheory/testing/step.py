@@ -238,8 +238,6 @@ class StepReport(SamplerReport):
             if math.isfinite(self.min_detectable_tv):
                 lines.append(f"  detects a total-variation bias >= {self.min_detectable_tv:.3g}"
                              f" in every instance's law with {POWER:.0%} power")
-            else:
-                lines.append("  no bias is detected with 90% power at this sample size")
         lines.extend(f"  {n}" for n in self.notes)
         return "\n".join(lines)
 
@@ -459,6 +457,13 @@ def check_step(step: Callable, instances: Sequence | None = None, samples: int =
     per = _split(int(samples), len(insts))
     if min(per) < 1:
         raise OptionError(f"samples = {samples} is fewer than the {len(insts)} instances")
+    laws = [target_sequence_law(inst, steps + L, sp) for inst, L in zip(insts, Ls)]
+    point = [bool(probs.max() >= 1 - 1e-12) for probs in laws]
+    for inst_i, (probs, n) in enumerate(zip(laws, per)):
+        if not point[inst_i] and stats.row_chi_square(probs * n, probs, n, MIN_EXPECTED).dof < 1:
+            raise OptionError(f"samples = {samples:,} leave instance {inst_i} with fewer than "
+                              f"two cells of expected count >= {MIN_EXPECTED:g}: nothing would "
+                              f"be tested; use more samples")
     step = guarded(step, "step")
     who = step._spectheory_label.removeprefix("step ")
     g = torch.Generator().manual_seed(int(seed))
@@ -471,7 +476,7 @@ def check_step(step: Callable, instances: Sequence | None = None, samples: int =
         if note:
             return _failed(samples, alpha, who, note, len(insts), steps,
                            [steps + L for L in Ls])
-        probs = target_sequence_law(inst, N, sp)
+        probs = laws[inst_i]
         t = stats.row_chi_square(obs, probs, n, MIN_EXPECTED)
         tests.append(t)
         if t.impossible and impossible is None:
@@ -490,9 +495,12 @@ def check_step(step: Callable, instances: Sequence | None = None, samples: int =
         cell = impossible
         notes.append(f"{fam.impossible} sample(s) fell on sequences of target probability zero")
     mdt = stats.min_detectable_tv(tests, alpha, POWER)
-    if fam.dof == 0 and impossible is None:
-        notes.append("no instance has two cells to compare (each law sits in one bin, as "
-                     "under greedy decoding): only a sequence of probability zero can fail it")
+    if all(point):  # every law a point mass (greedy): any bias puts mass on a zero sequence
+        n_min = min(per)
+        mdt = 1 - (1 - POWER) ** (1 / n_min)
+        notes.append(f"every instance's law is one sequence (greedy decoding): a sample of any "
+                     f"other sequence fails the check, so a bias of total variation t is caught "
+                     f"with probability 1 - (1 - t)^n, n >= {n_min:,}")
     if sp is not None and not sp.identity:
         notes.append(f"law against the target processed by {sp}; the step was handed the raw "
                      f"rows")
