@@ -313,3 +313,17 @@ def test_a_bug_of_later_steps_is_caught_over_consecutive_steps_only():
     assert one.passed, str(one)
     two = check_step(lost_context, instances=inst, samples=6_000, steps=2)
     assert not two.passed, str(two)
+
+
+@pytest.mark.parametrize("name", list(S.REPLICAS))
+def test_exact_law_matches_each_replica_at_two_positions(name):
+    # L = 2 with prefix-dependent draft and target rows: the rejection at position 2 reads the
+    # rows after the first draft, and (SGLang #7207) the bonus the coin of position 2
+    step, _, sp, dp = S.REPLICAS[name]
+    inst = random_instance(3, 2, 7, denominator=12)
+    law, target, tv = S.exact_step_law(name, inst, sp, dp)
+    assert tv > 0 and S.exact_step_law("correct", inst, sp, dp)[2] == 0
+    n = 3_000 if name == "hf-47932" else 20_000
+    obs = sample_steps(step, inst, n, seed=11, sampling=sp, draft_sampling=dp)
+    t = stats.row_chi_square(obs, np.array([float(x) for x in law]), n)
+    assert t.impossible == 0 and t.p_value > ALPHA, (name, t, float(tv))

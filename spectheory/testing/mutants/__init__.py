@@ -2,7 +2,7 @@
 
 Every entry of `MUTANTS` (name -> [`Mutant`][spectheory.testing.mutants.Mutant]) replicates one bug
 found in a serving engine or a published reference implementation, named by project and issue
-number, written from the bug's public description. Four kinds:
+number, written from the bug's public description. Five kinds:
 
 * ``"law"``: a wrong verifier formula. The replica is a law function with a
   [`VerifierSpec`][spectheory.registry.VerifierSpec] (``lossless=False``);
@@ -23,6 +23,11 @@ number, written from the bug's public description. Four kinds:
   replica is a law function; the check is the exact expected number of accepted tokens
   ([`analyze`][spectheory.engine.analysis.analyze]) against the fixed engine's, on the same instance. A
   losslessness check cannot catch these (and must not: they are lossless).
+* ``"step"``: the drafting and the verification are each right alone, or each wrong in a way
+  that shows only when they are joined: the replica is a whole draft-and-verify step
+  (`spectheory.testing.mutants.steps`), caught by
+  [`check_step`][spectheory.testing.step.check_step] at a stated sample size, with the exact TV
+  of its law.
 
 Engine claims around these bugs (an output law "does not change", a rule "is not lossless") are
 checked exactly in `CLAIMS` (name -> [`Claim`][spectheory.testing.mutants.Claim]): each entry
@@ -104,12 +109,13 @@ class Mutant:
         Where the bug was reported (issue or pull-request number as the project writes it).
     description : str
         One line: what the code did.
-    kind : {"law", "sampler", "proposal", "acceptance"}
+    kind : {"law", "sampler", "proposal", "acceptance", "step"}
     function : callable
         The replica: a [`VerifierSpec`][spectheory.registry.VerifierSpec] (law), a canonical or
         coin-driven sampler (sampler), a draft sampler
-        ``(q_rows, generator) -> (tokens, q_reported)`` (proposal), or the engine's law function
-        as a [`VerifierSpec`][spectheory.registry.VerifierSpec] (acceptance).
+        ``(q_rows, generator) -> (tokens, q_reported)`` (proposal), the engine's law function
+        as a [`VerifierSpec`][spectheory.registry.VerifierSpec] (acceptance), or a whole step
+        ``step(request) -> emitted`` (step).
     caught_by : str
         The check that catches it, with its instance and (for samplers) its sample size.
     catch : callable
