@@ -327,3 +327,12 @@ def test_exact_law_matches_each_replica_at_two_positions(name):
     obs = sample_steps(step, inst, n, seed=11, sampling=sp, draft_sampling=dp)
     t = stats.row_chi_square(obs, np.array([float(x) for x in law]), n)
     assert t.impossible == 0 and t.p_value > ALPHA, (name, t, float(tv))
+
+
+def test_a_list_of_emitted_rows_is_accepted():
+    def as_list(request):
+        out = sglang_step(request)
+        return [row[row >= 0] for row in out]
+
+    rep = check_step(as_list, samples=4_000)
+    assert rep.passed, str(rep)

@@ -610,16 +610,6 @@ def _streams(request, k: int):
                                           % 2**63) for i in range(k)]
 
 
-def _padded(accepted, token, drafts):
-    """Emitted [B, L+1]: the accepted drafts, then the token, then -1."""
-    Bsz, L = drafts.shape
-    out = torch.full((Bsz, L + 1), PLACEHOLDER, dtype=torch.long)
-    pos = torch.arange(L + 1).unsqueeze(0)
-    out[:, :L] = torch.where(pos[:, :L] < accepted.unsqueeze(1), drafts, out[:, :L])
-    out[torch.arange(Bsz), accepted] = token
-    return out
-
-
 def vllm_v1_step(request: StepRequest):
     """A correct step built like vLLM V1 with probabilistic drafting.
 

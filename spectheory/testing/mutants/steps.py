@@ -49,8 +49,8 @@ import torch
 
 from ...inputs.instances import Instance, instance_from_dict
 from ...inputs.processing import parse_sampling, process_rows
-from ..step import (PLACEHOLDER, StepRequest, _draft_rows, _padded, _streams, _target_rows,
-                    processed, rows_as_probs, sglang_step, transformers_step)
+from ..step import (StepRequest, _draft_rows, _streams, _target_rows, sglang_step,
+                    transformers_step)
 
 __all__ = ["LOGIT_LEVEL", "REPLICAS", "bf16_draft_probs", "bf16_draft_step", "exact_step_law",
            "raw_q_step", "reused_coin_step", "shared_noise_step", "shared_gumbel_joint",
@@ -437,5 +437,3 @@ REPLICAS = {
     "hf-47932": (raw_q_step, raw_q_instance, None, "top_k=1"),
     "deepspec-31": (bf16_draft_step, bf16_instance, None, None),
 }
-
-del PLACEHOLDER, _padded, processed, rows_as_probs
