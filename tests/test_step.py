@@ -336,3 +336,16 @@ def test_a_list_of_emitted_rows_is_accepted():
 
     rep = check_step(as_list, samples=4_000)
     assert rep.passed, str(rep)
+
+
+def test_a_run_projected_past_max_seconds_stops_with_one_line():
+    import time as _time
+
+    from spectheory.runtime.errors import TimeLimitError
+
+    def slow(request):
+        _time.sleep(0.05)
+        return sglang_step(request)
+
+    with pytest.raises(TimeLimitError, match="max_seconds = 0.01"):
+        check_step(slow, samples=200_000, max_seconds=0.01)

@@ -68,6 +68,7 @@ Correct steps built like the engines', for tests and as templates for wrapping a
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -78,7 +79,7 @@ from ..inputs.processing import parse_sampling, process_instance, process_rows
 from ..inputs.random_instances import random_instance
 from ..engine.seqtree import levels, path_probabilities
 from ..runtime._lazy import torch
-from ..runtime.errors import OptionError, SizeLimitError, SpectheoryError
+from ..runtime.errors import OptionError, SizeLimitError, SpectheoryError, TimeLimitError
 from . import stats
 from .report import MIN_EXPECTED, POWER, Cell, SamplerReport, guarded
 
@@ -93,6 +94,9 @@ STEP_CHUNK = 2**16
 MAX_STEPS = 32
 #: Most samples of one check.
 MAX_SAMPLES = 10**9
+#: Longest run a check may plan by default (``max_seconds``), seconds.
+MAX_SECONDS = 24 * 3600.0
+
 #: What the models return.
 INPUTS = ("probs", "logits")
 #: Placeholder for unused output slots (vLLM's ``PLACEHOLDER_TOKEN_ID``).
@@ -333,7 +337,33 @@ def _guard_cells(V: int, N: int) -> None:
                              f"fewer steps or a smaller instance")
 
 
-def _run_instance(step, who, inst, n, L, steps, sp, dp, inputs, g, sg):
+class _Pace:
+    """Samples against time: honours a `spectheory.runtime.limits` time limit after every call,
+    and once a call has been timed stops with a `TimeLimitError` when the rate measured so far
+    projects the whole run past ``max_seconds``."""
+
+    def __init__(self, total: int, max_seconds: float | None):
+        self.total, self.max_seconds = int(total), max_seconds
+        self.start = time.perf_counter()
+        self.done = 0
+
+    def add(self, m: int) -> None:
+        from ..runtime.limits import check_time, human_seconds
+
+        check_time("check_step")
+        self.done += int(m)
+        if self.max_seconds is None or not self.done:
+            return
+        spent = time.perf_counter() - self.start
+        projected = spent / self.done * self.total
+        if projected > self.max_seconds:
+            raise TimeLimitError(
+                f"samples = {self.total:,} would take about {human_seconds(projected)} "
+                f"({spent / self.done:.3g} s a sample, measured on the first {self.done:,}), "
+                f"over max_seconds = {self.max_seconds:g}; lower samples or raise max_seconds")
+
+
+def _run_instance(step, who, inst, n, L, steps, sp, dp, inputs, g, sg, pace=None):
     """Counts [V^N] of the first N tokens over ``n`` samples, or a note."""
     V = inst.vocab_size
     N = steps + L
@@ -378,6 +408,8 @@ def _run_instance(step, who, inst, n, L, steps, sp, dp, inputs, g, sg):
             idx = idx * V + seq[:, j]
         obs += np.bincount(idx.numpy(), minlength=V ** N)
         done += m
+        if pace is not None:
+            pace.add(m)
     return obs, None
 
 
@@ -402,7 +434,8 @@ def _label(inst_i, c, V, N):
 def check_step(step: Callable, instances: Sequence | None = None, samples: int = 20_000,
                alpha: float = 1e-3, seed: int = 0, *, steps: int = 1, sampling=None,
                draft_sampling=None, inputs: str = "probs",
-               num_draft: int | None = None) -> StepReport:
+               num_draft: int | None = None,
+               max_seconds: float | None = MAX_SECONDS) -> StepReport:
     """Check a whole draft-and-verify ``step`` against the (processed) target law; see
     `spectheory.testing.step`.
 
@@ -431,6 +464,9 @@ def check_step(step: Callable, instances: Sequence | None = None, samples: int =
         What the model callables return (raw rows either way).
     num_draft : int, optional
         L handed to the step (default: the instance's block length).
+    max_seconds : float or None
+        Stop with a `TimeLimitError` once the rate measured on the calls so far projects the run
+        past it (default one day; None: no limit). A run under ``--time-limit`` stops there.
 
     Returns
     -------
@@ -468,11 +504,15 @@ def check_step(step: Callable, instances: Sequence | None = None, samples: int =
     who = step._spectheory_label.removeprefix("step ")
     g = torch.Generator().manual_seed(int(seed))
     sg = torch.Generator().manual_seed(int(seed) + 1)
+    if max_seconds is not None and not (isinstance(max_seconds, (int, float)) and
+                                        max_seconds > 0):
+        raise OptionError(f"max_seconds = {max_seconds!r} must be a positive number or None")
+    pace = _Pace(samples, max_seconds)
     tests, worst, impossible = [], None, None
     for inst_i, (inst, L, n) in enumerate(zip(insts, Ls, per)):
         inst = inst.to_float()
         V, N = inst.vocab_size, steps + L
-        obs, note = _run_instance(step, who, inst, n, L, steps, sp, dp, inputs, g, sg)
+        obs, note = _run_instance(step, who, inst, n, L, steps, sp, dp, inputs, g, sg, pace)
         if note:
             return _failed(samples, alpha, who, note, len(insts), steps,
                            [steps + L for L in Ls])
@@ -728,7 +768,7 @@ def transformers_step(request: StepRequest, *, hand_raw_q: bool = False):
     return out
 
 
-__all__ = ["INPUTS", "MAX_MODEL_FLOATS", "MAX_STEPS", "MAX_STEP_CELLS", "PLACEHOLDER",
+__all__ = ["INPUTS", "MAX_MODEL_FLOATS", "MAX_SECONDS", "MAX_STEPS", "MAX_STEP_CELLS", "PLACEHOLDER",
            "StepReport", "StepRequest", "TableLM", "assert_step", "check_step",
            "default_step_instances", "detection_power", "processed", "rows_as_probs",
            "sample_steps", "sglang_step", "target_sequence_law", "transformers_step", "vllm_v1_step"]
