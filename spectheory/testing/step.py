@@ -461,7 +461,9 @@ def check_step(step: Callable, instances: Sequence | None = None, samples: int =
         engine's drafting parameters, handed to the step (anything
         [`parse_sampling`][spectheory.inputs.processing.parse_sampling] accepts).
     inputs : {"probs", "logits"}
-        What the model callables return (raw rows either way).
+        What the model callables return (raw rows either way). The law is computed from the
+        float64 rows; a greedy step handed float32 logits may break a near-tie (two
+        probabilities within float32's resolution) otherwise than the law does.
     num_draft : int, optional
         L handed to the step (default: the instance's block length).
     max_seconds : float or None
