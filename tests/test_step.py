@@ -29,7 +29,7 @@ from spectheory.testing.step import (TableLM, check_step, default_step_instances
                                      transformers_step, vllm_v1_step)
 
 ALPHA = 1e-3
-SETTINGS = [None, "temperature=0.7", "top_k=2", "top_p=0.8", "temperature=0"]
+SETTINGS = [None, "temperature=0.7", "top_k=2", "top_p=0.8", "min_p=0.1", "temperature=0"]
 CORRECT = [(vllm_v1_step, 6_000), (sglang_step, 6_000), (transformers_step, 2_000)]
 
 
