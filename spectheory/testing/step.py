@@ -34,7 +34,8 @@ step(request: StepRequest) -> emitted [B, L+1] int64
 
 ``emitted[b]`` holds the k >= 1 tokens the step emits for row b (the accepted drafts, then the
 correction or bonus token: 1 <= k <= L+1) followed by -1 (vLLM's placeholder id) in the unused
-slots. A list of B one-dimensional tensors of lengths 1..L+1 is accepted as well.
+slots. A list (not a tuple) of B one-dimensional integer tensors of lengths 1..L+1 is accepted
+as well.
 
 Two comparisons:
 
@@ -274,7 +275,7 @@ def _check_args(samples, alpha, steps, inputs):
 
 def _emitted(out, b: int, L: int, V: int, who: str):
     """The step's output as (tokens [b, L+1] with -1 padding, counts [b]), or a note."""
-    if isinstance(out, (list, tuple)) and len(out) == b and all(
+    if isinstance(out, list) and len(out) == b and all(
             hasattr(x, "shape") or isinstance(x, (list, tuple)) for x in out):
         rows = []
         for x in out:
@@ -282,6 +283,8 @@ def _emitted(out, b: int, L: int, V: int, who: str):
                 t = torch.as_tensor(x).reshape(-1)
             except Exception:  # noqa: BLE001 - anything not array-like
                 return None, f"{who} returned a row that is not a tensor of tokens"
+            if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
+                return None, f"{who} returned {t.dtype} tokens, not integers"
             if not 1 <= t.numel() <= L + 1:
                 return None, (f"{who} returned a row of {t.numel()} tokens; a step emits 1.."
                               f"{L + 1}")
