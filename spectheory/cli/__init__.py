@@ -51,6 +51,7 @@ COMMAND_MODULES = [
     "spectheory.cli.audit",
     "spectheory.cli.trees",
     "spectheory.testing.sampler_cli",
+    "spectheory.testing.step_cli",
     "spectheory.testing.vectors_cli",
     "spectheory.cli.figures",
     "spectheory.sweep.cli",

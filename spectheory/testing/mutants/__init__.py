@@ -2,7 +2,7 @@
 
 Every entry of `MUTANTS` (name -> [`Mutant`][spectheory.testing.mutants.Mutant]) replicates one bug
 found in a serving engine or a published reference implementation, named by project and issue
-number, written from the bug's public description. Four kinds:
+number, written from the bug's public description. Five kinds:
 
 * ``"law"``: a wrong verifier formula. The replica is a law function with a
   [`VerifierSpec`][spectheory.registry.VerifierSpec] (``lossless=False``);
@@ -23,6 +23,11 @@ number, written from the bug's public description. Four kinds:
   replica is a law function; the check is the exact expected number of accepted tokens
   ([`analyze`][spectheory.engine.analysis.analyze]) against the fixed engine's, on the same instance. A
   losslessness check cannot catch these (and must not: they are lossless).
+* ``"step"``: the drafting and the verification are each right alone, or each wrong in a way
+  that shows only when they are joined: the replica is a whole draft-and-verify step
+  (`spectheory.testing.mutants.steps`), caught by
+  [`check_step`][spectheory.testing.step.check_step] at a stated sample size, with the exact TV
+  of its law.
 
 Engine claims around these bugs (an output law "does not change", a rule "is not lossless") are
 checked exactly in `CLAIMS` (name -> [`Claim`][spectheory.testing.mutants.Claim]): each entry
@@ -48,14 +53,16 @@ from ...inputs.instances import instance_from_dict
 from ...inputs.random_instances import random_instance
 from ...registry import VerifierSpec
 from . import coins, draft_q, formulas, gbv_reference, proposals
+from . import steps
 
 __all__ = ["Catch", "Claim", "ClaimCheck", "CLAIMS", "Mutant", "MUTANTS", "KINDS", "VERDICTS",
-           "coins", "draft_q", "formulas", "gbv_reference", "proposals", "two_token_example",
+           "coins", "draft_q", "formulas", "gbv_reference", "proposals", "steps",
+           "two_token_example",
            "pq_half_instance", "gbv_three_token_instance", "capped_tie_instance",
            "fp16_instance"]
 
 #: Kinds of mutants.
-KINDS = ("law", "sampler", "proposal", "acceptance")
+KINDS = ("law", "sampler", "proposal", "acceptance", "step")
 #: Verdicts of a checked claim.
 VERDICTS = ("confirmed", "refuted", "qualified")
 
@@ -102,12 +109,13 @@ class Mutant:
         Where the bug was reported (issue or pull-request number as the project writes it).
     description : str
         One line: what the code did.
-    kind : {"law", "sampler", "proposal", "acceptance"}
+    kind : {"law", "sampler", "proposal", "acceptance", "step"}
     function : callable
         The replica: a [`VerifierSpec`][spectheory.registry.VerifierSpec] (law), a canonical or
         coin-driven sampler (sampler), a draft sampler
-        ``(q_rows, generator) -> (tokens, q_reported)`` (proposal), or the engine's law function
-        as a [`VerifierSpec`][spectheory.registry.VerifierSpec] (acceptance).
+        ``(q_rows, generator) -> (tokens, q_reported)`` (proposal), the engine's law function
+        as a [`VerifierSpec`][spectheory.registry.VerifierSpec] (acceptance), or a whole step
+        ``step(request) -> emitted`` (step).
     caught_by : str
         The check that catches it, with its instance and (for samplers) its sample size.
     catch : callable
@@ -328,6 +336,25 @@ def _zero_coin_catch() -> Catch:
     return c
 
 
+def _step_catch(name: str, samples: int) -> Callable[[], Catch]:
+    """Whole-step replica ``name`` of `steps.REPLICAS`: ``check_step`` on its instance at
+    ``samples`` (power >= 0.99 against its exact law, `spectheory.testing.step.detection_power`),
+    with the exact TV of its law (`steps.exact_step_law`); control: the same check of the
+    correct step of the same engine, which passes."""
+    def catch() -> Catch:
+        from ..step import check_step
+
+        step, inst_fn, sampling, draft_sampling = steps.REPLICAS[name]
+        _, _, tv = steps.exact_step_law(name, inst_fn(), sampling, draft_sampling)
+        rep = check_step(step, instances=[inst_fn()], samples=samples, sampling=sampling,
+                         draft_sampling=draft_sampling, seed=0)
+        c = Catch(not rep.passed, "check_step (one step, exact target law)", tv=tv,
+                  samples=samples, report=rep)
+        c.notes.append(f"exact TV of the step's law to the target: {tv} ({float(tv):.6g})")
+        return c
+    return catch
+
+
 def _proposal_rows_soft():
     return torch.tensor([[0.8, 0.2], [0.6, 0.4], [0.55, 0.45]], dtype=torch.float64)
 
@@ -474,6 +501,26 @@ MUTANTS: dict[str, Mutant] = dict([
        _law_catch(draft_q.MLXCEL_FP16_UNDERFLOW, draft_q.underflow_instance,
                   control_fn=draft_q.underflow_instance,
                   control_spec=draft_q.MLXCEL_FLOAT32_CONTROL)),
+    _m("vllm-47386-shared-noise-step", "vLLM", "#47386 (fixed by #54282)",
+       "whole step: the draft's exponential-race (Gumbel) noise re-used for the recovery token",
+       "step", steps.shared_noise_step,
+       "check_step, shared_noise_instance() (V = 3, L = 1), 10,000 samples; exact TV 1/26",
+       _step_catch("vllm-47386", 10_000)),
+    _m("sglang-7207-reused-final-coin", "SGLang", "PR #7207",
+       "whole step: the final token drawn at the coin of the last acceptance test",
+       "step", steps.reused_coin_step,
+       "check_step, reused_coin_instance() (V = 3, L = 1), 2,000 samples; exact TV 23/200",
+       _step_catch("sglang-7207", 2_000)),
+    _m("hf-47932-raw-q-step", "Hugging Face transformers", "#47932 (fix proposed in PR #47961)",
+       "whole step: drafts from the top-1 processed draft rows, the raw rows handed as q",
+       "step", steps.raw_q_step,
+       "check_step, raw_q_instance() (V = 2, L = 1), draft_sampling top_k=1, 2,000 samples; "
+       "exact TV 1/4", _step_catch("hf-47932", 2_000)),
+    _m("deepspec-31-bf16-draft-step", "DeepSpec", "#31 (fixed by PR #30)",
+       "whole step: drafts from the softmax of bfloat16 logits, the ratio from the full q",
+       "step", steps.bf16_draft_step,
+       "check_step, bf16_instance() (V = 2, L = 1), 120,000 samples; exact TV 0.01173",
+       _step_catch("deepspec-31", 120_000)),
 ])
 
 
