@@ -125,3 +125,15 @@ def test_this_suite_uses_the_fixture(spectheory_kit):
     assert all(r.lossless for r in spectheory_kit.lossless("block"))
     with pytest.raises(AssertionError, match="FAIL"):
         spectheory_kit.sampler(make_sampler("token"), "block", samples=20_000)
+
+
+def test_a_whole_step_through_the_fixture(spectheory_kit):
+    """check_step through the fixture: a correct SGLang-like step passes, the replica of
+    SGLang #7207 (the final token drawn with the last acceptance coin) fails on its instance."""
+    from spectheory.testing.mutants import steps
+    from spectheory.testing.step import sglang_step
+
+    assert spectheory_kit.step(sglang_step, samples=4_000).passed
+    with pytest.raises(AssertionError, match="FAIL"):
+        spectheory_kit.step(steps.reused_coin_step, instances=[steps.reused_coin_instance()],
+                            samples=4_000)

@@ -178,6 +178,19 @@ class Kit:
             kwargs["samples"] = DEFAULT_SAMPLES if self.samples is None else self.samples
         return self._keep(check_proposal(draft_sampler, **kwargs), "proposal")
 
+    def step(self, step, **kwargs):
+        """[`check_step`][spectheory.testing.step.check_step]: a whole draft-and-verify step
+        against the (processed) target law. ``samples`` from the command line (a budget is not
+        sized by pilots here: ``--spectheory-budget`` leaves the check's default count)."""
+        from .step import check_step
+
+        kwargs = dict(kwargs)
+        kwargs.setdefault("alpha", self.alpha)
+        kwargs.setdefault("seed", self.seed)
+        if "samples" not in kwargs and self.samples is not None:
+            kwargs["samples"] = self.samples
+        return self._keep(check_step(step, **kwargs), "step")
+
     def lossless(self, verifier, instances=None, **kwargs):
         """[`assert_lossless`][spectheory.testing.lossless.assert_lossless]: the exact law of a
         verifier on the battery (no sampling; the options do not apply). Returns the reports."""
