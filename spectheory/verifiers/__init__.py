@@ -30,13 +30,14 @@ from .spectr import SPECTR, spectr
 from .spectr_gbv import SPECTR_GBV, spectr_gbv
 from .token import TOKEN, token_verification
 from .topk import TOPK
+from .sglang_tree import SGLANG_TREE
 from .traversal import TRAVERSAL, TRAVERSAL_IID, TRAVERSAL_TREE, traversal, traversal_iid, traversal_tree
 
 #: The built-in verifiers, in the order listings show them.
 BUILTIN = (TOKEN, BLOCK, NGRAM, HSD, GBV, SPECINFER, SPECINFER_NOREP, SPECTR, TRAVERSAL, TRAVERSAL_IID,
            TRAVERSAL_TREE, HU, HU_NOREP, KHISTI, GLOBAL_RESOLUTION, SPECHUB, BLOCK_FIRST,
            TOKEN_FIRST, STRICT, UNIFORM_PRODUCT, HSD_RELEASED, GBV_MISMATCHED_TIES, SPECTR_GBV,
-           GREEDY, THRESHOLD, LENIENT, TYPICAL)
+           GREEDY, THRESHOLD, LENIENT, TYPICAL, SGLANG_TREE)
 for _spec in BUILTIN:
     register(_spec)
 register(TOPK, listed=False)  # the draft-tree engine's rule for top-k trees, not listed
