@@ -966,18 +966,20 @@ def _instance_levels(instance: Instance, L: int, exact: bool, device="cpu"):
 def choose_route(spec: VerifierSpec, drafting: str, route: str = "auto",
                  rows: str = "auto") -> str:
     """"enumerate" or "nodes": "auto" takes the node route for node-recursive verifiers (under
-    ``norep`` only for rules that skip repeated tokens; under ``topk`` only for the ``topk``
-    rule, since the node route hands the rules the raw q), the enumerate route otherwise."""
+    ``norep`` only for rules that skip repeated tokens; under ``topk`` only for rules that do not
+    read q, the ``topk`` rule and rules marked ``ignores_q`` (SGLang's target-only rule), since
+    the node route hands the rules the raw q), the enumerate route otherwise."""
     if route not in ROUTES:
         raise SpectheoryError(f"unknown route {route!r}; choose from {', '.join(ROUTES)}")
     point = rows == "point" or (rows == "auto" and drafting == "topk")
-    if route == "nodes" and point and spec.name != "topk":
+    blind = spec.name == "topk" or getattr(spec.rule, "ignores_q", False)
+    if route == "nodes" and point and not blind:
         raise SpectheoryError("the node route hands node rules the raw q; point-mass rows "
                               "(the topk default) need the enumerate route, or pass rows='raw'")
     if route != "auto":
         return route
     if node_rule(spec) is not None and (drafting != "norep" or spec.rule_skips_repeats) and \
-            (not point or spec.name == "topk"):
+            (not point or blind):
         return "nodes"
     return "enumerate"
 

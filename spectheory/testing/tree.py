@@ -476,16 +476,37 @@ def _split(total: int, parts: int) -> list:
     return [base + (1 if i < extra else 0) for i in range(parts)]
 
 
+def tied_instance(V: int, D: int, seed: int = 13) -> Instance:
+    """``random_instance(V, D, seed, denominator=4)`` (exact rows in quarters, prefix-dependent)
+    whose root rows are tied: draft (1/2, 1/4, 1/4, 0, ...), so top-k drafting breaks a tie by
+    token id, and target (1/4, 1/4, 1/2, 0, ...)."""
+    from ..inputs.models import TableModel
+
+    if V < 3:
+        raise OptionError(f"a tied instance needs V >= 3, not {V}")
+    base = random_instance(V, D, seed, denominator=4)
+
+    def root(row, model):
+        tables = [np.array(t, copy=True) for t in model.tables]
+        tables[0] = np.array([[Fraction(x) for x in row] + [Fraction(0)] * (V - 3)],
+                             dtype=object)
+        return TableModel(V, tuple(tables))
+
+    return Instance(V, D, root((Fraction(1, 4), Fraction(1, 4), Fraction(1, 2)), base.target),
+                    root((Fraction(1, 2), Fraction(1, 4), Fraction(1, 4)), base.draft))
+
+
 def default_tree_instances(tree) -> list:
     """Default instances for a tree of depth D whose widest node has b children, all with
     prefix-dependent rows: ``random_instance(max(3, b), D, 11)``, ``random_instance(max(4, b),
-    D, 12, alpha=0.5)`` (peaked rows) and ``random_instance(max(3, b), D, 13, denominator=4)``
-    (rows in quarters: ties in q and p, so top-k ties are broken by token id)."""
+    D, 12, alpha=0.5)`` (peaked rows) and [`tied_instance`][spectheory.testing.tree.tied_instance]
+    ``(max(3, b), D)`` (rows in quarters, tied root rows: top-k ties broken by token id), in
+    float64."""
     tree = tree_shape(tree)
     b = max(len(k) for k in tree.children)
     D = tree.height
     return [random_instance(max(3, b), D, 11), random_instance(max(4, b), D, 12, alpha=0.5),
-            random_instance(max(3, b), D, 13, denominator=4).to_float()]
+            tied_instance(max(3, b), D).to_float()]
 
 
 # ----------------------------------------------------------------------------- modes
@@ -751,4 +772,5 @@ def assert_tree_sampler(sampler: Callable, verifier: Any = None, **kwargs
 __all__ = ["DraftedTrees", "MAX_CALL_FLOATS", "MAX_DRAFT_OUTCOMES", "MAX_LAW_CELLS",
            "MAX_LOSSLESS_CELLS", "MAX_TREE_NODES", "TREE_MODES", "TreeSamplerReport",
            "assert_tree_sampler", "check_tree_sampler", "conditional_tree_law",
-           "default_tree_instances", "draft_trees", "emitted_groups", "tree_output_law"]
+           "default_tree_instances", "draft_trees", "emitted_groups", "tied_instance",
+           "tree_output_law"]

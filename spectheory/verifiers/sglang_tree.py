@@ -136,6 +136,7 @@ def sglang_tree_verifier(threshold_single=1, threshold_acc=1) -> VerifierSpec:
         return sglang_tree_rule(member, tok, q_rows, p_rows, ts, ta)
 
     rule.__name__ = rule.__qualname__ = "sglang_tree_rule"
+    rule.ignores_q = True  # target-only: the node route may run it on top-k trees
 
     def path_rule(member, tok, q_rows, p_rows):
         return sglang_tree_rule(member, tok, q_rows, p_rows, ts, ta, skip_repeats=True)
