@@ -5,7 +5,6 @@ EAGLE's evaluate_posterior (spectheory.testing.tree_ports), and SGLang's tree ru
 from __future__ import annotations
 
 import dataclasses
-from collections import defaultdict
 from fractions import Fraction as F
 
 import numpy as np
@@ -20,21 +19,19 @@ from spectheory.inputs.instances import Instance
 from spectheory.inputs.models import TableModel
 from spectheory.inputs.random_instances import random_instance
 from spectheory.registry import get_verifier
-from spectheory.runtime import backend as B
 from spectheory.runtime.errors import OptionError, SpectheoryError, UserCodeError
 from spectheory.testing import stats
-from spectheory.testing.tree import (_draft_outcomes, _spread, check_tree_sampler,
+from spectheory.testing.tree import (check_tree_sampler,
                                      conditional_tree_law, default_tree_instances, draft_trees,
                                      emitted_groups, tied_instance, tree_output_law)
 from spectheory.testing.tree_ports import (EAGLE_POSTERIOR, EAGLE_POSTERIOR_BUGS, SGLANG_TREE,
                                            SGLANG_TREE_BUGS, eagle_posterior_bug,
-                                           evaluate_posterior, sglang_tree_bug,
+                                           evaluate_posterior, planted_bug_law, planted_bug_tv,
+                                           sglang_tree_bug,
                                            tree_engine_sampler,
                                            tree_speculative_sampling_target_only)
 from spectheory.verifiers.sglang_tree import SGLANG_TREE as SGLANG_RULE
 from spectheory.verifiers.sglang_tree import sglang_tree_verifier
-from spectheory.verifiers.specinfer import _row_at
-from spectheory.verifiers.topk import TOPK
 
 #: An EAGLE choices list (tree_choices): leaves at depths 1 and 2.
 CHOICES = [[0], [1], [0, 0], [0, 1], [1, 0]]
@@ -251,180 +248,41 @@ def test_a_relaxed_deployment_passes_against_its_own_law_only():
                               samples=4000).passed
 
 
-# Models of the planted bugs, written from the rules (node-rule form where the bug is one), to
-# state each bug's exact TV: each model is first checked against the bugged port in law mode.
-
-
-def _running_max_rule(member, tok, q_rows, p_rows):
-    """SGLang without the running sum: accept c_j when U <= p(t_j), i.e. c_j = max_{i<=j} p(t_i)."""
-    K, V = tok.shape[1], p_rows.shape[-1]
-    zero = B.zeros_like(p_rows[..., 0])
-    survive, cprev, tried, acc = B.ones_like(zero), zero, B.zeros_like(p_rows), []
-    for j in range(K):
-        t, active = tok[:, j], member[:, :, j] == 1
-        c = B.where(active, B.maximum(cprev, _row_at(p_rows, t)), cprev)
-        a = B.where(active, B.minimum(c - cprev, survive), zero)
-        acc.append(a)
-        survive, cprev = survive - a, c
-        oh = B.one_hot(B.broadcast_to(B.expand_dims(t, 1), active.shape), V, p_rows)
-        tried = B.maximum(tried, B.where(B.expand_dims(active, -1), oh, B.zeros_like(tried)))
-    kept = p_rows * (1 - tried)
-    return B.stack(acc, axis=2), survive, B.safe_div(kept, B.sum(kept, axis=-1, keepdims=True),
-                                                     p_rows)
-
-
-def _full_residual_rule(member, tok, q_rows, p_rows):
-    """SGLang whose final draw keeps the rejected tokens: Y ~ p(.|u)."""
-    a, none, _ = SGLANG_RULE.rule(member, tok, q_rows, p_rows)
-    return a, none, p_rows
-
-
-def _eagle_rule(mode):
-    """EAGLE's loop with gtp not renormalised ('running-sum'), not updated ('residual'), or
-    accepted with min(1, gtp / 0.5) ('threshold')."""
-
-    def rule(member, tok, q_rows, p_rows):
-        K, V = tok.shape[1], p_rows.shape[-1]
-        zero = B.zeros_like(p_rows[..., 0])
-        survive, g, acc = B.ones_like(zero), p_rows, []
-        for j in range(K):
-            t, active = tok[:, j], member[:, :, j] == 1
-            a = B.minimum(2 * _row_at(g, t), 1) if mode == "threshold" else _row_at(g, t)
-            a = B.where(active, survive * a, zero)
-            acc.append(a)
-            survive = survive - a
-            if mode == "residual":
-                continue
-            oh = B.one_hot(B.broadcast_to(B.expand_dims(t, 1), active.shape), V, p_rows)
-            kept = g * (1 - oh)
-            if mode != "running-sum":
-                kept = B.safe_div(kept, B.sum(kept, axis=-1, keepdims=True), g)
-            g = B.where(B.expand_dims(active, -1), kept, g)
-        corr = B.safe_div(g, B.sum(g, axis=-1, keepdims=True), p_rows)
-        return B.stack(acc, axis=2), survive, corr
-
-    return rule
-
-
-BUG_MODELS = {
-    ("sglang", "running-sum"): dataclasses.replace(SGLANG_RULE, name="sglang running-sum bug",
-                                                   rule=_running_max_rule, tree_drafting=()),
-    ("sglang", "residual"): dataclasses.replace(SGLANG_RULE, name="sglang residual bug",
-                                                rule=_full_residual_rule, tree_drafting=()),
-    ("sglang", "threshold"): sglang_tree_verifier(1, F(1, 2)),
-    ("eagle", "running-sum"): dataclasses.replace(TOPK, name="eagle running-sum bug",
-                                                  rule=_eagle_rule("running-sum"),
-                                                  tree_drafting=()),
-    ("eagle", "residual"): dataclasses.replace(TOPK, name="eagle residual bug",
-                                               rule=_eagle_rule("residual"), tree_drafting=()),
-    ("eagle", "threshold"): dataclasses.replace(TOPK, name="eagle threshold bug",
-                                                rule=_eagle_rule("threshold"), tree_drafting=()),
-}
-
-
-@pytest.mark.parametrize("engine, bug", list(BUG_MODELS))
-def test_bug_models_match_the_bugged_ports_and_have_positive_tv(engine, bug):
-    spec = BUG_MODELS[(engine, bug)]
-    fn = sglang(sglang_tree_bug(bug)) if engine == "sglang" else eagle(eagle_posterior_bug(bug))
-    rep = check_tree_sampler(fn, spec, tree=CHOICES, samples=3000 if engine == "sglang" else 1500,
-                             instances=[TIES.to_float()])
-    assert rep.passed, rep
-    assert output_tv(tree_output_law(spec, TIES, CHOICES, "topk"), TIES, 2) > 0
-
-
-def _leaf_rows_from_parents(tree, p_rows):
-    rows = p_rows.copy()
-    for u in range(1, tree.n_nodes):
-        if not tree.children[u]:
-            rows[u] = p_rows[tree.parent[u]]
-    return rows
-
-
-def _sglang_parent_row_law(tree, tokens, p_rows):
-    """SGLang with cur_prob_offset never moved (thresholds 1): every node is tested against the
-    root's row p0 with a fresh coin, each rejection writes p0 at the token into the root's draft
-    row (kept for the rest of the walk), and Y comes from p0 without the tokens written there
-    (p0 itself at the deepest level, where the kernel reads no draft row)."""
-    p0, V, D = p_rows[0], p_rows.shape[-1], tree.height
-    out: dict = defaultdict(F)
-
-    def restrict(removed):
-        kept = [F(0) if y in removed else p0[y] for y in range(V)]
-        s = sum(kept)
-        return [k / s for k in kept] if s else [F(int(y == V - 1)) for y in range(V)]
-
-    def walk(u, path, mass, removed, depth):
-        kids = tree.children[u]
-        if not kids:
-            row = list(p0) if depth == D else restrict(removed)
-            for y in range(V):
-                out[(path, y)] += mass * row[y]
-            return
-        rem, s, cprev = set(removed), F(0), F(0)
-        for c in kids:
-            t = tokens[c - 1]
-            s += p0[t]
-            cj = min(F(1), s)
-            if cj > cprev:
-                walk(c, path + (t,), mass * (cj - cprev), frozenset(rem), depth + 1)
-            cprev = cj
-            rem.add(t)
-        row = restrict(rem)
-        for y in range(V):
-            out[(path, y)] += mass * (1 - cprev) * row[y]
-
-    walk(0, (), F(1), frozenset(), 0)
-    return out
-
-
-def _topk_rows(inst, tree):
-    (tokens, _), = _draft_outcomes(inst, tree, "topk")
-    V = inst.vocab_size
-    pidx = [0] * tree.n_nodes
-    for u in tree.preorder():
-        for c in tree.children[u]:
-            pidx[c] = pidx[u] * V + tokens[c - 1]
-    ex = inst.to_exact()
-    p = np.array([ex.target.level(tree.depth[u])[pidx[u]] for u in range(tree.n_nodes)],
-                 dtype=object)
-    return list(tokens), p
-
-
-def _law_fits(sampler, tree, inst, law: dict, n: int, seed: int = 5) -> float:
-    """p-value of the sampler's emitted sequences on the top-k tree of ``inst`` against ``law``."""
+def _law_fits(sampler, tree, inst, paths, law, n: int, seed: int = 5) -> float:
+    """p-value of the sampler's emitted sequences on the top-k tree of ``inst`` against the
+    conditional law ``(paths, law [G, V])``."""
     d = draft_trees(inst.to_float(), tree, "topk", n, torch.Generator().manual_seed(seed))
     node, y = sampler(d.tokens, tuple(tree.parents), d.q, d.p,
                       torch.Generator().manual_seed(seed + 1))
-    paths, group = emitted_groups(tree, d.tokens[0].tolist())
+    got_paths, group = emitted_groups(tree, d.tokens[0].tolist())
+    assert got_paths == paths
     V = inst.vocab_size
     obs = np.bincount((torch.tensor(group)[node] * V + y).numpy(), minlength=len(paths) * V)
-    probs = np.array([float(law.get((paths[g], yy), 0)) for g in range(len(paths))
-                      for yy in range(V)])
+    probs = np.array([float(x) for x in np.asarray(law).reshape(-1)])
     return stats.row_chi_square(obs, probs, n).p_value
 
 
-def test_parent_row_bugs_match_their_models_and_state_their_tv():
+@pytest.mark.parametrize("engine, bug", [("sglang", b) for b in SGLANG_TREE_BUGS]
+                         + [("eagle", b) for b in EAGLE_POSTERIOR_BUGS])
+def test_bug_models_match_the_bugged_ports_and_have_positive_tv(engine, bug):
+    """Each planted bug's exact model (written from the rule with the bug, not from the port)
+    fits its bugged port, does not fit the correct rule, and has a positive exact TV: the
+    numbers docs/tree-samplers.md states."""
     tree = tree_shape(CHOICES)
-    tokens, p = _topk_rows(TIES, tree)
-    D, V = tree.height, TIES.vocab_size
-    tl = [np.ascontiguousarray(TIES.target.level(d)) for d in range(D + 1)]
-    # SGLang: the walk model above
-    law = _sglang_parent_row_law(tree, tokens, p)
-    assert sum(law.values()) == 1
-    assert _law_fits(sglang(sglang_tree_bug("parent-row")), tree, TIES, law, 4000) > 1e-3
-    out = np.array([F(0)] * V ** (D + 1), dtype=object)
-    for (path, y), m in law.items():
-        _spread(out, path + (y,), m, tl, V, D)
-    assert output_tv(out, TIES, D) > 0
-    # EAGLE: the bonus token at a leaf from the parent's row
-    q = np.array([[F(1, V)] * V] * tree.n_nodes, dtype=object)
-    paths, cl = conditional_tree_law("topk", tree, tokens, q, _leaf_rows_from_parents(tree, p))
-    law = {(paths[g], y): cl[g, y] for g in range(len(paths)) for y in range(V)}
-    assert _law_fits(eagle(eagle_posterior_bug("parent-row")), tree, TIES, law, 1500) > 1e-3
-    out = np.array([F(0)] * V ** (D + 1), dtype=object)
-    for (path, y), m in law.items():
-        _spread(out, path + (y,), m, tl, V, D)
-    assert output_tv(out, TIES, D) > 0
+    inst = TIES.to_float()
+    d = draft_trees(inst, tree, "topk", 1, torch.Generator())
+    tokens = d.tokens[0].tolist()
+    paths, law = planted_bug_law(engine, bug, tree, tokens, d.q[0], d.p[0])
+    assert abs(float(law.sum()) - 1) < 1e-12
+    fn = sglang_tree_bug(bug) if engine == "sglang" else eagle_posterior_bug(bug)
+    sampler = sglang(fn) if engine == "sglang" else eagle(fn)
+    n = 3000 if engine == "sglang" else 1500
+    assert _law_fits(sampler, tree, inst, paths, law, n) > 1e-3
+    _, right = conditional_tree_law("sglang-tree" if engine == "sglang" else "topk", tree,
+                                    tokens, d.q[0], d.p[0])
+    assert _law_fits(sampler, tree, inst, paths, right, n) < 1e-6
+    tv = planted_bug_tv(engine, bug, TIES, CHOICES)
+    assert isinstance(tv, F) and 0 < tv < 1
 
 
 # ----------------------------------------------------------------------------- drafting matters

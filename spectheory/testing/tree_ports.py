@@ -33,14 +33,18 @@ line changed, for the tests that show the tree mode catches them
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import random
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Callable
 
 from ..engine.drafttrees import tree_shape
+from ..runtime import backend as B
 from ..runtime._lazy import torch
 from ..runtime.errors import OptionError
+from ..verifiers.specinfer import _row_at
 
 #: One-line bugs planted in the SGLang port (name -> what changes).
 SGLANG_TREE_BUGS = {
@@ -280,6 +284,186 @@ def eagle_posterior_bug(name: str) -> Callable:
     return posterior
 
 
+# ----------------------------------------------------------------------------- bug models
+
+
+def _running_max_rule(member, tok, q_rows, p_rows):
+    """SGLang without the running sum: accept c_j when U <= p(t_j), so with c_j = max_{i<=j}
+    p(t_i) child j is accepted w.p. c_j - c_{j-1}; Y as the kernel (the tried tokens removed)."""
+    K, V = tok.shape[1], p_rows.shape[-1]
+    zero = B.zeros_like(p_rows[..., 0])
+    survive, cprev, tried, acc = B.ones_like(zero), zero, B.zeros_like(p_rows), []
+    for j in range(K):
+        t, active = tok[:, j], member[:, :, j] == 1
+        c = B.where(active, B.maximum(cprev, _row_at(p_rows, t)), cprev)
+        a = B.where(active, B.minimum(c - cprev, survive), zero)
+        acc.append(a)
+        survive, cprev = survive - a, c
+        oh = B.one_hot(B.broadcast_to(B.expand_dims(t, 1), active.shape), V, p_rows)
+        tried = B.maximum(tried, B.where(B.expand_dims(active, -1), oh, B.zeros_like(tried)))
+    kept = p_rows * (1 - tried)
+    return B.stack(acc, axis=2), survive, B.safe_div(kept, B.sum(kept, axis=-1, keepdims=True),
+                                                     p_rows)
+
+
+def _full_residual_rule(member, tok, q_rows, p_rows):
+    """SGLang whose final draw keeps the rejected tokens: Y ~ p(.|u) after rejections."""
+    from ..verifiers.sglang_tree import SGLANG_TREE as rule_spec
+
+    a, none, _ = rule_spec.rule(member, tok, q_rows, p_rows)
+    return a, none, p_rows
+
+
+def _eagle_rule(mode: str):
+    """EAGLE's loop with gtp not renormalised (``running-sum``: child j accepted w.p. p(t_j)
+    given it is reached), not updated (``residual``: the same, and Y ~ p), or accepted with
+    min(1, gtp / 0.5) (``threshold``)."""
+
+    def rule(member, tok, q_rows, p_rows):
+        K, V = tok.shape[1], p_rows.shape[-1]
+        zero = B.zeros_like(p_rows[..., 0])
+        survive, g, acc = B.ones_like(zero), p_rows, []
+        for j in range(K):
+            t, active = tok[:, j], member[:, :, j] == 1
+            a = B.minimum(2 * _row_at(g, t), 1) if mode == "threshold" else _row_at(g, t)
+            a = B.where(active, survive * a, zero)
+            acc.append(a)
+            survive = survive - a
+            if mode == "residual":
+                continue
+            oh = B.one_hot(B.broadcast_to(B.expand_dims(t, 1), active.shape), V, p_rows)
+            kept = g * (1 - oh)
+            if mode != "running-sum":
+                kept = B.safe_div(kept, B.sum(kept, axis=-1, keepdims=True), g)
+            g = B.where(B.expand_dims(active, -1), kept, g)
+        corr = B.safe_div(g, B.sum(g, axis=-1, keepdims=True), p_rows)
+        return B.stack(acc, axis=2), survive, corr
+
+    return rule
+
+
+def _sglang_parent_row_law(tree, tokens, p_rows):
+    """SGLang with cur_prob_offset never moved (thresholds 1): every node is tested against the
+    root's row p0 with a fresh coin, each rejection writes p0 at the token into the root's draft
+    row (kept for the rest of the walk), and Y comes from p0 without the tokens written there (p0
+    itself at the deepest level, where the kernel reads no draft row; the last token when nothing
+    is left). Returns {(path, y): probability} (Fractions or floats as the rows)."""
+    p0 = [p_rows[0][y] for y in range(p_rows.shape[-1])]
+    V, D = len(p0), tree.height
+    one = p0[0] * 0 + 1
+    out: dict = {}
+
+    def restrict(removed):
+        kept = [0 * one if y in removed else p0[y] for y in range(V)]
+        s = sum(kept)
+        return [k / s for k in kept] if s else [one * (y == V - 1) for y in range(V)]
+
+    def emit(path, mass, row):
+        for y in range(V):
+            out[(path, y)] = out.get((path, y), 0 * one) + mass * row[y]
+
+    def walk(u, path, mass, removed, depth):
+        kids = tree.children[u]
+        if not kids:
+            emit(path, mass, p0 if depth == D else restrict(removed))
+            return
+        rem, s, cprev = set(removed), 0 * one, 0 * one
+        for c in kids:
+            t = int(tokens[c - 1])
+            s = s + p0[t]
+            cj = min(one, s)
+            if cj > cprev:
+                walk(c, path + (t,), mass * (cj - cprev), frozenset(rem), depth + 1)
+            cprev = cj
+            rem.add(t)
+        emit(path, mass * (1 - cprev), restrict(rem))
+
+    walk(0, (), one, frozenset(), 0)
+    return out
+
+
+def planted_bug_law(engine: str, bug: str, tree, tokens, q_rows, p_rows) -> tuple:
+    """The exact law of the emitted sequence of a planted bug (``engine`` ``"sglang"`` or
+    ``"eagle"``, ``bug`` in `SGLANG_TREE_BUGS` / `EAGLE_POSTERIOR_BUGS`, thresholds 1 otherwise)
+    given one drafted tree: ``(paths, law [G, V])`` as
+    [`conditional_tree_law`][spectheory.testing.tree.conditional_tree_law] (``tokens [N]``,
+    ``q_rows``, ``p_rows [N+1, V]``, torch float64 or numpy Fractions). A model written from the
+    rule with the bug, not from the port: the tests check each against its bugged port, and
+    [`planted_bug_tv`][spectheory.testing.tree_ports.planted_bug_tv] states its TV."""
+    from ..verifiers.sglang_tree import SGLANG_TREE as rule_spec
+    from ..verifiers.sglang_tree import sglang_tree_verifier
+    from ..verifiers.topk import TOPK
+    from .tree import conditional_tree_law, emitted_groups
+
+    bugs = {"sglang": SGLANG_TREE_BUGS, "eagle": EAGLE_POSTERIOR_BUGS}
+    if engine not in bugs or bug not in bugs[engine]:
+        raise OptionError(f"unknown planted bug {engine}/{bug}; choose from "
+                          + ", ".join(f"{e}/{b}" for e, names in bugs.items() for b in names))
+    tree = tree_shape(tree)
+    if engine == "sglang" and bug == "parent-row":
+        law = _sglang_parent_row_law(tree, tokens, p_rows)
+        paths, _ = emitted_groups(tree, tokens)
+        V = p_rows.shape[-1]
+        exact = not torch.is_tensor(p_rows)
+        rows = [[law.get((pth, y), 0) for y in range(V)] for pth in paths]
+        if exact:
+            import numpy as np
+
+            arr = np.empty((len(paths), V), dtype=object)
+            for g, row in enumerate(rows):
+                arr[g] = [x if x != 0 else type(p_rows[0][0])(0) for x in row]
+            return paths, arr
+        return paths, torch.tensor([[float(x) for x in row] for row in rows],
+                                   dtype=p_rows.dtype)
+    if engine == "eagle" and bug == "parent-row":  # the bonus token at a leaf: parent's row
+        rows = p_rows.clone() if torch.is_tensor(p_rows) else p_rows.copy()
+        for u in range(1, tree.n_nodes):
+            if not tree.children[u]:
+                rows[u] = p_rows[tree.parent[u]]
+        return conditional_tree_law(TOPK, tree, tokens, q_rows, rows)
+    if engine == "sglang":
+        spec = (sglang_tree_verifier(1, Fraction(1, 2)) if bug == "threshold" else
+                dataclasses.replace(rule_spec, name=f"sglang {bug} bug", tree_drafting=(),
+                                    rule=_running_max_rule if bug == "running-sum"
+                                    else _full_residual_rule))
+    else:
+        spec = dataclasses.replace(TOPK, name=f"eagle {bug} bug", rule=_eagle_rule(bug),
+                                   tree_drafting=())
+    return conditional_tree_law(spec, tree, tokens, q_rows, p_rows)
+
+
+def planted_bug_tv(engine: str, bug: str, instance, tree) -> Fraction:
+    """Exact TV between the target law and the output law of a planted bug on the top-k tree of
+    ``instance`` (the emitted sequence completed by the target to length D + 1; top-k drafting
+    is deterministic, so this is one drafted tree)."""
+    import numpy as np
+
+    from ..engine.output import target_law
+    from .tree import _draft_outcomes, _spread
+
+    tree = tree_shape(tree)
+    inst = instance.to_exact()
+    V, D = inst.vocab_size, tree.height
+    (tokens, _), = _draft_outcomes(inst, tree, "topk")
+    pidx = [0] * tree.n_nodes
+    for u in tree.preorder():
+        for c in tree.children[u]:
+            pidx[c] = pidx[u] * V + tokens[c - 1]
+    rows = {name: np.array([model.level(tree.depth[u])[pidx[u]] for u in range(tree.n_nodes)],
+                           dtype=object) for name, model in (("q", inst.draft),
+                                                             ("p", inst.target))}
+    paths, law = planted_bug_law(engine, bug, tree, list(tokens), rows["q"], rows["p"])
+    tl = [np.ascontiguousarray(inst.target.level(d)) for d in range(D + 1)]
+    out = np.empty(V ** (D + 1), dtype=object)
+    out.fill(Fraction(0))
+    for g, pth in enumerate(paths):
+        for y in range(V):
+            if law[g, y] != 0:
+                _spread(out, tuple(pth) + (y,), law[g, y], tl, V, D)
+    tgt = target_law(tl, D + 1)[0]
+    return sum((abs(a - b) for a, b in zip(out, tgt)), Fraction(0)) / 2
+
+
 # ----------------------------------------------------------------------------- layouts
 
 
@@ -452,4 +636,5 @@ def tree_engine_sampler(fn: Callable, layout: TreeLayout | str, **options) -> Ca
 
 __all__ = ["EAGLE_POSTERIOR", "EAGLE_POSTERIOR_BUGS", "SGLANG_TREE", "SGLANG_TREE_BUGS",
            "TREE_LAYOUTS", "TreeLayout", "eagle_posterior_bug", "evaluate_posterior",
-           "sglang_tree_bug", "tree_engine_sampler", "tree_speculative_sampling_target_only"]
+           "planted_bug_law", "planted_bug_tv", "sglang_tree_bug", "tree_engine_sampler",
+           "tree_speculative_sampling_target_only"]

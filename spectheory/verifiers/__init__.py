@@ -37,10 +37,11 @@ from .traversal import TRAVERSAL, TRAVERSAL_IID, TRAVERSAL_TREE, traversal, trav
 BUILTIN = (TOKEN, BLOCK, NGRAM, HSD, GBV, SPECINFER, SPECINFER_NOREP, SPECTR, TRAVERSAL, TRAVERSAL_IID,
            TRAVERSAL_TREE, HU, HU_NOREP, KHISTI, GLOBAL_RESOLUTION, SPECHUB, BLOCK_FIRST,
            TOKEN_FIRST, STRICT, UNIFORM_PRODUCT, HSD_RELEASED, GBV_MISMATCHED_TIES, SPECTR_GBV,
-           GREEDY, THRESHOLD, LENIENT, TYPICAL, SGLANG_TREE)
+           GREEDY, THRESHOLD, LENIENT, TYPICAL)
 for _spec in BUILTIN:
     register(_spec)
 register(TOPK, listed=False)  # the draft-tree engine's rule for top-k trees, not listed
+register(SGLANG_TREE, listed=False)  # SGLang's tree kernel rule, a rule of draft trees too
 
 #: Views of the registry (name -> spec; a spec is callable like its function).
 SINGLE_PATH = {s.name: s for s in BUILTIN if s.lossless and s.single_path}
