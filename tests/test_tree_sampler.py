@@ -451,3 +451,13 @@ def test_cli_tree_mode(tmp_path, monkeypatch, capsys):
                       (["--tree", "2,1", "--samples", "0"], "samples")):
         code, out, err = run(["check-sampler", "my_trees:good"] + args, capsys)
         assert code == 2 and msg in err and len(err.strip().splitlines()) == 1, (args, err)
+
+
+def test_docs_page_example_runs_as_printed():
+    from pathlib import Path
+
+    from test_docs_examples import python_blocks, run_block
+
+    page = Path(__file__).resolve().parent.parent / "docs" / "tree-samplers.md"
+    (code,) = python_blocks(page)
+    assert run_block(code) == 4

@@ -42,7 +42,7 @@ the default is the first scheme the verifier declares (`VerifierSpec.tree_drafti
 report names the tree and the drafting it checked.
 
 The sampler is user code: every call goes through
-[`guarded`][spectheory.testing.report.guarded] (an exception or ``sys.exit`` in it is one
+`guarded` (`spectheory.testing.report`) (an exception or ``sys.exit`` in it is one
 ``UserCodeError`` line), and unusable outputs (not two integer vectors of length B, a node outside
 0..N, a token outside 0..V-1) fail the report with one note. Sizes (cells, floats per call,
 V^(D+1) sequences, drafted-tree enumerations) are guarded before anything is allocated.

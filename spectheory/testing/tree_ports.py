@@ -24,8 +24,7 @@ print(check_tree_sampler(tree_engine_sampler(kernel, SGLANG_TREE), "sglang-tree"
                          tree=[[0], [1], [0, 0], [0, 1], [1, 0]], samples=6000))
 ```
 
-Planted bugs ([`SGLANG_TREE_BUGS`][spectheory.testing.tree_ports.SGLANG_TREE_BUGS],
-[`EAGLE_POSTERIOR_BUGS`][spectheory.testing.tree_ports.EAGLE_POSTERIOR_BUGS]): each port with one
+Planted bugs (`SGLANG_TREE_BUGS`, `EAGLE_POSTERIOR_BUGS`): each port with one
 line changed, for the tests that show the tree mode catches them
 ([`sglang_tree_bug`][spectheory.testing.tree_ports.sglang_tree_bug],
 [`eagle_posterior_bug`][spectheory.testing.tree_ports.eagle_posterior_bug]).
