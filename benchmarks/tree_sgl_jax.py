@@ -16,10 +16,16 @@ they import (``cdiv``; ``float32_bsearch``/``topk_mask``, unused by these functi
 
 1. the plain-JAX function through the preset (law mode, top-k trees);
 2. the released Pallas kernel as shipped (does it trace?);
-3. the Pallas kernel with its trace errors fixed and nothing else (the cumsum still discarded);
-4. the same with the cumsum written back as well (a control).
+3. the Pallas kernel with what it needs to run here and nothing else: its two trace errors fixed
+   and 128 columns of padding past each row, where the TPU, running with
+   ``disable_bounds_checks=True``, reads and writes the 128-wide windows ``pl.ds(token, 128)``
+   past the row end;
+4. the same with ``accept_index[:, 0]`` written after the kernel's -1 initialisation (which
+   overwrites it) instead of before;
+5. the same with the cumulative sum written back as well (a control).
 
-For 3 it states the exact TV of "the final token is always token 0" on the instance. Needs
+It states the exact TV of "the final token is always token 0" on the instance, what 4 shows if
+the cumulative sum stays unwritten (jnp.empty is zeros, and argmax of an all-False mask is 0). Needs
 ``pip install jax`` (CPU) in the environment; jax is not a dependency of spectheory.
 
     OMP_NUM_THREADS=1 python benchmarks/tree_sgl_jax.py --sgl-jax /path/to/sglang-jax
@@ -29,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import importlib.util
 import sys
 import time
 import types
@@ -156,19 +161,24 @@ def main(argv=None) -> int:
     pl.pallas_call = functools.partial(pl.pallas_call, interpret=pltpu.InterpretParams(
         out_of_bounds_reads="uninitialized"))
     pallas_file = root / "tree_speculative_sampling_target_only_kernel.py"
-    trace_fix = [("            return ()\n", "            return _\n"),  # fori_loop carry
-                 ("csum_arr.at[i].set(new_sum)", "csum_arr.at[i].set(new_sum[0])")]  # (1,)->()
-    written = trace_fix[:1] + [(
-        "            new_sum = sum + jax.lax.dynamic_slice(arr, (i,), (1,))\n"
-        "            csum_arr.at[i].set(new_sum)\n"
-        "            return sum, csum_arr\n",
-        "            new_sum = sum + jax.lax.dynamic_slice(arr, (i,), (1,))[0]\n"
-        "            csum_arr = csum_arr.at[i].set(new_sum)\n"
-        "            return new_sum, csum_arr\n")]
+    run = [("            return ()\n", "            return _\n"),  # fori_loop carry: None, not ()
+           ("csum_arr.at[i].set(new_sum)", "csum_arr.at[i].set(new_sum[0])"),  # (1,) into ()
+           # room past each row for the 128-wide windows the TPU reads and writes unchecked
+           ("    aligned_vocab_size = align_to(vocab_size, 128)\n",
+            "    aligned_vocab_size = align_to(vocab_size, 128) + 128\n")]
+    order = [("    # init accept_index to -1\n    init_accept_index()\n",
+              "    # init accept_index to -1\n    init_accept_index()\n"
+              "    o_accept_index_ref.at[bid, 0].set(last_accepted_retrive_idx)\n")]
+    written = [("            csum_arr.at[i].set(new_sum[0])\n            return sum, csum_arr\n",
+                "            csum_arr = csum_arr.at[i].set(new_sum[0])\n"
+                "            return new_sum[0], csum_arr\n")]
     for label, edits in (("[2] Pallas kernel as released", ()),
-                         ("[3] Pallas kernel, trace errors fixed only", trace_fix),
-                         ("[4] Pallas kernel, trace errors fixed and the cumsum written",
-                          written)):
+                         ("[3] Pallas kernel made to run (trace errors, room for the windows)",
+                          run),
+                         ("[4] ... and accept_index[:, 0] set after the -1 initialisation",
+                          run + order),
+                         ("[5] ... and the cumulative sum written (control)",
+                          run + order + written)):
         mod = _load(pallas_file, "sgl_jax_pallas", edits)
         sampler = tree_engine_sampler(_engine_fn(
             mod.tree_speculative_sampling_target_only_pallas_call, True), SGLANG_TREE)

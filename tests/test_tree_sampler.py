@@ -368,7 +368,7 @@ def test_bad_inputs_are_one_line_refusals():
         check_tree_sampler(ok, tree=(2,), drafting="norep", instances=[sparse])
     with pytest.raises(OptionError, match="fewer than"):
         check_tree_sampler(ok, tree=(2, 1), samples=2, drafting="iid")
-    for bad in (0, -1, 2.5, True):
+    for bad in (0, -1, 2.5, True, 10**11):
         with pytest.raises(OptionError, match="samples"):
             check_tree_sampler(ok, tree=(2, 1), samples=bad)
     with pytest.raises(SpectheoryError, match="choices list"):

@@ -81,6 +81,8 @@ MAX_CALL_FLOATS = 2**24
 MAX_LAW_CELLS = 2**24
 #: Most output sequences V^(D+1) that ``mode="lossless"`` compares.
 MAX_LOSSLESS_CELLS = 2**22
+#: Most samples of one check (memory does not grow with them: outputs are counted call by call).
+MAX_SAMPLES = 10**10
 #: Most drafted trees the exact average over the drafting law enumerates.
 MAX_DRAFT_OUTCOMES = 2**16
 
@@ -548,20 +550,19 @@ def _law_mode(sampler, spec, tree, drafting, instances, samples, alpha, seed, dr
         G = tree.n_nodes
         group_t = torch.tensor(groups, dtype=torch.long)  # [R, N+1]
         obs = np.zeros(R * G * V, dtype=np.int64)
-        idx = torch.repeat_interleave(torch.arange(R), torch.tensor(counts))
         chunk = _chunk(tree.n_nodes, V, max_batch)
-        for s0 in range(0, idx.numel(), chunk):
-            rows = idx[s0:s0 + chunk]
-            m = rows.numel()
-            out = sampler(d.tokens[rows].clone(), parents, d.q[rows].clone(), d.p[rows].clone(),
-                          sg)
-            res, note = _outputs(out, m, N + 1, V, who)
-            if note:
-                return _failed("tree-law", samples, alpha, name, note, tree.describe(),
-                               drafting, n_rows)
-            node, y = res
-            cell = rows * (G * V) + group_t[rows, node] * V + y
-            obs += np.bincount(cell.numpy(), minlength=R * G * V)
+        for r in range(R):  # one drafted tree repeated, a chunk a call (memory: one chunk)
+            for s0 in range(0, counts[r], chunk):
+                m = min(chunk, counts[r] - s0)
+                rows = torch.full((m,), r, dtype=torch.long)
+                out = sampler(d.tokens[rows], parents, d.q[rows], d.p[rows], sg)
+                res, note = _outputs(out, m, N + 1, V, who)
+                if note:
+                    return _failed("tree-law", samples, alpha, name, note, tree.describe(),
+                                   drafting, n_rows)
+                node, y = res
+                cell = r * (G * V) + group_t[r, node] * V + y
+                obs += np.bincount(cell.numpy(), minlength=R * G * V)
         for r in range(R):
             law = laws[r]
             probs = np.zeros(G * V)
@@ -713,6 +714,9 @@ def check_tree_sampler(sampler: Callable, verifier: Any = None, tree: Any = (2, 
         raise OptionError(f"unknown tree mode {mode!r}; choose from {', '.join(TREE_MODES)}")
     if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 1:
         raise OptionError(f"samples = {samples!r} must be a positive integer")
+    if samples > MAX_SAMPLES:
+        raise OptionError(f"samples = {samples:,} is over the tree mode's limit of "
+                          f"{MAX_SAMPLES:,} (at least a day of calls at 10^5 samples a second)")
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
         raise OptionError(f"alpha = {alpha!r} must lie strictly between 0 and 1")
     if isinstance(draft_rows, bool) or not isinstance(draft_rows, int) or draft_rows < 1:
@@ -736,6 +740,8 @@ def check_tree_sampler(sampler: Callable, verifier: Any = None, tree: Any = (2, 
                           f"{', '.join(TREE_DRAFTING)}")
     if instances is None:
         instances = default_tree_instances(shape)
+    elif isinstance(instances, Instance):
+        instances = [instances]
     insts = []
     for inst in instances:
         if not isinstance(inst, Instance):
@@ -769,7 +775,7 @@ def assert_tree_sampler(sampler: Callable, verifier: Any = None, **kwargs
     return rep
 
 
-__all__ = ["DraftedTrees", "MAX_CALL_FLOATS", "MAX_DRAFT_OUTCOMES", "MAX_LAW_CELLS",
+__all__ = ["DraftedTrees", "MAX_CALL_FLOATS", "MAX_DRAFT_OUTCOMES", "MAX_LAW_CELLS", "MAX_SAMPLES",
            "MAX_LOSSLESS_CELLS", "MAX_TREE_NODES", "TREE_MODES", "TreeSamplerReport",
            "assert_tree_sampler", "check_tree_sampler", "conditional_tree_law",
            "default_tree_instances", "draft_trees", "emitted_groups", "tied_instance",
