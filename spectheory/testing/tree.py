@@ -575,9 +575,8 @@ def _law_mode(sampler, spec, tree, drafting, instances, samples, alpha, seed, dr
                 where = f"instance {inst_i}, drafted tree {r} (tokens {toks})"
                 if c < 0:
                     return f"{where}: pooled cells (expected < {MIN_EXPECTED:g} each)"
-                gg, yy = divmod(int(c), V)
-                pth = list(paths[gg]) if gg < len(paths) else "?"
-                return f"{where}: path {pth}, tau = {len(paths[gg]) if gg < len(paths) else '?'}, Y = {yy}"
+                gg, yy = divmod(int(c), V)  # gg < len(paths): other groups have no mass
+                return f"{where}: path {list(paths[gg])}, tau = {len(paths[gg])}, Y = {yy}"
 
             impossible, worst = _cells(t, probs, o, label, "probability 0", impossible, worst)
     return _tree_report("tree-law", tests, samples, alpha, name, worst, impossible,

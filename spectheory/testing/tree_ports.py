@@ -487,7 +487,6 @@ def _sglang_call(fn, tokens, parents, q, p, generator, threshold_single=1.0, thr
     tree = _shape_of(parents)
     B, N = tokens.shape
     n = N + 1
-    V = p.shape[-1]
     dtype = torch.float32 if dtype is None else dtype
     first, nxt = _tree_links(tree)
     dev = torch.device(device)
@@ -517,7 +516,6 @@ def _sglang_call(fn, tokens, parents, q, p, generator, threshold_single=1.0, thr
     last = accept_index.long().cpu()[torch.arange(B), tau]
     node = last - torch.arange(B) * n
     token = predicts.long().cpu()[last]
-    del V
     return node, token
 
 
@@ -530,7 +528,6 @@ def _eagle_call(fn, tokens, parents, q, p, generator, logits_processor=_identity
                 dtype=None):
     tree = _shape_of(parents)
     B, N = tokens.shape
-    D = tree.height
     dtype = torch.float32 if dtype is None else dtype
     leaf_nodes = torch.as_tensor(tree.leaf_nodes)  # [K, D], -1 past a shorter leaf
     K = leaf_nodes.shape[0]
@@ -552,7 +549,6 @@ def _eagle_call(fn, tokens, parents, q, p, generator, logits_processor=_identity
         best, tau = int(best), int(acc_len)
         node[b] = 0 if tau == 0 else int(leaf_nodes[best, tau - 1])
         token[b] = int(torch.multinomial(sample_p.to(torch.float64), 1, generator=generator))
-    del D
     return node, token
 
 
