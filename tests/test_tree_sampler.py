@@ -461,3 +461,16 @@ def test_docs_page_example_runs_as_printed():
     page = Path(__file__).resolve().parent.parent / "docs" / "tree-samplers.md"
     (code,) = python_blocks(page)
     assert run_block(code) == 4
+
+
+def test_real_sglang_kernel_through_the_preset_when_available():
+    """On a GPU machine with sgl_kernel installed, the released CUDA kernel runs through the same
+    preset and must pass as the port does (skipped elsewhere: the kernel is CUDA-only)."""
+    if not torch.cuda.is_available():
+        pytest.skip("SGLang's tree kernel is CUDA-only")
+    kernel = pytest.importorskip("sgl_kernel").tree_speculative_sampling_target_only
+    sampler = tree_engine_sampler(kernel, SGLANG_TREE, device="cuda")
+    assert check_tree_sampler(sampler, tree=CHOICES, samples=6000).passed
+    assert not check_tree_sampler(sampler, tree=(2,), drafting="iid", samples=3000,
+                                  instances=[two_token(F(1, 2), F(2, 3)).to_float()],
+                                  mode="lossless").passed
