@@ -104,6 +104,18 @@ class VerifierSpec:
     rule_skips_repeats : bool
         The rule ignores a candidate whose token an earlier candidate carries (rules for
         drafting without replacement), so the node route may run it under ``norep``.
+    rule_merges_repeats : bool
+        Under ``iid`` tree drafting, children of a node that drew the same token are one
+        token-tree node whose children are the concatenation of theirs (SpecInfer's token tree;
+        the default). False for a rule that walks the drafted tree itself: accepting a child
+        moves into that child's subtree only (SGLang's tree kernel,
+        [`spectheory.verifiers.sglang_tree`][spectheory.verifiers.sglang_tree]).
+    tree_drafting : tuple of str
+        The draft-tree schemes (``iid``, ``norep``, ``topk``;
+        [`spectheory.engine.drafttrees`][spectheory.engine.drafttrees]) under which the node rule is
+        lossless, first the one its engine drafts with; the tree mode of the conformance kit
+        ([`spectheory.testing.tree`][spectheory.testing.tree]) checks a sampler under that first
+        scheme by default and says which. Empty: not declared.
     """
 
     name: str
@@ -121,6 +133,8 @@ class VerifierSpec:
     paths_read: int | None = None
     rule: Callable | None = None
     rule_skips_repeats: bool = False
+    rule_merges_repeats: bool = True
+    tree_drafting: tuple = ()
 
     def __post_init__(self):
         if self.paths not in (1, None):

@@ -487,7 +487,11 @@ HOME_DRAFTING = {"specinfer": "iid", "specinfer-norep": "norep", "topk": "topk",
 
 
 def default_drafting(spec: VerifierSpec) -> str:
-    return HOME_DRAFTING.get(spec.name, spec.default_drafting)
+    """`HOME_DRAFTING`, else the first scheme the verifier declares
+    (`VerifierSpec.tree_drafting`), else its K-path default."""
+    if spec.name in HOME_DRAFTING:
+        return HOME_DRAFTING[spec.name]
+    return spec.tree_drafting[0] if spec.tree_drafting else spec.default_drafting
 
 
 def _check_drafting(drafting):
@@ -777,15 +781,20 @@ def node_route_work(shape, V: int, drafting: str, verifier=None) -> int:
     return total
 
 
-def _groups(sig: tuple, tuples: np.ndarray, drafting: str) -> dict:
+def _groups(sig: tuple, tuples: np.ndarray, drafting: str, merges: bool = True) -> dict:
     """For candidate tuples [T, b] at a node of shape ``sig``: child shape -> sorted flat indices
     t*b + j of the candidates whose acceptance moves the walk to a child of that shape (equal
     tokens are one child: under ``iid`` their subtrees merge, under ``norep`` the first copy
-    stands for the surplus ones)."""
+    stands for the surplus ones). ``merges`` False (`VerifierSpec.rule_merges_repeats`): every
+    candidate leads to its own child's subtree, equal tokens or not."""
     T, b = tuples.shape
     out: dict = {}
     for t in range(T):
         row = tuples[t].tolist()
+        if not merges:
+            for j in range(b):
+                out.setdefault(sig[j], []).append(t * b + j)
+            continue
         where: dict = {}
         for j, x in enumerate(row):
             where.setdefault(x, []).append(j)
@@ -905,7 +914,8 @@ def tree_block_law_nodes(verifier, shape, q_levels, p_levels, V: int,
             if drafting != "topk":
                 key = (sig, b)
                 if key not in group_cache:
-                    group_cache[key] = _groups(sig, np.ascontiguousarray(tok[0]), drafting)
+                    group_cache[key] = _groups(sig, np.ascontiguousarray(tok[0]), drafting,
+                                               spec.rule_merges_repeats)
                 groups = group_cache[key]
             tc = T if exact else max(1, NODE_CHUNK_ELEMENTS // (P * b * max(b, V)))
             for t0 in range(0, T, tc):
@@ -956,18 +966,20 @@ def _instance_levels(instance: Instance, L: int, exact: bool, device="cpu"):
 def choose_route(spec: VerifierSpec, drafting: str, route: str = "auto",
                  rows: str = "auto") -> str:
     """"enumerate" or "nodes": "auto" takes the node route for node-recursive verifiers (under
-    ``norep`` only for rules that skip repeated tokens; under ``topk`` only for the ``topk``
-    rule, since the node route hands the rules the raw q), the enumerate route otherwise."""
+    ``norep`` only for rules that skip repeated tokens; under ``topk`` only for rules that do not
+    read q, the ``topk`` rule and rules marked ``ignores_q`` (SGLang's target-only rule), since
+    the node route hands the rules the raw q), the enumerate route otherwise."""
     if route not in ROUTES:
         raise SpectheoryError(f"unknown route {route!r}; choose from {', '.join(ROUTES)}")
     point = rows == "point" or (rows == "auto" and drafting == "topk")
-    if route == "nodes" and point and spec.name != "topk":
+    blind = spec.name == "topk" or getattr(spec.rule, "ignores_q", False)
+    if route == "nodes" and point and not blind:
         raise SpectheoryError("the node route hands node rules the raw q; point-mass rows "
                               "(the topk default) need the enumerate route, or pass rows='raw'")
     if route != "auto":
         return route
     if node_rule(spec) is not None and (drafting != "norep" or spec.rule_skips_repeats) and \
-            (not point or spec.name == "topk"):
+            (not point or blind):
         return "nodes"
     return "enumerate"
 

@@ -53,6 +53,8 @@ def _float(text: str, name: str) -> float:
 
 
 def run_check_sampler(args) -> int:
+    if getattr(args, "tree", None) is not None or getattr(args, "parents", None) is not None:
+        return run_check_tree_sampler(args)  # the tree mode (block below)
     from ..cli.commands import MAX_PATHS
     from ..inputs.instances import load_instance
     from ..inputs.random_instances import MAX_SEED
@@ -102,6 +104,86 @@ def run_check_sampler(args) -> int:
     return 0 if report.passed else 1
 
 
+# ----------------------------------------------------------------------------- tree mode
+# ``check-sampler MODULE:FN --tree SHAPE``: spectheory.testing.tree.check_tree_sampler.
+
+
+def _tree_option(args):
+    """The tree of ``--tree`` (branching factors ``3,2,1`` or a choices list ``[[0],[1],[0,0]]``)
+    or ``--parents 0,0,1``, exactly one of them."""
+    from ..engine.drafttrees import tree_shape
+
+    if args.tree is not None and args.parents is not None:
+        raise OptionError("give the tree once: --tree SHAPE or --parents LIST, not both")
+    if args.parents is not None:
+        return tree_shape({"parents": args.parents})
+    text = args.tree.strip()
+    if text.startswith("["):
+        try:
+            choices = json.loads(text)
+        except json.JSONDecodeError:
+            raise OptionError(f"--tree {text!r} is neither branching factors (3,2,1) nor a "
+                              f"JSON choices list ([[0],[1],[0,0]])") from None
+        return tree_shape({"choices": choices})
+    return tree_shape(text)
+
+
+def run_check_tree_sampler(args) -> int:
+    """The tree mode of ``check-sampler`` (``--tree`` / ``--parents``)."""
+    from ..inputs.instances import load_instance
+    from ..inputs.random_instances import MAX_SEED
+    from .tree import TREE_MODES, check_tree_sampler
+    from .tree_ports import tree_engine_sampler
+
+    if args.mode not in TREE_MODES:
+        raise OptionError(f"--tree checks modes {', '.join(TREE_MODES)}, not --mode {args.mode}")
+    for flag, value in (("--paths", args.paths), ("--convention", args.convention),
+                        ("--budget", args.budget), ("--sampling", args.sampling),
+                        ("--draft-sampling", getattr(args, "draft_sampling", None))):
+        if value is not None:
+            raise OptionError(f"{flag} does not apply to the tree mode (--tree)")
+    if args.inputs != "probs":
+        raise OptionError("--inputs logits does not apply to the tree mode (--tree)")
+    shape = _tree_option(args)
+    samples = parse_samples("20000" if args.samples is None else args.samples)
+    alpha = _float(args.alpha, "--alpha")
+    if not 0 < alpha < 1:
+        raise OptionError(f"--alpha = {args.alpha} must lie strictly between 0 and 1")
+    seed = _int(args.seed, "--seed")
+    if not 0 <= seed <= MAX_SEED:
+        raise OptionError(f"--seed = {seed} is out of range 0..2^63-1")
+    verifier = None if args.verifier == "block" else args.verifier  # block has no node rule
+    instances = [load_instance(f) for f in args.instance] if args.instance else None
+    sampler = _import(args.sampler, "sampler")
+    if args.tree_layout is not None:
+        sampler = tree_engine_sampler(sampler, args.tree_layout)
+    report = check_tree_sampler(sampler, verifier, shape, drafting=args.tree_drafting,
+                                instances=instances, samples=samples, alpha=alpha,
+                                mode=args.mode, seed=seed)
+    if args.json:
+        sys.stdout.write(json.dumps({"sampler": args.sampler, **report.to_json()}) + "\n")
+    else:
+        sys.stdout.write(str(report) + "\n")
+    return 0 if report.passed else 1
+
+
+def _add_tree_options(p) -> None:
+    p.add_argument("--tree", default=None, metavar="SHAPE",
+                   help="check a tree sampler tree_sampler(tokens [B, N], parents, q [B, N+1, V], "
+                        "p [B, N+1, V], generator) -> (node [B], token [B]) on this tree: "
+                        "branching factors (3,2,1) or a JSON choices list ([[0],[1],[0,0]])")
+    p.add_argument("--parents", default=None, metavar="LIST",
+                   help="the tree as a parent list (0,1,0: the parent of drafted node 1, 2, ...)")
+    p.add_argument("--tree-drafting", choices=("topk", "iid", "norep"), default=None,
+                   help="how the kit drafts the trees (default: the verifier's declared scheme)")
+    p.add_argument("--tree-layout", choices=("sglang-tree", "eagle-posterior"), default=None,
+                   help="MODULE:FUNCTION is an engine function in this layout "
+                        "(spectheory.testing.tree_ports), not a canonical tree sampler")
+
+
+# ----------------------------------------------------------------------------- parser
+
+
 def register(sub) -> None:
     p = sub.add_parser(
         "check-sampler",
@@ -144,4 +226,5 @@ def register(sub) -> None:
     p.add_argument("--inputs", choices=("probs", "logits"), default="probs",
                    help="hand the target rows as probabilities (default) or as float32 logits")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    _add_tree_options(p)
     p.set_defaults(func=run_check_sampler)

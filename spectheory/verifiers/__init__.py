@@ -30,6 +30,7 @@ from .spectr import SPECTR, spectr
 from .spectr_gbv import SPECTR_GBV, spectr_gbv
 from .token import TOKEN, token_verification
 from .topk import TOPK
+from .sglang_tree import SGLANG_TREE
 from .traversal import TRAVERSAL, TRAVERSAL_IID, TRAVERSAL_TREE, traversal, traversal_iid, traversal_tree
 
 #: The built-in verifiers, in the order listings show them.
@@ -40,6 +41,7 @@ BUILTIN = (TOKEN, BLOCK, NGRAM, HSD, GBV, SPECINFER, SPECINFER_NOREP, SPECTR, TR
 for _spec in BUILTIN:
     register(_spec)
 register(TOPK, listed=False)  # the draft-tree engine's rule for top-k trees, not listed
+register(SGLANG_TREE, listed=False)  # SGLang's tree kernel rule, a rule of draft trees too
 
 #: Views of the registry (name -> spec; a spec is callable like its function).
 SINGLE_PATH = {s.name: s for s in BUILTIN if s.lossless and s.single_path}

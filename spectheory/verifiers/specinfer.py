@@ -347,10 +347,11 @@ SPECINFER = VerifierSpec(
     node_form="try drafted children in turn, accept w.p. min(1, p'/q); "
               "p' <- normalise(max(p' - q, 0)) on rejection",
     paper="Miao et al., SpecInfer, ASPLOS 2024",
-    summary="recursive rejection sampling on the token tree (i.i.d. drafting)", rule=rrs_rule)
+    summary="recursive rejection sampling on the token tree (i.i.d. drafting)", rule=rrs_rule,
+    tree_drafting=("iid",))
 SPECINFER_NOREP = VerifierSpec(
     "specinfer-norep", specinfer_norep, paths=None, drafting="norep",
     node_form="as specinfer, and q' loses the rejected token (renormalised)",
     paper="Jeon et al., Recursive Speculative Decoding, arXiv 2402.14160",
     summary="recursive rejection sampling without replacement", rule=rrs_norep_rule,
-    rule_skips_repeats=True)
+    rule_skips_repeats=True, tree_drafting=("norep",))

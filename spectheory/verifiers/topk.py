@@ -59,4 +59,4 @@ TOPK = VerifierSpec(
     paper="recursive rejection sampling without replacement (Jeon et al., arXiv 2402.14160) "
           "with q replaced by point masses in candidate order (EAGLE / Medusa static trees)",
     summary="node-by-node rule for deterministic top-k children (lossless for the topk scheme)",
-    rule=topk_rule, rule_skips_repeats=True)
+    rule=topk_rule, rule_skips_repeats=True, tree_drafting=("topk", "iid", "norep"))
