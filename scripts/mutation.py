@@ -284,7 +284,7 @@ MUTANTS = [
            "while hi - lo > 1e-5 * hi:",
            "while hi - lo > 1e-1 * hi:",
            "min_detectable_tv bisection stopped at 10% precision", STATS),
-    Mutant("spectheory/testing/sampler.py",
+    Mutant("spectheory/testing/law_mode.py",
            "probs = (stop[b].unsqueeze(-1) * corr[b]).reshape(-1).numpy()",
            "probs = corr[b].reshape(-1).numpy()",
            "sampler law mode: cell probabilities without P(k, tau)",
