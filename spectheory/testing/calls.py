@@ -11,7 +11,9 @@ and, while a budgeted run plans, collect each row's cell probabilities (`_ROW_LA
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
+import gc
 import math
 import time
 
@@ -20,7 +22,7 @@ from ..runtime._lazy import torch
 
 from ..runtime.errors import SpectheoryError, TimeLimitError
 from . import stats
-from .report import POWER, Cell, DraftRows, SamplerReport
+from .report import RUNNING, MIN_EXPECTED, POWER, Cell, DraftRows, SamplerReport, declared
 
 #: Default bound on the floats of the inputs of one sampler call (rows x K (2L+1) V).
 MAX_CALL_FLOATS = 2**25
@@ -37,6 +39,67 @@ _WHO = contextvars.ContextVar("spectheory_sampler_who", default="the sampler")
 _PACE = contextvars.ContextVar("spectheory_sampler_pace", default=None)
 #: A list while a budgeted check plans: each row's cell probabilities, in the check's order.
 _ROW_LAWS = contextvars.ContextVar("spectheory_sampler_row_laws", default=None)
+
+
+#: A budgeted check is stopped once it has run this many times its budget (plus
+#: `WATCHDOG_SLACK_S`): a sampler call that never returns cannot hold it silently.
+WATCHDOG_FACTOR = 2.0
+#: Seconds added to the watchdog's deadline (start-up, the first calls).
+WATCHDOG_SLACK_S = 1.0
+
+
+@contextlib.contextmanager
+def _watchdog(seconds: float, what: str):
+    """Stop the block with one [`TimeLimitError`][spectheory.runtime.errors.TimeLimitError] line,
+    naming the sampler and ``what`` (the budget), when a call of user code (`RUNNING`) is still
+    running once the block has run ``seconds``: a sampler that never returns. Past the deadline
+    in the check's own work the block goes on, and the first user call still running when it
+    is looked at again (every 0.05 s) is stopped. A ``SIGALRM`` timer in the
+    main thread (it interrupts a sampler sleeping or looping in Python; a call blocked inside
+    one C routine is stopped when it returns); an earlier alarm already armed (``--time-limit``)
+    is kept and re-armed after the block. Off the main thread, or without ``setitimer``, the
+    block runs unwatched."""
+    import signal
+    import threading
+
+    from ..runtime.limits import _collecting, _track_collection
+
+    if not hasattr(signal, "setitimer") or \
+            threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    earlier = signal.getitimer(signal.ITIMER_REAL)[0]
+    if earlier and earlier <= seconds:  # a sooner alarm bounds the block already
+        yield
+        return
+    start = time.perf_counter()
+
+    def on_alarm(signum, frame):
+        who = RUNNING[0]
+        if _collecting[0] or who is None:  # inside a finaliser an exception would be lost; in
+            # the check's own work (imports, counting) nothing hangs: look again just after
+            signal.setitimer(signal.ITIMER_REAL, 0.05)
+            return
+        took = time.perf_counter() - start
+        raise TimeLimitError(f"{who} did not return: the check was stopped after {took:.1f} s, "
+                             f"past {WATCHDOG_FACTOR:g} times {what} plus {WATCHDOG_SLACK_S:g} s "
+                             f"({seconds:.1f} s); a sampler call must return")
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    tracking = _track_collection not in gc.callbacks
+    if tracking:
+        gc.callbacks.append(_track_collection)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+        if tracking and _track_collection in gc.callbacks:
+            gc.callbacks.remove(_track_collection)
+        if earlier:  # the outer alarm, less the time this block took (at least a moment)
+            signal.setitimer(signal.ITIMER_REAL,
+                             max(0.001, earlier - (time.perf_counter() - start)))
 
 
 def _collect_law(probs) -> None:
@@ -140,7 +203,7 @@ def _outputs(out, K: int, n: int, L: int, V: int):
 
 
 def _chunk(K: int, L: int, V: int, max_batch: int | None, sampler=None) -> int:
-    if max_batch is None and getattr(sampler, "repeat_aware", False):
+    if max_batch is None and declared(sampler, "repeat_aware", False):
         return COUNT_CHUNK
     if max_batch is not None:
         if isinstance(max_batch, bool) or not isinstance(max_batch, int) or max_batch < 1:
@@ -245,7 +308,12 @@ def _cells(test, probs, obs, label, zero: str, impossible, worst):
     return impossible, worst
 
 
-def _report(mode, tests, samples, alpha, name, worst, impossible) -> SamplerReport:
+def _report(mode, tests, samples, alpha, name, worst, impossible, laws=None) -> SamplerReport:
+    """The report of a chi-square family ``tests``; with ``laws`` (each row's cell
+    probabilities, in the tests' order) two cases without a degree of freedom are told apart:
+    every row's law a point mass (greedy decoding: the detection figure is that of a sample off
+    the point, `stats.point_mass_tv`), and too few samples for any row to be tested, refused
+    (the report fails, saying how many samples a test of every row needs)."""
     fam = stats.family(tests)
     notes = []
     cell = worst[1] if worst else None
@@ -253,6 +321,28 @@ def _report(mode, tests, samples, alpha, name, worst, impossible) -> SamplerRepo
         cell = impossible
         notes.append(f"{fam.impossible} sample(s) fell on outcomes of probability zero")
     mdt = stats.min_detectable_tv(tests, alpha, POWER)
+    unit = {"lossless": "instances", "proposal": "proposal rows"}.get(mode, "draft rows")
+    if fam.dof == 0 and laws is not None and len(laws) == len(tests) and tests:
+        need = [stats.samples_for_a_test(p_, MIN_EXPECTED) for p_ in laws]
+        need = [x for x in need if x is not None]
+        if not need:  # every row a point mass
+            n = min(t.n for t in tests)
+            mdt = stats.point_mass_tv(n, POWER)
+            notes.append(f"no row has two cells to compare (each row's law sits on one outcome, "
+                         f"as under greedy decoding): the check fails on any sample of an "
+                         f"outcome of probability zero, so a bias of total variation t in a "
+                         f"row's n >= {n:,} samples is caught with probability 1 - (1 - t)^n, "
+                         f"at least {POWER:.0%} for t >= {mdt:.3g}")
+        elif not fam.impossible:
+            per = max(need)
+            total = per * len(tests)
+            notes.append(f"no degree of freedom was tested: {samples:,} samples over "
+                         f"{len(tests)} {unit} leave no row two bins of expected count >= "
+                         f"{MIN_EXPECTED:g}, so no bias could be seen; a test of every row "
+                         f"needs at least {total:,} samples ({per:,} a row), a first test "
+                         f"{min(need) * len(tests):,}")
+            return SamplerReport(False, float("nan"), mode, samples, alpha, None, float("inf"),
+                                 name, fam.statistic, 0, 0, notes=notes,  # no row tested
+                                 needs_samples=total)
     return SamplerReport(fam.p_value > alpha, fam.p_value, mode, samples, alpha, cell, mdt,
                          name, fam.statistic, fam.dof, len(tests), notes=notes)
-

@@ -21,7 +21,8 @@ from ..sampling import inverse_cdf
 from ..verifiers.block import block_weights
 from ..verifiers.common import drafted_probs, residual_corrections, residuals
 from .calls import MAX_CALL_FLOATS, _failed, _outputs, _pace_add, _split, _tokens
-from .report import CoinMismatch, DraftRows, SamplerReport
+from .report import (CoinMismatch, DraftRows, InstanceMismatches, SamplerReport, _name_of,
+                     declared, wrapped_chain)
 from .rows import _fixed_rows
 
 #: Coin conventions of [`reference_coin_sampler`][spectheory.testing.sampler.reference_coin_sampler]
@@ -178,7 +179,10 @@ def _coins_mode(sampler, convention, instances, samples, alpha, seed, tol, max_b
     g = torch.Generator().manual_seed(seed)
     per = _split(samples, len(instances))
     checked = ambiguous = 0
+    found: dict = {}  # instance -> [differing rows, rows compared, first CoinMismatch]
+    start = 0  # the block's first row within its instance
     for inst_i, inst, n, first in _coin_blocks(instances, per):
+        start = 0 if first else start
         rows = _fixed_rows(inst, 1, "iid", n, g)
         if not isinstance(inst, Instance):  # given rows, cycled to n rows of fresh coins
             rows = DraftRows(*(x[torch.arange(n) % x.shape[0]] for x in rows))
@@ -203,7 +207,8 @@ def _coins_mode(sampler, convention, instances, samples, alpha, seed, tol, max_b
         chunk = max(1, MAX_CALL_FLOATS // ((2 * L + 1) * V)) if max_batch is None else max_batch
         for s in range(0, Bn, chunk):
             sl = slice(s, min(Bn, s + chunk))
-            out = sampler(d[sl].clone(), q[sl].clone(), p[sl].clone(), ue[sl].clone())
+            args = (d[sl].clone(), q[sl].clone(), p[sl].clone(), ue[sl].clone())
+            out = sampler(*args) if checked else _first_call(sampler, args, mode)
             res, note = _outputs(out, 1, sl.stop - sl.start, L, V)
             if note:
                 return _failed(mode, samples, alpha, name, note, checked)
@@ -219,31 +224,139 @@ def _coins_mode(sampler, convention, instances, samples, alpha, seed, tol, max_b
                 y_bad = ~tau_bad & _coin_support(convention, d[sl], q[sl], pt, tau, y, tol)
             bad = (tau_bad | y_bad) & ~amb
             ambiguous += int(amb.sum())
+            entry = found.setdefault(inst_i, [0, 0, None])
+            entry[1] += sl.stop - sl.start
             if bad.any():
-                i = int(bad.nonzero()[0])
-                b = s + i
-                mm = _coin_mismatch(convention, conv, mode, b, d[b], q[b], pt[i], u[b], ue[b],
-                                    (int(rt[i]), int(ry[i])), (int(tau[i]), int(y[i])),
-                                    bool(tau_bad[i]), bool(y_bad[i]), V)
-                checked += i + 1
-                rep = SamplerReport(False, 0.0, mode, checked, alpha, None, 0.0, name,
-                                    rows=checked, mismatch=mm, ambiguous=ambiguous)
-                rep.notes.append(f"instance {inst_i}: the sampler's "
-                                 f"{'accepted count' if mm.differs == 'tau' else 'decision'} "
-                                 f"differs from the reference on the same uniforms"
-                                 if mm.differs != "Y outside the support" else
-                                 f"instance {inst_i}: the sampler returned a token of "
-                                 f"reference probability 0 at the accepted count both agree on")
-                return rep
+                entry[0] += int(bad.sum())
+                if entry[2] is None:
+                    i = int(bad.nonzero()[0])
+                    b = s + i
+                    entry[2] = _coin_mismatch(convention, conv, mode, start + b, d[b], q[b],
+                                              pt[i], u[b], ue[b], (int(rt[i]), int(ry[i])),
+                                              (int(tau[i]), int(y[i])), bool(tau_bad[i]),
+                                              bool(y_bad[i]), V)
             checked += sl.stop - sl.start
-    return SamplerReport(True, 1.0, mode, checked, alpha, None, 0.0, name,
+        start += Bn
+    failing = [InstanceMismatches(i, c, r, mm) for i, (c, r, mm) in sorted(found.items())
+               if mm is not None]
+    if failing:
+        mm = failing[0].first
+        rep = SamplerReport(False, 0.0, mode, checked, alpha, None, float("nan"), name,
+                            rows=checked, mismatch=mm, ambiguous=ambiguous,
+                            instance_mismatches=failing)
+        for im in failing:
+            m = im.first
+            rep.notes.append(f"instance {im.instance}: the sampler's "
+                             f"{'accepted count' if m.differs == 'tau' else 'decision'} "
+                             f"differs from the reference on the same uniforms"
+                             if m.differs != "Y outside the support" else
+                             f"instance {im.instance}: the sampler returned a token of "
+                             f"reference probability 0 at the accepted count both agree on")
+        if len(failing) > 1:
+            rep.notes.append(f"{len(failing)} of {len(per)} instances differ; the first mismatch "
+                             f"shown in full is instance {failing[0].instance}'s")
+        return rep
+    return SamplerReport(True, 1.0, mode, checked, alpha, None, float("nan"), name,
                          rows=checked, ambiguous=ambiguous)
 
 
+#: Names of a law sampler's fourth parameter (a torch generator), refused by the coins modes.
+GENERATOR_NAMES = ("generator", "gen", "rng", "torch_generator")
+#: Names of a coin-driven sampler's fourth parameter (uniforms), refused by law and lossless.
+COIN_NAMES = ("uniforms", "uniform", "coins", "uniform_samples", "u")
+
+
+def _fourth_parameter(sampler) -> str | None:
+    """The name of the fourth parameter of the outermost user function of ``sampler`` (the
+    kit's own wrappers skipped), or None when it has none or cannot be read."""
+    import inspect
+
+    for f in wrapped_chain(sampler):
+        if getattr(f, "_spectheory_guarded", False) or getattr(f, "_spectheory_kit", False):
+            continue
+        try:
+            params = list(inspect.signature(f, follow_wrapped=False).parameters.values())
+        except (TypeError, ValueError):
+            return None
+        pos = [x for x in params if x.kind in (x.POSITIONAL_ONLY, x.POSITIONAL_OR_KEYWORD)]
+        if len(pos) >= 4 and pos[3].name == "extra" and getattr(f, "__wrapped__", None):
+            continue  # a pass-through wrapper (sampling parameters): the user's function is inside
+        return pos[3].name if len(pos) >= 4 else None
+    return None
+
+
+def _refuse_kind(sampler, mode: str) -> None:
+    """One line for a sampler of the wrong kind, read from its fourth parameter's name: a law
+    sampler (``generator``) in a coins mode, a coin-driven one (``uniforms``) in law or lossless
+    mode."""
+    name = _fourth_parameter(sampler)
+    if name is None:
+        return
+    coins = mode in ("coins", "coins-tau")
+    if coins and name.lower() in GENERATOR_NAMES:
+        raise SpectheoryError(
+            f"{_name_of(wrapped_chain(sampler)[-1])} takes a {name!r} (a law sampler), but mode "
+            f"{mode!r} hands a coin-driven sampler its uniforms [B, L+1]: check it with mode "
+            f"'law' or 'lossless'")
+    if not coins and name.lower() in COIN_NAMES:
+        raise SpectheoryError(
+            f"{_name_of(wrapped_chain(sampler)[-1])} takes {name!r} (a coin-driven sampler), but "
+            f"mode {mode!r} hands a sampler a torch generator: check it with mode 'coins' or "
+            f"'coins-tau'")
+
+
+def _first_call(sampler, args, mode: str):
+    """The first call of a coins mode: a sampler that fails by using its uniforms as a torch
+    generator is a law sampler, refused in one line."""
+    from ..runtime.errors import UserCodeError
+
+    try:
+        return sampler(*args)
+    except UserCodeError as exc:
+        cause = exc.__cause__
+        if isinstance(cause, (TypeError, AttributeError)) and "enerator" in str(cause):
+            raise SpectheoryError(
+                f"{getattr(sampler, '_spectheory_label', _name_of(sampler))} failed using the "
+                f"uniforms [B, L+1] of mode {mode!r} as a torch generator (a law sampler): check "
+                f"it with mode 'law' or 'lossless'") from exc
+        raise
+
+
 def _engine_convention(sampler, mode):
-    """The sampler's declared ``coin_convention`` (None: the kit's own coins)."""
-    conv = getattr(sampler, "coin_convention", None)
+    """The sampler's declared ``coin_convention`` (None: the kit's own coins), its own or that of
+    a function it wraps (``__wrapped__``, ``functools.partial``; `declared`). Refused in one
+    line: two different conventions along the chain, and a wrapper that declares none while a
+    function it holds (a closure cell) declares one, which would silently hand the wrapped
+    engine the kit's coins instead of its own."""
+    chain = wrapped_chain(sampler)
+    found = [(f, getattr(f, "coin_convention", None)) for f in chain]
+    found = [(f, c) for f, c in found if c is not None]
+    if len({id(c) for _, c in found}) > 1 and \
+            len({getattr(c, "name", repr(c)) for _, c in found}) > 1:
+        (f1, c1) = found[0]
+        f2, c2 = next((f, c) for f, c in found
+                      if getattr(c, "name", repr(c)) != getattr(c1, "name", repr(c1)))
+        raise SpectheoryError(
+            f"the sampler {_name_of(f1)} declares coin_convention "
+            f"{getattr(c1, 'name', c1)!r} but wraps {_name_of(f2)}, which declares "
+            f"{getattr(c2, 'name', c2)!r}: declare one convention (the engine's)")
+    conv = found[0][1] if found else None
     if conv is None:
+        for f in chain:
+            for cell in getattr(f, "__closure__", None) or ():
+                try:
+                    inner = cell.cell_contents
+                except ValueError:  # an empty cell
+                    continue
+                if not callable(inner) or any(inner is g for g in chain):
+                    continue
+                hidden = declared(inner, "coin_convention")
+                if hidden is not None:
+                    raise SpectheoryError(
+                        f"the sampler {_name_of(chain[0])} wraps {_name_of(inner)}, which "
+                        f"declares coin_convention {getattr(hidden, 'name', hidden)!r}, but "
+                        f"declares none itself, so its engine would be handed the kit's coins: "
+                        f"wrap it with functools.wraps, or set coin_convention on the wrapper")
         return None
     from .layouts import CoinConvention
 

@@ -39,7 +39,7 @@ def _lossless_mode(sampler, how, instances, samples, alpha, seed, max_batch, pro
         raise SpectheoryError(f"samples = {samples} is fewer than the {len(insts)} instances")
     g = torch.Generator().manual_seed(seed)
     sg = torch.Generator().manual_seed(seed + 1)
-    tests, worst, impossible = [], None, None
+    tests, worst, impossible, laws = [], None, None, []
     for inst_i, (inst, n) in enumerate(zip(insts, per)):
         V, L = inst.vocab_size, inst.block_length
         ql = levels(inst.draft, 0, L, False)
@@ -75,6 +75,7 @@ def _lossless_mode(sampler, how, instances, samples, alpha, seed, max_batch, pro
         _collect_law(probs)
         t = stats.row_chi_square(obs, probs, n, MIN_EXPECTED)
         tests.append(t)
+        laws.append(probs)
 
         def label(c, inst_i=inst_i, V=V, L=L):
             if c < 0:
@@ -85,5 +86,5 @@ def _lossless_mode(sampler, how, instances, samples, alpha, seed, max_batch, pro
         impossible, worst = _cells(t, probs, obs, label, "target probability 0", impossible,
                                    worst)
     name = spec.name if K == 1 else f"{spec.name} (K = {K}, {how.drafting} drafting)"
-    return _report("lossless", tests, samples, alpha, name, worst, impossible)
+    return _report("lossless", tests, samples, alpha, name, worst, impossible, laws)
 

@@ -61,7 +61,7 @@ def _proposal_mode(draft_sampler, sets: list, samples: int, alpha: float, seed: 
     per = _split(samples, R)
     if min(per) < 1:
         raise SpectheoryError(f"samples = {samples} is fewer than the {R} proposal rows")
-    tests, worst, impossible, notes = [], None, None, []
+    tests, worst, impossible, laws = [], None, None, []
     r = 0
     sg = torch.Generator().manual_seed(seed + 1)
     for set_i, qs in enumerate(sets):
@@ -105,6 +105,7 @@ def _proposal_mode(draft_sampler, sets: list, samples: int, alpha: float, seed: 
             probs = (rep / n).numpy()
             test = stats.row_chi_square(obs, probs, n, MIN_EXPECTED)
             tests.append(test)
+            laws.append(probs)
 
             def label(c, set_i=set_i, j=j):
                 where = f"row set {set_i}, row {j}"
@@ -112,5 +113,5 @@ def _proposal_mode(draft_sampler, sets: list, samples: int, alpha: float, seed: 
 
             impossible, worst = _cells(test, probs, obs, label, "reported probability 0",
                                        impossible, worst)
-    return _report("proposal", tests, samples, alpha, "proposal", worst, impossible)
+    return _report("proposal", tests, samples, alpha, "proposal", worst, impossible, laws)
 

@@ -79,17 +79,18 @@ from ..runtime.errors import SpectheoryError
 from ..registry import plan
 from . import stats  # noqa: F401 (re-exported)
 from .report import (MIN_EXPECTED, POWER, Cell, CoinMismatch, DraftRows, SamplerReport,  # noqa: F401 (re-exported)
-                     _finite, _guarded, _name_of)
+                     _finite, _guarded, _name_of, declared)
 # The modes and the pieces they share, one module each; every name is importable from here too.
 from .calls import (COUNT_CHUNK, MAX_CALL_FLOATS, PROJECT_AFTER_S, _PACE, _ROW_LAWS,  # noqa: F401
-                    _WHO, _Pace, _as_index, _cells, _chunk, _collect_law, _failed, _outputs,
+                    WATCHDOG_FACTOR, WATCHDOG_SLACK_S, _WHO, _Pace, _watchdog, _as_index, _cells, _chunk, _collect_law, _failed, _outputs,
                     _pace_add, _report, _row_counts, _split, _tokens)
 from .rows import (_dims, _equal_at_some_nodes, _fixed_rows, _zeroed_instance,  # noqa: F401
                    default_instances)
 from .own_sampler import _is_repeat, _one_law_draw, make_sampler  # noqa: F401
 from .coins_mode import (CONVENTIONS, TINY_COIN, _coin_blocks, _coin_decide,  # noqa: F401
                          _coin_mismatch, _coin_support, _coin_thresholds, _coins_mode,
-                         _engine_convention, _round_rows, reference_coin_sampler)
+                         _engine_convention, _refuse_kind, _round_rows,
+                         reference_coin_sampler)
 from .law_mode import _law_mode  # noqa: F401
 from .lossless_mode import MAX_LOSSLESS_CELLS, _lossless_mode  # noqa: F401
 from .proposal_mode import _proposal_mode, _proposal_rows, default_proposal_rows  # noqa: F401
@@ -128,10 +129,20 @@ def _check_args(samples, alpha, mode=None, tol=None):
         raise SpectheoryError(f"tol = {tol!r} must lie in [0, 1)")
 
 
+def _refuse_unused(mode: str, convention) -> None:
+    """Refuse an argument that does nothing in ``mode``: a coin ``convention`` outside the coins
+    modes (the law and lossless modes hand the sampler a generator, not coins)."""
+    if convention is not None and mode not in ("coins", "coins-tau"):
+        from ..runtime.errors import OptionError
+
+        raise OptionError(f"convention = {convention!r} applies to the coins modes only; mode "
+                          f"{mode!r} checks the law of --verifier (verifier=) and would ignore it")
+
+
 def _definitive(rep: SamplerReport) -> bool:
     """A failure that no correct sampler can produce: invalid outputs, a coin decision that
     differs, a sample on an outcome of probability 0."""
-    if rep.passed:
+    if rep.passed or rep.needs_samples:  # too few samples for a test: not a finding
         return False
     return (rep.mismatch is not None or (rep.worst_cell is None and rep.dof == 0)
             or (rep.worst_cell is not None and rep.worst_cell.expected == 0.0))
@@ -151,7 +162,7 @@ def _instant_sampler(call: dict):
         z = torch.zeros(drafts.shape[0], dtype=torch.long)
         return (z, z) if drafts.dim() == 2 else (z, z, z)
 
-    instant.repeat_aware = bool(getattr(call["sampler"], "repeat_aware", False))
+    instant.repeat_aware = bool(declared(call["sampler"], "repeat_aware", False))
     return instant
 
 
@@ -179,6 +190,17 @@ def _budgeted(call: dict) -> SamplerReport:
     if call["budget_s"] is None:
         raise SpectheoryError("samples='auto' needs budget_s, the seconds the whole check may take")
     budget_s = B.check_budget(call["budget_s"])
+    torch.zeros(0)  # the lazy import done before the watchdog is armed (an alarm inside an
+    # import would leave the module half-initialised)
+    with _watchdog(WATCHDOG_FACTOR * budget_s + WATCHDOG_SLACK_S,
+                   f"the budget of {budget_s:g} s"):
+        return _budgeted_run(call, start, budget_s)
+
+
+def _budgeted_run(call: dict, start: float, budget_s: float) -> SamplerReport:
+    """The budgeted check inside its watchdog."""
+    from . import budget as B
+
     max_seconds = call["max_seconds"]
     if max_seconds is not None and isinstance(max_seconds, (int, float)) and \
             budget_s > max_seconds:
@@ -356,6 +378,7 @@ def check_sampler(sampler: Callable, verifier: Any = "block", instances: Sequenc
         raise SpectheoryError(f"budget_s = {budget_s!r} sizes a run only with samples='auto' "
                               f"(got samples = {samples!r})")
     _check_args(samples, alpha, mode, tol)
+    _refuse_unused(mode, convention)
     if isinstance(draft_rows, bool) or not isinstance(draft_rows, int) or draft_rows < 1:
         raise SpectheoryError(f"draft_rows = {draft_rows!r} must be a positive integer")
     if not callable(sampler):
@@ -393,9 +416,11 @@ def _run_mode(sampler, verifier, instances, samples, alpha, mode, seed, paths, d
                                   f"({', '.join(CONVENTIONS)}); got {convention!r}")
         if paths not in (None, 1):
             raise SpectheoryError(f"{mode} mode compares single-path samplers (paths = 1)")
+        _refuse_kind(sampler, mode)  # a law sampler in a coins mode: one line
         return _coins_mode(sampler, convention, instances, samples, alpha, seed, tol, max_batch,
                            proc, mode)
     how = plan(verifier, paths)
+    _refuse_kind(sampler, mode)  # a coin-driven sampler in law or lossless mode: one line
     if mode == "law":
         return _law_mode(sampler, how, instances, samples, alpha, seed, draft_rows, max_batch,
                          proc)
