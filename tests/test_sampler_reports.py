@@ -60,6 +60,16 @@ def test_the_rule_hint_is_given_when_the_other_rule_fits():
     assert not rep.passed and "a block sampler needs --verifier block" in str(rep)
 
 
+def test_a_law_with_no_degree_of_freedom_is_not_said_to_fit():
+    """300 samples: the block check fails on outcomes of probability 0, while the token law's
+    cells all pool into one bin. A family with no degree of freedom tests nothing, so the token
+    law is not claimed to fit (its p-value of 1 would say nothing)."""
+    rep = check_sampler(make_sampler("token"), "block", samples=300)
+    assert not rep.passed and rep.needs_samples == 0 and rep.worst_cell.expected == 0.0
+    text = str(rep)
+    assert "needs --verifier" not in text and "(p-value 0)" in text
+
+
 def test_no_rule_hint_for_a_sampler_that_fits_neither_rule():
     """Planted: the off-by-one row fails the token check, and fits the block law no better, so
     no --verifier hint; the note names both p-values instead."""
@@ -257,6 +267,9 @@ def test_a_law_sampler_in_coins_tau_is_refused_in_one_line():
     assert not isinstance(e.value, UserCodeError) or "randint" not in str(e.value)
     with pytest.raises(SpectheoryError, match="a coin-driven sampler"):
         check_sampler(reference_coin_sampler("token"), "token", mode="law", samples=100)
+    with pytest.raises(SpectheoryError, match="a coin-driven sampler"):  # through the wrapper
+        check_sampler(reference_coin_sampler("token"), "token", mode="law", samples=100,  # that
+                      sampling="top_k=2")  # hands it raw rows under sampling parameters
 
 
 # ----------------------------------------------------------------------------- every instance

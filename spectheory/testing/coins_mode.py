@@ -268,19 +268,18 @@ COIN_NAMES = ("uniforms", "uniform", "coins", "uniform_samples", "u")
 
 def _fourth_parameter(sampler) -> str | None:
     """The name of the fourth parameter of the outermost user function of ``sampler`` (the
-    kit's own wrappers skipped), or None when it has none or cannot be read."""
+    kit's own wrappers, which carry the guard's mark through ``functools.update_wrapper``,
+    skipped), or None when it has none or cannot be read."""
     import inspect
 
     for f in wrapped_chain(sampler):
-        if getattr(f, "_spectheory_guarded", False) or getattr(f, "_spectheory_kit", False):
+        if getattr(f, "_spectheory_guarded", False):
             continue
         try:
             params = list(inspect.signature(f, follow_wrapped=False).parameters.values())
         except (TypeError, ValueError):
             return None
         pos = [x for x in params if x.kind in (x.POSITIONAL_ONLY, x.POSITIONAL_OR_KEYWORD)]
-        if len(pos) >= 4 and pos[3].name == "extra" and getattr(f, "__wrapped__", None):
-            continue  # a pass-through wrapper (sampling parameters): the user's function is inside
         return pos[3].name if len(pos) >= 4 else None
     return None
 

@@ -359,17 +359,26 @@ def check_sampler(sampler: Callable, verifier: Any = "block", instances: Sequenc
     Returns
     -------
     SamplerReport
+        Its detection figure (`SamplerReport.detection`) is stated in text and JSON alike. With
+        too few samples for any degree of freedom to be tested the report fails, saying so, with
+        ``needs_samples`` the count a test of every row needs (the command line exits 2). A
+        failing ``law`` report notes which law the counts do fit (the other coin rule's, or the
+        raw target's under ``sampling``), computed from the counts.
 
     Raises
     ------
     UserCodeError
-        The sampler (or the verifier's law function) raised or called ``sys.exit`` (any code):
-        one line naming the function. A sampler that returns something unusable (a wrong shape
+        The sampler (or the verifier's law function) raised or called ``sys.exit`` or
+        ``os._exit`` (any code): one line naming the function. A sampler that returns something unusable (a wrong shape
         or dtype, NaN, a value out of range) does not raise: the report fails with a note
         naming the function and what it returned.
     SpectheoryError
-        Bad arguments; ``SizeLimitError`` for a planned run over ``max_seconds`` or
-        ``max_memory_bytes``; ``TimeLimitError`` for one that projects past ``max_seconds``.
+        Bad arguments (``convention`` outside the coins modes; a sampler of the wrong kind for the
+        mode; a coin-driven wrapper that hides the ``coin_convention`` of what it wraps);
+        ``SizeLimitError`` for a planned run over ``max_seconds`` or ``max_memory_bytes``;
+        ``TimeLimitError`` for one that projects past ``max_seconds``, and with ``budget_s`` for a
+        sampler call still running at `WATCHDOG_FACTOR` times the budget plus
+        `WATCHDOG_SLACK_S` (a watchdog in the main thread).
     """
     call = dict(locals())  # the arguments, for a budgeted run's pilot and main checks
     if isinstance(samples, str) and samples == "auto":
