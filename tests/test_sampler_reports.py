@@ -169,7 +169,7 @@ def test_greedy_rows_pass_with_the_point_mass_figure_in_text_and_json():
 
 
 def test_cli_refuses_too_few_samples_with_exit_2(sampler_module, capsys):
-    code, out, err = run(["check-sampler", "my_samplers:block", "--samples", "300"], capsys)
+    code, out, err = run(["check-sampler", "report_samplers:block", "--samples", "300"], capsys)
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
     assert "--samples 300: no degree of freedom was tested" in err and "needs at least" in err
 
@@ -325,40 +325,60 @@ def hangs(d, q, p, g):
 
 @pytest.fixture
 def sampler_module(tmp_path, monkeypatch):
-    (tmp_path / "my_samplers.py").write_text(SAMPLERS)
+    (tmp_path / "report_samplers.py").write_text(SAMPLERS)
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
-    return "my_samplers"
+    return "report_samplers"
 
 
 def test_a_sampler_calling_os_exit_is_refused(sampler_module, capsys):
     import os
 
     real = os._exit
-    code, out, err = run(["check-sampler", "my_samplers:quits", "--samples", "1000"], capsys)
+    code, out, err = run(["check-sampler", "report_samplers:quits", "--samples", "1000"], capsys)
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
-    assert "my_samplers:quits called os._exit(0)" in err
+    assert "report_samplers:quits called os._exit(0)" in err
     assert os._exit is real  # put back after the call
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
+def test_a_child_forked_by_the_sampler_still_exits():
+    """os._exit is refused in the checking process only: a child the sampler forks exits with
+    its own code, and the check goes on."""
+    import os
+
+    block = make_sampler("block")
+    codes = []
+
+    def forks(drafts, q, p, generator):
+        pid = os.fork()
+        if pid == 0:
+            os._exit(7)
+        codes.append(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+        return block(drafts, q, p, generator)
+
+    rep = check_sampler(forks, "block", samples=2_000, max_batch=1_000)
+    assert rep.passed and codes and set(codes) == {7}
 
 
 def test_a_sampler_that_never_returns_is_stopped_under_a_budget(sampler_module, capsys):
     import time
 
     t = time.perf_counter()
-    code, out, err = run(["check-sampler", "my_samplers:hangs", "--budget", "0.5"], capsys)
+    code, out, err = run(["check-sampler", "report_samplers:hangs", "--budget", "0.5"], capsys)
     took = time.perf_counter() - t
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
-    assert "sampler my_samplers:hangs did not return" in err and "0.5 s plus 1 s (2.0 s)" in err
+    assert "sampler report_samplers:hangs did not return" in err and "0.5 s plus 1 s (2.0 s)" in err
     assert took < 2 * 0.5 + 1 + 10  # the watchdog's 2 s, and start-up on a busy machine
     from spectheory.testing.sampler import check_sampler as cs
-    import my_samplers
+    import report_samplers
 
     with pytest.raises(TimeLimitError, match="did not return"):
-        cs(my_samplers.hangs, "token", samples="auto", budget_s=0.3)
+        cs(report_samplers.hangs, "token", samples="auto", budget_s=0.3)
 
 
 def test_options_that_do_nothing_are_refused(sampler_module, capsys):
-    code, out, err = run(["check-sampler", "my_samplers:block", "--mode", "law", "--convention",
+    code, out, err = run(["check-sampler", "report_samplers:block", "--mode", "law", "--convention",
                           "block"], capsys)
     assert code == 2 and out == "" and "--convention block applies to --mode coins" in err
     with pytest.raises(OptionError, match="coins modes only"):

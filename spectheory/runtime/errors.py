@@ -88,19 +88,21 @@ _exit_guard: list = []
 
 
 def _guard_process_exit():
-    """Replace ``os._exit`` for the duration of a user call: in this process it raises
-    `_UserProcessExit` (a sampler that calls ``os._exit(0)`` must not end a check with exit 0 and
-    no output); in a child forked meanwhile (multiprocessing) it still ends that child."""
+    """Replace ``os._exit`` for the duration of a user call: in the calling thread of this
+    process it raises `_UserProcessExit` (a sampler that calls ``os._exit(0)`` must not end a
+    check with exit 0 and no output); in a child forked meanwhile (multiprocessing) or another
+    thread it still exits."""
     import os
+    import threading
 
     if _exit_guard:
         _exit_guard[2] += 1
         return
-    real, pid = os._exit, os.getpid()
+    real, pid, thread = os._exit, os.getpid(), threading.get_ident()
 
     def _exit(code=0):
-        if os.getpid() != pid:
-            real(code)
+        if os.getpid() != pid or threading.get_ident() != thread:  # a forked child, or another
+            real(code)  # thread (a library's own worker): the real exit
         raise _UserProcessExit(code)
 
     _exit_guard[:] = [real, pid, 1]
