@@ -442,3 +442,52 @@ def test_the_budget_counts_the_rows_as_check_sampler_does():
     planned = B.planned_tv(wide, 16_000, ALPHA)
     assert planned == stats.min_detectable_tv(tests, ALPHA)
     assert B.detectable_tv(ns[:2], [199, 1], ALPHA) < 0.95 * planned  # m = 2 would claim more
+
+
+def test_lossless_and_proposal_checks_refuse_too_few_samples_too():
+    rep = check_sampler(make_sampler("block"), "block", mode="lossless", samples=40)
+    assert not rep.passed and rep.needs_samples > 40 and "4 instances" in str(rep)
+    from spectheory.testing.sampler import check_proposal
+
+    def honest(q_rows, generator):
+        return torch.multinomial(q_rows, 1, generator=generator)[:, 0], q_rows
+
+    rep = check_proposal(honest, samples=60)
+    assert not rep.passed and rep.needs_samples > 60 and "proposal rows" in str(rep)
+    assert check_proposal(honest, samples=rep.needs_samples).passed
+
+
+# ----------------------------------------------------------------------------- layout
+
+
+#: Every name spectheory.testing.sampler defined or re-exported when it held every mode; tests,
+#: benchmarks and docs import private ones among them.
+SAMPLER_NAMES = [
+    'BUDGET_MIN_BATCH', 'BYTES_PER_SAMPLE', 'CONVENTIONS', 'COUNT_CHUNK', 'Cell', 'CoinMismatch',
+    'DraftRows', 'MAX_CALL_FLOATS', 'MAX_LOSSLESS_CELLS', 'MAX_MEMORY_BYTES', 'MAX_SECONDS',
+    'MIN_EXPECTED', 'MIN_SECONDS_PER_SAMPLE', 'MODES', 'POWER', 'PROJECT_AFTER_S', 'SamplerReport',
+    'TINY_COIN', '_PACE', '_Pace', '_ROW_LAWS', '_WHO', '_as_index', '_budgeted', '_cells',
+    '_check_args', '_chunk', '_coin_blocks', '_coin_decide', '_coin_mismatch', '_coin_support',
+    '_coin_thresholds', '_coins_mode', '_collect_law', '_definitive', '_dims', '_engine_convention',
+    '_equal_at_some_nodes', '_failed', '_finite', '_fixed_rows', '_guarded', '_instant_sampler',
+    '_interleave_breaks', '_is_repeat', '_law_mode', '_lossless_mode', '_min_samples', '_name_of',
+    '_one_law_draw', '_outputs', '_pace_add', '_planned_bytes', '_proposal_rows', '_refuse_size',
+    '_refuse_time', '_report', '_round_rows', '_row_counts', '_run_mode', '_split', '_tokens',
+    '_zeroed_instance', 'assert_proposal', 'assert_sampler', 'check_proposal', 'check_sampler',
+    'default_instances', 'default_proposal_rows', 'make_sampler', 'reference_coin_sampler']
+
+
+def test_every_name_of_the_sampler_module_stays_importable_from_it():
+    """The modes live in their own modules; the names stay where users found them, and the
+    context variables are the very objects the modes read (setting one from the old place
+    works)."""
+    import importlib
+
+    S = importlib.import_module("spectheory.testing.sampler")
+    from spectheory.testing import calls, coins_mode, law_mode, lossless_mode, rows
+
+    assert [n for n in SAMPLER_NAMES if not hasattr(S, n)] == []
+    assert S._ROW_LAWS is calls._ROW_LAWS and S._WHO is calls._WHO and S._PACE is calls._PACE
+    assert S._law_mode is law_mode._law_mode and S._coins_mode is coins_mode._coins_mode
+    assert S._lossless_mode is lossless_mode._lossless_mode
+    assert S.default_instances is rows.default_instances
