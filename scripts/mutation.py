@@ -63,6 +63,7 @@ GBV = ("tests/test_gbv_routes.py", "tests/test_spectr_gbv.py", "tests/test_multi
 MULTI = ("tests/test_multipath.py", "tests/test_multipath_traversal.py")
 TREES = ("tests/test_trees.py", "tests/test_trees_uneven.py")
 LP_NB = ("tests/test_lp_node_budget.py", "tests/test_lp_certificate.py")
+REPORTS = ("tests/test_sampler_reports.py",)
 LP_DIRECT = ("tests/test_lp_direct.py", "tests/test_lp_multipath.py", "tests/test_lp_tree.py")
 
 MUTANTS = [
@@ -284,7 +285,7 @@ MUTANTS = [
            "while hi - lo > 1e-5 * hi:",
            "while hi - lo > 1e-1 * hi:",
            "min_detectable_tv bisection stopped at 10% precision", STATS),
-    Mutant("spectheory/testing/sampler.py",
+    Mutant("spectheory/testing/law_mode.py",
            "probs = (stop[b].unsqueeze(-1) * corr[b]).reshape(-1).numpy()",
            "probs = corr[b].reshape(-1).numpy()",
            "sampler law mode: cell probabilities without P(k, tau)",
@@ -342,6 +343,45 @@ MUTANTS = [
            "    return 1 - (1 - qS) ** K",
            "    return 1 - (1 - qS) ** (K - 1)",
            "multi-path relaxation: coverage of K - 1 paths", ("tests/test_lp_multipath.py",)),
+    # ---------------------------------------------------------------- sampler reports
+    Mutant("spectheory/testing/stats.py",
+           "    pooled_o = n - impossible - o.sum()",
+           "    pooled_o = n - o.sum()",
+           "pooled chi-square bin counting the samples on impossible outcomes", REPORTS),
+    Mutant("spectheory/testing/budget.py",
+           "    m = len(ns)",
+           "    m = int(keep.sum())",
+           "budget's Bonferroni m without the rows that have no test (check_sampler counts them)",
+           REPORTS),
+    Mutant("spectheory/testing/calls.py",
+           "            per = max(need)",
+           "            per = min(need)",
+           "too few samples: the count stated for a test of every row from the easiest row",
+           REPORTS),
+    Mutant("spectheory/testing/law_mode.py",
+           "        if pv > alpha:",
+           "        if pv >= 0:",
+           "law-mode hint given whatever the counts fit", REPORTS),
+    Mutant("spectheory/testing/law_mode.py",
+           "    return fam.p_value if fam.dof > 0 else 0.0",
+           "    return fam.p_value",
+           "law-mode hint: a law with no degree of freedom said to fit", REPORTS),
+    Mutant("spectheory/testing/coins_mode.py",
+           "                entry[0] += int(bad.sum())",
+           "                entry[0] += 1",
+           "coins modes: a block's differing rows counted once", REPORTS),
+    Mutant("spectheory/testing/report.py",
+           "        value = getattr(f, name, None)\n        if value is not None:\n            return value",
+           "        return getattr(f, name, default)",
+           "declared attributes not followed through __wrapped__ / partial", REPORTS),
+    Mutant("spectheory/testing/calls.py",
+           "            mdt = stats.point_mass_tv(n, POWER)",
+           "            mdt = stats.point_mass_tv(n + 1, POWER)",
+           "point-mass rows: detection figure from one sample more than a row has", REPORTS),
+    Mutant("spectheory/runtime/errors.py",
+           "        os._exit = _exit_guard[0]\n",
+           "        pass\n",
+           "os._exit left replaced after a user call", REPORTS),
 ]
 
 

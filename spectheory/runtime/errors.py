@@ -74,17 +74,70 @@ def _describe(fn) -> str:
     return f"{module}:{name}" if module and module not in ("builtins", "__main__") else str(name)
 
 
+class _UserProcessExit(BaseException):
+    """Raised in place of ``os._exit(code)`` while user code runs under
+    [`call_user`][spectheory.runtime.errors.call_user]."""
+
+    def __init__(self, code):
+        super().__init__(code)
+        self.code = code
+
+
+#: While user code runs: [the real os._exit, the process it belongs to, the nesting depth].
+_exit_guard: list = []
+
+
+def _guard_process_exit():
+    """Replace ``os._exit`` for the duration of a user call: in the calling thread of this
+    process it raises `_UserProcessExit` (a sampler that calls ``os._exit(0)`` must not end a
+    check with exit 0 and no output); in a child forked meanwhile (multiprocessing) or another
+    thread it still exits."""
+    import os
+    import threading
+
+    if _exit_guard:
+        _exit_guard[2] += 1
+        return
+    real, pid, thread = os._exit, os.getpid(), threading.get_ident()
+
+    def _exit(code=0):
+        if os.getpid() != pid or threading.get_ident() != thread:  # a forked child, or another
+            real(code)  # thread (a library's own worker): the real exit
+        raise _UserProcessExit(code)
+
+    _exit_guard[:] = [real, pid, 1]
+    os._exit = _exit
+
+
+def _unguard_process_exit():
+    import os
+
+    if not _exit_guard:
+        return
+    _exit_guard[2] -= 1
+    if _exit_guard[2] == 0:
+        os._exit = _exit_guard[0]
+        _exit_guard.clear()
+
+
 def call_user(fn, *args, what: str | None = None, **kwargs):
     """Call a user's ``fn(*args, **kwargs)``; anything it raises (any exception, and ``SystemExit``
     with any code, so that user code can never end a check with exit 0) becomes a
     [`UserCodeError`][spectheory.runtime.errors.UserCodeError] naming the function (``what``, else
-    ``module:name``) and what it did. ``KeyboardInterrupt`` passes through, as does a
+    ``module:name``) and what it did. ``os._exit`` called in the main process while ``fn`` runs
+    is refused the same way (it is replaced for the call, and put back after it; a process
+    forked meanwhile still exits). ``KeyboardInterrupt`` passes through, as does a
     [`SpectheoryError`][spectheory.runtime.errors.SpectheoryError] (already one line). The original
     exception is chained (``--debug`` prints it)."""
+    _guard_process_exit()
     try:
         return fn(*args, **kwargs)
     except SpectheoryError:
         raise
+    except _UserProcessExit as exc:
+        label = what or _describe(fn)
+        raise UserCodeError(f"{label} called os._exit({exc.code!r}); user code must return, "
+                            "not exit") from exc
     except SystemExit as exc:
         label = what or _describe(fn)
         raise UserCodeError(f"{label} called sys.exit({exc.code!r}); user code must return, "
@@ -97,6 +150,8 @@ def call_user(fn, *args, what: str | None = None, **kwargs):
     except BaseException as exc:  # GeneratorExit, asyncio.CancelledError, a test runner's
         label = what or _describe(fn)  # outcome exceptions: still the user code's failure
         raise UserCodeError(f"{label} raised {_exception_text(exc)}") from exc
+    finally:
+        _unguard_process_exit()
 
 
 #: Longest part of a user exception's message quoted in the one line.

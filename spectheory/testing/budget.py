@@ -56,6 +56,7 @@ import numpy as np
 from scipy.stats import chi2, ncx2
 
 from ..runtime.errors import SpectheoryError
+from .stats import is_point_mass, point_mass_tv
 
 #: Power at which detectable biases are stated.
 POWER = 0.9
@@ -143,9 +144,13 @@ def planned_tv(row_probs: Sequence, samples: int, alpha: float, power: float = P
                min_expected: float = MIN_EXPECTED) -> float:
     """The ``min_detectable_tv`` that ``check_sampler`` will report for ``samples`` samples split
     evenly over rows whose exact cell probabilities are ``row_probs`` (one vector per row, in the
-    check's order)."""
+    check's order). Where every row's law is a point mass, the bias that a sample off the point
+    catches: [`point_mass_tv`][spectheory.testing.stats.point_mass_tv] of the fewest samples a
+    row."""
     ns = split(samples, len(row_probs))
     dofs = [row_dof(p, n, min_expected) for p, n in zip(row_probs, ns)]
+    if row_probs and not any(dofs) and all(is_point_mass(p) for p in row_probs):
+        return point_mass_tv(min(ns), power)  # every row a point mass (greedy): as reported
     return detectable_tv(ns, dofs, alpha, power)
 
 

@@ -74,6 +74,16 @@ class CoinMismatch(NamedTuple):
     engine_uniforms: list | None = None
 
 
+class InstanceMismatches(NamedTuple):
+    """Coins modes: the differing decisions of one instance: ``count`` of its ``rows`` compared,
+    and the first of them."""
+
+    instance: int
+    count: int
+    rows: int
+    first: CoinMismatch
+
+
 @dataclass
 class SamplerReport:
     """Result of [`check_sampler`][spectheory.testing.sampler.check_sampler] /
@@ -98,8 +108,10 @@ class SamplerReport:
     min_detectable_tv : float
         Smallest total-variation bias of every row's law (draft row, instance or proposal row; on
         the test's cells after pooling) detected with 90% power at this sample size and ``alpha``
-        ([`min_detectable_tv`][spectheory.testing.stats.min_detectable_tv]); 0.0 in coins mode
-        (every differing decision is seen).
+        ([`min_detectable_tv`][spectheory.testing.stats.min_detectable_tv]); where every row's
+        law is a point mass (greedy decoding), 1 - 0.1^(1/n) at n samples a row (any sample
+        off the point fails the check); NaN in coins modes, which state a rate of differing
+        decisions instead ([`detection`][spectheory.testing.report.SamplerReport.detection]).
     verifier : str
         Name of the reference verifier or convention.
     statistic, dof : float, int
@@ -115,6 +127,11 @@ class SamplerReport:
     budget : spectheory.testing.budget.BudgetPlan or None
         ``samples="auto"``: how the run was sized within ``budget_s`` (pilot checks, cost per
         sample, the sample count chosen and the bias it detects, stated before the run).
+    needs_samples : int
+        When no degree of freedom was tested (too few samples for any row to have two bins of
+        expected count 5): the samples a test of every row needs; the report then fails.
+    instance_mismatches : list of InstanceMismatches
+        Coins modes: every instance with a differing decision, its count and its first mismatch.
     """
 
     passed: bool
@@ -132,16 +149,26 @@ class SamplerReport:
     ambiguous: int = 0
     notes: list = field(default_factory=list)
     budget: Any = None
+    needs_samples: int = 0
+    instance_mismatches: list = field(default_factory=list)
+
+    def detection(self) -> tuple[str, float]:
+        """The one detection figure of the report, as ``(measure, value)`` at `POWER`: in coins
+        modes ``("decision rate", r)``, the smallest share r of rows whose decision (coins-tau:
+        accepted count) differs from the reference that n compared rows catch with 90% power,
+        r = 1 - 0.1^(1/n); otherwise ``("total variation", min_detectable_tv)``. The text and
+        the JSON state this same number (JSON ``null`` for infinity)."""
+        if self.mode in ("coins", "coins-tau"):
+            n = int(self.samples) - int(self.ambiguous)
+            return "decision rate", (-math.expm1(math.log1p(-POWER) / n) if n >= 1
+                                     else float("inf"))
+        return "total variation", float(self.min_detectable_tv)
 
     def __str__(self) -> str:
         what = "check_proposal" if self.mode == "proposal" else "check_sampler"
         ref = (f"convention {self.verifier}" if self.mode in ("coins", "coins-tau")
                else f"verifier {self.verifier}" if self.mode != "proposal" else "reported q")
         lines = [f"{what} ({self.mode} mode, {ref}): {'PASS' if self.passed else 'FAIL'}"]
-        if self.mode == "law" and not self.passed and self.verifier:
-            other = "block" if self.verifier == "token" else "token"
-            lines.append(f"  checked against verifier {self.verifier!r}: a {other} sampler needs "
-                         f"--verifier {other} (verifier={other!r} in Python)")
         unit = {"law": "draft rows", "coins": "draft rows", "coins-tau": "draft rows",
                 "lossless": "instances", "proposal": "proposal rows"}[self.mode]
         if self.mode in ("coins", "coins-tau"):
@@ -149,6 +176,15 @@ class SamplerReport:
             lines.append(f"  {self.samples:,} {what_c} compared with the reference, "
                          f"{self.ambiguous:,} skipped (a uniform within tolerance of its "
                          f"threshold)")
+            rate = self.detection()[1]
+            lines.append(f"  detects {'accepted counts' if self.mode == 'coins-tau' else 'decisions'}"
+                         f" that differ from the reference on a share >= {rate:.3g} of rows "
+                         f"with {POWER:.0%} power (1 - {1 - POWER:.1f}^(1/n), n = "
+                         f"{self.samples - self.ambiguous:,} rows compared)")
+            for im in self.instance_mismatches:
+                lines.append(f"  instance {im.instance}: {im.count:,} of {im.rows:,} rows differ "
+                             f"(first at row {im.first.row}: reference (tau, Y) = "
+                             f"{im.first.expected}, sampler {im.first.got})")
             m = self.mismatch
             if m is not None:
                 lines.append(f"  first mismatch at row {m.row}"
@@ -165,7 +201,8 @@ class SamplerReport:
                     lines.append(f"    coins handed to the engine {m.engine_uniforms}")
                 lines.append(f"    q rows {m.q}")
                 lines.append(f"    p rows {m.p}")
-        elif self.dof == 0 and self.worst_cell is None and self.notes:
+        elif self.dof == 0 and self.worst_cell is None and self.notes and \
+                not math.isfinite(self.min_detectable_tv):
             pass  # no test was run: the notes say why
         else:
             lines.append(f"  p-value {self.p_value:.3g} (family-wise false-alarm rate alpha = "
@@ -185,14 +222,20 @@ class SamplerReport:
 
     def to_json(self) -> dict:
         """The report as JSON-ready values."""
-        out = {"passed": bool(self.passed), "p_value": float(self.p_value), "mode": self.mode,
+        measure, value = self.detection()
+        out = {"passed": bool(self.passed), "p_value": _finite(self.p_value), "mode": self.mode,
                "samples": int(self.samples), "alpha": float(self.alpha),
                "worst_cell": self.worst_cell._asdict() if self.worst_cell else None,
                "min_detectable_tv": _finite(self.min_detectable_tv), "power": POWER,
                "verifier": self.verifier, "statistic": float(self.statistic),
                "dof": int(self.dof), "rows": int(self.rows),
                "mismatch": self.mismatch._asdict() if self.mismatch else None,
-               "ambiguous": int(self.ambiguous), "notes": list(self.notes)}
+               "ambiguous": int(self.ambiguous), "notes": list(self.notes),
+               "detects": {"measure": measure, "value": _finite(value), "power": POWER},
+               "needs_samples": int(self.needs_samples),
+               "instance_mismatches": [
+                   {"instance": im.instance, "count": im.count, "rows": im.rows,
+                    "first": im.first._asdict()} for im in self.instance_mismatches]}
         if self.budget is not None:
             out["budget"] = self.budget.to_json()
         return out
@@ -209,6 +252,11 @@ def _name_of(fn) -> str:
     return f"{module}:{name}" if module and module not in ("builtins", "__main__") else str(name)
 
 
+#: The label of the guarded user function running now (None: the kit's own code), for a
+#: watchdog's message.
+RUNNING: list = [None]
+
+
 def _guarded(fn, role: str = "sampler"):
     """``fn`` with every call made through `spectheory.runtime.errors.call_user`: an exception or a
     ``SystemExit`` (any code) in it becomes one `UserCodeError` line naming ``role`` and the
@@ -223,9 +271,12 @@ def _guarded(fn, role: str = "sampler"):
         if args and hasattr(args[0], "shape") and len(args[0].shape):
             rows[0] = max(rows[0], int(args[0].shape[0]))
         t = time.perf_counter()
+        outer = RUNNING[0]
+        RUNNING[0] = label
         try:
             return call_user(fn, *args, what=label, **kwargs)
         finally:
+            RUNNING[0] = outer
             clock[0] += time.perf_counter() - t
 
     try:
@@ -237,6 +288,33 @@ def _guarded(fn, role: str = "sampler"):
     guarded._spectheory_clock = clock
     guarded._spectheory_rows = rows
     return guarded
+
+
+def wrapped_chain(fn, most: int = 64) -> list:
+    """``fn`` and the functions it wraps, outermost first: each ``__wrapped__``
+    (``functools.wraps``, `guarded`) and each ``functools.partial``'s ``func``, at most ``most``
+    deep (a cycle stops the walk)."""
+    out, seen = [], set()
+    while fn is not None and id(fn) not in seen and len(out) < most:
+        seen.add(id(fn))
+        out.append(fn)
+        nxt = getattr(fn, "__wrapped__", None)
+        if nxt is None and isinstance(fn, functools.partial):
+            nxt = fn.func
+        fn = nxt
+    return out
+
+
+def declared(fn, name: str, default=None):
+    """The attribute ``name`` (``repeat_aware``, ``coin_convention``) that ``fn`` declares, or
+    else the first function it wraps that declares it (`wrapped_chain`): a wrapper made with
+    ``functools.wraps`` or ``functools.partial`` keeps what the function it wraps declares. A
+    value ``None`` counts as not declared."""
+    for f in wrapped_chain(fn):
+        value = getattr(f, name, None)
+        if value is not None:
+            return value
+    return default
 
 
 guarded = _guarded

@@ -1,8 +1,11 @@
 """``spectheory check-sampler MODULE:FUNCTION``: check a sampler against the exact law.
 
 Exit codes: 0 the sampler passes, 1 it fails, 2 bad input (an unimportable sampler, a sampler
-that raises on the kit's inputs, non-positive samples, alpha outside (0, 1), ...), always as one
-line without a traceback.
+that raises or exits on the kit's inputs, non-positive samples, alpha outside (0, 1), an option
+that does nothing in the chosen mode, ...), always as one line without a traceback. Too few
+samples for any degree of freedom to be tested is bad input too (exit 2, not 1): such a run says
+nothing about the sampler, and the line says how many samples a test needs. Under ``--budget`` a
+watchdog stops a sampler call that never returns (one line naming the sampler, exit 2).
 """
 
 from __future__ import annotations
@@ -82,6 +85,10 @@ def run_check_sampler(args) -> int:
     if paths is not None and not 1 <= paths <= MAX_PATHS:
         raise OptionError(f"--paths = {paths} is out of range 1..{MAX_PATHS}")
     verifier = args.verifier
+    if args.convention is not None and args.mode not in ("coins", "coins-tau"):
+        raise OptionError(f"--convention {args.convention} applies to --mode coins and "
+                          f"coins-tau only; --mode {args.mode} checks the law of --verifier and "
+                          f"would ignore it")
     if args.mode not in ("coins", "coins-tau"):
         get_verifier(verifier, multi_path=(paths or 1) > 1)  # a bad name fails before importing
     instances = [load_instance(f) for f in args.instance] if args.instance else None
@@ -97,6 +104,9 @@ def run_check_sampler(args) -> int:
     except Exception as exc:  # the sampler itself raised on the kit's inputs
         raise SpectheoryError(f"sampler {args.sampler} raised {type(exc).__name__}: "
                               f"{exc}".replace("\n", " ")) from exc
+    if report.needs_samples:  # nothing was tested: a bad --samples (or --budget), not a verdict
+        raise OptionError(f"{'--budget ' + args.budget if budget else '--samples ' + str(samples)}"
+                          f": {next(n for n in report.notes if n.startswith('no degree'))}")
     if args.json:
         sys.stdout.write(json.dumps({"sampler": args.sampler, **report.to_json()}) + "\n")
     else:

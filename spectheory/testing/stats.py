@@ -20,6 +20,7 @@ in every direction ([`min_detectable_tv`][spectheory.testing.stats.min_detectabl
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -146,5 +147,37 @@ def min_detectable_tv(tests: list[RowTest], alpha: float, power: float = 0.9) ->
     return hi
 
 
-__all__ = ["FamilyTest", "RowTest", "family", "family_power", "min_detectable_tv",
-           "row_chi_square"]
+def is_point_mass(probs) -> bool:
+    """Whether a row's law puts all its mass on one cell (greedy decoding): no chi-square has a
+    degree of freedom there, and any sample off that cell has probability zero."""
+    return int(np.count_nonzero(np.asarray(probs, dtype=np.float64) > 0)) <= 1
+
+
+def samples_for_a_test(probs, min_expected: float = 5.0) -> int | None:
+    """The fewest samples n at which [`row_chi_square`][spectheory.testing.stats.row_chi_square]
+    of a row with cell probabilities ``probs`` has a degree of freedom (two bins of expected
+    count at least ``min_expected`` after pooling), None for a point mass (never). With p_1 the
+    largest normalised probability: n p_1 >= min_expected (one cell kept) and n (1 - p_1) >=
+    min_expected (the rest, pooled or kept, is a second bin), so n = ceil(min_expected /
+    min(p_1, 1 - p_1)), checked against the pooling itself."""
+    probs = np.asarray(probs, dtype=np.float64)
+    if is_point_mass(probs):
+        return None
+    w = probs[probs > 0] / probs[probs > 0].sum()
+    p1 = float(w.max())
+    n = max(2, math.ceil(min_expected / min(p1, 1.0 - p1) * (1 - 1e-12)))
+    zero = np.zeros(len(probs))
+    while row_chi_square(zero, probs, n, min_expected).dof < 1:  # float edges: a step or two
+        n += 1
+    return n
+
+
+def point_mass_tv(n: int, power: float = 0.9) -> float:
+    """Rows whose law is a point mass: the smallest total-variation bias t that n samples of a
+    row catch with probability ``power`` (a sample off the point has probability zero and fails
+    the check): 1 - (1 - t)^n >= power, t = 1 - (1 - power)^(1/n)."""
+    return -math.expm1(math.log1p(-power) / n) if n >= 1 else float("inf")
+
+
+__all__ = ["FamilyTest", "RowTest", "family", "family_power", "is_point_mass",
+           "min_detectable_tv", "point_mass_tv", "row_chi_square", "samples_for_a_test"]
