@@ -39,7 +39,9 @@ def test_ledger_size_sources_and_commands(rows):
         assert r.claim.command == f"spectheory claims --only {r.claim.id}"
         assert r.finding.ours and r.finding.instance
     verdicts = {r.finding.verdict for r in rows}
-    assert verdicts == set(claims.VERDICTS)  # the ledger refutes and qualifies, not only agrees
+    assert verdicts <= set(claims.VERDICTS)
+    # the ledger refutes and qualifies, not only agrees
+    assert {"confirmed", "refuted", "qualified"} <= verdicts
 
 
 def test_docs_page_is_the_generated_one(rows):

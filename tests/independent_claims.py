@@ -1,0 +1,342 @@
+"""Second implementations behind the claims ledger's verdicts, written from the papers alone.
+
+Nothing here imports spectheory's engine, verifiers, bounds or LPs: an instance arrives as its
+JSON dictionary (the documented instance format: ``{"vocab_size", "block_length", "target",
+"draft"}``, rows keyed by comma-joined prefixes, or one context-independent row), every
+probability is a `fractions.Fraction`, the sequence tree is enumerated here, and every LP optimum
+comes with an exact certificate (`certified_max`): HiGHS (scipy) finds a basis, then the primal
+and the dual are re-solved in rationals on the support HiGHS reports and checked exactly
+(primal feasibility, dual feasibility, equal objectives). A certificate that does not close is an
+error, never a number.
+
+Conventions (Sun et al., arXiv 2403.10444, section 2): p is the target, q the draft; tau is the
+number of accepted draft tokens in one iteration; E[tau + 1] counts the emitted tokens.
+"""
+
+from __future__ import annotations
+
+import itertools
+from fractions import Fraction
+from math import prod
+
+import numpy as np
+
+F = Fraction
+
+
+# ----------------------------------------------------------------------------- instances
+
+
+class Model:
+    """Target and draft rows of one instance (prefix tuple -> row of Fractions)."""
+
+    def __init__(self, data: dict):
+        self.V = int(data["vocab_size"])
+        self.L = int(data["block_length"])
+        self.p_rows = self._read(data["target"])
+        self.q_rows = self._read(data["draft"])
+
+    def _read(self, obj):
+        if isinstance(obj, list):
+            row = [F(x) for x in obj]
+            return lambda prefix: row
+        table = {tuple(int(t) for t in k.split(",")) if k else (): [F(x) for x in v]
+                 for k, v in obj.items()}
+        return lambda prefix: table[tuple(prefix)]
+
+    def p(self, prefix, token):
+        return self.p_rows(prefix)[token]
+
+    def q(self, prefix, token):
+        return self.q_rows(prefix)[token]
+
+    def P(self, seq, start=()):
+        """Target probability of ``seq`` following ``start``."""
+        out, ctx = F(1), tuple(start)
+        for a in seq:
+            out *= self.p(ctx, a)
+            ctx += (a,)
+        return out
+
+    def Q(self, seq):
+        out, ctx = F(1), ()
+        for a in seq:
+            out *= self.q(ctx, a)
+            ctx += (a,)
+        return out
+
+    def seqs(self, n):
+        return list(itertools.product(range(self.V), repeat=n))
+
+
+def toy(L=2):
+    return Model({"vocab_size": 2, "block_length": L, "target": ["1/3", "2/3"],
+                  "draft": ["2/3", "1/3"]})
+
+
+def one_step(p, q):
+    return Model({"vocab_size": len(p), "block_length": 1, "target": [str(x) for x in p],
+                  "draft": [str(x) for x in q]})
+
+
+# ----------------------------------------------------------------------------- exact LP
+
+
+class CertificateError(AssertionError):
+    """The rational re-solve did not close the certificate."""
+
+
+def _solve_rational(rows, rhs, ncols, guess):
+    """One solution of the consistent linear system ``rows x = rhs`` (rows: list of dict
+    col -> Fraction), in rationals: Gauss-Jordan elimination, free columns pinned to the rounded
+    ``guess``. None when the system is inconsistent."""
+    M = [dict(r) for r in rows]
+    b = list(rhs)
+    pivots = []  # (row index, column)
+    r = 0
+    cols = sorted({c for row in M for c in row})
+    for c in cols:
+        piv = next((i for i in range(r, len(M)) if M[i].get(c, 0) != 0), None)
+        if piv is None:
+            continue
+        M[r], M[piv] = M[piv], M[r]
+        b[r], b[piv] = b[piv], b[r]
+        inv = 1 / M[r][c]
+        M[r] = {k: v * inv for k, v in M[r].items()}
+        b[r] *= inv
+        for i in range(len(M)):
+            if i != r and M[i].get(c, 0) != 0:
+                f = M[i][c]
+                for k, v in M[r].items():
+                    nv = M[i].get(k, 0) - f * v
+                    if nv == 0:
+                        M[i].pop(k, None)
+                    else:
+                        M[i][k] = nv
+                b[i] -= f * b[r]
+        pivots.append((r, c))
+        r += 1
+    if any(b[i] != 0 for i in range(r, len(M))):
+        return None
+    x = [F(guess[j]).limit_denominator(10**6) for j in range(ncols)]
+    pivcols = {c for _, c in pivots}
+    for j in range(ncols):
+        if j not in pivcols and j not in cols:
+            x[j] = x[j]
+    for i, c in pivots:
+        x[c] = b[i] - sum(v * x[k] for k, v in M[i].items() if k != c)
+    return x
+
+
+def certified_max(c, A, b):
+    """max c.x subject to A x = b, x >= 0, exactly: (optimum, x, y) with x primal-feasible and y
+    dual-feasible (A^T y >= c) in rationals and c.x = b.y. ``A`` is a list of dict rows
+    (column -> Fraction); ``c``, ``b`` lists of Fractions."""
+    from scipy.optimize import linprog
+    from scipy.sparse import csr_matrix
+
+    n, m = len(c), len(A)
+    data, ri, ci = [], [], []
+    for i, row in enumerate(A):
+        for j, v in row.items():
+            ri.append(i), ci.append(j), data.append(float(v))
+    Af = csr_matrix((data, (ri, ci)), shape=(m, n))
+    res = linprog(-np.array([float(v) for v in c]), A_eq=Af,
+                  b_eq=np.array([float(v) for v in b]), bounds=(0, None), method="highs")
+    if res.status != 0:
+        raise CertificateError(f"HiGHS: {res.message}")
+    xf, yf = res.x, -res.eqlin.marginals
+    support = [j for j in range(n) if xf[j] > 1e-9]
+    # primal: A[:, S] x_S = b on the support
+    sub = [{j: v for j, v in row.items() if j in set(support)} for row in A]
+    x = _solve_rational(sub, b, n, [xf[j] if j in set(support) else 0 for j in range(n)])
+    if x is None:
+        raise CertificateError("primal system on HiGHS's support is inconsistent")
+    x = [x[j] if j in set(support) else F(0) for j in range(n)]
+    # dual: (A^T y)_j = c_j on the support (complementary slackness)
+    cols = [{} for _ in range(n)]
+    for i, row in enumerate(A):
+        for j, v in row.items():
+            cols[j][i] = v
+    y = _solve_rational([cols[j] for j in support], [c[j] for j in support], m, list(yf))
+    if y is None:
+        raise CertificateError("dual system on HiGHS's support is inconsistent")
+    # the certificate, in rationals
+    if any(v < 0 for v in x):
+        raise CertificateError("rational primal has a negative entry")
+    for i, row in enumerate(A):
+        if sum(v * x[j] for j, v in row.items()) != b[i]:
+            raise CertificateError(f"primal row {i} violated")
+    for j in range(n):
+        if sum(v * y[i] for i, v in cols[j].items()) < c[j]:
+            raise CertificateError(f"dual column {j} violated")
+    primal = sum(c[j] * x[j] for j in range(n))
+    dual = sum(b[i] * y[i] for i in range(m))
+    if primal != dual:
+        raise CertificateError(f"gap {primal} != {dual}")
+    return primal, x, y
+
+
+# ----------------------------------------------------------------------------- direct LP
+
+
+def _outputs(drafts, V):
+    """Blocks a K-path verifier may emit: a prefix of one drafted path, then one token."""
+    prefixes = {()}
+    for d in drafts:
+        for j in range(1, len(d) + 1):
+            prefixes.add(tuple(d[:j]))
+    return [pre + (a,) for pre in sorted(prefixes) for a in range(V)]
+
+
+def draft_tuples(model, K, drafting="iid"):
+    """(ordered K-tuple of paths, probability) for i.i.d. paths of length L from q, or
+    (``norep``) first tokens without replacement (each later path's first token drawn from q
+    restricted to the tokens not drawn yet, the rest of each path from q)."""
+    paths = model.seqs(model.L)
+    out = []
+    for tup in itertools.product(paths, repeat=K):
+        if drafting == "iid":
+            pr = prod((model.Q(x) for x in tup), start=F(1))
+        else:
+            firsts = [x[0] for x in tup]
+            if len(set(firsts)) < K:
+                continue
+            pr, used = F(1), F(0)
+            for x in tup:
+                q0 = model.q((), x[0])
+                if 1 - used == 0:
+                    pr = F(0)
+                    break
+                pr *= q0 / (1 - used) * (model.Q(x) / q0 if q0 else 0)
+                used += q0
+        if pr > 0:
+            out.append((tup, pr))
+    return out
+
+
+def direct_lp(model, K, drafting="iid"):
+    """The best E[tau + 1] of any valid K-path verifier (Sun et al.'s validity: the emitted block
+    followed by target sampling to length L + 1 has the target law), certified exactly."""
+    V, L = model.V, model.L
+    tuples = draft_tuples(model, K, drafting)
+    cols, c = [], []
+    A, b = [], []
+    for ti, (tup, pr) in enumerate(tuples):
+        row = {}
+        for o in _outputs(tup, V):
+            row[len(cols)] = F(1)
+            cols.append((ti, o))
+            c.append(F(len(o)))
+        A.append(row)
+        b.append(pr)
+    ys = model.seqs(L + 1)
+    yindex = {y: i for i, y in enumerate(ys)}
+    law = [dict() for _ in ys]
+    for j, (ti, o) in enumerate(cols):
+        k = len(o)
+        for rest in itertools.product(range(V), repeat=L + 1 - k):
+            y = o + rest
+            w = model.P(rest, o)
+            if w:
+                law[yindex[y]][j] = w
+    for y in ys:
+        A.append(law[yindex[y]])
+        b.append(model.P(y))
+    opt, _, _ = certified_max(c, A, b)
+    return opt
+
+
+def node_budget_free_single_path(model):
+    """K = 1 direct LP (any information about the rows), certified."""
+    return direct_lp(model, 1)
+
+
+# ----------------------------------------------------------------------------- closed forms
+
+
+def full_blocks_expression(model, K, weight="target"):
+    """sum_{t<=L} sum_{x^t} w(x^t) [1 - (1 - min(r(x^t)/w(x^t), 1))^K]: with weight = the target
+    (m_b) and r = the draft (m_s), SpecTr-GBV's Theorem 5.3 in the paper's letters; with the
+    letters swapped (weight = the draft), the reading the ledger once used."""
+    tot = F(0)
+    for t in range(1, model.L + 1):
+        for x in model.seqs(t):
+            P, Q = model.P(x), model.Q(x)
+            w, r = (P, Q) if weight == "target" else (Q, P)
+            if w > 0:
+                tot += w * (1 - (1 - min(r / w, F(1))) ** K)
+    return tot
+
+
+def k_draft_coupling_bound(model, K):
+    """sum_{t<=L} sum_{x^t} min(p(x^t), 1 - (1 - q(x^t))^K): the expected common prefix of the
+    target sequence with the best of K i.i.d. drafts under any coupling (E[tau])."""
+    return sum((min(model.P(x), 1 - (1 - model.Q(x)) ** K)
+                for t in range(1, model.L + 1) for x in model.seqs(t)), F(0))
+
+
+def gbv_L1(p, q, K):
+    """GBV (Thomas & Pal, arXiv 2602.16961) at L = 1: the drafted token of best p/q rank
+    (ties: smaller id; q = 0 last) has law q^G(a) = F(a)^K - F(a-)^K, F the q-CDF from the worst
+    rank up; token verification against q^G accepts sum_a min(p(a), q^G(a)). Returns E[tau+1]."""
+    V = len(p)
+    order = sorted(range(V), key=lambda a: (q[a] == 0, -(p[a] / q[a]) if q[a] else 0, a))
+    worst_first = list(reversed(order))
+    cdf, qg = F(0), {}
+    for a in worst_first:
+        qg[a] = (cdf + q[a]) ** K - cdf ** K
+        cdf += q[a]
+    return 1 + sum(min(p[a], qg[a]) for a in range(V))
+
+
+def hu_alpha(p, q, K):
+    """Hu et al. (arXiv 2502.18779) Eq. 8 by brute force over all subsets H:
+    alpha* = min_H [p(H) + 1 - q(H)^K] (i.i.d. drafts)."""
+    V = len(p)
+    return min(sum((p[a] for a in H), F(0)) + 1 - sum((q[a] for a in H), F(0)) ** K
+               for r in range(V + 1) for H in itertools.combinations(range(V), r))
+
+
+# ----------------------------------------------------------------------------- single path
+
+
+def block_verification_E(model):
+    """Block verification (Sun et al., arXiv 2403.10444, Algorithm 2) on one path, E[tau + 1] by
+    enumerating the drafted path: weights p_i = min(1, p_{i-1} p(x_i)/q(x_i)), residual masses
+    r_i = sum_a max(p_i p(a|x^i) - q(a|x^i), 0) (p_L has none: the block is complete), stop
+    probabilities h_i = r_i / (r_i + 1 - p_i) (h_L = p_L), tau = the largest i that stops, scanning
+    from L down."""
+    L, V = model.L, model.V
+    total = F(0)
+    for x in model.seqs(L):
+        Qx = model.Q(x)
+        if Qx == 0:
+            continue
+        w, h = F(1), []
+        for i in range(1, L + 1):
+            pre = x[:i - 1]
+            w = min(F(1), w * model.p(pre, x[i - 1]) / model.q(pre, x[i - 1]))
+            if i == L:
+                h.append(w)
+            else:
+                r = sum(max(w * model.p(x[:i], a) - model.q(x[:i], a), F(0)) for a in range(V))
+                h.append(r / (r + 1 - w) if r + 1 - w else F(1))
+        # P(tau = i) = h_i prod_{j > i} (1 - h_j); tau = 0 with the rest
+        tail, Etau = F(1), F(0)
+        for i in range(L, 0, -1):
+            Etau += i * h[i - 1] * tail
+            tail *= 1 - h[i - 1]
+        total += Qx * Etau
+    return 1 + total
+
+
+def token_verification_E(model):
+    """Token verification (Leviathan et al.): accept x_i with min(1, p/q) while all accepted;
+    E[tau + 1] = 1 + sum_{t<=L} sum_{x^t} prod_i min(p, q)(x_i | x^{i-1})."""
+    tot = F(0)
+    for t in range(1, model.L + 1):
+        for x in model.seqs(t):
+            tot += prod((min(model.p(x[:i], x[i]), model.q(x[:i], x[i])) for i in range(t)),
+                        start=F(1))
+    return 1 + tot
