@@ -16,6 +16,7 @@ number of accepted draft tokens in one iteration; E[tau + 1] counts the emitted 
 from __future__ import annotations
 
 import itertools
+import math
 from fractions import Fraction
 from math import prod
 
@@ -119,10 +120,6 @@ def _solve_rational(rows, rhs, ncols, guess):
     if any(b[i] != 0 for i in range(r, len(M))):
         return None
     x = [F(guess[j]).limit_denominator(10**6) for j in range(ncols)]
-    pivcols = {c for _, c in pivots}
-    for j in range(ncols):
-        if j not in pivcols and j not in cols:
-            x[j] = x[j]
     for i, c in pivots:
         x[c] = b[i] - sum(v * x[k] for k, v in M[i].items() if k != c)
     return x
@@ -194,6 +191,8 @@ def draft_tuples(model, K, drafting="iid"):
     (``norep``) first tokens without replacement (each later path's first token drawn from q
     restricted to the tokens not drawn yet, the rest of each path from q)."""
     paths = model.seqs(model.L)
+    if drafting == "norep" and K > sum(1 for x in model.q_rows(()) if x > 0):
+        raise ValueError("fewer drafted first tokens than paths: without replacement undefined")
     out = []
     for tup in itertools.product(paths, repeat=K):
         if drafting == "iid":
@@ -340,3 +339,324 @@ def token_verification_E(model):
             tot += prod((min(model.p(x[:i], x[i]), model.q(x[:i], x[i])) for i in range(t)),
                         start=F(1))
     return 1 + tot
+
+
+# ----------------------------------------------------------------------------- laws
+
+
+def target_law(model):
+    """{y in V^(L+1): p(y)}."""
+    return {y: model.P(y) for y in model.seqs(model.L + 1)}
+
+
+def tv(law, model):
+    tgt = target_law(model)
+    keys = set(tgt) | set(law)
+    return sum((abs(law.get(k, F(0)) - tgt.get(k, F(0))) for k in keys), F(0)) / 2
+
+
+def _complete(law, model, block, mass):
+    """Add ``mass`` on ``block`` followed by target sampling to length L + 1."""
+    n = model.L + 1 - len(block)
+    for rest in itertools.product(range(model.V), repeat=n):
+        w = mass * model.P(rest, block)
+        if w:
+            law[block + rest] = law.get(block + rest, F(0)) + w
+
+
+def chain_law(model, weights_fn):
+    """Law of a one-path verifier given per-draft stop probabilities: ``weights_fn(x)`` returns
+    (P(tau = t | x) for t = 0..L, residual rows res_t for t < L (distributions over the next
+    token)). Returns (law of the L + 1 tokens, E[tau + 1])."""
+    law, E = {}, F(0)
+    for x in model.seqs(model.L):
+        Qx = model.Q(x)
+        if Qx == 0:
+            continue
+        stops, res = weights_fn(x)
+        for t, pt in enumerate(stops):
+            if pt == 0:
+                continue
+            E += Qx * pt * (t + 1)
+            if t == model.L:
+                _complete(law, model, tuple(x), Qx * pt)
+            else:
+                for a in range(model.V):
+                    if res[t][a]:
+                        _complete(law, model, tuple(x[:t]) + (a,), Qx * pt * res[t][a])
+    return law, E
+
+
+def _normalise(v, fallback):
+    z = sum(v)
+    return [a / z for a in v] if z else list(fallback)
+
+
+def _scan(h):
+    """P(tau = t) = h_t prod_{j > t} (1 - h_j) for a scan from t = L down (h_0 = 1)."""
+    L = len(h) - 1
+    out, tail = [F(0)] * (L + 1), F(1)
+    for t in range(L, -1, -1):
+        out[t] = h[t] * tail
+        tail *= 1 - h[t]
+    return out
+
+
+def hsd(model, released=False):
+    """HSD, Algorithm 2 (Zhou et al., arXiv 2601.05724, Definitions 4-6, eqs. 19-20): capped
+    ratios r*(x^t v) = p(x^t v) / (q(x^t v) M_t), M_t = max(1, max_{i<=t} r_i); h_t =
+    D*(p,q|x^t) / D*(q,p|x^t) (0 < t < L), h_L = min(1, r*(x^L)) (``released``: the released
+    code's uncapped min(1, r_L)), h_0 = 1; residual normalise((p(x^t v)/M_t - q(x^t v))^+)."""
+    V, L = model.V, model.L
+
+    def weights(x):
+        r = [F(1)] + [model.P(x[:t]) / model.Q(x[:t]) for t in range(1, L + 1)]
+        M = [max([F(1)] + r[1:t + 1]) for t in range(L + 1)]
+        h, res = [F(1)] + [F(0)] * L, []
+        for t in range(L):
+            pre = tuple(x[:t])
+            Pt, Qt = model.P(pre), model.Q(pre)
+            up = [Pt * model.p(pre, v) / M[t] - Qt * model.q(pre, v) for v in range(V)]
+            res.append(_normalise([max(u, F(0)) for u in up], model.p_rows(pre)))
+            if t > 0:
+                dpq = sum(max(u, F(0)) for u in up)
+                dqp = sum(max(-u, F(0)) for u in up)
+                h[t] = dpq / dqp if dqp else F(0)
+        h[L] = min(F(1), r[L]) if released else min(F(1), r[L] / M[L - 1])
+        return _scan(h), res
+
+    return chain_law(model, weights)
+
+
+def block_law(model):
+    """Block verification (Sun et al., arXiv 2403.10444), law and E[tau + 1]."""
+    V, L = model.V, model.L
+
+    def weights(x):
+        w, ws = F(1), [F(1)]
+        for i in range(1, L + 1):
+            pre = tuple(x[:i - 1])
+            w = min(F(1), w * model.p(pre, x[i - 1]) / model.q(pre, x[i - 1]))
+            ws.append(w)
+        h, res = [F(1)] + [F(0)] * L, []
+        for t in range(L):
+            pre = tuple(x[:t])
+            up = [ws[t] * model.p(pre, v) - model.q(pre, v) for v in range(V)]
+            S = sum(max(u, F(0)) for u in up)
+            res.append(_normalise([max(u, F(0)) for u in up], model.p_rows(pre)))
+            if t > 0:
+                h[t] = S / (S + 1 - ws[t]) if S + 1 - ws[t] else F(1)
+        h[L] = ws[L]
+        return _scan(h), res
+
+    return chain_law(model, weights)
+
+
+def greedy_block_released(model):
+    """One iteration of SpecTr-GBV's released loop at K = 1 (arXiv 2604.25925, src/engine.py, as
+    transcribed in the paper's code): uncapped joint ratios r_l = P_l / Q_l; h_l = 1 if r_l >= 1
+    else S_l / (S_l + 1 - r_l), S_l = sum_v (r_l p(v|x^l) - q(v|x^l))^+ (0 < l < L); full block
+    min(1, r_L); prefixes tried l = 1..L-1 upward, a later success overwriting an earlier one,
+    then the full block; residual normalise((r_a p - q)^+) at the accepted length a (r_0 = 1)."""
+    V, L = model.V, model.L
+
+    def weights(x):
+        r = [F(1)] + [model.P(x[:t]) / model.Q(x[:t]) for t in range(1, L + 1)]
+        h, res = [F(1)] + [F(0)] * L, []
+        for t in range(L):
+            pre = tuple(x[:t])
+            up = [r[t] * model.p(pre, v) - model.q(pre, v) for v in range(V)]
+            S = sum(max(u, F(0)) for u in up)
+            res.append(_normalise([max(u, F(0)) for u in up], model.p_rows(pre)))
+            if t > 0:
+                h[t] = F(1) if r[t] >= 1 else S / (S + 1 - r[t])
+        h[L] = min(F(1), r[L])
+        return _scan(h), res  # the last success in upward order = the first from L down
+
+    return chain_law(model, weights)
+
+
+def gbv(model, K):
+    """GBV (Thomas & Pal, arXiv 2602.16961) by enumeration: K i.i.d. paths; at every node the
+    children are ranked by p/q (largest first, ties to the smaller id, q = 0 last); the selected
+    path is the lexicographically best drafted one; its law q^G is computed here by enumerating the
+    K-tuples; the selected path is block-verified against q^G. Returns E[tau + 1]."""
+    V, L = model.V, model.L
+
+    def rank(pre, a):
+        qa = model.q(pre, a)
+        return (qa == 0, -(model.p(pre, a) / qa) if qa else 0, a)
+
+    def key(x):
+        return tuple(rank(tuple(x[:i]), x[i]) for i in range(L))
+
+    sel = {}
+    for tup in itertools.product(model.seqs(L), repeat=K):
+        pr = prod((model.Q(x) for x in tup), start=F(1))
+        if pr:
+            best = min(tup, key=key)
+            sel[best] = sel.get(best, F(0)) + pr
+    prefix_mass = {}
+    for x, m in sel.items():
+        for t in range(L + 1):
+            prefix_mass[x[:t]] = prefix_mass.get(x[:t], F(0)) + m
+
+    def qg(pre, a):
+        return prefix_mass.get(pre + (a,), F(0)) / prefix_mass[pre]
+
+    E = F(0)
+    for x, m in sel.items():
+        w, ws = F(1), [F(1)]
+        for i in range(1, L + 1):
+            pre = tuple(x[:i - 1])
+            w = min(F(1), w * model.p(pre, x[i - 1]) / qg(pre, x[i - 1]))
+            ws.append(w)
+        h = [F(1)] + [F(0)] * L
+        for t in range(1, L):
+            pre = tuple(x[:t])
+            S = sum(max(ws[t] * model.p(pre, v) - qg(pre, v), F(0)) for v in range(V))
+            h[t] = S / (S + 1 - ws[t]) if S + 1 - ws[t] else F(1)
+        h[L] = ws[L]
+        stops = _scan(h)
+        E += m * sum((t + 1) * s for t, s in enumerate(stops))
+    return E
+
+
+def rrs_L1(p, q, K):
+    """Recursive rejection sampling (SpecInfer) at L = 1 with K i.i.d. drafts: draft k is accepted
+    with min(1, r_k(x_k)/q(x_k)), else r_{k+1} = normalise((r_k - q)^+), r_1 = p. Returns
+    E[tau + 1] = 1 + P(some draft accepted)."""
+    V = len(p)
+    acc = F(0)
+    for tup in itertools.product(range(V), repeat=K):
+        pr = prod((q[x] for x in tup), start=F(1))
+        if not pr:
+            continue
+        r, stay = list(p), F(1)
+        for x in tup:
+            a = min(F(1), r[x] / q[x])
+            acc += pr * stay * a
+            stay *= 1 - a
+            r = _normalise([max(r[v] - q[v], F(0)) for v in range(V)], r)
+    return 1 + acc
+
+
+def all_in(model, K, H, drafting="iid"):
+    """P(every drafted first token lies in H), L = 1."""
+    return sum((pr for tup, pr in draft_tuples(model, K, drafting)
+                if all(x[0] in H for x in tup)), F(0))
+
+
+def hu_alpha_scheme(model, K, drafting):
+    """min_H [p(H) + 1 - P(all drafts in H)] over all subsets H, for the scheme ``drafting``."""
+    V = model.V
+    p = model.p_rows(())
+    return min(sum((p[a] for a in H), F(0)) + 1 - all_in(model, K, set(H), drafting)
+               for r in range(V + 1) for H in itertools.combinations(range(V), r))
+
+
+def khisti_theorem3(p, q):
+    """Two identical drafts (Khisti et al., arXiv 2410.18234, Theorem 3):
+    alpha* = min_S p(S) + q(S^c)^2 + 2 q(S) q(S^c)."""
+    V = len(p)
+    out = None
+    for r in range(V + 1):
+        for S in itertools.combinations(range(V), r):
+            pS = sum((p[a] for a in S), F(0))
+            qS = sum((q[a] for a in S), F(0))
+            v = pS + (1 - qS) ** 2 + 2 * qS * (1 - qS)
+            out = v if out is None else min(out, v)
+    return out
+
+
+# ----------------------------------------------------------------------------- engines
+
+
+def coin_law(model, bits, strict):
+    """Token verification whose acceptance is P(r <= p/q) (``strict``: r < p/q) for r uniform on
+    {k 2^-bits}; residual normalise((p - q)^+); law of the L + 1 tokens."""
+    n = 2**bits
+
+    def acc(t):
+        if t >= 1:
+            return F(1)
+        c = t * n
+        k = math.ceil(c) if strict else math.floor(c) + 1
+        return F(k, n)
+
+    law = {}
+
+    def walk(pre, mass):
+        if len(pre) == model.L:
+            _complete(law, model, pre, mass)
+            return
+        pr, qr = model.p_rows(pre), model.q_rows(pre)
+        res = _normalise([max(a - b, F(0)) for a, b in zip(pr, qr)], pr)
+        rej = F(0)
+        for x in range(model.V):
+            if qr[x]:
+                a = acc(pr[x] / qr[x])
+                walk(pre + (x,), mass * qr[x] * a)
+                rej += qr[x] * (1 - a)
+        for y in range(model.V):
+            if res[y]:
+                _complete(law, model, pre + (y,), mass * rej * res[y])
+
+    walk((), F(1))
+    return law
+
+
+def sample_match(model):
+    """Sample match: x ~ q and y ~ p(.|x^{<i}) at every position; accept while y = x; emit y at
+    the first mismatch, the bonus after L matches. Returns (law, E[tau])."""
+    law, Etau = {}, F(0)
+    for x in model.seqs(model.L):
+        for y in model.seqs(model.L + 1):
+            m = model.Q(x)
+            for i in range(model.L + 1):
+                m *= model.p(tuple(x[:i]), y[i])
+            if not m:
+                continue
+            k = 0
+            while k < model.L and y[k] == x[k]:
+                k += 1
+            Etau += m * k
+            _complete(law, model, tuple(x[:k]) + (y[k],), m)
+    return law, Etau
+
+
+def multi_candidate_match(model, candidates, consistent):
+    """fms-extras #12 (per-candidate target samples, longest match wins, ties to the smaller
+    index) or PR #17 (one target sample per tree node); law of the L + 1 tokens."""
+    L, V = model.L, model.V
+    law = {}
+    if consistent:
+        def walk(pre, mass):
+            for y in range(V):
+                m = mass * model.p(pre, y)
+                if not m:
+                    continue
+                if len(pre) < L and any(c[:len(pre) + 1] == pre + (y,) for c in candidates):
+                    walk(pre + (y,), m)
+                else:
+                    _complete(law, model, pre + (y,), m)
+        walk((), F(1))
+        return law
+    # each candidate's own target samples matter only through (match length k, sample y_k)
+    outcomes = []
+    for c in candidates:
+        dist = {}
+        for y in model.seqs(L + 1):
+            m = prod((model.p(tuple(c[:i]), y[i]) for i in range(L + 1)), start=F(1))
+            if m:
+                k = 0
+                while k < L and y[k] == c[k]:
+                    k += 1
+                dist[(k, y[k])] = dist.get((k, y[k]), F(0)) + m
+        outcomes.append(list(dist.items()))
+    for combo in itertools.product(*outcomes):
+        m = prod((w for _, w in combo), start=F(1))
+        best = max(range(len(candidates)), key=lambda j: (combo[j][0][0], -j))
+        k, yk = combo[best][0]
+        _complete(law, model, tuple(candidates[best][:k]) + (yk,), m)
+    return law

@@ -6,6 +6,7 @@ numbers; a verdict whose two implementations disagree fails here."""
 
 from __future__ import annotations
 
+import itertools
 from fractions import Fraction as F
 
 import pytest
@@ -51,3 +52,253 @@ def test_gbv_monotone_is_an_observation_not_reproduced_at_L1():
     row = ledger_row("gbv-monotone-K")
     assert row.finding.verdict == "not reproduced"
     assert ", ".join(map(str, vals)) in row.finding.ours
+
+
+# ----------------------------------------------------------------------------- block verification
+
+RANDOM_L2 = [(2, 2, 3, 8), (3, 2, 7, 9), (2, 3, 5, 10)]
+
+
+def test_block_rows_by_own_enumeration_and_certified_lp():
+    t = ind.toy()
+    blk, tok = ind.block_law(t)[1], ind.token_verification_E(t)
+    assert (tok - 1, blk - 1) == (F(10, 9), F(11, 9))
+    assert ind.block_verification_E(t) == blk
+    assert f"token {tok - 1}, block {blk - 1}" in ledger_row("block-toy").finding.ours
+    # block-optimal / block-off-path: block = the best valid one-path verifier (certified LP)
+    vals = []
+    for m in [t] + [rnd(*a) for a in RANDOM_L2]:
+        law, e = ind.block_law(m)
+        assert ind.tv(law, m) == 0
+        assert ind.direct_lp(m, 1) == e
+        vals.append(str(e))
+    assert ", ".join(vals) in ledger_row("block-optimal").finding.ours
+    vals = []
+    for m in [t, rnd(2, 2, 3), rnd(3, 2, 1, 6)]:
+        e = ind.block_law(m)[1]
+        assert ind.direct_lp(m, 1) == e
+        vals.append(str(e))
+    assert ", ".join(vals) in ledger_row("block-off-path").finding.ours
+    # block-never-worse
+    gains = [ind.block_law(rnd(V, L, s))[1] - ind.token_verification_E(rnd(V, L, s))
+             for V, L, s in [(2, 2, s) for s in range(6)] + [(3, 2, s) for s in range(4)] +
+             [(2, 3, s) for s in range(3)]]
+    assert min(gains) >= 0
+    assert f"gain of block over token {min(gains)}" in ledger_row("block-never-worse").finding.ours
+
+
+def test_gbv_rows_by_own_selection_enumeration():
+    t = ind.toy()
+    g2, g3, d2, d3 = ind.gbv(t, 2), ind.gbv(t, 3), ind.direct_lp(t, 2), ind.direct_lp(t, 3)
+    assert g2 == d2 == F(212, 81)
+    assert "GBV K=2 212/81, direct LP 212/81" in ledger_row("gbv-toy-optimum").finding.ours
+    # best selection rule = direct LP (docs/selection-optimum.md): GBV reaches it at K = 2 only
+    assert g3 == F(2018, 729) < d3 == F(2080, 729)
+    row = ledger_row("gbv-best-selection")
+    assert row.finding.verdict == "qualified" and f"GBV {g3} < best selection rule {d3}" in \
+        row.finding.ours
+    m = rnd(3, 2, 7)
+    gi, bi = ind.gbv(m, 2), ind.block_law(m)[1]
+    assert gi < bi and g2 > ind.block_law(t)[1]
+    assert f"GBV K=2 {gi} < block {bi}" in ledger_row("gbv-beats-block").finding.ours
+    # selection-equals-direct: the ledger's selection optima are the certified direct optima
+    ours = ledger_row("selection-equals-direct").finding.ours
+    for m, K in [(t, 2), (t, 3), (rnd(2, 2, 3), 2), (rnd(3, 1, 4, 9), 2)]:
+        d = ind.direct_lp(m, K)
+        assert f"{d}={d}" in ours
+
+
+# ----------------------------------------------------------------------------- Hu, Khisti, GR
+
+RANDOM_L1 = [(3, 1, 4, 9), (4, 1, 9, 5), (3, 1, 2, 8), (4, 1, 5, 6)]
+
+
+def _support(m):
+    return sum(1 for x in m.q_rows(()) if x > 0)
+
+
+def test_hu_subset_formula_against_certified_lp():
+    n = 0
+    for a in RANDOM_L1:
+        m = rnd(*a)
+        for K in (2, 3):
+            for drafting in ("iid", "norep"):
+                if drafting == "norep" and K > _support(m):
+                    continue  # without replacement needs K drafted first tokens
+                assert 1 + ind.hu_alpha_scheme(m, K, drafting) == ind.direct_lp(m, K, drafting)
+                n += 1
+    assert n >= 14
+    assert ledger_row("hu-subset-formula").finding.verdict == "confirmed"
+
+
+def test_hu_threshold_sets_and_norep_by_brute_force():
+    for V in (3, 4, 5):
+        for s in range(6):
+            m = rnd(V, 1, s, 7)
+            p, q = m.p_rows(()), m.q_rows(())
+            # lower threshold sets: the tokens of smallest p/q first (q = 0: ratio infinite, last)
+            order = sorted(range(V), key=lambda a: (q[a] == 0, p[a] / q[a] if q[a] else 0, a))
+            for K in (2, 3):
+                for drafting in ("iid", "norep"):
+                    if drafting == "norep" and K > _support(m):
+                        continue
+                    brute = ind.hu_alpha_scheme(m, K, drafting)
+                    thresh = min(sum((p[a] for a in order[:k]), F(0)) + 1 -
+                                 ind.all_in(m, K, set(order[:k]), drafting)
+                                 for k in range(V + 1))
+                    assert thresh == brute
+                    if drafting == "norep":
+                        assert brute >= ind.hu_alpha_scheme(m, K, "iid")
+    assert ledger_row("hu-threshold-sets").finding.verdict == "confirmed"
+    assert ledger_row("hu-norep-beats-iid").finding.verdict == "confirmed"
+
+
+def test_hu_rrs_gap_by_own_rrs_and_lp():
+    m = rnd(3, 1, 2, 6)
+    p, q = m.p_rows(()), m.q_rows(())
+    rrs, opt, opt_n = ind.rrs_L1(p, q, 2), ind.direct_lp(m, 2), ind.direct_lp(m, 2, "norep")
+    assert rrs < opt and (rrs, opt, opt_n) == (F(19, 12), F(59, 36), F(7, 4))
+    ours = ledger_row("hu-rrs-gap").finding.ours
+    assert f"RRS {rrs} < optimum {opt}" in ours and f"< optimum {opt_n}" in ours
+
+
+FIG2 = [(["1/3", "0", "2/3"], "8/9"), (["1/3", "1/18", "11/18"], "17/18"),
+        (["1/3", "1/9", "5/9"], "1"), (["1/6", "0", "5/6"], "13/18"),
+        (["1/6", "1/3", "1/2"], "1")]
+
+
+def test_khisti_rows_by_brute_force_and_certified_lp():
+    u = [F(1, 3)] * 3
+    for p, want in FIG2:
+        p = [F(x) for x in p]
+        m = ind.one_step(p, u)
+        a = ind.khisti_theorem3(p, u)
+        assert a == F(want) == ind.direct_lp(m, 2) - 1 == ind.hu_alpha(p, u, 2)
+    assert ", ".join(w for _, w in FIG2) in ledger_row("khisti-closed-form").finding.ours
+    # Theorem 2 and Remark 2: alpha* = 1 iff p(S) >= q(S)^K for every S
+    seen = set()
+    for V in (2, 3):
+        for s in range(10):
+            m = rnd(V, 1, s, 4)
+            p, q = m.p_rows(()), m.q_rows(())
+            for K in (2, 3, 4):
+                full = ind.hu_alpha(p, q, K) == 1
+                cond = all(sum((p[a] for a in S), F(0)) >= sum((q[a] for a in S), F(0)) ** K
+                           for r in range(V + 1) for S in itertools.combinations(range(V), r))
+                assert full == cond
+                seen.add(full)
+    assert seen == {True, False}
+    # Theorem 1 and GR Theorem 4.1: the canonical optimum is alpha*, the certified LP's
+    for a in RANDOM_L1[:2]:
+        m = rnd(*a)
+        p, q = m.p_rows(()), m.q_rows(())
+        for K in (2, 3):
+            assert 1 + ind.hu_alpha(p, q, K) == ind.direct_lp(m, K)
+    for cid in ("khisti-canonical", "khisti-full-acceptance", "khisti-remark-2",
+                "gr-same-relaxation"):
+        assert ledger_row(cid).finding.verdict == "confirmed"
+
+
+# ----------------------------------------------------------------------------- HSD, SpecTr-GBV
+
+
+def test_hsd_rows_by_own_algorithm_2():
+    for V, L in ((2, 2), (2, 3), (3, 2)):
+        for seed in range(4):
+            m = rnd(V, L, seed, 12)
+            law, e = ind.hsd(m)
+            blaw, be = ind.block_law(m)
+            assert ind.tv(law, m) == 0 and law == blaw and e == be
+    assert ledger_row("hsd-equals-block").finding.verdict == "confirmed"
+    # Theorem 7 cannot hold: block already attains the certified optimum of every valid verifier
+    t3 = ind.toy(3)
+    h, b, opt = ind.hsd(t3)[1], ind.block_law(t3)[1], ind.direct_lp(t3, 1)
+    assert h == b == opt == F(8, 3)
+    row = ledger_row("hsd-beats-block")
+    assert row.finding.verdict == "refuted" and f"HSD {h}, block {b}" in row.finding.ours
+    # the released code (uncapped full-block test): above the optimum, so lossy
+    t = ind.toy()
+    law, e = ind.hsd(t, released=True)
+    d, opt = ind.tv(law, t), ind.direct_lp(t, 1)
+    assert d == F(1, 9) and e == F(7, 3) > opt == F(20, 9)
+    assert f"TV {d}; E[tau+1] {e} above block's optimum {opt}" in \
+        ledger_row("hsd-released-code").finding.ours
+
+
+def test_spectr_gbv_released_at_one_draft():
+    t = ind.toy()
+    law, e = ind.greedy_block_released(t)
+    d = ind.tv(law, t)
+    # one iteration is lossy: its E[tau + 1] exceeds the certified optimum of valid verifiers
+    assert d == F(1, 9) and e == F(7, 3) > ind.direct_lp(t, 1)
+    row = ledger_row("spectr-gbv-released-code")
+    assert row.finding.verdict == "refuted" and row.finding.ours.startswith(
+        f"TV of one iteration for K = 1, 2, 3: {d},")
+    m = ind.Model(instance_to_dict(random_instance(2, 2, 4, alpha=0.5, denominator=12)))
+    e1 = ind.greedy_block_released(m)[1] - 1
+    assert f"K = 1 {e1}," in ledger_row("spectr-gbv-grows-with-K").finding.ours
+
+
+# ----------------------------------------------------------------------------- engines
+
+
+def _dyadic():
+    from spectheory.lp.claims.engines import dyadic_instance
+
+    return ind.Model(instance_to_dict(dyadic_instance()))
+
+
+def test_torch_rand_lies_on_the_grid_the_coin_rows_state():
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    for dtype, bits in ((torch.float32, 24), (torch.float64, 53)):
+        u = torch.rand(100_000, generator=g, dtype=dtype).tolist()
+        assert all(0 <= x < 1 and F(x) * 2**bits == int(F(x) * 2**bits) for x in u)
+        # and the grid is that fine: some draw needs all but the last few bits
+        assert any(F(x) * 2**(bits - 4) != int(F(x) * 2**(bits - 4)) for x in u)
+
+
+def test_coin_rows_by_own_law():
+    m = _dyadic()
+    d32, d32s, d64 = (ind.tv(ind.coin_law(m, 24, False), m), ind.tv(ind.coin_law(m, 24, True), m),
+                      ind.tv(ind.coin_law(m, 53, False), m))
+    assert d32 == F(5, 2**27) and d32s == 0 and d64 == F(5, 2**56)
+    assert ind.coin_law(m, 24, True) == {y: v for y, v in ind.target_law(m).items() if v}
+    assert "5/2^27" in ledger_row("transformers-zero-coin").finding.ours
+    assert ledger_row("sglang-35771-zero-coin").finding.verdict == "confirmed"
+    assert "TV 0 " in ledger_row("sglang-35798-strict-coin").finding.ours
+    row = ledger_row("vllm-v1-ge-float64-coin")
+    assert row.finding.verdict == "qualified" and "5/2^56" in row.finding.ours
+
+
+def test_block_gate_and_sample_match_by_own_enumeration():
+    t = ind.toy()
+    tok, blk = ind.token_verification_E(t) - 1, ind.block_law(t)[1] - 1
+    assert f"{tok} < block verification (what was asked) {blk}" in \
+        ledger_row("vllm-v1-block-gate").finding.ours
+    models = [t, rnd(3, 2, 1, 6), _dyadic()]
+    taus = []
+    for m in models:
+        law, etau = ind.sample_match(m)
+        assert ind.tv(law, m) == 0
+        taus.append(etau)
+    assert taus == [F(52, 81), F(1, 3), F(21, 64)]
+    ours = ledger_row("mlx-swift-lm-459-acceptance").finding.ours
+    assert all(str(x) in ours for x in taus)
+    assert ledger_row("mlx-swift-lm-459-biased").finding.verdict == "refuted"
+    assert ledger_row("mlxcel-992-sample-match-exact").finding.verdict == "confirmed"
+
+
+def test_multi_candidate_rows_by_own_enumeration():
+    from spectheory.lp.claims.engines import FMS_CANDIDATES, fms_instance
+
+    m = ind.Model(instance_to_dict(fms_instance()))
+    naive = ind.multi_candidate_match(m, FMS_CANDIDATES, consistent=False)
+    d = ind.tv(naive, m)
+    first0 = sum((v for y, v in naive.items() if y[0] == 0), F(0))
+    assert d == F(113, 432) and first0 == F(329, 432)
+    assert f"TV {d}; the first token is 0 with probability {first0}" in \
+        ledger_row("fms-extras-12-per-candidate").finding.ours
+    assert ind.tv(ind.multi_candidate_match(m, FMS_CANDIDATES, consistent=True), m) == 0
+    assert ledger_row("fms-extras-17-consistent").finding.verdict == "confirmed"
