@@ -660,3 +660,47 @@ def multi_candidate_match(model, candidates, consistent):
         k, yk = combo[best][0]
         _complete(law, model, tuple(candidates[best][:k]) + (yk,), m)
     return law
+
+
+# ----------------------------------------------------------------------------- trees
+
+
+def specinfer_tree(model, shape):
+    """SpecInfer's tree verification (Miao et al., recursive rejection sampling at every node) on
+    a drafted tree with ``shape[d]`` i.i.d. children from q(.|node) at depth d: the candidates of
+    a node are tried in drafting order, candidate x accepted with min(1, r(x)/q(x)) (r = p(.|node)
+    at first, then normalise((r - q)^+) after each rejection); equal candidates are one token-tree
+    node (SpecInfer merges equal prefixes), so an accepted x continues with the children of every
+    candidate equal to x (a rejected token has r(x) = 0 afterwards and is never accepted later);
+    after every candidate is rejected a token is drawn from r; below a leaf the bonus comes from p.
+    Returns (law of the L + 1 tokens, E[tau + 1])."""
+    law, E = {}, [F(0)]
+
+    def emit(block, mass):
+        E[0] += mass * len(block)
+        _complete(law, model, block, mass)
+
+    def node(pre, mass, copies):
+        d = len(pre)
+        if d == len(shape):
+            for a in range(model.V):
+                if model.p(pre, a):
+                    emit(pre + (a,), mass * model.p(pre, a))
+            return
+        for kids in itertools.product(range(model.V), repeat=copies * shape[d]):
+            pr = prod((model.q(pre, x) for x in kids), start=F(1))
+            if not pr:
+                continue
+            r, stay = list(model.p_rows(pre)), mass * pr
+            for x in kids:
+                a = min(F(1), r[x] / model.q(pre, x))
+                if a:
+                    node(pre + (x,), stay * a, kids.count(x))
+                stay *= 1 - a
+                r = _normalise([max(r[v] - model.q(pre, v), F(0)) for v in range(model.V)], r)
+            for y in range(model.V):
+                if r[y]:
+                    emit(pre + (y,), stay * r[y])
+
+    node((), F(1), 1)
+    return law, E[0]

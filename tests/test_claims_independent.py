@@ -302,3 +302,23 @@ def test_multi_candidate_rows_by_own_enumeration():
         ledger_row("fms-extras-12-per-candidate").finding.ours
     assert ind.tv(ind.multi_candidate_match(m, FMS_CANDIDATES, consistent=True), m) == 0
     assert ledger_row("fms-extras-17-consistent").finding.verdict == "confirmed"
+
+
+def test_delayed_tree_expansion_by_own_specinfer_tree():
+    from spectheory.lp.claims.trees import setting_instance
+
+    s = ind.Model(instance_to_dict(setting_instance()))
+    t = ind.toy()
+    vals = {}
+    for name, m in (("setting", s), ("toy", t)):
+        for shape in ((1, 2), (2, 1)):
+            law, e = ind.specinfer_tree(m, shape)
+            assert ind.tv(law, m) == 0
+            vals[name, shape] = e
+    assert vals["setting", (1, 2)] == F(21, 8) > vals["setting", (2, 1)] == F(163, 64)
+    assert vals["toy", (1, 2)] == F(59, 27) < vals["toy", (2, 1)] == F(7, 3)
+    row = ledger_row("delayed-expansion-improves")
+    assert row.finding.verdict == "reproduced"
+    assert "delayed 21/8 vs root rollouts 163/64" in row.finding.ours
+    assert "delayed 59/27 vs root 7/3" in row.finding.ours
+    assert ledger_row("delayed-expansion-lossless").finding.verdict == "confirmed"

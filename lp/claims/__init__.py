@@ -26,8 +26,8 @@ Modules: [`block_gbv`][spectheory.lp.claims.block_gbv] (arXiv 2403.10444, 2602.1
 (2410.18234), [`spechub`][spectheory.lp.claims.spechub] (2411.05289),
 [`global_resolution`][spectheory.lp.claims.global_resolution] (2511.15898),
 [`hsd`][spectheory.lp.claims.hsd] (2601.05724), [`spectr_gbv`][spectheory.lp.claims.spectr_gbv]
-(2604.25925), [`bounds2025`][spectheory.lp.claims.bounds2025] (2025-2026 bounds and tree
-verifiers), [`engines`][spectheory.lp.claims.engines] (engines' issues and code, the bug kit).
+(2604.25925), [`trees`][spectheory.lp.claims.trees] (2602.16994 and the 2025-2026 sources left
+out), [`engines`][spectheory.lp.claims.engines] (engines' issues and code, the bug kit).
 
 The command (``spectheory claims``) exits 1 when a recomputed verdict differs from the recorded
 one, so the test suite runs it as a regression test; ``docs/claims.md`` is generated from it
@@ -47,8 +47,8 @@ import sys
 from dataclasses import dataclass
 from typing import Callable
 
-from . import block_gbv, bounds2025, engines, global_resolution, hsd, hu, khisti, spechub, \
-    spectr_gbv
+from . import block_gbv, engines, global_resolution, hsd, hu, khisti, spechub, spectr_gbv, \
+    trees
 from .common import KIND_VERDICTS, KINDS, VERDICTS, Claim, Fact, Finding, Hypotheses, \
     reset_facts, take_facts
 
@@ -58,7 +58,7 @@ __all__ = ["CLAIMS", "KINDS", "VERDICTS", "Claim", "Fact", "Finding", "Hypothese
 #: The rows of the papers, the released code and the engines, module by module (the bug kit's own
 #: engine claims are added by `ledger`).
 CLAIMS: list[Claim] = (block_gbv.ROWS + hu.ROWS + khisti.ROWS + global_resolution.ROWS +
-                       spechub.ROWS + hsd.ROWS + spectr_gbv.ROWS + bounds2025.ROWS +
+                       spechub.ROWS + hsd.ROWS + spectr_gbv.ROWS + trees.ROWS +
                        engines.ROWS)
 
 
