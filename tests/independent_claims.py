@@ -189,14 +189,28 @@ def _outputs(drafts, V):
 def draft_tuples(model, K, drafting="iid"):
     """(ordered K-tuple of paths, probability) for i.i.d. paths of length L from q, or
     (``norep``) first tokens without replacement (each later path's first token drawn from q
-    restricted to the tokens not drawn yet, the rest of each path from q)."""
+    restricted to the tokens not drawn yet, the rest of each path from q), or (``hub``, K = 2)
+    SpecHub's pair."""
     paths = model.seqs(model.L)
     if drafting == "norep" and K > sum(1 for x in model.q_rows(()) if x > 0):
         raise ValueError("fewer drafted first tokens than paths: without replacement undefined")
     out = []
+    q0 = model.q_rows(())
+    hub = max(range(model.V), key=lambda a: (q0[a], -a))  # argmax q, ties to the smaller id
+    if drafting == "hub" and (K != 2 or sum(1 for x in q0 if x > 0) < 2):
+        raise ValueError("hub drafting: two paths and two drafted first tokens")
     for tup in itertools.product(paths, repeat=K):
         if drafting == "iid":
             pr = prod((model.Q(x) for x in tup), start=F(1))
+        elif drafting == "hub":
+            # SpecHub (arXiv 2411.05289): X_1 ~ q; X_2 = the hub a if X_1 != a, else a draw from
+            # q without a; the rest of each path from q
+            (x1, x2) = tup
+            if x1[0] != hub:
+                second = F(1) if x2[0] == hub else F(0)
+            else:
+                second = F(0) if x2[0] == hub else q0[x2[0]] / (1 - q0[hub])
+            pr = model.Q(x1) * second * (model.Q(x2) / q0[x2[0]] if q0[x2[0]] else F(0))
         else:
             firsts = [x[0] for x in tup]
             if len(set(firsts)) < K:

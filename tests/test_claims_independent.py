@@ -322,3 +322,24 @@ def test_delayed_tree_expansion_by_own_specinfer_tree():
     assert "delayed 21/8 vs root rollouts 163/64" in row.finding.ours
     assert "delayed 59/27 vs root 7/3" in row.finding.ours
     assert ledger_row("delayed-expansion-lossless").finding.verdict == "confirmed"
+
+
+def test_spechub_rows_against_the_certified_hub_lp():
+    vals = []
+    for a in RANDOM_L1:
+        vals.append(str(ind.direct_lp(rnd(*a), 2, "hub")))
+    assert ", ".join(vals) in ledger_row("spechub-own-optimum").finding.ours
+    # beats-otm: the hub pair reaches 2 where no verifier of two i.i.d. drafts passes 46/25
+    m = ind.one_step([F(0), F(1, 2), F(1, 2)], [F(2, 5), F(3, 10), F(3, 10)])
+    hub, iid = ind.direct_lp(m, 2, "hub"), ind.direct_lp(m, 2)
+    assert (hub, iid) == (2, F(46, 25))
+    assert f"SpecHub {hub} > i.i.d. optimum {iid}" in ledger_row("spechub-beats-otm").finding.ours
+    # beats-rrs (qualified): SpecHub's value is its hub optimum at L = 1 (spechub-own-optimum)
+    heavy = ind.one_step([F(1, 10), F(3, 5), F(3, 10)], [F(3, 5), F(1, 5), F(1, 5)])
+    flat = ind.one_step([F(0)] * 9 + [F(1)], [F(11, 100)] + [F(89, 900)] * 9)
+    h1, r1 = ind.direct_lp(heavy, 2, "hub"), ind.rrs_L1(heavy.p_rows(()), heavy.q_rows(()), 2)
+    h2, r2 = ind.direct_lp(flat, 2, "hub"), ind.rrs_L1(flat.p_rows(()), flat.q_rows(()), 2)
+    assert (h1, r1) == (F(19, 10), F(17, 10)) and (h2, r2) == (F(10, 9), F(962279, 810000))
+    assert h1 > r1 and h2 < r2
+    ours = ledger_row("spechub-beats-rrs").finding.ours
+    assert f"{h1} vs RRS {r1}" in ours and f"{h2} vs {r2}" in ours
