@@ -718,3 +718,90 @@ def specinfer_tree(model, shape):
 
     node((), F(1), 1)
     return law, E[0]
+
+
+def spectr_gbv_released(model, K):
+    """One iteration of the released SpecTr-GBV loop (arXiv 2604.25925, src/engine.py
+    ``Decoding.speculative_decoding``), as transcribed: K i.i.d. candidates; for candidate j and
+    prefix length l, with P_l, Q_l the joint probabilities of x^j_{1:l}, m(v) = min(1, Q_l q(v) /
+    (P_l p(v))) (taken as 1 where P_l p(v) = 0), m_0 = min(1, Q_l / P_l):
+    h_l = [sum_v P_l p(v) (1 - m(v))^K - P_l (1 - m_0)^K]
+          / [1 - (1 - Q_l)^K - sum_v P_l p(v) (1 - (1 - m(v))^K)]  (l < L),
+    a_L = P_L (1 - (1 - m_0)^K) / (1 - (1 - Q_L)^K), clamped to [0, 1] (0/0 = 0, x/0 = 1).
+    Candidates in index order try l = a+1..L-1 (a when the candidate starts), skipping prefixes
+    rejected before; a success replaces the accepted prefix; then the full block with a_L ends the
+    loop. Y ~ normalise(P_a p(v|A) (1 - m(v))^K) at the accepted prefix A (p(.|A) where that has no
+    mass), the bonus from p after a full block. Returns (law, E[tau + 1])."""
+    V, L = model.V, model.L
+
+    def clamp(num, den):
+        if den == 0:
+            return F(1) if num > 0 else F(0)
+        return min(F(1), max(F(0), num / den))
+
+    def m_of(P, Q, pre, v):
+        Pv = P * model.p(pre, v)
+        return F(1) if Pv == 0 else min(F(1), Q * model.q(pre, v) / Pv)
+
+    def h(x, l):
+        pre = tuple(x[:l])
+        P, Q = model.P(pre), model.Q(pre)
+        m0 = F(1) if P == 0 else min(F(1), Q / P)
+        ms = [m_of(P, Q, pre, v) for v in range(V)]
+        num = sum((P * model.p(pre, v) * (1 - ms[v]) ** K for v in range(V)), F(0)) - \
+            P * (1 - m0) ** K
+        den = 1 - (1 - Q) ** K - sum((P * model.p(pre, v) * (1 - (1 - ms[v]) ** K)
+                                      for v in range(V)), F(0))
+        return clamp(num, den)
+
+    def a_full(x):
+        P, Q = model.P(x), model.Q(x)
+        m0 = F(1) if P == 0 else min(F(1), Q / P)
+        return clamp(P * (1 - (1 - m0) ** K), 1 - (1 - Q) ** K)
+
+    law, E = {}, [F(0)]
+
+    def emit(A, mass):
+        if len(A) == L:
+            rho = model.p_rows(A)
+        else:
+            P, Q = model.P(A), model.Q(A)
+            rho = _normalise([P * model.p(A, v) * (1 - m_of(P, Q, A, v)) ** K
+                              for v in range(V)], model.p_rows(A))
+        for y in range(V):
+            if rho[y]:
+                E[0] += mass * rho[y] * (len(A) + 1)
+                _complete(law, model, A + (y,), mass * rho[y])
+
+    def run(cands, j, A, seen, mass):
+        if j == len(cands):
+            emit(A, mass)
+            return
+        x = cands[j]
+        a0 = len(A)
+
+        def prefixes(l, A, seen, mass):
+            if l == L:  # the full block
+                af = a_full(x)
+                if af:
+                    emit(tuple(x), mass * af)
+                if af < 1:
+                    run(cands, j + 1, A, seen, mass * (1 - af))
+                return
+            pre = tuple(x[:l])
+            if pre in seen:
+                prefixes(l + 1, A, seen, mass)
+                return
+            hl = h(x, l)
+            if hl:
+                prefixes(l + 1, pre, seen, mass * hl)
+            if hl < 1:
+                prefixes(l + 1, A, seen | {pre}, mass * (1 - hl))
+
+        prefixes(a0 + 1, A, seen, mass)
+
+    for cands in itertools.product(model.seqs(L), repeat=K):
+        pr = prod((model.Q(c) for c in cands), start=F(1))
+        if pr:
+            run(cands, 0, (), frozenset(), pr)
+    return law, E[0]

@@ -225,18 +225,29 @@ def test_hsd_rows_by_own_algorithm_2():
         ledger_row("hsd-released-code").finding.ours
 
 
-def test_spectr_gbv_released_at_one_draft():
+def _show(x):
+    return str(x) if x.denominator <= 10**6 else f"{float(x):.12g}"
+
+
+def test_spectr_gbv_released_loop_by_own_transcription():
     t = ind.toy()
-    law, e = ind.greedy_block_released(t)
-    d = ind.tv(law, t)
-    # one iteration is lossy: its E[tau + 1] exceeds the certified optimum of valid verifiers
-    assert d == F(1, 9) and e == F(7, 3) > ind.direct_lp(t, 1)
+    tvs = []
+    for K in (1, 2, 3):
+        law, e = ind.spectr_gbv_released(t, K)
+        tvs.append(ind.tv(law, t))
+        if K == 1:  # at one draft the loop is greedy block verification
+            glaw, ge = ind.greedy_block_released(t)
+            assert law == glaw and e == ge == F(7, 3) > ind.direct_lp(t, 1)
+    assert tvs[0] == F(1, 9) and all(d > 0 for d in tvs)
     row = ledger_row("spectr-gbv-released-code")
-    assert row.finding.verdict == "refuted" and row.finding.ours.startswith(
-        f"TV of one iteration for K = 1, 2, 3: {d},")
+    assert row.finding.verdict == "refuted"
+    assert row.finding.ours.startswith("TV of one iteration for K = 1, 2, 3: " +
+                                       ", ".join(_show(d) for d in tvs))
     m = ind.Model(instance_to_dict(random_instance(2, 2, 4, alpha=0.5, denominator=12)))
-    e1 = ind.greedy_block_released(m)[1] - 1
-    assert f"K = 1 {e1}," in ledger_row("spectr-gbv-grows-with-K").finding.ours
+    e1, e2 = (ind.spectr_gbv_released(m, K)[1] - 1 for K in (1, 2))
+    assert (e1, e2) == (F(5, 3), F(130, 81)) and e2 < e1
+    row = ledger_row("spectr-gbv-grows-with-K")
+    assert row.finding.verdict == "refuted" and f"K = 1 {e1}, K = 2 {e2}" in row.finding.ours
 
 
 # ----------------------------------------------------------------------------- engines
