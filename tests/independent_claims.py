@@ -805,3 +805,42 @@ def spectr_gbv_released(model, K):
         if pr:
             run(cands, 0, (), frozenset(), pr)
     return law, E[0]
+
+
+def point_mass_tree(model, shape, drafting):
+    """EAGLE's non-greedy rule with q(x) = 1 (EAGLE #329) on a drafted tree: candidates tried in
+    order, x accepted with probability r(x) (r = p(.|node) at first), after a rejection r loses x
+    and is renormalised; an accepted x continues in its subtree; after every rejection a token is
+    drawn from r; the bonus below a leaf from p. Children: ``topk`` the shape[d] most probable
+    tokens of q(.|node) (ties to the smaller id), ``iid`` i.i.d. draws from q(.|node), equal ones
+    one node (as in `specinfer_tree`). Returns the law of the L + 1 tokens."""
+    law = {}
+
+    def node(pre, mass, copies):
+        d = len(pre)
+        if d == len(shape):
+            _complete(law, model, pre, mass)
+            return
+        n = copies * shape[d]
+        if drafting == "topk":
+            qr = model.q_rows(pre)
+            options = [(tuple(sorted(range(model.V), key=lambda a: (-qr[a], a))[:n]), F(1))]
+        else:
+            options = [(kids, prod((model.q(pre, x) for x in kids), start=F(1)))
+                       for kids in itertools.product(range(model.V), repeat=n)]
+        for kids, pr in options:
+            if not pr:
+                continue
+            r, stay = list(model.p_rows(pre)), mass * pr
+            for x in kids:
+                a = r[x]
+                if a:
+                    node(pre + (x,), stay * a, kids.count(x) if drafting == "iid" else 1)
+                stay *= 1 - a
+                r = _normalise([F(0) if v == x else r[v] for v in range(model.V)], r)
+            for y in range(model.V):
+                if r[y] and stay:
+                    _complete(law, model, pre + (y,), stay * r[y])
+
+    node((), F(1), 1)
+    return law

@@ -354,3 +354,12 @@ def test_spechub_rows_against_the_certified_hub_lp():
     assert h1 > r1 and h2 < r2
     ours = ledger_row("spechub-beats-rrs").finding.ours
     assert f"{h1} vs RRS {r1}" in ours and f"{h2} vs {r2}" in ours
+
+
+def test_eagle_329_point_mass_rule_by_own_tree_walk():
+    m = ind.Model(instance_to_dict(random_instance(3, 2, 0, denominator=60)))
+    for drafting in ("topk", "iid"):
+        for shape in ((1, 1), (2, 1), (3, 1), (2, 2)):
+            assert ind.tv(ind.point_mass_tree(m, shape, drafting), m) == 0, (drafting, shape)
+    row = ledger_row("eagle-329-not-lossless")
+    assert row.finding.verdict == "refuted" and "= 0 exactly" in row.finding.ours
