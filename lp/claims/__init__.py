@@ -177,6 +177,8 @@ def markdown(rows: list[Row]) -> str:
                     f"| spectheory | {_cell(f.ours)} |",
                     f"| instance | {_cell(f.instance)} |",
                     f"| command | `{c.command}` |", ""]
+    out += ["## Considered and left out", ""]
+    out += [f"- **{_cell(src)}**: {_cell(why)}." for src, why in trees.LEFT_OUT]
     return "\n".join(out).rstrip("\n") + "\n"
 
 
