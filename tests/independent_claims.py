@@ -844,3 +844,31 @@ def point_mass_tree(model, shape, drafting):
 
     node((), F(1), 1)
     return law
+
+
+def gbv_tie_rule_L1(p, q, K):
+    """The GBV reference code's tie rule at L = 1 (arXiv 2602.16961's code, as the ledger's row
+    describes it): the selection keeps, among the drafted tokens of best p/q, the earliest drafted
+    one, while the skewed law q^G(a) = F(a)^K - F(a-)^K ranks ties with the larger token id first
+    (F the q-CDF from the worst rank up); the selected token is verified against q^G
+    (accept min(1, p/q^G), else normalise((p - q^G)^+)). Returns the law of the emitted token."""
+    V = len(p)
+    ratio = [p[a] / q[a] if q[a] else None for a in range(V)]
+    rank = sorted(range(V), key=lambda a: (q[a] == 0, -(ratio[a] or 0), -a))  # best first
+    cdf, qg = F(0), {}
+    for a in reversed(rank):
+        qg[a] = (cdf + q[a]) ** K - cdf ** K
+        cdf += q[a]
+    res = _normalise([max(p[a] - qg[a], F(0)) for a in range(V)], p)
+    out = [F(0)] * V
+    for tup in itertools.product(range(V), repeat=K):
+        pr = prod((q[x] for x in tup), start=F(1))
+        if not pr:
+            continue
+        best = max(ratio[x] for x in tup)
+        x = next(x for x in tup if ratio[x] == best)  # the earliest drafted of the best ratio
+        a = min(F(1), p[x] / qg[x])
+        out[x] += pr * a
+        for y in range(V):
+            out[y] += pr * (1 - a) * res[y]
+    return out

@@ -363,3 +363,23 @@ def test_eagle_329_point_mass_rule_by_own_tree_walk():
             assert ind.tv(ind.point_mass_tree(m, shape, drafting), m) == 0, (drafting, shape)
     row = ledger_row("eagle-329-not-lossless")
     assert row.finding.verdict == "refuted" and "= 0 exactly" in row.finding.ours
+
+
+def test_gbv_reference_tie_rule_and_sglang_9877_by_own_rules():
+    half = [F(1, 2), F(1, 2)]
+    out = ind.gbv_tie_rule_L1(half, half, 2)
+    d = sum(abs(a - b) for a, b in zip(out, half)) / 2
+    assert out == [F(2, 3), F(1, 3)] and d == F(1, 6)
+    assert ind.gbv_tie_rule_L1([F(1, 3), F(2, 3)], [F(2, 3), F(1, 3)], 2) == [F(1, 3), F(2, 3)]
+    row = ledger_row("gbv-reference-ties")
+    assert row.finding.verdict == "refuted" and row.finding.ours.startswith(f"TV {d},")
+    # SGLang #9877: the greedy draft without q is accepted with p(argmax q); sampled drafts
+    # verified with q accept sum min(p, q)
+    for p, q, greedy, sampled in (
+            ([F(3, 5), F(1, 5), F(1, 10), F(1, 10)], [F(7, 10), F(1, 5), F(1, 20), F(1, 20)],
+             F(3, 5), F(9, 10)),
+            ([F(9, 10), F(1, 10)], [F(3, 5), F(2, 5)], F(9, 10), F(7, 10))):
+        top = max(range(len(q)), key=lambda a: (q[a], -a))
+        assert p[top] == greedy and sum(min(a, b) for a, b in zip(p, q)) == sampled
+        assert f"{greedy} against" in ledger_row("sglang-9877-acceptance").finding.ours
+    assert ledger_row("sglang-9877-acceptance").finding.verdict == "qualified"
