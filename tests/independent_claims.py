@@ -442,8 +442,10 @@ def hsd(model, released=False):
     return chain_law(model, weights)
 
 
-def block_law(model):
-    """Block verification (Sun et al., arXiv 2403.10444), law and E[tau + 1]."""
+def block_law(model, wrong_row=False):
+    """Block verification (Sun et al., arXiv 2403.10444), law and E[tau + 1]. ``wrong_row``: vLLM
+    PR 40819's pure-torch reference, whose h_t reads its residual mass S from the rows one
+    position too early (at x^{t-1} instead of x^t); weights and residuals as in the paper."""
     V, L = model.V, model.L
 
     def weights(x):
@@ -459,6 +461,10 @@ def block_law(model):
             S = sum(max(u, F(0)) for u in up)
             res.append(_normalise([max(u, F(0)) for u in up], model.p_rows(pre)))
             if t > 0:
+                if wrong_row:
+                    early = tuple(x[:t - 1])
+                    S = sum(max(ws[t] * model.p(early, v) - model.q(early, v), F(0))
+                            for v in range(V))
                 h[t] = S / (S + 1 - ws[t]) if S + 1 - ws[t] else F(1)
         h[L] = ws[L]
         return _scan(h), res

@@ -383,3 +383,18 @@ def test_gbv_reference_tie_rule_and_sglang_9877_by_own_rules():
         assert p[top] == greedy and sum(min(a, b) for a, b in zip(p, q)) == sampled
         assert f"{greedy} against" in ledger_row("sglang-9877-acceptance").finding.ours
     assert ledger_row("sglang-9877-acceptance").finding.verdict == "qualified"
+
+
+def test_vllm_40819_wrong_row_by_own_block_verification():
+    m = ind.Model(instance_to_dict(random_instance(3, 3, 0, denominator=60)))
+    law = ind.block_law(m, wrong_row=True)[0]
+    d = ind.tv(law, m)
+    tgt = ind.target_law(m)
+    first = next(y for y in sorted(tgt) if law.get(y, F(0)) != tgt[y])
+    row = ledger_row("vllm-40819-reference")
+    assert row.finding.verdict == "refuted"
+    assert f"TV {float(d):.12g}, first offending sequence {first}" in row.finding.ours
+    # control: context-independent rows make the early row the right one (exactly lossless)
+    ci = ind.Model(instance_to_dict(random_instance(3, 3, 0, context_independent=True,
+                                                    denominator=60)))
+    assert ind.tv(ind.block_law(ci, wrong_row=True)[0], ci) == 0
