@@ -561,17 +561,27 @@ def rrs_L1(p, q, K):
     return 1 + acc
 
 
-def all_in(model, K, H, drafting="iid"):
+def first_token_sets(model, K, drafting="iid"):
+    """{set of drafted first tokens: probability}, L = 1."""
+    out = {}
+    for tup, pr in draft_tuples(model, K, drafting):
+        key = frozenset(x[0] for x in tup)
+        out[key] = out.get(key, F(0)) + pr
+    return out
+
+
+def all_in(model, K, H, drafting="iid", sets=None):
     """P(every drafted first token lies in H), L = 1."""
-    return sum((pr for tup, pr in draft_tuples(model, K, drafting)
-                if all(x[0] in H for x in tup)), F(0))
+    sets = first_token_sets(model, K, drafting) if sets is None else sets
+    return sum((pr for key, pr in sets.items() if key <= set(H)), F(0))
 
 
 def hu_alpha_scheme(model, K, drafting):
     """min_H [p(H) + 1 - P(all drafts in H)] over all subsets H, for the scheme ``drafting``."""
     V = model.V
     p = model.p_rows(())
-    return min(sum((p[a] for a in H), F(0)) + 1 - all_in(model, K, set(H), drafting)
+    sets = first_token_sets(model, K, drafting)
+    return min(sum((p[a] for a in H), F(0)) + 1 - all_in(model, K, H, drafting, sets)
                for r in range(V + 1) for H in itertools.combinations(range(V), r))
 
 
