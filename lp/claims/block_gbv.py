@@ -119,8 +119,9 @@ ROWS = [
           "stated result", "on the two-token example block verification gets E[tau] = 11/9, "
           "token verification 10/9", SUN, Hypotheses(("single",), K=(1,), L=(2,)), "confirmed",
           c_block_toy),
-    Claim("block-never-worse", "arXiv 2403.10444", "the optimality theorem (implies it)", "theorem", "block verification never accepts fewer tokens than token "
-          "verification", SUN, SINGLE, "confirmed", c_block_never_worse),
+    Claim("block-never-worse", "arXiv 2403.10444", "the optimality theorem (implies it)",
+          "theorem", "block verification never accepts fewer tokens than token verification",
+          SUN, SINGLE, "confirmed", c_block_never_worse),
     Claim("block-optimal", "arXiv 2602.16961", "Theorem 3.3", "theorem",
           "block verification attains the node-budget LP optimum among valid single-path "
           "verifiers", TP, SINGLE, "confirmed", c_block_optimal),

@@ -8,9 +8,10 @@ does, checked exactly.
   when a uniform r satisfies r <= p(x)/q(x)). Engines draw r with ``torch.rand``, whose float32
   values on the CPU generator are the grid k 2^-24 (k = 0 .. 2^24 - 1) and float64 values the grid
   k 2^-53, each point with probability 2^-24 (resp. 2^-53); the tests check the grid on torch
-  2.13. CUDA generators reach 0 differently; the rows state the CPU grid. So P(r <= t) = min(1, (floor(t 2^b) + 1) / 2^b) and
-  P(r < t) = min(1, ceil(t 2^b) / 2^b): with ``<=`` (or vLLM V1's ``p/q >= r``) a draft whose
-  target probability is 0 is accepted with probability 2^-b, with ``<`` never.
+  2.13. CUDA generators reach 0 differently; the rows state the CPU grid. So
+  P(r <= t) = min(1, (floor(t 2^b) + 1) / 2^b) and P(r < t) = min(1, ceil(t 2^b) / 2^b): with
+  ``<=`` (or vLLM V1's ``p/q >= r``) a draft whose target probability is 0 is accepted with
+  probability 2^-b, with ``<`` never.
   `coin_token_law` is the exact output law of one iteration of token verification under such a
   coin, on instances whose ratios p/q are dyadic, so that the engine computes them exactly in
   floating point and the law is the engine's, not a model of it.

@@ -82,7 +82,7 @@ ROWS = [
     Claim("gr-same-relaxation", "arXiv 2511.15898", "Theorem 4.1", "theorem",
           "Khisti's importance sampling and Hu's subset selection solve the same relaxed OT LP",
           GR, Hypotheses(("iid",), K=(2, 3), L=(1,)), "confirmed", c_gr_same_relaxation),
-    Claim("gr-convex-program", "arXiv 2511.15898", "the convex reduction (section 5)",
+    Claim("gr-convex-program", "arXiv 2511.15898", "the convex reduction of the transport",
           "theorem", "the OT reduces to a convex program in at most V variables whose rule is "
           "optimal", GR, Hypotheses(("iid",), K=(2, 3, 4), L=(1,), exact=False,
                                     notes="the program solved in float64 (gap <= 1e-9)"),

@@ -98,7 +98,8 @@ ROWS = [
           "theorem", "the optimal multi-draft acceptance is min_H [p(H) + 1 - P(all drafts in H)], "
           "so E[tau + 1] = 1 + that, with and without replacement", HU,
           Hypotheses(("iid", "norep"), K=(2, 3), **STEP), "confirmed", c_hu_subset_formula),
-    Claim("hu-threshold-sets", "arXiv 2502.18779", "q-convexity results (section 4)", "theorem",
+    Claim("hu-threshold-sets", "arXiv 2502.18779", "the q-convex cases of the subset problem",
+          "theorem",
           "the minimising H is among the V + 1 threshold sets of p/q", HU,
           Hypotheses(("iid", "norep"), K=(2, 3), **STEP), "confirmed", c_hu_threshold_sets),
     Claim("hu-norep-beats-iid", "arXiv 2502.18779", "comparison of drafting methods",
