@@ -195,6 +195,13 @@ def test_khisti_rows_by_brute_force_and_certified_lp():
     for cid in ("khisti-canonical", "khisti-full-acceptance", "khisti-remark-2",
                 "gr-same-relaxation"):
         assert ledger_row(cid).finding.verdict == "confirmed"
+    # Table 3's ordering: the importance-sampling optimum (1 + alpha*) and SpecInfer (RRS) ends
+    # recomputed here (SpecTr's middle value is the ledger's alone)
+    ours = ledger_row("khisti-ordering").finding.ours
+    for p, _ in FIG2:
+        p = [F(x) for x in p]
+        k, s = 1 + ind.hu_alpha(p, u, 2), ind.rrs_L1(p, u, 2)
+        assert k >= s and f"{float(k):.4f}/" in ours and f"/{float(s):.4f}" in ours
 
 
 # ----------------------------------------------------------------------------- HSD, SpecTr-GBV
