@@ -604,12 +604,15 @@ def khisti_theorem3(p, q):
 
 def coin_law(model, bits, strict):
     """Token verification whose acceptance is P(r <= p/q) (``strict``: r < p/q) for r uniform on
-    {k 2^-bits}; residual normalise((p - q)^+); law of the L + 1 tokens."""
-    n = 2**bits
+    {k 2^-bits} (``bits`` None: uniform on [0, 1], acceptance min(1, p/q)); residual
+    normalise((p - q)^+); law of the L + 1 tokens."""
+    n = 2**bits if bits is not None else None
 
     def acc(t):
         if t >= 1:
             return F(1)
+        if n is None:  # a continuous coin: Leviathan et al.'s rule exactly
+            return t
         c = t * n
         k = math.ceil(c) if strict else math.floor(c) + 1
         return F(k, n)

@@ -17,8 +17,8 @@ from spectheory.lp import claims
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The papers the ledger must cite (seed papers and the multi-draft optimal-transport line).
-REQUIRED_SOURCES = ["2403.10444", "2602.16961", "2502.18779", "2410.18234", "2411.05289",
-                    "2511.15898", "2604.25925", "2601.05724", "transformers 5.24.0",
+REQUIRED_SOURCES = ["2211.17192", "2403.10444", "2602.16961", "2502.18779", "2410.18234",
+                    "2411.05289", "2511.15898", "2604.25925", "2601.05724", "transformers 5.24.0",
                     "SGLang #35771", "mlxcel PR #992", "mlx-swift-lm PR #459", "fms-extras #12",
                     "2602.16994"]
 
@@ -81,6 +81,16 @@ def test_rows_outside_their_hypotheses_or_kind_are_refused(monkeypatch):
         "khisti-ordering", hypotheses=claims.Hypotheses(("iid",), K=(2,), L=(1,))))
     with pytest.raises(AssertionError, match="float64"):
         claims.run_claims("khisti-ordering")
+    # planted: a claim stated for context-independent rows checked on prefix-dependent ones
+    from spectheory.lp.claims.common import be, rnd
+
+    def on_prefix_rows():
+        return claims.Finding(str(be(rnd(3, 2, 0), "token")), "confirmed", "random(3,2,0,8)")
+
+    monkeypatch.setattr(claims, "CLAIMS", _with("leviathan-expected-tokens",
+                                                check=on_prefix_rows))
+    with pytest.raises(AssertionError, match="prefix-dependent"):
+        claims.run_claims("leviathan-expected-tokens")
     # planted: an empirical observation may not be refuted
     monkeypatch.setattr(claims, "CLAIMS", _with("hsd-beats-block", kind="empirical observation"))
     with pytest.raises(AssertionError, match="may take"):

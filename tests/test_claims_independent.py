@@ -52,6 +52,32 @@ def test_gbv_monotone_is_an_observation_not_reproduced_at_L1():
     assert ", ".join(map(str, vals)) in row.finding.ours
 
 
+# ----------------------------------------------------------------------------- token verification
+
+
+def test_leviathan_rows_by_own_token_verification():
+    vals = []
+    for m in [ind.toy(1)] + [rnd(V, 1, s, 7) for V in (3, 4) for s in range(3)]:
+        p, q = m.p_rows(()), m.q_rows(())
+        e = ind.token_verification_E(m) - 1
+        assert ind.tv(ind.coin_law(m, None, False), m) == 0  # lossless with a continuous coin
+        assert e == sum(min(a, b) for a, b in zip(p, q)) == 1 - sum(
+            abs(a - b) for a, b in zip(p, q)) / 2
+        vals.append(str(e))
+    assert ", ".join(vals) in ledger_row("leviathan-acceptance-rate").finding.ours
+    vals = []
+    for m in [ind.toy(2), ind.toy(3)] + [
+            ind.Model(instance_to_dict(random_instance(3, L, s, context_independent=True,
+                                                       denominator=9)))
+            for L in (2, 3) for s in range(2)]:
+        p, q = m.p_rows(()), m.q_rows(())
+        a = sum(min(x, y) for x, y in zip(p, q))
+        e = ind.token_verification_E(m)
+        assert e == (1 - a ** (m.L + 1)) / (1 - a)
+        vals.append(str(e))
+    assert ", ".join(vals) in ledger_row("leviathan-expected-tokens").finding.ours
+
+
 # ----------------------------------------------------------------------------- block verification
 
 RANDOM_L2 = [(2, 2, 3, 8), (3, 2, 7, 9), (2, 3, 5, 10)]
@@ -407,7 +433,8 @@ def test_vllm_40819_wrong_row_by_own_block_verification():
 
 #: Rows whose verdict this file recomputes with the second implementation.
 COVERED = {
-    "block-toy", "block-never-worse", "block-optimal", "block-off-path", "gbv-toy-optimum",
+    "leviathan-acceptance-rate", "leviathan-expected-tokens", "block-toy", "block-never-worse",
+    "block-optimal", "block-off-path", "gbv-toy-optimum",
     "gbv-best-selection", "gbv-beats-block", "gbv-monotone-K", "selection-equals-direct",
     "hu-subset-formula", "hu-threshold-sets", "hu-norep-beats-iid", "hu-rrs-gap",
     "khisti-canonical", "khisti-full-acceptance", "khisti-closed-form", "khisti-remark-2",

@@ -21,7 +21,8 @@ Verdicts: ``confirmed`` (holds on every instance checked, exactly unless the row
 condition the claim does not state, or in a weaker form); for an empirical observation, which no
 theorem states, ``reproduced`` / ``not reproduced`` (never ``refuted``).
 
-Modules: [`block_gbv`][spectheory.lp.claims.block_gbv] (arXiv 2403.10444, 2602.16961),
+Modules: [`leviathan`][spectheory.lp.claims.leviathan] (arXiv 2211.17192),
+[`block_gbv`][spectheory.lp.claims.block_gbv] (arXiv 2403.10444, 2602.16961),
 [`hu`][spectheory.lp.claims.hu] (2502.18779), [`khisti`][spectheory.lp.claims.khisti]
 (2410.18234), [`spechub`][spectheory.lp.claims.spechub] (2411.05289),
 [`global_resolution`][spectheory.lp.claims.global_resolution] (2511.15898),
@@ -47,8 +48,8 @@ import sys
 from dataclasses import dataclass
 from typing import Callable
 
-from . import block_gbv, engines, global_resolution, hsd, hu, khisti, spechub, spectr_gbv, \
-    trees
+from . import block_gbv, engines, global_resolution, hsd, hu, khisti, leviathan, spechub, \
+    spectr_gbv, trees
 from .common import KIND_VERDICTS, KINDS, VERDICTS, Claim, Fact, Finding, Hypotheses, \
     reset_facts, take_facts
 
@@ -57,9 +58,9 @@ __all__ = ["CLAIMS", "KINDS", "VERDICTS", "Claim", "Fact", "Finding", "Hypothese
 
 #: The rows of the papers, the released code and the engines, module by module (the bug kit's own
 #: engine claims are added by `ledger`).
-CLAIMS: list[Claim] = (block_gbv.ROWS + hu.ROWS + khisti.ROWS + global_resolution.ROWS +
-                       spechub.ROWS + hsd.ROWS + spectr_gbv.ROWS + trees.ROWS +
-                       engines.ROWS)
+CLAIMS: list[Claim] = (leviathan.ROWS + block_gbv.ROWS + hu.ROWS + khisti.ROWS +
+                       global_resolution.ROWS + spechub.ROWS + hsd.ROWS + spectr_gbv.ROWS +
+                       trees.ROWS + engines.ROWS)
 
 
 def ledger() -> list[Claim]:

@@ -44,7 +44,8 @@ class Hypotheses:
     numbers must be exact rationals; ``notes``: the conditions that are not numbers (cross-
     iteration corrections, the released code's control flow), stated in words; ``kit``: the
     instance and hypotheses are those the bug kit states for its own claim (its tests assert
-    them), so the row records no facts of its own."""
+    them), so the row records no facts of its own; ``context_independent``: the rows of p and q
+    may not depend on the prefix."""
 
     drafting: tuple = ("iid",)
     K: tuple | None = None
@@ -52,6 +53,7 @@ class Hypotheses:
     exact: bool = True
     notes: str = ""
     kit: bool = False
+    context_independent: bool = False
 
     def admits(self, fact: Fact) -> str | None:
         """None when ``fact`` lies within these hypotheses, else the reason it does not."""
@@ -65,6 +67,8 @@ class Hypotheses:
             return "float64 where the row states exact rationals"
         if fact.iterations != 1:
             return "more than one iteration"
+        if self.context_independent and fact.prefix_dependent:
+            return "prefix-dependent rows where the row states context-independent ones"
         return None
 
     def text(self) -> str:
@@ -77,8 +81,10 @@ class Hypotheses:
                  "norep": "first tokens without replacement", "hub": "SpecHub's hub pair",
                  "tree": "a drafted tree", "single": "one drafted path"}
         parts = [" or ".join(names[d] for d in self.drafting), f"K: {rng(self.K)}",
-                 f"L: {rng(self.L)}", "one iteration",
-                 "exact rationals" if self.exact else "float64 allowed"]
+                 f"L: {rng(self.L)}", "one iteration"]
+        if self.context_independent:
+            parts.append("context-independent rows")
+        parts.append("exact rationals" if self.exact else "float64 allowed")
         return "; ".join(parts) + (f"; {self.notes}" if self.notes else "")
 
 
