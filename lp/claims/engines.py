@@ -437,6 +437,10 @@ COIN = ("engine code: target_prob = p(x), draft_prob = q(x) (spectheory's letter
 SM = ("engine code: the target's sample y and the draft x at each position (p, q); tau = "
       "matched draft tokens of one iteration")
 ONE_PATH = Hypotheses(("single",), K=(1,), L=(2,))
+SM_PATH = Hypotheses(("single",), K=(1,), L=(2,),
+                     notes="the target samples each position given the draft's prefix; at the "
+                           "first mismatch its own sample is emitted, after L matches its next "
+                           "sample")
 
 ROWS = [
     Claim("vllm-40819-reference", "vLLM PR 40819", "pure-torch block-verification reference",
@@ -476,14 +480,14 @@ ROWS = [
           "refuted", c_vllm_block_gate),
     Claim("mlx-swift-lm-459-acceptance", "mlx-swift-lm PR #459", "Problem", "engine behaviour",
           "sample-match verification accepts a position with probability sum_x p(x) q(x)", SM,
-          ONE_PATH, "confirmed", c_sample_match_acceptance),
+          SM_PATH, "confirmed", c_sample_match_acceptance),
     Claim("mlx-swift-lm-459-biased", "mlx-swift-lm PR #459", "Problem", "engine behaviour",
           "sample-match verification at temperature > 0 does not preserve the target "
           "distribution (surviving tokens biased toward the modes both models agree on)", SM,
-          ONE_PATH, "refuted", c_sample_match_biased),
+          SM_PATH, "refuted", c_sample_match_biased),
     Claim("mlxcel-992-sample-match-exact", "mlxcel PR #992", "sampled verify", "engine "
           "behaviour", "sample-match verification is exact (lossless) with acceptance sum p q",
-          SM, ONE_PATH, "confirmed", c_sample_match_lossless),
+          SM, SM_PATH, "confirmed", c_sample_match_lossless),
     Claim("fms-extras-12-per-candidate", "fms-extras #12", "problem 2 (multi-candidate)",
           "engine behaviour", "with several candidates, sampling a ground truth per candidate and "
           "exact matching does not match the base model's output distribution",
