@@ -45,7 +45,9 @@ class Hypotheses:
     iteration corrections, the released code's control flow), stated in words; ``kit``: the
     instance and hypotheses are those the bug kit states for its own claim (its tests assert
     them), so the row records no facts of its own; ``context_independent``: the rows of p and q
-    may not depend on the prefix."""
+    may not depend on the prefix; ``iterations``: the source's setting in words (every computation
+    of the ledger is one iteration: a verifier lossless within one iteration is lossless over a
+    generation)."""
 
     drafting: tuple = ("iid",)
     K: tuple | None = None
@@ -54,6 +56,7 @@ class Hypotheses:
     notes: str = ""
     kit: bool = False
     context_independent: bool = False
+    iterations: str = "one iteration"
 
     def admits(self, fact: Fact) -> str | None:
         """None when ``fact`` lies within these hypotheses, else the reason it does not."""
@@ -81,10 +84,10 @@ class Hypotheses:
                  "norep": "first tokens without replacement", "hub": "SpecHub's hub pair",
                  "tree": "a drafted tree", "single": "one drafted path"}
         parts = [" or ".join(names[d] for d in self.drafting), f"K: {rng(self.K)}",
-                 f"L: {rng(self.L)}", "one iteration"]
+                 f"L: {rng(self.L)}", self.iterations]
         if self.context_independent:
             parts.append("context-independent rows")
-        parts.append("exact rationals" if self.exact else "float64 allowed")
+        parts.append("checked in exact rationals" if self.exact else "checked in float64")
         return "; ".join(parts) + (f"; {self.notes}" if self.notes else "")
 
 

@@ -107,8 +107,9 @@ ROWS = [
     Claim("spectr-gbv-bound", "arXiv 2604.25925", "Theorem 5.3 (and the abstract)", "theorem",
           "SpecTr-GBV attains the optimal expected acceptance length for i.i.d. drafts, "
           "sum_t sum_x m_b [1 - (1 - min(m_s/m_b, 1))^K] (m_s the draft, m_b the target)",
-          NOTATION, Hypotheses(("iid",), K=(2,), L=(2,), notes="identical i.i.d. drafts; the "
-                               "paper's cross-iteration distribution modification allowed"),
+          NOTATION, Hypotheses(("iid",), K=(2,), L=(2,),
+                               iterations="iterations chained by the paper's cross-iteration "
+                                          "distribution modification (its Algorithm 2)"),
           "refuted", c_spectr_gbv_optimal),
     Claim("spectr-gbv-released-code", "arXiv 2604.25925 (released code)",
           "Decoding.speculative_decoding in src/engine.py", "released code",
