@@ -1,0 +1,893 @@
+"""Second implementations behind the claims ledger's verdicts, written from the papers alone.
+
+Nothing here imports spectheory's engine, verifiers, bounds or LPs: an instance arrives as its
+JSON dictionary (the documented instance format: ``{"vocab_size", "block_length", "target",
+"draft"}``, rows keyed by comma-joined prefixes, or one context-independent row), every
+probability is a `fractions.Fraction`, the sequence tree is enumerated here, and every LP optimum
+comes with an exact certificate (`certified_max`): HiGHS (scipy) finds a basis, then the primal
+and the dual are re-solved in rationals on the support HiGHS reports and checked exactly
+(primal feasibility, dual feasibility, equal objectives). A certificate that does not close is an
+error, never a number.
+
+Conventions (Sun et al., arXiv 2403.10444, section 2): p is the target, q the draft; tau is the
+number of accepted draft tokens in one iteration; E[tau + 1] counts the emitted tokens.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from fractions import Fraction
+from math import prod
+
+import numpy as np
+
+F = Fraction
+
+
+# ----------------------------------------------------------------------------- instances
+
+
+class Model:
+    """Target and draft rows of one instance (prefix tuple -> row of Fractions)."""
+
+    def __init__(self, data: dict):
+        self.V = int(data["vocab_size"])
+        self.L = int(data["block_length"])
+        self.p_rows = self._read(data["target"])
+        self.q_rows = self._read(data["draft"])
+
+    def _read(self, obj):
+        if isinstance(obj, list):
+            row = [F(x) for x in obj]
+            return lambda prefix: row
+        table = {tuple(int(t) for t in k.split(",")) if k else (): [F(x) for x in v]
+                 for k, v in obj.items()}
+        return lambda prefix: table[tuple(prefix)]
+
+    def p(self, prefix, token):
+        return self.p_rows(prefix)[token]
+
+    def q(self, prefix, token):
+        return self.q_rows(prefix)[token]
+
+    def P(self, seq, start=()):
+        """Target probability of ``seq`` following ``start``."""
+        out, ctx = F(1), tuple(start)
+        for a in seq:
+            out *= self.p(ctx, a)
+            ctx += (a,)
+        return out
+
+    def Q(self, seq):
+        out, ctx = F(1), ()
+        for a in seq:
+            out *= self.q(ctx, a)
+            ctx += (a,)
+        return out
+
+    def seqs(self, n):
+        return list(itertools.product(range(self.V), repeat=n))
+
+
+def toy(L=2):
+    return Model({"vocab_size": 2, "block_length": L, "target": ["1/3", "2/3"],
+                  "draft": ["2/3", "1/3"]})
+
+
+def one_step(p, q):
+    return Model({"vocab_size": len(p), "block_length": 1, "target": [str(x) for x in p],
+                  "draft": [str(x) for x in q]})
+
+
+# ----------------------------------------------------------------------------- exact LP
+
+
+class CertificateError(AssertionError):
+    """The rational re-solve did not close the certificate."""
+
+
+def _solve_rational(rows, rhs, ncols, guess):
+    """One solution of the consistent linear system ``rows x = rhs`` (rows: list of dict
+    col -> Fraction), in rationals: Gauss-Jordan elimination, free columns pinned to the rounded
+    ``guess``. None when the system is inconsistent."""
+    M = [dict(r) for r in rows]
+    b = list(rhs)
+    pivots = []  # (row index, column)
+    r = 0
+    cols = sorted({c for row in M for c in row})
+    for c in cols:
+        piv = next((i for i in range(r, len(M)) if M[i].get(c, 0) != 0), None)
+        if piv is None:
+            continue
+        M[r], M[piv] = M[piv], M[r]
+        b[r], b[piv] = b[piv], b[r]
+        inv = 1 / M[r][c]
+        M[r] = {k: v * inv for k, v in M[r].items()}
+        b[r] *= inv
+        for i in range(len(M)):
+            if i != r and M[i].get(c, 0) != 0:
+                f = M[i][c]
+                for k, v in M[r].items():
+                    nv = M[i].get(k, 0) - f * v
+                    if nv == 0:
+                        M[i].pop(k, None)
+                    else:
+                        M[i][k] = nv
+                b[i] -= f * b[r]
+        pivots.append((r, c))
+        r += 1
+    if any(b[i] != 0 for i in range(r, len(M))):
+        return None
+    x = [F(guess[j]).limit_denominator(10**6) for j in range(ncols)]
+    for i, c in pivots:
+        x[c] = b[i] - sum(v * x[k] for k, v in M[i].items() if k != c)
+    return x
+
+
+def certified_max(c, A, b):
+    """max c.x subject to A x = b, x >= 0, exactly: (optimum, x, y) with x primal-feasible and y
+    dual-feasible (A^T y >= c) in rationals and c.x = b.y. ``A`` is a list of dict rows
+    (column -> Fraction); ``c``, ``b`` lists of Fractions."""
+    from scipy.optimize import linprog
+    from scipy.sparse import csr_matrix
+
+    n, m = len(c), len(A)
+    data, ri, ci = [], [], []
+    for i, row in enumerate(A):
+        for j, v in row.items():
+            ri.append(i), ci.append(j), data.append(float(v))
+    Af = csr_matrix((data, (ri, ci)), shape=(m, n))
+    res = linprog(-np.array([float(v) for v in c]), A_eq=Af,
+                  b_eq=np.array([float(v) for v in b]), bounds=(0, None), method="highs")
+    if res.status != 0:
+        raise CertificateError(f"HiGHS: {res.message}")
+    xf, yf = res.x, -res.eqlin.marginals
+    support = [j for j in range(n) if xf[j] > 1e-9]
+    # primal: A[:, S] x_S = b on the support
+    sub = [{j: v for j, v in row.items() if j in set(support)} for row in A]
+    x = _solve_rational(sub, b, n, [xf[j] if j in set(support) else 0 for j in range(n)])
+    if x is None:
+        raise CertificateError("primal system on HiGHS's support is inconsistent")
+    x = [x[j] if j in set(support) else F(0) for j in range(n)]
+    # dual: (A^T y)_j = c_j on the support (complementary slackness)
+    cols = [{} for _ in range(n)]
+    for i, row in enumerate(A):
+        for j, v in row.items():
+            cols[j][i] = v
+    y = _solve_rational([cols[j] for j in support], [c[j] for j in support], m, list(yf))
+    if y is None:
+        raise CertificateError("dual system on HiGHS's support is inconsistent")
+    # the certificate, in rationals
+    if any(v < 0 for v in x):
+        raise CertificateError("rational primal has a negative entry")
+    for i, row in enumerate(A):
+        if sum(v * x[j] for j, v in row.items()) != b[i]:
+            raise CertificateError(f"primal row {i} violated")
+    for j in range(n):
+        if sum(v * y[i] for i, v in cols[j].items()) < c[j]:
+            raise CertificateError(f"dual column {j} violated")
+    primal = sum(c[j] * x[j] for j in range(n))
+    dual = sum(b[i] * y[i] for i in range(m))
+    if primal != dual:
+        raise CertificateError(f"gap {primal} != {dual}")
+    return primal, x, y
+
+
+# ----------------------------------------------------------------------------- direct LP
+
+
+def _outputs(drafts, V):
+    """Blocks a K-path verifier may emit: a prefix of one drafted path, then one token."""
+    prefixes = {()}
+    for d in drafts:
+        for j in range(1, len(d) + 1):
+            prefixes.add(tuple(d[:j]))
+    return [pre + (a,) for pre in sorted(prefixes) for a in range(V)]
+
+
+def draft_tuples(model, K, drafting="iid"):
+    """(ordered K-tuple of paths, probability) for i.i.d. paths of length L from q, or
+    (``norep``) first tokens without replacement (each later path's first token drawn from q
+    restricted to the tokens not drawn yet, the rest of each path from q), or (``hub``, K = 2)
+    SpecHub's pair."""
+    paths = model.seqs(model.L)
+    if drafting == "norep" and K > sum(1 for x in model.q_rows(()) if x > 0):
+        raise ValueError("fewer drafted first tokens than paths: without replacement undefined")
+    out = []
+    q0 = model.q_rows(())
+    hub = max(range(model.V), key=lambda a: (q0[a], -a))  # argmax q, ties to the smaller id
+    if drafting == "hub" and (K != 2 or sum(1 for x in q0 if x > 0) < 2):
+        raise ValueError("hub drafting: two paths and two drafted first tokens")
+    for tup in itertools.product(paths, repeat=K):
+        if drafting == "iid":
+            pr = prod((model.Q(x) for x in tup), start=F(1))
+        elif drafting == "hub":
+            # SpecHub (arXiv 2411.05289): X_1 ~ q; X_2 = the hub a if X_1 != a, else a draw from
+            # q without a; the rest of each path from q
+            (x1, x2) = tup
+            if x1[0] != hub:
+                second = F(1) if x2[0] == hub else F(0)
+            else:
+                second = F(0) if x2[0] == hub else q0[x2[0]] / (1 - q0[hub])
+            pr = model.Q(x1) * second * (model.Q(x2) / q0[x2[0]] if q0[x2[0]] else F(0))
+        else:
+            firsts = [x[0] for x in tup]
+            if len(set(firsts)) < K:
+                continue
+            pr, used = F(1), F(0)
+            for x in tup:
+                q0 = model.q((), x[0])
+                if 1 - used == 0:
+                    pr = F(0)
+                    break
+                pr *= q0 / (1 - used) * (model.Q(x) / q0 if q0 else 0)
+                used += q0
+        if pr > 0:
+            out.append((tup, pr))
+    return out
+
+
+def direct_lp(model, K, drafting="iid"):
+    """The best E[tau + 1] of any valid K-path verifier (Sun et al.'s validity: the emitted block
+    followed by target sampling to length L + 1 has the target law), certified exactly."""
+    V, L = model.V, model.L
+    tuples = draft_tuples(model, K, drafting)
+    cols, c = [], []
+    A, b = [], []
+    for ti, (tup, pr) in enumerate(tuples):
+        row = {}
+        for o in _outputs(tup, V):
+            row[len(cols)] = F(1)
+            cols.append((ti, o))
+            c.append(F(len(o)))
+        A.append(row)
+        b.append(pr)
+    ys = model.seqs(L + 1)
+    yindex = {y: i for i, y in enumerate(ys)}
+    law = [dict() for _ in ys]
+    for j, (ti, o) in enumerate(cols):
+        k = len(o)
+        for rest in itertools.product(range(V), repeat=L + 1 - k):
+            y = o + rest
+            w = model.P(rest, o)
+            if w:
+                law[yindex[y]][j] = w
+    for y in ys:
+        A.append(law[yindex[y]])
+        b.append(model.P(y))
+    opt, _, _ = certified_max(c, A, b)
+    return opt
+
+
+def node_budget_free_single_path(model):
+    """K = 1 direct LP (any information about the rows), certified."""
+    return direct_lp(model, 1)
+
+
+# ----------------------------------------------------------------------------- closed forms
+
+
+def full_blocks_expression(model, K, weight="target"):
+    """sum_{t<=L} sum_{x^t} w(x^t) [1 - (1 - min(r(x^t)/w(x^t), 1))^K]: with weight = the target
+    (m_b) and r = the draft (m_s), SpecTr-GBV's Theorem 5.3 in the paper's letters; with the
+    letters swapped (weight = the draft), the reading the ledger once used."""
+    tot = F(0)
+    for t in range(1, model.L + 1):
+        for x in model.seqs(t):
+            P, Q = model.P(x), model.Q(x)
+            w, r = (P, Q) if weight == "target" else (Q, P)
+            if w > 0:
+                tot += w * (1 - (1 - min(r / w, F(1))) ** K)
+    return tot
+
+
+def k_draft_coupling_bound(model, K):
+    """sum_{t<=L} sum_{x^t} min(p(x^t), 1 - (1 - q(x^t))^K): the expected common prefix of the
+    target sequence with the best of K i.i.d. drafts under any coupling (E[tau])."""
+    return sum((min(model.P(x), 1 - (1 - model.Q(x)) ** K)
+                for t in range(1, model.L + 1) for x in model.seqs(t)), F(0))
+
+
+def gbv_L1(p, q, K):
+    """GBV (Thomas & Pal, arXiv 2602.16961) at L = 1: the drafted token of best p/q rank
+    (ties: smaller id; q = 0 last) has law q^G(a) = F(a)^K - F(a-)^K, F the q-CDF from the worst
+    rank up; token verification against q^G accepts sum_a min(p(a), q^G(a)). Returns E[tau+1]."""
+    V = len(p)
+    order = sorted(range(V), key=lambda a: (q[a] == 0, -(p[a] / q[a]) if q[a] else 0, a))
+    worst_first = list(reversed(order))
+    cdf, qg = F(0), {}
+    for a in worst_first:
+        qg[a] = (cdf + q[a]) ** K - cdf ** K
+        cdf += q[a]
+    return 1 + sum(min(p[a], qg[a]) for a in range(V))
+
+
+def hu_alpha(p, q, K):
+    """Hu et al. (arXiv 2502.18779) Eq. 8 by brute force over all subsets H:
+    alpha* = min_H [p(H) + 1 - q(H)^K] (i.i.d. drafts)."""
+    V = len(p)
+    return min(sum((p[a] for a in H), F(0)) + 1 - sum((q[a] for a in H), F(0)) ** K
+               for r in range(V + 1) for H in itertools.combinations(range(V), r))
+
+
+# ----------------------------------------------------------------------------- single path
+
+
+def block_verification_E(model):
+    """Block verification (Sun et al., arXiv 2403.10444, Algorithm 2) on one path, E[tau + 1] by
+    enumerating the drafted path: weights p_i = min(1, p_{i-1} p(x_i)/q(x_i)), residual masses
+    r_i = sum_a max(p_i p(a|x^i) - q(a|x^i), 0) (p_L has none: the block is complete), stop
+    probabilities h_i = r_i / (r_i + 1 - p_i) (h_L = p_L), tau = the largest i that stops, scanning
+    from L down."""
+    L, V = model.L, model.V
+    total = F(0)
+    for x in model.seqs(L):
+        Qx = model.Q(x)
+        if Qx == 0:
+            continue
+        w, h = F(1), []
+        for i in range(1, L + 1):
+            pre = x[:i - 1]
+            w = min(F(1), w * model.p(pre, x[i - 1]) / model.q(pre, x[i - 1]))
+            if i == L:
+                h.append(w)
+            else:
+                r = sum(max(w * model.p(x[:i], a) - model.q(x[:i], a), F(0)) for a in range(V))
+                h.append(r / (r + 1 - w) if r + 1 - w else F(1))
+        # P(tau = i) = h_i prod_{j > i} (1 - h_j); tau = 0 with the rest
+        tail, Etau = F(1), F(0)
+        for i in range(L, 0, -1):
+            Etau += i * h[i - 1] * tail
+            tail *= 1 - h[i - 1]
+        total += Qx * Etau
+    return 1 + total
+
+
+def token_verification_E(model):
+    """Token verification (Leviathan et al.): accept x_i with min(1, p/q) while all accepted;
+    E[tau + 1] = 1 + sum_{t<=L} sum_{x^t} prod_i min(p, q)(x_i | x^{i-1})."""
+    tot = F(0)
+    for t in range(1, model.L + 1):
+        for x in model.seqs(t):
+            tot += prod((min(model.p(x[:i], x[i]), model.q(x[:i], x[i])) for i in range(t)),
+                        start=F(1))
+    return 1 + tot
+
+
+# ----------------------------------------------------------------------------- laws
+
+
+def target_law(model):
+    """{y in V^(L+1): p(y)}."""
+    return {y: model.P(y) for y in model.seqs(model.L + 1)}
+
+
+def tv(law, model):
+    tgt = target_law(model)
+    keys = set(tgt) | set(law)
+    return sum((abs(law.get(k, F(0)) - tgt.get(k, F(0))) for k in keys), F(0)) / 2
+
+
+def _complete(law, model, block, mass):
+    """Add ``mass`` on ``block`` followed by target sampling to length L + 1."""
+    n = model.L + 1 - len(block)
+    for rest in itertools.product(range(model.V), repeat=n):
+        w = mass * model.P(rest, block)
+        if w:
+            law[block + rest] = law.get(block + rest, F(0)) + w
+
+
+def chain_law(model, weights_fn):
+    """Law of a one-path verifier given per-draft stop probabilities: ``weights_fn(x)`` returns
+    (P(tau = t | x) for t = 0..L, residual rows res_t for t < L (distributions over the next
+    token)). Returns (law of the L + 1 tokens, E[tau + 1])."""
+    law, E = {}, F(0)
+    for x in model.seqs(model.L):
+        Qx = model.Q(x)
+        if Qx == 0:
+            continue
+        stops, res = weights_fn(x)
+        for t, pt in enumerate(stops):
+            if pt == 0:
+                continue
+            E += Qx * pt * (t + 1)
+            if t == model.L:
+                _complete(law, model, tuple(x), Qx * pt)
+            else:
+                for a in range(model.V):
+                    if res[t][a]:
+                        _complete(law, model, tuple(x[:t]) + (a,), Qx * pt * res[t][a])
+    return law, E
+
+
+def _normalise(v, fallback):
+    z = sum(v)
+    return [a / z for a in v] if z else list(fallback)
+
+
+def _scan(h):
+    """P(tau = t) = h_t prod_{j > t} (1 - h_j) for a scan from t = L down (h_0 = 1)."""
+    L = len(h) - 1
+    out, tail = [F(0)] * (L + 1), F(1)
+    for t in range(L, -1, -1):
+        out[t] = h[t] * tail
+        tail *= 1 - h[t]
+    return out
+
+
+def hsd(model, released=False):
+    """HSD, Algorithm 2 (Zhou et al., arXiv 2601.05724, Definitions 4-6, eqs. 19-20): capped
+    ratios r*(x^t v) = p(x^t v) / (q(x^t v) M_t), M_t = max(1, max_{i<=t} r_i); h_t =
+    D*(p,q|x^t) / D*(q,p|x^t) (0 < t < L), h_L = min(1, r*(x^L)) (``released``: the released
+    code's uncapped min(1, r_L)), h_0 = 1; residual normalise((p(x^t v)/M_t - q(x^t v))^+)."""
+    V, L = model.V, model.L
+
+    def weights(x):
+        r = [F(1)] + [model.P(x[:t]) / model.Q(x[:t]) for t in range(1, L + 1)]
+        M = [max([F(1)] + r[1:t + 1]) for t in range(L + 1)]
+        h, res = [F(1)] + [F(0)] * L, []
+        for t in range(L):
+            pre = tuple(x[:t])
+            Pt, Qt = model.P(pre), model.Q(pre)
+            up = [Pt * model.p(pre, v) / M[t] - Qt * model.q(pre, v) for v in range(V)]
+            res.append(_normalise([max(u, F(0)) for u in up], model.p_rows(pre)))
+            if t > 0:
+                dpq = sum(max(u, F(0)) for u in up)
+                dqp = sum(max(-u, F(0)) for u in up)
+                h[t] = dpq / dqp if dqp else F(0)
+        h[L] = min(F(1), r[L]) if released else min(F(1), r[L] / M[L - 1])
+        return _scan(h), res
+
+    return chain_law(model, weights)
+
+
+def block_law(model, wrong_row=False):
+    """Block verification (Sun et al., arXiv 2403.10444), law and E[tau + 1]. ``wrong_row``: vLLM
+    PR 40819's pure-torch reference, whose h_t reads its residual mass S from the rows one
+    position too early (at x^{t-1} instead of x^t); weights and residuals as in the paper."""
+    V, L = model.V, model.L
+
+    def weights(x):
+        w, ws = F(1), [F(1)]
+        for i in range(1, L + 1):
+            pre = tuple(x[:i - 1])
+            w = min(F(1), w * model.p(pre, x[i - 1]) / model.q(pre, x[i - 1]))
+            ws.append(w)
+        h, res = [F(1)] + [F(0)] * L, []
+        for t in range(L):
+            pre = tuple(x[:t])
+            up = [ws[t] * model.p(pre, v) - model.q(pre, v) for v in range(V)]
+            S = sum(max(u, F(0)) for u in up)
+            res.append(_normalise([max(u, F(0)) for u in up], model.p_rows(pre)))
+            if t > 0:
+                if wrong_row:
+                    early = tuple(x[:t - 1])
+                    S = sum(max(ws[t] * model.p(early, v) - model.q(early, v), F(0))
+                            for v in range(V))
+                h[t] = S / (S + 1 - ws[t]) if S + 1 - ws[t] else F(1)
+        h[L] = ws[L]
+        return _scan(h), res
+
+    return chain_law(model, weights)
+
+
+def greedy_block_released(model):
+    """One iteration of SpecTr-GBV's released loop at K = 1 (arXiv 2604.25925, src/engine.py, as
+    transcribed in the paper's code): uncapped joint ratios r_l = P_l / Q_l; h_l = 1 if r_l >= 1
+    else S_l / (S_l + 1 - r_l), S_l = sum_v (r_l p(v|x^l) - q(v|x^l))^+ (0 < l < L); full block
+    min(1, r_L); prefixes tried l = 1..L-1 upward, a later success overwriting an earlier one,
+    then the full block; residual normalise((r_a p - q)^+) at the accepted length a (r_0 = 1)."""
+    V, L = model.V, model.L
+
+    def weights(x):
+        r = [F(1)] + [model.P(x[:t]) / model.Q(x[:t]) for t in range(1, L + 1)]
+        h, res = [F(1)] + [F(0)] * L, []
+        for t in range(L):
+            pre = tuple(x[:t])
+            up = [r[t] * model.p(pre, v) - model.q(pre, v) for v in range(V)]
+            S = sum(max(u, F(0)) for u in up)
+            res.append(_normalise([max(u, F(0)) for u in up], model.p_rows(pre)))
+            if t > 0:
+                h[t] = F(1) if r[t] >= 1 else S / (S + 1 - r[t])
+        h[L] = min(F(1), r[L])
+        return _scan(h), res  # the last success in upward order = the first from L down
+
+    return chain_law(model, weights)
+
+
+def gbv(model, K):
+    """GBV (Thomas & Pal, arXiv 2602.16961) by enumeration: K i.i.d. paths; at every node the
+    children are ranked by p/q (largest first, ties to the smaller id, q = 0 last); the selected
+    path is the lexicographically best drafted one; its law q^G is computed here by enumerating the
+    K-tuples; the selected path is block-verified against q^G. Returns E[tau + 1]."""
+    V, L = model.V, model.L
+
+    def rank(pre, a):
+        qa = model.q(pre, a)
+        return (qa == 0, -(model.p(pre, a) / qa) if qa else 0, a)
+
+    def key(x):
+        return tuple(rank(tuple(x[:i]), x[i]) for i in range(L))
+
+    sel = {}
+    for tup in itertools.product(model.seqs(L), repeat=K):
+        pr = prod((model.Q(x) for x in tup), start=F(1))
+        if pr:
+            best = min(tup, key=key)
+            sel[best] = sel.get(best, F(0)) + pr
+    prefix_mass = {}
+    for x, m in sel.items():
+        for t in range(L + 1):
+            prefix_mass[x[:t]] = prefix_mass.get(x[:t], F(0)) + m
+
+    def qg(pre, a):
+        return prefix_mass.get(pre + (a,), F(0)) / prefix_mass[pre]
+
+    E = F(0)
+    for x, m in sel.items():
+        w, ws = F(1), [F(1)]
+        for i in range(1, L + 1):
+            pre = tuple(x[:i - 1])
+            w = min(F(1), w * model.p(pre, x[i - 1]) / qg(pre, x[i - 1]))
+            ws.append(w)
+        h = [F(1)] + [F(0)] * L
+        for t in range(1, L):
+            pre = tuple(x[:t])
+            S = sum(max(ws[t] * model.p(pre, v) - qg(pre, v), F(0)) for v in range(V))
+            h[t] = S / (S + 1 - ws[t]) if S + 1 - ws[t] else F(1)
+        h[L] = ws[L]
+        stops = _scan(h)
+        E += m * sum((t + 1) * s for t, s in enumerate(stops))
+    return E
+
+
+def rrs_L1(p, q, K):
+    """Recursive rejection sampling (SpecInfer) at L = 1 with K i.i.d. drafts: draft k is accepted
+    with min(1, r_k(x_k)/q(x_k)), else r_{k+1} = normalise((r_k - q)^+), r_1 = p. Returns
+    E[tau + 1] = 1 + P(some draft accepted)."""
+    V = len(p)
+    acc = F(0)
+    for tup in itertools.product(range(V), repeat=K):
+        pr = prod((q[x] for x in tup), start=F(1))
+        if not pr:
+            continue
+        r, stay = list(p), F(1)
+        for x in tup:
+            a = min(F(1), r[x] / q[x])
+            acc += pr * stay * a
+            stay *= 1 - a
+            r = _normalise([max(r[v] - q[v], F(0)) for v in range(V)], r)
+    return 1 + acc
+
+
+def first_token_sets(model, K, drafting="iid"):
+    """{set of drafted first tokens: probability}, L = 1."""
+    out = {}
+    for tup, pr in draft_tuples(model, K, drafting):
+        key = frozenset(x[0] for x in tup)
+        out[key] = out.get(key, F(0)) + pr
+    return out
+
+
+def all_in(model, K, H, drafting="iid", sets=None):
+    """P(every drafted first token lies in H), L = 1."""
+    sets = first_token_sets(model, K, drafting) if sets is None else sets
+    return sum((pr for key, pr in sets.items() if key <= set(H)), F(0))
+
+
+def hu_alpha_scheme(model, K, drafting):
+    """min_H [p(H) + 1 - P(all drafts in H)] over all subsets H, for the scheme ``drafting``."""
+    V = model.V
+    p = model.p_rows(())
+    sets = first_token_sets(model, K, drafting)
+    return min(sum((p[a] for a in H), F(0)) + 1 - all_in(model, K, H, drafting, sets)
+               for r in range(V + 1) for H in itertools.combinations(range(V), r))
+
+
+def khisti_theorem3(p, q):
+    """Two identical drafts (Khisti et al., arXiv 2410.18234, Theorem 3):
+    alpha* = min_S p(S) + q(S^c)^2 + 2 q(S) q(S^c)."""
+    V = len(p)
+    out = None
+    for r in range(V + 1):
+        for S in itertools.combinations(range(V), r):
+            pS = sum((p[a] for a in S), F(0))
+            qS = sum((q[a] for a in S), F(0))
+            v = pS + (1 - qS) ** 2 + 2 * qS * (1 - qS)
+            out = v if out is None else min(out, v)
+    return out
+
+
+# ----------------------------------------------------------------------------- engines
+
+
+def coin_law(model, bits, strict):
+    """Token verification whose acceptance is P(r <= p/q) (``strict``: r < p/q) for r uniform on
+    {k 2^-bits} (``bits`` None: uniform on [0, 1], acceptance min(1, p/q)); residual
+    normalise((p - q)^+); law of the L + 1 tokens."""
+    n = 2**bits if bits is not None else None
+
+    def acc(t):
+        if t >= 1:
+            return F(1)
+        if n is None:  # a continuous coin: Leviathan et al.'s rule exactly
+            return t
+        c = t * n
+        k = math.ceil(c) if strict else math.floor(c) + 1
+        return F(k, n)
+
+    law = {}
+
+    def walk(pre, mass):
+        if len(pre) == model.L:
+            _complete(law, model, pre, mass)
+            return
+        pr, qr = model.p_rows(pre), model.q_rows(pre)
+        res = _normalise([max(a - b, F(0)) for a, b in zip(pr, qr)], pr)
+        rej = F(0)
+        for x in range(model.V):
+            if qr[x]:
+                a = acc(pr[x] / qr[x])
+                walk(pre + (x,), mass * qr[x] * a)
+                rej += qr[x] * (1 - a)
+        for y in range(model.V):
+            if res[y]:
+                _complete(law, model, pre + (y,), mass * rej * res[y])
+
+    walk((), F(1))
+    return law
+
+
+def sample_match(model):
+    """Sample match: x ~ q and y ~ p(.|x^{<i}) at every position; accept while y = x; emit y at
+    the first mismatch, the bonus after L matches. Returns (law, E[tau])."""
+    law, Etau = {}, F(0)
+    for x in model.seqs(model.L):
+        for y in model.seqs(model.L + 1):
+            m = model.Q(x)
+            for i in range(model.L + 1):
+                m *= model.p(tuple(x[:i]), y[i])
+            if not m:
+                continue
+            k = 0
+            while k < model.L and y[k] == x[k]:
+                k += 1
+            Etau += m * k
+            _complete(law, model, tuple(x[:k]) + (y[k],), m)
+    return law, Etau
+
+
+def multi_candidate_match(model, candidates, consistent):
+    """fms-extras #12 (per-candidate target samples, longest match wins, ties to the smaller
+    index) or PR #17 (one target sample per tree node); law of the L + 1 tokens."""
+    L, V = model.L, model.V
+    law = {}
+    if consistent:
+        def walk(pre, mass):
+            for y in range(V):
+                m = mass * model.p(pre, y)
+                if not m:
+                    continue
+                if len(pre) < L and any(c[:len(pre) + 1] == pre + (y,) for c in candidates):
+                    walk(pre + (y,), m)
+                else:
+                    _complete(law, model, pre + (y,), m)
+        walk((), F(1))
+        return law
+    # each candidate's own target samples matter only through (match length k, sample y_k)
+    outcomes = []
+    for c in candidates:
+        dist = {}
+        for y in model.seqs(L + 1):
+            m = prod((model.p(tuple(c[:i]), y[i]) for i in range(L + 1)), start=F(1))
+            if m:
+                k = 0
+                while k < L and y[k] == c[k]:
+                    k += 1
+                dist[(k, y[k])] = dist.get((k, y[k]), F(0)) + m
+        outcomes.append(list(dist.items()))
+    for combo in itertools.product(*outcomes):
+        m = prod((w for _, w in combo), start=F(1))
+        best = max(range(len(candidates)), key=lambda j: (combo[j][0][0], -j))
+        k, yk = combo[best][0]
+        _complete(law, model, tuple(candidates[best][:k]) + (yk,), m)
+    return law
+
+
+# ----------------------------------------------------------------------------- trees
+
+
+def specinfer_tree(model, shape):
+    """SpecInfer's tree verification (Miao et al., recursive rejection sampling at every node) on
+    a drafted tree with ``shape[d]`` i.i.d. children from q(.|node) at depth d: the candidates of
+    a node are tried in drafting order, candidate x accepted with min(1, r(x)/q(x)) (r = p(.|node)
+    at first, then normalise((r - q)^+) after each rejection); equal candidates are one token-tree
+    node (SpecInfer merges equal prefixes), so an accepted x continues with the children of every
+    candidate equal to x (a rejected token has r(x) = 0 afterwards and is never accepted later);
+    after every candidate is rejected a token is drawn from r; below a leaf the bonus comes from p.
+    Returns (law of the L + 1 tokens, E[tau + 1])."""
+    law, E = {}, [F(0)]
+
+    def emit(block, mass):
+        E[0] += mass * len(block)
+        _complete(law, model, block, mass)
+
+    def node(pre, mass, copies):
+        d = len(pre)
+        if d == len(shape):
+            for a in range(model.V):
+                if model.p(pre, a):
+                    emit(pre + (a,), mass * model.p(pre, a))
+            return
+        for kids in itertools.product(range(model.V), repeat=copies * shape[d]):
+            pr = prod((model.q(pre, x) for x in kids), start=F(1))
+            if not pr:
+                continue
+            r, stay = list(model.p_rows(pre)), mass * pr
+            for x in kids:
+                a = min(F(1), r[x] / model.q(pre, x))
+                if a:
+                    node(pre + (x,), stay * a, kids.count(x))
+                stay *= 1 - a
+                r = _normalise([max(r[v] - model.q(pre, v), F(0)) for v in range(model.V)], r)
+            for y in range(model.V):
+                if r[y]:
+                    emit(pre + (y,), stay * r[y])
+
+    node((), F(1), 1)
+    return law, E[0]
+
+
+def spectr_gbv_released(model, K):
+    """One iteration of the released SpecTr-GBV loop (arXiv 2604.25925, src/engine.py
+    ``Decoding.speculative_decoding``), as transcribed: K i.i.d. candidates; for candidate j and
+    prefix length l, with P_l, Q_l the joint probabilities of x^j_{1:l}, m(v) = min(1, Q_l q(v) /
+    (P_l p(v))) (taken as 1 where P_l p(v) = 0), m_0 = min(1, Q_l / P_l):
+    h_l = [sum_v P_l p(v) (1 - m(v))^K - P_l (1 - m_0)^K]
+          / [1 - (1 - Q_l)^K - sum_v P_l p(v) (1 - (1 - m(v))^K)]  (l < L),
+    a_L = P_L (1 - (1 - m_0)^K) / (1 - (1 - Q_L)^K), clamped to [0, 1] (0/0 = 0, x/0 = 1).
+    Candidates in index order try l = a+1..L-1 (a when the candidate starts), skipping prefixes
+    rejected before; a success replaces the accepted prefix; then the full block with a_L ends the
+    loop. Y ~ normalise(P_a p(v|A) (1 - m(v))^K) at the accepted prefix A (p(.|A) where that has no
+    mass), the bonus from p after a full block. Returns (law, E[tau + 1])."""
+    V, L = model.V, model.L
+
+    def clamp(num, den):
+        if den == 0:
+            return F(1) if num > 0 else F(0)
+        return min(F(1), max(F(0), num / den))
+
+    def m_of(P, Q, pre, v):
+        Pv = P * model.p(pre, v)
+        return F(1) if Pv == 0 else min(F(1), Q * model.q(pre, v) / Pv)
+
+    def h(x, l):
+        pre = tuple(x[:l])
+        P, Q = model.P(pre), model.Q(pre)
+        m0 = F(1) if P == 0 else min(F(1), Q / P)
+        ms = [m_of(P, Q, pre, v) for v in range(V)]
+        num = sum((P * model.p(pre, v) * (1 - ms[v]) ** K for v in range(V)), F(0)) - \
+            P * (1 - m0) ** K
+        den = 1 - (1 - Q) ** K - sum((P * model.p(pre, v) * (1 - (1 - ms[v]) ** K)
+                                      for v in range(V)), F(0))
+        return clamp(num, den)
+
+    def a_full(x):
+        P, Q = model.P(x), model.Q(x)
+        m0 = F(1) if P == 0 else min(F(1), Q / P)
+        return clamp(P * (1 - (1 - m0) ** K), 1 - (1 - Q) ** K)
+
+    law, E = {}, [F(0)]
+
+    def emit(A, mass):
+        if len(A) == L:
+            rho = model.p_rows(A)
+        else:
+            P, Q = model.P(A), model.Q(A)
+            rho = _normalise([P * model.p(A, v) * (1 - m_of(P, Q, A, v)) ** K
+                              for v in range(V)], model.p_rows(A))
+        for y in range(V):
+            if rho[y]:
+                E[0] += mass * rho[y] * (len(A) + 1)
+                _complete(law, model, A + (y,), mass * rho[y])
+
+    def run(cands, j, A, seen, mass):
+        if j == len(cands):
+            emit(A, mass)
+            return
+        x = cands[j]
+        a0 = len(A)
+
+        def prefixes(l, A, seen, mass):
+            if l == L:  # the full block
+                af = a_full(x)
+                if af:
+                    emit(tuple(x), mass * af)
+                if af < 1:
+                    run(cands, j + 1, A, seen, mass * (1 - af))
+                return
+            pre = tuple(x[:l])
+            if pre in seen:
+                prefixes(l + 1, A, seen, mass)
+                return
+            hl = h(x, l)
+            if hl:
+                prefixes(l + 1, pre, seen, mass * hl)
+            if hl < 1:
+                prefixes(l + 1, A, seen | {pre}, mass * (1 - hl))
+
+        prefixes(a0 + 1, A, seen, mass)
+
+    for cands in itertools.product(model.seqs(L), repeat=K):
+        pr = prod((model.Q(c) for c in cands), start=F(1))
+        if pr:
+            run(cands, 0, (), frozenset(), pr)
+    return law, E[0]
+
+
+def point_mass_tree(model, shape, drafting):
+    """EAGLE's non-greedy rule with q(x) = 1 (EAGLE #329) on a drafted tree: candidates tried in
+    order, x accepted with probability r(x) (r = p(.|node) at first), after a rejection r loses x
+    and is renormalised; an accepted x continues in its subtree; after every rejection a token is
+    drawn from r; the bonus below a leaf from p. Children: ``topk`` the shape[d] most probable
+    tokens of q(.|node) (ties to the smaller id), ``iid`` i.i.d. draws from q(.|node), equal ones
+    one node (as in `specinfer_tree`). Returns the law of the L + 1 tokens."""
+    law = {}
+
+    def node(pre, mass, copies):
+        d = len(pre)
+        if d == len(shape):
+            _complete(law, model, pre, mass)
+            return
+        n = copies * shape[d]
+        if drafting == "topk":
+            qr = model.q_rows(pre)
+            options = [(tuple(sorted(range(model.V), key=lambda a: (-qr[a], a))[:n]), F(1))]
+        else:
+            options = [(kids, prod((model.q(pre, x) for x in kids), start=F(1)))
+                       for kids in itertools.product(range(model.V), repeat=n)]
+        for kids, pr in options:
+            if not pr:
+                continue
+            r, stay = list(model.p_rows(pre)), mass * pr
+            for x in kids:
+                a = r[x]
+                if a:
+                    node(pre + (x,), stay * a, kids.count(x) if drafting == "iid" else 1)
+                stay *= 1 - a
+                r = _normalise([F(0) if v == x else r[v] for v in range(model.V)], r)
+            for y in range(model.V):
+                if r[y] and stay:
+                    _complete(law, model, pre + (y,), stay * r[y])
+
+    node((), F(1), 1)
+    return law
+
+
+def gbv_tie_rule_L1(p, q, K):
+    """The GBV reference code's tie rule at L = 1 (arXiv 2602.16961's code, as the ledger's row
+    describes it): the selection keeps, among the drafted tokens of best p/q, the earliest drafted
+    one, while the skewed law q^G(a) = F(a)^K - F(a-)^K ranks ties with the larger token id first
+    (F the q-CDF from the worst rank up); the selected token is verified against q^G
+    (accept min(1, p/q^G), else normalise((p - q^G)^+)). Returns the law of the emitted token."""
+    V = len(p)
+    ratio = [p[a] / q[a] if q[a] else None for a in range(V)]
+    rank = sorted(range(V), key=lambda a: (q[a] == 0, -(ratio[a] or 0), -a))  # best first
+    cdf, qg = F(0), {}
+    for a in reversed(rank):
+        qg[a] = (cdf + q[a]) ** K - cdf ** K
+        cdf += q[a]
+    res = _normalise([max(p[a] - qg[a], F(0)) for a in range(V)], p)
+    out = [F(0)] * V
+    for tup in itertools.product(range(V), repeat=K):
+        pr = prod((q[x] for x in tup), start=F(1))
+        if not pr:
+            continue
+        best = max(ratio[x] for x in tup)
+        x = next(x for x in tup if ratio[x] == best)  # the earliest drafted of the best ratio
+        a = min(F(1), p[x] / qg[x])
+        out[x] += pr * a
+        for y in range(V):
+            out[y] += pr * (1 - a) * res[y]
+    return out
