@@ -137,3 +137,17 @@ def test_a_whole_step_through_the_fixture(spectheory_kit):
     with pytest.raises(AssertionError, match="FAIL"):
         spectheory_kit.step(steps.reused_coin_step, instances=[steps.reused_coin_instance()],
                             samples=4_000)
+
+
+def test_a_tree_sampler_through_the_fixture(spectheory_kit):
+    """check_tree_sampler through the fixture: the CPU port of SGLang's tree kernel passes on a
+    top-k tree; with the siblings' running sum not accumulated (a planted bug) it fails."""
+    from spectheory.testing.tree_ports import SGLANG_TREE, sglang_tree_bug, tree_engine_sampler
+    from spectheory.testing.tree_ports import tree_speculative_sampling_target_only as kernel
+
+    tree = [[0], [1], [0, 0], [0, 1], [1, 0]]
+    assert spectheory_kit.tree(tree_engine_sampler(kernel, SGLANG_TREE), "sglang-tree", tree,
+                               "topk", samples=3_000).passed
+    with pytest.raises(AssertionError, match="FAIL"):
+        spectheory_kit.tree(tree_engine_sampler(sglang_tree_bug("running-sum"), SGLANG_TREE),
+                            "sglang-tree", tree, "topk", samples=3_000)

@@ -66,7 +66,8 @@ def test_readme_commands_parse():
         "every quickstart line is a runnable command (no [optional] placeholders)"
     assert [c for c, code, _ in cmds if code == 1] == [
         "spectheory check inst.json --verifier uniform-product",
-        "spectheory check-sampler mymodule:mysampler"]
+        "spectheory check-sampler mymodule:mysampler",
+        "spectheory check-step spectheory.testing.mutants.steps:reused_coin_step --samples 4000"]
     assert "def mysampler(drafts, q, p, generator):" in module_source(README.read_text())
 
 

@@ -178,6 +178,21 @@ class Kit:
             kwargs["samples"] = DEFAULT_SAMPLES if self.samples is None else self.samples
         return self._keep(check_proposal(draft_sampler, **kwargs), "proposal")
 
+    def tree(self, sampler, verifier, tree, drafting=None, **kwargs):
+        """[`check_tree_sampler`][spectheory.testing.tree.check_tree_sampler]: a tree sampler
+        against the verifier's exact conditional law on drafted trees of shape ``tree``.
+        ``samples`` from the command line (no budget sizing here)."""
+        from .tree import check_tree_sampler
+
+        kwargs = dict(kwargs)
+        kwargs.setdefault("alpha", self.alpha)
+        kwargs.setdefault("seed", self.seed)
+        if "samples" not in kwargs and self.samples is not None:
+            kwargs["samples"] = self.samples
+        if drafting is not None:
+            kwargs["drafting"] = drafting
+        return self._keep(check_tree_sampler(sampler, verifier, tree, **kwargs), "tree")
+
     def step(self, step, **kwargs):
         """[`check_step`][spectheory.testing.step.check_step]: a whole draft-and-verify step
         against the (processed) target law. ``samples`` from the command line (a budget is not
