@@ -129,3 +129,85 @@ def test_exact_time_limit_holds_with_a_slow_gc_callback(v50l3, capsys, limit):
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and f"time limit of {float(limit):g} s reached" in err
     assert took < float(limit) + 5.0
+
+
+# ----------------------------------------------------------------------------- processing rows
+
+
+@pytest.mark.parametrize("rows", [
+    pytest.param(lambda: __import__("numpy").array([3.0, 1.0]), id="numpy-[3,1]"),
+    pytest.param(lambda: __import__("torch").tensor([[0.5, 0.5], [0.5, 0.6]]), id="torch-row-1"),
+    pytest.param(lambda: __import__("numpy").array(
+        [__import__("fractions").Fraction(1, 2), __import__("fractions").Fraction(1, 3)],
+        dtype=object), id="exact-5/6"),
+])
+def test_process_rows_refuses_rows_off_one(rows):
+    """``process_rows([3, 1], "top_p=0.9")`` used to renormalise silently; a row off 1 beyond
+    ROW_SUM_TOL is refused in one line naming the row and its sum."""
+    from spectheory.inputs.processing import SamplingError, process_rows
+
+    with pytest.raises(SamplingError, match=r"probability row \d sums to .*not 1 within 1e-05"):
+        process_rows(rows(), "top_p=0.9")
+
+
+def test_keep_mask_and_process_instance_refuse_rows_off_one():
+    import numpy as np
+
+    from spectheory.inputs.processing import (ROW_SUM_TOL, SamplingError, keep_mask,
+                                              parse_sampling, process_rows)
+
+    with pytest.raises(SamplingError, match="row 1 sums to 2"):
+        keep_mask(np.array([[0.5, 0.5], [1.0, 1.0]]), parse_sampling("top_p=0.9"))
+    # within the tolerance: divided by the sum, the normalised row's answer
+    near = np.array([0.75, 0.25]) * (1 + ROW_SUM_TOL / 2)
+    assert np.allclose(process_rows(near, "top_p=0.9"), [0.75, 0.25], atol=1e-15)
+    assert process_rows(np.array([0.75, 0.25]), "top_p=0.7").tolist() == [1.0, 0.0]
+
+
+# ----------------------------------------------------------------------------- long messages
+
+
+def _long_fraction_instance(tmp_path):
+    big = "1/" + "3" * 10_000
+    return write(tmp_path, {"vocab_size": 2, "block_length": 1, "target": {"": [big, "1/2"]},
+                            "draft": {"": ["1/2", "1/2"]}})
+
+
+@pytest.mark.parametrize("make", [
+    pytest.param(lambda tmp: ["exact", TOY_PATH(tmp), "--sampling",
+                              ",".join(["temperature=0.5"] * 15_000)], id="sampling-x15000"),
+    pytest.param(lambda tmp: ["lp", TOY_PATH(tmp), "--problem", "x" * 120_000],
+                 id="choice-120k"),
+    pytest.param(lambda tmp: ["exact", TOY_PATH(tmp), "--verifier", "x" * 120_000],
+                 id="verifier-120k"),
+    pytest.param(lambda tmp: ["claims", "--only", "x" * 120_000], id="claims-only-120k"),
+    pytest.param(lambda tmp: ["exact", _long_fraction_instance(tmp), "--exact"],
+                 id="fraction-10000-digits"),
+    pytest.param(lambda tmp: ["exact", TOY_PATH(tmp), "--bogus" + "x" * 50_000],
+                 id="unknown-option-50k"),
+])
+def test_error_lines_are_cut_to_a_readable_length(tmp_path, capsys, make):
+    """An error that would echo a huge input is cut at the CLI's one printer: exit 2, one line of
+    at most MAX_ERROR_CHARS (plus the prefix and the help pointer), its start kept, the number
+    of characters cut stated."""
+    from spectheory.cli import MAX_ERROR_CHARS
+
+    code, out, err = run(make(tmp_path), capsys)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("spectheory")
+    assert len(err) <= MAX_ERROR_CHARS + 120
+    assert "error: " in err
+
+
+def TOY_PATH(tmp):  # noqa: N802 - used inside the case table
+    return write(tmp, TOY, "toy.json")
+
+
+def test_clip_message_keeps_start_and_end_and_counts():
+    from spectheory.cli import CLIP_HEAD, CLIP_TAIL, clip_message
+
+    text = "start " + "x" * 10_000 + " end"
+    cut = clip_message(text)
+    assert cut.startswith("start x") and cut.endswith("x end")
+    assert f"[... {len(text) - CLIP_HEAD - CLIP_TAIL:,} characters cut ...]" in cut
+    assert clip_message("short  message\nline") == "short message line"

@@ -114,6 +114,23 @@ def _accept_threads(sub) -> None:
                 _accept_threads(action)
 
 
+#: Longest error line printed: a longer message keeps its first `CLIP_HEAD` and last `CLIP_TAIL`
+#: characters (the problem, and the advice that usually ends it) and says how many were cut, so
+#: that an error never echoes a whole input (an option repeated thousands of times, a huge name).
+MAX_ERROR_CHARS = 600
+CLIP_HEAD, CLIP_TAIL = 440, 120
+
+
+def clip_message(message: str) -> str:
+    """``message`` on one line (whitespace runs made one space), at most `MAX_ERROR_CHARS`
+    characters plus the note of how many were cut."""
+    text = " ".join(str(message).split())
+    if len(text) <= MAX_ERROR_CHARS:
+        return text
+    cut = len(text) - CLIP_HEAD - CLIP_TAIL
+    return f"{text[:CLIP_HEAD]} [... {cut:,} characters cut ...] {text[-CLIP_TAIL:]}"
+
+
 def _fail(message: str, debug: BaseException | None = None) -> int:
     """Print ``spectheory: error: MESSAGE`` on one line (after the full traceback of ``debug``,
     chained causes included, under ``--debug``); returns exit code 2."""
@@ -121,7 +138,7 @@ def _fail(message: str, debug: BaseException | None = None) -> int:
         import traceback
 
         traceback.print_exception(type(debug), debug, debug.__traceback__, file=sys.stderr)
-    print(f"spectheory: error: {' '.join(str(message).split())}", file=sys.stderr)
+    print(f"spectheory: error: {clip_message(message)}", file=sys.stderr)
     return 2
 
 
@@ -173,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             args = parser.parse_args(argv)
         except UsageError as exc:
-            print(f"{exc.prog}: error: {' '.join(str(exc).split())} (see {exc.prog} --help)",
+            print(f"{exc.prog}: error: {clip_message(exc)} (see {exc.prog} --help)",
                   file=sys.stderr)
             return 2
         debug = bool(getattr(args, "debug", False))
