@@ -457,6 +457,10 @@ def run_sweep(cfg: SweepConfig, out, executor: str = "local", workers: int | Non
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 4 * cores:
         raise OptionError(f"workers must be an integer in [1, {4 * cores}] (4 x the cores); "
                           f"got {workers!r}")
+    if executor == "ray" and address:  # before any folder is made or job is listed
+        from ..runtime.raycluster import probe_address
+
+        probe_address(address, "--executor ray: --address")
     jobs = expand(cfg)
     if only:  # a reproduction: the named jobs computed afresh, the table and cache untouched
         keys = {j.key() for j in jobs}
