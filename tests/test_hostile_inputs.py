@@ -92,9 +92,12 @@ def test_nested_limit_keeps_the_outer_backstop():
 @pytest.fixture(scope="module")
 def v50l3(tmp_path_factory):
     """A V = 50, L = 3 instance made with ``spectheory instance random`` (one row per level: the
-    file is small, the hu verifier's 2-path law on it takes minutes)."""
+    file is small, the hu verifier's 2-path law on it takes minutes). Torch is loaded first, so
+    the clock measures the analysis (an alarm is deferred until an import has finished)."""
     import contextlib
     import io
+
+    import torch  # noqa: F401
 
     from spectheory.cli import main
 
@@ -211,3 +214,271 @@ def test_clip_message_keeps_start_and_end_and_counts():
     assert cut.startswith("start x") and cut.endswith("x end")
     assert f"[... {len(text) - CLIP_HEAD - CLIP_TAIL:,} characters cut ...]" in cut
     assert clip_message("short  message\nline") == "short message line"
+
+
+# ----------------------------------------------------------------------------- Ray addresses
+
+
+def _closed_port() -> int:
+    """A local TCP port nobody listens on (bound, then released)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_probe_address_refuses_a_closed_port_and_accepts_a_listening_one():
+    import socket
+
+    from spectheory.runtime.errors import OptionError
+    from spectheory.runtime.raycluster import probe_address, split_address
+
+    port = _closed_port()
+    with pytest.raises(OptionError, match=f"'127.0.0.1:{port}': cannot connect"):
+        probe_address(f"127.0.0.1:{port}")
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(1)
+        probe_address(f"127.0.0.1:{server.getsockname()[1]}")  # no error
+        probe_address(f"ray://127.0.0.1:{server.getsockname()[1]}")
+    probe_address("auto")  # left to Ray
+    assert split_address("[::1]:6379") == ("::1", 6379)
+    for bad in ("nonsense", "host:", "host:0", "host:70000", ":80"):
+        with pytest.raises(OptionError, match="is not a Ray address"):
+            split_address(bad)
+
+
+@pytest.mark.parametrize("command", ["exact", "sweep"])
+def test_ray_address_nobody_listens_on_is_one_line_naming_it(tmp_path, capsys, command):
+    """``--executor ray --address 127.0.0.1:PORT`` with nothing there: refused within seconds
+    in one line naming the address given (Ray retried for minutes), no output folder."""
+    pytest.importorskip("ray")
+    address = f"127.0.0.1:{_closed_port()}"
+    if command == "exact":
+        args = ["exact", write(tmp_path, TOY), "--executor", "ray", "--address", address]
+    else:
+        from spectheory.sweep import example_config
+
+        args = ["sweep", write(tmp_path, example_config(), "s.toml"), "--out",
+                str(tmp_path / "out"), "--executor", "ray", "--address", address]
+    start = time.monotonic()
+    code, out, err = run(args, capsys)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert f"'{address}': cannot connect to {address}" in err and "sys.exit" not in err
+    assert time.monotonic() - start < 30
+    assert not (tmp_path / "out").exists()
+
+
+# ----------------------------------------------------------------------------- options
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--split-depth", "1"], "--split-depth 1 does nothing without --executor"),
+    (["--workers", "3"], "--workers 3 does nothing without --executor"),
+    (["--executor", "local", "--address", "127.0.0.1:1"],
+     "--address '127.0.0.1:1' is for --executor ray"),
+    (["--address", "127.0.0.1:1"], "--address '127.0.0.1:1' is for --executor ray"),
+])
+def test_exact_options_that_would_do_nothing_are_refused(tmp_path, capsys, extra, message):
+    code, out, err = run(["exact", write(tmp_path, TOY)] + extra, capsys)
+    assert (code, out, err.count("\n")) == (2, "", 1) and message in err
+
+
+def test_sweep_address_with_the_local_executor_is_refused(tmp_path, capsys):
+    from spectheory.sweep import example_config
+
+    code, out, err = run(["sweep", write(tmp_path, example_config(), "s.toml"), "--out",
+                          str(tmp_path / "out"), "--address", "127.0.0.1:1"], capsys)
+    assert (code, out, err.count("\n")) == (2, "", 1)
+    assert "--address '127.0.0.1:1' is for --executor ray" in err
+    assert not (tmp_path / "out").exists()
+
+
+# ----------------------------------------------------------------------------- sweep files
+
+SWEEP_HEAD = '[sweep]\ntime_limit = 30\n'
+RANDOM = '[[instances]]\nfamily = "random"\nvocab = [2]\nblock = [1]\n'
+TOKEN = '[[verifiers]]\nname = ["token"]\n'
+
+
+@pytest.mark.parametrize("text, message", [
+    (RANDOM + "alpha = nan\n" + TOKEN, "alpha = nan is out of range"),
+    (RANDOM + "alpha = -1.0\n" + TOKEN, "alpha = -1.0 is out of range"),
+    (RANDOM + "alpha = inf\n" + TOKEN, "alpha = inf is out of range"),
+    (RANDOM + '[[verifiers]]\nname = ["bogusver"]\n', "unknown verifier 'bogusver'"),
+    (RANDOM + '[[verifiers]]\nname = ["gbv"]\npaths = [2]\ndrafting = ["bogus"]\n',
+     "unknown drafting scheme 'bogus'"),
+    (RANDOM.replace('"random"', '"nosuchmodule_xyz:fam"') + TOKEN,
+     "no module named 'nosuchmodule_xyz'"),
+    (RANDOM + TOKEN + 'sampling = ["temperature=0.7"]\n',
+     "sampling 'temperature=0.7' is not exact in rationals"),
+    (RANDOM + '[[verifiers]]\nname = ["specinfer"]\nshape = ["2,2,2"]\n',
+     "shape '2,2,2' has depth 3"),
+    (RANDOM.replace("[2]", "[3, 3, 3]", 1) + TOKEN, "vocab lists 3 more than once"),
+    (RANDOM + "alpha = [1.0, 1]\n" + TOKEN, "alpha lists 1 more than once (as 1.0)"),
+    (RANDOM + TOKEN.replace('"token"]', '"token", "block", "token"]'),
+     "name lists 'token' more than once"),
+    (RANDOM + TOKEN + 'sampling = ["", "temperature=1"]\n', "sampling (as processed"),
+    (RANDOM + '[[verifiers]]\nname = ["token"]\nblock = [4]\n', "block [4] matches no instance"),
+    (RANDOM + '[[verifiers]]\nname = ["block"]\npaths = [2]\n', "single-path"),
+    (RANDOM + '[[optima]]\nproblem = ["multipath"]\npaths = [2]\n',
+     "multipath LP relaxation is solved in float64 only"),
+])
+def test_sweep_refused_when_the_file_is_read(tmp_path, capsys, text, message):
+    """Values every job would fail on are refused before any job runs: exit 2, one line naming
+    the table, no output folder (each of these used to exit 0 with every row failed, or to
+    compute one job several times)."""
+    head = SWEEP_HEAD + ("exact = true\n" if "temperature=0.7" in text
+                         or "multipath" in text else "")
+    code, out, err = run(["sweep", write(tmp_path, head + text, "s.toml"), "--out",
+                          str(tmp_path / "out")], capsys)
+    assert (code, out, err.count("\n")) == (2, "", 1), err
+    assert message in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_sweep_whose_jobs_fail_exits_nonzero_and_says_how_many(tmp_path, capsys, monkeypatch):
+    """A family that returns no Instance (only known when it runs): the table is written, the
+    exit code is 1 and one line says how many jobs failed and why."""
+    (tmp_path / "noinstfam.py").write_text(
+        "from spectheory.inputs.random_instances import random_instance\n"
+        "def fam(vocab_size, block_length, seed):\n"
+        "    return 42 if seed else random_instance(vocab_size, block_length, seed)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    text = SWEEP_HEAD + RANDOM.replace('"random"', '"noinstfam:fam"') + "seeds = [0, 1]\n" \
+        + TOKEN
+    code, out, err = run(["sweep", write(tmp_path, text, "s.toml"), "--out",
+                          str(tmp_path / "out"), "--no-progress", "--workers", "2"], capsys)
+    assert code == 1 and "2 rows (1 failed, 1 ok)" in out
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("spectheory: sweep: 1 of 2 jobs did not finish ok (1 failed)")
+    assert "returned int, not an Instance" in last
+    assert (tmp_path / "out" / "results.csv").is_file()
+
+
+def test_sweep_file_size_is_bounded(tmp_path, capsys):
+    """``sweep /dev/zero`` read 7 GB; a device is read at most 16 MiB, a regular file over
+    16 MiB is refused before it is read."""
+    from spectheory.sweep.config import MAX_FILE_BYTES
+
+    big = tmp_path / "big.toml"
+    with open(big, "wb") as fh:
+        fh.truncate(MAX_FILE_BYTES + 1)  # sparse: no 16 MiB written
+    code, out, err = run(["sweep", str(big)], capsys)
+    assert (code, out, err.count("\n")) == (2, "", 1)
+    assert f"is {MAX_FILE_BYTES + 1:,} bytes, over the 16 MiB" in err
+    import os
+
+    if os.path.exists("/dev/zero"):
+        code, out, err = run(["sweep", "/dev/zero"], capsys)
+        assert (code, out, err.count("\n")) == (2, "", 1)
+        assert "holds more than 16 MiB" in err
+    code, out, err = run(["sweep", str(tmp_path)], capsys)
+    assert code == 2 and "it is a folder" in err
+
+
+# ----------------------------------------------------------------------------- sweep cache
+
+
+def _one_job_sweep(tmp_path):
+    return write(tmp_path, SWEEP_HEAD + RANDOM + TOKEN, "s.toml")
+
+
+def _forge(entry, how):
+    if how == "status-only":
+        entry["outputs"] = {"status": "ok"}
+    elif how == "nan":
+        entry["outputs"]["block_efficiency"] = float("nan")
+    elif how == "other-inputs":
+        entry["inputs"]["seed"] = 7
+        entry["outputs"]["block_efficiency"] = 42.0
+    elif how == "outputs-list":
+        entry["outputs"] = [1, 2]
+    elif how == "outputs-string":
+        entry["outputs"] = "ok"
+    elif how == "value-not-numeric":
+        entry["outputs"]["block_efficiency"] = "fast"
+    elif how == "nested-value":
+        entry["outputs"]["expected_accepted"] = {"x": [1]}
+    elif how == "pmf-off":
+        entry["outputs"]["tau_pmf"] = "[0.5, 0.2]"
+    elif how == "unknown-status":
+        entry["outputs"]["status"] = "great"
+    elif how == "failed-without-error":
+        entry["outputs"].update(status="failed", error="")
+    return json.dumps(entry, allow_nan=True)
+
+
+CORRUPTIONS = ["status-only", "nan", "other-inputs", "outputs-list", "outputs-string",
+               "value-not-numeric", "nested-value", "pmf-off", "unknown-status",
+               "failed-without-error", "deep-nesting", "not-json"]
+
+
+def test_invalid_cache_entries_are_recomputed_never_used(tmp_path, capsys):
+    """Each corrupted or forged cache entry is named as invalid and the job computed again: the
+    row is the true value, never the entry's (no traceback, no ok row without a value)."""
+    cfg = _one_job_sweep(tmp_path)
+    out = tmp_path / "out"
+    code, _, _ = run(["sweep", cfg, "--out", str(out), "--no-progress"], capsys)
+    assert code == 0
+    (path,) = (out / "cache").glob("*.json")
+    good = json.loads(path.read_text())
+    true = good["outputs"]["block_efficiency"]
+    for how in CORRUPTIONS:
+        if how == "deep-nesting":
+            path.write_text('{"inputs": ' + "[" * 100_000 + "]" * 100_000 + "}")
+        elif how == "not-json":
+            path.write_text("{not json")
+        else:
+            path.write_text(_forge(json.loads(json.dumps(good)), how))
+        code, stdout, err = run(["sweep", cfg, "--out", str(out), "--no-progress"], capsys)
+        assert code == 0, (how, err)
+        assert "cache entry" in err and "is not valid" in err and "computing it again" in err, how
+        assert "Traceback" not in err
+        row = (out / "results.csv").read_text().splitlines()
+        assert len(row) == 2 and "42.0" not in row[1], how
+        import csv
+
+        (r,) = list(csv.DictReader(open(out / "results.csv")))
+        assert r["status"] == "ok" and float(r["block_efficiency"]) == true, how
+        assert json.loads(path.read_text()) ["outputs"]["block_efficiency"] == true
+
+
+def test_check_cache_entry_accepts_what_the_runner_writes(tmp_path):
+    """The schema is not stricter than the rows the runner writes (ok, exact, failed)."""
+    from spectheory.sweep.config import expand, load_config
+    from spectheory.sweep.runner import check_cache_entry, run_sweep
+
+    text = ('[sweep]\nexact = true\n[[instances]]\nfamily = "random"\nvocab = [2]\n'
+            'block = [1]\ndenominator = 12\n[[verifiers]]\nname = ["block", "lenient(0.5)"]\n'
+            '[[optima]]\nproblem = ["direct"]\n[[measures]]\nname = ["tv"]\n')
+    cfg = load_config(text)
+    run_sweep(cfg, tmp_path / "out", workers=1)
+    for job in expand(cfg):
+        entry = json.loads((tmp_path / "out" / "cache" / f"{job.key()}.json").read_text())
+        assert check_cache_entry(entry, job)["status"] == "ok"
+        assert check_cache_entry(entry, job) == entry["outputs"]
+
+
+# ----------------------------------------------------------------------------- numbers, nesting
+
+
+def test_instance_entry_1e999_is_one_line(tmp_path, capsys):
+    inst = {"vocab_size": 2, "block_length": 1, "target": {"": ["1e999", "0.5"],
+                                                           "0": [0.5, 0.5], "1": [0.5, 0.5]},
+            "draft": {"": [0.5, 0.5]}}
+    for extra in ([], ["--exact"]):
+        code, out, err = run(["exact", write(tmp_path, inst)] + extra, capsys)
+        assert (code, out, err.count("\n")) == (2, "", 1)
+        assert "entry '1e999' is over 1 (not a probability)" in err
+    inst["target"][""] = ["1e-99999999", "1"]
+    code, out, err = run(["exact", write(tmp_path, inst), "--exact"], capsys)
+    assert code == 2 and "decimal exponent beyond +-1000" in err
+
+
+def test_tree_choices_nested_50000_deep_is_one_line(tmp_path, capsys):
+    deep = "[" * 50_000 + "]" * 50_000
+    code, out, err = run(["tree", write(tmp_path, TOY), "--choices", deep], capsys)
+    assert (code, out, err.count("\n")) == (2, "", 1)
+    assert "nested deeper than a list of lists" in err
