@@ -61,21 +61,44 @@ def test_alarm_inside_a_gc_callback_is_not_lost():
 
 class _SlowFinaliser:
     def __del__(self):
-        time.sleep(0.05)
+        time.sleep(0.3)
 
 
 def test_alarm_inside_a_finaliser_is_not_lost():
-    """The same for an alarm that lands in a ``__del__`` run by reference counting."""
+    """The same for an alarm that lands in a ``__del__`` run by reference counting: the
+    backstop (0.6 s) fires during the second finaliser's 0.3 s sleep (0.31-0.61 s), where a
+    raise would be printed as "Exception ignored" and lost."""
     start = time.monotonic()
     with pytest.raises(TimeLimitError):
         with limits.running(0.1):
             end = time.monotonic() + 8.0
             while time.monotonic() < end:
-                _SlowFinaliser()  # dropped at once: __del__ runs, half of the time is in it
-                pause = time.monotonic() + 0.05
+                _SlowFinaliser()  # dropped at once: __del__ runs
+                pause = time.monotonic() + 0.01
                 while time.monotonic() < pause:
                     pass
     assert time.monotonic() - start < 3.0
+
+
+def test_alarm_during_an_import_waits_for_the_module(tmp_path, monkeypatch):
+    """An alarm that fires while a module is imported is deferred until the import has finished:
+    raising inside it would leave a half-initialised module in ``sys.modules`` (torch's, for
+    one), broken for every later use in the process."""
+    import sys
+
+    (tmp_path / "slow_import_mod.py").write_text(
+        "import time\nend = time.monotonic() + 1.0\nwhile time.monotonic() < end:\n"
+        "    [[] for _ in range(50)]\nDONE = True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("slow_import_mod", None)
+    try:
+        with pytest.raises(TimeLimitError):
+            with limits.running(0.05):  # the backstop fires at 0.55 s, inside the import
+                import slow_import_mod  # noqa: F401
+                _spin_without_checks(8.0)
+        assert sys.modules["slow_import_mod"].DONE is True
+    finally:
+        sys.modules.pop("slow_import_mod", None)
 
 
 def test_nested_limit_keeps_the_outer_backstop():
@@ -161,6 +184,8 @@ def test_keep_mask_and_process_instance_refuse_rows_off_one():
 
     with pytest.raises(SamplingError, match="row 1 sums to 2"):
         keep_mask(np.array([[0.5, 0.5], [1.0, 1.0]]), parse_sampling("top_p=0.9"))
+    with pytest.raises(SamplingError, match="not 1 within 1e-05"):  # just past the tolerance
+        process_rows(np.array([0.75, 0.25]) * (1 + 2 * ROW_SUM_TOL), "top_k=1")
     # within the tolerance: divided by the sum, the normalised row's answer
     near = np.array([0.75, 0.25]) * (1 + ROW_SUM_TOL / 2)
     assert np.allclose(process_rows(near, "top_p=0.9"), [0.75, 0.25], atol=1e-15)
@@ -207,13 +232,16 @@ def TOY_PATH(tmp):  # noqa: N802 - used inside the case table
 
 
 def test_clip_message_keeps_start_and_end_and_counts():
-    from spectheory.cli import CLIP_HEAD, CLIP_TAIL, clip_message
+    from spectheory.cli import CLIP_HEAD, CLIP_TAIL, MAX_ERROR_CHARS, clip_message
 
     text = "start " + "x" * 10_000 + " end"
     cut = clip_message(text)
     assert cut.startswith("start x") and cut.endswith("x end")
     assert f"[... {len(text) - CLIP_HEAD - CLIP_TAIL:,} characters cut ...]" in cut
     assert clip_message("short  message\nline") == "short message line"
+    assert clip_message("y" * MAX_ERROR_CHARS) == "y" * MAX_ERROR_CHARS
+    cut = clip_message("z" * (MAX_ERROR_CHARS + 1))
+    assert len(cut) < MAX_ERROR_CHARS + 40 and "characters cut" in cut
 
 
 # ----------------------------------------------------------------------------- Ray addresses
@@ -477,8 +505,8 @@ def test_instance_entry_1e999_is_one_line(tmp_path, capsys):
     assert code == 2 and "decimal exponent beyond +-1000" in err
 
 
-def test_tree_choices_nested_50000_deep_is_one_line(tmp_path, capsys):
-    deep = "[" * 50_000 + "]" * 50_000
+@pytest.mark.parametrize("deep", ["[" * 50_000 + "]" * 50_000, "[[[0]]]", '[{"a": [0]}]'])
+def test_tree_choices_nested_deeper_than_two_is_one_line(tmp_path, capsys, deep):
     code, out, err = run(["tree", write(tmp_path, TOY), "--choices", deep], capsys)
     assert (code, out, err.count("\n")) == (2, "", 1)
     assert "nested deeper than a list of lists" in err
