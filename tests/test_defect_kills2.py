@@ -23,7 +23,6 @@ Every instance here has prefix-dependent rows and ties; every value is exact.
 from __future__ import annotations
 
 import csv
-import json
 import textwrap
 from fractions import Fraction as F
 

@@ -57,10 +57,12 @@ Beyond that grid, for curves that follow the same models or grids that are not f
 
 from __future__ import annotations
 
+import ast
 import difflib
 import hashlib
 import itertools
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -134,6 +136,37 @@ def _check_knobs(family: str, knobs: list, where: str) -> None:
             hint = f"; did you mean {near[0]!r}?" if near else ""
             raise OptionError(f"unknown key {k!r} in {where} (family {family} takes "
                               f"{', '.join(allowed) or 'no knobs'}){hint}")
+
+
+#: Parameterised lossy contrasts (`spectheory.verifiers.contrasts`) by name: ``lenient(0.8)``,
+#: ``threshold(0.3)``, ``typical(0.09, 0.3)``.
+_CONTRAST = re.compile(r"^(lenient|threshold|typical)\(([^()]*)\)$")
+
+
+def resolve_verifier(name: str):
+    """A verifier name as `spectheory.engine.analysis.analyze` takes it: the spec of a parameterised
+    contrast (``lenient(l)``, ``threshold(theta)``, ``typical(epsilon, delta)``; the numbers as
+    written, ints and floats kept apart), else the name itself."""
+    m = _CONTRAST.match(name.replace(" ", ""))
+    if m is None:
+        return name
+    from ..verifiers import contrasts
+
+    try:
+        args = ast.literal_eval(f"({m.group(2)},)")
+    except (ValueError, SyntaxError):
+        args = None
+    if not args or not all(isinstance(a, (int, float)) and not isinstance(a, bool)
+                           for a in args):
+        raise OptionError(f"verifier {name!r}: the parameters must be numbers, e.g. "
+                          f"{m.group(1)}(0.5)")
+    make = {"lenient": contrasts.lenient_verification,
+            "threshold": contrasts.threshold_verification,
+            "typical": contrasts.typical_acceptance}[m.group(1)]
+    try:
+        return make(*args)
+    except (TypeError, ValueError) as exc:
+        raise OptionError(f"verifier {name!r}: {' '.join(str(exc).split())}") from None
 
 
 def _samplings(value, where: str) -> list[str]:
@@ -512,8 +545,6 @@ def _check_verifier(name: str, paths: int, drafting, shape: str, where: str) -> 
 
     from ..registry import _REGISTRY, plan, registered
     from ..runtime.errors import SpectheoryError
-    from .jobs import resolve_verifier
-
     resolved = resolve_verifier(name)  # a parameterised contrast's numbers (OptionError)
     table = registered()  # loads the registry (and installed packages' verifiers)
     if isinstance(resolved, str) and resolved not in _REGISTRY:
