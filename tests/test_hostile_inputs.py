@@ -345,9 +345,8 @@ TOKEN = '[[verifiers]]\nname = ["token"]\n'
      "shape '2,2,2' has depth 3"),
     (RANDOM.replace("[2]", "[3, 3, 3]", 1) + TOKEN, "vocab lists 3 more than once"),
     (RANDOM + "alpha = [1.0, 1]\n" + TOKEN, "alpha lists 1 more than once (as 1.0)"),
-    (RANDOM + TOKEN.replace('"token"]', '"token", "block", "token"]'),
-     "name lists 'token' more than once"),
-    (RANDOM + TOKEN + 'sampling = ["", "temperature=1"]\n', "sampling (as processed"),
+    (RANDOM + "seeds = [0, 1, 0]\n" + TOKEN, "seeds lists 0 more than once"),
+    (RANDOM.replace('"random"', '["random", "random"]') + TOKEN, "family lists 'random' more"),
     (RANDOM + '[[verifiers]]\nname = ["token"]\nblock = [4]\n', "block [4] matches no instance"),
     (RANDOM + '[[verifiers]]\nname = ["block"]\npaths = [2]\n', "single-path"),
     (RANDOM + '[[optima]]\nproblem = ["multipath"]\npaths = [2]\n',
@@ -510,3 +509,14 @@ def test_tree_choices_nested_deeper_than_two_is_one_line(tmp_path, capsys, deep)
     code, out, err = run(["tree", write(tmp_path, TOY), "--choices", deep], capsys)
     assert (code, out, err.count("\n")) == (2, "", 1)
     assert "nested deeper than a list of lists" in err
+
+
+def test_a_method_listed_twice_is_one_job():
+    """Method axes are not refused for repeats: a verifier, K or shape listed twice is one job
+    (the figures build shape lists where two trees share their K-path chain)."""
+    from spectheory.sweep.config import count_jobs, expand, load_config
+
+    cfg = load_config(RANDOM + '[[verifiers]]\nname = ["token", "block", "token"]\n'
+                               '[[verifiers]]\nname = ["specinfer"]\nshape = ["2", "2"]\n')
+    jobs = expand(cfg)
+    assert count_jobs(cfg) == len(jobs) == 3 == len({j.key() for j in jobs})

@@ -181,7 +181,6 @@ def _samplings(value, where: str) -> list[str]:
                               f"got {v!r}")
         sp = parse_sampling(v) if v else None
         out.append("" if sp is None or sp.identity else str(sp))
-    _no_duplicates(out, where + " (as processed: \"\" is no processing)")
     return out
 
 
@@ -189,13 +188,13 @@ def _listed(value, where: str) -> list:
     values = value if isinstance(value, list) else [value]
     if not values:
         raise OptionError(f"{where} is an empty list")
-    _no_duplicates(values, where)
     return values
 
 
 def _no_duplicates(values: list, where: str) -> None:
-    """Refuse an axis that lists a value twice (``vocab = [3, 3, 3]`` would compute one job
-    three times, and a plot's mean over the rows would weight it thrice)."""
+    """Refuse an instance axis that lists a value twice (``vocab = [3, 3, 3]`` would compute one
+    job three times, and a plot's mean over the rows would weight it thrice). A method listed
+    twice (a name, K, shape) is one job already (`_methods`), so method axes are not checked."""
     seen: list = []
     for v in values:
         for w in seen:
@@ -225,7 +224,6 @@ def _shapes(value, where: str) -> list[str]:
                 or len(parts) > MAX_BLOCK:
             raise OptionError(f"{where} must be branching factors such as \"2,2,1\"; got {v!r}")
         out.append(",".join(str(int(p)) for p in parts))
-    _no_duplicates(out, where)
     return out
 
 
@@ -398,13 +396,18 @@ def load_config(text_or_path) -> SweepConfig:
         if TRUNCATE in knobs:
             knobs[TRUNCATE] = _ints(knobs[TRUNCATE], f"{where} {TRUNCATE}", max(blocks),
                                     MAX_BLOCK)
-        cfg.instances.append({
+        entry = {
             "family": families,
             "vocab": _ints(table["vocab"], f"{where} vocab", 2, MAX_VOCAB),
             "block": blocks,
             "seeds": _ints(table.get("seeds", 0), f"{where} seeds", 0, 2 ** 63 - 1),
             "knobs": knobs,
-        })
+        }
+        for axis in ("family", "vocab", "block", "seeds"):
+            _no_duplicates(entry[axis], f"{where} {axis}")
+        for k, values in knobs.items():
+            _no_duplicates(values, f"{where} {k}")
+        cfg.instances.append(entry)
     for i, table in enumerate(data.get("verifiers", [])):
         where = f"[[verifiers]] #{i + 1}"
         _refuse_unknown(table, VERIFIER_KEYS, where)
