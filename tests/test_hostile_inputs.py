@@ -12,6 +12,7 @@ messages that would echo a huge input.
 from __future__ import annotations
 
 import gc
+import sys
 import json
 import time
 
@@ -520,3 +521,28 @@ def test_a_method_listed_twice_is_one_job():
                                '[[verifiers]]\nname = ["specinfer"]\nshape = ["2", "2"]\n')
     jobs = expand(cfg)
     assert count_jobs(cfg) == len(jobs) == 3 == len({j.key() for j in jobs})
+
+
+def test_ray_sigterm_exit_is_a_termination_not_user_code(tmp_path, capsys, monkeypatch):
+    """Ray's SIGTERM handler calls ``sys.exit(15)``: a command killed while Ray connects ends as
+    a termination (exit 143, one line), not as "user code called sys.exit(15)"."""
+    import importlib.util
+
+    folder = tmp_path / "site" / "ray"
+    folder.mkdir(parents=True)
+    (folder / "fake_worker.py").write_text(
+        "import sys\n\ndef sigterm_handler(signum, frame):\n    sys.exit(signum)\n")
+    spec = importlib.util.spec_from_file_location("fake_ray_worker", folder / "fake_worker.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    from spectheory.cli import commands
+
+    monkeypatch.setattr(commands, "load_instance",
+                        lambda *a, **k: mod.sigterm_handler(15, None))
+    code, out, err = run(["exact", write(tmp_path, TOY)], capsys)
+    assert (code, out) == (143, "") and err == (
+        "spectheory: terminated by SIGTERM (while Ray was running; nothing was written)\n")
+    # an exit elsewhere is still user code's
+    monkeypatch.setattr(commands, "load_instance", lambda *a, **k: sys.exit(15))
+    code, out, err = run(["exact", write(tmp_path, TOY)], capsys)
+    assert code == 2 and "user code called sys.exit(15)" in err

@@ -156,8 +156,32 @@ def _run(args) -> int:
         with running(args.time_limit, progress=sys.stderr.isatty(), notes=True):
             return int(args.func(args) or 0)
     except SystemExit as exc:
+        signum = _ray_signal_exit(exc)
+        if signum is not None:  # the command was terminated, not ended by user code
+            import signal
+
+            name = signal.Signals(signum).name if signum in signal.Signals._value2member_map_ \
+                else f"signal {signum}"
+            print(f"spectheory: terminated by {name} (while Ray was running; nothing was "
+                  "written)", file=sys.stderr)
+            return 128 + signum
         raise UserCodeError(f"user code called sys.exit({exc.code!r}) during the command; user "
                             "code must return, not exit (--debug shows where)") from exc
+
+
+def _ray_signal_exit(exc: SystemExit) -> int | None:
+    """The signal number when ``exc`` was raised by the handler Ray installs for SIGTERM while it
+    connects or runs (``sigterm_handler`` in Ray's sources: ``sys.exit(signum)``), else None."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None or not isinstance(exc.code, int) or isinstance(exc.code, bool):
+        return None
+    code = tb.tb_frame.f_code
+    where = code.co_filename.replace("\\", "/")
+    if code.co_name == "sigterm_handler" and "/ray/" in where and 0 < exc.code < 65:
+        return exc.code
+    return None
 
 
 #: errno values of a write that failed for want of space or a working device.
