@@ -47,6 +47,11 @@ def optimal_acceptance(p, q, paths: int, drafting: str = "iid"):
     """alpha*(p, q, K) = min_H [p(H) + 1 - D(all K drafts in H)] and a minimising H (a sorted
     tuple), exactly for Fraction rows (floats give floats).
 
+    Tie rule: of several minimising sets, the first one met is returned, i.e. the smallest
+    (``iid``: the shortest threshold prefix of `ratio_order`; ``norep``: the first subset by
+    size, then lexicographically). Global Resolution's H* is this set, so the rule fixes its
+    plan (for p = q = uniform on 3 tokens and K = 2, H* is the empty set, not all tokens).
+
     ``iid``: D(all in H) = q(H)^K, and the minimum is over the V + 1 lower threshold sets of p/q
     (module doc; Hu et al., arXiv 2502.18779, Eq. 8; for K = 2 Khisti et al.'s Theorem 3, arXiv
     2410.18234). ``norep`` (drafts without replacement, Hu et al.): D(all in H) is the chance that

@@ -222,11 +222,9 @@ def test_failing_jobs_are_rows_not_crashes(tmp_path, monkeypatch):
     assert len(_table(tmp_path / "out")) == 6
 
 
-def test_bad_verifier_name_is_a_failed_row(tmp_path):
-    cfg = load_config(example_config().replace('name = ["gbv"]', 'name = ["gbw"]'))
-    rows = run_sweep(cfg, tmp_path / "out", workers=2)
-    bad = [r for r in rows if r["name"] == "gbw"]
-    assert bad and all(r["status"] == "failed" and "gbw" in r["error"] for r in bad)
+def test_bad_verifier_name_is_refused_when_the_file_is_read():
+    with pytest.raises(OptionError, match="unknown verifier 'gbw'; did you mean 'gbv'"):
+        load_config(example_config().replace('name = ["gbv"]', 'name = ["gbw"]'))
 
 
 @pytest.mark.parametrize("text, message", [

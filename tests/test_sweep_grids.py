@@ -147,24 +147,28 @@ def test_exact_tree_and_selection_rows_are_fractions(tmp_path):
         name = "specinfer"
         shape = "2,1"
         [[optima]]
-        problem = ["coupling", "multidraft-l1"]
+        problem = ["coupling"]
     """))
     rows = run_sweep(cfg, tmp_path / "out", workers=2)
     inst = st.random_instance(2, 2, 3, denominator=12)
-    tree, coupling, l1 = rows
+    tree, coupling = rows
     assert Fraction(tree["value_exact"]) == analyze_tree(inst, "specinfer", "2,1",
                                                          exact=True).block_efficiency
     assert Fraction(coupling["value_exact"]) == coupling_bound(inst, exact=True).optimum
-    assert l1["status"] == "failed" and "block length 1; got L = 2" in l1["error"]
-    assert "\n" not in l1["error"] and "--only" in tree["command"]
+    assert "--only" in tree["command"]
+    # the L = 1 optimum on instances of block 2 only: refused when the file is read
+    with pytest.raises(OptionError, match="multidraft-l1.* block length 1"):
+        load_config('[[instances]]\nfamily = "random"\nvocab = 2\nblock = 2\n'
+                    '[[optima]]\nproblem = ["coupling", "multidraft-l1"]\n')
 
 
-def test_bad_parameterised_rule_is_a_failed_row(tmp_path):
-    cfg = load_config('[[instances]]\nfamily = "random"\nvocab = 2\nblock = 1\n'
-                      '[[verifiers]]\nname = ["lenient(2)", "lenient(x)", "lenient(0.5)"]\n')
-    bad2, badx, good = run_sweep(cfg, tmp_path / "out", workers=2)
-    assert bad2["status"] == "failed" and "lenience 2 must be in (0, 1]" in bad2["error"]
-    assert badx["status"] == "failed" and "parameters must be numbers" in badx["error"]
+def test_bad_parameterised_rule_is_refused_when_the_file_is_read(tmp_path):
+    head = '[[instances]]\nfamily = "random"\nvocab = 2\nblock = 1\n[[verifiers]]\nname = '
+    with pytest.raises(OptionError, match=r"lenience 2 must be in \(0, 1\]"):
+        load_config(head + '["lenient(2)", "lenient(0.5)"]\n')
+    with pytest.raises(OptionError, match="parameters must be numbers"):
+        load_config(head + '["lenient(x)", "lenient(0.5)"]\n')
+    (good,) = run_sweep(load_config(head + '["lenient(0.5)"]\n'), tmp_path / "out", workers=1)
     assert good["status"] == "ok" and good["command"].startswith("spectheory sweep CONFIG --only")
 
 
@@ -212,20 +216,31 @@ def test_plain_grids_keep_their_job_keys():
         assert job.key() == hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def test_a_figure_grid_stops_on_a_failed_row():
-    """The figures' `run_grid`: a job that fails is never dropped from a figure."""
+def test_a_figure_grid_stops_on_a_failed_row(tmp_path, monkeypatch):
+    """The figures' `run_grid`: a job that fails is never dropped from a figure (a family that
+    fails for one seed: the file is valid, the job fails when it runs)."""
     from spectheory import figures
 
+    (tmp_path / "onebadseed.py").write_text(textwrap.dedent("""
+        from spectheory.inputs.random_instances import random_instance
+
+        def fam(vocab_size, block_length, seed):
+            if seed == 1:
+                raise RuntimeError("no instance for seed 1")
+            return random_instance(vocab_size, block_length, seed)
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
     figures.load(figures.gallery_folder() / "fig3_tau_pmf.py")  # puts the gallery's _common
     common = sys.modules["_common"]
-    config = {"instances": [{"family": "random", "vocab": 2, "block": 1, "seeds": [0, 1]}],
-              "verifiers": [{"name": ["block", "lenient(3)"]}]}
+    config = {"instances": [{"family": "onebadseed:fam", "vocab": 2, "block": 1,
+                             "seeds": [0, 1]}],
+              "verifiers": [{"name": ["block", "lenient(0.5)"]}]}
     with pytest.raises(SpectheoryError) as exc:
         common.run_grid(config)
     text = str(exc.value)
     assert text.startswith("2 of 4 jobs of the figure sweep did not finish")
-    assert "lenient(3), K = 1 on random (V = 2, L = 1, seed 1): failed: " in text
-    assert "lenience 3 must be in (0, 1]" in text
+    assert "lenient(0.5), K = 1 on onebadseed:fam (V = 2, L = 1, seed 1): failed: " in text
+    assert "no instance for seed 1" in text
     assert common.sweep_toml({"instances": [{"alpha": 0.1 + 0.2}]}) == \
         "[[instances]]\nalpha = 0.30000000000000004\n"
 
@@ -271,14 +286,14 @@ def test_a_stopped_or_crashed_job_ends_its_batch_and_the_rest_run_again(tmp_path
         family = "batchfam:fam"
         vocab = 2
         block = 2
-        how = ["ok", "raise", "hang", "ok", "die", "ok"]
+        how = ["ok", "raise", "hang", "ok2", "die", "ok3"]
         [[verifiers]]
         name = "token"
     """))
     rows = run_sweep(cfg, tmp_path / "out", workers=1)
     got = [(json.loads(r["knobs"])["how"], r["status"]) for r in rows]
-    assert got == [("ok", "ok"), ("raise", "failed"), ("hang", "timeout"), ("ok", "ok"),
-                   ("die", "crashed"), ("ok", "ok")]
+    assert got == [("ok", "ok"), ("raise", "failed"), ("hang", "timeout"), ("ok2", "ok"),
+                   ("die", "crashed"), ("ok3", "ok")]
     assert "time limit of 1.5 s" in rows[2]["error"] and "exit code 7" in rows[4]["error"]
     want = float(st.analyze(st.random_instance(2, 2, 0), "token").block_efficiency)
     assert rows[3]["block_efficiency"] == rows[5]["block_efficiency"] == want

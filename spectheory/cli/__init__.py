@@ -115,6 +115,23 @@ def _accept_threads(sub) -> None:
                 _accept_threads(action)
 
 
+#: Longest error line printed: a longer message keeps its first `CLIP_HEAD` and last `CLIP_TAIL`
+#: characters (the problem, and the advice that usually ends it) and says how many were cut, so
+#: that an error never echoes a whole input (an option repeated thousands of times, a huge name).
+MAX_ERROR_CHARS = 600
+CLIP_HEAD, CLIP_TAIL = 440, 120
+
+
+def clip_message(message: str) -> str:
+    """``message`` on one line (whitespace runs made one space), at most `MAX_ERROR_CHARS`
+    characters plus the note of how many were cut."""
+    text = " ".join(str(message).split())
+    if len(text) <= MAX_ERROR_CHARS:
+        return text
+    cut = len(text) - CLIP_HEAD - CLIP_TAIL
+    return f"{text[:CLIP_HEAD]} [... {cut:,} characters cut ...] {text[-CLIP_TAIL:]}"
+
+
 def _fail(message: str, debug: BaseException | None = None) -> int:
     """Print ``spectheory: error: MESSAGE`` on one line (after the full traceback of ``debug``,
     chained causes included, under ``--debug``); returns exit code 2."""
@@ -122,7 +139,7 @@ def _fail(message: str, debug: BaseException | None = None) -> int:
         import traceback
 
         traceback.print_exception(type(debug), debug, debug.__traceback__, file=sys.stderr)
-    print(f"spectheory: error: {' '.join(str(message).split())}", file=sys.stderr)
+    print(f"spectheory: error: {clip_message(message)}", file=sys.stderr)
     return 2
 
 
@@ -140,8 +157,32 @@ def _run(args) -> int:
         with running(args.time_limit, progress=sys.stderr.isatty(), notes=True):
             return int(args.func(args) or 0)
     except SystemExit as exc:
+        signum = _ray_signal_exit(exc)
+        if signum is not None:  # the command was terminated, not ended by user code
+            import signal
+
+            name = signal.Signals(signum).name if signum in signal.Signals._value2member_map_ \
+                else f"signal {signum}"
+            print(f"spectheory: terminated by {name} (while Ray was running; nothing was "
+                  "written)", file=sys.stderr)
+            return 128 + signum
         raise UserCodeError(f"user code called sys.exit({exc.code!r}) during the command; user "
                             "code must return, not exit (--debug shows where)") from exc
+
+
+def _ray_signal_exit(exc: SystemExit) -> int | None:
+    """The signal number when ``exc`` was raised by the handler Ray installs for SIGTERM while it
+    connects or runs (``sigterm_handler`` in Ray's sources: ``sys.exit(signum)``), else None."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is None or not isinstance(exc.code, int) or isinstance(exc.code, bool):
+        return None
+    code = tb.tb_frame.f_code
+    where = code.co_filename.replace("\\", "/")
+    if code.co_name == "sigterm_handler" and "/ray/" in where and 0 < exc.code < 65:
+        return exc.code
+    return None
 
 
 #: errno values of a write that failed for want of space or a working device.
@@ -174,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             args = parser.parse_args(argv)
         except UsageError as exc:
-            print(f"{exc.prog}: error: {' '.join(str(exc).split())} (see {exc.prog} --help)",
+            print(f"{exc.prog}: error: {clip_message(exc)} (see {exc.prog} --help)",
                   file=sys.stderr)
             return 2
         debug = bool(getattr(args, "debug", False))

@@ -9,7 +9,7 @@ import json
 import sys
 
 from ..runtime import limits
-from ..runtime.errors import SpectheoryError
+from ..runtime.errors import OptionError, SpectheoryError
 from ..engine.lossless import MAX_LOSSLESS_TOL, check_lossless, check_tolerance
 from ..engine.analysis import analysis_summary, analyze
 from ..law import LawError
@@ -205,7 +205,23 @@ def cmd_instance_random(args) -> int:
 # ----------------------------------------------------------------------------- exact
 
 
+def check_executor_options(args) -> None:
+    """Refuse options that would do nothing: ``--split-depth`` or ``--workers`` without
+    ``--executor``, ``--address`` without ``--executor ray``."""
+    if args.executor is None:
+        for flag, value in (("--split-depth", args.split_depth), ("--workers", args.workers)):
+            if value is not None:
+                raise OptionError(f"{flag} {value} does nothing without --executor local|ray "
+                                  "(it sets how the split route runs); add --executor or "
+                                  f"drop {flag}")
+    if args.address is not None and args.executor != "ray":
+        raise OptionError(f"--address {args.address!r} is for --executor ray (the Ray "
+                          f"cluster to use); with --executor {args.executor or '(none)'} it "
+                          "would do nothing")
+
+
 def cmd_exact(args) -> int:
+    check_executor_options(args)
     how, notes = plan_with_notes(args)
     inst = load_instance(args.instance, exact=args.exact, tol=args.tol)
     print_notes(notes)
@@ -214,7 +230,7 @@ def cmd_exact(args) -> int:
                       max_sequences=args.max_sequences, progress=limits.progress_enabled(),
                       paths=how.paths, drafting=how.drafting, sampling=args.sampling,
                       draft_sampling=args.draft_sampling, laws=args.executor is None,
-                      executor=args.executor, split_depth=args.split_depth,
+                      executor=args.executor, split_depth=args.split_depth or 1,
                       workers=args.workers, address=args.address)
     if how.spec.single_path and (args.paths is not None or args.drafting is not None):
         res.extra.update({"paths": how.paths, "drafting": how.drafting})
@@ -331,7 +347,7 @@ def register(sub) -> None:
                    help="split the per-node route into the V^d subtrees below depth "
                         "--split-depth and run them as tasks: local (processes) or ray "
                         "(pip install 'spectheory[ray]'); the same law, exactly in rationals")
-    e.add_argument("--split-depth", type=int_in(1, 64), default=1, metavar="D",
+    e.add_argument("--split-depth", type=int_in(1, 64), default=None, metavar="D",
                    help="with --executor: the depth d whose V^d subtrees are the tasks "
                         "(1 <= d <= L - 1; default 1)")
     e.add_argument("--workers", type=int_in(1, 4096), default=None, metavar="N",

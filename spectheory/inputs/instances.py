@@ -99,12 +99,23 @@ class Instance:
 # ----------------------------------------------------------------------------- parsing
 
 
+#: Largest decimal exponent of an entry written as text ("1e-300"): beyond it the exact value
+#: would take thousands of digits (and "1e-99999999" would not fit in memory).
+MAX_EXPONENT = 1000
+_EXPONENT = re.compile(r"[eE]\s*([+-]?[0-9]+)")
+
+
 def _parse_number(value: Any, exact: bool, where: str):
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise InstanceError(f"{where}: entry {value!r} is not a number or fraction string")
     if isinstance(value, str):
         if len(value) > 200:
             raise InstanceError(f"{where}: entry {_short(value)} is longer than 200 characters")
+        exponent = _EXPONENT.search(value)
+        if exponent is not None and abs(int(exponent.group(1))) > MAX_EXPONENT:
+            raise InstanceError(f"{where}: entry {_short(value)} has a decimal exponent beyond "
+                                f"+-{MAX_EXPONENT} (not a probability that can be computed "
+                                "with)")
         try:
             frac = Fraction(value.strip())
         except (ValueError, ZeroDivisionError):
@@ -113,6 +124,9 @@ def _parse_number(value: Any, exact: bool, where: str):
                 raise InstanceError(f"{where}: entry {value!r} is not finite") from None
             raise InstanceError(f"{where}: entry {_short(value)} is not a number or "
                                 "fraction") from None
+        if not 0 <= frac <= 2:  # before float(): "1e999" would overflow
+            raise InstanceError(f"{where}: entry {_short(value)} is "
+                                f"{'negative' if frac < 0 else 'over 1'} (not a probability)")
         return frac if exact else float(frac)
     if isinstance(value, float) and not math.isfinite(value):
         raise InstanceError(f"{where}: entry {value!r} is not finite")

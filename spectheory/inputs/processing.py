@@ -82,6 +82,12 @@ ORDERS = ("vllm", "transformers")
 INPUTS = ("probs", "logits")
 #: The parameters, in the order of the string form.
 KEYS = ("temperature", "top_k", "top_p", "min_p", "order")
+#: Largest distance of a probability row's sum from 1 that the processing accepts (then the row
+#: is divided by its sum, exactly for Fraction rows): float32 rows normalised by a softmax over
+#: 151,936 tokens sum to 1 within about 1e-6. A row further off is refused, never
+#: silently renormalised: it is not a distribution, and top-p / min-p thresholds read on it would
+#: mean something else than the caller thinks.
+ROW_SUM_TOL = 1e-5
 #: Accepted values, for the one-line errors.
 RANGES = {
     "temperature": "a finite number >= 0 (below 1e-5: greedy)",
@@ -335,7 +341,14 @@ def keep_mask(x, params: SamplingParams):
     probable than x and ``greater(x)`` their mass: top-k keeps rank < k, min-p keeps
     p >= min_p max p, top-p keeps greater < top_p * (mass of the survivors of the earlier
     steps). Every rule compares against a threshold, so the mask is exact on Fraction rows and
-    does not depend on how a sort orders equal probabilities."""
+    does not depend on how a sort orders equal probabilities.
+
+    Rows that do not sum to 1 (within `ROW_SUM_TOL`) are refused with a
+    `SamplingError`: the top-p threshold is a share of the row's mass only on a distribution."""
+    if not isinstance(params, SamplingParams):
+        raise SamplingError(f"params must be SamplingParams (parse_sampling), not "
+                            f"{type(params).__name__}")
+    _check_sums(x)
     sp = params
     order = B.argsort(x, axis=-1, descending=True)
     s = B.take_along(x, order, axis=-1)
@@ -359,6 +372,20 @@ def keep_mask(x, params: SamplingParams):
     if sp.order == "transformers" and minp is not None:
         keep = keep & minp
     return B.unsort(keep, order)
+
+
+def _check_sums(x) -> None:
+    """Refuse a row of x [N, V] (probabilities, float or Fraction) whose sum is not 1 within
+    `ROW_SUM_TOL` (Fraction rows converted from floats sum to 1 within rounding, not exactly)."""
+    if len(x.shape) != 2:
+        raise SamplingError(f"rows must have shape [N, V], not {list(x.shape)}")
+    total = B.sum(x, axis=-1, keepdims=True)
+    off = abs(total - 1) > (Fraction(ROW_SUM_TOL) if B.is_exact(x) else ROW_SUM_TOL)
+    if bool(off.any()):
+        r = _first(off, 1)[0]
+        raise SamplingError(f"probability row {r} sums to {float(total[r, 0]):.17g}, not 1 "
+                            f"within {ROW_SUM_TOL:g}: rows must be distributions (normalise "
+                            f"them first)")
 
 
 def _as_array(rows):
@@ -406,6 +433,7 @@ def _validate(x, inputs: str, exact: bool):
         if (total == 0).any():
             raise SamplingError(f"row {_first(total == 0, 1)[0]} has no probability mass "
                                 f"(all zeros)")
+        _check_sums(x)
         return x / total
     nan = torch.isnan(x) if B.is_torch(x) else np.isnan(x)
     if bool(nan.any()):
@@ -429,6 +457,7 @@ def _validate(x, inputs: str, exact: bool):
     if bool((total == 0).any()):
         raise SamplingError(f"row {_first(total == 0, 1)[0]} has no probability mass "
                             f"(all zeros)")
+    _check_sums(x)
     return x / total
 
 
@@ -452,9 +481,9 @@ def process_rows(rows, params, inputs: str = "probs"):
     Parameters
     ----------
     rows : array [..., V]
-        Probabilities (non-negative, any positive row sum: rows are normalised first), as a
-        numpy array or torch tensor of floats, or a numpy object array of `Fraction` (exact
-        mode); with ``inputs="logits"``, float logits (-inf for a token of probability zero),
+        Probabilities (non-negative, each row summing to 1 within `ROW_SUM_TOL`, then divided
+        by its sum), as a numpy array or torch tensor of floats, or a
+        numpy object array of `Fraction` (exact mode); with ``inputs="logits"``, float logits (-inf for a token of probability zero),
         turned into probabilities by a float64 softmax.
     params :
         Anything [`parse_sampling`][spectheory.inputs.processing.parse_sampling] accepts; None is no
@@ -468,7 +497,8 @@ def process_rows(rows, params, inputs: str = "probs"):
         the tie rules): float64 numpy or torch (on the input's device), or exact Fractions for
         exact rows. Greedy rows are exact 0/1 point masses.
 
-    Raises `SamplingError` in one line for NaN, negative or all-zero rows, logits in exact
+    Raises `SamplingError` in one line for NaN, negative or all-zero rows, probability rows
+    that do not sum to 1 (``process_rows(np.array([3., 1.]), "top_p=0.9")``), logits in exact
     mode, and a temperature whose power is not rational in exact mode.
 
     ```python
@@ -714,7 +744,7 @@ def add_sampling_options(p, draft: bool = True) -> None:
                             "them and the verifier is handed them (default: raw rows)")
 
 
-__all__ = ["GREEDY_BELOW", "INPUTS", "KEYS", "MAX_EXACT_POWER", "ORDERS", "SamplingError",
-           "SamplingParams", "add_sampling_options", "describe", "keep_mask", "parse_sampling",
-           "handed_rows", "note_sampling", "process_instance", "process_rows", "rational", "sampler_setup",
-           "sampling_type"]
+__all__ = ["GREEDY_BELOW", "INPUTS", "KEYS", "MAX_EXACT_POWER", "ORDERS", "ROW_SUM_TOL",
+           "SamplingError", "SamplingParams", "add_sampling_options", "describe", "keep_mask",
+           "parse_sampling", "handed_rows", "note_sampling", "process_instance", "process_rows",
+           "rational", "sampler_setup", "sampling_type"]

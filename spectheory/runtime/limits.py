@@ -162,7 +162,8 @@ def remaining() -> float | None:
 def check_time(where: str = "") -> None:
     """Raise [`TimeLimitError`][spectheory.runtime.errors.TimeLimitError] when the current time limit has
     passed."""
-    if _state.deadline is not None and time.monotonic() >= _state.deadline:
+    if _state.deadline is not None and (_pending[0] or time.monotonic() >= _state.deadline):
+        _pending[0] = False
         raise _expired(where)
 
 
@@ -184,14 +185,60 @@ def note(message: str) -> None:
         print(f"spectheory: note: {message}", file=sys.stderr, flush=True)
 
 
-#: Whether the garbage collector is running, tracked while a backstop alarm is armed: a
-#: finaliser swallows exceptions, so the alarm waits for the collection to end instead of
-#: raising inside it.
+#: Whether the garbage collector is running, tracked while a backstop alarm is armed: an
+#: exception raised inside a garbage-collector callback or a finaliser is printed as "Exception
+#: ignored" and lost, so the alarm waits for the collection to end instead of raising inside it.
+#: Two callbacks mark it: one first in ``gc.callbacks`` (sets it at "start", before any other
+#: callback runs) and one last (clears it at "stop", after every other callback has run).
 _collecting = [False]
+#: Set when the backstop alarm fired where it could not raise (a collection, a finaliser): the
+#: alarm is re-armed for just after, and the next [`check_time`][spectheory.runtime.limits.check_time]
+#: raises as well.
+_pending = [False]
+#: How soon a deferred alarm tries again, in seconds.
+RETRY_SECONDS = 0.01
 
 
-def _track_collection(phase: str, info: dict) -> None:
-    _collecting[0] = phase == "start"
+def _collection_starts(phase: str, info: dict) -> None:
+    if phase == "start":
+        _collecting[0] = True
+
+
+def _collection_stops(phase: str, info: dict) -> None:
+    if phase == "stop":
+        _collecting[0] = False
+
+
+#: Names of the functions inside which an exception is swallowed by the interpreter.
+_SWALLOWING = ("__del__", "_collection_starts", "_collection_stops")
+
+
+def _unsafe_to_raise(frame) -> bool:
+    """Whether an exception raised at ``frame`` would be lost or would break the process: during a
+    garbage collection (its callbacks and the finalisers it runs), inside a ``__del__`` method
+    (both swallow it), or while a module is imported (a module left half-initialised in
+    ``sys.modules``, torch's included, breaks every later use in an in-process caller)."""
+    if _collecting[0]:
+        return True
+    depth = 0
+    while frame is not None and depth < 400:
+        code = frame.f_code
+        if code.co_name in _SWALLOWING or code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame, depth = frame.f_back, depth + 1
+    return False
+
+
+def _on_alarm(signum, frame) -> None:
+    """The backstop alarm: raise the time limit's error where it cannot be lost, else defer it
+    (flag it for the next [`check_time`][spectheory.runtime.limits.check_time] and try again
+    `RETRY_SECONDS` later)."""
+    if _unsafe_to_raise(frame):
+        _pending[0] = True
+        signal.setitimer(signal.ITIMER_REAL, RETRY_SECONDS)
+        return
+    _pending[0] = False
+    raise _expired()
 
 
 @contextmanager
@@ -206,14 +253,9 @@ def running(time_limit: float | None = None, progress: bool = False, notes: bool
     if limit is not None and (_state.deadline is None or now + limit < _state.deadline):
         _state.deadline, _state.limit, _state.start = now + limit, limit, now
         if hasattr(signal, "setitimer") and threading.current_thread() is threading.main_thread():
-            def on_alarm(signum, frame):
-                if _collecting[0]:  # an exception raised inside a finaliser would be lost:
-                    signal.setitimer(signal.ITIMER_REAL, 0.01)  # try again just after
-                    return
-                raise _expired()
-
-            old_handler = signal.signal(signal.SIGALRM, on_alarm)
-            gc.callbacks.append(_track_collection)
+            old_handler = signal.signal(signal.SIGALRM, _on_alarm)
+            gc.callbacks.insert(0, _collection_starts)
+            gc.callbacks.append(_collection_stops)
             signal.setitimer(signal.ITIMER_REAL, limit + 0.5)  # backstop after the soft checks
             alarm = True
     _state.progress = progress or _state.progress
@@ -224,9 +266,12 @@ def running(time_limit: float | None = None, progress: bool = False, notes: bool
         if alarm:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, old_handler)
-            if _track_collection in gc.callbacks:
-                gc.callbacks.remove(_track_collection)
-            _collecting[0] = False
+            if old_handler is _on_alarm and saved[0] is not None:  # an outer limit's backstop
+                signal.setitimer(signal.ITIMER_REAL, max(saved[0] - time.monotonic(), 0) + 0.5)
+            for callback in (_collection_starts, _collection_stops):
+                if callback in gc.callbacks:
+                    gc.callbacks.remove(callback)
+            _collecting[0] = _pending[0] = False
         (_state.deadline, _state.limit, _state.start, _state.progress, _state.notes) = saved
 
 

@@ -1,6 +1,10 @@
 """One way to reach Ray for the executors that use it (`spectheory.sweep`,
 `spectheory.engine.split`, ``spectheory validate run``).
 
+A cluster ``address`` is probed first ([`probe_address`][spectheory.runtime.raycluster.probe_address]:
+a TCP connection within `CONNECT_SECONDS`), so that an address where nothing listens is refused
+in one line naming it instead of Ray retrying for minutes.
+
 [`ray_session`][spectheory.runtime.raycluster.ray_session] joins the running Ray session, or the cluster
 at ``address``, or starts a local cluster of ``workers`` CPUs for the duration of the ``with``
 block (and shuts down only what it started); [`ray_actors`][spectheory.runtime.raycluster.ray_actors]
@@ -20,12 +24,56 @@ from .errors import OptionError
 MIN_OBJECT_STORE = 80 * 2**20
 
 
+#: Seconds to wait for a TCP connection to a Ray address before refusing it: Ray itself retries
+#: an address nobody listens on for minutes.
+CONNECT_SECONDS = 3.0
+#: Addresses Ray resolves itself (a running cluster found through its files, or a new one).
+_SPECIAL = ("auto", "local")
+
+
+def split_address(address: str, what: str = "--address") -> tuple[str, int]:
+    """``(host, port)`` of a Ray address ``host:port``, ``ray://host:port`` or ``[ipv6]:port``;
+    else [`OptionError`][spectheory.runtime.errors.OptionError] in one line."""
+    text = str(address).strip()
+    rest = text.split("://", 1)[1] if "://" in text else text
+    host, sep, port = rest.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise OptionError(f"{what} {address!r} is not a Ray address host:port (e.g. "
+                          "127.0.0.1:6379 or ray://head:10001), 'auto' or 'local'")
+    return host, int(port)
+
+
+def probe_address(address: str, what: str = "--address",
+                  seconds: float = CONNECT_SECONDS) -> None:
+    """Refuse, in one line naming ``address``, a Ray address where nothing accepts a TCP
+    connection within ``seconds`` (``auto`` and ``local`` are left to Ray)."""
+    import socket
+
+    if str(address).strip() in _SPECIAL:
+        return
+    host, port = split_address(address, what)
+    try:
+        with socket.create_connection((host, port), timeout=seconds):
+            pass
+    except socket.timeout:
+        raise OptionError(f"{what} {address!r}: no answer from {host}:{port} within "
+                          f"{seconds:g} s; is the Ray cluster running there (ray start "
+                          "--head)? Leave --address out for a local cluster") from None
+    except OSError as exc:
+        raise OptionError(f"{what} {address!r}: cannot connect to {host}:{port} "
+                          f"({exc.strerror or exc}); is the Ray cluster running there (ray "
+                          "start --head)? Leave --address out for a local cluster") from None
+
+
 @contextmanager
 def ray_session(workers: int, address: str | None = None, object_store_bytes: int = 0,
                 what: str = "executor 'ray'"):
     """The ``ray`` module, initialised for the block: the session already running, else the
     cluster at ``address``, else a local cluster with ``workers`` CPUs and an object store of at
     least ``object_store_bytes`` (no dashboard, workers' logs kept off the terminal)."""
+    if address:
+        probe_address(address, f"{what}: --address")
     try:
         import ray
     except ImportError:
@@ -34,7 +82,12 @@ def ray_session(workers: int, address: str | None = None, object_store_bytes: in
     if not ray.is_initialized():
         kwargs = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
         if address:
-            ray.init(address=address, **kwargs)
+            try:
+                ray.init(address=address, **kwargs)
+            except (ConnectionError, TimeoutError, RuntimeError) as exc:
+                detail = " ".join(str(exc).split())[:200]
+                raise OptionError(f"{what}: --address {address!r}: Ray could not join a "
+                                  f"cluster there ({detail})") from exc
         else:
             ray.init(num_cpus=workers, object_store_memory=max(MIN_OBJECT_STORE,
                                                                int(object_store_bytes)), **kwargs)

@@ -26,6 +26,9 @@ def cmd_sweep(args) -> int:
         return 0
     if len(args.target) != 1:
         raise OptionError(f"one sweep file expected; got {len(args.target)} arguments")
+    if args.address is not None and args.executor != "ray":
+        raise OptionError(f"--address {args.address!r} is for --executor ray (the Ray cluster "
+                          f"to use); with --executor {args.executor} it would do nothing")
     from .config import load_config
     from .runner import run_sweep
 
@@ -46,13 +49,36 @@ def cmd_sweep(args) -> int:
 
         for row in rows:
             sys.stdout.write(json.dumps(row) + "\n")
-        return 0
+        return _failures(rows)
     counts: dict[str, int] = {}
     for row in rows:
         counts[row["status"]] = counts.get(row["status"], 0) + 1
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
     sys.stdout.write(f"{len(rows)} rows ({summary}) in {args.out}/results.csv\n")
-    return 0
+    return _failures(rows)
+
+
+#: Exit code of a sweep that ran but some of whose jobs did not finish ok (the table is written;
+#: 2 is kept for a refused input).
+FAILED_JOBS_EXIT = 1
+
+
+def _failures(rows: list[dict]) -> int:
+    """0 when every row is ok; else one line on stderr saying how many jobs did not finish ok,
+    by status, and the first one's error, and `FAILED_JOBS_EXIT`."""
+    bad = [r for r in rows if r.get("status") != "ok"]
+    if not bad:
+        return 0
+    by: dict[str, int] = {}
+    for r in bad:
+        by[r["status"]] = by.get(r["status"], 0) + 1
+    first = " ".join(str(bad[0].get("error", "")).split())
+    if len(first) > 300:
+        first = first[:297] + "..."
+    print(f"spectheory: sweep: {len(bad)} of {len(rows)} jobs did not finish ok "
+          f"({', '.join(f'{n} {s}' for s, n in sorted(by.items()))}); first, job "
+          f"{bad[0].get('job', '?')}: {first or 'no error recorded'}", file=sys.stderr)
+    return FAILED_JOBS_EXIT
 
 
 def _example() -> str:

@@ -57,10 +57,12 @@ Beyond that grid, for curves that follow the same models or grids that are not f
 
 from __future__ import annotations
 
+import ast
 import difflib
 import hashlib
 import itertools
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -136,6 +138,37 @@ def _check_knobs(family: str, knobs: list, where: str) -> None:
                               f"{', '.join(allowed) or 'no knobs'}){hint}")
 
 
+#: Parameterised lossy contrasts (`spectheory.verifiers.contrasts`) by name: ``lenient(0.8)``,
+#: ``threshold(0.3)``, ``typical(0.09, 0.3)``.
+_CONTRAST = re.compile(r"^(lenient|threshold|typical)\(([^()]*)\)$")
+
+
+def resolve_verifier(name: str):
+    """A verifier name as `spectheory.engine.analysis.analyze` takes it: the spec of a parameterised
+    contrast (``lenient(l)``, ``threshold(theta)``, ``typical(epsilon, delta)``; the numbers as
+    written, ints and floats kept apart), else the name itself."""
+    m = _CONTRAST.match(name.replace(" ", ""))
+    if m is None:
+        return name
+    from ..verifiers import contrasts
+
+    try:
+        args = ast.literal_eval(f"({m.group(2)},)")
+    except (ValueError, SyntaxError):
+        args = None
+    if not args or not all(isinstance(a, (int, float)) and not isinstance(a, bool)
+                           for a in args):
+        raise OptionError(f"verifier {name!r}: the parameters must be numbers, e.g. "
+                          f"{m.group(1)}(0.5)")
+    make = {"lenient": contrasts.lenient_verification,
+            "threshold": contrasts.threshold_verification,
+            "typical": contrasts.typical_acceptance}[m.group(1)]
+    try:
+        return make(*args)
+    except (TypeError, ValueError) as exc:
+        raise OptionError(f"verifier {name!r}: {' '.join(str(exc).split())}") from None
+
+
 def _samplings(value, where: str) -> list[str]:
     """Sampling parameters (`spectheory.inputs.processing.parse_sampling`'s string form), checked now
     and kept in their canonical string ("" for none)."""
@@ -156,6 +189,21 @@ def _listed(value, where: str) -> list:
     if not values:
         raise OptionError(f"{where} is an empty list")
     return values
+
+
+def _no_duplicates(values: list, where: str) -> None:
+    """Refuse an instance axis that lists a value twice (``vocab = [3, 3, 3]`` would compute one
+    job three times, and a plot's mean over the rows would weight it thrice). A method listed
+    twice (a name, K, shape) is one job already (`_methods`), so method axes are not checked."""
+    seen: list = []
+    for v in values:
+        for w in seen:
+            if v == w and isinstance(v, bool) == isinstance(w, bool) \
+                    and isinstance(v, str) == isinstance(w, str):
+                raise OptionError(f"{where} lists {v!r} more than once"
+                                  + (f" (as {w!r})" if repr(v) != repr(w) else "")
+                                  + "; each value of an axis is one column of the grid")
+        seen.append(v)
 
 
 def _ints(value, where: str, lo: int, hi: int) -> list[int]:
@@ -261,6 +309,43 @@ class SweepConfig:
     source: str = ""
 
 
+#: Largest sweep file read, in bytes: a sweep file is a few tables (the largest grid,
+#: `MAX_JOBS` jobs, takes a few kilobytes to write).
+MAX_FILE_BYTES = 16 * 2**20
+
+
+def _read_bounded(path: Path) -> str:
+    """The text of a sweep file, refused before it is read when it is a regular file over
+    `MAX_FILE_BYTES`, and read at most that far from anything else (a pipe, a device such as
+    ``/dev/zero``)."""
+    import os
+    import stat
+
+    try:
+        with open(path, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            if stat.S_ISDIR(st.st_mode):
+                raise OptionError(f"cannot read sweep file {path}: it is a folder")
+            if stat.S_ISREG(st.st_mode) and st.st_size > MAX_FILE_BYTES:
+                raise OptionError(f"sweep file {path} is {st.st_size:,} bytes, over the "
+                                  f"{MAX_FILE_BYTES // 2**20} MiB a sweep file may have; is it "
+                                  "the right file?")
+            data = fh.read(MAX_FILE_BYTES + 1)
+    except IsADirectoryError:
+        raise OptionError(f"cannot read sweep file {path}: it is a folder") from None
+    except OSError as exc:
+        raise OptionError(f"cannot read sweep file {path}: {exc.strerror or exc}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise OptionError(f"sweep file {path} holds more than {MAX_FILE_BYTES // 2**20} MiB "
+                          "(it is not a regular file, and no sweep file is that long); is it "
+                          "the right file?")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise OptionError(f"sweep file {path} is not UTF-8 text (byte {exc.start}); save it "
+                          "as UTF-8 TOML") from None
+
+
 def load_config(text_or_path) -> SweepConfig:
     """Parse a sweep from TOML text or a path; a malformed file raises
     `spectheory.runtime.errors.OptionError` naming the key."""
@@ -270,10 +355,7 @@ def load_config(text_or_path) -> SweepConfig:
                                           and str(text_or_path).endswith(".toml")):
         path = Path(text_or_path)
         source = str(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise OptionError(f"cannot read sweep file {path}: {exc.strerror or exc}") from None
+        text = _read_bounded(path)
     try:
         data = _toml.loads(text)
     except _toml.TOMLDecodeError as exc:
@@ -314,13 +396,18 @@ def load_config(text_or_path) -> SweepConfig:
         if TRUNCATE in knobs:
             knobs[TRUNCATE] = _ints(knobs[TRUNCATE], f"{where} {TRUNCATE}", max(blocks),
                                     MAX_BLOCK)
-        cfg.instances.append({
+        entry = {
             "family": families,
             "vocab": _ints(table["vocab"], f"{where} vocab", 2, MAX_VOCAB),
             "block": blocks,
             "seeds": _ints(table.get("seeds", 0), f"{where} seeds", 0, 2 ** 63 - 1),
             "knobs": knobs,
-        })
+        }
+        for axis in ("family", "vocab", "block", "seeds"):
+            _no_duplicates(entry[axis], f"{where} {axis}")
+        for k, values in knobs.items():
+            _no_duplicates(values, f"{where} {k}")
+        cfg.instances.append(entry)
     for i, table in enumerate(data.get("verifiers", [])):
         where = f"[[verifiers]] #{i + 1}"
         _refuse_unknown(table, VERIFIER_KEYS, where)
@@ -382,7 +469,185 @@ def load_config(text_or_path) -> SweepConfig:
     if n > MAX_JOBS:
         raise OptionError(f"the sweep expands to {n:,} jobs, more than {MAX_JOBS:,}; "
                           "split it into several sweeps")
+    check_methods(cfg)
     return cfg
+
+
+# ----------------------------------------------------------------------------- read-time checks
+#
+# Every value a job would fail on whatever the instance is refused when the file is read, in one
+# line naming the table, so that a sweep never runs a grid of jobs that all fail the same way.
+
+
+def _module_found(module: str) -> bool:
+    """Whether ``module`` can be imported (on ``sys.path`` or in the working folder, where
+    [`import_user`][spectheory.runtime.errors.import_user] looks), without running it: only its
+    parent packages are imported."""
+    import importlib.util
+    import os
+    import sys
+
+    try:
+        if importlib.util.find_spec(module) is not None:
+            return True
+    except (ImportError, ValueError):
+        return False
+    except Exception:  # noqa: BLE001 - a parent package that raises: the job reports it
+        return True
+    here = os.getcwd()
+    if here in sys.path:
+        return False
+    sys.path.append(here)
+    try:
+        return importlib.util.find_spec(module) is not None
+    except Exception:  # noqa: BLE001
+        return False
+    finally:
+        sys.path.remove(here)
+
+
+def _check_user_name(text: str, where: str, what: str) -> None:
+    """A ``module:function`` name: well formed, and its module found."""
+    module, _, attr = text.partition(":")
+    if not module or not attr or not all(p.isidentifier() for p in module.split(".")) \
+            or not all(p.isidentifier() for p in attr.split(".")):
+        raise OptionError(f"{where}: {what} {text!r} is not of the form module:function")
+    if not _module_found(module):
+        raise OptionError(f"{where}: {what} {text!r}: no module named {module!r} in the working "
+                          "folder or on sys.path")
+
+
+def _check_family(family: str, knobs: dict, where: str) -> None:
+    from ..inputs.random_instances import MAX_DENOMINATOR, check_alpha
+
+    if family == "random":
+        for a in knobs.get("alpha", []):
+            try:
+                check_alpha(a, f"{where} alpha")
+            except ValueError as exc:
+                raise OptionError(str(exc)) from None
+        for d in knobs.get("denominator", []):
+            if isinstance(d, bool) or not isinstance(d, int) or not 1 <= d <= MAX_DENOMINATOR:
+                raise OptionError(f"{where} denominator must be integers in "
+                                  f"[1, {MAX_DENOMINATOR:.0e}]; got {d!r}")
+        for c in knobs.get("context_independent", []):
+            if not isinstance(c, bool):
+                raise OptionError(f"{where} context_independent must be true or false; "
+                                  f"got {c!r}")
+    elif family.startswith("toy:"):
+        return
+    elif ":" in family:
+        _check_user_name(family, where, "family")
+    else:
+        raise OptionError(f"{where}: unknown family {family!r}: use \"random\", \"toy:NAME\" "
+                          "or module:function")
+
+
+def _check_verifier(name: str, paths: int, drafting, shape: str, where: str) -> None:
+    import warnings
+
+    from ..registry import _REGISTRY, plan, registered
+    from ..runtime.errors import SpectheoryError
+    resolved = resolve_verifier(name)  # a parameterised contrast's numbers (OptionError)
+    table = registered()  # loads the registry (and installed packages' verifiers)
+    if isinstance(resolved, str) and resolved not in _REGISTRY:
+        if ":" in resolved:
+            _check_user_name(resolved, where, "verifier")
+            return  # its kind (single- or K-path) is known once it is imported, in the job
+        near = difflib.get_close_matches(resolved, list(table), n=1)
+        raise OptionError(f"{where}: unknown verifier {name!r}"
+                          + (f"; did you mean {near[0]!r}?" if near else
+                             f"; choose from {', '.join(table)} or give module:function"))
+    if shape:
+        from ..engine.drafttrees import TREE_DRAFTING
+
+        if drafting is not None and drafting not in TREE_DRAFTING:
+            raise OptionError(f"{where}: unknown tree drafting scheme {drafting!r}; choose from "
+                              f"{', '.join(TREE_DRAFTING)}")
+        return
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a scheme the verifier is not designed for: a note
+            plan(resolved, paths, drafting)
+    except SpectheoryError as exc:
+        raise OptionError(f"{where}: {' '.join(str(exc).split())}") from None
+
+
+def _check_optimum(problem: str, drafting, shape: str, exact: bool, where: str) -> None:
+    from ..registry import DRAFTING
+
+    if shape:
+        from ..engine.drafttrees import TREE_DRAFTING
+
+        schemes = TREE_DRAFTING
+    elif problem == "multidraft-l1":
+        schemes = ("iid", "norep")
+    else:
+        schemes = DRAFTING
+    if drafting is not None and drafting not in schemes:
+        raise OptionError(f"{where}: drafting scheme {drafting!r} is not one of "
+                          f"{', '.join(schemes)} for problem {problem!r}")
+    if exact and problem == "multipath":
+        raise OptionError(f"{where}: the multipath LP relaxation is solved in float64 only; "
+                          "set [sweep] exact = false or use problem \"direct\"")
+
+
+def _check_exact_sampling(table: dict, where: str) -> None:
+    from ..inputs.processing import rational
+
+    for key in ("sampling", "draft_sampling"):
+        for sp in table.get(key, [""]):
+            if sp and not rational(sp):
+                raise OptionError(f"{where} {key} {sp!r} is not exact in rationals (a "
+                                  "temperature T other than 0 or 1/n makes p^(1/T) "
+                                  "irrational); [sweep] exact = true takes temperatures 0 and "
+                                  "1/n only")
+
+
+def check_methods(cfg: SweepConfig) -> None:
+    """Refuse, when the file is read, what every job of a table would fail on: a random family's
+    knob out of range (alpha NaN, negative or infinite), an unknown family, a
+    ``module:function`` whose module is not found, an unknown verifier or drafting scheme, a
+    verifier that cannot run on the paths asked for, an inexact temperature under
+    ``exact = true``, the multipath relaxation in exact mode, and a method table that matches
+    no instance (a tree shape deeper than every block, a ``block`` restriction no instance has),
+    or a sweep with no job."""
+    blocks = {L for t in cfg.instances for L in t["block"]}
+    for i, table in enumerate(cfg.instances):
+        for family in table["family"]:
+            _check_family(family, table["knobs"], f"[[instances]] #{i + 1}")
+    tables = [("verifiers", t) for t in cfg.verifiers] + [("optima", t) for t in cfg.optima] \
+        + [("measures", t) for t in cfg.measures]
+    count = {"verifiers": 0, "optima": 0, "measures": 0}
+    for kind, table in tables:
+        count[kind] += 1
+        where = f"[[{kind}]] #{count[kind]}"
+        runs_on = blocks if table["block"] is None else blocks & table["block"]
+        if not runs_on:
+            raise OptionError(f"{where}: block {sorted(table['block'])} matches no instance "
+                              f"(the instances' blocks are {sorted(blocks)})")
+        for shape in table.get("shape", [""]):
+            if shape and shape_depth(shape) not in runs_on:
+                raise OptionError(f"{where}: shape {shape!r} has depth {shape_depth(shape)} "
+                                  f"(a tree's depth is its block length), but no instance has "
+                                  f"block {shape_depth(shape)} (blocks: {sorted(runs_on)})")
+        if cfg.exact and kind != "measures":
+            _check_exact_sampling(table, where)
+        if kind == "verifiers":
+            for name, K, drafting, shape in itertools.product(
+                    table["name"], table["paths"], table["drafting"], table["shape"]):
+                _check_verifier(name, shape_paths(shape) if shape else K, drafting, shape,
+                                where)
+        elif kind == "optima":
+            for problem, drafting, shape in itertools.product(
+                    table["problem"], table["drafting"], table["shape"]):
+                _check_optimum(problem, drafting, shape, cfg.exact, where)
+                if problem == "multidraft-l1" and runs_on != {1}:
+                    raise OptionError(f"{where}: problem \"multidraft-l1\" is the optimum at "
+                                      "block length 1; restrict it with block = [1] (the "
+                                      f"instances' blocks are {sorted(runs_on)})")
+    if count_jobs(cfg) == 0:
+        raise OptionError("the sweep expands to no job")
 
 
 def _tree_keys(table: dict, where: str) -> list[str]:

@@ -3,51 +3,18 @@ return the row's outputs. Runs inside a child process (`spectheory.sweep.runner`
 
 from __future__ import annotations
 
-import ast
 import importlib
 import json
-import re
 import shlex
 from pathlib import Path
 
 from ..runtime.errors import OptionError, SpectheoryError
-from .config import TRUNCATE
+from .config import _CONTRAST, TRUNCATE, resolve_verifier  # noqa: F401 - re-exported
 
 #: The outputs of a row (inputs are `Job.inputs`), in table order. ``value``: a measure row's
 #: value (`spectheory.sweep.config.MEASURES`).
 OUTPUTS = ("status", "block_efficiency", "expected_accepted", "tv_to_target", "tau_pmf", "value",
            "value_exact", "method", "error", "notes", "seconds", "peak_rss_mb")
-
-#: Parameterised lossy contrasts (`spectheory.verifiers.contrasts`) by name: ``lenient(0.8)``,
-#: ``threshold(0.3)``, ``typical(0.09, 0.3)``.
-_CONTRAST = re.compile(r"^(lenient|threshold|typical)\(([^()]*)\)$")
-
-
-def resolve_verifier(name: str):
-    """A verifier name as `spectheory.engine.analysis.analyze` takes it: the spec of a parameterised
-    contrast (``lenient(l)``, ``threshold(theta)``, ``typical(epsilon, delta)``; the numbers as
-    written, ints and floats kept apart), else the name itself."""
-    m = _CONTRAST.match(name.replace(" ", ""))
-    if m is None:
-        return name
-    from ..verifiers import contrasts
-
-    try:
-        args = ast.literal_eval(f"({m.group(2)},)")
-    except (ValueError, SyntaxError):
-        args = None
-    if not args or not all(isinstance(a, (int, float)) and not isinstance(a, bool)
-                           for a in args):
-        raise OptionError(f"verifier {name!r}: the parameters must be numbers, e.g. "
-                          f"{m.group(1)}(0.5)")
-    make = {"lenient": contrasts.lenient_verification,
-            "threshold": contrasts.threshold_verification,
-            "typical": contrasts.typical_acceptance}[m.group(1)]
-    try:
-        return make(*args)
-    except (TypeError, ValueError) as exc:
-        raise OptionError(f"verifier {name!r}: {' '.join(str(exc).split())}") from None
-
 
 #: The instances built for ``truncate_from`` in this process, least recently used first, and the
 #: most table entries they may hold together (2^24 float64 numbers: 128 MB).

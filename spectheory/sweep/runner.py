@@ -289,6 +289,110 @@ def _write_atomic(path: Path, data: bytes) -> None:
         raise OptionError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
+#: Statuses a row may have.
+STATUSES = ("ok", "failed", "timeout", "memory", "crashed")
+#: Largest cache entry read (bytes); an entry is one row, well under a kilobyte or two.
+MAX_CACHE_BYTES = 1 << 20
+#: Outputs that an ok row of each kind holds as finite numbers.
+_NUMBERS = {"verifier": ("block_efficiency", "expected_accepted", "tv_to_target"),
+            "optimum": ("block_efficiency", "expected_accepted"),
+            "measure": ("value",)}
+
+
+class CacheEntryError(ValueError):
+    """A cache entry that does not match the schema or the job (the reason is the message)."""
+
+
+def _finite(value, key: str) -> float:
+    import math
+
+    if isinstance(value, bool) or not isinstance(value, (int, float)) \
+            or not math.isfinite(value):
+        raise CacheEntryError(f"{key} is {value!r}, not a finite number")
+    return float(value)
+
+
+def check_cache_entry(entry, job: Job) -> dict:
+    """The outputs of a cache entry ``{"inputs": ..., "outputs": ...}`` once checked against the
+    schema and against ``job``; else [`CacheEntryError`][spectheory.sweep.runner.CacheEntryError]
+    naming the first problem.
+
+    * ``inputs`` must equal the job's own [`Job.inputs`][spectheory.sweep.config.Job.inputs] (an entry
+      copied or forged from another job is not this job's result);
+    * ``outputs`` is an object whose keys are among `OUTPUTS`, whose values are strings or
+      numbers (no lists, objects, NaN or infinities), with ``status`` one of `STATUSES` and
+      ``error`` a string (non-empty unless ok);
+    * an ok row holds its kind's results as finite numbers (`_NUMBERS`), ``tau_pmf`` of a
+      verifier row a JSON list of numbers summing to 1, and ``value_exact`` of an exact row a
+      fraction equal to ``block_efficiency`` (to float rounding).
+    """
+    import math
+    from fractions import Fraction
+
+    if not isinstance(entry, dict) or set(entry) != {"inputs", "outputs"}:
+        raise CacheEntryError("not an object with exactly the keys 'inputs' and 'outputs'")
+    if entry["inputs"] != job.inputs():
+        raise CacheEntryError("its stored inputs are not this job's")
+    out = entry["outputs"]
+    if not isinstance(out, dict):
+        raise CacheEntryError(f"outputs is {type(out).__name__}, not an object")
+    for key, value in out.items():
+        if key not in OUTPUTS:
+            raise CacheEntryError(f"unknown output {str(key)[:40]!r}")
+        if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+            raise CacheEntryError(f"{key} is {type(value).__name__}, not a string or a number")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise CacheEntryError(f"{key} is {value!r}")
+    status = out.get("status")
+    if status not in STATUSES:
+        raise CacheEntryError(f"status {str(status)[:40]!r} is not one of {', '.join(STATUSES)}")
+    if not isinstance(out.get("error"), str):
+        raise CacheEntryError("error is missing")
+    if status != "ok":
+        if not out["error"].strip():
+            raise CacheEntryError(f"a {status} row without its error")
+        return out
+    for key in _NUMBERS[job.kind]:
+        _finite(out.get(key), key)
+    if job.kind == "verifier":
+        try:
+            pmf = json.loads(out.get("tau_pmf", ""))
+            if not isinstance(pmf, list) or not pmf:
+                raise ValueError
+            mass = math.fsum(float(Fraction(v)) if isinstance(v, str) else _finite(v, "tau_pmf")
+                             for v in pmf)
+        except (ValueError, TypeError, ZeroDivisionError, RecursionError, CacheEntryError):
+            raise CacheEntryError("tau_pmf is not a list of numbers") from None
+        if abs(mass - 1) > 1e-6:
+            raise CacheEntryError(f"tau_pmf sums to {mass:g}, not 1")
+    if job.exact and job.kind != "measure":
+        try:
+            exact = Fraction(out.get("value_exact", ""))
+        except (ValueError, TypeError, ZeroDivisionError):
+            raise CacheEntryError("value_exact of an exact row is not a fraction") from None
+        be = out["block_efficiency"]
+        if abs(float(exact) - be) > 1e-9 * max(1.0, abs(be)):
+            raise CacheEntryError("value_exact differs from block_efficiency")
+    return out
+
+
+def read_cache_entry(path: Path, job: Job) -> tuple[dict | None, str]:
+    """``(outputs, "")`` of the cache entry at ``path`` for ``job`` when it is valid
+    ([`check_cache_entry`][spectheory.sweep.runner.check_cache_entry]), else ``(None, reason)``:
+    the job is then computed again, never taken from the entry."""
+    try:
+        if path.stat().st_size > MAX_CACHE_BYTES:
+            return None, f"over {MAX_CACHE_BYTES:,} bytes"
+        entry = json.loads(path.read_text(encoding="utf-8"))
+        return check_cache_entry(entry, job), ""
+    except CacheEntryError as exc:
+        return None, str(exc)
+    except RecursionError:
+        return None, "nested too deeply"
+    except (OSError, UnicodeError, ValueError) as exc:
+        return None, f"unreadable: {type(exc).__name__}"
+
+
 def _row(job: Job, outputs: dict, config_path: str | None) -> dict:
     row = {"job": job.key(), **job.inputs()}
     for col in OUTPUTS:
@@ -353,6 +457,10 @@ def run_sweep(cfg: SweepConfig, out, executor: str = "local", workers: int | Non
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 4 * cores:
         raise OptionError(f"workers must be an integer in [1, {4 * cores}] (4 x the cores); "
                           f"got {workers!r}")
+    if executor == "ray" and address:  # before any folder is made or job is listed
+        from ..runtime.raycluster import probe_address
+
+        probe_address(address, "--executor ray: --address")
     jobs = expand(cfg)
     if only:  # a reproduction: the named jobs computed afresh, the table and cache untouched
         keys = {j.key() for j in jobs}
@@ -375,18 +483,23 @@ def run_sweep(cfg: SweepConfig, out, executor: str = "local", workers: int | Non
         raise OptionError(f"cannot create output folder {out}: {exc.strerror or exc}") from None
     results: dict[str, dict] = {}
     todo = []
+    invalid = []
     for job in jobs:
         path = cache / f"{job.key()}.json"
         if use_cache and path.is_file():
-            try:
-                cached = json.loads(path.read_text(encoding="utf-8"))["outputs"]
-            except (OSError, ValueError, KeyError, TypeError):
-                cached = None  # unreadable: computed again
-            if cached is not None and (cached.get("status") == "ok" or not retry_failed):
+            cached, why = read_cache_entry(path, job)
+            if cached is None:
+                invalid.append((job.key(), why))  # never used: computed again
+            elif cached["status"] == "ok" or not retry_failed:
                 results[job.key()] = cached
                 continue
         todo.append(job)
     if log is not None:
+        for key, why in invalid[:3]:
+            log(f"sweep {cfg.name}: cache entry {key} is not valid ({why}); computing it again")
+        if len(invalid) > 3:
+            log(f"sweep {cfg.name}: {len(invalid) - 3} more invalid cache entries; computing "
+                "them again")
         log(f"sweep {cfg.name}: {len(jobs)} jobs, {len(jobs) - len(todo)} cached, "
             f"{len(todo)} to run on {executor} ({workers} workers)")
     bar = None

@@ -38,7 +38,11 @@ from .specinfer import node_recursive_law
 
 
 def khisti_plan(q, p, m: int, scheme: str) -> NodePlan:
-    """Optimal importance-weighted selection, then single-draft verification (module doc)."""
+    """Optimal importance-weighted selection, then single-draft verification (module doc).
+
+    ``stats``: ``selection`` (outcome S, a sorted multiset -> {token y in S: beta_y(S)}, the
+    selection weights, summing to 1 over the distinct tokens of S), ``q_selected`` (the law
+    q_I of the selected token) and ``selected_acceptance`` (sum_y min(p(y), q_I(y)))."""
     law = outcomes(q, m, scheme)
     flow, _ = max_transport(law, p)
     V = len(p)
@@ -70,7 +74,7 @@ def khisti_plan(q, p, m: int, scheme: str) -> NodePlan:
 
     selected = sum((min(p[y], q_sel[y]) for y in range(V)), Fraction(0))
     return NodePlan(accept, reject, correction, {"selected_acceptance": selected,
-                                                 "q_selected": q_sel})
+                                                 "q_selected": q_sel, "selection": beta})
 
 
 khisti_rule = plan_rule(khisti_plan, "iid", "khisti")
