@@ -62,7 +62,7 @@ def _watchdog(seconds: float, what: str):
     import signal
     import threading
 
-    from ..runtime.limits import _collecting, _track_collection
+    from ..runtime.limits import _collection_starts, _collection_stops, _unsafe_to_raise
 
     if not hasattr(signal, "setitimer") or \
             threading.current_thread() is not threading.main_thread():
@@ -76,8 +76,9 @@ def _watchdog(seconds: float, what: str):
 
     def on_alarm(signum, frame):
         who = RUNNING[0]
-        if _collecting[0] or who is None:  # inside a finaliser an exception would be lost; in
-            # the check's own work (imports, counting) nothing hangs: look again just after
+        if who is None or _unsafe_to_raise(frame):  # in a collection, a finaliser or an import
+            # an exception would be lost or leave a module half-imported; in the check's own
+            # work (counting) nothing hangs: look again just after
             signal.setitimer(signal.ITIMER_REAL, 0.05)
             return
         took = time.perf_counter() - start
@@ -86,17 +87,20 @@ def _watchdog(seconds: float, what: str):
                              f"({seconds:.1f} s); a sampler call must return")
 
     old = signal.signal(signal.SIGALRM, on_alarm)
-    tracking = _track_collection not in gc.callbacks
-    if tracking:
-        gc.callbacks.append(_track_collection)
+    tracking = _collection_starts not in gc.callbacks
+    if tracking:  # mark garbage collections (first and last callbacks), as a time limit does
+        gc.callbacks.insert(0, _collection_starts)
+        gc.callbacks.append(_collection_stops)
     signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
-        if tracking and _track_collection in gc.callbacks:
-            gc.callbacks.remove(_track_collection)
+        if tracking:
+            for callback in (_collection_starts, _collection_stops):
+                if callback in gc.callbacks:
+                    gc.callbacks.remove(callback)
         if earlier:  # the outer alarm, less the time this block took (at least a moment)
             signal.setitimer(signal.ITIMER_REAL,
                              max(0.001, earlier - (time.perf_counter() - start)))
