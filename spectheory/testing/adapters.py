@@ -60,7 +60,8 @@ __all__ = [
     "PORT_BUGS", "VLLM_GREEDY_TEMPERATURE", "vllm_v1_rejection_sample",
     "vllm_mrv2_engine_rejection_sample", "counter_uniforms", "sglang_chain_speculative_sampling",
     "hf_speculative_sampling", "hf_greedy_match", "GREEDY_TEMPERATURE",
-    "apply_sampling_constraints", "apply_top_k_top_p", "expand_batch_to_tokens", "generate_uniform_probs",
+    "apply_sampling_constraints", "apply_top_k_top_p", "expand_batch_to_tokens",
+    "generate_uniform_probs",
 ]
 
 #: Planted bugs of the engine-layout ports (``bug=``): acceptance of X_i from p(.|X^i) instead
