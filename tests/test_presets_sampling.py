@@ -39,6 +39,7 @@ SAMPLES = 1_500
 
 PORTS = {  # engine function, preset
     "vllm-v1": (A.vllm_v1_rejection_sample, Lm.VLLM_V1),
+    "vllm-mrv2": (A.vllm_mrv2_engine_rejection_sample, Lm.VLLM_MRV2),
     "sglang-chain": (A.sglang_chain_speculative_sampling, Lm.SGLANG_CHAIN),
     "transformers": (_speculative_sampling, Lm.TRANSFORMERS),  # the installed library's own
     "trtllm": (trtllm.process_draft_tokens_rejection_sampling, Lm.TRTLLM),
@@ -156,9 +157,22 @@ def test_sglang_renorm_keeps_ties_at_the_pivot_and_renormalises():
     assert torch.equal(t, torch.tensor([[1.0, 0, 0, 0], [0, 1.0, 0, 0]]))
 
 
-def test_mrv2_and_layouts_without_a_path_refuse_sampling_in_one_line():
-    with pytest.raises(OptionError, match="stateful GPU sampler"):
-        Lm.engine_sampler(A.vllm_mrv2_engine_rejection_sample, Lm.VLLM_MRV2, sampling="top_k=2")
+def test_mrv2_block_rule_under_sampling_and_its_draft_temperature():
+    """MRV2's kernel divides the draft logits by the request's temperature: the preset stores
+    them as T log q, so the q the kernel sees is the q the drafts follow; the block rule passes
+    too. Negative control: the preset without sampling= (raw rows, temperature 1) is caught
+    against the target processed at T = 0.7."""
+    lay = Lm.VLLM_MRV2.with_constants(use_block_verification=True)
+    for s in ("temperature=0", "temperature=0.7", "top_p=0.8"):
+        rep = check_sampler(Lm.engine_sampler(A.vllm_mrv2_engine_rejection_sample, lay,
+                                              sampling=s), "block", sampling=s, samples=SAMPLES)
+        assert rep.passed, (s, str(rep))
+    rep = check_sampler(Lm.engine_sampler(A.vllm_mrv2_engine_rejection_sample, Lm.VLLM_MRV2),
+                        "token", sampling="temperature=0.7", samples=SAMPLES)
+    assert not rep.passed and rep.p_value < 1e-6
+
+
+def test_layouts_without_a_path_refuse_sampling_in_one_line():
     with pytest.raises(OptionError, match="names no processing path"):
         Lm.engine_sampler(A.vllm_v1_rejection_sample, Lm.VLLM_V1.replace(processing=None),
                           sampling="top_k=2")

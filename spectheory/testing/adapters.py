@@ -746,16 +746,24 @@ def vllm_mrv2_engine_rejection_sample(target_logits, draft_logits, draft_sampled
     drawn inside from its request's seed and its position ``pos``
     ([`counter_uniforms`][spectheory.testing.adapters.counter_uniforms], float32, clamped below at
     2^-31: the range [2^-31, 1) of ``tl_rand(..., includes_zero=False)``), and so is the Gumbel
-    noise of the correction. The port covers random requests (``temperature`` > 0; the logits are
-    used as given) and not synthetic acceptance rates; ``use_fp64`` is accepted (the port's
+    noise of the correction. ``temperature [max_num_reqs]`` as the kernel reads it: the target
+    logits arrive processed (the engine's ``Sampler.apply_sampling_params`` applied temperature,
+    min-p, top-k and top-p), the draft logits are stored before temperature and divided by the
+    request's temperature; a temperature of 0 is a greedy request, which accepts while the draft
+    is the argmax of its target row and emits that row's argmax (at the first mismatch, or at the
+    bonus row). Synthetic acceptance rates are not covered; ``use_fp64`` is accepted (the port's
     Gumbel noise is float64 anyway). ``use_block_verification`` selects the block rule.
     """
     _port_bug(bug)
     if synthetic_conditional_rates is not None:
         raise ValueError("the port does not cover synthetic acceptance rates")
     del use_fp64
-    if (torch.as_tensor(temperature) == 0).any():
-        raise ValueError("the port covers random requests only (temperature > 0)")
+    temp = torch.as_tensor(temperature, dtype=torch.float32)[idx_mapping.to(torch.long)]
+    greedy = temp == 0
+    scale = torch.where(greedy, torch.ones_like(temp), temp).to(draft_logits.dtype)
+    draft_logits = draft_logits.clone()
+    draft_logits[idx_mapping.to(torch.long)] = (draft_logits[idx_mapping.to(torch.long)]
+                                                / scale.view(-1, 1, 1))
     rows_seed = seed[expanded_idx_mapping.to(torch.long)]
     coins = counter_uniforms(rows_seed, pos, _ACCEPT_DOMAIN).to(torch.float32).clamp(
         min=MRV2_COIN_MIN)
@@ -764,10 +772,23 @@ def vllm_mrv2_engine_rejection_sample(target_logits, draft_logits, draft_sampled
     def noise(rows):
         return counter_uniforms(rows_seed[rows], pos[rows], _GUMBEL_DOMAIN, V)
 
-    return vllm_mrv2_rejection_sample(
+    sampled, num = vllm_mrv2_rejection_sample(
         target_logits, draft_logits[idx_mapping.to(torch.long)], draft_sampled, cu_num_logits,
         coins, num_speculative_steps, method="block" if use_block_verification else "standard",
         dtype=torch.float32, bug=bug, noise=noise)
+    if greedy.any():
+        sampled, num = sampled.clone(), num.clone()
+        start = cu_num_logits[:-1].long()
+        for b in greedy.nonzero().reshape(-1).tolist():
+            n_b = int(cu_num_logits[b + 1] - start[b]) - 1
+            am = target_logits[start[b]:start[b] + n_b + 1].argmax(-1)
+            x = draft_sampled[start[b] + 1:start[b] + n_b + 1].long()
+            k = int((x == am[:n_b]).long().cumprod(0).sum())
+            sampled[b] = PLACEHOLDER_TOKEN_ID
+            sampled[b, :k] = x[:k]
+            sampled[b, k] = am[k]
+            num[b] = k + 1
+    return sampled, num
 
 
 def sglang_chain_speculative_sampling(predicts, accept_index, accept_token_num, candidates,

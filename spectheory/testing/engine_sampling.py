@@ -39,8 +39,13 @@ a preset built with ``sampling=`` (``engine_sampler(fn, layout, sampling=...)``,
   drawn from the processed row. Both engines hand their rejection step rows their own samplers
   already processed (TensorRT-LLM's ``py_target_probs``, llama.cpp's
   ``common_sampler_get_candidates``).
-* ``"vllm-mrv2"``: refused. MRV2 processes its rows in a stateful GPU sampler
-  (``Sampler.apply_sampling_params``) that the kit does not run.
+* ``"vllm-mrv2"``: MRV2 processes the target logits in its stateful GPU sampler
+  (``Sampler.apply_sampling_params``, vllm/v1/worker/gpu/sample/sampler.py: temperature, min-p,
+  top-k, top-p, vLLM's order), which the kit does not run: the preset hands the kernel the target
+  rows processed by `spectheory.inputs.processing` in that order as a **stand-in** for it, the
+  request's ``temperature`` (0 for greedy) and the draft logits stored before temperature
+  (T log q, which the kernel divides by T). The kernel and its greedy path are the engine's; the
+  target processing is the kit's.
 
 The draft rows are handed as drafted (the kit samples the drafts from them), so a sampler's q is
 the q its drafts follow. Ties: the kit's reference keeps tokens tied at a top-k or top-p boundary
@@ -325,7 +330,20 @@ class EngineProcessing:
         return fn
 
     def _vllm_mrv2(self, fn, layout, kw, values, drafts, p, generator):
-        raise OptionError("vLLM MRV2 sampling parameters: not supported")  # refused earlier
+        sp = self.params
+        roles = layout.roles
+        B = p.shape[0]
+        T = 0.0 if sp.greedy else float(sp.temperature)
+        tname, dname = roles["target"], roles["draft"]
+        rows = _get(kw, tname)
+        proc = torch.log(process_rows(p.to(torch.float64), sp))
+        _put(kw, tname, proc.to(rows.dtype).reshape(rows.shape).contiguous())
+        d = _get(kw, dname)
+        if T > 0:
+            _put(kw, dname, (d * T).contiguous())
+        t = _get(kw, roles["temperature"])
+        _put(kw, roles["temperature"], torch.full((B,), T, dtype=t.dtype, device=t.device))
+        return fn
 
 
 def engine_processing(layout, sampling) -> EngineProcessing | None:
@@ -340,10 +358,6 @@ def engine_processing(layout, sampling) -> EngineProcessing | None:
         raise OptionError(f"layout {layout.name!r} names no processing path for sampling "
                           f"parameters (processing=None); set one with layout.replace("
                           f"processing=...)")
-    if engine == "vllm-mrv2" and not sp.identity:
-        raise OptionError("layout 'vllm-mrv2': MRV2 applies sampling parameters in its stateful "
-                          "GPU sampler (Sampler.apply_sampling_params, vllm/v1/worker/gpu/"
-                          "sample/), which the kit does not run; check it without sampling=")
     if engine == "transformers" and sp.order != "transformers" and sp.top_p < 1 and sp.min_p:
         raise OptionError("layout 'transformers' applies top-p before min-p: pass "
                           "order=transformers in sampling= (and to check_sampler)")

@@ -1010,6 +1010,8 @@ def _label(fn, layout, proc) -> str:
         extra += f"; {', '.join(proc.dropped)} not applied by the engine's speculative path"
     if proc.greedy and layout.processing == "transformers":
         extra += "; greedy: transformers' inline argmax match, ported"
+    if layout.processing in ("vllm-mrv2", "trtllm", "llama.cpp"):
+        extra += "; target rows processed by the kit as the engine's sampler would"
     return name + extra + "]"
 
 

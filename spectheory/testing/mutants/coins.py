@@ -77,7 +77,7 @@ def hf_zero_coin_coin_sampler(drafts, q, p, uniforms):
     coins in [0, 1), and ``is_accepted = r_i <= probability_ratio``, so a coin of exactly 0
     (2^-24 a draw) accepts a draft whose target probability is 0. Coin-driven, declaring the
     engine's convention (``coin_convention`` =
-    [`TRANSFORMERS_COINS`][spectheory.testing.layouts.TRANSFORMERS_COINS]): ``check_sampler``
+    ``TRANSFORMERS_COINS`` of `spectheory.testing.layouts`): ``check_sampler``
     hands it the kit's coins mapped onto float32 [0, 1), the smallest onto 0. Y by inverse CDF at
     ``uniforms[:, L]`` (the library draws it with ``torch.multinomial``: ``mode="coins-tau"``).
     Found by ``check_sampler(engine_coin_sampler(_speculative_sampling, TRANSFORMERS), "token",
