@@ -340,6 +340,9 @@ def test_the_wrong_sampler_kind_is_refused_in_one_line():
         check_sampler(coin, "token", samples=200)
     with pytest.raises(OptionError, match="already a coin-driven sampler"):
         Lm.engine_coin_sampler(coin, Lm.VLLM_V1)
+    law = Lm.engine_sampler(A.vllm_v1_rejection_sample, Lm.VLLM_V1)  # a law sampler, coins mode
+    with pytest.raises(OptionError, match="takes a torch.Generator, got Tensor.*engine_coin"):
+        check_sampler(law, "token", samples=200, mode="coins-tau")
 
 
 def test_presets_by_new_names_and_conventions():

@@ -1047,6 +1047,10 @@ def engine_sampler(fn: Callable, layout, sampling=None) -> Callable:
 
     def sampler(drafts, q, p, generator=None):
         _check(drafts, q, p)
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise OptionError(f"law sampler {sampler.__name__} takes a torch.Generator, got "
+                              f"{type(generator).__name__}: for mode='coins' or 'coins-tau' "
+                              f"build a coin-driven sampler with engine_coin_sampler")
         return _call(fn, layout, drafts, q, p, generator, proc=proc)
 
     sampler.layout = layout
