@@ -350,3 +350,18 @@ def test_presets_by_new_names_and_conventions():
     assert (Lm.TRTLLM_COINS.smallest, Lm.TRTLLM_COINS.largest) == (0.0, 1.0 - 2.0**-24)
     assert (Lm.LLAMA_CPP_COINS.smallest, Lm.LLAMA_CPP_COINS.largest) == (0.0, 1.0)
     assert "coin_source='torch.rand'" in Lm.describe(Lm.TRTLLM)
+
+
+def test_coin_checks_under_sampling_parameters():
+    """Coins under a processed target: SGLang's strict ``coin * q < p`` agrees with the reference
+    decision for decision under top-k = 2 (coins mode, the final token included); under the same
+    top-k the target has zeros on every instance, so transformers' ``r <= p/q`` shows its coin-0
+    acceptance on the instances that had none before."""
+    s = Lm.engine_coin_sampler(A.sglang_chain_speculative_sampling, Lm.SGLANG_CHAIN,
+                               sampling="top_k=2")
+    rep = check_sampler(s, "token", sampling="top_k=2", mode="coins", samples=1_000)
+    assert rep.passed, str(rep)
+    h = Lm.engine_coin_sampler(_speculative_sampling, Lm.TRANSFORMERS, sampling="top_k=2")
+    rep = check_sampler(h, "token", sampling="top_k=2", instances=CLEAN, mode="coins-tau",
+                        samples=1_000)
+    assert not rep.passed and rep.mismatch.engine_coin == 0.0
