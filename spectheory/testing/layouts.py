@@ -892,6 +892,8 @@ def pinned_torch_coins(feed: "_CoinFeed"):
     (transformers' ``torch.rand_like``) or from a generator they are handed (TensorRT-LLM's
     ``torch.rand(..., generator=g)``) and look the function up on the ``torch`` module at call
     time; a name imported into the engine's module (``from torch import rand``) is not reached.
+    The replacement is process-wide while the call runs: do not draw from ``torch.rand`` in other
+    threads meanwhile.
     """
     import contextlib
 
