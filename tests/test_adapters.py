@@ -223,7 +223,8 @@ def _v1_meta(B, generators, temperature=None, all_greedy=False):
 def test_vllm_v1_port_ragged_requests_equal_one_request_at_a_time():
     """Requests of 3, 1 and 2 drafts (and one of none) in one flattened call emit what each
     request emits alone with the same generator, padded with -1; greedy requests
-    (temperature -1) accept while the draft is the target's argmax."""
+    (temperature GREEDY_TEMPERATURE, 0 in vllm 0.33.0) accept while the draft is the target's
+    argmax."""
     d, q, p = _rows(7, B=4, L=3, V=5)
     lens = [3, 1, 0, 2]
     ids = torch.cat([d[b, :n] for b, n in enumerate(lens)]).to(torch.int32)
@@ -249,7 +250,7 @@ def test_vllm_v1_port_ragged_requests_equal_one_request_at_a_time():
         start += n
     assert out[2].tolist() == [2, -1, -1, -1]  # no drafts: the bonus token alone
     greedy = A.vllm_v1_rejection_sample(ids, lens, 3, cu, qs, lg, bonus,
-                                        _v1_meta(4, {}, [-1.0, -1.0, -1.0, -1.0]))
+                                        _v1_meta(4, {}, [A.GREEDY_TEMPERATURE] * 4))
     am = lg.argmax(-1)
     start = 0
     for b, n in enumerate(lens):

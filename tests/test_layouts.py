@@ -132,7 +132,8 @@ def test_conventions_refuse_nonsense_in_one_line():
 
 
 def test_presets_by_name_and_layout_validation():
-    assert set(Lm.PRESETS) == {"vllm-v1", "vllm-mrv2", "sglang-chain", "transformers"}
+    assert set(Lm.PRESETS) == {"vllm-v1", "vllm-mrv2", "sglang-chain", "transformers", "trtllm",
+                               "llama.cpp"}
     assert Lm.get_layout("VLLM_V1") is Lm.VLLM_V1
     with pytest.raises(OptionError, match="unknown layout 'vllm'"):
         Lm.get_layout("vllm")
@@ -260,7 +261,8 @@ def test_coin_samplers_are_refused_where_the_engine_draws_its_own_coins():
     with pytest.raises(OptionError, match="draws its coins inside the engine"):
         Lm.engine_coin_sampler(A.vllm_mrv2_engine_rejection_sample, Lm.VLLM_MRV2)
     with pytest.raises(OptionError, match="draws its coins inside the engine"):
-        Lm.engine_coin_sampler(A.hf_speculative_sampling, "transformers")
+        Lm.engine_coin_sampler(A.hf_speculative_sampling,
+                               Lm.TRANSFORMERS.replace(coin_source=None))
     v1 = Lm.engine_coin_sampler(A.vllm_v1_rejection_sample, Lm.VLLM_V1)
     with pytest.raises(SpectheoryError, match="use mode 'coins-tau'"):
         check_sampler(v1, "token", samples=100, mode="coins")

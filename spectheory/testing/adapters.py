@@ -59,7 +59,9 @@ __all__ = [
     "flatten_drafts", "canonical_from_padded",
     "PORT_BUGS", "VLLM_GREEDY_TEMPERATURE", "vllm_v1_rejection_sample",
     "vllm_mrv2_engine_rejection_sample", "counter_uniforms", "sglang_chain_speculative_sampling",
-    "hf_speculative_sampling",
+    "hf_speculative_sampling", "hf_greedy_match", "GREEDY_TEMPERATURE",
+    "apply_sampling_constraints", "apply_top_k_top_p", "expand_batch_to_tokens",
+    "generate_uniform_probs",
 ]
 
 #: Planted bugs of the engine-layout ports (``bug=``): acceptance of X_i from p(.|X^i) instead
@@ -541,8 +543,60 @@ def _port_bug(bug):
         raise ValueError(f"unknown bug {bug!r}; choose from {', '.join(PORT_BUGS)}")
 
 
-#: vLLM V1's temperature of a greedy request (``GREEDY_TEMPERATURE``).
-VLLM_GREEDY_TEMPERATURE = -1.0
+#: vLLM V1's temperature of a greedy request (``GREEDY_TEMPERATURE`` of
+#: vllm/v1/sample/rejection_sampler.py: 0 in vllm 0.33.0, -1 in earlier releases).
+GREEDY_TEMPERATURE = 0.0
+VLLM_GREEDY_TEMPERATURE = GREEDY_TEMPERATURE
+
+
+def expand_batch_to_tokens(x, cu_num_tokens, num_tokens: int, replace_from=0, replace_to=0):
+    """vLLM V1's ``expand_batch_to_tokens`` (vllm/v1/sample/rejection_sampler.py), ported: the
+    per-request values ``x [B]`` repeated over each request's tokens (``cu_num_tokens [B]``
+    cumulative end indices), ``replace_from`` replaced by ``replace_to`` -> ``[num_tokens]``."""
+    end = cu_num_tokens.to(torch.long)
+    counts = end - torch.cat([end.new_zeros(1), end[:-1]])
+    out = torch.repeat_interleave(x, counts)
+    assert out.shape[0] == num_tokens
+    return torch.where(out == replace_from, torch.full_like(out, replace_to), out)
+
+
+def apply_top_k_top_p(logits, k, p):
+    """vLLM V1's ``apply_top_k_top_p_pytorch`` (vllm/v1/sample/ops/topk_topp_sampler.py),
+    ported: sort ascending; top-k masks every logit below the k-th largest (ties kept); top-p
+    masks the sorted positions whose cumulative softmax is <= 1 - p (the last one always kept);
+    ``logits [n, V]``, ``k``, ``p`` ``[n]`` or None. The tie order at a top-p boundary is
+    ``torch.sort``'s."""
+    if k is None and p is None:
+        return logits
+    srt, idx = logits.sort(dim=-1, descending=False)
+    if k is not None:
+        kth = srt.gather(1, (srt.size(1) - k.to(torch.long)).clamp(min=0).unsqueeze(1))
+        srt = srt.masked_fill(srt < kth, -float("inf"))
+    if p is not None:
+        cum = torch.cumsum(srt.softmax(dim=-1), dim=-1)
+        mask = cum <= 1 - p.unsqueeze(1)
+        mask[:, -1] = False
+        srt = srt.masked_fill(mask, -float("inf"))
+    return logits.scatter(-1, idx, srt)
+
+
+def apply_sampling_constraints(logits, cu_num_draft_tokens, sampling_metadata):
+    """vLLM V1's ``apply_sampling_constraints`` (vllm/v1/sample/rejection_sampler.py), ported:
+    greedy batches (``all_greedy``) unchanged; otherwise ``logits [N, V]`` divided by each
+    request's temperature (a greedy request's ``GREEDY_TEMPERATURE`` read as 1), then top-k and
+    top-p ([`apply_top_k_top_p`][spectheory.testing.adapters.apply_top_k_top_p]) with the
+    per-request ``top_k`` / ``top_p`` tensors expanded to tokens. Min-p is not applied (vLLM
+    applies none under speculative decoding)."""
+    meta = sampling_metadata
+    if meta.all_greedy:
+        return logits
+    n = logits.shape[0]
+    temp = expand_batch_to_tokens(torch.as_tensor(meta.temperature, dtype=logits.dtype),
+                                  cu_num_draft_tokens, n, GREEDY_TEMPERATURE, 1)
+    logits = logits / temp.unsqueeze(-1)
+    k = None if meta.top_k is None else expand_batch_to_tokens(meta.top_k, cu_num_draft_tokens, n)
+    p = None if meta.top_p is None else expand_batch_to_tokens(meta.top_p, cu_num_draft_tokens, n)
+    return apply_top_k_top_p(logits, k, p)
 
 
 def generate_uniform_probs(num_tokens, num_draft_tokens, generators, device=None):
@@ -573,8 +627,10 @@ def vllm_v1_rejection_sample(draft_token_ids, num_draft_tokens, max_spec_len,
     ``draft_token_ids [N]`` all requests' drafts, ``num_draft_tokens`` (list), ``max_spec_len``,
     ``cu_num_draft_tokens [B]`` cumulative end indices, ``draft_probs [N, V]`` or ``None`` (n-gram
     drafts: draft probability 1, the draft token zeroed in the recovery row),
-    ``target_logits [N, V]`` at the draft positions (divided by the request's temperature and turned
-    into probabilities by a float32 softmax), ``bonus_token_ids [B, 1]``, ``sampling_metadata`` with
+    ``target_logits [N, V]`` at the draft positions, already processed by
+    [`apply_sampling_constraints`][spectheory.testing.adapters.apply_sampling_constraints] as the
+    engine's ``RejectionSampler.forward`` does (a float32 softmax turns them into probabilities),
+    ``bonus_token_ids [B, 1]``, ``sampling_metadata`` with
     ``all_greedy``, ``all_random``, ``temperature [B]`` (``VLLM_GREEDY_TEMPERATURE`` marks a greedy
     request) and ``generators`` (request -> ``torch.Generator``). Acceptance of a random request's
     draft: ``draft_prob > 0 and target_prob / draft_prob >= u`` with u from
@@ -601,8 +657,7 @@ def vllm_v1_rejection_sample(draft_token_ids, num_draft_tokens, max_spec_len,
     if meta.all_greedy:
         target_probs = target_logits.to(torch.float32)
     else:
-        t_tok = torch.where(greedy, torch.ones_like(temp), temp)[req]
-        target_probs = torch.softmax(target_logits.to(torch.float32) / t_tok.unsqueeze(-1), -1)
+        target_probs = torch.softmax(target_logits.to(torch.float32), -1)
     ids = draft_token_ids.to(torch.long)
     nxt = torch.minimum(flat + 1, end[req] - 1)  # the next row of the same request
     arow = nxt if bug == "target-row" else flat
@@ -691,16 +746,24 @@ def vllm_mrv2_engine_rejection_sample(target_logits, draft_logits, draft_sampled
     drawn inside from its request's seed and its position ``pos``
     ([`counter_uniforms`][spectheory.testing.adapters.counter_uniforms], float32, clamped below at
     2^-31: the range [2^-31, 1) of ``tl_rand(..., includes_zero=False)``), and so is the Gumbel
-    noise of the correction. The port covers random requests (``temperature`` > 0; the logits are
-    used as given) and not synthetic acceptance rates; ``use_fp64`` is accepted (the port's
+    noise of the correction. ``temperature [max_num_reqs]`` as the kernel reads it: the target
+    logits arrive processed (the engine's ``Sampler.apply_sampling_params`` applied temperature,
+    min-p, top-k and top-p), the draft logits are stored before temperature and divided by the
+    request's temperature; a temperature of 0 is a greedy request, which accepts while the draft
+    is the argmax of its target row and emits that row's argmax (at the first mismatch, or at the
+    bonus row). Synthetic acceptance rates are not covered; ``use_fp64`` is accepted (the port's
     Gumbel noise is float64 anyway). ``use_block_verification`` selects the block rule.
     """
     _port_bug(bug)
     if synthetic_conditional_rates is not None:
         raise ValueError("the port does not cover synthetic acceptance rates")
     del use_fp64
-    if (torch.as_tensor(temperature) == 0).any():
-        raise ValueError("the port covers random requests only (temperature > 0)")
+    temp = torch.as_tensor(temperature, dtype=torch.float32)[idx_mapping.to(torch.long)]
+    greedy = temp == 0
+    scale = torch.where(greedy, torch.ones_like(temp), temp).to(draft_logits.dtype)
+    draft_logits = draft_logits.clone()
+    draft_logits[idx_mapping.to(torch.long)] = (draft_logits[idx_mapping.to(torch.long)]
+                                                / scale.view(-1, 1, 1))
     rows_seed = seed[expanded_idx_mapping.to(torch.long)]
     coins = counter_uniforms(rows_seed, pos, _ACCEPT_DOMAIN).to(torch.float32).clamp(
         min=MRV2_COIN_MIN)
@@ -709,10 +772,23 @@ def vllm_mrv2_engine_rejection_sample(target_logits, draft_logits, draft_sampled
     def noise(rows):
         return counter_uniforms(rows_seed[rows], pos[rows], _GUMBEL_DOMAIN, V)
 
-    return vllm_mrv2_rejection_sample(
+    sampled, num = vllm_mrv2_rejection_sample(
         target_logits, draft_logits[idx_mapping.to(torch.long)], draft_sampled, cu_num_logits,
         coins, num_speculative_steps, method="block" if use_block_verification else "standard",
         dtype=torch.float32, bug=bug, noise=noise)
+    if greedy.any():
+        sampled, num = sampled.clone(), num.clone()
+        start = cu_num_logits[:-1].long()
+        for b in greedy.nonzero().reshape(-1).tolist():
+            n_b = int(cu_num_logits[b + 1] - start[b]) - 1
+            am = target_logits[start[b]:start[b] + n_b + 1].argmax(-1)
+            x = draft_sampled[start[b] + 1:start[b] + n_b + 1].long()
+            k = int((x == am[:n_b]).long().cumprod(0).sum())
+            sampled[b] = PLACEHOLDER_TOKEN_ID
+            sampled[b, :k] = x[:k]
+            sampled[b, k] = am[k]
+            num[b] = k + 1
+    return sampled, num
 
 
 def sglang_chain_speculative_sampling(predicts, accept_index, accept_token_num, candidates,
@@ -776,6 +852,21 @@ def sglang_chain_speculative_sampling(predicts, accept_index, accept_token_num, 
     token = torch.where(hit.any(-1), hit.to(torch.int32).argmax(-1).to(torch.long),
                         torch.zeros_like(tau))
     predicts[ridx[b, tau]] = token.to(predicts.dtype)
+
+
+def hf_greedy_match(candidate_input_ids, candidate_logits, candidate_length, new_logits,
+                    assistant_ensemble_weight=None):
+    """Port of transformers' greedy assisted decoding (``do_sample=False``), which
+    ``_assisted_decoding`` (transformers/generation/utils.py, 5.x) runs inline instead of
+    ``_speculative_sampling``: ``selected_tokens = new_logits.argmax(-1)``, ``n_matches`` = the
+    drafts equal to it before the first mismatch, ``valid_tokens = selected_tokens[:, :n + 1]``.
+    Same arguments and return as ``_speculative_sampling`` (``candidate_logits`` unused)."""
+    del candidate_logits, assistant_ensemble_weight
+    L = int(candidate_length)
+    drafts = candidate_input_ids[:, candidate_input_ids.shape[1] - L:]
+    selected = new_logits.argmax(dim=-1)
+    n = ((~(drafts == selected[:, :-1])).cumsum(dim=-1) < 1).sum()
+    return selected[:, : int(n) + 1], n
 
 
 def hf_speculative_sampling(candidate_input_ids, candidate_logits, candidate_length, new_logits,

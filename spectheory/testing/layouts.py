@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import inspect
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Callable
@@ -48,13 +47,14 @@ from typing import Callable
 import torch
 
 from ..runtime.errors import OptionError, UserCodeError, call_user
+from .engine_sampling import WRAPPER_RULE, engine_globals, engine_processing
 
 __all__ = [
     "CoinConvention", "Layout", "EngineOutputError", "ROLES",
     "KIT_COINS", "VLLM_V1_COINS", "VLLM_MRV2_COINS", "SGLANG_COINS", "TRANSFORMERS_COINS",
-    "COIN_CONVENTIONS",
-    "VLLM_V1", "VLLM_MRV2", "SGLANG_CHAIN", "TRANSFORMERS", "PRESETS",
-    "engine_sampler", "engine_coin_sampler", "get_layout", "describe",
+    "TRTLLM_COINS", "LLAMA_CPP_COINS", "COIN_CONVENTIONS",
+    "VLLM_V1", "VLLM_MRV2", "SGLANG_CHAIN", "TRANSFORMERS", "TRTLLM", "LLAMA_CPP", "PRESETS",
+    "engine_sampler", "engine_coin_sampler", "get_layout", "describe", "pinned_torch_coins",
 ]
 
 #: The kit's smallest position coin (``spectheory.testing.sampler.TINY_COIN``): its coins are
@@ -264,9 +264,19 @@ SGLANG_COINS = CoinConvention("sglang-chain", 0.0, 1.0, True, False, "float32", 
 #: coins in [0, 1) (float32 logits), the next token by ``torch.multinomial``.
 TRANSFORMERS_COINS = CoinConvention("transformers", 0.0, 1.0, True, False, "float32", "<=", True,
                                     False, token_coin=False)
+#: TensorRT-LLM's PyTorch flow (``get_rejected_indices``): rejected when ``torch.rand(...,
+#: generator=g) > min(1, p/q)``, i.e. accepted when u <= p/q, float32 coins in [0, 1); the
+#: correction by ``torch.multinomial``.
+TRTLLM_COINS = CoinConvention("trtllm", 0.0, 1.0, True, False, "float32", "<=", True, False,
+                              token_coin=False)
+#: llama.cpp (examples/speculative/speculative.cpp): ``r <= p_tgt / p_dft`` with r a double of
+#: [0, 1) stored in a float, which can round up to 1.0f: float32 coins in [0, 1]; the next token
+#: by ``std::discrete_distribution``.
+LLAMA_CPP_COINS = CoinConvention("llama.cpp", 0.0, 1.0, True, True, "float32", "<=", True, False,
+                                 token_coin=False)
 #: Coin conventions by name.
 COIN_CONVENTIONS = {c.name: c for c in (KIT_COINS, VLLM_V1_COINS, VLLM_MRV2_COINS, SGLANG_COINS,
-                                        TRANSFORMERS_COINS)}
+                                        TRANSFORMERS_COINS, TRTLLM_COINS, LLAMA_CPP_COINS)}
 
 
 # ============================================================================ layouts
@@ -310,6 +320,9 @@ _CHOICES = {
     "output": ("padded", "counted", "buffers", "tokens"),
     "randomness": ("generator", "generators", "seeds", "coins", "global"),
     "coin_shape": ("flat", "rows", "padded"),
+    "coin_source": (None, "torch.rand", "torch.rand_like"),
+    "processing": (None, "vllm-v1", "vllm-mrv2", "sglang", "transformers", "trtllm",
+                   "llama.cpp"),
 }
 
 
@@ -369,6 +382,16 @@ class Layout:
     coins : CoinConvention, optional
         The engine's coin convention (default of
         [`engine_coin_sampler`][spectheory.testing.layouts.engine_coin_sampler]).
+    coin_source : {None, "torch.rand", "torch.rand_like"}
+        The torch function the engine draws its acceptance coins with, from torch's global
+        generator or a generator it is handed (transformers' ``torch.rand_like``, TensorRT-LLM's
+        ``torch.rand(..., generator=...)``): coin-driven samplers replace it for the call
+        ([`pinned_torch_coins`][spectheory.testing.layouts.pinned_torch_coins]), so the coins
+        are pinned without editing the engine.
+    processing : str, optional
+        The engine's own sampling-parameter path
+        ([`spectheory.testing.engine_sampling`][spectheory.testing.engine_sampling]), used when a
+        sampler is built with ``sampling=``.
     """
 
     name: str
@@ -389,6 +412,8 @@ class Layout:
     per_row: bool = False
     constants: tuple = ()
     coins: CoinConvention | None = None
+    coin_source: str | None = None
+    processing: str | None = None
 
     def __post_init__(self):
         where = f"layout {self.name!r}"
@@ -448,7 +473,13 @@ class Layout:
         return dataclasses.replace(self, constants=tuple(merged.items()))
 
     def replace(self, **changes) -> "Layout":
-        """A copy with these fields changed (``dataclasses.replace``)."""
+        """A copy with these fields changed (``dataclasses.replace``); an unknown field is
+        refused in one line naming it and the valid ones."""
+        fields = [f.name for f in dataclasses.fields(self)]
+        unknown = [k for k in changes if k not in fields]
+        if unknown:
+            raise OptionError(f"layout {self.name!r}: unknown field {unknown[0]!r} in "
+                              f"replace(); fields are {', '.join(fields)}")
         return dataclasses.replace(self, **changes)
 
 
@@ -472,7 +503,7 @@ VLLM_V1 = Layout(
     drafts="flat", counts="end", target_rows="flat", target_bonus=False, draft_rows="flat",
     target_inputs="logits", draft_inputs="probs", dtype="float32", output="padded",
     randomness="generators", coin_shape="flat", coin_hook="generate_uniform_probs",
-    coins=VLLM_V1_COINS)
+    coins=VLLM_V1_COINS, processing="vllm-v1")
 
 #: vLLM Model Runner V2 ``rejection_sample(target_logits, draft_logits, draft_sampled,
 #: cu_num_logits, pos, idx_mapping, expanded_idx_mapping, expanded_local_pos, temperature, seed,
@@ -491,7 +522,8 @@ VLLM_MRV2 = Layout(
     constants=(("use_block_verification", False),),
     drafts="shifted", counts="start", target_rows="flat", target_bonus=True,
     draft_rows="padded", target_inputs="logits", draft_inputs="logits", dtype="float32",
-    index_dtype="int64", output="counted", randomness="seeds", coins=VLLM_MRV2_COINS)
+    index_dtype="int64", output="counted", randomness="seeds", coins=VLLM_MRV2_COINS,
+    processing="vllm-mrv2")
 
 #: SGLang ``chain_speculative_sampling_triton(predicts, accept_index, accept_token_num,
 #: candidates, retrive_index, retrive_next_token, retrive_next_sibling, uniform_samples,
@@ -510,32 +542,67 @@ SGLANG_CHAIN = Layout(
     constants=(("threshold_single", 1.0), ("threshold_acc", 1.0), ("deterministic", True)),
     drafts="root", target_rows="padded", target_bonus=True, draft_rows="padded",
     target_inputs="probs", draft_inputs="probs", dtype="float32", index_dtype="int32",
-    output="buffers", randomness="coins", coin_shape="padded", coins=SGLANG_COINS)
+    output="buffers", randomness="coins", coin_shape="padded", coins=SGLANG_COINS,
+    processing="sglang")
 
 #: Hugging Face transformers ``_speculative_sampling(candidate_input_ids, candidate_logits,
 #: candidate_length, new_logits)`` -> ``(valid_tokens, n_matches)``: one sequence a call, logits
-#: on both sides (float32 softmax), torch's global generator (law and lossless modes only).
+#: on both sides (float32 softmax), torch's global generator; its acceptance coins come from
+#: ``torch.rand_like``, which coin-driven samplers replace for the call (coins-tau).
 TRANSFORMERS = Layout(
     "transformers",
     args=(("drafts", "candidate_input_ids"), ("draft", "candidate_logits"),
           ("max_len", "candidate_length"), ("target", "new_logits")),
     drafts="padded", target_rows="padded", target_bonus=True, draft_rows="padded",
     target_inputs="logits", draft_inputs="logits", dtype="float32", index_dtype="int64",
-    output="tokens", randomness="global", per_row=True, coins=TRANSFORMERS_COINS)
+    output="tokens", randomness="global", per_row=True, coins=TRANSFORMERS_COINS,
+    coin_source="torch.rand_like", processing="transformers")
+
+#: TensorRT-LLM's PyTorch-flow rejection step of one request
+#: (`spectheory.testing.engine_ports.trtllm.process_draft_tokens_rejection_sampling(draft_probs,
+#: target_probs, generator, draft_tokens, bonus_token)`, written from
+#: ``TorchSampler._process_draft_tokens_rejection_sampling``): processed probabilities (float32)
+#: at the draft positions, the bonus token drawn by the ordinary sampler (the caller), the
+#: sampler's ``torch.Generator``; coins from ``torch.rand(..., generator=...)``.
+TRTLLM = Layout(
+    "trtllm",
+    args=(("draft", "draft_probs"), ("target", "target_probs"), ("generator", "generator"),
+          ("drafts", "draft_tokens"), ("bonus", "bonus_token")),
+    drafts="padded", target_rows="padded", target_bonus=False, draft_rows="padded",
+    target_inputs="probs", draft_inputs="probs", dtype="float32", index_dtype="int64",
+    output="tokens", randomness="generator", per_row=True, coins=TRTLLM_COINS,
+    coin_source="torch.rand", processing="trtllm")
+
+#: llama.cpp's stochastic verification of one sequence
+#: (`spectheory.testing.engine_ports.llamacpp.verify(target_probs, draft_probs, draft_tokens,
+#: rng)`, written from examples/speculative/speculative.cpp): the target's processed rows at the
+#: draft positions and the one after, the draft's processed rows, one random engine (a
+#: ``torch.Generator`` in the port); coins from ``torch.rand``.
+LLAMA_CPP = Layout(
+    "llama.cpp",
+    args=(("target", "target_probs"), ("draft", "draft_probs"), ("drafts", "draft_tokens"),
+          ("generator", "rng")),
+    drafts="padded", target_rows="padded", target_bonus=True, draft_rows="padded",
+    target_inputs="probs", draft_inputs="probs", dtype="float32", index_dtype="int64",
+    output="tokens", randomness="generator", per_row=True, coins=LLAMA_CPP_COINS,
+    coin_source="torch.rand", processing="llama.cpp")
 
 #: The presets by name.
-PRESETS = {lay.name: lay for lay in (VLLM_V1, VLLM_MRV2, SGLANG_CHAIN, TRANSFORMERS)}
+PRESETS = {lay.name: lay for lay in (VLLM_V1, VLLM_MRV2, SGLANG_CHAIN, TRANSFORMERS, TRTLLM,
+                                     LLAMA_CPP)}
 
 
 def get_layout(layout) -> Layout:
     """A [`Layout`][spectheory.testing.layouts.Layout], or a preset by name (``"vllm-v1"``,
-    ``"vllm-mrv2"``, ``"sglang-chain"``, ``"transformers"``; case and ``_``/``-`` ignored)."""
+    ``"vllm-mrv2"``, ``"sglang-chain"``, ``"transformers"``, ``"trtllm"``, ``"llama.cpp"``; case
+    and ``_``/``-``/``.`` ignored)."""
     if isinstance(layout, Layout):
         return layout
     if isinstance(layout, str):
-        key = layout.lower().replace("_", "-")
-        if key in PRESETS:
-            return PRESETS[key]
+        key = layout.lower().replace("_", "-").replace(".", "-")
+        names = {k.replace(".", "-"): v for k, v in PRESETS.items()}
+        if key in names:
+            return names[key]
         raise OptionError(f"unknown layout {layout!r}; presets are {', '.join(PRESETS)}")
     raise OptionError(f"a layout must be a Layout or a preset name, not "
                       f"{type(layout).__name__}")
@@ -763,7 +830,8 @@ def _read(fn, layout: Layout, out, values, drafts):
 
 
 def _hooked(fn, hook: str | None, coins):
-    """Context: the engine's module-level coin function ``hook`` returns ``coins``."""
+    """Context: the engine's module-level coin function ``hook`` returns ``coins``. The module is
+    found through ``fn``'s wrapper chain (`engine_globals`)."""
     import contextlib
 
     @contextlib.contextmanager
@@ -771,11 +839,10 @@ def _hooked(fn, hook: str | None, coins):
         if hook is None or coins is None:
             yield
             return
-        base = inspect.unwrap(getattr(fn, "func", fn))
-        g = getattr(base, "__globals__", None)
-        if g is None or hook not in g:
+        g = engine_globals(fn, hook)
+        if g is None:
             raise OptionError(f"layout coin hook {hook!r} is not a module-level name of "
-                              f"{_fn_name(fn)}")
+                              f"{_fn_name(fn)} nor of a function it wraps; {WRAPPER_RULE}")
         saved = g[hook]
         g[hook] = lambda *args, **kwargs: coins.clone()
         try:
@@ -786,20 +853,102 @@ def _hooked(fn, hook: str | None, coins):
     return ctx()
 
 
-def _call(fn, layout: Layout, drafts, q, p, generator, coins=None, token_coins=None):
+class _CoinFeed:
+    """The pinned coins of one engine call, handed out in order to its ``torch.rand`` /
+    ``torch.rand_like`` calls, as many a call as the call asks for (an engine may draw all its
+    coins at once, transformers and TensorRT-LLM, or one a position until it rejects, llama.cpp);
+    see `pinned_torch_coins`."""
+
+    def __init__(self, fn, layout, coins):
+        self.fn, self.layout = fn, layout
+        self.coins = torch.as_tensor(coins).reshape(-1)
+        self.used = 0
+
+    def take(self, shape, dtype, device):
+        n = 1
+        for s in shape:
+            n *= int(s)
+        if self.used + n > self.coins.numel():
+            raise _bad(self.fn, self.layout, f"drew {self.used + n} uniforms through "
+                                             f"{self.layout.coin_source} where the layout pins "
+                                             f"{self.coins.numel()} (one per draft)")
+        c = self.coins[self.used:self.used + n]
+        self.used += n
+        return c.reshape(tuple(int(s) for s in shape)).to(
+            dtype=dtype or torch.get_default_dtype(), device=device or c.device).clone()
+
+
+def _shape(size):
+    if len(size) == 1 and isinstance(size[0], (tuple, list, torch.Size)):
+        return tuple(size[0])
+    return tuple(size)
+
+
+def pinned_torch_coins(feed: "_CoinFeed"):
+    """Context: ``torch.rand`` and ``torch.rand_like`` return the next pinned coins of ``feed``
+    (shape and dtype as the call asks; an engine that draws another number of uniforms than one
+    per draft gets a one-line `EngineOutputError`). Both are restored on exit, also when the
+    engine raises. For engines that draw their acceptance coins from torch's global generator
+    (transformers' ``torch.rand_like``) or from a generator they are handed (TensorRT-LLM's
+    ``torch.rand(..., generator=g)``) and look the function up on the ``torch`` module at call
+    time; a name imported into the engine's module (``from torch import rand``) is not reached.
+    The replacement is process-wide while the call runs: do not draw from ``torch.rand`` in other
+    threads meanwhile.
+    """
+    import contextlib
+
+    @contextlib.contextmanager
+    def ctx():
+        saved = torch.rand, torch.rand_like
+
+        def rand(*size, generator=None, dtype=None, device=None, **kwargs):
+            del generator, kwargs
+            return feed.take(_shape(size), dtype, device)
+
+        def rand_like(t, *, dtype=None, device=None, **kwargs):
+            del kwargs
+            return feed.take(t.shape, dtype or t.dtype, device or t.device)
+
+        torch.rand, torch.rand_like = rand, rand_like
+        try:
+            yield
+        finally:
+            torch.rand, torch.rand_like = saved
+
+    return ctx()
+
+
+def _engine_coins(layout: Layout, coins, B: int, L: int):
+    """The position coins [B, L] (already on the engine's grid, as the coin-driven sampler is
+    handed them) in the convention's dtype."""
+    return torch.as_tensor(coins).to(_dtype(layout.coins.dtype)).reshape(B, L)
+
+
+def _call(fn, layout: Layout, drafts, q, p, generator, coins=None, token_coins=None, proc=None):
     what = f"engine function {_fn_name(fn)}"
+    source = layout.coin_source if coins is not None else None
     if layout.per_row:
         B, L = drafts.shape
         taus, ys, acc = [], [], []
         threads = torch.get_num_threads()
         torch.set_num_threads(1)  # one short sequence a call: thread start-up dominates
         try:
-            kw_all, _ = _build(layout, drafts, q, p, generator, coins, token_coins)
+            kw_all, values = _build(layout, drafts, q, p, generator, coins, token_coins)
+            call_fn = fn
+            if proc is not None:
+                call_fn = proc.apply(fn, layout, kw_all, values, drafts, p, generator)
+            eng = _engine_coins(layout, coins, B, L) if source else None
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(_seed(generator))
                 for b in range(B):
                     kw = _namespaces(_row_slice(_Node(kw_all), b, B))
-                    out = call_user(fn, what=what, **kw)
+                    if source and L:
+                        feed = _CoinFeed(fn, layout, eng[b])
+                        with pinned_torch_coins(feed):
+                            out = call_user(call_fn, what=what, **kw)
+                        _consumed(feed, fn, layout, proc)
+                    else:
+                        out = call_user(call_fn, what=what, **kw)
                     if not isinstance(out, (tuple, list)) or len(out) != 2:
                         raise _bad(fn, layout, "did not return (valid_tokens, n_matches)")
                     valid = _as_long(out[0], fn, layout, "valid_tokens").reshape(-1)
@@ -817,12 +966,33 @@ def _call(fn, layout: Layout, drafts, q, p, generator, coins=None, token_coins=N
         out = (torch.tensor(taus), torch.tensor(ys), torch.stack(acc))
         return _read(fn, layout, out, None, drafts)
     kw, values = _build(layout, drafts, q, p, generator, coins, token_coins)
+    call_fn = fn
+    if proc is not None:
+        call_fn = proc.apply(fn, layout, kw, values, drafts, p, generator)
     kw = _namespaces(kw)
     hook_coins = values.get("coins") if (layout.coin_hook and coins is not None) else None
+    feed = None
+    if source:
+        B, L = drafts.shape
+        feed = _CoinFeed(fn, layout, _engine_coins(layout, coins, B, L))
     with _hooked(fn, layout.coin_hook, hook_coins), torch.random.fork_rng(devices=[]):
         torch.manual_seed(_seed(generator))
-        out = call_user(fn, what=what, **kw)
+        if feed is not None:
+            with pinned_torch_coins(feed):
+                out = call_user(call_fn, what=what, **kw)
+            _consumed(feed, fn, layout, proc)
+        else:
+            out = call_user(call_fn, what=what, **kw)
     return _read(fn, layout, out, values, drafts)
+
+
+def _consumed(feed: _CoinFeed, fn, layout: Layout, proc) -> None:
+    """A coin-driven call whose engine never drew its pinned coins is refused: its decisions
+    would come from somewhere else (a greedy path draws none, and is exempt)."""
+    if feed.used == 0 and not (proc is not None and proc.greedy):
+        raise _bad(fn, layout, f"never called {layout.coin_source}: its acceptance coins are "
+                               f"not the pinned ones (does it import the function under "
+                               f"another name?)")
 
 
 def _check(drafts, q, p):
@@ -833,7 +1003,21 @@ def _check(drafts, q, p):
                           f"got {list(drafts.shape)}, {list(q.shape)}, {list(p.shape)}")
 
 
-def engine_sampler(fn: Callable, layout) -> Callable:
+def _label(fn, layout, proc) -> str:
+    name = f"{layout.name}:{_fn_name(fn)}"
+    if proc is None:
+        return name
+    extra = f" [{proc.params}"
+    if proc.dropped:
+        extra += f"; {', '.join(proc.dropped)} not applied by the engine's speculative path"
+    if proc.greedy and layout.processing == "transformers":
+        extra += "; greedy: transformers' inline argmax match, ported"
+    if layout.processing in ("vllm-mrv2", "trtllm", "llama.cpp"):
+        extra += "; target rows processed by the kit as the engine's sampler would"
+    return name + extra + "]"
+
+
+def engine_sampler(fn: Callable, layout, sampling=None) -> Callable:
     """The canonical sampler ``sampler(drafts [B, L], q [B, L, V], p [B, L+1, V], generator) ->
     (accepted [B], token [B])`` of the engine function ``fn`` called as ``layout`` says.
 
@@ -845,27 +1029,41 @@ def engine_sampler(fn: Callable, layout) -> Callable:
     ([`EngineOutputError`][spectheory.testing.layouts.EngineOutputError] otherwise). An
     exception in ``fn`` becomes a one-line ``UserCodeError`` naming it.
 
+    ``sampling`` (as [`check_sampler`][spectheory.testing.sampler.check_sampler] accepts it:
+    ``"temperature=0"``, ``"top_k=2"``, a mapping, a ``SamplingParams``) runs the engine's own
+    processing path on the raw target rows before the call
+    ([`spectheory.testing.engine_sampling`][spectheory.testing.engine_sampling]); pass the same
+    ``sampling`` to ``check_sampler``, whose reference law is the processed target.
+
     ```python
     sampler = engine_sampler(vllm_v1_rejection_sample, VLLM_V1)   # a port, or the engine's own
     check_sampler(sampler, "token", samples=4_000)
+    s = engine_sampler(vllm_v1_rejection_sample, VLLM_V1, sampling="top_k=2")
+    check_sampler(s, "token", sampling="top_k=2", samples=4_000)
     ```
     """
     layout = get_layout(layout)
     if not callable(fn):
         raise OptionError(f"the engine function is {type(fn).__name__}, not a function")
+    proc = engine_processing(layout, sampling)
 
     def sampler(drafts, q, p, generator=None):
         _check(drafts, q, p)
-        return _call(fn, layout, drafts, q, p, generator)
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise OptionError(f"law sampler {sampler.__name__} takes a torch.Generator, got "
+                              f"{type(generator).__name__}: for mode='coins' or 'coins-tau' "
+                              f"build a coin-driven sampler with engine_coin_sampler")
+        return _call(fn, layout, drafts, q, p, generator, proc=proc)
 
     sampler.layout = layout
-    sampler.__name__ = f"{layout.name}:{_fn_name(fn)}"
+    sampler.sampling = None if proc is None else proc.params
+    sampler.__name__ = _label(fn, layout, proc)
     sampler.__qualname__ = sampler.__name__
     return sampler
 
 
-def engine_coin_sampler(fn: Callable, layout, convention: CoinConvention | None = None
-                        ) -> Callable:
+def engine_coin_sampler(fn: Callable, layout, convention: CoinConvention | None = None,
+                        sampling=None) -> Callable:
     """A coin-driven sampler ``sampler(drafts, q, p, uniforms [B, L+1]) -> (accepted, token)``
     of ``fn`` under ``layout``, for ``check_sampler(..., mode="coins")`` and ``"coins-tau"``.
 
@@ -873,39 +1071,58 @@ def engine_coin_sampler(fn: Callable, layout, convention: CoinConvention | None 
     ``check_sampler`` then hands it ``uniforms[:, :L]`` already mapped onto the engine's coins
     (`CoinConvention.from_kit`) and, where the convention has a token coin,
     ``uniforms[:, L]`` rounded into its dtype. The coins reach the engine as its explicit coin
-    arguments (``randomness="coins"``) or through its coin hook (vLLM V1's
-    ``generate_uniform_probs`` is replaced for the call). The engine's other randomness (recovered
-    tokens, the bonus token drawn by the caller when the convention has no token coin) comes from
-    a generator seeded from ``uniforms[:, L]``, so equal inputs give equal outputs.
+    arguments (``randomness="coins"``), through its coin hook (vLLM V1's
+    ``generate_uniform_probs`` is replaced for the call) or through the torch function it draws
+    them with (``coin_source``: transformers' ``torch.rand_like``, TensorRT-LLM's
+    ``torch.rand``, replaced for the call by
+    [`pinned_torch_coins`][spectheory.testing.layouts.pinned_torch_coins]). The engine's other
+    randomness (recovered tokens, the bonus token drawn by the caller when the convention has no
+    token coin) comes from a generator seeded from ``uniforms[:, L]``, so equal inputs give
+    equal outputs. ``sampling`` as in
+    [`engine_sampler`][spectheory.testing.layouts.engine_sampler].
 
-    A layout whose coins are drawn inside the engine from seeds (vLLM MRV2) or from torch's
-    global generator (transformers) has no coins to pin: refused in one line (check it in law
-    and lossless modes).
+    A layout whose coins are drawn inside the engine from seeds (vLLM MRV2's Triton kernel) has
+    no coins to pin: refused in one line (check it in law and lossless modes).
     """
     layout = get_layout(layout)
     conv = layout.coins if convention is None else convention
     if not isinstance(conv, CoinConvention):
         raise OptionError(f"layout {layout.name!r}: a coin-driven sampler needs a "
                           f"CoinConvention, got {type(conv).__name__}")
-    if layout.randomness != "coins" and layout.coin_hook is None:
+    if layout.randomness != "coins" and layout.coin_hook is None and layout.coin_source is None:
         raise OptionError(f"layout {layout.name!r} draws its coins inside the engine "
                           f"({layout.randomness}): no coins to pin; check it in law and "
                           f"lossless modes")
     if not callable(fn):
         raise OptionError(f"the engine function is {type(fn).__name__}, not a function")
+    if getattr(fn, "coin_convention", None) is not None and hasattr(fn, "layout"):
+        raise OptionError(f"{_fn_name(fn)} is already a coin-driven sampler; hand "
+                          f"engine_coin_sampler the engine function itself")
+    proc = engine_processing(layout, sampling)
+    if conv is not layout.coins:
+        layout = layout.replace(coins=conv)
 
     def sampler(drafts, q, p, uniforms):
         _check(drafts, q, p)
         L = drafts.shape[1]
-        u = torch.as_tensor(uniforms, dtype=torch.float64)
+        if not isinstance(uniforms, torch.Tensor) or uniforms.dim() != 2 \
+                or uniforms.shape[0] != drafts.shape[0] or uniforms.shape[1] != L + 1:
+            got = (list(uniforms.shape) if isinstance(uniforms, torch.Tensor)
+                   else type(uniforms).__name__)
+            raise OptionError(f"coin sampler {sampler.__name__} takes uniforms [B, L+1] = "
+                              f"[{drafts.shape[0]}, {L + 1}], got {got}: check it with "
+                              f"mode='coins' or 'coins-tau', or build a law sampler with "
+                              f"engine_sampler")
+        u = uniforms.to(torch.float64)
         digest = hashlib.blake2b(u[:, L].contiguous().numpy().tobytes(), digest_size=8).digest()
         g = torch.Generator().manual_seed(int.from_bytes(digest, "little") >> 2)
         token = u[:, L] if conv.token_coin else None
-        return _call(fn, layout, drafts, q, p, g, coins=u[:, :L], token_coins=token)
+        return _call(fn, layout, drafts, q, p, g, coins=u[:, :L], token_coins=token, proc=proc)
 
     sampler.layout = layout
     sampler.coin_convention = conv
-    sampler.__name__ = f"{layout.name}:{_fn_name(fn)} (coins)"
+    sampler.sampling = None if proc is None else proc.params
+    sampler.__name__ = _label(fn, layout, proc) + " (coins)"
     sampler.__qualname__ = sampler.__name__
     return sampler
 

@@ -355,6 +355,17 @@ def _step_catch(name: str, samples: int) -> Callable[[], Catch]:
     return catch
 
 
+def _hf_zero_coin_catch() -> Catch:
+    from ..sampler import DraftRows, check_sampler
+
+    d, q, p = coins.zero_probability_rows()
+    rows = DraftRows(d.repeat(32, 1), q.repeat(32, 1, 1), p.repeat(32, 1, 1))
+    rep = check_sampler(coins.hf_zero_coin_coin_sampler, "token", instances=[rows], samples=32,
+                        mode="coins-tau", seed=0)
+    return Catch(not rep.passed, "check_sampler(mode='coins-tau') with pinned float32 coins",
+                 samples=rep.samples, report=rep)
+
+
 def _proposal_rows_soft():
     return torch.tensor([[0.8, 0.2], [0.6, 0.4], [0.55, 0.45]], dtype=torch.float64)
 
@@ -458,6 +469,13 @@ MUTANTS: dict[str, Mutant] = dict([
        "sampler", coins.zero_coin_coin_sampler,
        "check_sampler(mode='coins'), pinned coins, 32 rows with p(X_1) = 0",
        _zero_coin_catch),
+    _m("hf-speculative-sampling-zero-coin", "Hugging Face transformers",
+       "_speculative_sampling, 5.x (no issue number)",
+       "acceptance r <= p/q with float32 torch.rand_like coins in [0, 1) accepts a "
+       "zero-probability draft on coin 0 (the class of SGLang #35771)",
+       "sampler", coins.hf_zero_coin_coin_sampler,
+       "check_sampler(mode='coins-tau'), pinned coins mapped onto float32 [0, 1), 32 rows with "
+       "p(X_1) = 0", _hf_zero_coin_catch),
     _m("vllm-47386-shared-noise", "vLLM", "#47386 (fixed by #54282)",
        "draft and recovery share one Gumbel noise stream", "sampler",
        coins.shared_noise_sampler,

@@ -22,7 +22,8 @@ import torch
 
 from ...sampling import inverse_cdf
 
-__all__ = ["zero_coin_sampler", "zero_coin_coin_sampler", "shared_noise_sampler",
+__all__ = ["zero_coin_sampler", "zero_coin_coin_sampler", "hf_zero_coin_coin_sampler",
+           "shared_noise_sampler",
            "independent_noise_sampler",
            "zero_probability_rows", "shared_noise_rows", "check_zero_coin", "COIN_STEP",
            "posterior_gumbel"]
@@ -68,6 +69,31 @@ def zero_coin_coin_sampler(drafts, q, p, uniforms):
     L = drafts.shape[-1]
     coins = (uniforms[:, :L].to(torch.float64) - COIN_STEP).clamp(min=0.0)
     return _chain(drafts, q, p, coins, uniforms[:, L])
+
+
+def hf_zero_coin_coin_sampler(drafts, q, p, uniforms):
+    """Hugging Face transformers' ``_speculative_sampling`` (transformers/generation/utils.py,
+    5.x), the same class as SGLang #35771: ``r_i = torch.rand_like(probability_ratio)``, float32
+    coins in [0, 1), and ``is_accepted = r_i <= probability_ratio``, so a coin of exactly 0
+    (2^-24 a draw) accepts a draft whose target probability is 0. Coin-driven, declaring the
+    engine's convention (``coin_convention`` =
+    ``TRANSFORMERS_COINS`` of `spectheory.testing.layouts`): ``check_sampler``
+    hands it the kit's coins mapped onto float32 [0, 1), the smallest onto 0. Y by inverse CDF at
+    ``uniforms[:, L]`` (the library draws it with ``torch.multinomial``: ``mode="coins-tau"``).
+    Found by ``check_sampler(engine_coin_sampler(_speculative_sampling, TRANSFORMERS), "token",
+    mode="coins-tau")`` on the default instances, with the coins pinned through
+    ``torch.rand_like``."""
+    L = drafts.shape[-1]
+    return _chain(drafts, q, p, uniforms[:, :L].to(torch.float64), uniforms[:, L])
+
+
+def _declare_transformers_coins():
+    from ..layouts import TRANSFORMERS_COINS
+
+    hf_zero_coin_coin_sampler.coin_convention = TRANSFORMERS_COINS
+
+
+_declare_transformers_coins()
 
 
 def zero_coin_sampler(drafts, q, p, generator=None):

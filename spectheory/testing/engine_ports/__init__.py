@@ -1,0 +1,21 @@
+"""Ports of engines' rejection steps that are not Python or not importable here, written from
+their released sources in the engines' own call layouts, for the layout presets
+(`spectheory.testing.layouts`):
+
+* [`trtllm`][spectheory.testing.engine_ports.trtllm]: TensorRT-LLM's PyTorch-flow rejection
+  sampling (``TorchSampler``'s ``_process_draft_tokens_rejection_sampling``);
+* [`llamacpp`][spectheory.testing.engine_ports.llamacpp]: llama.cpp's stochastic speculative
+  verification (examples/speculative/speculative.cpp).
+
+Each takes ``bug=`` (one of `PORT_BUGS`) to plant a bug for negative controls.
+"""
+
+from . import llamacpp, trtllm
+
+#: Planted bugs of these ports (as `spectheory.testing.adapters.PORT_BUGS`): the acceptance of
+#: X_i read from the target row one position late; the correction drawn from the target row
+#: instead of the residual; the residual built from the next position's rows; the acceptance
+#: comparison reversed.
+PORT_BUGS = ("target-row", "correction-from-p", "residual-row", "coin-compare")
+
+__all__ = ["trtllm", "llamacpp", "PORT_BUGS"]
