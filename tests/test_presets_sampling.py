@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import torch
 
-from spectheory.runtime.errors import OptionError, UserCodeError
+from spectheory.runtime.errors import InputError, OptionError, UserCodeError
 from spectheory.testing import adapters as A
 from spectheory.testing import engine_sampling as ES
 from spectheory.testing import layouts as Lm
@@ -259,6 +259,10 @@ def test_new_ports_planted_bugs_are_caught(name, bug):
     s = Lm.engine_coin_sampler(functools.partial(fn, bug=bug), name)
     rep = check_sampler(s, "token", instances=CLEAN, mode="coins-tau", samples=800)
     assert not rep.passed
+    if (name, bug) == ("trtllm", "target-row"):
+        # on the third instance this port builds an all-zero residual and torch.multinomial
+        # raises: the mismatches already found stand, and the report says what happened next
+        assert any("then, on instance 2" in n and "raised RuntimeError" in n for n in rep.notes)
     want = {"correction-from-p": {"Y outside the support"}, "residual-row":
             {"Y outside the support"}, "coin-compare": {"tau"},
             # llama.cpp's port reads the late row for the residual too: either shows first
@@ -336,13 +340,17 @@ def test_the_wrong_sampler_kind_is_refused_in_one_line():
     d, q, p = _rows(2)
     with pytest.raises(OptionError, match="takes uniforms \\[B, L\\+1\\].*engine_sampler"):
         coin(d, q, p, torch.Generator().manual_seed(0))
-    with pytest.raises(OptionError, match="takes uniforms"):  # a coin sampler in law mode
+    # a coin sampler in law mode: refused by check_sampler by its parameter name (InputError)
+    with pytest.raises(InputError, match="takes 'uniforms' .*coin-driven sampler.*mode 'law'"):
         check_sampler(coin, "token", samples=200)
     with pytest.raises(OptionError, match="already a coin-driven sampler"):
         Lm.engine_coin_sampler(coin, Lm.VLLM_V1)
     law = Lm.engine_sampler(A.vllm_v1_rejection_sample, Lm.VLLM_V1)  # a law sampler, coins mode
-    with pytest.raises(OptionError, match="takes a torch.Generator, got Tensor.*engine_coin"):
+    with pytest.raises(InputError, match="takes a 'generator' .*law sampler.*mode 'coins-tau'"):
         check_sampler(law, "token", samples=200, mode="coins-tau")
+    # called directly with uniforms, the law sampler itself refuses in one line
+    with pytest.raises(OptionError, match="takes a torch.Generator, got Tensor.*engine_coin"):
+        law(d, q, p, torch.rand(d.shape[0], d.shape[1] + 1, dtype=torch.float64))
 
 
 def test_presets_by_new_names_and_conventions():
@@ -365,3 +373,16 @@ def test_coin_checks_under_sampling_parameters():
     rep = check_sampler(h, "token", sampling="top_k=2", instances=CLEAN, mode="coins-tau",
                         samples=1_000)
     assert not rep.passed and rep.mismatch.engine_coin == 0.0
+
+
+def test_trtllm_late_row_port_raising_is_one_line():
+    """The same planted bug on the instance where its residual row is all zero alone: the port's
+    torch.multinomial raises before any decision differed, and the check refuses in one line
+    naming the engine function."""
+    from spectheory.runtime.errors import UserCodeError
+
+    s = Lm.engine_coin_sampler(functools.partial(trtllm.process_draft_tokens_rejection_sampling,
+                                                 bug="target-row"), "trtllm")
+    with pytest.raises(UserCodeError, match="process_draft_tokens_rejection_sampling raised "
+                                            "RuntimeError"):
+        check_sampler(s, "token", instances=CLEAN[2:], mode="coins-tau", samples=400)

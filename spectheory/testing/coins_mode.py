@@ -15,7 +15,7 @@ from typing import Callable
 
 from ..runtime._lazy import torch
 
-from ..runtime.errors import SpectheoryError
+from ..runtime.errors import SpectheoryError, UserCodeError
 from ..inputs.instances import Instance
 from ..sampling import inverse_cdf
 from ..verifiers.block import block_weights
@@ -180,6 +180,7 @@ def _coins_mode(sampler, convention, instances, samples, alpha, seed, tol, max_b
     per = _split(samples, len(instances))
     checked = ambiguous = 0
     found: dict = {}  # instance -> [differing rows, rows compared, first CoinMismatch]
+    raised = ""  # the sampler raised after decisions had differed (reported with them)
     start = 0  # the block's first row within its instance
     for inst_i, inst, n, first in _coin_blocks(instances, per):
         start = 0 if first else start
@@ -208,7 +209,14 @@ def _coins_mode(sampler, convention, instances, samples, alpha, seed, tol, max_b
         for s in range(0, Bn, chunk):
             sl = slice(s, min(Bn, s + chunk))
             args = (d[sl].clone(), q[sl].clone(), p[sl].clone(), ue[sl].clone())
-            out = sampler(*args) if checked else _first_call(sampler, args, mode)
+            try:
+                out = sampler(*args) if checked else _first_call(sampler, args, mode)
+            except UserCodeError as exc:
+                if not any(e[2] is not None for e in found.values()):
+                    raise
+                # decisions already differ: the verdict stands, the raise is reported with it
+                raised = f"then, on instance {inst_i}, {exc}"
+                break
             res, note = _outputs(out, 1, sl.stop - sl.start, L, V)
             if note:
                 return _failed(mode, samples, alpha, name, note, checked)
@@ -236,6 +244,8 @@ def _coins_mode(sampler, convention, instances, samples, alpha, seed, tol, max_b
                                               (int(tau[i]), int(y[i])), bool(tau_bad[i]),
                                               bool(y_bad[i]), V)
             checked += sl.stop - sl.start
+        if raised:
+            break
         start += Bn
     failing = [InstanceMismatches(i, c, r, mm) for i, (c, r, mm) in sorted(found.items())
                if mm is not None]
@@ -255,6 +265,8 @@ def _coins_mode(sampler, convention, instances, samples, alpha, seed, tol, max_b
         if len(failing) > 1:
             rep.notes.append(f"{len(failing)} of {len(per)} instances differ; the first mismatch "
                              f"shown in full is instance {failing[0].instance}'s")
+        if raised:
+            rep.notes.append(raised + " (the instances after it were not compared)")
         return rep
     return SamplerReport(True, 1.0, mode, checked, alpha, None, float("nan"), name,
                          rows=checked, ambiguous=ambiguous)
