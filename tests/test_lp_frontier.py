@@ -109,3 +109,21 @@ def test_bad_budgets_are_refused():
     with pytest.raises(LPError):
         frontier_lp(inst, kl=0.1, exact=True)
     assert frontier_lp(inst, tv=Fraction(1, 50), exact=True, rules=()).exact
+
+
+def test_cli_route(tmp_path, capsys):
+    import json
+
+    from cli_helpers import run, write
+    from spectheory.inputs.instances import instance_to_dict
+
+    inst = st.random_instance(3, 2, 0, alpha=0.5, denominator=12)
+    path = write(tmp_path, instance_to_dict(inst))
+    code, out, err = run(["lp", path, "--problem", "frontier", "--tv", "1/20", "--exact",
+                          "--json"], capsys)
+    assert code == 0, err
+    got = Fraction(json.loads(out)["optimum"])
+    assert got == frontier_lp(inst, tv=Fraction(1, 20), exact=True, rules=()).optimum
+    for bad in (["--problem", "frontier"], ["--problem", "direct", "--kl", "0.1"]):
+        code, out, err = run(["lp", path] + bad, capsys)
+        assert code == 2 and "Traceback" not in err and err.count("\n") == 1
