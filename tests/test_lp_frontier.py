@@ -127,3 +127,21 @@ def test_cli_route(tmp_path, capsys):
     for bad in (["--problem", "frontier"], ["--problem", "direct", "--kl", "0.1"]):
         code, out, err = run(["lp", path] + bad, capsys)
         assert code == 2 and "Traceback" not in err and err.count("\n") == 1
+
+
+def test_committed_figure_numbers_hold():
+    """figures.json (fig11): every rule's exact point is at or below the TV frontier at its own
+    TV (the frontier was solved there), the frontier is monotone and starts at block
+    verification's value."""
+    import json
+    from pathlib import Path
+
+    data = json.loads((Path(__file__).parents[1] / "figures" / "figures.json").read_text())
+    fig = data["fig11_relaxed_frontier"]
+    for panel in fig["panels"].values():
+        front = {round(f["tv"], 12): f["block_efficiency"] for f in panel["frontier_tv"]}
+        vals = [front[t] for t in sorted(front)]
+        assert all(a <= b + 1e-9 for a, b in zip(vals, vals[1:]))
+        for p in panel["rules"]:
+            assert p["block_efficiency"] <= front[round(p["tv"], 12)] + 1e-6, p
+        assert max(vals) <= fig["L"] + 1 + 1e-9
