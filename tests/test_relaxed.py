@@ -265,3 +265,68 @@ def test_planted_cactus_bug_caught():
     res = st.analyze(inst.to_float(), _mutant(spec, _cactus_no_rescale))
     brute = brute_law(inst, node, exact=False)
     assert max(abs(float(a) - float(b)) for a, b in zip(res.output_law, brute)) > 1e-6
+
+
+# ------------------------------------------------------------------ greedy tree top-m coverage
+
+
+def brute_greedy_tree(inst, m):
+    """Plain recursion: follow the target argmax while the draft's top-m level set covers it."""
+    V, L = inst.vocab_size, inst.block_length
+    path, tau = [], L
+    for i in range(L + 1):
+        g = argmax(rows(inst, "p", path))
+        if i < L:
+            q = rows(inst, "q", path)
+            if q[g] == 0 or q[g] < sorted(q, reverse=True)[min(m, V) - 1]:
+                path.append(g)
+                tau = i
+                break
+        path.append(g)
+    law = {y: 0 for y in itertools.product(range(V), repeat=L + 1)}
+
+    def complete(block, mass):
+        if len(block) == L + 1:
+            law[tuple(block)] += mass
+            return
+        pr = rows(inst, "p", block)
+        for a in range(V):
+            if pr[a]:
+                complete(block + [a], mass * pr[a])
+
+    complete(path[:tau + 1], Fraction(1))
+    return tau, [law[y] for y in sorted(law)]
+
+
+@pytest.mark.parametrize("m", [1, 2, 3])
+def test_greedy_tree_coverage_equals_brute_force(m):
+    taus = set()
+    for inst in instances():
+        res = R.greedy_tree_coverage(inst, m)
+        tau, law = brute_greedy_tree(inst, m)
+        taus.add(tau)
+        assert list(res.output_law) == law and res.block_efficiency == tau + 1
+        assert res.tv_to_target == sum(abs(a - b) for a, b in zip(law, res.target_law)) / 2
+        assert res.tau_pmf[tau] == 1
+    if m == 3:  # m = V covers every greedy token of positive draft probability
+        full = st.random_instance(3, 2, 0, alpha=1.0)
+        assert R.greedy_tree_coverage(full, 3).block_efficiency == 3
+
+
+def test_greedy_tree_planted_bug_caught():
+    """Coverage read by rank (ties with the m-th excluded) differs on tied draft rows."""
+    caught = False
+    for inst in instances():
+        for m in (1, 2):
+            tau, _ = brute_greedy_tree(inst, m)
+            V = inst.vocab_size
+            path, t_rank = [], inst.block_length
+            for i in range(inst.block_length):
+                g = argmax(rows(inst, "p", path))
+                q = rows(inst, "q", path)
+                if sorted(range(V), key=lambda t: (-q[t], t)).index(g) >= m:
+                    t_rank = i
+                    break
+                path.append(g)
+            caught |= t_rank != R.greedy_tree_coverage(inst, m).block_efficiency - 1
+    assert caught

@@ -59,6 +59,10 @@ registered with ``lossless=False``; the exact engine gives its tau pmf, block ef
 to the target ([`analyze`][spectheory.engine.analysis.analyze]) and its law over n iterations
 ([`multi_iteration_law`][spectheory.engine.analysis.multi_iteration_law]);
 [`divergences`][spectheory.verifiers.relaxed.divergences] adds KL.
+
+Greedy-tree top-m coverage (arXiv 2606.30265) drafts a tree, not a chain: its exact law is
+[`greedy_tree_coverage`][spectheory.verifiers.relaxed.greedy_tree_coverage] (deterministic; the
+target's greedy path while the drafter's top-m covers it).
 """
 
 from __future__ import annotations
@@ -346,5 +350,76 @@ RELAXED = (ADDITIVE, MULTIPLICATIVE, TOP_M, ENTROPY_THRESHOLD, TRTLLM_RELAXED, S
 __all__ = ["ADDITIVE", "CACTUS", "ENTROPY_THRESHOLD", "MULTIPLICATIVE", "RELAXED",
            "SGLANG_THRESHOLD", "TOP_M", "TRTLLM_RELAXED", "additive_acceptance",
            "cactus_acceptance", "cactus_target", "divergences", "entropy_threshold_acceptance",
-           "greedy_family_law", "kl_divergence", "multiplicative_acceptance",
+           "greedy_family_law", "greedy_tree_coverage", "kl_divergence", "multiplicative_acceptance",
            "sglang_threshold_acceptance", "top_m_acceptance", "trtllm_relaxed_acceptance"]
+
+
+# ----------------------------------------------------------------------------- greedy trees
+
+
+def greedy_tree_coverage(instance, m: int, exact: bool | None = None):
+    """Greedy tree decoding with the drafter's top-m candidates at every node (arXiv 2606.30265,
+    greedy-tree top-m coverage), as an [`ExactAnalysis`][spectheory.engine.analysis.ExactAnalysis].
+
+    The drafter proposes, below each node, its m most probable tokens (the level set
+    q(x) >= q[m], ties with the m-th included, as for ``top_m_acceptance``; a token of draft
+    probability 0 is never proposed); the verifier follows the target's greedy token
+    g_i = argmax p(.|g^{i-1}) (smallest id among ties) while it is covered by the candidates, and
+    emits g_{tau+1} after the last covered one (tau <= L):
+
+        tau = min{i : g_{i+1} not in top-m q(.|g^i)} (L if every g_i is covered),
+        output block = g_1 .. g_{tau+1}, then target sampling up to L + 1 tokens.
+
+    Deterministic: tau has a one-point law. The output law is compared with the target's over
+    L + 1 tokens (TV exact in rationals). m >= V covers every greedy token of positive draft
+    probability."""
+    from ..engine.analysis import ExactAnalysis
+
+    if isinstance(m, bool) or not isinstance(m, int) or m < 1:
+        raise ValueError(f"m = {m!r} must be a positive integer")
+    exact = instance.exact if exact is None else exact
+    inst = instance.to_exact() if exact else instance.to_float()
+    V, L = inst.vocab_size, inst.block_length
+    one = Fraction(1) if exact else 1.0
+
+    def row(model, prefix):
+        idx = 0
+        for t in prefix:
+            idx = idx * V + t
+        return list(model.level(len(prefix))[idx])
+
+    g: list = []
+    tau = L
+    for i in range(L + 1):
+        p = row(inst.target, g)
+        gi = max(range(V), key=lambda x: (p[x], -x))
+        if i < L and tau == L:
+            q = row(inst.draft, g)
+            bar = sorted(q, reverse=True)[min(m, V) - 1]
+            if q[gi] < bar or q[gi] == 0:
+                tau = i
+        g.append(gi)
+        if tau < L and len(g) == tau + 1:
+            break
+    block = g[:tau + 1]
+    out = [one * 0] * V ** (L + 1)
+    tgt = [one * 0] * V ** (L + 1)
+
+    def fill(prefix, mass, law):
+        if len(prefix) == L + 1:
+            idx = 0
+            for t in prefix:
+                idx = idx * V + t
+            law[idx] += mass
+            return
+        p = row(inst.target, prefix)
+        for a in range(V):
+            if p[a] != 0:
+                fill(prefix + [a], mass * p[a], law)
+
+    fill(block, one, out)
+    fill([], one, tgt)
+    tv = sum((abs(a - b) for a, b in zip(out, tgt)), one * 0) / 2
+    pmf = [one * int(i == tau) for i in range(L + 1)]
+    return ExactAnalysis(f"greedy-tree-top-{m}", V, L, exact, pmf, one * tau, one * (tau + 1),
+                         tv, out, tgt, {"greedy_path": block, "m": m}, "closed form")
