@@ -330,3 +330,20 @@ def test_greedy_tree_planted_bug_caught():
                 path.append(g)
             caught |= t_rank != R.greedy_tree_coverage(inst, m).block_efficiency - 1
     assert caught
+
+
+def test_sweep_names_resolve_to_the_factories():
+    from spectheory.runtime.errors import OptionError
+    from spectheory.sweep.jobs import resolve_verifier
+
+    inst = instances()[0]
+    for name, spec in (("additive(0.5)", R.additive_acceptance(Fraction(1, 2))),
+                       ("top-m(2)", R.top_m_acceptance(2)),
+                       ("sglang-threshold(1, 1)", R.sglang_threshold_acceptance(1, 1)),
+                       ("trtllm-relaxed(2, 0.5)", R.trtllm_relaxed_acceptance(2, Fraction(1, 2)))):
+        assert list(st.analyze(inst, resolve_verifier(name)).output_law) == \
+            list(st.analyze(inst, spec).output_law), name
+    assert resolve_verifier("cactus(0.3)").name == "cactus(0.3)"
+    for bad in ("top-m(0)", "cactus(-1)", "additive(x)"):
+        with pytest.raises(OptionError):
+            resolve_verifier(bad)

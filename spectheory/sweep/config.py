@@ -46,7 +46,10 @@ Beyond that grid, for curves that follow the same models or grids that are not f
   tree's LP (`spectheory.lp.tree_lp`); a shape's depth is its block length, so these jobs run on
   the instances whose ``block`` equals it, and their ``paths`` is the tree's number of leaves;
 * verifier names ``lenient(l)``, ``threshold(theta)`` and ``typical(epsilon, delta)`` are the
-  parameterised lossy contrasts of `spectheory.verifiers.contrasts`;
+  parameterised lossy contrasts of `spectheory.verifiers.contrasts`, and ``additive(eps)``,
+  ``multiplicative(lam)``, ``top-m(m)``, ``entropy-threshold(beta)``, ``trtllm-relaxed(k, delta)``,
+  ``sglang-threshold(ts, ta)`` and ``cactus(delta)`` the relaxed rules of
+  `spectheory.verifiers.relaxed`;
 * optima ``coupling`` (the full-knowledge coupling bound, K = 1), ``selection`` (the best
   "select a path, then block-verify" rule, `spectheory.lp.selection_lp`) and ``multidraft-l1``
   (the exact L = 1 optimum 1 + alpha*(p, q, K) of Hu et al., arXiv 2502.18779, under i.i.d. or

@@ -19,8 +19,12 @@ OUTPUTS = ("status", "block_efficiency", "expected_accepted", "tv_to_target", "t
            "value_exact", "method", "error", "notes", "seconds", "peak_rss_mb")
 
 #: Parameterised lossy contrasts (`spectheory.verifiers.contrasts`) by name: ``lenient(0.8)``,
-#: ``threshold(0.3)``, ``typical(0.09, 0.3)``.
-_CONTRAST = re.compile(r"^(lenient|threshold|typical)\(([^()]*)\)$")
+#: ``threshold(0.3)``, ``typical(0.09, 0.3)``; and the relaxed rules
+#: (`spectheory.verifiers.relaxed`): ``additive(0.1)``, ``multiplicative(0.5)``, ``top-m(2)``,
+#: ``entropy-threshold(0.5)``, ``trtllm-relaxed(3, 0.2)``, ``sglang-threshold(0.5, 0.5)``,
+#: ``cactus(0.3)``.
+_CONTRAST = re.compile(r"^(lenient|threshold|typical|additive|multiplicative|top-m|"
+                       r"entropy-threshold|trtllm-relaxed|sglang-threshold|cactus)\(([^()]*)\)$")
 
 
 def resolve_verifier(name: str):
@@ -30,7 +34,7 @@ def resolve_verifier(name: str):
     m = _CONTRAST.match(name.replace(" ", ""))
     if m is None:
         return name
-    from ..verifiers import contrasts
+    from ..verifiers import contrasts, relaxed
 
     try:
         args = ast.literal_eval(f"({m.group(2)},)")
@@ -42,7 +46,14 @@ def resolve_verifier(name: str):
                           f"{m.group(1)}(0.5)")
     make = {"lenient": contrasts.lenient_verification,
             "threshold": contrasts.threshold_verification,
-            "typical": contrasts.typical_acceptance}[m.group(1)]
+            "typical": contrasts.typical_acceptance,
+            "additive": relaxed.additive_acceptance,
+            "multiplicative": relaxed.multiplicative_acceptance,
+            "top-m": relaxed.top_m_acceptance,
+            "entropy-threshold": relaxed.entropy_threshold_acceptance,
+            "trtllm-relaxed": relaxed.trtllm_relaxed_acceptance,
+            "sglang-threshold": relaxed.sglang_threshold_acceptance,
+            "cactus": relaxed.cactus_acceptance}[m.group(1)]
     try:
         return make(*args)
     except (TypeError, ValueError) as exc:
