@@ -108,8 +108,8 @@ def _budget(value, name: str, exact: bool):
         raise LPError(f"{name} budget {value!r} must be a number")
     try:
         v = Fraction(value) if (exact or not isinstance(value, float)) else float(value)
-    except (ValueError, ZeroDivisionError):
-        raise LPError(f"{name} budget {value!r} is not a number") from None
+    except (ValueError, ZeroDivisionError, OverflowError):
+        raise LPError(f"{name} budget {value!r} is not a finite number") from None
     if not (v >= 0) or (isinstance(v, float) and not math.isfinite(v)):
         raise LPError(f"{name} budget {value!r} must be a finite number >= 0")
     return v

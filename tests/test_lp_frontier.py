@@ -108,6 +108,9 @@ def test_bad_budgets_are_refused():
         frontier_lp(inst, tv=-0.1)
     with pytest.raises(LPError):
         frontier_lp(inst, kl=0.1, exact=True)
+    for bad in (float("inf"), float("nan"), "x", True):
+        with pytest.raises(LPError):
+            frontier_lp(inst, tv=bad, exact=True)
     assert frontier_lp(inst, tv=Fraction(1, 50), exact=True, rules=()).exact
 
 

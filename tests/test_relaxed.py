@@ -194,6 +194,9 @@ def test_divergences_and_special_cases():
         # top-1 accepts the tied maxima: at least greedy matching's acceptance
         top1 = st.analyze(inst, R.top_m_acceptance(1))
         assert top1.block_efficiency >= greedy.block_efficiency
+        # the checker flags the lossy members against the target, exactly
+        rep = st.check_lossless(R.additive_acceptance(Fraction(1, 6)), inst)
+        assert not rep.lossless and rep.tv > 0
         d = R.divergences(st.analyze(inst, R.additive_acceptance(Fraction(1, 6))))
         assert d["kl_output_target"] >= 2 * float(d["tv"]) ** 2 - 1e-12  # Pinsker
         assert d["kl_output_target_err"] < 1e-12
