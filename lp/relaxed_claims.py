@@ -215,5 +215,34 @@ def ledger_rows() -> list:
     return rows
 
 
+def frontier_rows() -> list:
+    """Ledger-ready checks of the frontier LP (`spectheory.lp.frontier`) on the instance of
+    ``spectheory instance random --vocab 3 --block 2 --seed 0 --denominator 12`` rebuilt in
+    Python (``random_instance(3, 2, 0, alpha=0.5, denominator=12)``): at delta = 0 it equals
+    block verification's E[tau + 1] exactly (Sun et al., arXiv 2403.10444, optimality of block
+    verification), and the free-block rule's value equals the coupling bound exactly and exceeds
+    it. Each row: claim, source, instance, expected, value, holds."""
+    import spectheory as st
+    from spectheory.lp.coupling import coupling_bound
+
+    from .frontier import free_block_lp, frontier_lp
+    from .trust import _tables, greedy_value
+
+    inst = st.random_instance(3, 2, 0, alpha=0.5, denominator=12)
+    name = "random_instance(3, 2, 0, alpha=0.5, denominator=12)"
+    p, Q = _tables(inst, True)
+    block = greedy_value(p, Q, 2)
+    front = frontier_lp(inst, tv=0, exact=True, rules=()).optimum
+    free = free_block_lp(inst, exact=True).optimum
+    coupling = coupling_bound(inst, exact=True).optimum
+    return [
+        {"claim": "the best verifier within TV 0 is block verification (frontier at delta = 0)",
+         "source": "Sun et al., arXiv 2403.10444; spectheory.lp.frontier", "instance": name,
+         "expected": block, "value": front, "holds": front == block},
+        {"claim": "choosing the whole L + 1 block freely reaches the coupling bound, above every "
+                  "verifier", "source": "spectheory.lp.frontier.free_block_lp", "instance": name,
+         "expected": coupling, "value": free, "holds": free == coupling and free > block}]
+
+
 __all__ = ["Verdict", "cactus_h", "cactus_h_claim", "cactus_output_claim", "cactus_output_law",
-           "check_greedy_radius", "greedy_rejection_radius", "ledger_rows"]
+           "check_greedy_radius", "frontier_rows", "greedy_rejection_radius", "ledger_rows"]

@@ -75,3 +75,9 @@ def test_greedy_radius_on_prefix_rows(direction):
                 assert C.greedy_rejection_radius(row, x, direction) == 0
                 continue
             assert not C.check_greedy_radius(row, x, direction).refuted
+
+
+def test_frontier_rows_hold():
+    rows = C.frontier_rows()
+    assert len(rows) == 2 and all(r["holds"] for r in rows)
+    assert rows[1]["value"] > rows[0]["value"]

@@ -35,7 +35,8 @@ same.
   p_i(X_i) >= beta exp(-H(p_i)) (exp(-H) is the typical probability; Medusa's
   [`typical_acceptance`][spectheory.verifiers.contrasts.typical_acceptance] caps it at epsilon and
   samples Y ~ p instead). Uses exp and log: float law only.
-* **TensorRT-LLM.** The kernel reads the target's top-k (probabilities, ``torch.softmax`` then
+* **TensorRT-LLM.** The kernel reads the target's top-k (probabilities: ``torch.softmax`` in
+  ``_process_generation_logits`` of ``tensorrt_llm/_torch/speculative/mtp.py``, then
   ``torch.topk``) and accepts X_i iff it equals entry 0, or entry jj >= 1 with value
   >= (entry 0) - delta; the scan stops at the first entry below that threshold. Ties at the k-th
   place are ranked here by id (smallest first); ``torch.topk`` leaves their order open.
