@@ -1,5 +1,5 @@
-"""``spectheory lp INSTANCE.json --problem {node-budget,direct,coupling,multipath} [--paths K]
-[--exact] [--json] [--time-limit SECONDS]``: solve one of the optimality LPs and print its
+"""``spectheory lp INSTANCE.json --problem {node-budget,direct,coupling,multipath,selection,frontier}
+[--paths K] [--tv DELTA | --kl DELTA] [--exact] [--json] [--time-limit SECONDS]``: solve one of the optimality LPs and print its
 optimum in block-efficiency units E[tau + 1], with solver, status, the dual bound of a float
 certificate, the independent bounds it was checked against (`spectheory.lp.trust`), size and
 time. Bad input (unreadable or malformed instance, sizes over the limits, a failed or
@@ -26,7 +26,7 @@ from spectheory.runtime.errors import SizeLimitError, SpectheoryError
 from spectheory.inputs.instances import load_instance
 from spectheory.registry import DRAFTING
 
-PROBLEMS = ("node-budget", "direct", "coupling", "multipath", "selection")
+PROBLEMS = ("node-budget", "direct", "coupling", "multipath", "selection", "frontier")
 
 #: A float LP estimated to take longer than this runs only with --time-limit or --max-sequences.
 UNBOUNDED_SECONDS = 60.0
@@ -89,6 +89,12 @@ def cmd_lp(args) -> int:
     from . import coupling_bound, direct_lp, multipath_lp, node_budget_lp, selection_lp
 
     K = args.paths
+    budgets = [b for b in (args.tv, args.kl) if b is not None]
+    if args.problem == "frontier" and len(budgets) != 1:
+        raise SpectheoryError("--problem frontier needs exactly one budget: --tv DELTA or "
+                              "--kl DELTA")
+    if args.problem != "frontier" and budgets:
+        raise SpectheoryError("--tv and --kl apply to --problem frontier only")
     if args.problem in ("node-budget", "coupling") and K != 1:
         raise SpectheoryError(f"--paths {K}: the {args.problem} problem is single-path "
                               "(use --problem direct, multipath or selection for K paths)")
@@ -96,7 +102,7 @@ def cmd_lp(args) -> int:
         raise SpectheoryError("--exact is not available for the multipath relaxation (float "
                               "cutting planes); use --problem direct --exact for an exact K-path "
                               "optimum")
-    if args.drafting != "iid" and args.problem not in ("direct", "selection"):
+    if args.drafting != "iid" and args.problem not in ("direct", "selection", "frontier"):
         raise SpectheoryError(f"--drafting {args.drafting} applies to --problem direct and "
                               "selection only")
     if args.solver is not None and args.problem == "coupling":
@@ -114,6 +120,13 @@ def cmd_lp(args) -> int:
                            drafting=args.drafting)
     elif args.problem == "coupling":
         res = coupling_bound(inst, exact=args.exact, limit=limit)
+    elif args.problem == "frontier":
+        from .frontier import frontier_lp
+
+        res = frontier_lp(inst, tv=args.tv if args.exact or args.tv is None else float(args.tv),
+                          kl=None if args.kl is None else float(args.kl), paths=K,
+                          drafting=args.drafting, exact=args.exact, solver=args.solver,
+                          limit=limit)
     else:
         res = multipath_lp(inst, paths=K, solver=args.solver, limit=limit,
                            progress=limits.progress_enabled())
@@ -122,12 +135,27 @@ def cmd_lp(args) -> int:
     return 0
 
 
+def _budget(text: str):
+    """A divergence budget on the command line: a nonnegative number or fraction, kept as a
+    Fraction (exact) and converted to float by the float routes."""
+    import argparse
+    from fractions import Fraction
+
+    try:
+        value = Fraction(text)
+    except (ValueError, ZeroDivisionError):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be >= 0")
+    return value
+
+
 def register(sub) -> None:
     from .report import contribute
 
     contribute()  # the LP section of `spectheory report`
     p = sub.add_parser(
-        "lp", help="optimality LPs: node-budget, direct, coupling, multipath, selection",
+        "lp", help="optimality LPs: node-budget, direct, coupling, multipath, selection, frontier",
         description="Solve an optimality LP; the optimum is in block-efficiency units E[tau+1]. "
                     "--max-sequences caps the number of LP variables. A float solve estimated "
                     f"over {UNBOUNDED_SECONDS:.0f} s is refused unless --time-limit (stop there) "
@@ -137,13 +165,19 @@ def register(sub) -> None:
                    help="node-budget (single-path optimum), direct (all valid K-path "
                         "verifiers, tiny instances), coupling (full-knowledge bound), "
                         "multipath (compact K-path relaxation), selection (best 'select a "
-                        "path, then block-verify it' rule)")
+                        "path, then block-verify it' rule), frontier (best lossy verifier "
+                        "within --tv or --kl of the target)")
     p.add_argument("--paths", type=int_in(1, MAX_PATHS), default=1,
                    help=f"number K of drafted paths (direct, multipath, selection; "
                         f"1..{MAX_PATHS}, default 1)")
     p.add_argument("--drafting", choices=DRAFTING, default="iid",
                    help="direct and selection LPs: i.i.d. paths (default), first tokens "
                         "without replacement (norep) or SpecHub's hub drafting (hub, K <= 2)")
+    p.add_argument("--tv", type=_budget, default=None, metavar="DELTA",
+                   help="frontier: total-variation budget (a number or a fraction such as 1/20; "
+                        "exact with --exact)")
+    p.add_argument("--kl", type=_budget, default=None, metavar="DELTA",
+                   help="frontier: KL(output || target) budget (cvxpy)")
     p.add_argument("--solver", choices=("highs", "cvxpy"), default=None,
                    help="float LP route (default highs: HiGHS on the sparse matrices)")
     p.set_defaults(func=cmd_lp)

@@ -46,7 +46,10 @@ Beyond that grid, for curves that follow the same models or grids that are not f
   tree's LP (`spectheory.lp.tree_lp`); a shape's depth is its block length, so these jobs run on
   the instances whose ``block`` equals it, and their ``paths`` is the tree's number of leaves;
 * verifier names ``lenient(l)``, ``threshold(theta)`` and ``typical(epsilon, delta)`` are the
-  parameterised lossy contrasts of `spectheory.verifiers.contrasts`;
+  parameterised lossy contrasts of `spectheory.verifiers.contrasts`, and ``additive(eps)``,
+  ``multiplicative(lam)``, ``top-m(m)``, ``entropy-threshold(beta)``, ``trtllm-relaxed(k, delta)``,
+  ``sglang-threshold(ts, ta)`` and ``cactus(delta)`` the relaxed rules of
+  `spectheory.verifiers.relaxed`;
 * optima ``coupling`` (the full-knowledge coupling bound, K = 1), ``selection`` (the best
   "select a path, then block-verify" rule, `spectheory.lp.selection_lp`) and ``multidraft-l1``
   (the exact L = 1 optimum 1 + alpha*(p, q, K) of Hu et al., arXiv 2502.18779, under i.i.d. or
@@ -140,17 +143,20 @@ def _check_knobs(family: str, knobs: list, where: str) -> None:
 
 #: Parameterised lossy contrasts (`spectheory.verifiers.contrasts`) by name: ``lenient(0.8)``,
 #: ``threshold(0.3)``, ``typical(0.09, 0.3)``.
-_CONTRAST = re.compile(r"^(lenient|threshold|typical)\(([^()]*)\)$")
+_CONTRAST = re.compile(r"^(lenient|threshold|typical|additive|multiplicative|top-m|"
+                       r"entropy-threshold|trtllm-relaxed|sglang-threshold|cactus)\(([^()]*)\)$")
 
 
 def resolve_verifier(name: str):
     """A verifier name as `spectheory.engine.analysis.analyze` takes it: the spec of a parameterised
-    contrast (``lenient(l)``, ``threshold(theta)``, ``typical(epsilon, delta)``; the numbers as
+    contrast (``lenient(l)``, ``threshold(theta)``, ``typical(epsilon, delta)``) or relaxed rule
+    (``additive(eps)``, ``multiplicative(lam)``, ``top-m(m)``, ``entropy-threshold(beta)``,
+    ``trtllm-relaxed(k, delta)``, ``sglang-threshold(ts, ta)``, ``cactus(delta)``; the numbers as
     written, ints and floats kept apart), else the name itself."""
     m = _CONTRAST.match(name.replace(" ", ""))
     if m is None:
         return name
-    from ..verifiers import contrasts
+    from ..verifiers import contrasts, relaxed
 
     try:
         args = ast.literal_eval(f"({m.group(2)},)")
@@ -162,7 +168,14 @@ def resolve_verifier(name: str):
                           f"{m.group(1)}(0.5)")
     make = {"lenient": contrasts.lenient_verification,
             "threshold": contrasts.threshold_verification,
-            "typical": contrasts.typical_acceptance}[m.group(1)]
+            "typical": contrasts.typical_acceptance,
+            "additive": relaxed.additive_acceptance,
+            "multiplicative": relaxed.multiplicative_acceptance,
+            "top-m": relaxed.top_m_acceptance,
+            "entropy-threshold": relaxed.entropy_threshold_acceptance,
+            "trtllm-relaxed": relaxed.trtllm_relaxed_acceptance,
+            "sglang-threshold": relaxed.sglang_threshold_acceptance,
+            "cactus": relaxed.cactus_acceptance}[m.group(1)]
     try:
         return make(*args)
     except (TypeError, ValueError) as exc:

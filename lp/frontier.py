@@ -1,0 +1,395 @@
+"""The lossy frontier: the largest E[tau + 1] of any verifier whose output law is within a
+divergence budget of the target.
+
+A verifier acts as verifiers do: from the K drafted paths omega (drawn from q under a drafting
+scheme) it keeps a drafted prefix y^i (0 <= i <= L) and emits one more token a, any token; the
+target continues from there. Its law is the table z(omega, b) >= 0, b = (y^i, a), with
+sum_b z(omega, b) = P(omega) (the variables of the direct LP,
+[`spectheory.lp.direct`][spectheory.lp.direct]). The emitted block has law
+E(b) = sum_omega z(omega, b), and the output compared over L + 1 tokens is
+
+    A(y) = sum_{b prefix of y} E(b) p(y_{|b|+1..L+1} | b)        (y in V^{L+1}),
+
+"output block, then target completion" (Sun et al., arXiv 2403.10444, section 2). The frontier at
+a budget delta is
+
+    maximise  sum_b |b| E(b)  ( = E[tau + 1] )   over z >= 0 with the outcome sums above, and
+    TV budget:  t_y >= A(y) - p(y),  t_y >= p(y) - A(y),  sum_y t_y <= 2 delta   (linear; t >= 0
+                auxiliary, TV = (1/2) sum |A - p|), or
+    KL budget:  sum_y A(y) log(A(y) / p(y)) <= delta                 (convex: KL(output || target)).
+
+At delta = 0 the TV problem is the direct LP: its optimum is block verification's E[tau + 1] for
+K = 1 (Sun et al.; Thomas & Pal, arXiv 2602.16961), checked exactly in rationals. A rule that
+chooses the whole L + 1 block freely (output any Z^{L+1} jointly with the draft, accepted count =
+the common prefix of Z and X, capped at L) is not a verifier: at delta = 0 its optimum is the
+full-knowledge coupling bound ([`free_block_lp`][spectheory.lp.frontier.free_block_lp];
+[`spectheory.lp.coupling`][spectheory.lp.coupling]), above block verification.
+
+Routes. TV: the LP in [`SparseLP`][spectheory.lp.sparse.SparseLP] form, HiGHS with a closed float
+certificate, or exactly for a rational delta (rounded HiGHS primal and dual points verified in
+Fractions, [`solve_exact_via_highs`][spectheory.lp.sparse.solve_exact_via_highs]). KL: cvxpy
+(exponential cone, Clarabel); its point is re-evaluated (outcome sums, KL of its own output law)
+and an upper bound is computed without it: the LP with the KL budget replaced by its tangent cut
+at that point (KL is convex, so the cut relaxes the budget), HiGHS with a float certificate. The
+reported duality gap is that bound minus the point's value (about 1e-7 on the toy instances; over
+`GAP_TOL` relative, the answer is refused).
+
+Independent bounds ([`checked`][spectheory.lp.trust.checked]) before any answer is returned:
+
+* upper: L + 1; the coupling bound plus the budget, 1 + sum_{j=1}^{L} min(1, c_j + delta) with
+  c_j = sum_{|s| = j} min(C(s), p(s)) and C(s) the probability that s is drafted: the rule keeps
+  s only if it was drafted, and the output starts with s with probability at most p(s) plus its
+  share of the TV budget (marginals of a law within TV delta are within delta). For KL, Pinsker
+  (TV <= sqrt(KL / 2)) gives the same bound at sqrt(delta / 2) and the TV frontier there, which
+  is solved too when ``pinsker=True``;
+* lower: block verification's E[tau + 1] (delta-independent, lossless); the mixture of block
+  verification with "accept every draft" (value L + 1, TV t_all), v_0 + (L + 1 - v_0)
+  min(1, delta / t_all) (the frontier is concave in delta); every registered relaxed rule whose
+  exact divergence is within the budget (``rules``).
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+
+from spectheory.inputs.instances import Instance
+from spectheory.runtime.errors import SpectheoryError
+
+from .direct import build_direct_outcomes, draft_outcomes
+from .node_budget import _tables
+from .result import LPError, LPResult
+from .sparse import SparseLP, Timer, check_lp_size, concat_blocks, solve_exact_via_highs
+from .trust import Bound, checked, greedy_value, iid_coverage, outcome_coverage
+
+#: Registered lossy rules whose exact (E[tau + 1], divergence) points bound the frontier below.
+RULES = ("greedy", "additive", "multiplicative", "top-m", "trtllm-relaxed", "sglang-threshold",
+         "threshold", "lenient", "cactus", "entropy-threshold", "typical")
+#: Size guard of the rules' exact analyses (sequences of the engine).
+RULE_MAX_SEQUENCES = 20_000
+#: Float slack of a KL budget check on a solver's point.
+KL_TOL = 1e-7
+#: Largest relative gap between a KL solve's point and its tangent-cut upper bound.
+GAP_TOL = 1e-5
+#: Weight of the target mixed into the tangent point (keeps every log finite).
+TANGENT_MIX = 1e-9
+
+
+def _tangent_bound(base: SparseLP, M, target, A0, delta: float) -> float:
+    """An upper bound on the KL frontier: KL(. || p) is convex, so KL(A) <= delta implies
+    KL(A1) + g.(A - A1) <= delta for A1 = (1 - eps) A0 + eps p and g = log(A1 / p) + 1 (its
+    gradient); the LP with this one cut in place of the KL budget (HiGHS, float certificate)
+    has an optimum at or above the frontier's. Entries where p = 0 must stay 0 (rows A = 0)."""
+    keep = target > 0
+    A1 = (1 - TANGENT_MIX) * A0 + TANGENT_MIX * target
+    g = np.zeros(len(target))
+    g[keep] = np.log(A1[keep] / target[keep]) + 1.0
+    kl1 = float(np.sum(A1[keep] * np.log(A1[keep] / target[keep])))
+    rhs = delta - kl1 + float(g[keep] @ A1[keep])
+    row = np.asarray(M.T @ g).reshape(-1)  # g.(M x)
+    nz = np.nonzero(row)[0]
+    ub = (np.zeros(len(nz), dtype=np.int64), nz, row[nz], np.array([rhs]))
+    eq = base.eq
+    if (~keep).any():
+        Mz = M[np.nonzero(~keep)[0]].tocoo()
+        r0, c0, v0, b0 = eq
+        eq = concat_blocks([(r0, c0, v0, b0), (Mz.row, Mz.col, Mz.data, np.zeros(Mz.shape[0]))],
+                           False)
+    lp = SparseLP(base.n, np.asarray(base.c, dtype=np.float64), ub, eq)
+    lp.col_scale = base.col_scale
+    _, opt, _, _ = lp.solve()
+    return float(opt)
+
+
+def _budget(value, name: str, exact: bool):
+    if isinstance(value, bool) or not isinstance(value, (int, float, Fraction, str)):
+        raise LPError(f"{name} budget {value!r} must be a number")
+    try:
+        v = Fraction(value) if (exact or not isinstance(value, float)) else float(value)
+    except (ValueError, ZeroDivisionError, OverflowError):
+        raise LPError(f"{name} budget {value!r} is not a finite number") from None
+    if not (v >= 0) or (isinstance(v, float) and not math.isfinite(v)):
+        raise LPError(f"{name} budget {value!r} must be a finite number >= 0")
+    return v
+
+
+def _target_law(p_levels, L: int, exact: bool):
+    one = Fraction(1) if exact else 1.0
+    t = np.array([one], dtype=object if exact else np.float64)
+    for d in range(L + 1):
+        t = (t[:, None] * p_levels[d]).reshape(-1)
+    return t
+
+
+def build_frontier(instance: Instance, paths: int = 1, drafting: str = "iid", exact: bool = False,
+                   limit: int | None = None):
+    """(lp, validity, info): the direct LP's variables and outcome rows as a
+    [`SparseLP`][spectheory.lp.sparse.SparseLP] without its validity rows, and those rows
+    (rows, cols, vals) of the map x -> A (the output law over V^{L+1})."""
+    from .direct import direct_size
+
+    V, L, K = instance.vocab_size, instance.block_length, int(paths)
+    if K < 1:
+        raise LPError(f"paths = {K} must be at least 1")
+    n_est, nnz_est = direct_size(V, L, K)
+    n_est += V ** (L + 1)
+    check_lp_size(n_est, nnz_est + 3 * V ** (L + 1), f"frontier LP with K = {K}", limit,
+                  "exact" if exact else "float",
+                  f"the direct LP's variables plus V^(L+1) = {V ** (L + 1)} budget variables")
+    p_levels, Q = _tables(instance, exact)
+    combos, prob = draft_outcomes(Q, V, L, K, drafting, exact)
+    lp, info = build_direct_outcomes(instance, combos, prob, exact, p_levels)
+    r, c, v, b = lp.eq
+    cut = lp.m_eq - V ** (L + 1)  # the validity rows come last
+    keep = np.asarray(r) < cut
+    validity = (np.asarray(r)[~keep] - cut, np.asarray(c)[~keep], np.asarray(v)[~keep])
+    base = SparseLP(lp.n, lp.c, lp.ub, (np.asarray(r)[keep], np.asarray(c)[keep],
+                                        np.asarray(v)[keep], np.asarray(b)[:cut]))
+    n_z = info["z_variables"]
+    scale = np.ones(lp.n)
+    scale[:n_z] = np.asarray(lp.col_scale, dtype=np.float64)[:n_z]  # z <= P(omega); E, t <= 1
+    base.col_scale = scale
+    info.update({"combos": combos, "prob": prob, "p_levels": p_levels, "Q": Q,
+                 "drafting": drafting})
+    return base, validity, info
+
+
+def _tv_lp(base: SparseLP, validity, target, delta, exact: bool) -> SparseLP:
+    """The TV-budget LP: variables (x, t), t_y >= |A(y) - p(y)|, sum t <= 2 delta."""
+    N = len(target)
+    n = base.n + N
+    one = Fraction(1) if exact else 1.0
+    dt = object if exact else np.float64
+    r, c, v = validity
+    ty = base.n + np.arange(N)
+    ones = np.full(N, one, dtype=dt)
+    up = (np.concatenate([r, np.arange(N)]), np.concatenate([c, ty]),
+          np.concatenate([np.asarray(v, dtype=dt), -ones]), np.asarray(target, dtype=dt))
+    down = (np.concatenate([r, np.arange(N)]), np.concatenate([c, ty]),
+            np.concatenate([-np.asarray(v, dtype=dt), -ones]), -np.asarray(target, dtype=dt))
+    budget = (np.zeros(N, dtype=np.int64), ty, ones, np.array([2 * delta * one], dtype=dt))
+    cvec = np.concatenate([np.asarray(base.c, dtype=dt), np.zeros(N, dtype=dt) * one])
+    lp = SparseLP(n, cvec, concat_blocks([up, down, budget], exact), base.eq)
+    lp.col_scale = np.concatenate([base.col_scale, np.ones(N)])
+    return lp
+
+
+def _bounds(instance, info, exact: bool, tv_budget, rules, skipped, kl=None) -> list:
+    V, L = instance.vocab_size, instance.block_length
+    p_levels, Q = info["p_levels"], info["Q"]
+    one = Fraction(1) if exact else 1.0
+    K = info["combos"].shape[1]
+    if K == 1:
+        C = iid_coverage(Q, 1)
+    else:
+        C = outcome_coverage(info["combos"], info["prob"], V, L)
+    P = [np.array([one], dtype=object if exact else np.float64)]
+    for d in range(L):
+        P.append((P[-1][:, None] * p_levels[d]).reshape(-1))
+    up = one
+    for j in range(1, L + 1):
+        up = up + min(one, np.minimum(C[j], P[j]).sum() + tv_budget)
+    bounds = [Bound("upper", one * (L + 1), "L + 1"),
+              Bound("upper", up, "coupling bound plus the TV budget" +
+                    (" (Pinsker: sqrt(KL / 2))" if kl is not None else ""))]
+    v0 = greedy_value(p_levels, Q, L)
+    bounds.append(Bound("lower", v0, "block verification's E[tau+1], closed form"))
+    # accept every draft of path 1: output X^L then Y ~ p(.|X^L)
+    tgt = _target_law(p_levels, L, exact)
+    acc = (Q[L][:, None] * p_levels[L]).reshape(-1)
+    t_all = sum(abs(a - t) for a, t in zip(acc, tgt)) / 2
+    if kl is None:
+        if t_all == 0 or tv_budget >= t_all:
+            mix = one * (L + 1)
+        else:
+            mix = v0 + (L + 1 - v0) * (tv_budget / t_all)
+        bounds.append(Bound("lower", mix if exact else float(mix),
+                            "mixture of block verification and accept-every-draft"))
+    if rules and K == 1:
+        bounds += _rule_bounds(instance, tv_budget if kl is None else None, kl, rules, skipped)
+    return bounds
+
+
+def _rule_bounds(instance, tv, kl, rules, skipped) -> list:
+    """[Bound] below from each registered rule whose exact divergence is within the budget."""
+    import warnings
+
+    from spectheory.engine.analysis import analyze
+    from spectheory.verifiers.relaxed import divergences
+
+    out = []
+    for name in rules:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                inst = instance if name not in ("cactus", "entropy-threshold", "typical") \
+                    else instance.to_float()
+                res = analyze(inst, name, max_sequences=RULE_MAX_SEQUENCES)
+        except SpectheoryError as exc:
+            skipped.append(f"{name}: {exc}")
+            continue
+        d = divergences(res)
+        if tv is not None:
+            if (d["tv"] if isinstance(d["tv"], Fraction) and isinstance(tv, Fraction)
+                    else float(d["tv"]) + 1e-12) <= tv:
+                out.append(Bound("lower", res.block_efficiency if res.exact and isinstance(
+                    tv, Fraction) else float(res.block_efficiency),
+                    f"{name}: exact TV {float(d['tv']):.6g} within the budget"))
+        elif d["kl_output_target"] + d["kl_output_target_err"] <= kl:
+            out.append(Bound("lower", float(res.block_efficiency),
+                             f"{name}: KL {d['kl_output_target']:.6g} within the budget"))
+    return out
+
+
+def frontier_lp(instance: Instance, tv=None, kl=None, paths: int = 1, drafting: str = "iid",
+                exact: bool = False, solver: str | None = None, limit: int | None = None,
+                rules=RULES, pinsker: bool = True) -> LPResult:
+    """The largest E[tau + 1] of any verifier whose output law is within ``tv`` (total variation)
+    or ``kl`` (KL(output || target)) of the target (module docstring). Exactly one budget.
+
+    ``exact`` (TV only): a rational budget, an exact optimum verified in Fractions. ``rules``:
+    registered rules whose exact points bound the optimum below (K = 1). ``pinsker`` (KL): also
+    solve the TV frontier at sqrt(kl / 2) as an upper bound. The result's ``details`` hold the
+    budget, the certificate (TV) or the duality gap and the re-evaluated KL of the primal point
+    (KL), and the bounds checked.
+    """
+    if (tv is None) == (kl is None):
+        raise LPError("give exactly one budget: tv=... or kl=...")
+    if kl is not None and exact:
+        raise LPError("the KL frontier is a convex program solved in float (cvxpy); drop exact")
+    timer = Timer()
+    L = instance.block_length
+    if tv is not None:
+        delta = _budget(tv, "TV", exact)
+        base, validity, info = build_frontier(instance, paths, drafting, exact, limit)
+        target = _target_law(info["p_levels"], L, exact)
+        lp = _tv_lp(base, validity, target, delta, exact)
+        if exact:
+            opt, how = solve_exact_via_highs(lp)
+            solver_name, details = "exact-certificate", {"certificate": how}
+        else:
+            _, opt, _, solver_name = lp.solve(solver)
+            details = {"float_certificate": lp.last_certificate}
+        details.update({"budget": ("tv", delta)})
+        res = LPResult("frontier", int(paths), opt, solver_name, "optimal", lp.n, lp.constraints,
+                       timer.seconds, details)
+        skipped: list = []
+        return checked(res, _bounds(instance, info, exact, delta, rules, skipped), skipped)
+    delta = _budget(kl, "KL", False)
+    delta = float(delta)
+    base, validity, info = build_frontier(instance, paths, drafting, False, limit)
+    target = np.asarray(_target_law(info["p_levels"], L, False), dtype=np.float64)
+    opt, details = _solve_kl(base, validity, target, delta)
+    res = LPResult("frontier", int(paths), opt, "cvxpy", "optimal", base.n, base.m_eq + 1,
+                   timer.seconds, details)
+    skipped = []
+    tvb = math.sqrt(delta / 2)
+    bounds = _bounds(instance, info, False, tvb, rules, skipped, kl=delta)
+    if pinsker:
+        tvres = frontier_lp(instance, tv=tvb, paths=paths, drafting=drafting, limit=limit,
+                            rules=())
+        bounds.append(Bound("upper", float(tvres.optimum),
+                            f"TV frontier at sqrt(KL / 2) = {tvb:.6g} (Pinsker)"))
+    return checked(res, bounds, skipped)
+
+
+def _solve_kl(base: SparseLP, validity, target, delta: float):
+    """cvxpy solve of the KL frontier; (optimum, details) or LPError."""
+    try:
+        import cvxpy as cp
+    except ImportError:
+        from spectheory.runtime.errors import MissingExtraError
+
+        raise MissingExtraError("the KL frontier needs cvxpy: pip install 'spectheory[cvxpy]'") \
+            from None
+    import scipy.sparse as sp
+
+    n = base.n
+    r, c, v, b = base.eq
+    A_eq = sp.csr_matrix((np.asarray(v, dtype=np.float64), (r, c)), shape=(base.m_eq, n))
+    M = sp.csr_matrix((np.asarray(validity[2], dtype=np.float64), (validity[0], validity[1])),
+                      shape=(len(target), n))
+    cvec = np.asarray(base.c, dtype=np.float64)
+    x = cp.Variable(n, nonneg=True)
+    out = M @ x
+    keep = target > 0
+    cons = [A_eq @ x == np.asarray(b, dtype=np.float64),
+            cp.sum(cp.rel_entr(out[np.nonzero(keep)[0]], target[keep])) <= delta]
+    if (~keep).any():  # no output mass where the target has none (KL finite)
+        cons.append(out[np.nonzero(~keep)[0]] == 0)
+    prob = cp.Problem(cp.Maximize(cvec @ x), cons)
+    import warnings
+
+    try:  # an inaccurate status is not trusted as such: the point is re-checked below
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            prob.solve(solver=cp.CLARABEL, tol_gap_abs=1e-11, tol_gap_rel=1e-11,
+                       tol_feas=1e-11)
+    except cp.error.SolverError as exc:
+        raise LPError(f"KL frontier: cvxpy/Clarabel failed ({exc})") from None
+    if prob.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) or x.value is None:
+        raise LPError(f"KL frontier: cvxpy status {prob.status}; refused")
+    xv = np.maximum(np.asarray(x.value), 0.0)
+    resid = float(np.max(np.abs(A_eq @ xv - np.asarray(b, dtype=np.float64))))
+    A = M @ xv
+    kl_point = float(sum(a * math.log(a / t) for a, t in zip(A, target) if a > 0 and t > 0))
+    primal = float(cvec @ xv)
+    if resid > 1e-6 or kl_point > delta + KL_TOL:
+        raise LPError(f"KL frontier: the solver's point is not feasible (outcome rows off by "
+                      f"{resid:.2g}, KL {kl_point:.6g} against the budget {delta:.6g}); refused")
+    upper = _tangent_bound(base, M, target, A, delta)
+    gap = upper - primal
+    if gap < -1e-6 or gap > GAP_TOL * max(1.0, abs(primal)):
+        raise LPError(f"KL frontier: the gap between the solver's point {primal:.10g} and the "
+                      f"tangent-cut upper bound {upper:.10g} is {gap:.3g}; refused")
+    value = primal
+    return value, {"budget": ("kl", delta), "duality_gap": gap, "upper_bound": upper,
+                   "kl_of_point": kl_point, "outcome_residual": resid}
+
+
+def free_block_lp(instance: Instance, tv=0, exact: bool = False) -> LPResult:
+    """The rule that chooses the whole L + 1 block freely (not a verifier): a joint law
+    w(x, z) >= 0 of the draft x in V^L and the output z in V^{L+1} with sum_z w(x, z) = q(x) and
+    the law of z within ``tv`` of the target, accepted count = the common prefix of z and x
+    (capped at L). At tv = 0 its optimum is the coupling bound
+    ([`coupling_bound`][spectheory.lp.coupling.coupling_bound]), above every verifier's."""
+    timer = Timer()
+    V, L = instance.vocab_size, instance.block_length
+    delta = _budget(tv, "TV", exact)
+    nx, nz = V**L, V ** (L + 1)
+    check_lp_size(nx * nz + nz, 3 * nx * nz, "free-block LP", None, "exact" if exact else "float",
+                  "V^L x V^(L+1) joint variables")
+    p_levels, Q = _tables(instance, exact)
+    target = _target_law(p_levels, L, exact)
+    one = Fraction(1) if exact else 1.0
+    dt = object if exact else np.float64
+    xs, zs = np.divmod(np.arange(nx * nz), nz)
+    xd = np.array([[(x // V ** (L - 1 - i)) % V for i in range(L)] for x in range(nx)])
+    zd = np.array([[(z // V ** (L - i)) % V for i in range(L)] for z in range(nz)])
+    same = np.cumprod(xd[xs] == zd[zs], axis=1).sum(axis=1)  # common prefix length, <= L
+    n = nx * nz + nz
+    c = np.zeros(n, dtype=dt) * one
+    c[:nx * nz] = np.array([one * (int(k) + 1) for k in same], dtype=dt)
+    eq = (xs, np.arange(nx * nz), np.full(nx * nz, one, dtype=dt), np.asarray(Q[L], dtype=dt))
+    ty = nx * nz + np.arange(nz)
+    ones_w = np.full(nx * nz, one, dtype=dt)
+    ones_t = np.full(nz, one, dtype=dt)
+    up = (np.concatenate([zs, np.arange(nz)]), np.concatenate([np.arange(nx * nz), ty]),
+          np.concatenate([ones_w, -ones_t]), np.asarray(target, dtype=dt))
+    down = (np.concatenate([zs, np.arange(nz)]), np.concatenate([np.arange(nx * nz), ty]),
+            np.concatenate([-ones_w, -ones_t]), -np.asarray(target, dtype=dt))
+    budget = (np.zeros(nz, dtype=np.int64), ty, ones_t, np.array([2 * delta * one], dtype=dt))
+    lp = SparseLP(n, c, concat_blocks([up, down, budget], exact), concat_blocks([eq], exact))
+    if exact:
+        opt, how = solve_exact_via_highs(lp)
+        name = "exact-certificate"
+    else:
+        _, opt, _, name = lp.solve()
+    res = LPResult("free-block", 1, opt, name, "optimal", lp.n, lp.constraints, timer.seconds,
+                   {"budget": ("tv", delta)})
+    return checked(res, [Bound("upper", one * (L + 1), "L + 1")])
+
+
+__all__ = ["RULES", "build_frontier", "free_block_lp", "frontier_lp"]
