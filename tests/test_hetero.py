@@ -77,6 +77,8 @@ def test_hand_computed_acceptance():
     inst = _hand_instance(L=1)
     tli = check_hetero_lossless(inst, "tli")
     assert (tli.tokens_per_forward, tli.chars_per_forward) == (F(7, 4), F(35, 16))
+    assert tli.forwards == F(5, 4)  # two tokens: a second forward only after a rejection (1/4)
+    assert check_hetero_lossless(inst, "slrs").forwards == 2
     slem = check_hetero_lossless(inst, "slem")
     assert slem.tokens_per_forward == F(11, 8)
     # SLRS: "a" is not settled (the target has "ab"), so psi = (aa -> a, ab -> ab, b -> b)
@@ -313,3 +315,36 @@ def test_claim_checks_hold():
     for cid, (verdict, instances, numbers) in claims.items():
         assert verdict is True, cid
         assert len(instances) >= 3 and set(numbers) == set(instances)
+
+
+# ----------------------------------------------------------------------------- command line
+
+
+def test_cli_verdicts_and_bad_input(tmp_path, capsys):
+    from cli_helpers import run, write
+
+    inst = _inst("crossed-bounds", 2)
+    path = write(tmp_path, hetero_to_dict(inst))
+    code, out, _ = run(["hetero", path, "--scheme", "tli", "--exact", "--json"], capsys)
+    obj = json.loads(out)
+    rep = check_hetero_lossless(inst, "tli")
+    assert code == 0 and obj["lossless"] is True and obj["tv"] == "0"
+    assert F(obj["tokens_per_forward"]) == rep.tokens_per_forward
+    bad = hetero_to_dict(inst)
+    bad["draft_vocab"] = ["a", "ba"]
+    code, out, err = run(["hetero", write(tmp_path, bad, "bad.json"), "--scheme", "slem"], capsys)
+    assert code == 2 and out == "" and "lacks the single character 'b'" in err
+    assert len(err.strip().splitlines()) == 1
+    code, out, err = run(["hetero", path, "--scheme", "slem", "--n-tokens", "0"], capsys)
+    assert code == 2 and out == "" and "--n-tokens" in err
+
+
+def test_docs_example_runs(capsys):
+    import re
+    from pathlib import Path
+
+    page = Path(__file__).resolve().parent.parent / "docs" / "heterogeneous-vocabularies.md"
+    code = re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.S)[0]
+    exec(compile(code, str(page), "exec"), {})
+    out = capsys.readouterr().out
+    assert out.count("lossless exactly") == 4

@@ -13,8 +13,8 @@ chars-vs-merges    a b ab                  a b                     character dra
                                                                    the target
 two-merge-sets     a b aa ab               a b ba bb               different merges, a small
                                                                    intersection
-crossed-bounds     a b ab                  a b ba                  "aba" is [ab][a] for the
-                                                                   target, [a][ba] for the draft
+crossed-bounds     a b ab                  a b ba                  "aba" is ab|a for the
+                                                                   target, a|ba for the draft
 three-letters      a b c ab bc abc         a b c ca bc             longer tokens, alphabet abc
 =================  ======================  ======================  ===========================
 
@@ -113,7 +113,8 @@ def claim_tli_at_least_union() -> tuple:
     """TLI's acceptance of its first drafted token, sum over the intersection of
     min(p(t), q(t) / q(intersection)), is at least the union-vocabulary baseline's
     (arXiv 2502.05202, Algorithm 1: sum over the intersection of min(p(t), q(t))); restated from
-    the paper's comparison of the two rules (q / q(I) >= q entrywise). Checked at every context of
+    secondary summaries of the paper's comparison of the two rules (the paper's own wording not
+    consulted; it follows from q / q(I) >= q entrywise). Checked at every context of
     fewer than ``n_tokens`` target tokens. Returns (verdict, instances, numbers): the smallest
     margin (TLI minus baseline) per instance, exact."""
     numbers = {}

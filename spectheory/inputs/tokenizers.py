@@ -227,11 +227,16 @@ def hetero_to_dict(inst: HeteroInstance) -> dict:
 
 
 def load_hetero(path: str, exact: bool = False, tol: float = DEFAULT_TOL) -> HeteroInstance:
-    """Read a heterogeneous instance file (UTF-8 JSON); every failure is one
-    [`InstanceError`][spectheory.runtime.errors.InstanceError] line."""
+    """Read a heterogeneous instance file (UTF-8 JSON; ``"-"`` for standard input); every failure
+    is one [`InstanceError`][spectheory.runtime.errors.InstanceError] line."""
+    import sys
+
     try:
-        with open(path, "rb") as fh:
-            raw = fh.read(64 * 1024**2 + 1)
+        if path == "-":
+            raw = sys.stdin.buffer.read(64 * 1024**2 + 1)
+        else:
+            with open(path, "rb") as fh:
+                raw = fh.read(64 * 1024**2 + 1)
     except OSError as exc:
         raise InstanceError(f"cannot read instance {str(path)!r}: {exc.strerror or exc}") from None
     except (TypeError, ValueError) as exc:

@@ -335,17 +335,23 @@ def _block_fn(scheme) -> Callable:
     return BLOCKS[scheme]
 
 
-def emitted_law(inst: HeteroInstance, scheme, n_tokens: int | None = None) -> dict:
+def emitted_law(inst: HeteroInstance, scheme, n_tokens: int | None = None,
+                with_forwards: bool = False):
     """Law of the first ``n_tokens`` target tokens emitted by repeated iterations of ``scheme``
-    (a name in `BLOCKS` or a block function ``f(inst, c) -> {block: probability}``)."""
+    (a name in `BLOCKS` or a block function ``f(inst, c) -> {block: probability}``).
+
+    With ``with_forwards``, returns ``(law, forwards)``: ``forwards`` is the expected number of
+    target forwards (iterations) until ``n_tokens`` target tokens are emitted."""
     block = _block_fn(scheme)
     N = inst.n_tokens if n_tokens is None else n_tokens
     frontier = {(): _zero(inst) + 1}
     done: dict = {}
     cache: dict = {}
+    forwards = _zero(inst)
     while frontier:
         nxt: dict = {}
         for c, w in frontier.items():
+            forwards = forwards + w
             if c not in cache:
                 cache[c] = block(inst, c)
             for b, pb in cache[c].items():
@@ -357,7 +363,7 @@ def emitted_law(inst: HeteroInstance, scheme, n_tokens: int | None = None) -> di
                 else:
                     _add(nxt, s, w * pb)
         frontier = nxt
-    return done
+    return (done, forwards) if with_forwards else done
 
 
 @dataclass
@@ -369,7 +375,8 @@ class HeteroLosslessReport:
     first token sequence (lexicographic) whose probabilities differ by more than the tolerance,
     ``offending_string`` its string, with both probabilities. ``tokens_per_forward`` and
     ``chars_per_forward`` are the expected target tokens and characters one target forward emits
-    from the empty context."""
+    from the empty context; ``forwards`` the expected number of target forwards until
+    ``n_tokens`` target tokens are emitted (``n_tokens`` for the target alone)."""
 
     scheme: str
     lossless: bool
@@ -379,6 +386,7 @@ class HeteroLosslessReport:
     tolerance: float
     tokens_per_forward: Any
     chars_per_forward: Any
+    forwards: Any = None
     offending: tuple | None = None
     offending_string: str | None = None
     output_probability: Any = None
@@ -390,7 +398,8 @@ class HeteroLosslessReport:
             how = "exactly" if self.exact else f"within {self.tolerance:g}"
             return (f"{self.scheme}: lossless {how} over {self.n_tokens} target tokens; "
                     f"{_fmt(self.tokens_per_forward)} target tokens and "
-                    f"{_fmt(self.chars_per_forward)} characters per target forward")
+                    f"{_fmt(self.chars_per_forward)} characters per target forward; "
+                    f"{_fmt(self.forwards)} target forwards for {self.n_tokens} target tokens")
         return (f"{self.scheme}: LOSSY over {self.n_tokens} target tokens: TV = "
                 f"{float(self.tv):.6g}; first offending string {self.offending_string!r} "
                 f"(target tokens {self.offending}): output probability "
@@ -421,7 +430,7 @@ def check_hetero_lossless(inst: HeteroInstance, scheme, *, exact: bool | None = 
     inst = inst.to_exact() if exact else inst.to_float()
     tol = 0.0 if exact else float(tol)
     N = inst.n_tokens if n_tokens is None else n_tokens
-    out = emitted_law(inst, scheme, N)
+    out, forwards = emitted_law(inst, scheme, N, with_forwards=True)
     tgt = target_law(inst, N)
     z = _zero(inst)
     keys = sorted(set(out) | set(tgt))
@@ -429,7 +438,7 @@ def check_hetero_lossless(inst: HeteroInstance, scheme, *, exact: bool | None = 
     toks, chars = acceptance(inst, scheme)
     label = name or (scheme if isinstance(scheme, str) else getattr(scheme, "__name__", "scheme"))
     rep = HeteroLosslessReport(label, bool(tv <= tol) if not exact else tv == 0, tv, N, exact,
-                               tol, toks, chars)
+                               tol, toks, chars, forwards)
     if not rep.lossless:
         bad = [k for k in keys if abs(out.get(k, z) - tgt.get(k, z)) > tol]
         k = bad[0] if bad else max(keys, key=lambda s: abs(out.get(s, z) - tgt.get(s, z)))
