@@ -348,3 +348,21 @@ def test_docs_example_runs(capsys):
     exec(compile(code, str(page), "exec"), {})
     out = capsys.readouterr().out
     assert out.count("lossless exactly") == 4
+
+
+def test_vllm_port_greedy_ties_and_unknown_context():
+    """vLLM #38174: the masked argmax takes the first index on a tie, and the draft's context maps
+    a target token outside the intersection ("ab") to the unknown id (here draft id 0, "a")."""
+    from spectheory.verifiers.hetero import vllm_tli_block
+
+    inst = _hand_instance(L=1)
+    rep = check_hetero_lossless(inst, "vllm-tli")
+    assert rep.lossless and rep.tokens_per_forward == F(3, 2)  # tie (1/2, 1/2): proposes "a"
+    rows = [np.array([[F(1, 2), F(1, 2)]], dtype=object),
+            np.array([[F(1, 4), F(3, 4)], [F(3, 4), F(1, 4)]], dtype=object)]
+    inst = HeteroInstance("ab", inst.target_tokenizer, inst.draft_tokenizer, inst.target,
+                          TableModel(2, tuple(rows)), 1, 2)
+    block = vllm_tli_block(inst, (2,))  # context "ab" -> draft (unk,) -> row after "a" -> "b"
+    assert block[(1, 0)] == F(1, 4) * F(1, 2) and block[(0,)] == F(1, 2)
+    assert vllm_tli_block(inst, (2,), draft_unk=1)[(0, 0)] == F(1, 2) * F(1, 2)
+    assert check_hetero_lossless(inst, "vllm-tli").lossless
