@@ -366,3 +366,17 @@ def test_vllm_port_greedy_ties_and_unknown_context():
     assert block[(1, 0)] == F(1, 4) * F(1, 2) and block[(0,)] == F(1, 2)
     assert vllm_tli_block(inst, (2,), draft_unk=1)[(0, 0)] == F(1, 2) * F(1, 2)
     assert check_hetero_lossless(inst, "vllm-tli").lossless
+
+
+def test_option_guards():
+    inst = _hand_instance()
+    with pytest.raises(InputError, match="tolerance"):
+        check_hetero_lossless(inst, "tli", exact=False, tol=0.5)
+    with pytest.raises(InputError, match="n_tokens"):
+        check_hetero_lossless(inst, "tli", n_tokens=0)
+    with pytest.raises(InstanceError, match="n_tokens = 16 is out of range"):
+        check_hetero_lossless(inst, "tli", n_tokens=16)
+    with pytest.raises(InstanceError, match="279,936 target sequences"):  # 6 ** 7, refused
+        check_hetero_lossless(_inst("three-letters", 3), "tli", n_tokens=7)  # before enumerating
+    with pytest.raises(InstanceError, match="exact must be"):
+        hetero_from_dict(hetero_to_dict(inst), exact="yes")

@@ -182,6 +182,8 @@ def hetero_from_dict(data: Any, exact: bool = False, tol: float = DEFAULT_TOL) -
     its JSON object (module docstring); one-line
     [`InstanceError`][spectheory.runtime.errors.InstanceError] on the first problem."""
     tol = check_row_tolerance(tol)
+    if not isinstance(exact, bool):
+        raise InstanceError(f"exact must be True or False, got {exact!r}")
     if not isinstance(data, dict):
         raise InstanceError("heterogeneous instance must be a JSON object with "
                             + ", ".join(HETERO_KEYS))

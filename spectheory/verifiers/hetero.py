@@ -58,7 +58,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Callable
 
-from ..inputs.tokenizers import MAX_ENUMERATION, HeteroInstance, Tokenizer
+from ..engine.lossless import check_tolerance
+from ..inputs.tokenizers import MAX_ENUMERATION, HeteroInstance, Tokenizer, check_hetero_sizes
 from ..runtime.errors import InputError, SizeLimitError
 
 SCHEMES = ("slem", "slrs", "tli")
@@ -119,13 +120,16 @@ def slrs_psi(inst: HeteroInstance, c: tuple) -> dict:
     dctx = _draft_context(inst, c)
     psi: dict = {}
     stack = [((), "", 1 if not inst.exact else Fraction(1))]
+    visited = 0
     while stack:
         path, text, w = stack.pop()
         if T.first_token_settled(text):
             _add(psi, T.encode(text)[0], w)
             continue
-        if len(path) >= 4 * 8:  # unreachable: every draft token adds a character
-            raise SizeLimitError("SLRS lookahead did not settle")
+        visited += 1  # every draft token adds a character: the lookahead ends by the longest
+        if visited > MAX_ENUMERATION:  # target token's length; the tree is still bounded here
+            raise SizeLimitError(f"SLRS's lookahead visits over {MAX_ENUMERATION:,} draft "
+                                 "prefixes; use shorter target tokens or fewer draft tokens")
         for d, qd in enumerate(_row(inst.draft, dctx + path)):
             if qd:
                 stack.append((path + (d,), text + D.vocab[d], w * qd))
@@ -427,9 +431,14 @@ def check_hetero_lossless(inst: HeteroInstance, scheme, *, exact: bool | None = 
     target's law over ``n_tokens`` target tokens (default the instance's), with acceptance."""
     if exact is None:
         exact = inst.exact
+    if not isinstance(exact, bool):
+        raise InputError(f"exact must be True or False, got {exact!r}")
+    tol = check_tolerance(tol)  # refused even where exact mode does not use it
     inst = inst.to_exact() if exact else inst.to_float()
-    tol = 0.0 if exact else float(tol)
+    if exact:
+        tol = 0.0
     N = inst.n_tokens if n_tokens is None else n_tokens
+    check_hetero_sizes(inst.target_tokenizer.size, inst.draft_tokenizer.size, inst.draft_length, N)
     out, forwards = emitted_law(inst, scheme, N, with_forwards=True)
     tgt = target_law(inst, N)
     z = _zero(inst)
