@@ -380,3 +380,56 @@ def test_option_guards():
         check_hetero_lossless(_inst("three-letters", 3), "tli", n_tokens=7)  # before enumerating
     with pytest.raises(InstanceError, match="exact must be"):
         hetero_from_dict(hetero_to_dict(inst), exact="yes")
+
+
+def _complete(inst, block, n):
+    """A block law from the empty context completed by the target to ``n`` target tokens."""
+    law = dict(block)
+    while any(len(s) < n for s in law):
+        nxt = {}
+        for s, w in law.items():
+            if len(s) >= n:
+                nxt[s] = nxt.get(s, 0) + w
+                continue
+            for y, py in enumerate(inst.target.conditional(s)):
+                if py:
+                    nxt[s + (y,)] = nxt.get(s + (y,), 0) + w * py
+        law = nxt
+    return law
+
+
+@pytest.mark.parametrize("pair,seed", [("crossed-bounds", 2), ("three-letters", 3),
+                                       ("two-merge-sets", 1)])
+def test_tli_block_equals_core_token_verification(pair, seed):
+    """TLI from the empty context is token verification of the target against q' (the draft's
+    row on the intersection, renormalised, written over target ids): the core engine's law of
+    token verification over L + 1 target tokens must equal TLI's block completed by the target."""
+    from spectheory.engine.analysis import analyze
+    from spectheory.inputs.instances import Instance
+    from spectheory.inputs.models import prefix_from_index
+
+    inst = _inst(pair, seed)
+    L, VT = inst.draft_length, inst.target_tokenizer.size
+    inter = intersection(inst)
+    back = {x: d for d, x in inter.items()}
+    draft_tables = []
+    for depth in range(L):
+        rows = np.empty((VT**depth, VT), dtype=object)
+        for n in range(VT**depth):
+            xs = prefix_from_index(n, depth, VT)
+            row = [F(1, VT)] * VT  # a prefix the draft never reaches
+            if all(x in back for x in xs):
+                q = inst.draft.conditional(tuple(back[x] for x in xs))
+                mass = sum(q[d] for d in inter)
+                assert mass, "an instance with no draft mass on the intersection"
+                row = [F(0)] * VT
+                for d, x in inter.items():
+                    row[x] = q[d] / mass
+            rows[n] = row
+        draft_tables.append(rows)
+    target_tables = tuple(inst.target.level(d) for d in range(L + 1))
+    core = Instance(VT, L, TableModel(VT, target_tables), TableModel(VT, tuple(draft_tables)))
+    res = analyze(core, "token", exact=True)
+    mine = _complete(inst, tli_block(inst, ()), L + 1)
+    for n, w in enumerate(res.output_law):
+        assert mine.get(prefix_from_index(n, L + 1, VT), 0) == w
