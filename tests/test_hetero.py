@@ -130,6 +130,18 @@ def test_slem_block_equals_brute_force(pair, seed):
         assert slem_block(inst, c) == _slem_block_brute(inst, c)
 
 
+def test_string_law_is_the_image_of_the_token_law():
+    from spectheory.verifiers.hetero import string_law
+
+    inst = _inst("crossed-bounds", 4)  # p(b | a) > 0
+    law = target_law(inst)
+    strings = string_law(inst, law)
+    assert sum(strings.values()) == 1
+    # over 3 target tokens "aba" is only [a][b][a]; "abab" is [ab][a][b] or [a][b][ab]
+    assert strings.get("aba", 0) == law.get((0, 1, 0), 0)
+    assert strings.get("abab", 0) == law.get((2, 0, 1), 0) + law.get((0, 1, 2), 0) > 0
+
+
 def test_target_law_brute_force():
     inst = _inst("crossed-bounds", 2)
     law = target_law(inst)
@@ -223,15 +235,24 @@ def tli_unrenormalised_draft(inst, c):
     return out
 
 
+def slem_retokenized_context_bug(inst, c):
+    """SLEM whose target conditions on the canonical target tokenization of the emitted string
+    (a text-state implementation), not on the target tokens it emitted: after "a" then "b" the
+    target reads [ab], a token it never emitted."""
+    T = inst.target_tokenizer
+    return slem_block(inst, T.encode(T.decode(c)))
+
+
 @pytest.mark.parametrize("bug,pairs", [
+    (slem_retokenized_context_bug, ("crossed-bounds@4", "chars-vs-merges@3")),
     (slem_string_prefix_bug, ("chars-vs-merges", "crossed-bounds")),
     (slrs_single_token_psi_bug, ("chars-vs-merges", "crossed-bounds")),
     (tli_residual_over_intersection, ("chars-vs-merges", "two-merge-sets")),
 ])
 def test_planted_bugs_caught_with_named_string(bug, pairs):
     for pair in pairs:
-        seed = dict(CASES)[pair]
-        inst = _inst(pair, seed)
+        pair, _, seed = pair.partition("@")  # seed 2 of crossed-bounds has p(b | a) = 0
+        inst = _inst(pair, int(seed) if seed else dict(CASES)[pair])
         rep = check_hetero_lossless(inst, bug)
         assert not rep.lossless and rep.tv > 0, (pair, str(rep))
         assert rep.offending_string == inst.target_tokenizer.decode(rep.offending)
@@ -240,6 +261,15 @@ def test_planted_bugs_caught_with_named_string(bug, pairs):
         assert tgt.get(rep.offending, 0) == rep.target_probability
         assert rep.output_probability != rep.target_probability
         assert rep.offending_string in str(rep)
+
+
+def test_retokenized_context_needs_three_target_tokens():
+    """A context of one target token is always canonical, so re-tokenizing the context can only
+    show from the third target token on: over 2 tokens the bug is invisible, over 3 it is caught."""
+    inst = _inst("three-letters", 3)
+    assert check_hetero_lossless(inst, slem_retokenized_context_bug, n_tokens=2).lossless
+    rep = check_hetero_lossless(inst, slem_retokenized_context_bug, n_tokens=3)
+    assert not rep.lossless and len(rep.offending) == 3
 
 
 def test_unrenormalised_tli_caught():
