@@ -30,7 +30,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     table = {}
     for pair, seed in CLAIM_INSTANCES:
-        n = 2 if pair == "three-letters" else 3
+        n = 3
         inst = hetero_pair(pair, seed, draft_length=2, n_tokens=n)
         for s in SCHEMES:
             rep = check_hetero_lossless(inst, s, exact=True)

@@ -25,7 +25,7 @@ CASES = [("chars-vs-merges", 0), ("two-merge-sets", 1), ("crossed-bounds", 2),
 
 
 def _inst(pair, seed, **kw):
-    kw.setdefault("n_tokens", 2 if pair == "three-letters" else 3)
+    kw.setdefault("n_tokens", 3)
     return hetero_pair(pair, seed, **kw)
 
 
@@ -268,6 +268,7 @@ def test_retokenized_context_needs_three_target_tokens():
     show from the third target token on: over 2 tokens the bug is invisible, over 3 it is caught."""
     inst = _inst("three-letters", 3)
     assert check_hetero_lossless(inst, slem_retokenized_context_bug, n_tokens=2).lossless
+    assert inst.n_tokens == 3
     rep = check_hetero_lossless(inst, slem_retokenized_context_bug, n_tokens=3)
     assert not rep.lossless and len(rep.offending) == 3
 
