@@ -144,9 +144,12 @@ def exact_match_block(inst: HeteroInstance, c: tuple, proposals: dict) -> dict:
     ``y_j ~ p(.|c, t_<j)``; emitted ``t_<k, y_k`` at the first mismatch ``k``, or all ``m`` proposed
     tokens and the bonus ``y_{m+1}``."""
     out: dict = {}
+    rows: dict = {}  # proposals share prefixes: each target row is read once
     for t, w in proposals.items():
         for k in range(len(t) + 1):
-            p = _row(inst.target, c + t[:k])
+            p = rows.get(t[:k])
+            if p is None:
+                p = rows[t[:k]] = _row(inst.target, c + t[:k])
             for y, py in enumerate(p):
                 if k < len(t) and y == t[k]:
                     continue
