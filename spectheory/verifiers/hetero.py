@@ -47,7 +47,9 @@ iteration the draft conditions on its own tokens.
 masked argmax), its ids are mapped to target ids by normalised string, the draft's context is the
 target tokens mapped back (an unknown-token id off the intersection), and the rejection sampler runs
 with no draft probabilities (one-hot proposals: accept ``x`` with ``p(x)``, residual ``p`` with
-``x`` removed).
+``x`` removed). vLLM validates heterogeneous vocabularies with greedy drafting only
+(`_sample_draft_tokens` in `vllm/v1/spec_decode/llm_base_proposer.py` asserts that no draft
+probabilities come back), so that route is the one ported.
 
 Block functions return ``{emitted target-token tuple: probability}`` for one target forward.
 """
