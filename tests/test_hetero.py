@@ -464,3 +464,37 @@ def test_tli_block_equals_core_token_verification(pair, seed):
     mine = _complete(inst, tli_block(inst, ()), L + 1)
     for n, w in enumerate(res.output_law):
         assert mine.get(prefix_from_index(n, L + 1, VT), 0) == w
+
+
+def _random_vocab(rng, alphabet, extra):
+    words = set()
+    while len(words) < extra:
+        n = int(rng.integers(2, 4))
+        words.add("".join(rng.choice(list(alphabet), size=n)))
+    return list(alphabet) + sorted(words)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_vocabularies_lossless(seed):
+    """Random merge sets (strings of 2-3 characters) on both sides, random prefix-dependent
+    rational models: every scheme is lossless exactly over 3 target tokens."""
+    from spectheory.toy_models.hetero import _table_model
+
+    rng = np.random.default_rng(100 + seed)
+    alphabet = "ab" if seed % 2 else "abc"
+    tt = make_tokenizer(_random_vocab(rng, alphabet, 2), alphabet)
+    dt = make_tokenizer(_random_vocab(rng, alphabet, 2), alphabet)
+    inst = HeteroInstance(alphabet, tt, dt, _table_model(rng, tt.size, 2, 3),
+                          _table_model(rng, dt.size, 1, 3), 1 + seed % 2, 3)
+    for scheme in SCHEMES:
+        rep = check_hetero_lossless(inst, scheme)
+        assert rep.lossless, (tt.vocab, dt.vocab, str(rep))
+    if set(tt.vocab) - set(dt.vocab):  # target tokens off the intersection, with mass
+        assert not check_hetero_lossless(inst, tli_residual_over_intersection).lossless
+
+
+def test_float_mode_names_the_offending_string():
+    inst = _inst("chars-vs-merges", 0).to_float()
+    rep = check_hetero_lossless(inst, tli_residual_over_intersection, exact=False, tol=1e-9)
+    assert not rep.lossless and rep.tv > 1e-9 and isinstance(rep.offending_string, str)
+    assert abs(rep.output_probability - rep.target_probability) > 1e-9
