@@ -18,7 +18,8 @@ import time
 
 from _machine import cpu_name
 
-from spectheory.toy_models.hetero import CLAIM_INSTANCES, hetero_pair
+from spectheory.inputs.hetero_pairs import hetero_pair
+from spectheory.lp.hetero_claims import CLAIM_INSTANCES
 from spectheory.verifiers.hetero import check_hetero_lossless
 
 SCHEMES = ("slem", "slrs", "tli", "vllm-tli")

@@ -14,9 +14,10 @@ from spectheory.inputs.models import TableModel
 from spectheory.inputs.tokenizers import (HeteroInstance, hetero_from_dict, hetero_to_dict,
                                           make_tokenizer)
 from spectheory.runtime.errors import InputError, InstanceError
-from spectheory.toy_models.hetero import claim_checks, first_token_acceptance, hetero_pair
+from spectheory.inputs.hetero_pairs import hetero_pair, random_rational_model
+from spectheory.lp.hetero_claims import claim_checks
 from spectheory.verifiers.hetero import (_draft_context, _row, check_hetero_lossless,
-                                         emitted_law, intersection, slem_block, slem_proposals,
+                                         emitted_law, first_token_acceptance, intersection, slem_block, slem_proposals,
                                          slrs_psi, target_law, tli_block)
 
 SCHEMES = ("slem", "slrs", "tli", "vllm-tli")
@@ -478,14 +479,12 @@ def _random_vocab(rng, alphabet, extra):
 def test_random_vocabularies_lossless(seed):
     """Random merge sets (strings of 2-3 characters) on both sides, random prefix-dependent
     rational models: every scheme is lossless exactly over 3 target tokens."""
-    from spectheory.toy_models.hetero import _table_model
-
     rng = np.random.default_rng(100 + seed)
     alphabet = "ab" if seed % 2 else "abc"
     tt = make_tokenizer(_random_vocab(rng, alphabet, 2), alphabet)
     dt = make_tokenizer(_random_vocab(rng, alphabet, 2), alphabet)
-    inst = HeteroInstance(alphabet, tt, dt, _table_model(rng, tt.size, 2, 3),
-                          _table_model(rng, dt.size, 1, 3), 1 + seed % 2, 3)
+    inst = HeteroInstance(alphabet, tt, dt, random_rational_model(rng, tt.size, 2, 3),
+                          random_rational_model(rng, dt.size, 1, 3), 1 + seed % 2, 3)
     for scheme in SCHEMES:
         rep = check_hetero_lossless(inst, scheme)
         assert rep.lossless, (tt.vocab, dt.vocab, str(rep))

@@ -463,6 +463,24 @@ def check_hetero_lossless(inst: HeteroInstance, scheme, *, exact: bool | None = 
     return rep
 
 
+def first_token_acceptance(inst: HeteroInstance, c: tuple = ()) -> dict:
+    """Probability that the first proposed target token is accepted, per scheme, from context
+    ``c``: SLEM sum_t p(t) P(t_1 = t); SLRS sum_t min(p(t), psi(t)); TLI
+    sum_{t in I} min(p(t), q'(t)). Measured numbers (exact in exact mode), not a paper claim."""
+    p = list(inst.target.conditional(c))
+    z = _zero(inst)
+    first: dict = {}
+    for t, w in slem_proposals(inst, c).items():
+        first[t[0]] = first.get(t[0], z) + w
+    slem = sum((p[t] * w for t, w in first.items()), z)
+    slrs = sum((min(p[t], w) for t, w in slrs_psi(inst, c).items()), z)
+    inter = intersection(inst)
+    q = _row(inst.draft, _draft_context(inst, c))
+    mass = sum((q[d] for d in inter), z)
+    tli = sum((min(p[x], q[d] / mass) for d, x in inter.items()), z) if mass else z
+    return {"slem": slem, "slrs": slrs, "tli": tli}
+
+
 def string_law(inst: HeteroInstance, token_law: dict) -> dict:
     """Image of a law over target-token sequences under decoding: ``{string: probability}``."""
     out: dict = {}
@@ -472,6 +490,6 @@ def string_law(inst: HeteroInstance, token_law: dict) -> dict:
 
 
 __all__ = ["BLOCKS", "HeteroLosslessReport", "SCHEMES", "acceptance", "check_hetero_lossless",
-           "draft_paths", "emitted_law", "exact_match_block", "intersection", "rejection_block",
+           "draft_paths", "first_token_acceptance", "emitted_law", "exact_match_block", "intersection", "rejection_block",
            "slem_block", "slem_proposals", "slrs_block", "slrs_psi", "string_law", "target_law",
            "tli_block", "vllm_tli_block", "vllm_vocab_mapping"]
