@@ -50,6 +50,7 @@ COMMAND_MODULES = [
     "spectheory.cli.report",
     "spectheory.cli.audit",
     "spectheory.cli.trees",
+    "spectheory.cli.hetero",
     "spectheory.testing.sampler_cli",
     "spectheory.testing.step_cli",
     "spectheory.testing.vectors_cli",
