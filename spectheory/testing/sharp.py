@@ -109,13 +109,16 @@ class ReplicaPower:
     """A replica's predicted power on a design: ``power`` (lower bound, see the module
     docstring), ``noncentrality`` sum_b n_b c_b, ``zero_mass`` the expected number of samples on
     reference-impossible cells (sum_b n_b z_b), ``tv`` the sample-weighted total variation of
-    the replica's cell law to the reference on the design's rows."""
+    the replica's cell law to the reference on the design's rows; ``simulated`` the power found
+    by simulating the check's statistic from the replica's exact law
+    ([`simulated_power`][spectheory.testing.sharp.simulated_power]; None when not computed)."""
 
     name: str
     power: float
     noncentrality: float
     zero_mass: float
     tv: float
+    simulated: float | None = None
 
 
 # ----------------------------------------------------------------------------- statistics
@@ -591,8 +594,10 @@ class SharpDesign:
                  f"{self.samples_per_row} samples (budget {self.budget:,}), alpha = "
                  f"{self.alpha:g}; detects TV >= {self.detectable_tv:.4f} with 90% power"]
         for r in sorted(self.predicted.values(), key=lambda r: r.power):
-            lines.append(f"  {r.name:44s} power {r.power:.4f}  lambda {r.noncentrality:8.2f}  "
-                         f"zero-cell samples {r.zero_mass:7.2f}  TV {r.tv:.4f}")
+            sim = "" if r.simulated is None else f" (from the law: {r.simulated:.4f})"
+            lines.append(f"  {r.name:44s} power {r.power:.4f}{sim}  lambda "
+                         f"{r.noncentrality:9.2f}  zero-cell samples {r.zero_mass:7.2f}  "
+                         f"TV {r.tv:.4f}")
         if self.generic_tv is not None:
             lines.append(f"  {'any bias of TV ' + format(self.generic_tv, 'g'):44s} power "
                          f"{self.generic_power:.4f}  (least-favourable spread over every row)")
@@ -665,7 +670,8 @@ def sharp_design(replicas: Sequence | None = None, verifier: str = "token", budg
         tv = np.concatenate(tvs[key])
         predicted[r.name] = ReplicaPower(
             r.name, replica_power(ns, c, z, dofs, alpha), float(np.dot(ns, c)),
-            float(np.dot(ns, z)), float(np.dot(ns, tv) / np.sum(ns)))
+            float(np.dot(ns, z)), float(np.dot(ns, tv) / np.sum(ns)),
+            simulated_power(rows, r, verifier, int(budget), alpha))
     return SharpDesign(verifier, int(budget), float(alpha), rows, predicted,
                        detectable_tv(ns, dofs, alpha), invisible, total, int(budget) // total,
                        reps, generic_tv,
@@ -695,3 +701,135 @@ def kit_design(verifier: str = "token", budget: int = 3000, alpha: float = 1e-3)
 
 
 __all__ += ["kit_design"]
+
+
+def predicted_power(rows: Sequence[DraftRows], replicas: Sequence, verifier: str = "token",
+                    samples: int = 3000, alpha: float = 1e-3) -> dict:
+    """Predicted power (name -> [`ReplicaPower`][spectheory.testing.sharp.ReplicaPower]) of
+    ``check_sampler(sampler, verifier, instances=rows, samples=samples, alpha=alpha)`` against
+    each replica (a [`Replica`][spectheory.testing.sharp.Replica] or ``(name, law)`` pair) on given
+    single-path draft rows, with the check's even split of the samples. Raises on a replica
+    that has no law on one of the rows (a NaN row)."""
+    from ..registry import plan
+    from .budget import split
+
+    how = plan(verifier)
+    rows = [DraftRows(*(torch.as_tensor(x) for x in r)) for r in rows]
+    rows = [DraftRows(d[:, 0], q[:, 0], p[:, 0]) if d.dim() == 3 else DraftRows(d, q, p)
+            for d, q, p in rows]
+    total = sum(r.drafts.shape[0] for r in rows)
+    ns = np.array(split(int(samples), total))
+    ref = [_cells(how.spec.law(d.unsqueeze(1), q.to(torch.float64).unsqueeze(1),
+                               p.to(torch.float64).unsqueeze(1)), False) for d, q, p in rows]
+    out = {}
+    for r in _as_replicas(replicas, verifier):
+        if r.law is None:
+            continue
+        cs, zs, ds, tvs = [], [], [], []
+        start = 0
+        for g, (d, q, p) in enumerate(rows):
+            law = _cells(r.law(d, q.to(torch.float64), p.to(torch.float64)), True)
+            if np.isnan(law).any():
+                raise SpectheoryError(f"replica {r.name} has no law on a row of group {g}")
+            B = d.shape[0]
+            n_g = ns[start:start + B]
+            for b in range(B):  # pooling at each row's own sample count
+                c, z, dd = binned_divergence(ref[g][b:b + 1], law[b:b + 1], int(n_g[b]))
+                cs.append(c[0])
+                zs.append(z[0])
+                ds.append(dd[0])
+            tvs.append(0.5 * np.abs(law - ref[g]).sum(-1))
+            start += B
+        cs, zs, ds, tv = np.array(cs), np.array(zs), np.array(ds), np.concatenate(tvs)
+        out[r.name] = ReplicaPower(r.name, replica_power(ns, cs, zs, ds, alpha),
+                                   float(np.dot(ns, cs)), float(np.dot(ns, zs)),
+                                   float(np.dot(ns, tv) / ns.sum()))
+    return out
+
+
+__all__ += ["predicted_power"]
+
+
+def _bins(ref_row: np.ndarray, n: int, min_expected: float = MIN_EXPECTED):
+    """The check's bins of one row at ``n`` samples: (bin index of each cell [C], -1 for cells of
+    probability 0; number of bins), as [`row_chi_square`][spectheory.testing.stats.row_chi_square]
+    forms them."""
+    ref = np.asarray(ref_row, dtype=np.float64)
+    zero = ref <= 0
+    e = n * ref / ref.sum()
+    big = np.flatnonzero((e >= min_expected) & ~zero)
+    rest = np.flatnonzero((e < min_expected) & ~zero)
+    out = np.full(ref.shape[0], -1, dtype=np.int64)
+    out[big] = np.arange(len(big))
+    pooled_e = n - e[big].sum()
+    nb = len(big)
+    if pooled_e > 1e-9 * max(n, 1) and len(rest):
+        if pooled_e < min_expected and nb:
+            out[rest] = int(np.argmin(e[big]))
+        else:
+            out[rest] = nb
+            nb += 1
+    return out, nb
+
+
+def simulated_power(rows: Sequence[DraftRows], replica, verifier: str = "token",
+                    samples: int = 3000, alpha: float = 1e-3, reps: int = 4000,
+                    seed: int = 0, min_expected: float = MIN_EXPECTED) -> float:
+    """Power of ``check_sampler(..., instances=rows, samples=samples, alpha=alpha)`` against one
+    replica, by simulating the check's statistic from the replica's exact law (multinomial counts
+    per row, ``reps`` times; no sampler is called): the family decision of
+    [`family`][spectheory.testing.stats.family] on the bins of
+    [`row_chi_square`][spectheory.testing.stats.row_chi_square], with a sample on a cell of
+    reference probability 0 failing the check. Unlike the non-central chi-square prediction
+    (a local approximation) it holds for far alternatives too, e.g. a replica that puts all of a
+    row's mass in one bin (its statistic is then a constant); Monte Carlo error about
+    sqrt(P(1-P)/reps)."""
+    from ..registry import plan
+    from .budget import split
+
+    how = plan(verifier)
+    rep_ = _as_replicas([replica], verifier)[0]
+    rng = np.random.default_rng(seed)
+    total = sum(int(r[0].shape[0]) for r in rows)
+    ns = split(int(samples), total)
+    stats_rows, dofs, caught = [], [], np.zeros(reps, dtype=bool)
+    k = 0
+    for d, q, p in rows:
+        q, p = q.to(torch.float64), p.to(torch.float64)
+        ref = _cells(how.spec.law(d.unsqueeze(1), q.unsqueeze(1), p.unsqueeze(1)), False)
+        bug = _cells(rep_.law(d, q, p), True)
+        if np.isnan(bug).any():
+            raise SpectheoryError(f"replica {rep_.name} has no law on one of the rows")
+        for b in range(d.shape[0]):
+            n = ns[k]
+            k += 1
+            P = ref[b] / ref[b].sum()
+            Q = np.clip(bug[b], 0.0, None)
+            counts = rng.multinomial(n, Q / Q.sum(), size=reps)  # [reps, C]
+            where, nb = _bins(P, n, min_expected)
+            caught |= (counts[:, where < 0] > 0).any(1) if (where < 0).any() else False
+            dof = nb - 1
+            dofs.append(max(dof, 0))
+            if dof < 1:
+                stats_rows.append(np.zeros(reps))
+                continue
+            O = np.zeros((reps, nb))
+            E = np.zeros(nb)
+            for c in np.flatnonzero(where >= 0):
+                O[:, where[c]] += counts[:, c]
+                E[where[c]] += n * P[c]
+            stats_rows.append(((O - E) ** 2 / E).sum(1))
+    X = np.array(stats_rows)  # [m, reps]
+    dofs = np.array(dofs)
+    m = len(dofs)
+    keep = dofs > 0
+    if keep.any():
+        p_rows = np.ones_like(X)
+        p_rows[keep] = chi2.sf(X[keep], dofs[keep][:, None])
+        p_global = chi2.sf(X.sum(0), int(dofs.sum()))
+        fam = np.minimum(1.0, np.minimum(2 * p_global, 2 * m * p_rows.min(0)))
+        caught |= fam <= alpha
+    return float(caught.mean())
+
+
+__all__ += ["simulated_power"]

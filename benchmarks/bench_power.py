@@ -1,0 +1,271 @@
+"""Benchmark: measured power of ``check_sampler`` (law mode, 3,000 samples) against every replica of
+the bug kit, on the sharp design (`spectheory.testing.sharp`) and on the default instances, and
+the false-alarm rate of correct samplers.
+
+For each verifier (token, block) the design is built once from exact laws
+(``kit_design(verifier, 3000, alpha)``). Then, for every replica with a sampler (the formula
+mutants through ``make_sampler``, vLLM #47386's shared-noise sampler, the planted bugs of the
+engine ports through their presets):
+
+* ``R`` checks with seeds 0..R-1 on the sharp rows and ``R`` on the default instances (whose draft
+  rows the seed draws): the fraction failed is the measured power, with a Clopper-Pearson 95%
+  interval; the design's predicted power beside it;
+* one check of the sampler against its own stated exact law (the replica's law as the verifier,
+  200,000 samples on the sharp rows and 20,000 on the default instances; 20,000 / 3,000 for the
+  transformers port, one sequence a call): it must pass, else the prediction is about another
+  law.
+
+Correct samplers (spectheory's token and block samplers, the vLLM V1, SGLang, MRV2 and
+transformers ports, the independent-noise control of #47386) run ``R_FA`` checks on the sharp rows
+at alpha = 1e-3 and at alpha = 0.05 (a design built for that alpha), so that the false-alarm rate
+is resolved against alpha.
+
+A sampler that raises inside a check (the transformers port's ``torch.multinomial`` on a residual
+of mass 0) is counted apart ("errors"), not as caught.
+
+Run (one torch thread, low priority; about 20-40 minutes on two shared cores):
+``OMP_NUM_THREADS=1 nice -n 19 .venv/bin/python benchmarks/bench_power.py [--reps 200]
+[--fa-reps 1000] [--out benchmarks/results]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import sys
+import time
+
+import torch
+from scipy.stats import beta
+
+from spectheory.registry import VerifierSpec
+from spectheory.runtime.errors import SpectheoryError
+from spectheory.testing import adapters as A
+from spectheory.testing import layouts as Lm
+from spectheory.testing.mutants import coins
+from spectheory.testing.sampler import check_sampler, make_sampler
+from spectheory.testing.sharp import kit_design, predicted_power, simulated_power
+
+from _machine import cpu_name
+
+BUDGET = 3000
+
+
+def interval(k: int, n: int) -> list:
+    """Clopper-Pearson 95% interval of k successes in n."""
+    lo = 0.0 if k == 0 else float(beta.ppf(0.025, k, n - k + 1))
+    hi = 1.0 if k == n else float(beta.ppf(0.975, k + 1, n - k))
+    return [lo, hi]
+
+
+def run(sampler, verifier, instances, reps, alpha, seed0=0, samples=BUDGET):
+    caught = errors = 0
+    for s in range(seed0, seed0 + reps):
+        try:
+            rep = check_sampler(sampler, verifier, instances=instances, samples=samples,
+                                alpha=alpha, seed=s)
+        except SpectheoryError:
+            errors += 1
+            continue
+        caught += not rep.passed
+    return {"reps": reps, "caught": caught, "errors": errors, "rate": caught / reps,
+            "ci95": interval(caught, reps)}
+
+
+def agreement(r, rows, slow):
+    """The replica's sampler against its own stated law: p-values on the sharp rows and on the
+    default instances (both must pass)."""
+    spec = VerifierSpec(r.name, r.law, paths=1, lossless=False, exact=False)
+    out = {}
+    for where, inst, n in (("sharp", rows, 20_000 if slow else 200_000),
+                           ("default", None, 3_000 if slow else 20_000)):
+        try:
+            rep = check_sampler(r.sampler, spec, instances=inst, samples=n, seed=12345)
+            out[where] = {"samples": n, "passed": rep.passed, "p_value": rep.p_value}
+        except SpectheoryError as e:
+            out[where] = {"samples": n, "passed": None, "error": str(e).splitlines()[0]}
+    return out
+
+
+def half_power_samples(design, r, alpha):
+    """The sample count (at least one a row) at which the replica's predicted power on the
+    design's rows is nearest 0.5 (bisection; predicted power grows with the samples)."""
+    lo = sum(x.drafts.shape[0] for x in design.rows)
+    hi = BUDGET
+
+    def power(n):
+        return predicted_power(design.rows, [r], design.verifier, n, alpha)[r.name].power
+
+    if power(lo) >= 0.5:
+        return lo, power(lo)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if power(mid) < 0.5 else (lo, mid)
+    return hi, power(hi)
+
+
+def correct_samplers():
+    return {
+        "token": {
+            "spectheory token": make_sampler("token"),
+            "vllm-v1 port": Lm.engine_sampler(A.vllm_v1_rejection_sample, Lm.VLLM_V1),
+            "sglang port": Lm.engine_sampler(A.sglang_chain_speculative_sampling,
+                                             Lm.SGLANG_CHAIN),
+            "vllm-mrv2 port": A.vllm_mrv2_sampler("standard"),
+            "transformers port": Lm.engine_sampler(A.hf_speculative_sampling, Lm.TRANSFORMERS),
+            "#47386 control (independent noise)": coins.independent_noise_sampler,
+        },
+        "block": {
+            "spectheory block": make_sampler("block"),
+            "vllm-mrv2 block port": A.vllm_mrv2_sampler("block"),
+        },
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=200)
+    ap.add_argument("--slow-reps", type=int, default=100,
+                    help="repetitions for the transformers port (one sequence a call)")
+    ap.add_argument("--fa-reps", type=int, default=1000)
+    ap.add_argument("--alpha", type=float, default=1e-3)
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    t0 = time.time()
+    result = {
+        "benchmark": "bench_power.py",
+        "command": " ".join(["python"] + sys.argv),
+        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": {"cpu": cpu_name(), "platform": platform.platform(),
+                    "python": platform.python_version(), "torch": torch.__version__,
+                    "torch_threads": torch.get_num_threads()},
+        "budget": BUDGET, "alpha": args.alpha, "reps": args.reps, "slow_reps": args.slow_reps,
+        "designs": {}, "replicas": [], "invisible": [], "false_alarms": [],
+    }
+    for verifier in ("token", "block"):
+        design = kit_design(verifier, BUDGET, args.alpha)
+        result["designs"][verifier] = {
+            "rows": [{"V": int(r.q.shape[-1]), "L": int(r.drafts.shape[-1]),
+                      "copies": int(r.drafts.shape[0]),
+                      "drafts": r.drafts[0].tolist(), "q": r.q[0].tolist(),
+                      "p": r.p[0].tolist()} for r in design.rows],
+            "copies": design.copies, "samples_per_row": design.samples_per_row,
+            "detectable_tv": design.detectable_tv, "generic_tv": design.generic_tv,
+            "generic_power": design.generic_power, "table": design.table()}
+        print(design.table(), flush=True)
+        for r in design.replicas:
+            if not r.visible or r.law is None:
+                result["invisible"].append({"name": r.name, "verifier": verifier,
+                                            "source": r.source, "caught_by": r.caught_by})
+                continue
+            slow = "transformers" in r.name
+            reps = args.slow_reps if slow else args.reps
+            pred = design.predicted[r.name]
+            row = {"name": r.name, "verifier": verifier, "source": r.source,
+                   "predicted_power": pred.power, "simulated_from_law": pred.simulated,
+                   "noncentrality": pred.noncentrality,
+                   "zero_cell_samples": pred.zero_mass, "tv_on_rows": pred.tv,
+                   "sharp": run(r.sampler, verifier, design.rows, reps, args.alpha),
+                   "default": run(r.sampler, verifier, None, reps, args.alpha),
+                   "law_agreement": agreement(r, design.rows, slow)}
+            result["replicas"].append(row)
+            print(f"{r.name:42s} predicted {pred.power:.4f} sharp {row['sharp']['rate']:.3f} "
+                  f"default {row['default']['rate']:.3f} "
+                  f"({time.time() - t0:.0f} s)", flush=True)
+    # calibration: each law once (its fastest sampler), at the sample count where the predicted
+    # power on the sharp rows is nearest 0.5, so that predicted and measured are compared where
+    # they can differ
+    result["calibration"] = []
+    for verifier in ("token", "block"):
+        design = kit_design(verifier, BUDGET, args.alpha)
+        seen = set()
+        for r in sorted(design.replicas, key=lambda r: "transformers" in r.name):
+            if not r.visible or r.law is None or (r.law_key or r.name) in seen:
+                continue
+            seen.add(r.law_key or r.name)
+            n, pw = half_power_samples(design, r, args.alpha)
+            res = run(r.sampler, verifier, design.rows, args.reps, args.alpha, seed0=20_000,
+                      samples=n)
+            res.update(name=r.name, verifier=verifier, samples=n, predicted_power=pw,
+                       simulated_from_law=simulated_power(design.rows, r, verifier, n,
+                                                          args.alpha))
+            result["calibration"].append(res)
+            print(f"calibration {r.name:36s} n = {n}: predicted {pw:.3f} (law "
+                  f"{res['simulated_from_law']:.3f}) measured "
+                  f"{res['rate']:.3f} ({time.time() - t0:.0f} s)", flush=True)
+    for a in (args.alpha, 0.05):
+        for verifier, samplers in correct_samplers().items():
+            design = kit_design(verifier, BUDGET, a)
+            for name, s in samplers.items():
+                reps = args.fa_reps // 5 if "transformers" in name else args.fa_reps
+                res = run(s, verifier, design.rows, reps, a, seed0=10_000)
+                res.update(name=name, verifier=verifier, alpha=a)
+                result["false_alarms"].append(res)
+                print(f"false alarms {name:36s} alpha {a:g}: {res['caught']}/{reps} "
+                      f"({time.time() - t0:.0f} s)", flush=True)
+    result["seconds"] = time.time() - t0
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "power.json"), "w") as f:
+        json.dump(result, f, indent=1)
+    with open(os.path.join(args.out, "power.md"), "w") as f:
+        f.write(markdown(result))
+
+
+def markdown(res: dict) -> str:
+    m = res["machine"]
+    out = [f"# Power of law mode at {res['budget']:,} samples: sharp rows and default instances",
+           "",
+           f"`{res['command']}`, {res['date']}, {m['cpu']}, torch {m['torch']} "
+           f"({m['torch_threads']} thread), {res['seconds'] / 60:.0f} min. alpha = "
+           f"{res['alpha']:g}; {res['reps']} checks a replica and design "
+           f"({res['slow_reps']} for the transformers port); seeds 0.. (the default instances' "
+           f"draft rows change with the seed, the sharp rows do not).", ""]
+    for v, d in res["designs"].items():
+        shapes = ", ".join(f"V = {r['V']}, L = {r['L']} (x{r['copies']})" for r in d["rows"])
+        out.append(f"* **{v}** design: {shapes}; {d['samples_per_row']} samples a row; "
+                   f"detects any bias of TV >= {d['detectable_tv']:.4f} with 90% power "
+                   f"(default instances: about 0.09).")
+    out += ["", "Predicted: the non-central chi-square power of the design (`replica_power`); "
+                "from the law: the check's statistic simulated from the replica's exact law "
+                "(`simulated_power`, 4,000 draws); measured: the sampler itself through "
+                "`check_sampler`. Own law: the sampler checked against its stated exact law "
+                "(must pass).", "",
+            "| replica | verifier | predicted (sharp) | from the law | measured (sharp) | 95% CI | "
+            "measured (default) | 95% CI | own law: sharp / default |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for r in res["replicas"]:
+        s, d = r["sharp"], r["default"]
+        la = r["law_agreement"]
+        agree = " / ".join("pass" if la[w].get("passed") else
+                           ("error" if la[w].get("passed") is None else "FAIL")
+                           for w in ("sharp", "default"))
+        err = f" ({d['errors']} raised)" if d["errors"] else ""
+        out.append(f"| {r['name']} | {r['verifier']} | {r['predicted_power']:.4f} | "
+                   f"{r['simulated_from_law']:.4f} | {s['rate']:.3f} | {s['ci95'][0]:.3f}-{s['ci95'][1]:.3f} | "
+                   f"{d['rate']:.3f}{err} | {d['ci95'][0]:.3f}-{d['ci95'][1]:.3f} | {agree} |")
+    out += ["", "Calibration: each replica's law (one sampler a law) on the sharp rows at the "
+                "sample count where its predicted power is nearest 0.5:", "",
+            "| replica | verifier | samples | predicted | from the law | measured | 95% CI |",
+            "|---|---|---|---|---|---|---|"]
+    for r in res.get("calibration", []):
+        out.append(f"| {r['name']} | {r['verifier']} | {r['samples']} | "
+                   f"{r['predicted_power']:.3f} | {r['simulated_from_law']:.3f} | "
+                   f"{r['rate']:.3f} | "
+                   f"{r['ci95'][0]:.3f}-{r['ci95'][1]:.3f} |")
+    out += ["", "Not visible to a sampling check (caught elsewhere):", ""]
+    for r in res["invisible"]:
+        out.append(f"* {r['name']} ({r['source']}): {r['caught_by']}")
+    out += ["", "False alarms of correct samplers on the sharp rows:", "",
+            "| sampler | verifier | alpha | false alarms | 95% CI |", "|---|---|---|---|---|"]
+    for r in res["false_alarms"]:
+        out.append(f"| {r['name']} | {r['verifier']} | {r['alpha']:g} | "
+                   f"{r['caught']}/{r['reps']} | {r['ci95'][0]:.4f}-{r['ci95'][1]:.4f} |")
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":
+    main()
