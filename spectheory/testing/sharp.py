@@ -625,8 +625,9 @@ def sharp_design(replicas: Sequence | None = None, verifier: str = "token", budg
     if not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
         raise SpectheoryError(f"alpha = {alpha!r} must lie strictly between 0 and 1")
     how = plan(verifier)
-    if how.paths != 1:
-        raise SpectheoryError("sharp designs cover single-path verifiers")
+    if how.paths != 1 or not how.spec.single_path:
+        raise SpectheoryError(f"sharp designs cover single-path verifiers, not "
+                              f"{how.spec.name!r}")
     reps = _as_replicas(kit_replicas(verifier) if replicas is None else replicas, verifier)
     pool = list(candidate_pool() if pool is None else pool)
     visible = [r for r in reps if r.visible and r.law is not None]
