@@ -7,25 +7,31 @@ For each verifier (token, block) the design is built once from exact laws
 mutants through ``make_sampler``, vLLM #47386's shared-noise sampler, the planted bugs of the
 engine ports through their presets):
 
-* ``R`` checks with seeds 0..R-1 on the sharp rows and ``R`` on the default instances (whose draft
-  rows the seed draws): the fraction failed is the measured power, with a Clopper-Pearson 95%
+* ``--reps`` checks with seeds 0, 1, ... on the sharp rows and ``--default-reps`` on the default
+  instances (whose draft rows the seed draws): the fraction failed is the measured power, with a Clopper-Pearson 95%
   interval; the design's predicted power beside it;
 * one check of the sampler against its own stated exact law (the replica's law as the verifier,
-  200,000 samples on the sharp rows and 20,000 on the default instances; 20,000 / 3,000 for the
+  50,000 samples on the sharp rows and 10,000 on the default instances; 10,000 / 2,000 for the
   transformers port, one sequence a call): it must pass, else the prediction is about another
-  law.
+  law;
+* calibration: each law once, on the sharp rows at the sample count where its predicted power
+  is nearest 0.5.
+
+The stages run in that order of importance (sharp rows, false alarms, own laws, calibration,
+default instances), and the results are written after every step.
 
 Correct samplers (spectheory's token and block samplers, the vLLM V1, SGLang, MRV2 and
-transformers ports, the independent-noise control of #47386) run ``R_FA`` checks on the sharp rows
+transformers ports, the independent-noise control of #47386) run ``--fa-reps`` checks on the sharp rows
 at alpha = 1e-3 and at alpha = 0.05 (a design built for that alpha), so that the false-alarm rate
 is resolved against alpha.
 
 A sampler that raises inside a check (the transformers port's ``torch.multinomial`` on a residual
 of mass 0) is counted apart ("errors"), not as caught.
 
-Run (one torch thread, low priority; about 20-40 minutes on two shared cores):
-``OMP_NUM_THREADS=1 nice -n 19 .venv/bin/python benchmarks/bench_power.py [--reps 200]
-[--fa-reps 1000] [--out benchmarks/results]``
+Run (one torch thread, low priority):
+``OMP_NUM_THREADS=1 nice -n 19 env PYTHONPATH=benchmarks .venv/bin/python
+benchmarks/bench_power.py [--reps 200] [--default-reps 100] [--slow-reps 50] [--fa-reps 600]
+[--out benchmarks/results]``
 """
 
 from __future__ import annotations
@@ -80,8 +86,8 @@ def agreement(r, rows, slow):
     default instances (both must pass)."""
     spec = VerifierSpec(r.name, r.law, paths=1, lossless=False, exact=False)
     out = {}
-    for where, inst, n in (("sharp", rows, 20_000 if slow else 200_000),
-                           ("default", None, 3_000 if slow else 20_000)):
+    for where, inst, n in (("sharp", rows, 10_000 if slow else 50_000),
+                           ("default", None, 2_000 if slow else 10_000)):
         try:
             rep = check_sampler(r.sampler, spec, instances=inst, samples=n, seed=12345)
             out[where] = {"samples": n, "passed": rep.passed, "p_value": rep.p_value}
@@ -127,10 +133,12 @@ def correct_samplers():
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--reps", type=int, default=200)
-    ap.add_argument("--slow-reps", type=int, default=100,
-                    help="repetitions for the transformers port (one sequence a call)")
-    ap.add_argument("--fa-reps", type=int, default=1000)
+    ap.add_argument("--reps", type=int, default=200, help="checks a replica on the sharp rows")
+    ap.add_argument("--default-reps", type=int, default=100,
+                    help="checks a replica on the default instances")
+    ap.add_argument("--slow-reps", type=int, default=50,
+                    help="checks a design for the transformers port (one sequence a call)")
+    ap.add_argument("--fa-reps", type=int, default=600)
     ap.add_argument("--alpha", type=float, default=1e-3)
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
     args = ap.parse_args()
@@ -143,11 +151,28 @@ def main() -> None:
         "machine": {"cpu": cpu_name(), "platform": platform.platform(),
                     "python": platform.python_version(), "torch": torch.__version__,
                     "torch_threads": torch.get_num_threads()},
-        "budget": BUDGET, "alpha": args.alpha, "reps": args.reps, "slow_reps": args.slow_reps,
-        "designs": {}, "replicas": [], "invisible": [], "false_alarms": [],
+        "budget": BUDGET, "alpha": args.alpha, "reps": args.reps,
+        "default_reps": args.default_reps, "slow_reps": args.slow_reps,
+        "designs": {}, "replicas": [], "invisible": [], "false_alarms": [], "calibration": [],
+        "stages_done": [],
     }
+
+    def save(stage=None):
+        if stage:
+            result["stages_done"].append(stage)
+        result["seconds"] = time.time() - t0
+        os.makedirs(args.out, exist_ok=True)
+        with open(os.path.join(args.out, "power.json"), "w") as f:
+            json.dump(result, f, indent=1)
+        with open(os.path.join(args.out, "power.md"), "w") as f:
+            f.write(markdown(result))
+
+    def say(text):
+        print(f"{text} ({time.time() - t0:.0f} s)", flush=True)
+
+    designs, rows = {}, {}
     for verifier in ("token", "block"):
-        design = kit_design(verifier, BUDGET, args.alpha)
+        design = designs[verifier] = kit_design(verifier, BUDGET, args.alpha)
         result["designs"][verifier] = {
             "rows": [{"V": int(r.q.shape[-1]), "L": int(r.drafts.shape[-1]),
                       "copies": int(r.drafts.shape[0]),
@@ -162,26 +187,44 @@ def main() -> None:
                 result["invisible"].append({"name": r.name, "verifier": verifier,
                                             "source": r.source, "caught_by": r.caught_by})
                 continue
-            slow = "transformers" in r.name
-            reps = args.slow_reps if slow else args.reps
             pred = design.predicted[r.name]
-            row = {"name": r.name, "verifier": verifier, "source": r.source,
-                   "predicted_power": pred.power, "simulated_from_law": pred.simulated,
-                   "noncentrality": pred.noncentrality,
-                   "zero_cell_samples": pred.zero_mass, "tv_on_rows": pred.tv,
-                   "sharp": run(r.sampler, verifier, design.rows, reps, args.alpha),
-                   "default": run(r.sampler, verifier, None, reps, args.alpha),
-                   "law_agreement": agreement(r, design.rows, slow)}
-            result["replicas"].append(row)
-            print(f"{r.name:42s} predicted {pred.power:.4f} sharp {row['sharp']['rate']:.3f} "
-                  f"default {row['default']['rate']:.3f} "
-                  f"({time.time() - t0:.0f} s)", flush=True)
-    # calibration: each law once (its fastest sampler), at the sample count where the predicted
-    # power on the sharp rows is nearest 0.5, so that predicted and measured are compared where
-    # they can differ
-    result["calibration"] = []
+            rows[r.name] = (r, verifier, {
+                "name": r.name, "verifier": verifier, "source": r.source,
+                "predicted_power": pred.power, "simulated_from_law": pred.simulated,
+                "noncentrality": pred.noncentrality, "zero_cell_samples": pred.zero_mass,
+                "tv_on_rows": pred.tv})
+            result["replicas"].append(rows[r.name][2])
+    # 1. every replica on the sharp rows
+    for r, verifier, row in rows.values():
+        reps = args.slow_reps if "transformers" in r.name else args.reps
+        row["sharp"] = run(r.sampler, verifier, designs[verifier].rows, reps, args.alpha)
+        say(f"{r.name:42s} predicted {row['predicted_power']:.4f} measured "
+            f"{row['sharp']['rate']:.3f} on the sharp rows")
+        save()
+    save("sharp")
+    # 2. false alarms of correct samplers on the sharp rows, at alpha and at 0.05
+    for a in (args.alpha, 0.05):
+        for verifier, samplers in correct_samplers().items():
+            design = kit_design(verifier, BUDGET, a)
+            for name, s in samplers.items():
+                reps = args.fa_reps // 5 if "transformers" in name else args.fa_reps
+                res = run(s, verifier, design.rows, reps, a, seed0=10_000)
+                res.update(name=name, verifier=verifier, alpha=a)
+                result["false_alarms"].append(res)
+                say(f"false alarms {name:36s} alpha {a:g}: {res['caught']}/{reps}")
+                save()
+    save("false alarms")
+    # 3. every replica's sampler against its own stated law
+    for r, verifier, row in rows.values():
+        row["law_agreement"] = agreement(r, designs[verifier].rows, "transformers" in r.name)
+        say(f"{r.name:42s} own law: {row['law_agreement']}")
+        save()
+    save("law agreement")
+    # 4. calibration: each law once (its fastest sampler), at the sample count where the
+    # predicted power on the sharp rows is nearest 0.5, so that predicted and measured are
+    # compared where they can differ
     for verifier in ("token", "block"):
-        design = kit_design(verifier, BUDGET, args.alpha)
+        design = designs[verifier]
         seen = set()
         for r in sorted(design.replicas, key=lambda r: "transformers" in r.name):
             if not r.visible or r.law is None or (r.law_key or r.name) in seen:
@@ -194,25 +237,17 @@ def main() -> None:
                        simulated_from_law=simulated_power(design.rows, r, verifier, n,
                                                           args.alpha))
             result["calibration"].append(res)
-            print(f"calibration {r.name:36s} n = {n}: predicted {pw:.3f} (law "
-                  f"{res['simulated_from_law']:.3f}) measured "
-                  f"{res['rate']:.3f} ({time.time() - t0:.0f} s)", flush=True)
-    for a in (args.alpha, 0.05):
-        for verifier, samplers in correct_samplers().items():
-            design = kit_design(verifier, BUDGET, a)
-            for name, s in samplers.items():
-                reps = args.fa_reps // 5 if "transformers" in name else args.fa_reps
-                res = run(s, verifier, design.rows, reps, a, seed0=10_000)
-                res.update(name=name, verifier=verifier, alpha=a)
-                result["false_alarms"].append(res)
-                print(f"false alarms {name:36s} alpha {a:g}: {res['caught']}/{reps} "
-                      f"({time.time() - t0:.0f} s)", flush=True)
-    result["seconds"] = time.time() - t0
-    os.makedirs(args.out, exist_ok=True)
-    with open(os.path.join(args.out, "power.json"), "w") as f:
-        json.dump(result, f, indent=1)
-    with open(os.path.join(args.out, "power.md"), "w") as f:
-        f.write(markdown(result))
+            say(f"calibration {r.name:36s} n = {n}: predicted {pw:.3f} (law "
+                f"{res['simulated_from_law']:.3f}) measured {res['rate']:.3f}")
+            save()
+    save("calibration")
+    # 5. the same replicas on the default instances (the seed draws their draft rows)
+    for r, verifier, row in rows.values():
+        reps = args.slow_reps if "transformers" in r.name else args.default_reps
+        row["default"] = run(r.sampler, verifier, None, reps, args.alpha)
+        say(f"{r.name:42s} measured {row['default']['rate']:.3f} on the default instances")
+        save()
+    save("default instances")
 
 
 def markdown(res: dict) -> str:
@@ -221,9 +256,11 @@ def markdown(res: dict) -> str:
            "",
            f"`{res['command']}`, {res['date']}, {m['cpu']}, torch {m['torch']} "
            f"({m['torch_threads']} thread), {res['seconds'] / 60:.0f} min. alpha = "
-           f"{res['alpha']:g}; {res['reps']} checks a replica and design "
-           f"({res['slow_reps']} for the transformers port); seeds 0.. (the default instances' "
-           f"draft rows change with the seed, the sharp rows do not).", ""]
+           f"{res['alpha']:g}; {res['reps']} checks a replica on the sharp rows, "
+           f"{res['default_reps']} on the default instances ({res['slow_reps']} each for the "
+           f"transformers port, one sequence a call); seeds 0.. (the default instances' draft "
+           f"rows change with the seed, the sharp rows do not). Stages done: "
+           f"{', '.join(res['stages_done']) or 'none'}.", ""]
     for v, d in res["designs"].items():
         shapes = ", ".join(f"V = {r['V']}, L = {r['L']} (x{r['copies']})" for r in d["rows"])
         out.append(f"* **{v}** design: {shapes}; {d['samples_per_row']} samples a row; "
@@ -238,15 +275,20 @@ def markdown(res: dict) -> str:
             "measured (default) | 95% CI | own law: sharp / default |",
             "|---|---|---|---|---|---|---|---|---|"]
     for r in res["replicas"]:
-        s, d = r["sharp"], r["default"]
-        la = r["law_agreement"]
-        agree = " / ".join("pass" if la[w].get("passed") else
-                           ("error" if la[w].get("passed") is None else "FAIL")
-                           for w in ("sharp", "default"))
-        err = f" ({d['errors']} raised)" if d["errors"] else ""
+        s, d = r.get("sharp"), r.get("default")
+        la = r.get("law_agreement")
+        agree = "-" if la is None else " / ".join(
+            "pass" if la[w].get("passed") else
+            ("error" if la[w].get("passed") is None else "FAIL") for w in ("sharp", "default"))
+        cells = []
+        for x in (s, d):
+            if x is None:
+                cells += ["-", "-"]
+                continue
+            err = f" ({x['errors']} raised)" if x["errors"] else ""
+            cells += [f"{x['rate']:.3f}{err}", f"{x['ci95'][0]:.3f}-{x['ci95'][1]:.3f}"]
         out.append(f"| {r['name']} | {r['verifier']} | {r['predicted_power']:.4f} | "
-                   f"{r['simulated_from_law']:.4f} | {s['rate']:.3f} | {s['ci95'][0]:.3f}-{s['ci95'][1]:.3f} | "
-                   f"{d['rate']:.3f}{err} | {d['ci95'][0]:.3f}-{d['ci95'][1]:.3f} | {agree} |")
+                   f"{r['simulated_from_law']:.4f} | " + " | ".join(cells) + f" | {agree} |")
     out += ["", "Calibration: each replica's law (one sampler a law) on the sharp rows at the "
                 "sample count where its predicted power is nearest 0.5:", "",
             "| replica | verifier | samples | predicted | from the law | measured | 95% CI |",

@@ -19,12 +19,17 @@ P'_b moves the statistic to a non-central chi-square with noncentrality (Cohen 1
 c_b computed on the bins the check forms at n_b samples. Mass z_b that the replica puts on cells
 of reference probability 0 is caught by a single sample (the check's p-value is then 0): with
 probability 1 - (1 - z_b)^{n_b}; c_b is then taken on the replica's law given no such sample.
-The family (one global test at alpha/2, one per row at alpha/(2m)) has power at least
+The family (one global test at alpha/2, one per row at alpha/(2m)) then has power about
 
     1 - (1 - P_zero) (1 - max(P[ncx2(D, sum lambda_b) > chi2.isf(alpha/2, D)],
                               1 - prod_b P[ncx2(d_b, lambda_b) <= chi2.isf(alpha/(2m), d_b)])),
 
-with D = sum_b d_b ([`replica_power`][spectheory.testing.sharp.replica_power]).
+with D = sum_b d_b ([`replica_power`][spectheory.testing.sharp.replica_power]; the larger of two
+tests stands for the family, which rejects when either does). The non-central chi-square is a
+local approximation: a replica far from the reference (all of a row's mass in one bin makes the
+statistic a constant) can be caught far more often than it says, so every design also states
+the power found by simulating the check's statistic from each replica's exact law
+([`simulated_power`][spectheory.testing.sharp.simulated_power]; no sampler is called).
 
 **Design.** From a candidate pool of draft rows (random prefix-dependent rows with V = 2..4,
 L = 1..3, zeros, exact ties p = q, target probability 0 at the draft, draft probabilities that
@@ -88,7 +93,7 @@ GENERIC = "any bias (TV >= GENERIC_TV, least favourable)"
 class Replica:
     """One bug whose exact law on draft rows is known.
 
-    ``law(drafts [B, L], q [B, L, V], p [B, L+1, V]) -> Law`` (K-path form for ``paths`` > 1);
+    ``law(drafts [B, L], q [B, L, V], p [B, L+1, V]) -> Law`` (single path);
     ``sampler`` a canonical sampler that runs the bug (for simulations; optional);
     ``verifier`` the rule the buggy code claims to run (the check's reference); ``visible``
     False (with ``caught_by``) for a bug a sampling check cannot see."""
@@ -97,7 +102,6 @@ class Replica:
     law: Callable | None
     sampler: Callable | None = None
     verifier: str = "token"
-    paths: int = 1
     source: str = ""
     visible: bool = True
     caught_by: str = "law mode on the sharp rows"
@@ -106,8 +110,8 @@ class Replica:
 
 @dataclass
 class ReplicaPower:
-    """A replica's predicted power on a design: ``power`` (lower bound, see the module
-    docstring), ``noncentrality`` sum_b n_b c_b, ``zero_mass`` the expected number of samples on
+    """A replica's predicted power on a design: ``power`` (the non-central chi-square power of
+    the module docstring, a local approximation), ``noncentrality`` sum_b n_b c_b, ``zero_mass`` the expected number of samples on
     reference-impossible cells (sum_b n_b z_b), ``tv`` the sample-weighted total variation of
     the replica's cell law to the reference on the design's rows; ``simulated`` the power found
     by simulating the check's statistic from the replica's exact law
@@ -294,8 +298,9 @@ def allocate(ref: Sequence[np.ndarray], laws: dict, budget: int, alpha: float = 
     With ``generic_tv`` delta, one more constraint: any bias of total variation delta on every
     row's bins (least-favourable spread: noncentrality 4 n delta^2 on each row with a degree of
     freedom, `spectheory.testing.budget`) is caught too, so that the rows keep testing more than
-    the replicas (reported under the name `GENERIC`). Replicas whose exact law equals the reference on every candidate row cannot be caught by
-    any allocation and raise; drop them first."""
+    the replicas (reported under the name `GENERIC`). Replicas whose exact law equals the
+    reference on every candidate row cannot be caught by any allocation and raise; drop them
+    first."""
     names = list(laws)
     if not names:
         raise SpectheoryError("no replicas to design against")
@@ -684,9 +689,13 @@ def sharp_rows(mode: str = "law", verifier: str = "token", budget: int = 3000,
     """The rows of [`sharp_design`][spectheory.testing.sharp.sharp_design], for
     ``check_sampler(sampler, verifier, instances=sharp_rows(...), samples=budget,
     alpha=alpha)``. Only ``mode="law"`` takes fixed draft rows (coins modes compare decisions one
-    by one and need no design; lossless mode draws its own drafts)."""
+    by one and need no design; lossless mode draws its own drafts). Against the bug kit
+    (``replicas=None``) the design is computed once per process
+    ([`kit_design`][spectheory.testing.sharp.kit_design])."""
     if mode != "law":
         raise SpectheoryError(f"sharp rows serve mode 'law' (fixed draft rows), not {mode!r}")
+    if replicas is None:
+        return kit_design(verifier, budget, alpha).rows
     return sharp_design(replicas, verifier, budget, alpha).rows
 
 
