@@ -342,3 +342,11 @@ def test_allocate_reaches_the_best_small_allocation():
         best = max(best, min(pw))
     assert 0.3 < best < 0.999
     assert got >= best - 0.01, (got, best, alloc.copies)
+
+
+def test_sharp_rows_are_copies_of_the_cached_design(token_design):
+    rows = sharp.sharp_rows(mode="law", verifier="token", budget=3000, alpha=1e-3)
+    for r, s in zip(rows, token_design.rows):
+        assert all(torch.equal(a, b) for a, b in zip(r, s))
+    rows[0].q.zero_()  # a sampler writing into its inputs
+    assert sharp.kit_design("token", 3000, 1e-3).rows[0].q.sum() > 0

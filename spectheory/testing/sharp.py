@@ -706,8 +706,12 @@ def _cached(verifier: str, budget: int, alpha: float) -> SharpDesign:
 
 def kit_design(verifier: str = "token", budget: int = 3000, alpha: float = 1e-3) -> SharpDesign:
     """[`sharp_design`][spectheory.testing.sharp.sharp_design] against the bug kit's replicas with
-    the default pool, computed once per process."""
-    return _cached(verifier, int(budget), float(alpha))
+    the default pool, computed once per process (each call gets its own copy of the rows, so a
+    sampler that writes into its inputs cannot change a later design)."""
+    import dataclasses
+
+    d = _cached(verifier, int(budget), float(alpha))
+    return dataclasses.replace(d, rows=[DraftRows(*(x.clone() for x in r)) for r in d.rows])
 
 
 __all__ += ["kit_design"]
