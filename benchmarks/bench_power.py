@@ -7,9 +7,9 @@ For each verifier (token, block) the design is built once from exact laws
 mutants through ``make_sampler``, vLLM #47386's shared-noise sampler, the planted bugs of the
 engine ports through their presets):
 
-* ``--reps`` checks with seeds 0, 1, ... on the sharp rows and ``--default-reps`` on the default
-  instances (whose draft rows the seed draws): the fraction failed is the measured power, with a Clopper-Pearson 95%
-  interval; the design's predicted power beside it;
+* ``--reps`` checks with seeds 0, 1, ... on the sharp rows and ``--default-reps`` on the
+  default instances (whose draft rows the seed draws): the fraction failed is the measured power,
+  with a Clopper-Pearson 95% interval; the design's predicted power beside it;
 * one check of the sampler against its own stated exact law (the replica's law as the verifier,
   50,000 samples on the sharp rows and 10,000 on the default instances; 10,000 / 2,000 for the
   transformers port, one sequence a call): it must pass, else the prediction is about another
@@ -21,9 +21,9 @@ The stages run in that order of importance (sharp rows, false alarms, own laws, 
 default instances), and the results are written after every step.
 
 Correct samplers (spectheory's token and block samplers, the vLLM V1, SGLang, MRV2 and
-transformers ports, the independent-noise control of #47386) run ``--fa-reps`` checks on the sharp rows
-at alpha = 1e-3 and at alpha = 0.05 (a design built for that alpha), so that the false-alarm rate
-is resolved against alpha.
+transformers ports, the independent-noise control of #47386) run ``--fa-reps`` checks on the
+sharp rows at alpha = 1e-3 and at alpha = 0.05 (a design built for that alpha), so that the
+false-alarm rate is resolved against alpha.
 
 A sampler that raises inside a check (the transformers port's ``torch.multinomial`` on a residual
 of mass 0) is counted apart ("errors"), not as caught.
@@ -265,7 +265,7 @@ def markdown(res: dict) -> str:
         shapes = ", ".join(f"V = {r['V']}, L = {r['L']} (x{r['copies']})" for r in d["rows"])
         out.append(f"* **{v}** design: {shapes}; {d['samples_per_row']} samples a row; "
                    f"detects any bias of TV >= {d['detectable_tv']:.4f} with 90% power "
-                   f"(default instances: about 0.09).")
+                   f"(default instances: 0.085).")
     out += ["", "Predicted: the non-central chi-square power of the design (`replica_power`); "
                 "from the law: the check's statistic simulated from the replica's exact law "
                 "(`simulated_power`, 4,000 draws); measured: the sampler itself through "

@@ -2,11 +2,11 @@
 check of a few thousand samples catches every replica a sampling check can see.
 
 A sampler that costs 15-110 ms a row (a Triton kernel under ``TRITON_INTERPRET=1``) gets a few
-thousand samples in minutes; spread over the default instances' 32 draft rows that detects only
-a total-variation bias of about 0.1. Real bugs are often smaller overall but large on particular
-rows: a row where the draft's target probability is 0, where p and q tie, where the rows change
-with the prefix, where V = 2 or 3 leaves few cells to share the samples. This module picks those
-rows before any sampling, from exact laws only.
+thousand samples in minutes; spread over the default instances' 32 draft rows, 3,000 samples
+detect only a total-variation bias of 0.085. Real bugs are often smaller overall but large on
+particular rows: a row where the draft's target probability is 0, where p and q tie, where the
+rows change with the prefix, where V = 2 or 3 leaves few cells to share the samples. This
+module picks those rows before any sampling, from exact laws only.
 
 **Noncentrality.** In ``law`` mode ([`check_sampler`][spectheory.testing.sampler.check_sampler])
 each draft row b gets n_b samples of (k, tau, Y), compared with the reference law P_b by a pooled
@@ -33,29 +33,34 @@ the power found by simulating the check's statistic from each replica's exact la
 
 **Design.** From a candidate pool of draft rows (random prefix-dependent rows with V = 2..4,
 L = 1..3, zeros, exact ties p = q, target probability 0 at the draft, draft probabilities that
-underflow in float16; plus the bug kit's own rows; [`candidate_pool`][spectheory.testing.sharp.candidate_pool])
-the weights w_b (sum 1) of the linear program
+underflow in float16; plus the bug kit's own rows;
+[`candidate_pool`][spectheory.testing.sharp.candidate_pool]) the weights w_b (sum 1) of the
+linear program
 
     maximise t  subject to  sum_b w_b e_{r,b} >= t  for every replica r,   w >= 0,
 
 with e_{r,b} = c_{r,b} + kappa z_{r,b} (kappa converts a zero-cell mass into the noncentrality
 of equal power, ``ZERO_CELL_WEIGHT``), maximise the weakest replica's noncentrality per sample.
-The weights are rounded to m copies of rows (``check_sampler`` splits samples evenly over the
-rows it is given, so a row given twice gets twice the samples), the pooling recomputed at
-n = budget / m, and the m with the largest least predicted power is kept
-([`sharp_design`][spectheory.testing.sharp.sharp_design]). Only exact laws enter: the design is
-fixed before sampling and is the same for every sampler, so a correct sampler still fails with
+A greedy rounding turns them into m copies of rows (``check_sampler`` splits samples evenly over
+the rows it is given, so a row given twice gets twice the samples): each copy goes to the
+candidate that most raises the least served replica. For m = 1 .. `MAX_ROWS` (the pooling
+recomputed at n = budget / m), the m with the largest least predicted power is kept
+([`sharp_design`][spectheory.testing.sharp.sharp_design]); one more constraint asks that any
+bias of TV `GENERIC_TV` (least-favourable spread over every row's bins) be caught too, so that
+the few rows keep testing more than the replicas. Only exact laws enter: the design is fixed
+before sampling and is the same for every sampler, so a correct sampler still fails with
 probability at most ``alpha``.
 
 **Replica families.** A family is a list of [`Replica`][spectheory.testing.sharp.Replica] (or of
-``(name, law)`` pairs), each with its exact law on draft rows; [`kit_replicas`][spectheory.testing.sharp.kit_replicas]
-gathers the bug kit's: the law-kind formula mutants, the sampler-kind replicas with an exact law
-(vLLM #47386's shared noise), and the planted bugs of the engine ports
-(`spectheory.testing.mutants.replica_laws`). Replicas a sampling check cannot see are listed
-with the mode that catches them (SGLang #35771's coin of exactly 0, probability 2^-24 a draw:
-coins mode). The allocation itself, [`allocate`][spectheory.testing.sharp.allocate], takes only
-cell probabilities (reference and replicas, one row per candidate test row) and applies to any
-check built from rows of cells and a Bonferroni chi-square family.
+``(name, law)`` pairs), each with its exact law on draft rows;
+[`kit_replicas`][spectheory.testing.sharp.kit_replicas] gathers the bug kit's: the law-kind
+formula mutants, the sampler-kind replicas with an exact law (vLLM #47386's shared noise), and
+the planted bugs of the engine ports (`spectheory.testing.mutants.replica_laws`). Replicas a
+sampling check cannot see are listed with the mode that catches them (SGLang #35771's coin of
+exactly 0, probability 2^-24 a draw: coins mode). The allocation itself,
+[`allocate`][spectheory.testing.sharp.allocate], takes only cell probabilities (reference and
+replicas, one row per candidate test row) and applies to any check built from rows of cells
+and a Bonferroni chi-square family.
 """
 
 from __future__ import annotations
@@ -83,7 +88,7 @@ DEFAULT_POOL = 1500
 MAX_ROWS = 48
 #: A design also detects any bias of this total variation (least-favourable spread over every
 #: row's bins) with 90% power, so that its few rows keep testing more than the replicas: the
-#: default instances detect about 0.09 at 3,000 samples.
+#: default instances detect 0.085 at 3,000 samples (token and block).
 GENERIC_TV = 0.08
 #: The name of that constraint in an allocation's powers.
 GENERIC = "any bias (TV >= GENERIC_TV, least favourable)"
@@ -111,11 +116,12 @@ class Replica:
 @dataclass
 class ReplicaPower:
     """A replica's predicted power on a design: ``power`` (the non-central chi-square power of
-    the module docstring, a local approximation), ``noncentrality`` sum_b n_b c_b, ``zero_mass`` the expected number of samples on
-    reference-impossible cells (sum_b n_b z_b), ``tv`` the sample-weighted total variation of
-    the replica's cell law to the reference on the design's rows; ``simulated`` the power found
-    by simulating the check's statistic from the replica's exact law
-    ([`simulated_power`][spectheory.testing.sharp.simulated_power]; None when not computed)."""
+    the module docstring, a local approximation), ``noncentrality`` sum_b n_b c_b,
+    ``zero_mass`` the expected number of samples on reference-impossible cells (sum_b n_b z_b),
+    ``tv`` the sample-weighted total variation of the replica's cell law to the reference on
+    the design's rows; ``simulated`` the power found by simulating the check's statistic from
+    the replica's exact law ([`simulated_power`][spectheory.testing.sharp.simulated_power]; None
+    when not computed)."""
 
     name: str
     power: float
@@ -649,7 +655,7 @@ def sharp_design(replicas: Sequence | None = None, verifier: str = "token", budg
     # the chosen rows, grouped by shape, copies repeated
     sizes = [r.shape[0] for r in ref]
     starts = np.cumsum([0] + sizes)
-    rows, n_list, dof_list, tvs = [], [], [], {k: [] for k in laws}
+    rows, dof_list, tvs = [], [], {k: [] for k in laws}
     C_all, Z_all = {k: [] for k in laws}, {k: [] for k in laws}
     for g, (d, q, p) in enumerate(pool):
         k = alloc.copies[starts[g]:starts[g + 1]]
