@@ -67,12 +67,12 @@ def interval(k: int, n: int) -> list:
     return [lo, hi]
 
 
-def run(sampler, verifier, instances, reps, alpha, seed0=0, samples=BUDGET):
+def run(sampler, verifier, instances, reps, alpha, seed0=0, samples=BUDGET, paths=1):
     caught = errors = 0
     for s in range(seed0, seed0 + reps):
         try:
             rep = check_sampler(sampler, verifier, instances=instances, samples=samples,
-                                alpha=alpha, seed=s)
+                                alpha=alpha, seed=s, paths=paths)
         except SpectheoryError:
             errors += 1
             continue
@@ -81,29 +81,32 @@ def run(sampler, verifier, instances, reps, alpha, seed0=0, samples=BUDGET):
             "ci95": interval(caught, reps)}
 
 
-def agreement(r, rows, slow):
+def agreement(r, rows, slow, paths=1):
     """The replica's sampler against its own stated law: p-values on the sharp rows and on the
     default instances (both must pass)."""
-    spec = VerifierSpec(r.name, r.law, paths=1, lossless=False, exact=False)
+    spec = VerifierSpec(r.name, r.law, paths=1 if paths == 1 else None, lossless=False,
+                        exact=False, drafting="iid")
     out = {}
     for where, inst, n in (("sharp", rows, 10_000 if slow else 50_000),
                            ("default", None, 2_000 if slow else 10_000)):
         try:
-            rep = check_sampler(r.sampler, spec, instances=inst, samples=n, seed=12345)
+            rep = check_sampler(r.sampler, spec, instances=inst, samples=n, seed=12345,
+                                paths=paths)
             out[where] = {"samples": n, "passed": rep.passed, "p_value": rep.p_value}
         except SpectheoryError as e:
             out[where] = {"samples": n, "passed": None, "error": str(e).splitlines()[0]}
     return out
 
 
-def half_power_samples(design, r, alpha):
+def half_power_samples(design, r, alpha, paths=1):
     """The sample count (at least one a row) at which the replica's predicted power on the
     design's rows is nearest 0.5 (bisection; predicted power grows with the samples)."""
     lo = sum(x.drafts.shape[0] for x in design.rows)
     hi = BUDGET
 
     def power(n):
-        return predicted_power(design.rows, [r], design.verifier, n, alpha)[r.name].power
+        return predicted_power(design.rows, [r], design.verifier, n, alpha,
+                               paths=paths)[r.name].power
 
     if power(lo) >= 0.5:
         return lo, power(lo)
@@ -115,6 +118,10 @@ def half_power_samples(design, r, alpha):
 
 def correct_samplers():
     return {
+        ("gbv", 2): {"spectheory gbv (K = 2)": make_sampler("gbv", 2)},
+        ("gbv", 3): {"spectheory gbv (K = 3)": make_sampler("gbv", 3)},
+        ("traversal-tree", 3): {"spectheory traversal-tree (K = 3)":
+                                make_sampler("traversal-tree", 3)},
         "token": {
             "spectheory token": make_sampler("token"),
             "vllm-v1 port": Lm.engine_sampler(A.vllm_v1_rejection_sample, Lm.VLLM_V1),
@@ -141,7 +148,14 @@ def main() -> None:
     ap.add_argument("--fa-reps", type=int, default=600)
     ap.add_argument("--alpha", type=float, default=1e-3)
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
+    ap.add_argument("--designs", default="token,block",
+                    help="verifier[:K] list, e.g. gbv:2,gbv:3,traversal-tree:3")
+    ap.add_argument("--name", default="power", help="stem of the result files")
     args = ap.parse_args()
+    plans = []
+    for item in args.designs.split(","):
+        v, _, k = item.partition(":")
+        plans.append((v, int(k or 1)))
     torch.set_num_threads(1)
     t0 = time.time()
     result = {
@@ -162,18 +176,19 @@ def main() -> None:
             result["stages_done"].append(stage)
         result["seconds"] = time.time() - t0
         os.makedirs(args.out, exist_ok=True)
-        with open(os.path.join(args.out, "power.json"), "w") as f:
+        with open(os.path.join(args.out, f"{args.name}.json"), "w") as f:
             json.dump(result, f, indent=1)
-        with open(os.path.join(args.out, "power.md"), "w") as f:
+        with open(os.path.join(args.out, f"{args.name}.md"), "w") as f:
             f.write(markdown(result))
 
     def say(text):
         print(f"{text} ({time.time() - t0:.0f} s)", flush=True)
 
     designs, rows = {}, {}
-    for verifier in ("token", "block"):
-        design = designs[verifier] = kit_design(verifier, BUDGET, args.alpha)
-        result["designs"][verifier] = {
+    for verifier, K in plans:
+        label = verifier if K == 1 else f"{verifier} (K = {K})"
+        design = designs[label] = kit_design(verifier, BUDGET, args.alpha, K)
+        result["designs"][label] = {
             "rows": [{"V": int(r.q.shape[-1]), "L": int(r.drafts.shape[-1]),
                       "copies": int(r.drafts.shape[0]),
                       "drafts": r.drafts[0].tolist(), "q": r.q[0].tolist(),
@@ -184,67 +199,70 @@ def main() -> None:
         print(design.table(), flush=True)
         for r in design.replicas:
             if not r.visible or r.law is None:
-                result["invisible"].append({"name": r.name, "verifier": verifier,
+                result["invisible"].append({"name": r.name, "verifier": label,
                                             "source": r.source, "caught_by": r.caught_by})
                 continue
             pred = design.predicted[r.name]
-            rows[r.name] = (r, verifier, {
-                "name": r.name, "verifier": verifier, "source": r.source,
+            rows[(label, r.name)] = (r, label, K, {
+                "name": r.name, "verifier": label, "source": r.source,
                 "predicted_power": pred.power, "simulated_from_law": pred.simulated,
                 "noncentrality": pred.noncentrality, "zero_cell_samples": pred.zero_mass,
                 "tv_on_rows": pred.tv})
-            result["replicas"].append(rows[r.name][2])
+            result["replicas"].append(rows[(label, r.name)][3])
     # 1. every replica on the sharp rows
-    for r, verifier, row in rows.values():
+    for r, label, K, row in rows.values():
         reps = args.slow_reps if "transformers" in r.name else args.reps
-        row["sharp"] = run(r.sampler, verifier, designs[verifier].rows, reps, args.alpha)
+        row["sharp"] = run(r.sampler, r.verifier, designs[label].rows, reps, args.alpha, paths=K)
         say(f"{r.name:42s} predicted {row['predicted_power']:.4f} measured "
             f"{row['sharp']['rate']:.3f} on the sharp rows")
         save()
     save("sharp")
     # 2. false alarms of correct samplers on the sharp rows, at alpha and at 0.05
     for a in (args.alpha, 0.05):
-        for verifier, samplers in correct_samplers().items():
-            design = kit_design(verifier, BUDGET, a)
+        for verifier, K in plans:
+            samplers = correct_samplers()[verifier if K == 1 else (verifier, K)]
+            design = kit_design(verifier, BUDGET, a, K)
             for name, s in samplers.items():
                 reps = args.fa_reps // 5 if "transformers" in name else args.fa_reps
-                res = run(s, verifier, design.rows, reps, a, seed0=10_000)
-                res.update(name=name, verifier=verifier, alpha=a)
+                res = run(s, verifier, design.rows, reps, a, seed0=10_000, paths=K)
+                res.update(name=name, verifier=verifier if K == 1 else f"{verifier} (K = {K})",
+                           alpha=a)
                 result["false_alarms"].append(res)
                 say(f"false alarms {name:36s} alpha {a:g}: {res['caught']}/{reps}")
                 save()
     save("false alarms")
     # 3. every replica's sampler against its own stated law
-    for r, verifier, row in rows.values():
-        row["law_agreement"] = agreement(r, designs[verifier].rows, "transformers" in r.name)
+    for r, label, K, row in rows.values():
+        row["law_agreement"] = agreement(r, designs[label].rows, "transformers" in r.name, K)
         say(f"{r.name:42s} own law: {row['law_agreement']}")
         save()
     save("law agreement")
     # 4. calibration: each law once (its fastest sampler), at the sample count where the
     # predicted power on the sharp rows is nearest 0.5, so that predicted and measured are
     # compared where they can differ
-    for verifier in ("token", "block"):
-        design = designs[verifier]
+    for verifier, K in plans:
+        label = verifier if K == 1 else f"{verifier} (K = {K})"
+        design = designs[label]
         seen = set()
         for r in sorted(design.replicas, key=lambda r: "transformers" in r.name):
             if not r.visible or r.law is None or (r.law_key or r.name) in seen:
                 continue
             seen.add(r.law_key or r.name)
-            n, pw = half_power_samples(design, r, args.alpha)
+            n, pw = half_power_samples(design, r, args.alpha, K)
             res = run(r.sampler, verifier, design.rows, args.reps, args.alpha, seed0=20_000,
-                      samples=n)
-            res.update(name=r.name, verifier=verifier, samples=n, predicted_power=pw,
+                      samples=n, paths=K)
+            res.update(name=r.name, verifier=label, samples=n, predicted_power=pw,
                        simulated_from_law=simulated_power(design.rows, r, verifier, n,
-                                                          args.alpha))
+                                                          args.alpha, paths=K))
             result["calibration"].append(res)
             say(f"calibration {r.name:36s} n = {n}: predicted {pw:.3f} (law "
                 f"{res['simulated_from_law']:.3f}) measured {res['rate']:.3f}")
             save()
     save("calibration")
     # 5. the same replicas on the default instances (the seed draws their draft rows)
-    for r, verifier, row in rows.values():
+    for r, label, K, row in rows.values():
         reps = args.slow_reps if "transformers" in r.name else args.default_reps
-        row["default"] = run(r.sampler, verifier, None, reps, args.alpha)
+        row["default"] = run(r.sampler, r.verifier, None, reps, args.alpha, paths=K)
         say(f"{r.name:42s} measured {row['default']['rate']:.3f} on the default instances")
         save()
     save("default instances")

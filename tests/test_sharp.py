@@ -41,7 +41,7 @@ def token_design():
 
 @pytest.fixture(scope="module")
 def small_pool():
-    return sharp.candidate_pool(size=135, seed=3)
+    return sharp.candidate_pool(size=45, seed=3)
 
 
 # ----------------------------------------------------------------------------- statistics
@@ -304,7 +304,7 @@ def test_generic_replicas_as_name_law_pairs_and_bad_input(small_pool):
     assert set(d.predicted) == {"from-p"} and d.predicted["from-p"].power >= 0.9
     assert sum(r.drafts.shape[0] for r in d.rows) == d.copies
     for bad, msg in ((dict(budget=0), "budget"), (dict(alpha=1.5), "alpha"),
-                     (dict(replicas=[42]), "Replica"), (dict(verifier="gbv"), "single-path")):
+                     (dict(replicas=[42]), "Replica"), (dict(verifier="gbv"), "multi-path verifier")):
         kw = dict(replicas=[("from-p", law)], pool=small_pool)
         kw.update(bad)
         with pytest.raises(SpectheoryError, match=msg):
@@ -350,3 +350,21 @@ def test_sharp_rows_are_copies_of_the_cached_design(token_design):
         assert all(torch.equal(a, b) for a, b in zip(r, s))
     rows[0].q.zero_()  # a sampler writing into its inputs
     assert sharp.kit_design("token", 3000, 1e-3).rows[0].q.sum() > 0
+
+
+@pytest.mark.parametrize("verifier,K", [("gbv", 2), ("gbv", 3), ("traversal-tree", 3)])
+def test_multipath_designs_catch_the_gbv_reference_replicas(verifier, K):
+    """K-path rows (paths sharing a prefix share its rows) against the GBV reference code's
+    replicas: each caught at 3,000 samples (fixed seed), spectheory's own K-path sampler passes;
+    the float16 skew, invisible on the default instances at this budget, is among them at
+    K = 3."""
+    d = sharp.kit_design(verifier, 3000, 1e-3, K)
+    assert d.paths == K and all(r.drafts.dim() == 3 and r.drafts.shape[1] == K for r in d.rows)
+    assert d.least_power >= 0.9 and all(r.simulated >= 0.9 for r in d.predicted.values())
+    names = {r.name for r in d.replicas}
+    assert ("gbv-ref-fp16-skew" in names) == (verifier == "gbv" and K == 3)
+    for r in d.replicas:
+        rep = check_sampler(r.sampler, verifier, paths=K, instances=d.rows, samples=3000, seed=0)
+        assert not rep.passed, (r.name, str(rep))
+    assert check_sampler(make_sampler(verifier, K), verifier, paths=K, instances=d.rows,
+                         samples=3000, seed=0).passed

@@ -381,7 +381,7 @@ def _row(rng, V: int, kind: str, x: int, q_row=None):
 
 
 def candidate_pool(size: int = DEFAULT_POOL, seed: int = 0, vocab=(2, 3, 4),
-                   lengths=(1, 2, 3)) -> list[DraftRows]:
+                   lengths=(1, 2, 3), paths: int = 1) -> list[DraftRows]:
     """Candidate draft rows (single path), grouped by (V, L): ``size`` random rows plus the bug
     kit's own rows (`spectheory.testing.mutants.coins`: the zero-probability and shared-noise
     rows). Every row is prefix-dependent (each position's q and p drawn afresh) and has
@@ -389,9 +389,12 @@ def candidate_pool(size: int = DEFAULT_POOL, seed: int = 0, vocab=(2, 3, 4),
     ties occur); rows with about 40% zeros in p or q; an exact tie p(X_i) = q(X_i); target
     probability 0 at a draft; a draft probability of 1e-8 (below float16's 2^-25, which it
     underflows to 0) with target probability 0 or 5e-9. Deterministic in ``seed``; built from no
-    sampler."""
+    sampler. With ``paths`` K > 1: K-path rows (``drafts [B, K, L]``) of small instances, every
+    K-tuple of paths (``size``, ``vocab`` and ``lengths`` unused; see `_multipath_pool`)."""
     from .mutants import coins
 
+    if paths > 1:
+        return _multipath_pool(int(paths), seed)
     rng = np.random.default_rng(seed)
     kinds = ("grid", "zeros", "tie", "p0", "tiny")
     groups: dict = {}
@@ -477,19 +480,34 @@ def _spec_law(spec):
     return spec.function
 
 
-def kit_replicas(verifier: str = "token", ports: bool = True) -> list[Replica]:
+def kit_replicas(verifier: str = "token", ports: bool = True, paths: int = 1) -> list[Replica]:
     """The bug kit's replicas a single-path check against ``verifier`` ("token" or "block")
     meets, each with its exact law and a sampler that runs it: the law-kind formula mutants
     (through [`make_sampler`][spectheory.testing.sampler.make_sampler]), vLLM #47386's shared
     noise and SGLang #35771's zero coin (sampler kind; the latter invisible to sampling, caught
     in coins mode), and with ``ports`` the planted bugs (`spectheory.testing.adapters.PORT_BUGS`)
     of the engine ports through their presets (SGLang's flipped strictness: coins mode).
-    Replicas of one bug in several ports share a ``law_key``."""
+    Replicas of one bug in several ports share a ``law_key``. Multi-path (``paths`` K): the GBV
+    reference code's replicas against ``"gbv"`` (tie rule and capped ranking at K >= 2, the
+    float16 skew at K = 3, where its normaliser underflows) and its traversal visiting the
+    first leaf against ``"traversal-tree"`` (K = 3), through ``make_sampler(..., paths=K)``."""
     from .mutants import MUTANTS, coins
     from .mutants import replica_laws as RL
     from .sampler import make_sampler
 
     out: list[Replica] = []
+    if paths > 1:
+        keys = {"gbv": ("gbv-ref-tie-rule", "gbv-ref-capped-ranking")
+                + (("gbv-ref-fp16-skew",) if paths == 3 else ()),
+                "traversal-tree": ("gbv-ref-traversal-first-leaf",) if paths == 3 else ()}
+        if not keys.get(verifier):
+            raise SpectheoryError(f"kit_replicas has no {paths}-path replicas of {verifier!r}: "
+                                  f"gbv with K = 2 or 3, traversal-tree with K = 3")
+        for key in keys[verifier]:
+            m = MUTANTS[key]
+            out.append(Replica(key, _spec_law(m.function), make_sampler(m.function, paths),
+                               verifier, source=f"{m.project} {m.issue}"))
+        return out
     if verifier == "token":
         for key in ("trtllm-15098-off-by-one", "hf-28508-softmax-residual",
                     "mlxcel-992-fp16-underflow-accept"):
@@ -533,8 +551,8 @@ def kit_replicas(verifier: str = "token", ports: bool = True) -> list[Replica]:
                                    _port_sampler("vllm-mrv2-block", bug), "block",
                                    source="vllm-mrv2 port, planted", law_key=bug))
         return out
-    raise SpectheoryError(f"kit_replicas covers single-path token and block samplers, not "
-                          f"{verifier!r}")
+    raise SpectheoryError(f"kit_replicas covers single-path token and block samplers, and gbv "
+                          f"and traversal-tree with paths = 2 or 3, not {verifier!r}")
 
 
 def _as_replicas(replicas, verifier: str) -> list[Replica]:
@@ -561,9 +579,67 @@ def _cells(law, K1: bool) -> np.ndarray:
 
 
 def _laws_on(pool, fn) -> list[np.ndarray]:
-    """Each group's cell probabilities under ``fn`` (single-path law function); NaN rows: no
-    law there."""
-    return [_cells(fn(d, q, p), True) for d, q, p in pool]
+    """Each group's cell probabilities under ``fn`` (a single-path law function on rows
+    ``drafts [B, L]``, or a K-path one on ``drafts [B, K, L]``); NaN rows: no law there."""
+    return [_rep_cells(fn, d, q, p) for d, q, p in pool]
+
+
+def _ref_cells(how, d, q, p) -> np.ndarray:
+    """The reference's cell probabilities [B, K (L+1) V] on rows of either form."""
+    q, p = q.to(torch.float64), p.to(torch.float64)
+    if d.dim() == 2:
+        d, q, p = d.unsqueeze(1), q.unsqueeze(1), p.unsqueeze(1)
+    return _cells(how.spec.law(d, q, p), False)
+
+
+def _rep_cells(fn, d, q, p) -> np.ndarray:
+    """A replica's cell probabilities on rows of either form (a single-path law function gets
+    ``drafts [B, L]``)."""
+    q, p = q.to(torch.float64), p.to(torch.float64)
+    if d.dim() == 3 and d.shape[1] == 1:
+        d, q, p = d[:, 0], q[:, 0], p[:, 0]
+    return _cells(fn(d, q, p), True)
+
+
+def _multipath_pool(paths: int, seed: int, per_instance: int = 256) -> list[DraftRows]:
+    """K-path candidate rows: every K-tuple of draft paths of positive i.i.d. draft probability
+    (at most ``per_instance`` a instance, drawn without replacement), rows along each path from
+    the instance's tables (so paths that share a prefix share its rows), on the bug kit's
+    instances (p = q = (1/2, 1/2); the two-token example; p/q ties; capped ties; the float16
+    instance) and random prefix-dependent instances with V = 2, 3, L = 1, 2 on a grid of 1/4
+    and 1/12 (ties) and with zeros."""
+    import itertools
+
+    from ..engine.joint import draft_rows
+    from ..engine.seqtree import levels
+    from ..inputs.random_instances import random_instance
+    from . import mutants as M
+
+    rng = np.random.default_rng(seed)
+    insts = [M.pq_half_instance(), M.two_token_example(), M.gbv_three_token_instance(),
+             M.capped_tie_instance(), M.fp16_instance()]
+    for i, (V, L) in enumerate(((2, 1), (3, 1), (2, 2), (3, 2))):
+        for den in (4, 12):
+            insts.append(random_instance(V, L, 100 * seed + 10 * i + den, denominator=den))
+        insts.append(random_instance(V, L, 100 * seed + 10 * i + 1, denominator=12,
+                                     alpha=0.3))
+    groups: dict = {}
+    for inst in insts:
+        inst = inst.to_float()
+        V, L = inst.vocab_size, inst.block_length
+        ql = levels(inst.draft, 0, L, False)
+        pl = levels(inst.target, 0, L + 1, False)
+        seqs = list(itertools.product(range(V), repeat=L))
+        tuples = np.array(list(itertools.product(range(len(seqs)), repeat=paths)))
+        if len(tuples) > per_instance:
+            tuples = tuples[np.sort(rng.choice(len(tuples), per_instance, replace=False))]
+        d = torch.as_tensor(np.array([[seqs[i] for i in t] for t in tuples]), dtype=torch.long)
+        q, p = draft_rows(ql, pl, d, L, V)
+        live = (q.gather(-1, d.unsqueeze(-1))[..., 0] > 0).all(-1).all(-1)
+        if live.any():
+            groups.setdefault((V, L), []).append(DraftRows(d[live], q[live], p[live]))
+    return [DraftRows(*(torch.cat([g[j] for g in gs]) for j in range(3)))
+            for _, gs in sorted(groups.items())]
 
 
 # ----------------------------------------------------------------------------- designs
@@ -593,6 +669,7 @@ class SharpDesign:
     replicas: list = field(default_factory=list)
     generic_tv: float | None = None
     generic_power: float | None = None
+    paths: int = 1
 
     @property
     def least_power(self) -> float:
@@ -601,7 +678,8 @@ class SharpDesign:
 
     def table(self) -> str:
         """One line per replica: predicted power, noncentrality, TV on the rows."""
-        lines = [f"sharp design for {self.verifier}: {self.copies} row copies x "
+        lines = [f"sharp design for {self.verifier}"
+                 f"{'' if self.paths == 1 else f' (K = {self.paths})'}: {self.copies} row copies x "
                  f"{self.samples_per_row} samples (budget {self.budget:,}), alpha = "
                  f"{self.alpha:g}; detects TV >= {self.detectable_tv:.4f} with 90% power"]
         for r in sorted(self.predicted.values(), key=lambda r: r.power):
@@ -619,15 +697,17 @@ class SharpDesign:
 
 def sharp_design(replicas: Sequence | None = None, verifier: str = "token", budget: int = 3000,
                  alpha: float = 1e-3, pool: Sequence[DraftRows] | None = None,
-                 max_rows: int = MAX_ROWS, generic_tv: float | None = GENERIC_TV) -> SharpDesign:
+                 max_rows: int = MAX_ROWS, generic_tv: float | None = GENERIC_TV,
+                 paths: int | None = None) -> SharpDesign:
     """Choose draft rows (and their copies) that maximise the weakest replica's detection power at
     ``budget`` samples (module docstring).
 
     ``replicas``: a list of [`Replica`][spectheory.testing.sharp.Replica] or ``(name, law)``
     pairs (default: [`kit_replicas`][spectheory.testing.sharp.kit_replicas] of ``verifier``);
     ``pool``: candidate DraftRows (default
-    [`candidate_pool`][spectheory.testing.sharp.candidate_pool]). Only the reference's and the
-    replicas' exact laws are read: the same arguments give the same rows, whatever sampler is
+    [`candidate_pool`][spectheory.testing.sharp.candidate_pool]); ``paths`` K for a K-path
+    verifier (the rows then carry a path axis; check with ``paths=K``). Only the reference's and
+    the replicas' exact laws are read: the same arguments give the same rows, whatever sampler is
     checked on them."""
     from ..registry import plan
 
@@ -635,18 +715,18 @@ def sharp_design(replicas: Sequence | None = None, verifier: str = "token", budg
         raise SpectheoryError(f"budget = {budget!r} must be a positive integer")
     if not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
         raise SpectheoryError(f"alpha = {alpha!r} must lie strictly between 0 and 1")
-    how = plan(verifier)
-    if how.paths != 1 or not how.spec.single_path:
-        raise SpectheoryError(f"sharp designs cover single-path verifiers, not "
-                              f"{how.spec.name!r}")
-    reps = _as_replicas(kit_replicas(verifier) if replicas is None else replicas, verifier)
-    pool = list(candidate_pool() if pool is None else pool)
+    how = plan(verifier, paths)
+    K = how.paths
+    if K == 1 and not how.spec.single_path:
+        raise SpectheoryError(f"{how.spec.name!r} is a multi-path verifier: pass paths = K")
+    reps = _as_replicas(kit_replicas(verifier, paths=K) if replicas is None else replicas,
+                        verifier)
+    pool = list(candidate_pool(paths=K) if pool is None else pool)
     visible = [r for r in reps if r.visible and r.law is not None]
     invisible = {r.name: r.caught_by for r in reps if not (r.visible and r.law is not None)}
     if not visible:
         raise SpectheoryError("no replica with an exact law to design against")
-    ref = [_cells(how.spec.law(d.unsqueeze(1), q.unsqueeze(1), p.unsqueeze(1)), False)
-           for d, q, p in pool]
+    ref = [_ref_cells(how, d, q, p) for d, q, p in pool]
     by_key: dict = {}
     for r in visible:
         by_key.setdefault(r.law_key or r.name, r)
@@ -683,15 +763,17 @@ def sharp_design(replicas: Sequence | None = None, verifier: str = "token", budg
         predicted[r.name] = ReplicaPower(
             r.name, replica_power(ns, c, z, dofs, alpha), float(np.dot(ns, c)),
             float(np.dot(ns, z)), float(np.dot(ns, tv) / np.sum(ns)),
-            simulated_power(rows, r, verifier, int(budget), alpha))
+            simulated_power(rows, r, verifier, int(budget), alpha, paths=K))
     return SharpDesign(verifier, int(budget), float(alpha), rows, predicted,
                        detectable_tv(ns, dofs, alpha), invisible, total, int(budget) // total,
                        reps, generic_tv,
-                       None if generic_tv is None else family_power(generic_tv, ns, dofs, alpha))
+                       None if generic_tv is None else family_power(generic_tv, ns, dofs, alpha),
+                       K)
 
 
 def sharp_rows(mode: str = "law", verifier: str = "token", budget: int = 3000,
-               alpha: float = 1e-3, replicas: Sequence | None = None) -> list[DraftRows]:
+               alpha: float = 1e-3, replicas: Sequence | None = None,
+               paths: int | None = None) -> list[DraftRows]:
     """The rows of [`sharp_design`][spectheory.testing.sharp.sharp_design], for
     ``check_sampler(sampler, verifier, instances=sharp_rows(...), samples=budget,
     alpha=alpha)``. Only ``mode="law"`` takes fixed draft rows (coins modes compare decisions one
@@ -701,22 +783,23 @@ def sharp_rows(mode: str = "law", verifier: str = "token", budget: int = 3000,
     if mode != "law":
         raise SpectheoryError(f"sharp rows serve mode 'law' (fixed draft rows), not {mode!r}")
     if replicas is None:
-        return kit_design(verifier, budget, alpha).rows
-    return sharp_design(replicas, verifier, budget, alpha).rows
+        return kit_design(verifier, budget, alpha, paths or 1).rows
+    return sharp_design(replicas, verifier, budget, alpha, paths=paths).rows
 
 
 @functools.lru_cache(maxsize=8)
-def _cached(verifier: str, budget: int, alpha: float) -> SharpDesign:
-    return sharp_design(None, verifier, budget, alpha)
+def _cached(verifier: str, budget: int, alpha: float, paths: int) -> SharpDesign:
+    return sharp_design(None, verifier, budget, alpha, paths=paths)
 
 
-def kit_design(verifier: str = "token", budget: int = 3000, alpha: float = 1e-3) -> SharpDesign:
+def kit_design(verifier: str = "token", budget: int = 3000, alpha: float = 1e-3,
+               paths: int = 1) -> SharpDesign:
     """[`sharp_design`][spectheory.testing.sharp.sharp_design] against the bug kit's replicas with
     the default pool, computed once per process (each call gets its own copy of the rows, so a
     sampler that writes into its inputs cannot change a later design)."""
     import dataclasses
 
-    d = _cached(verifier, int(budget), float(alpha))
+    d = _cached(verifier, int(budget), float(alpha), int(paths))
     return dataclasses.replace(d, rows=[DraftRows(*(x.clone() for x in r)) for r in d.rows])
 
 
@@ -724,23 +807,20 @@ __all__ += ["kit_design"]
 
 
 def predicted_power(rows: Sequence[DraftRows], replicas: Sequence, verifier: str = "token",
-                    samples: int = 3000, alpha: float = 1e-3) -> dict:
+                    samples: int = 3000, alpha: float = 1e-3, paths: int | None = None) -> dict:
     """Predicted power (name -> [`ReplicaPower`][spectheory.testing.sharp.ReplicaPower]) of
     ``check_sampler(sampler, verifier, instances=rows, samples=samples, alpha=alpha)`` against
     each replica (a [`Replica`][spectheory.testing.sharp.Replica] or ``(name, law)`` pair) on given
-    single-path draft rows, with the check's even split of the samples. Raises on a replica
-    that has no law on one of the rows (a NaN row)."""
+    draft rows (a path axis for ``paths`` K > 1), with the check's even split of the samples.
+    Raises on a replica that has no law on one of the rows (a NaN row)."""
     from ..registry import plan
     from .budget import split
 
-    how = plan(verifier)
+    how = plan(verifier, paths)
     rows = [DraftRows(*(torch.as_tensor(x) for x in r)) for r in rows]
-    rows = [DraftRows(d[:, 0], q[:, 0], p[:, 0]) if d.dim() == 3 else DraftRows(d, q, p)
-            for d, q, p in rows]
     total = sum(r.drafts.shape[0] for r in rows)
     ns = np.array(split(int(samples), total))
-    ref = [_cells(how.spec.law(d.unsqueeze(1), q.to(torch.float64).unsqueeze(1),
-                               p.to(torch.float64).unsqueeze(1)), False) for d, q, p in rows]
+    ref = [_ref_cells(how, d, q, p) for d, q, p in rows]
     out = {}
     for r in _as_replicas(replicas, verifier):
         if r.law is None:
@@ -748,7 +828,7 @@ def predicted_power(rows: Sequence[DraftRows], replicas: Sequence, verifier: str
         cs, zs, ds, tvs = [], [], [], []
         start = 0
         for g, (d, q, p) in enumerate(rows):
-            law = _cells(r.law(d, q.to(torch.float64), p.to(torch.float64)), True)
+            law = _rep_cells(r.law, d, q, p)
             if np.isnan(law).any():
                 raise SpectheoryError(f"replica {r.name} has no law on a row of group {g}")
             B = d.shape[0]
@@ -794,7 +874,8 @@ def _bins(ref_row: np.ndarray, n: int, min_expected: float = MIN_EXPECTED):
 
 def simulated_power(rows: Sequence[DraftRows], replica, verifier: str = "token",
                     samples: int = 3000, alpha: float = 1e-3, reps: int = 4000,
-                    seed: int = 0, min_expected: float = MIN_EXPECTED) -> float:
+                    seed: int = 0, min_expected: float = MIN_EXPECTED,
+                    paths: int | None = None) -> float:
     """Power of ``check_sampler(..., instances=rows, samples=samples, alpha=alpha)`` against one
     replica, by simulating the check's statistic from the replica's exact law (multinomial counts
     per row, ``reps`` times; no sampler is called): the family decision of
@@ -807,7 +888,7 @@ def simulated_power(rows: Sequence[DraftRows], replica, verifier: str = "token",
     from ..registry import plan
     from .budget import split
 
-    how = plan(verifier)
+    how = plan(verifier, paths)
     rep_ = _as_replicas([replica], verifier)[0]
     rng = np.random.default_rng(seed)
     total = sum(int(r[0].shape[0]) for r in rows)
@@ -815,9 +896,8 @@ def simulated_power(rows: Sequence[DraftRows], replica, verifier: str = "token",
     stats_rows, dofs, caught = [], [], np.zeros(reps, dtype=bool)
     k = 0
     for d, q, p in rows:
-        q, p = q.to(torch.float64), p.to(torch.float64)
-        ref = _cells(how.spec.law(d.unsqueeze(1), q.unsqueeze(1), p.unsqueeze(1)), False)
-        bug = _cells(rep_.law(d, q, p), True)
+        ref = _ref_cells(how, d, q, p)
+        bug = _rep_cells(rep_.law, d, q, p)
         if np.isnan(bug).any():
             raise SpectheoryError(f"replica {rep_.name} has no law on one of the rows")
         for b in range(d.shape[0]):
