@@ -368,3 +368,28 @@ def test_multipath_designs_catch_the_gbv_reference_replicas(verifier, K):
         assert not rep.passed, (r.name, str(rep))
     assert check_sampler(make_sampler(verifier, K), verifier, paths=K, instances=d.rows,
                          samples=3000, seed=0).passed
+
+
+def test_simulated_bins_are_the_checks_bins():
+    """The bins the law simulation forms give row_chi_square's statistic and degrees of freedom
+    on any observed counts (cells kept, pooled apart, pooled into the smallest kept cell)."""
+    rng = np.random.default_rng(1)
+    for _ in range(300):
+        C = int(rng.integers(2, 10))
+        ref = rng.dirichlet(np.full(C, 0.4))
+        ref[rng.random(C) < 0.2] = 0.0
+        if ref.sum() == 0:
+            ref[0] = 1.0
+        ref /= ref.sum()
+        n = int(rng.integers(1, 300))
+        obs = rng.multinomial(n, ref)
+        where, nb = sharp._bins(ref, n)
+        t = stats.row_chi_square(obs, ref, n)
+        assert max(nb - 1, 0) == t.dof
+        if t.dof < 1:
+            continue
+        O, E = np.zeros(nb), np.zeros(nb)
+        for c in np.flatnonzero(where >= 0):
+            O[where[c]] += obs[c]
+            E[where[c]] += n * ref[c]
+        assert ((O - E) ** 2 / E).sum() == pytest.approx(t.statistic, rel=1e-9)
