@@ -891,3 +891,52 @@ def gbv_tie_rule_L1(p, q, K):
         for y in range(V):
             out[y] += pr * (1 - a) * res[y]
     return out
+
+
+# ----------------------------------------------------------------------------- Cactus (2604.04987)
+
+
+def cactus_kl_reweighted(p, x, delta, digits=50):
+    """KL(h || p) in `digits` decimal digits: h(x) = min(1, p(x) + sqrt(2 delta p(x)(1 - p(x)))),
+    every other token's target probability scaled by (1 - h(x)) / (1 - p(x)) (Hao & Mou's
+    reweighted target), written from the paper's formula with Python's decimal module."""
+    from decimal import Decimal, localcontext
+
+    with localcontext() as ctx:
+        ctx.prec = digits
+        P = [Decimal(Fraction(v).numerator) / Decimal(Fraction(v).denominator) for v in p]
+        d = Decimal(Fraction(delta).numerator) / Decimal(Fraction(delta).denominator)
+        hx = min(Decimal(1), P[x] + (2 * d * P[x] * (1 - P[x])).sqrt())
+        scale = (1 - hx) / (1 - P[x])
+        kl = Decimal(0)
+        for y, py in enumerate(P):
+            hy = hx if y == x else py * scale
+            if hy > 0:
+                kl += hy * (hy / py).ln()
+        return kl
+
+
+def cactus_emitted_kl(p, q, delta, digits=50):
+    """KL(law of the emitted token || p) for Cactus as received at one node: draft X ~ q, accept it
+    with probability min(1, h_X(X) / q(X)), else emit from the positive part of h_X - q
+    normalised; the emitted law summed token by token, in `digits` decimal digits."""
+    from decimal import Decimal, localcontext
+
+    with localcontext() as ctx:
+        ctx.prec = digits
+        conv = lambda v: Decimal(Fraction(v).numerator) / Decimal(Fraction(v).denominator)  # noqa: E731
+        P, Q, d = [conv(v) for v in p], [conv(v) for v in q], conv(delta)
+        V = len(P)
+        out = [Decimal(0)] * V
+        for x in range(V):
+            if Q[x] == 0:
+                continue
+            hx = min(Decimal(1), P[x] + (2 * d * P[x] * (1 - P[x])).sqrt())
+            h = [hx if y == x else P[y] * (1 - hx) / (1 - P[x]) for y in range(V)]
+            accept = min(Decimal(1), h[x] / Q[x])
+            pos = [max(h[y] - Q[y], Decimal(0)) for y in range(V)]
+            mass = sum(pos)
+            corr = [v / mass for v in pos] if mass > 0 else P
+            for y in range(V):
+                out[y] += Q[x] * ((accept if y == x else 0) + (1 - accept) * corr[y])
+        return sum((o * (o / t).ln() for o, t in zip(out, P) if o > 0), Decimal(0))

@@ -431,6 +431,35 @@ def test_vllm_40819_wrong_row_by_own_block_verification():
     assert ind.tv(ind.block_law(ci, wrong_row=True)[0], ci) == 0
 
 
+def test_cactus_rows_by_own_decimal_computation():
+    """Hao & Mou's reweighted target and the emitted token's law, recomputed in 50 decimal
+    digits: KL(h || p) = 0.10363... > 0.1 at p = (1/2, 1/4, 1/4), x = 0, and the emitted law's
+    KL 0.10439... > 0.1 (refuted), both below 0.1 at p = (1/10, 9/10), q = (1, 0); the ledger's
+    float64 values agree to 1e-12."""
+    from spectheory.lp.relaxed_claims import cactus_h_claim, cactus_output_claim
+
+    from spectheory.inputs.instances import instance_from_dict
+
+    a = ([F(1, 2), F(1, 4), F(1, 4)], [F(1, 4), F(1, 2), F(1, 4)])
+    b = ([F(1, 10), F(9, 10)], [F(1), F(0)])
+    worst_h = max(ind.cactus_kl_reweighted(a[0], x, F(1, 10)) for x in range(3))
+    assert float(worst_h) > 0.1 + 1e-3 and abs(float(worst_h) - 0.103632694824897) < 1e-12
+    emitted = ind.cactus_emitted_kl(*a, F(1, 10))
+    assert float(emitted) > 0.1 + 1e-3
+    assert max(ind.cactus_kl_reweighted(b[0], 0, F(1, 10)), ind.cactus_emitted_kl(*b, F(1, 10))) \
+        < 0.1
+    for (p, q), dec_h, dec_out in ((a, worst_h, emitted),
+                                   (b, ind.cactus_kl_reweighted(b[0], 0, F(1, 10)),
+                                    ind.cactus_emitted_kl(*b, F(1, 10)))):
+        inst = instance_from_dict({"vocab_size": len(p), "block_length": 1,
+                                   "target": [str(v) for v in p], "draft": [str(v) for v in q]},
+                                  exact=True)
+        assert abs(cactus_h_claim(inst, 0.1).exact - float(dec_h)) < 1e-12
+        assert abs(cactus_output_claim(inst, 0.1).exact - float(dec_out)) < 1e-12
+    assert ledger_row("cactus-kl-reweighted-target").finding.verdict == "refuted"
+    assert ledger_row("cactus-kl-emitted-token").finding.verdict == "refuted"
+
+
 #: Rows whose verdict this file recomputes with the second implementation.
 COVERED = {
     "leviathan-acceptance-rate", "leviathan-expected-tokens", "block-toy", "block-never-worse",
@@ -446,6 +475,7 @@ COVERED = {
     "mlx-swift-lm-459-acceptance", "mlx-swift-lm-459-biased", "mlxcel-992-sample-match-exact",
     "fms-extras-12-per-candidate", "fms-extras-17-consistent", "delayed-expansion-lossless",
     "delayed-expansion-improves", "eagle-329-not-lossless", "sglang-9877-acceptance",
+    "cactus-kl-reweighted-target", "cactus-kl-emitted-token",
 }
 #: Refutations without a second implementation yet, with the reason.
 REFUTED_NOT_YET = {

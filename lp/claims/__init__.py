@@ -28,7 +28,9 @@ Modules: [`leviathan`][spectheory.lp.claims.leviathan] (arXiv 2211.17192),
 [`global_resolution`][spectheory.lp.claims.global_resolution] (2511.15898),
 [`hsd`][spectheory.lp.claims.hsd] (2601.05724), [`spectr_gbv`][spectheory.lp.claims.spectr_gbv]
 (2604.25925), [`trees`][spectheory.lp.claims.trees] (2602.16994 and the 2025-2026 sources left
-out), [`engines`][spectheory.lp.claims.engines] (engines' issues and code, the bug kit).
+out), [`engines`][spectheory.lp.claims.engines] (engines' issues and code, the bug kit),
+[`relaxed`][spectheory.lp.claims.relaxed] (2604.04987, 2606.30265, the lossy frontier),
+[`hetero`][spectheory.lp.claims.hetero] (2502.05202, vLLM #38174).
 
 The command (``spectheory claims``) exits 1 when a recomputed verdict differs from the recorded
 one, so the test suite runs it as a regression test; ``docs/claims.md`` is generated from it
@@ -48,8 +50,8 @@ import sys
 from dataclasses import dataclass
 from typing import Callable
 
-from . import block_gbv, engines, global_resolution, hsd, hu, khisti, leviathan, spechub, \
-    spectr_gbv, trees
+from . import block_gbv, engines, global_resolution, hetero, hsd, hu, khisti, leviathan, \
+    relaxed, spechub, spectr_gbv, trees
 from .common import KIND_VERDICTS, KINDS, VERDICTS, Claim, Fact, Finding, Hypotheses, \
     reset_facts, take_facts
 
@@ -60,7 +62,7 @@ __all__ = ["CLAIMS", "KINDS", "VERDICTS", "Claim", "Fact", "Finding", "Hypothese
 #: engine claims are added by `ledger`).
 CLAIMS: list[Claim] = (leviathan.ROWS + block_gbv.ROWS + hu.ROWS + khisti.ROWS +
                        global_resolution.ROWS + spechub.ROWS + hsd.ROWS + spectr_gbv.ROWS +
-                       trees.ROWS + engines.ROWS)
+                       trees.ROWS + engines.ROWS + relaxed.ROWS + hetero.ROWS)
 
 
 def ledger() -> list[Claim]:

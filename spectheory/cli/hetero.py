@@ -1,4 +1,4 @@
-"""The ``spectheory hetero`` command: exact law of a heterogeneous-vocabulary scheme.
+"""The spectheory hetero command: exact law of a heterogeneous-vocabulary scheme.
 
     spectheory hetero INSTANCE --scheme slem|slrs|tli|vllm-tli [--exact] [--json] [--tol T]
                       [--n-tokens N]
@@ -7,8 +7,9 @@ reads a heterogeneous instance ([`spectheory.inputs.tokenizers`][spectheory.inpu
 two longest-match tokenizers over one alphabet, a target and a draft model over their own token
 ids) and prints the lossless verdict of the scheme over ``n_tokens`` target tokens (naming the
 first offending string when it is lossy) and the target tokens and characters one target forward
-emits ([`check_hetero_lossless`][spectheory.verifiers.hetero.check_hetero_lossless]). Bad input is
-one line on stderr with exit code 2.
+emits ([`check_hetero_lossless`][spectheory.verifiers.hetero.check_hetero_lossless]). Exit code
+0 when the scheme is lossless on the instance, 1 when it is lossy (as ``spectheory check``), 2 on
+bad input (one line on stderr).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def cmd_hetero(args) -> int:
                    output_probability=_num(rep.output_probability),
                    target_probability=_num(rep.target_probability))
     emit(obj, args.json, str(rep))
-    return 0
+    return 0 if rep.lossless else 1
 
 
 def register(sub) -> None:
