@@ -8,7 +8,7 @@ variation, bottom row KL(output || target), from the exact output law; rules wit
 are left out of the bottom row), y = its block efficiency E[tau + 1]; a rule's points are joined in parameter order. The black
 curve is the lossy
 frontier of `spectheory.lp.frontier`, the most E[tau + 1] any verifier reaches within the budget
-(TV: the LP, solved at a grid and at every rule's own TV; KL: the convex program on a grid, each
+(TV: the LP; KL: the convex program; each solved at a grid and at every rule's own divergence,
 with its certificate); block verification is its value at zero. Every rule sits on or below it.
 
 Colours are matplotlib's defaults, one per family in ``COLORS`` (a palette is one dict away).
@@ -90,10 +90,14 @@ def compute(quick: bool = False) -> dict:
         ftv = [{"tv": t, "block_efficiency": float(frontier_lp(inst, tv=t, rules=()).optimum)}
                for t in tvs]
         # KL = 0 means the output law is the target's: the TV frontier at 0
+        # the grid and every rule's own finite KL, as for TV: each rule is compared with (and
+        # drawn against) the frontier at its own point, not an interpolation between grid points
+        kls = sorted(set(kl_grid) | {round(p["kl"], 12) for p in points
+                                     if p["kl"] is not None and p["kl"] > 0})
         fkl = [{"kl": 0.0, "block_efficiency": ftv[0]["block_efficiency"]}]
         fkl += [{"kl": k, "block_efficiency": float(frontier_lp(inst, kl=k, rules=(),
                                                                  pinsker=False).optimum)}
-                for k in kl_grid]
+                for k in kls]
         panels[key] = {"family": family, "knob": knob, "rules": points, "frontier_tv": ftv,
                        "frontier_kl": fkl}
     return {"V": V, "L": L, "panels": panels}

@@ -167,9 +167,23 @@ def samples_for_a_test(probs, min_expected: float = 5.0) -> int | None:
     p1 = float(w.max())
     n = max(2, math.ceil(min_expected / min(p1, 1.0 - p1) * (1 - 1e-12)))
     zero = np.zeros(len(probs))
-    while row_chi_square(zero, probs, n, min_expected).dof < 1:  # float edges: a step or two
-        n += 1
-    return n
+
+    def tested(m: int) -> bool:
+        return row_chi_square(zero, probs, m, min_expected).dof >= 1
+
+    if tested(n):
+        return n
+    # float edges: the pooling's own sums may need more than n. The expected counts grow with
+    # the sample count, so whether a row is tested is monotone in it: bracket by doubling the
+    # step (a row with 1 - p_1 near 1e-15 needs steps of ~10^12), then bisect to the fewest.
+    lo, step = n, 1
+    while not tested(lo + step):
+        lo, step = lo + step, step * 2
+    hi = lo + step
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if tested(mid) else (mid, hi)
+    return hi
 
 
 def point_mass_tv(n: int, power: float = 0.9) -> float:
