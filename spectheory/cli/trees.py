@@ -9,9 +9,9 @@ output law to the target, exact in rationals with ``--exact``) of
 [`analyze_tree`][spectheory.engine.analysis.analyze_tree]. The tree is given by branching factors
 per depth (``--tree``), or, for trees whose leaves are at different depths, by a parent list
 (``--parents 0,0,1``: the parent of drafted node 1, 2, ...; 0 is the root) or a Medusa / EAGLE
-choices list (``--choices '[[0],[1],[0,0]]'``). Bad input (a malformed tree, two tree options, an unknown verifier, scheme or route, a K-path
-verifier on an uneven tree, an enumeration over the size limit) is one line on stderr with exit
-code 2.
+choices list (``--choices '[[0],[1],[0,0]]'``). Bad input (a malformed tree, two tree options, an
+unknown verifier, scheme or route, a K-path verifier on an uneven tree, an enumeration over the size
+limit) is one line on stderr with exit code 2.
 """
 
 from __future__ import annotations
