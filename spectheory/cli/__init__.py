@@ -132,6 +132,10 @@ def command_name(argv: list[str]) -> str | None:
     return None
 
 
+#: The command line `main` is parsing, while it builds its parser (`build_parser`'s default).
+_parsing: list[str] | None = None
+
+
 def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     """The command line's parser.
 
@@ -140,8 +144,9 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     command it names is imported; the others are listed by name and help (`COMMANDS`), enough
     for ``spectheory --help`` and for argparse's choice of command, so that start-up costs
     only what that command imports. A command missing from `COMMANDS` builds the full
-    parser."""
+    parser. `main` passes its command line (as the default of ``argv`` while it builds)."""
     modules = COMMAND_MODULES
+    argv = _parsing if argv is None else argv
     if argv is not None:
         name = command_name(list(argv))
         owner = [m for m, names in COMMANDS.items() if name in names]
@@ -241,7 +246,12 @@ def main(argv: list[str] | None = None) -> int:
     before = None
     debug = "--debug" in (sys.argv[1:] if argv is None else list(argv))
     try:
-        parser = build_parser(sys.argv[1:] if argv is None else list(argv))
+        global _parsing
+        _parsing = sys.argv[1:] if argv is None else list(argv)
+        try:
+            parser = build_parser()
+        finally:
+            _parsing = None
         try:
             args = parser.parse_args(argv)
         except UsageError as exc:
