@@ -8,7 +8,7 @@ views ([`plot_sweep`][spectheory.sweep.plot.plot_sweep]) take it from `VERIFIER_
 
 Rules of the map:
 
-* every verifier of the registry ([`verifier_names`][spectheory.registry.verifier_names]) and the
+* every verifier of the registry ([`registered`][spectheory.registry.registered]) and the
   tree rule ``topk`` has its own (colour, marker) pair; the multi-path verifiers, which figures 4,
   5 and 10 draw together, each have a colour of their own;
 * the line style says under which drafting scheme the verifier is lossless: solid for i.i.d.
