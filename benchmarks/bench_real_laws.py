@@ -20,10 +20,10 @@ so that it cannot come out slow:
 
 * warmed: the inputs are read before anything is timed, and every floor is the fastest of
   ``--reads`` consecutive reads;
-* checked against the machine's read bandwidth, measured in the same process as the fastest of
-  ``--reads`` sums of a separate 256 MiB buffer (which fits no cache): the floor's bandwidth
-  (input bytes / floor) is recorded beside it and their ratio must be at least 0.7, else the run
-  says the floor is suspect;
+* checked against the machine's read bandwidth, measured in the same process before and after
+  the laws as the fastest of at least 10 sums of a separate 1 GiB buffer (which fits no cache),
+  the larger of the two: the floor's bandwidth (input bytes / floor) is recorded beside it and
+  their ratio must be at least 0.7, else the run says the floor is suspect;
 * floor and law interleaved in one process: each pair is a floor measured right before one call
   of the law, ``--pairs`` pairs per case (at least 9), the cases of one input shape interleaved
   pair by pair.
@@ -36,7 +36,8 @@ the same ratios in CPU time (law CPU / floor CPU), which contention inflates les
 load average is recorded before and after. Usage:
 
 ```bash
-python benchmarks/bench_real_laws.py [--pairs 9] [--reads 5] [--out benchmarks/results/real_laws.json]
+python benchmarks/bench_real_laws.py [--pairs 9] [--reads 5] [--runs 2] \
+    [--out benchmarks/results/real_laws.json]
 ```
 """
 
@@ -76,11 +77,12 @@ def fastest(fn, reads: int) -> tuple[float, float]:
 
 
 def machine_read_bandwidth(reads: int) -> float:
-    """Bytes per second of the fastest single-thread ``Tensor.sum`` over a 256 MiB float32 buffer,
-    written first (so its pages exist) and read ``reads`` times."""
-    buf = torch.ones(64 * 2**20, dtype=torch.float32)
+    """Bytes per second of the fastest single-thread ``Tensor.sum`` over a 1 GiB float32 buffer
+    (allocated and written as the inputs are, so its pages exist), read ``max(reads, 10)``
+    times."""
+    buf = torch.rand(2**28, generator=torch.Generator().manual_seed(1))
     float(buf.sum())
-    best = fastest(lambda: float(buf.sum()), reads)[0]
+    best = fastest(lambda: float(buf.sum()), max(reads, 10))[0]
     return buf.numel() * 4 / best
 
 
@@ -121,10 +123,13 @@ def main() -> int:
     ap.add_argument("--K", type=int, default=4)
     ap.add_argument("--pairs", type=int, default=9, help="floor/law pairs per case (>= 9)")
     ap.add_argument("--reads", type=int, default=5, help="reads per floor (its fastest counts)")
+    ap.add_argument("--runs", type=int, default=1,
+                    help="repeat the whole protocol (fresh inputs of the same seed) in this "
+                         "process, to state the spread between runs")
     ap.add_argument("--out", default="benchmarks/results/real_laws.json")
     a = ap.parse_args()
-    if a.pairs < 9 or a.reads < 1:
-        ap.error("--pairs must be at least 9 and --reads at least 1")
+    if a.pairs < 9 or a.reads < 1 or a.runs < 1:
+        ap.error("--pairs must be at least 9, --reads and --runs at least 1")
     torch.set_num_threads(1)
     from spectheory.engine.nodes import stop_probabilities
     from spectheory.registry import get_verifier
@@ -133,13 +138,14 @@ def main() -> int:
     Bn, L, V, K = a.B, a.L, a.V, a.K
     load_before = os.getloadavg()
     bandwidth = machine_read_bandwidth(a.reads)
-    #: per case: (floor wall, law wall, law CPU, floor CPU) of each pair
-    pairs: dict[str, list[tuple[float, float, float, float]]] = {}
+    #: per run, per case: (floor wall, law wall, law CPU, floor CPU) of each pair
+    runs: list[dict[str, list[tuple[float, float, float, float]]]] = []
     nbytes: dict[str, int] = {}
 
     def measure(cases, floor, input_bytes):
         """The cases of one input shape, interleaved pair by pair, after a warming read."""
         floor()
+        pairs = runs[-1]
         for name in cases:
             pairs[name] = []
             nbytes[name] = input_bytes
@@ -171,9 +177,12 @@ def main() -> int:
                 lambda: float(pk.sum()) + float(qk.sum()), (pk.numel() + qk.numel()) * 4)
         return gbv_rows_sorted(xk, qk, pk)
 
-    gen = torch.Generator().manual_seed(0)
-    single_path(gen)  # its p and q are freed before the K-path ones are drawn
-    sorted_rows, all_rows = k_paths(gen)
+    for _ in range(a.runs):
+        runs.append({})
+        gen = torch.Generator().manual_seed(0)
+        single_path(gen)  # its p and q are freed before the K-path ones are drawn
+        sorted_rows, all_rows = k_paths(gen)
+    bandwidth = max(bandwidth, machine_read_bandwidth(a.reads))  # again, once the laws ran
     load_after = os.getloadavg()
     res = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, {cpu_name()}, "
                       f"torch {torch.__version__}, numpy {np.__version__}, 1 thread",
@@ -184,9 +193,12 @@ def main() -> int:
            "machine_read_GBps": round(bandwidth / 1e9, 2),
            "shape": {"B": Bn, "L": L, "V": V, "K": K, "dtype": "float32"},
            "protocol": f"{a.pairs} floor/law pairs per case, interleaved; each floor the "
-                       f"fastest of {a.reads} reads", "cases": {}}
+                       f"fastest of {a.reads} reads; {a.runs} run(s) of the whole protocol",
+           "cases": {}}
     suspect = []
-    for name, ps in pairs.items():
+    for name in runs[0]:
+        ps = [pair for run in runs for pair in run[name]]
+        per_run = [statistics.median(t / f for f, t, _, _ in run[name]) for run in runs]
         floors = [f for f, _, _, _ in ps]
         laws = [t for _, t, _, _ in ps]
         ratios = [t / f for f, t, _, _ in ps]
@@ -209,6 +221,10 @@ def main() -> int:
             "law_cpu_share": round(sum(c for _, _, c, _ in ps) / sum(laws), 3),
             "cpu_min_ratio": round(min(cpu_ratios), 3) if cpu_ratios else None,
             "cpu_median_ratio": round(statistics.median(cpu_ratios), 3) if cpu_ratios else None,
+            "per_run_min_ratio": [round(min(t / f for f, t, _, _ in run[name]), 3)
+                                  for run in runs],
+            "per_run_median_ratio": [round(m, 3) for m in per_run],
+            "spread_between_runs_of_the_median": round(max(per_run) / min(per_run), 3),
             "input_bytes": nbytes[name],
             "pairs_floor_law_seconds": [[round(f, 5), round(t, 5)] for f, t, _, _ in ps]}
     res["cases"][f"gbv K={K}"]["q^G rows sorted"] = f"{sorted_rows} of {all_rows}"
@@ -226,7 +242,8 @@ def main() -> int:
               f"floor {c['floor_min_seconds'] * 1e3:.0f} ms for {c['input_bytes'] / 1e9:.2f} GB "
               f"= {c['floor_GBps']:.1f} GB/s ({c['floor_bandwidth_vs_machine']:.2f} of the "
               f"machine's); CPU share {c['law_cpu_share']:.2f}, CPU-time ratio min "
-              f"{c['cpu_min_ratio']}x median {c['cpu_median_ratio']}x")
+              f"{c['cpu_min_ratio']}x median {c['cpu_median_ratio']}x; median per run "
+              f"{c['per_run_median_ratio']}")
     print(f"gbv: q^G rows sorted {sorted_rows} of {all_rows}")
     if suspect:
         print(f"floor suspect (under 0.7 of the machine's read bandwidth): {', '.join(suspect)}")

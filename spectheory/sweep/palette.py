@@ -94,7 +94,7 @@ OPTIMUM_STYLE: dict[str, Style] = {
     "selection": Style("dimgray", "s", "--"),
     "tree": Style("black", "P", "--"),
     "tree topk": Style("black", "X", "--"),
-    "multidraft-l1": Style("dimgray", "o", "--"),
+    "multidraft-l1": Style("dimgray", "o", ":"),
 }
 
 _SPARE_COLORS = ("dimgray", "darkgray", "slategray", "rosybrown", "darkkhaki")
