@@ -13,13 +13,31 @@ are softmax(3 N(0, 1)) logits (the root row shared by all K paths, as in a real 
   chain built up to each node's number of candidates).
 
 The multi-path laws are called as the engine and the real-model loop call them,
-``get_verifier(name, multi_path=True).law(drafts, q, p)``. The floor is the time to read the p and
-q of the case once (``Tensor.sum`` over each), measured in the same process right before every
-timed call; each ratio is the median over ``--repeat`` runs of time / floor (the single-path
-cases interleaved within a run, then the K-path ones). Usage:
+``get_verifier(name, multi_path=True).law(drafts, q, p)``.
+
+The floor is the time to read the p and q of the case once (``Tensor.sum`` over each), measured
+so that it cannot come out slow:
+
+* warmed: the inputs are read before anything is timed, and every floor is the fastest of
+  ``--reads`` consecutive reads;
+* checked against the machine's read bandwidth, measured in the same process before and after
+  the laws as the fastest of at least 10 sums of a separate 1 GiB buffer (which fits no cache),
+  the larger of the two: the floor's bandwidth (input bytes / floor) is recorded beside it and
+  their ratio must be at least 0.7, else the run says the floor is suspect;
+* floor and law interleaved in one process: each pair is a floor measured right before one call
+  of the law, ``--pairs`` pairs per case (at least 9), the cases of one input shape interleaved
+  pair by pair.
+
+Each case reports the minimum and the median over the pairs of law / floor, the minimum law
+time against the minimum floor, the spread of the ratios (max / min over the pairs, and the
+interquartile range), and the share of wall time the process got on a CPU during the law calls
+(CPU time / wall time: near 1 on an idle machine, lower when other work takes the cores), with
+the same ratios in CPU time (law CPU / floor CPU), which contention inflates less. The machine's
+load average is recorded before and after. Usage:
 
 ```bash
-python benchmarks/bench_real_laws.py [--repeat 5] [--out benchmarks/results/real_laws.json]
+python benchmarks/bench_real_laws.py [--pairs 9] [--reads 5] [--runs 2] \
+    [--out benchmarks/results/real_laws.json]
 ```
 """
 
@@ -44,12 +62,33 @@ def rows(gen, *shape):
     return torch.softmax(torch.randn(*shape, generator=gen) * 3, -1)
 
 
-def timed(fn):
-    t = time.perf_counter()
+def timed(fn) -> tuple[float, float]:
+    """(wall, CPU) seconds of one call of ``fn``."""
+    c, t = time.process_time(), time.perf_counter()
     out = fn()
-    dt = time.perf_counter() - t
+    dt, dc = time.perf_counter() - t, time.process_time() - c
     del out
-    return dt
+    return dt, dc
+
+
+def fastest(fn, reads: int) -> tuple[float, float]:
+    """The fastest of ``reads`` calls of ``fn``: (wall, CPU) seconds of the fastest wall time."""
+    return min(timed(fn) for _ in range(reads))
+
+
+def machine_read_bandwidth(reads: int) -> float:
+    """Bytes per second of the fastest single-thread ``Tensor.sum`` over a 1 GiB float32 buffer
+    (allocated and written as the inputs are, so its pages exist), read ``max(reads, 10)``
+    times."""
+    buf = torch.rand(2**28, generator=torch.Generator().manual_seed(1))
+    float(buf.sum())
+    best = fastest(lambda: float(buf.sum()), max(reads, 10))[0]
+    return buf.numel() * 4 / best
+
+
+def quartiles(xs: list[float]) -> tuple[float, float]:
+    q = statistics.quantiles(xs, n=4, method="inclusive")
+    return q[0], q[2]
 
 
 def gbv_rows_sorted(drafts, q, p) -> list[int]:
@@ -82,29 +121,39 @@ def main() -> int:
     ap.add_argument("--L", type=int, default=8)
     ap.add_argument("--V", type=int, default=151936)
     ap.add_argument("--K", type=int, default=4)
-    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--pairs", type=int, default=9, help="floor/law pairs per case (>= 9)")
+    ap.add_argument("--reads", type=int, default=5, help="reads per floor (its fastest counts)")
+    ap.add_argument("--runs", type=int, default=1,
+                    help="repeat the whole protocol (fresh inputs of the same seed) in this "
+                         "process, to state the spread between runs")
     ap.add_argument("--out", default="benchmarks/results/real_laws.json")
     a = ap.parse_args()
+    if a.pairs < 9 or a.reads < 1 or a.runs < 1:
+        ap.error("--pairs must be at least 9, --reads and --runs at least 1")
     torch.set_num_threads(1)
     from spectheory.engine.nodes import stop_probabilities
     from spectheory.registry import get_verifier
     from spectheory.verifiers import block_verification, token_verification
 
     Bn, L, V, K = a.B, a.L, a.V, a.K
-    ratios, times, floors, nbytes = {}, {}, {}, {}
+    load_before = os.getloadavg()
+    bandwidth = machine_read_bandwidth(a.reads)
+    #: per run, per case: (floor wall, law wall, law CPU, floor CPU) of each pair
+    runs: list[dict[str, list[tuple[float, float, float, float]]]] = []
+    nbytes: dict[str, int] = {}
 
     def measure(cases, floor, input_bytes):
-        """The cases of one input shape, interleaved within each repeat."""
+        """The cases of one input shape, interleaved pair by pair, after a warming read."""
+        floor()
+        pairs = runs[-1]
         for name in cases:
-            ratios[name], times[name], floors[name] = [], [], []
+            pairs[name] = []
             nbytes[name] = input_bytes
-        for _ in range(a.repeat):
+        for _ in range(a.pairs):
             for name, fn in cases.items():
-                f = timed(floor)
-                t = timed(fn)
-                floors[name].append(f)
-                ratios[name].append(t / f)
-                times[name].append(t)
+                f, fc = fastest(floor, a.reads)
+                t, c = timed(fn)
+                pairs[name].append((f, t, c, fc))
 
     def single_path(gen):
         p1, q1 = rows(gen, Bn, L + 1, V), rows(gen, Bn, L, V)
@@ -128,29 +177,76 @@ def main() -> int:
                 lambda: float(pk.sum()) + float(qk.sum()), (pk.numel() + qk.numel()) * 4)
         return gbv_rows_sorted(xk, qk, pk)
 
-    gen = torch.Generator().manual_seed(0)
-    single_path(gen)  # its p and q are freed before the K-path ones are drawn
-    sorted_rows, all_rows = k_paths(gen)
+    for _ in range(a.runs):
+        runs.append({})
+        gen = torch.Generator().manual_seed(0)
+        single_path(gen)  # its p and q are freed before the K-path ones are drawn
+        sorted_rows, all_rows = k_paths(gen)
+    bandwidth = max(bandwidth, machine_read_bandwidth(a.reads))  # again, once the laws ran
+    load_after = os.getloadavg()
     res = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, {cpu_name()}, "
                       f"torch {torch.__version__}, numpy {np.__version__}, 1 thread",
            "command": "python benchmarks/bench_real_laws.py " + " ".join(sys.argv[1:]),
-           "date": datetime.date.today().isoformat(),
-           "shape": {"B": Bn, "L": L, "V": V, "K": K, "dtype": "float32"}, "cases": {}}
-    for name in ratios:
-        res["cases"][name] = {"median_seconds": statistics.median(times[name]),
-                              "median_ratio_to_floor": statistics.median(ratios[name]),
-                              "ratios": ratios[name],
-                              "floor_median_seconds": statistics.median(floors[name]),
-                              "input_bytes": nbytes[name]}
+           "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+           "load_average_before": [round(x, 2) for x in load_before],
+           "load_average_after": [round(x, 2) for x in load_after],
+           "machine_read_GBps": round(bandwidth / 1e9, 2),
+           "shape": {"B": Bn, "L": L, "V": V, "K": K, "dtype": "float32"},
+           "protocol": f"{a.pairs} floor/law pairs per case, interleaved; each floor the "
+                       f"fastest of {a.reads} reads; {a.runs} run(s) of the whole protocol",
+           "cases": {}}
+    suspect = []
+    for name in runs[0]:
+        ps = [pair for run in runs for pair in run[name]]
+        per_run = [statistics.median(t / f for f, t, _, _ in run[name]) for run in runs]
+        floors = [f for f, _, _, _ in ps]
+        laws = [t for _, t, _, _ in ps]
+        ratios = [t / f for f, t, _, _ in ps]
+        cpu_ratios = [c / fc for _, _, c, fc in ps if fc > 0]
+        lo, hi = quartiles(ratios)
+        floor_bw = nbytes[name] / min(floors)
+        if floor_bw < 0.7 * bandwidth:
+            suspect.append(name)
+        res["cases"][name] = {
+            "min_ratio": round(min(ratios), 3), "median_ratio": round(statistics.median(ratios), 3),
+            "min_law_over_min_floor": round(min(laws) / min(floors), 3),
+            "ratio_spread_max_over_min": round(max(ratios) / min(ratios), 3),
+            "ratio_interquartile": [round(lo, 3), round(hi, 3)],
+            "law_min_seconds": round(min(laws), 4),
+            "law_median_seconds": round(statistics.median(laws), 4),
+            "floor_min_seconds": round(min(floors), 4),
+            "floor_median_seconds": round(statistics.median(floors), 4),
+            "floor_GBps": round(floor_bw / 1e9, 2),
+            "floor_bandwidth_vs_machine": round(floor_bw / bandwidth, 3),
+            "law_cpu_share": round(sum(c for _, _, c, _ in ps) / sum(laws), 3),
+            "cpu_min_ratio": round(min(cpu_ratios), 3) if cpu_ratios else None,
+            "cpu_median_ratio": round(statistics.median(cpu_ratios), 3) if cpu_ratios else None,
+            "per_run_min_ratio": [round(min(t / f for f, t, _, _ in run[name]), 3)
+                                  for run in runs],
+            "per_run_median_ratio": [round(m, 3) for m in per_run],
+            "spread_between_runs_of_the_median": round(max(per_run) / min(per_run), 3),
+            "input_bytes": nbytes[name],
+            "pairs_floor_law_seconds": [[round(f, 5), round(t, 5)] for f, t, _, _ in ps]}
     res["cases"][f"gbv K={K}"]["q^G rows sorted"] = f"{sorted_rows} of {all_rows}"
+    res["floor_suspect"] = suspect
     os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
     with open(a.out, "w") as fh:
         json.dump(res, fh, indent=1)
+    print(f"machine read bandwidth {bandwidth / 1e9:.2f} GB/s (1 thread); load average before "
+          f"{res['load_average_before']}, after {res['load_average_after']}")
     for name, c in res["cases"].items():
-        print(f"{name:18s} {c['median_seconds'] * 1e3:8.0f} ms  {c['median_ratio_to_floor']:5.1f}x "
-              f"the read floor ({c['floor_median_seconds'] * 1e3:.0f} ms for "
-              f"{c['input_bytes'] / 1e9:.2f} GB)")
+        print(f"{name:18s} law {c['law_min_seconds'] * 1e3:7.0f} ms min "
+              f"{c['law_median_seconds'] * 1e3:7.0f} ms median; ratio min {c['min_ratio']:5.2f}x "
+              f"median {c['median_ratio']:5.2f}x (IQR {c['ratio_interquartile'][0]:.2f}-"
+              f"{c['ratio_interquartile'][1]:.2f}, max/min {c['ratio_spread_max_over_min']:.2f}); "
+              f"floor {c['floor_min_seconds'] * 1e3:.0f} ms for {c['input_bytes'] / 1e9:.2f} GB "
+              f"= {c['floor_GBps']:.1f} GB/s ({c['floor_bandwidth_vs_machine']:.2f} of the "
+              f"machine's); CPU share {c['law_cpu_share']:.2f}, CPU-time ratio min "
+              f"{c['cpu_min_ratio']}x median {c['cpu_median_ratio']}x; median per run "
+              f"{c['per_run_median_ratio']}")
     print(f"gbv: q^G rows sorted {sorted_rows} of {all_rows}")
+    if suspect:
+        print(f"floor suspect (under 0.7 of the machine's read bandwidth): {', '.join(suspect)}")
     return 0
 
 

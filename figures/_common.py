@@ -7,6 +7,11 @@ figures 4 and 5 both plot (computed once per process), the published numbers of 
 figure 6 compares with, and saving a matplotlib figure as PNG and PDF with fixed metadata
 (byte-stable reruns).
 
+Every verifier is drawn in one colour, marker and line style in every figure (and in
+``spectheory sweep plot``): the scripts take them from the one palette map,
+[`spectheory.sweep.palette`][spectheory.sweep.palette] (`verifier_style`, `optimum_style`,
+re-exported here), never from matplotlib's colour cycle.
+
 Each script's ``main(out, quick=False)`` writes ``out/<stem>.png`` and ``out/<stem>.pdf`` and
 returns the numbers behind the figure; ``spectheory figures`` runs them all. A script also runs
 on its own: ``python figures/fig3_tau_pmf.py [--quick] [--out DIR]`` (with ``spectheory``
@@ -29,6 +34,7 @@ from spectheory.runtime.errors import SpectheoryError
 from spectheory.cli.figures import jsonable
 from spectheory.inputs.instances import Instance
 from spectheory.registry import DRAFTING_MAX_PATHS
+from spectheory.sweep.palette import Style, optimum_style, verifier_style  # noqa: F401
 from spectheory.verifiers import MULTI_PATH
 
 #: The published numbers (Sun et al., PaLM-2 S target / XXS draft, average of 8 datasets).

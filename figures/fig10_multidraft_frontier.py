@@ -11,7 +11,7 @@ L = 3 it is the best selection rule ([`selection_lp`][spectheory.lp.selection.se
 to the direct K-path LP, proved in docs/selection-optimum.md) up to K = 3 (i.i.d.) and K = 4
 (without replacement); beyond, for i.i.d. drafts only, the compact relaxation
 [`multipath_lp`][spectheory.lp.multipath.multipath_lp] (dashed: an upper bound, not attained in
-general). Black stars: spechub at K = 1, 2 on its own ``hub`` drafts (the draft's top token and one
+general). Large pentagons: spechub at K = 1, 2 on its own ``hub`` drafts (the draft's top token and one
 companion), with the best valid verifier of those drafts
 ([`direct_lp`][spectheory.lp.direct.direct_lp], ``drafting="hub"``, open grey circles); hub drafts
 are not i.i.d., so these may lie above the i.i.d. ceiling.
@@ -64,7 +64,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import FAMILY_BASE, KNOB, pyplot, run_grid, run_script, save
+from _common import FAMILY_BASE, KNOB, pyplot, run_grid, run_script, save, verifier_style
 from spectheory.registry import verifier_names
 
 STEM = "fig10_multidraft_frontier"
@@ -246,17 +246,6 @@ def compute(quick: bool = False) -> dict:
 # ----------------------------------------------------------------------------- drawing
 
 
-STYLE = {  # colour shared by a verifier and its without-replacement form
-    "specinfer": ("tab:blue", "o", "-"), "specinfer-norep": ("tab:blue", "o", "-"),
-    "spectr": ("tab:orange", "s", "-"),
-    "traversal-iid": ("tab:green", "^", "-"), "traversal": ("tab:green", "^", "-"),
-    "gbv": ("tab:red", "D", "-"),
-    "hu": ("tab:purple", "v", "-"), "hu-norep": ("tab:purple", "v", "-"),
-    "khisti": ("tab:brown", "x", "--"),
-    "global-resolution": ("tab:pink", "+", ":"),
-}
-
-
 def draw(data: dict, out: Path) -> None:
     plt = pyplot()
     fig = plt.figure(figsize=(11, 9.4))
@@ -281,16 +270,17 @@ def draw(data: dict, out: Path) -> None:
             ax.plot(ks, ms, color="0.55", lw=4, ls=(0, (2, 1.5)), alpha=0.55, zorder=1,
                     label="upper bound (L = 3): multi-path LP relaxation")
         for name, c in p["curves"].items():
-            color, marker, ls = STYLE.get(name, ("0.3", ".", "-"))
-            ax.plot(c["K"], c["mean"], color=color, marker=marker, ls=ls, ms=5, lw=1.4,
-                    mfc="none" if marker not in "x+" else None, label=name, zorder=3)
+            ax.plot(c["K"], c["mean"], ms=5, lw=1.4, label=name, zorder=3,
+                    **verifier_style(name).kwargs())
         hub = p.get("spechub")
         if hub:
             ax.plot(hub["optimum"]["K"], hub["optimum"]["mean"], ls="none", marker="o", ms=12,
                     mfc="none", mec="0.45", mew=2, zorder=4,
                     label="optimum under hub drafting (direct LP)")
-            ax.plot(hub["spechub"]["K"], hub["spechub"]["mean"], ls="none", marker="*", ms=11,
-                    color="black", zorder=5, label="spechub (its own hub drafting, K <= 2)")
+            s = verifier_style("spechub")
+            ax.plot(hub["spechub"]["K"], hub["spechub"]["mean"], ls="none", marker=s.marker,
+                    ms=9, color=s.color, mec="black", zorder=5,
+                    label="spechub (its own hub drafting, K <= 2)")
         scheme = "i.i.d. drafts" if p["drafting"] == "iid" else "drafts without replacement"
         ax.set_title(f"L = {p['L']}, V = {p['V']}, {scheme}", fontsize=10)
         ax.set_xticks(data["Ks"])

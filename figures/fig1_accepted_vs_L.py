@@ -27,7 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import FAMILY_BASE, band, by_key, pyplot, run_grid, run_script, save
+from _common import (FAMILY_BASE, band, by_key, optimum_style, pyplot, run_grid, run_script,
+                     save, verifier_style)
 
 STEM = "fig1_accepted_vs_L"
 GRID = {False: {"V": 4, "Ls": tuple(range(1, 9)), "seeds": 16, "lp_max_L": 6},
@@ -79,16 +80,17 @@ def plot(data: dict):
                              "(logit noise sigma = {sigma}, target alpha = {alpha})"}
     for ax, panel in zip(np.atleast_1d(axes), data["panels"]):
         vals = panel["values"]
-        style = [("coupling", "coupling bound (full knowledge, not reachable)", "tab:gray", "--",
-                  None),
-                 ("block", "block verification", "tab:blue", "-", "o"),
-                 ("token", "token verification", "tab:orange", "-", "s")]
-        for key, label, color, ls, marker in style:
+        style = [("coupling", "coupling bound (full knowledge, not reachable)",
+                  optimum_style("coupling")),
+                 ("block", "block verification", verifier_style("block")),
+                 ("token", "token verification", verifier_style("token"))]
+        for key, label, s in style:
             med, lo, hi = band(vals[key])
-            ax.plot(Ls, med, color=color, ls=ls, marker=marker, ms=4, label=label)
-            ax.fill_between(Ls, lo, hi, color=color, alpha=0.15, lw=0)
+            ax.plot(Ls, med, ms=4, label=label, **s.kwargs())
+            ax.fill_between(Ls, lo, hi, color=s.color, alpha=0.15, lw=0)
         b = band(vals["lp"])
-        ax.plot(Ls, b[0], "kx", ms=9, mew=1.5,
+        s = optimum_style("node-budget")
+        ax.plot(Ls, b[0], ls="none", marker=s.marker, color=s.color, ms=9, mew=1.5,
                 label=f"node-budget LP optimum (solved, L <= {data['lp_max_L']})")
         ax.plot(Ls, Ls, color="k", lw=0.6, ls=":", label="L (every draft token accepted)")
         ax.set_title(titles[panel["family"]].format(**panel["params"]), fontsize=10)

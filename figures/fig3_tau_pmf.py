@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import by_key, pyplot, run_grid, run_script, save
+from _common import by_key, pyplot, run_grid, run_script, save, verifier_style
 
 STEM = "fig3_tau_pmf"
 GRID = {False: {"L": 6}, True: {"L": 4}}
@@ -88,8 +88,8 @@ def plot(data: dict):
         else:
             lab_t = f"token: E[tau] = {conv(panel['token_E_tau']):.3f}"
             lab_b = f"block: E[tau] = {conv(panel['block_E_tau']):.3f}"
-        ax.bar(i - w / 2, tok, w, color="tab:orange", label=lab_t)
-        ax.bar(i + w / 2, blk, w, color="tab:blue", label=lab_b)
+        ax.bar(i - w / 2, tok, w, color=verifier_style("token").color, label=lab_t)
+        ax.bar(i + w / 2, blk, w, color=verifier_style("block").color, label=lab_b)
         if panel["exact"]:
             for x, t, b in zip(i, panel["token_pmf"], panel["block_pmf"]):
                 ax.text(x - w / 2, conv(t), t, ha="center", va="bottom", fontsize=8)

@@ -26,7 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import footnote, mean_by_K, multipath_data, pyplot, run_script, save
+from _common import (footnote, mean_by_K, multipath_data, optimum_style, pyplot, run_script,
+                     save, verifier_style)
 
 STEM = "fig4_multipath_vs_K"
 
@@ -35,22 +36,24 @@ def plot(data: dict):
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(10.5, 4.8))
     Ks = np.array(data["Ks"])
-    markers = "osD^v<>p*h"
-    style = {"norep": ("--", " (drafts without replacement)"), "hub": ("-.", " (hub drafting)")}
-    for j, name in enumerate(data["verifiers"]):
-        ls, note = style.get(data["drafting"][name], ("-", ""))
-        ax.plot(Ks, mean_by_K(data, lambda r, n=name: r["be"].get(n)), marker=markers[j % 10],
-                ms=5, ls=ls, label=name + note)
-    ax.plot(Ks, mean_by_K(data, lambda r: r["multipath_lp"]), color="k", ls=":", lw=1.5,
-            label="multi-path LP relaxation (upper bound, i.i.d. drafts)")
-    ax.plot(Ks, mean_by_K(data, lambda r: r["direct_lp"]), "kx", ms=10, mew=2,
-            label="direct LP optimum (i.i.d. drafts)")
-    dn = mean_by_K(data, lambda r: r["direct_lp_norep"])
-    if not np.all(np.isnan(dn)):
-        ax.plot(Ks, dn, "k+", ms=11, mew=2, label="direct LP optimum (drafts without replacement)")
-    dh = mean_by_K(data, lambda r: r.get("direct_lp_hub"))
-    if not np.all(np.isnan(dh)):
-        ax.plot(Ks, dh, "k1", ms=12, mew=2, label="direct LP optimum (hub drafting, K <= 2)")
+    note = {"norep": " (drafts without replacement)", "hub": " (hub drafting)"}
+    for name in data["verifiers"]:
+        y = mean_by_K(data, lambda r, n=name: r["be"].get(n))
+        if np.all(np.isnan(y)):
+            continue  # nothing to draw (listed in the footnote)
+        ax.plot(Ks, y, ms=5, label=name + note.get(data["drafting"][name], ""),
+                **verifier_style(name).kwargs())
+    s = optimum_style("multipath")
+    ax.plot(Ks, mean_by_K(data, lambda r: r["multipath_lp"]), color=s.color, ls=s.linestyle,
+            lw=1.5, label="multi-path LP relaxation (upper bound, i.i.d. drafts)")
+    for key, drafting, what in (("direct_lp", "iid", "i.i.d. drafts"),
+                                ("direct_lp_norep", "norep", "drafts without replacement"),
+                                ("direct_lp_hub", "hub", "hub drafting, K <= 2")):
+        y = mean_by_K(data, lambda r, key=key: r.get(key))
+        if not np.all(np.isnan(y)):
+            s = optimum_style("direct", drafting)
+            ax.plot(Ks, y, ls="none", color=s.color, marker=s.marker, ms=10, mew=2,
+                    label=f"direct LP optimum ({what})")
     footnote(fig, data["notes"])
     ax.set_xticks(Ks)
     ax.set_xlabel("K = number of draft paths")

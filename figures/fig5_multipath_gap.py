@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import footnote, multipath_data, pyplot, run_script, save
+from _common import footnote, multipath_data, pyplot, run_script, save, verifier_style
 
 STEM = "fig5_multipath_gap"
 
@@ -57,12 +57,18 @@ def plot(data: dict, gap: dict):
     Ks = data["Ks"]
     names = data["verifiers"]
     w = 0.8 / max(len(names), 1)
+    missing = []
     for j, name in enumerate(names):
         g = np.array([np.nan if v is None else v for v in gap[name]])
-        has = not np.all(np.isnan(g))
-        ax.bar(np.arange(len(Ks)) + (j - (len(names) - 1) / 2) * w, g, w,
-               label=name if has else f"{name}: no optimum for its drafting scheme")
-    footnote(fig, data["notes"])
+        if np.all(np.isnan(g)):
+            missing.append(f"{name} (no optimum for its drafting scheme)")
+            continue  # nothing drawn, so not in the legend
+        s = verifier_style(name)
+        x = np.arange(len(Ks)) + (j - (len(names) - 1) / 2) * w
+        ax.bar(x, g, w, color=s.color, label=name)
+        # the verifier's marker on top of its bars, as in figure 4
+        ax.plot(x, g, ls="none", marker=s.marker, color=s.color, ms=4, mec="black", mew=0.4)
+    footnote(fig, list(data["notes"]) + missing)
     ax.set_xticks(np.arange(len(Ks)))
     ax.set_xticklabels([f"K = {K}" + ("" if K <= data["direct_max_K"] else "\n(vs relaxation)")
                         for K in Ks])

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import by_key, pyplot, run_grid, run_script, save
+from _common import by_key, pyplot, run_grid, run_script, save, verifier_style
 
 LOSSLESS = ("token", "block", "strict")
 
@@ -73,18 +73,21 @@ def compute(quick: bool = False) -> dict:
 def draw(data: dict, out: Path) -> None:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.2, 4.2))
-    styles = {"lenient": ("o-", "C0"), "threshold": ("s-", "C1"), "typical": ("^-", "C2"),
-              "greedy": ("D", "C3")}
     pts = data["points"]
-    for family, (marker, color) in styles.items():
+    for family in ("lenient", "threshold", "typical", "greedy"):
         rows = [r for r in pts.values() if r["family"] == family]
+        if not rows:
+            continue
         rows.sort(key=lambda r: r["tv"])
-        ax.plot([r["tv"] for r in rows], [r["block_efficiency"] for r in rows], marker,
-                color=color, label=family, ms=4)
-    for name, marker in zip(LOSSLESS, ("v", "*", "x")):
+        s = verifier_style(family)
+        ax.plot([r["tv"] for r in rows], [r["block_efficiency"] for r in rows], ms=4,
+                label=family, **s._replace(linestyle=s.linestyle if len(rows) > 1 else "none"
+                                           ).kwargs())  # one point: no line in the legend
+    for name in LOSSLESS:
         r = pts[name]
-        ax.plot([r["tv"]], [r["block_efficiency"]], marker, color="k", ms=8,
-                label=f"{name} (lossless)")
+        s = verifier_style(name)
+        ax.plot([r["tv"]], [r["block_efficiency"]], ls="none", marker=s.marker, color=s.color,
+                mec="black", ms=8, label=f"{name} (lossless)")
     ax.set_xlabel("total variation from the target law (L + 1 tokens)")
     ax.set_ylabel("block efficiency E[tau + 1]")
     ax.set_title(f"Distortion vs efficiency, V = {data['V']}, L = {data['L']} "

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 import spectheory as st
-from _common import by_key, pyplot, run_grid, run_script, save
+from _common import by_key, optimum_style, pyplot, run_grid, run_script, save, verifier_style
 from spectheory.lp import optimal_multidraft_L1
 from spectheory.lp.selection import selection_lp
 
@@ -78,18 +78,22 @@ def draw(data: dict, out: Path) -> None:
     plt = pyplot()
     fig, (a, b) = plt.subplots(1, 2, figsize=(9.5, 3.8))
     left = data["two_token_L1"]
-    for key, style, label in (("gbv", "o-", "GBV"), ("selection", "s--", "best selection rule"),
-                              ("hu_optimum", "x:", "L = 1 optimum (Hu et al.)")):
-        a.plot(left["K"], [float(Fraction(v)) for v in left[key]], style, label=label)
+    for key, s, label in (("gbv", verifier_style("gbv"), "GBV"),
+                          ("selection", optimum_style("selection"), "best selection rule"),
+                          ("hu_optimum", optimum_style("multidraft-l1"),
+                           "L = 1 optimum (Hu et al.)")):
+        a.plot(left["K"], [float(Fraction(v)) for v in left[key]], label=label, **s.kwargs())
+    a.set_xticks(left["K"])
     a.set_xlabel("paths K")
     a.set_ylabel("acceptance probability")
     a.set_title("two-token example, L = 1 (exact)")
     a.legend(fontsize=8)
     a.grid(alpha=0.3)
     right = data["random_V3_L2"]
-    for key, style, label in (("gbv", "o-", "GBV"), ("selection", "s--", "best selection rule"),
-                              ("direct", "x:", "direct LP (all valid verifiers)")):
-        b.plot(right["K"], right[key], style, label=label)
+    for key, s, label in (("gbv", verifier_style("gbv"), "GBV"),
+                          ("selection", optimum_style("selection"), "best selection rule"),
+                          ("direct", optimum_style("direct"), "direct LP (all valid verifiers)")):
+        b.plot(right["K"], right[key], label=label, **s.kwargs())
     b.set_xticks(right["K"])
     b.set_xlabel("paths K")
     b.set_ylabel("block efficiency E[tau + 1]")

@@ -12,7 +12,9 @@ children (q replaced by point masses, [`spectheory.verifiers.topk`][spectheory.v
 comparison K i.i.d. paths of the tree's depth with about the same number of drafted nodes, verified
 by SpecInfer and by GBV (Thomas & Pal, arXiv 2602.16961). Black marks: the direct LP optimum for the
 tree ([`tree_lp`][spectheory.lp.tree.tree_lp]) under top-k drafting (every shape) and under i.i.d.
-drafting (where the joint draft outcomes stay small).
+drafting (where the joint draft outcomes stay small). Colour and marker name the verifier (one
+palette for every figure), hollow markers the K i.i.d. paths, the line style the shape family
+(chains, root branching, static trees).
 
 The grid runs on the sweep engine ([`spectheory.sweep`][spectheory.sweep]): the instances built
 once at depth 4 and truncated to each tree's depth (``truncate_from``), one job per instance and
@@ -39,7 +41,8 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import by_key, footnote, pyplot, run_grid, run_script, save
+from _common import (by_key, footnote, optimum_style, pyplot, run_grid, run_script, save,
+                     verifier_style)
 
 STEM = "fig9_tree_shapes"
 SHAPES = [(1,), (1, 1), (1, 1, 1), (1, 1, 1, 1), (2, 1), (2, 1, 1), (2, 1, 1, 1), (2, 2),
@@ -132,32 +135,55 @@ def _family(shape: str) -> str:
     return "static trees"
 
 
+#: The verifier of each series (its colour and marker come from the palette map).
+SERIES_VERIFIER = {"specinfer (iid)": "specinfer", "specinfer-norep (norep)": "specinfer-norep",
+                   "topk (topk)": "topk", "K i.i.d. paths, specinfer": "specinfer",
+                   "K i.i.d. paths, GBV": "gbv"}
+#: Line style by tree family (here the line style tells the shapes apart; the colour and marker
+#: tell the verifier, as in every figure).
+FAMILY_STYLE = {"chains": ":", "root branching": "--", "static trees": "-"}
+
+
 def plot(data: dict):
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(10.5, 4.8))
-    markers = "osD^v"
-    styles = {"chains": ":", "root branching": "--", "static trees": "-"}
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for j, name in enumerate(data["series"]):
+    from matplotlib.lines import Line2D
+
+    drawn_families = set()
+    handles = []  # legend: each series by its colour and marker (its line style is the family)
+    for name in data["series"]:
         paths = name.startswith("K i.i.d.")
-        for fam, ls in styles.items():
+        s = verifier_style(SERIES_VERIFIER[name])
+        mfc = "white" if paths else s.color
+        handles.append(Line2D([], [], ls="none", marker=s.marker, ms=5, color=s.color, mfc=mfc,
+                              label=name))
+        for fam, ls in FAMILY_STYLE.items():
             rows = [r for r in data["rows"] if _family(r["shape"]) == fam]
+            if not rows:
+                continue
             xs = [r["iid_paths_nodes"] if paths else r["drafted_nodes"] for r in rows]
             ys = [r["be"][name] for r in rows]
             order = np.argsort(xs, kind="stable")
-            ax.plot(np.array(xs)[order], np.array(ys)[order], marker=markers[j % 5], ms=5,
-                    ls=ls, color=colors[j % len(colors)], alpha=0.85,
-                    label=name if fam == "static trees" else None)
+            if len(rows) > 1:
+                drawn_families.add(fam)
+            # K i.i.d. paths: the verifier's marker hollow, to tell them from its tree
+            ax.plot(np.array(xs)[order], np.array(ys)[order], marker=s.marker, ms=5, ls=ls,
+                    color=s.color, alpha=0.85, mfc=mfc)
     for r in data["rows"]:
         ax.annotate(r["shape"], (r["drafted_nodes"], r["be"]["specinfer-norep (norep)"]),
                     fontsize=6.5, xytext=(3, 4), textcoords="offset points")
-    ax.plot([r["drafted_nodes"] for r in data["rows"]], [r["lp_topk"] for r in data["rows"]],
-            "kx", ms=8, mew=1.5, label="direct LP optimum, top-k drafting")
+    s = optimum_style("tree", "topk")
+    handles += ax.plot([r["drafted_nodes"] for r in data["rows"]],
+                       [r["lp_topk"] for r in data["rows"]], ls="none", marker=s.marker,
+                       color=s.color, ms=7, label="direct LP optimum, top-k drafting")
     lp = [(r["drafted_nodes"], r["lp_iid"]) for r in data["rows"] if r["lp_iid"] is not None]
     if lp:
-        ax.plot(*zip(*lp), "k+", ms=10, mew=1.5, label="direct LP optimum, i.i.d. drafting")
-    for fam, ls in styles.items():
-        ax.plot([], [], color="0.4", ls=ls, label=f"line style: {fam}")
+        s = optimum_style("tree")
+        handles += ax.plot(*zip(*lp), ls="none", marker=s.marker, color=s.color, ms=7,
+                           label="direct LP optimum, i.i.d. drafting")
+    for fam, ls in FAMILY_STYLE.items():  # only the line styles some series draws
+        if fam in drawn_families:
+            handles.append(Line2D([], [], color="0.4", ls=ls, label=f"line style: {fam}"))
     footnote(fig, data["notes"])
     ax.set_xscale("log", base=2)
     ax.set_xlabel("drafted nodes (tree size; for K paths: K x depth)")
@@ -165,7 +191,7 @@ def plot(data: dict):
     ax.set_title(f"Draft trees on Dirichlet(1) prefix-dependent instances, V = {data['V']} "
                  f"(mean over {data['seeds']} seed(s))", fontsize=10)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ax.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     return fig
 
 

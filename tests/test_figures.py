@@ -336,3 +336,50 @@ def test_fig10_verifiers_below_their_ceilings(quick_run):
             hu, opt = p["curves"]["hu"], p["ceilings"]["optimum"]
             for K, m in zip(hu["K"], hu["mean"]):
                 assert m == pytest.approx(opt["mean"][opt["K"].index(K)], abs=1e-9)
+
+
+# ----------------------------------------------------------------------------- small friction
+
+
+def test_default_output_is_out_figures_never_the_committed_folder(tmp_path, monkeypatch, capsys):
+    """Without ``--out`` the gallery goes to ``out/figures`` of the current folder, even when run
+    from the checkout whose ``figures/`` holds the committed images."""
+    assert figures.default_out(GALLERY) == Path("out") / "figures"
+    monkeypatch.chdir(GALLERY.parent)
+    seen = []
+    monkeypatch.setattr(figures, "run", lambda out, **kw: seen.append(Path(out)) or
+                        {"meta": {"mode": "quick", "seconds": 0.0}})
+    assert main(["figures", "--quick", "--only", "fig3", "--no-progress"]) == 0
+    assert seen == [Path("out") / "figures"]
+    assert "wrote 3 files to out/figures" in capsys.readouterr().out
+
+
+def test_tree_help_is_plain_text(capsys):
+    with pytest.raises(SystemExit):
+        main(["tree", "--help"])
+    text = capsys.readouterr().out
+    assert "The spectheory tree command: exact analysis" in text
+    assert "``" not in text and ":func:" not in text
+
+
+def test_vectors_export_and_check_show_progress_on_a_terminal(tmp_path, monkeypatch, capsys):
+    from spectheory.inputs.random_instances import random_instance
+    from spectheory.testing.vectors import check_vectors, export_vectors
+
+    inst = random_instance(2, 1, seed=0, denominator=4)
+    names = export_vectors(tmp_path / "v", ["block", "token"], [inst], paths=1, decisions=0,
+                           progress=True)
+    err = capsys.readouterr().err
+    assert len(names) == 2 and "vectors export" in err and "/2" in err
+    assert check_vectors(tmp_path / "v", progress=True) == []
+    err = capsys.readouterr().err
+    assert "vectors check" in err and "/2" in err
+    # the command line: a bar on a terminal, none with --no-progress or into a log
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True, raising=False)
+    assert main(["vectors", "check", str(tmp_path / "v")]) == 0
+    assert "vectors check" in capsys.readouterr().err
+    assert main(["vectors", "check", str(tmp_path / "v"), "--no-progress"]) == 0
+    assert capsys.readouterr().err == ""
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
+    assert main(["vectors", "check", str(tmp_path / "v")]) == 0
+    assert capsys.readouterr().err == ""

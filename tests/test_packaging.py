@@ -138,5 +138,5 @@ def test_wheel_installs_one_top_level_package_and_runs_the_gallery(tmp_path):
     res = _python(["-m", "spectheory", "figures", "--quick", "--only", "fig3", "--no-progress"],
                   cwd=run, extra_path=[target])
     assert res.returncode == 0, res.stderr[-2000:]
-    assert (run / "figures" / "fig3_tau_pmf.png").is_file()
+    assert (run / "out" / "figures" / "fig3_tau_pmf.png").is_file()  # the default --out
     assert not list((target / "spectheory" / "gallery").glob("*.png"))  # never written into

@@ -115,3 +115,71 @@ def test_lazy_torch_still_computes(module):
 
     assert value == str(analyze(random_instance(3, 2, 0, denominator=12), "block",
                                 exact=True).expected_accepted)
+
+
+# ----------------------------------------------------------------------------- the parser
+
+
+def test_command_table_matches_what_the_modules_register():
+    """`COMMANDS` (names and help, which ``--help`` lists without importing the modules) is what
+    each module of `COMMAND_MODULES` registers, in the same order."""
+    import argparse
+    import importlib
+
+    from spectheory.cli import COMMAND_MODULES, COMMANDS, Parser
+
+    assert list(COMMANDS) == COMMAND_MODULES
+    for module in COMMAND_MODULES:
+        sub = Parser(prog="x").add_subparsers(dest="command", parser_class=Parser)
+        importlib.import_module(module).register(sub)
+        assert {a.dest: a.help for a in sub._choices_actions} == COMMANDS[module], module
+        assert isinstance(sub, argparse._SubParsersAction)
+
+
+def test_lazy_parser_gives_the_full_help_and_parses_each_command_alike():
+    from spectheory.cli import COMMANDS, build_parser, command_name
+
+    assert build_parser(["--help"]).format_help() == build_parser().format_help()
+    assert command_name(["--threads", "exact", "tree", "x"]) == "tree"
+    assert command_name(["--debug", "--", "exact"]) is None
+    full = _choices(build_parser())
+    for names in COMMANDS.values():
+        for name in names:  # the command's own parser, as the full parser has it
+            assert _choices(build_parser([name]))[name].format_help() == \
+                full[name].format_help(), name
+
+
+def _choices(parser) -> dict:
+    import argparse
+
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+
+
+def test_help_and_an_exact_rational_analysis_import_only_what_they_use(tmp_path):
+    """``spectheory --help`` imports neither numpy nor the engine; ``spectheory exact --exact``
+    on a V = 3, L = 2 instance runs on numpy Fractions without torch, the LPs or the sweep."""
+    from spectheory.inputs.instances import instance_to_dict
+    from spectheory.inputs.random_instances import random_instance
+
+    inst = tmp_path / "v3l2.json"
+    inst.write_text(json.dumps(instance_to_dict(random_instance(3, 2, 0, denominator=12))))
+    code = ("import contextlib, io, json, sys\n"
+            "from spectheory.cli import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    try:\n"
+            "        main(['--help'])\n"
+            "    except SystemExit:\n"
+            "        pass\n"
+            "help = sorted(m for m in ('numpy', 'torch', 'spectheory.engine') if m in sys.modules)\n"
+            "out = io.StringIO()\n"
+            "with contextlib.redirect_stdout(out):\n"
+            f"    rc = main(['exact', {str(inst)!r}, '--exact', '--json'])\n"
+            "used = sorted(m for m in ('torch', 'scipy', 'spectheory.lp', 'spectheory.sweep')\n"
+            "              if m in sys.modules)\n"
+            "print(json.dumps([help, rc, used, json.loads(out.getvalue())['expected_accepted']]))")
+    help_mods, rc, used, value = json.loads(_python(code))
+    assert (help_mods, rc, used) == ([], 0, [])
+    from spectheory import analyze, random_instance
+
+    assert value == str(analyze(random_instance(3, 2, 0, denominator=12), "block",
+                                exact=True).expected_accepted)

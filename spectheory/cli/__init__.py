@@ -30,6 +30,8 @@ the caller's setting when it returns: torch's thread count, or ``OMP_NUM_THREADS
 loaded). Without it the default of [`spectheory.runtime.threads`][spectheory.runtime.threads] applies
 (``SPECTHEORY_THREADS``, else 1 thread on machines with at most 2 cores). Torch is imported only by
 commands that compute with it: ``--help``, ``instance`` and ``lp`` start in a fraction of a second.
+A command imports only the module that defines it (`COMMANDS`, `build_parser`), and ``--help``
+none of them, so neither pays for the others' imports.
 Every command also lets the C allocator keep freed memory for reuse
 ([`spectheory.runtime.allocator`][spectheory.runtime.allocator]; ``SPECTHEORY_MALLOC=default`` turns that off).
 """
@@ -62,6 +64,43 @@ COMMAND_MODULES = [
     "spectheory.lp.claims",
 ]
 
+#: The sub-commands of each module of `COMMAND_MODULES`, in order, with their one-line help.
+#: ``spectheory --help`` lists them from here and a command imports only its own module
+#: (`build_parser` with ``argv``), so that start-up does not pay for every command's imports;
+#: ``tests/test_startup.py`` checks the table against what the modules register.
+COMMANDS = {
+    "spectheory.cli.commands": {
+        "instance": "make instances",
+        "exact": "exact law of a verifier on an instance",
+        "check": "exact losslessness verdict (exit 1 when lossy)",
+        "verifiers": "list the registered verifiers and their metadata"},
+    "spectheory.cli.report": {
+        "report": "the main job: a short exact report on built-in defaults, ending in a verdict "
+                  "(exit 1 if any check fails)"},
+    "spectheory.cli.audit": {
+        "audit": "a verifier's law in bfloat16/float16/float32 vs float64 on "
+                 "real-vocabulary-sized rows"},
+    "spectheory.cli.trees": {"tree": "exact analysis of a verifier on a drafted token tree"},
+    "spectheory.testing.sampler_cli": {
+        "check-sampler": "check a sampler (module:function) against the exact law (exit 1 when "
+                         "it fails)"},
+    "spectheory.testing.vectors_cli": {
+        "vectors": "language-neutral test vectors (exact laws as JSON)"},
+    "spectheory.cli.figures": {
+        "figures": "run the figure gallery (figures/figN_*.py): PNG + PDF and figures.json"},
+    "spectheory.sweep.cli": {
+        "sweep": "run a grid of exact analyses and LP optima (TOML file) as cached jobs"},
+    "spectheory.toy_models.cli": {
+        "toy": "a toy-family instance as JSON (--list: families and knobs)"},
+    "spectheory.gpu_validation.cli": {
+        "models": "fetch and locate the pinned real models and data sets",
+        "validate": "real-model validation of the verifiers"},
+    "spectheory.lp.cli": {
+        "lp": "optimality LPs: node-budget, direct, coupling, multipath, selection"},
+    "spectheory.lp.claims": {
+        "claims": "recompute every checkable published claim (the claims ledger)"},
+}
+
 
 class UsageError(Exception):
     """A command-line usage error (argparse's message), printed as one line with exit code 2."""
@@ -79,7 +118,41 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(self.prog, message)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def command_name(argv: list[str]) -> str | None:
+    """The sub-command named on the command line ``argv`` (the first word that is not an option
+    or the value of ``--threads``), or None when there is none (``--help``, ``--version``)."""
+    skip = False
+    for word in argv:
+        if skip:
+            skip = False
+        elif word == "--threads":
+            skip = True
+        elif word == "--":
+            return None
+        elif not word.startswith("-"):
+            return word
+    return None
+
+
+#: The command line `main` is parsing, while it builds its parser (`build_parser`'s default).
+_parsing: list[str] | None = None
+
+
+def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
+    """The command line's parser.
+
+    Without ``argv``: every module of `COMMAND_MODULES` registers its sub-commands (the full
+    parser). With ``argv``, the command line about to be parsed: only the module of the
+    command it names is imported; the others are listed by name and help (`COMMANDS`), enough
+    for ``spectheory --help`` and for argparse's choice of command, so that start-up costs
+    only what that command imports. A command missing from `COMMANDS` builds the full
+    parser. `main` passes its command line (as the default of ``argv`` while it builds)."""
+    modules = COMMAND_MODULES
+    argv = _parsing if argv is None else argv
+    if argv is not None:
+        name = command_name(list(argv))
+        owner = [m for m, names in COMMANDS.items() if name in names]
+        modules = owner if owner else ([] if name is None else COMMAND_MODULES)
     parser = Parser(
         prog="spectheory",
         description="Exact theory, LPs and verifiers for speculative decoding.",
@@ -94,8 +167,12 @@ def build_parser() -> argparse.ArgumentParser:
                              "before the one-line message")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
-    for name in COMMAND_MODULES:
-        importlib.import_module(name).register(sub)
+    for module in COMMAND_MODULES:
+        if module in modules:
+            importlib.import_module(module).register(sub)
+        else:  # listed only: never parsed, as the command line names another command
+            for name, text in COMMANDS.get(module, {}).items():
+                sub.add_parser(name, help=text, add_help=False)
     _accept_threads(sub)
     return parser
 
@@ -212,7 +289,12 @@ def main(argv: list[str] | None = None) -> int:
     before = None
     debug = "--debug" in (sys.argv[1:] if argv is None else list(argv))
     try:
-        parser = build_parser()
+        global _parsing
+        _parsing = sys.argv[1:] if argv is None else list(argv)
+        try:
+            parser = build_parser()
+        finally:
+            _parsing = None
         try:
             args = parser.parse_args(argv)
         except UsageError as exc:

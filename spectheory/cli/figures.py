@@ -56,14 +56,16 @@ def gallery_folder() -> Path:
         f"spectheory.gallery nor {here.parent / 'figures'} holds them; reinstall spectheory")
 
 
-def default_out(folder: Path) -> Path:
-    """Where ``spectheory figures`` writes without ``--out``: the checkout's ``figures/`` folder
-    when the scripts live in a writable source checkout, else ``./figures`` in the current
-    folder (an installed package is never written into)."""
-    if folder.name == "figures" and (folder.parent / "pyproject.toml").is_file() \
-            and os.access(folder, os.W_OK):
-        return folder
-    return Path("figures")
+#: Where ``spectheory figures`` writes without ``--out`` (relative to the current folder).
+DEFAULT_OUT = Path("out") / "figures"
+
+
+def default_out(folder: Path | None = None) -> Path:
+    """Where ``spectheory figures`` writes without ``--out``: ``out/figures`` in the current
+    folder, wherever the scripts live, so a run never overwrites the committed ``figures/``
+    folder of a checkout (pass ``--out figures`` to refresh those on purpose) nor writes into
+    an installed package. ``folder`` (the gallery) is accepted for callers and ignored."""
+    return DEFAULT_OUT
 
 
 def scripts(folder: Path) -> dict[str, Path]:
@@ -270,7 +272,7 @@ def cmd_figures(args) -> int:
 
     threads = parse_threads(args.threads, "--threads")  # bounded: torch crashes on huge counts
     folder = gallery_folder()
-    out = Path(args.out) if args.out is not None else default_out(folder)
+    out = Path(args.out) if args.out is not None else default_out()
     log = None if args.no_progress else (lambda s: print(s, file=sys.stderr, flush=True))
     before = torch.get_num_threads()
     torch.set_num_threads(threads)  # many small float64 ops: one thread is fastest here
@@ -293,8 +295,8 @@ def register(sub) -> None:
     p = sub.add_parser("figures", help="run the figure gallery (figures/figN_*.py): PNG + PDF "
                                        "and figures.json")
     p.add_argument("--out", default=None,
-                   help="output folder (default: the checkout's figures/ folder; from an installed "
-                        "package, ./figures)")
+                   help="output folder (default: out/figures in the current folder; --out "
+                        "figures in a checkout refreshes the committed images)")
     p.add_argument("--quick", action="store_true",
                    help="small grids (seconds); same figures and files")
     p.add_argument("--only", nargs="+", metavar="FIG", default=None,

@@ -5,13 +5,13 @@
                     [--route auto|enumerate|nodes] [--exact] [--json]
 
 prints E[tau], the block efficiency E[tau + 1], the tau pmf and the lossless verdict (TV of the
-output law to the target, exact in rationals with ``--exact``) of :func:`spectheory.engine.drafttrees.
-analyze_tree`. The tree is given by branching factors per depth (``--tree``), or, for trees whose
-leaves are at different depths, by a parent list (``--parents 0,0,1``: the parent of drafted node
-1, 2, ...; 0 is the root) or a Medusa / EAGLE choices list (``--choices '[[0],[1],[0,0]]'``).
-Bad input (a malformed tree, two tree options, an unknown verifier, scheme or route, a K-path
-verifier on an uneven tree, an enumeration over the size limit) is one line on stderr with exit
-code 2.
+output law to the target, exact in rationals with ``--exact``) of
+[`analyze_tree`][spectheory.engine.analysis.analyze_tree]. The tree is given by branching factors
+per depth (``--tree``), or, for trees whose leaves are at different depths, by a parent list
+(``--parents 0,0,1``: the parent of drafted node 1, 2, ...; 0 is the root) or a Medusa / EAGLE
+choices list (``--choices '[[0],[1],[0,0]]'``). Bad input (a malformed tree, two tree options, an
+unknown verifier, scheme or route, a K-path verifier on an uneven tree, an enumeration over the size
+limit) is one line on stderr with exit code 2.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def _tree_argument(args):
 def register(sub) -> None:
     """Add the ``tree`` sub-command to an argparse sub-parser collection."""
     p = sub.add_parser("tree", help="exact analysis of a verifier on a drafted token tree",
-                       description=__doc__.split("\n\n")[0])
+                       description=__doc__.split("\n\n")[0].replace("``", ""))  # plain text
     add_instance_options(p)
     p.add_argument("--tree", default=None,
                    help="branching factors per depth, e.g. 3,2,1 (K = 6 leaf paths)")

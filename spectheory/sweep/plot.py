@@ -2,7 +2,9 @@
 
 Left: mean E[tau + 1] over the sweep's instances against the chosen axis (K, L or V), one line
 per verifier (and drafting scheme), LP optima dashed. Right: the mean gap to the direct LP's
-optimum on the same instances (only jobs whose instance has that optimum at the same K).
+optimum on the same instances (only jobs whose instance has that optimum at the same K). Each
+verifier is drawn in its style of the palette map
+([`spectheory.sweep.palette`][spectheory.sweep.palette]), the one the figure gallery uses.
 Failed jobs are left out and counted in the title.
 """
 
@@ -13,6 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from ..runtime.errors import OptionError
+from .palette import Style, optimum_style, verifier_style
 
 
 def _rows(out: Path) -> list[dict]:
@@ -25,38 +28,109 @@ def _rows(out: Path) -> list[dict]:
             from None
 
 
+#: The columns that identify a job (rows equal on all of them are one job listed twice).
+_JOB_INPUTS = ("family", "vocab", "block", "seed", "knobs", "kind", "name", "paths", "drafting",
+               "route", "exact", "sampling", "draft_sampling", "shape")
+
+
+def _instance(r: dict) -> tuple:
+    return (r["family"], r["vocab"], r["block"], r["seed"], r["knobs"], r["exact"],
+            r.get("sampling", ""), r.get("draft_sampling", ""))
+
+
+def _label(r: dict) -> str:
+    return ((f"{r['name']} LP" if r["kind"] == "optimum" else r["name"])
+            + (f" tree {r['shape']}" if r.get("shape") else "")
+            + (f" ({r['drafting']})" if r["drafting"] and r["drafting"] != "iid" else "")
+            + (f" [{r['sampling']}]" if r.get("sampling") else ""))
+
+
+def _plotted(rows: list[dict]) -> list[dict]:
+    """The successful rows with an E[tau+1] (a measure has none), each job once."""
+    seen, out = set(), []
+    for r in rows:
+        if r["status"] != "ok" or r["kind"] == "measure":
+            continue
+        key = tuple(r.get(c, "") for c in _JOB_INPUTS)
+        if key not in seen:
+            seen.add(key)
+            out.append(r)
+    return out
+
+
 def series(rows: list[dict], x: str = "paths"):
-    """``{label: {x: mean E[tau+1]}}`` and ``{label: {x: mean gap to the direct optimum}}``."""
+    """``{label: {x: mean E[tau+1]}}`` and ``{label: {x: mean gap to the direct optimum}}``.
+
+    Rows that did not end ``ok`` are left out, and a job listed twice (equal inputs) counts
+    once, so a mean is never weighted by duplicates."""
+    rows = _plotted(rows)
     values = defaultdict(lambda: defaultdict(list))
     optimum = {}
     for r in rows:
-        if r["status"] != "ok":
-            continue
-        inst = (r["family"], r["vocab"], r["block"], r["seed"], r["knobs"], r["exact"],
-                r.get("sampling", ""), r.get("draft_sampling", ""))
         if r["kind"] == "optimum" and r["name"] == "direct":
-            optimum[inst + (r["paths"], r["drafting"] or "iid")] = float(r["block_efficiency"])
+            optimum[_instance(r) + (r["paths"], r["drafting"] or "iid")] = \
+                float(r["block_efficiency"])
     gaps = defaultdict(lambda: defaultdict(list))
     for r in rows:
-        if r["status"] != "ok" or r["kind"] == "measure":  # a measure has no E[tau+1]
-            continue
-        label = (f"{r['name']} LP" if r["kind"] == "optimum" else r["name"]) + \
-            (f" tree {r['shape']}" if r.get("shape") else "") + \
-            (f" ({r['drafting']})" if r["drafting"] and r["drafting"] != "iid" else "") + \
-            (f" [{r['sampling']}]" if r.get("sampling") else "")
+        label = _label(r)
         be = float(r["block_efficiency"])
         values[label][int(r[x])].append(be)
-        inst = (r["family"], r["vocab"], r["block"], r["seed"], r["knobs"], r["exact"],
-                r.get("sampling", ""), r.get("draft_sampling", ""))
-        opt = optimum.get(inst + (r["paths"], r["drafting"] or "iid"))
+        opt = optimum.get(_instance(r) + (r["paths"], r["drafting"] or "iid"))
         if r["kind"] == "verifier" and opt is not None and not r.get("shape"):  # K paths
             gaps[label][int(r[x])].append(opt - be)
     mean = lambda d: {k: sum(v) / len(v) for k, v in sorted(d.items())}  # noqa: E731
     return ({k: mean(v) for k, v in values.items()}, {k: mean(v) for k, v in gaps.items()})
 
 
+def series_styles(rows: list[dict]) -> dict[str, Style]:
+    """The style of every series of `series`, from the palette map
+    ([`spectheory.sweep.palette`][spectheory.sweep.palette]): a verifier's colour and marker
+    (the same in both panels and in the gallery), an optimum's black or grey style. Where
+    one verifier has several series (tree shapes, drafting schemes, sampling), they keep its
+    colour and marker and take different line styles, the first the verifier's own."""
+    styles: dict[str, Style] = {}
+    variants: dict[str, list[str]] = defaultdict(list)
+    for r in _plotted(rows):
+        label = _label(r)
+        if label in styles:
+            continue
+        if r["kind"] == "optimum":
+            styles[label] = optimum_style(r["name"], r["drafting"])
+            continue
+        base = verifier_style(r["name"])
+        n = len(variants[r["name"]])
+        variants[r["name"]].append(label)
+        others = [ls for ls in ("-", "--", ":", "-.") if ls != base.linestyle]
+        styles[label] = base if n == 0 else base._replace(
+            linestyle=others[(n - 1) % len(others)])
+    return styles
+
+
+def _describe(rows: list[dict], axis: str) -> str:
+    """What the plot shows, in a title: the families, sizes and instance count."""
+    rows = _plotted(rows)
+    inst = {_instance(r) for r in rows}
+    fams = sorted({r["family"] for r in rows})
+    parts = [", ".join(fams)]
+    for col, sym in (("vocab", "V"), ("block", "L")):
+        vals = sorted({int(r[col]) for r in rows})
+        if col != axis and vals:
+            parts.append(f"{sym} = " + ", ".join(map(str, vals)))
+    return (f"Mean E[tau + 1] against {_AXIS_NAME[axis]} over {len(inst)} instance(s): "
+            + "; ".join(parts))
+
+
+_AXIS_NAME = {"paths": "K", "block": "L", "vocab": "V"}
+_AXIS_LABEL = {"paths": "K (draft paths)", "block": "L (block length)", "vocab": "V (vocabulary)"}
+
+
 def plot_sweep(out, figure: str | None = None, x: str = "paths") -> Path:
-    """Draw the standard views of the sweep in ``out``; returns the image path."""
+    """Draw the standard views of the sweep in ``out``; returns the image path.
+
+    Left: mean E[tau+1] per series against ``x``; right: the mean gap to the direct LP optimum.
+    A verifier has one colour and marker in both panels (`series_styles`); the x axis has
+    integer ticks (K, L and V are counts); the title says what is plotted and how many jobs
+    failed and were left out."""
     out = Path(out)
     rows = _rows(out)
     if x not in ("paths", "block", "vocab"):
@@ -66,27 +140,40 @@ def plot_sweep(out, figure: str | None = None, x: str = "paths") -> Path:
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.ticker import MaxNLocator
     except ImportError:
         raise OptionError("plotting needs matplotlib: pip install 'spectheory[figures]'") \
             from None
     eff, gaps = series(rows, x)
     if not eff:
         raise OptionError(f"{out}/results.csv has no successful rows to plot")
+    styles = series_styles(rows)
     failed = sum(r["status"] != "ok" for r in rows)
-    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.4))
+    xs = sorted({k for d in eff.values() for k in d})
     for label, d in sorted(eff.items()):
-        a.plot(list(d), list(d.values()), "--" if label.endswith(("LP", "LP)")) or " LP" in label
-               else "-", marker="o", label=label)
-    a.set_xlabel({"paths": "K (paths)", "block": "L", "vocab": "V"}[x])
+        a.plot(list(d), list(d.values()), label=label, ms=5, **styles[label].kwargs())
     a.set_ylabel("mean E[tau + 1]")
+    a.set_title("block efficiency (LP optima in black and grey)", fontsize=10)
     a.legend(fontsize=8)
     for label, d in sorted(gaps.items()):
-        b.plot(list(d), list(d.values()), marker="o", label=label)
-    b.set_xlabel(a.get_xlabel())
+        b.plot(list(d), list(d.values()), label=label, ms=5, **styles[label].kwargs())
     b.set_ylabel("mean gap to the direct LP optimum")
+    b.set_title("gap to the direct LP optimum, same instance and K" if gaps else
+                "gap to the direct LP optimum: no direct optimum in this sweep", fontsize=10)
     if gaps:
         b.legend(fontsize=8)
-    fig.suptitle(f"{len(rows)} jobs" + (f", {failed} failed (left out)" if failed else ""))
+    for ax in (a, b):
+        ax.set_xlabel(_AXIS_LABEL[x])
+        if len(xs) <= 12:
+            ax.set_xticks(xs)
+        else:
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.grid(alpha=0.3)
+    title = _describe(rows, x)
+    if failed:
+        title += f"\n{failed} of {len(rows)} jobs failed (left out)"
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     path = Path(figure) if figure else out / "sweep.png"
     try:

@@ -28,6 +28,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import tempfile
 from fractions import Fraction
 from pathlib import Path
@@ -282,7 +283,7 @@ def _instances(spec_list, paths: int) -> list[tuple[str, Instance]]:
 
 def export_vectors(directory, verifiers=None, instances=("battery",), *, paths: int = 2,
                    drafting: str | None = None, decisions: int = DEFAULT_DECISIONS,
-                   seed: int = 0) -> list[str]:
+                   seed: int = 0, progress: bool = False) -> list[str]:
     """Write one JSON file per (verifier, instance) into a new ``directory``; returns the names.
 
     ``verifiers`` default to [`default_verifiers`][spectheory.testing.vectors.default_verifiers];
@@ -290,7 +291,8 @@ def export_vectors(directory, verifiers=None, instances=("battery",), *, paths: 
     ``"battery"`` (the default battery for that K), instance JSON files (exact fractions) or
     `Instance` objects. Everything is computed and written into a temporary directory next to
     ``directory``, which is then renamed into place: on any error nothing is left behind.
-    ``directory`` must not exist, or be empty.
+    ``directory`` must not exist, or be empty. ``progress``: a progress bar on stderr, one step
+    per file.
     """
     target = Path(directory)
     try:
@@ -322,8 +324,10 @@ def export_vectors(directory, verifiers=None, instances=("battery",), *, paths: 
         raise SpectheoryError(f"cannot write vectors to {str(directory)!r}: cannot create a "
                               f"folder in {str(parent)!r} ({exc.strerror or exc})") from None
     written = []
+    bar = _bar(len(jobs), "vectors export", progress)
     try:
         for how, inst_name, inst in jobs:
+            bar.set_postfix_str(f"{how.spec.name} on {inst_name}", refresh=False)
             vec = build_vector(how.spec, inst, inst_name, paths=how.paths,
                                drafting=how.drafting, decisions=decisions, seed=seed)
             fname = _file_name(how.spec.name, how.paths, inst_name)
@@ -337,6 +341,8 @@ def export_vectors(directory, verifiers=None, instances=("battery",), *, paths: 
                 raise SpectheoryError(f"cannot write vectors to {str(directory)!r}: "
                                       f"{exc.strerror or exc}; nothing was written") from None
             written.append(fname)
+            bar.update(1)
+        bar.close()
         try:
             if target.exists():
                 target.rmdir()
@@ -345,9 +351,19 @@ def export_vectors(directory, verifiers=None, instances=("battery",), *, paths: 
             raise SpectheoryError(f"cannot write vectors to {str(directory)!r}: "
                                   f"{exc.strerror or exc}; nothing was written") from None
     except BaseException:
+        bar.close()
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return written
+
+
+def _bar(total: int, desc: str, enabled: bool):
+    """A tqdm progress bar on stderr over ``total`` files (a silent stand-in when not
+    ``enabled``)."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="file", file=sys.stderr, disable=not enabled,
+                leave=False)
 
 
 def _single_path(v) -> bool:
@@ -463,9 +479,10 @@ def check_file(path) -> tuple[str, Any, Any] | None:
     return _diff(data, fresh, "")
 
 
-def check_vectors(directory) -> list[tuple[str, str, Any, Any]]:
+def check_vectors(directory, progress: bool = False) -> list[tuple[str, str, Any, Any]]:
     """Recompute every ``*.json`` file of ``directory``; returns the mismatches as
     (file, field, file value, fresh value), one per mismatching file (empty: all match).
+    ``progress``: a progress bar on stderr, one step per file.
 
     Raises [`SpectheoryError`][spectheory.runtime.errors.SpectheoryError] for a directory without vector
     files or a file that cannot be read as a vector.
@@ -477,10 +494,16 @@ def check_vectors(directory) -> list[tuple[str, str, Any, Any]]:
     if not files:
         raise SpectheoryError(f"{directory}: no vector files (*.json)")
     out = []
-    for f in files:
-        found = check_file(f)
-        if found:
-            out.append((f.name,) + tuple(found))
+    bar = _bar(len(files), "vectors check", progress)
+    try:
+        for f in files:
+            bar.set_postfix_str(f.name, refresh=False)
+            found = check_file(f)
+            if found:
+                out.append((f.name,) + tuple(found))
+            bar.update(1)
+    finally:
+        bar.close()
     return out
 
 

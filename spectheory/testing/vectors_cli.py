@@ -20,6 +20,12 @@ def _integer(text: str) -> int:
     return int(s)
 
 
+def _progress(args) -> bool:
+    """A progress bar on stderr when it is a terminal, as the other long commands show one, and
+    ``--no-progress`` is not given (a log or a pipe gets the one result line only)."""
+    return sys.stderr.isatty() and not args.no_progress
+
+
 def cmd_export(args) -> int:
     from ..cli.commands import user_verifier_errors
     from .vectors import (MAX_VECTOR_PATHS, check_decisions, check_vector_seed,
@@ -33,7 +39,8 @@ def cmd_export(args) -> int:
     with user_verifier_errors(users):  # a module:function verifier's exception: one line
         names = export_vectors(args.directory, args.verifier, args.instances or ["battery"],
                                paths=args.paths, drafting=args.drafting,
-                               decisions=args.decisions, seed=args.seed)
+                               decisions=args.decisions, seed=args.seed,
+                               progress=_progress(args))
     sys.stdout.write(f"wrote {len(names)} vector files to {args.directory}\n")
     return 0
 
@@ -41,7 +48,7 @@ def cmd_export(args) -> int:
 def cmd_check(args) -> int:
     from .vectors import check_vectors
 
-    bad = check_vectors(args.directory)
+    bad = check_vectors(args.directory, progress=_progress(args))
     if not bad:
         from pathlib import Path
 
@@ -76,8 +83,14 @@ def register(sub) -> None:
                    help="fixed-uniform decisions per joint draft (0..100; default 2)")
     e.add_argument("--seed", type=_integer, default=0,
                    help="seed of the uniforms (0..2^63-1; default 0)")
+    e.add_argument("--no-progress", action="store_true",
+                   help="no progress bar on stderr (shown on a terminal: one step per file "
+                        "written)")
     e.set_defaults(func=cmd_export)
     c = vsub.add_parser("check", help="re-verify every file of a directory against a fresh "
                                       "computation (exit 1 on a mismatch)")
     c.add_argument("directory")
+    c.add_argument("--no-progress", action="store_true",
+                   help="no progress bar on stderr (shown on a terminal: one step per file "
+                        "checked)")
     c.set_defaults(func=cmd_check)
