@@ -940,3 +940,302 @@ def cactus_emitted_kl(p, q, delta, digits=50):
             for y in range(V):
                 out[y] += Q[x] * ((accept if y == x else 0) + (1 - accept) * corr[y])
         return sum((o * (o / t).ln() for o, t in zip(out, P) if o > 0), Decimal(0))
+
+
+# ----------------------------------------------------------------------------- traversal (2505.12398)
+
+
+def merged_tree(paths):
+    """The token tree of drafted paths: nodes are the distinct drafted prefixes (the root ``()``
+    included), numbered level by level and, within a level, by the first path (smallest path
+    index) through them. Returns the list of nodes in that numbering."""
+    nodes = [()]
+    for depth in range(1, len(paths[0]) + 1):
+        for x in paths:
+            if tuple(x[:depth]) not in nodes:
+                nodes.append(tuple(x[:depth]))
+    return nodes
+
+
+def post_order_visit(nodes):
+    """Leaf-to-root post-order (Weng et al., arXiv 2505.12398, Algorithm 1: the deepest leftmost
+    remaining node first; a node after all its children), children in node-number order."""
+    out = []
+
+    def walk(u):
+        for v in nodes:
+            if len(v) == len(u) + 1 and v[:len(u)] == u:
+                walk(v)
+        out.append(u)
+
+    walk(())
+    return out
+
+
+def smallest_leaf_visit(nodes):
+    """The GBV reference code's traversal baseline (arXiv 2602.16961's code, as the ledger's row
+    and docs/engine-bugs.md entry 8 describe it): next, the remaining leaf of smallest node
+    number; a node becomes a leaf once all its children are visited."""
+    left, out = list(nodes), []
+    while left:
+        v = next(u for u in left if not any(len(w) == len(u) + 1 and w[:len(u)] == u
+                                            for w in left))
+        out.append(v)
+        left.remove(v)
+    return out
+
+
+def traversal_law(model, K, visit):
+    """Traversal verification (Weng et al., arXiv 2505.12398) on the merged tree of K i.i.d.
+    drafted paths, walked in the order ``visit(nodes)``, by enumerating the ordered K-tuples of
+    paths. Rule: every node u carries a target row M_b(.|u) (p(.|u) at first), a draft row
+    M_s(.|u) (q(.|u); none at depth L) and an acceptance p_a(u), p_a(root) = 1 and
+    p_a(v) = min(1, p_a(u) M_b(x|u) / M_s(x|u)) for v = u + (x,). The visited node v is accepted
+    with probability p_a(v): the block is v followed by a token from M_b(.|v) (the bonus from p at
+    depth L). Rejected, v leaves the tree and its parent u updates, with S = sum_y (p_a(u)
+    M_b(y|u) - M_s(y|u))^+: M_b(.|u) = normalise((p_a(u) M_b - M_s)^+), M_s(.|u) = M_s with x
+    removed, renormalised, p_a(u) = S / (S + 1 - p_a(u)); the acceptances of u's descendants are
+    recomputed top-down from the new rows, except at a node that has itself updated (its p_a is
+    already its S / (S + 1 - p_a) value; post-order never meets one, the smallest-leaf order
+    does). Returns (law of the L + 1 tokens, E[tau + 1])."""
+    V = model.V
+    law, E = {}, F(0)
+    for paths in itertools.product(model.seqs(model.L), repeat=K):
+        pr = prod((model.Q(x) for x in paths), start=F(1))
+        if not pr:
+            continue
+        nodes = merged_tree(paths)
+        Mb = {u: list(model.p_rows(u)) for u in nodes}
+        Ms = {u: list(model.q_rows(u)) for u in nodes if len(u) < model.L}
+        updated = set()
+        pa = {(): F(1)}
+
+        def recompute(u):
+            for v in nodes:
+                if len(v) == len(u) + 1 and v[:len(u)] == u and v in Mb:
+                    if v not in updated:
+                        x = v[-1]
+                        pa[v] = min(F(1), pa[u] * Mb[u][x] / Ms[u][x])
+                    recompute(v)
+
+        recompute(())
+        alive = pr
+        for v in visit(nodes):
+            acc = alive * pa[v]
+            for y in range(V):
+                if Mb[v][y] and acc:
+                    E += acc * Mb[v][y] * (len(v) + 1)
+                    _complete(law, model, v + (y,), acc * Mb[v][y])
+            alive -= acc
+            if v == () or not alive:
+                break
+            u, x, w = v[:-1], v[-1], pa[v[:-1]]
+            up = [max(w * Mb[u][y] - Ms[u][y], F(0)) for y in range(V)]
+            S = sum(up)
+            Mb[u] = _normalise(up, Mb[u])
+            Ms[u] = _normalise([F(0) if y == x else Ms[u][y] for y in range(V)], Ms[u])
+            pa[u] = S / (S + 1 - w) if S + 1 - w else F(1)
+            updated.add(u)
+            del Mb[v]
+            recompute(u)
+    return law, E
+
+
+# ----------------------------------------------------------------------------- frontier at TV 0
+
+
+def free_block_lp(model):
+    """The best E[tau + 1] of a rule that chooses the whole L + 1 block jointly with the draft (not
+    a verifier): a joint law w(x, z) >= 0 of the drafted path x in V^L and the output z in V^{L+1},
+    sum_z w(x, z) = q(x), sum_x w(x, z) = p(z) (TV 0), tau = the common prefix of z and x (at most
+    L); certified exactly (`certified_max`)."""
+    xs, zs = model.seqs(model.L), model.seqs(model.L + 1)
+    c, A, b = [], [], []
+    col = {}
+    for x in xs:
+        for z in zs:
+            col[x, z] = len(c)
+            k = 0
+            while k < model.L and z[k] == x[k]:
+                k += 1
+            c.append(F(k + 1))
+    for x in xs:
+        A.append({col[x, z]: F(1) for z in zs})
+        b.append(model.Q(x))
+    for z in zs:
+        A.append({col[x, z]: F(1) for x in xs})
+        b.append(model.P(z))
+    return certified_max(c, A, b)[0]
+
+
+def coupling_bound(model):
+    """1 + sum_{t <= L} sum_{x^t} min(p(x^t), q(x^t)): E[tau + 1] of a maximal coupling of the
+    draft path and the target sequence, prefix by prefix (an upper bound for every rule)."""
+    return 1 + sum((min(model.P(x), model.Q(x)) for t in range(1, model.L + 1)
+                    for x in model.seqs(t)), F(0))
+
+
+# ----------------------------------------------------------------------------- greedy radius (2606.30265)
+
+
+def greedy_radius(p, x, direction, digits=50):
+    """The least divergence that moves the target row p to a row r where greedy verification of
+    the drafted token x (the argmax of p) rejects, i.e. r(y) >= r(x) for some y != x (Sharma,
+    arXiv 2606.30265: the certificate of a greedy acceptance), with a two-sided bound in
+    `digits` decimal digits. Per competitor y the problem is convex with one linear constraint:
+
+    * KL(r || p): the feasible point r(x) = r(y) = sqrt(p(x) p(y)) / Z, r(v) = p(v) / Z
+      otherwise (Z normalises) gives the upper bound; the Lagrangian dual at
+      e^lambda = sqrt(p(x) / p(y)), -log(p(x) e^-lambda + p(y) e^lambda + 1 - p(x) - p(y)), the
+      lower bound.
+    * KL(p || r): the feasible point r(x) = r(y) = (p(x) + p(y)) / 2, r = p elsewhere, and the
+      dual at mu = 1, lambda = (p(x) - p(y)) / (p(x) + p(y)):
+      sum_v p(v) log c(v), c(x) = 1 + lambda, c(y) = 1 - lambda, c = 1 elsewhere.
+
+    The radius is the smallest over the competitors y. Returns (lower, upper)."""
+    from decimal import Decimal, localcontext
+
+    with localcontext() as ctx:
+        ctx.prec = digits
+        P = [Decimal(Fraction(v).numerator) / Decimal(Fraction(v).denominator) for v in p]
+        assert all(P[x] >= v for v in P)
+
+        def kl(a, b):
+            return sum((u * (u / w).ln() for u, w in zip(a, b) if u > 0), Decimal(0))
+
+        lows, ups = [], []
+        for y in range(len(P)):
+            if y == x:
+                continue
+            if direction == "rp":
+                s = (P[x] * P[y]).sqrt()
+                Z = 2 * s + (1 - P[x] - P[y])
+                r = [s / Z if v in (x, y) else P[v] / Z for v in range(len(P))]
+                lam = (P[x] / P[y]).sqrt().ln() if P[y] > 0 else None
+                low = -(P[x] * (-lam).exp() + P[y] * lam.exp() + 1 - P[x] - P[y]).ln() \
+                    if lam is not None else Decimal(0)
+                up = kl(r, P)
+            else:
+                m = (P[x] + P[y]) / 2
+                r = [m if v in (x, y) else P[v] for v in range(len(P))]
+                lam = (P[x] - P[y]) / (P[x] + P[y])
+                c = [1 + lam if v == x else 1 - lam if v == y else Decimal(1)
+                     for v in range(len(P))]
+                low = sum((P[v] * c[v].ln() for v in range(len(P)) if P[v] > 0), Decimal(0))
+                up = kl(P, r)
+            assert r[y] >= r[x] - Decimal(10) ** (4 - digits) and abs(sum(r) - 1) < \
+                Decimal(10) ** (4 - digits)
+            lows.append(low)
+            ups.append(up)
+        return min(lows), min(ups)
+
+
+# ----------------------------------------------------------------------------- Global Resolution
+
+
+def _lse_program(groups, target, n):
+    """min_w sum_g P_g log(c_g + sum_{j in g} e^{w_j}) - sum_j target_j w_j (c_g = 0 or 1), by
+    scipy's L-BFGS-B, then Newton steps on the gradient with the exact Hessian; returns w
+    (float64)."""
+    from scipy.optimize import minimize
+
+    def parts(w):
+        f, g, H = 0.0, -np.array(target, float), np.zeros((n, n))
+        for (idx, c), Pg in groups:
+            if not len(idx):  # no token of positive target: a constant term
+                continue
+            top = max(w[idx].max(), 0.0) if c else w[idx].max()  # log-sum-exp, shifted
+            e = np.exp(w[idx] - top)
+            z = (math.exp(-top) if c else 0.0) + e.sum()
+            s = e / z
+            f += Pg * (math.log(z) + top)
+            g[idx] += Pg * s
+            H[np.ix_(idx, idx)] += Pg * (np.diag(s) - np.outer(s, s))
+        return f - float(np.dot(target, w)), g, H
+
+    res = minimize(lambda w: parts(w)[:2], np.zeros(n), jac=True, method="L-BFGS-B",
+                   options={"gtol": 1e-12, "ftol": 1e-15, "maxiter": 500})
+    # L-BFGS-B (the paper's optimiser) stops once f is flat to rounding: finish with Newton
+    # steps on the gradient (least squares, the Hessian may be singular), keeping the smallest
+    w = res.x
+    best = np.abs(parts(w)[1]).max()
+    for _ in range(20):
+        _, g, H = parts(w)
+        nxt = w - np.linalg.lstsq(H, g, rcond=None)[0]
+        with np.errstate(all="ignore"):
+            try:
+                gn = np.abs(parts(nxt)[1]).max()
+            except (ValueError, OverflowError):  # a step out of range: keep the last point
+                break
+        if not gn < best:
+            break
+        w, best = nxt, gn
+    return w
+
+
+def global_resolution_acceptance(p, q, K, plain_outer=False):
+    """Global Resolution (Thomas & Pal, arXiv 2511.15898) at one node, K i.i.d. drafts, as the
+    paper states it: H* minimises psi(H) = p(H) - q(H)^K (all subsets, the smallest minimiser);
+    a draft set D (the distinct drafted tokens) with tokens outside H* always accepts one of
+    A = D minus H*, by softmax(a) over A; a set inside H* accepts d in D with e^{b_d} /
+    (1 + sum_{j in D} e^{b_j}), else rejects. a minimises Phi(a) = sum_A P(A) log sum_A e^{a} -
+    sum_v p_out(v) a_v with the outer targets of the polymatroid greedy (tokens outside H* in id
+    order v_1..v_k, H_i = H* + {v_i..v_k}, g(B) = min_{T >= B} psi(T), p_out(v_i) = p(v_i) +
+    g(H_{i+1}) - g(H_i)); b minimises Theta(b) = sum_D P(D) log(1 + sum_D e^{b}) - sum_i p(i) b_i.
+    Tokens of target 0 get weight 0 (their variables would run to -infinity). The weights the
+    solver returns are read as the rationals they are; every token whose accepted mass exceeds
+    p(y) is scaled down to p(y) and the rest rejected into normalise(p - accepted), so the plan
+    is lossless exactly and its acceptance, returned with alpha* = 1 + psi(H*), is a lower bound
+    on the optimum that is exact in rationals. ``plain_outer`` (a planted error): outer targets
+    p(v) instead of the greedy's p_out(v). Returns (acceptance, alpha*, output law)."""
+    V = len(p)
+    subsets = [frozenset(S) for r in range(V + 1) for S in itertools.combinations(range(V), r)]
+
+    def psi(T):
+        return sum((p[a] for a in T), F(0)) - sum((q[a] for a in T), F(0)) ** K
+
+    H = min(subsets, key=lambda S: (psi(S), len(S), sorted(S)))
+    alpha = 1 + psi(H)
+    law = {}
+    for tup in itertools.product(range(V), repeat=K):
+        pr = prod((q[x] for x in tup), start=F(1))
+        if pr:
+            law[frozenset(tup)] = law.get(frozenset(tup), F(0)) + pr
+
+    def g(B):
+        return min(psi(T) for T in subsets if B <= T)
+
+    outer = [v for v in range(V) if v not in H]
+    p_out = {v: p[v] + g(H | set(outer[i + 1:])) - g(H | set(outer[i:]))
+             for i, v in enumerate(outer)}
+    if plain_outer:
+        p_out = {v: p[v] for v in outer}
+    pi = {}  # (set, token) -> probability of emitting the token
+    for tokens, weight, cap in ((outer, p_out, 0), (sorted(H), {i: p[i] for i in H}, 1)):
+        live = [v for v in tokens if weight[v] > 0]
+        pos = {v: j for j, v in enumerate(live)}
+        groups = {}
+        for D, P in law.items():
+            part = D - H if cap == 0 else D
+            if (cap == 0 and not part) or (cap == 1 and not D <= H):
+                continue
+            key = tuple(sorted(pos[v] for v in part if v in pos))
+            groups[key] = groups.get(key, F(0)) + P
+        w = _lse_program([((np.array(k, int), cap), float(P)) for k, P in groups.items()],
+                         [float(weight[v]) for v in live], len(live)) if live else []
+        top = max(w) if cap == 0 and live else 0.0  # the outer softmax ignores a shift
+        e = {v: F(float(np.exp(w[pos[v]] - top))) for v in live}
+        for D in law:
+            part = D - H if cap == 0 else D
+            if (cap == 0 and not part) or (cap == 1 and not D <= H):
+                continue
+            z = cap + sum((e.get(v, F(0)) for v in part), F(0))
+            for v in part:
+                if v in e and z:  # z = 0: every weight underflowed; the set rejects
+                    pi[D, v] = e[v] / z
+    acc = {y: sum((P * pi.get((D, y), F(0)) for D, P in law.items()), F(0)) for y in range(V)}
+    acc = {y: min(a, p[y]) for y, a in acc.items()}  # the repair: scale a row above p down
+    rest = 1 - sum(acc.values())
+    res = _normalise([p[y] - acc[y] for y in range(V)], p)
+    out = [acc[y] + rest * res[y] for y in range(V)]
+    return sum(acc.values()), alpha, out

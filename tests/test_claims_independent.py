@@ -7,6 +7,7 @@ numbers; a verdict whose two implementations disagree fails here."""
 from __future__ import annotations
 
 import itertools
+import re
 from fractions import Fraction as F
 
 import independent_claims as ind
@@ -460,6 +461,109 @@ def test_cactus_rows_by_own_decimal_computation():
     assert ledger_row("cactus-kl-emitted-token").finding.verdict == "refuted"
 
 
+# ----------------------------------------------------------------------------- traversal order
+
+
+def test_gbv_reference_leaf_order_by_own_traversal():
+    """Traversal verification (Weng et al., arXiv 2505.12398) walked leaf to root in post-order is
+    lossless on i.i.d. K-path trees; the GBV reference baseline's order (the remaining leaf of
+    smallest node number, docs/engine-bugs.md entry 8) is post-order up to K = 2 and lossy from
+    K = 3, with the ledger's TV and first offending sequence."""
+    nodes = ind.merged_tree([(0, 0), (1, 0), (0, 1)])
+    assert nodes == [(), (0,), (1,), (0, 0), (1, 0), (0, 1)]
+    post, leaf = ind.post_order_visit(nodes), ind.smallest_leaf_visit(nodes)
+    assert post == [(0, 0), (0, 1), (0,), (1, 0), (1,), ()]
+    assert leaf == [(0, 0), (1, 0), (1,), (0, 1), (0,), ()]  # (1, 0) before (0, 1)
+    for paths in itertools.product(itertools.product(range(2), repeat=2), repeat=2):
+        nodes = ind.merged_tree(paths)
+        assert ind.smallest_leaf_visit(nodes) == ind.post_order_visit(nodes)  # K <= 2
+    t = ind.toy()
+    assert ind.traversal_law(t, 1, ind.post_order_visit)[1] == ind.block_law(t)[1]
+    for K in (1, 2, 3):
+        assert ind.tv(ind.traversal_law(t, K, ind.post_order_visit)[0], t) == 0
+    assert ind.tv(ind.traversal_law(t, 2, ind.smallest_leaf_visit)[0], t) == 0
+    law = ind.traversal_law(t, 3, ind.smallest_leaf_visit)[0]
+    d, tgt = ind.tv(law, t), ind.target_law(t)
+    first = next(y for y in sorted(tgt) if law.get(y, F(0)) != tgt[y])
+    assert d == F(1, 243) and first == (0, 0, 0)
+    row = ledger_row("gbv-reference-leaf-order")
+    assert row.finding.verdict == "refuted"
+    assert row.finding.ours == f"TV {d}, first offending sequence {first}"
+    # a prefix-dependent instance: post-order lossless, the smallest-leaf order lossy, and its law
+    # equal to the bug kit's replica exactly
+    from spectheory.engine.analysis import analyze_multipath
+    from spectheory.testing.mutants.gbv_reference import TRAVERSAL_FIRST_LEAF
+
+    inst = random_instance(3, 2, 0, denominator=12)
+    m = ind.Model(instance_to_dict(inst))
+    assert m.p_rows((0,)) != m.p_rows((1,))
+    assert ind.tv(ind.traversal_law(m, 3, ind.post_order_visit)[0], m) == 0
+    law, e = ind.traversal_law(m, 3, ind.smallest_leaf_visit)
+    kit = analyze_multipath(inst, TRAVERSAL_FIRST_LEAF, 3, exact=True)
+    assert ind.tv(law, m) == kit.tv_to_target > 0 and e == kit.block_efficiency
+
+
+# ----------------------------------------------------------------------------- frontier, radius
+
+
+def test_frontier_at_zero_and_free_block_by_own_lps():
+    """The best verifier whose output law equals the target's (the direct LP at K = 1, certified)
+    is block verification; the free-block rule (not a verifier) reaches the coupling bound."""
+    m = ind.Model(instance_to_dict(random_instance(3, 2, 0, alpha=0.5, denominator=12)))
+    assert m.p_rows((0,)) != m.p_rows((1,))  # prefix-dependent rows
+    front, (law, blk) = ind.direct_lp(m, 1), ind.block_law(m)
+    assert ind.tv(law, m) == 0 and front == blk == ind.block_verification_E(m) == F(149, 72)
+    free, coupling = ind.free_block_lp(m), ind.coupling_bound(m)
+    assert free == coupling == F(25, 12) > front
+    assert ledger_row("frontier-at-zero-is-block").finding.ours == \
+        f"frontier LP at TV 0: {front}; block verification: {blk}"
+    assert ledger_row("free-block-not-a-verifier").finding.ours == \
+        f"free block at TV 0: {free} = coupling bound {coupling} > block verification {blk}"
+
+
+def test_sharma_greedy_radius_by_own_dual_bounds():
+    """The least KL(r || p) and KL(p || r) that make greedy reject the target's argmax, bracketed
+    by a feasible point and a Lagrangian dual value (50 digits); the ledger's closed form must
+    lie in the bracket (to its 9 printed digits) and its convex solver within 1e-6."""
+    p = [F(1, 2), F(3, 10), F(1, 5)]
+    ours = ledger_row("sharma-greedy-radius").finding.ours
+    for direction, name in (("rp", "KL(r || p)"), ("pr", "KL(p || r)")):
+        low, up = ind.greedy_radius(p, 0, direction)
+        assert abs(up - low) < 1e-40 and up > 0.02
+        closed, solver = (float(v) for v in re.search(
+            re.escape(name) + r": closed form ([0-9.e-]+), convex solver ([0-9.e-]+)",
+            ours).groups())
+        assert f"{float(up):.9g}" == f"{closed:.9g}" and abs(solver - float(up)) < 1e-6
+
+
+def test_gr_convex_program_by_own_programs():
+    """Global Resolution's two convex programs (arXiv 2511.15898), solved here with L-BFGS-B and
+    Newton steps: the rule they give, read in rationals and made lossless by scaling, reaches
+    alpha* (brute force over all subsets; the certified LP on two cases) within 1e-9 on the
+    row's 36 cases; the output law is exactly p. Planted error: outer targets p(v) instead of
+    the polymatroid greedy's p_out(v) lose acceptance (0.165 at random(4,1,1,11), K = 2)."""
+    worst = F(0)
+    for V in (3, 4, 5, 6):
+        for s in range(3):
+            m = rnd(V, 1, s, 11)
+            p, q = m.p_rows(()), m.q_rows(())
+            for K in (2, 3, 4):
+                acc, alpha, out = ind.global_resolution_acceptance(p, q, K)
+                assert out == p and alpha == ind.hu_alpha(p, q, K) and acc <= alpha
+                worst = max(worst, alpha - acc)
+                if (V, s, K) in ((3, 0, 2), (4, 1, 2)):
+                    assert ind.direct_lp(m, K) == 1 + alpha
+    assert worst <= F(1, 10**9)
+    m = rnd(4, 1, 1, 11)
+    acc, alpha, out = ind.global_resolution_acceptance(m.p_rows(()), m.q_rows(()), 2,
+                                                       plain_outer=True)
+    assert out == m.p_rows(()) and alpha - acc > F(1, 10)
+    row = ledger_row("gr-convex-program")
+    assert row.finding.verdict == "confirmed"
+    gap = float(re.search(r"largest gap to alpha\* ([0-9.e+-]+)", row.finding.ours).group(1))
+    assert 0 <= gap <= 1e-9
+
+
 #: Rows whose verdict this file recomputes with the second implementation.
 COVERED = {
     "leviathan-acceptance-rate", "leviathan-expected-tokens", "block-toy", "block-never-worse",
@@ -475,13 +579,12 @@ COVERED = {
     "mlx-swift-lm-459-acceptance", "mlx-swift-lm-459-biased", "mlxcel-992-sample-match-exact",
     "fms-extras-12-per-candidate", "fms-extras-17-consistent", "delayed-expansion-lossless",
     "delayed-expansion-improves", "eagle-329-not-lossless", "sglang-9877-acceptance",
-    "cactus-kl-reweighted-target", "cactus-kl-emitted-token",
+    "cactus-kl-reweighted-target", "cactus-kl-emitted-token", "gbv-reference-leaf-order",
+    "frontier-at-zero-is-block", "free-block-not-a-verifier", "sharma-greedy-radius",
+    "gr-convex-program",
 }
 #: Refutations without a second implementation yet, with the reason.
-REFUTED_NOT_YET = {
-    "gbv-reference-leaf-order": "the reference traversal baseline's visiting order is not "
-                                "transcribed independently (the bug kit's replica only)",
-}
+REFUTED_NOT_YET: dict[str, str] = {}
 
 
 def test_every_refutation_has_a_second_implementation():
@@ -500,3 +603,63 @@ def test_second_implementation_imports_nothing_from_spectheory():
     names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
     names += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
     assert names and not [m for m in names if m.startswith(("spectheory", "lp", "."))]
+
+
+#: Confirmed rows whose claim is an optimality statement (an optimum, the best rule, a bound
+#: attained, or a verdict that rests on an optimum), each recomputed here against an own
+#: certified optimum.
+OPTIMALITY_ROWS = {
+    "block-optimal": "block attains the node-budget LP optimum (certified direct LP, K = 1)",
+    "block-off-path": "block is the best one-path verifier with any information (direct LP)",
+    "gbv-toy-optimum": "GBV attains the best valid 2-path verifier on the toy (direct LP)",
+    "selection-equals-direct": "the best selection rule equals the direct K-path LP optimum",
+    "hu-subset-formula": "the subset formula is the optimal multi-draft acceptance (LP)",
+    "hu-threshold-sets": "where the optimum's minimising set lies (brute force over all sets)",
+    "hu-norep-beats-iid": "compares two optima (without replacement against i.i.d.)",
+    "hu-rrs-gap": "RRS against the certified optimum, i.i.d. and without replacement",
+    "khisti-canonical": "importance sampling attains alpha* (certified LP)",
+    "khisti-full-acceptance": "alpha* = 1 characterised (alpha* by brute force)",
+    "khisti-closed-form": "Theorem 3's alpha* equals the certified LP optimum",
+    "khisti-remark-2": "alpha* = 1 characterised for K identical drafts",
+    "gr-same-relaxation": "two rules solve the same relaxed OT LP (its optimum, certified)",
+    "gr-convex-program": "the convex programs' rule attains alpha* (own programs, exact gap)",
+    "spechub-own-optimum": "SpecHub is optimal for its own draft law (hub LP, certified)",
+    "spechub-beats-otm": "SpecHub against the certified optimum of two i.i.d. drafts",
+    "frontier-at-zero-is-block": "the best verifier at TV 0 is block verification (direct LP)",
+    "free-block-not-a-verifier": "the free-block LP attains the coupling bound (transport LP)",
+    "sharma-greedy-radius": "the least KL that forces rejection (primal point and dual bound)",
+}
+#: Confirmed rows that state no optimum, with the reason.
+NOT_OPTIMALITY = {
+    "leviathan-acceptance-rate": "the acceptance rate of one rule, no optimum",
+    "leviathan-expected-tokens": "the expected length of one rule, no optimum",
+    "block-toy": "two rules' values on one instance",
+    "block-never-worse": "compares two rules, neither claimed optimal",
+    "hsd-equals-block": "losslessness (HSD's law equals block's)",
+    "spechub-lossless": "losslessness of SpecHub's verifier, not its optimality",
+    "delayed-expansion-lossless": "losslessness",
+    "sglang-35771-zero-coin": "an engine's coin rule is lossy",
+    "sglang-35798-strict-coin": "an engine's coin rule is lossless",
+    "mlx-swift-lm-459-acceptance": "the acceptance of one rule",
+    "mlxcel-992-sample-match-exact": "losslessness",
+    "fms-extras-12-per-candidate": "lossiness",
+    "fms-extras-17-consistent": "losslessness",
+    "hetero-slem-lossless": "losslessness",
+    "hetero-slrs-lossless": "losslessness",
+    "hetero-tli-lossless": "losslessness",
+    "vllm-38174-tli-lossless": "losslessness",
+    "vllm-56724-output-unchanged": "the output law of an engine route",
+}
+
+
+def test_every_optimality_confirmation_has_a_second_implementation():
+    rows = {c.id: c for c in claims.ledger()}
+    confirmed = {i for i, c in rows.items() if c.recorded == "confirmed"}
+    assert not set(OPTIMALITY_ROWS) & set(NOT_OPTIMALITY)
+    # every confirmed row is classified: a new one fails here until it is
+    assert confirmed == set(OPTIMALITY_ROWS) | set(NOT_OPTIMALITY), \
+        confirmed ^ (set(OPTIMALITY_ROWS) | set(NOT_OPTIMALITY))
+    assert set(OPTIMALITY_ROWS) <= COVERED, set(OPTIMALITY_ROWS) - COVERED
+    # a claim that speaks of an optimum cannot be filed under NOT_OPTIMALITY
+    words = re.compile(r"optim|best|attain|least|minim|maxim|bound", re.I)
+    assert not [i for i in NOT_OPTIMALITY if words.search(rows[i].claim)]

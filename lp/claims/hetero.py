@@ -8,7 +8,7 @@ intersection) are spectheory's ``slem``, ``slrs``, ``tli``
 distribution" is compared over a fixed number of target tokens of repeated iterations (equal
 token laws give equal string laws). The rules were rebuilt from the paper's abstract and section
 3, vLLM's code and public descriptions of the algorithms (the algorithm boxes' text was not
-available): [Heterogeneous vocabularies](../../heterogeneous-vocabularies.md) states each choice.
+available): [Heterogeneous vocabularies](../heterogeneous-vocabularies.md) states each choice.
 Instances: the toy pairs of [`hetero_pair`][spectheory.inputs.hetero_pairs.hetero_pair]
 (prefix-dependent models), checked in exact rationals by
 [`spectheory.lp.hetero_claims`][spectheory.lp.hetero_claims].
