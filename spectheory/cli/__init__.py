@@ -81,9 +81,14 @@ COMMANDS = {
         "audit": "a verifier's law in bfloat16/float16/float32 vs float64 on "
                  "real-vocabulary-sized rows"},
     "spectheory.cli.trees": {"tree": "exact analysis of a verifier on a drafted token tree"},
+    "spectheory.cli.hetero": {
+        "hetero": "exact law of SLEM, SLRS or TLI (draft and target with different tokenizers)"},
     "spectheory.testing.sampler_cli": {
         "check-sampler": "check a sampler (module:function) against the exact law (exit 1 when "
                          "it fails)"},
+    "spectheory.testing.step_cli": {
+        "check-step": "check a whole draft-and-verify step (module:function) against the target "
+                      "law (exit 1 when it fails)"},
     "spectheory.testing.vectors_cli": {
         "vectors": "language-neutral test vectors (exact laws as JSON)"},
     "spectheory.cli.figures": {
@@ -96,7 +101,7 @@ COMMANDS = {
         "models": "fetch and locate the pinned real models and data sets",
         "validate": "real-model validation of the verifiers"},
     "spectheory.lp.cli": {
-        "lp": "optimality LPs: node-budget, direct, coupling, multipath, selection"},
+        "lp": "optimality LPs: node-budget, direct, coupling, multipath, selection, frontier"},
     "spectheory.lp.claims": {
         "claims": "recompute every checkable published claim (the claims ledger)"},
 }
