@@ -5,10 +5,12 @@ installed transformers, each under the five sampling settings, plus transformers
 The vLLM loader is the page's ``vllm_cpu.py`` code block, extracted from the page and imported
 unchanged, so the page's code is what runs. Prepare the sources as the page's section 1 says
 (``pip download --no-deps vllm==0.33.0 sglang==0.5.23``, unzip into one folder, ``pip install
-triton``), then::
+triton``), then:
 
-    OMP_NUM_THREADS=1 python benchmarks/bench_engine_recipes.py --src /tmp/engine-src \\
-        --out benchmarks/results/engine_recipes.txt
+```bash
+OMP_NUM_THREADS=1 python benchmarks/bench_engine_recipes.py --src /tmp/engine-src \\
+    --out benchmarks/results/engine_recipes.txt
+```
 
 Each line: engine, setting, verdict, p-value, samples, the detectable total variation, seconds
 and milliseconds per row (wall time, the kit's own work included).

@@ -9,9 +9,11 @@ are left out of the bottom row), y = its block efficiency E[tau + 1]; a rule's p
 curve is the lossy
 frontier of `spectheory.lp.frontier`, the most E[tau + 1] any verifier reaches within the budget
 (TV: the LP; KL: the convex program; each solved at a grid and at every rule's own divergence,
-with its certificate); block verification is its value at zero. Every rule sits on or below it.
+with its certificate; a rule's own KL where the program's certified gap is too wide to report is
+listed under ``frontier_kl_refused`` and not drawn); block verification is its value at zero. Every rule sits on or below it.
 
-Colours are matplotlib's defaults, one per family in ``COLORS`` (a palette is one dict away).
+Each rule is drawn in its one style of the palette (`spectheory.sweep.palette`), as in every
+figure.
 
 Numbers (``figures.json``, key ``fig11_relaxed_frontier``): per instance, every rule's parameter,
 E[tau + 1], TV and KL, and the frontier's points.
@@ -26,12 +28,11 @@ import math
 import warnings
 from pathlib import Path
 
-from _common import make_family, pyplot, run_script, save
+from _common import make_family, pyplot, run_script, save, verifier_style
 
-#: family -> matplotlib colour (defaults: swap for a palette here).
-COLORS = {"additive": "C0", "multiplicative": "C1", "top-m": "C2", "trtllm-relaxed": "C3",
-          "sglang-threshold": "C4", "cactus": "C5", "entropy-threshold": "C6", "typical": "C7",
-          "greedy": "C8"}
+#: The rule families drawn, in legend order.
+FAMILIES = ("additive", "multiplicative", "top-m", "trtllm-relaxed", "sglang-threshold", "cactus",
+            "entropy-threshold", "typical", "greedy")
 INSTANCES = {"dirichlet": ("dirichlet", 0.5), "logit-noise": ("logit-noise", 1.0)}
 
 
@@ -65,6 +66,7 @@ def rule_grid(quick: bool):
 def compute(quick: bool = False) -> dict:
     from spectheory.engine.analysis import analyze
     from spectheory.lp.frontier import frontier_lp
+    from spectheory.runtime.errors import SpectheoryError
     from spectheory.verifiers.relaxed import divergences
 
     V, L = 3, 2
@@ -92,14 +94,20 @@ def compute(quick: bool = False) -> dict:
         # KL = 0 means the output law is the target's: the TV frontier at 0
         # the grid and every rule's own finite KL, as for TV: each rule is compared with (and
         # drawn against) the frontier at its own point, not an interpolation between grid points
-        kls = sorted(set(kl_grid) | {round(p["kl"], 12) for p in points
-                                     if p["kl"] is not None and p["kl"] > 0})
+        own = {round(p["kl"], 12) for p in points if p["kl"] is not None and p["kl"] > 0}
         fkl = [{"kl": 0.0, "block_efficiency": ftv[0]["block_efficiency"]}]
-        fkl += [{"kl": k, "block_efficiency": float(frontier_lp(inst, kl=k, rules=(),
-                                                                 pinsker=False).optimum)}
-                for k in kls]
+        refused = []
+        for k in sorted(set(kl_grid) | own):
+            try:
+                value = float(frontier_lp(inst, kl=k, rules=(), pinsker=False).optimum)
+            except SpectheoryError as exc:  # the program's certified gap too wide: no point
+                if k not in own:  # the grid must solve
+                    raise
+                refused.append({"kl": k, "reason": str(exc)})
+                continue
+            fkl.append({"kl": k, "block_efficiency": value})
         panels[key] = {"family": family, "knob": knob, "rules": points, "frontier_tv": ftv,
-                       "frontier_kl": fkl}
+                       "frontier_kl": fkl, "frontier_kl_refused": refused}
     return {"V": V, "L": L, "panels": panels}
 
 
@@ -114,11 +122,11 @@ def draw(data: dict, out: Path) -> None:
             front = panel[f"frontier_{div}"]
             ax.plot([f[div] for f in front], [f["block_efficiency"] for f in front], "k-",
                     lw=1.6, label="frontier (LP)" if div == "tv" else "frontier (KL program)")
-            for fam, color in COLORS.items():
+            for fam in FAMILIES:
                 pts = [p for p in panel["rules"] if p["family"] == fam and p[div] is not None]
                 if pts:
-                    ax.plot([p[div] for p in pts], [p["block_efficiency"] for p in pts], "o-",
-                            color=color, ms=3.5, lw=0.8, label=fam)
+                    ax.plot([p[div] for p in pts], [p["block_efficiency"] for p in pts],
+                            **verifier_style(fam).kwargs(), ms=3.5, lw=0.8, label=fam)
             ax.set_xlabel("total variation" if div == "tv" else "KL(output || target)")
             ax.set_ylabel("E[tau + 1]")
             if div == "kl":

@@ -292,6 +292,35 @@ def test_fig10_fig7_fig1_fig3_fig8_use_the_palette(captured, tmp_path):
     assert Fraction(left["gbv"][1]) == Fraction(2, 3)
 
 
+def test_fig11_draws_each_relaxed_rule_in_its_style(captured, tmp_path):
+    """Figure 11 (relaxed rules against the lossy frontier): every rule in its palette style,
+    the frontier black, the legend only what is drawn."""
+    load, kept = captured
+    fams = ["additive", "multiplicative", "top-m", "trtllm-relaxed", "sglang-threshold", "cactus",
+            "entropy-threshold", "typical", "greedy"]
+    rules = [{"family": f, "parameter": k, "block_efficiency": 1.5 + 0.01 * j + 0.1 * k,
+              "tv": 0.05 * (k + 1), "kl": None if f == "greedy" else 0.01 * (k + 1)}
+             for j, f in enumerate(fams) for k in range(2)]
+    panel = {"family": "dirichlet", "knob": 0.5, "rules": rules,
+             "frontier_tv": [{"tv": 0.0, "block_efficiency": 1.6},
+                             {"tv": 1.0, "block_efficiency": 3.0}],
+             "frontier_kl": [{"kl": 0.0, "block_efficiency": 1.6},
+                             {"kl": 5.0, "block_efficiency": 3.0}]}
+    load("fig11_relaxed_frontier").draw({"V": 3, "L": 2, "panels": {"dirichlet": panel}},
+                                        tmp_path)
+    [fig] = kept
+    seen = set()
+    for ln in drawn_lines(fig):
+        label = ln.get_label()
+        if label in VERIFIER_STYLE:
+            assert_drawn_as(ln, verifier_style(label), label)
+            seen.add(label)
+        else:
+            assert label.startswith("frontier") and to_hex(ln.get_color()) == to_hex("black")
+    assert seen == set(fams)
+    assert_legend_lists_only_what_is_drawn(fig)
+
+
 # ----------------------------------------------------------------------------- sweep plot
 
 

@@ -123,8 +123,23 @@ def test_core_report_alone_has_no_lp_rows(monkeypatch):
 
     monkeypatch.setattr(report, "MULTIPATH_OPTIMA", {})
     monkeypatch.setattr(report, "SECTIONS", [s for s in report.SECTIONS if s.key != "lp"])
+    monkeypatch.setattr(report, "CONTRIBUTORS", ())
     lines, checks = report.run_report(argparse.Namespace(seed=0))
     text = "\n".join(lines)
     assert "LP optimum" not in text and "node-budget" not in text
     assert len(checks.results) == expected_count() - 5 - optimum_checks()
     assert not checks.failed
+
+
+def test_the_report_command_loads_the_lp_section_by_itself(tmp_path):
+    """``spectheory report`` in a fresh process: the command line imports only the report's own
+    module, and the report loads the LP section by module name (every check counted)."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "spectheory", "report"], capture_output=True,
+                         text=True, cwd=tmp_path, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    last = out.stdout.strip().splitlines()[-1]
+    assert last == f"{expected_count()} checks, all passed", last
+    assert "node-budget" in out.stdout

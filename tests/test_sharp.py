@@ -9,6 +9,8 @@ from itertools import product
 
 import numpy as np
 import pytest
+
+from spectheory.runtime.errors import InputError
 import torch
 from scipy import integrate
 from scipy.stats import multinomial
@@ -222,6 +224,14 @@ def test_port_laws_are_the_laws_of_the_ports(token_design):
                              instances=[extra], samples=20_000, seed=1).passed
     for bug in RL.BLOCK_PORT_BUGS:
         law = functools.partial(RL.block_port_law, bug=bug)
+        stated = law(extra.drafts, extra.q, extra.p)
+        if not torch.isfinite(torch.as_tensor(stated.correction)).all():
+            # the replica states no law on this row (NaN: its residual has mass 0 where the
+            # engine has no defined output): the check refuses rather than pass untested
+            with pytest.raises(InputError, match="not finite on any"):
+                check_sampler(_port("vllm-mrv2-block", bug), _spec(f"block-{bug}", law),
+                              instances=[extra], samples=20_000, seed=1)
+            continue
         rep = check_sampler(_port("vllm-mrv2-block", bug), _spec(f"block-{bug}", law),
                             instances=[extra], samples=20_000, seed=1)
         assert rep.passed, (bug, str(rep))

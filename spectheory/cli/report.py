@@ -272,8 +272,23 @@ def add_section(section: Section, before: str | None = None) -> None:
     SECTIONS.insert(keys.index(before) if before in keys else len(SECTIONS), section)
 
 
+#: Modules outside the core that add sections to the report (their ``contribute()``), loaded by
+#: module name when the report runs, as the command line loads their sub-commands: the command
+#: line imports only the module of the command it runs, so nothing else would load them.
+CONTRIBUTORS = ("spectheory.lp.report",)
+
+
+def load_contributions() -> None:
+    """Call ``contribute()`` of every module of `CONTRIBUTORS` (idempotent)."""
+    import importlib
+
+    for name in CONTRIBUTORS:
+        importlib.import_module(name).contribute()
+
+
 def run_report(args) -> tuple[list[str], Checks]:
     """Every section's lines and the checks they made."""
+    load_contributions()
     checks = Checks()
     out = ["spectheory report", "================="]
     for s in SECTIONS:

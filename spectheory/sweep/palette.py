@@ -68,8 +68,9 @@ VERIFIER_STYLE: dict[str, Style] = {
     "spechub": Style("salmon", "p", _H),
     "block-first": Style("tab:blue", "H", _I),
     "token-first": Style("tab:orange", "8", _I),
-    # tree rule for deterministic top-k children
+    # tree rules for deterministic top-k children (SGLang's target-only rule: distinct siblings)
     "topk": Style("tab:gray", "p", _I),
+    "sglang-tree": Style("tab:purple", "h", _N),
     # lossy rules and bug replicas
     "uniform-product": Style("tab:gray", "s", _X),
     "hsd-released": Style("tab:cyan", "x", _X),
@@ -79,6 +80,14 @@ VERIFIER_STYLE: dict[str, Style] = {
     "threshold": Style("tab:purple", "s", _X),
     "lenient": Style("tab:green", "o", _X),
     "typical": Style("tab:brown", "^", _X),
+    # relaxed acceptance (spectheory.verifiers.relaxed)
+    "additive": Style("tab:blue", "v", _X),
+    "multiplicative": Style("tab:orange", "v", _X),
+    "top-m": Style("tab:green", "^", _X),
+    "entropy-threshold": Style("tab:pink", "o", _X),
+    "trtllm-relaxed": Style("tab:olive", "D", _X),
+    "sglang-threshold": Style("tab:purple", "D", _X),
+    "cactus": Style("tab:brown", "o", _X),
 }
 
 #: The style of the LP optima and bounds, by problem (``direct`` and ``tree`` also by drafting

@@ -6,6 +6,8 @@ per-row test; `spectheory.testing.stats`).
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..runtime._lazy import torch
 
 from ..runtime.errors import SpectheoryError, call_user
@@ -29,6 +31,7 @@ def _law_mode(sampler, how, instances, samples, alpha, seed, draft_rows, max_bat
     offset = 0
     sg = torch.Generator().manual_seed(seed + 1)
     seen = []  # each draft row's observed counts, for the hint on a failure
+    undefined = 0  # draft rows where the verifier's law is not finite (NaN: no law stated there)
     for inst_i, rows in enumerate(all_rows):
         d, q, p = rows
         Bn, _, L = d.shape
@@ -44,6 +47,9 @@ def _law_mode(sampler, how, instances, samples, alpha, seed, draft_rows, max_bat
             if note:
                 return _failed("law", samples, alpha, spec.name, note, n_rows)
             probs = (stop[b].unsqueeze(-1) * corr[b]).reshape(-1).numpy()
+            if not np.isfinite(probs).all():  # a replica's law may state none on a row (NaN
+                undefined += 1  # where its engine has no output): said in the report, untested
+                continue
             _collect_law(probs)
             t = stats.row_chi_square(obs, probs, counts[b], MIN_EXPECTED)
             tests.append(t)
@@ -60,7 +66,13 @@ def _law_mode(sampler, how, instances, samples, alpha, seed, draft_rows, max_bat
                 return f"{where}: {'' if K == 1 else f'path {kk}, '}tau = {tt}, Y = {yy}"
 
             impossible, worst = _cells(t, probs, obs, label, "probability 0", impossible, worst)
+    if not tests:
+        raise SpectheoryError(f"verifier {spec.name}'s law is not finite on any of the {n_rows} "
+                              f"draft rows: nothing to test")
     rep = _report("law", tests, samples, alpha, spec.name, worst, impossible, laws)
+    if undefined:
+        rep.notes.append(f"{undefined} of {n_rows} draft rows not tested: the verifier's law is "
+                         f"not finite there (NaN: it states no law on those rows)")
     if not rep.passed and not rep.needs_samples:
         rep.notes.extend(_hints(how, all_rows, seen, proc, alpha))
     return rep

@@ -156,30 +156,40 @@ def is_point_mass(probs) -> bool:
 def samples_for_a_test(probs, min_expected: float = 5.0) -> int | None:
     """The fewest samples n at which [`row_chi_square`][spectheory.testing.stats.row_chi_square]
     of a row with cell probabilities ``probs`` has a degree of freedom (two bins of expected
-    count at least ``min_expected`` after pooling), None for a point mass (never). With p_1 the
+    count at least ``min_expected`` after pooling), None for a point mass (never) or a row that
+    no count below 2^62 tests (its second largest probability below about 1e-18). With p_1 the
     largest normalised probability: n p_1 >= min_expected (one cell kept) and n (1 - p_1) >=
     min_expected (the rest, pooled or kept, is a second bin), so n = ceil(min_expected /
     min(p_1, 1 - p_1)), checked against the pooling itself."""
     probs = np.asarray(probs, dtype=np.float64)
+    if not np.isfinite(probs).all():
+        raise ValueError("samples_for_a_test: the cell probabilities are not finite")
     if is_point_mass(probs):
         return None
     w = probs[probs > 0] / probs[probs > 0].sum()
     p1 = float(w.max())
-    n = max(2, math.ceil(min_expected / min(p1, 1.0 - p1) * (1 - 1e-12)))
+    rest = min(p1, 1.0 - p1)
+    first = min_expected / rest * (1 - 1e-12) if rest > 0 else math.inf
+    n = max(2, math.ceil(first)) if first < 2.0**62 else None
     zero = np.zeros(len(probs))
 
     def tested(m: int) -> bool:
         return row_chi_square(zero, probs, m, min_expected).dof >= 1
 
-    if tested(n):
+    if n is not None and tested(n):
         return n
-    # float edges: the pooling's own sums may need more than n. The expected counts grow with
-    # the sample count, so whether a row is tested is monotone in it: bracket by doubling the
-    # step (a row with 1 - p_1 near 1e-15 needs steps of ~10^12), then bisect to the fewest.
-    lo, step = n, 1
-    while not tested(lo + step):
-        lo, step = lo + step, step * 2
-    hi = lo + step
+    # float edges, and rows whose rest is below the pooling's floor (a pooled bin of mass at most
+    # 1e-9 n is dropped): the row is certainly tested once its two largest cells are both kept,
+    # at n = min_expected / p_2 (p_2 the second largest probability). Whether a row is tested is
+    # monotone in n (the expected counts grow with it), so bisect between the two.
+    p2 = float(np.sort(w)[-2])
+    bound = min_expected / p2 * (1 + 1e-9)
+    if not bound < 2.0**62:  # no sample count a check can draw tests this row
+        return None
+    hi = math.ceil(bound) + 1
+    while not tested(hi):  # float edges of the bound itself: a step or two
+        hi += max(1, hi // 10**9)
+    lo = 1 if n is None else n
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if tested(mid) else (mid, hi)
