@@ -205,20 +205,27 @@ class SamplerReport:
                 not math.isfinite(self.min_detectable_tv):
             pass  # no test was run: the notes say why
         else:
-            lines.append(f"  p-value {self.p_value:.3g} (family-wise false-alarm rate alpha = "
-                         f"{self.alpha:g}; {self.rows} {unit}, {self.samples:,} samples)")
-            lines.append(f"  global chi-square {self.statistic:.1f} on {self.dof} degrees of "
-                         f"freedom")
-            if self.worst_cell is not None:
-                c = self.worst_cell
-                lines.append(f"  worst cell: {c.label}: observed {c.observed:g}, expected "
-                             f"{c.expected:.1f}")
-            lines.append(f"  detects a total-variation bias >= {self.min_detectable_tv:.3g} "
-                         f"in every row's law with {POWER:.0%} power")
+            lines += self._test_lines(unit, "row")
         lines.extend(f"  {n}" for n in self.notes)
         if self.budget is not None:
             lines.append(f"  sized by budget_s: {self.budget.summary()}")
         return "\n".join(lines)
+
+    def _test_lines(self, unit: str, law: str, finite_only: bool = False) -> list[str]:
+        """The lines of the chi-square family every sampling mode reports: the family-wise
+        p-value over ``rows`` (``unit``), the global statistic, the worst cell and the bias
+        detected in every ``law``'s law (left out when it is not finite and ``finite_only``)."""
+        lines = [f"  p-value {self.p_value:.3g} (family-wise false-alarm rate alpha = "
+                 f"{self.alpha:g}; {self.rows} {unit}, {self.samples:,} samples)",
+                 f"  global chi-square {self.statistic:.1f} on {self.dof} degrees of freedom"]
+        if self.worst_cell is not None:
+            c = self.worst_cell
+            lines.append(f"  worst cell: {c.label}: observed {c.observed:g}, expected "
+                         f"{c.expected:.1f}")
+        if math.isfinite(self.min_detectable_tv) or not finite_only:
+            lines.append(f"  detects a total-variation bias >= {self.min_detectable_tv:.3g} "
+                         f"in every {law}'s law with {POWER:.0%} power")
+        return lines
 
     def to_json(self) -> dict:
         """The report as JSON-ready values."""

@@ -68,7 +68,6 @@ Correct steps built like the engines', for tests and as templates for wrapping a
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -82,7 +81,8 @@ from ..engine.seqtree import levels, path_probabilities
 from ..runtime._lazy import torch
 from ..runtime.errors import OptionError, SizeLimitError, SpectheoryError, TimeLimitError
 from . import stats
-from .report import MIN_EXPECTED, POWER, Cell, SamplerReport, guarded
+from .calls import _cells
+from .report import MIN_EXPECTED, POWER, SamplerReport, guarded
 
 #: Most sequences V^N one comparison enumerates (N = steps + L tokens).
 MAX_STEP_CELLS = 2**20
@@ -232,17 +232,7 @@ class StepReport(SamplerReport):
             pass
         else:
             lines.append(f"  step {self.step}")
-            lines.append(f"  p-value {self.p_value:.3g} (family-wise false-alarm rate alpha = "
-                         f"{self.alpha:g}; {self.rows} instance(s), {self.samples:,} samples)")
-            lines.append(f"  global chi-square {self.statistic:.1f} on {self.dof} degrees of "
-                         f"freedom")
-            if self.worst_cell is not None:
-                c = self.worst_cell
-                lines.append(f"  worst cell: {c.label}: observed {c.observed:g}, expected "
-                             f"{c.expected:.1f}")
-            if math.isfinite(self.min_detectable_tv):
-                lines.append(f"  detects a total-variation bias >= {self.min_detectable_tv:.3g}"
-                             f" in every instance's law with {POWER:.0%} power")
+            lines += self._test_lines("instance(s)", "instance", finite_only=True)
         lines.extend(f"  {n}" for n in self.notes)
         return "\n".join(lines)
 
@@ -524,15 +514,8 @@ def check_step(step: Callable, instances: Sequence | None = None, samples: int =
         probs = laws[inst_i]
         t = stats.row_chi_square(obs, probs, n, MIN_EXPECTED)
         tests.append(t)
-        if t.impossible and impossible is None:
-            c = int(np.flatnonzero((probs <= 0) & (obs > 0))[0])
-            impossible = Cell(_label(inst_i, c, V, N) + " (target probability 0)",
-                              float(obs[c]), 0.0)
-        if t.dof > 0:
-            z = abs(t.worst_observed - t.worst_expected) / math.sqrt(t.worst_expected)
-            if worst is None or z > worst[0]:
-                worst = (z, Cell(_label(inst_i, t.worst, V, N), t.worst_observed,
-                                 t.worst_expected))
+        impossible, worst = _cells(t, probs, obs, lambda c, i=inst_i: _label(i, c, V, N),
+                                   "target probability 0", impossible, worst)
     fam = stats.family(tests)
     notes = []
     cell = worst[1] if worst else None

@@ -53,7 +53,6 @@ Engine layouts (SGLang's tree kernel, EAGLE's ``evaluate_posterior``) are in
 from __future__ import annotations
 
 import itertools
-import math
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Callable, NamedTuple, Sequence
@@ -69,7 +68,8 @@ from ..runtime._lazy import torch
 from ..runtime.errors import OptionError, call_user
 from ..runtime.sizes import check_size
 from . import stats
-from .report import MIN_EXPECTED, POWER, Cell, SamplerReport, guarded
+from .calls import _cells
+from .report import MIN_EXPECTED, POWER, SamplerReport, guarded
 
 #: Modes of [`check_tree_sampler`][spectheory.testing.tree.check_tree_sampler].
 TREE_MODES = ("law", "lossless")
@@ -382,17 +382,7 @@ class TreeSamplerReport(SamplerReport):
                  f"  tree {self.tree}, {self.drafting} drafting"]
         unit = "drafted trees" if self.mode == "tree-law" else "instances"
         if not (self.dof == 0 and self.worst_cell is None and self.notes):
-            lines.append(f"  p-value {self.p_value:.3g} (family-wise false-alarm rate alpha = "
-                         f"{self.alpha:g}; {self.rows} {unit}, {self.samples:,} samples)")
-            lines.append(f"  global chi-square {self.statistic:.1f} on {self.dof} degrees of "
-                         f"freedom")
-            if self.worst_cell is not None:
-                c = self.worst_cell
-                lines.append(f"  worst cell: {c.label}: observed {c.observed:g}, expected "
-                             f"{c.expected:.1f}")
-            lines.append(f"  detects a total-variation bias >= {self.min_detectable_tv:.3g} "
-                         f"in every {'tree' if self.mode == 'tree-law' else 'instance'}'s law "
-                         f"with {POWER:.0%} power")
+            lines += self._test_lines(unit, "tree" if self.mode == "tree-law" else "instance")
         lines.extend(f"  {n}" for n in self.notes)
         return "\n".join(lines)
 
@@ -426,17 +416,6 @@ def _tree_report(mode, tests, samples, alpha, name, worst, impossible, tree, dra
 def _failed(mode, samples, alpha, name, note, tree, drafting, rows=0) -> TreeSamplerReport:
     return TreeSamplerReport(False, 0.0, mode, samples, alpha, None, float("nan"), name,
                              rows=rows, notes=[note], tree=tree, drafting=drafting)
-
-
-def _cells(test, probs, obs, label, zero: str, impossible, worst):
-    if test.impossible and impossible is None:
-        c = int(np.flatnonzero((probs <= 0) & (obs > 0))[0])
-        impossible = Cell(label(c) + f" ({zero})", float(obs[c]), 0.0)
-    if test.dof > 0:
-        z = abs(test.worst_observed - test.worst_expected) / math.sqrt(test.worst_expected)
-        if worst is None or z > worst[0]:
-            worst = (z, Cell(label(test.worst), test.worst_observed, test.worst_expected))
-    return impossible, worst
 
 
 # ----------------------------------------------------------------------------- calling
