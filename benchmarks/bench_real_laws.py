@@ -6,9 +6,9 @@ are softmax(3 N(0, 1)) logits (the root row shared by all K paths, as in a real 
 * token and block verification: the full law (stop table and every correction row), and the
   stop-probabilities-only route [`stop_probabilities`][spectheory.engine.nodes.stop_probabilities] (what a
   paired E[tau] comparison needs);
-* GBV with K = 4 i.i.d. paths (selection by O(V) rank counting at the contested nodes, one sort of
-  packed keys per q^G row unless x below(a) is under half an ulp of A, block verification against
-  q^G);
+* GBV with K = 4 i.i.d. paths (selection read off the root row's sort, O(V) rank counting at
+  other contested nodes, one stable sort of ratio bit patterns per q^G row unless x below(a) is
+  under half an ulp of A, block verification against q^G, batched over the positions of a path);
 * SpecInfer with K = 4 i.i.d. paths (recursive rejection sampling on the token tree; the residual
   chain built up to each node's number of candidates).
 
@@ -33,10 +33,16 @@ time against the minimum floor, the spread of the ratios (max / min over the pai
 interquartile range), and the share of wall time the process got on a CPU during the law calls
 (CPU time / wall time: near 1 on an idle machine, lower when other work takes the cores), with
 the same ratios in CPU time (law CPU / floor CPU), which contention inflates less. The machine's
-load average is recorded before and after. Usage:
+load average is recorded before and after.
+
+The laws write their outputs (350 MB per single-path case, 1.4 GB for SpecInfer's K paths) into
+buffers of [`spectheory.runtime.buffers`][spectheory.runtime.buffers], as every caller's laws do:
+the first call at a shape pays the page faults of fresh memory (recorded per case as
+``first_pair_law_seconds``), later calls reuse the freed buffer. ``--no-pool`` turns the pool off
+(every call faults its output in), to measure that cost. Usage:
 
 ```bash
-python benchmarks/bench_real_laws.py [--pairs 9] [--reads 5] [--runs 2] \
+python benchmarks/bench_real_laws.py [--pairs 9] [--reads 5] [--runs 2] [--no-pool] \
     [--out benchmarks/results/real_laws.json]
 ```
 """
@@ -92,26 +98,29 @@ def quartiles(xs: list[float]) -> tuple[float, float]:
 
 
 def gbv_rows_sorted(drafts, q, p) -> list[int]:
-    """[q^G rows that needed a sort, all q^G rows] in one GBV law (an untimed, counted call)."""
+    """[q^G rows that needed a sort, all q^G rows] in one GBV law (an untimed, counted call):
+    the rows the screen ``_negligible_rows`` did not pass."""
     import importlib
 
     gbv_module = importlib.import_module("spectheory.verifiers.gbv")  # the module, not gbv()
-    screen = getattr(gbv_module, "_negligible_below", None)
+    screen = getattr(gbv_module, "_negligible_rows", None)
     if screen is None:  # an implementation that sorts every row
         return [None, None]
     counts = [0, 0]
 
     def counted(*args):
         skip = screen(*args)
-        counts[0] += not skip
-        counts[1] += 1
+        n = int(args[0].shape[0])
+        passed = 0 if skip is None else int(skip.sum())
+        counts[0] += n - passed
+        counts[1] += n
         return skip
 
-    gbv_module._negligible_below = counted
+    gbv_module._negligible_rows = counted
     try:
         gbv_module.gbv(drafts, q, p)
     finally:
-        gbv_module._negligible_below = screen
+        gbv_module._negligible_rows = screen
     return counts
 
 
@@ -126,11 +135,16 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=1,
                     help="repeat the whole protocol (fresh inputs of the same seed) in this "
                          "process, to state the spread between runs")
+    ap.add_argument("--no-pool", action="store_true",
+                    help="allocate every law output afresh (spectheory.runtime.buffers off)")
     ap.add_argument("--out", default="benchmarks/results/real_laws.json")
     a = ap.parse_args()
     if a.pairs < 9 or a.reads < 1 or a.runs < 1:
         ap.error("--pairs must be at least 9, --reads and --runs at least 1")
     torch.set_num_threads(1)
+    if a.no_pool:
+        os.environ["SPECTHEORY_BUFFER_POOL"] = "0"
+    from spectheory.runtime import buffers
     from spectheory.engine.nodes import stop_probabilities
     from spectheory.registry import get_verifier
     from spectheory.verifiers import block_verification, token_verification
@@ -194,6 +208,8 @@ def main() -> int:
            "shape": {"B": Bn, "L": L, "V": V, "K": K, "dtype": "float32"},
            "protocol": f"{a.pairs} floor/law pairs per case, interleaved; each floor the "
                        f"fastest of {a.reads} reads; {a.runs} run(s) of the whole protocol",
+           "buffer_pool": ("off" if buffers.capacity() == 0 else
+                           f"on, capacity {buffers.capacity() / 2**30:.1f} GiB"),
            "cases": {}}
     suspect = []
     for name in runs[0]:
@@ -226,6 +242,7 @@ def main() -> int:
             "per_run_median_ratio": [round(m, 3) for m in per_run],
             "spread_between_runs_of_the_median": round(max(per_run) / min(per_run), 3),
             "input_bytes": nbytes[name],
+            "first_pair_law_seconds": round(runs[0][name][0][1], 4),
             "pairs_floor_law_seconds": [[round(f, 5), round(t, 5)] for f, t, _, _ in ps]}
     res["cases"][f"gbv K={K}"]["q^G rows sorted"] = f"{sorted_rows} of {all_rows}"
     res["floor_suspect"] = suspect

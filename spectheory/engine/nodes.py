@@ -117,7 +117,7 @@ def stop_from_weights(scan: str, weights):
 #: Elements of one [rows, V] working array per step of the per-draft route (torch): 2^18 (1 MiB
 #: in float32) keeps the step's temporaries in cache, so a step costs about one read of its
 #: rows of p and q and one write of its correction.
-ROW_CHUNK_ELEMENTS = 2**18
+ROW_CHUNK_ELEMENTS = 2**20
 
 
 def _draft_weights(form: NodeForm, px_all, qx_all, q, p, L: int, out=None, want=True):
@@ -146,12 +146,12 @@ def _draft_weights(form: NodeForm, px_all, qx_all, q, p, L: int, out=None, want=
 
 
 def _empty_like(p):
-    """An uninitialised array like p; on the CPU allocated by numpy, which asks the kernel for
-    huge pages on large arrays (fewer page faults on the first write)."""
-    if p.device.type == "cpu" and p.dtype in (torch.float32, torch.float64):
-        return torch.from_numpy(np.empty(tuple(p.shape), dtype=np.float32 if p.dtype ==
-                                         torch.float32 else np.float64))
-    return torch.empty(p.shape, dtype=p.dtype, device=p.device)
+    """An uninitialised array like p; large CPU arrays reuse freed pooled memory
+    ([`buffers.empty_like`][spectheory.runtime.buffers.empty_like]: no page faults on the first
+    write when a law of the same size was computed and dropped before)."""
+    from ..runtime import buffers
+
+    return buffers.empty_like(p)
 
 
 def law_from_nodes(form: NodeForm, drafts, q, p, corrections: bool = True) -> Law:

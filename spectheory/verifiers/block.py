@@ -44,11 +44,7 @@ def block_node(state, px, qx, q, p, correction: bool = True, out=None):
     ``correction=False`` the correction is None (S_i is still a pass over the rows); ``out``
     [N, V] (torch) receives the correction rows.
     """
-    if state is None:
-        w = B.ones_like(p[:, 0])
-    else:
-        w = screened_ratio(px, qx)
-        w = w.mul_(state).clamp_(max=1) if B.is_torch(w) else B.minimum(state * w, 1)
+    w = B.ones_like(p[:, 0]) if state is None else block_weight(state, px, qx)
     if q is None:
         return w, w, (p if correction else None)
     if state is None and not correction:
@@ -76,6 +72,15 @@ def block_node(state, px, qx, q, p, correction: bool = True, out=None):
     if neg is not None:
         return w, h, residual_rows(neg, -S, p)  # zeros may carry a sign bit (-0.0 == 0)
     return w, h, normalise_residual(res, S, p)
+
+
+def block_weight(state, px, qx):
+    """w_i = min(1, w_{i-1} px / qx) [N] from ``state`` = w_{i-1} [N] and the drafted token's
+    probabilities px, qx [N] (ratio 1 for a draft token of probability zero): the weight update
+    of [`block_node`][spectheory.verifiers.block.block_node], for callers that need the weights
+    along a path before its rows (GBV)."""
+    w = screened_ratio(px, qx)
+    return w.mul_(state).clamp_(max=1) if B.is_torch(w) else B.minimum(state * w, 1)
 
 
 BLOCK_NODE = NodeForm(block_node, "backward",

@@ -37,12 +37,14 @@ Computation of the batched law (the same values as selecting by
 verification of the selected path against its q^G rows): rank positions are counted only at
 nodes where two or more paths are still in the running
 ([`best_path`][spectheory.verifiers.gbv.best_path]); at a root whose K rows are equal (bit for
-bit) they are read off the one sort of packed keys that the root q^G row needs anyway; each q^G row
-is built and verified position by position, reading the selected rows in place. A q^G row below
-the root needs no sort when x below(a) is under half an ulp of A for every token (then A + x
-below(a) and A + x q(a) both round to A, and the row is q S_K(A, 0) / S_K(A, x) exactly;
-`_skew_step`), which in float32 holds once the draft mass x
-of the prefix is below about 2^-25 A.
+bit) they are read off the one sort that the root q^G row needs anyway (a stable sort of the
+ratios' bit patterns, `_order_by_bits`). Along each selected path (`_path_law`, its rows read in
+place) the masses A, x and the sorted rows come first, position by position; then the q^G rows
+of all positions, and block verification against them, in batched passes. A q^G row below the
+root needs no sort when x below(a) is under half an ulp of A for every token (then A + x below(a)
+and A + x q(a) both round to A, and the row is q S_K(A, 0) / S_K(A, x) exactly; `_skew_step`),
+which in float32 holds once the draft mass x of the prefix is below about 2^-25 A. Large outputs
+reuse pooled memory ([`spectheory.runtime.buffers`][spectheory.runtime.buffers]).
 
 Mismatched tie-breaking ([`gbv_mismatched_ties`][spectheory.verifiers.gbv.gbv_mismatched_ties]):
 selecting with one tie rule and ranking for q^G with the other (a constructed example of a tie-rule
@@ -56,10 +58,11 @@ import numpy as np
 from ..runtime._lazy import torch
 
 from ..runtime import backend as B
+from ..runtime import buffers
 from ..engine import nodes
 from ..law import Law, MultiLaw
 from ..registry import VerifierSpec
-from .block import BLOCK_NODE, block_verification
+from .block import BLOCK_NODE, block_verification, block_weight
 
 #: Tie rules: "low" ranks the smaller token id first among equal ratios, "high" the larger one.
 TIE_RULES = ("low", "high")
@@ -75,51 +78,50 @@ def _ratio(p_rows, q_rows):
     return B.safe_div(p_rows, q_rows, B.scalar(p_rows, -1))
 
 
-#: Token ids fit in the low bits of a packed sort key (the vocabulary limit is 1,000,000).
-_ID_BITS = 20
+_INT_VIEW: dict = {}  # torch float dtype -> the signed integer dtype of its bit patterns
 
 
-_TIE_KEYS: dict = {}
+def _order_by_bits(r, ties: str, worst_first: bool = False, keep_bits: bool = False):
+    """Rank order (best first) of float ratios r [..., V] (float32/float64, CPU) by one stable
+    sort per row of their bit patterns.
 
-
-def _tie_key(V: int, ties: str, worst_first: bool):
-    """The low 20 bits t of the packed keys (numpy int64, cached per vocabulary size)."""
-    key = (V, ties, worst_first)
-    if key not in _TIE_KEYS:
-        ids = np.arange(V, dtype=np.int64)
-        _TIE_KEYS[key] = ids if (ties == "low") != worst_first else (2**_ID_BITS - 1 - ids)
-    return _TIE_KEYS[key]
-
-
-def _order_packed(r, ties: str, worst_first: bool = False, keep_keys: bool = False):
-    """Rank order (best first) of float32 ratios r [..., V] on the CPU by ONE sort of values.
-
-    Non-negative float32 bit patterns increase with the value (and -1, the ratio of q = 0, has a
-    negative pattern), so key = -bits(r) * 2^20 + t, with t = id (ties "low") or 2^20 - 1 - id
-    ("high"), is unique per token and increases along the rank order; sorting the keys
-    (numpy's vectorised sort) orders the tokens and t is read back from the low 20 bits.
-    ``worst_first``: the reverse order (last rank first), from the negated key
-    bits(r) * 2^20 + (2^20 - 1 - t), sorted the same way. ``keep_keys``: return
-    ``(order, sorted keys)``.
-    """
+    Non-negative float bit patterns, read as signed integers, increase with the value (and -1,
+    the ratio of q = 0, has a negative pattern), so the best-first order is the ascending order of
+    the complemented patterns ~bits(r) (= -bits - 1, no overflow), ties in token order: a
+    stable sort of one row (torch's CPU radix sort, about 1 ms for 151,936 int32 keys, against
+    6 ms for numpy's sort of packed int64 keys) gives ties "low" directly; ties "high" sort the
+    reversed row and map the positions back (id = V - 1 - position). ``worst_first``: the reverse
+    order, from the patterns themselves (ties reversed as well). ``keep_bits``: return
+    ``(order, sorted patterns)`` (ascending in the sort's key, i.e. ``bits`` when
+    ``worst_first``)."""
     V = r.shape[-1]
-    scale = 2**_ID_BITS if worst_first else -2**_ID_BITS
-    keys = np.multiply(r.contiguous().numpy().view(np.int32), np.int64(scale))
-    np.add(keys, _tie_key(V, ties, worst_first), out=keys)
-    keys.sort(axis=-1)  # in place
-    low = np.bitwise_and(keys, 2**_ID_BITS - 1, out=None if keep_keys else keys)
-    if (ties == "high") != worst_first:
-        np.subtract(2**_ID_BITS - 1, low, out=low)
-    return (torch.from_numpy(low), keys) if keep_keys else torch.from_numpy(low)
+    if not _INT_VIEW:
+        _INT_VIEW.update({torch.float32: torch.int32, torch.float64: torch.int64})
+    bits = r.contiguous().view(_INT_VIEW[r.dtype]).reshape(-1, V)
+    flip = (ties == "high") != worst_first
+    order = torch.empty(bits.shape, dtype=torch.long)
+    kept = torch.empty_like(bits) if keep_bits else None
+    for i in range(bits.shape[0]):  # one row at a time: torch sorts 2-D int rows far slower
+        key = bits[i] if worst_first else torch.bitwise_not(bits[i])
+        if flip:
+            key = key.flip(0)
+        values, pos = torch.sort(key, stable=True)
+        if flip:
+            pos = torch.sub(V - 1, pos)
+        order[i] = pos
+        if keep_bits:
+            kept[i] = values
+    order = order.reshape(tuple(r.shape))
+    return (order, kept.reshape(tuple(r.shape))) if keep_bits else order
 
 
 def _rank_order(r, ties: str, worst_first: bool = False):
     """Token order by rank (ratio descending, ties by id per ``ties``): one sort per row;
     ``worst_first``: the same order reversed."""
     V = r.shape[-1]
-    if (B.is_torch(r) and r.dtype == torch.float32 and r.device.type == "cpu"
-            and V < 2**_ID_BITS):
-        return _order_packed(r, ties, worst_first)
+    if (B.is_torch(r) and r.dtype in (torch.float32, torch.float64)
+            and r.device.type == "cpu"):
+        return _order_by_bits(r, ties, worst_first)
     if ties == "low":
         order = B.argsort(r, axis=-1, descending=True)
     else:  # stable sort of the reversed token axis, mapped back: equal ratios, larger id first
@@ -177,16 +179,22 @@ def below_mass(q_rows, p_rows, ties: str = "low"):
     return _below_from_order(q_rows, order, worst_first)
 
 
-def _power_sum(u, d, K: int, own_d: bool = False):
+def _power_sum(u, d, K: int, own_d: bool = False, work=None):
     """S_K(u, d) = sum_{j<K} (u + d)^j u^(K-1-j) = ((u + d)^K - u^K) / d, without division.
-    ``own_d``: ``d`` is a fresh torch array of the result's shape that may be overwritten."""
+    ``own_d``: ``d`` is a fresh torch array of the result's shape that may be overwritten.
+    ``work`` (torch, with ``own_d``): two arrays of d's shape that receive the result and a
+    temporary instead of new allocations (the same operations)."""
     # Horner form: S_1 = 1, S_{j+1} = (u + d) S_j + u^j.
     if B.is_torch(d) and K > 1:  # same operations, in place
         fits = own_d and u.dim() <= d.dim() and all(
             a in (1, b) for a, b in zip(reversed(u.shape), reversed(d.shape)))
         ud = d.add_(u) if fits else u + d  # u + d = d + u, in place when d has the full shape
-        total = ud + u  # S_2 = (u + d) + u
-        power = u.clone()
+        if work is not None and fits and tuple(u.shape) == tuple(d.shape):
+            total = torch.add(ud, u, out=work[0])
+            power = work[1].copy_(u)
+        else:
+            total = ud + u  # S_2 = (u + d) + u
+            power = u.clone()
         for _ in range(K - 2):
             power.mul_(u)
             total.mul_(ud).add_(power)
@@ -200,12 +208,17 @@ def _power_sum(u, d, K: int, own_d: bool = False):
     return total
 
 
-def _skew_from_u(q_rows, u, x1, den1, K: int):
+def _skew_from_u(q_rows, u, x1, den1, K: int, work=None):
     """q^G rows q S_K(u, x q) / S_K(A, x) ([`skewed_rows`][spectheory.verifiers.gbv.skewed_rows])
     from u = A + x below (or u = A, see `_negligible_below`), x1 [N, 1] and the denominators
     den1 = S_K(A, x) [N, 1]; rows with den = 0 fall back to q. On torch the product and quotient
-    run in place on the fresh numerator (q num = num q: the same values)."""
-    num = _power_sum(u, x1 * q_rows, K, own_d=True)
+    run in place on the fresh numerator (q num = num q: the same values). ``work`` (torch): three
+    arrays of q_rows' shape for x q, the result and a temporary (no allocation)."""
+    if work is not None:
+        d = torch.mul(q_rows, x1, out=work[0])  # q x = x q
+        num = _power_sum(u, d, K, own_d=True, work=work[1:])
+    else:
+        num = _power_sum(u, x1 * q_rows, K, own_d=True)
     if B.is_torch(num) and tuple(num.shape) == tuple(q_rows.shape):
         num.mul_(q_rows)
         if bool((den1 != 0).all()):
@@ -232,50 +245,72 @@ def _negligible_below(q_rows, A, x) -> bool:
     below(a) <= M = (row sum) (1 + 2 V eps) (the cumulative sums are exact in double up to
     rounding to the row's dtype; any float sum is within (V - 1) eps / 2 of the true one), and
     fl(x b) <= |x| M (1 + eps). Rows with a negative entry or a NaN, and A = 0, never pass."""
+    rows = _negligible_rows(q_rows, A, x)
+    return rows is not None and bool(rows.all())
+
+
+def _negligible_rows(q_rows, A, x):
+    """The screen of `_negligible_below` row by row: a bool tensor [N] (True: the row needs no
+    sort), or None where it does not apply (exact mode, integer rows, V eps > 1/4)."""
     if not B.is_torch(q_rows) or not q_rows.dtype.is_floating_point or q_rows.numel() == 0:
-        return False
+        return None
     V = q_rows.shape[-1]
     eps = torch.finfo(q_rows.dtype).eps
     if V * eps > 0.25:
-        return False
+        return None
     if not _NP_FLOAT:
         _NP_FLOAT.update({torch.float32: np.float32, torch.float64: np.float64})
     f = _NP_FLOAT.get(q_rows.dtype)
     if f is not None and q_rows.numel() == V and q_rows.device.type == "cpu":  # one node
         a = A.item()
-        if not 0 < a < float("inf"):
-            return False
-        up = float(np.nextafter(f(a), f(np.inf))) - a
-        down = a - float(np.nextafter(f(a), f(-np.inf)))
-        if not q_rows.amin().item() >= 0:
-            return False
-        M = q_rows.sum().item() * (1 + 2 * V * eps)
-        return abs(x.item()) * M * (1 + 4 * eps) < min(up, down) / 2
-    if not bool(q_rows.amin() >= 0):
-        return False
+        ok = False
+        if 0 < a < float("inf") and q_rows.amin().item() >= 0:
+            up = float(np.nextafter(f(a), f(np.inf))) - a
+            down = a - float(np.nextafter(f(a), f(-np.inf)))
+            M = q_rows.sum().item() * (1 + 2 * V * eps)
+            ok = abs(x.item()) * M * (1 + 4 * eps) < min(up, down) / 2
+        return torch.tensor([ok])
     M = q_rows.sum(dim=-1).double() * (1 + 2 * V * eps)
     Ad = A.double()
     inf = torch.full_like(A, float("inf"))
     ulp = torch.minimum(torch.nextafter(A, inf).double() - Ad,
                         Ad - torch.nextafter(A, -inf).double())
-    return bool((x.double().abs() * M * (1 + 4 * eps) < ulp / 2).all())
+    ok = x.double().abs() * M * (1 + 4 * eps) < ulp / 2
+    return ok & (q_rows.amin(dim=-1) >= 0) & (A > 0)
 
 
-def _skew_step(q_rows, p_rows, tok, A, x, K: int, ties: str, order=None):
+def _below_rows(q_rows, p_rows, ties: str, orders, skip=None):
+    """below [N, V] of `below_mass`, computed only for the rows not in ``skip`` (a bool tensor
+    [N]; those rows get 0), each from its own sort unless ``orders[r]`` (worst first) is given."""
+    n = q_rows.shape[0]
+    if skip is None and orders is None:
+        return below_mass(q_rows, p_rows, ties)
+    below = torch.zeros_like(q_rows) if skip is not None else torch.empty_like(q_rows)
+    for r in range(n) if skip is None else torch.nonzero(~skip).reshape(-1).tolist():
+        order = orders[r] if orders is not None else None
+        below[r:r + 1] = (below_mass(q_rows[r:r + 1], p_rows[r:r + 1], ties) if order is None
+                          else _below_from_order(q_rows[r:r + 1], order, worst_first=True))
+    return below
+
+
+def _skew_step(q_rows, p_rows, tok, A, x, K: int, ties: str, orders=None):
     """One depth of the q^G recursion along drafted paths at N nodes: q^G rows [N, V], their
     denominators S_K(A, x) [N], and (A, x) of the drafted children tok [N]: A += x below(tok),
     x *= q(tok) (module doc).
 
-    When x below is negligible against A (`_negligible_below`), so is x q(a) <= x M at every
+    When x below is negligible against A (`_negligible_rows`), so is x q(a) <= x M at every
     token: A + x below(a) and A + x q(a) both round to A, the numerator S_K(A + x below, x q) is
     the same number S_K(A, 0) at every token (the same float operations on the same values), the
-    row is q S_K(A, 0) / S_K(A, x) (no sort, two passes) and A is unchanged: the same values.
-    ``order``: the rank order of the rows (worst first) if already sorted."""
+    row is q S_K(A, 0) / S_K(A, x) (no sort, two passes) and A is unchanged: the same values. In
+    a batch where only some rows pass, those rows take below = 0 in the general formula, which
+    performs the same operations on the same values (A + x 0 = A), so only the others are
+    sorted. ``orders``: per row, its rank order (worst first) if already sorted, else None."""
     t = B.expand_dims(tok, -1)
     A1, x1 = B.expand_dims(A, -1), B.expand_dims(x, -1)
     den = _power_sum(A, x, K)
     den1 = B.expand_dims(den, -1)
-    if _negligible_below(q_rows, A, x):
+    skip = _negligible_rows(q_rows, A, x)
+    if skip is not None and bool(skip.all()):
         num = B.expand_dims(_power_sum(A, B.zeros_like(A), K), -1)  # u = A, u + d = A
         row = q_rows * num
         if B.is_torch(row) and bool((den1 != 0).all()):
@@ -284,8 +319,12 @@ def _skew_step(q_rows, p_rows, tok, A, x, K: int, ties: str, order=None):
             row = B.safe_div(row, den1, q_rows)
         A_next = A
     else:
-        below = (below_mass(q_rows, p_rows, ties) if order is None else
-                 _below_from_order(q_rows, order, worst_first=True))
+        if skip is not None and not bool(skip.any()):
+            skip = None
+        if orders is not None and all(o is None for o in orders):
+            orders = None
+        below = _below_rows(q_rows, p_rows, ties, orders, skip) if B.is_torch(q_rows) else \
+            below_mass(q_rows, p_rows, ties)
         row = _skew_from_u(q_rows, A1 + x1 * below, x1, den1, K)
         A_next = A + x * B.take_along(below, t, axis=-1)[:, 0]
     return row, den, A_next, x * B.take_along(q_rows, t, axis=-1)[:, 0]
@@ -456,35 +495,37 @@ _INF_BITS = int(np.array(np.inf, dtype=np.float32).view(np.int32))
 
 def _root_ranks(q_rows, p_rows, x, ties: str):
     """Rank positions [K] of the drafted tokens x [K] at a root whose K rows q_rows, p_rows
-    [K, V] (torch float32, CPU) are equal, from ONE sort of the packed keys of the shared row
-    (the one q^G at the root needs): position = V - 1 - (number of keys below the token's key).
-    Returns ``(positions, worst-first order [1, V])``, or None (the caller counts) when the rows
-    differ (bit for bit), V >= 2^20, or a ratio is NaN, -0.0 or negative other than the -1 of
-    q = 0, where the key order and the comparisons of `_rank_rows` could disagree."""
+    [K, V] (torch float32, CPU) are equal, from ONE sort of the shared row's ratio bit patterns
+    (the one q^G at the root needs): position = V - 1 - (the token's index in the worst-first
+    order). Returns ``(positions, worst-first order [1, V])``, or None (the caller counts) when
+    the rows differ (bit for bit) or a ratio is NaN, -0.0 or negative other than the -1 of
+    q = 0, where the bit order and the comparisons of `_rank_rows` could disagree."""
     K, V = q_rows.shape
-    if q_rows.dtype != torch.float32 or V >= 2**_ID_BITS or q_rows.device.type != "cpu":
+    if q_rows.dtype != torch.float32 or q_rows.device.type != "cpu":
         return None
     qn, pn = q_rows.numpy().view(np.int32), p_rows.numpy().view(np.int32)
     for k in range(1, K):  # bit for bit: then every ratio, key and count is the same
         if not (np.array_equal(qn[k], qn[0]) and np.array_equal(pn[k], pn[0])):
             return None
     r = _ratio(p_rows[:1], q_rows[:1])
-    order, keys = _order_packed(r, ties, worst_first=True, keep_keys=True)
-    keys = keys[0]
-    high_last = int(keys[-1]) >> _ID_BITS
-    if high_last > _INF_BITS:
+    order, kept = _order_by_bits(r, ties, worst_first=True, keep_bits=True)
+    bits = kept[0].numpy()  # ascending
+    if int(bits[-1]) > _INF_BITS:
         return None  # a NaN ratio
-    if int(keys[0]) >> _ID_BITS < 0:  # negative bit patterns: only -1.0 is allowed
-        if int(keys[0]) >> _ID_BITS != _MINUS_ONE_BITS:
+    if int(bits[0]) < 0:  # negative bit patterns: only -1.0 is allowed
+        if int(bits[0]) != _MINUS_ONE_BITS:
             return None
-        j = int(np.searchsorted(keys, (_MINUS_ONE_BITS + 1) << _ID_BITS))
-        if j < V and int(keys[j]) >> _ID_BITS < 0:
+        j = int(np.searchsorted(bits, _MINUS_ONE_BITS + 1))
+        if j < V and int(bits[j]) < 0:
             return None
-    xs = x.tolist()
-    bits = r[0].numpy().view(np.int32)[xs].astype(np.int64)
-    mine = bits * 2**_ID_BITS + _tie_key(V, ties, True)[xs]
-    below = np.searchsorted(keys, mine)
-    return torch.from_numpy(V - 1 - below).to(torch.long), order
+    mine = r[0].numpy().view(np.int32)[x.tolist()]
+    lo = np.searchsorted(bits, mine, side="left")
+    hi = np.searchsorted(bits, mine, side="right")
+    at = lo.copy()
+    for j in np.flatnonzero(hi - lo > 1).tolist():  # tied ratios: the token's place in its run
+        run = order[0, int(lo[j]):int(hi[j])]
+        at[j] = lo[j] + int(torch.nonzero(run == int(x[j])).reshape(-1)[0])
+    return torch.from_numpy(V - 1 - at.astype(np.int64)), order
 
 
 def _gather_path(x, k):
@@ -533,51 +574,103 @@ def _skewed_path_rows(d_sel, q_sel, p_sel, K: int, ties: str, denominators=None)
 
 def _skewed_block_law(drafts, q, p, k, K: int, ties: str, root_orders=None) -> Law:
     """Block verification of the selected paths ``k`` [B] with the draft rows replaced by q^G:
-    ``block_verification(d, q^G, p)`` along the selected paths. On the CPU a few paths at a time
-    (``nodes.ROW_CHUNK_ELEMENTS``), position by position: the q^G row of a position
-    (`_skew_step`) goes straight into the block node step
-    ([`block_node`][spectheory.verifiers.block.block_node], driven as
-    [`law_from_nodes`][spectheory.engine.nodes.law_from_nodes] drives it) while it is in cache, the
-    selected rows are read in place (no gathered copies) and the corrections are written into one
-    array. ``root_orders`` {block: worst-first order of its root row} (from
+    ``block_verification(d, q^G, p)`` along the selected paths. On the CPU one path at a time
+    (`_path_law`), its rows read in place; the corrections are written into one array.
+    ``root_orders`` {block: worst-first order of its root row} (from
     [`best_path`][spectheory.verifiers.gbv.best_path], same tie rule) saves those sorts."""
     d_sel = _gather_path(drafts, k)
     Bsz, L = d_sel.shape
-    V = q.shape[-1]
     if not (B.is_torch(q) and q.device.type == "cpu" and Bsz > 0):
         q_sel, p_sel = _gather_path(q, k), _gather_path(p, k)
         return block_verification(d_sel, _skewed_path_rows(d_sel, q_sel, p_sel, K, ties), p_sel)
-    step = max(1, nodes.ROW_CHUNK_ELEMENTS // max(1, V))
-    corr = torch.empty(tuple(p[:, 0].shape), dtype=p.dtype)  # [B, L+1, V], plain pages
-    ks = k.tolist()
-    weights = []
-    for b0 in range(0, Bsz, step):
-        b1 = min(Bsz, b0 + step)
-        if b1 - b0 == 1:
-            q_c, p_c = q[b0:b1, ks[b0]], p[b0:b1, ks[b0]]
+    corr = buffers.empty(tuple(p[:, 0].shape), p.dtype)  # [B, L+1, V]
+    d_all = B.as_index(d_sel, q)
+    weights = torch.empty((Bsz, L + 1), dtype=p.dtype)
+    work = torch.empty((5, L, q.shape[-1]), dtype=q.dtype)  # reused by every path
+    for b, kb in enumerate(k.tolist()):
+        order = root_orders.get(b) if root_orders else None
+        weights[b] = _path_law(q[b, kb], p[b, kb], d_all[b], K, ties, order, corr[b], work)
+    return Law(nodes.stop_from_weights(BLOCK_NODE.scan, weights), corr)
+
+
+def _path_law(q_path, p_path, tok, K: int, ties: str, root_order, out, work):
+    """Acceptance weights h_0..h_L [L+1] of block verification against q^G along one selected
+    path, its corrections written into ``out`` [L+1, V]: the same values as
+    `_skewed_path_rows` then the block node step position by position, in three passes.
+
+    1. Position by position (scalars, and a sort where one is needed): A_i, x_i and the rows
+       below_i; a row passing the screen of `_negligible_rows` takes below = 0 (module doc: the
+       same values), and A_{i+1} = A_i + x_i below_i(X_i), x_{i+1} = x_i q(X_i).
+    2. The q^G rows of all positions at once: the general formula `_skew_from_u` on the
+       positions up to the last one sorted, the row q S_K(A, 0) / S_K(A, x) after it (as
+       `_skew_step`: the same operations on the same values per row).
+    3. The block weights w_i ([`block_weight`][spectheory.verifiers.block.block_weight]) along
+       the path, then the block node step ([`block_node`][spectheory.verifiers.block.block_node])
+       batched over the positions 1..L-1 with states w_0..w_{L-2}, and at 0 and L.
+
+    ``q_path`` [L, V], ``p_path`` [L+1, V] (views of the selected path's rows), ``tok`` [L]
+    (long), ``root_order`` the root row's worst-first order or None, ``work`` [5, L, V] scratch
+    (below, u, x q, q^G, a temporary)."""
+    L, V = q_path.shape
+    dt = q_path.dtype
+    A, x = torch.zeros(L, dtype=dt), torch.ones(L, dtype=dt)
+    toks = tok.tolist()
+    below, u, xq, qg, tmp = work
+    last, skipped = -1, []
+    for i in range(L):
+        Ai, xi = A[i:i + 1], x[i:i + 1]
+        if i + 1 < L:
+            x[i + 1] = xi * q_path[i, toks[i]]
+        screen = _negligible_rows(q_path[i:i + 1], Ai, xi)
+        if screen is not None and bool(screen[0]):
+            skipped.append(i)
+            if i + 1 < L:
+                A[i + 1] = Ai  # A + x 0 = A
+            continue
+        order = [root_order] if i == 0 else None
+        below[i:i + 1] = _below_rows(q_path[i:i + 1], p_path[i:i + 1], ties, order)
+        last = i
+        if i + 1 < L:
+            A[i + 1] = Ai + xi * below[i, toks[i]]
+    den = _power_sum(A, x, K)
+    den1 = den.unsqueeze(-1)
+    j = last + 1  # positions 0..j-1: general formula; j..L-1: no sort was needed
+    if j > 0:
+        for i in skipped:
+            if i < j:
+                below[i].zero_()  # a row that passed the screen before a sorted one
+        A1, x1 = A[:j].unsqueeze(-1), x[:j].unsqueeze(-1)
+        u_j = torch.mul(below[:j], x1, out=u[:j]).add_(A1)  # A + x below
+        head = _skew_from_u(q_path[:j], u_j, x1, den1[:j], K, (xq[:j], qg[:j], tmp[:j]))
+        if head.data_ptr() != qg.data_ptr():
+            qg[:j] = head
+    if j < L:
+        num = _power_sum(A[j:], torch.zeros_like(A[j:]), K).unsqueeze(-1)  # u = A, u + d = A
+        row = torch.mul(q_path[j:], num, out=qg[j:])
+        if bool((den1[j:] != 0).all()):
+            row.div_(den1[j:])
         else:
-            q_c, p_c = _gather_path(q[b0:b1], k[b0:b1]), _gather_path(p[b0:b1], k[b0:b1])
-        d_c = B.as_index(d_sel[b0:b1], q)
-        A = B.zeros_like(q_c[:, 0, 0])
-        x = B.ones_like(A)
-        state, px, qx, row, ws = None, None, None, None, []
-        for i in range(L + 1):
-            if i > 0:  # the token leading into position i, under p and under q^G
-                t = B.expand_dims(d_c[:, i - 1], -1)
-                px = B.take_along(p_c[:, i - 1], t, axis=-1)[:, 0]
-                qx = B.take_along(row, t, axis=-1)[:, 0]
-            if i < L:
-                order = root_orders.get(b0) if (i == 0 and b1 - b0 == 1 and root_orders) else None
-                row, _, A, x = _skew_step(q_c[:, i], p_c[:, i], d_c[:, i], A, x, K, ties, order)
-            else:
-                row = None
-            out = corr[b0:b1, i]
-            state, w, c = BLOCK_NODE.step(state, px, qx, row, p_c[:, i], out=out)
-            if c.data_ptr() != out.data_ptr():
-                out.copy_(c)
-            ws.append(w)
-        weights.append(B.stack(ws, axis=1))
-    return Law(nodes.stop_from_weights(BLOCK_NODE.scan, torch.cat(weights)), corr)
+            qg[j:] = B.safe_div(q_path[j:] * num, den1[j:], q_path[j:])
+    t = tok.unsqueeze(-1)
+    px = p_path[:L].gather(1, t)[:, 0]  # p and q^G of the token leading into positions 1..L
+    qx = qg.gather(1, t)[:, 0]
+    w = torch.ones(L + 1, dtype=dt)
+    for i in range(1, L + 1):
+        w[i:i + 1] = block_weight(w[i - 1:i], px[i - 1:i], qx[i - 1:i])
+    h = torch.empty(L + 1, dtype=dt)
+    _, h[:1], c = BLOCK_NODE.step(None, None, None, qg[:1], p_path[:1], out=out[:1])
+    if c.data_ptr() != out.data_ptr():
+        out[:1] = c
+    if L > 1:
+        _, h[1:L], c = BLOCK_NODE.step(w[:L - 1], px[:L - 1], qx[:L - 1], qg[1:], p_path[1:L],
+                                       out=out[1:L])
+        if c.data_ptr() != out[1:L].data_ptr():
+            out[1:L] = c
+    _, h[L:], c = BLOCK_NODE.step(w[L - 1:L], px[L - 1:L], qx[L - 1:L], None,
+                                  p_path[L:L + 1], out=out[L:L + 1])
+    if c.data_ptr() != out[L:L + 1].data_ptr():
+        out[L:L + 1] = c
+    return h
 
 
 def _gbv(drafts, q, p, selection_ties: str, ranking_ties: str) -> MultiLaw:

@@ -36,6 +36,7 @@ from __future__ import annotations
 from ..runtime._lazy import torch
 
 from ..runtime import backend as B
+from ..runtime import buffers
 from ..engine import nodes
 from ..law import MultiLaw
 from ..registry import VerifierSpec
@@ -123,10 +124,9 @@ def node_recursive_law(drafts, q, p, rule) -> MultiLaw:
     stops, corrs = [], []
     # A rule that can write its correction rows into a given array (``rule.writes_out``) gets
     # a view of one preallocated [B, K, L+1, V] array: no stacking copy of the corrections.
-    # Plain torch.empty, not nodes._empty_like: for an output of this size (1.4 GB at the
-    # real-model shape) the first writes measured slower and far more variable with huge pages
-    # (docs/threads-and-speed.md, real-model laws).
-    into = (torch.empty(tuple(p.shape), dtype=p.dtype, device=p.device)
+    # Large CPU outputs reuse pooled memory (`spectheory.runtime.buffers`): filling a fresh
+    # 1.4 GB array (the real-model shape) costs more in page faults than the law itself.
+    into = (buffers.empty_like(p)
             if B.is_torch(p) and getattr(rule, "writes_out", False) else None)
 
     def call(args, key, at):
