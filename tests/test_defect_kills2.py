@@ -114,38 +114,53 @@ def test_instance_cache_of_a_process_keeps_exact_and_float_apart():
 
 
 def test_retry_failed_reruns_cached_failures_only(tmp_path, capsys, monkeypatch):
-    """Kills: ``--retry-failed`` inverted. A family that fails until a file exists: without the
-    option the cached failure is kept (not run again), with it the failure is run again and
+    """Kills: ``--retry-failed`` inverted. A verifier that fails until a file exists: without
+    the option the cached failure is kept (not run again), with it the failure is run again and
     the ok row is never rerun."""
     flag, runs = tmp_path / "ready", tmp_path / "runs.log"
-    (tmp_path / "flakyfam.py").write_text(textwrap.dedent(f"""
+    (tmp_path / "flakyver.py").write_text(textwrap.dedent(f"""
         import os
-        from spectheory.inputs.random_instances import random_instance
+        from spectheory.verifiers.token import token_verification
 
-        def fam(vocab_size, block_length, seed):
+        def law(drafts, q, p, name):
             with open({str(runs)!r}, "a") as fh:
-                fh.write(f"{{seed}}\\n")
-            if seed == 1 and not os.path.exists({str(flag)!r}):
+                fh.write(f"{{name}}\\n")
+            if name == "flaky" and not os.path.exists({str(flag)!r}):
                 raise RuntimeError("not ready")
-            return random_instance(vocab_size, block_length, seed)
+            return token_verification(drafts, q, p)
+
+        def steady(drafts, q, p):
+            return law(drafts, q, p, "steady")
+
+        def flaky(drafts, q, p):
+            return law(drafts, q, p, "flaky")
     """))
     monkeypatch.syspath_prepend(str(tmp_path))
-    cfg = write(tmp_path, '[[instances]]\nfamily = "flakyfam:fam"\nvocab = 2\nblock = 1\n'
-                          'seeds = [0, 1]\n[[verifiers]]\nname = "token"\n', "s.toml")
+    cfg = write(tmp_path, '[[instances]]\nfamily = "random"\nvocab = 2\nblock = 1\n'
+                          '[[verifiers]]\nname = ["flakyver:steady", "flakyver:flaky"]\n',
+                "s.toml")
     out = str(tmp_path / "out")
 
     def sweep(*extra):
         code, stdout, _ = run(["sweep", cfg, "--out", out, "--no-progress", "--workers", "1",
                                *extra], capsys)
-        rows = {r["seed"]: r["status"] for r in csv.DictReader(open(f"{out}/results.csv"))}
+        rows = {r["name"]: r["status"] for r in csv.DictReader(open(f"{out}/results.csv"))}
         return code, rows
 
-    assert sweep() == (1, {"0": "ok", "1": "failed"})
+    def ran():  # the jobs that called their law (once or more each)
+        return sorted(set(runs.read_text().split())), runs.read_text().count("flaky")
+
+    both = {"flakyver:steady": "ok", "flakyver:flaky": "failed"}
+    assert sweep() == (1, both)
+    flaky_runs = ran()[1]
+    assert ran() == (["flaky", "steady"], flaky_runs) and flaky_runs >= 1
     flag.write_text("")
-    assert sweep() == (1, {"0": "ok", "1": "failed"})  # cached failure kept
-    assert runs.read_text().split() == ["0", "1"]  # nothing ran again
-    assert sweep("--retry-failed") == (0, {"0": "ok", "1": "ok"})
-    assert runs.read_text().split() == ["0", "1", "1"]  # only the failure ran again
+    steady_lines = runs.read_text().count("steady")
+    assert sweep() == (1, both)  # cached failure kept
+    assert runs.read_text().count("flaky") == flaky_runs  # nothing ran again
+    assert sweep("--retry-failed") == (0, {"flakyver:steady": "ok", "flakyver:flaky": "ok"})
+    assert runs.read_text().count("flaky") > flaky_runs  # the failure ran again
+    assert runs.read_text().count("steady") == steady_lines  # the ok row did not
 
 
 # ----------------------------------------------------------------------------- LP trust

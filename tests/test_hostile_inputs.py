@@ -18,7 +18,9 @@ import time
 
 import pytest
 
+import spectheory as st
 from cli_helpers import TOY, run, write
+from spectheory.inputs.random_instances import random_instance
 from spectheory.runtime import limits
 from spectheory.runtime.errors import TimeLimitError
 
@@ -314,6 +316,47 @@ def test_exact_options_that_would_do_nothing_are_refused(tmp_path, capsys, extra
     assert (code, out, err.count("\n")) == (2, "", 1) and message in err
 
 
+@pytest.mark.parametrize("kwargs, message", [
+    ({"split_depth": 1}, "split_depth=1 does nothing without executor='local' or 'ray'"),
+    ({"split_depth": 2}, "split_depth=2 does nothing without executor='local' or 'ray'"),
+    ({"workers": 3}, "workers=3 does nothing without executor='local' or 'ray'"),
+    ({"address": "127.0.0.1:1"}, "address='127.0.0.1:1' is for executor='ray' (the Ray "
+                                 "cluster to use); with executor=None it would do nothing"),
+    ({"executor": "local", "address": "127.0.0.1:1"},
+     "address='127.0.0.1:1' is for executor='ray' (the Ray cluster to use); with "
+     "executor='local' it would do nothing"),
+])
+def test_analyze_options_that_would_do_nothing_are_refused(kwargs, message):
+    """The API refuses what the command line refuses (one rule,
+    `spectheory.engine.split.check_executor_options`): split_depth, workers without an
+    executor, an address without the Ray executor, before any work."""
+    from spectheory.runtime.errors import OptionError
+
+    with pytest.raises(OptionError) as exc:
+        st.analyze(random_instance(2, 2, 0), "block", **kwargs)
+    assert str(exc.value) == message + (
+        f" (it sets how the split route runs); add executor or drop {next(iter(kwargs))}"
+        if "does nothing" in message else "")
+
+
+def test_analyze_executor_options_that_do_something_are_taken(tmp_path, capsys):
+    """The same options with the executor they need run, and give the single-process value
+    (the default split depth is 1, from the API and from the command line)."""
+    inst = random_instance(3, 2, 0, denominator=10)
+    one = st.analyze(inst, "block", exact=True, laws=False)
+    for kwargs in ({"executor": "local"}, {"executor": "local", "workers": 1},
+                   {"executor": "local", "workers": 1, "split_depth": 1}):
+        res = st.analyze(inst, "block", exact=True, laws=False, **kwargs)
+        assert res.tau_pmf == one.tau_pmf and res.route == "node, split at depth 1 (local)"
+    from spectheory.inputs.instances import instance_to_dict
+
+    path = write(tmp_path, instance_to_dict(inst))
+    code, out, err = run(["exact", path, "--verifier", "block", "--exact", "--executor",
+                          "local", "--workers", "1", "--json"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["block_efficiency"] == str(one.block_efficiency)
+
+
 def test_sweep_address_with_the_local_executor_is_refused(tmp_path, capsys):
     from spectheory.sweep import example_config
 
@@ -367,22 +410,141 @@ def test_sweep_refused_when_the_file_is_read(tmp_path, capsys, text, message):
 
 
 def test_sweep_whose_jobs_fail_exits_nonzero_and_says_how_many(tmp_path, capsys, monkeypatch):
-    """A family that returns no Instance (only known when it runs): the table is written, the
-    exit code is 1 and one line says how many jobs failed and why."""
-    (tmp_path / "noinstfam.py").write_text(
-        "from spectheory.inputs.random_instances import random_instance\n"
-        "def fam(vocab_size, block_length, seed):\n"
-        "    return 42 if seed else random_instance(vocab_size, block_length, seed)\n")
+    """A verifier that fails on one instance (only known when its job runs): the table is
+    written, the exit code is 1 and one line says how many jobs failed and why."""
+    (tmp_path / "oneseedver.py").write_text(
+        "from spectheory.verifiers.token import token_verification\n"
+        "def law(drafts, q, p):\n"
+        f"    if float(q[0, 0, 0]) == {float(random_instance(2, 1, 1).draft.level(0)[0, 0])!r}:\n"
+        "        return 42\n"
+        "    return token_verification(drafts, q, p)\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    text = SWEEP_HEAD + RANDOM.replace('"random"', '"noinstfam:fam"') + "seeds = [0, 1]\n" \
-        + TOKEN
+    text = SWEEP_HEAD + RANDOM + "seeds = [0, 1]\n" + TOKEN.replace('"token"', '"oneseedver:law"')
     code, out, err = run(["sweep", write(tmp_path, text, "s.toml"), "--out",
                           str(tmp_path / "out"), "--no-progress", "--workers", "2"], capsys)
     assert code == 1 and "2 rows (1 failed, 1 ok)" in out
     last = err.strip().splitlines()[-1]
     assert last.startswith("spectheory: sweep: 1 of 2 jobs did not finish ok (1 failed)")
-    assert "returned int, not an Instance" in last
+    assert "verifier 'oneseedver:law' returned int" in last, last
     assert (tmp_path / "out" / "results.csv").is_file()
+
+
+#: A family for every way a call can go wrong, by its knob ``how``.
+FAMILIES = """
+import os, sys, time
+from spectheory.inputs.random_instances import random_instance
+
+def fam(vocab_size, block_length, seed, how="ok"):
+    if how == "int" and seed == 1:
+        return 42
+    if how == "none":
+        return None
+    if how == "raise":
+        raise RuntimeError("boom")
+    if how == "exit0":
+        sys.exit(0)
+    if how == "osexit":
+        os._exit(0)
+    if how == "die":
+        os.kill(os.getpid(), 9)
+    if how == "hang":
+        time.sleep(60)
+    if how == "hog":
+        blocks = [bytearray(50 * 2**20) for _ in range(12)]
+        time.sleep(60)
+    if how == "bigger":
+        return random_instance(vocab_size + 1, block_length, seed)
+    return random_instance(vocab_size, block_length, seed)
+
+not_a_function = 3
+"""
+
+
+@pytest.mark.parametrize("how, message", [
+    ("int", "family famcases:fam(vocab_size=2, block_length=1, seed=1, how='int') returned "
+            "int 42, not an Instance"),
+    ("none", "how='none') returned NoneType None, not an Instance"),
+    ("raise", "how='raise') raised RuntimeError: boom"),
+    ("exit0", "how='exit0') called sys.exit(0); user code must return"),
+    ("osexit", "how='osexit') called os._exit(0); user code must return"),
+    ("die", "how='die') ended its process (exit code -9) before returning"),
+    ("hang", "how='hang') did not return within the sweep's time_limit of 3 s"),
+    ("hog", "how='hog') went over the sweep's memory_limit_mb of 200 MB"),
+    ("bigger", "returned an Instance with vocab_size=3, block_length=1, not the sizes asked"),
+])
+def test_sweep_family_is_called_when_the_file_is_read(tmp_path, capsys, monkeypatch, how,
+                                                      message):
+    """A ``module:function`` family is called for every parameter point before any job runs
+    (in guarded child processes, under the sweep's limits): one that returns no Instance of
+    the sizes asked for, raises, exits or crashes, or passes a limit is refused in one line
+    naming the table, the family and its arguments: exit 2, no output folder."""
+    (tmp_path / "famcases.py").write_text(FAMILIES)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    text = ('[sweep]\ntime_limit = 3\nmemory_limit_mb = 200\n'
+            + RANDOM.replace('"random"', '"famcases:fam"') + f"seeds = [0, 1]\nhow = {how!r}\n"
+            + TOKEN)
+    start = time.monotonic()
+    code, out, err = run(["sweep", write(tmp_path, text, "s.toml"), "--out",
+                          str(tmp_path / "out"), "--no-progress"], capsys)
+    assert (code, out, err.count("\n")) == (2, "", 1), err
+    assert err.startswith("spectheory: error: [[instances]] #1: family famcases:fam(") \
+        and message in err, err
+    assert not (tmp_path / "out").exists()
+    assert time.monotonic() - start < 20
+
+
+def test_sweep_family_that_is_no_function_is_refused_when_the_file_is_read(tmp_path,
+                                                                          monkeypatch):
+    from spectheory.runtime.errors import OptionError
+    from spectheory.sweep import load_config
+
+    (tmp_path / "famcases.py").write_text(FAMILIES)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(OptionError, match=r"^\[\[instances\]\] #1: family "
+                                          r"'famcases:not_a_function' is int, not a function$"):
+        load_config(RANDOM.replace('"random"', '"famcases:not_a_function"') + TOKEN)
+
+
+def test_sweep_family_is_called_once_per_point_and_its_instances_serve_the_jobs(
+        tmp_path, monkeypatch):
+    """Each distinct argument set is one call, made when the file is read; the jobs (several
+    verifiers, block lengths cut from one ``truncate_from`` build, a rerun of the same config)
+    use those instances and never call the family again, and their values are the
+    instances' own."""
+    from dataclasses import replace
+
+    from spectheory.sweep import load_config, run_sweep
+
+    calls = tmp_path / "calls.log"
+    (tmp_path / "countfam.py").write_text(
+        "from spectheory.inputs.random_instances import random_instance\n"
+        "def fam(vocab_size, block_length, seed, alpha=1.0):\n"
+        f"    with open({str(calls)!r}, 'a') as fh:\n"
+        "        fh.write(f'{vocab_size},{block_length},{seed},{alpha}\\n')\n"
+        "    return random_instance(vocab_size, block_length, seed, alpha=alpha)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    text = ('[[instances]]\nfamily = "countfam:fam"\nvocab = [2, 3]\nblock = [1, 2]\n'
+            'seeds = [0, 1]\ntruncate_from = 2\n'
+            '[[instances]]\nfamily = "countfam:fam"\nvocab = 2\nblock = 2\nseeds = 0\n'
+            'alpha = [0.5, 1.0]\n'
+            '[[verifiers]]\nname = ["token", "block"]\n')
+    cfg = load_config(text)
+    lines = calls.read_text().split()
+    # 2 V x 2 seeds built once at L = 2 for both blocks; alpha 1.0 is the family's default
+    # but a knob given is another argument set (2 calls)
+    assert sorted(lines) == sorted(["2,2,0,1.0", "2,2,1,1.0", "3,2,0,1.0", "3,2,1,1.0",
+                                    "2,2,0,0.5", "2,2,0,1.0"])
+    rows = run_sweep(cfg, tmp_path / "out", workers=2)
+    assert len(rows) == 20 and all(r["status"] == "ok" for r in rows)
+    assert calls.read_text().split() == lines  # no job called the family
+    for r in rows:
+        alpha = json.loads(r["knobs"]).get("alpha", 1.0)
+        built = random_instance(r["vocab"], 2, r["seed"], alpha=alpha)
+        want = st.analyze(replace(built, block_length=r["block"]), r["name"])
+        assert r["block_efficiency"] == float(want.block_efficiency)
+    rows2 = run_sweep(load_config(text), tmp_path / "out2", workers=2, use_cache=False)
+    assert [r["block_efficiency"] for r in rows2] == [r["block_efficiency"] for r in rows]
+    assert len(calls.read_text().split()) == 2 * len(lines)  # the second read's calls only
 
 
 def test_sweep_file_size_is_bounded(tmp_path, capsys):

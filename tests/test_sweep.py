@@ -121,9 +121,9 @@ def test_rerun_and_extended_grid_compute_only_what_is_missing(tmp_path, monkeypa
     started = []
     real = runner._Guarded.__init__
 
-    def counting(self, jobs):  # a child's jobs (one each, without batching)
+    def counting(self, jobs, work=None):  # a child's jobs (one each, without batching)
         started.extend(job.key() for job in jobs)
-        real(self, jobs)
+        real(self, jobs, work)
 
     monkeypatch.setattr(runner._Guarded, "__init__", counting)
     first = run_sweep(load_config(text), out, workers=2)
@@ -137,24 +137,24 @@ def test_rerun_and_extended_grid_compute_only_what_is_missing(tmp_path, monkeypa
 
 
 def test_killed_sweep_resumes_from_its_cache(tmp_path, monkeypatch):
-    module = tmp_path / "slowfam.py"
+    module = tmp_path / "slowver.py"
     module.write_text(textwrap.dedent("""
         import time
-        from spectheory.inputs.random_instances import random_instance
+        from spectheory.verifiers.block import block_verification
 
-        def slow(vocab_size, block_length, seed, delay=0.3):
-            time.sleep(delay)
-            return random_instance(vocab_size, block_length, seed)
+        def slow(drafts, q, p):
+            time.sleep(0.3)
+            return block_verification(drafts, q, p)
     """))
     cfg = tmp_path / "slow.toml"
     cfg.write_text(textwrap.dedent("""
         [[instances]]
-        family = "slowfam:slow"
+        family = "random"
         vocab = 2
         block = 2
         seeds = [0, 1, 2, 3, 4, 5]
         [[verifiers]]
-        name = "block"
+        name = "slowver:slow"
     """))
     out = tmp_path / "out"
     env = {**__import__("os").environ, "PYTHONPATH": str(tmp_path)}
@@ -177,46 +177,55 @@ def test_killed_sweep_resumes_from_its_cache(tmp_path, monkeypatch):
 
 # ----------------------------------------------------------------------------- failures
 
+#: A user verifier module whose law functions fail in each way a job can (the jobs run them;
+#: a family failing so is refused when the file is read, test_hostile_inputs).
+FAILING_LAWS = """
+    import os, sys, time
+    from spectheory.verifiers.block import block_verification
+
+    def ok(drafts, q, p):
+        return block_verification(drafts, q, p)
+
+    def raise_(drafts, q, p):
+        raise RuntimeError("boom")
+
+    def exit0(drafts, q, p):
+        sys.exit(0)
+
+    def hang(drafts, q, p):
+        time.sleep(60)
+
+    def hog(drafts, q, p):
+        blocks = [bytearray(50 * 2**20) for _ in range(40)]
+        time.sleep(60)
+
+    def osexit(drafts, q, p):
+        os._exit(7)
+
+    def die(drafts, q, p):
+        os.kill(os.getpid(), 9)
+"""
+
 
 def test_failing_jobs_are_rows_not_crashes(tmp_path, monkeypatch):
-    module = tmp_path / "badfam.py"
-    module.write_text(textwrap.dedent("""
-        import os, sys, time
-        from spectheory.inputs.random_instances import random_instance
-
-        def fam(vocab_size, block_length, seed, how="ok"):
-            if how == "raise":
-                raise RuntimeError("boom")
-            if how == "exit0":
-                sys.exit(0)
-            if how == "hang":
-                time.sleep(60)
-            if how == "hog":
-                blocks = [bytearray(50 * 2**20) for _ in range(40)]
-                time.sleep(60)
-            if how == "osexit":
-                os._exit(7)
-            if how == "die":
-                os.kill(os.getpid(), 9)
-            return random_instance(vocab_size, block_length, seed)
-    """))
+    (tmp_path / "badver.py").write_text(textwrap.dedent(FAILING_LAWS))
     monkeypatch.syspath_prepend(str(tmp_path))
     cfg = load_config(textwrap.dedent("""
         [sweep]
         time_limit = 3
         memory_limit_mb = 600
         [[instances]]
-        family = "badfam:fam"
+        family = "random"
         vocab = 2
         block = 2
-        how = ["ok", "raise", "exit0", "hang", "hog", "osexit", "die"]
         [[verifiers]]
-        name = "token"
+        name = ["badver:ok", "badver:raise_", "badver:exit0", "badver:hang", "badver:hog",
+                "badver:osexit", "badver:die"]
     """))
     rows = run_sweep(cfg, tmp_path / "out", workers=2)
-    status = {json.loads(r["knobs"])["how"]: (r["status"], r["error"]) for r in rows}
+    status = {r["name"].split(":")[1]: (r["status"], r["error"]) for r in rows}
     assert status["ok"] == ("ok", "")
-    assert status["raise"][0] == "failed" and "RuntimeError: boom" in status["raise"][1]
+    assert status["raise_"][0] == "failed" and "RuntimeError: boom" in status["raise_"][1]
     assert status["exit0"][0] == "failed" and "sys.exit(0)" in status["exit0"][1]
     assert status["hang"][0] == "timeout" and "time limit of 3 s" in status["hang"][1]
     assert status["hog"][0] == "memory" and "memory limit of 600 MB" in status["hog"][1]

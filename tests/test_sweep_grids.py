@@ -217,30 +217,29 @@ def test_plain_grids_keep_their_job_keys():
 
 
 def test_a_figure_grid_stops_on_a_failed_row(tmp_path, monkeypatch):
-    """The figures' `run_grid`: a job that fails is never dropped from a figure (a family that
-    fails for one seed: the file is valid, the job fails when it runs)."""
+    """The figures' `run_grid`: a job that fails is never dropped from a figure (a verifier
+    that fails on one instance: the file is valid, the job fails when it runs)."""
     from spectheory import figures
 
     (tmp_path / "onebadseed.py").write_text(textwrap.dedent("""
-        from spectheory.inputs.random_instances import random_instance
+        from spectheory.verifiers.block import block_verification
 
-        def fam(vocab_size, block_length, seed):
-            if seed == 1:
-                raise RuntimeError("no instance for seed 1")
-            return random_instance(vocab_size, block_length, seed)
-    """))
+        def law(drafts, q, p):
+            if float(q[0, 0, 0]) == BAD:
+                raise RuntimeError("no law for this instance")
+            return block_verification(drafts, q, p)
+    """).replace("BAD", repr(float(st.random_instance(2, 1, 1).draft.level(0)[0, 0]))))
     monkeypatch.syspath_prepend(str(tmp_path))
     figures.load(figures.gallery_folder() / "fig3_tau_pmf.py")  # puts the gallery's _common
     common = sys.modules["_common"]
-    config = {"instances": [{"family": "onebadseed:fam", "vocab": 2, "block": 1,
-                             "seeds": [0, 1]}],
-              "verifiers": [{"name": ["block", "lenient(0.5)"]}]}
+    config = {"instances": [{"family": "random", "vocab": 2, "block": 1, "seeds": [0, 1]}],
+              "verifiers": [{"name": ["block", "onebadseed:law"]}]}
     with pytest.raises(SpectheoryError) as exc:
         common.run_grid(config)
     text = str(exc.value)
-    assert text.startswith("2 of 4 jobs of the figure sweep did not finish")
-    assert "lenient(0.5), K = 1 on onebadseed:fam (V = 2, L = 1, seed 1): failed: " in text
-    assert "no instance for seed 1" in text
+    assert text.startswith("1 of 4 jobs of the figure sweep did not finish")
+    assert "onebadseed:law, K = 1 on random (V = 2, L = 1, seed 1): failed: " in text
+    assert "no law for this instance" in text
     assert common.sweep_toml({"instances": [{"alpha": 0.1 + 0.2}]}) == \
         "[[instances]]\nalpha = 0.30000000000000004\n"
 
@@ -263,19 +262,24 @@ def test_batches_give_the_table_of_one_job_per_process(tmp_path):
 
 def test_a_stopped_or_crashed_job_ends_its_batch_and_the_rest_run_again(tmp_path,
                                                                         monkeypatch):
-    module = tmp_path / "batchfam.py"
+    module = tmp_path / "batchver.py"
     module.write_text(textwrap.dedent("""
         import os, time
-        from spectheory.inputs.random_instances import random_instance
+        from spectheory.verifiers.token import token_verification
 
-        def fam(vocab_size, block_length, seed, how="ok"):
-            if how == "raise":
-                raise RuntimeError("boom")
-            if how == "hang":
-                time.sleep(60)
-            if how == "die":  # a crash (os._exit is refused by the call guard as a failed row)
-                os.kill(os.getpid(), 9)
-            return random_instance(vocab_size, block_length, seed)
+        def ok(drafts, q, p):
+            return token_verification(drafts, q, p)
+
+        ok2 = ok3 = ok
+
+        def raise_(drafts, q, p):
+            raise RuntimeError("boom")
+
+        def hang(drafts, q, p):
+            time.sleep(60)
+
+        def die(drafts, q, p):  # a crash (os._exit is refused by the call guard: a failed row)
+            os.kill(os.getpid(), 9)
     """))
     monkeypatch.syspath_prepend(str(tmp_path))
     cfg = load_config(textwrap.dedent("""
@@ -283,16 +287,16 @@ def test_a_stopped_or_crashed_job_ends_its_batch_and_the_rest_run_again(tmp_path
         time_limit = 1.5
         batch = 6
         [[instances]]
-        family = "batchfam:fam"
+        family = "random"
         vocab = 2
         block = 2
-        how = ["ok", "raise", "hang", "ok2", "die", "ok3"]
         [[verifiers]]
-        name = "token"
+        name = ["batchver:ok", "batchver:raise_", "batchver:hang", "batchver:ok2",
+                "batchver:die", "batchver:ok3"]
     """))
     rows = run_sweep(cfg, tmp_path / "out", workers=1)
-    got = [(json.loads(r["knobs"])["how"], r["status"]) for r in rows]
-    assert got == [("ok", "ok"), ("raise", "failed"), ("hang", "timeout"), ("ok2", "ok"),
+    got = [(r["name"].split(":")[1], r["status"]) for r in rows]
+    assert got == [("ok", "ok"), ("raise_", "failed"), ("hang", "timeout"), ("ok2", "ok"),
                    ("die", "crashed"), ("ok3", "ok")]
     assert "time limit of 1.5 s" in rows[2]["error"] and "exit code -9" in rows[4]["error"], rows[4]
     want = float(st.analyze(st.random_instance(2, 2, 0), "token").block_efficiency)
@@ -300,12 +304,12 @@ def test_a_stopped_or_crashed_job_ends_its_batch_and_the_rest_run_again(tmp_path
 
 
 def test_no_memory_limit_reads_no_memory(tmp_path, monkeypatch):
-    from spectheory.sweep import runner
+    from spectheory.sweep import guard
 
     def refuse(pid):
         raise AssertionError("memory read although memory_limit_mb = 0")
 
-    monkeypatch.setattr(runner, "_private_mb", refuse)
+    monkeypatch.setattr(guard, "_private_mb", refuse)
     for batch in (1, 3):
         cfg = load_config('[sweep]\nmemory_limit_mb = 0\nbatch = %d\n[[instances]]\n'
                           'family = "random"\nvocab = 3\nblock = 3\nseeds = [0, 1, 2]\n'

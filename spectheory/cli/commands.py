@@ -205,23 +205,11 @@ def cmd_instance_random(args) -> int:
 # ----------------------------------------------------------------------------- exact
 
 
-def check_executor_options(args) -> None:
-    """Refuse options that would do nothing: ``--split-depth`` or ``--workers`` without
-    ``--executor``, ``--address`` without ``--executor ray``."""
-    if args.executor is None:
-        for flag, value in (("--split-depth", args.split_depth), ("--workers", args.workers)):
-            if value is not None:
-                raise OptionError(f"{flag} {value} does nothing without --executor local|ray "
-                                  "(it sets how the split route runs); add --executor or "
-                                  f"drop {flag}")
-    if args.address is not None and args.executor != "ray":
-        raise OptionError(f"--address {args.address!r} is for --executor ray (the Ray "
-                          f"cluster to use); with --executor {args.executor or '(none)'} it "
-                          "would do nothing")
-
-
 def cmd_exact(args) -> int:
-    check_executor_options(args)
+    from ..engine.split import check_executor_options
+
+    check_executor_options(args.executor, args.split_depth, args.workers, args.address,
+                           flags=True)
     how, notes = plan_with_notes(args)
     inst = load_instance(args.instance, exact=args.exact, tol=args.tol)
     print_notes(notes)
@@ -230,7 +218,7 @@ def cmd_exact(args) -> int:
                       max_sequences=args.max_sequences, progress=limits.progress_enabled(),
                       paths=how.paths, drafting=how.drafting, sampling=args.sampling,
                       draft_sampling=args.draft_sampling, laws=args.executor is None,
-                      executor=args.executor, split_depth=args.split_depth or 1,
+                      executor=args.executor, split_depth=args.split_depth,
                       workers=args.workers, address=args.address)
     if how.spec.single_path and (args.paths is not None or args.drafting is not None):
         res.extra.update({"paths": how.paths, "drafting": how.drafting})

@@ -194,7 +194,8 @@ def analyze(instance: Instance, verifier, name: str | None = None,
             progress: bool = False, device="cpu", *, paths: int | None = None,
             drafting: str | None = None, symmetric: bool | None = None,
             route: str | None = "auto", laws: bool = True, sampling=None,
-            draft_sampling=None, executor: str | None = None, split_depth: int = 1,
+            draft_sampling=None, executor: str | None = None,
+            split_depth: int | None = None,
             workers: int | None = None, address: str | None = None) -> ExactAnalysis:
     """Exact tau pmf, E[tau], E[tau+1] and TV(output law, target law) of a verifier.
 
@@ -241,7 +242,9 @@ def analyze(instance: Instance, verifier, name: str | None = None,
         Split the per-node route into the V^d subtrees below depth ``split_depth`` (default 1)
         and evaluate them as tasks (`spectheory.engine.split`): ``"local"`` on ``workers`` processes
         (1: in this process), ``"ray"`` as Ray tasks (``address`` of a cluster, else a local
-        one). The same law exactly in rationals; the size guard applies to one task
+        one). ``split_depth`` or ``workers`` without ``executor``, and ``address`` without
+        ``executor="ray"``, would do nothing: refused
+        ([`OptionError`][spectheory.runtime.errors.OptionError] naming the option). The same law exactly in rationals; the size guard applies to one task
         (V^(L+1-d) sequences). Node-form verifiers (token, block, ...) with one path.
 
     Returns
@@ -252,6 +255,9 @@ def analyze(instance: Instance, verifier, name: str | None = None,
         p(y^{L+1}) (zero iff the verifier is valid; Sun et al., arXiv 2403.10444, sec. 2).
         ``extra`` holds ``paths`` and ``drafting`` for multi-path verifiers.
     """
+    from .split import check_executor_options
+
+    check_executor_options(executor, split_depth, workers, address)
     how = plan(verifier, paths, drafting)
     _check_instance(instance)
     V, L = instance.vocab_size, instance.block_length
@@ -276,6 +282,8 @@ def analyze(instance: Instance, verifier, name: str | None = None,
                                   "them at their defaults, or drop executor)")
         from .split import analyze_split
 
+        if split_depth is None:
+            split_depth = 1
         tau, out, tgt, tv = analyze_split(instance, how.spec, exact, laws, split_depth,
                                           executor, workers, address, max_sequences)
         tau_pmf = [tau]

@@ -56,6 +56,37 @@ EXECUTORS = ("local", "ray")
 MAX_TASKS = 1_000_000
 
 
+def check_executor_options(executor, split_depth=None, workers=None, address=None, *,
+                           flags: bool = False) -> None:
+    """Refuse the options that would do nothing, one rule for
+    [`analyze`][spectheory.engine.analysis.analyze], the ``exact`` command and the sweeps:
+    ``split_depth`` or ``workers`` without an ``executor``, and ``address`` without
+    ``executor="ray"`` ([`OptionError`][spectheory.runtime.errors.OptionError] naming the option).
+    ``None`` is "not given". ``flags``: name the options as the command line spells them
+    (``--split-depth 2``) rather than as keyword arguments (``split_depth=2``)."""
+    def shown(option: str, value) -> str:
+        if not flags:
+            return f"{option}={value!r}"
+        return f"--{option.replace('_', '-')} " + (repr(value) if option == "address" else
+                                                   str(value))
+
+    use = "--executor" if flags else "executor"
+    if executor is None:
+        for option, value in (("split_depth", split_depth), ("workers", workers)):
+            if value is not None:
+                drop = f"--{option.replace('_', '-')}" if flags else option
+                raise OptionError(f"{shown(option, value)} does nothing without "
+                                  + ("--executor local|ray" if flags else
+                                     "executor='local' or 'ray'")
+                                  + f" (it sets how the split route runs); add {use} or drop "
+                                  + drop)
+    if address is not None and executor != "ray":
+        now = f"--executor {executor or '(none)'}" if flags else f"executor={executor!r}"
+        raise OptionError(f"{shown('address', address)} is for "
+                          + ("--executor ray" if flags else "executor='ray'")
+                          + f" (the Ray cluster to use); with {now} it would do nothing")
+
+
 def _rows(model, d: int, a: int, b: int, exact: bool):
     """Rows a..b of the model's level d (conditionals after prefixes of length d), without
     building the whole level."""

@@ -26,9 +26,9 @@ def cmd_sweep(args) -> int:
         return 0
     if len(args.target) != 1:
         raise OptionError(f"one sweep file expected; got {len(args.target)} arguments")
-    if args.address is not None and args.executor != "ray":
-        raise OptionError(f"--address {args.address!r} is for --executor ray (the Ray cluster "
-                          f"to use); with --executor {args.executor} it would do nothing")
+    from ..engine.split import check_executor_options
+
+    check_executor_options(args.executor, address=args.address, flags=True)
     from .config import load_config
     from .runner import run_sweep
 

@@ -320,6 +320,9 @@ class SweepConfig:
     optima: list = field(default_factory=list)
     measures: list = field(default_factory=list)
     source: str = ""
+    #: The instances of its ``module:function`` families, built when the file was read
+    #: (`spectheory.sweep.families.check_calls`), for its jobs.
+    prebuilt: dict = field(default_factory=dict, repr=False, compare=False)
 
 
 #: Largest sweep file read, in bytes: a sweep file is a few tables (the largest grid,
@@ -624,7 +627,9 @@ def check_methods(cfg: SweepConfig) -> None:
     verifier that cannot run on the paths asked for, an inexact temperature under
     ``exact = true``, the multipath relaxation in exact mode, and a method table that matches
     no instance (a tree shape deeper than every block, a ``block`` restriction no instance has),
-    or a sweep with no job."""
+    or a sweep with no job; then a ``module:function`` family that, called for the sweep's
+    parameter points (`spectheory.sweep.families.check_calls`, in guarded child processes),
+    raises, exits, crashes, passes a limit or returns no ``Instance`` of the sizes asked for."""
     blocks = {L for t in cfg.instances for L in t["block"]}
     for i, table in enumerate(cfg.instances):
         for family in table["family"]:
@@ -661,6 +666,31 @@ def check_methods(cfg: SweepConfig) -> None:
                                       f"instances' blocks are {sorted(runs_on)})")
     if count_jobs(cfg) == 0:
         raise OptionError("the sweep expands to no job")
+    from .families import check_calls  # the families' calls, last: they run user code
+
+    cfg.prebuilt = check_calls(family_calls(cfg))
+
+
+def family_calls(cfg: SweepConfig) -> list:
+    """The distinct calls of the ``module:function`` families the sweep's jobs make
+    ([`FamilyCall`][spectheory.sweep.families.FamilyCall]), in grid order: one per instance point
+    (``truncate_from``: one per point built, for all its block lengths)."""
+    from .families import FamilyCall, knob_key
+
+    calls, seen = [], set()
+    for i, table in enumerate(cfg.instances):
+        one = SweepConfig(instances=[table])
+        for family, V, L, seed, knobs in _instances(one):
+            if family == "random" or family.startswith("toy:"):
+                continue
+            built = dict(knobs).get(TRUNCATE, L)
+            rest = tuple((k, v) for k, v in knobs if k != TRUNCATE)
+            key = (family, V, built, seed, knob_key(rest))
+            if key not in seen:
+                seen.add(key)
+                calls.append(FamilyCall(family, V, built, seed, rest, cfg.time_limit,
+                                        cfg.memory_limit_mb, f"[[instances]] #{i + 1}"))
+    return calls
 
 
 def _tree_keys(table: dict, where: str) -> list[str]:

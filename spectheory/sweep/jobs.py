@@ -8,8 +8,11 @@ import json
 import shlex
 from pathlib import Path
 
-from ..runtime.errors import OptionError, SpectheoryError
+from ..runtime.errors import OptionError
 from .config import _CONTRAST, TRUNCATE, resolve_verifier  # noqa: F401 - re-exported
+from . import families
+from .families import _call_family, _cells
+from .guard import describe_error  # noqa: F401 - re-exported
 
 #: The outputs of a row (inputs are `Job.inputs`), in table order. ``value``: a measure row's
 #: value (`spectheory.sweep.config.MEASURES`).
@@ -20,10 +23,6 @@ OUTPUTS = ("status", "block_efficiency", "expected_accepted", "tv_to_target", "t
 #: most table entries they may hold together (2^24 float64 numbers: 128 MB).
 _BUILT: dict = {}
 _BUILT_CELLS = 1 << 24
-
-
-def _cells(inst) -> int:
-    return sum(int(t.size) for m in (inst.target, inst.draft) for t in getattr(m, "tables", ()))
 
 
 def _deep_build(family: str, vocab: int, built: int, seed: int, knobs: dict, exact: bool):
@@ -74,19 +73,11 @@ def build_instance(family: str, vocab: int, block: int, seed: int, knobs: dict, 
                               f"{', '.join(sorted(toy.FAMILIES))}")
         return toy.make_instance(name, vocab_size=vocab, block_length=block, seed=seed, **knobs)
     if ":" in family:
-        from ..runtime.errors import call_user, import_user
-
-        fn = import_user(family, "instance family")
-        if not callable(fn):
-            raise OptionError(f"family {family!r} is {type(fn).__name__}, not a function")
-        inst = call_user(fn, vocab_size=vocab, block_length=block, seed=seed, what=family,
-                         **knobs)
-        from ..inputs.instances import Instance
-
-        if not isinstance(inst, Instance):
-            raise OptionError(f"family {family!r} returned {type(inst).__name__}, not an "
-                              "Instance")
-        return inst
+        inst = families.PREBUILT.get((family, vocab, block, seed,
+                                      families.knob_key(knobs.items())))
+        if inst is not None:  # called when the file was read (`call_family`), not again
+            return inst
+        return _call_family(family, vocab, block, seed, knobs)
     raise OptionError(f"unknown family {family!r}: use \"random\", \"toy:NAME\" or "
                       "module:function")
 
@@ -252,10 +243,3 @@ def _plain_name(name: str) -> bool:
     """Whether a verifier name is one the ``spectheory exact`` command takes as it is (not a
     parameterised contrast)."""
     return _CONTRAST.match(name.replace(" ", "")) is None
-
-
-def describe_error(exc: BaseException) -> str:
-    """One line for a failed job."""
-    if isinstance(exc, SpectheoryError):
-        return " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {' '.join(str(exc).split())}"

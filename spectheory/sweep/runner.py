@@ -33,6 +33,7 @@ from pathlib import Path
 
 from ..runtime.errors import OptionError, SpectheoryError
 from .config import Job, SweepConfig, expand
+from .guard import _Guarded, _wait, run_batches
 from .jobs import OUTPUTS, command, compute, describe_error, warm_up
 
 #: The table's columns: the cache key, the inputs, the outputs, the reproducing command.
@@ -43,27 +44,6 @@ COLUMNS = ("job",) + INPUT_COLUMNS + OUTPUTS + ("command",)
 #: Columns that measure the run rather than the result (differ between runs and executors).
 RUN_COLUMNS = ("seconds", "peak_rss_mb")
 EXECUTORS = ("local", "ray")
-_POLL = 0.02
-
-
-def _child(jobs: list[Job], conn) -> None:  # pragma: no cover - runs in the forked child
-    """A child's jobs (one, or a batch) in order: each job's outputs, sent as
-    ``(index, outputs)`` when it is done."""
-    _one_thread()
-    try:
-        for i, job in enumerate(jobs):
-            conn.send((i, _outputs(job)))
-    finally:
-        conn.close()
-
-
-def _one_thread() -> None:  # pragma: no cover - runs in the forked child
-    try:
-        from ..runtime.threads import set_threads
-
-        set_threads(1)
-    except Exception:  # noqa: BLE001 - threads are a speed setting, never a failure
-        pass
 
 
 def _outputs(job: Job) -> dict:  # pragma: no cover - runs in the forked child
@@ -98,111 +78,9 @@ def _outputs(job: Job) -> dict:  # pragma: no cover - runs in the forked child
     return out
 
 
-def _private_mb(pid: int) -> float:
-    """The job's own resident memory: the child's private pages (``Private_Clean`` +
-    ``Private_Dirty`` of ``/proc/PID/smaps_rollup``), not the pages it still shares with the
-    parent it was forked from; ``VmRSS`` where smaps_rollup is missing."""
-    try:
-        total, seen = 0, False
-        with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith(("Private_Clean:", "Private_Dirty:")):
-                    total += int(line.split()[1])
-                    seen = True
-        if seen:
-            return total / 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0.0
-
-
-class _Guarded:
-    """The jobs of one forked child (one job, or a batch run one after the other), the clock
-    and memory of the job it is running watched and the child killed past that job's limits."""
-
-    def __init__(self, jobs: list[Job]):
-        import multiprocessing as mp
-
-        ctx = mp.get_context("fork")
-        self.jobs = list(jobs)
-        self.done = 0  # jobs whose outputs arrived; the child runs jobs[done]
-        self.recv, send = ctx.Pipe(duplex=False)
-        self.proc = ctx.Process(target=_child, args=(self.jobs, send), daemon=True)
-        self.start = self.checked = time.perf_counter()
-        self.peak = 0.0
-        self.proc.start()
-        send.close()
-
-    def _end(self, status: str, error: str) -> dict:
-        if self.proc.is_alive():
-            self.proc.kill()
-        self.proc.join()
-        self.recv.close()
-        return {"status": status, "error": error,
-                "seconds": round(time.perf_counter() - self.start, 4),
-                "peak_rss_mb": round(self.peak, 1)}
-
-    def poll(self) -> tuple[list, list[Job] | None]:
-        """The ``(job, outputs)`` pairs that arrived, and None while the child runs, else the
-        jobs to run again in a new child (those after a job that was stopped or crashed)."""
-        results = []
-        ended = False
-        while self.recv.poll():
-            try:
-                i, out = self.recv.recv()
-            except (EOFError, OSError):  # the child closed the pipe: done or dead
-                ended = True
-                break
-            results.append((self.jobs[i], out))
-            self.done = i + 1
-            self.start = time.perf_counter()
-            self.peak = 0.0
-        if self.done == len(self.jobs):
-            self.proc.join()
-            self.recv.close()
-            return results, []
-        job, rest = self.jobs[self.done], self.jobs[self.done + 1:]
-        if ended or not self.proc.is_alive():
-            self.proc.join(timeout=5)
-            results.append((job, self._end("crashed", f"the job's process ended with exit code "
-                                                     f"{self.proc.exitcode} before returning a "
-                                                     "result")))
-            return results, rest
-        now = time.perf_counter()
-        if now - self.start > job.time_limit:
-            results.append((job, self._end("timeout", f"stopped at the time limit of "
-                                                      f"{job.time_limit:g} s")))
-            return results, rest
-        if job.memory_limit_mb and now - self.checked >= _POLL:  # as often as for one job
-            self.checked = now
-            own = _private_mb(self.proc.pid)
-            self.peak = max(self.peak, own)
-            if own > job.memory_limit_mb:
-                results.append((job, self._end(
-                    "memory", f"stopped at {own:.0f} MB of its own resident memory, over the "
-                              f"memory limit of {job.memory_limit_mb} MB")))
-                return results, rest
-        return results, None
-
-
-def _wait(running: list) -> None:
-    """Sleep until a running job has sent its result or ended, at most `_POLL` seconds (the
-    limits are checked at least that often; a finished job is collected at once)."""
-    from multiprocessing.connection import wait
-
-    wait([g.recv for g in running] + [g.proc.sentinel for g in running], timeout=_POLL)
-
-
 def run_guarded(job: Job) -> dict:
     """Run one job in a child process under its limits; its outputs (always a dict)."""
-    g = _Guarded([job])
+    g = _Guarded([job], _outputs)
     while True:
         results, _ = g.poll()
         if results:
@@ -214,34 +92,10 @@ def run_guarded(job: Job) -> dict:
 
 
 def _local(jobs: list[Job], workers: int, done, batch: int = 1) -> None:
-    """``workers`` children at once, each with about ``batch`` jobs (one by default), dealt
-    round-robin (job i to batch i mod B, B = ceil(jobs / batch)), so that the costly parts of a
-    grid spread over the children; each batch runs its jobs in grid order."""
+    """The jobs on ``workers`` children at once, each with about ``batch`` jobs
+    (`spectheory.sweep.guard.run_batches`), the parent warmed up first."""
     warm_up(jobs)
-    n = -(-len(jobs) // batch)
-    pending = [jobs[i::n] for i in reversed(range(n))]  # batches, the next one last
-    running: list[_Guarded] = []
-    try:
-        while pending or running:
-            while pending and len(running) < workers:
-                running.append(_Guarded(pending.pop()))
-            still = []
-            for g in running:
-                results, rest = g.poll()
-                for job, out in results:
-                    done(job, out)
-                if rest is None:
-                    still.append(g)
-                elif rest:
-                    pending.append(rest)  # the rest of the batch, next
-            running = still
-            if running and (len(running) >= workers or not pending):
-                _wait(running)
-    finally:
-        for g in running:
-            if g.proc.is_alive():
-                g.proc.kill()
-                g.proc.join()
+    run_batches(jobs, workers, done, batch, _outputs)
 
 
 def _ray_task(job: Job) -> dict:  # runs on a Ray worker
@@ -457,10 +311,26 @@ def run_sweep(cfg: SweepConfig, out, executor: str = "local", workers: int | Non
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 4 * cores:
         raise OptionError(f"workers must be an integer in [1, {4 * cores}] (4 x the cores); "
                           f"got {workers!r}")
+    from ..engine.split import check_executor_options
+
+    check_executor_options(executor, address=address)
     if executor == "ray" and address:  # before any folder is made or job is listed
         from ..runtime.raycluster import probe_address
 
         probe_address(address, "--executor ray: --address")
+    from . import families
+
+    saved, families.PREBUILT = families.PREBUILT, cfg.prebuilt  # inherited by the forked jobs
+    try:
+        return _run_sweep(cfg, out, executor, workers, address, only, retry_failed, use_cache,
+                          progress, log)
+    finally:
+        families.PREBUILT = saved
+
+
+def _run_sweep(cfg: SweepConfig, out, executor: str, workers: int, address: str | None,
+               only: list[str] | None, retry_failed: bool, use_cache: bool, progress: bool,
+               log) -> list[dict]:
     jobs = expand(cfg)
     if only:  # a reproduction: the named jobs computed afresh, the table and cache untouched
         keys = {j.key() for j in jobs}
