@@ -267,7 +267,9 @@ def analyze(instance: Instance, verifier, name: str | None = None,
     backend : {"auto", "numpy", "torch"}
         What the float route computes on ([`float_backend`][spectheory.engine.plan.float_backend]):
         ``auto`` (default) numpy float64 on the CPU for verifiers that declare it (token and
-        block on the per-node and per-draft routes; torch is then never imported), else torch;
+        block on the per-node and per-draft routes, up to
+        [`NUMPY_MAX_SEQUENCES`][spectheory.engine.plan.NUMPY_MAX_SEQUENCES] sequences; torch is
+        then never imported), else torch;
         ``torch`` forces torch, ``numpy`` refuses where numpy cannot run. The results have the
         same types either way.
 
@@ -288,8 +290,8 @@ def analyze(instance: Instance, verifier, name: str | None = None,
     if executor is not None and backend == "numpy" and not exact:
         raise SpectheoryError(f"executor={executor!r} computes floats on torch; backend "
                               "'numpy' cannot run there (use backend 'auto' or 'torch')")
-    arrays = float_backend(how, route, device, backend, exact) if executor is None else \
-        float_backend(how, route, device, "torch" if not exact else None, exact)
+    arrays = float_backend(how, route, device, backend if executor is None else
+                           "torch" if not exact else None, exact, V ** (L + 1))
     if executor is None:  # a split analysis guards the size of one task instead
         _plan_sizes(how, V, L, 1, exact, max_sequences, "exact analysis",
                     f"V^(L+1) = {V}^{L + 1}", symmetric, route)
@@ -393,7 +395,7 @@ def multi_iteration_law(instance: Instance, verifier, n_tokens: int,
     exact = instance.exact if exact is None else exact
     _plan_sizes(how, V, L, V ** (N - 1), exact, max_sequences, "multi-iteration law",
                 f"V^(N-1) contexts x V^(L+1) = {V}^{N - 1 + L + 1}", route=route)
-    arrays = float_backend(how, route, device, backend, exact)
+    arrays = float_backend(how, route, device, backend, exact, V ** (N - 1) * V ** (L + 1))
     instance = process_instance(instance, sampling, draft_sampling, exact)
     with Bk.float_errors():  # numpy floats: inf / NaN as on torch, found by validation
         final, tgt, tv = _multi_iteration(instance, how, N, exact, device, route, arrays)
