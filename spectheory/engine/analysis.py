@@ -268,8 +268,8 @@ def analyze(instance: Instance, verifier, name: str | None = None,
         What the float route computes on ([`float_backend`][spectheory.engine.plan.float_backend]):
         ``auto`` (default) numpy float64 on the CPU for verifiers that declare it (token and
         block on the per-node and per-draft routes, up to
-        [`NUMPY_MAX_SEQUENCES`][spectheory.engine.plan.NUMPY_MAX_SEQUENCES] sequences; torch is
-        then never imported), else torch;
+        ``spectheory.engine.plan.NUMPY_MAX_SEQUENCES`` sequences; torch is then never
+        imported), else torch;
         ``torch`` forces torch, ``numpy`` refuses where numpy cannot run. The results have the
         same types either way.
 
