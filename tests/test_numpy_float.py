@@ -269,12 +269,12 @@ def test_node_steps_on_special_values_are_torchs(step):
                 _same(a, b, ulps=4)
 
 
-@pytest.mark.parametrize("kind,weight,corr", [
-    ("nan", [0.5, np.nan], [[0.5, 0.5], [1.0, 0.0]]),
-    ("inf", [0.5, np.inf], [[0.5, 0.5], [1.0, 0.0]]),
-    ("negative", [0.5, 0.2], [[1.5, -0.5], [1.0, 0.0]]),
-    ("stop-sum", [0.5, 1.5], [[0.5, 0.5], [1.0, 0.0]]),
-    ("correction-sum", [0.5, 1.0], [[0.5, 0.5], [0.7, 0.0]]),
+@pytest.mark.parametrize("kind,weight,corr", [  # two offending entries: the first is named
+    ("nan", [0.5, np.nan, np.nan], [[0.5, 0.5], [1.0, 0.0], [1.0, 0.0]]),
+    ("inf", [0.5, np.inf, np.inf], [[0.5, 0.5], [1.0, 0.0], [1.0, 0.0]]),
+    ("negative", [0.5, 0.2, 0.2], [[0.5, 0.5], [1.5, -0.5], [-0.5, 1.5]]),
+    ("stop-sum", [0.5, 1.5, 1.5], [[0.5, 0.5], [1.0, 0.0], [1.0, 0.0]]),
+    ("correction-sum", [0.5, 1.0, 1.0], [[0.5, 0.5], [0.7, 0.0], [0.0, 0.7]]),
 ])
 def test_node_validation_refuses_alike_on_both_backends(kind, weight, corr):
     msgs = []
@@ -284,6 +284,7 @@ def test_node_validation_refuses_alike_on_both_backends(kind, weight, corr):
         assert err.value.kind == kind
         msgs.append((str(err.value), err.value.where))
     assert msgs[0] == msgs[1]
+    assert msgs[0][1][0] == 5  # node 1 of the chunk, offset 4
     validate_nodes(np.array([0.5, 1.0]), np.array([[0.5, 0.5], [1.0, 0.0]]), 2, False)
 
 
