@@ -88,8 +88,10 @@ def imports_torch(argv: list[str], env: dict) -> bool:
                 "    except SystemExit:\n"
                 "        pass\n"
                 "print('torch' in sys.modules)")
+    # not in ROOT: ``python -c`` puts its directory before PYTHONPATH, which would check this
+    # checkout's code instead of the code timed through PYTHONPATH
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         cwd=ROOT, env=env)
+                         cwd=tempfile.gettempdir(), env=env)
     return out.stdout.strip().splitlines()[-1] == "True"
 
 
