@@ -168,6 +168,19 @@ def test_backend_is_decided_by_declarations():
         float_backend(block, "node", backend="torch", exact=True)
 
 
+def test_the_split_executor_computes_floats_on_torch():
+    inst = random_instance(3, 2, 1, alpha=0.5)
+    split = analyze(inst, "block", executor="local", split_depth=1)
+    assert split.backend == "torch" and split.output_law.dtype == np.float64
+    _compare(split, analyze(inst, "block"), ULPS)
+    with pytest.raises(SpectheoryError, match="computes floats on torch"):
+        analyze(inst, "block", executor="local", backend="numpy")
+    ex = make_instance("sparse", V=3, L=2, seed=4, denominator=6)
+    assert analyze(ex, "block", executor="local").backend == "numpy"  # Fractions
+    with pytest.raises(SpectheoryError, match="exact rationals"):
+        analyze(ex, "block", executor="local", backend="torch")
+
+
 def test_the_size_rule_reaches_the_engine(monkeypatch):
     import spectheory.engine.plan as plan_module
 
@@ -289,9 +302,10 @@ def test_node_validation_refuses_alike_on_both_backends(kind, weight, corr):
 
 
 def test_a_nan_node_rule_is_refused_on_the_numpy_route():
-    """A declared numpy node form whose weights are NaN gets no law on the numpy route either."""
+    """A declared numpy node form whose weights are 0/0 gets no law on the numpy route either,
+    and numpy's division warns no more than torch's would (the engine's own errstate)."""
     def bad(state, px, qx, q, p):
-        w = B.ones_like(p[:, 0]) if px is None else px * np.nan
+        w = B.ones_like(p[:, 0]) if px is None else (px - px) / (qx - qx)  # 0/0 = NaN
         return None, w, p
 
     spec = node_verifier(NodeForm(bad, "forward"), "nan-rule", numpy_float=True)

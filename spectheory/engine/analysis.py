@@ -30,6 +30,7 @@ it is used, so a law with NaN, negative entries or rows that are not distributio
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Callable
@@ -115,6 +116,12 @@ def as_result(x):
     if callable(x) and not isinstance(x, np.ndarray):
         return lambda: as_result(x())
     return x
+
+
+def _numpy_floats(arrays: str, exact: bool):
+    """Around a numpy float computation, numpy's floating-point errors as torch's (inf / NaN
+    silently, found by the engine's validation); elsewhere numpy's settings are left alone."""
+    return Bk.float_errors() if arrays == "numpy" and not exact else contextlib.nullcontext()
 
 
 def _to_py(x):
@@ -287,16 +294,17 @@ def analyze(instance: Instance, verifier, name: str | None = None,
     V, L = instance.vocab_size, instance.block_length
     route = _cheaper(how, resolve_route(how, route, symmetric), route, V, L, symmetric)
     exact = instance.exact if exact is None else exact
-    if executor is not None and backend == "numpy" and not exact:
-        raise SpectheoryError(f"executor={executor!r} computes floats on torch; backend "
-                              "'numpy' cannot run there (use backend 'auto' or 'torch')")
-    arrays = float_backend(how, route, device, backend if executor is None else
-                           "torch" if not exact else None, exact, V ** (L + 1))
+    if executor is not None and not exact:  # the split executors compute floats on torch
+        if backend == "numpy":
+            raise SpectheoryError(f"executor={executor!r} computes floats on torch; backend "
+                                  "'numpy' cannot run there (use backend 'auto' or 'torch')")
+        backend = "torch" if backend in (None, "auto") else backend
+    arrays = float_backend(how, route, device, backend, exact, V ** (L + 1))
     if executor is None:  # a split analysis guards the size of one task instead
         _plan_sizes(how, V, L, 1, exact, max_sequences, "exact analysis",
                     f"V^(L+1) = {V}^{L + 1}", symmetric, route)
     instance = process_instance(instance, sampling, draft_sampling, exact)
-    with Bk.float_errors():  # numpy floats: inf / NaN as on torch, found by validation
+    with _numpy_floats(arrays, exact):
         return _analyze(instance, how, name, exact, max_sequences, progress, device, symmetric,
                         route, laws, sampling, draft_sampling, executor, split_depth, workers,
                         address, arrays)
@@ -397,7 +405,7 @@ def multi_iteration_law(instance: Instance, verifier, n_tokens: int,
                 f"V^(N-1) contexts x V^(L+1) = {V}^{N - 1 + L + 1}", route=route)
     arrays = float_backend(how, route, device, backend, exact, V ** (N - 1) * V ** (L + 1))
     instance = process_instance(instance, sampling, draft_sampling, exact)
-    with Bk.float_errors():  # numpy floats: inf / NaN as on torch, found by validation
+    with _numpy_floats(arrays, exact):
         final, tgt, tv = _multi_iteration(instance, how, N, exact, device, route, arrays)
     return as_result(final), as_result(tgt), _to_py(tv)
 
