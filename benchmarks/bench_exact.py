@@ -118,7 +118,7 @@ if per_draft:
                 "max_abs_diff_tau_pmf": max(abs(a - b) for a, b in zip(r.tau_pmf, r2.tau_pmf)),
                 "abs_diff_tv": abs(float(r.tv_to_target) - float(r2.tv_to_target))})
     if laws:
-        out["max_abs_diff_output_law"] = float((r.output_law - r2.output_law).abs().max())
+        out["max_abs_diff_output_law"] = float(np.abs(r.output_law - r2.output_law).max())
 if per_draft:  # the per-draft route's own arrays (and the node result kept for the diffs)
     out["peak_rss_gib_with_per_draft"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 print(json.dumps(out))

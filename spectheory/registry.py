@@ -110,6 +110,14 @@ class VerifierSpec:
         the default). False for a rule that walks the drafted tree itself: accepting a child
         moves into that child's subtree only (SGLang's tree kernel,
         [`spectheory.verifiers.sglang_tree`][spectheory.verifiers.sglang_tree]).
+    numpy_float : bool
+        The law function (and the node form) also run on numpy float64 arrays, giving the values
+        they give on float64 torch tensors (code written against
+        [`spectheory.runtime.backend`][spectheory.runtime.backend] throughout). The exact engine's
+        float route on the CPU then computes on numpy and never imports torch
+        ([`float_backend`][spectheory.engine.plan.float_backend]). False (the default, and for
+        every bare function, ``module:function`` included): float laws receive torch tensors, as
+        documented for verifier functions.
     tree_drafting : tuple of str
         The draft-tree schemes (``iid``, ``norep``, ``topk``;
         [`spectheory.engine.drafttrees`][spectheory.engine.drafttrees]) under which the node rule is
@@ -135,6 +143,7 @@ class VerifierSpec:
     rule_skips_repeats: bool = False
     rule_merges_repeats: bool = True
     tree_drafting: tuple = ()
+    numpy_float: bool = False
 
     def __post_init__(self):
         if self.paths not in (1, None):
@@ -296,8 +305,10 @@ def _as_spec(obj: Any, name: str, multi_path: bool = False, user: bool = False
     spec = obj if isinstance(obj, VerifierSpec) else getattr(obj, "spectheory_spec", None)
     if isinstance(spec, VerifierSpec):
         if user and not isinstance(spec.function, UserVerifier):
+            # user code receives torch tensors in float mode, as documented
             spec = dataclasses.replace(spec, function=UserVerifier(spec.function, name,
-                                                                   spec.single_path))
+                                                                   spec.single_path),
+                                       numpy_float=False)
         return spec
     if callable(obj):
         summary = (_doc(obj) or "").strip().split("\n")[0]

@@ -290,7 +290,7 @@ def test_uniform_product_monte_carlo():
             seq[m, j] = (rng.random(m.sum()) >= p[0]).astype(int)
     idx = seq[:, 0] * 4 + seq[:, 1] * 2 + seq[:, 2]
     freq = np.bincount(idx, minlength=8) / n
-    exact = analyze(toy_instance(exact=False), "uniform-product").output_law.numpy()
+    exact = analyze(toy_instance(exact=False), "uniform-product").output_law
     se = np.sqrt(exact * (1 - exact) / n)
     assert np.all(np.abs(freq - exact) <= 5 * se)
     target = np.array([math.prod(p[int(b)] for b in format(k, "03b")) for k in range(8)])

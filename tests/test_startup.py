@@ -71,7 +71,8 @@ def test_parser_and_light_commands_do_not_import_torch(tmp_path):
 
 
 def test_threads_apply_when_torch_is_imported_later(tmp_path):
-    """``--threads 3`` before torch is loaded: the command, which loads torch, runs with 3
+    """``--threads 3`` before torch is loaded: the command, which loads torch (the float law of a
+    verifier without numpy float support, ``hsd``), runs with 3
     threads (more than torch's default on a 2-core machine), and an in-process call leaves torch
     as it would have started (its own default) when it returns."""
     inst = tmp_path / "inst.json"
@@ -87,7 +88,7 @@ def test_threads_apply_when_torch_is_imported_later(tmp_path):
             "c.cmd_exact = spy\n"
             "from spectheory.cli import main\n"
             "with contextlib.redirect_stdout(io.StringIO()):\n"
-            f"    rc = main(['--threads', '3', 'exact', {str(inst)!r}, '--verifier', 'block'])\n"
+            f"    rc = main(['--threads', '3', 'exact', {str(inst)!r}, '--verifier', 'hsd'])\n"
             "import torch\n"
             "print(json.dumps([rc, seen, torch.get_num_threads()]))")
     rc, seen, after = json.loads(_python(code))
@@ -184,3 +185,49 @@ def test_help_and_an_exact_rational_analysis_import_only_what_they_use(tmp_path)
 
     assert value == str(analyze(random_instance(3, 2, 0, denominator=12), "block",
                                 exact=True).expected_accepted)
+
+
+def test_float_exact_and_check_on_a_small_instance_do_not_import_torch(tmp_path):
+    """The default float64 route of ``spectheory exact`` and ``spectheory check`` (token and block,
+    per-node route, one and several iterations) computes on numpy: torch is never imported, and
+    the numbers are the torch route's to within a few ulps. A verifier without numpy float
+    support (``hsd``) still loads torch."""
+    from spectheory.inputs.instances import instance_to_dict
+    from spectheory.inputs.random_instances import random_instance
+
+    inst = tmp_path / "v3l2.json"
+    inst.write_text(json.dumps(instance_to_dict(random_instance(3, 2, 1))))
+    runs = [["exact", str(inst)], ["check", str(inst)], ["exact", str(inst), "--verifier", "token"],
+            ["check", str(inst), "--verifier", "token", "--tokens", "4"]]
+    code = ("import contextlib, io, json, sys\n"
+            "from spectheory.cli import main\n"
+            "res = []\n"
+            f"for argv in {runs!r}:\n"
+            "    out = io.StringIO()\n"
+            "    with contextlib.redirect_stdout(out):\n"
+            "        rc = main(argv + ['--json'])\n"
+            "    res.append([rc, json.loads(out.getvalue())])\n"
+            "torch_after_float = 'torch' in sys.modules\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            f"    main(['exact', {str(inst)!r}, '--verifier', 'hsd'])\n"
+            "print(json.dumps([res, torch_after_float, 'torch' in sys.modules]))")
+    res, torch_after_float, torch_after_hsd = json.loads(_python(code))
+    assert (torch_after_float, torch_after_hsd) == (False, True)
+    from spectheory import analyze, check_lossless, load_instance
+
+    instance = load_instance(str(inst))
+    for (rc, obj), argv in zip(res, runs):
+        assert rc == 0, argv
+        name = "token" if "token" in argv else "block"
+        if argv[0] == "exact":
+            ref = analyze(instance, name, backend="torch")
+            assert ref.backend == "torch"
+            assert obj["tau_pmf"] == pytest.approx(ref.tau_pmf, rel=0, abs=1e-15)
+            assert obj["expected_accepted"] == pytest.approx(ref.expected_accepted, abs=1e-15)
+            assert obj["tv_to_target"] <= 1e-15
+        else:
+            n = 4 if "--tokens" in argv else None
+            ref = check_lossless(name, instance, n_tokens=n, backend="torch")
+            assert obj["lossless"] is True and ref.lossless
+            assert obj["tokens"] == ref.n_tokens
+            assert obj["max_difference"] == pytest.approx(ref.max_difference, abs=1e-15)

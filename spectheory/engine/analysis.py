@@ -10,7 +10,7 @@ into the same [`BlockLaw`][spectheory.engine.perdraft.BlockLaw], from which ever
 
 For an instance (draft q, target p, block length L) and a verifier with law
 (P(tau = i | X), correction_i(. | X)), the per-draft route evaluates the verifier once on the batch
-of all V**L drafts (in chunks, float64 torch, or numpy Fractions in exact mode) and forms
+of all V**L drafts (in chunks; float64 numpy or torch, or numpy Fractions in exact mode) and forms
 
 * the pmf of tau:        P(tau = i) = sum_X q(X) P(tau = i | X);
 * the emitted block law: E_{i+1}(y^{i+1}) = sum_{X : X^i = y^i} q(X) P(tau = i | X)
@@ -30,6 +30,7 @@ it is used, so a law with NaN, negative entries or rows that are not distributio
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Callable
@@ -46,7 +47,7 @@ from ..inputs.processing import process_instance
 from ..registry import Plan, VerifierSpec, plan
 from .output import node_output_law, output_law, target_law, total_variation
 from .perdraft import BlockLaw, block_output_law
-from .plan import _cheaper, _check_instance, _plan_sizes, resolve_route
+from .plan import _cheaper, _check_instance, _plan_sizes, float_backend, resolve_route
 from .seqtree import levels
 
 def node_route_law(spec: VerifierSpec, q_levels, p_levels, V: int, L: int):
@@ -98,12 +99,29 @@ def block_law(how: Plan, q_levels, p_levels, V: int, L: int,
                                          progress, symmetric))
     if C == 1:
         return parts[0]
-    cat = (lambda xs: np.concatenate(xs)) if Bk.is_exact(p_levels[0]) else torch.cat
+    cat = torch.cat if Bk.is_torch(p_levels[0]) else (lambda xs: np.concatenate(xs))
     return BlockLaw(cat([b.tau_pmf for b in parts]),
                     [None] + [cat([b.emitted[j] for b in parts]) for j in range(1, L + 2)])
 
 
 # ----------------------------------------------------------------------------- results
+
+
+def as_result(x):
+    """A law as results hold it (one type per mode, whatever the route computed on): a numpy
+    float64 array in float mode, a numpy object array of Fractions in exact mode; a function
+    (a target law built on first access) returns its result converted; None stays None."""
+    if is_tensor(x):
+        return x.detach().cpu().numpy()
+    if callable(x) and not isinstance(x, np.ndarray):
+        return lambda: as_result(x())
+    return x
+
+
+def _numpy_floats(arrays: str, exact: bool):
+    """Around a numpy float computation, numpy's floating-point errors as torch's (inf / NaN
+    silently, found by the engine's validation); elsewhere numpy's settings are left alone."""
+    return Bk.float_errors() if arrays == "numpy" and not exact else contextlib.nullcontext()
 
 
 def _to_py(x):
@@ -140,9 +158,14 @@ class _Lazy:
 class ExactAnalysis:
     """Exact analysis of one verifier on one instance (floats, or Fractions in exact mode).
 
-    ``output_law`` and ``target_law`` are the laws over V^(L+1) sequences (None when the
+    ``tau_pmf``, ``expected_accepted``, ``block_efficiency`` and ``tv_to_target`` are Python
+    floats (Fractions in exact mode). ``output_law`` and ``target_law`` are the laws over
+    V^(L+1) sequences in lexicographic order, 1-D numpy arrays: float64 in float mode, object
+    arrays of Fractions in exact mode, whichever route and backend computed them (None when the
     analysis ran with ``laws=False``); the target law is computed on first access. ``route`` is
-    the exact route that ran ([`resolve_route`][spectheory.engine.plan.resolve_route]).
+    the exact route that ran ([`resolve_route`][spectheory.engine.plan.resolve_route]);
+    ``backend`` the arrays it computed on (``"numpy"`` or ``"torch"``,
+    [`float_backend`][spectheory.engine.plan.float_backend]; ``"numpy"`` in exact mode).
     """
 
     verifier: str
@@ -157,6 +180,7 @@ class ExactAnalysis:
     target_law: Any = field(default=_Lazy(), repr=False)
     extra: dict = field(default_factory=dict)
     route: str = ""
+    backend: str = ""
 
     def to_json(self) -> dict:
         enc = (lambda v: str(v)) if self.exact else (lambda v: float(v))
@@ -196,7 +220,8 @@ def analyze(instance: Instance, verifier, name: str | None = None,
             route: str | None = "auto", laws: bool = True, sampling=None,
             draft_sampling=None, executor: str | None = None,
             split_depth: int | None = None,
-            workers: int | None = None, address: str | None = None) -> ExactAnalysis:
+            workers: int | None = None, address: str | None = None,
+            backend: str | None = "auto") -> ExactAnalysis:
     """Exact tau pmf, E[tau], E[tau+1] and TV(output law, target law) of a verifier.
 
     Parameters
@@ -209,7 +234,7 @@ def analyze(instance: Instance, verifier, name: str | None = None,
     name : str, optional
         Label of the result (default: the verifier's name).
     exact : bool, optional
-        Exact rationals (numpy arrays of Fractions) or float64 torch; default: as the instance.
+        Exact rationals (numpy arrays of Fractions) or float64; default: as the instance.
     max_sequences : int, optional
         Size guard on the enumeration ([`check_size`][spectheory.runtime.sizes.check_size]).
     paths : int, optional
@@ -244,8 +269,19 @@ def analyze(instance: Instance, verifier, name: str | None = None,
         (1: in this process), ``"ray"`` as Ray tasks (``address`` of a cluster, else a local
         one). ``split_depth`` or ``workers`` without ``executor``, and ``address`` without
         ``executor="ray"``, would do nothing: refused
-        ([`OptionError`][spectheory.runtime.errors.OptionError] naming the option). The same law exactly in rationals; the size guard applies to one task
-        (V^(L+1-d) sequences). Node-form verifiers (token, block, ...) with one path.
+        ([`OptionError`][spectheory.runtime.errors.OptionError] naming the option). The same law
+        exactly in rationals; the size guard applies to one task (V^(L+1-d) sequences).
+        Node-form verifiers (token, block, ...) with one path; floats on torch.
+    device : str
+        Where float64 torch computes (``"cpu"``, ``"cuda"``, ``"cuda:0"``, ...).
+    backend : {"auto", "numpy", "torch"}
+        What the float route computes on ([`float_backend`][spectheory.engine.plan.float_backend]):
+        ``auto`` (default) numpy float64 on the CPU for verifiers that declare it (token and
+        block on the per-node and per-draft routes, up to
+        ``spectheory.engine.plan.NUMPY_MAX_SEQUENCES`` sequences; torch is then never
+        imported), else torch;
+        ``torch`` forces torch, ``numpy`` refuses where numpy cannot run. The results have the
+        same types either way.
 
     Returns
     -------
@@ -253,7 +289,8 @@ def analyze(instance: Instance, verifier, name: str | None = None,
         ``tau_pmf[i] = sum_X P(X) P(tau = i | X)``, E[tau], the block efficiency E[tau+1], and
         the total variation between "output block, then target sampling up to L+1 tokens" and
         p(y^{L+1}) (zero iff the verifier is valid; Sun et al., arXiv 2403.10444, sec. 2).
-        ``extra`` holds ``paths`` and ``drafting`` for multi-path verifiers.
+        ``extra`` holds ``paths`` and ``drafting`` for multi-path verifiers. The laws are numpy
+        arrays ([`ExactAnalysis`][spectheory.engine.analysis.ExactAnalysis]).
     """
     from .split import check_executor_options
 
@@ -263,13 +300,29 @@ def analyze(instance: Instance, verifier, name: str | None = None,
     V, L = instance.vocab_size, instance.block_length
     route = _cheaper(how, resolve_route(how, route, symmetric), route, V, L, symmetric)
     exact = instance.exact if exact is None else exact
+    if executor is not None and not exact:  # the split executors compute floats on torch
+        if backend == "numpy":
+            raise SpectheoryError(f"executor={executor!r} computes floats on torch; backend "
+                                  "'numpy' cannot run there (use backend 'auto' or 'torch')")
+        backend = "torch" if backend in (None, "auto") else backend
+    arrays = float_backend(how, route, device, backend, exact, V ** (L + 1))
     if executor is None:  # a split analysis guards the size of one task instead
         _plan_sizes(how, V, L, 1, exact, max_sequences, "exact analysis",
                     f"V^(L+1) = {V}^{L + 1}", symmetric, route)
     instance = process_instance(instance, sampling, draft_sampling, exact)
+    with _numpy_floats(arrays, exact):
+        return _analyze(instance, how, name, exact, max_sequences, progress, device, symmetric,
+                        route, laws, sampling, draft_sampling, executor, split_depth, workers,
+                        address, arrays)
+
+
+def _analyze(instance, how, name, exact, max_sequences, progress, device, symmetric, route,
+             laws, sampling, draft_sampling, executor, split_depth, workers, address,
+             arrays) -> ExactAnalysis:
+    V, L = instance.vocab_size, instance.block_length
     if executor is None:
-        q_levels = levels(instance.draft, 0, L, exact, device)
-        p_levels = levels(instance.target, 0, L + 1, exact, device)
+        q_levels = levels(instance.draft, 0, L, exact, device, arrays)
+        p_levels = levels(instance.target, 0, L + 1, exact, device, arrays)
     label = name or how.spec.name
     if executor is not None:
         if how.paths != 1 or how.spec.node is None:
@@ -325,21 +378,24 @@ def analyze(instance: Instance, verifier, name: str | None = None,
         expected_accepted=e_tau,
         block_efficiency=e_tau + 1,
         tv_to_target=_to_py(tv),
-        output_law=out,
-        target_law=tgt,
+        output_law=as_result(out),
+        target_law=as_result(tgt),
         extra=extra,
         route=route,
+        backend=arrays,
     )
 
 def multi_iteration_law(instance: Instance, verifier, n_tokens: int,
                         exact: bool | None = None, max_sequences: int | None = None,
                         device="cpu", *, paths: int | None = None, drafting: str | None = None,
-                        route: str | None = "auto", sampling=None, draft_sampling=None):
+                        route: str | None = "auto", sampling=None, draft_sampling=None,
+                        backend: str | None = "auto"):
     """Exact law of the first ``n_tokens`` generated tokens when the verifier runs iteration after
     iteration (each iteration drafts K paths of L tokens from the current context, verifies, appends
-    the tau + 1 output tokens). Returns (generated law [V**N], target law [V**N], TV). ``route``,
-    ``sampling`` and ``draft_sampling`` as for [`analyze`][spectheory.engine.analysis.analyze] (the target law
-    is then the processed target's).
+    the tau + 1 output tokens). Returns (generated law [V**N], target law [V**N], TV): the laws as
+    1-D numpy arrays (float64, or Fractions in exact mode), the TV a float (a Fraction). ``route``,
+    ``sampling``, ``draft_sampling``, ``device`` and ``backend`` as for
+    [`analyze`][spectheory.engine.analysis.analyze] (the target law is then the processed target's).
 
     Contexts deeper than the instance's tables use the models' order-D Markov extension
     ([`TableModel`][spectheory.inputs.models.TableModel]).
@@ -355,15 +411,23 @@ def multi_iteration_law(instance: Instance, verifier, n_tokens: int,
     exact = instance.exact if exact is None else exact
     _plan_sizes(how, V, L, V ** (N - 1), exact, max_sequences, "multi-iteration law",
                 f"V^(N-1) contexts x V^(L+1) = {V}^{N - 1 + L + 1}", route=route)
+    arrays = float_backend(how, route, device, backend, exact, V ** (N - 1) * V ** (L + 1))
     instance = process_instance(instance, sampling, draft_sampling, exact)
-    p_top = levels(instance.target, 0, 1, exact, device)[0]
+    with _numpy_floats(arrays, exact):
+        final, tgt, tv = _multi_iteration(instance, how, N, exact, device, route, arrays)
+    return as_result(final), as_result(tgt), _to_py(tv)
+
+
+def _multi_iteration(instance, how, N: int, exact: bool, device, route, arrays):
+    V, L = instance.vocab_size, instance.block_length
+    p_top = levels(instance.target, 0, 1, exact, device, arrays)[0]
     like = p_top
     start = [Bk.full((V**n,), 0, like) for n in range(N)]
     start[0] = Bk.full((1,), 1, like)
     final = Bk.full((V**N,), 0, like)
     for n in range(N):
-        q_levels = levels(instance.draft, n, L, exact, device)
-        p_levels = levels(instance.target, n, L + 1, exact, device)
+        q_levels = levels(instance.draft, n, L, exact, device, arrays)
+        p_levels = levels(instance.target, n, L + 1, exact, device, arrays)
         block = block_law(how, q_levels, p_levels, V, L, limits.tick, route=route)
         C = V**n
         mass = start[n].reshape(C, 1)
@@ -374,8 +438,8 @@ def multi_iteration_law(instance: Instance, verifier, n_tokens: int,
             else:
                 keep = N - n
                 final = final + Bk.sum(e.reshape(C, V**keep, V ** (j - keep)), axis=2).reshape(-1)
-    tgt = target_law(levels(instance.target, 0, N, exact, device), N)[0]
-    return final, tgt, _to_py(total_variation(final, tgt))
+    tgt = target_law(levels(instance.target, 0, N, exact, device, arrays), N)[0]
+    return final, tgt, total_variation(final, tgt)
 
 
 def analyze_multipath(instance: Instance, verifier, paths: int, drafting: str | None = None,
@@ -467,10 +531,11 @@ def analyze_tree(instance: Instance, verifier, shape, drafting: str | None = Non
     return ExactAnalysis(
         verifier=name or spec.name, vocab_size=V, block_length=L, exact=exact, tau_pmf=pmf,
         expected_accepted=e_tau, block_efficiency=e_tau + 1,
-        tv_to_target=_to_py(total_variation(out, tgt)), output_law=out, target_law=tgt,
+        tv_to_target=_to_py(total_variation(out, tgt)), output_law=as_result(out),
+        target_law=as_result(tgt),
         extra={"tree": tree.describe(), "paths": tree.paths, "drafted_nodes": tree.n_drafted,
                "leaf_depths": sorted(set(tree.leaf_depths)), "drafting": drafting,
-               "route": how})
+               "route": how}, backend="numpy" if exact else "torch")
 
 
 def analysis_summary(res: ExactAnalysis) -> str:
@@ -487,6 +552,7 @@ __all__ = [
     "analyze_gbv_fast",
     "analyze_multipath",
     "analyze_tree",
+    "as_result",
     "block_law",
     "multi_iteration_law",
     "node_route_law",

@@ -13,14 +13,13 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
-from ..runtime._lazy import torch
 
 from ..runtime import backend as Bk
 from ..runtime.errors import SpectheoryError
 from ..inputs.instances import Instance
 from ..inputs.models import prefix_from_index
 from ..registry import plan
-from .analysis import _to_py, analyze, analyze_tree, multi_iteration_law
+from .analysis import _to_py, analyze, analyze_tree, as_result, multi_iteration_law
 from .plan import _check_instance
 
 #: Largest tolerance the float checker accepts: a TV above this is never "lossless".
@@ -84,7 +83,7 @@ def check_lossless(verifier, instance: Instance, exact: bool | None = None,
                    tol: float = 1e-12, n_tokens: int | None = None,
                    max_sequences: int | None = None, *, paths: int | None = None,
                    drafting: str | None = None, route: str | None = "auto", sampling=None,
-                   draft_sampling=None) -> LosslessReport:
+                   draft_sampling=None, backend: str | None = "auto") -> LosslessReport:
     """Exact verdict on whether a verifier is lossless.
 
     Compares the law of the output block followed by target sampling (``n_tokens`` = L+1, the
@@ -99,7 +98,9 @@ def check_lossless(verifier, instance: Instance, exact: bool | None = None,
     ([`analyze`][spectheory.engine.analysis.analyze]; default the fastest available). ``sampling`` /
     ``draft_sampling`` process the target / draft rows first
     ([`analyze`][spectheory.engine.analysis.analyze]): the verdict is then against the processed target's law,
-    as an engine serving a request with those parameters must meet it.
+    as an engine serving a request with those parameters must meet it. ``backend``: what the
+    float route computes on ([`float_backend`][spectheory.engine.plan.float_backend]; default
+    numpy float64 for token and block, torch for the others).
     """
     how = plan(verifier, paths, drafting)
     _check_instance(instance)
@@ -111,12 +112,13 @@ def check_lossless(verifier, instance: Instance, exact: bool | None = None,
     if n_tokens is None or n_tokens == L + 1:
         res = analyze(instance, how.spec, exact=exact, max_sequences=max_sequences,
                       paths=how.paths, drafting=how.drafting, route=route, sampling=sampling,
-                      draft_sampling=draft_sampling)
+                      draft_sampling=draft_sampling, backend=backend)
         out, tgt, tv, N = res.output_law, res.target_law, res.tv_to_target, L + 1
     else:
         out, tgt, tv = multi_iteration_law(instance, how.spec, n_tokens, exact, max_sequences,
                                            paths=how.paths, drafting=how.drafting, route=route,
-                                           sampling=sampling, draft_sampling=draft_sampling)
+                                           sampling=sampling, draft_sampling=draft_sampling,
+                                           backend=backend)
         N = int(n_tokens)
     rep = lossless_report(out, tgt, tv, N, V, exact, tol)
     rep.verifier, rep.paths, rep.drafting = how.spec.name, how.paths, how.drafting
@@ -126,11 +128,13 @@ def check_lossless(verifier, instance: Instance, exact: bool | None = None,
 def lossless_report(out, tgt, tv, n_tokens: int, vocab_size: int, exact: bool,
                     tol: float = 1e-12) -> LosslessReport:
     """Verdict from an output law and the target law over V**n_tokens sequences (see
-    [`check_lossless`][spectheory.engine.lossless.check_lossless])."""
+    [`check_lossless`][spectheory.engine.lossless.check_lossless]): numpy arrays (float64, or
+    Fractions in exact mode) or torch tensors, read as numpy."""
     N, V = n_tokens, vocab_size
     tol = check_tolerance(tol)  # refused even where exact mode does not use it
     if exact:
         tol = 0.0
+    out, tgt = as_result(out).reshape(-1), as_result(tgt).reshape(-1)  # numpy, either backend
     diff = Bk.abs(out - tgt)
     if exact:
         bad = np.flatnonzero(diff != 0)
@@ -138,14 +142,14 @@ def lossless_report(out, tgt, tv, n_tokens: int, vocab_size: int, exact: bool,
         k = int(bad[0]) if len(bad) else None
         worst = max(diff) if len(bad) else Fraction(0)
     else:
-        if not bool(torch.isfinite(out).all()):  # cannot happen after validate_law; kept as a guard
+        if not bool(np.isfinite(out).all()):  # cannot happen after validate_law; kept as a guard
             raise SpectheoryError("the output law has NaN or infinite entries")
         lossless = bool(float(tv) <= tol)
-        worst = float(diff.max()) if diff.numel() else 0.0
+        worst = float(diff.max()) if diff.size else 0.0
         k = None
         if not lossless:
-            over = torch.nonzero(diff > tol).reshape(-1)
-            k = int(over[0]) if len(over) else int(torch.argmax(diff))
+            over = np.flatnonzero(diff > tol)
+            k = int(over[0]) if len(over) else int(np.argmax(diff))
     if lossless:
         return LosslessReport(True, tv, N, exact, tol, max_difference=_to_py(worst))
     return LosslessReport(False, tv, N, exact, tol,

@@ -224,15 +224,16 @@ def per_draft_function(form: NodeForm, name: str, doc: str = "") -> Callable:
 
 
 def node_verifier(form: NodeForm, name: str, *, lossless: bool = True, exact: bool = True,
-                  paper: str = "", summary: str = ""):
+                  paper: str = "", summary: str = "", numpy_float: bool = False):
     """A single-path [`VerifierSpec`][spectheory.registry.VerifierSpec] from a node form alone: its
     law function is [`law_from_nodes`][spectheory.engine.nodes.law_from_nodes] of the form, and the exact
-    engine uses the per-node route."""
+    engine uses the per-node route. ``numpy_float``: the form's ``step`` also runs on numpy float64
+    arrays ([`VerifierSpec`][spectheory.registry.VerifierSpec])."""
     from ..registry import VerifierSpec
 
     return VerifierSpec(name, per_draft_function(form, name), paths=1, lossless=lossless,
                         exact=exact, node_form=form.formula, paper=paper,
-                        summary=summary or form.formula, node=form)
+                        summary=summary or form.formula, node=form, numpy_float=numpy_float)
 
 
 # ----------------------------------------------------------------------------- validation
@@ -286,37 +287,52 @@ def validate_nodes(weight, corr, depth: int, exact: bool, name: str = "verifier"
             raise LawError("correction-sum", f"{name}: correction row {where}, node "
                            f"{n + offset} sums to {rows[n]}, not 1", (n + offset,), rows[n])
         return
-    w = weight if is_tensor(weight) else torch.as_tensor(_numpy(weight))
-    c = None if skip_corr else (corr if is_tensor(corr)
-                                else torch.as_tensor(_numpy(corr)))
+    if is_tensor(weight) or is_tensor(corr):
+        w = weight if is_tensor(weight) else torch.as_tensor(_numpy(weight))
+        c = None if skip_corr else (corr if is_tensor(corr)
+                                    else torch.as_tensor(_numpy(corr)))
+        xp, size, bounds = torch, (lambda t: t.numel()), torch.aminmax  # one read
+        first = (lambda mask: tuple(int(i) for i in torch.nonzero(mask)[0]))
+    else:  # numpy float64: the same checks, the same messages
+        w = np.asarray(weight)
+        c = None if skip_corr else np.asarray(corr)
+        xp, size, bounds = np, (lambda t: t.size), (lambda t: (t.min(), t.max()))
+        first = (lambda mask: tuple(int(i) for i in np.argwhere(mask)[0]))
+    with B.float_errors():
+        _check_float_nodes(w, c, xp, size, bounds, first, where, at, name, tol, offset)
+
+
+def _check_float_nodes(w, c, xp, size, bounds, first, where, at, name, tol, offset):
+    """[`validate_nodes`][spectheory.engine.nodes.validate_nodes] in float mode, on torch tensors
+    (``xp`` torch) or numpy arrays (``xp`` numpy)."""
     # fast screen: min >= 0 fails on NaN and negatives, max <= 1 + tol on inf and w > 1, row sums
     # within tol on inf; the detailed diagnosis below runs only when a screen fails
-    if w.numel():
-        lo, hi = torch.aminmax(w)
+    if size(w):
+        lo, hi = bounds(w)
         ok = bool(lo >= 0) and bool(hi <= 1 + tol)  # False on NaN
     else:
         ok = True
-    if c is not None and ok and c.numel():
-        ok = bool(c.min() >= 0) and bool(((c.sum(dim=1) - 1).abs() <= tol).all())
+    if c is not None and ok and size(c):
+        ok = bool(c.min() >= 0) and bool((B.abs(B.sum(c, axis=1) - 1) <= tol).all())
     if ok:
         return
     checks = [("weight", w)] + ([] if c is None else [("correction", c)])
     for what, t in checks:
-        if not torch.isfinite(t).all():
-            kind = "nan" if torch.isnan(t).any() else "inf"
-            ix = tuple(int(i) for i in torch.nonzero(~torch.isfinite(t))[0])
+        if not xp.isfinite(t).all():
+            kind = "nan" if xp.isnan(t).any() else "inf"
+            ix = first(~xp.isfinite(t))
             raise LawError(kind, f"{name}: {'NaN' if kind == 'nan' else 'infinite'} node {what} "
                            f"{where} {at(ix)}", at(ix), float(t[ix]))
         if (t < 0).any():
-            ix = tuple(int(i) for i in torch.nonzero(t < 0)[0])
+            ix = first(t < 0)
             raise LawError("negative", f"{name}: negative node {what} {where} {at(ix)} = "
                            f"{float(t[ix])!r}", at(ix), float(t[ix]))
     if (w > 1 + tol).any():
-        n = int(torch.nonzero(w > 1 + tol)[0])
+        n = first(w > 1 + tol)[0]
         raise LawError("stop-sum", f"{name}: node weight {where}, node {n + offset} = "
                        f"{float(w[n])!r} exceeds 1", (n + offset,), float(w[n]))
-    err = (c.sum(dim=1) - 1).abs()
-    n = int(torch.nonzero(err > tol)[0])
+    err = B.abs(B.sum(c, axis=1) - 1)
+    n = first(err > tol)[0]
     raise LawError("correction-sum", f"{name}: correction row {where}, node {n + offset} sums "
                    f"to {float(c[n].sum())!r}, not 1 (tolerance {tol:g}); every row must be a "
                    f"distribution, also where P(tau) = 0", (n + offset,), float(c[n].sum()))
@@ -464,8 +480,8 @@ def node_block_law(form: NodeForm, q_levels, p_levels, V: int, L: int,
         same = c is p_k
         validate_nodes(w, c, L + at, exact, name, skip_corr=same, offset=first * V ** L + k0)
         if not same and corr_L is None:
-            corr_L = (B.full(pL.shape, 0, pL) if exact else
-                      torch.empty(pL.shape, dtype=pL.dtype, device=pL.device))
+            corr_L = (torch.empty(pL.shape, dtype=pL.dtype, device=pL.device)
+                      if B.is_torch(pL) else B.full(pL.shape, 0, pL))
             corr_L[:k0] = pL[:k0]  # earlier chunks returned the target rows
         if corr_L is not None:
             corr_L[k0:k1] = c

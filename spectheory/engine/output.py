@@ -119,7 +119,12 @@ def node_output_law(nodes, p_levels, V: int, L: int, laws: bool = True, A0=None,
     top_is_p = nodes.corr_is_target[L]
     out = _empty_table(pL.shape, pL) if laws else None
     tgt = _empty_table(pL.shape, pL) if laws and not top_is_p else None
-    tv = Fraction(0) if Bk.is_exact(pL) else torch.zeros((), dtype=pL.dtype, device=pL.device)
+    if Bk.is_exact(pL):
+        tv = Fraction(0)
+    elif Bk.is_torch(pL):
+        tv = torch.zeros((), dtype=pL.dtype, device=pL.device)
+    else:
+        tv = pL.dtype.type(0)  # a numpy float64 scalar
     n = p_levels[L - 1].shape[0]
     step = max(1, TV_CHUNK_ROWS // V)
     if fused and top_is_p and out is None:  # TV only: A_L + m_L - T_L = (A - T) p + m corr + m_L

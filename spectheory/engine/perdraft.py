@@ -2,8 +2,8 @@
 
 For an instance (draft q, target p, block length L) and a verifier with law
 (P(tau = i | X), correction_i(. | X)), the route evaluates the verifier once on the batch of all
-V**L drafts below each context (in chunks, float64 torch, or numpy Fractions in exact mode) and
-forms
+V**L drafts below each context (in chunks; float64 numpy or torch, or numpy Fractions in exact
+mode) and forms
 
 * the pmf of tau:        P(tau = i) = sum_X q(X) P(tau = i | X);
 * the emitted block law: E_{i+1}(y^{i+1}) = sum_{X : X^i = y^i} q(X) P(tau = i | X)
@@ -86,10 +86,10 @@ def block_output_law(verifier, q_levels, p_levels, V: int, L: int,
     tau_pmf = Bk.full((C, L + 1), 0, like)
     emitted = [None] + [Bk.full((C * V**i, V), 0, like) for i in range(L + 1)]
     for f0 in range(0, total, chunk):
-        if exact:
-            f = np.arange(f0, f0 + chunk, dtype=np.int64)
-        else:
+        if Bk.is_torch(like):
             f = torch.arange(f0, f0 + chunk, device=like.device)
+        else:
+            f = np.arange(f0, f0 + chunk, dtype=np.int64)
         drafts = sequence_tokens(f, L, V)
         q = Bk.stack([q_levels[j][f // V ** (L - j)] for j in range(L)], axis=1)
         p = Bk.stack([p_levels[j][f // V ** (L - j)] for j in range(L + 1)], axis=1)

@@ -21,6 +21,62 @@ MAX_PATHS = 20
 ROUTES = ("auto", "node", "per-draft", "tree", "enumerate", "analytic")
 
 
+#: Float backends of the exact engine ([`float_backend`][spectheory.engine.plan.float_backend]).
+BACKENDS = ("auto", "numpy", "torch")
+
+#: Routes whose engine code runs on numpy float64 arrays (the per-node and per-draft routes of
+#: one path); the others compute floats on torch.
+NUMPY_ROUTES = ("node", "per-draft")
+
+#: Most sequences (contexts x V^(L+1)) of an analysis that ``backend="auto"`` runs on numpy: below
+#: it importing torch (about 1 s) costs more than the whole analysis, above it the work pays for
+#: the import once and torch's fused in-place passes run up to ~3x faster than numpy's
+#: (V = 32, L = 4, one thread; equal at V = 8, L = 6, 2^21 sequences).
+NUMPY_MAX_SEQUENCES = 2**20
+
+
+def float_backend(how: Plan, route: str, device="cpu", backend: str | None = "auto",
+                  exact: bool = False, sequences: int = 0) -> str:
+    """The arrays an analysis computes on: ``"numpy"`` or ``"torch"``.
+
+    Exact mode computes on numpy object arrays of Fractions (``"numpy"``; asking for torch there
+    is refused). In float mode, ``backend="auto"`` (default) picks numpy float64 when nothing
+    needs torch: the device is the CPU (``"cpu"``), the route is one of `NUMPY_ROUTES`, the
+    verifier declares that its code runs on numpy floats
+    ([`VerifierSpec.numpy_float`][spectheory.registry.VerifierSpec]: token, block; never a
+    ``module:function`` verifier, whose float laws receive torch tensors) and the analysis covers
+    at most `NUMPY_MAX_SEQUENCES` ``sequences``; else float64 torch on ``device``. The choice is
+    made from these declarations and the size, never by trying. ``"torch"`` forces
+    torch (the same law, to within a few ulps: elementwise operations are the same IEEE
+    operations, sums may add in another order); ``"numpy"`` refuses, naming the reason, where
+    numpy cannot run. Either way the results have one type per mode
+    ([`ExactAnalysis`][spectheory.engine.analysis.ExactAnalysis])."""
+    backend = "auto" if backend is None else backend
+    if backend not in BACKENDS:
+        raise SpectheoryError(f"unknown backend {backend!r}; choose from {', '.join(BACKENDS)}")
+    if exact:
+        if backend == "torch":
+            raise SpectheoryError("backend 'torch' is for the float route; exact rationals "
+                                  "compute on numpy arrays of Fractions (use exact=False)")
+        return "numpy"
+    if backend == "torch":
+        return "torch"
+    why = None
+    if str(device) != "cpu":
+        why = f"device {device!r} is not the CPU"
+    elif how.paths != 1 or route not in NUMPY_ROUTES:
+        why = f"the {route!r} route with {how.paths} path(s) computes floats on torch"
+    elif not how.spec.numpy_float:
+        why = (f"verifier {how.spec.name!r} does not declare numpy float support "
+               "(VerifierSpec.numpy_float); its float law receives torch tensors")
+    if why is None and (backend == "numpy" or sequences <= NUMPY_MAX_SEQUENCES):
+        return "numpy"
+    if backend == "numpy":
+        raise SpectheoryError(f"backend 'numpy' cannot run here: {why}; use backend 'auto' or "
+                              "'torch'")
+    return "torch"
+
+
 def tree_route_available(how: Plan) -> bool:
     """K > 1 paths of a verifier that declares a node rule (`VerifierSpec.rule`), under ``iid``
     drafting or (for rules that skip repeated tokens) ``norep``: the K paths of length L are the
@@ -113,4 +169,5 @@ def _plan_sizes(how: Plan, V: int, L: int, contexts: int, exact: bool, max_seque
                    formula + (f" x {contexts:,} contexts" if contexts > 1 else ""), outcomes=True)
 
 
-__all__ = ["MAX_PATHS", "ROUTES", "resolve_route", "tree_route_available"]
+__all__ = ["BACKENDS", "MAX_PATHS", "NUMPY_MAX_SEQUENCES", "NUMPY_ROUTES", "ROUTES", "float_backend", "resolve_route",
+           "tree_route_available"]

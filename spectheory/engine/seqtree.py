@@ -14,15 +14,26 @@ from ..runtime._lazy import is_tensor, torch
 from ..inputs.models import TableModel
 
 
-def levels(model: TableModel, start: int, count: int, exact: bool, device="cpu"):
+def levels(model: TableModel, start: int, count: int, exact: bool, device="cpu",
+           backend: str = "torch"):
     """Conditional tables at depths start..start+count-1 as backend arrays.
 
     ``levels(m, n, k)[d]`` has shape [V**(n+d), V]: for every context of length n, the
     conditionals after each of its relative prefixes of length d (flat index ctx*V**d + rel).
+    Exact: numpy object arrays of Fractions. Float: float64 torch tensors on ``device``, or with
+    ``backend="numpy"`` float64 numpy arrays (on the CPU, without importing torch; see
+    [`float_backend`][spectheory.engine.plan.float_backend]).
     """
     model = model.to_exact() if exact else model.to_float()
     if exact:
         return [np.ascontiguousarray(model.level(d)) for d in range(start, start + count)]
+    if backend == "numpy":
+        if str(device) != "cpu":
+            raise ValueError(f"numpy levels are on the CPU, not on device {device!r}")
+        return [np.ascontiguousarray(model.level(d), dtype=np.float64)
+                for d in range(start, start + count)]
+    if backend != "torch":
+        raise ValueError(f"unknown float backend {backend!r}; choose from torch, numpy")
     device = check_device(device)
     return [model.torch_level(d, device=device) for d in range(start, start + count)]
 

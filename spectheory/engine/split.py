@@ -307,8 +307,6 @@ def analyze_split(instance: Instance, spec, exact: bool, laws: bool, split_depth
     if laws:
         out = np.concatenate([o for _, o, _ in second])
         tgt = np.concatenate([g for _, _, g in second])
-        if not exact:
-            out, tgt = torch.from_numpy(out), torch.from_numpy(tgt)
     return tau, out, tgt, tv
 
 

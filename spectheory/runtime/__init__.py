@@ -5,7 +5,8 @@
 * [`limits`][spectheory.runtime.limits] and [`sizes`][spectheory.runtime.sizes]: environment
   limits, time limits, progress, and the size guard of an enumeration;
 * [`backend`][spectheory.runtime.backend] (with ``_lazy``): one array
-  API over float64 torch and numpy arrays of Fractions, torch imported on first use;
+  API over torch tensors, numpy float64 arrays and numpy arrays of Fractions, torch imported on
+  first use;
 * [`threads`][spectheory.runtime.threads], [`allocator`][spectheory.runtime.allocator],
   [`raycluster`][spectheory.runtime.raycluster]: torch's CPU threads, the C allocator, a Ray
   session.

@@ -3,9 +3,10 @@
 The foundation modules ([`spectheory.runtime.backend`][spectheory.runtime.backend],
 [`spectheory.inputs.models`][spectheory.inputs.models], [`spectheory.engine.seqtree`][spectheory.engine.seqtree],
 [`spectheory.law`][spectheory.law], [`spectheory.engine.analysis`][spectheory.engine.analysis]) only touch torch when
-they are handed a tensor or asked for one, so instances, their JSON format, size guards and the LPs
-(numpy and scipy) work without loading torch, and the command line starts in a fraction of the ~1 s
-that importing torch takes. They bind ``torch`` to `torch` below, a stand-in that imports the real
+they are handed a tensor or asked for one, so instances, their JSON format, size guards, the LPs
+(numpy and scipy) and the exact engine's numpy routes (Fractions, and float64 where
+[`float_backend`][spectheory.engine.plan.float_backend] picks numpy) work without loading torch,
+and the command line starts in a fraction of the ~1 s that importing torch takes. They bind ``torch`` to `torch` below, a stand-in that imports the real
 module on the first attribute access.
 """
 

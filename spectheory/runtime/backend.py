@@ -3,13 +3,20 @@
 Every verifier in [`spectheory.verifiers`][spectheory.verifiers] is written once against these
 functions, so the same code runs
 
-* on ``torch.Tensor`` (float64 for the exact engine, float32/float64 on CPU or CUDA for real
-  models), and
+* on ``torch.Tensor`` (float64 for the exact engine off the CPU or for verifiers that need
+  torch, float32/float64 on CPU or CUDA for real models),
+* on ``numpy`` float64 arrays (the exact engine's float route on the CPU, for verifiers that
+  declare it: [`VerifierSpec.numpy_float`][spectheory.registry.VerifierSpec]), where every
+  operation gives the value the torch branch gives (elementwise the same IEEE operations;
+  reductions may add in another order) and, as on torch, a division by zero, an overflow or a NaN
+  produces inf or NaN without a warning (the engine's validation then names the entry), and
 * on ``numpy`` object arrays of `fractions.Fraction` (exact rational mode), where every
   operation is exact and a division by zero would raise instead of producing NaN.
 
 The dispatch is on the type of the first array argument. Only operations that are exact on
 rationals appear here (no exp/log), so a verifier built from them is exact in rational mode.
+[`float_errors`][spectheory.runtime.backend.float_errors] silences numpy's floating-point
+warnings around a computation, as the engine does around its numpy float route.
 """
 
 from __future__ import annotations
@@ -21,6 +28,12 @@ import numpy as np
 from ._lazy import is_tensor, torch
 
 Array = Any  # torch.Tensor or numpy.ndarray
+
+
+def float_errors():
+    """A context in which numpy float arithmetic behaves as torch's: 1/0 = inf, 0/0 = NaN,
+    overflow to inf, no RuntimeWarning (``numpy.errstate(all="ignore")``)."""
+    return np.errstate(all="ignore")
 
 
 def is_torch(x: Array) -> bool:
@@ -62,7 +75,10 @@ def minimum(a: Array, b) -> Array:
         if not is_tensor(b):
             return torch.clamp(a, max=b)
         return torch.minimum(a, b)
-    return np.minimum(a, b if not is_exact(a) or isinstance(b, np.ndarray) else Fraction(b))
+    if is_exact(a):
+        return np.minimum(a, b if isinstance(b, np.ndarray) else Fraction(b))
+    with float_errors():  # NaN propagates, as torch's
+        return np.minimum(a, b)
 
 
 def maximum(a: Array, b) -> Array:
@@ -70,7 +86,10 @@ def maximum(a: Array, b) -> Array:
         if not is_tensor(b):
             return torch.clamp(a, min=b)
         return torch.maximum(a, b)
-    return np.maximum(a, b if not is_exact(a) or isinstance(b, np.ndarray) else Fraction(b))
+    if is_exact(a):
+        return np.maximum(a, b if isinstance(b, np.ndarray) else Fraction(b))
+    with float_errors():
+        return np.maximum(a, b)
 
 
 def positive_part(a: Array) -> Array:
@@ -88,21 +107,26 @@ def where(cond: Array, a, b) -> Array:
 
 
 def safe_div(num: Array, den: Array, fallback) -> Array:
-    """num / den where den != 0, else ``fallback`` (no NaN, no ZeroDivisionError)."""
+    """num / den where den != 0, else ``fallback`` (no ZeroDivisionError; floats: a NaN or
+    infinite operand gives what IEEE division gives, NaN or inf, silently on either backend)."""
     zero = den == 0
     if is_torch(den):
         safe = torch.where(zero, torch.ones_like(den), den)
-    else:
-        safe = np.where(zero, scalar(den, 1), den)
-        if is_exact(den):
-            safe = safe.astype(object)
-    return where(zero, fallback, num / safe)
+        return where(zero, fallback, num / safe)
+    safe = np.where(zero, scalar(den, 1), den)
+    if is_exact(den):
+        return where(zero, fallback, num / safe.astype(object))
+    with float_errors():
+        return where(zero, fallback, num / safe)
 
 
 def sum(a: Array, axis: int, keepdims: bool = False) -> Array:  # noqa: A001 - mirrors numpy
     if is_torch(a):
         return a.sum(dim=axis, keepdim=keepdims)
-    if is_exact(a) and a.shape[axis] == 0:
+    if not is_exact(a):
+        with float_errors():  # inf + (-inf) = NaN as on torch
+            return a.sum(axis=axis, keepdims=keepdims)
+    if a.shape[axis] == 0:
         shape = list(a.shape)
         if keepdims:
             shape[axis] = 1
@@ -115,7 +139,8 @@ def sum(a: Array, axis: int, keepdims: bool = False) -> Array:  # noqa: A001 - m
 def cumprod(a: Array, axis: int) -> Array:
     if is_torch(a):
         return torch.cumprod(a, dim=axis)
-    return np.multiply.accumulate(a, axis=axis)
+    with float_errors():  # overflow / inf * 0 as on torch
+        return np.multiply.accumulate(a, axis=axis)
 
 
 def flip(a: Array, axis: int) -> Array:
@@ -203,7 +228,8 @@ def to_exact(a) -> np.ndarray:
 def cumsum(a: Array, axis: int) -> Array:
     if is_torch(a):
         return torch.cumsum(a, dim=axis)
-    return np.add.accumulate(a, axis=axis)
+    with float_errors():
+        return np.add.accumulate(a, axis=axis)
 
 
 def argsort(a: Array, axis: int = -1, descending: bool = False) -> Array:

@@ -111,4 +111,4 @@ BLOCK = VerifierSpec(
     node_form=BLOCK_NODE.formula,
     paper="Sun et al., Block Verification Accelerates Speculative Decoding, arXiv 2403.10444",
     summary="block verification (optimal single-path verifier)",
-    node=BLOCK_NODE)
+    node=BLOCK_NODE, numpy_float=True)

@@ -72,6 +72,8 @@ import math
 from dataclasses import replace
 from fractions import Fraction
 
+import numpy as np
+
 from ..runtime import backend as B
 from ..law import Law
 from ..registry import VerifierSpec
@@ -422,5 +424,7 @@ def greedy_tree_coverage(instance, m: int, exact: bool | None = None):
     fill([], one, tgt)
     tv = sum((abs(a - b) for a, b in zip(out, tgt)), one * 0) / 2
     pmf = [one * int(i == tau) for i in range(L + 1)]
+    laws = [np.array(law, dtype=object if exact else np.float64) for law in (out, tgt)]
     return ExactAnalysis(f"greedy-tree-top-{m}", V, L, exact, pmf, one * tau, one * (tau + 1),
-                         tv, out, tgt, {"greedy_path": block, "m": m}, "closed form")
+                         tv, *laws, {"greedy_path": block, "m": m}, "closed form",
+                         backend="numpy")

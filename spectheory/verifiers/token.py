@@ -101,4 +101,4 @@ TOKEN = VerifierSpec(
     node_form=TOKEN_NODE.formula,
     paper="Leviathan et al., ICML 2023; Chen et al., arXiv 2302.01318",
     summary="token verification (standard speculative sampling)",
-    node=TOKEN_NODE)
+    node=TOKEN_NODE, numpy_float=True)
