@@ -98,29 +98,26 @@ def quartiles(xs: list[float]) -> tuple[float, float]:
 
 
 def gbv_rows_sorted(drafts, q, p) -> list[int]:
-    """[q^G rows that needed a sort, all q^G rows] in one GBV law (an untimed, counted call):
-    the rows the screen ``_negligible_rows`` did not pass."""
+    """[q^G rows whose mass below every token was computed from a rank order (a sort, or the
+    root's sort shared with the selection), all q^G rows] in one GBV law (an untimed, counted
+    call); the others passed the screen that makes the sort unnecessary."""
     import importlib
 
     gbv_module = importlib.import_module("spectheory.verifiers.gbv")  # the module, not gbv()
-    screen = getattr(gbv_module, "_negligible_rows", None)
-    if screen is None:  # an implementation that sorts every row
+    below = getattr(gbv_module, "_below_from_order", None)
+    if below is None:  # another implementation
         return [None, None]
-    counts = [0, 0]
+    counts = [0, drafts.shape[0] * drafts.shape[2]]
 
-    def counted(*args):
-        skip = screen(*args)
-        n = int(args[0].shape[0])
-        passed = 0 if skip is None else int(skip.sum())
-        counts[0] += n - passed
-        counts[1] += n
-        return skip
+    def counted(q_rows, *args, **kw):
+        counts[0] += int(q_rows.numel() // q_rows.shape[-1])
+        return below(q_rows, *args, **kw)
 
-    gbv_module._negligible_rows = counted
+    gbv_module._below_from_order = counted
     try:
         gbv_module.gbv(drafts, q, p)
     finally:
-        gbv_module._negligible_rows = screen
+        gbv_module._below_from_order = below
     return counts
 
 

@@ -68,10 +68,11 @@ from .block import BLOCK_NODE, block_verification, block_weight
 TIE_RULES = ("low", "high")
 
 
-def _ratio(p_rows, q_rows):
-    """p/q with ratio -1 where q = 0 (never drafted: ranked last)."""
+def _ratio(p_rows, q_rows, out=None):
+    """p/q with ratio -1 where q = 0 (never drafted: ranked last); into ``out`` (torch) if
+    given."""
     if B.is_torch(p_rows):
-        r = torch.div(p_rows, q_rows)
+        r = torch.div(p_rows, q_rows, out=out)
         if q_rows.numel() and float(q_rows.amin()) <= 0:  # a read-only screen for zeros
             r = r.masked_fill_(q_rows == 0, -1)
         return r
@@ -81,7 +82,15 @@ def _ratio(p_rows, q_rows):
 _INT_VIEW: dict = {}  # torch float dtype -> the signed integer dtype of its bit patterns
 
 
-def _order_by_bits(r, ties: str, worst_first: bool = False, keep_bits: bool = False):
+def _int_view(dtype):
+    """The signed integer dtype of a float32/float64 dtype's bit patterns (None for others)."""
+    if not _INT_VIEW:
+        _INT_VIEW.update({torch.float32: torch.int32, torch.float64: torch.int64})
+    return _INT_VIEW.get(dtype)
+
+
+def _order_by_bits(r, ties: str, worst_first: bool = False, keep_bits: bool = False,
+                   scratch=None):
     """Rank order (best first) of float ratios r [..., V] (float32/float64, CPU) by one stable
     sort per row of their bit patterns.
 
@@ -93,12 +102,17 @@ def _order_by_bits(r, ties: str, worst_first: bool = False, keep_bits: bool = Fa
     reversed row and map the positions back (id = V - 1 - position). ``worst_first``: the reverse
     order, from the patterns themselves (ties reversed as well). ``keep_bits``: return
     ``(order, sorted patterns)`` (ascending in the sort's key, i.e. ``bits`` when
-    ``worst_first``)."""
+    ``worst_first``). ``scratch`` (one row): (sorted patterns, order) arrays [V] that receive
+    the sort's outputs; the order returned is then a view of the second."""
     V = r.shape[-1]
-    if not _INT_VIEW:
-        _INT_VIEW.update({torch.float32: torch.int32, torch.float64: torch.int64})
-    bits = r.contiguous().view(_INT_VIEW[r.dtype]).reshape(-1, V)
+    bits = r.contiguous().view(_int_view(r.dtype)).reshape(-1, V)
     flip = (ties == "high") != worst_first
+    if bits.shape[0] == 1 and not keep_bits:  # one row: the sort's output is the order
+        key = bits[0] if worst_first else torch.bitwise_not(bits[0])
+        pos = torch.sort(key.flip(0) if flip else key, stable=True, out=scratch)[1]
+        if flip:
+            pos = torch.sub(V - 1, pos, out=pos if scratch is not None else None)
+        return pos.reshape(tuple(r.shape))
     order = torch.empty(bits.shape, dtype=torch.long)
     kept = torch.empty_like(bits) if keep_bits else None
     for i in range(bits.shape[0]):  # one row at a time: torch sorts 2-D int rows far slower
@@ -147,18 +161,22 @@ def rank_and_below(q_rows, p_rows, ties: str = "low"):
     return pos, _below_from_order(q_rows, order)
 
 
-def _below_from_order(q_rows, order, worst_first: bool = False):
+def _below_from_order(q_rows, order, worst_first: bool = False, out=None, scratch=None):
     """below[..., a] = q-mass of the tokens after a in ``order`` (best first; ``worst_first``:
     ``order`` lists the ranks last to first): a cumulative sum in rank order from the last rank
-    up, put back in token order by one scatter."""
+    up, put back in token order by one scatter (into ``out``, torch, if given; ``scratch``, one
+    row: two float arrays [V] for the sorted row and its sums)."""
     if B.is_torch(q_rows):
         rev = order if worst_first else order.flip(-1)
         if q_rows.numel() == q_rows.shape[-1]:  # one row: index_select, faster than gather
-            q_rev = q_rows.reshape(-1).index_select(0, rev.reshape(-1)).view(q_rows.shape)
+            q_rev = torch.index_select(q_rows.reshape(-1), 0, rev.reshape(-1),
+                                       out=None if scratch is None else scratch[0])
+            q_rev = q_rev.view(q_rows.shape)
         else:
             q_rev = torch.gather(q_rows, -1, rev)
-        at_or_below = torch.cumsum(q_rev, dim=-1)  # [..., m] = q-mass of the last m + 1 ranks
-        below = torch.empty_like(q_rows)
+        at_or_below = torch.cumsum(q_rev, dim=-1, out=None if scratch is None else
+                                   scratch[1].view(q_rows.shape))  # last m + 1 ranks
+        below = torch.empty_like(q_rows) if out is None else out
         below.scatter_(-1, rev[..., 1:], at_or_below[..., :-1])
         return below.scatter_(-1, rev[..., :1], 0.0)  # the last rank has nothing below it
     if worst_first:
@@ -586,7 +604,11 @@ def _skewed_block_law(drafts, q, p, k, K: int, ties: str, root_orders=None) -> L
     corr = buffers.empty(tuple(p[:, 0].shape), p.dtype)  # [B, L+1, V]
     d_all = B.as_index(d_sel, q)
     weights = torch.empty((Bsz, L + 1), dtype=p.dtype)
-    work = torch.empty((5, L, q.shape[-1]), dtype=q.dtype)  # reused by every path
+    V = q.shape[-1]
+    rows = torch.empty((5, L, V), dtype=q.dtype)  # reused by every path
+    work = (*rows, torch.empty((3, V), dtype=q.dtype),
+            torch.empty(V, dtype=_int_view(q.dtype) or torch.int64),
+            torch.empty(V, dtype=torch.long))
     for b, kb in enumerate(k.tolist()):
         order = root_orders.get(b) if root_orders else None
         weights[b] = _path_law(q[b, kb], p[b, kb], d_all[b], K, ties, order, corr[b], work)
@@ -613,22 +635,33 @@ def _path_law(q_path, p_path, tok, K: int, ties: str, root_order, out, work):
     (below, u, x q, q^G, a temporary)."""
     L, V = q_path.shape
     dt = q_path.dtype
+    half_eps = torch.finfo(dt).eps / 2  # ulp(A) / 2 <= A eps / 2
     A, x = torch.zeros(L, dtype=dt), torch.ones(L, dtype=dt)
     toks = tok.tolist()
-    below, u, xq, qg, tmp = work
+    below, u, xq, qg, tmp = work[:5]
+    fscr, iscr, lscr = work[5:]  # one sort's scratch: floats [3, V], int [V], long [V]
     last, skipped = -1, []
     for i in range(L):
         Ai, xi = A[i:i + 1], x[i:i + 1]
         if i + 1 < L:
             x[i + 1] = xi * q_path[i, toks[i]]
-        screen = _negligible_rows(q_path[i:i + 1], Ai, xi)
+        a, xq_tok = float(Ai), float(xi) * float(q_path[i, toks[i]])
+        # x q(X_i) >= A eps / 2 >= ulp(A) / 2: the screen cannot pass (its bound M >= q(X_i)),
+        # so it is not run; A = 0 (the root) never passes either
+        screen = None if (a <= 0 or xq_tok >= a * half_eps) else \
+            _negligible_rows(q_path[i:i + 1], Ai, xi)
         if screen is not None and bool(screen[0]):
             skipped.append(i)
             if i + 1 < L:
                 A[i + 1] = Ai  # A + x 0 = A
             continue
-        order = [root_order] if i == 0 else None
-        below[i:i + 1] = _below_rows(q_path[i:i + 1], p_path[i:i + 1], ties, order)
+        order = root_order if i == 0 else None
+        if order is None:
+            r = _ratio(p_path[i:i + 1], q_path[i:i + 1], out=fscr[0:1])
+            order = (_order_by_bits(r, ties, worst_first=True, scratch=(iscr, lscr))
+                     if _int_view(dt) is not None else _rank_order(r, ties, worst_first=True))
+        _below_from_order(q_path[i:i + 1], order, worst_first=True, out=below[i:i + 1],
+                          scratch=(fscr[1], fscr[2]))
         last = i
         if i + 1 < L:
             A[i + 1] = Ai + xi * below[i, toks[i]]
