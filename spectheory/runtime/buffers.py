@@ -75,11 +75,18 @@ def _free(i: int) -> bool:
     return sys.getrefcount(_pool[i]) <= 2
 
 
+def _fresh(nbytes: int) -> np.ndarray:
+    """New memory from torch's allocator, seen as a uint8 numpy array (which keeps the tensor
+    alive). Not numpy's own: numpy asks the kernel for huge pages on large arrays, and first
+    writes to a fresh 1.4 GB of huge pages measured 3-4x slower than to plain pages here."""
+    return torch.empty(nbytes, dtype=torch.uint8).numpy()
+
+
 def _take(nbytes: int) -> np.ndarray:
     """A uint8 buffer of at least ``nbytes`` bytes that nothing else references."""
     cap = capacity()
     if nbytes < MIN_BYTES or nbytes > cap:
-        return np.empty(nbytes, dtype=np.uint8)
+        return _fresh(nbytes)
     with _lock:
         best = None
         for i in range(len(_pool)):  # the smallest free buffer that fits, up to twice the size
@@ -98,7 +105,7 @@ def _take(nbytes: int) -> np.ndarray:
                 held -= _pool.pop(i).nbytes
             else:
                 i += 1
-        buf = np.empty(nbytes, dtype=np.uint8)
+        buf = _fresh(nbytes)
         if held + nbytes <= cap:
             _pool.append(buf)
         return buf
