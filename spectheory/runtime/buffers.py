@@ -15,7 +15,7 @@ while some array or tensor built on it is alive (its reference count, which ever
 tensor made from it holds), so a law that is still referenced is never overwritten. The arrays it
 returns are uninitialised, as ``torch.empty``: the laws that use it write every entry.
 
-Only requests of at least [`MIN_BYTES`][spectheory.runtime.buffers.MIN_BYTES] are pooled. The pool
+Only requests of at least ``MIN_BYTES`` (64 MiB) are pooled. The pool
 holds at most [`capacity`][spectheory.runtime.buffers.capacity] bytes (default: a quarter of the
 machine's memory, at most 8 GiB; environment variable ``SPECTHEORY_BUFFER_POOL`` in bytes, with
 suffixes K, M, G; ``0`` turns pooling off); free buffers are dropped, oldest first, to stay under
