@@ -172,3 +172,26 @@ def test_engine_batches_bit_identical(K):
     for name, (new, old) in LAWS.items():
         a, b = new(drafts, q, p), old(drafts, q, p)
         assert torch.equal(a.stop, b.stop) and torch.equal(a.correction, b.correction), name
+
+
+def test_a_negligible_row_before_a_sorted_one(monkeypatch):
+    """A path whose row at depth 1 passes the screen (x = q(X_1) = 1e-10 at the root) and whose
+    row at depth 2 does not (an unnormalised row of mass 1e12 there): the general formula then
+    runs on rows 0..2 with below = 0 at row 1, written over whatever an earlier path left in the
+    reused scratch. Bit for bit the previous implementation's values (which sorts every row)."""
+    x, q, p = real_like_batch(torch.float32)
+    # an earlier path sorts its row at depth 1 (a likely root token: x = q(X_1) is large), an
+    # unnormalised row of mass 1e12, so the scratch row there holds masses far above block b's
+    # row sum when block b's path comes
+    x[2, :, 0] = int(q[2, 0, 0].argmax())
+    q[2, :, 1], p[2, :, 1] = q[2, :1, 1] * 1e12, p[2, :1, 1]
+    b, t0 = 3, 100
+    q[b, :, 0, t0] = 1e-10  # the shared root row keeps its K copies equal
+    x[b, :, 0] = t0
+    q[b, :, 1], p[b, :, 1] = q[b, :1, 1], p[b, :1, 1]  # every path through X_1 = t0: one node
+    x[b, :, 1] = x[b, 0, 1]
+    q[b, :, 2] = q[b, :, 2] * 1e12
+    seen = _counted(monkeypatch, "_negligible_rows")
+    a, prev_law = gbv(x, q, p), prev.gbv(x, q, p)
+    assert torch.equal(a.stop, prev_law.stop) and torch.equal(a.correction, prev_law.correction)
+    assert seen.get(True, 0) > 0
