@@ -312,19 +312,26 @@ def _cells(test, probs, obs, label, zero: str, impossible, worst):
     return impossible, worst
 
 
+def _summary(tests, alpha, worst, impossible, zero="outcomes of probability zero"):
+    """What every chi-square report starts from: the family of ``tests``, the cell to show (a
+    sample on an outcome of probability zero first, else the worst cell), the detection figure,
+    and the note on samples that fell on ``zero``."""
+    fam = stats.family(tests)
+    notes = []
+    cell = worst[1] if worst else None
+    if impossible is not None:
+        cell = impossible
+        notes.append(f"{fam.impossible} sample(s) fell on {zero}")
+    return fam, cell, stats.min_detectable_tv(tests, alpha, POWER), notes
+
+
 def _report(mode, tests, samples, alpha, name, worst, impossible, laws=None) -> SamplerReport:
     """The report of a chi-square family ``tests``; with ``laws`` (each row's cell
     probabilities, in the tests' order) two cases without a degree of freedom are told apart:
     every row's law a point mass (greedy decoding: the detection figure is that of a sample off
     the point, `stats.point_mass_tv`), and too few samples for any row to be tested, refused
     (the report fails, saying how many samples a test of every row needs)."""
-    fam = stats.family(tests)
-    notes = []
-    cell = worst[1] if worst else None
-    if impossible is not None:
-        cell = impossible
-        notes.append(f"{fam.impossible} sample(s) fell on outcomes of probability zero")
-    mdt = stats.min_detectable_tv(tests, alpha, POWER)
+    fam, cell, mdt, notes = _summary(tests, alpha, worst, impossible)
     unit = {"lossless": "instances", "proposal": "proposal rows"}.get(mode, "draft rows")
     if fam.dof == 0 and laws is not None and len(laws) == len(tests) and tests:
         need = [stats.samples_for_a_test(p_, MIN_EXPECTED) for p_ in laws]

@@ -81,7 +81,7 @@ from ..engine.seqtree import levels, path_probabilities
 from ..runtime._lazy import torch
 from ..runtime.errors import OptionError, SizeLimitError, SpectheoryError, TimeLimitError
 from . import stats
-from .calls import _cells
+from .calls import _cells, _summary
 from .report import MIN_EXPECTED, POWER, SamplerReport, guarded
 
 #: Most sequences V^N one comparison enumerates (N = steps + L tokens).
@@ -516,16 +516,11 @@ def check_step(step: Callable, instances: Sequence | None = None, samples: int =
         tests.append(t)
         impossible, worst = _cells(t, probs, obs, lambda c, i=inst_i: _label(i, c, V, N),
                                    "target probability 0", impossible, worst)
-    fam = stats.family(tests)
-    notes = []
-    cell = worst[1] if worst else None
-    if impossible is not None:
-        cell = impossible
-        notes.append(f"{fam.impossible} sample(s) fell on sequences of target probability zero")
-    mdt = stats.min_detectable_tv(tests, alpha, POWER)
+    fam, cell, mdt, notes = _summary(tests, alpha, worst, impossible,
+                                     "sequences of target probability zero")
     if all(point):  # every law a point mass (greedy): any bias puts mass on a zero sequence
         n_min = min(per)
-        mdt = 1 - (1 - POWER) ** (1 / n_min)
+        mdt = stats.point_mass_tv(n_min, POWER)
         notes.append(f"every instance's law is one sequence (greedy decoding): a sample of any "
                      f"other sequence fails the check, so a bias of total variation t is caught "
                      f"with probability 1 - (1 - t)^n, n >= {n_min:,}")

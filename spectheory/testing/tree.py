@@ -68,8 +68,8 @@ from ..runtime._lazy import torch
 from ..runtime.errors import OptionError, call_user
 from ..runtime.sizes import check_size
 from . import stats
-from .calls import _cells
-from .report import MIN_EXPECTED, POWER, SamplerReport, guarded
+from .calls import _cells, _summary
+from .report import MIN_EXPECTED, SamplerReport, guarded
 
 #: Modes of [`check_tree_sampler`][spectheory.testing.tree.check_tree_sampler].
 TREE_MODES = ("law", "lossless")
@@ -395,19 +395,14 @@ class TreeSamplerReport(SamplerReport):
 
 def _tree_report(mode, tests, samples, alpha, name, worst, impossible, tree, drafting,
                  notes) -> TreeSamplerReport:
-    fam = stats.family(tests)
-    cell = worst[1] if worst else None
-    notes = list(notes)
-    if impossible is not None:
-        cell = impossible
-        notes.append(f"{fam.impossible} sample(s) fell on outcomes of probability zero")
+    fam, cell, mdt, zero_notes = _summary(tests, alpha, worst, impossible)
+    notes = list(notes) + zero_notes
     if fam.dof == 0 and impossible is None:
         notes.append("no degrees of freedom were tested (every law is a point mass after "
                      "pooling): not a pass; use more samples or other instances")
         return TreeSamplerReport(False, 0.0, mode, samples, alpha, cell, float("inf"), name,
                                  fam.statistic, 0, len(tests), notes=notes, tree=tree,
                                  drafting=drafting)
-    mdt = stats.min_detectable_tv(tests, alpha, POWER)
     return TreeSamplerReport(fam.p_value > alpha, fam.p_value, mode, samples, alpha, cell, mdt,
                              name, fam.statistic, fam.dof, len(tests), notes=notes, tree=tree,
                              drafting=drafting)
