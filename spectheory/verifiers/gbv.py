@@ -129,13 +129,14 @@ def _order_by_bits(r, ties: str, worst_first: bool = False, keep_bits: bool = Fa
     return (order, kept.reshape(tuple(r.shape))) if keep_bits else order
 
 
-def _rank_order(r, ties: str, worst_first: bool = False):
+def _rank_order(r, ties: str, worst_first: bool = False, scratch=None):
     """Token order by rank (ratio descending, ties by id per ``ties``): one sort per row;
-    ``worst_first``: the same order reversed."""
+    ``worst_first``: the same order reversed. ``scratch``: as for `_order_by_bits` (used where
+    it sorts)."""
     V = r.shape[-1]
     if (B.is_torch(r) and r.dtype in (torch.float32, torch.float64)
             and r.device.type == "cpu"):
-        return _order_by_bits(r, ties, worst_first)
+        return _order_by_bits(r, ties, worst_first, scratch=scratch)
     if ties == "low":
         order = B.argsort(r, axis=-1, descending=True)
     else:  # stable sort of the reversed token axis, mapped back: equal ratios, larger id first
@@ -228,7 +229,7 @@ def _power_sum(u, d, K: int, own_d: bool = False, work=None):
 
 def _skew_from_u(q_rows, u, x1, den1, K: int, work=None):
     """q^G rows q S_K(u, x q) / S_K(A, x) ([`skewed_rows`][spectheory.verifiers.gbv.skewed_rows])
-    from u = A + x below (or u = A, see `_negligible_below`), x1 [N, 1] and the denominators
+    from u = A + x below (or u = A, see `_negligible_rows`), x1 [N, 1] and the denominators
     den1 = S_K(A, x) [N, 1]; rows with den = 0 fall back to q. On torch the product and quotient
     run in place on the fresh numerator (q num = num q: the same values). ``work`` (torch): three
     arrays of q_rows' shape for x q, the result and a temporary (no allocation)."""
@@ -255,21 +256,15 @@ def skewed_rows(q_rows, below, A, x, K: int):
 _NP_FLOAT = {}  # torch float dtype -> numpy scalar type, filled on first use
 
 
-def _negligible_below(q_rows, A, x) -> bool:
-    """True when, at every node of the batch (q rows [N, V], A, x [N], torch floats), x below(a)
-    is under half a unit in the last place of A for every token a, so that A + x below(a) rounds
-    to A exactly: the q^G row then does not depend on the ranking (no sort is needed) and the
-    mass A of the child is A. A screen with a rigorous bound, never True in exact mode:
-    below(a) <= M = (row sum) (1 + 2 V eps) (the cumulative sums are exact in double up to
-    rounding to the row's dtype; any float sum is within (V - 1) eps / 2 of the true one), and
-    fl(x b) <= |x| M (1 + eps). Rows with a negative entry or a NaN, and A = 0, never pass."""
-    rows = _negligible_rows(q_rows, A, x)
-    return rows is not None and bool(rows.all())
-
-
 def _negligible_rows(q_rows, A, x):
-    """The screen of `_negligible_below` row by row: a bool tensor [N] (True: the row needs no
-    sort), or None where it does not apply (exact mode, integer rows, V eps > 1/4)."""
+    """Row by row (q rows [N, V], A, x [N], torch floats): True where x below(a) is under half
+    a unit in the last place of A for every token a, so that A + x below(a) rounds to A exactly:
+    the q^G row then does not depend on the ranking (no sort is needed) and the mass A of the
+    child is A. A screen with a rigorous bound: below(a) <= M = (row sum) (1 + 2 V eps) (the
+    cumulative sums are exact in double up to rounding to the row's dtype; any float sum is
+    within (V - 1) eps / 2 of the true one), and fl(x b) <= |x| M (1 + eps). Rows with a
+    negative entry or a NaN, and A = 0, never pass. Returns a bool tensor [N], or None where
+    the screen does not apply (exact mode, integer rows, V eps > 1/4)."""
     if not B.is_torch(q_rows) or not q_rows.dtype.is_floating_point or q_rows.numel() == 0:
         return None
     V = q_rows.shape[-1]
@@ -297,21 +292,30 @@ def _negligible_rows(q_rows, A, x):
     return ok & (q_rows.amin(dim=-1) >= 0) & (A > 0)
 
 
-def _below_rows(q_rows, p_rows, ties: str, orders, skip=None):
-    """below [N, V] of `below_mass`, computed only for the rows not in ``skip`` (a bool tensor
-    [N]; those rows get 0), each from its own sort unless ``orders[r]`` (worst first) is given."""
-    n = q_rows.shape[0]
-    if skip is None and orders is None:
-        return below_mass(q_rows, p_rows, ties)
-    below = torch.zeros_like(q_rows) if skip is not None else torch.empty_like(q_rows)
-    for r in range(n) if skip is None else torch.nonzero(~skip).reshape(-1).tolist():
-        order = orders[r] if orders is not None else None
-        below[r:r + 1] = (below_mass(q_rows[r:r + 1], p_rows[r:r + 1], ties) if order is None
-                          else _below_from_order(q_rows[r:r + 1], order, worst_first=True))
+def _below_rows(q_rows, p_rows, ties: str, skip):
+    """below [N, V] of `below_mass`, computed (one sort each) only for the rows not in ``skip``
+    (a bool tensor [N]); those rows get 0."""
+    below = torch.zeros_like(q_rows)
+    for r in torch.nonzero(~skip).reshape(-1).tolist():
+        below[r:r + 1] = below_mass(q_rows[r:r + 1], p_rows[r:r + 1], ties)
     return below
 
 
-def _skew_step(q_rows, p_rows, tok, A, x, K: int, ties: str, orders=None):
+def _skew_negligible(q_rows, A, den1, K: int, out=None):
+    """q^G rows q S_K(A, 0) / S_K(A, x) of nodes whose x below is negligible against A
+    (`_negligible_rows`), from the denominators den1 = S_K(A, x) [N, 1]; rows with den = 0 fall
+    back to q. ``out`` (torch) receives them."""
+    num = B.expand_dims(_power_sum(A, B.zeros_like(A), K), -1)  # u = A, u + d = A
+    if B.is_torch(q_rows) and bool((den1 != 0).all()):
+        return torch.mul(q_rows, num, out=out).div_(den1)
+    row = B.safe_div(q_rows * num, den1, q_rows)
+    if out is not None:
+        out.copy_(row)
+        return out
+    return row
+
+
+def _skew_step(q_rows, p_rows, tok, A, x, K: int, ties: str):
     """One depth of the q^G recursion along drafted paths at N nodes: q^G rows [N, V], their
     denominators S_K(A, x) [N], and (A, x) of the drafted children tok [N]: A += x below(tok),
     x *= q(tok) (module doc).
@@ -322,27 +326,18 @@ def _skew_step(q_rows, p_rows, tok, A, x, K: int, ties: str, orders=None):
     row is q S_K(A, 0) / S_K(A, x) (no sort, two passes) and A is unchanged: the same values. In
     a batch where only some rows pass, those rows take below = 0 in the general formula, which
     performs the same operations on the same values (A + x 0 = A), so only the others are
-    sorted. ``orders``: per row, its rank order (worst first) if already sorted, else None."""
+    sorted."""
     t = B.expand_dims(tok, -1)
     A1, x1 = B.expand_dims(A, -1), B.expand_dims(x, -1)
     den = _power_sum(A, x, K)
     den1 = B.expand_dims(den, -1)
     skip = _negligible_rows(q_rows, A, x)
     if skip is not None and bool(skip.all()):
-        num = B.expand_dims(_power_sum(A, B.zeros_like(A), K), -1)  # u = A, u + d = A
-        row = q_rows * num
-        if B.is_torch(row) and bool((den1 != 0).all()):
-            row = row.div_(den1)
-        else:
-            row = B.safe_div(row, den1, q_rows)
+        row = _skew_negligible(q_rows, A, den1, K)
         A_next = A
     else:
-        if skip is not None and not bool(skip.any()):
-            skip = None
-        if orders is not None and all(o is None for o in orders):
-            orders = None
-        below = _below_rows(q_rows, p_rows, ties, orders, skip) if B.is_torch(q_rows) else \
-            below_mass(q_rows, p_rows, ties)
+        below = (below_mass(q_rows, p_rows, ties) if skip is None or not bool(skip.any())
+                 else _below_rows(q_rows, p_rows, ties, skip))
         row = _skew_from_u(q_rows, A1 + x1 * below, x1, den1, K)
         A_next = A + x * B.take_along(below, t, axis=-1)[:, 0]
     return row, den, A_next, x * B.take_along(q_rows, t, axis=-1)[:, 0]
@@ -658,8 +653,7 @@ def _path_law(q_path, p_path, tok, K: int, ties: str, root_order, out, work):
         order = root_order if i == 0 else None
         if order is None:
             r = _ratio(p_path[i:i + 1], q_path[i:i + 1], out=fscr[0:1])
-            order = (_order_by_bits(r, ties, worst_first=True, scratch=(iscr, lscr))
-                     if _int_view(dt) is not None else _rank_order(r, ties, worst_first=True))
+            order = _rank_order(r, ties, worst_first=True, scratch=(iscr, lscr))
         _below_from_order(q_path[i:i + 1], order, worst_first=True, out=below[i:i + 1],
                           scratch=(fscr[1], fscr[2]))
         last = i
@@ -678,12 +672,7 @@ def _path_law(q_path, p_path, tok, K: int, ties: str, root_order, out, work):
         if head.data_ptr() != qg.data_ptr():
             qg[:j] = head
     if j < L:
-        num = _power_sum(A[j:], torch.zeros_like(A[j:]), K).unsqueeze(-1)  # u = A, u + d = A
-        row = torch.mul(q_path[j:], num, out=qg[j:])
-        if bool((den1[j:] != 0).all()):
-            row.div_(den1[j:])
-        else:
-            qg[j:] = B.safe_div(q_path[j:] * num, den1[j:], q_path[j:])
+        _skew_negligible(q_path[j:], A[j:], den1[j:], K, out=qg[j:])
     t = tok.unsqueeze(-1)
     px = p_path[:L].gather(1, t)[:, 0]  # p and q^G of the token leading into positions 1..L
     qx = qg.gather(1, t)[:, 0]
@@ -691,18 +680,17 @@ def _path_law(q_path, p_path, tok, K: int, ties: str, root_order, out, work):
     for i in range(1, L + 1):
         w[i:i + 1] = block_weight(w[i - 1:i], px[i - 1:i], qx[i - 1:i])
     h = torch.empty(L + 1, dtype=dt)
-    _, h[:1], c = BLOCK_NODE.step(None, None, None, qg[:1], p_path[:1], out=out[:1])
-    if c.data_ptr() != out.data_ptr():
-        out[:1] = c
-    if L > 1:
-        _, h[1:L], c = BLOCK_NODE.step(w[:L - 1], px[:L - 1], qx[:L - 1], qg[1:], p_path[1:L],
-                                       out=out[1:L])
-        if c.data_ptr() != out[1:L].data_ptr():
-            out[1:L] = c
-    _, h[L:], c = BLOCK_NODE.step(w[L - 1:L], px[L - 1:L], qx[L - 1:L], None,
-                                  p_path[L:L + 1], out=out[L:L + 1])
-    if c.data_ptr() != out[L:L + 1].data_ptr():
-        out[L:L + 1] = c
+    # the root (no state), positions 1..L-1 batched (states w_0..w_{L-2}), and L (no q row)
+    for lo, hi, state, q_rows in ((0, 1, None, qg[:1]), (1, L, w[:L - 1], qg[1:]),
+                                  (L, L + 1, w[L - 1:L], None)):
+        if lo == hi:
+            continue
+        at = out[lo:hi]
+        _, h[lo:hi], c = BLOCK_NODE.step(state, None if lo == 0 else px[lo - 1:hi - 1],
+                                         None if lo == 0 else qx[lo - 1:hi - 1], q_rows,
+                                         p_path[lo:hi], out=at)
+        if c.data_ptr() != at.data_ptr():
+            at.copy_(c)
     return h
 
 
