@@ -350,3 +350,27 @@ def test_sweep_names_resolve_to_the_factories():
     for bad in ("top-m(0)", "cactus(-1)", "additive(x)"):
         with pytest.raises(OptionError):
             resolve_verifier(bad)
+
+
+def test_float_only_laws_refuse_exact_rows_naming_the_rule():
+    """Rules with exp/log (or running random products) have a float law only: exact rows are
+    refused with a TypeError that names the rule, not computed."""
+    from spectheory.verifiers.contrasts import typical_acceptance
+    from spectheory.verifiers.lossy import uniform_product_verification
+    import numpy as np
+
+    from spectheory.engine.seqtree import levels
+    from spectheory.verifiers.relaxed import cactus_acceptance, entropy_threshold_acceptance
+
+    inst = st.random_instance(2, 2, 3, denominator=4)
+    V, L = inst.vocab_size, inst.block_length
+    q_levels, p_levels = levels(inst.draft, 0, L, True), levels(inst.target, 0, L + 1, True)
+    drafts = np.array([[0, 1]])
+    q = np.stack([q_levels[0][0], q_levels[1][0]])[None]  # the draft 0 1's rows, exact
+    p = np.stack([p_levels[0][0], p_levels[1][0], p_levels[2][1]])[None]
+    for name, fn in [("entropy-threshold acceptance", entropy_threshold_acceptance(0.5).function),
+                     ("cactus", cactus_acceptance(0.1).function),
+                     ("typical acceptance", typical_acceptance(0.09, 0.3).function),
+                     ("uniform_product_verification", uniform_product_verification)]:
+        with pytest.raises(TypeError, match=f"^{name} has a float"):
+            fn(drafts, q, p)

@@ -61,6 +61,13 @@ def normalise_residual(res, total, p):
     return B.safe_div(res, B.expand_dims(total, -1), p)
 
 
+def float_law_only(p, name: str) -> None:
+    """TypeError naming the verifier when its rows ``p`` are not a torch tensor: a law that uses
+    exp, log or other operations with no exact rational form has a float law only."""
+    if not B.is_torch(p):
+        raise TypeError(f"{name} has a float (torch) law only")
+
+
 def drafted_ratio(px, qx):
     """p(X_i|X^{i-1}) / q(X_i|X^{i-1}); a draft token of probability zero gets ratio 1."""
     if B.is_torch(px):  # one division; the rare zero-probability drafts patched afterwards

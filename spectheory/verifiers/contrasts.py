@@ -36,7 +36,7 @@ from fractions import Fraction
 from ..runtime import backend as B
 from ..law import Law
 from ..registry import VerifierSpec
-from .common import drafted_probs
+from .common import drafted_probs, float_law_only
 
 
 def _const(like, value):
@@ -123,8 +123,7 @@ def typical_acceptance(epsilon: float = 0.09, delta: float = 0.3) -> VerifierSpe
     def law(drafts, q, p) -> Law:
         import torch
 
-        if not isinstance(p, torch.Tensor):
-            raise TypeError("typical acceptance has a float (torch) law only")
+        float_law_only(p, "typical acceptance")
         L = drafts.shape[-1]
         px, _ = drafted_probs(drafts, q, p)
         logp = torch.where(p[:, :L] > 0, p[:, :L].log(), torch.zeros_like(p[:, :L]))

@@ -20,17 +20,16 @@ from __future__ import annotations
 
 import math
 
-from ..runtime._lazy import is_tensor, torch
+from ..runtime._lazy import torch
 
 from ..law import Law
 from ..registry import VerifierSpec
-from .common import drafted_probs, residual_corrections, residuals
+from .common import drafted_probs, float_law_only, residual_corrections, residuals
 
 
 def uniform_product_verification(drafts, q, p) -> Law:
     """Law of the running-product-of-uniforms variant (torch only; see module docstring)."""
-    if not is_tensor(p):
-        raise TypeError("uniform_product_verification has a float (torch) law only")
+    float_law_only(p, "uniform_product_verification")
     L = drafts.shape[-1]
     px, qx = drafted_probs(drafts, q, p)
     a = torch.where(qx > 0, px / torch.where(qx > 0, qx, torch.ones_like(qx)), torch.ones_like(px))

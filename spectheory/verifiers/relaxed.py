@@ -77,7 +77,7 @@ import numpy as np
 from ..runtime import backend as B
 from ..law import Law
 from ..registry import VerifierSpec
-from .common import drafted_probs
+from .common import drafted_probs, float_law_only
 from .contrasts import _argmax_onehot, _const, _normalise, chain_law
 
 
@@ -175,8 +175,7 @@ def entropy_threshold_acceptance(beta: float) -> VerifierSpec:
     def law(drafts, q, p) -> Law:  # drafts [B, L], q [B, L, V], p [B, L+1, V]
         import torch
 
-        if not isinstance(p, torch.Tensor):
-            raise TypeError("entropy-threshold acceptance has a float (torch) law only")
+        float_law_only(p, "entropy-threshold acceptance")
         L = drafts.shape[-1]
         px, _ = drafted_probs(drafts, q, p)
         rows = p[:, :L]
@@ -274,8 +273,7 @@ def cactus_acceptance(delta: float) -> VerifierSpec:
     def law(drafts, q, p) -> Law:  # drafts [B, L], q [B, L, V], p [B, L+1, V]
         import torch
 
-        if not isinstance(p, torch.Tensor):
-            raise TypeError("cactus has a float (torch) law only")
+        float_law_only(p, "cactus")
         L = drafts.shape[-1]
         px, qx = drafted_probs(drafts, q, p)
         h = cactus_target(px, p[:, :L], drafts, delta)  # [B, L, V]
