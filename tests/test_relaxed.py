@@ -37,20 +37,23 @@ def onehot(V, k):
     return [Fraction(int(i == k)) for i in range(V)]
 
 
+def complete_by_target(inst, law, block, mass):
+    """Add ``mass`` times the target's continuation of ``block`` up to length L + 1 to ``law``
+    (a dict over sequences)."""
+    if len(block) == inst.block_length + 1:
+        law[tuple(block)] += mass
+        return
+    pr = rows(inst, "p", block)
+    for a in range(inst.vocab_size):
+        if pr[a]:
+            complete_by_target(inst, law, block + [a], mass * pr[a])
+
+
 def brute_law(inst, node, exact=True):
     """Output law over V^(L+1) of a chain rule given per node: node(x, p_row, q_row) ->
     (accept probability, rejection row), bonus row = node(None, p_row, q_row)[1]."""
     V, L = inst.vocab_size, inst.block_length
     law = {y: 0 for y in itertools.product(range(V), repeat=L + 1)}
-
-    def complete(block, mass):
-        if len(block) == L + 1:
-            law[tuple(block)] += mass
-            return
-        pr = rows(inst, "p", block)
-        for a in range(V):
-            if pr[a]:
-                complete(block + [a], mass * pr[a])
 
     for x in itertools.product(range(V), repeat=L):
         qx = Fraction(1)
@@ -65,12 +68,12 @@ def brute_law(inst, node, exact=True):
                           qr if exact else [float(v) for v in qr])
             for y in range(V):
                 if rej[y]:
-                    complete(list(x[:i]) + [y], reach * (1 - a) * rej[y])
+                    complete_by_target(inst, law, list(x[:i]) + [y], reach * (1 - a) * rej[y])
             reach = reach * a
         _, bonus = node(None, rows(inst, "p", list(x)), rows(inst, "q", list(x)))
         for y in range(V):
             if bonus[y]:
-                complete(list(x) + [y], reach * bonus[y])
+                complete_by_target(inst, law, list(x) + [y], reach * bonus[y])
     return [law[y] for y in sorted(law)]
 
 
@@ -288,16 +291,7 @@ def brute_greedy_tree(inst, m):
         path.append(g)
     law = {y: 0 for y in itertools.product(range(V), repeat=L + 1)}
 
-    def complete(block, mass):
-        if len(block) == L + 1:
-            law[tuple(block)] += mass
-            return
-        pr = rows(inst, "p", block)
-        for a in range(V):
-            if pr[a]:
-                complete(block + [a], mass * pr[a])
-
-    complete(path[:tau + 1], Fraction(1))
+    complete_by_target(inst, law, path[:tau + 1], Fraction(1))
     return tau, [law[y] for y in sorted(law)]
 
 
@@ -363,7 +357,7 @@ def test_float_only_laws_refuse_exact_rows_naming_the_rule():
     from spectheory.verifiers.relaxed import cactus_acceptance, entropy_threshold_acceptance
 
     inst = st.random_instance(2, 2, 3, denominator=4)
-    V, L = inst.vocab_size, inst.block_length
+    L = inst.block_length
     q_levels, p_levels = levels(inst.draft, 0, L, True), levels(inst.target, 0, L + 1, True)
     drafts = np.array([[0, 1]])
     q = np.stack([q_levels[0][0], q_levels[1][0]])[None]  # the draft 0 1's rows, exact
