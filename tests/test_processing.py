@@ -511,10 +511,8 @@ def raw(d, q, p, g):
 '''
 
 
-def test_cli(tmp_path, monkeypatch, capsys):
-    (tmp_path / "h5_samplers.py").write_text(SAMPLERS)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
+def test_cli(tmp_path, user_modules, capsys):
+    user_modules(h5_samplers=SAMPLERS)
     base = ["check-sampler", "--verifier", "token", "--samples", "4000", "--sampling",
             "temperature=0"]
     code, out, _ = run(base[:1] + ["h5_samplers:greedy"] + base[1:], capsys)

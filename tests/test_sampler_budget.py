@@ -375,11 +375,8 @@ def slow(d, q, p, g):
 
 
 @pytest.fixture
-def sampler_module(tmp_path, monkeypatch):
-    (tmp_path / "budget_samplers.py").write_text(SAMPLERS)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    return "budget_samplers"
+def sampler_module(user_modules):
+    return user_modules(budget_samplers=SAMPLERS)
 
 
 def test_cli_budget(sampler_module, capsys):

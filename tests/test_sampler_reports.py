@@ -324,11 +324,8 @@ def hangs(d, q, p, g):
 
 
 @pytest.fixture
-def sampler_module(tmp_path, monkeypatch):
-    (tmp_path / "report_samplers.py").write_text(SAMPLERS)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    return "report_samplers"
+def sampler_module(user_modules):
+    return user_modules(report_samplers=SAMPLERS)
 
 
 def test_a_sampler_calling_os_exit_is_refused(sampler_module, capsys):

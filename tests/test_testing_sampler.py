@@ -551,12 +551,9 @@ def exits(d, q, p, g):
 
 
 @pytest.fixture
-def sampler_module(tmp_path, monkeypatch):
-    (tmp_path / "my_samplers.py").write_text(SAMPLERS)
-    (tmp_path / "exits_on_import.py").write_text("import sys\nsys.exit(0)\ndef f(*a):\n    pass\n")
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    return "my_samplers"
+def sampler_module(user_modules):
+    return user_modules(my_samplers=SAMPLERS,
+                        exits_on_import="import sys\nsys.exit(0)\ndef f(*a):\n    pass\n")
 
 
 def test_cli_pass_fail_and_json(sampler_module, capsys):
