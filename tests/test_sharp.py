@@ -49,6 +49,15 @@ def small_pool():
 # ----------------------------------------------------------------------------- statistics
 
 
+def _row_with_zeros(rng, C: int):
+    """A random probability row of C cells, about a fifth of them zero (at least one not)."""
+    ref = rng.dirichlet(np.full(C, 0.4))
+    ref[rng.random(C) < 0.2] = 0.0
+    if ref.sum() == 0:
+        ref[0] = 1.0
+    return ref / ref.sum()
+
+
 def test_binned_divergence_is_the_checks_statistic_on_expected_counts():
     """n c on the check's bins equals row_chi_square's statistic on the replica's expected
     counts, with the same degrees of freedom, for rows with zeros, small cells (pooled apart and
@@ -56,11 +65,7 @@ def test_binned_divergence_is_the_checks_statistic_on_expected_counts():
     rng = np.random.default_rng(0)
     for _ in range(200):
         C = int(rng.integers(2, 12))
-        ref = rng.dirichlet(np.full(C, 0.4))
-        ref[rng.random(C) < 0.2] = 0.0
-        if ref.sum() == 0:
-            ref[0] = 1.0
-        ref /= ref.sum()
+        ref = _row_with_zeros(rng, C)
         bug = rng.dirichlet(np.ones(C)) * (ref > 0)
         bug /= bug.sum()
         n = int(rng.integers(1, 400))
@@ -386,11 +391,7 @@ def test_simulated_bins_are_the_checks_bins():
     rng = np.random.default_rng(1)
     for _ in range(300):
         C = int(rng.integers(2, 10))
-        ref = rng.dirichlet(np.full(C, 0.4))
-        ref[rng.random(C) < 0.2] = 0.0
-        if ref.sum() == 0:
-            ref[0] = 1.0
-        ref /= ref.sum()
+        ref = _row_with_zeros(rng, C)
         n = int(rng.integers(1, 300))
         obs = rng.multinomial(n, ref)
         where, nb = sharp._bins(ref, n)
