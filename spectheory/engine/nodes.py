@@ -56,6 +56,7 @@ import numpy as np
 from ..runtime._lazy import is_tensor, torch
 
 from ..runtime import backend as B
+from ..runtime import buffers
 from ..law import ROW_SUM_TOL, Law, LawError
 
 #: Scan orders of a node form.
@@ -145,15 +146,6 @@ def _draft_weights(form: NodeForm, px_all, qx_all, q, p, L: int, out=None, want=
     return B.stack(weights, axis=1), rows
 
 
-def _empty_like(p):
-    """An uninitialised array like p; large CPU arrays reuse freed pooled memory
-    ([`buffers.empty_like`][spectheory.runtime.buffers.empty_like]: no page faults on the first
-    write when a law of the same size was computed and dropped before)."""
-    from ..runtime import buffers
-
-    return buffers.empty_like(p)
-
-
 def law_from_nodes(form: NodeForm, drafts, q, p, corrections: bool = True) -> Law:
     """The per-draft law of a node-form verifier: ``form.step`` at positions 0..L of each draft.
 
@@ -173,7 +165,7 @@ def law_from_nodes(form: NodeForm, drafts, q, p, corrections: bool = True) -> La
                    B.stack(rows, axis=1) if corrections else None)
     n = drafts.shape[0]
     V = p.shape[-1]
-    corr = _empty_like(p) if corrections else None
+    corr = buffers.empty_like(p) if corrections else None
     step = max(1, ROW_CHUNK_ELEMENTS // max(1, V)) if p.device.type == "cpu" else max(n, 1)
     parts = []
     for r0 in range(0, n, step):
@@ -442,7 +434,7 @@ def node_block_law(form: NodeForm, q_levels, p_levels, V: int, L: int,
     for d in range(L):
         if form.weights_only and B.is_torch(p_levels[d]):  # build the rows in one fresh array
             state, w, c = form.step(state, px, qx, q_levels[d], p_levels[d],
-                                    out=_empty_like(p_levels[d]))
+                                    out=buffers.empty_like(p_levels[d]))
         else:
             state, w, c = form.step(state, px, qx, q_levels[d], p_levels[d])
         same = c is p_levels[d]
