@@ -81,7 +81,7 @@ def test_capacity_from_the_environment(monkeypatch, text, value):
 def test_a_bad_capacity_is_refused_in_one_line(monkeypatch, text):
     monkeypatch.setattr(buffers_module, "_capacity", None)
     monkeypatch.setenv(buffers.ENV_VAR, text)
-    with pytest.raises(SpectheoryError, match=buffers.ENV_VAR):
+    with pytest.raises(SpectheoryError, match=f"^{buffers.ENV_VAR}={text!r} is not a size"):
         buffers.capacity()
     monkeypatch.setattr(buffers_module, "_capacity", None)
 
@@ -117,3 +117,22 @@ def test_laws_are_the_same_from_pooled_buffers(small_pool, monkeypatch):
         assert again.correction.data_ptr() == ptr, name
         assert torch.equal(again.correction, plain[name].correction), name
         assert torch.equal(again.stop, plain[name].stop), name
+
+
+def test_a_bad_capacity_is_one_line_and_exit_2_from_the_command_line(tmp_path, monkeypatch,
+                                                                    capsys):
+    import json
+
+    import spectheory as st
+    from cli_helpers import run
+    from spectheory.inputs.instances import instance_to_dict
+
+    path = tmp_path / "inst.json"
+    path.write_text(json.dumps(instance_to_dict(st.random_instance(3, 2, 1))))
+    monkeypatch.setattr(buffers_module, "_capacity", None)
+    monkeypatch.setenv(buffers.ENV_VAR, "lots")
+    code, out, err = run(["exact", str(path), "--verifier", "specinfer", "--paths", "2"], capsys)
+    monkeypatch.setattr(buffers_module, "_capacity", None)
+    assert code == 2 and out == ""
+    assert err.strip().splitlines() == [
+        f"spectheory: error: {buffers.ENV_VAR}='lots' is not a size in bytes (e.g. 0, 512M, 4G)"]

@@ -45,11 +45,11 @@ _capacity: int | None = None
 def _parse_bytes(text: str) -> int:
     from .errors import SpectheoryError
 
-    text = text.strip().upper()
-    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
-    digits = text[:-1] if scale > 1 else text
+    given = text.strip()
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(given[-1:].upper(), 1)
+    digits = given[:-1] if scale > 1 else given
     if not (digits.isascii() and digits.isdigit()) or len(digits) > 15:
-        raise SpectheoryError(f"{ENV_VAR}={text[:40]!r} is not a size in bytes (e.g. 0, 512M, "
+        raise SpectheoryError(f"{ENV_VAR}={given[:40]!r} is not a size in bytes (e.g. 0, 512M, "
                               "4G)")
     return int(digits) * scale
 
