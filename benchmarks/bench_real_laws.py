@@ -7,8 +7,10 @@ are softmax(3 N(0, 1)) logits (the root row shared by all K paths, as in a real 
   stop-probabilities-only route [`stop_probabilities`][spectheory.engine.nodes.stop_probabilities] (what a
   paired E[tau] comparison needs);
 * GBV with K = 4 i.i.d. paths (selection read off the root row's sort, O(V) rank counting at
-  other contested nodes, one stable sort of ratio bit patterns per q^G row unless x below(a) is
-  under half an ulp of A, block verification against q^G, batched over the positions of a path);
+  other contested nodes, one rank order per q^G row unless x below(a) is under half an ulp of A,
+  block verification against q^G, batched over the positions of a path); the rank orders and the
+  q^G rows that need them come from the compiled kernels of ``spectheory.verifiers._gbv_cpu``
+  (numba), or with ``--no-kernels`` from torch operations (a stable sort of ratio bit patterns);
 * SpecInfer with K = 4 i.i.d. paths (recursive rejection sampling on the token tree; the residual
   chain built up to each node's number of candidates).
 
@@ -43,7 +45,7 @@ the first call at a shape pays the page faults of fresh memory (recorded per cas
 
 ```bash
 python benchmarks/bench_real_laws.py [--pairs 9] [--reads 5] [--runs 2] [--no-pool] \
-    [--out benchmarks/results/real_laws.json]
+    [--no-kernels] [--out benchmarks/results/real_laws.json]
 ```
 """
 
@@ -100,25 +102,42 @@ def quartiles(xs: list[float]) -> tuple[float, float]:
 def gbv_rows_sorted(drafts, q, p) -> list[int]:
     """[q^G rows whose mass below every token was computed from a rank order (a sort, or the
     root's sort shared with the selection), all q^G rows] in one GBV law (an untimed, counted
-    call); the others passed the screen that makes the sort unnecessary."""
+    call, on either route: torch operations or the compiled kernels); the others passed the
+    screen that makes the sort unnecessary."""
     import importlib
 
     gbv_module = importlib.import_module("spectheory.verifiers.gbv")  # the module, not gbv()
-    below = getattr(gbv_module, "_below_from_order", None)
-    if below is None:  # another implementation
+    kernels = gbv_module._kernels_for(q)
+    owner, name = (kernels, "skew_row") if kernels is not None else (gbv_module,
+                                                                      "_below_from_order")
+    fn = getattr(owner, name, None)
+    if fn is None:  # another implementation
         return [None, None]
     counts = [0, drafts.shape[0] * drafts.shape[2]]
 
     def counted(q_rows, *args, **kw):
-        counts[0] += int(q_rows.numel() // q_rows.shape[-1])
-        return below(q_rows, *args, **kw)
+        counts[0] += int(q_rows.size // q_rows.shape[-1]) if isinstance(q_rows, np.ndarray) \
+            else int(q_rows.numel() // q_rows.shape[-1])
+        return fn(q_rows, *args, **kw)
 
-    gbv_module._below_from_order = counted
+    setattr(owner, name, counted)
     try:
         gbv_module.gbv(drafts, q, p)
     finally:
-        gbv_module._below_from_order = below
+        setattr(owner, name, fn)
     return counts
+
+
+def gbv_route(q) -> str:
+    """Which route GBV's CPU rows take here (the compiled kernels, or torch operations)."""
+    import importlib
+
+    gbv_module = importlib.import_module("spectheory.verifiers.gbv")
+    if gbv_module._kernels_for(q) is None:
+        return "torch operations"
+    import numba
+
+    return f"compiled kernels (numba {numba.__version__})"
 
 
 def main() -> int:
@@ -134,6 +153,9 @@ def main() -> int:
                          "process, to state the spread between runs")
     ap.add_argument("--no-pool", action="store_true",
                     help="allocate every law output afresh (spectheory.runtime.buffers off)")
+    ap.add_argument("--no-kernels", action="store_true",
+                    help="GBV's rows through torch operations (SPECTHEORY_NUMBA=0), not the "
+                         "compiled kernels")
     ap.add_argument("--out", default="benchmarks/results/real_laws.json")
     a = ap.parse_args()
     if a.pairs < 9 or a.reads < 1 or a.runs < 1:
@@ -141,6 +163,8 @@ def main() -> int:
     torch.set_num_threads(1)
     if a.no_pool:
         os.environ["SPECTHEORY_BUFFER_POOL"] = "0"
+    if a.no_kernels:
+        os.environ["SPECTHEORY_NUMBA"] = "0"
     from spectheory.runtime import buffers
     from spectheory.engine.nodes import stop_probabilities
     from spectheory.registry import get_verifier
@@ -152,6 +176,7 @@ def main() -> int:
     #: per run, per case: (floor wall, law wall, law CPU, floor CPU) of each pair
     runs: list[dict[str, list[tuple[float, float, float, float]]]] = []
     nbytes: dict[str, int] = {}
+    routes: list[str] = []
 
     def measure(cases, floor, input_bytes):
         """The cases of one input shape, interleaved pair by pair, after a warming read."""
@@ -186,6 +211,7 @@ def main() -> int:
         measure({f"gbv K={K}": lambda: gbv_law(xk, qk, pk),
                  f"specinfer K={K}": lambda: specinfer_law(xk, qk, pk)},
                 lambda: float(pk.sum()) + float(qk.sum()), (pk.numel() + qk.numel()) * 4)
+        routes.append(gbv_route(qk))
         return gbv_rows_sorted(xk, qk, pk)
 
     for _ in range(a.runs):
@@ -242,6 +268,7 @@ def main() -> int:
             "first_pair_law_seconds": round(runs[0][name][0][1], 4),
             "pairs_floor_law_seconds": [[round(f, 5), round(t, 5)] for f, t, _, _ in ps]}
     res["cases"][f"gbv K={K}"]["q^G rows sorted"] = f"{sorted_rows} of {all_rows}"
+    res["cases"][f"gbv K={K}"]["route"] = routes[0]
     res["floor_suspect"] = suspect
     os.makedirs(os.path.dirname(a.out) or ".", exist_ok=True)
     with open(a.out, "w") as fh:
@@ -258,7 +285,7 @@ def main() -> int:
               f"machine's); CPU share {c['law_cpu_share']:.2f}, CPU-time ratio min "
               f"{c['cpu_min_ratio']}x median {c['cpu_median_ratio']}x; median per run "
               f"{c['per_run_median_ratio']}")
-    print(f"gbv: q^G rows sorted {sorted_rows} of {all_rows}")
+    print(f"gbv: q^G rows sorted {sorted_rows} of {all_rows}; route: {routes[0]}")
     if suspect:
         print(f"floor suspect (under 0.7 of the machine's read bandwidth): {', '.join(suspect)}")
     return 0

@@ -66,6 +66,7 @@ LP_NB = ("tests/test_lp_node_budget.py", "tests/test_lp_certificate.py")
 REPORTS = ("tests/test_sampler_reports.py",)
 BUFFERS = ("tests/test_buffers.py",)
 REAL = ("tests/test_real_laws_exact.py",)
+KERNELS = ("tests/test_gbv_kernels.py", "tests/test_real_laws_exact.py")
 LP_DIRECT = ("tests/test_lp_direct.py", "tests/test_lp_multipath.py", "tests/test_lp_tree.py")
 
 MUTANTS = [
@@ -419,6 +420,53 @@ MUTANTS = [
            "xq_tok <= a * half_eps",
            "GBV per-path law: the screen's cheap pre-check inverted, so rows that need no sort "
            "are sorted (same values; the test counts the rows the screen passes)", REAL),
+    # GBV's compiled CPU kernels (numba) and their route
+    Mutant("spectheory/verifiers/_gbv_cpu.py",
+           "        a = V - 1 - m if ties_low else m\n        k = keys[a]\n        d = k & _MASK",
+           "        a = m if ties_low else V - 1 - m\n        k = keys[a]\n        d = k & _MASK",
+           "GBV kernels: float32 rank order with the tie rules swapped", KERNELS),
+    Mutant("spectheory/verifiers/_gbv_cpu.py",
+           "        d = e >> np.uint64(32 + _DIGIT)",
+           "        d = (e >> np.uint64(32 + _DIGIT - 1)) & np.uint64(_MASK)",
+           "GBV kernels: float32 radix sort's second digit read one bit low", KERNELS),
+    Mutant("spectheory/verifiers/_gbv_cpu.py",
+           "                a = V - 1 - m if ties_low else m\n                k = keys[a]",
+           "                a = m if ties_low else V - 1 - m\n                k = keys[a]",
+           "GBV kernels: float64 rank order with the tie rules swapped", KERNELS),
+    Mutant("spectheory/verifiers/_gbv_cpu.py",
+           "            if c == V:\n",
+           "            if c == V - 1:\n",
+           "GBV kernels: float64 pass also skipped where all keys but one share its digit",
+           KERNELS),
+    Mutant("spectheory/verifiers/_gbv_cpu.py",
+           "        below[t] = acc\n        acc += q[t]",
+           "        acc += q[t]\n        below[t] = acc",
+           "GBV kernels: mass at or below a token instead of strictly below", KERNELS),
+    Mutant("spectheory/verifiers/_gbv_cpu.py",
+           "            out[a] = out[a] * ud[a] + w",
+           "            out[a] = out[a] * below[a] + w",
+           "GBV kernels: Horner step multiplies by u instead of u + d (K >= 3 only)", KERNELS),
+    Mutant("spectheory/verifiers/_gbv_cpu.py",
+           "    den = g + A\n",
+           "    den = g + x\n",
+           "GBV kernels: the skew denominator S_K(A, x) with x for A", KERNELS),
+    Mutant("spectheory/verifiers/_gbv_cpu.py",
+           "odd |= (k > inf) | ((k < sign) & (k != minus_one))",
+           "odd |= (k > inf)",
+           "GBV kernels: a -0.0 or negative ratio not flagged (bit order then ranks it wrongly)",
+           KERNELS),
+    Mutant("spectheory/verifiers/_gbv_cpu.py",
+           "        out[k] = V - 1 - at",
+           "        out[k] = V - at",
+           "GBV kernels: root rank positions off by one", KERNELS),
+    Mutant("spectheory/verifiers/gbv.py",
+           "A[i + 1] = Ai + xi * float(b_tok)",
+           "A[i + 1] = Ai + float(b_tok)",
+           "GBV kernels' route: A-update without the path mass x", KERNELS),
+    Mutant("spectheory/verifiers/gbv.py",
+           "                _skew_negligible(q_path[i:i + 1], A[i:i + 1], den1[i:i + 1], K,",
+           "                _skew_negligible(q_path[i:i + 1], A[i:i + 1], den1[i:i + 1], K + 1,",
+           "GBV kernels' route: a negligible row before a sorted one with the wrong K", KERNELS),
 ]
 
 

@@ -14,6 +14,11 @@ candidates, written into one output array) equal the previous implementations
   with p = q, paths sharing a prefix (contested nodes and nodes with two candidates below the
   root), and, in float32, rows where x below(a) is negligible against A;
 * and on the exact engine's float batches (thousands of joint outcomes, repeated node inputs).
+
+GBV's CPU float rows take two routes (``spectheory.verifiers._gbv_cpu``'s compiled kernels from
+``KERNEL_MIN_VOCAB`` on, torch operations below it or with ``SPECTHEORY_NUMBA=0``): the float
+comparisons run on both, and on the kernels also for the small engine batches (the threshold
+lowered to 1).
 """
 
 from __future__ import annotations
@@ -97,6 +102,23 @@ def real_like_batch(dtype, V: int = 1501, Bn: int = 6, K: int = 4, L: int = 8, s
     return x, q, p
 
 
+ROUTES = ["kernels", "torch"]
+
+
+def use_route(monkeypatch, route: str, min_vocab: int | None = None) -> None:
+    """Send GBV's CPU rows through the compiled kernels (``min_vocab``: lower the vocabulary
+    threshold) or through torch, and check that the route is the one asked for."""
+    if route == "kernels":
+        pytest.importorskip("numba")
+        monkeypatch.delenv(gbv_module.KERNEL_ENV, raising=False)
+        if min_vocab is not None:
+            monkeypatch.setattr(gbv_module, "KERNEL_MIN_VOCAB", min_vocab)
+    else:
+        monkeypatch.setenv(gbv_module.KERNEL_ENV, "0")
+    probe = torch.zeros(1, max(gbv_module.KERNEL_MIN_VOCAB, 1))
+    assert (gbv_module._kernels_for(probe) is not None) == (route == "kernels")
+
+
 def _counted(monkeypatch, name):
     """Wrap gbv_module.<name> to count its results: {result: count} (None vs a value; for
     the per-row screen, rows True / False)."""
@@ -117,11 +139,13 @@ def _counted(monkeypatch, name):
     return seen
 
 
+@pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("one_row", [False, True])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_bit_identical_to_previous_in_float(dtype, one_row, monkeypatch):
+def test_bit_identical_to_previous_in_float(dtype, one_row, route, monkeypatch):
     """``one_row``: one block per chunk, as at V = 151,936 (the root sort shared with the
     selection, the per-row screens); otherwise a few blocks per chunk."""
+    use_route(monkeypatch, route)
     x, q, p = real_like_batch(dtype)
     if one_row:
         monkeypatch.setattr(gbv_module, "RANK_CHUNK_ELEMENTS", 1)
@@ -134,7 +158,7 @@ def test_bit_identical_to_previous_in_float(dtype, one_row, monkeypatch):
         assert torch.equal(a.correction, b.correction), name
     assert shortcut.get(False, 0) > 0  # q^G rows ranked by a sort
     assert shortcut.get(True, 0) > 0  # and rows where x below is negligible against A
-    if one_row and dtype == torch.float32:  # shared roots; blocks 4 and 5 counted
+    if one_row and (dtype == torch.float32 or route == "kernels"):  # blocks 4 and 5 counted
         assert shared_root == {True: 4, False: 2}  # gbv only: its two tie rules agree
 
 
@@ -149,10 +173,12 @@ def test_selection_and_specinfer_paths_are_exercised():
     assert float(law.stop[3, 1].sum()) == 0.0  # block 3's path 1 shares its nodes with path 0
 
 
+@pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("ties", ["low", "high"])
-def test_root_ranks_equal_counts(ties):
+def test_root_ranks_equal_counts(ties, route, monkeypatch):
     """Rank positions read off the sort of a shared root row equal the counted ones, tied drafted
     tokens included; roots that differ bit for bit or hold a -0.0 ratio are left to counting."""
+    use_route(monkeypatch, route)
     x, q, p = real_like_batch(torch.float32)
     x[0, :, 0] = torch.tensor([39, 5, 3, 0])  # tokens 0..39 all have the ratio 2
     x[1, :, 0] = torch.tensor([41, 7, 100, 41])  # 41: never drafted (q = 0, ratio -1)
@@ -164,21 +190,26 @@ def test_root_ranks_equal_counts(ties):
         assert gbv_module._root_ranks(q[b, :, 0], p[b, :, 0], x[b, :, 0], ties) is None
 
 
+@pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("K", [2, 3])
-def test_engine_batches_bit_identical(K):
+def test_engine_batches_bit_identical(K, route, monkeypatch):
     """Thousands of joint outcomes in float64 (repeated node inputs, rows evaluated once per
-    distinct input): the same bits as before."""
+    distinct input): the same bits as before; on the kernels with V = 3 (the threshold
+    lowered), where every row has few distinct ratios."""
+    use_route(monkeypatch, route, min_vocab=1)
     drafts, q, p = joint_inputs(random_instance(3, 2, 7), K, exact=False)
     for name, (new, old) in LAWS.items():
         a, b = new(drafts, q, p), old(drafts, q, p)
         assert torch.equal(a.stop, b.stop) and torch.equal(a.correction, b.correction), name
 
 
-def test_a_negligible_row_before_a_sorted_one(monkeypatch):
+@pytest.mark.parametrize("route", ROUTES)
+def test_a_negligible_row_before_a_sorted_one(route, monkeypatch):
     """A path whose row at depth 1 passes the screen (x = q(X_1) = 1e-10 at the root) and whose
     row at depth 2 does not (an unnormalised row of mass 1e12 there): the general formula then
     runs on rows 0..2 with below = 0 at row 1, written over whatever an earlier path left in the
     reused scratch. Bit for bit the previous implementation's values (which sorts every row)."""
+    use_route(monkeypatch, route)
     x, q, p = real_like_batch(torch.float32)
     # an earlier path sorts its row at depth 1 (a likely root token: x = q(X_1) is large), an
     # unnormalised row of mass 1e12, so the scratch row there holds masses far above block b's

@@ -65,8 +65,9 @@ def test_parser_and_light_commands_do_not_import_torch(tmp_path):
             "with contextlib.redirect_stdout(io.StringIO()):\n"
             f"    seen.append(main(['lp', {str(inst)!r}, '--json']))\n"
             "seen.append('torch' in sys.modules)\n"
+            "seen.append('numba' in sys.modules)\n"
             "print(json.dumps(seen))")
-    assert json.loads(_python(code)) == [False, 0, False, 0, False]
+    assert json.loads(_python(code)) == [False, 0, False, 0, False, False]
     assert json.loads(inst.read_text())["vocab_size"] == 3
 
 

@@ -46,6 +46,14 @@ and A + x q(a) both round to A, and the row is q S_K(A, 0) / S_K(A, x) exactly; 
 which in float32 holds once the draft mass x of the prefix is below about 2^-25 A. Large outputs
 reuse pooled memory ([`spectheory.runtime.buffers`][spectheory.runtime.buffers]).
 
+Two routes for CPU float32/float64 rows, the same values bit for bit: from `KERNEL_MIN_VOCAB`
+tokens on, the rank order of a row (a stable radix sort of its ratios' bit patterns on 16-bit
+digits), the masses below (float64 running sums from the worst rank, rounded to the row's dtype,
+as ``torch.cumsum``) and the q^G row (Horner's rule, operation for operation) come from compiled
+kernels (``spectheory.verifiers._gbv_cpu``, numba; about 1.2 ms per row at V = 151,936 against
+2.4 ms); below that size, without numba, or with ``SPECTHEORY_NUMBA=0``, from torch operations.
+Block verification against the q^G rows runs on torch in both.
+
 Mismatched tie-breaking ([`gbv_mismatched_ties`][spectheory.verifiers.gbv.gbv_mismatched_ties]):
 selecting with one tie rule and ranking for q^G with the other (a constructed example of a tie-rule
 mismatch between selection and ranking) makes the selected path's law differ from q^G on instances
@@ -53,6 +61,10 @@ with equal ratios, and the result is lossy; it is kept as a negative control for
 """
 
 from __future__ import annotations
+
+import importlib
+import os
+import threading
 
 import numpy as np
 from ..runtime._lazy import torch
@@ -66,6 +78,69 @@ from .block import BLOCK_NODE, block_verification, block_weight
 
 #: Tie rules: "low" ranks the smaller token id first among equal ratios, "high" the larger one.
 TIE_RULES = ("low", "high")
+
+#: From this vocabulary size on, rank orders and q^G rows of CPU float32/float64 rows go through
+#: the compiled kernels of ``spectheory.verifiers._gbv_cpu`` (numba), the same values in fewer
+#: passes; below it (and without numba) through torch operations.
+KERNEL_MIN_VOCAB = 1024
+#: Environment variable: "0" keeps GBV on the torch route (numba is then never imported).
+KERNEL_ENV = "SPECTHEORY_NUMBA"
+_KERNELS: list = []  # [the kernels module, or None where numba cannot be imported], once tried
+_SCRATCH = threading.local()  # per thread: the kernels' scratch arrays of the last (V, dtype)
+
+
+def _kernels_for(rows):
+    """The compiled kernels for rows like ``rows`` [..., V] (torch, CPU, float32/float64, V at
+    least `KERNEL_MIN_VOCAB`), or None (then the torch route)."""
+    if not (B.is_torch(rows) and rows.device.type == "cpu"
+            and rows.dtype in (torch.float32, torch.float64)
+            and rows.shape[-1] >= KERNEL_MIN_VOCAB):
+        return None
+    if os.environ.get(KERNEL_ENV, "").strip().lower() in ("0", "off", "false", "no"):
+        return None
+    if not _KERNELS:
+        try:
+            _KERNELS.append(importlib.import_module("._gbv_cpu", __package__))
+        except ImportError:  # numba missing or not usable with this numpy
+            _KERNELS.append(None)
+    return _KERNELS[0]
+
+
+class _KernelScratch:
+    """Scratch arrays [V] of the kernels for one (V, dtype), kept per thread."""
+
+    def __init__(self, V: int, dtype):
+        f = np.dtype(dtype)
+        uint = np.uint32 if f.itemsize == 4 else np.uint64
+        self.key = (V, f)
+        self.ratio = np.empty(V, f)
+        self.keys = self.ratio.view(uint)
+        self.buf_a, self.buf_b = np.empty(V, np.uint64), np.empty(V, np.uint64)
+        self.idx_a, self.idx_b = np.empty(V, np.int32), np.empty(V, np.int32)
+        self.below, self.ud, self.power = (np.empty(V, f) for _ in range(3))
+        self.sign = uint(1 << (8 * f.itemsize - 1))
+        self.minus_one = uint(np.array(-1, f).view(uint)) ^ self.sign
+        self.inf = uint(np.array(np.inf, f).view(uint)) ^ self.sign
+
+    @staticmethod
+    def get(V: int, dtype) -> "_KernelScratch":
+        held = getattr(_SCRATCH, "held", None)
+        if held is None or held.key != (V, np.dtype(dtype)):
+            held = _SCRATCH.held = _KernelScratch(V, dtype)
+        return held
+
+    def order(self, kernels, p_row, q_row, ties: str):
+        """(worst-first order [V] int32, odd) of one row (numpy views); the order is a view of
+        this scratch (valid until the next call)."""
+        odd = kernels.ratio_keys(p_row, q_row, self.ratio, self.keys, self.sign, self.minus_one,
+                                 self.inf)
+        if self.keys.itemsize == 4:
+            order = kernels.rank_order32(self.keys, ties == "low", self.buf_a, self.buf_b,
+                                         self.idx_a)
+        else:
+            order = kernels.rank_order64(self.keys, ties == "low", self.buf_a, self.idx_a,
+                                         self.buf_b, self.idx_b)
+        return order, bool(odd)
 
 
 def _ratio(p_rows, q_rows, out=None):
@@ -256,31 +331,39 @@ def skewed_rows(q_rows, below, A, x, K: int):
 _NP_FLOAT = {}  # torch float dtype -> numpy scalar type, filled on first use
 
 
-def _negligible_rows(q_rows, A, x):
+def _np_float(dtype):
+    """The numpy scalar type of a torch float32/float64 dtype (None for others)."""
+    if not _NP_FLOAT:
+        _NP_FLOAT.update({torch.float32: np.float32, torch.float64: np.float64})
+    return _NP_FLOAT.get(dtype)
+
+
+def _negligible_rows(q_rows, A, x, row_stats=None):
     """Row by row (q rows [N, V], A, x [N], torch floats): True where x below(a) is under half
     a unit in the last place of A for every token a, so that A + x below(a) rounds to A exactly:
     the q^G row then does not depend on the ranking (no sort is needed) and the mass A of the
     child is A. A screen with a rigorous bound: below(a) <= M = (row sum) (1 + 2 V eps) (the
     cumulative sums are exact in double up to rounding to the row's dtype; any float sum is
     within (V - 1) eps / 2 of the true one), and fl(x b) <= |x| M (1 + eps). Rows with a
-    negative entry or a NaN, and A = 0, never pass. Returns a bool tensor [N], or None where
-    the screen does not apply (exact mode, integer rows, V eps > 1/4)."""
+    negative entry or a NaN, and A = 0, never pass. ``row_stats`` (one CPU row): its sum and
+    minimum as floats, read beforehand (any float sum of the row is within the bound). Returns a
+    bool tensor [N], or None where the screen does not apply (exact mode, integer rows,
+    V eps > 1/4)."""
     if not B.is_torch(q_rows) or not q_rows.dtype.is_floating_point or q_rows.numel() == 0:
         return None
     V = q_rows.shape[-1]
     eps = torch.finfo(q_rows.dtype).eps
     if V * eps > 0.25:
         return None
-    if not _NP_FLOAT:
-        _NP_FLOAT.update({torch.float32: np.float32, torch.float64: np.float64})
-    f = _NP_FLOAT.get(q_rows.dtype)
+    f = _np_float(q_rows.dtype)
     if f is not None and q_rows.numel() == V and q_rows.device.type == "cpu":  # one node
         a = A.item()
         ok = False
-        if 0 < a < float("inf") and q_rows.amin().item() >= 0:
+        total, least = row_stats if row_stats is not None else (None, None)
+        if 0 < a < float("inf") and (q_rows.amin().item() if least is None else least) >= 0:
             up = float(np.nextafter(f(a), f(np.inf))) - a
             down = a - float(np.nextafter(f(a), f(-np.inf)))
-            M = q_rows.sum().item() * (1 + 2 * V * eps)
+            M = (q_rows.sum().item() if total is None else total) * (1 + 2 * V * eps)
             ok = abs(x.item()) * M * (1 + 4 * eps) < min(up, down) / 2
         return torch.tensor([ok])
     M = q_rows.sum(dim=-1).double() * (1 + 2 * V * eps)
@@ -508,18 +591,29 @@ _INF_BITS = int(np.array(np.inf, dtype=np.float32).view(np.int32))
 
 def _root_ranks(q_rows, p_rows, x, ties: str):
     """Rank positions [K] of the drafted tokens x [K] at a root whose K rows q_rows, p_rows
-    [K, V] (torch float32, CPU) are equal, from ONE sort of the shared row's ratio bit patterns
-    (the one q^G at the root needs): position = V - 1 - (the token's index in the worst-first
-    order). Returns ``(positions, worst-first order [1, V])``, or None (the caller counts) when
-    the rows differ (bit for bit) or a ratio is NaN, -0.0 or negative other than the -1 of
-    q = 0, where the bit order and the comparisons of `_rank_rows` could disagree."""
+    [K, V] (torch float32, CPU; float64 too on the kernels' route) are equal, from ONE sort of
+    the shared row's ratio bit patterns (the one q^G at the root needs): position = V - 1 - (the
+    token's index in the worst-first order). Returns ``(positions, worst-first order)`` (a torch
+    [1, V] order, or on the kernels' route a numpy [V] one), or None (the caller counts) when the
+    rows differ (bit for bit) or a ratio is NaN, -0.0 or negative other than the -1 of q = 0,
+    where the bit order and the comparisons of `_rank_rows` could disagree."""
     K, V = q_rows.shape
-    if q_rows.dtype != torch.float32 or q_rows.device.type != "cpu":
+    kernels = _kernels_for(q_rows)
+    if kernels is None and (q_rows.dtype != torch.float32 or q_rows.device.type != "cpu"):
         return None
-    qn, pn = q_rows.numpy().view(np.int32), p_rows.numpy().view(np.int32)
+    iv = np.int32 if q_rows.dtype == torch.float32 else np.int64
+    qn, pn = q_rows.detach().numpy().view(iv), p_rows.detach().numpy().view(iv)
     for k in range(1, K):  # bit for bit: then every ratio, key and count is the same
         if not (np.array_equal(qn[k], qn[0]) and np.array_equal(pn[k], pn[0])):
             return None
+    if kernels is not None:
+        scratch = _KernelScratch.get(V, _np_float(q_rows.dtype))
+        order, odd = scratch.order(kernels, pn[0].view(scratch.ratio.dtype),
+                                   qn[0].view(scratch.ratio.dtype), ties)
+        if odd:
+            return None
+        pos = kernels.positions(order, x.contiguous().numpy(), np.empty(K, np.int64))
+        return torch.from_numpy(pos), order.copy()
     r = _ratio(p_rows[:1], q_rows[:1])
     order, kept = _order_by_bits(r, ties, worst_first=True, keep_bits=True)
     bits = kept[0].numpy()  # ascending
@@ -600,42 +694,57 @@ def _skewed_block_law(drafts, q, p, k, K: int, ties: str, root_orders=None) -> L
     d_all = B.as_index(d_sel, q)
     weights = torch.empty((Bsz, L + 1), dtype=p.dtype)
     V = q.shape[-1]
-    rows = torch.empty((5, L, V), dtype=q.dtype)  # reused by every path
-    work = (*rows, torch.empty((3, V), dtype=q.dtype),
-            torch.empty(V, dtype=_int_view(q.dtype) or torch.int64),
-            torch.empty(V, dtype=torch.long))
+    kernels = _kernels_for(q)
+    if kernels is not None:  # the kernels' route: only the q^G rows [L, V] (reused by every path)
+        work = (None, None, None, torch.empty((L, V), dtype=q.dtype))
+    else:
+        rows = torch.empty((5, L, V), dtype=q.dtype)  # reused by every path
+        work = (*rows, torch.empty((3, V), dtype=q.dtype),
+                torch.empty(V, dtype=_int_view(q.dtype) or torch.int64),
+                torch.empty(V, dtype=torch.long))
     for b, kb in enumerate(k.tolist()):
         order = root_orders.get(b) if root_orders else None
-        weights[b] = _path_law(q[b, kb], p[b, kb], d_all[b], K, ties, order, corr[b], work)
+        q_path, p_path = q[b, kb], p[b, kb]
+        if kernels is not None:
+            q_path, p_path = q_path.contiguous(), p_path.contiguous()
+        weights[b] = _path_law(q_path, p_path, d_all[b], K, ties, order, corr[b], work,
+                               kernels)
     return Law(nodes.stop_from_weights(BLOCK_NODE.scan, weights), corr)
 
 
-def _path_law(q_path, p_path, tok, K: int, ties: str, root_order, out, work):
+def _path_law(q_path, p_path, tok, K: int, ties: str, root_order, out, work, kernels=None):
     """Acceptance weights h_0..h_L [L+1] of block verification against q^G along one selected
     path, its corrections written into ``out`` [L+1, V]: the same values as
     `_skewed_path_rows` then the block node step position by position, in three passes.
 
     1. Position by position (scalars, and a sort where one is needed): A_i, x_i and the rows
        below_i; a row passing the screen of `_negligible_rows` takes below = 0 (module doc: the
-       same values), and A_{i+1} = A_i + x_i below_i(X_i), x_{i+1} = x_i q(X_i).
+       same values), and A_{i+1} = A_i + x_i below_i(X_i), x_{i+1} = x_i q(X_i). On the kernels'
+       route (``kernels``, `spectheory.verifiers._gbv_cpu`) a row that needs its rank order gets
+       it, and its q^G row, from two compiled calls instead (the same values).
     2. The q^G rows of all positions at once: the general formula `_skew_from_u` on the
        positions up to the last one sorted, the row q S_K(A, 0) / S_K(A, x) after it (as
-       `_skew_step`: the same operations on the same values per row).
+       `_skew_step`: the same operations on the same values per row); on the kernels' route the
+       second form for the rows that passed the screen (the general formula with below = 0
+       performs the same operations on the same values).
     3. The block weights w_i ([`block_weight`][spectheory.verifiers.block.block_weight]) along
        the path, then the block node step ([`block_node`][spectheory.verifiers.block.block_node])
        batched over the positions 1..L-1 with states w_0..w_{L-2}, and at 0 and L.
 
     ``q_path`` [L, V], ``p_path`` [L+1, V] (views of the selected path's rows), ``tok`` [L]
     (long), ``root_order`` the root row's worst-first order or None, ``work`` [5, L, V] scratch
-    (below, u, x q, q^G, a temporary)."""
+    (below, u, x q, q^G, a temporary; on the kernels' route only q^G)."""
     L, V = q_path.shape
     dt = q_path.dtype
     half_eps = torch.finfo(dt).eps / 2  # ulp(A) / 2 <= A eps / 2
     A, x = torch.zeros(L, dtype=dt), torch.ones(L, dtype=dt)
     toks = tok.tolist()
-    below, u, xq, qg, tmp = work[:5]
-    fscr, iscr, lscr = work[5:]  # one sort's scratch: floats [3, V], int [V], long [V]
-    last, skipped = -1, []
+    below, u, xq, qg, tmp = work[:5] if kernels is None else (*work, None)
+    last, skipped, stats = -1, [], None
+    if kernels is not None:
+        scratch = _KernelScratch.get(V, _np_float(dt))
+        qn, pn = q_path.detach().numpy(), p_path.detach().numpy()
+        qgn, An, xn = qg.numpy(), A.numpy(), x.numpy()
     for i in range(L):
         Ai, xi = A[i:i + 1], x[i:i + 1]
         if i + 1 < L:
@@ -643,26 +752,46 @@ def _path_law(q_path, p_path, tok, K: int, ties: str, root_order, out, work):
         a, xq_tok = float(Ai), float(xi) * float(q_path[i, toks[i]])
         # x q(X_i) >= A eps / 2 >= ulp(A) / 2: the screen cannot pass (its bound M >= q(X_i)),
         # so it is not run; A = 0 (the root) never passes either
-        screen = None if (a <= 0 or xq_tok >= a * half_eps) else \
-            _negligible_rows(q_path[i:i + 1], Ai, xi)
-        if screen is not None and bool(screen[0]):
-            skipped.append(i)
+        if not (a <= 0 or xq_tok >= a * half_eps):
+            if stats is None:  # the path's row sums and minima, read once
+                stats = (q_path.sum(dim=-1).tolist(), q_path.amin(dim=-1).tolist())
+            screen = _negligible_rows(q_path[i:i + 1], Ai, xi, (stats[0][i], stats[1][i]))
+            if screen is not None and bool(screen[0]):  # None: the screen does not apply
+                skipped.append(i)
+                if i + 1 < L:
+                    A[i + 1] = Ai  # A + x 0 = A
+                continue
+        last = i
+        if kernels is not None:
+            order = root_order if i == 0 else None
+            if order is None:
+                order, _ = scratch.order(kernels, pn[i], qn[i], ties)
+            b_tok = kernels.skew_row(qn[i], order, An[i], xn[i], K, toks[i], scratch.below,
+                                     scratch.ud, scratch.power, qgn[i])
             if i + 1 < L:
-                A[i + 1] = Ai  # A + x 0 = A
+                A[i + 1] = Ai + xi * float(b_tok)  # b_tok is a value of the row's dtype
             continue
         order = root_order if i == 0 else None
         if order is None:
+            fscr, iscr, lscr = work[5:]  # one sort's scratch: floats [3, V], int [V], long [V]
             r = _ratio(p_path[i:i + 1], q_path[i:i + 1], out=fscr[0:1])
             order = _rank_order(r, ties, worst_first=True, scratch=(iscr, lscr))
-        _below_from_order(q_path[i:i + 1], order, worst_first=True, out=below[i:i + 1],
-                          scratch=(fscr[1], fscr[2]))
-        last = i
+            _below_from_order(q_path[i:i + 1], order, worst_first=True, out=below[i:i + 1],
+                              scratch=(fscr[1], fscr[2]))
+        else:
+            _below_from_order(q_path[i:i + 1], order, worst_first=True, out=below[i:i + 1],
+                              scratch=(work[5][1], work[5][2]))
         if i + 1 < L:
             A[i + 1] = Ai + xi * below[i, toks[i]]
     den = _power_sum(A, x, K)
     den1 = den.unsqueeze(-1)
     j = last + 1  # positions 0..j-1: general formula; j..L-1: no sort was needed
-    if j > 0:
+    if kernels is not None:
+        for i in skipped:  # rows before the last sorted one that passed the screen
+            if i < j:
+                _skew_negligible(q_path[i:i + 1], A[i:i + 1], den1[i:i + 1], K,
+                                 out=qg[i:i + 1])
+    elif j > 0:
         for i in skipped:
             if i < j:
                 below[i].zero_()  # a row that passed the screen before a sorted one

@@ -1,0 +1,201 @@
+"""Compiled CPU kernels (numba) for GBV's rank orders and q^G rows at real vocabulary sizes.
+
+The same values as the torch route of [`spectheory.verifiers.gbv`][spectheory.verifiers.gbv], bit
+for bit (``tests/test_real_laws_exact.py`` compares them), in fewer passes over a row:
+
+* `ratio_keys`: r = p/q (-1 where q = 0) and its bit patterns as unsigned sort keys (sign bit
+  flipped: ascending keys = ascending signed patterns = ascending ratios for the ratios GBV meets);
+  ``odd`` says whether a pattern is a NaN or a negative other than -1.0 (where bit order and float
+  comparisons could disagree; the caller then counts ranks by comparisons).
+* `rank_order32`, `rank_order64`: the worst-first rank order by a stable least-significant-digit
+  radix sort on 16-bit digits (2 passes for float32 keys, with key and id packed in one word; 4
+  for float64, a pass whose digit is the same for all keys skipped). Ties: for the rule "low" (smaller id ranks better) the worst-first order lists
+  equal ratios by decreasing id, so the first pass reads the tokens from the last; for "high" from
+  the first. This is the order of one stable sort of the patterns in the torch route.
+* `skew_row`: below(a) = the q-mass ranked strictly below a, accumulated in float64 in rank order
+  from the worst and rounded to the row's dtype (what ``torch.cumsum`` does for float32 rows), and
+  the q^G row q S_K(A + x below, x q) / S_K(A, x) by Horner's rule in the row's dtype, operation
+  for operation as the torch route (no fused multiply-add: numba does not contract without
+  ``fastmath``), q where S_K(A, x) = 0.
+* `positions`: rank positions (0 = best) of a few tokens in a worst-first order.
+
+Imported only when the route is taken (it imports numba, which compiles these functions on first
+use and caches them on disk).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+_DIGIT = 16  # radix digits: 65,536 bins (2 passes for float32 keys, 4 for float64)
+_BINS = 1 << _DIGIT
+_MASK = _BINS - 1
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def ratio_keys(p, q, ratio, keys, sign, minus_one, inf):  # pragma: no cover - compiled
+    """ratio[a] = p[a]/q[a] (-1 where q[a] = 0); keys (an unsigned view of ``ratio``) ^= sign.
+    ``sign``, ``minus_one``, ``inf``: the sign bit and the keys of -1.0 and +inf. Returns True
+    when a key is a NaN or a negative pattern other than -1.0."""
+    V = p.shape[0]
+    for a in range(V):
+        qa = q[a]
+        r = p[a] / qa
+        ratio[a] = r if qa != 0 else np.float32(-1.0)
+    odd = 0
+    for a in range(V):
+        k = keys[a] ^ sign
+        keys[a] = k
+        odd |= (k > inf) | ((k < sign) & (k != minus_one))
+    return odd != 0
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def rank_order32(keys, ties_low, buf_a, buf_b, order):  # pragma: no cover - compiled
+    """Worst-first order [V] (int32, into ``order``) of 32-bit ``keys`` [V]: ascending keys,
+    ties by decreasing id when ``ties_low``, else by increasing id. Two stable passes on 16-bit
+    digits of (key, id) packed in one 64-bit word; ``buf_a``, ``buf_b`` [V] uint64 scratch."""
+    V = keys.shape[0]
+    h0 = np.zeros(_BINS, np.int32)
+    h1 = np.zeros(_BINS, np.int32)
+    for a in range(V):
+        k = keys[a]
+        h0[k & _MASK] += 1
+        h1[k >> _DIGIT] += 1
+    s0 = 0
+    s1 = 0
+    for b in range(_BINS):
+        c = h0[b]
+        h0[b] = s0
+        s0 += c
+        c = h1[b]
+        h1[b] = s1
+        s1 += c
+    for m in range(V):  # the input in the order that breaks ties
+        a = V - 1 - m if ties_low else m
+        k = keys[a]
+        d = k & _MASK
+        j = h0[d]
+        h0[d] = j + 1
+        buf_a[j] = (np.uint64(k) << np.uint64(32)) | np.uint64(a)
+    for m in range(V):
+        e = buf_a[m]
+        d = e >> np.uint64(32 + _DIGIT)
+        j = h1[d]
+        h1[d] = j + 1
+        order[j] = np.int32(e & np.uint64(0xFFFFFFFF))
+    return order
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def rank_order64(keys, ties_low, key_a, idx_a, key_b, idx_b):  # pragma: no cover - compiled
+    """`rank_order32` for 64-bit ``keys``: keys and ids in separate arrays (``key_a``,
+    ``key_b`` uint64, ``idx_a``, ``idx_b`` int32 [V]), four passes, a pass whose digit is the
+    same for every key skipped. Returns the order (a view of ``idx_a`` or ``idx_b``)."""
+    V = keys.shape[0]
+    passes = 64 // _DIGIT
+    hist = np.zeros((passes, _BINS), np.int32)
+    for a in range(V):
+        k = keys[a]
+        for s in range(passes):
+            hist[s, (k >> np.uint64(_DIGIT * s)) & np.uint64(_MASK)] += 1
+    run = np.zeros(passes, np.bool_)
+    for s in range(passes):
+        total = 0
+        for b in range(_BINS):
+            c = hist[s, b]
+            if c == V:
+                break  # every key has this digit: the pass would keep the order
+            hist[s, b] = total
+            total += c
+        else:
+            run[s] = True
+    first = True
+    src_k, src_i, dst_k, dst_i = key_a, idx_a, key_b, idx_b
+    for s in range(passes):
+        if not run[s]:
+            continue
+        shift = np.uint64(_DIGIT * s)
+        h = hist[s]
+        if first:  # from the input, tokens in the order that breaks ties
+            for m in range(V):
+                a = V - 1 - m if ties_low else m
+                k = keys[a]
+                d = (k >> shift) & np.uint64(_MASK)
+                j = h[d]
+                h[d] = j + 1
+                src_k[j] = k
+                src_i[j] = a
+            first = False
+            continue
+        for m in range(V):
+            k = src_k[m]
+            d = (k >> shift) & np.uint64(_MASK)
+            j = h[d]
+            h[d] = j + 1
+            dst_k[j] = k
+            dst_i[j] = src_i[m]
+        src_k, src_i, dst_k, dst_i = dst_k, dst_i, src_k, src_i
+    if first:  # all keys equal: the tie order alone
+        for m in range(V):
+            src_i[m] = V - 1 - m if ties_low else m
+    return src_i
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def skew_row(q, order, A, x, K, tok, below, ud, power, out):  # pragma: no cover - compiled
+    """q^G row into ``out`` [V] at a node with masses A (ranked below the node) and x (its draft
+    probability), from the worst-first ``order``; ``below``, ``ud``, ``power`` [V] scratch of q's
+    dtype. Returns below(tok), the mass ranked below the drafted token."""
+    V = q.shape[0]
+    acc = 0.0
+    for m in range(V):
+        t = order[m]
+        below[t] = acc
+        acc += q[t]
+    b_tok = below[tok]
+    if K == 1:  # S_1 = 1: q 1 / 1
+        for a in range(V):
+            out[a] = q[a]
+        return b_tok
+    # S_K(A, x): u = A, d = x, Horner as in the torch route
+    g = A + x
+    den = g + A
+    pw = A
+    for _ in range(K - 2):
+        pw = pw * A
+        den = den * g + pw
+    for a in range(V):
+        u = below[a] * x + A
+        s = q[a] * x + u
+        below[a] = u
+        ud[a] = s
+        out[a] = s + u
+        power[a] = u
+    for _ in range(K - 2):
+        for a in range(V):
+            w = power[a] * below[a]
+            power[a] = w
+            out[a] = out[a] * ud[a] + w
+    if den == 0:
+        for a in range(V):
+            out[a] = q[a]
+    else:
+        for a in range(V):
+            out[a] = out[a] * q[a] / den
+    return b_tok
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def positions(order, toks, out):  # pragma: no cover - compiled
+    """out[k] = rank position (0 = best) of token toks[k] in the worst-first ``order`` (a
+    permutation: one match per token, found by a sum that vectorises)."""
+    V = order.shape[0]
+    for k in range(toks.shape[0]):
+        t = toks[k]
+        at = 0
+        for m in range(V):
+            at += m if order[m] == t else 0
+        out[k] = V - 1 - at
+    return out

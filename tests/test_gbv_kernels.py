@@ -1,0 +1,152 @@
+"""GBV's compiled CPU kernels (``spectheory.verifiers._gbv_cpu``) against plain references.
+
+* the rank order (worst first) equals Python's ``sorted`` by (ratio, tie rule) and the torch
+  route's stable sort of bit patterns, for float32 and float64, both tie rules, rows with many
+  equal ratios, never-drafted tokens (q = 0, ratio -1), all ratios equal, and one token;
+* the ``odd`` flag of the ratio keys: set for a NaN ratio, a -0.0 ratio and a negative one (where
+  bit order and comparisons could disagree), clear for rows whose only negative is the -1 of q = 0;
+* the q^G row and below(token) equal the torch route's values bit for bit for K = 1..5 (Horner
+  depth), including a node with S_K(A, x) = 0 (then q), and the mass accumulated in float64 from
+  the worst rank (a float32 running sum differs: the test shows it would be caught);
+* rank positions read off an order equal the comparison counts of ``_rank_rows``.
+
+The law-level comparisons (the previous implementation, bit for bit, on both routes) are in
+``tests/test_real_laws_exact.py``."""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("numba")
+kernels = importlib.import_module("spectheory.verifiers._gbv_cpu")
+gbv_module = importlib.import_module("spectheory.verifiers.gbv")
+
+DTYPES = [torch.float32, torch.float64]
+
+
+def _rows(dtype, V=2000, seed=0):
+    """A p, q row pair with 300 tokens of ratio 2, 200 of ratio 1/2, 50 never drafted and a
+    prefix of random ratios (prefix-dependent rows elsewhere are the law tests' business)."""
+    gen = torch.Generator().manual_seed(seed)
+    p = torch.softmax(torch.randn(V, generator=gen, dtype=torch.float64) * 3, 0).to(dtype)
+    q = torch.softmax(torch.randn(V, generator=gen, dtype=torch.float64) * 3, 0).to(dtype)
+    q[100:400], p[100:400] = 1e-4, 2e-4
+    q[500:700], p[500:700] = 4e-4, 2e-4
+    q[800:850] = 0
+    return p, q
+
+
+def _order(p, q, ties):
+    scratch = gbv_module._KernelScratch(p.shape[0], gbv_module._np_float(p.dtype))
+    order, odd = scratch.order(kernels, p.numpy(), q.numpy(), ties)
+    return order.copy(), odd
+
+
+def _reference_order(p, q, ties):
+    """Worst first: ascending ratio (-1 where q = 0); among equal ratios the token ranked worse
+    first: the larger id for ties "low" (smaller id ranks better), the smaller one for "high"."""
+    r = [(-1.0 if qa == 0 else pa / qa) for pa, qa in zip(p.tolist(), q.tolist())]
+    r = np.array(r, dtype=p.numpy().dtype).tolist()  # the ratio in the row's dtype
+    sign = -1 if ties == "low" else 1
+    return np.array(sorted(range(len(r)), key=lambda a: (r[a], sign * a)))
+
+
+@pytest.mark.parametrize("ties", ["low", "high"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rank_order_equals_sorted_and_torch(dtype, ties):
+    p, q = _rows(dtype)
+    order, odd = _order(p, q, ties)
+    assert not odd
+    assert np.array_equal(order, _reference_order(p, q, ties))
+    r = gbv_module._ratio(p[None], q[None])
+    torch_order = gbv_module._order_by_bits(r, ties, worst_first=True)[0].numpy()
+    assert np.array_equal(order, torch_order)
+
+
+@pytest.mark.parametrize("ties", ["low", "high"])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rank_order_all_equal_and_one_token(dtype, ties):
+    """Every ratio equal (every radix pass trivial): the tie order alone; all equal but one
+    (every digit shared by all keys but one: no pass may be skipped there); V = 1."""
+    V = 1500
+    p = torch.full((V,), 1.0 / V, dtype=dtype)
+    order, _ = _order(p, p.clone(), ties)
+    expected = np.arange(V)[::-1] if ties == "low" else np.arange(V)
+    assert np.array_equal(order, expected)
+    for t, factor in ((700, 2.0), (3, 0.5), (1499, 1 + 2**-20)):
+        q = p.clone()
+        q[t] = q[t] / factor
+        order, _ = _order(p, q, ties)
+        assert np.array_equal(order, _reference_order(p, q, ties)), (t, factor)
+    one = torch.ones(1, dtype=dtype)
+    assert _order(one, one, ties)[0].tolist() == [0]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_odd_ratios_are_flagged(dtype):
+    p, q = _rows(dtype)
+    assert not _order(p, q, "low")[1]  # q = 0 gives -1: allowed
+    for value in (float("nan"), -0.0, -1e-3):
+        bad = p.clone()
+        bad[7] = value
+        assert _order(bad, q, "low")[1], value
+    qnan = q.clone()
+    qnan[9] = float("nan")
+    assert _order(p, qnan, "low")[1]
+
+
+def _torch_row(q, order, A, x, K):
+    """below and the q^G row by the torch route's functions (its scratch-free forms)."""
+    below = gbv_module._below_from_order(q[None], torch.as_tensor(order, dtype=torch.long)[None],
+                                         worst_first=True)
+    A1, x1 = A.reshape(1, 1), x.reshape(1, 1)
+    den = gbv_module._power_sum(A.reshape(1), x.reshape(1), K).reshape(1, 1)
+    row = gbv_module._skew_from_u(q[None], below * x1 + A1, x1, den, K)
+    return below[0], row[0]
+
+
+@pytest.mark.parametrize("K", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_skew_row_bit_identical_to_torch(dtype, K):
+    p, q = _rows(dtype, seed=K)
+    order, _ = _order(p, q, "low")
+    f = gbv_module._np_float(dtype)
+    for A, x in ((0.0, 1.0), (0.4375123, 1.3e-3), (0.9, 2.0**-20), (0.0, 0.0)):
+        At, xt = torch.tensor(A, dtype=dtype), torch.tensor(x, dtype=dtype)
+        below, row = _torch_row(q, order, At, xt, K)
+        scratch = gbv_module._KernelScratch(q.shape[0], f)
+        out = np.empty(q.shape[0], f)
+        tok = 123
+        b_tok = kernels.skew_row(q.numpy(), order, f(A), f(x), K, tok, scratch.below,
+                                 scratch.ud, scratch.power, out)
+        assert b_tok == below[tok].item()
+        assert np.array_equal(out, row.numpy()), (A, x)
+        if A == x == 0 and K > 1:  # S_K(0, 0) = 0: the row falls back to q
+            assert np.array_equal(out, q.numpy())
+
+
+def test_a_float32_running_sum_would_be_caught():
+    """The masses below are float64 running sums rounded to float32 (as torch.cumsum of a
+    float32 row); summing in float32 changes some of them, so the comparisons above can tell."""
+    p, q = _rows(torch.float32)
+    order, _ = _order(p, q, "low")
+    acc, below32 = np.float32(0), np.empty(q.shape[0], np.float32)
+    for t in order.tolist():
+        below32[t] = acc
+        acc = np.float32(acc + q[t].item())
+    below, _ = _torch_row(q, order, torch.tensor(0.0), torch.tensor(1.0), 2)
+    assert not np.array_equal(below32, below.numpy())
+
+
+@pytest.mark.parametrize("ties", ["low", "high"])
+def test_positions_equal_counts(ties):
+    p, q = _rows(torch.float32)
+    toks = torch.tensor([150, 399, 820, 5, 600])  # tied (ratio 2, 1/2), never drafted, random
+    order, _ = _order(p, q, ties)
+    pos = kernels.positions(order, toks.numpy(), np.empty(5, np.int64))
+    counted = gbv_module._rank_rows(q.expand(5, -1), p.expand(5, -1), toks, ties)
+    assert pos.tolist() == counted.tolist()
