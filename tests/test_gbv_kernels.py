@@ -150,3 +150,17 @@ def test_positions_equal_counts(ties):
     pos = kernels.positions(order, toks.numpy(), np.empty(5, np.int64))
     counted = gbv_module._rank_rows(q.expand(5, -1), p.expand(5, -1), toks, ties)
     assert pos.tolist() == counted.tolist()
+
+
+def test_route_rule(monkeypatch):
+    """CPU float32/float64 rows of at least KERNEL_MIN_VOCAB tokens take the kernels; smaller
+    rows, other dtypes and SPECTHEORY_NUMBA=0 take torch."""
+    monkeypatch.delenv(gbv_module.KERNEL_ENV, raising=False)
+    V = gbv_module.KERNEL_MIN_VOCAB
+    assert gbv_module._kernels_for(torch.zeros(2, V)) is kernels
+    assert gbv_module._kernels_for(torch.zeros(2, V, dtype=torch.float64)) is kernels
+    assert gbv_module._kernels_for(torch.zeros(2, V - 1)) is None
+    assert gbv_module._kernels_for(torch.zeros(2, V, dtype=torch.float16)) is None
+    assert gbv_module._kernels_for(np.zeros((2, V))) is None
+    monkeypatch.setenv(gbv_module.KERNEL_ENV, "0")
+    assert gbv_module._kernels_for(torch.zeros(2, V)) is None

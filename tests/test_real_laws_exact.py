@@ -17,8 +17,8 @@ candidates, written into one output array) equal the previous implementations
 
 GBV's CPU float rows take two routes (``spectheory.verifiers._gbv_cpu``'s compiled kernels from
 ``KERNEL_MIN_VOCAB`` on, torch operations below it or with ``SPECTHEORY_NUMBA=0``): the float
-comparisons run on both, and on the kernels also for the small engine batches (the threshold
-lowered to 1).
+comparisons run on both (the threshold lowered to 1 for the kernels), the small engine batches
+(V = 3) included.
 """
 
 from __future__ import annotations
@@ -105,14 +105,14 @@ def real_like_batch(dtype, V: int = 1501, Bn: int = 6, K: int = 4, L: int = 8, s
 ROUTES = ["kernels", "torch"]
 
 
-def use_route(monkeypatch, route: str, min_vocab: int | None = None) -> None:
-    """Send GBV's CPU rows through the compiled kernels (``min_vocab``: lower the vocabulary
-    threshold) or through torch, and check that the route is the one asked for."""
+def use_route(monkeypatch, route: str) -> None:
+    """Send GBV's CPU rows through the compiled kernels (the vocabulary threshold lowered to 1,
+    so that these small rows take them) or through torch, and check that the route is the one
+    asked for."""
     if route == "kernels":
         pytest.importorskip("numba")
         monkeypatch.delenv(gbv_module.KERNEL_ENV, raising=False)
-        if min_vocab is not None:
-            monkeypatch.setattr(gbv_module, "KERNEL_MIN_VOCAB", min_vocab)
+        monkeypatch.setattr(gbv_module, "KERNEL_MIN_VOCAB", 1)
     else:
         monkeypatch.setenv(gbv_module.KERNEL_ENV, "0")
     probe = torch.zeros(1, max(gbv_module.KERNEL_MIN_VOCAB, 1))
@@ -194,9 +194,9 @@ def test_root_ranks_equal_counts(ties, route, monkeypatch):
 @pytest.mark.parametrize("K", [2, 3])
 def test_engine_batches_bit_identical(K, route, monkeypatch):
     """Thousands of joint outcomes in float64 (repeated node inputs, rows evaluated once per
-    distinct input): the same bits as before; on the kernels with V = 3 (the threshold
-    lowered), where every row has few distinct ratios."""
-    use_route(monkeypatch, route, min_vocab=1)
+    distinct input): the same bits as before, on both routes (V = 3: every row has few distinct
+    ratios)."""
+    use_route(monkeypatch, route)
     drafts, q, p = joint_inputs(random_instance(3, 2, 7), K, exact=False)
     for name, (new, old) in LAWS.items():
         a, b = new(drafts, q, p), old(drafts, q, p)

@@ -47,7 +47,7 @@ which in float32 holds once the draft mass x of the prefix is below about 2^-25 
 reuse pooled memory ([`spectheory.runtime.buffers`][spectheory.runtime.buffers]).
 
 Two routes for CPU float32/float64 rows, the same values bit for bit: from `KERNEL_MIN_VOCAB`
-tokens on, the rank order of a row (a stable radix sort of its ratios' bit patterns on 16-bit
+(16,384) tokens on, the rank order of a row (a stable radix sort of its ratios' bit patterns on 16-bit
 digits), the masses below (float64 running sums from the worst rank, rounded to the row's dtype,
 as ``torch.cumsum``) and the q^G row (Horner's rule, operation for operation) come from compiled
 kernels (``spectheory.verifiers._gbv_cpu``, numba; about 1.2 ms per row at V = 151,936 against
@@ -81,8 +81,11 @@ TIE_RULES = ("low", "high")
 
 #: From this vocabulary size on, rank orders and q^G rows of CPU float32/float64 rows go through
 #: the compiled kernels of ``spectheory.verifiers._gbv_cpu`` (numba), the same values in fewer
-#: passes; below it (and without numba) through torch operations.
-KERNEL_MIN_VOCAB = 1024
+#: passes; below it (and without numba) through torch operations. The kernels cost about 0.5 s
+#: once per process (importing numba, loading the compiled code; 1.4 s the first time, when they
+#: are compiled and cached) and save about 1.2 ms per sorted row at V = 151,936: worth it at
+#: real vocabulary sizes, not for small tables.
+KERNEL_MIN_VOCAB = 16384
 #: Environment variable: "0" keeps GBV on the torch route (numba is then never imported).
 KERNEL_ENV = "SPECTHEORY_NUMBA"
 _KERNELS: list = []  # [the kernels module, or None where numba cannot be imported], once tried
