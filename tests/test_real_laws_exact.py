@@ -226,3 +226,17 @@ def test_a_negligible_row_before_a_sorted_one(route, monkeypatch):
     a, prev_law = gbv(x, q, p), prev.gbv(x, q, p)
     assert torch.equal(a.stop, prev_law.stop) and torch.equal(a.correction, prev_law.correction)
     assert seen.get(True, 0) > 0
+
+
+@pytest.mark.parametrize("route", ROUTES)
+@pytest.mark.parametrize("bad", [-1, 1501, 10**9])
+def test_draft_tokens_out_of_range_are_refused(bad, route, monkeypatch):
+    """A drafted token outside 0..V-1 on a path that is not selected, or at the root, is refused
+    in one line on both routes (the kernels index rows with the tokens and check no bounds)."""
+    use_route(monkeypatch, route)
+    x, q, p = real_like_batch(torch.float32)
+    for at in ((0, 3, 5), (1, slice(None), 0)):
+        y = x.clone()
+        y[at] = bad
+        with pytest.raises(ValueError, match=f"draft tokens must lie in 0..1500 .*found {bad}$"):
+            gbv(y, q, p)

@@ -829,6 +829,11 @@ def _path_law(q_path, p_path, tok, K: int, ties: str, root_order, out, work, ker
 def _gbv(drafts, q, p, selection_ties: str, ranking_ties: str) -> MultiLaw:
     Bsz, K, L = drafts.shape
     V = q.shape[-1]
+    if drafts.shape[0] * K * L:  # one read of the tokens: every route indexes rows with them
+        lo, hi = int(drafts.min()), int(drafts.max())
+        if lo < 0 or hi >= V:
+            raise ValueError(f"GBV: draft tokens must lie in 0..{V - 1} (V = {V}); "
+                             f"found {lo if lo < 0 else hi}")
     shared = {} if selection_ties == ranking_ties else None  # root sorts serve both
     k = best_path(drafts, q, p, selection_ties, shared)
     law = _skewed_block_law(drafts, q, p, k, K, ranking_ties, shared)
