@@ -14,7 +14,8 @@ Targets (wall clock, minimum over the runs; on an idle machine the median comes 
 ``spectheory --help`` under 0.3 s; ``spectheory exact`` on a V = 3, L = 2 instance in exact
 rationals (``--exact``, which runs on numpy Fractions) and on its default float64 route (which
 runs on numpy float64 for token and block verification on the CPU) under 0.6 s each, neither
-importing torch; ``spectheory check`` on the same instance (float64) under 0.6 s;
+importing torch; ``spectheory check`` on the same instance (float64) under 0.6 s, and GBV's
+analytic route with K = 3 paths (float64, also on numpy);
 ``spectheory instance`` and ``spectheory lp`` on a small instance under 1 s.
 
 The commands run as an installed package runs them: with their bytecode cached (a private
@@ -100,6 +101,8 @@ TARGETS = {"spectheory --help": 0.3,
            "spectheory exact INSTANCE --exact (V = 3, L = 2)": 0.6,
            "spectheory exact INSTANCE (float64 route, V = 3, L = 2)": 0.6,
            "spectheory check INSTANCE (float64 route, V = 3, L = 2)": 0.6,
+           "spectheory exact INSTANCE --verifier gbv --paths 3 (float64 analytic route, V = 3, "
+           "L = 2)": 0.6,
            "spectheory instance random --vocab 3 --block 3": TARGET_SECONDS,
            "spectheory lp INSTANCE (node-budget, V = 3, L = 3)": TARGET_SECONDS}
 
@@ -132,6 +135,8 @@ def main() -> int:
             "spectheory exact INSTANCE --exact (V = 3, L = 2)": cli + ["exact", small, "--exact"],
             "spectheory exact INSTANCE (float64 route, V = 3, L = 2)": cli + ["exact", small],
             "spectheory check INSTANCE (float64 route, V = 3, L = 2)": cli + ["check", small],
+            "spectheory exact INSTANCE --verifier gbv --paths 3 (float64 analytic route, V = 3, "
+            "L = 2)": cli + ["exact", small, "--verifier", "gbv", "--paths", "3"],
         }
         torch_used = {name: imports_torch(argv, env) for name, argv in cases.items()}  # warm-up
         load_before = os.getloadavg()

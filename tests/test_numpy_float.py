@@ -1,8 +1,9 @@
 """The exact engine's float route on numpy float64 (no torch) against the same route on torch and
 against exact rationals.
 
-Verifiers that declare ``numpy_float`` (token, block) run their per-node and per-draft routes on
-numpy float64 arrays on the CPU ([`float_backend`][spectheory.engine.plan.float_backend]). The
+Verifiers that declare ``numpy_float`` (token, block, GBV) run their per-node and per-draft routes
+of one path, and GBV its analytic route of K paths, on numpy float64 arrays on the CPU
+([`float_backend`][spectheory.engine.plan.float_backend]). The
 elementwise operations are the same IEEE operations as on torch and only sums may add in another
 order, so the two backends agree to within a few ulps; both agree with the exact rational law to
 rounding. The backend ops themselves give torch's values on NaN, inf and zero denominators, without
@@ -40,10 +41,16 @@ ROUNDING = 1e-13
 NUMPY_VERIFIERS = sorted(n for n, s in registered().items() if s.numpy_float)
 
 
-def test_the_declared_verifiers_are_token_and_block():
+#: The routes (and numbers of paths) each declared verifier is compared on.
+ROUTES_OF = {"token": [("node", 1), ("per-draft", 1)], "block": [("node", 1), ("per-draft", 1)],
+             "gbv": [("analytic", 1), ("analytic", 2), ("analytic", 3), ("per-draft", 1)]}
+CASES = [(name, route, K) for name in NUMPY_VERIFIERS for route, K in ROUTES_OF[name]]
+
+
+def test_the_declared_verifiers_are_token_block_and_gbv():
     """Every verifier that declares numpy float support is compared below; a new declaration
     enters the comparison by the parametrisation (this list says which run today)."""
-    assert NUMPY_VERIFIERS == ["block", "token"]
+    assert NUMPY_VERIFIERS == ["block", "gbv", "token"] == sorted(ROUTES_OF)
     assert not any(s.numpy_float for n, s in registered().items() if n not in NUMPY_VERIFIERS)
 
 
@@ -78,16 +85,16 @@ def _compare(x, y, tol, laws=True):
         _close(x.target_law, y.target_law, tol, "target law")
 
 
-@pytest.mark.parametrize("name", NUMPY_VERIFIERS)
-@pytest.mark.parametrize("route", ["node", "per-draft"])
+@pytest.mark.parametrize("name,route,K", CASES)
 @pytest.mark.parametrize("label,inst", INSTANCES, ids=[n for n, _ in INSTANCES])
-def test_numpy_equals_torch_and_exact(name, route, label, inst):
-    fast = analyze(inst, name, exact=False, route=route)
-    ref = analyze(inst, name, exact=False, route=route, backend="torch")
+def test_numpy_equals_torch_and_exact(name, route, K, label, inst):
+    kw = {"paths": K} if name == "gbv" else {}
+    fast = analyze(inst, name, exact=False, route=route, **kw)
+    ref = analyze(inst, name, exact=False, route=route, backend="torch", **kw)
     assert (fast.backend, ref.backend, fast.route, ref.route) == ("numpy", "torch", route, route)
     _compare(fast, ref, ULPS)
     if inst.exact:  # rows on a grid: the exact law of the same instance
-        ex = analyze(inst, name, exact=True, route=route)
+        ex = analyze(inst, name, exact=True, route=route, **kw)
         _compare(fast, ex, ROUNDING)
         assert ex.tv_to_target == 0 and fast.tv_to_target <= ROUNDING  # lossless
 
@@ -96,7 +103,7 @@ def test_numpy_equals_torch_and_exact(name, route, label, inst):
 def test_one_result_type_per_mode_on_every_backend(name):
     inst = make_instance("sparse", V=3, L=2, seed=4, denominator=6)
     runs = [analyze(inst, name, exact=False), analyze(inst, name, exact=False, backend="torch"),
-            analyze(inst, "gbv", exact=False, paths=2)]  # a route that computes on torch
+            analyze(inst, "specinfer", exact=False, paths=2)]  # a route that computes on torch
     assert [r.backend for r in runs] == ["numpy", "torch", "torch"]
     for r in runs:
         for law in (r.output_law, r.target_law):
@@ -113,18 +120,18 @@ def test_one_result_type_per_mode_on_every_backend(name):
     assert analyze(inst, name, exact=False, laws=False).output_law is None
 
 
-@pytest.mark.parametrize("name", NUMPY_VERIFIERS)
-@pytest.mark.parametrize("route", ["node", "per-draft"])
-def test_multi_iteration_and_checker_agree_across_backends(name, route):
+@pytest.mark.parametrize("name,route,K", CASES)
+def test_multi_iteration_and_checker_agree_across_backends(name, route, K):
     inst = random_instance(3, 2, 5, alpha=0.4)
-    a = multi_iteration_law(inst, name, 4, route=route)
-    b = multi_iteration_law(inst, name, 4, route=route, backend="torch")
+    kw = {"paths": K} if name == "gbv" else {}
+    a = multi_iteration_law(inst, name, 4, route=route, **kw)
+    b = multi_iteration_law(inst, name, 4, route=route, backend="torch", **kw)
     _close(a[0], b[0], ULPS, "generated law")
     _close(a[1], b[1], ULPS, "target law")
     _close([a[2]], [b[2]], 4 * ULPS, "TV")
     for n_tokens in (None, 4):
-        x = check_lossless(name, inst, n_tokens=n_tokens, route=route)
-        y = check_lossless(name, inst, n_tokens=n_tokens, route=route, backend="torch")
+        x = check_lossless(name, inst, n_tokens=n_tokens, route=route, **kw)
+        y = check_lossless(name, inst, n_tokens=n_tokens, route=route, backend="torch", **kw)
         assert x.lossless and y.lossless
         assert abs(x.max_difference - y.max_difference) <= 4 * ULPS
 
@@ -149,11 +156,13 @@ def test_backend_is_decided_by_declarations():
     assert float_backend(block, "per-draft") == "numpy"
     assert float_backend(block, "node", backend="torch") == "torch"
     assert float_backend(block, "node", device="cuda:0") == "torch"  # no CUDA needed to decide
-    assert float_backend(gbv, "analytic") == "torch"
+    assert float_backend(gbv, "analytic") == "numpy"  # K paths, on the analytic route only
+    assert float_backend(gbv, "enumerate") == "torch"
+    assert float_backend(plan("specinfer", 2), "tree") == "torch"
     assert float_backend(plan("hsd"), "per-draft") == "torch"  # no declaration
     assert float_backend(block, "node", exact=True) == "numpy"  # Fractions
     for how, route, kw, words in [
-            (gbv, "analytic", {}, "'analytic' route with 2 path"),
+            (gbv, "enumerate", {}, "'enumerate' route with 2 path"),
             (plan("hsd"), "per-draft", {}, "does not declare numpy float"),
             (block, "node", {"device": "cuda"}, "not the CPU")]:
         with pytest.raises(SpectheoryError, match=words):
@@ -321,11 +330,11 @@ def test_a_nan_node_rule_is_refused_on_the_numpy_route():
 
 
 @pytest.mark.parametrize("bug", ["safe_div-fallback", "minimum-scaled", "sum-float32",
-                                 "cumprod-as-cumsum"])
+                                 "cumprod-as-cumsum", "argsort-descending-reversed"])
 def test_a_planted_backend_bug_is_caught(monkeypatch, bug):
     """A wrong numpy float branch of a backend op (the torch and exact branches intact) makes the
     numpy route differ from the torch route, or refuse a law: the comparison fails."""
-    real = {k: getattr(B, k) for k in ("safe_div", "minimum", "sum", "cumprod")}
+    real = {k: getattr(B, k) for k in ("safe_div", "minimum", "sum", "cumprod", "argsort")}
 
     def numpy_only(name, wrong):
         def op(*args, **kw):
@@ -342,15 +351,22 @@ def test_a_planted_backend_bug_is_caught(monkeypatch, bug):
     elif bug == "sum-float32":  # summed in single precision
         numpy_only("sum", lambda a, axis, keepdims=False:
                    real["sum"](a.astype(np.float32), axis, keepdims).astype(np.float64))
-    else:
+    elif bug == "cumprod-as-cumsum":
         numpy_only("cumprod", lambda a, axis: B.cumsum(a, axis))
-    route = "per-draft" if bug == "cumprod-as-cumsum" else "node"  # the scan of stop tables
+    else:  # descending as an ascending sort read backwards: equal keys come out reversed
+        numpy_only("argsort", lambda a, axis=-1, descending=False:
+                   np.flip(np.argsort(a, axis=axis, kind="stable"), axis) if descending
+                   else real["argsort"](a, axis, descending))
+    # the scan of stop tables (per-draft); GBV's rank order (its analytic route, K = 2)
+    name, route, kw = {"cumprod-as-cumsum": ("block", "per-draft", {}),
+                       "argsort-descending-reversed": ("gbv", "analytic", {"paths": 2})}.get(
+                           bug, ("block", "node", {}))
     caught = 0
     for _, inst in INSTANCES:
         fast = ref = None
         try:
-            fast = analyze(inst, "block", exact=False, route=route)
-            ref = analyze(inst, "block", exact=False, route=route, backend="torch")
+            fast = analyze(inst, name, exact=False, route=route, **kw)
+            ref = analyze(inst, name, exact=False, route=route, backend="torch", **kw)
             _compare(fast, ref, ULPS)
         except (AssertionError, LawError):
             caught += 1

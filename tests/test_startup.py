@@ -190,7 +190,8 @@ def test_help_and_an_exact_rational_analysis_import_only_what_they_use(tmp_path)
 
 def test_float_exact_and_check_on_a_small_instance_do_not_import_torch(tmp_path):
     """The default float64 route of ``spectheory exact`` and ``spectheory check`` (token and block,
-    per-node route, one and several iterations) computes on numpy: torch is never imported, and
+    per-node route, one and several iterations; GBV's analytic route with K = 3 paths) computes
+    on numpy: torch is never imported, and
     the numbers are the torch route's to within a few ulps. A verifier without numpy float
     support (``hsd``) still loads torch."""
     from spectheory.inputs.instances import instance_to_dict
@@ -199,7 +200,8 @@ def test_float_exact_and_check_on_a_small_instance_do_not_import_torch(tmp_path)
     inst = tmp_path / "v3l2.json"
     inst.write_text(json.dumps(instance_to_dict(random_instance(3, 2, 1))))
     runs = [["exact", str(inst)], ["check", str(inst)], ["exact", str(inst), "--verifier", "token"],
-            ["check", str(inst), "--verifier", "token", "--tokens", "4"]]
+            ["check", str(inst), "--verifier", "token", "--tokens", "4"],
+            ["exact", str(inst), "--verifier", "gbv", "--paths", "3"]]
     code = ("import contextlib, io, json, sys\n"
             "from spectheory.cli import main\n"
             "res = []\n"
@@ -219,9 +221,10 @@ def test_float_exact_and_check_on_a_small_instance_do_not_import_torch(tmp_path)
     instance = load_instance(str(inst))
     for (rc, obj), argv in zip(res, runs):
         assert rc == 0, argv
-        name = "token" if "token" in argv else "block"
+        name = "token" if "token" in argv else "gbv" if "gbv" in argv else "block"
         if argv[0] == "exact":
-            ref = analyze(instance, name, backend="torch")
+            ref = analyze(instance, name, backend="torch", **({"paths": 3} if name == "gbv"
+                                                             else {}))
             assert ref.backend == "torch"
             assert obj["tau_pmf"] == pytest.approx(ref.tau_pmf, rel=0, abs=1e-15)
             assert obj["expected_accepted"] == pytest.approx(ref.expected_accepted, abs=1e-15)

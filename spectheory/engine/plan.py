@@ -25,8 +25,8 @@ ROUTES = ("auto", "node", "per-draft", "tree", "enumerate", "analytic")
 BACKENDS = ("auto", "numpy", "torch")
 
 #: Routes whose engine code runs on numpy float64 arrays (the per-node and per-draft routes of
-#: one path); the others compute floats on torch.
-NUMPY_ROUTES = ("node", "per-draft")
+#: one path, the analytic route of any number of paths); the others compute floats on torch.
+NUMPY_ROUTES = ("node", "per-draft", "analytic")
 
 #: Most sequences (contexts x V^(L+1)) of an analysis that ``backend="auto"`` runs on numpy: below
 #: it importing torch (about 1 s) costs more than the whole analysis, above it the work pays for
@@ -41,9 +41,10 @@ def float_backend(how: Plan, route: str, device="cpu", backend: str | None = "au
 
     Exact mode computes on numpy object arrays of Fractions (``"numpy"``; asking for torch there
     is refused). In float mode, ``backend="auto"`` (default) picks numpy float64 when nothing
-    needs torch: the device is the CPU (``"cpu"``), the route is one of `NUMPY_ROUTES`, the
-    verifier declares that its code runs on numpy floats
-    ([`VerifierSpec.numpy_float`][spectheory.registry.VerifierSpec]: token, block; never a
+    needs torch: the device is the CPU (``"cpu"``), the route is one of `NUMPY_ROUTES` (one path,
+    or the analytic route with any number of paths), the verifier declares that its code runs on
+    numpy floats ([`VerifierSpec.numpy_float`][spectheory.registry.VerifierSpec]: token, block,
+    GBV; never a
     ``module:function`` verifier, whose float laws receive torch tensors) and the analysis covers
     at most `NUMPY_MAX_SEQUENCES` ``sequences``; else float64 torch on ``device``. The choice is
     made from these declarations and the size, never by trying. ``"torch"`` forces
@@ -64,7 +65,7 @@ def float_backend(how: Plan, route: str, device="cpu", backend: str | None = "au
     why = None
     if str(device) != "cpu":
         why = f"device {device!r} is not the CPU"
-    elif how.paths != 1 or route not in NUMPY_ROUTES:
+    elif route not in NUMPY_ROUTES or (how.paths != 1 and route != "analytic"):
         why = f"the {route!r} route with {how.paths} path(s) computes floats on torch"
     elif not how.spec.numpy_float:
         why = (f"verifier {how.spec.name!r} does not declare numpy float support "

@@ -862,7 +862,7 @@ GBV = VerifierSpec(
     node_form="select the lexicographically best path by p/q; block verification against q^G",
     paper="Thomas & Pal, arXiv 2602.16961",
     summary="greedy multi-path block verification",
-    analytic=gbv_block_law)
+    analytic=gbv_block_law, numpy_float=True)
 GBV_MISMATCHED_TIES = VerifierSpec(
     "gbv-mismatched-ties", gbv_mismatched_ties, paths=None, drafting="iid", lossless=False,
     order_invariant=True, paper="Thomas & Pal, arXiv 2602.16961 (tie rule mismatched)",
