@@ -164,3 +164,62 @@ def test_route_rule(monkeypatch):
     assert gbv_module._kernels_for(np.zeros((2, V))) is None
     monkeypatch.setenv(gbv_module.KERNEL_ENV, "0")
     assert gbv_module._kernels_for(torch.zeros(2, V)) is None
+
+
+def test_zeros_beside_nan_rank_last_on_both_routes():
+    """A row holding a NaN draft probability and zeros: the zeros get ratio -1 on both routes
+    (a NaN minimum does not rule zeros out of the torch route's screen)."""
+    p, q = _rows(torch.float32)
+    q[10], q[11] = 0.0, float("nan")
+    r = gbv_module._ratio(p[None], q[None])
+    assert float(r[0, 10]) == -1.0
+    torch_order = gbv_module._order_by_bits(r, "low", worst_first=True)[0].numpy()
+    order, odd = _order(p, q, "low")
+    assert odd and np.array_equal(order, torch_order)
+
+
+@pytest.mark.parametrize("route", ["kernels", "torch"])
+def test_p_of_another_dtype_or_vocabulary(route, monkeypatch):
+    """p in float64 beside float32 q takes the torch route (the kernels read both rows with one
+    dtype) and gives the torch route's law; p over another vocabulary is refused in one line."""
+    from test_real_laws_exact import real_like_batch, use_route
+
+    use_route(monkeypatch, route)
+    x, q, p = real_like_batch(torch.float32)
+    p64 = p.double()
+    assert gbv_module._kernels_for(q, p64) is None
+    mixed = gbv_module.gbv(x, q, p64)
+    monkeypatch.setenv(gbv_module.KERNEL_ENV, "0")
+    ref = gbv_module.gbv(x, q, p64)
+    assert torch.equal(mixed.stop, ref.stop) and torch.equal(mixed.correction, ref.correction)
+    wide = torch.cat([p, p[..., :1]], dim=-1)
+    with pytest.raises(ValueError, match="one vocabulary; got 1502 and 1501$"):
+        gbv_module.gbv(x, q, wide)
+
+
+def test_kernels_that_cannot_load_leave_the_torch_route(tmp_path):
+    """Where numba cannot cache its compiled code (no writable locator), importing the kernels
+    fails: GBV then computes on torch, the same law, and says why it could not load them."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    code = ("import importlib, json, torch\n"
+            "g = importlib.import_module('spectheory.verifiers.gbv')\n"
+            "g.KERNEL_MIN_VOCAB = 1\n"
+            "gen = torch.Generator().manual_seed(0)\n"
+            "q = torch.softmax(torch.randn(2, 3, 3, 50, generator=gen), -1)\n"
+            "p = torch.softmax(torch.randn(2, 3, 4, 50, generator=gen), -1)\n"
+            "x = torch.multinomial(q.reshape(-1, 50), 1, generator=gen).view(2, 3, 3)\n"
+            "law = g.gbv(x, q, p)\n"
+            "print(json.dumps([g._kernels_for(q) is None, g._KERNELS_UNAVAILABLE,\n"
+            "                  law.stop.sum().item()]))")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_")}
+    env["NUMBA_CACHE_LOCATOR_CLASSES"] = "UserProvidedCacheLocator"  # and no NUMBA_CACHE_DIR
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         cwd=tmp_path, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    none, why, total = json.loads(out.stdout.strip().splitlines()[-1])
+    assert none and len(why) == 1 and "cache" in why[0]
+    assert abs(total - 2.0) < 1e-6  # two blocks, each a probability law of tau

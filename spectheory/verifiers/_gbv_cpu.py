@@ -1,7 +1,9 @@
 """Compiled CPU kernels (numba) for GBV's rank orders and q^G rows at real vocabulary sizes.
 
 The same values as the torch route of [`spectheory.verifiers.gbv`][spectheory.verifiers.gbv], bit
-for bit (``tests/test_real_laws_exact.py`` compares them), in fewer passes over a row:
+for bit (``tests/test_real_laws_exact.py`` compares them; a NaN may carry another sign or
+payload), in fewer passes over a row. No bounds are checked: the caller passes p and q rows of
+one dtype and length, the scratch of that length and tokens in range.
 
 * `ratio_keys`: r = p/q (-1 where q = 0) and its bit patterns as unsigned sort keys (sign bit
   flipped: ascending keys = ascending signed patterns = ascending ratios for the ratios GBV meets);

@@ -38,7 +38,8 @@ verification of the selected path against its q^G rows): rank positions are coun
 nodes where two or more paths are still in the running
 ([`best_path`][spectheory.verifiers.gbv.best_path]); at a root whose K rows are equal (bit for
 bit) they are read off the one sort that the root q^G row needs anyway (a stable sort of the
-ratios' bit patterns, `_order_by_bits`). Along each selected path (`_path_law`, its rows read in
+ratios' bit patterns, `_order_by_bits`, or on the kernels' route below its radix sort). Along
+each selected path (`_path_law`, its rows read in
 place) the masses A, x and the sorted rows come first, position by position; then the q^G rows
 of all positions, and block verification against them, in batched passes. A q^G row below the
 root needs no sort when x below(a) is under half an ulp of A for every token (then A + x below(a)
@@ -46,8 +47,9 @@ and A + x q(a) both round to A, and the row is q S_K(A, 0) / S_K(A, x) exactly; 
 which in float32 holds once the draft mass x of the prefix is below about 2^-25 A. Large outputs
 reuse pooled memory ([`spectheory.runtime.buffers`][spectheory.runtime.buffers]).
 
-Two routes for CPU float32/float64 rows, the same values bit for bit: from `KERNEL_MIN_VOCAB`
-(16,384) tokens on, the rank order of a row (a stable radix sort of its ratios' bit patterns on 16-bit
+Two routes for CPU float32/float64 rows, the same values bit for bit (a NaN result may carry
+another sign or payload; the order of a row holding NaN draft probabilities is unspecified): from
+`KERNEL_MIN_VOCAB` (16,384) tokens on, with p and q of one dtype, the rank order of a row (a stable radix sort of its ratios' bit patterns on 16-bit
 digits), the masses below (float64 running sums from the worst rank, rounded to the row's dtype,
 as ``torch.cumsum``) and the q^G row (Horner's rule, operation for operation) come from compiled
 kernels (``spectheory.verifiers._gbv_cpu``, numba; about 1.2 ms per row at V = 151,936 against
@@ -89,23 +91,31 @@ KERNEL_MIN_VOCAB = 16384
 #: Environment variable: "0" keeps GBV on the torch route (numba is then never imported).
 KERNEL_ENV = "SPECTHEORY_NUMBA"
 _KERNELS: list = []  # [the kernels module, or None where numba cannot be imported], once tried
+_KERNELS_UNAVAILABLE: list = []  # why the kernels could not be loaded, where they could not
 _SCRATCH = threading.local()  # per thread: the kernels' scratch arrays of the last (V, dtype)
 
 
-def _kernels_for(rows):
+def _kernels_for(rows, other=None):
     """The compiled kernels for rows like ``rows`` [..., V] (torch, CPU, float32/float64, V at
-    least `KERNEL_MIN_VOCAB`), or None (then the torch route)."""
+    least `KERNEL_MIN_VOCAB`; ``other``, the rows read beside them, of the same dtype, device and
+    V), or None (then the torch route)."""
     if not (B.is_torch(rows) and rows.device.type == "cpu"
             and rows.dtype in (torch.float32, torch.float64)
             and rows.shape[-1] >= KERNEL_MIN_VOCAB):
+        return None
+    if other is not None and not (B.is_torch(other) and other.dtype == rows.dtype
+                                  and other.device == rows.device
+                                  and other.shape[-1] == rows.shape[-1]):
         return None
     if os.environ.get(KERNEL_ENV, "").strip().lower() in ("0", "off", "false", "no"):
         return None
     if not _KERNELS:
         try:
             _KERNELS.append(importlib.import_module("._gbv_cpu", __package__))
-        except ImportError:  # numba missing or not usable with this numpy
+        except Exception as err:  # noqa: BLE001 - numba missing, not usable with this numpy, or
+            # no writable cache for its compiled code: the torch route gives the same values
             _KERNELS.append(None)
+            _KERNELS_UNAVAILABLE.append(f"{type(err).__name__}: {err}")
     return _KERNELS[0]
 
 
@@ -135,6 +145,10 @@ class _KernelScratch:
     def order(self, kernels, p_row, q_row, ties: str):
         """(worst-first order [V] int32, odd) of one row (numpy views); the order is a view of
         this scratch (valid until the next call)."""
+        if not (p_row.shape == q_row.shape == self.ratio.shape
+                and p_row.dtype == q_row.dtype == self.ratio.dtype):
+            raise ValueError("GBV kernels: p and q rows must match the scratch's length and "
+                             "dtype")  # the kernels check no bounds
         odd = kernels.ratio_keys(p_row, q_row, self.ratio, self.keys, self.sign, self.minus_one,
                                  self.inf)
         if self.keys.itemsize == 4:
@@ -151,8 +165,8 @@ def _ratio(p_rows, q_rows, out=None):
     given."""
     if B.is_torch(p_rows):
         r = torch.div(p_rows, q_rows, out=out)
-        if q_rows.numel() and float(q_rows.amin()) <= 0:  # a read-only screen for zeros
-            r = r.masked_fill_(q_rows == 0, -1)
+        if q_rows.numel() and not float(q_rows.amin()) > 0:  # a read-only screen for zeros
+            r = r.masked_fill_(q_rows == 0, -1)  # (a NaN minimum does not rule zeros out)
         return r
     return B.safe_div(p_rows, q_rows, B.scalar(p_rows, -1))
 
@@ -555,10 +569,11 @@ def best_path(drafts, q, p, ties: str = "low", root_orders: dict | None = None):
     their prefix so far). Elsewhere a rank position does not change which path is kept, so it is
     not computed: O(V) work per contested node instead of per drafted node.
 
-    ``root_orders`` (a dict, torch float32 on the CPU): at the root of a block whose K root rows
-    are equal, the rank positions are read off one sort of the shared row
-    (`_root_ranks`) and its order (worst rank first) is
-    stored under the block's index, for the q^G row at the root of the selected path."""
+    ``root_orders`` (a dict; CPU rows, float32 on the torch route, float32 or float64 on the
+    kernels' route): at the root of a block whose K root rows are equal, the rank positions are
+    read off one sort of the shared row (`_root_ranks`) and its order (worst rank first; a torch
+    [1, V] tensor, or a numpy [V] array on the kernels' route) is stored under the block's index,
+    for the q^G row at the root of the selected path."""
     Bsz, K, L = drafts.shape
     V = q.shape[-1]
     x = B.as_index(drafts, q)
@@ -601,8 +616,9 @@ def _root_ranks(q_rows, p_rows, x, ties: str):
     rows differ (bit for bit) or a ratio is NaN, -0.0 or negative other than the -1 of q = 0,
     where the bit order and the comparisons of `_rank_rows` could disagree."""
     K, V = q_rows.shape
-    kernels = _kernels_for(q_rows)
-    if kernels is None and (q_rows.dtype != torch.float32 or q_rows.device.type != "cpu"):
+    kernels = _kernels_for(q_rows, p_rows)
+    if kernels is None and (q_rows.dtype != torch.float32 or q_rows.device.type != "cpu"
+                            or p_rows.dtype != q_rows.dtype):
         return None
     iv = np.int32 if q_rows.dtype == torch.float32 else np.int64
     qn, pn = q_rows.detach().numpy().view(iv), p_rows.detach().numpy().view(iv)
@@ -628,7 +644,7 @@ def _root_ranks(q_rows, p_rows, x, ties: str):
         j = int(np.searchsorted(bits, _MINUS_ONE_BITS + 1))
         if j < V and int(bits[j]) < 0:
             return None
-    mine = r[0].numpy().view(np.int32)[x.tolist()]
+    mine = r[0].detach().numpy().view(np.int32)[x.tolist()]
     lo = np.searchsorted(bits, mine, side="left")
     hi = np.searchsorted(bits, mine, side="right")
     at = lo.copy()
@@ -697,7 +713,7 @@ def _skewed_block_law(drafts, q, p, k, K: int, ties: str, root_orders=None) -> L
     d_all = B.as_index(d_sel, q)
     weights = torch.empty((Bsz, L + 1), dtype=p.dtype)
     V = q.shape[-1]
-    kernels = _kernels_for(q)
+    kernels = _kernels_for(q, p)
     if kernels is not None:  # the kernels' route: only the q^G rows [L, V] (reused by every path)
         work = (None, None, None, torch.empty((L, V), dtype=q.dtype))
     else:
@@ -829,6 +845,8 @@ def _path_law(q_path, p_path, tok, K: int, ties: str, root_order, out, work, ker
 def _gbv(drafts, q, p, selection_ties: str, ranking_ties: str) -> MultiLaw:
     Bsz, K, L = drafts.shape
     V = q.shape[-1]
+    if p.shape[-1] != V:
+        raise ValueError(f"GBV: p and q rows must have one vocabulary; got {p.shape[-1]} and {V}")
     if drafts.shape[0] * K * L:  # one read of the tokens: every route indexes rows with them
         lo, hi = int(drafts.min()), int(drafts.max())
         if lo < 0 or hi >= V:
