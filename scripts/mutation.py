@@ -467,6 +467,18 @@ MUTANTS = [
            "                _skew_negligible(q_path[i:i + 1], A[i:i + 1], den1[i:i + 1], K,",
            "                _skew_negligible(q_path[i:i + 1], A[i:i + 1], den1[i:i + 1], K + 1,",
            "GBV kernels' route: a negligible row before a sorted one with the wrong K", KERNELS),
+    Mutant("spectheory/verifiers/gbv.py",
+           "    if other is not None and not (B.is_torch(other) and other.dtype == rows.dtype",
+           "    if other is not None and not (B.is_torch(other)",
+           "GBV kernels' route taken with p of another dtype than q", KERNELS),
+    Mutant("spectheory/verifiers/gbv.py",
+           "        except Exception as err:  # noqa: BLE001",
+           "        except ImportError as err:  # noqa: BLE001",
+           "GBV: kernels that fail to load (no numba cache) make every law raise", KERNELS),
+    Mutant("spectheory/verifiers/gbv.py",
+           "if q_rows.numel() and not float(q_rows.amin()) > 0:",
+           "if q_rows.numel() and float(q_rows.amin()) <= 0:",
+           "GBV torch route: zeros beside a NaN keep ratio p/0", KERNELS),
 ]
 
 
