@@ -73,7 +73,7 @@ def test_parser_and_light_commands_do_not_import_torch(tmp_path):
 
 def test_threads_apply_when_torch_is_imported_later(tmp_path):
     """``--threads 3`` before torch is loaded: the command, which loads torch (the float law of a
-    verifier without numpy float support, ``hsd``), runs with 3
+    verifier without numpy float support, ``typical``), runs with 3
     threads (more than torch's default on a 2-core machine), and an in-process call leaves torch
     as it would have started (its own default) when it returns."""
     inst = tmp_path / "inst.json"
@@ -89,7 +89,7 @@ def test_threads_apply_when_torch_is_imported_later(tmp_path):
             "c.cmd_exact = spy\n"
             "from spectheory.cli import main\n"
             "with contextlib.redirect_stdout(io.StringIO()):\n"
-            f"    rc = main(['--threads', '3', 'exact', {str(inst)!r}, '--verifier', 'hsd'])\n"
+            f"    rc = main(['--threads', '3', 'exact', {str(inst)!r}, '--verifier', 'typical'])\n"
             "import torch\n"
             "print(json.dumps([rc, seen, torch.get_num_threads()]))")
     rc, seen, after = json.loads(_python(code))
@@ -193,7 +193,7 @@ def test_float_exact_and_check_on_a_small_instance_do_not_import_torch(tmp_path)
     per-node route, one and several iterations; GBV's analytic route with K = 3 paths) computes
     on numpy: torch is never imported, and
     the numbers are the torch route's to within a few ulps. A verifier without numpy float
-    support (``hsd``) still loads torch."""
+    support (``typical``: its float law needs torch) still loads torch."""
     from spectheory.inputs.instances import instance_to_dict
     from spectheory.inputs.random_instances import random_instance
 
@@ -212,10 +212,10 @@ def test_float_exact_and_check_on_a_small_instance_do_not_import_torch(tmp_path)
             "    res.append([rc, json.loads(out.getvalue())])\n"
             "torch_after_float = 'torch' in sys.modules\n"
             "with contextlib.redirect_stdout(io.StringIO()):\n"
-            f"    main(['exact', {str(inst)!r}, '--verifier', 'hsd'])\n"
+            f"    main(['exact', {str(inst)!r}, '--verifier', 'typical'])\n"
             "print(json.dumps([res, torch_after_float, 'torch' in sys.modules]))")
-    res, torch_after_float, torch_after_hsd = json.loads(_python(code))
-    assert (torch_after_float, torch_after_hsd) == (False, True)
+    res, torch_after_float, torch_after_typical = json.loads(_python(code))
+    assert (torch_after_float, torch_after_typical) == (False, True)
     from spectheory import analyze, check_lossless, load_instance
 
     instance = load_instance(str(inst))

@@ -44,7 +44,7 @@ def float_backend(how: Plan, route: str, device="cpu", backend: str | None = "au
     needs torch: the device is the CPU (``"cpu"``), the route is one of `NUMPY_ROUTES` (one path,
     or the analytic route with any number of paths), the verifier declares that its code runs on
     numpy floats ([`VerifierSpec.numpy_float`][spectheory.registry.VerifierSpec]: token, block,
-    GBV; never a
+    GBV and the other single-path verifiers written against the array layer alone; never a
     ``module:function`` verifier, whose float laws receive torch tensors) and the analysis covers
     at most `NUMPY_MAX_SEQUENCES` ``sequences``; else float64 torch on ``device``. The choice is
     made from these declarations and the size, never by trying. ``"torch"`` forces

@@ -92,7 +92,7 @@ def threshold_verification(theta) -> VerifierSpec:
         ok = B.where(px >= _const(px, theta), B.ones_like(px), B.zeros_like(px))
         return chain_law(ok, p[:, :L], p[:, L])
 
-    return VerifierSpec(f"threshold({theta})", law, lossless=False,
+    return VerifierSpec(f"threshold({theta})", law, lossless=False, numpy_float=True,
                         paper="probability-threshold acceptance",
                         summary=f"LOSSY: accept while p(X_i) >= {theta}, Y ~ p")
 
@@ -111,7 +111,7 @@ def lenient_verification(lenience) -> VerifierSpec:
         res = B.positive_part(p[:, :L] - q * _const(q, lam))
         return chain_law(a, _normalise(res, p[:, :L]), p[:, L])
 
-    return VerifierSpec(f"lenient({lenience})", law, lossless=(lam == 1),
+    return VerifierSpec(f"lenient({lenience})", law, lossless=(lam == 1), numpy_float=True,
                         paper="Leviathan, Kalman, Matias, ICML 2023 (lenience)",
                         summary=f"{'' if lam == 1 else 'LOSSY: '}token verification with "
                                 f"lenience {lenience}")
@@ -137,12 +137,12 @@ def typical_acceptance(epsilon: float = 0.09, delta: float = 0.3) -> VerifierSpe
 
 
 STRICT = VerifierSpec(
-    "strict", strict_verification, paths=1,
+    "strict", strict_verification, paths=1, numpy_float=True,
     node_form="accept X_i iff Z = X_i for Z ~ p(.|X^{i-1}); else output Z",
     paper="sampled verification (exact-match acceptance of a target sample)",
     summary="strict (sampled) verification: lossless, accepts less than token verification")
 GREEDY = VerifierSpec(
-    "greedy", greedy_matching, paths=1, lossless=False,
+    "greedy", greedy_matching, paths=1, lossless=False, numpy_float=True,
     node_form="accept X_i iff X_i = argmax p(.|X^{i-1}); Y = argmax",
     paper="greedy matching", summary="LOSSY: greedy matching (target argmax)")
 THRESHOLD = replace(threshold_verification(Fraction(3, 10)), name="threshold")

@@ -143,11 +143,11 @@ HSD_PAPER = ("Zhou et al., Overcoming Joint Intractability with Lossless Hierarc
              "Speculative Decoding, ICLR 2026, arXiv 2601.05724")
 
 HSD = VerifierSpec(
-    "hsd", hsd, paths=1, paper=HSD_PAPER,
+    "hsd", hsd, paths=1, paper=HSD_PAPER, numpy_float=True,
     summary="hierarchical speculative decoding (Algorithm 2, capped joint ratios); equals "
             "block verification on every draft")
 HSD_RELEASED = VerifierSpec(
-    "hsd-released", hsd_released, paths=1, lossless=False,
+    "hsd-released", hsd_released, paths=1, lossless=False, numpy_float=True,
     paper=HSD_PAPER + "; released code (github.com/ZhouYuxuanYX/Hierarchical-Speculative-"
                       "Decoding) and the paper's Listing 2",
     summary="LOSSY bug replica: HSD with the released code's uncapped full-block test "

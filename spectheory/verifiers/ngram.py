@@ -53,7 +53,7 @@ def ngram_verification(drafts, q, p) -> Law:
 
 
 NGRAM = VerifierSpec(
-    "ngram", ngram_verification, paths=1,
+    "ngram", ngram_verification, paths=1, numpy_float=True,
     node_form="q = 1{X_i}: accept X_i w.p. p(X_i|X^{i-1}); correction p(.|X^tau) without "
               "X_{tau+1}, renormalised",
     paper="Leviathan et al., ICML 2023 (token verification); Saxena 2023 (prompt lookup "

@@ -121,7 +121,7 @@ def additive_acceptance(eps) -> VerifierSpec:
         top = _kth_largest(p[:, :L], 1)  # [B, L]
         return greedy_family_law(_indicator(px >= top - _const(px, eps), px), p)
 
-    return VerifierSpec(f"additive({eps})", law, lossless=False,
+    return VerifierSpec(f"additive({eps})", law, lossless=False, numpy_float=True,
                         paper="Sharma, arXiv 2606.30265 (additive relaxed acceptance)",
                         node_form="accept X_i iff p(X_i) >= max p - eps; Y = argmax p",
                         summary=f"LOSSY: accept while p(X_i) >= max p - {eps}, Y = argmax")
@@ -140,7 +140,7 @@ def multiplicative_acceptance(lam) -> VerifierSpec:
         top = _kth_largest(p[:, :L], 1)
         return greedy_family_law(_indicator(px >= top * _const(px, lam), px), p)
 
-    return VerifierSpec(f"multiplicative({lam})", law, lossless=False,
+    return VerifierSpec(f"multiplicative({lam})", law, lossless=False, numpy_float=True,
                         paper="Sharma, arXiv 2606.30265 (multiplicative relaxed acceptance)",
                         node_form="accept X_i iff p(X_i) >= lambda max p; Y = argmax p",
                         summary=f"LOSSY: accept while p(X_i) >= {lam} max p, Y = argmax")
@@ -158,7 +158,7 @@ def top_m_acceptance(m: int) -> VerifierSpec:
         bar = _kth_largest(p[:, :L], min(m, p.shape[-1]))
         return greedy_family_law(_indicator(px >= bar, px), p)
 
-    return VerifierSpec(f"top-m({m})", law, lossless=False,
+    return VerifierSpec(f"top-m({m})", law, lossless=False, numpy_float=True,
                         paper="Sharma, arXiv 2606.30265 (top-m relaxed acceptance)",
                         node_form="accept X_i iff p(X_i) >= m-th largest p; Y = argmax p",
                         summary=f"LOSSY: accept while X_i is among the {m} most probable, "
@@ -216,6 +216,7 @@ def trtllm_relaxed_acceptance(topk: int, delta) -> VerifierSpec:
         return greedy_family_law(_indicator(ok, px), p)
 
     return VerifierSpec(f"trtllm-relaxed({topk}, {delta})", law, lossless=False,
+                        numpy_float=True,
                         paper="TensorRT-LLM #3865 (relaxed acceptance, mtpRelaxedAcceptanceKernel)",
                         node_form="accept X_i iff rank 1, or rank <= k and p(X_i) >= max p - "
                                   "delta; Y = top-1",
@@ -242,6 +243,7 @@ def sglang_threshold_acceptance(threshold_single=1, threshold_acc=1) -> Verifier
 
     lossless = ts == 1 and ta == 1
     return VerifierSpec(f"sglang-threshold({ts}, {ta})", law, lossless=lossless,
+                        numpy_float=True,
                         paper="SGLang sgl-kernel speculative_sampling.cuh "
                               "(threshold_single, threshold_acc)",
                         node_form="accept X_i w.p. 1 if p(X_i) >= ts else min(1, p(X_i)/ta); "
