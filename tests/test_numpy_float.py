@@ -382,3 +382,41 @@ def test_a_planted_backend_bug_is_caught(monkeypatch, bug):
             caught += 1
             assert ref is None or ref.backend == "torch"
     assert caught > 0
+
+
+# ----------------------------------------------------------------------------- command line
+
+
+def test_the_backend_option_of_exact_and_check(tmp_path, capsys):
+    """``--backend`` reaches the engine: ``exact --json`` says what computed the law (numpy by
+    default on a small instance, torch when asked, the same numbers within a few ulps); ``check``
+    gives the same verdict on both; numpy where it cannot run, torch in exact mode and an
+    unknown name are refused in one line with exit 2."""
+    import json
+
+    from cli_helpers import run, write
+    from spectheory.inputs.instances import instance_to_dict
+
+    inst = write(tmp_path, instance_to_dict(random_instance(3, 2, 6, alpha=0.4)))
+    objs = {}
+    for backend in ("auto", "numpy", "torch"):
+        code, out, err = run(["exact", inst, "--verifier", "hsd", "--backend", backend,
+                              "--json"], capsys)
+        assert code == 0 and err == ""
+        objs[backend] = json.loads(out)
+    assert [objs[b]["backend"] for b in ("auto", "numpy", "torch")] == ["numpy", "numpy", "torch"]
+    _close(objs["numpy"]["tau_pmf"], objs["torch"]["tau_pmf"], ULPS, "tau pmf")
+    for backend in ("numpy", "torch"):
+        code, out, _ = run(["check", inst, "--verifier", "strict", "--tokens", "4", "--backend",
+                            backend, "--json"], capsys)
+        assert code == 0 and json.loads(out)["lossless"] is True
+    grid = write(tmp_path, instance_to_dict(random_instance(3, 2, 6, denominator=12)), "g.json")
+    for path, argv, words in [
+            (inst, ["--verifier", "typical", "--backend", "numpy"],
+             "backend 'numpy' cannot run here: verifier 'typical' does not declare"),
+            (grid, ["--exact", "--backend", "torch"], "drop --exact"),
+            (inst, ["--backend", "jax"], "invalid choice: 'jax'")]:
+        for command in ("exact", "check"):
+            code, out, err = run([command, path] + argv, capsys)
+            assert code == 2 and out == "" and words in err, command
+            assert len(err.strip().splitlines()) == 1

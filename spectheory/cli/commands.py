@@ -219,7 +219,7 @@ def cmd_exact(args) -> int:
                       paths=how.paths, drafting=how.drafting, sampling=args.sampling,
                       draft_sampling=args.draft_sampling, laws=args.executor is None,
                       executor=args.executor, split_depth=args.split_depth,
-                      workers=args.workers, address=args.address)
+                      workers=args.workers, address=args.address, backend=args.backend)
     if how.spec.single_path and (args.paths is not None or args.drafting is not None):
         res.extra.update({"paths": how.paths, "drafting": how.drafting})
     if not how.spec.single_path:
@@ -230,6 +230,7 @@ def cmd_exact(args) -> int:
                     for k, v in sampling_extra(args.sampling, args.draft_sampling).items())
     obj = res.to_json()
     obj["verifier"] = args.verifier
+    obj["backend"] = res.backend
     limits.check_time(" (after the analysis)")  # a result past the limit is not printed
     emit(obj, args.json, text)
     return 0
@@ -245,7 +246,8 @@ def cmd_check(args) -> int:
             report = check_lossless(how.spec, inst, exact=args.exact, tol=tol,
                                     n_tokens=args.tokens, max_sequences=args.max_sequences,
                                     paths=how.paths, drafting=how.drafting,
-                                    sampling=args.sampling, draft_sampling=args.draft_sampling)
+                                    sampling=args.sampling, draft_sampling=args.draft_sampling,
+                                    backend=args.backend)
     except LawError as exc:  # the verifier under test returned something that is not a law
         obj = {"verifier": args.verifier, "paths": how.paths, "drafting": how.drafting,
                "lossless": False, "law_error": {"kind": exc.kind, "message": str(exc),
@@ -294,6 +296,14 @@ def cmd_verifiers(args) -> int:
 # ----------------------------------------------------------------------------- register
 
 
+def add_backend_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--backend", choices=("auto", "numpy", "torch"), default="auto",
+                   help="what the float route computes on: auto (numpy float64 where the "
+                        "verifier and route declare it and the analysis is small, else torch), "
+                        "numpy (refused where it cannot run), torch; the same law within a few "
+                        "ulps")
+
+
 def add_multi_path_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--paths", type=int_in(1, MAX_PATHS), default=None, metavar="K",
                    help="number of draft paths (default 1); a single-path verifier accepts "
@@ -331,6 +341,7 @@ def register(sub) -> None:
                    help="a name from `spectheory verifiers` or module:function")
     add_multi_path_options(e)
     add_sampling_options(e)
+    add_backend_option(e)
     e.add_argument("--executor", choices=("local", "ray"), default=None,
                    help="split the per-node route into the V^d subtrees below depth "
                         "--split-depth and run them as tasks: local (processes) or ray "
@@ -353,6 +364,7 @@ def register(sub) -> None:
                         "iterations (default: one block, L+1 tokens)")
     add_multi_path_options(c)
     add_sampling_options(c)
+    add_backend_option(c)
     c.add_argument("--lossless-tol", type=lossless_tolerance, default=1e-12,
                    help="float mode: largest total variation still called lossless "
                         f"(finite, in [0, {MAX_LOSSLESS_TOL:g}]; default 1e-12)")

@@ -100,7 +100,7 @@ def check_lossless(verifier, instance: Instance, exact: bool | None = None,
     ([`analyze`][spectheory.engine.analysis.analyze]): the verdict is then against the processed target's law,
     as an engine serving a request with those parameters must meet it. ``backend``: what the
     float route computes on ([`float_backend`][spectheory.engine.plan.float_backend]; default
-    numpy float64 for token and block, torch for the others).
+    numpy float64 for the verifiers and routes that declare it, torch for the others).
     """
     how = plan(verifier, paths, drafting)
     _check_instance(instance)

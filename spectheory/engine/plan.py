@@ -58,7 +58,8 @@ def float_backend(how: Plan, route: str, device="cpu", backend: str | None = "au
     if exact:
         if backend == "torch":
             raise SpectheoryError("backend 'torch' is for the float route; exact rationals "
-                                  "compute on numpy arrays of Fractions (use exact=False)")
+                                  "compute on numpy arrays of Fractions (use exact=False, or "
+                                  "drop --exact)")
         return "numpy"
     if backend == "torch":
         return "torch"
