@@ -13,7 +13,7 @@ average before and after.
 Targets (wall clock, minimum over the runs; on an idle machine the median comes close to it):
 ``spectheory --help`` under 0.3 s; ``spectheory exact`` on a V = 3, L = 2 instance in exact
 rationals (``--exact``, which runs on numpy Fractions) and on its default float64 route (which
-runs on numpy float64 for token and block verification on the CPU) under 0.6 s each, neither
+runs on numpy float64 on the CPU for the verifiers that declare it) under 0.6 s each, neither
 importing torch; ``spectheory check`` on the same instance (float64) under 0.6 s, and GBV's
 analytic route with K = 3 paths (float64, also on numpy);
 ``spectheory instance`` and ``spectheory lp`` on a small instance under 1 s.

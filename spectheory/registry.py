@@ -117,7 +117,8 @@ class VerifierSpec:
         float route on the CPU then computes on numpy and never imports torch
         ([`float_backend`][spectheory.engine.plan.float_backend]). False (the default, and for
         every bare function, ``module:function`` included): float laws receive torch tensors, as
-        documented for verifier functions.
+        documented for verifier functions. ``dataclasses.replace(spec, function=...)`` keeps the
+        declaration: set ``numpy_float=False`` there unless the new function runs on numpy too.
     tree_drafting : tuple of str
         The draft-tree schemes (``iid``, ``norep``, ``topk``;
         [`spectheory.engine.drafttrees`][spectheory.engine.drafttrees]) under which the node rule is

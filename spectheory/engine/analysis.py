@@ -276,8 +276,9 @@ def analyze(instance: Instance, verifier, name: str | None = None,
         Where float64 torch computes (``"cpu"``, ``"cuda"``, ``"cuda:0"``, ...).
     backend : {"auto", "numpy", "torch"}
         What the float route computes on ([`float_backend`][spectheory.engine.plan.float_backend]):
-        ``auto`` (default) numpy float64 on the CPU for verifiers that declare it (token and
-        block on the per-node and per-draft routes, up to
+        ``auto`` (default) numpy float64 on the CPU for verifiers that declare it
+        (`VerifierSpec.numpy_float`) on the per-node and per-draft routes of one path and the
+        analytic route of K paths, up to
         ``spectheory.engine.plan.NUMPY_MAX_SEQUENCES`` sequences; torch is then never
         imported), else torch;
         ``torch`` forces torch, ``numpy`` refuses where numpy cannot run. The results have the

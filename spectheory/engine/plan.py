@@ -75,7 +75,7 @@ def float_backend(how: Plan, route: str, device="cpu", backend: str | None = "au
         return "numpy"
     if backend == "numpy":
         raise SpectheoryError(f"backend 'numpy' cannot run here: {why}; use backend 'auto' or "
-                              "'torch'")
+                              "'torch' (--backend on the command line)")
     return "torch"
 
 

@@ -125,6 +125,13 @@ def sum(a: Array, axis: int, keepdims: bool = False) -> Array:  # noqa: A001 - m
         return a.sum(dim=axis, keepdim=keepdims)
     if not is_exact(a):
         with float_errors():  # inf + (-inf) = NaN as on torch
+            ax = axis % a.ndim if a.ndim else axis
+            if a.ndim > 1 and ax != a.ndim - 1 and a.shape[ax] > 8:
+                # numpy adds pairwise only along the contiguous axis (a running sum elsewhere,
+                # whose error grows with the length, 16 ulps over 32,768 terms): sum a
+                # contiguous copy with the axis last, as accurate as torch's staged sums
+                out = np.ascontiguousarray(np.moveaxis(a, ax, -1)).sum(axis=-1)
+                return np.expand_dims(out, ax) if keepdims else out
             return a.sum(axis=axis, keepdims=keepdims)
     if a.shape[axis] == 0:
         shape = list(a.shape)
@@ -233,10 +240,15 @@ def cumsum(a: Array, axis: int) -> Array:
 
 
 def argsort(a: Array, axis: int = -1, descending: bool = False) -> Array:
-    """Stable argsort (ties keep their index order, also when ``descending``)."""
+    """Stable argsort (ties keep their index order, also when ``descending``); NaN ranks as
+    the largest value, as on torch (last ascending, first descending)."""
     if is_torch(a):
         return torch.sort(a, dim=axis, descending=descending, stable=True).indices
     key = -a if descending else a
+    if descending and not is_exact(a) and np.issubdtype(a.dtype, np.floating):
+        nan = np.isnan(a)
+        if nan.any():  # -NaN is NaN, which numpy sorts last: put it first (a stable lexsort)
+            return np.lexsort((key, ~nan), axis=axis)
     return np.argsort(key, axis=axis, kind="stable")
 
 
