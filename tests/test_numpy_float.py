@@ -444,3 +444,23 @@ def test_the_backend_option_of_exact_and_check(tmp_path, capsys):
             code, out, err = run([command, path] + argv, capsys)
             assert code == 2 and out == "" and words in err, command
             assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf")])
+def test_an_instance_with_a_non_finite_row_is_refused(value):
+    """An Instance built in Python (files are checked when read) whose tables hold NaN or inf is
+    refused before any analysis, on both backends and every entry point, naming the prefix: its
+    every number would otherwise be NaN."""
+    from spectheory.inputs.instances import Instance
+    from spectheory.inputs.models import TableModel
+
+    inst = random_instance(3, 2, 0)
+    tables = [t.copy() for t in inst.draft.tables]
+    tables[1][2, 1] = value  # after the prefix (2,)
+    bad = Instance(3, 2, inst.target, TableModel(3, tuple(tables)))
+    words = rf"draft: the row after prefix \(2,\) has a non-finite entry \({value}\)"
+    for call in (lambda: analyze(bad, "greedy"), lambda: analyze(bad, "greedy", backend="torch"),
+                 lambda: analyze(bad, "gbv", paths=2), lambda: check_lossless("block", bad),
+                 lambda: multi_iteration_law(bad, "token", 4)):
+        with pytest.raises(SpectheoryError, match=words):
+            call()

@@ -136,9 +136,25 @@ def _cheaper(how: Plan, resolved: str, asked, V: int, L: int, symmetric) -> str:
     return "enumerate" if enum < tree else "tree"
 
 def _check_instance(instance) -> None:
+    """An Instance whose float tables are finite (files are checked when read; an Instance built
+    in Python is checked here, before any analysis: a NaN or infinite entry would make every
+    number of the analysis NaN)."""
     if not isinstance(instance, Instance):
         raise SpectheoryError(f"expected a spectheory Instance (see load_instance / "
                               f"instance_from_dict), got {type(instance).__name__}")
+    import numpy as np
+
+    for which, model in (("target", instance.target), ("draft", instance.draft)):
+        for d, table in enumerate(getattr(model, "tables", ())):
+            if isinstance(table, np.ndarray) and table.dtype.kind == "f":
+                bad = np.flatnonzero(~np.isfinite(table).all(axis=-1))
+                if bad.size:
+                    row, V = int(bad[0]), instance.vocab_size
+                    prefix = tuple(row // V ** (d - 1 - j) % V for j in range(d))
+                    value = table[row][~np.isfinite(table[row])][0]
+                    raise SpectheoryError(
+                        f"{which}: the row after prefix {prefix} has a non-finite entry "
+                        f"({value}); every probability must be finite")
 
 
 def _plan_sizes(how: Plan, V: int, L: int, contexts: int, exact: bool, max_sequences,
