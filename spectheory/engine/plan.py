@@ -9,6 +9,8 @@ never from the verifier's code; the size guards
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..runtime.errors import SpectheoryError
 from ..inputs.instances import Instance
 from ..registry import Plan
@@ -142,8 +144,6 @@ def _check_instance(instance) -> None:
     if not isinstance(instance, Instance):
         raise SpectheoryError(f"expected a spectheory Instance (see load_instance / "
                               f"instance_from_dict), got {type(instance).__name__}")
-    import numpy as np
-
     for which, model in (("target", instance.target), ("draft", instance.draft)):
         for d, table in enumerate(getattr(model, "tables", ())):
             if isinstance(table, np.ndarray) and table.dtype.kind == "f":

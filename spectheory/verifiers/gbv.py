@@ -49,8 +49,8 @@ reuse pooled memory ([`spectheory.runtime.buffers`][spectheory.runtime.buffers])
 
 Two routes for CPU float32/float64 rows, the same values bit for bit (a NaN result may carry
 another sign or payload; the order of a row holding NaN draft probabilities is unspecified): from
-`KERNEL_MIN_VOCAB` (16,384) tokens on, with p and q of one dtype, the rank order of a row (a stable radix sort of its ratios' bit patterns on 16-bit
-digits), the masses below (float64 running sums from the worst rank, rounded to the row's dtype,
+`KERNEL_MIN_VOCAB` (16,384) tokens on, with p and q of one dtype, the rank order of a row (a
+stable radix sort of its ratios' bit patterns on 16-bit digits), the masses below (float64 running sums from the worst rank, rounded to the row's dtype,
 as ``torch.cumsum``) and the q^G row (Horner's rule, operation for operation) come from compiled
 kernels (``spectheory.verifiers._gbv_cpu``, numba; about 1.2 ms per row at V = 151,936 against
 2.4 ms); below that size, without numba, or with ``SPECTHEORY_NUMBA=0``, from torch operations.
@@ -791,15 +791,12 @@ def _path_law(q_path, p_path, tok, K: int, ties: str, root_order, out, work, ker
                 A[i + 1] = Ai + xi * float(b_tok)  # b_tok is a value of the row's dtype
             continue
         order = root_order if i == 0 else None
+        fscr, iscr, lscr = work[5:]  # one sort's scratch: floats [3, V], int [V], long [V]
         if order is None:
-            fscr, iscr, lscr = work[5:]  # one sort's scratch: floats [3, V], int [V], long [V]
             r = _ratio(p_path[i:i + 1], q_path[i:i + 1], out=fscr[0:1])
             order = _rank_order(r, ties, worst_first=True, scratch=(iscr, lscr))
-            _below_from_order(q_path[i:i + 1], order, worst_first=True, out=below[i:i + 1],
-                              scratch=(fscr[1], fscr[2]))
-        else:
-            _below_from_order(q_path[i:i + 1], order, worst_first=True, out=below[i:i + 1],
-                              scratch=(work[5][1], work[5][2]))
+        _below_from_order(q_path[i:i + 1], order, worst_first=True, out=below[i:i + 1],
+                          scratch=(fscr[1], fscr[2]))
         if i + 1 < L:
             A[i + 1] = Ai + xi * below[i, toks[i]]
     den = _power_sum(A, x, K)
