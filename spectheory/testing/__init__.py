@@ -12,6 +12,17 @@ Importable from any test suite:
   against the exact law, in ``law``, ``lossless``, ``coins`` or ``coins-tau`` mode;
   [`check_proposal`][spectheory.testing.sampler.check_proposal]: does a draft sampler sample from
   the q it hands the verifier;
+* [`check_tree_sampler`][spectheory.testing.tree.check_tree_sampler] /
+  [`assert_tree_sampler`][spectheory.testing.tree.assert_tree_sampler]: a tree sampler (EAGLE,
+  SGLang, SpecInfer trees) against the exact conditional law of its node rule, or losslessly;
+  [`tree_engine_sampler`][spectheory.testing.tree_ports.tree_engine_sampler] wraps an engine's
+  tree kernel;
+* [`check_step`][spectheory.testing.step.check_step] /
+  [`assert_step`][spectheory.testing.step.assert_step]: a whole draft-and-verify step against the
+  (processed) target law;
+* [`sharp_rows`][spectheory.testing.sharp.sharp_rows] /
+  [`kit_design`][spectheory.testing.sharp.kit_design]: the few draft rows that catch the bug
+  kit's replicas within a small budget;
 * [`spectheory.testing.mutants`][spectheory.testing.mutants]: faithful replicas of lossiness bugs
   found in engines;
 * [`spectheory.testing.adapters`][spectheory.testing.adapters]: engines' sampler layouts to the
@@ -33,23 +44,51 @@ import importlib
 
 #: public name -> submodule that defines it
 _EXPORTS = {
+    # the exact battery of a verifier's formula
     "assert_lossless": "lossless",
     "check_lossless_battery": "lossless",
     "default_battery": "battery",
     "BatteryInstance": "battery",
     "make_instance": "battery",
+    # samplers (law, lossless, coins, coins-tau) and proposals
     "check_sampler": "sampler",
     "assert_sampler": "sampler",
     "check_proposal": "sampler",
     "assert_proposal": "sampler",
     "make_sampler": "sampler",
-    "SamplerReport": "sampler",
+    "reference_coin_sampler": "sampler",
+    "default_instances": "sampler",
+    "default_proposal_rows": "sampler",
+    "SamplerReport": "report",
+    "DraftRows": "report",
+    # tree samplers
+    "check_tree_sampler": "tree",
+    "assert_tree_sampler": "tree",
+    "TreeSamplerReport": "tree",
+    "default_tree_instances": "tree",
+    "tree_engine_sampler": "tree_ports",
+    # whole steps
+    "check_step": "step",
+    "assert_step": "step",
+    "StepRequest": "step",
+    "StepReport": "step",
+    # sharp designs for slow kernels
+    "sharp_rows": "sharp",
+    "sharp_design": "sharp",
+    "kit_design": "sharp",
+    # test vectors
     "export_vectors": "vectors",
     "check_vectors": "vectors",
     "build_vector": "vectors",
+    # engines' layouts
     "engine_sampler": "layouts",
     "engine_coin_sampler": "layouts",
 }
+
+#: Submodules reachable as attributes (``spectheory.testing.tree``) without an import line.
+_SUBMODULES = ("adapters", "battery", "budget", "layouts", "lossless", "mutants", "report",
+               "sampler", "sharp", "stats", "step", "strategies", "tree", "tree_ports",
+               "vectors")
 
 __all__ = sorted(_EXPORTS)
 
@@ -58,7 +97,10 @@ def __getattr__(name: str):
     if name in _EXPORTS:
         module = importlib.import_module(f"{__name__}.{_EXPORTS[name]}")
         return getattr(module, name)
-    if name in ("mutants", "adapters", "layouts", "strategies", "battery", "lossless", "sampler",
-                "vectors"):
+    if name in _SUBMODULES:
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS) | set(_SUBMODULES))
