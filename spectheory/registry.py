@@ -13,6 +13,10 @@ single-path verifier is the case K = 1.
 Finding a verifier ([`get_verifier`][spectheory.registry.get_verifier]) accepts
 
 * a registered name (``"block"``, ``"gbv"``, ...; `verifier_names` lists them);
+* a parametric rule with its parameters, ``"additive(1/4)"``, ``"trtllm-relaxed(2, 1/10)"``,
+  ``"static-ensemble(1/3)"`` ([`parse_name`][spectheory.verifiers.params.parse_name]: numbers
+  read exactly, out-of-range, NaN, inf, text or a wrong count refused in one line naming the rule,
+  the parameter and its range);
 * ``"module:function"``: an importable function (or
   [`VerifierSpec`][spectheory.registry.VerifierSpec]); a bare function is read as a single-path
   verifier unless it carries a ``spectheory_spec`` attribute (set by
@@ -452,10 +456,16 @@ def get_verifier(verifier: Any, multi_path: bool = False) -> VerifierSpec:
         table = registered()
         if verifier in _REGISTRY:  # listed, or registered unlisted
             return _REGISTRY[verifier]
+        from .verifiers.params import parse_name
+
+        spec = parse_name(verifier)  # ``rule(a, b)``: parameters checked, refused in one line
+        if spec is not None:
+            return spec
         if ":" in verifier:
             return _as_spec(_import_target(verifier), verifier, multi_path, user=True)
         raise SpectheoryError(f"unknown verifier {verifier!r}; choose from "
-                              f"{', '.join(table)} or give module:function")
+                              f"{', '.join(table)}, a parametric rule such as additive(1/4), "
+                              f"or give module:function")
     if callable(verifier):
         for spec in registered().values():  # a built-in function keeps its metadata
             if spec.function is verifier:

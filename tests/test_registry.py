@@ -34,7 +34,8 @@ def test_every_builtin_is_registered_once_with_metadata():
     assert {n for n, s in table.items() if not s.lossless} == {
         "uniform-product", "gbv-mismatched-ties", "greedy", "threshold", "lenient", "typical",
         "hsd-released", "spectr-gbv", "additive", "multiplicative", "top-m", "entropy-threshold",
-        "trtllm-relaxed", "sglang-threshold", "cactus"}
+        "trtllm-relaxed", "sglang-threshold", "cactus", "static-ensemble",
+        "static-ensemble-greedy"}
     assert not table["uniform-product"].exact  # float law only
     assert table["gbv"].order_invariant and not table["specinfer"].order_invariant
 

@@ -60,7 +60,6 @@ Beyond that grid, for curves that follow the same models or grids that are not f
 
 from __future__ import annotations
 
-import ast
 import difflib
 import hashlib
 import itertools
@@ -141,45 +140,26 @@ def _check_knobs(family: str, knobs: list, where: str) -> None:
                               f"{', '.join(allowed) or 'no knobs'}){hint}")
 
 
-#: Parameterised lossy contrasts (`spectheory.verifiers.contrasts`) by name: ``lenient(0.8)``,
-#: ``threshold(0.3)``, ``typical(0.09, 0.3)``.
+#: Parametric rules by name (`spectheory.verifiers.params`): ``lenient(0.8)``,
+#: ``threshold(3/10)``, ``typical(0.09, 0.3)``, ``additive(1/4)``, ``static-ensemble(1/3)``, ...
 _CONTRAST = re.compile(r"^(lenient|threshold|typical|additive|multiplicative|top-m|"
-                       r"entropy-threshold|trtllm-relaxed|sglang-threshold|cactus)\(([^()]*)\)$")
+                       r"entropy-threshold|trtllm-relaxed|sglang-threshold|cactus|"
+                       r"static-ensemble|static-ensemble-greedy)\(([^()]*)\)$")
 
 
 def resolve_verifier(name: str):
-    """A verifier name as `spectheory.engine.analysis.analyze` takes it: the spec of a parameterised
-    contrast (``lenient(l)``, ``threshold(theta)``, ``typical(epsilon, delta)``) or relaxed rule
-    (``additive(eps)``, ``multiplicative(lam)``, ``top-m(m)``, ``entropy-threshold(beta)``,
-    ``trtllm-relaxed(k, delta)``, ``sglang-threshold(ts, ta)``, ``cactus(delta)``; the numbers as
-    written, ints and floats kept apart), else the name itself."""
-    m = _CONTRAST.match(name.replace(" ", ""))
-    if m is None:
-        return name
-    from ..verifiers import contrasts, relaxed
+    """A verifier name as `spectheory.engine.analysis.analyze` takes it: the spec of a parametric
+    rule (``lenient(l)``, ``threshold(theta)``, ``typical(epsilon, delta)``, ``additive(eps)``,
+    ``multiplicative(lam)``, ``top-m(m)``, ``entropy-threshold(beta)``,
+    ``trtllm-relaxed(k, delta)``, ``sglang-threshold(ts, ta)``, ``cactus(delta)``,
+    ``static-ensemble(w)``, ``static-ensemble-greedy(w)``; the numbers read exactly by
+    [`parse_name`][spectheory.verifiers.params.parse_name], refused in one
+    [`OptionError`][spectheory.runtime.errors.OptionError] line naming the rule, the parameter
+    and its range), else the name itself."""
+    from ..verifiers.params import parse_name
 
-    try:
-        args = ast.literal_eval(f"({m.group(2)},)")
-    except (ValueError, SyntaxError):
-        args = None
-    if not args or not all(isinstance(a, (int, float)) and not isinstance(a, bool)
-                           for a in args):
-        raise OptionError(f"verifier {name!r}: the parameters must be numbers, e.g. "
-                          f"{m.group(1)}(0.5)")
-    make = {"lenient": contrasts.lenient_verification,
-            "threshold": contrasts.threshold_verification,
-            "typical": contrasts.typical_acceptance,
-            "additive": relaxed.additive_acceptance,
-            "multiplicative": relaxed.multiplicative_acceptance,
-            "top-m": relaxed.top_m_acceptance,
-            "entropy-threshold": relaxed.entropy_threshold_acceptance,
-            "trtllm-relaxed": relaxed.trtllm_relaxed_acceptance,
-            "sglang-threshold": relaxed.sglang_threshold_acceptance,
-            "cactus": relaxed.cactus_acceptance}[m.group(1)]
-    try:
-        return make(*args)
-    except (TypeError, ValueError) as exc:
-        raise OptionError(f"verifier {name!r}: {' '.join(str(exc).split())}") from None
+    spec = parse_name(name) if isinstance(name, str) else None
+    return name if spec is None else spec
 
 
 def _samplings(value, where: str) -> list[str]:

@@ -24,6 +24,7 @@ from .gbv import GBV, GBV_MISMATCHED_TIES, gbv, gbv_mismatched_ties
 from .lossy import UNIFORM_PRODUCT, uniform_product_verification
 from .ngram import NGRAM, ngram_verification
 from .relaxed import RELAXED
+from .static_ensemble import STATIC_ENSEMBLE, STATIC_ENSEMBLE_GREEDY
 from .multipath_baselines import BLOCK_FIRST, TOKEN_FIRST, block_first, token_first
 from .specinfer import SPECINFER, SPECINFER_NOREP, specinfer, specinfer_norep
 from .spechub import SPECHUB, spechub
@@ -38,7 +39,8 @@ from .traversal import TRAVERSAL, TRAVERSAL_IID, TRAVERSAL_TREE, traversal, trav
 BUILTIN = (TOKEN, BLOCK, NGRAM, HSD, GBV, SPECINFER, SPECINFER_NOREP, SPECTR, TRAVERSAL, TRAVERSAL_IID,
            TRAVERSAL_TREE, HU, HU_NOREP, KHISTI, GLOBAL_RESOLUTION, SPECHUB, BLOCK_FIRST,
            TOKEN_FIRST, STRICT, UNIFORM_PRODUCT, HSD_RELEASED, GBV_MISMATCHED_TIES, SPECTR_GBV,
-           GREEDY, THRESHOLD, LENIENT, TYPICAL) + RELAXED
+           GREEDY, THRESHOLD, LENIENT, TYPICAL) + RELAXED + (STATIC_ENSEMBLE,
+                                                         STATIC_ENSEMBLE_GREEDY)
 for _spec in BUILTIN:
     register(_spec)
 register(TOPK, listed=False)  # the draft-tree engine's rule for top-k trees, not listed

@@ -37,6 +37,7 @@ from ..runtime import backend as B
 from ..law import Law
 from ..registry import VerifierSpec
 from .common import drafted_probs, float_law_only
+from .params import nonnegative, number, positive_unit, unit
 
 
 def _const(like, value):
@@ -84,7 +85,7 @@ def greedy_matching(drafts, q, p) -> Law:
 
 def threshold_verification(theta) -> VerifierSpec:
     """The rule "accept iff p(X_i|X^{i-1}) >= theta", Y ~ p (module doc), as a verifier."""
-    theta = Fraction(theta) if not isinstance(theta, float) else theta
+    theta = number(theta, "threshold", unit("theta"))
 
     def law(drafts, q, p) -> Law:
         L = drafts.shape[-1]
@@ -99,9 +100,7 @@ def threshold_verification(theta) -> VerifierSpec:
 
 def lenient_verification(lenience) -> VerifierSpec:
     """Token verification with lenience l in (0, 1] (module doc), as a verifier."""
-    lam = Fraction(lenience) if not isinstance(lenience, float) else lenience
-    if not 0 < lam <= 1:
-        raise ValueError(f"lenience {lenience!r} must be in (0, 1]")
+    lam = lenience = number(lenience, "lenient", positive_unit("lenience"))
 
     def law(drafts, q, p) -> Law:
         L = drafts.shape[-1]
@@ -119,6 +118,8 @@ def lenient_verification(lenience) -> VerifierSpec:
 
 def typical_acceptance(epsilon: float = 0.09, delta: float = 0.3) -> VerifierSpec:
     """Medusa's typical acceptance (module doc), as a verifier (float law only)."""
+    epsilon = float(number(epsilon, "typical", unit("epsilon")))
+    delta = float(number(delta, "typical", nonnegative("delta")))
 
     def law(drafts, q, p) -> Law:
         import torch

@@ -78,12 +78,10 @@ from ..runtime import backend as B
 from ..law import Law
 from ..registry import VerifierSpec
 from .common import drafted_probs, float_law_only
+from .params import count, nonnegative, number, positive_unit, unit
 from .contrasts import _argmax_onehot, _const, _normalise, chain_law
 
 
-def _param(value):
-    """A Fraction for exact parameters (int, str, Fraction), a float kept as it is."""
-    return value if isinstance(value, float) else Fraction(value)
 
 
 def _kth_largest(rows, k: int):
@@ -111,9 +109,7 @@ def greedy_family_law(accept, p) -> Law:
 def additive_acceptance(eps) -> VerifierSpec:
     """Accept X_i iff p(X_i) >= max p - eps; Y = argmax p (arXiv 2606.30265, additive
     relaxation; module doc). Exact in rationals for rational eps."""
-    eps = _param(eps)
-    if eps < 0:
-        raise ValueError(f"eps = {eps} must be >= 0")
+    eps = number(eps, "additive", unit("eps"))
 
     def law(drafts, q, p) -> Law:  # drafts [B, L], q [B, L, V], p [B, L+1, V]
         L = drafts.shape[-1]
@@ -130,9 +126,7 @@ def additive_acceptance(eps) -> VerifierSpec:
 def multiplicative_acceptance(lam) -> VerifierSpec:
     """Accept X_i iff p(X_i) >= lam max p, lam in [0, 1]; Y = argmax p (arXiv 2606.30265,
     multiplicative relaxation; module doc)."""
-    lam = _param(lam)
-    if not 0 <= lam <= 1:
-        raise ValueError(f"lambda = {lam} must be in [0, 1]")
+    lam = number(lam, "multiplicative", unit("lam"))
 
     def law(drafts, q, p) -> Law:  # drafts [B, L], q [B, L, V], p [B, L+1, V]
         L = drafts.shape[-1]
@@ -149,8 +143,7 @@ def multiplicative_acceptance(lam) -> VerifierSpec:
 def top_m_acceptance(m: int) -> VerifierSpec:
     """Accept X_i iff p(X_i) >= the m-th largest target probability (X_i among the m most
     probable, ties included); Y = argmax p (arXiv 2606.30265, top-m; module doc)."""
-    if isinstance(m, bool) or not isinstance(m, int) or m < 1:
-        raise ValueError(f"m = {m!r} must be a positive integer")
+    m = number(m, "top-m", count("m"))
 
     def law(drafts, q, p) -> Law:  # drafts [B, L], q [B, L, V], p [B, L+1, V]
         L = drafts.shape[-1]
@@ -168,9 +161,7 @@ def top_m_acceptance(m: int) -> VerifierSpec:
 def entropy_threshold_acceptance(beta: float) -> VerifierSpec:
     """Accept X_i iff it is the argmax or p(X_i) >= beta exp(-H(p)); Y = argmax p (the
     entropy-thresholded form chosen in the module doc; float law only)."""
-    beta = float(beta)
-    if not beta >= 0:
-        raise ValueError(f"beta = {beta} must be >= 0")
+    beta = float(number(beta, "entropy-threshold", nonnegative("beta")))
 
     def law(drafts, q, p) -> Law:  # drafts [B, L], q [B, L, V], p [B, L+1, V]
         import torch
@@ -197,11 +188,8 @@ def trtllm_relaxed_acceptance(topk: int, delta) -> VerifierSpec:
     """TensorRT-LLM's relaxed acceptance (#3865; ``mtpRelaxedAcceptanceKernel``): accept X_i iff
     it is the target's top-1, or among its top-``topk`` with p(X_i) >= max p - delta; Y = the
     top-1 (module doc)."""
-    if isinstance(topk, bool) or not isinstance(topk, int) or topk < 1:
-        raise ValueError(f"topk = {topk!r} must be a positive integer")
-    delta = _param(delta)
-    if delta < 0:
-        raise ValueError(f"delta = {delta} must be >= 0")
+    topk = number(topk, "trtllm-relaxed", count("k"))
+    delta = number(delta, "trtllm-relaxed", unit("delta"))
 
     def law(drafts, q, p) -> Law:  # drafts [B, L], q [B, L, V], p [B, L+1, V]
         L, V = drafts.shape[-1], p.shape[-1]
@@ -227,10 +215,8 @@ def trtllm_relaxed_acceptance(topk: int, delta) -> VerifierSpec:
 def sglang_threshold_acceptance(threshold_single=1, threshold_acc=1) -> VerifierSpec:
     """SGLang's ``threshold_single`` / ``threshold_acc`` on a chain: a_i = 1 if p(X_i) >= ts,
     else min(1, p(X_i) / ta); Y ~ p without X_i on rejection, ~ p as bonus (module doc)."""
-    ts, ta = _param(threshold_single), _param(threshold_acc)
-    if not 0 < ta <= 1 or not 0 <= ts <= 1:
-        raise ValueError(f"thresholds ({ts}, {ta}) must satisfy 0 <= threshold_single <= 1 "
-                         "and 0 < threshold_acc <= 1")
+    ts = number(threshold_single, "sglang-threshold", unit("threshold_single"))
+    ta = number(threshold_acc, "sglang-threshold", positive_unit("threshold_acc"))
 
     def law(drafts, q, p) -> Law:  # drafts [B, L], q [B, L, V], p [B, L+1, V]
         L = drafts.shape[-1]
@@ -268,9 +254,7 @@ def cactus_target(px, p_rows, drafts, delta: float):
 def cactus_acceptance(delta: float) -> VerifierSpec:
     """Cactus (Hao, Mou, ICLR 2026, arXiv 2604.04987): token verification against the
     reweighted target h (module doc). Float law only."""
-    delta = float(delta)
-    if not delta >= 0:
-        raise ValueError(f"delta = {delta} must be >= 0")
+    delta = float(number(delta, "cactus", nonnegative("delta")))
 
     def law(drafts, q, p) -> Law:  # drafts [B, L], q [B, L, V], p [B, L+1, V]
         import torch
@@ -378,8 +362,7 @@ def greedy_tree_coverage(instance, m: int, exact: bool | None = None):
     probability."""
     from ..engine.analysis import ExactAnalysis
 
-    if isinstance(m, bool) or not isinstance(m, int) or m < 1:
-        raise ValueError(f"m = {m!r} must be a positive integer")
+    m = number(m, "greedy-tree-coverage", count("m"))
     exact = instance.exact if exact is None else exact
     inst = instance.to_exact() if exact else instance.to_float()
     V, L = inst.vocab_size, inst.block_length
