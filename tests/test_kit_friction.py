@@ -70,3 +70,77 @@ def test_import_spectheory_testing_stays_cheap():
                          cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+# ----------------------------------------------------------------------------- refusals
+
+
+TREE_SAMPLERS = '''
+from spectheory.testing.tree_ports import SGLANG_TREE, tree_engine_sampler
+from spectheory.testing.tree_ports import tree_speculative_sampling_target_only
+
+good = tree_engine_sampler(tree_speculative_sampling_target_only, SGLANG_TREE)
+'''
+
+
+def _sglang_tree_sampler():
+    from spectheory.testing.tree_ports import SGLANG_TREE, tree_engine_sampler
+    from spectheory.testing.tree_ports import tree_speculative_sampling_target_only as kernel
+
+    return tree_engine_sampler(kernel, SGLANG_TREE)
+
+
+@pytest.mark.parametrize("mode, samples", [("law", 6), ("law", 29), ("lossless", 12)])
+def test_too_few_tree_samples_are_refused_like_check_step(mode, samples):
+    """A tree check with too few samples for any degree of freedom is refused in one line
+    (OptionError, as check_step refuses), stating the count a test needs, and the sampler is
+    never called; at the stated first-test count the check runs a real test."""
+    from spectheory.runtime.errors import OptionError
+    from spectheory.testing import check_step, check_tree_sampler
+
+    calls = []
+
+    def sampler(*args):
+        calls.append(1)
+        return _sglang_tree_sampler()(*args)
+
+    with pytest.raises(OptionError) as info:
+        check_tree_sampler(sampler, "sglang-tree", (2, 1), samples=samples, mode=mode)
+    msg = str(info.value)
+    assert "\n" not in msg and "nothing would be tested" in msg and not calls
+    first = int(re.search(r"a first test ([\d,]+)", msg).group(1).replace(",", ""))
+    rep = check_tree_sampler(sampler, "sglang-tree", (2, 1), samples=first, mode=mode)
+    assert rep.dof >= 1 and calls
+    with pytest.raises(OptionError):  # the step check refuses the same way
+        check_step(lambda request: None, samples=2)
+
+
+def test_too_few_tree_samples_exit_2_on_the_command_line(tmp_path, monkeypatch, capsys):
+    from cli_helpers import run
+
+    (tmp_path / "my_trees.py").write_text(TREE_SAMPLERS)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for extra in ([], ["--mode", "lossless"]):
+        code, out, err = run(["check-sampler", "my_trees:good", "--tree", "2,1", "--samples",
+                              "8"] + extra, capsys)
+        assert code == 2 and not out and len(err.strip().splitlines()) == 1, err
+        assert "nothing would be tested" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("which, depth, value", [("target", 1, float("nan")),
+                                                 ("draft", 0, float("inf")),
+                                                 ("target", 2, -0.25)])
+def test_a_tree_instance_with_a_bad_table_is_refused_naming_it(which, depth, value):
+    from spectheory.inputs.random_instances import random_instance
+    from spectheory.runtime.errors import OptionError
+    from spectheory.testing import check_tree_sampler
+
+    inst = random_instance(3, 2, 11)
+    getattr(inst, which).tables[depth][-1, 1] = value
+    for mode in ("law", "lossless"):
+        with pytest.raises(OptionError) as info:
+            check_tree_sampler(_sglang_tree_sampler(), "sglang-tree", (2, 1),
+                               instances=[inst], samples=3000, mode=mode)
+        msg = str(info.value)
+        assert f"the {which} table at depth {depth}" in msg and "\n" not in msg

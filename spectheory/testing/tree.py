@@ -45,7 +45,11 @@ The sampler is user code: every call goes through
 `guarded` (`spectheory.testing.report`) (an exception or ``sys.exit`` in it is one
 ``UserCodeError`` line), and unusable outputs (not two integer vectors of length B, a node outside
 0..N, a token outside 0..V-1) fail the report with one note. Sizes (cells, floats per call,
-V^(D+1) sequences, drafted-tree enumerations) are guarded before anything is allocated.
+V^(D+1) sequences, drafted-tree enumerations) are guarded before anything is allocated. Bad
+input is refused in one line (`OptionError`) before the sampler is called: too few samples for
+any degree of freedom to be tested (the line states the count a test needs; as
+[`check_step`][spectheory.testing.step.check_step] and ``check-sampler`` refuse it), and an
+instance built in Python whose tables hold NaN, inf or a negative entry (naming the table).
 Engine layouts (SGLang's tree kernel, EAGLE's ``evaluate_posterior``) are in
 [`spectheory.testing.tree_ports`][spectheory.testing.tree_ports].
 """
@@ -69,7 +73,7 @@ from ..runtime.errors import OptionError, call_user
 from ..runtime.sizes import check_size
 from . import stats
 from .calls import _cells, _summary
-from .report import MIN_EXPECTED, SamplerReport, guarded
+from .report import MIN_EXPECTED, POWER, SamplerReport, guarded
 
 #: Modes of [`check_tree_sampler`][spectheory.testing.tree.check_tree_sampler].
 TREE_MODES = ("law", "lossless")
@@ -132,6 +136,25 @@ def _check_drafting_fits(instance: Instance, tree: TreeShape, drafting: str) -> 
                                   f"depth {d} has {least} positive tokens for {b} children "
                                   f"(the scheme would draft fewer children); use an instance "
                                   f"with fuller draft rows or another scheme")
+
+
+def _check_tables(instance: Instance, i: int) -> None:
+    """Refuse, in one line naming the table and the prefix, an instance built in Python whose
+    float tables hold a non-finite or negative entry (files are checked when read): its drafted
+    rows and exact laws would be NaN, and a NaN law is no reference for a verdict."""
+    for which, model in (("target", instance.target), ("draft", instance.draft)):
+        for d, table in enumerate(getattr(model, "tables", ())):
+            if not (isinstance(table, np.ndarray) and table.dtype.kind == "f"):
+                continue
+            bad = ~np.isfinite(table) | (table < 0)
+            if bad.any():
+                row = int(np.flatnonzero(bad.any(axis=-1))[0])
+                V = instance.vocab_size
+                prefix = tuple(row // V ** (d - 1 - j) % V for j in range(d))
+                value = table[row][bad[row]][0]
+                raise OptionError(f"tree-mode instance {i}: the {which} table at depth {d} has "
+                                  f"{value} in the row after prefix {prefix}; every probability "
+                                  f"must be finite and non-negative")
 
 
 def draft_trees(instance: Instance, tree, drafting: str, rows: int, generator) -> DraftedTrees:
@@ -394,15 +417,19 @@ class TreeSamplerReport(SamplerReport):
 
 
 def _tree_report(mode, tests, samples, alpha, name, worst, impossible, tree, drafting,
-                 notes) -> TreeSamplerReport:
+                 notes, least: int = 0) -> TreeSamplerReport:
     fam, cell, mdt, zero_notes = _summary(tests, alpha, worst, impossible)
     notes = list(notes) + zero_notes
-    if fam.dof == 0 and impossible is None:
-        notes.append("no degrees of freedom were tested (every law is a point mass after "
-                     "pooling): not a pass; use more samples or other instances")
-        return TreeSamplerReport(False, 0.0, mode, samples, alpha, cell, float("inf"), name,
-                                 fam.statistic, 0, len(tests), notes=notes, tree=tree,
-                                 drafting=drafting)
+    if fam.dof == 0:
+        # too few samples are refused before the sampler runs (_refuse_few): what is left is
+        # every row's law a point mass, judged by samples off the point
+        mdt = stats.point_mass_tv(least, POWER)
+        notes.append(f"every law sits on one outcome: the check fails on any sample of an "
+                     f"outcome of probability zero, so a bias of total variation t is caught "
+                     f"with probability 1 - (1 - t)^n, n >= {least:,}")
+        return TreeSamplerReport(impossible is None, 0.0 if impossible else 1.0, mode, samples,
+                                 alpha, cell, mdt, name, fam.statistic, 0, len(tests),
+                                 notes=notes, tree=tree, drafting=drafting)
     return TreeSamplerReport(fam.p_value > alpha, fam.p_value, mode, samples, alpha, cell, mdt,
                              name, fam.statistic, fam.dof, len(tests), notes=notes, tree=tree,
                              drafting=drafting)
@@ -488,20 +515,77 @@ def default_tree_instances(tree) -> list:
 # ----------------------------------------------------------------------------- modes
 
 
-def _law_mode(sampler, spec, tree, drafting, instances, samples, alpha, seed, draft_rows,
-              max_batch, notes):
+def _law_setup(spec, tree, drafting, instances, seed, draft_rows) -> list:
+    """The drafted trees of every instance and each tree's exact conditional law, before any
+    sampler call: a list of ``(drafted, laws, groups, paths)`` per instance (``laws[r]``
+    [G_r, V], ``groups[r]`` [N+1] the cell group of each node, ``paths[r]`` the token paths)."""
     g = torch.Generator().manual_seed(seed)
     drafted = []
     for inst in instances:
         rows = 1 if drafting == "topk" else draft_rows  # top-k trees are deterministic
         drafted.append(draft_trees(inst, tree, drafting, rows, g))
     n_rows = sum(d.tokens.shape[0] for d in drafted)
-    per_row = _split(samples, n_rows)
-    if min(per_row) < 1:
-        raise OptionError(f"samples = {samples} is fewer than the {n_rows} drafted trees")
     V_max = max(d.q.shape[-1] for d in drafted)
     check_size(n_rows * tree.n_nodes * V_max, "tree law-mode count cells", False,
                MAX_LAW_CELLS, "drafted trees x (N+1) x V")
+    out = []
+    for d in drafted:
+        laws, groups, paths_of = [], [], []
+        for r in range(d.tokens.shape[0]):
+            paths, law = conditional_tree_law(spec, tree, d.tokens[r].tolist(), d.q[r], d.p[r])
+            _, group = emitted_groups(tree, d.tokens[r].tolist())
+            laws.append(law)
+            groups.append(group)
+            paths_of.append(paths)
+        out.append((d, laws, groups, paths_of))
+    return out
+
+
+def _cell_probs(law, G: int, V: int) -> np.ndarray:
+    probs = np.zeros(G * V)
+    probs[:law.shape[0] * V] = law.reshape(-1).numpy()
+    return probs
+
+
+def _first_test(row_laws: list, unit: str) -> int | None:
+    """The fewest samples (split evenly over the rows ``row_laws``, each a cell-probability
+    vector) at which the family has a degree of freedom; None when every row's law is a point
+    mass (no count gives one: a sample off the point fails the check instead)."""
+    need = [stats.samples_for_a_test(pr, MIN_EXPECTED) for pr in row_laws]
+    need = [x for x in need if x is not None]
+    return None if not need else min(need) * len(row_laws)
+
+
+def _refuse_few(samples: int, row_laws: list, counts: list, unit: str) -> None:
+    """One line (`OptionError`) when ``counts`` samples leave no row (``unit``) two bins of
+    expected count `MIN_EXPECTED`: such a run tests nothing, so it is bad input, not a verdict
+    (as in [`check_step`][spectheory.testing.step.check_step] and on the command line of
+    ``check-sampler``). Rows whose law is a point mass have no degree of freedom at any count
+    and are judged by samples off the point instead."""
+    need = [stats.samples_for_a_test(pr, MIN_EXPECTED) for pr in row_laws]
+    if all(x is None for x in need):
+        return
+    if any(x is not None and n >= x for x, n in zip(need, counts)):
+        return
+    per = max(x for x in need if x is not None)
+    first = _first_test(row_laws, unit)
+    raise OptionError(f"samples = {samples:,} over {len(row_laws)} {unit} leave none of them "
+                      f"two bins of expected count >= {MIN_EXPECTED:g}, so nothing would be "
+                      f"tested; a test of every one needs at least {per * len(row_laws):,} "
+                      f"samples ({per:,} each), a first test {first:,}")
+
+
+def _law_mode(sampler, spec, tree, drafting, instances, samples, alpha, seed, draft_rows,
+              max_batch, notes, setup=None):
+    setup = _law_setup(spec, tree, drafting, instances, seed, draft_rows) if setup is None \
+        else setup
+    n_rows = sum(len(s[1]) for s in setup)
+    per_row = _split(samples, n_rows)
+    if min(per_row) < 1:
+        raise OptionError(f"samples = {samples} is fewer than the {n_rows} drafted trees")
+    G = tree.n_nodes
+    row_laws = [_cell_probs(law, G, d.q.shape[-1]) for d, laws, _, _ in setup for law in laws]
+    _refuse_few(samples, row_laws, per_row, "drafted trees")
     sg = torch.Generator().manual_seed(seed + 1)
     who = getattr(sampler, "_spectheory_label", "the tree sampler")
     parents = tuple(tree.parents)
@@ -509,19 +593,11 @@ def _law_mode(sampler, spec, tree, drafting, instances, samples, alpha, seed, dr
     tests, worst, impossible = [], None, None
     offset = 0
     N = tree.n_drafted
-    for inst_i, d in enumerate(drafted):
+    for inst_i, (d, laws, groups, paths_of) in enumerate(setup):
         R = d.tokens.shape[0]
         V = d.q.shape[-1]
         counts = per_row[offset:offset + R]
         offset += R
-        laws, groups, paths_of = [], [], []
-        for r in range(R):
-            paths, law = conditional_tree_law(spec, tree, d.tokens[r].tolist(), d.q[r], d.p[r])
-            _, group = emitted_groups(tree, d.tokens[r].tolist())
-            laws.append(law)
-            groups.append(group)
-            paths_of.append(paths)
-        G = tree.n_nodes
         group_t = torch.tensor(groups, dtype=torch.long)  # [R, N+1]
         obs = np.zeros(R * G * V, dtype=np.int64)
         chunk = _chunk(tree.n_nodes, V, max_batch)
@@ -538,9 +614,7 @@ def _law_mode(sampler, spec, tree, drafting, instances, samples, alpha, seed, dr
                 cell = r * (G * V) + group_t[r, node] * V + y
                 obs += np.bincount(cell.numpy(), minlength=R * G * V)
         for r in range(R):
-            law = laws[r]
-            probs = np.zeros(G * V)
-            probs[:law.shape[0] * V] = law.reshape(-1).numpy()
+            probs = _cell_probs(laws[r], G, V)
             o = obs[r * G * V:(r + 1) * G * V]
             t = stats.row_chi_square(o, probs, counts[r], MIN_EXPECTED)
             tests.append(t)
@@ -554,7 +628,7 @@ def _law_mode(sampler, spec, tree, drafting, instances, samples, alpha, seed, dr
 
             impossible, worst = _cells(t, probs, o, label, "probability 0", impossible, worst)
     return _tree_report("tree-law", tests, samples, alpha, name, worst, impossible,
-                        tree.describe(), drafting, notes)
+                        tree.describe(), drafting, notes, min(per_row))
 
 
 def _ancestors(tree: TreeShape):
@@ -582,6 +656,8 @@ def _lossless_mode(sampler, name, tree, drafting, instances, samples, alpha, see
     per = _split(samples, len(instances))
     if min(per) < 1:
         raise OptionError(f"samples = {samples} is fewer than the {len(instances)} instances")
+    targets = [_lossless_target(inst, D) for inst in instances]
+    _refuse_few(samples, targets, per, "instances")
     g = torch.Generator().manual_seed(seed)
     sg = torch.Generator().manual_seed(seed + 1)
     who = getattr(sampler, "_spectheory_label", "the tree sampler")
@@ -615,8 +691,7 @@ def _lossless_mode(sampler, name, tree, drafting, instances, samples, alpha, see
                 pref = pref * V + tok
             obs += np.bincount(pref.numpy(), minlength=V ** (D + 1))
             done += m
-        probs = path_probabilities(pl[:D + 1], torch.ones(1, dtype=torch.float64))[D + 1]
-        probs = probs.numpy()
+        probs = targets[inst_i]
         t = stats.row_chi_square(obs, probs, n, MIN_EXPECTED)
         tests.append(t)
 
@@ -629,7 +704,13 @@ def _lossless_mode(sampler, name, tree, drafting, instances, samples, alpha, see
         impossible, worst = _cells(t, probs, obs, label, "target probability 0", impossible,
                                    worst)
     return _tree_report("tree-lossless", tests, samples, alpha, name, worst, impossible,
-                        tree.describe(), drafting, notes)
+                        tree.describe(), drafting, notes, min(per))
+
+
+def _lossless_target(inst: Instance, D: int) -> np.ndarray:
+    """The target's law of D + 1 tokens [V^(D+1)] (float64)."""
+    _, pl = _levels_for(inst, D)
+    return path_probabilities(pl[:D + 1], torch.ones(1, dtype=torch.float64))[D + 1].numpy()
 
 
 # ----------------------------------------------------------------------------- API
@@ -720,6 +801,7 @@ def check_tree_sampler(sampler: Callable, verifier: Any = None, tree: Any = (2, 
         if not isinstance(inst, Instance):
             raise OptionError(f"a tree-mode instance must be a spectheory Instance, not "
                               f"{type(inst).__name__}")
+        _check_tables(inst, len(insts))
         _check_drafting_fits(inst, shape, drafting)
         insts.append(inst)
     if not insts:
