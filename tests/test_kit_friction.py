@@ -144,3 +144,51 @@ def test_a_tree_instance_with_a_bad_table_is_refused_naming_it(which, depth, val
                                instances=[inst], samples=3000, mode=mode)
         msg = str(info.value)
         assert f"the {which} table at depth {depth}" in msg and "\n" not in msg
+
+
+# ----------------------------------------------------------------------------- tree presets
+
+
+def test_the_sglang_tree_preset_calls_by_position_or_refuses():
+    """A wrapper with the kernel's parameters (or functools.wraps) gets every argument, draft_probs
+    included, in the kernel's order; a ``*rest`` wrapper, which the preset cannot tell apart
+    from the release without draft_probs, is refused in one line instead of silently losing it."""
+    import functools
+
+    from spectheory.runtime.errors import OptionError
+    from spectheory.testing import check_tree_sampler
+    from spectheory.testing.tree_ports import SGLANG_TREE, tree_engine_sampler
+    from spectheory.testing.tree_ports import tree_speculative_sampling_target_only as kernel
+
+    seen = []
+
+    def positional(predicts, accept_index, accept_token_num, candidates, retrive_index,
+                   retrive_next_token, retrive_next_sibling, uniform_samples, final,
+                   target_probs, draft_probs, threshold_single, threshold_acc, deterministic):
+        seen.append((draft_probs.shape == target_probs.shape, threshold_single, deterministic))
+        return kernel(predicts, accept_index, accept_token_num, candidates, retrive_index,
+                      retrive_next_token, retrive_next_sibling, uniform_samples, final,
+                      target_probs, draft_probs, threshold_single, threshold_acc, deterministic)
+
+    @functools.wraps(kernel)
+    def wrapped(*rest):
+        seen.append(len(rest))
+        return kernel(*rest)
+
+    for fn in (positional, wrapped):
+        rep = check_tree_sampler(tree_engine_sampler(fn, SGLANG_TREE), "sglang-tree", (2, 1),
+                                 samples=3000)
+        assert rep.passed
+    assert seen[0] == (True, 1.0, True) and 14 in seen
+
+    def rest_only(*rest):
+        return kernel(*rest)
+
+    def too_short(predicts, accept_index, *rest, **kw):
+        return kernel(predicts, accept_index, *rest, **kw)
+
+    for fn in (rest_only, too_short):
+        with pytest.raises(OptionError) as info:
+            tree_engine_sampler(fn, SGLANG_TREE)
+        msg = str(info.value)
+        assert "\n" not in msg and fn.__name__ in msg and "functools.wraps" in msg

@@ -482,6 +482,39 @@ def _shape_of(parents):
     return tree_shape({"parents": list(parents)})
 
 
+#: SGLang's tree kernel's parameters, in order, from ``predicts`` up to ``target_probs`` (then
+#: ``draft_probs`` in releases that take it, then ``threshold_single``, ``threshold_acc``,
+#: ``deterministic``).
+_SGLANG_TREE_PARAMS = ("predicts", "accept_index", "accept_token_num", "candidates",
+                       "retrive_index", "retrive_next_token", "retrive_next_sibling",
+                       "uniform_samples", "uniform_samples_for_final_sampling", "target_probs")
+
+
+def _sglang_takes_draft(fn) -> bool:
+    """Whether the SGLang tree kernel ``fn`` takes ``draft_probs`` (older releases) or not, from
+    its signature (followed through ``functools.wraps``): 14 positional parameters with it, 13
+    without. A signature that does not say (``*args``, too few parameters, none readable) is
+    refused in one line: calling it either way could silently shift every argument after
+    ``target_probs``."""
+    from .report import name_of
+
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        raise OptionError(f"the SGLang tree preset cannot read the signature of "
+                          f"{name_of(fn)}, so it cannot tell whether it takes draft_probs; "
+                          f"wrap the kernel with functools.wraps(kernel)") from None
+    params = list(sig.parameters.values())
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if any(p.kind == p.VAR_POSITIONAL for p in params) or len(positional) < 13:
+        raise OptionError(f"the SGLang tree preset calls {name_of(fn)}{sig} by position with "
+                          f"the kernel's 13 or 14 arguments (predicts .. target_probs, "
+                          f"draft_probs in older releases, threshold_single, threshold_acc, "
+                          f"deterministic), and this signature does not say which; give the "
+                          f"wrapper the kernel's parameters or functools.wraps(kernel)")
+    return "draft_probs" in sig.parameters or len(positional) >= 14
+
+
 def _sglang_call(fn, tokens, parents, q, p, generator, threshold_single=1.0, threshold_acc=1.0,
                  device="cpu", dtype=None):
     tree = _shape_of(parents)
@@ -504,14 +537,11 @@ def _sglang_call(fn, tokens, parents, q, p, generator, threshold_single=1.0, thr
     accept_token_num = torch.zeros(B, dtype=torch.int32, device=dev)
     args = [predicts, accept_index, accept_token_num, candidates, retrive_index,
             retrive_next_token, retrive_next_sibling, uniform_samples, final, target_probs]
-    try:
-        takes_draft = "draft_probs" in inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        takes_draft = True
-    if takes_draft:  # releases before the draft_probs argument was dropped from the Python API
+    if _sglang_takes_draft(fn):  # releases before draft_probs was dropped from the Python API
         args.append(draft_probs)
-    fn(*args, threshold_single=threshold_single, threshold_acc=threshold_acc,
-       deterministic=True)
+    # every argument by position, as the kernel's signature orders them: a wrapper that
+    # forwards *args reaches the kernel with the same arguments
+    fn(*args, threshold_single, threshold_acc, True)
     tau = accept_token_num.long().cpu()
     last = accept_index.long().cpu()[torch.arange(B), tau]
     node = last - torch.arange(B) * n
@@ -612,6 +642,8 @@ def tree_engine_sampler(fn: Callable, layout: TreeLayout | str, **options) -> Ca
         layout = TREE_LAYOUTS[layout]
     if not callable(fn):
         raise OptionError(f"the engine function must be callable, not {type(fn).__name__}")
+    if layout is SGLANG_TREE:
+        _sglang_takes_draft(fn)  # a signature the preset cannot call is refused here, in one line
 
     def sampler(tokens, parents, q, p, generator):
         return layout.call(fn, tokens, parents, q, p, generator, **options)
