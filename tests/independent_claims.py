@@ -1239,3 +1239,74 @@ def global_resolution_acceptance(p, q, K, plain_outer=False):
     res = _normalise([p[y] - acc[y] for y in range(V)], p)
     out = [acc[y] + rest * res[y] for y in range(V)]
     return sum(acc.values()), alpha, out
+
+
+# ----------------------------------------------------------------------------- static ensemble (2604.07622)
+
+
+def static_ensemble(model, w):
+    """DIVERSED's static ensemble (arXiv 2604.07622; transformers PR #45979): at each node
+    v = w p + (1 - w) q, accept x_i with min(1, v(x_i) / q(x_i)), else resample from
+    normalise(max(v - q, 0)); after L acceptances the target's bonus token. Returns (law of the
+    L + 1 tokens, E[tau + 1], P(first draft accepted))."""
+    w = F(w)
+
+    def weights(x):
+        acc, res = [], []
+        for i in range(model.L):
+            p, q = model.p_rows(x[:i]), model.q_rows(x[:i])
+            v = [w * a + (1 - w) * b for a, b in zip(p, q)]
+            acc.append(min(F(1), v[x[i]] / q[x[i]]))
+            res.append(_normalise([max(a - b, F(0)) for a, b in zip(v, q)], p))
+        stops, reach = [], F(1)
+        for a in acc:
+            stops.append(reach * (1 - a))
+            reach *= a
+        return stops + [reach], res
+
+    law, E = chain_law(model, weights)
+    p, q = model.p_rows(()), model.q_rows(())
+    first = sum((min(q[x], w * p[x] + (1 - w) * q[x]) for x in range(model.V)), F(0))
+    return law, E, first
+
+
+def frontier_lp(model, delta):
+    """The lossy frontier: max E[tau + 1] over every verifier whose one-iteration output law is
+    within TV ``delta`` of the target. A verifier maps each drafted path x (probability Q(x)) to a
+    kept prefix x^i (0 <= i <= L) and one more token a: z(x, i, a) >= 0, sum_{i, a} z = Q(x);
+    the output is the block (x^i, a) followed by target sampling to L + 1 tokens, A(y); the budget
+    is sum_y |A(y) - p(y)| <= 2 delta, written with s+ - s- = A - p and a slack. Certified
+    exactly (`certified_max`)."""
+    delta = F(delta)
+    xs = [x for x in model.seqs(model.L) if model.Q(x)]
+    ys = model.seqs(model.L + 1)
+    yi = {y: k for k, y in enumerate(ys)}
+    c, A, b = [], [], []
+    rows_out = [dict() for _ in ys]
+    for n, x in enumerate(xs):
+        own = {}
+        for i in range(model.L + 1):
+            for a in range(model.V):
+                j = len(c)
+                c.append(F(i + 1))
+                own[j] = F(1)
+                block = tuple(x[:i]) + (a,)
+                rest = model.L + 1 - len(block)
+                for tail in itertools.product(range(model.V), repeat=rest):
+                    m = model.P(tail, block)
+                    if m:
+                        rows_out[yi[block + tail]][j] = m
+        A.append(own)
+        b.append(model.Q(x))
+    plus = {y: len(c) + 2 * k for k, y in enumerate(ys)}
+    c += [F(0)] * (2 * len(ys) + 1)
+    for y in ys:  # A(y) - s+ + s- = p(y)
+        row = dict(rows_out[yi[y]])
+        row[plus[y]], row[plus[y] + 1] = F(-1), F(1)
+        A.append(row)
+        b.append(model.P(y))
+    budget = {plus[y] + k: F(1) for y in ys for k in (0, 1)}
+    budget[len(c) - 1] = F(1)  # slack
+    A.append(budget)
+    b.append(2 * delta)
+    return certified_max(c, A, b)[0]

@@ -244,3 +244,46 @@ def test_the_brute_force_walk_catches_a_planted_bug(bug):
         res = st.analyze(inst, _planted(bug))
         caught |= engine_law(res, inst.vocab_size, inst.block_length) != law
     assert caught
+
+
+# ----------------------------------------------------------------------------- the ledger's rows
+
+
+def test_ledger_rows_recomputed_independently():
+    """The DIVERSED rows of the claims ledger, recomputed by tests/independent_claims.py (own
+    enumeration, own frontier LP with an exact certificate) and found in each row's numbers."""
+    import independent_claims as ind
+    from spectheory.lp import claims
+    from spectheory.lp.claims import diversed as D
+
+    rows = {r.claim.id: r for r in claims.run_claims("diversed")}
+    assert all(r.matches for r in rows.values())
+    for (V, seed) in D.L1:
+        m = ind.Model(instance_to_dict(D.instance(V, 1, seed)))
+        T = ind.tv(ind.static_ensemble(m, 1)[0], m)  # 0: token verification is lossless
+        assert T == 0
+        p, q = m.p_rows(()), m.q_rows(())
+        T = sum((abs(a - b) for a, b in zip(p, q)), F(0)) / 2
+        accs = []
+        for w in D.WEIGHTS:
+            law, E, acc = ind.static_ensemble(m, w)
+            tv = ind.tv(law, m)
+            assert acc == 1 - w * T and E == 2 - w * T and tv == (1 - w) * T
+            front = ind.frontier_lp(m, tv)
+            assert front == E  # per token: on the frontier
+            accs.append(acc)
+            assert f"(TV {D.f(tv)}, E {D.f(E)}, frontier {D.f(front)})" in \
+                rows["diversed-pareto-one-token"].finding.ours
+        assert ", ".join(map(D.f, accs)) in rows["diversed-acceptance-identity"].finding.ours
+    strictly_below = False
+    for (V, seed) in D.L2:
+        m = ind.Model(instance_to_dict(D.instance(V, 2, seed)))
+        for w in D.WEIGHTS:
+            law, E, _ = ind.static_ensemble(m, w)
+            tv = ind.tv(law, m)
+            front = ind.frontier_lp(m, tv)
+            assert E <= front
+            strictly_below |= w > 0 and E < front
+            assert f"w = {D.f(w)}: E {D.f(E)} at TV {D.f(tv)}, frontier {D.f(front)}" in \
+                rows["diversed-pareto-not-over-blocks"].finding.ours
+    assert strictly_below

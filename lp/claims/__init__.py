@@ -30,6 +30,7 @@ Modules: [`leviathan`][spectheory.lp.claims.leviathan] (arXiv 2211.17192),
 (2604.25925), [`trees`][spectheory.lp.claims.trees] (2602.16994 and the 2025-2026 sources left
 out), [`engines`][spectheory.lp.claims.engines] (engines' issues and code, the bug kit),
 [`relaxed`][spectheory.lp.claims.relaxed] (2604.04987, 2606.30265, the lossy frontier),
+[`diversed`][spectheory.lp.claims.diversed] (2604.07622, the static ensemble),
 [`hetero`][spectheory.lp.claims.hetero] (2502.05202, vLLM #38174).
 
 The command (``spectheory claims``) exits 1 when a recomputed verdict differs from the recorded
@@ -50,8 +51,8 @@ import sys
 from dataclasses import dataclass
 from typing import Callable
 
-from . import block_gbv, engines, global_resolution, hetero, hsd, hu, khisti, leviathan, \
-    relaxed, spechub, spectr_gbv, trees
+from . import block_gbv, diversed, engines, global_resolution, hetero, hsd, hu, khisti, \
+    leviathan, relaxed, spechub, spectr_gbv, trees
 from .common import KIND_VERDICTS, KINDS, VERDICTS, Claim, Fact, Finding, Hypotheses, \
     reset_facts, take_facts
 
@@ -62,7 +63,8 @@ __all__ = ["CLAIMS", "KINDS", "VERDICTS", "Claim", "Fact", "Finding", "Hypothese
 #: engine claims are added by `ledger`).
 CLAIMS: list[Claim] = (leviathan.ROWS + block_gbv.ROWS + hu.ROWS + khisti.ROWS +
                        global_resolution.ROWS + spechub.ROWS + hsd.ROWS + spectr_gbv.ROWS +
-                       trees.ROWS + engines.ROWS + relaxed.ROWS + hetero.ROWS)
+                       trees.ROWS + engines.ROWS + relaxed.ROWS + diversed.ROWS +
+                       hetero.ROWS)
 
 
 def ledger() -> list[Claim]:
