@@ -71,6 +71,7 @@ import numpy as np
 from ..runtime import backend as B
 from ..runtime._lazy import is_tensor, torch
 from ..runtime.errors import OptionError, SpectheoryError
+from .models import TableModel, all_prefixes, prefix_index
 
 #: Temperatures below this are greedy (vLLM's `_SAMPLING_EPS`).
 GREEDY_BELOW = 1e-5
@@ -80,8 +81,14 @@ MAX_EXACT_POWER = 32
 ORDERS = ("vllm", "transformers")
 #: What `process_rows` reads along the last axis.
 INPUTS = ("probs", "logits")
+#: The stateless parameters (a function of the row alone).
+STATELESS_KEYS = ("temperature", "top_k", "top_p", "min_p", "order")
+#: The stateful parameters (a function of the row and its history:
+#: `spectheory.inputs.stateful`), vLLM's names and transformers' `no_repeat_ngram_size`.
+STATEFUL_KEYS = ("repetition_penalty", "presence_penalty", "frequency_penalty", "min_tokens",
+                 "stop_token_ids", "logit_bias", "no_repeat_ngram_size", "grammar")
 #: The parameters, in the order of the string form.
-KEYS = ("temperature", "top_k", "top_p", "min_p", "order")
+KEYS = STATELESS_KEYS + STATEFUL_KEYS
 #: Largest distance of a probability row's sum from 1 that the processing accepts (then the row
 #: is divided by its sum, exactly for Fraction rows): float32 rows normalised by a softmax over
 #: 151,936 tokens sum to 1 within about 1e-6. A row further off is refused, never
@@ -95,7 +102,19 @@ RANGES = {
     "top_p": "a number in (0, 1] (1: no top-p)",
     "min_p": "a number in [0, 1] (0: no min-p)",
     "order": "one of " + ", ".join(ORDERS),
+    "repetition_penalty": "a finite number > 0 (1: none)",
+    "presence_penalty": "a finite number (0: none)",
+    "frequency_penalty": "a finite number (0: none)",
+    "min_tokens": "an integer >= 0 (with stop_token_ids)",
+    "stop_token_ids": "token ids >= 0 (string form: 3 or 3;5)",
+    "logit_bias": "token:bias pairs, bias a finite number, -inf, or *f for a probability "
+                  "factor f > 0 (string form: 0:-inf;2:1.5;1:*1/2)",
+    "no_repeat_ngram_size": "an integer >= 0 (0: none)",
+    "grammar": "a TokenAutomaton, its JSON object, or a path to a JSON grammar file",
 }
+#: Largest penalty, bias or count accepted (a larger one is a typo, and would overflow logits).
+MAX_PENALTY = 1e6
+MAX_COUNT = 10**6
 
 
 class SamplingError(OptionError):
@@ -164,6 +183,28 @@ class SamplingParams:
     order : {"vllm", "transformers"}
         vLLM V1: temperature, min-p, top-k, top-p; transformers: temperature, top-k, top-p,
         min-p (see `spectheory.inputs.processing`).
+    repetition_penalty : float
+        > 0 (1: none). A token in the history: a positive logit is divided by it, a
+        non-positive one multiplied (vLLM, transformers).
+    presence_penalty, frequency_penalty : float
+        logit -= presence * [count > 0] + frequency * count, count the token's occurrences in
+        the history (vLLM, OpenAI).
+    min_tokens : int
+        While fewer tokens than this are in the history, the `stop_token_ids` are masked.
+    stop_token_ids : tuple of int
+        The instance's stop tokens (needed with ``min_tokens``).
+    logit_bias : mapping token -> bias
+        Added to the logit (-inf bans the token); a bias written ``"*f"`` (string) multiplies
+        the token's probability by f > 0 instead (exact for rational f).
+    no_repeat_ngram_size : int
+        transformers' ``no_repeat_ngram_size`` (0: none).
+    grammar : TokenAutomaton, dict or path
+        A token automaton whose mask at the state the history reaches restricts the row
+        (`spectheory.inputs.stateful.TokenAutomaton`).
+
+    The stateful parameters act on the row's history, the tokens emitted since the instance's
+    root (drafts before the row's position included), on the kit's logits; the order of
+    operations and their exactness are in `spectheory.inputs.stateful`.
     """
 
     temperature: Any = 1.0
@@ -171,6 +212,14 @@ class SamplingParams:
     top_p: Any = 1.0
     min_p: Any = 0.0
     order: str = "vllm"
+    repetition_penalty: Any = 1.0
+    presence_penalty: Any = 0.0
+    frequency_penalty: Any = 0.0
+    min_tokens: int = 0
+    stop_token_ids: Any = ()
+    logit_bias: Any = ()
+    no_repeat_ngram_size: int = 0
+    grammar: Any = None
 
     def __post_init__(self):
         t = _number("temperature", self.temperature)
@@ -198,6 +247,29 @@ class SamplingParams:
         for name, value in (("temperature", t), ("top_k", k), ("top_p", top_p),
                             ("min_p", min_p)):
             object.__setattr__(self, name, value)
+        rep = _number("repetition_penalty", self.repetition_penalty)
+        if not 0 < rep <= MAX_PENALTY:
+            raise _bad("repetition_penalty", self.repetition_penalty)
+        pres = _number("presence_penalty", self.presence_penalty)
+        freq = _number("frequency_penalty", self.frequency_penalty)
+        for key, v in (("presence_penalty", pres), ("frequency_penalty", freq)):
+            if abs(v) > MAX_PENALTY:
+                raise _bad(key, v, f"is beyond +-{MAX_PENALTY:g}")
+        mt = _count("min_tokens", self.min_tokens)
+        nr = _count("no_repeat_ngram_size", self.no_repeat_ngram_size)
+        stops = _token_ids(self.stop_token_ids)
+        if mt and not stops:
+            raise SamplingError(f"min_tokens = {mt} needs stop_token_ids (the tokens it "
+                                f"masks), e.g. \"min_tokens=2,stop_token_ids=0\"")
+        bias = _logit_bias(self.logit_bias)
+        from .stateful import as_grammar
+
+        grammar = as_grammar(self.grammar)
+        for name, value in (("repetition_penalty", rep), ("presence_penalty", pres),
+                            ("frequency_penalty", freq), ("min_tokens", mt),
+                            ("no_repeat_ngram_size", nr), ("stop_token_ids", stops),
+                            ("logit_bias", bias), ("grammar", grammar)):
+            object.__setattr__(self, name, value)
 
     @property
     def greedy(self) -> bool:
@@ -206,13 +278,38 @@ class SamplingParams:
 
     @property
     def identity(self) -> bool:
-        """No processing at all (temperature 1, no top-k, top-p 1, min-p 0)."""
+        """No processing at all (temperature 1, no top-k, top-p 1, min-p 0, nothing
+        stateful)."""
         return (self.temperature == 1 and self.top_k is None and self.top_p == 1
-                and self.min_p == 0)
+                and self.min_p == 0 and not self.stateful)
+
+    @property
+    def stateful(self) -> bool:
+        """Some parameter reads the row's history (penalties, masks, bias)."""
+        return bool(self.repetition_penalty != 1 or self.presence_penalty != 0
+                    or self.frequency_penalty != 0 or self.min_tokens
+                    or self.no_repeat_ngram_size or self.logit_bias
+                    or self.grammar is not None)
+
+    @property
+    def on_logits(self) -> bool:
+        """Some stateful step acts on logits (penalties, additive biases): float64 only."""
+        return bool(self.repetition_penalty != 1 or self.presence_penalty != 0
+                    or self.frequency_penalty != 0
+                    or any(not f and v != -math.inf for _, v, f in self.logit_bias))
+
+    def stateless(self) -> "SamplingParams":
+        """The same temperature, top-k, top-p, min-p and order without the stateful part."""
+        return SamplingParams(self.temperature, self.top_k, self.top_p, self.min_p, self.order)
 
     def exact_power(self) -> int | None:
         """n with temperature = 1/n (1 for temperature 1), None when greedy; raises
         `SamplingError` in one line when p^(1/T) is not rational (exact mode refuses it)."""
+        if self.on_logits:
+            raise SamplingError(
+                f"{self._logit_part()} act on logits and are not rational in exact mode (exp of "
+                f"a penalised log p); use float mode (exact=False, no --exact), or give biases "
+                f"as probability factors (logit_bias=2:*1/2)")
         if self.greedy:
             return None
         inv = 1 / _exact(self.temperature)
@@ -223,11 +320,37 @@ class SamplingParams:
                 f"(1, 0.5, 0.25, 0.2, ...) or T = 0; use float mode (exact=False, no --exact)")
         return int(inv)
 
+    def _logit_part(self) -> str:
+        names = [k for k, on in (("repetition_penalty", self.repetition_penalty != 1),
+                                 ("presence_penalty", self.presence_penalty != 0),
+                                 ("frequency_penalty", self.frequency_penalty != 0),
+                                 ("additive logit_bias",
+                                  any(not f and v != -math.inf for _, v, f in self.logit_bias)))
+                 if on]
+        return " and ".join(names)
+
     def to_dict(self) -> dict:
-        """JSON-ready values (Fractions as strings)."""
+        """JSON-ready values (Fractions as strings); the stateful keys only when set."""
         enc = (lambda v: str(v) if isinstance(v, Fraction) else v)
-        return {"temperature": enc(self.temperature), "top_k": self.top_k,
-                "top_p": enc(self.top_p), "min_p": enc(self.min_p), "order": self.order}
+        out = {"temperature": enc(self.temperature), "top_k": self.top_k,
+               "top_p": enc(self.top_p), "min_p": enc(self.min_p), "order": self.order}
+        if self.repetition_penalty != 1:
+            out["repetition_penalty"] = enc(self.repetition_penalty)
+        if self.presence_penalty != 0:
+            out["presence_penalty"] = enc(self.presence_penalty)
+        if self.frequency_penalty != 0:
+            out["frequency_penalty"] = enc(self.frequency_penalty)
+        if self.min_tokens:
+            out["min_tokens"] = self.min_tokens
+        if self.stop_token_ids:
+            out["stop_token_ids"] = list(self.stop_token_ids)
+        if self.logit_bias:
+            out["logit_bias"] = {str(t): _bias_text(v, f) for t, v, f in self.logit_bias}
+        if self.no_repeat_ngram_size:
+            out["no_repeat_ngram_size"] = self.no_repeat_ngram_size
+        if self.grammar is not None:
+            out["grammar"] = self.grammar.to_dict()
+        return out
 
     def __str__(self) -> str:
         parts = []
@@ -241,7 +364,118 @@ class SamplingParams:
             parts.append(f"min_p={_text(self.min_p)}")
         if self.order != "vllm":
             parts.append(f"order={self.order}")
+        for key in ("repetition_penalty", "presence_penalty", "frequency_penalty"):
+            v = getattr(self, key)
+            if v != (1 if key == "repetition_penalty" else 0):
+                parts.append(f"{key}={_text(v)}")
+        if self.min_tokens:
+            parts.append(f"min_tokens={self.min_tokens}")
+        if self.stop_token_ids:
+            parts.append("stop_token_ids=" + ";".join(str(t) for t in self.stop_token_ids))
+        if self.logit_bias:
+            parts.append("logit_bias=" + ";".join(f"{t}:{_bias_text(v, f)}"
+                                                  for t, v, f in self.logit_bias))
+        if self.no_repeat_ngram_size:
+            parts.append(f"no_repeat_ngram_size={self.no_repeat_ngram_size}")
+        if self.grammar is not None:
+            parts.append(f"grammar={getattr(self.grammar, 'path', self.grammar.name)}")
         return ",".join(parts) or "temperature=1"
+
+
+def _count(key: str, value) -> int:
+    if isinstance(value, str):
+        value = value.strip()
+        if not value.lstrip("-").isdigit():
+            raise _bad(key, value, "is not an integer")
+        value = int(value)
+    if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise _bad(key, value, "is not an integer")
+    if not 0 <= int(value) <= MAX_COUNT:
+        raise _bad(key, value)
+    return int(value)
+
+
+def _token_id(key: str, value) -> int:
+    if isinstance(value, str):
+        text = value.strip()
+        if not text.isdigit():
+            raise _bad(key, value, "is not a token id")
+        value = int(text)
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or \
+            not 0 <= int(value) < 2**31:
+        raise _bad(key, value, "is not a token id")
+    return int(value)
+
+
+def _token_ids(value) -> tuple:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        value = [v for v in value.replace(";", " ").split()]
+    elif isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        value = [value]
+    try:
+        items = list(value)
+    except TypeError:
+        raise _bad("stop_token_ids", value, "is not a list of token ids") from None
+    return tuple(sorted({_token_id("stop_token_ids", v) for v in items}))
+
+
+def _bias_value(token: int, value):
+    """(value, is_factor) of one logit_bias entry."""
+    is_factor = isinstance(value, str) and value.strip().startswith("*")
+    if is_factor:
+        value = value.strip()[1:]
+    if isinstance(value, str) and value.strip().lower() in ("-inf", "-infinity"):
+        return -math.inf, False
+    if isinstance(value, (float, np.floating)) and value == -math.inf:
+        return -math.inf, False
+    v = _number("logit_bias", value)
+    if is_factor:
+        if not 0 < v <= MAX_PENALTY:
+            raise _bad("logit_bias", f"{token}:*{value}", "has a factor outside (0, 1e6]")
+    elif abs(v) > MAX_PENALTY:
+        raise _bad("logit_bias", f"{token}:{value}", f"is beyond +-{MAX_PENALTY:g}")
+    return v, is_factor
+
+
+def _logit_bias(value) -> tuple:
+    """Sorted ((token, value, is_factor), ...) from a mapping, pairs or the string form."""
+    if value is None or (isinstance(value, (tuple, list, dict)) and not value):
+        return ()
+    if isinstance(value, str):
+        pairs = []
+        for part in value.split(";"):
+            tok, colon, val = part.partition(":")
+            if not colon:
+                raise _bad("logit_bias", part.strip(), "is not token:bias")
+            pairs.append((tok, val))
+    elif isinstance(value, Mapping):
+        pairs = list(value.items())
+    else:
+        try:
+            pairs = [tuple(x) for x in value]
+        except TypeError:
+            raise _bad("logit_bias", value, "is not a mapping of token to bias") from None
+        if any(len(x) not in (2, 3) for x in pairs):
+            raise _bad("logit_bias", value, "is not a mapping of token to bias")
+        if all(len(x) == 3 for x in pairs):  # the stored form
+            pairs = [(t, f"*{v}" if f else v) for t, v, f in pairs]
+    out = {}
+    for tok, val in pairs:
+        t = _token_id("logit_bias", tok)
+        if t in out:
+            raise _bad("logit_bias", value, f"gives token {t} twice")
+        out[t] = _bias_value(t, val)
+    return tuple((t, v, f) for t, (v, f) in sorted(out.items()))
+
+
+def _bias_text(v, is_factor: bool) -> str:
+    if v == -math.inf:
+        return "-inf"
+    return ("*" if is_factor else "") + _text(v)
 
 
 def _check_key(key) -> str:
@@ -255,8 +489,10 @@ def _check_key(key) -> str:
 
 def _value(key: str, text: str):
     text = text.strip()
-    if key == "order":
+    if key in ("order", "stop_token_ids", "logit_bias", "grammar"):
         return text
+    if key in ("min_tokens", "no_repeat_ngram_size"):
+        return _count(key, text)
     if key == "top_k":
         try:
             return int(text)
@@ -475,7 +711,7 @@ def _float_temperature(x, T: float, inputs: str):
     return w / B.sum(w, axis=-1, keepdims=True)
 
 
-def process_rows(rows, params, inputs: str = "probs"):
+def process_rows(rows, params, inputs: str = "probs", history=None):
     """The processed distribution along the last axis of ``rows`` [..., V].
 
     Parameters
@@ -489,6 +725,12 @@ def process_rows(rows, params, inputs: str = "probs"):
         Anything [`parse_sampling`][spectheory.inputs.processing.parse_sampling] accepts; None is no
         processing (rows are only normalised).
     inputs : {"probs", "logits"}
+    history : int array [..., n], optional
+        The tokens each row follows (emitted since the instance's root, drafts before its
+        position included), for the stateful parameters (`spectheory.inputs.stateful`); None:
+        the empty history. Probability rows are turned into the kit's logits
+        (`spectheory.inputs.stateful.kit_logits`) when a penalty or an additive bias needs
+        logits.
 
     Returns
     -------
@@ -543,6 +785,28 @@ def process_rows(rows, params, inputs: str = "probs"):
     if exact and sp is not None:
         power = sp.exact_power()  # refuses an irrational temperature before any work
     flat = _validate(flat, inputs, exact)
+    if sp is not None and sp.stateful:
+        from . import stateful
+
+        h = None
+        if history is not None:
+            if not (is_tensor(history) or isinstance(history, np.ndarray)):
+                history = np.asarray(history, dtype=np.int64)
+            if len(history.shape) == 0:
+                raise SamplingError("history must be an array [..., n] of token ids")
+            if tuple(history.shape[:-1]) != shape[:-1]:
+                raise SamplingError(f"history of shape {list(history.shape)} does not match "
+                                    f"rows of shape {list(shape)} (it must be [..., n])")
+            h = history.reshape(flat.shape[0], history.shape[-1])
+        if exact:
+            flat = stateful.apply_exact(flat, sp, h)
+        else:
+            lg = flat if inputs == "logits" else stateful.kit_logits(flat)
+            flat = stateful.apply_logits(lg, sp, h)
+            inputs = "logits"
+        sp = sp.stateless()
+        if sp.identity and not exact:
+            return _float_temperature(flat, 1.0, "logits").reshape(shape)
     if sp is not None and sp.greedy:
         first = B.argsort(flat, axis=-1, descending=True)[:, 0]  # lowest id among the maxima
         out = B.one_hot(first, V, flat)
@@ -565,11 +829,62 @@ def process_rows(rows, params, inputs: str = "probs"):
 # ----------------------------------------------------------------------------- instances
 
 
-def _process_model(model, params):
-    from .models import TableModel
-
+def _process_model(model, params, depth: int = 0):
+    if params.stateful:
+        return ProcessedModel.build(model, params, depth)
     return TableModel(model.vocab_size, tuple(np.ascontiguousarray(process_rows(t, params))
                                               for t in model.tables))
+
+
+def _process_level(base, params, d: int):
+    rows = np.ascontiguousarray(base.level(d))
+    return np.ascontiguousarray(process_rows(rows, params,
+                                             history=all_prefixes(d, base.vocab_size)))
+
+
+@dataclass(frozen=True)
+class ProcessedModel(TableModel):
+    """A table model processed by stateful sampling parameters: the row after prefix s is the
+    base model's row processed with history s (`spectheory.inputs.stateful`). Its tables are
+    materialised to a depth; a deeper level is processed on first use with its own histories
+    (never the order-D Markov extension of the processed tables, which would forget the
+    history)."""
+
+    base: Any = None
+    params: Any = None
+    deeper: Any = None  # {depth: processed level} beyond the tables, filled on first use
+
+    @classmethod
+    def build(cls, base, params, depth: int) -> "ProcessedModel":
+        depth = max(int(depth), base.depth, 1)
+        tables = tuple(_process_level(base, params, d) for d in range(depth + 1))
+        return cls(base.vocab_size, tables, base, params, {})
+
+    @property
+    def context_independent(self) -> bool:
+        return False
+
+    def level(self, d: int) -> np.ndarray:
+        if d < len(self.tables):
+            return self.tables[d]
+        if d not in self.deeper:
+            self.deeper[d] = _process_level(self.base, self.params, d)
+        return self.deeper[d]
+
+    def conditional(self, prefix) -> np.ndarray:
+        prefix = tuple(int(t) for t in prefix)
+        return self.level(len(prefix))[prefix_index(prefix, self.vocab_size)]
+
+    def to_float(self) -> "ProcessedModel":
+        if not self.exact:
+            return self
+        return ProcessedModel.build(self.base.to_float(), self.params, self.depth)
+
+    def to_exact(self) -> "ProcessedModel":
+        if self.exact:
+            return self
+        self.params.exact_power()  # refuses what is not rational, in one line
+        return ProcessedModel.build(self.base.to_exact(), self.params, self.depth)
 
 
 def process_instance(instance, sampling=None, draft_sampling=None, exact: bool | None = None):
@@ -602,8 +917,9 @@ def process_instance(instance, sampling=None, draft_sampling=None, exact: bool |
             except SamplingError as exc:
                 raise SamplingError(f"{which}: {exc}") from None
     inst = instance.to_exact() if exact else instance.to_float()
-    target = inst.target if sp is None else _process_model(inst.target, sp)
-    draft = inst.draft if dp is None else _process_model(inst.draft, dp)
+    L = inst.block_length
+    target = inst.target if sp is None else _process_model(inst.target, sp, L)
+    draft = inst.draft if dp is None else _process_model(inst.draft, dp, max(L - 1, 0))
     return Instance(inst.vocab_size, inst.block_length, target, draft)
 
 

@@ -1,0 +1,443 @@
+"""The state around the sampler: penalties, min_tokens, no-repeat n-grams, logit bias and grammar
+masks, as functions of the history a row follows.
+
+Serving engines process a row with more than its probabilities: the tokens generated so far
+change it. The history of a row is the tuple of tokens emitted since the instance's root, the
+drafted tokens before the row's position included (the row after prefix ``s`` has history ``s``).
+This module holds the one implementation of that processing; `spectheory.inputs.processing`
+runs it before the stateless steps (temperature, min-p, top-k, top-p), and the exact engine,
+`check_step` and `check_sampler` all compute their laws through it.
+
+**The kit's logits.** Penalties act on logits, and `repetition_penalty` depends on their sign,
+so the logits must be stated: for a probability row p they are
+
+    kit_logits(p) = log p - (max_x log p(x) + min_{x: p(x) > 0} log p(x)) / 2
+
+(-inf where p = 0): log p shifted per row so that its largest and smallest finite entries are
+symmetric about 0, so both signs occur whenever the row is not uniform on its support. A softmax
+of them gives p back. A model callable handed to a step with ``inputs="logits"`` returns these
+logits (float32), and the law is computed from the same logits.
+
+**Order of operations** (vLLM V1's sampler, `vllm/v1/sample/sampler.py`: logits processors,
+then penalties, then temperature and the argmax-invariant steps):
+
+1. **masks**, which commute with each other: the `grammar`'s mask at the state its history
+   reaches; transformers' `no_repeat_ngram_size` n (`NoRepeatNGramLogitsProcessor`: a token that
+   would complete an n-gram already in the history is banned; n = 1 bans every token seen);
+   `min_tokens` m (while fewer than m tokens are in the history, every token of
+   `stop_token_ids` is banned: vLLM's `MinTokensLogitsProcessor`, transformers'
+   `MinNewTokensLengthLogitsProcessor`); a `logit_bias` of -inf;
+2. **logit bias**: logit(x) += b(x) (vLLM's `LogitBiasLogitsProcessor`), or, for an entry given
+   as a factor ``*f``, p(x) *= f (logit += log f);
+3. **penalties** (vLLM's `apply_penalties`, `vllm/model_executor/layers/utils.py`): for a token
+   in the history, a positive logit is divided by `repetition_penalty` r and a non-positive one
+   multiplied by it; then logit(x) -= `frequency_penalty` * count(x) + `presence_penalty` *
+   [count(x) > 0], with count(x) the occurrences of x in the history. (vLLM counts the prompt
+   in the repetition mask; here the history starts at the instance's root, which has no prompt.)
+
+A mask that leaves no token of positive probability is refused in one line naming the history.
+A history that the grammar rejects (reachable only through drafts the grammar forbids, so of
+target probability zero) leaves the row unconstrained by the grammar.
+
+**Exactness.** Masks, min_tokens, no-repeat n-grams and biases given as rational factors are
+rational operations: exact rows stay exact. Repetition, frequency and presence penalties and
+additive biases act on logits (exp of a penalised log p is irrational in general): float64 only,
+refused in exact mode.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from fractions import Fraction
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..runtime import backend as B
+from ..runtime._lazy import is_tensor, torch
+from ..runtime.errors import OptionError
+
+#: Most automaton states a grammar may hold (table automata, and regex automata as they grow).
+MAX_STATES = 100_000
+#: Largest grammar file read, bytes.
+MAX_GRAMMAR_BYTES = 64 * 1024**2
+
+
+class GrammarError(OptionError):
+    """A grammar (token automaton) is malformed, or its mask leaves a row without probability."""
+
+
+# ----------------------------------------------------------------------------- the kit's logits
+
+
+def kit_logits(probs):
+    """The kit's logits of probability rows ``probs [..., V]`` (float64 numpy or torch):
+    log p shifted per row by the midpoint of its largest and smallest finite entries, -inf for
+    a zero (see `spectheory.inputs.stateful`). ``softmax(kit_logits(p)) = p``."""
+    if is_tensor(probs):
+        lg = torch.log(probs.to(torch.float64))
+        finite = torch.isfinite(lg)
+        hi = torch.where(finite, lg, torch.full_like(lg, -math.inf)).amax(-1, keepdim=True)
+        lo = torch.where(finite, lg, torch.full_like(lg, math.inf)).amin(-1, keepdim=True)
+        shift = torch.where(torch.isfinite(hi) & torch.isfinite(lo), (hi + lo) / 2,
+                            torch.zeros_like(hi))
+        return lg - shift
+    with np.errstate(divide="ignore"):
+        lg = np.log(np.asarray(probs, dtype=np.float64))
+    finite = np.isfinite(lg)
+    hi = np.where(finite, lg, -np.inf).max(axis=-1, keepdims=True)
+    lo = np.where(finite, lg, np.inf).min(axis=-1, keepdims=True)
+    ok = np.isfinite(hi) & np.isfinite(lo)
+    shift = np.where(ok, (np.where(ok, hi, 0) + np.where(ok, lo, 0)) / 2, 0.0)
+    return lg - shift
+
+
+# ----------------------------------------------------------------------------- grammars
+
+
+class TokenAutomaton:
+    """A deterministic automaton over token ids: ``next(state, token)`` is the next state, or
+    -1 when the grammar rejects the token there. The start state is 0; the mask at a state
+    allows the tokens with a next state.
+
+    Build one from a transition table (``TokenAutomaton(table)``, ``table[s][t]`` the next state
+    or -1 / None), from a regex over the tokens' strings (`TokenAutomaton.from_regex`), or read
+    one from JSON (`load_grammar`)::
+
+        {"transitions": [[1, -1, null], [-1, 0, 1]]}          # S x V, null or -1: rejected
+        {"tokens": ["(", ")", "x"], "regex": "\\\\((x|\\\\(x\\\\))*\\\\)"}
+
+    A regex automaton allows token t after history h when the concatenated strings of h and t
+    can still be extended to a full match of the regex (the `regex` package's partial matching);
+    its states are the distinct strings reached, added as histories reach them.
+    """
+
+    def __init__(self, transitions=None, *, vocab_size: int | None = None, name: str = "grammar",
+                 _regex=None, _tokens=None):
+        self.name = name
+        if _regex is not None:
+            self._pattern, self._tokens = _regex, list(_tokens)
+            self.vocab_size = len(self._tokens)
+            self._strings = [""]
+            self._ids = {"": 0}
+            self._table = [None]  # filled on first use
+            return
+        self._pattern = None
+        try:
+            arr = np.array([[(-1 if v is None else v) for v in row] for row in transitions],
+                           dtype=object)
+        except TypeError:
+            raise GrammarError(f"{name}: transitions must be a list of rows (states) of next "
+                               f"states per token") from None
+        if arr.ndim != 2 or arr.shape[0] < 1 or arr.shape[1] < 1:
+            raise GrammarError(f"{name}: transitions must be a non-empty S x V table, not shape "
+                               f"{list(arr.shape)}")
+        S, V = arr.shape
+        if S > MAX_STATES:
+            raise GrammarError(f"{name}: {S:,} states, over the limit of {MAX_STATES:,}")
+        for s in range(S):
+            for t in range(V):
+                v = arr[s, t]
+                if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or \
+                        not -1 <= int(v) < S:
+                    raise GrammarError(f"{name}: transition from state {s} on token {t} is "
+                                       f"{v!r}; a next state is an integer in 0..{S - 1}, or "
+                                       f"-1 / null for a rejected token")
+        if vocab_size is not None and V != vocab_size:
+            raise GrammarError(f"{name}: the table has {V} tokens per state, the vocabulary "
+                               f"{vocab_size}")
+        self.vocab_size = V
+        self._table = [np.asarray(arr[s], dtype=np.int64) for s in range(S)]
+
+    # -- construction
+
+    @classmethod
+    def from_regex(cls, pattern: str, tokens: Sequence[str], name: str = "grammar"):
+        """The automaton of a regex over the tokens' strings (see the class docstring)."""
+        try:
+            import regex
+        except ImportError:  # pragma: no cover - a core dependency
+            raise GrammarError("regex grammars need the package 'regex' (pip install regex)") \
+                from None
+        if not isinstance(pattern, str):
+            raise GrammarError(f"{name}: regex must be a string, not {type(pattern).__name__}")
+        if not isinstance(tokens, (list, tuple)) or not tokens or \
+                not all(isinstance(t, str) for t in tokens):
+            raise GrammarError(f"{name}: tokens must be a non-empty list of strings (one per "
+                               f"token id)")
+        if any(t == "" for t in tokens):
+            raise GrammarError(f"{name}: token {list(tokens).index('')} is the empty string; "
+                               f"every token must spell at least one character")
+        try:
+            compiled = regex.compile(pattern)
+        except regex.error as exc:
+            raise GrammarError(f"{name}: regex {pattern!r} does not compile ({exc})") from None
+        return cls(_regex=compiled, _tokens=tokens, name=name)
+
+    # -- reading
+
+    @property
+    def n_states(self) -> int:
+        return len(self._table)
+
+    def _row(self, s: int) -> np.ndarray:
+        row = self._table[s]
+        if row is None:  # a regex state: compute its transitions once
+            text = self._strings[s]
+            row = np.full(self.vocab_size, -1, dtype=np.int64)
+            for t, tok in enumerate(self._tokens):
+                nxt = text + tok
+                if self._pattern.fullmatch(nxt, partial=True) is None:
+                    continue
+                if nxt not in self._ids:
+                    if len(self._strings) >= MAX_STATES:
+                        raise GrammarError(f"{self.name}: the regex automaton grew past "
+                                           f"{MAX_STATES:,} states")
+                    self._ids[nxt] = len(self._strings)
+                    self._strings.append(nxt)
+                    self._table.append(None)
+                row[t] = self._ids[nxt]
+            self._table[s] = row
+        return row
+
+    def step(self, states: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+        """Next states [N] after ``tokens`` [N] from ``states`` [N] (-1 stays -1)."""
+        out = np.full(len(states), -1, dtype=np.int64)
+        for s in np.unique(states):
+            if s < 0:
+                continue
+            sel = states == s
+            out[sel] = self._row(int(s))[tokens[sel]]
+        return out
+
+    def allowed(self, states: np.ndarray) -> np.ndarray:
+        """The mask [N, V] at ``states`` [N]; a rejected history (-1) allows every token."""
+        out = np.ones((len(states), self.vocab_size), dtype=bool)
+        for s in np.unique(states):
+            if s >= 0:
+                out[states == s] = self._row(int(s)) >= 0
+        return out
+
+    def run(self, history: np.ndarray) -> np.ndarray:
+        """States [N] reached from 0 by each row of ``history`` [N, n]."""
+        states = np.zeros(history.shape[0], dtype=np.int64)
+        for j in range(history.shape[1]):
+            states = self.step(states, history[:, j])
+        return states
+
+    def accepts_prefix(self, tokens: Sequence[int]) -> bool:
+        """True when the grammar allows every token of ``tokens`` in turn from the start."""
+        s = np.zeros(1, dtype=np.int64)
+        for t in tokens:
+            s = self.step(s, np.array([int(t)], dtype=np.int64))
+        return bool(s[0] >= 0)
+
+    def to_dict(self, states: int | None = None) -> dict:
+        """JSON-ready form: the regex and tokens, or the transition table."""
+        if self._pattern is not None:
+            return {"tokens": list(self._tokens), "regex": self._pattern.pattern}
+        return {"transitions": [[int(v) if v >= 0 else None for v in row]
+                                for row in self._table]}
+
+    def __repr__(self) -> str:
+        kind = "regex" if self._pattern is not None else "table"
+        return f"TokenAutomaton({self.name!r}, {kind}, V={self.vocab_size})"
+
+
+def grammar_from_dict(obj: Any, name: str = "grammar") -> TokenAutomaton:
+    """A `TokenAutomaton` from its JSON form (see `TokenAutomaton`)."""
+    if not isinstance(obj, dict):
+        raise GrammarError(f"{name}: a grammar is a JSON object with 'transitions', or "
+                           f"'tokens' and 'regex'")
+    keys = set(obj)
+    if keys == {"transitions"}:
+        return TokenAutomaton(obj["transitions"], name=name)
+    if keys == {"tokens", "regex"}:
+        return TokenAutomaton.from_regex(obj["regex"], obj["tokens"], name=name)
+    raise GrammarError(f"{name}: keys {sorted(keys)}; a grammar has 'transitions', or 'tokens' "
+                       f"and 'regex'")
+
+
+def load_grammar(path: str) -> TokenAutomaton:
+    """Read a grammar JSON file (see `TokenAutomaton`), one-line errors."""
+    name = f"grammar {path}"
+    try:
+        size = os.path.getsize(path)
+    except OSError as exc:
+        raise GrammarError(f"{name}: cannot read it ({exc.strerror or exc})") from None
+    if size > MAX_GRAMMAR_BYTES:
+        raise GrammarError(f"{name}: {size:,} bytes, over the limit of {MAX_GRAMMAR_BYTES:,}")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            obj = json.load(fh)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise GrammarError(f"{name}: not a JSON grammar ({exc})") from None
+    g = grammar_from_dict(obj, name=name)
+    g.path = path
+    return g
+
+
+def as_grammar(x: Any) -> TokenAutomaton | None:
+    """None, a `TokenAutomaton`, its JSON form (a dict) or a path to a JSON file."""
+    if x is None or isinstance(x, TokenAutomaton):
+        return x
+    if isinstance(x, dict):
+        return grammar_from_dict(x)
+    if isinstance(x, (str, os.PathLike)):
+        return load_grammar(os.fspath(x))
+    raise GrammarError(f"grammar must be a TokenAutomaton, a JSON object or a path, not "
+                       f"{type(x).__name__}")
+
+
+# ----------------------------------------------------------------------------- histories
+
+
+def _np_history(history, N: int) -> np.ndarray:
+    """History as int64 numpy [N, n] (None: n = 0)."""
+    if history is None:
+        return np.zeros((N, 0), dtype=np.int64)
+    h = history.detach().cpu().numpy() if is_tensor(history) else np.asarray(history)
+    if h.ndim != 2 or h.shape[0] != N:
+        raise OptionError(f"history must have shape [{N}, n] (one row per processed row), not "
+                          f"{list(h.shape)}")
+    if h.size and h.dtype.kind not in "iu":
+        raise OptionError(f"history holds token ids (integers), not {h.dtype}")
+    return h.astype(np.int64, copy=False)
+
+
+def counts(history: np.ndarray, V: int) -> np.ndarray:
+    """Occurrences [N, V] of each token in each history row [N, n]."""
+    N, n = history.shape
+    if (history < 0).any() or (history >= V).any():
+        bad = history[(history < 0) | (history >= V)][0]
+        raise OptionError(f"history holds token {int(bad)}, outside 0..{V - 1}")
+    out = np.zeros((N, V), dtype=np.int64)
+    if n:
+        np.add.at(out, (np.repeat(np.arange(N), n), history.reshape(-1)), 1)
+    return out
+
+
+def no_repeat_mask(history: np.ndarray, V: int, n: int) -> np.ndarray:
+    """Allowed tokens [N, V] under transformers' `NoRepeatNGramLogitsProcessor` of size n: a
+    token t is banned when (last n-1 tokens of the history, t) already occurs as an n-gram in
+    the history."""
+    N, m = history.shape
+    allowed = np.ones((N, V), dtype=bool)
+    if n < 1 or m + 1 < n:
+        return allowed
+    key = history[:, m - n + 1:]  # [N, n-1]
+    rows = np.arange(N)
+    for k in range(m - n + 1):
+        same = (history[:, k:k + n - 1] == key).all(axis=1) if n > 1 else np.ones(N, bool)
+        allowed[rows[same], history[same, k + n - 1]] = False
+    return allowed
+
+
+def mask(sp, history: np.ndarray, V: int) -> np.ndarray | None:
+    """The allowed tokens [N, V] of every mask in ``sp`` at each history, or None when no mask
+    applies."""
+    N, n = history.shape
+    out = None
+
+    def _and(m):
+        nonlocal out
+        out = m if out is None else out & m
+
+    if sp.grammar is not None:
+        if sp.grammar.vocab_size != V:
+            raise GrammarError(f"{sp.grammar.name}: it has {sp.grammar.vocab_size} tokens, the "
+                               f"rows {V}")
+        _and(sp.grammar.allowed(sp.grammar.run(history)))
+    if sp.no_repeat_ngram_size:
+        _and(no_repeat_mask(history, V, sp.no_repeat_ngram_size))
+    if sp.min_tokens and n < sp.min_tokens:
+        m = np.ones((N, V), dtype=bool)
+        for t in sp.stop_token_ids:
+            if t >= V:
+                raise OptionError(f"stop token {t} is outside the vocabulary 0..{V - 1}")
+            m[:, t] = False
+        _and(m)
+    banned = [t for t, v, _ in sp.logit_bias if v == -math.inf]
+    if banned:
+        m = np.ones((N, V), dtype=bool)
+        for t in banned:
+            if t >= V:
+                raise OptionError(f"logit_bias token {t} is outside the vocabulary 0..{V - 1}")
+            m[:, t] = False
+        _and(m)
+    return out
+
+
+def _describe_history(history: np.ndarray, r: int) -> str:
+    return "(" + ", ".join(str(int(t)) for t in history[r]) + ("," if history.shape[1] == 1
+                                                               else "") + ")"
+
+
+def apply_exact(probs: np.ndarray, sp, history) -> np.ndarray:
+    """Exact rows [N, V] (Fractions, normalised) after the rational stateful steps: masks and
+    factor biases, renormalised."""
+    N, V = probs.shape
+    h = _np_history(history, N)
+    allowed = mask(sp, h, V)
+    x = probs
+    if allowed is not None:
+        x = np.where(allowed, x, Fraction(0)).astype(object)
+    factors = [(t, v) for t, v, is_factor in sp.logit_bias if is_factor and v != -math.inf]
+    if factors:
+        x = x.copy()
+        for t, f in factors:
+            if t >= V:
+                raise OptionError(f"logit_bias token {t} is outside the vocabulary 0..{V - 1}")
+            x[:, t] = x[:, t] * f
+    total = B.sum(x, axis=-1, keepdims=True)
+    empty = np.flatnonzero(np.asarray(total == 0).reshape(-1))
+    if len(empty):
+        r = int(empty[0])
+        raise GrammarError(f"the masks leave no token of positive probability after history "
+                           f"{_describe_history(h, r)} (row {r}); the law is undefined there")
+    return x / total
+
+
+def apply_logits(logits, sp, history):
+    """Float64 logits [N, V] (numpy or torch) after masks, biases and penalties."""
+    N, V = logits.shape
+    h = _np_history(history, N)
+    allowed = mask(sp, h, V)
+    add = np.zeros((N, V), dtype=np.float64)
+    for t, v, is_factor in sp.logit_bias:
+        if v == -math.inf:
+            continue
+        if t >= V:
+            raise OptionError(f"logit_bias token {t} is outside the vocabulary 0..{V - 1}")
+        add[:, t] += math.log(v) if is_factor else float(v)
+    c = counts(h, V) if h.shape[1] else np.zeros((N, V), dtype=np.int64)
+    seen = c > 0
+    rep = float(sp.repetition_penalty)
+    freq, pres = float(sp.frequency_penalty), float(sp.presence_penalty)
+    torch_out = is_tensor(logits)
+    x = logits.detach().cpu().numpy().astype(np.float64) if torch_out else \
+        np.array(logits, dtype=np.float64)
+    if allowed is not None:
+        x = np.where(allowed, x, -np.inf)
+    x = x + add
+    if rep != 1:
+        pen = seen & np.isfinite(x)
+        x = np.where(pen & (x > 0), x / rep, np.where(pen, x * rep, x))
+    if freq or pres:
+        x = x - freq * c - pres * seen
+    top = x.max(axis=-1)
+    empty = np.flatnonzero(~np.isfinite(top) | np.isnan(top))
+    if len(empty):
+        r = int(empty[0])
+        raise GrammarError(f"the masks leave no token of positive probability after history "
+                           f"{_describe_history(h, r)} (row {r}); the law is undefined there")
+    if torch_out:
+        return torch.as_tensor(x, device=logits.device)
+    return x
+
+
+__all__ = ["GrammarError", "MAX_GRAMMAR_BYTES", "MAX_STATES", "TokenAutomaton",
+           "apply_exact", "apply_logits", "as_grammar", "counts", "grammar_from_dict",
+           "kit_logits", "load_grammar", "mask", "no_repeat_mask"]

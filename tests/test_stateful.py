@@ -1,0 +1,259 @@
+"""Stateful sampling parameters (penalties, min_tokens, no-repeat n-grams, logit bias, grammar
+masks): the processing against a brute-force reference written separately here, one prefix at a
+time in plain Python (math.exp, lists, dicts), and the exact engine's laws under them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import spectheory as st
+from spectheory.inputs.processing import (SamplingError, SamplingParams, parse_sampling,
+                                          process_instance, process_rows)
+from spectheory.inputs.stateful import GrammarError, TokenAutomaton, kit_logits
+
+# ----------------------------------------------------------------------------- the reference
+
+
+def ref_logits(p):
+    """The kit's logits, by the written formula: log p - (max + min finite log p) / 2."""
+    finite = [math.log(v) for v in p if v > 0]
+    shift = (max(finite) + min(finite)) / 2
+    return [math.log(v) - shift if v > 0 else -math.inf for v in p]
+
+
+def ref_allowed(history, V, *, grammar=None, no_repeat=0, min_tokens=0, stops=(), banned=()):
+    ok = [True] * V
+    if grammar is not None:  # a table automaton: walk it
+        state = 0
+        for t in history:
+            if state < 0:
+                break
+            state = grammar[state][t] if grammar[state][t] is not None else -1
+        if state >= 0:
+            ok = [ok[t] and grammar[state][t] is not None for t in range(V)]
+    if no_repeat:
+        n = no_repeat
+        grams = set(tuple(history[k:k + n]) for k in range(len(history) - n + 1))
+        key = tuple(history[len(history) - n + 1:]) if n > 1 else ()
+        if len(history) >= n - 1:
+            ok = [ok[t] and (key + (t,)) not in grams for t in range(V)]
+    if len(history) < min_tokens:
+        ok = [ok[t] and t not in stops for t in range(V)]
+    return [ok[t] and t not in banned for t in range(V)]
+
+
+def ref_process(p, history, *, rep=1.0, pres=0.0, freq=0.0, bias=None, **masks):
+    """vLLM's order: masks, bias, repetition, frequency, presence; then softmax."""
+    V = len(p)
+    lg = ref_logits(p)
+    ok = ref_allowed(history, V, **masks)
+    lg = [lg[t] if ok[t] else -math.inf for t in range(V)]
+    for t, b in (bias or {}).items():
+        lg[t] += b
+    cnt = {t: history.count(t) for t in range(V)}
+    out = []
+    for t in range(V):
+        x = lg[t]
+        if cnt[t] and math.isfinite(x):
+            x = x / rep if x > 0 else x * rep
+        x = x - freq * cnt[t] - pres * (cnt[t] > 0)
+        out.append(x)
+    top = max(out)
+    w = [math.exp(x - top) if math.isfinite(x) else 0.0 for x in out]
+    z = sum(w)
+    return [v / z for v in w]
+
+
+def ref_sequence_law(inst, N, **kw):
+    """Law of N target tokens, one prefix at a time, processed by ``ref_process``."""
+    V = inst.vocab_size
+    law = {}
+    for seq in itertools.product(range(V), repeat=N):
+        pr = 1.0
+        for j in range(N):
+            row = [float(v) for v in inst.target.conditional(seq[:j])]
+            pr *= ref_process(row, list(seq[:j]), **kw)[seq[j]]
+        law[seq] = pr
+    return law
+
+
+def engine_sequence_law(inst, N, sampling):
+    from spectheory.testing.step import target_sequence_law
+
+    flat = target_sequence_law(inst, N, sampling)
+    V = inst.vocab_size
+    return {seq: flat[i] for i, seq in enumerate(itertools.product(range(V), repeat=N))}
+
+
+@pytest.fixture(scope="module")
+def inst():
+    return st.random_instance(3, 2, 7)  # prefix-dependent rows
+
+
+CASES = [
+    ("repetition_penalty=1.7", dict(rep=1.7)),
+    ("repetition_penalty=0.6", dict(rep=0.6)),
+    ("presence_penalty=0.8", dict(pres=0.8)),
+    ("frequency_penalty=0.5", dict(freq=0.5)),
+    ("frequency_penalty=-0.4,presence_penalty=0.3", dict(freq=-0.4, pres=0.3)),
+    ("min_tokens=2,stop_token_ids=1", dict(min_tokens=2, stops=(1,))),
+    ("no_repeat_ngram_size=1", dict(no_repeat=1)),
+    ("no_repeat_ngram_size=2", dict(no_repeat=2)),
+    ("logit_bias=0:1.25;2:-0.5", dict(bias={0: 1.25, 2: -0.5})),
+    ("logit_bias=1:-inf", dict(banned=(1,))),
+    ("repetition_penalty=1.3,frequency_penalty=0.2,presence_penalty=0.1,min_tokens=1,"
+     "stop_token_ids=2,no_repeat_ngram_size=2",
+     dict(rep=1.3, freq=0.2, pres=0.1, min_tokens=1, stops=(2,), no_repeat=2)),
+]
+
+
+@pytest.mark.parametrize("text,kw", CASES, ids=[c[0] for c in CASES])
+def test_sequence_law_matches_brute_force(inst, text, kw):
+    # deeper than the instance's tables: the deeper levels keep their histories (no-repeat
+    # 1-grams ban every token after V distinct ones: 3 tokens at most)
+    N = 3 if kw.get("no_repeat") == 1 else 4
+    ref = ref_sequence_law(inst, N, **kw)
+    got = engine_sequence_law(inst, N, text)
+    assert max(abs(ref[s] - got[s]) for s in ref) < 1e-13
+    assert abs(sum(got.values()) - 1) < 1e-12
+
+
+def test_grammar_law_matches_brute_force(inst):
+    table = [[1, None, 0], [None, 0, 1]]  # state 0: tokens 0 and 2; state 1: tokens 1 and 2
+    ref = ref_sequence_law(inst, 4, grammar=table, rep=1.2)
+    got = engine_sequence_law(inst, 4, SamplingParams(grammar={"transitions": table},
+                                                      repetition_penalty=1.2))
+    assert max(abs(ref[s] - got[s]) for s in ref) < 1e-13
+    assert got[(1, 0, 0, 0)] == 0 and got[(0, 0, 1, 0)] == 0 and got[(0, 1, 0, 2)] > 0
+
+
+def test_kit_logits_have_both_signs_and_give_p_back():
+    p = np.array([[0.6, 0.3, 0.1, 0.0], [0.25, 0.25, 0.25, 0.25]])
+    lg = kit_logits(p)
+    assert lg[0, 0] > 0 > lg[0, 2] and lg[0, 3] == -math.inf
+    assert np.allclose(lg[0, :3], ref_logits(list(p[0]))[:3])
+    assert np.allclose(lg[0, 0], -lg[0, 2])
+    e = np.exp(lg - lg.max(-1, keepdims=True))
+    assert np.allclose(e / e.sum(-1, keepdims=True), p)
+    import torch
+
+    assert torch.allclose(kit_logits(torch.as_tensor(p)), torch.as_tensor(lg))
+
+
+def test_repetition_penalty_both_branches():
+    p = [0.6, 0.3, 0.1]  # logits +0.904, +0.211, -0.904
+    for hist in ([0], [2], [0, 2]):
+        got = process_rows(np.array([p]), "repetition_penalty=2", history=np.array([hist]))[0]
+        assert np.allclose(got, ref_process(p, hist, rep=2.0))
+    up = process_rows(np.array([p]), "repetition_penalty=2", history=np.array([[2]]))[0]
+    assert up[2] < 0.1  # a negative logit multiplied by 2: less likely
+    down = process_rows(np.array([p]), "repetition_penalty=2", history=np.array([[0]]))[0]
+    assert down[0] < 0.6
+
+
+def test_exact_masks_and_factor_bias():
+    inst = st.random_instance(3, 2, 3, denominator=12)
+    assert inst.exact
+    sp = "min_tokens=1,stop_token_ids=0,no_repeat_ngram_size=2,logit_bias=1:*1/2"
+    ex = process_instance(inst, sp, exact=True)
+    for d in range(3):
+        for prefix in itertools.product(range(3), repeat=d):
+            base = list(inst.target.conditional(prefix))
+            ok = ref_allowed(list(prefix), 3, no_repeat=2, min_tokens=1, stops=(0,))
+            w = [base[t] * (Fraction(1, 2) if t == 1 else 1) if ok[t] else Fraction(0)
+                 for t in range(3)]
+            assert list(ex.target.conditional(prefix)) == [x / sum(w) for x in w]
+    res = st.analyze(inst, "block", exact=True, sampling=sp)
+    assert res.tv_to_target == 0 and isinstance(res.block_efficiency, Fraction)
+    assert st.check_lossless("lenient", inst, exact=True, sampling=sp).lossless is False
+
+
+def test_exact_refuses_penalties_in_one_line():
+    inst = st.random_instance(3, 2, 3, denominator=12)
+    with pytest.raises(SamplingError, match="repetition_penalty act on logits"):
+        st.analyze(inst, "block", exact=True, sampling="repetition_penalty=1.2")
+
+
+def test_multi_iteration_under_penalties_token_and_block_lossless(inst):
+    sp = "repetition_penalty=1.4,presence_penalty=0.3,min_tokens=2,stop_token_ids=0"
+    for v in ("token", "block"):
+        rep = st.check_lossless(v, inst, sampling=sp, n_tokens=5)
+        assert rep.lossless, rep
+    assert not st.check_lossless("uniform-product", inst, sampling=sp, n_tokens=5).lossless
+
+
+def test_all_masked_row_refused(inst):
+    with pytest.raises(GrammarError, match=r"after history \(\d, \d, \d\)"):
+        engine_sequence_law(inst, 4, "no_repeat_ngram_size=1")
+
+
+def test_penalised_law_differs_from_stateless(inst):
+    a = engine_sequence_law(inst, 3, "frequency_penalty=1")
+    b = engine_sequence_law(inst, 3, None)
+    assert max(abs(a[s] - b[s]) for s in a) > 1e-2
+
+
+def test_regex_grammar_masks():
+    g = TokenAutomaton.from_regex(r"\((x|\(x\))*\)", ["(", ")", "x"])
+    assert g.accepts_prefix([0, 2, 0, 2, 1, 1])
+    assert not g.accepts_prefix([1])
+    assert not g.accepts_prefix([0, 0, 0])  # nesting deeper than the regex allows
+    m = g.allowed(g.run(np.array([[0, 0]])))
+    assert m.tolist() == [[False, False, True]]
+
+
+def test_grammar_from_file_and_errors(tmp_path):
+    path = tmp_path / "g.json"
+    path.write_text(json.dumps({"transitions": [[0, None, 1], [None, 0, None]]}))
+    sp = parse_sampling(f"grammar={path},temperature=0.5")
+    assert sp.grammar.vocab_size == 3 and str(path) in str(sp)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"transitions": [[0, 5]]}))
+    with pytest.raises(GrammarError, match="token 1 is 5"):
+        parse_sampling(f"grammar={bad}")
+    with pytest.raises(GrammarError, match="cannot read"):
+        parse_sampling(f"grammar={tmp_path / 'missing.json'}")
+    # a mask that leaves nothing: the only allowed token has probability zero
+    rows = np.array([[0.0, 0.5, 0.5]])
+    with pytest.raises(GrammarError, match="no token of positive probability"):
+        process_rows(rows, SamplingParams(grammar={"transitions": [[0, None, None]]}))
+
+
+@pytest.mark.parametrize("text,match", [
+    ("repetition_penalty=0", "repetition_penalty"),
+    ("repetition_penalty=nan", "not finite"),
+    ("presence_penalty=abc", "not a number"),
+    ("min_tokens=2", "needs stop_token_ids"),
+    ("min_tokens=-1,stop_token_ids=0", "min_tokens"),
+    ("no_repeat_ngram_size=1.5", "not an integer"),
+    ("logit_bias=0", "not token:bias"),
+    ("logit_bias=0:*0", "factor outside"),
+    ("logit_bias=0:1;0:2", "twice"),
+    ("stop_token_ids=-1", "not a token id"),
+    ("frequency_penalty=1e9", "beyond"),
+])
+def test_bad_stateful_parameters_one_line(text, match):
+    with pytest.raises(SamplingError, match=match) as exc:
+        parse_sampling(text)
+    assert "\n" not in str(exc.value)
+
+
+def test_string_form_round_trips():
+    sp = parse_sampling("repetition_penalty=1.5,presence_penalty=0.25,min_tokens=2,"
+                        "stop_token_ids=2;0,logit_bias=1:*3/2;0:-inf;2:0.5,"
+                        "no_repeat_ngram_size=3,top_k=2")
+    assert parse_sampling(str(sp)) == sp
+    assert sp.stop_token_ids == (0, 2)
+    assert sp.logit_bias == ((0, -math.inf, False), (1, Fraction(3, 2), True), (2, 0.5, False))
+
+
+def test_token_out_of_vocabulary_refused(inst):
+    with pytest.raises(Exception, match="outside the vocabulary"):
+        st.analyze(inst, "token", sampling="min_tokens=1,stop_token_ids=7")
