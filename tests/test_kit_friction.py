@@ -12,6 +12,14 @@ import sys
 from pathlib import Path
 
 import pytest
+# imported before pytester's inline sessions, which restore sys.modules after each run (torch and
+# the verifier registry cannot be imported twice in one process)
+import torch  # noqa: F401
+
+import spectheory.testing.sampler  # noqa: F401
+import spectheory.testing.step  # noqa: F401
+import spectheory.testing.tree  # noqa: F401
+import spectheory.testing.tree_ports  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -192,3 +200,73 @@ def test_the_sglang_tree_preset_calls_by_position_or_refuses():
             tree_engine_sampler(fn, SGLANG_TREE)
         msg = str(info.value)
         assert "\n" not in msg and fn.__name__ in msg and "functools.wraps" in msg
+
+
+# ----------------------------------------------------------------------------- pytest plugin
+
+PLUGIN_TESTS = '''
+import json
+
+import pytest
+
+from spectheory.testing.sampler import make_sampler
+from spectheory.testing.step import sglang_step
+from spectheory.testing.tree_ports import SGLANG_TREE, tree_engine_sampler
+from spectheory.testing.tree_ports import tree_speculative_sampling_target_only as kernel
+
+good_tree = tree_engine_sampler(kernel, SGLANG_TREE)
+
+
+def keep(name, report):
+    with open(name, "w") as f:
+        json.dump({"samples": report.samples, "alpha": report.alpha,
+                   "budget": report.budget is not None}, f)
+
+
+def test_tree_defaults(spectheory_kit):
+    # check_tree_sampler's defaults: the sampler's own verifier and drafting, tree (2, 1)
+    keep("tree_defaults.json", spectheory_kit.tree(good_tree))
+
+
+def test_positional_wins(spectheory_kit):
+    keep("sampler_pos.json", spectheory_kit.sampler(make_sampler("token"), "token", None, 3000,
+                                                    0.002))
+    keep("tree_pos.json", spectheory_kit.tree(good_tree, "sglang-tree", (2, 1), "topk", None,
+                                              3000, 0.002))
+    keep("step_pos.json", spectheory_kit.step(sglang_step, None, 3000, 0.002))
+
+
+def test_too_few(spectheory_kit):
+    from spectheory.runtime.errors import OptionError
+
+    with pytest.raises(OptionError):
+        spectheory_kit.sampler(make_sampler("token"), "token", samples=40)
+'''
+
+
+def _plugin_run(pytester, *options):
+    import json as _json
+
+    pytester.makepyfile(test_engine=PLUGIN_TESTS)
+    result = pytester.runpytest(*options, "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=3)
+    return {p.stem: _json.loads(p.read_text()) for p in pytester.path.glob("*.json")}
+
+
+pytest_plugins = ["pytester"]
+
+
+def test_plugin_methods_take_the_checks_defaults_and_calls_win(pytester):
+    """kit.tree(sampler) runs with check_tree_sampler's defaults; arguments given by position
+    win over --spectheory-samples and --spectheory-alpha; too few samples is a refusal."""
+    got = _plugin_run(pytester, "--spectheory-samples", "4000", "--spectheory-alpha", "0.01")
+    assert got["tree_defaults"] == {"samples": 4000, "alpha": 0.01, "budget": False}
+    for name in ("sampler_pos", "tree_pos", "step_pos"):
+        assert got[name] == {"samples": 3000, "alpha": 0.002, "budget": False}, name
+
+
+def test_plugin_budget_sizes_tree_checks(pytester):
+    got = _plugin_run(pytester, "--spectheory-budget", "4")
+    assert got["tree_defaults"]["budget"] and got["tree_defaults"]["samples"] > 0
+    for name in ("sampler_pos", "tree_pos", "step_pos"):  # explicit samples: no budget
+        assert got[name] == {"samples": 3000, "alpha": 0.002, "budget": False}, name

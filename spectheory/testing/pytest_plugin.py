@@ -27,7 +27,10 @@ pytest tests/test_rejection_sampler.py --spectheory-budget 60    # about a minut
 
 Without an option each check runs with the fixture's defaults (``samples`` = 20,000, alpha =
 1e-3, seed 0): a fixed seed gives a fixed verdict, so the test is deterministic. An explicit
-``samples=`` or ``budget_s=`` in a call wins over the options. The plugin imports nothing heavy
+``samples`` or ``budget_s`` in a call wins over the options. ``--spectheory-budget`` sizes the
+sampler and tree checks by time; the proposal and whole-step checks take no budget and keep
+their sample count. Too few samples for any degree of freedom is refused (``OptionError``), not
+a failed test. The plugin imports nothing heavy
 until a check runs, so it costs nothing in runs that do not use it.
 """
 
@@ -138,16 +141,39 @@ class Kit:
         self._record = record
         self.reports = []
 
-    def _sized(self, kwargs: dict) -> dict:
-        kwargs = dict(kwargs)
-        kwargs.setdefault("alpha", self.alpha)
-        kwargs.setdefault("seed", self.seed)
-        if "samples" not in kwargs and "budget_s" not in kwargs:
-            if self.budget_s is not None:
-                kwargs.update(samples="auto", budget_s=self.budget_s)
-            else:
-                kwargs["samples"] = DEFAULT_SAMPLES if self.samples is None else self.samples
-        return kwargs
+    def _call(self, check, what: str, args: tuple, kwargs: dict, default_samples=None):
+        """``check(*args, **kwargs)`` with the command line's options filling only what the call
+        leaves out: the arguments are bound to ``check``'s own signature first (so an argument
+        given by position counts as given, and every default is the function's own), then
+        ``alpha``, ``seed`` and the size (``--spectheory-budget`` where the check takes
+        ``budget_s``, else ``--spectheory-samples``, else ``default_samples`` or the check's
+        default) are set where the call gave none."""
+        import inspect
+
+        sig = inspect.signature(check)
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise TypeError(f"spectheory_kit.{what}: {exc}") from None
+        given = bound.arguments
+        params = sig.parameters
+        if "alpha" in params and "alpha" not in given:
+            given["alpha"] = self.alpha
+        if "seed" in params and "seed" not in given:
+            given["seed"] = self.seed
+        if "samples" in params:
+            budgeted = "budget_s" in params
+            if given.get("samples") == "auto" and budgeted and "budget_s" not in given and \
+                    self.budget_s is not None:
+                given["budget_s"] = self.budget_s
+            elif "samples" not in given and "budget_s" not in given:
+                if self.budget_s is not None and budgeted:
+                    given.update(samples="auto", budget_s=self.budget_s)
+                elif self.samples is not None:
+                    given["samples"] = self.samples
+                elif default_samples is not None:
+                    given["samples"] = default_samples
+        return self._keep(check(*bound.args, **bound.kwargs), what)
 
     def _keep(self, report, what: str):
         self.reports.append(report)
@@ -155,56 +181,46 @@ class Kit:
             to_json = getattr(report, "to_json", None)
             self._record.append(("spectheory", json.dumps(
                 {"check": what, **(to_json() if to_json else {})})))
+        if getattr(report, "needs_samples", 0):  # nothing was tested: bad input, not a verdict
+            from ..runtime.errors import OptionError
+
+            raise OptionError(next((n for n in report.notes if n.startswith("no degree")),
+                                   "too few samples for a test"))
         if not report.passed:
             raise AssertionError(str(report))
         return report
 
-    def sampler(self, sampler, verifier="block", **kwargs):
-        """[`check_sampler`][spectheory.testing.sampler.check_sampler] (every mode and option),
-        sized by the command line unless ``samples`` or ``budget_s`` is given."""
+    def sampler(self, sampler, *args, **kwargs):
+        """[`check_sampler`][spectheory.testing.sampler.check_sampler] (every argument, mode and
+        default of it), sized by the command line unless ``samples`` or ``budget_s`` is given."""
         from .sampler import check_sampler
 
-        return self._keep(check_sampler(sampler, verifier, **self._sized(kwargs)), "sampler")
+        return self._call(check_sampler, "sampler", (sampler,) + args, kwargs, DEFAULT_SAMPLES)
 
-    def proposal(self, draft_sampler, **kwargs):
+    def proposal(self, draft_sampler, *args, **kwargs):
         """[`check_proposal`][spectheory.testing.sampler.check_proposal]: does the draft sampler
-        sample from the q it reports? (``samples`` from the command line; no budget sizing.)"""
+        sample from the q it reports? (``samples`` from the command line; it takes no budget.)"""
         from .sampler import check_proposal
 
-        kwargs = dict(kwargs)
-        kwargs.setdefault("alpha", self.alpha)
-        kwargs.setdefault("seed", self.seed)
-        if "samples" not in kwargs:
-            kwargs["samples"] = DEFAULT_SAMPLES if self.samples is None else self.samples
-        return self._keep(check_proposal(draft_sampler, **kwargs), "proposal")
+        return self._call(check_proposal, "proposal", (draft_sampler,) + args, kwargs,
+                          DEFAULT_SAMPLES)
 
-    def tree(self, sampler, verifier, tree, drafting=None, **kwargs):
-        """[`check_tree_sampler`][spectheory.testing.tree.check_tree_sampler]: a tree sampler
-        against the verifier's exact conditional law on drafted trees of shape ``tree``.
-        ``samples`` from the command line (no budget sizing here)."""
+    def tree(self, sampler, *args, **kwargs):
+        """[`check_tree_sampler`][spectheory.testing.tree.check_tree_sampler] with its defaults
+        (``verifier``, ``tree``, ``drafting``, ...): a tree sampler against the verifier's exact
+        conditional law, sized by the command line (``--spectheory-budget`` too) unless
+        ``samples`` or ``budget_s`` is given."""
         from .tree import check_tree_sampler
 
-        kwargs = dict(kwargs)
-        kwargs.setdefault("alpha", self.alpha)
-        kwargs.setdefault("seed", self.seed)
-        if "samples" not in kwargs and self.samples is not None:
-            kwargs["samples"] = self.samples
-        if drafting is not None:
-            kwargs["drafting"] = drafting
-        return self._keep(check_tree_sampler(sampler, verifier, tree, **kwargs), "tree")
+        return self._call(check_tree_sampler, "tree", (sampler,) + args, kwargs)
 
-    def step(self, step, **kwargs):
+    def step(self, step, *args, **kwargs):
         """[`check_step`][spectheory.testing.step.check_step]: a whole draft-and-verify step
-        against the (processed) target law. ``samples`` from the command line (a budget is not
-        sized by pilots here: ``--spectheory-budget`` leaves the check's default count)."""
+        against the (processed) target law, with its defaults. ``samples`` from the command line
+        (the check takes no budget: ``--spectheory-budget`` leaves its default count)."""
         from .step import check_step
 
-        kwargs = dict(kwargs)
-        kwargs.setdefault("alpha", self.alpha)
-        kwargs.setdefault("seed", self.seed)
-        if "samples" not in kwargs and self.samples is not None:
-            kwargs["samples"] = self.samples
-        return self._keep(check_step(step, **kwargs), "step")
+        return self._call(check_step, "step", (step,) + args, kwargs)
 
     def lossless(self, verifier, instances=None, **kwargs):
         """[`assert_lossless`][spectheory.testing.lossless.assert_lossless]: the exact law of a

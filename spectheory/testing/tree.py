@@ -77,6 +77,8 @@ from .report import MIN_EXPECTED, POWER, SamplerReport, guarded
 
 #: Modes of [`check_tree_sampler`][spectheory.testing.tree.check_tree_sampler].
 TREE_MODES = ("law", "lossless")
+#: Samples of a check when neither ``samples`` nor ``budget_s`` is given.
+DEFAULT_SAMPLES = 20_000
 #: Most drafted nodes of a checked tree.
 MAX_TREE_NODES = 4096
 #: Most floats of the inputs of one sampler call (samples x (2 (N+1) V + N)).
@@ -407,6 +409,8 @@ class TreeSamplerReport(SamplerReport):
         if not (self.dof == 0 and self.worst_cell is None and self.notes):
             lines += self._test_lines(unit, "tree" if self.mode == "tree-law" else "instance")
         lines.extend(f"  {n}" for n in self.notes)
+        if self.budget is not None:
+            lines.append(f"  sized by budget_s: {self.budget.summary()}")
         return "\n".join(lines)
 
     def to_json(self) -> dict:
@@ -718,9 +722,10 @@ def _lossless_target(inst: Instance, D: int) -> np.ndarray:
 
 def check_tree_sampler(sampler: Callable, verifier: Any = None, tree: Any = (2, 1),
                        drafting: str | None = None, instances: Sequence | None = None,
-                       samples: int = 20_000, alpha: float = 1e-3, mode: str = "law",
-                       seed: int = 0, draft_rows: int = 6,
-                       max_batch: int | None = None) -> TreeSamplerReport:
+                       samples: int | str | None = None, alpha: float = 1e-3,
+                       mode: str = "law", seed: int = 0, draft_rows: int = 6,
+                       max_batch: int | None = None,
+                       budget_s: float | None = None) -> TreeSamplerReport:
     """Check a tree sampler (the module's canonical signature) against the exact law.
 
     Parameters
@@ -746,8 +751,9 @@ def check_tree_sampler(sampler: Callable, verifier: Any = None, tree: Any = (2, 
         engine uses).
     instances : list of Instance, optional
         Default [`default_tree_instances`][spectheory.testing.tree.default_tree_instances].
-    samples : int
-        Sampler outputs drawn in all (split evenly over drafted trees / instances).
+    samples : int or "auto"
+        Sampler outputs drawn in all (split evenly over drafted trees / instances); default
+        `DEFAULT_SAMPLES` (20,000), or ``"auto"`` when ``budget_s`` is given.
     alpha : float
         Family-wise false-alarm rate.
     mode : {"law", "lossless"}
@@ -756,6 +762,13 @@ def check_tree_sampler(sampler: Callable, verifier: Any = None, tree: Any = (2, 
         Drafted trees per instance in law mode (one under ``topk``: the tree is deterministic).
     max_batch : int, optional
         Most drafted trees handed to one call.
+    budget_s : float, optional
+        Size the run by time (``samples="auto"``): pilot checks of 32, 128, ... samples on the
+        same trees time the sampler, then the largest sample count whose predicted cost fills
+        95% of the budget runs ([`size_run`][spectheory.testing.budget.size_run], as
+        ``check_sampler`` sizes its runs); the plan, with the bias it detects, goes to stderr
+        before the run and into ``report.budget``. Its verdict is that of
+        ``check_tree_sampler(..., samples=report.budget.samples)``.
 
     Returns
     -------
@@ -766,9 +779,27 @@ def check_tree_sampler(sampler: Callable, verifier: Any = None, tree: Any = (2, 
     """
     if mode not in TREE_MODES:
         raise OptionError(f"unknown tree mode {mode!r}; choose from {', '.join(TREE_MODES)}")
-    if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 1:
+    import time
+
+    if budget_s is not None:
+        torch.zeros(0)  # the lazy import of torch is the process's, not the check's
+    start = time.perf_counter()  # a budget covers the rest of the call
+    if samples is None:
+        samples = "auto" if budget_s is not None else DEFAULT_SAMPLES
+    if samples == "auto":
+        if budget_s is None:
+            raise OptionError("samples = 'auto' needs budget_s, the seconds the whole check "
+                              "may take")
+        from .budget import check_budget
+
+        budget_s = check_budget(budget_s)
+    elif budget_s is not None:
+        raise OptionError(f"samples = {samples!r} and budget_s = {budget_s!r} both size the "
+                          f"run: give one (samples='auto' with budget_s)")
+    elif isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or \
+            samples < 1:
         raise OptionError(f"samples = {samples!r} must be a positive integer")
-    if samples > MAX_SAMPLES:
+    elif samples > MAX_SAMPLES:
         raise OptionError(f"samples = {samples:,} is over the tree mode's limit of "
                           f"{MAX_SAMPLES:,} (at least a day of calls at 10^5 samples a second)")
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
@@ -814,10 +845,73 @@ def check_tree_sampler(sampler: Callable, verifier: Any = None, tree: Any = (2, 
                                           else ""))
     fn = guarded(sampler, "tree sampler")
     if mode == "law":
-        return _law_mode(fn, spec, shape, drafting, insts, samples, alpha, seed, draft_rows,
-                         max_batch, notes)
-    return _lossless_mode(fn, spec.name, shape, drafting, insts, samples, alpha, seed,
-                          max_batch, notes)
+        setup = _law_setup(spec, shape, drafting, insts, seed, draft_rows)
+        rows = [_cell_probs(law, shape.n_nodes, d.q.shape[-1]) for d, laws, _, _ in setup
+                for law in laws]
+
+        def run(n):
+            return _law_mode(fn, spec, shape, drafting, insts, n, alpha, seed, draft_rows,
+                             max_batch, notes, setup)
+    else:
+        rows = None
+
+        def run(n):
+            return _lossless_mode(fn, spec.name, shape, drafting, insts, n, alpha, seed,
+                                  max_batch, notes)
+    if samples != "auto":
+        return run(int(samples))
+    if rows is None:
+        rows = [_lossless_target(inst, shape.height) for inst in insts]
+    return _budgeted(fn, run, rows, budget_s, alpha, start)
+
+
+def _budgeted(fn, run, rows: list, budget_s: float, alpha: float, start: float
+              ) -> TreeSamplerReport:
+    """``samples="auto"``: pilot checks, the plan on stderr, the run
+    ([`size_run`][spectheory.testing.budget.size_run]; ``rows`` the cell probabilities of the
+    check's rows, for the smallest count that tests a degree of freedom and the planned
+    detectable bias)."""
+    import sys
+    import time
+
+    from . import budget as B
+
+    clock = fn._spectheory_clock
+    minimum = _first_test(rows, "rows") or len(rows)
+    first = run(minimum)  # warm-up (imports, first calls): its time counts in the budget, not
+    # in the fits; a failure no correct sampler produces ends the call here
+    if not first.passed and first.p_value == 0.0:
+        first.notes.append(f"found by a first check of {first.samples:,} samples: no correct "
+                           f"sampler fails this way, so the budgeted run was not started")
+        first.budget = B.BudgetPlan(budget_s, first.samples, time.perf_counter() - start,
+                                    [(first.samples, time.perf_counter() - start)], [], 0.0,
+                                    0.0, 0.0, alpha)
+        return first
+
+    def timed(n):
+        inside = clock[0]
+        return run(n), clock[0] - inside
+
+    sized = B.size_run(timed, budget_s, minimum, start=start,
+                       done=lambda rep: not rep.passed and rep.p_value == 0.0)
+    n = sized["samples"]
+    if n is None:  # a pilot found a failure no correct sampler produces
+        last = sized["result"]
+        last.notes.append(f"found by a pilot check of {last.samples:,} samples: no correct "
+                          f"sampler fails this way, so the budgeted run was not started")
+        last.budget = B.BudgetPlan(budget_s, last.samples, time.perf_counter() - start,
+                                   sized["pilot"], [], sized["fixed_s"], sized["sampler_s"], 0.0,
+                                   alpha)
+        return last
+    predicted = (time.perf_counter() - start) + sized["fixed_s"] + sized["per_sample_s"] * n
+    plan_ = B.BudgetPlan(budget_s, n, predicted, sized["pilot"], sized["kit_pilot"],
+                         sized["fixed_s"], sized["sampler_s"], sized["kit_s"], alpha, POWER,
+                         B.planned_tv(rows, n, alpha, POWER, MIN_EXPECTED))
+    sys.stderr.write(f"check_tree_sampler: {plan_.summary()}\n")
+    sys.stderr.flush()
+    report = run(n)
+    report.budget = plan_
+    return report
 
 
 def assert_tree_sampler(sampler: Callable, verifier: Any = None, **kwargs
@@ -830,7 +924,7 @@ def assert_tree_sampler(sampler: Callable, verifier: Any = None, **kwargs
     return rep
 
 
-__all__ = ["DraftedTrees", "MAX_CALL_FLOATS", "MAX_DRAFT_OUTCOMES", "MAX_LAW_CELLS", "MAX_SAMPLES",
+__all__ = ["DEFAULT_SAMPLES", "DraftedTrees", "MAX_CALL_FLOATS", "MAX_DRAFT_OUTCOMES", "MAX_LAW_CELLS", "MAX_SAMPLES",
            "MAX_LOSSLESS_CELLS", "MAX_TREE_NODES", "TREE_MODES", "TreeSamplerReport",
            "assert_tree_sampler", "check_tree_sampler", "conditional_tree_law",
            "default_tree_instances", "draft_trees", "emitted_groups", "tied_instance",
