@@ -183,3 +183,25 @@ def test_sweep_files_take_parametric_names(tmp_path):
                       ('["top-m(0)"]', "top-m: m 0 must be")):
         with pytest.raises(OptionError, match=what):
             load_config(head + bad + "\n")
+
+
+@pytest.mark.parametrize("rule", sorted(RULES))
+def test_range_ends_are_as_listed(rule):
+    """Each parameter's listed range, end by end: a closed end is accepted, an open end and a
+    step past either end refused."""
+    from spectheory.verifiers.params import _families
+
+    make, good, _ = RULES[rule]
+    _, params = _families()[rule]
+    values = [int(g) if g.isdigit() else F(g) for g in good]
+    for pos, prm in enumerate(params):
+        step = 1 if prm.integer else F(1, 100)
+        for v, ok in ((prm.lo, not prm.lo_open), (prm.hi, not prm.hi_open),
+                      (prm.lo - step, False), (prm.hi + step, False)):
+            args = list(values)
+            args[pos] = v
+            if ok:
+                make(*args)
+            else:
+                with pytest.raises(OptionError, match=f"{rule}: {prm.name} "):
+                    make(*args)
