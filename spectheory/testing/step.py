@@ -76,6 +76,7 @@ import numpy as np
 
 from ..inputs.instances import Instance
 from ..inputs.processing import parse_sampling, process_instance, process_rows
+from ..inputs.stateful import kit_logits
 from ..inputs.random_instances import random_instance
 from ..engine.seqtree import levels, path_probabilities
 from ..runtime._lazy import torch
@@ -154,7 +155,7 @@ class TableLM:
                 idx = idx * V + t[:, tok]
             out[:, j] = self.tables[k][idx]
         if self.inputs == "logits":
-            return torch.log(out).to(torch.float32)
+            return kit_logits(out).to(torch.float32)
         return out
 
 
@@ -200,13 +201,31 @@ def rows_as_probs(rows, inputs: str):
     return rows.to(torch.float64)
 
 
-def processed(rows, params, inputs: str = "probs"):
+def processed(rows, params, inputs: str = "probs", history=None):
     """The rows a step drafts from / verifies against: `process_rows` of the probabilities
-    (``params`` None: the rows as they are), float64 ``[..., V]``."""
+    (``params`` None: the rows as they are), float64 ``[..., V]``. ``history [..., n]``: the
+    tokens each row follows since the instance's root (the step's context, then the drafts
+    before the row's position), which the stateful parameters read
+    (`spectheory.inputs.stateful`); with ``inputs="logits"`` they act on the handed logits."""
+    params = parse_sampling(params)
+    if params is not None and params.stateful:
+        if inputs == "logits":
+            return process_rows(rows.to(torch.float64), params, "logits", history=history)
+        return process_rows(rows.to(torch.float64), params, history=history)
     probs = rows_as_probs(rows, inputs)
     if params is None:
         return probs
     return process_rows(probs, params)
+
+
+def processed_along(rows, tokens, params, inputs: str = "probs"):
+    """Processed rows ``[B, m+1, V]`` along ``tokens [B, m]`` (what a model call on ``tokens``
+    returns): row j follows ``tokens[:, :j]``."""
+    params = parse_sampling(params)
+    if params is None or not params.stateful:
+        return processed(rows, params, inputs)
+    return torch.stack([processed(rows[:, j], params, inputs, history=tokens[:, :j])
+                        for j in range(rows.shape[1])], dim=1)
 
 
 # ----------------------------------------------------------------------------- the check
@@ -407,14 +426,15 @@ def _run_instance(step, who, inst, n, L, steps, sp, dp, inputs, g, sg, pace=None
 
 
 def _rows_after(model, prefix, V):
-    """Conditionals [b, V] of a TableModel after each row of ``prefix [b, j]``."""
+    """Conditionals [b, V] of a TableModel after each row of ``prefix [b, j]`` (a processed
+    model's level j holds the rows processed with their histories)."""
     b, j = prefix.shape
-    D = model.depth
+    D = j if getattr(model, "params", None) is not None else model.depth
     k = min(j, D)
     idx = torch.zeros(b, dtype=torch.long)
     for t in range(j - k, j):
         idx = idx * V + prefix[:, t]
-    return torch.as_tensor(np.ascontiguousarray(model.tables[k]), dtype=torch.float64)[idx]
+    return torch.as_tensor(np.ascontiguousarray(model.level(k)), dtype=torch.float64)[idx]
 
 
 def _label(inst_i, c, V, N):
@@ -613,18 +633,20 @@ def detection_power(law, target, samples: int, alpha: float = 1e-3,
 
 
 def _draft_rows(request, tokens):
-    """Processed draft rows [B, V] after context + tokens (one model call)."""
+    """Processed draft rows [B, V] after context + tokens (one model call; the stateful
+    parameters read context + tokens)."""
     seq = torch.cat([request.context, tokens], dim=1)
     rows = request.draft(seq)[:, -1]
-    return processed(rows, request.draft_sampling, request.inputs)
+    return processed(rows, request.draft_sampling, request.inputs, history=seq)
 
 
 def _target_rows(request, drafts):
-    """Processed target rows [B, L+1, V] along context + drafts (one model call)."""
+    """Processed target rows [B, L+1, V] along context + drafts (one model call; row j reads
+    the history context + drafts[:j])."""
     seq = torch.cat([request.context, drafts], dim=1)
     n = request.context.shape[1]
-    rows = request.target(seq)[:, n:]
-    return processed(rows, request.sampling, request.inputs)
+    rows = request.target(seq)
+    return processed_along(rows, seq, request.sampling, request.inputs)[:, n:]
 
 
 def _streams(request, k: int):
@@ -732,7 +754,7 @@ def transformers_step(request: StepRequest, *, hand_raw_q: bool = False):
     for _ in range(L):
         seq = torch.cat([ctx, drafts], dim=1)
         rows = request.draft(seq)[:, -1]
-        q = processed(rows, request.draft_sampling, request.inputs)
+        q = processed(rows, request.draft_sampling, request.inputs, history=seq)
         x = torch.multinomial(q, 1, generator=g_draft)[:, 0]
         qs.append(q)
         raw.append(rows_as_probs(rows, request.inputs))
@@ -753,5 +775,5 @@ def transformers_step(request: StepRequest, *, hand_raw_q: bool = False):
 
 __all__ = ["INPUTS", "MAX_MODEL_FLOATS", "MAX_SECONDS", "MAX_STEPS", "MAX_STEP_CELLS", "PLACEHOLDER",
            "StepReport", "StepRequest", "TableLM", "assert_step", "check_step",
-           "default_step_instances", "detection_power", "processed", "rows_as_probs",
-           "sample_steps", "sglang_step", "target_sequence_law", "transformers_step", "vllm_v1_step"]
+           "default_step_instances", "detection_power", "processed", "processed_along",
+           "rows_as_probs", "sample_steps", "sglang_step", "target_sequence_law", "transformers_step", "vllm_v1_step"]
