@@ -57,7 +57,7 @@ def test_the_declared_verifiers():
     single-path verifier but those whose float laws need torch, and GBV."""
     single = sorted(n for n, s in registered().items() if s.single_path)
     assert NUMPY_VERIFIERS == sorted(set(single) - set(TORCH_ONLY) | {"gbv"})
-    assert len(NUMPY_VERIFIERS) == 15
+    assert len(NUMPY_VERIFIERS) == 17
     assert not any(s.numpy_float for n, s in registered().items() if n not in NUMPY_VERIFIERS)
 
 
