@@ -270,3 +270,51 @@ def test_plugin_budget_sizes_tree_checks(pytester):
     assert got["tree_defaults"]["budget"] and got["tree_defaults"]["samples"] > 0
     for name in ("sampler_pos", "tree_pos", "step_pos"):  # explicit samples: no budget
         assert got[name] == {"samples": 3000, "alpha": 0.002, "budget": False}, name
+
+
+# ----------------------------------------------------------------------------- names in reports
+
+
+def kit_step(engine):
+    """A test helper that wraps the engine's step in a closure (the pattern that made reports
+    name the helper's closure instead of the engine)."""
+    def step(request):
+        return engine(request)
+
+    return step
+
+
+def kit_tree(kernel_sampler):
+    def sampler(tokens, parents, q, p, generator):
+        return kernel_sampler(tokens, parents, q, p, generator)
+
+    return sampler
+
+
+def my_engine_step(request):
+    from spectheory.testing.step import sglang_step
+
+    return sglang_step(request)
+
+
+def broken_step(request):
+    return "not tokens"
+
+
+def test_reports_name_the_users_function_through_the_fixture(spectheory_kit):
+    """Through the plugin's fixture, a report names the user's function that a helper's closure
+    or a functools.partial calls, not the closure; a failure note names it too."""
+    import functools
+
+    from spectheory.testing.step import sglang_step
+
+    rep = spectheory_kit.step(kit_step(my_engine_step), samples=3000)
+    assert rep.step.startswith("test_kit_friction:my_engine_step (through")
+    rep = spectheory_kit.step(functools.partial(sglang_step, reuse_coin=False), samples=3000)
+    assert rep.step.startswith("spectheory.testing.step:sglang_step")
+    rep = spectheory_kit.tree(kit_tree(_sglang_tree_sampler()), samples=3000)
+    assert "sglang-tree:tree_speculative_sampling_target_only" in rep.sampler
+    assert rep.sampler in str(rep) and rep.to_json()["sampler"] == rep.sampler
+    with pytest.raises(AssertionError) as info:
+        spectheory_kit.step(kit_step(broken_step), samples=3000)
+    assert "test_kit_friction:broken_step" in str(info.value)

@@ -252,11 +252,54 @@ def _finite(x: float):
     return float(x) if math.isfinite(x) else None
 
 
-def _name_of(fn) -> str:
-    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or \
-        type(fn).__name__
+def _plain_name(fn) -> str:
+    if isinstance(fn, functools.partial):
+        return f"partial({_plain_name(fn.func)})"
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None)
+    if name is None:  # a callable object: its class
+        name = type(fn).__qualname__
     module = getattr(fn, "__module__", None)
     return f"{module}:{name}" if module and module not in ("builtins", "__main__") else str(name)
+
+
+def _user_function(fn, most: int = 8):
+    """The user's function that ``fn`` calls, when ``fn`` is a wrapper: a
+    ``functools.partial``'s ``func``, or a closure made inside another function (``<locals>``
+    in its name, e.g. a test helper's ``def step(request): return engine(request)``) that holds
+    exactly one callable; followed at most ``most`` deep. None when ``fn`` is the user's
+    function itself."""
+    inner = None
+    for _ in range(most):
+        if isinstance(fn, functools.partial):
+            nxt = fn.func
+        elif "<locals>" in (getattr(fn, "__qualname__", "") or "") and \
+                getattr(fn, "__closure__", None):
+            held = []
+            for cell in fn.__closure__:
+                try:
+                    v = cell.cell_contents
+                except ValueError:  # an empty cell
+                    continue
+                if callable(v) and not isinstance(v, type):
+                    held.append(v)
+            if len(held) != 1:
+                break
+            nxt = held[0]
+        else:
+            break
+        inner = fn = nxt
+    return inner
+
+
+def _name_of(fn) -> str:
+    """The name a report gives a user's function: ``module:qualname``; for a wrapper (a partial,
+    a closure around one callable) the function it calls, then the wrapper
+    (``mod:my_step (through mod:helper.<locals>.step)``)."""
+    inner = _user_function(fn)
+    if inner is None:
+        return _plain_name(fn)
+    via = "functools.partial" if isinstance(fn, functools.partial) else _plain_name(fn)
+    return f"{_plain_name(inner)} (through {via})"
 
 
 #: The label of the guarded user function running now (None: the kit's own code), for a

@@ -399,12 +399,14 @@ class TreeSamplerReport(SamplerReport):
 
     tree: str = ""
     drafting: str = ""
+    sampler: str = ""
 
     def __str__(self) -> str:
         ok = "PASS" if self.passed else "FAIL"
         ref = f"verifier {self.verifier}" if self.mode == "tree-law" else "target law"
         lines = [f"check_tree_sampler ({self.mode[5:]} mode, {ref}): {ok}",
-                 f"  tree {self.tree}, {self.drafting} drafting"]
+                 f"  {'sampler ' + self.sampler + ', ' if self.sampler else ''}tree "
+                 f"{self.tree}, {self.drafting} drafting"]
         unit = "drafted trees" if self.mode == "tree-law" else "instances"
         if not (self.dof == 0 and self.worst_cell is None and self.notes):
             lines += self._test_lines(unit, "tree" if self.mode == "tree-law" else "instance")
@@ -417,6 +419,7 @@ class TreeSamplerReport(SamplerReport):
         out = super().to_json()
         out["tree"] = self.tree
         out["drafting"] = self.drafting
+        out["sampler"] = self.sampler
         return out
 
 
@@ -844,20 +847,25 @@ def check_tree_sampler(sampler: Callable, verifier: Any = None, tree: Any = (2, 
                      f"not {drafting}" + (" (law mode checks its own law)" if mode == "law"
                                           else ""))
     fn = guarded(sampler, "tree sampler")
+    who = fn._spectheory_label.removeprefix("tree sampler ")
     if mode == "law":
         setup = _law_setup(spec, shape, drafting, insts, seed, draft_rows)
         rows = [_cell_probs(law, shape.n_nodes, d.q.shape[-1]) for d, laws, _, _ in setup
                 for law in laws]
 
         def run(n):
-            return _law_mode(fn, spec, shape, drafting, insts, n, alpha, seed, draft_rows,
-                             max_batch, notes, setup)
+            rep = _law_mode(fn, spec, shape, drafting, insts, n, alpha, seed, draft_rows,
+                            max_batch, notes, setup)
+            rep.sampler = who
+            return rep
     else:
         rows = None
 
         def run(n):
-            return _lossless_mode(fn, spec.name, shape, drafting, insts, n, alpha, seed,
-                                  max_batch, notes)
+            rep = _lossless_mode(fn, spec.name, shape, drafting, insts, n, alpha, seed,
+                                 max_batch, notes)
+            rep.sampler = who
+            return rep
     if samples != "auto":
         return run(int(samples))
     if rows is None:
