@@ -318,3 +318,21 @@ def test_reports_name_the_users_function_through_the_fixture(spectheory_kit):
     with pytest.raises(AssertionError) as info:
         spectheory_kit.step(kit_step(broken_step), samples=3000)
     assert "test_kit_friction:broken_step" in str(info.value)
+
+
+# ----------------------------------------------------------------------------- help and docs
+
+
+def test_check_sampler_help_states_both_default_sample_counts(capsys):
+    from spectheory.cli import build_parser
+    from spectheory.testing.tree import DEFAULT_SAMPLES
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["check-sampler", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "default 100000" in text and f"{DEFAULT_SAMPLES} in tree mode" in text
+
+
+def test_tree_docs_say_which_examples_fail_on_purpose():
+    page = (ROOT / "docs" / "tree-samplers.md").read_text()
+    assert "FAILs on purpose" in page and "meant to FAIL (exit 1)" in page

@@ -218,7 +218,8 @@ def register(sub) -> None:
     p.add_argument("--convention", choices=("token", "block"), default=None,
                    help="coins modes: the coin convention (default the verifier's name)")
     p.add_argument("--samples", default=None, metavar="N",
-                   help="sampler outputs drawn (default 100000; auto: sized by --budget)")
+                   help="sampler outputs drawn (default 100000, 20000 in tree mode "
+                        "(--tree/--parents); auto: sized by --budget)")
     p.add_argument("--budget", default=None, metavar="SECONDS",
                    help="size the run to take about SECONDS in all (implies --samples auto): "
                         "pilot checks measure the sampler's cost, and one line on stderr states "
