@@ -179,3 +179,14 @@ def test_planted_bug_target_one_token_late_fails(hf):
     rep = H.check_hf_generate(samples=n, seed=4, shift=1)
     assert not rep.passed, str(rep)
     assert rep.p_value < 1e-6
+
+
+def test_released_assisted_generation_on_ties_and_zeros_under_top_k(hf):
+    # rows in multiples of 1/4: ties at the k-th value (kept by both the library and the law)
+    # and tokens of probability 0 (-inf logits) in the target and in the draft
+    inst = random_instance(3, 2, 2, denominator=4)
+    root = np.asarray(inst.target.tables[0][0], dtype=float)
+    assert sorted(root) == [0.25, 0.25, 0.5]
+    assert any((np.asarray(t, dtype=float) == 0).any() for t in inst.draft.tables)
+    rep = H.check_hf_generate(inst, samples=300, seed=5, generate_kwargs={"top_k": 2})
+    assert rep.passed, str(rep)
