@@ -235,6 +235,15 @@ def verifier(function: Callable | None = None, *, name: str | None = None, paths
 
 
 _REGISTRY: dict[str, VerifierSpec] = {}
+#: The reader of parametric names (``additive(1/4)``), set by ``spectheory.verifiers`` on import.
+_NAME_PARSER: list = []
+
+
+def set_name_parser(parser: Callable) -> None:
+    """Set the function that turns a parametric name ``rule(a, b)`` into its spec (None for any
+    other text); ``spectheory.verifiers`` sets
+    [`parse_name`][spectheory.verifiers.params.parse_name]."""
+    _NAME_PARSER[:] = [parser]
 _UNLISTED: set[str] = set()
 _ENTRY_POINTS_LOADED = False
 
@@ -456,10 +465,8 @@ def get_verifier(verifier: Any, multi_path: bool = False) -> VerifierSpec:
         table = registered()
         if verifier in _REGISTRY:  # listed, or registered unlisted
             return _REGISTRY[verifier]
-        from .verifiers.params import parse_name
-
-        spec = parse_name(verifier)  # ``rule(a, b)``: parameters checked, refused in one line
-        if spec is not None:
+        spec = _NAME_PARSER[0](verifier) if _NAME_PARSER else None
+        if spec is not None:  # ``rule(a, b)``: parameters checked, refused in one line
             return spec
         if ":" in verifier:
             return _as_spec(_import_target(verifier), verifier, multi_path, user=True)
@@ -539,4 +546,5 @@ def plan(verifier: Any, paths: int | None = None, drafting: str | None = None) -
 
 __all__ = ["DRAFTING", "DRAFTING_MAX_PATHS", "DraftingWarning", "ENTRY_POINT_GROUP", "Plan",
            "UserVerifier", "VerifierSpec", "check_drafting_paths", "check_user_law",
-           "get_verifier", "hub_tokens", "plan", "register", "registered", "verifier", "verifier_names"]
+           "get_verifier", "hub_tokens", "plan", "register", "registered", "set_name_parser",
+           "verifier", "verifier_names"]

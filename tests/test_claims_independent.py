@@ -582,6 +582,9 @@ COVERED = {
     "cactus-kl-reweighted-target", "cactus-kl-emitted-token", "gbv-reference-leaf-order",
     "frontier-at-zero-is-block", "free-block-not-a-verifier", "sharma-greedy-radius",
     "gr-convex-program",
+    # recomputed in tests/test_static_ensemble.py (independent_claims.static_ensemble,
+    # independent_claims.frontier_lp)
+    "diversed-acceptance-identity", "diversed-pareto-one-token", "diversed-pareto-not-over-blocks",
 }
 #: Refutations without a second implementation yet, with the reason.
 REFUTED_NOT_YET: dict[str, str] = {}
@@ -628,6 +631,8 @@ OPTIMALITY_ROWS = {
     "frontier-at-zero-is-block": "the best verifier at TV 0 is block verification (direct LP)",
     "free-block-not-a-verifier": "the free-block LP attains the coupling bound (transport LP)",
     "sharma-greedy-radius": "the least KL that forces rejection (primal point and dual bound)",
+    "diversed-pareto-one-token": "static ensemble on the lossy frontier at L = 1 (own LP)",
+    "diversed-pareto-not-over-blocks": "static ensemble below the block frontier (own LP)",
 }
 #: Confirmed rows that state no optimum, with the reason.
 NOT_OPTIMALITY = {
@@ -649,6 +654,7 @@ NOT_OPTIMALITY = {
     "hetero-tli-lossless": "losslessness",
     "vllm-38174-tli-lossless": "losslessness",
     "vllm-56724-output-unchanged": "the output law of an engine route",
+    "diversed-acceptance-identity": "the acceptance of one rule",
 }
 
 

@@ -156,8 +156,10 @@ def resolve_verifier(name: str):
     [`parse_name`][spectheory.verifiers.params.parse_name], refused in one
     [`OptionError`][spectheory.runtime.errors.OptionError] line naming the rule, the parameter
     and its range), else the name itself."""
+    from ..registry import registered
     from ..verifiers.params import parse_name
 
+    registered()  # loads the built-in verifiers, which register the parametric rules
     spec = parse_name(name) if isinstance(name, str) else None
     return name if spec is None else spec
 

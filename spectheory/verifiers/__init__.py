@@ -35,6 +35,34 @@ from .topk import TOPK
 from .sglang_tree import SGLANG_TREE
 from .traversal import TRAVERSAL, TRAVERSAL_IID, TRAVERSAL_TREE, traversal, traversal_iid, traversal_tree
 
+
+
+def _register_families() -> None:
+    """The parametric rules by name (``additive(1/4)``; `spectheory.verifiers.params`)."""
+    from . import contrasts, relaxed, static_ensemble as se
+    from .params import count, nonnegative, positive_unit, register_family, unit
+    from ..registry import set_name_parser
+
+    for rule, factory, params in (
+            ("additive", relaxed.additive_acceptance, (unit("eps"),)),
+            ("multiplicative", relaxed.multiplicative_acceptance, (unit("lam"),)),
+            ("top-m", relaxed.top_m_acceptance, (count("m"),)),
+            ("entropy-threshold", relaxed.entropy_threshold_acceptance, (nonnegative("beta"),)),
+            ("trtllm-relaxed", relaxed.trtllm_relaxed_acceptance, (count("k"), unit("delta"))),
+            ("sglang-threshold", relaxed.sglang_threshold_acceptance,
+             (unit("threshold_single"), positive_unit("threshold_acc"))),
+            ("cactus", relaxed.cactus_acceptance, (nonnegative("delta"),)),
+            ("threshold", contrasts.threshold_verification, (unit("theta"),)),
+            ("lenient", contrasts.lenient_verification, (positive_unit("lenience"),)),
+            ("typical", contrasts.typical_acceptance, (unit("epsilon"), nonnegative("delta"))),
+            ("static-ensemble", se.static_ensemble, (unit("w"),)),
+            ("static-ensemble-greedy", se.static_ensemble_greedy, (unit("w"),))):
+        register_family(rule, factory, params)
+    from .params import parse_name
+
+    set_name_parser(parse_name)
+
+
 #: The built-in verifiers, in the order listings show them.
 BUILTIN = (TOKEN, BLOCK, NGRAM, HSD, GBV, SPECINFER, SPECINFER_NOREP, SPECTR, TRAVERSAL, TRAVERSAL_IID,
            TRAVERSAL_TREE, HU, HU_NOREP, KHISTI, GLOBAL_RESOLUTION, SPECHUB, BLOCK_FIRST,
@@ -43,6 +71,7 @@ BUILTIN = (TOKEN, BLOCK, NGRAM, HSD, GBV, SPECINFER, SPECINFER_NOREP, SPECTR, TR
                                                          STATIC_ENSEMBLE_GREEDY)
 for _spec in BUILTIN:
     register(_spec)
+_register_families()
 register(TOPK, listed=False)  # the draft-tree engine's rule for top-k trees, not listed
 register(SGLANG_TREE, listed=False)  # SGLang's tree kernel rule, a rule of draft trees too
 

@@ -135,25 +135,20 @@ def count(name: str) -> Param:
 # ----------------------------------------------------------------------------- names
 
 
+#: rule name -> (factory, parameters), filled by `register_family` (the package
+#: ``spectheory.verifiers`` registers the built-in rules on import).
+_TABLE: dict = {}
+
+
+def register_family(rule: str, factory, params: tuple) -> None:
+    """Make ``rule(a, b, ...)`` names build ``factory(a, b, ...)``, the parameters checked
+    against ``params`` (`Param`)."""
+    _TABLE[rule] = (factory, tuple(params))
+
+
 def _families() -> dict:
     """rule name -> (factory, parameters) of every parametric rule."""
-    from . import contrasts, relaxed, static_ensemble as se
-
-    return {
-        "additive": (relaxed.additive_acceptance, (unit("eps"),)),
-        "multiplicative": (relaxed.multiplicative_acceptance, (unit("lam"),)),
-        "top-m": (relaxed.top_m_acceptance, (count("m"),)),
-        "entropy-threshold": (relaxed.entropy_threshold_acceptance, (nonnegative("beta"),)),
-        "trtllm-relaxed": (relaxed.trtllm_relaxed_acceptance, (count("k"), unit("delta"))),
-        "sglang-threshold": (relaxed.sglang_threshold_acceptance,
-                             (unit("threshold_single"), positive_unit("threshold_acc"))),
-        "cactus": (relaxed.cactus_acceptance, (nonnegative("delta"),)),
-        "threshold": (contrasts.threshold_verification, (unit("theta"),)),
-        "lenient": (contrasts.lenient_verification, (positive_unit("lenience"),)),
-        "typical": (contrasts.typical_acceptance, (unit("epsilon"), nonnegative("delta"))),
-        "static-ensemble": (se.static_ensemble, (unit("w"),)),
-        "static-ensemble-greedy": (se.static_ensemble_greedy, (unit("w"),)),
-    }
+    return _TABLE
 
 
 #: The rules that take parameters, in listing order.
@@ -174,7 +169,7 @@ def is_parametric(text) -> bool:
     if not isinstance(text, str):
         return False
     m = _NAME.match(text)
-    return m is not None and m.group(1) in FAMILIES
+    return m is not None and m.group(1) in _TABLE
 
 
 def _read(token: str, rule: str, param: Param):
@@ -221,4 +216,4 @@ def parse_name(text: str):
 
 
 __all__ = ["FAMILIES", "FLOAT_CAP", "INT_CAP", "Param", "count", "is_parametric", "nonnegative",
-           "number", "parse_name", "positive_unit", "unit"]
+           "number", "parse_name", "positive_unit", "register_family", "unit"]
