@@ -177,7 +177,7 @@ def test_exact_masks_and_factor_bias():
 
 def test_exact_refuses_penalties_in_one_line():
     inst = st.random_instance(3, 2, 3, denominator=12)
-    with pytest.raises(SamplingError, match="repetition_penalty act on logits"):
+    with pytest.raises(SamplingError, match="repetition_penalty acts on logits"):
         st.analyze(inst, "block", exact=True, sampling="repetition_penalty=1.2")
 
 
@@ -257,3 +257,44 @@ def test_string_form_round_trips():
 def test_token_out_of_vocabulary_refused(inst):
     with pytest.raises(Exception, match="outside the vocabulary"):
         st.analyze(inst, "token", sampling="min_tokens=1,stop_token_ids=7")
+
+
+# ----------------------------------------------------------------------------- the kit
+
+
+def _token_sampler(params, blind: bool):
+    """Token verification as an engine samples it, processing the raw target rows itself: row i
+    with the history drafts[:i] (``blind``: with the empty history, the planted bug)."""
+    import torch
+
+    def sampler(drafts, q, p, generator):
+        B, L = drafts.shape
+        rows = torch.stack([process_rows(p[:, i], params,
+                                         history=drafts[:, :0] if blind else drafts[:, :i])
+                            for i in range(L + 1)], 1)
+        b = torch.arange(B)
+        accepted = torch.full((B,), L)
+        for i in range(L):
+            x = drafts[:, i]
+            u = torch.rand(B, generator=generator, dtype=torch.float64)
+            rej = (u * q[b, i, x] >= rows[b, i, x]) & (accepted == L)
+            accepted[rej] = i
+        r = rows[b, accepted] - q[b, accepted.clamp(max=L - 1)] * (accepted < L).unsqueeze(-1)
+        return accepted, torch.multinomial(r.clamp(min=0), 1, generator=generator)[:, 0]
+
+    return sampler
+
+
+@pytest.mark.parametrize("mode", ["law", "lossless"])
+def test_check_sampler_under_penalties(mode):
+    """alpha = 1e-3: a correct sampler fails with probability <= 1e-3; the history-blind one
+    (penalties from an empty history) is off by TV >= 0.05 on these rows and fails."""
+    from spectheory.testing import check_sampler
+
+    sp = parse_sampling("repetition_penalty=1.8,frequency_penalty=0.5")
+    ok = check_sampler(_token_sampler(sp, False), "token", mode=mode, samples=20000,
+                       sampling=sp)
+    assert ok.passed, ok
+    bad = check_sampler(_token_sampler(sp, True), "token", mode=mode, samples=20000,
+                        sampling=sp)
+    assert not bad.passed, bad

@@ -51,6 +51,14 @@ a threshold); where top-p sits matters:
 | Hugging Face transformers (`order="transformers"`) | temperature, top-k, top-p (measured after top-k), min-p |
 | SGLang (torch fallback `top_k_top_p_min_p_sampling_from_probs_torch`) | one sort; top-k by rank (exactly k tokens), top-p on the full row, min-p; not offered here |
 
+Stateful parameters (`repetition_penalty`, `presence_penalty`, `frequency_penalty`,
+`min_tokens` with `stop_token_ids`, `logit_bias`, `no_repeat_ngram_size`, `grammar`) read the
+history each row follows, the tokens since the instance's root: they run first, on the kit's
+logits, in `spectheory.inputs.stateful` (its docstring states the logits, the order and what is
+exact); `process_rows(..., history=...)` takes the histories and `process_instance` processes
+every row of a table with its own prefix (a
+[`ProcessedModel`][spectheory.inputs.processing.ProcessedModel]).
+
 Exactness: top-k, top-p, min-p and temperatures 0 and 1 are rational operations, computed
 exactly on `Fraction` rows (a `float` parameter is read through its shortest decimal text, so
 `top_p=0.9` is 9/10). A temperature T with 1/T an integer n (0.5, 0.25, 0.1, ...) is exact too
@@ -307,7 +315,8 @@ class SamplingParams:
         `SamplingError` in one line when p^(1/T) is not rational (exact mode refuses it)."""
         if self.on_logits:
             raise SamplingError(
-                f"{self._logit_part()} act on logits and are not rational in exact mode (exp of "
+                f"{self._logit_part()} {'act' if ' and ' in self._logit_part() else 'acts'} on "
+                f"logits, not rational in exact mode (exp of "
                 f"a penalised log p); use float mode (exact=False, no --exact), or give biases "
                 f"as probability factors (logit_bias=2:*1/2)")
         if self.greedy:
@@ -976,8 +985,10 @@ def sampler_setup(sampler, instances, sampling=None, draft_sampling=None,
       the given q rows are processed;
     * a sampler that is handed the RAW target rows (`handed_rows`: probabilities, or float32
       logits), so that it applies the processing itself as the engine does;
-    * ``proc(p)``: the rows the exact law is computed against, `process_rows` of exactly what
-      the sampler was handed (the float32 logits' float64 softmax with ``inputs="logits"``), so
+    * ``proc(p, drafts)``: the rows the exact law is computed against, `process_rows` of
+      exactly what the sampler was handed (row i of ``p [..., L+1, V]`` with the history
+      ``drafts[..., :i]`` for stateful parameters; ``proc(level_rows, level=d)`` for the rows
+      of a table level) (the float32 logits' float64 softmax with ``inputs="logits"``), so
       the reference and the sampler see the same row, greedy ties included.
     """
     from .instances import Instance
@@ -990,7 +1001,13 @@ def sampler_setup(sampler, instances, sampling=None, draft_sampling=None,
             out.append(process_instance(inst, None, dp, exact=False))
         elif dp is not None and isinstance(inst, tuple) and len(inst) == 3:
             d, q, p = inst
-            q = process_rows(torch.as_tensor(q, dtype=torch.float64), dp)
+            q = torch.as_tensor(q, dtype=torch.float64)
+            if dp.stateful:
+                d_ = torch.as_tensor(d)
+                q = torch.stack([process_rows(q[..., i, :], dp, history=d_[..., :i])
+                                 for i in range(q.shape[-2])], dim=-2)
+            else:
+                q = process_rows(q, dp)
             out.append(type(inst)(d, q, p) if hasattr(inst, "_fields") else (d, q, p))
         else:
             out.append(inst)
@@ -998,8 +1015,19 @@ def sampler_setup(sampler, instances, sampling=None, draft_sampling=None,
     def wrapped(drafts, q, p, extra=None):
         return sampler(drafts, q, handed_rows(p, inputs), extra)
 
-    def proc(p):
-        return process_rows(handed_rows(p, inputs).to(torch.float64), sp, inputs=inputs)
+    def proc(p, drafts=None, level=None):
+        rows = handed_rows(p, inputs).to(torch.float64)
+        if sp is None or not sp.stateful:
+            return process_rows(rows, sp, inputs=inputs)
+        if level is not None:  # a table level [V^level, V]: every history of that length
+            return process_rows(rows, sp, inputs=inputs,
+                                history=torch.as_tensor(all_prefixes(level, rows.shape[-1])))
+        if drafts is None:
+            raise SamplingError("stateful sampling parameters need the drafts each row follows")
+        drafts = torch.as_tensor(drafts)
+        return torch.stack([process_rows(rows[..., i, :], sp, inputs=inputs,
+                                         history=drafts[..., :i])
+                            for i in range(rows.shape[-2])], dim=-2)
 
     try:  # the name and declared attributes (coin_convention, repeat_aware) carry over
         functools.update_wrapper(wrapped, sampler)
@@ -1053,7 +1081,10 @@ def add_sampling_options(p, draft: bool = True) -> None:
     p.add_argument("--sampling", type=sampling_type, default=None, metavar="PARAMS",
                    help="process the target rows as an engine does before verifying, e.g. "
                         "'temperature=0' (greedy) or 'temperature=0.7,top_k=20,top_p=0.9,"
-                        "min_p=0.05' (order=vllm|transformers; default: raw rows)")
+                        "min_p=0.05' (order=vllm|transformers); with the history each row "
+                        "follows: repetition_penalty, presence_penalty, frequency_penalty, "
+                        "min_tokens + stop_token_ids (3;5), logit_bias (0:-inf;2:1.5;1:*1/2), "
+                        "no_repeat_ngram_size, grammar=FILE.json (default: raw rows)")
     if draft:
         p.add_argument("--draft-sampling", type=sampling_type, default=None, metavar="PARAMS",
                        help="process the draft rows the same way: drafts are sampled from "
@@ -1061,6 +1092,6 @@ def add_sampling_options(p, draft: bool = True) -> None:
 
 
 __all__ = ["GREEDY_BELOW", "INPUTS", "KEYS", "MAX_EXACT_POWER", "ORDERS", "ROW_SUM_TOL",
-           "SamplingError", "SamplingParams", "add_sampling_options", "describe", "keep_mask",
+           "STATEFUL_KEYS", "STATELESS_KEYS", "ProcessedModel", "SamplingError", "SamplingParams", "add_sampling_options", "describe", "keep_mask",
            "parse_sampling", "handed_rows", "note_sampling", "process_instance", "process_rows",
            "rational", "sampler_setup", "sampling_type"]

@@ -222,7 +222,7 @@ def _coins_mode(sampler, convention, instances, samples, alpha, seed, tol, max_b
                 return _failed(mode, samples, alpha, name, note, checked)
             _pace_add(sl.stop - sl.start)
             _, tau, y = res
-            pt = p[sl] if proc is None else proc(p[sl])
+            pt = p[sl] if proc is None else proc(p[sl], d[sl])
             rt, ry, amb = _coin_decide(convention, d[sl], q[sl], pt, u[sl], tol,
                                        token=mode == "coins")
             tau_bad = tau != rt

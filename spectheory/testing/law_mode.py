@@ -38,7 +38,7 @@ def _law_mode(sampler, how, instances, samples, alpha, seed, draft_rows, max_bat
         V = q.shape[-1]
         counts = per_row[offset:offset + Bn]
         offset += Bn
-        law = call_user(spec.law, d, q, p if proc is None else proc(p),  # proc: processed rows
+        law = call_user(spec.law, d, q, p if proc is None else proc(p, d),  # processed rows
                         what=f"verifier {spec.name}'s law")
         stop = torch.as_tensor(law.stop, dtype=torch.float64)
         corr = torch.as_tensor(law.correction, dtype=torch.float64)
@@ -83,7 +83,7 @@ def _fits(spec, all_rows, seen, rows_of) -> float:
     ``rows_of(p)`` of every instance (0 when a count falls on an outcome of probability 0)."""
     tests, i = [], 0
     for d, q, p in all_rows:
-        law = call_user(spec.law, d, q, rows_of(p), what=f"verifier {spec.name}'s law")
+        law = call_user(spec.law, d, q, rows_of(p, d), what=f"verifier {spec.name}'s law")
         stop = torch.as_tensor(law.stop, dtype=torch.float64)
         corr = torch.as_tensor(law.correction, dtype=torch.float64)
         for b in range(d.shape[0]):
@@ -109,23 +109,23 @@ def _hints(how, all_rows, seen, proc, alpha) -> list[str]:
         from ..registry import plan
 
         other = plan("block" if spec.name == "token" else "token", None).spec
-    processed = (lambda p: p) if proc is None else proc
+    processed = (lambda p, d: p) if proc is None else proc
     if other is not None:
         cands.append((f"the exact law of verifier {other.name!r}", other, processed,
                       f"checked against verifier {spec.name!r}: a {other.name} sampler needs "
                       f"--verifier {other.name} (verifier={other.name!r} in Python)"))
     raw_differs = proc is not None and any(
-        float((proc(p).to(torch.float64) - p.to(torch.float64)).abs().max()) > 1e-9
-        for _, _, p in all_rows)
+        float((proc(p, d).to(torch.float64) - p.to(torch.float64)).abs().max()) > 1e-9
+        for d, _, p in all_rows)
     if raw_differs:
         cands.append((f"the law of verifier {spec.name!r} against the raw target rows", spec,
-                      lambda p: p,
+                      lambda p, d: p,
                       "the sampler's law is that of the raw target rows it was handed, not of the "
                       "rows processed by the sampling parameters: it does not apply them as "
                       "--sampling (sampling= in Python) says"))
         if other is not None:
             cands.append((f"the law of verifier {other.name!r} against the raw target rows", other,
-                          lambda p: p,
+                          lambda p, d: p,
                           f"a {other.name} sampler that does not apply the sampling parameters: "
                           f"--verifier {other.name}, and the processing as --sampling says"))
     out, tried = [], []

@@ -44,7 +44,8 @@ def _lossless_mode(sampler, how, instances, samples, alpha, seed, max_batch, pro
         V, L = inst.vocab_size, inst.block_length
         ql = levels(inst.draft, 0, L, False)
         raw = levels(inst.target, 0, L + 1, False)  # handed to the sampler
-        pl = raw if proc is None else [proc(x) for x in raw]  # the target law it must meet
+        # the target law it must meet (level i: rows after every history of length i)
+        pl = raw if proc is None else [proc(x, level=i) for i, x in enumerate(raw)]
         chunk = _chunk(K, L, V, max_batch)
         obs = np.zeros(V ** (L + 1), dtype=np.int64)  # counted call by call
         done = 0
