@@ -175,6 +175,11 @@ class SamplingParams:
     gives the string form that [`parse_sampling`][spectheory.inputs.processing.parse_sampling] reads
     back.
 
+    The stateful parameters (penalties to grammar) act on the row's history, the tokens
+    emitted since the instance's root (drafts before the row's position included), on the
+    kit's logits; the order of operations and their exactness are in
+    `spectheory.inputs.stateful`.
+
     Parameters
     ----------
     temperature : float or Fraction
@@ -210,9 +215,6 @@ class SamplingParams:
         A token automaton whose mask at the state the history reaches restricts the row
         (`spectheory.inputs.stateful.TokenAutomaton`).
 
-    The stateful parameters act on the row's history, the tokens emitted since the instance's
-    root (drafts before the row's position included), on the kit's logits; the order of
-    operations and their exactness are in `spectheory.inputs.stateful`.
     """
 
     temperature: Any = 1.0

@@ -104,10 +104,12 @@ class TokenAutomaton:
 
     Build one from a transition table (``TokenAutomaton(table)``, ``table[s][t]`` the next state
     or -1 / None), from a regex over the tokens' strings (`TokenAutomaton.from_regex`), or read
-    one from JSON (`load_grammar`)::
+    one from JSON (`load_grammar`):
 
-        {"transitions": [[1, -1, null], [-1, 0, 1]]}          # S x V, null or -1: rejected
-        {"tokens": ["(", ")", "x"], "regex": "\\\\((x|\\\\(x\\\\))*\\\\)"}
+    ```text
+    {"transitions": [[1, -1, null], [-1, 0, 1]]}          # S x V, null or -1: rejected
+    {"tokens": ["(", ")", "x"], "regex": "\\\\((x|\\\\(x\\\\))*\\\\)"}
+    ```
 
     A regex automaton allows token t after history h when the concatenated strings of h and t
     can still be extended to a full match of the regex (the `regex` package's partial matching);
