@@ -190,3 +190,10 @@ def test_released_assisted_generation_on_ties_and_zeros_under_top_k(hf):
     assert any((np.asarray(t, dtype=float) == 0).any() for t in inst.draft.tables)
     rep = H.check_hf_generate(inst, samples=300, seed=5, generate_kwargs={"top_k": 2})
     assert rep.passed, str(rep)
+
+
+def test_the_library_refusing_its_arguments_is_one_line(hf):
+    # an assistant setting of the wrong type is refused by the library itself
+    with pytest.raises(SpectheoryError, match="generate raised") as info:
+        H.check_hf_generate(samples=60, generate_kwargs={"num_assistant_tokens": "two"})
+    assert "\n" not in str(info.value)

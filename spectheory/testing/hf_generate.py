@@ -363,7 +363,7 @@ def generate_counts(target, draft, samples: int, tokens: int, seed: int = 0,
     (cells of `stop_cells`). torch's global generator is seeded with ``seed`` inside
     ``torch.random.fork_rng`` (the caller's state is left alone); ``assistant`` sets the
     assistant's generation config (`ASSISTANT_KEYS`). Raises `SpectheoryError` in one line when
-    ``generate`` returns fewer tokens without a stop token, or a token outside 0..V-1."""
+    ``generate`` raises, returns fewer tokens without a stop token, or a token outside 0..V-1."""
     V, N = target.V, int(tokens)
     kw = {k: v for k, v in dict(generate_kwargs or {}).items() if k not in ASSISTANT_KEYS}
     for key, value in dict(assistant or {}).items():
@@ -374,8 +374,15 @@ def generate_counts(target, draft, samples: int, tokens: int, seed: int = 0,
     with torch.random.fork_rng(devices=[]), _quiet(), torch.no_grad():
         torch.manual_seed(int(seed) % 2**63)
         for _ in range(int(samples)):
-            out = target.generate(bos, assistant_model=draft, do_sample=True,
-                                  max_new_tokens=N, **kw)
+            try:
+                out = target.generate(bos, assistant_model=draft, do_sample=True,
+                                      max_new_tokens=N, **kw)
+            except SpectheoryError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - the library refusing its arguments
+                first = (str(exc).strip().splitlines() or [""])[0]
+                raise SpectheoryError(f"transformers' generate raised {type(exc).__name__}: "
+                                      f"{first}") from None
             seq = out[0, 1:].tolist()
             if len(seq) > N or (len(seq) < N and (stop is None or not seq or seq[-1] != stop)):
                 raise SpectheoryError(f"generate returned {len(seq)} new tokens {seq} for "
