@@ -68,15 +68,26 @@ def run(name: str, samples: int, seed: int) -> dict:
     except SpectheoryError as exc:
         row.update(refused=str(exc))
         return row
-    if bug == "shift":  # exact law of the planted bug: the target read one token late
-        inst = H.default_instances()[0]
-        _, _, law_inst = H.hf_models(inst)
-        target = H.generate_law(law_inst, TOKENS)
-        bugged = H.generate_law(H.shifted_law_instance(law_inst), TOKENS)
-        row["exact_tv"] = 0.5 * float(np.abs(bugged - target).sum())
-        row["power"] = detection_power(bugged, target, samples)
-        row["power_300"] = detection_power(bugged, target, 300)
+    exact(row)
     return row
+
+
+def exact(row: dict) -> None:
+    """A planted bug's exact law: its TV from the target's and the check's power against it."""
+    kw, bug = CONFIGS[row["name"]]
+    if bug is None or "report" not in row:
+        return
+    _, _, law_inst = H.hf_models(H.default_instances()[0])
+    sp, _ = H.sampling_of(kw, law_inst.vocab_size)
+    target = H.generate_law(law_inst, TOKENS, sp)
+    if bug == "shift":  # the target reads one token late
+        bugged = H.generate_law(H.shifted_law_instance(law_inst), TOKENS, sp)
+    else:  # the raw draft rows handed to the verifier
+        bugged = H.assisted_law(law_inst, TOKENS, 2, sp, handed="raw")
+    row["exact_tv"] = 0.5 * float(np.abs(bugged - target).sum())
+    row["power"] = detection_power(bugged, target, row["samples"])
+    row["power_300"] = detection_power(bugged, target, 300)
+    row["power_2000"] = detection_power(bugged, target, 2000)
 
 
 def render(rows: dict, meta: dict) -> str:
@@ -113,8 +124,9 @@ def render(rows: dict, meta: dict) -> str:
         if "exact_tv" in r:
             lines.append(f"* {name}: exact TV of the first 4 tokens' law from the target's = "
                          f"{r['exact_tv']:.4f}; power of the check against it "
-                         f"{r['power']:.4f} at {r['samples']:,} samples, "
-                         f"{r['power_300']:.4f} at 300 (`detection_power`).")
+                         f"{r['power']:.6f} at {r['samples']:,} samples, "
+                         f"{r['power_2000']:.4f} at 2,000, {r['power_300']:.4f} at 300 "
+                         f"(`detection_power`, alpha = 1e-3).")
     lines += ["", "Reports:", ""]
     for name in CONFIGS:
         r = rows.get(name, {})
@@ -129,6 +141,9 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--only", nargs="*", default=None)
     ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
+    ap.add_argument("--render-only", action="store_true",
+                    help="recompute the planted bugs' exact figures and rewrite the page from "
+                         "the recorded JSON, running nothing")
     args = ap.parse_args()
     torch.set_num_threads(1)
     path = os.path.join(args.out, "hf_generate.json")
@@ -136,6 +151,16 @@ def main() -> int:
     if os.path.exists(path):
         with open(path, encoding="utf-8") as f:
             rows = json.load(f)["rows"]
+    if args.render_only:
+        with open(path, encoding="utf-8") as f:
+            meta = json.load(f)["meta"]
+        for row in rows.values():
+            exact(row)
+        with open(path, "w", encoding="utf-8") as f:
+            json.dump({"meta": meta, "rows": rows}, f, indent=1)
+        with open(os.path.join(args.out, "hf_generate.md"), "w", encoding="utf-8") as f:
+            f.write(render(rows, meta))
+        return 0
     names = args.only or list(CONFIGS)
     for name in names:
         if name not in CONFIGS:

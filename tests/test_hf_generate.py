@@ -197,3 +197,26 @@ def test_the_library_refusing_its_arguments_is_one_line(hf):
     with pytest.raises(SpectheoryError, match="generate raised") as info:
         H.check_hf_generate(samples=60, generate_kwargs={"num_assistant_tokens": "two"})
     assert "\n" not in str(info.value)
+
+
+SETTINGS = [{}, {"temperature": 0.7}, {"top_k": 2}, {"top_p": 0.8}, {"min_p": 0.1},
+            {"repetition_penalty": 1.3}, {"no_repeat_ngram_size": 2}]
+
+
+@pytest.mark.parametrize("kwargs", SETTINGS, ids=lambda k: ",".join(k) or "none")
+def test_the_assisted_loop_enumerated_exactly_is_the_target_law(hf, kwargs):
+    # the loop's exact law, step by step with L = 2 drafts (k = min(L, N - g - 1)), equals the
+    # processed target's N-token law: losslessness of the rule transformers implements
+    if set(kwargs) & {"repetition_penalty", "no_repeat_ngram_size"} and \
+            not _stateful_law_available():
+        pytest.skip("the kit's sampling parameters do not model stateful parameters yet")
+    _, _, law_inst = H.hf_models(random_instance(3, 2, 21))
+    sp, _ = H.sampling_of(kwargs, 3)
+    target = H.generate_law(law_inst, 4, sp)
+    np.testing.assert_allclose(H.assisted_law(law_inst, 4, 2, sp), target, rtol=0, atol=1e-14)
+    raw = H.assisted_law(law_inst, 4, 2, sp, handed="raw")
+    tv = 0.5 * np.abs(raw - target).sum()
+    if sp is None:
+        assert tv < 1e-14  # raw rows are the sampled rows: no bug to see
+    elif "temperature" in kwargs:
+        assert tv > 0.05  # the planted raw-q bug's exact bias (power: benchmarks)

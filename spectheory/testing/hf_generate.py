@@ -599,6 +599,70 @@ def planted_raw_draft_logits():
         cg.AssistedCandidateGenerator._generate_candidates = original
 
 
+HANDED = ("processed", "raw")
+
+
+def assisted_law(law_instance: Instance, tokens: int, num_draft: int = 2, sampling=None,
+                 handed: str = "processed"):
+    """Exact law ``[V^N]`` of the first N tokens of transformers' assisted-generation loop
+    (``do_sample=True``, the constant schedule, no confidence threshold, no stop token),
+    enumerated step by step: from g tokens, the assistant drafts k = min(L, N - g - 1) tokens
+    from its processed rows q (k = 0: the target samples alone); draft x_i is accepted with
+    probability min(1, p(x_i) / q_v(x_i)); at the first rejection the token is drawn from
+    max(p - q_v, 0) renormalised, and after k acceptances from p (Leviathan et al. 2023,
+    algorithm 1, as ``_speculative_sampling`` computes it). p and q are the target's and the
+    draft's rows processed by ``sampling`` with their history (the assistant runs the target's
+    logits processors); q_v, the rows the verifier is handed, is q (``handed="processed"``: the
+    law is the target's) or the raw draft rows (``"raw"``: the law of
+    `planted_raw_draft_logits`)."""
+    from ..inputs.processing import parse_sampling, process_instance
+
+    if handed not in HANDED:
+        raise OptionError(f"handed = {handed!r} is not one of {', '.join(HANDED)}")
+    inst = law_instance.to_float()
+    V, N, L = inst.vocab_size, int(tokens), int(num_draft)
+    if V ** N > MAX_CELLS:
+        raise SizeLimitError(f"V^N = {V}^{N} sequences, over the limit of {MAX_CELLS:,}")
+    sp = parse_sampling(sampling)
+    proc = process_instance(inst, sp, sp, exact=False)
+    P, Q = proc.target, proc.draft
+    QV = Q if handed == "processed" else inst.draft
+    law = np.zeros(V ** N, dtype=np.float64)
+
+    def emit(seq, mass):
+        law[int(np.dot(seq, V ** np.arange(N - 1, -1, -1)))] += mass
+
+    def step(prefix, mass):
+        g = len(prefix)
+        if g == N:
+            emit(prefix, mass)
+            return
+        k = min(L, N - g - 1)
+
+        def walk(d, m):  # drafts d drafted and accepted with probability m
+            p = np.asarray(P.conditional(prefix + d), dtype=np.float64)
+            if len(d) == k:
+                for y in np.flatnonzero(p > 0):
+                    step(prefix + d + (int(y),), m * p[y])
+                return
+            q = np.asarray(Q.conditional(prefix + d), dtype=np.float64)
+            qv = np.asarray(QV.conditional(prefix + d), dtype=np.float64)
+            res = np.maximum(p - qv, 0.0)
+            tot = res.sum()
+            for x in np.flatnonzero(q > 0):
+                a = min(1.0, p[x] / qv[x])
+                if a > 0:
+                    walk(d + (int(x),), m * q[x] * a)
+                if a < 1:
+                    for y in np.flatnonzero(res > 0):
+                        step(prefix + d + (int(y),), m * q[x] * (1 - a) * res[y] / tot)
+
+        walk((), mass)
+
+    step((), 1.0)
+    return law
+
+
 def shifted_law_instance(law_instance: Instance) -> Instance:
     """The instance whose target reads one token late (the law ``shift=1`` follows: assisted
     generation is lossless for whatever target it runs): target row after x_1..x_t is the row
@@ -612,7 +676,7 @@ def shifted_law_instance(law_instance: Instance) -> Instance:
     return Instance(V, inst.block_length, TableModel(V, tuple(new)), inst.draft)
 
 
-__all__ = ["ASSISTANT_KEYS", "DEFAULT_ASSISTANT", "HFGenerateReport", "LAW_KEYS", "MAX_CELLS",
+__all__ = ["ASSISTANT_KEYS", "HANDED", "assisted_law", "DEFAULT_ASSISTANT", "HFGenerateReport", "LAW_KEYS", "MAX_CELLS",
            "MAX_TOKENS", "check_hf_generate", "default_instances", "generate_counts",
            "generate_law", "hf_models", "planted_raw_draft_logits", "sampling_of", "shifted_law_instance", "stop_cells",
            "transformers_version"]
