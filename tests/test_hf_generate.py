@@ -1,4 +1,5 @@
-"""transformers' assisted generation, unmodified, against the exact law (spectheory.testing.hf_generate).
+"""transformers' assisted generation, unmodified, against the exact law
+(spectheory.testing.hf_generate).
 
 False alarms: every check runs at alpha = 1e-3 family-wise with a fixed seed, so each verdict on
 the released library below is fixed; its chance of being a false alarm is at most 1e-3. Power:

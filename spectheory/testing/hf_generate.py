@@ -45,7 +45,7 @@ test (`spectheory.testing.stats.family`): a correct library fails with probabili
 `spectheory.testing.step.detection_power` gives the power against a known law (a planted bug's).
 
 ``generate`` runs one sequence at a time (assisted generation refuses a batch of more than one),
-so the cost is per sample: about 2-3 ms per generated token on a CPU (measured in
+so the cost is per sample: about 17 ms for N = 4 tokens on an idle CPU core (measured in
 ``benchmarks/results/hf_generate.md``).
 """
 
@@ -676,7 +676,7 @@ def shifted_law_instance(law_instance: Instance) -> Instance:
     return Instance(V, inst.block_length, TableModel(V, tuple(new)), inst.draft)
 
 
-__all__ = ["ASSISTANT_KEYS", "HANDED", "assisted_law", "DEFAULT_ASSISTANT", "HFGenerateReport", "LAW_KEYS", "MAX_CELLS",
-           "MAX_TOKENS", "check_hf_generate", "default_instances", "generate_counts",
-           "generate_law", "hf_models", "planted_raw_draft_logits", "sampling_of", "shifted_law_instance", "stop_cells",
-           "transformers_version"]
+__all__ = ["ASSISTANT_KEYS", "DEFAULT_ASSISTANT", "HANDED", "HFGenerateReport", "LAW_KEYS",
+           "MAX_CELLS", "MAX_TOKENS", "assisted_law", "check_hf_generate", "default_instances",
+           "generate_counts", "generate_law", "hf_models", "planted_raw_draft_logits",
+           "sampling_of", "shifted_law_instance", "stop_cells", "transformers_version"]
