@@ -19,7 +19,11 @@ Importable from any test suite:
   tree kernel;
 * [`check_step`][spectheory.testing.step.check_step] /
   [`assert_step`][spectheory.testing.step.assert_step]: a whole draft-and-verify step against the
-  (processed) target law;
+  (processed) target law, under stateless and stateful sampling parameters;
+* [`check_seed_replay`][spectheory.testing.seeds.check_seed_replay] /
+  [`check_batch_invariance`][spectheory.testing.seeds.check_batch_invariance]: seeded steps
+  replay the seeded plain stream, spend their randomness per request and position, and do not
+  depend on the other rows of a batch;
 * [`sharp_rows`][spectheory.testing.sharp.sharp_rows] /
   [`kit_design`][spectheory.testing.sharp.kit_design]: the few draft rows that catch the bug
   kit's replicas within a small budget;
@@ -72,6 +76,17 @@ _EXPORTS = {
     "assert_step": "step",
     "StepRequest": "step",
     "StepReport": "step",
+    "vllm_v1_step": "step",
+    "sglang_step": "step",
+    "transformers_step": "step",
+    "processed": "step",
+    "processed_along": "step",
+    # seeds and batches
+    "check_seed_replay": "seeds",
+    "check_batch_invariance": "seeds",
+    "sample_match_step": "seeds",
+    "keyed_plain_step": "seeds",
+    "SeedReport": "seeds",
     # sharp designs for slow kernels
     "sharp_rows": "sharp",
     "sharp_design": "sharp",
@@ -87,8 +102,8 @@ _EXPORTS = {
 
 #: Submodules reachable as attributes (``spectheory.testing.tree``) without an import line.
 _SUBMODULES = ("adapters", "battery", "budget", "layouts", "lossless", "mutants", "report",
-               "sampler", "sharp", "stats", "step", "strategies", "tree", "tree_ports",
-               "vectors")
+               "sampler", "seeds", "sharp", "stats", "step", "strategies", "tree",
+               "tree_ports", "vectors")
 
 __all__ = sorted(_EXPORTS)
 

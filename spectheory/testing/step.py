@@ -180,6 +180,13 @@ class StepRequest:
         Seeded by the kit; the step's randomness.
     seed : int
         A fresh 62-bit integer per call, drawn from the kit's seed.
+    seeds : torch.Tensor or None
+        ``[B]`` int64, each row's request seed (the seeded checks of
+        `spectheory.testing.seeds`; None elsewhere). An engine that promises seeded
+        reproducibility draws row b's noise from ``seeds[b]`` and the position only.
+    num_drafts : torch.Tensor or None
+        ``[B]`` int64, how many of the L tokens row b may draft this step (0: a plain decoding
+        step for that row); None: L for every row.
     """
 
     context: Any
@@ -191,6 +198,8 @@ class StepRequest:
     inputs: str = "probs"
     generator: Any = None
     seed: int = 0
+    seeds: Any = None
+    num_drafts: Any = None
 
 
 def rows_as_probs(rows, inputs: str):
