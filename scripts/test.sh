@@ -11,4 +11,12 @@ site="$(mktemp -d)"
 trap 'rm -rf "$site"' EXIT
 # not --quiet: it hides the warnings that --strict counts, and the build would always pass
 NO_MKDOCS_2_WARNING=1 .venv/bin/python -m mkdocs build --strict --site-dir "$site"
-.venv/bin/python -m pytest -q "$@"
+# One pytest-xdist worker per core, at most 4 (each worker holds its own torch, ~0.5-0.8 GB);
+# SPECTHEORY_TEST_WORKERS overrides (0: no workers, one process). --dist loadgroup keeps the tests
+# of the one local Ray cluster on one worker (tests/conftest.py groups them). Arguments pass
+# through to pytest and come last, so an `-n` given here wins (`bash scripts/test.sh -n 0`).
+workers="${SPECTHEORY_TEST_WORKERS:-$(nproc 2>/dev/null || echo 2)}"
+if [ -z "${SPECTHEORY_TEST_WORKERS:-}" ] && [ "$workers" -gt 4 ]; then
+    workers=4
+fi
+.venv/bin/python -m pytest -q -n "$workers" --dist loadgroup "$@"

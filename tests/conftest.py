@@ -37,3 +37,44 @@ def ray_cluster():
 
     with ray_session(2) as ray:
         yield ray
+
+
+#: The name every test of the ``ray_cluster`` fixture starts with: under pytest-xdist they run on
+#: one worker, so the run starts one local Ray cluster (an object store, a raylet and Python
+#: workers) and not one per worker. The scheduler below groups by this name because the
+#: controller of an xdist run sees node ids only; xdist's own ``--dist loadgroup`` grouping by
+#: marker does not take with pytest 9.2 (pytest-dev/pytest-xdist#1386).
+RAY_PREFIX = "test_ray_"
+
+
+def pytest_collection_modifyitems(config, items):
+    """A test of the shared Ray cluster must be named ``test_ray_*`` (see ``RAY_PREFIX``)."""
+    for item in items:
+        if ("ray_cluster" in getattr(item, "fixturenames", ())
+                and not item.name.startswith(RAY_PREFIX)):
+            raise pytest.UsageError(f"{item.nodeid} uses the ray_cluster fixture: name it "
+                                    f"{RAY_PREFIX}... so that it runs on the cluster's xdist "
+                                    "worker (tests/conftest.py)")
+
+
+def _ray_scheduler():
+    from xdist.scheduler import LoadGroupScheduling
+
+    class RayGroupScheduling(LoadGroupScheduling):
+        """``--dist loadgroup``, with every ``test_ray_*`` test in one group."""
+
+        def _split_scope(self, nodeid):
+            name = nodeid.rpartition("::")[2]
+            if name.startswith(RAY_PREFIX):
+                return "ray"
+            return super()._split_scope(nodeid)
+
+    return RayGroupScheduling
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: unknown without pytest-xdist
+def pytest_xdist_make_scheduler(config, log):
+    """The scheduler of ``--dist loadgroup`` runs (scripts/test.sh): `_ray_scheduler`'s."""
+    if config.getvalue("dist") == "loadgroup":
+        return _ray_scheduler()(config, log)
+    return None
