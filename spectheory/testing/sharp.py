@@ -80,7 +80,8 @@ from .report import MIN_EXPECTED, POWER, DraftRows
 
 __all__ = ["Replica", "ReplicaPower", "SharpDesign", "Allocation", "allocate", "binned_divergence",
            "candidate_pool", "kit_replicas", "replica_power", "sharp_design", "sharp_rows",
-           "ZERO_CELL_WEIGHT", "DEFAULT_POOL", "MAX_ROWS", "GENERIC_TV", "GENERIC"]
+           "ZERO_CELL_WEIGHT", "DEFAULT_POOL", "MAX_ROWS", "GENERIC_TV", "GENERIC",
+           "GENERIC_BONUS_TV", "GENERIC_BONUS"]
 
 #: Candidate draft rows drawn for the pool (besides the bug kit's own rows).
 DEFAULT_POOL = 1500
@@ -92,6 +93,15 @@ MAX_ROWS = 48
 GENERIC_TV = 0.08
 #: The name of that constraint in an allocation's powers.
 GENERIC = "any bias (TV >= GENERIC_TV, least favourable)"
+#: A design also detects, with 90% power, any change of TV at least this much in the bonus
+#: token's law given tau = L (Y drawn from another row than p_L), whatever the row: on a row b
+#: with P_b(tau = L) = s_b such a change has chi-square divergence at least 4 delta^2 s_b
+#: (Cauchy-Schwarz over the bonus cells), so the design must give the rows that reach the bonus
+#: token samples n_b s_b enough for it. Without it the rows may never reach tau = L, and a
+#: bonus drawn from p_{L-1} (TV 0.24 on a V = 3, L = 2 instance) goes unseen.
+GENERIC_BONUS_TV = 0.15
+#: The name of that constraint in an allocation's powers.
+GENERIC_BONUS = "any bonus-row bias (TV >= GENERIC_BONUS_TV given tau = L)"
 
 
 @dataclass(frozen=True)
@@ -291,7 +301,8 @@ def _greedy_copies(E: np.ndarray, w: np.ndarray, n: int, m: int, target: float) 
 
 def allocate(ref: Sequence[np.ndarray], laws: dict, budget: int, alpha: float = 1e-3,
              max_rows: int = MAX_ROWS, min_expected: float = MIN_EXPECTED,
-             generic_tv: float | None = None) -> Allocation:
+             generic_tv: float | None = None, bonus: Sequence[np.ndarray] | None = None,
+             bonus_tv: float | None = None) -> Allocation:
     """Max-min allocation of ``budget`` samples over candidate test rows.
 
     ``ref`` a list of G groups of reference cell probabilities [R_g, C_g] (rows of one group
@@ -304,7 +315,10 @@ def allocate(ref: Sequence[np.ndarray], laws: dict, budget: int, alpha: float = 
     With ``generic_tv`` delta, one more constraint: any bias of total variation delta on every
     row's bins (least-favourable spread: noncentrality 4 n delta^2 on each row with a degree of
     freedom, `spectheory.testing.budget`) is caught too, so that the rows keep testing more than
-    the replicas (reported under the name `GENERIC`). Replicas whose exact law equals the
+    the replicas (reported under the name `GENERIC`). With ``bonus`` (G arrays [R_g], each
+    row's probability of reaching the bonus token, P(tau = L)) and ``bonus_tv`` delta_B, one
+    more: any change of TV delta_B in the bonus token's law given tau = L (divergence
+    4 delta_B^2 P(tau = L) on rows with a degree of freedom; `GENERIC_BONUS`). Replicas whose exact law equals the
     reference on every candidate row cannot be caught by any allocation and raise; drop them
     first."""
     names = list(laws)
@@ -314,6 +328,11 @@ def allocate(ref: Sequence[np.ndarray], laws: dict, budget: int, alpha: float = 
     bad = np.concatenate([np.isnan(r).any(-1) for r in ref])
     for nm in names:
         bad |= np.concatenate([np.isnan(a).any(-1) for a in laws[nm]])
+    use_bonus = bonus is not None and bonus_tv is not None
+    reach = np.concatenate([np.asarray(b, dtype=np.float64) for b in bonus]) if use_bonus \
+        else None
+    every = names + ([GENERIC] if generic_tv is not None else []) + \
+        ([GENERIC_BONUS] if use_bonus else [])
     kappa = _lambda90(alpha) / math.log(10)
     target = TARGET_MARGIN * _lambda90(alpha)
     best = None
@@ -338,10 +357,13 @@ def allocate(ref: Sequence[np.ndarray], laws: dict, budget: int, alpha: float = 
         if generic_tv is not None:
             C = np.vstack([C, np.where(D >= 1, 4.0 * generic_tv ** 2, 0.0)[None]])
             Z = np.vstack([Z, np.zeros((1, Z.shape[1]))])
+        if use_bonus:
+            C = np.vstack([C, np.where(D >= 1, 4.0 * bonus_tv ** 2 * reach, 0.0)[None]])
+            Z = np.vstack([Z, np.zeros((1, Z.shape[1]))])
         C[:, bad], Z[:, bad] = 0.0, 0.0
         E = C + kappa * Z
         if (E.max(axis=1) <= 0).any():
-            dead = [nm for nm, e in zip(names + [GENERIC], E) if e.max() <= 0]
+            dead = [nm for nm, e in zip(every, E) if e.max() <= 0]
             if m == 1:
                 raise SpectheoryError(f"no candidate row separates {', '.join(dead)} from the "
                                       f"reference law")
@@ -353,7 +375,6 @@ def allocate(ref: Sequence[np.ndarray], laws: dict, budget: int, alpha: float = 
             continue
         tried.add(key)
         idx = np.repeat(np.arange(len(k)), k)
-        every = names + ([GENERIC] if generic_tv is not None else [])
         powers = {nm: replica_power(np.full(len(idx), n), C[r, idx], Z[r, idx], D[idx], alpha)
                   for r, nm in enumerate(every)}
         score = min(powers.values())
@@ -396,7 +417,7 @@ def candidate_pool(size: int = DEFAULT_POOL, seed: int = 0, vocab=(2, 3, 4),
     if paths > 1:
         return _multipath_pool(int(paths), seed)
     rng = np.random.default_rng(seed)
-    kinds = ("grid", "zeros", "tie", "p0", "tiny")
+    kinds = ("grid", "zeros", "tie", "p0", "tiny", "bonus")
     groups: dict = {}
     for i in range(size):
         V = int(vocab[i % len(vocab)])
@@ -430,7 +451,22 @@ def candidate_pool(size: int = DEFAULT_POOL, seed: int = 0, vocab=(2, 3, 4),
                     p[j, (x + 1) % V] = 1.0
                 p[j] *= (1 - 5e-9) / (p[j].sum() - p[j, x])
                 p[j, x] = 0.0 if rng.random() < 0.5 else 5e-9
+            if kind == "bonus":  # acceptance at least about 0.8 at every draft
+                keep = max(p[j, x], min(1.0, 0.8 * q[j, x]))
+                rest = p[j].copy()
+                rest[x] = 0.0
+                s = rest.sum()
+                p[j] = rest * (1 - keep) / s if s > 0 else np.eye(V)[x]
+                p[j, x] = keep if s > 0 else 1.0
         p[L] = _row(rng, V, "grid", int(rng.integers(0, V)))
+        if kind == "bonus":  # the bonus row far from p_{L-1}: 0 on its likeliest token,
+            # most mass on its least likely one
+            lo, hi = int(np.argmin(p[L - 1])), int(np.argmax(p[L - 1]))
+            w = p[L].copy()
+            w[hi] = 0.0
+            w = 0.3 * w / w.sum() if w.sum() > 0 else np.zeros(V)
+            w[lo] += 1.0 - w.sum()
+            p[L] = w
         groups.setdefault((V, L), []).append((d, q, p))
     out = []
     for (V, L), rows in sorted(groups.items()):
@@ -537,7 +573,7 @@ def kit_replicas(verifier: str = "token", ports: bool = True, paths: int = 1) ->
                     out.append(Replica(name, law, _port_sampler(port, bug), "token",
                                        source=f"{port} port, planted",
                                        law_key=f"{bug}-{v}" if v else bug))
-        return out
+        return out + bonus_replicas("token", KIT_BONUS_BUGS)
     if verifier == "block":
         for key in ("vllm-ascend-3794-uniform-product", "vllm-40819-block-wrong-row"):
             m = MUTANTS[key]
@@ -550,7 +586,7 @@ def kit_replicas(verifier: str = "token", ports: bool = True, paths: int = 1) ->
                                    functools.partial(RL.block_port_law, bug=bug),
                                    _port_sampler("vllm-mrv2-block", bug), "block",
                                    source="vllm-mrv2 port, planted", law_key=bug))
-        return out
+        return out + bonus_replicas("block", KIT_BONUS_BUGS)
     raise SpectheoryError(f"kit_replicas covers single-path token and block samplers, and gbv "
                           f"and traversal-tree with paths = 2 or 3, not {verifier!r}")
 
@@ -599,6 +635,24 @@ def _rep_cells(fn, d, q, p) -> np.ndarray:
     if d.dim() == 3 and d.shape[1] == 1:
         d, q, p = d[:, 0], q[:, 0], p[:, 0]
     return _cells(fn(d, q, p), True)
+
+
+def _reach_bonus(cells: np.ndarray, d, tv: float | None) -> np.ndarray:
+    """P(tau = L) [B] of each row from its cell probabilities [B, K (L+1) V] (drafts ``d`` [B, L]
+    or [B, K, L]), counting only the paths whose bonus law (Y given tau = L) has mass at least
+    ``tv`` off its most probable token: only there can a bias of TV ``tv`` that keeps Y inside
+    the bonus law's support (a temperature, a row read from a neighbouring position with the
+    same support) show. On a point-mass bonus law every bug of the bonus row that moves mass
+    off the point is caught by one sample, but one that reweights the support is invisible."""
+    L = int(d.shape[-1])
+    K = 1 if d.dim() == 2 else int(d.shape[1])
+    B = cells.shape[0]
+    V = cells.shape[1] // (K * (L + 1))
+    last = np.nan_to_num(cells.reshape(B, K, L + 1, V)[:, :, L], nan=0.0)  # [B, K, V]
+    mass = last.sum(-1)
+    off = 1.0 - last.max(-1) / np.where(mass > 0, mass, 1.0)
+    ok = (mass > 0) & (off >= (0.0 if tv is None else tv) - 1e-12)
+    return np.where(ok, mass, 0.0).sum(-1)
 
 
 def _multipath_pool(paths: int, seed: int, per_instance: int = 256) -> list[DraftRows]:
@@ -655,7 +709,10 @@ class SharpDesign:
     row's bins, detected with 90% power at ``alpha``: the figure the check's report states),
     ``invisible`` (name -> the mode that catches a replica no sampling check sees), the number
     of row copies and samples a copy, and ``generic_tv``, the bias of any direction the design
-    was also required to catch (``detectable_tv`` is at most that when the design met it)."""
+    was also required to catch (``detectable_tv`` is at most that when the design met it);
+    ``bonus_tv`` the change of the bonus token's law given tau = L it was required to catch,
+    ``bonus_power`` its predicted power, ``bonus_samples`` the expected number of samples that
+    reach the bonus token (sum_b n_b P_b(tau = L))."""
 
     verifier: str
     budget: int
@@ -670,6 +727,9 @@ class SharpDesign:
     generic_tv: float | None = None
     generic_power: float | None = None
     paths: int = 1
+    bonus_tv: float | None = None
+    bonus_power: float | None = None
+    bonus_samples: float = 0.0
 
     @property
     def least_power(self) -> float:
@@ -690,6 +750,10 @@ class SharpDesign:
         if self.generic_tv is not None:
             lines.append(f"  {'any bias of TV ' + format(self.generic_tv, 'g'):44s} power "
                          f"{self.generic_power:.4f}  (least-favourable spread over every row)")
+        if self.bonus_tv is not None:
+            lines.append(f"  {'any bonus-row bias of TV ' + format(self.bonus_tv, 'g'):44s} "
+                         f"power {self.bonus_power:.4f}  (given tau = L; "
+                         f"{self.bonus_samples:.0f} samples reach the bonus token)")
         for nm, how in self.invisible.items():
             lines.append(f"  {nm:44s} not visible to sampling: {how}")
         return "\n".join(lines)
@@ -698,7 +762,8 @@ class SharpDesign:
 def sharp_design(replicas: Sequence | None = None, verifier: str = "token", budget: int = 3000,
                  alpha: float = 1e-3, pool: Sequence[DraftRows] | None = None,
                  max_rows: int = MAX_ROWS, generic_tv: float | None = GENERIC_TV,
-                 paths: int | None = None) -> SharpDesign:
+                 paths: int | None = None,
+                 bonus_tv: float | None = GENERIC_BONUS_TV) -> SharpDesign:
     """Choose draft rows (and their copies) that maximise the weakest replica's detection power at
     ``budget`` samples (module docstring).
 
@@ -706,9 +771,11 @@ def sharp_design(replicas: Sequence | None = None, verifier: str = "token", budg
     pairs (default: [`kit_replicas`][spectheory.testing.sharp.kit_replicas] of ``verifier``);
     ``pool``: candidate DraftRows (default
     [`candidate_pool`][spectheory.testing.sharp.candidate_pool]); ``paths`` K for a K-path
-    verifier (the rows then carry a path axis; check with ``paths=K``). Only the reference's and
-    the replicas' exact laws are read: the same arguments give the same rows, whatever sampler is
-    checked on them."""
+    verifier (the rows then carry a path axis; check with ``paths=K``); ``generic_tv`` and
+    ``bonus_tv`` the bias of any direction, and the change of the bonus token's law given
+    tau = L, the rows must also catch with 90% power (`GENERIC_TV`, `GENERIC_BONUS_TV`; None:
+    not required). Only the reference's and the replicas' exact laws are read: the same
+    arguments give the same rows, whatever sampler is checked on them."""
     from ..registry import plan
 
     if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or budget < 1:
@@ -731,11 +798,13 @@ def sharp_design(replicas: Sequence | None = None, verifier: str = "token", budg
     for r in visible:
         by_key.setdefault(r.law_key or r.name, r)
     laws = {key: _laws_on(pool, r.law) for key, r in by_key.items()}
-    alloc = allocate(ref, laws, int(budget), alpha, max_rows, generic_tv=generic_tv)
+    reach = [_reach_bonus(cells, d, bonus_tv) for cells, (d, _, _) in zip(ref, pool)]
+    alloc = allocate(ref, laws, int(budget), alpha, max_rows, generic_tv=generic_tv,
+                     bonus=reach, bonus_tv=bonus_tv)
     # the chosen rows, grouped by shape, copies repeated
     sizes = [r.shape[0] for r in ref]
     starts = np.cumsum([0] + sizes)
-    rows, dof_list, tvs = [], [], {k: [] for k in laws}
+    rows, dof_list, tvs, reach_rows = [], [], {k: [] for k in laws}, []
     C_all, Z_all = {k: [] for k in laws}, {k: [] for k in laws}
     for g, (d, q, p) in enumerate(pool):
         k = alloc.copies[starts[g]:starts[g + 1]]
@@ -744,6 +813,7 @@ def sharp_design(replicas: Sequence | None = None, verifier: str = "token", budg
         idx = torch.as_tensor(np.repeat(np.arange(len(k)), k), dtype=torch.long)
         rows.append(DraftRows(d[idx], q[idx], p[idx]))
         ii = idx.numpy()
+        reach_rows.append(reach[g][ii])
         for key in laws:
             c, z, dd = binned_divergence(ref[g][ii], laws[key][g][ii], alloc.n)
             C_all[key].append(c)
@@ -764,11 +834,15 @@ def sharp_design(replicas: Sequence | None = None, verifier: str = "token", budg
             r.name, replica_power(ns, c, z, dofs, alpha), float(np.dot(ns, c)),
             float(np.dot(ns, z)), float(np.dot(ns, tv) / np.sum(ns)),
             simulated_power(rows, r, verifier, int(budget), alpha, paths=K))
+    reach_rows = np.concatenate(reach_rows)
+    bonus_power = None if bonus_tv is None else replica_power(
+        ns, np.where(dofs >= 1, 4.0 * bonus_tv ** 2 * reach_rows, 0.0), np.zeros(len(ns)), dofs,
+        alpha)
     return SharpDesign(verifier, int(budget), float(alpha), rows, predicted,
                        detectable_tv(ns, dofs, alpha), invisible, total, int(budget) // total,
                        reps, generic_tv,
                        None if generic_tv is None else family_power(generic_tv, ns, dofs, alpha),
-                       K)
+                       K, bonus_tv, bonus_power, float(np.dot(ns, reach_rows)))
 
 
 def sharp_rows(mode: str = "law", verifier: str = "token", budget: int = 3000,
@@ -933,3 +1007,103 @@ def simulated_power(rows: Sequence[DraftRows], replica, verifier: str = "token",
 
 
 __all__ += ["simulated_power"]
+
+
+# ----------------------------------------------------------------------------- bonus path
+
+#: Bonus-path bugs: after L acceptances the bonus token Y must be drawn from p_L = p(.|X^L), the
+#: target row after the whole draft; each of these draws it from another row. Name -> the row.
+BONUS_BUGS = {
+    "bonus-previous-row": "p_{L-1}, the target row of the last draft (the bonus row's index one "
+                          "position early)",
+    "bonus-last-correction": "the correction row of position L-1 (the last rejection's residual "
+                             "buffer reused for the bonus)",
+    "bonus-draft-row": "q_{L-1}, the draft row of the last position (the draft's probability "
+                       "tensor read for the target's)",
+}
+
+
+def _bonus_row(bug: str, verifier: str, drafts, q, p):
+    """The row [B, V] a bonus-path bug draws Y from after L acceptances (`BONUS_BUGS`)."""
+    from ..registry import plan
+
+    L = drafts.shape[-1]
+    if bug == "bonus-previous-row":
+        return p[:, L - 1]
+    if bug == "bonus-last-correction":
+        law = plan(verifier, None).spec.function(drafts, q, p)
+        return torch.as_tensor(law.correction, dtype=torch.float64)[:, L - 1]
+    if bug == "bonus-draft-row":
+        return q[:, L - 1]
+    raise SpectheoryError(f"unknown bonus-path bug {bug!r}; choose from {', '.join(BONUS_BUGS)}")
+
+
+def bonus_law(drafts, q, p, *, bug: str = "bonus-previous-row", verifier: str = "token"):
+    """Exact law of ``verifier`` (single path, "token" or "block") whose bonus token is drawn from
+    the wrong row (`BONUS_BUGS`): the verifier's law ``(stop, correction)`` with the row at
+    tau = L replaced, correction[:, L] = the bug's row (stop unchanged: the acceptance path is
+    correct). Shapes: drafts [B, L], q [B, L, V], p [B, L+1, V]. The correction row of position
+    L-1 is a distribution on every row (token and block fall back to p when a residual has mass
+    0), so the law is defined everywhere."""
+    from ..law import Law
+    from ..registry import plan
+
+    q, p = torch.as_tensor(q, dtype=torch.float64), torch.as_tensor(p, dtype=torch.float64)
+    law = plan(verifier, None).spec.function(drafts, q, p)
+    stop = torch.as_tensor(law.stop, dtype=torch.float64)
+    corr = torch.as_tensor(law.correction, dtype=torch.float64).clone()
+    L = drafts.shape[-1]
+    row = _bonus_row(bug, verifier, drafts, q, p)
+    corr[:, L] = row / row.sum(-1, keepdim=True)
+    return Law(stop, corr)
+
+
+def bonus_sampler(bug: str = "bonus-previous-row", verifier: str = "token") -> Callable:
+    """A sampler (canonical signature) with a bonus-path bug: spectheory's own sampler of
+    ``verifier`` decides tau and the correction token; on rows with tau = L the token is redrawn
+    with ``torch.multinomial`` from the bug's row (`BONUS_BUGS`) instead of p_L, as an engine
+    that indexes its bonus row wrongly would. Its law is [`bonus_law`][spectheory.testing.sharp.bonus_law]."""
+    from .sampler import make_sampler
+
+    if bug not in BONUS_BUGS:
+        raise SpectheoryError(f"unknown bonus-path bug {bug!r}; choose from "
+                              f"{', '.join(BONUS_BUGS)}")
+    base = make_sampler(verifier)
+
+    def sampler(drafts, q, p, generator=None):
+        tau, y = base(drafts, q, p, generator)
+        L = drafts.shape[-1]
+        row = _bonus_row(bug, verifier, drafts, q.to(torch.float64), p.to(torch.float64))
+        draw = torch.multinomial(row, 1, generator=generator)[:, 0]
+        return tau, torch.where(tau == L, draw, y)
+
+    sampler.__name__ = f"{verifier}_{bug.replace('-', '_')}_sampler"
+    return sampler
+
+
+#: The bonus-path bugs the kit's token and block designs are built against; the third,
+#: ``bonus-draft-row``, is left out of them on purpose and serves as an unseen bug (the
+#: ``GENERIC_BONUS_TV`` constraint, not the design's knowledge of it, catches it).
+KIT_BONUS_BUGS = ("bonus-previous-row", "bonus-last-correction")
+
+
+def bonus_replicas(verifier: str = "token", bugs: Sequence[str] | None = None
+                   ) -> list[Replica]:
+    """The bonus-path replicas of ``verifier`` ("token" or "block"), one per bug of ``bugs``
+    (default every `BONUS_BUGS` entry), each with its exact law
+    ([`bonus_law`][spectheory.testing.sharp.bonus_law]) and a sampler
+    ([`bonus_sampler`][spectheory.testing.sharp.bonus_sampler])."""
+    if verifier not in ("token", "block"):
+        raise SpectheoryError(f"bonus_replicas covers the single-path token and block "
+                              f"samplers, not {verifier!r}")
+    bugs = tuple(BONUS_BUGS) if bugs is None else tuple(bugs)
+    for bug in bugs:
+        if bug not in BONUS_BUGS:
+            raise SpectheoryError(f"unknown bonus-path bug {bug!r}; choose from "
+                                  f"{', '.join(BONUS_BUGS)}")
+    return [Replica(f"{verifier}-{bug}", functools.partial(bonus_law, bug=bug, verifier=verifier),
+                    bonus_sampler(bug, verifier), verifier, source="planted: " + BONUS_BUGS[bug])
+            for bug in bugs]
+
+
+__all__ += ["BONUS_BUGS", "KIT_BONUS_BUGS", "bonus_law", "bonus_sampler", "bonus_replicas"]
