@@ -59,6 +59,9 @@ from ..runtime import backend as B
 from ..runtime._lazy import is_tensor, torch
 from ..runtime.errors import OptionError
 
+#: A transition that allows the token and ends the grammar (the stop token after a complete
+#: match): the rows after it are unconstrained.
+END = -2
 #: Most automaton states a grammar may hold (table automata, and regex automata as they grow).
 MAX_STATES = 100_000
 #: Largest grammar file read, bytes.
@@ -108,17 +111,20 @@ class TokenAutomaton:
 
     ```text
     {"transitions": [[1, -1, null], [-1, 0, 1]]}          # S x V, null or -1: rejected
-    {"tokens": ["(", ")", "x"], "regex": "\\\\((x|\\\\(x\\\\))*\\\\)"}
+    {"tokens": ["(", ")", "x", "<eos>"], "eos": 3, "regex": "\\\\((x|\\\\(x\\\\))*\\\\)"}
     ```
 
     A regex automaton allows token t after history h when the concatenated strings of h and t
     can still be extended to a full match of the regex (the `regex` package's partial matching);
-    its states are the distinct strings reached, added as histories reach them.
+    its states are the distinct strings reached, added as histories reach them. An ``eos``
+    token is allowed exactly after a full match and ends the grammar (rows after it are
+    unconstrained).
     """
 
     def __init__(self, transitions=None, *, vocab_size: int | None = None, name: str = "grammar",
-                 _regex=None, _tokens=None):
+                 _regex=None, _tokens=None, _eos=None):
         self.name = name
+        self.eos = _eos
         if _regex is not None:
             self._pattern, self._tokens = _regex, list(_tokens)
             self.vocab_size = len(self._tokens)
@@ -156,8 +162,12 @@ class TokenAutomaton:
     # -- construction
 
     @classmethod
-    def from_regex(cls, pattern: str, tokens: Sequence[str], name: str = "grammar"):
-        """The automaton of a regex over the tokens' strings (see the class docstring)."""
+    def from_regex(cls, pattern: str, tokens: Sequence[str], name: str = "grammar",
+                   eos: int | None = None):
+        """The automaton of a regex over the tokens' strings (see the class docstring). With
+        ``eos``, that token is a stop token: allowed exactly when the text so far is a full
+        match, and the rows after it are unconstrained (as grammar engines end a
+        generation)."""
         try:
             import regex
         except ImportError:  # pragma: no cover - a core dependency
@@ -169,14 +179,18 @@ class TokenAutomaton:
                 not all(isinstance(t, str) for t in tokens):
             raise GrammarError(f"{name}: tokens must be a non-empty list of strings (one per "
                                f"token id)")
-        if any(t == "" for t in tokens):
+        if eos is not None and (isinstance(eos, bool) or not isinstance(eos, (int, np.integer))
+                                or not 0 <= eos < len(tokens)):
+            raise GrammarError(f"{name}: eos = {eos!r} is not a token id in 0..{len(tokens) - 1}")
+        if any(t == "" for i, t in enumerate(tokens) if i != eos):
             raise GrammarError(f"{name}: token {list(tokens).index('')} is the empty string; "
                                f"every token must spell at least one character")
         try:
             compiled = regex.compile(pattern)
         except regex.error as exc:
             raise GrammarError(f"{name}: regex {pattern!r} does not compile ({exc})") from None
-        return cls(_regex=compiled, _tokens=tokens, name=name)
+        return cls(_regex=compiled, _tokens=tokens, name=name,
+                   _eos=None if eos is None else int(eos))
 
     # -- reading
 
@@ -190,6 +204,10 @@ class TokenAutomaton:
             text = self._strings[s]
             row = np.full(self.vocab_size, -1, dtype=np.int64)
             for t, tok in enumerate(self._tokens):
+                if t == self.eos:
+                    if self._pattern.fullmatch(text) is not None:
+                        row[t] = END
+                    continue
                 nxt = text + tok
                 if self._pattern.fullmatch(nxt, partial=True) is None:
                     continue
@@ -211,7 +229,7 @@ class TokenAutomaton:
             if s < 0:
                 continue
             sel = states == s
-            out[sel] = self._row(int(s))[tokens[sel]]
+            out[sel] = np.maximum(self._row(int(s))[tokens[sel]], -1)  # END: unconstrained
         return out
 
     def allowed(self, states: np.ndarray) -> np.ndarray:
@@ -219,7 +237,8 @@ class TokenAutomaton:
         out = np.ones((len(states), self.vocab_size), dtype=bool)
         for s in np.unique(states):
             if s >= 0:
-                out[states == s] = self._row(int(s)) >= 0
+                row = self._row(int(s))
+                out[states == s] = (row >= 0) | (row == END)
         return out
 
     def run(self, history: np.ndarray) -> np.ndarray:
@@ -239,7 +258,10 @@ class TokenAutomaton:
     def to_dict(self, states: int | None = None) -> dict:
         """JSON-ready form: the regex and tokens, or the transition table."""
         if self._pattern is not None:
-            return {"tokens": list(self._tokens), "regex": self._pattern.pattern}
+            out = {"tokens": list(self._tokens), "regex": self._pattern.pattern}
+            if self.eos is not None:
+                out["eos"] = self.eos
+            return out
         return {"transitions": [[int(v) if v >= 0 else None for v in row]
                                 for row in self._table]}
 
@@ -254,12 +276,23 @@ def grammar_from_dict(obj: Any, name: str = "grammar") -> TokenAutomaton:
         raise GrammarError(f"{name}: a grammar is a JSON object with 'transitions', or "
                            f"'tokens' and 'regex'")
     keys = set(obj)
+    if obj.get("engine") == "llguidance":
+        from .grammar_engines import llguidance_grammar
+
+        extra = keys - {"engine", "tokens", "eos", "regex", "json_schema", "lark"}
+        if extra or "tokens" not in obj or "eos" not in obj:
+            raise GrammarError(f"{name}: an llguidance grammar has 'tokens', 'eos' and one of "
+                               f"'regex', 'json_schema', 'lark'")
+        return llguidance_grammar(obj["tokens"], obj["eos"], regex=obj.get("regex"),
+                                  json_schema=obj.get("json_schema"), lark=obj.get("lark"),
+                                  name=name)
     if keys == {"transitions"}:
         return TokenAutomaton(obj["transitions"], name=name)
-    if keys == {"tokens", "regex"}:
-        return TokenAutomaton.from_regex(obj["regex"], obj["tokens"], name=name)
+    if keys in ({"tokens", "regex"}, {"tokens", "regex", "eos"}):
+        return TokenAutomaton.from_regex(obj["regex"], obj["tokens"], name=name,
+                                         eos=obj.get("eos"))
     raise GrammarError(f"{name}: keys {sorted(keys)}; a grammar has 'transitions', or 'tokens' "
-                       f"and 'regex'")
+                       f"and 'regex' (and optionally 'eos')")
 
 
 def load_grammar(path: str) -> TokenAutomaton:
