@@ -1,4 +1,5 @@
-"""Token masks from a real grammar engine: llguidance (the Rust engine behind Guidance, used by
+"""Where grammars come from: JSON objects and files (`grammar_from_dict`, `load_grammar`,
+`as_grammar`), and token masks from a real grammar engine: llguidance (the Rust engine behind Guidance, used by
 vLLM, SGLang and llama.cpp for structured outputs), as a spectheory grammar.
 
 [`llguidance_grammar`][spectheory.inputs.grammar_engines.llguidance_grammar] compiles a regex, a
@@ -22,11 +23,15 @@ refuses in one line.
 from __future__ import annotations
 
 import json
+import os
 from typing import Any, Sequence
 
 import numpy as np
 
 from .stateful import END, MAX_STATES, GrammarError, TokenAutomaton
+
+#: Largest grammar file read, bytes.
+MAX_GRAMMAR_BYTES = 64 * 1024**2
 
 #: Largest vocabulary a llguidance grammar is built over here (every state's mask is a full row).
 MAX_ENGINE_VOCAB = 4096
@@ -185,4 +190,59 @@ def llguidance_grammar(tokens: Sequence[str], eos: int, *, regex: str | None = N
     return g
 
 
-__all__ = ["EngineAutomaton", "MAX_ENGINE_VOCAB", "llguidance_grammar"]
+def grammar_from_dict(obj: Any, name: str = "grammar") -> TokenAutomaton:
+    """A `TokenAutomaton` from its JSON form (see `TokenAutomaton`)."""
+    if not isinstance(obj, dict):
+        raise GrammarError(f"{name}: a grammar is a JSON object with 'transitions', or "
+                           f"'tokens' and 'regex'")
+    keys = set(obj)
+    if obj.get("engine") == "llguidance":
+        extra = keys - {"engine", "tokens", "eos", "regex", "json_schema", "lark"}
+        if extra or "tokens" not in obj or "eos" not in obj:
+            raise GrammarError(f"{name}: an llguidance grammar has 'tokens', 'eos' and one of "
+                               f"'regex', 'json_schema', 'lark'")
+        return llguidance_grammar(obj["tokens"], obj["eos"], regex=obj.get("regex"),
+                                  json_schema=obj.get("json_schema"), lark=obj.get("lark"),
+                                  name=name)
+    if keys == {"transitions"}:
+        return TokenAutomaton(obj["transitions"], name=name)
+    if keys in ({"tokens", "regex"}, {"tokens", "regex", "eos"}):
+        return TokenAutomaton.from_regex(obj["regex"], obj["tokens"], name=name,
+                                         eos=obj.get("eos"))
+    raise GrammarError(f"{name}: keys {sorted(keys)}; a grammar has 'transitions', or 'tokens' "
+                       f"and 'regex' (and optionally 'eos')")
+
+
+def load_grammar(path: str) -> TokenAutomaton:
+    """Read a grammar JSON file (see `TokenAutomaton`), one-line errors."""
+    name = f"grammar {path}"
+    try:
+        size = os.path.getsize(path)
+    except OSError as exc:
+        raise GrammarError(f"{name}: cannot read it ({exc.strerror or exc})") from None
+    if size > MAX_GRAMMAR_BYTES:
+        raise GrammarError(f"{name}: {size:,} bytes, over the limit of {MAX_GRAMMAR_BYTES:,}")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            obj = json.load(fh)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise GrammarError(f"{name}: not a JSON grammar ({exc})") from None
+    g = grammar_from_dict(obj, name=name)
+    g.path = path
+    return g
+
+
+def as_grammar(x: Any) -> TokenAutomaton | None:
+    """None, a `TokenAutomaton`, its JSON form (a dict) or a path to a JSON file."""
+    if x is None or isinstance(x, TokenAutomaton):
+        return x
+    if isinstance(x, dict):
+        return grammar_from_dict(x)
+    if isinstance(x, (str, os.PathLike)):
+        return load_grammar(os.fspath(x))
+    raise GrammarError(f"grammar must be a TokenAutomaton, a JSON object or a path, not "
+                       f"{type(x).__name__}")
+
+
+__all__ = ["EngineAutomaton", "MAX_ENGINE_VOCAB", "MAX_GRAMMAR_BYTES", "as_grammar",
+           "grammar_from_dict", "llguidance_grammar", "load_grammar"]

@@ -272,7 +272,7 @@ class SamplingParams:
             raise SamplingError(f"min_tokens = {mt} needs stop_token_ids (the tokens it "
                                 f"masks), e.g. \"min_tokens=2,stop_token_ids=0\"")
         bias = _logit_bias(self.logit_bias)
-        from .stateful import as_grammar
+        from .grammar_engines import as_grammar
 
         grammar = as_grammar(self.grammar)
         for name, value in (("repetition_penalty", rep), ("presence_penalty", pres),

@@ -47,11 +47,9 @@ refused in exact mode.
 
 from __future__ import annotations
 
-import json
 import math
-import os
 from fractions import Fraction
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -64,8 +62,6 @@ from ..runtime.errors import OptionError
 END = -2
 #: Most automaton states a grammar may hold (table automata, and regex automata as they grow).
 MAX_STATES = 100_000
-#: Largest grammar file read, bytes.
-MAX_GRAMMAR_BYTES = 64 * 1024**2
 
 
 class GrammarError(OptionError):
@@ -107,7 +103,7 @@ class TokenAutomaton:
 
     Build one from a transition table (``TokenAutomaton(table)``, ``table[s][t]`` the next state
     or -1 / None), from a regex over the tokens' strings (`TokenAutomaton.from_regex`), or read
-    one from JSON (`load_grammar`):
+    one from JSON (`spectheory.inputs.grammar_engines.load_grammar`):
 
     ```text
     {"transitions": [[1, -1, null], [-1, 0, 1]]}          # S x V, null or -1: rejected
@@ -270,62 +266,6 @@ class TokenAutomaton:
         return f"TokenAutomaton({self.name!r}, {kind}, V={self.vocab_size})"
 
 
-def grammar_from_dict(obj: Any, name: str = "grammar") -> TokenAutomaton:
-    """A `TokenAutomaton` from its JSON form (see `TokenAutomaton`)."""
-    if not isinstance(obj, dict):
-        raise GrammarError(f"{name}: a grammar is a JSON object with 'transitions', or "
-                           f"'tokens' and 'regex'")
-    keys = set(obj)
-    if obj.get("engine") == "llguidance":
-        from .grammar_engines import llguidance_grammar
-
-        extra = keys - {"engine", "tokens", "eos", "regex", "json_schema", "lark"}
-        if extra or "tokens" not in obj or "eos" not in obj:
-            raise GrammarError(f"{name}: an llguidance grammar has 'tokens', 'eos' and one of "
-                               f"'regex', 'json_schema', 'lark'")
-        return llguidance_grammar(obj["tokens"], obj["eos"], regex=obj.get("regex"),
-                                  json_schema=obj.get("json_schema"), lark=obj.get("lark"),
-                                  name=name)
-    if keys == {"transitions"}:
-        return TokenAutomaton(obj["transitions"], name=name)
-    if keys in ({"tokens", "regex"}, {"tokens", "regex", "eos"}):
-        return TokenAutomaton.from_regex(obj["regex"], obj["tokens"], name=name,
-                                         eos=obj.get("eos"))
-    raise GrammarError(f"{name}: keys {sorted(keys)}; a grammar has 'transitions', or 'tokens' "
-                       f"and 'regex' (and optionally 'eos')")
-
-
-def load_grammar(path: str) -> TokenAutomaton:
-    """Read a grammar JSON file (see `TokenAutomaton`), one-line errors."""
-    name = f"grammar {path}"
-    try:
-        size = os.path.getsize(path)
-    except OSError as exc:
-        raise GrammarError(f"{name}: cannot read it ({exc.strerror or exc})") from None
-    if size > MAX_GRAMMAR_BYTES:
-        raise GrammarError(f"{name}: {size:,} bytes, over the limit of {MAX_GRAMMAR_BYTES:,}")
-    try:
-        with open(path, encoding="utf-8") as fh:
-            obj = json.load(fh)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise GrammarError(f"{name}: not a JSON grammar ({exc})") from None
-    g = grammar_from_dict(obj, name=name)
-    g.path = path
-    return g
-
-
-def as_grammar(x: Any) -> TokenAutomaton | None:
-    """None, a `TokenAutomaton`, its JSON form (a dict) or a path to a JSON file."""
-    if x is None or isinstance(x, TokenAutomaton):
-        return x
-    if isinstance(x, dict):
-        return grammar_from_dict(x)
-    if isinstance(x, (str, os.PathLike)):
-        return load_grammar(os.fspath(x))
-    raise GrammarError(f"grammar must be a TokenAutomaton, a JSON object or a path, not "
-                       f"{type(x).__name__}")
-
-
 # ----------------------------------------------------------------------------- histories
 
 
@@ -473,6 +413,5 @@ def apply_logits(logits, sp, history):
     return x
 
 
-__all__ = ["GrammarError", "MAX_GRAMMAR_BYTES", "MAX_STATES", "TokenAutomaton",
-           "apply_exact", "apply_logits", "as_grammar", "counts", "grammar_from_dict",
-           "kit_logits", "load_grammar", "mask", "no_repeat_mask"]
+__all__ = ["END", "GrammarError", "MAX_STATES", "TokenAutomaton", "apply_exact", "apply_logits",
+           "counts", "kit_logits", "mask", "no_repeat_mask"]
