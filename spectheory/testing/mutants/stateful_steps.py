@@ -87,6 +87,7 @@ from ...runtime.errors import SpectheoryError
 from ..step import PLACEHOLDER, StepRequest, _streams, processed
 
 __all__ = ["REPLICAS", "Replica", "Rule", "RULES", "ReplicaStep", "after_token_grammar",
+           "check_step_power", "draft_half",
            "effective_frequency_penalty", "no_repeat_grammar", "replica_step", "schedule_gap",
            "stateful_instance", "stateful_step_law", "toy_repeat_instance", "tv"]
 
@@ -363,6 +364,24 @@ def replica_step(name: str) -> ReplicaStep:
     return ReplicaStep(RULES[name])
 
 
+def draft_half(name: str, draft_sampling="top_p=0.9") -> Callable:
+    """The drafting half of a replica as a draft sampler for
+    [`check_proposal`][spectheory.testing.sampler.check_proposal]
+    (``(q_rows [B, V], generator) -> (tokens [B], q_reported [B, V])``). Only mistral.rs PR #2424
+    has a half that holds its defect (the argmax of the filtered rows, reported as the filtered
+    rows); every other replica drafts correctly from the rows it reports, and its defect lies in
+    the histories its processors read, which no half sees."""
+    if name != "mistralrs-2424":
+        raise KeyError(f"{name}: no half of this replica holds its defect")
+    dp = parse_sampling(draft_sampling)
+
+    def mistralrs_2424_draft_half(q_rows, generator=None):
+        q = q_rows.to(torch.float64) if dp is None else process_rows(q_rows.to(torch.float64), dp)
+        return torch.argmax(q, dim=-1), q
+
+    return mistralrs_2424_draft_half
+
+
 # ----------------------------------------------------------------------------- exact laws
 
 
@@ -432,6 +451,8 @@ def _step_outcomes(rule: Rule, rows: _Rows, ctx: tuple, state, L: int, sp, dp):
             if rule.verify_kind == "token":
                 a = min(1.0, ps[j][x] / qs[j][x])
                 r = np.maximum(ps[j] - qs[j], 0.0)
+                if r.sum() <= 0:  # p = q up to rounding: a rejection of mass ~1e-16
+                    a = 1.0
                 if a < 1:
                     r = r / r.sum()
                     for y in range(V):
@@ -517,6 +538,28 @@ def schedule_gap(rule, instance: Instance, steps: int, samples: int, sampling=No
     sched: list = []
     stateful_step_law(rule, instance, steps, sampling, draft_sampling, schedule=sched)
     return float(sum((1 - pi) ** samples for rnd in sched for pi in rnd.values()))
+
+
+def check_step_power(law, target, samples: int, alpha: float = 1e-3, trials: int = 2000,
+                     seed: int = 0) -> float:
+    """Monte Carlo power of `check_step` on one instance against a step whose sequences follow
+    ``law`` while the reference is ``target`` (both ``[V^N]``): the fraction of ``trials``
+    multinomial samples of ``law`` that the check's own statistic (the pooled chi-square of
+    `spectheory.testing.stats` and its family) rejects at ``alpha``. Standard error at most
+    0.5 / sqrt(trials). At a few hundred samples over 81 cells the non-central chi-square
+    approximation of [`detection_power`][spectheory.testing.step.detection_power] is
+    optimistic; this is not an approximation."""
+    from .. import stats
+    from ..report import MIN_EXPECTED
+
+    rng = np.random.default_rng(seed)
+    law = np.clip(np.asarray(law, dtype=np.float64), 0, None)
+    law = law / law.sum()
+    hits = 0
+    for obs in rng.multinomial(int(samples), law, size=int(trials)):
+        t = stats.row_chi_square(obs, target, int(samples), MIN_EXPECTED)
+        hits += stats.family([t]).p_value <= alpha
+    return hits / trials
 
 
 def tv(law, target) -> float:
@@ -613,8 +656,9 @@ def effective_frequency_penalty(nominal: float, steps: int = 4, instance: Instan
 class Replica:
     """One entry of `REPLICAS`: ``rule`` (a name of `RULES`), the project and thread, the
     request's ``sampling`` (a factory: grammars are objects), the ``steps`` of the stated check,
-    and ``samples`` at which `check_step` catches it with power >= 0.9 (from
-    [`detection_power`][spectheory.testing.step.detection_power] against the exact law)."""
+    and ``samples``, at which `check_step` (one instance, alpha = 1e-3, the stated steps) has
+    power >= 0.99 against the exact law (`check_step_power`, Monte Carlo of the check's own
+    statistic), with a margin: 1.5 times that count, rounded up, at least 100."""
 
     rule: str
     project: str
@@ -631,49 +675,49 @@ def _sp(**kw) -> Callable:
 
 REPLICAS = {
     "sglang-33643-frequency": Replica(
-        "sglang-33643", "SGLang", "PR #33643", _sp(frequency_penalty=1.0), 2, 0,
+        "sglang-33643", "SGLang", "PR #33643", _sp(frequency_penalty=1.0), 2, 1_400,
         "penalizers fed output_ids[-1] once per step: one token per step in the counts"),
     "sglang-33643-min-tokens": Replica(
-        "sglang-33643", "SGLang", "PR #33643", _sp(min_tokens=3, stop_token_ids=(2,)), 2, 0,
+        "sglang-33643", "SGLang", "PR #33643", _sp(min_tokens=3, stop_token_ids=(2,)), 2, 250,
         "min_new_tokens counts steps, not tokens: the stop token masked too long"),
     "sglang-40244": Replica(
-        "sglang-40244", "SGLang", "PR #40244", _sp(frequency_penalty=1.0), 2, 0,
+        "sglang-40244", "SGLang", "PR #40244", _sp(frequency_penalty=1.0), 2, 850,
         "one [bs, V] penalty row from the committed context broadcast to every verify position"),
     "sglang-28242": Replica(
         "sglang-28242", "SGLang", "#28180 / PRs #28200, #28242", _sp(repetition_penalty=2.0), 2,
-        0, "repetition penalty at the bonus position only, from a snapshot one round late"),
+        1_600, "repetition penalty at the bonus position only, from a snapshot one round late"),
     "trtllm-17701": Replica(
-        "trtllm-17701", "TensorRT-LLM", "PR #17701", _sp(frequency_penalty=1.0), 2, 0,
+        "trtllm-17701", "TensorRT-LLM", "PR #17701", _sp(frequency_penalty=1.0), 2, 350,
         "one-model speculation ignores the penalties: target unpenalised"),
     "vllm-33251": Replica(
-        "vllm-33251", "vLLM", "PR #33251 (review)", _sp(frequency_penalty=1.0), 2, 0,
+        "vllm-33251", "vLLM", "PR #33251 (review)", _sp(frequency_penalty=1.0), 2, 3_100,
         "the last sampled token counted twice at verify positions j >= 1"),
     "vmlx-361": Replica(
-        "vmlx-361", "vmlx-swift", "PR #361", _sp(frequency_penalty=1.0), 2, 0,
+        "vmlx-361", "vmlx-swift", "PR #361", _sp(frequency_penalty=1.0), 2, 500,
         "draft and verify processor copies share counts: rejected drafts recorded, accepted "
         "twice"),
     "tgi-penalty": Replica(
         "tgi", "TGI", "utils/tokens.py HeterogeneousNextTokenChooser",
-        _sp(frequency_penalty=1.0), 2, 0,
+        _sp(frequency_penalty=1.0), 2, 1_900,
         "every speculative position penalised with the committed input_ids"),
     "tgi-grammar": Replica(
         "tgi", "TGI", "utils/tokens.py HeterogeneousNextTokenChooser",
-        lambda: SamplingParams(grammar=no_repeat_grammar()), 2, 0,
+        lambda: SamplingParams(grammar=no_repeat_grammar()), 2, 100,
         "every speculative position masked at the committed FSM state"),
     "mlx-node-11": Replica(
-        "mlx-node-11", "mlx-node", "PR #11", _sp(repetition_penalty=2.0), 2, 0,
+        "mlx-node-11", "mlx-node", "PR #11", _sp(repetition_penalty=2.0), 2, 1_200,
         "repetition penalty before the generation's first sample only"),
     "vllm-31858": Replica(
         "vllm-31858", "vLLM", "#31858 / PR #44993 (with #44297)",
-        lambda: SamplingParams(grammar=after_token_grammar()), 2, 0,
+        lambda: SamplingParams(grammar=after_token_grammar()), 2, 100,
         "positions after a reasoning-end token drafted inside the window not masked"),
     "vllm-42744": Replica(
-        "vllm-42744", "vLLM", "#42744 / PR #42802", _sp(min_p=0.5), 2, 0,
+        "vllm-42744", "vLLM", "#42744 / PR #42802", _sp(min_p=0.5), 2, 100,
         "min_p skipped on verified positions; the bonus row honours it"),
     "trtllm-19390": Replica(
-        "trtllm-19390", "TensorRT-LLM", "PR #19390", _sp(top_k=2), 2, 0,
+        "trtllm-19390", "TensorRT-LLM", "PR #19390", _sp(top_k=2), 2, 100,
         "an unset temperature normalised to the greedy sentinel 1e-5: top_k alone is greedy"),
     "mistralrs-2424": Replica(
-        "mistralrs-2424", "mistral.rs", "PR #2424", _sp(top_p=0.9), 2, 0,
+        "mistralrs-2424", "mistral.rs", "PR #2424", _sp(top_p=0.9), 2, 150,
         "argmax of the filtered distribution instead of a sample, drafts and target"),
 }
