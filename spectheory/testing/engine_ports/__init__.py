@@ -5,12 +5,15 @@ their released sources in the engines' own call layouts, for the layout presets
 * [`trtllm`][spectheory.testing.engine_ports.trtllm]: TensorRT-LLM's PyTorch-flow rejection
   sampling (``TorchSampler``'s ``_process_draft_tokens_rejection_sampling``);
 * [`llamacpp`][spectheory.testing.engine_ports.llamacpp]: llama.cpp's stochastic speculative
-  verification (examples/speculative/speculative.cpp).
+  verification (examples/speculative/speculative.cpp);
+* [`tgi`][spectheory.testing.engine_ports.tgi]: Text Generation Inference's whole speculative
+  step (``HeterogeneousNextTokenChooser`` with speculated ids: sample-match, its processors fed
+  the committed ids at every position), in `check_step`'s signature.
 
 Each takes ``bug=`` (one of `PORT_BUGS`) to plant a bug for negative controls.
 """
 
-from . import llamacpp, trtllm
+from . import llamacpp, tgi, trtllm
 
 #: Planted bugs of these ports (as `spectheory.testing.adapters.PORT_BUGS`): the acceptance of
 #: X_i read from the target row one position late; the correction drawn from the target row
@@ -18,4 +21,4 @@ from . import llamacpp, trtllm
 #: comparison reversed.
 PORT_BUGS = ("target-row", "correction-from-p", "residual-row", "coin-compare")
 
-__all__ = ["trtllm", "llamacpp", "PORT_BUGS"]
+__all__ = ["trtllm", "llamacpp", "tgi", "PORT_BUGS"]
