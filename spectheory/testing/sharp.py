@@ -75,7 +75,7 @@ from scipy.optimize import linprog
 from scipy.stats import chi2, ncx2
 
 from ..runtime._lazy import torch
-from ..runtime.errors import SpectheoryError
+from ..runtime.errors import SpectheoryError, UserCodeError, call_user
 from .report import MIN_EXPECTED, POWER, DraftRows
 
 __all__ = ["Replica", "ReplicaPower", "SharpDesign", "Allocation", "allocate", "binned_divergence",
@@ -141,6 +141,26 @@ class ReplicaPower:
     simulated: float | None = None
 
 
+# ----------------------------------------------------------------------------- arguments
+
+
+def _count(name: str, value, least: int = 1) -> int:
+    """``value`` as an int >= ``least``, or one line naming the argument (a bool, a float, a
+    string, NaN or inf is refused, not rounded)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
+        raise SpectheoryError(f"{name} = {value!r} must be an integer >= {least}")
+    return int(value)
+
+
+def _level(alpha) -> float:
+    """``alpha`` as a float strictly between 0 and 1, or one line (a bool, a string, NaN or inf
+    is refused)."""
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(float(alpha)) or not 0 < float(alpha) < 1:
+        raise SpectheoryError(f"alpha = {alpha!r} must be a number strictly between 0 and 1")
+    return float(alpha)
+
+
 # ----------------------------------------------------------------------------- statistics
 
 
@@ -192,6 +212,7 @@ def replica_power(ns: Sequence[int], cs: Sequence[float], zs: Sequence[float],
     with per-row divergences ``cs``, zero-cell masses ``zs`` (rows with ``ns`` samples and
     ``dofs`` degrees of freedom): 1 - (1 - P_zero)(1 - P_chi), P_chi the larger of the global
     and the per-row tests' non-central chi-square powers (module docstring)."""
+    alpha = _level(alpha)
     ns = np.asarray(ns, dtype=np.float64)
     cs = np.asarray(cs, dtype=np.float64)
     zs = np.asarray(zs, dtype=np.float64)
@@ -321,6 +342,9 @@ def allocate(ref: Sequence[np.ndarray], laws: dict, budget: int, alpha: float = 
     4 delta_B^2 P(tau = L) on rows with a degree of freedom; `GENERIC_BONUS`). Replicas whose exact law equals the
     reference on every candidate row cannot be caught by any allocation and raise; drop them
     first."""
+    budget = _count("budget", budget)
+    alpha = _level(alpha)
+    max_rows = _count("max_rows", max_rows)
     names = list(laws)
     if not names:
         raise SpectheoryError("no replicas to design against")
@@ -593,14 +617,26 @@ def kit_replicas(verifier: str = "token", ports: bool = True, paths: int = 1) ->
 
 def _as_replicas(replicas, verifier: str) -> list[Replica]:
     out = []
+    if isinstance(replicas, (str, bytes, Replica)) or not hasattr(replicas, "__iter__"):
+        raise SpectheoryError(f"replicas must be a list of Replica or (name, law) pairs, not "
+                              f"{type(replicas).__name__}")
     for r in replicas:
         if isinstance(r, Replica):
+            if r.law is not None and not callable(r.law):
+                raise SpectheoryError(f"replica {r.name!r}: its law is not callable (a "
+                                      f"{type(r.law).__name__}); give law(drafts, q, p) -> Law "
+                                      f"or None")
             out.append(r)
-        elif isinstance(r, tuple) and len(r) == 2 and callable(r[1]):
+        elif isinstance(r, tuple) and len(r) == 2:
+            if not callable(r[1]):
+                raise SpectheoryError(f"replica {str(r[0])!r}: its law is not callable (a "
+                                      f"{type(r[1]).__name__}); give (name, law) with "
+                                      f"law(drafts, q, p) -> Law")
             out.append(Replica(str(r[0]), r[1], None, verifier))
         else:
             raise SpectheoryError(f"a replica must be a Replica or a (name, law) pair, not "
-                                  f"{type(r).__name__}")
+                                  f"{type(r).__name__}" + (f" of {len(r)}" if isinstance(r, tuple)
+                                                           else ""))
     return out
 
 
@@ -614,10 +650,10 @@ def _cells(law, K1: bool) -> np.ndarray:
     return cells.reshape(cells.shape[0], -1).numpy()
 
 
-def _laws_on(pool, fn) -> list[np.ndarray]:
+def _laws_on(pool, fn, name: str = "replica") -> list[np.ndarray]:
     """Each group's cell probabilities under ``fn`` (a single-path law function on rows
     ``drafts [B, L]``, or a K-path one on ``drafts [B, K, L]``); NaN rows: no law there."""
-    return [_rep_cells(fn, d, q, p) for d, q, p in pool]
+    return [_rep_cells(fn, d, q, p, name) for d, q, p in pool]
 
 
 def _ref_cells(how, d, q, p) -> np.ndarray:
@@ -628,13 +664,27 @@ def _ref_cells(how, d, q, p) -> np.ndarray:
     return _cells(how.spec.law(d, q, p), False)
 
 
-def _rep_cells(fn, d, q, p) -> np.ndarray:
+def _rep_cells(fn, d, q, p, name: str = "replica") -> np.ndarray:
     """A replica's cell probabilities on rows of either form (a single-path law function gets
-    ``drafts [B, L]``)."""
+    ``drafts [B, L]``). The law is user code: one that raises or returns something that is not a
+    law of these rows is a one-line `UserCodeError` naming the replica."""
     q, p = q.to(torch.float64), p.to(torch.float64)
+    K = 1 if d.dim() == 2 else int(d.shape[1])
     if d.dim() == 3 and d.shape[1] == 1:
         d, q, p = d[:, 0], q[:, 0], p[:, 0]
-    return _cells(fn(d, q, p), True)
+    what = f"the law of replica {name!r}"
+    law = call_user(fn, d, q, p, what=what)
+    B, L, V = int(d.shape[0]), int(d.shape[-1]), int(p.shape[-1])
+    try:
+        cells = _cells(law, True)
+    except Exception as exc:  # noqa: BLE001 - anything a user's law returns
+        raise UserCodeError(f"{what} returned {type(law).__name__}, not a Law (stop [B, L+1], "
+                            f"correction [B, L+1, V]): {type(exc).__name__}") from exc
+    if cells.shape != (B, K * (L + 1) * V):
+        raise UserCodeError(f"{what} returned a law of {cells.shape[1] if cells.ndim == 2 else '?'}"
+                            f" cells a row on {B} rows of {K * (L + 1) * V} cells (K = {K}, "
+                            f"L = {L}, V = {V})")
+    return cells
 
 
 def _reach_bonus(cells: np.ndarray, d, tv: float | None) -> np.ndarray:
@@ -778,10 +828,13 @@ def sharp_design(replicas: Sequence | None = None, verifier: str = "token", budg
     arguments give the same rows, whatever sampler is checked on them."""
     from ..registry import plan
 
-    if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or budget < 1:
-        raise SpectheoryError(f"budget = {budget!r} must be a positive integer")
-    if not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
-        raise SpectheoryError(f"alpha = {alpha!r} must lie strictly between 0 and 1")
+    budget = _count("budget", budget)
+    alpha = _level(alpha)
+    max_rows = _count("max_rows", max_rows)
+    for nm, tv in (("generic_tv", generic_tv), ("bonus_tv", bonus_tv)):
+        if tv is not None and (isinstance(tv, bool) or not isinstance(tv, (int, float))
+                               or not math.isfinite(tv) or not 0 < tv <= 1):
+            raise SpectheoryError(f"{nm} = {tv!r} must be None or a number in (0, 1]")
     how = plan(verifier, paths)
     K = how.paths
     if K == 1 and not how.spec.single_path:
@@ -797,7 +850,7 @@ def sharp_design(replicas: Sequence | None = None, verifier: str = "token", budg
     by_key: dict = {}
     for r in visible:
         by_key.setdefault(r.law_key or r.name, r)
-    laws = {key: _laws_on(pool, r.law) for key, r in by_key.items()}
+    laws = {key: _laws_on(pool, r.law, r.name) for key, r in by_key.items()}
     reach = [_reach_bonus(cells, d, bonus_tv) for cells, (d, _, _) in zip(ref, pool)]
     alloc = allocate(ref, laws, int(budget), alpha, max_rows, generic_tv=generic_tv,
                      bonus=reach, bonus_tv=bonus_tv)
@@ -856,6 +909,7 @@ def sharp_rows(mode: str = "law", verifier: str = "token", budget: int = 3000,
     ([`kit_design`][spectheory.testing.sharp.kit_design])."""
     if mode != "law":
         raise SpectheoryError(f"sharp rows serve mode 'law' (fixed draft rows), not {mode!r}")
+    budget, alpha = _count("budget", budget), _level(alpha)
     if replicas is None:
         return kit_design(verifier, budget, alpha, paths or 1).rows
     return sharp_design(replicas, verifier, budget, alpha, paths=paths).rows
@@ -873,7 +927,8 @@ def kit_design(verifier: str = "token", budget: int = 3000, alpha: float = 1e-3,
     sampler that writes into its inputs cannot change a later design)."""
     import dataclasses
 
-    d = _cached(verifier, int(budget), float(alpha), int(paths))
+    budget, alpha, paths = _count("budget", budget), _level(alpha), _count("paths", paths)
+    d = _cached(verifier, budget, alpha, paths)
     return dataclasses.replace(d, rows=[DraftRows(*(x.clone() for x in r)) for r in d.rows])
 
 
@@ -890,10 +945,16 @@ def predicted_power(rows: Sequence[DraftRows], replicas: Sequence, verifier: str
     from ..registry import plan
     from .budget import split
 
+    samples, alpha = _count("samples", samples), _level(alpha)
     how = plan(verifier, paths)
     rows = [DraftRows(*(torch.as_tensor(x) for x in r)) for r in rows]
     total = sum(r.drafts.shape[0] for r in rows)
-    ns = np.array(split(int(samples), total))
+    if total < 1:
+        raise SpectheoryError("no draft rows to predict the power on")
+    if samples < total:
+        raise SpectheoryError(f"samples = {samples} is fewer than the {total} draft rows "
+                              f"(check_sampler gives every row at least one sample)")
+    ns = np.array(split(samples, total))
     ref = [_ref_cells(how, d, q, p) for d, q, p in rows]
     out = {}
     for r in _as_replicas(replicas, verifier):
@@ -902,7 +963,7 @@ def predicted_power(rows: Sequence[DraftRows], replicas: Sequence, verifier: str
         cs, zs, ds, tvs = [], [], [], []
         start = 0
         for g, (d, q, p) in enumerate(rows):
-            law = _rep_cells(r.law, d, q, p)
+            law = _rep_cells(r.law, d, q, p, r.name)
             if np.isnan(law).any():
                 raise SpectheoryError(f"replica {r.name} has no law on a row of group {g}")
             B = d.shape[0]
@@ -962,16 +1023,24 @@ def simulated_power(rows: Sequence[DraftRows], replica, verifier: str = "token",
     from ..registry import plan
     from .budget import split
 
+    samples, alpha, reps = _count("samples", samples), _level(alpha), _count("reps", reps)
     how = plan(verifier, paths)
     rep_ = _as_replicas([replica], verifier)[0]
+    if rep_.law is None:
+        raise SpectheoryError(f"replica {rep_.name} has no exact law to simulate from")
     rng = np.random.default_rng(seed)
     total = sum(int(r[0].shape[0]) for r in rows)
-    ns = split(int(samples), total)
+    if total < 1:
+        raise SpectheoryError("no draft rows to simulate the check on")
+    if samples < total:
+        raise SpectheoryError(f"samples = {samples} is fewer than the {total} draft rows "
+                              f"(check_sampler gives every row at least one sample)")
+    ns = split(samples, total)
     stats_rows, dofs, caught = [], [], np.zeros(reps, dtype=bool)
     k = 0
     for d, q, p in rows:
         ref = _ref_cells(how, d, q, p)
-        bug = _rep_cells(rep_.law, d, q, p)
+        bug = _rep_cells(rep_.law, d, q, p, rep_.name)
         if np.isnan(bug).any():
             raise SpectheoryError(f"replica {rep_.name} has no law on one of the rows")
         for b in range(d.shape[0]):
