@@ -1310,3 +1310,180 @@ def frontier_lp(model, delta):
     A.append(budget)
     b.append(2 * delta)
     return certified_max(c, A, b)[0]
+
+
+# ----------------------------------------------------------------------------- grammars (2605.07698)
+#
+# Grammar-constrained decoding (Nie et al., arXiv 2605.07698, FVO-Spec), by brute force over
+# V^N: a grammar is a status function of a token tuple, "bad" (some token not allowed),
+# "open" (every token allowed, no stop token yet) or "ended" (every token allowed up to a stop
+# token, anything after it). Valid within N tokens = "ended".
+
+
+def dyck_status(kinds, eos, depth=None):
+    """Dyck words over ``kinds`` bracket pairs (token 2k opens kind k, 2k + 1 closes it), the
+    stop token ``eos`` allowed at an empty stack, nesting at most ``depth`` (None: any)."""
+
+    def status(seq):
+        stack = []
+        for t in seq:
+            if t == eos:
+                if stack:
+                    return "bad"
+                return "ended"
+            kind, closing = divmod(t, 2)
+            if kind >= kinds:
+                return "bad"
+            if closing:
+                if not stack or stack[-1] != kind:
+                    return "bad"
+                stack.pop()
+            else:
+                if depth is not None and len(stack) >= depth:
+                    return "bad"
+                stack.append(kind)
+        return "open"
+
+    return status
+
+
+#: The finite JSON-like language over ``{ } "k" : 1 ,`` (ids 0..5), eos 6: every word spelt out.
+_MEMBER = [(2, 3, 4), (2, 3, 0, 1)]
+JSON_WORDS = [(0, 1)] + [(0,) + m + (1,) for m in _MEMBER] + \
+    [(0,) + m + (5,) + n + (1,) for m in _MEMBER for n in _MEMBER]
+
+
+def json_status(seq):
+    seq = tuple(seq)
+    for i, t in enumerate(seq):
+        if t == 6:
+            return "ended" if seq[:i] in JSON_WORDS else "bad"
+    return "open" if any(w[:len(seq)] == seq for w in JSON_WORDS) else "bad"
+
+
+def _allowed_after(status, s, a):
+    """After the stop token every token is allowed; after a rejected prefix too (a prefix of
+    probability zero under the masked law: its row is then left as it is)."""
+    return status(tuple(s)) != "open" or status(tuple(s) + (a,)) != "bad"
+
+
+class RowsModel(Model):
+    """A model given by row functions (prefix -> row of Fractions)."""
+
+    def __init__(self, V, L, p_rows, q_rows):
+        self.V, self.L, self.p_rows, self.q_rows = V, L, p_rows, q_rows
+
+
+def masked_rows(rows, status, V):
+    """The rows masked by the grammar at each prefix and renormalised (local masking)."""
+
+    def out(prefix):
+        r = [x if _allowed_after(status, prefix, a) else F(0) for a, x in enumerate(rows(prefix))]
+        z = sum(r)
+        if z == 0:
+            raise ValueError(f"no allowed mass after {prefix}")
+        return [x / z for x in r]
+
+    return out
+
+
+def proj_law(model, status, N):
+    """mu_proj over V^N: the masked rows chained."""
+    rows = masked_rows(model.p_rows, status, model.V)
+    out = {}
+    for x in model.seqs(N):
+        w = F(1)
+        for i in range(N):
+            w *= rows(x[:i])[x[i]]
+            if not w:
+                break
+        out[x] = w
+    return out
+
+
+def star_law(model, status, N):
+    """mu* over V^N: p(x) 1[x ended within N] normalised."""
+    w = {x: (model.P(x) if status(x) == "ended" else F(0)) for x in model.seqs(N)}
+    z = sum(w.values())
+    return {x: v / z for x, v in w.items()}
+
+
+def law_tv(a, b):
+    keys = set(a) | set(b)
+    return sum((abs(a.get(k, F(0)) - b.get(k, F(0))) for k in keys), F(0)) / 2
+
+
+def marginal(law, n):
+    out = {}
+    for x, v in law.items():
+        out[x[:n]] = out.get(x[:n], F(0)) + v
+    return out
+
+
+def law_rows(law, V, fallback):
+    """The conditionals of a law over V^N: row(s)[a] = law(s a .) / law(s .); ``fallback``'s row
+    where law(s .) = 0."""
+    cache = {}
+
+    def rows(prefix):
+        prefix = tuple(prefix)
+        if prefix not in cache:
+            tot = sum((v for x, v in law.items() if x[:len(prefix)] == prefix), F(0))
+            if tot == 0:
+                cache[prefix] = list(fallback(prefix))
+            else:
+                cache[prefix] = [sum((v for x, v in law.items()
+                                      if x[:len(prefix) + 1] == prefix + (a,)), F(0)) / tot
+                                 for a in range(V)]
+        return cache[prefix]
+
+    return rows
+
+
+def grammar_verification_laws(model, status, fvo):
+    """Token and block verification over one block (N = L + 1) with the draft masked by the
+    grammar, against the locally masked target (``fvo`` False) or against mu*'s conditionals
+    (``fvo`` True: FVO-Spec with exact Phi). Returns {"token": (law, E[tau + 1]), "block": ...}
+    over V^(L+1), each law completed by sampling the verification target."""
+    N = model.L + 1
+    q = masked_rows(model.q_rows, status, model.V)
+    if fvo:
+        p = law_rows(star_law(model, status, N), model.V, model.p_rows)
+    else:
+        p = masked_rows(model.p_rows, status, model.V)
+    m = RowsModel(model.V, model.L, p, q)
+    tok_law, tok_e, _ = static_ensemble(m, 1)  # weight 1 on the target: token verification
+    blk_law, blk_e = block_law(m)
+    return {"token": (tok_law, tok_e), "block": (blk_law, blk_e)}
+
+
+def lookahead_law(model, status, N, k):
+    """The law of sampling token by token from p(a | s) h(s a) normalised, h = Phi_k (k >= 1:
+    the probability that the next min(k, N - |s|) tokens after s keep the word allowed, and that
+    it ends within N when |s| + k >= N; k = 0: 1[s allowed])."""
+
+    def h(s):
+        d = len(s)
+        if k == 0:
+            return F(0) if status(s) == "bad" else F(1)
+        m = min(d + k, N)
+        tot = F(0)
+        for rest in itertools.product(range(model.V), repeat=m - d):
+            st = status(tuple(s) + rest)
+            if st == "bad" or (m == N and st != "ended"):
+                continue
+            tot += model.P(rest, s)
+        return tot
+
+    out = {}
+    for x in model.seqs(N):
+        w = F(1)
+        for i in range(N):
+            s = x[:i]
+            num = [model.p(s, a) * h(s + (a,)) for a in range(model.V)]
+            z = sum(num)
+            w *= num[x[i]] / z if z else model.p(s, x[i])
+            if not w:
+                break
+        out[x] = w
+    return out
