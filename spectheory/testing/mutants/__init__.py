@@ -53,10 +53,11 @@ from ...inputs.instances import instance_from_dict
 from ...inputs.random_instances import random_instance
 from ...registry import VerifierSpec
 from . import coins, draft_q, formulas, gbv_reference, proposals
-from . import steps
+from . import stateful_steps, steps
 
 __all__ = ["Catch", "Claim", "ClaimCheck", "CLAIMS", "Mutant", "MUTANTS", "KINDS", "VERDICTS",
-           "coins", "draft_q", "formulas", "gbv_reference", "proposals", "steps",
+           "coins", "draft_q", "formulas", "gbv_reference", "proposals", "stateful_steps",
+           "steps",
            "two_token_example",
            "pq_half_instance", "gbv_three_token_instance", "capped_tie_instance",
            "fp16_instance"]
