@@ -61,12 +61,14 @@ def main(argv=None) -> int:
              "one instance per check, alpha = 1e-3. TV_s: exact total variation of the "
              "replica's law of the first s + 2 tokens to the processed target's. n90 / n99: "
              "samples at which `check_step` (steps = 2) has power >= 0.9 / 0.99 against the "
-             "exact law, by Monte Carlo of the check's own statistic (`check_step_power`, 2,000 trials); "
-             "n90 (approx.): the non-central chi-square approximation `detection_power`. Verdicts at the stated samples (`Replica.samples`, "
+             "exact law, by Monte Carlo of the check's own statistic (`check_step_power`, "
+             "2,000 trials); n90 (approx.): the non-central chi-square approximation "
+             "`detection_power`. Verdicts at the stated samples (`Replica.samples`, "
              "seed 0); caught: failed `check_step` (steps = 2) at n90 over seeds 0.."
              f"{args.seeds - 1}.", "",
              "| replica | parameters | TV_1 | TV_2 | n90 (approx.) | n90 | n99 | stated | "
-             "steps=1 | steps=2 | caught at n90 |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "steps=1 | steps=2 | caught at n90 |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     t0 = time.perf_counter()
     for name, rep in ss.REPLICAS.items():
         sp = rep.sampling()
@@ -88,7 +90,8 @@ def main(argv=None) -> int:
                                     samples=max(n90, 100), steps=2, sampling=sp, alpha=ALPHA,
                                     seed=k).passed for k in range(args.seeds))
         lines.append(f"| {name} ({rep.project} {rep.thread}) | {sp} | {tvs[0]:.6f} | "
-                     f"{tvs[1]:.6f} | {a90:,} | {n90:,} | {n99:,} | {rep.samples:,} | {verdict[1]} | "
+                     f"{tvs[1]:.6f} | {a90:,} | {n90:,} | {n99:,} | {rep.samples:,} | "
+                     f"{verdict[1]} | "
                      f"{verdict[2]} | {caught}/{args.seeds} |")
         print(lines[-1], flush=True)
     lines += ["", "## SGLang PR #33643: the effective frequency penalty", "",

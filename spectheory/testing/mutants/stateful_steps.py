@@ -72,7 +72,6 @@ Replicas (`REPLICAS`: name -> `Replica`):
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 from typing import Callable
 
