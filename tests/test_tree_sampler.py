@@ -191,7 +191,7 @@ def test_visiting_siblings_in_another_order_is_not_a_bug():
     def reversed_siblings(predicts, accept_index, accept_token_num, candidates, retrive_index,
                           retrive_next_token, retrive_next_sibling, uniform_samples,
                           uniform_samples_for_final_sampling, target_probs, draft_probs,
-                          **kw):
+                          threshold_single=1.0, threshold_acc=1.0, deterministic=True):
         nt, ns = retrive_next_token.clone(), retrive_next_sibling.clone()
         for b in range(nt.shape[0]):
             for u in range(nt.shape[1]):
@@ -208,7 +208,8 @@ def test_visiting_siblings_in_another_order_is_not_a_bug():
                                               candidates, retrive_index, nt, ns,
                                               uniform_samples,
                                               uniform_samples_for_final_sampling, target_probs,
-                                              draft_probs, **kw)
+                                              draft_probs, threshold_single, threshold_acc,
+                                              deterministic)
 
     assert check_tree_sampler(sglang(reversed_siblings), tree=CHOICES, samples=3000).passed
 
@@ -474,3 +475,51 @@ def test_real_sglang_kernel_through_the_preset_when_available():
     assert not check_tree_sampler(sampler, tree=(2,), drafting="iid", samples=3000,
                                   instances=[two_token(F(1, 2), F(2, 3)).to_float()],
                                   mode="lossless").passed
+
+
+# ----------------------------------------------------------------------------- mixed batches
+
+
+def _mixing(base, how):
+    """A sampler that mixes up the rows of its batch: ``roll`` returns row i - 1's outputs as row
+    i's; ``row0`` verifies every row against row 0's target rows."""
+
+    def sampler(tokens, parents, q, p, generator):
+        if how == "row0":
+            return base(tokens, parents, q, p[:1].expand_as(p).clone(), generator)
+        node, y = base(tokens, parents, q, p, generator)
+        return torch.as_tensor(node).roll(1), torch.as_tensor(y).roll(1)
+
+    for attr in ("spectheory_tree_verifier", "spectheory_tree_drafting"):
+        if hasattr(base, attr):
+            setattr(sampler, attr, getattr(base, attr))
+    return sampler
+
+
+@pytest.mark.parametrize("engine", ["sglang", "eagle"])
+def test_a_sampler_that_mixes_up_the_rows_of_a_batch_fails(engine):
+    """Each call gets the drafted trees of every instance of one vocabulary size, shuffled
+    (exact counts per tree): SGLang's kernel under its norep drafting (6 trees an instance) and
+    EAGLE's evaluate_posterior under top-k (one tree an instance, mixed across the two V = 3
+    default instances). Rolling the outputs by one row, or reading row 0's target rows for
+    every row, fails at 3,000 samples in each of 5 seeds; the correct port passes all 5 (alpha
+    = 1e-3 a check, at most 0.005 for the 5)."""
+    base = sglang() if engine == "sglang" else eagle()
+    for seed in range(5):
+        rep = check_tree_sampler(base, tree=CHOICES, samples=3000, seed=seed)
+        assert rep.passed, str(rep)
+        assert not any("mixes up the rows" in n for n in rep.notes)
+        for how in ("roll", "row0"):
+            bad = check_tree_sampler(_mixing(base, how), tree=CHOICES, samples=3000, seed=seed)
+            assert not bad.passed, (how, seed, str(bad))
+
+
+def test_one_tree_per_vocabulary_size_says_mixing_is_untested():
+    """Top-k drafting on one instance drafts one tree: each call's rows are that tree repeated,
+    so a row-mixing sampler cannot be told from a correct one, and the report says so."""
+    inst = random_instance(3, 2, 11)
+    base = eagle()
+    rep = check_tree_sampler(_mixing(base, "roll"), tree=CHOICES, instances=[inst],
+                             samples=2000, seed=0)
+    assert rep.passed and any("mixes up the rows of a batch goes untested" in n
+                              for n in rep.notes), str(rep)

@@ -598,28 +598,25 @@ def _law_mode(sampler, spec, tree, drafting, instances, samples, alpha, seed, dr
     parents = tuple(tree.parents)
     name = spec.name
     tests, worst, impossible = [], None, None
-    offset = 0
     N = tree.n_drafted
+    obs_of, note = _mixed_counts(sampler, setup, per_row, parents, G, N, max_batch, seed, sg, who)
+    if note:
+        return _failed("tree-law", samples, alpha, name, note, tree.describe(), drafting, n_rows)
+    sizes = {}
+    for d, _, _, _ in setup:
+        sizes[d.q.shape[-1]] = sizes.get(d.q.shape[-1], 0) + d.tokens.shape[0]
+    if max(sizes.values()) < 2:
+        notes = list(notes) + ["every vocabulary size has one drafted tree, so each call's rows are one "
+                     "tree repeated and a sampler that mixes up the rows of a batch goes "
+                     "untested; give two instances of one vocabulary size (or iid/norep "
+                     "drafting) to test it"]
+    offset = 0
     for inst_i, (d, laws, groups, paths_of) in enumerate(setup):
         R = d.tokens.shape[0]
         V = d.q.shape[-1]
         counts = per_row[offset:offset + R]
         offset += R
-        group_t = torch.tensor(groups, dtype=torch.long)  # [R, N+1]
-        obs = np.zeros(R * G * V, dtype=np.int64)
-        chunk = _chunk(tree.n_nodes, V, max_batch)
-        for r in range(R):  # one drafted tree repeated, a chunk a call (memory: one chunk)
-            for s0 in range(0, counts[r], chunk):
-                m = min(chunk, counts[r] - s0)
-                rows = torch.full((m,), r, dtype=torch.long)
-                out = sampler(d.tokens[rows], parents, d.q[rows], d.p[rows], sg)
-                res, note = _outputs(out, m, N + 1, V, who)
-                if note:
-                    return _failed("tree-law", samples, alpha, name, note, tree.describe(),
-                                   drafting, n_rows)
-                node, y = res
-                cell = r * (G * V) + group_t[r, node] * V + y
-                obs += np.bincount(cell.numpy(), minlength=R * G * V)
+        obs = obs_of[inst_i]
         for r in range(R):
             probs = _cell_probs(laws[r], G, V)
             o = obs[r * G * V:(r + 1) * G * V]
@@ -636,6 +633,55 @@ def _law_mode(sampler, spec, tree, drafting, instances, samples, alpha, seed, dr
             impossible, worst = _cells(t, probs, o, label, "probability 0", impossible, worst)
     return _tree_report("tree-law", tests, samples, alpha, name, worst, impossible,
                         tree.describe(), drafting, notes, min(per_row))
+
+
+def _mixed_counts(sampler, setup, per_row, parents, G, N, max_batch, seed, sg, who):
+    """Call the sampler on every drafted tree its exact number of times (``per_row``, in setup
+    order), the trees of all instances of one vocabulary size V mixed: each call gets a random
+    draw (without replacement) from the trees' remaining counts, shuffled, so the rows of a
+    batch are different trees in random order, as in an engine's batch. A sampler that mixes up
+    the rows of a batch (row 0's target rows for every row, outputs rolled by one) then emits
+    one tree's law under another's label and fails; a correct sampler's outputs are still
+    independent draws from each tree's own law, with the same count per tree, so the statistics
+    (and the false-alarm rate) are those of one tree a call. The mixing has its own stream,
+    keyed by ``seed``. Returns (per instance the counts [R G V] of (tree, node group, Y), None)
+    or (None, a note on unusable outputs)."""
+    rng = np.random.default_rng([int(seed), 0x6D6978])
+    start, by_v = 0, {}
+    for i, (d, _, _, _) in enumerate(setup):
+        R = d.tokens.shape[0]
+        by_v.setdefault(d.q.shape[-1], []).append((i, start, R))
+        start += R
+    obs_of = [None] * len(setup)
+    for V, members in sorted(by_v.items()):
+        tok = torch.cat([setup[i][0].tokens for i, _, _ in members])
+        q = torch.cat([setup[i][0].q for i, _, _ in members])
+        p = torch.cat([setup[i][0].p for i, _, _ in members])
+        grp = torch.cat([torch.tensor(setup[i][2], dtype=torch.long) for i, _, _ in members])
+        left = np.concatenate([per_row[s0:s0 + R] for _, s0, R in members]).astype(np.int64)
+        T = len(left)
+        obs = np.zeros(T * G * V, dtype=np.int64)
+        chunk = _chunk(G, V, max_batch)
+        while left.sum() > 0:
+            total = int(left.sum())
+            m = min(chunk, total)
+            take = left.copy() if m == total else rng.multivariate_hypergeometric(left, m)
+            left -= take
+            labels = np.repeat(np.arange(T), take)
+            rng.shuffle(labels)
+            rows = torch.as_tensor(labels, dtype=torch.long)
+            out = sampler(tok[rows], parents, q[rows], p[rows], sg)
+            res, note = _outputs(out, m, N + 1, V, who)
+            if note:
+                return None, note
+            node, y = res
+            cell = rows * (G * V) + grp[rows, node] * V + y
+            obs += np.bincount(cell.numpy(), minlength=T * G * V)
+        at = 0
+        for i, _, R in members:
+            obs_of[i] = obs[at * G * V:(at + R) * G * V]
+            at += R
+    return obs_of, None
 
 
 def _ancestors(tree: TreeShape):
