@@ -22,7 +22,9 @@ Two checks ([`check_tree_sampler`][spectheory.testing.tree.check_tree_sampler]):
 
 * ``mode="law"``: fixed drafted trees, drawn from the instance's draft model under the drafting
   scheme (``iid``, ``norep``, ``topk``; [`spectheory.engine.drafttrees`][spectheory.engine.drafttrees])
-  with prefix-dependent rows, each repeated; the empirical law of the emitted sequence per drafted
+  with prefix-dependent rows, each repeated, every call a shuffled mix of the drafted trees of
+  all instances of one vocabulary size (exact counts per tree; a sampler that mixes up the rows
+  of a batch fails); the empirical law of the emitted sequence per drafted
   tree is compared with the verifier's exact *conditional* law given that tree
   ([`conditional_tree_law`][spectheory.testing.tree.conditional_tree_law], from the verifier's node
   rule: ``specinfer``, ``specinfer-norep``, ``topk``, ``sglang-tree``). Pearson chi-square per
