@@ -585,6 +585,9 @@ COVERED = {
     # recomputed in tests/test_static_ensemble.py (independent_claims.static_ensemble,
     # independent_claims.frontier_lp)
     "diversed-acceptance-identity", "diversed-pareto-one-token", "diversed-pareto-not-over-blocks",
+    # recomputed in tests/test_grammar_laws.py (independent_claims' grammar brute force)
+    "fvo-local-masks-sample-proj", "fvo-doob-transform", "fvo-spec-exact-phi",
+    "fvo-approx-phi-chained-bound",
 }
 #: Refutations without a second implementation yet, with the reason.
 REFUTED_NOT_YET: dict[str, str] = {}
@@ -633,6 +636,7 @@ OPTIMALITY_ROWS = {
     "sharma-greedy-radius": "the least KL that forces rejection (primal point and dual bound)",
     "diversed-pareto-one-token": "static ensemble on the lossy frontier at L = 1 (own LP)",
     "diversed-pareto-not-over-blocks": "static ensemble below the block frontier (own LP)",
+    "fvo-approx-phi-chained-bound": "a TV bound held by every lookahead (own enumeration)",
 }
 #: Confirmed rows that state no optimum, with the reason.
 NOT_OPTIMALITY = {
@@ -655,6 +659,9 @@ NOT_OPTIMALITY = {
     "vllm-38174-tli-lossless": "losslessness",
     "vllm-56724-output-unchanged": "the output law of an engine route",
     "diversed-acceptance-identity": "the acceptance of one rule",
+    "fvo-local-masks-sample-proj": "the output law of local masking",
+    "fvo-doob-transform": "an identity between laws",
+    "fvo-spec-exact-phi": "losslessness against mu*",
 }
 
 

@@ -213,3 +213,43 @@ def test_bad_inputs_are_one_line_errors():
     phi = G.future_validity(inst, TokenAutomaton([[0, 0, -1]]), 3, complete=False)
     m = model(inst)
     assert phi[0] == sum((m.P(x) for x in m.seqs(3) if 2 not in x), F(0)) < 1
+
+
+# ----------------------------------------------------------------------------- the ledger rows
+
+
+def test_ledger_rows_recomputed_by_the_brute_force():
+    from spectheory.lp import claims
+    from spectheory.lp.claims import fvo_spec as D
+    from spectheory.lp.claims.common import f
+
+    rows = {r.claim.id: r for r in claims.run_claims("fvo-")}
+    assert all(r.matches for r in rows.values())
+    statuses = [ind.dyck_status(1, 2), ind.dyck_status(1, 2, 2), ind.dyck_status(2, 4, 2),
+                ind.json_status]
+    for (label, inst, g, N), status in zip(D.cases(), statuses):
+        m = model(inst)
+        star, proj = ind.star_law(m, status, N), ind.proj_law(m, status, N)
+        gap = ind.law_tv(proj, star)
+        assert f"{label}: TV(mu_proj, mu*) = {f(gap)}" in \
+            rows["fvo-local-masks-sample-proj"].finding.ours
+        fvo = ind.grammar_verification_laws(m, status, fvo=True)
+        local = ind.grammar_verification_laws(m, status, fvo=False)
+        for v in ("token", "block"):
+            assert ind.law_tv(fvo[v][0], star) == 0
+            assert (f"{v}: TV to mu* 0, E[tau + 1] {f(fvo[v][1])} (local masks "
+                    f"{f(local[v][1])})") in rows["fvo-spec-exact-phi"].finding.ours
+        if status is not ind.json_status:
+            text = rows["fvo-approx-phi-chained-bound"].finding.ours
+            for k in range(N + 1):
+                tv = ind.law_tv(ind.lookahead_law(m, status, N, k), star)
+                assert f"k = {k}: TV {float(tv):.6g} <=" in text
+    # the Dyck gap: own enumeration of the adversarial instances
+    gap = rows["fvo-dyck-gap"]
+    assert gap.finding.verdict == "reproduced"
+    for L, inst, status in [(3, D.adversarial(3), ind.dyck_status(1, 2)),
+                            (5, D.adversarial(5), ind.dyck_status(1, 2)),
+                            (3, D.dyck2_adversarial(3), ind.dyck_status(2, 4, 3))]:
+        m = model(inst)
+        tv = ind.law_tv(ind.proj_law(m, status, L + 1), ind.star_law(m, status, L + 1))
+        assert tv > F(996, 1000) and f"{f(tv)} = {float(tv):.6f}" in gap.finding.ours

@@ -31,7 +31,8 @@ Modules: [`leviathan`][spectheory.lp.claims.leviathan] (arXiv 2211.17192),
 out), [`engines`][spectheory.lp.claims.engines] (engines' issues and code, the bug kit),
 [`relaxed`][spectheory.lp.claims.relaxed] (2604.04987, 2606.30265, the lossy frontier),
 [`diversed`][spectheory.lp.claims.diversed] (2604.07622, the static ensemble),
-[`hetero`][spectheory.lp.claims.hetero] (2502.05202, vLLM #38174).
+[`hetero`][spectheory.lp.claims.hetero] (2502.05202, vLLM #38174),
+[`fvo_spec`][spectheory.lp.claims.fvo_spec] (2605.07698, grammar-constrained decoding).
 
 The command (``spectheory claims``) exits 1 when a recomputed verdict differs from the recorded
 one, so the test suite runs it as a regression test; ``docs/claims.md`` is generated from it
@@ -51,8 +52,8 @@ import sys
 from dataclasses import dataclass
 from typing import Callable
 
-from . import block_gbv, diversed, engines, global_resolution, hetero, hsd, hu, khisti, \
-    leviathan, relaxed, spechub, spectr_gbv, trees
+from . import block_gbv, diversed, engines, fvo_spec, global_resolution, hetero, hsd, hu, \
+    khisti, leviathan, relaxed, spechub, spectr_gbv, trees
 from .common import KIND_VERDICTS, KINDS, VERDICTS, Claim, Fact, Finding, Hypotheses, \
     reset_facts, take_facts
 
@@ -64,7 +65,7 @@ __all__ = ["CLAIMS", "KINDS", "VERDICTS", "Claim", "Fact", "Finding", "Hypothese
 CLAIMS: list[Claim] = (leviathan.ROWS + block_gbv.ROWS + hu.ROWS + khisti.ROWS +
                        global_resolution.ROWS + spechub.ROWS + hsd.ROWS + spectr_gbv.ROWS +
                        trees.ROWS + engines.ROWS + relaxed.ROWS + diversed.ROWS +
-                       hetero.ROWS)
+                       hetero.ROWS + fvo_spec.ROWS)
 
 
 def ledger() -> list[Claim]:
