@@ -8,12 +8,15 @@ their released sources in the engines' own call layouts, for the layout presets
   verification (examples/speculative/speculative.cpp);
 * [`tgi`][spectheory.testing.engine_ports.tgi]: Text Generation Inference's whole speculative
   step (``HeterogeneousNextTokenChooser`` with speculated ids: sample-match, its processors fed
-  the committed ids at every position), in `check_step`'s signature.
+  the committed ids at every position), in `check_step`'s signature;
+* [`mistralrs`][spectheory.testing.engine_ports.mistralrs]: mistral.rs's speculative step
+  (``sample_target_sequence_speculative``: the argmax at any temperature before PR #2424,
+  penalties from the committed tokens), in `check_step`'s signature.
 
 Each takes ``bug=`` (one of `PORT_BUGS`) to plant a bug for negative controls.
 """
 
-from . import llamacpp, tgi, trtllm
+from . import llamacpp, mistralrs, tgi, trtllm
 
 #: Planted bugs of these ports (as `spectheory.testing.adapters.PORT_BUGS`): the acceptance of
 #: X_i read from the target row one position late; the correction drawn from the target row
@@ -21,4 +24,4 @@ from . import llamacpp, tgi, trtllm
 #: comparison reversed.
 PORT_BUGS = ("target-row", "correction-from-p", "residual-row", "coin-compare")
 
-__all__ = ["trtllm", "llamacpp", "tgi", "PORT_BUGS"]
+__all__ = ["trtllm", "llamacpp", "mistralrs", "tgi", "PORT_BUGS"]
