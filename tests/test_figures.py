@@ -22,7 +22,7 @@ GALLERY = figures.gallery_folder()
 STEMS = ["fig1_accepted_vs_L", "fig2_gain_vs_divergence", "fig3_tau_pmf", "fig4_multipath_vs_K",
          "fig5_multipath_gap", "fig6_paper_comparison", "fig7_lossy_frontier",
          "fig8_selection_optimum", "fig9_tree_shapes", "fig10_multidraft_frontier",
-         "fig11_relaxed_frontier"]
+         "fig11_relaxed_frontier", "fig12_constrained_decoding"]
 
 
 @pytest.fixture(scope="module")

@@ -253,3 +253,44 @@ def test_ledger_rows_recomputed_by_the_brute_force():
         m = model(inst)
         tv = ind.law_tv(ind.proj_law(m, status, L + 1), ind.star_law(m, status, L + 1))
         assert tv > F(996, 1000) and f"{f(tv)} = {float(tv):.6f}" in gap.finding.ours
+
+
+# ----------------------------------------------------------------------------- the figure
+
+
+def test_figure_draws_each_verifier_in_its_palette_style(monkeypatch, tmp_path):
+    pytest.importorskip("matplotlib")
+    from matplotlib.colors import to_hex
+
+    from spectheory.cli import figures
+    from spectheory.sweep.palette import verifier_style
+
+    module = figures.load(figures.scripts(figures.gallery_folder())["fig12_constrained_decoding"])
+    kept = []
+    monkeypatch.setattr(module, "save", lambda fig, out, stem: kept.append(fig))
+    pt = {"b": 0.5, "tv_proj_star": 0.5}
+    for key in ("local", "fvo", "lookahead1"):
+        for v in ("token", "block"):
+            pt[f"{key}_{v}_tv"], pt[f"{key}_{v}_be"] = 0.1, 2.0
+    module.draw({"L": 3, "stop": "1/10", "panels": {"dyck1": [pt, dict(pt, b=0.6)]}}, tmp_path)
+    [fig] = kept
+    lines = [ln for ax in fig.axes for ln in ax.get_lines()]
+    assert len(lines) == 12
+    for ln in lines:
+        v = ln.get_label().split(",")[0]
+        s = verifier_style(v)
+        assert ln.get_marker() == s.marker and ln.get_linestyle() == s.linestyle
+        if "lookahead" not in ln.get_label():
+            assert to_hex(ln.get_color()) == to_hex(s.color)
+        hollow = "FVO" in ln.get_label() or "lookahead" in ln.get_label()
+        assert (ln.get_markerfacecolor() == "none") == hollow
+    # the committed full run: FVO-Spec's TV is 0 and local masks' equals TV(mu_proj, mu*)
+    import json
+
+    data = json.loads((figures.gallery_folder() / "figures.json").read_text())
+    for pts in data["fig12_constrained_decoding"]["panels"].values():
+        for p in pts:
+            assert p["fvo_token_tv"] < 1e-12 and p["fvo_block_tv"] < 1e-12
+            for v in ("token", "block"):
+                assert abs(p[f"local_{v}_tv"] - p["tv_proj_star"]) < 1e-12
+                assert p[f"lookahead1_{v}_tv"] < p["tv_proj_star"]

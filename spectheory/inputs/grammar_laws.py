@@ -32,7 +32,7 @@ grammar-conditional law
 
 with the **future validity** of a prefix s of length k <= N
 
-    Phi(s) = P_p(x valid | x_<=k = s) = sum_{continuations y of s to N tokens} p(y | s) 1[s y valid],
+    Phi(s) = P_p(x valid | x_<=k = s) = sum_{y: s y in V^N} p(y | s) 1[s y valid],
 
 so Phi(s) = sum_a p(a | s) Phi(s a), and mu*'s conditionals are the Doob transform of p with
 h = Phi:
@@ -41,11 +41,14 @@ h = Phi:
 
 Local masking is the same transform with h(s a) = 1[a allowed after s] (h = 1 on the allowed
 tokens). [`doob_instance`][spectheory.inputs.grammar_laws.doob_instance] builds the target of any
-h; with the exact Phi ([`grammar_conditional_instance`][spectheory.inputs.grammar_laws.grammar_conditional_instance])
+h; with the exact Phi
+([`grammar_conditional_instance`][spectheory.inputs.grammar_laws.grammar_conditional_instance])
 every lossless verifier run against it samples mu* (FVO-Spec's rule: verification against the
-Phi-reweighted target); with an estimate ([`lookahead_validity`][spectheory.inputs.grammar_laws.lookahead_validity]:
-Phi over a horizon of k more tokens; k = 0 is local masking, k >= N the exact Phi) it samples the
-estimate's law, whose TV to mu* is bounded by [`chain_tv_bound`][spectheory.inputs.grammar_laws.chain_tv_bound].
+Phi-reweighted target); with an estimate
+([`lookahead_validity`][spectheory.inputs.grammar_laws.lookahead_validity]: Phi over a horizon
+of k more tokens; k = 0 is local masking, k >= N the exact Phi) it samples the estimate's law,
+whose TV to mu* is bounded by
+[`chain_tv_bound`][spectheory.inputs.grammar_laws.chain_tv_bound].
 
 Numbers: exact rationals (`fractions.Fraction`, numpy object arrays) when the instance is exact,
 float64 otherwise. Laws are 1-D arrays over V^N in lexicographic order (first token most
