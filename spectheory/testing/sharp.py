@@ -55,12 +55,22 @@ probability at most ``alpha``.
 ``(name, law)`` pairs), each with its exact law on draft rows;
 [`kit_replicas`][spectheory.testing.sharp.kit_replicas] gathers the bug kit's: the law-kind
 formula mutants, the sampler-kind replicas with an exact law (vLLM #47386's shared noise), and
-the planted bugs of the engine ports (`spectheory.testing.mutants.replica_laws`). Replicas a
+the planted bugs of the engine ports (`spectheory.testing.mutants.replica_laws`), and the
+bonus-path bugs ([`bonus_replicas`][spectheory.testing.sharp.bonus_replicas]: after L
+acceptances Y drawn from p_{L-1} or from the correction row of position L-1 instead of p_L).
+Replicas a
 sampling check cannot see are listed with the mode that catches them (SGLang #35771's coin of
 exactly 0, probability 2^-24 a draw: coins mode). The allocation itself,
 [`allocate`][spectheory.testing.sharp.allocate], takes only cell probabilities (reference and
 replicas, one row per candidate test row) and applies to any check built from rows of cells
 and a Bonferroni chi-square family.
+
+**The bonus token.** Every design must also catch any change of TV `GENERIC_BONUS_TV` (0.15) in
+the bonus token's law given tau = L, so its rows reach tau = L often (the pool's ``bonus`` rows:
+acceptance at least about 0.8 at every draft, p_L putting 0 on p_{L-1}'s likeliest token).
+Measured on the kit designs at budget 3,000, alpha = 1e-3: every replica, the two bonus-path
+ones included, has predicted and law-simulated power 1.000; the bonus bug left out of the
+designs (Y from q_{L-1}) too; empirically each fails 10 of 10 seeds (``tests/test_sharp_bonus.py``).
 """
 
 from __future__ import annotations
@@ -546,7 +556,8 @@ def kit_replicas(verifier: str = "token", ports: bool = True, paths: int = 1) ->
     (through [`make_sampler`][spectheory.testing.sampler.make_sampler]), vLLM #47386's shared
     noise and SGLang #35771's zero coin (sampler kind; the latter invisible to sampling, caught
     in coins mode), and with ``ports`` the planted bugs (`spectheory.testing.adapters.PORT_BUGS`)
-    of the engine ports through their presets (SGLang's flipped strictness: coins mode).
+    of the engine ports through their presets (SGLang's flipped strictness: coins mode), and
+    the bonus-path replicas of `KIT_BONUS_BUGS`.
     Replicas of one bug in several ports share a ``law_key``. Multi-path (``paths`` K): the GBV
     reference code's replicas against ``"gbv"`` (tie rule and capped ranking at K >= 2, the
     float16 skew at K = 3, where its normaliser underflows) and its traversal visiting the
