@@ -294,3 +294,13 @@ def test_figure_draws_each_verifier_in_its_palette_style(monkeypatch, tmp_path):
             for v in ("token", "block"):
                 assert abs(p[f"local_{v}_tv"] - p["tv_proj_star"]) < 1e-12
                 assert p[f"lookahead1_{v}_tv"] < p["tv_proj_star"]
+
+
+def test_the_docs_example_runs_as_printed():
+    from pathlib import Path
+
+    import test_docs_examples as docs
+
+    page = Path(__file__).resolve().parent.parent / "docs" / "constrained-decoding.md"
+    [block] = docs.python_blocks(page)
+    assert docs.run_block(block) == 3
