@@ -24,7 +24,8 @@ from spectheory.inputs.instances import load_instance
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
-SECTIONS = ("## Quickstart: command line", "## Bring your own verifier or sampler")
+SECTIONS = ("## Quickstart: command line", "## Bring your own verifier or sampler",
+            "## The state around the sampler")
 
 
 def section(text: str, heading: str) -> str:
