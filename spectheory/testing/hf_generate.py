@@ -66,7 +66,7 @@ from ..runtime._lazy import torch
 from ..runtime.errors import OptionError, SizeLimitError, SpectheoryError, TimeLimitError
 from . import stats
 from .calls import _cells, _summary
-from .report import MIN_EXPECTED, POWER, SamplerReport
+from .report import MIN_EXPECTED, SamplerReport
 
 #: Most sequences V^N one comparison enumerates.
 MAX_CELLS = 2**20
@@ -311,10 +311,17 @@ def sampling_of(generate_kwargs: Mapping | None, vocab_size: int):
     return sp, eos
 
 
+def _guard_cells(V: int, N: int) -> None:
+    if V ** N > MAX_CELLS:
+        raise SizeLimitError(f"the check enumerates V^N = {V}^{N} = {V ** N:,} sequences, over "
+                             f"the limit of {MAX_CELLS:,}")
+
+
 def stop_cells(V: int, N: int, stop: int | None):
     """Cell of each of the V^N sequences ``[V^N]`` int64 (base-V index, first token most
     significant) once every token after the first ``stop`` token is replaced by it (the
     identity when ``stop`` is None)."""
+    _guard_cells(V, N)
     idx = np.arange(V ** N, dtype=np.int64)
     if stop is None:
         return idx
@@ -365,6 +372,7 @@ def generate_counts(target, draft, samples: int, tokens: int, seed: int = 0,
     assistant's generation config (`ASSISTANT_KEYS`). Raises `SpectheoryError` in one line when
     ``generate`` raises, returns fewer tokens without a stop token, or a token outside 0..V-1."""
     V, N = target.V, int(tokens)
+    _guard_cells(V, N)
     kw = {k: v for k, v in dict(generate_kwargs or {}).items() if k not in ASSISTANT_KEYS}
     for key, value in dict(assistant or {}).items():
         setattr(draft.generation_config, key, value)
@@ -502,10 +510,7 @@ def check_hf_generate(instances: Sequence | Instance | None = None, samples: int
         if not isinstance(inst, Instance):
             raise OptionError(f"an instance must be a spectheory Instance, not "
                               f"{type(inst).__name__}")
-        if inst.vocab_size ** int(tokens) > MAX_CELLS:
-            raise SizeLimitError(f"the check enumerates V^N = {inst.vocab_size}^{tokens} = "
-                                 f"{inst.vocab_size ** int(tokens):,} sequences, over the limit "
-                                 f"of {MAX_CELLS:,}")
+        _guard_cells(inst.vocab_size, int(tokens))
     kw = dict(generate_kwargs or {})
     ast = dict(DEFAULT_ASSISTANT)
     ast.update(dict(assistant or {}))
@@ -621,8 +626,7 @@ def assisted_law(law_instance: Instance, tokens: int, num_draft: int = 2, sampli
         raise OptionError(f"handed = {handed!r} is not one of {', '.join(HANDED)}")
     inst = law_instance.to_float()
     V, N, L = inst.vocab_size, int(tokens), int(num_draft)
-    if V ** N > MAX_CELLS:
-        raise SizeLimitError(f"V^N = {V}^{N} sequences, over the limit of {MAX_CELLS:,}")
+    _guard_cells(V, N)
     sp = parse_sampling(sampling)
     proc = process_instance(inst, sp, sp, exact=False)
     P, Q = proc.target, proc.draft
