@@ -113,6 +113,13 @@ def _last_ratio(prefix, q_rows, p_rows):
     return math.inf if qx == 0 else px / qx
 
 
+def _at(c, rows):
+    """The threshold c as the rows hold numbers: the Fraction itself against exact rows, its
+    float64 rounding against float rows (a float row equal to the rounded threshold is a tie,
+    as it is in rationals)."""
+    return c if rows.dtype == object else float(c)
+
+
 def _builtin(name: str, c):
     """The built-in rules (module docstring); ``c`` the parameter (a Fraction) or None."""
     one, zero = Fraction(1), Fraction(0)
@@ -121,17 +128,17 @@ def _builtin(name: str, c):
                             deterministic=True)
     if name == "draft-confidence":
         return StoppingRule(f"draft-confidence({c})",
-                            lambda s, q, p: one if max(q[-1]) < c else zero,
+                            lambda s, q, p: one if max(q[-1]) < _at(c, q) else zero,
                             formula=f"h(s) = 1[max_a q(a|s) < {c}] (llama.cpp p_min)",
                             deterministic=True)
     if name == "draft-prob":
         return StoppingRule(f"draft-prob({c})",
-                            lambda s, q, p: one if s and q[-2][s[-1]] < c else zero,
+                            lambda s, q, p: one if s and q[-2][s[-1]] < _at(c, q) else zero,
                             formula=f"h(s) = 1[q(x_d | s^(d-1)) < {c}] for the last drafted "
                                     "token (0 at the root)", deterministic=True)
     if name == "target-peek":
         return StoppingRule(f"target-peek({c})",
-                            lambda s, q, p: one if s and _last_ratio(s, q, p) < c else zero,
+                            lambda s, q, p: one if s and _last_ratio(s, q, p) < _at(c, q) else zero,
                             reads_target=True,
                             formula=f"h(s) = 1[p(x_d)/q(x_d) < {c}] for the last drafted token "
                                     "(0 at the root)", deterministic=True)
@@ -144,12 +151,12 @@ def _builtin(name: str, c):
                             formula="h(s) = 1 - max_a q(a|s) (randomised)", deterministic=False)
     if name == "draft-drop":
         return StoppingRule(f"draft-drop({c})",
-                            lambda s, q, p: [one if v < c else zero for v in q[-1]], kind="drop",
+                            lambda s, q, p: [one if v < _at(c, q) else zero for v in q[-1]], kind="drop",
                             formula=f"drop the drafted token a and stop iff q(a|s) < {c}")
     if name == "target-drop":
         return StoppingRule(
             f"target-drop({c})",
-            lambda s, q, p: [one if qa > 0 and pa / qa < c else zero
+            lambda s, q, p: [one if qa > 0 and pa / qa < _at(c, q) else zero
                              for qa, pa in zip(q[-1], p[-1])],
             kind="drop", reads_target=True,
             formula=f"drop the drafted token a and stop iff p(a|s)/q(a|s) < {c}")
@@ -232,11 +239,12 @@ def _probability(v, exact: bool, where: str):
     return v
 
 
-def continuation_levels(instance: Instance, rule, exact: bool | None = None) -> list:
-    """The continuation kernel K by depth: ``K[d]`` [V**d, V] for d = 0..L-1, row n = K(.|s) for
-    the prefix s of index n (module docstring; numpy, Fractions in exact mode). K[d] sums to at
-    most 1 per row; 1 - the row sum is the probability of stopping at s. Rows at prefixes the
-    draft cannot reach are still evaluated (the rule sees q-rows of any prefix)."""
+def continuation_levels(instance: Instance, rule, exact: bool | None = None):
+    """The drafting policy by depth, (K, H): ``K[d]`` [V**d, V] for d = 0..L-1, row n = K(.|s)
+    for the prefix s of index n (module docstring), and ``H[d]`` [V**d] the probability of
+    stopping at s (h(s) for a stop rule, sum_a q(a|s) d(s, a) for a drop rule; computed from the
+    rule, not as 1 - sum K, so that float rounding leaves no spurious stop mass). numpy arrays,
+    Fractions in exact mode. Rows at prefixes the draft cannot reach are evaluated too."""
     rule = parse_rule(rule)
     _check_instance(instance)
     exact = instance.exact if exact is None else exact
@@ -249,11 +257,12 @@ def continuation_levels(instance: Instance, rule, exact: bool | None = None) -> 
     return _kernel(rule, q_levels, p_levels, V, L, exact)
 
 
-def _kernel(rule: StoppingRule, q_levels, p_levels, V: int, L: int, exact: bool) -> list:
+def _kernel(rule: StoppingRule, q_levels, p_levels, V: int, L: int, exact: bool):
     dt = object if exact else np.float64
-    out = []
+    Ks, Hs = [], []
     for d in range(L):
         K = np.empty((V**d, V), dtype=dt)
+        H = np.empty(V**d, dtype=dt)
         for n in range(V**d):
             s = tuple(int(t) for t in prefix_from_index(n, d, V)) if d else ()
             q_rows = np.stack([q_levels[i][n // V ** (d - i)] for i in range(d + 1)])
@@ -265,28 +274,33 @@ def _kernel(rule: StoppingRule, q_levels, p_levels, V: int, L: int, exact: bool)
             if rule.kind == "stop":
                 h = _probability(v, exact, where)
                 K[n] = [(1 - h) * x for x in qrow]
-            else:
-                try:
-                    vals = list(v)
-                except TypeError:
-                    raise UserCodeError(f"{where} returned {v!r:.60}; a drop rule returns "
-                                        f"{V} probabilities, one per token") from None
-                if len(vals) != V:
-                    raise UserCodeError(f"{where} returned {len(vals)} values; a drop rule "
-                                        f"returns {V}, one per token")
-                K[n] = [(1 - _probability(dv, exact, where)) * x for dv, x in zip(vals, qrow)]
-        out.append(K)
-    return out
+                H[n] = h
+                continue
+            try:
+                vals = list(v)
+            except TypeError:
+                raise UserCodeError(f"{where} returned {v!r:.60}; a drop rule returns "
+                                    f"{V} probabilities, one per token") from None
+            if len(vals) != V:
+                raise UserCodeError(f"{where} returned {len(vals)} values; a drop rule "
+                                    f"returns {V}, one per token")
+            dv = [_probability(x, exact, where) for x in vals]
+            K[n] = [(1 - a) * x for a, x in zip(dv, qrow)]
+            H[n] = sum((a * x for a, x in zip(dv, qrow)), Fraction(0) if exact else 0.0)
+        Ks.append(K)
+        Hs.append(H)
+    return Ks, Hs
 
 
-def stop_masses(K: list, L: int, exact: bool):
+def stop_masses(K: list, H: list, L: int, exact: bool):
     """(reach, stop): ``reach[d]`` [V**d] the probability that the draft covers the prefix
-    (q_stop(s) = prod K along s), ``stop[d]`` [V**d] that the drafted block is exactly s."""
+    (q_stop(s) = prod K along s), ``stop[d]`` [V**d] that the drafted block is exactly s
+    (reach * H at depth d < L, reach at depth L)."""
     one = Fraction(1) if exact else 1.0
     reach = [np.array([one], dtype=object if exact else np.float64)]
     for d in range(L):
         reach.append((reach[d][:, None] * K[d]).reshape(-1))
-    stop = [reach[d] * (1 - K[d].sum(axis=1)) for d in range(L)] + [reach[L]]
+    stop = [reach[d] * H[d] for d in range(L)] + [reach[L]]
     return reach, stop
 
 
@@ -386,7 +400,7 @@ def _rows(levels_, idx, n: int, upto: int, V: int):
     return np.stack([levels_[j][idx // V ** (n - j)] for j in range(upto)], axis=1)
 
 
-def _aware_inputs(drafts, q, p, K, idx, n: int, L: int, V: int, exact: bool):
+def _aware_inputs(drafts, p, K, H, idx, n: int, L: int, V: int, exact: bool):
     """The draft x^n ⊥ on the vocabulary V+1 (module docstring): drafts [B, n'], q' [B, n', V+1],
     p' [B, n'+1, V+1] with n' = n+1 (n at n = L)."""
     B = len(idx)
@@ -396,9 +410,9 @@ def _aware_inputs(drafts, q, p, K, idx, n: int, L: int, V: int, exact: bool):
     qa = np.full((B, m, V + 1), zero, dtype=dt)
     pa = np.full((B, m + 1, V + 1), zero, dtype=dt)
     for j in range(min(n + 1, m)):
-        k = K[j][idx // V ** (n - j)]
-        qa[:, j, :V] = k
-        qa[:, j, V] = 1 - k.sum(axis=1)
+        r = idx // V ** (n - j)
+        qa[:, j, :V] = K[j][r]
+        qa[:, j, V] = H[j][r]
     pa[:, :n + 1, :V] = p
     if m > n:  # after ⊥: any distribution without ⊥ (never used: ⊥ is never accepted)
         pa[:, n + 1, :V] = p[:, n]
@@ -441,8 +455,8 @@ def analyze_adaptive(instance: Instance, verifier, rule, exact: bool | None = No
                f"V^(L+1) = {V}^{L + 1}")
     q_levels = levels(instance.draft, 0, L, exact, backend="numpy")
     p_levels = levels(instance.target, 0, L + 1, exact, backend="numpy")
-    K = _kernel(rule, q_levels, p_levels if rule.reads_target else None, V, L, exact)
-    _, stop = stop_masses(K, L, exact)
+    K, H = _kernel(rule, q_levels, p_levels if rule.reads_target else None, V, L, exact)
+    _, stop = stop_masses(K, H, L, exact)
     zero = Fraction(0) if exact else 0.0
     dt = object if exact else np.float64
     tau_pmf = np.full((1, L + 1), zero, dtype=dt)
@@ -460,7 +474,7 @@ def analyze_adaptive(instance: Instance, verifier, rule, exact: bool | None = No
         q = _rows(q_levels, idx, n, n, V) if n else np.zeros((len(idx), 0, V), dtype=dt)
         p = _rows(p_levels, idx, n, n + 1, V)
         if aware:
-            d2, q2, p2 = _aware_inputs(drafts, q, p, K, idx, n, L, V, exact)
+            d2, q2, p2 = _aware_inputs(drafts, p, K, H, idx, n, L, V, exact)
             st, corr = _verifier_law(spec, d2, q2, p2, exact, V + 1)
             m = d2.shape[1]
             if m > n and any(v != 0 for v in st[:, n + 1]):
