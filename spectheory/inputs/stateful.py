@@ -118,9 +118,9 @@ class TokenAutomaton:
     """
 
     def __init__(self, transitions=None, *, vocab_size: int | None = None, name: str = "grammar",
-                 _regex=None, _tokens=None, _eos=None):
+                 eos: int | None = None, _regex=None, _tokens=None, _eos=None):
         self.name = name
-        self.eos = _eos
+        self.eos = eos if eos is not None else _eos  # the stop token's id, if the grammar has one
         if _regex is not None:
             self._pattern, self._tokens = _regex, list(_tokens)
             self.vocab_size = len(self._tokens)

@@ -175,7 +175,11 @@ class StepRequest:
         The request's parameters (the target law is processed by them) and those the engine
         drafts with.
     inputs : {"probs", "logits"}
-        What the models return.
+        What the models return. The stateful parameters of ``sampling`` (penalties,
+        min_tokens, masks) read each row's history, ``context`` then the drafts before the
+        row's position; penalties act on logits, which the kit hands by default when they are
+        set (the kit's logits, float32): apply them to the logits as handed
+        (`processed_along` does all of it).
     generator : torch.Generator
         Seeded by the kit; the step's randomness.
     seed : int
@@ -276,6 +280,17 @@ def default_step_instances() -> list:
     ``steps`` up to 3 stay within `MAX_STEP_CELLS`: ``random_instance(3, 2, 21)`` and
     ``random_instance(2, 3, 22, alpha=0.5)``."""
     return [random_instance(3, 2, 21), random_instance(2, 3, 22, alpha=0.5)]
+
+
+def resolve_inputs(inputs, sampling) -> str:
+    """What the model callables return: ``inputs`` as given, or by default float32 logits when
+    the request's parameters act on logits (penalties, added biases: the step applies them to
+    the logits it is handed, as engines do, and the law is the same logits' law) and float64
+    probabilities otherwise."""
+    if inputs is not None:
+        return inputs
+    sp = parse_sampling(sampling)
+    return "logits" if sp is not None and sp.on_logits else "probs"
 
 
 def _check_args(samples, alpha, steps, inputs):
@@ -455,7 +470,7 @@ def _label(inst_i, c, V, N):
 
 def check_step(step: Callable, instances: Sequence | None = None, samples: int = 20_000,
                alpha: float = 1e-3, seed: int = 0, *, steps: int = 1, sampling=None,
-               draft_sampling=None, inputs: str = "probs",
+               draft_sampling=None, inputs: str | None = None,
                num_draft: int | None = None,
                max_seconds: float | None = MAX_SECONDS) -> StepReport:
     """Check a whole draft-and-verify ``step`` against the (processed) target law; see
@@ -482,10 +497,12 @@ def check_step(step: Callable, instances: Sequence | None = None, samples: int =
         The request's sampling parameters (the law is the target processed by them) and the
         engine's drafting parameters, handed to the step (anything
         [`parse_sampling`][spectheory.inputs.processing.parse_sampling] accepts).
-    inputs : {"probs", "logits"}
-        What the model callables return (raw rows either way). The law is computed from the
-        float64 rows; a greedy step handed float32 logits may break a near-tie (two
-        probabilities within float32's resolution) otherwise than the law does.
+    inputs : {"probs", "logits"}, optional
+        What the model callables return (raw rows either way). Default: ``"logits"`` (the
+        kit's logits, `spectheory.inputs.stateful.kit_logits`, float32) when ``sampling``
+        has a penalty or an added bias, which act on logits, and ``"probs"`` otherwise. The
+        law is computed from the float64 rows; a greedy step handed float32 logits may break a
+        near-tie (two probabilities within float32's resolution) otherwise than the law does.
     num_draft : int, optional
         L handed to the step (default: the instance's block length).
     max_seconds : float or None
@@ -496,6 +513,7 @@ def check_step(step: Callable, instances: Sequence | None = None, samples: int =
     -------
     StepReport
     """
+    inputs = resolve_inputs(inputs, sampling)
     _check_args(samples, alpha, steps, inputs)
     if not callable(step):
         raise OptionError(f"the step is {type(step).__name__}, not a function")
@@ -559,14 +577,15 @@ def check_step(step: Callable, instances: Sequence | None = None, samples: int =
     if dp is not None and not dp.identity:
         notes.append(f"the step was asked to draft with {dp}")
     if inputs == "logits":
-        notes.append("model rows handed as float32 logits")
+        notes.append("model rows handed as float32 logits (the kit's: log p shifted per row so "
+                      "that both signs occur)")
     return StepReport(fam.p_value > alpha, fam.p_value, "step", int(samples), alpha, cell, mdt,
                       "target", fam.statistic, fam.dof, len(tests), notes=notes, steps=steps,
                       tokens=[steps + L for L in Ls], step=who)
 
 
 def sample_steps(step: Callable, instance: Instance, samples: int, seed: int = 0, *,
-                 steps: int = 1, sampling=None, draft_sampling=None, inputs: str = "probs",
+                 steps: int = 1, sampling=None, draft_sampling=None, inputs: str | None = None,
                  num_draft: int | None = None) -> np.ndarray:
     """Counts ``[V^N]`` of the first N = steps + L tokens of ``samples`` runs of ``step`` on
     ``instance`` (completed by the processed target as in
@@ -575,6 +594,7 @@ def sample_steps(step: Callable, instance: Instance, samples: int, seed: int = 0
     returns something unusable."""
     from ..runtime.errors import UserCodeError
 
+    inputs = resolve_inputs(inputs, sampling)
     _check_args(samples, 0.5, steps, inputs)
     L = instance.block_length if num_draft is None else int(num_draft)
     _guard_cells(instance.vocab_size, steps + L)

@@ -82,7 +82,8 @@ def register(sub) -> None:
     from ..inputs.processing import add_sampling_options
 
     add_sampling_options(p)
-    p.add_argument("--inputs", choices=("probs", "logits"), default="probs",
-                   help="the models return probabilities (default) or float32 logits")
+    p.add_argument("--inputs", choices=("probs", "logits"), default=None,
+                   help="the models return probabilities or float32 logits (default: logits "
+                        "when --sampling has a penalty or an added bias, else probabilities)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run_check_step)
