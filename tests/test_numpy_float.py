@@ -48,7 +48,8 @@ ROUTES_OF = {"token": [("node", 1), ("per-draft", 1)], "block": [("node", 1), ("
 CASES = [(name, route, K) for name in NUMPY_VERIFIERS
          for route, K in ROUTES_OF.get(name, [("per-draft", 1)])]
 #: Single-path verifiers whose float laws use torch-only operations (exp, log, sqrt of tensors).
-TORCH_ONLY = ["cactus", "entropy-threshold", "typical", "uniform-product"]
+TORCH_ONLY = ["cactus", "entropy-threshold", "entropy-verify", "typical", "typical-medusa",
+              "typical-medusa-fast", "uniform-product"]
 
 
 def test_the_declared_verifiers():
@@ -57,7 +58,7 @@ def test_the_declared_verifiers():
     single-path verifier but those whose float laws need torch, and GBV."""
     single = sorted(n for n, s in registered().items() if s.single_path)
     assert NUMPY_VERIFIERS == sorted(set(single) - set(TORCH_ONLY) | {"gbv"})
-    assert len(NUMPY_VERIFIERS) == 17
+    assert len(NUMPY_VERIFIERS) == 22
     assert not any(s.numpy_float for n, s in registered().items() if n not in NUMPY_VERIFIERS)
 
 

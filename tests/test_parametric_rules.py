@@ -17,6 +17,9 @@ from spectheory.inputs.instances import instance_from_dict, instance_to_dict
 from spectheory.runtime.errors import OptionError
 from spectheory.verifiers import contrasts as C
 from spectheory.verifiers import relaxed as R
+from spectheory.verifiers import cascades as K
+from spectheory.verifiers import ears as E
+from spectheory.verifiers import entropy_verify as EV
 from spectheory.verifiers import static_ensemble as S
 from spectheory.verifiers.params import FAMILIES, _families, parse_name
 
@@ -38,6 +41,16 @@ RULES = {
     "typical": (C.typical_acceptance, ("0.09", "0.3"), ("epsilon", "delta")),
     "static-ensemble": (S.static_ensemble, ("1/3",), ("w",)),
     "static-ensemble-greedy": (S.static_ensemble_greedy, ("1/3",), ("w",)),
+    "typical-medusa": (C.typical_medusa, ("0.09", "0.3"), ("epsilon", "delta")),
+    "typical-medusa-fast": (lambda e, d: C.typical_medusa(e, d, fast=True), ("0.09", "0.3"),
+                            ("epsilon", "delta")),
+    "cascade-opt": (K.cascade_opt, ("1/4",), ("alpha",)),
+    "cascade-token-v1": (K.cascade_token_v1, ("1/4",), ("alpha",)),
+    "cascade-token-v2": (K.cascade_token_v2, ("1/4",), ("alpha",)),
+    "cascade-token-v3": (K.cascade_token_v3, ("1/4",), ("alpha",)),
+    "entropy-verify": (EV.entropy_verify, ("0.95", "0.4"),
+                       ("posterior_threshold", "posterior_alpha")),
+    "ears": (E.ears, ("3/10",), ("tolerance",)),
 }
 #: Values no parameter of any rule accepts.
 BAD_TEXT = ("nan", "inf", "-inf", "-1", "x", "1/0", "")
@@ -58,7 +71,8 @@ def test_a_name_builds_the_rule_as_the_factory_does(rule):
     make, good, _ = RULES[rule]
     spec = parse_name(f"{rule}({', '.join(good)})")
     want = make(*[F(g) if "." not in g else float(g) for g in good]) if rule in (
-        "entropy-threshold", "cactus", "typical") else make(*[
+        "entropy-threshold", "cactus", "typical", "typical-medusa", "typical-medusa-fast",
+        "entropy-verify") else make(*[
             int(g) if g.isdigit() else F(g) for g in good])
     inst = instance() if spec.exact else instance().to_float()
     a, b = st.analyze(inst, spec), st.analyze(inst, want)

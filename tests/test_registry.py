@@ -35,7 +35,8 @@ def test_every_builtin_is_registered_once_with_metadata():
         "uniform-product", "gbv-mismatched-ties", "greedy", "threshold", "lenient", "typical",
         "hsd-released", "spectr-gbv", "additive", "multiplicative", "top-m", "entropy-threshold",
         "trtllm-relaxed", "sglang-threshold", "cactus", "static-ensemble",
-        "static-ensemble-greedy"}
+        "static-ensemble-greedy", "typical-medusa", "typical-medusa-fast", "cascade-opt",
+        "cascade-token-v1", "cascade-token-v2", "cascade-token-v3", "entropy-verify", "ears"}
     assert not table["uniform-product"].exact  # float law only
     assert table["gbv"].order_invariant and not table["specinfer"].order_invariant
 

@@ -88,6 +88,19 @@ VERIFIER_STYLE: dict[str, Style] = {
     "trtllm-relaxed": Style("tab:olive", "D", _X),
     "sglang-threshold": Style("tab:purple", "D", _X),
     "cactus": Style("tab:brown", "o", _X),
+    "static-ensemble": Style("tab:cyan", "D", _X),
+    "static-ensemble-greedy": Style("tab:cyan", "v", _X),
+    # Medusa's typical acceptance as run (spectheory.verifiers.contrasts)
+    "typical-medusa": Style("tab:brown", "v", _X),
+    "typical-medusa-fast": Style("tab:brown", "<", _X),
+    # speculative cascades (spectheory.verifiers.cascades)
+    "cascade-opt": Style("darkgreen", "s", _X),
+    "cascade-token-v1": Style("darkgreen", "^", _X),
+    "cascade-token-v2": Style("darkgreen", "v", _X),
+    "cascade-token-v3": Style("darkgreen", "D", _X),
+    # vllm-ascend's entropy rules (spectheory.verifiers.entropy_verify, .ears)
+    "entropy-verify": Style("darkorange", "P", _X),
+    "ears": Style("darkorange", "X", _X),
 }
 
 #: The style of the LP optima and bounds, by problem (``direct`` and ``tree`` also by drafting

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 from ..registry import register
 from .block import BLOCK, block_verification
-from .contrasts import GREEDY, LENIENT, STRICT, THRESHOLD, TYPICAL
+from .contrasts import GREEDY, LENIENT, STRICT, THRESHOLD, TYPICAL, TYPICAL_MEDUSA, TYPICAL_MEDUSA_FAST
+from .cascades import CASCADES
+from .ears import EARS
+from .entropy_verify import ENTROPY_VERIFY
 from .hsd import HSD, HSD_RELEASED, hsd, hsd_released
 from .hu import HU, HU_NOREP, hu, hu_norep
 from .global_resolution import GLOBAL_RESOLUTION, global_resolution
@@ -39,7 +42,8 @@ from .traversal import TRAVERSAL, TRAVERSAL_IID, TRAVERSAL_TREE, traversal, trav
 
 def _register_families() -> None:
     """The parametric rules by name (``additive(1/4)``; `spectheory.verifiers.params`)."""
-    from . import contrasts, relaxed, static_ensemble as se
+    from . import cascades as cs, contrasts, ears, entropy_verify as ev, relaxed, \
+        static_ensemble as se
     from .params import count, nonnegative, positive_unit, register_family, unit
     from ..registry import set_name_parser
 
@@ -56,7 +60,17 @@ def _register_families() -> None:
             ("lenient", contrasts.lenient_verification, (positive_unit("lenience"),)),
             ("typical", contrasts.typical_acceptance, (unit("epsilon"), nonnegative("delta"))),
             ("static-ensemble", se.static_ensemble, (unit("w"),)),
-            ("static-ensemble-greedy", se.static_ensemble_greedy, (unit("w"),))):
+            ("static-ensemble-greedy", se.static_ensemble_greedy, (unit("w"),)),
+            ("typical-medusa", contrasts.typical_medusa, (unit("epsilon"), nonnegative("delta"))),
+            ("typical-medusa-fast", lambda e, d: contrasts.typical_medusa(e, d, fast=True),
+             (unit("epsilon"), nonnegative("delta"))),
+            ("cascade-opt", cs.cascade_opt, (nonnegative("alpha"),)),
+            ("cascade-token-v1", cs.cascade_token_v1, (unit("alpha"),)),
+            ("cascade-token-v2", cs.cascade_token_v2, (nonnegative("alpha"),)),
+            ("cascade-token-v3", cs.cascade_token_v3, (unit("alpha"),)),
+            ("entropy-verify", ev.entropy_verify,
+             (positive_unit("posterior_threshold"), nonnegative("posterior_alpha"))),
+            ("ears", ears.ears, (unit("tolerance"),))):
         register_family(rule, factory, params)
     from .params import parse_name
 
@@ -68,7 +82,8 @@ BUILTIN = (TOKEN, BLOCK, NGRAM, HSD, GBV, SPECINFER, SPECINFER_NOREP, SPECTR, TR
            TRAVERSAL_TREE, HU, HU_NOREP, KHISTI, GLOBAL_RESOLUTION, SPECHUB, BLOCK_FIRST,
            TOKEN_FIRST, STRICT, UNIFORM_PRODUCT, HSD_RELEASED, GBV_MISMATCHED_TIES, SPECTR_GBV,
            GREEDY, THRESHOLD, LENIENT, TYPICAL) + RELAXED + (STATIC_ENSEMBLE,
-                                                         STATIC_ENSEMBLE_GREEDY)
+                                                         STATIC_ENSEMBLE_GREEDY) + (
+    TYPICAL_MEDUSA, TYPICAL_MEDUSA_FAST) + CASCADES + (ENTROPY_VERIFY, EARS)
 for _spec in BUILTIN:
     register(_spec)
 _register_families()

@@ -22,6 +22,24 @@ With p_i = p(.|X^{i-1}) and q_i = q(.|X^{i-1}):
 * ``typical`` (Medusa's typical acceptance, Cai et al., arXiv 2401.10774): accept iff
   p_i(X_i) > min(epsilon, delta exp(-H(p_i))) with H the entropy (defaults epsilon = 0.09,
   delta = 0.3); r_i = b = p. Uses exp and log: float law only.
+* ``typical-medusa`` and ``typical-medusa-fast`` (Medusa's typical acceptance as its repository
+  runs it, github.com/FasterDecoding/Medusa ``medusa/model/utils.py`` at e2a5d20): the same
+  acceptance as ``evaluate_posterior``'s typical branch computes it,
+  p_i(X_i) > t_i = min(epsilon, delta exp(-H_i)) with H_i = -sum_v p_i(v) log(p_i(v) + 1e-5)
+  (``posterior_threshold`` = epsilon = 0.09, ``posterior_alpha`` = delta = 0.3 in
+  ``medusa_model.py``), and the next token (after the first rejection as after L acceptances)
+  drawn as ``generate_candidates`` draws it from the target's logits after the accepted prefix:
+  ``typical-medusa`` from ``get_typical_one_token``, i.e. p restricted to {v : p_i(v) >= t_i}
+  and renormalised (r_i = b = that row), ``typical-medusa-fast`` (``fast=True``, the default of
+  ``MedusaModel.medusa_generate``) the argmax (``torch.argmax``: smallest id on ties). They
+  differ from ``typical`` only in Y: ``typical`` draws Y from p itself, so a token below the
+  threshold can still be emitted there. In the repository, ``fast=False`` also routes
+  ``evaluate_posterior`` to ``get_typical_posterior_mask``, called with one argument more than it
+  takes (a TypeError at e2a5d20); ``typical-medusa`` is the paper's threshold acceptance with the
+  shipped ``get_typical_one_token`` correction. Where no token reaches t_i (possible only for
+  delta near or above 1: e^{-H} <= max p, and the 1e-5 shift adds at most 1e-5) Medusa's
+  ``torch.multinomial`` gets an all -inf row and raises; the law emits the argmax there. Uses
+  exp and log: float law only.
 
 All but ``strict`` are lossy and registered with ``lossless=False``: the exact engine gives their
 total variation from the target law next to their block efficiency (the distortion-efficiency
@@ -137,6 +155,47 @@ def typical_acceptance(epsilon: float = 0.09, delta: float = 0.3) -> VerifierSpe
                         summary=f"LOSSY: accept while p(X_i) > min({epsilon}, {delta} e^-H(p))")
 
 
+
+def medusa_entropy(rows):
+    """The entropy in Medusa's typical threshold, -sum p log(p + 1e-5) as shipped, [..., V] ->
+    [...]."""
+    import torch
+
+    return -(rows * torch.log(rows + 1e-5)).sum(-1)
+
+
+def typical_medusa(epsilon: float = 0.09, delta: float = 0.3, fast: bool = False
+                   ) -> VerifierSpec:
+    """Medusa's typical acceptance as its repository runs it (module doc): accept while
+    p(X_i) > min(epsilon, delta e^{-H}), H with Medusa's log(p + 1e-5); Y from p restricted to
+    p >= that threshold (``get_typical_one_token``), or the argmax with ``fast``. Float law only."""
+    rule = "typical-medusa-fast" if fast else "typical-medusa"
+    epsilon = float(number(epsilon, rule, unit("epsilon")))
+    delta = float(number(delta, rule, nonnegative("delta")))
+
+    def law(drafts, q, p) -> Law:  # drafts [B, L], q [B, L, V], p [B, L+1, V]
+        import torch
+
+        float_law_only(p, rule)
+        L = drafts.shape[-1]
+        px, _ = drafted_probs(drafts, q, p)
+        bar = torch.clamp(delta * torch.exp(-medusa_entropy(p)), max=epsilon)  # [B, L+1]
+        if fast:
+            rows = _argmax_onehot(p)
+        else:
+            kept = p * (p >= bar.unsqueeze(-1)).to(p.dtype)  # [B, L+1, V]
+            rows = _normalise(kept, _argmax_onehot(p))
+        return chain_law((px > bar[:, :L]).to(p.dtype), rows[:, :L], rows[:, L])
+
+    y = "argmax p" if fast else "p on {p >= t}"
+    return VerifierSpec(f"{rule}({epsilon}, {delta})", law, lossless=False, exact=False,
+                        paper="Cai et al., Medusa, arXiv 2401.10774; FasterDecoding/Medusa "
+                              "evaluate_posterior, " + ("generate_candidates fast=True" if fast
+                                                        else "get_typical_one_token"),
+                        node_form=f"t = min(eps, delta e^-H(p)); accept X_i iff p(X_i) > t; "
+                                  f"Y ~ {y}",
+                        summary=f"LOSSY: Medusa typical acceptance as run, Y ~ {y}")
+
 STRICT = VerifierSpec(
     "strict", strict_verification, paths=1, numpy_float=True,
     node_form="accept X_i iff Z = X_i for Z ~ p(.|X^{i-1}); else output Z",
@@ -149,7 +208,10 @@ GREEDY = VerifierSpec(
 THRESHOLD = replace(threshold_verification(Fraction(3, 10)), name="threshold")
 LENIENT = replace(lenient_verification(Fraction(1, 2)), name="lenient")
 TYPICAL = replace(typical_acceptance(), name="typical")
+TYPICAL_MEDUSA = replace(typical_medusa(), name="typical-medusa")
+TYPICAL_MEDUSA_FAST = replace(typical_medusa(fast=True), name="typical-medusa-fast")
 
-__all__ = ["GREEDY", "LENIENT", "STRICT", "THRESHOLD", "TYPICAL", "chain_law", "greedy_matching",
-           "lenient_verification", "strict_verification", "threshold_verification",
-           "typical_acceptance"]
+__all__ = ["GREEDY", "LENIENT", "STRICT", "THRESHOLD", "TYPICAL", "TYPICAL_MEDUSA",
+           "TYPICAL_MEDUSA_FAST", "chain_law", "greedy_matching", "lenient_verification",
+           "medusa_entropy", "strict_verification", "threshold_verification",
+           "typical_acceptance", "typical_medusa"]

@@ -14,7 +14,8 @@ registry's [`get_verifier`][spectheory.registry.get_verifier] reads it, so ``--v
 ``spectheory.analyze(inst, "additive(1/4)")`` and sweep files all take it) builds the rule with
 the parameters as written: ``3`` an integer, ``1/4``, ``0.25`` and ``2.5e-1`` the exact rational
 1/4 (decimals are read in base ten, not through a float), so a rule that is rational keeps them
-exact in exact mode; float-only rules (entropy-threshold, cactus, typical) take their float.
+exact in exact mode; float-only rules (entropy-threshold, cactus, typical, typical-medusa, entropy-verify) take
+their float.
 ``nan``, ``inf``, text and a wrong number of parameters are refused in one line.
 
 | rule | parameters (accepted range) |
@@ -30,6 +31,11 @@ exact in exact mode; float-only rules (entropy-threshold, cactus, typical) take 
 | ``lenient(l)`` | l in (0, 1] |
 | ``typical(epsilon, delta)`` | epsilon in [0, 1]; delta in [0, 1e6] |
 | ``static-ensemble(w)``, ``static-ensemble-greedy(w)`` | w in [0, 1] |
+| ``typical-medusa(epsilon, delta)``, ``typical-medusa-fast(epsilon, delta)`` | epsilon in [0, 1]; delta in [0, 1e6] |
+| ``cascade-opt(alpha)``, ``cascade-token-v2(alpha)`` | alpha in [0, 1e6] |
+| ``cascade-token-v1(alpha)``, ``cascade-token-v3(alpha)`` | alpha in [0, 1] |
+| ``entropy-verify(tau, alpha)`` | tau in (0, 1]; alpha in [0, 1e6] |
+| ``ears(t)`` | t in [0, 1] |
 
 The upper bounds 1e6 of the unbounded float parameters are far past the point where the rule
 stops changing (beta e^{-H} >= max p once beta >= V; Cactus's move saturates at h = 1).
@@ -154,7 +160,8 @@ def _families() -> dict:
 #: The rules that take parameters, in listing order.
 FAMILIES = ("additive", "multiplicative", "top-m", "entropy-threshold", "trtllm-relaxed",
             "sglang-threshold", "cactus", "threshold", "lenient", "typical", "static-ensemble",
-            "static-ensemble-greedy")
+            "static-ensemble-greedy", "typical-medusa", "typical-medusa-fast", "cascade-opt",
+            "cascade-token-v1", "cascade-token-v2", "cascade-token-v3", "entropy-verify", "ears")
 
 _NAME = re.compile(r"^\s*([A-Za-z][\w-]*)\s*\((.*)\)\s*$", re.S)
 _INT = re.compile(r"^[+-]?\d+$")
