@@ -435,3 +435,32 @@ def test_continuation_kernel_rows():
     # prefix (1,): row (2/3, 1/3), no stop either; every row K + H = q-mass 1
     for d in range(3):
         assert all(sum(K[d][n]) + H[d][n] == 1 for n in range(2**d))
+
+
+# ----------------------------------------------------------------------------- command line
+
+
+def test_cli_exact_stop(tmp_path, capsys):
+    import json
+
+    from spectheory.inputs.instances import instance_to_dict
+    from tests.cli_helpers import run, write
+
+    inst = skew_instance()
+    path = write(tmp_path, instance_to_dict(inst))
+    code, out, err = run(["exact", path, "--exact", "--verifier", "token", "--stop",
+                          "target-drop(1)", "--json"], capsys)
+    obj = json.loads(out)
+    _, _, e_tau1, e_n = bf_law(inst, bf_token, drop_prob=BF_DROP["target-drop(1)"])
+    assert code == 0 and obj["block_efficiency"] == str(e_tau1)
+    assert obj["expected_drafted"] == str(e_n) and obj["lossless"] is False
+    code, out, _ = run(["exact", path, "--exact", "--stop", "coin(1/3)", "--stop-aware",
+                        "--json"], capsys)
+    assert json.loads(out)["block_efficiency"] == str(bf_lp(inst, BF_STOP["coin(1/3)"]))
+    for extra, match in [(["--stop", "nope"], "unknown stopping rule"),
+                         (["--stop-aware"], "needs --stop"),
+                         (["--stop", "coin(1/2)", "--executor", "local"], "does not combine"),
+                         (["--stop", "coin(1/2)", "--verifier", "gbv", "--paths", "2"],
+                          "one draft path")]:
+        code, out, err = run(["exact", path, *extra], capsys)
+        assert code == 2 and out == "" and match in err and len(err.strip().splitlines()) == 1

@@ -205,9 +205,42 @@ def cmd_instance_random(args) -> int:
 # ----------------------------------------------------------------------------- exact
 
 
+def _exact_adaptive(args) -> int:
+    """``exact --stop RULE [--stop-aware]``: the verifier on the drafted prefix of random length
+    (`spectheory.engine.adaptive`); options the adaptive engine does not combine with are
+    refused in one line before any work."""
+    from ..engine.adaptive import analyze_adaptive, parse_rule
+
+    given = [f for f, v in (("--executor", args.executor), ("--split-depth", args.split_depth),
+                            ("--workers", args.workers), ("--address", args.address),
+                            ("--sampling", args.sampling), ("--draft-sampling",
+                                                            args.draft_sampling))
+             if v is not None] + (["--backend"] if args.backend != "auto" else [])
+    if given:
+        raise OptionError(f"--stop does not combine with {', '.join(given)}")
+    rule = parse_rule(args.stop)
+    how, notes = plan_with_notes(args)
+    if how.paths != 1:
+        raise OptionError("--stop analyses one draft path; drop --paths")
+    inst = load_instance(args.instance, exact=args.exact, tol=args.tol)
+    print_notes(notes)
+    with user_verifier_errors(args.verifier):
+        res = analyze_adaptive(inst, how.spec, rule, exact=args.exact, aware=args.stop_aware,
+                               max_sequences=args.max_sequences)
+    obj = res.to_json()
+    obj["verifier"] = args.verifier
+    limits.check_time(" (after the analysis)")
+    emit(obj, args.json, res.summary())
+    return 0
+
+
 def cmd_exact(args) -> int:
     from ..engine.split import check_executor_options
 
+    if args.stop is not None or args.stop_aware:
+        if args.stop is None:
+            raise OptionError("--stop-aware needs --stop RULE")
+        return _exact_adaptive(args)
     check_executor_options(args.executor, args.split_depth, args.workers, args.address,
                            flags=True)
     how, notes = plan_with_notes(args)
@@ -353,6 +386,14 @@ def register(sub) -> None:
                    help="with --executor: tasks at once (default: the cores, at most 8)")
     e.add_argument("--address", default=None,
                    help="with --executor ray: the cluster's address (default: a local cluster)")
+    e.add_argument("--stop", default=None, metavar="RULE",
+                   help="draft until a stopping rule fires (at most L tokens), e.g. "
+                        "'draft-confidence(1/2)' (llama.cpp's p_min), 'draft-prob(0.3)', "
+                        "'target-peek(1)', 'coin(1/4)', 'draft-drop(1/2)'; see "
+                        "docs/adaptive-draft-length.md")
+    e.add_argument("--stop-aware", action="store_true",
+                   help="with --stop: verify against the stopped draft (a stop token of "
+                        "target probability 0) instead of the instance's draft rows")
     e.set_defaults(func=cmd_exact)
 
     c = sub.add_parser("check", help="exact losslessness verdict (exit 1 when lossy)")
