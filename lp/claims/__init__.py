@@ -10,7 +10,9 @@ spectheory's (which letter is the draft and which the target, whether tau counts
 tokens, E[tau] or E[tau + 1], per iteration or per generation); its ``hypotheses``
 ([`Hypotheses`][spectheory.lp.claims.common.Hypotheses]: drafting scheme, identical drafts, K, L,
 one iteration, exact numbers, cross-iteration corrections in words); the verdict recorded in the
-repository; and its check, which computes spectheory's numbers on stated instances. Every exact
+repository; its check, which computes spectheory's numbers on stated instances; and, where the
+source leaves a choice open, the shared ``reading`` that the check and its independent
+recomputation both follow (so their agreement does not test that choice). Every exact
 computation a check runs records what it ran on ([`Fact`][spectheory.lp.claims.common.Fact]), and
 [`run_claims`][spectheory.lp.claims.run_claims] asserts that each lies within the row's hypotheses
 (and that every instance's rows are distributions), so a row cannot silently check a claim outside
@@ -32,7 +34,12 @@ out), [`engines`][spectheory.lp.claims.engines] (engines' issues and code, the b
 [`relaxed`][spectheory.lp.claims.relaxed] (2604.04987, 2606.30265, the lossy frontier),
 [`diversed`][spectheory.lp.claims.diversed] (2604.07622, the static ensemble),
 [`hetero`][spectheory.lp.claims.hetero] (2502.05202, vLLM #38174),
-[`fvo_spec`][spectheory.lp.claims.fvo_spec] (2605.07698, grammar-constrained decoding).
+[`fvo_spec`][spectheory.lp.claims.fvo_spec] (2605.07698, grammar-constrained decoding),
+[`engine_threads`][spectheory.lp.claims.engine_threads] (engines' pull requests, issues and
+reviews: mlx-lm, mistral.rs, vllm-ascend, z-lab/dflash, SGLang).
+
+Ids are stable: ``spectheory claims --only ID`` is cited from the docs and the changelog, so a
+row whose source is corrected (re-attributed, re-quoted) keeps its id and says so in ``where``.
 
 The command (``spectheory claims``) exits 1 when a recomputed verdict differs from the recorded
 one, so the test suite runs it as a regression test; ``docs/claims.md`` is generated from it
@@ -52,8 +59,8 @@ import sys
 from dataclasses import dataclass
 from typing import Callable
 
-from . import block_gbv, diversed, engines, fvo_spec, global_resolution, hetero, hsd, hu, \
-    khisti, leviathan, relaxed, spechub, spectr_gbv, trees
+from . import block_gbv, diversed, engine_threads, engines, fvo_spec, global_resolution, hetero, \
+    hsd, hu, khisti, leviathan, relaxed, spechub, spectr_gbv, trees
 from .common import KIND_VERDICTS, KINDS, VERDICTS, Claim, Fact, Finding, Hypotheses, \
     reset_facts, take_facts
 
@@ -65,7 +72,7 @@ __all__ = ["CLAIMS", "KINDS", "VERDICTS", "Claim", "Fact", "Finding", "Hypothese
 CLAIMS: list[Claim] = (leviathan.ROWS + block_gbv.ROWS + hu.ROWS + khisti.ROWS +
                        global_resolution.ROWS + spechub.ROWS + hsd.ROWS + spectr_gbv.ROWS +
                        trees.ROWS + engines.ROWS + relaxed.ROWS + diversed.ROWS +
-                       hetero.ROWS + fvo_spec.ROWS)
+                       hetero.ROWS + fvo_spec.ROWS + engine_threads.ROWS)
 
 
 def ledger() -> list[Claim]:
@@ -90,7 +97,7 @@ class Row:
         return {"id": c.id, "source": c.source, "where": c.where, "kind": c.kind,
                 "claim": c.claim, "notation": c.notation, "hypotheses": c.hypotheses.text(),
                 "ours": f.ours, "verdict": f.verdict, "recorded": c.recorded,
-                "instance": f.instance, "command": c.command}
+                "instance": f.instance, "command": c.command, "reading": c.reading}
 
 
 def select(only: str | None = None) -> list[Claim]:
@@ -163,7 +170,9 @@ def markdown(rows: list[Row]) -> str:
            "--block L --seed seed --denominator d` (prefix-dependent rows). Each row is "
            "reproduced by `spectheory claims --only ID`; every refutation and optimality "
            "confirmation is recomputed in the tests by a second implementation written from "
-           "the papers alone (own enumeration, own LP with an exact certificate). The rules and "
+           "the papers alone (own enumeration, own LP with an exact certificate); where the "
+           "source leaves a choice open and both implementations follow one reading of it, the "
+           "row says so (**shared reading**). The rules and "
            "the papers are on [Multi-draft optimal transport](multidraft-ot.md).", "",
            f"{len(rows)} rows: " + ", ".join(
                f"{sum(r.finding.verdict == v for r in rows)} {v}" for v in VERDICTS) + ".", ""]
@@ -179,8 +188,10 @@ def markdown(rows: list[Row]) -> str:
                     f"| where | {_cell(c.where)} |",
                     f"| kind | {_cell(c.kind)} |",
                     f"| notation | {_cell(c.notation)} |",
-                    f"| hypotheses | {_cell(c.hypotheses.text())} |",
-                    f"| spectheory | {_cell(f.ours)} |",
+                    f"| hypotheses | {_cell(c.hypotheses.text())} |"]
+            if c.reading:
+                out += [f"| shared reading | {_cell(c.reading)} |"]
+            out += [f"| spectheory | {_cell(f.ours)} |",
                     f"| instance | {_cell(f.instance)} |",
                     f"| command | `{c.command}` |", ""]
     out += ["## Considered and left out", ""]
@@ -214,7 +225,8 @@ def cmd_claims(args) -> int:
             sys.stdout.write(f"{f.verdict.upper():9s} {c.id} ({c.source}, {c.where}; {c.kind}): "
                              f"{c.claim}\n"
                              f"          notation: {c.notation}\n"
-                             f"          hypotheses: {c.hypotheses.text()}\n"
+                             f"          hypotheses: {c.hypotheses.text()}\n" +
+                             (f"          shared reading: {c.reading}\n" if c.reading else "") +
                              f"          spectheory: {f.ours} [{f.instance}]{flag}\n")
         differ = sum(not r.matches for r in rows)
         sys.stdout.write(f"{len(rows)} claims: " + ", ".join(

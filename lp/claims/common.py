@@ -111,7 +111,12 @@ class Claim:
     it, in spectheory's letters, closely paraphrased); ``notation`` (the map from the source's
     letters and counts to spectheory's: which is the draft and which the target, what tau
     counts, E[tau] or E[tau + 1], per iteration or per generation); ``hypotheses``
-    (`Hypotheses`); ``recorded`` (the verdict recorded in the repository); ``check``."""
+    (`Hypotheses`); ``recorded`` (the verdict recorded in the repository); ``check``;
+    ``reading`` (shared reading): where the source leaves a choice open (a rule rebuilt from a
+    summary, a tie, a step the paper does not publish, two sources whose letters differ), the
+    reading that the check and its independent recomputation (``tests/independent_claims.py``)
+    both follow, so that their agreement does not test that choice; empty when the two
+    implementations take nothing from each other beyond the source's text."""
 
     id: str
     source: str
@@ -122,6 +127,7 @@ class Claim:
     hypotheses: Hypotheses
     recorded: str
     check: Callable[[], Finding]
+    reading: str = ""
 
     @property
     def command(self) -> str:

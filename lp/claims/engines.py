@@ -473,8 +473,13 @@ ROWS = [
           "float32 so that an exact 0 is negligible, pytorch #16706)", "engine behaviour",
           "float64 uniforms mitigate the exact-zero coin", COIN, ONE_PATH, "qualified",
           c_vllm_float64_coin),
-    Claim("vllm-v1-block-gate", "vLLM V1 rejection_sampler.py", "block verification runs only "
-          "when max_spec_len >= 3 and draft_probs is not None", "engine behaviour",
+    Claim("vllm-v1-block-gate", "vllm-ascend rejection_sampler.py",
+          "vllm_ascend/sample/rejection_sampler.py, rejection_sample: using_block_verify = "
+          "max_spec_len >= 3 and draft_probs is not None (\"When num_speculative_tokens>=3, "
+          "using block verify\"); shorter drafts run the token kernel "
+          "(rejection_random_sample_kernel). The gate is vllm-ascend's, not vLLM's: vLLM's V1 "
+          "vllm/v1/sample/rejection_sampler.py (commit 7f6fc1c) has no block path; the id is "
+          "kept (ids are stable)", "engine behaviour",
           "requesting block verification gives block verification's acceptance", ENGINE,
           Hypotheses(("single",), K=(1,), L=(2,), notes="max_spec_len = L = 2 (below the gate)"),
           "refuted", c_vllm_block_gate),

@@ -3,9 +3,18 @@
 2606.30265), and the lossy frontier LP at zero budget against block verification's optimality
 (Sun et al., arXiv 2403.10444).
 
-Notation: Cactus writes p for the target and h for its reweighted target, h(x) = min(1, p(x) +
-sqrt(2 delta p(x) (1 - p(x)))) at the drafted token (the rest scaled proportionally), and claims
-D_KL(h || p) <= delta; spectheory's p is the same target. The checks are in
+Notation: Cactus writes the letters the other way round from spectheory. Its released code
+(``solve_constraint`` in github.com/MANGA-UOFA/Cactus, ``cactus/cactus.py``, commit 3b01b81)
+names the target (verifier) ``target_probs`` "q" and the draft ``draft_probs`` "p" (only p_n is
+used; the residual is ``h - p_phi``), n the drafted token: h_n = clamp(q_n + sqrt(2 delta q_n
+(1 - q_n)), 0, 1), h = q (1 - h_n) / (1 - q_n) off n; accept w.p. min(1, h_n / p_n), correct from
+normalise(max(h - p, 0)). The paper's text (reached only through summaries) also calls the
+verifier distribution q. So Cactus's q is spectheory's p (the target) and Cactus's p is
+spectheory's q (the draft); in spectheory's letters h(x) = min(1, p(x) + sqrt(2 delta p(x)
+(1 - p(x)))) at the drafted token, the rest scaled proportionally, and the claim is
+D_KL(h || p) <= delta. The checks follow the released code's reading (its formulas, clamp and
+residual), which is the rule [`cactus_acceptance`][spectheory.verifiers.relaxed.cactus_acceptance]
+implements. The checks are in
 [`spectheory.lp.relaxed_claims`][spectheory.lp.relaxed_claims] (KL in float64 with a stated
 error bound, on instances whose rows are exact rationals) and
 [`spectheory.lp.frontier`][spectheory.lp.frontier] (exact rationals).
@@ -15,7 +24,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from .common import OURS, Claim, Finding, Hypotheses, note, note_rows
+from .common import OURS, Claim, Finding, Hypotheses, be, note, note_rows
 
 
 def _cactus_instances():
@@ -79,13 +88,25 @@ def _frontier():
 
 
 FRONTIER_INSTANCE = "random_instance(3, 2, 0, alpha=0.5, denominator=12)"
+#: An instance on which token verification is strictly below block verification, so that the
+#: frontier at TV 0 can tell the two apart (on FRONTIER_INSTANCE both give 149/72).
+FRONTIER_ZERO_INSTANCE = "random_instance(3, 2, 1, alpha=0.5, denominator=12)"
 
 
 def c_frontier_zero() -> Finding:
-    inst, block, frontier_lp, _, _ = _frontier()
+    import spectheory as st
+    from spectheory.lp.frontier import frontier_lp
+    from spectheory.lp.trust import _tables, greedy_value
+
+    inst = st.random_instance(3, 2, 1, alpha=0.5, denominator=12)
+    note(inst, "single", 1)
+    p, Q = _tables(inst, True)
+    block, token = greedy_value(p, Q, 2), be(inst, "token")
     front = frontier_lp(inst, tv=0, exact=True, rules=()).optimum
-    return Finding(f"frontier LP at TV 0: {front}; block verification: {block}",
-                   "confirmed" if front == block else "refuted", FRONTIER_INSTANCE)
+    ok = front == block and front > token
+    return Finding(f"frontier LP at TV 0: {front} = block verification {block} > token "
+                   f"verification {token}", "confirmed" if ok else "refuted",
+                   FRONTIER_ZERO_INSTANCE)
 
 
 def c_free_block() -> Finding:
@@ -97,24 +118,35 @@ def c_free_block() -> Finding:
                    f"verification {block}", "confirmed" if ok else "refuted", FRONTIER_INSTANCE)
 
 
-CACTUS = ("arXiv 2604.04987: p the target (as spectheory), h Cactus's reweighted target at the "
-          "drafted token, delta the divergence budget; one token (L = 1)")
+CACTUS = ("arXiv 2604.04987 and its released code (solve_constraint, cactus/cactus.py): q the "
+          "target (target_probs, the verifier) = spectheory's p; p the draft (draft_probs) = "
+          "spectheory's q; n the drafted token; h Cactus's reweighted target, h_n = q_n + "
+          "sqrt(2 delta q_n (1 - q_n)) clamped to [0, 1], the rest of q scaled by (1 - h_n) / "
+          "(1 - q_n); delta the divergence budget; one token (L = 1). The check follows the "
+          "released code's reading")
 SHARMA = ("arXiv 2606.30265: p the target; a certificate is the least KL divergence that moves the "
           "target's row to one where the rule rejects; one token")
 
 ROWS = [
     Claim("cactus-kl-reweighted-target", "arXiv 2604.04987", "Cactus's constraint solution "
-          "(h(x) = min(1, p(x) + sqrt(2 delta p(x)(1 - p(x)))), from a second-order expansion)",
-          "stated result", "the reweighted target h stays within the budget: D_KL(h || p) <= "
-          "delta", CACTUS,
+          "(solve_constraint: h_n = min(1, q_n + sqrt(2 delta q_n (1 - q_n))) with q the target, "
+          "from a second-order expansion; in spectheory's letters h(x) = min(1, p(x) + "
+          "sqrt(2 delta p(x)(1 - p(x)))))",
+          "stated result", "the reweighted target h stays within the budget: D_KL(h || q) <= "
+          "delta in Cactus's letters (q the target), D_KL(h || p) <= delta in spectheory's",
+          CACTUS,
           Hypotheses(("single",), K=(1,), L=(1,), exact=False,
-                     notes="KL in float64 with its rounding bound; rows exact"),
+                     notes="KL in float64 with its rounding bound; rows exact; follows the "
+                           "released code's reading (solve_constraint's q = the target)"),
           "refuted", c_cactus_h),
     Claim("cactus-kl-emitted-token", "arXiv 2604.04987", "Cactus as received (the law of the "
-          "emitted token)", "stated result", "the emitted token's law stays within the budget: "
-          "D_KL(law || p) <= delta at every node", CACTUS,
+          "emitted token: accept n w.p. min(1, h_n / p_n), else normalise(max(h - p, 0)), "
+          "Cactus's letters)", "stated result", "the emitted token's law stays within the "
+          "budget: D_KL(law || target) <= delta at every node", CACTUS,
           Hypotheses(("single",), K=(1,), L=(1,), exact=False,
-                     notes="KL in float64 with its rounding bound; rows exact"),
+                     notes="KL in float64 with its rounding bound; rows exact; follows the "
+                           "released code's reading (_get_accepted and _get_recovered_probs "
+                           "with solve_constraint's q = the target)"),
           "refuted", c_cactus_emitted),
     Claim("sharma-greedy-radius", "arXiv 2606.30265", "exact certificates for strict greedy "
           "(abstract: the least KL that forces rejection); closed form derived in "
@@ -126,8 +158,10 @@ ROWS = [
           "confirmed", c_greedy_radius),
     Claim("frontier-at-zero-is-block", "arXiv 2403.10444", "optimality of block verification "
           "(Sun et al.), through the lossy frontier LP", "theorem",
-          "within TV 0 (a lossless rule) no verifier beats block verification's E[tau + 1]",
-          OURS, Hypotheses(("single",), K=(1,)), "confirmed", c_frontier_zero),
+          "within TV 0 (a lossless rule) no verifier beats block verification's E[tau + 1]: "
+          "the frontier at zero budget equals block verification's E[tau + 1], strictly above "
+          "token verification's on the instance", OURS,
+          Hypotheses(("single",), K=(1,)), "confirmed", c_frontier_zero),
     Claim("free-block-not-a-verifier", "spectheory.lp.frontier", "free_block_lp",
           "spectheory result", "a rule that chooses the whole L + 1 block freely (not a "
           "verifier) reaches the coupling bound at TV 0, above block verification", OURS,
