@@ -123,8 +123,8 @@ class AdaptiveOptimality:
     ``optimum``: the LP's E[tau + 1]; ``block``: block verification on the drafted prefix (the
     instance's rows, what engines run); ``aware``: block verification against the stopped
     draft; ``token``: token verification on the drafted prefix; ``gap`` = optimum - block;
-    ``optimal``: block verification is lossless and gap == 0 (exact) or within 1e-9 (float); ``deterministic``: every reached
-    prefix had h in {0, 1} (a stop rule)."""
+    ``optimal``: block verification is lossless and gap == 0 (exact) or within 1e-9 (float);
+    ``deterministic``: every reached prefix had h in {0, 1} (a stop rule)."""
 
     rule: str
     stopping_time: bool

@@ -413,7 +413,8 @@ def test_rule_values_checked():
     with pytest.raises(UserCodeError, match="returns 3"):
         analyze_adaptive(inst, "block", StoppingRule("bad", lambda s, q, p: [0, 0], kind="drop"))
     with pytest.raises(UserCodeError, match="not a finite"):
-        analyze_adaptive(inst.to_float(), "block", StoppingRule("bad", lambda s, q, p: float("nan")))
+        analyze_adaptive(inst.to_float(), "block",
+                         StoppingRule("bad", lambda s, q, p: float("nan")))
     with pytest.raises(InputError, match="kind"):
         StoppingRule("bad", lambda s, q, p: 0, kind="maybe")
 

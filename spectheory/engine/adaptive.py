@@ -25,7 +25,7 @@ Both give a continuation kernel K(a|s) = P(the draft goes on past s with token a
 K = (1 - h(s)) q(.|s) for a stop rule and K = q(.|s) (1 - d(s, .)) for a drop rule; K = 0 at
 depth L (the maximum length). The drafted block is x^n with probability
 
-    P(X^N = x^n) = prod_{i<n} K(x_{i+1} | x^i) * (1 - sum_a K(a | x^n))     (the last factor 1 at n = L).
+    P(X^N = x^n) = prod_{i<n} K(x_{i+1} | x^i) * (1 - sum_a K(a | x^n))   (last factor 1 at n = L).
 
 **The exact law.** For every n = 0..L and every draft x^n of positive probability the verifier's
 law (P(tau = i | x^n), correction_i) is evaluated with block length n on the instance's own rows
@@ -151,7 +151,8 @@ def _builtin(name: str, c):
                             formula="h(s) = 1 - max_a q(a|s) (randomised)", deterministic=False)
     if name == "draft-drop":
         return StoppingRule(f"draft-drop({c})",
-                            lambda s, q, p: [one if v < _at(c, q) else zero for v in q[-1]], kind="drop",
+                            lambda s, q, p: [one if v < _at(c, q) else zero for v in q[-1]],
+                            kind="drop",
                             formula=f"drop the drafted token a and stop iff q(a|s) < {c}")
     if name == "target-drop":
         return StoppingRule(
