@@ -32,7 +32,9 @@ plan ──> route ──> law ────────────────�
   routes; [`sampling`][spectheory.engine.sampling]: drafts and outputs sampled under a drafting
   scheme;
 * [`lossless`][spectheory.engine.lossless]: [`check_lossless`][spectheory.engine.lossless.check_lossless]
-  and its report, zero TV iff the verifier is valid (Sun et al., arXiv 2403.10444, section 2).
+  and its report, zero TV iff the verifier is valid (Sun et al., arXiv 2403.10444, section 2);
+* [`adaptive`][spectheory.engine.adaptive]: the same laws under a random draft length (a
+  stopping rule on the drafted prefix), on top of the per-draft laws and the output law.
 
 Routes are chosen from the capabilities a verifier declares in its
 [`VerifierSpec`][spectheory.registry.VerifierSpec] (node form, node rule, analytic route, order
