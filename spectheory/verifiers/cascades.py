@@ -33,11 +33,14 @@ D_TV, here over the whole vocabulary, not a scored top-k) and alpha >= 0 the def
   cost term applied to the drafted token), V3 the multiplicative gap. Ties with the threshold
   are not deferred (strict inequality).
 
-Limits: alpha = 0 keeps only what the target rates at least as high as its peak
-(token rules: tokens tied with max p_i are never deferred), so no alpha >= 0 is lossless in
-general; every rule is lossless where p_i = q_i. The lossless limit lies at alpha < 0 (outside
-the rules' range, a reward for deferring): token rules then defer every token (pi_i = p_i), and
-OPT defers wherever T_i > 0 once alpha < -1, because max q_i - max p_i <= T_i. Large alpha
+Limits: at alpha = 0 the token rules never defer a token tied with max p_i and OPT keeps q_i
+wherever max q_i >= max p_i, so no alpha >= 0 is lossless in general. OPT is lossless at a node
+with p_i = q_i; the token rules are not: there pi_i = q_i (1 - d_i) + q_i sum_u q_i(u) d_i(u)
+still moves mass from the deferred tokens to the kept ones (unless d_i is constant). The
+lossless limit lies at alpha < 0 (outside the rules' range, a reward for deferring): V1 and V3
+then defer every token (pi_i = p_i), OPT defers every node with T_i > 0 once alpha < -1 (since
+max q_i - max p_i <= T_i); V2 has none, as its bar max p_i - alpha T_i is max p_i wherever
+T_i = 0. Large alpha
 (alpha >= 1 for V1, V3; alpha T_i >= max p_i for V2, OPT) never defers: every draft is accepted
 and the output is the draft's law.
 
