@@ -2,7 +2,10 @@
 
 Each panel is one toy instance (V = 3, L = 2; the dirichlet family at alpha = 0.5 and the
 logit-noise family at sigma = 1, seed 0, from `spectheory.toy_models`). Every relaxed rule of
-`spectheory.verifiers.relaxed` and the contrasts it extends is drawn over its parameter range at
+`spectheory.verifiers.relaxed`, the contrasts it extends, Medusa's typical acceptance as run
+(``typical-medusa``), the speculative cascades (`spectheory.verifiers.cascades`: OPT, TokenV1-V3
+over alpha), Entropy Verify (tau = 0.95, over alpha) and EARS (over its tolerance) is drawn over
+its parameter range at
 its exact point: x = its divergence from the target law over L + 1 tokens (top row total
 variation, bottom row KL(output || target), from the exact output law; rules with infinite KL
 are left out of the bottom row), y = its block efficiency E[tau + 1]; a rule's points are joined in parameter order. The black
@@ -32,7 +35,8 @@ from _common import make_family, pyplot, run_script, save, verifier_style
 
 #: The rule families drawn, in legend order.
 FAMILIES = ("additive", "multiplicative", "top-m", "trtllm-relaxed", "sglang-threshold", "cactus",
-            "entropy-threshold", "typical", "greedy")
+            "entropy-threshold", "typical", "greedy", "typical-medusa", "cascade-opt",
+            "cascade-token-v1", "cascade-token-v2", "cascade-token-v3", "entropy-verify", "ears")
 INSTANCES = {"dirichlet": ("dirichlet", 0.5), "logit-noise": ("logit-noise", 1.0)}
 
 
@@ -40,8 +44,11 @@ def rule_grid(quick: bool):
     """(family, parameter, spec) for every rule point."""
     from fractions import Fraction as F
 
+    from spectheory.verifiers import cascades as K
     from spectheory.verifiers import relaxed as R
-    from spectheory.verifiers.contrasts import typical_acceptance
+    from spectheory.verifiers.contrasts import typical_acceptance, typical_medusa
+    from spectheory.verifiers.ears import ears
+    from spectheory.verifiers.entropy_verify import entropy_verify
 
     eps = [F(0), F(1, 20), F(1, 10), F(1, 5), F(3, 10), F(1, 2)]
     lam = [F(1), F(4, 5), F(3, 5), F(2, 5), F(1, 5)]
@@ -49,8 +56,12 @@ def rule_grid(quick: bool):
     cac = [0.0, 0.05, 0.1, 0.3, 0.6, 1.0, 2.0]
     ent = [2.0, 1.0, 0.6, 0.3]
     typ = [0.6, 0.3, 0.15, 0.05]
+    cas = [F(0), F(1, 20), F(1, 10), F(1, 4), F(1, 2), F(1)]
+    tol = [F(0), F(1, 10), F(3, 10), F(1, 2), F(1)]
+    evs = [0.0, 0.4, 1.0, 2.0, 4.0]
     if quick:
         eps, lam, thr, cac, ent, typ = eps[::2], lam[::2], thr[::2], cac[::3], ent[::2], typ[::2]
+        cas, tol, evs = cas[::2], tol[::2], evs[::2]
     out = [("additive", float(e), R.additive_acceptance(e)) for e in eps]
     out += [("multiplicative", float(v), R.multiplicative_acceptance(v)) for v in lam]
     out += [("top-m", m, R.top_m_acceptance(m)) for m in (1, 2, 3)]
@@ -60,6 +71,13 @@ def rule_grid(quick: bool):
     out += [("entropy-threshold", b, R.entropy_threshold_acceptance(b)) for b in ent]
     out += [("typical", d, typical_acceptance(0.09, d)) for d in typ]
     out.append(("greedy", None, "greedy"))
+    out += [("typical-medusa", d, typical_medusa(0.09, d)) for d in typ]
+    for fam, make in (("cascade-opt", K.cascade_opt), ("cascade-token-v1", K.cascade_token_v1),
+                      ("cascade-token-v2", K.cascade_token_v2),
+                      ("cascade-token-v3", K.cascade_token_v3)):
+        out += [(fam, float(a), make(a)) for a in cas]
+    out += [("entropy-verify", a, entropy_verify(0.95, a)) for a in evs]
+    out += [("ears", float(t), ears(t)) for t in tol]
     return out
 
 
