@@ -1487,3 +1487,147 @@ def lookahead_law(model, status, N, k):
                 break
         out[x] = w
     return out
+
+
+# ----------------------------------------------------------------------------- engine threads
+
+
+def greedy_draft(model):
+    """The model whose draft rows are the one-hot rows of the draft's argmax (ties to the lowest
+    id): a deterministic draft, as z-lab/dflash's ``sample(draft_logits)`` at temperature 0."""
+    out = Model.__new__(Model)
+    out.V, out.L, out.p_rows = model.V, model.L, model.p_rows
+
+    def q_rows(prefix):
+        row = model.q_rows(prefix)
+        best = max(range(model.V), key=lambda a: (row[a], -a))
+        return [F(int(a == best)) for a in range(model.V)]
+
+    out.q_rows = q_rows
+    return out
+
+
+def _markov_row(model, prefix):
+    """The target row after ``prefix``; past the tables' depth L, the row after its last L
+    tokens (the instance format's order-L extension)."""
+    prefix = tuple(prefix)
+    return model.p_rows(prefix[-model.L:] if len(prefix) > model.L else prefix)
+
+
+def target_greedy_chain(model, n):
+    """The target's argmax chain of ``n`` tokens (ties to the lowest id)."""
+    seq = ()
+    for _ in range(n):
+        row = _markov_row(model, seq)
+        seq += (max(range(model.V), key=lambda a: (row[a], -a)),)
+    return seq
+
+
+def tempered_probability(model, seq, temperature):
+    """P(seq) under the target at ``temperature`` (rows p^(1/T) renormalised), float64."""
+    out, ctx = 1.0, ()
+    for a in seq:
+        w = [float(x) ** (1 / temperature) for x in _markov_row(model, ctx)]
+        out *= w[a] / sum(w)
+        ctx += (a,)
+    return out
+
+
+def backward_scan(model):
+    """Block verification's backward scan written from arXiv 2403.10444: h_i from the weights
+    w_i = min(1, w_{i-1} p/q) and residual masses, one independent coin u_i per position
+    (every pattern of the events u_i <= h_i enumerated), tau = the last i whose coin falls
+    below h_i (0 if none), then a token of the residual at tau (p after L). Returns
+    (law of the L + 1 tokens completed by the target, [P(tau = i)])."""
+    V, L = model.V, model.L
+    law, taus = {}, [F(0)] * (L + 1)
+    for x in model.seqs(L):
+        Qx = model.Q(x)
+        if Qx == 0:
+            continue
+        w = [F(1)]
+        for i in range(L):
+            w.append(min(F(1), w[i] * model.p(x[:i], x[i]) / model.q(x[:i], x[i])))
+        h = {L: w[L]}
+        for i in range(1, L):
+            S = sum(max(w[i] * model.p(x[:i], a) - model.q(x[:i], a), F(0)) for a in range(V))
+            h[i] = S / (S + 1 - w[i]) if S + 1 - w[i] else F(1)
+        for coins in itertools.product((True, False), repeat=L):
+            m = Qx * prod(h[i + 1] if c else 1 - h[i + 1] for i, c in enumerate(coins))
+            if m == 0:
+                continue
+            tau = max((i + 1 for i, c in enumerate(coins) if c), default=0)
+            taus[tau] += m
+            if tau == L:
+                row = model.p_rows(x)
+            else:
+                row = _normalise([max(w[tau] * model.p(x[:tau], a) - model.q(x[:tau], a), F(0))
+                                  for a in range(V)], model.p_rows(x[:tau]))
+            for y in range(V):
+                _complete(law, model, x[:tau] + (y,), m * row[y])
+    return law, taus
+
+
+def _kit_logits(row):
+    """log p shifted by the midpoint of the largest and smallest finite logs (-inf for 0)."""
+    lg = [math.log(x) if x > 0 else -math.inf for x in row]
+    fin = [v for v in lg if v != -math.inf]
+    return [v - (max(fin) + min(fin)) / 2 for v in lg]
+
+
+def repetition_penalised(row, history, penalty):
+    """vLLM's repetition penalty on logits: a token seen in ``history`` has its logit divided by
+    ``penalty`` when positive, multiplied when not; softmax back to probabilities."""
+    lg = _kit_logits([float(x) for x in row])
+    lg = [(v / penalty if v > 0 else v * penalty) if a in set(history) else v
+          for a, v in enumerate(lg)]
+    top = max(lg)
+    e = [math.exp(v - top) if v != -math.inf else 0.0 for v in lg]
+    return [v / sum(e) for v in e]
+
+
+def bonus_only_penalty_tv(model, penalty):
+    """One step of SGLang PR #28242's rule from the empty context (token verification; rows
+    j < L unpenalised; the bonus row penalised with the drafts as history; the raw draft), the
+    sequence completed to N = L + 1 tokens by the penalised target: TV to the penalised target's
+    law of N tokens (float64)."""
+    V, L = model.V, model.L
+    N = L + 1
+
+    def pen(prefix):
+        return repetition_penalised(model.p_rows(prefix), prefix, penalty)
+
+    def target_prob(seq):
+        return prod(pen(seq[:i])[seq[i]] for i in range(len(seq)))
+
+    out = {}
+
+    def complete(seq, m):
+        if len(seq) >= N:
+            out[seq[:N]] = out.get(seq[:N], 0.0) + m
+            return
+        for y, v in enumerate(pen(seq)):
+            if v > 0:
+                complete(seq + (y,), m * v)
+
+    def verify(x, j, m):
+        if j == L:
+            for y, v in enumerate(pen(x)):  # the bonus row, history = the drafts
+                complete(x + (y,), m * v)
+            return
+        p = [float(v) for v in model.p_rows(x[:j])]
+        q = [float(v) for v in model.q_rows(x[:j])]
+        a = min(1.0, p[x[j]] / q[x[j]])
+        verify(x, j + 1, m * a)
+        res = [max(u - v, 0.0) for u, v in zip(p, q)]
+        z = sum(res)
+        for y in range(V):
+            if res[y] > 0:
+                complete(x[:j] + (y,), m * (1 - a) * res[y] / z)
+
+    for x in model.seqs(L):
+        Qx = float(model.Q(x))
+        if Qx > 0:
+            verify(x, 0, Qx)
+    keys = set(out) | set(model.seqs(N))
+    return sum(abs(out.get(k, 0.0) - target_prob(k)) for k in keys) / 2

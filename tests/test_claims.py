@@ -125,3 +125,16 @@ def test_cli_json_only_and_exit_codes(monkeypatch, capsys):
     assert code == 1 and "recorded refuted" in out
     code, out, err = run(["claims", "--only", "khisti", "--markdown"], capsys)
     assert code == 2 and out == "" and "drop --only" in err and len(err.strip().splitlines()) == 1
+
+
+def test_shared_reading_is_shown_where_a_row_states_one(rows):
+    """A row whose check and independent recomputation follow one reading of an open choice in
+    the source says so: the field is on the page, in the JSON and in the plain output."""
+    shared = [r for r in rows if r.claim.reading]
+    assert {"cactus-kl-reweighted-target", "mistralrs-2424-greedy-chain"} <= \
+        {r.claim.id for r in shared}
+    page = claims.markdown(rows)
+    for r in shared:
+        assert r.to_json()["reading"] == r.claim.reading
+    assert page.count("| shared reading |") == len(shared)
+    assert all(r.to_json()["reading"] == "" for r in rows if not r.claim.reading)

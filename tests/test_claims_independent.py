@@ -461,6 +461,73 @@ def test_cactus_rows_by_own_decimal_computation():
     assert ledger_row("cactus-kl-emitted-token").finding.verdict == "refuted"
 
 
+def test_cactus_rows_state_the_released_codes_letters():
+    """Cactus's released code (solve_constraint) names the target q and the draft p: the rows'
+    notation maps say so and say which reading the check follows; recomputed in the code's
+    letters (q the target), the reweighted row's KL is the ledger's."""
+    for cid in ("cactus-kl-reweighted-target", "cactus-kl-emitted-token"):
+        c = next(c for c in claims.ledger() if c.id == cid)
+        assert "q the target" in c.notation and "p the draft" in c.notation
+        assert "released code's reading" in c.notation and c.reading
+        assert "p the target (as spectheory)" not in c.notation
+    # in the code's letters: target_probs = q = (1/2, 1/4, 1/4), drafted token n = 0
+    q_target = [F(1, 2), F(1, 4), F(1, 4)]
+    kl = ind.cactus_kl_reweighted(q_target, 0, F(1, 10))
+    assert abs(float(kl) - 0.103632694824897) < 1e-12
+
+
+def test_block_gate_is_vllm_ascends():
+    c = next(c for c in claims.ledger() if c.id == "vllm-v1-block-gate")
+    assert c.source.startswith("vllm-ascend")
+    assert "max_spec_len >= 3 and draft_probs is not None" in c.where
+    assert "vllm_ascend/sample/rejection_sampler.py" in c.where
+
+
+def test_engine_thread_rows_by_own_computations():
+    # mlx-lm #1709: q = p, exact match accepts sum p^2, rejection sampling 1
+    from spectheory.lp.claims.engine_threads import MLX_ROWS
+
+    ours = ledger_row("mlx-lm-1709-acceptance").finding.ours
+    for row in MLX_ROWS:
+        p = [F(x) for x in row]
+        m = ind.one_step(p, p)
+        law, etau = ind.sample_match(m)
+        assert ind.tv(law, m) == 0 and etau == sum(x * x for x in p) < 1
+        assert ind.token_verification_E(m) == 2
+        assert f"exact match {etau} = sum p^2, rejection sampling 1" in ours
+    # mistral.rs #2424: the released law is the target's greedy chain at any temperature
+    from spectheory.testing.mutants.stateful_steps import stateful_instance
+
+    m = ind.Model(instance_to_dict(stateful_instance()))
+    chain = ind.target_greedy_chain(m, 4)
+    ours = ledger_row("mistralrs-2424-greedy-chain").finding.ours
+    assert f"greedy chain {chain} (N = 4)" in ours
+    for t in (0.5, 1, 2):
+        tv = 1 - ind.tempered_probability(m, chain, t)
+        assert tv > 0.5 and f"temperature={t:g}: {chain}, TV {tv:.4f}" in ours
+    # vllm-ascend #11985: the backward scan over independent coins is block verification
+    from spectheory.lp.claims.engine_threads import SCAN_INSTANCES
+
+    ours = ledger_row("vllm-ascend-11985-backward-scan").finding.ours
+    for a in SCAN_INSTANCES:
+        mm = rnd(*a)
+        law, taus = ind.backward_scan(mm)
+        blk, e = ind.block_law(mm)
+        assert ind.tv(law, mm) == 0 and law == {k: v for k, v in blk.items() if v}
+        assert sum(i * t for i, t in enumerate(taus)) + 1 == e
+        assert f"tau pmf {', '.join(map(str, taus))}" in ours
+    # z-lab/dflash #74: greedy draft, sample-match verification: lossless
+    for a in ((3, 2, 1, 6), (3, 2, 0, 12), (2, 3, 5, 10)):
+        g = ind.greedy_draft(rnd(*a))
+        assert ind.tv(ind.sample_match(g)[0], g) == 0
+    assert ledger_row("dflash-74-greedy-draft").finding.verdict == "refuted"
+    # SGLang #28242: one step of the bonus-only penalty, own penalty and enumeration
+    d = ind.bonus_only_penalty_tv(m, 2.0)
+    assert abs(d - 0.0376124899518098) < 1e-12
+    row = ledger_row("sglang-28242-minimal-impact")
+    assert row.finding.verdict == "not reproduced" and f"{d:.4f} over one step" in row.finding.ours
+
+
 # ----------------------------------------------------------------------------- traversal order
 
 
@@ -513,10 +580,16 @@ def test_frontier_at_zero_and_free_block_by_own_lps():
     assert m.p_rows((0,)) != m.p_rows((1,))  # prefix-dependent rows
     front, (law, blk) = ind.direct_lp(m, 1), ind.block_law(m)
     assert ind.tv(law, m) == 0 and front == blk == ind.block_verification_E(m) == F(149, 72)
+    # on this instance token verification reaches 149/72 too, so the frontier row uses another
+    assert ind.token_verification_E(m) == blk
+    z = ind.Model(instance_to_dict(random_instance(3, 2, 1, alpha=0.5, denominator=12)))
+    zfront, zblk, ztok = ind.direct_lp(z, 1), ind.block_verification_E(z), \
+        ind.token_verification_E(z)
+    assert zfront == zblk == F(25, 12) > ztok == F(95, 48)
+    assert ledger_row("frontier-at-zero-is-block").finding.ours == \
+        f"frontier LP at TV 0: {zfront} = block verification {zblk} > token verification {ztok}"
     free, coupling = ind.free_block_lp(m), ind.coupling_bound(m)
     assert free == coupling == F(25, 12) > front
-    assert ledger_row("frontier-at-zero-is-block").finding.ours == \
-        f"frontier LP at TV 0: {front}; block verification: {blk}"
     assert ledger_row("free-block-not-a-verifier").finding.ours == \
         f"free block at TV 0: {free} = coupling bound {coupling} > block verification {blk}"
 
@@ -581,7 +654,8 @@ COVERED = {
     "delayed-expansion-improves", "eagle-329-not-lossless", "sglang-9877-acceptance",
     "cactus-kl-reweighted-target", "cactus-kl-emitted-token", "gbv-reference-leaf-order",
     "frontier-at-zero-is-block", "free-block-not-a-verifier", "sharma-greedy-radius",
-    "gr-convex-program",
+    "gr-convex-program", "mlx-lm-1709-acceptance", "mistralrs-2424-greedy-chain",
+    "vllm-ascend-11985-backward-scan", "dflash-74-greedy-draft", "sglang-28242-minimal-impact",
     # recomputed in tests/test_static_ensemble.py (independent_claims.static_ensemble,
     # independent_claims.frontier_lp)
     "diversed-acceptance-identity", "diversed-pareto-one-token", "diversed-pareto-not-over-blocks",
@@ -590,7 +664,10 @@ COVERED = {
     "fvo-approx-phi-chained-bound",
 }
 #: Refutations without a second implementation yet, with the reason.
-REFUTED_NOT_YET: dict[str, str] = {}
+REFUTED_NOT_YET: dict[str, str] = {
+    "sglang-33643-nominal-over-l": "the effective penalty needs the replica's four-step law "
+                                    "under check_step's schedule; not yet written apart",
+}
 
 
 def test_every_refutation_has_a_second_implementation():
@@ -662,6 +739,8 @@ NOT_OPTIMALITY = {
     "fvo-local-masks-sample-proj": "the output law of local masking",
     "fvo-doob-transform": "an identity between laws",
     "fvo-spec-exact-phi": "losslessness against mu*",
+    "mlx-lm-1709-acceptance": "the acceptance of two rules",
+    "mistralrs-2424-greedy-chain": "the output law of an engine's released path",
 }
 
 

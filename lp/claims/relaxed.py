@@ -124,6 +124,10 @@ CACTUS = ("arXiv 2604.04987 and its released code (solve_constraint, cactus/cact
           "sqrt(2 delta q_n (1 - q_n)) clamped to [0, 1], the rest of q scaled by (1 - h_n) / "
           "(1 - q_n); delta the divergence budget; one token (L = 1). The check follows the "
           "released code's reading")
+CACTUS_READING = ("the released code's, not the paper's text (reached only through summaries): "
+                  "solve_constraint's q is the target, h_n = clamp(q_n + sqrt(2 delta q_n "
+                  "(1 - q_n)), 0, 1), the rest of q scaled by (1 - h_n) / (1 - q_n); the "
+                  "recomputation in tests/independent_claims.py takes the same formula")
 SHARMA = ("arXiv 2606.30265: p the target; a certificate is the least KL divergence that moves the "
           "target's row to one where the rule rejects; one token")
 
@@ -138,7 +142,7 @@ ROWS = [
           Hypotheses(("single",), K=(1,), L=(1,), exact=False,
                      notes="KL in float64 with its rounding bound; rows exact; follows the "
                            "released code's reading (solve_constraint's q = the target)"),
-          "refuted", c_cactus_h),
+          "refuted", c_cactus_h, reading=CACTUS_READING),
     Claim("cactus-kl-emitted-token", "arXiv 2604.04987", "Cactus as received (the law of the "
           "emitted token: accept n w.p. min(1, h_n / p_n), else normalise(max(h - p, 0)), "
           "Cactus's letters)", "stated result", "the emitted token's law stays within the "
@@ -147,7 +151,7 @@ ROWS = [
                      notes="KL in float64 with its rounding bound; rows exact; follows the "
                            "released code's reading (_get_accepted and _get_recovered_probs "
                            "with solve_constraint's q = the target)"),
-          "refuted", c_cactus_emitted),
+          "refuted", c_cactus_emitted, reading=CACTUS_READING),
     Claim("sharma-greedy-radius", "arXiv 2606.30265", "exact certificates for strict greedy "
           "(abstract: the least KL that forces rejection); closed form derived in "
           "spectheory.lp.relaxed_claims, not transcribed from the paper's text",
