@@ -68,6 +68,11 @@ BUFFERS = ("tests/test_buffers.py",)
 REAL = ("tests/test_real_laws_exact.py",)
 KERNELS = ("tests/test_gbv_kernels.py", "tests/test_real_laws_exact.py")
 LP_DIRECT = ("tests/test_lp_direct.py", "tests/test_lp_multipath.py", "tests/test_lp_tree.py")
+STATEFUL = ("tests/test_stateful.py",)
+PENALISED = ("tests/test_penalised_steps.py", "tests/test_stateful.py")
+SEEDS = ("tests/test_seeds.py",)
+GRAMMARS = ("tests/test_grammar_engines.py", "tests/test_stateful.py")
+PORTS = ("tests/test_tgi_port.py", "tests/test_mistralrs_port.py")
 
 MUTANTS = [
     # ---------------------------------------------------------------- verifiers
@@ -479,6 +484,69 @@ MUTANTS = [
            "if q_rows.numel() and not float(q_rows.amin()) > 0:",
            "if q_rows.numel() and float(q_rows.amin()) <= 0:",
            "GBV torch route: zeros beside a NaN keep ratio p/0", KERNELS),
+    # the state around the sampler: penalties, masks and grammars on each row's history
+    Mutant("spectheory/inputs/stateful.py",
+           "x = np.where(pen & (x > 0), x / rep, np.where(pen, x * rep, x))",
+           "x = np.where(pen & (x > 0), x * rep, np.where(pen, x / rep, x))",
+           "repetition penalty: the two branches swapped", STATEFUL),
+    Mutant("spectheory/inputs/stateful.py",
+           "x = x - freq * c - pres * seen",
+           "x = x - freq * seen - pres * c",
+           "frequency and presence penalties swapped (count vs seen)", STATEFUL),
+    Mutant("spectheory/inputs/stateful.py",
+           "shift = np.where(ok, (np.where(ok, hi, 0) + np.where(ok, lo, 0)) / 2, 0.0)",
+           "shift = np.where(ok, np.where(ok, hi, 0), 0.0)",
+           "the kit's logits shifted by the maximum (every logit <= 0: one branch of "
+           "repetition_penalty never runs)", STATEFUL),
+    Mutant("spectheory/inputs/stateful.py",
+           "    if sp.min_tokens and n < sp.min_tokens:",
+           "    if sp.min_tokens and n <= sp.min_tokens:",
+           "min_tokens: the stop token masked one token too long", STATEFUL),
+    Mutant("spectheory/inputs/stateful.py",
+           "    key = history[:, m - n + 1:]  # [N, n-1]",
+           "    key = history[:, m - n:]  # [N, n-1]",
+           "no-repeat n-grams keyed on n tokens instead of n-1", STATEFUL),
+    Mutant("spectheory/inputs/processing.py",
+           "                                             history=all_prefixes(d, base.vocab_size)))",
+           "                                             history=all_prefixes(d, base.vocab_size)"
+           "[::-1]))",
+           "a processed table level reads its histories in the wrong order", STATEFUL),
+    Mutant("spectheory/testing/step.py",
+           "    return torch.stack([processed(rows[:, j], params, inputs, history=tokens[:, :j])",
+           "    return torch.stack([processed(rows[:, j], params, inputs, history=tokens[:, :0])",
+           "the kit's correct steps penalise every position from an empty history", PENALISED),
+    Mutant("spectheory/testing/step.py",
+           '    return "logits" if sp is not None and sp.on_logits else "probs"',
+           '    return "probs"',
+           "check_step hands probabilities when the penalties act on logits", PENALISED),
+    Mutant("spectheory/testing/seeds.py",
+           "    diff = (ref != got)",
+           "    diff = (ref != ref)",
+           "seeded checks compare the reference with itself", SEEDS),
+    Mutant("spectheory/testing/seeds.py",
+           "                row_seeds[len(sel):] ^= COMPANION  # other requests, from the same "
+           "contexts",
+           "                pass",
+           "batch invariance: companion rows share the rows' seeds (the same requests twice)",
+           SEEDS),
+    Mutant("spectheory/inputs/grammar_engines.py",
+           "        if m.is_stopped():  # a complete match that cannot go on: the engine ends here\n"
+           "            row[self.eos] = END",
+           "        if m.is_stopped():  # a complete match that cannot go on: the engine ends here\n"
+           "            pass",
+           "llguidance: a stopped matcher allows nothing (its mask is empty)", GRAMMARS),
+    Mutant("spectheory/inputs/stateful.py",
+           "                    if self._pattern.fullmatch(text) is not None:",
+           "                    if self._pattern.fullmatch(text, partial=True) is not None:",
+           "regex grammars: the stop token allowed before a complete match", GRAMMARS),
+    Mutant("spectheory/testing/engine_ports/tgi.py",
+           "            history = seq[:, :n + j] if fixed else ctx  # as released: input_ids, every j",
+           "            history = seq[:, :n + j]",
+           "the TGI port as released already fixed (its seam bug gone)", PORTS),
+    Mutant("spectheory/testing/engine_ports/mistralrs.py",
+           "    if version != \"released\" and not greedy:",
+           "    if not greedy:",
+           "the mistral.rs port as released already samples plainly", PORTS),
 ]
 
 

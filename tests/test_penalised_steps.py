@@ -83,3 +83,12 @@ def test_correct_penalised_step_passes():
 def test_penalty_bugs_fail(bug):
     rep = check_step(make_step(bug), samples=6000, steps=2, sampling=PARAMS)
     assert not rep.passed, rep
+
+
+@pytest.mark.parametrize("name", ["vllm_v1_step", "sglang_step"])
+def test_the_kits_correct_steps_pass_under_penalties(name):
+    """The kit's own correct steps process each position with its history too."""
+    from spectheory.testing import step as steps
+
+    rep = check_step(getattr(steps, name), samples=6000, steps=2, sampling=PARAMS)
+    assert rep.passed, rep
