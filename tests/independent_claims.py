@@ -1631,3 +1631,140 @@ def bonus_only_penalty_tv(model, penalty):
             verify(x, 0, Qx)
     keys = set(out) | set(model.seqs(N))
     return sum(abs(out.get(k, 0.0) - target_prob(k)) for k in keys) / 2
+
+
+# ----------------------------------------------------------------------------- SGLang #33643
+
+
+def _markov_q(model, prefix):
+    prefix = tuple(prefix)
+    return model.q_rows(prefix[-model.L:] if len(prefix) > model.L else prefix)
+
+
+def frequency_penalised(row, history, penalty):
+    """vLLM's frequency penalty on logits: logit(x) - penalty * count(x in history), softmax back:
+    p(x) exp(-penalty count(x)) renormalised (zeros stay zero), float64."""
+    w = [float(x) * math.exp(-penalty * history.count(a)) for a, x in enumerate(row)]
+    return [v / sum(w) for v in w]
+
+
+def _token_verification_blocks(p_rows, q_rows, drafts, V):
+    """{emitted block: probability} of token verification of ``drafts`` (the drafts' own
+    probability left out): P(tau = t, y) = prod_{j<t} a_j times (1 - a_t) r_t(y) for t < L, or
+    p_L(y) at t = L; a_j = min(1, p_j(x_j)/q_j(x_j)), r_t = norm(max(p_t - q_t, 0)) (a rejection
+    whose residual is empty, p = q up to float64 rounding, counts as an acceptance)."""
+    L = len(drafts)
+    acc = []
+    for j in range(L):
+        p, q, x = p_rows[j], q_rows[j], drafts[j]
+        res = [max(a - b, 0.0) for a, b in zip(p, q)]
+        acc.append((min(1.0, p[x] / q[x]) if sum(res) > 0 else 1.0, res))
+    out = {}
+    for t in range(L + 1):
+        head = prod(a for a, _ in acc[:t])
+        if t == L:
+            tail = p_rows[L]
+            for y in range(V):
+                if head * tail[y] > 0:
+                    out[drafts + (y,)] = out.get(drafts + (y,), 0.0) + head * tail[y]
+        else:
+            a, res = acc[t]
+            if a >= 1:
+                continue
+            for y in range(V):
+                m = head * (1 - a) * res[y] / sum(res)
+                if m > 0:
+                    out[drafts[:t] + (y,)] = out.get(drafts[:t] + (y,), 0.0) + m
+    return out
+
+
+def per_step_penalty_law(model, steps, penalty, per_step_history=True):
+    """SGLang PR #33643's rule, enumerated: one step drafts L tokens from the raw draft rows, and
+    target row j is frequency-penalised with the history ``H + drafts[:j]``, H the last emitted
+    token of each earlier step (the penalizers fed ``output_ids[-1]`` once per step; with
+    ``per_step_history=False``, H is the whole committed context: the correct engine). Steps run
+    on check_step's schedule (each round steps every sample at each count present at the round's
+    start, in ascending order, a sample moved to a later count of the round stepped again);
+    after ``steps`` rounds each sequence is completed by the correctly penalised target to
+    N = steps + L tokens. Returns ({N-token tuple: probability}, mean tokens of the first
+    step), float64."""
+    V, L = model.V, model.L
+    N = steps + L
+
+    def step(ctx, hist):
+        out = {}
+        for d in itertools.product(range(V), repeat=L):
+            qs = [[float(x) for x in _markov_q(model, ctx + d[:j])] for j in range(L)]
+            qd = prod(qs[j][d[j]] for j in range(L))
+            if qd == 0:
+                continue
+            h = hist if per_step_history else ctx
+            ps = [frequency_penalised(_markov_row(model, ctx + d[:j]), h + d[:j], penalty)
+                  for j in range(L + 1)]
+            for block, m in _token_verification_blocks(ps, qs, d, V).items():
+                out[block] = out.get(block, 0.0) + qd * m
+        return out
+
+    first = step((), ())
+    mean_first = sum(len(b) * m for b, m in first.items())
+    pool = {((), ()): 1.0}
+    for _ in range(steps):
+        counts = sorted({len(s) for s, _ in pool if len(s) < N})
+        for c in counts:
+            here = [(k, m) for k, m in pool.items() if len(k[0]) == c]
+            for k, _ in here:
+                del pool[k]
+            for (seq, hist), m in here:
+                for block, w in step(seq, hist).items():
+                    k2 = (seq + block, hist + (block[-1],))
+                    pool[k2] = pool.get(k2, 0.0) + m * w
+    law = {}
+
+    def complete(seq, m):
+        if len(seq) >= N:
+            law[seq[:N]] = law.get(seq[:N], 0.0) + m
+            return
+        for y, v in enumerate(frequency_penalised(_markov_row(model, seq), seq, penalty)):
+            if v > 0:
+                complete(seq + (y,), m * v)
+
+    for (seq, _), m in pool.items():
+        complete(seq, m)
+    return law, mean_first
+
+
+def penalised_target_law(model, N, penalty):
+    """The correctly frequency-penalised target's law of N tokens (history: the whole prefix)."""
+    law = {(): 1.0}
+    for _ in range(N):
+        nxt = {}
+        for s, m in law.items():
+            for y, v in enumerate(frequency_penalised(_markov_row(model, s), s, penalty)):
+                if v > 0:
+                    nxt[s + (y,)] = m * v
+        law = nxt
+    return law
+
+
+def expected_repeats(law):
+    """E[number of positions whose token occurred earlier in the sequence]."""
+    return sum(m * sum(1 for i in range(len(s)) if s[i] in s[:i]) for s, m in law.items())
+
+
+def effective_frequency_penalty(model, steps, nominal, tol=1e-10):
+    """The penalty f' at which the correct engine's expected repeats over N = steps + L tokens
+    equal the per-step rule's at ``nominal`` (bisection on [0, nominal]; repeats fall as f'
+    grows). Returns (f' / nominal, the rule's expected repeats, its mean tokens per step)."""
+    law, mean_first = per_step_penalty_law(model, steps, nominal)
+    want = expected_repeats(law)
+    N = steps + model.L
+    lo, hi = 0.0, float(nominal)
+    assert expected_repeats(penalised_target_law(model, N, lo)) >= want >= \
+        expected_repeats(penalised_target_law(model, N, hi))
+    while hi - lo > tol:
+        mid = (lo + hi) / 2
+        if expected_repeats(penalised_target_law(model, N, mid)) > want:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2 / nominal, want, mean_first

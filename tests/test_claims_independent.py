@@ -662,12 +662,11 @@ COVERED = {
     # recomputed in tests/test_grammar_laws.py (independent_claims' grammar brute force)
     "fvo-local-masks-sample-proj", "fvo-doob-transform", "fvo-spec-exact-phi",
     "fvo-approx-phi-chained-bound",
+    # recomputed below, after the first pass
+    "sglang-33643-nominal-over-l",
 }
 #: Refutations without a second implementation yet, with the reason.
-REFUTED_NOT_YET: dict[str, str] = {
-    "sglang-33643-nominal-over-l": "the effective penalty needs the replica's four-step law "
-                                    "under check_step's schedule; not yet written apart",
-}
+REFUTED_NOT_YET: dict[str, str] = {}
 
 
 def test_every_refutation_has_a_second_implementation():
@@ -755,3 +754,34 @@ def test_every_optimality_confirmation_has_a_second_implementation():
     # a claim that speaks of an optimum cannot be filed under NOT_OPTIMALITY
     words = re.compile(r"optim|best|attain|least|minim|maxim|bound", re.I)
     assert not [i for i in NOT_OPTIMALITY if words.search(rows[i].claim)]
+
+
+# ----------------------------------------------------------------------------- rows recomputed
+# ----------------------------------------------------------------------------- after the first pass
+
+
+def test_sglang_33643_effective_penalty_by_own_multi_step_law():
+    """SGLang PR #33643: the penalty history holds the last emitted token of each step plus the
+    drafts before the position. Own four-step enumeration on toy_repeat_instance() (q = p):
+    effective frequency penalty 0.594 x nominal, far from nominal / L = 0.345 (refuted); the
+    same enumerator with the whole context as history (the correct engine) is the penalised
+    target's law, and the per-step rule's law is not."""
+    from spectheory.testing.mutants.stateful_steps import toy_repeat_instance
+
+    m = ind.Model(instance_to_dict(toy_repeat_instance()))
+    assert m.p_rows((0,)) != m.p_rows((1,)) and m.q_rows(()) == m.p_rows(())
+    ratio, repeats, per_step = ind.effective_frequency_penalty(m, 4, 1.0)
+    assert abs(ratio - 0.5936) < 5e-5 and abs(repeats - 3.0498) < 5e-5
+    assert abs(per_step - 2.8948) < 5e-5
+    assert abs(ratio - 1 / per_step) > 0.1 / per_step  # not about nominal / L
+    row = ledger_row("sglang-33643-nominal-over-l")
+    assert row.finding.verdict == "refuted"
+    assert (f"effective frequency penalty {ratio:.4f} x nominal (equal expected repeats over "
+            f"N = 6 tokens: {repeats:.4f}), against nominal / L = {1 / per_step:.4f} "
+            f"(L = {per_step:.4f} tokens per step)") == row.finding.ours
+    # the enumerator itself: lossless with the right history, lossy with the per-step one
+    tgt = ind.penalised_target_law(m, 6, 1.0)
+    for per_step_history, lossy in ((False, False), (True, True)):
+        law = ind.per_step_penalty_law(m, 4, 1.0, per_step_history)[0]
+        d = sum(abs(law.get(k, 0.0) - tgt.get(k, 0.0)) for k in set(law) | set(tgt)) / 2
+        assert (d > 1e-3) == lossy and (lossy or d < 1e-12)
