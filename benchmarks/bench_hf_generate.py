@@ -18,6 +18,7 @@ import datetime
 import json
 import os
 import platform
+import shlex
 import sys
 import time
 
@@ -91,8 +92,10 @@ def exact(row: dict) -> None:
 
 
 def render(rows: dict, meta: dict) -> str:
+    commands = meta.get("commands") or [meta["command"]]
     lines = ["# transformers assisted generation, unmodified, against the exact law", "",
-             f"Command: `{meta['command']}`", "",
+             "Commands (in order; a later `--only` run replaces the configurations it names):",
+             ""] + [f"* `{c}`" for c in commands] + ["",
              f"transformers {meta['transformers']}, torch {meta['torch']}, Python "
              f"{meta['python']}, {meta['cpu']}, {meta['date']}.", "",
              "`check_hf_generate` (`spectheory.testing.hf_generate`): "
@@ -176,10 +179,16 @@ def main() -> int:
     import transformers
 
     meta = {"command": "OMP_NUM_THREADS=1 PYTHONPATH=. python benchmarks/bench_hf_generate.py "
-                       + " ".join(sys.argv[1:]),
+                       + shlex.join(sys.argv[1:]),
             "transformers": transformers.__version__, "torch": torch.__version__,
             "python": platform.python_version(), "cpu": cpu_name(),
             "date": datetime.date.today().isoformat()}
+    old = {}
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            old = json.load(f)["meta"]
+    commands = old.get("commands") or ([old["command"]] if "command" in old else [])
+    meta["commands"] = ([] if args.only is None else commands) + [meta["command"]]
     with open(path, "w", encoding="utf-8") as f:
         json.dump({"meta": meta, "rows": rows}, f, indent=1)
     with open(os.path.join(args.out, "hf_generate.md"), "w", encoding="utf-8") as f:
