@@ -64,9 +64,13 @@ def test_limits_of_the_parameters():
         e = [st.analyze(inst, lenient_verification(Fraction(k, 4))).expected_accepted
              for k in (4, 3, 2, 1)]
         assert e == sorted(e)
-        # a threshold above 1 never accepts: tau = 0 and Y ~ p, which is lossless
-        never = st.analyze(inst, threshold_verification(Fraction(3, 2)))
-        assert never.expected_accepted == 0 and never.tv_to_target == 0
+        # threshold 1 on rows with no probability 1 never accepts: tau = 0 and Y ~ p, which is
+        # lossless (a threshold above 1 is refused: thresholds are probabilities)
+        never = st.analyze(inst, threshold_verification(1))
+        if all((t < 1).all() for t in inst.target.tables):
+            assert never.expected_accepted == 0 and never.tv_to_target == 0
+        with pytest.raises(ValueError, match=r"theta 3/2 must be in \[0, 1\]"):
+            threshold_verification(Fraction(3, 2))
         # threshold 0 accepts every draft: the output law is q^L then p, E[tau] = L
         always = st.analyze(inst, threshold_verification(0))
         assert always.expected_accepted == inst.block_length
