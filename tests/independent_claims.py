@@ -1768,3 +1768,249 @@ def effective_frequency_penalty(model, steps, nominal, tol=1e-10):
         else:
             hi = mid
     return (lo + hi) / 2 / nominal, want, mean_first
+
+
+# ----------------------------------------------------------------------------- two tokenizers
+
+
+def longest_match(vocab, text):
+    """Token ids of ``text`` under left-to-right longest match over ``vocab`` (a list of
+    strings, id = index)."""
+    ids, i = [], 0
+    while i < len(text):
+        fits = [t for t, s in enumerate(vocab) if text.startswith(s, i)]
+        if not fits:
+            raise ValueError(f"no token at {text[i:]!r}")
+        best = max(fits, key=lambda t: len(vocab[t]))
+        ids.append(best)
+        i += len(vocab[best])
+    return tuple(ids)
+
+
+class Hetero:
+    """A two-tokenizer instance from its JSON dictionary (alphabet, target_vocab, draft_vocab,
+    draft_length, n_tokens, target, draft): rows keyed by comma-joined ids of the model's own
+    vocabulary up to the table's depth, an order-depth chain beyond."""
+
+    def __init__(self, data):
+        self.alphabet = data["alphabet"]
+        self.tv, self.dv = list(data["target_vocab"]), list(data["draft_vocab"])
+        self.L, self.N = int(data["draft_length"]), int(data["n_tokens"])
+        self._p, self._pd = self._table(data["target"])
+        self._q, self._qd = self._table(data["draft"])
+        self.inter = {d: self.tv.index(s) for d, s in enumerate(self.dv) if s in self.tv}
+
+    @staticmethod
+    def _table(obj):
+        if isinstance(obj, list):
+            return {(): [F(x) for x in obj]}, 0
+        t = {tuple(int(a) for a in k.split(",")) if k else (): [F(x) for x in v]
+             for k, v in obj.items()}
+        return t, max(len(k) for k in t)
+
+    @staticmethod
+    def _row(table, depth, prefix):
+        prefix = tuple(prefix)
+        return table[prefix[len(prefix) - depth:] if len(prefix) > depth else prefix]
+
+    def p(self, c):
+        return self._row(self._p, self._pd, c)
+
+    def q(self, dc):
+        return self._row(self._q, self._qd, dc)
+
+    def t_text(self, ids):
+        return "".join(self.tv[t] for t in ids)
+
+    def d_text(self, ids):
+        return "".join(self.dv[d] for d in ids)
+
+    def draft_context(self, c):
+        """The draft's tokenization of the emitted string (its context at an iteration)."""
+        return longest_match(self.dv, self.t_text(c))
+
+
+def _draft_path_law(h, dctx, n):
+    """{n draft tokens: probability} after the draft context ``dctx`` (zero paths dropped)."""
+    out = {}
+    for path in itertools.product(range(len(h.dv)), repeat=n):
+        w = prod((h.q(dctx + path[:i])[path[i]] for i in range(n)), start=F(1))
+        if w:
+            out[path] = w
+    return out
+
+
+def _put(d, k, v):
+    if v:
+        d[k] = d.get(k, F(0)) + v
+
+
+def hetero_slem_block(h, c):
+    """SLEM (arXiv 2502.05202, Algorithm 2): the draft's ``draft_length`` tokens, their string
+    re-tokenized alone by the target's longest match into t_1..t_m; the target samples at every
+    position; emitted t_<k y_k at the first mismatch k, or t_1..t_m and the bonus."""
+    out = {}
+    for path, w in _draft_path_law(h, h.draft_context(c), h.L).items():
+        t = longest_match(h.tv, h.d_text(path))
+        alive = w
+        for k in range(len(t) + 1):
+            row = h.p(c + t[:k])
+            for y, py in enumerate(row):
+                if k == len(t) or y != t[k]:
+                    _put(out, t[:k] + (y,), alive * py)
+            if k < len(t):
+                alive *= row[t[k]]
+    return out
+
+
+def _first_token_settled(h, text):
+    """Brute force: the first target token of ``text + x`` is one token for every continuation
+    x of up to the longest target token's length (and ``text`` is not empty)."""
+    if not text:
+        return False
+    longest = max(len(s) for s in h.tv)
+    firsts = {longest_match(h.tv, text + "".join(x))[0]
+              for n in range(longest + 1) for x in itertools.product(h.alphabet, repeat=n)}
+    return len(firsts) == 1
+
+
+def hetero_slrs_psi(h, c):
+    """SLRS's proposal law: draft tokens drawn until the first target token of their string is
+    settled (the smallest such lookahead), that token's law under the draft."""
+    dctx = h.draft_context(c)
+    psi, level = {}, {(): F(1)}
+    while level:
+        nxt = {}
+        for path, w in level.items():
+            text = h.d_text(path)
+            if _first_token_settled(h, text):
+                _put(psi, longest_match(h.tv, text)[0], w)
+                continue
+            for d, qd in enumerate(h.q(dctx + path)):
+                _put(nxt, path + (d,), w * qd)
+        level = nxt
+    return psi
+
+
+def hetero_slrs_block(h, c):
+    """SLRS (Algorithm 3): accept the proposal t with min(1, p(t)/psi(t)), else a token of
+    norm(max(p - psi, 0)); one target token per forward."""
+    p, psi = h.p(c), hetero_slrs_psi(h, c)
+    out = {}
+    rejected = F(0)
+    for t, w in psi.items():
+        _put(out, (t,), min(w, p[t]))
+        rejected += w - min(w, p[t])
+    if rejected:
+        res = [max(p[y] - psi.get(y, F(0)), F(0)) for y in range(len(p))]
+        for y, r in enumerate(res):
+            _put(out, (y,), rejected * r / sum(res))
+    return out
+
+
+def hetero_tli_block(h, c):
+    """TLI (Algorithm 4): the draft row restricted to the draft tokens whose string is a target
+    token, renormalised (q'); up to ``draft_length`` tokens drafted from q' (drafting stops where
+    q' has no mass); standard speculative sampling against the whole target row, residual
+    max(p - q', 0) over the target vocabulary; the bonus after all are accepted."""
+    dctx = h.draft_context(c)
+    # the drafted paths with their probabilities under q' (shorter when q' runs dry)
+    paths, level = {}, {(): F(1)}
+    for _ in range(h.L):
+        nxt = {}
+        for dp, w in level.items():
+            q = h.q(dctx + dp)
+            mass = sum((q[d] for d in h.inter), F(0))
+            if not mass:
+                _put(paths, dp, w)
+                continue
+            for d in h.inter:
+                _put(nxt, dp + (d,), w * q[d] / mass)
+        level = nxt
+    for dp, w in level.items():
+        _put(paths, dp, w)
+    out = {}
+    for dp, w in paths.items():
+        xs = tuple(h.inter[d] for d in dp)
+        alive = w
+        for k in range(len(xs) + 1):
+            p = h.p(c + xs[:k])
+            if k == len(xs):
+                for y, py in enumerate(p):
+                    _put(out, xs + (y,), alive * py)
+                break
+            q = h.q(dctx + dp[:k])
+            mass = sum((q[d] for d in h.inter), F(0))
+            qt = [F(0)] * len(p)
+            for d, x in h.inter.items():
+                qt[x] += q[d] / mass
+            a = min(F(1), p[xs[k]] / qt[xs[k]])
+            res = [max(p[y] - qt[y], F(0)) for y in range(len(p))]
+            for y, r in enumerate(res):
+                if r:
+                    _put(out, xs[:k] + (y,), alive * (1 - a) * r / sum(res))
+            alive *= a
+    return out
+
+
+def hetero_vllm_block(h, c, unk=0):
+    """vLLM #38174's route: the draft greedy over the intersection (argmax of the masked row,
+    ties to the lowest id), its context the target tokens mapped to draft ids by string (``unk``
+    off the intersection); one-hot proposals verified by the rejection sampler with no draft
+    probabilities: accept x with p(x), else a token of p with x removed; the bonus after all."""
+    back = {x: d for d, x in h.inter.items()}
+    dctx = tuple(back.get(t, unk) for t in c)
+    dp, xs = (), ()
+    for _ in range(h.L):
+        q = h.q(dctx + dp)
+        if not h.inter:
+            break
+        d = min(h.inter, key=lambda d: (-q[d], d))
+        dp, xs = dp + (d,), xs + (h.inter[d],)
+    out, alive = {}, F(1)
+    for k in range(len(xs) + 1):
+        p = h.p(c + xs[:k])
+        for y, py in enumerate(p):
+            if k == len(xs):
+                _put(out, xs + (y,), alive * py)
+            elif y != xs[k]:
+                _put(out, xs[:k] + (y,), alive * py)  # (1 - p(x)) p(y) / (1 - p(x))
+        if k < len(xs):
+            alive *= p[xs[k]]
+    return out
+
+
+HETERO_BLOCKS = {"slem": hetero_slem_block, "slrs": hetero_slrs_block, "tli": hetero_tli_block,
+                 "vllm-tli": hetero_vllm_block}
+
+
+def hetero_emitted_law(h, block):
+    """The law of the first N target tokens emitted by repeated forwards of ``block`` (a block
+    that overshoots is cut), by recursion over the emitted context."""
+    memo = {}
+
+    def rest(c):
+        if len(c) >= h.N:
+            return {c[:h.N]: F(1)}
+        if c not in memo:
+            law = {}
+            for b, w in block(h, c).items():
+                for s, v in rest(c + b).items():
+                    _put(law, s, w * v)
+            memo[c] = law
+        return memo[c]
+
+    return rest(())
+
+
+def hetero_check(h, scheme):
+    """(TV to the target's law of N target tokens, expected target tokens of the first forward)
+    for one scheme, exact."""
+    block = HETERO_BLOCKS[scheme]
+    out = hetero_emitted_law(h, block)
+    tgt = {}
+    for s in itertools.product(range(len(h.tv)), repeat=h.N):
+        _put(tgt, s, prod((h.p(s[:i])[s[i]] for i in range(h.N)), start=F(1)))
+    d = sum((abs(out.get(k, F(0)) - tgt.get(k, F(0))) for k in set(out) | set(tgt)), F(0)) / 2
+    toks = sum((len(b) * w for b, w in block(h, ()).items()), F(0))
+    return d, toks

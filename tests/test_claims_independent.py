@@ -663,7 +663,8 @@ COVERED = {
     "fvo-local-masks-sample-proj", "fvo-doob-transform", "fvo-spec-exact-phi",
     "fvo-approx-phi-chained-bound",
     # recomputed below, after the first pass
-    "sglang-33643-nominal-over-l",
+    "sglang-33643-nominal-over-l", "hetero-slem-lossless", "hetero-slrs-lossless",
+    "hetero-tli-lossless", "vllm-38174-tli-lossless",
 }
 #: Refutations without a second implementation yet, with the reason.
 REFUTED_NOT_YET: dict[str, str] = {}
@@ -785,3 +786,74 @@ def test_sglang_33643_effective_penalty_by_own_multi_step_law():
         law = ind.per_step_penalty_law(m, 4, 1.0, per_step_history)[0]
         d = sum(abs(law.get(k, 0.0) - tgt.get(k, 0.0)) for k in set(law) | set(tgt)) / 2
         assert (d > 1e-3) == lossy and (lossy or d < 1e-12)
+
+
+HETERO_ROWS = {"slem": "hetero-slem-lossless", "slrs": "hetero-slrs-lossless",
+               "tli": "hetero-tli-lossless", "vllm-tli": "vllm-38174-tli-lossless"}
+
+
+def _hetero_pairs():
+    from spectheory.inputs.hetero_pairs import hetero_pair
+    from spectheory.inputs.tokenizers import hetero_to_dict
+    from spectheory.lp.hetero_claims import CLAIM_INSTANCES
+
+    return [ind.Hetero(hetero_to_dict(hetero_pair(pair, seed, draft_length=2, n_tokens=3)))
+            for pair, seed in CLAIM_INSTANCES]
+
+
+def _slrs_plain_residual(h, c):
+    """Planted bug: SLRS resampling from p itself on rejection (not max(p - psi, 0))."""
+    p, psi = h.p(c), ind.hetero_slrs_psi(h, c)
+    out = {(t,): min(w, p[t]) for t, w in psi.items() if min(w, p[t])}
+    rejected = 1 - sum(out.values(), F(0))
+    for y, py in enumerate(p):
+        out[(y,)] = out.get((y,), F(0)) + rejected * py
+    return out
+
+
+def _tli_raw_ratio(h, c):
+    """Planted bug: TLI drafting from q' but accepting with min(1, p / q) on the raw q."""
+    dctx, out = h.draft_context(c), {}
+    q = h.q(dctx)
+    mass = sum((q[d] for d in h.inter), F(0))
+    p = h.p(c)
+    rejected = F(0)
+    for d, x in h.inter.items():
+        a = min(F(1), p[x] / q[d]) if q[d] else F(0)
+        out[(x,)] = out.get((x,), F(0)) + q[d] / mass * a
+        rejected += q[d] / mass * (1 - a)
+    res = [max(p[y] - sum((q[d] for d, x in h.inter.items() if x == y), F(0)), F(0))
+           for y in range(len(p))]
+    for y, r in enumerate(res):
+        if r:
+            out[(y,)] = out.get((y,), F(0)) + rejected * r / sum(res)
+    return out
+
+
+def test_hetero_rows_by_own_tokenizer_and_scheme_laws():
+    """Timor et al. (arXiv 2502.05202): SLEM, SLRS and TLI lossless, and vLLM #38174's greedy
+    intersection route lossless, on the four toy pairs: own longest-match tokenizer, own laws of
+    each scheme's forward, own law over 3 target tokens of repeated forwards; TV 0 and the
+    target tokens of the first forward equal the ledger's; two planted wrong rules are lossy."""
+    pairs = _hetero_pairs()
+    assert ind.longest_match(["a", "b", "ab"], "aba") == (2, 0)
+    assert ind.longest_match(["a", "b", "ba"], "aba") == (0, 2)  # crossed bounds
+    for scheme, cid in HETERO_ROWS.items():
+        row = ledger_row(cid)
+        assert row.finding.verdict == "confirmed"
+        parts = row.finding.ours.split("; ")
+        assert len(parts) == len(pairs)
+        for h, part in zip(pairs, parts):
+            d, toks = ind.hetero_check(h, scheme)
+            assert d == 0 and part.endswith(f": TV {d}, target tokens / forward {toks}"), \
+                (scheme, part, d, toks)
+            if scheme == "slrs":
+                assert toks == 1  # one target token per forward
+    # the measured acceptance differs between the schemes (the laws are not one law renamed)
+    assert len({ind.hetero_check(pairs[2], s)[1] for s in HETERO_ROWS}) == 4
+    for wrong in (_slrs_plain_residual, _tli_raw_ratio):
+        ind.HETERO_BLOCKS["planted"] = wrong
+        try:
+            assert max(ind.hetero_check(h, "planted")[0] for h in pairs) > 0, wrong.__name__
+        finally:
+            del ind.HETERO_BLOCKS["planted"]

@@ -48,6 +48,9 @@ def c_vllm_tli() -> Finding:
 
 HETERO = ("arXiv 2502.05202: p the target, q the draft (as spectheory), over two tokenizers of one "
           "string alphabet; the output law compared over a fixed number of target tokens")
+#: The reading every scheme's row shares with its recomputation.
+SHARED = ("the draft's context at a forward is the draft tokenization of the emitted string; laws "
+          "compared over 3 target tokens of repeated forwards")
 HYP = Hypotheses(("single",), K=(1,),
                  notes="two longest-match tokenizers over one alphabet, every character a token "
                        "of both; draft length 2, 3 target tokens compared")
@@ -55,15 +58,26 @@ HYP = Hypotheses(("single",), K=(1,),
 ROWS = [
     Claim("hetero-slem-lossless", "arXiv 2502.05202", "SLEM (section 3)", "theorem",
           "string-level exact match preserves the target distribution", HETERO, HYP,
-          "confirmed", c_slem),
+          "confirmed", c_slem,
+          reading="the draft's string re-tokenized alone by the target tokenizer, from the "
+                  "boundary after the context, so the target's context stays its own tokens; "
+                  + SHARED),
     Claim("hetero-slrs-lossless", "arXiv 2502.05202", "SLRS (section 3)", "theorem",
           "string-level rejection sampling preserves the target distribution", HETERO, HYP,
-          "confirmed", c_slrs),
+          "confirmed", c_slrs,
+          reading="the lookahead S1 is the smallest that settles the first target token of the "
+                  "draft's string for every continuation; " + SHARED),
     Claim("hetero-tli-lossless", "arXiv 2502.05202", "TLI (section 3)", "theorem",
           "token-level intersection preserves the target distribution", HETERO, HYP,
-          "confirmed", c_tli),
+          "confirmed", c_tli,
+          reading="where the draft's row has no mass on the intersection, drafting stops and "
+                  "the target samples the next token; " + SHARED),
     Claim("vllm-38174-tli-lossless", "vLLM #38174", "vocabulary mapping (greedy drafting over the "
           "intersection, one-hot rejection sampling)", "engine behaviour",
           "vLLM's heterogeneous-vocabulary route preserves the target distribution", HETERO, HYP,
-          "confirmed", c_vllm_tli),
+          "confirmed", c_vllm_tli,
+          reading="the greedy route (vLLM validates heterogeneous vocabularies with greedy "
+                  "drafting only), the masked argmax's ties to the lowest id, target tokens off "
+                  "the intersection mapped to draft id 0 in the draft's context; laws compared "
+                  "over 3 target tokens of repeated forwards"),
 ]
