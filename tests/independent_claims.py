@@ -2014,3 +2014,80 @@ def hetero_check(h, scheme):
     d = sum((abs(out.get(k, F(0)) - tgt.get(k, F(0))) for k in set(out) | set(tgt)), F(0)) / 2
     toks = sum((len(b) * w for b, w in block(h, ()).items()), F(0))
     return d, toks
+
+
+# ----------------------------------------------------------------------------- vLLM PR #56724
+
+
+def top_k_top_p(row, k=None, top_p=F(1)):
+    """vLLM V1's order at temperature 1: top-k keeps every token with fewer than k tokens
+    strictly more probable (ties at the k-th value kept); top-p, on the survivors renormalised,
+    keeps a token when the survivors strictly more probable than it hold mass < top_p (tied
+    tokens kept or dropped together); the kept mass renormalised. Exact."""
+    keep = [x > 0 and (k is None or sum(1 for y in row if y > x) < k) for x in row]
+    z = sum((x for x, c in zip(row, keep) if c), F(0))
+    surv = [x / z if c else F(0) for x, c in zip(row, keep)]
+    keep = [c and sum((y for y in surv if y > x), F(0)) < top_p for x, c in zip(surv, keep)]
+    z = sum((x for x, c in zip(surv, keep) if c), F(0))
+    return [x / z if c else F(0) for x, c in zip(surv, keep)]
+
+
+def token_verification_handed(model, draw, handed, target):
+    """Token verification of one path of L drafts drawn from ``draw(prefix)`` rows, the verifier
+    handed ``handed(prefix)`` rows as q, against ``target(prefix)`` rows: accept x with
+    min(1, p(x)/q(x)), else a token of norm(max(p - q, 0)) (an empty residual: p = q, never
+    rejected); the bonus from p after L acceptances; completed to L + 1 tokens. Returns
+    (law of L + 1 tokens, E[tau])."""
+    V, L = model.V, model.L
+    law, etau = {}, F(0)
+    for x in model.seqs(L):
+        w = prod((draw(x[:i])[x[i]] for i in range(L)), start=F(1))
+        if not w:
+            continue
+        alive = w
+        for j in range(L + 1):
+            p = target(x[:j])
+            if j == L:
+                for y in range(V):
+                    _put(law, x + (y,), alive * p[y])
+                etau += alive * L
+                break
+            q = handed(x[:j])
+            res = [max(a - b, F(0)) for a, b in zip(p, q)]
+            a = min(F(1), p[x[j]] / q[x[j]]) if sum(res) else F(1)
+            for y in range(V):
+                if res[y]:
+                    m = alive * (1 - a) * res[y] / sum(res)
+                    etau += m * j
+                    ends = {x[:j] + (y,): m}  # completed to L + 1 tokens by the target
+                    while len(next(iter(ends))) < L + 1:
+                        ends = {s + (z,): v * target(s)[z] for s, v in ends.items()
+                                for z in range(V) if target(s)[z]}
+                    for s, v in ends.items():
+                        _put(law, s, v)
+            alive *= a
+            if not alive:
+                break
+    return law, etau
+
+
+def draft_in_request_set(model, k=None, top_p=F(1)):
+    """vLLM PR #56724 on one instance and one request: (TV with the processed draft rows handed,
+    TV with the raw rows handed, E[tau] of main (raw drafts), E[tau] of the PR's drafting), the
+    TVs to the processed target's law of L + 1 tokens."""
+    def proc(rows):
+        return lambda prefix: top_k_top_p(rows(prefix), k, top_p)
+
+    P, Qp = proc(model.p_rows), proc(model.q_rows)
+    tgt = {}
+    for y in model.seqs(model.L + 1):
+        _put(tgt, y, prod((P(y[:i])[y[i]] for i in range(len(y))), start=F(1)))
+
+    def dist(law):
+        return sum((abs(law.get(s, F(0)) - tgt.get(s, F(0))) for s in set(law) | set(tgt)),
+                   F(0)) / 2
+
+    pr_law, pr_tau = token_verification_handed(model, Qp, Qp, P)
+    raw_law, _ = token_verification_handed(model, Qp, model.q_rows, P)
+    _, main_tau = token_verification_handed(model, model.q_rows, model.q_rows, P)
+    return dist(pr_law), dist(raw_law), main_tau, pr_tau

@@ -664,7 +664,8 @@ COVERED = {
     "fvo-approx-phi-chained-bound",
     # recomputed below, after the first pass
     "sglang-33643-nominal-over-l", "hetero-slem-lossless", "hetero-slrs-lossless",
-    "hetero-tli-lossless", "vllm-38174-tli-lossless",
+    "hetero-tli-lossless", "vllm-38174-tli-lossless", "vllm-56724-output-unchanged",
+    "vllm-56724-more-accepted",
 }
 #: Refutations without a second implementation yet, with the reason.
 REFUTED_NOT_YET: dict[str, str] = {}
@@ -757,8 +758,7 @@ def test_every_optimality_confirmation_has_a_second_implementation():
     assert not [i for i in NOT_OPTIMALITY if words.search(rows[i].claim)]
 
 
-# ----------------------------------------------------------------------------- rows recomputed
-# ----------------------------------------------------------------------------- after the first pass
+# ----------------------------------------------------------------------------- second pass
 
 
 def test_sglang_33643_effective_penalty_by_own_multi_step_law():
@@ -857,3 +857,45 @@ def test_hetero_rows_by_own_tokenizer_and_scheme_laws():
             assert max(ind.hetero_check(h, "planted")[0] for h in pairs) > 0, wrong.__name__
         finally:
             del ind.HETERO_BLOCKS["planted"]
+
+
+REQUEST_SETS = {"top_k=1": (1, F(1)), "top_k=2": (2, F(1)), "top_p=0.8": (None, F(4, 5)),
+                "top_k=3,top_p=0.9": (3, F(9, 10))}
+
+
+def test_vllm_56724_rows_by_own_processing_and_verification():
+    """vLLM PR #56724 (drafting inside the request's top-k / top-p): own top-k / top-p in
+    rationals and own token verification on the 12 (instance, parameters) pairs: handed the
+    processed q the output is the processed target's law exactly, handed the raw q (the
+    transformers #47932 bug) it is not; E[tau] rises on some pairs and falls on others
+    (qualified)."""
+    assert top_k_top_p_ties_kept()
+    checks = []
+    for s in range(3):
+        m = rnd(4, 2, s, 60)
+        for name, (k, top_p) in REQUEST_SETS.items():
+            checks.append((f"random_instance(4, 2, {s}, denominator=60)", name,
+                           *ind.draft_in_request_set(m, k, top_p)))
+    assert len(checks) == 12 and all(c[2] == 0 for c in checks)
+    worst_raw = max(checks, key=lambda c: c[3])
+    assert worst_raw[3] > F(1, 10)
+    row = ledger_row("vllm-56724-output-unchanged")
+    assert row.finding.verdict == "confirmed"
+    assert (f"TV up to {float(worst_raw[3]):.6f} ({worst_raw[0]}, {worst_raw[1]})"
+            in row.finding.ours)
+    more = sum(c[5] > c[4] for c in checks)
+    fewer = sum(c[5] < c[4] for c in checks)
+    worst = min(checks, key=lambda c: c[5] - c[4])
+    assert more and fewer  # qualified: neither always more nor always fewer
+    row = ledger_row("vllm-56724-more-accepted")
+    assert row.finding.verdict == "qualified"
+    assert (f"higher on {more} and lower on {fewer} of 12 pairs; worst {worst[5]} vs "
+            f"{worst[4]} on main ({worst[0]}, {worst[1]})") in row.finding.ours
+
+
+def top_k_top_p_ties_kept():
+    row = [F(2, 5), F(1, 5), F(1, 5), F(1, 5)]
+    return (ind.top_k_top_p(row, 2) == [F(2, 5), F(1, 5), F(1, 5), F(1, 5)]  # ties at k kept
+            and ind.top_k_top_p(row, 1) == [F(1), 0, 0, 0]
+            and ind.top_k_top_p(row, None, F(1, 2)) == row  # 2/5 < 1/2: the tied 1/5s kept
+            and ind.top_k_top_p(row, None, F(2, 5)) == [F(1), 0, 0, 0])

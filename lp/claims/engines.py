@@ -522,6 +522,14 @@ KIT_META = {
 }
 
 
+#: Readings the bug kit's rows share with their recomputation in the tests (by name).
+KIT_READINGS = {
+    name: "spectheory's top-k / top-p (vLLM V1's order; tokens tied at the top-k or top-p "
+          "boundary kept or dropped together) on both the draft and the target rows; the "
+          "request's parameters applied to the draft as to the target"
+    for name in ("vllm-56724-output-unchanged", "vllm-56724-more-accepted")}
+
+
 def _kit_check(name: str) -> Callable[[], Finding]:
     def check() -> Finding:
         from spectheory.testing.mutants import CLAIMS as KIT
@@ -542,7 +550,7 @@ def kit_rows() -> list[Claim]:
         where, drafting, kind = KIT_META.get(name, (c.issue, None, "engine behaviour"))
         out.append(Claim(name, f"{c.project} {c.issue}", where, kind, c.statement, ENGINE,
                          Hypotheses(kit=True, notes=f"as the bug kit states them: {c.how}"),
-                         c.verdict, _kit_check(name)))
+                         c.verdict, _kit_check(name), reading=KIT_READINGS.get(name, "")))
     return out
 
 
