@@ -2091,3 +2091,35 @@ def draft_in_request_set(model, k=None, top_p=F(1)):
     raw_law, _ = token_verification_handed(model, Qp, model.q_rows, P)
     _, main_tau = token_verification_handed(model, model.q_rows, model.q_rows, P)
     return dist(pr_law), dist(raw_law), main_tau, pr_tau
+
+
+# ----------------------------------------------------------------------------- SpecTr's K-SEQ
+
+
+def kseq_L1(p, q, m, iters=200):
+    """SpecTr's K-SEQ (Sun et al., arXiv 2310.15141) at one token, m i.i.d. drafts: candidates
+    tried in order, x_j accepted with min(1, p(x_j) / (rho q(x_j))); the output is p iff
+    rho >= c_m(beta) = sum_{j<m} (1 - beta)^j, beta(rho) = sum_x min(q(x), p(x)/rho). With the
+    smallest valid rho in [1, m] (bisection; beta falls as rho grows, so it accepts most),
+    E[tau + 1] = 1 + 1 - (1 - beta)^m. Returns (E[tau + 1], rho), float64; asserts the
+    residual p - min(q, p/rho) c_m(beta) is non-negative (lossless)."""
+    p, q = [float(x) for x in p], [float(x) for x in q]
+
+    def beta(rho):
+        return sum(min(a, b / rho) for a, b in zip(q, p))
+
+    def valid(rho):
+        return rho >= sum((1 - beta(rho)) ** j for j in range(m))
+
+    lo, hi = 1.0, float(m)
+    if valid(lo):
+        hi = lo
+    for _ in range(iters):
+        if hi - lo <= 1e-15:
+            break
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if valid(mid) else (mid, hi)
+    rho, b = hi, beta(hi)
+    cm = sum((1 - b) ** j for j in range(m))
+    assert min(x - min(a, x / rho) * cm for a, x in zip(q, p)) >= -1e-12
+    return 2 - (1 - b) ** m, rho

@@ -665,7 +665,7 @@ COVERED = {
     # recomputed below, after the first pass
     "sglang-33643-nominal-over-l", "hetero-slem-lossless", "hetero-slrs-lossless",
     "hetero-tli-lossless", "vllm-38174-tli-lossless", "vllm-56724-output-unchanged",
-    "vllm-56724-more-accepted",
+    "vllm-56724-more-accepted", "khisti-ordering",
 }
 #: Refutations without a second implementation yet, with the reason.
 REFUTED_NOT_YET: dict[str, str] = {}
@@ -899,3 +899,23 @@ def top_k_top_p_ties_kept():
             and ind.top_k_top_p(row, 1) == [F(1), 0, 0, 0]
             and ind.top_k_top_p(row, None, F(1, 2)) == row  # 2/5 < 1/2: the tied 1/5s kept
             and ind.top_k_top_p(row, None, F(2, 5)) == [F(1), 0, 0, 0])
+
+
+def test_khisti_ordering_with_own_kseq():
+    """Khisti et al.'s Table 3 ordering (importance sampling >= SpecTr >= SpecInfer), all three
+    ends recomputed here: 1 + alpha* (brute force over sets), SpecTr's K-SEQ with the smallest
+    valid rho (own bisection, residual checked non-negative), RRS; the ledger's triples equal
+    them to four places. At rho = 1 (no K-SEQ correction) two drafts are lossy."""
+    u = [F(1, 3)] * 3
+    ours = ledger_row("khisti-ordering").finding.ours
+    triples = []
+    for p, _ in FIG2:
+        p = [F(x) for x in p]
+        k, (t, rho), s = float(1 + ind.hu_alpha(p, u, 2)), ind.kseq_L1(p, u, 2), \
+            float(ind.rrs_L1(p, u, 2))
+        assert k >= t >= s and 1 < rho < 2
+        assert min(x - min(a, x) * (2 - sum(min(a, x) for a, x in zip(u, p)))
+                   for a, x in zip(u, p)) < 0  # rho = 1: residual negative somewhere
+        triples.append(f"{k:.4f}/{t:.4f}/{s:.4f}")
+    assert ours == "E[tau+1] IS/SpecTr/SpecInfer at L=1, K=2: " + "; ".join(triples)
+    assert ledger_row("khisti-ordering").finding.verdict == "reproduced"

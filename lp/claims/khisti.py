@@ -123,5 +123,7 @@ ROWS = [
     Claim("khisti-ordering", "arXiv 2410.18234", "Table 3", "empirical observation",
           "importance sampling accepts more than SpecTr, which accepts more than SpecInfer", KH,
           Hypotheses(("iid",), K=(2,), L=(1,), exact=False, notes="float64 E[tau + 1]"),
-          "reproduced", c_khisti_ordering),
+          "reproduced", c_khisti_ordering,
+          reading="SpecTr as K-SEQ (arXiv 2310.15141) with the smallest valid rho, the one of "
+                  "largest acceptance"),
 ]
