@@ -57,16 +57,30 @@ def pytest_collection_modifyitems(config, items):
                                     "worker (tests/conftest.py)")
 
 
+#: Modules whose module-scoped fixtures cost seconds (a figure gallery, the claims ledger, sharp
+#: designs, sweeps): under pytest-xdist each runs whole on one worker, since a worker that runs
+#: any test of a module builds that module's fixtures again. A name here that no longer exists
+#: only stops grouping; a module missing here costs time, never a result.
+WHOLE_MODULES = frozenset({
+    "tests/test_figures.py", "tests/test_claims.py", "tests/test_sharp.py",
+    "tests/test_sharp_bonus.py", "tests/test_sweep_grids.py", "tests/test_sweep.py",
+    "tests/test_gpu_validation.py",
+})
+
+
 def _ray_scheduler():
     from xdist.scheduler import LoadGroupScheduling
 
     class RayGroupScheduling(LoadGroupScheduling):
-        """``--dist loadgroup``, with every ``test_ray_*`` test in one group."""
+        """``--dist loadgroup``, with every ``test_ray_*`` test in one group and each module of
+        `WHOLE_MODULES` in one group."""
 
         def _split_scope(self, nodeid):
-            name = nodeid.rpartition("::")[2]
-            if name.startswith(RAY_PREFIX):
+            module, _, rest = nodeid.partition("::")
+            if rest.rpartition("::")[2].startswith(RAY_PREFIX):
                 return "ray"
+            if module in WHOLE_MODULES:
+                return module
             return super()._split_scope(nodeid)
 
     return RayGroupScheduling
