@@ -81,6 +81,8 @@ _EXPORTS = {
     "transformers_step": "step",
     "processed": "step",
     "processed_along": "step",
+    # real engines run unmodified
+    "check_hf_generate": "hf_generate",
     # seeds and batches
     "check_seed_replay": "seeds",
     "check_batch_invariance": "seeds",
@@ -103,7 +105,7 @@ _EXPORTS = {
 #: Submodules reachable as attributes (``spectheory.testing.tree``) without an import line.
 _SUBMODULES = ("adapters", "battery", "budget", "layouts", "lossless", "mutants", "report",
                "sampler", "seeds", "sharp", "stats", "step", "strategies", "tree",
-               "tree_ports", "vectors")
+               "tree_ports", "vectors", "hf_generate", "engine_ports")
 
 __all__ = sorted(_EXPORTS)
 
