@@ -322,8 +322,9 @@ def mask(sp, history: np.ndarray, V: int) -> np.ndarray | None:
 
     if sp.grammar is not None:
         if sp.grammar.vocab_size != V:
-            raise GrammarError(f"{sp.grammar.name}: it has {sp.grammar.vocab_size} tokens, the "
-                               f"rows {V}")
+            raise GrammarError(f"{sp.grammar.name}: the grammar has {sp.grammar.vocab_size} "
+                               f"tokens, the rows it masks {V} (a grammar is built over the "
+                               f"instance's vocabulary)")
         _and(sp.grammar.allowed(sp.grammar.run(history)))
     if sp.no_repeat_ngram_size:
         _and(no_repeat_mask(history, V, sp.no_repeat_ngram_size))
