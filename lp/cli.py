@@ -123,8 +123,7 @@ def cmd_lp(args) -> int:
     elif args.problem == "frontier":
         from .frontier import frontier_lp
 
-        res = frontier_lp(inst, tv=args.tv if args.exact or args.tv is None else float(args.tv),
-                          kl=None if args.kl is None else float(args.kl), paths=K,
+        res = frontier_lp(inst, tv=args.tv, kl=args.kl, paths=K,
                           drafting=args.drafting, exact=args.exact, solver=args.solver,
                           limit=limit)
     else:
@@ -135,19 +134,24 @@ def cmd_lp(args) -> int:
     return 0
 
 
-def _budget(text: str):
-    """A divergence budget on the command line: a nonnegative number or fraction, kept as a
-    Fraction (exact) and converted to float by the float routes."""
-    import argparse
-    from fractions import Fraction
+def _budget_type(name: str):
+    """An argparse type for a divergence budget on the command line: a nonnegative decimal or
+    fraction (`spectheory.lp.frontier`'s checks: finite, within the float range, its length and
+    exponent bounded before any Fraction is built), kept as a Fraction (exact) and converted to
+    float by the float routes."""
+    def parse(text: str):
+        import argparse
 
-    try:
-        value = Fraction(text)
-    except (ValueError, ZeroDivisionError):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be >= 0")
-    return value
+        from .frontier import _budget
+        from .result import LPError
+
+        try:
+            return _budget(text, name, exact=True)
+        except LPError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parse.__name__ = "budget"
+    return parse
 
 
 def register(sub) -> None:
@@ -173,10 +177,10 @@ def register(sub) -> None:
     p.add_argument("--drafting", choices=DRAFTING, default="iid",
                    help="direct and selection LPs: i.i.d. paths (default), first tokens "
                         "without replacement (norep) or SpecHub's hub drafting (hub, K <= 2)")
-    p.add_argument("--tv", type=_budget, default=None, metavar="DELTA",
+    p.add_argument("--tv", type=_budget_type("TV"), default=None, metavar="DELTA",
                    help="frontier: total-variation budget (a number or a fraction such as 1/20; "
                         "exact with --exact)")
-    p.add_argument("--kl", type=_budget, default=None, metavar="DELTA",
+    p.add_argument("--kl", type=_budget_type("KL"), default=None, metavar="DELTA",
                    help="frontier: KL(output || target) budget (cvxpy)")
     p.add_argument("--solver", choices=("highs", "cvxpy"), default=None,
                    help="float LP route (default highs: HiGHS on the sparse matrices)")

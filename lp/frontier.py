@@ -51,6 +51,8 @@ Independent bounds ([`checked`][spectheory.lp.trust.checked]) before any answer 
 from __future__ import annotations
 
 import math
+import numbers
+import re
 from fractions import Fraction
 
 import numpy as np
@@ -103,16 +105,87 @@ def _tangent_bound(base: SparseLP, M, target, A0, delta: float) -> float:
     return float(opt)
 
 
-def _budget(value, name: str, exact: bool):
-    if isinstance(value, bool) or not isinstance(value, (int, float, Fraction, str)):
-        raise LPError(f"{name} budget {value!r} must be a number")
+#: Longest divergence budget accepted as text (a decimal number or a fraction p/q).
+MAX_BUDGET_CHARS = 64
+#: Largest decimal exponent of a budget written in scientific notation: ``1e-400`` is an exact
+#: fraction with a 401-digit denominator, while ``1e999999999`` would be a billion digits
+#: (Python's Fraction builds that integer before anything else could refuse it).
+MAX_BUDGET_EXPONENT = 400
+_BUDGET_TEXT = re.compile(r"\+?(?:(?:\d+\.?\d*|\.\d+)(?:[eE]([+-]?\d+))?|\d+/\d+)")
+
+
+def _budget_text(text: str, name: str) -> Fraction:
+    """A budget typed as text: a nonnegative decimal (``0.05``, ``5e-2``) or fraction (``1/20``),
+    as an exact Fraction; its length and exponent are checked before the Fraction is built."""
+    s = text.strip()
+    if len(s) > MAX_BUDGET_CHARS:
+        raise LPError(f"{name} budget {text[:20]!r}... is {len(s)} characters long: write a "
+                      f"number or a fraction p/q of at most {MAX_BUDGET_CHARS} characters")
+    m = _BUDGET_TEXT.fullmatch(s)
+    if m is None:
+        if s.startswith("-") and _BUDGET_TEXT.fullmatch(s[1:]):
+            raise LPError(f"{name} budget {text!r} must be a finite number >= 0")
+        raise LPError(f"{name} budget {text!r} is not a finite number: write a nonnegative "
+                      "decimal (0.05, 5e-2) or a fraction (1/20)")
+    if m.group(1) is not None and abs(int(m.group(1))) > MAX_BUDGET_EXPONENT:
+        raise LPError(f"{name} budget {text!r}: exponent out of range "
+                      f"-{MAX_BUDGET_EXPONENT}..{MAX_BUDGET_EXPONENT}")
     try:
-        v = Fraction(value) if (exact or not isinstance(value, float)) else float(value)
-    except (ValueError, ZeroDivisionError, OverflowError):
-        raise LPError(f"{name} budget {value!r} is not a finite number") from None
-    if not (v >= 0) or (isinstance(v, float) and not math.isfinite(v)):
-        raise LPError(f"{name} budget {value!r} must be a finite number >= 0")
-    return v
+        return Fraction(s)
+    except ZeroDivisionError:
+        raise LPError(f"{name} budget {text!r} divides by zero; not a finite number") from None
+
+
+def _show(value) -> str:
+    """A budget as typed, shortened: a Fraction with long terms as 'about 1e-400'."""
+    if isinstance(value, Fraction):
+        text = str(value)
+        if len(text) <= 40:
+            return text
+        if value == 0:
+            return "0"
+        digits = len(str(abs(value.numerator))) - len(str(value.denominator))
+        return f"about 1e{digits:+d}"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _budget(value, name: str, exact: bool):
+    """A divergence budget: a finite number >= 0 (a Fraction, int, float or numpy number, or text
+    as for `_budget_text`), as a Fraction when ``exact`` else a float. Refused in one line
+    ([`LPError`][spectheory.lp.result.LPError]): NaN, infinities, negatives, values beyond the
+    float range (even exact routes round through HiGHS) and, in float, positive values that round
+    to 0."""
+    if isinstance(value, (bool, np.bool_)):
+        raise LPError(f"{name} budget {_show(value)} must be a number")
+    if isinstance(value, str):
+        v = _budget_text(value, name)
+    elif isinstance(value, numbers.Rational):
+        v = Fraction(int(value.numerator), int(value.denominator))
+    elif isinstance(value, numbers.Real):
+        f = float(value)
+        if not math.isfinite(f):
+            raise LPError(f"{name} budget {_show(value)} must be a finite number >= 0")
+        v = Fraction(f)
+    else:
+        raise LPError(f"{name} budget {_show(value)} must be a number")
+    if v < 0:
+        raise LPError(f"{name} budget {_show(value)} must be a finite number >= 0")
+    try:
+        f = float(v)
+    except OverflowError:
+        f = math.inf
+    if not math.isfinite(f):
+        raise LPError(f"{name} budget {_show(value)} is too large: the largest accepted is about "
+                      "1.8e308" + (" (a TV budget of 1 already allows every output law)"
+                                   if name == "TV" else ""))
+    if exact:
+        return v
+    if f == 0 and v != 0:
+        raise LPError(f"{name} budget {_show(value)} is below the float range (it would round to "
+                      "0); use 0" + (", or an exact rational budget (--exact)" if name == "TV"
+                                     else " or a budget of at least 1e-300"))
+    return f
 
 
 def _target_law(p_levels, L: int, exact: bool):

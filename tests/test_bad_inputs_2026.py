@@ -1,0 +1,97 @@
+"""Bad inputs found by an outside tester, each refused in one line before any work.
+
+Classes (one test group each):
+
+1. divergence budgets of the frontier LP (``--tv``/``--kl`` and ``frontier_lp``): beyond the float
+   range (``1e400``), NaN, infinities, negatives, ``1/0``, a billion-digit exponent, a positive
+   budget that rounds to 0;
+2. the ``SPECTHEORY_NUMBA`` switch set to anything but its accepted values;
+3. the frontier LP's size: counted from V, L, K before it is built, refused over the default cap
+   (or the user's ``--max-sequences``) and over the machine's memory, noted with stage progress
+   on stderr when accepted but slow;
+4. heterogeneous-vocabulary instances whose scheme enumeration is over its work limit;
+5. drafted tokens out of range, negative, NaN or drawn over another vocabulary reaching GBV's
+   compiled route through the Python API;
+6. trees nested or chained far deeper than any analysable tree (``--tree``, ``--parents``,
+   ``--choices``, ``tree_shape``).
+
+Command-line cases run ``spectheory ARGS`` in-process: exit code 2, one line on stderr, no
+traceback, nothing on stdout.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import time
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import torch
+
+import spectheory as st
+from cli_helpers import run, write
+from spectheory.inputs.instances import instance_to_dict
+from spectheory.lp import frontier as fr
+from spectheory.lp.result import LPError
+from spectheory.runtime import limits
+from spectheory.runtime.errors import InputError, OptionError, SizeLimitError, SpectheoryError
+
+gbv_module = importlib.import_module("spectheory.verifiers.gbv")
+
+
+def refused(code, out, err, *words):
+    """Exit code 2, one line on stderr naming the problem, no traceback, nothing on stdout."""
+    assert code == 2, err
+    assert out == ""
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    for w in words:
+        assert w in err, (w, err)
+
+
+@pytest.fixture
+def small(tmp_path):
+    """A prefix-dependent V = 3, L = 2 instance (exact rows) and its file."""
+    inst = st.random_instance(3, 2, 0, alpha=0.5, denominator=12)
+    return inst, write(tmp_path, instance_to_dict(inst))
+
+
+# ----------------------------------------------------------------------------- 1. budgets
+
+BAD_BUDGETS = [("1e400", "too large"), ("nan", "not a finite number"),
+               ("inf", "not a finite number"), ("-1", ">= 0"), ("1/0", "divides by zero"),
+               ("1e999999999", "exponent out of range"), ("0x10", "not a finite number"),
+               ("1" * 65, "characters long")]
+
+
+@pytest.mark.parametrize("opt", ["--tv", "--kl"])
+@pytest.mark.parametrize("text,word", BAD_BUDGETS)
+def test_cli_budget_refused(small, capsys, opt, text, word):
+    _, path = small
+    t0 = time.monotonic()
+    refused(*run(["lp", path, "--problem", "frontier", opt, text], capsys), opt, word)
+    assert time.monotonic() - t0 < 5  # a billion-digit exponent is refused, not built
+
+
+@pytest.mark.parametrize("opt", ["--tv", "--kl"])
+def test_cli_budget_below_float_range(small, capsys, opt):
+    """1e-400 is a valid exact TV budget but rounds to 0 in float: refused there, not solved as
+    0 and printed as if it were 1e-400."""
+    _, path = small
+    refused(*run(["lp", path, "--problem", "frontier", opt, "1e-400"], capsys),
+            "below the float range", "1e-400")
+
+
+def test_python_budgets():
+    inst = st.random_instance(3, 2, 0, alpha=0.5, denominator=12)
+    for bad in (10**400, Fraction(10**400, 3), "1e400", "1e999999999", float("nan"),
+                np.float64("inf"), -Fraction(1, 3), np.bool_(True), [0.1]):
+        with pytest.raises(LPError, match="budget"):
+            fr.frontier_lp(inst, tv=bad, rules=())
+    with pytest.raises(LPError, match="below the float range"):
+        fr.frontier_lp(inst, kl=Fraction(1, 10**400), rules=())
+    # the accepted forms are read exactly
+    assert fr._budget("5e-2", "TV", True) == fr._budget("1/20", "TV", True) == Fraction(1, 20)
+    assert fr._budget(np.int64(0), "TV", False) == 0.0
+    assert fr._budget(Fraction(1, 20), "TV", False) == 0.05
