@@ -95,3 +95,26 @@ def test_python_budgets():
     assert fr._budget("5e-2", "TV", True) == fr._budget("1/20", "TV", True) == Fraction(1, 20)
     assert fr._budget(np.int64(0), "TV", False) == 0.0
     assert fr._budget(Fraction(1, 20), "TV", False) == 0.05
+
+
+# ----------------------------------------------------------------------------- 2. SPECTHEORY_NUMBA
+
+
+@pytest.mark.parametrize("value", ["garbage", "2", "yes please", "-1"])
+def test_numba_switch_garbage_refused(monkeypatch, capsys, value):
+    monkeypatch.setenv("SPECTHEORY_NUMBA", value)
+    refused(*run(["verifiers"], capsys), "SPECTHEORY_NUMBA", "0, off", "1, on")
+    with pytest.raises(OptionError, match="SPECTHEORY_NUMBA"):
+        gbv_module._kernels_for(torch.zeros(1, gbv_module.KERNEL_MIN_VOCAB))
+
+
+@pytest.mark.parametrize("value,on", [("0", False), ("off", False), (" FALSE ", False),
+                                      ("no", False), ("1", True), ("on", True), ("", True),
+                                      ("Yes", True)])
+def test_numba_switch_values(monkeypatch, value, on):
+    monkeypatch.setenv("SPECTHEORY_NUMBA", value)
+    assert limits.env_switch("SPECTHEORY_NUMBA") is on
+    if not on:  # off: the torch route, whatever the size
+        assert gbv_module._kernels_for(torch.zeros(1, gbv_module.KERNEL_MIN_VOCAB)) is None
+    monkeypatch.delenv("SPECTHEORY_NUMBA")
+    assert limits.env_switch("SPECTHEORY_NUMBA") is True

@@ -110,11 +110,43 @@ def env_limit(name: str) -> int:
     return parse_limit(text, f"environment variable {name}")
 
 
+#: Environment variables that switch a route on or off: name -> (what "on" does, what "off"
+#: does). Unset or empty means on.
+ENV_SWITCHES = {
+    "SPECTHEORY_NUMBA": ("GBV's compiled kernels from KERNEL_MIN_VOCAB tokens on, the default",
+                         "torch operations only; numba is never imported"),
+}
+#: The values a switch accepts (compared after stripping blanks and lower-casing).
+SWITCH_ON = ("1", "on", "true", "yes")
+SWITCH_OFF = ("0", "off", "false", "no")
+
+
+def env_switch(name: str) -> bool:
+    """Whether the switch ``name`` of `ENV_SWITCHES` is on, validated on each read (a few string
+    operations, no import): unset, empty or one of `SWITCH_ON` is on, one of `SWITCH_OFF` is off,
+    anything else an [`OptionError`][spectheory.runtime.errors.OptionError] naming the variable
+    and the accepted values."""
+    text = os.environ.get(name)
+    if text is None:
+        return True
+    value = text.strip().lower()
+    if value == "" or value in SWITCH_ON:
+        return True
+    if value in SWITCH_OFF:
+        return False
+    on, off = ENV_SWITCHES[name]
+    shown = text if len(text) <= 40 else text[:37] + "..."
+    raise OptionError(f"environment variable {name}={shown!r} is not a switch value: use "
+                      f"{', '.join(SWITCH_ON)} ({on}) or {', '.join(SWITCH_OFF)} ({off})")
+
+
 def check_environment() -> None:
-    """Validate every variable of `ENV_LIMITS` (raises
+    """Validate every variable of `ENV_LIMITS` and `ENV_SWITCHES` (raises
     [`OptionError`][spectheory.runtime.errors.OptionError])."""
     for name in ENV_LIMITS:
         env_limit(name)
+    for name in ENV_SWITCHES:
+        env_switch(name)
 
 
 # ----------------------------------------------------------------------------- time

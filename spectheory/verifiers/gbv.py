@@ -65,14 +65,13 @@ with equal ratios, and the result is lossy; it is kept as a negative control for
 from __future__ import annotations
 
 import importlib
-import os
 import threading
 
 import numpy as np
 from ..runtime._lazy import torch
 
 from ..runtime import backend as B
-from ..runtime import buffers
+from ..runtime import buffers, limits
 from ..engine import nodes
 from ..law import Law, MultiLaw
 from ..registry import VerifierSpec
@@ -88,7 +87,9 @@ TIE_RULES = ("low", "high")
 #: are compiled and cached) and save about 1.2 ms per sorted row at V = 151,936: worth it at
 #: real vocabulary sizes, not for small tables.
 KERNEL_MIN_VOCAB = 16384
-#: Environment variable: "0" keeps GBV on the torch route (numba is then never imported).
+#: Environment variable: "0" (or off, false, no) keeps GBV on the torch route (numba is then never
+#: imported); unset, empty, "1" (on, true, yes) allow the kernels; any other value is refused in
+#: one line ([`env_switch`][spectheory.runtime.limits.env_switch]).
 KERNEL_ENV = "SPECTHEORY_NUMBA"
 _KERNELS: list = []  # [the kernels module, or None where numba cannot be imported], once tried
 _KERNELS_UNAVAILABLE: list = []  # why the kernels could not be loaded, where they could not
@@ -107,7 +108,7 @@ def _kernels_for(rows, other=None):
                                   and other.device == rows.device
                                   and other.shape[-1] == rows.shape[-1]):
         return None
-    if os.environ.get(KERNEL_ENV, "").strip().lower() in ("0", "off", "false", "no"):
+    if not limits.env_switch(KERNEL_ENV):  # validated on each read: a typo is refused
         return None
     if not _KERNELS:
         try:
