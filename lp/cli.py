@@ -8,6 +8,15 @@ uncertified solve, an optimum outside its independent bounds, ``--solver cvxpy``
 ``spectheory`` command.
 ``--max-sequences`` caps the number of LP variables.
 
+The frontier LP (``--problem frontier``) is counted from V, L and K before it is built
+(`spectheory.lp.frontier.frontier_size`): over `spectheory.lp.frontier.FRONTIER_MAX_VARIABLES`
+variables (60,000: V, L = 6, 4 has 55,986 and its TV solve took 22-36 s on a loaded 2-core
+machine; V, L = 7, 4, 120,449 variables, over 11 min) it is refused with the sizes, the estimate
+and how to lower them unless ``--max-sequences N`` raises the cap; a size whose memory estimate
+is over half the machine's memory is refused whatever the cap. An accepted size estimated over
+`spectheory.runtime.limits.NOTE_SECONDS` is noted on stderr, then each stage with the time so
+far.
+
 Before a float solve starts, its time is estimated from the sizes (`estimate_lp_seconds`,
 fitted to the solves timed in ``benchmarks/bench_lp.py`` on a 2-core x86_64 machine). A solve
 estimated over `UNBOUNDED_SECONDS` runs only when the user asked for it explicitly, with
@@ -163,7 +172,9 @@ def register(sub) -> None:
         description="Solve an optimality LP; the optimum is in block-efficiency units E[tau+1]. "
                     "--max-sequences caps the number of LP variables. A float solve estimated "
                     f"over {UNBOUNDED_SECONDS:.0f} s is refused unless --time-limit (stop there) "
-                    "or --max-sequences (accept the size) is given.")
+                    "or --max-sequences (accept the size) is given. The frontier LP is capped at "
+                    "60,000 variables by default (a solve under a minute; V, L = 6, 4 has "
+                    "55,986); --max-sequences N replaces that cap.")
     add_instance_options(p)
     p.add_argument("--problem", choices=PROBLEMS, default="node-budget",
                    help="node-budget (single-path optimum), direct (all valid K-path "
@@ -179,7 +190,8 @@ def register(sub) -> None:
                         "without replacement (norep) or SpecHub's hub drafting (hub, K <= 2)")
     p.add_argument("--tv", type=_budget_type("TV"), default=None, metavar="DELTA",
                    help="frontier: total-variation budget (a number or a fraction such as 1/20; "
-                        "exact with --exact)")
+                        "exact with --exact). The frontier LP is refused over 60,000 variables "
+                        "(under a minute) unless --max-sequences N raises the cap")
     p.add_argument("--kl", type=_budget_type("KL"), default=None, metavar="DELTA",
                    help="frontier: KL(output || target) budget (cvxpy)")
     p.add_argument("--solver", choices=("highs", "cvxpy"), default=None,

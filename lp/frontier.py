@@ -53,17 +53,20 @@ from __future__ import annotations
 import math
 import numbers
 import re
+import time
 from fractions import Fraction
 
 import numpy as np
 
 from spectheory.inputs.instances import Instance
-from spectheory.runtime.errors import SpectheoryError
+from spectheory.runtime import limits
+from spectheory.runtime.errors import SizeLimitError, SpectheoryError
 
 from .direct import build_direct_outcomes, draft_outcomes
 from .node_budget import _tables
 from .result import LPError, LPResult
-from .sparse import SparseLP, Timer, check_lp_size, concat_blocks, solve_exact_via_highs
+from .sparse import (BYTES_PER_NONZERO, SparseLP, Timer, check_lp_size, concat_blocks, lp_limit,
+                     solve_exact_via_highs)
 from .trust import Bound, checked, greedy_value, iid_coverage, outcome_coverage
 
 #: Registered lossy rules whose exact (E[tau + 1], divergence) points bound the frontier below.
@@ -196,21 +199,118 @@ def _target_law(p_levels, L: int, exact: bool):
     return t
 
 
+#: Default cap on the frontier LP's variables (float and exact routes): a TV solve of this size
+#: took under a minute in benchmarks (see `FRONTIER_SECONDS`); ``limit`` (``--max-sequences``)
+#: replaces it, the environment's LP variable limit (``SPECTHEORY_MAX_LP_VARIABLES``, exact:
+#: ``SPECTHEORY_MAX_EXACT_LP_VARIABLES``) lowers it.
+FRONTIER_MAX_VARIABLES = 60_000
+#: Timed reference solve of the TV frontier (HiGHS, float, one thread, the rules' bounds
+#: included): (variables, seconds, exponent); the estimate is seconds * (n / variables) **
+#: exponent. Measured: V, L = 5, 4 (22,655 variables) 5.4 s, 4, 5 (34,132) 16 s, 6, 4
+#: (55,986) 36 s, 7, 4 (120,449) over 2 min; the exponent 2 leans long between them.
+FRONTIER_SECONDS = (55_986, 36.0, 2.0)
+
+
+def frontier_size(V: int, L: int, K: int = 1) -> tuple[int, int, int]:
+    """Upper bounds (variables, constraints, nonzeros) of the TV frontier LP, from V, L and K
+    alone (before anything is enumerated): the direct LP's variables (outcome-block masses and the
+    emitted-block law, [`direct_size`][spectheory.lp.direct.direct_size]) plus one budget
+    variable t_y per y in V^(L+1); rows: one per draft outcome (at most C(V^L + K - 1, K)) and
+    per block, two per y and the budget row."""
+    from .direct import direct_size
+
+    N = V ** (L + 1)
+    n, nnz = direct_size(V, L, K)
+    outcomes = math.comb(V**L + K - 1, K)
+    blocks = sum(V**j for j in range(1, L + 2))
+    return n + N, outcomes + blocks + 2 * N + 1, nnz + 3 * N
+
+
+def estimate_frontier_seconds(variables: int) -> float:
+    """Rough time of a TV frontier solve with this many variables (`FRONTIER_SECONDS`)."""
+    ref, seconds, power = FRONTIER_SECONDS
+    if variables > 10**30:
+        return math.inf
+    return seconds * (variables / ref) ** power
+
+
+def _check_limit(limit) -> int | None:
+    if limit is None:
+        return None
+    if isinstance(limit, (bool, np.bool_)) or not isinstance(limit, (int, np.integer)) \
+            or not 1 <= int(limit) <= limits.MAX_LIMIT:
+        raise SizeLimitError(f"limit = {limit!r} must be a whole number of LP variables in "
+                             f"1..{limits.MAX_LIMIT:.0e}")
+    return int(limit)
+
+
+def check_frontier_size(V: int, L: int, K: int, limit: int | None, exact: bool,
+                        what: str = "frontier LP", solves: int = 1) -> float:
+    """Refuse a frontier LP over its variable cap (`FRONTIER_MAX_VARIABLES`, or ``limit``, the
+    user's cap) or over the machine's memory, before anything is built, in one line naming V, L,
+    K, the sizes, the estimated time (of ``solves`` solves of that size) and how to lower them;
+    an accepted size estimated over `spectheory.runtime.limits.NOTE_SECONDS` is noted on stderr.
+    Returns the estimated seconds."""
+    limit = _check_limit(limit)
+    mode = "exact" if exact else "float"
+    n, m, nnz = frontier_size(V, L, K)
+    est = solves * estimate_frontier_seconds(n)
+    if limit is None:
+        cap, whose = min(FRONTIER_MAX_VARIABLES, lp_limit(mode)), "default"
+    else:
+        cap, whose = limit, "--max-sequences"
+    sizes = (f"{what} with V = {V}, L = {L}, K = {K}: {limits.human_count(n)} variables and "
+             f"{limits.human_count(m)} constraints (V^(L+1) = {limits.human_count(V ** (L + 1))} "
+             "outputs)")
+    if n > cap:
+        raise SizeLimitError(
+            f"{sizes} exceed the {whose} cap of {cap:,} variables (estimated "
+            f"{limits.human_seconds(est)}); use a smaller vocabulary or block length "
+            "(the variables grow like L V^(L+1)) or fewer paths, or accept the size with "
+            "--max-sequences N (Python: limit=N)")
+    limits.check_memory(nnz * BYTES_PER_NONZERO, sizes,
+                        "use a smaller vocabulary, block length or number of paths")
+    if est > limits.NOTE_SECONDS:
+        limits.note(f"{sizes}: estimated {limits.human_seconds(est)}")
+    return est
+
+
+class _Stages:
+    """Progress of a long frontier solve on stderr: one note per stage, with the time so far
+    against the estimate (only when the estimate is over `spectheory.runtime.limits.NOTE_SECONDS`;
+    notes are shown by the command line, not under ``--time-limit``)."""
+
+    def __init__(self, est: float, what: str):
+        self.on = est > limits.NOTE_SECONDS
+        self.est, self.what, self.t0 = est, what, time.monotonic()
+
+    def __call__(self, stage: str) -> None:
+        if self.on:
+            limits.note(f"{self.what}: {stage} ({limits.human_seconds(time.monotonic() - self.t0)}"
+                        f" so far, estimated {limits.human_seconds(self.est)} in all)")
+
+
 def build_frontier(instance: Instance, paths: int = 1, drafting: str = "iid", exact: bool = False,
                    limit: int | None = None):
     """(lp, validity, info): the direct LP's variables and outcome rows as a
     [`SparseLP`][spectheory.lp.sparse.SparseLP] without its validity rows, and those rows
-    (rows, cols, vals) of the map x -> A (the output law over V^{L+1})."""
-    from .direct import direct_size
+    (rows, cols, vals) of the map x -> A (the output law over V^{L+1}). Sizes are checked first
+    ([`check_frontier_size`][spectheory.lp.frontier.check_frontier_size])."""
+    K = _paths(paths)
+    check_frontier_size(instance.vocab_size, instance.block_length, K, limit, exact)
+    return _build(instance, K, drafting, exact)
 
-    V, L, K = instance.vocab_size, instance.block_length, int(paths)
-    if K < 1:
-        raise LPError(f"paths = {K} must be at least 1")
-    n_est, nnz_est = direct_size(V, L, K)
-    n_est += V ** (L + 1)
-    check_lp_size(n_est, nnz_est + 3 * V ** (L + 1), f"frontier LP with K = {K}", limit,
-                  "exact" if exact else "float",
-                  f"the direct LP's variables plus V^(L+1) = {V ** (L + 1)} budget variables")
+
+def _paths(paths) -> int:
+    if isinstance(paths, (bool, np.bool_)) or not isinstance(paths, (int, np.integer)):
+        raise LPError(f"paths = {paths!r} must be a whole number")
+    if int(paths) < 1:
+        raise LPError(f"paths = {int(paths)} must be at least 1")
+    return int(paths)
+
+
+def _build(instance: Instance, K: int, drafting: str, exact: bool):
+    V, L = instance.vocab_size, instance.block_length
     p_levels, Q = _tables(instance, exact)
     combos, prob = draft_outcomes(Q, V, L, K, drafting, exact)
     lp, info = build_direct_outcomes(instance, combos, prob, exact, p_levels)
@@ -332,40 +432,57 @@ def frontier_lp(instance: Instance, tv=None, kl=None, paths: int = 1, drafting: 
         raise LPError("give exactly one budget: tv=... or kl=...")
     if kl is not None and exact:
         raise LPError("the KL frontier is a convex program solved in float (cvxpy); drop exact")
-    timer = Timer()
-    L = instance.block_length
+    K = _paths(paths)
+    delta = _budget(tv, "TV", exact) if tv is not None else _budget(kl, "KL", False)
+    V, L = instance.vocab_size, instance.block_length
+    what = "TV frontier LP" if kl is None else "KL frontier program"
+    # KL: the convex program, then the TV frontier at sqrt(KL / 2) (Pinsker)
+    est = check_frontier_size(V, L, K, limit, exact, what, 2 if kl is not None and pinsker else 1)
+    stages = _Stages(est, what)
     if tv is not None:
-        delta = _budget(tv, "TV", exact)
-        base, validity, info = build_frontier(instance, paths, drafting, exact, limit)
-        target = _target_law(info["p_levels"], L, exact)
-        lp = _tv_lp(base, validity, target, delta, exact)
-        if exact:
-            opt, how = solve_exact_via_highs(lp)
-            solver_name, details = "exact-certificate", {"certificate": how}
-        else:
-            _, opt, _, solver_name = lp.solve(solver)
-            details = {"float_certificate": lp.last_certificate}
-        details.update({"budget": ("tv", delta)})
-        res = LPResult("frontier", int(paths), opt, solver_name, "optimal", lp.n, lp.constraints,
-                       timer.seconds, details)
-        skipped: list = []
-        return checked(res, _bounds(instance, info, exact, delta, rules, skipped), skipped)
-    delta = _budget(kl, "KL", False)
-    delta = float(delta)
-    base, validity, info = build_frontier(instance, paths, drafting, False, limit)
+        return _frontier_tv(instance, delta, K, drafting, exact, solver, rules, stages)
+    timer = Timer()
+    stages("building")
+    base, validity, info = _build(instance, K, drafting, False)
     target = np.asarray(_target_law(info["p_levels"], L, False), dtype=np.float64)
+    stages("solving with cvxpy (Clarabel)")
     opt, details = _solve_kl(base, validity, target, delta)
-    res = LPResult("frontier", int(paths), opt, "cvxpy", "optimal", base.n, base.m_eq + 1,
+    res = LPResult("frontier", K, opt, "cvxpy", "optimal", base.n, base.m_eq + 1,
                    timer.seconds, details)
     skipped = []
     tvb = math.sqrt(delta / 2)
+    stages("independent bounds")
     bounds = _bounds(instance, info, False, tvb, rules, skipped, kl=delta)
     if pinsker:
-        tvres = frontier_lp(instance, tv=tvb, paths=paths, drafting=drafting, limit=limit,
-                            rules=())
+        stages(f"the TV frontier at sqrt(KL / 2) = {tvb:.6g} (Pinsker's upper bound)")
+        tvres = _frontier_tv(instance, tvb, K, drafting, False, None, (), stages)
         bounds.append(Bound("upper", float(tvres.optimum),
                             f"TV frontier at sqrt(KL / 2) = {tvb:.6g} (Pinsker)"))
     return checked(res, bounds, skipped)
+
+
+def _frontier_tv(instance: Instance, delta, K: int, drafting: str, exact: bool, solver, rules,
+                 stages) -> LPResult:
+    """The TV frontier at budget ``delta`` (checked: a Fraction when exact, else a float), sizes
+    checked by the caller."""
+    timer = Timer()
+    stages("building the TV LP")
+    base, validity, info = _build(instance, K, drafting, exact)
+    target = _target_law(info["p_levels"], instance.block_length, exact)
+    lp = _tv_lp(base, validity, target, delta, exact)
+    stages("solving the TV LP with HiGHS" + (" and certifying it in rationals" if exact else ""))
+    if exact:
+        opt, how = solve_exact_via_highs(lp)
+        solver_name, details = "exact-certificate", {"certificate": how}
+    else:
+        _, opt, _, solver_name = lp.solve(solver)
+        details = {"float_certificate": lp.last_certificate}
+    details.update({"budget": ("tv", delta)})
+    res = LPResult("frontier", K, opt, solver_name, "optimal", lp.n, lp.constraints,
+                   timer.seconds, details)
+    skipped: list = []
+    stages("independent bounds")
+    return checked(res, _bounds(instance, info, exact, delta, rules, skipped), skipped)
 
 
 def _solve_kl(base: SparseLP, validity, target, delta: float):
@@ -465,4 +582,5 @@ def free_block_lp(instance: Instance, tv=0, exact: bool = False) -> LPResult:
     return checked(res, [Bound("upper", one * (L + 1), "L + 1")])
 
 
-__all__ = ["RULES", "build_frontier", "free_block_lp", "frontier_lp"]
+__all__ = ["FRONTIER_MAX_VARIABLES", "RULES", "build_frontier", "check_frontier_size",
+           "estimate_frontier_seconds", "free_block_lp", "frontier_lp", "frontier_size"]

@@ -118,3 +118,86 @@ def test_numba_switch_values(monkeypatch, value, on):
         assert gbv_module._kernels_for(torch.zeros(1, gbv_module.KERNEL_MIN_VOCAB)) is None
     monkeypatch.delenv("SPECTHEORY_NUMBA")
     assert limits.env_switch("SPECTHEORY_NUMBA") is True
+
+
+# ----------------------------------------------------------------------------- 3. frontier size
+
+
+@pytest.mark.parametrize("V,L", [(3, 2), (2, 3), (4, 1)])
+def test_frontier_size_counts_the_lp(V, L):
+    """The counts made before building are the LP's sizes (K = 1, every path drafted)."""
+    inst = st.random_instance(V, L, 1, alpha=0.5)
+    res = fr.frontier_lp(inst, tv=0.1, rules=())
+    n, m, _ = fr.frontier_size(V, L, 1)
+    assert (res.variables, res.constraints) == (n, m)
+    res2 = fr.frontier_lp(inst, tv=0.1, paths=2, rules=())
+    n2, m2, _ = fr.frontier_size(V, L, 2)
+    assert res2.variables <= n2 and res2.constraints <= m2
+
+
+@pytest.mark.parametrize("V,L,opt", [(8, 5, ["--tv", "0.1"]), (8, 5, ["--kl", "0.1"]),
+                                     (12, 4, ["--tv", "0.1"]), (12, 4, ["--kl", "0.1"]),
+                                     (7, 4, ["--tv", "1/10", "--exact"])])
+def test_cli_frontier_over_the_cap(tmp_path, capsys, V, L, opt):
+    inst = st.random_instance(V, L, 1, alpha=0.5, denominator=8 if "--exact" in opt else None)
+    path = write(tmp_path, instance_to_dict(inst))
+    n, m, _ = fr.frontier_size(V, L, 1)
+    t0 = time.monotonic()
+    refused(*run(["lp", path, "--problem", "frontier", *opt], capsys),
+            f"V = {V}, L = {L}", f"{n:,} variables", f"{m:,} constraints",
+            f"default cap of {fr.FRONTIER_MAX_VARIABLES:,}", "--max-sequences")
+    assert time.monotonic() - t0 < 20
+
+
+def test_cli_max_sequences_is_the_users_cap(small, capsys):
+    _, path = small
+    n = fr.frontier_size(3, 2, 1)[0]
+    refused(*run(["lp", path, "--problem", "frontier", "--tv", "0.1", "--max-sequences",
+                  str(n - 1)], capsys), f"--max-sequences cap of {n - 1:,}")
+    code, out, err = run(["lp", path, "--problem", "frontier", "--tv", "0.1",
+                          "--max-sequences", str(n), "--json"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["variables"] <= n  # an upper bound: paths with q = 0 drop out
+    for bad in ("0", "-5", "1e400", "10**12", "2.5"):
+        refused(*run(["lp", path, "--problem", "frontier", "--tv", "0.1", "--max-sequences",
+                      bad], capsys), "--max-sequences")
+
+
+def test_huge_cap_refused_on_memory_before_allocating(tmp_path, capsys, monkeypatch):
+    """--max-sequences 10^12 lets V = 16, L = 5 (1.4e8 variables) past the cap; the memory it
+    needs (about 50 GiB) is refused before anything is built."""
+    monkeypatch.setattr(limits, "physical_memory", lambda: 8 * 2**30)
+    inst = st.random_instance(16, 5, 1, context_independent=True)
+    path = write(tmp_path, instance_to_dict(inst))
+    t0 = time.monotonic()
+    refused(*run(["lp", path, "--problem", "frontier", "--tv", "0.1", "--max-sequences",
+                  str(10**12)], capsys), "of memory", "135,336,208 variables")
+    assert time.monotonic() - t0 < 10
+
+
+def test_python_limit_checked():
+    inst = st.random_instance(3, 2, 0, alpha=0.5)
+    for bad in (0, -1, True, 1.5, "100", 10**16):
+        with pytest.raises(SizeLimitError, match="limit"):
+            fr.frontier_lp(inst, tv=0.1, limit=bad, rules=())
+    with pytest.raises(SizeLimitError, match="cap of 100 "):
+        fr.build_frontier(inst, limit=100)
+
+
+def test_slow_frontier_shows_its_estimate_and_stages(small, capsys, monkeypatch):
+    """An accepted size estimated over NOTE_SECONDS is announced with its estimate, then each
+    stage with the time so far (the reference time is raised so a small LP counts as slow); the
+    answer is the same."""
+    inst, path = small
+    code, out, _ = run(["lp", path, "--problem", "frontier", "--tv", "1/20", "--json"], capsys)
+    quick = json.loads(out)["optimum"]
+    monkeypatch.setattr(fr, "FRONTIER_SECONDS", (100, 1000.0, 2.0))
+    code, out, err = run(["lp", path, "--problem", "frontier", "--tv", "1/20", "--json"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["optimum"] == quick
+    notes = [line for line in err.splitlines() if line.startswith("spectheory: note:")]
+    assert "estimated" in notes[0] and "147 variables" in notes[0]
+    assert any("solving the TV LP" in n and "so far" in n for n in notes)
+    code, out, err = run(["lp", path, "--problem", "frontier", "--kl", "0.01", "--json"], capsys)
+    assert code == 0, err
+    assert "Pinsker" in err and "cvxpy" in err
