@@ -201,3 +201,101 @@ def test_slow_frontier_shows_its_estimate_and_stages(small, capsys, monkeypatch)
     code, out, err = run(["lp", path, "--problem", "frontier", "--kl", "0.01", "--json"], capsys)
     assert code == 0, err
     assert "Pinsker" in err and "cvxpy" in err
+
+
+# ----------------------------------------------------------------------------- 5. GBV inputs
+
+
+def _batch(V=40, Bn=3, K=3, L=3, seed=0):
+    """Prefix-dependent rows (each path and position its own), a shared root in block 0 (the
+    root-sort branch), tied ratios at tokens 0..4."""
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.rand(Bn, K, L, V, generator=gen, dtype=torch.float64) + 0.01
+    p = torch.rand(Bn, K, L + 1, V, generator=gen, dtype=torch.float64) + 0.01
+    q[..., :5], p[..., :5] = 0.02, 0.04
+    q, p = q / q.sum(-1, keepdim=True), p / p.sum(-1, keepdim=True)
+    q[0, :, 0], p[0, :, 0] = q[0, :1, 0], p[0, :1, 0]
+    x = torch.randint(0, V, (Bn, K, L), generator=gen)
+    return x, q.float(), p.float()
+
+
+@pytest.fixture
+def kernels_route(monkeypatch):
+    """GBV's CPU rows through the compiled kernels (the threshold lowered to 1; blocks ranked one
+    at a time, so that a shared root is sorted by the kernels), every kernel call counted."""
+    pytest.importorskip("numba")
+    monkeypatch.delenv(gbv_module.KERNEL_ENV, raising=False)
+    monkeypatch.setattr(gbv_module, "KERNEL_MIN_VOCAB", 1)
+    monkeypatch.setattr(gbv_module, "RANK_CHUNK_ELEMENTS", 1)  # one block at a time: root sorts
+    kernels = gbv_module._kernels_for(torch.zeros(1, 1))
+    assert kernels is not None
+    calls = []
+
+    class Spy:
+        def __getattr__(self, name):
+            fn = getattr(kernels, name)
+            return lambda *a, **k: (calls.append(name), fn(*a, **k))[1]
+
+    monkeypatch.setattr(gbv_module, "_kernels_for", lambda rows, other=None: Spy())
+    return calls
+
+
+def _bad_drafts(x, V):
+    out = []
+    for where, value in (((0, 0, 0), V), ((1, 2, 1), -1), ((2, 1, 2), V + 7), ((0, 1, 0), -V)):
+        d = x.clone()
+        d[where] = value
+        out.append((d, str(value)))
+    other = torch.randint(V, V + 20, x.shape, generator=torch.Generator().manual_seed(1))
+    out.append((other, None))  # drawn over a vocabulary of V + 20 tokens
+    return out
+
+
+GBV_CALLS = {  # name -> (call, whether good input reaches the compiled kernels)
+    "gbv": (lambda x, q, p: gbv_module.gbv(x, q, p), True),
+    "gbv_mismatched_ties": (lambda x, q, p: gbv_module.gbv_mismatched_ties(x, q, p), True),
+    "best_path": (lambda x, q, p: gbv_module.best_path(x, q, p, "low", {}), True),
+    "drafted_rank": (lambda x, q, p: gbv_module.drafted_rank(x, q, p), False),
+}
+
+
+@pytest.mark.parametrize("fn", sorted(GBV_CALLS))
+def test_gbv_tokens_out_of_range_refused_before_the_kernels(kernels_route, fn):
+    x, q, p = _batch()
+    V = q.shape[-1]
+    f, uses_kernels = GBV_CALLS[fn]
+    f(x, q, p)  # good input: the route runs (the kernels where it uses them)
+    assert bool(kernels_route) == uses_kernels
+    for d, found in _bad_drafts(x, V):
+        kernels_route.clear()
+        with pytest.raises(InputError, match=rf"draft tokens must lie in 0\.\.{V - 1} "
+                                             rf"\(V = {V}\); found {found or ''}") as e:
+            f(d, q, p)
+        assert "\n" not in str(e.value) and kernels_route == []
+    for d in (x.double() + 0.5, torch.full(x.shape, float("nan"))):
+        with pytest.raises(InputError, match="whole numbers"):
+            f(d, q, p)
+    with pytest.raises(InputError, match="one vocabulary; got 41 and 40$"):
+        f(x, q, torch.cat([p, p[..., :1]], -1))
+    for qq, pp in ((q[:, :, :2], p), (q, p[:, :, :3]), (q[:, :2], p), (q[:1], p)):
+        with pytest.raises(InputError, match="shapes do not line up"):
+            f(x, qq, pp)
+    with pytest.raises(InputError, match="3 dimensions"):
+        f(x[0], q, p)
+    assert kernels_route == []
+
+
+def test_gbv_negative_token_is_not_read_from_the_end():
+    """Before the check, best_path indexed a row with -1 (the last token) and returned a path."""
+    x, q, p = _batch()
+    d = x.clone()
+    d[0, :, 0] = -1
+    with pytest.raises(InputError, match="found -1"):
+        gbv_module.best_path(d, q, p)
+
+
+def test_gbv_row_functions_check_shapes():
+    _, q, p = _batch()
+    for fn in (gbv_module.rank_and_below, gbv_module.below_mass):
+        with pytest.raises(InputError, match=r"one shape \[\.\.\., V\]"):
+            fn(q, p[:, :, :3, :-1])

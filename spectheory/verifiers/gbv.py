@@ -75,6 +75,7 @@ from ..runtime import buffers, limits
 from ..engine import nodes
 from ..law import Law, MultiLaw
 from ..registry import VerifierSpec
+from ..runtime.errors import InputError
 from .block import BLOCK_NODE, block_verification, block_weight
 
 #: Tie rules: "low" ranks the smaller token id first among equal ratios, "high" the larger one.
@@ -247,6 +248,7 @@ def rank_and_below(q_rows, p_rows, ties: str = "low"):
     """
     if ties not in TIE_RULES:
         raise ValueError(f"unknown tie rule {ties!r}; choose from {TIE_RULES}")
+    _check_rows(q_rows, p_rows, "GBV rank_and_below")
     V = q_rows.shape[-1]
     order = _rank_order(_ratio(p_rows, q_rows), ties)
     ranks = B.broadcast_to(B.arange(V, order), tuple(order.shape))
@@ -286,6 +288,7 @@ def below_mass(q_rows, p_rows, ties: str = "low"):
     positions): one sort, one scatter."""
     if ties not in TIE_RULES:
         raise ValueError(f"unknown tie rule {ties!r}; choose from {TIE_RULES}")
+    _check_rows(q_rows, p_rows, "GBV below_mass")
     worst_first = B.is_torch(q_rows)
     order = _rank_order(_ratio(p_rows, q_rows), ties, worst_first)
     return _below_from_order(q_rows, order, worst_first)
@@ -526,7 +529,11 @@ def drafted_rank(drafts, q, p, ties: str = "low"):
     ranked above it, by the same order as
     [`rank_and_below`][spectheory.verifiers.gbv.rank_and_below] (ratio descending, ties by token
     id), counted by comparisons (O(V) per node, no sort; on torch a few paths at a time, so the
-    temporaries stay small)."""
+    temporaries stay small). Inputs are checked first
+    ([`check_inputs`][spectheory.verifiers.gbv.check_inputs])."""
+    check_inputs(drafts, q, p, "GBV drafted_rank")
+    if ties not in TIE_RULES:
+        raise InputError(f"unknown tie rule {ties!r}; choose from {TIE_RULES}")
     L, V = drafts.shape[-1], q.shape[-1]
     lead = tuple(drafts.shape)
     x = B.as_index(drafts, q)
@@ -574,7 +581,15 @@ def best_path(drafts, q, p, ties: str = "low", root_orders: dict | None = None):
     kernels' route): at the root of a block whose K root rows are equal, the rank positions are
     read off one sort of the shared row (`_root_ranks`) and its order (worst rank first; a torch
     [1, V] tensor, or a numpy [V] array on the kernels' route) is stored under the block's index,
-    for the q^G row at the root of the selected path."""
+    for the q^G row at the root of the selected path. Inputs are checked first
+    ([`check_inputs`][spectheory.verifiers.gbv.check_inputs])."""
+    check_inputs(drafts, q, p, "GBV best_path")
+    if ties not in TIE_RULES:
+        raise InputError(f"unknown tie rule {ties!r}; choose from {TIE_RULES}")
+    return _best_path(drafts, q, p, ties, root_orders)
+
+
+def _best_path(drafts, q, p, ties: str, root_orders: dict | None):
     Bsz, K, L = drafts.shape
     V = q.shape[-1]
     x = B.as_index(drafts, q)
@@ -840,18 +855,74 @@ def _path_law(q_path, p_path, tok, K: int, ties: str, root_order, out, work, ker
     return h
 
 
+def _shape(x) -> str:
+    return "[" + ", ".join(str(int(n)) for n in x.shape) + "]"
+
+
+def check_inputs(drafts, q, p, where: str = "GBV") -> None:
+    """Refuse, in one line ([`InputError`][spectheory.runtime.errors.InputError], a
+    ``ValueError``) and before any row is read by a token or the compiled kernels run (they check
+    no bounds), arguments that are not drafts [B, K, L] of whole-number token ids in 0..V-1, q
+    [B, K, L, V] and p [B, K, L+1, V] over one vocabulary, K, L >= 1: a negative or
+    out-of-range token (one drawn over another vocabulary), NaN or fractional ids, p over
+    another vocabulary, shapes that do not line up. One read of the tokens (their minimum and
+    maximum)."""
+    for name, x, nd in (("drafts", drafts, 3), ("q", q, 4), ("p", p, 4)):
+        if not hasattr(x, "shape") or len(x.shape) != nd:
+            got = _shape(x) if hasattr(x, "shape") else type(x).__name__
+            raise InputError(f"{where}: {name} must be an array of {nd} dimensions "
+                             f"({'[B, K, L]' if nd == 3 else '[B, K, L(+1), V]'}); got {got}")
+    Bsz, K, L = (int(n) for n in drafts.shape)
+    V = int(q.shape[-1])
+    if int(p.shape[-1]) != V:
+        raise InputError(f"{where}: p and q rows must have one vocabulary; got {p.shape[-1]} "
+                         f"and {V}")
+    if tuple(q.shape[:3]) != (Bsz, K, L) or tuple(p.shape[:3]) != (Bsz, K, L + 1):
+        raise InputError(f"{where}: shapes do not line up: drafts {_shape(drafts)} [B, K, L], q "
+                         f"{_shape(q)} [B, K, L, V], p {_shape(p)} [B, K, L+1, V]")
+    if K < 1 or L < 1 or V < 1:
+        raise InputError(f"{where}: K = {K} paths, L = {L} positions and V = {V} tokens must "
+                         "each be at least 1")
+    if B.is_torch(q) != B.is_torch(p):
+        raise InputError(f"{where}: q and p must both be torch tensors or both numpy arrays")
+    if Bsz == 0:
+        return
+    if B.is_torch(drafts):
+        if drafts.dtype.is_floating_point or drafts.dtype.is_complex:
+            if not bool(torch.all(torch.isfinite(drafts) & (drafts == torch.round(drafts)))):
+                raise InputError(f"{where}: draft tokens must be whole numbers; got a NaN, an "
+                                 "infinity or a fraction")
+        elif drafts.dtype == torch.bool:
+            raise InputError(f"{where}: draft tokens must be integer ids, not booleans")
+        lo, hi = drafts.min().item(), drafts.max().item()
+    else:
+        d = np.asarray(drafts)
+        if d.dtype.kind not in "iuf":
+            raise InputError(f"{where}: draft tokens must be integer ids; got dtype {d.dtype}")
+        if d.dtype.kind == "f" and not bool(np.all(np.isfinite(d) & (d == np.round(d)))):
+            raise InputError(f"{where}: draft tokens must be whole numbers; got a NaN, an "
+                             "infinity or a fraction")
+        lo, hi = d.min().item(), d.max().item()
+    if lo < 0 or hi >= V:
+        raise InputError(f"{where}: draft tokens must lie in 0..{V - 1} (V = {V}); "
+                         f"found {int(lo if lo < 0 else hi)}")
+
+
+def _check_rows(q_rows, p_rows, where: str) -> None:
+    """q and p rows [..., V] of one shape (the row functions pair them entry by entry)."""
+    if not (hasattr(q_rows, "shape") and hasattr(p_rows, "shape")) \
+            or tuple(q_rows.shape) != tuple(p_rows.shape) or len(q_rows.shape) == 0:
+        qs = _shape(q_rows) if hasattr(q_rows, "shape") else type(q_rows).__name__
+        ps = _shape(p_rows) if hasattr(p_rows, "shape") else type(p_rows).__name__
+        raise InputError(f"{where}: q and p rows must have one shape [..., V]; got {qs} and {ps}")
+
+
 def _gbv(drafts, q, p, selection_ties: str, ranking_ties: str) -> MultiLaw:
+    check_inputs(drafts, q, p)  # before every route indexes rows with the tokens
     Bsz, K, L = drafts.shape
     V = q.shape[-1]
-    if p.shape[-1] != V:
-        raise ValueError(f"GBV: p and q rows must have one vocabulary; got {p.shape[-1]} and {V}")
-    if drafts.shape[0] * K * L:  # one read of the tokens: every route indexes rows with them
-        lo, hi = int(drafts.min()), int(drafts.max())
-        if lo < 0 or hi >= V:
-            raise ValueError(f"GBV: draft tokens must lie in 0..{V - 1} (V = {V}); "
-                             f"found {lo if lo < 0 else hi}")
     shared = {} if selection_ties == ranking_ties else None  # root sorts serve both
-    k = best_path(drafts, q, p, selection_ties, shared)
+    k = _best_path(drafts, q, p, selection_ties, shared)
     law = _skewed_block_law(drafts, q, p, k, K, ranking_ties, shared)
     chosen = B.expand_dims(B.arange(K, drafts) == B.expand_dims(k, 1), -1)  # [B, K, 1]
     stop = B.where(chosen, B.expand_dims(law.stop, 1), B.zeros_like(B.expand_dims(law.stop, 1)))
