@@ -299,3 +299,43 @@ def test_gbv_row_functions_check_shapes():
     for fn in (gbv_module.rank_and_below, gbv_module.below_mass):
         with pytest.raises(InputError, match=r"one shape \[\.\.\., V\]"):
             fn(q, p[:, :, :3, :-1])
+
+
+# ----------------------------------------------------------------------------- 6. trees
+
+DEEP = 50_000
+
+
+def test_tree_shape_depth_bounded_before_recursion():
+    from spectheory.engine.drafttrees import MAX_TREE_DEPTH, tree_shape
+
+    assert tree_shape(",".join(["1"] * MAX_TREE_DEPTH)).height == MAX_TREE_DEPTH
+    chain = {"parents": list(range(MAX_TREE_DEPTH))}
+    assert tree_shape(chain).height == MAX_TREE_DEPTH
+    for shape in (",".join(["1"] * (MAX_TREE_DEPTH + 1)), ",".join(["1"] * DEEP),
+                  (1,) * DEEP, {"parents": list(range(DEEP))},
+                  {"choices": [[0] * k for k in range(1, MAX_TREE_DEPTH + 2)]}):
+        with pytest.raises(SpectheoryError, match=f"at most {MAX_TREE_DEPTH}"):
+            tree_shape(shape)
+
+
+@pytest.mark.parametrize("opt,value,word", [
+    ("--tree", ",".join(["1"] * DEEP), "at most 64"),
+    ("--tree", "[" * DEEP + "0" + "]" * DEEP, "comma-separated positive integers"),
+    ("--parents", ",".join(str(i) for i in range(DEEP)), "at most 64"),
+    ("--parents", "[" * DEEP + "0" + "]" * DEEP, "comma-separated integers"),
+    ("--choices", "[" * DEEP + "0" + "]" * DEEP, "nested deeper"),
+    ("--choices", json.dumps([[0] * k for k in range(1, 300)]), "at most 64"),
+])
+def test_cli_deep_trees_refused(small, capsys, opt, value, word):
+    _, path = small
+    code, out, err = run(["tree", path, opt, value], capsys)
+    refused(code, out, err, word)
+    assert len(err) < 400
+
+
+def test_deep_tree_message_does_not_echo_it_all(small, capsys):
+    _, path = small
+    code, out, err = run(["tree", path, "--tree", "x" * DEEP], capsys)
+    refused(code, out, err, "comma-separated")
+    assert len(err) < 300

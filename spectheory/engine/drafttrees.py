@@ -123,6 +123,10 @@ CHUNK_ELEMENTS = 2**18
 
 #: Largest number of drafted nodes a shape may have (any form).
 MAX_TREE_NODES = 100_000
+#: Deepest tree a shape may have (any form), checked before any recursion over its levels: the
+#: analysis enumerates V^(D+1) >= 2^(D+1) sequences, over every size limit (at most 10^15) from
+#: D = 50 on, so a deeper tree could never be analysed.
+MAX_TREE_DEPTH = 64
 
 
 @dataclass(frozen=True)
@@ -319,10 +323,14 @@ def tree_shape(shape) -> TreeShape:
             raise SpectheoryError("branching factors must be a list of positive integers")
         return tree_shape(tuple(value))
     if isinstance(shape, str):
+        text = shape
+        if text.count(",") >= MAX_TREE_DEPTH:  # before any list is made from it
+            raise SpectheoryError(f"tree {text[:40]!r}... has {text.count(',') + 1:,} branching "
+                                  f"factors: at most {MAX_TREE_DEPTH} (the tree's depth)")
         try:
-            shape = tuple(int(x) for x in shape.replace(" ", "").split(","))
+            shape = tuple(int(x) for x in text.replace(" ", "").split(","))
         except ValueError:
-            raise SpectheoryError(f"tree {shape!r} must be comma-separated positive integers "
+            raise SpectheoryError(f"tree {text[:60]!r} must be comma-separated positive integers "
                                   f"(branching factors per depth, e.g. 3,2,1)") from None
     if hasattr(shape, "successors") and hasattr(shape, "nodes"):
         return _from_graph(shape)
@@ -338,6 +346,9 @@ def tree_shape(shape) -> TreeShape:
                     for x in b):
         raise SpectheoryError(f"tree {','.join(map(str, b)) or '(empty)'}: branching factors "
                               f"must be positive integers, at least one")
+    if len(b) > MAX_TREE_DEPTH:  # the shape is built by recursion over its levels
+        raise SpectheoryError(f"tree of {len(b):,} branching factors is {len(b):,} levels deep; "
+                              f"at most {MAX_TREE_DEPTH}")
     size = sum(math.prod(b[:d + 1]) for d in range(len(b)))
     if size > MAX_TREE_NODES:
         raise SpectheoryError(f"tree {','.join(map(str, b))} has {size:,} drafted nodes; at "
@@ -350,7 +361,8 @@ def _int_list(values, what: str) -> list:
         try:
             values = [int(x) for x in values.replace(" ", "").split(",")]
         except ValueError:
-            raise SpectheoryError(f"{what} {values!r} must be comma-separated integers") from None
+            shown = values if len(values) <= 60 else values[:57] + "..."
+            raise SpectheoryError(f"{what} {shown!r} must be comma-separated integers") from None
     try:
         out = list(values)
     except TypeError:
@@ -398,6 +410,10 @@ def shape_from_choices(choices) -> TreeShape:
     if len(paths) > MAX_TREE_NODES:
         raise SpectheoryError(f"the choices list has {len(paths):,} drafted nodes; at most "
                               f"{MAX_TREE_NODES:,}")
+    deepest = max(len(c) for c in paths)
+    if deepest > MAX_TREE_DEPTH:
+        raise SpectheoryError(f"choices list: an entry of {deepest:,} child ranks is a node "
+                              f"{deepest:,} levels deep; at most {MAX_TREE_DEPTH}")
     listed = set()
     for c in paths:
         if not c:
@@ -459,8 +475,14 @@ def _from_adjacency(nodes: list, kids: dict, what: str) -> TreeShape:
         stack.extend(reversed(kids[u]))
     if len(order) != len(nodes):
         raise SpectheoryError(f"{what} is not connected (or has a cycle)")
-    for u in order:
+    depth = {order[0]: 0}
+    for u in order:  # pre-order: a parent comes before its children
         children.append(tuple(ids[c] for c in kids[u]))
+        for c in kids[u]:
+            depth[c] = depth[u] + 1
+            if depth[c] > MAX_TREE_DEPTH:
+                raise SpectheoryError(f"{what} has a node {depth[c]} levels deep (node "
+                                      f"{ids[c]}); at most {MAX_TREE_DEPTH}")
     return TreeShape(tuple(children))
 
 
@@ -1011,7 +1033,7 @@ def _guard(spec, shape: TreeShape, V: int, drafting: str, route: str, exact: boo
 
 
 __all__ = [
-    "HOME_DRAFTING", "MAX_TREE_NODES", "node_rule", "ROUTES", "TREE_DRAFTING", "TreeShape",
+    "HOME_DRAFTING", "MAX_TREE_DEPTH", "MAX_TREE_NODES", "node_rule", "ROUTES", "TREE_DRAFTING", "TreeShape",
     "choose_route", "default_drafting", "enumerate_count",
     "node_route_work", "refuse_uneven", "shape_from_choices", "shape_from_parents",
     "topk_tokens", "tree_block_law", "tree_block_law_enumerate", "tree_block_law_nodes",
