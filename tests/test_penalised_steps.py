@@ -92,3 +92,19 @@ def test_the_kits_correct_steps_pass_under_penalties(name):
 
     rep = check_step(getattr(steps, name), samples=6000, steps=2, sampling=PARAMS)
     assert rep.passed, rep
+
+
+def test_an_instance_with_a_nan_table_is_refused_naming_it():
+    """The input is at fault, not the samples nor the step: one line naming the row."""
+    import numpy as np
+
+    import spectheory as st
+    from spectheory.runtime.errors import OptionError
+    from spectheory.testing.step import sglang_step
+
+    bad = st.random_instance(3, 2, 0)
+    bad.target.tables[1][2, 1] = np.nan
+    with pytest.raises(OptionError, match=r"instance 0: the target row after prefix \(2,\) is "
+                                          r"not a distribution") as exc:
+        check_step(sglang_step, [bad], samples=6000)
+    assert "\n" not in str(exc.value)

@@ -366,6 +366,27 @@ def target_sequence_law(instance: Instance, tokens: int, sampling=None) -> np.nd
     return path_probabilities(pl, torch.ones(1, dtype=torch.float64))[tokens].numpy()
 
 
+def _check_tables(instance: Instance, i: int) -> None:
+    """Refuse, in one line naming the instance, the table and the prefix, an instance built in
+    Python whose float rows hold a non-finite or negative entry or do not sum to 1 (files are
+    checked when read): its law would be NaN or not a law, and the fault is the input's, not
+    the samples' or the step's."""
+    for which, model in (("target", instance.target), ("draft", instance.draft)):
+        for d, table in enumerate(getattr(model, "tables", ())):
+            if not (isinstance(table, np.ndarray) and table.dtype.kind == "f"):
+                continue
+            with np.errstate(invalid="ignore"):
+                bad = (~np.isfinite(table) | (table < 0)).any(axis=-1) | \
+                    (np.abs(table.sum(axis=-1) - 1) > 1e-6)
+            if bad.any():
+                row = int(np.flatnonzero(bad)[0])
+                V = instance.vocab_size
+                prefix = tuple(row // V ** (d - 1 - j) % V for j in range(d))
+                raise OptionError(f"instance {i}: the {which} row after prefix {prefix} is not a "
+                                  f"distribution ({np.array2string(table[row], precision=4)}); "
+                                  f"every row must be finite, non-negative and sum to 1")
+
+
 def _guard_cells(V: int, N: int) -> None:
     if V ** N > MAX_STEP_CELLS:
         raise SizeLimitError(f"check_step enumerates V^N = {V}^{N} = {V ** N:,} sequences "
@@ -521,10 +542,11 @@ def check_step(step: Callable, instances: Sequence | None = None, samples: int =
     insts = default_step_instances() if instances is None else list(instances)
     if not insts:
         raise OptionError("no instances to check the step on")
-    for inst in insts:
+    for i, inst in enumerate(insts):
         if not isinstance(inst, Instance):
             raise OptionError(f"an instance must be a spectheory Instance, not "
                               f"{type(inst).__name__}")
+        _check_tables(inst, i)
     if num_draft is not None and (isinstance(num_draft, bool) or
                                   not isinstance(num_draft, (int, np.integer)) or
                                   not 1 <= num_draft <= 64):
