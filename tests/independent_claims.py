@@ -2123,3 +2123,119 @@ def kseq_L1(p, q, m, iters=200):
     cm = sum((1 - b) ** j for j in range(m))
     assert min(x - min(a, x / rho) * cm for a, x in zip(q, p)) >= -1e-12
     return 2 - (1 - b) ** m, rho
+
+
+# ----------------------------------------------------------------------------- SpecHub (2411.05289)
+
+
+def spechub_transport(p, q, planted=None):
+    """SpecHub's sparse transport at one node (Sun et al., arXiv 2411.05289; the staged plan as
+    the authors' released verifier states it): hub a = argmax q (ties: the smallest id), pairs
+    Q(i, a) = q(i) and Q(a, i) = q(a) q(i) / (1 - q(a)) for i != a. Stages, each sending at most
+    what the target still lacks: (1) every pair (i, a) sends min(Q(i, a), p(i)) to i; (2) every
+    pair (a, i) sends min(Q(a, i), p'(i)) to i (p' what i still lacks); (3) the pairs (a, .) send
+    their remaining mass to a, together min(p(a), their remainder), each in proportion; (4) the
+    pairs (., a) the same with what a still lacks. Returns (a, {pair: Q}, {pair: {token: mass
+    sent}}); everything not sent is rejected into normalise(p - sent). None when q has a single
+    token of positive mass (no companion). ``planted = "uncapped"`` (a planted error): stage 2
+    sends min(Q(a, i), p(i)), forgetting what stage 1 sent."""
+    V = len(q)
+    a = max(range(V), key=lambda x: (q[x], -x))
+    if q[a] == 1:
+        return None
+    Q = {}
+    for i in range(V):
+        if i != a:
+            Q[i, a] = q[i]
+            Q[a, i] = q[a] * q[i] / (1 - q[a])
+    Q = {k: v for k, v in Q.items() if v}
+    left = dict(Q)  # what each pair has not sent
+    need = list(p)  # what each token still lacks
+    sent = {k: {} for k in Q}
+
+    def send(pair, tok, m):
+        if m:
+            sent[pair][tok] = sent[pair].get(tok, F(0)) + m
+            left[pair] -= m
+            need[tok] -= m
+
+    for first_hub in (False, True):  # stages 1, 2: the non-hub member i
+        for pair in Q:
+            if (pair[0] == a) == first_hub:
+                i = pair[1] if first_hub else pair[0]
+                cap = p[i] if first_hub and planted == "uncapped" else need[i]
+                send(pair, i, min(left[pair], cap))
+    for first_hub in (True, False):  # stages 3, 4: the hub
+        group = [k for k in Q if (k[0] == a) == first_hub]
+        tot = sum((left[k] for k in group), F(0))
+        if tot:
+            frac = min(F(1), need[a] / tot)
+            for k in group:
+                send(k, a, left[k] * frac)
+    return a, Q, sent
+
+
+def spechub_law(model, planted=None):
+    """One iteration of SpecHub with its hub drafting, K = 2: the root pair (X1, X2) has law Q
+    (`spechub_transport`), each path continues autoregressively from q along its own prefix;
+    at the root the verifier emits token y with sent[pair][y] / Q(pair) (y a member of the
+    pair: the path that carries it is kept), else draws from normalise(p - sum of everything
+    sent); below the root each node has one candidate, token verification (accept x with
+    min(1, p(x)/q(x)), else normalise((p - q)^+)), and after L accepted tokens the bonus from p.
+    With q one-hot at the root the second path repeats the first: token verification.
+    ``planted``: passed to `spechub_transport`. Returns (law of the L + 1 tokens, E[tau + 1])."""
+    law, E = {}, [F(0)]
+    p0, q0 = model.p_rows(()), model.q_rows(())
+
+    def emit(block, mass):
+        E[0] += mass * len(block)
+        _complete(law, model, block, mass)
+
+    def below(x, mass):
+        """Path x (L tokens) with its first token accepted: token verification below the root."""
+        for t in range(1, model.L):
+            pre = tuple(x[:t])
+            pr, qr = model.p_rows(pre), model.q_rows(pre)
+            acc = min(F(1), pr[x[t]] / qr[x[t]])
+            res = _normalise([max(u - v, F(0)) for u, v in zip(pr, qr)], pr)
+            for y in range(model.V):
+                if res[y]:
+                    emit(pre + (y,), mass * (1 - acc) * res[y])
+            mass *= acc
+        E[0] += mass  # the bonus token from p, added by _complete
+        emit(tuple(x), mass)
+
+    def tails(first):
+        """Paths with first token ``first``: (path, probability of its tokens after the first)."""
+        for rest in itertools.product(range(model.V), repeat=model.L - 1):
+            w, ctx = F(1), (first,)
+            for t in rest:
+                w *= model.q(ctx, t)
+                ctx += (t,)
+            if w:
+                yield (first,) + rest, w
+
+    plan = spechub_transport(p0, q0, planted)
+    if plan is None:  # one draft token: token verification of path 1
+        x1 = q0.index(F(1))
+        acc = min(F(1), p0[x1] / q0[x1])
+        res = _normalise([max(u - v, F(0)) for u, v in zip(p0, q0)], p0)
+        for path, w in tails(x1):
+            below(path, w * acc)
+        for y in range(model.V):
+            if res[y]:
+                emit((y,), (1 - acc) * res[y])
+        return law, E[0]
+    a, Q, sent = plan
+    got = [sum((s.get(y, F(0)) for s in sent.values()), F(0)) for y in range(model.V)]
+    res = _normalise([max(u - g, F(0)) for u, g in zip(p0, got)], p0)
+    for pair, Qp in Q.items():
+        rejected = F(1)
+        for y, m in sent[pair].items():
+            rejected -= m / Qp
+            for path, w in tails(y):
+                below(path, m * w)  # Q(pair) * (m / Q(pair)) * the kept path's tail
+        for y in range(model.V):
+            if res[y]:
+                emit((y,), Qp * rejected * res[y])
+    return law, E[0]

@@ -388,6 +388,44 @@ def test_spechub_rows_against_the_certified_hub_lp():
     assert f"{h1} vs RRS {r1}" in ours and f"{h2} vs {r2}" in ours
 
 
+def _hub_tie():
+    """random_instance(3, 2, 5, denominator=10) with the root draft row tied at the top
+    (2/5, 2/5, 1/5): the hub is the smaller id."""
+    from spectheory.inputs.instances import instance_from_dict
+
+    data = instance_to_dict(random_instance(3, 2, 5, denominator=10))
+    data["draft"][""] = ["2/5", "2/5", "1/5"]
+    return instance_from_dict(data, exact=True)
+
+
+def test_spechub_lossless_by_own_staged_transport():
+    """SpecHub (arXiv 2411.05289): own hub drafting and own staged transport (non-hub members
+    first, the hub last), own sequence-tree enumeration in Fractions: TV 0 on the row's seven
+    instances and on three more prefix-dependent ones (one with a tie at the draft's top
+    token), with E[tau + 1] equal to the engine's; at L = 1 the acceptance is the certified hub
+    optimum. Planted error: stage 2 uncapped (forgetting what stage 1 sent) is lossy."""
+    from spectheory.lp.claims.common import RANDOM_L1 as L1, RANDOM_L2 as L2, be
+
+    assert ind.spechub_transport([F(1, 3)] * 3, [F(2, 5), F(2, 5), F(1, 5)])[0] == 0  # tie
+    cases = [(random_instance(V, L, s, denominator=d), f"random{(V, L, s, d)}")
+             for V, L, s, d in L1 + L2 + [(3, 2, 0, 12), (4, 2, 1, 10)]]
+    cases.append((_hub_tie(), "hub tie"))
+    lossy = []
+    for inst, name in cases:
+        m = ind.Model(instance_to_dict(inst))
+        law, e = ind.spechub_law(m)
+        assert ind.tv(law, m) == 0 and e == be(inst, "spechub", 2), name
+        if m.L == 1:
+            assert e == ind.direct_lp(m, 2, "hub"), name
+        else:
+            assert m.p_rows((0,)) != m.p_rows((1,)), name  # prefix-dependent
+        lossy.append(ind.tv(ind.spechub_law(m, planted="uncapped")[0], m))
+    assert sum(d > 0 for d in lossy) >= len(cases) - 1
+    row = ledger_row("spechub-lossless")
+    assert row.finding.verdict == "confirmed"
+    assert row.finding.ours == f"TV = 0 exactly on {len(L1 + L2)} of {len(L1 + L2)} instances"
+
+
 def test_eagle_329_point_mass_rule_by_own_tree_walk():
     m = ind.Model(instance_to_dict(random_instance(3, 2, 0, denominator=60)))
     for drafting in ("topk", "iid"):
@@ -654,7 +692,8 @@ COVERED = {
     "delayed-expansion-improves", "eagle-329-not-lossless", "sglang-9877-acceptance",
     "cactus-kl-reweighted-target", "cactus-kl-emitted-token", "gbv-reference-leaf-order",
     "frontier-at-zero-is-block", "free-block-not-a-verifier", "sharma-greedy-radius",
-    "gr-convex-program", "mlx-lm-1709-acceptance", "mistralrs-2424-greedy-chain",
+    "gr-convex-program", "spechub-lossless", "mlx-lm-1709-acceptance",
+    "mistralrs-2424-greedy-chain",
     "vllm-ascend-11985-backward-scan", "dflash-74-greedy-draft", "sglang-28242-minimal-impact",
     # recomputed in tests/test_static_ensemble.py (independent_claims.static_ensemble,
     # independent_claims.frontier_lp)
@@ -923,8 +962,6 @@ def test_khisti_ordering_with_own_kseq():
 
 #: Rows no second implementation recomputes yet, with the reason (every other row is COVERED).
 NOT_YET_COVERED: dict[str, str] = {
-    "spechub-lossless": "needs an own SpecHub sparse-transport verifier written from arXiv "
-                        "2411.05289 (the hub LP recomputes its optimum, not this verifier's law)",
     "gr-truncation-bound": "needs an own truncated Global Resolution solver; the paper does not "
                            "publish how the truncated sets are handled",
     "fvo-dyck-gap": "an empirical observation on Dyck grammars; not yet recomputed apart",

@@ -55,7 +55,11 @@ HUB = ("arXiv 2411.05289: target and draft by role (p, q); two drafts by hub sam
 ROWS = [
     Claim("spechub-lossless", "arXiv 2411.05289", "losslessness of the SpecHub verifier",
           "theorem", "SpecHub's hub drafting with its verifier keeps the target law", HUB,
-          Hypotheses(("hub",), K=(2,)), "confirmed", c_spechub_lossless),
+          Hypotheses(("hub",), K=(2,)), "confirmed", c_spechub_lossless,
+          reading="the hub is argmax q with ties to the smallest id; the staged order of the "
+                  "authors' released verifier (non-hub members before the hub, for (a, i) the "
+                  "second draft before the first); at L > 1 the two paths branch at the root "
+                  "only and each deeper node is token-verified"),
     Claim("spechub-own-optimum", "arXiv 2411.05289", "sparse optimal transport, solved in "
           "linear time", "theorem", "the hub transport is solved in linear time, optimally for "
           "its draft law", HUB, Hypotheses(("hub",), K=(2,), L=(1,)), "confirmed",
