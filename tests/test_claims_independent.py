@@ -426,6 +426,34 @@ def test_spechub_lossless_by_own_staged_transport():
     assert row.finding.ours == f"TV = 0 exactly on {len(L1 + L2)} of {len(L1 + L2)} instances"
 
 
+def test_fvo_dyck_gap_by_own_dyck_enumeration():
+    """FVO-Spec's Dyck gap (arXiv 2605.07698): TV(mu_proj, mu*) by own bracket checker
+    (`independent_claims.dyck_status`), own local masking and own grammar-conditional law, by
+    brute force over V^N, on the row's three adversarial instances: equal exactly to the ledger's
+    values, each above 0.996. Planted error: mu* with prefix validity (the stop token not
+    required within N) gives another gap."""
+    from spectheory.lp.claims import fvo_spec as D
+    from spectheory.lp.claims.common import f
+
+    cases = [(D.adversarial(3), ind.dyck_status(1, 2), 4),
+             (D.adversarial(5), ind.dyck_status(1, 2), 6),
+             (D.dyck2_adversarial(3), ind.dyck_status(2, 4, 3), 4)]
+    gaps = []
+    for inst, status, N in cases:
+        m = ind.Model(instance_to_dict(inst))
+        proj = ind.proj_law(m, status, N)
+        gaps.append(ind.law_tv(proj, ind.star_law(m, status, N)))
+        prefix_valid = ind.star_law(m, lambda x, s=status: "bad" if s(x) == "bad" else "ended",
+                                    N)
+        assert ind.law_tv(proj, prefix_valid) != gaps[-1]
+    assert [v for _, v in D.gap_values()] == gaps and min(gaps) > F(996, 1000)
+    row = ledger_row("fvo-dyck-gap")
+    assert row.finding.verdict == "reproduced"
+    for g in gaps:
+        assert f"{f(g)} = {float(g):.6f}" in row.finding.ours
+    assert f"largest {float(max(gaps)):.6f}" in row.finding.ours
+
+
 def test_eagle_329_point_mass_rule_by_own_tree_walk():
     m = ind.Model(instance_to_dict(random_instance(3, 2, 0, denominator=60)))
     for drafting in ("topk", "iid"):
@@ -692,7 +720,7 @@ COVERED = {
     "delayed-expansion-improves", "eagle-329-not-lossless", "sglang-9877-acceptance",
     "cactus-kl-reweighted-target", "cactus-kl-emitted-token", "gbv-reference-leaf-order",
     "frontier-at-zero-is-block", "free-block-not-a-verifier", "sharma-greedy-radius",
-    "gr-convex-program", "spechub-lossless", "mlx-lm-1709-acceptance",
+    "gr-convex-program", "spechub-lossless", "fvo-dyck-gap", "mlx-lm-1709-acceptance",
     "mistralrs-2424-greedy-chain",
     "vllm-ascend-11985-backward-scan", "dflash-74-greedy-draft", "sglang-28242-minimal-impact",
     # recomputed in tests/test_static_ensemble.py (independent_claims.static_ensemble,
@@ -964,7 +992,6 @@ def test_khisti_ordering_with_own_kseq():
 NOT_YET_COVERED: dict[str, str] = {
     "gr-truncation-bound": "needs an own truncated Global Resolution solver; the paper does not "
                            "publish how the truncated sets are handled",
-    "fvo-dyck-gap": "an empirical observation on Dyck grammars; not yet recomputed apart",
 }
 
 
