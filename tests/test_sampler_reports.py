@@ -122,22 +122,23 @@ def test_too_few_samples_is_refused_not_passed():
     not a point mass is tested, and a correct sampler passes."""
     from spectheory.testing.sampler import _ROW_LAWS
 
+    from spectheory.runtime.errors import OptionError, TooFewSamplesError
+
     s = make_sampler("block")
-    rep = check_sampler(s, "block", samples=300)
-    assert not rep.passed and rep.needs_samples > 300 and rep.dof == 0
-    assert "no degree of freedom was tested" in str(rep)
-    assert f"{rep.needs_samples:,} samples" in str(rep)
-    js = rep.to_json()
-    assert js["passed"] is False and js["needs_samples"] == rep.needs_samples
-    assert js["detects"]["value"] is None and js["min_detectable_tv"] is None
+    with pytest.raises(TooFewSamplesError) as exc:  # a refusal (an OptionError), never a FAIL
+        check_sampler(s, "block", samples=300)
+    assert isinstance(exc.value, OptionError) and "\n" not in str(exc.value)
+    needs = exc.value.needs_samples
+    assert needs > 300 and "no degree of freedom was tested" in str(exc.value)
+    assert f"{needs:,} samples" in str(exc.value)
     laws = []
     token = _ROW_LAWS.set(laws)
     try:
-        full = check_sampler(s, "block", samples=rep.needs_samples)
+        full = check_sampler(s, "block", samples=needs)
     finally:
         _ROW_LAWS.reset(token)
-    per = rep.needs_samples // len(laws)
-    assert per * len(laws) == rep.needs_samples
+    per = needs // len(laws)
+    assert per * len(laws) == needs
     need = [stats.samples_for_a_test(p) for p in laws]
     assert per == max(x for x in need if x is not None)
     assert full.passed and full.dof > 0 and full.needs_samples == 0
@@ -442,16 +443,20 @@ def test_the_budget_counts_the_rows_as_check_sampler_does():
 
 
 def test_lossless_and_proposal_checks_refuse_too_few_samples_too():
-    rep = check_sampler(make_sampler("block"), "block", mode="lossless", samples=40)
-    assert not rep.passed and rep.needs_samples > 40 and "4 instances" in str(rep)
+    from spectheory.runtime.errors import TooFewSamplesError
+
+    with pytest.raises(TooFewSamplesError) as exc:
+        check_sampler(make_sampler("block"), "block", mode="lossless", samples=40)
+    assert exc.value.needs_samples > 40 and "4 instances" in str(exc.value)
     from spectheory.testing.sampler import check_proposal
 
     def honest(q_rows, generator):
         return torch.multinomial(q_rows, 1, generator=generator)[:, 0], q_rows
 
-    rep = check_proposal(honest, samples=60)
-    assert not rep.passed and rep.needs_samples > 60 and "proposal rows" in str(rep)
-    assert check_proposal(honest, samples=rep.needs_samples).passed
+    with pytest.raises(TooFewSamplesError) as exc:
+        check_proposal(honest, samples=60)
+    assert exc.value.needs_samples > 60 and "proposal rows" in str(exc.value)
+    assert check_proposal(honest, samples=exc.value.needs_samples).passed
 
 
 # ----------------------------------------------------------------------------- layout

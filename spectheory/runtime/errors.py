@@ -52,6 +52,15 @@ class OptionError(InputError):
     """An option, parameter or environment variable is outside its accepted range."""
 
 
+class TooFewSamplesError(OptionError):
+    """A check was asked for too few samples to test anything (no degree of freedom): a bad
+    input, never a verdict. ``needs_samples`` is the count a test of every row needs."""
+
+    def __init__(self, message: str, needs_samples: int = 0):
+        super().__init__(message)
+        self.needs_samples = int(needs_samples)
+
+
 class TimeLimitError(SpectheoryError):
     """A computation ran past its time limit (``--time-limit``) and was stopped; no result.
 

@@ -33,6 +33,9 @@ COUNT_CHUNK = 2**18
 PROJECT_AFTER_S = 2.0
 
 
+#: True while a budget's pilot checks run: a check with too few samples to test anything
+#: returns its failing report (``needs_samples``) for the sizing to read, instead of refusing.
+UNTESTED_REPORTS = contextvars.ContextVar("spectheory_untested_reports", default=False)
 #: What a check is calling, for its notes ("sampler module:function").
 _WHO = contextvars.ContextVar("spectheory_sampler_who", default="the sampler")
 #: The running check's `_Pace` (None outside a check).
@@ -330,7 +333,7 @@ def _report(mode, tests, samples, alpha, name, worst, impossible, laws=None) -> 
     probabilities, in the tests' order) two cases without a degree of freedom are told apart:
     every row's law a point mass (greedy decoding: the detection figure is that of a sample off
     the point, `stats.point_mass_tv`), and too few samples for any row to be tested, refused
-    (the report fails, saying how many samples a test of every row needs)."""
+    (`TooFewSamplesError`, saying how many samples a test of every row needs)."""
     fam, cell, mdt, notes = _summary(tests, alpha, worst, impossible)
     unit = {"lossless": "instances", "proposal": "proposal rows"}.get(mode, "draft rows")
     if fam.dof == 0 and laws is not None and len(laws) == len(tests) and tests:
@@ -352,8 +355,14 @@ def _report(mode, tests, samples, alpha, name, worst, impossible, laws=None) -> 
                          f"{MIN_EXPECTED:g}, so no bias could be seen; a test of every row "
                          f"needs at least {total:,} samples ({per:,} a row), a first test "
                          f"{min(need) * len(tests):,}")
-            return SamplerReport(False, float("nan"), mode, samples, alpha, None, float("inf"),
-                                 name, fam.statistic, 0, 0, notes=notes,  # no row tested
-                                 needs_samples=total)
+            if UNTESTED_REPORTS.get():  # a budget's pilot: the sizing reads the report
+                return SamplerReport(False, float("nan"), mode, samples, alpha, None,
+                                     float("inf"), name, fam.statistic, 0, 0, notes=notes,
+                                     needs_samples=total)
+            # nothing was tested: the sample count is at fault, never a verdict (every mode
+            # refuses it the same way: chain, tree, step)
+            from ..runtime.errors import TooFewSamplesError
+
+            raise TooFewSamplesError(f"samples = {samples:,}: {notes[-1]}", total)
     return SamplerReport(fam.p_value > alpha, fam.p_value, mode, samples, alpha, cell, mdt,
                          name, fam.statistic, fam.dof, len(tests), notes=notes)

@@ -220,21 +220,29 @@ def _budgeted_run(call: dict, start: float, budget_s: float) -> SamplerReport:
     call = dict(call, sampler=sampler, instances=instances, budget_s=None)
     laws: list = []
 
+    from .calls import UNTESTED_REPORTS
+
     def run(n: int, collect: bool = True):
         laws.clear()
         token = _ROW_LAWS.set(laws if collect else None)
+        untested = UNTESTED_REPORTS.set(True)  # pilots may be too small to test: read, not refused
         inside = clock[0]
         sampler._spectheory_rows[0] = 0
         try:
             return check_sampler(**dict(call, samples=n)), clock[0] - inside
         finally:
+            UNTESTED_REPORTS.reset(untested)
             _ROW_LAWS.reset(token)
 
     instant = _instant_sampler(call)
 
     def kit(n: int) -> float:
         t = time.perf_counter()
-        check_sampler(**dict(call, sampler=instant, samples=n))
+        untested = UNTESTED_REPORTS.set(True)
+        try:
+            check_sampler(**dict(call, sampler=instant, samples=n))
+        finally:
+            UNTESTED_REPORTS.reset(untested)
         return time.perf_counter() - t
 
     minimum = _min_samples(mode, instances, draft_rows)
@@ -359,14 +367,15 @@ def check_sampler(sampler: Callable, verifier: Any = "block", instances: Sequenc
     Returns
     -------
     SamplerReport
-        Its detection figure (`SamplerReport.detection`) is stated in text and JSON alike. With
-        too few samples for any degree of freedom to be tested the report fails, saying so, with
-        ``needs_samples`` the count a test of every row needs (the command line exits 2). A
+        Its detection figure (`SamplerReport.detection`) is stated in text and JSON alike. A
         failing ``law`` report notes which law the counts do fit (the other coin rule's, or the
         raw target's under ``sampling``), computed from the counts.
 
     Raises
     ------
+    TooFewSamplesError
+        Too few samples for any degree of freedom to be tested: one line saying how many a test
+        of every row needs (``needs_samples``); the command line exits 2. It is never a FAIL.
     UserCodeError
         The sampler (or the verifier's law function) raised or called ``sys.exit`` or
         ``os._exit`` (any code): one line naming the function. A sampler that returns something unusable (a wrong shape

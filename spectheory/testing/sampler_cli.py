@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import sys
 
-from ..runtime.errors import OptionError, SpectheoryError, import_user
+from ..runtime.errors import OptionError, SpectheoryError, TooFewSamplesError, import_user
 
 
 def _import(text: str, what: str):
@@ -99,14 +99,14 @@ def run_check_sampler(args) -> int:
                                convention=args.convention, sampling=args.sampling,
                                draft_sampling=args.draft_sampling, inputs=args.inputs,
                                budget_s=budget)
+    except TooFewSamplesError as exc:  # nothing was tested: a bad --samples (or --budget)
+        what = '--budget ' + args.budget if budget else '--samples ' + str(samples)
+        raise OptionError(f"{what}: {str(exc).partition(': ')[2]}") from None
     except SpectheoryError:
         raise
     except Exception as exc:  # the sampler itself raised on the kit's inputs
         raise SpectheoryError(f"sampler {args.sampler} raised {type(exc).__name__}: "
                               f"{exc}".replace("\n", " ")) from exc
-    if report.needs_samples:  # nothing was tested: a bad --samples (or --budget), not a verdict
-        raise OptionError(f"{'--budget ' + args.budget if budget else '--samples ' + str(samples)}"
-                          f": {next(n for n in report.notes if n.startswith('no degree'))}")
     if args.json:
         sys.stdout.write(json.dumps({"sampler": args.sampler, **report.to_json()}) + "\n")
     else:

@@ -561,9 +561,14 @@ def check_step(step: Callable, instances: Sequence | None = None, samples: int =
     point = [bool(probs.max() >= 1 - 1e-12) for probs in laws]
     for inst_i, (probs, n) in enumerate(zip(laws, per)):
         if not point[inst_i] and stats.row_chi_square(probs * n, probs, n, MIN_EXPECTED).dof < 1:
-            raise OptionError(f"samples = {samples:,} leave instance {inst_i} with fewer than "
-                              f"two cells of expected count >= {MIN_EXPECTED:g}: nothing would "
-                              f"be tested; use more samples")
+            from ..runtime.errors import TooFewSamplesError
+
+            need = stats.samples_for_a_test(probs, MIN_EXPECTED)
+            total = None if need is None else need * len(insts)
+            raise TooFewSamplesError(
+                f"samples = {samples:,} leave instance {inst_i} with fewer than two cells of "
+                f"expected count >= {MIN_EXPECTED:g}: nothing would be tested; use more samples"
+                + ("" if total is None else f" (at least {total:,})"), total or 0)
     step = guarded(step, "step")
     who = step._spectheory_label.removeprefix("step ")
     g = torch.Generator().manual_seed(int(seed))

@@ -566,7 +566,7 @@ def _first_test(row_laws: list, unit: str) -> int | None:
 
 
 def _refuse_few(samples: int, row_laws: list, counts: list, unit: str) -> None:
-    """One line (`OptionError`) when ``counts`` samples leave no row (``unit``) two bins of
+    """One line (`TooFewSamplesError`, an `OptionError`) when ``counts`` samples leave no row (``unit``) two bins of
     expected count `MIN_EXPECTED`: such a run tests nothing, so it is bad input, not a verdict
     (as in [`check_step`][spectheory.testing.step.check_step] and on the command line of
     ``check-sampler``). Rows whose law is a point mass have no degree of freedom at any count
@@ -578,10 +578,13 @@ def _refuse_few(samples: int, row_laws: list, counts: list, unit: str) -> None:
         return
     per = max(x for x in need if x is not None)
     first = _first_test(row_laws, unit)
-    raise OptionError(f"samples = {samples:,} over {len(row_laws)} {unit} leave none of them "
-                      f"two bins of expected count >= {MIN_EXPECTED:g}, so nothing would be "
-                      f"tested; a test of every one needs at least {per * len(row_laws):,} "
-                      f"samples ({per:,} each), a first test {first:,}")
+    from ..runtime.errors import TooFewSamplesError
+
+    raise TooFewSamplesError(f"samples = {samples:,} over {len(row_laws)} {unit} leave none of "
+                             f"them two bins of expected count >= {MIN_EXPECTED:g}, so nothing "
+                             f"would be tested; a test of every one needs at least "
+                             f"{per * len(row_laws):,} samples ({per:,} each), a first test "
+                             f"{first:,}", per * len(row_laws))
 
 
 def _law_mode(sampler, spec, tree, drafting, instances, samples, alpha, seed, draft_rows,
