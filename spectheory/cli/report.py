@@ -147,6 +147,46 @@ def section_wrong_variant(args, checks: Checks) -> list[str]:
             f"  caught by the checker: {mark(caught, 'yes', 'NO')}"]
 
 
+def section_stateful(args, checks: Checks) -> list[str]:
+    """Token and block verification under stateful sampling parameters, over several
+    iterations; a history-blind rule and a grammar mask's exact law."""
+    from ..inputs.processing import SamplingParams
+    from ..inputs.stateful import TokenAutomaton
+    from ..verifiers import SINGLE_PATH
+
+    lines = []
+    inst = random_instance(3, 2, args.seed)
+    for sp in ("repetition_penalty=1.4,presence_penalty=0.3,frequency_penalty=0.2",
+               "min_tokens=2,stop_token_ids=0,no_repeat_ngram_size=3,logit_bias=1:1.5"):
+        for name in ("token", "block"):
+            rep = check_lossless(SINGLE_PATH[name], inst, sampling=sp, n_tokens=5)
+            ok = checks(f"{name} lossless over 5 tokens under {sp}", rep.lossless)
+            lines.append(f"  {name:5s} {sp}: TV over 5 tokens = {float(rep.tv):.2e} "
+                         f"({mark(ok, 'lossless', 'LOSSY')})")
+    from ..verifiers import uniform_product_verification
+
+    sp0 = "repetition_penalty=1.4,presence_penalty=0.3,frequency_penalty=0.2"
+    rep = check_lossless(uniform_product_verification, inst, sampling=sp0, n_tokens=5)
+    caught = checks("'running product of uniforms' caught as lossy under penalties",
+                    not rep.lossless)
+    lines.append(f"  uniform-product {sp0}: TV over 5 tokens = {float(rep.tv):.4f} (caught: "
+                 f"{mark(caught, 'yes', 'NO')})")
+    # a grammar (after token 0, token 1 is banned) in exact rationals
+    grammar = TokenAutomaton([[1, 0, 0], [1, None, 0]])
+    ex = random_instance(3, 2, args.seed, denominator=24)
+    sp = SamplingParams(grammar=grammar, min_tokens=1, stop_token_ids=(2,))
+    blk = analyze(ex, SINGLE_PATH["block"], "block", sampling=sp, draft_sampling=sp)
+    tok = analyze(ex, SINGLE_PATH["token"], "token", sampling=sp, draft_sampling=sp)
+    ok = [checks("block lossless under a grammar mask (exact)", blk.tv_to_target == 0),
+          checks("token lossless under a grammar mask (exact)", tok.tv_to_target == 0),
+          checks("block >= token under a grammar mask (exact)",
+                 blk.block_efficiency >= tok.block_efficiency)]
+    lines.append(f"  grammar mask + min_tokens, exact rationals (rows in multiples of 1/24): "
+                 f"E[tau+1] token = {tok.block_efficiency}, block = {blk.block_efficiency}: "
+                 + ", ".join(mark(o) for o in ok))
+    return lines
+
+
 #: Optima for the multi-path table: label -> ``f(instance, paths, drafting) -> float``, the
 #: largest E[tau+1] of any valid verifier (filled by `add_multipath_optimum`).
 MULTIPATH_OPTIMA: dict[str, Callable[[Instance, int, str], float]] = {}
@@ -254,6 +294,8 @@ SECTIONS: list[Section] = [
             section_wrong_variant),
     Section("multipath", "Multi-path verification: GBV, SpecInfer, SpecTr, traversal vs "
             "first-path baselines", section_multipath),
+    Section("stateful", "The state around the sampler: penalties, min_tokens, no-repeat "
+            "n-grams, logit bias and a grammar mask, on each row's history", section_stateful),
 ]
 
 
