@@ -2239,3 +2239,91 @@ def spechub_law(model, planted=None):
             if res[y]:
                 emit((y,), Qp * rejected * res[y])
     return law, E[0]
+
+
+# ----------------------------------------------------------------------------- truncated GR
+
+
+def truncated_global_resolution_l1(p, q, K, tau):
+    """Global Resolution in its truncated setting (Thomas & Pal, arXiv 2511.15898, Lemma 6.6),
+    one node, K i.i.d. drafts, under the ledger's reading of what the paper leaves open. H* the
+    shortest lower threshold set of p/q (tokens with q = 0 last, ties by id) minimising
+    psi(H) = p(H) - q(H)^K; outer targets by the polymatroid greedy over the other tokens in
+    p/q order, g(B) = min over all supersets T of B of psi(T) (brute force); kept outer tokens
+    T_out: by q decreasing (ties by id), added while 1 - q(H* + T_out)^K > tau; kept inner
+    tokens T_in: the same while q(H*)^K - q(T_in)^K > tau (both tests in float64). The two
+    convex programs (`_lse_program`) run over the draft sets D whose tokens are all kept; every
+    set then takes its softmax over the kept weights (an outer set with no kept weight: uniform
+    over its tokens outside H*; an inner set: weights 0, so it rejects), no repair, and the
+    rejection draws from normalise((p - accepted)^+). Returns (the L1 distance of the output
+    law to p, exact on the weights the solver returned; the outer program's imbalance
+    sum of its targets - mass of its sets, exact). A non-zero imbalance leaves the outer program
+    without a minimiser (a common shift of its variables lowers it without end), so its weights
+    are where the solver stops."""
+    V = len(p)
+    order = sorted(range(V), key=lambda a: (q[a] == 0, p[a] / q[a] if q[a] else 0, a))
+    subsets = [frozenset(S) for r in range(V + 1) for S in itertools.combinations(range(V), r)]
+
+    def psi(T):
+        return sum((p[a] for a in T), F(0)) - sum((q[a] for a in T), F(0)) ** K
+
+    prefixes = [frozenset(order[:k]) for k in range(V + 1)]
+    H = min(prefixes, key=lambda S: (psi(S), len(S)))
+    outer = [v for v in order if v not in H]
+
+    def g(B):
+        return min(psi(T) for T in subsets if B <= T)
+
+    gs = [g(H | set(outer[i:])) for i in range(len(outer) + 1)]
+    p_out = {v: p[v] + gs[i + 1] - gs[i] for i, v in enumerate(outer)}
+    qH = sum((q[a] for a in H), F(0))
+    keep_out, mass = set(), qH
+    for v in sorted(outer, key=lambda v: (-q[v], v)):
+        if 1 - float(mass) ** K <= tau:
+            break
+        keep_out.add(v)
+        mass += q[v]
+    keep_in, mass = set(), F(0)
+    for v in sorted(H, key=lambda v: (-q[v], v)):
+        if float(qH) ** K - float(mass) ** K <= tau:
+            break
+        keep_in.add(v)
+        mass += q[v]
+    kept = keep_out | keep_in
+    law = {}
+    for tup in itertools.product(range(V), repeat=K):
+        pr = prod((q[x] for x in tup), start=F(1))
+        if pr:
+            law[frozenset(tup)] = law.get(frozenset(tup), F(0)) + pr
+    weights, imbalance = {}, F(0)
+    for cap, keep, target in ((0, keep_out, p_out), (1, keep_in, {i: p[i] for i in H})):
+        live = sorted(v for v in keep if target[v] > 0 and q[v] > 0)
+        pos = {v: j for j, v in enumerate(live)}
+        groups = {}
+        for D, P in law.items():
+            if not D <= kept or (cap == 0 and D <= H) or (cap == 1 and not D <= H):
+                continue
+            key = tuple(sorted(pos[v] for v in (D - H if cap == 0 else D) if v in pos))
+            if key:
+                groups[key] = groups.get(key, F(0)) + P
+        if cap == 0:
+            imbalance = sum((target[v] for v in live), F(0)) - sum(groups.values(), F(0))
+        if live and groups:
+            w = _lse_program([((np.array(k, int), cap), float(P)) for k, P in groups.items()],
+                             [float(target[v]) for v in live], len(live))
+            top = max(w) if cap == 0 else 0.0  # the outer softmax ignores a shift
+            weights.update({v: F(float(np.exp(w[pos[v]] - top))) for v in live})
+    acc = [F(0)] * V
+    for D, P in law.items():
+        A = D - H
+        if A:
+            z = sum((weights.get(v, F(0)) for v in A), F(0))
+            for v in A:
+                acc[v] += P * (weights.get(v, F(0)) / z if z else F(1, len(A)))
+        else:
+            z = 1 + sum((weights.get(v, F(0)) for v in D), F(0))
+            for v in D:
+                acc[v] += P * weights.get(v, F(0)) / z
+    res = _normalise([max(p[y] - acc[y], F(0)) for y in range(V)], p)
+    rest = 1 - sum(acc)
+    return sum((abs(acc[y] + rest * res[y] - p[y]) for y in range(V)), F(0)), imbalance
