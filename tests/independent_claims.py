@@ -2327,3 +2327,38 @@ def truncated_global_resolution_l1(p, q, K, tau):
     res = _normalise([max(p[y] - acc[y], F(0)) for y in range(V)], p)
     rest = 1 - sum(acc)
     return sum((abs(acc[y] + rest * res[y] - p[y]) for y in range(V)), F(0)), imbalance
+
+
+# ----------------------------------------------------------------------------- speculative cascades (2405.19261)
+
+
+def cascade(model, kind, alpha):
+    """Speculative cascades (arXiv 2405.19261, the rules as spectheory reads them): token
+    verification of the draft against a cascade target pi at each node, the target's bonus token
+    after L acceptances. ``kind`` "opt": pi = p when max q < max p - alpha TV(p, q), else q;
+    "v1": pi(v) = q(v) (1 - d(v)) + p(v) sum_u q(u) d(u), d(v) = [p(v) < max p - alpha].
+    Returns (law of the L + 1 tokens, E[tau + 1])."""
+    alpha = F(alpha)
+
+    def target(p, q):
+        if kind == "opt":
+            tv = sum((abs(a - b) for a, b in zip(p, q)), F(0)) / 2
+            return list(p) if max(q) < max(p) - alpha * tv else list(q)
+        d = [1 if a < max(p) - alpha else 0 for a in p]
+        moved = sum((b for b, dv in zip(q, d) if dv), F(0))
+        return [b * (1 - dv) + a * moved for a, b, dv in zip(p, q, d)]
+
+    def weights(x):
+        acc, res = [], []
+        for i in range(model.L):
+            p, q = model.p_rows(x[:i]), model.q_rows(x[:i])
+            pi = target(p, q)
+            acc.append(min(F(1), pi[x[i]] / q[x[i]]))
+            res.append(_normalise([max(a - b, F(0)) for a, b in zip(pi, q)], p))
+        stops, reach = [], F(1)
+        for a in acc:
+            stops.append(reach * (1 - a))
+            reach *= a
+        return stops + [reach], res
+
+    return chain_law(model, weights)

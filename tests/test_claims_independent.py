@@ -759,6 +759,9 @@ COVERED = {
     # recomputed in tests/test_static_ensemble.py (independent_claims.static_ensemble,
     # independent_claims.frontier_lp)
     "diversed-acceptance-identity", "diversed-pareto-one-token", "diversed-pareto-not-over-blocks",
+    # recomputed in tests/test_cascade_claims.py (independent_claims.cascade, frontier_lp)
+    "cascade-opt-on-frontier", "cascade-opt-off-frontier-over-blocks",
+    "cascade-token-rules-off-frontier",
     # recomputed in tests/test_grammar_laws.py (independent_claims' grammar brute force)
     "fvo-local-masks-sample-proj", "fvo-doob-transform", "fvo-spec-exact-phi",
     "fvo-approx-phi-chained-bound",
@@ -814,6 +817,9 @@ OPTIMALITY_ROWS = {
     "sharma-greedy-radius": "the least KL that forces rejection (primal point and dual bound)",
     "diversed-pareto-one-token": "static ensemble on the lossy frontier at L = 1 (own LP)",
     "diversed-pareto-not-over-blocks": "static ensemble below the block frontier (own LP)",
+    "cascade-opt-on-frontier": "the OPT deferral rule on the lossy frontier at L = 1 (own LP)",
+    "cascade-opt-off-frontier-over-blocks": "OPT below the block frontier at L = 2 (own LP)",
+    "cascade-token-rules-off-frontier": "a token deferral rule below the frontier (own LP)",
     "fvo-approx-phi-chained-bound": "a TV bound held by every lookahead (own enumeration)",
 }
 #: Confirmed rows that state no optimum, with the reason.

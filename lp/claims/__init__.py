@@ -33,6 +33,7 @@ Modules: [`leviathan`][spectheory.lp.claims.leviathan] (arXiv 2211.17192),
 out), [`engines`][spectheory.lp.claims.engines] (engines' issues and code, the bug kit),
 [`relaxed`][spectheory.lp.claims.relaxed] (2604.04987, 2606.30265, the lossy frontier),
 [`diversed`][spectheory.lp.claims.diversed] (2604.07622, the static ensemble),
+[`cascades`][spectheory.lp.claims.cascades] (2405.19261, speculative cascades),
 [`hetero`][spectheory.lp.claims.hetero] (2502.05202, vLLM #38174),
 [`fvo_spec`][spectheory.lp.claims.fvo_spec] (2605.07698, grammar-constrained decoding),
 [`engine_threads`][spectheory.lp.claims.engine_threads] (engines' pull requests, issues and
@@ -59,7 +60,7 @@ import sys
 from dataclasses import dataclass
 from typing import Callable
 
-from . import block_gbv, diversed, engine_threads, engines, fvo_spec, global_resolution, hetero, \
+from . import block_gbv, cascades, diversed, engine_threads, engines, fvo_spec, global_resolution, hetero, \
     hsd, hu, khisti, leviathan, relaxed, spechub, spectr_gbv, trees
 from .common import KIND_VERDICTS, KINDS, VERDICTS, Claim, Fact, Finding, Hypotheses, \
     reset_facts, take_facts
@@ -71,7 +72,7 @@ __all__ = ["CLAIMS", "KINDS", "VERDICTS", "Claim", "Fact", "Finding", "Hypothese
 #: engine claims are added by `ledger`).
 CLAIMS: list[Claim] = (leviathan.ROWS + block_gbv.ROWS + hu.ROWS + khisti.ROWS +
                        global_resolution.ROWS + spechub.ROWS + hsd.ROWS + spectr_gbv.ROWS +
-                       trees.ROWS + engines.ROWS + relaxed.ROWS + diversed.ROWS +
+                       trees.ROWS + engines.ROWS + relaxed.ROWS + diversed.ROWS + cascades.ROWS +
                        hetero.ROWS + fvo_spec.ROWS + engine_threads.ROWS)
 
 
