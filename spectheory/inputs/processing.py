@@ -69,6 +69,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import itertools
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -129,8 +130,18 @@ class SamplingError(OptionError):
     """A sampling parameter, or a row handed to the processing, is outside its accepted range."""
 
 
+def _short(value) -> str:
+    """``repr(value)`` cut to 60 characters (a Fraction over Python's digit limit has no repr)."""
+    try:
+        text = repr(value)
+    except ValueError:
+        return f"a {type(value).__name__} too long to print"
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _bad(key: str, value, why: str = "is out of range") -> SamplingError:
-    return SamplingError(f"sampling parameter {key} = {value!r} {why}: {key} is {RANGES[key]}")
+    return SamplingError(f"sampling parameter {key} = {_short(value)} {why}: {key} is "
+                         f"{RANGES[key]}")
 
 
 def _number(key: str, value) -> Any:
@@ -144,6 +155,8 @@ def _number(key: str, value) -> Any:
         except (ValueError, ZeroDivisionError):
             raise _bad(key, value, "is not a number") from None
     if isinstance(value, Fraction):
+        if max(value.numerator.bit_length(), value.denominator.bit_length()) > 1024:
+            raise _bad(key, value, "has over 300 digits")  # exact rows would grow without end
         return value
     if isinstance(value, (int, np.integer)):
         return float(value) if abs(int(value)) < 2**53 else Fraction(int(value))
@@ -396,7 +409,8 @@ class SamplingParams:
 def _count(key: str, value) -> int:
     if isinstance(value, str):
         value = value.strip()
-        if not value.lstrip("-").isdigit():
+        digits = value[1:] if value.startswith("-") else value
+        if not (digits.isascii() and digits.isdigit()):  # '--5' and '\u00b2' pass isdigit
             raise _bad(key, value, "is not an integer")
         value = int(value)
     if isinstance(value, (float, np.floating)) and float(value).is_integer():
@@ -411,7 +425,7 @@ def _count(key: str, value) -> int:
 def _token_id(key: str, value) -> int:
     if isinstance(value, str):
         text = value.strip()
-        if not text.isdigit():
+        if not (text.isascii() and text.isdigit()):  # int() refuses '\u00b2', which isdigit
             raise _bad(key, value, "is not a token id")
         value = int(text)
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or \
@@ -427,10 +441,14 @@ def _token_ids(value) -> tuple:
         value = [v for v in value.replace(";", " ").split()]
     elif isinstance(value, (int, np.integer)) and not isinstance(value, bool):
         value = [value]
+    if isinstance(value, Mapping):  # iterating would read its keys as the token ids
+        raise _bad("stop_token_ids", value, "is not a list of token ids")
     try:
-        items = list(value)
+        items = list(itertools.islice(value, MAX_COUNT + 1))
     except TypeError:
         raise _bad("stop_token_ids", value, "is not a list of token ids") from None
+    if len(items) > MAX_COUNT:
+        raise _bad("stop_token_ids", f"{MAX_COUNT:,}+ ids", "is too long")
     return tuple(sorted({_token_id("stop_token_ids", v) for v in items}))
 
 
@@ -439,6 +457,9 @@ def _bias_value(token: int, value):
     is_factor = isinstance(value, str) and value.strip().startswith("*")
     if is_factor:
         value = value.strip()[1:]
+    if is_factor and isinstance(value, str) and value.strip().lower().lstrip("+-") in (
+            "inf", "infinity"):
+        raise _bad("logit_bias", f"{token}:*{value}", "has a factor outside (0, 1e6]")
     if isinstance(value, str) and value.strip().lower() in ("-inf", "-infinity"):
         return -math.inf, False
     if isinstance(value, (float, np.floating)) and value == -math.inf:
@@ -470,7 +491,7 @@ def _logit_bias(value) -> tuple:
             pairs = [tuple(x) for x in value]
         except TypeError:
             raise _bad("logit_bias", value, "is not a mapping of token to bias") from None
-        if any(len(x) not in (2, 3) for x in pairs):
+        if any(len(x) not in (2, 3) for x in pairs) or len({len(x) for x in pairs}) > 1:
             raise _bad("logit_bias", value, "is not a mapping of token to bias")
         if all(len(x) == 3 for x in pairs):  # the stored form
             pairs = [(t, f"*{v}" if f else v) for t, v, f in pairs]
