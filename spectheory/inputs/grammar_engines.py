@@ -215,18 +215,26 @@ def grammar_from_dict(obj: Any, name: str = "grammar") -> TokenAutomaton:
 
 def load_grammar(path: str) -> TokenAutomaton:
     """Read a grammar JSON file (see `TokenAutomaton`), one-line errors."""
-    name = f"grammar {path}"
+    from .instances import parse_json  # refuses duplicate keys, NaN, deep nesting, huge ints
+    from ..runtime.errors import InstanceError
+
+    name = f"grammar {path!r}"[:200]
     try:
         size = os.path.getsize(path)
-    except OSError as exc:
-        raise GrammarError(f"{name}: cannot read it ({exc.strerror or exc})") from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the name
+        raise GrammarError(f"{name}: cannot read it ({getattr(exc, 'strerror', None) or exc})") \
+            from None
     if size > MAX_GRAMMAR_BYTES:
         raise GrammarError(f"{name}: {size:,} bytes, over the limit of {MAX_GRAMMAR_BYTES:,}")
     try:
         with open(path, encoding="utf-8") as fh:
-            obj = json.load(fh)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            text = fh.read(MAX_GRAMMAR_BYTES + 1)
+    except (OSError, UnicodeDecodeError) as exc:
         raise GrammarError(f"{name}: not a JSON grammar ({exc})") from None
+    try:
+        obj = parse_json(text, name)
+    except InstanceError as exc:
+        raise GrammarError(str(exc).replace("unreadable JSON", "not a JSON grammar")) from None
     g = grammar_from_dict(obj, name=name)
     g.path = path
     return g
