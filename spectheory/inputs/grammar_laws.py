@@ -74,7 +74,19 @@ MAX_SEQUENCES = 2_000_000
 # ----------------------------------------------------------------------------- checks
 
 
-def _check(inst, grammar, N, complete: bool = True) -> None:
+def _horizon(V: int, N) -> None:
+    if isinstance(N, bool) or not isinstance(N, (int, np.integer)) or N < 1:
+        raise OptionError(f"horizon N = {N!r} must be an integer >= 1")
+    if N > 64 or V ** int(N) > MAX_SEQUENCES:  # 64: V >= 2 passes the limit long before
+        raise SizeLimitError(f"V^N = {V}^{N} sequences, over the limit of {MAX_SEQUENCES:,}; "
+                             f"use a shorter horizon or a smaller vocabulary")
+
+
+def _check(inst, grammar, N, complete: bool = True, exact=None) -> None:
+    if not isinstance(complete, bool):
+        raise OptionError(f"complete must be True or False, got {complete!r:.40}")
+    if exact is not None and not isinstance(exact, bool):
+        raise OptionError(f"exact must be True, False or None, got {exact!r:.40}")
     if not isinstance(inst, Instance):
         raise OptionError(f"expected a spectheory Instance, got {type(inst).__name__}")
     if not isinstance(grammar, TokenAutomaton):
@@ -82,12 +94,7 @@ def _check(inst, grammar, N, complete: bool = True) -> None:
     if grammar.vocab_size != inst.vocab_size:
         raise GrammarError(f"{grammar.name}: it has {grammar.vocab_size} tokens, the instance "
                            f"{inst.vocab_size}")
-    if isinstance(N, bool) or not isinstance(N, (int, np.integer)) or N < 1:
-        raise OptionError(f"horizon N = {N!r} must be an integer >= 1")
-    V = inst.vocab_size
-    if V ** int(N) > MAX_SEQUENCES:
-        raise SizeLimitError(f"V^N = {V}^{N} = {V ** int(N):,} sequences, over the limit of "
-                             f"{MAX_SEQUENCES:,}; use a shorter horizon or a smaller vocabulary")
+    _horizon(inst.vocab_size, N)
     if complete and grammar.eos is None:
         raise GrammarError(f"{grammar.name}: complete validity needs a stop token (eos); give "
                            f"one, or use complete=False (prefix validity)")
@@ -109,6 +116,11 @@ def validity_levels(grammar: TokenAutomaton, V: int, N: int):
     token of s allowed in turn), ``ended[d]`` [V^d] (allowed and the stop token among them) and
     ``mask[d]`` [V^d, V] (the tokens allowed after s, as `spectheory.inputs.stateful.mask`
     gives them: every token after the stop token or after a rejected prefix)."""
+    if not isinstance(grammar, TokenAutomaton):
+        raise OptionError(f"grammar must be a TokenAutomaton, not {type(grammar).__name__}")
+    if isinstance(V, bool) or not isinstance(V, (int, np.integer)) or V != grammar.vocab_size:
+        raise GrammarError(f"{grammar.name}: it has {grammar.vocab_size} tokens, V = {V!r}")
+    _horizon(V, N)  # V^N is allocated below: bounded first
     states = np.zeros(1, dtype=np.int64)
     allowed, ended, masks = [np.ones(1, bool)], [np.zeros(1, bool)], []
     eos = grammar.eos
@@ -144,7 +156,7 @@ def future_validity(inst: Instance, grammar: TokenAutomaton, N: int, complete: b
     tokens is valid | s) (module docstring), by the backward recursion Phi(s) = sum_a p(a | s)
     Phi(s a) from Phi = 1[valid] at depth N. Fractions when ``exact`` (default: as the
     instance), else float64."""
-    _check(inst, grammar, N, complete)
+    _check(inst, grammar, N, complete, exact)
     exact = inst.exact if exact is None else bool(exact)
     inst = _as(inst, exact)
     V = inst.vocab_size
@@ -165,7 +177,7 @@ def lookahead_validity(inst: Instance, grammar: TokenAutomaton, N: int, k: int,
     d + k >= N, that the continuation to N tokens is valid (so Phi_k = Phi once d + k >= N, and
     k >= N gives the exact Phi). Phi_0(s) = 1[s allowed] looks at nothing past s: its Doob
     transform is local masking (mu_proj). ``phi[d]`` [V^d] for d = 0..N."""
-    _check(inst, grammar, N, complete)
+    _check(inst, grammar, N, complete, exact)
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 0:
         raise OptionError(f"lookahead k = {k!r} must be an integer >= 0")
     exact = inst.exact if exact is None else bool(exact)
@@ -203,7 +215,7 @@ def masked_law(inst: Instance, grammar: TokenAutomaton, N: int,
     (`GrammarError`)."""
     from .processing import SamplingParams, process_instance
 
-    _check(inst, grammar, N, complete=False)
+    _check(inst, grammar, N, complete=False, exact=exact)
     exact = inst.exact if exact is None else bool(exact)
     proc = process_instance(inst, SamplingParams(grammar=grammar), None, exact=exact)
     return _path_law(_target_levels(proc, N, exact), inst.vocab_size, N, exact)
@@ -213,7 +225,7 @@ def grammar_conditional_law(inst: Instance, grammar: TokenAutomaton, N: int,
                             complete: bool = True, exact: bool | None = None) -> np.ndarray:
     """mu* over V^N [V^N]: p(x) 1[x valid] / Phi(()). Refused in one line when no sequence of
     positive probability is valid (Phi(()) = 0)."""
-    _check(inst, grammar, N, complete)
+    _check(inst, grammar, N, complete, exact)
     exact = inst.exact if exact is None else bool(exact)
     inst = _as(inst, exact)
     V = inst.vocab_size
@@ -234,6 +246,9 @@ def total_variation(a: np.ndarray, b: np.ndarray):
     a, b = np.asarray(a), np.asarray(b)
     if a.shape != b.shape:
         raise OptionError(f"laws over {a.shape} and {b.shape} sequences")
+    for x in (a, b):
+        if x.dtype.kind not in "iufO" or (x.dtype.kind == "f" and not np.isfinite(x).all()):
+            raise OptionError(f"laws must hold finite numbers, not {x.dtype} (or NaN/inf)")
     return abs(a - b).sum() / 2
 
 
@@ -245,6 +260,28 @@ def masking_tv(inst: Instance, grammar: TokenAutomaton, N: int, complete: bool =
 
 
 # ----------------------------------------------------------------------------- Doob targets
+
+
+def _check_phi(inst, phi, N) -> None:
+    """phi: N + 1 levels [V^d] of numbers in [0, 1] (Phi and its estimates are probabilities);
+    a NaN, infinity, negative or non-number would come back as rows that are not
+    distributions."""
+    if not isinstance(inst, Instance):
+        raise OptionError(f"expected a spectheory Instance, got {type(inst).__name__}")
+    V = inst.vocab_size
+    _horizon(V, N)
+    if not isinstance(phi, (list, tuple)) or len(phi) != N + 1:
+        raise OptionError(f"phi must be a list of N + 1 = {N + 1} levels of shapes [V^d]")
+    for d in range(N + 1):
+        a = np.asarray(phi[d])
+        if a.shape != (V ** d,):
+            raise OptionError(f"phi must hold N + 1 = {N + 1} levels of shapes [V^d]; level {d} "
+                              f"has shape {list(a.shape)}")
+        for v in a.reshape(-1):
+            if isinstance(v, (bool, np.bool_)) or not isinstance(
+                    v, (int, float, Fraction, np.integer, np.floating)) or not 0 <= v <= 1:
+                raise OptionError(f"phi[{d}] holds {v!r:.40}; phi values are probabilities "
+                                  f"in [0, 1]")
 
 
 def _doob_levels(inst: Instance, phi: list, N: int, exact: bool):
@@ -275,8 +312,7 @@ def doob_instance(inst: Instance, phi: list, N: int) -> Instance:
         raise OptionError(f"horizon N = {N!r} must be an integer >= L + 1 = {L + 1} (one block "
                           f"reads the target rows at depths 0..L)")
     V = inst.vocab_size
-    if len(phi) != N + 1 or any(np.asarray(phi[d]).shape != (V ** d,) for d in range(N + 1)):
-        raise OptionError(f"phi must hold N + 1 = {N + 1} levels of shapes [V^d]")
+    _check_phi(inst, phi, N)
     exact = inst.exact
     tables = tuple(_doob_levels(inst, phi, N, exact))
     return Instance(V, L, TableModel(V, tables), inst.draft)
@@ -294,6 +330,7 @@ def grammar_conditional_instance(inst: Instance, grammar: TokenAutomaton, N: int
 def doob_law(inst: Instance, phi: list, N: int) -> np.ndarray:
     """The law over V^N [V^N] of sampling token by token from the Doob transform of p by
     ``phi`` (what a lossless verifier against `doob_instance` samples)."""
+    _check_phi(inst, phi, N)
     exact = inst.exact
     return _path_law(_doob_levels(inst, phi, N, exact), inst.vocab_size, N, exact)
 
@@ -305,6 +342,8 @@ def chain_tv_bound(inst: Instance, grammar: TokenAutomaton, N: int, phi: list,
     token by token: they part at depth d with probability at most that expectation). Equal to
     0 when ``phi`` is the exact Phi. A spectheory bound (the paper's own bound on approximate
     Phi was not reachable here)."""
+    _check(inst, grammar, N, complete)
+    _check_phi(inst, phi, N)
     exact = inst.exact
     V = inst.vocab_size
     star = _doob_levels(inst, future_validity(inst, grammar, N, complete), N, exact)
@@ -330,9 +369,10 @@ def dyck1(depth: int | None = None, max_depth_states: int = 64) -> TokenAutomato
     nesting at most ``depth`` (None: up to ``max_depth_states``, more than any horizon here
     reaches); eos allowed exactly at depth 0, then every token (an absorbing end state).
     States: depth 0..D, then the end state D + 1."""
-    D = max_depth_states if depth is None else int(depth)
-    if D < 0 or D > 10_000:
-        raise OptionError(f"depth {depth!r} must be in 0..10000")
+    D = max_depth_states if depth is None else depth
+    if isinstance(D, bool) or not isinstance(D, (int, np.integer)) or not 0 <= D <= 10_000:
+        raise OptionError(f"depth {depth!r:.40} must be an integer in 0..10000")
+    D = int(D)
     end = D + 1
     rows = []
     for k in range(D + 1):
@@ -344,9 +384,10 @@ def dyck1(depth: int | None = None, max_depth_states: int = 64) -> TokenAutomato
 def dyck2(depth: int = 3) -> TokenAutomaton:
     """Dyck-2 over the tokens 0 ``(``, 1 ``)``, 2 ``[``, 3 ``]``, 4 eos, nesting at most
     ``depth``: the states are the open stacks (tuples of bracket kinds), then an end state."""
-    D = int(depth)
-    if D < 0 or D > 12:
-        raise OptionError(f"depth {depth!r} must be in 0..12")
+    D = depth
+    if isinstance(D, bool) or not isinstance(D, (int, np.integer)) or not 0 <= D <= 12:
+        raise OptionError(f"depth {depth!r:.40} must be an integer in 0..12")
+    D = int(D)
     stacks = [()]
     for k in range(D):
         stacks += [s + (b,) for s in stacks if len(s) == k for b in (0, 1)]
