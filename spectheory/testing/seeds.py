@@ -41,6 +41,7 @@ a correct seeded sample-match step with the same noise. Replicas:
 from __future__ import annotations
 
 import inspect
+import itertools
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -308,17 +309,39 @@ def _label(step) -> str:
 
 
 def _check_common(instances, seeds, tokens, schedule=None):
-    insts = default_step_instances() if instances is None else list(instances)
+    if isinstance(instances, Instance):
+        instances = [instances]
+    try:
+        insts = default_step_instances() if instances is None else list(instances)
+    except TypeError:
+        raise OptionError(f"instances must be a list of spectheory Instances, not "
+                          f"{type(instances).__name__}") from None
     if not insts:
         raise OptionError("no instances to check on")
     for inst in insts:
         if not isinstance(inst, Instance):
             raise OptionError(f"an instance must be a spectheory Instance, not "
                               f"{type(inst).__name__}")
-    try:
-        seeds = [int(s) for s in seeds]
-    except (TypeError, ValueError):
-        raise OptionError("seeds must be a list of integers") from None
+    if isinstance(seeds, (str, bytes, dict)):
+        raise OptionError(f"seeds must be a list of integers, not {type(seeds).__name__}")
+    if not isinstance(seeds, (Sequence, np.ndarray, torch.Tensor)):
+        try:  # an iterator: at most one row over the limit is read
+            seeds = list(itertools.islice(seeds, MAX_ROWS + 1))
+        except TypeError:
+            raise OptionError(f"seeds must be a list of integers, not "
+                              f"{type(seeds).__name__}") from None
+    if len(seeds) * len(insts) > MAX_ROWS:  # before a list of them is built
+        raise OptionError(f"{len(insts)} instances x {len(seeds):,} seeds, over the limit of "
+                          f"{MAX_ROWS:,} rows")
+    out = []
+    for s in seeds:
+        if isinstance(s, torch.Tensor) and s.numel() == 1:
+            s = s.item()
+        if isinstance(s, (bool, np.bool_)) or not isinstance(s, (int, np.integer)):
+            raise OptionError(f"seeds must be a list of integers; got {s!r:.40} "
+                              f"({type(s).__name__})")  # 1.5, inf, '7' are typos, not seeds
+        out.append(int(s))
+    seeds = out
     if not seeds or any(not 0 <= s < 2**62 for s in seeds):
         raise OptionError("seeds must be a non-empty list of integers in 0..2^62-1")
     if len(set(seeds)) != len(seeds):
