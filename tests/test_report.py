@@ -39,7 +39,9 @@ def expected_count() -> int:
     lp_section = 5  # node-budget = block (exact, float), direct K = 1 = block, K = 2 >= K = 1, bound
     multipath = len(MULTI_PATH) + optimum_checks() + 2  # lossless each; the optimum rows; the
     # tie control and GBV
-    return toy + rand + wrong + lp_section + multipath
+    stateful = 2 * 2 + 1 + 3  # token and block under two parameter sets; the product-of-uniforms
+    # control caught; the grammar mask's block lossless, token lossless, block >= token
+    return toy + rand + wrong + lp_section + multipath + stateful
 
 
 def test_report_passes_and_counts_every_comparison(capsys):
