@@ -63,6 +63,14 @@ class _Tokenizer:
         return out
 
 
+def _first_line(text) -> str:
+    """llguidance's errors quote the grammar over several lines: the first non-empty line,
+    at most 200 characters (the message stays one line)."""
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+    first = " ".join(lines[:2]) if lines else "no reason given"
+    return first if len(first) <= 200 else first[:197] + "..."
+
+
 class EngineAutomaton(TokenAutomaton):
     """A `TokenAutomaton` whose rows come from a grammar engine's matcher, one state per history
     reached (see `spectheory.inputs.grammar_engines`)."""
@@ -89,11 +97,11 @@ class EngineAutomaton(TokenAutomaton):
         m = self._llg.LLMatcher(self._tok, self._grammar)
         if m.is_error():
             raise GrammarError(f"{self.name}: llguidance refused the grammar "
-                               f"({m.get_error()})")
+                               f"({_first_line(m.get_error())})")
         for t in history:
             if not m.consume_token(int(t)):
                 raise GrammarError(f"{self.name}: llguidance rejected token {t} after "
-                                   f"{history} ({m.get_error()})")
+                                   f"{history} ({_first_line(m.get_error())})")
         return m
 
     def _row(self, s: int) -> np.ndarray:
@@ -182,7 +190,7 @@ def llguidance_grammar(tokens: Sequence[str], eos: int, *, regex: str | None = N
             spec = {"engine": "llguidance", "tokens": list(tokens), "eos": int(eos),
                     "lark": lark}
     except (ValueError, TypeError, RuntimeError) as exc:
-        raise GrammarError(f"llguidance refused the grammar ({str(exc).splitlines()[0]})") \
+        raise GrammarError(f"llguidance refused the grammar ({_first_line(exc)})") \
             from None
     label = name or f"llguidance {given[0]}"
     g = EngineAutomaton(tok, text, V, int(eos), label, spec)
