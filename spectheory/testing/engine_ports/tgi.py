@@ -71,6 +71,8 @@ def tgi_step(request, *, fixed: bool = False):
     draft model, the S = L + 1 target positions processed with the committed ``input_ids`` and
     FSM state (``fixed=True``: with the drafts before each position), sampled by exponential
     races from ``request.generator``, drafts accepted while the samples match."""
+    if not isinstance(fixed, bool):  # 'no' would be truthy and check the fixed step
+        raise OptionError(f"fixed = {fixed!r:.40} must be True or False")
     sp = parse_sampling(request.sampling)
     _check(sp)
     ctx = request.context
