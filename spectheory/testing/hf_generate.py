@@ -501,6 +501,15 @@ def check_hf_generate(instances: Sequence | Instance | None = None, samples: int
     if max_seconds is not None and not (isinstance(max_seconds, (int, float)) and
                                         max_seconds > 0):
         raise OptionError(f"max_seconds = {max_seconds!r} must be a positive number or None")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or \
+            not 0 <= seed < 2**62:  # -1 wrapped to 2^63 - 1, 1.5 was 1, '1' a TypeError
+        raise OptionError(f"seed = {seed!r:.40} must be an integer in 0..2^62-1")
+    if isinstance(shift, bool) or shift not in (0, 1):
+        raise OptionError(f"shift = {shift!r:.40} must be 0 or 1")
+    for name, value in (("generate_kwargs", generate_kwargs), ("assistant", assistant)):
+        if value is not None and not isinstance(value, Mapping):
+            raise OptionError(f"{name} must be a mapping of keyword arguments or None, not "
+                              f"{type(value).__name__}")
     if isinstance(instances, Instance):
         instances = [instances]
     insts = default_instances() if instances is None else list(instances)

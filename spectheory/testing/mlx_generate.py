@@ -438,6 +438,9 @@ def check_mlx_generate(instances: Sequence | Instance | None = None, samples: in
             raise OptionError(f"an instance must be a spectheory Instance, not "
                               f"{type(inst).__name__}")
         _guard_cells(inst.vocab_size, int(tokens))
+    if kwargs is not None and not isinstance(kwargs, Mapping):  # dict([1, 2]) is a TypeError
+        raise OptionError(f"kwargs must be a mapping of keyword arguments or None, not "
+                          f"{type(kwargs).__name__}")
     kw = dict(DEFAULTS)
     kw.update(dict(kwargs or {}))
     N = int(tokens)
