@@ -74,6 +74,11 @@ MAX_SEQUENCES = 2_000_000
 # ----------------------------------------------------------------------------- checks
 
 
+#: How far a float64 phi may stray outside [0, 1] by rounding (sums of products of float64
+#: probabilities come out as 1.0000000000000004).
+PHI_FLOAT_TOL = 1e-9
+
+
 def _horizon(V: int, N) -> None:
     if isinstance(N, bool) or not isinstance(N, (int, np.integer)) or N < 1:
         raise OptionError(f"horizon N = {N!r} must be an integer >= 1")
@@ -278,8 +283,12 @@ def _check_phi(inst, phi, N) -> None:
             raise OptionError(f"phi must hold N + 1 = {N + 1} levels of shapes [V^d]; level {d} "
                               f"has shape {list(a.shape)}")
         for v in a.reshape(-1):
+            # floats may sit a rounding error outside [0, 1] (a sum of products of float64
+            # probabilities); rationals may not
+            tol = PHI_FLOAT_TOL if isinstance(v, (float, np.floating)) else 0
             if isinstance(v, (bool, np.bool_)) or not isinstance(
-                    v, (int, float, Fraction, np.integer, np.floating)) or not 0 <= v <= 1:
+                    v, (int, float, Fraction, np.integer, np.floating)) or \
+                    not -tol <= v <= 1 + tol:
                 raise OptionError(f"phi[{d}] holds {v!r:.40}; phi values are probabilities "
                                   f"in [0, 1]")
 
