@@ -126,11 +126,13 @@ def test_too_few_tree_samples_are_refused_like_check_step(mode, samples):
 def test_too_few_tree_samples_exit_2_on_the_command_line(tmp_path, monkeypatch, capsys):
     from cli_helpers import run
 
-    (tmp_path / "my_trees.py").write_text(TREE_SAMPLERS)
+    # a module name of its own: tests/test_tree_sampler.py imports another my_trees.py in the
+    # same process, and a cached module of the same name would stand in for it
+    (tmp_path / "friction_trees.py").write_text(TREE_SAMPLERS)
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
     for extra in ([], ["--mode", "lossless"]):
-        code, out, err = run(["check-sampler", "my_trees:good", "--tree", "2,1", "--samples",
+        code, out, err = run(["check-sampler", "friction_trees:good", "--tree", "2,1", "--samples",
                               "8"] + extra, capsys)
         assert code == 2 and not out and len(err.strip().splitlines()) == 1, err
         assert "nothing would be tested" in err and "Traceback" not in err
