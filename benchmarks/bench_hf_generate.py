@@ -119,7 +119,7 @@ def render(rows: dict, meta: dict) -> str:
              "the processed target (`order=transformers`), pooled chi-square, family-wise "
              "alpha = 1e-3. 'detects' is the smallest total-variation bias caught with 90% "
              "power at that sample size. The times are wall time per `generate` call on a "
-             "2-core machine shared with other jobs (about 17 ms on an idle core). The planted "
+             "loaded 2-core machine (about 17 ms on an idle core). The planted "
              "bugs' exact laws: `generate_law` of `shifted_law_instance` (the target read one "
              "token late) and `assisted_law(..., handed='raw')` (the assistant's raw rows handed "
              "to `_speculative_sampling` while it sampled from the processed ones).", "",

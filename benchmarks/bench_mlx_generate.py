@@ -103,7 +103,7 @@ def main(argv=None) -> int:
              "at a time where MLX's order agrees), pooled chi-square, family-wise alpha = 1e-3. "
              "'detects' is the smallest total-variation bias caught with 90% power at that "
              "sample size; 'drafted' the fraction of tokens accepted from the draft. Times are "
-             "wall time per sequence on a 2-core machine shared with other jobs.", "",
+             "wall time per sequence on a loaded 2-core machine.", "",
              "| configuration | samples | verdict | p-value | detects TV | drafted | "
              "ms / sequence |", "|---|---|---|---|---|---|---|", *rows, "", *bullets, "",
              "Reports:", "", "```text", *reports, "```", ""]
