@@ -63,10 +63,11 @@ import numpy as np
 from ..inputs.instances import Instance
 from ..inputs.models import TableModel
 from ..runtime._lazy import torch
-from ..runtime.errors import OptionError, SizeLimitError, SpectheoryError, TimeLimitError
+from ..runtime.errors import OptionError, SizeLimitError, SpectheoryError
 from . import stats
-from .calls import _cells, _summary
+from .calls import _cells, _split, _summary
 from .report import MIN_EXPECTED, SamplerReport
+from .step import _Pace
 
 #: Most sequences V^N one comparison enumerates.
 MAX_CELLS = 2**20
@@ -531,7 +532,7 @@ def check_hf_generate(instances: Sequence | Instance | None = None, samples: int
             raise OptionError(f"assistant setting {key!r} is not one of "
                               f"{', '.join(ASSISTANT_KEYS)}")
     N = int(tokens)
-    per = [int(samples) // len(insts) + (i < int(samples) % len(insts)) for i in range(len(insts))]
+    per = _split(int(samples), len(insts))
     if min(per) < 1:
         raise OptionError(f"samples = {samples} is fewer than the {len(insts)} instances")
     built, laws, sp = [], [], None
@@ -545,22 +546,9 @@ def check_hf_generate(instances: Sequence | Instance | None = None, samples: int
         if law.max() < 1 - 1e-12 and stats.row_chi_square(law * n, law, n, MIN_EXPECTED).dof < 1:
             raise OptionError(f"samples = {samples:,} leave instance {inst_i} with fewer than two "
                               f"cells of expected count >= {MIN_EXPECTED:g}: use more samples")
-    start = time.perf_counter()
-    done = [0]
-
-    def pace(m: int) -> None:
-        from ..runtime.limits import check_time, human_seconds
-
-        check_time("check_hf_generate")
-        done[0] += m
-        spent = time.perf_counter() - start
-        if max_seconds is not None and done[0] >= 20:
-            projected = spent / done[0] * int(samples)
-            if projected > max_seconds:
-                raise TimeLimitError(
-                    f"samples = {int(samples):,} would take about {human_seconds(projected)} "
-                    f"({spent / done[0]:.3g} s a generate call), over max_seconds = "
-                    f"{max_seconds:g}; lower samples or raise max_seconds")
+    pacer = _Pace(int(samples), max_seconds, "check_hf_generate", "a generate call", after=20,
+                  measured=False)
+    pace = pacer.add
 
     tests, worst, impossible = [], None, None
     for inst_i, ((target, draft, stop), law, n) in enumerate(zip(built, laws, per)):
@@ -571,7 +559,7 @@ def check_hf_generate(instances: Sequence | Instance | None = None, samples: int
         tests.append(t)
         impossible, worst = _cells(t, law, obs, lambda c, i=inst_i: _label(i, c, V, N),
                                    "target probability 0", impossible, worst)
-    spent = time.perf_counter() - start
+    spent = time.perf_counter() - pacer.start
     fam, cell, mdt, notes = _summary(tests, alpha, worst, impossible,
                                      "sequences of target probability zero")
     if sp is not None:

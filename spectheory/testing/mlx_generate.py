@@ -73,10 +73,11 @@ import numpy as np
 from ..inputs.instances import Instance
 from ..runtime.errors import OptionError, SizeLimitError, SpectheoryError, TimeLimitError
 from . import stats
-from .calls import _cells, _summary
+from .calls import _cells, _split, _summary
 from .hf_generate import (MAX_CELLS, _guard_cells, _label, _rounded, default_instances,
                           generate_law, shifted_law_instance)
 from .report import MIN_EXPECTED, SamplerReport
+from .step import _Pace
 
 #: Most generated tokens compared (N).
 MAX_TOKENS = 32
@@ -444,7 +445,7 @@ def check_mlx_generate(instances: Sequence | Instance | None = None, samples: in
     kw = dict(DEFAULTS)
     kw.update(dict(kwargs or {}))
     N = int(tokens)
-    per = [int(samples) // len(insts) + (i < int(samples) % len(insts)) for i in range(len(insts))]
+    per = _split(int(samples), len(insts))
     if min(per) < 1:
         raise OptionError(f"samples = {samples} is fewer than the {len(insts)} instances")
     built, laws, sp = [], [], None
@@ -457,22 +458,9 @@ def check_mlx_generate(instances: Sequence | Instance | None = None, samples: in
         if law.max() < 1 - 1e-12 and stats.row_chi_square(law * n, law, n, MIN_EXPECTED).dof < 1:
             raise OptionError(f"samples = {samples:,} leave instance {inst_i} with fewer than two "
                               f"cells of expected count >= {MIN_EXPECTED:g}: use more samples")
-    start = time.perf_counter()
-    done = [0]
-
-    def pace(m: int) -> None:
-        from ..runtime.limits import check_time, human_seconds
-
-        check_time("check_mlx_generate")
-        done[0] += m
-        spent = time.perf_counter() - start
-        if max_seconds is not None and done[0] >= 20:
-            projected = spent / done[0] * int(samples)
-            if projected > max_seconds:
-                raise TimeLimitError(
-                    f"samples = {int(samples):,} would take about {human_seconds(projected)} "
-                    f"({spent / done[0]:.3g} s a sequence), over max_seconds = "
-                    f"{max_seconds:g}; lower samples or raise max_seconds")
+    pacer = _Pace(int(samples), max_seconds, "check_mlx_generate", "a sequence", after=20,
+                  measured=False)
+    pace = pacer.add
 
     tests, worst, impossible, drafted = [], None, None, 0
     for inst_i, ((target, draft), law, n) in enumerate(zip(built, laws, per)):
@@ -483,7 +471,7 @@ def check_mlx_generate(instances: Sequence | Instance | None = None, samples: in
         tests.append(t)
         impossible, worst = _cells(t, law, obs, lambda c, i=inst_i: _label(i, c, V, N),
                                    "target probability 0", impossible, worst)
-    spent = time.perf_counter() - start
+    spent = time.perf_counter() - pacer.start
     fam, cell, mdt, notes = _summary(tests, alpha, worst, impossible,
                                      "sequences of target probability zero")
     if sp is not None:

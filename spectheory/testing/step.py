@@ -399,24 +399,27 @@ class _Pace:
     and once a call has been timed stops with a `TimeLimitError` when the rate measured so far
     projects the whole run past ``max_seconds``."""
 
-    def __init__(self, total: int, max_seconds: float | None):
+    def __init__(self, total: int, max_seconds: float | None, what: str = "check_step",
+                 unit: str = "a sample", after: int = 1, measured: bool = True):
         self.total, self.max_seconds = int(total), max_seconds
+        self.what, self.unit, self.after, self.measured = what, unit, int(after), measured
         self.start = time.perf_counter()
         self.done = 0
 
     def add(self, m: int) -> None:
         from ..runtime.limits import check_time, human_seconds
 
-        check_time("check_step")
+        check_time(self.what)
         self.done += int(m)
-        if self.max_seconds is None or not self.done:
+        if self.max_seconds is None or self.done < max(self.after, 1):
             return
         spent = time.perf_counter() - self.start
         projected = spent / self.done * self.total
         if projected > self.max_seconds:
+            on = f", measured on the first {self.done:,}" if self.measured else ""
             raise TimeLimitError(
                 f"samples = {self.total:,} would take about {human_seconds(projected)} "
-                f"({spent / self.done:.3g} s a sample, measured on the first {self.done:,}), "
+                f"({spent / self.done:.3g} s {self.unit}{on}), "
                 f"over max_seconds = {self.max_seconds:g}; lower samples or raise max_seconds")
 
 
