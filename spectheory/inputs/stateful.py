@@ -314,6 +314,12 @@ def mask(sp, history: np.ndarray, V: int) -> np.ndarray | None:
     """The allowed tokens [N, V] of every mask in ``sp`` at each history, or None when no mask
     applies."""
     N, n = history.shape
+    for t in sp.stop_token_ids:  # every token the parameters name, once, before any row
+        if t >= V:
+            raise OptionError(f"stop token {t} is outside the vocabulary 0..{V - 1}")
+    for t, _, _ in sp.logit_bias:
+        if t >= V:
+            raise OptionError(f"logit_bias token {t} is outside the vocabulary 0..{V - 1}")
     out = None
 
     def _and(m):
@@ -330,18 +336,12 @@ def mask(sp, history: np.ndarray, V: int) -> np.ndarray | None:
         _and(no_repeat_mask(history, V, sp.no_repeat_ngram_size))
     if sp.min_tokens and n < sp.min_tokens:
         m = np.ones((N, V), dtype=bool)
-        for t in sp.stop_token_ids:
-            if t >= V:
-                raise OptionError(f"stop token {t} is outside the vocabulary 0..{V - 1}")
-            m[:, t] = False
+        m[:, list(sp.stop_token_ids)] = False
         _and(m)
     banned = [t for t, v, _ in sp.logit_bias if v == -math.inf]
     if banned:
         m = np.ones((N, V), dtype=bool)
-        for t in banned:
-            if t >= V:
-                raise OptionError(f"logit_bias token {t} is outside the vocabulary 0..{V - 1}")
-            m[:, t] = False
+        m[:, banned] = False
         _and(m)
     return out
 
@@ -349,6 +349,16 @@ def mask(sp, history: np.ndarray, V: int) -> np.ndarray | None:
 def _describe_history(history: np.ndarray, r: int) -> str:
     return "(" + ", ".join(str(int(t)) for t in history[r]) + ("," if history.shape[1] == 1
                                                                else "") + ")"
+
+
+def _refuse_empty(history: np.ndarray, empty: np.ndarray) -> None:
+    """One line naming the first row (flagged in ``empty [N]``) that no token can follow."""
+    rows = np.flatnonzero(empty)
+    if len(rows):
+        r = int(rows[0])
+        raise GrammarError(f"the masks leave no token of positive probability after history "
+                           f"{_describe_history(history, r)} (row {r}); the law is undefined "
+                           f"there")
 
 
 def apply_exact(probs: np.ndarray, sp, history) -> np.ndarray:
@@ -364,15 +374,9 @@ def apply_exact(probs: np.ndarray, sp, history) -> np.ndarray:
     if factors:
         x = x.copy()
         for t, f in factors:
-            if t >= V:
-                raise OptionError(f"logit_bias token {t} is outside the vocabulary 0..{V - 1}")
             x[:, t] = x[:, t] * f
     total = B.sum(x, axis=-1, keepdims=True)
-    empty = np.flatnonzero(np.asarray(total == 0).reshape(-1))
-    if len(empty):
-        r = int(empty[0])
-        raise GrammarError(f"the masks leave no token of positive probability after history "
-                           f"{_describe_history(h, r)} (row {r}); the law is undefined there")
+    _refuse_empty(h, np.asarray(total == 0).reshape(-1))
     return x / total
 
 
@@ -385,8 +389,6 @@ def apply_logits(logits, sp, history):
     for t, v, is_factor in sp.logit_bias:
         if v == -math.inf:
             continue
-        if t >= V:
-            raise OptionError(f"logit_bias token {t} is outside the vocabulary 0..{V - 1}")
         add[:, t] += math.log(v) if is_factor else float(v)
     c = counts(h, V) if h.shape[1] else np.zeros((N, V), dtype=np.int64)
     seen = c > 0
@@ -404,11 +406,7 @@ def apply_logits(logits, sp, history):
     if freq or pres:
         x = x - freq * c - pres * seen
     top = x.max(axis=-1)
-    empty = np.flatnonzero(~np.isfinite(top) | np.isnan(top))
-    if len(empty):
-        r = int(empty[0])
-        raise GrammarError(f"the masks leave no token of positive probability after history "
-                           f"{_describe_history(h, r)} (row {r}); the law is undefined there")
+    _refuse_empty(h, ~np.isfinite(top) | np.isnan(top))
     if torch_out:
         return torch.as_tensor(x, device=logits.device)
     return x
