@@ -105,3 +105,24 @@ def _dims(inst) -> tuple[int | None, int, int]:
         raise SpectheoryError(f"an instance must be a spectheory Instance or DraftRows, not "
                               f"{type(inst).__name__}") from None
 
+
+def bad_row(instance: Instance, sums: bool = False):
+    """The first float row of an instance built in Python that is not a distribution: a
+    non-finite or negative entry (and, with ``sums``, a sum off 1 by more than 1e-6). Returns
+    ``(model, depth, prefix, row)`` ("target" or "draft", the row [V]) or None. Files are
+    checked when read; a check refuses such an instance before it computes a law from it."""
+    V = instance.vocab_size
+    for which, model in (("target", instance.target), ("draft", instance.draft)):
+        for d, table in enumerate(getattr(model, "tables", ())):
+            if not (isinstance(table, np.ndarray) and table.dtype.kind == "f"):
+                continue
+            with np.errstate(invalid="ignore"):
+                bad = (~np.isfinite(table) | (table < 0)).any(axis=-1)
+                if sums:
+                    bad |= np.abs(table.sum(axis=-1) - 1) > 1e-6
+            if bad.any():
+                row = int(np.flatnonzero(bad)[0])
+                prefix = tuple(row // V ** (d - 1 - j) % V for j in range(d))
+                return which, d, prefix, table[row]
+    return None
+

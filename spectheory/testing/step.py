@@ -371,20 +371,14 @@ def _check_tables(instance: Instance, i: int) -> None:
     Python whose float rows hold a non-finite or negative entry or do not sum to 1 (files are
     checked when read): its law would be NaN or not a law, and the fault is the input's, not
     the samples' or the step's."""
-    for which, model in (("target", instance.target), ("draft", instance.draft)):
-        for d, table in enumerate(getattr(model, "tables", ())):
-            if not (isinstance(table, np.ndarray) and table.dtype.kind == "f"):
-                continue
-            with np.errstate(invalid="ignore"):
-                bad = (~np.isfinite(table) | (table < 0)).any(axis=-1) | \
-                    (np.abs(table.sum(axis=-1) - 1) > 1e-6)
-            if bad.any():
-                row = int(np.flatnonzero(bad)[0])
-                V = instance.vocab_size
-                prefix = tuple(row // V ** (d - 1 - j) % V for j in range(d))
-                raise OptionError(f"instance {i}: the {which} row after prefix {prefix} is not a "
-                                  f"distribution ({np.array2string(table[row], precision=4)}); "
-                                  f"every row must be finite, non-negative and sum to 1")
+    from .rows import bad_row
+
+    found = bad_row(instance, sums=True)
+    if found is not None:
+        which, _, prefix, row = found
+        raise OptionError(f"instance {i}: the {which} row after prefix {prefix} is not a "
+                          f"distribution ({np.array2string(row, precision=4)}); every row "
+                          f"must be finite, non-negative and sum to 1")
 
 
 def _guard_cells(V: int, N: int) -> None:

@@ -146,19 +146,15 @@ def _check_tables(instance: Instance, i: int) -> None:
     """Refuse, in one line naming the table and the prefix, an instance built in Python whose
     float tables hold a non-finite or negative entry (files are checked when read): its drafted
     rows and exact laws would be NaN, and a NaN law is no reference for a verdict."""
-    for which, model in (("target", instance.target), ("draft", instance.draft)):
-        for d, table in enumerate(getattr(model, "tables", ())):
-            if not (isinstance(table, np.ndarray) and table.dtype.kind == "f"):
-                continue
-            bad = ~np.isfinite(table) | (table < 0)
-            if bad.any():
-                row = int(np.flatnonzero(bad.any(axis=-1))[0])
-                V = instance.vocab_size
-                prefix = tuple(row // V ** (d - 1 - j) % V for j in range(d))
-                value = table[row][bad[row]][0]
-                raise OptionError(f"tree-mode instance {i}: the {which} table at depth {d} has "
-                                  f"{value} in the row after prefix {prefix}; every probability "
-                                  f"must be finite and non-negative")
+    from .rows import bad_row
+
+    found = bad_row(instance)
+    if found is not None:
+        which, d, prefix, row = found
+        value = row[~np.isfinite(row) | (row < 0)][0]
+        raise OptionError(f"tree-mode instance {i}: the {which} table at depth {d} has "
+                          f"{value} in the row after prefix {prefix}; every probability "
+                          f"must be finite and non-negative")
 
 
 def draft_trees(instance: Instance, tree, drafting: str, rows: int, generator) -> DraftedTrees:
