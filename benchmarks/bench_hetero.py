@@ -19,7 +19,7 @@ import time
 from _machine import cpu_name
 
 from spectheory.inputs.hetero_pairs import hetero_pair
-from spectheory.lp.hetero_claims import CLAIM_INSTANCES
+from spectheory.lp.claims.hetero_checks import CLAIM_INSTANCES
 from spectheory.verifiers.hetero import check_hetero_lossless
 
 SCHEMES = ("slem", "slrs", "tli", "vllm-tli")

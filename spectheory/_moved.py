@@ -1,8 +1,9 @@
-"""Old module paths of the flat core, still importable.
+"""Old module paths that users import, still importable.
 
 The core was laid out flat until it was grouped by role ([`spectheory.engine`][spectheory.engine],
 [`spectheory.cli`][spectheory.cli], [`spectheory.runtime`][spectheory.runtime],
-[`spectheory.inputs`][spectheory.inputs]). Code written against the old paths
+[`spectheory.inputs`][spectheory.inputs]), and the claims ledger's computations stood apart from
+their rows ([`spectheory.lp.claims`][spectheory.lp.claims]). Code written against the old paths
 (``import spectheory.exact``, ``from spectheory.trees import analyze_tree``) keeps working:
 [`install`][spectheory._moved.install] (run by ``import spectheory``) adds a finder that answers an
 old name with the module it moved to, the very module object (so ``isinstance`` and monkeypatching
@@ -33,6 +34,10 @@ MOVED = {
     "spectheory.figures": "spectheory.cli.figures",
     "spectheory.report": "spectheory.cli.report",
     "spectheory.audit": "spectheory.cli.audit",
+    # the claims ledger's computations, beside their rows (named in docs/relaxed-acceptance.md
+    # and docs/heterogeneous-vocabularies.md)
+    "spectheory.lp.relaxed_claims": "spectheory.lp.claims.relaxed_checks",
+    "spectheory.lp.hetero_claims": "spectheory.lp.claims.hetero_checks",
 }
 
 #: Old module name -> {public name that left it: the module that holds it now}.
@@ -83,7 +88,9 @@ class _Moved:
 
 
 class _Finder:
-    """Meta-path finder of the old names (`MOVED`), consulted after the regular finders."""
+    """Meta-path finder of the old names (`MOVED`), consulted before the regular finders: an
+    old name under a package that moved whole would otherwise be found by the path finder in the
+    moved package's folder and loaded a second time, as a module of its own."""
 
     @staticmethod
     def find_spec(fullname, path=None, target=None):
@@ -95,7 +102,7 @@ class _Finder:
 def install() -> None:
     """Let the old module names import (once per process)."""
     if not any(isinstance(f, _Finder) for f in sys.meta_path):
-        sys.meta_path.append(_Finder())
+        sys.meta_path.insert(0, _Finder())
 
 
 __all__ = ["LEFT", "MOVED", "install"]

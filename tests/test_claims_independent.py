@@ -503,7 +503,7 @@ def test_cactus_rows_by_own_decimal_computation():
     digits: KL(h || p) = 0.10363... > 0.1 at p = (1/2, 1/4, 1/4), x = 0, and the emitted law's
     KL 0.10439... > 0.1 (refuted), both below 0.1 at p = (1/10, 9/10), q = (1, 0); the ledger's
     float64 values agree to 1e-12."""
-    from spectheory.lp.relaxed_claims import cactus_h_claim, cactus_output_claim
+    from spectheory.lp.claims.relaxed_checks import cactus_h_claim, cactus_output_claim
 
     from spectheory.inputs.instances import instance_from_dict
 
@@ -901,7 +901,7 @@ HETERO_ROWS = {"slem": "hetero-slem-lossless", "slrs": "hetero-slrs-lossless",
 def _hetero_pairs():
     from spectheory.inputs.hetero_pairs import hetero_pair
     from spectheory.inputs.tokenizers import hetero_to_dict
-    from spectheory.lp.hetero_claims import CLAIM_INSTANCES
+    from spectheory.lp.claims.hetero_checks import CLAIM_INSTANCES
 
     return [ind.Hetero(hetero_to_dict(hetero_pair(pair, seed, draft_length=2, n_tokens=3)))
             for pair, seed in CLAIM_INSTANCES]

@@ -15,7 +15,7 @@ from spectheory.inputs.tokenizers import (HeteroInstance, hetero_from_dict, hete
                                           make_tokenizer)
 from spectheory.runtime.errors import InputError, InstanceError
 from spectheory.inputs.hetero_pairs import hetero_pair, random_rational_model
-from spectheory.lp.hetero_claims import claim_checks
+from spectheory.lp.claims.hetero_checks import claim_checks
 from spectheory.verifiers.hetero import (_draft_context, _row, check_hetero_lossless,
                                          emitted_law, first_token_acceptance, intersection, slem_block, slem_proposals,
                                          slrs_psi, target_law, tli_block)

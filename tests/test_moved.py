@@ -36,14 +36,29 @@ OLD_PUBLIC = {
 }
 
 
+#: Installed package -> its folder in the repository (pyproject.toml's package-dir).
+SOURCE_DIRS = {"spectheory.lp": "lp"}
+
+
+def source_path(name: str) -> Path:
+    """The file or folder of module ``name`` in this checkout, without its suffix."""
+    for package, folder in SOURCE_DIRS.items():
+        if name.startswith(package + "."):
+            return ROOT / folder / name[len(package) + 1:].replace(".", "/")
+    return ROOT / name.replace(".", "/")
+
+
 @pytest.mark.parametrize("old, new", sorted(_moved.MOVED.items()))
 def test_old_name_is_the_new_module(old, new):
     """Same module object under both names; no file is left at the old path."""
     module = importlib.import_module(old)
     assert module is importlib.import_module(new) and sys.modules[old] is module
     assert module.__name__ == new and module.__spec__.name == new
-    assert not (ROOT / (old.replace(".", "/") + ".py")).exists()
-    assert getattr(spectheory, old.rsplit(".", 1)[1]) is module
+    stale = source_path(old)
+    assert not stale.with_suffix(".py").exists() and not stale.is_dir(), stale
+    assert source_path(new).with_suffix(".py").exists() or source_path(new).is_dir(), new
+    parent, _, last = old.rpartition(".")
+    assert getattr(importlib.import_module(parent), last) is module
 
 
 @pytest.mark.parametrize("old", sorted(OLD_PUBLIC))

@@ -1,5 +1,5 @@
 """Published divergence bounds of relaxed rules against exact divergences
-(spectheory.lp.relaxed_claims): Cactus's KL budget refuted where the exact divergence exceeds it,
+(spectheory.lp.claims.relaxed_checks): Cactus's KL budget refuted where the exact divergence exceeds it,
 holding elsewhere; a planted false certificate caught; the derived greedy radius equal to a
 convex solver's minimum."""
 
@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import spectheory as st
-from spectheory.lp import relaxed_claims as C
+from spectheory.lp.claims import relaxed_checks as C
 from spectheory.verifiers.relaxed import cactus_acceptance
 
 

@@ -31,10 +31,12 @@ Modules: [`leviathan`][spectheory.lp.claims.leviathan] (arXiv 2211.17192),
 [`hsd`][spectheory.lp.claims.hsd] (2601.05724), [`spectr_gbv`][spectheory.lp.claims.spectr_gbv]
 (2604.25925), [`trees`][spectheory.lp.claims.trees] (2602.16994 and the 2025-2026 sources left
 out), [`engines`][spectheory.lp.claims.engines] (engines' issues and code, the bug kit),
-[`relaxed`][spectheory.lp.claims.relaxed] (2604.04987, 2606.30265, the lossy frontier),
+[`relaxed`][spectheory.lp.claims.relaxed] (2604.04987, 2606.30265, the lossy frontier; its
+divergence checks in [`relaxed_checks`][spectheory.lp.claims.relaxed_checks]),
 [`diversed`][spectheory.lp.claims.diversed] (2604.07622, the static ensemble),
 [`cascades`][spectheory.lp.claims.cascades] (2405.19261, speculative cascades),
-[`hetero`][spectheory.lp.claims.hetero] (2502.05202, vLLM #38174),
+[`hetero`][spectheory.lp.claims.hetero] (2502.05202, vLLM #38174; its checks in
+[`hetero_checks`][spectheory.lp.claims.hetero_checks]),
 [`fvo_spec`][spectheory.lp.claims.fvo_spec] (2605.07698, grammar-constrained decoding),
 [`engine_threads`][spectheory.lp.claims.engine_threads] (engines' pull requests, issues and
 reviews: mlx-lm, mistral.rs, vllm-ascend, z-lab/dflash, SGLang).

@@ -11,7 +11,7 @@ token laws give equal string laws). The rules were rebuilt from the paper's abst
 available): [Heterogeneous vocabularies](../heterogeneous-vocabularies.md) states each choice.
 Instances: the toy pairs of [`hetero_pair`][spectheory.inputs.hetero_pairs.hetero_pair]
 (prefix-dependent models), checked in exact rationals by
-[`spectheory.lp.hetero_claims`][spectheory.lp.hetero_claims].
+[`spectheory.lp.claims.hetero_checks`][spectheory.lp.claims.hetero_checks].
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from .common import _FACTS, Claim, Fact, Finding, Hypotheses
 
 
 def _lossless(scheme: str) -> Finding:
-    from spectheory.lp.hetero_claims import CLAIM_INSTANCES, claim_lossless
+    from .hetero_checks import CLAIM_INSTANCES, claim_lossless
 
     for _ in CLAIM_INSTANCES:  # draft_length 2, exact rationals, prefix-dependent tables
         _FACTS.append(Fact("single", 1, 2, True, True))

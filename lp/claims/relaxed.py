@@ -14,9 +14,8 @@ spectheory's q (the draft); in spectheory's letters h(x) = min(1, p(x) + sqrt(2 
 (1 - p(x)))) at the drafted token, the rest scaled proportionally, and the claim is
 D_KL(h || p) <= delta. The checks follow the released code's reading (its formulas, clamp and
 residual), which is the rule [`cactus_acceptance`][spectheory.verifiers.relaxed.cactus_acceptance]
-implements. The checks are in
-[`spectheory.lp.relaxed_claims`][spectheory.lp.relaxed_claims] (KL in float64 with a stated
-error bound, on instances whose rows are exact rationals) and
+implements. The checks are in [`relaxed_checks`][spectheory.lp.claims.relaxed_checks] (KL in
+float64 with a stated error bound, on instances whose rows are exact rationals) and
 [`spectheory.lp.frontier`][spectheory.lp.frontier] (exact rationals).
 """
 
@@ -39,7 +38,7 @@ def _cactus_instances():
 
 
 def _cactus(which: str) -> Finding:
-    from spectheory.lp.relaxed_claims import cactus_h_claim, cactus_output_claim
+    from .relaxed_checks import cactus_h_claim, cactus_output_claim
 
     fn = cactus_h_claim if which == "h" else cactus_output_claim
     verdicts = []
@@ -63,7 +62,7 @@ def c_cactus_emitted() -> Finding:
 
 
 def c_greedy_radius() -> Finding:
-    from spectheory.lp.relaxed_claims import check_greedy_radius
+    from .relaxed_checks import check_greedy_radius
 
     row = [Fraction(1, 2), Fraction(3, 10), Fraction(1, 5)]
     note_rows(row, row, "single", 1, exact=False)
@@ -154,7 +153,7 @@ ROWS = [
           "refuted", c_cactus_emitted, reading=CACTUS_READING),
     Claim("sharma-greedy-radius", "arXiv 2606.30265", "exact certificates for strict greedy "
           "(abstract: the least KL that forces rejection); closed form derived in "
-          "spectheory.lp.relaxed_claims, not transcribed from the paper's text",
+          "spectheory.lp.claims.relaxed_checks, not transcribed from the paper's text",
           "spectheory result", "the least KL(r || p) and KL(p || r) that make greedy reject the "
           "target's argmax equal spectheory's closed form (checked against a convex solver)",
           SHARMA, Hypotheses(("single",), K=(1,), L=(1,), exact=False,

@@ -1,6 +1,6 @@
 """Toy tokenizer pairs with prefix-dependent models, for heterogeneous-vocabulary laws, sweeps and
 figures (kept in the core, as [`random_instances`][spectheory.inputs.random_instances] is, so that
-the claim checks of [`spectheory.lp.hetero_claims`][spectheory.lp.hetero_claims] can build them).
+the claim checks of [`spectheory.lp.claims.hetero_checks`][spectheory.lp.claims.hetero_checks] can build them).
 
 Each pair is a target vocabulary and a draft vocabulary over one alphabet (both hold every single
 character); [`hetero_pair`][spectheory.inputs.hetero_pairs.hetero_pair] builds a

@@ -4,7 +4,7 @@ Each check returns ``(verdict, instances, numbers)``: the verdict (True when the
 every instance), the instances it was checked on (toy pairs of
 [`hetero_pair`][spectheory.inputs.hetero_pairs.hetero_pair], named with their seed,
 ``draft_length`` and ``n_tokens``), and the exact numbers behind the verdict per instance.
-[`claim_checks`][spectheory.lp.hetero_claims.claim_checks] runs them all:
+[`claim_checks`][spectheory.lp.claims.hetero_checks.claim_checks] runs them all:
 
 * ``2502.05202/slem-lossless``, ``/slrs-lossless``, ``/tli-lossless``: Timor et al.,
   arXiv 2502.05202, state that the three schemes preserve the target distribution;

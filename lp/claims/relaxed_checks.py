@@ -1,9 +1,9 @@
 """Published divergence bounds of relaxed acceptance rules, checked against exact divergences.
 
-Each check returns a [`Verdict`][spectheory.lp.relaxed_claims.Verdict]: the claim, its source, the
-instance it was checked on, the bound, the exact value (float with a stated error bound, from the
-rule's exact law) and ``refuted`` (the exact value exceeds the bound by more than the error: a
-bound below the exact value is a refuted certificate). Ledger-ready: every verdict has an
+Each check returns a [`Verdict`][spectheory.lp.claims.relaxed_checks.Verdict]: the claim, its
+source, the instance it was checked on, the bound, the exact value (float with a stated error bound,
+from the rule's exact law) and ``refuted`` (the exact value exceeds the bound by more than the
+error: a bound below the exact value is a refuted certificate). Ledger-ready: every verdict has an
 instance, a bound and an exact value.
 
 **Cactus** (Hao, Mou, ICLR 2026, arXiv 2604.04987; ``solve_constraint`` in
@@ -18,10 +18,11 @@ divergence of this two-block move is
 
 which the Taylor step does not bound: at p(x) = 1/2, delta = 1/10 it is 0.10363 > 0.1, and where
 the clamp h(x) = 1 binds it is log(1 / p(x)) (0.10536 at p(x) = 9/10, delta = 1/10).
-[`cactus_h_claim`][spectheory.lp.relaxed_claims.cactus_h_claim] checks the claim at every node
-and drafted token of an instance; [`cactus_output_claim`][spectheory.lp.relaxed_claims.cactus_output_claim]
-checks the same budget against what a user receives, the exact law of the token Cactus emits at
-a node (accept or correct), KL(out || p).
+[`cactus_h_claim`][spectheory.lp.claims.relaxed_checks.cactus_h_claim] checks the claim at every
+node and drafted token of an instance;
+[`cactus_output_claim`][spectheory.lp.claims.relaxed_checks.cactus_output_claim] checks the
+same budget against what a user receives, the exact law of the token Cactus emits at a node
+(accept or correct), KL(out || p).
 
 **arXiv 2606.30265** ("When Is a Draft Accepted?", Sharma 2026) states exact KL certificates (the
 least divergence from the target that makes a rule reject the drafted token) for strict greedy,
@@ -36,9 +37,9 @@ some y != x has r(y) >= r(x), and the least such divergence is
     min KL(p || r) = min_{y != x} [p(x) log(2 p(x) / (p(x) + p(y))) + p(y) log(2 p(y) / (p(x) + p(y)))]
                                                         (r(x) = r(y) = (p(x) + p(y)) / 2),
 
-[`greedy_rejection_radius`][spectheory.lp.relaxed_claims.greedy_rejection_radius];
-[`check_greedy_radius`][spectheory.lp.relaxed_claims.check_greedy_radius] compares it with the
-minimum that a convex solver finds (cvxpy) over each competitor y.
+[`greedy_rejection_radius`][spectheory.lp.claims.relaxed_checks.greedy_rejection_radius];
+[`check_greedy_radius`][spectheory.lp.claims.relaxed_checks.check_greedy_radius] compares it with
+the minimum that a convex solver finds (cvxpy) over each competitor y.
 """
 
 from __future__ import annotations
@@ -225,8 +226,8 @@ def frontier_rows() -> list:
     import spectheory as st
     from spectheory.lp.coupling import coupling_bound
 
-    from .frontier import free_block_lp, frontier_lp
-    from .trust import _tables, greedy_value
+    from ..frontier import free_block_lp, frontier_lp
+    from ..trust import _tables, greedy_value
 
     inst = st.random_instance(3, 2, 0, alpha=0.5, denominator=12)
     name = "random_instance(3, 2, 0, alpha=0.5, denominator=12)"
