@@ -238,11 +238,13 @@ def test_prefix_rows_are_trusted_only_for_the_engines_own_arrays():
 
 
 @pytest.mark.parametrize("name", ["specinfer", "traversal-iid"])
-def test_a_wrapper_changing_the_rows_inside_the_engine_is_still_compared(name):
+def test_a_wrapper_changing_the_rows_inside_the_engine_is_still_compared(name, monkeypatch):
     """A K-path verifier that hands the built-in one rows that are not functions of the drafted
     prefix (odd outcomes read another instance's rows), inside the engine: the rows are not the
-    engine's, so every grouping is compared, and the law is the previous implementation's."""
-    other = random_instance(4, 3, 1)
+    engine's, so every grouping is compared, and the law is the previous implementation's.
+    Every batch is searched for repeated rows (``DISTINCT_MIN_ROWS`` = 1), as large ones are."""
+    monkeypatch.setattr(common, "DISTINCT_MIN_ROWS", 1)
+    other = random_instance(3, 3, 1)
     _, q_other, p_other = joint_inputs(other, 3, exact=False, n_max=None)
     worst = [0.0]
     offset = [0]
@@ -258,8 +260,8 @@ def test_a_wrapper_changing_the_rows_inside_the_engine_is_still_compared(name):
         return law
 
     spec = VerifierSpec("mixed", mixed, paths=None, drafting="iid", exact=False)
-    analyze(random_instance(4, 3, 0), spec, paths=3, route="enumerate")
-    assert offset[0] == 4 ** 9
+    analyze(random_instance(3, 3, 0), spec, paths=3, route="enumerate")
+    assert offset[0] == 3 ** 9
     assert worst[0] <= 1e-14
 
 
