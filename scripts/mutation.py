@@ -73,6 +73,8 @@ PENALISED = ("tests/test_penalised_steps.py", "tests/test_stateful.py")
 SEEDS = ("tests/test_seeds.py",)
 GRAMMARS = ("tests/test_grammar_engines.py", "tests/test_stateful.py")
 PORTS = ("tests/test_tgi_port.py", "tests/test_mistralrs_port.py")
+DEFECTS = "tests/test_defect_classes.py"
+PLUGIN = ("tests/test_kit_friction.py", "tests/test_pytest_plugin.py", DEFECTS)
 
 MUTANTS = [
     # ---------------------------------------------------------------- verifiers
@@ -547,6 +549,98 @@ MUTANTS = [
            "    if version != \"released\" and not greedy:",
            "    if not greedy:",
            "the mistral.rs port as released already samples plainly", PORTS),
+    # defect classes of the conformance kit, the relaxed rules, trees, the KL frontier and the
+    # claims ledger that the suite once let through
+    Mutant("spectheory/testing/step.py",
+           "    crit = chi2.isf(alpha / 2, dof)\n    return max(hit,",
+           "    crit = chi2.isf(alpha, dof)\n    return max(hit,",
+           "detection_power: the instance's test at alpha instead of alpha/2 (Bonferroni split "
+           "dropped: the power is overstated)", (DEFECTS,)),
+    Mutant("spectheory/testing/sharp.py",
+           "        crit = chi2.isf(alpha / (2 * m), d)",
+           "        crit = chi2.isf(alpha / 2, d)",
+           "replica_power: the per-row tests at alpha/2 instead of alpha/(2m) (power overstated)",
+           (DEFECTS,)),
+    Mutant("spectheory/testing/step.py",
+           "        e = torch.empty_like(q).exponential_(generator=g_draft)",
+           "        e = torch.empty_like(q).uniform_(generator=g_draft)",
+           "the kit's vLLM-V1-like step drafts argmax q/U with U uniform instead of Exp(1) "
+           "(drafts off q, verified as if from q)", ("tests/test_penalised_steps.py", DEFECTS)),
+    Mutant("spectheory/testing/stats.py",
+           "    expected = n * probs / tot if tot > 0 else np.zeros_like(probs)",
+           "    expected = n * probs if tot > 0 else np.zeros_like(probs)",
+           "row chi-square: float laws not normalised (expected counts off their sum)",
+           (DEFECTS,)),
+    Mutant("spectheory/testing/calls.py",
+           "        ids = ids[torch.randperm(len(ids), generator=generator)]\n",
+           "        ids = ids\n",
+           "law mode hands the draft rows in blocks instead of interleaved (a sampler that mixes "
+           "up the rows of a batch is seen only at block edges)", (DEFECTS,)),
+    Mutant("spectheory/testing/calls.py",
+           "            n = min(t.n for t in tests)",
+           "            n = tests[0].n",
+           "point-mass rows: detection figure from the first row (the most samples) instead of "
+           "the row with the fewest", (*REPORTS, DEFECTS)),
+    Mutant("spectheory/testing/pytest_plugin.py",
+           "        if \"alpha\" in params and \"alpha\" not in given:",
+           "        if \"alpha\" in params:",
+           "pytest plugin: --spectheory-alpha overrides a call's explicit alpha", PLUGIN),
+    Mutant("spectheory/testing/pytest_plugin.py",
+           "        if \"seed\" in params and \"seed\" not in given:",
+           "        if \"seed\" in params:",
+           "pytest plugin: --spectheory-seed overrides a call's explicit seed", PLUGIN),
+    Mutant("spectheory/testing/pytest_plugin.py",
+           "            elif \"samples\" not in given and \"budget_s\" not in given:",
+           "            elif \"budget_s\" not in given:",
+           "pytest plugin: --spectheory-samples / --spectheory-budget override a call's explicit "
+           "samples", PLUGIN),
+    Mutant("spectheory/testing/engine_sampling.py",
+           "cut = torch.searchsorted(cdf, bound, right=False)",
+           "cut = torch.searchsorted(cdf, bound, right=True)",
+           "SGLang top-p port: pivot past a cumulative sum equal to 1 - top_p (the token there "
+           "dropped)", (DEFECTS,)),
+    Mutant("spectheory/testing/coins_mode.py",
+           "        relevant = pos.unsqueeze(0) <= (tau + 1).unsqueeze(1)",
+           "        relevant = pos.unsqueeze(0) <= tau.unsqueeze(1)",
+           "coins mode, token rule: a near-threshold coin at the deciding (rejected) position not "
+           "marked ambiguous", (DEFECTS,)),
+    Mutant("spectheory/verifiers/hetero.py",
+           "tli = sum((min(p[x], q[d] / mass) for d, x in inter.items()), z)",
+           "tli = sum((min(p[x], q[d]) for d, x in inter.items()), z)",
+           "TLI's first-token acceptance with q restricted to the intersection but not "
+           "renormalised", (DEFECTS,)),
+    Mutant("spectheory/inputs/tokenizers.py",
+           "not any(len(u) > len(text) and u.startswith(text)",
+           "not any(len(u) >= len(text) and u.startswith(text)",
+           "tokenizer: a string counted as its own proper extension (first token never settled "
+           "when the text is a token)", (DEFECTS,)),
+    Mutant("spectheory/verifiers/relaxed.py",
+           "    lossless = ts == 1 and ta == 1",
+           "    lossless = ts == 1 or ta == 1",
+           "sglang-threshold declared lossless when only one threshold is 1",
+           ("tests/test_parametric_rules.py", DEFECTS)),
+    Mutant("spectheory/verifiers/relaxed.py",
+           "    kl_ot, e1 = kl_divergence(o, t)",
+           "    kl_ot, e1 = kl_divergence(t, o)",
+           "KL(output || target) computed as KL(target || output)", (DEFECTS,)),
+    Mutant("spectheory/verifiers/sglang_tree.py",
+           "        single = active & (px >= threshold_single)",
+           "        single = active & (px > threshold_single)",
+           "sglang-tree: a child whose target probability equals threshold_single not accepted "
+           "outright", (DEFECTS,)),
+    Mutant("lp/frontier.py",
+           "    tvb = math.sqrt(delta / 2)",
+           "    tvb = math.sqrt(2 * delta)",
+           "KL frontier: Pinsker radius sqrt(2 KL) (the L1 form) instead of sqrt(KL / 2) for TV",
+           (DEFECTS,)),
+    Mutant("lp/claims/__init__.py",
+           "    chosen = [c for c in rows if key in c.id.lower() or key in c.source.lower()]",
+           "    chosen = [c for c in rows if key in c.id.lower()]",
+           "claims --only: the source no longer matched", (DEFECTS,)),
+    Mutant("lp/claims/common.py",
+           "        if self.L is not None and fact.L not in self.L:",
+           "        if self.L is not None and fact.L < min(self.L):",
+           "claim hypotheses: a block length above the row's allowed L admitted", (DEFECTS,)),
 ]
 
 
