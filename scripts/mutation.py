@@ -641,6 +641,25 @@ MUTANTS = [
            "        if self.L is not None and fact.L not in self.L:",
            "        if self.L is not None and fact.L < min(self.L):",
            "claim hypotheses: a block length above the row's allowed L admitted", (DEFECTS,)),
+    Mutant("spectheory/testing/budget.py",
+           "        return point_mass_tv(min(ns), power)",
+           "        return point_mass_tv(max(ns), power)",
+           "budget's planned figure for point-mass rows from the row with the most samples",
+           (DEFECTS,)),
+    Mutant("spectheory/testing/step.py",
+           "        n_min = min(per)",
+           "        n_min = per[0]",
+           "check_step, greedy: detection figure from the first instance (the most samples)",
+           (DEFECTS,)),
+    Mutant("lp/frontier.py",
+           "cp.sum(cp.rel_entr(out[np.nonzero(keep)[0]], target[keep])) <= delta]",
+           "cp.sum(cp.rel_entr(target[keep], out[np.nonzero(keep)[0]])) <= delta]",
+           "KL frontier: the budget constrains KL(target || output) instead of KL(output || "
+           "target)", (DEFECTS,)),
+    Mutant("lp/claims/__init__.py",
+           "    key = only.lower()",
+           "    key = only",
+           "claims --only: matching case-sensitive", (DEFECTS,)),
 ]
 
 

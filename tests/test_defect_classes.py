@@ -142,7 +142,7 @@ def test_law_mode_interleaves_rows_so_a_batch_offset_is_caught():
 
 
 def test_point_mass_figure_comes_from_the_row_with_the_fewest_samples():
-    """Mutant 113. Greedy rows (every row a point mass): the detection figure is
+    """Mutants 113 and 127. Greedy rows (every row a point mass): the detection figure is
     1 - 0.1^(1/n) for the smallest row count n. 3,201 samples over the 32 default draft rows
     give one row 101 samples and the others 100: the figure is that of 100 (the guarantee must
     hold for every row), not 101."""
@@ -158,6 +158,20 @@ def test_point_mass_figure_comes_from_the_row_with_the_fewest_samples():
     assert rep.passed and rep.dof == 0
     assert rep.min_detectable_tv == pytest.approx(1 - 0.1 ** (1 / 100), rel=1e-12)
     assert rep.min_detectable_tv > 1 - 0.1 ** (1 / 101)
+    # mutant 127: the budget's plan states the same figure before the run
+    point = [np.array([0.0, 1.0, 0.0])] * 32
+    assert T.budget.planned_tv(point, 3_201, ALPHA) == rep.min_detectable_tv
+
+
+def test_greedy_step_figure_comes_from_the_instance_with_the_fewest_samples():
+    """Mutant 128. check_step under greedy decoding (every instance's law one sequence):
+    2,001 samples over the two default instances give 1,001 and 1,000; the figure stated is
+    1 - 0.1^(1/1000), that of the instance with fewer samples."""
+    rep = T.check_step(T.vllm_v1_step, samples=2_001, sampling="temperature=0",
+                       draft_sampling="temperature=0")
+    assert rep.passed and rep.dof == 0
+    assert rep.min_detectable_tv == pytest.approx(1 - 0.1 ** (1 / 1_000), rel=1e-12)
+    assert any("n >= 1,000" in n for n in rep.notes)
 
 
 # ----------------------------------------------------------------------------- pytest plugin
@@ -380,11 +394,34 @@ def test_kl_frontiers_pinsker_bound_is_the_tv_frontier_at_sqrt_kl_over_two():
     assert res.optimum <= float(pins[0].value) + 1e-6
 
 
+def test_kl_frontier_budget_is_kl_of_the_output_to_the_target():
+    """Mutant 129. The KL frontier maximises E[tau + 1] over verifiers with
+    KL(output || target) <= budget: a rule whose exact output law has that divergence within
+    the budget lies at or below the optimum. The additive rule (a_i = min(1, p/q + 1/4)) on
+    the toy instance puts no mass on some sequences of positive target probability: its
+    KL(output || target) is finite, the reverse infinite, so a program that constrained the
+    reverse divergence could not reach it."""
+    pytest.importorskip("cvxpy")
+    import spectheory as st
+    from spectheory.cli.report import toy_instance
+    from spectheory.lp.frontier import frontier_lp
+    from spectheory.verifiers import relaxed as R
+
+    inst = toy_instance(exact=True)
+    rule = st.analyze(inst, R.additive_acceptance(Fraction(1, 4)), laws=True)
+    d = R.divergences(rule)
+    assert math.isfinite(d["kl_output_target"]) and d["kl_target_output"] == math.inf
+    budget = d["kl_output_target"] + d["kl_output_target_err"] + 1e-9
+    res = frontier_lp(inst, kl=budget, rules=())
+    assert res.optimum >= float(rule.block_efficiency) - 1e-6
+    assert res.details["kl_of_point"] <= budget + 1e-7
+
+
 # ----------------------------------------------------------------------------- claims ledger
 
 
 def test_claims_only_matches_sources_and_ids_case_insensitively():
-    """Mutant 125. ``spectheory claims --only TEXT`` selects the claims whose id or source
+    """Mutants 125 and 130. ``spectheory claims --only TEXT`` selects the claims whose id or source
     contains TEXT, ignoring case: every claim of a source is selected by the source's text
     (in upper case too), and an id's text selects that claim."""
     from spectheory.lp import claims
@@ -397,8 +434,8 @@ def test_claims_only_matches_sources_and_ids_case_insensitively():
             assert want <= got, text
             assert all(text.lower() in c.id.lower() or text.lower() in c.source.lower()
                        for c in claims.select(text)), text
-    c = rows[0]
-    assert c.id in {x.id for x in claims.select(c.id.upper())}
+    for c in rows:  # mutant 130: an id in upper case still selects its claim
+        assert c.id in {x.id for x in claims.select(c.id.upper())}
 
 
 def test_claim_hypotheses_bound_the_block_length_both_ways():
