@@ -297,7 +297,9 @@ def analyze(instance: Instance, verifier, name: str | None = None,
 
     check_executor_options(executor, split_depth, workers, address)
     how = plan(verifier, paths, drafting)
-    _check_instance(instance)
+    defer = _screens_top(instance, how, route, symmetric, exact, device, backend, laws,
+                         executor, sampling, draft_sampling, max_sequences)
+    _check_instance(instance, skip_top=defer)
     V, L = instance.vocab_size, instance.block_length
     route = _cheaper(how, resolve_route(how, route, symmetric), route, V, L, symmetric)
     exact = instance.exact if exact is None else exact
@@ -310,16 +312,52 @@ def analyze(instance: Instance, verifier, name: str | None = None,
     if executor is None:  # a split analysis guards the size of one task instead
         _plan_sizes(how, V, L, 1, exact, max_sequences, "exact analysis",
                     f"V^(L+1) = {V}^{L + 1}", symmetric, route)
+    given = instance
     instance = process_instance(instance, sampling, draft_sampling, exact)
     with _numpy_floats(arrays, exact):
         return _analyze(instance, how, name, exact, max_sequences, progress, device, symmetric,
                         route, laws, sampling, draft_sampling, executor, split_depth, workers,
-                        address, arrays)
+                        address, arrays, given if defer else None)
+
+
+def _screens_top(instance, how, route, symmetric, exact, device, backend, laws, executor,
+                 sampling, draft_sampling, max_sequences) -> bool:
+    """Whether the analysis may leave the finiteness check of the target table at depth L to
+    the compiled output law of the per-node route, which reads that table once anyway (it is a
+    full read of the largest table, about as long as the rest of the check): token or block
+    verification with one path, the full laws asked for, float64 torch on the CPU, no sampling
+    parameters, no executor, L >= 2 and a size at which the kernels run
+    ([`compiled_kernels`][spectheory.engine.nodes.compiled_kernels]). Decided without side
+    effects; anything these options would refuse is refused later in the usual order, after
+    the whole check (then False)."""
+    from ..runtime import limits
+    from ..verifiers.block import block_node
+    from ..verifiers.token import token_node
+    from .nodes import COMPILED_MIN_NODES, KERNEL_ENV
+
+    try:
+        if not (isinstance(instance, Instance) and executor is None and laws is True
+                and sampling is None and draft_sampling is None and str(device) == "cpu"
+                and how.paths == 1 and how.spec.node is not None
+                and how.spec.node.step in (token_node, block_node)):
+            return False
+        V, L = instance.vocab_size, instance.block_length
+        ex = instance.exact if exact is None else exact
+        if ex or L < 2 or V ** L < COMPILED_MIN_NODES or not limits.env_switch(KERNEL_ENV):
+            return False
+        r = _cheaper(how, resolve_route(how, route, symmetric), route, V, L, symmetric)
+        if r != "node" or float_backend(how, r, device, backend, False, V ** (L + 1)) != "torch":
+            return False
+        _plan_sizes(how, V, L, 1, False, max_sequences, "exact analysis",
+                    f"V^(L+1) = {V}^{L + 1}", symmetric, r)
+    except Exception:  # noqa: BLE001 - refused later, in the usual order
+        return False
+    return True
 
 
 def _analyze(instance, how, name, exact, max_sequences, progress, device, symmetric, route,
              laws, sampling, draft_sampling, executor, split_depth, workers, address,
-             arrays) -> ExactAnalysis:
+             arrays, deferred=None) -> ExactAnalysis:
     V, L = instance.vocab_size, instance.block_length
     if executor is None:
         q_levels = levels(instance.draft, 0, L, exact, device, arrays)
@@ -345,7 +383,10 @@ def _analyze(instance, how, name, exact, max_sequences, progress, device, symmet
     elif route == "node":
         nodes = node_route_law(how.spec, q_levels, p_levels, V, L)
         tau_pmf = nodes.tau_pmf(1)
-        out, tgt, tv = node_output_law(nodes, p_levels, V, L, laws)
+        screen: list = []
+        out, tgt, tv = node_output_law(nodes, p_levels, V, L, laws, screen=screen)
+        if deferred is not None and screen != [True]:  # the target table at depth L unscreened
+            _check_instance(deferred)
     else:
         total = V**L
         if how.paths > 1 and route == "enumerate":

@@ -402,7 +402,8 @@ class SubtreeStart:
 
 
 def node_block_law(form: NodeForm, q_levels, p_levels, V: int, L: int,
-                   name: str = "verifier", start: SubtreeStart | None = None) -> NodeLaw:
+                   name: str = "verifier", start: SubtreeStart | None = None, *,
+                   compiled: bool = True) -> NodeLaw:
     """Per-node route: the stop mass and correction of every node below C contexts.
 
     ``q_levels[d]`` [C V^d, V] (d < L) and ``p_levels[d]`` [C V^d, V] (d <= L) as from
@@ -421,9 +422,17 @@ def node_block_law(form: NodeForm, q_levels, p_levels, V: int, L: int,
     depth): the scan starts from the parent's state and the root's draft mass, stop masses are
     the subtree's (depths s..s+L), and ``upward`` carries what the parent needs
     (`spectheory.engine.split` evaluates the subtrees as separate tasks and adds their laws).
+
+    Token and block verification on float64 CPU tensors take the compiled kernels of
+    `spectheory.engine._nodes_cpu` at depths L-1 and L (`compiled_kernels`; ``compiled=False``
+    or ``SPECTHEORY_NUMBA=0``: the torch route throughout), the same values in two passes over
+    the deepest rows; where a kernel's screen of the node quantities fails, the torch route
+    reruns and raises its diagnosis.
     """
     exact = B.is_exact(p_levels[0])
     C = p_levels[0].shape[0]
+    kernels = (compiled_kernels(form, p_levels[L - 1], V) if compiled and L >= 2 and not exact
+               else None)
     mass = B.full((C,), 1, p_levels[0])  # Q(x^d), the draft probability of each node
     masses, weights, corrs, is_p = [], [], [], []
     state = px = qx = None
@@ -431,7 +440,7 @@ def node_block_law(form: NodeForm, q_levels, p_levels, V: int, L: int,
     if start is not None:
         state, px, qx, mass = start.state, start.px, start.qx, start.mass
         at, first = start.depth, start.index
-    for d in range(L):
+    for d in range(L if kernels is None else L - 1):
         if form.weights_only and B.is_torch(p_levels[d]):  # build the rows in one fresh array
             state, w, c = form.step(state, px, qx, q_levels[d], p_levels[d],
                                     out=buffers.empty_like(p_levels[d]))
@@ -449,6 +458,12 @@ def node_block_law(form: NodeForm, q_levels, p_levels, V: int, L: int,
             if state is not None:
                 state = _repeat(state, V)
             mass = (B.expand_dims(mass, 1) * q_levels[d]).reshape(-1)
+    if kernels is not None:
+        law = _compiled_last_levels(kernels, form, q_levels, p_levels, V, L, start, state, px,
+                                    qx, mass, masses, weights, corrs, is_p, name)
+        if law is not None:
+            return law
+        return node_block_law(form, q_levels, p_levels, V, L, name, start, compiled=False)
     forward = form.scan == "forward"
     if forward:  # R_d = prod_{j<=d} c_j at depths < L
         R = [weights[0] if start is None else start.R * weights[0]]
@@ -518,7 +533,178 @@ def node_block_law(form: NodeForm, q_levels, p_levels, V: int, L: int,
                    upward)
 
 
-__all__ = ["NodeForm", "NodeLaw", "SCANS", "expected_accepted", "law_from_nodes",
+# ----------------------------------------------------------------------------- compiled
+
+
+#: Environment switch of the compiled kernels (shared with GBV's,
+#: [`KERNEL_ENV`][spectheory.verifiers.gbv.KERNEL_ENV]): "0" keeps the per-node route on torch.
+KERNEL_ENV = "SPECTHEORY_NUMBA"
+_KERNELS: list = []  # [the kernels module, or None where numba cannot be imported], once tried
+_KERNELS_UNAVAILABLE: list = []  # why the kernels could not be loaded, where they could not
+_PROBES: dict = {}  # V -> (lanes, fma_neg, fma_out), or None where torch's arithmetic is not
+# reproduced
+#: Fewest nodes at the deepest level (C V^L) for which the compiled kernels run: they cost about
+#: 1.2 s once per process (importing numba, loading the cached code; 5 s the first time, when
+#: they are compiled) and save about a third of an analysis (V = 8, L = 7: 2^21 nodes, about
+#: 50 ms of 140 ms warm), so they pay off over repeated analyses of this size and more.
+COMPILED_MIN_NODES = 2**21
+
+
+@dataclass(frozen=True)
+class CompiledKernels:
+    """The kernels module and torch's arithmetic on this machine for rows of V entries: the
+    width ``lanes`` of torch's row sums and whether its ``addcmul`` rounds once (``fma_neg``:
+    ``addcmul(q, p, w, value=-1)``; ``fma_out``: ``mul(p, A).addcmul_(c, m)``)."""
+
+    module: object
+    lanes: int
+    fma_neg: bool
+    fma_out: bool
+
+
+def _kernel_module():
+    """`spectheory.engine._nodes_cpu`, or None (numba absent or not loadable; the reason is kept
+    in ``_KERNELS_UNAVAILABLE``)."""
+    if not _KERNELS:
+        import importlib
+
+        try:
+            _KERNELS.append(importlib.import_module("._nodes_cpu", __package__))
+        except Exception as err:  # noqa: BLE001 - numba missing, not usable with this numpy, or
+            # no writable cache for its compiled code: the torch route gives the same values
+            _KERNELS.append(None)
+            _KERNELS_UNAVAILABLE.append(f"{type(err).__name__}: {err}")
+    return _KERNELS[0]
+
+
+def _probe(mod, V: int):
+    """(lanes, fma_neg, fma_out) that reproduce torch's row sums and ``addcmul`` bit for bit on
+    random rows of V entries (spread over 2^-30..1, both signs), or None. Each candidate is
+    compared with torch on 64 rows: a wrong order of addition or a wrong number of roundings
+    differs from torch's on such rows with near certainty."""
+    rng = np.random.default_rng(V)
+
+    def rows(n=64):
+        return (rng.random((n, V)) * np.exp2(-rng.integers(0, 30, (n, V)))
+                * rng.choice([-1.0, 1.0], (n, V)))
+
+    q, p, c = rows(), np.abs(rows()), rows()
+    w, A, m = rng.random(64), rng.random(64), rng.random(64)
+    tq, tp, tc, tw, tA, tm = (torch.from_numpy(a) for a in (q, p, c, w, A, m))
+    out = np.empty((64, V))
+    ref = torch.addcmul(tq, tp, tw.unsqueeze(-1), value=-1).numpy()
+    fma_neg = [f for f in (True, False)
+               if np.array_equal(mod.probe_addcmul(q, p, w, f, out), ref)]
+    ref = torch.mul(tp, tA.unsqueeze(1)).addcmul_(tc, tm.unsqueeze(1)).numpy()
+    fma_out = [f for f in (True, False) if np.array_equal(mod.probe_out(p, A, c, m, f, out), ref)]
+    ref = tc.sum(dim=-1).numpy()
+    sums = np.empty(64)
+    lanes = [k for k in (4, 8, 2, 16, 1)
+             if (V if k == 1 or V < k else V // k) < mod.MAX_ROW_VECTORS
+             and np.array_equal(mod.probe_sums(c, k, sums), ref)]
+    if not (fma_neg and fma_out and lanes):
+        return None
+    return lanes[0], fma_neg[0], fma_out[0]
+
+
+def compiled_kernels(form: NodeForm | None, like, V: int, nodes: int | None = None):
+    """The compiled kernels for the deepest levels of ``form`` on rows like ``like`` [N, V], or
+    None (then the torch route): ``form`` is token or block verification (None: any, for the
+    output law's last step), ``like`` a float64 CPU tensor, ``SPECTHEORY_NUMBA`` is not off,
+    numba loads, the deepest level holds at least `COMPILED_MIN_NODES` ``nodes`` (default: the
+    rows of ``like`` times V) and the kernels reproduce torch's arithmetic for rows of V entries
+    ([`CompiledKernels`][spectheory.engine.nodes.CompiledKernels], probed once per process and
+    V)."""
+    if not (B.is_torch(like) and like.device.type == "cpu" and like.dtype == torch.float64):
+        return None
+    if (like.shape[0] * V if nodes is None else nodes) < COMPILED_MIN_NODES:
+        return None
+    if form is not None:
+        from ..verifiers.block import block_node
+        from ..verifiers.token import token_node
+
+        if form.step is not block_node and form.step is not token_node:
+            return None
+    from ..runtime import limits
+
+    if not limits.env_switch(KERNEL_ENV):  # validated on each read: a typo is refused
+        return None
+    mod = _kernel_module()
+    if mod is None:
+        return None
+    if V not in _PROBES:
+        _PROBES[V] = _probe(mod, V)
+    probe = _PROBES[V]
+    return None if probe is None else CompiledKernels(mod, *probe)
+
+
+def _flat(x):
+    """A contiguous numpy view of a CPU tensor (a copy only where it is not contiguous)."""
+    return x.contiguous().numpy()
+
+
+def _compiled_last_levels(kernels: CompiledKernels, form, q_levels, p_levels, V: int, L: int,
+                          start, state, px, qx, mass, masses, weights, corrs, is_p, name):
+    """Depths L-1 and L of `node_block_law` by the compiled kernels, then the scan over the
+    shallower depths as the torch route does it; None when a kernel's screen fails. ``state``,
+    ``px``, ``qx``, ``mass`` [n]: the quantities leading into the n nodes of depth L-1."""
+    q, p, pL = q_levels[L - 1], p_levels[L - 1], p_levels[L]
+    n = q.shape[0]
+    f64 = dict(dtype=torch.float64)
+    w_last = torch.empty(n, **f64)  # h_{L-1} (block) or a_{L-1} (token)
+    corr = buffers.empty_like(p)
+    stop_L = torch.empty(n * V, **f64)
+    stop_prev = torch.empty(n, **f64)
+    mod, tol = kernels.module, float(ROW_SUM_TOL)
+    # rows normalised by a finite non-zero total sum to 1 within 2 (V + 1) ulps: the kernels then
+    # skip the sum (a factor 4 of margin below tol / 2)
+    sums_hold = 16 * (V + 1) * float(np.finfo(np.float64).eps) <= tol
+    forward = form.scan == "forward"
+    masses.append(mass)
+    if forward:
+        R = [weights[0] if start is None else start.R * weights[0]]
+        for d in range(1, L - 1):
+            R.append(_repeat(R[-1], V) * weights[d])
+        R_last = torch.empty(n, **f64)
+        ok = mod.token_last(_flat(px), _flat(qx), _flat(q), _flat(p), _flat(mass),
+                            _flat(_repeat(R[-1], V)), kernels.lanes, tol, sums_hold,
+                            w_last.numpy(),
+                            R_last.numpy(), corr.numpy(), stop_L.numpy(), stop_prev.numpy())
+        R.append(R_last)
+    else:
+        G = torch.empty(n, **f64)
+        ok = mod.block_last(_flat(state), _flat(px), _flat(qx), _flat(q), _flat(p), _flat(mass),
+                            kernels.lanes, kernels.fma_neg, tol, sums_hold, w_last.numpy(),
+                            corr.numpy(),
+                            stop_L.numpy(), G.numpy(), stop_prev.numpy())
+    if not ok:
+        return None
+    weights.append(w_last)
+    corrs.append(corr)
+    is_p.append(False)
+    one = weights[0]
+    bad = B.abs(one - 1) > ROW_SUM_TOL
+    if start is None and bool(bad.any()):
+        k = int(np.flatnonzero(_numpy(bad))[0])
+        raise LawError("stop-sum", f"{name}: the node weight at the root (context {k}) is "
+                       f"{one[k]}, not 1 (c_0 = 1 / h_0 = 1)", (k,), one[k])
+    stop = [None] * (L - 1) + [stop_prev, stop_L]
+    for d in range(L - 2, -1, -1):  # as the torch route, from depth L-2 up
+        if forward:
+            passed = B.sum(q_levels[d] * weights[d + 1].reshape(-1, V), axis=1)
+            stop[d] = masses[d] * R[d] * (1 - passed)
+        else:
+            go_on = (1 - weights[d + 1]).mul_(G)
+            G = B.sum(q_levels[d] * go_on.reshape(-1, V), axis=1)
+            stop[d] = masses[d] * weights[d] * G
+    upward = None
+    if start is not None:
+        upward = weights[0] if forward else (1 - weights[0]) * G
+    return NodeLaw(stop, corrs + [pL], is_p + [True], upward)
+
+
+__all__ = ["CompiledKernels", "NodeForm", "NodeLaw", "SCANS", "compiled_kernels",
+           "expected_accepted", "law_from_nodes",
            "node_block_law", "node_verifier", "stop_probabilities",
            "per_draft_function", "stop_backward", "stop_forward", "stop_from_weights",
            "validate_nodes"]

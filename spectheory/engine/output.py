@@ -85,7 +85,32 @@ def _target_top(T, p_levels, L: int, V: int):
     return tgt.reshape(-1)
 
 
-def node_output_law(nodes, p_levels, V: int, L: int, laws: bool = True, A0=None, T0=None):
+def _compiled_top(kernels, A, T, nodes, p_levels, L: int, V: int, out, tv, step: int):
+    """The last step of `node_output_law` (target bonus rows, laws asked for) by the compiled
+    kernel, a chunk of ``step`` nodes of depth L-1 at a time: (TV sum so far, whether every
+    target row at depth L was finite). The same chunks and the same torch sums as the torch
+    route."""
+    p, m, c = p_levels[L - 1], nodes.stop_mass[L - 1], nodes.correction[L - 1]
+    mL, pL = nodes.stop_mass[L], p_levels[L]
+    flat = (lambda x: x.contiguous().numpy())
+    A, T, m, c, p, mL, pL = (flat(x) for x in (A, T, m, c, p, mL, pL))
+    o = out.numpy()
+    n = p.shape[0]
+    diff = torch.empty(min(n, step) * V, dtype=torch.float64)
+    d = diff.numpy()
+    finite = True
+    for r0 in range(0, n, step):
+        r1 = min(r0 + step, n)
+        k0, k1 = r0 * V, r1 * V
+        finite &= bool(kernels.module.output_top(A[r0:r1], T[r0:r1], m[r0:r1], c[r0:r1],
+                                                 p[r0:r1], mL[k0:k1], pL[k0:k1],
+                                                 kernels.fma_out, d[:k1 - k0], o[k0:k1]))
+        tv = tv + Bk.sum(diff[:k1 - k0], axis=0)  # the torch route's |top - t| summed
+    return tv, finite
+
+
+def node_output_law(nodes, p_levels, V: int, L: int, laws: bool = True, A0=None, T0=None,
+                    screen: list | None = None):
     """Output law, target law (both [V^(L+1)] for one context; None when ``laws`` is False) and
     their TV from the per-node results of one context.
 
@@ -103,6 +128,13 @@ def node_output_law(nodes, p_levels, V: int, L: int, laws: bool = True, A0=None,
     ``A0``, ``T0`` (1-entry arrays): the output and target mass of the prefix below which
     ``nodes`` and ``p_levels`` lie, for one subtree of a split analysis (`spectheory.engine.split`);
     default 0 and 1, the root.
+
+    On float64 CPU tensors with the law asked for and target bonus rows, the last step runs in
+    one compiled pass per chunk (`spectheory.engine._nodes_cpu.output_top`, where
+    [`compiled_kernels`][spectheory.engine.nodes.compiled_kernels] allows it; the same values:
+    the TV's terms are written by the kernel and added by torch as before). It also screens the
+    target rows at depth L for non-finite entries: with ``screen`` (a list) given, it appends
+    whether they were all finite (nothing is appended where the torch route ran).
     """
     like = p_levels[0]
     A = Bk.full((1,), 0, like) if A0 is None else A0
@@ -136,6 +168,16 @@ def node_output_law(nodes, p_levels, V: int, L: int, laws: bool = True, A0=None,
                 c[r0:r1], m[r0:r1].unsqueeze(1)).reshape(-1).add_(mL[r0 * V:r1 * V])
             tv = tv + diff.abs_().sum()
         return None, None, tv / 2
+    kernels = None
+    if fused and top_is_p and out is not None:
+        from .nodes import compiled_kernels
+
+        kernels = compiled_kernels(None, pL, V, nodes=pL.shape[0])
+    if kernels is not None:
+        tv, finite = _compiled_top(kernels, A, T, nodes, p_levels, L, V, out, tv, step)
+        if screen is not None:
+            screen.append(finite)
+        return out.reshape(-1), lambda: _target_top(T, p_levels, L, V), tv / 2
     for r0 in range(0, n, step):
         r1 = min(r0 + step, n)
         k0, k1 = r0 * V, r1 * V

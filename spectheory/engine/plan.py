@@ -137,16 +137,37 @@ def _cheaper(how: Plan, resolved: str, asked, V: int, L: int, symmetric) -> str:
     enum = outcome_count(V, L, how.paths, use_symmetry(how, symmetric))
     return "enumerate" if enum < tree else "tree"
 
-def _check_instance(instance) -> None:
+def _finite_screen(table) -> bool:
+    """True when every entry of a float table is finite, from one read: the sum of the entries
+    is finite (an infinite or NaN entry makes any sum of them infinite or NaN, in any order).
+    False also when finite entries overflow the sum: then the caller looks entry by entry."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return bool(np.isfinite(np.add.reduce(table, axis=None)))
+
+
+def _check_instance(instance, skip_top: bool = False) -> None:
     """An Instance whose float tables are finite (files are checked when read; an Instance built
     in Python is checked here, before any analysis: a NaN or infinite entry would make every
-    number of the analysis NaN)."""
+    number of the analysis NaN). One read of each table (`_finite_screen`); only a table that
+    fails the screen is searched row by row for the first non-finite entry.
+
+    ``skip_top``: the target table at depth L is left to the caller, who screens it on the way
+    (the compiled output law of the per-node route reads it once anyway) and calls this again
+    without ``skip_top`` where that screen fails or did not run, before any result is
+    returned; a table that fails here is reported in the usual order (the whole check runs
+    again)."""
     if not isinstance(instance, Instance):
         raise SpectheoryError(f"expected a spectheory Instance (see load_instance / "
                               f"instance_from_dict), got {type(instance).__name__}")
+    top = instance.target.tables[instance.block_length] if skip_top and \
+        len(getattr(instance.target, "tables", ())) > instance.block_length else None
     for which, model in (("target", instance.target), ("draft", instance.draft)):
         for d, table in enumerate(getattr(model, "tables", ())):
             if isinstance(table, np.ndarray) and table.dtype.kind == "f":
+                if table is top or _finite_screen(table):
+                    continue
+                if top is not None:  # the full check, in its order
+                    return _check_instance(instance)
                 bad = np.flatnonzero(~np.isfinite(table).all(axis=-1))
                 if bad.size:
                     row, V = int(bad[0]), instance.vocab_size

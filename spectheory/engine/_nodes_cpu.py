@@ -1,0 +1,286 @@
+"""Compiled CPU kernels (numba) for the deepest two levels of the per-node route of token and
+block verification, and for the last step of their output law.
+
+The same values as the torch route of [`node_block_law`][spectheory.engine.nodes.node_block_law] and
+[`node_output_law`][spectheory.engine.output.node_output_law] (``torch.equal``; a zero may carry
+another sign), in two passes over the deepest rows instead of about a dozen. Each kernel does, per
+node x of depth L-1 (a row of V entries), the operations of the torch route in the same order and
+with the same roundings:
+
+* ``addcmul``: torch's ``addcmul`` rounds once where the CPU build contracts the product and the
+  sum into a fused multiply-add (``fma``), twice otherwise; which one holds here is read off torch
+  itself ([`spectheory.engine.nodes`][spectheory.engine.nodes] probes it once per process and
+  vocabulary size) and passed in as ``fma_neg`` (block's ``q - p w``) and ``fma_out`` (the output
+  law's ``A p + m corr``).
+* Row sums over V entries: torch's order for a contiguous row (`row_sum`, ``lanes`` the width
+  of torch's vector accumulator; also probed), valid while the row holds fewer than 64 vectors of
+  ``lanes`` entries (``MAX_ROW_VECTORS``); above that the caller keeps the torch route.
+* Elementwise operations (``/``, ``*``, ``+``, ``min(., 1)``, ``max(., 0)``) are single IEEE
+  operations; NaN propagates as through torch's ``clamp``. numba does not contract ``a * b + c``
+  without ``fastmath``; ``fma`` is LLVM's ``llvm.fma`` intrinsic.
+* Sums over whole arrays (the tau pmf, the TV) stay with torch: the kernels write the terms.
+
+Validation: each kernel screens what [`validate_nodes`][spectheory.engine.nodes.validate_nodes]
+checks (weights in [0, 1 + tol], corrections non-negative, correction rows summing to 1 within
+tol/2 in the kernel's order) and returns False when a screen fails; the caller then reruns the
+torch route, which raises the same diagnosis as before. ``pL`` (the target rows at depth L, read
+only by the output law) is screened for non-finite entries on the way (`output_top`).
+
+Imported only when the route is taken (it imports numba, which compiles these functions on first
+use and caches them on disk). No bounds are checked: the caller passes C-contiguous float64
+arrays of consistent shapes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, types
+from numba.extending import intrinsic
+
+#: A row is summed in torch's order only while it holds fewer than this many vectors (torch's
+#: cascade of partial sums starts at 16 groups of 4 vectors).
+MAX_ROW_VECTORS = 64
+
+
+@intrinsic
+def _fma(typingctx, a, b, c):  # pragma: no cover - compiled
+    """round(a b + c), one rounding (LLVM's llvm.fma.f64)."""
+    sig = types.float64(types.float64, types.float64, types.float64)
+
+    def codegen(context, builder, signature, args):
+        return builder.fma(*args)
+
+    return sig, codegen
+
+
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _mul_add(a, b, c, fused):  # pragma: no cover - compiled
+    """a b + c, rounded once (``fused``) or twice."""
+    if fused:
+        return _fma(a, b, c)
+    return a * b + c
+
+
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def row_sum(row, lanes):  # pragma: no cover - compiled
+    """Sum of a row [V] in the order of torch's CPU sum over a contiguous last dimension
+    (ATen's ``cascade_sum``: ``row_sum`` with four accumulators). With ``lanes`` < 2 or V <
+    lanes, on scalars: accumulator k adds entries 4i + k, the remainder goes to accumulator 0,
+    then ((a0 + a1) + a2) + a3. Else the same on vectors of ``lanes`` entries (lane j of
+    accumulator k adds entry (4i + k) lanes + j), then, from 0, the entries past the last whole
+    vector one by one and the lanes of the accumulated vector in order. Valid for rows of fewer
+    than `MAX_ROW_VECTORS` vectors (no cascade level of torch's is reached)."""
+    V = row.shape[0]
+    scalar = lanes < 2 or V < lanes
+    width = 1 if scalar else lanes
+    nv = V // width
+    n4 = nv // 4
+    total = 0.0
+    if not scalar:
+        for i in range(nv * width, V):
+            total += row[i]
+    for j in range(width):
+        a0 = 0.0
+        a1 = 0.0
+        a2 = 0.0
+        a3 = 0.0
+        for i in range(n4):
+            base = 4 * i * width + j
+            a0 += row[base]
+            a1 += row[base + width]
+            a2 += row[base + 2 * width]
+            a3 += row[base + 3 * width]
+        for i in range(4 * n4, nv):
+            a0 += row[i * width + j]
+        lane = ((a0 + a1) + a2) + a3
+        if scalar:
+            return lane
+        total += lane
+    return total
+
+
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _ratio(px, qx):  # pragma: no cover - compiled
+    """px / qx, 1 where qx = 0 (``screened_ratio``)."""
+    return 1.0 if qx == 0 else px / qx
+
+
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _at_most_one(x):  # pragma: no cover - compiled
+    """min(x, 1), NaN kept (torch's ``clamp(max=1)``)."""
+    return 1.0 if x > 1.0 else x
+
+
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _in_unit(x, limit):  # pragma: no cover - compiled
+    """0 <= x <= limit (False on NaN)."""
+    return (x >= 0) & (x <= limit)
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def block_last(state, px, qx, q, p, mass, lanes, fma_neg, tol, sums_hold,
+               h, corr, stop_L, G, stop_prev):  # pragma: no cover - compiled
+    """Block verification at depths L-1 and L below n nodes of depth L-1.
+
+    In: ``state`` = w_{L-2} at each node's parent, ``px``, ``qx`` the drafted token's target and
+    draft probabilities, ``mass`` Q(x^(L-1)) [n]; ``q``, ``p`` the rows at the nodes [n, V].
+    Out: ``h`` = h_{L-1} [n], ``corr`` = normalise(max(w_{L-1} p - q, 0)) [n, V] (p where the
+    residual is zero), ``stop_L`` = m_L [n V] = Q q(a|x) h_L(x a), ``G`` = G_{L-1} =
+    sum_a q(a|x) (1 - h_L(x a)) and ``stop_prev`` = m_{L-1} = Q h_{L-1} G_{L-1} [n]. Returns
+    False when a screen of the node quantities fails (then nothing is to be trusted).
+
+    Screens: every weight in [0, 1 + tol]; a residual of finite non-zero total s (entries <= 0)
+    gives corrections >= 0 whose sum is within 2 (V + 1) ulps of 1 in any order of addition, so
+    with ``sums_hold`` (the caller's tol exceeds that bound) only the rows that fall back to p
+    are summed; a residual total that is NaN or infinite fails the screen."""
+    n, V = q.shape
+    neg = np.empty(V)
+    rest = np.empty(V)
+    limit = 1.0 + tol
+    half = tol / 2
+    ok = True
+    for x in range(n):
+        w = _at_most_one(_ratio(px[x], qx[x]) * state[x])
+        m = mass[x]
+        for a in range(V):
+            qa = q[x, a]
+            pa = p[x, a]
+            r = _mul_add(-pa, w, qa, fma_neg)
+            neg[a] = 0.0 if r > 0 else r
+            wa = _at_most_one(_ratio(pa, qa) * w)
+            ok &= _in_unit(wa, limit)
+            qw = qa * wa
+            stop_L[x * V + a] = qw * m
+            rest[a] = qa - qw
+        s = row_sum(neg, lanes)
+        g = row_sum(rest, lanes)
+        G[x] = g
+        S = -s
+        den = S + (1.0 - w)
+        hx = 1.0 if den == 0 else S / den
+        h[x] = hx
+        ok &= _in_unit(hx, limit)
+        stop_prev[x] = m * hx * g
+        if s == 0:
+            for a in range(V):
+                corr[x, a] = p[x, a]
+            ok &= abs(row_sum(corr[x], lanes) - 1.0) <= half
+        elif s > -np.inf:
+            for a in range(V):
+                corr[x, a] = neg[a] / s
+            if not sums_hold:
+                ok &= abs(row_sum(corr[x], lanes) - 1.0) <= half
+        else:  # NaN or -inf
+            ok = False
+    return ok
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def token_last(px, qx, q, p, mass, R_parent, lanes, tol, sums_hold,
+               a_out, R, corr, stop_L, stop_prev):  # pragma: no cover - compiled
+    """Token verification at depths L-1 and L below n nodes of depth L-1.
+
+    In: ``px``, ``qx`` [n] the drafted token's probabilities, ``mass`` Q(x^(L-1)) [n],
+    ``R_parent`` R_{L-2} at each node's parent [n]; ``q``, ``p`` [n, V]. Out: ``a_out`` = a_{L-1}
+    = min(1, px/qx), ``R`` = R_{L-1} = R_{L-2} a_{L-1} [n], ``corr`` = normalise(max(p - q, 0))
+    [n, V], ``stop_L`` = m_L = Q R_{L-1} q(a|x) a_L(x a) [n V] and ``stop_prev`` = m_{L-1} =
+    Q R_{L-1} (1 - sum_a q(a|x) a_L(x a)) [n]. Returns False when a screen fails (the screens
+    of `block_last`)."""
+    n, V = q.shape
+    res = np.empty(V)
+    rest = np.empty(V)
+    limit = 1.0 + tol
+    half = tol / 2
+    ok = True
+    for x in range(n):
+        ax = _at_most_one(_ratio(px[x], qx[x]))
+        a_out[x] = ax
+        ok &= _in_unit(ax, limit)
+        rx = R_parent[x] * ax
+        R[x] = rx
+        qr = mass[x] * rx
+        for a in range(V):
+            qa = q[x, a]
+            pa = p[x, a]
+            r = pa - qa
+            res[a] = 0.0 if r < 0 else r
+            ca = _at_most_one(_ratio(pa, qa))
+            ok &= _in_unit(ca, limit)
+            qw = qa * ca
+            stop_L[x * V + a] = qw * qr
+            rest[a] = qw
+        s = row_sum(res, lanes)
+        stop_prev[x] = qr * (1.0 - row_sum(rest, lanes))
+        if s == 0:
+            for a in range(V):
+                corr[x, a] = p[x, a]
+            ok &= abs(row_sum(corr[x], lanes) - 1.0) <= half
+        elif s < np.inf:
+            for a in range(V):
+                corr[x, a] = res[a] / s
+            if not sums_hold:
+                ok &= abs(row_sum(corr[x], lanes) - 1.0) <= half
+        else:  # NaN or inf
+            ok = False
+    return ok
+
+
+#: The exponent bits of a float64: all set for an infinite or NaN entry, and only there.
+_EXPONENT = np.uint64(0x7FF0000000000000)
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def output_top(A, T, m, corr, p, stop_L, pL, fma_out, diff, out):  # pragma: no cover - compiled
+    """The last step of the output law below r nodes x of depth L-1 whose bonus rows are the
+    target (token, block): A_L(x a) = A_{L-1}(x) p(a|x) + m_{L-1}(x) corr(a|x), T_L(x a) =
+    T_{L-1}(x) p(a|x), top = A_L + m_L; ``diff`` [r V] = |top - T_L| (the TV's terms) and ``out``
+    [r V, V] = top p_L (the output law). ``A``, ``T``, ``m`` [r]; ``corr``, ``p`` [r, V];
+    ``stop_L`` [r V]; ``pL`` [r V, V]. Returns True when every entry of pL is finite (the largest
+    exponent field read is not all ones: an integer maximum, which vectorises)."""
+    r, V = p.shape
+    Vb = pL.shape[1]
+    bits = pL.view(np.uint64)
+    top_exponent = np.uint64(0)
+    for x in range(r):
+        Ax = A[x]
+        Tx = T[x]
+        mx = m[x]
+        for a in range(V):
+            pa = p[x, a]
+            av = _mul_add(corr[x, a], mx, pa * Ax, fma_out)
+            k = x * V + a
+            top = av + stop_L[k]
+            diff[k] = abs(top - pa * Tx)
+            for b in range(Vb):
+                top_exponent = max(top_exponent, bits[k, b] & _EXPONENT)
+                out[k, b] = pL[k, b] * top
+    return top_exponent != _EXPONENT
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def probe_addcmul(q, p, w, fused, out):  # pragma: no cover - compiled
+    """q - p w row by row [n, V] (``w`` [n]) rounded once (``fused``) or twice: what the block
+    kernel computes, to compare with torch's ``addcmul(q, p, w, value=-1)``."""
+    n, V = q.shape
+    for x in range(n):
+        for a in range(V):
+            out[x, a] = _mul_add(-p[x, a], w[x], q[x, a], fused)
+    return out
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def probe_out(p, A, c, m, fused, out):  # pragma: no cover - compiled
+    """p A + c m row by row (``A``, ``m`` [n]): torch's ``mul(p, A).addcmul_(c, m)``."""
+    n, V = p.shape
+    for x in range(n):
+        for a in range(V):
+            out[x, a] = _mul_add(c[x, a], m[x], p[x, a] * A[x], fused)
+    return out
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def probe_sums(rows, lanes, out):  # pragma: no cover - compiled
+    """`row_sum` of every row [n, V] into ``out`` [n]."""
+    for x in range(rows.shape[0]):
+        out[x] = row_sum(rows[x], lanes)
+    return out

@@ -1,0 +1,336 @@
+"""The compiled kernels of the per-node route (``spectheory.engine._nodes_cpu``) against the torch
+route they replace, bit for bit.
+
+Token and block verification at depths L-1 and L, and the output law's last step, run on numba
+kernels for float64 CPU tensors from `COMPILED_MIN_NODES` nodes on (lowered to 0 here, so small
+instances take them). Every check compares the two routes on the same instance with
+``torch.equal`` (a zero may carry another sign): tau pmf, output law, TV, target law, and every
+array of the per-node law. Instances: prefix-dependent Dirichlet rows; rows on a grid of 1/4
+(ties among ratios, zeros in p and q); rows where p = q (a residual of total zero: the correction
+falls back to p) or p = 0 where q > 0; vocabularies below, at and above torch's vector width.
+A kernel with a planted bug (the other rounding of ``addcmul``, another order of a row sum, a
+sign, an index) is caught by the same comparison; failing screens rerun the torch route and
+raise its diagnosis; a non-finite target row at depth L, whose check the kernel makes on the
+way, is refused with the message of the check before the analysis.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from spectheory.engine import analysis as analysis_mod
+from spectheory.engine import nodes as nodes_mod
+from spectheory.engine.analysis import analyze
+from spectheory.engine.nodes import CompiledKernels, compiled_kernels, node_block_law
+from spectheory.engine.output import node_output_law
+from spectheory.engine.seqtree import levels
+from spectheory.inputs.instances import Instance
+from spectheory.inputs.models import TableModel
+from spectheory.inputs.random_instances import random_instance
+from spectheory.law import LawError
+from spectheory.runtime.errors import SpectheoryError
+from spectheory.verifiers.block import BLOCK_NODE
+from spectheory.verifiers.token import TOKEN_NODE
+
+pytest.importorskip("numba")
+
+FORMS = {"token": TOKEN_NODE, "block": BLOCK_NODE}
+
+
+@pytest.fixture
+def small(monkeypatch):
+    """Kernels from the smallest instances on."""
+    monkeypatch.setattr(nodes_mod, "COMPILED_MIN_NODES", 0)
+    monkeypatch.delenv("SPECTHEORY_NUMBA", raising=False)
+
+
+def _grid_instance(V: int, L: int, seed: int) -> Instance:
+    """Rows on a grid of 1/4 (ties and zeros), some target rows equal to the draft's (residual
+    zero) and some target entries zero where the draft's are not, all prefix-dependent."""
+    rng = np.random.default_rng(seed)
+
+    def table(d):
+        counts = rng.multinomial(4, np.ones(V) / V, size=V**d).astype(np.float64)
+        return counts / 4
+
+    q = [table(d) for d in range(L)]
+    p = [table(d) for d in range(L + 1)]
+    for d in range(L):
+        same = rng.random(V**d) < 0.3
+        p[d][same] = q[d][same]
+    return Instance(V, L, TableModel(V, tuple(p)), TableModel(V, tuple(q)))
+
+
+def _instances():
+    yield "dirichlet-8-3", random_instance(8, 3, 5)
+    yield "dirichlet-3-4", random_instance(3, 4, 6)
+    yield "dirichlet-5-3", random_instance(5, 3, 7, alpha=0.3)
+    yield "dirichlet-17-2", random_instance(17, 2, 8)
+    yield "dirichlet-2-6", random_instance(2, 6, 9)
+    yield "grid-4-4", _grid_instance(4, 4, 1)
+    yield "grid-8-3", _grid_instance(8, 3, 2)
+    yield "grid-3-3", _grid_instance(3, 3, 3)
+    yield "rationals-6-3", random_instance(6, 3, 10, alpha=0.5, denominator=6).to_float()
+
+
+INSTANCES = dict(_instances())
+
+
+def _eq(a, b) -> bool:
+    a = a if isinstance(a, torch.Tensor) else torch.as_tensor(np.asarray(a, dtype=np.float64))
+    b = b if isinstance(b, torch.Tensor) else torch.as_tensor(np.asarray(b, dtype=np.float64))
+    return torch.equal(a, b)
+
+
+def _torch_route(monkeypatch):
+    monkeypatch.setenv("SPECTHEORY_NUMBA", "0")
+
+
+def _counting(monkeypatch):
+    """Count the calls of the kernels (so a test knows they ran)."""
+    mod = nodes_mod._kernel_module()
+    calls = {}
+    for name in ("block_last", "token_last", "output_top"):
+        f = getattr(mod, name)
+
+        def spy(*args, f=f, name=name):
+            calls[name] = calls.get(name, 0) + 1
+            return f(*args)
+
+        monkeypatch.setattr(mod, name, spy)
+    return calls
+
+
+@pytest.mark.parametrize("verifier", ["token", "block"])
+@pytest.mark.parametrize("key", list(INSTANCES))
+def test_analysis_bit_for_bit(key, verifier, small, monkeypatch):
+    inst = INSTANCES[key]
+    calls = _counting(monkeypatch)
+    fast = analyze(inst, verifier, exact=False, backend="torch")
+    assert calls.get(f"{verifier}_last") == 1 and calls.get("output_top", 0) >= 1
+    _torch_route(monkeypatch)
+    slow = analyze(inst, verifier, exact=False, backend="torch")
+    assert calls.get(f"{verifier}_last") == 1  # the torch route did not call them
+    assert fast.tau_pmf == slow.tau_pmf
+    assert _eq(fast.tau_pmf, slow.tau_pmf)
+    assert _eq([fast.tv_to_target], [slow.tv_to_target])
+    assert _eq(fast.output_law, slow.output_law)
+    assert _eq(fast.target_law, slow.target_law)
+    # lossless, and the law is the target's up to rounding (an independent property)
+    assert float(fast.tv_to_target) < 1e-12
+    np.testing.assert_allclose(fast.output_law, fast.target_law, rtol=0, atol=1e-15)
+
+
+@pytest.mark.parametrize("verifier", ["token", "block"])
+@pytest.mark.parametrize("key", ["dirichlet-8-3", "grid-4-4", "dirichlet-3-4"])
+def test_node_law_arrays_bit_for_bit(key, verifier, small):
+    inst = INSTANCES[key]
+    V, L = inst.vocab_size, inst.block_length
+    ql, pl = levels(inst.draft, 0, L, False), levels(inst.target, 0, L + 1, False)
+    form = FORMS[verifier]
+    assert compiled_kernels(form, pl[L - 1], V) is not None
+    a = node_block_law(form, ql, pl, V, L, verifier)
+    b = node_block_law(form, ql, pl, V, L, verifier, compiled=False)
+    for d in range(L + 1):
+        assert _eq(a.stop_mass[d], b.stop_mass[d]), d
+        assert _eq(a.correction[d], b.correction[d]), d
+    assert a.corr_is_target == b.corr_is_target
+    out_a, tgt_a, tv_a = node_output_law(a, pl, V, L)
+    out_b, tgt_b, tv_b = node_output_law(b, pl, V, L)
+    assert _eq(out_a, out_b) and _eq(tgt_a(), tgt_b()) and _eq(tv_a, tv_b)
+
+
+@pytest.mark.parametrize("verifier", ["token", "block"])
+def test_split_subtrees_bit_for_bit(verifier, small, monkeypatch):
+    """A split analysis steps each subtree from a start (its parent's state, pass product and
+    draft mass): the kernels take that path too."""
+    inst = INSTANCES["dirichlet-3-4"]
+    fast = analyze(inst, verifier, executor="local", workers=1, split_depth=1)
+    _torch_route(monkeypatch)
+    slow = analyze(inst, verifier, executor="local", workers=1, split_depth=1)
+    assert _eq(fast.tau_pmf, slow.tau_pmf) and _eq(fast.output_law, slow.output_law)
+    assert _eq([fast.tv_to_target], [slow.tv_to_target])
+
+
+def _law_with(kernels, form, inst):
+    V, L = inst.vocab_size, inst.block_length
+    ql, pl = levels(inst.draft, 0, L, False), levels(inst.target, 0, L + 1, False)
+    law = nodes_mod._compiled_last_levels(
+        kernels, form, ql, pl, V, L, None, *_inputs_at_last(form, ql, pl, V, L), "v")
+    return law, node_block_law(form, ql, pl, V, L, compiled=False)
+
+
+def _inputs_at_last(form, ql, pl, V, L):
+    """What node_block_law hands the kernels: the quantities leading into depth L-1 and the
+    lists of the shallower depths (the torch route's own, by running it to depth L-2)."""
+    masses, weights, corrs, is_p = [], [], [], []
+    state = px = qx = None
+    mass = torch.ones(1, dtype=torch.float64)
+    for d in range(L - 1):
+        state, w, c = form.step(state, px, qx, ql[d], pl[d])
+        masses.append(mass)
+        weights.append(w)
+        corrs.append(c)
+        is_p.append(c is pl[d])
+        px, qx = pl[d].reshape(-1), ql[d].reshape(-1)
+        state = None if state is None else nodes_mod._repeat(state, V)
+        mass = (mass.unsqueeze(1) * ql[d]).reshape(-1)
+    return state, px, qx, mass, masses, weights, corrs, is_p
+
+
+@pytest.mark.parametrize("verifier", ["token", "block"])
+def test_planted_arithmetic_bugs_are_caught(verifier, small):
+    """The comparison has power: kernels told the wrong rounding of addcmul or the wrong
+    order of torch's row sums give other bits, which the equality test reports."""
+    inst = INSTANCES["dirichlet-8-3"]
+    form = FORMS[verifier]
+    V, L = inst.vocab_size, inst.block_length
+    pl = levels(inst.target, 0, L + 1, False)
+    right = compiled_kernels(form, pl[L - 1], V)
+    law, ref = _law_with(right, form, inst)
+    assert all(_eq(a, b) for a, b in zip(law.stop_mass, ref.stop_mass))
+    wrong = [CompiledKernels(right.module, 8 if right.lanes != 8 else 4, right.fma_neg,
+                             right.fma_out)]
+    if verifier == "block":
+        wrong.append(CompiledKernels(right.module, right.lanes, not right.fma_neg,
+                                     right.fma_out))
+    for k in wrong:
+        bad, _ = _law_with(k, form, inst)
+        assert not all(_eq(a, b) and _eq(c, e) for a, b, c, e in
+                       zip(bad.stop_mass, ref.stop_mass, bad.correction, ref.correction))
+
+
+def test_probe_reproduces_torch_row_sums():
+    """The kernels' row sums equal torch's on random rows of several widths (the probe's
+    choice), and another lane width differs (the order matters)."""
+    mod = nodes_mod._kernel_module()
+    rng = np.random.default_rng(0)
+    for V in (2, 3, 4, 5, 8, 13, 16, 33, 100):
+        probe = nodes_mod._probe(mod, V)
+        assert probe is not None, V
+        lanes = probe[0]
+        rows = rng.random((256, V)) * np.exp2(-rng.integers(0, 40, (256, V)))
+        ref = torch.from_numpy(rows).sum(dim=-1)
+        got = torch.from_numpy(mod.probe_sums(rows, lanes, np.empty(256)))
+        assert torch.equal(got, ref), V
+        if V >= 8:  # another width adds in another order (V = 8: 8 lanes, r0 + ... + r7)
+            other = torch.from_numpy(mod.probe_sums(rows, 8 if lanes != 8 else 4,
+                                                    np.empty(256)))
+            assert not torch.equal(other, ref), V
+
+
+def test_switch_off_and_numba_missing(small, monkeypatch):
+    inst = INSTANCES["grid-8-3"]
+    pl = levels(inst.target, 0, 4, False)
+    assert compiled_kernels(BLOCK_NODE, pl[2], 8) is not None
+    monkeypatch.setenv("SPECTHEORY_NUMBA", "0")
+    assert compiled_kernels(BLOCK_NODE, pl[2], 8) is None
+    monkeypatch.setenv("SPECTHEORY_NUMBA", "maybe")
+    with pytest.raises(SpectheoryError, match="SPECTHEORY_NUMBA"):
+        compiled_kernels(BLOCK_NODE, pl[2], 8)
+    monkeypatch.delenv("SPECTHEORY_NUMBA")
+    monkeypatch.setattr(nodes_mod, "_KERNELS", [None])  # numba could not be loaded
+    assert compiled_kernels(BLOCK_NODE, pl[2], 8) is None
+    a = analyze(inst, "block", backend="torch")
+    monkeypatch.setattr(nodes_mod, "_KERNELS", [])
+    b = analyze(inst, "block", backend="torch")
+    assert _eq(a.output_law, b.output_law) and _eq(a.tau_pmf, b.tau_pmf)
+
+
+def test_only_token_and_block_take_the_kernels(small):
+    from spectheory.registry import get_verifier
+
+    pl = levels(INSTANCES["grid-8-3"].target, 0, 4, False)
+    for name in ("token", "block"):
+        assert compiled_kernels(get_verifier(name).node, pl[2], 8) is not None
+    lossy = [s for s in ("uniform-product",) if get_verifier(s).node is not None]
+    for name in lossy:
+        assert compiled_kernels(get_verifier(name).node, pl[2], 8) is None
+    assert compiled_kernels(BLOCK_NODE, pl[2].to(torch.float32), 8) is None
+    assert compiled_kernels(BLOCK_NODE, pl[2].numpy(), 8) is None
+
+
+def test_threshold(monkeypatch):
+    pl = levels(INSTANCES["grid-8-3"].target, 0, 4, False)
+    monkeypatch.setattr(nodes_mod, "COMPILED_MIN_NODES", 8**3 + 1)
+    assert compiled_kernels(BLOCK_NODE, pl[2], 8) is None
+    monkeypatch.setattr(nodes_mod, "COMPILED_MIN_NODES", 8**3)
+    assert compiled_kernels(BLOCK_NODE, pl[2], 8) is not None
+
+
+def _unnormalised(verifier: str) -> Instance:
+    """Target rows at depth L-1 that do not sum to 1 and make the residual zero (block: p =
+    q / 2, so w p <= q; token: p = q / 2 too, so max(p - q, 0) = 0): the correction falls back
+    to the target row, whose sum 1/2 the validation refuses."""
+    inst = random_instance(3, 3, 4)
+    p = [t.copy() for t in inst.target.tables]
+    p[2][5] = inst.draft.tables[2][5] / 2
+    return Instance(3, 3, TableModel(3, tuple(p)), inst.draft)
+
+
+@pytest.mark.parametrize("verifier", ["token", "block"])
+def test_failing_screen_reruns_torch_and_raises_its_diagnosis(verifier, small, monkeypatch):
+    inst = _unnormalised(verifier)
+    calls = _counting(monkeypatch)
+    with pytest.raises(LawError) as fast:
+        analyze(inst, verifier, backend="torch")
+    assert calls.get(f"{verifier}_last") == 1
+    _torch_route(monkeypatch)
+    with pytest.raises(LawError) as slow:
+        analyze(inst, verifier, backend="torch")
+    assert str(fast.value) == str(slow.value)
+    assert fast.value.kind == "correction-sum" and "node 5" in str(fast.value)
+
+
+def _with_bad(inst, which: str, depth: int, row: int, value: float) -> Instance:
+    model = inst.target if which == "target" else inst.draft
+    tables = [t.copy() for t in model.tables]
+    tables[depth][row, 1] = value
+    m = TableModel(inst.vocab_size, tuple(tables))
+    return (Instance(inst.vocab_size, inst.block_length, m, inst.draft) if which == "target"
+            else Instance(inst.vocab_size, inst.block_length, inst.target, m))
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+@pytest.mark.parametrize("verifier", ["token", "block"])
+def test_non_finite_top_target_row_refused_as_before(value, verifier, small, monkeypatch):
+    """The target table at depth L is screened by the output kernel, not before the analysis:
+    the refusal is the same line, raised before any result."""
+    inst = _with_bad(random_instance(3, 3, 2), "target", 3, 17, value)
+    checked = []
+    real = analysis_mod._check_instance
+    monkeypatch.setattr(analysis_mod, "_check_instance",
+                        lambda i, skip_top=False: (checked.append(skip_top), real(i, skip_top)))
+    with pytest.raises(SpectheoryError) as fast:
+        analyze(inst, verifier, backend="torch")
+    assert checked == [True, False]  # deferred, then the whole check after the kernel's screen
+    _torch_route(monkeypatch)
+    with pytest.raises(SpectheoryError) as slow:
+        analyze(inst, verifier, backend="torch")
+    assert str(fast.value) == str(slow.value)
+    assert "target: the row after prefix (1, 2, 2) has a non-finite entry" in str(fast.value)
+
+
+def test_order_of_refusals_kept(small, monkeypatch):
+    """A non-finite draft row and a non-finite top target row: the target is named first, as
+    by the whole check (target tables before draft tables)."""
+    inst = _with_bad(random_instance(3, 3, 2), "target", 3, 17, float("nan"))
+    inst = _with_bad(inst, "draft", 1, 0, float("nan"))
+    with pytest.raises(SpectheoryError, match=r"target: the row after prefix \(1, 2, 2\)"):
+        analyze(inst, "block", backend="torch")
+
+
+def test_deferral_only_where_the_kernel_reads_the_table(small):
+    inst = random_instance(3, 3, 2)
+    how = analysis_mod.plan("block", None, None)
+    args = dict(route="auto", symmetric=None, exact=None, device="cpu", backend="torch",
+                laws=True, executor=None, sampling=None, draft_sampling=None, max_sequences=None)
+    assert analysis_mod._screens_top(inst, how, **args)
+    for change in (dict(laws=False), dict(sampling="temperature=0.5"), dict(exact=True),
+                   dict(route="per-draft"), dict(executor="local"), dict(backend="numpy"),
+                   dict(max_sequences=10)):
+        assert not analysis_mod._screens_top(inst, how, **{**args, **change}), change
+    assert not analysis_mod._screens_top(inst, analysis_mod.plan("traversal", None, None),
+                                         **args)
