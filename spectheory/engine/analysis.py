@@ -331,15 +331,12 @@ def _screens_top(instance, how, route, symmetric, exact, device, backend, laws, 
     effects; anything these options would refuse is refused later in the usual order, after
     the whole check (then False)."""
     from ..runtime import limits
-    from ..verifiers.block import block_node
-    from ..verifiers.token import token_node
-    from .nodes import COMPILED_MIN_NODES, KERNEL_ENV
+    from .nodes import COMPILED_MIN_NODES, KERNEL_ENV, has_kernels
 
     try:
         if not (isinstance(instance, Instance) and executor is None and laws is True
                 and sampling is None and draft_sampling is None and str(device) == "cpu"
-                and how.paths == 1 and how.spec.node is not None
-                and how.spec.node.step in (token_node, block_node)):
+                and how.paths == 1 and has_kernels(how.spec.node)):
             return False
         V, L = instance.vocab_size, instance.block_length
         ex = instance.exact if exact is None else exact

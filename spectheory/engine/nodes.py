@@ -607,6 +607,15 @@ def _probe(mod, V: int):
     return lanes[0], fma_neg[0], fma_out[0]
 
 
+def has_kernels(form) -> bool:
+    """Whether ``form`` is the node form of registered token or block verification (the rules
+    the compiled kernels implement), by identity."""
+    from ..registry import get_verifier
+
+    return form is not None and any(form is get_verifier(name).node
+                                    for name in ("token", "block"))
+
+
 def compiled_kernels(form: NodeForm | None, like, V: int, nodes: int | None = None):
     """The compiled kernels for the deepest levels of ``form`` on rows like ``like`` [N, V], or
     None (then the torch route): ``form`` is token or block verification (None: any, for the
@@ -619,12 +628,8 @@ def compiled_kernels(form: NodeForm | None, like, V: int, nodes: int | None = No
         return None
     if (like.shape[0] * V if nodes is None else nodes) < COMPILED_MIN_NODES:
         return None
-    if form is not None:
-        from ..verifiers.block import block_node
-        from ..verifiers.token import token_node
-
-        if form.step is not block_node and form.step is not token_node:
-            return None
+    if form is not None and not has_kernels(form):
+        return None
     from ..runtime import limits
 
     if not limits.env_switch(KERNEL_ENV):  # validated on each read: a typo is refused
@@ -703,8 +708,8 @@ def _compiled_last_levels(kernels: CompiledKernels, form, q_levels, p_levels, V:
     return NodeLaw(stop, corrs + [pL], is_p + [True], upward)
 
 
-__all__ = ["CompiledKernels", "NodeForm", "NodeLaw", "SCANS", "compiled_kernels",
-           "expected_accepted", "law_from_nodes",
+__all__ = ["COMPILED_MIN_NODES", "CompiledKernels", "KERNEL_ENV", "NodeForm", "NodeLaw", "SCANS",
+           "compiled_kernels", "expected_accepted", "has_kernels", "law_from_nodes",
            "node_block_law", "node_verifier", "stop_probabilities",
            "per_draft_function", "stop_backward", "stop_forward", "stop_from_weights",
            "validate_nodes"]
