@@ -89,7 +89,8 @@ def _torch_route(monkeypatch):
 
 
 def _counting(monkeypatch):
-    """Count the calls of the kernels (so a test knows they ran)."""
+    """Count the calls of the kernels and keep what their screens said (so a test knows they
+    ran and that their values were used, not the torch route's after a failed screen)."""
     mod = nodes_mod._kernel_module()
     calls = {}
     for name in ("block_last", "token_last", "output_top"):
@@ -97,7 +98,9 @@ def _counting(monkeypatch):
 
         def spy(*args, f=f, name=name):
             calls[name] = calls.get(name, 0) + 1
-            return f(*args)
+            ok = f(*args)
+            calls.setdefault("screens", []).append(bool(ok))
+            return ok
 
         monkeypatch.setattr(mod, name, spy)
     return calls
@@ -110,6 +113,7 @@ def test_analysis_bit_for_bit(key, verifier, small, monkeypatch):
     calls = _counting(monkeypatch)
     fast = analyze(inst, verifier, exact=False, backend="torch")
     assert calls.get(f"{verifier}_last") == 1 and calls.get("output_top", 0) >= 1
+    assert all(calls["screens"])  # the kernels' values, not a rerun of the torch route
     _torch_route(monkeypatch)
     slow = analyze(inst, verifier, exact=False, backend="torch")
     assert calls.get(f"{verifier}_last") == 1  # the torch route did not call them
@@ -125,8 +129,9 @@ def test_analysis_bit_for_bit(key, verifier, small, monkeypatch):
 
 @pytest.mark.parametrize("verifier", ["token", "block"])
 @pytest.mark.parametrize("key", ["dirichlet-8-3", "grid-4-4", "dirichlet-3-4"])
-def test_node_law_arrays_bit_for_bit(key, verifier, small):
+def test_node_law_arrays_bit_for_bit(key, verifier, small, monkeypatch):
     inst = INSTANCES[key]
+    calls = _counting(monkeypatch)
     V, L = inst.vocab_size, inst.block_length
     ql, pl = levels(inst.draft, 0, L, False), levels(inst.target, 0, L + 1, False)
     form = FORMS[verifier]
@@ -140,6 +145,7 @@ def test_node_law_arrays_bit_for_bit(key, verifier, small):
     out_a, tgt_a, tv_a = node_output_law(a, pl, V, L)
     out_b, tgt_b, tv_b = node_output_law(b, pl, V, L)
     assert _eq(out_a, out_b) and _eq(tgt_a(), tgt_b()) and _eq(tv_a, tv_b)
+    assert calls[f"{verifier}_last"] == 1 and calls["output_top"] >= 1 and all(calls["screens"])
 
 
 @pytest.mark.parametrize("verifier", ["token", "block"])
@@ -276,7 +282,7 @@ def test_failing_screen_reruns_torch_and_raises_its_diagnosis(verifier, small, m
     calls = _counting(monkeypatch)
     with pytest.raises(LawError) as fast:
         analyze(inst, verifier, backend="torch")
-    assert calls.get(f"{verifier}_last") == 1
+    assert calls.get(f"{verifier}_last") == 1 and calls["screens"] == [False]
     _torch_route(monkeypatch)
     with pytest.raises(LawError) as slow:
         analyze(inst, verifier, backend="torch")

@@ -34,6 +34,7 @@ arrays of consistent shapes.
 from __future__ import annotations
 
 import numpy as np
+from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
@@ -49,6 +50,18 @@ def _fma(typingctx, a, b, c):  # pragma: no cover - compiled
 
     def codegen(context, builder, signature, args):
         return builder.fma(*args)
+
+    return sig, codegen
+
+
+@intrinsic
+def _bits(typingctx, x):  # pragma: no cover - compiled
+    """The bit pattern of a float64 as an int64: ordered as the numbers for x >= +0.0 (NaN
+    above +inf), negative for a set sign bit (-0.0 included)."""
+    sig = types.int64(types.float64)
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(64))
 
     return sig, codegen
 
@@ -80,19 +93,25 @@ def row_sum(row, lanes):  # pragma: no cover - compiled
         for i in range(nv * width, V):
             total += row[i]
     for j in range(width):
-        a0 = 0.0
-        a1 = 0.0
-        a2 = 0.0
-        a3 = 0.0
-        for i in range(n4):
-            base = 4 * i * width + j
-            a0 += row[base]
-            a1 += row[base + width]
-            a2 += row[base + 2 * width]
-            a3 += row[base + 3 * width]
-        for i in range(4 * n4, nv):
-            a0 += row[i * width + j]
-        lane = ((a0 + a1) + a2) + a3
+        if n4 == 0:  # one accumulator: torch's 0 + r_j + ... and + 0 + 0 + 0 (a zero's sign
+            # aside, the same value)
+            lane = row[j]
+            for i in range(1, nv):
+                lane += row[i * width + j]
+        else:
+            a0 = 0.0
+            a1 = 0.0
+            a2 = 0.0
+            a3 = 0.0
+            for i in range(n4):
+                base = 4 * i * width + j
+                a0 += row[base]
+                a1 += row[base + width]
+                a2 += row[base + 2 * width]
+                a3 += row[base + 3 * width]
+            for i in range(4 * n4, nv):
+                a0 += row[i * width + j]
+            lane = ((a0 + a1) + a2) + a3
         if scalar:
             return lane
         total += lane
@@ -111,12 +130,6 @@ def _at_most_one(x):  # pragma: no cover - compiled
     return 1.0 if x > 1.0 else x
 
 
-@njit(nogil=True, cache=True, error_model="numpy", inline="always")
-def _in_unit(x, limit):  # pragma: no cover - compiled
-    """0 <= x <= limit (False on NaN)."""
-    return (x >= 0) & (x <= limit)
-
-
 @njit(nogil=True, cache=True, error_model="numpy")
 def block_last(state, px, qx, q, p, mass, lanes, fma_neg, tol, sums_hold,
                h, corr, stop_L, G, stop_prev):  # pragma: no cover - compiled
@@ -129,16 +142,18 @@ def block_last(state, px, qx, q, p, mass, lanes, fma_neg, tol, sums_hold,
     sum_a q(a|x) (1 - h_L(x a)) and ``stop_prev`` = m_{L-1} = Q h_{L-1} G_{L-1} [n]. Returns
     False when a screen of the node quantities fails (then nothing is to be trusted).
 
-    Screens: every weight in [0, 1 + tol]; a residual of finite non-zero total s (entries <= 0)
-    gives corrections >= 0 whose sum is within 2 (V + 1) ulps of 1 in any order of addition, so
+    Screens: every weight in [0, 1 + tol] (the least and largest bit patterns of w + 0.0,
+    integer reductions that vectorise; NaN fails); a residual of finite non-zero total s
+    (entries <= 0) gives corrections >= 0 whose sum is within 2 (V + 1) ulps of 1 in any order of addition, so
     with ``sums_hold`` (the caller's tol exceeds that bound) only the rows that fall back to p
     are summed; a residual total that is NaN or infinite fails the screen."""
     n, V = q.shape
     neg = np.empty(V)
     rest = np.empty(V)
-    limit = 1.0 + tol
     half = tol / 2
     ok = True
+    lo = 0  # least and largest bit patterns of the weights
+    hi = 0
     for x in range(n):
         w = _at_most_one(_ratio(px[x], qx[x]) * state[x])
         m = mass[x]
@@ -148,7 +163,9 @@ def block_last(state, px, qx, q, p, mass, lanes, fma_neg, tol, sums_hold,
             r = _mul_add(-pa, w, qa, fma_neg)
             neg[a] = 0.0 if r > 0 else r
             wa = _at_most_one(_ratio(pa, qa) * w)
-            ok &= _in_unit(wa, limit)
+            b = _bits(wa + 0.0)
+            lo = min(lo, b)
+            hi = max(hi, b)
             qw = qa * wa
             stop_L[x * V + a] = qw * m
             rest[a] = qa - qw
@@ -159,7 +176,9 @@ def block_last(state, px, qx, q, p, mass, lanes, fma_neg, tol, sums_hold,
         den = S + (1.0 - w)
         hx = 1.0 if den == 0 else S / den
         h[x] = hx
-        ok &= _in_unit(hx, limit)
+        b = _bits(hx + 0.0)
+        lo = min(lo, b)
+        hi = max(hi, b)
         stop_prev[x] = m * hx * g
         if s == 0:
             for a in range(V):
@@ -172,7 +191,7 @@ def block_last(state, px, qx, q, p, mass, lanes, fma_neg, tol, sums_hold,
                 ok &= abs(row_sum(corr[x], lanes) - 1.0) <= half
         else:  # NaN or -inf
             ok = False
-    return ok
+    return ok and lo >= 0 and hi <= _bits(1.0 + tol)
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
@@ -189,13 +208,16 @@ def token_last(px, qx, q, p, mass, R_parent, lanes, tol, sums_hold,
     n, V = q.shape
     res = np.empty(V)
     rest = np.empty(V)
-    limit = 1.0 + tol
     half = tol / 2
     ok = True
+    lo = 0  # least and largest bit patterns of the weights
+    hi = 0
     for x in range(n):
         ax = _at_most_one(_ratio(px[x], qx[x]))
         a_out[x] = ax
-        ok &= _in_unit(ax, limit)
+        b = _bits(ax + 0.0)
+        lo = min(lo, b)
+        hi = max(hi, b)
         rx = R_parent[x] * ax
         R[x] = rx
         qr = mass[x] * rx
@@ -205,7 +227,9 @@ def token_last(px, qx, q, p, mass, R_parent, lanes, tol, sums_hold,
             r = pa - qa
             res[a] = 0.0 if r < 0 else r
             ca = _at_most_one(_ratio(pa, qa))
-            ok &= _in_unit(ca, limit)
+            b = _bits(ca + 0.0)
+            lo = min(lo, b)
+            hi = max(hi, b)
             qw = qa * ca
             stop_L[x * V + a] = qw * qr
             rest[a] = qw
@@ -222,7 +246,7 @@ def token_last(px, qx, q, p, mass, R_parent, lanes, tol, sums_hold,
                 ok &= abs(row_sum(corr[x], lanes) - 1.0) <= half
         else:  # NaN or inf
             ok = False
-    return ok
+    return ok and lo >= 0 and hi <= _bits(1.0 + tol)
 
 
 #: The exponent bits of a float64: all set for an infinite or NaN entry, and only there.
