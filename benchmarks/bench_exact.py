@@ -19,11 +19,18 @@ the per-draft route.
   before the per-draft route runs (its peak, with the node result still held for the comparison,
   is ``peak_rss_gib_with_per_draft``); ``rss_gib_after_instance`` is the resident memory once the
   input tables are built.
+* Token and block verification at depths L-1 and L and the output law's last step run on the
+  compiled kernels of ``spectheory.engine._nodes_cpu`` (numba; the same values bit for bit as
+  the torch route, from ``COMPILED_MIN_NODES`` nodes on, which V = 8, L = 7 reaches);
+  ``headline*_torch_route`` is the same case with ``SPECTHEORY_NUMBA=0`` (torch throughout).
 * A straightforward per-draft Python loop on a small case (E[tau] only).
 
 Torch runs with one thread; each case runs in a fresh subprocess (its peak memory is its own);
-times are medians over ``--repeat`` runs (the first call, which also grows the heap, is
-reported apart). Usage:
+times are medians over ``--repeat`` runs (the first call, which also grows the heap and loads
+the compiled kernels, is reported apart), with the least ratio over the runs (``min_ratio``)
+and the same ratios in CPU time (``cpu_ratio_to_floor``, ``cpu_min_ratio``: analysis CPU time
+over floor CPU time, which other work on the machine inflates less than wall time). The load
+average is recorded before and after each case and the whole run. Usage:
 
 ```bash
 python benchmarks/bench_exact.py [--repeat 5] [--out benchmarks/results/bench_exact.json]
@@ -42,13 +49,14 @@ import sys
 import time
 
 CASE = r"""
-import json, resource, statistics, sys, time
+import json, os, resource, statistics, sys, time
 import numpy as np, torch
 torch.set_num_threads(1)
 from spectheory.engine.analysis import analyze
 from spectheory.inputs.instances import Instance
 from spectheory.inputs.random_instances import dirichlet_model, random_instance
 from spectheory.engine.seqtree import levels
+from spectheory.runtime.limits import SWITCH_OFF
 
 V, L, name, mode, repeat = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5])
 per_draft = len(sys.argv) > 6 and sys.argv[6] == "per-draft"
@@ -70,10 +78,11 @@ laws = mode == "full"
 
 
 def read_floor():
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     s = 0.0
     for x in ql + pl:
         s += float(x.sum())
+    cpu_floors.append(time.process_time() - c)
     return time.perf_counter() - t
 
 
@@ -86,12 +95,15 @@ rss_resident = resident_gib()
 
 
 def run(route):
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     r = analyze(inst, name, route=route, laws=laws, max_sequences=V ** (L + 1))
+    if route == "auto":
+        cpu_times.append(time.process_time() - c)
     return time.perf_counter() - t, r
 
 
-floors, times = [], []
+floors, times, cpu_floors, cpu_times = [], [], [], []
+load_before = os.getloadavg()
 r = None
 for _ in range(repeat):
     floors.append(read_floor())
@@ -107,6 +119,11 @@ out = {"V": V, "L": L, "verifier": name, "drafts": V**L, "laws": laws, "route": 
        "seconds": node, "ratio_to_floor": node / floor, "times": times, "floors": floors,
        "first_call_seconds": times[0], "first_call_ratio": times[0] / floors[0],
        "warm_seconds": warm, "warm_ratio_to_floor": warm / statistics.median(floors[1:] or floors),
+       "cpu_ratio_to_floor": statistics.median(cpu_times) / statistics.median(cpu_floors),
+       "cpu_min_ratio": min(a / b for a, b in zip(cpu_times, cpu_floors)),
+       "min_ratio": min(a / b for a, b in zip(times, floors)),
+       "compiled_kernels": os.environ.get("SPECTHEORY_NUMBA", "") not in SWITCH_OFF,
+       "load_average_before": load_before, "load_average_after": os.getloadavg(),
        "block_efficiency": float(r.block_efficiency), "tv": float(r.tv_to_target),
        "threads": torch.get_num_threads(), "peak_rss_gib_instance": rss_instance,
        "rss_gib_after_instance": rss_resident, "peak_rss_gib": peak_node}
@@ -126,10 +143,13 @@ print(json.dumps(out))
 
 
 def run_case(V: int, L: int, name: str = "block", mode: str = "full", repeat: int = 5,
-             per_draft: bool = False, keep: bool = True) -> dict:
+             per_draft: bool = False, keep: bool = True, kernels: bool = True) -> dict:
     args = [sys.executable, "-c", CASE, str(V), str(L), name, mode, str(repeat),
             "per-draft" if per_draft else "-", "keep" if keep else "default"]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")]))
+    env.pop("SPECTHEORY_NUMBA", None)
+    if not kernels:  # the torch route throughout
+        env["SPECTHEORY_NUMBA"] = "0"
     out = subprocess.run(args, check=True, capture_output=True, text=True, env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -179,10 +199,14 @@ def main() -> int:
     results = {"machine": f"{platform.machine()}, {os.cpu_count()} cores, "
                           f"{platform.python_implementation()} {platform.python_version()}, "
                           f"torch {torch.__version__}, 1 thread",
-               "command": f"python benchmarks/bench_exact.py --repeat {args.repeat}"}
+               "command": f"python benchmarks/bench_exact.py --repeat {args.repeat}",
+               "load_average_before": os.getloadavg()}
     print("V = 8, L = 7 block: node route vs read floor and per-draft route ...", file=sys.stderr)
     results["headline"] = run_case(8, 7, "block", "full", args.repeat, per_draft=True)
     results["headline_token"] = run_case(8, 7, "token", "full", args.repeat, per_draft=True)
+    results["headline_torch_route"] = run_case(8, 7, "block", "full", args.repeat, kernels=False)
+    results["headline_token_torch_route"] = run_case(8, 7, "token", "full", args.repeat,
+                                                     kernels=False)
     results["headline_default_allocator"] = run_case(8, 7, "block", "full", args.repeat, keep=False)
     results["headline_token_default_allocator"] = run_case(8, 7, "token", "full", args.repeat,
                                                            keep=False)
@@ -203,13 +227,15 @@ def main() -> int:
                           "engine_seconds": t_engine, "speedup": t_loop / t_engine,
                           "note": "engine also computes the full output law and TV; the loop "
                                   "computes E[tau] only"}
+    results["load_average_after"] = os.getloadavg()
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w") as fh:
         json.dump(results, fh, indent=1)
     for key in ("headline", "headline_token"):
         h = results[key]
         print(f"V=8 L=7 {h['verifier']}: node route {h['seconds'] * 1e3:.0f} ms = "
-              f"{h['ratio_to_floor']:.1f}x the read floor (first call "
+              f"{h['ratio_to_floor']:.1f}x the read floor (least {h['min_ratio']:.1f}x; CPU "
+              f"time {h['cpu_ratio_to_floor']:.1f}x, least {h['cpu_min_ratio']:.1f}x; first call "
               f"{h['first_call_ratio']:.1f}x, later calls {h['warm_ratio_to_floor']:.1f}x) "
               f"({h['read_floor_s'] * 1e3:.1f} ms, "
               f"{h['read_floor_gb_s']:.1f} GB/s); per-draft route {h['per_draft_seconds']:.2f} s "
@@ -223,11 +249,18 @@ def main() -> int:
         print(f"{c['V']:>3} {c['L']:>3} {str(c['laws']):>5} {str(c['keep_freed_memory']):>5} "
               f"{c['seconds']:>8.3f} {c['ratio_to_floor']:>8.1f} {c['peak_rss_gib']:>6.2f} "
               f"{c['rss_gib_after_instance']:>6.2f}")
+    for key in ("headline_torch_route", "headline_token_torch_route"):
+        h = results[key]
+        print(f"V=8 L=7 {h['verifier']}, torch route (SPECTHEORY_NUMBA=0): "
+              f"{h['seconds'] * 1e3:.0f} ms = {h['ratio_to_floor']:.1f}x the read floor "
+              f"(CPU time {h['cpu_ratio_to_floor']:.1f}x)")
     for key in ("headline_default_allocator", "headline_token_default_allocator"):
         h = results[key]
         print(f"V=8 L=7 {h['verifier']}, default allocator: {h['seconds'] * 1e3:.0f} ms = "
               f"{h['ratio_to_floor']:.1f}x the read floor (first call "
               f"{h['first_call_ratio']:.1f}x, later calls {h['warm_ratio_to_floor']:.1f}x)")
+    print(f"load average {results['load_average_before']} before, "
+          f"{results['load_average_after']} after")
     v = results["vs_loop"]
     print(f"per-draft Python loop, V=4 L=8: {v['loop_seconds']:.2f} s vs engine "
           f"{v['engine_seconds']:.3f} s: {v['speedup']:.0f}x")

@@ -340,3 +340,14 @@ def test_deferral_only_where_the_kernel_reads_the_table(small):
         assert not analysis_mod._screens_top(inst, how, **{**args, **change}), change
     assert not analysis_mod._screens_top(inst, analysis_mod.plan("traversal", None, None),
                                          **args)
+
+
+def test_deferred_check_runs_when_the_kernel_did_not(small, monkeypatch):
+    """The check of the top target table is left to the output kernel; where the kernel does
+    not run after all (numba could not be loaded), the whole check runs after the torch
+    route, before any result, and refuses in the same line."""
+    inst = _with_bad(random_instance(3, 3, 2), "target", 3, 17, float("inf"))
+    monkeypatch.setattr(nodes_mod, "_KERNELS", [None])
+    with pytest.raises(SpectheoryError, match=r"target: the row after prefix \(1, 2, 2\) has a "
+                                              r"non-finite entry \(inf\)"):
+        analyze(inst, "token", backend="torch")

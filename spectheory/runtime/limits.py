@@ -113,7 +113,8 @@ def env_limit(name: str) -> int:
 #: Environment variables that switch a route on or off: name -> (what "on" does, what "off"
 #: does). Unset or empty means on.
 ENV_SWITCHES = {
-    "SPECTHEORY_NUMBA": ("GBV's compiled kernels from KERNEL_MIN_VOCAB tokens on, the default",
+    "SPECTHEORY_NUMBA": ("compiled kernels: GBV's from KERNEL_MIN_VOCAB tokens on, the per-node "
+                         "route's (token, block) from COMPILED_MIN_NODES nodes on; the default",
                          "torch operations only; numba is never imported"),
 }
 #: The values a switch accepts (compared after stripping blanks and lower-casing).
