@@ -351,3 +351,71 @@ def test_deferred_check_runs_when_the_kernel_did_not(small, monkeypatch):
     with pytest.raises(SpectheoryError, match=r"target: the row after prefix \(1, 2, 2\) has a "
                                               r"non-finite entry \(inf\)"):
         analyze(inst, "token", backend="torch")
+
+
+def _aten_row_sum(row, lanes: int) -> float:
+    """torch's CPU sum of a contiguous row, written from ATen's cascade_sum (row_sum with four
+    accumulators over vectors of ``lanes`` entries; scalars when lanes < 2 or the row is
+    shorter than a vector), for rows of fewer than 64 vectors: an independent statement of the
+    order the kernels reproduce."""
+    V = len(row)
+    if lanes < 2 or V < lanes:
+        acc = [0.0] * 4
+        for i in range(V // 4):
+            for k in range(4):
+                acc[k] += row[4 * i + k]
+        for i in range(4 * (V // 4), V):
+            acc[0] += row[i]
+        return ((acc[0] + acc[1]) + acc[2]) + acc[3]
+    nv = V // lanes
+    acc = [[0.0] * lanes for _ in range(4)]
+    for i in range(nv // 4):
+        for k in range(4):
+            for j in range(lanes):
+                acc[k][j] += row[(4 * i + k) * lanes + j]
+    for i in range(4 * (nv // 4), nv):
+        for j in range(lanes):
+            acc[0][j] += row[i * lanes + j]
+    for k in range(1, 4):
+        for j in range(lanes):
+            acc[0][j] += acc[k][j]
+    total = 0.0
+    for i in range(nv * lanes, V):
+        total += row[i]
+    for j in range(lanes):
+        total += acc[0][j]
+    return total
+
+
+def test_row_sum_is_atens_order():
+    """`row_sum` against the written-out ATen order for every lane width the probe may choose
+    and widths around them (a wrong index or accumulator is caught even where the probe would
+    pick another width that happens to agree with torch)."""
+    mod = nodes_mod._kernel_module()
+    rng = np.random.default_rng(3)
+    for lanes in (1, 2, 4, 8, 16):
+        for V in list(range(1, 41)) + [63, 64, 100, 129]:
+            if (V if lanes < 2 or V < lanes else V // lanes) >= 64:
+                continue
+            rows = rng.random((16, V)) * np.exp2(-rng.integers(0, 40, (16, V)))
+            got = mod.probe_sums(rows, lanes, np.empty(16))
+            ref = np.array([_aten_row_sum(list(r), lanes) for r in rows])
+            assert np.array_equal(got, ref), (lanes, V)
+
+
+@pytest.mark.parametrize("verifier", ["token", "block"])
+def test_negative_weight_fails_the_screen(verifier, small, monkeypatch):
+    """A negative target entry at depth L-1 makes the pass weight of its node at depth L
+    negative: the kernel's screen fails and the torch route names it."""
+    inst = random_instance(3, 3, 4)
+    p = [t.copy() for t in inst.target.tables]
+    p[2][4] = [-0.25, 0.75, 0.5]
+    inst = Instance(3, 3, TableModel(3, tuple(p)), inst.draft)
+    calls = _counting(monkeypatch)
+    with pytest.raises(LawError) as fast:
+        analyze(inst, verifier, backend="torch")
+    assert calls["screens"] == [False]
+    _torch_route(monkeypatch)
+    with pytest.raises(LawError) as slow:
+        analyze(inst, verifier, backend="torch")
+    assert str(fast.value) == str(slow.value) and fast.value.kind == "negative"
