@@ -263,7 +263,11 @@ def output_top(A, T, m, corr, p, stop_L, pL, fma_out, diff, out):  # pragma: no 
     exponent field read is not all ones: an integer maximum, which vectorises)."""
     r, V = p.shape
     Vb = pL.shape[1]
-    bits = pL.view(np.uint64)
+    W = V * Vb  # the output entries below one node x: one loop of V Vb, which vectorises
+    flat = pL.reshape(-1)
+    bits = flat.view(np.uint64)
+    dest = out.reshape(-1)
+    tops = np.empty(W)
     top_exponent = np.uint64(0)
     for x in range(r):
         Ax = A[x]
@@ -276,8 +280,11 @@ def output_top(A, T, m, corr, p, stop_L, pL, fma_out, diff, out):  # pragma: no 
             top = av + stop_L[k]
             diff[k] = abs(top - pa * Tx)
             for b in range(Vb):
-                top_exponent = max(top_exponent, bits[k, b] & _EXPONENT)
-                out[k, b] = pL[k, b] * top
+                tops[a * Vb + b] = top
+        base = x * W
+        for e in range(W):
+            top_exponent = max(top_exponent, bits[base + e] & _EXPONENT)
+            dest[base + e] = flat[base + e] * tops[e]
     return top_exponent != _EXPONENT
 
 
