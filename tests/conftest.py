@@ -1,8 +1,17 @@
 import os
 import sys
 
-import pytest
-from hypothesis import settings
+# One compute thread per test process, set before numpy or torch is first imported here. Each
+# xdist worker is one process per core already; torch's default of a thread per core on top of
+# that makes two-core machines oversubscribed, and its spinning threads on the suite's small
+# arrays cost CPU, not time saved (6 transformers-like step checks of tests/test_step.py: 13.6 s
+# with torch's default on 2 cores, 4.0 s with one thread). Subprocesses inherit it; a test of
+# thread settings sets its own environment. An explicit setting in the environment wins.
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import pytest  # noqa: E402
+from hypothesis import settings  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(__file__))
 
