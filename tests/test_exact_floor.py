@@ -419,3 +419,19 @@ def test_negative_weight_fails_the_screen(verifier, small, monkeypatch):
     with pytest.raises(LawError) as slow:
         analyze(inst, verifier, backend="torch")
     assert str(fast.value) == str(slow.value) and fast.value.kind == "negative"
+
+
+@pytest.mark.parametrize("verifier", ["token", "block"])
+def test_multi_iteration_many_contexts_bit_for_bit(verifier, small, monkeypatch):
+    """The law of the first N tokens steps the per-node route below V^n contexts at once (C > 1
+    rows at depth 0): the kernels' values there are the torch route's."""
+    from spectheory.engine.analysis import multi_iteration_law
+
+    inst = random_instance(3, 3, 12)
+    calls = _counting(monkeypatch)
+    fast = multi_iteration_law(inst, verifier, 4, backend="torch")
+    assert calls[f"{verifier}_last"] >= 2 and all(calls["screens"])
+    _torch_route(monkeypatch)
+    slow = multi_iteration_law(inst, verifier, 4, backend="torch")
+    assert _eq(fast[0], slow[0]) and _eq(fast[1], slow[1]) and _eq([fast[2]], [slow[2]])
+    assert fast[2] < 1e-12
