@@ -259,6 +259,7 @@ def test_only_token_and_block_take_the_kernels(small):
 
 
 def test_threshold(monkeypatch):
+    monkeypatch.delenv("SPECTHEORY_NUMBA", raising=False)
     pl = levels(INSTANCES["grid-8-3"].target, 0, 4, False)
     monkeypatch.setattr(nodes_mod, "COMPILED_MIN_NODES", 8**3 + 1)
     assert compiled_kernels(BLOCK_NODE, pl[2], 8) is None
