@@ -661,9 +661,10 @@ def _compiled_last_levels(kernels: CompiledKernels, form, q_levels, p_levels, V:
     stop_L = torch.empty(n * V, **f64)
     stop_prev = torch.empty(n, **f64)
     mod, tol = kernels.module, float(ROW_SUM_TOL)
-    # rows normalised by a finite non-zero total sum to 1 within 2 (V + 1) ulps: the kernels then
-    # skip the sum (a factor 4 of margin below tol / 2)
-    sums_hold = 16 * (V + 1) * float(np.finfo(np.float64).eps) <= tol
+    # rows normalised by a finite non-zero total sum to 1 within 2 (V + 1) ulps: the kernels skip
+    # that sum, which needs a factor 4 of margin below tol / 2 (else the torch route)
+    if 16 * (V + 1) * float(np.finfo(np.float64).eps) > tol:
+        return None
     forward = form.scan == "forward"
     masses.append(mass)
     if forward:
@@ -672,15 +673,13 @@ def _compiled_last_levels(kernels: CompiledKernels, form, q_levels, p_levels, V:
             R.append(_repeat(R[-1], V) * weights[d])
         R_last = torch.empty(n, **f64)
         ok = mod.token_last(_flat(px), _flat(qx), _flat(q), _flat(p), _flat(mass),
-                            _flat(_repeat(R[-1], V)), kernels.lanes, tol, sums_hold,
-                            w_last.numpy(),
+                            _flat(_repeat(R[-1], V)), kernels.lanes, tol, w_last.numpy(),
                             R_last.numpy(), corr.numpy(), stop_L.numpy(), stop_prev.numpy())
         R.append(R_last)
     else:
         G = torch.empty(n, **f64)
         ok = mod.block_last(_flat(state), _flat(px), _flat(qx), _flat(q), _flat(p), _flat(mass),
-                            kernels.lanes, kernels.fma_neg, tol, sums_hold, w_last.numpy(),
-                            corr.numpy(),
+                            kernels.lanes, kernels.fma_neg, tol, w_last.numpy(), corr.numpy(),
                             stop_L.numpy(), G.numpy(), stop_prev.numpy())
     if not ok:
         return None
