@@ -29,7 +29,7 @@ import time
 
 import torch
 
-from spectheory.testing.sampler import DraftRows, check_sampler, make_sampler
+from spectheory.testing.checks.sampler import DraftRows, check_sampler, make_sampler
 
 from _machine import cpu_name
 

@@ -83,8 +83,8 @@ def main(argv=None):
         f"{os.environ.get('OMP_NUM_THREADS')}")
     log(f"# command: python benchmarks/bench_engine_recipes.py {' '.join(argv or sys.argv[1:])}")
     from spectheory.testing import check_sampler
-    from spectheory.testing.layouts import (SGLANG_CHAIN, TRANSFORMERS, VLLM_MRV2, VLLM_V1,
-                                            engine_coin_sampler, engine_sampler)
+    from spectheory.testing.engines.layouts import (SGLANG_CHAIN, TRANSFORMERS, VLLM_MRV2, VLLM_V1,
+                                                    engine_coin_sampler, engine_sampler)
 
     if "transformers" in only:
         import transformers

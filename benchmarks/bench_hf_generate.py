@@ -26,8 +26,8 @@ import numpy as np
 import torch
 
 from spectheory.runtime.errors import SpectheoryError
-from spectheory.testing import hf_generate as H
-from spectheory.testing.step import detection_power
+from spectheory.testing.checks import hf_generate as H
+from spectheory.testing.checks.step import detection_power
 
 from _machine import cpu_name
 
@@ -111,7 +111,7 @@ def render(rows: dict, meta: dict) -> str:
              ""] + [f"* `{c}`" for c in commands] + ["",
              f"transformers {meta['transformers']}, torch {meta['torch']}, Python "
              f"{meta['python']}, {meta['cpu']}, {meta['date']}.", "",
-             "`check_hf_generate` (`spectheory.testing.hf_generate`): "
+             "`check_hf_generate` (`spectheory.testing.checks.hf_generate`): "
              "`target.generate(bos, assistant_model=draft, do_sample=True, max_new_tokens=4, "
              "**kwargs)` on `random_instance(3, 2, 21)` dressed as `PreTrainedModel`s (V + 1 = 4 "
              "ids, float32 kit logits), assistant 2 drafts a step (constant schedule, no "

@@ -6,7 +6,7 @@ models (V = 4, seeds 10 and 11, scale 3), ``--samples`` iterations (default 20,0
 ``--chunk`` iterations, family-wise false-alarm rate 1e-3 over the G-tests of the lossless
 verifier (level 1e-3/3 a test). Records the wall time, the peak resident memory (``ru_maxrss``
 of this process), the tests' statistics, and the total-variation bias each test detects with
-90% power at its level (`spectheory.testing.budget.detectable_tv`: non-central chi-square, the
+90% power at its level (`spectheory.testing.statistics.budget.detectable_tv`: non-central chi-square, the
 bias spread least favourably; the G-test has the Pearson statistic's limit).
 
 A drafted batch of a chunk compares every pair of its chunk x K paths to share the rows of
@@ -42,7 +42,7 @@ def main(argv=None) -> int:
     from spectheory.gpu_validation.decoding import SpeculativeDecoder
     from spectheory.gpu_validation.experiments.lossless import lossless_test
     from spectheory.gpu_validation.tiny import tiny_qwen2
-    from spectheory.testing.budget import detectable_tv
+    from spectheory.testing.statistics.budget import detectable_tv
 
     dec = SpeculativeDecoder(tiny_qwen2(4, seed=10, scale=3.0), tiny_qwen2(4, seed=11, scale=3.0))
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -21,9 +21,9 @@ import sys
 
 import numpy as np
 
-from spectheory.testing import mlx_generate as M
-from spectheory.testing.hf_generate import generate_law
-from spectheory.testing.step import detection_power
+from spectheory.testing.checks import mlx_generate as M
+from spectheory.testing.checks.hf_generate import generate_law
+from spectheory.testing.checks.step import detection_power
 
 from _machine import cpu_name
 
@@ -94,7 +94,7 @@ def main(argv=None) -> int:
              f"Command: `{cmd.strip()}`", "",
              f"{M.mlx_versions()}, Python {platform.python_version()}, {cpu_name()}, "
              f"{datetime.date.today().isoformat()}.", "",
-             "`check_mlx_generate` (`spectheory.testing.mlx_generate`): "
+             "`check_mlx_generate` (`spectheory.testing.checks.mlx_generate`): "
              "`speculative_generate_step(mx.array([3]), target, draft, num_draft_tokens=2, "
              f"max_tokens={TOKENS}, sampler=make_sampler(temp=1, ...), logits_processors=...)` "
              "on `random_instance(3, 2, 21)` dressed as `mlx.nn.Module`s (V + 1 = 4 ids, float32 "

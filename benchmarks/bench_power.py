@@ -1,5 +1,5 @@
 """Benchmark: measured power of ``check_sampler`` (law mode, 3,000 samples) against every replica of
-the bug kit, on the sharp design (`spectheory.testing.sharp`) and on the default instances, and
+the bug kit, on the sharp design (`spectheory.testing.designs.sharp`) and on the default instances, and
 the false-alarm rate of correct samplers.
 
 For each verifier (token, block) the design is built once from exact laws
@@ -50,11 +50,11 @@ from scipy.stats import beta
 
 from spectheory.registry import VerifierSpec
 from spectheory.runtime.errors import SpectheoryError
-from spectheory.testing import adapters as A
-from spectheory.testing import layouts as Lm
+from spectheory.testing.engines import adapters as A
+from spectheory.testing.engines import layouts as Lm
 from spectheory.testing.mutants import coins
-from spectheory.testing.sampler import check_sampler, make_sampler
-from spectheory.testing.sharp import kit_design, predicted_power, simulated_power
+from spectheory.testing.checks.sampler import check_sampler, make_sampler
+from spectheory.testing.designs.sharp import kit_design, predicted_power, simulated_power
 
 from _machine import cpu_name
 
@@ -88,7 +88,7 @@ def default_rows(paths=1, per_instance=8, seed=12345):
     from spectheory.engine.joint import draft_rows
     from spectheory.engine.sampling import sample_drafts
     from spectheory.engine.seqtree import levels
-    from spectheory.testing.sampler import DraftRows, default_instances
+    from spectheory.testing.checks.sampler import DraftRows, default_instances
 
     g = torch.Generator().manual_seed(seed)
     out = []
@@ -105,7 +105,7 @@ def default_rows(paths=1, per_instance=8, seed=12345):
 def defined_rows(r, rows):
     """The rows on which the replica has a law (rows where a correction row of mass zero is
     reached leave the engine's behaviour undefined: token 0, a fallback row or an error)."""
-    from spectheory.testing.sharp import _rep_cells
+    from spectheory.testing.designs.sharp import _rep_cells
 
     out = []
     for d, q, p in rows:

@@ -7,7 +7,7 @@ prefix-dependent instances, 32 draft rows) in ``law`` and ``lossless`` modes, wi
 thread. The cost t(N) = fixed + N per_sample is fitted through the two largest sizes; from it,
 the sample count that fits budgets of 1, 10, 60 and 600 s (the last ones extrapolated) and the
 total-variation bias each count detects with 90% power at alpha = 1e-3
-(`spectheory.testing.budget.planned_tv`, the value the report will state).
+(`spectheory.testing.statistics.budget.planned_tv`, the value the report will state).
 
 Budgeted runs (``samples="auto"``) are timed at 1 and 10 s for the reference sampler, to see the
 whole call against its budget.
@@ -33,9 +33,9 @@ import time
 
 import torch
 
-from spectheory.testing import budget as B
-from spectheory.testing.sampler import (_ROW_LAWS, MIN_SECONDS_PER_SAMPLE, check_sampler,
-                                        default_instances, make_sampler)
+from spectheory.testing.statistics import budget as B
+from spectheory.testing.checks.sampler import (_ROW_LAWS, MIN_SECONDS_PER_SAMPLE, check_sampler,
+                                               default_instances, make_sampler)
 
 from _machine import cpu_name
 

@@ -1,7 +1,7 @@
 """Benchmark: ``check_step`` on the correct engine steps and on the bug kit's seam replicas.
 
 For each correct step (vLLM V1, SGLang, transformers built on the ports of
-`spectheory.testing.adapters`): the time of one check on the default step instances and the bias
+`spectheory.testing.engines.adapters`): the time of one check on the default step instances and the bias
 it detects, then the verdicts over ``--seeds`` seeds (false alarms, expected at most alpha = 1e-3
 each). For each replica of `spectheory.testing.mutants.steps`: its exact TV, the power
 ``detection_power`` states at the bug kit's sample count, and the catch rate measured over the
@@ -24,8 +24,8 @@ import numpy as np
 import torch
 
 from spectheory.testing.mutants import steps as S
-from spectheory.testing.step import (check_step, detection_power, sglang_step,
-                                     transformers_step, vllm_v1_step)
+from spectheory.testing.checks.step import (check_step, detection_power, sglang_step,
+                                            transformers_step, vllm_v1_step)
 
 from _machine import cpu_name
 

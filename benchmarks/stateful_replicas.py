@@ -25,7 +25,7 @@ import time
 import torch
 
 from spectheory.testing.mutants import stateful_steps as ss
-from spectheory.testing.step import check_step, detection_power, target_sequence_law
+from spectheory.testing.checks.step import check_step, detection_power, target_sequence_law
 
 ALPHA = 1e-3
 

@@ -2,13 +2,15 @@
 
 The core was laid out flat until it was grouped by role ([`spectheory.engine`][spectheory.engine],
 [`spectheory.cli`][spectheory.cli], [`spectheory.runtime`][spectheory.runtime],
-[`spectheory.inputs`][spectheory.inputs]), and the claims ledger's computations stood apart from
-their rows ([`spectheory.lp.claims`][spectheory.lp.claims]). Code written against the old paths
-(``import spectheory.exact``, ``from spectheory.trees import analyze_tree``) keeps working:
-[`install`][spectheory._moved.install] (run by ``import spectheory``) adds a finder that answers an
-old name with the module it moved to, the very module object (so ``isinstance`` and monkeypatching
-act on the module that runs), under both names in ``sys.modules``. Where an old module was split,
-its public names that left (`LEFT`) are set on the module the old name maps to, the same objects.
+[`spectheory.inputs`][spectheory.inputs]); the claims ledger's computations stood apart from their
+rows ([`spectheory.lp.claims`][spectheory.lp.claims]); the conformance kit was one folder until it
+was laid out by role ([`spectheory.testing`][spectheory.testing]). Code written against the old
+paths (``import spectheory.exact``, ``from spectheory.testing.layouts import VLLM_V1``) keeps
+working: [`install`][spectheory._moved.install] (run by ``import spectheory``) adds a finder that
+answers an old name with the module it moved to, the very module object (so ``isinstance`` and
+monkeypatching act on the module that runs), under both names in ``sys.modules``. Where an old
+module was split, its public names that left (`LEFT`) are set on the module the old name maps to,
+the same objects.
 """
 
 from __future__ import annotations
@@ -38,6 +40,19 @@ MOVED = {
     # and docs/heterogeneous-vocabularies.md)
     "spectheory.lp.relaxed_claims": "spectheory.lp.claims.relaxed_checks",
     "spectheory.lp.hetero_claims": "spectheory.lp.claims.hetero_checks",
+    # the conformance kit by role: its modules that README.md and docs/ named; the internal ones
+    # (calls, rows, report, sizing, own_sampler, lossless and the sampler's *_mode) are gone
+    **{f"spectheory.testing.{m}": f"spectheory.testing.checks.{m}" for m in (
+        "battery", "hf_generate", "mlx_generate", "sampler", "seeds", "step", "strategies",
+        "tree", "tree_ports", "vectors")},
+    **{f"spectheory.testing.{m}": f"spectheory.testing.engines.{m}"
+       for m in ("adapters", "engine_sampling", "layouts")},
+    "spectheory.testing.engine_ports": "spectheory.testing.engines.ports",
+    **{f"spectheory.testing.engine_ports.{m}": f"spectheory.testing.engines.ports.{m}"
+       for m in ("llamacpp", "mistralrs", "tgi", "trtllm")},
+    "spectheory.testing.stats": "spectheory.testing.statistics.stats",
+    "spectheory.testing.budget": "spectheory.testing.statistics.budget",
+    "spectheory.testing.sharp": "spectheory.testing.designs.sharp",
 }
 
 #: Old module name -> {public name that left it: the module that holds it now}.

@@ -1,3 +1,3 @@
-"""The suite's instance strategies live in :mod:`spectheory.testing.strategies`."""
+"""The suite's instance strategies live in :mod:`spectheory.testing.checks.strategies`."""
 
-from spectheory.testing.strategies import KINDS, instances, make_instance  # noqa: F401
+from spectheory.testing.checks.strategies import KINDS, instances, make_instance  # noqa: F401

@@ -1,4 +1,4 @@
-"""Adapters from engines' sampler layouts to the canonical signature (spectheory.testing.adapters).
+"""Adapters from engines' sampler layouts to the canonical signature (spectheory.testing.engines.adapters).
 
 Each adapter passes check_sampler in law mode for its verifier (family-wise false-alarm rate
 alpha = 1e-3, fixed seeds; the reports state the TV bias detected with 90% power at the sample
@@ -15,8 +15,8 @@ import inspect
 import pytest
 import torch
 
-from spectheory.testing import adapters as A
-from spectheory.testing.sampler import DraftRows, check_sampler, default_instances
+from spectheory.testing.engines import adapters as A
+from spectheory.testing.checks.sampler import DraftRows, check_sampler, default_instances
 
 
 def _rows(seed, B=6, L=3, V=5):
@@ -59,7 +59,7 @@ def test_hf_real_routine_through_the_transformers_layout():
     logits on both sides, one sequence a call, the global generator seeded inside fork_rng); its
     DIVERSE ensemble weight (lossy by design) is the negative control."""
     utils = pytest.importorskip("transformers.generation.utils")
-    from spectheory.testing.layouts import TRANSFORMERS, engine_sampler
+    from spectheory.testing.engines.layouts import TRANSFORMERS, engine_sampler
 
     rep = check_sampler(engine_sampler(utils._speculative_sampling, TRANSFORMERS), "token",
                         samples=2_000)

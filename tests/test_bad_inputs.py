@@ -796,7 +796,7 @@ def test_vectors_export_writes_nothing_half_way(tmp_path, monkeypatch, capsys):
     the output folder nor a temporary folder is left behind."""
     import errno
 
-    import spectheory.testing.vectors as vectors
+    import spectheory.testing.checks.vectors as vectors
 
     real = vectors.json.dump
     calls = []
@@ -857,7 +857,7 @@ def test_sizes_are_bounded_by_the_memory_estimate(monkeypatch, capsys):
     1 GiB); each refusal names the option and the estimate, and below the bound the values are
     accepted."""
     from spectheory.runtime import limits
-    from spectheory.testing.sampler import MAX_SECONDS, MIN_SECONDS_PER_SAMPLE
+    from spectheory.testing.checks.sampler import MAX_SECONDS, MIN_SECONDS_PER_SAMPLE
     from spectheory.testing.sampler_cli import parse_samples
 
     monkeypatch.setattr(limits, "physical_memory", lambda: 2**30)

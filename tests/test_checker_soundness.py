@@ -24,7 +24,7 @@ from spectheory.engine.analysis import analyze
 from spectheory.law import LawError
 from spectheory.cli.report import toy_instance
 from spectheory.testing import assert_lossless, check_lossless_battery
-from spectheory.testing.battery import default_battery
+from spectheory.testing.checks.battery import default_battery
 from spectheory.verifiers import block_verification
 
 # ----------------------------------------------------------------------------- bad laws

@@ -216,7 +216,7 @@ def test_sglang_top_p_pivot_where_the_cumulative_sum_equals_one_minus_top_p():
     (1/8, 1/2, 1), the first equal to 1 - top_p, so the pivot is 1/8 and every token stays
     (the row unchanged); at top_p = 1/2 the pivot is 3/8 (the sum 1/2 equals 1 - top_p
     there), keeping (0, 3/7, 4/7)."""
-    renorm = importlib.import_module("spectheory.testing.engine_sampling").sglang_renorm
+    renorm = importlib.import_module("spectheory.testing.engines.engine_sampling").sglang_renorm
     row = torch.tensor([[0.125, 0.375, 0.5], [0.375, 0.5, 0.125]], dtype=torch.float32)
     out = renorm(row, None, 0.875)
     assert torch.equal(out, row)

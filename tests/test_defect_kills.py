@@ -39,8 +39,8 @@ from spectheory.law import ROW_SUM_TOL, LawError, validate_law
 from spectheory.engine.nodes import NodeForm, node_verifier, validate_nodes
 from spectheory.inputs.random_instances import random_instance
 from spectheory.registry import VerifierSpec, get_verifier
-from spectheory.testing import stats
-from spectheory.testing.battery import make_instance
+from spectheory.testing.statistics import stats
+from spectheory.testing.checks.battery import make_instance
 from spectheory.verifiers.common import drafted_ratio
 
 F = Fraction

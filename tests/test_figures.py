@@ -364,7 +364,7 @@ def test_tree_help_is_plain_text(capsys):
 
 def test_vectors_export_and_check_show_progress_on_a_terminal(tmp_path, monkeypatch, capsys):
     from spectheory.inputs.random_instances import random_instance
-    from spectheory.testing.vectors import check_vectors, export_vectors
+    from spectheory.testing.checks.vectors import check_vectors, export_vectors
 
     inst = random_instance(2, 1, seed=0, denominator=4)
     names = export_vectors(tmp_path / "v", ["block", "token"], [inst], paths=1, decisions=0,

@@ -16,7 +16,7 @@ pytest.importorskip("transformers")
 from spectheory.gpu_validation.atomic import write_json  # noqa: E402
 from spectheory.gpu_validation.compare import config_key  # noqa: E402
 from spectheory.gpu_validation.decoding import (SpeculativeDecoder, resolve_verifier,  # noqa: E402
-                                     verifier_registry)
+                                                verifier_registry)
 from spectheory.gpu_validation.experiments.crosscheck import compare_one, crosscheck_proposals  # noqa: E402
 from spectheory.gpu_validation.experiments.lossless import lossless_test  # noqa: E402
 from spectheory.gpu_validation.experiments.run import run_prompt  # noqa: E402
@@ -85,12 +85,12 @@ def test_gtest_multipath(dec):
     """GBV with K = 2 passes both G-tests at 2,000 samples (family-wise false-alarm rate 1e-3,
     level 1e-3/3 a test): at this size they detect a total-variation bias >= 0.060 in the
     first-token law (3 degrees of freedom) and >= 0.074 in the pair law (15) with 90% power
-    (`spectheory.testing.budget.detectable_tv`). The 20,000-sample run (0.019 / 0.023) is
+    (`spectheory.testing.statistics.budget.detectable_tv`). The 20,000-sample run (0.019 / 0.023) is
     ``benchmarks/bench_large_sample_gtest.py``; chunks of 500 iterations keep the drafted
     batches small (memory grows with the square of a chunk's paths)."""
     if "gbv" not in verifier_registry():
         pytest.skip("multi-path verifiers not available")
-    from spectheory.testing.budget import detectable_tv
+    from spectheory.testing.statistics.budget import detectable_tv
 
     res = lossless_test(dec, [2, 1], ["gbv"], n=2000, K=2, L=2, alpha=1e-3, chunk=500,
                         generator=torch.Generator().manual_seed(1))

@@ -63,7 +63,7 @@ def test_json_schema_masks_agree_with_a_hand_table():
 def _engine_step(grammar):
     """vLLM-V1-like step whose masks come from ``grammar`` (per position along the draft path),
     whatever the request says: the engine's own grammar backend."""
-    from spectheory.testing.step import vllm_v1_step
+    from spectheory.testing.checks.step import vllm_v1_step
 
     def step(request):
         sp = dataclasses.replace(request.sampling, grammar=grammar)
@@ -75,7 +75,7 @@ def _engine_step(grammar):
 def _one_state_step(grammar):
     """TGI's reading (`HeterogeneousNextTokenChooser`): every speculative position masked with
     the FSM state of the context, not of the draft path before it."""
-    from spectheory.testing.step import StepRequest, vllm_v1_step
+    from spectheory.testing.checks.step import StepRequest, vllm_v1_step
 
     def step(request):
         n = request.context.shape[1]
@@ -101,7 +101,7 @@ def _one_state_step(grammar):
 def test_whole_step_under_engine_masks_against_the_exact_masked_law():
     """alpha = 1e-3. The law: the target masked by the kit's regex automaton; the step: masks
     from llguidance. A step that masks every position with the context's state fails."""
-    from spectheory.testing.step import check_step
+    from spectheory.testing.checks.step import check_step
 
     rx = r"(1|2|a)(12|1|a)*2?"
     kit = TokenAutomaton.from_regex(rx, TOKENS, eos=4)

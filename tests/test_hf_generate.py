@@ -1,5 +1,5 @@
 """transformers' assisted generation, unmodified, against the exact law
-(spectheory.testing.hf_generate).
+(spectheory.testing.checks.hf_generate).
 
 False alarms: every check runs at alpha = 1e-3 family-wise with a fixed seed, so each verdict on
 the released library below is fixed; its chance of being a false alarm is at most 1e-3. Power:
@@ -19,8 +19,8 @@ import torch
 
 from spectheory.inputs.random_instances import random_instance
 from spectheory.runtime.errors import OptionError, SpectheoryError
-from spectheory.testing import hf_generate as H
-from spectheory.testing.step import detection_power
+from spectheory.testing.checks import hf_generate as H
+from spectheory.testing.checks.step import detection_power
 
 ALPHA = 1e-3
 

@@ -30,7 +30,7 @@ from spectheory.inputs.stateful import TokenAutomaton
 from spectheory.inputs.tokenizers import MAX_WORK, check_hetero_sizes
 from spectheory.runtime.errors import (InstanceError, OptionError, SpectheoryError,
                                        UserCodeError)
-from spectheory.testing import seeds as sd
+from spectheory.testing.checks import seeds as sd
 
 
 def refused(code, out, err, *words):
@@ -395,9 +395,9 @@ def test_single_instance_is_a_list_of_one(inst3):
 
 
 def test_ports_refuse_bad_options():
-    from spectheory.testing.engine_ports.mistralrs import mistralrs_step
-    from spectheory.testing.engine_ports.tgi import tgi_step
-    from spectheory.testing.step import check_step
+    from spectheory.testing.engines.ports.mistralrs import mistralrs_step
+    from spectheory.testing.engines.ports.tgi import tgi_step
+    from spectheory.testing.checks.step import check_step
 
     for step, word in [(lambda r: tgi_step(r, fixed="no"), "fixed"),
                        (lambda r: mistralrs_step(r, version="bogus"), "version")]:
@@ -596,7 +596,7 @@ def test_hetero_work_limit_is_the_product():
     (dict(generate_kwargs={"temperature": float("nan")}), "temperature")])
 def test_check_hf_generate_refuses(inst3, kw, word):
     pytest.importorskip("transformers")
-    from spectheory.testing.hf_generate import check_hf_generate
+    from spectheory.testing.checks.hf_generate import check_hf_generate
 
     with pytest.raises(SpectheoryError) as e:
         check_hf_generate(**{"instances": [inst3], "samples": 30, "max_seconds": 60, **kw})

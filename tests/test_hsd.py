@@ -21,7 +21,7 @@ from spectheory.inputs.random_instances import random_instance
 from spectheory.registry import VerifierSpec
 from spectheory.cli.report import toy_instance
 from spectheory.testing import check_lossless_battery
-from spectheory.testing.battery import default_battery
+from spectheory.testing.checks.battery import default_battery
 from spectheory.engine.seqtree import levels, path_probabilities
 from spectheory.verifiers.block import block_verification
 from spectheory.verifiers.common import normalise_residual, stop_from_acceptance_weights

@@ -16,10 +16,10 @@ import pytest
 # the verifier registry cannot be imported twice in one process)
 import torch  # noqa: F401
 
-import spectheory.testing.sampler  # noqa: F401
-import spectheory.testing.step  # noqa: F401
-import spectheory.testing.tree  # noqa: F401
-import spectheory.testing.tree_ports  # noqa: F401
+import spectheory.testing.checks.sampler  # noqa: F401
+import spectheory.testing.checks.step  # noqa: F401
+import spectheory.testing.checks.tree  # noqa: F401
+import spectheory.testing.checks.tree_ports  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,7 +32,7 @@ def test_every_check_is_exported_from_spectheory_testing():
     import from spectheory.testing itself and are the objects their modules define."""
     import spectheory.testing as kit
 
-    modules = ["sampler", "lossless", "tree", "step", "vectors"]
+    modules = ["checks.sampler", "checks.lossless", "checks.tree", "checks.step", "checks.vectors"]
     wanted = {"reference_coin_sampler", "DraftRows", "make_sampler", "tree_engine_sampler",
               "sharp_rows", "kit_design", "engine_sampler", "engine_coin_sampler"}
     for m in modules:
@@ -71,8 +71,8 @@ def test_the_names_the_docs_import_from_the_kit_exist():
 
 def test_import_spectheory_testing_stays_cheap():
     code = ("import sys, spectheory.testing as t\n"
-            "heavy = [m for m in ('torch', 'scipy', 'spectheory.testing.step', "
-            "'spectheory.testing.tree') if m in sys.modules]\n"
+            "heavy = [m for m in ('torch', 'scipy', 'spectheory.testing.checks.step', "
+            "'spectheory.testing.checks.tree') if m in sys.modules]\n"
             "print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=ROOT, timeout=120)
@@ -84,16 +84,16 @@ def test_import_spectheory_testing_stays_cheap():
 
 
 TREE_SAMPLERS = '''
-from spectheory.testing.tree_ports import SGLANG_TREE, tree_engine_sampler
-from spectheory.testing.tree_ports import tree_speculative_sampling_target_only
+from spectheory.testing.checks.tree_ports import SGLANG_TREE, tree_engine_sampler
+from spectheory.testing.checks.tree_ports import tree_speculative_sampling_target_only
 
 good = tree_engine_sampler(tree_speculative_sampling_target_only, SGLANG_TREE)
 '''
 
 
 def _sglang_tree_sampler():
-    from spectheory.testing.tree_ports import SGLANG_TREE, tree_engine_sampler
-    from spectheory.testing.tree_ports import tree_speculative_sampling_target_only as kernel
+    from spectheory.testing.checks.tree_ports import SGLANG_TREE, tree_engine_sampler
+    from spectheory.testing.checks.tree_ports import tree_speculative_sampling_target_only as kernel
 
     return tree_engine_sampler(kernel, SGLANG_TREE)
 
@@ -167,8 +167,8 @@ def test_the_sglang_tree_preset_calls_by_position_or_refuses():
 
     from spectheory.runtime.errors import OptionError
     from spectheory.testing import check_tree_sampler
-    from spectheory.testing.tree_ports import SGLANG_TREE, tree_engine_sampler
-    from spectheory.testing.tree_ports import tree_speculative_sampling_target_only as kernel
+    from spectheory.testing.checks.tree_ports import SGLANG_TREE, tree_engine_sampler
+    from spectheory.testing.checks.tree_ports import tree_speculative_sampling_target_only as kernel
 
     seen = []
 
@@ -211,10 +211,10 @@ import json
 
 import pytest
 
-from spectheory.testing.sampler import make_sampler
-from spectheory.testing.step import sglang_step
-from spectheory.testing.tree_ports import SGLANG_TREE, tree_engine_sampler
-from spectheory.testing.tree_ports import tree_speculative_sampling_target_only as kernel
+from spectheory.testing.checks.sampler import make_sampler
+from spectheory.testing.checks.step import sglang_step
+from spectheory.testing.checks.tree_ports import SGLANG_TREE, tree_engine_sampler
+from spectheory.testing.checks.tree_ports import tree_speculative_sampling_target_only as kernel
 
 good_tree = tree_engine_sampler(kernel, SGLANG_TREE)
 
@@ -294,7 +294,7 @@ def kit_tree(kernel_sampler):
 
 
 def my_engine_step(request):
-    from spectheory.testing.step import sglang_step
+    from spectheory.testing.checks.step import sglang_step
 
     return sglang_step(request)
 
@@ -308,12 +308,12 @@ def test_reports_name_the_users_function_through_the_fixture(spectheory_kit):
     or a functools.partial calls, not the closure; a failure note names it too."""
     import functools
 
-    from spectheory.testing.step import sglang_step
+    from spectheory.testing.checks.step import sglang_step
 
     rep = spectheory_kit.step(kit_step(my_engine_step), samples=3000)
     assert rep.step.startswith("test_kit_friction:my_engine_step (through")
     rep = spectheory_kit.step(functools.partial(sglang_step, reuse_coin=False), samples=3000)
-    assert rep.step.startswith("spectheory.testing.step:sglang_step")
+    assert rep.step.startswith("spectheory.testing.checks.step:sglang_step")
     rep = spectheory_kit.tree(kit_tree(_sglang_tree_sampler()), samples=3000)
     assert "sglang-tree:tree_speculative_sampling_target_only" in rep.sampler
     assert rep.sampler in str(rep) and rep.to_json()["sampler"] == rep.sampler
@@ -327,7 +327,7 @@ def test_reports_name_the_users_function_through_the_fixture(spectheory_kit):
 
 def test_check_sampler_help_states_both_default_sample_counts(capsys):
     from spectheory.cli import build_parser
-    from spectheory.testing.tree import DEFAULT_SAMPLES
+    from spectheory.testing.checks.tree import DEFAULT_SAMPLES
 
     with pytest.raises(SystemExit):
         build_parser().parse_args(["check-sampler", "--help"])

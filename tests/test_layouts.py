@@ -1,7 +1,7 @@
-"""Engine layouts and coin conventions as data (spectheory.testing.layouts).
+"""Engine layouts and coin conventions as data (spectheory.testing.engines.layouts).
 
 Each preset is exercised on a port written in that engine's own call layout
-(spectheory.testing.adapters): the port passes through its preset with no hand-written adapter
+(spectheory.testing.engines.adapters): the port passes through its preset with no hand-written adapter
 (law mode, and coins / coins-tau mode where the engine takes coins), and every planted bug of
 PORT_BUGS is caught. Law-mode checks run at family-wise false-alarm rate alpha = 1e-3 with fixed
 seeds (a fixed verdict); at 4,000 samples on the default instances they detect a TV bias of about
@@ -18,10 +18,10 @@ import pytest
 import torch
 
 from spectheory.runtime.errors import OptionError, SpectheoryError, UserCodeError
-from spectheory.testing import adapters as A
-from spectheory.testing import layouts as Lm
-from spectheory.testing.sampler import (TINY_COIN, check_sampler, default_instances,
-                                        reference_coin_sampler)
+from spectheory.testing.engines import adapters as A
+from spectheory.testing.engines import layouts as Lm
+from spectheory.testing.checks.sampler import (TINY_COIN, check_sampler, default_instances,
+                                               reference_coin_sampler)
 
 INSTANCES = default_instances()
 ZEROS = INSTANCES[2]  # the target has zeros where the draft has mass
@@ -404,7 +404,7 @@ def test_coins_tau_passes_an_engine_that_recomputes_rows_where_p_equals_q():
     """p(X) = q(X) exactly in the kit's rows is a threshold of 1, but an engine that takes logits
     and applies a float32 softmax to each side sees p/q = 1 - 6e-8: the pinned coin next to 1
     must count as a tie, not as the engine's mistake (vLLM V1's preset, a correct port)."""
-    from spectheory.testing.sampler import DraftRows
+    from spectheory.testing.checks.sampler import DraftRows
 
     q = torch.tensor([0.06258256243943126, 0.37656233918197546, 0.3146185910729118,
                       0.24623650730568145], dtype=torch.float64)

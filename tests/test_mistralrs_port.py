@@ -12,8 +12,8 @@ import pytest
 
 import spectheory as st
 from spectheory.runtime.errors import OptionError
-from spectheory.testing.engine_ports.mistralrs import mistralrs_step
-from spectheory.testing.step import check_step, sample_steps, target_sequence_law
+from spectheory.testing.engines.ports.mistralrs import mistralrs_step
+from spectheory.testing.checks.step import check_step, sample_steps, target_sequence_law
 
 def _self_draft(inst):
     """The target as its own draft (q = p): greedy drafts are the unpenalised argmax chain, so
@@ -34,7 +34,7 @@ def step(version):
 def test_released_emits_the_greedy_chain_at_any_temperature():
     import torch
 
-    from spectheory.testing.step import StepRequest, TableLM
+    from spectheory.testing.checks.step import StepRequest, TableLM
 
     inst = INSTS[0]
     req = StepRequest(torch.zeros(64, 0, dtype=torch.long), TableLM(inst.draft, "draft"),

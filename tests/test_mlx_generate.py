@@ -1,5 +1,5 @@
 """MLX-LM's speculative_generate_step, unmodified on MLX's CPU backend, against the exact law
-(spectheory.testing.mlx_generate).
+(spectheory.testing.checks.mlx_generate).
 
 False alarms: every check runs at alpha = 1e-3 family-wise with a fixed seed, so each verdict on
 the released library below is fixed; its chance of being a false alarm is at most 1e-3. Power:
@@ -18,9 +18,9 @@ import pytest
 
 from spectheory.inputs.random_instances import random_instance
 from spectheory.runtime.errors import OptionError, SpectheoryError
-from spectheory.testing import mlx_generate as M
-from spectheory.testing.hf_generate import generate_law
-from spectheory.testing.step import detection_power
+from spectheory.testing.checks import mlx_generate as M
+from spectheory.testing.checks.hf_generate import generate_law
+from spectheory.testing.checks.step import detection_power
 
 ALPHA = 1e-3
 

@@ -23,7 +23,7 @@ from spectheory import analyze, check_lossless, instance_from_dict, random_insta
 from spectheory.registry import VerifierSpec
 from spectheory.testing.mutants import (CLAIMS, KINDS, MUTANTS, VERDICTS, coins, draft_q,
                                         formulas, gbv_reference, proposals, two_token_example)
-from spectheory.testing.sampler import DraftRows, check_proposal, check_sampler
+from spectheory.testing.checks.sampler import DraftRows, check_proposal, check_sampler
 
 from reference_rational import reference_analysis
 
@@ -338,7 +338,7 @@ def test_zero_coin_caught_only_by_pinned_coins():
     rows = DraftRows(*(x.repeat(16, *([1] * (x.dim() - 1))) for x in coins.zero_probability_rows()))
     assert check_sampler(coins.zero_coin_sampler, "token", instances=[rows], samples=20_000).passed
     # the reference coin sampler itself rejects a zero-probability draft on the smallest coin
-    from spectheory.testing.sampler import reference_coin_sampler
+    from spectheory.testing.checks.sampler import reference_coin_sampler
     assert coins.check_zero_coin(reference_coin_sampler("token")) is None
 
 

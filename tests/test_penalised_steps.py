@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from spectheory.testing.step import check_step
+from spectheory.testing.checks.step import check_step
 
 PARAMS = "repetition_penalty=1.7,frequency_penalty=0.6,presence_penalty=0.3"
 R, F, A = 1.7, 0.6, 0.3
@@ -88,7 +88,7 @@ def test_penalty_bugs_fail(bug):
 @pytest.mark.parametrize("name", ["vllm_v1_step", "sglang_step"])
 def test_the_kits_correct_steps_pass_under_penalties(name):
     """The kit's own correct steps process each position with its history too."""
-    from spectheory.testing import step as steps
+    from spectheory.testing.checks import step as steps
 
     rep = check_step(getattr(steps, name), samples=6000, steps=2, sampling=PARAMS)
     assert rep.passed, rep
@@ -100,7 +100,7 @@ def test_an_instance_with_a_nan_table_is_refused_naming_it():
 
     import spectheory as st
     from spectheory.runtime.errors import OptionError
-    from spectheory.testing.step import sglang_step
+    from spectheory.testing.checks.step import sglang_step
 
     bad = st.random_instance(3, 2, 0)
     bad.target.tables[1][2, 1] = np.nan

@@ -1,6 +1,6 @@
 """Layout presets under sampling parameters, coins pinned through torch.rand / torch.rand_like,
-and the TensorRT-LLM and llama.cpp ports (spectheory.testing.engine_sampling,
-spectheory.testing.layouts, spectheory.testing.engine_ports).
+and the TensorRT-LLM and llama.cpp ports (spectheory.testing.engines.engine_sampling,
+spectheory.testing.engines.layouts, spectheory.testing.engines.ports).
 
 Law-mode checks run at family-wise false-alarm rate alpha = 1e-3 with fixed seeds (a fixed
 verdict); at 1,500 samples on the default instances they detect a TV bias of about 0.11-0.13 in
@@ -22,11 +22,11 @@ import pytest
 import torch
 
 from spectheory.runtime.errors import InputError, OptionError, UserCodeError
-from spectheory.testing import adapters as A
-from spectheory.testing import engine_sampling as ES
-from spectheory.testing import layouts as Lm
-from spectheory.testing.engine_ports import PORT_BUGS, llamacpp, trtllm
-from spectheory.testing.sampler import check_sampler, default_instances
+from spectheory.testing.engines import adapters as A
+from spectheory.testing.engines import engine_sampling as ES
+from spectheory.testing.engines import layouts as Lm
+from spectheory.testing.engines.ports import PORT_BUGS, llamacpp, trtllm
+from spectheory.testing.checks.sampler import check_sampler, default_instances
 
 transformers = pytest.importorskip("transformers")
 from transformers.generation.utils import _speculative_sampling  # noqa: E402

@@ -462,7 +462,7 @@ def test_logits_inputs(mode):
 def test_power_against_the_raw_target_sampler():
     """The bias of the raw-target sampler exceeds the check's stated 90%-power threshold on
     every default draft row, so its failure is not luck."""
-    from spectheory.testing.sampler import _fixed_rows, default_instances
+    from spectheory.testing.checks.sampler import _fixed_rows, default_instances
 
     rep = check_sampler(top2_token_sampler, "token", samples=6_000, sampling="top_k=2")
     assert 0 < rep.min_detectable_tv < 0.2
@@ -476,7 +476,7 @@ def test_power_against_the_raw_target_sampler():
 
 
 def test_coins_mode_under_greedy():
-    from spectheory.testing.sampler import reference_coin_sampler
+    from spectheory.testing.checks.sampler import reference_coin_sampler
 
     ref = reference_coin_sampler("token")
 

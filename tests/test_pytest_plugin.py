@@ -14,14 +14,14 @@ import pytest
 # and torch cannot be imported twice in one process
 import torch  # noqa: F401
 
-import spectheory.testing.sampler  # noqa: F401
+import spectheory.testing.checks.sampler  # noqa: F401
 
 pytest_plugins = ["pytester"]
 
 SAMPLERS = '''
 import torch
 
-from spectheory.testing.sampler import make_sampler
+from spectheory.testing.checks.sampler import make_sampler
 
 correct = make_sampler("token")
 
@@ -118,7 +118,7 @@ def test_bad_option_values_are_usage_errors(pytester, args, message):
 def test_this_suite_uses_the_fixture(spectheory_kit):
     """The plugin in this suite's own run: the kit's block sampler through the fixture (law mode,
     fixed seed), and the lossless battery of block verification."""
-    from spectheory.testing.sampler import make_sampler
+    from spectheory.testing.checks.sampler import make_sampler
 
     report = spectheory_kit.sampler(make_sampler("block"), "block", samples=4_000)
     assert report.passed and report.mode == "law" and report.samples == 4_000
@@ -131,7 +131,7 @@ def test_a_whole_step_through_the_fixture(spectheory_kit):
     """check_step through the fixture: a correct SGLang-like step passes, the replica of
     SGLang #7207 (the final token drawn with the last acceptance coin) fails on its instance."""
     from spectheory.testing.mutants import steps
-    from spectheory.testing.step import sglang_step
+    from spectheory.testing.checks.step import sglang_step
 
     assert spectheory_kit.step(sglang_step, samples=4_000).passed
     with pytest.raises(AssertionError, match="FAIL"):
@@ -142,8 +142,8 @@ def test_a_whole_step_through_the_fixture(spectheory_kit):
 def test_a_tree_sampler_through_the_fixture(spectheory_kit):
     """check_tree_sampler through the fixture: the CPU port of SGLang's tree kernel passes on a
     top-k tree; with the siblings' running sum not accumulated (a planted bug) it fails."""
-    from spectheory.testing.tree_ports import SGLANG_TREE, sglang_tree_bug, tree_engine_sampler
-    from spectheory.testing.tree_ports import tree_speculative_sampling_target_only as kernel
+    from spectheory.testing.checks.tree_ports import SGLANG_TREE, sglang_tree_bug, tree_engine_sampler
+    from spectheory.testing.checks.tree_ports import tree_speculative_sampling_target_only as kernel
 
     tree = [[0], [1], [0, 0], [0, 1], [1, 0]]
     assert spectheory_kit.tree(tree_engine_sampler(kernel, SGLANG_TREE), "sglang-tree", tree,

@@ -1,4 +1,4 @@
-"""Sizing sampler checks: the power computation of `spectheory.testing.budget`, budgeted runs
+"""Sizing sampler checks: the power computation of `spectheory.testing.statistics.budget`, budgeted runs
 (``samples="auto"``, ``budget_s``, ``--budget``) and the guards on ``samples``.
 
 Statistical assertions use fixed seeds (deterministic); next to each is the probability that it
@@ -20,10 +20,10 @@ import pytest
 import torch
 
 from spectheory.runtime.errors import SizeLimitError, SpectheoryError, TimeLimitError
-from spectheory.testing import budget as B
-from spectheory.testing import stats
-from spectheory.testing.sampler import (DraftRows, check_sampler, make_sampler,
-                                        reference_coin_sampler)
+from spectheory.testing.statistics import budget as B
+from spectheory.testing.statistics import stats
+from spectheory.testing.checks.sampler import (DraftRows, check_sampler, make_sampler,
+                                               reference_coin_sampler)
 from cli_helpers import run
 
 
@@ -79,7 +79,7 @@ def test_coin_detectable_rate():
 
 def test_planned_tv_is_the_reported_one_in_law_and_lossless_modes():
     """The planned statement uses the run's pooling, so it equals the report's exactly."""
-    from spectheory.testing.sampler import _ROW_LAWS
+    from spectheory.testing.checks.sampler import _ROW_LAWS
 
     s = make_sampler("block")
     for mode, n in (("law", 3_000), ("lossless", 5_000)):
@@ -337,7 +337,7 @@ def test_memory_does_not_grow_with_samples(tmp_path):
     script.write_text('''
 import json, resource, sys, torch
 torch.set_num_threads(1)
-from spectheory.testing.sampler import DraftRows, check_sampler, make_sampler
+from spectheory.testing.checks.sampler import DraftRows, check_sampler, make_sampler
 g = torch.Generator().manual_seed(0)
 B, L, V = 4, 3, 2000
 p = torch.softmax(2 * torch.randn(B, L + 1, V, generator=g, dtype=torch.float64), -1)
@@ -362,7 +362,7 @@ print(json.dumps(out))
 
 SAMPLERS = '''
 import sys, time, torch
-from spectheory.testing.sampler import make_sampler, reference_coin_sampler
+from spectheory.testing.checks.sampler import make_sampler, reference_coin_sampler
 block = make_sampler("block")
 ref = reference_coin_sampler("block")
 def slow(d, q, p, g):

@@ -17,13 +17,13 @@ import pytest
 import torch
 
 from spectheory.runtime.errors import OptionError, SpectheoryError, TimeLimitError, UserCodeError
-from spectheory.testing import budget as B
-from spectheory.testing import stats
-from spectheory.testing.calls import _report
-from spectheory.testing.layouts import SGLANG_COINS, TRANSFORMERS_COINS
-from spectheory.testing.report import declared
-from spectheory.testing.sampler import (DraftRows, check_sampler, make_sampler,
-                                        reference_coin_sampler)
+from spectheory.testing.statistics import budget as B
+from spectheory.testing.statistics import stats
+from spectheory.testing.checks.calls import _report
+from spectheory.testing.engines.layouts import SGLANG_COINS, TRANSFORMERS_COINS
+from spectheory.testing.checks.report import declared
+from spectheory.testing.checks.sampler import (DraftRows, check_sampler, make_sampler,
+                                               reference_coin_sampler)
 from cli_helpers import run
 
 ALPHA = 1e-3
@@ -120,7 +120,7 @@ def test_too_few_samples_is_refused_not_passed():
     """300 samples over 32 draft rows: no row has two bins of expected count 5. The report fails,
     says so, and states the samples a test of every row needs; at that count every row that is
     not a point mass is tested, and a correct sampler passes."""
-    from spectheory.testing.sampler import _ROW_LAWS
+    from spectheory.testing.checks.sampler import _ROW_LAWS
 
     from spectheory.runtime.errors import OptionError, TooFewSamplesError
 
@@ -199,8 +199,8 @@ def test_coins_reports_state_a_decision_rate_not_a_tv():
 
 def _engine_coin_sampler():
     """SGLang's chain kernel (the CPU port) through its preset, declaring SGLang's coins."""
-    from spectheory.testing import adapters as A
-    from spectheory.testing import layouts as Lm
+    from spectheory.testing.engines import adapters as A
+    from spectheory.testing.engines import layouts as Lm
 
     s = Lm.engine_coin_sampler(A.sglang_chain_speculative_sampling, Lm.SGLANG_CHAIN)
     assert s.coin_convention is SGLANG_COINS
@@ -314,7 +314,7 @@ def test_coins_tau_compares_every_instance_and_reports_each_failing_one():
 
 SAMPLERS = '''
 import os, time
-from spectheory.testing.sampler import make_sampler
+from spectheory.testing.checks.sampler import make_sampler
 block = make_sampler("block")
 def quits(d, q, p, g):
     os._exit(0)
@@ -368,7 +368,7 @@ def test_a_sampler_that_never_returns_is_stopped_under_a_budget(sampler_module, 
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1
     assert "sampler report_samplers:hangs did not return" in err and "0.5 s plus 1 s (2.0 s)" in err
     assert took < 2 * 0.5 + 1 + 10  # the watchdog's 2 s, and start-up on a busy machine
-    from spectheory.testing.sampler import check_sampler as cs
+    from spectheory.testing.checks.sampler import check_sampler as cs
     import report_samplers
 
     with pytest.raises(TimeLimitError, match="did not return"):
@@ -406,7 +406,7 @@ def test_the_budget_counts_the_rows_as_check_sampler_does():
     """Rows whose law is a point mass have no test but count in the Bonferroni m of the
     per-row tests (alpha / 2m), in the check and in its plan alike: the planned detectable
     bias equals the reported one on rows where half are point masses."""
-    from spectheory.testing.sampler import _ROW_LAWS
+    from spectheory.testing.checks.sampler import _ROW_LAWS
 
     g = torch.Generator().manual_seed(5)
     V, L, R = 3, 1, 8
@@ -448,7 +448,7 @@ def test_lossless_and_proposal_checks_refuse_too_few_samples_too():
     with pytest.raises(TooFewSamplesError) as exc:
         check_sampler(make_sampler("block"), "block", mode="lossless", samples=40)
     assert exc.value.needs_samples > 40 and "4 instances" in str(exc.value)
-    from spectheory.testing.sampler import check_proposal
+    from spectheory.testing.checks.sampler import check_proposal
 
     def honest(q_rows, generator):
         return torch.multinomial(q_rows, 1, generator=generator)[:, 0], q_rows
@@ -462,7 +462,7 @@ def test_lossless_and_proposal_checks_refuse_too_few_samples_too():
 # ----------------------------------------------------------------------------- layout
 
 
-#: Every name spectheory.testing.sampler defined or re-exported when it held every mode; tests,
+#: Every name spectheory.testing.checks.sampler defined or re-exported when it held every mode; tests,
 #: benchmarks and docs import private ones among them.
 SAMPLER_NAMES = [
     'BUDGET_MIN_BATCH', 'BYTES_PER_SAMPLE', 'CONVENTIONS', 'COUNT_CHUNK', 'Cell', 'CoinMismatch',
@@ -485,8 +485,8 @@ def test_every_name_of_the_sampler_module_stays_importable_from_it():
     works)."""
     import importlib
 
-    S = importlib.import_module("spectheory.testing.sampler")
-    from spectheory.testing import calls, coins_mode, law_mode, lossless_mode, rows
+    S = importlib.import_module("spectheory.testing.checks.sampler")
+    from spectheory.testing.checks import calls, coins_mode, law_mode, lossless_mode, rows
 
     assert [n for n in SAMPLER_NAMES if not hasattr(S, n)] == []
     assert S._ROW_LAWS is calls._ROW_LAWS and S._WHO is calls._WHO and S._PACE is calls._PACE

@@ -8,10 +8,10 @@ import torch
 
 import spectheory as st
 from spectheory.runtime.errors import OptionError, UserCodeError
-from spectheory.testing.seeds import (GlobalSeedEngine, ZeroDraftAdvanceEngine,
-                                      check_batch_invariance, check_seed_replay, inverse_cdf,
-                                      keyed_plain_step, keyed_uniform, sample_match_step)
-from spectheory.testing.step import check_step
+from spectheory.testing.checks.seeds import (GlobalSeedEngine, ZeroDraftAdvanceEngine,
+                                             check_batch_invariance, check_seed_replay, inverse_cdf,
+                                             keyed_plain_step, keyed_uniform, sample_match_step)
+from spectheory.testing.checks.step import check_step
 
 PENALISED = "repetition_penalty=1.5,presence_penalty=0.2,top_k=2"
 

@@ -1,4 +1,4 @@
-"""Sharp law-mode designs (spectheory.testing.sharp) and the exact laws of the sampler-level
+"""Sharp law-mode designs (spectheory.testing.designs.sharp) and the exact laws of the sampler-level
 replicas (spectheory.testing.mutants.replica_laws)."""
 
 from __future__ import annotations
@@ -17,12 +17,13 @@ from scipy.stats import multinomial
 
 from spectheory.registry import VerifierSpec
 from spectheory.runtime.errors import SpectheoryError
-from spectheory.testing import adapters as A
-from spectheory.testing import layouts as Lm
-from spectheory.testing import sharp, stats
+from spectheory.testing.engines import adapters as A
+from spectheory.testing.engines import layouts as Lm
+from spectheory.testing.designs import sharp
+from spectheory.testing.statistics import stats
 from spectheory.testing.mutants import MUTANTS, coins
 from spectheory.testing.mutants import replica_laws as RL
-from spectheory.testing.sampler import DraftRows, check_sampler, make_sampler
+from spectheory.testing.checks.sampler import DraftRows, check_sampler, make_sampler
 
 F64 = torch.float64
 

@@ -1,4 +1,4 @@
-"""Sharp designs and the bonus token, and the argument checks of spectheory.testing.sharp.
+"""Sharp designs and the bonus token, and the argument checks of spectheory.testing.designs.sharp.
 
 The bonus-path replicas (`sharp.BONUS_BUGS`: after L acceptances Y drawn from p_{L-1}, from the
 correction row of position L-1, or from q_{L-1}, instead of p_L) are caught by the kit's token
@@ -21,9 +21,9 @@ from scipy.stats import chi2
 
 from spectheory.registry import VerifierSpec
 from spectheory.runtime.errors import SpectheoryError, UserCodeError
-from spectheory.testing import sharp
-from spectheory.testing.sampler import DraftRows, check_sampler, make_sampler
-from spectheory.testing.step import detection_power
+from spectheory.testing.designs import sharp
+from spectheory.testing.checks.sampler import DraftRows, check_sampler, make_sampler
+from spectheory.testing.checks.step import detection_power
 from spectheory.verifiers.block import block_verification
 from spectheory.verifiers.token import token_verification
 
@@ -102,7 +102,7 @@ def test_the_designs_reach_the_bonus_token(design):
     from p_{L-1}: P(tau = L) and the TV between the two rows are read from the reference law
     (token_verification / block_verification), not from the design."""
     ref = token_verification if design.verifier == "token" else block_verification
-    from spectheory.testing.budget import split
+    from spectheory.testing.statistics.budget import split
 
     ns = np.array(split(BUDGET, design.copies))
     reach, far = [], []

@@ -22,9 +22,9 @@ import spectheory
 ROOT = Path(__file__).resolve().parents[1]
 
 #: Modules that use torch on import by design (samplers and bug ports written against tensors).
-TORCH_ON_IMPORT = ("spectheory.testing.adapters", "spectheory.testing.layouts",
-                   "spectheory.testing.mutants", "spectheory.testing.engine_ports",
-                   "spectheory.testing.engine_sampling")
+TORCH_ON_IMPORT = ("spectheory.testing.engines.adapters", "spectheory.testing.engines.layouts",
+                   "spectheory.testing.mutants", "spectheory.testing.engines.ports",
+                   "spectheory.testing.engines.engine_sampling")
 
 
 def _python(code: str, env: dict | None = None) -> str:

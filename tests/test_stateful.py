@@ -85,7 +85,7 @@ def ref_sequence_law(inst, N, **kw):
 
 
 def engine_sequence_law(inst, N, sampling):
-    from spectheory.testing.step import target_sequence_law
+    from spectheory.testing.checks.step import target_sequence_law
 
     flat = target_sequence_law(inst, N, sampling)
     V = inst.vocab_size

@@ -16,12 +16,12 @@ import torch
 
 from spectheory.inputs.processing import SamplingParams
 from spectheory.runtime.errors import SpectheoryError
-from spectheory.testing import stats
+from spectheory.testing.statistics import stats
 from spectheory.testing.mutants import stateful_steps as ss
-from spectheory.testing.sampler import check_proposal
-from spectheory.testing.step import (StepRequest, TableLM, check_step, detection_power,
-                                     sample_steps, sglang_step, target_sequence_law,
-                                     transformers_step, vllm_v1_step)
+from spectheory.testing.checks.sampler import check_proposal
+from spectheory.testing.checks.step import (StepRequest, TableLM, check_step, detection_power,
+                                            sample_steps, sglang_step, target_sequence_law,
+                                            transformers_step, vllm_v1_step)
 
 INST = ss.stateful_instance()
 AGREE_ALPHA = 1e-4

@@ -1,4 +1,4 @@
-"""Whole draft-and-verify steps (spectheory.testing.step) and the bug kit's seam replicas.
+"""Whole draft-and-verify steps (spectheory.testing.checks.step) and the bug kit's seam replicas.
 
 False alarms: every check runs at alpha = 1e-3 family-wise (Bonferroni over one global and one
 per-instance chi-square) with a fixed seed, so each correct step's verdict below is fixed; its
@@ -20,13 +20,13 @@ from cli_helpers import run, write
 from spectheory.inputs.instances import instance_to_dict
 from spectheory.inputs.random_instances import random_instance
 from spectheory.runtime.errors import OptionError, SizeLimitError, UserCodeError
-from spectheory.testing import stats
+from spectheory.testing.statistics import stats
 from spectheory.testing.mutants import KINDS, MUTANTS
 from spectheory.testing.mutants import steps as S
-from spectheory.testing.sampler import check_proposal, check_sampler
-from spectheory.testing.step import (TableLM, check_step, default_step_instances,
-                                     detection_power, sample_steps, sglang_step,
-                                     transformers_step, vllm_v1_step)
+from spectheory.testing.checks.sampler import check_proposal, check_sampler
+from spectheory.testing.checks.step import (TableLM, check_step, default_step_instances,
+                                            detection_power, sample_steps, sglang_step,
+                                            transformers_step, vllm_v1_step)
 
 ALPHA = 1e-3
 SETTINGS = [None, "temperature=0.7", "top_k=2", "top_p=0.8", "min_p=0.1", "temperature=0"]
@@ -260,7 +260,7 @@ def test_sizes_and_arguments_are_refused_before_the_step_runs():
 
 
 def test_cli_pass_fail_and_bad_input(tmp_path, capsys):
-    code, out, _ = run(["check-step", "spectheory.testing.step:sglang_step", "--samples",
+    code, out, _ = run(["check-step", "spectheory.testing.checks.step:sglang_step", "--samples",
                         "4000", "--sampling", "top_k=2", "--draft-sampling", "top_k=2"], capsys)
     assert code == 0 and "PASS" in out
     f = write(tmp_path, instance_to_dict(S.reused_coin_instance()))
@@ -269,7 +269,7 @@ def test_cli_pass_fail_and_bad_input(tmp_path, capsys):
     assert code == 1 and '"passed": false' in out
     code, out, err = run(["check-step", "no_such_module_here:step"], capsys)
     assert code == 2 and not out and len(err.strip().splitlines()) == 1
-    code, out, err = run(["check-step", "spectheory.testing.step:sglang_step", "--steps", "0"],
+    code, out, err = run(["check-step", "spectheory.testing.checks.step:sglang_step", "--steps", "0"],
                          capsys)
     assert code == 2 and "--steps" in err and len(err.strip().splitlines()) == 1
 
@@ -296,7 +296,7 @@ def test_docs_page_example_runs_as_printed(capsys):
 def test_a_bug_of_later_steps_is_caught_over_consecutive_steps_only():
     # planted: the target is run on the drafts without the context (a position or cache offset
     # lost after the first step); on the first step the context is empty, so one step passes
-    from spectheory.testing.step import StepRequest
+    from spectheory.testing.checks.step import StepRequest
 
     def lost_context(request):
         n = request.context.shape[1]

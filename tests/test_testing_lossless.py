@@ -183,6 +183,6 @@ def test_hypothesis_only_in_strategies():
 
     code = ("import sys, spectheory.testing as t; t.assert_lossless; t.default_battery; "
             "t.export_vectors; assert 'hypothesis' not in sys.modules; "
-            "from spectheory.testing.strategies import instances, KINDS, make_instance; "
+            "from spectheory.testing.checks.strategies import instances, KINDS, make_instance; "
             "assert 'hypothesis' in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,4 +1,4 @@
-"""The sampler conformance checks of :mod:`spectheory.testing.sampler`.
+"""The sampler conformance checks of :mod:`spectheory.testing.checks.sampler`.
 
 Statistical verdicts use fixed seeds, so each assertion is deterministic; the false-alarm rate
 stated next to each one is the probability that it would fail for a correct sampler under a
@@ -20,8 +20,8 @@ import torch
 from spectheory.runtime.errors import SpectheoryError, UserCodeError
 from spectheory.inputs.random_instances import random_instance
 from spectheory.registry import get_verifier
-from spectheory.testing import stats
-from spectheory.testing.sampler import (
+from spectheory.testing.statistics import stats
+from spectheory.testing.checks.sampler import (
     MIN_EXPECTED, DraftRows, assert_proposal, assert_sampler, check_proposal, check_sampler,
     make_sampler, reference_coin_sampler)
 from spectheory.verifiers.token import token_verification
@@ -119,7 +119,7 @@ def test_reference_sampler_draws_as_if_row_by_row():
     once, in slices of 2^20 input floats (100,000 rows here: 3 slices); its draws are those of
     the law evaluated on every row."""
     from spectheory.sampling import sample_output
-    from spectheory.testing.sampler import _fixed_rows
+    from spectheory.testing.checks.sampler import _fixed_rows
 
     d, q, p = _fixed_rows(random_instance(4, 3, 12), 1, "iid", 8, torch.Generator().manual_seed(0))
     idx = torch.arange(100_000) % 8
@@ -420,7 +420,7 @@ def _move(row, delta, n, mode, L1):
 
 def _row_laws(inst, rows, seed):
     """The exact (tau, Y) laws [rows, (L+1) V] of the draft rows that check_sampler draws."""
-    from spectheory.testing.sampler import _fixed_rows
+    from spectheory.testing.checks.sampler import _fixed_rows
     d, q, p = _fixed_rows(inst, 1, "iid", rows, torch.Generator().manual_seed(seed))
     law = get_verifier("block").law(d, q, p)
     return (law.stop[:, 0, :, None] * law.correction[:, 0]).reshape(rows, -1)
@@ -538,7 +538,7 @@ def test_lossless_mode_refuses_huge_enumerations():
 # ----------------------------------------------------------------------------- command line
 
 SAMPLERS = '''
-from spectheory.testing.sampler import make_sampler, reference_coin_sampler
+from spectheory.testing.checks.sampler import make_sampler, reference_coin_sampler
 block = make_sampler("block")
 token = make_sampler("token")
 coins = reference_coin_sampler("block")

@@ -14,8 +14,8 @@ import spectheory as st
 from spectheory.inputs.processing import SamplingParams
 from spectheory.inputs.stateful import TokenAutomaton
 from spectheory.runtime.errors import OptionError, UserCodeError
-from spectheory.testing.engine_ports.tgi import tgi_step
-from spectheory.testing.step import check_step
+from spectheory.testing.engines.ports.tgi import tgi_step
+from spectheory.testing.checks.step import check_step
 
 released = functools.partial(tgi_step, fixed=False)
 fixed = functools.partial(tgi_step, fixed=True)
@@ -42,7 +42,7 @@ def test_committed_ids_at_every_position_fail_and_the_fix_passes(sampling):
 def test_parameters_tgi_lacks_are_refused():
     with pytest.raises((OptionError, UserCodeError), match="TGI port has no frequency_penalty"):
         check_step(released, samples=100, sampling="frequency_penalty=0.5")
-    from spectheory.testing.engine_ports.tgi import _check
+    from spectheory.testing.engines.ports.tgi import _check
     from spectheory.inputs.processing import parse_sampling
 
     with pytest.raises(OptionError, match="min_p"):

@@ -1,5 +1,5 @@
-"""Tree mode of the conformance kit (spectheory.testing.tree), the ports of SGLang's tree kernel and
-EAGLE's evaluate_posterior (spectheory.testing.tree_ports), and SGLang's tree rule as a verifier
+"""Tree mode of the conformance kit (spectheory.testing.checks.tree), the ports of SGLang's tree kernel and
+EAGLE's evaluate_posterior (spectheory.testing.checks.tree_ports), and SGLang's tree rule as a verifier
 (spectheory.verifiers.sglang_tree)."""
 
 from __future__ import annotations
@@ -20,16 +20,16 @@ from spectheory.inputs.models import TableModel
 from spectheory.inputs.random_instances import random_instance
 from spectheory.registry import get_verifier
 from spectheory.runtime.errors import OptionError, SpectheoryError, UserCodeError
-from spectheory.testing import stats
-from spectheory.testing.tree import (check_tree_sampler,
-                                     conditional_tree_law, default_tree_instances, draft_trees,
-                                     emitted_groups, tied_instance, tree_output_law)
-from spectheory.testing.tree_ports import (EAGLE_POSTERIOR, EAGLE_POSTERIOR_BUGS, SGLANG_TREE,
-                                           SGLANG_TREE_BUGS, eagle_posterior_bug,
-                                           evaluate_posterior, planted_bug_law, planted_bug_tv,
-                                           sglang_tree_bug,
-                                           tree_engine_sampler,
-                                           tree_speculative_sampling_target_only)
+from spectheory.testing.statistics import stats
+from spectheory.testing.checks.tree import (check_tree_sampler,
+                                            conditional_tree_law, default_tree_instances, draft_trees,
+                                            emitted_groups, tied_instance, tree_output_law)
+from spectheory.testing.checks.tree_ports import (EAGLE_POSTERIOR, EAGLE_POSTERIOR_BUGS, SGLANG_TREE,
+                                                  SGLANG_TREE_BUGS, eagle_posterior_bug,
+                                                  evaluate_posterior, planted_bug_law, planted_bug_tv,
+                                                  sglang_tree_bug,
+                                                  tree_engine_sampler,
+                                                  tree_speculative_sampling_target_only)
 from spectheory.verifiers.sglang_tree import SGLANG_TREE as SGLANG_RULE
 from spectheory.verifiers.sglang_tree import sglang_tree_verifier
 
@@ -421,8 +421,8 @@ def test_default_instances_are_prefix_dependent_with_ties():
 
 
 SAMPLERS = """
-from spectheory.testing.tree_ports import (SGLANG_TREE, sglang_tree_bug, tree_engine_sampler,
-                                           tree_speculative_sampling_target_only)
+from spectheory.testing.checks.tree_ports import (SGLANG_TREE, sglang_tree_bug, tree_engine_sampler,
+                                                  tree_speculative_sampling_target_only)
 good = tree_engine_sampler(tree_speculative_sampling_target_only, SGLANG_TREE)
 bad = tree_engine_sampler(sglang_tree_bug("running-sum"), SGLANG_TREE)
 kernel = tree_speculative_sampling_target_only

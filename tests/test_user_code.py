@@ -41,7 +41,7 @@ MODULES = {
     "uc_verifiers": '''
 import numpy as np
 import torch
-from spectheory.testing.sampler import make_sampler
+from spectheory.testing.checks.sampler import make_sampler
 from spectheory.verifiers.block import block_verification
 
 

@@ -14,7 +14,7 @@ from spectheory.runtime.errors import SpectheoryError
 from spectheory.inputs.random_instances import random_instance
 from spectheory.cli.report import TOY, toy_instance
 from spectheory.inputs.instances import instance_from_dict, instance_to_dict
-from spectheory.testing.vectors import SCHEMA, build_vector, check_vectors, export_vectors
+from spectheory.testing.checks.vectors import SCHEMA, build_vector, check_vectors, export_vectors
 
 #: A prefix-dependent exact instance, V = 3, L = 2.
 PD = instance_to_dict(random_instance(3, 2, seed=4, denominator=12))

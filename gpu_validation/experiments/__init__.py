@@ -3,7 +3,7 @@
 * `run`: ``validate run`` (`RunConfig`, `validate_run`) and ``validate costs``
   (`CostsConfig`, `measure`): paired block efficiency of every verifier on one
   drafted batch per iteration, and per-forward costs;
-* [`lossless`][spectheory.testing.lossless]: ``validate lossless`` (`LosslessConfig`,
+* [`lossless`][spectheory.testing.checks.lossless]: ``validate lossless`` (`LosslessConfig`,
   `run_lossless`): the large-sample tests of the first two output tokens;
 * `crosscheck`: ``validate crosscheck`` (`CrosscheckConfig`,
   `run_crosscheck`): token verification against transformers' own routine;

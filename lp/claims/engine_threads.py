@@ -6,7 +6,7 @@ speculative path samples, each checked in the thread's own terms.
   sampling accepts 1.
 * mistral.rs PR #2424: before the PR, the speculative path returned the argmax of the processed
   target row at every position, at any temperature (ported in
-  [`mistralrs_step`][spectheory.testing.engine_ports.mistralrs.mistralrs_step]).
+  [`mistralrs_step`][spectheory.testing.engines.ports.mistralrs.mistralrs_step]).
 * vllm-ascend PR #11985 (review): block verification's backward scan, tau = the last i with
   u_i <= h_i over independent coins u_i, is block verification's law (P(tau = i) = h_i
   prod_{j > i} (1 - h_j), Sun et al., arXiv 2403.10444), not a break of contiguous acceptance.
@@ -89,8 +89,8 @@ def mistralrs_released_sequence(inst, sampling, n: int) -> tuple:
     import torch
 
     from spectheory.inputs.processing import parse_sampling
-    from spectheory.testing.engine_ports.mistralrs import mistralrs_step
-    from spectheory.testing.step import StepRequest, TableLM
+    from spectheory.testing.engines.ports.mistralrs import mistralrs_step
+    from spectheory.testing.checks.step import StepRequest, TableLM
 
     sp = parse_sampling(sampling)
     draft, target = TableLM(inst.draft, "draft"), TableLM(inst.target, "target")
@@ -105,7 +105,7 @@ def mistralrs_released_sequence(inst, sampling, n: int) -> tuple:
 
 def c_mistralrs_2424() -> Finding:
     from spectheory.testing.mutants.stateful_steps import stateful_instance
-    from spectheory.testing.step import target_sequence_law
+    from spectheory.testing.checks.step import target_sequence_law
 
     inst = stateful_instance()
     note(inst, "single", 1)
@@ -230,7 +230,7 @@ def c_dflash_74() -> Finding:
 def c_sglang_28242() -> Finding:
     from spectheory.inputs.processing import SamplingParams
     from spectheory.testing.mutants import stateful_steps as ss
-    from spectheory.testing.step import target_sequence_law
+    from spectheory.testing.checks.step import target_sequence_law
 
     inst = ss.stateful_instance()
     note(inst, "single", 1)

@@ -36,7 +36,7 @@ class LosslessReport:
     differs from the target's by more than the tolerance (or, when no single sequence does, the one
     that differs most), with both probabilities; ``max_difference`` is the largest difference.
     ``instance`` names the instance when the report comes from a battery
-    ([`check_lossless_battery`][spectheory.testing.lossless.check_lossless_battery]), which also
+    ([`check_lossless_battery`][spectheory.testing.checks.lossless.check_lossless_battery]), which also
     reports a verifier that returned no law as ``lossless = False`` with the
     [`LawError`][spectheory.law.LawError] in ``law_error`` (``tv`` is then None).
     """

@@ -14,7 +14,7 @@ to every pytest run
 ```python
 # tests/test_rejection_sampler.py of an engine
 from my_engine.sampler import rejection_sample          # the engine's own function
-from spectheory.testing.layouts import VLLM_V1, engine_sampler
+from spectheory.testing import VLLM_V1, engine_sampler
 
 
 def test_rejection_sampler_is_token_verification(spectheory_kit):
@@ -191,41 +191,41 @@ class Kit:
         return report
 
     def sampler(self, sampler, *args, **kwargs):
-        """[`check_sampler`][spectheory.testing.sampler.check_sampler] (every argument, mode and
+        """[`check_sampler`][spectheory.testing.checks.sampler.check_sampler] (every argument, mode and
         default of it), sized by the command line unless ``samples`` or ``budget_s`` is given."""
-        from .sampler import check_sampler
+        from .checks.sampler import check_sampler
 
         return self._call(check_sampler, "sampler", (sampler,) + args, kwargs, DEFAULT_SAMPLES)
 
     def proposal(self, draft_sampler, *args, **kwargs):
-        """[`check_proposal`][spectheory.testing.sampler.check_proposal]: does the draft sampler
+        """[`check_proposal`][spectheory.testing.checks.sampler.check_proposal]: does the draft sampler
         sample from the q it reports? (``samples`` from the command line; it takes no budget.)"""
-        from .sampler import check_proposal
+        from .checks.sampler import check_proposal
 
         return self._call(check_proposal, "proposal", (draft_sampler,) + args, kwargs,
                           DEFAULT_SAMPLES)
 
     def tree(self, sampler, *args, **kwargs):
-        """[`check_tree_sampler`][spectheory.testing.tree.check_tree_sampler] with its defaults
+        """[`check_tree_sampler`][spectheory.testing.checks.tree.check_tree_sampler] with its defaults
         (``verifier``, ``tree``, ``drafting``, ...): a tree sampler against the verifier's exact
         conditional law, sized by the command line (``--spectheory-budget`` too) unless
         ``samples`` or ``budget_s`` is given."""
-        from .tree import check_tree_sampler
+        from .checks.tree import check_tree_sampler
 
         return self._call(check_tree_sampler, "tree", (sampler,) + args, kwargs)
 
     def step(self, step, *args, **kwargs):
-        """[`check_step`][spectheory.testing.step.check_step]: a whole draft-and-verify step
+        """[`check_step`][spectheory.testing.checks.step.check_step]: a whole draft-and-verify step
         against the (processed) target law, with its defaults. ``samples`` from the command line
         (the check takes no budget: ``--spectheory-budget`` leaves its default count)."""
-        from .step import check_step
+        from .checks.step import check_step
 
         return self._call(check_step, "step", (step,) + args, kwargs)
 
     def lossless(self, verifier, instances=None, **kwargs):
-        """[`assert_lossless`][spectheory.testing.lossless.assert_lossless]: the exact law of a
+        """[`assert_lossless`][spectheory.testing.checks.lossless.assert_lossless]: the exact law of a
         verifier on the battery (no sampling; the options do not apply). Returns the reports."""
-        from .lossless import assert_lossless
+        from .checks.lossless import assert_lossless
 
         reports = assert_lossless(verifier, instances, **kwargs)
         self.reports.extend(reports)

@@ -28,11 +28,11 @@ def _import(text: str, what: str):
 def parse_samples(text) -> int:
     """``--samples``: a whole number (``100000``, ``1e5``), at least 1, refused in one line before
     anything is allocated when even the check's own least cost a sample
-    (`spectheory.testing.sampler.MIN_SECONDS_PER_SAMPLE`) would take it past the longest run a
-    check plans (`spectheory.testing.sampler.MAX_SECONDS`, one day). Memory does not grow with
+    (`spectheory.testing.checks.sampler.MIN_SECONDS_PER_SAMPLE`) would take it past the longest run a
+    check plans (`spectheory.testing.checks.sampler.MAX_SECONDS`, one day). Memory does not grow with
     the count: samples are counted call by call (`check_sampler` guards its plan's memory)."""
     from ..runtime.limits import parse_count
-    from .sampler import MAX_SECONDS, _refuse_time
+    from .checks.sampler import MAX_SECONDS, _refuse_time
 
     samples = parse_count(text, "--samples")
     _refuse_time(samples, MAX_SECONDS, f"--samples {samples:,}",
@@ -62,11 +62,11 @@ def run_check_sampler(args) -> int:
     from ..inputs.instances import load_instance
     from ..inputs.random_instances import MAX_SEED
     from ..registry import get_verifier
-    from .sampler import check_sampler
+    from .checks.sampler import check_sampler
 
     budget = None
     if args.budget is not None or args.samples == "auto":  # size the run by a time budget
-        from .budget import check_budget
+        from .statistics.budget import check_budget
 
         if args.samples not in (None, "auto"):
             raise OptionError("--samples N and --budget SECONDS both size the run: give one")
@@ -115,7 +115,7 @@ def run_check_sampler(args) -> int:
 
 
 # ----------------------------------------------------------------------------- tree mode
-# ``check-sampler MODULE:FN --tree SHAPE``: spectheory.testing.tree.check_tree_sampler.
+# ``check-sampler MODULE:FN --tree SHAPE``: spectheory.testing.checks.tree.check_tree_sampler.
 
 
 def _tree_option(args):
@@ -142,8 +142,8 @@ def run_check_tree_sampler(args) -> int:
     """The tree mode of ``check-sampler`` (``--tree`` / ``--parents``)."""
     from ..inputs.instances import load_instance
     from ..inputs.random_instances import MAX_SEED
-    from .tree import TREE_MODES, check_tree_sampler
-    from .tree_ports import tree_engine_sampler
+    from .checks.tree import TREE_MODES, check_tree_sampler
+    from .checks.tree_ports import tree_engine_sampler
 
     if args.mode not in TREE_MODES:
         raise OptionError(f"--tree checks modes {', '.join(TREE_MODES)}, not --mode {args.mode}")
@@ -188,7 +188,7 @@ def _add_tree_options(p) -> None:
                    help="how the kit drafts the trees (default: the verifier's declared scheme)")
     p.add_argument("--tree-layout", choices=("sglang-tree", "eagle-posterior"), default=None,
                    help="MODULE:FUNCTION is an engine function in this layout "
-                        "(spectheory.testing.tree_ports), not a canonical tree sampler")
+                        "(spectheory.testing.checks.tree_ports), not a canonical tree sampler")
 
 
 # ----------------------------------------------------------------------------- parser

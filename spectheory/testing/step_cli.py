@@ -1,7 +1,7 @@
 """``spectheory check-step MODULE:FUNCTION``: check a whole draft-and-verify step.
 
-Runs [`check_step`][spectheory.testing.step.check_step] on the step ``MODULE:FUNCTION``
-(``step(request) -> emitted [B, L+1]``, see `spectheory.testing.step`). Exit codes: 0 the step
+Runs [`check_step`][spectheory.testing.checks.step.check_step] on the step ``MODULE:FUNCTION``
+(``step(request) -> emitted [B, L+1]``, see `spectheory.testing.checks.step`). Exit codes: 0 the step
 passes, 1 it fails, 2 bad input (an unimportable step, a step that raises, a bad option or
 instance), always as one line without a traceback.
 """
@@ -32,7 +32,7 @@ def _int(text: str, name: str, lo: int, hi: int) -> int:
 def run_check_step(args) -> int:
     from ..inputs.instances import load_instance
     from ..inputs.random_instances import MAX_SEED
-    from .step import MAX_SAMPLES, MAX_STEPS, check_step
+    from .checks.step import MAX_SAMPLES, MAX_STEPS, check_step
 
     samples = _int(args.samples, "--samples", 1, MAX_SAMPLES)
     steps = _int(args.steps, "--steps", 1, MAX_STEPS)

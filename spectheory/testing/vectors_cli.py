@@ -1,5 +1,5 @@
 """``spectheory vectors export DIR`` / ``spectheory vectors check DIR`` (see
-[`spectheory.testing.vectors`][spectheory.testing.vectors] and ``docs/vectors.md``)."""
+[`spectheory.testing.checks.vectors`][spectheory.testing.checks.vectors] and ``docs/vectors.md``)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from ..registry import DRAFTING
 def _integer(text: str) -> int:
     """An argparse type: a decimal integer (its range is checked by `cmd_export`, before anything is
     computed or allocated, with the limits of
-    [`spectheory.testing.vectors`][spectheory.testing.vectors])."""
+    [`spectheory.testing.checks.vectors`][spectheory.testing.checks.vectors])."""
     s = text.strip()
     if not s.lstrip("+-").isdigit() or len(s) > 30:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer")
@@ -28,8 +28,8 @@ def _progress(args) -> bool:
 
 def cmd_export(args) -> int:
     from ..cli.commands import user_verifier_errors
-    from .vectors import (MAX_VECTOR_PATHS, check_decisions, check_vector_seed,
-                          export_vectors)
+    from .checks.vectors import (MAX_VECTOR_PATHS, check_decisions, check_vector_seed,
+                                 export_vectors)
 
     if not 1 <= args.paths <= MAX_VECTOR_PATHS:
         raise OptionError(f"--paths = {args.paths} must be an integer in 1..{MAX_VECTOR_PATHS}")
@@ -46,7 +46,7 @@ def cmd_export(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from .vectors import check_vectors
+    from .checks.vectors import check_vectors
 
     bad = check_vectors(args.directory, progress=_progress(args))
     if not bad:

@@ -126,7 +126,7 @@ def sglang_tree_verifier(threshold_single=1, threshold_acc=1) -> VerifierSpec:
     (lossless under ``topk`` and ``norep`` drafting), ``sglang-tree(ts=..., ta=...)`` otherwise,
     marked lossy. Pass it to [`analyze_tree`][spectheory.engine.analysis.analyze_tree] for its
     exact law and TV, or as the ``verifier`` of
-    [`check_tree_sampler`][spectheory.testing.tree.check_tree_sampler]."""
+    [`check_tree_sampler`][spectheory.testing.checks.tree.check_tree_sampler]."""
     ts = _threshold(threshold_single, "threshold_single")
     ta = _threshold(threshold_acc, "threshold_acc")
     exact_rule = ts == 1 and ta == 1

@@ -10,13 +10,13 @@ number, written from the bug's public description. Five kinds:
   where the formula allows, else float64) and names the total variation to the target and the first
   offending output sequence.
 * ``"proposal"``: the verifier is right but the q handed to it is not the law the drafts follow. The
-  replica is a draft sampler (for [`check_proposal`][spectheory.testing.sampler.check_proposal]) and
+  replica is a draft sampler (for [`check_proposal`][spectheory.testing.checks.sampler.check_proposal]) and
   a composed law
   ([`proposals.reported_q_verifier`][spectheory.testing.mutants.proposals.reported_q_verifier],
   analysed on an instance whose draft model is the actual sampling law), caught exactly.
 * ``"sampler"``: the formula is right, the randomness is not. The replica is a sampler in the
   canonical signature (or the coin-driven one), caught by
-  [`check_sampler`][spectheory.testing.sampler.check_sampler] in ``law`` or ``coins`` mode at a
+  [`check_sampler`][spectheory.testing.checks.sampler.check_sampler] in ``law`` or ``coins`` mode at a
   stated sample size.
 * ``"acceptance"``: the output law is right (lossless, exactly) but the engine accepts fewer
   tokens than the rule it meant to run, because the verifier is handed a stand-in for q. The
@@ -26,7 +26,7 @@ number, written from the bug's public description. Five kinds:
 * ``"step"``: the drafting and the verification are each right alone, or each wrong in a way
   that shows only when they are joined: the replica is a whole draft-and-verify step
   (`spectheory.testing.mutants.steps`), caught by
-  [`check_step`][spectheory.testing.step.check_step] at a stated sample size, with the exact TV
+  [`check_step`][spectheory.testing.checks.step.check_step] at a stated sample size, with the exact TV
   of its law.
 
 Engine claims around these bugs (an output law "does not change", a rule "is not lossless") are
@@ -78,7 +78,7 @@ class Catch:
     coin rows) the check used; ``report`` the underlying report; ``control`` a second report where
     the mutant's story needs one (e.g. the same check on context-independent rows, where some bugs
     are invisible, or the fixed engine, which passes); ``proposal`` the
-    [`check_proposal`][spectheory.testing.sampler.check_proposal] report of a proposal mutant's
+    [`check_proposal`][spectheory.testing.checks.sampler.check_proposal] report of a proposal mutant's
     draft sampler; ``accepted`` / ``accepted_fixed`` the exact E[tau] of the engine and of the fixed
     engine (acceptance mutants).
     """
@@ -236,7 +236,7 @@ def _law_catch(spec: VerifierSpec, instance_fn, paths=None, control_fn=None,
 
 def _proposal_catch(build, verifier, draft_sampler, proposal_rows, samples) -> Callable[[], Catch]:
     def catch() -> Catch:
-        from ..sampler import check_proposal
+        from ..checks.sampler import check_proposal
 
         inst, reported = build()
         rep = check_lossless(proposals.reported_q_verifier(reported, verifier), inst)
@@ -257,7 +257,7 @@ def _processed_catch(instance_fn, sampling, draft_sampler, proposal_rows, sample
     """Hugging Face transformers #47932: drafts from the processed draft rows, the raw q handed,
     the verdict against the processed target; the fix hands the processed q."""
     def catch() -> Catch:
-        from ..sampler import check_proposal
+        from ..checks.sampler import check_proposal
 
         raw = instance_fn()
         rep = check_lossless(proposals.reported_q_verifier(raw.draft, "token"), raw,
@@ -293,7 +293,7 @@ def _eagle_catch() -> Catch:
     sampling with the draft model's soft q) on EAGLE's top-k drafts; EAGLE's own qx = 1 rule on
     the same drafts is the control."""
     from ...engine.lossless import check_tree_lossless
-    from ..sampler import check_proposal
+    from ..checks.sampler import check_proposal
 
     inst = random_instance(3, 2, 0, denominator=60)
     rep = check_lossless(proposals.reported_q_verifier(inst.draft, "token"),
@@ -313,7 +313,7 @@ def _eagle_catch() -> Catch:
 def _sampler_catch(sampler, verifier, rows_fn, samples, mode="law", repeat=64
                    ) -> Callable[[], Catch]:
     def catch() -> Catch:
-        from ..sampler import DraftRows, check_sampler
+        from ..checks.sampler import DraftRows, check_sampler
 
         d, q, p = rows_fn()
         rows = DraftRows(d.repeat(repeat, 1), q.repeat(repeat, 1, 1), p.repeat(repeat, 1, 1))
@@ -325,7 +325,7 @@ def _sampler_catch(sampler, verifier, rows_fn, samples, mode="law", repeat=64
 
 
 def _zero_coin_catch() -> Catch:
-    from ..sampler import DraftRows, check_sampler
+    from ..checks.sampler import DraftRows, check_sampler
 
     d, q, p = coins.zero_probability_rows()
     rows = DraftRows(d.repeat(32, 1), q.repeat(32, 1, 1), p.repeat(32, 1, 1))
@@ -339,11 +339,11 @@ def _zero_coin_catch() -> Catch:
 
 def _step_catch(name: str, samples: int) -> Callable[[], Catch]:
     """Whole-step replica ``name`` of `steps.REPLICAS`: ``check_step`` on its instance at
-    ``samples`` (power >= 0.99 against its exact law, `spectheory.testing.step.detection_power`),
+    ``samples`` (power >= 0.99 against its exact law, `spectheory.testing.checks.step.detection_power`),
     with the exact TV of its law (`steps.exact_step_law`); control: the same check of the
     correct step of the same engine, which passes."""
     def catch() -> Catch:
-        from ..step import check_step
+        from ..checks.step import check_step
 
         step, inst_fn, sampling, draft_sampling = steps.REPLICAS[name]
         _, _, tv = steps.exact_step_law(name, inst_fn(), sampling, draft_sampling)
@@ -357,7 +357,7 @@ def _step_catch(name: str, samples: int) -> Callable[[], Catch]:
 
 
 def _hf_zero_coin_catch() -> Catch:
-    from ..sampler import DraftRows, check_sampler
+    from ..checks.sampler import DraftRows, check_sampler
 
     d, q, p = coins.zero_probability_rows()
     rows = DraftRows(d.repeat(32, 1), q.repeat(32, 1, 1), p.repeat(32, 1, 1))

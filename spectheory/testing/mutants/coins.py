@@ -1,6 +1,6 @@
 """Randomness and coin-level errors: samplers whose *law* formula is right but whose coins are not.
 
-These need a sampler-level test ([`check_sampler`][spectheory.testing.sampler.check_sampler]): the
+These need a sampler-level test ([`check_sampler`][spectheory.testing.checks.sampler.check_sampler]): the
 verifier's law is token verification (Leviathan et al., ICML 2023), and the bug is in how the random
 numbers are drawn or compared.
 
@@ -77,7 +77,7 @@ def hf_zero_coin_coin_sampler(drafts, q, p, uniforms):
     coins in [0, 1), and ``is_accepted = r_i <= probability_ratio``, so a coin of exactly 0
     (2^-24 a draw) accepts a draft whose target probability is 0. Coin-driven, declaring the
     engine's convention (``coin_convention`` =
-    ``TRANSFORMERS_COINS`` of `spectheory.testing.layouts`): ``check_sampler``
+    ``TRANSFORMERS_COINS`` of `spectheory.testing.engines.layouts`): ``check_sampler``
     hands it the kit's coins mapped onto float32 [0, 1), the smallest onto 0. Y by inverse CDF at
     ``uniforms[:, L]`` (the library draws it with ``torch.multinomial``: ``mode="coins-tau"``).
     Found by ``check_sampler(engine_coin_sampler(_speculative_sampling, TRANSFORMERS), "token",
@@ -88,7 +88,7 @@ def hf_zero_coin_coin_sampler(drafts, q, p, uniforms):
 
 
 def _declare_transformers_coins():
-    from ..layouts import TRANSFORMERS_COINS
+    from ..engines.layouts import TRANSFORMERS_COINS
 
     hf_zero_coin_coin_sampler.coin_convention = TRANSFORMERS_COINS
 

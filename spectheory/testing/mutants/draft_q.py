@@ -202,7 +202,7 @@ def eagle_top1_soft_q_sampler(q_rows: torch.Tensor, generator=None):
     """Draft sampler of the change EAGLE #329 asks for, made in the verifier alone: EAGLE still
     drafts its top-ranked child (argmax of q; top-k for k children) while the verifier is handed
     the draft model's soft q. Returns (tokens [B], q_reported [B, V]) for
-    [`check_proposal`][spectheory.testing.sampler.check_proposal]."""
+    [`check_proposal`][spectheory.testing.checks.sampler.check_proposal]."""
     return torch.argmax(q_rows, dim=-1), q_rows
 
 

@@ -3,7 +3,7 @@
 In each bug below the drafts are sampled from one distribution (the *actual* draft law) while the
 verifier is handed another (the *reported* q). Two ways to catch it:
 
-* [`check_proposal`][spectheory.testing.sampler.check_proposal] on the draft sampler alone
+* [`check_proposal`][spectheory.testing.checks.sampler.check_proposal] on the draft sampler alone
   (``draft_sampler(q_rows, generator) -> (tokens, q_reported)``): the token counts do not follow the
   reported q;
 * the exact law of the composed system: an instance whose draft model is the *actual* sampling law,

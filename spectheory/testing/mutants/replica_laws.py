@@ -1,10 +1,10 @@
 """Exact laws of the bug kit's sampler-level replicas: the planted bugs of the engine-layout ports
-(`spectheory.testing.adapters`, ``bug=``) and vLLM #47386's shared Gumbel noise.
+(`spectheory.testing.engines.adapters`, ``bug=``) and vLLM #47386's shared Gumbel noise.
 
 A sampling check sees a bug through the law of (tau, Y) given a draft row; these functions state
 that law exactly (float64), in spectheory's single-path verifier signature
 ``f(drafts [B, L], q [B, L, V], p [B, L+1, V]) -> Law``, so that the power of a check against
-each replica can be computed before sampling (`spectheory.testing.sharp`). Each is written
+each replica can be computed before sampling (`spectheory.testing.designs.sharp`). Each is written
 from the port's code (the file and branch named in its docstring), not from the sampler's
 output. A row on which a replica's behaviour is not fixed by a law (a correction row of mass
 zero, where an engine falls back to token 0, a NaN or an error) gets NaN in that row's
@@ -125,7 +125,7 @@ def _block_h(w, q, p, rows):
 
 def block_port_law(drafts, q, p, bug: str) -> Law:
     """Law of vLLM MRV2's block-verification port with a planted bug (``bug`` in
-    `BLOCK_PORT_BUGS`; `spectheory.testing.adapters.vllm_mrv2_rejection_sample`, method
+    `BLOCK_PORT_BUGS`; `spectheory.testing.engines.adapters.vllm_mrv2_rejection_sample`, method
     ``"block"``), float64.
 
     ``target-row``: the weights' ratios read p_{i+1}(X_i) (the bonus row for the last draft);

@@ -3,10 +3,10 @@
 A penalty, a min-token mask or a grammar mask at verify position j must read the history the
 row follows: the committed context, then the drafts before position j; and the state an engine
 keeps across steps must grow by exactly the emitted tokens. Each replica below is a correct step
-(token verification as in [`sglang_step`][spectheory.testing.step.sglang_step], or exact-match
+(token verification as in [`sglang_step`][spectheory.testing.checks.step.sglang_step], or exact-match
 verification where the engine verifies that way) with exactly one defect in what its processors
 are fed, written from the public thread it cites. Each is a step in the signature of
-[`check_step`][spectheory.testing.step.check_step].
+[`check_step`][spectheory.testing.checks.step.check_step].
 
 **The rule of a replica** (`Rule`) says, for draft row i and verify row j, which sampling
 parameters process the model's row and which history they read, as a function of the committed
@@ -83,7 +83,7 @@ from ...inputs.processing import SamplingParams, parse_sampling, process_rows
 from ...inputs.random_instances import random_instance
 from ...inputs.stateful import TokenAutomaton
 from ...runtime.errors import SpectheoryError
-from ..step import PLACEHOLDER, StepRequest, _streams, processed
+from ..checks.step import PLACEHOLDER, StepRequest, _streams, processed
 
 __all__ = ["REPLICAS", "Replica", "Rule", "RULES", "ReplicaStep", "after_token_grammar",
            "check_step_power", "draft_half",
@@ -259,7 +259,7 @@ class ReplicaStep:
     call per draft position, one target call, rows processed per (parameters, history length)
     group by the kit's `processed`, drafts and target tokens by ``torch.multinomial`` (or argmax),
     token verification by the port
-    [`sglang_chain_sample`][spectheory.testing.adapters.sglang_chain_sample] with separate coins.
+    [`sglang_chain_sample`][spectheory.testing.engines.adapters.sglang_chain_sample] with separate coins.
     A rule that keeps state across steps tracks the samples by the kit's calling order."""
 
     def __init__(self, rule: Rule):
@@ -314,7 +314,7 @@ class ReplicaStep:
         return torch.multinomial(probs, 1, generator=g)[:, 0]
 
     def __call__(self, request: StepRequest):
-        from ..adapters import sglang_chain_sample
+        from ..engines.adapters import sglang_chain_sample
 
         ctx = request.context
         B, L = ctx.shape[0], request.num_draft
@@ -365,7 +365,7 @@ def replica_step(name: str) -> ReplicaStep:
 
 def draft_half(name: str, draft_sampling="top_p=0.9") -> Callable:
     """The drafting half of a replica as a draft sampler for
-    [`check_proposal`][spectheory.testing.sampler.check_proposal]
+    [`check_proposal`][spectheory.testing.checks.sampler.check_proposal]
     (``(q_rows [B, V], generator) -> (tokens [B], q_reported [B, V])``). Only mistral.rs PR #2424
     has a half that holds its defect (the argmax of the filtered rows, reported as the filtered
     rows); every other replica drafts correctly from the rows it reports, and its defect lies in
@@ -544,12 +544,12 @@ def check_step_power(law, target, samples: int, alpha: float = 1e-3, trials: int
     """Monte Carlo power of `check_step` on one instance against a step whose sequences follow
     ``law`` while the reference is ``target`` (both ``[V^N]``): the fraction of ``trials``
     multinomial samples of ``law`` that the check's own statistic (the pooled chi-square of
-    `spectheory.testing.stats` and its family) rejects at ``alpha``. Standard error at most
+    `spectheory.testing.statistics.stats` and its family) rejects at ``alpha``. Standard error at most
     0.5 / sqrt(trials). At a few hundred samples over 81 cells the non-central chi-square
-    approximation of [`detection_power`][spectheory.testing.step.detection_power] is
+    approximation of [`detection_power`][spectheory.testing.checks.step.detection_power] is
     optimistic; this is not an approximation."""
-    from .. import stats
-    from ..report import MIN_EXPECTED
+    from ..statistics import stats
+    from ..checks.report import MIN_EXPECTED
 
     rng = np.random.default_rng(seed)
     law = np.clip(np.asarray(law, dtype=np.float64), 0, None)
@@ -613,7 +613,7 @@ def effective_frequency_penalty(nominal: float, steps: int = 4, instance: Instan
     at ``nominal``, by bisection (the expectation falls as f' grows). Returns ``{"nominal",
     "effective", "ratio", "repeats_buggy", "repeats_nominal", "tokens_per_step"}``
     (tokens_per_step: the buggy law's mean emitted tokens per step over the first step)."""
-    from ..step import target_sequence_law
+    from ..checks.step import target_sequence_law
 
     inst = toy_repeat_instance() if instance is None else instance
     V, L = inst.vocab_size, inst.block_length

@@ -1,11 +1,11 @@
 """Bugs at the seam between drafting and verifying: whole-step replicas with their exact laws.
 
-Each replica is a step in the signature of [`check_step`][spectheory.testing.step.check_step]
+Each replica is a step in the signature of [`check_step`][spectheory.testing.checks.step.check_step]
 (``step(request) -> emitted [B, L+1]``), written from the public thread of the bug, with
 
 * its two halves in the forms the other checks take: a draft sampler for
-  [`check_proposal`][spectheory.testing.sampler.check_proposal] and a sampler for
-  [`check_sampler`][spectheory.testing.sampler.check_sampler] (what those checks can see of the
+  [`check_proposal`][spectheory.testing.checks.sampler.check_proposal] and a sampler for
+  [`check_sampler`][spectheory.testing.checks.sampler.check_sampler] (what those checks can see of the
   step), and
 * its exact output law on an instance, under the declared noise coupling
   ([`exact_step_law`][spectheory.testing.mutants.steps.exact_step_law]): exact rationals.
@@ -49,8 +49,8 @@ import torch
 
 from ...inputs.instances import Instance, instance_from_dict
 from ...inputs.processing import parse_sampling, process_rows
-from ..step import (StepRequest, _draft_rows, _streams, _target_rows, sglang_step,
-                    transformers_step)
+from ..checks.step import (StepRequest, _draft_rows, _streams, _target_rows, sglang_step,
+                           transformers_step)
 
 __all__ = ["LOGIT_LEVEL", "REPLICAS", "bf16_draft_probs", "bf16_draft_step", "exact_step_law",
            "raw_q_step", "reused_coin_step", "shared_noise_step", "shared_gumbel_joint",
@@ -66,11 +66,11 @@ LOGIT_LEVEL = 16.0
 
 
 def shared_noise_step(request: StepRequest):
-    """vLLM #47386: [`vllm_v1_step`][spectheory.testing.step.vllm_v1_step] with the recovery
+    """vLLM #47386: [`vllm_v1_step`][spectheory.testing.checks.step.vllm_v1_step] with the recovery
     token at position i drawn as argmax r(y)/E_y from the exponentials E that drew the draft
     X_i = argmax q(x)/E_x (one noise vector for drafting and recovery; the acceptance coins and
     the bonus token keep their own streams)."""
-    from ..adapters import flatten_drafts, vllm_rejection_sample, vllm_sample_recovered_tokens
+    from ..engines.adapters import flatten_drafts, vllm_rejection_sample, vllm_sample_recovered_tokens
 
     Bsz, L = request.context.shape[0], request.num_draft
     g_draft, g_coin, g_bonus = _streams(request, 3)
@@ -96,14 +96,14 @@ def shared_noise_step(request: StepRequest):
 
 
 def reused_coin_step(request: StepRequest):
-    """SGLang #7207: [`sglang_step`][spectheory.testing.step.sglang_step] whose final token is
+    """SGLang #7207: [`sglang_step`][spectheory.testing.checks.step.sglang_step] whose final token is
     drawn at the coin of the last acceptance test instead of its own coin."""
     return sglang_step(request, reuse_coin=True)
 
 
 def raw_q_step(request: StepRequest):
     """Hugging Face transformers #47932:
-    [`transformers_step`][spectheory.testing.step.transformers_step] drafting from the rows
+    [`transformers_step`][spectheory.testing.checks.step.transformers_step] drafting from the rows
     processed by the drafting parameters but handing the raw rows as q."""
     return transformers_step(request, hand_raw_q=True)
 
@@ -123,7 +123,7 @@ def bf16_draft_step(request: StepRequest):
     [`bf16_draft_probs`][spectheory.testing.mutants.steps.bf16_draft_probs] of the (processed)
     draft rows; verification by token verification (the port of SGLang's chain sampler with
     separate coins) with the full-precision rows as q."""
-    from ..adapters import sglang_chain_sample
+    from ..engines.adapters import sglang_chain_sample
 
     Bsz, L = request.context.shape[0], request.num_draft
     g_draft, g_coin, g_final = _streams(request, 3)
@@ -147,7 +147,7 @@ def bf16_draft_step(request: StepRequest):
 
 def draft_half(name: str, draft_sampling=None) -> Callable:
     """The replica's drafting as a draft sampler for
-    [`check_proposal`][spectheory.testing.sampler.check_proposal]:
+    [`check_proposal`][spectheory.testing.checks.sampler.check_proposal]:
     ``(q_rows [B, V], generator) -> (tokens [B], q_reported [B, V])``."""
     dp = parse_sampling(draft_sampling)
 
@@ -176,13 +176,13 @@ def draft_half(name: str, draft_sampling=None) -> Callable:
 
 def sampler_half(name: str) -> Callable:
     """The replica's verification as a canonical sampler ``(drafts, q, p, generator) ->
-    (accepted, token)`` for [`check_sampler`][spectheory.testing.sampler.check_sampler], which
+    (accepted, token)`` for [`check_sampler`][spectheory.testing.checks.sampler.check_sampler], which
     draws the drafts itself: the noise that drew them is not there to be shared (vLLM #47386's
     recovery draws fresh exponentials), and the q handed over is the one the kit drew from
     (transformers #47932, DeepSpec #31). SGLang #7207's coin re-use lies inside the
     verification, so its half keeps it."""
-    from ..adapters import (canonical_from_padded, flatten_drafts, sglang_chain_sample,
-                            vllm_rejection_sample, vllm_sample_recovered_tokens)
+    from ..engines.adapters import (canonical_from_padded, flatten_drafts, sglang_chain_sample,
+                                    vllm_rejection_sample, vllm_sample_recovered_tokens)
 
     def vllm(drafts, q, p, generator=None):
         Bsz, L = drafts.shape
@@ -207,7 +207,7 @@ def sampler_half(name: str) -> Callable:
         return tau, out.gather(1, tau.unsqueeze(1)).squeeze(1)
 
     def hf(drafts, q, p, generator=None):
-        from ..adapters import hf_speculative_sampling
+        from ..engines.adapters import hf_speculative_sampling
 
         Bsz, L = drafts.shape
         seed = int(torch.randint(0, 2**62, (1,), generator=generator))

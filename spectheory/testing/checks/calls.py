@@ -1,0 +1,368 @@
+"""Calling a sampler and counting what it returns, shared by every mode of the sampler check.
+
+How [`check_sampler`][spectheory.testing.checks.sampler.check_sampler] hands rows to the sampler
+(`_row_counts`: mixed batches of draft rows, or stride-0 views of one row), validates its outputs
+(`_outputs`: one note naming the function and what it returned), paces the run against
+``max_seconds`` (`_Pace`), and turns counted cells into the report
+(`_cells`, `_report`, from the chi-square family of `spectheory.testing.statistics.stats`). The context
+variables here name the function being called (`_WHO`), hold the running check's pace (`_PACE`)
+and, while a budgeted run plans, collect each row's cell probabilities (`_ROW_LAWS`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import gc
+import math
+import time
+
+import numpy as np
+from ...runtime._lazy import torch
+
+from ...runtime.errors import SpectheoryError, TimeLimitError
+from ..statistics import stats
+from .report import RUNNING, MIN_EXPECTED, POWER, Cell, DraftRows, SamplerReport, declared
+
+#: Default bound on the floats of the inputs of one sampler call (rows x K (2L+1) V).
+MAX_CALL_FLOATS = 2**25
+#: Most samples handed to one call of a ``repeat_aware`` sampler (its outputs are counted, and
+#: dropped, call by call, so the check's memory does not grow with ``samples``).
+COUNT_CHUNK = 2**18
+#: Seconds of calls after which the measured rate is projected onto ``samples``.
+PROJECT_AFTER_S = 2.0
+
+
+#: True while a budget's pilot checks run: a check with too few samples to test anything
+#: returns its failing report (``needs_samples``) for the sizing to read, instead of refusing.
+UNTESTED_REPORTS = contextvars.ContextVar("spectheory_untested_reports", default=False)
+#: What a check is calling, for its notes ("sampler module:function").
+_WHO = contextvars.ContextVar("spectheory_sampler_who", default="the sampler")
+#: The running check's `_Pace` (None outside a check).
+_PACE = contextvars.ContextVar("spectheory_sampler_pace", default=None)
+#: A list while a budgeted check plans: each row's cell probabilities, in the check's order.
+_ROW_LAWS = contextvars.ContextVar("spectheory_sampler_row_laws", default=None)
+
+
+#: A budgeted check is stopped once it has run this many times its budget (plus
+#: `WATCHDOG_SLACK_S`): a sampler call that never returns cannot hold it silently.
+WATCHDOG_FACTOR = 2.0
+#: Seconds added to the watchdog's deadline (start-up, the first calls).
+WATCHDOG_SLACK_S = 1.0
+
+
+@contextlib.contextmanager
+def _watchdog(seconds: float, what: str):
+    """Stop the block with one [`TimeLimitError`][spectheory.runtime.errors.TimeLimitError] line,
+    naming the sampler and ``what`` (the budget), when a call of user code (`RUNNING`) is still
+    running once the block has run ``seconds``: a sampler that never returns. Past the deadline
+    in the check's own work the block goes on, and the first user call still running when it
+    is looked at again (every 0.05 s) is stopped. A ``SIGALRM`` timer in the
+    main thread (it interrupts a sampler sleeping or looping in Python; a call blocked inside
+    one C routine is stopped when it returns); an earlier alarm already armed (``--time-limit``)
+    is kept and re-armed after the block. Off the main thread, or without ``setitimer``, the
+    block runs unwatched."""
+    import signal
+    import threading
+
+    from ...runtime.limits import _collection_starts, _collection_stops, _unsafe_to_raise
+
+    if not hasattr(signal, "setitimer") or \
+            threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    earlier = signal.getitimer(signal.ITIMER_REAL)[0]
+    if earlier and earlier <= seconds:  # a sooner alarm bounds the block already
+        yield
+        return
+    start = time.perf_counter()
+
+    def on_alarm(signum, frame):
+        who = RUNNING[0]
+        if who is None or _unsafe_to_raise(frame):  # in a collection, a finaliser or an import
+            # an exception would be lost or leave a module half-imported; in the check's own
+            # work (counting) nothing hangs: look again just after
+            signal.setitimer(signal.ITIMER_REAL, 0.05)
+            return
+        took = time.perf_counter() - start
+        raise TimeLimitError(f"{who} did not return: the check was stopped after {took:.1f} s, "
+                             f"past {WATCHDOG_FACTOR:g} times {what} plus {WATCHDOG_SLACK_S:g} s "
+                             f"({seconds:.1f} s); a sampler call must return")
+
+    old = signal.signal(signal.SIGALRM, on_alarm)
+    tracking = _collection_starts not in gc.callbacks
+    if tracking:  # mark garbage collections (first and last callbacks), as a time limit does
+        gc.callbacks.insert(0, _collection_starts)
+        gc.callbacks.append(_collection_stops)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+        if tracking:
+            for callback in (_collection_starts, _collection_stops):
+                if callback in gc.callbacks:
+                    gc.callbacks.remove(callback)
+        if earlier:  # the outer alarm, less the time this block took (at least a moment)
+            signal.setitimer(signal.ITIMER_REAL,
+                             max(0.001, earlier - (time.perf_counter() - start)))
+
+
+def _collect_law(probs) -> None:
+    laws = _ROW_LAWS.get()
+    if laws is not None:
+        laws.append(np.asarray(probs, dtype=np.float64))
+
+
+class _Pace:
+    """Samples counted against time in one check: honours a `spectheory.runtime.limits.running` time
+    limit, and once the calls have run `PROJECT_AFTER_S` seconds, stops the check with a
+    `TimeLimitError` when the rate measured after the first call projects the whole run past
+    ``max_seconds``."""
+
+    def __init__(self, samples: int, max_seconds: float | None):
+        self.samples, self.max_seconds = int(samples), max_seconds
+        self.start = time.perf_counter()
+        self.done = 0
+        self.first = None  # (time, samples done) after the first call: warm-up excluded
+
+    def add(self, m: int) -> None:
+        from ...runtime.limits import check_time, human_seconds
+
+        check_time("check_sampler")
+        self.done += int(m)
+        now = time.perf_counter()
+        if self.first is None:
+            self.first = (now, self.done)
+            return
+        t0, d0 = self.first
+        if self.max_seconds is None or now - self.start < PROJECT_AFTER_S or self.done <= d0:
+            return
+        rate = (now - t0) / (self.done - d0)
+        total = (now - self.start) + rate * max(0, self.samples - self.done)
+        if total > self.max_seconds:
+            raise TimeLimitError(
+                f"samples = {self.samples:,} would take about {human_seconds(total)} "
+                f"({rate:.3g} s a sample, measured on the first {self.done:,}), over "
+                f"max_seconds = {self.max_seconds:g}; lower samples, raise max_seconds, or let "
+                f"samples='auto' with budget_s size the run")
+
+
+def _pace_add(m: int) -> None:
+    pace = _PACE.get()
+    if pace is not None:
+        pace.add(m)
+
+
+def _as_index(x, name: str):
+    """A sampler's output as a flat int64 tensor, or a note on what it is instead."""
+    try:
+        t = torch.as_tensor(x)
+    except Exception:  # noqa: BLE001 - anything that is not array-like
+        return None, f"{name} of type {type(x).__name__}, not a tensor"
+    if t.dtype == torch.bool or t.is_complex():
+        return None, f"{name} of dtype {t.dtype}, not an integer tensor"
+    if t.dim() > 1:  # [B] expected: [1, B] or [B, 1] is a layout mistake, not a batch of B
+        return None, f"{name} of shape {list(t.shape)}, not a vector [B]"
+    t = t.reshape(-1).cpu()
+    if t.is_floating_point():
+        bad = ~torch.isfinite(t)
+        if bad.any():
+            i = int(bad.nonzero()[0])
+            return None, f"{name} = {float(t[i])} (dtype {t.dtype}) at row {i}"
+        frac = t != torch.round(t)
+        if frac.any():
+            i = int(frac.nonzero()[0])
+            return None, f"{name} = {float(t[i])} (dtype {t.dtype}), not an integer, at row {i}"
+    return t.to(torch.long), None
+
+
+def _outputs(out, K: int, n: int, L: int, V: int):
+    """Validate a sampler's return value; (k, tau, y) long tensors [n] or a note naming the
+    function and what it returned."""
+    who = _WHO.get()
+    want = 2 if K == 1 else 3
+    names = ("accepted", "token") if K == 1 else ("path", "accepted", "token")
+    if not isinstance(out, (tuple, list)) or len(out) != want:
+        return None, (f"{who} returned {type(out).__name__}"
+                      f"{' of length ' + str(len(out)) if isinstance(out, (tuple, list)) else ''}"
+                      f", not a tuple of {want} tensors ({', '.join(names)})")
+    parts = []
+    for name, x in zip(names, out):
+        t, note = _as_index(x, name)
+        if note:
+            return None, f"{who} returned {note}"
+        parts.append(t)
+    if any(x.shape[0] != n for x in parts):
+        shapes = ", ".join(f"{name} {list(torch.as_tensor(x).shape)}"
+                           for name, x in zip(names, out))
+        return None, f"{who} returned {shapes} for a batch of {n}"
+    if K == 1:
+        parts = [torch.zeros(n, dtype=torch.long)] + parts
+    k, tau, y = parts
+    for name, x, hi in (("path", k, K - 1), ("accepted", tau, L), ("token", y, V - 1)):
+        bad = (x < 0) | (x > hi)
+        if bad.any():
+            i = int(bad.nonzero()[0])
+            return None, f"{who} returned {name} = {int(x[i])} outside 0..{hi} (row {i})"
+    return (k, tau, y), None
+
+
+def _chunk(K: int, L: int, V: int, max_batch: int | None, sampler=None) -> int:
+    if max_batch is None and declared(sampler, "repeat_aware", False):
+        return COUNT_CHUNK
+    if max_batch is not None:
+        if isinstance(max_batch, bool) or not isinstance(max_batch, int) or max_batch < 1:
+            raise SpectheoryError(f"max_batch = {max_batch!r} must be a positive integer")
+        return max_batch
+    return max(1, MAX_CALL_FLOATS // (K * (2 * L + 1) * V))
+
+
+def _row_counts(sampler, rows: DraftRows, counts: list[int], generator, chunk: int):
+    """Call the sampler on each draft row repeated counts[b] times, at most ``chunk`` rows a
+    call, and yield ``(b, observed counts of the cells (k, tau, Y) [K (L+1) V], None)`` for
+    b = 0, 1, ... in order, or ``(b, None, note)`` once the sampler returns something invalid.
+
+    Inputs of at most `MAX_CALL_FLOATS` floats in all are gathered into batches of interleaved
+    draft rows (so that a sampler mixing up the rows of a batch is seen); larger ones are handed
+    over one draft row at a time as read-only stride-0 views, and each call's outputs are counted
+    and dropped, so memory does not grow with the counts."""
+    d, q, p = rows
+    Bn, K, L = d.shape
+    V = q.shape[-1]
+    C = K * (L + 1) * V
+    total = sum(counts)
+
+    def call(dd, qq, pp):
+        m = dd.shape[0]
+        if K == 1:
+            out = sampler(dd[:, 0], qq[:, 0], pp[:, 0], generator)
+        else:
+            out = sampler(dd, qq, pp, generator)
+        res, note = _outputs(out, K, m, L, V)
+        if note:
+            return None, note
+        _pace_add(m)
+        k, tau, y = res
+        return ((k * (L + 1) + tau) * V + y).numpy(), None
+
+    if total * K * (2 * L + 1) * V <= MAX_CALL_FLOATS:
+        # draft rows interleaved, so that a sampler mixing up rows of a batch is seen
+        ids = torch.repeat_interleave(torch.arange(Bn), torch.as_tensor(counts))
+        ids = ids[torch.randperm(len(ids), generator=generator)]
+        rid_parts, cell_parts = [], []
+        for s in range(0, total, chunk):
+            part = ids[s:s + chunk]
+            cells, note = call(d[part], q[part], p[part])
+            if note:
+                yield 0, None, note
+                return
+            rid_parts.append(part.numpy())
+            cell_parts.append(cells)
+        rid, cell = np.concatenate(rid_parts), np.concatenate(cell_parts)
+        if Bn * C <= 2**24:
+            table = np.bincount(rid * C + cell, minlength=Bn * C).reshape(Bn, C)
+            for b in range(Bn):
+                yield b, table[b], None
+        else:
+            order = np.argsort(rid, kind="stable")
+            rid, cell = rid[order], cell[order]
+            bounds = np.searchsorted(rid, np.arange(Bn + 1))
+            for b in range(Bn):
+                yield b, np.bincount(cell[bounds[b]:bounds[b + 1]], minlength=C), None
+        return
+    for b in range(Bn):
+        obs = np.zeros(C, dtype=np.int64)
+        left = counts[b]
+        while left > 0:
+            m = min(left, chunk)
+            cells, note = call(d[b:b + 1].expand(m, -1, -1), q[b:b + 1].expand(m, -1, -1, -1),
+                               p[b:b + 1].expand(m, -1, -1, -1))
+            if note:
+                yield b, None, note
+                return
+            obs += np.bincount(cells, minlength=C)
+            left -= m
+        yield b, obs, None
+
+
+def _split(total: int, parts: int) -> list[int]:
+    base, extra = divmod(total, parts)
+    return [base + (1 if i < extra else 0) for i in range(parts)]
+
+
+def _failed(mode, samples, alpha, name, note, rows=0) -> SamplerReport:
+    return SamplerReport(False, 0.0, mode, samples, alpha, None, float("nan"), name, rows=rows,
+                         notes=[note])
+
+
+def _tokens(x) -> tuple:
+    return tuple(int(t) for t in x)
+
+
+def _cells(test, probs, obs, label, zero: str, impossible, worst):
+    """Update the report's two cells with one test: the first sample on an outcome of
+    probability 0 (kept once found), and the cell with the largest standardised deviation
+    ``(z, Cell)``; ``label(c)`` names cell ``c`` (negative: the pooled bin)."""
+    if test.impossible and impossible is None:
+        c = int(np.flatnonzero((probs <= 0) & (obs > 0))[0])
+        impossible = Cell(label(c) + f" ({zero})", float(obs[c]), 0.0)
+    if test.dof > 0:
+        z = abs(test.worst_observed - test.worst_expected) / math.sqrt(test.worst_expected)
+        if worst is None or z > worst[0]:
+            worst = (z, Cell(label(test.worst), test.worst_observed, test.worst_expected))
+    return impossible, worst
+
+
+def _summary(tests, alpha, worst, impossible, zero="outcomes of probability zero"):
+    """What every chi-square report starts from: the family of ``tests``, the cell to show (a
+    sample on an outcome of probability zero first, else the worst cell), the detection figure,
+    and the note on samples that fell on ``zero``."""
+    fam = stats.family(tests)
+    notes = []
+    cell = worst[1] if worst else None
+    if impossible is not None:
+        cell = impossible
+        notes.append(f"{fam.impossible} sample(s) fell on {zero}")
+    return fam, cell, stats.min_detectable_tv(tests, alpha, POWER), notes
+
+
+def _report(mode, tests, samples, alpha, name, worst, impossible, laws=None) -> SamplerReport:
+    """The report of a chi-square family ``tests``; with ``laws`` (each row's cell
+    probabilities, in the tests' order) two cases without a degree of freedom are told apart:
+    every row's law a point mass (greedy decoding: the detection figure is that of a sample off
+    the point, `stats.point_mass_tv`), and too few samples for any row to be tested, refused
+    (`TooFewSamplesError`, saying how many samples a test of every row needs)."""
+    fam, cell, mdt, notes = _summary(tests, alpha, worst, impossible)
+    unit = {"lossless": "instances", "proposal": "proposal rows"}.get(mode, "draft rows")
+    if fam.dof == 0 and laws is not None and len(laws) == len(tests) and tests:
+        need = [stats.samples_for_a_test(p_, MIN_EXPECTED) for p_ in laws]
+        need = [x for x in need if x is not None]
+        if not need:  # every row a point mass
+            n = min(t.n for t in tests)
+            mdt = stats.point_mass_tv(n, POWER)
+            notes.append(f"no row has two cells to compare (each row's law sits on one outcome, "
+                         f"as under greedy decoding): the check fails on any sample of an "
+                         f"outcome of probability zero, so a bias of total variation t in a "
+                         f"row's n >= {n:,} samples is caught with probability 1 - (1 - t)^n, "
+                         f"at least {POWER:.0%} for t >= {mdt:.3g}")
+        elif not fam.impossible:
+            per = max(need)
+            total = per * len(tests)
+            notes.append(f"no degree of freedom was tested: {samples:,} samples over "
+                         f"{len(tests)} {unit} leave no row two bins of expected count >= "
+                         f"{MIN_EXPECTED:g}, so no bias could be seen; a test of every row "
+                         f"needs at least {total:,} samples ({per:,} a row), a first test "
+                         f"{min(need) * len(tests):,}")
+            if UNTESTED_REPORTS.get():  # a budget's pilot: the sizing reads the report
+                return SamplerReport(False, float("nan"), mode, samples, alpha, None,
+                                     float("inf"), name, fam.statistic, 0, 0, notes=notes,
+                                     needs_samples=total)
+            # nothing was tested: the sample count is at fault, never a verdict (every mode
+            # refuses it the same way: chain, tree, step)
+            from ...runtime.errors import TooFewSamplesError
+
+            raise TooFewSamplesError(f"samples = {samples:,}: {notes[-1]}", total)
+    return SamplerReport(fam.p_value > alpha, fam.p_value, mode, samples, alpha, cell, mdt,
+                         name, fam.statistic, fam.dof, len(tests), notes=notes)

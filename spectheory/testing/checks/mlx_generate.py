@@ -1,0 +1,517 @@
+"""MLX-LM's speculative decoding, unmodified, checked over several steps on MLX's CPU backend.
+
+[`check_mlx_generate`][spectheory.testing.checks.mlx_generate.check_mlx_generate] runs the library's own
+loop, ``mlx_lm.generate.speculative_generate_step(prompt, target, draft, num_draft_tokens=L,
+max_tokens=N, sampler=make_sampler(...), logits_processors=make_logits_processors(...))``: the
+draft proposes L tokens with its own sampler, the target scores them in one forward pass and
+samples a token at every position with the same sampler, the drafts are accepted while they
+equal the target's samples (verification by sample match: each accepted token IS the target's
+sample, so the loop is lossless whatever the draft), the first mismatch yields the target's
+token, and both caches are trimmed (``trim_prompt_cache``). The first N generated tokens are
+compared, by a pooled chi-square (`spectheory.testing.statistics.stats`), with the exact law of the target
+processed as the sampler asks (`spectheory.testing.checks.step.target_sequence_law`).
+
+**The models.** [`mlx_models`][spectheory.testing.checks.mlx_generate.mlx_models] dresses an
+instance's table models as ``mlx.nn.Module`` s (`TableMLXModel`, built on first use so that this
+module imports without MLX), exactly as
+[`hf_models`][spectheory.testing.checks.hf_generate.hf_models] dresses them for transformers:
+
+* vocabulary V + 1: the extra id V is the prompt (probability 0 in every row); the loop is handed
+  the prompt ``[V]``, and the row after it is the instance's root;
+* ``model(x [1, T], cache)`` returns ``logits [1, T, V+1]`` float32, row t the next-token logits
+  after the tokens so far (beyond the table's depth its order-D Markov extension), -inf in
+  column V;
+* the cache is the library's own ``KVCache`` (one layer, from ``make_prompt_cache``): each call
+  appends its token ids as keys (float32, exact below 2^24) and reads the whole history back,
+  so the library's cache trimming after a mismatch is exercised as with a real model.
+
+The logits are the kit's float32 logits, and the law is computed on the instance whose rows are
+their float64 softmax (`spectheory.testing.checks.hf_generate`): what is left between the library and
+the law is MLX's own float32 arithmetic.
+
+**The sampler's order.** ``make_sampler`` applies top-p, then min-p, then top-k to the
+log-probabilities at temperature 1 and divides by the temperature last; neither of the kit's
+orders (temperature first) is that. The check therefore maps onto ``order="transformers"`` only
+the settings where the orders agree, and refuses the rest in one line: a temperature other
+than 0 or 1 with any filter (the filters would be measured on different rows), and top-k with
+top-p (MLX measures top-p on the whole row, transformers after top-k). Top-p with min-p (the
+same order in both) and top-k with min-p (min-p's bar, a fraction of the largest probability,
+is the same before and after top-k) are exact. ``repetition_penalty`` is a logits processor
+applied to the model's logits before the sampler, over the last ``repetition_context_size`` =
+20 tokens (the prompt id V among them: its -inf logit stays -inf), so the law models it for
+N <= 20.
+
+**Ties.** MLX's top-k keeps exactly k tokens (``argpartition``), the kit keeps every token tied
+at the k-th value: on rows with such ties the check fails by convention, not by a loss (the
+default instance has none).
+
+**End of sequence.** ``speculative_generate_step`` has no stop token (``stream_generate`` stops
+on the tokenizer's, outside the loop): N tokens are always generated.
+
+**Statistics.** One chi-square per instance, Bonferroni over one global and one per-instance
+test (`spectheory.testing.statistics.stats.family`): a correct library fails with probability at most
+``alpha``; the report states the smallest total-variation bias detected with 90% power and the
+fraction of tokens the target accepted from the draft (0 would leave the speculative path
+untested). MLX's global generator is seeded with ``mx.random.seed(seed)``; MLX offers no way to
+read its state back, so the caller's is not restored.
+
+The loop runs one sequence at a time: about 3-6 ms a sample for N = 4 tokens on an idle CPU core
+(``benchmarks/results/mlx_generate.md``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from ...inputs.instances import Instance
+from ...runtime.errors import OptionError, SizeLimitError, SpectheoryError, TimeLimitError
+from ..statistics import stats
+from .calls import _cells, _split, _summary
+from .hf_generate import (MAX_CELLS, _guard_cells, _label, _rounded, default_instances,
+                          generate_law, shifted_law_instance)
+from .report import MIN_EXPECTED, SamplerReport
+from .step import _Pace
+
+#: Most generated tokens compared (N).
+MAX_TOKENS = 32
+#: Most samples of one check.
+MAX_SAMPLES = 10**8
+#: Most tokens of the vocabulary (the prompt id V must be exact as a float32 cache key).
+MAX_VOCAB = 2**20
+#: ``make_sampler`` arguments the law models (the rest is refused).
+SAMPLER_KEYS = ("temp", "top_p", "min_p", "top_k")
+#: ``make_logits_processors`` arguments the law models.
+PROCESSOR_KEYS = ("repetition_penalty",)
+#: ``speculative_generate_step`` arguments the law does not depend on (every step lossless).
+LOOP_KEYS = ("num_draft_tokens",)
+#: MLX-LM's repetition-penalty window (``repetition_context_size``'s default).
+REPETITION_CONTEXT = 20
+#: The check's settings unless given: sampling at temperature 1 (``make_sampler``'s default,
+#: temperature 0, is greedy), 2 drafts a step.
+DEFAULTS = {"temp": 1.0, "num_draft_tokens": 2}
+
+
+def _require_mlx():
+    try:
+        import mlx.core  # noqa: F401
+        import mlx_lm
+        import mlx_lm.generate  # noqa: F401
+    except ImportError:
+        raise OptionError("mlx-lm is not installed: pip install 'spectheory[mlx]' (Linux x86-64; "
+                          "on macOS pip install mlx mlx-lm)") from None
+    return mlx_lm
+
+
+def mlx_versions() -> str:
+    """``"mlx-lm X, mlx Y"`` (one-line `OptionError` when MLX-LM is absent)."""
+    mlx_lm = _require_mlx()
+    import mlx.core as mx
+
+    return f"mlx-lm {mlx_lm.__version__}, mlx {mx.__version__}"
+
+
+# ----------------------------------------------------------------------------- models
+
+
+@functools.lru_cache(maxsize=None)
+def _model_class():
+    """``TableMLXModel``, defined on first use (MLX imported)."""
+    _require_mlx()
+    import mlx.core as mx
+    import mlx.nn as nn
+
+    class TableMLXModel(nn.Module):
+        """A table model as an MLX-LM causal language model (see
+        `spectheory.testing.checks.mlx_generate`). ``logit_tables[k]`` ``[V^k, V+1]`` float32: the
+        logits after every prefix of length k (column V, the prompt id, -inf). ``shift=1`` plants
+        a bug: each position returns the row of the position before it (the root row stays
+        first)."""
+
+        def __init__(self, logit_tables=(), name: str = "model", shift: int = 0):
+            super().__init__()
+            tables = [np.asarray(t, dtype=np.float32) for t in logit_tables]
+            object.__setattr__(self, "_tables", tables)  # plain numpy, not MLX parameters
+            self.layers = [None]  # one cache layer (make_prompt_cache reads len(model.layers))
+            object.__setattr__(self, "V", int(tables[0].shape[1]) - 1)
+            object.__setattr__(self, "depth", len(tables) - 1)
+            object.__setattr__(self, "name", name)
+            object.__setattr__(self, "shift", int(shift))
+            object.__setattr__(self, "calls", 0)
+
+        def __call__(self, x, cache=None):
+            ids = np.array(x).astype(np.int64)
+            if ids.ndim != 2:
+                raise SpectheoryError(f"the {self.name} model takes tokens [B, T], got shape "
+                                      f"{list(ids.shape)}")
+            object.__setattr__(self, "calls", self.calls + 1)
+            if cache is not None:
+                start = int(cache[0].offset)
+                keys = mx.array(ids.astype(np.float32))[:, None, :, None]  # [B, 1, T, 1]
+                full, _ = cache[0].update_and_fetch(keys, keys)
+                full = np.array(full)[:, 0, :, 0].astype(np.int64)
+            else:
+                start, full = 0, ids
+            return mx.array(self._rows(full, start, ids.shape[1]))
+
+        def _rows(self, full, start: int, T: int):
+            """Logits [B, T, V+1] at positions start..start+T-1 of ``full [B, S]`` (position 0
+            the prompt id V): row t is the table row after full[:, 1:t+1]."""
+            V, D = self.V, self.depth
+            B, S = full.shape
+            if S < 1 or bool((full[:, 0] != V).any()):
+                raise SpectheoryError(f"the {self.name} model reads the prompt [{V}] (the id "
+                                      f"V = {V}) first")
+            body = full[:, 1:]
+            if body.size and (int(body.min()) < 0 or int(body.max()) >= V):
+                raise SpectheoryError(f"the {self.name} model was handed a token outside "
+                                      f"0..{V - 1} after the prompt")
+            out = np.empty((B, T, V + 1), dtype=np.float32)
+            for i in range(T):
+                t = max(start + i - self.shift, 0)  # tokens after the prompt read by this row
+                k = min(t, D)
+                idx = np.zeros(B, dtype=np.int64)
+                for j in range(t - k, t):
+                    idx = idx * V + body[:, j]
+                out[:, i] = self._tables[k][idx]
+            return out
+
+    return TableMLXModel
+
+
+def __getattr__(name):  # the class, once MLX is importable
+    if name == "TableMLXModel":
+        return _model_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def mlx_models(instance: Instance, *, shift: int = 0):
+    """The instance's target and draft as MLX models, and the instance the law is computed on.
+
+    Returns ``(target, draft, law_instance)``: two `TableMLXModel` (vocabulary V + 1, the prompt
+    id V; float32 kit logits, see `spectheory.testing.checks.mlx_generate`), and the instance whose rows
+    are the float64 softmax of exactly those float32 logits. ``shift=1`` plants a bug in the
+    target: each position returns the row of the position before (the target reads one token
+    late)."""
+    if not isinstance(instance, Instance):
+        raise OptionError(f"an instance must be a spectheory Instance, not "
+                          f"{type(instance).__name__}")
+    V = instance.vocab_size
+    if V + 1 > MAX_VOCAB:
+        raise SizeLimitError(f"vocabulary V = {V:,} is over the limit of {MAX_VOCAB - 1:,} here")
+    if isinstance(shift, bool) or shift not in (0, 1):
+        raise OptionError(f"shift = {shift!r} must be 0 or 1")
+    Model = _model_class()
+    made, law_models = [], []
+    for which, m, s in (("target", instance.target, shift), ("draft", instance.draft, 0)):
+        logit_tables, law_model = _rounded(m)
+        made.append(Model(logit_tables, which, s))
+        law_models.append(law_model)
+    law = Instance(V, instance.block_length, law_models[0], law_models[1])
+    return made[0], made[1], law
+
+
+# ----------------------------------------------------------------------------- the law
+
+
+def _number(key, value, lo, hi, lo_open=False, hi_open=False):
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(float(value)) or value < lo or value > hi \
+            or (lo_open and value == lo) or (hi_open and value == hi):
+        rng = f"{'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}"
+        raise OptionError(f"{key} = {value!r} must be a number in {rng}")
+    return float(value)
+
+
+def sampling_of(kwargs: Mapping | None, vocab_size: int, tokens: int = 1):
+    """The `SamplingParams` (``order="transformers"``) that MLX-LM's ``make_sampler`` and
+    ``make_logits_processors`` arguments apply, or None for plain sampling at temperature 1.
+    Refuses, in one line, an argument the law does not model and a combination whose order MLX
+    applies differently (see `spectheory.testing.checks.mlx_generate`)."""
+    from ...inputs.processing import SamplingParams
+
+    kw = dict(DEFAULTS)
+    kw.update(dict(kwargs or {}))
+    for key in kw:
+        if key not in SAMPLER_KEYS + PROCESSOR_KEYS + LOOP_KEYS:
+            raise OptionError(f"argument {key!r} is not modelled by the kit's law (modelled: "
+                              f"{', '.join(SAMPLER_KEYS + PROCESSOR_KEYS + LOOP_KEYS)})")
+    temp = _number("temp", kw["temp"], 0, 1e6)
+    params: dict = {"order": "transformers"}
+    if temp != 1:
+        params["temperature"] = temp
+    filters = []
+    top_p = kw.get("top_p")
+    if top_p is not None and _number("top_p", top_p, 0, 1) not in (0, 1):
+        params["top_p"] = float(top_p)  # make_sampler applies top-p only for 0 < top_p < 1
+        filters.append("top_p")
+    min_p = kw.get("min_p")
+    if min_p is not None and _number("min_p", min_p, 0, 1) != 0:
+        params["min_p"] = float(min_p)
+        filters.append("min_p")
+    top_k = kw.get("top_k")
+    if top_k is not None:
+        if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 0:
+            raise OptionError(f"top_k = {top_k!r} must be a non-negative integer")
+        if top_k > 0:
+            params["top_k"] = int(top_k)
+            filters.append("top_k")
+    if filters and temp not in (0, 1):
+        raise OptionError(f"temp = {temp:g} with {', '.join(filters)}: MLX applies top-p, min-p "
+                          f"and top-k at temperature 1 and the temperature last, the kit's "
+                          f"orders the temperature first; check them one at a time")
+    if "top_p" in filters and "top_k" in filters:
+        raise OptionError("top_p with top_k: MLX measures top-p on the whole row, the kit's "
+                          "orders after top-k; check them one at a time")
+    rp = kw.get("repetition_penalty")
+    if rp is not None:
+        rp = _number("repetition_penalty", rp, 0, 1e6, lo_open=True)
+        if int(tokens) > REPETITION_CONTEXT:
+            raise OptionError(f"tokens = {tokens} with repetition_penalty: MLX-LM penalises the "
+                              f"last {REPETITION_CONTEXT} tokens only, the law the whole history;"
+                              f" use at most {REPETITION_CONTEXT} tokens")
+        if rp != 1:
+            params["repetition_penalty"] = rp
+    L = kw["num_draft_tokens"]
+    if isinstance(L, bool) or not isinstance(L, (int, np.integer)) or not 0 <= L <= MAX_TOKENS:
+        raise OptionError(f"num_draft_tokens = {L!r} must be an integer in 0..{MAX_TOKENS}")
+    try:
+        sp = SamplingParams(**params)
+    except TypeError as exc:
+        missing = [k for k in params if k in str(exc)]
+        raise OptionError(f"the kit's sampling parameters do not model "
+                          f"{', '.join(missing) or 'these arguments'} yet") from None
+    if sp.identity and "repetition_penalty" not in params:
+        return None
+    return sp
+
+
+# ----------------------------------------------------------------------------- running
+
+
+def generate_counts(target, draft, samples: int, tokens: int, seed: int = 0,
+                    kwargs: Mapping | None = None, pace=None):
+    """Counts ``[V^N]`` of the first N = ``tokens`` tokens of ``samples`` runs of
+    ``speculative_generate_step(mx.array([V]), target, draft, num_draft_tokens=L, max_tokens=N,
+    sampler=make_sampler(...), logits_processors=make_logits_processors(...))`` (cell: base-V
+    index, first token most significant), and how many of the tokens came from the draft.
+    MLX's global generator is seeded with ``seed``. Raises `SpectheoryError` in one line when the
+    library raises, yields other than N tokens, or a token outside 0..V-1."""
+    _require_mlx()
+    import mlx.core as mx
+    from mlx_lm.generate import speculative_generate_step
+    from mlx_lm.sample_utils import make_logits_processors, make_sampler
+
+    V, N = target.V, int(tokens)
+    _guard_cells(V, N)
+    kw = dict(DEFAULTS)
+    kw.update(dict(kwargs or {}))
+    skw = {k: kw[k] for k in SAMPLER_KEYS if kw.get(k) is not None}
+    pkw = {k: kw[k] for k in PROCESSOR_KEYS if kw.get(k) is not None}
+    counts = np.zeros(V ** N, dtype=np.int64)
+    weights = V ** np.arange(N - 1, -1, -1)
+    drafted = 0
+    mx.random.seed(int(seed) % 2**32)
+    try:
+        sampler = make_sampler(**skw)
+        procs = make_logits_processors(**pkw) if pkw else None
+        for _ in range(int(samples)):
+            seq = []
+            for tok, _lp, from_draft in speculative_generate_step(
+                    mx.array([V], dtype=mx.uint32), target, draft,
+                    num_draft_tokens=int(kw["num_draft_tokens"]), max_tokens=N, sampler=sampler,
+                    logits_processors=procs):
+                seq.append(int(tok))
+                drafted += bool(from_draft)
+            if len(seq) != N:
+                raise SpectheoryError(f"speculative_generate_step yielded {len(seq)} tokens "
+                                      f"{seq} for max_tokens = {N}")
+            if any(not 0 <= x < V for x in seq):
+                raise SpectheoryError(f"speculative_generate_step yielded a token outside "
+                                      f"0..{V - 1}: {seq}")
+            counts[int(np.dot(seq, weights))] += 1
+            if pace is not None:
+                pace(1)
+    except (SpectheoryError, TimeLimitError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - the library refusing its arguments
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise SpectheoryError(f"MLX-LM raised {type(exc).__name__}: {first}") from None
+    return counts, drafted
+
+
+@dataclass
+class MLXGenerateReport(SamplerReport):
+    """Result of [`check_mlx_generate`][spectheory.testing.checks.mlx_generate.check_mlx_generate]: a
+    [`SamplerReport`][spectheory.testing.checks.report.SamplerReport] (``mode="step"``, ``rows`` the
+    instances) with ``tokens`` (N), the sampler and loop arguments, the library ``version``,
+    ``drafted`` (the fraction of generated tokens accepted from the draft) and the measured
+    ``seconds_per_sample``."""
+
+    tokens: int = 0
+    kwargs: dict = field(default_factory=dict)
+    version: str = ""
+    drafted: float = float("nan")
+    seconds_per_sample: float = float("nan")
+
+    def __str__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.kwargs.items())
+        lines = [f"check_mlx_generate ({self.version} speculative_generate_step, the first "
+                 f"{self.tokens} tokens): {'PASS' if self.passed else 'FAIL'}",
+                 f"  {args}"]
+        if not (self.dof == 0 and self.worst_cell is None and self.notes
+                and not math.isfinite(self.min_detectable_tv)):
+            lines += self._test_lines("instance(s)", "instance", finite_only=True)
+        if math.isfinite(self.drafted):
+            lines.append(f"  {self.drafted:.1%} of the tokens accepted from the draft")
+        if math.isfinite(self.seconds_per_sample):
+            lines.append(f"  {self.seconds_per_sample * 1e3:.1f} ms per sequence")
+        lines.extend(f"  {n}" for n in self.notes)
+        return "\n".join(lines)
+
+    def to_json(self) -> dict:
+        out = super().to_json()
+        fin = (lambda x: float(x) if math.isfinite(x) else None)
+        out.update({"tokens": int(self.tokens), "kwargs": dict(self.kwargs),
+                    "version": self.version, "drafted": fin(self.drafted),
+                    "seconds_per_sample": fin(self.seconds_per_sample)})
+        return out
+
+
+def check_mlx_generate(instances: Sequence | Instance | None = None, samples: int = 3_000,
+                       kwargs: Mapping | None = None, tokens: int = 4, seed: int = 0,
+                       alpha: float = 1e-3, *, shift: int = 0,
+                       max_seconds: float | None = 3600.0) -> MLXGenerateReport:
+    """Check MLX-LM's ``speculative_generate_step``, unmodified, against the exact law of the
+    first ``tokens`` generated tokens; see `spectheory.testing.checks.mlx_generate`.
+
+    Parameters
+    ----------
+    instances : Instance, list of Instance, or None
+        Default [`default_instances`][spectheory.testing.checks.hf_generate.default_instances]
+        (``random_instance(3, 2, 21)``: prefix-dependent target rows).
+    samples : int
+        Sequences generated, split evenly over the instances.
+    kwargs : mapping, optional
+        ``make_sampler`` arguments (`SAMPLER_KEYS`: temp, top_p, min_p, top_k),
+        ``make_logits_processors``' ``repetition_penalty`` and the loop's ``num_draft_tokens``
+        (defaults `DEFAULTS`: temp 1, 2 drafts a step). Anything else, and the combinations
+        MLX orders differently from the kit, are refused in one line.
+    tokens : int
+        N, the generated tokens compared (``max_tokens``); N > L + 1 spans several steps.
+    seed : int
+        Seeds MLX's global generator (``mx.random.seed``; instance i gets seed + i).
+    alpha : float in (0, 1)
+        Family-wise false-alarm rate.
+    shift : {0, 1}
+        1 plants a bug: the target reads one token late.
+    max_seconds : float or None
+        Stop with a `TimeLimitError` once the measured rate projects the run past it.
+    """
+    version = mlx_versions()
+    if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or \
+            not 1 <= samples <= MAX_SAMPLES:
+        raise OptionError(f"samples = {samples!r} must be an integer in 1..{MAX_SAMPLES:,}")
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
+        raise OptionError(f"alpha = {alpha!r} must lie strictly between 0 and 1")
+    if isinstance(tokens, bool) or not isinstance(tokens, (int, np.integer)) or \
+            not 1 <= tokens <= MAX_TOKENS:
+        raise OptionError(f"tokens = {tokens!r} must be an integer in 1..{MAX_TOKENS}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise OptionError(f"seed = {seed!r} must be an integer")
+    if max_seconds is not None and (isinstance(max_seconds, bool) or
+                                    not isinstance(max_seconds, (int, float)) or
+                                    not max_seconds > 0):
+        raise OptionError(f"max_seconds = {max_seconds!r} must be a positive number or None")
+    if isinstance(instances, Instance):
+        instances = [instances]
+    insts = default_instances() if instances is None else list(instances)
+    if not insts:
+        raise OptionError("no instances to check")
+    for inst in insts:
+        if not isinstance(inst, Instance):
+            raise OptionError(f"an instance must be a spectheory Instance, not "
+                              f"{type(inst).__name__}")
+        _guard_cells(inst.vocab_size, int(tokens))
+    if kwargs is not None and not isinstance(kwargs, Mapping):  # dict([1, 2]) is a TypeError
+        raise OptionError(f"kwargs must be a mapping of keyword arguments or None, not "
+                          f"{type(kwargs).__name__}")
+    kw = dict(DEFAULTS)
+    kw.update(dict(kwargs or {}))
+    N = int(tokens)
+    per = _split(int(samples), len(insts))
+    if min(per) < 1:
+        raise OptionError(f"samples = {samples} is fewer than the {len(insts)} instances")
+    built, laws, sp = [], [], None
+    for inst in insts:  # every law before the first call
+        sp = sampling_of(kw, inst.vocab_size, N)
+        target, draft, law_inst = mlx_models(inst, shift=shift)
+        built.append((target, draft))
+        laws.append(generate_law(law_inst, N, sp))
+    for inst_i, (law, n) in enumerate(zip(laws, per)):
+        if law.max() < 1 - 1e-12 and stats.row_chi_square(law * n, law, n, MIN_EXPECTED).dof < 1:
+            raise OptionError(f"samples = {samples:,} leave instance {inst_i} with fewer than two "
+                              f"cells of expected count >= {MIN_EXPECTED:g}: use more samples")
+    pacer = _Pace(int(samples), max_seconds, "check_mlx_generate", "a sequence", after=20,
+                  measured=False)
+    pace = pacer.add
+
+    tests, worst, impossible, drafted = [], None, None, 0
+    for inst_i, ((target, draft), law, n) in enumerate(zip(built, laws, per)):
+        V = target.V
+        obs, d = generate_counts(target, draft, n, N, seed + inst_i, kw, pace)
+        drafted += d
+        t = stats.row_chi_square(obs, law, n, MIN_EXPECTED)
+        tests.append(t)
+        impossible, worst = _cells(t, law, obs, lambda c, i=inst_i: _label(i, c, V, N),
+                                   "target probability 0", impossible, worst)
+    spent = time.perf_counter() - pacer.start
+    fam, cell, mdt, notes = _summary(tests, alpha, worst, impossible,
+                                     "sequences of target probability zero")
+    if sp is not None:
+        notes.append(f"law against the target processed by {sp}")
+    if all(law.max() >= 1 - 1e-12 for law in laws):
+        notes.append("the law is one sequence (greedy): any sample off it fails the check")
+    if shift:
+        notes.append("planted bug: the target reads one token late (shift=1)")
+    return MLXGenerateReport(fam.p_value > alpha, fam.p_value, "step", int(samples), alpha, cell,
+                             mdt, "target", fam.statistic, fam.dof, len(tests), notes=notes,
+                             tokens=N, kwargs=kw, version=version,
+                             drafted=drafted / (N * int(samples)),
+                             seconds_per_sample=spent / max(1, int(samples)))
+
+
+__all__ = ["DEFAULTS", "LOOP_KEYS", "MAX_CELLS", "MAX_TOKENS", "MLXGenerateReport",
+           "PROCESSOR_KEYS", "REPETITION_CONTEXT", "SAMPLER_KEYS", "check_mlx_generate",
+           "generate_counts", "mlx_models", "mlx_versions", "planted_stale_cache",
+           "sampling_of", "shifted_law_instance"]
+
+
+@contextlib.contextmanager
+def planted_stale_cache():
+    """Plant a bug in the installed library for the duration of the block: after a mismatch the
+    loop trims one token fewer than it should from each cache (``trim_prompt_cache(cache, n)``
+    trims ``max(n - 1, 0)``), so the target keeps a rejected draft token in its history (the
+    class of an off-by-one in a cache rewind). ``mlx_lm.generate.trim_prompt_cache`` is replaced
+    and restored after the block."""
+    import importlib
+
+    _require_mlx()
+    G = importlib.import_module("mlx_lm.generate")  # the package's `generate` is a function
+
+    original = G.trim_prompt_cache
+
+    def stale(cache, num_tokens):
+        return original(cache, max(int(num_tokens) - 1, 0))
+
+    G.trim_prompt_cache = stale
+    try:
+        yield
+    finally:
+        G.trim_prompt_cache = original

@@ -1,0 +1,117 @@
+"""``check_proposal``'s test: does a draft sampler sample from the q it reports? Per input row,
+repeated, the token counts against the mean reported q (pooled chi-square, Bonferroni over one
+global and one per-row test).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from ...runtime._lazy import torch
+
+from ...runtime.errors import SpectheoryError
+from ...inputs.instances import Instance
+from ...engine.sampling import sample_drafts
+from ...engine.seqtree import levels
+from ..statistics import stats
+from .calls import MAX_CALL_FLOATS, _as_index, _cells, _failed, _report, _split
+from .report import MIN_EXPECTED
+from .rows import default_instances
+
+
+def _proposal_rows(instances, rows: int, generator) -> list[torch.Tensor]:
+    out = []
+    for inst in instances:
+        if isinstance(inst, Instance):
+            inst = inst.to_float()
+            V, L = inst.vocab_size, inst.block_length
+            ql = levels(inst.draft, 0, L, False)
+            d = sample_drafts(inst, 1, rows, "iid", generator)[:, 0]
+            depth = torch.arange(rows) % L
+            node = torch.zeros(rows, dtype=torch.long)
+            picked = torch.empty(rows, V, dtype=torch.float64)
+            for j in range(L):
+                sel = depth == j
+                picked[sel] = ql[j][node[sel]]
+                node = node * V + d[:, j]
+            out.append(picked)
+        else:
+            x = torch.as_tensor(inst, dtype=torch.float64)
+            if x.dim() != 2:
+                raise SpectheoryError(f"proposal rows must be a tensor [R, V], not of shape "
+                                      f"{list(x.shape)}")
+            out.append(x)
+    return out
+
+
+def default_proposal_rows() -> list:
+    """Default rows for [`check_proposal`][spectheory.testing.checks.sampler.check_proposal]: draft rows of
+    [`default_instances`][spectheory.testing.checks.sampler.default_instances] and four Dirichlet(1) rows
+    over V = 100 (so that top-50 filtering drops mass)."""
+    rng = np.random.default_rng(100)
+    wide = torch.as_tensor(rng.dirichlet(np.ones(100), size=4))
+    return default_instances() + [wide]
+
+
+
+def _proposal_mode(draft_sampler, sets: list, samples: int, alpha: float, seed: int):
+    """The test of [`check_proposal`][spectheory.testing.checks.sampler.check_proposal] on the rows
+    ``sets`` (tensors [R, V]) with a guarded ``draft_sampler``."""
+    who = draft_sampler._spectheory_label
+    R = sum(x.shape[0] for x in sets)
+    per = _split(samples, R)
+    if min(per) < 1:
+        raise SpectheoryError(f"samples = {samples} is fewer than the {R} proposal rows")
+    tests, worst, impossible, laws = [], None, None, []
+    r = 0
+    sg = torch.Generator().manual_seed(seed + 1)
+    for set_i, qs in enumerate(sets):
+        V = qs.shape[1]
+        for j in range(qs.shape[0]):
+            n = per[r]
+            r += 1
+            obs, rep = np.zeros(V, dtype=np.int64), torch.zeros(V, dtype=torch.float64)
+            chunk = max(1, MAX_CALL_FLOATS // V)
+            for s in range(0, n, chunk):
+                m = min(chunk, n - s)
+                out = draft_sampler(qs[j:j + 1].expand(m, V).clone(), sg)
+                if not isinstance(out, (tuple, list)) or len(out) != 2:
+                    return _failed("proposal", samples, alpha, "proposal",
+                                   f"{who} returned {type(out).__name__}, not (tokens [B], "
+                                   f"q_reported [B, V])", R)
+                t, note = _as_index(out[0], "tokens")
+                if note is None:
+                    try:
+                        qr = torch.as_tensor(out[1]).to(torch.float64).cpu()
+                    except Exception:  # noqa: BLE001 - anything that is not array-like
+                        note = f"q_reported of type {type(out[1]).__name__}, not a tensor"
+                if note:
+                    return _failed("proposal", samples, alpha, "proposal", f"{who} returned {note}",
+                                   R)
+                if t.shape[0] != m or tuple(qr.shape) != (m, V):
+                    return _failed("proposal", samples, alpha, "proposal",
+                                   f"{who} returned tokens {list(t.shape)} and q "
+                                   f"{list(qr.shape)} for a batch of {m} rows of V = {V}", R)
+                if ((t < 0) | (t >= V)).any():
+                    return _failed("proposal", samples, alpha, "proposal",
+                                   f"{who} returned a token outside 0..{V - 1}", R)
+                bad = ~torch.isfinite(qr).all(1) | (qr < 0).any(1) | \
+                    ((qr.sum(1) - 1).abs() > 1e-6)
+                if bad.any():
+                    return _failed("proposal", samples, alpha, "proposal",
+                                   f"{who} reported a q for row {j} (set {set_i}) that is not "
+                                   f"a distribution (negative, NaN or not summing to 1)", R)
+                obs += np.bincount(t.numpy(), minlength=V)
+                rep += qr.sum(0)
+            probs = (rep / n).numpy()
+            test = stats.row_chi_square(obs, probs, n, MIN_EXPECTED)
+            tests.append(test)
+            laws.append(probs)
+
+            def label(c, set_i=set_i, j=j):
+                where = f"row set {set_i}, row {j}"
+                return f"{where}: pooled tokens" if c < 0 else f"{where}: token {int(c)}"
+
+            impossible, worst = _cells(test, probs, obs, label, "reported probability 0",
+                                       impossible, worst)
+    return _report("proposal", tests, samples, alpha, "proposal", worst, impossible, laws)
+

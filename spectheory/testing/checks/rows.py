@@ -1,0 +1,128 @@
+"""The rows a sampler check hands over: the kit's default instances and fixed draft rows.
+
+[`default_instances`][spectheory.testing.checks.rows.default_instances] (prefix-dependent rows, zeros,
+ties), `_fixed_rows` (draft rows drawn from an instance's draft model, or given as
+[`DraftRows`][spectheory.testing.checks.report.DraftRows]) and `_dims` (an instance's sizes, without
+building anything).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from ...runtime._lazy import torch
+
+from ...runtime.errors import SpectheoryError
+from ...inputs.instances import Instance
+from ...engine.joint import draft_rows as _rows_along
+from ...engine.sampling import sample_drafts
+from ...inputs.random_instances import random_instance
+from ...engine.seqtree import levels
+from .report import DraftRows
+
+
+def _zeroed_instance(V: int, L: int, seed: int) -> Instance:
+    """Prefix-dependent Dirichlet tables with about 40% of the entries zeroed (never a whole row),
+    so each model has zeros where the other has mass."""
+    from ...inputs.models import TableModel
+
+    rng = np.random.default_rng(seed)
+
+    def tables(depth):
+        out = []
+        for d in range(depth + 1):
+            rows = rng.dirichlet(np.ones(V), size=V**d)
+            mask = rng.random(rows.shape) < 0.4
+            mask[np.arange(len(rows)), rng.integers(0, V, len(rows))] = False
+            rows = np.where(mask, 0.0, rows)
+            out.append(rows / rows.sum(axis=1, keepdims=True))
+        return TableModel(V, tuple(out))
+
+    target = tables(L)
+    return Instance(V, L, target, tables(L - 1))
+
+
+def _equal_at_some_nodes(V: int, L: int, seed: int) -> Instance:
+    """Prefix-dependent random tables where the draft copies the target at every other node
+    (root included): every token ties in p/q there, as multi-draft selection rules must handle."""
+    from ...inputs.models import TableModel
+
+    base = random_instance(V, L, seed)
+    draft = []
+    for d in range(L):
+        q = base.draft.level(d).copy()
+        q[0::2] = base.target.level(d)[0::2]
+        draft.append(q)
+    return Instance(V, L, base.target, TableModel(V, tuple(draft)))
+
+
+def default_instances(mode: str = "law") -> list:
+    """The default instances, all with prefix-dependent rows (a different conditional after
+    every prefix) and V >= 3, L >= 3: ``random_instance(3, 3, 11)``, ``random_instance(4, 3, 12,
+    alpha=0.5)``, a V = 4, L = 3 instance with about 40% zeros in both models (so each model has
+    zeros where the other has mass), and a V = 3, L = 3 instance whose draft equals the target at
+    every other node (ties in p/q)."""
+    del mode  # the same set serves every mode
+    return [random_instance(3, 3, 11), random_instance(4, 3, 12, alpha=0.5),
+            _zeroed_instance(4, 3, 13), _equal_at_some_nodes(3, 3, 14)]
+
+
+def _fixed_rows(inst, K: int, drafting: str, rows: int, generator) -> DraftRows:
+    """DraftRows in K-path form from an Instance (rows drafted from its draft model) or given."""
+    if isinstance(inst, DraftRows) or (isinstance(inst, tuple) and len(inst) == 3):
+        d, q, p = (torch.as_tensor(x) for x in inst)
+        if d.dim() == 2:
+            d, q, p = d.unsqueeze(1), q.unsqueeze(1), p.unsqueeze(1)
+        if d.dim() != 3 or q.dim() != 4 or p.dim() != 4 or q.shape[:3] != d.shape or \
+                p.shape[:2] != d.shape[:2] or p.shape[2] != d.shape[2] + 1 or \
+                p.shape[3] != q.shape[3]:
+            raise SpectheoryError(f"draft rows of shapes drafts {list(d.shape)}, q "
+                                  f"{list(q.shape)}, p {list(p.shape)} do not fit drafts [B, L], "
+                                  f"q [B, L, V], p [B, L+1, V] (or with a path axis K)")
+        if d.shape[1] != K:
+            raise SpectheoryError(f"draft rows have {d.shape[1]} paths; the check is for {K}")
+        return DraftRows(d.to(torch.long), q.to(torch.float64), p.to(torch.float64))
+    if not isinstance(inst, Instance):
+        raise SpectheoryError(f"an instance must be a spectheory Instance or DraftRows, not "
+                              f"{type(inst).__name__}")
+    inst = inst.to_float()
+    V, L = inst.vocab_size, inst.block_length
+    d = sample_drafts(inst, K, rows, drafting, generator)
+    ql = levels(inst.draft, 0, L, False)
+    pl = levels(inst.target, 0, L + 1, False)
+    q, p = _rows_along(ql, pl, d, L, V)
+    return DraftRows(d, q, p)
+
+
+def _dims(inst) -> tuple[int | None, int, int]:
+    """(rows or None for a table instance, L, V) of an instance or DraftRows, without
+    building anything."""
+    if isinstance(inst, Instance):
+        return None, inst.block_length, inst.vocab_size
+    try:
+        d, q = inst[0], inst[1]
+        return int(d.shape[0]), int(d.shape[-1]), int(q.shape[-1])
+    except (TypeError, IndexError, AttributeError):
+        raise SpectheoryError(f"an instance must be a spectheory Instance or DraftRows, not "
+                              f"{type(inst).__name__}") from None
+
+
+def bad_row(instance: Instance, sums: bool = False):
+    """The first float row of an instance built in Python that is not a distribution: a
+    non-finite or negative entry (and, with ``sums``, a sum off 1 by more than 1e-6). Returns
+    ``(model, depth, prefix, row)`` ("target" or "draft", the row [V]) or None. Files are
+    checked when read; a check refuses such an instance before it computes a law from it."""
+    V = instance.vocab_size
+    for which, model in (("target", instance.target), ("draft", instance.draft)):
+        for d, table in enumerate(getattr(model, "tables", ())):
+            if not (isinstance(table, np.ndarray) and table.dtype.kind == "f"):
+                continue
+            with np.errstate(invalid="ignore"):
+                bad = (~np.isfinite(table) | (table < 0)).any(axis=-1)
+                if sums:
+                    bad |= np.abs(table.sum(axis=-1) - 1) > 1e-6
+            if bad.any():
+                row = int(np.flatnonzero(bad)[0])
+                prefix = tuple(row // V ** (d - 1 - j) % V for j in range(d))
+                return which, d, prefix, table[row]
+    return None
+

@@ -1,0 +1,207 @@
+"""Goodness-of-fit pieces of the sampler checks: pooled chi-square per row, a Bonferroni family,
+and the power of the family against a bias of given total variation.
+
+For one row (a draft row, an instance, a proposal row) with n samples, cells with an expected
+count below ``min_expected`` are pooled into one bin (merged into the smallest cell if the pooled
+bin is itself too small), and Pearson's statistic X^2 = sum (O - E)^2 / E is referred to a
+chi-square law with (bins - 1) degrees of freedom (Pearson 1900; Cochran 1954 for the pooling
+rule). The family is one global test (sum of the rows' statistics and degrees of freedom) at level
+alpha/2 plus one test per row at level alpha/(2m), so a correct sampler raises a false alarm with
+probability at most alpha (Bonferroni).
+
+Power. Under a bias that moves the binned law of a row from P to P' with total variation
+delta = TV(P, P'), the statistic is approximately non-central chi-square with non-centrality
+lambda = n chi^2(P', P) = n sum (P' - P)^2 / P (Cohen 1988, ch. 7). Since chi^2(P', P) >=
+4 TV(P', P)^2 (Cauchy-Schwarz), with equality for the least-favourable direction that raises one
+half of the mass and lowers the other in proportion to P, lambda >= 4 n delta^2: the smallest
+delta at which the family reaches 90% power at that lambda is detected with at least 90% power
+in every direction ([`min_detectable_tv`][spectheory.testing.statistics.stats.min_detectable_tv]).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+from scipy.stats import chi2, ncx2
+
+
+class RowTest(NamedTuple):
+    """Chi-square of one row: statistic, degrees of freedom, p-value, samples, the index of the
+    worst bin (-1 for the pooled bin) with its observed and expected counts, and the count seen in
+    cells of probability zero."""
+
+    statistic: float
+    dof: int
+    p_value: float
+    n: int
+    worst: int
+    worst_observed: float
+    worst_expected: float
+    impossible: int
+
+
+def row_chi_square(observed: np.ndarray, probs: np.ndarray, n: int,
+                   min_expected: float = 5.0) -> RowTest:
+    """Pooled Pearson chi-square of ``observed`` counts against cell probabilities ``probs``.
+
+    ``probs`` need not be normalised exactly (float laws): expected = n probs / sum(probs).
+    Cells of probability exactly zero are excluded and their counts returned as ``impossible``.
+    """
+    observed = np.asarray(observed, dtype=np.float64)
+    probs = np.asarray(probs, dtype=np.float64)
+    zero = probs <= 0
+    impossible = int(observed[zero].sum())
+    tot = probs.sum()
+    expected = n * probs / tot if tot > 0 else np.zeros_like(probs)
+    big = (expected >= min_expected) & ~zero
+    idx = np.flatnonzero(big)
+    e = expected[idx]
+    o = observed[idx]
+    pooled_e = n - e.sum()
+    pooled_o = n - impossible - o.sum()
+    if pooled_e > 1e-9 * max(n, 1):
+        if pooled_e < min_expected and len(e):
+            j = int(np.argmin(e))  # merge the pooled bin into the smallest cell
+            e = e.copy()
+            o = o.copy()
+            e[j] += pooled_e
+            o[j] += pooled_o
+            idx = idx.copy()
+            idx[j] = -1
+        else:
+            e = np.append(e, pooled_e)
+            o = np.append(o, pooled_o)
+            idx = np.append(idx, -1)
+    dof = len(e) - 1
+    if dof < 1:
+        return RowTest(0.0, 0, 1.0, n, -1, float(n - impossible), float(n), impossible)
+    z = (o - e) / np.sqrt(e)
+    stat = float((z * z).sum())
+    w = int(np.argmax(np.abs(z)))
+    return RowTest(stat, dof, float(chi2.sf(stat, dof)), n, int(idx[w]), float(o[w]),
+                   float(e[w]), impossible)
+
+
+class FamilyTest(NamedTuple):
+    """Bonferroni family over rows: adjusted p-value, global statistic and dof, the row whose
+    test is most extreme (by p-value)."""
+
+    p_value: float
+    statistic: float
+    dof: int
+    worst_row: int
+    impossible: int
+
+
+def family(tests: list[RowTest]) -> FamilyTest:
+    """Global test at alpha/2 plus per-row tests at alpha/(2m): adjusted p-value
+    min(1, 2 p_global, 2 m min_b p_b) (0 when an impossible outcome was seen)."""
+    m = len(tests)
+    stat = float(sum(t.statistic for t in tests))
+    dof = int(sum(t.dof for t in tests))
+    impossible = int(sum(t.impossible for t in tests))
+    p_global = float(chi2.sf(stat, dof)) if dof > 0 else 1.0
+    rows_p = [t.p_value for t in tests]
+    worst = int(np.argmin(rows_p)) if m else -1
+    p = min(1.0, 2 * p_global, 2 * m * min(rows_p)) if m else 1.0
+    if impossible:
+        p = 0.0
+        worst = next(i for i, t in enumerate(tests) if t.impossible)
+    return FamilyTest(p, stat, dof, worst, impossible)
+
+
+def family_power(delta: float, tests: list[RowTest], alpha: float) -> float:
+    """Lower bound on the family's power against a bias of total variation ``delta`` on the binned
+    law of every row: the larger of the global test's power and that of the per-row tests
+    (independent rows), with non-centrality 4 n delta^2 per row."""
+    m = len(tests)
+    rows = [t for t in tests if t.dof > 0]
+    if not rows:
+        return 0.0
+    lam = np.array([4.0 * t.n * delta * delta for t in rows])
+    dofs = np.array([t.dof for t in rows])
+    g_dof = int(dofs.sum())
+    p_global = float(ncx2.sf(chi2.isf(alpha / 2, g_dof), g_dof, lam.sum()))
+    crit = chi2.isf(alpha / (2 * m), dofs)
+    miss = np.prod(1.0 - ncx2.sf(crit, dofs, lam))
+    return max(p_global, float(1.0 - miss))
+
+
+def min_detectable_tv(tests: list[RowTest], alpha: float, power: float = 0.9) -> float:
+    """Smallest total-variation bias (on the binned law of every row) that the family detects with
+    probability ``power`` at level ``alpha``, by bisection on
+    [`family_power`][spectheory.testing.statistics.stats.family_power] (``inf`` when no row has a test)."""
+    if not any(t.dof > 0 for t in tests):
+        return float("inf")
+    lo, hi = 0.0, 1.0
+    if family_power(hi, tests, alpha) < power:
+        return float("inf")
+    while hi - lo > 1e-5 * hi:  # relative precision 1e-5
+        mid = 0.5 * (lo + hi)
+        if family_power(mid, tests, alpha) >= power:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def is_point_mass(probs) -> bool:
+    """Whether a row's law puts all its mass on one cell (greedy decoding): no chi-square has a
+    degree of freedom there, and any sample off that cell has probability zero."""
+    return int(np.count_nonzero(np.asarray(probs, dtype=np.float64) > 0)) <= 1
+
+
+def samples_for_a_test(probs, min_expected: float = 5.0) -> int | None:
+    """The fewest samples n at which [`row_chi_square`][spectheory.testing.statistics.stats.row_chi_square]
+    of a row with cell probabilities ``probs`` has a degree of freedom (two bins of expected
+    count at least ``min_expected`` after pooling), None for a point mass (never) or a row that
+    no count below 2^62 tests (its second largest probability below about 1e-18). With p_1 the
+    largest normalised probability: n p_1 >= min_expected (one cell kept) and n (1 - p_1) >=
+    min_expected (the rest, pooled or kept, is a second bin), so n = ceil(min_expected /
+    min(p_1, 1 - p_1)), checked against the pooling itself."""
+    probs = np.asarray(probs, dtype=np.float64)
+    if not np.isfinite(probs).all():
+        raise ValueError("samples_for_a_test: the cell probabilities are not finite")
+    if is_point_mass(probs):
+        return None
+    w = probs[probs > 0] / probs[probs > 0].sum()
+    p1 = float(w.max())
+    rest = min(p1, 1.0 - p1)
+    first = min_expected / rest * (1 - 1e-12) if rest > 0 else math.inf
+    n = max(2, math.ceil(first)) if first < 2.0**62 else None
+    zero = np.zeros(len(probs))
+
+    def tested(m: int) -> bool:
+        return row_chi_square(zero, probs, m, min_expected).dof >= 1
+
+    if n is not None and tested(n):
+        return n
+    # float edges, and rows whose rest is below the pooling's floor (a pooled bin of mass at most
+    # 1e-9 n is dropped): the row is certainly tested once its two largest cells are both kept,
+    # at n = min_expected / p_2 (p_2 the second largest probability). Whether a row is tested is
+    # monotone in n (the expected counts grow with it), so bisect between the two.
+    p2 = float(np.sort(w)[-2])
+    bound = min_expected / p2 * (1 + 1e-9)
+    if not bound < 2.0**62:  # no sample count a check can draw tests this row
+        return None
+    hi = math.ceil(bound) + 1
+    while not tested(hi):  # float edges of the bound itself: a step or two
+        hi += max(1, hi // 10**9)
+    lo = 1 if n is None else n
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if tested(mid) else (mid, hi)
+    return hi
+
+
+def point_mass_tv(n: int, power: float = 0.9) -> float:
+    """Rows whose law is a point mass: the smallest total-variation bias t that n samples of a
+    row catch with probability ``power`` (a sample off the point has probability zero and fails
+    the check): 1 - (1 - t)^n >= power, t = 1 - (1 - power)^(1/n)."""
+    return -math.expm1(math.log1p(-power) / n) if n >= 1 else float("inf")
+
+
+__all__ = ["FamilyTest", "RowTest", "family", "family_power", "is_point_mass",
+           "min_detectable_tv", "point_mass_tv", "row_chi_square", "samples_for_a_test"]
