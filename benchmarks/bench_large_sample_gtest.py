@@ -6,8 +6,8 @@ models (V = 4, seeds 10 and 11, scale 3), ``--samples`` iterations (default 20,0
 ``--chunk`` iterations, family-wise false-alarm rate 1e-3 over the G-tests of the lossless
 verifier (level 1e-3/3 a test). Records the wall time, the peak resident memory (``ru_maxrss``
 of this process), the tests' statistics, and the total-variation bias each test detects with
-90% power at its level (`spectheory.testing.statistics.budget.detectable_tv`: non-central chi-square, the
-bias spread least favourably; the G-test has the Pearson statistic's limit).
+90% power at its level (`spectheory.testing.statistics.budget.detectable_tv`: non-central
+chi-square, the bias spread least favourably; the G-test has the Pearson statistic's limit).
 
 A drafted batch of a chunk compares every pair of its chunk x K paths to share the rows of
 common prefixes (``spectheory.gpu_validation.decoding.share_prefix_rows``), so memory grows

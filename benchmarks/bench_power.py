@@ -1,6 +1,6 @@
 """Benchmark: measured power of ``check_sampler`` (law mode, 3,000 samples) against every replica of
-the bug kit, on the sharp design (`spectheory.testing.designs.sharp`) and on the default instances, and
-the false-alarm rate of correct samplers.
+the bug kit, on the sharp design (`spectheory.testing.designs.sharp`) and on the default instances,
+and the false-alarm rate of correct samplers.
 
 For each verifier (token, block) the design is built once from exact laws
 (``kit_design(verifier, 3000, alpha)``). Then, for every replica with a sampler (the formula

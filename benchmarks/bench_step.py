@@ -1,9 +1,9 @@
 """Benchmark: ``check_step`` on the correct engine steps and on the bug kit's seam replicas.
 
 For each correct step (vLLM V1, SGLang, transformers built on the ports of
-`spectheory.testing.engines.adapters`): the time of one check on the default step instances and the bias
-it detects, then the verdicts over ``--seeds`` seeds (false alarms, expected at most alpha = 1e-3
-each). For each replica of `spectheory.testing.mutants.steps`: its exact TV, the power
+`spectheory.testing.engines.adapters`): the time of one check on the default step instances and the
+bias it detects, then the verdicts over ``--seeds`` seeds (false alarms, expected at most alpha =
+1e-3 each). For each replica of `spectheory.testing.mutants.steps`: its exact TV, the power
 ``detection_power`` states at the bug kit's sample count, and the catch rate measured over the
 same seeds.
 

@@ -10,7 +10,8 @@ Library (typed arguments; nothing reads command-line options):
   (propose -> law -> sample -> commit, `step`), KV-cache roll-back, verifiers
   through [`spectheory.registry`][spectheory.registry];
 * `compare` — paired comparison of verifiers on one drafted batch;
-* [`stats`][spectheory.testing.statistics.stats] — G-test, Rao-Scott test, Rao-Blackwellised pair vectors;
+* [`stats`][spectheory.testing.statistics.stats] — G-test, Rao-Scott test, Rao-Blackwellised pair
+  vectors;
 * `forward_costs` — measured per-forward costs;
 * [`checks`][spectheory.toy_models.checks], `atomic` — input checks (one-line errors) and atomic
   result files;

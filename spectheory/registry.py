@@ -127,8 +127,8 @@ class VerifierSpec:
         The draft-tree schemes (``iid``, ``norep``, ``topk``;
         [`spectheory.engine.drafttrees`][spectheory.engine.drafttrees]) under which the node rule is
         lossless, first the one its engine drafts with; the tree mode of the conformance kit
-        ([`spectheory.testing.checks.tree`][spectheory.testing.checks.tree]) checks a sampler under that first
-        scheme by default and says which. Empty: not declared.
+        ([`spectheory.testing.checks.tree`][spectheory.testing.checks.tree]) checks a sampler under
+        that first scheme by default and says which. Empty: not declared.
     """
 
     name: str

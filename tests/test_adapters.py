@@ -1,4 +1,5 @@
-"""Adapters from engines' sampler layouts to the canonical signature (spectheory.testing.engines.adapters).
+"""Adapters from engines' sampler layouts to the canonical signature
+(spectheory.testing.engines.adapters).
 
 Each adapter passes check_sampler in law mode for its verifier (family-wise false-alarm rate
 alpha = 1e-3, fixed seeds; the reports state the TV bias detected with 90% power at the sample

@@ -1,9 +1,9 @@
 """Engine layouts and coin conventions as data (spectheory.testing.engines.layouts).
 
 Each preset is exercised on a port written in that engine's own call layout
-(spectheory.testing.engines.adapters): the port passes through its preset with no hand-written adapter
-(law mode, and coins / coins-tau mode where the engine takes coins), and every planted bug of
-PORT_BUGS is caught. Law-mode checks run at family-wise false-alarm rate alpha = 1e-3 with fixed
+(spectheory.testing.engines.adapters): the port passes through its preset with no hand-written
+adapter (law mode, and coins / coins-tau mode where the engine takes coins), and every planted bug
+of PORT_BUGS is caught. Law-mode checks run at family-wise false-alarm rate alpha = 1e-3 with fixed
 seeds (a fixed verdict); at 4,000 samples on the default instances they detect a TV bias of about
 0.07 with 90% power, and the planted bugs are far larger (TV 0.1-0.3 per row, with outcomes of
 probability 0), so each is caught at p-value 0 already at 1,000 samples (0 for seeds 0-4). Coin-level checks are exact comparisons: no false alarm, no power

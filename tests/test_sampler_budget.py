@@ -1,5 +1,5 @@
-"""Sizing sampler checks: the power computation of `spectheory.testing.statistics.budget`, budgeted runs
-(``samples="auto"``, ``budget_s``, ``--budget``) and the guards on ``samples``.
+"""Sizing sampler checks: the power computation of `spectheory.testing.statistics.budget`, budgeted
+runs (``samples="auto"``, ``budget_s``, ``--budget``) and the guards on ``samples``.
 
 Statistical assertions use fixed seeds (deterministic); next to each is the probability that it
 would fail under a fresh seed if the stated property holds exactly. The budget test times a

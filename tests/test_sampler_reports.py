@@ -462,8 +462,8 @@ def test_lossless_and_proposal_checks_refuse_too_few_samples_too():
 # ----------------------------------------------------------------------------- layout
 
 
-#: Every name spectheory.testing.checks.sampler defined or re-exported when it held every mode; tests,
-#: benchmarks and docs import private ones among them.
+#: Every name spectheory.testing.checks.sampler defined or re-exported when it held every mode;
+#: tests, benchmarks and docs import private ones among them.
 SAMPLER_NAMES = [
     'BUDGET_MIN_BATCH', 'BYTES_PER_SAMPLE', 'CONVENTIONS', 'COUNT_CHUNK', 'Cell', 'CoinMismatch',
     'DraftRows', 'MAX_CALL_FLOATS', 'MAX_LOSSLESS_CELLS', 'MAX_MEMORY_BYTES', 'MAX_SECONDS',

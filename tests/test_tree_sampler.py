@@ -1,6 +1,6 @@
-"""Tree mode of the conformance kit (spectheory.testing.checks.tree), the ports of SGLang's tree kernel and
-EAGLE's evaluate_posterior (spectheory.testing.checks.tree_ports), and SGLang's tree rule as a verifier
-(spectheory.verifiers.sglang_tree)."""
+"""Tree mode of the conformance kit (spectheory.testing.checks.tree), the ports of SGLang's tree
+kernel and EAGLE's evaluate_posterior (spectheory.testing.checks.tree_ports), and SGLang's tree rule
+as a verifier (spectheory.verifiers.sglang_tree)."""
 
 from __future__ import annotations
 

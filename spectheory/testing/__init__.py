@@ -32,9 +32,10 @@ The kit is laid out by role:
   to the canonical signature; ports of engines' steps;
 * [`statistics`][spectheory.testing.statistics]: the checks' chi-square family, its power and
   a check sized to a time budget;
-* [`designs`][spectheory.testing.designs]: [`sharp_rows`][spectheory.testing.designs.sharp.sharp_rows]
-  / [`kit_design`][spectheory.testing.designs.sharp.kit_design], the few draft rows that catch
-  the bug kit's replicas within a small budget;
+* [`designs`][spectheory.testing.designs]:
+  [`sharp_rows`][spectheory.testing.designs.sharp.sharp_rows] /
+  [`kit_design`][spectheory.testing.designs.sharp.kit_design], the few draft rows that catch the bug
+  kit's replicas within a small budget;
 * [`mutants`][spectheory.testing.mutants], the bug kit: faithful replicas of lossiness bugs
   found in engines (imported as a module, not flattened here);
 * the kit's front-ends: ``spectheory check-sampler`` (``sampler_cli``), ``spectheory check-step``

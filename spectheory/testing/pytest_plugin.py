@@ -191,24 +191,26 @@ class Kit:
         return report
 
     def sampler(self, sampler, *args, **kwargs):
-        """[`check_sampler`][spectheory.testing.checks.sampler.check_sampler] (every argument, mode and
-        default of it), sized by the command line unless ``samples`` or ``budget_s`` is given."""
+        """[`check_sampler`][spectheory.testing.checks.sampler.check_sampler] (every argument, mode
+        and default of it), sized by the command line unless ``samples`` or ``budget_s`` is
+        given."""
         from .checks.sampler import check_sampler
 
         return self._call(check_sampler, "sampler", (sampler,) + args, kwargs, DEFAULT_SAMPLES)
 
     def proposal(self, draft_sampler, *args, **kwargs):
-        """[`check_proposal`][spectheory.testing.checks.sampler.check_proposal]: does the draft sampler
-        sample from the q it reports? (``samples`` from the command line; it takes no budget.)"""
+        """[`check_proposal`][spectheory.testing.checks.sampler.check_proposal]: does the draft
+        sampler sample from the q it reports? (``samples`` from the command line; it takes no
+        budget.)"""
         from .checks.sampler import check_proposal
 
         return self._call(check_proposal, "proposal", (draft_sampler,) + args, kwargs,
                           DEFAULT_SAMPLES)
 
     def tree(self, sampler, *args, **kwargs):
-        """[`check_tree_sampler`][spectheory.testing.checks.tree.check_tree_sampler] with its defaults
-        (``verifier``, ``tree``, ``drafting``, ...): a tree sampler against the verifier's exact
-        conditional law, sized by the command line (``--spectheory-budget`` too) unless
+        """[`check_tree_sampler`][spectheory.testing.checks.tree.check_tree_sampler] with its
+        defaults (``verifier``, ``tree``, ``drafting``, ...): a tree sampler against the verifier's
+        exact conditional law, sized by the command line (``--spectheory-budget`` too) unless
         ``samples`` or ``budget_s`` is given."""
         from .checks.tree import check_tree_sampler
 
@@ -223,8 +225,8 @@ class Kit:
         return self._call(check_step, "step", (step,) + args, kwargs)
 
     def lossless(self, verifier, instances=None, **kwargs):
-        """[`assert_lossless`][spectheory.testing.checks.lossless.assert_lossless]: the exact law of a
-        verifier on the battery (no sampling; the options do not apply). Returns the reports."""
+        """[`assert_lossless`][spectheory.testing.checks.lossless.assert_lossless]: the exact law of
+        a verifier on the battery (no sampling; the options do not apply). Returns the reports."""
         from .checks.lossless import assert_lossless
 
         reports = assert_lossless(verifier, instances, **kwargs)

@@ -28,9 +28,9 @@ def _import(text: str, what: str):
 def parse_samples(text) -> int:
     """``--samples``: a whole number (``100000``, ``1e5``), at least 1, refused in one line before
     anything is allocated when even the check's own least cost a sample
-    (`spectheory.testing.checks.sampler.MIN_SECONDS_PER_SAMPLE`) would take it past the longest run a
-    check plans (`spectheory.testing.checks.sampler.MAX_SECONDS`, one day). Memory does not grow with
-    the count: samples are counted call by call (`check_sampler` guards its plan's memory)."""
+    (`spectheory.testing.checks.sampler.MIN_SECONDS_PER_SAMPLE`) would take it past the longest run
+    a check plans (`spectheory.testing.checks.sampler.MAX_SECONDS`, one day). Memory does not grow
+    with the count: samples are counted call by call (`check_sampler` guards its plan's memory)."""
     from ..runtime.limits import parse_count
     from .checks.sampler import MAX_SECONDS, _refuse_time
 

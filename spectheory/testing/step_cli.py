@@ -1,8 +1,8 @@
 """``spectheory check-step MODULE:FUNCTION``: check a whole draft-and-verify step.
 
 Runs [`check_step`][spectheory.testing.checks.step.check_step] on the step ``MODULE:FUNCTION``
-(``step(request) -> emitted [B, L+1]``, see `spectheory.testing.checks.step`). Exit codes: 0 the step
-passes, 1 it fails, 2 bad input (an unimportable step, a step that raises, a bad option or
+(``step(request) -> emitted [B, L+1]``, see `spectheory.testing.checks.step`). Exit codes: 0 the
+step passes, 1 it fails, 2 bad input (an unimportable step, a step that raises, a bad option or
 instance), always as one line without a traceback.
 """
 

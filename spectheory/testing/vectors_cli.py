@@ -1,5 +1,6 @@
 """``spectheory vectors export DIR`` / ``spectheory vectors check DIR`` (see
-[`spectheory.testing.checks.vectors`][spectheory.testing.checks.vectors] and ``docs/vectors.md``)."""
+[`spectheory.testing.checks.vectors`][spectheory.testing.checks.vectors] and
+``docs/vectors.md``)."""
 
 from __future__ import annotations
 

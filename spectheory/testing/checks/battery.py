@@ -2,8 +2,8 @@
 
 A verifier that is lossless on one convenient instance can still be wrong: many real bugs in serving
 engines only show on some shapes of input.
-[`default_battery`][spectheory.testing.checks.battery.default_battery] returns named instances, each aimed
-at one such class:
+[`default_battery`][spectheory.testing.checks.battery.default_battery] returns named instances, each
+aimed at one such class:
 
 =========================  =====================================================================
 instance                   what it exposes
@@ -31,8 +31,8 @@ All rows are exact rationals (multiples of 1/12 or 1/24), so the verdict of
 instances in float64. Sizes shrink with the number of paths K so that the whole battery stays quick:
 at most ``MAX_JOINT_DRAFTS`` joint draft outcomes V**(L K) per instance.
 
-[`make_instance`][spectheory.testing.checks.battery.make_instance] builds the random kinds of instance
-(`KINDS`) used here and by the hypothesis strategies of
+[`make_instance`][spectheory.testing.checks.battery.make_instance] builds the random kinds of
+instance (`KINDS`) used here and by the hypothesis strategies of
 [`spectheory.testing.checks.strategies`][spectheory.testing.checks.strategies].
 """
 
@@ -48,8 +48,8 @@ from ...inputs.instances import Instance, instance_from_dict
 from ...inputs.models import TableModel
 from ...inputs.random_instances import quantize_rows
 
-#: The kinds of instance [`make_instance`][spectheory.testing.checks.battery.make_instance] builds (see
-#: [`spectheory.testing.checks.strategies`][spectheory.testing.checks.strategies]).
+#: The kinds of instance [`make_instance`][spectheory.testing.checks.battery.make_instance] builds
+#: (see [`spectheory.testing.checks.strategies`][spectheory.testing.checks.strategies]).
 KINDS = ["dirichlet", "context_independent", "sparse", "equal", "onehot_target", "onehot_draft",
          "peaked"]
 

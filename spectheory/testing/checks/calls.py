@@ -4,9 +4,9 @@ How [`check_sampler`][spectheory.testing.checks.sampler.check_sampler] hands row
 (`_row_counts`: mixed batches of draft rows, or stride-0 views of one row), validates its outputs
 (`_outputs`: one note naming the function and what it returned), paces the run against
 ``max_seconds`` (`_Pace`), and turns counted cells into the report
-(`_cells`, `_report`, from the chi-square family of `spectheory.testing.statistics.stats`). The context
-variables here name the function being called (`_WHO`), hold the running check's pace (`_PACE`)
-and, while a budgeted run plans, collect each row's cell probabilities (`_ROW_LAWS`).
+(`_cells`, `_report`, from the chi-square family of `spectheory.testing.statistics.stats`). The
+context variables here name the function being called (`_WHO`), hold the running check's pace
+(`_PACE`) and, while a budgeted run plans, collect each row's cell probabilities (`_ROW_LAWS`).
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """``mode="coins"`` and ``mode="coins-tau"`` of the sampler check: decisions compared one by one
 with spectheory's coin-driven reference on the same uniforms.
 
-[`reference_coin_sampler`][spectheory.testing.checks.coins_mode.reference_coin_sampler] is the reference
-(conventions `CONVENTIONS`: the token rule of Leviathan et al. 2023 and the block rule of Sun et
-al. 2024); `_coins_mode` draws the coins (pinned rows at the ends of their ranges included), maps
-them onto a sampler's declared engine convention
-([`CoinConvention`][spectheory.testing.engines.layouts.CoinConvention]) and reports the first differing
-decision as a [`CoinMismatch`][spectheory.testing.checks.report.CoinMismatch].
+[`reference_coin_sampler`][spectheory.testing.checks.coins_mode.reference_coin_sampler] is the
+reference (conventions `CONVENTIONS`: the token rule of Leviathan et al. 2023 and the block rule of
+Sun et al. 2024); `_coins_mode` draws the coins (pinned rows at the ends of their ranges included),
+maps them onto a sampler's declared engine convention
+([`CoinConvention`][spectheory.testing.engines.layouts.CoinConvention]) and reports the first
+differing decision as a [`CoinMismatch`][spectheory.testing.checks.report.CoinMismatch].
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ from .report import (CoinMismatch, DraftRows, InstanceMismatches, SamplerReport,
                      declared, wrapped_chain)
 from .rows import _fixed_rows
 
-#: Coin conventions of [`reference_coin_sampler`][spectheory.testing.checks.sampler.reference_coin_sampler]
-#: (see its docstring).
+#: Coin conventions of
+#: [`reference_coin_sampler`][spectheory.testing.checks.sampler.reference_coin_sampler] (see its
+#: docstring).
 CONVENTIONS = ("token", "block")
 #: Smallest positive position coin used in the pinned rows of ``mode="coins"``.
 TINY_COIN = 2.0**-53
@@ -381,8 +382,8 @@ def _engine_convention(sampler, mode):
 
 
 def _coin_mismatch(convention, conv, mode, b, d, q, p, u, ue, expected, got, tau_bad, y_bad, V):
-    """The report's [`CoinMismatch`][spectheory.testing.checks.report.CoinMismatch] of row ``b``: what
-    differs and, for the accepted count, the position that decides it on both sides."""
+    """The report's [`CoinMismatch`][spectheory.testing.checks.report.CoinMismatch] of row ``b``:
+    what differs and, for the accepted count, the position that decides it on both sides."""
     if mode == "coins-tau":
         differs = "tau" if tau_bad else "Y outside the support"
     else:

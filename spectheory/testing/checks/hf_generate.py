@@ -1,17 +1,18 @@
 """Hugging Face transformers' assisted generation, unmodified, checked over several steps.
 
 [`check_step`][spectheory.testing.checks.step.check_step] runs a step built like an engine's;
-[`check_hf_generate`][spectheory.testing.checks.hf_generate.check_hf_generate] runs the library's own
-loop: ``target.generate(bos, assistant_model=draft, do_sample=True, max_new_tokens=N, **kwargs)``
-(``GenerationMixin._assisted_decoding``: the candidate generator drafts with the assistant's own
-``generate``, the target scores the candidates in one forward pass, ``_speculative_sampling``
-(Leviathan et al. 2023, algorithm 1; Chen et al. 2023) accepts or corrects, the caches are
-cropped, and the loop goes on until N tokens or an end-of-sequence token). The first N generated
-tokens are compared, by a pooled chi-square (`spectheory.testing.statistics.stats`), with the exact law of
-the target processed as the request asks (`spectheory.testing.checks.step.target_sequence_law` with
-``order="transformers"``). Losslessness of every step makes the generated sequence follow that
-law whatever the drafts, the draft lengths (``num_assistant_tokens``, its ``heuristic`` schedule,
-the assistant's confidence threshold) or where the steps fall.
+[`check_hf_generate`][spectheory.testing.checks.hf_generate.check_hf_generate] runs the library's
+own loop: ``target.generate(bos, assistant_model=draft, do_sample=True,
+max_new_tokens=N, **kwargs)`` (``GenerationMixin._assisted_decoding``: the candidate generator
+drafts with the assistant's own ``generate``, the target scores the candidates in one forward pass,
+``_speculative_sampling`` (Leviathan et al. 2023, algorithm 1; Chen et al. 2023) accepts or
+corrects, the caches are cropped, and the loop goes on until N tokens or an end-of-sequence token).
+The first N generated tokens are compared, by a pooled chi-square
+(`spectheory.testing.statistics.stats`), with the exact law of the target processed as the request
+asks (`spectheory.testing.checks.step.target_sequence_law` with ``order="transformers"``).
+Losslessness of every step makes the generated sequence follow that law whatever the drafts, the
+draft lengths (``num_assistant_tokens``, its ``heuristic`` schedule, the assistant's confidence
+threshold) or where the steps fall.
 
 **The models.** [`hf_models`][spectheory.testing.checks.hf_generate.hf_models] dresses an instance's
 table models as ``transformers.PreTrainedModel`` s (`TablePreTrainedModel`, built on first use so
@@ -40,9 +41,10 @@ truncated at the first stop token. Cells are sequences of N tokens with every to
 first stop token replaced by it; the exact N-token law is merged onto the same cells.
 
 **Statistics.** One chi-square per instance, Bonferroni over one global and one per-instance
-test (`spectheory.testing.statistics.stats.family`): a correct library fails with probability at most
-``alpha``; the report states the smallest total-variation bias detected with 90% power.
-`spectheory.testing.checks.step.detection_power` gives the power against a known law (a planted bug's).
+test (`spectheory.testing.statistics.stats.family`): a correct library fails with probability at
+most ``alpha``; the report states the smallest total-variation bias detected with 90% power.
+`spectheory.testing.checks.step.detection_power` gives the power against a known law (a planted
+bug's).
 
 ``generate`` runs one sequence at a time (assisted generation refuses a batch of more than one),
 so the cost is per sample: about 17 ms for N = 4 tokens on an idle CPU core (measured in
@@ -139,9 +141,9 @@ def _classes():
 
     class TablePreTrainedModel(PreTrainedModel, GenerationMixin):
         """A table model as a transformers causal language model (see
-        `spectheory.testing.checks.hf_generate`). ``logit_tables[k]`` ``[V^k, V+1]`` float32: the logits
-        after every prefix of length k (column V, the prompt id, -inf). ``shift=1`` plants a bug:
-        each position returns the row of the position before it (the root row stays first)."""
+        `spectheory.testing.checks.hf_generate`). ``logit_tables[k]`` ``[V^k, V+1]`` float32: the
+        logits after every prefix of length k (column V, the prompt id, -inf). ``shift=1`` plants a
+        bug: each position returns the row of the position before it (the root row stays first)."""
 
         config_class = TableLMConfig
         base_model_prefix = "table"
@@ -236,9 +238,9 @@ def hf_models(instance: Instance, *, shift: int = 0):
     computed on.
 
     Returns ``(target, draft, law_instance)``: two `TablePreTrainedModel` (vocabulary V + 1, the
-    prompt id V; float32 kit logits, see `spectheory.testing.checks.hf_generate`), and the instance whose
-    rows are the float64 softmax of exactly those float32 logits. ``shift=1`` plants a bug in the
-    target: each position returns the row of the position before (the target reads one token
+    prompt id V; float32 kit logits, see `spectheory.testing.checks.hf_generate`), and the instance
+    whose rows are the float64 softmax of exactly those float32 logits. ``shift=1`` plants a bug in
+    the target: each position returns the row of the position before (the target reads one token
     late)."""
     if not isinstance(instance, Instance):
         raise OptionError(f"an instance must be a spectheory Instance, not "

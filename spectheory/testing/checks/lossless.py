@@ -13,9 +13,9 @@ enumerating the whole sequence tree; this module runs it on many instances at on
 * [`check_lossless_battery`][spectheory.testing.checks.lossless.check_lossless_battery] returns one
   [`LosslessReport`][spectheory.engine.lossless.LosslessReport] per instance, never raising for a lossy
   verifier or one that returns something that is not a law (``report.law_error``);
-* [`assert_lossless`][spectheory.testing.checks.lossless.assert_lossless] raises ``AssertionError`` naming
-  the instance, the first offending output sequence and both probabilities (or "NOT A LAW" and the
-  bad entry), and returns the reports when every instance passes. For pytest:
+* [`assert_lossless`][spectheory.testing.checks.lossless.assert_lossless] raises ``AssertionError``
+  naming the instance, the first offending output sequence and both probabilities (or "NOT A LAW"
+  and the bad entry), and returns the reports when every instance passes. For pytest:
 
     ```python
     from spectheory.testing import assert_lossless
@@ -81,8 +81,8 @@ def check_lossless_battery(verifier: Any, instances: Iterable | None = None, *,
         ([`get_verifier`][spectheory.registry.get_verifier]).
     instances : optional
         An `Instance`, a
-        [`BatteryInstance`][spectheory.testing.checks.battery.BatteryInstance], a list of either (or of
-        ``(name, instance)`` pairs), or a dict name -> instance. Default: the battery of
+        [`BatteryInstance`][spectheory.testing.checks.battery.BatteryInstance], a list of either (or
+        of ``(name, instance)`` pairs), or a dict name -> instance. Default: the battery of
         [`default_battery`][spectheory.testing.checks.battery.default_battery] for ``paths``.
     paths, drafting :
         K draft paths (default 1) and their drafting scheme (default: the verifier's own).
@@ -146,10 +146,10 @@ def assert_lossless(verifier: Any, instances: Iterable | None = None, *,
     """Raise ``AssertionError`` unless ``verifier`` is lossless on every instance.
 
     Same parameters as
-    [`check_lossless_battery`][spectheory.testing.checks.lossless.check_lossless_battery]. The message
-    names the first failing instance, the first offending output sequence (lexicographic order) with
-    its output and target probabilities (or "NOT A LAW" with the kind, position and value of the bad
-    entry), and lists every failing instance. Returns the reports when all pass.
+    [`check_lossless_battery`][spectheory.testing.checks.lossless.check_lossless_battery]. The
+    message names the first failing instance, the first offending output sequence (lexicographic
+    order) with its output and target probabilities (or "NOT A LAW" with the kind, position and
+    value of the bad entry), and lists every failing instance. Returns the reports when all pass.
     """
     named = _named(instances, plan(verifier, paths, drafting).paths)
     reports = check_lossless_battery(verifier, named, paths=paths, drafting=drafting,

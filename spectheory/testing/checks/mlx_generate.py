@@ -1,15 +1,15 @@
 """MLX-LM's speculative decoding, unmodified, checked over several steps on MLX's CPU backend.
 
-[`check_mlx_generate`][spectheory.testing.checks.mlx_generate.check_mlx_generate] runs the library's own
-loop, ``mlx_lm.generate.speculative_generate_step(prompt, target, draft, num_draft_tokens=L,
+[`check_mlx_generate`][spectheory.testing.checks.mlx_generate.check_mlx_generate] runs the library's
+own loop, ``mlx_lm.generate.speculative_generate_step(prompt, target, draft, num_draft_tokens=L,
 max_tokens=N, sampler=make_sampler(...), logits_processors=make_logits_processors(...))``: the
 draft proposes L tokens with its own sampler, the target scores them in one forward pass and
 samples a token at every position with the same sampler, the drafts are accepted while they
 equal the target's samples (verification by sample match: each accepted token IS the target's
 sample, so the loop is lossless whatever the draft), the first mismatch yields the target's
 token, and both caches are trimmed (``trim_prompt_cache``). The first N generated tokens are
-compared, by a pooled chi-square (`spectheory.testing.statistics.stats`), with the exact law of the target
-processed as the sampler asks (`spectheory.testing.checks.step.target_sequence_law`).
+compared, by a pooled chi-square (`spectheory.testing.statistics.stats`), with the exact law of the
+target processed as the sampler asks (`spectheory.testing.checks.step.target_sequence_law`).
 
 **The models.** [`mlx_models`][spectheory.testing.checks.mlx_generate.mlx_models] dresses an
 instance's table models as ``mlx.nn.Module`` s (`TableMLXModel`, built on first use so that this
@@ -26,8 +26,8 @@ module imports without MLX), exactly as
   so the library's cache trimming after a mismatch is exercised as with a real model.
 
 The logits are the kit's float32 logits, and the law is computed on the instance whose rows are
-their float64 softmax (`spectheory.testing.checks.hf_generate`): what is left between the library and
-the law is MLX's own float32 arithmetic.
+their float64 softmax (`spectheory.testing.checks.hf_generate`): what is left between the library
+and the law is MLX's own float32 arithmetic.
 
 **The sampler's order.** ``make_sampler`` applies top-p, then min-p, then top-k to the
 log-probabilities at temperature 1 and divides by the temperature last; neither of the kit's
@@ -49,8 +49,8 @@ default instance has none).
 on the tokenizer's, outside the loop): N tokens are always generated.
 
 **Statistics.** One chi-square per instance, Bonferroni over one global and one per-instance
-test (`spectheory.testing.statistics.stats.family`): a correct library fails with probability at most
-``alpha``; the report states the smallest total-variation bias detected with 90% power and the
+test (`spectheory.testing.statistics.stats.family`): a correct library fails with probability at
+most ``alpha``; the report states the smallest total-variation bias detected with 90% power and the
 fraction of tokens the target accepted from the draft (0 would leave the speculative path
 untested). MLX's global generator is seeded with ``mx.random.seed(seed)``; MLX offers no way to
 read its state back, so the caller's is not restored.
@@ -195,8 +195,8 @@ def mlx_models(instance: Instance, *, shift: int = 0):
     """The instance's target and draft as MLX models, and the instance the law is computed on.
 
     Returns ``(target, draft, law_instance)``: two `TableMLXModel` (vocabulary V + 1, the prompt
-    id V; float32 kit logits, see `spectheory.testing.checks.mlx_generate`), and the instance whose rows
-    are the float64 softmax of exactly those float32 logits. ``shift=1`` plants a bug in the
+    id V; float32 kit logits, see `spectheory.testing.checks.mlx_generate`), and the instance whose
+    rows are the float64 softmax of exactly those float32 logits. ``shift=1`` plants a bug in the
     target: each position returns the row of the position before (the target reads one token
     late)."""
     if not isinstance(instance, Instance):
@@ -348,9 +348,9 @@ def generate_counts(target, draft, samples: int, tokens: int, seed: int = 0,
 
 @dataclass
 class MLXGenerateReport(SamplerReport):
-    """Result of [`check_mlx_generate`][spectheory.testing.checks.mlx_generate.check_mlx_generate]: a
-    [`SamplerReport`][spectheory.testing.checks.report.SamplerReport] (``mode="step"``, ``rows`` the
-    instances) with ``tokens`` (N), the sampler and loop arguments, the library ``version``,
+    """Result of [`check_mlx_generate`][spectheory.testing.checks.mlx_generate.check_mlx_generate]:
+    a [`SamplerReport`][spectheory.testing.checks.report.SamplerReport] (``mode="step"``, ``rows``
+    the instances) with ``tokens`` (N), the sampler and loop arguments, the library ``version``,
     ``drafted`` (the fraction of generated tokens accepted from the draft) and the measured
     ``seconds_per_sample``."""
 

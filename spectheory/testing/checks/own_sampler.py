@@ -1,6 +1,6 @@
 """spectheory's own sampler for any registered verifier, in the canonical signature
-([`make_sampler`][spectheory.testing.checks.own_sampler.make_sampler]): the reference a check of the kit
-itself runs, and the sampler the benchmarks time.
+([`make_sampler`][spectheory.testing.checks.own_sampler.make_sampler]): the reference a check of the
+kit itself runs, and the sampler the benchmarks time.
 """
 
 from __future__ import annotations
@@ -44,11 +44,11 @@ def make_sampler(verifier: Any = "block", paths: int | None = None) -> Callable:
     [`sample_output`][spectheory.sampling.sample_output] (inverse CDF, two uniforms per row). With
     ``paths`` K > 1 the returned sampler takes the K-path form and returns
     ``(path, accepted, token)``. When all of drafts, q and p are one row repeated by a stride-0 view
-    (``x[:1].expand(n, ...)``, as [`check_sampler`][spectheory.testing.checks.sampler.check_sampler] hands
-    them over at large vocabularies), or a small batch repeats rows, the law of each distinct input
-    is computed once; the draws are the same. The sampler carries ``repeat_aware = True``, so
-    [`check_sampler`][spectheory.testing.checks.sampler.check_sampler] hands it each draft row's repeats in
-    one call.
+    (``x[:1].expand(n, ...)``, as [`check_sampler`][spectheory.testing.checks.sampler.check_sampler]
+    hands them over at large vocabularies), or a small batch repeats rows, the law of each distinct
+    input is computed once; the draws are the same. The sampler carries ``repeat_aware = True``, so
+    [`check_sampler`][spectheory.testing.checks.sampler.check_sampler] hands it each draft row's
+    repeats in one call.
     """
     how = plan(verifier, paths)
     spec, K = how.spec, how.paths

@@ -44,9 +44,9 @@ def _proposal_rows(instances, rows: int, generator) -> list[torch.Tensor]:
 
 
 def default_proposal_rows() -> list:
-    """Default rows for [`check_proposal`][spectheory.testing.checks.sampler.check_proposal]: draft rows of
-    [`default_instances`][spectheory.testing.checks.sampler.default_instances] and four Dirichlet(1) rows
-    over V = 100 (so that top-50 filtering drops mass)."""
+    """Default rows for [`check_proposal`][spectheory.testing.checks.sampler.check_proposal]: draft
+    rows of [`default_instances`][spectheory.testing.checks.sampler.default_instances] and four
+    Dirichlet(1) rows over V = 100 (so that top-50 filtering drops mass)."""
     rng = np.random.default_rng(100)
     wide = torch.as_tensor(rng.dirichlet(np.ones(100), size=4))
     return default_instances() + [wide]

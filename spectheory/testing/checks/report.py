@@ -1,11 +1,13 @@
 """What every sampler check returns, and how it calls user code.
 
-The report types shared by every mode of the conformance kit (`spectheory.testing.checks.sampler`'s law,
-lossless and coin modes, the tree and whole-step checks): [`SamplerReport`][spectheory.testing.checks.report.SamplerReport]
-with its [`Cell`][spectheory.testing.checks.report.Cell] and [`CoinMismatch`][spectheory.testing.checks.report.CoinMismatch],
-the fixed-draft input [`DraftRows`][spectheory.testing.checks.report.DraftRows], and the guard through which
-every call of a user's sampler goes (`guarded`: an exception or ``sys.exit`` in user code becomes
-one `UserCodeError` line naming the function).
+The report types shared by every mode of the conformance kit (`spectheory.testing.checks.sampler`'s
+law, lossless and coin modes, the tree and whole-step checks):
+[`SamplerReport`][spectheory.testing.checks.report.SamplerReport] with its
+[`Cell`][spectheory.testing.checks.report.Cell] and
+[`CoinMismatch`][spectheory.testing.checks.report.CoinMismatch], the fixed-draft input
+[`DraftRows`][spectheory.testing.checks.report.DraftRows], and the guard through which every call of
+a user's sampler goes (`guarded`: an exception or ``sys.exit`` in user code becomes one
+`UserCodeError` line naming the function).
 """
 
 from __future__ import annotations
@@ -108,8 +110,8 @@ class SamplerReport:
     min_detectable_tv : float
         Smallest total-variation bias of every row's law (draft row, instance or proposal row; on
         the test's cells after pooling) detected with 90% power at this sample size and ``alpha``
-        ([`min_detectable_tv`][spectheory.testing.statistics.stats.min_detectable_tv]); where every row's
-        law is a point mass (greedy decoding), 1 - 0.1^(1/n) at n samples a row (any sample
+        ([`min_detectable_tv`][spectheory.testing.statistics.stats.min_detectable_tv]); where every
+        row's law is a point mass (greedy decoding), 1 - 0.1^(1/n) at n samples a row (any sample
         off the point fails the check); NaN in coins modes, which state a rate of differing
         decisions instead ([`detection`][spectheory.testing.checks.report.SamplerReport.detection]).
     verifier : str

@@ -1,7 +1,7 @@
 """The rows a sampler check hands over: the kit's default instances and fixed draft rows.
 
-[`default_instances`][spectheory.testing.checks.rows.default_instances] (prefix-dependent rows, zeros,
-ties), `_fixed_rows` (draft rows drawn from an instance's draft model, or given as
+[`default_instances`][spectheory.testing.checks.rows.default_instances] (prefix-dependent rows,
+zeros, ties), `_fixed_rows` (draft rows drawn from an instance's draft model, or given as
 [`DraftRows`][spectheory.testing.checks.report.DraftRows]) and `_dims` (an instance's sizes, without
 building anything).
 """

@@ -35,29 +35,30 @@ Three checks ([`check_sampler`][spectheory.testing.checks.sampler.check_sampler]
   row (its law is checked in ``law`` mode).
 
 A coin-driven sampler may declare its engine's coin convention as its attribute
-``coin_convention`` (a [`CoinConvention`][spectheory.testing.engines.layouts.CoinConvention]); the kit
-then hands it its coins mapped onto the engine's range and dtype (the pinned ends onto the
+``coin_convention`` (a [`CoinConvention`][spectheory.testing.engines.layouts.CoinConvention]); the
+kit then hands it its coins mapped onto the engine's range and dtype (the pinned ends onto the
 engine's ends), so that the engine's comparison is tested as the engine runs it.
 
-[`check_proposal`][spectheory.testing.checks.sampler.check_proposal] checks the drafting side: does a draft
-sampler sample from the q it hands the verifier (greedy drafts with a soft q, top-k-filtered drafts
-with the raw q)?
+[`check_proposal`][spectheory.testing.checks.sampler.check_proposal] checks the drafting side: does
+a draft sampler sample from the q it hands the verifier (greedy drafts with a soft q, top-k-filtered
+drafts with the raw q)?
 
 Every report states the smallest total-variation bias the test detects with 90% power at its
 sample size (`SamplerReport.min_detectable_tv`), from the non-central chi-square law of the
 statistic under the least-favourable bias of that total variation. ``samples="auto"`` with
 ``budget_s`` sizes a run by time from pilot checks and states that bias before the run
-(`spectheory.testing.statistics.budget`); a sample count past ``max_seconds`` or ``max_memory_bytes`` is
-refused before anything is allocated, and outputs are counted call by call, so memory does not
-grow with ``samples``.
+(`spectheory.testing.statistics.budget`); a sample count past ``max_seconds`` or
+``max_memory_bytes`` is refused before anything is allocated, and outputs are counted call by call,
+so memory does not grow with ``samples``.
 
 Layout: this module holds the orchestration (argument checks, the budgeted run, the dispatch to a
 mode); each mode lives in its own module (`spectheory.testing.checks.law_mode`,
 `spectheory.testing.checks.lossless_mode`, `spectheory.testing.checks.coins_mode`,
-`spectheory.testing.checks.proposal_mode`) on shared lower modules (`spectheory.testing.checks.calls`: calling
-and counting, pacing, context variables; `spectheory.testing.checks.rows`: instances and draft rows;
-`spectheory.testing.checks.sizing`: time and memory refusals; `spectheory.testing.checks.own_sampler`). Every
-name of those modules that this module held before stays importable from it.
+`spectheory.testing.checks.proposal_mode`) on shared lower modules
+(`spectheory.testing.checks.calls`: calling and counting, pacing, context variables;
+`spectheory.testing.checks.rows`: instances and draft rows; `spectheory.testing.checks.sizing`: time
+and memory refusals; `spectheory.testing.checks.own_sampler`). Every name of those modules that this
+module held before stays importable from it.
 
 The sampler is user code: every call of it (and of a draft sampler, and of a user verifier's law)
 goes through `spectheory.runtime.errors.call_user`, so an exception or ``sys.exit`` (any code, 0
@@ -327,7 +328,8 @@ def check_sampler(sampler: Callable, verifier: Any = "block", instances: Sequenc
         hold at most 2^25 floats; otherwise each draft row's repeats as stride-0 views
         (``x[b:b+1].expand(n, ...)``), at most 2^25 floats of inputs a call, or all of them in one
         call for a sampler with the attribute ``repeat_aware = True`` (one that computes the law of
-        repeated inputs once, as [`make_sampler`][spectheory.testing.checks.sampler.make_sampler]'s does).
+        repeated inputs once, as [`make_sampler`][spectheory.testing.checks.sampler.make_sampler]'s
+        does).
     sampling, draft_sampling : optional
         Sampling parameters of the request (`spectheory.inputs.processing.parse_sampling`, e.g.
         ``"temperature=0"`` or ``"top_k=20,top_p=0.9"``). The sampler is handed the RAW target
@@ -446,10 +448,11 @@ def _run_mode(sampler, verifier, instances, samples, alpha, mode, seed, paths, d
 
 
 def assert_sampler(sampler: Callable, verifier: Any = "block", **kwargs) -> SamplerReport:
-    """[`check_sampler`][spectheory.testing.checks.sampler.check_sampler], raising ``AssertionError`` with
-    the report's text on failure; returns the report when it passes. Takes every argument of
-    ``check_sampler``, ``samples="auto"`` with ``budget_s`` included (``assert_sampler(sampler,
-    "block", samples="auto", budget_s=600)`` sizes the check to about ten minutes)."""
+    """[`check_sampler`][spectheory.testing.checks.sampler.check_sampler], raising
+    ``AssertionError`` with the report's text on failure; returns the report when it passes. Takes
+    every argument of ``check_sampler``, ``samples="auto"`` with ``budget_s`` included
+    (``assert_sampler(sampler, "block", samples="auto", budget_s=600)`` sizes the check to about ten
+    minutes)."""
     report = check_sampler(sampler, verifier, **kwargs)
     if not report.passed:
         raise AssertionError(str(report))
@@ -486,8 +489,8 @@ def check_proposal(draft_sampler: Callable, instances: Sequence | None = None,
 
 
 def assert_proposal(draft_sampler: Callable, **kwargs) -> SamplerReport:
-    """[`check_proposal`][spectheory.testing.checks.sampler.check_proposal], raising ``AssertionError``
-    with the report's text on failure; returns the report when it passes."""
+    """[`check_proposal`][spectheory.testing.checks.sampler.check_proposal], raising
+    ``AssertionError`` with the report's text on failure; returns the report when it passes."""
     report = check_proposal(draft_sampler, **kwargs)
     if not report.passed:
         raise AssertionError(str(report))

@@ -6,8 +6,8 @@ three things about per-request seeds, and each has been broken:
 * **Seed replay** (pegainfer PR #589): a seeded sample-match step (accept drafts while the
   target's own sample at that position equals them, the target sampled with noise keyed by the
   request seed and the position) emits the seeded plain (non-speculative) stream token for token,
-  whatever was drafted. [`check_seed_replay`][spectheory.testing.checks.seeds.check_seed_replay] runs the
-  step and the plain stream from the same seeds and compares the tokens.
+  whatever was drafted. [`check_seed_replay`][spectheory.testing.checks.seeds.check_seed_replay]
+  runs the step and the plain stream from the same seeds and compares the tokens.
 * **RNG accounting**: rows with zero drafts or an early rejection must not shift other rows' or
   later steps' draws. vllm-ascend #13608: a request with zero drafts still advanced its
   per-request generator (a vocabulary-sized draw discarded by ``torch.where``), so its later
@@ -23,19 +23,21 @@ three things about per-request seeds, and each has been broken:
 
 These checks are exact: a seeded step is a deterministic function of its seeds, so one differing
 token is a defect (no false alarm). They take the step signature of `check_step`
-([`StepRequest`][spectheory.testing.checks.step.StepRequest]) with two more fields: ``seeds [B]`` (each
-row's request seed) and ``num_drafts [B]`` (how many tokens row b may draft this step; 0: a plain
-decoding step). An engine that keeps per-request state across calls (generators keyed by seed) is
-passed as a factory, a callable taking no argument that returns a fresh step: it is called once
+([`StepRequest`][spectheory.testing.checks.step.StepRequest]) with two more fields: ``seeds [B]``
+(each row's request seed) and ``num_drafts [B]`` (how many tokens row b may draft this step; 0: a
+plain decoding step). An engine that keeps per-request state across calls (generators keyed by seed)
+is passed as a factory, a callable taking no argument that returns a fresh step: it is called once
 per run.
 
 The kit's reference noise is [`keyed_uniform`][spectheory.testing.checks.seeds.keyed_uniform] (a
 SplitMix64 hash of seed, position and stream, as Philox-keyed kernels do), its plain stream
 [`keyed_plain_step`][spectheory.testing.checks.seeds.keyed_plain_step] (inverse CDF of the processed
-target row at the keyed uniform), and [`sample_match_step`][spectheory.testing.checks.seeds.sample_match_step]
-a correct seeded sample-match step with the same noise. Replicas:
+target row at the keyed uniform), and
+[`sample_match_step`][spectheory.testing.checks.seeds.sample_match_step] a correct seeded
+sample-match step with the same noise. Replicas:
 [`GlobalSeedEngine`][spectheory.testing.checks.seeds.GlobalSeedEngine] (TensorRT-LLM PR #17599) and
-[`ZeroDraftAdvanceEngine`][spectheory.testing.checks.seeds.ZeroDraftAdvanceEngine] (vllm-ascend #13608).
+[`ZeroDraftAdvanceEngine`][spectheory.testing.checks.seeds.ZeroDraftAdvanceEngine]
+(vllm-ascend #13608).
 """
 
 from __future__ import annotations
@@ -444,8 +446,9 @@ def check_seed_replay(step, plain=None, instances: Sequence | None = None,
         ``request.num_drafts``), or a zero-argument factory returning a fresh one per run.
     plain : callable or factory, optional
         The engine's plain decoding step (the same signature; it emits one token per row).
-        Default: the kit's [`keyed_plain_step`][spectheory.testing.checks.seeds.keyed_plain_step], the
-        stream that [`sample_match_step`][spectheory.testing.checks.seeds.sample_match_step] replays.
+        Default: the kit's [`keyed_plain_step`][spectheory.testing.checks.seeds.keyed_plain_step],
+        the stream that [`sample_match_step`][spectheory.testing.checks.seeds.sample_match_step]
+        replays.
     instances : list of Instance, optional
         Default `default_step_instances()` (prefix-dependent rows).
     seeds : list of int

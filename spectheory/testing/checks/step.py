@@ -1,14 +1,14 @@
 """Whole draft-and-verify steps: check the seam between drafting and verifying.
 
 [`check_sampler`][spectheory.testing.checks.sampler.check_sampler] draws the drafts itself and hands
-them to the verifier; [`check_proposal`][spectheory.testing.checks.sampler.check_proposal] checks the
-drafting alone. A bug that couples the two (the draft's noise re-used by the recovery draw, vLLM
+them to the verifier; [`check_proposal`][spectheory.testing.checks.sampler.check_proposal] checks
+the drafting alone. A bug that couples the two (the draft's noise re-used by the recovery draw, vLLM
 #47386; a q handed over that the drafts were not drawn from, Hugging Face transformers #47932;
 drafts drawn in another precision than the ratio is computed in, DeepSpec #31) passes both.
-[`check_step`][spectheory.testing.checks.step.check_step] runs the engine's whole step: the engine drafts
-its L tokens itself, from the kit's draft model, with its own randomness, verifies them against
-the kit's target model, and returns what it emits. The kit compares the emitted sequences' law
-with the target law, processed by the request's sampling parameters
+[`check_step`][spectheory.testing.checks.step.check_step] runs the engine's whole step: the engine
+drafts its L tokens itself, from the kit's draft model, with its own randomness, verifies them
+against the kit's target model, and returns what it emits. The kit compares the emitted sequences'
+law with the target law, processed by the request's sampling parameters
 (`spectheory.inputs.processing`), enumerated exactly.
 
 The step signature (torch tensors):
@@ -49,15 +49,15 @@ Two comparisons:
   sequence target-distributed, so a correct step passes; bugs whose effect depends on the context
   (rows after a rejection, a context-keyed noise stream) are exposed here.
 
-Statistics (`spectheory.testing.statistics.stats`): per instance a pooled Pearson chi-square over the
-V^N sequences, Bonferroni over one global and one per-instance test, so a correct step fails with
-probability at most ``alpha``; the report states the smallest total-variation bias detected with
-90% power. [`detection_power`][spectheory.testing.checks.step.detection_power] gives the power of the same
-family against a given exact law (for sizing a run against a known bug).
+Statistics (`spectheory.testing.statistics.stats`): per instance a pooled Pearson chi-square over
+the V^N sequences, Bonferroni over one global and one per-instance test, so a correct step fails
+with probability at most ``alpha``; the report states the smallest total-variation bias detected
+with 90% power. [`detection_power`][spectheory.testing.checks.step.detection_power] gives the power
+of the same family against a given exact law (for sizing a run against a known bug).
 
-The step is user code: every call goes through `spectheory.testing.checks.report.guarded` (an exception
-or ``sys.exit`` in it is one `UserCodeError` line naming it); unusable return values fail the
-report with a note. Sizes are checked before anything is allocated: the V^N cells of the
+The step is user code: every call goes through `spectheory.testing.checks.report.guarded` (an
+exception or ``sys.exit`` in it is one `UserCodeError` line naming it); unusable return values fail
+the report with a note. Sizes are checked before anything is allocated: the V^N cells of the
 comparison (`MAX_STEP_CELLS`) and each model call's rows (`MAX_MODEL_FLOATS`).
 
 Correct steps built like the engines', for tests and as templates for wrapping a real engine:
@@ -635,8 +635,8 @@ def sample_steps(step: Callable, instance: Instance, samples: int, seed: int = 0
 
 
 def assert_step(step: Callable, **kwargs) -> StepReport:
-    """[`check_step`][spectheory.testing.checks.step.check_step], raising ``AssertionError`` with the
-    report's text on failure; returns the report when it passes."""
+    """[`check_step`][spectheory.testing.checks.step.check_step], raising ``AssertionError`` with
+    the report's text on failure; returns the report when it passes."""
     report = check_step(step, **kwargs)
     if not report.passed:
         raise AssertionError(str(report))
@@ -714,8 +714,8 @@ def vllm_v1_step(request: StepRequest):
     Drafting: each draft token is the winner of an exponential race over the processed draft
     row, argmax q(x) / E_x with E ~ Exp(1) (the Gumbel-max trick in vLLM's form), from the draft
     stream. Verification: the port
-    [`vllm_rejection_sample`][spectheory.testing.engines.adapters.vllm_rejection_sample] of V1's rejection
-    kernel with float64 acceptance uniforms from a second stream, recovered tokens by
+    [`vllm_rejection_sample`][spectheory.testing.engines.adapters.vllm_rejection_sample] of V1's
+    rejection kernel with float64 acceptance uniforms from a second stream, recovered tokens by
     [`vllm_sample_recovered_tokens`][spectheory.testing.engines.adapters.vllm_sample_recovered_tokens]
     with exponentials from a third, and the bonus token sampled from the processed target row
     from a fourth (disjoint streams: the fix of vLLM #47386 / #54282)."""
@@ -749,10 +749,10 @@ def sglang_step(request: StepRequest, *, reuse_coin: bool = False):
 
     Drafting: ``torch.multinomial`` of the processed draft rows from the draft stream.
     Verification: the port
-    [`sglang_chain_sample`][spectheory.testing.engines.adapters.sglang_chain_sample] with the acceptance
-    coins ``uniform_samples [B, L+1]`` in (0, 1] (1 - ``torch.rand``) and a separate coin for the
-    final (correction or bonus) token, as SGLang PR #7207 made it (``reuse_coin=True`` plants the
-    bug it fixed: see `spectheory.testing.mutants.steps`)."""
+    [`sglang_chain_sample`][spectheory.testing.engines.adapters.sglang_chain_sample] with the
+    acceptance coins ``uniform_samples [B, L+1]`` in (0, 1] (1 - ``torch.rand``) and a separate coin
+    for the final (correction or bonus) token, as SGLang PR #7207 made it (``reuse_coin=True``
+    plants the bug it fixed: see `spectheory.testing.mutants.steps`)."""
     from ..engines.adapters import sglang_chain_sample
 
     ctx = request.context

@@ -14,8 +14,9 @@ def test_my_verifier_is_lossless(inst):
 
 This is the only module of [`spectheory`][spectheory] that imports ``hypothesis`` (install the
 ``test`` extra: ``pip install spectheory[test]``).
-[`make_instance`][spectheory.testing.checks.battery.make_instance] needs numpy only and is usable without
-hypothesis from [`spectheory.testing.checks.battery`][spectheory.testing.checks.battery], where it is defined.
+[`make_instance`][spectheory.testing.checks.battery.make_instance] needs numpy only and is usable
+without hypothesis from [`spectheory.testing.checks.battery`][spectheory.testing.checks.battery],
+where it is defined.
 
 Kinds of instance (`KINDS`), all prefix-dependent (a different conditional after every
 prefix) unless named otherwise:

@@ -26,9 +26,9 @@ Two checks ([`check_tree_sampler`][spectheory.testing.checks.tree.check_tree_sam
   all instances of one vocabulary size (exact counts per tree; a sampler that mixes up the rows
   of a batch fails); the empirical law of the emitted sequence per drafted
   tree is compared with the verifier's exact *conditional* law given that tree
-  ([`conditional_tree_law`][spectheory.testing.checks.tree.conditional_tree_law], from the verifier's node
-  rule: ``specinfer``, ``specinfer-norep``, ``topk``, ``sglang-tree``). Pearson chi-square per
-  tree with cells of expected count below 5 pooled, one global test and one per tree,
+  ([`conditional_tree_law`][spectheory.testing.checks.tree.conditional_tree_law], from the
+  verifier's node rule: ``specinfer``, ``specinfer-norep``, ``topk``, ``sglang-tree``). Pearson
+  chi-square per tree with cells of expected count below 5 pooled, one global test and one per tree,
   Bonferroni: a correct sampler fails with probability at most ``alpha``
   ([`spectheory.testing.statistics.stats`][spectheory.testing.statistics.stats]).
 * ``mode="lossless"``: a fresh tree drafted by the kit for every sample; the emitted sequence is
@@ -229,8 +229,8 @@ def conditional_tree_law(verifier, tree, tokens: Sequence[int], q_rows, p_rows) 
 
     ``tokens`` [N] (node 1..N), ``q_rows``, ``p_rows`` [N+1, V] (torch float64, or numpy arrays
     of Fractions for exact rationals). Returns ``(paths, law)``: the distinct token paths of the
-    nodes ([`emitted_groups`][spectheory.testing.checks.tree.emitted_groups]) and ``law [G, V]``, the
-    probability that the walk stops at a node with that path and emits Y.
+    nodes ([`emitted_groups`][spectheory.testing.checks.tree.emitted_groups]) and ``law [G, V]``,
+    the probability that the walk stops at a node with that path and emits Y.
 
     The walk: at the current node, the rule (`VerifierSpec.rule`, the signature of
     [`node_recursive_law`][spectheory.verifiers.specinfer.node_recursive_law]) is handed the
@@ -392,8 +392,9 @@ def _spread(out, seq: tuple, mass, tl, V: int, D: int) -> None:
 
 @dataclass
 class TreeSamplerReport(SamplerReport):
-    """A [`SamplerReport`][spectheory.testing.checks.report.SamplerReport] of the tree mode (``mode``
-    ``"tree-law"`` or ``"tree-lossless"``), with the tree checked and its drafting scheme."""
+    """A [`SamplerReport`][spectheory.testing.checks.report.SamplerReport] of the tree mode
+    (``mode`` ``"tree-law"`` or ``"tree-lossless"``), with the tree checked and its drafting
+    scheme."""
 
     tree: str = ""
     drafting: str = ""
@@ -507,9 +508,9 @@ def tied_instance(V: int, D: int, seed: int = 13) -> Instance:
 def default_tree_instances(tree) -> list:
     """Default instances for a tree of depth D whose widest node has b children, all with
     prefix-dependent rows: ``random_instance(max(3, b), D, 11)``, ``random_instance(max(4, b),
-    D, 12, alpha=0.5)`` (peaked rows) and [`tied_instance`][spectheory.testing.checks.tree.tied_instance]
-    ``(max(3, b), D)`` (rows in quarters, tied root rows: top-k ties broken by token id), in
-    float64."""
+    D, 12, alpha=0.5)`` (peaked rows) and
+    [`tied_instance`][spectheory.testing.checks.tree.tied_instance] ``(max(3, b), D)`` (rows in
+    quarters, tied root rows: top-k ties broken by token id), in float64."""
     tree = tree_shape(tree)
     b = max(len(k) for k in tree.children)
     D = tree.height
@@ -923,8 +924,8 @@ def check_tree_sampler(sampler: Callable, verifier: Any = None, tree: Any = (2, 
 def _budgeted(fn, run, rows: list, budget_s: float, alpha: float, start: float
               ) -> TreeSamplerReport:
     """``samples="auto"``: pilot checks, the plan on stderr, the run
-    ([`size_run`][spectheory.testing.statistics.budget.size_run]; ``rows`` the cell probabilities of the
-    check's rows, for the smallest count that tests a degree of freedom and the planned
+    ([`size_run`][spectheory.testing.statistics.budget.size_run]; ``rows`` the cell probabilities of
+    the check's rows, for the smallest count that tests a degree of freedom and the planned
     detectable bias)."""
     import sys
     import time

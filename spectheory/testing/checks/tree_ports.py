@@ -10,10 +10,11 @@ drafted trees onto them.
 * [`evaluate_posterior`][spectheory.testing.checks.tree_ports.evaluate_posterior]: EAGLE's reference
   verification (``eagle/model/utils.py``, ``evaluate_posterior``, SafeAILab/EAGLE), both branches.
 
-Presets ([`TreeLayout`][spectheory.testing.checks.tree_ports.TreeLayout]) say how a drafted tree in the
-kit's canonical layout ([`spectheory.testing.checks.tree`][spectheory.testing.checks.tree]) becomes the engine's
-arguments and how its outputs read back; [`tree_engine_sampler`][spectheory.testing.checks.tree_ports.tree_engine_sampler]
-wraps an engine function (the real one when importable, or a port) into a canonical tree sampler:
+Presets ([`TreeLayout`][spectheory.testing.checks.tree_ports.TreeLayout]) say how a drafted tree in
+the kit's canonical layout ([`spectheory.testing.checks.tree`][spectheory.testing.checks.tree])
+becomes the engine's arguments and how its outputs read back;
+[`tree_engine_sampler`][spectheory.testing.checks.tree_ports.tree_engine_sampler] wraps an engine
+function (the real one when importable, or a port) into a canonical tree sampler:
 
 ```python
 from spectheory.testing import check_tree_sampler
@@ -630,11 +631,12 @@ TREE_LAYOUTS = {lay.name: lay for lay in (SGLANG_TREE, EAGLE_POSTERIOR)}
 
 
 def tree_engine_sampler(fn: Callable, layout: TreeLayout | str, **options) -> Callable:
-    """A canonical tree sampler ([`spectheory.testing.checks.tree`][spectheory.testing.checks.tree]) that calls
-    the engine function ``fn`` through ``layout`` (a [`TreeLayout`][spectheory.testing.checks.tree_ports.TreeLayout]
-    or its name). ``options`` go to the layout (SGLang: ``threshold_single``, ``threshold_acc``,
-    ``device``, ``dtype``). The sampler carries ``spectheory_tree_verifier`` and
-    ``spectheory_tree_drafting``, the rule and drafting it claims."""
+    """A canonical tree sampler ([`spectheory.testing.checks.tree`][spectheory.testing.checks.tree])
+    that calls the engine function ``fn`` through ``layout`` (a
+    [`TreeLayout`][spectheory.testing.checks.tree_ports.TreeLayout] or its name). ``options`` go to
+    the layout (SGLang: ``threshold_single``, ``threshold_acc``, ``device``, ``dtype``). The sampler
+    carries ``spectheory_tree_verifier`` and ``spectheory_tree_drafting``, the rule and drafting it
+    claims."""
     if isinstance(layout, str):
         if layout not in TREE_LAYOUTS:
             raise OptionError(f"unknown tree layout {layout!r}; choose from "

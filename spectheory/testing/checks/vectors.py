@@ -15,10 +15,10 @@ holds one (verifier, instance, K, drafting) and, in exact rationals written as f
   tau) over the flattened stop row, u1 picks Y from the chosen correction row).
 
 The schema is documented in ``docs/vectors.md`` (field ``schema`` = `SCHEMA`).
-[`export_vectors`][spectheory.testing.checks.vectors.export_vectors] writes a directory atomically (a
-temporary directory renamed into place: nothing half-written),
-[`check_vectors`][spectheory.testing.checks.vectors.check_vectors] recomputes every file and names the
-first field that differs. The exact law is the one of Sun et al. (arXiv 2403.10444, sec. 2);
+[`export_vectors`][spectheory.testing.checks.vectors.export_vectors] writes a directory atomically
+(a temporary directory renamed into place: nothing half-written),
+[`check_vectors`][spectheory.testing.checks.vectors.check_vectors] recomputes every file and names
+the first field that differs. The exact law is the one of Sun et al. (arXiv 2403.10444, sec. 2);
 multi-path drafting schemes as in [`spectheory.engine.joint`][spectheory.engine.joint].
 """
 
@@ -64,8 +64,8 @@ MAX_VECTOR_PATHS = 20
 #: Seeds of the uniforms: 0 .. 2^63 - 1.
 MAX_VECTOR_SEED = 2**63 - 1
 #: The fields of a vector file, of one entry of ``drafts`` and of one entry of ``decisions``
-#: (``docs/vectors.md``); [`check_file`][spectheory.testing.checks.vectors.check_file] refuses any other,
-#: naming the nearest.
+#: (``docs/vectors.md``); [`check_file`][spectheory.testing.checks.vectors.check_file] refuses any
+#: other, naming the nearest.
 FIELDS = ("schema", "name", "verifier", "lossless", "paths", "drafting", "vocab_size",
           "block_length", "instance", "tau_pmf", "expected_accepted", "drafts", "output_law",
           "target_law", "sequences", "tv_to_target", "decisions")
@@ -174,7 +174,8 @@ def build_vector(verifier: Any, instance: Instance, name: str = "instance", *,
         `BOUNDARY_MARGIN` away from every CDF boundary.
     uniforms : list, optional
         ``uniforms[d]`` = the uniform pairs of draft d (used instead of drawing; this is how
-        [`check_vectors`][spectheory.testing.checks.vectors.check_vectors] recomputes a file's decisions).
+        [`check_vectors`][spectheory.testing.checks.vectors.check_vectors] recomputes a file's
+        decisions).
 
     Returns
     -------
@@ -286,13 +287,13 @@ def export_vectors(directory, verifiers=None, instances=("battery",), *, paths: 
                    seed: int = 0, progress: bool = False) -> list[str]:
     """Write one JSON file per (verifier, instance) into a new ``directory``; returns the names.
 
-    ``verifiers`` default to [`default_verifiers`][spectheory.testing.checks.vectors.default_verifiers];
-    single-path verifiers get K = 1, multi-path ones K = ``paths``. ``instances`` lists
-    ``"battery"`` (the default battery for that K), instance JSON files (exact fractions) or
-    `Instance` objects. Everything is computed and written into a temporary directory next to
-    ``directory``, which is then renamed into place: on any error nothing is left behind.
-    ``directory`` must not exist, or be empty. ``progress``: a progress bar on stderr, one step
-    per file.
+    ``verifiers`` default to
+    [`default_verifiers`][spectheory.testing.checks.vectors.default_verifiers]; single-path
+    verifiers get K = 1, multi-path ones K = ``paths``. ``instances`` lists ``"battery"`` (the
+    default battery for that K), instance JSON files (exact fractions) or `Instance` objects.
+    Everything is computed and written into a temporary directory next to ``directory``, which is
+    then renamed into place: on any error nothing is left behind. ``directory`` must not exist, or
+    be empty. ``progress``: a progress bar on stderr, one step per file.
     """
     target = Path(directory)
     try:

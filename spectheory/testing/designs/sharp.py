@@ -8,11 +8,12 @@ particular rows: a row where the draft's target probability is 0, where p and q 
 rows change with the prefix, where V = 2 or 3 leaves few cells to share the samples. This
 module picks those rows before any sampling, from exact laws only.
 
-**Noncentrality.** In ``law`` mode ([`check_sampler`][spectheory.testing.checks.sampler.check_sampler])
-each draft row b gets n_b samples of (k, tau, Y), compared with the reference law P_b by a pooled
-Pearson chi-square (cells of expected count below 5 pooled, as
-[`row_chi_square`][spectheory.testing.statistics.stats.row_chi_square]). A replica whose law on that row is
-P'_b moves the statistic to a non-central chi-square with noncentrality (Cohen 1988, ch. 7)
+**Noncentrality.** In ``law`` mode
+([`check_sampler`][spectheory.testing.checks.sampler.check_sampler]) each draft row b gets n_b
+samples of (k, tau, Y), compared with the reference law P_b by a pooled Pearson chi-square (cells of
+expected count below 5 pooled, as
+[`row_chi_square`][spectheory.testing.statistics.stats.row_chi_square]). A replica whose law on that
+row is P'_b moves the statistic to a non-central chi-square with noncentrality (Cohen 1988, ch. 7)
 
     lambda_b = n_b c_b,   c_b = sum_bins (P'_bin - P_bin)^2 / P_bin,
 
@@ -24,8 +25,8 @@ The family (one global test at alpha/2, one per row at alpha/(2m)) then has powe
     1 - (1 - P_zero) (1 - max(P[ncx2(D, sum lambda_b) > chi2.isf(alpha/2, D)],
                               1 - prod_b P[ncx2(d_b, lambda_b) <= chi2.isf(alpha/(2m), d_b)])),
 
-with D = sum_b d_b ([`replica_power`][spectheory.testing.designs.sharp.replica_power]; the larger of two
-tests stands for the family, which rejects when either does). The non-central chi-square is a
+with D = sum_b d_b ([`replica_power`][spectheory.testing.designs.sharp.replica_power]; the larger of
+two tests stands for the family, which rejects when either does). The non-central chi-square is a
 local approximation: a replica far from the reference (all of a row's mass in one bin makes the
 statistic a constant) can be caught far more often than it says, so every design also states
 the power found by simulating the check's statistic from each replica's exact law
@@ -51,8 +52,8 @@ the few rows keep testing more than the replicas. Only exact laws enter: the des
 before sampling and is the same for every sampler, so a correct sampler still fails with
 probability at most ``alpha``.
 
-**Replica families.** A family is a list of [`Replica`][spectheory.testing.designs.sharp.Replica] (or of
-``(name, law)`` pairs), each with its exact law on draft rows;
+**Replica families.** A family is a list of [`Replica`][spectheory.testing.designs.sharp.Replica]
+(or of ``(name, law)`` pairs), each with its exact law on draft rows;
 [`kit_replicas`][spectheory.testing.designs.sharp.kit_replicas] gathers the bug kit's: the law-kind
 formula mutants, the sampler-kind replicas with an exact law (vLLM #47386's shared noise), and
 the planted bugs of the engine ports (`spectheory.testing.mutants.replica_laws`), and the
@@ -61,8 +62,8 @@ acceptances Y drawn from p_{L-1} or from the correction row of position L-1 inst
 Replicas a
 sampling check cannot see are listed with the mode that catches them (SGLang #35771's coin of
 exactly 0, probability 2^-24 a draw: coins mode). The allocation itself,
-[`allocate`][spectheory.testing.designs.sharp.allocate], takes only cell probabilities (reference and
-replicas, one row per candidate test row) and applies to any check built from rows of cells
+[`allocate`][spectheory.testing.designs.sharp.allocate], takes only cell probabilities (reference
+and replicas, one row per candidate test row) and applies to any check built from rows of cells
 and a Bonferroni chi-square family.
 
 **The bonus token.** Every design must also catch any change of TV `GENERIC_BONUS_TV` (0.15) in
@@ -140,8 +141,8 @@ class ReplicaPower:
     ``zero_mass`` the expected number of samples on reference-impossible cells (sum_b n_b z_b),
     ``tv`` the sample-weighted total variation of the replica's cell law to the reference on
     the design's rows; ``simulated`` the power found by simulating the check's statistic from
-    the replica's exact law ([`simulated_power`][spectheory.testing.designs.sharp.simulated_power]; None
-    when not computed)."""
+    the replica's exact law ([`simulated_power`][spectheory.testing.designs.sharp.simulated_power];
+    None when not computed)."""
 
     name: str
     power: float
@@ -180,8 +181,8 @@ def binned_divergence(ref: np.ndarray, bug: np.ndarray, n: int,
     degrees of freedom d) of ``bug`` [R, C] against ``ref`` [R, C] (each row a law over the
     cells).
 
-    The bins are those of [`row_chi_square`][spectheory.testing.statistics.stats.row_chi_square] at expected
-    counts n ref: cells with n ref >= ``min_expected`` kept, the other cells of positive
+    The bins are those of [`row_chi_square`][spectheory.testing.statistics.stats.row_chi_square] at
+    expected counts n ref: cells with n ref >= ``min_expected`` kept, the other cells of positive
     probability pooled, the pooled bin merged into the smallest kept cell when its own expected
     count is below ``min_expected``; cells of probability 0 excluded (their mass is z). c is taken
     on the replica's law given no sample on those cells (bug / (1 - z) on the rest)."""
@@ -345,8 +346,8 @@ def allocate(ref: Sequence[np.ndarray], laws: dict, budget: int, alpha: float = 
     splits the budget evenly; the first budget mod m copies get one more sample, ignored here).
     With ``generic_tv`` delta, one more constraint: any bias of total variation delta on every
     row's bins (least-favourable spread: noncentrality 4 n delta^2 on each row with a degree of
-    freedom, `spectheory.testing.statistics.budget`) is caught too, so that the rows keep testing more than
-    the replicas (reported under the name `GENERIC`). With ``bonus`` (G arrays [R_g], each
+    freedom, `spectheory.testing.statistics.budget`) is caught too, so that the rows keep testing
+    more than the replicas (reported under the name `GENERIC`). With ``bonus`` (G arrays [R_g], each
     row's probability of reaching the bonus token, P(tau = L)) and ``bonus_tv`` delta_B, one
     more: any change of TV delta_B in the bonus token's law given tau = L (divergence
     4 delta_B^2 P(tau = L) on rows with a degree of freedom; `GENERIC_BONUS`). Replicas whose exact law equals the
@@ -555,9 +556,9 @@ def kit_replicas(verifier: str = "token", ports: bool = True, paths: int = 1) ->
     meets, each with its exact law and a sampler that runs it: the law-kind formula mutants
     (through [`make_sampler`][spectheory.testing.checks.sampler.make_sampler]), vLLM #47386's shared
     noise and SGLang #35771's zero coin (sampler kind; the latter invisible to sampling, caught
-    in coins mode), and with ``ports`` the planted bugs (`spectheory.testing.engines.adapters.PORT_BUGS`)
-    of the engine ports through their presets (SGLang's flipped strictness: coins mode), and
-    the bonus-path replicas of `KIT_BONUS_BUGS`.
+    in coins mode), and with ``ports`` the planted bugs
+    (`spectheory.testing.engines.adapters.PORT_BUGS`) of the engine ports through their presets
+    (SGLang's flipped strictness: coins mode), and the bonus-path replicas of `KIT_BONUS_BUGS`.
     Replicas of one bug in several ports share a ``law_key``. Multi-path (``paths`` K): the GBV
     reference code's replicas against ``"gbv"`` (tie rule and capped ranking at K >= 2, the
     float16 skew at K = 3, where its normaliser underflows) and its traversal visiting the
@@ -762,18 +763,19 @@ def _multipath_pool(paths: int, seed: int, per_instance: int = 256) -> list[Draf
 
 @dataclass
 class SharpDesign:
-    """A sharp design: ``rows`` (a list of [`DraftRows`][spectheory.testing.checks.report.DraftRows],
-    one per (V, L) shape; pass as ``instances`` to
-    [`check_sampler`][spectheory.testing.checks.sampler.check_sampler] with ``samples = budget``),
-    ``predicted`` (name -> [`ReplicaPower`][spectheory.testing.designs.sharp.ReplicaPower]),
-    ``detectable_tv`` (the smallest total-variation bias, spread least favourably over every
-    row's bins, detected with 90% power at ``alpha``: the figure the check's report states),
-    ``invisible`` (name -> the mode that catches a replica no sampling check sees), the number
-    of row copies and samples a copy, and ``generic_tv``, the bias of any direction the design
-    was also required to catch (``detectable_tv`` is at most that when the design met it);
-    ``bonus_tv`` the change of the bonus token's law given tau = L it was required to catch,
-    ``bonus_power`` its predicted power, ``bonus_samples`` the expected number of samples that
-    reach the bonus token (sum_b n_b P_b(tau = L))."""
+    """A sharp design: ``rows`` (a list of
+    [`DraftRows`][spectheory.testing.checks.report.DraftRows], one per (V, L) shape; pass as
+    ``instances`` to [`check_sampler`][spectheory.testing.checks.sampler.check_sampler] with
+    ``samples = budget``), ``predicted`` (name ->
+    [`ReplicaPower`][spectheory.testing.designs.sharp.ReplicaPower]), ``detectable_tv`` (the
+    smallest total-variation bias, spread least favourably over every row's bins, detected with 90%
+    power at ``alpha``: the figure the check's report states), ``invisible`` (name -> the mode that
+    catches a replica no sampling check sees), the number of row copies and samples a copy, and
+    ``generic_tv``, the bias of any direction the design was also required to catch
+    (``detectable_tv`` is at most that when the design met it); ``bonus_tv`` the change of the bonus
+    token's law given tau = L it was required to catch, ``bonus_power`` its predicted power,
+    ``bonus_samples`` the expected number of samples that reach the bonus token (sum_b n_b P_b(tau =
+    L))."""
 
     verifier: str
     budget: int
@@ -829,8 +831,8 @@ def sharp_design(replicas: Sequence | None = None, verifier: str = "token", budg
     ``budget`` samples (module docstring).
 
     ``replicas``: a list of [`Replica`][spectheory.testing.designs.sharp.Replica] or ``(name, law)``
-    pairs (default: [`kit_replicas`][spectheory.testing.designs.sharp.kit_replicas] of ``verifier``);
-    ``pool``: candidate DraftRows (default
+    pairs (default: [`kit_replicas`][spectheory.testing.designs.sharp.kit_replicas] of
+    ``verifier``); ``pool``: candidate DraftRows (default
     [`candidate_pool`][spectheory.testing.designs.sharp.candidate_pool]); ``paths`` K for a K-path
     verifier (the rows then carry a path axis; check with ``paths=K``); ``generic_tv`` and
     ``bonus_tv`` the bias of any direction, and the change of the bonus token's law given
@@ -933,9 +935,9 @@ def _cached(verifier: str, budget: int, alpha: float, paths: int) -> SharpDesign
 
 def kit_design(verifier: str = "token", budget: int = 3000, alpha: float = 1e-3,
                paths: int = 1) -> SharpDesign:
-    """[`sharp_design`][spectheory.testing.designs.sharp.sharp_design] against the bug kit's replicas with
-    the default pool, computed once per process (each call gets its own copy of the rows, so a
-    sampler that writes into its inputs cannot change a later design)."""
+    """[`sharp_design`][spectheory.testing.designs.sharp.sharp_design] against the bug kit's
+    replicas with the default pool, computed once per process (each call gets its own copy of the
+    rows, so a sampler that writes into its inputs cannot change a later design)."""
     import dataclasses
 
     budget, alpha, paths = _count("budget", budget), _level(alpha), _count("paths", paths)
@@ -950,9 +952,9 @@ def predicted_power(rows: Sequence[DraftRows], replicas: Sequence, verifier: str
                     samples: int = 3000, alpha: float = 1e-3, paths: int | None = None) -> dict:
     """Predicted power (name -> [`ReplicaPower`][spectheory.testing.designs.sharp.ReplicaPower]) of
     ``check_sampler(sampler, verifier, instances=rows, samples=samples, alpha=alpha)`` against
-    each replica (a [`Replica`][spectheory.testing.designs.sharp.Replica] or ``(name, law)`` pair) on given
-    draft rows (a path axis for ``paths`` K > 1), with the check's even split of the samples.
-    Raises on a replica that has no law on one of the rows (a NaN row)."""
+    each replica (a [`Replica`][spectheory.testing.designs.sharp.Replica] or ``(name, law)`` pair)
+    on given draft rows (a path axis for ``paths`` K > 1), with the check's even split of the
+    samples. Raises on a replica that has no law on one of the rows (a NaN row)."""
     from ...registry import plan
     from ..statistics.budget import split
 
@@ -998,8 +1000,8 @@ __all__ += ["predicted_power"]
 
 def _bins(ref_row: np.ndarray, n: int, min_expected: float = MIN_EXPECTED):
     """The check's bins of one row at ``n`` samples: (bin index of each cell [C], -1 for cells of
-    probability 0; number of bins), as [`row_chi_square`][spectheory.testing.statistics.stats.row_chi_square]
-    forms them."""
+    probability 0; number of bins), as
+    [`row_chi_square`][spectheory.testing.statistics.stats.row_chi_square] forms them."""
     ref = np.asarray(ref_row, dtype=np.float64)
     zero = ref <= 0
     e = n * ref / ref.sum()
@@ -1026,8 +1028,8 @@ def simulated_power(rows: Sequence[DraftRows], replica, verifier: str = "token",
     replica, by simulating the check's statistic from the replica's exact law (multinomial counts
     per row, ``reps`` times; no sampler is called): the family decision of
     [`family`][spectheory.testing.statistics.stats.family] on the bins of
-    [`row_chi_square`][spectheory.testing.statistics.stats.row_chi_square], with a sample on a cell of
-    reference probability 0 failing the check. Unlike the non-central chi-square prediction
+    [`row_chi_square`][spectheory.testing.statistics.stats.row_chi_square], with a sample on a cell
+    of reference probability 0 failing the check. Unlike the non-central chi-square prediction
     (a local approximation) it holds for far alternatives too, e.g. a replica that puts all of a
     row's mass in one bin (its statistic is then a constant); Monte Carlo error about
     sqrt(P(1-P)/reps)."""
@@ -1142,7 +1144,8 @@ def bonus_sampler(bug: str = "bonus-previous-row", verifier: str = "token") -> C
     """A sampler (canonical signature) with a bonus-path bug: spectheory's own sampler of
     ``verifier`` decides tau and the correction token; on rows with tau = L the token is redrawn
     with ``torch.multinomial`` from the bug's row (`BONUS_BUGS`) instead of p_L, as an engine
-    that indexes its bonus row wrongly would. Its law is [`bonus_law`][spectheory.testing.designs.sharp.bonus_law]."""
+    that indexes its bonus row wrongly would. Its law is
+    [`bonus_law`][spectheory.testing.designs.sharp.bonus_law]."""
     from ..checks.sampler import make_sampler
 
     if bug not in BONUS_BUGS:

@@ -2,9 +2,10 @@
 that adapt their samplers to the canonical signature, their own sampling paths, and ports of the
 steps that are not Python or not importable here.
 
-* [`layouts`][spectheory.testing.engines.layouts]: [`Layout`][spectheory.testing.engines.layouts.Layout]
-  and [`CoinConvention`][spectheory.testing.engines.layouts.CoinConvention], the presets of vLLM
-  V1, vLLM MRV2, SGLang and transformers, and
+* [`layouts`][spectheory.testing.engines.layouts]:
+  [`Layout`][spectheory.testing.engines.layouts.Layout] and
+  [`CoinConvention`][spectheory.testing.engines.layouts.CoinConvention], the presets of vLLM V1,
+  vLLM MRV2, SGLang and transformers, and
   [`engine_sampler`][spectheory.testing.engines.layouts.engine_sampler] /
   [`engine_coin_sampler`][spectheory.testing.engines.layouts.engine_coin_sampler];
 * [`adapters`][spectheory.testing.engines.adapters]: engines' rejection samplers in their own

@@ -1,14 +1,14 @@
 """Engines' rejection-sampler layouts, adapted to the canonical sampler signature.
 
-spectheory's sampler checks ([`check_sampler`][spectheory.testing.checks.sampler.check_sampler]) call a
-sampler as
+spectheory's sampler checks ([`check_sampler`][spectheory.testing.checks.sampler.check_sampler])
+call a sampler as
 
     sampler(drafts [B, L] int64, q [B, L, V], p [B, L+1, V], generator) -> (accepted [B], token [B])
 
 or, for coin-driven checks, ``sampler(drafts, q, p, uniforms [B, L+1])`` with position coins in (0,
 1] and the token's coin in [0, 1)
-([`reference_coin_sampler`][spectheory.testing.checks.sampler.reference_coin_sampler]). Serving engines lay
-their inputs out differently. This module holds
+([`reference_coin_sampler`][spectheory.testing.checks.sampler.reference_coin_sampler]). Serving
+engines lay their inputs out differently. This module holds
 
 * an adapter for the real Hugging Face routine
   ([`hf_sampler`][spectheory.testing.engines.adapters.hf_sampler], calling
@@ -16,14 +16,14 @@ their inputs out differently. This module holds
 * pure-torch ports, written from the engines' published code, of
 
   - vLLM V1's standard rejection sampler
-    ([`vllm_rejection_sample`][spectheory.testing.engines.adapters.vllm_rejection_sample]: flattened drafts
-    with ``cu_num_draft_tokens``, per-token float64 uniforms, recovered tokens by an exponential
-    race, a bonus token per request, outputs padded with the placeholder id -1),
+    ([`vllm_rejection_sample`][spectheory.testing.engines.adapters.vllm_rejection_sample]: flattened
+    drafts with ``cu_num_draft_tokens``, per-token float64 uniforms, recovered tokens by an
+    exponential race, a bonus token per request, outputs padded with the placeholder id -1),
   - vLLM Model Runner V2's ``rejection_sample``
-    ([`vllm_mrv2_rejection_sample`][spectheory.testing.engines.adapters.vllm_mrv2_rejection_sample]: target
-    rows for every draft position plus the bonus position, flattened with ``cu_num_logits``; draft
-    rows per request and step; the standard rule or ``rejection_sample_method="block"``; float32
-    log-space; coins in (0, 1]; correction by Gumbel-max),
+    ([`vllm_mrv2_rejection_sample`][spectheory.testing.engines.adapters.vllm_mrv2_rejection_sample]:
+    target rows for every draft position plus the bonus position, flattened with ``cu_num_logits``;
+    draft rows per request and step; the standard rule or ``rejection_sample_method="block"``;
+    float32 log-space; coins in (0, 1]; correction by Gumbel-max),
   - SGLang's chain sampling
     ([`sglang_chain_sample`][spectheory.testing.engines.adapters.sglang_chain_sample]: caller-passed
     uniforms [B, L+1] and one more for the final token, accept on coin <= h, correction by inverse
@@ -34,8 +34,8 @@ their inputs out differently. This module holds
 * ports that take exactly the arguments of the engines' entry points
   (`vllm_v1_rejection_sample`, `vllm_mrv2_engine_rejection_sample`,
   `sglang_chain_speculative_sampling`, `hf_speculative_sampling`, below), which pass
-  through the presets of `spectheory.testing.engines.layouts` with no hand-written adapter, each with
-  planted bugs (``bug=``, `PORT_BUGS`) for negative controls.
+  through the presets of `spectheory.testing.engines.layouts` with no hand-written adapter, each
+  with planted bugs (``bug=``, `PORT_BUGS`) for negative controls.
 
 The ports are ordinary torch code run on the CPU: they reproduce the engines' conventions (layout,
 coin ranges, comparisons, float32 arithmetic where the kernels use it), not their CUDA/Triton
@@ -401,8 +401,8 @@ def _mrv2_layout(drafts, q, p):
 
 def vllm_mrv2_sampler(method: str = "block", dtype=torch.float32, bug: str | None = None):
     """A canonical sampler ``f(drafts, q, p, generator)`` running
-    [`vllm_mrv2_rejection_sample`][spectheory.testing.engines.adapters.vllm_mrv2_rejection_sample] (float32
-    coins in [2^-31, 1) as the kernel's, Gumbel noise from ``generator``)."""
+    [`vllm_mrv2_rejection_sample`][spectheory.testing.engines.adapters.vllm_mrv2_rejection_sample]
+    (float32 coins in [2^-31, 1) as the kernel's, Gumbel noise from ``generator``)."""
 
     def sampler(drafts, q, p, generator=None):
         tl_, dl, ds, cu, L = _mrv2_layout(drafts, q, p)
@@ -419,10 +419,10 @@ def vllm_mrv2_sampler(method: str = "block", dtype=torch.float32, bug: str | Non
 
 def vllm_mrv2_coin_sampler(method: str = "block", dtype=torch.float64, bug: str | None = None):
     """A coin-driven sampler ``f(drafts, q, p, uniforms [B, L+1])`` running
-    [`vllm_mrv2_rejection_sample`][spectheory.testing.engines.adapters.vllm_mrv2_rejection_sample] with
-    position coins ``uniforms[:, :L]`` and the correction drawn by inverse CDF at ``uniforms[:, L]``
-    in place of the Gumbel-max (the coins then mean what spectheory's reference coins mean). The
-    kernel's coins lie in [2^-31, 1 - 2^-24] (``tl_rand32`` with ``includes_zero=False``);
+    [`vllm_mrv2_rejection_sample`][spectheory.testing.engines.adapters.vllm_mrv2_rejection_sample]
+    with position coins ``uniforms[:, :L]`` and the correction drawn by inverse CDF at ``uniforms[:,
+    L]`` in place of the Gumbel-max (the coins then mean what spectheory's reference coins mean).
+    The kernel's coins lie in [2^-31, 1 - 2^-24] (``tl_rand32`` with ``includes_zero=False``);
     spectheory's u in (0, 1] are clamped into that range. float64 by default, so that decisions at
     the thresholds are not moved by float32 rounding."""
 
@@ -501,8 +501,8 @@ def sglang_chain_sample(draft_probs, draft_token_ids, uniform_samples, target_pr
 
 def sglang_coin_sampler(method: str = "token"):
     """Coin-driven canonical sampler around
-    [`sglang_chain_sample`][spectheory.testing.engines.adapters.sglang_chain_sample]: ``uniforms[:, :L]``
-    are the chain's coins and ``uniforms[:, L]`` its final uniform (spectheory's convention is
+    [`sglang_chain_sample`][spectheory.testing.engines.adapters.sglang_chain_sample]: ``uniforms[:,
+    :L]`` are the chain's coins and ``uniforms[:, L]`` its final uniform (spectheory's convention is
     SGLang's, so identical coins give identical decisions)."""
 
     def sampler(drafts, q, p, uniforms):
@@ -534,8 +534,8 @@ def sglang_sampler(method: str = "token"):
 # ============================================================================ engines' own layouts
 #
 # The functions below take exactly the arguments of the engines' entry points (the layouts of
-# spectheory.testing.engines.layouts: VLLM_V1, VLLM_MRV2, SGLANG_CHAIN, TRANSFORMERS), so that each passes
-# through its preset with no adapter; ``bug=`` plants one of PORT_BUGS for negative controls.
+# spectheory.testing.engines.layouts: VLLM_V1, VLLM_MRV2, SGLANG_CHAIN, TRANSFORMERS), so that each
+# passes through its preset with no adapter; ``bug=`` plants one of PORT_BUGS for negative controls.
 
 
 def _port_bug(bug):
@@ -628,17 +628,17 @@ def vllm_v1_rejection_sample(draft_token_ids, num_draft_tokens, max_spec_len,
     ``cu_num_draft_tokens [B]`` cumulative end indices, ``draft_probs [N, V]`` or ``None`` (n-gram
     drafts: draft probability 1, the draft token zeroed in the recovery row),
     ``target_logits [N, V]`` at the draft positions, already processed by
-    [`apply_sampling_constraints`][spectheory.testing.engines.adapters.apply_sampling_constraints] as the
-    engine's ``RejectionSampler.forward`` does (a float32 softmax turns them into probabilities),
-    ``bonus_token_ids [B, 1]``, ``sampling_metadata`` with
+    [`apply_sampling_constraints`][spectheory.testing.engines.adapters.apply_sampling_constraints]
+    as the engine's ``RejectionSampler.forward`` does (a float32 softmax turns them into
+    probabilities), ``bonus_token_ids [B, 1]``, ``sampling_metadata`` with
     ``all_greedy``, ``all_random``, ``temperature [B]`` (``VLLM_GREEDY_TEMPERATURE`` marks a greedy
     request) and ``generators`` (request -> ``torch.Generator``). Acceptance of a random request's
     draft: ``draft_prob > 0 and target_prob / draft_prob >= u`` with u from
-    [`generate_uniform_probs`][spectheory.testing.engines.adapters.generate_uniform_probs]; the first
-    rejection emits the recovered token argmax(max(p - q, 0) / E), E ~ Exp(1) float32, one noise row
-    per request (from its generator when it has one); without a rejection the bonus token follows. A
-    greedy request accepts while the draft is the target's argmax and emits the argmax at the first
-    mismatch. Returns int32 ``[B, max_spec_len + 1]`` padded with -1.
+    [`generate_uniform_probs`][spectheory.testing.engines.adapters.generate_uniform_probs]; the
+    first rejection emits the recovered token argmax(max(p - q, 0) / E), E ~ Exp(1) float32, one
+    noise row per request (from its generator when it has one); without a rejection the bonus token
+    follows. A greedy request accepts while the draft is the target's argmax and emits the argmax at
+    the first mismatch. Returns int32 ``[B, max_spec_len + 1]`` padded with -1.
     """
     _port_bug(bug)
     meta = sampling_metadata
@@ -744,14 +744,14 @@ def vllm_mrv2_engine_rejection_sample(target_logits, draft_logits, draft_sampled
     [`vllm_mrv2_rejection_sample`][spectheory.testing.engines.adapters.vllm_mrv2_rejection_sample];
     ``draft_logits [max_num_reqs, S, V]`` read at ``idx_mapping``; the coin of each target row is
     drawn inside from its request's seed and its position ``pos``
-    ([`counter_uniforms`][spectheory.testing.engines.adapters.counter_uniforms], float32, clamped below at
-    2^-31: the range [2^-31, 1) of ``tl_rand(..., includes_zero=False)``), and so is the Gumbel
-    noise of the correction. ``temperature [max_num_reqs]`` as the kernel reads it: the target
-    logits arrive processed (the engine's ``Sampler.apply_sampling_params`` applied temperature,
-    min-p, top-k and top-p), the draft logits are stored before temperature and divided by the
-    request's temperature; a temperature of 0 is a greedy request, which accepts while the draft
-    is the argmax of its target row and emits that row's argmax (at the first mismatch, or at the
-    bonus row). Synthetic acceptance rates are not covered; ``use_fp64`` is accepted (the port's
+    ([`counter_uniforms`][spectheory.testing.engines.adapters.counter_uniforms], float32, clamped
+    below at 2^-31: the range [2^-31, 1) of ``tl_rand(..., includes_zero=False)``), and so is the
+    Gumbel noise of the correction. ``temperature [max_num_reqs]`` as the kernel reads it: the
+    target logits arrive processed (the engine's ``Sampler.apply_sampling_params`` applied
+    temperature, min-p, top-k and top-p), the draft logits are stored before temperature and divided
+    by the request's temperature; a temperature of 0 is a greedy request, which accepts while the
+    draft is the argmax of its target row and emits that row's argmax (at the first mismatch, or at
+    the bonus row). Synthetic acceptance rates are not covered; ``use_fp64`` is accepted (the port's
     Gumbel noise is float64 anyway). ``use_block_verification`` selects the block rule.
     """
     _port_bug(bug)

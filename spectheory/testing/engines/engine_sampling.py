@@ -1,7 +1,7 @@
 """Sampling parameters through an engine's own processing path, for the layout presets.
 
-[`check_sampler`][spectheory.testing.checks.sampler.check_sampler] with ``sampling=`` hands a sampler the
-**raw** target rows and computes the exact law against the rows processed by
+[`check_sampler`][spectheory.testing.checks.sampler.check_sampler] with ``sampling=`` hands a
+sampler the **raw** target rows and computes the exact law against the rows processed by
 `spectheory.inputs.processing`. A serving engine processes them itself, each in its own way, and
 a preset built with ``sampling=`` (``engine_sampler(fn, layout, sampling=...)``,
 `spectheory.testing.engines.layouts`) runs that way before it calls the engine function:
@@ -52,8 +52,9 @@ the q its drafts follow. Ties: the kit's reference keeps tokens tied at a top-k 
 together and sends greedy to the lowest id; vLLM and transformers decide a top-p boundary tie by
 ``torch.sort`` position, SGLang's ``top_k = 1`` keeps every token tied at the maximum. On rows with
 such ties the engines' processed rows can differ from the reference by design: check them on rows
-without ties at the boundaries ([`boundary_ties`][spectheory.testing.engines.engine_sampling.boundary_ties]
-lists the rows that have one).
+without ties at the boundaries
+([`boundary_ties`][spectheory.testing.engines.engine_sampling.boundary_ties] lists the rows that
+have one).
 """
 
 from __future__ import annotations

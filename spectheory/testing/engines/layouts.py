@@ -1,12 +1,12 @@
 """Engines' rejection samplers described as data: call layouts and coin conventions.
 
 A serving engine's rejection sampler takes the quantities of the canonical signature
-(`spectheory.testing.checks.sampler`: ``drafts [B, L]``, ``q [B, L, V]``, ``p [B, L+1, V]``, randomness)
-in its own arrangement: flattened drafts with cumulative counts, a root column, input ids shifted
-by one, logits instead of probabilities, the bonus row included or sampled outside, outputs padded
-with -1, counted, or written into buffers, randomness as one generator, per-request generators,
-int64 seeds or explicit coins. A [`Layout`][spectheory.testing.engines.layouts.Layout] says which,
-argument by argument, and
+(`spectheory.testing.checks.sampler`: ``drafts [B, L]``, ``q [B, L, V]``, ``p [B, L+1, V]``,
+randomness) in its own arrangement: flattened drafts with cumulative counts, a root column, input
+ids shifted by one, logits instead of probabilities, the bonus row included or sampled outside,
+outputs padded with -1, counted, or written into buffers, randomness as one generator, per-request
+generators, int64 seeds or explicit coins. A [`Layout`][spectheory.testing.engines.layouts.Layout]
+says which, argument by argument, and
 
 ```python
 from spectheory.testing import check_sampler
@@ -18,9 +18,9 @@ check_sampler(engine_coin_sampler(rejection_sample, VLLM_V1), "token", mode="coi
 ```
 
 builds the canonical sampler from it, with no hand-written adapter. A
-[`CoinConvention`][spectheory.testing.engines.layouts.CoinConvention] says how the engine's coins are
-drawn and compared (range, ends, dtype, comparison, log space); a coin-driven sampler carries it as
-its ``coin_convention`` attribute and ``check_sampler`` maps its own pinned coins onto the
+[`CoinConvention`][spectheory.testing.engines.layouts.CoinConvention] says how the engine's coins
+are drawn and compared (range, ends, dtype, comparison, log space); a coin-driven sampler carries it
+as its ``coin_convention`` attribute and ``check_sampler`` maps its own pinned coins onto the
 engine's range (smallest onto smallest, largest onto largest), so the engine's decision equals the
 reference decision wherever the engine's comparison is lossless, including at thresholds 0 and 1.
 
@@ -102,8 +102,9 @@ class CoinConvention:
 
     The kit's own convention (`KIT_COINS`): position
     coins u in (0, 1] on the grid k 2^-53, accept when u <= t.
-    [`from_kit`][spectheory.testing.engines.layouts.CoinConvention.from_kit] maps u onto the engine's range monotonically, the kit's smallest coin onto the engine's
-    smallest and 1 onto the engine's largest, so that:
+    [`from_kit`][spectheory.testing.engines.layouts.CoinConvention.from_kit] maps u onto the
+    engine's range monotonically, the kit's smallest coin onto the engine's smallest and 1 onto the
+    engine's largest, so that:
 
     * a threshold of 0 (a draft of target probability 0) is rejected by the engine exactly when
       its comparison is strict or its smallest coin is positive; a non-strict comparison with
@@ -386,8 +387,8 @@ class Layout:
         The torch function the engine draws its acceptance coins with, from torch's global
         generator or a generator it is handed (transformers' ``torch.rand_like``, TensorRT-LLM's
         ``torch.rand(..., generator=...)``): coin-driven samplers replace it for the call
-        ([`pinned_torch_coins`][spectheory.testing.engines.layouts.pinned_torch_coins]), so the coins
-        are pinned without editing the engine.
+        ([`pinned_torch_coins`][spectheory.testing.engines.layouts.pinned_torch_coins]), so the
+        coins are pinned without editing the engine.
     processing : str, optional
         The engine's own sampling-parameter path
         ([`spectheory.testing.engines.engine_sampling`][spectheory.testing.engines.engine_sampling]), used when a
@@ -1032,8 +1033,8 @@ def engine_sampler(fn: Callable, layout, sampling=None) -> Callable:
     ``sampling`` (as [`check_sampler`][spectheory.testing.checks.sampler.check_sampler] accepts it:
     ``"temperature=0"``, ``"top_k=2"``, a mapping, a ``SamplingParams``) runs the engine's own
     processing path on the raw target rows before the call
-    ([`spectheory.testing.engines.engine_sampling`][spectheory.testing.engines.engine_sampling]); pass the same
-    ``sampling`` to ``check_sampler``, whose reference law is the processed target.
+    ([`spectheory.testing.engines.engine_sampling`][spectheory.testing.engines.engine_sampling]);
+    pass the same ``sampling`` to ``check_sampler``, whose reference law is the processed target.
 
     ```python
     sampler = engine_sampler(vllm_v1_rejection_sample, VLLM_V1)   # a port, or the engine's own
@@ -1075,9 +1076,9 @@ def engine_coin_sampler(fn: Callable, layout, convention: CoinConvention | None 
     ``generate_uniform_probs`` is replaced for the call) or through the torch function it draws
     them with (``coin_source``: transformers' ``torch.rand_like``, TensorRT-LLM's
     ``torch.rand``, replaced for the call by
-    [`pinned_torch_coins`][spectheory.testing.engines.layouts.pinned_torch_coins]). The engine's other
-    randomness (recovered tokens, the bonus token drawn by the caller when the convention has no
-    token coin) comes from a generator seeded from ``uniforms[:, L]``, so equal inputs give
+    [`pinned_torch_coins`][spectheory.testing.engines.layouts.pinned_torch_coins]). The engine's
+    other randomness (recovered tokens, the bonus token drawn by the caller when the convention has
+    no token coin) comes from a generator seeded from ``uniforms[:, L]``, so equal inputs give
     equal outputs. ``sampling`` as in
     [`engine_sampler`][spectheory.testing.engines.layouts.engine_sampler].
 

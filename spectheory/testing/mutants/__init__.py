@@ -10,14 +10,14 @@ number, written from the bug's public description. Five kinds:
   where the formula allows, else float64) and names the total variation to the target and the first
   offending output sequence.
 * ``"proposal"``: the verifier is right but the q handed to it is not the law the drafts follow. The
-  replica is a draft sampler (for [`check_proposal`][spectheory.testing.checks.sampler.check_proposal]) and
-  a composed law
+  replica is a draft sampler (for
+  [`check_proposal`][spectheory.testing.checks.sampler.check_proposal]) and a composed law
   ([`proposals.reported_q_verifier`][spectheory.testing.mutants.proposals.reported_q_verifier],
   analysed on an instance whose draft model is the actual sampling law), caught exactly.
 * ``"sampler"``: the formula is right, the randomness is not. The replica is a sampler in the
   canonical signature (or the coin-driven one), caught by
-  [`check_sampler`][spectheory.testing.checks.sampler.check_sampler] in ``law`` or ``coins`` mode at a
-  stated sample size.
+  [`check_sampler`][spectheory.testing.checks.sampler.check_sampler] in ``law`` or ``coins`` mode at
+  a stated sample size.
 * ``"acceptance"``: the output law is right (lossless, exactly) but the engine accepts fewer
   tokens than the rule it meant to run, because the verifier is handed a stand-in for q. The
   replica is a law function; the check is the exact expected number of accepted tokens
@@ -26,8 +26,8 @@ number, written from the bug's public description. Five kinds:
 * ``"step"``: the drafting and the verification are each right alone, or each wrong in a way
   that shows only when they are joined: the replica is a whole draft-and-verify step
   (`spectheory.testing.mutants.steps`), caught by
-  [`check_step`][spectheory.testing.checks.step.check_step] at a stated sample size, with the exact TV
-  of its law.
+  [`check_step`][spectheory.testing.checks.step.check_step] at a stated sample size, with the exact
+  TV of its law.
 
 Engine claims around these bugs (an output law "does not change", a rule "is not lossless") are
 checked exactly in `CLAIMS` (name -> [`Claim`][spectheory.testing.mutants.Claim]): each entry
@@ -78,9 +78,9 @@ class Catch:
     coin rows) the check used; ``report`` the underlying report; ``control`` a second report where
     the mutant's story needs one (e.g. the same check on context-independent rows, where some bugs
     are invisible, or the fixed engine, which passes); ``proposal`` the
-    [`check_proposal`][spectheory.testing.checks.sampler.check_proposal] report of a proposal mutant's
-    draft sampler; ``accepted`` / ``accepted_fixed`` the exact E[tau] of the engine and of the fixed
-    engine (acceptance mutants).
+    [`check_proposal`][spectheory.testing.checks.sampler.check_proposal] report of a proposal
+    mutant's draft sampler; ``accepted`` / ``accepted_fixed`` the exact E[tau] of the engine and of
+    the fixed engine (acceptance mutants).
     """
 
     caught: bool
@@ -339,9 +339,10 @@ def _zero_coin_catch() -> Catch:
 
 def _step_catch(name: str, samples: int) -> Callable[[], Catch]:
     """Whole-step replica ``name`` of `steps.REPLICAS`: ``check_step`` on its instance at
-    ``samples`` (power >= 0.99 against its exact law, `spectheory.testing.checks.step.detection_power`),
-    with the exact TV of its law (`steps.exact_step_law`); control: the same check of the
-    correct step of the same engine, which passes."""
+    ``samples`` (power >= 0.99 against its exact law,
+    `spectheory.testing.checks.step.detection_power`), with the exact TV of its law
+    (`steps.exact_step_law`); control: the same check of the correct step of the same engine, which
+    passes."""
     def catch() -> Catch:
         from ..checks.step import check_step
 

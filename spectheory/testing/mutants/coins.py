@@ -1,8 +1,9 @@
 """Randomness and coin-level errors: samplers whose *law* formula is right but whose coins are not.
 
-These need a sampler-level test ([`check_sampler`][spectheory.testing.checks.sampler.check_sampler]): the
-verifier's law is token verification (Leviathan et al., ICML 2023), and the bug is in how the random
-numbers are drawn or compared.
+These need a sampler-level test
+([`check_sampler`][spectheory.testing.checks.sampler.check_sampler]): the verifier's law is token
+verification (Leviathan et al., ICML 2023), and the bug is in how the random numbers are drawn or
+compared.
 
 * [`zero_coin_sampler`][spectheory.testing.mutants.coins.zero_coin_sampler] /
   [`zero_coin_coin_sampler`][spectheory.testing.mutants.coins.zero_coin_coin_sampler]

@@ -3,9 +3,9 @@
 A penalty, a min-token mask or a grammar mask at verify position j must read the history the
 row follows: the committed context, then the drafts before position j; and the state an engine
 keeps across steps must grow by exactly the emitted tokens. Each replica below is a correct step
-(token verification as in [`sglang_step`][spectheory.testing.checks.step.sglang_step], or exact-match
-verification where the engine verifies that way) with exactly one defect in what its processors
-are fed, written from the public thread it cites. Each is a step in the signature of
+(token verification as in [`sglang_step`][spectheory.testing.checks.step.sglang_step], or
+exact-match verification where the engine verifies that way) with exactly one defect in what its
+processors are fed, written from the public thread it cites. Each is a step in the signature of
 [`check_step`][spectheory.testing.checks.step.check_step].
 
 **The rule of a replica** (`Rule`) says, for draft row i and verify row j, which sampling
@@ -259,8 +259,8 @@ class ReplicaStep:
     call per draft position, one target call, rows processed per (parameters, history length)
     group by the kit's `processed`, drafts and target tokens by ``torch.multinomial`` (or argmax),
     token verification by the port
-    [`sglang_chain_sample`][spectheory.testing.engines.adapters.sglang_chain_sample] with separate coins.
-    A rule that keeps state across steps tracks the samples by the kit's calling order."""
+    [`sglang_chain_sample`][spectheory.testing.engines.adapters.sglang_chain_sample] with separate
+    coins. A rule that keeps state across steps tracks the samples by the kit's calling order."""
 
     def __init__(self, rule: Rule):
         self.rule = rule
@@ -544,8 +544,8 @@ def check_step_power(law, target, samples: int, alpha: float = 1e-3, trials: int
     """Monte Carlo power of `check_step` on one instance against a step whose sequences follow
     ``law`` while the reference is ``target`` (both ``[V^N]``): the fraction of ``trials``
     multinomial samples of ``law`` that the check's own statistic (the pooled chi-square of
-    `spectheory.testing.statistics.stats` and its family) rejects at ``alpha``. Standard error at most
-    0.5 / sqrt(trials). At a few hundred samples over 81 cells the non-central chi-square
+    `spectheory.testing.statistics.stats` and its family) rejects at ``alpha``. Standard error at
+    most 0.5 / sqrt(trials). At a few hundred samples over 81 cells the non-central chi-square
     approximation of [`detection_power`][spectheory.testing.checks.step.detection_power] is
     optimistic; this is not an approximation."""
     from ..statistics import stats

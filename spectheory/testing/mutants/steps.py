@@ -5,8 +5,8 @@ Each replica is a step in the signature of [`check_step`][spectheory.testing.che
 
 * its two halves in the forms the other checks take: a draft sampler for
   [`check_proposal`][spectheory.testing.checks.sampler.check_proposal] and a sampler for
-  [`check_sampler`][spectheory.testing.checks.sampler.check_sampler] (what those checks can see of the
-  step), and
+  [`check_sampler`][spectheory.testing.checks.sampler.check_sampler] (what those checks can see of
+  the step), and
 * its exact output law on an instance, under the declared noise coupling
   ([`exact_step_law`][spectheory.testing.mutants.steps.exact_step_law]): exact rationals.
 
@@ -96,8 +96,8 @@ def shared_noise_step(request: StepRequest):
 
 
 def reused_coin_step(request: StepRequest):
-    """SGLang #7207: [`sglang_step`][spectheory.testing.checks.step.sglang_step] whose final token is
-    drawn at the coin of the last acceptance test instead of its own coin."""
+    """SGLang #7207: [`sglang_step`][spectheory.testing.checks.step.sglang_step] whose final token
+    is drawn at the coin of the last acceptance test instead of its own coin."""
     return sglang_step(request, reuse_coin=True)
 
 
@@ -176,8 +176,8 @@ def draft_half(name: str, draft_sampling=None) -> Callable:
 
 def sampler_half(name: str) -> Callable:
     """The replica's verification as a canonical sampler ``(drafts, q, p, generator) ->
-    (accepted, token)`` for [`check_sampler`][spectheory.testing.checks.sampler.check_sampler], which
-    draws the drafts itself: the noise that drew them is not there to be shared (vLLM #47386's
+    (accepted, token)`` for [`check_sampler`][spectheory.testing.checks.sampler.check_sampler],
+    which draws the drafts itself: the noise that drew them is not there to be shared (vLLM #47386's
     recovery draws fresh exponentials), and the q handed over is the one the kit drew from
     (transformers #47932, DeepSpec #31). SGLang #7207's coin re-use lies inside the
     verification, so its half keeps it."""

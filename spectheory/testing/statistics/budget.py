@@ -3,10 +3,10 @@ smallest total-variation bias that size detects, and the sample size that a time
 
 [`check_sampler`][spectheory.testing.checks.sampler.check_sampler] runs, per row b of the test (a
 draft row in ``law`` mode, an instance in ``lossless`` mode), Pearson's statistic X_b^2 on the
-row's bins (cells with an expected count below 5 pooled, as in `spectheory.testing.statistics.stats`) with
-n_b samples and d_b degrees of freedom, in a Bonferroni family: the global sum at level alpha/2
-and each of the m rows at level alpha/(2m), so a correct sampler fails with probability at most
-alpha.
+row's bins (cells with an expected count below 5 pooled, as in
+`spectheory.testing.statistics.stats`) with n_b samples and d_b degrees of freedom, in a Bonferroni
+family: the global sum at level alpha/2 and each of the m rows at level alpha/(2m), so a correct
+sampler fails with probability at most alpha.
 
 **Power model: non-central chi-square, the bias spread adversarially.** Under a bias that moves
 row b's binned law from P to P' with total variation delta = TV(P, P'), X_b^2 is approximately
@@ -24,21 +24,22 @@ at least the stated power. With lambda_b = 4 n_b delta^2,
                          1 - prod_b P[ncx2(d_b, lambda_b) <= chi2.isf(alpha/(2m), d_b)] ),
 
 the larger of the global test's power and that of the independent per-row tests
-([`family_power`][spectheory.testing.statistics.budget.family_power]); the detectable total variation
-([`detectable_tv`][spectheory.testing.statistics.budget.detectable_tv]) is the smallest delta at which this
-reaches ``power`` (0.9). It is the bound that `spectheory.testing.statistics.stats.min_detectable_tv`
-states after a run, here computed before one, from the rows' exact laws and the planned sample
-counts ([`planned_tv`][spectheory.testing.statistics.budget.planned_tv]): the pooling, hence d_b, is that of
-the run, so the planned value equals the report's ``min_detectable_tv``. The G-test
-(likelihood ratio) has the same non-central chi-square limit (2 n KL(P', P) = n chi^2(P', P) to
-second order), so the same bound sizes it.
+([`family_power`][spectheory.testing.statistics.budget.family_power]); the detectable total
+variation ([`detectable_tv`][spectheory.testing.statistics.budget.detectable_tv]) is the smallest
+delta at which this reaches ``power`` (0.9). It is the bound that
+`spectheory.testing.statistics.stats.min_detectable_tv` states after a run, here computed before
+one, from the rows' exact laws and the planned sample counts
+([`planned_tv`][spectheory.testing.statistics.budget.planned_tv]): the pooling, hence d_b, is that
+of the run, so the planned value equals the report's ``min_detectable_tv``. The G-test (likelihood
+ratio) has the same non-central chi-square limit (2 n KL(P', P) = n chi^2(P', P) to second order),
+so the same bound sizes it.
 
 ``coins`` mode compares decisions one by one; a sampler whose decision differs from the reference
 on a fraction r of rows is caught in N rows with probability 1 - (1 - r)^N
 ([`coin_detectable_rate`][spectheory.testing.statistics.budget.coin_detectable_rate]).
 
-**Budgets.** [`size_run`][spectheory.testing.statistics.budget.size_run] times pilot checks of 32, 128,
-512, ... samples (the same check, the same rows) until they have used about a tenth of the
+**Budgets.** [`size_run`][spectheory.testing.statistics.budget.size_run] times pilot checks of 32,
+128, 512, ... samples (the same check, the same rows) until they have used about a tenth of the
 budget, measuring the sampler's seconds a sample inside its calls; times the check's own work
 with an instant sampler (fixed part, and seconds a sample for gathering, counting and testing);
 and picks the largest N whose predicted cost t(N) = fixed + N (sampler + check) fits what is
@@ -112,8 +113,8 @@ def detectable_tv(ns: Sequence[int], dofs: Sequence[int], alpha: float,
                   power: float = POWER) -> float:
     """Smallest total-variation bias (in every row's binned law, least-favourable spread) that the
     family detects with probability ``power`` at family-wise level ``alpha``: bisection on
-    [`family_power`][spectheory.testing.statistics.budget.family_power] to a relative precision of 1e-5
-    (``inf`` when no row has a test or even delta = 1 falls short)."""
+    [`family_power`][spectheory.testing.statistics.budget.family_power] to a relative precision of
+    1e-5 (``inf`` when no row has a test or even delta = 1 falls short)."""
     _check_level(alpha, power)
     if not any(int(d) > 0 for d in dofs):
         return float("inf")
@@ -145,8 +146,8 @@ def planned_tv(row_probs: Sequence, samples: int, alpha: float, power: float = P
     """The ``min_detectable_tv`` that ``check_sampler`` will report for ``samples`` samples split
     evenly over rows whose exact cell probabilities are ``row_probs`` (one vector per row, in the
     check's order). Where every row's law is a point mass, the bias that a sample off the point
-    catches: [`point_mass_tv`][spectheory.testing.statistics.stats.point_mass_tv] of the fewest samples a
-    row."""
+    catches: [`point_mass_tv`][spectheory.testing.statistics.stats.point_mass_tv] of the fewest
+    samples a row."""
     ns = split(samples, len(row_probs))
     dofs = [row_dof(p, n, min_expected) for p, n in zip(row_probs, ns)]
     if row_probs and not any(dofs) and all(is_point_mass(p) for p in row_probs):
@@ -157,8 +158,8 @@ def planned_tv(row_probs: Sequence, samples: int, alpha: float, power: float = P
 def samples_for_tv(row_probs: Sequence, tv: float, alpha: float, power: float = POWER,
                    min_expected: float = MIN_EXPECTED, max_samples: int = MAX_AUTO_SAMPLES) -> int:
     """Smallest sample count (to about 1%) at which
-    [`planned_tv`][spectheory.testing.statistics.budget.planned_tv] is at most ``tv``: doubling, then
-    bisection (the pooling changes with n, so the detectable bias falls as 1/sqrt(n) only
+    [`planned_tv`][spectheory.testing.statistics.budget.planned_tv] is at most ``tv``: doubling,
+    then bisection (the pooling changes with n, so the detectable bias falls as 1/sqrt(n) only
     roughly). Raises `SpectheoryError` when ``max_samples`` do not suffice."""
     if not (isinstance(tv, (int, float)) and 0 < tv <= 1):
         raise SpectheoryError(f"tv = {tv!r} must lie in (0, 1]")

@@ -132,7 +132,8 @@ def family_power(delta: float, tests: list[RowTest], alpha: float) -> float:
 def min_detectable_tv(tests: list[RowTest], alpha: float, power: float = 0.9) -> float:
     """Smallest total-variation bias (on the binned law of every row) that the family detects with
     probability ``power`` at level ``alpha``, by bisection on
-    [`family_power`][spectheory.testing.statistics.stats.family_power] (``inf`` when no row has a test)."""
+    [`family_power`][spectheory.testing.statistics.stats.family_power] (``inf`` when no row has a
+    test)."""
     if not any(t.dof > 0 for t in tests):
         return float("inf")
     lo, hi = 0.0, 1.0
@@ -154,13 +155,14 @@ def is_point_mass(probs) -> bool:
 
 
 def samples_for_a_test(probs, min_expected: float = 5.0) -> int | None:
-    """The fewest samples n at which [`row_chi_square`][spectheory.testing.statistics.stats.row_chi_square]
-    of a row with cell probabilities ``probs`` has a degree of freedom (two bins of expected
-    count at least ``min_expected`` after pooling), None for a point mass (never) or a row that
-    no count below 2^62 tests (its second largest probability below about 1e-18). With p_1 the
-    largest normalised probability: n p_1 >= min_expected (one cell kept) and n (1 - p_1) >=
-    min_expected (the rest, pooled or kept, is a second bin), so n = ceil(min_expected /
-    min(p_1, 1 - p_1)), checked against the pooling itself."""
+    """The fewest samples n at which
+    [`row_chi_square`][spectheory.testing.statistics.stats.row_chi_square] of a row with cell
+    probabilities ``probs`` has a degree of freedom (two bins of expected count at least
+    ``min_expected`` after pooling), None for a point mass (never) or a row that no count below 2^62
+    tests (its second largest probability below about 1e-18). With p_1 the largest normalised
+    probability: n p_1 >= min_expected (one cell kept) and n (1 - p_1) >= min_expected (the rest,
+    pooled or kept, is a second bin), so n = ceil(min_expected / min(p_1, 1 - p_1)), checked against
+    the pooling itself."""
     probs = np.asarray(probs, dtype=np.float64)
     if not np.isfinite(probs).all():
         raise ValueError("samples_for_a_test: the cell probabilities are not finite")
