@@ -75,6 +75,7 @@ GRAMMARS = ("tests/test_grammar_engines.py", "tests/test_stateful.py")
 PORTS = ("tests/test_tgi_port.py", "tests/test_mistralrs_port.py")
 DEFECTS = "tests/test_defect_classes.py"
 PLUGIN = ("tests/test_kit_friction.py", "tests/test_pytest_plugin.py", DEFECTS)
+FLOOR = ("tests/test_exact_floor.py",)
 
 MUTANTS = [
     # ---------------------------------------------------------------- verifiers
@@ -660,6 +661,41 @@ MUTANTS = [
            "    key = only.lower()",
            "    key = only",
            "claims --only: matching case-sensitive", (DEFECTS,)),
+    # ---------------------------------------------------------------- compiled node kernels
+    Mutant("spectheory/engine/_nodes_cpu.py",
+           "r = _mul_add(-pa, w, qa, fma_neg)",
+           "r = _mul_add(pa, w, qa, fma_neg)",
+           "node kernels, block: the residual q - w p with the sign of p flipped", FLOOR),
+    Mutant("spectheory/engine/_nodes_cpu.py",
+           "stop_L[x * V + a] = qw * m",
+           "stop_L[x * V + a] = qa * m",
+           "node kernels, block: m_L without the weight h_L (q instead of q h_L)", FLOOR),
+    Mutant("spectheory/engine/_nodes_cpu.py",
+           "            r = pa - qa",
+           "            r = qa - pa",
+           "node kernels, token: residual max(q - p, 0) instead of max(p - q, 0)", FLOOR),
+    Mutant("spectheory/engine/_nodes_cpu.py",
+           "a0 += row[i * width + j]",
+           "a0 += row[i * width]",
+           "node kernels: torch-order row sum reads lane 0 for every lane of the remainder",
+           FLOOR),
+    Mutant("spectheory/engine/_nodes_cpu.py",
+           "lane = ((a0 + a1) + a2) + a3",
+           "lane = (a0 + a1) + (a2 + a3)",
+           "node kernels: the four accumulators combined in another order than torch's "
+           "(the same sum up to rounding: bit-for-bit tests must see it)", FLOOR),
+    Mutant("spectheory/engine/_nodes_cpu.py",
+           "return abs((a0 + a1) + (a2 + a3) - 1.0) <= half",
+           "return abs((a0 + a1) + (a2 + a3) + 1.0) <= half",
+           "node kernels: the screen of a fallback row's sum tests -1 instead of 1", FLOOR),
+    Mutant("spectheory/engine/_nodes_cpu.py",
+           "diff[k] = abs(top - pa * Tx)",
+           "diff[k] = abs(top - pa * Ax)",
+           "node kernels, output law: the TV term against A instead of the target law T", FLOOR),
+    Mutant("spectheory/engine/_nodes_cpu.py",
+           "    return top_exponent != _EXPONENT",
+           "    return True",
+           "node kernels, output law: a non-finite top target row not flagged", FLOOR),
 ]
 
 
