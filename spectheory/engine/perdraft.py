@@ -57,7 +57,9 @@ def _chunk_size(n_contexts: int, V: int, L: int, exact: bool) -> int:
         return total
     per_draft = (L + 1) * V
     if V**L * per_draft <= CHUNK_ELEMENTS:
-        k = max(1, CHUNK_ELEMENTS // (V**L * per_draft))
+        # the largest divisor of n_contexts that fits (no divisor exceeds n_contexts: starting
+        # there, not at millions for small V^L, keeps the search to a few steps)
+        k = max(1, min(n_contexts, CHUNK_ELEMENTS // (V**L * per_draft)))
         while n_contexts % k:
             k -= 1
         return k * V**L
