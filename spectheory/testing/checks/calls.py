@@ -292,6 +292,45 @@ def _split(total: int, parts: int) -> list[int]:
     return [base + (1 if i < extra else 0) for i in range(parts)]
 
 
+def _run_arguments(samples, alpha, tokens, seed, max_seconds, instances, default,
+                   max_samples: int, max_tokens: int) -> list:
+    """The arguments shared by the checks that run a real engine's generate loop
+    (`check_hf_generate`, `check_mlx_generate`), each refused in one line
+    ([`OptionError`][spectheory.runtime.errors.OptionError]) before anything runs: ``samples``
+    an integer in 1..max_samples, ``alpha`` in (0, 1), ``tokens`` an integer in 1..max_tokens,
+    ``seed`` an integer in 0..2^62-1 (-1 would wrap, 1.5 would be 1), ``max_seconds`` a positive
+    number or None (not a boolean). Returns the instances: ``instances`` (one Instance, or a
+    sequence of them) or ``default()`` when None, a non-empty list of Instances."""
+    from ...inputs.instances import Instance
+    from ...runtime.errors import OptionError
+
+    def integer(x):
+        return not isinstance(x, bool) and isinstance(x, (int, np.integer))
+
+    if not integer(samples) or not 1 <= samples <= max_samples:
+        raise OptionError(f"samples = {samples!r:.40} must be an integer in 1..{max_samples:,}")
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
+        raise OptionError(f"alpha = {alpha!r:.40} must lie strictly between 0 and 1")
+    if not integer(tokens) or not 1 <= tokens <= max_tokens:
+        raise OptionError(f"tokens = {tokens!r:.40} must be an integer in 1..{max_tokens}")
+    if not integer(seed) or not 0 <= seed < 2**62:
+        raise OptionError(f"seed = {seed!r:.40} must be an integer in 0..2^62-1")
+    if max_seconds is not None and (isinstance(max_seconds, bool) or
+                                    not isinstance(max_seconds, (int, float)) or
+                                    not max_seconds > 0):
+        raise OptionError(f"max_seconds = {max_seconds!r:.40} must be a positive number or None")
+    if isinstance(instances, Instance):
+        instances = [instances]
+    insts = default() if instances is None else list(instances)
+    if not insts:
+        raise OptionError("no instances to check")
+    for inst in insts:
+        if not isinstance(inst, Instance):
+            raise OptionError(f"an instance must be a spectheory Instance, not "
+                              f"{type(inst).__name__}")
+    return insts
+
+
 def _failed(mode, samples, alpha, name, note, rows=0) -> SamplerReport:
     return SamplerReport(False, 0.0, mode, samples, alpha, None, float("nan"), name, rows=rows,
                          notes=[note])

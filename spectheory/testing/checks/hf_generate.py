@@ -67,7 +67,7 @@ from ...inputs.models import TableModel
 from ...runtime._lazy import torch
 from ...runtime.errors import OptionError, SizeLimitError, SpectheoryError
 from ..statistics import stats
-from .calls import _cells, _split, _summary
+from .calls import _cells, _run_arguments, _split, _summary
 from .report import MIN_EXPECTED, SamplerReport
 from .step import _Pace
 
@@ -493,35 +493,15 @@ def check_hf_generate(instances: Sequence | Instance | None = None, samples: int
         Stop with a `TimeLimitError` once the measured rate projects the run past it.
     """
     transformers = _require_transformers()
-    if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or \
-            not 1 <= samples <= MAX_SAMPLES:
-        raise OptionError(f"samples = {samples!r} must be an integer in 1..{MAX_SAMPLES:,}")
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
-        raise OptionError(f"alpha = {alpha!r} must lie strictly between 0 and 1")
-    if isinstance(tokens, bool) or not isinstance(tokens, (int, np.integer)) or \
-            not 1 <= tokens <= MAX_TOKENS:
-        raise OptionError(f"tokens = {tokens!r} must be an integer in 1..{MAX_TOKENS}")
-    if max_seconds is not None and not (isinstance(max_seconds, (int, float)) and
-                                        max_seconds > 0):
-        raise OptionError(f"max_seconds = {max_seconds!r} must be a positive number or None")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or \
-            not 0 <= seed < 2**62:  # -1 wrapped to 2^63 - 1, 1.5 was 1, '1' a TypeError
-        raise OptionError(f"seed = {seed!r:.40} must be an integer in 0..2^62-1")
+    insts = _run_arguments(samples, alpha, tokens, seed, max_seconds, instances,
+                           default_instances, MAX_SAMPLES, MAX_TOKENS)
     if isinstance(shift, bool) or shift not in (0, 1):
         raise OptionError(f"shift = {shift!r:.40} must be 0 or 1")
     for name, value in (("generate_kwargs", generate_kwargs), ("assistant", assistant)):
         if value is not None and not isinstance(value, Mapping):
             raise OptionError(f"{name} must be a mapping of keyword arguments or None, not "
                               f"{type(value).__name__}")
-    if isinstance(instances, Instance):
-        instances = [instances]
-    insts = default_instances() if instances is None else list(instances)
-    if not insts:
-        raise OptionError("no instances to check")
     for inst in insts:
-        if not isinstance(inst, Instance):
-            raise OptionError(f"an instance must be a spectheory Instance, not "
-                              f"{type(inst).__name__}")
         _guard_cells(inst.vocab_size, int(tokens))
     kw = dict(generate_kwargs or {})
     ast = dict(DEFAULT_ASSISTANT)

@@ -73,7 +73,7 @@ import numpy as np
 from ...inputs.instances import Instance
 from ...runtime.errors import OptionError, SizeLimitError, SpectheoryError, TimeLimitError
 from ..statistics import stats
-from .calls import _cells, _split, _summary
+from .calls import _cells, _run_arguments, _split, _summary
 from .hf_generate import (MAX_CELLS, _guard_cells, _label, _rounded, default_instances,
                           generate_law, shifted_law_instance)
 from .report import MIN_EXPECTED, SamplerReport
@@ -415,29 +415,9 @@ def check_mlx_generate(instances: Sequence | Instance | None = None, samples: in
         Stop with a `TimeLimitError` once the measured rate projects the run past it.
     """
     version = mlx_versions()
-    if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or \
-            not 1 <= samples <= MAX_SAMPLES:
-        raise OptionError(f"samples = {samples!r} must be an integer in 1..{MAX_SAMPLES:,}")
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
-        raise OptionError(f"alpha = {alpha!r} must lie strictly between 0 and 1")
-    if isinstance(tokens, bool) or not isinstance(tokens, (int, np.integer)) or \
-            not 1 <= tokens <= MAX_TOKENS:
-        raise OptionError(f"tokens = {tokens!r} must be an integer in 1..{MAX_TOKENS}")
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise OptionError(f"seed = {seed!r} must be an integer")
-    if max_seconds is not None and (isinstance(max_seconds, bool) or
-                                    not isinstance(max_seconds, (int, float)) or
-                                    not max_seconds > 0):
-        raise OptionError(f"max_seconds = {max_seconds!r} must be a positive number or None")
-    if isinstance(instances, Instance):
-        instances = [instances]
-    insts = default_instances() if instances is None else list(instances)
-    if not insts:
-        raise OptionError("no instances to check")
+    insts = _run_arguments(samples, alpha, tokens, seed, max_seconds, instances,
+                           default_instances, MAX_SAMPLES, MAX_TOKENS)
     for inst in insts:
-        if not isinstance(inst, Instance):
-            raise OptionError(f"an instance must be a spectheory Instance, not "
-                              f"{type(inst).__name__}")
         _guard_cells(inst.vocab_size, int(tokens))
     if kwargs is not None and not isinstance(kwargs, Mapping):  # dict([1, 2]) is a TypeError
         raise OptionError(f"kwargs must be a mapping of keyword arguments or None, not "
