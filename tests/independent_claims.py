@@ -1139,32 +1139,36 @@ def _lse_program(groups, target, n):
     (float64)."""
     from scipy.optimize import minimize
 
-    def parts(w):
-        f, g, H = 0.0, -np.array(target, float), np.zeros((n, n))
-        for (idx, c), Pg in groups:
-            if not len(idx):  # no token of positive target: a constant term
-                continue
-            top = max(w[idx].max(), 0.0) if c else w[idx].max()  # log-sum-exp, shifted
-            e = np.exp(w[idx] - top)
+    live = [(idx, c, Pg, np.ix_(idx, idx)) for (idx, c), Pg in groups if len(idx)]
+
+    def parts(w, hessian=True):
+        # the Hessian only for the Newton steps: L-BFGS-B asks for f and g alone
+        f, g = 0.0, -np.array(target, float)
+        H = np.zeros((n, n)) if hessian else None
+        for idx, c, Pg, block in live:  # a group with no token of positive target: a constant
+            wi = w[idx]
+            top = max(wi.max(), 0.0) if c else wi.max()  # log-sum-exp, shifted
+            e = np.exp(wi - top)
             z = (math.exp(-top) if c else 0.0) + e.sum()
             s = e / z
             f += Pg * (math.log(z) + top)
             g[idx] += Pg * s
-            H[np.ix_(idx, idx)] += Pg * (np.diag(s) - np.outer(s, s))
+            if hessian:
+                H[block] += Pg * (np.diag(s) - np.outer(s, s))
         return f - float(np.dot(target, w)), g, H
 
-    res = minimize(lambda w: parts(w)[:2], np.zeros(n), jac=True, method="L-BFGS-B",
+    res = minimize(lambda w: parts(w, False)[:2], np.zeros(n), jac=True, method="L-BFGS-B",
                    options={"gtol": 1e-12, "ftol": 1e-15, "maxiter": 500})
     # L-BFGS-B (the paper's optimiser) stops once f is flat to rounding: finish with Newton
     # steps on the gradient (least squares, the Hessian may be singular), keeping the smallest
     w = res.x
-    best = np.abs(parts(w)[1]).max()
+    best = np.abs(parts(w, False)[1]).max()
     for _ in range(20):
         _, g, H = parts(w)
         nxt = w - np.linalg.lstsq(H, g, rcond=None)[0]
         with np.errstate(all="ignore"):
             try:
-                gn = np.abs(parts(nxt)[1]).max()
+                gn = np.abs(parts(nxt, False)[1]).max()
             except (ValueError, OverflowError):  # a step out of range: keep the last point
                 break
         if not gn < best:
