@@ -192,18 +192,21 @@ def test_visiting_siblings_in_another_order_is_not_a_bug():
                           retrive_next_token, retrive_next_sibling, uniform_samples,
                           uniform_samples_for_final_sampling, target_probs, draft_probs,
                           threshold_single=1.0, threshold_acc=1.0, deterministic=True):
-        nt, ns = retrive_next_token.clone(), retrive_next_sibling.clone()
-        for b in range(nt.shape[0]):
-            for u in range(nt.shape[1]):
-                kids, c = [], int(retrive_next_token[b, u])
+        # the tree links as lists (one conversion, not one tensor read a node)
+        first, after = retrive_next_token.tolist(), retrive_next_sibling.tolist()
+        nt, ns = [row[:] for row in first], [row[:] for row in after]
+        for b in range(len(first)):
+            for u in range(len(first[b])):
+                kids, c = [], first[b][u]
                 while c != -1:
                     kids.append(c)
-                    c = int(retrive_next_sibling[b, c])
+                    c = after[b][c]
                 if kids:
                     kids.reverse()
-                    nt[b, u] = kids[0]
+                    nt[b][u] = kids[0]
                     for x, y in zip(kids, kids[1:] + [-1]):
-                        ns[b, x] = y
+                        ns[b][x] = y
+        nt, ns = retrive_next_token.new_tensor(nt), retrive_next_sibling.new_tensor(ns)
         tree_speculative_sampling_target_only(predicts, accept_index, accept_token_num,
                                               candidates, retrive_index, nt, ns,
                                               uniform_samples,
