@@ -282,12 +282,16 @@ def _gather_rows(x, node):
 
 
 def _set_cols(x, col, value):
-    """x with columns ``col`` (a length-K index) replaced by value [B, K]."""
-    N = x.shape[1]
+    """x with columns ``col`` (a length-K index of distinct columns) replaced by value [B, K]:
+    column n takes value[:, k] for the k with col[k] = n, gathered (value + 0: as 0 + value,
+    -0.0 becomes 0.0 and an exact entry a Fraction)."""
+    Bsz, N, K = x.shape[0], x.shape[1], col.shape[0]
     hit = B.expand_dims(B.arange(N, col), 1) == B.expand_dims(col, 0)  # [N, K]
-    src = B.sum(B.where(B.expand_dims(hit, 0), B.expand_dims(value, 1),
-                        B.zeros_like(B.expand_dims(value, 1))), axis=2)
+    ks = B.broadcast_to(B.expand_dims(B.arange(K, col), 0), tuple(hit.shape))  # [N, K]
+    pos = B.sum(B.where(hit, ks, B.zeros_like(ks)), axis=1)  # [N]: k with col[k] = n, else 0
     any_hit = B.sum(B.to_int(hit), axis=1) > 0
+    src = B.take_along(value + B.scalar(value, 0),
+                       B.broadcast_to(B.expand_dims(pos, 0), (Bsz, N)), axis=1)  # [B, N]
     return B.where(B.expand_dims(any_hit, 0), src, x)
 
 
