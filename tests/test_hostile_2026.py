@@ -22,6 +22,7 @@ import pytest
 import spectheory as st
 from cli_helpers import run, write
 from spectheory.engine import adaptive
+from spectheory.inputs.random_instances import random_instance
 from spectheory.inputs import grammar_laws as gl
 from spectheory.inputs.grammar_engines import llguidance_grammar
 from spectheory.inputs.instances import instance_to_dict
@@ -613,13 +614,13 @@ def test_check_hf_generate_refuses(inst3, kw, word):
     ("max_seconds", True, "max_seconds"), ("max_seconds", 0, "max_seconds"),
     ("max_seconds", float("nan"), "max_seconds"), ("instances", [], "no instances"),
     ("instances", ["x"], "Instance"),
+    ("instances", [random_instance(2, 2, 1)] * 11, "fewer than the 11 instances"),
 ])
 def test_generate_checks_share_one_refusal_of_their_run_arguments(field, value, match):
     """The arguments of `check_hf_generate` and `check_mlx_generate` are refused in one line by
     the one helper both call, before any engine is loaded (so also where transformers or MLX is
     missing): a seed of -1 (which MLX took) and ``max_seconds=True`` (which transformers' check
     took as one second) included."""
-    from spectheory.inputs.random_instances import random_instance
     from spectheory.testing.checks.calls import _run_arguments
 
     args = dict(samples=10, alpha=1e-3, tokens=4, seed=0, max_seconds=None, instances=None)
@@ -630,6 +631,6 @@ def test_generate_checks_share_one_refusal_of_their_run_arguments(field, value, 
     assert "\n" not in str(info.value)
     args[field] = {"samples": 10, "alpha": 1e-3, "tokens": 4, "seed": 2**62 - 1,
                    "max_seconds": 0.5, "instances": random_instance(2, 2, 1)}[field]
-    insts = _run_arguments(**args, default=lambda: [random_instance(3, 2, 0)], max_samples=100,
-                           max_tokens=8)
-    assert len(insts) == 1 and insts[0].vocab_size in (2, 3)
+    insts, per = _run_arguments(**args, default=lambda: [random_instance(3, 2, 0)],
+                                max_samples=100, max_tokens=8)
+    assert len(insts) == 1 and insts[0].vocab_size in (2, 3) and per == [10]

@@ -299,8 +299,8 @@ def _run_arguments(samples, alpha, tokens, seed, max_seconds, instances, default
     ([`OptionError`][spectheory.runtime.errors.OptionError]) before anything runs: ``samples``
     an integer in 1..max_samples, ``alpha`` in (0, 1), ``tokens`` an integer in 1..max_tokens,
     ``seed`` an integer in 0..2^62-1 (-1 would wrap, 1.5 would be 1), ``max_seconds`` a positive
-    number or None (not a boolean). Returns the instances: ``instances`` (one Instance, or a
-    sequence of them) or ``default()`` when None, a non-empty list of Instances."""
+    number or None (not a boolean). Returns the instances (``instances``: one Instance, or a
+    sequence of them; ``default()`` when None) and the samples each gets (at least one)."""
     from ...inputs.instances import Instance
     from ...runtime.errors import OptionError
 
@@ -328,7 +328,10 @@ def _run_arguments(samples, alpha, tokens, seed, max_seconds, instances, default
         if not isinstance(inst, Instance):
             raise OptionError(f"an instance must be a spectheory Instance, not "
                               f"{type(inst).__name__}")
-    return insts
+    per = _split(int(samples), len(insts))
+    if min(per) < 1:
+        raise OptionError(f"samples = {samples} is fewer than the {len(insts)} instances")
+    return insts, per
 
 
 def _failed(mode, samples, alpha, name, note, rows=0) -> SamplerReport:

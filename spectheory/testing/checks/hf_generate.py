@@ -67,7 +67,7 @@ from ...inputs.models import TableModel
 from ...runtime._lazy import torch
 from ...runtime.errors import OptionError, SizeLimitError, SpectheoryError
 from ..statistics import stats
-from .calls import _cells, _run_arguments, _split, _summary
+from .calls import _cells, _run_arguments, _summary
 from .report import MIN_EXPECTED, SamplerReport
 from .step import _Pace
 
@@ -451,6 +451,31 @@ def _label(inst_i: int, c: int, V: int, N: int) -> str:
     return f"instance {inst_i}: sequence {tuple(toks)}"
 
 
+def _enough_cells(samples: int, laws, per) -> None:
+    """Refuse, before any generate call, a split that leaves an instance whose law is not one
+    sequence with fewer than two cells of expected count >= `MIN_EXPECTED`."""
+    for inst_i, (law, n) in enumerate(zip(laws, per)):
+        if law.max() < 1 - 1e-12 and stats.row_chi_square(law * n, law, n, MIN_EXPECTED).dof < 1:
+            raise OptionError(f"samples = {samples:,} leave instance {inst_i} with fewer than two "
+                              f"cells of expected count >= {MIN_EXPECTED:g}: use more samples")
+
+
+def _family(observed, laws, per, vocab, N: int, alpha: float):
+    """The counts of the generated sequences ``observed[i]`` [V_i^N] of each instance against
+    its exact law ``laws[i]`` (one chi-square an instance, Bonferroni-combined): returns (tests,
+    family, worst cell, min detectable TV, notes), the impossible and worst cells labelled with
+    their instance and sequence."""
+    tests, worst, impossible = [], None, None
+    for inst_i, (obs, law, n, V) in enumerate(zip(observed, laws, per, vocab)):
+        t = stats.row_chi_square(obs, law, n, MIN_EXPECTED)
+        tests.append(t)
+        impossible, worst = _cells(t, law, obs, lambda c, i=inst_i, V=V: _label(i, c, V, N),
+                                   "target probability 0", impossible, worst)
+    fam, cell, mdt, notes = _summary(tests, alpha, worst, impossible,
+                                     "sequences of target probability zero")
+    return tests, fam, cell, mdt, notes
+
+
 def default_instances() -> list:
     """Prefix-dependent instances for the check: ``random_instance(3, 2, 21)`` (V = 3, target
     rows after every prefix of length <= 2), the first of
@@ -493,8 +518,8 @@ def check_hf_generate(instances: Sequence | Instance | None = None, samples: int
         Stop with a `TimeLimitError` once the measured rate projects the run past it.
     """
     transformers = _require_transformers()
-    insts = _run_arguments(samples, alpha, tokens, seed, max_seconds, instances,
-                           default_instances, MAX_SAMPLES, MAX_TOKENS)
+    insts, per = _run_arguments(samples, alpha, tokens, seed, max_seconds, instances,
+                                default_instances, MAX_SAMPLES, MAX_TOKENS)
     if isinstance(shift, bool) or shift not in (0, 1):
         raise OptionError(f"shift = {shift!r:.40} must be 0 or 1")
     for name, value in (("generate_kwargs", generate_kwargs), ("assistant", assistant)):
@@ -514,9 +539,6 @@ def check_hf_generate(instances: Sequence | Instance | None = None, samples: int
             raise OptionError(f"assistant setting {key!r} is not one of "
                               f"{', '.join(ASSISTANT_KEYS)}")
     N = int(tokens)
-    per = _split(int(samples), len(insts))
-    if min(per) < 1:
-        raise OptionError(f"samples = {samples} is fewer than the {len(insts)} instances")
     built, laws, sp = [], [], None
     for inst in insts:  # every law before the first call
         sp, stop = sampling_of(kw, inst.vocab_size)
@@ -524,26 +546,16 @@ def check_hf_generate(instances: Sequence | Instance | None = None, samples: int
         law = generate_law(law_inst, N, sp, stop)
         built.append((target, draft, stop))
         laws.append(law)
-    for inst_i, (law, n) in enumerate(zip(laws, per)):
-        if law.max() < 1 - 1e-12 and stats.row_chi_square(law * n, law, n, MIN_EXPECTED).dof < 1:
-            raise OptionError(f"samples = {samples:,} leave instance {inst_i} with fewer than two "
-                              f"cells of expected count >= {MIN_EXPECTED:g}: use more samples")
+    _enough_cells(samples, laws, per)
     pacer = _Pace(int(samples), max_seconds, "check_hf_generate", "a generate call", after=20,
                   measured=False)
     pace = pacer.add
 
-    tests, worst, impossible = [], None, None
-    for inst_i, ((target, draft, stop), law, n) in enumerate(zip(built, laws, per)):
-        V = target.V
-        kw_i = dict(kw)
-        obs = generate_counts(target, draft, n, N, seed + inst_i, kw_i, ast, stop, pace)
-        t = stats.row_chi_square(obs, law, n, MIN_EXPECTED)
-        tests.append(t)
-        impossible, worst = _cells(t, law, obs, lambda c, i=inst_i: _label(i, c, V, N),
-                                   "target probability 0", impossible, worst)
+    observed = [generate_counts(target, draft, n, N, seed + inst_i, dict(kw), ast, stop, pace)
+                for inst_i, ((target, draft, stop), n) in enumerate(zip(built, per))]
     spent = time.perf_counter() - pacer.start
-    fam, cell, mdt, notes = _summary(tests, alpha, worst, impossible,
-                                     "sequences of target probability zero")
+    tests, fam, cell, mdt, notes = _family(observed, laws, per, [t.V for t, _, _ in built], N,
+                                           alpha)
     if sp is not None:
         notes.append(f"law against the target processed by {sp}")
     if any(stop is not None for _, _, stop in built):

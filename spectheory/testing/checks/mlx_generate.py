@@ -72,11 +72,10 @@ import numpy as np
 
 from ...inputs.instances import Instance
 from ...runtime.errors import OptionError, SizeLimitError, SpectheoryError, TimeLimitError
-from ..statistics import stats
-from .calls import _cells, _run_arguments, _split, _summary
-from .hf_generate import (MAX_CELLS, _guard_cells, _label, _rounded, default_instances,
-                          generate_law, shifted_law_instance)
-from .report import MIN_EXPECTED, SamplerReport
+from .calls import _run_arguments
+from .hf_generate import (MAX_CELLS, _enough_cells, _family, _guard_cells, _rounded,
+                          default_instances, generate_law, shifted_law_instance)
+from .report import SamplerReport
 from .step import _Pace
 
 #: Most generated tokens compared (N).
@@ -415,8 +414,8 @@ def check_mlx_generate(instances: Sequence | Instance | None = None, samples: in
         Stop with a `TimeLimitError` once the measured rate projects the run past it.
     """
     version = mlx_versions()
-    insts = _run_arguments(samples, alpha, tokens, seed, max_seconds, instances,
-                           default_instances, MAX_SAMPLES, MAX_TOKENS)
+    insts, per = _run_arguments(samples, alpha, tokens, seed, max_seconds, instances,
+                                default_instances, MAX_SAMPLES, MAX_TOKENS)
     for inst in insts:
         _guard_cells(inst.vocab_size, int(tokens))
     if kwargs is not None and not isinstance(kwargs, Mapping):  # dict([1, 2]) is a TypeError
@@ -425,35 +424,25 @@ def check_mlx_generate(instances: Sequence | Instance | None = None, samples: in
     kw = dict(DEFAULTS)
     kw.update(dict(kwargs or {}))
     N = int(tokens)
-    per = _split(int(samples), len(insts))
-    if min(per) < 1:
-        raise OptionError(f"samples = {samples} is fewer than the {len(insts)} instances")
     built, laws, sp = [], [], None
     for inst in insts:  # every law before the first call
         sp = sampling_of(kw, inst.vocab_size, N)
         target, draft, law_inst = mlx_models(inst, shift=shift)
         built.append((target, draft))
         laws.append(generate_law(law_inst, N, sp))
-    for inst_i, (law, n) in enumerate(zip(laws, per)):
-        if law.max() < 1 - 1e-12 and stats.row_chi_square(law * n, law, n, MIN_EXPECTED).dof < 1:
-            raise OptionError(f"samples = {samples:,} leave instance {inst_i} with fewer than two "
-                              f"cells of expected count >= {MIN_EXPECTED:g}: use more samples")
+    _enough_cells(samples, laws, per)
     pacer = _Pace(int(samples), max_seconds, "check_mlx_generate", "a sequence", after=20,
                   measured=False)
     pace = pacer.add
 
-    tests, worst, impossible, drafted = [], None, None, 0
-    for inst_i, ((target, draft), law, n) in enumerate(zip(built, laws, per)):
-        V = target.V
+    observed, drafted = [], 0
+    for inst_i, ((target, draft), n) in enumerate(zip(built, per)):
         obs, d = generate_counts(target, draft, n, N, seed + inst_i, kw, pace)
+        observed.append(obs)
         drafted += d
-        t = stats.row_chi_square(obs, law, n, MIN_EXPECTED)
-        tests.append(t)
-        impossible, worst = _cells(t, law, obs, lambda c, i=inst_i: _label(i, c, V, N),
-                                   "target probability 0", impossible, worst)
     spent = time.perf_counter() - pacer.start
-    fam, cell, mdt, notes = _summary(tests, alpha, worst, impossible,
-                                     "sequences of target probability zero")
+    tests, fam, cell, mdt, notes = _family(observed, laws, per, [t.V for t, _ in built], N,
+                                           alpha)
     if sp is not None:
         notes.append(f"law against the target processed by {sp}")
     if all(law.max() >= 1 - 1e-12 for law in laws):
