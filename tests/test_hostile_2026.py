@@ -615,6 +615,7 @@ def test_check_hf_generate_refuses(inst3, kw, word):
     ("max_seconds", float("nan"), "max_seconds"), ("instances", [], "no instances"),
     ("instances", ["x"], "Instance"),
     ("instances", [random_instance(2, 2, 1)] * 11, "fewer than the 11 instances"),
+    ("instances", 5, "must be a list of spectheory Instances, not int"),
 ])
 def test_generate_checks_share_one_refusal_of_their_run_arguments(field, value, match):
     """The arguments of `check_hf_generate` and `check_mlx_generate` are refused in one line by

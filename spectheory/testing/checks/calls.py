@@ -292,6 +292,29 @@ def _split(total: int, parts: int) -> list[int]:
     return [base + (1 if i < extra else 0) for i in range(parts)]
 
 
+def _instance_list(instances, default, empty: str) -> list:
+    """``instances`` (one Instance, or an iterable of them; ``default()`` when None) as a
+    non-empty list of Instances, else an `OptionError` in one line (``empty`` when there are
+    none)."""
+    from ...inputs.instances import Instance
+    from ...runtime.errors import OptionError
+
+    if isinstance(instances, Instance):
+        instances = [instances]
+    try:
+        insts = default() if instances is None else list(instances)
+    except TypeError:
+        raise OptionError(f"instances must be a list of spectheory Instances, not "
+                          f"{type(instances).__name__}") from None
+    if not insts:
+        raise OptionError(empty)
+    for inst in insts:
+        if not isinstance(inst, Instance):
+            raise OptionError(f"an instance must be a spectheory Instance, not "
+                              f"{type(inst).__name__}")
+    return insts
+
+
 def _run_arguments(samples, alpha, tokens, seed, max_seconds, instances, default,
                    max_samples: int, max_tokens: int) -> list:
     """The arguments shared by the checks that run a real engine's generate loop
@@ -301,7 +324,6 @@ def _run_arguments(samples, alpha, tokens, seed, max_seconds, instances, default
     ``seed`` an integer in 0..2^62-1 (-1 would wrap, 1.5 would be 1), ``max_seconds`` a positive
     number or None (not a boolean). Returns the instances (``instances``: one Instance, or a
     sequence of them; ``default()`` when None) and the samples each gets (at least one)."""
-    from ...inputs.instances import Instance
     from ...runtime.errors import OptionError
 
     def integer(x):
@@ -319,15 +341,7 @@ def _run_arguments(samples, alpha, tokens, seed, max_seconds, instances, default
                                     not isinstance(max_seconds, (int, float)) or
                                     not max_seconds > 0):
         raise OptionError(f"max_seconds = {max_seconds!r:.40} must be a positive number or None")
-    if isinstance(instances, Instance):
-        instances = [instances]
-    insts = default() if instances is None else list(instances)
-    if not insts:
-        raise OptionError("no instances to check")
-    for inst in insts:
-        if not isinstance(inst, Instance):
-            raise OptionError(f"an instance must be a spectheory Instance, not "
-                              f"{type(inst).__name__}")
+    insts = _instance_list(instances, default, "no instances to check")
     per = _split(int(samples), len(insts))
     if min(per) < 1:
         raise OptionError(f"samples = {samples} is fewer than the {len(insts)} instances")

@@ -49,10 +49,10 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ...inputs.instances import Instance
 from ...inputs.processing import parse_sampling
 from ...runtime._lazy import torch
 from ...runtime.errors import OptionError, UserCodeError
+from .calls import _instance_list
 from .report import guarded
 from .step import (PLACEHOLDER, StepRequest, TableLM, _emitted, default_step_instances,
                    processed, processed_along)
@@ -311,19 +311,7 @@ def _label(step) -> str:
 
 
 def _check_common(instances, seeds, tokens, schedule=None):
-    if isinstance(instances, Instance):
-        instances = [instances]
-    try:
-        insts = default_step_instances() if instances is None else list(instances)
-    except TypeError:
-        raise OptionError(f"instances must be a list of spectheory Instances, not "
-                          f"{type(instances).__name__}") from None
-    if not insts:
-        raise OptionError("no instances to check on")
-    for inst in insts:
-        if not isinstance(inst, Instance):
-            raise OptionError(f"an instance must be a spectheory Instance, not "
-                              f"{type(inst).__name__}")
+    insts = _instance_list(instances, default_step_instances, "no instances to check on")
     if isinstance(seeds, (str, bytes, dict)):
         raise OptionError(f"seeds must be a list of integers, not {type(seeds).__name__}")
     if not isinstance(seeds, (Sequence, np.ndarray, torch.Tensor)):
