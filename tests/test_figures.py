@@ -223,8 +223,13 @@ def test_interrupted_run_exits_130_and_leaves_previous_output_intact(tmp_path, m
     folder = fake_gallery(tmp_path, "os.kill(os.getpid(), signal.SIGINT)")
     out, before = previous_output(tmp_path)
     monkeypatch.setattr(figures, "gallery_folder", lambda: folder)
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
-    rc = main(["figures", "--out", str(out), "--no-progress"])
+    # Python's own SIGINT handler, as in an interactive run (a job started in the background of
+    # a shell inherits SIGINT ignored)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        rc = main(["figures", "--out", str(out), "--no-progress"])
+    finally:
+        signal.signal(signal.SIGINT, previous)
     captured = capsys.readouterr()
     assert rc == 130 and captured.out == "" and captured.err == "spectheory: interrupted\n"
     assert {f.name: f.read_bytes() for f in out.iterdir()} == before
