@@ -9,8 +9,19 @@ bash scripts/setup.sh test,docs,models
 bash scripts/lint_imports.sh
 site="$(mktemp -d)"
 trap 'rm -rf "$site"' EXIT
+# numba's kernels compiled into their on-disk cache while the documentation builds (else each
+# pytest worker that first takes a compiled route compiles them again: ~6 s of CPU each)
+.venv/bin/python scripts/warm_kernels.py > "$site.warm" 2>&1 &
+warm=$!
 # not --quiet: it hides the warnings that --strict counts, and the build would always pass
 NO_MKDOCS_2_WARNING=1 .venv/bin/python -m mkdocs build --strict --site-dir "$site"
+if ! wait "$warm"; then
+    cat "$site.warm" >&2
+    rm -f "$site.warm"
+    exit 1
+fi
+cat "$site.warm"
+rm -f "$site.warm"
 # One pytest-xdist worker per core, at most 4 (each worker holds its own torch, ~0.5-0.8 GB);
 # SPECTHEORY_TEST_WORKERS overrides (0: no workers, one process). --dist loadgroup keeps the tests
 # of the one local Ray cluster on one worker (tests/conftest.py groups them). Arguments pass

@@ -1,0 +1,58 @@
+"""Compile the package's numba kernels into their on-disk cache (``__pycache__`` beside each
+module), so that later processes load them instead of compiling them.
+
+numba compiles a kernel on its first call in a process and, with ``cache=True``, writes the result
+for the next process. Without a warm cache every process that first takes a compiled route pays
+the compilation (about 6 s of CPU for all of them), and parallel test workers pay it each.
+`scripts/test.sh` runs this while the documentation builds. It calls the kernels the way the
+package does, on small inputs with the size thresholds lowered, so each signature the routes use
+is compiled: token and block verification's last levels and the output law's last step
+(`spectheory.engine._nodes_cpu`), and GBV's rank orders and q^G rows for float32 and float64 rows
+(`spectheory.verifiers._gbv_cpu`). Exits 0 without doing anything where numba cannot be loaded
+(the torch routes give the same values); any other failure is an error.
+
+    .venv/bin/python scripts/warm_kernels.py
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+
+def main() -> int:
+    t = time.perf_counter()
+    import importlib
+
+    import torch
+
+    from spectheory.engine import nodes
+    from spectheory.engine.analysis import analyze
+    from spectheory.inputs.random_instances import random_instance
+
+    gbv_module = importlib.import_module("spectheory.verifiers.gbv")  # the module, not gbv()
+    if nodes._kernel_module() is None:
+        print(f"warm_kernels: numba not usable ({nodes._KERNELS_UNAVAILABLE[0]}); nothing to do")
+        return 0
+    nodes.COMPILED_MIN_NODES = 0
+    gbv_module.KERNEL_MIN_VOCAB = 1
+    for name in ("token", "block"):
+        analyze(random_instance(4, 3, 0), name, exact=False, backend="torch", laws=True)
+    gbv_module.RANK_CHUNK_ELEMENTS = 1  # one block at a time: a shared root is sorted too
+    gen = torch.Generator().manual_seed(0)
+    for dtype in (torch.float32, torch.float64):
+        B, K, L, V = 2, 3, 2, 64
+        p = torch.softmax(torch.randn(B, K, L + 1, V, generator=gen, dtype=torch.float64) * 3,
+                          -1).to(dtype)
+        q = torch.softmax(torch.randn(B, K, L, V, generator=gen, dtype=torch.float64) * 3,
+                          -1).to(dtype)
+        p[:, :, 0] = p[:, :1, 0]
+        q[:, :, 0] = q[:, :1, 0]
+        x = torch.multinomial(q.reshape(-1, V).double(), 1, generator=gen).view(B, K, L)
+        gbv_module.gbv(x, q, p)
+    print(f"warm_kernels: compiled kernels cached in {time.perf_counter() - t:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
