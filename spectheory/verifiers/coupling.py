@@ -35,7 +35,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Callable
 from fractions import Fraction
-from math import comb, factorial
+from math import comb, factorial, lcm
 
 import numpy as np
 
@@ -72,12 +72,39 @@ def check_outcomes(support: int, m: int, scheme: str, name: str, count=outcome_c
             f"{MAX_OUTCOMES}; use fewer paths or a draft restricted to its top tokens")
 
 
+def integer_row(row):
+    """``(n, d)`` with row[x] = n[x] / d exactly (d the least common denominator), or None
+    when an entry is not an int or a Fraction: exact sums and powers of the row are then
+    integer sums and powers, one Fraction built per result instead of one per operation (the
+    same canonical value)."""
+    d = 1
+    for v in row:
+        if not isinstance(v, (int, Fraction)):
+            return None
+        d = lcm(d, v.denominator)
+    return [v.numerator * (d // v.denominator) for v in row], d
+
+
 def outcomes(q, m: int, scheme: str) -> dict:
     """{S: P(S)} for the m candidates at a node (module doc); S a sorted tuple of tokens, only
     outcomes of positive probability."""
     support = [x for x in range(len(q)) if q[x] > 0]
     if m == 0 or not support:
         return {(): Fraction(1)}
+    ints = integer_row(q) if scheme == "iid" else None
+    if ints is not None:  # m! / prod(mult!) prod n(x) over d^m, in integers
+        n, d = ints
+        fact, dm = factorial(m), d**m
+        out = {}
+        for S in itertools.combinations_with_replacement(support, m):
+            coef = fact
+            num = 1
+            for x, grp in itertools.groupby(S):
+                c = len(list(grp))
+                coef //= factorial(c)
+                num *= n[x] ** c
+            out[S] = Fraction(coef * num, dm)
+        return out
     if scheme == "iid":
         out = {}
         fact = factorial(m)
@@ -268,6 +295,23 @@ def set_law(q, m: int) -> dict:
     if m == 0 or not support:
         return {(): Fraction(1)}
     out = {}
+    ints = integer_row(q)
+    if ints is not None:  # the same sums over n / d: integers, q(B)^m computed once per B
+        n, d = ints
+        dm = d**m
+        power: dict = {}
+        for r in range(1, min(m, len(support)) + 1):
+            for D in itertools.combinations(support, r):
+                total = 0
+                for s in range(r + 1):
+                    for sub in itertools.combinations(D, s):
+                        val = power.get(sub)
+                        if val is None:
+                            val = power[sub] = sum(n[x] for x in sub) ** m
+                        total += -val if (r - s) % 2 else val
+                if total > 0:
+                    out[D] = Fraction(total, dm)
+        return out
     for r in range(1, min(m, len(support)) + 1):
         for D in itertools.combinations(support, r):
             total = Fraction(0)

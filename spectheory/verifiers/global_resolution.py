@@ -60,7 +60,8 @@ import numpy as np
 from ..bounds import optimal_acceptance, ratio_order
 from ..runtime.errors import SpectheoryError
 from ..registry import VerifierSpec
-from .coupling import NodePlan, plan_rule, set_count, set_law, unmatched_correction
+from .coupling import (NodePlan, integer_row, plan_rule, set_count, set_law,
+                       unmatched_correction)
 from .specinfer import node_recursive_law
 
 #: Newton stops below this gradient (l1 norm) or after `MAX_NEWTON` steps.
@@ -200,16 +201,19 @@ def global_resolution_plan(q, p, m: int, scheme: str, truncation: float = 0.0,
                   slack=True)
     accept, reject = {}, {}
     rows = [Fraction(0)] * V
+    # the weights as integers over one denominator c: w / sum(w) = W / sum(W) and
+    # w / (1 + sum(w)) = W / (c + sum(W)), the same Fractions with one division each
+    W_out, _ = integer_row([out_w.get(v, Fraction(0)) for v in range(V)])
+    W_in, c_in = integer_row([in_w.get(v, Fraction(0)) for v in range(V)])
     for D, P in law.items():
         A = [v for v in D if v not in Hs]
         if A:
-            w = {v: out_w.get(v, Fraction(0)) for v in A}
-            tot = sum(w.values(), Fraction(0))
-            pi = {v: w[v] / tot for v in A} if tot > 0 else {v: Fraction(1, len(A)) for v in A}
+            tot = sum(W_out[v] for v in A)
+            pi = ({v: Fraction(W_out[v], tot) for v in A} if tot > 0 else
+                  {v: Fraction(1, len(A)) for v in A})
         else:
-            w = {v: in_w.get(v, Fraction(0)) for v in D}
-            tot = 1 + sum(w.values(), Fraction(0))
-            pi = {v: w[v] / tot for v in D}
+            tot = c_in + sum(W_in[v] for v in D)
+            pi = {v: Fraction(W_in[v], tot) for v in D}
         accept[D] = pi
         for v, a in pi.items():
             rows[v] += P * a

@@ -36,15 +36,33 @@ from collections import deque
 from fractions import Fraction
 
 from ..registry import VerifierSpec
-from .coupling import NodePlan, outcomes, plan_rule, unmatched_correction
+from .coupling import NodePlan, integer_row, outcomes, plan_rule, unmatched_correction
 from .specinfer import node_recursive_law
 
 
 def max_transport(law: dict, p) -> tuple[dict, Fraction]:
     """A maximum flow from outcomes S (supply ``law[S]``) to tokens y (capacity p[y]) along
-    y in S, exactly: ``({S: {y: flow}}, total flow)``."""
+    y in S, exactly: ``({S: {y: flow}}, total flow)``.
+
+    Supplies and capacities are scaled to integers over their least common denominator (the
+    flow only adds, subtracts and compares them), so each step is an integer operation; the
+    flows are read back as Fractions, the same values and the same augmenting paths as in
+    rationals."""
+    caps = [Fraction(v) for v in p]
+    ints = integer_row(list(law.values()) + caps)
+    if ints is None:
+        return _max_transport(law, caps)
+    n, d = ints
+    flow, _ = _max_transport(dict(zip(law, n)), n[len(law):])
+    total = Fraction(sum(sum(fs.values()) for fs in flow.values()), d)
+    return {S: {y: Fraction(f, d) for y, f in fs.items()} for S, fs in flow.items()}, total
+
+
+def _max_transport(law: dict, caps: list) -> tuple[dict, Fraction]:
+    """`max_transport` on supplies ``law`` and capacities ``caps``, all Fractions or all
+    integers (the arithmetic stays in their type)."""
     supply = dict(law)
-    cap = {y: Fraction(p[y]) for y in range(len(p))}
+    cap = dict(enumerate(caps))
     flow: dict = {S: {} for S in law}
     holders: dict = {y: [] for y in cap}  # outcomes containing y
     for S in law:
