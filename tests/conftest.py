@@ -73,7 +73,7 @@ def pytest_collection_modifyitems(config, items):
 WHOLE_MODULES = frozenset({
     "tests/test_figures.py", "tests/test_claims.py", "tests/test_sharp.py",
     "tests/test_sharp_bonus.py", "tests/test_sweep_grids.py", "tests/test_sweep.py",
-    "tests/test_gpu_validation.py",
+    "tests/test_gpu_validation.py", "tests/test_gpu_validation_stats.py",
 })
 
 
