@@ -54,6 +54,47 @@ def coin_sampler(sleep_per_row: float = 0.0):
 # ----------------------------------------------------------------------------- power
 
 
+def test_chi_square_functions_are_scipy_stats_bit_for_bit():
+    """``statistics._chisq`` calls scipy.special's kernels directly inside the support and
+    scipy.stats elsewhere: the same values (bits, sign of zero, NaN), types and shapes as
+    scipy.stats.chi2 / ncx2 on scalars and arrays, interior points and every edge (x = 0, inf,
+    NaN; q = 0, 1; df, nc = 0, negative, inf; nc near zero), and the same exception where Boost
+    overflows."""
+    import itertools
+
+    from scipy import stats as S
+
+    from spectheory.testing.statistics._chisq import chi2, ncx2
+
+    def outcome(f, *args):
+        try:
+            out = f(*args)
+        except ArithmeticError as exc:
+            return ("raised", type(exc).__name__, str(exc))
+        a = np.asarray(out)
+        return (type(out), a.shape, a.dtype, a.tobytes())
+
+    xs = [0.0, -1.0, 1e-300, 0.5, 3.7, 12.0, 1e5, np.inf, np.nan, 7, np.float32(2.1)]
+    dfs = [1, 3, 30, 0, -1, 2.5, np.inf, np.int32(4), np.float32(3.0)]
+    ncs = [0.0, 1e-8, 4.0, 1e3, -1.0, np.inf]
+    qs = [0.0, 1.0, 1e-300, 2.5e-4, 0.5, 1.5, np.nan]
+    cases = [(chi2.sf, S.chi2.sf, a) for a in itertools.product(xs, dfs)]
+    cases += [(chi2.isf, S.chi2.isf, a) for a in itertools.product(qs, dfs)]
+    cases += [(f, g, a) for a in itertools.product(xs, dfs, ncs)
+              for f, g in ((ncx2.sf, S.ncx2.sf), (ncx2.cdf, S.ncx2.cdf))]
+    rng = np.random.default_rng(0)
+    for _ in range(200):  # arrays as the power computations pass them (and broadcast ones)
+        k = int(rng.integers(1, 6))
+        x, d = rng.exponential(10.0, k), rng.integers(1, 60, k)
+        lam, q = 4.0 * rng.integers(1, 5000, k) * rng.random(k) ** 2, rng.random(k) * 1e-3
+        cases += [(chi2.sf, S.chi2.sf, (x, d)), (chi2.isf, S.chi2.isf, (q, d)),
+                  (ncx2.sf, S.ncx2.sf, (x, d, lam)), (ncx2.cdf, S.ncx2.cdf, (x, d, lam)),
+                  (ncx2.sf, S.ncx2.sf, (float(x[0]), int(d[0]), lam))]
+    assert len(cases) > 1000
+    for f, g, args in cases:
+        assert outcome(f, *args) == outcome(g, *args), (f, args)
+
+
 def test_power_matches_the_after_run_statement():
     """budget.family_power / detectable_tv are the bound stats states after a run."""
     tests = [stats.RowTest(0.0, d, 1.0, n, -1, 0.0, 0.0, 0) for d, n in

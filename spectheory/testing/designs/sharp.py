@@ -83,7 +83,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 from scipy.optimize import linprog
-from scipy.stats import chi2, ncx2
+from ..statistics._chisq import chi2, ncx2
 
 from ...runtime._lazy import torch
 from ...runtime.errors import SpectheoryError, UserCodeError, call_user

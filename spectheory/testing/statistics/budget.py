@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
-from scipy.stats import chi2, ncx2
+from ._chisq import chi2, ncx2
 
 from ...runtime.errors import SpectheoryError
 from .stats import is_point_mass, point_mass_tv

@@ -24,7 +24,7 @@ import math
 from typing import NamedTuple
 
 import numpy as np
-from scipy.stats import chi2, ncx2
+from ._chisq import chi2, ncx2
 
 
 class RowTest(NamedTuple):
