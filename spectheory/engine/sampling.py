@@ -63,8 +63,15 @@ def sample_outputs(instance: Instance, verifier, paths: int, n: int,
     drafts = sample_drafts(instance, paths, n, drafting, generator)
     q_levels = levels(instance.draft, 0, L, False)
     p_levels = levels(instance.target, 0, L + 1, False)
-    q, p = draft_rows(q_levels, p_levels, drafts, L, V)
-    k, tau, y = sample_output(how.spec.law(drafts, q, p), generator)
+    # the law at a draft outcome is a function of the outcome (its rows are the instance's):
+    # evaluated once per distinct outcome (at most V^(K L)), then read back per sample
+    distinct, back = drafts, torch.arange(n)
+    if n > 0:
+        distinct, back = torch.unique(drafts.reshape(n, paths * L), dim=0, return_inverse=True)
+        distinct = distinct.reshape(-1, paths, L)
+    q, p = draft_rows(q_levels, p_levels, distinct, L, V)
+    stop, corr = how.spec.law(distinct, q, p)
+    k, tau, y = sample_output((stop[back], corr[back]), generator)
     return drafts, k, tau, y
 
 
