@@ -372,23 +372,25 @@ def allocate(ref: Sequence[np.ndarray], laws: dict, budget: int, alpha: float = 
     target = TARGET_MARGIN * _lambda90(alpha)
     best = None
     tried = set()
+    # per group, every replica's rows under one another [N R_g, C_g] against the reference rows
+    # repeated N times: binned_divergence works row by row, so one call a group and m gives
+    # each replica's (c, z) of its own call, and d (the reference's bins) once
+    N = len(names)
+    sizes = [len(np.asarray(r)) for r in ref]
+    stacked = [np.concatenate([np.nan_to_num(np.asarray(laws[nm][g], dtype=np.float64), nan=0.0)
+                               for nm in names]) for g in range(G)]
+    repeated = [np.tile(np.asarray(ref[g], dtype=np.float64), (N, 1)) for g in range(G)]
     for m in range(1, max_rows + 1):
         n = budget // m
         if n < 1:
             break
-        C, Z, D = [], [], None
-        for nm in names:
-            cs, zs, ds = [], [], []
-            for g in range(G):
-                law = np.nan_to_num(laws[nm][g], nan=0.0)
-                c, z, d = binned_divergence(ref[g], law, n, min_expected)
-                cs.append(c)
-                zs.append(z)
-                ds.append(d)
-            C.append(np.concatenate(cs))
-            Z.append(np.concatenate(zs))
-            D = np.concatenate(ds)
-        C, Z = np.array(C), np.array(Z)
+        per_group = [binned_divergence(repeated[g], stacked[g], n, min_expected)
+                     for g in range(G)]
+        C = np.array([np.concatenate([c[i * R:(i + 1) * R] for (c, _, _), R
+                                      in zip(per_group, sizes)]) for i in range(N)])
+        Z = np.array([np.concatenate([z[i * R:(i + 1) * R] for (_, z, _), R
+                                      in zip(per_group, sizes)]) for i in range(N)])
+        D = np.concatenate([d[:R] for (_, _, d), R in zip(per_group, sizes)])
         if generic_tv is not None:
             C = np.vstack([C, np.where(D >= 1, 4.0 * generic_tv ** 2, 0.0)[None]])
             Z = np.vstack([Z, np.zeros((1, Z.shape[1]))])

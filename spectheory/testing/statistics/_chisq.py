@@ -33,6 +33,8 @@ def _stats():
 def _float64(a) -> np.ndarray | None:
     """``a`` as a float64 array where scipy.stats would compute in float64 (integer and float
     dtypes up to 64 bits), else None."""
+    if type(a) is float:  # the common case, without an array
+        return np.float64(a)
     arr = np.asarray(a)
     if arr.dtype.kind not in "iuf" or arr.dtype.itemsize > 8:
         return None
@@ -41,7 +43,11 @@ def _float64(a) -> np.ndarray | None:
 
 def _inside(arr: np.ndarray | None, upper: float = np.inf) -> bool:
     """Every entry of ``arr`` in the open interval (0, upper)."""
-    return arr is not None and bool(np.all((arr > 0) & (arr < upper)))
+    if arr is None:
+        return False
+    if arr.ndim == 0:
+        return bool(0 < arr < upper)
+    return bool(((arr > 0) & (arr < upper)).all())
 
 
 class _Chi2:
