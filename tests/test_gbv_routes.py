@@ -163,3 +163,32 @@ def test_analytic_equals_enumeration_float_at_depth(L, K):
     enum = analyze(inst, "gbv", paths=K, route="enumerate")
     assert max(abs(a - b) for a, b in zip(fast.tau_pmf, enum.tau_pmf)) <= 1e-14
     assert float(np.abs(fast.output_law - enum.output_law).max()) <= 1e-14
+
+
+def test_batch_rows_that_repeat_a_path_equal_each_row_alone():
+    """The CPU route computes a selected path once per distinct (tokens, rows) in a batch: rows
+    repeating a path with the same rows, and rows drafting the same tokens over other rows (as
+    a real model's different contexts would), each equal the law of that row alone,
+    bit for bit (float64 and float32)."""
+    import torch
+
+    from spectheory.verifiers.gbv import gbv
+
+    g = torch.Generator().manual_seed(3)
+    Bsz, K, L, V = 6, 2, 3, 4
+    drafts = torch.randint(0, V, (Bsz, K, L), generator=g)
+    q = torch.softmax(2 * torch.randn(Bsz, K, L, V, generator=g, dtype=torch.float64), -1)
+    p = torch.softmax(2 * torch.randn(Bsz, K, L + 1, V, generator=g, dtype=torch.float64), -1)
+    drafts[1:] = drafts[0]
+    q[1:4], p[1:4] = q[0], p[0]          # row 1 repeats row 0; rows 2..5 draft its tokens
+    q[2, :, 1] = q[2, :, 1].flip(-1)      # over other q rows (2), other p rows (3), both (4)
+    p[3, :, 2] = p[3, :, 2].flip(-1)
+    q[4], p[4] = q[2], p[3]
+    for dt in (torch.float64, torch.float32):
+        law = gbv(drafts, q.to(dt), p.to(dt))
+        for b in range(Bsz):
+            one = gbv(drafts[b:b + 1], q[b:b + 1].to(dt), p[b:b + 1].to(dt))
+            assert torch.equal(law.stop[b:b + 1], one.stop), (b, dt)
+            assert torch.equal(law.correction[b:b + 1], one.correction), (b, dt)
+        for b in (2, 3, 4, 5):  # the other rows change the law
+            assert not torch.equal(law.correction[b], law.correction[0]), (b, dt)

@@ -717,7 +717,9 @@ def _skewed_path_rows(d_sel, q_sel, p_sel, K: int, ties: str, denominators=None)
 def _skewed_block_law(drafts, q, p, k, K: int, ties: str, root_orders=None) -> Law:
     """Block verification of the selected paths ``k`` [B] with the draft rows replaced by q^G:
     ``block_verification(d, q^G, p)`` along the selected paths. On the CPU one path at a time
-    (`_path_law`), its rows read in place; the corrections are written into one array.
+    (`_path_law`), its rows read in place; the corrections are written into one array. A path
+    selected again with the same tokens and rows (the exact engine's outcomes share paths)
+    takes the first one's weights and corrections: the same values, computed once.
     ``root_orders`` {block: worst-first order of its root row} (from
     [`best_path`][spectheory.verifiers.gbv.best_path], same tie rule) saves those sorts."""
     d_sel = _gather_path(drafts, k)
@@ -737,9 +739,17 @@ def _skewed_block_law(drafts, q, p, k, K: int, ties: str, root_orders=None) -> L
         work = (*rows, torch.empty((3, V), dtype=q.dtype),
                 torch.empty(V, dtype=_int_view(q.dtype) or torch.int64),
                 torch.empty(V, dtype=torch.long))
-    for b, kb in enumerate(k.tolist()):
-        order = root_orders.get(b) if root_orders else None
+    first: dict = {}  # path tokens -> the first block row that selected them
+    for b, (kb, toks) in enumerate(zip(k.tolist(), d_all.tolist())):
         q_path, p_path = q[b, kb], p[b, kb]
+        b0 = first.setdefault(tuple(toks), b)
+        if b0 != b:  # a path already done (the exact engine's outcomes repeat paths): the
+            k0 = int(k[b0])  # law is a function of its tokens and rows, reused when both match
+            if torch.equal(q_path, q[b0, k0]) and torch.equal(p_path, p[b0, k0]):
+                weights[b] = weights[b0]
+                corr[b] = corr[b0]
+                continue
+        order = root_orders.get(b) if root_orders else None
         if kernels is not None:
             q_path, p_path = q_path.contiguous(), p_path.contiguous()
         weights[b] = _path_law(q_path, p_path, d_all[b], K, ties, order, corr[b], work,
