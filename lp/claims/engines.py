@@ -69,11 +69,19 @@ def _table(inst):
             n = n * V + a
         return n
 
+    rows: dict = {}  # the rows read so far (the enumerations read each one many times)
+
     def p(prefix):
-        return [Fraction(x) for x in inst.target.level(len(prefix))[index(prefix)]]
+        key = ("p", prefix)
+        if key not in rows:
+            rows[key] = [Fraction(x) for x in inst.target.level(len(prefix))[index(prefix)]]
+        return rows[key]
 
     def q(prefix):
-        return [Fraction(x) for x in inst.draft.level(len(prefix))[index(prefix)]]
+        key = ("q", prefix)
+        if key not in rows:
+            rows[key] = [Fraction(x) for x in inst.draft.level(len(prefix))[index(prefix)]]
+        return rows[key]
 
     return p, q
 
@@ -274,10 +282,13 @@ def sample_match_law(inst, candidates=None, consistent: bool = True):
                     extend(prefix + (y,), mass * pr[y])
         node((), Fraction(1))
         return law
-    # per-candidate samples: enumerate every candidate's L + 1 target tokens
+    # per-candidate samples: enumerate every candidate's L + 1 target tokens. The outcome
+    # reads of candidate k's samples only its match length and the token at its first mismatch
+    # (or its bonus), so its sample sequences are summed by (length, token) first: the product
+    # over candidates then runs over those groups (the same sums, by distributivity)
     per = []
     for c in cands:
-        outs = []
+        groups: dict = {}
         for y in itertools.product(range(V), repeat=L + 1):
             m = Fraction(1)
             for i in range(L + 1):
@@ -285,20 +296,18 @@ def sample_match_law(inst, candidates=None, consistent: bool = True):
                 if m == 0:
                     break
             if m:
-                outs.append((y, m))
-        per.append(outs)
+                k = 0
+                while k < L and y[k] == c[k]:
+                    k += 1
+                groups[(k, y[k])] = groups.get((k, y[k]), Fraction(0)) + m
+        per.append(list(groups.items()))
     for combo in itertools.product(*per):
         mass = Fraction(1)
-        lens = []
-        for (y, m), c in zip(combo, cands):
+        for _, m in combo:
             mass *= m
-            k = 0
-            while k < L and y[k] == c[k]:
-                k += 1
-            lens.append(k)
-        best = max(range(len(cands)), key=lambda j: (lens[j], -j))
-        y, c, k = combo[best][0], cands[best], lens[best]
-        extend(c[:k] + (y[k],), mass)
+        best = max(range(len(cands)), key=lambda j: (combo[j][0][0], -j))
+        (k, y), c = combo[best][0], cands[best]
+        extend(c[:k] + (y,), mass)
     return law
 
 
