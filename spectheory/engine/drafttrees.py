@@ -582,6 +582,10 @@ def _outcome_weight(shape: TreeShape, tok, q_levels, V: int, drafting: str, like
     handed. With ``drop`` it is dropped with its subtree whatever its shape (the node route's
     law): it takes the first child's token and token 0 below, counted once, and the result has
     a third element, the mask [n] per node of the dropped nodes."""
+    if Bk.is_exact(like):
+        ints = [_integer_level(level) for level in q_levels]
+        if all(x is not None for x in ints):
+            return _outcome_weight_exact(shape, tok, ints, V, drafting, drop)
     n, N = tok.shape
     pidx = [None] * N
     pidx[0] = tok[:, 0] * 0
@@ -630,6 +634,85 @@ def _outcome_weight(shape: TreeShape, tok, q_levels, V: int, drafting: str, like
         for c in kids:
             pidx[c] = pidx[u] * V + tok[:, c]
             copy[c] = copy[c] | copy[u]
+    return (weight, pidx, copy) if drop else (weight, pidx)
+
+
+def _integer_level(level):
+    """An exact level of rows [P, V] as (integer numerators [P, V] (object), d) with the rows
+    = numerators / d, or None when an entry is not an int or a Fraction."""
+    flat = level.reshape(-1).tolist()
+    d = 1
+    for v in flat:
+        if not isinstance(v, (int, Fraction)):
+            return None
+        d = math.lcm(d, v.denominator)
+    num = np.empty(len(flat), dtype=object)
+    num[:] = [v.numerator * (d // v.denominator) for v in flat]
+    return num.reshape(level.shape), d
+
+
+def _outcome_weight_exact(shape: TreeShape, tok, ints, V: int, drafting: str, drop: bool):
+    """`_outcome_weight` in rationals on the levels as integers (``ints``: (numerators, d) per
+    level): each outcome's numerator and denominator are integer products, one Fraction an
+    outcome at the end (the same values, without a Fraction per factor). Under ``norep`` the
+    factor q(x) / (1 - q(used)) is n(x) / (d - n(used)) (d cancels), 0 where nothing is left."""
+    n, N = tok.shape
+    pidx = [None] * N
+    pidx[0] = tok[:, 0] * 0
+    num = np.ones(n, dtype=object)
+    den = np.ones(n, dtype=object)
+    depth = shape.depth
+    rows_at = np.arange(n)
+    no = np.zeros(n, dtype=bool)
+    copy = [no] * N
+    for u in shape.preorder():
+        kids = shape.children[u]
+        if not kids:
+            continue
+        level, d = ints[depth[u]]
+        rows = level[pidx[u]]  # [n, V] integer numerators
+        fnum = np.ones(n, dtype=object)
+        fden = np.ones(n, dtype=object)
+        if drafting == "iid":
+            for c in kids:
+                fnum = fnum * rows[rows_at, tok[:, c]]
+                fden = fden * d
+        else:
+            m = (rows > 0).astype(np.int64).sum(axis=1)
+            used = np.zeros(rows.shape, dtype=bool)
+            first = kids[0]
+            for j, c in enumerate(kids):
+                x = tok[:, c]
+                left = np.where(used, 0, rows).sum(axis=1)  # d (1 - q(used)) as an integer
+                fresh = ~used[rows_at, x]
+                prob = np.where(fresh, rows[rows_at, x], 0)
+                gone = left == 0  # safe_div's fallback: the factor is 0
+                w_num = np.where(gone, 0, prob)
+                w_den = np.where(gone, 1, left)
+                if j == 0:
+                    fnum, fden = fnum * w_num, fden * w_den
+                else:
+                    same = (_zero_below(shape, tok, first, c) if drop
+                            else _same_subtree(shape, tok, first, c))
+                    surplus = m <= j
+                    if bool(surplus.any()) and same is None:
+                        raise SpectheoryError(
+                            "norep drafting: q has fewer positive tokens than a node has "
+                            "children, and the surplus child's subtree differs in shape from "
+                            "the first child's (it cannot repeat it)")
+                    if same is None:
+                        same = no
+                    fnum = fnum * np.where(surplus, np.where(same, 1, 0), w_num)
+                    fden = fden * np.where(surplus, 1, w_den)
+                    copy[c] = surplus
+                used[rows_at, x] = True
+        num = np.where(copy[u], num, num * fnum)
+        den = np.where(copy[u], den, den * fden)
+        for c in kids:
+            pidx[c] = pidx[u] * V + tok[:, c]
+            copy[c] = copy[c] | copy[u]
+    weight = np.empty(n, dtype=object)
+    weight[:] = [Fraction(a, b) for a, b in zip(num.tolist(), den.tolist())]
     return (weight, pidx, copy) if drop else (weight, pidx)
 
 
