@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
+import time
 from dataclasses import replace
 from fractions import Fraction
 
@@ -320,6 +321,48 @@ def test_no_memory_limit_reads_no_memory(tmp_path, monkeypatch):
     with pytest.raises(OptionError, match=r"memory_limit_mb \(0 for none\)"):
         load_config('[sweep]\nmemory_limit_mb = 10\n[[instances]]\nfamily = "random"\n'
                     'vocab = 2\nblock = 2\n[[verifiers]]\nname = "block"\n')
+
+
+def _watch(guard, job, seconds: float) -> tuple[float, dict]:
+    """Run a child that sleeps ``seconds`` under ``job``'s limits; (wall time, its outputs)."""
+    g = guard._Guarded([job], lambda j: time.sleep(seconds) or {"status": "ok"})
+    start = time.perf_counter()
+    while True:
+        results, rest = g.poll()
+        if rest is not None:
+            return time.perf_counter() - start, results[0][1]
+        guard._wait([g])
+
+
+def test_memory_reads_cost_a_small_share_of_the_watch(monkeypatch):
+    """A child far below its memory limit: the parent's reads of its private memory
+    (smaps_rollup, milliseconds each for a child of a large process) take at most about a tenth
+    of the time the job runs (one every 20 ms took most of a core). A child whose resident set
+    nears the limit (or cannot be read) has its private memory read at every check, as before."""
+    from types import SimpleNamespace
+
+    from spectheory.sweep import guard
+
+    spent = []
+    real = guard._private_mb
+
+    def timed(pid):
+        t = time.perf_counter()
+        out = real(pid)
+        spent.append(time.perf_counter() - t)
+        return out
+
+    monkeypatch.setattr(guard, "_private_mb", timed)
+    job = SimpleNamespace(time_limit=60, memory_limit_mb=100_000)
+    wall, out = _watch(guard, job, 1.0)
+    assert out == {"status": "ok"}
+    assert spent and sum(spent) <= 0.1 * wall + 2 * max(spent), (len(spent), sum(spent), wall)
+    for resident in (lambda pid: 0.95 * job.memory_limit_mb, lambda pid: None):
+        spent.clear()
+        monkeypatch.setattr(guard, "_resident_mb", resident)
+        wall, out = _watch(guard, job, 0.4)
+        assert out == {"status": "ok"}
+        assert len(spent) >= 0.4 / guard._POLL / 2, (len(spent), wall)
 
 
 def test_a_batch_shares_each_deep_build_and_keeps_instances_apart(tmp_path, monkeypatch):
