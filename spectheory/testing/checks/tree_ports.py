@@ -571,16 +571,17 @@ def _eagle_call(fn, tokens, parents, q, p, generator, logits_processor=_identity
     def rand():
         return float(torch.rand((), generator=generator, dtype=torch.float64))
 
-    node = torch.zeros(B, dtype=torch.long)
-    token = torch.zeros(B, dtype=torch.long)
+    cands = torch.where(pad, torch.full_like(cols, -1), full[:, cols.clamp(min=0)])  # [B, K, D+1]
+    logits_all = logp[:, rows_at]  # [B, K, D+1, V]: each call gets its own rows
+    leaf_list = leaf_nodes.tolist()
+    node, token = [], []
     for b in range(B):
-        cand = torch.where(pad, torch.full_like(cols, -1), full[b][cols.clamp(min=0)])
-        logits = logp[b][rows_at]  # [K, D+1, V]
-        best, acc_len, sample_p = fn(logits, cand, logits_processor, rand)
+        best, acc_len, sample_p = fn(logits_all[b], cands[b], logits_processor, rand)
         best, tau = int(best), int(acc_len)
-        node[b] = 0 if tau == 0 else int(leaf_nodes[best, tau - 1])
-        token[b] = int(torch.multinomial(sample_p.to(torch.float64), 1, generator=generator))
-    return node, token
+        node.append(0 if tau == 0 else leaf_list[best][tau - 1])
+        token.append(int(torch.multinomial(sample_p.to(torch.float64), 1, generator=generator)))
+    return (torch.tensor(node, dtype=torch.long).reshape(B),
+            torch.tensor(token, dtype=torch.long).reshape(B))
 
 
 @dataclass(frozen=True)
