@@ -268,7 +268,7 @@ def test_plugin_methods_take_the_checks_defaults_and_calls_win(pytester):
 
 
 def test_plugin_budget_sizes_tree_checks(pytester):
-    got = _plugin_run(pytester, "--spectheory-budget", "4")
+    got = _plugin_run(pytester, "--spectheory-budget", "2")
     assert got["tree_defaults"]["budget"] and got["tree_defaults"]["samples"] > 0
     for name in ("sampler_pos", "tree_pos", "step_pos"):  # explicit samples: no budget
         assert got[name] == {"samples": 3000, "alpha": 0.002, "budget": False}, name
