@@ -579,6 +579,13 @@ def _api_cases():
         ("random-denominator-0", lambda: ri(2, 2, 0, denominator=0), "denominator"),
         ("from-dict-tol-2", lambda: instance_from_dict(TOY, tol=2), "tol"),
         ("from-dict-tol-nan", lambda: instance_from_dict(TOY, tol=float("nan")), "tol"),
+        # rows of floats only (read without a call an entry): the first non-finite one named
+        ("from-dict-nan-among-floats",
+         lambda: instance_from_dict({**TOY, "target": [0.5, float("nan")]}),
+         "target: context-independent row: entry nan is not finite"),
+        ("from-dict-inf-among-floats",
+         lambda: instance_from_dict({**TOY, "draft": [float("inf"), float("-inf")]}),
+         "draft: context-independent row: entry inf is not finite"),
         ("from-dict-exact-text", lambda: instance_from_dict(TOY, exact="yes"), "exact"),
         ("from-dict-leading-zero", lambda: instance_from_dict(table(target={"00": ROW})),
          "canonical"),

@@ -148,7 +148,10 @@ def _check_row(row, V: int, exact: bool, tol: float, where: str):
         raise InstanceError(f"{where}: expected a list of {V} probabilities, got {type(row).__name__}")
     if len(row) != V:
         raise InstanceError(f"{where}: has {len(row)} entries, expected vocab_size = {V}")
-    vals = [_parse_number(v, exact, where) for v in row]
+    if not exact and all(type(v) is float for v in row) and all(map(math.isfinite, row)):
+        vals = list(row)  # what _parse_number returns for finite floats, without a call each
+    else:
+        vals = [_parse_number(v, exact, where) for v in row]
     for a, v in enumerate(vals):
         if v < 0:
             raise InstanceError(f"{where}: entry for token {a} is negative ({v})")
@@ -386,8 +389,12 @@ def model_to_json(model: TableModel, depth: int) -> Any:
     out = {}
     for d in range(depth + 1):
         table = model.level(d)
+        if isinstance(table, np.ndarray) and table.dtype == np.float64:
+            rows = table.tolist()  # the Python floats _encode_value gives, a table at a time
+        else:
+            rows = [[_encode_value(v) for v in table[n]] for n in range(V**d)]
         for n in range(V**d):
-            out[_prefix_key(prefix_from_index(n, d, V))] = [_encode_value(v) for v in table[n]]
+            out[_prefix_key(prefix_from_index(n, d, V))] = rows[n]
     return out
 
 
