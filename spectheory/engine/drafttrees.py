@@ -930,6 +930,14 @@ def _specinfer_iid_step(sig, R, idx, qrows, prows, V: int, d: int, tau_pmf, emit
     pcur = prows
     survive = Bk.full((len(idx),), 1, like)
     zero = Bk.zeros_like(qrows)
+    child = (Bk.expand_dims(idx, 1) * V + Bk.expand_dims(Bk.arange(V, idx), 0)).reshape(-1)
+    powers: dict = {}  # q^r and (1 - q)^r, each computed once
+
+    def power(r: int, rest: bool):
+        if (r, rest) not in powers:
+            powers[r, rest] = (1 - qrows) ** r if rest else qrows**r
+        return powers[r, rest]
+
     for j in range(n):
         acc = Bk.minimum(qrows, pcur)  # [P, V]
         acc = Bk.where(qrows > 0, acc, zero)
@@ -950,11 +958,10 @@ def _specinfer_iid_step(sig, R, idx, qrows, prows, V: int, d: int, tau_pmf, emit
         for key, sizes in by_sig.items():
             factor = zero
             for r, count in sizes.items():
-                factor = factor + count * qrows**r * (1 - qrows) ** (m - r)
+                factor = factor + count * power(r, False) * power(m - r, True)
             if key not in nxt:
                 nxt[key] = Bk.full((V ** (d + 1),), 0, like)
-            child = Bk.expand_dims(idx, 1) * V + Bk.expand_dims(Bk.arange(V, idx), 0)
-            Bk.index_add_rows(nxt[key], child.reshape(-1), (reach_j * factor).reshape(-1))
+            Bk.index_add_rows(nxt[key], child, (reach_j * factor).reshape(-1))
         survive = survive * (1 - Bk.sum(acc, axis=1))
         res = Bk.positive_part(pcur - qrows)
         pcur = Bk.safe_div(res, Bk.sum(res, axis=1, keepdims=True), pcur)
