@@ -189,8 +189,6 @@ def vllm_rejection_sample(draft_token_ids, cu_num_draft_tokens, max_spec_len: in
     ``output_token_ids [B, max_spec_len + 1]``, unused slots holding `PLACEHOLDER_TOKEN_ID`.
     """
     Bsz = cu_num_draft_tokens.shape[0]
-    out = torch.full((Bsz, max_spec_len + 1), PLACEHOLDER_TOKEN_ID, dtype=torch.long,
-                     device=draft_token_ids.device)
     rows = torch.arange(draft_token_ids.shape[0], device=draft_token_ids.device)
     if draft_probs is None:
         dprob = torch.ones(rows.shape[0], dtype=target_probs.dtype, device=target_probs.device)
@@ -199,22 +197,28 @@ def vllm_rejection_sample(draft_token_ids, cu_num_draft_tokens, max_spec_len: in
     tprob = target_probs[rows, draft_token_ids]
     safe = torch.where(dprob > 0, dprob, torch.ones_like(dprob))
     accepted = (dprob > 0) & (tprob / safe >= uniform_probs.to(tprob.dtype))
+    # the requests' loop reads Python lists (one conversion each, not one tensor element a step)
+    accepted, cu = accepted.tolist(), cu_num_draft_tokens.tolist()
+    ids, recovered = draft_token_ids.tolist(), recovered_token_ids.tolist()
+    bonus = bonus_token_ids.tolist()
+    out = [[PLACEHOLDER_TOKEN_ID] * (max_spec_len + 1) for _ in range(Bsz)]
     start = 0
     for b in range(Bsz):  # the kernel runs one program per request
-        end = int(cu_num_draft_tokens[b])
+        end = int(cu[b])
         rejected = False
         for pos in range(end - start):
             t = start + pos
             if accepted[t]:
-                out[b, pos] = draft_token_ids[t]
+                out[b][pos] = ids[t]
             else:
-                out[b, pos] = recovered_token_ids[t]
+                out[b][pos] = recovered[t]
                 rejected = True
                 break
         if not rejected:
-            out[b, end - start] = bonus_token_ids[b]
+            out[b][end - start] = bonus[b]
         start = end
-    return out
+    return torch.tensor(out, dtype=torch.long, device=draft_token_ids.device).reshape(
+        Bsz, max_spec_len + 1)
 
 
 def _vllm_canonical(drafts, q, p, uniforms_pos, recovered, bonus):
