@@ -48,14 +48,25 @@ def max_transport(law: dict, p) -> tuple[dict, Fraction]:
     flow only adds, subtracts and compares them), so each step is an integer operation; the
     flows are read back as Fractions, the same values and the same augmenting paths as in
     rationals."""
+    scaled = integer_transport(law, p)
+    if scaled is None:
+        return _max_transport(law, [Fraction(v) for v in p])
+    flow, supply, d = scaled
+    total = Fraction(sum(sum(fs.values()) for fs in flow.values()), d)
+    return {S: {y: Fraction(f, d) for y, f in fs.items()} for S, fs in flow.items()}, total
+
+
+def integer_transport(law: dict, p):
+    """`max_transport` in integers: ``(flow {S: {y: integer}}, supply {S: integer}, d)`` with
+    every flow and P(S) the integer over d, or None when a supply is not an int or a Fraction."""
     caps = [Fraction(v) for v in p]
     ints = integer_row(list(law.values()) + caps)
     if ints is None:
-        return _max_transport(law, caps)
+        return None
     n, d = ints
-    flow, _ = _max_transport(dict(zip(law, n)), n[len(law):])
-    total = Fraction(sum(sum(fs.values()) for fs in flow.values()), d)
-    return {S: {y: Fraction(f, d) for y, f in fs.items()} for S, fs in flow.items()}, total
+    supply = dict(zip(law, n))
+    flow, _ = _max_transport(supply, n[len(law):])
+    return flow, supply, d
 
 
 def _max_transport(law: dict, caps: list) -> tuple[dict, Fraction]:
@@ -122,6 +133,20 @@ def _max_transport(law: dict, caps: list) -> tuple[dict, Fraction]:
 def hu_plan(q, p, m: int, scheme: str) -> NodePlan:
     """The optimal transport plan at one node (module doc)."""
     law = outcomes(q, m, scheme)
+    scaled = integer_transport(law, p)
+    if scaled is not None:  # f / P = F / P_int over the common denominator: one Fraction each
+        flow, supply, d = scaled
+        acc_int: dict = {}
+        accept, reject = {}, {}
+        for S, P in supply.items():
+            accept[S] = {y: Fraction(f, P) for y, f in flow[S].items() if f > 0}
+            reject[S] = Fraction(P - sum(flow[S].values()), P)
+            for y, f in flow[S].items():
+                acc_int[y] = acc_int.get(y, 0) + f
+        accepted = {y: Fraction(f, d) for y, f in acc_int.items()}
+        correction, _ = unmatched_correction(p, accepted)
+        total = Fraction(sum(acc_int.values()), d)
+        return NodePlan(accept, reject, correction, {"acceptance": total})
     flow, total = max_transport(law, p)
     accepted: dict = {}
     accept, reject = {}, {}

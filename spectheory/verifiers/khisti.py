@@ -30,10 +30,11 @@ token tree of the K paths with m the number of paths through the node.
 from __future__ import annotations
 
 from fractions import Fraction
+from math import factorial
 
 from ..registry import VerifierSpec
 from .coupling import NodePlan, outcomes, plan_rule
-from .hu import max_transport
+from .hu import integer_transport, max_transport
 from .specinfer import node_recursive_law
 
 
@@ -44,16 +45,33 @@ def khisti_plan(q, p, m: int, scheme: str) -> NodePlan:
     selection weights, summing to 1 over the distinct tokens of S), ``q_selected`` (the law
     q_I of the selected token) and ``selected_acceptance`` (sum_y min(p(y), q_I(y)))."""
     law = outcomes(q, m, scheme)
-    flow, _ = max_transport(law, p)
     V = len(p)
     beta = {}
-    q_sel = [Fraction(0)] * V
-    for S, P in law.items():
-        toks = list(dict.fromkeys(S))
-        left = (P - sum(flow[S].values(), Fraction(0))) / len(toks)
-        beta[S] = {y: (flow[S].get(y, 0) + left) / P for y in toks}
-        for y, b in beta[S].items():
-            q_sel[y] += P * b
+    scaled = integer_transport(law, p)
+    if scaled is not None:
+        # over the transport's denominator d, with n = len(toks) and F = n f + (P - sum f):
+        # beta = F / (n P) and P beta = F / (n d), summed over n! d to stay in integers
+        flow, supply, d = scaled
+        unit = factorial(max(m, 1))
+        sel = [0] * V
+        for S, P in supply.items():
+            toks = list(dict.fromkeys(S))
+            n = len(toks)
+            left = P - sum(flow[S].values())
+            F = {y: n * flow[S].get(y, 0) + left for y in toks}
+            beta[S] = {y: Fraction(F[y], n * P) for y in toks}
+            for y in toks:
+                sel[y] += F[y] * (unit // n)
+        q_sel = [Fraction(v, unit * d) for v in sel]
+    else:
+        flow, _ = max_transport(law, p)
+        q_sel = [Fraction(0)] * V
+        for S, P in law.items():
+            toks = list(dict.fromkeys(S))
+            left = (P - sum(flow[S].values(), Fraction(0))) / len(toks)
+            beta[S] = {y: (flow[S].get(y, 0) + left) / P for y in toks}
+            for y, b in beta[S].items():
+                q_sel[y] += P * b
     a = [min(Fraction(1), p[y] / q_sel[y]) if q_sel[y] > 0 else Fraction(0) for y in range(V)]
     res = [max(p[y] - q_sel[y], Fraction(0)) for y in range(V)]
     tot = sum(res, Fraction(0))
