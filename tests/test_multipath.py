@@ -307,6 +307,39 @@ def test_float32_batch_rows_are_distributions(name):
     assert torch.allclose(law.stop.double(), law64.stop, atol=1e-4)
 
 
+def test_plan_acceptance_is_the_acceptance_of_its_rule():
+    """The acceptance a node plan reports of itself (hu's total flow, Global Resolution's
+    repaired rows, khisti's selected law) equals P(Y in S) recomputed from its rule and the
+    outcome law (`node_acceptance`), exactly: on rows with a tie and a zero, and on float32 rows
+    (read as the Fractions they are). For khisti the selected law's acceptance is the optimum
+    alpha*, which no lossless rule exceeds and its residual draws cannot lower."""
+    from spectheory.verifiers.coupling import _normalised, node_acceptance, set_law
+    from spectheory.verifiers.global_resolution import global_resolution_plan
+    from spectheory.verifiers.hu import hu_plan
+    from spectheory.verifiers.khisti import khisti_plan
+
+    F = Fraction
+    g = torch.Generator().manual_seed(7)
+    rows = [([F(1, 2), F(1, 4), F(1, 4), F(0)], [F(1, 4), F(3, 8), F(3, 8), F(0)]),
+            ([F(0), F(1, 3), F(1, 6), F(1, 2)], [F(1, 2), F(1, 4), F(0), F(1, 4)])]
+    for _ in range(2):
+        q, p = (torch.softmax(2 * torch.randn(5, generator=g), -1).tolist() for _ in range(2))
+        rows.append((_normalised(q), _normalised(p)))
+    for q, p in rows:
+        for m in (1, 2, 3):
+            for plan, scheme in ((hu_plan, "iid"), (hu_plan, "norep"),
+                                 (global_resolution_plan, "iid")):
+                got = plan(q, p, m, scheme).stats["acceptance"]
+                assert got == node_acceptance(plan, q, p, m, scheme), (plan.__name__, m, q, p)
+            sel = khisti_plan(q, p, m, "iid").stats["selected_acceptance"]
+            assert sel == node_acceptance(khisti_plan, q, p, m, "iid") and sel <= 1
+    # Global Resolution on a target row read as given, summing to 2: sum_D P(D) sum pi(. | D)
+    q, p = rows[0]
+    plan = global_resolution_plan(q, [2 * x for x in p], 2, "iid")
+    want = sum((P * sum(plan.accept[D].values(), F(0)) for D, P in set_law(q, 2).items()), F(0))
+    assert plan.stats["acceptance"] == want
+
+
 # ----------------------------------------------------------------------------- guards
 
 

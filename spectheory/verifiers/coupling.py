@@ -160,11 +160,22 @@ class NodePlan:
         return self.correction
 
 
+def exact_sum(values) -> Fraction:
+    """The sum of Fractions (or ints) in pairs, then pairs of pairs: the same exact value as a
+    running sum, faster when the denominators differ (the partial sums stay small longer)."""
+    xs = [Fraction(0)] + list(values)
+    if not all(isinstance(x, (int, Fraction)) for x in xs):  # floats: a running sum, as sum()
+        return sum(xs[1:], Fraction(0))
+    while len(xs) > 1:
+        xs = [xs[i] + xs[i + 1] if i + 1 < len(xs) else xs[i] for i in range(0, len(xs), 2)]
+    return xs[0]
+
+
 def unmatched_correction(p, accepted) -> tuple[list, Fraction]:
     """The rejection law normalise(p - a) of a plan whose acceptance mass per token is ``a``
     (a dict), and its mass 1 - sum a; the target row itself where that mass is zero."""
     d = [p[y] - accepted.get(y, 0) for y in range(len(p))]
-    total = sum(d, Fraction(0))
+    total = exact_sum(d)
     if total <= 0:
         return list(p), Fraction(0)
     return [v / total for v in d], total

@@ -60,7 +60,7 @@ import numpy as np
 from ..bounds import optimal_acceptance, ratio_order
 from ..runtime.errors import SpectheoryError
 from ..registry import VerifierSpec
-from .coupling import (NodePlan, integer_row, plan_rule, set_count, set_law,
+from .coupling import (NodePlan, exact_sum, integer_row, plan_rule, set_count, set_law,
                        unmatched_correction)
 from .specinfer import node_recursive_law
 
@@ -200,37 +200,49 @@ def global_resolution_plan(q, p, m: int, scheme: str, truncation: float = 0.0,
     in_w = _solve(law, inner_set, {v: p[v] for v in H if v in keep_in and q[v] > 0},
                   slack=True)
     accept, reject = {}, {}
-    rows = [Fraction(0)] * V
+    terms: list = [[] for _ in range(V)]  # P(D) pi(y | D) per token y, summed in pairs below
     # the weights as integers over one denominator c: w / sum(w) = W / sum(W) and
     # w / (1 + sum(w)) = W / (c + sum(W)), the same Fractions with one division each
     W_out, _ = integer_row([out_w.get(v, Fraction(0)) for v in range(V)])
     W_in, c_in = integer_row([in_w.get(v, Fraction(0)) for v in range(V)])
+    plain = {}  # 1 - sum pi(. | D) before the repair: 0 for an outer set, c / tot an inner one
     for D, P in law.items():
         A = [v for v in D if v not in Hs]
         if A:
             tot = sum(W_out[v] for v in A)
             pi = ({v: Fraction(W_out[v], tot) for v in A} if tot > 0 else
                   {v: Fraction(1, len(A)) for v in A})
+            plain[D] = Fraction(0)
         else:
             tot = c_in + sum(W_in[v] for v in D)
             pi = {v: Fraction(W_in[v], tot) for v in D}
+            plain[D] = Fraction(c_in, tot)
         accept[D] = pi
         for v, a in pi.items():
-            rows[v] += P * a
+            terms[v].append(P * a)
+    rows = [exact_sum(t) for t in terms]
+    cut = [False] * V
     if repair:
         scale = [min(Fraction(1), p[y] / rows[y]) if rows[y] > 0 else Fraction(1)
                  for y in range(V)]
-        accept = {D: {v: a * scale[v] for v, a in pi.items()} for D, pi in accept.items()}
-        rows = [rows[y] * scale[y] for y in range(V)]
+        cut = [sc != 1 for sc in scale]  # a scaled row becomes p(y) exactly
+        accept = {D: {v: a * scale[v] if cut[v] else a for v, a in pi.items()}
+                  for D, pi in accept.items()}
+        rows = [p[y] if cut[y] else rows[y] for y in range(V)]
     for D, pi in accept.items():
-        reject[D] = 1 - sum(pi.values(), Fraction(0))
+        reject[D] = (1 - sum(pi.values(), Fraction(0)) if any(cut[v] for v in pi) else
+                     plain[D])
+    acceptance = None
     if repair:
-        correction, _ = unmatched_correction(p, dict(enumerate(rows)))
+        correction, mass = unmatched_correction(p, dict(enumerate(rows)))
+        if exact_sum(p) == 1:  # sum(rows) = sum(p) - sum(p - rows)
+            acceptance = 1 - mass
     else:  # the paper's plan as it is: the positive remainder of p, normalised
         rem = [max(p[y] - rows[y], Fraction(0)) for y in range(V)]
         tot = sum(rem, Fraction(0))
         correction = [v / tot for v in rem] if tot > 0 else list(p)
-    acceptance = sum(rows, Fraction(0))
+    if acceptance is None:
+        acceptance = exact_sum(rows)
     return NodePlan(accept, reject, correction, {"acceptance": acceptance, "alpha": alpha,
                                                  "H": H}, by_set=True)
 
