@@ -200,12 +200,16 @@ def _classes():
                 raise SpectheoryError(f"the {self.name} model was handed a token outside "
                                       f"0..{V - 1} after the prompt")
             out = torch.empty(B, T, V + 1, dtype=torch.float32)
+            seqs = body.tolist()  # the rows' indices in Python ints, not one tensor op a token
             for i in range(T):
                 t = max(start + i - self.shift, 0)  # tokens after the prompt read by this row
                 k = min(t, D)
-                idx = torch.zeros(B, dtype=torch.long)
-                for j in range(t - k, t):
-                    idx = idx * V + body[:, j]
+                idx = []
+                for seq in seqs:
+                    n = 0
+                    for j in range(t - k, t):
+                        n = n * V + seq[j]
+                    idx.append(n)
                 out[:, i] = self.logit_tables[k][idx]
             return out
 
