@@ -184,12 +184,16 @@ def _model_class():
                 raise SpectheoryError(f"the {self.name} model was handed a token outside "
                                       f"0..{V - 1} after the prompt")
             out = np.empty((B, T, V + 1), dtype=np.float32)
+            seqs = body.tolist()  # the rows' indices in Python ints, not one array op a token
             for i in range(T):
                 t = max(start + i - self.shift, 0)  # tokens after the prompt read by this row
                 k = min(t, D)
-                idx = np.zeros(B, dtype=np.int64)
-                for j in range(t - k, t):
-                    idx = idx * V + body[:, j]
+                idx = []
+                for seq in seqs:
+                    n = 0
+                    for j in range(t - k, t):
+                        n = n * V + seq[j]
+                    idx.append(n)
                 out[:, i] = self._tables[k][idx]
             return out
 
