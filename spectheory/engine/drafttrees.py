@@ -572,7 +572,7 @@ def _topk_outcome(shape: TreeShape, q_levels, V: int):
 
 
 def _outcome_weight(shape: TreeShape, tok, q_levels, V: int, drafting: str, like,
-                    drop: bool = False):
+                    drop: bool = False, ints=None):
     """Probability of joint outcomes tok [n, N] (token of node u in column u; column 0 unused)
     and the prefix index of every node [n, N].
 
@@ -583,8 +583,8 @@ def _outcome_weight(shape: TreeShape, tok, q_levels, V: int, drafting: str, like
     law): it takes the first child's token and token 0 below, counted once, and the result has
     a third element, the mask [n] per node of the dropped nodes."""
     if Bk.is_exact(like):
-        ints = [_integer_level(level) for level in q_levels]
-        if all(x is not None for x in ints):
+        ints = _integer_levels(q_levels) if ints is None else ints
+        if ints is not None:
             return _outcome_weight_exact(shape, tok, ints, V, drafting, drop)
     n, N = tok.shape
     pidx = [None] * N
@@ -635,6 +635,13 @@ def _outcome_weight(shape: TreeShape, tok, q_levels, V: int, drafting: str, like
             pidx[c] = pidx[u] * V + tok[:, c]
             copy[c] = copy[c] | copy[u]
     return (weight, pidx, copy) if drop else (weight, pidx)
+
+
+def _integer_levels(q_levels):
+    """`_integer_level` of every level, or None when one is not rational (computed once per
+    law: the enumeration reads the levels chunk after chunk)."""
+    ints = [_integer_level(level) for level in q_levels]
+    return ints if all(x is not None for x in ints) else None
 
 
 def _integer_level(level):
@@ -763,6 +770,7 @@ def tree_block_law_enumerate(verifier, shape, q_levels, p_levels, V: int,
         chunks = None
     tau_pmf = Bk.full((1, L + 1), 0, like)
     emitted = [Bk.full((V**i, V), 0, like) for i in range(L + 1)]
+    ints = _integer_levels(q_levels) if exact and drafting != "topk" else None
     f0 = 0
     while f0 < total:
         if chunks is not None:
@@ -779,7 +787,7 @@ def tree_block_law_enumerate(verifier, shape, q_levels, p_levels, V: int,
         if drafting == "topk":
             weight = Bk.full((1,), 1, like)
         else:
-            weight, _ = _outcome_weight(shape, tok, q_levels, V, drafting, like)
+            weight, _ = _outcome_weight(shape, tok, q_levels, V, drafting, like, ints=ints)
         keep = weight != 0
         if not bool(keep.all()):
             tok, weight = tok[keep], weight[keep]
