@@ -608,3 +608,32 @@ def test_outputs_of_two_dimensions_are_a_layout_mistake():
 
     report = check_sampler(transposed, "block", samples=2000)
     assert not report.passed and "accepted of shape [1," in str(report)
+
+
+def test_unique_rows_is_torch_unique():
+    """The repeat-aware sampler's grouping of its input rows (``own_sampler._unique_rows``,
+    rows grouped by their bytes first) returns torch.unique(dim=0)'s distinct rows and inverse:
+    on rows with ties across and within rows, float32 and float64, non-contiguous batches, and
+    rows holding -0.0 (equal to 0.0 with other bytes), NaN or inf, which torch.unique groups."""
+    from spectheory.testing.checks.own_sampler import _unique_rows
+
+    g = torch.Generator().manual_seed(1)
+    for trial in range(60):
+        m, w, k = (int(torch.randint(1, hi, (1,), generator=g)) for hi in (600, 20, 30))
+        dt = torch.float32 if trial % 3 == 0 else torch.float64
+        base = torch.floor(torch.rand(k, w, generator=g, dtype=dt) * 4) / 4
+        if trial % 5 == 0:
+            base[0, 0] = -0.0
+        if trial % 7 == 0:
+            base[-1, -1] = float("nan")
+        if trial % 11 == 0:
+            base[0] = float("inf")
+        flat = base[torch.randint(0, k, (m,), generator=g)]
+        if trial % 4 == 0:
+            flat = flat.t().contiguous().t()
+        want, want_inv = torch.unique(flat, dim=0, return_inverse=True)
+        got, got_inv = _unique_rows(flat)
+        assert torch.equal(got_inv, want_inv), trial
+        assert got.dtype == want.dtype and got.shape == want.shape, trial
+        assert torch.equal(torch.nan_to_num(got), torch.nan_to_num(want)), trial
+        assert torch.equal(torch.signbit(got), torch.signbit(want)), trial
