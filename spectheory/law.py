@@ -91,6 +91,19 @@ def _as_numpy(x):
     return np.asarray(x)
 
 
+_NOT_EXACT, _NEGATIVE = 1, 2
+
+
+def _exact_code(v) -> int:
+    """0 for a Fraction or integer >= 0 (not a bool), `_NEGATIVE` for a negative one,
+    `_NOT_EXACT` for anything else (a Fraction's sign is its numerator's)."""
+    if type(v) is Fraction:
+        return _NEGATIVE if v.numerator < 0 else 0
+    if isinstance(v, (Fraction, int, np.integer)) and not isinstance(v, bool):
+        return _NEGATIVE if v < 0 else 0
+    return _NOT_EXACT
+
+
 def validate_law(law: Any, batch: int, paths: int, length: int, vocab: int, exact: bool,
                  drafts=None, tol: float = ROW_SUM_TOL, name: str = "verifier") -> Law:
     """Check that ``law`` is a K-path law of the expected shape and return it.
@@ -127,24 +140,26 @@ def validate_law(law: Any, batch: int, paths: int, length: int, vocab: int, exac
         return f"{what}[b={b}, k={k}, tau={i}" + (f", y={ix[3]}]" if len(ix) > 3 else "]")
 
     if exact:
+        negative = {}  # object arrays: the sign read in the pass that checks the types
         for what, arr in (("stop", stop), ("correction", corr)):
             a = np.asarray(arr, dtype=object) if not isinstance(arr, np.ndarray) else arr
             if a.dtype != object and not np.issubdtype(a.dtype, np.integer):
                 raise LawError("not-exact", f"{name} returned a {a.dtype} {what} in exact mode "
                                f"(entries must be Fractions)", None, None)
             if a.dtype == object:
-                ok = np.frompyfunc(lambda v: isinstance(v, (Fraction, int, np.integer))
-                                   and not isinstance(v, bool), 1, 1)(a).astype(bool)
+                code = np.frompyfunc(_exact_code, 1, 1)(a).astype(np.int8)
+                ok = code != _NOT_EXACT
                 if not ok.all():
                     ix = _first(~ok)
                     v = a[ix]
                     raise LawError("not-exact", f"{name}: {at(what, ix)} = {v!r} is a "
                                    f"{type(v).__name__}, not a Fraction, in an exact-mode "
                                    f"law{draft_of(ix)}", ix, v)
+                negative[what] = code == _NEGATIVE
         s = np.asarray(stop, dtype=object)
         c = np.asarray(corr, dtype=object)
         for what, a in (("stop", s), ("correction", c)):
-            neg = a < 0
+            neg = negative[what] if what in negative else a < 0
             if neg.any():
                 ix = _first(neg)
                 raise LawError("negative", f"{name}: negative probability {at(what, ix)} = "
