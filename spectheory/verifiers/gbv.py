@@ -183,6 +183,16 @@ def _int_view(dtype):
     return _INT_VIEW.get(dtype)
 
 
+def _same_bits(a, b) -> bool:
+    """Whether two rows hold the same bit patterns (``torch.equal`` takes -0.0 for 0.0, and the
+    rank orders here read the bits)."""
+    view = _int_view(a.dtype)
+    if view is None or b.dtype != a.dtype:
+        return torch.equal(a, b) and a.dtype == b.dtype and not bool(
+            (torch.signbit(a) != torch.signbit(b)).any())
+    return torch.equal(a.view(view), b.view(view))
+
+
 def _order_by_bits(r, ties: str, worst_first: bool = False, keep_bits: bool = False,
                    scratch=None):
     """Rank order (best first) of float ratios r [..., V] (float32/float64, CPU) by one stable
@@ -745,7 +755,7 @@ def _skewed_block_law(drafts, q, p, k, K: int, ties: str, root_orders=None) -> L
         b0 = first.setdefault(tuple(toks), b)
         if b0 != b:  # a path already done (the exact engine's outcomes repeat paths): the
             k0 = int(k[b0])  # law is a function of its tokens and rows, reused when both match
-            if torch.equal(q_path, q[b0, k0]) and torch.equal(p_path, p[b0, k0]):
+            if _same_bits(q_path, q[b0, k0]) and _same_bits(p_path, p[b0, k0]):
                 weights[b] = weights[b0]
                 corr[b] = corr[b0]
                 continue
