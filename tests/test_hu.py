@@ -106,3 +106,39 @@ def test_size_guard_names_the_count():
     inst = random_instance(12, 1, 0)
     with pytest.raises(SizeLimitError, match="75582 multisets"):
         analyze_multipath(inst, MULTI_PATH["hu"], 8, "iid")
+
+
+@pytest.mark.parametrize("m", [2, 3])
+def test_plans_of_float_rows_equal_the_rational_plans(m):
+    """The plans compute in integers over one denominator when their rows are rationals (every
+    engine call) and in the rows' own arithmetic otherwise (a direct call with floats): the two
+    give the same plan to 1e-12 on a row with a tie and a zero (outcome laws, the set law, hu's
+    and khisti's acceptance, rejection and correction)."""
+    from spectheory.verifiers.coupling import set_law
+    from spectheory.verifiers.khisti import khisti_plan
+
+    q = [Fraction(1, 3), Fraction(1, 3), Fraction(1, 4), Fraction(1, 12), Fraction(0)]
+    p = [Fraction(1, 2), Fraction(1, 8), Fraction(1, 8), Fraction(0), Fraction(1, 4)]
+    qf, pf = [float(v) for v in q], [float(v) for v in p]
+
+    def close(a, b):
+        assert abs(float(a) - float(b)) <= 1e-12, (a, b)
+
+    for scheme in ("iid", "norep"):
+        exact, approx = outcomes(q, m, scheme), outcomes(qf, m, scheme)
+        assert exact.keys() == approx.keys()
+        for S in exact:
+            close(exact[S], approx[S])
+    exact, approx = set_law(q, m), set_law(qf, m)
+    assert exact.keys() == approx.keys()
+    for D in exact:
+        close(exact[D], approx[D])
+    for make in (hu_plan, khisti_plan):
+        a, b = make(q, p, m, "iid"), make(qf, pf, m, "iid")
+        assert a.accept.keys() == b.accept.keys()
+        for S in a.accept:
+            close(a.reject[S], b.reject[S])
+            for y in a.accept[S]:
+                close(a.accept[S][y], b.accept[S].get(y, 0))
+            for x, y in zip(a.correction_for(S), b.correction_for(S)):
+                close(x, y)

@@ -96,6 +96,22 @@ def test_node_route_equals_enumeration_exactly(shape, verifier, drafting):
         _same(a, b)
 
 
+@pytest.mark.parametrize("shape", [(2, 1), (3, 1), (2, 2)])
+@pytest.mark.parametrize("verifier,drafting", [("specinfer-norep", "norep"),
+                                               ("specinfer", "iid")])
+def test_float_enumeration_equals_exact(shape, verifier, drafting):
+    """The enumeration weighs outcomes in float64 arrays on a float instance and in integers over
+    one denominator on an exact one (two computations of the same product of q's, renormalised
+    over the unused tokens under norep): on prefix-dependent rational instances with ties and
+    zeros (read as floats for the float route) the laws agree to 1e-12."""
+    for inst in (rational(0), rational(1), make_instance("sparse", 3, 2, 5, denominator=6)):
+        ex = analyze_tree(inst, verifier, shape, drafting, exact=True, route="enumerate")
+        fl = analyze_tree(inst, verifier, shape, drafting, exact=False, route="enumerate")
+        assert max(abs(float(a) - float(b)) for a, b in zip(ex.tau_pmf, fl.tau_pmf)) <= 1e-12
+        assert max(abs(float(a) - float(b))
+                   for a, b in zip(ex.output_law, fl.output_law)) <= 1e-12
+
+
 @pytest.mark.parametrize("K", [2, 3])
 def test_specinfer_node_route_equals_enumeration_on_k_paths(K):
     for inst in (rational(0), rational(1), make_instance("sparse", 3, 2, 5, denominator=6)):
