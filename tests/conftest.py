@@ -66,14 +66,16 @@ def pytest_collection_modifyitems(config, items):
                                     "worker (tests/conftest.py)")
 
 
-#: Modules whose module-scoped fixtures cost seconds (a figure gallery, the claims ledger, sharp
-#: designs, sweeps): under pytest-xdist each runs whole on one worker, since a worker that runs
-#: any test of a module builds that module's fixtures again. A name here that no longer exists
+#: Modules whose module-scoped fixtures or module caches cost seconds (a figure gallery, the
+#: claims ledger, sharp designs, sweeps, the stateful steps' exact laws): under pytest-xdist each
+#: runs whole on one worker, since a worker that runs any test of a module builds that module's
+#: fixtures again. A name here that no longer exists
 #: only stops grouping; a module missing here costs time, never a result.
 WHOLE_MODULES = frozenset({
     "tests/test_figures.py", "tests/test_claims.py", "tests/test_sharp.py",
     "tests/test_sharp_bonus.py", "tests/test_sweep_grids.py", "tests/test_sweep.py",
     "tests/test_gpu_validation.py", "tests/test_gpu_validation_stats.py",
+    "tests/test_stateful_steps.py",
 })
 
 
