@@ -74,7 +74,7 @@ def test_chi_square_functions_are_scipy_stats_bit_for_bit():
         a = np.asarray(out)
         return (type(out), a.shape, a.dtype, a.tobytes())
 
-    xs = [0.0, -1.0, 1e-300, 0.5, 3.7, 12.0, 1e5, np.inf, np.nan, 7, np.float32(2.1)]
+    xs = [0.0, -0.0, -1.0, 1e-300, 0.5, 3.7, 12.0, 1e5, np.inf, np.nan, 7, np.float32(2.1)]
     dfs = [1, 3, 30, 0, -1, 2.5, np.inf, np.int32(4), np.float32(3.0)]
     ncs = [0.0, 1e-8, 4.0, 1e3, -1.0, np.inf]
     qs = [0.0, 1.0, 1e-300, 2.5e-4, 0.5, 1.5, np.nan]
@@ -90,6 +90,9 @@ def test_chi_square_functions_are_scipy_stats_bit_for_bit():
         cases += [(chi2.sf, S.chi2.sf, (x, d)), (chi2.isf, S.chi2.isf, (q, d)),
                   (ncx2.sf, S.ncx2.sf, (x, d, lam)), (ncx2.cdf, S.ncx2.cdf, (x, d, lam)),
                   (ncx2.sf, S.ncx2.sf, (float(x[0]), int(d[0]), lam))]
+        x0 = np.where(rng.random(k) < 0.5, 0.0, x)  # zeros among positive statistics
+        x0[0] = 0.0
+        cases += [(chi2.sf, S.chi2.sf, (x0, d)), (chi2.sf, S.chi2.sf, (-x0, d))]
     assert len(cases) > 1000
     for f, g, args in cases:
         assert outcome(f, *args) == outcome(g, *args), (f, args)

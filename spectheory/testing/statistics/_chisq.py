@@ -3,7 +3,8 @@
 
 Each returns what `scipy.stats.chi2` / `scipy.stats.ncx2` return, bit for bit: where every
 argument lies inside the distribution's open support and parameter range (x > 0 finite, df > 0
-finite, nc > 0 finite, 0 < q < 1), it calls the same `scipy.special` kernel that scipy.stats calls
+finite, nc > 0 finite, 0 < q < 1; for ``chi2.sf`` also x = 0, where both give 1.0: a step check's
+sample-size test computes the statistic of a row against itself, 0), it calls the same `scipy.special` kernel that scipy.stats calls
 there (``chi2._sf = chdtrc(df, x)``, ``chi2._isf = chdtri(df, q)``, ``ncx2._sf = _ncx2_sf(x, df,
 nc)``, ``ncx2._cdf = chndtr(x, df, nc)``, x promoted to float64 first as scipy.stats does), without
 the generic distribution wrapper around it (argument parsing, masks, compress and place: about
@@ -50,13 +51,22 @@ def _inside(arr: np.ndarray | None, upper: float = np.inf) -> bool:
     return bool(((arr > 0) & (arr < upper)).all())
 
 
+def _nonnegative(arr: np.ndarray | None) -> bool:
+    """Every entry of ``arr`` in [0, inf) (-0.0 included)."""
+    if arr is None:
+        return False
+    if arr.ndim == 0:
+        return bool(0 <= arr < np.inf)
+    return bool(((arr >= 0) & (arr < np.inf)).all())
+
+
 class _Chi2:
     """``sf(x, df)`` and ``isf(q, df)`` of `scipy.stats.chi2` (see the module)."""
 
     @staticmethod
     def sf(x, df):
         xa, da = _float64(x), _float64(df)
-        if _inside(xa) and _inside(da):
+        if _nonnegative(xa) and _inside(da):  # sf(0, df) = chdtrc(df, 0) = 1.0, as scipy.stats
             return _sc.chdtrc(np.asarray(df), xa)
         return _stats().chi2.sf(x, df)
 
