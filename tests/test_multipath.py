@@ -414,3 +414,85 @@ def test_tree_route_is_the_default_and_equals_the_enumeration(name, drafting):
             assert tree.route == "tree" and enum.route == "enumerate"
             assert tree.tau_pmf == enum.tau_pmf and tree.tv_to_target == enum.tv_to_target
             assert all(a == b for a, b in zip(tree.output_law, enum.output_law))
+
+
+def _bfs_max_flow(law, caps):
+    """The maximum flow of `spectheory.verifiers.hu` written out plainly: greedy fill in outcome
+    order, then shortest augmenting paths, breadth first from every outcome with supply left
+    (in order), an outcome's distinct tokens in order, a token's holders in order."""
+    from collections import deque
+    supply, cap = dict(law), dict(enumerate(caps))
+    flow = {S: {} for S in law}
+    holders = {y: [S for S in law if y in S] for y in cap}
+    for S in law:
+        for y in dict.fromkeys(S):
+            push = min(supply[S], cap[y])
+            if push > 0:
+                flow[S][y] = flow[S].get(y, 0) + push
+                supply[S] -= push
+                cap[y] -= push
+    while True:
+        parent = {("S", S): None for S in law if supply[S] > 0}
+        queue, end = deque(parent), None
+        while queue and end is None:
+            kind, node = queue.popleft()
+            for nxt in ([("y", y) for y in dict.fromkeys(node)] if kind == "S" else
+                        [("S", S) for S in holders[node] if flow[S].get(node, 0) > 0]):
+                if nxt not in parent:
+                    parent[nxt] = (kind, node)
+                    if nxt[0] == "y" and cap[nxt[1]] > 0:
+                        end = nxt
+                        break
+                    queue.append(nxt)
+        if end is None:
+            return flow
+        path = [end]
+        while parent[path[-1]] is not None:
+            path.append(parent[path[-1]])
+        path.reverse()
+        push = min([supply[path[0][1]], cap[end[1]]]
+                   + [flow[path[i][1]][path[i - 1][1]] for i in range(2, len(path), 2)])
+        for (k, a), (_, b) in zip(path, path[1:]):
+            if k == "S":
+                flow[a][b] = flow[a].get(b, 0) + push
+            else:
+                flow[b][a] -= push
+        supply[path[0][1]] -= push
+        cap[end[1]] -= push
+
+
+@pytest.mark.parametrize("scheme", ["iid", "norep"])
+def test_hu_flow_is_the_breadth_first_augmenting_flow(scheme):
+    """The flow Hu's rule reads (not only its total: which outcome sends mass to which token
+    sets the rule's law) is the plain breadth-first augmenting-path flow, in integers and in
+    Fractions: on prefix-free rows with ties, zeros and float32 values, K = 1..4."""
+    from spectheory.verifiers.coupling import integer_row, outcomes
+    from spectheory.verifiers.hu import _max_transport
+
+    rng = np.random.default_rng(7)
+    rows = [[Fraction(1, 4), Fraction(3, 8), Fraction(3, 8)],  # a tie
+            [Fraction(0), Fraction(1, 2), Fraction(1, 2)],  # a zero
+            [Fraction(1, 2), Fraction(1, 4), Fraction(1, 4)]]
+    for V in (4, 6, 9):
+        x = rng.dirichlet([0.4] * V).astype(np.float32)
+        rows.append([Fraction(float(v)) for v in x / x.sum(dtype=np.float32)])
+        w = rng.integers(0, 3, V)
+        w[0] += 1
+        rows.append([Fraction(int(v), int(w.sum())) for v in w])  # ties and zeros
+    pairs = [(q, p) for q in rows for p in rows if len(q) == len(p)]
+    moved = 0
+    for q, p in pairs:
+        for K in range(1, 5 if len(q) < 9 else 3):
+            if scheme == "norep" and K > sum(v > 0 for v in q):
+                continue
+            law = outcomes(q, K, scheme)
+            n, _ = integer_row(list(law.values()) + list(p))
+            for supply, caps in ((law, list(p)), (dict(zip(law, n)), n[len(law):])):
+                got, total = _max_transport(supply, caps)
+                want = _bfs_max_flow(supply, caps)
+                assert {S: {y: f for y, f in fs.items()} for S, fs in got.items()} == want
+                assert [list(fs) for fs in got.values()] == [list(fs) for fs in want.values()]
+                assert total == sum(sum(fs.values()) for fs in want.values())
+                moved += any(f != min(supply[S], caps[y]) for S, fs in got.items()
+                             for y, f in fs.items())
+    assert moved  # instances where augmenting paths, not the greedy fill alone, set the flow

@@ -69,63 +69,85 @@ def integer_transport(law: dict, p):
     return flow, supply, d
 
 
+def _visit_outcomes(outcomes, tokens, cap, from_S, queue):
+    """Visit each outcome in turn (breadth first, `_max_transport`): each of its distinct tokens
+    not yet reached is reached from it; returns the first one with capacity left (the end of an
+    augmenting path), else None with the reached tokens queued."""
+    for S in outcomes:
+        for y in tokens[S]:
+            if y not in from_S:
+                from_S[y] = S
+                if cap[y] > 0:
+                    return y
+                queue.append((False, y))
+    return None
+
+
 def _max_transport(law: dict, caps: list) -> tuple[dict, Fraction]:
     """`max_transport` on supplies ``law`` and capacities ``caps``, all Fractions or all
-    integers (the arithmetic stays in their type)."""
+    integers (the arithmetic stays in their type).
+
+    Greedy fill in outcome order, then augmenting paths S0 -> y1 -> S1 -> ... -> y_n (cap > 0)
+    found breadth first: the queue starts with every outcome with supply left, in ``law``'s
+    order; an outcome visits its distinct tokens in order and the search ends at the first
+    unvisited token with capacity; a token visits the outcomes holding it that carry flow to
+    it (reverse edges), in ``law``'s order."""
     supply = dict(law)
     cap = dict(enumerate(caps))
     flow: dict = {S: {} for S in law}
+    tokens = {S: tuple(dict.fromkeys(S)) for S in law}  # each outcome's distinct tokens
     holders: dict = {y: [] for y in cap}  # outcomes containing y
-    for S in law:
-        for y in dict.fromkeys(S):
+    for S, ys in tokens.items():
+        for y in ys:
             holders[y].append(S)
-    for S in law:  # greedy fill
-        for y in dict.fromkeys(S):
+    for S, ys in tokens.items():  # greedy fill
+        fs = flow[S]
+        for y in ys:
             push = min(supply[S], cap[y])
             if push > 0:
-                flow[S][y] = flow[S].get(y, 0) + push
+                fs[y] = fs.get(y, 0) + push
                 supply[S] -= push
                 cap[y] -= push
-    while True:  # augmenting paths S0 -> y1 -> S1 -> y2 -> ... -> y_n (cap > 0)
-        parent: dict = {}
-        queue = deque()
-        for S in law:
-            if supply[S] > 0:
-                parent[("S", S)] = None
-                queue.append(("S", S))
-        end = None
+    live = dict.fromkeys(S for S in law if supply[S] > 0)  # the starts, in law's order
+    while True:
+        # parents: token -> the outcome it was reached from; outcome -> the token it was reached
+        # from (the starts, every outcome in live, have none and are not in from_y)
+        from_S: dict = {}
+        from_y: dict = {}
+        queue: deque = deque()  # after the starts: (is an outcome, node)
+        end = _visit_outcomes(live, tokens, cap, from_S, queue)
         while queue and end is None:
-            kind, node = queue.popleft()
-            if kind == "S":
-                for y in dict.fromkeys(node):
-                    if ("y", y) not in parent:
-                        parent[("y", y)] = (kind, node)
-                        if cap[y] > 0:
-                            end = ("y", y)
-                            break
-                        queue.append(("y", y))
+            is_S, node = queue.popleft()
+            if is_S:
+                end = _visit_outcomes((node,), tokens, cap, from_S, queue)
             else:
                 for S in holders[node]:
-                    if ("S", S) not in parent and flow[S].get(node, 0) > 0:
-                        parent[("S", S)] = (kind, node)
-                        queue.append(("S", S))
+                    if S not in live and S not in from_y and flow[S].get(node, 0) > 0:
+                        from_y[S] = node
+                        queue.append((True, S))
         if end is None:
             break
-        path = [end]
-        while parent[path[-1]] is not None:
-            path.append(parent[path[-1]])
+        path = [end]  # y_n, S_{n-1}, y_{n-1}, ..., S0
+        while True:
+            S = from_S[path[-1]]
+            path.append(S)
+            if S in live:
+                break
+            y = from_y[S]
+            path.append(y)
         path.reverse()  # S0, y1, S1, y2, ..., y_n
-        push = min(supply[path[0][1]], cap[path[-1][1]])
+        push = min(supply[path[0]], cap[end])
         for i in range(2, len(path), 2):  # reverse edges y_i <- S_i carry flow to give back
-            push = min(push, flow[path[i][1]][path[i - 1][1]])
-        for i in range(0, len(path) - 1):
-            (k1, a), (_, b) = path[i], path[i + 1]
-            if k1 == "S":
-                flow[a][b] = flow[a].get(b, 0) + push
-            else:
-                flow[b][a] -= push
-        supply[path[0][1]] -= push
-        cap[path[-1][1]] -= push
+            push = min(push, flow[path[i]][path[i - 1]])
+        for i in range(0, len(path) - 1, 2):  # forward edges S_i -> y_{i+1}
+            fs = flow[path[i]]
+            fs[path[i + 1]] = fs.get(path[i + 1], 0) + push
+        for i in range(1, len(path) - 1, 2):  # reverse edges y_i <- S_i
+            flow[path[i + 1]][path[i]] -= push
+        supply[path[0]] -= push
+        cap[end] -= push
+        if not supply[path[0]] > 0:
+            del live[path[0]]
     total = sum((sum(f.values(), Fraction(0)) for f in flow.values()), Fraction(0))
     return flow, total
 
