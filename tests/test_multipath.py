@@ -496,3 +496,41 @@ def test_hu_flow_is_the_breadth_first_augmenting_flow(scheme):
                 moved += any(f != min(supply[S], caps[y]) for S, fs in got.items()
                              for y, f in fs.items())
     assert moved  # instances where augmenting paths, not the greedy fill alone, set the flow
+
+
+def test_spectr_exact_bisection_in_integers_is_the_rational_bisection(monkeypatch):
+    """K-SEQ's rho in exact mode halves its interval in integers (`_bisect_exact`); the plain
+    bisection in Fractions (`_bisect`, the float and torch route) on the same nodes gives the
+    same rho, value and type, at every node of the exact SpecTr laws of instances with a tie,
+    zeros, a one-hot target and prefix-dependent rows, K = 2, 3 (and m = 1..K at the nodes)."""
+    import importlib
+
+    spectr_mod = importlib.import_module("spectheory.verifiers.spectr")
+
+    calls = []
+    fast = spectr_mod._bisect_exact
+
+    def both(lo, hi, P, R, m, K, steps):
+        got = fast(lo, hi, P, R, m, K, steps)
+        want = spectr_mod._bisect(lo, hi, P, R, m, K, steps)
+        assert got.shape == want.shape
+        assert all(type(g) is Fraction and g == w for g, w in zip(got.flat, want.flat))
+        calls.append((int(np.max(m)), int(np.sum(got != hi))))
+        return got
+
+    monkeypatch.setattr(spectr_mod, "_bisect_exact", both)
+    F = Fraction
+    rows = [[F(1, 2), F(1, 4), F(1, 4)], [F(1, 4), F(3, 8), F(3, 8)], [F(0), F(1), F(0)],
+            [F(0), F(1, 3), F(2, 3)], [F(1, 3), F(1, 6), F(1, 2)], [F(5, 12), F(1, 12), F(1, 2)]]
+    pairs = [(a, b) for a in rows for b in rows]  # [B] nodes: every (q, p) pair, p = q among them
+    for K in (2, 3):
+        q = np.array([[a] * K for a, _ in pairs], dtype=object)  # [B, K, V]
+        p = np.array([[b] * K for _, b in pairs], dtype=object)
+        m = np.array([[1 + (i + k) % K for k in range(K)] for i in range(len(pairs))])  # [B, K]
+        rho = spectr_mod.kseq_rho(q, p, m, K)
+        fl = spectr_mod.kseq_rho(q.astype(float), p.astype(float), m, K)
+        assert np.abs(rho.astype(float) - fl).max() < 1e-9
+    assert {mx for mx, _ in calls} == {2, 3} and all(moved > 0 for _, moved in calls)
+    # the SpecTr law on a prefix-dependent instance with zeros, through the engine
+    assert analyze(random_instance(3, 2, 11, alpha=0.3, denominator=6), "spectr",
+                   paths=2).tv_to_target == 0

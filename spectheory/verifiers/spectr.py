@@ -24,6 +24,11 @@ rational result is exactly lossless). m = 1 gives rho = 1: token verification.
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
+import numpy as np
+
 from ..runtime import backend as B
 from ..law import MultiLaw
 from ..registry import VerifierSpec
@@ -77,12 +82,59 @@ def kseq_rho(q_rows, p_rows, m, K: int):
     passed = r <= B.expand_dims(lo, -1)
     P = B.sum(B.where(passed, p_rows, B.zeros_like(p_rows)), axis=-1)
     Q = B.sum(B.where(passed, q_rows, B.zeros_like(q_rows)), axis=-1)
-    for _ in range(BISECTION_STEPS[exact]):
+    if exact:
+        return _bisect_exact(lo, hi, P, Q_tot - Q, m, K, BISECTION_STEPS[exact])
+    return _bisect(lo, hi, P, Q_tot - Q, m, K, BISECTION_STEPS[exact])
+
+
+def _bisect(lo, hi, P, R, m, K: int, steps: int):
+    """``steps`` halvings of [lo, hi] keeping the valid upper end: rho = mid is valid when
+    mid >= c_m(beta) with beta = (P + mid R) / mid (T(rho) on the piece, R = Q_tot - Q).
+    ``lo, hi, P, R, m [B, K]``; the backend's arithmetic (float, torch or Fractions)."""
+    for _ in range(steps):
         mid = (lo + hi) / 2
-        ok = mid >= _c((P + mid * (Q_tot - Q)) / mid, m, K)
+        ok = mid >= _c((P + mid * R) / mid, m, K)
         hi = B.where(ok, mid, hi)
         lo = B.where(ok, lo, mid)
     return hi
+
+
+def _bisect_exact(lo, hi, P, R, m, K: int, steps: int):
+    """`_bisect` on Fractions in integers, node by node: the same halvings and the same tests,
+    hence the same hi. With lo = l/D, hi = h/D, mid = a/b (a = l + h, b = 2D), P = p/d and
+    R = r/d: 1 - beta = x/y with y = d a, x = y - p b - r a, so c_m(beta) = N / y^(n-1) with
+    N = sum_{j<n} x^j y^(n-1-j), n = min(m, K) (c = 0 for n = 0), and mid >= c_m(beta) is
+    a y^(n-1) >= N b, reversed when y^(n-1) < 0 (b > 0). ``lo, hi, P, R, m [B, K]`` object /
+    int arrays; returns hi [B, K] as an object array (a node never moved keeps its hi)."""
+    out = np.empty(hi.shape, dtype=object)
+    for i in np.ndindex(hi.shape):
+        out[i] = _bisect_node(Fraction(lo[i]), hi[i], Fraction(P[i]), Fraction(R[i]),
+                              min(max(int(m[i]), 0), K), steps)
+    return out
+
+
+def _bisect_node(lo: Fraction, hi, P: Fraction, R: Fraction, n: int, steps: int):
+    hi_f = Fraction(hi)
+    D = math.lcm(lo.denominator, hi_f.denominator)
+    l, h = lo.numerator * (D // lo.denominator), hi_f.numerator * (D // hi_f.denominator)
+    d = math.lcm(P.denominator, R.denominator)
+    p, r = P.numerator * (d // P.denominator), R.numerator * (d // R.denominator)
+    moved = False
+    for _ in range(steps):
+        a, b = l + h, 2 * D  # mid = a / b
+        if a == 0:
+            raise ZeroDivisionError("Fraction(0, 0)")  # beta's division by mid, as in rationals
+        y = d * a
+        x = y - p * b - r * a
+        N, xp = 0, 1
+        for j in range(n):  # N = sum_{j<n} x^j y^(n-1-j)
+            N += xp * y ** (n - 1 - j)
+            xp *= x
+        yy = y ** (n - 1) if n else 1  # mid >= N / yy, multiplied through by b yy
+        ok = a * yy >= N * b if yy > 0 else a * yy <= N * b
+        l, h, D = (2 * l, a, b) if ok else (a, 2 * h, b)
+        moved = moved or ok
+    return Fraction(h, D) if moved else hi
 
 
 def kseq_rule(member, tok, q_rows, p_rows):
