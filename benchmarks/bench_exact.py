@@ -24,6 +24,11 @@ the per-draft route.
   the torch route, from ``COMPILED_MIN_NODES`` nodes on, which V = 8, L = 7 reaches);
   ``headline*_torch_route`` is the same case with ``SPECTHEORY_NUMBA=0`` (torch throughout).
 * A straightforward per-draft Python loop on a small case (E[tau] only).
+* With the laws asked for, the *law write floor* (``law_write_floor_s``, ``law_write_floor_ratio``
+  to the read floor): one ``torch.mul`` that reads the depth-L target table and writes a table
+  of the output law's size (V^(L+1) entries), what writing the output law costs at the least in
+  one plain pass; ``ratio_besides_law_write`` is the analysis' time less that, over the read
+  floor (measured after the peak memory is taken: the pass holds one more table).
 
 Torch runs with one thread; each case runs in a fresh subprocess (its peak memory is its own);
 times are medians over ``--repeat`` runs (the first call, which also grows the heap and loads
@@ -138,6 +143,19 @@ if per_draft:
         out["max_abs_diff_output_law"] = float(np.abs(r.output_law - r2.output_law).max())
 if per_draft:  # the per-draft route's own arrays (and the node result kept for the diffs)
     out["peak_rss_gib_with_per_draft"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+if laws:  # one torch pass reading the depth-L target table and writing a V^(L+1) table
+    r = None
+    rows_L = pl[-1]
+    scale = torch.rand(rows_L.shape[0], dtype=rows_L.dtype, generator=torch.Generator().manual_seed(0))
+    law_buffer = torch.empty_like(rows_L)
+    writes = []
+    for _ in range(repeat + 1):
+        t = time.perf_counter()
+        torch.mul(rows_L, scale.unsqueeze(1), out=law_buffer)
+        writes.append(time.perf_counter() - t)
+    write = statistics.median(writes[1:])
+    out.update({"law_write_floor_s": write, "law_write_floor_ratio": write / floor,
+                "ratio_besides_law_write": (node - write) / floor})
 print(json.dumps(out))
 """
 
@@ -242,7 +260,9 @@ def main() -> int:
               f"({h['speedup_vs_per_draft']:.0f}x slower); |diff| tau pmf "
               f"{h['max_abs_diff_tau_pmf']:.1e}, output law {h['max_abs_diff_output_law']:.1e}; "
               f"peak {h['peak_rss_gib']:.2f} GiB (inputs resident {h['rss_gib_after_instance']:.2f}"
-              f" GiB; with the per-draft route {h['peak_rss_gib_with_per_draft']:.2f} GiB)")
+              f" GiB; with the per-draft route {h['peak_rss_gib_with_per_draft']:.2f} GiB); "
+              f"writing the law alone {h['law_write_floor_ratio']:.1f}x the read floor, the rest "
+              f"{h['ratio_besides_law_write']:.1f}x")
     print(f"{'V':>3} {'L':>3} {'laws':>5} {'keep':>5} {'s':>8} {'x floor':>8} {'GiB':>6} "
           f"{'inputs':>6}")
     for c in results["memory"] + results["sweep"]:
