@@ -616,16 +616,7 @@ def _outcome_weight(shape: TreeShape, tok, q_levels, V: int, drafting: str, like
                 if j == 0:
                     factor = factor * w_new
                 else:
-                    same = (_zero_below(shape, tok, first, c) if drop
-                            else _same_subtree(shape, tok, first, c))
-                    surplus = m <= j
-                    if bool(surplus.any()) and same is None:
-                        raise SpectheoryError(
-                            "norep drafting: q has fewer positive tokens than a node has "
-                            "children, and the surplus child's subtree differs in shape from "
-                            "the first child's (it cannot repeat it)")
-                    if same is None:
-                        same = no
+                    surplus, same = _surplus_child(shape, tok, first, c, j, m, drop, no)
                     w_sur = Bk.where(same, Bk.ones_like(weight), Bk.zeros_like(weight))
                     factor = factor * Bk.where(surplus, w_sur, w_new)
                     copy[c] = surplus
@@ -699,16 +690,7 @@ def _outcome_weight_exact(shape: TreeShape, tok, ints, V: int, drafting: str, dr
                 if j == 0:
                     fnum, fden = fnum * w_num, fden * w_den
                 else:
-                    same = (_zero_below(shape, tok, first, c) if drop
-                            else _same_subtree(shape, tok, first, c))
-                    surplus = m <= j
-                    if bool(surplus.any()) and same is None:
-                        raise SpectheoryError(
-                            "norep drafting: q has fewer positive tokens than a node has "
-                            "children, and the surplus child's subtree differs in shape from "
-                            "the first child's (it cannot repeat it)")
-                    if same is None:
-                        same = no
+                    surplus, same = _surplus_child(shape, tok, first, c, j, m, drop, no)
                     fnum = fnum * np.where(surplus, np.where(same, 1, 0), w_num)
                     fden = fden * np.where(surplus, 1, w_den)
                     copy[c] = surplus
@@ -721,6 +703,22 @@ def _outcome_weight_exact(shape: TreeShape, tok, ints, V: int, drafting: str, dr
     weight = np.empty(n, dtype=object)
     weight[:] = [Fraction(a, b) for a, b in zip(num.tolist(), den.tolist())]
     return (weight, pidx, copy) if drop else (weight, pidx)
+
+
+def _surplus_child(shape: TreeShape, tok, first: int, c: int, j: int, m, drop: bool, no):
+    """Under norep, child c, the j-th of its parent (first child ``first``): outcomes [n] in
+    which it is a surplus child (q has at most j positive tokens, ``m`` [n]: it repeats the first
+    child), and those in which its subtree's tokens are the ones a surplus child carries
+    (`_zero_below` with ``drop``, else `_same_subtree`; ``no``, all False, where the shapes
+    differ). A surplus child whose subtree differs in shape from the first child's is refused."""
+    same = _zero_below(shape, tok, first, c) if drop else _same_subtree(shape, tok, first, c)
+    surplus = m <= j
+    if bool(surplus.any()) and same is None:
+        raise SpectheoryError(
+            "norep drafting: q has fewer positive tokens than a node has children, and the "
+            "surplus child's subtree differs in shape from the first child's (it cannot repeat "
+            "it)")
+    return surplus, (no if same is None else same)
 
 
 def _zero_below(shape: TreeShape, tok, a: int, b: int):
