@@ -204,16 +204,23 @@ def _classes():
             for i in range(T):
                 t = max(start + i - self.shift, 0)  # tokens after the prompt read by this row
                 k = min(t, D)
-                idx = []
-                for seq in seqs:
-                    n = 0
-                    for j in range(t - k, t):
-                        n = n * V + seq[j]
-                    idx.append(n)
-                out[:, i] = self.logit_tables[k][idx]
+                out[:, i] = self.logit_tables[k][_context_indices(seqs, t, k, V)]
             return out
 
     return TableLMConfig, TablePreTrainedModel
+
+
+def _context_indices(seqs, t: int, k: int, V: int) -> list[int]:
+    """The table row of each sequence's context: its tokens t-k..t-1 read as a base-V number
+    (``seqs``: the batch's tokens after the prompt, Python lists; the table models of the
+    transformers and MLX checks index their logit tables by it)."""
+    idx = []
+    for seq in seqs:
+        n = 0
+        for j in range(t - k, t):
+            n = n * V + seq[j]
+        idx.append(n)
+    return idx
 
 
 def __getattr__(name):  # the classes, once transformers is importable

@@ -73,8 +73,8 @@ import numpy as np
 from ...inputs.instances import Instance
 from ...runtime.errors import OptionError, SizeLimitError, SpectheoryError, TimeLimitError
 from .calls import _run_arguments
-from .hf_generate import (MAX_CELLS, _enough_cells, _family, _guard_cells, _rounded,
-                          default_instances, generate_law, shifted_law_instance)
+from .hf_generate import (MAX_CELLS, _context_indices, _enough_cells, _family, _guard_cells,
+                          _rounded, default_instances, generate_law, shifted_law_instance)
 from .report import SamplerReport
 from .step import _Pace
 
@@ -188,13 +188,7 @@ def _model_class():
             for i in range(T):
                 t = max(start + i - self.shift, 0)  # tokens after the prompt read by this row
                 k = min(t, D)
-                idx = []
-                for seq in seqs:
-                    n = 0
-                    for j in range(t - k, t):
-                        n = n * V + seq[j]
-                    idx.append(n)
-                out[:, i] = self._tables[k][idx]
+                out[:, i] = self._tables[k][_context_indices(seqs, t, k, V)]
             return out
 
     return TableMLXModel
