@@ -186,3 +186,14 @@ def test_hypothesis_only_in_strategies():
             "from spectheory.testing.checks.strategies import instances, KINDS, make_instance; "
             "assert 'hypothesis' in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_sequence_cells_are_named_by_their_tokens():
+    """A lossless check's cell c is the output sequence c in base V, first token most
+    significant (the label the report prints for its worst cell); c < 0 is the pooled cell."""
+    from spectheory.testing.checks.calls import _sequence_label
+
+    label = _sequence_label(2, 3, 2)  # instance 2, V = 3, sequences of L + 1 = 3 tokens
+    assert label(0 * 9 + 1 * 3 + 2) == "instance 2: output sequence (0, 1, 2)"
+    assert label(2 * 9 + 0 * 3 + 1) == "instance 2: output sequence (2, 0, 1)"
+    assert label(-1) == "instance 2: pooled sequences (expected < 5 each)"

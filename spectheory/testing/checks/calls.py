@@ -357,6 +357,18 @@ def _tokens(x) -> tuple:
     return tuple(int(t) for t in x)
 
 
+def _sequence_label(inst_i: int, V: int, L: int):
+    """The cell label of a lossless check over output sequences of L + 1 tokens: cell c is the
+    sequence c in base V (the pooled cell, c < 0, named as such)."""
+    def label(c):
+        if c < 0:
+            return f"instance {inst_i}: pooled sequences (expected < {MIN_EXPECTED:g} each)"
+        toks = [(int(c) // V ** (L - j)) % V for j in range(L + 1)]
+        return f"instance {inst_i}: output sequence {tuple(toks)}"
+
+    return label
+
+
 def _cells(test, probs, obs, label, zero: str, impossible, worst):
     """Update the report's two cells with one test: the first sample on an outcome of
     probability 0 (kept once found), and the cell with the largest standardised deviation

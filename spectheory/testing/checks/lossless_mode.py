@@ -14,7 +14,8 @@ from ...engine.joint import draft_rows as _rows_along
 from ...engine.sampling import sample_drafts
 from ...engine.seqtree import levels, path_probabilities
 from ..statistics import stats
-from .calls import _cells, _chunk, _collect_law, _failed, _outputs, _pace_add, _report, _split
+from .calls import (_cells, _chunk, _collect_law, _failed, _outputs, _pace_add, _report,
+                    _sequence_label, _split)
 from .report import MIN_EXPECTED
 
 #: Largest number of output sequences V^(L+1) that ``mode="lossless"`` enumerates.
@@ -78,14 +79,8 @@ def _lossless_mode(sampler, how, instances, samples, alpha, seed, max_batch, pro
         tests.append(t)
         laws.append(probs)
 
-        def label(c, inst_i=inst_i, V=V, L=L):
-            if c < 0:
-                return f"instance {inst_i}: pooled sequences (expected < {MIN_EXPECTED:g} each)"
-            toks = [(int(c) // V ** (L - j)) % V for j in range(L + 1)]
-            return f"instance {inst_i}: output sequence {tuple(toks)}"
-
-        impossible, worst = _cells(t, probs, obs, label, "target probability 0", impossible,
-                                   worst)
+        impossible, worst = _cells(t, probs, obs, _sequence_label(inst_i, V, L),
+                                   "target probability 0", impossible, worst)
     name = spec.name if K == 1 else f"{spec.name} (K = {K}, {how.drafting} drafting)"
     return _report("lossless", tests, samples, alpha, name, worst, impossible, laws)
 

@@ -74,7 +74,7 @@ from ...runtime._lazy import torch
 from ...runtime.errors import OptionError, call_user
 from ...runtime.sizes import check_size
 from ..statistics import stats
-from .calls import _cells, _summary
+from .calls import _cells, _sequence_label, _summary
 from .report import MIN_EXPECTED, POWER, SamplerReport, guarded
 
 #: Modes of [`check_tree_sampler`][spectheory.testing.checks.tree.check_tree_sampler].
@@ -750,14 +750,8 @@ def _lossless_mode(sampler, name, tree, drafting, instances, samples, alpha, see
         t = stats.row_chi_square(obs, probs, n, MIN_EXPECTED)
         tests.append(t)
 
-        def label(c, inst_i=inst_i, V=V):
-            if c < 0:
-                return f"instance {inst_i}: pooled sequences (expected < {MIN_EXPECTED:g} each)"
-            toks = [(int(c) // V ** (D - j)) % V for j in range(D + 1)]
-            return f"instance {inst_i}: output sequence {tuple(toks)}"
-
-        impossible, worst = _cells(t, probs, obs, label, "target probability 0", impossible,
-                                   worst)
+        impossible, worst = _cells(t, probs, obs, _sequence_label(inst_i, V, D),
+                                   "target probability 0", impossible, worst)
     return _tree_report("tree-lossless", tests, samples, alpha, name, worst, impossible,
                         tree.describe(), drafting, notes, min(per))
 
