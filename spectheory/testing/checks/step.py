@@ -755,26 +755,37 @@ def sglang_step(request: StepRequest, *, reuse_coin: bool = False):
     plants the bug it fixed: see `spectheory.testing.mutants.steps`)."""
     from ..engines.adapters import sglang_chain_sample
 
-    ctx = request.context
-    Bsz, L = ctx.shape[0], request.num_draft
-    g_draft, g_coin, g_final = _streams(request, 3)
-    drafts = torch.empty(Bsz, 0, dtype=torch.long)
-    qs = []
-    for _ in range(L):
-        q = _draft_rows(request, drafts)
-        x = torch.multinomial(q, 1, generator=g_draft)[:, 0]
-        qs.append(q)
-        drafts = torch.cat([drafts, x.unsqueeze(1)], dim=1)
-    q = torch.stack(qs, dim=1)
-    p = _target_rows(request, drafts)
-    coins = 1.0 - torch.rand(Bsz, L + 1, generator=g_coin, dtype=torch.float64)
-    final = torch.rand(Bsz, generator=g_final, dtype=torch.float64)
+    Bsz, L = request.context.shape[0], request.num_draft
+    q, drafts, coins, p, final = _sglang_chain_inputs(request)
     if reuse_coin:
         # the coin of the last acceptance test: the rejected position's, or position L's
         tau0 = _sglang_tau(q, drafts, coins, p)
         final = coins[torch.arange(Bsz), tau0.clamp(max=L - 1)]
     out, _ = sglang_chain_sample(q, drafts, coins, p, final)
     return out
+
+
+def _sglang_chain_inputs(request: StepRequest, drafting_law=None):
+    """The inputs of SGLang's chain sampler for a step: ``(q [B, L, V], drafts [B, L],
+    coins [B, L+1], p [B, L+1, V], final [B])``. The drafts are drawn by ``torch.multinomial``
+    from the draft stream, of the processed draft rows (or of ``drafting_law(rows)``: a replica
+    drafting from another law, q still the processed rows), the acceptance coins in (0, 1] and
+    the final token's coin from their own streams."""
+    Bsz, L = request.context.shape[0], request.num_draft
+    g_draft, g_coin, g_final = _streams(request, 3)
+    drafts = torch.empty(Bsz, 0, dtype=torch.long)
+    qs = []
+    for _ in range(L):
+        q = _draft_rows(request, drafts)
+        law = q if drafting_law is None else drafting_law(q)
+        x = torch.multinomial(law, 1, generator=g_draft)[:, 0]
+        qs.append(q)
+        drafts = torch.cat([drafts, x.unsqueeze(1)], dim=1)
+    q = torch.stack(qs, dim=1)
+    p = _target_rows(request, drafts)
+    coins = 1.0 - torch.rand(Bsz, L + 1, generator=g_coin, dtype=torch.float64)
+    final = torch.rand(Bsz, generator=g_final, dtype=torch.float64)
+    return q, drafts, coins, p, final
 
 
 def _sglang_tau(q, drafts, coins, p):

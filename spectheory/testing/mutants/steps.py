@@ -49,8 +49,8 @@ import torch
 
 from ...inputs.instances import Instance, instance_from_dict
 from ...inputs.processing import parse_sampling, process_rows
-from ..checks.step import (StepRequest, _draft_rows, _streams, _target_rows, sglang_step,
-                           transformers_step)
+from ..checks.step import (StepRequest, _draft_rows, _sglang_chain_inputs, _streams,
+                           _target_rows, sglang_step, transformers_step)
 
 __all__ = ["LOGIT_LEVEL", "REPLICAS", "bf16_draft_probs", "bf16_draft_step", "exact_step_law",
            "raw_q_step", "reused_coin_step", "shared_noise_step", "shared_gumbel_joint",
@@ -125,19 +125,7 @@ def bf16_draft_step(request: StepRequest):
     separate coins) with the full-precision rows as q."""
     from ..engines.adapters import sglang_chain_sample
 
-    Bsz, L = request.context.shape[0], request.num_draft
-    g_draft, g_coin, g_final = _streams(request, 3)
-    drafts = torch.empty(Bsz, 0, dtype=torch.long)
-    qs = []
-    for _ in range(L):
-        q = _draft_rows(request, drafts)
-        x = torch.multinomial(bf16_draft_probs(q), 1, generator=g_draft)[:, 0]
-        qs.append(q)
-        drafts = torch.cat([drafts, x.unsqueeze(1)], dim=1)
-    q = torch.stack(qs, dim=1)
-    p = _target_rows(request, drafts)
-    coins = 1.0 - torch.rand(Bsz, L + 1, generator=g_coin, dtype=torch.float64)
-    final = torch.rand(Bsz, generator=g_final, dtype=torch.float64)
+    q, drafts, coins, p, final = _sglang_chain_inputs(request, bf16_draft_probs)
     out, _ = sglang_chain_sample(q, drafts, coins, p, final)
     return out
 
