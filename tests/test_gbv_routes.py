@@ -192,3 +192,17 @@ def test_batch_rows_that_repeat_a_path_equal_each_row_alone():
             assert torch.equal(law.correction[b:b + 1], one.correction), (b, dt)
         for b in (2, 3, 4, 5):  # the other rows change the law
             assert not torch.equal(law.correction[b], law.correction[0]), (b, dt)
+
+
+def test_path_reuse_compares_bits():
+    """A path is reused only for rows of the same bit patterns: -0.0 and 0.0 (equal under
+    torch.equal, ranked apart by GBV's bit orders) are different rows, in every dtype."""
+    import torch
+
+    from spectheory.verifiers.gbv import _same_bits
+
+    for dt in (torch.float64, torch.float32, torch.float16):
+        a = torch.tensor([0.0, 0.25, 0.75], dtype=dt)
+        b = torch.tensor([-0.0, 0.25, 0.75], dtype=dt)
+        assert torch.equal(a, b) and not _same_bits(a, b) and _same_bits(a, a.clone())
+        assert not _same_bits(a, torch.tensor([0.0, 0.75, 0.25], dtype=dt))

@@ -186,10 +186,9 @@ def _int_view(dtype):
 def _same_bits(a, b) -> bool:
     """Whether two rows hold the same bit patterns (``torch.equal`` takes -0.0 for 0.0, and the
     rank orders here read the bits)."""
-    view = _int_view(a.dtype)
-    if view is None or b.dtype != a.dtype:
-        return torch.equal(a, b) and a.dtype == b.dtype and not bool(
-            (torch.signbit(a) != torch.signbit(b)).any())
+    view = _int_view(a.dtype)  # the rows of one batch share a dtype
+    if view is None:  # equal values with equal signs (zeros included)
+        return torch.equal(a, b) and torch.equal(torch.signbit(a), torch.signbit(b))
     return torch.equal(a.view(view), b.view(view))
 
 
