@@ -207,35 +207,42 @@ FAILING_LAWS = """
 """
 
 
-def test_failing_jobs_are_rows_not_crashes(tmp_path, monkeypatch):
-    (tmp_path / "badver.py").write_text(textwrap.dedent(FAILING_LAWS))
-    monkeypatch.syspath_prepend(str(tmp_path))
-    cfg = load_config(textwrap.dedent("""
+def _failing_sweep(tmp_path, names, time_limit):
+    cfg = load_config(textwrap.dedent(f"""
         [sweep]
-        time_limit = 8
+        time_limit = {time_limit}
         memory_limit_mb = 600
         [[instances]]
         family = "random"
         vocab = 2
         block = 2
         [[verifiers]]
-        name = ["badver:ok", "badver:raise_", "badver:exit0", "badver:hang", "badver:hog",
-                "badver:osexit", "badver:die"]
+        name = {json.dumps([f"badver:{n}" for n in names])}
     """))
-    rows = run_sweep(cfg, tmp_path / "out", workers=2)
-    status = {r["name"].split(":")[1]: (r["status"], r["error"]) for r in rows}
+    out = tmp_path / f"out-{time_limit}"
+    rows = run_sweep(cfg, out, workers=2)
+    assert len(_table(out)) == len(names)
+    return {r["name"].split(":")[1]: (r["status"], r["error"]) for r in rows}
+
+
+def test_failing_jobs_are_rows_not_crashes(tmp_path, monkeypatch):
+    (tmp_path / "badver.py").write_text(textwrap.dedent(FAILING_LAWS))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    # (8 s: on a loaded machine the hog's start-up alone took over 3 s and it timed out before
+    # reaching its memory limit; the hang runs in a sweep of its own with a short limit, so that
+    # this one ends when its last job does, not 8 s after the hang started)
+    status = _failing_sweep(tmp_path, ["ok", "raise_", "exit0", "hog", "osexit", "die"], 8)
     assert status["ok"] == ("ok", "")
     assert status["raise_"][0] == "failed" and "RuntimeError: boom" in status["raise_"][1]
     assert status["exit0"][0] == "failed" and "sys.exit(0)" in status["exit0"][1]
-    # (8 s: on a loaded machine the hog's start-up alone took over 3 s and it timed out before
-    # reaching its memory limit)
-    assert status["hang"][0] == "timeout" and "time limit of 8 s" in status["hang"][1]
     assert status["hog"][0] == "memory" and "memory limit of 600 MB" in status["hog"][1]
     # os._exit in user code is refused by the call guard (one named line), a real crash is a
     # crashed row
     assert status["osexit"][0] == "failed" and "os._exit(7)" in status["osexit"][1]
     assert status["die"][0] == "crashed", status["die"]
-    assert len(_table(tmp_path / "out")) == 7
+    status = _failing_sweep(tmp_path, ["hang", "ok"], 2)
+    assert status["hang"][0] == "timeout" and "time limit of 2 s" in status["hang"][1]
+    assert status["ok"] == ("ok", "")
 
 
 def test_bad_verifier_name_is_refused_when_the_file_is_read():
