@@ -743,6 +743,20 @@ def _float_temperature(x, T: float, inputs: str):
     return w / B.sum(w, axis=-1, keepdims=True)
 
 
+def _history_array(history) -> np.ndarray:
+    """A history given as a list (of lists) of token ids, as int64 numpy; one line for
+    anything else (a string is not an id, and 1.5 must not be truncated to token 1)."""
+    try:
+        a = np.asarray(history)
+    except (TypeError, ValueError):
+        raise SamplingError(f"history must be an array [..., n] of token ids, not "
+                            f"{_short(history)}") from None
+    if a.size and a.dtype.kind not in "iu":
+        raise SamplingError(f"history must hold token ids (integers), not "
+                            f"{_short(history)}")
+    return a.astype(np.int64)
+
+
 def process_rows(rows, params, inputs: str = "probs", history=None):
     """The processed distribution along the last axis of ``rows`` [..., V].
 
@@ -823,7 +837,7 @@ def process_rows(rows, params, inputs: str = "probs", history=None):
         h = None
         if history is not None:
             if not (is_tensor(history) or isinstance(history, np.ndarray)):
-                history = np.asarray(history, dtype=np.int64)
+                history = _history_array(history)
             if len(history.shape) == 0:
                 raise SamplingError("history must be an array [..., n] of token ids")
             if tuple(history.shape[:-1]) != shape[:-1]:

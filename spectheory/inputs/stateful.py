@@ -96,6 +96,21 @@ def kit_logits(probs):
 # ----------------------------------------------------------------------------- grammars
 
 
+def _ids(values, what: str, ndim: int, name: str) -> np.ndarray:
+    """``values`` as an int64 numpy array of ``ndim`` dimensions, or one line naming them
+    (floats, booleans and strings are not ids: 0.5 would be truncated to token 0)."""
+    try:
+        a = values.detach().cpu().numpy() if is_tensor(values) else np.asarray(values)
+    except (TypeError, ValueError) as exc:
+        raise GrammarError(f"{name}: {what} must be an array of integer ids ({exc})") from None
+    if a.ndim != ndim:
+        raise GrammarError(f"{name}: {what} must be a {ndim}-D array of integer ids, not of "
+                           f"shape {list(a.shape)}")
+    if a.size and a.dtype.kind not in "iu":
+        raise GrammarError(f"{name}: {what} must hold integer ids, not {a.dtype}")
+    return a.astype(np.int64, copy=False)
+
+
 class TokenAutomaton:
     """A deterministic automaton over token ids: ``next(state, token)`` is the next state, or
     -1 when the grammar rejects the token there. The start state is 0; the mask at a state
@@ -218,8 +233,34 @@ class TokenAutomaton:
             self._table[s] = row
         return row
 
+    def _check_states(self, states) -> np.ndarray:
+        """``states`` [N] as int64, each -1 (rejected) or a state reached so far; one line
+        otherwise (a negative id would wrap to the last row and answer for another state)."""
+        s = _ids(states, "states", 1, self.name)
+        if s.size and (s.min() < -1 or s.max() >= self.n_states):
+            bad = s[(s < -1) | (s >= self.n_states)][0]
+            raise GrammarError(f"{self.name}: state {int(bad)} is not -1 or a state reached "
+                               f"so far (0..{self.n_states - 1})")
+        return s
+
+    def _check_tokens(self, tokens, what: str = "tokens", ndim: int = 1) -> np.ndarray:
+        """``tokens`` as int64 with every id in 0..V-1; one line otherwise (a negative id would
+        wrap to the last token's column and answer for another token)."""
+        t = _ids(tokens, what, ndim, self.name)
+        if t.size and (t.min() < 0 or t.max() >= self.vocab_size):
+            bad = t[(t < 0) | (t >= self.vocab_size)][0]
+            raise GrammarError(f"{self.name}: token {int(bad)} is outside the vocabulary "
+                               f"0..{self.vocab_size - 1}")
+        return t
+
     def step(self, states: np.ndarray, tokens: np.ndarray) -> np.ndarray:
-        """Next states [N] after ``tokens`` [N] from ``states`` [N] (-1 stays -1)."""
+        """Next states [N] after ``tokens`` [N] from ``states`` [N] (-1 stays -1). A state
+        that is not -1 or reached so far, or a token outside 0..V-1, is refused in one line
+        (`GrammarError`)."""
+        states, tokens = self._check_states(states), self._check_tokens(tokens)
+        if len(states) != len(tokens):
+            raise GrammarError(f"{self.name}: {len(states)} states and {len(tokens)} tokens; "
+                               f"step takes one token per state")
         out = np.full(len(states), -1, dtype=np.int64)
         for s in np.unique(states):
             if s < 0:
@@ -230,6 +271,7 @@ class TokenAutomaton:
 
     def allowed(self, states: np.ndarray) -> np.ndarray:
         """The mask [N, V] at ``states`` [N]; a rejected history (-1) allows every token."""
+        states = self._check_states(states)
         out = np.ones((len(states), self.vocab_size), dtype=bool)
         for s in np.unique(states):
             if s >= 0:
@@ -238,7 +280,8 @@ class TokenAutomaton:
         return out
 
     def run(self, history: np.ndarray) -> np.ndarray:
-        """States [N] reached from 0 by each row of ``history`` [N, n]."""
+        """States [N] reached from 0 by each row of ``history`` [N, n] (token ids in 0..V-1)."""
+        history = self._check_tokens(history, "history", 2)
         states = np.zeros(history.shape[0], dtype=np.int64)
         for j in range(history.shape[1]):
             states = self.step(states, history[:, j])
@@ -246,9 +289,15 @@ class TokenAutomaton:
 
     def accepts_prefix(self, tokens: Sequence[int]) -> bool:
         """True when the grammar allows every token of ``tokens`` in turn from the start."""
+        try:
+            tokens = list(tokens)
+        except TypeError:
+            raise GrammarError(f"{self.name}: tokens must be a sequence of token ids, not "
+                               f"{type(tokens).__name__}") from None
+        t = self._check_tokens(np.array(tokens, dtype=np.int64) if not tokens else tokens)
         s = np.zeros(1, dtype=np.int64)
-        for t in tokens:
-            s = self.step(s, np.array([int(t)], dtype=np.int64))
+        for x in t:
+            s = self.step(s, np.array([x], dtype=np.int64))
         return bool(s[0] >= 0)
 
     def to_dict(self, states: int | None = None) -> dict:
@@ -269,8 +318,9 @@ class TokenAutomaton:
 # ----------------------------------------------------------------------------- histories
 
 
-def _np_history(history, N: int) -> np.ndarray:
-    """History as int64 numpy [N, n] (None: n = 0)."""
+def _np_history(history, N: int, V: int | None = None) -> np.ndarray:
+    """History as int64 numpy [N, n] (None: n = 0), with every token in 0..V-1 when V is
+    given."""
     if history is None:
         return np.zeros((N, 0), dtype=np.int64)
     h = history.detach().cpu().numpy() if is_tensor(history) else np.asarray(history)
@@ -279,7 +329,11 @@ def _np_history(history, N: int) -> np.ndarray:
                           f"{list(h.shape)}")
     if h.size and h.dtype.kind not in "iu":
         raise OptionError(f"history holds token ids (integers), not {h.dtype}")
-    return h.astype(np.int64, copy=False)
+    h = h.astype(np.int64, copy=False)
+    if V is not None and h.size and (h.min() < 0 or h.max() >= V):
+        bad = h[(h < 0) | (h >= V)][0]
+        raise OptionError(f"history holds token {int(bad)}, outside 0..{V - 1}")
+    return h
 
 
 def counts(history: np.ndarray, V: int) -> np.ndarray:
@@ -365,7 +419,7 @@ def apply_exact(probs: np.ndarray, sp, history) -> np.ndarray:
     """Exact rows [N, V] (Fractions, normalised) after the rational stateful steps: masks and
     factor biases, renormalised."""
     N, V = probs.shape
-    h = _np_history(history, N)
+    h = _np_history(history, N, V)
     allowed = mask(sp, h, V)
     x = probs
     if allowed is not None:
@@ -383,7 +437,7 @@ def apply_exact(probs: np.ndarray, sp, history) -> np.ndarray:
 def apply_logits(logits, sp, history):
     """Float64 logits [N, V] (numpy or torch) after masks, biases and penalties."""
     N, V = logits.shape
-    h = _np_history(history, N)
+    h = _np_history(history, N, V)
     allowed = mask(sp, h, V)
     add = np.zeros((N, V), dtype=np.float64)
     for t, v, is_factor in sp.logit_bias:

@@ -1,0 +1,123 @@
+"""Hostile inputs against the sampling state: temperatures beyond the float range, histories
+that are not token ids, token automata handed foreign ids or states, penalties that overflow the
+float range, regex grammars that backtrack without end, duplicate token strings, the kit's
+logits of rows that are not probabilities, stop ids outside the vocabulary, non-ASCII digits and
+n-gram sizes below 1.
+
+Each is refused with one line naming the problem and the value (exit code 2 and one stderr line
+from the command line, no warning text, no traceback); next to each, the nearest valid input
+still gives its value, computed here independently.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from cli_helpers import run, write
+from spectheory.inputs.processing import SamplingError, parse_sampling, process_rows
+from spectheory.inputs.stateful import GrammarError, TokenAutomaton
+from spectheory.runtime.errors import OptionError
+
+P = np.array([0.5, 0.25, 0.25])
+
+
+def one_line(exc_info, *words):
+    msg = str(exc_info.value)
+    assert "\n" not in msg, msg
+    for w in words:
+        assert w in msg, (w, msg)
+
+
+def refused(code, out, err, *words):
+    """Exit code 2, one line on stderr naming the problem, no warning, nothing on stdout."""
+    assert code == 2, err
+    assert out == ""
+    assert err.count("\n") == 1 and "Traceback" not in err and "Warning" not in err, err
+    for w in words:
+        assert w in err, (w, err)
+
+
+@pytest.fixture
+def inst_path(tmp_path):
+    """`spectheory instance random --vocab 3 --block 2 --seed 1 --denominator 60`."""
+    import spectheory as st
+    from spectheory.inputs.instances import instance_to_dict
+
+    return write(tmp_path, instance_to_dict(st.random_instance(3, 2, 1, denominator=60)))
+
+
+# ----------------------------------------------------------------------------- histories (A4)
+
+
+@pytest.mark.parametrize("history,words", [
+    (["a"], ("token ids", "'a'")),
+    ([1.5], ("token ids", "1.5")),          # would be truncated to token 1
+    ([[0], [1, 2]], ("token ids",)),        # ragged
+])
+def test_history_that_is_not_token_ids_is_refused(history, words):
+    with pytest.raises(SamplingError) as exc:
+        process_rows(P, "repetition_penalty=1.2", history=history)
+    one_line(exc, *words)
+
+
+def test_grammar_history_outside_the_vocabulary_is_refused():
+    sp = {"grammar": {"transitions": [[0, 0, 0]]}}
+    with pytest.raises(OptionError) as exc:
+        process_rows(P, sp, history=np.array([9]))
+    one_line(exc, "history holds token 9", "0..2")
+    with pytest.raises(OptionError) as exc:
+        process_rows(P, sp, history=np.array([-1]))
+    one_line(exc, "history holds token -1", "0..2")
+    # control: an in-vocabulary history of a list gives the grammar's (all-allowing) row back
+    assert process_rows(P, sp, history=[2]).tolist() == [0.5, 0.25, 0.25]
+    # and a penalty on a list history: token 0 seen, its logit (positive) divided by 2
+    lg = np.log(P) - (np.log(0.5) + np.log(0.25)) / 2
+    lg[0] /= 2
+    want = np.exp(lg - lg.max()) / np.exp(lg - lg.max()).sum()
+    got = process_rows(P, "repetition_penalty=2", history=[0])
+    assert np.allclose(got, want, rtol=0, atol=1e-15)
+
+
+# ----------------------------------------------------------------------------- automata (A5)
+
+
+@pytest.fixture
+def g():
+    """0 --0--> 1, 0 --2--> 0; 1 --1--> 0, 1 --2--> 1."""
+    return TokenAutomaton([[1, None, 0], [None, 0, 1]])
+
+
+@pytest.mark.parametrize("call,words", [
+    (lambda g: g.step(np.array([0]), np.array([7])), ("token 7", "0..2")),
+    (lambda g: g.step(np.array([0]), np.array([-1])), ("token -1", "0..2")),
+    (lambda g: g.accepts_prefix([5]), ("token 5", "0..2")),
+    (lambda g: g.accepts_prefix([-1]), ("token -1", "0..2")),   # wrapped to token 2: True
+    (lambda g: g.accepts_prefix([0.5]), ("integer ids",)),
+    (lambda g: g.run(np.array([[0.5]])), ("integer ids", "float64")),
+    (lambda g: g.run(np.array([[0, -3]])), ("token -3",)),
+    (lambda g: g.run(np.array([0, 1])), ("2-D",)),
+    (lambda g: g.step(np.array([9]), np.array([0])), ("state 9", "0..1")),
+    (lambda g: g.step(np.array([-2]), np.array([0])), ("state -2",)),
+    (lambda g: g.step(np.array([0, 1]), np.array([0])), ("2 states and 1 tokens",)),
+    (lambda g: g.allowed(np.array([9])), ("state 9", "0..1")),
+    (lambda g: g.allowed(np.array([-5])), ("state -5",)),
+])
+def test_automaton_refuses_foreign_tokens_and_states(g, call, words):
+    with pytest.raises(GrammarError) as exc:
+        call(g)
+    one_line(exc, *words)
+
+
+def test_automaton_controls(g):
+    assert g.accepts_prefix([2]) and g.accepts_prefix([0, 1, 2]) and g.accepts_prefix([])
+    assert not g.accepts_prefix([1]) and not g.accepts_prefix([0, 0])
+    assert g.step(np.array([0, 1, -1]), np.array([0, 2, 1])).tolist() == [1, 1, -1]
+    assert g.run(np.array([[0, 1], [2, 2], [1, 0]])).tolist() == [0, 0, -1]
+    assert g.allowed(np.array([0, 1, -1])).tolist() == [[True, False, True],
+                                                         [False, True, True],
+                                                         [True, True, True]]
