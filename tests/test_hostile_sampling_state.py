@@ -121,3 +121,39 @@ def test_automaton_controls(g):
     assert g.allowed(np.array([0, 1, -1])).tolist() == [[True, False, True],
                                                          [False, True, True],
                                                          [True, True, True]]
+
+
+# ----------------------------------------------------------------------------- temperature (A1)
+
+FLOAT_MAX = Fraction(np.finfo(np.float64).max)
+
+
+@pytest.mark.parametrize("T", [10**400, Fraction(2**1024 - 1), FLOAT_MAX + 1],
+                         ids=["1e400", "2^1024-1", "max+1"])
+def test_temperature_beyond_the_float_range_is_refused(T):
+    with pytest.raises(SamplingError) as exc:
+        process_rows(P, {"temperature": T})
+    one_line(exc, "temperature", "beyond the float range")
+
+
+def test_temperature_beyond_the_float_range_analyze():
+    import spectheory as st
+    from spectheory.cli.report import toy_instance
+
+    with pytest.raises(SamplingError) as exc:
+        st.analyze(toy_instance(exact=False), "token", sampling={"temperature": 10**400})
+    one_line(exc, "beyond the float range")
+
+
+def test_largest_float_temperature_still_works():
+    """T = the largest float: p^(1/T) = exp(log p / T), log p / T ~ 1e-308, so the row is
+    uniform on its support to the last bit."""
+    got = process_rows(np.array([0.5, 0.25, 0.25, 0.0]), {"temperature": FLOAT_MAX})
+    assert got.tolist() == [1 / 3, 1 / 3, 1 / 3, 0.0]
+
+
+def test_temperature_beyond_the_float_range_cli(inst_path, capsys):
+    T = f"temperature={2**1024 - 1}/1"
+    for extra in ([], ["--exact"]):
+        refused(*run(["check", inst_path, "--verifier", "token", "--sampling", T] + extra,
+                     capsys), "temperature", "beyond the float range")

@@ -124,6 +124,8 @@ RANGES = {
 #: Largest penalty, bias or count accepted (a larger one is a typo, and would overflow logits).
 MAX_PENALTY = 1e6
 MAX_COUNT = 10**6
+#: The largest finite float64, as an exact rational.
+_FLOAT_MAX = Fraction(np.finfo(np.float64).max)
 
 
 class SamplingError(OptionError):
@@ -248,6 +250,10 @@ class SamplingParams:
         t = _number("temperature", self.temperature)
         if t < 0:
             raise _bad("temperature", self.temperature)
+        if isinstance(t, Fraction) and t > _FLOAT_MAX:  # float mode divides by float(T); exact
+            # mode needs T = 1/n: no such temperature is usable in either
+            raise _bad("temperature", self.temperature,
+                       f"is beyond the float range (over {float(_FLOAT_MAX):.5g})")
         k = self.top_k
         if k is not None:
             if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
