@@ -157,3 +157,48 @@ def test_temperature_beyond_the_float_range_cli(inst_path, capsys):
     for extra in ([], ["--exact"]):
         refused(*run(["check", inst_path, "--verifier", "token", "--sampling", T] + extra,
                      capsys), "temperature", "beyond the float range")
+
+
+# ----------------------------------------------------------------------------- overflow (B6)
+
+
+def test_penalty_overflow_is_named_not_blamed_on_masks():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no RuntimeWarning either
+        with pytest.raises(OptionError) as exc:
+            process_rows(np.array([1e308, -1e308, 0.0]), "repetition_penalty=1e-6",
+                         inputs="logits", history=np.array([0, 1]))
+        one_line(exc, "repetition_penalty = 1e-06", "logit 1e+308 of token 0",
+                 "beyond the float range", "overflows to inf")
+        assert "mask" not in str(exc.value)
+        # every logit of the row pushed below -1.8e308 (x * r): nothing finite is left
+        with pytest.raises(OptionError) as exc:
+            process_rows(np.array([[-1e308, -1.5e308, -1e308]]), "repetition_penalty=2",
+                         inputs="logits", history=np.array([[0, 1, 2]]))
+        one_line(exc, "logit -1e+308 of token 0", "overflows to -inf")
+
+
+def test_penalty_controls_keep_their_values():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        # 1e308 / 2 beside -1e308: the first token takes all the mass, exactly
+        got = process_rows(np.array([[1e308, -1e308, 0.0]]), "repetition_penalty=2",
+                           inputs="logits", history=np.array([[0]]))
+        assert got.tolist() == [[1.0, 0.0, 0.0]]
+        # one logit pushed below -1.8e308 beside finite ones: its probability is 0 either way
+        got = process_rows(np.array([[-1e308, -1.5e308, -1e308]]), "repetition_penalty=2",
+                           inputs="logits", history=np.array([[1]]))
+        assert got.tolist() == [[0.5, 0.0, 0.5]]
+        # huge logits without any penalty: the gap overflows to -inf, exp of it is 0
+        got = process_rows(np.array([1e308, -1e308, 0.0]), None, inputs="logits")
+        assert got.tolist() == [1.0, 0.0, 0.0]
+        # a tiny penalty that stays in range: token 0's kit logit is log(2)/2 > 0, divided by
+        # 1e-300 it is ~3.5e299, and the others' (-log(2)/2) stay: a point mass on token 0
+        got = process_rows(P, "repetition_penalty=1e-300", history=np.array([0]))
+        assert got.tolist() == [1.0, 0.0, 0.0]
+
+
+def test_penalty_overflow_cli(inst_path, capsys):
+    refused(*run(["check", inst_path, "--verifier", "token", "--sampling",
+                  "repetition_penalty=1e-308"], capsys),
+            "repetition_penalty = 1e-308", "beyond the float range", "overflows to inf")

@@ -745,7 +745,8 @@ def _float_temperature(x, T: float, inputs: str):
         with np.errstate(divide="ignore"):
             lg = x if inputs == "logits" else np.log(x)
         top = lg.max(axis=-1, keepdims=True)
-        w = np.exp((lg - top) / T)
+        with np.errstate(over="ignore"):  # lg - top <= 0: an overflow is -inf, exp of it 0, the
+            w = np.exp((lg - top) / T)    # exact value's float64 (huge user logits)
     return w / B.sum(w, axis=-1, keepdims=True)
 
 

@@ -415,6 +415,30 @@ def _refuse_empty(history: np.ndarray, empty: np.ndarray) -> None:
                            f"there")
 
 
+def _refuse_overflow(history: np.ndarray, before: np.ndarray, after: np.ndarray, rep) -> None:
+    """One line when the repetition penalty took a finite logit of ``before [N, V]`` beyond the
+    float range in ``after [N, V]`` and the law cannot be read from it: a logit that became
+    +inf (x / r with x > 0 and r tiny: inf - inf is NaN in the softmax), or a row left with no
+    finite logit (x * r with x < 0 for all its tokens). A single logit that became -inf beside
+    a finite one is kept: its exact value is below -1.8e308, so its probability is 0 in float64
+    anyway (exp of a gap over 1e292), the same value the float computation gives."""
+    grew = np.isfinite(before) & ~np.isfinite(after)
+    if not grew.any():
+        return
+    rows = np.flatnonzero((grew & (after > 0)).any(axis=-1)
+                          | ~np.isfinite(after).any(axis=-1) & grew.any(axis=-1))
+    if len(rows):
+        r = int(rows[0])
+        t = int(np.flatnonzero(grew[r])[0])
+        x = float(before[r, t])
+        op = "/" if x > 0 else "*"
+        raise OptionError(f"repetition_penalty = {float(rep):.6g} takes logit {x:.6g} of token "
+                          f"{t} after history {_describe_history(history, r)} (row {r}) beyond "
+                          f"the float range ({x:.6g} {op} {float(rep):.6g} overflows to "
+                          f"{after[r, t]}); float64 cannot compute the law there: use a "
+                          f"repetition_penalty nearer 1")
+
+
 def apply_exact(probs: np.ndarray, sp, history) -> np.ndarray:
     """Exact rows [N, V] (Fractions, normalised) after the rational stateful steps: masks and
     factor biases, renormalised."""
@@ -456,7 +480,10 @@ def apply_logits(logits, sp, history):
     x = x + add
     if rep != 1:
         pen = seen & np.isfinite(x)
-        x = np.where(pen & (x > 0), x / rep, np.where(pen, x * rep, x))
+        with np.errstate(over="ignore"):  # an overflow is refused just below, or is exact
+            y = np.where(pen & (x > 0), x / rep, np.where(pen, x * rep, x))
+        _refuse_overflow(h, x, y, sp.repetition_penalty)
+        x = y
     if freq or pres:
         x = x - freq * c - pres * seen
     top = x.max(axis=-1)
