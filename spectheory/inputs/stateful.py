@@ -480,10 +480,10 @@ def apply_logits(logits, sp, history):
     x = x + add
     if rep != 1:
         pen = seen & np.isfinite(x)
+        before = x
         with np.errstate(over="ignore"):  # an overflow is refused just below, or is exact
-            y = np.where(pen & (x > 0), x / rep, np.where(pen, x * rep, x))
-        _refuse_overflow(h, x, y, sp.repetition_penalty)
-        x = y
+            x = np.where(pen & (x > 0), x / rep, np.where(pen, x * rep, x))
+        _refuse_overflow(h, before, x, sp.repetition_penalty)
     if freq or pres:
         x = x - freq * c - pres * seen
     top = x.max(axis=-1)
