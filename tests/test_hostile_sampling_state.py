@@ -202,3 +202,38 @@ def test_penalty_overflow_cli(inst_path, capsys):
     refused(*run(["check", inst_path, "--verifier", "token", "--sampling",
                   "repetition_penalty=1e-308"], capsys),
             "repetition_penalty = 1e-308", "beyond the float range", "overflows to inf")
+
+
+# ----------------------------------------------------------------------------- regex work (C11)
+
+REDOS = {"tokens": ["a" * 14, "a" * 16, "b"], "regex": "(a|a)*c"}
+
+
+def test_backtracking_regex_is_stopped_at_the_bound(monkeypatch):
+    """'(a|a)*c' on 28 a's and a b takes 2^28 steps (about a minute); the bound stops it (set
+    to 0.05 s here to keep the test short; the command-line case below runs the real one)."""
+    import time
+
+    from spectheory.inputs import stateful
+
+    monkeypatch.setattr(stateful, "REGEX_TIMEOUT_S", 0.05)
+    g = TokenAutomaton.from_regex(REDOS["regex"], REDOS["tokens"], name="g")
+    t0 = time.perf_counter()
+    with pytest.raises(GrammarError) as exc:
+        g.allowed(g.run(np.array([[0, 0]])))
+    assert time.perf_counter() - t0 < 5
+    one_line(exc, "g: regex '(a|a)*c'", "took over 0.05 s", "'aaaaaaaaaaaaaaaaaaaaaaaaaaaab'")
+
+
+def test_linear_regex_over_the_same_tokens_still_works():
+    g = TokenAutomaton.from_regex("a*c", REDOS["tokens"])
+    assert g.allowed(g.run(np.array([[0, 0], [1, 1], [2, 0]]))).tolist() == [
+        [True, True, False], [True, True, False], [True, True, True]]  # (2, 0): rejected
+
+
+def test_backtracking_regex_cli(inst_path, tmp_path, capsys):
+    from spectheory.inputs.stateful import REGEX_TIMEOUT_S
+
+    g = write(tmp_path, REDOS, "g.json")
+    refused(*run(["check", inst_path, "--verifier", "token", "--sampling", f"grammar={g}"],
+                 capsys), "regex '(a|a)*c'", f"took over {REGEX_TIMEOUT_S:g} s")

@@ -62,6 +62,12 @@ from ..runtime.errors import OptionError
 END = -2
 #: Most automaton states a grammar may hold (table automata, and regex automata as they grow).
 MAX_STATES = 100_000
+#: Longest one match of a regex grammar against a history's text may take, seconds (the `regex`
+#: package's ``timeout=``). A history's text is a few tokens' strings: a match of the grammars
+#: in the docs and tests takes microseconds, so 1 s is a million times that (room for a loaded
+#: machine), while a regex that backtracks without end ("(a|a)*c" on 30 a's and a b: 2^30
+#: steps, minutes) is stopped after 1 s instead of hanging the analysis.
+REGEX_TIMEOUT_S = 1.0
 
 
 class GrammarError(OptionError):
@@ -109,6 +115,30 @@ def _ids(values, what: str, ndim: int, name: str) -> np.ndarray:
     if a.size and a.dtype.kind not in "iu":
         raise GrammarError(f"{name}: {what} must hold integer ids, not {a.dtype}")
     return a.astype(np.int64, copy=False)
+
+
+def _clip(text: str, n: int = 60) -> str:
+    r = repr(text)
+    return r if len(r) <= n else r[:n - 3] + "..."
+
+
+class _BoundedRegex:
+    """A compiled regex whose ``fullmatch`` stops after `REGEX_TIMEOUT_S` seconds and refuses
+    in one line naming the grammar, the regex, the text and the bound."""
+
+    def __init__(self, compiled, name: str):
+        self._compiled, self._name = compiled, name
+        self.pattern = compiled.pattern
+
+    def fullmatch(self, text: str, partial: bool = False):
+        try:
+            return self._compiled.fullmatch(text, partial=partial, timeout=REGEX_TIMEOUT_S)
+        except TimeoutError:
+            raise GrammarError(f"{self._name}: regex {_clip(self.pattern)} took over "
+                               f"{REGEX_TIMEOUT_S:g} s (the bound on one match) on the text "
+                               f"{_clip(text)}: it backtracks without end there (a nested "
+                               f"repetition such as (a|a)* or (a+)+); rewrite the regex") \
+                from None
 
 
 class TokenAutomaton:
@@ -200,7 +230,7 @@ class TokenAutomaton:
             compiled = regex.compile(pattern)
         except regex.error as exc:
             raise GrammarError(f"{name}: regex {pattern!r} does not compile ({exc})") from None
-        return cls(_regex=compiled, _tokens=tokens, name=name,
+        return cls(_regex=_BoundedRegex(compiled, name), _tokens=tokens, name=name,
                    _eos=None if eos is None else int(eos))
 
     # -- reading
@@ -493,5 +523,5 @@ def apply_logits(logits, sp, history):
     return x
 
 
-__all__ = ["END", "GrammarError", "MAX_STATES", "TokenAutomaton", "apply_exact", "apply_logits",
-           "counts", "kit_logits", "mask", "no_repeat_mask"]
+__all__ = ["END", "GrammarError", "MAX_STATES", "REGEX_TIMEOUT_S", "TokenAutomaton",
+           "apply_exact", "apply_logits", "counts", "kit_logits", "mask", "no_repeat_mask"]
