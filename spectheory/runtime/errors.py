@@ -137,10 +137,16 @@ def call_user(fn, *args, what: str | None = None, **kwargs):
     is refused the same way (it is replaced for the call, and put back after it; a process
     forked meanwhile still exits). ``KeyboardInterrupt`` passes through, as does a
     [`SpectheoryError`][spectheory.runtime.errors.SpectheoryError] (already one line). The original
-    exception is chained (``--debug`` prints it)."""
+    exception is chained (``--debug`` prints it). What ``fn`` prints to standard output goes to
+    standard error while it runs: standard output is the toolkit's (a report, one JSON object
+    under ``--json``), and a sampler's debugging print must not break it."""
+    import contextlib
+    import sys
+
     _guard_process_exit()
     try:
-        return fn(*args, **kwargs)
+        with contextlib.redirect_stdout(sys.stderr):
+            return fn(*args, **kwargs)
     except SpectheoryError:
         raise
     except _UserProcessExit as exc:
