@@ -41,9 +41,13 @@ def int_in(lo: int, hi: int):
     """An argparse type: a decimal integer in [lo, hi]."""
     def parse(text: str) -> int:
         s = text.strip()
-        if not s.lstrip("+-").isdigit() or len(s) > 30:
-            raise argparse.ArgumentTypeError(f"{text!r} is not an integer (accepted: "
+        digits = s[1:] if s[:1] in "+-" else s
+        if not (digits.isascii() and digits.isdigit()):
+            raise argparse.ArgumentTypeError(f"{text!r:.40} is not an integer (accepted: "
                                              f"{lo:,}..{hi:,})")
+        if len(digits.lstrip("0")) > 30:  # refused before a huge integer is made
+            raise argparse.ArgumentTypeError(f"{s[:12]}... ({len(digits)} digits) is out of "
+                                             f"range {lo:,}..{hi:,}")
         value = int(s)
         if not lo <= value <= hi:
             raise argparse.ArgumentTypeError(f"{value:,} is out of range {lo:,}..{hi:,}")

@@ -161,13 +161,26 @@ def _check_row(row, V: int, exact: bool, tol: float, where: str):
     total = sum(vals, Fraction(0) if exact else 0.0)
     if exact:
         if total != 1:
+            shown = str(total) if len(str(total)) <= 40 else f"1 {'+-'[total < 1]} {_sci(total - 1)}"
             raise InstanceError(
-                f"{where}: sums to {total}, off from 1 by {float(total - 1):.3g}; exact mode "
+                f"{where}: sums to {shown}, off from 1 by {_sci(total - 1)}; exact mode "
                 "needs rows that sum to exactly 1 (write fractions such as \"1/3\", or make the "
                 "instance with --denominator)")
     elif abs(total - 1.0) > tol:
         raise InstanceError(f"{where}: sums to {total:.17g}, not 1 within tolerance {tol:g}")
     return vals
+
+
+def _sci(x: Fraction) -> str:
+    """``x`` in three significant digits, also where it is beyond float's range (an entry of
+    ``"1e-400"`` leaves a row off from 1 by 1e-400, which float() would show as 0)."""
+    from decimal import Decimal, localcontext
+
+    if x == 0:
+        return "0"
+    with localcontext() as ctx:
+        ctx.prec = 3
+        return f"{Decimal(abs(x.numerator)) / Decimal(x.denominator):.3g}"
 
 
 def _prefix_key(prefix: tuple) -> str:

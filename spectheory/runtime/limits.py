@@ -87,9 +87,10 @@ def parse_count(text, name: str, lo: int = 1, hi: int = MAX_LIMIT) -> int:
     from decimal import Decimal
 
     s = str(text).strip().replace("_", "")
-    if _INT.fullmatch(s):
+    body = s[1:] if s[:1] in "+-" and len(s) > 1 else s  # a sign: a number, maybe out of range
+    if _INT.fullmatch(body):
         value = Decimal(s)
-    elif _SCIENTIFIC.fullmatch(s):
+    elif _SCIENTIFIC.fullmatch(body):
         value = Decimal(s)
         if value != value.to_integral_value():
             raise OptionError(f"{name} {text!r} is not a whole number")
@@ -97,7 +98,7 @@ def parse_count(text, name: str, lo: int = 1, hi: int = MAX_LIMIT) -> int:
         raise OptionError(f"{name} {text!r} is not an integer: write decimal digits or a whole "
                           f"number such as 1e6 (accepted: {lo:,}..{hi:.0e})")
     if not lo <= value <= hi:
-        shown = f"{int(value):,}" if value < 10**30 else f"{value:.3e}"
+        shown = f"{int(value):,}" if abs(value) < 10**30 else f"{value:.3e}"
         raise OptionError(f"{name} {shown} is out of range {lo:,}..{hi:.0e}")
     return int(value)
 
