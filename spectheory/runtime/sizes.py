@@ -42,14 +42,16 @@ def human_bytes(n: float) -> str:
 
 
 def check_size(count: int, what: str, exact: bool = False, limit: int | None = None,
-               formula: str = "", outcomes: bool = False) -> None:
+               formula: str = "", outcomes: bool = False, remedy: str | None = None) -> None:
     """Refuse an enumeration of ``count`` leaves over the limit, naming sizes, memory and time.
 
     ``limit`` None means the default ([`max_sequences`][spectheory.runtime.sizes.max_sequences]); an explicit
     limit must be a positive integer. The time estimate uses the throughput constants of
     [`spectheory.runtime.limits`][spectheory.runtime.limits] (``outcomes``: ``count`` joint draft outcomes of the
     K-path engine). An accepted enumeration estimated above `spectheory.runtime.limits.NOTE_SECONDS` is
-    announced on stderr by the command line before it starts.
+    announced on stderr by the command line before it starts. ``remedy`` replaces the advice
+    that ends a refusal (default: a smaller vocabulary or block length, or ``--max-sequences``),
+    for a limit that no option raises.
     """
     if not isinstance(exact, (bool, np.bool_)):
         raise SizeLimitError(f"exact = {exact!r} must be True or False")
@@ -68,8 +70,9 @@ def check_size(count: int, what: str, exact: bool = False, limit: int | None = N
             f"{what}: {formula + ' = ' if formula else ''}{limits.human_count(count)} "
             f"sequences exceed the {mode} limit of {limit:,} by {limits.human_count(count - limit)} "
             f"({limits.ratio(count, limit)}; about {need} of memory and "
-            f"{limits.human_seconds(seconds)} would be needed); use a smaller vocabulary or "
-            f"block length, or raise the limit with --max-sequences")
+            f"{limits.human_seconds(seconds)} would be needed); "
+            + (remedy or "use a smaller vocabulary or block length, or raise the limit with "
+                         "--max-sequences"))
     if seconds > limits.NOTE_SECONDS:
         per = {"exact": limits.EXACT_SEQUENCES_PER_SECOND, "float": limits.FLOAT_SEQUENCES_PER_SECOND,
                "outcomes": limits.OUTCOMES_PER_SECOND}[rate]
