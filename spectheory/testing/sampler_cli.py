@@ -237,5 +237,8 @@ def register(sub) -> None:
     p.add_argument("--inputs", choices=("probs", "logits"), default="probs",
                    help="hand the target rows as probabilities (default) or as float32 logits")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    from ..cli.commands import add_time_limit_option
+
+    add_time_limit_option(p)  # also stops a sampler call that never returns
     _add_tree_options(p)
     p.set_defaults(func=run_check_sampler)

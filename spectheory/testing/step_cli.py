@@ -18,12 +18,13 @@ def _int(text: str, name: str, lo: int, hi: int) -> int:
     from ..runtime.limits import parse_count
 
     if name == "--samples":
-        value = parse_count(text, name)
+        value = parse_count(text, name, lo, hi)
     else:
-        try:
-            value = int(text)
-        except ValueError:
-            raise OptionError(f"{name} = {text!r} is not an integer") from None
+        s = str(text).strip()
+        if not (s.lstrip("+-").isascii() and s.lstrip("+-").isdigit()) or len(s) > 30:
+            raise OptionError(f"{name} = {text!r:.40} is not an integer (accepted: "
+                              f"{lo:,}..{hi:,})")
+        value = int(s)
     if not lo <= value <= hi:
         raise OptionError(f"{name} = {value} is out of range {lo}..{hi:,}")
     return value
@@ -86,4 +87,7 @@ def register(sub) -> None:
                    help="the models return probabilities or float32 logits (default: logits "
                         "when --sampling has a penalty or an added bias, else probabilities)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    from ..cli.commands import add_time_limit_option
+
+    add_time_limit_option(p)  # also stops a step call that never returns
     p.set_defaults(func=run_check_step)

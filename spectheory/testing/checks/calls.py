@@ -126,9 +126,10 @@ class _Pace:
         self.start = time.perf_counter()
         self.done = 0
         self.first = None  # (time, samples done) after the first call: warm-up excluded
+        self.noted = False  # the estimate noted on stderr (a command line run over 30 s)
 
     def add(self, m: int) -> None:
-        from ...runtime.limits import check_time, human_seconds
+        from ...runtime.limits import NOTE_SECONDS, check_time, human_seconds, note
 
         check_time("check_sampler")
         self.done += int(m)
@@ -137,11 +138,16 @@ class _Pace:
             self.first = (now, self.done)
             return
         t0, d0 = self.first
-        if self.max_seconds is None or now - self.start < PROJECT_AFTER_S or self.done <= d0:
+        if now - self.start < PROJECT_AFTER_S or self.done <= d0:
             return
         rate = (now - t0) / (self.done - d0)
         total = (now - self.start) + rate * max(0, self.samples - self.done)
-        if total > self.max_seconds:
+        if not self.noted and NOTE_SECONDS < total <= (self.max_seconds or math.inf):
+            self.noted = True
+            note(f"check_sampler: {self.samples:,} samples, estimated {human_seconds(total)} "
+                 f"({rate:.3g} s a sample, measured on the first {self.done:,}); --time-limit "
+                 f"SECONDS bounds it")
+        if self.max_seconds is not None and total > self.max_seconds:
             raise TimeLimitError(
                 f"samples = {self.samples:,} would take about {human_seconds(total)} "
                 f"({rate:.3g} s a sample, measured on the first {self.done:,}), over "
@@ -155,6 +161,31 @@ def _pace_add(m: int) -> None:
         pace.add(m)
 
 
+def kit_seed(seed) -> int:
+    """A check's ``seed``: an integer in 0..2^63-1 (a negative seed or one past 2^63 would reach
+    torch's ``manual_seed`` in another form, 1.5 would be cut to 1, and a string would fail deep
+    inside), else an `OptionError` in one line."""
+    from ...inputs.random_instances import MAX_SEED
+    from ...runtime.errors import OptionError
+
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or \
+            not 0 <= seed <= MAX_SEED:
+        raise OptionError(f"seed = {seed!r:.40} must be an integer in 0..{MAX_SEED:,}")
+    return int(seed)
+
+
+def readable(t, name: str):
+    """``t`` copied to the CPU, or a note naming why its values cannot be read there (a tensor on
+    the ``meta`` device has a shape and no data; another device may fail to copy)."""
+    if t.device.type == "meta":
+        return None, f"{name} on the meta device (a shape without values)"
+    try:
+        return t.cpu(), None
+    except Exception as exc:  # noqa: BLE001 - a device's copy failing is the output's fault
+        detail = " ".join(str(exc).split())[:120]
+        return None, f"{name} on device {t.device} that could not be copied to the CPU ({detail})"
+
+
 def _as_index(x, name: str):
     """A sampler's output as a flat int64 tensor, or a note on what it is instead."""
     try:
@@ -165,7 +196,10 @@ def _as_index(x, name: str):
         return None, f"{name} of dtype {t.dtype}, not an integer tensor"
     if t.dim() > 1:  # [B] expected: [1, B] or [B, 1] is a layout mistake, not a batch of B
         return None, f"{name} of shape {list(t.shape)}, not a vector [B]"
-    t = t.reshape(-1).cpu()
+    t, note = readable(t, name)
+    if note:
+        return None, note
+    t = t.reshape(-1)
     if t.is_floating_point():
         bad = ~torch.isfinite(t)
         if bad.any():

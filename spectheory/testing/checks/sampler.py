@@ -82,7 +82,7 @@ from ..statistics import stats  # noqa: F401 (re-exported)
 from .report import (MIN_EXPECTED, POWER, Cell, CoinMismatch, DraftRows, SamplerReport,  # noqa: F401 (re-exported)
                      _finite, _guarded, _name_of, declared)
 # The modes and the pieces they share, one module each; every name is importable from here too.
-from .calls import (COUNT_CHUNK, MAX_CALL_FLOATS, PROJECT_AFTER_S, _PACE, _ROW_LAWS,  # noqa: F401
+from .calls import (COUNT_CHUNK, kit_seed, MAX_CALL_FLOATS, PROJECT_AFTER_S, _PACE, _ROW_LAWS,  # noqa: F401
                     WATCHDOG_FACTOR, WATCHDOG_SLACK_S, _WHO, _Pace, _watchdog, _as_index, _cells, _chunk, _collect_law, _failed, _outputs,
                     _pace_add, _report, _row_counts, _split, _tokens)
 from .rows import (_dims, _equal_at_some_nodes, _fixed_rows, _zeroed_instance,  # noqa: F401
@@ -391,6 +391,7 @@ def check_sampler(sampler: Callable, verifier: Any = "block", instances: Sequenc
         sampler call still running at `WATCHDOG_FACTOR` times the budget plus
         `WATCHDOG_SLACK_S` (a watchdog in the main thread).
     """
+    seed = kit_seed(seed)
     call = dict(locals())  # the arguments, for a budgeted run's pilot and main checks
     if isinstance(samples, str) and samples == "auto":
         return _budgeted(call)
@@ -475,6 +476,7 @@ def check_proposal(draft_sampler: Callable, instances: Sequence | None = None,
     [`default_proposal_rows`][spectheory.testing.checks.sampler.default_proposal_rows].
     """
     _check_args(samples, alpha)
+    seed = kit_seed(seed)
     if not callable(draft_sampler):
         raise SpectheoryError(f"the draft sampler is {type(draft_sampler).__name__}, "
                               f"not a function")

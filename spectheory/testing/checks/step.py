@@ -82,7 +82,7 @@ from ...engine.seqtree import levels, path_probabilities
 from ...runtime._lazy import torch
 from ...runtime.errors import OptionError, SizeLimitError, SpectheoryError, TimeLimitError
 from ..statistics import stats
-from .calls import _cells, _summary
+from .calls import _cells, _summary, kit_seed, readable
 from .report import MIN_EXPECTED, POWER, SamplerReport, guarded
 
 #: Most sequences V^N one comparison enumerates (N = steps + L tokens).
@@ -92,6 +92,10 @@ MAX_STEP_CELLS = 2**20
 MAX_MODEL_FLOATS = 2**25
 #: Most rows handed to one step call.
 STEP_CHUNK = 2**16
+#: Rows of a check's first step call when an instance gets more than `STEP_CHUNK` samples: the
+#: time of the whole run is projected from it (a refusal past ``max_seconds``, or a note of the
+#: estimate) within seconds, not after a first call of 2^16 rows (minutes for a slow step).
+PILOT_ROWS = 2**11
 #: Most consecutive steps.
 MAX_STEPS = 32
 #: Most samples of one check.
@@ -318,6 +322,9 @@ def _emitted(out, b: int, L: int, V: int, who: str):
                 return None, f"{who} returned a row that is not a tensor of tokens"
             if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
                 return None, f"{who} returned {t.dtype} tokens, not integers"
+            t, note = readable(t, "a row of emitted tokens")
+            if note:
+                return None, f"{who} returned {note}"
             if not 1 <= t.numel() <= L + 1:
                 return None, (f"{who} returned a row of {t.numel()} tokens; a step emits 1.."
                               f"{L + 1}")
@@ -333,7 +340,10 @@ def _emitted(out, b: int, L: int, V: int, who: str):
     if tuple(t.shape) != (b, L + 1):
         return None, (f"{who} returned emitted tokens of shape {list(t.shape)} for {b} rows "
                       f"and L = {L}; expected [{b}, {L + 1}] padded with -1")
-    t = t.to(torch.long).cpu()
+    t, note = readable(t, "emitted tokens")
+    if note:
+        return None, f"{who} returned {note}"
+    t = t.to(torch.long)
     valid = t >= 0
     if ((t < PLACEHOLDER) | (t >= V)).any():
         return None, f"{who} returned a token outside 0..{V - 1} (and -1 for unused slots)"
@@ -399,16 +409,25 @@ class _Pace:
         self.what, self.unit, self.after, self.measured = what, unit, int(after), measured
         self.start = time.perf_counter()
         self.done = 0
+        self.noted = False
 
     def add(self, m: int) -> None:
-        from ...runtime.limits import check_time, human_seconds
+        from ...runtime.limits import NOTE_SECONDS, check_time, human_seconds, note
 
         check_time(self.what)
         self.done += int(m)
-        if self.max_seconds is None or self.done < max(self.after, 1):
+        if self.done < max(self.after, 1):
             return
         spent = time.perf_counter() - self.start
         projected = spent / self.done * self.total
+        if not self.noted and projected > NOTE_SECONDS and (self.max_seconds is None or
+                                                            projected <= self.max_seconds):
+            self.noted = True  # once, on the first measurement
+            note(f"{self.what}: {self.total:,} samples, estimated {human_seconds(projected)} "
+                 f"({spent / self.done:.3g} s {self.unit}, measured on the first "
+                 f"{self.done:,}); --time-limit SECONDS bounds it")
+        if self.max_seconds is None:
+            return
         if projected > self.max_seconds:
             on = f", measured on the first {self.done:,}" if self.measured else ""
             raise TimeLimitError(
@@ -428,6 +447,8 @@ def _run_instance(step, who, inst, n, L, steps, sp, dp, inputs, g, sg, pace=None
     done = 0
     while done < n:
         m = min(STEP_CHUNK, n - done)
+        if pace is not None and pace.done == 0 and n > STEP_CHUNK:
+            m = PILOT_ROWS  # a first call measured before 2^16 rows: the run's time projected
         seq = torch.full((m, N + L + 1), PLACEHOLDER, dtype=torch.long)
         count = torch.zeros(m, dtype=torch.long)
         for _ in range(steps):
@@ -533,6 +554,7 @@ def check_step(step: Callable, instances: Sequence | None = None, samples: int =
     """
     inputs = resolve_inputs(inputs, sampling)
     _check_args(samples, alpha, steps, inputs)
+    seed = kit_seed(seed)
     if not callable(step):
         raise OptionError(f"the step is {type(step).__name__}, not a function")
     sp, dp = parse_sampling(sampling), parse_sampling(draft_sampling)
@@ -620,6 +642,7 @@ def sample_steps(step: Callable, instance: Instance, samples: int, seed: int = 0
 
     inputs = resolve_inputs(inputs, sampling)
     _check_args(samples, 0.5, steps, inputs)
+    seed = kit_seed(seed)
     L = instance.block_length if num_draft is None else int(num_draft)
     _guard_cells(instance.vocab_size, steps + L)
     step = guarded(step, "step")

@@ -74,7 +74,7 @@ from ...runtime._lazy import torch
 from ...runtime.errors import OptionError, call_user
 from ...runtime.sizes import check_size
 from ..statistics import stats
-from .calls import _cells, _sequence_label, _summary
+from .calls import _cells, _sequence_label, _summary, kit_seed
 from .report import MIN_EXPECTED, POWER, SamplerReport, guarded
 
 #: Modes of [`check_tree_sampler`][spectheory.testing.checks.tree.check_tree_sampler].
@@ -192,6 +192,10 @@ def draft_trees(instance: Instance, tree, drafting: str, rows: int, generator) -
 
 
 # ----------------------------------------------------------------------------- reference law
+
+
+#: The end of a refusal by one of the tree check's own size limits, which no option raises.
+_FIXED_LIMIT = "use a smaller tree, vocabulary or instance (the tree check's limit is fixed)"
 
 
 def _tree_rule(verifier) -> VerifierSpec:
@@ -348,9 +352,9 @@ def tree_output_law(verifier, instance: Instance, tree, drafting: str | None = N
     V, D = instance.vocab_size, tree.height
     if drafting != "topk":
         check_size(V ** tree.n_drafted, f"drafted trees of {tree.describe()}", True,
-                   MAX_DRAFT_OUTCOMES, f"V^E = {V}^{tree.n_drafted}")
+                   MAX_DRAFT_OUTCOMES, f"V^E = {V}^{tree.n_drafted}", remedy=_FIXED_LIMIT)
     check_size(V ** (D + 1), "tree output law", True, MAX_LOSSLESS_CELLS,
-               f"V^(D+1) = {V}^{D + 1}")
+               f"V^(D+1) = {V}^{D + 1}", remedy=_FIXED_LIMIT)
     inst = instance.to_exact()
     tl = [np.ascontiguousarray(inst.target.level(d)) for d in range(D + 1)]
     ql = [np.ascontiguousarray(inst.draft.level(d)) for d in range(D + 1)]
@@ -514,6 +518,10 @@ def default_tree_instances(tree) -> list:
     tree = tree_shape(tree)
     b = max(len(k) for k in tree.children)
     D = tree.height
+    V = max(4, b)  # the largest of the three; its deepest target table has V^(D+1) rows' entries
+    check_size(V ** (D + 1), f"the default instances of a tree of depth {D}", False, None,
+               f"V^(D+1) = {V}^{D + 1}", remedy="use a shallower tree, or give instances of your "
+               "own (--instance FILE)")
     return [random_instance(max(3, b), D, 11), random_instance(max(4, b), D, 12, alpha=0.5),
             tied_instance(max(3, b), D).to_float()]
 
@@ -533,7 +541,7 @@ def _law_setup(spec, tree, drafting, instances, seed, draft_rows) -> list:
     n_rows = sum(d.tokens.shape[0] for d in drafted)
     V_max = max(d.q.shape[-1] for d in drafted)
     check_size(n_rows * tree.n_nodes * V_max, "tree law-mode count cells", False,
-               MAX_LAW_CELLS, "drafted trees x (N+1) x V")
+               MAX_LAW_CELLS, "drafted trees x (N+1) x V", remedy=_FIXED_LIMIT)
     out = []
     for d in drafted:
         laws, groups, paths_of = [], [], []
@@ -824,6 +832,7 @@ def check_tree_sampler(sampler: Callable, verifier: Any = None, tree: Any = (2, 
     """
     if mode not in TREE_MODES:
         raise OptionError(f"unknown tree mode {mode!r}; choose from {', '.join(TREE_MODES)}")
+    seed = kit_seed(seed)
     import time
 
     if budget_s is not None:

@@ -1,0 +1,250 @@
+"""Bad input to the conformance kit's checks and their commands, each refused in one line (or, for
+output a sampler or step returns, a FAIL note naming it), never a traceback or a silent run:
+
+* a sampler or step returning tensors on the ``meta`` device (a shape without values);
+* a check's ``seed`` that is not an integer in 0..2^63-1 (a string failed deep in torch, -3 and
+  1.5 were taken as other seeds);
+* counts and integers on the command line: a negative ``--samples``, a non-ASCII digit, an
+  integer of 36 digits (each named as what it is, with the command's own range), and an exact
+  instance row off from 1 by less than float's range;
+* the tree check's default instances of a deep tree (refused with the remedy the command has:
+  ``--instance``, not ``--max-sequences``);
+* a step or sampler that never returns (``--time-limit`` on ``check-step`` and
+  ``check-sampler``), and a long step check (its time estimated on a first small call);
+* user code printing to standard output (sent to standard error: ``--json`` stays one object).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from cli_helpers import run, write
+from spectheory.inputs.random_instances import MAX_SEED
+from spectheory.runtime.errors import OptionError, SizeLimitError
+from spectheory.testing import vllm_v1_step
+from spectheory.testing.checks import calls, step as step_mod
+from spectheory.testing.checks.sampler import check_proposal, check_sampler, make_sampler
+from spectheory.testing.checks.step import check_step, sample_steps
+from spectheory.testing.checks.tree import check_tree_sampler, default_tree_instances
+
+
+def refused(code, out, err, *words):
+    """Exit code 2, one line on stderr naming the problem, no traceback, nothing on stdout."""
+    assert code == 2, err
+    assert out == ""
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    for w in words:
+        assert w in err, (w, err)
+
+
+MODULE = '''
+import time
+import torch
+from spectheory.testing import vllm_v1_step
+from spectheory.testing.checks.sampler import make_sampler
+
+_token = make_sampler("token")
+
+def meta_step(req):
+    return vllm_v1_step(req).to("meta")
+
+def meta_sampler(drafts, q, p, generator):
+    accepted, token = _token(drafts, q, p, generator)
+    return accepted.to("meta"), token
+
+def hanging_step(req):
+    while True:
+        time.sleep(0.05)
+
+def hanging_sampler(drafts, q, p, generator):
+    while True:
+        time.sleep(0.05)
+
+def chatty_sampler(drafts, q, p, generator):
+    print("chatty sampler was called")
+    return _token(drafts, q, p, generator)
+
+def chatty_step(req):
+    print("chatty step was called")
+    return vllm_v1_step(req)
+'''
+
+
+@pytest.fixture
+def kit_module(user_modules):
+    import importlib
+    import sys
+
+    user_modules(kitbad=MODULE)
+    sys.modules.pop("kitbad", None)
+    return importlib.import_module("kitbad")
+
+
+# ----------------------------------------------------------------------------- meta tensors
+
+
+def test_meta_device_outputs_are_a_fail_note_not_a_traceback(kit_module, capsys):
+    rep = check_step(kit_module.meta_step, samples=500)
+    assert not rep.passed
+    assert rep.notes == ["kitbad:meta_step returned emitted tokens on the meta device (a "
+                         "shape without values)"]
+    rep = check_sampler(kit_module.meta_sampler, "token", samples=2000)
+    assert not rep.passed
+    assert "returned accepted on the meta device" in rep.notes[0], rep.notes
+    code, out, err = run(["check-step", "kitbad:meta_step", "--samples", "500"], capsys)
+    assert code == 1 and "meta device" in out and "Traceback" not in err + out
+
+
+def test_readable_names_the_device():
+    t, note = calls.readable(torch.zeros(3, device="meta"), "token")
+    assert t is None and note == "token on the meta device (a shape without values)"
+    t, note = calls.readable(torch.arange(3), "token")  # control: a CPU tensor is read as is
+    assert note is None and t.tolist() == [0, 1, 2]
+
+
+# ----------------------------------------------------------------------------- seeds
+
+
+@pytest.mark.parametrize("seed", ["x", -3, 1.5, True, MAX_SEED + 1, None])
+def test_check_seeds_are_integers_in_range(seed):
+    message = r"seed = .* must be an integer in 0\.\.9,223,372,036,854,775,807"
+    sampler = make_sampler("token")
+    for call in (lambda: check_step(vllm_v1_step, samples=500, seed=seed),
+                 lambda: sample_steps(vllm_v1_step, step_mod.default_step_instances()[0], 10,
+                                      seed=seed),
+                 lambda: check_sampler(sampler, "token", samples=2000, seed=seed),
+                 lambda: check_proposal(lambda q, g: (q.argmax(-1), q), samples=100, seed=seed),
+                 lambda: check_tree_sampler(sampler, "sglang-tree", (2, 1), samples=100,
+                                            seed=seed)):
+        with pytest.raises(OptionError, match=message):
+            call()
+
+
+def test_seed_bounds_are_inclusive():
+    assert calls.kit_seed(0) == 0 and calls.kit_seed(MAX_SEED) == MAX_SEED
+    assert calls.kit_seed(np.int64(7)) == 7 and type(calls.kit_seed(np.int64(7))) is int
+    # the largest seed runs: the step's second generator takes seed + 1 = 2^63, in torch's range
+    counts = sample_steps(vllm_v1_step, step_mod.default_step_instances()[0], 50, seed=MAX_SEED)
+    assert counts.sum() == 50
+
+
+# ----------------------------------------------------------------------------- command line
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--samples", "-5"], ["--samples -5 is out of range 1..1e+09"]),
+    (["--samples", "1e15"], ["--samples 1,000,000,000,000,000 is out of range 1..1e+09"]),
+    (["--samples", "abc"], ["is not an integer", "(accepted: 1..1e+09)"]),
+    (["--seed", "\u0663"], ["--seed = '\u0663' is not an integer"]),
+    (["--steps", "1e3"], ["--steps = '1e3' is not an integer (accepted: 1..32)"]),
+])
+def test_check_step_counts_named_with_their_range(capsys, args, words):
+    refused(*run(["check-step", "spectheory.testing:vllm_v1_step", *args], capsys), *words)
+
+
+@pytest.mark.parametrize("value, words", [
+    ("1" + "0" * 35, ["--denominator", "(36 digits) is out of range 1..1,000,000,000"]),
+    ("\u0663", ["--denominator", "is not an integer"]),
+])
+def test_integer_options_say_what_is_wrong(capsys, value, words):
+    refused(*run(["instance", "random", "--vocab", "3", "--block", "2", "--denominator", value],
+                 capsys), *words)
+
+
+def test_exact_row_off_by_less_than_float_range_names_the_difference(tmp_path, capsys):
+    inst = {"vocab_size": 2, "block_length": 1,
+            "target": {"": ["1", "1e-400"], "0": ["1/2", "1/2"], "1": ["1/2", "1/2"]},
+            "draft": {"": ["1/2", "1/2"]}}
+    path = write(tmp_path, inst)
+    code, out, err = run(["exact", path, "--verifier", "token", "--exact"], capsys)
+    refused(code, out, err, "sums to 1 + 1e-400, off from 1 by 1e-400")
+    inst["target"][""] = ["1", "1/3"]  # a short total is shown as the fraction it is
+    code, out, err = run(["exact", write(tmp_path, inst), "--verifier", "token", "--exact"],
+                         capsys)
+    refused(code, out, err, "sums to 4/3, off from 1 by 0.333")
+
+
+def test_deep_tree_default_instances_refused_with_the_commands_remedy(capsys):
+    deep = "1," * 32 + "1"  # a chain of depth 33
+    with pytest.raises(SizeLimitError, match=r"default instances of a tree of depth 33.*"
+                                             r"give instances of your own \(--instance FILE\)$"):
+        default_tree_instances(deep)
+    parents = ",".join(str(p) for p in [0] + list(range(1, 33)))
+    code, out, err = run(["check-sampler", "spectheory.testing:tree_speculative_sampling_target_"
+                          "only", "--parents", parents, "--tree-layout", "sglang-tree",
+                          "--verifier", "sglang-tree", "--samples", "3000"], capsys)
+    refused(code, out, err, "--instance FILE")
+    assert "--max-sequences" not in err
+    assert len(default_tree_instances((2, 1))) == 3  # control: a small tree's instances
+
+
+# ----------------------------------------------------------------------------- time
+
+
+@pytest.mark.parametrize("args", [
+    ["check-step", "kitbad:hanging_step", "--samples", "1000"],
+    ["check-sampler", "kitbad:hanging_sampler", "--verifier", "token", "--samples", "2000"],
+])
+def test_time_limit_stops_user_code_that_never_returns(kit_module, capsys, args):
+    t = time.perf_counter()
+    code, out, err = run([*args, "--time-limit", "1"], capsys)
+    refused(code, out, err, "time limit of 1 s reached")
+    assert time.perf_counter() - t < 10
+
+
+def test_a_long_step_check_is_measured_on_a_small_first_call(monkeypatch, capsys):
+    """With more samples than one call takes, the first call has `PILOT_ROWS` rows and the run's
+    estimate is noted from it (here any estimate is noted: NOTE_SECONDS = 0)."""
+    from spectheory.runtime import limits
+
+    monkeypatch.setattr(step_mod, "STEP_CHUNK", 4096)
+    monkeypatch.setattr(step_mod, "PILOT_ROWS", 256)
+    monkeypatch.setattr(limits, "NOTE_SECONDS", 0.0)
+    rows = []
+
+    def recording(req):
+        rows.append(req.context.shape[0])
+        return vllm_v1_step(req)
+
+    inst = step_mod.default_step_instances()[0]
+    with limits.running(None, notes=True):
+        rep = check_step(recording, [inst], samples=9000)
+    assert rep.passed
+    assert rows[0] == 256 and max(rows) <= 4096 and sum(rows) >= 9000
+    err = capsys.readouterr().err
+    assert err.count("spectheory: note: check_step: 9,000 samples, estimated") == 1, err
+    assert "measured on the first 256" in err
+
+
+def test_a_short_step_check_is_unchanged_by_the_pilot():
+    """At most `STEP_CHUNK` samples an instance: the calls are as before (the same draws)."""
+    rows = []
+
+    def recording(req):
+        rows.append(req.context.shape[0])
+        return vllm_v1_step(req)
+
+    inst = step_mod.default_step_instances()[0]
+    check_step(recording, [inst], samples=3000)
+    assert rows[0] == 3000
+
+
+# ----------------------------------------------------------------------------- standard output
+
+
+def test_user_prints_go_to_stderr_and_json_stays_one_object(kit_module, capsys):
+    for args in (["check-sampler", "kitbad:chatty_sampler", "--verifier", "token", "--samples",
+                  "2000", "--json"],
+                 ["check-step", "kitbad:chatty_step", "--samples", "1000", "--json"]):
+        code, out, err = run(args, capsys)
+        assert code == 0, err
+        assert json.loads(out)["passed"] is True
+        assert "chatty" in err and "was called" not in out
+    check_sampler(kit_module.chatty_sampler, "token", samples=2000)
+    captured = capsys.readouterr()
+    assert captured.out == "" and "chatty sampler was called" in captured.err
