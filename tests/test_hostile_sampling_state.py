@@ -237,3 +237,47 @@ def test_backtracking_regex_cli(inst_path, tmp_path, capsys):
     g = write(tmp_path, REDOS, "g.json")
     refused(*run(["check", inst_path, "--verifier", "token", "--sampling", f"grammar={g}"],
                  capsys), "regex '(a|a)*c'", f"took over {REGEX_TIMEOUT_S:g} s")
+
+
+# ----------------------------------------------------------------------------- duplicates (E13)
+
+
+def test_duplicate_token_strings_refused_by_the_kits_automaton():
+    with pytest.raises(GrammarError) as exc:
+        TokenAutomaton.from_regex("a+", ["a", "a", "<e>"], eos=2)
+    one_line(exc, "tokens 0 and 1 both spell 'a'")
+    with pytest.raises(GrammarError) as exc:  # a token spelling the stop token's string
+        TokenAutomaton.from_regex("a+", ["a", "<e>", "<e>"], eos=2)
+    one_line(exc, "tokens 1 and 2 both spell '<e>'")
+
+
+def test_duplicate_token_strings_refused_by_llguidance():
+    pytest.importorskip("llguidance")
+    from spectheory.inputs.grammar_engines import llguidance_grammar
+
+    with pytest.raises(GrammarError) as exc:
+        llguidance_grammar(["a", "a", "<e>"], 2, regex="a+")
+    one_line(exc, "tokens 0 and 1 both spell 'a'")
+
+
+def test_distinct_token_strings_agree_across_engines():
+    """The nearest valid vocabulary ("a", "aa", "<e>") under a+: both engines allow both
+    tokens at the start and after "a", and the stop token only after a match."""
+    pytest.importorskip("llguidance")
+    from spectheory.inputs.grammar_engines import llguidance_grammar
+
+    kit = TokenAutomaton.from_regex("a+", ["a", "aa", "<e>"], eos=2)
+    eng = llguidance_grammar(["a", "aa", "<e>"], 2, regex="a+")
+    H = np.array([[0], [1]])
+    want = [[True, True, True], [True, True, True]]
+    assert kit.allowed(kit.run(H)).tolist() == want == eng.allowed(eng.run(H)).tolist()
+    start = [[True, True, False]]
+    assert kit.allowed(np.array([0])).tolist() == start == eng.allowed(np.array([0])).tolist()
+
+
+def test_duplicate_token_strings_cli(inst_path, tmp_path, capsys):
+    pytest.importorskip("llguidance")
+    g = write(tmp_path, {"engine": "llguidance", "tokens": ["a", "a", "<e>"], "eos": 2,
+                         "regex": "a+"}, "g.json")
+    refused(*run(["check", inst_path, "--verifier", "token", "--sampling", f"grammar={g}"],
+                 capsys), "tokens 0 and 1 both spell 'a'")

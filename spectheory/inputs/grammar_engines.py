@@ -28,7 +28,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .stateful import END, MAX_STATES, GrammarError, TokenAutomaton
+from .stateful import (END, MAX_STATES, GrammarError, TokenAutomaton,
+                       refuse_duplicate_tokens)
 
 #: Largest grammar file read, bytes.
 MAX_GRAMMAR_BYTES = 64 * 1024**2
@@ -152,7 +153,9 @@ def llguidance_grammar(tokens: Sequence[str], eos: int, *, regex: str | None = N
 
     Give exactly one of ``regex``, ``json_schema`` (a dict or JSON text) or ``lark``. Refused in
     one line: llguidance not installed, a grammar it rejects, a vocabulary over
-    `MAX_ENGINE_VOCAB` tokens, an empty token string."""
+    `MAX_ENGINE_VOCAB` tokens, an empty token string, two ids spelling the same string
+    (`spectheory.inputs.stateful.refuse_duplicate_tokens`: llguidance keeps one id per string,
+    the kit's automaton would allow both)."""
     try:
         import llguidance
     except ImportError:
@@ -173,6 +176,7 @@ def llguidance_grammar(tokens: Sequence[str], eos: int, *, regex: str | None = N
         raise GrammarError(f"eos = {eos!r} is not a token id in 0..{V - 1}")
     if any(t == "" for i, t in enumerate(tokens) if i != eos):
         raise GrammarError("every token but eos must spell at least one character")
+    refuse_duplicate_tokens(tokens, name or "llguidance grammar")
     try:
         tok = llguidance.LLTokenizer(llguidance.TokenizerWrapper(_Tokenizer(tokens, int(eos))),
                                      slices=[])

@@ -122,6 +122,24 @@ def _clip(text: str, n: int = 60) -> str:
     return r if len(r) <= n else r[:n - 3] + "..."
 
 
+def refuse_duplicate_tokens(tokens: Sequence[str], name: str = "grammar") -> None:
+    """One line when two token ids spell the same string, wherever a grammar is built from
+    token strings (`TokenAutomaton.from_regex`, `llguidance_grammar`).
+
+    One rule for both: llguidance's tokenizer keeps one id per string (``["a", "a", "<e>"]``
+    under ``a+``: it allows token 0 and masks token 1), while the kit's automaton matches each
+    id's string and allows both; a law under the one mask would silently differ from the law
+    under the other. Refusing the duplicate in both keeps them interchangeable (the eos token
+    counts too: a token spelling the stop token's string is matched as text by one and as the
+    stop token by the other)."""
+    first: dict = {}
+    for i, t in enumerate(tokens):
+        if t in first:
+            raise GrammarError(f"{name}: tokens {first[t]} and {i} both spell {_clip(t)}; "
+                               f"each token id must spell a different string")
+        first[t] = i
+
+
 class _BoundedRegex:
     """A compiled regex whose ``fullmatch`` stops after `REGEX_TIMEOUT_S` seconds and refuses
     in one line naming the grammar, the regex, the text and the bound."""
@@ -226,6 +244,7 @@ class TokenAutomaton:
         if any(t == "" for i, t in enumerate(tokens) if i != eos):
             raise GrammarError(f"{name}: token {list(tokens).index('')} is the empty string; "
                                f"every token must spell at least one character")
+        refuse_duplicate_tokens(tokens, name)
         try:
             compiled = regex.compile(pattern)
         except regex.error as exc:
@@ -524,4 +543,5 @@ def apply_logits(logits, sp, history):
 
 
 __all__ = ["END", "GrammarError", "MAX_STATES", "REGEX_TIMEOUT_S", "TokenAutomaton",
-           "apply_exact", "apply_logits", "counts", "kit_logits", "mask", "no_repeat_mask"]
+           "apply_exact", "apply_logits", "counts", "kit_logits", "mask", "no_repeat_mask",
+           "refuse_duplicate_tokens"]
