@@ -281,3 +281,38 @@ def test_duplicate_token_strings_cli(inst_path, tmp_path, capsys):
                          "regex": "a+"}, "g.json")
     refused(*run(["check", inst_path, "--verifier", "token", "--sampling", f"grammar={g}"],
                  capsys), "tokens 0 and 1 both spell 'a'")
+
+
+# ----------------------------------------------------------------------------- kit logits (E14)
+
+
+@pytest.mark.parametrize("rows,where,value", [
+    (np.array([-0.5, 1.5]), "[0]", "-0.5"),
+    (np.array([[0.5, 0.5], [1.0, np.nan]]), "[1, 1]", "nan"),
+    (np.array([[0.5, np.inf]]), "[0, 1]", "inf"),
+])
+def test_kit_logits_refuse_what_is_not_a_probability(rows, where, value):
+    import torch
+
+    from spectheory.inputs.stateful import kit_logits
+
+    for x in (rows, torch.as_tensor(rows)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with pytest.raises(SamplingError) as exc:
+                kit_logits(x)
+        one_line(exc, "kit_logits takes probabilities", f"entry {where} is {value}")
+
+
+def test_kit_logits_control():
+    """[0.25, 0.75, 0]: log p shifted by the midpoint of log .75 and log .25, -inf for 0."""
+    import torch
+
+    from spectheory.inputs.stateful import kit_logits
+
+    p = np.array([0.25, 0.75, 0.0])
+    h = (math.log(0.75) - math.log(0.25)) / 2
+    for x in (p, torch.as_tensor(p)):
+        got = np.asarray(kit_logits(x)).tolist()
+        assert got[2] == -math.inf
+        assert abs(got[0] + h) < 1e-15 and abs(got[1] - h) < 1e-15

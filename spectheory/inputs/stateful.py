@@ -77,20 +77,42 @@ class GrammarError(OptionError):
 # ----------------------------------------------------------------------------- the kit's logits
 
 
+def _np_of(t) -> np.ndarray:
+    return t.detach().cpu().numpy()
+
+
+def _refuse_not_probs(bad: np.ndarray, probs) -> None:
+    """One line naming the first entry flagged in ``bad`` (same shape as ``probs``)."""
+    if bad.any():
+        from .processing import SamplingError
+
+        idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise SamplingError(f"kit_logits takes probabilities (finite, non-negative); entry "
+                            f"{list(idx)} is {float(probs[idx])}")
+
+
 def kit_logits(probs):
     """The kit's logits of probability rows ``probs [..., V]`` (float64 numpy or torch):
     log p shifted per row by the midpoint of its largest and smallest finite entries, -inf for
-    a zero (see `spectheory.inputs.stateful`). ``softmax(kit_logits(p)) = p``."""
+    a zero (see `spectheory.inputs.stateful`). ``softmax(kit_logits(p)) = p``. A NaN, negative
+    or infinite entry is not a probability: refused in one line (`SamplingError`), where log
+    would give NaN."""
     if is_tensor(probs):
-        lg = torch.log(probs.to(torch.float64))
+        p64 = probs.to(torch.float64)
+        bad = torch.isnan(p64) | (p64 < 0) | torch.isinf(p64)
+        if bool(bad.any()):
+            _refuse_not_probs(_np_of(bad), _np_of(p64))
+        lg = torch.log(p64)
         finite = torch.isfinite(lg)
         hi = torch.where(finite, lg, torch.full_like(lg, -math.inf)).amax(-1, keepdim=True)
         lo = torch.where(finite, lg, torch.full_like(lg, math.inf)).amin(-1, keepdim=True)
         shift = torch.where(torch.isfinite(hi) & torch.isfinite(lo), (hi + lo) / 2,
                             torch.zeros_like(hi))
         return lg - shift
+    p64 = np.asarray(probs, dtype=np.float64)
+    _refuse_not_probs(np.isnan(p64) | (p64 < 0) | np.isinf(p64), p64)
     with np.errstate(divide="ignore"):
-        lg = np.log(np.asarray(probs, dtype=np.float64))
+        lg = np.log(p64)
     finite = np.isfinite(lg)
     hi = np.where(finite, lg, -np.inf).max(axis=-1, keepdims=True)
     lo = np.where(finite, lg, np.inf).min(axis=-1, keepdims=True)
