@@ -316,3 +316,52 @@ def test_kit_logits_control():
         got = np.asarray(kit_logits(x)).tolist()
         assert got[2] == -math.inf
         assert abs(got[0] + h) < 1e-15 and abs(got[1] - h) < 1e-15
+
+
+# ----------------------------------------------------------------------------- stop ids, top_k (E15)
+
+
+def test_stop_ids_outside_the_vocabulary_refused_without_min_tokens():
+    import spectheory as st
+
+    for text in ("stop_token_ids=5", "stop_token_ids=1;5", "min_tokens=1,stop_token_ids=5"):
+        with pytest.raises(OptionError) as exc:
+            process_rows(P, text)
+        one_line(exc, "stop token 5 is outside the vocabulary 0..2")
+    inst = st.random_instance(3, 2, 1, denominator=60)
+    for kw in ({"sampling": "stop_token_ids=7"}, {"draft_sampling": "stop_token_ids=7"}):
+        with pytest.raises(OptionError) as exc:
+            st.analyze(inst, "token", **kw)
+        one_line(exc, "stop token 7 is outside the vocabulary 0..2")
+
+
+def test_stop_ids_inside_the_vocabulary_controls():
+    assert process_rows(P, "stop_token_ids=2").tolist() == P.tolist()  # no min_tokens: no-op
+    got = process_rows(P, "min_tokens=1,stop_token_ids=2")
+    assert got.tolist() == [0.5 / 0.75, 0.25 / 0.75, 0.0]
+
+
+def test_stop_ids_outside_the_vocabulary_cli(inst_path, capsys):
+    ids = ";".join(str(i) for i in range(15000))
+    refused(*run(["check", inst_path, "--verifier", "token", "--sampling",
+                  f"stop_token_ids={ids}"], capsys), "stop token 3 is outside the vocabulary")
+
+
+@pytest.mark.parametrize("text", ["top_k=\u0663", "top_k=1_0", "top_k=+3", "top_k=-",
+                                  "top_k=--1"])
+def test_top_k_digits_are_ascii(text):
+    with pytest.raises(SamplingError) as exc:
+        parse_sampling(text)
+    one_line(exc, "top_k", "is not an integer")
+
+
+def test_top_k_controls():
+    assert parse_sampling("top_k=-1").top_k is None and parse_sampling("top_k=0").top_k is None
+    assert parse_sampling(" top_k = 2 ").top_k == 2
+    assert process_rows(P, "top_k=1").tolist() == [1.0, 0.0, 0.0]
+    assert process_rows(P, "top_k=2").tolist() == P.tolist()  # the tie at the 2nd value kept
+
+
+def test_top_k_non_ascii_cli(inst_path, capsys):
+    refused(*run(["check", inst_path, "--verifier", "token", "--sampling", "top_k=\u0663"],
+                 capsys), "top_k", "is not an integer")

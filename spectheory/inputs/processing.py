@@ -532,10 +532,10 @@ def _value(key: str, text: str):
     if key in ("min_tokens", "no_repeat_ngram_size"):
         return _count(key, text)
     if key == "top_k":
-        try:
-            return int(text)
-        except ValueError:
-            raise _bad("top_k", text, "is not an integer") from None
+        digits = text[1:] if text.startswith("-") else text
+        if not (digits.isascii() and digits.isdigit()):  # int() reads '\u0663' as 3, '1_0'
+            raise _bad("top_k", text, "is not an integer")  # as 10: min_tokens refuses both
+        return int(text)
     return _number(key, text)
 
 
@@ -822,6 +822,10 @@ def process_rows(rows, params, inputs: str = "probs", history=None):
                             f"{list(x.shape)}")
     shape = tuple(x.shape)
     V = shape[-1]
+    if sp is not None:
+        from .stateful import check_vocabulary
+
+        check_vocabulary(sp, V)
     if exact:
         flat = x.reshape(-1, V)
     elif B.is_torch(x):
@@ -953,13 +957,17 @@ def process_instance(instance, sampling=None, draft_sampling=None, exact: bool |
     law is compared with the processed target's: the setting of an engine that verifies a
     request with these parameters.
     """
+    from .instances import Instance
+    from .stateful import check_vocabulary
+
     sp, dp = parse_sampling(sampling), parse_sampling(draft_sampling)
+    for p in (sp, dp):  # stop tokens with no min_tokens are the identity, but still checked
+        if p is not None and isinstance(instance, Instance):
+            check_vocabulary(p, instance.vocab_size)
     sp = None if sp is None or sp.identity else sp
     dp = None if dp is None or dp.identity else dp
     if sp is None and dp is None:
         return instance
-    from .instances import Instance
-
     if not isinstance(instance, Instance):
         raise SpectheoryError(f"expected a spectheory Instance, got {type(instance).__name__}")
     exact = instance.exact if exact is None else bool(exact)

@@ -435,16 +435,23 @@ def no_repeat_mask(history: np.ndarray, V: int, n: int) -> np.ndarray:
     return allowed
 
 
-def mask(sp, history: np.ndarray, V: int) -> np.ndarray | None:
-    """The allowed tokens [N, V] of every mask in ``sp`` at each history, or None when no mask
-    applies."""
-    N, n = history.shape
-    for t in sp.stop_token_ids:  # every token the parameters name, once, before any row
+def check_vocabulary(sp, V: int) -> None:
+    """One line when the parameters ``sp`` name a token outside 0..V-1 (a stop token or a
+    logit_bias token), once, before any row; stop tokens are checked even without min_tokens
+    (they are the instance's stop tokens, and one outside the vocabulary is a typo)."""
+    for t in sp.stop_token_ids:
         if t >= V:
             raise OptionError(f"stop token {t} is outside the vocabulary 0..{V - 1}")
     for t, _, _ in sp.logit_bias:
         if t >= V:
             raise OptionError(f"logit_bias token {t} is outside the vocabulary 0..{V - 1}")
+
+
+def mask(sp, history: np.ndarray, V: int) -> np.ndarray | None:
+    """The allowed tokens [N, V] of every mask in ``sp`` at each history, or None when no mask
+    applies."""
+    N, n = history.shape
+    check_vocabulary(sp, V)
     out = None
 
     def _and(m):
@@ -565,5 +572,6 @@ def apply_logits(logits, sp, history):
 
 
 __all__ = ["END", "GrammarError", "MAX_STATES", "REGEX_TIMEOUT_S", "TokenAutomaton",
-           "apply_exact", "apply_logits", "counts", "kit_logits", "mask", "no_repeat_mask",
+           "apply_exact", "apply_logits", "check_vocabulary", "counts", "kit_logits", "mask",
+           "no_repeat_mask",
            "refuse_duplicate_tokens"]
