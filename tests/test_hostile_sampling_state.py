@@ -365,3 +365,39 @@ def test_top_k_controls():
 def test_top_k_non_ascii_cli(inst_path, capsys):
     refused(*run(["check", inst_path, "--verifier", "token", "--sampling", "top_k=\u0663"],
                  capsys), "top_k", "is not an integer")
+
+
+# ----------------------------------------------------------------------------- n-gram masks (F)
+
+
+@pytest.mark.parametrize("args,words", [
+    ((np.array([[0, 1]]), 3, -2), ("n = -2",)),
+    ((np.array([[0, 1]]), 3, 0), ("n = 0",)),
+    ((np.array([[0, 1]]), 3, 1.5), ("n = 1.5",)),
+    ((np.array([[0, 1]]), 0, 2), ("V = 0",)),
+    ((np.array([[0, 1]]), True, 2), ("V = True",)),
+    ((np.array([[0, -1]]), 3, 2), ("token -1", "0..2")),   # would ban token 2 by wrapping
+    ((np.array([[0, 5]]), 3, 2), ("token 5", "0..2")),
+    ((np.array([[0.0, 1.0]]), 3, 2), ("integer array",)),
+    ((np.array([0, 1]), 3, 2), ("integer array", "[2]")),
+])
+def test_no_repeat_mask_refuses_bad_sizes_and_tokens(args, words):
+    from spectheory.inputs.stateful import no_repeat_mask
+
+    with pytest.raises(OptionError) as exc:
+        no_repeat_mask(*args)
+    one_line(exc, *words)
+
+
+def test_no_repeat_mask_controls():
+    """History (0, 1, 0): n = 2 bans 1 after the last 0 (the bigram 0 1 occurred); n = 1 bans
+    every token seen; n = 3 bans nothing (no trigram starts with the last two tokens 1 0).
+    History (2, 2, 2) bans 2 for n = 1, 2, 3. n = 5 is longer than the history plus one:
+    nothing is banned."""
+    from spectheory.inputs.stateful import no_repeat_mask
+
+    h = np.array([[0, 1, 0], [2, 2, 2]])
+    assert no_repeat_mask(h, 3, 2).tolist() == [[True, False, True], [True, True, False]]
+    assert no_repeat_mask(h, 3, 1).tolist() == [[False, False, True], [True, True, False]]
+    assert no_repeat_mask(h, 3, 3).tolist() == [[True, True, True], [True, True, False]]
+    assert no_repeat_mask(h, 3, 5).tolist() == [[True] * 3, [True] * 3]

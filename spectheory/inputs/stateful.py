@@ -422,10 +422,21 @@ def counts(history: np.ndarray, V: int) -> np.ndarray:
 def no_repeat_mask(history: np.ndarray, V: int, n: int) -> np.ndarray:
     """Allowed tokens [N, V] under transformers' `NoRepeatNGramLogitsProcessor` of size n: a
     token t is banned when (last n-1 tokens of the history, t) already occurs as an n-gram in
-    the history."""
+    the history. ``n`` and ``V`` are integers >= 1 and the history's tokens lie in 0..V-1, or
+    one line (`OptionError`): n <= 0 bans nothing and would read as a mask that ran."""
+    for key, v in (("n", n), ("V", V)):
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise OptionError(f"no_repeat_mask: {key} = {v!r} is not an integer >= 1")
+    history = np.asarray(history)
+    if history.ndim != 2 or (history.size and history.dtype.kind not in "iu"):
+        raise OptionError(f"no_repeat_mask: history must be an integer array [N, m], not "
+                          f"{history.dtype} of shape {list(history.shape)}")
+    if history.size and (history.min() < 0 or history.max() >= V):
+        bad = history[(history < 0) | (history >= V)][0]
+        raise OptionError(f"history holds token {int(bad)}, outside 0..{V - 1}")
     N, m = history.shape
     allowed = np.ones((N, V), dtype=bool)
-    if n < 1 or m + 1 < n:
+    if m + 1 < n:
         return allowed
     key = history[:, m - n + 1:]  # [N, n-1]
     rows = np.arange(N)
