@@ -299,8 +299,9 @@ def test_kit_logits_refuse_what_is_not_a_probability(rows, where, value):
     for x in (rows, torch.as_tensor(rows)):
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            with pytest.raises(SamplingError) as exc:
+            with pytest.raises(OptionError) as exc:
                 kit_logits(x)
+        assert type(exc.value) is OptionError
         one_line(exc, "kit_logits takes probabilities", f"entry {where} is {value}")
 
 

@@ -84,18 +84,16 @@ def _np_of(t) -> np.ndarray:
 def _refuse_not_probs(bad: np.ndarray, probs) -> None:
     """One line naming the first entry flagged in ``bad`` (same shape as ``probs``)."""
     if bad.any():
-        from .processing import SamplingError
-
         idx = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise SamplingError(f"kit_logits takes probabilities (finite, non-negative); entry "
-                            f"{list(idx)} is {float(probs[idx])}")
+        raise OptionError(f"kit_logits takes probabilities (finite, non-negative); entry "
+                          f"{list(idx)} is {float(probs[idx])}")
 
 
 def kit_logits(probs):
     """The kit's logits of probability rows ``probs [..., V]`` (float64 numpy or torch):
     log p shifted per row by the midpoint of its largest and smallest finite entries, -inf for
     a zero (see `spectheory.inputs.stateful`). ``softmax(kit_logits(p)) = p``. A NaN, negative
-    or infinite entry is not a probability: refused in one line (`SamplingError`), where log
+    or infinite entry is not a probability: refused in one line (`OptionError`), where log
     would give NaN."""
     if is_tensor(probs):
         p64 = probs.to(torch.float64)
