@@ -402,3 +402,12 @@ def test_no_repeat_mask_controls():
     assert no_repeat_mask(h, 3, 1).tolist() == [[False, False, True], [True, True, False]]
     assert no_repeat_mask(h, 3, 3).tolist() == [[True, True, True], [True, True, False]]
     assert no_repeat_mask(h, 3, 5).tolist() == [[True] * 3, [True] * 3]
+
+
+def test_rows_on_the_meta_device_are_refused():
+    import torch
+
+    with pytest.raises(SamplingError, match="meta device have a shape and no values"):
+        process_rows(torch.tensor([0.5, 0.5]).to("meta"), "top_k=1")
+    kept = process_rows(torch.tensor([0.75, 0.25]), "top_k=1")  # control: on the CPU
+    assert kept.tolist() == [1.0, 0.0]

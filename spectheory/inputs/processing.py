@@ -829,6 +829,9 @@ def process_rows(rows, params, inputs: str = "probs", history=None):
     if exact:
         flat = x.reshape(-1, V)
     elif B.is_torch(x):
+        if x.device.type == "meta":
+            raise SamplingError("rows on the meta device have a shape and no values; hand "
+                                "rows on the CPU or a GPU")
         if not (x.is_floating_point()):
             x = x.to(torch.float64)
         flat = x.reshape(-1, V).to(torch.float64)
