@@ -317,6 +317,8 @@ def load_rows(path) -> tuple:
     description); every problem is one [`SpectheoryError`][spectheory.runtime.errors.SpectheoryError]."""
     import os
 
+    if os.path.isdir(path):
+        raise SpectheoryError(f"--rows-file {path}: is a folder, not a file")
     if not os.path.isfile(path):
         raise SpectheoryError(f"--rows-file {path}: no such file")
     try:
