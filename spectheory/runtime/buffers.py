@@ -31,36 +31,26 @@ import threading
 import numpy as np
 
 from ._lazy import torch
+from .limits import BUFFER_POOL_ENV, env_bytes
 
 #: Requests below this many bytes are plain allocations (no pool).
 MIN_BYTES = 64 << 20
-#: Environment variable: pool capacity in bytes (``0``: off).
-ENV_VAR = "SPECTHEORY_BUFFER_POOL"
+#: Environment variable: pool capacity in bytes (``0``: off); checked at the command line's
+#: start-up ([`check_environment`][spectheory.runtime.limits.check_environment]).
+ENV_VAR = BUFFER_POOL_ENV
 
 _lock = threading.Lock()
 _pool: list[np.ndarray] = []  # uint8 base buffers, oldest first
 _capacity: int | None = None
 
 
-def _parse_bytes(text: str) -> int:
-    from .errors import SpectheoryError
-
-    given = text.strip()
-    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(given[-1:].upper(), 1)
-    digits = given[:-1] if scale > 1 else given
-    if not (digits.isascii() and digits.isdigit()) or len(digits) > 15:
-        raise SpectheoryError(f"{ENV_VAR}={given[:40]!r} is not a size in bytes (e.g. 0, 512M, "
-                              "4G)")
-    return int(digits) * scale
-
-
 def capacity() -> int:
     """Bytes the pool may hold (in use and free together); 0 when pooling is off."""
     global _capacity
     if _capacity is None:
-        env = os.environ.get(ENV_VAR)
-        if env is not None and env.strip():
-            _capacity = _parse_bytes(env)
+        env = env_bytes(ENV_VAR)
+        if env is not None:
+            _capacity = env
         else:
             try:
                 total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

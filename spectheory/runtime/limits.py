@@ -142,13 +142,71 @@ def env_switch(name: str) -> bool:
                       f"{', '.join(SWITCH_ON)} ({on}) or {', '.join(SWITCH_OFF)} ({off})")
 
 
+#: Environment variable of the command line's allocator setting
+#: ([`spectheory.runtime.allocator`][spectheory.runtime.allocator]): its accepted values
+#: (compared after stripping blanks and lower-casing) and what each does. Unset or empty is
+#: ``tuned``.
+MALLOC_ENV = "SPECTHEORY_MALLOC"
+MALLOC_SETTINGS = {"tuned": "keep freed memory for reuse; the default",
+                   "default": "leave the C allocator's own settings"}
+
+
+def env_malloc() -> str:
+    """The allocator setting of ``SPECTHEORY_MALLOC``, validated on each read: ``"tuned"``
+    (unset, empty or ``tuned``) or ``"default"``; anything else an
+    [`OptionError`][spectheory.runtime.errors.OptionError] naming the variable, its value and the
+    accepted values (a typo used to keep the tuned allocator without a word)."""
+    text = os.environ.get(MALLOC_ENV)
+    value = "" if text is None else text.strip().lower()
+    if value == "":
+        return "tuned"
+    if value in MALLOC_SETTINGS:
+        return value
+    shown = text if len(text) <= 40 else text[:37] + "..."
+    raise OptionError(f"environment variable {MALLOC_ENV}={shown!r} is not an allocator "
+                      "setting: use " + " or ".join(f"{k} ({v})"
+                                                      for k, v in MALLOC_SETTINGS.items()))
+
+
+#: Environment variable of the buffer pool's capacity in bytes
+#: ([`spectheory.runtime.buffers`][spectheory.runtime.buffers]).
+BUFFER_POOL_ENV = "SPECTHEORY_BUFFER_POOL"
+_BYTE_SUFFIXES = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def parse_bytes(text: str, name: str = BUFFER_POOL_ENV) -> int:
+    """A size in bytes written as ASCII digits (at most 15) with an optional suffix K, M or G
+    (powers of 1024); else an [`OptionError`][spectheory.runtime.errors.OptionError] naming
+    ``name`` and the value."""
+    given = str(text).strip()
+    scale = _BYTE_SUFFIXES.get(given[-1:].upper(), 1)
+    digits = given[:-1] if scale > 1 else given
+    if not (digits.isascii() and digits.isdigit()) or len(digits) > 15:
+        raise OptionError(f"{name}={given[:40]!r} is not a size in bytes (e.g. 0, 512M, 4G)")
+    return int(digits) * scale
+
+
+def env_bytes(name: str = BUFFER_POOL_ENV) -> int | None:
+    """The size in bytes of environment variable ``name`` ([`parse_bytes`][spectheory.runtime.limits.parse_bytes]),
+    None when unset or empty."""
+    text = os.environ.get(name)
+    if text is None or not text.strip():
+        return None
+    return parse_bytes(text, name)
+
+
 def check_environment() -> None:
-    """Validate every variable of `ENV_LIMITS` and `ENV_SWITCHES` (raises
-    [`OptionError`][spectheory.runtime.errors.OptionError])."""
+    """Validate every variable of `ENV_LIMITS` and `ENV_SWITCHES`, ``SPECTHEORY_MALLOC``
+    ([`env_malloc`][spectheory.runtime.limits.env_malloc]) and ``SPECTHEORY_BUFFER_POOL``
+    ([`env_bytes`][spectheory.runtime.limits.env_bytes]) (raises
+    [`OptionError`][spectheory.runtime.errors.OptionError]): the command line calls it at start-up,
+    so a bad value is refused before any work, not at the first large allocation."""
     for name in ENV_LIMITS:
         env_limit(name)
     for name in ENV_SWITCHES:
         env_switch(name)
+    env_malloc()
+    env_bytes(BUFFER_POOL_ENV)
 
 
 # ----------------------------------------------------------------------------- time
