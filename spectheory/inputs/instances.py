@@ -105,9 +105,40 @@ MAX_EXPONENT = 1000
 _EXPONENT = re.compile(r"[eE]\s*([+-]?[0-9]+)")
 
 
+#: The rational type, for isinstance (the name ``Fraction`` is the constructor the parser calls).
+_FRACTION = Fraction
+
+
+class JsonNumber(float):
+    """A JSON number with a fraction or exponent, as float64 with its text kept: exact mode
+    reads the text (``0.10000000000000000001`` is not 1/10, ``1e-400`` is not 0), float mode
+    the float json would give."""
+
+    __slots__ = ("text",)
+
+
+def _json_number(text: str) -> JsonNumber:
+    number = JsonNumber(text)
+    number.text = text
+    return number
+
+
+#: A number or fraction in ASCII digits: ``1/3``, ``0.25``, ``2.5e-3``, ``-0`` (Python's
+#: ``Fraction`` would also take other scripts' digits and ``1_0``; an instance file does not).
+_NUMBER_TEXT = re.compile(r"[+-]?(?:[0-9]+/[0-9]+|(?:[0-9]+\.?[0-9]*|\.[0-9]+)"
+                          r"(?:[eE][+-]?[0-9]+)?)")
+
+
 def _parse_number(value: Any, exact: bool, where: str):
+    if isinstance(value, JsonNumber):  # read from a file in exact mode: its text
+        value = value.text if exact else float(value)
+    if isinstance(value, _FRACTION):  # an exact entry built in Python
+        if not 0 <= value <= 2:
+            raise InstanceError(f"{where}: entry {_short(value)} is "
+                                f"{'negative' if value < 0 else 'over 1'} (not a probability)")
+        return value if exact else float(value)
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise InstanceError(f"{where}: entry {value!r} is not a number or fraction string")
+        raise InstanceError(f"{where}: entry {_short(value)} is not a number or fraction string")
     if isinstance(value, str):
         if len(value) > 200:
             raise InstanceError(f"{where}: entry {_short(value)} is longer than 200 characters")
@@ -117,13 +148,15 @@ def _parse_number(value: Any, exact: bool, where: str):
                                 f"+-{MAX_EXPONENT} (not a probability that can be computed "
                                 "with)")
         try:
+            if not _NUMBER_TEXT.fullmatch(value.strip()):
+                raise ValueError(value)
             frac = Fraction(value.strip())
         except (ValueError, ZeroDivisionError):
             if value.strip().lower() in ("nan", "inf", "-inf", "infinity", "-infinity", "+inf",
                                          "+infinity"):
                 raise InstanceError(f"{where}: entry {value!r} is not finite") from None
             raise InstanceError(f"{where}: entry {_short(value)} is not a number or "
-                                "fraction") from None
+                                "fraction in ASCII digits (e.g. 1/3, 0.25, 2.5e-3)") from None
         if not 0 <= frac <= 2:  # before float(): "1e999" would overflow
             raise InstanceError(f"{where}: entry {_short(value)} is "
                                 f"{'negative' if frac < 0 else 'over 1'} (not a probability)")
@@ -139,6 +172,15 @@ def _parse_number(value: Any, exact: bool, where: str):
 
 
 def _short(value) -> str:
+    """``repr(value)`` cut at 40 characters; an integer or fraction too long to print (Python
+    refuses int -> str past 4,300 digits) is named by its size."""
+    big = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        big = value.bit_length()
+    elif isinstance(value, _FRACTION):
+        big = max(value.numerator.bit_length(), value.denominator.bit_length())
+    if big is not None and big > 128:
+        return f"<{type(value).__name__} of about {int(big * 0.30103) + 1:,} digits>"
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
@@ -154,14 +196,17 @@ def _check_row(row, V: int, exact: bool, tol: float, where: str):
         vals = [_parse_number(v, exact, where) for v in row]
     for a, v in enumerate(vals):
         if v < 0:
-            raise InstanceError(f"{where}: entry for token {a} is negative ({v})")
+            raise InstanceError(f"{where}: entry for token {a} is negative ({_short(v)})")
     for a, v in enumerate(vals):
         if v > (1 if exact else 1 + tol):
-            raise InstanceError(f"{where}: entry for token {a} is {v}, over 1 (not a probability)")
+            raise InstanceError(f"{where}: entry for token {a} is {_short(v)}, over 1 (not a "
+                                "probability)")
     total = sum(vals, Fraction(0) if exact else 0.0)
     if exact:
         if total != 1:
-            shown = str(total) if len(str(total)) <= 40 else f"1 {'+-'[total < 1]} {_sci(total - 1)}"
+            small = max(total.numerator.bit_length(), total.denominator.bit_length()) <= 128
+            shown = str(total) if small and len(str(total)) <= 40 else \
+                f"1 {'+-'[total < 1]} {_sci(total - 1)}"
             raise InstanceError(
                 f"{where}: sums to {shown}, off from 1 by {_sci(total - 1)}; exact mode "
                 "needs rows that sum to exactly 1 (write fractions such as \"1/3\", or make the "
@@ -330,9 +375,14 @@ def _constant(name: str):
                         "numbers in [0, 1])")
 
 
-def parse_json(text: str, where: str = "instance") -> Any:
-    """Parse JSON text, refusing duplicate object keys and NaN/Infinity constants."""
+def parse_json(text: str, where: str = "instance", exact_numbers: bool = False) -> Any:
+    """Parse JSON text, refusing duplicate object keys and NaN/Infinity constants.
+    ``exact_numbers``: numbers with a fraction or exponent keep their text (`JsonNumber`), for
+    exact mode."""
     try:
+        if exact_numbers:
+            return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_constant,
+                              parse_float=_json_number)
         return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_constant)
     except json.JSONDecodeError as exc:
         raise InstanceError(f"{where}: unreadable JSON ({exc.msg} at line {exc.lineno} "
@@ -383,7 +433,8 @@ def load_instance(path: str, exact: bool = False, tol: float = DEFAULT_TOL) -> I
         text = raw
     if not text.strip():
         raise InstanceError(f"{name}: empty file, expected an instance JSON object")
-    return instance_from_dict(parse_json(text, name), exact=exact, tol=tol)
+    return instance_from_dict(parse_json(text, name, exact_numbers=bool(exact)), exact=exact,
+                              tol=tol)
 
 
 # ----------------------------------------------------------------------------- writing

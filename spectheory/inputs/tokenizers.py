@@ -265,7 +265,8 @@ def load_hetero(path: str, exact: bool = False, tol: float = DEFAULT_TOL) -> Het
         raise InstanceError(f"{path}: not UTF-8 text (offset {exc.start})") from None
     if not text.strip():
         raise InstanceError(f"{path}: empty file, expected a JSON object")
-    return hetero_from_dict(parse_json(text, str(path)), exact=exact, tol=tol)
+    return hetero_from_dict(parse_json(text, str(path), exact_numbers=bool(exact)), exact=exact,
+                            tol=tol)
 
 
 __all__ = ["HETERO_KEYS", "HeteroInstance", "MAX_ENUMERATION", "MAX_WORK", "Tokenizer",
