@@ -332,12 +332,37 @@ def _as_spec(obj: Any, name: str, multi_path: bool = False, user: bool = False
     raise SpectheoryError(f"{name!r} is {type(obj).__name__}, not a verifier function")
 
 
+def _callable_name(obj) -> str:
+    try:
+        name = getattr(obj, "__name__", None)
+    except Exception:  # noqa: BLE001 - a user object's __getattr__ may raise anything
+        name = None
+    return name if isinstance(name, str) and name else "verifier"
+
+
 def _doc(obj) -> str:
     try:
         doc = getattr(obj, "__doc__", "")
     except Exception:  # noqa: BLE001 - a user object's __getattr__ may raise anything
         return ""
     return doc if isinstance(doc, str) else ""
+
+
+class GuardedFunction:
+    """A law function handed over in Python, called through
+    [`call_user`][spectheory.runtime.errors.call_user]: an exception it raises, ``sys.exit``,
+    ``os._exit`` or a wrong signature is one [`UserCodeError`][spectheory.runtime.errors.UserCodeError]
+    line naming it (as for ``module:function`` on the command line), never a bare traceback from
+    inside the engine. What it returns is validated where the engine uses it
+    ([`validate_law`][spectheory.law.validate_law], which names the draft and position)."""
+
+    def __init__(self, function: Callable, name: str):
+        functools.update_wrapper(self, function, updated=())
+        self.function = function
+        self.name = name
+
+    def __call__(self, drafts, q, p):
+        return call_user(self.function, drafts, q, p, what=f"verifier {self.name!r}")
 
 
 class UserVerifier:
@@ -477,7 +502,10 @@ def get_verifier(verifier: Any, multi_path: bool = False) -> VerifierSpec:
         for spec in registered().values():  # a built-in function keeps its metadata
             if spec.function is verifier:
                 return spec
-        return _as_spec(verifier, getattr(verifier, "__name__", "verifier"), multi_path)
+        spec = _as_spec(verifier, _callable_name(verifier), multi_path)
+        if spec.function is verifier:  # a bare function: user code, called through call_user
+            spec = dataclasses.replace(spec, function=GuardedFunction(verifier, spec.name))
+        return spec
     raise SpectheoryError(f"a verifier must be a name, module:function or a function, not "
                           f"{type(verifier).__name__}")
 
