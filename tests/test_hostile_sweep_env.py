@@ -53,6 +53,172 @@ def test_rows_file_that_is_a_file_still_loads(tmp_path):
     assert torch.equal(got_p, p.double())
 
 
+
+# ----------------------------------------------------------------------------- 1. --out ''
+
+SWEEP = """
+[sweep]
+name = "{name}"
+time_limit = 30
+[[instances]]
+family = "random"
+vocab = {vocab}
+block = 1
+seeds = {seeds}
+[[verifiers]]
+name = "{verifier}"
+"""
+
+
+def sweep_file(tmp_path, name="ok", vocab=2, seeds="[0]", verifier="token"):
+    path = tmp_path / f"{name}.toml"
+    path.write_text(SWEEP.format(name=name, vocab=vocab, seeds=seeds, verifier=verifier))
+    return path
+
+
+def snapshot(folder):
+    """Every file under ``folder`` with its bytes."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file()}
+
+
+def test_empty_sweep_out_is_refused_and_writes_nothing(tmp_path, capsys, monkeypatch):
+    """``--out ''`` wrote results.csv, cache/ and results.parquet into the current folder and
+    printed "in /results.csv"."""
+    from spectheory.runtime.errors import OptionError
+    from spectheory.sweep import load_config, run_sweep
+
+    cfg = sweep_file(tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    refused(*run(["sweep", str(cfg), "--out", "", "--no-progress"], capsys),
+            "--out '' is empty")
+    with pytest.raises(OptionError, match="--out '' is empty"):
+        run_sweep(load_config(cfg), "", workers=1)
+    assert list(work.iterdir()) == []
+    code, out, _ = run(["sweep", str(cfg), "--out", "o", "--no-progress"], capsys)  # neighbour
+    assert code == 0 and out == "1 rows (1 ok) in o/results.csv\n"
+    assert (work / "o" / "results.csv").is_file()
+
+
+def test_empty_figures_out_is_refused_and_writes_nothing(tmp_path, capsys, monkeypatch):
+    """``figures --out ''`` wrote into the current folder."""
+    from spectheory.cli import figures
+
+    gallery = tmp_path / "gallery"
+    gallery.mkdir()
+    (gallery / "fig1_tiny.py").write_text(
+        '''"""A tiny figure\n\nbody"""\nfrom pathlib import Path\n\n'''
+        "def main(out, quick=False):\n"
+        "    for ext in ('png', 'pdf'):\n"
+        "        (Path(out) / ('fig1_tiny.' + ext)).write_text('drawn')\n"
+        "    return {'value': 3}\n")
+    monkeypatch.setattr(figures, "gallery_folder", lambda: gallery)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    refused(*run(["figures", "--out", "", "--no-progress"], capsys), "--out '' is empty")
+    with pytest.raises(SpectheoryError, match="--out '' is empty"):
+        figures.run("", quick=True, folder=gallery)
+    assert list(work.iterdir()) == []
+    # the neighbour: a named folder gets the figure
+    code, out, err = run(["figures", "--out", "o", "--no-progress"], capsys)
+    assert code == 0, err
+    assert (work / "o" / "fig1_tiny.png").read_text() == "drawn"
+    assert sorted(p.name for p in work.iterdir()) == ["o"]
+
+
+# ----------------------------------------------------------------------------- 2. whose folder
+
+
+def test_another_sweeps_folder_is_refused_and_left_as_it_was(tmp_path, capsys):
+    """Sweep "ok2" run into sweep "ok"'s folder replaced ok's table without a word."""
+    ok, ok2 = sweep_file(tmp_path), sweep_file(tmp_path, "ok2", vocab=3, seeds="[5]",
+                                                verifier="block")
+    out = tmp_path / "out"
+    assert run(["sweep", str(ok), "--out", str(out), "--no-progress"], capsys)[0] == 0
+    before = snapshot(out)
+    assert "sweep.json" in before
+    refused(*run(["sweep", str(ok2), "--out", str(out), "--no-progress"], capsys),
+            f"--out {out} holds the results of sweep 'ok'", "not of sweep 'ok2'")
+    assert snapshot(out) == before
+    # the neighbours: ok2 into its own folder; ok again into its own (nothing recomputed)
+    assert run(["sweep", str(ok2), "--out", str(tmp_path / "out2"), "--no-progress"],
+               capsys)[0] == 0
+    code, _, err = run(["sweep", str(ok), "--out", str(out)], capsys)
+    assert code == 0 and "1 cached, 0 to run" in err
+    assert snapshot(out)["results.csv"] == before["results.csv"]
+
+
+def test_the_same_name_with_a_grown_grid_keeps_its_folder(tmp_path):
+    """Extending a sweep (another seed) is the same sweep: the cached job is reused."""
+    from spectheory.sweep import load_config, run_sweep
+
+    out = tmp_path / "out"
+    said = []
+    first = run_sweep(load_config(sweep_file(tmp_path)), out, workers=1)
+    rows = run_sweep(load_config(sweep_file(tmp_path, seeds="[0, 1]")), out, workers=1,
+                     log=said.append)
+    assert "2 jobs, 1 cached, 1 to run" in said[-1]
+    assert rows[0] == first[0] and len(rows) == 2
+
+
+def test_the_record_is_written_before_the_jobs_run(tmp_path, monkeypatch):
+    """A sweep killed before its table was written still holds its folder (a resume of it
+    works, another sweep is refused)."""
+    from spectheory.runtime.errors import OptionError
+    from spectheory.sweep import load_config, run_sweep, runner
+
+    out = tmp_path / "out"
+
+    def killed(*args, **kwargs):
+        assert (out / "sweep.json").is_file()
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(runner, "_local", killed)
+        with pytest.raises(KeyboardInterrupt):
+            run_sweep(load_config(sweep_file(tmp_path)), out, workers=1)
+    assert not (out / "results.csv").exists()
+    with pytest.raises(OptionError, match="holds the results of sweep 'ok'"):
+        run_sweep(load_config(sweep_file(tmp_path, "other")), out, workers=1)
+    (row,) = run_sweep(load_config(sweep_file(tmp_path)), out, workers=1)
+    assert row["status"] == "ok"
+
+
+def test_a_folder_without_a_record_is_judged_by_its_table(tmp_path):
+    """A table written before records were kept: this sweep's when a row is one of its jobs."""
+    from spectheory.runtime.errors import OptionError
+    from spectheory.sweep import load_config, run_sweep
+
+    out = tmp_path / "out"
+    run_sweep(load_config(sweep_file(tmp_path)), out, workers=1)
+    (out / "sweep.json").unlink()
+    before = snapshot(out)
+    with pytest.raises(OptionError, match="none of the 1 rows of its results.csv is a job of "
+                                          "sweep 'ok2'"):
+        run_sweep(load_config(sweep_file(tmp_path, "ok2", vocab=3)), out, workers=1)
+    assert snapshot(out) == before
+    renamed = sweep_file(tmp_path, "renamed", seeds="[0, 1]")  # shares the seed-0 job
+    assert len(run_sweep(load_config(renamed), out, workers=1)) == 2
+    assert '"name": "renamed"' in (out / "sweep.json").read_text()
+
+
+@pytest.mark.parametrize("what,text,words", [
+    ("results.csv", "a,b\n1,2\n", "holds a results.csv that is not a sweep table"),
+    ("sweep.json", "[1, 2]", "sweep.json there is not a sweep record"),
+    ("sweep.json", "{not json", "sweep.json there is not a sweep record")])
+def test_a_folder_of_something_else_is_refused(tmp_path, capsys, what, text, words):
+    cfg = sweep_file(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / what).write_text(text)
+    before = snapshot(out)
+    refused(*run(["sweep", str(cfg), "--out", str(out), "--no-progress"], capsys), words)
+    assert snapshot(out) == before
+
+
 # ----------------------------------------------------------------------------- 3. environment
 
 

@@ -175,9 +175,11 @@ def run(out: str | os.PathLike, quick: bool = False, only: list[str] | None = No
     Raises
     ------
     SpectheoryError
-        No gallery, an unknown figure, an output path that cannot be a folder, or a script that
-        did not write its two files. Errors raised by a script propagate unchanged.
+        No gallery, an unknown figure, an empty output path or one that cannot be a folder, or
+        a script that did not write its two files. Errors raised by a script propagate
+        unchanged.
     """
+    _check_out(out)
     folder = gallery_folder() if folder is None else Path(folder)
     chosen = select(scripts(folder), only)
     if not chosen:
@@ -265,7 +267,15 @@ def expected_files(out: Path | str, stems) -> list[Path]:
 # ----------------------------------------------------------------------------- CLI
 
 
+def _check_out(out) -> None:
+    """Refuse an empty output path (``--out ''``): it would write into the current folder."""
+    if isinstance(out, str) and out.strip() == "":
+        raise SpectheoryError(f"--out {out!r} is empty: give the figures' output folder "
+                              "(e.g. --out out/figures)")
+
+
 def cmd_figures(args) -> int:
+    _check_out(args.out)  # before torch is imported or anything is written
     import torch
 
     from ..runtime.threads import parse_threads

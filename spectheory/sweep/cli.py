@@ -30,7 +30,9 @@ def cmd_sweep(args) -> int:
 
     check_executor_options(args.executor, address=args.address, flags=True)
     from .config import load_config
-    from .runner import run_sweep
+    from .runner import check_out_path, run_sweep
+
+    check_out_path(args.out)  # before the file is read (its families may build instances)
 
     workers = None
     if args.workers is not None:

@@ -19,6 +19,14 @@ the jobs: each job's row, limits and cache entry are as above (the clock
 and the memory limit apply to the job the child is running; its private memory then includes
 what the batch's earlier jobs left, and ``peak_rss_mb`` is the batch's peak so far), and when a
 job is stopped or kills the child, the jobs after it run again in a new child.
+
+An output folder belongs to one sweep, identified by its name (``[sweep] name``; ``sweep`` when
+the file gives none): the first run records it in ``OUT/sweep.json``, and a run of a sweep with
+another name into that folder is refused before anything is written
+([`check_out_folder`][spectheory.sweep.runner.check_out_folder]), since it would replace the
+table. Resuming a killed sweep, running it again and extending its grid keep the name and so
+the folder. A folder with a table but no record (written before records were kept) is taken as
+this sweep's when the table is empty or one of its rows is a job of this grid.
 """
 
 from __future__ import annotations
@@ -291,6 +299,103 @@ def write_table(rows: list[dict], out: Path) -> list[Path]:
     return written
 
 
+#: The file of an output folder that records which sweep it holds.
+RECORD = "sweep.json"
+#: Largest record or table read to decide whose a folder is (bytes).
+MAX_RECORD_BYTES = 1 << 16
+
+
+def _clip(text, n: int = 60) -> str:
+    text = str(text)
+    return repr(text if len(text) <= n else text[:n - 3] + "...")
+
+
+def check_out_path(out) -> None:
+    """Refuse an empty output path (``--out ''``): it would write into the current folder."""
+    if isinstance(out, str) and out.strip() == "":
+        raise OptionError(f"--out {out!r} is empty: give the sweep's output folder "
+                          "(e.g. --out sweep-out)")
+
+
+def _table_inputs(path: Path) -> list[tuple] | None:
+    """The input columns of every row of a sweep table (``results.csv``), as strings; None when
+    the file is not a sweep table (no ``job`` column or a missing input column)."""
+    with open(path, encoding="utf-8", newline="") as fh:
+        reader = csv.DictReader(fh)
+        if reader.fieldnames is None:
+            return []
+        if "job" not in reader.fieldnames or not set(INPUT_COLUMNS) <= set(reader.fieldnames):
+            return None
+        return [tuple(row.get(k) or "" for k in INPUT_COLUMNS) for row in reader]
+
+
+def _job_inputs(job: Job) -> tuple:
+    inputs = job.inputs()
+    return tuple("" if inputs[k] is None else str(inputs[k]) for k in INPUT_COLUMNS)
+
+
+def check_out_folder(out: Path, cfg: SweepConfig, jobs: list[Job]) -> None:
+    """Refuse to run the sweep ``cfg`` into a folder that holds the results of a different sweep
+    (an [`OptionError`][spectheory.runtime.errors.OptionError] naming it); reads only.
+
+    The same sweep is the one of the same name: ``OUT/sweep.json`` (`RECORD`) names the sweep
+    that wrote the folder, and a resumed, repeated or extended run of a sweep keeps its name
+    (its cache entries are keyed by their own inputs, so a grid that grew reuses them). A
+    folder without that record but with a ``results.csv`` is taken as this sweep's when the
+    table has no rows or at least one row whose inputs are a job of ``jobs``; a table of other
+    jobs only, or a ``results.csv`` that is no sweep table, is refused. A folder with neither
+    (new, or only a cache left by a killed run) is free."""
+    record = out / RECORD
+    try:
+        size = record.stat().st_size
+    except (FileNotFoundError, NotADirectoryError):
+        size = None
+    except OSError as exc:
+        raise OptionError(f"cannot read {record}: {exc.strerror or exc}") from None
+    if size is not None:
+        try:
+            if size > MAX_RECORD_BYTES:
+                raise ValueError
+            held = json.loads(record.read_text(encoding="utf-8"))
+            if not isinstance(held, dict) or not isinstance(held.get("name"), str):
+                raise ValueError
+        except (OSError, UnicodeError, ValueError, RecursionError):
+            raise OptionError(f"--out {out}: {record.name} there is not a sweep record; remove "
+                              "it or choose another --out") from None
+        if held["name"] != cfg.name:
+            source = held.get("source")
+            raise OptionError(
+                f"--out {out} holds the results of sweep {_clip(held['name'])}"
+                + (f" (from {source if len(source) <= 120 else '...' + source[-117:]})" if isinstance(source, str) and source else "")
+                + f", not of sweep {_clip(cfg.name)}: choose another --out (a sweep's folder "
+                  "is its own; the same name resumes it)")
+        return
+    table = out / "results.csv"
+    if not table.is_file():
+        return
+    try:
+        rows = _table_inputs(table)
+    except (OSError, UnicodeError, csv.Error) as exc:
+        raise OptionError(f"--out {out}: cannot read its results.csv ({type(exc).__name__}); "
+                          "choose another --out") from None
+    if rows is None:
+        raise OptionError(f"--out {out} holds a results.csv that is not a sweep table: choose "
+                          "another --out")
+    if rows and not set(rows) & {_job_inputs(j) for j in jobs}:
+        raise OptionError(f"--out {out} holds the results of another sweep (none of the "
+                          f"{len(rows):,} rows of its results.csv is a job of sweep "
+                          f"{_clip(cfg.name)}): choose another --out")
+
+
+def _write_record(out: Path, cfg: SweepConfig) -> None:
+    """Record in ``out`` that it holds the sweep ``cfg`` (`RECORD`)."""
+    if (out / RECORD).is_file():
+        return
+    payload = {"name": cfg.name, "source": cfg.source if cfg.source not in ("", "<text>")
+               else ""}
+    _write_atomic(out / RECORD, json.dumps(payload, sort_keys=True).encode())
+
+
 def run_sweep(cfg: SweepConfig, out, executor: str = "local", workers: int | None = None,
               address: str | None = None, only: list[str] | None = None,
               retry_failed: bool = False, use_cache: bool = True, progress: bool = False,
@@ -302,7 +407,12 @@ def run_sweep(cfg: SweepConfig, out, executor: str = "local", workers: int | Non
     a row): those jobs run afresh on this machine and their rows are returned; the folder's table
     and cache are left as they are. ``executor``: ``"local"`` (``workers`` child processes, default: the
     cores, at most 8) or ``"ray"`` (``address`` of a cluster, else a local one).
+
+    ``out`` must not be empty, and must not hold the results of a sweep of another name
+    ([`check_out_folder`][spectheory.sweep.runner.check_out_folder]); both are refused before
+    anything is written.
     """
+    check_out_path(out)
     if executor not in EXECUTORS:
         raise OptionError(f"unknown executor {executor!r}; choose from {', '.join(EXECUTORS)}")
     cores = os.cpu_count() or 1
@@ -346,11 +456,13 @@ def _run_sweep(cfg: SweepConfig, out, executor: str, workers: int, address: str 
         config_path = cfg.source if cfg.source not in ("", "<text>") else None
         return [_row(job, results[job.key()], config_path) for job in jobs]
     out = Path(out)
+    check_out_folder(out, cfg, jobs)  # before any folder or file is made
     cache = out / "cache"
     try:
         cache.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise OptionError(f"cannot create output folder {out}: {exc.strerror or exc}") from None
+    _write_record(out, cfg)
     results: dict[str, dict] = {}
     todo = []
     invalid = []
