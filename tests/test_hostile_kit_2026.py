@@ -248,3 +248,29 @@ def test_user_prints_go_to_stderr_and_json_stays_one_object(kit_module, capsys):
     check_sampler(kit_module.chatty_sampler, "token", samples=2000)
     captured = capsys.readouterr()
     assert captured.out == "" and "chatty sampler was called" in captured.err
+
+
+def test_a_long_user_call_is_noted_once_without_a_time_limit(kit_module, monkeypatch, capsys):
+    """On the command line without --time-limit, a user call running past USER_CALL_NOTE_S is
+    noted once on stderr (naming it and --time-limit); under a time limit nothing is noted."""
+    from spectheory.runtime import errors, limits
+
+    monkeypatch.setattr(errors, "USER_CALL_NOTE_S", 0.2)
+    calls = []
+
+    def slow_then_fine(drafts, q, p, generator):
+        calls.append(1)
+        if len(calls) == 1:
+            time.sleep(0.8)
+        return make_sampler("token")(drafts, q, p, generator)
+
+    with limits.running(None, notes=True):
+        rep = check_sampler(slow_then_fine, "token", samples=2000)
+    assert rep.passed
+    err = capsys.readouterr().err
+    assert err.count("has run 0.2 s in one call without returning") == 1, err
+    assert "slow_then_fine" in err and "--time-limit SECONDS stops the command" in err
+    calls.clear()
+    with limits.running(60, notes=True):  # bounded: no note
+        check_sampler(slow_then_fine, "token", samples=2000)
+    assert "has run" not in capsys.readouterr().err
