@@ -177,7 +177,7 @@ def global_resolution_plan(q, p, m: int, scheme: str, truncation: float = 0.0,
         raise SpectheoryError("global-resolution is derived for i.i.d. drafts; the paper "
                               "leaves drafting without replacement open (use hu-norep)")
     V = len(p)
-    alpha, H = optimal_acceptance(p, q, m, "iid")
+    alpha, H = optimal_acceptance(p, q, m, "iid", sums=False)  # rows read as given
     Hs = set(H)
     law = set_law(q, m)
     pout = outer_targets(p, q, m, H)
