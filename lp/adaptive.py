@@ -46,6 +46,7 @@ from spectheory.inputs.instances import Instance
 from spectheory.inputs.models import TableModel
 
 from .node_budget import build_node_budget, certificate, greedy_budgets
+from ._guards import FLOAT_SOLVERS, check_common
 from .result import LPError, LPResult
 from .sparse import Timer
 from .trust import Bound, checked
@@ -78,6 +79,8 @@ def adaptive_node_budget_lp(instance: Instance, rule, exact: bool = False,
     lossless verifier on the stopped draft, so a feasible point; its losslessness is checked
     first), and at most the closed form's value M* (in exact mode, equal to it)."""
     timer = Timer()
+    exact = check_common(instance, "adaptive_node_budget_lp", exact, limit, solver,
+                         FLOAT_SOLVERS + ("closed-form",), ("exact-certificate",))
     rule = parse_rule(rule)
     V, L = instance.vocab_size, instance.block_length
     surrogate = stopped_instance(instance, rule, exact)

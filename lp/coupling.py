@@ -22,6 +22,7 @@ import numpy as np
 from spectheory.inputs.instances import Instance
 
 from .node_budget import _tables
+from ._guards import check_common
 from .result import LPResult
 from .sparse import SparseLP, Timer, check_lp_size, concat_blocks
 from .trust import Bound, checked, single_path_bounds
@@ -37,6 +38,7 @@ def _target_paths(p_levels, L: int, exact: bool):
 def coupling_bound(instance: Instance, exact: bool = False, limit: int | None = None) -> LPResult:
     """1 + sum_{i=1}^{L} sum_{x^i} min(q(x^i), p(x^i)) (exact Fraction when ``exact``)."""
     timer = Timer()
+    exact = check_common(instance, "coupling_bound", exact, limit)
     V, L = instance.vocab_size, instance.block_length
     n = sum(V**j for j in range(1, L + 1))
     check_lp_size(n, n, "coupling bound", limit, "exact" if exact else "float",
@@ -56,6 +58,7 @@ def coupling_lp(instance: Instance, exact: bool = False, limit: int | None = 200
     """The coupling LP itself: variables pi(x, y) for x in V^L, y in V^{L+1} (V^{2L+1} of them),
     marginals q and p, objective E[1 + common prefix length of x and y]. Tiny instances only."""
     timer = Timer()
+    exact = check_common(instance, "coupling_lp", exact, limit)
     V, L = instance.vocab_size, instance.block_length
     nx, ny = V**L, V ** (L + 1)
     n = nx * ny

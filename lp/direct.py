@@ -46,6 +46,7 @@ from spectheory.inputs.instances import Instance
 from spectheory.registry import check_drafting_paths
 
 from .node_budget import _tables
+from ._guards import check_common, check_flag, check_instance, check_paths
 from .result import LPError, LPResult
 from .sparse import SparseLP, Timer, check_lp_size, concat_blocks, solve_exact_via_highs
 from .trust import checked, monotone_bound, paths_bounds
@@ -148,10 +149,10 @@ def _outcomes_hub(K: int, L: int, V: int, qpath, qroot, exact: bool):
 
 def build_direct(instance: Instance, paths: int = 1, exact: bool = False,
                  drafting: str = "iid", limit: int | None = None, sympy: bool = False):
-    V, L, K = instance.vocab_size, instance.block_length, int(paths)
-    if K < 1:
-        raise LPError(f"paths = {K} must be at least 1")
-    if drafting not in DRAFTING:
+    check_instance(instance, "direct LP")
+    K = check_paths(paths)
+    V, L = instance.vocab_size, instance.block_length
+    if not isinstance(drafting, str) or drafting not in DRAFTING:
         raise LPError(f"unknown drafting scheme {drafting!r}; choose from {', '.join(DRAFTING)}")
     try:
         check_drafting_paths(drafting, K)
@@ -306,6 +307,9 @@ def direct_lp(instance: Instance, paths: int = 1, exact: bool = False, solver: s
     them is refused ([`UntrustedLPError`][spectheory.lp.trust.UntrustedLPError]).
     """
     timer = Timer()
+    exact = check_common(instance, "direct_lp", exact, limit, solver)
+    paths = check_paths(paths)
+    monotone = check_flag(monotone, "monotone")
     lp, info = build_direct(instance, paths, exact, drafting, limit, sympy=exact and
                             solver == "sympy")
     if exact:

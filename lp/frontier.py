@@ -58,12 +58,14 @@ from fractions import Fraction
 
 import numpy as np
 
+from spectheory.bounds import shown
 from spectheory.inputs.instances import Instance
 from spectheory.runtime import limits
 from spectheory.runtime.errors import SizeLimitError, SpectheoryError
 
 from .direct import build_direct_outcomes, draft_outcomes
 from .node_budget import _tables
+from ._guards import check_common, check_limit, check_paths
 from .result import LPError, LPResult
 from .sparse import (BYTES_PER_NONZERO, SparseLP, Timer, check_lp_size, concat_blocks, lp_limit,
                      solve_exact_via_highs)
@@ -114,6 +116,11 @@ MAX_BUDGET_CHARS = 64
 #: fraction with a 401-digit denominator, while ``1e999999999`` would be a billion digits
 #: (Python's Fraction builds that integer before anything else could refuse it).
 MAX_BUDGET_EXPONENT = 400
+#: Largest numerator or denominator of a budget given as a number, in bits: 1333 bits hold
+#: 10^401, the denominator of the smallest budget typed as text (``1e-400``); a float's
+#: denominator is at most 2^1074. A longer Fraction (1/10^5000) would make the exact certificate
+#: fail in HiGHS' float rounding, and could not even be printed (int-to-str limit).
+MAX_BUDGET_BITS = 1333
 _BUDGET_TEXT = re.compile(r"\+?(?:(?:\d+\.?\d*|\.\d+)(?:[eE]([+-]?\d+))?|\d+/\d+)")
 
 
@@ -140,8 +147,11 @@ def _budget_text(text: str, name: str) -> Fraction:
 
 
 def _show(value) -> str:
-    """A budget as typed, shortened: a Fraction with long terms as 'about 1e-400'."""
+    """A budget as typed, shortened: a Fraction with long terms as 'about 1e-400' (never
+    raises: terms past the int-to-str limit are measured by their bit length)."""
     if isinstance(value, Fraction):
+        if max(abs(value.numerator), value.denominator).bit_length() > 4 * MAX_BUDGET_BITS:
+            return shown(value)
         text = str(value)
         if len(text) <= 40:
             return text
@@ -172,6 +182,10 @@ def _budget(value, name: str, exact: bool):
         v = Fraction(f)
     else:
         raise LPError(f"{name} budget {_show(value)} must be a number")
+    if max(abs(v.numerator), v.denominator).bit_length() > MAX_BUDGET_BITS:
+        raise LPError(f"{name} budget {_show(value)} has a numerator or denominator over "
+                      f"{MAX_BUDGET_BITS} bits (about 401 digits; the smallest budget is about "
+                      "1e-400): round it, e.g. Fraction(...).limit_denominator(10**12)")
     if v < 0:
         raise LPError(f"{name} budget {_show(value)} must be a finite number >= 0")
     try:
@@ -234,14 +248,7 @@ def estimate_frontier_seconds(variables: int) -> float:
     return seconds * (variables / ref) ** power
 
 
-def _check_limit(limit) -> int | None:
-    if limit is None:
-        return None
-    if isinstance(limit, (bool, np.bool_)) or not isinstance(limit, (int, np.integer)) \
-            or not 1 <= int(limit) <= limits.MAX_LIMIT:
-        raise SizeLimitError(f"limit = {limit!r} must be a whole number of LP variables in "
-                             f"1..{limits.MAX_LIMIT:.0e}")
-    return int(limit)
+_check_limit = check_limit
 
 
 def check_frontier_size(V: int, L: int, K: int, limit: int | None, exact: bool,
@@ -301,12 +308,7 @@ def build_frontier(instance: Instance, paths: int = 1, drafting: str = "iid", ex
     return _build(instance, K, drafting, exact)
 
 
-def _paths(paths) -> int:
-    if isinstance(paths, (bool, np.bool_)) or not isinstance(paths, (int, np.integer)):
-        raise LPError(f"paths = {paths!r} must be a whole number")
-    if int(paths) < 1:
-        raise LPError(f"paths = {int(paths)} must be at least 1")
-    return int(paths)
+_paths = check_paths
 
 
 def _build(instance: Instance, K: int, drafting: str, exact: bool):
@@ -428,6 +430,8 @@ def frontier_lp(instance: Instance, tv=None, kl=None, paths: int = 1, drafting: 
     budget, the certificate (TV) or the duality gap and the re-evaluated KL of the primal point
     (KL), and the bounds checked.
     """
+    exact = check_common(instance, "frontier_lp", exact, limit, solver,
+                         exacts=("exact-certificate",))
     if (tv is None) == (kl is None):
         raise LPError("give exactly one budget: tv=... or kl=...")
     if kl is not None and exact:
@@ -546,6 +550,7 @@ def free_block_lp(instance: Instance, tv=0, exact: bool = False) -> LPResult:
     (capped at L). At tv = 0 its optimum is the coupling bound
     ([`coupling_bound`][spectheory.lp.coupling.coupling_bound]), above every verifier's."""
     timer = Timer()
+    exact = check_common(instance, "free_block_lp", exact)
     V, L = instance.vocab_size, instance.block_length
     delta = _budget(tv, "TV", exact)
     nx, nz = V**L, V ** (L + 1)

@@ -43,6 +43,7 @@ from spectheory.runtime.errors import InstanceError
 from spectheory.inputs.instances import Instance
 
 from .node_budget import build_node_budget_reduced
+from ._guards import check_common, check_paths
 from .result import LPError, LPResult
 from .sparse import SparseLP, Timer
 from .trust import checked, paths_bounds
@@ -91,9 +92,9 @@ def multipath_lp(instance: Instance, paths: int = 2, solver: str | None = None,
     ``details`` reports rounds, tangent cuts and auxiliary variables added.
     """
     timer = Timer()
-    V, L, K = instance.vocab_size, instance.block_length, int(paths)
-    if K < 1:
-        raise LPError(f"paths = {K} must be at least 1")
+    check_common(instance, "multipath_lp", False, limit, solver)
+    K = check_paths(paths)
+    V, L = instance.vocab_size, instance.block_length
     base, (p_levels, Q, moff) = build_node_budget_reduced(instance, False, limit)
     n0 = base.n
     # the first n0 rows of the ub block are "M(s) <= q(s)" in variable order: make them the
@@ -185,6 +186,8 @@ def optimal_multidraft_L1(instance: Instance, paths: int = 2, exact: bool = Fals
     compare with [`direct_lp`][spectheory.lp.direct.direct_lp] /
     [`multipath_lp`][spectheory.lp.multipath.multipath_lp] (they agree for L = 1)."""
     timer = Timer()
+    exact = check_common(instance, "optimal_multidraft_L1", exact)
+    paths = check_paths(paths)
     if instance.block_length != 1:
         raise InstanceError(f"the closed form is for block length 1, got L = "
                             f"{instance.block_length}")

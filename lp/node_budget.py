@@ -49,6 +49,7 @@ import numpy as np
 
 from spectheory.inputs.instances import Instance
 
+from ._guards import EXACT_SOLVERS, FLOAT_SOLVERS, check_common
 from .result import LPError, LPResult
 from .sparse import SparseLP, Timer, check_lp_size, concat_blocks
 from .trust import Bound, checked, single_path_bounds
@@ -179,6 +180,9 @@ def node_budget_lp(instance: Instance, exact: bool = False, solver: str | None =
     ``certificate`` route, meant for instances too big to hold twice, is checked against
     1 <= optimum <= L + 1 only (its certificate is the closed form).
     """
+    exact = check_common(instance, "node_budget_lp", exact, limit, solver,
+                         FLOAT_SOLVERS + ("closed-form", "certificate"),
+                         EXACT_SOLVERS + ("certificate",))
     res = _node_budget_lp(instance, exact, solver, limit, form)
     if res.solver == "certificate":
         one = Fraction(1) if isinstance(res.optimum, Fraction) else 1.0

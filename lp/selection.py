@@ -34,6 +34,7 @@ from spectheory.inputs.instances import Instance
 
 from .direct import DRAFTING, draft_outcomes
 from .node_budget import _tables
+from ._guards import check_common, check_flag, check_instance, check_paths
 from .result import LPError, LPResult
 from .sparse import SparseLP, Timer, check_lp_size, concat_blocks, solve_exact_via_highs
 from .trust import checked, monotone_bound, paths_bounds
@@ -52,9 +53,9 @@ def build_selection(instance: Instance, paths: int, exact: bool = False,
                     drafting: str = "iid", limit: int | None = None):
     """The selection-rule LP as a [`SparseLP`][spectheory.lp.sparse.SparseLP]; variables s(omega, x)
     for each multiset omega and each distinct path x in it, then M(s) depth by depth."""
-    if isinstance(paths, bool) or not isinstance(paths, int) or paths < 1:
-        raise LPError(f"paths = {paths!r} must be a positive integer")
-    if drafting not in DRAFTING:
+    check_instance(instance, "selection LP")
+    paths = check_paths(paths)
+    if not isinstance(drafting, str) or drafting not in DRAFTING:
         raise LPError(f"unknown drafting scheme {drafting!r}; choose from {', '.join(DRAFTING)}")
     V, L, K = instance.vocab_size, instance.block_length, paths
     n_est, nnz_est = selection_size(V, L, K)
@@ -140,6 +141,10 @@ def selection_lp(instance: Instance, paths: int = 2, exact: bool = False,
     path 1 and (i.i.d.) GBV below, both members of the class, and (``monotone``, when small) the
     float optimum with K - 1 paths below."""
     timer = Timer()
+    exact = check_common(instance, "selection_lp", exact, limit, solver,
+                         exacts=("exact-certificate",))
+    paths = check_paths(paths)
+    monotone = check_flag(monotone, "monotone")
     lp, info = build_selection(instance, paths, exact, drafting, limit)
     if exact:
         opt, how = solve_exact_via_highs(lp)

@@ -107,7 +107,11 @@ def _quiet_stdout():
 
 def check_lp_size(variables: int, nonzeros: int, what: str, limit: int | None = None,
                   mode: str = "float", formula: str = "") -> None:
-    """Refuse an LP with more than ``limit`` variables before anything big is allocated."""
+    """Refuse an LP with more than ``limit`` variables before anything big is allocated
+    (``limit``: None for the default, else a whole number in 1..MAX_LIMIT)."""
+    from ._guards import check_limit
+
+    limit = check_limit(limit)
     if limit is None:
         limit = lp_limit(mode)
     if variables > limit:

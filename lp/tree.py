@@ -40,6 +40,7 @@ from spectheory.engine.drafttrees import (_check_drafting, _outcome_weight, _top
                                           tree_shape)
 
 from .direct import build_direct_outcomes
+from ._guards import check_common
 from .result import LPResult
 from .sparse import Timer, check_lp_size, solve_exact_via_highs
 from .trust import checked, tree_bounds
@@ -135,6 +136,8 @@ def tree_lp(instance: Instance, shape, drafting: str = "iid", exact: bool = Fals
         Largest number of LP variables ([`check_lp_size`][spectheory.lp.sparse.check_lp_size]).
     """
     timer = Timer()
+    exact = check_common(instance, "tree_lp", exact, limit, solver,
+                         exacts=("exact-certificate",))
     tree = tree_shape(shape)
     inst = Instance(instance.vocab_size, tree.height, instance.target, instance.draft)
     inst = inst.to_exact() if exact else inst.to_float()

@@ -1,0 +1,82 @@
+"""Argument checks shared by the LP entry points, run before anything is built: each refusal is
+one line naming the argument and its value (cut by `spectheory.bounds.shown`)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from spectheory.bounds import shown
+from spectheory.inputs.instances import Instance
+from spectheory.runtime import limits
+from spectheory.runtime.errors import InstanceError, SizeLimitError
+
+from .result import LPError
+
+#: Float routes of a solved LP (`spectheory.lp.sparse.SparseLP.solve`).
+FLOAT_SOLVERS = ("highs", "cvxpy")
+#: Exact routes: HiGHS' point rounded and verified as a certificate, or sympy's simplex.
+EXACT_SOLVERS = ("exact-certificate", "sympy")
+
+
+def check_instance(instance, what: str) -> None:
+    """``instance`` must be an [`Instance`][spectheory.inputs.instances.Instance]."""
+    if not isinstance(instance, Instance):
+        raise InstanceError(f"{what}: instance = {shown(instance)} is not an Instance (a "
+                            f"{type(instance).__name__}; load one with st.load_instance or "
+                            "build one with st.random_instance)")
+
+
+def check_paths(paths) -> int:
+    """K: a Python or numpy integer >= 1 (bools, floats and strings refused, never rounded)."""
+    if isinstance(paths, (bool, np.bool_)) or not isinstance(paths, (int, np.integer)):
+        raise LPError(f"paths = {shown(paths)} must be a positive integer, not a "
+                      f"{type(paths).__name__}")
+    if paths < 1:
+        raise LPError(f"paths = {shown(paths)} must be a positive integer")
+    return int(paths)
+
+
+def check_flag(value, name: str) -> bool:
+    """A switch such as ``exact``: True or False (a numpy bool too), never a truthy string."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise LPError(f"{name} = {shown(value)} must be True or False")
+    return bool(value)
+
+
+def check_limit(limit) -> int | None:
+    """An LP variable limit: None (the default) or a whole number in 1..MAX_LIMIT."""
+    if limit is None:
+        return None
+    if isinstance(limit, (bool, np.bool_)) or not isinstance(limit, (int, np.integer)) \
+            or not 1 <= int(limit) <= limits.MAX_LIMIT:
+        raise SizeLimitError(f"limit = {shown(limit)} must be a whole number of LP variables in "
+                             f"1..{limits.MAX_LIMIT:.0e}")
+    return int(limit)
+
+
+def check_solver(solver, exact: bool, floats=FLOAT_SOLVERS, exacts=EXACT_SOLVERS) -> None:
+    """``solver``: None (the default route) or one of the routes of the mode."""
+    routes = exacts if exact else floats
+    if solver is None or (isinstance(solver, str) and solver in routes):
+        return
+    other = floats if exact else exacts
+    mode = "an exact" if exact else "a float"
+    hint = (f" ({'a float' if exact else 'an exact'} route: "
+            f"{'drop exact=True' if exact else 'pass exact=True'})"
+            if isinstance(solver, str) and solver in other else "")
+    raise LPError(f"unknown LP solver {shown(solver)} for {mode} solve{hint}; choose from "
+                  f"{', '.join(routes)} (or None)")
+
+
+def check_common(instance, what: str, exact=False, limit=None, solver=None, floats=FLOAT_SOLVERS,
+                 exacts=EXACT_SOLVERS) -> bool:
+    """The checks every LP entry point makes first; returns ``exact`` as a bool."""
+    check_instance(instance, what)
+    exact = check_flag(exact, "exact")
+    check_limit(limit)
+    check_solver(solver, exact, floats, exacts)
+    return exact
+
+
+__all__ = ["EXACT_SOLVERS", "FLOAT_SOLVERS", "check_common", "check_flag", "check_instance",
+           "check_limit", "check_paths", "check_solver"]
