@@ -116,6 +116,9 @@ def cmd_lp(args) -> int:
                               "selection only")
     if args.solver is not None and args.problem == "coupling":
         raise SpectheoryError("--solver does not apply to --problem coupling (a closed form)")
+    if args.solver is not None and args.exact:
+        raise SpectheoryError(f"--solver {args.solver} picks a float route; --exact solves with "
+                              "an exact certificate of its own: drop --solver or --exact")
     inst = load_instance(args.instance, exact=args.exact, tol=args.tol)
     guard_time(args, inst.vocab_size, inst.block_length, K)
     limit = args.max_sequences
@@ -195,5 +198,6 @@ def register(sub) -> None:
     p.add_argument("--kl", type=_budget_type("KL"), default=None, metavar="DELTA",
                    help="frontier: KL(output || target) budget (cvxpy)")
     p.add_argument("--solver", choices=("highs", "cvxpy"), default=None,
-                   help="float LP route (default highs: HiGHS on the sparse matrices)")
+                   help="float LP route (default highs: HiGHS on the sparse matrices); not "
+                        "with --exact")
     p.set_defaults(func=cmd_lp)
