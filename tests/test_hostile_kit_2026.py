@@ -253,9 +253,9 @@ def test_user_prints_go_to_stderr_and_json_stays_one_object(kit_module, capsys):
 def test_a_long_user_call_is_noted_once_without_a_time_limit(kit_module, monkeypatch, capsys):
     """On the command line without --time-limit, a user call running past USER_CALL_NOTE_S is
     noted once on stderr (naming it and --time-limit); under a time limit nothing is noted."""
-    from spectheory.runtime import errors, limits
+    from spectheory.runtime import limits
 
-    monkeypatch.setattr(errors, "USER_CALL_NOTE_S", 0.2)
+    monkeypatch.setattr(limits, "USER_CALL_NOTE_S", 0.2)
     calls = []
 
     def slow_then_fine(drafts, q, p, generator):

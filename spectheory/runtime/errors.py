@@ -129,44 +129,10 @@ def _unguard_process_exit():
         _exit_guard.clear()
 
 
-#: Seconds one call of user code may run before the command line notes it on stderr (once per
-#: call, without a time limit only): a function that never returns is then no longer silent.
-USER_CALL_NOTE_S = 30.0
-#: The user calls running in this process, outermost first: ``[label, start, noted]``.
-_running_calls: list = []
-_watcher: list = []  # the daemon thread that notes long calls, once started
-
-
-def _watch_calls() -> None:
-    import time
-
-    from .limits import note
-
-    while True:
-        time.sleep(min(1.0, USER_CALL_NOTE_S / 4))
-        try:
-            call = _running_calls[0]
-        except IndexError:
-            continue
-        if not call[2] and time.monotonic() - call[1] >= USER_CALL_NOTE_S:
-            call[2] = True
-            note(f"{call[0]} has run {USER_CALL_NOTE_S:g} s in one call without returning; "
-                 f"--time-limit SECONDS stops the command")
-
-
-def _note_long_calls() -> bool:
-    """Whether this call is watched: on the command line (notes on) with no time limit."""
-    from .limits import _state
-
-    if not _state.notes or _state.deadline is not None:
-        return False
-    if not _watcher:
-        import threading
-
-        thread = threading.Thread(target=_watch_calls, name="spectheory-user-calls", daemon=True)
-        _watcher.append(thread)
-        thread.start()
-    return True
+#: How a user call is watched while it runs, set by `spectheory.runtime.limits` (which notes a
+#: call still running after ``USER_CALL_NOTE_S`` on the command line): ``[start, stop]`` with
+#: ``start(label) -> token or None`` and ``stop(token)``; empty: not watched.
+_call_watch: list = []
 
 
 def call_user(fn, *args, what: str | None = None, **kwargs):
@@ -184,15 +150,13 @@ def call_user(fn, *args, what: str | None = None, **kwargs):
     import sys
 
     _guard_process_exit()
-    watched = _note_long_calls()
-    if watched:
-        import time
-
+    token = None
+    if _call_watch:
         try:
             label = what or _describe(fn)
         except Exception:  # noqa: BLE001 - a user object's attributes may raise anything
             label = "user code"
-        _running_calls.append([label, time.monotonic(), False])
+        token = _call_watch[0](label)
     try:
         with contextlib.redirect_stdout(sys.stderr):
             return fn(*args, **kwargs)
@@ -215,8 +179,8 @@ def call_user(fn, *args, what: str | None = None, **kwargs):
         label = what or _describe(fn)  # outcome exceptions: still the user code's failure
         raise UserCodeError(f"{label} raised {_exception_text(exc)}") from exc
     finally:
-        if watched:
-            _running_calls.pop()
+        if token is not None:
+            _call_watch[1](token)
         _unguard_process_exit()
 
 

@@ -450,3 +450,51 @@ def check_memory(nbytes: int, what: str, advice: str = "") -> None:
     raise SizeLimitError(f"{what} needs about {human_bytes(nbytes)} of memory, over "
                          f"{MEMORY_SHARE:.0%} of this machine's {human_bytes(total)}"
                          + (f"; {advice}" if advice else ""))
+
+
+# ----------------------------------------------------------------------------- long user calls
+
+from . import errors as _errors  # noqa: E402 - the module of call_user, imported above already
+
+#: Seconds one call of user code may run before the command line notes it on stderr (once per
+#: call, without a time limit only): a function that never returns is then no longer silent.
+USER_CALL_NOTE_S = 30.0
+#: The user calls running in this process, outermost first: ``[label, start, noted]``.
+_running_calls: list = []
+_watcher: list = []  # the daemon thread that notes long calls, once started
+
+
+def _watch_calls() -> None:
+    while True:
+        time.sleep(min(1.0, USER_CALL_NOTE_S / 4))
+        try:
+            call = _running_calls[0]
+        except IndexError:
+            continue
+        if not call[2] and time.monotonic() - call[1] >= USER_CALL_NOTE_S:
+            call[2] = True
+            note(f"{call[0]} has run {USER_CALL_NOTE_S:g} s in one call without returning; "
+                 f"--time-limit SECONDS stops the command")
+
+
+def _watch_start(label: str):
+    """Watch a user call (`spectheory.runtime.errors.call_user`) on the command line (notes on)
+    with no time limit; the token to hand `_watch_stop`, or None when not watched."""
+    if not _state.notes or _state.deadline is not None:
+        return None
+    if not _watcher:
+        thread = threading.Thread(target=_watch_calls, name="spectheory-user-calls", daemon=True)
+        _watcher.append(thread)
+        thread.start()
+    call = [label, time.monotonic(), False]
+    _running_calls.append(call)
+    return call
+
+
+def _watch_stop(call) -> None:
+    if _running_calls and _running_calls[-1] is call:
+        _running_calls.pop()
+
+
+_errors._call_watch[:] = [_watch_start, _watch_stop]  # call_user's watch
+
