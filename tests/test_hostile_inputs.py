@@ -62,6 +62,34 @@ def test_alarm_inside_a_gc_callback_is_not_lost():
         gc.callbacks.remove(slow_callback)
 
 
+def test_a_deferred_alarm_retries_as_the_collection_ends():
+    """A backstop deferred inside a collection is re-armed when the collection ends: a retry timed
+    only from the deferral could land at the next collection's start again and again in a loop
+    that allocates fast (the test above took 4-7 s in about one run of six before)."""
+    import signal
+
+    start = time.monotonic()
+    with pytest.raises(TimeLimitError):
+        with limits.running(30):
+            limits._pending[0] = True  # as if the backstop had been deferred in a collection
+            limits._collection_stops("stop", {})
+            time.sleep(0.5)  # the alarm fires RETRY_AFTER_COLLECTION after the collection
+    assert time.monotonic() - start < 0.4
+    assert not limits._pending[0]
+    # controls: nothing pending, or another handler's alarm (a kit watchdog): no re-arm
+    with limits.running(30):
+        limits._collection_stops("stop", {})
+        assert signal.getitimer(signal.ITIMER_REAL)[0] > 29
+        old = signal.signal(signal.SIGALRM, lambda *a: None)
+        try:
+            limits._pending[0] = True
+            limits._collection_stops("stop", {})
+            assert signal.getitimer(signal.ITIMER_REAL)[0] > 29
+        finally:
+            limits._pending[0] = False
+            signal.signal(signal.SIGALRM, old)
+
+
 class _SlowFinaliser:
     def __del__(self):
         time.sleep(0.3)

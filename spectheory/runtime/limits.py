@@ -296,9 +296,20 @@ def _collection_starts(phase: str, info: dict) -> None:
         _collecting[0] = True
 
 
+#: How soon after a collection a deferred alarm tries again, in seconds. Re-armed from the
+#: collection's end, not only `RETRY_SECONDS` after it was deferred: a loop that allocates fast
+#: starts a collection every few milliseconds, and a retry timed from the deferral could land at
+#: the start of the next collection again and again (observed: 200 retries, 7 s past a limit).
+RETRY_AFTER_COLLECTION = 1e-4
+
+
 def _collection_stops(phase: str, info: dict) -> None:
     if phase == "stop":
         _collecting[0] = False
+        if _pending[0] and signal.getsignal(signal.SIGALRM) is _on_alarm:
+            left = signal.getitimer(signal.ITIMER_REAL)[0]
+            if left == 0 or left > RETRY_AFTER_COLLECTION:
+                signal.setitimer(signal.ITIMER_REAL, RETRY_AFTER_COLLECTION)
 
 
 #: Names of the functions inside which an exception is swallowed by the interpreter.
