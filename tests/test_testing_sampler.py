@@ -249,7 +249,7 @@ def test_user_code_errors_in_budgeted_runs_proposals_and_verifiers():
         raise RuntimeError("no law")
 
     with pytest.raises(UserCodeError,
-                       match="verifier law_raises's law raised RuntimeError: no law"):
+                       match="verifier 'law_raises' raised RuntimeError: no law"):
         check_sampler(make_sampler("block"), law_raises, samples=1000)
 
 
