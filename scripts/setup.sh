@@ -22,4 +22,8 @@ target="."
 if [ -n "$extras" ]; then
     target=".[${extras}]"
 fi
-.venv/bin/python -m pip install -q -c constraints.txt -e "$target"
+# setuptools warns on every editable install of a package whose folders are mapped (lp/,
+# toy_models/ and gpu_validation/ install as spectheory.lp, ...) that a folder named like the
+# package in the working directory could shadow it: here that folder is the package itself.
+PYTHONWARNINGS="ignore:Editable installation" \
+    .venv/bin/python -m pip install -q -c constraints.txt -e "$target"
