@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import numbers
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple
@@ -549,8 +550,9 @@ def plan(verifier: Any, paths: int | None = None, drafting: str | None = None) -
     (``hub``: K <= 2, `DRAFTING_MAX_PATHS`) is refused."""
     if paths is None:
         paths = 1
-    if isinstance(paths, bool) or not isinstance(paths, int) or paths < 1:
+    if isinstance(paths, bool) or not isinstance(paths, numbers.Integral) or paths < 1:
         raise SpectheoryError(f"paths = {paths!r} must be a positive integer")
+    paths = int(paths)  # a numpy integer too, as the LPs take it
     spec = get_verifier(verifier, multi_path=paths > 1)
     if drafting is not None and drafting not in DRAFTING:
         raise SpectheoryError(f"unknown drafting scheme {drafting!r}; choose from "

@@ -135,3 +135,16 @@ def test_a_correct_verifier_function_gives_the_registered_law():
     mine = st.analyze(inst, _block_copy, exact=True)
     ref = st.analyze(inst, "block", exact=True)
     assert mine.tau_pmf == ref.tau_pmf and mine.block_efficiency == ref.block_efficiency
+
+
+def test_paths_take_numpy_integers_as_the_lps_do():
+    import numpy as np
+
+    from spectheory.runtime.errors import SpectheoryError
+
+    inst = st.random_instance(3, 2, 1, denominator=60)
+    ref = st.analyze(inst, "gbv", paths=2, exact=True)
+    assert st.analyze(inst, "gbv", paths=np.int64(2), exact=True).tau_pmf == ref.tau_pmf
+    for bad in (True, 2.0, np.float64(2), "2", 0, np.int64(0)):
+        with pytest.raises(SpectheoryError, match="must be a positive integer"):
+            st.analyze(inst, "gbv", paths=bad)
