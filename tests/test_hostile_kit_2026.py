@@ -274,3 +274,28 @@ def test_a_long_user_call_is_noted_once_without_a_time_limit(kit_module, monkeyp
     with limits.running(60, notes=True):  # bounded: no note
         check_sampler(slow_then_fine, "token", samples=2000)
     assert "has run" not in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- vector files
+
+
+def test_a_vector_file_imports_no_module_it_names(tmp_path, capsys, user_modules):
+    """`vectors check` on a file whose verifier is module:function imports nothing (a downloaded
+    file could name any module): one line, unless --allow-import; then the user's own verifier's
+    vectors check as before."""
+    import sys
+
+    from spectheory.testing import check_vectors, export_vectors
+
+    user_modules(vecmod="from spectheory.verifiers.block import block_verification as blk\n"
+                        "def mine(drafts, q, p):\n    return blk(drafts, q, p)\n"
+                        "import sys\nsys.modules[__name__].IMPORTED = True\n")
+    out = tmp_path / "v"
+    export_vectors(out, ["vecmod:mine"], paths=1, decisions=1)
+    sys.modules.pop("vecmod", None)
+    code, stdout, err = run(["vectors", "check", str(out)], capsys)
+    refused(code, stdout, err, "is user code (module:function)", "--allow-import")
+    assert "vecmod" not in sys.modules  # nothing was imported
+    assert check_vectors(out, allow_import=True) == []  # control: opted in, it checks
+    code, stdout, err = run(["vectors", "check", "--allow-import", str(out)], capsys)
+    assert code == 0 and "match a fresh computation" in stdout

@@ -49,7 +49,8 @@ def cmd_export(args) -> int:
 def cmd_check(args) -> int:
     from .checks.vectors import check_vectors
 
-    bad = check_vectors(args.directory, progress=_progress(args))
+    bad = check_vectors(args.directory, progress=_progress(args),
+                        allow_import=args.allow_import)
     if not bad:
         from pathlib import Path
 
@@ -91,6 +92,9 @@ def register(sub) -> None:
     c = vsub.add_parser("check", help="re-verify every file of a directory against a fresh "
                                       "computation (exit 1 on a mismatch)")
     c.add_argument("directory")
+    c.add_argument("--allow-import", action="store_true",
+                   help="let files name a verifier as module:function and import it (your own "
+                        "verifier's vectors; a downloaded file could name any module)")
     c.add_argument("--no-progress", action="store_true",
                    help="no progress bar on stderr (shown on a terminal: one step per file "
                         "checked)")

@@ -436,8 +436,13 @@ def _uniforms_of(data: dict, n_drafts: int, fname: str) -> list:
     return out
 
 
-def check_file(path) -> tuple[str, Any, Any] | None:
+def check_file(path, allow_import: bool = False) -> tuple[str, Any, Any] | None:
     """Recompute one vector file; None when it matches, else (field, file value, fresh value).
+
+    A vector file is data: its ``verifier`` must be a registered name or a parametric rule
+    (``additive(1/4)``). A ``module:function`` there would be imported, running whatever module a
+    downloaded file names; it is refused unless ``allow_import`` (``--allow-import``: the vectors
+    of one's own verifier, exported from one's own code).
 
     Raises [`SpectheoryError`][spectheory.runtime.errors.SpectheoryError] for a file that cannot be read as
     a vector (unreadable JSON, a field not in `FIELDS` (or `DRAFT_FIELDS`, `DECISION_FIELDS` in its
@@ -467,8 +472,14 @@ def check_file(path) -> tuple[str, Any, Any] | None:
     for key in ("verifier", "paths", "drafting", "instance", "name"):
         if key not in data:
             raise SpectheoryError(f"{fname}: missing field {key!r}")
+    verifier = data["verifier"]
+    if isinstance(verifier, str) and ":" in verifier and not allow_import:
+        shown = verifier if len(verifier) <= 60 else verifier[:57] + "..."
+        raise SpectheoryError(f"{fname}: verifier {shown!r} is user code (module:function); a "
+                              f"vector file is data and names no module to import: check your "
+                              f"own verifier's vectors with --allow-import")
     inst = instance_from_dict(data["instance"], exact=True)
-    how = plan(data["verifier"], data["paths"], data["drafting"])
+    how = plan(verifier, data["paths"], data["drafting"])
     drafts = data.get("drafts")
     n = len(drafts) if isinstance(drafts, list) else 0
     fresh_n = len(_joint_drafts(inst, how.paths, how.drafting)[0])
@@ -480,10 +491,12 @@ def check_file(path) -> tuple[str, Any, Any] | None:
     return _diff(data, fresh, "")
 
 
-def check_vectors(directory, progress: bool = False) -> list[tuple[str, str, Any, Any]]:
+def check_vectors(directory, progress: bool = False,
+                  allow_import: bool = False) -> list[tuple[str, str, Any, Any]]:
     """Recompute every ``*.json`` file of ``directory``; returns the mismatches as
     (file, field, file value, fresh value), one per mismatching file (empty: all match).
-    ``progress``: a progress bar on stderr, one step per file.
+    ``progress``: a progress bar on stderr, one step per file. ``allow_import``: files may name
+    their verifier as ``module:function`` (see `check_file`).
 
     Raises [`SpectheoryError`][spectheory.runtime.errors.SpectheoryError] for a directory without vector
     files or a file that cannot be read as a vector.
@@ -499,7 +512,7 @@ def check_vectors(directory, progress: bool = False) -> list[tuple[str, str, Any
     try:
         for f in files:
             bar.set_postfix_str(f.name, refresh=False)
-            found = check_file(f)
+            found = check_file(f, allow_import)
             if found:
                 out.append((f.name,) + tuple(found))
             bar.update(1)
