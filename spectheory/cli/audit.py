@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from ..runtime._lazy import is_tensor, torch
 
 from ..runtime.errors import SpectheoryError
+from ..inputs.random_instances import check_seed
 from ..law import Law
 from ..registry import get_verifier
 
@@ -52,6 +53,7 @@ def audit_rows(kind: str, V: int, batch: int, paths: int, length: int, seed: int
         raise SpectheoryError(f"unknown row kind {kind!r}; choose from {', '.join(ROW_KINDS)}")
     if paths > V:
         raise SpectheoryError(f"{paths} paths need distinct first tokens: at most V = {V}")
+    seed = check_seed(seed)  # torch's generator overflows outside 64 bits
     g = torch.Generator().manual_seed(seed)
     shape = (batch, paths, length + 1, V)
     logits = torch.randn(shape, generator=g, dtype=torch.float64)
@@ -319,8 +321,10 @@ def load_rows(path) -> tuple:
 
     if os.path.isdir(path):
         raise SpectheoryError(f"--rows-file {path}: is a folder, not a file")
-    if not os.path.isfile(path):
+    if not os.path.exists(path):
         raise SpectheoryError(f"--rows-file {path}: no such file")
+    if not os.path.isfile(path):  # a device, a pipe or a socket: torch.load would misread it
+        raise SpectheoryError(f"--rows-file {path}: not a regular file")
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # a file torch cannot read: one line, never a traceback
@@ -407,7 +411,7 @@ def cmd_audit(args) -> int:
 
 
 def register(sub) -> None:
-    from .commands import positive_int
+    from .commands import positive_int, seed_type
 
     p = sub.add_parser("audit", help="a verifier's law in bfloat16/float16/float32 vs float64 "
                                      "on real-vocabulary-sized rows")
@@ -421,7 +425,8 @@ def register(sub) -> None:
     p.add_argument("--batch", type=positive_int, default=4, help="draft rows B")
     p.add_argument("--paths", type=positive_int, default=1, help="paths K (multi-path verifiers)")
     p.add_argument("--block", type=positive_int, default=8, help="block length L")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=seed_type, default=0,
+                   help="seed of the synthetic rows (0..2^63-1; default 0)")
     p.add_argument("--rows-file", default=None, metavar="FILE",
                    help="audit recorded real conditionals (spectheory validate record-rows) "
                         "instead of synthetic rows")
