@@ -299,3 +299,17 @@ def test_a_vector_file_imports_no_module_it_names(tmp_path, capsys, user_modules
     assert check_vectors(out, allow_import=True) == []  # control: opted in, it checks
     code, stdout, err = run(["vectors", "check", "--allow-import", str(out)], capsys)
     assert code == 0 and "match a fresh computation" in stdout
+
+
+def test_kit_fixture_refuses_unknown_arguments_in_one_line():
+    from spectheory.runtime.errors import OptionError
+    from spectheory.testing.pytest_plugin import Kit
+
+    kit = Kit()
+    with pytest.raises(OptionError, match=r"^spectheory_kit\.sampler: got an unexpected keyword "
+                                          r"argument 'nonsense'$"):
+        kit.sampler(make_sampler("token"), "token", nonsense=3)
+    with pytest.raises(OptionError, match=r"^spectheory_kit\.lossless: got an unexpected "
+                                          r"keyword argument 'bogus'$"):
+        kit.lossless("block", bogus=1)
+    assert len(kit.lossless("block")) > 0  # control: the check runs

@@ -154,7 +154,9 @@ class Kit:
         try:
             bound = sig.bind(*args, **kwargs)
         except TypeError as exc:
-            raise TypeError(f"spectheory_kit.{what}: {exc}") from None
+            from ..runtime.errors import OptionError
+
+            raise OptionError(f"spectheory_kit.{what}: {exc}") from None
         given = bound.arguments
         params = sig.parameters
         if "alpha" in params and "alpha" not in given:
@@ -227,8 +229,15 @@ class Kit:
     def lossless(self, verifier, instances=None, **kwargs):
         """[`assert_lossless`][spectheory.testing.checks.lossless.assert_lossless]: the exact law of
         a verifier on the battery (no sampling; the options do not apply). Returns the reports."""
+        import inspect
+
+        from ..runtime.errors import OptionError
         from .checks.lossless import assert_lossless
 
+        try:
+            inspect.signature(assert_lossless).bind(verifier, instances, **kwargs)
+        except TypeError as exc:
+            raise OptionError(f"spectheory_kit.lossless: {exc}") from None
         reports = assert_lossless(verifier, instances, **kwargs)
         self.reports.extend(reports)
         if self._record is not None:
