@@ -675,11 +675,21 @@ def detection_power(law, target, samples: int, alpha: float = 1e-3,
     them, the statistic's law approximated by the non-central chi-square with non-centrality
     samples * chi^2(law, target) on the pooled cells (Cohen 1988, ch. 7). A sequence of target
     probability zero with positive ``law`` fails the check whenever it is seen: the power is
-    then at least 1 - (1 - mass)^samples."""
+    then at least 1 - (1 - mass)^samples. Refused in one line, before any work: ``samples``
+    not an integer in 1..`MAX_SAMPLES`, ``alpha`` not strictly between 0 and 1, ``law`` or
+    ``target`` not a finite non-negative row summing to 1 (`spectheory.law.ROW_SUM_TOL`), or
+    rows of different lengths."""
+    from ..statistics import _args
     from ..statistics._chisq import chi2, ncx2
 
-    P = np.asarray(target, dtype=np.float64)
-    Q = np.asarray(law, dtype=np.float64)
+    samples = _args.integer("samples", samples, 1, MAX_SAMPLES)
+    alpha = _args.level("alpha", alpha)
+    min_expected = _args.real("min_expected", min_expected, 0.0)
+    P = _args.prob_row("target", target)
+    Q = _args.prob_row("law", law)
+    if P.shape != Q.shape:
+        raise OptionError(f"law has {Q.shape[0]} cells and target {P.shape[0]}; both are laws "
+                          f"on the same V^N sequences")
     zero = P <= 0
     bad_mass = float(Q[zero].sum())
     big = (samples * P >= min_expected) & ~zero
