@@ -57,3 +57,45 @@ def test_audit_rows_file_that_is_not_a_regular_file(capsys, tmp_path):
     assert "/dev/null: not a regular file" in _one_line(err)
     code, out, err = run(["audit", "--rows-file", str(tmp_path / "absent.pt")], capsys)
     assert code == 2 and "absent.pt: no such file" in _one_line(err)
+
+
+# ----------------------------------------------------------------------------- tree --time-limit
+
+
+@pytest.mark.parametrize("route", ["auto", "enumerate"])
+def test_tree_honours_a_tiny_time_limit_as_exact_does(route, capsys, tmp_path):
+    """``tree`` ran under the limit but never looked at the clock: a result, exit 0."""
+    inst = write(tmp_path, TOY)
+    code, out, err = run(["exact", "--time-limit", "1e-9", inst], capsys)
+    assert code == 2 and out == "" and "time limit of 1e-09 s reached" in _one_line(err)
+    code, out, err = run(["tree", "--tree", "2", "--route", route, "--time-limit", "1e-9", inst],
+                         capsys)
+    assert code == 2 and out == ""
+    assert "time limit of 1e-09 s reached" in _one_line(err)
+
+
+def test_tree_under_a_loose_time_limit_prints_the_same_result(capsys, tmp_path):
+    inst = write(tmp_path, TOY)
+    code, plain, err = run(["tree", "--tree", "2", "--exact", inst], capsys)
+    assert code == 0 and err == ""
+    code, limited, err = run(["tree", "--tree", "2", "--exact", "--time-limit", "60", inst],
+                             capsys)
+    assert code == 0 and err == "" and limited == plain
+    # SpecInfer, 2 i.i.d. drafts, p = (1/3, 2/3), q = (2/3, 1/3), by hand: the first draft is
+    # accepted with sum min(p, q) = 2/3; after a rejection the residual is (0, 1), and the second
+    # draft (token 1 w.p. 1/3) is accepted iff it is token 1: P(tau = 1) = 2/3 + 1/3 * 1/3 = 7/9.
+    assert "tau pmf: 2/9, 7/9" in plain
+
+
+def test_tree_node_and_enumerate_routes_check_the_clock_in_the_library():
+    from spectheory.engine.analysis import analyze_tree
+    from spectheory.runtime import limits
+    from spectheory.runtime.errors import TimeLimitError
+    from spectheory.inputs.random_instances import random_instance
+
+    inst = random_instance(3, 2, seed=1)
+    for route in ("nodes", "enumerate"):
+        with pytest.raises(TimeLimitError, match="time limit"):
+            with limits.running(1e-9):
+                analyze_tree(inst, "specinfer", "2,1", route=route)
+        analyze_tree(inst, "specinfer", "2,1", route=route)  # no limit: runs

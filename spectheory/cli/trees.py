@@ -19,6 +19,7 @@ from __future__ import annotations
 import warnings
 
 from .commands import add_instance_options, emit
+from ..runtime import limits
 from ..engine.analysis import analysis_summary
 from ..engine.lossless import lossless_report
 from ..inputs.instances import load_instance
@@ -45,6 +46,7 @@ def cmd_tree(args) -> int:
     obj = res.to_json()
     obj["verifier"] = args.verifier
     obj["lossless"] = rep.lossless
+    limits.check_time(" (after the analysis)")  # a result past the limit is not printed
     emit(obj, args.json, text)
     return 0
 

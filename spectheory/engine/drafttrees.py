@@ -100,6 +100,7 @@ import numpy as np
 from ..runtime._lazy import torch
 
 from ..runtime import backend as Bk
+from ..runtime import limits
 from ..runtime.errors import SpectheoryError
 from ..runtime.sizes import check_size
 from ..inputs.instances import Instance
@@ -1011,6 +1012,7 @@ def tree_block_law_nodes(verifier, shape, q_levels, p_levels, V: int,
     for d in range(L + 1):
         nxt: dict = {}
         for sig, reach in states.items():
+            limits.check_time(" (tree node route)")
             if exact:
                 idx = np.flatnonzero(np.array([v != 0 for v in reach], dtype=bool))
             else:
@@ -1109,7 +1111,8 @@ def tree_block_law(verifier, shape, q_levels, p_levels, V: int, drafting: str = 
     spec = tree_verifier(verifier)
     if choose_route(spec, drafting, route, rows) == "nodes":
         return tree_block_law_nodes(spec, shape, q_levels, p_levels, V, drafting)
-    return tree_block_law_enumerate(spec, shape, q_levels, p_levels, V, drafting, rows)
+    return tree_block_law_enumerate(spec, shape, q_levels, p_levels, V, drafting, rows,
+                                    progress=limits.tick)
 
 
 def _guard(spec, shape: TreeShape, V: int, drafting: str, route: str, exact: bool,
