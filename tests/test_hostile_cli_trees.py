@@ -99,3 +99,96 @@ def test_tree_node_and_enumerate_routes_check_the_clock_in_the_library():
             with limits.running(1e-9):
                 analyze_tree(inst, "specinfer", "2,1", route=route)
         analyze_tree(inst, "specinfer", "2,1", route=route)  # no limit: runs
+
+
+# ----------------------------------------------------------------------------- tree specs
+
+
+@pytest.mark.parametrize("option, value, bad", [
+    ("--tree", "2_0", "2_0"),            # int() reads 20
+    ("--tree", "\u0662,\u0661", "\u0662"),  # Arabic-Indic digits: int() reads 2,1
+    ("--tree", "2 0", "2 0"),            # spaces were removed: 20
+    ("--parents", "0,0_0", "0_0"),
+    ("--parents", "0,\uff10", "\uff10"),  # a fullwidth zero
+])
+def test_tree_strings_take_ascii_digits_only(option, value, bad, capsys, tmp_path):
+    inst = write(tmp_path, TOY)
+    code, out, err = run(["tree", option, value, inst], capsys)
+    assert code == 2 and out == ""
+    line = _one_line(err)
+    assert "in ASCII digits" in line and f"{bad!r} is not one" in line
+
+
+def test_tree_strings_valid_neighbours_unchanged():
+    from spectheory.engine.drafttrees import tree_shape
+
+    assert tree_shape("2,1").describe() == tree_shape((2, 1)).describe() == "2,1"
+    assert tree_shape(" 3, 2 ,1").describe() == "3,2,1"
+    assert tree_shape({"parents": "0, 0,1"}).parents == tree_shape({"parents": [0, 0, 1]}).parents
+    assert tree_shape("20").n_drafted == 20 and tree_shape("2,1").n_drafted == 4
+
+
+def test_a_huge_number_in_a_tree_string_names_the_digit_limit():
+    from spectheory.engine.drafttrees import tree_shape
+    from spectheory.runtime.errors import SpectheoryError
+
+    with pytest.raises(SpectheoryError, match="a number of 40 digits; at most 30"):
+        tree_shape("9" * 40)
+
+
+@pytest.mark.parametrize("shape", [b"2,1", b"\x02\x01", bytearray(b"\x02"), memoryview(b"\x02")])
+def test_a_tree_given_as_bytes_is_refused(shape):
+    """b"2,1" was read as the branching factors 50,44,49 and b"\\x02\\x01" as 2,1."""
+    from spectheory.engine.drafttrees import tree_shape
+    from spectheory.runtime.errors import SpectheoryError
+
+    with pytest.raises(SpectheoryError, match=f"or a graph, not {type(shape).__name__}$"):
+        tree_shape(shape)
+
+
+@pytest.mark.parametrize("shape", [{"parents": b"\x00\x00"}, {"choices": [b"\x00"]},
+                                   {"branching": b"\x02\x01"}])
+def test_bytes_inside_a_tree_mapping_are_refused(shape):
+    from spectheory.engine.drafttrees import tree_shape
+    from spectheory.runtime.errors import SpectheoryError
+
+    with pytest.raises(SpectheoryError, match="list of (positive )?integers"):
+        tree_shape(shape)
+    assert tree_shape({"parents": [0, 0]}).describe() == "2"  # the list neighbour
+
+
+class _RaisingGraph:
+    nodes = [0, 1, 2]
+
+    def successors(self, u):
+        raise RuntimeError("boom")
+
+
+class _RaisingNodes:
+    @property
+    def nodes(self):
+        raise RuntimeError("no nodes today")
+
+    def successors(self, u):
+        return []
+
+
+class _Graph:
+    nodes = [0, 1, 2, 3]
+
+    def successors(self, u):
+        return {0: [1, 2], 1: [3]}.get(u, [])
+
+
+@pytest.mark.parametrize("graph, named, said", [(_RaisingGraph(), "_RaisingGraph.successors",
+                                                 "RuntimeError: boom"),
+                                                (_RaisingNodes(), "_RaisingNodes",
+                                                 "RuntimeError: no nodes today")])
+def test_a_graph_whose_methods_raise_is_a_user_code_error(graph, named, said):
+    from spectheory.engine.drafttrees import tree_shape
+    from spectheory.runtime.errors import UserCodeError
+
+    with pytest.raises(UserCodeError, match=named) as info:
+        tree_shape(graph)
+    assert said in str(info.value)
+    assert tree_shape(_Graph()).parents == (0, 1, 0)  # the working neighbour

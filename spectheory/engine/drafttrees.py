@@ -101,7 +101,7 @@ from ..runtime._lazy import torch
 
 from ..runtime import backend as Bk
 from ..runtime import limits
-from ..runtime.errors import SpectheoryError
+from ..runtime.errors import SpectheoryError, call_user
 from ..runtime.sizes import check_size
 from ..inputs.instances import Instance
 from ..law import validate_law
@@ -319,21 +319,21 @@ def tree_shape(shape) -> TreeShape:
             return shape_from_parents(value)
         if key == "choices":
             return shape_from_choices(value)
-        if isinstance(value, str) or not hasattr(value, "__iter__") or any(
+        if isinstance(value, (str, *_BYTES)) or not hasattr(value, "__iter__") or any(
                 isinstance(x, (list, tuple)) for x in value):
             raise SpectheoryError("branching factors must be a list of positive integers")
         return tree_shape(tuple(value))
+    if isinstance(shape, _BYTES):
+        raise SpectheoryError(f"a tree is branching factors, a choices list, "
+                              f"{{'parents': [...]}} or a graph, not {type(shape).__name__}")
     if isinstance(shape, str):
         text = shape
         if text.count(",") >= MAX_TREE_DEPTH:  # before any list is made from it
             raise SpectheoryError(f"tree {text[:40]!r}... has {text.count(',') + 1:,} branching "
                                   f"factors: at most {MAX_TREE_DEPTH} (the tree's depth)")
-        try:
-            shape = tuple(int(x) for x in text.replace(" ", "").split(","))
-        except ValueError:
-            raise SpectheoryError(f"tree {text[:60]!r} must be comma-separated positive integers "
-                                  f"(branching factors per depth, e.g. 3,2,1)") from None
-    if hasattr(shape, "successors") and hasattr(shape, "nodes"):
+        shape = tuple(_decimal_ints(text, "tree", "positive integers (branching factors per "
+                                                  "depth, e.g. 3,2,1)"))
+    if not isinstance(shape, (list, tuple, np.ndarray)) and _is_graph(shape):
         return _from_graph(shape)
     try:
         b = tuple(shape)
@@ -357,13 +357,44 @@ def tree_shape(shape) -> TreeShape:
     return _from_sig(_branching_sig(tuple(int(x) for x in b)))
 
 
+#: Byte strings: never read as a tree (iterating b"2,1" gives the character codes 50, 44, 49).
+_BYTES = (bytes, bytearray, memoryview)
+#: Most digits of one number in a tree string (a node id or a branching factor is far smaller;
+#: refused before a huge integer is made).
+_MAX_DIGITS = 30
+
+
+def _decimal_ints(text: str, what: str, expected: str) -> list:
+    """Comma-separated decimal integers in ASCII digits with an optional sign (spaces around
+    each allowed). ``int`` alone would also take underscores ("2_0" = 20), other scripts'
+    digits ("\u0662" = 2) and inner spaces, each a silent misreading of a typo."""
+    out = []
+    for piece in text.split(","):
+        p = piece.strip(" \t")
+        digits = p[1:] if p[:1] in "+-" else p
+        if not (digits.isascii() and digits.isdigit()):
+            shown = text if len(text) <= 60 else text[:57] + "..."
+            raise SpectheoryError(f"{what} {shown!r} must be comma-separated {expected}, in "
+                                  f"ASCII digits: {piece[:20]!r} is not one")
+        if len(digits.lstrip("0")) > _MAX_DIGITS:
+            raise SpectheoryError(f"{what} {text[:20]!r}...: a number of {len(digits):,} digits; "
+                                  f"at most {_MAX_DIGITS}")
+        out.append(int(p))
+    return out
+
+
+def _is_graph(obj) -> bool:
+    """Whether ``obj`` has ``successors`` and ``nodes`` (a user object's attributes are user
+    code: what they raise is a UserCodeError naming them)."""
+    return call_user(lambda: hasattr(obj, "successors") and hasattr(obj, "nodes"),
+                     what=f"the tree graph's {type(obj).__name__} attributes")
+
+
 def _int_list(values, what: str) -> list:
+    if isinstance(values, _BYTES):
+        raise SpectheoryError(f"{what} must be a list of integers, not {type(values).__name__}")
     if isinstance(values, str):
-        try:
-            values = [int(x) for x in values.replace(" ", "").split(",")]
-        except ValueError:
-            shown = values if len(values) <= 60 else values[:57] + "..."
-            raise SpectheoryError(f"{what} {shown!r} must be comma-separated integers") from None
+        values = _decimal_ints(values, what, "integers")
     try:
         out = list(values)
     except TypeError:
@@ -442,10 +473,16 @@ def shape_from_choices(choices) -> TreeShape:
 
 
 def _from_graph(g) -> TreeShape:
-    nodes = list(g.nodes)
+    name = type(g).__name__
+    nodes = call_user(lambda: list(g.nodes), what=f"the tree graph's {name}.nodes")
     if not nodes:
         raise SpectheoryError("the tree graph has no nodes")
-    return _from_adjacency(nodes, {u: list(g.successors(u)) for u in nodes}, "the tree graph")
+    if len(nodes) - 1 > MAX_TREE_NODES:  # before a successor list per node is asked for
+        raise SpectheoryError(f"the tree graph has {len(nodes) - 1:,} drafted nodes; at most "
+                              f"{MAX_TREE_NODES:,}")
+    kids = {u: call_user(lambda u=u: list(g.successors(u)),
+                         what=f"the tree graph's {name}.successors") for u in nodes}
+    return _from_adjacency(nodes, kids, "the tree graph")
 
 
 def _from_adjacency(nodes: list, kids: dict, what: str) -> TreeShape:
