@@ -62,3 +62,68 @@ def test_detection_power_valid_neighbours_keep_their_value():
     assert detection_power(Q, P, np.int64(100), np.float64(1e-3)) == \
         detection_power(Q, P, 100, 1e-3)
     assert detection_power(list(Q), list(P), 1) == detection_power(Q, P, 1)
+
+
+# ----------------------------------------------------------------------------- budget
+
+
+def test_budget_refuses_bad_arguments():
+    refused(OptionError, r"^alpha = 5 must be a number strictly between 0 and 1",
+            lambda: B.family_power(0.1, [100], [2], 5))
+    refused(OptionError, r"^delta = 2 must be a finite number in \[0, 1\]",
+            lambda: B.family_power(2, [100], [2], 0.01))
+    refused(InputError, r"^ns has 2 rows and dofs 1",
+            lambda: B.family_power(0.1, [100, 5], [2], 0.01))
+    refused(InputError, r"^ns has an entry -100\.0",
+            lambda: B.detectable_tv([-100], [2], 1e-3))
+    refused(InputError, r"^dofs has an entry 1\.5", lambda: B.detectable_tv([100], [1.5], 1e-3))
+    refused(InputError, r"^row_probs is empty", lambda: B.planned_tv([], 100, 1e-3))
+    refused(InputError, r"^row_probs is empty", lambda: B.samples_for_tv([], 0.1, 1e-3))
+    refused(InputError, r"^row_probs\[1\] has a negative entry",
+            lambda: B.planned_tv([[0.5, 0.5], [1.5, -0.5]], 100, 1e-3))
+    refused(InputError, r"^row_probs\[0\] has a non-finite entry",
+            lambda: B.planned_tv([[math.nan, 0.5]], 100, 1e-3))
+    refused(OptionError, r"^samples = 0 must be an integer >= 1",
+            lambda: B.planned_tv([[0.5, 0.5]], 0, 1e-3))
+    refused(OptionError, r"^parts = 0 must be an integer in 1\.\.",
+            lambda: B.split(10, 0))
+    refused(OptionError, r"^total = -10 must be an integer >= 0", lambda: B.split(-10, 3))
+    refused(OptionError, r"^total = 10\.0 .*not float", lambda: B.split(10.0, 3))
+    refused(SizeLimitError, r"^parts = 10000000000 exceeds the limit",
+            lambda: B.split(10, 10**10))
+    refused(OptionError, r"^power = 1 must be a number strictly between 0 and 1",
+            lambda: B.coin_detectable_rate(10, power=1))
+    refused(OptionError, r"^rows = -1 must be an integer >= 0",
+            lambda: B.coin_detectable_rate(-1))
+    refused(InputError, r"^points = \[\] must be a non-empty list",
+            lambda: B.fit_cost([]))
+    refused(InputError, r"^points\[0\] = 5 is not a \(samples, seconds\) pair",
+            lambda: B.fit_cost([5]))
+    refused(OptionError, r"^points\[1\] seconds = nan ",
+            lambda: B.fit_cost([(10, 1.0), (20, math.nan)]))
+    refused(OptionError, r"^tv = '0\.1' .*not str",
+            lambda: B.samples_for_tv([[0.5, 0.5]], "0.1", 1e-3))
+    assert B.MAX_SPLIT_PARTS >= 10**6
+
+
+def test_budget_valid_neighbours_keep_their_value():
+    from scipy.stats import chi2, ncx2
+
+    # one row, 2 dof, alpha = 0.01: the larger of two tests that are the same test at alpha/2
+    want = float(ncx2.sf(chi2.isf(0.01 / 2, 2), 2, 4 * 100 * 0.1 ** 2))
+    assert B.family_power(0.1, [100], [2], 0.01) == pytest.approx(want, rel=1e-12)
+    assert B.family_power(np.float32(0.1), np.array([100]), np.array([2]), np.float64(0.01)) == \
+        pytest.approx(want, rel=1e-6)
+    assert B.family_power(0.1, [100], [2.0], 0.01) == B.family_power(0.1, [100], [2], 0.01)
+    assert B.split(10, 3) == [4, 3, 3] and B.split(0, 2) == [0, 0]
+    assert B.split(np.int64(10), np.int32(3)) == [4, 3, 3]
+    assert B.coin_detectable_rate(0) == math.inf
+    assert B.coin_detectable_rate(10) == pytest.approx(1 - 0.1 ** 0.1, rel=1e-12)
+    assert B.fit_cost([(10, 2.0)]) == (0.0, 0.2)
+    assert B.fit_cost([(10, 2.0), (20, 3.0)]) == pytest.approx((1.0, 0.1))
+    assert B.fit_cost([(10, 1.0), (10, 2.0)]) == (0.0, 0.2)  # two points of one size
+    rows = [[0.5, 0.5]]
+    assert B.samples_for_tv(rows, np.float32(0.1), 1e-3) == \
+        B.samples_for_tv(rows, float(np.float32(0.1)), 1e-3)
+    # float laws need not sum to 1 exactly: divided by their sum, as the check does
+    assert B.planned_tv([[0.5, 0.5 - 5e-9]], 400, 1e-3) == B.planned_tv([[0.5, 0.5]], 400, 1e-3)

@@ -7,7 +7,8 @@ a bad value in one line naming the argument and its value, before any work or al
   between 0 and 1);
 * probability rows (``prob_row``): a one-dimensional array of real numbers, finite,
   non-negative, summing to 1 within `spectheory.law.ROW_SUM_TOL` (the tolerance the float laws
-  of the library are held to).
+  of the library are held to), or, where the function divides a row by its sum (the chi-square
+  pooling of float laws normalised in float32), with a positive sum.
 """
 
 from __future__ import annotations
@@ -103,8 +104,10 @@ def numbers(name: str, value, ndim: int | None = 1) -> np.ndarray:
     return raw.astype(np.float64, copy=False)
 
 
-def prob_row(name: str, value, tol: float = ROW_SUM_TOL) -> np.ndarray:
-    """A probability row [C]: finite, non-negative, summing to 1 within ``tol``."""
+def prob_row(name: str, value, tol: float | None = ROW_SUM_TOL) -> np.ndarray:
+    """A probability row [C]: finite, non-negative, summing to 1 within ``tol`` (None: a
+    positive sum, for the functions that divide a row by its sum, as
+    `spectheory.testing.statistics.stats.row_chi_square` does with float laws)."""
     arr = numbers(name, value, 1)
     if arr.size == 0:
         raise InputError(f"{name} is empty; a probability row needs at least one cell")
@@ -113,6 +116,10 @@ def prob_row(name: str, value, tol: float = ROW_SUM_TOL) -> np.ndarray:
     if (arr < 0).any():
         raise InputError(f"{name} has a negative entry ({show(float(arr[arr < 0][0]))})")
     tot = float(arr.sum())
+    if tol is None:
+        if not tot > 0:
+            raise InputError(f"{name} has no positive entry; a probability row has mass")
+        return arr
     if not abs(tot - 1.0) <= tol:
         raise InputError(f"{name} sums to {tot!r}, not 1 (tolerance {tol:g})")
     return arr

@@ -56,7 +56,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from ._chisq import chi2, ncx2
 
-from ...runtime.errors import SpectheoryError
+from ...runtime.errors import InputError, SizeLimitError, SpectheoryError
+from . import _args
 from .stats import is_point_mass, point_mass_tv
 
 #: Power at which detectable biases are stated.
@@ -80,12 +81,19 @@ BREAK_SHARE = 0.5
 TARGET_SHARE = 0.95
 #: Most samples a budgeted run chooses.
 MAX_AUTO_SAMPLES = 10**12
+#: Most rows `split` spreads samples over: it builds a Python list of that many counts (10^7:
+#: about 0.4 GB and a second), far more rows than a check holds (each row carries its drafts
+#: and exact laws), so a larger count is a typing slip that would otherwise exhaust memory.
+MAX_SPLIT_PARTS = 10**7
 
 
 def split(total: int, parts: int) -> list[int]:
     """``total`` samples split over ``parts`` rows as ``check_sampler`` splits them (the first
-    ``total mod parts`` rows get one more)."""
-    base, extra = divmod(int(total), int(parts))
+    ``total mod parts`` rows get one more). ``total`` an integer >= 0, ``parts`` one in
+    1..`MAX_SPLIT_PARTS`."""
+    total = _args.integer("total", total, 0)
+    parts = _args.integer("parts", parts, 1, MAX_SPLIT_PARTS)
+    base, extra = divmod(total, parts)
     return [base + (1 if i < extra else 0) for i in range(parts)]
 
 
@@ -93,9 +101,33 @@ def family_power(delta: float, ns: Sequence[int], dofs: Sequence[int], alpha: fl
     """Lower bound on the power of the Bonferroni chi-square family against a total-variation bias
     ``delta`` in every row (rows with ``ns[b]`` samples and ``dofs[b]`` degrees of freedom; a row
     with 0 degrees of freedom has no test but counts in m), for the least-favourable spread of the
-    bias: non-centrality 4 n_b delta^2 per row (see the module docstring)."""
-    ns = np.asarray(ns, dtype=np.float64)
-    dofs = np.asarray(dofs, dtype=np.int64)
+    bias: non-centrality 4 n_b delta^2 per row (see the module docstring). ``ns`` finite counts
+    >= 0 and ``dofs`` integers >= 0 of one length, ``delta`` in [0, 1], ``alpha`` in (0, 1)."""
+    delta = _args.real("delta", delta, 0.0, 1.0, lo_open=False, hi_open=False)
+    alpha = _args.level("alpha", alpha)
+    ns, dofs = _rows_of(ns, dofs)
+    return _family_power(delta, ns, dofs, alpha)
+
+
+def _rows_of(ns, dofs) -> tuple[np.ndarray, np.ndarray]:
+    """``ns`` [m] float64 (finite, >= 0) and ``dofs`` [m] int64 (integers >= 0), or one line."""
+    ns = _args.numbers("ns", ns)
+    raw = _args.numbers("dofs", dofs)
+    if len(ns) != len(raw):
+        raise InputError(f"ns has {len(ns)} rows and dofs {len(raw)}; one count and one "
+                               f"degree of freedom a row")
+    if not np.isfinite(ns).all() or (ns < 0).any():
+        bad = ns[~(np.isfinite(ns) & (ns >= 0))][0]
+        raise InputError(f"ns has an entry {float(bad)!r}; sample counts are finite and "
+                               f">= 0")
+    if not np.isfinite(raw).all() or (raw < 0).any() or (raw != np.round(raw)).any():
+        bad = raw[~(np.isfinite(raw) & (raw >= 0) & (raw == np.round(raw)))][0]
+        raise InputError(f"dofs has an entry {float(bad)!r}; degrees of freedom are "
+                               f"integers >= 0")
+    return ns, raw.astype(np.int64)
+
+
+def _family_power(delta: float, ns: np.ndarray, dofs: np.ndarray, alpha: float) -> float:
     m = len(ns)
     keep = dofs > 0
     if not keep.any():
@@ -115,15 +147,16 @@ def detectable_tv(ns: Sequence[int], dofs: Sequence[int], alpha: float,
     family detects with probability ``power`` at family-wise level ``alpha``: bisection on
     [`family_power`][spectheory.testing.statistics.budget.family_power] to a relative precision of
     1e-5 (``inf`` when no row has a test or even delta = 1 falls short)."""
-    _check_level(alpha, power)
+    alpha, power = _check_level(alpha, power)
+    ns, dofs = _rows_of(ns, dofs)
     if not any(int(d) > 0 for d in dofs):
         return float("inf")
     lo, hi = 0.0, 1.0
-    if family_power(hi, ns, dofs, alpha) < power:
+    if _family_power(hi, ns, dofs, alpha) < power:
         return float("inf")
     while hi - lo > 1e-5 * hi:
         mid = 0.5 * (lo + hi)
-        if family_power(mid, ns, dofs, alpha) >= power:
+        if _family_power(mid, ns, dofs, alpha) >= power:
             hi = mid
         else:
             lo = mid
@@ -132,10 +165,18 @@ def detectable_tv(ns: Sequence[int], dofs: Sequence[int], alpha: float,
 
 def row_dof(probs, n: int, min_expected: float = MIN_EXPECTED) -> int:
     """Degrees of freedom of one row's pooled chi-square at ``n`` samples: the pooling of
-    `spectheory.testing.statistics.stats.row_chi_square`, run on the expected counts themselves."""
+    `spectheory.testing.statistics.stats.row_chi_square`, run on the expected counts themselves.
+    ``probs`` a row of cell probabilities (finite, >= 0, a positive sum: divided by it, as float
+    laws are), ``n`` an integer >= 0."""
+    probs = _args.prob_row("probs", probs, None)
+    n = _args.integer("n", n, 0)
+    min_expected = _args.real("min_expected", min_expected, 0.0)
+    return _row_dof(probs, n, min_expected)
+
+
+def _row_dof(probs: np.ndarray, n: int, min_expected: float) -> int:
     from .stats import row_chi_square
 
-    probs = np.asarray(probs, dtype=np.float64)
     tot = probs.sum()
     expected = n * np.clip(probs, 0, None) / tot if tot > 0 else np.zeros_like(probs)
     return row_chi_square(expected, probs, n, min_expected).dof
@@ -147,9 +188,34 @@ def planned_tv(row_probs: Sequence, samples: int, alpha: float, power: float = P
     evenly over rows whose exact cell probabilities are ``row_probs`` (one vector per row, in the
     check's order). Where every row's law is a point mass, the bias that a sample off the point
     catches: [`point_mass_tv`][spectheory.testing.statistics.stats.point_mass_tv] of the fewest
-    samples a row."""
+    samples a row. ``row_probs`` one or more rows of cell probabilities (finite, >= 0, a positive
+    sum: divided by it, as float laws are), at most `MAX_SPLIT_PARTS`; ``samples`` an integer
+    >= 1."""
+    row_probs, samples, alpha, power, min_expected = _plan_args(row_probs, samples, alpha,
+                                                                power, min_expected)
+    return _planned_tv(row_probs, samples, alpha, power, min_expected)
+
+
+def _plan_args(row_probs, samples, alpha, power, min_expected):
+    alpha, power = _check_level(alpha, power)
+    min_expected = _args.real("min_expected", min_expected, 0.0)
+    if isinstance(row_probs, (str, bytes)) or not hasattr(row_probs, "__len__"):
+        raise InputError(f"row_probs = {_args.show(row_probs)} is not a list of "
+                               f"probability rows")
+    if len(row_probs) == 0:
+        raise InputError("row_probs is empty; give one probability row for each row of the check")
+    if len(row_probs) > MAX_SPLIT_PARTS:
+        raise SizeLimitError(f"row_probs has {len(row_probs):,} rows, more than "
+                                   f"MAX_SPLIT_PARTS = {MAX_SPLIT_PARTS:,}")
+    rows = [_args.prob_row(f"row_probs[{i}]", p, None) for i, p in enumerate(row_probs)]
+    samples = _args.integer("samples", samples, 1)
+    return rows, samples, alpha, power, min_expected
+
+
+def _planned_tv(row_probs: list, samples: int, alpha: float, power: float,
+                min_expected: float) -> float:
     ns = split(samples, len(row_probs))
-    dofs = [row_dof(p, n, min_expected) for p, n in zip(row_probs, ns)]
+    dofs = [_row_dof(p, n, min_expected) for p, n in zip(row_probs, ns)]
     if row_probs and not any(dofs) and all(is_point_mass(p) for p in row_probs):
         return point_mass_tv(min(ns), power)  # every row a point mass (greedy): as reported
     return detectable_tv(ns, dofs, alpha, power)
@@ -161,8 +227,11 @@ def samples_for_tv(row_probs: Sequence, tv: float, alpha: float, power: float = 
     [`planned_tv`][spectheory.testing.statistics.budget.planned_tv] is at most ``tv``: doubling,
     then bisection (the pooling changes with n, so the detectable bias falls as 1/sqrt(n) only
     roughly). Raises `SpectheoryError` when ``max_samples`` do not suffice."""
-    if not (isinstance(tv, (int, float)) and 0 < tv <= 1):
-        raise SpectheoryError(f"tv = {tv!r} must lie in (0, 1]")
+    tv = _args.real("tv", tv, 0.0, 1.0, hi_open=False)
+    row_probs, _, alpha, power, min_expected = _plan_args(row_probs, 1, alpha, power,
+                                                          min_expected)
+    max_samples = _args.integer("max_samples", max_samples, 1)
+    planned_tv = _planned_tv
     lo = len(row_probs)
     if planned_tv(row_probs, lo, alpha, power, min_expected) <= tv:
         return lo
@@ -183,17 +252,17 @@ def samples_for_tv(row_probs: Sequence, tv: float, alpha: float, power: float = 
 
 def coin_detectable_rate(rows: int, power: float = POWER) -> float:
     """``coins`` mode: the smallest rate r of differing decisions that ``rows`` rows of coins
-    catch with probability ``power``, 1 - (1 - power)^(1/rows) (about 2.3 / rows at 90%)."""
+    catch with probability ``power``, 1 - (1 - power)^(1/rows) (about 2.3 / rows at 90%); ``inf``
+    for no row. ``rows`` an integer >= 0, ``power`` in (0, 1)."""
+    rows = _args.integer("rows", rows, 0)
+    power = _args.level("power", power)
     if rows < 1:
         return float("inf")
     return -math.expm1(math.log1p(-power) / rows)
 
 
-def _check_level(alpha, power):
-    if not 0 < alpha < 1:
-        raise SpectheoryError(f"alpha = {alpha!r} must lie strictly between 0 and 1")
-    if not 0 < power < 1:
-        raise SpectheoryError(f"power = {power!r} must lie strictly between 0 and 1")
+def _check_level(alpha, power) -> tuple[float, float]:
+    return _args.level("alpha", alpha), _args.level("power", power)
 
 
 # ----------------------------------------------------------------------------- budgets
@@ -201,9 +270,18 @@ def _check_level(alpha, power):
 
 def fit_cost(points: Sequence[tuple[int, float]]) -> tuple[float, float]:
     """``(fixed_s, per_sample_s)`` of t(N) = fixed + N per_sample through the last two pilot
-    points ``(samples, seconds)``; one point (or a non-increasing pair): no fixed part."""
+    points ``(samples, seconds)``; one point (or a non-increasing pair, or two points of one
+    size): no fixed part. Each point an integer >= 1 and a finite number of seconds >= 0."""
+    if isinstance(points, (str, bytes)) or not hasattr(points, "__len__") or len(points) == 0:
+        raise InputError(f"points = {_args.show(points)} must be a non-empty list of "
+                               f"(samples, seconds) pairs")
+    for i, pt in enumerate(points):
+        if not isinstance(pt, (tuple, list)) or len(pt) != 2:
+            raise InputError(f"points[{i}] = {_args.show(pt)} is not a (samples, seconds) pair")
+        _args.integer(f"points[{i}] samples", pt[0], 1)
+        _args.real(f"points[{i}] seconds", pt[1], 0.0, lo_open=False)
     n2, t2 = points[-1]
-    if len(points) >= 2:
+    if len(points) >= 2 and points[-2][0] != n2:
         n1, t1 = points[-2]
         per = (t2 - t1) / (n2 - n1)
         if per > 0:
@@ -429,7 +507,8 @@ def size_run(run: Callable[[int], tuple], budget_s: float, minimum: int, *,
             "kit_s": kit_s, "pilot": pilot, "kit_pilot": kit_points[1:], "result": result}
 
 
-__all__ = ["BREAK_SHARE", "BudgetPlan", "KIT_SHARE", "MAX_AUTO_SAMPLES", "PILOT_SECOND_SHARE",
+__all__ = ["BREAK_SHARE", "BudgetPlan", "KIT_SHARE", "MAX_AUTO_SAMPLES", "MAX_SPLIT_PARTS",
+           "PILOT_SECOND_SHARE",
            "PILOT_SHARE", "POWER", "TARGET_SHARE",
            "check_budget", "coin_detectable_rate", "detectable_tv", "family_power", "fit_cost",
            "planned_tv", "row_dof", "samples_for_tv", "size_run", "split"]
