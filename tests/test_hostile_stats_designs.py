@@ -127,3 +127,32 @@ def test_budget_valid_neighbours_keep_their_value():
         B.samples_for_tv(rows, float(np.float32(0.1)), 1e-3)
     # float laws need not sum to 1 exactly: divided by their sum, as the check does
     assert B.planned_tv([[0.5, 0.5 - 5e-9]], 400, 1e-3) == B.planned_tv([[0.5, 0.5]], 400, 1e-3)
+
+
+# ----------------------------------------------------------------------------- stats
+
+
+def test_stats_refuse_bad_arguments():
+    refused(InputError, r"^observed has 3 cells and probs 2",
+            lambda: stats.row_chi_square(np.array([1, 2, 3]), np.array([0.5, 0.5]), 6))
+    refused(InputError, r"^probs has an entry nan",
+            lambda: stats.row_chi_square(np.array([1, 2]), np.array([math.nan, 0.5]), 3))
+    refused(OptionError, r"^n = -1 must be an integer >= 0",
+            lambda: stats.row_chi_square(np.array([1, 2]), np.array([0.5, 0.5]), -1))
+    refused(OptionError, r"^power = 1 must be a number strictly between 0 and 1",
+            lambda: stats.point_mass_tv(10, power=1))
+    refused(OptionError, r"^n = 2\.5 .*not float", lambda: stats.point_mass_tv(2.5))
+    refused(InputError, r"cell probabilities are not finite",
+            lambda: stats.samples_for_a_test([math.nan, 1]))
+    refused(InputError, r"^probs = 'ab' is not an array of numbers",
+            lambda: stats.samples_for_a_test("ab"))
+
+
+def test_stats_valid_neighbours_keep_their_value():
+    t = stats.row_chi_square(np.array([1, 2]), np.array([0.5, 0.5]), 3, min_expected=1.0)
+    assert (t.statistic, t.dof) == (pytest.approx(1 / 3), 1)  # (1-1.5)^2/1.5 twice
+    assert stats.row_chi_square(np.array([1, 2]), np.array([0.5, 0.5]), np.int64(3), 1.0) == t
+    assert stats.point_mass_tv(10, power=0.9) == pytest.approx(1 - 0.1 ** 0.1, rel=1e-12)
+    assert stats.point_mass_tv(0) == math.inf
+    assert stats.samples_for_a_test([0.5, 0.5]) == 10  # n/2 >= 5 in both cells
+    assert stats.samples_for_a_test([0.0, 1.0]) is None

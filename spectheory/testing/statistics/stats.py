@@ -25,6 +25,8 @@ from typing import NamedTuple
 
 import numpy as np
 from ._chisq import chi2, ncx2
+from . import _args
+from ...runtime.errors import InputError
 
 
 class RowTest(NamedTuple):
@@ -48,9 +50,20 @@ def row_chi_square(observed: np.ndarray, probs: np.ndarray, n: int,
 
     ``probs`` need not be normalised exactly (float laws): expected = n probs / sum(probs).
     Cells of probability exactly zero are excluded and their counts returned as ``impossible``.
+    Refused in one line: ``observed`` [C] and ``probs`` [C] not one-dimensional rows of numbers of
+    one length, ``probs`` with a negative or non-finite entry, ``n`` not an integer >= 0.
     """
-    observed = np.asarray(observed, dtype=np.float64)
-    probs = np.asarray(probs, dtype=np.float64)
+    observed = _args.numbers("observed", observed)
+    probs = _args.numbers("probs", probs)
+    if observed.shape != probs.shape:
+        raise InputError(f"observed has {observed.shape[0]} cells and probs {probs.shape[0]}; "
+                         f"one count a cell")
+    if not np.isfinite(probs).all() or (probs < 0).any():
+        bad = probs[~(np.isfinite(probs) & (probs >= 0))][0]
+        raise InputError(f"probs has an entry {float(bad)!r}; cell probabilities are finite "
+                         f"and >= 0")
+    n = _args.integer("n", n, 0)
+    min_expected = _args.real("min_expected", min_expected, 0.0)
     zero = probs <= 0
     impossible = int(observed[zero].sum())
     tot = probs.sum()
@@ -116,6 +129,8 @@ def family_power(delta: float, tests: list[RowTest], alpha: float) -> float:
     """Lower bound on the family's power against a bias of total variation ``delta`` on the binned
     law of every row: the larger of the global test's power and that of the per-row tests
     (independent rows), with non-centrality 4 n delta^2 per row."""
+    delta = _args.real("delta", delta, 0.0, 1.0, lo_open=False, hi_open=False)
+    alpha = _args.level("alpha", alpha)
     m = len(tests)
     rows = [t for t in tests if t.dof > 0]
     if not rows:
@@ -134,6 +149,7 @@ def min_detectable_tv(tests: list[RowTest], alpha: float, power: float = 0.9) ->
     probability ``power`` at level ``alpha``, by bisection on
     [`family_power`][spectheory.testing.statistics.stats.family_power] (``inf`` when no row has a
     test)."""
+    alpha, power = _args.level("alpha", alpha), _args.level("power", power)
     if not any(t.dof > 0 for t in tests):
         return float("inf")
     lo, hi = 0.0, 1.0
@@ -163,9 +179,13 @@ def samples_for_a_test(probs, min_expected: float = 5.0) -> int | None:
     probability: n p_1 >= min_expected (one cell kept) and n (1 - p_1) >= min_expected (the rest,
     pooled or kept, is a second bin), so n = ceil(min_expected / min(p_1, 1 - p_1)), checked against
     the pooling itself."""
-    probs = np.asarray(probs, dtype=np.float64)
+    probs = _args.numbers("probs", probs)
     if not np.isfinite(probs).all():
-        raise ValueError("samples_for_a_test: the cell probabilities are not finite")
+        raise InputError("samples_for_a_test: the cell probabilities are not finite")
+    if (probs < 0).any():
+        raise InputError(f"samples_for_a_test: a cell probability is negative "
+                         f"({float(probs[probs < 0][0])!r})")
+    min_expected = _args.real("min_expected", min_expected, 0.0)
     if is_point_mass(probs):
         return None
     w = probs[probs > 0] / probs[probs > 0].sum()
@@ -201,7 +221,10 @@ def samples_for_a_test(probs, min_expected: float = 5.0) -> int | None:
 def point_mass_tv(n: int, power: float = 0.9) -> float:
     """Rows whose law is a point mass: the smallest total-variation bias t that n samples of a
     row catch with probability ``power`` (a sample off the point has probability zero and fails
-    the check): 1 - (1 - t)^n >= power, t = 1 - (1 - power)^(1/n)."""
+    the check): 1 - (1 - t)^n >= power, t = 1 - (1 - power)^(1/n); ``inf`` for n = 0.
+    ``n`` an integer >= 0, ``power`` strictly between 0 and 1."""
+    n = _args.integer("n", n, 0)
+    power = _args.level("power", power)
     return -math.expm1(math.log1p(-power) / n) if n >= 1 else float("inf")
 
 
