@@ -395,7 +395,7 @@ def test_planted_bug_stop_weight_forgotten(monkeypatch):
     ("draft-confidence", "needs a parameter"), ("draft-confidence(2)", "above 1"),
     ("draft-confidence(-1)", "not a non-negative"), ("nonsense(1)", "unknown stopping rule"),
     ("never(1)", "takes no parameter"), ("coin(1/0)", "not a number"),
-    ("draft-prob(nan)", "not a non-negative"), ("draft-prob(" + "9" * 50 + ")", "not a non"),
+    ("draft-prob(nan)", "not a non-negative"), ("draft-prob(" + "9" * 50 + ")", "50 characters; at most 40"),
     (3, "not a rule name"),
 ])
 def test_bad_rules_refused_in_one_line(text, match):

@@ -192,3 +192,87 @@ def test_a_graph_whose_methods_raise_is_a_user_code_error(graph, named, said):
         tree_shape(graph)
     assert said in str(info.value)
     assert tree_shape(_Graph()).parents == (0, 1, 0)  # the working neighbour
+
+
+# ----------------------------------------------------------------------------- --stop parameters
+
+
+def test_a_long_stop_parameter_names_the_length_limit(capsys, tmp_path):
+    """A 102-character fraction is a non-negative fraction: the refusal was "is not a
+    non-negative decimal or fraction"; the real reason is the 40-character limit."""
+    inst = write(tmp_path, TOY)
+    code, out, err = run(["exact", "--stop", f"coin({'1' * 51}/{'3' * 50})", inst], capsys)
+    assert code == 2 and out == ""
+    line = _one_line(err)
+    assert "has 102 characters; at most 40" in line and "not a non-negative" not in line
+    code, out, err = run(["exact", "--stop", "coin(abc)", inst], capsys)  # a short non-number
+    assert code == 2 and "not a non-negative decimal or fraction" in _one_line(err)
+    # the neighbour at the limit runs: 1/3 written with 40 characters
+    forty = f"coin({'0' * 37}1/3)"
+    code, a, err = run(["exact", "--stop", forty, "--exact", inst], capsys)
+    code2, b, _ = run(["exact", "--stop", "coin(1/3)", "--exact", inst], capsys)
+    assert code == code2 == 0 and err == "" and a.split(":", 1)[1] == b.split(":", 1)[1]
+
+
+# ----------------------------------------------------------------------------- rule values
+
+
+def _stop_rule(value, kind="stop"):
+    from spectheory.engine.adaptive import StoppingRule
+
+    return StoppingRule("hostile", lambda s, q, p: value, kind=kind)
+
+
+@pytest.mark.parametrize("value", [" 0.5 ", "0.5", b"0.5", "__import__('decimal').Decimal('0.5')",
+                                   1 + 0j, None])
+def test_a_stop_rule_returning_a_non_number_is_refused_in_float_mode(value):
+    """float() read " 0.5 ", b"0.5" and Decimal("0.5") as 0.5: float mode accepted what exact
+    mode refuses."""
+    from decimal import Decimal
+    from spectheory.engine.adaptive import analyze_adaptive
+    from spectheory.inputs.random_instances import random_instance
+    from spectheory.runtime.errors import UserCodeError
+
+    if value == "__import__('decimal').Decimal('0.5')":
+        value = Decimal("0.5")
+    inst = random_instance(3, 2, seed=1)
+    with pytest.raises(UserCodeError, match=r"stopping rule 'hostile' at prefix \(\) returned"):
+        # exact mode refused these already
+        analyze_adaptive(random_instance(3, 2, seed=1, denominator=60), "block",
+                         _stop_rule(value), exact=True)
+    with pytest.raises(UserCodeError, match=f"\\({type(value).__name__}\\), not a real number"):
+        analyze_adaptive(inst, "block", _stop_rule(value), exact=False)
+
+
+def test_real_numbers_of_every_kind_still_give_the_same_law():
+    """h = 1/2 at every prefix of an L = 2 block: the drafted length N is 0 w.p. 1/2, 1 w.p.
+    1/4 and 2 w.p. 1/4, whatever type carries the 1/2."""
+    from fractions import Fraction
+
+    import numpy as np
+    import torch
+    from spectheory.engine.adaptive import analyze_adaptive
+    from spectheory.inputs.random_instances import random_instance
+
+    inst = random_instance(3, 2, seed=1)
+    for value in (0.5, Fraction(1, 2), np.float32(0.5), np.float64(0.5), np.array(0.5),
+                  torch.tensor(0.5), torch.tensor([0.5], dtype=torch.float64)):
+        res = analyze_adaptive(inst, "block", _stop_rule(value), exact=False)
+        assert res.length_pmf == pytest.approx([0.5, 0.25, 0.25], abs=1e-15), type(value)
+    for value, pmf in ((0, [0, 0, 1]), (np.int64(1), [1, 0, 0]), (True, [1, 0, 0])):
+        assert analyze_adaptive(inst, "block", _stop_rule(value),
+                                exact=False).length_pmf == pytest.approx(pmf, abs=0)
+
+
+@pytest.mark.parametrize("value", [["0.5", "0", "0"], "0.5", b"\x00\x00\x00"])
+def test_a_drop_rule_returning_text_or_bytes_is_refused(value):
+    """['0.5', '0', '0'] was read as numbers, "0.5" and b"\\x00\\x00\\x00" as three values."""
+    from spectheory.engine.adaptive import analyze_adaptive
+    from spectheory.inputs.random_instances import random_instance
+    from spectheory.runtime.errors import UserCodeError
+
+    inst = random_instance(3, 2, seed=1)
+    with pytest.raises(UserCodeError, match="stopping rule 'hostile' at prefix"):
+        analyze_adaptive(inst, "block", _stop_rule(value, "drop"), exact=False)
+    ok = analyze_adaptive(inst, "block", _stop_rule([0.0, 0.0, 0.0], "drop"), exact=False)
+    assert ok.length_pmf == pytest.approx([0, 0, 1], abs=0)  # never drops: always L tokens

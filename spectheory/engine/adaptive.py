@@ -53,6 +53,7 @@ attains the LP optimum; for a randomised one it stays lossless but can fall belo
 from __future__ import annotations
 
 import math
+import numbers
 import re
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -64,6 +65,7 @@ from ..inputs.instances import Instance
 from ..inputs.models import prefix_from_index
 from ..law import validate_law
 from ..registry import plan
+from ..runtime._lazy import is_tensor
 from ..runtime.errors import InputError, SpectheoryError, UserCodeError, call_user
 from ..runtime.sizes import check_size
 from .lossless import lossless_report
@@ -202,8 +204,10 @@ def parse_rule(rule: Any) -> StoppingRule:
         return _builtin(name, None)
     if text is None or text == "":
         raise InputError(f"stopping rule {name!r} needs a parameter, e.g. '{name}(1/2)'")
-    if len(text) > MAX_PARAMETER_CHARS or not re.fullmatch(r"[0-9]+(\.[0-9]*)?(/[0-9]+)?|"
-                                                            r"\.[0-9]+", text):
+    if len(text) > MAX_PARAMETER_CHARS:
+        raise InputError(f"stopping rule {name!r}: parameter {text[:20]!r}... has {len(text):,} "
+                         f"characters; at most {MAX_PARAMETER_CHARS}")
+    if not re.fullmatch(r"[0-9]+(\.[0-9]*)?(/[0-9]+)?|\.[0-9]+", text):
         raise InputError(f"stopping rule {name!r}: parameter {text!r} is not a non-negative "
                          "decimal or fraction (e.g. 1/2, 0.75)")
     try:
@@ -218,6 +222,18 @@ def parse_rule(rule: Any) -> StoppingRule:
 # ----------------------------------------------------------------------------- the kernel
 
 
+def _real_number(v) -> bool:
+    """A real number: ``numbers.Real`` (int, float, Fraction, numpy scalars), or a numpy array
+    or torch tensor of one real number. Text, bytes, ``Decimal`` and complex numbers are not."""
+    if isinstance(v, numbers.Real):
+        return True
+    if isinstance(v, np.ndarray):
+        return v.ndim == 0 and v.dtype.kind in "biuf"
+    if is_tensor(v):
+        return v.numel() == 1 and not v.is_complex()
+    return False
+
+
 def _probability(v, exact: bool, where: str):
     """One value a rule returned, as a probability of the mode, or a one-line refusal."""
     if isinstance(v, (bool, np.bool_)):
@@ -229,6 +245,10 @@ def _probability(v, exact: bool, where: str):
             raise UserCodeError(f"{where} returned {v!r} ({type(v).__name__}) in exact mode; "
                                 "return a Fraction or an integer")
     else:
+        if not _real_number(v):  # float() would also read " 0.5 ", b"0.5" and Decimal("0.5")
+            raise UserCodeError(f"{where} returned {v!r:.60} ({type(v).__name__}), not a real "
+                                "number; return a float, an int, a Fraction or a numpy/torch "
+                                "number")
         try:
             v = float(v)
         except (TypeError, ValueError, OverflowError):
@@ -278,6 +298,8 @@ def _kernel(rule: StoppingRule, q_levels, p_levels, V: int, L: int, exact: bool)
                 H[n] = h
                 continue
             try:
+                if isinstance(v, (str, bytes, bytearray, memoryview)):
+                    raise TypeError  # list("0.5") would be three "values"
                 vals = list(v)
             except TypeError:
                 raise UserCodeError(f"{where} returned {v!r:.60}; a drop rule returns "
