@@ -240,7 +240,8 @@ def test_a_stop_rule_returning_a_non_number_is_refused_in_float_mode(value):
         # exact mode refused these already
         analyze_adaptive(random_instance(3, 2, seed=1, denominator=60), "block",
                          _stop_rule(value), exact=True)
-    with pytest.raises(UserCodeError, match=f"\\({type(value).__name__}\\), not a real number"):
+    with pytest.raises(UserCodeError, match=f"\\({type(value).__name__}\\), not a number; "
+                                            "return a real number"):
         analyze_adaptive(inst, "block", _stop_rule(value), exact=False)
 
 

@@ -246,9 +246,9 @@ def _probability(v, exact: bool, where: str):
                                 "return a Fraction or an integer")
     else:
         if not _real_number(v):  # float() would also read " 0.5 ", b"0.5" and Decimal("0.5")
-            raise UserCodeError(f"{where} returned {v!r:.60} ({type(v).__name__}), not a real "
-                                "number; return a float, an int, a Fraction or a numpy/torch "
-                                "number")
+            raise UserCodeError(f"{where} returned {v!r:.60} ({type(v).__name__}), not a "
+                                "number; return a real number: a float, an int, a Fraction or a "
+                                "numpy/torch number")
         try:
             v = float(v)
         except (TypeError, ValueError, OverflowError):
