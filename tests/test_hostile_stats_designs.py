@@ -156,3 +156,122 @@ def test_stats_valid_neighbours_keep_their_value():
     assert stats.point_mass_tv(0) == math.inf
     assert stats.samples_for_a_test([0.5, 0.5]) == 10  # n/2 >= 5 in both cells
     assert stats.samples_for_a_test([0.0, 1.0]) is None
+
+
+# ----------------------------------------------------------------------------- sharp designs
+
+
+@pytest.fixture(scope="module")
+def sharp():
+    from spectheory.testing.designs import sharp as module
+
+    return module
+
+
+def test_candidate_pool_bounds_are_refused_before_drawing(sharp):
+    import time
+
+    t0 = time.perf_counter()
+    refused(SizeLimitError, r"^size = 1000000000000 exceeds the limit",
+            lambda: sharp.candidate_pool(size=10**12))
+    refused(SizeLimitError, r"^vocab\[0\] = 1000000000 exceeds the limit",
+            lambda: sharp.candidate_pool(vocab=(10**9,)))
+    refused(SizeLimitError, r"^lengths\[0\] = 1000000 exceeds the limit",
+            lambda: sharp.candidate_pool(lengths=(10**6,)))
+    refused(OptionError, r"^vocab\[0\] = 0 must be an integer in 1\.\.",
+            lambda: sharp.candidate_pool(vocab=(0,)))
+    refused(OptionError, r"^lengths\[0\] = -1 must be an integer in 1\.\.",
+            lambda: sharp.candidate_pool(lengths=(-1,)))
+    refused(OptionError, r"^lengths\[1\] = 2\.0 .*not float",
+            lambda: sharp.candidate_pool(lengths=(1, 2.0)))
+    refused(InputError, r"^vocab = \(\) must be a non-empty sequence",
+            lambda: sharp.candidate_pool(vocab=()))
+    refused(InputError, r"^vocab = '23' must be a non-empty sequence",
+            lambda: sharp.candidate_pool(vocab="23"))
+    refused(OptionError, r"^seed = -1 must be an integer >= 0",
+            lambda: sharp.candidate_pool(seed=-1))
+    refused(SizeLimitError, r"^paths = 10 exceeds the limit",
+            lambda: sharp.candidate_pool(paths=10))
+    assert time.perf_counter() - t0 < 5
+    assert sharp.DEFAULT_POOL <= sharp.MAX_POOL
+
+
+def test_candidate_pool_valid_neighbours_keep_their_rows(sharp):
+    a = sharp.candidate_pool(size=12, seed=3, vocab=(2, 3), lengths=(1, 2))
+    b = sharp.candidate_pool(size=np.int64(12), seed=np.int64(3), vocab=[np.int64(2), 3],
+                             lengths=(1, np.int32(2)))
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        for u, v in zip(x, y):
+            assert u.shape == v.shape and bool((u == v).all())
+    # the largest vocabulary and length allowed still run
+    top = sharp.candidate_pool(size=1, vocab=(sharp.MAX_POOL_VOCAB,),
+                               lengths=(sharp.MAX_POOL_LENGTH,))
+    assert top[0].q.shape == (1, sharp.MAX_POOL_LENGTH, sharp.MAX_POOL_VOCAB)
+
+
+def test_kit_replicas_and_sharp_design_refuse_bad_arguments(sharp):
+    refused(OptionError, r"^paths = -2 must be an integer >= 1",
+            lambda: sharp.kit_replicas(paths=-2))
+    refused(OptionError, r"^paths = 1\.0 .*not float", lambda: sharp.kit_replicas(paths=1.0))
+    assert [r.name for r in sharp.kit_replicas(paths=np.int64(1), ports=False)] == \
+        [r.name for r in sharp.kit_replicas(paths=1, ports=False)]
+    refused(InputError, r"^pool is empty", lambda: sharp.sharp_design(pool=[]))
+    refused(InputError, r"^pool must be a list of DraftRows, not str",
+            lambda: sharp.sharp_design(pool="rows"))
+
+
+def test_simulated_power_bounds_reps(sharp):
+    row = sharp.candidate_pool(size=1, vocab=(2,), lengths=(1,))[:1]
+    rep = [r for r in sharp.kit_replicas(ports=False) if r.law is not None][0]
+    refused(SizeLimitError, r"^reps = 1000000000000 exceeds the limit",
+            lambda: sharp.simulated_power(row, rep, reps=10**12))
+    refused(OptionError, r"^seed = -1 must be an integer >= 0",
+            lambda: sharp.simulated_power(row, rep, samples=100, reps=10, seed=-1))
+    # the nearest valid call keeps its value (same seed, same draws)
+    a = sharp.simulated_power(row, rep, samples=100, reps=50, seed=1)
+    assert a == sharp.simulated_power(row, rep, samples=100, reps=np.int64(50), seed=1)
+    assert 0.0 <= a <= 1.0 and sharp.MAX_SIM_REPS >= 20_000
+
+
+def test_replica_power_and_binned_divergence_refuse_mismatched_rows(sharp):
+    refused(InputError, r"^ns has 1 rows and cs 2",
+            lambda: sharp.replica_power([10], [1.0, 2.0], [1.0], [1], 1e-3))
+    refused(InputError, r"^zs has an entry 1\.5",
+            lambda: sharp.replica_power([10], [1.0], [1.5], [1], 1e-3))
+    refused(InputError, r"^cs has an entry nan",
+            lambda: sharp.replica_power([10], [math.nan], [0.0], [1], 1e-3))
+    refused(InputError, r"^ref has 1 dimension",
+            lambda: sharp.binned_divergence(np.array([0.5, 0.5]), np.array([1.0]), 10))
+    refused(InputError, r"^ref has shape \[1, 2\] and bug \[1, 1\]",
+            lambda: sharp.binned_divergence(np.array([[0.5, 0.5]]), np.array([[1.0]]), 0))
+    refused(OptionError, r"^n = -1 must be an integer >= 0",
+            lambda: sharp.binned_divergence(np.array([[0.5, 0.5]]), np.array([[0.6, 0.4]]), -1))
+    # controls: one row, two kept cells, c = sum (bug - ref)^2 / ref
+    c, z, d = sharp.binned_divergence(np.array([[0.5, 0.5]]), np.array([[0.6, 0.4]]), 100)
+    assert c[0] == pytest.approx(0.04) and z[0] == 0.0 and d[0] == 1
+    assert sharp.replica_power([10], [0.0], [1.0], [1], 1e-3) == 1.0  # a zero-cell row caught
+
+
+def test_bonus_law_refuses_rows_of_other_shapes(sharp):
+    import torch
+
+    refused(InputError, r"^drafts are torch\.float64",
+            lambda: sharp.bonus_law(np.zeros((1, 2)), np.zeros((1, 1, 3)), np.zeros((1, 2, 3))))
+    refused(InputError, r"^drafts \[1, 2\], q \[1, 1, 3\] and p \[1, 2, 3\] do not fit",
+            lambda: sharp.bonus_law(torch.zeros(1, 2, dtype=torch.long), torch.zeros(1, 1, 3),
+                                    torch.zeros(1, 2, 3)))
+    refused(InputError, r"^a draft token lies outside 0\.\.2",
+            lambda: sharp.bonus_law(torch.full((1, 1), 3), torch.full((1, 1, 3), 1 / 3),
+                                    torch.full((1, 2, 3), 1 / 3)))
+    refused(InputError, r"^unknown bonus-path bug 'x'",
+            lambda: sharp.bonus_law(torch.zeros(1, 1, dtype=torch.long),
+                                    torch.full((1, 1, 3), 1 / 3), torch.full((1, 2, 3), 1 / 3),
+                                    bug="x"))
+    # control: the bonus row of bonus-previous-row is p_{L-1}, the rest the token verifier's law
+    d = torch.tensor([[0]])
+    q = torch.tensor([[[0.5, 0.25, 0.25]]], dtype=torch.float64)
+    p = torch.tensor([[[0.5, 0.3, 0.2], [0.1, 0.1, 0.8]]], dtype=torch.float64)
+    law = sharp.bonus_law(d, q, p)
+    assert torch.allclose(torch.as_tensor(law.correction)[0, 1], p[0, 0], atol=0, rtol=0)
+    assert float(torch.as_tensor(law.stop)[0, 1]) == pytest.approx(1.0)  # min(1, .5/.5)

@@ -86,8 +86,9 @@ from scipy.optimize import linprog
 from ..statistics._chisq import chi2, ncx2
 
 from ...runtime._lazy import torch
-from ...runtime.errors import SpectheoryError, UserCodeError, call_user
+from ...runtime.errors import InputError, SpectheoryError, UserCodeError, call_user
 from ..checks.report import MIN_EXPECTED, POWER, DraftRows
+from ..statistics import _args
 
 __all__ = ["Replica", "ReplicaPower", "SharpDesign", "Allocation", "allocate", "binned_divergence",
            "candidate_pool", "kit_replicas", "replica_power", "sharp_design", "sharp_rows",
@@ -98,6 +99,23 @@ __all__ = ["Replica", "ReplicaPower", "SharpDesign", "Allocation", "allocate", "
 DEFAULT_POOL = 1500
 #: Most copies of rows a design hands the check.
 MAX_ROWS = 48
+#: Most random rows `candidate_pool` draws: its Python loop takes about 0.3 ms a row (6 s at the
+#: limit, 13 times the default `DEFAULT_POOL`), and every row enters each replica's law and the
+#: design's linear program; a larger pool is a typing slip that would run for hours.
+MAX_POOL = 20_000
+#: Largest vocabulary V of a pool row: the pool's point is small V (2..4), where few cells share
+#: the samples; 64 keeps the pool's rows ([L+1, V] floats each) within about 0.1 GB at the limits.
+MAX_POOL_VOCAB = 64
+#: Longest draft L of a pool row (the kit's rows have L = 1..3; the cells grow as (L+1) V).
+MAX_POOL_LENGTH = 8
+#: Most paths K of a multi-path pool: every K-tuple of an instance's V^L draft paths is
+#: enumerated before sampling 256 of them, (V^L)^K tuples (6,561 at K = 4 on V = 3, L = 2;
+#: 3.5e9 at K = 10).
+MAX_POOL_PATHS = 4
+#: Most simulated checks of `simulated_power`: each draws a multinomial count vector a row
+#: ([reps, cells] int64, 0.13 GB a row of 16 cells at the limit); 10^6 puts the Monte Carlo error
+#: below 5e-4, far past what a design needs (the default 4,000: about 0.005).
+MAX_SIM_REPS = 10**6
 #: A design also detects any bias of this total variation (least-favourable spread over every
 #: row's bins) with 90% power, so that its few rows keep testing more than the replicas: the
 #: default instances detect 0.085 at 3,000 samples (token and block).
@@ -155,21 +173,32 @@ class ReplicaPower:
 # ----------------------------------------------------------------------------- arguments
 
 
-def _count(name: str, value, least: int = 1) -> int:
-    """``value`` as an int >= ``least``, or one line naming the argument (a bool, a float, a
-    string, NaN or inf is refused, not rounded)."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
-        raise SpectheoryError(f"{name} = {value!r} must be an integer >= {least}")
-    return int(value)
+def _count(name: str, value, least: int = 1, most: int | None = None) -> int:
+    """``value`` as an int in ``least..most``, or one line naming the argument (a bool, a float,
+    a string, NaN or inf is refused, not rounded)."""
+    return _args.integer(name, value, least, most)
 
 
 def _level(alpha) -> float:
     """``alpha`` as a float strictly between 0 and 1, or one line (a bool, a string, NaN or inf
     is refused)."""
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float, np.integer, np.floating)) \
-            or not math.isfinite(float(alpha)) or not 0 < float(alpha) < 1:
-        raise SpectheoryError(f"alpha = {alpha!r} must be a number strictly between 0 and 1")
-    return float(alpha)
+    return _args.level("alpha", alpha)
+
+
+def _lengths(pairs) -> None:
+    """Arrays of one length, or one line naming the first that differs: ``pairs`` (name, [m])."""
+    (n0, a0), *rest = pairs
+    for nm, a in rest:
+        if len(a) != len(a0):
+            raise InputError(f"{n0} has {len(a0)} rows and {nm} {len(a)}; one entry a row in each")
+
+
+def _finite(name: str, arr: np.ndarray, lo: float = 0.0, hi: float = math.inf) -> None:
+    """Every entry of ``arr`` finite and in [lo, hi], or one line naming the first that is not."""
+    ok = np.isfinite(arr) & (arr >= lo) & (arr <= hi)
+    if not ok.all():
+        raise InputError(f"{name} has an entry {float(arr[~ok][0])!r}; each must be finite and "
+                         f"in [{lo:g}, {hi:g}]")
 
 
 # ----------------------------------------------------------------------------- statistics
@@ -185,9 +214,16 @@ def binned_divergence(ref: np.ndarray, bug: np.ndarray, n: int,
     expected counts n ref: cells with n ref >= ``min_expected`` kept, the other cells of positive
     probability pooled, the pooled bin merged into the smallest kept cell when its own expected
     count is below ``min_expected``; cells of probability 0 excluded (their mass is z). c is taken
-    on the replica's law given no sample on those cells (bug / (1 - z) on the rest)."""
-    ref = np.asarray(ref, dtype=np.float64)
-    bug = np.asarray(bug, dtype=np.float64)
+    on the replica's law given no sample on those cells (bug / (1 - z) on the rest). Refused in
+    one line: ``ref`` and ``bug`` not arrays [R, C] of numbers of one shape, ``n`` not an
+    integer >= 0."""
+    ref = _args.numbers("ref", ref, 2)
+    bug = _args.numbers("bug", bug, 2)
+    if ref.shape != bug.shape:
+        raise InputError(f"ref has shape {list(ref.shape)} and bug {list(bug.shape)}; both are "
+                         f"[rows, cells] of the same rows")
+    n = _count("n", n, 0)
+    min_expected = _args.real("min_expected", min_expected, 0.0)
     ref = ref / ref.sum(-1, keepdims=True)
     zero = ref <= 0
     z = np.where(zero, bug, 0.0).sum(-1).clip(0.0, 1.0)
@@ -222,12 +258,23 @@ def replica_power(ns: Sequence[int], cs: Sequence[float], zs: Sequence[float],
     """Predicted power of the Bonferroni chi-square family of m = len(ns) rows against a replica
     with per-row divergences ``cs``, zero-cell masses ``zs`` (rows with ``ns`` samples and
     ``dofs`` degrees of freedom): 1 - (1 - P_zero)(1 - P_chi), P_chi the larger of the global
-    and the per-row tests' non-central chi-square powers (module docstring)."""
+    and the per-row tests' non-central chi-square powers (module docstring). Refused in one
+    line: the four not one-dimensional of one length, counts or divergences negative or not
+    finite, zero-cell masses outside [0, 1], degrees of freedom not integers >= 0."""
     alpha = _level(alpha)
-    ns = np.asarray(ns, dtype=np.float64)
-    cs = np.asarray(cs, dtype=np.float64)
-    zs = np.asarray(zs, dtype=np.float64)
-    dofs = np.asarray(dofs, dtype=np.int64)
+    ns = _args.numbers("ns", ns)
+    cs = _args.numbers("cs", cs)
+    zs = _args.numbers("zs", zs)
+    raw = _args.numbers("dofs", dofs)
+    _lengths([("ns", ns), ("cs", cs), ("zs", zs), ("dofs", raw)])
+    _finite("ns", ns)
+    _finite("cs", cs)
+    _finite("zs", zs, 0.0, 1.0)
+    _finite("dofs", raw)
+    if (raw != np.round(raw)).any():
+        raise InputError(f"dofs has an entry {float(raw[raw != np.round(raw)][0])!r}; degrees "
+                         f"of freedom are integers")
+    dofs = raw.astype(np.int64)
     m = len(ns)
     if m == 0:
         return 0.0
@@ -438,6 +485,17 @@ def _row(rng, V: int, kind: str, x: int, q_row=None):
     return w / w.sum()
 
 
+def _sizes(name: str, values, most: int) -> tuple[int, ...]:
+    """A non-empty sequence of integers in 1..``most`` (the vocabularies or the draft lengths of
+    a pool), or one line naming the argument."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__len__") or len(values) == 0:
+        raise InputError(f"{name} = {_args.show(values)} must be a non-empty sequence of "
+                         f"integers in 1..{most}")
+    if len(values) > most:
+        raise InputError(f"{name} has {len(values)} entries; at most {most} (each in 1..{most})")
+    return tuple(_count(f"{name}[{i}]", v, 1, most) for i, v in enumerate(values))
+
+
 def candidate_pool(size: int = DEFAULT_POOL, seed: int = 0, vocab=(2, 3, 4),
                    lengths=(1, 2, 3), paths: int = 1) -> list[DraftRows]:
     """Candidate draft rows (single path), grouped by (V, L): ``size`` random rows plus the bug
@@ -448,9 +506,17 @@ def candidate_pool(size: int = DEFAULT_POOL, seed: int = 0, vocab=(2, 3, 4),
     probability 0 at a draft; a draft probability of 1e-8 (below float16's 2^-25, which it
     underflows to 0) with target probability 0 or 5e-9. Deterministic in ``seed``; built from no
     sampler. With ``paths`` K > 1: K-path rows (``drafts [B, K, L]``) of small instances, every
-    K-tuple of paths (``size``, ``vocab`` and ``lengths`` unused; see `_multipath_pool`)."""
+    K-tuple of paths (``size``, ``vocab`` and ``lengths`` unused; see `_multipath_pool`).
+    Bounds, refused before anything is drawn: ``size`` <= `MAX_POOL`, each V in
+    1..`MAX_POOL_VOCAB`, each L in 1..`MAX_POOL_LENGTH`, ``paths`` in 1..`MAX_POOL_PATHS`;
+    ``seed`` an integer >= 0."""
     from ..mutants import coins
 
+    size = _count("size", size, 0, MAX_POOL)
+    seed = _count("seed", seed, 0)
+    paths = _count("paths", paths, 1, MAX_POOL_PATHS)
+    vocab = _sizes("vocab", vocab, MAX_POOL_VOCAB)
+    lengths = _sizes("lengths", lengths, MAX_POOL_LENGTH)
     if paths > 1:
         return _multipath_pool(int(paths), seed)
     rng = np.random.default_rng(seed)
@@ -569,6 +635,7 @@ def kit_replicas(verifier: str = "token", ports: bool = True, paths: int = 1) ->
     from ..mutants import replica_laws as RL
     from ..checks.sampler import make_sampler
 
+    paths = _count("paths", paths, 1)
     out: list[Replica] = []
     if paths > 1:
         keys = {"gbv": ("gbv-ref-tie-rule", "gbv-ref-capped-ranking")
@@ -856,7 +923,12 @@ def sharp_design(replicas: Sequence | None = None, verifier: str = "token", budg
         raise SpectheoryError(f"{how.spec.name!r} is a multi-path verifier: pass paths = K")
     reps = _as_replicas(kit_replicas(verifier, paths=K) if replicas is None else replicas,
                         verifier)
+    if pool is not None and (isinstance(pool, (str, bytes, DraftRows))
+                             or not hasattr(pool, "__iter__")):
+        raise InputError(f"pool must be a list of DraftRows, not {type(pool).__name__}")
     pool = list(candidate_pool(paths=K) if pool is None else pool)
+    if not pool:
+        raise InputError("pool is empty; give candidate DraftRows (or None: candidate_pool())")
     visible = [r for r in reps if r.visible and r.law is not None]
     invisible = {r.name: r.caught_by for r in reps if not (r.visible and r.law is not None)}
     if not visible:
@@ -1038,7 +1110,10 @@ def simulated_power(rows: Sequence[DraftRows], replica, verifier: str = "token",
     from ...registry import plan
     from ..statistics.budget import split
 
-    samples, alpha, reps = _count("samples", samples), _level(alpha), _count("reps", reps)
+    samples, alpha = _count("samples", samples), _level(alpha)
+    reps = _count("reps", reps, 1, MAX_SIM_REPS)
+    seed = _count("seed", seed, 0)
+    min_expected = _args.real("min_expected", min_expected, 0.0)
     how = plan(verifier, paths)
     rep_ = _as_replicas([replica], verifier)[0]
     if rep_.law is None:
@@ -1122,17 +1197,56 @@ def _bonus_row(bug: str, verifier: str, drafts, q, p):
     raise SpectheoryError(f"unknown bonus-path bug {bug!r}; choose from {', '.join(BONUS_BUGS)}")
 
 
+def _draft_rows(drafts, q, p):
+    """``drafts [B, L]`` int64, ``q [B, L, V]`` and ``p [B, L+1, V]`` float64 tensors (single
+    path), or one `InputError` line naming the first argument of another shape or kind."""
+    out = []
+    for name, x, ndim in (("drafts", drafts, 2), ("q", q, 3), ("p", p, 3)):
+        if isinstance(x, (str, bytes)):
+            raise InputError(f"{name} = {_args.show(x)} is not a tensor of numbers")
+        try:
+            t = torch.as_tensor(x)
+        except Exception:  # noqa: BLE001 - anything torch cannot read
+            raise InputError(f"{name} = {_args.show(x)} is not a tensor of numbers") from None
+        if t.dim() != ndim:
+            raise InputError(f"{name} has shape {list(t.shape)}; expected {ndim} dimensions "
+                             f"(drafts [B, L], q [B, L, V], p [B, L+1, V])")
+        out.append(t)
+    d, q, p = out
+    if d.is_floating_point() or d.is_complex() or d.dtype == torch.bool:
+        raise InputError(f"drafts are {d.dtype}; draft tokens are integers")
+    if q.is_complex() or p.is_complex() or q.dtype == torch.bool or p.dtype == torch.bool:
+        raise InputError("q and p are rows of real probabilities")
+    B, L = d.shape
+    V = int(p.shape[-1])
+    if L < 1 or V < 1 or tuple(q.shape) != (B, L, V) or tuple(p.shape) != (B, L + 1, V):
+        raise InputError(f"drafts {list(d.shape)}, q {list(q.shape)} and p {list(p.shape)} do "
+                         f"not fit drafts [B, L], q [B, L, V], p [B, L+1, V] with L >= 1")
+    if d.numel() and (int(d.min()) < 0 or int(d.max()) >= V):
+        raise InputError(f"a draft token lies outside 0..{V - 1}")
+    q, p = q.to(torch.float64), p.to(torch.float64)
+    for name, t in (("q", q), ("p", p)):
+        if not bool(torch.isfinite(t).all()) or bool((t < 0).any()):
+            raise InputError(f"{name} has a negative or non-finite entry")
+    return d.to(torch.long), q, p
+
+
 def bonus_law(drafts, q, p, *, bug: str = "bonus-previous-row", verifier: str = "token"):
     """Exact law of ``verifier`` (single path, "token" or "block") whose bonus token is drawn from
     the wrong row (`BONUS_BUGS`): the verifier's law ``(stop, correction)`` with the row at
     tau = L replaced, correction[:, L] = the bug's row (stop unchanged: the acceptance path is
     correct). Shapes: drafts [B, L], q [B, L, V], p [B, L+1, V]. The correction row of position
     L-1 is a distribution on every row (token and block fall back to p when a residual has mass
-    0), so the law is defined everywhere."""
+    0), so the law is defined everywhere. Rows of other shapes, drafts that are not integer
+    tokens in 0..V-1, q or p with a negative or non-finite entry, or an unknown ``bug`` are
+    refused in one line before the verifier runs."""
     from ...law import Law
     from ...registry import plan
 
-    q, p = torch.as_tensor(q, dtype=torch.float64), torch.as_tensor(p, dtype=torch.float64)
+    if bug not in BONUS_BUGS:
+        raise InputError(f"unknown bonus-path bug {_args.show(bug)}; choose from "
+                         f"{', '.join(BONUS_BUGS)}")
+    drafts, q, p = _draft_rows(drafts, q, p)
     law = plan(verifier, None).spec.function(drafts, q, p)
     stop = torch.as_tensor(law.stop, dtype=torch.float64)
     corr = torch.as_tensor(law.correction, dtype=torch.float64).clone()
