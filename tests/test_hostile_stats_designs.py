@@ -275,3 +275,19 @@ def test_bonus_law_refuses_rows_of_other_shapes(sharp):
     law = sharp.bonus_law(d, q, p)
     assert torch.allclose(torch.as_tensor(law.correction)[0, 1], p[0, 0], atol=0, rtol=0)
     assert float(torch.as_tensor(law.stop)[0, 1]) == pytest.approx(1.0)  # min(1, .5/.5)
+
+
+# ----------------------------------------------------------------------------- check_sampler
+
+
+def test_check_sampler_names_the_type_of_a_non_number_alpha():
+    from spectheory.testing import check_sampler, make_sampler
+
+    msg = refused(SpectheoryError, r"^alpha = '0\.01' must be a number .*, not str$",
+                  lambda: check_sampler(make_sampler("token"), "token", alpha="0.01",
+                                        samples=100))
+    assert len(msg) < 120
+    refused(SpectheoryError, r"^alpha = 2 must lie strictly between 0 and 1$",
+            lambda: check_sampler(make_sampler("token"), "token", alpha=2, samples=100))
+    rep = check_sampler(make_sampler("token"), "token", alpha=0.01, samples=2_000, seed=0)
+    assert rep.passed and rep.alpha == 0.01

@@ -122,7 +122,10 @@ BUDGET_MIN_BATCH = 2**16
 def _check_args(samples, alpha, mode=None, tol=None):
     if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 1:
         raise SpectheoryError(f"samples = {samples!r} must be a positive integer")
-    if not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
+    if not isinstance(alpha, (int, float)):  # a string, None, a tensor: name its type
+        raise SpectheoryError(f"alpha = {alpha!r:.40} must be a number strictly between 0 and "
+                              f"1, not {type(alpha).__name__}")
+    if not 0 < alpha < 1:
         raise SpectheoryError(f"alpha = {alpha!r} must lie strictly between 0 and 1")
     if mode is not None and mode not in MODES:
         raise SpectheoryError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
