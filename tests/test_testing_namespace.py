@@ -24,7 +24,7 @@ ROOMS = {
                "strategies", "tree", "tree_ports", "step", "seeds", "hf_generate",
                "mlx_generate", "vectors"},
     "engines": {"layouts", "adapters", "engine_sampling", "ports"},
-    "statistics": {"stats", "budget", "_chisq"},
+    "statistics": {"stats", "budget", "_chisq", "_args"},
     "designs": {"sharp"},
 }
 #: Paths of the flat kit that only the kit and its tests imported: dropped, not kept.
