@@ -507,8 +507,7 @@ def size_run(run: Callable[[int], tuple], budget_s: float, minimum: int, *,
             "kit_s": kit_s, "pilot": pilot, "kit_pilot": kit_points[1:], "result": result}
 
 
-__all__ = ["BREAK_SHARE", "BudgetPlan", "KIT_SHARE", "MAX_AUTO_SAMPLES", "MAX_SPLIT_PARTS",
-           "PILOT_SECOND_SHARE",
+__all__ = ["BREAK_SHARE", "BudgetPlan", "KIT_SHARE", "MAX_AUTO_SAMPLES", "PILOT_SECOND_SHARE",
            "PILOT_SHARE", "POWER", "TARGET_SHARE",
            "check_budget", "coin_detectable_rate", "detectable_tv", "family_power", "fit_cost",
            "planned_tv", "row_dof", "samples_for_tv", "size_run", "split"]
