@@ -7,7 +7,7 @@ import json
 from spectheory.cli import main
 from spectheory.cli.report import TOY  # the paper's two-token example, as instance JSON
 
-__all__ = ["TOY", "run", "write"]
+__all__ = ["TOY", "refused", "run", "write"]
 
 
 def run(args, capsys):
@@ -22,3 +22,14 @@ def write(tmp_path, obj, name="inst.json"):
     p = tmp_path / name
     p.write_text(obj if isinstance(obj, str) else json.dumps(obj))
     return str(p)
+
+
+def refused(code, out, err, *words, warnings: bool = True):
+    """Exit code 2, one line on stderr naming the problem (each of ``words`` in it), no
+    traceback, nothing on stdout; ``warnings=False``: no warning text either."""
+    assert code == 2, err
+    assert out == ""
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert warnings or "Warning" not in err, err
+    for w in words:
+        assert w in err, (w, err)

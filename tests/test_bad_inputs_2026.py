@@ -31,7 +31,7 @@ import pytest
 import torch
 
 import spectheory as st
-from cli_helpers import run, write
+from cli_helpers import refused, run, write
 from spectheory.inputs.instances import instance_to_dict
 from spectheory.lp import frontier as fr
 from spectheory.lp.result import LPError
@@ -39,15 +39,6 @@ from spectheory.runtime import limits
 from spectheory.runtime.errors import InputError, OptionError, SizeLimitError, SpectheoryError
 
 gbv_module = importlib.import_module("spectheory.verifiers.gbv")
-
-
-def refused(code, out, err, *words):
-    """Exit code 2, one line on stderr naming the problem, no traceback, nothing on stdout."""
-    assert code == 2, err
-    assert out == ""
-    assert err.count("\n") == 1 and "Traceback" not in err, err
-    for w in words:
-        assert w in err, (w, err)
 
 
 @pytest.fixture

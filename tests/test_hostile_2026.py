@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import spectheory as st
-from cli_helpers import run, write
+from cli_helpers import refused, run, write
 from spectheory.engine import adaptive
 from spectheory.inputs.random_instances import random_instance
 from spectheory.inputs import grammar_laws as gl
@@ -32,15 +32,6 @@ from spectheory.inputs.tokenizers import MAX_WORK, check_hetero_sizes
 from spectheory.runtime.errors import (InstanceError, OptionError, SpectheoryError,
                                        UserCodeError)
 from spectheory.testing.checks import seeds as sd
-
-
-def refused(code, out, err, *words):
-    """Exit code 2, one line on stderr naming the problem, no traceback, nothing on stdout."""
-    assert code == 2, err
-    assert out == ""
-    assert err.count("\n") == 1 and "Traceback" not in err, err
-    for w in words:
-        assert w in err, (w, err)
 
 
 def one_line(exc_info, *words):

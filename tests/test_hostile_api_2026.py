@@ -18,18 +18,10 @@ from fractions import Fraction
 import pytest
 
 import spectheory as st
-from cli_helpers import run, write
+from cli_helpers import refused, run, write
 from spectheory.inputs.instances import instance_from_dict, load_instance
 from spectheory.runtime.errors import InstanceError, UserCodeError
 from spectheory.verifiers.block import block_verification
-
-
-def refused(code, out, err, *words):
-    assert code == 2, err
-    assert out == ""
-    assert err.count("\n") == 1 and "Traceback" not in err, err
-    for w in words:
-        assert w in err, (w, err)
 
 
 def _instance(target, draft=("1/2", "1/2")):

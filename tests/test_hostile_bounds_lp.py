@@ -32,7 +32,7 @@ def one_line(exc) -> str:
     return text
 
 
-# ------------------------------------------------------------------ finding 5: spectheory.bounds
+# ------------------------------------------------------------------ spectheory.bounds
 
 @pytest.mark.parametrize("paths,word", [(2.9, "float"), ("2", "str"), (True, "bool"),
                                         (-1, "-1"), (0, "0")])
@@ -168,7 +168,7 @@ def test_optimal_multidraft_L1_paths():
     assert lp.optimal_multidraft_L1(one, paths=np.int64(2), exact=True).optimum == 1 + hand(2)
 
 
-# ------------------------------------------------------------------ finding 6: LP API guards
+# ------------------------------------------------------------------ LP API guards
 
 def test_not_an_instance():
     with pytest.raises(InstanceError) as exc:
@@ -214,7 +214,7 @@ def test_frontier_huge_budget_is_refused_in_one_line():
     assert zero < small < zero + F(1, 10**399)
 
 
-# ------------------------------------------------------------------ finding 10b: the lp command
+# ------------------------------------------------------------------ the lp command
 
 def test_lp_command_refuses_solver_with_exact(tmp_path, capsys):
     import json

@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 import torch
 
-from cli_helpers import run, write
+from cli_helpers import refused, run, write
 from spectheory.inputs.random_instances import MAX_SEED
 from spectheory.runtime.errors import OptionError, SizeLimitError
 from spectheory.testing import vllm_v1_step
@@ -31,15 +31,6 @@ from spectheory.testing.checks import calls, step as step_mod
 from spectheory.testing.checks.sampler import check_proposal, check_sampler, make_sampler
 from spectheory.testing.checks.step import check_step, sample_steps
 from spectheory.testing.checks.tree import check_tree_sampler, default_tree_instances
-
-
-def refused(code, out, err, *words):
-    """Exit code 2, one line on stderr naming the problem, no traceback, nothing on stdout."""
-    assert code == 2, err
-    assert out == ""
-    assert err.count("\n") == 1 and "Traceback" not in err, err
-    for w in words:
-        assert w in err, (w, err)
 
 
 MODULE = '''

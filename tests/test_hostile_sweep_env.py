@@ -15,17 +15,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from cli_helpers import run
+from cli_helpers import refused, run
 from spectheory.runtime.errors import SpectheoryError
-
-
-def refused(code, out, err, *words):
-    """Exit code 2, one line on stderr naming the problem, no traceback, nothing on stdout."""
-    assert code == 2, err
-    assert out == ""
-    assert err.count("\n") == 1 and "Traceback" not in err, err
-    for w in words:
-        assert w in err, (w, err)
 
 
 # ----------------------------------------------------------------------------- 5. --rows-file
