@@ -38,6 +38,10 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
+#: Flat indices of the kernels' loops are unsigned: numba tests a signed index for a negative
+#: value (counted from the end) on every access, which an unsigned one skips.
+_UINT = np.uint64
+
 #: A row is summed in torch's order only while it holds fewer than this many vectors (torch's
 #: cascade of partial sums starts at 16 groups of 4 vectors).
 MAX_ROW_VECTORS = 64
@@ -167,6 +171,7 @@ def block_last(state, px, qx, q, p, mass, lanes, fma_neg, tol,
     of addition (the caller's tol is far above that bound), so only the rows that fall back to p
     are summed; a residual total that is NaN or infinite fails the screen."""
     n, V = q.shape
+    qf, pf, cf = q.reshape(-1), p.reshape(-1), corr.reshape(-1)
     neg = np.empty(V)
     rest = np.empty(V)
     half = tol / 2
@@ -176,9 +181,11 @@ def block_last(state, px, qx, q, p, mass, lanes, fma_neg, tol,
     for x in range(n):
         w = _at_most_one(_ratio(px[x], qx[x]) * state[x])
         m = mass[x]
+        row = _UINT(x * V)  # unsigned flat indices: no wrap-around test per entry
         for a in range(V):
-            qa = q[x, a]
-            pa = p[x, a]
+            i = row + _UINT(a)
+            qa = qf[i]
+            pa = pf[i]
             r = _mul_add(-pa, w, qa, fma_neg)
             neg[a] = 0.0 if r > 0 else r
             wa = _at_most_one(_ratio(pa, qa) * w)
@@ -186,7 +193,7 @@ def block_last(state, px, qx, q, p, mass, lanes, fma_neg, tol,
             lo = min(lo, b)
             hi = max(hi, b)
             qw = qa * wa
-            stop_L[x * V + a] = qw * m
+            stop_L[i] = qw * m
             rest[a] = qa - qw
         s = row_sum(neg, lanes)
         g = row_sum(rest, lanes)
@@ -201,11 +208,11 @@ def block_last(state, px, qx, q, p, mass, lanes, fma_neg, tol,
         stop_prev[x] = m * hx * g
         if s == 0:
             for a in range(V):
-                corr[x, a] = p[x, a]
+                cf[row + _UINT(a)] = pf[row + _UINT(a)]
             ok &= _near_one(p[x], V, half)
         elif s > -np.inf:
             for a in range(V):
-                corr[x, a] = neg[a] / s
+                cf[row + _UINT(a)] = neg[a] / s
         else:  # NaN or -inf
             ok = False
     return ok and lo >= 0 and hi <= _bits(1.0 + tol)
@@ -223,6 +230,7 @@ def token_last(px, qx, q, p, mass, R_parent, lanes, tol,
     Q R_{L-1} (1 - sum_a q(a|x) a_L(x a)) [n]. Returns False when a screen fails (the screens
     of `block_last`)."""
     n, V = q.shape
+    qf, pf, cf = q.reshape(-1), p.reshape(-1), corr.reshape(-1)
     res = np.empty(V)
     rest = np.empty(V)
     half = tol / 2
@@ -238,9 +246,11 @@ def token_last(px, qx, q, p, mass, R_parent, lanes, tol,
         rx = R_parent[x] * ax
         R[x] = rx
         qr = mass[x] * rx
+        row = _UINT(x * V)  # unsigned flat indices: no wrap-around test per entry
         for a in range(V):
-            qa = q[x, a]
-            pa = p[x, a]
+            i = row + _UINT(a)
+            qa = qf[i]
+            pa = pf[i]
             r = pa - qa
             res[a] = 0.0 if r < 0 else r
             ca = _at_most_one(_ratio(pa, qa))
@@ -248,17 +258,17 @@ def token_last(px, qx, q, p, mass, R_parent, lanes, tol,
             lo = min(lo, b)
             hi = max(hi, b)
             qw = qa * ca
-            stop_L[x * V + a] = qw * qr
+            stop_L[i] = qw * qr
             rest[a] = qw
         s = row_sum(res, lanes)
         stop_prev[x] = qr * (1.0 - row_sum(rest, lanes))
         if s == 0:
             for a in range(V):
-                corr[x, a] = p[x, a]
+                cf[row + _UINT(a)] = pf[row + _UINT(a)]
             ok &= _near_one(p[x], V, half)
         elif s < np.inf:
             for a in range(V):
-                corr[x, a] = res[a] / s
+                cf[row + _UINT(a)] = res[a] / s
         else:  # NaN or inf
             ok = False
     return ok and lo >= 0 and hi <= _bits(1.0 + tol)
@@ -291,15 +301,16 @@ def output_top(A, T, m, corr, p, stop_L, pL, fma_out, diff, out):  # pragma: no 
         for a in range(V):
             pa = p[x, a]
             av = _mul_add(corr[x, a], mx, pa * Ax, fma_out)
-            k = x * V + a
+            k = _UINT(x * V + a)
             top = av + stop_L[k]
             diff[k] = abs(top - pa * Tx)
             for b in range(Vb):
                 tops[a * Vb + b] = top
-        base = x * W
+        base = _UINT(x * W)
         for e in range(W):
-            top_exponent = max(top_exponent, bits[base + e] & _EXPONENT)
-            dest[base + e] = flat[base + e] * tops[e]
+            i = base + _UINT(e)
+            top_exponent = max(top_exponent, bits[i] & _EXPONENT)
+            dest[i] = flat[i] * tops[e]
     return top_exponent != _EXPONENT
 
 
