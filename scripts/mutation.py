@@ -667,8 +667,8 @@ MUTANTS = [
            "r = _mul_add(pa, w, qa, fma_neg)",
            "node kernels, block: the residual q - w p with the sign of p flipped", FLOOR),
     Mutant("spectheory/engine/_nodes_cpu.py",
-           "stop_L[x * V + a] = qw * m",
-           "stop_L[x * V + a] = qa * m",
+           "stop_L[i] = qw * m",
+           "stop_L[i] = qa * m",
            "node kernels, block: m_L without the weight h_L (q instead of q h_L)", FLOOR),
     Mutant("spectheory/engine/_nodes_cpu.py",
            "            r = pa - qa",
@@ -689,8 +689,8 @@ MUTANTS = [
            "return abs((a0 + a1) + (a2 + a3) + 1.0) <= half",
            "node kernels: the screen of a fallback row's sum tests -1 instead of 1", FLOOR),
     Mutant("spectheory/engine/_nodes_cpu.py",
-           "diff[k] = abs(top - pa * Tx)",
-           "diff[k] = abs(top - pa * Ax)",
+           "terms[a] = abs(top - pa * Tx)",
+           "terms[a] = abs(top - pa * Ax)",
            "node kernels, output law: the TV term against A instead of the target law T", FLOOR),
     Mutant("spectheory/engine/_nodes_cpu.py",
            "    return top_exponent != _EXPONENT",
@@ -848,6 +848,11 @@ MUTANTS = [
            '    if False:',
            'bounds: the norep subset enumeration unbounded',
            ('tests/test_hostile_bounds_lp.py',)),
+    Mutant("spectheory/engine/_nodes_cpu.py",
+           "diff[x] = row_sum(terms, lanes)",
+           "diff[x] = row_sum(terms, 1)",
+           "node kernels, output law: a node's TV terms summed in another order than torch's row "
+           "sum (equal for short rows: only a wide-range row test sees it)", FLOOR),
 ]
 
 

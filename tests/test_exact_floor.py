@@ -127,6 +127,56 @@ def test_analysis_bit_for_bit(key, verifier, small, monkeypatch):
     np.testing.assert_allclose(fast.output_law, fast.target_law, rtol=0, atol=1e-15)
 
 
+@pytest.mark.parametrize("key", ["dirichlet-8-3", "dirichlet-17-2", "grid-4-4", "dirichlet-3-4",
+                                 "dirichlet-2-6"])
+def test_tv_terms_of_a_lossy_law_summed_in_the_torch_routes_order(key, small, monkeypatch):
+    """The TV of a lossless verifier sums terms of the order of rounding errors, many of them
+    exact zeros, where the order of addition hardly matters; here the stop masses of depth L
+    (the same array for both routes) are rescaled so the output law is far from the target's,
+    and the kernel's per-node sums of |top - t| (torch's row order), then torch's sum of them,
+    must give the torch route's TV bit for bit."""
+    import dataclasses
+
+    inst = INSTANCES[key]
+    calls = _counting(monkeypatch)
+    V, L = inst.vocab_size, inst.block_length
+    ql, pl = levels(inst.draft, 0, L, False), levels(inst.target, 0, L + 1, False)
+    law = node_block_law(BLOCK_NODE, ql, pl, V, L, "block", compiled=False)
+    scale = torch.from_numpy(np.random.default_rng(V * L).uniform(0.3, 1.7, V**L))
+    lossy = dataclasses.replace(law, stop_mass=law.stop_mass[:L] + [law.stop_mass[L] * scale])
+    out_k, _, tv_k = node_output_law(lossy, pl, V, L)
+    assert calls["output_top"] >= 1 and all(calls["screens"])
+    _torch_route(monkeypatch)
+    out_t, _, tv_t = node_output_law(lossy, pl, V, L)
+    assert float(tv_t) > 1e-3  # far from lossless: the terms are large and unequal
+    assert _eq(out_k, out_t) and _eq(tv_k, tv_t), (float(tv_k), float(tv_t))
+
+
+@pytest.mark.parametrize("V", [3, 8, 17, 40])
+def test_output_kernel_terms_are_torchs_row_sums(V):
+    """The output kernel's TV terms, one per node, against torch's own row sums of |top - t| on
+    rows spread over 2^-30..1 (where another order of addition shows in the last bits, which
+    the TV of a whole law, far larger than one row's terms, would absorb), and its law rows."""
+    kernels = compiled_kernels(None, torch.zeros((1, V), dtype=torch.float64), V, nodes=2**40)
+    assert kernels is not None
+    rng = np.random.default_rng(V)
+
+    def spread(*shape):
+        return rng.random(shape) * np.exp2(-rng.integers(0, 30, shape))
+
+    r = 64
+    A, T, m, c, p = spread(r), spread(r), spread(r), spread(r, V), spread(r, V)
+    stop_L, pL = spread(r * V), spread(r * V, V)
+    terms, out = np.empty(r), np.empty((r * V, V))
+    assert kernels.module.output_top(A, T, m, c, p, stop_L, pL, kernels.fma_out, kernels.lanes,
+                                     terms, out)
+    tA, tT, tm, tc, tp, tL, tpL = (torch.from_numpy(x) for x in (A, T, m, c, p, stop_L, pL))
+    top = torch.mul(tp, tA.unsqueeze(1)).addcmul_(tc, tm.unsqueeze(1)).reshape(-1) + tL
+    t = (tT.unsqueeze(1) * tp).reshape(-1)
+    assert torch.equal(torch.from_numpy(terms), (top - t).abs().view(r, V).sum(dim=1))
+    assert torch.equal(torch.from_numpy(out), tpL * top.unsqueeze(1))
+
+
 @pytest.mark.parametrize("verifier", ["token", "block"])
 @pytest.mark.parametrize("key", ["dirichlet-8-3", "grid-4-4", "dirichlet-3-4"])
 def test_node_law_arrays_bit_for_bit(key, verifier, small, monkeypatch):

@@ -18,7 +18,8 @@ with the same roundings:
 * Elementwise operations (``/``, ``*``, ``+``, ``min(., 1)``, ``max(., 0)``) are single IEEE
   operations; NaN propagates as through torch's ``clamp``. numba does not contract ``a * b + c``
   without ``fastmath``; ``fma`` is LLVM's ``llvm.fma`` intrinsic.
-* Sums over whole arrays (the tau pmf, the TV) stay with torch: the kernels write the terms.
+* Sums over whole arrays (the tau pmf, the TV) stay with torch: the kernels write the terms (the
+  TV's as one sum per node of depth L-1, in torch's row order).
 
 Validation: each kernel screens what [`validate_nodes`][spectheory.engine.nodes.validate_nodes]
 checks (weights in [0, 1 + tol], corrections non-negative, correction rows summing to 1 within
@@ -279,13 +280,15 @@ _EXPONENT = np.uint64(0x7FF0000000000000)
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
-def output_top(A, T, m, corr, p, stop_L, pL, fma_out, diff, out):  # pragma: no cover - compiled
+def output_top(A, T, m, corr, p, stop_L, pL, fma_out, lanes, diff,
+               out):  # pragma: no cover - compiled
     """The last step of the output law below r nodes x of depth L-1 whose bonus rows are the
     target (token, block): A_L(x a) = A_{L-1}(x) p(a|x) + m_{L-1}(x) corr(a|x), T_L(x a) =
-    T_{L-1}(x) p(a|x), top = A_L + m_L; ``diff`` [r V] = |top - T_L| (the TV's terms) and ``out``
-    [r V, V] = top p_L (the output law). ``A``, ``T``, ``m`` [r]; ``corr``, ``p`` [r, V];
-    ``stop_L`` [r V]; ``pL`` [r V, V]. Returns True when every entry of pL is finite (the largest
-    exponent field read is not all ones: an integer maximum, which vectorises)."""
+    T_{L-1}(x) p(a|x), top = A_L + m_L; ``diff`` [r] = sum_a |top(x a) - T_L(x a)| (the TV's
+    terms below each node, summed in torch's row order, `row_sum`) and ``out`` [r V, V] = top p_L
+    (the output law). ``A``, ``T``, ``m`` [r]; ``corr``, ``p`` [r, V]; ``stop_L`` [r V]; ``pL``
+    [r V, V]. Returns True when every entry of pL is finite (the largest exponent field read is
+    not all ones: an integer maximum, which vectorises)."""
     r, V = p.shape
     Vb = pL.shape[1]
     W = V * Vb  # the output entries below one node x: one loop of V Vb, which vectorises
@@ -293,6 +296,7 @@ def output_top(A, T, m, corr, p, stop_L, pL, fma_out, diff, out):  # pragma: no 
     bits = flat.view(np.uint64)
     dest = out.reshape(-1)
     tops = np.empty(W)
+    terms = np.empty(V)
     top_exponent = np.uint64(0)
     for x in range(r):
         Ax = A[x]
@@ -301,11 +305,11 @@ def output_top(A, T, m, corr, p, stop_L, pL, fma_out, diff, out):  # pragma: no 
         for a in range(V):
             pa = p[x, a]
             av = _mul_add(corr[x, a], mx, pa * Ax, fma_out)
-            k = _UINT(x * V + a)
-            top = av + stop_L[k]
-            diff[k] = abs(top - pa * Tx)
+            top = av + stop_L[_UINT(x * V + a)]
+            terms[a] = abs(top - pa * Tx)
             for b in range(Vb):
                 tops[a * Vb + b] = top
+        diff[x] = row_sum(terms, lanes)
         base = _UINT(x * W)
         for e in range(W):
             i = base + _UINT(e)

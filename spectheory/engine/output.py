@@ -85,6 +85,12 @@ def _target_top(T, p_levels, L: int, V: int):
     return tgt.reshape(-1)
 
 
+def _tv_terms(top, t, V: int):
+    """sum |top - t| over a chunk of sequences [r V]: the V terms below each node of depth L-1
+    summed first (a row sum, the order the compiled kernel reproduces), then the r row sums."""
+    return Bk.sum(Bk.sum(Bk.abs(top - t).reshape(-1, V), axis=1), axis=0)
+
+
 def _compiled_top(kernels, A, T, nodes, p_levels, L: int, V: int, out, tv, step: int):
     """The last step of `node_output_law` (target bonus rows, laws asked for) by the compiled
     kernel, a chunk of ``step`` nodes of depth L-1 at a time: (TV sum so far, whether every
@@ -96,7 +102,7 @@ def _compiled_top(kernels, A, T, nodes, p_levels, L: int, V: int, out, tv, step:
     A, T, m, c, p, mL, pL = (flat(x) for x in (A, T, m, c, p, mL, pL))
     o = out.numpy()
     n = p.shape[0]
-    diff = torch.empty(min(n, step) * V, dtype=torch.float64)
+    diff = torch.empty(min(n, step), dtype=torch.float64)  # the TV's terms, one per node
     d = diff.numpy()
     finite = True
     for r0 in range(0, n, step):
@@ -104,8 +110,9 @@ def _compiled_top(kernels, A, T, nodes, p_levels, L: int, V: int, out, tv, step:
         k0, k1 = r0 * V, r1 * V
         finite &= bool(kernels.module.output_top(A[r0:r1], T[r0:r1], m[r0:r1], c[r0:r1],
                                                  p[r0:r1], mL[k0:k1], pL[k0:k1],
-                                                 kernels.fma_out, d[:k1 - k0], o[k0:k1]))
-        tv = tv + Bk.sum(diff[:k1 - k0], axis=0)  # the torch route's |top - t| summed
+                                                 kernels.fma_out, kernels.lanes, d[:r1 - r0],
+                                                 o[k0:k1]))
+        tv = tv + Bk.sum(diff[:r1 - r0], axis=0)  # as the torch route adds its row sums
     return tv, finite
 
 
@@ -132,7 +139,8 @@ def node_output_law(nodes, p_levels, V: int, L: int, laws: bool = True, A0=None,
     On float64 CPU tensors with the law asked for and target bonus rows, the last step runs in
     one compiled pass per chunk (`spectheory.engine._nodes_cpu.output_top`, where
     [`compiled_kernels`][spectheory.engine.nodes.compiled_kernels] allows it; the same values:
-    the TV's terms are written by the kernel and added by torch as before). It also screens the
+    the TV's terms below each node are summed by the kernel in torch's row order, and the row sums
+    added by torch, as on the torch route). It also screens the
     target rows at depth L for non-finite entries: with ``screen`` (a list) given, it appends
     whether they were all finite (nothing is appended where the torch route ran).
     """
@@ -184,7 +192,7 @@ def node_output_law(nodes, p_levels, V: int, L: int, laws: bool = True, A0=None,
         a, t = _last_step(A, T, r0, r1, nodes, p_levels, L)
         if top_is_p:
             top = a.add_(mL[k0:k1]) if fused else a + mL[k0:k1]
-            tv = tv + Bk.sum(Bk.abs(top - t), axis=0)
+            tv = tv + _tv_terms(top, t, V)
             if out is not None and fused:
                 torch.mul(pL[k0:k1], top.unsqueeze(1), out=out[k0:k1])
             elif out is not None:
