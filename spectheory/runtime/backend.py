@@ -21,7 +21,10 @@ warnings around a computation, as the engine does around its numpy float route.
 
 from __future__ import annotations
 
+import builtins
+import itertools
 from fractions import Fraction
+from math import lcm
 from typing import Any, Sequence
 
 import numpy as np
@@ -140,7 +143,36 @@ def sum(a: Array, axis: int, keepdims: bool = False) -> Array:  # noqa: A001 - m
         else:
             del shape[axis]
         return full(shape, 0, a)
-    return a.sum(axis=axis, keepdims=keepdims)
+    last = np.moveaxis(a, axis, -1)  # [..., n]
+    sums = fraction_sums(last.reshape(-1, a.shape[axis]).tolist())
+    if sums is None:  # an entry that is not a Fraction: numpy's running sum (its type rules)
+        return a.sum(axis=axis, keepdims=keepdims)
+    out = np.empty(len(sums), dtype=object)
+    out[:] = sums
+    out = out.reshape(last.shape[:-1])
+    if keepdims:
+        return np.expand_dims(out, axis)
+    return out if out.ndim else out[()]  # numpy's sum of a vector is the scalar
+
+
+def fraction_sums(rows: list) -> list | None:
+    """The exact sum of every row of ``rows`` (equal-length lists of Fractions), or None when an
+    entry is not a Fraction (a bool, an int, a float: the caller adds those by numpy's rules).
+
+    A row x_1..x_n = a_j / b_j sums to (sum_j a_j (d / b_j)) / d with d = lcm(b_1..b_n): integer
+    products and additions, one Fraction (one gcd) per row, instead of a Fraction and its gcds per
+    addition (rows of two are added as Fractions, which is as fast). Fractions are kept in lowest
+    terms, so this is the very Fraction a running sum gives."""
+    if set(map(type, itertools.chain.from_iterable(rows))) - {Fraction}:
+        return None
+    if not rows or len(rows[0]) <= 2:
+        return [row[0] + row[1] if len(row) == 2 else row[0] for row in rows]
+    out = []
+    for row in rows:
+        dens = [v.denominator for v in row]
+        d = lcm(*dens)
+        out.append(Fraction(builtins.sum([v.numerator * (d // b) for v, b in zip(row, dens)]), d))
+    return out
 
 
 def cumprod(a: Array, axis: int) -> Array:
