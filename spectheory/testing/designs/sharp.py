@@ -79,6 +79,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Callable, Sequence
 
 import numpy as np
@@ -86,14 +87,15 @@ from scipy.optimize import linprog
 from ..statistics._chisq import chi2, ncx2
 
 from ...runtime._lazy import torch
-from ...runtime.errors import InputError, SpectheoryError, UserCodeError, call_user
+from ...runtime.errors import (InputError, OptionError, SizeLimitError, SpectheoryError,
+                               UserCodeError, call_user)
 from ..checks.report import MIN_EXPECTED, POWER, DraftRows
 from ..statistics import _args
 
 __all__ = ["Replica", "ReplicaPower", "SharpDesign", "Allocation", "allocate", "binned_divergence",
            "candidate_pool", "kit_replicas", "replica_power", "sharp_design", "sharp_rows",
            "ZERO_CELL_WEIGHT", "DEFAULT_POOL", "MAX_ROWS", "GENERIC_TV", "GENERIC",
-           "GENERIC_BONUS_TV", "GENERIC_BONUS"]
+           "GENERIC_BONUS_TV", "GENERIC_BONUS", "MAX_BUDGET", "MAX_ALLOC_ROWS", "CELL_SUM_TOL"]
 
 #: Candidate draft rows drawn for the pool (besides the bug kit's own rows).
 DEFAULT_POOL = 1500
@@ -131,6 +133,18 @@ GENERIC = "any bias (TV >= GENERIC_TV, least favourable)"
 GENERIC_BONUS_TV = 0.15
 #: The name of that constraint in an allocation's powers.
 GENERIC_BONUS = "any bonus-row bias (TV >= GENERIC_BONUS_TV given tau = L)"
+#: Largest ``budget`` (samples) a design is built for: `allocate`'s counts stay exact int64 and
+#: float64 values far below it, and a check of 10^12 samples is past any sampler's time (the
+#: largest run `spectheory.testing.statistics.budget.size_run` chooses, ``MAX_AUTO_SAMPLES``).
+MAX_BUDGET = 10**12
+#: Largest ``max_rows`` of `allocate` and `sharp_design`: one linear program and one greedy
+#: rounding of m steps for each m = 1..max_rows, so the work grows as max_rows^2 (9 s at 1,024
+#: on a pool of two rows and two replicas); 21 times the default `MAX_ROWS`.
+MAX_ALLOC_ROWS = 1024
+#: A reference or replica row given to `allocate` (a law's cell probabilities) sums to 1 within
+#: this: the kit's replica laws are off by up to 5e-9 (float error of the buggy formulas on the
+#: pool's 1e-8 draft probabilities), past `spectheory.law.ROW_SUM_TOL`.
+CELL_SUM_TOL = 1e-6
 
 
 @dataclass(frozen=True)
@@ -179,6 +193,16 @@ def _count(name: str, value, least: int = 1, most: int | None = None) -> int:
     return _args.integer(name, value, least, most)
 
 
+def _budget(budget) -> int:
+    """``budget`` as an int >= 1 (`_count`'s line below 1), refused above `MAX_BUDGET` in one
+    `SizeLimitError` line."""
+    budget = _count("budget", budget)
+    if budget > MAX_BUDGET:
+        raise SizeLimitError(f"budget = {_args.show(budget)} exceeds the limit: it must be an "
+                             f"integer in 1..{MAX_BUDGET:,}")
+    return budget
+
+
 def _level(alpha) -> float:
     """``alpha`` as a float strictly between 0 and 1, or one line (a bool, a string, NaN or inf
     is refused)."""
@@ -199,6 +223,88 @@ def _finite(name: str, arr: np.ndarray, lo: float = 0.0, hi: float = math.inf) -
     if not ok.all():
         raise InputError(f"{name} has an entry {float(arr[~ok][0])!r}; each must be finite and "
                          f"in [{lo:g}, {hi:g}]")
+
+
+def _tv_or_none(name: str, value) -> float | None:
+    """None, or a total variation in (0, 1] (a bool, a string, NaN, 0 or a negative refused in
+    one line: a negative TV would otherwise square to a positive requirement)."""
+    if value is None:
+        return None
+    kind = "" if isinstance(value, (int, float, np.integer, np.floating)) and \
+        not isinstance(value, (bool, np.bool_)) else f", not {type(value).__name__}"
+    try:
+        return _args.real(name, value, 0.0, 1.0, hi_open=False)
+    except OptionError:
+        raise OptionError(f"{name} = {_args.show(value)} must be None or a number in (0, 1]"
+                          f"{kind}") from None
+
+
+def _cell_groups(name: str, value, like: list | None = None) -> list[np.ndarray]:
+    """A list of G arrays [R_g, C_g] of cell probabilities (``like``: the reference's arrays,
+    whose number and shapes these must have), as float64; one `InputError` line naming the first
+    group or row at fault. A row with a NaN is a row without a law (kept as is); every other row
+    is finite, non-negative and sums to 1 within `CELL_SUM_TOL`."""
+    if isinstance(value, np.ndarray) and value.ndim != 3 or \
+            not isinstance(value, (list, tuple, np.ndarray)):
+        raise InputError(f"{name} = {_args.show(value)} must be a list of arrays [rows, cells], "
+                         f"one per group of candidate rows")
+    if like is None and len(value) == 0:
+        raise InputError(f"{name} is empty; give one array [rows, cells] per group of candidate "
+                         f"rows")
+    if like is not None and len(value) != len(like):
+        raise InputError(f"{name} has {len(value)} groups and ref {len(like)}; one array "
+                         f"[rows, cells] per group")
+    out = []
+    for g, a in enumerate(value):
+        here = f"{name}[{g}]"
+        a = _args.numbers(here, a, 2)
+        if like is not None and a.shape != like[g].shape:
+            raise InputError(f"{here} has shape {list(a.shape)} and ref[{g}] "
+                             f"{list(like[g].shape)}; the same candidate rows and cells")
+        if a.shape[0] and not a.shape[1]:
+            raise InputError(f"{here} has rows of no cells; a law has at least one cell")
+        live = ~np.isnan(a).any(-1)
+        rows = a[live]
+        ok = np.isfinite(rows) & (rows >= 0)
+        if not ok.all():
+            j = int(np.flatnonzero(~ok.all(-1))[0])  # the first bad row among the live ones
+            i = int(np.flatnonzero(live)[j])
+            raise InputError(f"{here} row {i} has an entry {float(rows[j][~ok[j]][0])!r}; cell "
+                             f"probabilities are finite and >= 0 (a row with a NaN: no law "
+                             f"there)")
+        sums = rows.sum(-1)
+        off = np.abs(sums - 1.0) > CELL_SUM_TOL
+        if off.any():
+            i = int(np.flatnonzero(live)[np.flatnonzero(off)[0]])
+            raise InputError(f"{here} row {i} sums to {float(a[i].sum())!r}, not 1 (tolerance "
+                             f"{CELL_SUM_TOL:g})")
+        out.append(a)
+    return out
+
+
+def _reach_groups(bonus, ref: list) -> list[np.ndarray]:
+    """``bonus``: G arrays [R_g] of probabilities P(tau = L), finite and in [0, 1] (within
+    `CELL_SUM_TOL` above: sums of a law's cells), one per row of ``ref``; else one `InputError`
+    line."""
+    if isinstance(bonus, np.ndarray) and bonus.ndim != 2 or \
+            not isinstance(bonus, (list, tuple, np.ndarray)):
+        raise InputError(f"bonus = {_args.show(bonus)} must be a list of arrays [rows] (each "
+                         f"row's P(tau = L)), one per group")
+    if len(bonus) != len(ref):
+        raise InputError(f"bonus has {len(bonus)} groups and ref {len(ref)}; one array [rows] "
+                         f"per group")
+    out = []
+    for g, b in enumerate(bonus):
+        b = _args.numbers(f"bonus[{g}]", b, 1)
+        if len(b) != ref[g].shape[0]:
+            raise InputError(f"bonus[{g}] has {len(b)} entries and ref[{g}] {ref[g].shape[0]} "
+                             f"rows; one P(tau = L) per row")
+        ok = np.isfinite(b) & (b >= 0) & (b <= 1.0 + CELL_SUM_TOL)  # float sums of a law
+        if not ok.all():
+            raise InputError(f"bonus[{g}] has an entry {float(b[~ok][0])!r}; each is a "
+                             f"probability P(tau = L) in [0, 1]")
+        out.append(b)
+    return out
 
 
 # ----------------------------------------------------------------------------- statistics
@@ -399,10 +505,30 @@ def allocate(ref: Sequence[np.ndarray], laws: dict, budget: int, alpha: float = 
     more: any change of TV delta_B in the bonus token's law given tau = L (divergence
     4 delta_B^2 P(tau = L) on rows with a degree of freedom; `GENERIC_BONUS`). Replicas whose exact law equals the
     reference on every candidate row cannot be caught by any allocation and raise; drop them
-    first."""
-    budget = _count("budget", budget)
+    first.
+
+    Refused in one line before any work: ``budget`` not an integer in 1..`MAX_BUDGET`,
+    ``max_rows`` not one in 1..`MAX_ALLOC_ROWS`, ``alpha`` outside (0, 1), ``generic_tv`` or
+    ``bonus_tv`` neither None nor a number in (0, 1], ``bonus_tv`` without ``bonus``; ``ref`` not
+    a non-empty list of arrays [R_g, C_g], ``laws`` not a dict of lists of arrays of the same
+    shapes, a row without a NaN that is not finite, non-negative and summing to 1 within
+    `CELL_SUM_TOL`; ``bonus`` not G arrays [R_g] of values in [0, 1]."""
+    budget = _budget(budget)
     alpha = _level(alpha)
-    max_rows = _count("max_rows", max_rows)
+    max_rows = _count("max_rows", max_rows, 1, MAX_ALLOC_ROWS)
+    min_expected = _args.real("min_expected", min_expected, 0.0)
+    generic_tv = _tv_or_none("generic_tv", generic_tv)
+    bonus_tv = _tv_or_none("bonus_tv", bonus_tv)
+    if bonus_tv is not None and bonus is None:
+        raise OptionError(f"bonus_tv = {_args.show(bonus_tv)} needs bonus (each row's "
+                          f"P(tau = L)); give both or neither")
+    ref = _cell_groups("ref", ref)
+    if not isinstance(laws, Mapping):
+        raise InputError(f"laws = {_args.show(laws)} must be a dict: name -> list of arrays "
+                         f"[rows, cells], one per group, not {type(laws).__name__}")
+    laws = {nm: _cell_groups(f"laws[{_args.show(nm)}]", a, ref) for nm, a in laws.items()}
+    if bonus is not None:
+        bonus = _reach_groups(bonus, ref)
     names = list(laws)
     if not names:
         raise SpectheoryError("no replicas to design against")
@@ -411,8 +537,7 @@ def allocate(ref: Sequence[np.ndarray], laws: dict, budget: int, alpha: float = 
     for nm in names:
         bad |= np.concatenate([np.isnan(a).any(-1) for a in laws[nm]])
     use_bonus = bonus is not None and bonus_tv is not None
-    reach = np.concatenate([np.asarray(b, dtype=np.float64) for b in bonus]) if use_bonus \
-        else None
+    reach = np.concatenate(bonus) if use_bonus else None
     every = names + ([GENERIC] if generic_tv is not None else []) + \
         ([GENERIC_BONUS] if use_bonus else [])
     kappa = _lambda90(alpha) / math.log(10)
@@ -701,7 +826,11 @@ def _as_replicas(replicas, verifier: str) -> list[Replica]:
     if isinstance(replicas, (str, bytes, Replica)) or not hasattr(replicas, "__iter__"):
         raise SpectheoryError(f"replicas must be a list of Replica or (name, law) pairs, not "
                               f"{type(replicas).__name__}")
-    for r in replicas:
+    if isinstance(replicas, tuple) and len(replicas) == 2 and isinstance(replicas[0], str) \
+            and callable(replicas[1]):
+        raise SpectheoryError(f"replicas = ({replicas[0]!r}, law) is one (name, law) pair; give "
+                              f"a list of them: [({replicas[0]!r}, law)]")
+    for i, r in enumerate(replicas):
         if isinstance(r, Replica):
             if r.law is not None and not callable(r.law):
                 raise SpectheoryError(f"replica {r.name!r}: its law is not callable (a "
@@ -709,16 +838,88 @@ def _as_replicas(replicas, verifier: str) -> list[Replica]:
                                       f"or None")
             out.append(r)
         elif isinstance(r, tuple) and len(r) == 2:
+            if callable(r[0]) and not callable(r[1]):
+                raise SpectheoryError(f"replicas[{i}] is a (law, name) pair; give (name, law)")
             if not callable(r[1]):
                 raise SpectheoryError(f"replica {str(r[0])!r}: its law is not callable (a "
                                       f"{type(r[1]).__name__}); give (name, law) with "
                                       f"law(drafts, q, p) -> Law")
             out.append(Replica(str(r[0]), r[1], None, verifier))
+        elif isinstance(r, (tuple, list)):
+            raise SpectheoryError(f"replicas[{i}] is a {type(r).__name__} of {len(r)} item"
+                                  f"{'s' * (len(r) != 1)}; a replica is a Replica or a "
+                                  f"(name, law) tuple")
         else:
-            raise SpectheoryError(f"a replica must be a Replica or a (name, law) pair, not "
-                                  f"{type(r).__name__}" + (f" of {len(r)}" if isinstance(r, tuple)
-                                                           else ""))
+            raise SpectheoryError(f"replicas[{i}] = {_args.show(r)}: a replica must be a Replica "
+                                  f"or a (name, law) pair, not {type(r).__name__}")
     return out
+
+
+#: A row of q or p given to `predicted_power` or `simulated_power` sums to 1 within this (the
+#: tolerance `spectheory.testing.checks.rows.bad_row` holds instances built in Python to).
+ROW_TOL = 1e-6
+
+
+def _design_rows(rows, paths) -> tuple[list[DraftRows], int]:
+    """``rows``: a non-empty list of (drafts, q, p) triples, all single-path (drafts [B, L],
+    q [B, L, V], p [B, L+1, V]) or all with one path axis K (drafts [B, K, L], q [B, K, L, V],
+    p [B, K, L+1, V]), drafts integer tokens in 0..V-1, q and p rows finite, non-negative and
+    summing to 1 within `ROW_TOL`; ``paths`` None or the rows' K. Returns the rows (drafts int64,
+    q and p float64) and K, or one `InputError` line naming the first row at fault."""
+    if isinstance(rows, (str, bytes, DraftRows)) or not isinstance(rows, (list, tuple)):
+        raise InputError(f"rows = {_args.show(rows)} must be a list of DraftRows (drafts, q, p), "
+                         f"not {type(rows).__name__}")
+    out, K = [], None
+    for i, r in enumerate(rows):
+        if not isinstance(r, (tuple, list)) or len(r) != 3:
+            extra = f" of {len(r)} items" if isinstance(r, (tuple, list)) else ""
+            raise InputError(f"rows[{i}] = {_args.show(r)} is not a (drafts, q, p) triple: a "
+                             f"{type(r).__name__}{extra}")
+        ts = []
+        for nm, x in zip(("drafts", "q", "p"), r):
+            if isinstance(x, (str, bytes)):
+                raise InputError(f"rows[{i}] {nm} = {_args.show(x)} is not a tensor of numbers")
+            try:
+                ts.append(torch.as_tensor(x))
+            except Exception:  # noqa: BLE001 - anything torch cannot read
+                raise InputError(f"rows[{i}] {nm} = {_args.show(x)} is not a tensor of "
+                                 f"numbers") from None
+        d, q, p = ts
+        k = 1 if d.dim() == 2 else int(d.shape[1]) if d.dim() == 3 else 0
+        lead = list(d.shape[:-1])
+        L = int(d.shape[-1]) if d.dim() else 0
+        V = int(p.shape[-1]) if p.dim() else 0
+        if not k or L < 1 or V < 1 or list(q.shape) != lead + [L, V] or \
+                list(p.shape) != lead + [L + 1, V]:
+            raise InputError(f"rows[{i}]: drafts {list(d.shape)}, q {list(q.shape)} and p "
+                             f"{list(p.shape)} do not fit drafts [B, L], q [B, L, V], "
+                             f"p [B, L+1, V] (or with a path axis K after B) with L >= 1")
+        if d.is_floating_point() or d.is_complex() or d.dtype == torch.bool:
+            raise InputError(f"rows[{i}] drafts are {d.dtype}; draft tokens are integers")
+        for nm, t in (("q", q), ("p", p)):
+            if t.is_complex() or t.dtype == torch.bool:
+                raise InputError(f"rows[{i}] {nm} is {t.dtype}; rows of real probabilities")
+        if d.numel() and (int(d.min()) < 0 or int(d.max()) >= V):
+            raise InputError(f"rows[{i}] has a draft token outside 0..{V - 1}")
+        q, p = q.to(torch.float64), p.to(torch.float64)
+        for nm, t in (("q", q), ("p", p)):
+            if not bool(torch.isfinite(t).all()) or bool((t < 0).any()):
+                raise InputError(f"rows[{i}] {nm} has a negative or non-finite entry")
+            if t.numel() and float((t.sum(-1) - 1.0).abs().max()) > ROW_TOL:
+                raise InputError(f"rows[{i}] {nm} has a row summing to "
+                                 f"{float(t.sum(-1).flatten()[int((t.sum(-1) - 1.0).abs().argmax())])!r}"
+                                 f", not 1 (tolerance {ROW_TOL:g})")
+        if K is not None and k != K:
+            raise InputError(f"rows[{i}] has {k} path{'s' * (k != 1)} and rows[0] {K}; one "
+                             f"path count K for all rows")
+        K = k
+        out.append(DraftRows(d.to(torch.long), q, p))
+    if paths is not None:
+        paths = _count("paths", paths)
+        if K is not None and paths != K:
+            raise OptionError(f"paths = {paths} but the rows carry {K} path{'s' * (K != 1)} "
+                              f"(drafts [B, L] for one, [B, K, L] for K)")
+    return out, (K or 1)
 
 
 def _cells(law, K1: bool) -> np.ndarray:
@@ -910,13 +1111,11 @@ def sharp_design(replicas: Sequence | None = None, verifier: str = "token", budg
     arguments give the same rows, whatever sampler is checked on them."""
     from ...registry import plan
 
-    budget = _count("budget", budget)
+    budget = _budget(budget)
     alpha = _level(alpha)
-    max_rows = _count("max_rows", max_rows)
-    for nm, tv in (("generic_tv", generic_tv), ("bonus_tv", bonus_tv)):
-        if tv is not None and (isinstance(tv, bool) or not isinstance(tv, (int, float))
-                               or not math.isfinite(tv) or not 0 < tv <= 1):
-            raise SpectheoryError(f"{nm} = {tv!r} must be None or a number in (0, 1]")
+    max_rows = _count("max_rows", max_rows, 1, MAX_ALLOC_ROWS)
+    generic_tv = _tv_or_none("generic_tv", generic_tv)
+    bonus_tv = _tv_or_none("bonus_tv", bonus_tv)
     how = plan(verifier, paths)
     K = how.paths
     if K == 1 and not how.spec.single_path:
@@ -1033,8 +1232,9 @@ def predicted_power(rows: Sequence[DraftRows], replicas: Sequence, verifier: str
     from ..statistics.budget import split
 
     samples, alpha = _count("samples", samples), _level(alpha)
+    rows, _ = _design_rows(rows, paths)
     how = plan(verifier, paths)
-    rows = [DraftRows(*(torch.as_tensor(x) for x in r)) for r in rows]
+    replicas = _as_replicas(replicas, verifier)
     total = sum(r.drafts.shape[0] for r in rows)
     if total < 1:
         raise SpectheoryError("no draft rows to predict the power on")
@@ -1044,7 +1244,7 @@ def predicted_power(rows: Sequence[DraftRows], replicas: Sequence, verifier: str
     ns = np.array(split(samples, total))
     ref = [_ref_cells(how, d, q, p) for d, q, p in rows]
     out = {}
-    for r in _as_replicas(replicas, verifier):
+    for r in replicas:
         if r.law is None:
             continue
         cs, zs, ds, tvs = [], [], [], []
@@ -1114,6 +1314,7 @@ def simulated_power(rows: Sequence[DraftRows], replica, verifier: str = "token",
     reps = _count("reps", reps, 1, MAX_SIM_REPS)
     seed = _count("seed", seed, 0)
     min_expected = _args.real("min_expected", min_expected, 0.0)
+    rows, _ = _design_rows(rows, paths)
     how = plan(verifier, paths)
     rep_ = _as_replicas([replica], verifier)[0]
     if rep_.law is None:
