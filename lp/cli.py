@@ -27,6 +27,7 @@ estimate. A solve estimated over `spectheory.runtime.limits.NOTE_SECONDS` is ann
 
 from __future__ import annotations
 
+import re
 import sys
 
 from spectheory.runtime import limits
@@ -34,6 +35,11 @@ from spectheory.cli.commands import MAX_PATHS, add_instance_options, emit, int_i
 from spectheory.runtime.errors import SizeLimitError, SpectheoryError
 from spectheory.inputs.instances import load_instance
 from spectheory.registry import DRAFTING
+
+#: What the lp parser reads as a negative number rather than an option (`register`): -N, -N.N,
+#: -.N, with an exponent, a fraction -N/M, -inf, -infinity and -nan.
+NEGATIVE_NUMBER = re.compile(r"^-(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?(?:/\d+)?"
+                             r"|inf|infinity|nan)$", re.IGNORECASE)
 
 PROBLEMS = ("node-budget", "direct", "coupling", "multipath", "selection", "frontier")
 
@@ -200,4 +206,10 @@ def register(sub) -> None:
     p.add_argument("--solver", choices=("highs", "cvxpy"), default=None,
                    help="float LP route (default highs: HiGHS on the sparse matrices); not "
                         "with --exact")
+    # argparse reads an argument that starts with "-" as an option unless it matches its
+    # negative-number pattern (-N and -N.N only), so "--tv -1/20" or "--tv -1e-3" used to end in
+    # "expected one argument"; a negative decimal, exponent, fraction, -inf or -nan now reaches
+    # the budget's own check ("must be a finite number >= 0"). The lp parser has no option that
+    # looks like a negative number, which argparse's pattern exists to tell apart.
+    p._negative_number_matcher = NEGATIVE_NUMBER
     p.set_defaults(func=cmd_lp)

@@ -97,6 +97,38 @@ def row_chi_square(observed: np.ndarray, probs: np.ndarray, n: int,
                    float(e[w]), impossible)
 
 
+#: Largest degrees of freedom of a row test `family` and `family_power` take (a row's bins
+#: less one; scipy's chi-square quantile takes a C long, and 2^31 bins are past any row).
+MAX_ROW_DOF = 2**31 - 1
+#: Largest sample count of a row test they take: counts exact in float64.
+MAX_ROW_SAMPLES = 2**53
+#: Non-centralities above this are lowered to it before the non-central chi-square tail is
+#: taken: scipy returns NaN from about 1e19 on, and at 1e18 the tail past any critical value of
+#: at most `MAX_ROW_DOF` times a list's rows (far below 1e18) is 1.0 exactly.
+MAX_NONCENTRALITY = 1e18
+
+
+def _tests(tests) -> list:
+    """``tests`` as a list of `RowTest` whose fields `family` and `family_power` read are
+    sound: statistic finite and >= 0, dof an integer in 0..`MAX_ROW_DOF`, p-value in [0, 1],
+    n an integer in 0..`MAX_ROW_SAMPLES`, impossible an integer in 0..n; else one `InputError`
+    line naming the first item at fault (an empty list is valid)."""
+    if isinstance(tests, (str, bytes, RowTest, dict)) or not isinstance(tests, (list, tuple)):
+        raise InputError(f"tests = {_args.show(tests)} must be a list of RowTest (the results of "
+                         f"row_chi_square), not {type(tests).__name__}")
+    for i, t in enumerate(tests):
+        if not isinstance(t, RowTest):
+            raise InputError(f"tests[{i}] = {_args.show(t)} is not a RowTest (a result of "
+                             f"row_chi_square) but a {type(t).__name__}")
+        where = f"tests[{i}]"
+        _args.real(f"{where}.statistic", t.statistic, 0.0, lo_open=False)
+        _args.integer(f"{where}.dof", t.dof, 0, MAX_ROW_DOF)
+        _args.real(f"{where}.p_value", t.p_value, 0.0, 1.0, lo_open=False, hi_open=False)
+        n = _args.integer(f"{where}.n", t.n, 0, MAX_ROW_SAMPLES)
+        _args.integer(f"{where}.impossible", t.impossible, 0, n)
+    return list(tests)
+
+
 class FamilyTest(NamedTuple):
     """Bonferroni family over rows: adjusted p-value, global statistic and dof, the row whose
     test is most extreme (by p-value)."""
@@ -110,7 +142,10 @@ class FamilyTest(NamedTuple):
 
 def family(tests: list[RowTest]) -> FamilyTest:
     """Global test at alpha/2 plus per-row tests at alpha/(2m): adjusted p-value
-    min(1, 2 p_global, 2 m min_b p_b) (0 when an impossible outcome was seen)."""
+    min(1, 2 p_global, 2 m min_b p_b) (0 when an impossible outcome was seen). ``tests`` a
+    list of `RowTest` (empty: p-value 1), each with a finite statistic >= 0, an integer dof
+    >= 0, a p-value in [0, 1], counts n >= 0 and impossible in 0..n; else one line."""
+    tests = _tests(tests)
     m = len(tests)
     stat = float(sum(t.statistic for t in tests))
     dof = int(sum(t.dof for t in tests))
@@ -128,17 +163,20 @@ def family(tests: list[RowTest]) -> FamilyTest:
 def family_power(delta: float, tests: list[RowTest], alpha: float) -> float:
     """Lower bound on the family's power against a bias of total variation ``delta`` on the binned
     law of every row: the larger of the global test's power and that of the per-row tests
-    (independent rows), with non-centrality 4 n delta^2 per row."""
+    (independent rows), with non-centrality 4 n delta^2 per row (at most `MAX_NONCENTRALITY`).
+    ``delta`` in [0, 1], ``alpha`` in (0, 1), ``tests`` as for `family`; else one line."""
     delta = _args.real("delta", delta, 0.0, 1.0, lo_open=False, hi_open=False)
     alpha = _args.level("alpha", alpha)
+    tests = _tests(tests)
     m = len(tests)
     rows = [t for t in tests if t.dof > 0]
     if not rows:
         return 0.0
-    lam = np.array([4.0 * t.n * delta * delta for t in rows])
+    lam = np.minimum(np.array([4.0 * t.n * delta * delta for t in rows]), MAX_NONCENTRALITY)
     dofs = np.array([t.dof for t in rows])
     g_dof = int(dofs.sum())
-    p_global = float(ncx2.sf(chi2.isf(alpha / 2, g_dof), g_dof, lam.sum()))
+    p_global = float(ncx2.sf(chi2.isf(alpha / 2, g_dof), g_dof,
+                             min(float(lam.sum()), MAX_NONCENTRALITY)))
     crit = chi2.isf(alpha / (2 * m), dofs)
     miss = np.prod(1.0 - ncx2.sf(crit, dofs, lam))
     return max(p_global, float(1.0 - miss))
@@ -150,6 +188,7 @@ def min_detectable_tv(tests: list[RowTest], alpha: float, power: float = 0.9) ->
     [`family_power`][spectheory.testing.statistics.stats.family_power] (``inf`` when no row has a
     test)."""
     alpha, power = _args.level("alpha", alpha), _args.level("power", power)
+    tests = _tests(tests)
     if not any(t.dof > 0 for t in tests):
         return float("inf")
     lo, hi = 0.0, 1.0
@@ -228,5 +267,5 @@ def point_mass_tv(n: int, power: float = 0.9) -> float:
     return -math.expm1(math.log1p(-power) / n) if n >= 1 else float("inf")
 
 
-__all__ = ["FamilyTest", "RowTest", "family", "family_power", "is_point_mass",
+__all__ = ["MAX_NONCENTRALITY", "MAX_ROW_DOF", "MAX_ROW_SAMPLES", "FamilyTest", "RowTest", "family", "family_power", "is_point_mass",
            "min_detectable_tv", "point_mass_tv", "row_chi_square", "samples_for_a_test"]
