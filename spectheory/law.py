@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import itertools
 from fractions import Fraction
+from math import lcm
 from typing import Any, Callable, NamedTuple
 
 import numpy as np
@@ -104,6 +106,37 @@ def _exact_code(v) -> int:
     return _NOT_EXACT
 
 
+def _rows_ok(rows: list) -> bool:
+    """Every row (a list of Fractions) >= 0 and summing to exactly 1: with d = lcm of the row's
+    denominators, sum_j n_j (d / b_j) = d, in integers (no Fraction built)."""
+    for row in rows:
+        nums = [v.numerator for v in row]
+        if min(nums) < 0:
+            return False
+        dens = [v.denominator for v in row]
+        d = lcm(*dens)
+        if sum([n * (d // b) for n, b in zip(nums, dens)]) != d:
+            return False
+    return True
+
+
+def _fractions_ok(stop, corr, batch: int, vocab: int) -> bool:
+    """A sufficient test that the exact branch of [`validate_law`][spectheory.law.validate_law]
+    accepts (stop, correction) of the checked shapes: both object arrays of Fractions only, no
+    numerator below zero, every stop table and every correction row summing to exactly 1. Anything
+    else returns False and goes through the checks that name the problem, so no law is accepted
+    that they would refuse."""
+    if not (isinstance(stop, np.ndarray) and isinstance(corr, np.ndarray)) or \
+            stop.dtype != object or corr.dtype != object or stop.size == 0 or corr.size == 0:
+        return False
+    srows = stop.reshape(batch, -1).tolist()
+    crows = corr.reshape(-1, vocab).tolist()
+    for rows in (srows, crows):
+        if set(map(type, itertools.chain.from_iterable(rows))) != {Fraction}:
+            return False
+    return _rows_ok(srows) and _rows_ok(crows)
+
+
 def validate_law(law: Any, batch: int, paths: int, length: int, vocab: int, exact: bool,
                  drafts=None, tol: float = ROW_SUM_TOL, name: str = "verifier") -> Law:
     """Check that ``law`` is a K-path law of the expected shape and return it.
@@ -140,6 +173,8 @@ def validate_law(law: Any, batch: int, paths: int, length: int, vocab: int, exac
         return f"{what}[b={b}, k={k}, tau={i}" + (f", y={ix[3]}]" if len(ix) > 3 else "]")
 
     if exact:
+        if _fractions_ok(stop, corr, batch, vocab):
+            return Law(stop, corr)
         negative = {}  # object arrays: the sign read in the pass that checks the types
         for what, arr in (("stop", stop), ("correction", corr)):
             a = np.asarray(arr, dtype=object) if not isinstance(arr, np.ndarray) else arr

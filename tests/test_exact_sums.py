@@ -71,3 +71,76 @@ def test_entries_that_are_not_fractions_keep_numpys_rules(other):
 def test_fraction_sums_refuses_mixed_rows():
     assert B.fraction_sums([[Fraction(1, 2), 1]]) is None
     assert B.fraction_sums([[Fraction(1, 2), Fraction(1, 3), Fraction(1, 6)]]) == [Fraction(1)]
+
+
+# ----------------------------------------------------------------------------- exact law checks
+
+
+def _exact_law(seed: int, B_: int = 3, K: int = 2, L: int = 2, V: int = 4):
+    """A valid exact law with zeros, ties and mixed denominators."""
+    rng = random.Random(seed)
+
+    def dist(n):
+        w = [rng.choice([0, 0, 1, 1, 2, 7, 10**12]) for _ in range(n)]
+        w[rng.randrange(n)] += 1
+        return [Fraction(x, sum(w)) for x in w]
+
+    stop = np.array([dist(K * (L + 1)) for _ in range(B_)], dtype=object).reshape(B_, K, L + 1)
+    corr = np.array([dist(V) for _ in range(B_ * K * (L + 1))],
+                    dtype=object).reshape(B_, K, L + 1, V)
+    return stop, corr
+
+
+def test_exact_laws_are_accepted_as_they_are():
+    from spectheory.law import validate_law
+    for seed in range(20):
+        stop, corr = _exact_law(seed)
+        out = validate_law((stop, corr), 3, 2, 2, 4, True)
+        assert out.stop is stop and out.correction is corr
+    stop, corr = _exact_law(0)  # integer 0 and 1 entries are exact too
+    corr[0, 0, 0] = [0, 1, 0, 0]
+    corr[1, 0, 0] = [np.int64(0)] * 3 + [np.int64(1)]
+    assert validate_law((stop, corr), 3, 2, 2, 4, True).correction is corr
+
+
+@pytest.mark.parametrize("defect, kind", [
+    ("negative-compensated", "negative"), ("one-ulp-over", "correction-sum"),
+    ("stop-short", "stop-sum"), ("correction-short", "correction-sum"), ("float", "not-exact"), ("bool", "not-exact"),
+    ("negative-stop", "negative")])
+def test_exact_law_defects_are_named(defect, kind):
+    """Every defect is refused with its kind and the offending entry, also where a row's sum
+    stays exactly 1 (a negative entry balanced by a larger one)."""
+    from spectheory.law import LawError, validate_law
+    stop, corr = _exact_law(7)
+    if defect == "negative-compensated":
+        corr[2, 1, 1, 0] -= Fraction(1, 9)
+        corr[2, 1, 1, 3] += Fraction(1, 9)
+        if corr[2, 1, 1, 0] >= 0:
+            corr[2, 1, 1, 0] -= 1
+            corr[2, 1, 1, 3] += 1
+        where = (2, 1, 1, 0)
+    elif defect == "one-ulp-over":
+        corr[1, 0, 2, 2] += Fraction(1, 2**70)
+        where = (1, 0, 2)
+    elif defect == "stop-short":
+        k, i = next((k, i) for k in range(2) for i in range(3) if stop[2, k, i] > 0)
+        stop[2, k, i] -= Fraction(1, 3 * 2**40)
+        where = (2,)
+    elif defect == "correction-short":
+        y = next(y for y in range(4) if corr[0, 1, 2, y] > 0)
+        corr[0, 1, 2, y] -= Fraction(1, 3 * 2**40)
+        where = (0, 1, 2)
+    elif defect == "float":
+        corr[0, 1, 0, 1] = float(corr[0, 1, 0, 1])
+        where = (0, 1, 0, 1)
+    elif defect == "bool":
+        stop[1, 0, 0] = bool(stop[1, 0, 0])
+        where = (1, 0, 0)
+    else:
+        stop[0, 0, 1] = -stop[0, 0, 1] - 1
+        stop[0, 1, 1] += 2 - sum(stop[0].reshape(-1).tolist())
+        where = (0, 0, 1)
+    with pytest.raises(LawError) as err:
+        validate_law((stop, corr), 3, 2, 2, 4, True)
+    assert err.value.kind == kind
+    assert err.value.where == where
