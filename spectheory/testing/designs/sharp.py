@@ -87,8 +87,7 @@ from scipy.optimize import linprog
 from ..statistics._chisq import chi2, ncx2
 
 from ...runtime._lazy import torch
-from ...runtime.errors import (InputError, OptionError, SizeLimitError, SpectheoryError,
-                               UserCodeError, call_user)
+from ...runtime.errors import InputError, OptionError, SpectheoryError, UserCodeError, call_user
 from ..checks.report import MIN_EXPECTED, POWER, DraftRows
 from ..statistics import _args
 
@@ -196,11 +195,7 @@ def _count(name: str, value, least: int = 1, most: int | None = None) -> int:
 def _budget(budget) -> int:
     """``budget`` as an int >= 1 (`_count`'s line below 1), refused above `MAX_BUDGET` in one
     `SizeLimitError` line."""
-    budget = _count("budget", budget)
-    if budget > MAX_BUDGET:
-        raise SizeLimitError(f"budget = {_args.show(budget)} exceeds the limit: it must be an "
-                             f"integer in 1..{MAX_BUDGET:,}")
-    return budget
+    return _args.count("budget", budget, 1, MAX_BUDGET)
 
 
 def _level(alpha) -> float:

@@ -1,7 +1,7 @@
 """Argument checks shared by the statistics and the designs of the conformance kit: each refuses
 a bad value in one line naming the argument and its value, before any work or allocation.
 
-* counts (``integer``): Python or numpy integers, never a bool, a float or a string;
+* counts (``integer``, ``count``): Python or numpy integers, never a bool, a float or a string;
 * numbers (``real``, ``level``): Python or numpy reals (ints included), never a bool or a
   string, finite and inside the stated range (a level such as ``alpha`` or ``power`` strictly
   between 0 and 1);
@@ -48,6 +48,17 @@ def integer(name: str, value, least: int = 1, most: int | None = None) -> int:
     if most is not None and v > most:
         raise SizeLimitError(f"{name} = {show(value)} exceeds the limit: it must be an integer "
                              f"{span}")
+    return v
+
+
+def count(name: str, value, least: int, most: int) -> int:
+    """`integer` with the lower bound alone in the message of a value below it (``name = 0 must
+    be an integer >= 1``) and a `SizeLimitError` line naming ``most`` above it: for counts whose
+    upper bound guards the work rather than defines the argument."""
+    v = integer(name, value, least)
+    if v > most:
+        raise SizeLimitError(f"{name} = {show(value)} exceeds the limit: it must be an integer "
+                             f"in {least}..{most:,}")
     return v
 
 
@@ -125,4 +136,4 @@ def prob_row(name: str, value, tol: float | None = ROW_SUM_TOL) -> np.ndarray:
     return arr
 
 
-__all__ = ["SHOW_CHARS", "integer", "level", "numbers", "prob_row", "real", "show"]
+__all__ = ["SHOW_CHARS", "count", "integer", "level", "numbers", "prob_row", "real", "show"]

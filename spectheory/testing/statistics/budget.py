@@ -56,9 +56,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from ._chisq import chi2, ncx2
 
-from ...runtime.errors import InputError, SizeLimitError, SpectheoryError
+from ...runtime.errors import InputError, OptionError, SizeLimitError, SpectheoryError
 from . import _args
-from .stats import is_point_mass, point_mass_tv
+from .stats import MAX_NONCENTRALITY, MAX_ROW_DOF, MAX_ROW_SAMPLES, is_point_mass, point_mass_tv
 
 #: Power at which detectable biases are stated.
 POWER = 0.9
@@ -110,20 +110,23 @@ def family_power(delta: float, ns: Sequence[int], dofs: Sequence[int], alpha: fl
 
 
 def _rows_of(ns, dofs) -> tuple[np.ndarray, np.ndarray]:
-    """``ns`` [m] float64 (finite, >= 0) and ``dofs`` [m] int64 (integers >= 0), or one line."""
+    """``ns`` [m] float64 (finite, in [0, 2^53]) and ``dofs`` [m] int64 (integers in
+    0..`MAX_ROW_DOF`), or one line."""
     ns = _args.numbers("ns", ns)
     raw = _args.numbers("dofs", dofs)
     if len(ns) != len(raw):
         raise InputError(f"ns has {len(ns)} rows and dofs {len(raw)}; one count and one "
                                f"degree of freedom a row")
-    if not np.isfinite(ns).all() or (ns < 0).any():
-        bad = ns[~(np.isfinite(ns) & (ns >= 0))][0]
-        raise InputError(f"ns has an entry {float(bad)!r}; sample counts are finite and "
-                               f">= 0")
-    if not np.isfinite(raw).all() or (raw < 0).any() or (raw != np.round(raw)).any():
-        bad = raw[~(np.isfinite(raw) & (raw >= 0) & (raw == np.round(raw)))][0]
+    if not np.isfinite(ns).all() or (ns < 0).any() or (ns > MAX_ROW_SAMPLES).any():
+        bad = ns[~(np.isfinite(ns) & (ns >= 0) & (ns <= MAX_ROW_SAMPLES))][0]
+        raise InputError(f"ns has an entry {float(bad)!r}; sample counts are finite and in "
+                         f"[0, 2^53]")
+    if not np.isfinite(raw).all() or (raw < 0).any() or (raw != np.round(raw)).any() or \
+            (raw > MAX_ROW_DOF).any():
+        bad = raw[~(np.isfinite(raw) & (raw >= 0) & (raw == np.round(raw))
+                    & (raw <= MAX_ROW_DOF))][0]
         raise InputError(f"dofs has an entry {float(bad)!r}; degrees of freedom are "
-                               f"integers >= 0")
+                         f"integers in 0..{MAX_ROW_DOF:,}")
     return ns, raw.astype(np.int64)
 
 
@@ -132,10 +135,12 @@ def _family_power(delta: float, ns: np.ndarray, dofs: np.ndarray, alpha: float) 
     keep = dofs > 0
     if not keep.any():
         return 0.0
-    lam = 4.0 * ns[keep] * delta * delta
+    # non-centralities capped where scipy's tail turns NaN (its value there is 1.0 exactly)
+    lam = np.minimum(4.0 * ns[keep] * delta * delta, MAX_NONCENTRALITY)
     d = dofs[keep]
     g_dof = int(d.sum())
-    p_global = float(ncx2.sf(chi2.isf(alpha / 2, g_dof), g_dof, lam.sum()))
+    p_global = float(ncx2.sf(chi2.isf(alpha / 2, g_dof), g_dof,
+                             min(float(lam.sum()), MAX_NONCENTRALITY)))
     crit = chi2.isf(alpha / (2 * m), d)
     miss = np.prod(1.0 - ncx2.sf(crit, d, lam))
     return max(p_global, float(1.0 - miss))
@@ -167,9 +172,9 @@ def row_dof(probs, n: int, min_expected: float = MIN_EXPECTED) -> int:
     """Degrees of freedom of one row's pooled chi-square at ``n`` samples: the pooling of
     `spectheory.testing.statistics.stats.row_chi_square`, run on the expected counts themselves.
     ``probs`` a row of cell probabilities (finite, >= 0, a positive sum: divided by it, as float
-    laws are), ``n`` an integer >= 0."""
+    laws are), ``n`` an integer in 0..2^53 (counts exact in float64)."""
     probs = _args.prob_row("probs", probs, None)
-    n = _args.integer("n", n, 0)
+    n = _args.count("n", n, 0, MAX_ROW_SAMPLES)
     min_expected = _args.real("min_expected", min_expected, 0.0)
     return _row_dof(probs, n, min_expected)
 
@@ -190,7 +195,7 @@ def planned_tv(row_probs: Sequence, samples: int, alpha: float, power: float = P
     catches: [`point_mass_tv`][spectheory.testing.statistics.stats.point_mass_tv] of the fewest
     samples a row. ``row_probs`` one or more rows of cell probabilities (finite, >= 0, a positive
     sum: divided by it, as float laws are), at most `MAX_SPLIT_PARTS`; ``samples`` an integer
-    >= 1."""
+    from the number of rows to 2^53."""
     row_probs, samples, alpha, power, min_expected = _plan_args(row_probs, samples, alpha,
                                                                 power, min_expected)
     return _planned_tv(row_probs, samples, alpha, power, min_expected)
@@ -199,16 +204,19 @@ def planned_tv(row_probs: Sequence, samples: int, alpha: float, power: float = P
 def _plan_args(row_probs, samples, alpha, power, min_expected):
     alpha, power = _check_level(alpha, power)
     min_expected = _args.real("min_expected", min_expected, 0.0)
-    if isinstance(row_probs, (str, bytes)) or not hasattr(row_probs, "__len__"):
+    if not isinstance(row_probs, (list, tuple, np.ndarray)):
         raise InputError(f"row_probs = {_args.show(row_probs)} is not a list of "
-                               f"probability rows")
+                         f"probability rows but a {type(row_probs).__name__}")
     if len(row_probs) == 0:
         raise InputError("row_probs is empty; give one probability row for each row of the check")
     if len(row_probs) > MAX_SPLIT_PARTS:
         raise SizeLimitError(f"row_probs has {len(row_probs):,} rows, more than "
                                    f"MAX_SPLIT_PARTS = {MAX_SPLIT_PARTS:,}")
     rows = [_args.prob_row(f"row_probs[{i}]", p, None) for i, p in enumerate(row_probs)]
-    samples = _args.integer("samples", samples, 1)
+    samples = _args.count("samples", samples, 1, MAX_ROW_SAMPLES)
+    if samples < len(rows):
+        raise OptionError(f"samples = {samples} is fewer than the {len(rows)} rows "
+                          f"(check_sampler gives every row at least one sample)")
     return rows, samples, alpha, power, min_expected
 
 
@@ -228,9 +236,10 @@ def samples_for_tv(row_probs: Sequence, tv: float, alpha: float, power: float = 
     then bisection (the pooling changes with n, so the detectable bias falls as 1/sqrt(n) only
     roughly). Raises `SpectheoryError` when ``max_samples`` do not suffice."""
     tv = _args.real("tv", tv, 0.0, 1.0, hi_open=False)
-    row_probs, _, alpha, power, min_expected = _plan_args(row_probs, 1, alpha, power,
-                                                          min_expected)
-    max_samples = _args.integer("max_samples", max_samples, 1)
+    row_probs, _, alpha, power, min_expected = _plan_args(
+        row_probs, len(row_probs) if isinstance(row_probs, (list, tuple, np.ndarray)) else 1,
+        alpha, power, min_expected)
+    max_samples = _args.count("max_samples", max_samples, 1, MAX_ROW_SAMPLES)
     planned_tv = _planned_tv
     lo = len(row_probs)
     if planned_tv(row_probs, lo, alpha, power, min_expected) <= tv:
@@ -253,8 +262,8 @@ def samples_for_tv(row_probs: Sequence, tv: float, alpha: float, power: float = 
 def coin_detectable_rate(rows: int, power: float = POWER) -> float:
     """``coins`` mode: the smallest rate r of differing decisions that ``rows`` rows of coins
     catch with probability ``power``, 1 - (1 - power)^(1/rows) (about 2.3 / rows at 90%); ``inf``
-    for no row. ``rows`` an integer >= 0, ``power`` in (0, 1)."""
-    rows = _args.integer("rows", rows, 0)
+    for no row. ``rows`` an integer in 0..2^53, ``power`` in (0, 1)."""
+    rows = _args.count("rows", rows, 0, MAX_ROW_SAMPLES)
     power = _args.level("power", power)
     if rows < 1:
         return float("inf")
@@ -271,14 +280,15 @@ def _check_level(alpha, power) -> tuple[float, float]:
 def fit_cost(points: Sequence[tuple[int, float]]) -> tuple[float, float]:
     """``(fixed_s, per_sample_s)`` of t(N) = fixed + N per_sample through the last two pilot
     points ``(samples, seconds)``; one point (or a non-increasing pair, or two points of one
-    size): no fixed part. Each point an integer >= 1 and a finite number of seconds >= 0."""
-    if isinstance(points, (str, bytes)) or not hasattr(points, "__len__") or len(points) == 0:
+    size): no fixed part. Each point an integer in 1..2^53 and a finite number of seconds
+    >= 0."""
+    if not isinstance(points, (list, tuple)) or len(points) == 0:
         raise InputError(f"points = {_args.show(points)} must be a non-empty list of "
                                f"(samples, seconds) pairs")
     for i, pt in enumerate(points):
         if not isinstance(pt, (tuple, list)) or len(pt) != 2:
             raise InputError(f"points[{i}] = {_args.show(pt)} is not a (samples, seconds) pair")
-        _args.integer(f"points[{i}] samples", pt[0], 1)
+        _args.count(f"points[{i}] samples", pt[0], 1, MAX_ROW_SAMPLES)
         _args.real(f"points[{i}] seconds", pt[1], 0.0, lo_open=False)
     n2, t2 = points[-1]
     if len(points) >= 2 and points[-2][0] != n2:
@@ -381,8 +391,11 @@ def _secs(s: float) -> str:
 
 
 def check_budget(budget_s, name: str = "budget_s", most: float = 7 * 24 * 3600.0) -> float:
-    """A budget in seconds: a finite number in (0, ``most``], else `SpectheoryError`."""
-    if isinstance(budget_s, bool) or not isinstance(budget_s, (int, float, np.floating)) or \
+    """A budget in seconds: a finite number in (0, ``most``], else `SpectheoryError` (``most``
+    itself a finite number > 0)."""
+    most = _args.real("most", most, 0.0)
+    if isinstance(budget_s, bool) or \
+            not isinstance(budget_s, (int, float, np.integer, np.floating)) or \
             not math.isfinite(budget_s) or not 0 < budget_s <= most:
         raise SpectheoryError(f"{name} = {budget_s!r} must be a number of seconds in "
                               f"(0, {most:g}]")
@@ -425,8 +438,31 @@ def size_run(run: Callable[[int], tuple], budget_s: float, minimum: int, *,
     ``done`` stopped the pilots), ``fixed_s``, ``per_sample_s`` (sampler + kit), ``sampler_s``,
     ``kit_s`` (seconds a sample), ``pilot`` [(samples, seconds)], ``kit_pilot`` [(samples,
     seconds)], ``result`` (the last pilot's). Raises `SpectheoryError` when not even ``minimum``
-    samples fit.
+    samples fit. Refused in one line: ``budget_s`` as `check_budget` refuses it, ``minimum`` not
+    an integer in 1..`MAX_AUTO_SAMPLES`, ``run`` (or ``kit``, ``done``, ``clock``) not callable,
+    ``breaks`` not integers >= 1, ``run(n)`` returning anything but a pair whose second item is
+    a finite number of seconds >= 0. The pilots stop growing at `MAX_AUTO_SAMPLES` samples.
     """
+    budget_s = check_budget(budget_s)
+    minimum = _args.count("minimum", minimum, 1, MAX_AUTO_SAMPLES)
+    for nm, fn in (("run", run), ("kit", kit), ("done", done), ("clock", clock)):
+        if not callable(fn) and not (fn is None and nm in ("kit", "done")):
+            raise InputError(f"{nm} = {_args.show(fn)} is not callable")
+    if not isinstance(breaks, (list, tuple)):
+        raise InputError(f"breaks = {_args.show(breaks)} must be a list of sample counts")
+    breaks = [_args.integer(f"breaks[{i}]", b, 1) for i, b in enumerate(breaks)]
+    if start is not None:
+        start = _args.real("start", start)
+    run_ = run
+
+    def run(n):
+        out = run_(n)
+        if not isinstance(out, tuple) or len(out) != 2:
+            raise InputError(f"run({n}) returned {_args.show(out)}; expected (result, seconds "
+                             f"inside the sampler)")
+        _args.real(f"run({n}) seconds inside the sampler", out[1], 0.0, lo_open=False)
+        return out
+
     start = clock() if start is None else start
     n = max(int(minimum), PILOT_START)
     pilot: list[tuple[int, float]] = []
@@ -448,7 +484,8 @@ def size_run(run: Callable[[int], tuple], budget_s: float, minimum: int, *,
                     "result": result}
         nxt = n * PILOT_GROWTH
         share = PILOT_SECOND_SHARE if len(pilot) == 1 else PILOT_SHARE
-        if (clock() - start) + kit_points[-1][1] + sampler_s * nxt > share * budget_s:
+        if (clock() - start) + kit_points[-1][1] + sampler_s * nxt > share * budget_s or \
+                nxt > MAX_AUTO_SAMPLES:
             break
         n = nxt
 

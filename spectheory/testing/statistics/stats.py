@@ -122,9 +122,9 @@ def _tests(tests) -> list:
                              f"row_chi_square) but a {type(t).__name__}")
         where = f"tests[{i}]"
         _args.real(f"{where}.statistic", t.statistic, 0.0, lo_open=False)
-        _args.integer(f"{where}.dof", t.dof, 0, MAX_ROW_DOF)
+        _args.count(f"{where}.dof", t.dof, 0, MAX_ROW_DOF)
         _args.real(f"{where}.p_value", t.p_value, 0.0, 1.0, lo_open=False, hi_open=False)
-        n = _args.integer(f"{where}.n", t.n, 0, MAX_ROW_SAMPLES)
+        n = _args.count(f"{where}.n", t.n, 0, MAX_ROW_SAMPLES)
         _args.integer(f"{where}.impossible", t.impossible, 0, n)
     return list(tests)
 
