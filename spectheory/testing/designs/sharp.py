@@ -85,6 +85,7 @@ from typing import Callable, Sequence
 import numpy as np
 from scipy.optimize import linprog
 from ..statistics._chisq import chi2, ncx2
+from ..statistics.stats import MAX_NONCENTRALITY, MAX_ROW_DOF, MAX_ROW_SAMPLES
 
 from ...runtime._lazy import torch
 from ...runtime.errors import InputError, OptionError, SpectheoryError, UserCodeError, call_user
@@ -94,7 +95,7 @@ from ..statistics import _args
 __all__ = ["Replica", "ReplicaPower", "SharpDesign", "Allocation", "allocate", "binned_divergence",
            "candidate_pool", "kit_replicas", "replica_power", "sharp_design", "sharp_rows",
            "ZERO_CELL_WEIGHT", "DEFAULT_POOL", "MAX_ROWS", "GENERIC_TV", "GENERIC",
-           "GENERIC_BONUS_TV", "GENERIC_BONUS", "MAX_BUDGET", "MAX_ALLOC_ROWS", "CELL_SUM_TOL"]
+           "GENERIC_BONUS_TV", "GENERIC_BONUS"]
 
 #: Candidate draft rows drawn for the pool (besides the bug kit's own rows).
 DEFAULT_POOL = 1500
@@ -316,15 +317,27 @@ def binned_divergence(ref: np.ndarray, bug: np.ndarray, n: int,
     probability pooled, the pooled bin merged into the smallest kept cell when its own expected
     count is below ``min_expected``; cells of probability 0 excluded (their mass is z). c is taken
     on the replica's law given no sample on those cells (bug / (1 - z) on the rest). Refused in
-    one line: ``ref`` and ``bug`` not arrays [R, C] of numbers of one shape, ``n`` not an
-    integer >= 0."""
+    one line: ``ref`` and ``bug`` not arrays [R, C] of numbers of one shape, a row (without a
+    NaN: a row with one is no law, its values meaningless) with a negative or infinite entry, a
+    ``ref`` row of no mass, ``n`` not an integer in 0..2^53."""
     ref = _args.numbers("ref", ref, 2)
     bug = _args.numbers("bug", bug, 2)
     if ref.shape != bug.shape:
         raise InputError(f"ref has shape {list(ref.shape)} and bug {list(bug.shape)}; both are "
                          f"[rows, cells] of the same rows")
-    n = _count("n", n, 0)
+    n = _args.count("n", n, 0, MAX_ROW_SAMPLES)
     min_expected = _args.real("min_expected", min_expected, 0.0)
+    for name, arr in (("ref", ref), ("bug", bug)):
+        live = ~np.isnan(arr).any(-1)  # a row with a NaN: no law there (allocate masks it)
+        ok = np.isfinite(arr[live]) & (arr[live] >= 0)
+        if not ok.all():
+            j = int(np.flatnonzero(~ok.all(-1))[0])
+            raise InputError(f"{name} row {int(np.flatnonzero(live)[j])} has an entry "
+                             f"{float(arr[live][j][~ok[j]][0])!r}; cell probabilities are "
+                             f"finite and >= 0")
+        if name == "ref" and (arr[live].sum(-1) <= 0).any():
+            i = int(np.flatnonzero(live)[np.flatnonzero(arr[live].sum(-1) <= 0)[0]])
+            raise InputError(f"ref row {i} has no positive entry; a law has mass")
     ref = ref / ref.sum(-1, keepdims=True)
     zero = ref <= 0
     z = np.where(zero, bug, 0.0).sum(-1).clip(0.0, 1.0)
@@ -361,17 +374,18 @@ def replica_power(ns: Sequence[int], cs: Sequence[float], zs: Sequence[float],
     ``dofs`` degrees of freedom): 1 - (1 - P_zero)(1 - P_chi), P_chi the larger of the global
     and the per-row tests' non-central chi-square powers (module docstring). Refused in one
     line: the four not one-dimensional of one length, counts or divergences negative or not
-    finite, zero-cell masses outside [0, 1], degrees of freedom not integers >= 0."""
+    finite, counts over 2^53, zero-cell masses outside [0, 1], degrees of freedom not integers
+    in 0..`MAX_ROW_DOF` (non-centralities n c over `MAX_NONCENTRALITY` are taken at it)."""
     alpha = _level(alpha)
     ns = _args.numbers("ns", ns)
     cs = _args.numbers("cs", cs)
     zs = _args.numbers("zs", zs)
     raw = _args.numbers("dofs", dofs)
     _lengths([("ns", ns), ("cs", cs), ("zs", zs), ("dofs", raw)])
-    _finite("ns", ns)
+    _finite("ns", ns, 0.0, MAX_ROW_SAMPLES)
     _finite("cs", cs)
     _finite("zs", zs, 0.0, 1.0)
-    _finite("dofs", raw)
+    _finite("dofs", raw, 0.0, MAX_ROW_DOF)
     if (raw != np.round(raw)).any():
         raise InputError(f"dofs has an entry {float(raw[raw != np.round(raw)][0])!r}; degrees "
                          f"of freedom are integers")
@@ -387,10 +401,12 @@ def replica_power(ns: Sequence[int], cs: Sequence[float], zs: Sequence[float],
     keep = dofs > 0
     p_chi = 0.0
     if keep.any():
-        lam = ns[keep] * cs[keep]
+        # non-centralities capped where scipy's tail turns NaN (its value there is 1.0 exactly)
+        lam = np.minimum(ns[keep] * cs[keep], MAX_NONCENTRALITY)
         d = dofs[keep]
         D = int(d.sum())
-        p_global = float(ncx2.sf(chi2.isf(alpha / 2, D), D, lam.sum()))
+        p_global = float(ncx2.sf(chi2.isf(alpha / 2, D), D, min(float(lam.sum()),
+                                                                MAX_NONCENTRALITY)))
         crit = chi2.isf(alpha / (2 * m), d)
         miss = float(np.prod(ncx2.cdf(crit, d, lam)))
         p_chi = max(p_global, 1.0 - miss)
@@ -855,29 +871,29 @@ def _as_replicas(replicas, verifier: str) -> list[Replica]:
 ROW_TOL = 1e-6
 
 
-def _design_rows(rows, paths) -> tuple[list[DraftRows], int]:
+def _design_rows(rows, paths, name: str = "rows") -> tuple[list[DraftRows], int]:
     """``rows``: a non-empty list of (drafts, q, p) triples, all single-path (drafts [B, L],
     q [B, L, V], p [B, L+1, V]) or all with one path axis K (drafts [B, K, L], q [B, K, L, V],
     p [B, K, L+1, V]), drafts integer tokens in 0..V-1, q and p rows finite, non-negative and
     summing to 1 within `ROW_TOL`; ``paths`` None or the rows' K. Returns the rows (drafts int64,
     q and p float64) and K, or one `InputError` line naming the first row at fault."""
     if isinstance(rows, (str, bytes, DraftRows)) or not isinstance(rows, (list, tuple)):
-        raise InputError(f"rows = {_args.show(rows)} must be a list of DraftRows (drafts, q, p), "
-                         f"not {type(rows).__name__}")
+        raise InputError(f"{name} = {_args.show(rows)} must be a list of DraftRows (drafts, q, "
+                         f"p), not {type(rows).__name__}")
     out, K = [], None
     for i, r in enumerate(rows):
         if not isinstance(r, (tuple, list)) or len(r) != 3:
             extra = f" of {len(r)} items" if isinstance(r, (tuple, list)) else ""
-            raise InputError(f"rows[{i}] = {_args.show(r)} is not a (drafts, q, p) triple: a "
+            raise InputError(f"{name}[{i}] = {_args.show(r)} is not a (drafts, q, p) triple: a "
                              f"{type(r).__name__}{extra}")
         ts = []
         for nm, x in zip(("drafts", "q", "p"), r):
             if isinstance(x, (str, bytes)):
-                raise InputError(f"rows[{i}] {nm} = {_args.show(x)} is not a tensor of numbers")
+                raise InputError(f"{name}[{i}] {nm} = {_args.show(x)} is not a tensor of numbers")
             try:
                 ts.append(torch.as_tensor(x))
             except Exception:  # noqa: BLE001 - anything torch cannot read
-                raise InputError(f"rows[{i}] {nm} = {_args.show(x)} is not a tensor of "
+                raise InputError(f"{name}[{i}] {nm} = {_args.show(x)} is not a tensor of "
                                  f"numbers") from None
         d, q, p = ts
         k = 1 if d.dim() == 2 else int(d.shape[1]) if d.dim() == 3 else 0
@@ -886,33 +902,33 @@ def _design_rows(rows, paths) -> tuple[list[DraftRows], int]:
         V = int(p.shape[-1]) if p.dim() else 0
         if not k or L < 1 or V < 1 or list(q.shape) != lead + [L, V] or \
                 list(p.shape) != lead + [L + 1, V]:
-            raise InputError(f"rows[{i}]: drafts {list(d.shape)}, q {list(q.shape)} and p "
+            raise InputError(f"{name}[{i}]: drafts {list(d.shape)}, q {list(q.shape)} and p "
                              f"{list(p.shape)} do not fit drafts [B, L], q [B, L, V], "
                              f"p [B, L+1, V] (or with a path axis K after B) with L >= 1")
         if d.is_floating_point() or d.is_complex() or d.dtype == torch.bool:
-            raise InputError(f"rows[{i}] drafts are {d.dtype}; draft tokens are integers")
+            raise InputError(f"{name}[{i}] drafts are {d.dtype}; draft tokens are integers")
         for nm, t in (("q", q), ("p", p)):
             if t.is_complex() or t.dtype == torch.bool:
-                raise InputError(f"rows[{i}] {nm} is {t.dtype}; rows of real probabilities")
+                raise InputError(f"{name}[{i}] {nm} is {t.dtype}; rows of real probabilities")
         if d.numel() and (int(d.min()) < 0 or int(d.max()) >= V):
-            raise InputError(f"rows[{i}] has a draft token outside 0..{V - 1}")
+            raise InputError(f"{name}[{i}] has a draft token outside 0..{V - 1}")
         q, p = q.to(torch.float64), p.to(torch.float64)
         for nm, t in (("q", q), ("p", p)):
             if not bool(torch.isfinite(t).all()) or bool((t < 0).any()):
-                raise InputError(f"rows[{i}] {nm} has a negative or non-finite entry")
+                raise InputError(f"{name}[{i}] {nm} has a negative or non-finite entry")
             if t.numel() and float((t.sum(-1) - 1.0).abs().max()) > ROW_TOL:
-                raise InputError(f"rows[{i}] {nm} has a row summing to "
+                raise InputError(f"{name}[{i}] {nm} has a row summing to "
                                  f"{float(t.sum(-1).flatten()[int((t.sum(-1) - 1.0).abs().argmax())])!r}"
                                  f", not 1 (tolerance {ROW_TOL:g})")
         if K is not None and k != K:
-            raise InputError(f"rows[{i}] has {k} path{'s' * (k != 1)} and rows[0] {K}; one "
+            raise InputError(f"{name}[{i}] has {k} path{'s' * (k != 1)} and {name}[0] {K}; one "
                              f"path count K for all rows")
         K = k
         out.append(DraftRows(d.to(torch.long), q, p))
     if paths is not None:
         paths = _count("paths", paths)
         if K is not None and paths != K:
-            raise OptionError(f"paths = {paths} but the rows carry {K} path{'s' * (K != 1)} "
+            raise OptionError(f"paths = {paths} but the {name} carry {K} path{'s' * (K != 1)} "
                               f"(drafts [B, L] for one, [B, K, L] for K)")
     return out, (K or 1)
 
@@ -1123,6 +1139,10 @@ def sharp_design(replicas: Sequence | None = None, verifier: str = "token", budg
     pool = list(candidate_pool(paths=K) if pool is None else pool)
     if not pool:
         raise InputError("pool is empty; give candidate DraftRows (or None: candidate_pool())")
+    pool, k_pool = _design_rows(pool, None, "pool")
+    if k_pool != K:
+        raise InputError(f"the pool's rows carry {k_pool} path{'s' * (k_pool != 1)}; the design "
+                         f"is for K = {K} (paths)")
     visible = [r for r in reps if r.visible and r.law is not None]
     invisible = {r.name: r.caught_by for r in reps if not (r.visible and r.law is not None)}
     if not visible:

@@ -267,5 +267,5 @@ def point_mass_tv(n: int, power: float = 0.9) -> float:
     return -math.expm1(math.log1p(-power) / n) if n >= 1 else float("inf")
 
 
-__all__ = ["MAX_NONCENTRALITY", "MAX_ROW_DOF", "MAX_ROW_SAMPLES", "FamilyTest", "RowTest", "family", "family_power", "is_point_mass",
+__all__ = ["FamilyTest", "RowTest", "family", "family_power", "is_point_mass",
            "min_detectable_tv", "point_mass_tv", "row_chi_square", "samples_for_a_test"]
