@@ -144,3 +144,28 @@ def test_exact_law_defects_are_named(defect, kind):
         validate_law((stop, corr), 3, 2, 2, 4, True)
     assert err.value.kind == kind
     assert err.value.where == where
+
+
+def test_weighted_row_accumulation_is_the_sum_of_products():
+    """target[idx[j]] += w[j] rows[j]: in rationals the zero-weight rows are left out, which must
+    give the very Fractions of adding every product (repeated indices, zero weights, zero rows)."""
+    rows = _fractions((40, 3), seed=11)
+    w = _fractions((40,), seed=12)
+    w[::3] = Fraction(0)
+    idx = np.array([j % 7 for j in range(40)], dtype=np.int64)
+    base = _fractions((7, 3), seed=13)
+    want = base.copy()
+    for j in range(40):
+        for y in range(3):
+            want[idx[j], y] = want[idx[j], y] + w[j] * rows[j, y]
+    got = B.index_add_weighted(base.copy(), idx, w, rows)
+    assert _same(got, want)
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    wf, rf = rng.random(40), rng.random((40, 3))
+    wf[::3] = 0.0
+    t = torch.zeros(7, 3, dtype=torch.float64)
+    B.index_add_weighted(t, torch.as_tensor(idx), torch.as_tensor(wf), torch.as_tensor(rf))
+    ref = torch.zeros(7, 3, dtype=torch.float64).index_add_(
+        0, torch.as_tensor(idx), torch.as_tensor(wf).unsqueeze(-1) * torch.as_tensor(rf))
+    assert torch.equal(t, ref)

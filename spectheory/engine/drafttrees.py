@@ -841,8 +841,8 @@ def tree_block_law_enumerate(verifier, shape, q_levels, p_levels, V: int,
         tau_pmf[0] = tau_pmf[0] + Bk.sum(Bk.sum(wstop, axis=1), axis=0)
         node = Bk.zeros_like(drafts[:, :, 0])
         for i in range(L + 1):
-            contrib = Bk.expand_dims(wstop[:, :, i], -1) * law.correction[:, :, i, :]
-            Bk.index_add_rows(emitted[i], node.reshape(-1), contrib.reshape(n * K, V))
+            Bk.index_add_weighted(emitted[i], node.reshape(-1), wstop[:, :, i].reshape(-1),
+                                  law.correction[:, :, i, :].reshape(n * K, V))
             if i < L:
                 node = node * V + drafts[:, :, i]
         if progress is not None:

@@ -359,8 +359,8 @@ def multipath_block_law(verifier, q_levels, p_levels, V: int, L: int, K: int,
             law = validate_law(law, n, K, L, V, exact, drafts, name=spec.name)
         wstop = Bk.expand_dims(Bk.expand_dims(weight, 1), 2) * law.stop  # [n, K, L+1]
         tau_pmf[0] = tau_pmf[0] + Bk.sum(Bk.sum(wstop, axis=1), axis=0)
-        contrib = Bk.expand_dims(wstop, -1) * law.correction  # [n, K, L+1, V]
-        Bk.index_add_rows(emitted, nodes.reshape(-1), contrib.reshape(-1, V))
+        Bk.index_add_weighted(emitted, nodes.reshape(-1), wstop.reshape(-1),
+                              law.correction.reshape(-1, V))  # [n K (L+1), V]
         if progress is not None:
             progress(int(keep.shape[0]))
     offsets = [(V**i - 1) // (V - 1) if V > 1 else i for i in range(L + 2)]

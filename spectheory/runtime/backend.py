@@ -311,3 +311,14 @@ def index_add_rows(target: Array, idx: Array, values: Array) -> Array:
         return target
     np.add.at(target, np.asarray(idx), values)
     return target
+
+
+def index_add_weighted(target: Array, idx: Array, weight: Array, rows: Array) -> Array:
+    """target[idx[j]] += weight[j] * rows[j] for every j (``target`` [N, V], ``idx`` [M],
+    ``weight`` [M], ``rows`` [M, V]); in place. In rationals the rows of weight zero are left
+    out before the products: they add exact zeros, so the sums are the same Fractions."""
+    if is_exact(weight):
+        keep = np.flatnonzero(weight)  # truth of each Fraction: its numerator != 0
+        if len(keep) < len(weight):
+            idx, weight, rows = np.asarray(idx)[keep], weight[keep], rows[keep]
+    return index_add_rows(target, idx, expand_dims(weight, -1) * rows)
