@@ -916,10 +916,11 @@ def _design_rows(rows, paths, name: str = "rows") -> tuple[list[DraftRows], int]
         for nm, t in (("q", q), ("p", p)):
             if not bool(torch.isfinite(t).all()) or bool((t < 0).any()):
                 raise InputError(f"{name}[{i}] {nm} has a negative or non-finite entry")
-            if t.numel() and float((t.sum(-1) - 1.0).abs().max()) > ROW_TOL:
-                raise InputError(f"{name}[{i}] {nm} has a row summing to "
-                                 f"{float(t.sum(-1).flatten()[int((t.sum(-1) - 1.0).abs().argmax())])!r}"
-                                 f", not 1 (tolerance {ROW_TOL:g})")
+            sums = t.sum(-1).flatten()
+            if t.numel() and float((sums - 1.0).abs().max()) > ROW_TOL:
+                worst = float(sums[int((sums - 1.0).abs().argmax())])
+                raise InputError(f"{name}[{i}] {nm} has a row summing to {worst!r}, not 1 "
+                                 f"(tolerance {ROW_TOL:g})")
         if K is not None and k != K:
             raise InputError(f"{name}[{i}] has {k} path{'s' * (k != 1)} and {name}[0] {K}; one "
                              f"path count K for all rows")
