@@ -169,3 +169,24 @@ def test_weighted_row_accumulation_is_the_sum_of_products():
     ref = torch.zeros(7, 3, dtype=torch.float64).index_add_(
         0, torch.as_tensor(idx), torch.as_tensor(wf).unsqueeze(-1) * torch.as_tensor(rf))
     assert torch.equal(t, ref)
+
+
+@pytest.mark.parametrize("denominator", [1, 3, 12, 1000])
+def test_quantized_rows_are_the_largest_remainder_rounding(denominator):
+    """Each row becomes multiples of 1/D summing to exactly 1; the units left after flooring go to
+    the largest remainders, ties to the smaller index (rows with ties, zeros and one-hots)."""
+    from spectheory.inputs.random_instances import quantize_rows
+    rng = np.random.default_rng(denominator)
+    rows = rng.dirichlet(np.full(5, 0.7), size=60)
+    rows[:5] = np.eye(5)
+    rows[5] = 0.2
+    rows[6] = [0.5, 0.5, 0.0, 0.0, 0.0]
+    got = quantize_rows(rows, denominator)
+    for r in range(rows.shape[0]):
+        scaled = [float(v) * denominator for v in rows[r]]
+        floors = [int(np.floor(v)) for v in scaled]
+        short = denominator - sum(floors)
+        ranked = sorted(range(5), key=lambda y: (-(scaled[y] - floors[y]), y))
+        want = [Fraction(floors[y] + (y in ranked[:short]), denominator) for y in range(5)]
+        assert got[r].tolist() == want and all(type(v) is Fraction for v in got[r])
+        assert sum(want) == 1

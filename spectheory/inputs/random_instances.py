@@ -26,17 +26,21 @@ def quantize_rows(rows: np.ndarray, denominator: int) -> np.ndarray:
     base = np.floor(scaled).astype(np.int64)
     short = denominator - base.sum(axis=1)
     order = np.argsort(-(scaled - base), axis=1, kind="stable")
-    for r in range(rows.shape[0]):
-        base[r, order[r, : short[r]]] += 1
+    # the short[r] entries first in that order get one more unit: those of rank < short[r]
+    rank = np.empty_like(order)
+    np.put_along_axis(rank, order, np.broadcast_to(np.arange(order.shape[1]), order.shape),
+                      axis=1)
+    base += rank < short[:, None]
     return _as_fractions(base, denominator)
 
 
 def _as_fractions(counts: np.ndarray, denominator: int) -> np.ndarray:
-    out = np.empty(counts.shape, dtype=object)
-    flat = out.reshape(-1)
-    for k, c in enumerate(counts.reshape(-1)):
-        flat[k] = Fraction(int(c), denominator)
-    return out
+    """counts / denominator as Fractions, one Fraction built per distinct count."""
+    values, inverse = np.unique(counts.reshape(-1), return_inverse=True)
+    fractions = [Fraction(int(c), denominator) for c in values]
+    out = np.empty(counts.size, dtype=object)
+    out[:] = [fractions[j] for j in inverse.reshape(-1).tolist()]
+    return out.reshape(counts.shape)
 
 
 #: Rows drawn per call of the generator: a level's rows are written into one table chunk by
