@@ -190,3 +190,24 @@ def test_quantized_rows_are_the_largest_remainder_rounding(denominator):
         want = [Fraction(floors[y] + (y in ranked[:short]), denominator) for y in range(5)]
         assert got[r].tolist() == want and all(type(v) is Fraction for v in got[r])
         assert sum(want) == 1
+
+
+def test_safe_div_in_rationals_is_the_division_of_fractions():
+    """num / den where den != 0, else the fallback: zero numerators, denominators of 1 and 2, and
+    integer denominators that are not 1 give what dividing every Fraction gives."""
+    num = _fractions((6, 5), seed=21)
+    num[:, 0] = Fraction(0)
+    den = _fractions((6, 1), seed=22)
+    den[0, 0], den[1, 0], den[2, 0], den[3, 0] = Fraction(1), Fraction(0), Fraction(2), \
+        Fraction(-1)
+    fallback = _fractions((6, 5), seed=23)
+    got = B.safe_div(num, den, fallback)
+    want = np.empty((6, 5), dtype=object)
+    for r in range(6):
+        for y in range(5):
+            want[r, y] = fallback[r, y] if den[r, 0] == 0 else num[r, y] / den[r, 0]
+    assert _same(got, want)
+    mixed = np.array([0, Fraction(1, 2), 0.5], dtype=object)  # numpy's rules: int / F is F
+    got = B.safe_div(mixed, np.array([Fraction(1), Fraction(3), Fraction(2)], dtype=object),
+                     Fraction(0))
+    assert _same(got, np.array([Fraction(0), Fraction(1, 6), 0.25], dtype=object))

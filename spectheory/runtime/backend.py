@@ -118,9 +118,24 @@ def safe_div(num: Array, den: Array, fallback) -> Array:
         return where(zero, fallback, num / safe)
     safe = np.where(zero, scalar(den, 1), den)
     if is_exact(den):
-        return where(zero, fallback, num / safe.astype(object))
+        return where(zero, fallback, fraction_quotients(num, safe.astype(object)))
     with float_errors():
         return where(zero, fallback, num / safe)
+
+
+def fraction_quotients(num, den) -> np.ndarray:
+    """num / den elementwise (broadcast; ``den`` an object array without zeros). Where every
+    entry is a Fraction, a zero numerator and a denominator of 1 give the numerator itself, the
+    very Fraction the division gives (half of the exact engine's divisions are of a residual's
+    zero entries); other entries keep numpy's rules."""
+    n, d = np.broadcast_arrays(np.asarray(num), den)
+    nl, dl = n.reshape(-1).tolist(), d.reshape(-1).tolist()
+    if set(map(type, nl)) - {Fraction} or set(map(type, dl)) - {Fraction}:
+        return num / den
+    out = np.empty(len(nl), dtype=object)
+    out[:] = [x if x.numerator == 0 or (y.denominator == 1 and y.numerator == 1) else x / y
+              for x, y in zip(nl, dl)]
+    return out.reshape(n.shape)
 
 
 def sum(a: Array, axis: int, keepdims: bool = False) -> Array:  # noqa: A001 - mirrors numpy
