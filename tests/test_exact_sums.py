@@ -211,3 +211,26 @@ def test_safe_div_in_rationals_is_the_division_of_fractions():
     got = B.safe_div(mixed, np.array([Fraction(1), Fraction(3), Fraction(2)], dtype=object),
                      Fraction(0))
     assert _same(got, np.array([Fraction(0), Fraction(1, 6), 0.25], dtype=object))
+
+
+def test_traversal_tree_law_in_rationals_has_fraction_entries_only():
+    """traversal-tree on exact rows whose zeros and ones are Python ints (numpy's where writes
+    them so) gives the law of the same rows as Fractions: the same values, and a stop table of
+    Fractions only (its column writes turn an int into a Fraction as value + 0 does; correction
+    rows the walk leaves alone are the rows handed in)."""
+    from spectheory.engine.joint import path_tables, sorted_tuples
+    from spectheory.engine.seqtree import levels
+    from spectheory.inputs.random_instances import random_instance
+    from spectheory.verifiers.traversal import traversal_tree
+    inst = random_instance(3, 2, 4, denominator=12)
+    ql, pl = levels(inst.draft, 0, 2, True, "cpu"), levels(inst.target, 0, 3, True, "cpu")
+    tok, q, p, _ = path_tables(ql, pl, 2, 3)
+    seq = sorted_tuples(9, 2)
+    d, qq, pp = tok[seq], q[seq], p[seq]
+    as_ints = [np.where(a == 0, 0, np.where(a == 1, 1, a)) for a in (qq, pp)]
+    assert any(type(v) is int for v in as_ints[0].reshape(-1).tolist())
+    want = traversal_tree(d, qq, pp)
+    got = traversal_tree(d, *as_ints)
+    assert _same(got.stop, want.stop)
+    assert set(map(type, got.stop.reshape(-1).tolist())) == {Fraction}
+    assert got.correction.tolist() == want.correction.tolist()

@@ -43,6 +43,8 @@ drafting (a test).
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from ..runtime import backend as B
 from ..law import Law, MultiLaw
 from ..registry import VerifierSpec
@@ -290,9 +292,17 @@ def _set_cols(x, col, value):
     ks = B.broadcast_to(B.expand_dims(B.arange(K, col), 0), tuple(hit.shape))  # [N, K]
     pos = B.sum(B.where(hit, ks, B.zeros_like(ks)), axis=1)  # [N]: k with col[k] = n, else 0
     any_hit = B.sum(B.to_int(hit), axis=1) > 0
-    src = B.take_along(value + B.scalar(value, 0),
+    src = B.take_along(_plus_zero(value),
                        B.broadcast_to(B.expand_dims(pos, 0), (Bsz, N)), axis=1)  # [B, N]
     return B.where(B.expand_dims(any_hit, 0), src, x)
+
+
+def _plus_zero(value):
+    """value + 0: -0.0 becomes 0.0 and an exact int entry a Fraction; an exact array of Fractions
+    only is already its own value + 0 (the same Fractions, without an addition each)."""
+    if B.is_exact(value) and not set(map(type, value.reshape(-1).tolist())) - {Fraction}:
+        return value
+    return value + B.scalar(value, 0)
 
 
 def _parent_of(reps, k, depth, L: int):
