@@ -234,3 +234,21 @@ def test_traversal_tree_law_in_rationals_has_fraction_entries_only():
     assert _same(got.stop, want.stop)
     assert set(map(type, got.stop.reshape(-1).tolist())) == {Fraction}
     assert got.correction.tolist() == want.correction.tolist()
+
+
+@pytest.mark.parametrize("other", ["array", "column", "zero", "half", "float", "int-array"])
+def test_minimum_and_maximum_in_rationals_are_numpys(other):
+    """minimum, maximum and positive_part of Fractions (ties, zeros, negatives, broadcasting)
+    are numpy's object minimum and maximum: the same Fractions (of the first operand on a tie),
+    and numpy's own rules where an operand is not a Fraction."""
+    a = _fractions((6, 4), seed=31)
+    a[0, :] = [Fraction(1, 2), Fraction(-1, 2), Fraction(0), Fraction(2, 4)]
+    b = {"array": _fractions((6, 4), seed=32), "column": _fractions((6, 1), seed=33),
+         "zero": 0, "half": Fraction(1, 2), "float": 0.25,
+         "int-array": np.arange(4) - 1}[other]
+    bn = b if isinstance(b, np.ndarray) else Fraction(b)
+    assert _same(B.minimum(a, b), np.minimum(a, bn))
+    assert _same(B.maximum(a, b), np.maximum(a, bn))
+    assert _same(B.positive_part(a), np.maximum(a, Fraction(0)))
+    tie = np.array([Fraction(1, 3)], dtype=object)
+    assert B.minimum(tie, np.array([Fraction(2, 6)], dtype=object))[0] is tie[0]

@@ -79,7 +79,9 @@ def minimum(a: Array, b) -> Array:
             return torch.clamp(a, max=b)
         return torch.minimum(a, b)
     if is_exact(a):
-        return np.minimum(a, b if isinstance(b, np.ndarray) else Fraction(b))
+        b = b if isinstance(b, np.ndarray) else Fraction(b)
+        out = _fraction_pick(a, b, lower=True)
+        return np.minimum(a, b) if out is None else out
     with float_errors():  # NaN propagates, as torch's
         return np.minimum(a, b)
 
@@ -90,9 +92,50 @@ def maximum(a: Array, b) -> Array:
             return torch.clamp(a, min=b)
         return torch.maximum(a, b)
     if is_exact(a):
-        return np.maximum(a, b if isinstance(b, np.ndarray) else Fraction(b))
+        b = b if isinstance(b, np.ndarray) else Fraction(b)
+        out = _fraction_pick(a, b, lower=False)
+        return np.maximum(a, b) if out is None else out
     with float_errors():
         return np.maximum(a, b)
+
+
+def _fraction_pick(a: np.ndarray, b, lower: bool) -> np.ndarray | None:
+    """numpy.minimum (``lower``) or numpy.maximum of an object array ``a`` and ``b`` (an array
+    or a Fraction), broadcast, when every entry is a Fraction, else None (numpy's own then). As
+    numpy's object loop, each entry is x where x <= y (x >= y), else y, the entries themselves;
+    x <= y is compared as x.num * y.den <= y.num * x.den (denominators are positive), integer
+    products instead of a Fraction comparison call each. None for a 0-d result (numpy's is a
+    scalar)."""
+    if isinstance(b, np.ndarray):
+        if b.dtype != object:
+            return None
+        x, y = np.broadcast_arrays(a, b)
+        if x.ndim == 0:
+            return None
+        xs, ys = x.reshape(-1).tolist(), y.reshape(-1).tolist()
+        if set(map(type, xs)) - {Fraction} or set(map(type, ys)) - {Fraction}:
+            return None
+        if lower:
+            picked = [u if u.numerator * v.denominator <= v.numerator * u.denominator else v
+                      for u, v in zip(xs, ys)]
+        else:
+            picked = [u if u.numerator * v.denominator >= v.numerator * u.denominator else v
+                      for u, v in zip(xs, ys)]
+    else:
+        if a.ndim == 0:
+            return None
+        xs = a.reshape(-1).tolist()
+        if set(map(type, xs)) - {Fraction}:
+            return None
+        x = a
+        bn, bd = b.numerator, b.denominator
+        if lower:
+            picked = [u if u.numerator * bd <= bn * u.denominator else b for u in xs]
+        else:
+            picked = [u if u.numerator * bd >= bn * u.denominator else b for u in xs]
+    out = np.empty(len(picked), dtype=object)
+    out[:] = picked
+    return out.reshape(x.shape)
 
 
 def positive_part(a: Array) -> Array:
