@@ -105,8 +105,8 @@ def test_exact_laws_are_accepted_as_they_are():
 
 @pytest.mark.parametrize("defect, kind", [
     ("negative-compensated", "negative"), ("one-ulp-over", "correction-sum"),
-    ("stop-short", "stop-sum"), ("correction-short", "correction-sum"), ("float", "not-exact"), ("bool", "not-exact"),
-    ("negative-stop", "negative")])
+    ("stop-short", "stop-sum"), ("correction-short", "correction-sum"),
+    ("float", "not-exact"), ("bool", "not-exact"), ("negative-stop", "negative")])
 def test_exact_law_defects_are_named(defect, kind):
     """Every defect is refused with its kind and the offending entry, also where a row's sum
     stays exactly 1 (a negative entry balanced by a larger one)."""
@@ -252,3 +252,25 @@ def test_minimum_and_maximum_in_rationals_are_numpys(other):
     assert _same(B.positive_part(a), np.maximum(a, Fraction(0)))
     tie = np.array([Fraction(1, 3)], dtype=object)
     assert B.minimum(tie, np.array([Fraction(2, 6)], dtype=object))[0] is tie[0]
+
+
+@pytest.mark.parametrize("shapes", [((6, 4), (6, 4)), ((6, 1), (6, 4)), ((3, 1, 1), (3, 2, 5)),
+                                    ((5,), ())])
+def test_products_in_rationals_are_numpys(shapes):
+    """mul of Fractions with zeros and ones among the factors (either side, broadcast) gives the
+    Fractions numpy's product gives; other entries keep numpy's rules; floats are a * b."""
+    sa, sb = shapes
+    a = _fractions(sa, seed=41)
+    a.reshape(-1)[::3] = Fraction(0)
+    a.reshape(-1)[1::4] = Fraction(1)
+    b = _fractions(sb, seed=42) if sb else np.array(Fraction(2, 3), dtype=object)
+    if sb:
+        b.reshape(-1)[::5] = Fraction(1)
+        b.reshape(-1)[2::5] = Fraction(0)
+    assert _same(B.mul(a, b), a * b)
+    assert _same(B.mul(b, a), b * a)
+    mixed = np.array([0, Fraction(1, 2), 1, 0.5], dtype=object)
+    fr = np.array([Fraction(1, 3), Fraction(1), Fraction(0), Fraction(3)], dtype=object)
+    assert _same(B.mul(mixed, fr), mixed * fr)
+    x = np.random.default_rng(1).random((4, 3))
+    assert np.array_equal(B.mul(x, x[:, :1]), x * x[:, :1])

@@ -837,7 +837,7 @@ def tree_block_law_enumerate(verifier, shape, q_levels, p_levels, V: int,
         if point:
             q = Bk.one_hot(drafts, V, q)
         law = validate_law(spec.law(drafts, q, p), n, K, L, V, exact, drafts, name=spec.name)
-        wstop = Bk.expand_dims(Bk.expand_dims(weight, 1), 2) * law.stop  # [n, K, L+1]
+        wstop = Bk.mul(Bk.expand_dims(Bk.expand_dims(weight, 1), 2), law.stop)  # [n, K, L+1]
         tau_pmf[0] = tau_pmf[0] + Bk.sum(Bk.sum(wstop, axis=1), axis=0)
         node = Bk.zeros_like(drafts[:, :, 0])
         for i in range(L + 1):

@@ -357,7 +357,7 @@ def multipath_block_law(verifier, q_levels, p_levels, V: int, L: int, K: int,
             law = spec.law(drafts, q, p)
         if exact or not _law_ok(law, n, K, L, V, ROW_SUM_TOL):
             law = validate_law(law, n, K, L, V, exact, drafts, name=spec.name)
-        wstop = Bk.expand_dims(Bk.expand_dims(weight, 1), 2) * law.stop  # [n, K, L+1]
+        wstop = Bk.mul(Bk.expand_dims(Bk.expand_dims(weight, 1), 2), law.stop)  # [n, K, L+1]
         tau_pmf[0] = tau_pmf[0] + Bk.sum(Bk.sum(wstop, axis=1), axis=0)
         Bk.index_add_weighted(emitted, nodes.reshape(-1), wstop.reshape(-1),
                               law.correction.reshape(-1, V))  # [n K (L+1), V]

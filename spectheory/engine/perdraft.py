@@ -100,14 +100,14 @@ def block_output_law(verifier, q_levels, p_levels, V: int, L: int,
                            drafts.shape[0], 1, L, V, exact, Bk.expand_dims(drafts, 1), name=spec.name)
         stop, correction = law.stop[:, 0], law.correction[:, 0]
         weight = qpath[f0:f0 + chunk]
-        wstop = Bk.expand_dims(weight, 1) * stop  # [B, L+1]
+        wstop = Bk.mul(Bk.expand_dims(weight, 1), stop)  # [B, L+1]
         seg = V**L
         part = _segment_sum(wstop, seg, chunk)
         r0 = f0 // seg
         tau_pmf[r0:r0 + part.shape[0]] += part
         for i in range(L + 1):
             seg = V ** (L - i)
-            contrib = Bk.expand_dims(wstop[:, i], 1) * correction[:, i, :]
+            contrib = Bk.mul(Bk.expand_dims(wstop[:, i], 1), correction[:, i, :])
             part = _segment_sum(contrib, seg, chunk)
             r0 = f0 // seg
             emitted[i + 1][r0:r0 + part.shape[0]] += part

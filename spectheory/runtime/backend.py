@@ -166,6 +166,23 @@ def safe_div(num: Array, den: Array, fallback) -> Array:
         return where(zero, fallback, num / safe)
 
 
+def mul(a: Array, b: Array) -> Array:
+    """a * b elementwise (broadcast). In rationals a zero factor gives that zero and a factor
+    of 1 the other factor, the very Fractions the product gives (most of the engine's stop
+    masses and many correction entries are zeros); otherwise, and on floats, ``a * b``."""
+    if is_exact(a) and is_exact(b):
+        x, y = np.broadcast_arrays(a, b)
+        if x.ndim:
+            xs, ys = x.reshape(-1).tolist(), y.reshape(-1).tolist()
+            if not (set(map(type, xs)) - {Fraction} or set(map(type, ys)) - {Fraction}):
+                out = np.empty(len(xs), dtype=object)
+                out[:] = [u if u.numerator == 0 or (v.numerator == 1 and v.denominator == 1)
+                          else v if v.numerator == 0 or (u.numerator == 1 and u.denominator == 1)
+                          else u * v for u, v in zip(xs, ys)]
+                return out.reshape(x.shape)
+    return a * b
+
+
 def fraction_quotients(num, den) -> np.ndarray:
     """num / den elementwise (broadcast; ``den`` an object array without zeros). Where every
     entry is a Fraction, a zero numerator and a denominator of 1 give the numerator itself, the
@@ -379,4 +396,4 @@ def index_add_weighted(target: Array, idx: Array, weight: Array, rows: Array) ->
         keep = np.flatnonzero(weight)  # truth of each Fraction: its numerator != 0
         if len(keep) < len(weight):
             idx, weight, rows = np.asarray(idx)[keep], weight[keep], rows[keep]
-    return index_add_rows(target, idx, expand_dims(weight, -1) * rows)
+    return index_add_rows(target, idx, mul(expand_dims(weight, -1), rows))
