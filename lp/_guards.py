@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from spectheory.bounds import check_paths as bounds_check_paths
 from spectheory.bounds import shown
 from spectheory.inputs.instances import Instance
 from spectheory.runtime import limits
-from spectheory.runtime.errors import InstanceError, SizeLimitError
+from spectheory.runtime.errors import InstanceError, OptionError, SizeLimitError
 
 from .result import LPError
 
@@ -27,13 +28,13 @@ def check_instance(instance, what: str) -> None:
 
 
 def check_paths(paths) -> int:
-    """K: a Python or numpy integer >= 1 (bools, floats and strings refused, never rounded)."""
-    if isinstance(paths, (bool, np.bool_)) or not isinstance(paths, (int, np.integer)):
-        raise LPError(f"paths = {shown(paths)} must be a positive integer, not a "
-                      f"{type(paths).__name__}")
-    if paths < 1:
-        raise LPError(f"paths = {shown(paths)} must be a positive integer")
-    return int(paths)
+    """K: a Python or numpy integer >= 1 (bools, floats and strings refused, never rounded):
+    [`spectheory.bounds.check_paths`][spectheory.bounds.check_paths]'s check, its refusal
+    raised as an `LPError` with the same line."""
+    try:
+        return bounds_check_paths(paths)
+    except OptionError as err:
+        raise LPError(str(err)) from None
 
 
 def check_flag(value, name: str) -> bool:
