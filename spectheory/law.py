@@ -36,6 +36,7 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 from .runtime._lazy import is_tensor, torch
+from .runtime.backend import all_fractions
 
 from .runtime.errors import InputError, SpectheoryError
 
@@ -132,7 +133,7 @@ def _fractions_ok(stop, corr, batch: int, vocab: int) -> bool:
     srows = stop.reshape(batch, -1).tolist()
     crows = corr.reshape(-1, vocab).tolist()
     for rows in (srows, crows):
-        if set(map(type, itertools.chain.from_iterable(rows))) != {Fraction}:
+        if not all_fractions(itertools.chain.from_iterable(rows)):  # rows are not empty
             return False
     return _rows_ok(srows) and _rows_ok(crows)
 

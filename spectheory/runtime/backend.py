@@ -99,6 +99,13 @@ def maximum(a: Array, b) -> Array:
         return np.maximum(a, b)
 
 
+def all_fractions(*seqs) -> bool:
+    """Whether every item of every iterable in ``seqs`` is of type Fraction exactly (not an int,
+    a bool, a float or a subclass): where this holds, the rational shortcuts of this module give
+    the very Fractions numpy's object loops give; elsewhere they leave the work to numpy."""
+    return not builtins.any(set(map(type, s)) - {Fraction} for s in seqs)
+
+
 def _fraction_pick(a: np.ndarray, b, lower: bool) -> np.ndarray | None:
     """numpy.minimum (``lower``) or numpy.maximum of an object array ``a`` and ``b`` (an array
     or a Fraction), broadcast, when every entry is a Fraction, else None (numpy's own then). As
@@ -113,7 +120,7 @@ def _fraction_pick(a: np.ndarray, b, lower: bool) -> np.ndarray | None:
         if x.ndim == 0:
             return None
         xs, ys = x.reshape(-1).tolist(), y.reshape(-1).tolist()
-        if set(map(type, xs)) - {Fraction} or set(map(type, ys)) - {Fraction}:
+        if not all_fractions(xs, ys):
             return None
         if lower:
             picked = [u if u.numerator * v.denominator <= v.numerator * u.denominator else v
@@ -125,7 +132,7 @@ def _fraction_pick(a: np.ndarray, b, lower: bool) -> np.ndarray | None:
         if a.ndim == 0:
             return None
         xs = a.reshape(-1).tolist()
-        if set(map(type, xs)) - {Fraction}:
+        if not all_fractions(xs):
             return None
         x = a
         bn, bd = b.numerator, b.denominator
@@ -174,7 +181,7 @@ def mul(a: Array, b: Array) -> Array:
         x, y = np.broadcast_arrays(a, b)
         if x.ndim:
             xs, ys = x.reshape(-1).tolist(), y.reshape(-1).tolist()
-            if not (set(map(type, xs)) - {Fraction} or set(map(type, ys)) - {Fraction}):
+            if all_fractions(xs, ys):
                 out = np.empty(len(xs), dtype=object)
                 out[:] = [u if u.numerator == 0 or (v.numerator == 1 and v.denominator == 1)
                           else v if v.numerator == 0 or (u.numerator == 1 and u.denominator == 1)
@@ -190,7 +197,7 @@ def fraction_quotients(num, den) -> np.ndarray:
     zero entries); other entries keep numpy's rules."""
     n, d = np.broadcast_arrays(np.asarray(num), den)
     nl, dl = n.reshape(-1).tolist(), d.reshape(-1).tolist()
-    if set(map(type, nl)) - {Fraction} or set(map(type, dl)) - {Fraction}:
+    if not all_fractions(nl, dl):
         return num / den
     out = np.empty(len(nl), dtype=object)
     out[:] = [x if x.numerator == 0 or (y.denominator == 1 and y.numerator == 1) else x / y
@@ -238,7 +245,7 @@ def fraction_sums(rows: list) -> list | None:
     products and additions, one Fraction (one gcd) per row, instead of a Fraction and its gcds per
     addition (rows of two are added as Fractions, which is as fast). Fractions are kept in lowest
     terms, so this is the very Fraction a running sum gives."""
-    if set(map(type, itertools.chain.from_iterable(rows))) - {Fraction}:
+    if not all_fractions(itertools.chain.from_iterable(rows)):
         return None
     if not rows or len(rows[0]) <= 2:
         return [row[0] + row[1] if len(row) == 2 else row[0] for row in rows]

@@ -43,7 +43,6 @@ drafting (a test).
 
 from __future__ import annotations
 
-from fractions import Fraction
 
 from ..runtime import backend as B
 from ..law import Law, MultiLaw
@@ -300,7 +299,7 @@ def _set_cols(x, col, value):
 def _plus_zero(value):
     """value + 0: -0.0 becomes 0.0 and an exact int entry a Fraction; an exact array of Fractions
     only is already its own value + 0 (the same Fractions, without an addition each)."""
-    if B.is_exact(value) and not set(map(type, value.reshape(-1).tolist())) - {Fraction}:
+    if B.is_exact(value) and B.all_fractions(value.reshape(-1).tolist()):
         return value
     return value + B.scalar(value, 0)
 
