@@ -328,8 +328,14 @@ class SamplingParams:
                     or any(not f and v != -math.inf for _, v, f in self.logit_bias))
 
     def stateless(self) -> "SamplingParams":
-        """The same temperature, top-k, top-p, min-p and order without the stateful part."""
-        return SamplingParams(self.temperature, self.top_k, self.top_p, self.min_p, self.order)
+        """The same temperature, top-k, top-p, min-p and order without the stateful part
+        (built once per parameters object: `process_rows` asks for it on every call)."""
+        cached = self.__dict__.get("_stateless")
+        if cached is None:
+            cached = SamplingParams(self.temperature, self.top_k, self.top_p, self.min_p,
+                                    self.order)
+            object.__setattr__(self, "_stateless", cached)  # not a field: eq, hash, repr
+        return cached  # and dataclasses.replace ignore it
 
     def exact_power(self) -> int | None:
         """n with temperature = 1/n (1 for temperature 1), None when greedy; raises
@@ -648,12 +654,14 @@ def keep_mask(x, params: SamplingParams):
     return B.unsort(keep, order)
 
 
-def _check_sums(x) -> None:
+def _check_sums(x, total=None) -> None:
     """Refuse a row of x [N, V] (probabilities, float or Fraction) whose sum is not 1 within
-    `ROW_SUM_TOL` (Fraction rows converted from floats sum to 1 within rounding, not exactly)."""
+    `ROW_SUM_TOL` (Fraction rows converted from floats sum to 1 within rounding, not exactly).
+    ``total`` [N, 1]: the row sums when the caller has them already (``B.sum(x, -1, True)``)."""
     if len(x.shape) != 2:
         raise SamplingError(f"rows must have shape [N, V], not {list(x.shape)}")
-    total = B.sum(x, axis=-1, keepdims=True)
+    if total is None:
+        total = B.sum(x, axis=-1, keepdims=True)
     off = abs(total - 1) > (Fraction(ROW_SUM_TOL) if B.is_exact(x) else ROW_SUM_TOL)
     if bool(off.any()):
         r = _first(off, 1)[0]
@@ -707,7 +715,7 @@ def _validate(x, inputs: str, exact: bool):
         if (total == 0).any():
             raise SamplingError(f"row {_first(total == 0, 1)[0]} has no probability mass "
                                 f"(all zeros)")
-        _check_sums(x)
+        _check_sums(x, total)
         return x / total
     nan = torch.isnan(x) if B.is_torch(x) else np.isnan(x)
     if bool(nan.any()):
@@ -731,7 +739,7 @@ def _validate(x, inputs: str, exact: bool):
     if bool((total == 0).any()):
         raise SamplingError(f"row {_first(total == 0, 1)[0]} has no probability mass "
                             f"(all zeros)")
-    _check_sums(x)
+    _check_sums(x, total)
     return x / total
 
 

@@ -330,6 +330,10 @@ class TokenAutomaton:
         if len(states) != len(tokens):
             raise GrammarError(f"{self.name}: {len(states)} states and {len(tokens)} tokens; "
                                f"step takes one token per state")
+        return self._step(states, tokens)
+
+    def _step(self, states: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+        """`step` on ``states`` [N] and ``tokens`` [N] already checked (int64, in range)."""
         out = np.full(len(states), -1, dtype=np.int64)
         for s in np.unique(states):
             if s < 0:
@@ -352,8 +356,8 @@ class TokenAutomaton:
         """States [N] reached from 0 by each row of ``history`` [N, n] (token ids in 0..V-1)."""
         history = self._check_tokens(history, "history", 2)
         states = np.zeros(history.shape[0], dtype=np.int64)
-        for j in range(history.shape[1]):
-            states = self.step(states, history[:, j])
+        for j in range(history.shape[1]):  # checked once: each step's states are -1 or reached
+            states = self._step(states, history[:, j])
         return states
 
     def accepts_prefix(self, tokens: Sequence[int]) -> bool:
@@ -550,18 +554,21 @@ def apply_logits(logits, sp, history):
     N, V = logits.shape
     h = _np_history(history, N, V)
     allowed = mask(sp, h, V)
-    add = np.zeros((N, V), dtype=np.float64)
+    add = 0.0  # x + 0.0 (as x + an array of zeros: -0.0 becomes 0.0) with no additive bias
     for t, v, is_factor in sp.logit_bias:
         if v == -math.inf:
             continue
+        if isinstance(add, float):
+            add = np.zeros((N, V), dtype=np.float64)
         add[:, t] += math.log(v) if is_factor else float(v)
-    c = counts(h, V) if h.shape[1] else np.zeros((N, V), dtype=np.int64)
-    seen = c > 0
     rep = float(sp.repetition_penalty)
     freq, pres = float(sp.frequency_penalty), float(sp.presence_penalty)
+    if rep != 1 or freq or pres:  # the counts are read by the penalties only (h is checked)
+        c = counts(h, V) if h.shape[1] else np.zeros((N, V), dtype=np.int64)
+        seen = c > 0
     torch_out = is_tensor(logits)
     x = logits.detach().cpu().numpy().astype(np.float64) if torch_out else \
-        np.array(logits, dtype=np.float64)
+        np.asarray(logits, dtype=np.float64)  # every step below makes a new array
     if allowed is not None:
         x = np.where(allowed, x, -np.inf)
     x = x + add

@@ -408,6 +408,55 @@ class _Rows:
             self.cache[key] = r
         return r
 
+    def fill(self, specs) -> None:
+        """Compute the rows of ``specs`` [(which, model_hist, params, history)] missing from the
+        cache with one `process_rows` call per (parameters, history length): process_rows
+        works row by row along the last axis, so each row is the one `row` computes alone. A
+        group that raises is left out, for `row` to raise its line in the enumeration's
+        order."""
+        groups: dict = {}
+        for which, model_hist, params, history in specs:
+            key = (which, model_hist, _key(params), history)
+            if key in self.cache:
+                continue
+            if params is None:
+                self.row(which, model_hist, params, history)
+                continue
+            todo = groups.setdefault((key[2], len(history)), (params, {}))[1]
+            todo.setdefault(key, (which, model_hist, history))
+        for (_, m), (params, todo) in groups.items():
+            try:
+                raw = np.stack([np.asarray((self.inst.target if w == "target" else
+                                            self.inst.draft).conditional(mh),
+                                           dtype=np.float64).reshape(self.V)
+                                for w, mh, _ in todo.values()])
+                h = np.asarray([hh for _, _, hh in todo.values()],
+                               dtype=np.int64).reshape(len(todo), m)
+                out = np.asarray(process_rows(raw, params, history=h), dtype=np.float64)
+            except Exception:  # noqa: BLE001 - `row` raises it again, one row at a time
+                continue
+            for key, r in zip(todo, out):
+                self.cache[key] = r
+
+
+def _prefetch(rule: Rule, rows: _Rows, ctx: tuple, state, L: int, sp, dp) -> None:
+    """Fill ``rows`` with every row `_step_outcomes` reads from ``ctx``, level by level of the
+    draft tree (the drafts of positive probability), a few `process_rows` calls in all."""
+    frontier = [()]
+    for _ in range(L):
+        specs = [("draft", ctx + d) + tuple(rule.draft(ctx, d, state, sp, dp)) for d in frontier]
+        rows.fill(specs)
+        nxt = []
+        for d, (which, model_hist, params, h) in zip(frontier, specs):
+            q = rows.cache.get((which, model_hist, _key(params), h))
+            if q is None:  # a row that raises: the enumeration meets it in its own order
+                return
+            law = _argmax_row(q) if rule.pick == "argmax" else q
+            nxt.extend(d + (x,) for x in range(rows.V) if law[x] > 0)
+        frontier = nxt
+    rows.fill([("target", ctx + d[:j]) + tuple(rule.verify(ctx, d, j, state, sp, dp))
+               for d in frontier for j in range(L + 1)])
+
 
 def _argmax_row(r: np.ndarray) -> np.ndarray:
     out = np.zeros_like(r)
@@ -419,6 +468,7 @@ def _step_outcomes(rule: Rule, rows: _Rows, ctx: tuple, state, L: int, sp, dp):
     """{(emitted block, new state): probability} of one step of ``rule`` from ``ctx``."""
     V = rows.V
     out: dict = {}
+    _prefetch(rule, rows, ctx, state, L, sp, dp)
 
     def add(block, mass, d):
         if mass <= 0:
