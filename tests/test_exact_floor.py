@@ -93,13 +93,15 @@ def _counting(monkeypatch):
     ran and that their values were used, not the torch route's after a failed screen)."""
     mod = nodes_mod._kernel_module()
     calls = {}
-    for name in ("block_last", "token_last", "output_top"):
+    screening = ("block_level", "token_level", "block_last", "token_last", "output_top")
+    for name in screening + ("block_scan", "token_scan", "output_level"):
         f = getattr(mod, name)
 
         def spy(*args, f=f, name=name):
             calls[name] = calls.get(name, 0) + 1
             ok = f(*args)
-            calls.setdefault("screens", []).append(bool(ok))
+            if name in screening:
+                calls.setdefault("screens", []).append(bool(ok))
             return ok
 
         monkeypatch.setattr(mod, name, spy)
@@ -112,11 +114,16 @@ def test_analysis_bit_for_bit(key, verifier, small, monkeypatch):
     inst = INSTANCES[key]
     calls = _counting(monkeypatch)
     fast = analyze(inst, verifier, exact=False, backend="torch")
+    L = inst.block_length
     assert calls.get(f"{verifier}_last") == 1 and calls.get("output_top", 0) >= 1
+    # every depth above L-1 stepped, scanned and carried into the output law by a kernel
+    assert calls.get(f"{verifier}_level") == calls.get(f"{verifier}_scan") == L - 1
+    assert calls.get("output_level") == L - 1
     assert all(calls["screens"])  # the kernels' values, not a rerun of the torch route
     _torch_route(monkeypatch)
     slow = analyze(inst, verifier, exact=False, backend="torch")
     assert calls.get(f"{verifier}_last") == 1  # the torch route did not call them
+    assert calls.get(f"{verifier}_level") == L - 1
     assert fast.tau_pmf == slow.tau_pmf
     assert _eq(fast.tau_pmf, slow.tau_pmf)
     assert _eq([fast.tv_to_target], [slow.tv_to_target])
@@ -213,27 +220,8 @@ def test_split_subtrees_bit_for_bit(verifier, small, monkeypatch):
 def _law_with(kernels, form, inst):
     V, L = inst.vocab_size, inst.block_length
     ql, pl = levels(inst.draft, 0, L, False), levels(inst.target, 0, L + 1, False)
-    law = nodes_mod._compiled_last_levels(
-        kernels, form, ql, pl, V, L, None, *_inputs_at_last(form, ql, pl, V, L), "v")
+    law = nodes_mod._compiled_route(kernels, form, ql, pl, V, L, None, "v")
     return law, node_block_law(form, ql, pl, V, L, compiled=False)
-
-
-def _inputs_at_last(form, ql, pl, V, L):
-    """What node_block_law hands the kernels: the quantities leading into depth L-1 and the
-    lists of the shallower depths (the torch route's own, by running it to depth L-2)."""
-    masses, weights, corrs, is_p = [], [], [], []
-    state = px = qx = None
-    mass = torch.ones(1, dtype=torch.float64)
-    for d in range(L - 1):
-        state, w, c = form.step(state, px, qx, ql[d], pl[d])
-        masses.append(mass)
-        weights.append(w)
-        corrs.append(c)
-        is_p.append(c is pl[d])
-        px, qx = pl[d].reshape(-1), ql[d].reshape(-1)
-        state = None if state is None else nodes_mod._repeat(state, V)
-        mass = (mass.unsqueeze(1) * ql[d]).reshape(-1)
-    return state, px, qx, mass, masses, weights, corrs, is_p
 
 
 @pytest.mark.parametrize("verifier", ["token", "block"])
@@ -317,28 +305,34 @@ def test_threshold(monkeypatch):
     assert compiled_kernels(BLOCK_NODE, pl[2], 8) is not None
 
 
-def _unnormalised(verifier: str) -> Instance:
-    """Target rows at depth L-1 that do not sum to 1 and make the residual zero (block: p =
+def _unnormalised(depth: int, row: int) -> Instance:
+    """A target row at ``depth`` that does not sum to 1 and makes the residual zero (block: p =
     q / 2, so w p <= q; token: p = q / 2 too, so max(p - q, 0) = 0): the correction falls back
     to the target row, whose sum 1/2 the validation refuses."""
     inst = random_instance(3, 3, 4)
     p = [t.copy() for t in inst.target.tables]
-    p[2][5] = inst.draft.tables[2][5] / 2
+    p[depth][row] = inst.draft.tables[depth][row] / 2
     return Instance(3, 3, TableModel(3, tuple(p)), inst.draft)
 
 
 @pytest.mark.parametrize("verifier", ["token", "block"])
-def test_failing_screen_reruns_torch_and_raises_its_diagnosis(verifier, small, monkeypatch):
-    inst = _unnormalised(verifier)
+@pytest.mark.parametrize("depth, row", [(2, 5), (1, 1)])
+def test_failing_screen_reruns_torch_and_raises_its_diagnosis(verifier, depth, row, small,
+                                                              monkeypatch):
+    """A bad row at depth L-1 fails the screen of the last levels' kernel; one at a shallower
+    depth fails the screen of that depth's kernel, and nothing deeper runs compiled."""
+    inst = _unnormalised(depth, row)
     calls = _counting(monkeypatch)
     with pytest.raises(LawError) as fast:
         analyze(inst, verifier, backend="torch")
-    assert calls.get(f"{verifier}_last") == 1 and calls["screens"] == [False]
+    assert calls["screens"] == [True] * depth + [False]
+    assert calls.get(f"{verifier}_last", 0) == (1 if depth == 2 else 0)
     _torch_route(monkeypatch)
     with pytest.raises(LawError) as slow:
         analyze(inst, verifier, backend="torch")
     assert str(fast.value) == str(slow.value)
-    assert fast.value.kind == "correction-sum" and "node 5" in str(fast.value)
+    assert fast.value.kind == "correction-sum" and f"node {row}" in str(fast.value)
+    assert f"depth {depth}" in str(fast.value)
 
 
 def _with_bad(inst, which: str, depth: int, row: int, value: float) -> Instance:
@@ -455,17 +449,22 @@ def test_row_sum_is_atens_order():
 
 
 @pytest.mark.parametrize("verifier", ["token", "block"])
-def test_negative_weight_fails_the_screen(verifier, small, monkeypatch):
-    """A negative target entry at depth L-1 makes the pass weight of its node at depth L
-    negative: the kernel's screen fails and the torch route names it."""
+@pytest.mark.parametrize("depth, row", [(2, 4), (0, 0)])
+def test_negative_weight_fails_the_screen(verifier, depth, row, small, monkeypatch):
+    """A negative target entry at depth d makes the weight of a child at depth d + 1 negative:
+    a kernel's screen fails and the torch route names it. At d = L-1 the last levels' kernel
+    screens it; at d = 0 token verification's pass weight a_1 is screened by the kernel of depth
+    1, while block verification's running weight w_1 is a state, not a weight that is screened
+    (as in the torch route): its effect shows in the weights at depth L."""
     inst = random_instance(3, 3, 4)
     p = [t.copy() for t in inst.target.tables]
-    p[2][4] = [-0.25, 0.75, 0.5]
+    p[depth][row] = [-0.25, 0.75, 0.5]
     inst = Instance(3, 3, TableModel(3, tuple(p)), inst.draft)
     calls = _counting(monkeypatch)
     with pytest.raises(LawError) as fast:
         analyze(inst, verifier, backend="torch")
-    assert calls["screens"] == [False]
+    first_bad = 1 if depth == 0 and verifier == "token" else 2  # index of the failing screen
+    assert calls["screens"] == [True] * first_bad + [False]
     _torch_route(monkeypatch)
     with pytest.raises(LawError) as slow:
         analyze(inst, verifier, backend="torch")

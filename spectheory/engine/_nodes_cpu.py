@@ -1,11 +1,14 @@
-"""Compiled CPU kernels (numba) for the deepest two levels of the per-node route of token and
-block verification, and for the last step of their output law.
+"""Compiled CPU kernels (numba) for the per-node route of token and block verification and for
+their output law.
 
 The same values as the torch route of [`node_block_law`][spectheory.engine.nodes.node_block_law] and
 [`node_output_law`][spectheory.engine.output.node_output_law] (``torch.equal``; a zero may carry
-another sign), in two passes over the deepest rows instead of about a dozen. Each kernel does, per
-node x of depth L-1 (a row of V entries), the operations of the torch route in the same order and
-with the same roundings:
+another sign), in two passes over the deepest rows instead of about a dozen, and one pass per
+shallower depth instead of about twenty small torch operations (`block_level` / `token_level` for
+the steps of depths d < L-1, `block_last` / `token_last` for depths L-1 and L, `block_scan` /
+`token_scan` for the stop masses up from depth L-2, `output_level` and `output_top` for the
+output law). Each kernel does, per node x (a row of V entries), the operations of the torch
+route in the same order and with the same roundings:
 
 * ``addcmul``: torch's ``addcmul`` rounds once where the CPU build contracts the product and the
   sum into a fused multiply-add (``fma``), twice otherwise; which one holds here is read off torch
@@ -273,6 +276,161 @@ def token_last(px, qx, q, p, mass, R_parent, lanes, tol,
         else:  # NaN or inf
             ok = False
     return ok and lo >= 0 and hi <= _bits(1.0 + tol)
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def block_level(state, px, qx, q, p, mass, root, lanes, fma_neg, tol,
+                h, corr, child_state, child_mass):  # pragma: no cover - compiled
+    """Block verification at n nodes of one depth d < L-1 (the step of the torch route, and what
+    is handed to the next depth).
+
+    In: ``state`` = w_{d-1} at each node's parent, ``px``, ``qx`` the drafted token's target and
+    draft probabilities, ``mass`` Q(x^d) [n] (``state``, ``px``, ``qx`` unread where ``root``:
+    the nodes are the roots, w = h = 1); ``q``, ``p`` the rows at the nodes [n, V]. Out: ``h`` =
+    h_d [n], ``corr`` = normalise(max(w_d p - q, 0)) [n, V] (p where the residual is zero),
+    ``child_state`` = w_d at each child [n V] and ``child_mass`` = Q(x^d) q(a|x^d) [n V]. Returns
+    False when a screen fails (the screens of `block_last` on h and the corrections)."""
+    n, V = q.shape
+    qf, pf, cf = q.reshape(-1), p.reshape(-1), corr.reshape(-1)
+    neg = np.empty(V)
+    half = tol / 2
+    ok = True
+    lo = 0  # least and largest bit patterns of the weights
+    hi = 0
+    for x in range(n):
+        w = 1.0 if root else _at_most_one(_ratio(px[x], qx[x]) * state[x])
+        m = mass[x]
+        row = _UINT(x * V)
+        for a in range(V):
+            i = row + _UINT(a)
+            qa = qf[i]
+            r = _mul_add(-pf[i], w, qa, fma_neg)
+            neg[a] = 0.0 if r > 0 else r
+            child_state[i] = w
+            child_mass[i] = m * qa
+        s = row_sum(neg, lanes)
+        S = -s
+        if root:
+            hx = 1.0
+        else:
+            den = S + (1.0 - w)
+            hx = 1.0 if den == 0 else S / den
+        h[x] = hx
+        b = _bits(hx + 0.0)
+        lo = min(lo, b)
+        hi = max(hi, b)
+        if s == 0:
+            for a in range(V):
+                cf[row + _UINT(a)] = pf[row + _UINT(a)]
+            ok &= _near_one(p[x], V, half)
+        elif s > -np.inf:
+            for a in range(V):
+                cf[row + _UINT(a)] = neg[a] / s
+        else:  # NaN or -inf
+            ok = False
+    return ok and lo >= 0 and hi <= _bits(1.0 + tol)
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def token_level(px, qx, q, p, mass, R_parent, root, lanes, tol,
+                a_out, R, corr, child_R, child_mass):  # pragma: no cover - compiled
+    """Token verification at n nodes of one depth d < L-1.
+
+    In: ``px``, ``qx`` [n] the drafted token's probabilities (unread where ``root``: a = 1),
+    ``mass`` Q(x^d) and ``R_parent`` R_{d-1} at each node's parent [n]; ``q``, ``p`` [n, V].
+    Out: ``a_out`` = a_d = min(1, px/qx), ``R`` = R_{d-1} a_d [n], ``corr`` =
+    normalise(max(p - q, 0)) [n, V], ``child_R`` = R_d at each child and ``child_mass`` =
+    Q(x^d) q(a|x^d) [n V]. Returns False when a screen fails (the screens of `token_last`)."""
+    n, V = q.shape
+    qf, pf, cf = q.reshape(-1), p.reshape(-1), corr.reshape(-1)
+    res = np.empty(V)
+    half = tol / 2
+    ok = True
+    lo = 0
+    hi = 0
+    for x in range(n):
+        ax = 1.0 if root else _at_most_one(_ratio(px[x], qx[x]))
+        a_out[x] = ax
+        b = _bits(ax + 0.0)
+        lo = min(lo, b)
+        hi = max(hi, b)
+        rx = R_parent[x] * ax
+        R[x] = rx
+        m = mass[x]
+        row = _UINT(x * V)
+        for a in range(V):
+            i = row + _UINT(a)
+            qa = qf[i]
+            r = pf[i] - qa
+            res[a] = 0.0 if r < 0 else r
+            child_R[i] = rx
+            child_mass[i] = m * qa
+        s = row_sum(res, lanes)
+        if s == 0:
+            for a in range(V):
+                cf[row + _UINT(a)] = pf[row + _UINT(a)]
+            ok &= _near_one(p[x], V, half)
+        elif s < np.inf:
+            for a in range(V):
+                cf[row + _UINT(a)] = res[a] / s
+        else:  # NaN or inf
+            ok = False
+    return ok and lo >= 0 and hi <= _bits(1.0 + tol)
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def block_scan(q, h_child, G_child, mass, h, lanes, G, stop):  # pragma: no cover - compiled
+    """One step up the backward scan at n nodes of depth d: G_d(x) = sum_a q(a|x) (1 -
+    h_{d+1}(x a)) G_{d+1}(x a) (``G`` [n], the sum in torch's row order) and ``stop`` = m_d =
+    Q(x) h_d(x) G_d(x) [n], from ``q`` [n, V], ``h_child``, ``G_child`` [n V] and ``mass``,
+    ``h`` [n]."""
+    n, V = q.shape
+    qf = q.reshape(-1)
+    terms = np.empty(V)
+    for x in range(n):
+        row = _UINT(x * V)
+        for a in range(V):
+            i = row + _UINT(a)
+            terms[a] = qf[i] * ((1.0 - h_child[i]) * G_child[i])
+        g = row_sum(terms, lanes)
+        G[x] = g
+        stop[x] = (mass[x] * h[x]) * g
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def token_scan(q, a_child, mass, R, lanes, stop):  # pragma: no cover - compiled
+    """The stop masses of n nodes of depth d on the forward scan: m_d = Q(x) R_d(x) (1 - sum_a
+    q(a|x) a_{d+1}(x a)) (``stop`` [n]; the sum in torch's row order), from ``q`` [n, V],
+    ``a_child`` [n V] and ``mass``, ``R`` [n]."""
+    n, V = q.shape
+    qf = q.reshape(-1)
+    terms = np.empty(V)
+    for x in range(n):
+        row = _UINT(x * V)
+        for a in range(V):
+            i = row + _UINT(a)
+            terms[a] = qf[i] * a_child[i]
+        stop[x] = (mass[x] * R[x]) * (1.0 - row_sum(terms, lanes))
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def output_level(A, T, m, corr, p, fma_out, A_out, T_out):  # pragma: no cover - compiled
+    """One level of the output and target laws below n nodes: A_{d+1}(x a) = A_d(x) p(a|x) +
+    m_d(x) corr(a|x) (torch's ``mul(p, A).addcmul_(corr, m)``, rounded as ``fma_out`` says) and
+    T_{d+1}(x a) = T_d(x) p(a|x) (``A_out``, ``T_out`` [n V]); ``A``, ``T``, ``m`` [n],
+    ``corr``, ``p`` [n, V]."""
+    n, V = p.shape
+    pf, cf = p.reshape(-1), corr.reshape(-1)
+    for x in range(n):
+        Ax = A[x]
+        Tx = T[x]
+        mx = m[x]
+        row = _UINT(x * V)
+        for a in range(V):
+            i = row + _UINT(a)
+            pa = pf[i]
+            A_out[i] = _mul_add(cf[i], mx, pa * Ax, fma_out)
+            T_out[i] = Tx * pa
 
 
 #: The exponent bits of a float64: all set for an infinite or NaN entry, and only there.

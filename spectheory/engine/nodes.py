@@ -424,10 +424,10 @@ def node_block_law(form: NodeForm, q_levels, p_levels, V: int, L: int,
     (`spectheory.engine.split` evaluates the subtrees as separate tasks and adds their laws).
 
     Token and block verification on float64 CPU tensors take the compiled kernels of
-    `spectheory.engine._nodes_cpu` at depths L-1 and L (`compiled_kernels`; ``compiled=False``
-    or ``SPECTHEORY_NUMBA=0``: the torch route throughout), the same values in two passes over
-    the deepest rows; where a kernel's screen of the node quantities fails, the torch route
-    reruns and raises its diagnosis.
+    `spectheory.engine._nodes_cpu` (`compiled_kernels`; ``compiled=False`` or
+    ``SPECTHEORY_NUMBA=0``: the torch route throughout): one pass per depth above L-1, two over
+    the deepest rows, one per depth for the scan up, the same values; where a kernel's screen of
+    the node quantities fails, the torch route reruns and raises its diagnosis.
     """
     exact = B.is_exact(p_levels[0])
     C = p_levels[0].shape[0]
@@ -440,7 +440,12 @@ def node_block_law(form: NodeForm, q_levels, p_levels, V: int, L: int,
     if start is not None:
         state, px, qx, mass = start.state, start.px, start.qx, start.mass
         at, first = start.depth, start.index
-    for d in range(L if kernels is None else L - 1):
+    if kernels is not None:
+        law = _compiled_route(kernels, form, q_levels, p_levels, V, L, start, name)
+        if law is not None:
+            return law
+        return node_block_law(form, q_levels, p_levels, V, L, name, start, compiled=False)
+    for d in range(L):
         if form.weights_only and B.is_torch(p_levels[d]):  # build the rows in one fresh array
             state, w, c = form.step(state, px, qx, q_levels[d], p_levels[d],
                                     out=buffers.empty_like(p_levels[d]))
@@ -458,12 +463,6 @@ def node_block_law(form: NodeForm, q_levels, p_levels, V: int, L: int,
             if state is not None:
                 state = _repeat(state, V)
             mass = (B.expand_dims(mass, 1) * q_levels[d]).reshape(-1)
-    if kernels is not None:
-        law = _compiled_last_levels(kernels, form, q_levels, p_levels, V, L, start, state, px,
-                                    qx, mass, masses, weights, corrs, is_p, name)
-        if law is not None:
-            return law
-        return node_block_law(form, q_levels, p_levels, V, L, name, start, compiled=False)
     forward = form.scan == "forward"
     if forward:  # R_d = prod_{j<=d} c_j at depths < L
         R = [weights[0] if start is None else start.R * weights[0]]
@@ -648,44 +647,75 @@ def _flat(x):
     return x.contiguous().numpy()
 
 
-def _compiled_last_levels(kernels: CompiledKernels, form, q_levels, p_levels, V: int, L: int,
-                          start, state, px, qx, mass, masses, weights, corrs, is_p, name):
-    """Depths L-1 and L of `node_block_law` by the compiled kernels, then the scan over the
-    shallower depths as the torch route does it; None when a kernel's screen fails. ``state``,
-    ``px``, ``qx``, ``mass`` [n]: the quantities leading into the n nodes of depth L-1."""
-    q, p, pL = q_levels[L - 1], p_levels[L - 1], p_levels[L]
-    n = q.shape[0]
-    f64 = dict(dtype=torch.float64)
-    w_last = torch.empty(n, **f64)  # h_{L-1} (block) or a_{L-1} (token)
-    corr = buffers.empty_like(p)
-    stop_L = torch.empty(n * V, **f64)
-    stop_prev = torch.empty(n, **f64)
-    mod, tol = kernels.module, float(ROW_SUM_TOL)
+def _compiled_route(kernels: CompiledKernels, form, q_levels, p_levels, V: int, L: int,
+                    start, name) -> NodeLaw | None:
+    """`node_block_law` by the compiled kernels: each depth d < L-1 in one pass over its rows
+    (`block_level` / `token_level`: the step, its screens, the children's states and draft
+    masses), depths L-1 and L in one more (`block_last` / `token_last`), then the scan up from
+    depth L-2 (`block_scan` / `token_scan`). The same values as the torch route; None when a
+    kernel's screen fails (the caller then runs the torch route, which raises its diagnosis)."""
+    mod, tol, lanes = kernels.module, float(ROW_SUM_TOL), kernels.lanes
     # rows normalised by a finite non-zero total sum to 1 within 2 (V + 1) ulps: the kernels skip
     # that sum, which needs a factor 4 of margin below tol / 2 (else the torch route)
     if 16 * (V + 1) * float(np.finfo(np.float64).eps) > tol:
         return None
+    f64 = dict(dtype=torch.float64)
     forward = form.scan == "forward"
-    masses.append(mass)
+    C = p_levels[0].shape[0]
+    root = start is None
+    if root:
+        ones = torch.ones(C, **f64)
+        state = px = qx = mass = R_parent = ones  # state, px, qx unread at the roots
+    else:
+        mass, px, qx = start.mass, start.px, start.qx
+        state = px if start.state is None else start.state  # unread by token verification
+        R_parent = start.R
+    masses, weights, corrs, Rs = [], [], [], []
+    for d in range(L - 1):
+        q, p = q_levels[d], p_levels[d]
+        n = q.shape[0]
+        w = torch.empty(n, **f64)  # h_d (block) or a_d (token)
+        corr = buffers.empty_like(p)
+        child, child_mass = torch.empty(n * V, **f64), torch.empty(n * V, **f64)
+        if forward:
+            R = torch.empty(n, **f64)
+            ok = mod.token_level(_flat(px), _flat(qx), _flat(q), _flat(p), _flat(mass),
+                                 _flat(R_parent), root, lanes, tol, w.numpy(), R.numpy(),
+                                 corr.numpy(), child.numpy(), child_mass.numpy())
+            Rs.append(R)
+            R_parent = child
+        else:
+            ok = mod.block_level(_flat(state), _flat(px), _flat(qx), _flat(q), _flat(p),
+                                 _flat(mass), root, lanes, kernels.fma_neg, tol, w.numpy(),
+                                 corr.numpy(), child.numpy(), child_mass.numpy())
+            state = child
+        if not ok:
+            return None
+        masses.append(mass)
+        weights.append(w)
+        corrs.append(corr)
+        px, qx, mass, root = p.reshape(-1), q.reshape(-1), child_mass, False
+    q, p, pL = q_levels[L - 1], p_levels[L - 1], p_levels[L]
+    n = q.shape[0]
+    w_last = torch.empty(n, **f64)  # h_{L-1} (block) or a_{L-1} (token)
+    corr = buffers.empty_like(p)
+    stop_L = torch.empty(n * V, **f64)
+    stop_prev = torch.empty(n, **f64)
     if forward:
-        R = [weights[0] if start is None else start.R * weights[0]]
-        for d in range(1, L - 1):
-            R.append(_repeat(R[-1], V) * weights[d])
         R_last = torch.empty(n, **f64)
         ok = mod.token_last(_flat(px), _flat(qx), _flat(q), _flat(p), _flat(mass),
-                            _flat(_repeat(R[-1], V)), kernels.lanes, tol, w_last.numpy(),
-                            R_last.numpy(), corr.numpy(), stop_L.numpy(), stop_prev.numpy())
-        R.append(R_last)
+                            _flat(R_parent), lanes, tol, w_last.numpy(), R_last.numpy(),
+                            corr.numpy(), stop_L.numpy(), stop_prev.numpy())
     else:
         G = torch.empty(n, **f64)
         ok = mod.block_last(_flat(state), _flat(px), _flat(qx), _flat(q), _flat(p), _flat(mass),
-                            kernels.lanes, kernels.fma_neg, tol, w_last.numpy(), corr.numpy(),
+                            lanes, kernels.fma_neg, tol, w_last.numpy(), corr.numpy(),
                             stop_L.numpy(), G.numpy(), stop_prev.numpy())
     if not ok:
         return None
+    masses.append(mass)
     weights.append(w_last)
     corrs.append(corr)
-    is_p.append(False)
     one = weights[0]
     bad = B.abs(one - 1) > ROW_SUM_TOL
     if start is None and bool(bad.any()):
@@ -694,17 +724,21 @@ def _compiled_last_levels(kernels: CompiledKernels, form, q_levels, p_levels, V:
                        f"{one[k]}, not 1 (c_0 = 1 / h_0 = 1)", (k,), one[k])
     stop = [None] * (L - 1) + [stop_prev, stop_L]
     for d in range(L - 2, -1, -1):  # as the torch route, from depth L-2 up
+        n = q_levels[d].shape[0]
+        stop[d] = torch.empty(n, **f64)
         if forward:
-            passed = B.sum(q_levels[d] * weights[d + 1].reshape(-1, V), axis=1)
-            stop[d] = masses[d] * R[d] * (1 - passed)
+            mod.token_scan(_flat(q_levels[d]), _flat(weights[d + 1]), _flat(masses[d]),
+                           _flat(Rs[d]), lanes, stop[d].numpy())
         else:
-            go_on = (1 - weights[d + 1]).mul_(G)
-            G = B.sum(q_levels[d] * go_on.reshape(-1, V), axis=1)
-            stop[d] = masses[d] * weights[d] * G
+            G_up = torch.empty(n, **f64)
+            mod.block_scan(_flat(q_levels[d]), _flat(weights[d + 1]), _flat(G),
+                           _flat(masses[d]), _flat(weights[d]), lanes, G_up.numpy(),
+                           stop[d].numpy())
+            G = G_up
     upward = None
     if start is not None:
         upward = weights[0] if forward else (1 - weights[0]) * G
-    return NodeLaw(stop, corrs + [pL], is_p + [True], upward)
+    return NodeLaw(stop, corrs + [pL], [False] * L + [True], upward)
 
 
 __all__ = ["COMPILED_MIN_NODES", "CompiledKernels", "KERNEL_ENV", "NodeForm", "NodeLaw", "SCANS",

@@ -91,6 +91,11 @@ def _tv_terms(top, t, V: int):
     return Bk.sum(Bk.sum(Bk.abs(top - t).reshape(-1, V), axis=1), axis=0)
 
 
+def _numpy(x):
+    """A contiguous numpy view of a CPU tensor (a copy only where it is not contiguous)."""
+    return x.contiguous().numpy()
+
+
 def _compiled_top(kernels, A, T, nodes, p_levels, L: int, V: int, out, tv, step: int):
     """The last step of `node_output_law` (target bonus rows, laws asked for) by the compiled
     kernel, a chunk of ``step`` nodes of depth L-1 at a time: (TV sum so far, whether every
@@ -136,8 +141,9 @@ def node_output_law(nodes, p_levels, V: int, L: int, laws: bool = True, A0=None,
     ``nodes`` and ``p_levels`` lie, for one subtree of a split analysis (`spectheory.engine.split`);
     default 0 and 1, the root.
 
-    On float64 CPU tensors with the law asked for and target bonus rows, the last step runs in
-    one compiled pass per chunk (`spectheory.engine._nodes_cpu.output_top`, where
+    On float64 CPU tensors with the law asked for and target bonus rows, each level above the
+    last runs in one compiled pass (`spectheory.engine._nodes_cpu.output_level`) and the last
+    step in one compiled pass per chunk (`spectheory.engine._nodes_cpu.output_top`, where
     [`compiled_kernels`][spectheory.engine.nodes.compiled_kernels] allows it; the same values:
     the TV's terms below each node are summed by the kernel in torch's row order, and the row sums
     added by torch, as on the torch route). It also screens the
@@ -148,15 +154,29 @@ def node_output_law(nodes, p_levels, V: int, L: int, laws: bool = True, A0=None,
     A = Bk.full((1,), 0, like) if A0 is None else A0
     T = Bk.full((1,), 1, like) if T0 is None else T0
     fused = Bk.is_torch(like)
+    mL, pL, cL = nodes.stop_mass[L], p_levels[L], nodes.correction[L]
+    top_is_p = nodes.corr_is_target[L]
+    kernels = None
+    if fused and top_is_p and laws:
+        from .nodes import compiled_kernels
+
+        kernels = compiled_kernels(None, pL, V, nodes=pL.shape[0])
     for j in range(L - 1):
+        if kernels is not None:  # the same two arrays in one compiled pass
+            p = p_levels[j]
+            A_next = torch.empty(p.numel(), dtype=torch.float64)
+            T_next = torch.empty(p.numel(), dtype=torch.float64)
+            kernels.module.output_level(
+                _numpy(A), _numpy(T), _numpy(nodes.stop_mass[j]), _numpy(nodes.correction[j]),
+                _numpy(p), kernels.fma_out, A_next.numpy(), T_next.numpy())
+            A, T = A_next, T_next
+            continue
         if fused:  # A p + m corr in one output array
             A = torch.mul(p_levels[j], A.unsqueeze(1)).addcmul_(
                 nodes.correction[j], nodes.stop_mass[j].unsqueeze(1)).reshape(-1)
         else:
             A = (Bk.expand_dims(A, 1) * p_levels[j]).reshape(-1) + nodes.emitted(j)
         T = (Bk.expand_dims(T, 1) * p_levels[j]).reshape(-1)
-    mL, pL, cL = nodes.stop_mass[L], p_levels[L], nodes.correction[L]
-    top_is_p = nodes.corr_is_target[L]
     out = _empty_table(pL.shape, pL) if laws else None
     tgt = _empty_table(pL.shape, pL) if laws and not top_is_p else None
     if Bk.is_exact(pL):
@@ -176,11 +196,6 @@ def node_output_law(nodes, p_levels, V: int, L: int, laws: bool = True, A0=None,
                 c[r0:r1], m[r0:r1].unsqueeze(1)).reshape(-1).add_(mL[r0 * V:r1 * V])
             tv = tv + diff.abs_().sum()
         return None, None, tv / 2
-    kernels = None
-    if fused and top_is_p and out is not None:
-        from .nodes import compiled_kernels
-
-        kernels = compiled_kernels(None, pL, V, nodes=pL.shape[0])
     if kernels is not None:
         tv, finite = _compiled_top(kernels, A, T, nodes, p_levels, L, V, out, tv, step)
         if screen is not None:
