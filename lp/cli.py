@@ -28,7 +28,6 @@ estimate. A solve estimated over `spectheory.runtime.limits.NOTE_SECONDS` is ann
 from __future__ import annotations
 
 import re
-import sys
 
 from spectheory.runtime import limits
 from spectheory.cli.commands import MAX_PATHS, add_instance_options, emit, int_in
