@@ -194,6 +194,37 @@ def test_a_graph_whose_methods_raise_is_a_user_code_error(graph, named, said):
     assert tree_shape(_Graph()).parents == (0, 1, 0)  # the working neighbour
 
 
+class _Unhashable:
+    """A node object whose __hash__ raises (a user's class with a broken hash)."""
+
+    def __init__(self, i):
+        self.i = i
+
+    def __hash__(self):
+        raise TypeError("no hash for you")
+
+
+class _UnhashableNodes:
+    def __init__(self):
+        self.nodes = [_Unhashable(0), _Unhashable(1)]
+
+    def successors(self, u):
+        return [self.nodes[1]] if u is self.nodes[0] else []
+
+
+def test_graph_nodes_whose_hash_raises_are_a_user_code_error():
+    """The node objects' own methods (hash, ==, repr) run while the tree is read: what they
+    raise is user code's error in one line, not a traceback from the tree reader."""
+    from spectheory.engine.drafttrees import tree_shape
+    from spectheory.runtime.errors import UserCodeError
+
+    with pytest.raises(UserCodeError, match="_UnhashableNodes nodes") as info:
+        tree_shape(_UnhashableNodes())
+    assert "TypeError: no hash for you" in str(info.value)
+    assert "\n" not in str(info.value)
+    assert tree_shape(_Graph()).parents == (0, 1, 0)  # the working neighbour
+
+
 # ----------------------------------------------------------------------------- --stop parameters
 
 

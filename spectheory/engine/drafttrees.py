@@ -480,9 +480,13 @@ def _from_graph(g) -> TreeShape:
     if len(nodes) - 1 > MAX_TREE_NODES:  # before a successor list per node is asked for
         raise SpectheoryError(f"the tree graph has {len(nodes) - 1:,} drafted nodes; at most "
                               f"{MAX_TREE_NODES:,}")
-    kids = {u: call_user(lambda u=u: list(g.successors(u)),
-                         what=f"the tree graph's {name}.successors") for u in nodes}
-    return _from_adjacency(nodes, kids, "the tree graph")
+
+    def build():  # the node objects' __hash__, __eq__ and __repr__ are user code too
+        kids = {u: call_user(lambda u=u: list(g.successors(u)),
+                             what=f"the tree graph's {name}.successors") for u in nodes}
+        return _from_adjacency(nodes, kids, "the tree graph")
+
+    return call_user(build, what=f"the tree graph's {name} nodes (their hash, == or repr)")
 
 
 def _from_adjacency(nodes: list, kids: dict, what: str) -> TreeShape:
