@@ -300,8 +300,12 @@ class ReplicaStep:
         """rows [B, V] processed row by row by specs [(params, history tuple)], grouped."""
         out = torch.empty(rows.shape, dtype=torch.float64)
         groups: dict = {}
+        keys: dict = {}  # id -> _key, per parameters object (specs keeps each one alive)
         for b, (params, h) in enumerate(specs):
-            groups.setdefault((_key(params), len(h)), (params, []))[1].append(b)
+            k = keys.get(id(params))
+            if k is None:
+                k = keys[id(params)] = _key(params)
+            groups.setdefault((k, len(h)), (params, []))[1].append(b)
         for (_, m), (params, idx) in groups.items():
             sel = torch.tensor(idx, dtype=torch.long)
             hist = torch.tensor([specs[b][1] for b in idx], dtype=torch.long).reshape(len(idx), m)
