@@ -196,6 +196,35 @@ def test_a_folder_without_a_record_is_judged_by_its_table(tmp_path):
     assert '"name": "renamed"' in (out / "sweep.json").read_text()
 
 
+def _unnamed(tmp_path, stem, **kw):
+    """A sweep file without ``[sweep] name`` (the default name)."""
+    path = sweep_file(tmp_path, stem, **kw)
+    path.write_text(path.read_text().replace(f'name = "{stem}"\n', "", 1))
+    return path
+
+
+def test_unnamed_sweeps_of_different_files_are_told_apart_by_their_jobs(tmp_path):
+    """Every file without a name is the sweep "sweep": a second unnamed sweep run into the
+    folder of the first was taken as its resume and its rows mixed into the table. Now the
+    folder is the second's only if its table holds one of its jobs."""
+    from spectheory.runtime.errors import OptionError
+    from spectheory.sweep import load_config, run_sweep
+
+    out = tmp_path / "out"
+    first = _unnamed(tmp_path, "first")
+    run_sweep(load_config(first), out, workers=1)
+    before = snapshot(out)
+    with pytest.raises(OptionError, match="holds the results of another unnamed sweep"):
+        run_sweep(load_config(_unnamed(tmp_path, "second", vocab=3)), out, workers=1)
+    assert snapshot(out) == before
+    # the same file resumes; another file sharing a job (a grown grid, moved) extends it
+    said = []
+    run_sweep(load_config(first), out, workers=1, log=said.append)
+    assert "1 jobs, 1 cached, 0 to run" in said[-1]
+    grown = _unnamed(tmp_path, "grown", seeds="[0, 1]")
+    assert len(run_sweep(load_config(grown), out, workers=1)) == 2
+
+
 @pytest.mark.parametrize("what,text,words", [
     ("results.csv", "a,b\n1,2\n", "holds a results.csv that is not a sweep table"),
     ("sweep.json", "[1, 2]", "sweep.json there is not a sweep record"),

@@ -95,6 +95,8 @@ PROBLEMS = ("direct", "node-budget", "multipath", "coupling", "selection", "tree
 #: Per-instance measures (`spectheory.toy_models.mean_divergence`): a ``[[measures]]`` row.
 MEASURES = ("tv", "kl")
 TOP_KEYS = ("sweep", "instances", "verifiers", "optima", "measures")
+#: The name of a sweep whose file gives none (``[sweep] name``).
+DEFAULT_NAME = "sweep"
 
 
 def _refuse_unknown(table: dict, allowed, where: str, free: bool = False) -> None:
@@ -292,7 +294,7 @@ class Job:
 class SweepConfig:
     """A parsed sweep file (`load_config`); `expand` lists its jobs."""
 
-    name: str = "sweep"
+    name: str = DEFAULT_NAME
     exact: bool = False
     time_limit: float = 600.0
     memory_limit_mb: int = 4096
@@ -362,7 +364,7 @@ def load_config(text_or_path) -> SweepConfig:
     head = data.get("sweep", {})
     _refuse_unknown(head, SWEEP_KEYS, "[sweep]")
     cfg = SweepConfig(source=source)
-    cfg.name = str(head.get("name", "sweep"))
+    cfg.name = str(head.get("name", DEFAULT_NAME))
     if not isinstance(head.get("exact", False), bool):
         raise OptionError("[sweep] exact must be true or false")
     cfg.exact = head.get("exact", False)

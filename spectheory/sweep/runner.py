@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 
 from ..runtime.errors import OptionError, SpectheoryError
-from .config import Job, SweepConfig, expand
+from .config import DEFAULT_NAME, Job, SweepConfig, expand
 from .guard import _Guarded, _wait, run_batches
 from .jobs import OUTPUTS, command, compute, describe_error, warm_up
 
@@ -338,7 +338,8 @@ def check_out_folder(out: Path, cfg: SweepConfig, jobs: list[Job]) -> None:
     """Refuse to run the sweep ``cfg`` into a folder that holds the results of a different sweep
     (an [`OptionError`][spectheory.runtime.errors.OptionError] naming it); reads only.
 
-    The same sweep is the one of the same name: ``OUT/sweep.json`` (`RECORD`) names the sweep
+    The same sweep is the one of the same name, except for unnamed sweeps (`DEFAULT_NAME`)
+    read from different files, which are the same only as a folder without record is below: ``OUT/sweep.json`` (`RECORD`) names the sweep
     that wrote the folder, and a resumed, repeated or extended run of a sweep keeps its name
     (its cache entries are keyed by their own inputs, so a grid that grew reuses them). A
     folder without that record but with a ``results.csv`` is taken as this sweep's when the
@@ -369,7 +370,12 @@ def check_out_folder(out: Path, cfg: SweepConfig, jobs: list[Job]) -> None:
                 + (f" (from {source if len(source) <= 120 else '...' + source[-117:]})" if isinstance(source, str) and source else "")
                 + f", not of sweep {_clip(cfg.name)}: choose another --out (a sweep's folder "
                   "is its own; the same name resumes it)")
-        return
+        source = held.get("source")
+        if not (cfg.name == DEFAULT_NAME and isinstance(source, str) and source
+                and cfg.source not in ("", "<text>") and source != cfg.source):
+            return
+        # two unnamed sweeps (both the default name) from different files: the same sweep only
+        # if the folder's table holds one of this sweep's jobs (as for a folder without record)
     table = out / "results.csv"
     if not table.is_file():
         return
@@ -382,6 +388,10 @@ def check_out_folder(out: Path, cfg: SweepConfig, jobs: list[Job]) -> None:
         raise OptionError(f"--out {out} holds a results.csv that is not a sweep table: choose "
                           "another --out")
     if rows and not set(rows) & {_job_inputs(j) for j in jobs}:
+        if cfg.name == DEFAULT_NAME and record.is_file():
+            raise OptionError(f"--out {out} holds the results of another unnamed sweep (none of "
+                              f"the {len(rows):,} rows of its results.csv is a job of this one): "
+                              "choose another --out, or name the sweeps ([sweep] name = ...)")
         raise OptionError(f"--out {out} holds the results of another sweep (none of the "
                           f"{len(rows):,} rows of its results.csv is a job of sweep "
                           f"{_clip(cfg.name)}): choose another --out")
