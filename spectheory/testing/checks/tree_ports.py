@@ -195,6 +195,8 @@ def sglang_tree_bug(name: str) -> Callable:
 
 
 def _evaluate_posterior(logits, candidates, logits_processor, rand, bug=None):
+    import torch  # the module itself, not the lazy stand-in: read ~5 times a call, per sample
+
     if logits_processor is None:  # greedy
         posterior_mask = (candidates[:, 1:].to(logits.device)
                           == torch.argmax(logits[:, :-1], dim=-1)).int()
@@ -568,8 +570,11 @@ def _eagle_call(fn, tokens, parents, q, p, generator, logits_processor=_identity
     logp = torch.log(p.to(dtype))  # logits whose softmax is p (the processor is the identity)
     full = torch.cat([torch.zeros(B, 1, dtype=torch.long), tokens], dim=1)  # token of node 0..N
 
+    torch_rand, f64, multinomial = torch.rand, torch.float64, torch.multinomial  # read once,
+    # not through the lazy stand-in at every coin and sample
+
     def rand():
-        return float(torch.rand((), generator=generator, dtype=torch.float64))
+        return float(torch_rand((), generator=generator, dtype=f64))
 
     cands = torch.where(pad, torch.full_like(cols, -1), full[:, cols.clamp(min=0)])  # [B, K, D+1]
     logits_all = logp[:, rows_at]  # [B, K, D+1, V]: each call gets its own rows
@@ -579,7 +584,7 @@ def _eagle_call(fn, tokens, parents, q, p, generator, logits_processor=_identity
         best, acc_len, sample_p = fn(logits_all[b], cands[b], logits_processor, rand)
         best, tau = int(best), int(acc_len)
         node.append(0 if tau == 0 else leaf_list[best][tau - 1])
-        token.append(int(torch.multinomial(sample_p.to(torch.float64), 1, generator=generator)))
+        token.append(int(multinomial(sample_p.to(f64), 1, generator=generator)))
     return (torch.tensor(node, dtype=torch.long).reshape(B),
             torch.tensor(token, dtype=torch.long).reshape(B))
 
