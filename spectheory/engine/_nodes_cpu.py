@@ -32,7 +32,7 @@ only by the output law) is screened for non-finite entries on the way (`output_t
 
 The few lines that turn a residual row into its correction row are written out in each of the
 four step kernels: the same lines as one inlined helper made ``block_last`` 7.3 -> 10 ms a call
-at V = 8, L = 7 (numba/LLVM then kept less of the loop in registers).
+at V = 8, L = 7 (measured, cause not traced).
 
 Imported only when the route is taken (it imports numba, which compiles these functions on first
 use and caches them on disk). No bounds are checked: the caller passes C-contiguous float64
