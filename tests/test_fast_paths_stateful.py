@@ -17,8 +17,9 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+import torch
 
-from spectheory.inputs.processing import SamplingParams, process_rows
+from spectheory.inputs.processing import SamplingParams, keep_mask, process_rows
 from spectheory.inputs.random_instances import random_instance
 from spectheory.inputs.stateful import GrammarError, TokenAutomaton, apply_logits, kit_logits
 from spectheory.testing.mutants import stateful_steps as ss
@@ -167,3 +168,33 @@ def test_rows_summed_once_are_still_refused_in_one_line():
     exact = np.array([[Fraction(1, 3), Fraction(1, 2)]], dtype=object)
     with pytest.raises(Exception, match="probability row 0 sums to 0.8333"):
         process_rows(exact, None)
+
+
+@pytest.mark.parametrize("sp", [SamplingParams(temperature=0.5, top_k=2, top_p=0.6),
+                                SamplingParams(top_p=0.75, min_p=0.4, order="transformers"),
+                                SamplingParams(frequency_penalty=0.5, top_k=1),
+                                SamplingParams(repetition_penalty=2.0, top_p=0.5)],
+                         ids=["temp-topk-topp", "topp-minp", "freq-topk", "rep-topp"])
+def test_process_rows_masks_as_the_public_keep_mask_does(sp):
+    """process_rows masks its own normalised rows without checking their sums again: the
+    result is the public keep_mask (which checks them) applied to the same rows."""
+    rows = np.array([np.asarray(INST.target.conditional(h), dtype=np.float64)
+                     for h in [(), (0,), (1,), (2,), (0, 1), (2, 2)]])
+    hist = np.array([[0], [1], [1], [2], [0], [2]])
+    loose = SamplingParams(sp.temperature, order=sp.order,
+                           repetition_penalty=sp.repetition_penalty,
+                           frequency_penalty=sp.frequency_penalty)
+    probs = process_rows(rows, loose, history=hist)
+    kept = np.where(keep_mask(probs, sp.stateless()), probs, 0.0)
+    assert _same(process_rows(rows, sp, history=hist), kept / kept.sum(-1, keepdims=True))
+    for r in (rows, torch.tensor(rows)):
+        assert _same(np.asarray(process_rows(r, sp, history=hist)),
+                     process_rows(rows, sp, history=hist))
+
+
+def test_kit_logits_still_refuses_what_is_not_a_probability():
+    for bad, what in (([0.5, np.nan], "nan"), ([1.5, -0.5], "-0.5"), ([np.inf, 0.0], "inf")):
+        with pytest.raises(Exception, match=f"kit_logits takes probabilities .*is {what}"):
+            kit_logits(np.array([bad]))
+        with pytest.raises(Exception, match=f"kit_logits takes probabilities .*is {what}"):
+            kit_logits(torch.tensor([bad]))

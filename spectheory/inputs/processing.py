@@ -629,7 +629,12 @@ def keep_mask(x, params: SamplingParams):
         raise SamplingError(f"params must be SamplingParams (parse_sampling), not "
                             f"{type(params).__name__}")
     _check_sums(x)
-    sp = params
+    return _keep_mask(x, params)
+
+
+def _keep_mask(x, sp: SamplingParams):
+    """`keep_mask` of rows x [N, V] that sum to 1 by construction (`process_rows` hands the
+    rows it normalised itself: the check in `keep_mask` would read them a second time)."""
     order = B.argsort(x, axis=-1, descending=True)
     s = B.take_along(x, order, axis=-1)
     N, V = s.shape
@@ -869,7 +874,7 @@ def process_rows(rows, params, inputs: str = "probs", history=None):
         if exact:
             flat = stateful.apply_exact(flat, sp, h)
         else:
-            lg = flat if inputs == "logits" else stateful.kit_logits(flat)
+            lg = flat if inputs == "logits" else stateful._kit_logits(flat)  # checked above
             flat = stateful.apply_logits(lg, sp, h)
             inputs = "logits"
         sp = sp.stateless()
@@ -888,7 +893,7 @@ def process_rows(rows, params, inputs: str = "probs", history=None):
         probs = flat
     if sp is None or (sp.top_k is None and sp.top_p == 1 and sp.min_p == 0):
         return probs.reshape(shape)
-    keep = keep_mask(probs, sp)
+    keep = _keep_mask(probs, sp)  # rows normalised just above
     kept = B.where(keep, probs, B.zeros_like(probs))
     out = kept / B.sum(kept, axis=-1, keepdims=True)
     return out.reshape(shape)

@@ -100,6 +100,16 @@ def kit_logits(probs):
         bad = torch.isnan(p64) | (p64 < 0) | torch.isinf(p64)
         if bool(bad.any()):
             _refuse_not_probs(_np_of(bad), _np_of(p64))
+        return _kit_logits(p64)
+    p64 = np.asarray(probs, dtype=np.float64)
+    _refuse_not_probs(np.isnan(p64) | (p64 < 0) | np.isinf(p64), p64)
+    return _kit_logits(p64)
+
+
+def _kit_logits(p64):
+    """`kit_logits` of float64 rows ``p64 [..., V]`` (numpy or torch) already checked finite and
+    non-negative (`spectheory.inputs.processing.process_rows` checks them first)."""
+    if is_tensor(p64):
         lg = torch.log(p64)
         finite = torch.isfinite(lg)
         hi = torch.where(finite, lg, torch.full_like(lg, -math.inf)).amax(-1, keepdim=True)
@@ -107,8 +117,6 @@ def kit_logits(probs):
         shift = torch.where(torch.isfinite(hi) & torch.isfinite(lo), (hi + lo) / 2,
                             torch.zeros_like(hi))
         return lg - shift
-    p64 = np.asarray(probs, dtype=np.float64)
-    _refuse_not_probs(np.isnan(p64) | (p64 < 0) | np.isinf(p64), p64)
     with np.errstate(divide="ignore"):
         lg = np.log(p64)
     finite = np.isfinite(lg)
