@@ -63,12 +63,14 @@ def make_step(bug=None):
             x = drafts[:, i]
             rej = (u * qs[i][b, x] >= ps[i][b, x]) & (tau == L)
             tau[rej] = i
-        for r in range(B):
-            t = int(tau[r])
-            row = ps[t][r] if t == L else (ps[t][r] - qs[t][r]).clamp(min=0)
-            y = int(torch.multinomial(row / row.sum(), 1, generator=g))
-            out[r, :t] = drafts[r, :t]
-            out[r, t] = y
+        # every row's next token in one draw: the target row after L acceptances, else the
+        # residual max(p - q, 0) at the first rejection (each row normalised, drawn on its own)
+        p_t = torch.stack(ps, 1)[b, tau]
+        q_t = torch.stack(qs + [torch.zeros_like(ps[L])], 1)[b, tau]
+        rows = torch.where((tau == L)[:, None], p_t, (p_t - q_t).clamp(min=0))
+        y = torch.multinomial(rows / rows.sum(-1, keepdim=True), 1, generator=g)[:, 0]
+        out[:, :L] = torch.where(torch.arange(L)[None, :] < tau[:, None], drafts, out[:, :L])
+        out[b, tau] = y
         return out
 
     return step
