@@ -172,20 +172,25 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
                              "before the one-line message")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
     sub.required = True
+    listed = set()
     for module in COMMAND_MODULES:
         if module in modules:
             importlib.import_module(module).register(sub)
         else:  # listed only: never parsed, as the command line names another command
             for name, text in COMMANDS.get(module, {}).items():
                 sub.add_parser(name, help=text, add_help=False)
-    _accept_threads(sub)
+                listed.add(name)
+    _accept_threads(sub, skip=listed)
     return parser
 
 
-def _accept_threads(sub) -> None:
+def _accept_threads(sub, skip=frozenset()) -> None:
     """Add ``--threads`` and ``--debug`` to every (nested) sub-command that has none, so that
-    they are also accepted after the command name."""
-    for cmd in sub.choices.values():
+    they are also accepted after the command name; not to the commands in ``skip`` (listed
+    only, never parsed: about a fifth of the time of building a parser)."""
+    for name, cmd in sub.choices.items():
+        if name in skip:
+            continue
         if "--threads" not in cmd._option_string_actions:
             cmd.add_argument("--threads", dest="global_threads", metavar="N",
                              default=argparse.SUPPRESS,
