@@ -959,12 +959,12 @@ def _call(fn, layout: Layout, drafts, q, p, generator, coins=None, token_coins=N
                                                f"n_matches = {n}")
                     taus.append(n)
                     ys.append(int(valid[-1]))
-                    row = torch.full((L,), -1, dtype=torch.long)
-                    row[:min(n, L)] = valid[:min(n, L)]
-                    acc.append(row)
+                    m = min(n, L)  # the accepted drafts, -1 after them (a list a row: one
+                    acc.append(valid[:m].tolist() + [-1] * (L - m))  # tensor at the end)
         finally:
             torch.set_num_threads(threads)
-        out = (torch.tensor(taus), torch.tensor(ys), torch.stack(acc))
+        out = (torch.tensor(taus), torch.tensor(ys),
+               torch.tensor(acc, dtype=torch.long).reshape(B, L) if acc else torch.stack([]))
         return _read(fn, layout, out, None, drafts)
     kw, values = _build(layout, drafts, q, p, generator, coins, token_coins)
     call_fn = fn
