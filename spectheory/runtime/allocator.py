@@ -55,6 +55,17 @@ def _bytes_argument(value, name: str) -> int:
     return ok
 
 
+_LIBC: list = []  # the C library's name, once looked up
+
+
+def _libc_name() -> str:
+    """The C library's file name, looked up once per process (``ctypes.util.find_library``
+    runs ``ldconfig -p`` in a child process on each call: about 1.5 ms of every command)."""
+    if not _LIBC:
+        _LIBC.append(ctypes.util.find_library("c") or "libc.so.6")
+    return _LIBC[0]
+
+
 def keep_freed_memory(mmap_threshold: int = 1 << 30, trim_threshold: int = (1 << 31) - 1
                       ) -> bool:
     """Serve allocations below ``mmap_threshold`` bytes from the heap and keep up to
@@ -67,7 +78,7 @@ def keep_freed_memory(mmap_threshold: int = 1 << 30, trim_threshold: int = (1 <<
     mmap_threshold = _bytes_argument(mmap_threshold, "mmap_threshold")
     trim_threshold = _bytes_argument(trim_threshold, "trim_threshold")
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc = ctypes.CDLL(_libc_name())
         mallopt = libc.mallopt
     except (OSError, AttributeError):
         return False
