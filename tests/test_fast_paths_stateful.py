@@ -99,6 +99,27 @@ def test_step_law_with_the_level_fill_is_the_law_row_by_row(name, monkeypatch):
         assert _same(fast, slow), name
 
 
+def test_a_time_limit_inside_the_level_fill_stops_the_law(monkeypatch):
+    """The run's clock fires once (SIGALRM raises TimeLimitError where the computation is): a
+    limit reached inside the batched fill stops the law there. The fill retries other errors
+    row by row, and a retried time limit was lost: the law then ran to its end."""
+    from spectheory.runtime.errors import TimeLimitError
+
+    rep = ss.REPLICAS["sglang-33643-min-tokens"]
+    real, fired = ss.process_rows, []
+
+    def alarm_once(*args, **kwargs):
+        if not fired:
+            fired.append(1)
+            raise TimeLimitError("time limit of 1 s reached")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ss, "process_rows", alarm_once)
+    with pytest.raises(TimeLimitError, match="time limit of 1 s reached"):
+        ss.stateful_step_law(rep.rule, INST, 1, rep.sampling(), "top_p=0.9")
+    assert fired == [1]
+
+
 def test_stateless_is_built_once_and_is_the_stateless_part():
     sp = SamplingParams(temperature=0.5, top_k=2, top_p=0.9, min_p=0.1, order="transformers",
                         frequency_penalty=1.0, grammar=GRAMMAR)

@@ -82,6 +82,7 @@ from ...inputs.instances import Instance
 from ...inputs.processing import SamplingParams, parse_sampling, process_rows
 from ...inputs.random_instances import random_instance
 from ...inputs.stateful import TokenAutomaton
+from ...runtime.errors import TimeLimitError
 from ...runtime.errors import SpectheoryError
 from ..checks.step import PLACEHOLDER, StepRequest, _streams, processed
 
@@ -437,6 +438,8 @@ class _Rows:
                 h = np.asarray([hh for _, _, hh in todo.values()],
                                dtype=np.int64).reshape(len(todo), m)
                 out = np.asarray(process_rows(raw, params, history=h), dtype=np.float64)
+            except TimeLimitError:  # the run's clock: stopping is the answer, never a retry
+                raise
             except Exception:  # noqa: BLE001 - `row` raises it again, one row at a time
                 continue
             for key, r in zip(todo, out):
