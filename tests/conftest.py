@@ -99,6 +99,19 @@ def pytest_sessionfinish(session):
 RAY_PREFIX = "test_ray_"
 
 
+def pytest_collection_finish(session):
+    """Freeze the objects that exist once the tests are collected (modules, torch, transformers,
+    numba, the collected items): the garbage collector's full collections, thousands of them in
+    a run (the exact tests allocate millions of Fractions), no longer scan them. They live to
+    the end of the run anyway; what the tests allocate is collected as before. About a tenth of
+    the CPU of the exact-heavy test files (test_multipath, test_trees, test_stateful_steps:
+    32.4 -> 29.1 s in one process, 5.2 -> 3.1 s in collections)."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
+
+
 def pytest_collection_modifyitems(config, items):
     """A test of the shared Ray cluster must be named ``test_ray_*`` (see ``RAY_PREFIX``); the
     Ray tests run first and one after another, so that one cluster serves them all (under
