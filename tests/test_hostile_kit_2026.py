@@ -304,3 +304,56 @@ def test_kit_fixture_refuses_unknown_arguments_in_one_line():
                                           r"keyword argument 'bogus'$"):
         kit.lossless("block", bogus=1)
     assert len(kit.lossless("block")) > 0  # control: the check runs
+
+
+# ----------------------------------------------------------------------------- given draft rows
+
+
+def _given_rows(V=3, L=2, B=4, seed=0, dtype=torch.float64):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.softmax(torch.randn(B, L, V, generator=g, dtype=torch.float64) * 2, -1)
+    p = torch.softmax(torch.randn(B, L + 1, V, generator=g, dtype=torch.float64) * 2, -1)
+    d = torch.multinomial(q.reshape(-1, V), 1, generator=g).view(B, L)
+    return d, q.to(dtype), p.to(dtype)
+
+
+@pytest.mark.parametrize("spoil, words", [
+    (lambda d, q, p: (d, q, p * 0.5), "the p row of row 0, path 0, position 0 sums to 0.5"),
+    (lambda d, q, p: (d, q, p * 0.9), "the p row of row 0, path 0, position 0 sums to 0.9"),
+    (lambda d, q, p: (d, q.index_put((torch.tensor(1), torch.tensor(1), torch.tensor(0)),
+                                     torch.tensor(float("nan"), dtype=torch.float64)), p),
+     "the q row of row 1, path 0, position 1 has a non-finite entry"),
+    (lambda d, q, p: (d, q, p.index_put((torch.tensor(2), torch.tensor(2), torch.tensor(0)),
+                                        torch.tensor(-0.25, dtype=torch.float64))),
+     "the p row of row 2, path 0, position 2 has a negative entry"),
+    (lambda d, q, p: (d.index_put((torch.tensor(3), torch.tensor(0)), torch.tensor(7)), q, p),
+     "the drafted token 7 (row 3, path 0, position 0) is outside 0..2"),
+    (lambda d, q, p: (d.double(), q, p), "drafts are torch.float64")])
+def test_given_draft_rows_that_are_not_a_samplers_input_are_refused(spoil, words):
+    """Rows handed as ``DraftRows`` that are not distributions (a target row summing to 0.5)
+    were taken as they were: the check computed a "law" from them and reported a correct
+    sampler as failing (p-value 0, the set-up mistake named as a verifier). They are the
+    input's fault: one line naming the row. The valid neighbour passes."""
+    from spectheory.runtime.errors import SpectheoryError
+    from spectheory.testing import DraftRows
+
+    d, q, p = _given_rows()
+    with pytest.raises(SpectheoryError) as info:
+        check_sampler(make_sampler("token"), "token", instances=[DraftRows(*spoil(d, q, p))],
+                      samples=4000, seed=0)
+    assert words in str(info.value) and "\n" not in str(info.value)
+    assert check_sampler(make_sampler("token"), "token", instances=[DraftRows(d, q, p)],
+                         samples=4000, seed=0).passed
+
+
+def test_given_bfloat16_rows_keep_their_rounding():
+    """Rows of a softmax rounded to bfloat16 sum to 1 only within its rounding (2.7e-4 here):
+    they are taken (the tolerance for rows given below float32 is 1e-3, 1e-6 above)."""
+    from spectheory.testing import DraftRows
+
+    d, q, p = _given_rows(V=5_000, B=2, dtype=torch.bfloat16)
+    off = float((p.double().sum(-1) - 1).abs().max())
+    assert 1e-6 < off < 1e-3
+    rep = check_sampler(make_sampler("token"), "token", instances=[DraftRows(d, q, p)],
+                        samples=2000, seed=0)
+    assert rep.passed, str(rep)

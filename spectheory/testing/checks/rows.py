@@ -80,6 +80,7 @@ def _fixed_rows(inst, K: int, drafting: str, rows: int, generator) -> DraftRows:
                                   f"q [B, L, V], p [B, L+1, V] (or with a path axis K)")
         if d.shape[1] != K:
             raise SpectheoryError(f"draft rows have {d.shape[1]} paths; the check is for {K}")
+        _check_draft_rows(d, q, p)
         return DraftRows(d.to(torch.long), q.to(torch.float64), p.to(torch.float64))
     if not isinstance(inst, Instance):
         raise SpectheoryError(f"an instance must be a spectheory Instance or DraftRows, not "
@@ -91,6 +92,44 @@ def _fixed_rows(inst, K: int, drafting: str, rows: int, generator) -> DraftRows:
     pl = levels(inst.target, 0, L + 1, False)
     q, p = _rows_along(ql, pl, d, L, V)
     return DraftRows(d, q, p)
+
+
+#: How far from 1 a row of given draft rows may sum: float64 and float32 rows (a float32 softmax
+#: over 151,936 tokens sums to 1 within about 5e-7), and rows given in a lower precision (a
+#: softmax rounded to bfloat16 or float16 is off by up to a few 1e-4).
+DRAFT_ROW_TOL = {torch.float64: 1e-6, torch.float32: 1e-6}
+DRAFT_ROW_TOL_LOW = 1e-3
+
+
+def _check_draft_rows(d, q, p) -> None:
+    """Refuse in one line given draft rows ``d [B, K, L]``, ``q [B, K, L, V]``, ``p [B, K, L+1,
+    V]`` that cannot be a sampler's input: drafts that are not integer token ids in 0..V-1, and
+    rows that are not distributions (a non-finite or negative entry, or a sum off 1 by more than
+    `DRAFT_ROW_TOL`). A check would otherwise compare the sampler with a "law" computed from
+    them and report the sampler as failing for the rows' fault."""
+    V = int(q.shape[-1])
+    if d.is_floating_point() or d.is_complex() or d.dtype == torch.bool:
+        raise SpectheoryError(f"draft rows: drafts are {d.dtype}; draft tokens are integer ids")
+    if d.numel() and (int(d.min()) < 0 or int(d.max()) >= V):
+        b, k, i = (int(x) for x in torch.nonzero((d < 0) | (d >= V))[0])
+        raise SpectheoryError(f"draft rows: the drafted token {int(d[b, k, i])} (row {b}, path "
+                              f"{k}, position {i}) is outside 0..{V - 1}")
+    for name, t in (("q", q), ("p", p)):
+        if t.is_complex() or t.dtype == torch.bool:
+            raise SpectheoryError(f"draft rows: {name} is {t.dtype}, not real probabilities")
+        tol = DRAFT_ROW_TOL.get(t.dtype, DRAFT_ROW_TOL_LOW)
+        x = t.to(torch.float64)
+        finite = torch.isfinite(x).all(-1)
+        negative = (x < 0).any(-1)
+        off = (x.sum(-1) - 1).abs() > tol
+        bad = ~finite | negative | off
+        if bool(bad.any()):
+            b, k, i = (int(v) for v in torch.nonzero(bad)[0])
+            why = ("has a non-finite entry" if not bool(finite[b, k, i]) else
+                   "has a negative entry" if bool(negative[b, k, i]) else
+                   f"sums to {float(x[b, k, i].sum()):.9g}, not 1 within {tol:g}")
+            raise SpectheoryError(f"draft rows: the {name} row of row {b}, path {k}, position {i} "
+                                  f"{why}; every row must be a distribution")
 
 
 def _dims(inst) -> tuple[int | None, int, int]:
