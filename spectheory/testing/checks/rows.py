@@ -97,7 +97,7 @@ def _fixed_rows(inst, K: int, drafting: str, rows: int, generator) -> DraftRows:
 #: How far from 1 a row of given draft rows may sum: float64 and float32 rows (a float32 softmax
 #: over 151,936 tokens sums to 1 within about 5e-7), and rows given in a lower precision (a
 #: softmax rounded to bfloat16 or float16 is off by up to a few 1e-4).
-DRAFT_ROW_TOL = {torch.float64: 1e-6, torch.float32: 1e-6}
+DRAFT_ROW_TOL = {"torch.float64": 1e-6, "torch.float32": 1e-6}  # by dtype name: torch loads lazily
 DRAFT_ROW_TOL_LOW = 1e-3
 
 
@@ -117,7 +117,7 @@ def _check_draft_rows(d, q, p) -> None:
     for name, t in (("q", q), ("p", p)):
         if t.is_complex() or t.dtype == torch.bool:
             raise SpectheoryError(f"draft rows: {name} is {t.dtype}, not real probabilities")
-        tol = DRAFT_ROW_TOL.get(t.dtype, DRAFT_ROW_TOL_LOW)
+        tol = DRAFT_ROW_TOL.get(str(t.dtype), DRAFT_ROW_TOL_LOW)
         x = t.to(torch.float64)
         finite = torch.isfinite(x).all(-1)
         negative = (x < 0).any(-1)
