@@ -17,6 +17,7 @@ import numpy as np
 from ..runtime._lazy import torch
 
 from ..runtime import backend as Bk
+from .nodes import _flat
 from .perdraft import BlockLaw
 from .seqtree import path_probabilities
 
@@ -91,11 +92,6 @@ def _tv_terms(top, t, V: int):
     return Bk.sum(Bk.sum(Bk.abs(top - t).reshape(-1, V), axis=1), axis=0)
 
 
-def _numpy(x):
-    """A contiguous numpy view of a CPU tensor (a copy only where it is not contiguous)."""
-    return x.contiguous().numpy()
-
-
 def _compiled_top(kernels, A, T, nodes, p_levels, L: int, V: int, out, tv, step: int):
     """The last step of `node_output_law` (target bonus rows, laws asked for) by the compiled
     kernel, a chunk of ``step`` nodes of depth L-1 at a time: (TV sum so far, whether every
@@ -103,8 +99,7 @@ def _compiled_top(kernels, A, T, nodes, p_levels, L: int, V: int, out, tv, step:
     route."""
     p, m, c = p_levels[L - 1], nodes.stop_mass[L - 1], nodes.correction[L - 1]
     mL, pL = nodes.stop_mass[L], p_levels[L]
-    flat = (lambda x: x.contiguous().numpy())
-    A, T, m, c, p, mL, pL = (flat(x) for x in (A, T, m, c, p, mL, pL))
+    A, T, m, c, p, mL, pL = (_flat(x) for x in (A, T, m, c, p, mL, pL))
     o = out.numpy()
     n = p.shape[0]
     diff = torch.empty(min(n, step), dtype=torch.float64)  # the TV's terms, one per node
@@ -167,8 +162,8 @@ def node_output_law(nodes, p_levels, V: int, L: int, laws: bool = True, A0=None,
             A_next = torch.empty(p.numel(), dtype=torch.float64)
             T_next = torch.empty(p.numel(), dtype=torch.float64)
             kernels.module.output_level(
-                _numpy(A), _numpy(T), _numpy(nodes.stop_mass[j]), _numpy(nodes.correction[j]),
-                _numpy(p), kernels.fma_out, A_next.numpy(), T_next.numpy())
+                _flat(A), _flat(T), _flat(nodes.stop_mass[j]), _flat(nodes.correction[j]),
+                _flat(p), kernels.fma_out, A_next.numpy(), T_next.numpy())
             A, T = A_next, T_next
             continue
         if fused:  # A p + m corr in one output array
