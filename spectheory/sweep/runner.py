@@ -372,7 +372,7 @@ def check_out_folder(out: Path, cfg: SweepConfig, jobs: list[Job]) -> None:
                   "is its own; the same name resumes it)")
         source = held.get("source")
         if not (cfg.name == DEFAULT_NAME and isinstance(source, str) and source
-                and cfg.source not in ("", "<text>") and source != cfg.source):
+                and _source_path(cfg) is not None and source != cfg.source):
             return
         # two unnamed sweeps (both the default name) from different files: the same sweep only
         # if the folder's table holds one of this sweep's jobs (as for a folder without record)
@@ -397,12 +397,16 @@ def check_out_folder(out: Path, cfg: SweepConfig, jobs: list[Job]) -> None:
                           f"{_clip(cfg.name)}): choose another --out")
 
 
+def _source_path(cfg: SweepConfig) -> str | None:
+    """The file the sweep was read from, or None for one given as text."""
+    return cfg.source if cfg.source not in ("", "<text>") else None
+
+
 def _write_record(out: Path, cfg: SweepConfig) -> None:
     """Record in ``out`` that it holds the sweep ``cfg`` (`RECORD`)."""
     if (out / RECORD).is_file():
         return
-    payload = {"name": cfg.name, "source": cfg.source if cfg.source not in ("", "<text>")
-               else ""}
+    payload = {"name": cfg.name, "source": _source_path(cfg) or ""}
     _write_atomic(out / RECORD, json.dumps(payload, sort_keys=True).encode())
 
 
@@ -463,7 +467,7 @@ def _run_sweep(cfg: SweepConfig, out, executor: str, workers: int, address: str 
             log(f"sweep {cfg.name}: reproducing {len(jobs)} job(s) afresh (the table in {out} "
                 "is left as it is)")
         _local(jobs, min(workers, len(jobs)), lambda job, o: results.__setitem__(job.key(), o))
-        config_path = cfg.source if cfg.source not in ("", "<text>") else None
+        config_path = _source_path(cfg)
         return [_row(job, results[job.key()], config_path) for job in jobs]
     out = Path(out)
     check_out_folder(out, cfg, jobs)  # before any folder or file is made
@@ -516,7 +520,7 @@ def _run_sweep(cfg: SweepConfig, out, executor: str, workers: int, address: str 
     finally:
         if bar is not None:
             bar.close()
-    config_path = cfg.source if cfg.source not in ("", "<text>") else None
+    config_path = _source_path(cfg)
     rows = [_row(job, results[job.key()], config_path) for job in jobs if job.key() in results]
     write_table(rows, out)
     return rows
