@@ -265,6 +265,61 @@ def test_probe_reproduces_torch_row_sums():
             assert not torch.equal(other, ref), V
 
 
+@pytest.mark.parametrize("lanes", [0, 1, 2, 4, 8, 16, 32])
+def test_unrolled_sums_of_8_are_the_loops_sums(lanes):
+    """Rows of 8 entries are summed by straight-line code (`_row_sum_of_8`), one order per
+    vector width: each must add exactly as `row_sum`'s loops do for that width, on rows spread
+    over 2^-40..1 with both signs and signed zeros (where another order or a lost ``0.0 +``
+    shows in the bits). A width the loops order differently from the others (2, 4, 8) is
+    told apart."""
+    mod = nodes_mod._kernel_module()
+    rng = np.random.default_rng(lanes)
+    rows = (rng.random((512, 8)) * np.exp2(-rng.integers(0, 40, (512, 8)))
+            * rng.choice([-1.0, 1.0], (512, 8)))
+    rows[::7] = rng.choice([0.0, -0.0, 1.0, -1.0], (len(rows[::7]), 8))
+    fast = mod.probe_sums(rows, lanes, np.empty(512))
+    loops = mod.probe_sums_loops(rows, lanes, np.empty(512))
+    assert np.array_equal(fast.view(np.uint64), loops.view(np.uint64))
+    if lanes in (2, 4, 8):
+        other = mod.probe_sums_loops(rows, 4 if lanes != 4 else 8, np.empty(512))
+        assert not np.array_equal(fast, other)
+
+
+@pytest.mark.parametrize("V", [3, 8, 16, 17])
+def test_output_kernel_streamed_and_cached_stores_agree(V):
+    """The output kernel writes rows of whole vectors by non-temporal stores where the law starts
+    on a 64-byte boundary, by ordinary stores elsewhere, and entry by entry past the last whole
+    vector: the same law and TV terms on an aligned and a misaligned output, equal to torch's
+    products, and a non-finite target entry in a vector part or in the tail is noticed."""
+    kernels = compiled_kernels(None, torch.zeros((1, V), dtype=torch.float64), V, nodes=2**40)
+    mod = kernels.module
+    rng = np.random.default_rng(100 + V)
+    r = 37
+    A, T, m, c, p = rng.random(r), rng.random(r), rng.random(r), rng.random((r, V)), rng.random(
+        (r, V))
+    stop_L, pL = rng.random(r * V), rng.random((r * V, V))
+    raw = np.empty(r * V * V + 16)
+    skip = (-raw.ctypes.data % 64) // 8
+    outs = {"aligned": raw[skip:skip + r * V * V], "misaligned": raw[skip + 1:skip + 1 + r * V * V]}
+    got = {}
+    for name, out in outs.items():
+        terms = np.empty(r)
+        assert mod.output_top(A, T, m, c, p, stop_L, pL, kernels.fma_out, kernels.lanes, terms,
+                              out.reshape(r * V, V))
+        got[name] = (out.copy(), terms)
+    assert outs["aligned"].ctypes.data % 64 == 0 and outs["misaligned"].ctypes.data % 64 != 0
+    tA, tm, tc, tp, tL, tpL = (torch.from_numpy(x) for x in (A, m, c, p, stop_L, pL))
+    top = torch.mul(tp, tA.unsqueeze(1)).addcmul_(tc, tm.unsqueeze(1)).reshape(-1) + tL
+    want = (tpL * top.unsqueeze(1)).reshape(-1).numpy()
+    for out, terms in got.values():
+        assert np.array_equal(out, want) and np.array_equal(terms, got["aligned"][1])
+    for where in (0, V - 1):  # the first entry of a row (a vector where V >= 8) and the last
+        bad = pL.copy()
+        bad[5 * V + 2, where] = np.inf
+        assert not mod.output_top(A, T, m, c, p, stop_L, bad, kernels.fma_out, kernels.lanes,
+                                  np.empty(r), outs["aligned"].reshape(r * V, V))
+
+
 def test_switch_off_and_numba_missing(small, monkeypatch):
     inst = INSTANCES["grid-8-3"]
     pl = levels(inst.target, 0, 4, False)
@@ -362,6 +417,53 @@ def test_non_finite_top_target_row_refused_as_before(value, verifier, small, mon
         analyze(inst, verifier, backend="torch")
     assert str(fast.value) == str(slow.value)
     assert "target: the row after prefix (1, 2, 2) has a non-finite entry" in str(fast.value)
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
+@pytest.mark.parametrize("which", ["target", "draft"])
+@pytest.mark.parametrize("V, column", [(3, 1), (8, 5), (9, 8)])
+def test_non_finite_row_at_depth_L_minus_1_refused_as_before(value, which, V, column, small,
+                                                             monkeypatch):
+    """The draft and target tables at depth L-1 are screened by the last levels' kernel (in a
+    vector of eight entries, V = 8 and 9, or one entry at a time, V = 3 and the ninth entry at
+    V = 9): the same refusal, naming the same row, as the whole check before the analysis, and
+    no diagnosis of the node quantities (which a non-finite row also upsets) first."""
+    inst = random_instance(V, 3, 2)
+    model = inst.target if which == "target" else inst.draft
+    tables = [t.copy() for t in model.tables]
+    tables[2][V + 2, column] = value
+    m = TableModel(V, tuple(tables))
+    inst = (Instance(V, 3, m, inst.draft) if which == "target" else Instance(V, 3, inst.target, m))
+    checked = []
+    real = analysis_mod._check_instance
+    monkeypatch.setattr(analysis_mod, "_check_instance",
+                        lambda i, skip_top=False: (checked.append(skip_top), real(i, skip_top)))
+    calls = _counting(monkeypatch)
+    with pytest.raises(SpectheoryError) as fast:
+        analyze(inst, "block" if V != 8 else "token", backend="torch")
+    assert checked == [True, False]  # deferred, then the whole check after the kernel's screen
+    assert calls.get("block_last", 0) + calls.get("token_last", 0) == 1
+    assert "output_top" not in calls  # refused before the output law
+    _torch_route(monkeypatch)
+    with pytest.raises(SpectheoryError) as slow:
+        analyze(inst, "block" if V != 8 else "token", backend="torch")
+    assert str(fast.value) == str(slow.value)
+    assert f"{which}: the row after prefix (1, 2) has a non-finite entry" in str(fast.value)
+
+
+def test_shallow_screen_failure_does_not_hide_a_non_finite_deep_row(small, monkeypatch):
+    """A row at depth 1 that upsets the node quantities and a NaN in the target table at depth
+    L-1: the whole check runs before any diagnosis, so the NaN is named first, as by the torch
+    route."""
+    inst = _unnormalised(1, 1)
+    inst = _with_bad(inst, "target", 2, 4, float("nan"))
+    with pytest.raises(SpectheoryError) as fast:
+        analyze(inst, "block", backend="torch")
+    assert not isinstance(fast.value, LawError)
+    _torch_route(monkeypatch)
+    with pytest.raises(SpectheoryError) as slow:
+        analyze(inst, "block", backend="torch")
+    assert str(fast.value) == str(slow.value) and "non-finite entry" in str(fast.value)
 
 
 def test_order_of_refusals_kept(small, monkeypatch):

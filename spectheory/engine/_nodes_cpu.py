@@ -44,6 +44,7 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 #: Flat indices of the kernels' loops are unsigned: numba tests a signed index for a negative
@@ -78,6 +79,249 @@ def _bits(typingctx, x):  # pragma: no cover - compiled
     return sig, codegen
 
 
+#: Entries of a row handled as one vector by the eight-lane helpers below (a whole AVX-512
+#: register of float64; two AVX2 registers); the rest of a row is handled one entry at a time.
+LANES8 = 8
+
+#: The exponent bits of a float64 as an int64 (`_bits`): all set for an infinite or NaN entry.
+_EXPONENT_FIELD = 0x7FF0000000000000
+
+_F64x8 = ir.VectorType(ir.DoubleType(), LANES8)
+_I64x8 = ir.VectorType(ir.IntType(64), LANES8)
+_NONTEMPORAL = "nontemporal"
+
+
+def _contiguous_f64(*arrays) -> bool:
+    """Typing guard of the eight-lane helpers: C-contiguous 1-D float64 arrays only."""
+    return all(isinstance(a, types.Array) and a.ndim == 1 and a.layout == "C"
+               and a.dtype == types.float64 for a in arrays)
+
+
+def _vector_at(context, builder, aryty, ary, idx):
+    """Pointer to the 8 entries ary[idx:idx+8] as one <8 x double> (no bounds check)."""
+    arr = context.make_array(aryty)(context, builder, ary)
+    ptr = cgutils.get_item_pointer(context, builder, aryty, arr, [idx], wraparound=False)
+    return builder.bitcast(ptr, _F64x8.as_pointer())
+
+
+def _store_lanes(context, builder, vec, aryty, ary, idx):
+    """ary[idx:idx+8] = vec by eight scalar stores: the scratch rows read back one entry at a
+    time (`row_sum`) right after; a load of part of one vector store is not forwarded from
+    the store buffer on some CPUs (a stall per load: 3 of the 8 ms of `token_last` at V = 8,
+    L = 7 with a vector store)."""
+    arr = context.make_array(aryty)(context, builder, ary)
+    ptr = cgutils.get_item_pointer(context, builder, aryty, arr, [idx], wraparound=False)
+    for k in range(LANES8):
+        builder.store(builder.extract_element(vec, ir.Constant(ir.IntType(32), k)),
+                      builder.gep(ptr, [ir.Constant(ir.IntType(64), k)]), align=8)
+
+
+def _splat(builder, x):
+    """<x, x, ..., x> (8 lanes)."""
+    v = builder.insert_element(ir.Constant(_F64x8, ir.Undefined), x, ir.Constant(ir.IntType(32), 0))
+    return builder.shuffle_vector(v, ir.Constant(_F64x8, ir.Undefined),
+                                  ir.Constant(ir.VectorType(ir.IntType(32), LANES8), [0] * LANES8))
+
+
+def _vector_function(builder, name, argc):
+    """The LLVM intrinsic ``name`` on <8 x double> (``llvm.fma.v8f64``, ``llvm.fabs.v8f64``)."""
+    return cgutils.get_or_insert_function(
+        builder.module, ir.FunctionType(_F64x8, [_F64x8] * argc), name)
+
+
+@intrinsic
+def _scale8(typingctx, dest, i, src, j, s, stream):  # pragma: no cover - compiled
+    """dest[i:i+8] = src[j:j+8] * s (eight IEEE products, as the scalar loop) by one store,
+    non-temporal where ``stream`` (then dest[i] must be 64-byte aligned: the output law is
+    written once and not read back here, so it need not pass through the cache). Returns the
+    largest of (bit pattern of src[j + k]) & `_EXPONENT` over the eight (the finite screen)."""
+    if not (_contiguous_f64(dest, src) and isinstance(stream, types.Boolean)):
+        return None
+    sig = types.uint64(dest, i, src, j, s, stream)
+
+    def codegen(context, builder, signature, args):
+        dty, _, sty, _, _, _ = signature.args
+        vec = builder.load(_vector_at(context, builder, sty, args[2], args[3]), align=8)
+        prod = builder.fmul(vec, _splat(builder, args[4]))
+        target = _vector_at(context, builder, dty, args[0], args[1])
+        with builder.if_else(args[5]) as (streamed, cached):
+            with streamed:
+                store = builder.store(prod, target, align=64)
+                store.set_metadata(_NONTEMPORAL, builder.module.add_metadata(
+                    [ir.Constant(ir.IntType(32), 1)]))
+            with cached:
+                builder.store(prod, target, align=8)
+        exponents = builder.and_(builder.bitcast(vec, _I64x8),
+                                 ir.Constant(_I64x8, [_EXPONENT_FIELD] * LANES8))
+        umax = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.IntType(64), [_I64x8]),
+            "llvm.vector.reduce.umax.v8i64")
+        return builder.call(umax, [exponents])
+
+    return sig, codegen
+
+
+@intrinsic
+def _top8(typingctx, p, corr, stop, k, Ax, Tx, mx, fused, tops, terms,
+          t):  # pragma: no cover - compiled
+    """Eight entries k..k+7 of the output law's last step (`output_top`'s scalar lines, lane by
+    lane): tops[t:t+8] = (corr m + p A) + stop (the first sum by one ``fma`` where ``fused``)
+    and terms[t:t+8] = |top - p T|."""
+    if not (_contiguous_f64(p, corr, stop, tops, terms) and isinstance(fused, types.Boolean)):
+        return None
+    sig = types.void(p, corr, stop, k, Ax, Tx, mx, fused, tops, terms, t)
+
+    def codegen(context, builder, signature, args):
+        ty = signature.args
+        pv, cv, sv = (builder.load(_vector_at(context, builder, ty[n], args[n], args[3]), align=8)
+                      for n in (0, 1, 2))
+        pA = builder.fmul(pv, _splat(builder, args[4]))
+        mv = _splat(builder, args[6])
+        fused_sum = builder.call(_vector_function(builder, "llvm.fma.v8f64", 3), [cv, mv, pA])
+        av = builder.select(args[7], fused_sum, builder.fadd(builder.fmul(cv, mv), pA))
+        top = builder.fadd(av, sv)
+        term = builder.call(_vector_function(builder, "llvm.fabs.v8f64", 1),
+                            [builder.fsub(top, builder.fmul(pv, _splat(builder, args[5])))])
+        _store_lanes(context, builder, top, ty[8], args[8], args[10])
+        _store_lanes(context, builder, term, ty[9], args[9], args[10])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+def _weights_screen(builder, weights, lo, hi):
+    """(min(lo, bits), max(hi, bits)) over the bit patterns of weights + 0.0 (the kernels'
+    screen of a weight in [0, 1 + tol] by two integer reductions)."""
+    bits = builder.bitcast(builder.fadd(weights, ir.Constant(_F64x8, [0.0] * LANES8)), _I64x8)
+    red = {k: cgutils.get_or_insert_function(
+        builder.module, ir.FunctionType(ir.IntType(64), [_I64x8]), f"llvm.vector.reduce.{k}.v8i64")
+        for k in ("smin", "smax")}
+    new_lo, new_hi = builder.call(red["smin"], [bits]), builder.call(red["smax"], [bits])
+    return (builder.select(builder.icmp_signed("<", new_lo, lo), new_lo, lo),
+            builder.select(builder.icmp_signed(">", new_hi, hi), new_hi, hi))
+
+
+def _exponent_screen(builder, qv, pv, ex):
+    """max(ex, largest exponent field (bits & `_EXPONENT_FIELD`) of the eight entries of q and
+    p): `_EXPONENT_FIELD` exactly when one of them is infinite or NaN (the finite screen of the
+    rows read)."""
+    mask = ir.Constant(_I64x8, [_EXPONENT_FIELD] * LANES8)
+    fq = builder.and_(builder.bitcast(qv, _I64x8), mask)
+    fp = builder.and_(builder.bitcast(pv, _I64x8), mask)
+    fields = builder.select(builder.icmp_unsigned(">", fq, fp), fq, fp)
+    umax = cgutils.get_or_insert_function(
+        builder.module, ir.FunctionType(ir.IntType(64), [_I64x8]), "llvm.vector.reduce.umax.v8i64")
+    new = builder.call(umax, [fields])
+    return builder.select(builder.icmp_unsigned(">", new, ex), new, ex)
+
+
+def _capped_ratio(builder, num, den, scale):
+    """min(ratio(num, den) scale, 1) lane by lane, NaN kept: ratio = num / den, 1 where den = 0
+    (`_ratio`, `_at_most_one`)."""
+    one = ir.Constant(_F64x8, [1.0] * LANES8)
+    zero = ir.Constant(_F64x8, [0.0] * LANES8)
+    ratio = builder.select(builder.fcmp_ordered("==", den, zero), one, builder.fdiv(num, den))
+    scaled = ratio if scale is None else builder.fmul(ratio, scale)
+    return builder.select(builder.fcmp_ordered(">", scaled, one), one, scaled)
+
+
+@intrinsic
+def _block8(typingctx, q, p, i, w, m, fused, stop_L, neg, rest, a, lo, hi,
+            ex):  # pragma: no cover - compiled
+    """Eight entries i..i+7 of a row of `block_last` (its scalar lines, lane by lane): neg[a:a+8]
+    = min(q - p w, 0) (one rounding where ``fused``), w' = min(ratio(p, q) w, 1), stop_L[i:i+8]
+    = (q w') m and rest[a:a+8] = q - q w'. Returns the screens' (lo, hi, ex) updated by the w'
+    and by the entries of q and p (`_exponent_screen`)."""
+    if not _contiguous_f64(q, p, stop_L, neg, rest) or not isinstance(fused, types.Boolean):
+        return None
+    triple = types.UniTuple(types.int64, 3)
+    sig = triple(q, p, i, w, m, fused, stop_L, neg, rest, a, lo, hi, ex)
+
+    def codegen(context, builder, signature, args):
+        ty = signature.args
+        qv, pv = (builder.load(_vector_at(context, builder, ty[n], args[n], args[2]), align=8)
+                  for n in (0, 1))
+        wv = _splat(builder, args[3])
+        minus_p = builder.fneg(pv)
+        fused_r = builder.call(_vector_function(builder, "llvm.fma.v8f64", 3), [minus_p, wv, qv])
+        r = builder.select(args[5], fused_r, builder.fadd(builder.fmul(minus_p, wv), qv))
+        zero = ir.Constant(_F64x8, [0.0] * LANES8)
+        negv = builder.select(builder.fcmp_ordered(">", r, zero), zero, r)
+        wa = _capped_ratio(builder, pv, qv, wv)
+        qw = builder.fmul(qv, wa)
+        builder.store(builder.fmul(qw, _splat(builder, args[4])),
+                      _vector_at(context, builder, ty[6], args[6], args[2]), align=8)
+        _store_lanes(context, builder, negv, ty[7], args[7], args[9])
+        _store_lanes(context, builder, builder.fsub(qv, qw), ty[8], args[8], args[9])
+        lo, hi = _weights_screen(builder, wa, args[10], args[11])
+        ex = _exponent_screen(builder, qv, pv, args[12])
+        return context.make_tuple(builder, triple, [lo, hi, ex])
+
+    return sig, codegen
+
+
+@intrinsic
+def _token8(typingctx, q, p, i, qr, stop_L, res, rest, a, lo, hi,
+            ex):  # pragma: no cover - compiled
+    """Eight entries i..i+7 of a row of `token_last` (its scalar lines, lane by lane):
+    res[a:a+8] = max(p - q, 0), c = min(ratio(p, q), 1), stop_L[i:i+8] = (q c) qr and
+    rest[a:a+8] = q c. Returns the screens' (lo, hi, ex) updated by the c and by the entries of
+    q and p (`_exponent_screen`)."""
+    if not _contiguous_f64(q, p, stop_L, res, rest):
+        return None
+    triple = types.UniTuple(types.int64, 3)
+    sig = triple(q, p, i, qr, stop_L, res, rest, a, lo, hi, ex)
+
+    def codegen(context, builder, signature, args):
+        ty = signature.args
+        qv, pv = (builder.load(_vector_at(context, builder, ty[n], args[n], args[2]), align=8)
+                  for n in (0, 1))
+        zero = ir.Constant(_F64x8, [0.0] * LANES8)
+        r = builder.fsub(pv, qv)
+        resv = builder.select(builder.fcmp_ordered("<", r, zero), zero, r)
+        ca = _capped_ratio(builder, pv, qv, None)
+        qw = builder.fmul(qv, ca)
+        builder.store(builder.fmul(qw, _splat(builder, args[3])),
+                      _vector_at(context, builder, ty[4], args[4], args[2]), align=8)
+        _store_lanes(context, builder, resv, ty[5], args[5], args[7])
+        _store_lanes(context, builder, qw, ty[6], args[6], args[7])
+        lo, hi = _weights_screen(builder, ca, args[8], args[9])
+        ex = _exponent_screen(builder, qv, pv, args[10])
+        return context.make_tuple(builder, triple, [lo, hi, ex])
+
+    return sig, codegen
+
+
+@intrinsic
+def _div8(typingctx, dest, i, src, j, s):  # pragma: no cover - compiled
+    """dest[i:i+8] = src[j:j+8] / s (eight IEEE quotients)."""
+    if not _contiguous_f64(dest, src):
+        return None
+    sig = types.void(dest, i, src, j, s)
+
+    def codegen(context, builder, signature, args):
+        dty, _, sty, _, _ = signature.args
+        vec = builder.load(_vector_at(context, builder, sty, args[2], args[3]), align=8)
+        builder.store(builder.fdiv(vec, _splat(builder, args[4])),
+                      _vector_at(context, builder, dty, args[0], args[1]), align=8)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@intrinsic
+def _store_fence(typingctx):  # pragma: no cover - compiled
+    """A full memory fence (``mfence`` on x86): orders the non-temporal stores of `_scale8`
+    before anything after the kernel."""
+    sig = types.void()
+
+    def codegen(context, builder, signature, args):
+        builder.fence("seq_cst")
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
 @njit(nogil=True, cache=True, error_model="numpy", inline="always")
 def _mul_add(a, b, c, fused):  # pragma: no cover - compiled
     """a b + c, rounded once (``fused``) or twice."""
@@ -87,7 +331,26 @@ def _mul_add(a, b, c, fused):  # pragma: no cover - compiled
 
 
 @njit(nogil=True, cache=True, error_model="numpy", inline="always")
-def row_sum(row, lanes):  # pragma: no cover - compiled
+def _row_sum_of_8(row, lanes):  # pragma: no cover - compiled
+    """`row_sum` of a row of 8 entries, its loops unrolled for each width of torch's vector
+    (``lanes`` 8, 4, 2; anything else is the scalar order): about 3 of the 8 ms of `token_last`
+    at V = 8, L = 7 went to the loops' control, not to the additions. tests/test_exact_floor.py
+    compares it with the loops (`probe_sums_loops`) and with torch. ``lanes`` is 0 or a power
+    of two (16 and above: the scalar order, as the loops take for V < lanes)."""
+    r0, r1, r2, r3, r4, r5, r6, r7 = (row[0], row[1], row[2], row[3], row[4], row[5], row[6],
+                                      row[7])
+    if lanes == 8:  # one vector: 0 + lane 0 + ... + lane 7
+        return ((((((((0.0 + r0) + r1) + r2) + r3) + r4) + r5) + r6) + r7)
+    if lanes == 4:  # two vectors, one accumulator
+        return (((0.0 + (r0 + r4)) + (r1 + r5)) + (r2 + r6)) + (r3 + r7)
+    if lanes == 2:  # four vectors, four accumulators
+        return ((0.0 + ((((0.0 + r0) + (0.0 + r2)) + (0.0 + r4)) + (0.0 + r6)))
+                + ((((0.0 + r1) + (0.0 + r3)) + (0.0 + r5)) + (0.0 + r7)))
+    return ((((0.0 + r0) + r4) + ((0.0 + r1) + r5)) + ((0.0 + r2) + r6)) + ((0.0 + r3) + r7)
+
+
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def row_sum(row, lanes, unrolled=True):  # pragma: no cover - compiled
     """Sum of a row [V] in the order of torch's CPU sum over a contiguous last dimension
     (ATen's ``cascade_sum``: ``row_sum`` with four accumulators). With ``lanes`` < 2 or V <
     lanes, on scalars: accumulator k adds entries 4i + k, the remainder goes to accumulator 0,
@@ -96,6 +359,9 @@ def row_sum(row, lanes):  # pragma: no cover - compiled
     vector one by one and the lanes of the accumulated vector in order. Valid for rows of fewer
     than `MAX_ROW_VECTORS` vectors (no cascade level of torch's is reached)."""
     V = row.shape[0]
+    if V == 8 and unrolled and lanes & (lanes - 1) == 0:  # the same sums written out: the
+        # loops cost more than the sums (``lanes`` a power of two, as torch's vector widths)
+        return _row_sum_of_8(row, lanes)
     scalar = lanes < 2 or V < lanes
     width = 1 if scalar else lanes
     nv = V // width
@@ -163,15 +429,17 @@ def _at_most_one(x):  # pragma: no cover - compiled
 
 @njit(nogil=True, cache=True, error_model="numpy")
 def block_last(state, px, qx, q, p, mass, lanes, fma_neg, tol,
-               h, corr, stop_L, G, stop_prev):  # pragma: no cover - compiled
+               h, corr, stop_L, G, stop_prev, finite):  # pragma: no cover - compiled
     """Block verification at depths L-1 and L below n nodes of depth L-1.
 
     In: ``state`` = w_{L-2} at each node's parent, ``px``, ``qx`` the drafted token's target and
     draft probabilities, ``mass`` Q(x^(L-1)) [n]; ``q``, ``p`` the rows at the nodes [n, V].
     Out: ``h`` = h_{L-1} [n], ``corr`` = normalise(max(w_{L-1} p - q, 0)) [n, V] (p where the
     residual is zero), ``stop_L`` = m_L [n V] = Q q(a|x) h_L(x a), ``G`` = G_{L-1} =
-    sum_a q(a|x) (1 - h_L(x a)) and ``stop_prev`` = m_{L-1} = Q h_{L-1} G_{L-1} [n]. Returns
-    False when a screen of the node quantities fails (then nothing is to be trusted).
+    sum_a q(a|x) (1 - h_L(x a)) and ``stop_prev`` = m_{L-1} = Q h_{L-1} G_{L-1} [n]; ``finite``
+    [1] whether every entry of ``q`` and ``p`` is finite (the largest exponent field read is not
+    all ones: the caller's finiteness check of those tables, on the way). Returns False when a
+    screen of the node quantities fails (then nothing is to be trusted).
 
     Screens: every weight in [0, 1 + tol] (the least and largest bit patterns of w + 0.0,
     integer reductions that vectorise; NaN fails); a residual of finite non-zero total s
@@ -180,20 +448,26 @@ def block_last(state, px, qx, q, p, mass, lanes, fma_neg, tol,
     are summed; a residual total that is NaN or infinite fails the screen."""
     n, V = q.shape
     qf, pf, cf = q.reshape(-1), p.reshape(-1), corr.reshape(-1)
+    Vv = V - V % LANES8  # entries of a row handled eight at a time
     neg = np.empty(V)
     rest = np.empty(V)
     half = tol / 2
     ok = True
     lo = 0  # least and largest bit patterns of the weights
     hi = 0
+    ex = 0  # largest exponent field of the entries of q and p
     for x in range(n):
         w = _at_most_one(_ratio(px[x], qx[x]) * state[x])
         m = mass[x]
         row = _UINT(x * V)  # unsigned flat indices: no wrap-around test per entry
-        for a in range(V):
+        for a in range(0, Vv, LANES8):
+            lo, hi, ex = _block8(qf, pf, row + _UINT(a), w, m, fma_neg, stop_L, neg, rest, a, lo,
+                                 hi, ex)
+        for a in range(Vv, V):
             i = row + _UINT(a)
             qa = qf[i]
             pa = pf[i]
+            ex = max(ex, _bits(qa) & _EXPONENT_FIELD, _bits(pa) & _EXPONENT_FIELD)
             r = _mul_add(-pa, w, qa, fma_neg)
             neg[a] = 0.0 if r > 0 else r
             wa = _at_most_one(_ratio(pa, qa) * w)
@@ -219,32 +493,37 @@ def block_last(state, px, qx, q, p, mass, lanes, fma_neg, tol,
                 cf[row + _UINT(a)] = pf[row + _UINT(a)]
             ok &= _near_one(p[x], V, half)
         elif s > -np.inf:
-            for a in range(V):
+            for a in range(0, Vv, LANES8):
+                _div8(cf, row + _UINT(a), neg, a, s)
+            for a in range(Vv, V):
                 cf[row + _UINT(a)] = neg[a] / s
         else:  # NaN or -inf
             ok = False
+    finite[0] = ex != _EXPONENT_FIELD
     return ok and lo >= 0 and hi <= _bits(1.0 + tol)
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
 def token_last(px, qx, q, p, mass, R_parent, lanes, tol,
-               a_out, R, corr, stop_L, stop_prev):  # pragma: no cover - compiled
+               a_out, R, corr, stop_L, stop_prev, finite):  # pragma: no cover - compiled
     """Token verification at depths L-1 and L below n nodes of depth L-1.
 
     In: ``px``, ``qx`` [n] the drafted token's probabilities, ``mass`` Q(x^(L-1)) [n],
     ``R_parent`` R_{L-2} at each node's parent [n]; ``q``, ``p`` [n, V]. Out: ``a_out`` = a_{L-1}
     = min(1, px/qx), ``R`` = R_{L-1} = R_{L-2} a_{L-1} [n], ``corr`` = normalise(max(p - q, 0))
     [n, V], ``stop_L`` = m_L = Q R_{L-1} q(a|x) a_L(x a) [n V] and ``stop_prev`` = m_{L-1} =
-    Q R_{L-1} (1 - sum_a q(a|x) a_L(x a)) [n]. Returns False when a screen fails (the screens
-    of `block_last`)."""
+    Q R_{L-1} (1 - sum_a q(a|x) a_L(x a)) [n]; ``finite`` [1] as in `block_last`. Returns False
+    when a screen fails (the screens of `block_last`)."""
     n, V = q.shape
     qf, pf, cf = q.reshape(-1), p.reshape(-1), corr.reshape(-1)
+    Vv = V - V % LANES8  # entries of a row handled eight at a time
     res = np.empty(V)
     rest = np.empty(V)
     half = tol / 2
     ok = True
     lo = 0  # least and largest bit patterns of the weights
     hi = 0
+    ex = 0  # largest exponent field of the entries of q and p
     for x in range(n):
         ax = _at_most_one(_ratio(px[x], qx[x]))
         a_out[x] = ax
@@ -255,10 +534,13 @@ def token_last(px, qx, q, p, mass, R_parent, lanes, tol,
         R[x] = rx
         qr = mass[x] * rx
         row = _UINT(x * V)  # unsigned flat indices: no wrap-around test per entry
-        for a in range(V):
+        for a in range(0, Vv, LANES8):
+            lo, hi, ex = _token8(qf, pf, row + _UINT(a), qr, stop_L, res, rest, a, lo, hi, ex)
+        for a in range(Vv, V):
             i = row + _UINT(a)
             qa = qf[i]
             pa = pf[i]
+            ex = max(ex, _bits(qa) & _EXPONENT_FIELD, _bits(pa) & _EXPONENT_FIELD)
             r = pa - qa
             res[a] = 0.0 if r < 0 else r
             ca = _at_most_one(_ratio(pa, qa))
@@ -275,10 +557,13 @@ def token_last(px, qx, q, p, mass, R_parent, lanes, tol,
                 cf[row + _UINT(a)] = pf[row + _UINT(a)]
             ok &= _near_one(p[x], V, half)
         elif s < np.inf:
-            for a in range(V):
+            for a in range(0, Vv, LANES8):
+                _div8(cf, row + _UINT(a), res, a, s)
+            for a in range(Vv, V):
                 cf[row + _UINT(a)] = res[a] / s
         else:  # NaN or inf
             ok = False
+    finite[0] = ex != _EXPONENT_FIELD
     return ok and lo >= 0 and hi <= _bits(1.0 + tol)
 
 
@@ -450,33 +735,54 @@ def output_top(A, T, m, corr, p, stop_L, pL, fma_out, lanes, diff,
     terms below each node, summed in torch's row order, `row_sum`) and ``out`` [r V, V] = top p_L
     (the output law). ``A``, ``T``, ``m`` [r]; ``corr``, ``p`` [r, V]; ``stop_L`` [r V]; ``pL``
     [r V, V]. Returns True when every entry of pL is finite (the largest exponent field read is
-    not all ones: an integer maximum, which vectorises)."""
+    not all ones).
+
+    Rows are handled eight entries at a time (`_top8`, `_scale8`), the rest of a row one entry
+    at a time, each entry by the same operations. Where the rows of ``out`` are whole vectors
+    and ``out`` starts on a 64-byte boundary its entries are written by non-temporal stores
+    (about a third of the time of this step at V = 8, L = 7: the law is not read back here)."""
     r, V = p.shape
     Vb = pL.shape[1]
-    W = V * Vb  # the output entries below one node x: one loop of V Vb, which vectorises
-    flat = pL.reshape(-1)
+    pf, cf, flat, dest = p.reshape(-1), corr.reshape(-1), pL.reshape(-1), out.reshape(-1)
     bits = flat.view(np.uint64)
-    dest = out.reshape(-1)
-    tops = np.empty(W)
+    Vv = V - V % LANES8  # entries of a row of p handled as vectors
+    Vbv = Vb - Vb % LANES8  # entries of a row of pL handled as vectors
+    stream = Vbv == Vb and dest.ctypes.data % 64 == 0
+    tops = np.empty(V)
     terms = np.empty(V)
     top_exponent = np.uint64(0)
     for x in range(r):
         Ax = A[x]
         Tx = T[x]
         mx = m[x]
-        for a in range(V):
-            pa = p[x, a]
-            av = _mul_add(corr[x, a], mx, pa * Ax, fma_out)
-            top = av + stop_L[_UINT(x * V + a)]
+        row = _UINT(x * V)
+        for a in range(0, Vv, LANES8):
+            _top8(pf, cf, stop_L, row + _UINT(a), Ax, Tx, mx, fma_out, tops, terms, a)
+        for a in range(Vv, V):
+            i = row + _UINT(a)
+            pa = pf[i]
+            top = _mul_add(cf[i], mx, pa * Ax, fma_out) + stop_L[i]
+            tops[a] = top
             terms[a] = abs(top - pa * Tx)
-            for b in range(Vb):
-                tops[a * Vb + b] = top
         diff[x] = row_sum(terms, lanes)
-        base = _UINT(x * W)
-        for e in range(W):
-            i = base + _UINT(e)
-            top_exponent = max(top_exponent, bits[i] & _EXPONENT)
-            dest[i] = flat[i] * tops[e]
+        if Vb == LANES8:  # a row of pL is one vector: one loop (the nested loops' control
+            # cost a tenth of this step at V = 8, L = 7)
+            for a in range(V):
+                i = (row + _UINT(a)) * _UINT(LANES8)
+                top_exponent = max(top_exponent, _scale8(dest, i, flat, i, tops[a], stream))
+            continue
+        for a in range(V):
+            top = tops[a]
+            base = (row + _UINT(a)) * _UINT(Vb)
+            for b in range(0, Vbv, LANES8):
+                i = base + _UINT(b)
+                top_exponent = max(top_exponent, _scale8(dest, i, flat, i, top, stream))
+            for b in range(Vbv, Vb):
+                i = base + _UINT(b)
+                top_exponent = max(top_exponent, bits[i] & _EXPONENT)
+                dest[i] = flat[i] * top
+    if stream:
+        _store_fence()
     return top_exponent != _EXPONENT
 
 
@@ -498,6 +804,15 @@ def probe_out(p, A, c, m, fused, out):  # pragma: no cover - compiled
     for x in range(n):
         for a in range(V):
             out[x, a] = _mul_add(c[x, a], m[x], p[x, a] * A[x], fused)
+    return out
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def probe_sums_loops(rows, lanes, out):  # pragma: no cover - compiled
+    """`probe_sums` by `row_sum`'s loops only (no unrolled row of 8): what the unrolled sums
+    are compared with."""
+    for x in range(rows.shape[0]):
+        out[x] = row_sum(rows[x], lanes, False)
     return out
 
 

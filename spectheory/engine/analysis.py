@@ -50,12 +50,14 @@ from .perdraft import BlockLaw, block_output_law
 from .plan import _cheaper, _check_instance, _plan_sizes, float_backend, resolve_route
 from .seqtree import levels
 
-def node_route_law(spec: VerifierSpec, q_levels, p_levels, V: int, L: int):
+def node_route_law(spec: VerifierSpec, q_levels, p_levels, V: int, L: int,
+                   screen: list | None = None, compiled: bool = True):
     """Per-node route ([`node_block_law`][spectheory.engine.nodes.node_block_law]) of a node-form
-    verifier."""
+    verifier (``screen``, ``compiled``: as there)."""
     from .nodes import node_block_law
 
-    return node_block_law(spec.node, q_levels, p_levels, V, L, name=spec.name)
+    return node_block_law(spec.node, q_levels, p_levels, V, L, name=spec.name, screen=screen,
+                          compiled=compiled)
 
 
 def _node_to_block(nodes, C: int, L: int) -> BlockLaw:
@@ -322,14 +324,14 @@ def analyze(instance: Instance, verifier, name: str | None = None,
 
 def _screens_top(instance, how, route, symmetric, exact, device, backend, laws, executor,
                  sampling, draft_sampling, max_sequences) -> bool:
-    """Whether the analysis may leave the finiteness check of the target table at depth L to
-    the compiled output law of the per-node route, which reads that table once anyway (it is a
-    full read of the largest table, about as long as the rest of the check): token or block
-    verification with one path, the full laws asked for, float64 torch on the CPU, no sampling
-    parameters, no executor, L >= 2 and a size at which the kernels run
-    ([`compiled_kernels`][spectheory.engine.nodes.compiled_kernels]). Decided without side
-    effects; anything these options would refuse is refused later in the usual order, after
-    the whole check (then False)."""
+    """Whether the analysis may leave the finiteness check of the deepest tables (the target's
+    at depths L-1 and L, the draft's at depth L-1) to the compiled kernels of the per-node route
+    and its output law, which read those tables once anyway (the largest, about as long as the
+    rest of the analysis to check): token or block verification with one path, the full laws
+    asked for, float64 torch on the CPU, no sampling parameters, no executor, L >= 2 and a size
+    at which the kernels run ([`compiled_kernels`][spectheory.engine.nodes.compiled_kernels],
+    which loads them: the analysis would). Anything these options would refuse is refused later
+    in the usual order, after the whole check (then False)."""
     from ..runtime import limits
     from .nodes import COMPILED_MIN_NODES, KERNEL_ENV, has_kernels
 
@@ -345,6 +347,11 @@ def _screens_top(instance, how, route, symmetric, exact, device, backend, laws, 
         r = _cheaper(how, resolve_route(how, route, symmetric), route, V, L, symmetric)
         if r != "node" or float_backend(how, r, device, backend, False, V ** (L + 1)) != "torch":
             return False
+        from .nodes import compiled_kernels
+
+        row = torch.zeros((1, V), dtype=torch.float64)
+        if compiled_kernels(how.spec.node, row, V, nodes=V ** L) is None:
+            return False  # numba missing, or its arithmetic unlike torch's: nothing screens
         _plan_sizes(how, V, L, 1, False, max_sequences, "exact analysis",
                     f"V^(L+1) = {V}^{L + 1}", symmetric, r)
     except Exception:  # noqa: BLE001 - refused later, in the usual order
@@ -378,11 +385,19 @@ def _analyze(instance, how, name, exact, max_sequences, progress, device, symmet
         tau_pmf = [tau]
         route = f"node, split at depth {split_depth} ({executor})"
     elif route == "node":
-        nodes = node_route_law(how.spec, q_levels, p_levels, V, L)
+        checked = deferred is None  # else the deepest tables are screened by the kernels
+        screen: list | None = None if checked else []
+        nodes = node_route_law(how.spec, q_levels, p_levels, V, L, screen=screen)
+        if not checked and screen != [True]:  # the tables at depth L-1 not known finite
+            _check_instance(deferred)
+            checked = True
+        if nodes is None:  # the tables are finite and a kernel's screen failed: the torch
+            # route's diagnosis of the node quantities
+            nodes = node_route_law(how.spec, q_levels, p_levels, V, L, compiled=False)
         tau_pmf = nodes.tau_pmf(1)
-        screen: list = []
-        out, tgt, tv = node_output_law(nodes, p_levels, V, L, laws, screen=screen)
-        if deferred is not None and screen != [True]:  # the target table at depth L unscreened
+        top: list = []
+        out, tgt, tv = node_output_law(nodes, p_levels, V, L, laws, screen=top)
+        if not checked and top != [True]:  # the target table at depth L not known finite
             _check_instance(deferred)
     else:
         total = V**L

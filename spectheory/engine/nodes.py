@@ -403,7 +403,7 @@ class SubtreeStart:
 
 def node_block_law(form: NodeForm, q_levels, p_levels, V: int, L: int,
                    name: str = "verifier", start: SubtreeStart | None = None, *,
-                   compiled: bool = True) -> NodeLaw:
+                   compiled: bool = True, screen: list | None = None) -> NodeLaw | None:
     """Per-node route: the stop mass and correction of every node below C contexts.
 
     ``q_levels[d]`` [C V^d, V] (d < L) and ``p_levels[d]`` [C V^d, V] (d <= L) as from
@@ -428,6 +428,12 @@ def node_block_law(form: NodeForm, q_levels, p_levels, V: int, L: int,
     ``SPECTHEORY_NUMBA=0``: the torch route throughout): one pass per depth above L-1, two over
     the deepest rows, one per depth for the scan up, the same values; where a kernel's screen of
     the node quantities fails, the torch route reruns and raises its diagnosis.
+
+    ``screen`` (a list): where the kernels ran, whether every entry of the draft and target rows
+    at depth L-1 was finite is appended (they screen them on the way; False also where a kernel
+    of a shallower depth failed its screen before); after False, None is returned at once, for
+    the caller to run its own check of the tables (which names the entry) before any diagnosis
+    of the node quantities. Nothing is appended where the torch route ran.
     """
     exact = B.is_exact(p_levels[0])
     C = p_levels[0].shape[0]
@@ -441,7 +447,12 @@ def node_block_law(form: NodeForm, q_levels, p_levels, V: int, L: int,
         state, px, qx, mass = start.state, start.px, start.qx, start.mass
         at, first = start.depth, start.index
     if kernels is not None:
-        law = _compiled_route(kernels, form, q_levels, p_levels, V, L, start, name)
+        finite = np.zeros(1, dtype=np.bool_)  # set by the kernel of depth L-1
+        law = _compiled_route(kernels, form, q_levels, p_levels, V, L, start, name, finite)
+        if screen is not None:
+            screen.append(bool(finite[0]))
+            if not finite[0]:
+                return None
         if law is not None:
             return law
         return node_block_law(form, q_levels, p_levels, V, L, name, start, compiled=False)
@@ -648,12 +659,16 @@ def _flat(x):
 
 
 def _compiled_route(kernels: CompiledKernels, form, q_levels, p_levels, V: int, L: int,
-                    start, name) -> NodeLaw | None:
+                    start, name, finite=None) -> NodeLaw | None:
     """`node_block_law` by the compiled kernels: each depth d < L-1 in one pass over its rows
     (`block_level` / `token_level`: the step, its screens, the children's states and draft
     masses), depths L-1 and L in one more (`block_last` / `token_last`), then the scan up from
     depth L-2 (`block_scan` / `token_scan`). The same values as the torch route; None when a
-    kernel's screen fails (the caller then runs the torch route, which raises its diagnosis)."""
+    kernel's screen fails (the caller then runs the torch route, which raises its diagnosis).
+    ``finite`` [1] (bool): set to whether every entry of the rows at depth L-1 is finite
+    (unchanged where a kernel of a shallower depth failed its screen first)."""
+    if finite is None:
+        finite = np.ones(1, dtype=np.bool_)
     mod, tol, lanes = kernels.module, float(ROW_SUM_TOL), kernels.lanes
     # rows normalised by a finite non-zero total sum to 1 within 2 (V + 1) ulps: the kernels skip
     # that sum, which needs a factor 4 of margin below tol / 2 (else the torch route)
@@ -705,12 +720,12 @@ def _compiled_route(kernels: CompiledKernels, form, q_levels, p_levels, V: int, 
         R_last = torch.empty(n, **f64)
         ok = mod.token_last(_flat(px), _flat(qx), _flat(q), _flat(p), _flat(mass),
                             _flat(R_parent), lanes, tol, w_last.numpy(), R_last.numpy(),
-                            corr.numpy(), stop_L.numpy(), stop_prev.numpy())
+                            corr.numpy(), stop_L.numpy(), stop_prev.numpy(), finite)
     else:
         G = torch.empty(n, **f64)
         ok = mod.block_last(_flat(state), _flat(px), _flat(qx), _flat(q), _flat(p), _flat(mass),
                             lanes, kernels.fma_neg, tol, w_last.numpy(), corr.numpy(),
-                            stop_L.numpy(), G.numpy(), stop_prev.numpy())
+                            stop_L.numpy(), G.numpy(), stop_prev.numpy(), finite)
     if not ok:
         return None
     masses.append(mass)

@@ -151,22 +151,25 @@ def _check_instance(instance, skip_top: bool = False) -> None:
     number of the analysis NaN). One read of each table (`_finite_screen`); only a table that
     fails the screen is searched row by row for the first non-finite entry.
 
-    ``skip_top``: the target table at depth L is left to the caller, who screens it on the way
-    (the compiled output law of the per-node route reads it once anyway) and calls this again
-    without ``skip_top`` where that screen fails or did not run, before any result is
-    returned; a table that fails here is reported in the usual order (the whole check runs
-    again)."""
+    ``skip_top``: the deepest tables (the target's at depths L-1 and L, the draft's at depth
+    L-1) are left to the caller, who screens them on the way (the compiled kernels of the
+    per-node route read them once anyway; together they are seven eighths of the check at V =
+    8) and calls this again without ``skip_top`` where a screen fails or did not run, before
+    any result is returned; a table that fails here is reported in the usual order (the whole
+    check runs again)."""
     if not isinstance(instance, Instance):
         raise SpectheoryError(f"expected a spectheory Instance (see load_instance / "
                               f"instance_from_dict), got {type(instance).__name__}")
-    top = instance.target.tables[instance.block_length] if skip_top and \
-        len(getattr(instance.target, "tables", ())) > instance.block_length else None
+    L = instance.block_length
+    deep = [t for model, depths in ((instance.target, (L - 1, L)), (instance.draft, (L - 1,)))
+            for d, t in enumerate(getattr(model, "tables", ())) if d in depths] if skip_top \
+        else []
     for which, model in (("target", instance.target), ("draft", instance.draft)):
         for d, table in enumerate(getattr(model, "tables", ())):
             if isinstance(table, np.ndarray) and table.dtype.kind == "f":
-                if table is top or _finite_screen(table):
+                if any(table is t for t in deep) or _finite_screen(table):
                     continue
-                if top is not None:  # the full check, in its order
+                if deep:  # the full check, in its order
                     return _check_instance(instance)
                 bad = np.flatnonzero(~np.isfinite(table).all(axis=-1))
                 if bad.size:
