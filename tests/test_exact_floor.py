@@ -277,20 +277,20 @@ def test_unrolled_sums_of_8_are_the_loops_sums(lanes):
     rows = (rng.random((512, 8)) * np.exp2(-rng.integers(0, 40, (512, 8)))
             * rng.choice([-1.0, 1.0], (512, 8)))
     rows[::7] = rng.choice([0.0, -0.0, 1.0, -1.0], (len(rows[::7]), 8))
-    fast = mod.probe_sums(rows, lanes, np.empty(512))
-    loops = mod.probe_sums_loops(rows, lanes, np.empty(512))
+    fast = mod.probe_sums8(rows, lanes, np.empty(512))
+    loops = mod.probe_sums(rows, lanes, np.empty(512))
     assert np.array_equal(fast.view(np.uint64), loops.view(np.uint64))
     if lanes in (2, 4, 8):
-        other = mod.probe_sums_loops(rows, 4 if lanes != 4 else 8, np.empty(512))
+        other = mod.probe_sums(rows, 4 if lanes != 4 else 8, np.empty(512))
         assert not np.array_equal(fast, other)
 
 
 @pytest.mark.parametrize("V", [3, 8, 16, 17])
 def test_output_kernel_streamed_and_cached_stores_agree(V):
-    """The output kernel writes rows of whole vectors by non-temporal stores where the law starts
-    on a 64-byte boundary, by ordinary stores elsewhere, and entry by entry past the last whole
-    vector: the same law and TV terms on an aligned and a misaligned output, equal to torch's
-    products, and a non-finite target entry in a vector part or in the tail is noticed."""
+    """The output kernel writes rows of whole vectors (V = 8, 16) by non-temporal stores where
+    the law starts on a 64-byte boundary, by ordinary stores elsewhere, and other rows (V = 3,
+    17) entry by entry: the same law and TV terms on an aligned and a misaligned output, equal
+    to torch's products, and a non-finite target entry anywhere in a row is noticed."""
     kernels = compiled_kernels(None, torch.zeros((1, V), dtype=torch.float64), V, nodes=2**40)
     mod = kernels.module
     rng = np.random.default_rng(100 + V)
@@ -421,13 +421,13 @@ def test_non_finite_top_target_row_refused_as_before(value, verifier, small, mon
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
 @pytest.mark.parametrize("which", ["target", "draft"])
-@pytest.mark.parametrize("V, column", [(3, 1), (8, 5), (9, 8)])
+@pytest.mark.parametrize("V, column", [(3, 1), (8, 5), (9, 8), (16, 12)])
 def test_non_finite_row_at_depth_L_minus_1_refused_as_before(value, which, V, column, small,
                                                              monkeypatch):
-    """The draft and target tables at depth L-1 are screened by the last levels' kernel (in a
-    vector of eight entries, V = 8 and 9, or one entry at a time, V = 3 and the ninth entry at
-    V = 9): the same refusal, naming the same row, as the whole check before the analysis, and
-    no diagnosis of the node quantities (which a non-finite row also upsets) first."""
+    """The draft and target tables at depth L-1 are screened by the last levels' kernel where
+    its rows are whole vectors of eight entries (V = 8, 16), else by a sum of each table (V = 3,
+    9): the same refusal, naming the same row, as the whole check before the analysis, and no
+    diagnosis of the node quantities (which a non-finite row also upsets) first."""
     inst = random_instance(V, 3, 2)
     model = inst.target if which == "target" else inst.draft
     tables = [t.copy() for t in model.tables]

@@ -335,8 +335,10 @@ def _row_sum_of_8(row, lanes):  # pragma: no cover - compiled
     """`row_sum` of a row of 8 entries, its loops unrolled for each width of torch's vector
     (``lanes`` 8, 4, 2; anything else is the scalar order): about 3 of the 8 ms of `token_last`
     at V = 8, L = 7 went to the loops' control, not to the additions. tests/test_exact_floor.py
-    compares it with the loops (`probe_sums_loops`) and with torch. ``lanes`` is 0 or a power
-    of two (16 and above: the scalar order, as the loops take for V < lanes)."""
+    compares it with the loops (`probe_sums8` against `probe_sums`) and with torch. ``lanes``
+    is 0 or a power of two (16 and above: the scalar order, as the loops take for V < lanes).
+    Called by the kernels of rows of 8 only: a branch to it inside `row_sum` slowed the loops
+    of other vocabularies (token_last at V = 4: 31 -> 64 ms)."""
     r0, r1, r2, r3, r4, r5, r6, r7 = (row[0], row[1], row[2], row[3], row[4], row[5], row[6],
                                       row[7])
     if lanes == 8:  # one vector: 0 + lane 0 + ... + lane 7
@@ -350,7 +352,7 @@ def _row_sum_of_8(row, lanes):  # pragma: no cover - compiled
 
 
 @njit(nogil=True, cache=True, error_model="numpy", inline="always")
-def row_sum(row, lanes, unrolled=True):  # pragma: no cover - compiled
+def row_sum(row, lanes):  # pragma: no cover - compiled
     """Sum of a row [V] in the order of torch's CPU sum over a contiguous last dimension
     (ATen's ``cascade_sum``: ``row_sum`` with four accumulators). With ``lanes`` < 2 or V <
     lanes, on scalars: accumulator k adds entries 4i + k, the remainder goes to accumulator 0,
@@ -359,9 +361,6 @@ def row_sum(row, lanes, unrolled=True):  # pragma: no cover - compiled
     vector one by one and the lanes of the accumulated vector in order. Valid for rows of fewer
     than `MAX_ROW_VECTORS` vectors (no cascade level of torch's is reached)."""
     V = row.shape[0]
-    if V == 8 and unrolled and lanes & (lanes - 1) == 0:  # the same sums written out: the
-        # loops cost more than the sums (``lanes`` a power of two, as torch's vector widths)
-        return _row_sum_of_8(row, lanes)
     scalar = lanes < 2 or V < lanes
     width = 1 if scalar else lanes
     nv = V // width
@@ -428,18 +427,19 @@ def _at_most_one(x):  # pragma: no cover - compiled
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
-def block_last(state, px, qx, q, p, mass, lanes, fma_neg, tol,
-               h, corr, stop_L, G, stop_prev, finite):  # pragma: no cover - compiled
-    """Block verification at depths L-1 and L below n nodes of depth L-1.
+def _block_last_entries(state, px, qx, q, p, mass, lanes, fma_neg, tol,
+               h, corr, stop_L, G, stop_prev):  # pragma: no cover - compiled
+    """`block_last` entry by entry, for rows that are not a whole number of vectors of
+    `LANES8` entries (the kernel as it was before the vectors; the caller screens q and p for
+    non-finite entries itself). Block verification at depths L-1 and L below n nodes of depth
+    L-1.
 
     In: ``state`` = w_{L-2} at each node's parent, ``px``, ``qx`` the drafted token's target and
     draft probabilities, ``mass`` Q(x^(L-1)) [n]; ``q``, ``p`` the rows at the nodes [n, V].
     Out: ``h`` = h_{L-1} [n], ``corr`` = normalise(max(w_{L-1} p - q, 0)) [n, V] (p where the
     residual is zero), ``stop_L`` = m_L [n V] = Q q(a|x) h_L(x a), ``G`` = G_{L-1} =
-    sum_a q(a|x) (1 - h_L(x a)) and ``stop_prev`` = m_{L-1} = Q h_{L-1} G_{L-1} [n]; ``finite``
-    [1] whether every entry of ``q`` and ``p`` is finite (the largest exponent field read is not
-    all ones: the caller's finiteness check of those tables, on the way). Returns False when a
-    screen of the node quantities fails (then nothing is to be trusted).
+    sum_a q(a|x) (1 - h_L(x a)) and ``stop_prev`` = m_{L-1} = Q h_{L-1} G_{L-1} [n]. Returns
+    False when a screen of the node quantities fails (then nothing is to be trusted).
 
     Screens: every weight in [0, 1 + tol] (the least and largest bit patterns of w + 0.0,
     integer reductions that vectorise; NaN fails); a residual of finite non-zero total s
@@ -448,26 +448,20 @@ def block_last(state, px, qx, q, p, mass, lanes, fma_neg, tol,
     are summed; a residual total that is NaN or infinite fails the screen."""
     n, V = q.shape
     qf, pf, cf = q.reshape(-1), p.reshape(-1), corr.reshape(-1)
-    Vv = V - V % LANES8  # entries of a row handled eight at a time
     neg = np.empty(V)
     rest = np.empty(V)
     half = tol / 2
     ok = True
     lo = 0  # least and largest bit patterns of the weights
     hi = 0
-    ex = 0  # largest exponent field of the entries of q and p
     for x in range(n):
         w = _at_most_one(_ratio(px[x], qx[x]) * state[x])
         m = mass[x]
         row = _UINT(x * V)  # unsigned flat indices: no wrap-around test per entry
-        for a in range(0, Vv, LANES8):
-            lo, hi, ex = _block8(qf, pf, row + _UINT(a), w, m, fma_neg, stop_L, neg, rest, a, lo,
-                                 hi, ex)
-        for a in range(Vv, V):
+        for a in range(V):
             i = row + _UINT(a)
             qa = qf[i]
             pa = pf[i]
-            ex = max(ex, _bits(qa) & _EXPONENT_FIELD, _bits(pa) & _EXPONENT_FIELD)
             r = _mul_add(-pa, w, qa, fma_neg)
             neg[a] = 0.0 if r > 0 else r
             wa = _at_most_one(_ratio(pa, qa) * w)
@@ -493,10 +487,132 @@ def block_last(state, px, qx, q, p, mass, lanes, fma_neg, tol,
                 cf[row + _UINT(a)] = pf[row + _UINT(a)]
             ok &= _near_one(p[x], V, half)
         elif s > -np.inf:
-            for a in range(0, Vv, LANES8):
-                _div8(cf, row + _UINT(a), neg, a, s)
-            for a in range(Vv, V):
+            for a in range(V):
                 cf[row + _UINT(a)] = neg[a] / s
+        else:  # NaN or -inf
+            ok = False
+    return ok and lo >= 0 and hi <= _bits(1.0 + tol)
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def _token_last_entries(px, qx, q, p, mass, R_parent, lanes, tol,
+               a_out, R, corr, stop_L, stop_prev):  # pragma: no cover - compiled
+    """`token_last` entry by entry, for rows that are not a whole number of vectors (as
+    `_block_last_entries`). Token verification at depths L-1 and L below n nodes of depth L-1.
+
+    In: ``px``, ``qx`` [n] the drafted token's probabilities, ``mass`` Q(x^(L-1)) [n],
+    ``R_parent`` R_{L-2} at each node's parent [n]; ``q``, ``p`` [n, V]. Out: ``a_out`` = a_{L-1}
+    = min(1, px/qx), ``R`` = R_{L-1} = R_{L-2} a_{L-1} [n], ``corr`` = normalise(max(p - q, 0))
+    [n, V], ``stop_L`` = m_L = Q R_{L-1} q(a|x) a_L(x a) [n V] and ``stop_prev`` = m_{L-1} =
+    Q R_{L-1} (1 - sum_a q(a|x) a_L(x a)) [n]. Returns False when a screen fails (the screens
+    of `block_last`)."""
+    n, V = q.shape
+    qf, pf, cf = q.reshape(-1), p.reshape(-1), corr.reshape(-1)
+    res = np.empty(V)
+    rest = np.empty(V)
+    half = tol / 2
+    ok = True
+    lo = 0  # least and largest bit patterns of the weights
+    hi = 0
+    for x in range(n):
+        ax = _at_most_one(_ratio(px[x], qx[x]))
+        a_out[x] = ax
+        b = _bits(ax + 0.0)
+        lo = min(lo, b)
+        hi = max(hi, b)
+        rx = R_parent[x] * ax
+        R[x] = rx
+        qr = mass[x] * rx
+        row = _UINT(x * V)  # unsigned flat indices: no wrap-around test per entry
+        for a in range(V):
+            i = row + _UINT(a)
+            qa = qf[i]
+            pa = pf[i]
+            r = pa - qa
+            res[a] = 0.0 if r < 0 else r
+            ca = _at_most_one(_ratio(pa, qa))
+            b = _bits(ca + 0.0)
+            lo = min(lo, b)
+            hi = max(hi, b)
+            qw = qa * ca
+            stop_L[i] = qw * qr
+            rest[a] = qw
+        s = row_sum(res, lanes)
+        stop_prev[x] = qr * (1.0 - row_sum(rest, lanes))
+        if s == 0:
+            for a in range(V):
+                cf[row + _UINT(a)] = pf[row + _UINT(a)]
+            ok &= _near_one(p[x], V, half)
+        elif s < np.inf:
+            for a in range(V):
+                cf[row + _UINT(a)] = res[a] / s
+        else:  # NaN or inf
+            ok = False
+    return ok and lo >= 0 and hi <= _bits(1.0 + tol)
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def block_last(state, px, qx, q, p, mass, lanes, fma_neg, tol,
+               h, corr, stop_L, G, stop_prev, finite):  # pragma: no cover - compiled
+    """Block verification at depths L-1 and L below n nodes of depth L-1.
+
+    In: ``state`` = w_{L-2} at each node's parent, ``px``, ``qx`` the drafted token's target and
+    draft probabilities, ``mass`` Q(x^(L-1)) [n]; ``q``, ``p`` the rows at the nodes [n, V].
+    Out: ``h`` = h_{L-1} [n], ``corr`` = normalise(max(w_{L-1} p - q, 0)) [n, V] (p where the
+    residual is zero), ``stop_L`` = m_L [n V] = Q q(a|x) h_L(x a), ``G`` = G_{L-1} =
+    sum_a q(a|x) (1 - h_L(x a)) and ``stop_prev`` = m_{L-1} = Q h_{L-1} G_{L-1} [n]; ``finite``
+    [1] whether every entry of ``q`` and ``p`` is finite (the largest exponent field read is not
+    all ones: the caller's finiteness check of those tables, on the way). Returns False when a
+    screen of the node quantities fails (then nothing is to be trusted). Rows of a whole number
+    of vectors of `LANES8` entries are handled eight entries at a time (`_block8`, `_div8`);
+    others by `_block_last_entries` (``finite`` then left as it was: the caller screens).
+
+    Screens: every weight in [0, 1 + tol] (the least and largest bit patterns of w + 0.0,
+    integer reductions that vectorise; NaN fails); a residual of finite non-zero total s
+    (entries <= 0) gives corrections >= 0 whose sum is within 2 (V + 1) ulps of 1 in any order
+    of addition (the caller's tol is far above that bound), so only the rows that fall back to p
+    are summed; a residual total that is NaN or infinite fails the screen."""
+    n, V = q.shape
+    if V % LANES8 != 0:
+        return _block_last_entries(state, px, qx, q, p, mass, lanes, fma_neg, tol, h, corr,
+                                   stop_L, G, stop_prev)
+    qf, pf, cf = q.reshape(-1), p.reshape(-1), corr.reshape(-1)
+    neg = np.empty(V)
+    rest = np.empty(V)
+    half = tol / 2
+    ok = True
+    lo = 0  # least and largest bit patterns of the weights
+    hi = 0
+    ex = 0  # largest exponent field of the entries of q and p
+    for x in range(n):
+        w = _at_most_one(_ratio(px[x], qx[x]) * state[x])
+        m = mass[x]
+        row = _UINT(x * V)  # unsigned flat indices: no wrap-around test per entry
+        for a in range(0, V, LANES8):
+            lo, hi, ex = _block8(qf, pf, row + _UINT(a), w, m, fma_neg, stop_L, neg, rest, a, lo,
+                                 hi, ex)
+        if V == LANES8:
+            s = _row_sum_of_8(neg, lanes)
+            g = _row_sum_of_8(rest, lanes)
+        else:
+            s = row_sum(neg, lanes)
+            g = row_sum(rest, lanes)
+        G[x] = g
+        S = -s
+        den = S + (1.0 - w)
+        hx = 1.0 if den == 0 else S / den
+        h[x] = hx
+        b = _bits(hx + 0.0)
+        lo = min(lo, b)
+        hi = max(hi, b)
+        stop_prev[x] = m * hx * g
+        if s == 0:
+            for a in range(V):
+                cf[row + _UINT(a)] = pf[row + _UINT(a)]
+            ok &= _near_one(p[x], V, half)
+        elif s > -np.inf:
+            for a in range(0, V, LANES8):
+                _div8(cf, row + _UINT(a), neg, a, s)
         else:  # NaN or -inf
             ok = False
     finite[0] = ex != _EXPONENT_FIELD
@@ -513,10 +629,13 @@ def token_last(px, qx, q, p, mass, R_parent, lanes, tol,
     = min(1, px/qx), ``R`` = R_{L-1} = R_{L-2} a_{L-1} [n], ``corr`` = normalise(max(p - q, 0))
     [n, V], ``stop_L`` = m_L = Q R_{L-1} q(a|x) a_L(x a) [n V] and ``stop_prev`` = m_{L-1} =
     Q R_{L-1} (1 - sum_a q(a|x) a_L(x a)) [n]; ``finite`` [1] as in `block_last`. Returns False
-    when a screen fails (the screens of `block_last`)."""
+    when a screen fails (the screens of `block_last`). Rows of whole vectors eight entries at a
+    time (`_token8`, `_div8`), others by `_token_last_entries` (as `block_last`)."""
     n, V = q.shape
+    if V % LANES8 != 0:
+        return _token_last_entries(px, qx, q, p, mass, R_parent, lanes, tol, a_out, R, corr,
+                                   stop_L, stop_prev)
     qf, pf, cf = q.reshape(-1), p.reshape(-1), corr.reshape(-1)
-    Vv = V - V % LANES8  # entries of a row handled eight at a time
     res = np.empty(V)
     rest = np.empty(V)
     half = tol / 2
@@ -534,33 +653,22 @@ def token_last(px, qx, q, p, mass, R_parent, lanes, tol,
         R[x] = rx
         qr = mass[x] * rx
         row = _UINT(x * V)  # unsigned flat indices: no wrap-around test per entry
-        for a in range(0, Vv, LANES8):
+        for a in range(0, V, LANES8):
             lo, hi, ex = _token8(qf, pf, row + _UINT(a), qr, stop_L, res, rest, a, lo, hi, ex)
-        for a in range(Vv, V):
-            i = row + _UINT(a)
-            qa = qf[i]
-            pa = pf[i]
-            ex = max(ex, _bits(qa) & _EXPONENT_FIELD, _bits(pa) & _EXPONENT_FIELD)
-            r = pa - qa
-            res[a] = 0.0 if r < 0 else r
-            ca = _at_most_one(_ratio(pa, qa))
-            b = _bits(ca + 0.0)
-            lo = min(lo, b)
-            hi = max(hi, b)
-            qw = qa * ca
-            stop_L[i] = qw * qr
-            rest[a] = qw
-        s = row_sum(res, lanes)
-        stop_prev[x] = qr * (1.0 - row_sum(rest, lanes))
+        if V == LANES8:
+            s = _row_sum_of_8(res, lanes)
+            kept = _row_sum_of_8(rest, lanes)
+        else:
+            s = row_sum(res, lanes)
+            kept = row_sum(rest, lanes)
+        stop_prev[x] = qr * (1.0 - kept)
         if s == 0:
             for a in range(V):
                 cf[row + _UINT(a)] = pf[row + _UINT(a)]
             ok &= _near_one(p[x], V, half)
         elif s < np.inf:
-            for a in range(0, Vv, LANES8):
+            for a in range(0, V, LANES8):
                 _div8(cf, row + _UINT(a), res, a, s)
-            for a in range(Vv, V):
-                cf[row + _UINT(a)] = res[a] / s
         else:  # NaN or inf
             ok = False
     finite[0] = ex != _EXPONENT_FIELD
@@ -727,6 +835,42 @@ _EXPONENT = np.uint64(0x7FF0000000000000)
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
+def _output_top_entries(A, T, m, corr, p, stop_L, pL, fma_out, lanes, diff,
+                        out):  # pragma: no cover - compiled
+    """`output_top` where a row of ``pL`` is not a whole number of vectors of `LANES8`
+    entries (V = 3 or 17, say): the V Vb entries below a node in one flat loop, which numba's
+    loop vectoriser takes (the rows of 3 or 4 entries took 4.5 and 6.2 ms against 3.8 and 5.1
+    ms by `output_top`'s row loops)."""
+    r, V = p.shape
+    Vb = pL.shape[1]
+    W = V * Vb  # the output entries below one node x: one loop of V Vb, which vectorises
+    flat = pL.reshape(-1)
+    bits = flat.view(np.uint64)
+    dest = out.reshape(-1)
+    tops = np.empty(W)
+    terms = np.empty(V)
+    top_exponent = np.uint64(0)
+    for x in range(r):
+        Ax = A[x]
+        Tx = T[x]
+        mx = m[x]
+        for a in range(V):
+            pa = p[x, a]
+            av = _mul_add(corr[x, a], mx, pa * Ax, fma_out)
+            top = av + stop_L[_UINT(x * V + a)]
+            terms[a] = abs(top - pa * Tx)
+            for b in range(Vb):
+                tops[a * Vb + b] = top
+        diff[x] = row_sum(terms, lanes)
+        base = _UINT(x * W)
+        for e in range(W):
+            i = base + _UINT(e)
+            top_exponent = max(top_exponent, bits[i] & _EXPONENT)
+            dest[i] = flat[i] * tops[e]
+    return top_exponent != _EXPONENT
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
 def output_top(A, T, m, corr, p, stop_L, pL, fma_out, lanes, diff,
                out):  # pragma: no cover - compiled
     """The last step of the output law below r nodes x of depth L-1 whose bonus rows are the
@@ -737,17 +881,17 @@ def output_top(A, T, m, corr, p, stop_L, pL, fma_out, lanes, diff,
     [r V, V]. Returns True when every entry of pL is finite (the largest exponent field read is
     not all ones).
 
-    Rows are handled eight entries at a time (`_top8`, `_scale8`), the rest of a row one entry
-    at a time, each entry by the same operations. Where the rows of ``out`` are whole vectors
-    and ``out`` starts on a 64-byte boundary its entries are written by non-temporal stores
-    (about a third of the time of this step at V = 8, L = 7: the law is not read back here)."""
+    Where a row of ``pL`` is a whole number of vectors of `LANES8` entries (V = 8, 16, ...),
+    rows are handled eight entries at a time (`_top8`, `_scale8`, each entry by the same
+    operations) and, where ``out`` starts on a 64-byte boundary, the law is written by
+    non-temporal stores (it is not read back here): 15 -> 10 ms at V = 8, L = 7. Other rows
+    take `_output_top_entries`."""
     r, V = p.shape
     Vb = pL.shape[1]
     pf, cf, flat, dest = p.reshape(-1), corr.reshape(-1), pL.reshape(-1), out.reshape(-1)
-    bits = flat.view(np.uint64)
-    Vv = V - V % LANES8  # entries of a row of p handled as vectors
-    Vbv = Vb - Vb % LANES8  # entries of a row of pL handled as vectors
-    stream = Vbv == Vb and dest.ctypes.data % 64 == 0
+    stream = dest.ctypes.data % 64 == 0
+    if V % LANES8 != 0 or Vb != V:  # rows that are not whole vectors: entry by entry
+        return _output_top_entries(A, T, m, corr, p, stop_L, pL, fma_out, lanes, diff, out)
     tops = np.empty(V)
     terms = np.empty(V)
     top_exponent = np.uint64(0)
@@ -756,31 +900,20 @@ def output_top(A, T, m, corr, p, stop_L, pL, fma_out, lanes, diff,
         Tx = T[x]
         mx = m[x]
         row = _UINT(x * V)
-        for a in range(0, Vv, LANES8):
+        for a in range(0, V, LANES8):
             _top8(pf, cf, stop_L, row + _UINT(a), Ax, Tx, mx, fma_out, tops, terms, a)
-        for a in range(Vv, V):
-            i = row + _UINT(a)
-            pa = pf[i]
-            top = _mul_add(cf[i], mx, pa * Ax, fma_out) + stop_L[i]
-            tops[a] = top
-            terms[a] = abs(top - pa * Tx)
-        diff[x] = row_sum(terms, lanes)
+        diff[x] = _row_sum_of_8(terms, lanes) if V == LANES8 else row_sum(terms, lanes)
         if Vb == LANES8:  # a row of pL is one vector: one loop (the nested loops' control
             # cost a tenth of this step at V = 8, L = 7)
             for a in range(V):
                 i = (row + _UINT(a)) * _UINT(LANES8)
                 top_exponent = max(top_exponent, _scale8(dest, i, flat, i, tops[a], stream))
             continue
-        for a in range(V):
-            top = tops[a]
+        for a in range(V):  # rows of several whole vectors
             base = (row + _UINT(a)) * _UINT(Vb)
-            for b in range(0, Vbv, LANES8):
+            for b in range(0, Vb, LANES8):
                 i = base + _UINT(b)
-                top_exponent = max(top_exponent, _scale8(dest, i, flat, i, top, stream))
-            for b in range(Vbv, Vb):
-                i = base + _UINT(b)
-                top_exponent = max(top_exponent, bits[i] & _EXPONENT)
-                dest[i] = flat[i] * top
+                top_exponent = max(top_exponent, _scale8(dest, i, flat, i, tops[a], stream))
     if stream:
         _store_fence()
     return top_exponent != _EXPONENT
@@ -808,11 +941,10 @@ def probe_out(p, A, c, m, fused, out):  # pragma: no cover - compiled
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
-def probe_sums_loops(rows, lanes, out):  # pragma: no cover - compiled
-    """`probe_sums` by `row_sum`'s loops only (no unrolled row of 8): what the unrolled sums
-    are compared with."""
+def probe_sums8(rows, lanes, out):  # pragma: no cover - compiled
+    """`_row_sum_of_8` of every row [n, 8] into ``out`` [n] (compared with `probe_sums`)."""
     for x in range(rows.shape[0]):
-        out[x] = row_sum(rows[x], lanes, False)
+        out[x] = _row_sum_of_8(rows[x], lanes)
     return out
 
 

@@ -665,8 +665,9 @@ def _compiled_route(kernels: CompiledKernels, form, q_levels, p_levels, V: int, 
     masses), depths L-1 and L in one more (`block_last` / `token_last`), then the scan up from
     depth L-2 (`block_scan` / `token_scan`). The same values as the torch route; None when a
     kernel's screen fails (the caller then runs the torch route, which raises its diagnosis).
-    ``finite`` [1] (bool): set to whether every entry of the rows at depth L-1 is finite
-    (unchanged where a kernel of a shallower depth failed its screen first)."""
+    ``finite`` [1] (bool): set to whether every entry of the rows at depth L-1 is finite (by the
+    kernel where its rows are whole vectors, else by one numpy sum of each table; unchanged
+    where a kernel of a shallower depth failed its screen first)."""
     if finite is None:
         finite = np.ones(1, dtype=np.bool_)
     mod, tol, lanes = kernels.module, float(ROW_SUM_TOL), kernels.lanes
@@ -712,6 +713,10 @@ def _compiled_route(kernels: CompiledKernels, form, q_levels, p_levels, V: int, 
         px, qx, mass, root = p.reshape(-1), q.reshape(-1), child_mass, False
     q, p, pL = q_levels[L - 1], p_levels[L - 1], p_levels[L]
     n = q.shape[0]
+    if V % mod.LANES8 != 0:  # the entry-by-entry kernels do not screen q and p: one read
+        from .plan import _finite_screen
+
+        finite[0] = _finite_screen(_flat(q)) and _finite_screen(_flat(p))
     w_last = torch.empty(n, **f64)  # h_{L-1} (block) or a_{L-1} (token)
     corr = buffers.empty_like(p)
     stop_L = torch.empty(n * V, **f64)
