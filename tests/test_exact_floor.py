@@ -451,6 +451,25 @@ def test_non_finite_row_at_depth_L_minus_1_refused_as_before(value, which, V, co
     assert f"{which}: the row after prefix (1, 2) has a non-finite entry" in str(fast.value)
 
 
+@pytest.mark.parametrize("which, depth", [("target", 0), ("target", 1), ("draft", 0),
+                                          ("draft", 1)])
+@pytest.mark.parametrize("V", [3, 8])
+def test_non_finite_shallow_row_refused_before_the_analysis(which, depth, V, small,
+                                                            monkeypatch):
+    """The tables above depth L-1, which no kernel screens, are still checked before the
+    analysis (one sum each): a NaN there is refused with the torch route's line, by the first
+    check, before any kernel runs."""
+    inst = _with_bad(random_instance(V, 3, 2), which, depth, V**depth - 1, float("nan"))
+    calls = _counting(monkeypatch)
+    with pytest.raises(SpectheoryError) as fast:
+        analyze(inst, "block", backend="torch")
+    assert not calls  # refused before the route
+    _torch_route(monkeypatch)
+    with pytest.raises(SpectheoryError) as slow:
+        analyze(inst, "block", backend="torch")
+    assert str(fast.value) == str(slow.value) and "non-finite entry" in str(fast.value)
+
+
 def test_shallow_screen_failure_does_not_hide_a_non_finite_deep_row(small, monkeypatch):
     """A row at depth 1 that upsets the node quantities and a NaN in the target table at depth
     L-1: the whole check runs before any diagnosis, so the NaN is named first, as by the torch
