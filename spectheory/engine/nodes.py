@@ -658,6 +658,15 @@ def _flat(x):
     return x.contiguous().numpy()
 
 
+def _finite_screen(table) -> bool:
+    """True when every entry of a float table (numpy) is finite, from one read: the sum of the
+    entries is finite (an infinite or NaN entry makes any sum of them infinite or NaN, in any
+    order). False also when finite entries overflow the sum: then the caller looks entry by
+    entry (the instance check, `spectheory.engine.plan`)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return bool(np.isfinite(np.add.reduce(table, axis=None)))
+
+
 def _compiled_route(kernels: CompiledKernels, form, q_levels, p_levels, V: int, L: int,
                     start, name, finite=None) -> NodeLaw | None:
     """`node_block_law` by the compiled kernels: each depth d < L-1 in one pass over its rows
@@ -714,8 +723,6 @@ def _compiled_route(kernels: CompiledKernels, form, q_levels, p_levels, V: int, 
     q, p, pL = q_levels[L - 1], p_levels[L - 1], p_levels[L]
     n = q.shape[0]
     if V % mod.LANES8 != 0:  # the entry-by-entry kernels do not screen q and p: one read
-        from .plan import _finite_screen
-
         finite[0] = _finite_screen(_flat(q)) and _finite_screen(_flat(p))
     w_last = torch.empty(n, **f64)  # h_{L-1} (block) or a_{L-1} (token)
     corr = buffers.empty_like(p)

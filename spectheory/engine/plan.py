@@ -15,6 +15,7 @@ from ..runtime.errors import SpectheoryError
 from ..inputs.instances import Instance
 from ..registry import Plan
 from ..runtime.sizes import check_size
+from .nodes import _finite_screen
 
 #: Most draft paths K the engine accepts (K! must fit in int64).
 MAX_PATHS = 20
@@ -136,14 +137,6 @@ def _cheaper(how: Plan, resolved: str, asked, V: int, L: int, symmetric) -> str:
     tree = node_route_work((how.paths,) + (1,) * (L - 1), V, how.drafting, how.spec)
     enum = outcome_count(V, L, how.paths, use_symmetry(how, symmetric))
     return "enumerate" if enum < tree else "tree"
-
-def _finite_screen(table) -> bool:
-    """True when every entry of a float table is finite, from one read: the sum of the entries
-    is finite (an infinite or NaN entry makes any sum of them infinite or NaN, in any order).
-    False also when finite entries overflow the sum: then the caller looks entry by entry."""
-    with np.errstate(over="ignore", invalid="ignore"):
-        return bool(np.isfinite(np.add.reduce(table, axis=None)))
-
 
 def _check_instance(instance, skip_top: bool = False) -> None:
     """An Instance whose float tables are finite (files are checked when read; an Instance built
