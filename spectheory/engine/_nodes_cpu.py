@@ -30,9 +30,19 @@ tol/2 in the kernel's order) and returns False when a screen fails; the caller t
 torch route, which raises the same diagnosis as before. ``pL`` (the target rows at depth L, read
 only by the output law) is screened for non-finite entries on the way (`output_top`).
 
-The few lines that turn a residual row into its correction row are written out in each of the
-four step kernels: the same lines as one inlined helper made ``block_last`` 7.3 -> 10 ms a call
-at V = 8, L = 7 (measured, cause not traced).
+Rows of a whole number of vectors of eight float64 entries (V = 8, 16, ...) take, at depths
+L-1 and L and in the output law's last step, kernels that handle eight entries as one vector
+(`_block8`, `_token8`, `_div8`, `_top8`, `_scale8`: numba intrinsics emitting LLVM vector
+instructions, each lane the scalar lines' IEEE operations) and write the output law by
+non-temporal stores; they also screen the rows they read for non-finite entries (the caller's
+finiteness check of those tables). Other rows take the entry-by-entry kernels
+(`_block_last_entries`, `_token_last_entries`, `_output_top_entries`), kept as they were: a
+vector kernel with a scalar tail slowed small vocabularies (token at V = 4: 31 -> 64 ms a call).
+
+The few lines that turn a residual row into its correction row are written out in each step
+kernel (the two deepest twice, vector and entry by entry): the same lines as one inlined helper
+made ``block_last`` 7.3 -> 10 ms a call at V = 8, L = 7 (measured, cause not traced), and the
+branches that loops of other vocabularies meet slow them (above).
 
 Imported only when the route is taken (it imports numba, which compiles these functions on first
 use and caches them on disk). No bounds are checked: the caller passes C-contiguous float64
