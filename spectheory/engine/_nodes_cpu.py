@@ -115,10 +115,10 @@ def _vector_at(context, builder, aryty, ary, idx):
 
 
 def _store_lanes(context, builder, vec, aryty, ary, idx):
-    """ary[idx:idx+8] = vec by eight scalar stores: the scratch rows read back one entry at a
-    time (`row_sum`) right after; a load of part of one vector store is not forwarded from
-    the store buffer on some CPUs (a stall per load: 3 of the 8 ms of `token_last` at V = 8,
-    L = 7 with a vector store)."""
+    """ary[idx:idx+8] = vec by eight scalar stores, for the scratch rows that are read back one
+    entry at a time right after (`row_sum`): a load of part of a wider store may not be
+    forwarded from the store buffer. Measured on `token_last` at V = 8, L = 7, one vector store
+    took the same time (the 3 ms first blamed on it were `row_sum`'s loop control)."""
     arr = context.make_array(aryty)(context, builder, ary)
     ptr = cgutils.get_item_pointer(context, builder, aryty, arr, [idx], wraparound=False)
     for k in range(LANES8):
