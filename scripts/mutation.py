@@ -960,7 +960,7 @@ MUTANTS = [
            "node kernels, output law entry by entry (V = 3): a non-finite top target row not "
            "flagged", FLOOR),
     Mutant("spectheory/engine/_nodes_cpu.py",
-           "        return builder.call(umax, [exponents])",
+           '        return _reduce(builder, "umax", exponents)',
            "        return ir.Constant(ir.IntType(64), 0)",
            "node kernels, output law by vectors: the finite screen of the top target rows "
            "dropped", FLOOR),

@@ -90,7 +90,8 @@ def _bits(typingctx, x):  # pragma: no cover - compiled
 
 
 #: Entries of a row handled as one vector by the eight-lane helpers below (a whole AVX-512
-#: register of float64; two AVX2 registers); the rest of a row is handled one entry at a time.
+#: register of float64; two AVX2 registers); rows that are not a whole number of such vectors
+#: take the entry-by-entry kernels.
 LANES8 = 8
 
 #: The exponent bits of a float64 as an int64 (`_bits`): all set for an infinite or NaN entry.
@@ -114,16 +115,11 @@ def _vector_at(context, builder, aryty, ary, idx):
     return builder.bitcast(ptr, _F64x8.as_pointer())
 
 
-def _store_lanes(context, builder, vec, aryty, ary, idx):
-    """ary[idx:idx+8] = vec by eight scalar stores, for the scratch rows that are read back one
-    entry at a time right after (`row_sum`): a load of part of a wider store may not be
-    forwarded from the store buffer. Measured on `token_last` at V = 8, L = 7, one vector store
-    took the same time (the 3 ms first blamed on it were `row_sum`'s loop control)."""
-    arr = context.make_array(aryty)(context, builder, ary)
-    ptr = cgutils.get_item_pointer(context, builder, aryty, arr, [idx], wraparound=False)
-    for k in range(LANES8):
-        builder.store(builder.extract_element(vec, ir.Constant(ir.IntType(32), k)),
-                      builder.gep(ptr, [ir.Constant(ir.IntType(64), k)]), align=8)
+def _reduce(builder, kind, vec):
+    """LLVM's ``llvm.vector.reduce.<kind>`` of an <8 x i64> (``kind``: umax, smin, smax)."""
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.IntType(64), [_I64x8]),
+                                        f"llvm.vector.reduce.{kind}.v8i64")
+    return builder.call(fn, [vec])
 
 
 def _splat(builder, x):
@@ -144,7 +140,8 @@ def _scale8(typingctx, dest, i, src, j, s, stream):  # pragma: no cover - compil
     """dest[i:i+8] = src[j:j+8] * s (eight IEEE products, as the scalar loop) by one store,
     non-temporal where ``stream`` (then dest[i] must be 64-byte aligned: the output law is
     written once and not read back here, so it need not pass through the cache). Returns the
-    largest of (bit pattern of src[j + k]) & `_EXPONENT` over the eight (the finite screen)."""
+    largest of (bit pattern of src[j + k]) & `_EXPONENT_FIELD` over the eight (the finite
+    screen)."""
     if not (_contiguous_f64(dest, src) and isinstance(stream, types.Boolean)):
         return None
     sig = types.uint64(dest, i, src, j, s, stream)
@@ -163,10 +160,7 @@ def _scale8(typingctx, dest, i, src, j, s, stream):  # pragma: no cover - compil
                 builder.store(prod, target, align=8)
         exponents = builder.and_(builder.bitcast(vec, _I64x8),
                                  ir.Constant(_I64x8, [_EXPONENT_FIELD] * LANES8))
-        umax = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.IntType(64), [_I64x8]),
-            "llvm.vector.reduce.umax.v8i64")
-        return builder.call(umax, [exponents])
+        return _reduce(builder, "umax", exponents)
 
     return sig, codegen
 
@@ -192,8 +186,8 @@ def _top8(typingctx, p, corr, stop, k, Ax, Tx, mx, fused, tops, terms,
         top = builder.fadd(av, sv)
         term = builder.call(_vector_function(builder, "llvm.fabs.v8f64", 1),
                             [builder.fsub(top, builder.fmul(pv, _splat(builder, args[5])))])
-        _store_lanes(context, builder, top, ty[8], args[8], args[10])
-        _store_lanes(context, builder, term, ty[9], args[9], args[10])
+        builder.store(top, _vector_at(context, builder, ty[8], args[8], args[10]), align=8)
+        builder.store(term, _vector_at(context, builder, ty[9], args[9], args[10]), align=8)
         return context.get_dummy_value()
 
     return sig, codegen
@@ -203,10 +197,7 @@ def _weights_screen(builder, weights, lo, hi):
     """(min(lo, bits), max(hi, bits)) over the bit patterns of weights + 0.0 (the kernels'
     screen of a weight in [0, 1 + tol] by two integer reductions)."""
     bits = builder.bitcast(builder.fadd(weights, ir.Constant(_F64x8, [0.0] * LANES8)), _I64x8)
-    red = {k: cgutils.get_or_insert_function(
-        builder.module, ir.FunctionType(ir.IntType(64), [_I64x8]), f"llvm.vector.reduce.{k}.v8i64")
-        for k in ("smin", "smax")}
-    new_lo, new_hi = builder.call(red["smin"], [bits]), builder.call(red["smax"], [bits])
+    new_lo, new_hi = _reduce(builder, "smin", bits), _reduce(builder, "smax", bits)
     return (builder.select(builder.icmp_signed("<", new_lo, lo), new_lo, lo),
             builder.select(builder.icmp_signed(">", new_hi, hi), new_hi, hi))
 
@@ -219,9 +210,7 @@ def _exponent_screen(builder, qv, pv, ex):
     fq = builder.and_(builder.bitcast(qv, _I64x8), mask)
     fp = builder.and_(builder.bitcast(pv, _I64x8), mask)
     fields = builder.select(builder.icmp_unsigned(">", fq, fp), fq, fp)
-    umax = cgutils.get_or_insert_function(
-        builder.module, ir.FunctionType(ir.IntType(64), [_I64x8]), "llvm.vector.reduce.umax.v8i64")
-    new = builder.call(umax, [fields])
+    new = _reduce(builder, "umax", fields)
     return builder.select(builder.icmp_unsigned(">", new, ex), new, ex)
 
 
@@ -261,8 +250,9 @@ def _block8(typingctx, q, p, i, w, m, fused, stop_L, neg, rest, a, lo, hi,
         qw = builder.fmul(qv, wa)
         builder.store(builder.fmul(qw, _splat(builder, args[4])),
                       _vector_at(context, builder, ty[6], args[6], args[2]), align=8)
-        _store_lanes(context, builder, negv, ty[7], args[7], args[9])
-        _store_lanes(context, builder, builder.fsub(qv, qw), ty[8], args[8], args[9])
+        builder.store(negv, _vector_at(context, builder, ty[7], args[7], args[9]), align=8)
+        builder.store(builder.fsub(qv, qw),
+                      _vector_at(context, builder, ty[8], args[8], args[9]), align=8)
         lo, hi = _weights_screen(builder, wa, args[10], args[11])
         ex = _exponent_screen(builder, qv, pv, args[12])
         return context.make_tuple(builder, triple, [lo, hi, ex])
@@ -293,8 +283,8 @@ def _token8(typingctx, q, p, i, qr, stop_L, res, rest, a, lo, hi,
         qw = builder.fmul(qv, ca)
         builder.store(builder.fmul(qw, _splat(builder, args[3])),
                       _vector_at(context, builder, ty[4], args[4], args[2]), align=8)
-        _store_lanes(context, builder, resv, ty[5], args[5], args[7])
-        _store_lanes(context, builder, qw, ty[6], args[6], args[7])
+        builder.store(resv, _vector_at(context, builder, ty[5], args[5], args[7]), align=8)
+        builder.store(qw, _vector_at(context, builder, ty[6], args[6], args[7]), align=8)
         lo, hi = _weights_screen(builder, ca, args[8], args[9])
         ex = _exponent_screen(builder, qv, pv, args[10])
         return context.make_tuple(builder, triple, [lo, hi, ex])
@@ -359,6 +349,15 @@ def _row_sum_of_8(row, lanes):  # pragma: no cover - compiled
         return ((0.0 + ((((0.0 + r0) + (0.0 + r2)) + (0.0 + r4)) + (0.0 + r6)))
                 + ((((0.0 + r1) + (0.0 + r3)) + (0.0 + r5)) + (0.0 + r7)))
     return ((((0.0 + r0) + r4) + ((0.0 + r1) + r5)) + ((0.0 + r2) + r6)) + ((0.0 + r3) + r7)
+
+
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _vector_row_sum(row, lanes):  # pragma: no cover - compiled
+    """`row_sum` in the kernels of rows of whole vectors: `_row_sum_of_8` for a row of 8, else
+    the loops."""
+    if row.shape[0] == LANES8:
+        return _row_sum_of_8(row, lanes)
+    return row_sum(row, lanes)
 
 
 @njit(nogil=True, cache=True, error_model="numpy", inline="always")
@@ -601,12 +600,8 @@ def block_last(state, px, qx, q, p, mass, lanes, fma_neg, tol,
         for a in range(0, V, LANES8):
             lo, hi, ex = _block8(qf, pf, row + _UINT(a), w, m, fma_neg, stop_L, neg, rest, a, lo,
                                  hi, ex)
-        if V == LANES8:
-            s = _row_sum_of_8(neg, lanes)
-            g = _row_sum_of_8(rest, lanes)
-        else:
-            s = row_sum(neg, lanes)
-            g = row_sum(rest, lanes)
+        s = _vector_row_sum(neg, lanes)
+        g = _vector_row_sum(rest, lanes)
         G[x] = g
         S = -s
         den = S + (1.0 - w)
@@ -665,13 +660,8 @@ def token_last(px, qx, q, p, mass, R_parent, lanes, tol,
         row = _UINT(x * V)  # unsigned flat indices: no wrap-around test per entry
         for a in range(0, V, LANES8):
             lo, hi, ex = _token8(qf, pf, row + _UINT(a), qr, stop_L, res, rest, a, lo, hi, ex)
-        if V == LANES8:
-            s = _row_sum_of_8(res, lanes)
-            kept = _row_sum_of_8(rest, lanes)
-        else:
-            s = row_sum(res, lanes)
-            kept = row_sum(rest, lanes)
-        stop_prev[x] = qr * (1.0 - kept)
+        s = _vector_row_sum(res, lanes)
+        stop_prev[x] = qr * (1.0 - _vector_row_sum(rest, lanes))
         if s == 0:
             for a in range(V):
                 cf[row + _UINT(a)] = pf[row + _UINT(a)]
@@ -841,7 +831,7 @@ def output_level(A, T, m, corr, p, fma_out, A_out, T_out):  # pragma: no cover -
 
 
 #: The exponent bits of a float64: all set for an infinite or NaN entry, and only there.
-_EXPONENT = np.uint64(0x7FF0000000000000)
+_EXPONENT = np.uint64(_EXPONENT_FIELD)
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
@@ -912,7 +902,7 @@ def output_top(A, T, m, corr, p, stop_L, pL, fma_out, lanes, diff,
         row = _UINT(x * V)
         for a in range(0, V, LANES8):
             _top8(pf, cf, stop_L, row + _UINT(a), Ax, Tx, mx, fma_out, tops, terms, a)
-        diff[x] = _row_sum_of_8(terms, lanes) if V == LANES8 else row_sum(terms, lanes)
+        diff[x] = _vector_row_sum(terms, lanes)
         if Vb == LANES8:  # a row of pL is one vector: one loop (the nested loops' control
             # cost a tenth of this step at V = 8, L = 7)
             for a in range(V):
