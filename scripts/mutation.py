@@ -76,6 +76,7 @@ PORTS = ("tests/test_tgi_port.py", "tests/test_mistralrs_port.py")
 DEFECTS = "tests/test_defect_classes.py"
 PLUGIN = ("tests/test_kit_friction.py", "tests/test_pytest_plugin.py", DEFECTS)
 FLOOR = ("tests/test_exact_floor.py",)
+ROWS = ("tests/test_real_rows.py",)
 
 MUTANTS = [
     # ---------------------------------------------------------------- verifiers
@@ -1001,8 +1002,56 @@ MUTANTS = [
            "(instance.draft, (L - 2, L - 1))",
            "instance check: the draft table at depth L-2, which no kernel screens, skipped",
            FLOOR),
+    Mutant("spectheory/verifiers/_rows_cpu.py",
+           "power = max(4, _ceil_log2(n4) // 4)",
+           "power = max(3, _ceil_log2(n4) // 4)",
+           "real-size correction rows: torch's cascade levels 2^3 steps apart, not 2^4",
+           ROWS),
+    Mutant("spectheory/verifiers/_rows_cpu.py",
+           "            levels[e % LANES] += r",
+           "            levels[LANES + e % LANES] += r",
+           "real-size correction rows: the vectors past the last whole step added to accumulator "
+           "1, not 0",
+           ROWS),
+    Mutant("spectheory/verifiers/_rows_cpu.py",
+           "d = builder.select(plus_, builder.fadd(d, zero), d)",
+           "d = d",
+           "real-size correction rows by vectors: the + 0 of torch's zero-total patch dropped "
+           "(block's -0.0 kept beside a row of p)",
+           ROWS),
+    Mutant("spectheory/verifiers/_rows_cpu.py",
+           "if seen >= BAD_BITS or not",
+           "if seen > BAD_BITS or not",
+           "real-size correction rows: an infinite entry not left to torch",
+           ROWS),
+    Mutant("spectheory/verifiers/_rows_cpu.py",
+           "        write_row(COPY if total == 0 else kind,",
+           "        write_row(kind,",
+           "real-size correction rows: a residual of total zero divided (NaN) instead of p",
+           ROWS),
+    Mutant("spectheory/verifiers/compiled_rows.py",
+           "kind = mod.TOKEN if w is None else (mod.BLOCK_FUSED if fused else mod.BLOCK)",
+           "kind = mod.TOKEN if w is None else (mod.BLOCK if fused else mod.BLOCK_FUSED)",
+           "real-size correction rows: block's q - p w rounded twice where torch rounds once",
+           ROWS),
+    Mutant("spectheory/verifiers/_rows_cpu.py",
+           "        if kind != TOKEN and not (wr >= 0 and wr <= 1):\n            return False",
+           "        if False:\n            return False",
+           "real-size correction rows: a NaN weight not left to torch (the kernels' min(., 0) "
+           "drops it where torch's clamp keeps it)",
+           ROWS),
+    Mutant("spectheory/verifiers/_rows_cpu.py",
+           "    total = tail  # 0 + the entries",
+           "    total = -tail  # 0 + the entries",
+           "real-size correction rows: the entries past the last whole vector subtracted",
+           ROWS),
+    Mutant("spectheory/verifiers/_rows_cpu.py",
+           "        d = _fma32(-pe, w, qe)",
+           "        d = -pe * w + qe",
+           "real-size correction rows entry by entry: block's residual rounded twice where torch "
+           "rounds once",
+           ROWS),
 ]
-
 
 # ----------------------------------------------------------------------------- copy
 

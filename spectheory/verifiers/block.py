@@ -30,6 +30,7 @@ from ..law import Law
 from ..engine.nodes import NodeForm, law_from_nodes
 from ..registry import VerifierSpec
 from .common import drafted_probs, drafted_ratio, normalise_residual, positive_residual
+from .compiled_rows import compiled_corrections
 from .token import residual_rows, screened_ratio
 
 
@@ -42,14 +43,21 @@ def block_node(state, px, qx, q, p, correction: bool = True, out=None):
     correction_i): h_L = w_L with correction p; else h_i = S_i / (S_i + 1 - w_i) (1 at the root
     and when the denominator is 0) with correction normalise(max(w_i p - q, 0)). With
     ``correction=False`` the correction is None (S_i is still a pass over the rows); ``out``
-    [N, V] (torch) receives the correction rows.
+    [N, V] (torch) receives the correction rows (on float32 CPU rows of a real vocabulary built,
+    with S_i, by [`compiled_corrections`][spectheory.verifiers.compiled_rows.compiled_corrections]:
+    the same values in one pass).
     """
     w = B.ones_like(p[:, 0]) if state is None else block_weight(state, px, qx)
     if q is None:
         return w, w, (p if correction else None)
     if state is None and not correction:
         return w, w, None  # h_0 = 1
-    if B.is_torch(p):  # -res = min(q - w p, 0) in two passes; corrections res/S = (-res)/(-S)
+    total = None
+    if correction and out is not None:
+        total = compiled_corrections(w, p, q, out)  # sum(min(q - w p, 0)), rows in out
+    if total is not None:
+        S = -total
+    elif B.is_torch(p):  # -res = min(q - w p, 0) in two passes; corrections res/S = (-res)/(-S)
         neg = torch.addcmul(q, p, w.unsqueeze(-1), value=-1, out=out if correction else None)
         neg = neg.clamp_(max=0)
         S = -neg.sum(dim=-1)
@@ -69,6 +77,8 @@ def block_node(state, px, qx, q, p, correction: bool = True, out=None):
         h = B.safe_div(S, S + (1 - w), B.scalar(S, 1))
     if not correction:
         return w, h, None
+    if total is not None:
+        return w, h, out
     if neg is not None:
         return w, h, residual_rows(neg, -S, p)  # zeros may carry a sign bit (-0.0 == 0)
     return w, h, normalise_residual(res, S, p)

@@ -27,6 +27,7 @@ from ..law import Law
 from ..engine.nodes import NodeForm, law_from_nodes
 from ..registry import VerifierSpec
 from .common import drafted_ratio, normalise_residual, positive_residual
+from .compiled_rows import compiled_corrections
 
 
 def screened_ratio(px, qx):
@@ -63,7 +64,9 @@ def token_node(state, px, qx, q, p, correction: bool = True, out=None):
     Returns (None, a_i, correction_i): a_0 = 1, a_i = min(1, px / qx) (ratio 1 for a draft token
     of probability zero); correction normalise(max(p - q, 0)) (p where the residual is zero) for
     i < L and p at depth L; None with ``correction=False`` (then the rows are not read).
-    ``out`` [N, V] (torch) receives the correction rows.
+    ``out`` [N, V] (torch) receives the correction rows (on float32 CPU rows of a real vocabulary
+    built by [`compiled_corrections`][spectheory.verifiers.compiled_rows.compiled_corrections]:
+    the same values in one pass).
     """
     if px is None:
         a = B.ones_like(p[:, 0])
@@ -75,6 +78,8 @@ def token_node(state, px, qx, q, p, correction: bool = True, out=None):
         return None, a, None
     if q is None:
         return None, a, p
+    if out is not None and compiled_corrections(None, p, q, out) is not None:
+        return None, a, out
     res = positive_residual(None, p, q, out)
     return None, a, residual_rows(res, B.sum(res, axis=-1), p)
 

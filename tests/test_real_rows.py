@@ -1,0 +1,255 @@
+"""The compiled correction rows of token and block verification (float32, CPU) are the torch
+route's bit for bit.
+
+``spectheory.verifiers.compiled_rows`` builds the correction rows of real vocabularies with
+numba kernels that reproduce torch's arithmetic (its residuals, the order of its row sums, its
+zero-total patch). Every comparison here is of bit patterns (``int32`` views: the sign of a zero
+and a NaN's bits count), between the whole law with the kernels and with
+``SPECTHEORY_NUMBA=0``. The threshold ``ROWS_MIN_VOCAB`` is lowered so that small vocabularies
+(every length of the tail past the last whole step and vector) take the kernels; the cascade of
+torch's partial sums is reached at its second and third levels (V >= 8,192 and 131,072) and, on
+one row, at a level width of 32 (V > 2^24).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import numpy as np
+import pytest
+import torch
+
+from spectheory.verifiers import block_verification, token_verification
+from spectheory.verifiers import gbv as gbv_law
+from spectheory.verifiers import compiled_rows
+
+rows_cpu = importlib.import_module("spectheory.verifiers._rows_cpu")
+pytestmark = pytest.mark.xdist_group("numba")
+
+
+def bits(t: torch.Tensor) -> np.ndarray:
+    return t.detach().contiguous().numpy().view(np.int32)
+
+
+def same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(bits(a), bits(b))
+
+
+@pytest.fixture
+def kernels(monkeypatch):
+    """Every float32 CPU vocabulary of at least 8 entries takes the kernels; counts the calls that
+    the kernels completed and those left to torch."""
+    monkeypatch.delenv(compiled_rows.KERNEL_ENV, raising=False)
+    monkeypatch.setattr(compiled_rows, "ROWS_MIN_VOCAB", rows_cpu.LANES)
+    calls = {"kernel": 0, "torch": 0}
+    run = compiled_rows._run
+
+    def counted(*args):
+        out = run(*args)
+        calls["torch" if out is None else "kernel"] += 1
+        return out
+
+    monkeypatch.setattr(compiled_rows, "_run", counted)
+    return calls
+
+
+def torch_route(monkeypatch, fn, *args):
+    monkeypatch.setenv(compiled_rows.KERNEL_ENV, "0")
+    try:
+        return fn(*args)
+    finally:
+        monkeypatch.delenv(compiled_rows.KERNEL_ENV)
+
+
+def instance(V: int, B: int = 5, L: int = 3, seed: int = 0, spread: float = 3.0):
+    """Prefix-dependent rows (every row its own draw) with ties (q = p on a third of each row),
+    zeros, a drafted token of q = 0 and a row of p = q (token's residual of total zero)."""
+    g = torch.Generator().manual_seed(seed)
+    p = torch.softmax(torch.randn(B, L + 1, V, generator=g) * spread, -1)
+    q = torch.softmax(torch.randn(B, L, V, generator=g) * spread, -1)
+    q[..., : V // 3] = p[:, :L, : V // 3]
+    q[..., -1] = 0
+    q = q / q.sum(-1, keepdim=True)
+    p[:, :, V // 2] = 0
+    x = torch.multinomial(q.reshape(-1, V), 1, generator=g).view(B, L)
+    x[0, -1] = V - 1  # q(x) = 0: ratio 1
+    if B > 1:
+        q[1, 0] = p[1, 0]  # p = q: token's residual is zero, its correction p
+    return x, q, p
+
+
+VOCABS = [8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 100, 255, 256, 257, 513, 1000, 4099, 8197]
+
+
+@pytest.mark.parametrize("law", [token_verification, block_verification],
+                         ids=["token", "block"])
+@pytest.mark.parametrize("V", VOCABS)
+def test_laws_bit_for_bit(law, V, kernels, monkeypatch):
+    x, q, p = instance(V, seed=V)
+    got = law(x, q, p)
+    ref = torch_route(monkeypatch, law, x, q, p)
+    assert same(got.stop, ref.stop) and same(got[1], ref[1])
+    assert kernels["kernel"] > 0
+
+
+@pytest.mark.parametrize("law", [token_verification, block_verification],
+                         ids=["token", "block"])
+def test_real_vocabulary_and_the_third_cascade_level(law, monkeypatch):
+    monkeypatch.delenv(compiled_rows.KERNEL_ENV, raising=False)
+    for V in (151936, 131072 + 77):
+        x, q, p = instance(V, B=2, L=2, seed=1)
+        got = law(x, q, p)
+        ref = torch_route(monkeypatch, law, x, q, p)
+        assert same(got.stop, ref.stop) and same(got[1], ref[1])
+    assert compiled_rows._PROBES[151936] is not None  # the route was taken here
+
+
+def test_block_zero_totals_in_a_mixed_batch(kernels, monkeypatch):
+    """A drafted token of target probability zero makes w = 0, so block's residual below it has
+    total zero: torch's route then patches those rows with p and adds + 0 to the others (their
+    -0.0 become +0.0); the kernels do the same."""
+    V = 100
+    x, q, p = instance(V, B=6, L=3, seed=7)
+    x[::2, 0] = V // 2  # p = 0 there
+    got = block_verification(x, q, p)
+    ref = torch_route(monkeypatch, block_verification, x, q, p)
+    assert same(got[1], ref[1]) and same(got.stop, ref.stop)
+    # the patch was exercised: rows equal to p beside rows that carry +0.0 where -0.0 would be
+    assert same(ref[1][::2, 1], p[::2, 1])
+    other = ref[1][1::2, 1]
+    assert bool((other == 0).any()) and not bool(torch.signbit(other).any())
+    assert kernels["kernel"] > 0
+
+
+def test_all_rows_nonzero_keep_the_sign_of_zero(kernels, monkeypatch):
+    """Where no total is zero torch divides only: block's zero entries are 0 / (negative) =
+    -0.0, and so are the kernels'."""
+    x, q, p = instance(64, B=3, L=2, seed=3)
+    got = block_verification(x, q, p)
+    ref = torch_route(monkeypatch, block_verification, x, q, p)
+    assert same(got[1], ref[1])
+    assert bool((torch.signbit(ref[1]) & (ref[1] == 0)).any())
+
+
+@pytest.mark.parametrize("bad", ["nan", "inf", "negative", "minus zero"])
+@pytest.mark.parametrize("law", [token_verification, block_verification],
+                         ids=["token", "block"])
+def test_entries_left_to_torch(law, bad, kernels, monkeypatch):
+    """An entry of q or p that is NaN, infinite, negative or -0.0 sends the batch to the torch
+    route (the kernels' comparisons could part from torch's there): the same bits, NaN included.
+    At a drafted token it also makes block's weight below it NaN, infinite or negative, which
+    the kernels leave to torch as well (the rows below are clean)."""
+    x, q, p = instance(40, B=4, L=2, seed=11)
+    value = {"nan": float("nan"), "inf": float("inf"), "negative": -1e-3,
+             "minus zero": -0.0}[bad]
+    p[2, 1, 7] = value
+    q[3, 0, 9] = value
+    p[1, 0, x[1, 0]] = value
+    got = law(x, q, p)
+    ref = torch_route(monkeypatch, law, x, q, p)
+    assert same(got[1], ref[1]) and same(got.stop, ref.stop)
+    assert kernels["torch"] > 0
+
+
+@pytest.mark.parametrize("offset", range(8))
+@pytest.mark.parametrize("w", [None, 0.75, 1.0, 0.0])
+def test_unaligned_rows_and_weights(offset, w, kernels):
+    """Rows that start anywhere (entries before the first 32-byte boundary of the output written
+    one by one), and weights 1 and 0 (0: every total zero, the rows are p)."""
+    g = torch.Generator().manual_seed(offset)
+    V, n = 77, 3
+    buf = torch.rand(3, n * V + 8, generator=g)
+    p, q, out = (b[offset:offset + n * V].view(n, V) for b in buf)
+    p.div_(p.sum(-1, keepdim=True))
+    q.div_(q.sum(-1, keepdim=True))
+    wt = None if w is None else torch.full((n,), w)
+    total = compiled_rows.compiled_corrections(wt, p, q, out)
+    if w is None:
+        res = torch.sub(p, q).clamp_(min=0)
+    else:
+        res = torch.addcmul(q, p, wt.unsqueeze(-1), value=-1).clamp_(max=0)
+    s = res.sum(-1)
+    assert total is not None and same(total, s)
+    if w == 0.0:
+        assert same(out, p)
+    else:
+        assert same(out, res / s.unsqueeze(-1))
+
+
+def test_overlapping_output_and_other_inputs_keep_torch(kernels):
+    x = torch.rand(2, 64)
+    assert compiled_rows.compiled_corrections(None, x, torch.rand(2, 64), x) is None
+    p, q = torch.rand(2, 64), torch.rand(2, 64)
+    assert compiled_rows.compiled_corrections(None, p.double(), q.double(),
+                                              torch.empty(2, 64).double()) is None
+    assert compiled_rows.compiled_corrections(None, p[:, ::2], q[:, ::2],
+                                              torch.empty(2, 32)) is None
+    assert compiled_rows.compiled_corrections(torch.ones(3), p, q, torch.empty(2, 64)) is None
+    assert kernels["kernel"] == 0
+
+
+def test_off_switch_and_a_mismatched_probe(monkeypatch):
+    """SPECTHEORY_NUMBA=0, or a probe that found torch's arithmetic to differ, keep torch."""
+    p, q = torch.rand(2, 20000), torch.rand(2, 20000)
+    monkeypatch.setenv(compiled_rows.KERNEL_ENV, "0")
+    assert compiled_rows.compiled_corrections(None, p, q, torch.empty(2, 20000)) is None
+    monkeypatch.delenv(compiled_rows.KERNEL_ENV)
+    monkeypatch.setitem(compiled_rows._PROBES, 20000, None)
+    assert compiled_rows.compiled_corrections(None, p, q, torch.empty(2, 20000)) is None
+
+
+def test_a_cascade_level_32_steps_wide():
+    """Past 2^19 steps (V > 2^24) torch's cascade levels are 2^5 steps apart, not 2^4."""
+    V = 2**24 + 4 * rows_cpu.LANES * 3 + 5
+    g = torch.Generator().manual_seed(5)
+    p, q = torch.rand(1, V, generator=g), torch.rand(1, V, generator=g)
+    levels = np.empty(4 * rows_cpu.STEP, np.float32)
+    total, seen = rows_cpu.residual_sum(rows_cpu.TOKEN, q.numpy()[0], 0, p.numpy()[0], 0, V,
+                                        np.float32(0), levels)
+    assert seen < rows_cpu.BAD_BITS
+    assert np.float32(total) == torch.sub(p, q).clamp_(min=0).sum(-1).numpy()[0]
+
+
+def test_gbv_block_steps_bit_for_bit(kernels, monkeypatch):
+    """GBV's block step against q^G takes the same kernels (its rows of one path at a time)."""
+    g = torch.Generator().manual_seed(2)
+    B, K, L, V = 2, 3, 3, 50
+    q = torch.softmax(torch.randn(B, K, L, V, generator=g) * 2, -1)
+    p = torch.softmax(torch.randn(B, K, L + 1, V, generator=g) * 2, -1)
+    q[:, :, 0] = q[:, :1, 0]
+    p[:, :, 0] = p[:, :1, 0]
+    x = torch.multinomial(q.reshape(-1, V), 1, generator=g).view(B, K, L)
+    got = gbv_law(x, q, p)
+    ref = torch_route(monkeypatch, gbv_law, x, q, p)
+    assert all(same(a, b) for a, b in zip(got, ref) if isinstance(a, torch.Tensor))
+    assert kernels["kernel"] > 0
+
+
+@pytest.mark.parametrize("value", [None, float("nan"), float("inf"), float("-inf"), -1e-3, -0.0])
+@pytest.mark.parametrize("weight", [0.0, 0.5, 1.0, float("nan"), 2.0])
+def test_hostile_entries_and_weights_at_one_node(value, weight, kernels, monkeypatch):
+    """Block's step on rows with one hostile entry, under weights 0, 1/2, 1, NaN and 2 (outside
+    [0, 1]): the same bits as the torch route. An infinite p under w = 0 is where the two could
+    part (-inf 0 = NaN, which torch's clamp keeps and a comparison would drop), and so is a NaN
+    weight (on clean rows: ``value`` None); both are left to torch. The hostile entry of p
+    faces q = 0, where the screen (the entries' bits or-ed) sees its bits alone."""
+    from spectheory.verifiers.block import block_node
+    from spectheory.verifiers.token import token_node
+
+    g = torch.Generator().manual_seed(4)
+    V, n = 40, 3
+    p = torch.softmax(torch.randn(n, V, generator=g), -1)
+    q = torch.softmax(torch.randn(n, V, generator=g), -1)
+    if value is not None:
+        p[1, 3] = value
+        q[1, 3] = 0
+    state = torch.full((n,), weight)
+    one = torch.ones(n)
+
+    def both(step, *args):
+        got = step(*args, q, p, out=torch.empty(n, V))
+        ref = torch_route(monkeypatch, step, *args, q, p)
+        return got, ref
+
+    for got, ref in (both(block_node, state, one, one), both(token_node, None, one, one)):
+        assert all((a is None and b is None) or same(a, b) for a, b in zip(got, ref))
