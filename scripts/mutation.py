@@ -1051,8 +1051,25 @@ MUTANTS = [
            "real-size correction rows entry by entry: block's residual rounded twice where torch "
            "rounds once",
            ROWS),
+    Mutant("spectheory/verifiers/specinfer.py",
+           "        if compiled_corrections(None, p2[r0:r1], q2[r0:r1], o2[r0:r1]) is not None:",
+           "        if compiled_corrections(None, q2[r0:r1], p2[r0:r1], o2[r0:r1]) is not None:",
+           "SpecInfer's residual chain by the compiled rows: max(q - p, 0) instead of max(p - q, 0)",
+           ROWS),
+    Mutant("spectheory/verifiers/specinfer.py",
+           "        if compiled_corrections(None, p2, q2, out) is not None:  # real vocabularies, float32\n"
+           "            return out.reshape(shape)",
+           "        if compiled_corrections(None, p2, q2, out) is not None:  # real vocabularies, float32\n"
+           "            return p2.reshape(shape)",
+           "SpecInfer's later residual steps by the compiled rows: the step's input returned, not "
+           "its residual",
+           ROWS),
+    Mutant("spectheory/verifiers/_gbv_cpu.py",
+           "out[a] = (((s + u) * s + w) * s + w * u) * q[a] / den",
+           "out[a] = (((s + u) * s + w) * s + w) * q[a] / den",
+           "GBV's q^G row at K = 4 in one pass: the last Horner term u^2 instead of u^3",
+           KERNELS),
 ]
-
 # ----------------------------------------------------------------------------- copy
 
 

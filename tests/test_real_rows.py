@@ -253,3 +253,28 @@ def test_hostile_entries_and_weights_at_one_node(value, weight, kernels, monkeyp
 
     for got, ref in (both(block_node, state, one, one), both(token_node, None, one, one)):
         assert all((a is None and b is None) or same(a, b) for a, b in zip(got, ref))
+
+
+@pytest.mark.parametrize("name", ["specinfer", "specinfer_norep"])
+def test_specinfer_residual_chains_bit_for_bit(name, kernels, monkeypatch):
+    """SpecInfer's residual chains p'_{r+1} = normalise(max(p'_r - q, 0)) (with replacement:
+    several steps at the root, where K candidates meet; without: q renormalised between steps)
+    take the same kernels: the same bits, with ties, a root where p = q (a residual of total
+    zero, whose chain falls back to p) and paths sharing a prefix."""
+    from spectheory import verifiers
+
+    law = getattr(verifiers, name)
+    g = torch.Generator().manual_seed(9)
+    B, K, L, V = 3, 4, 2, 48
+    q = torch.softmax(torch.randn(B, K, L, V, generator=g) * 2, -1)
+    p = torch.softmax(torch.randn(B, K, L + 1, V, generator=g) * 2, -1)
+    q[..., : V // 4] = p[:, :, :L, : V // 4]
+    q[:, :, 0] = q[:, :1, 0]
+    p[:, :, 0] = p[:, :1, 0]
+    p[1, :, 0] = q[1, :, 0]  # p = q at one root
+    x = torch.multinomial(q.reshape(-1, V), 1, generator=g).view(B, K, L)
+    x[0, 1] = x[0, 0]  # two paths sharing their whole prefix
+    got = law(x, q, p)
+    ref = torch_route(monkeypatch, law, x, q, p)
+    assert all(same(a, b) for a, b in zip(got, ref) if isinstance(a, torch.Tensor))
+    assert kernels["kernel"] > 0
