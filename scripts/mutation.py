@@ -1069,8 +1069,18 @@ MUTANTS = [
            "out[a] = (((s + u) * s + w) * s + w) * q[a] / den",
            "GBV's q^G row at K = 4 in one pass: the last Horner term u^2 instead of u^3",
            KERNELS),
-]
-# ----------------------------------------------------------------------------- copy
+    Mutant("spectheory/verifiers/_gbv_cpu.py",
+           "        for k in range(x.shape[0]):\n            diff |= x[k] ^ y[k]",
+           "        for k in range(x.shape[0] - 1):\n            diff |= x[k] ^ y[k]",
+           "GBV's shared-root check: the last entry of each block of 4,096 not compared (root "
+           "rows that differ there taken as one)",
+           KERNELS),
+    Mutant("spectheory/verifiers/_gbv_cpu.py",
+           "            out[r, a] = q[r, a] * n / d",
+           "            out[r, a] = q[r, a] * (n / d)",
+           "GBV's q^G rows that need no rank order: q (num / den) instead of (q num) / den",
+           KERNELS),
+]# ----------------------------------------------------------------------------- copy
 
 
 def _repo_files(root: Path) -> list[str]:

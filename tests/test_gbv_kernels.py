@@ -223,3 +223,29 @@ def test_kernels_that_cannot_load_leave_the_torch_route(tmp_path):
     none, why, total = json.loads(out.stdout.strip().splitlines()[-1])
     assert none and len(why) == 1 and "cache" in why[0]
     assert abs(total - 2.0) < 1e-6  # two blocks, each a probability law of tau
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("V", [1, 7, 4095, 4096, 4097, 10000])
+def test_rows_equal_finds_a_difference_anywhere(dtype, V):
+    """`rows_equal` (the shared-root check) against numpy: equal rows, and one differing entry
+    at the first place, the last of every 4,096-entry block, the middle and the end."""
+    rng = np.random.default_rng(V)
+    a = rng.integers(-2**31, 2**31 - 1, V).astype(dtype)
+    assert kernels.rows_equal(a, a.copy())
+    for at in sorted({0, V // 2, V - 1, *range(4095, V, 4096)}):
+        b = a.copy()
+        b[at] ^= 1 << (at % 31)
+        assert not kernels.rows_equal(a, b) and not kernels.rows_equal(b, a), at
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_scale_rows_equal_torch_mul_div(dtype):
+    rng = np.random.default_rng(3)
+    q = (rng.random((3, 1001)) * np.exp2(-rng.integers(0, 40, (3, 1001)))).astype(dtype)
+    num, den = rng.random(3).astype(dtype), rng.random(3).astype(dtype) * 1e-3
+    out = np.empty_like(q)
+    kernels.scale_rows(q, num, den, out)
+    ref = torch.mul(torch.from_numpy(q), torch.from_numpy(num)[:, None]).div_(
+        torch.from_numpy(den)[:, None]).numpy()
+    assert np.array_equal(out, ref)

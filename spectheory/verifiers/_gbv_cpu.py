@@ -21,6 +21,9 @@ one dtype and length, the scratch of that length and tokens in range.
   ``fastmath``), q where S_K(A, x) = 0. For K <= 4 each entry's operations run in one pass
   (the torch route's K + 1 passes, entry by entry: 166 rows of a real-size law 68 -> 52 ms).
 * `positions`: rank positions (0 = best) of a few tokens in a worst-first order.
+* `rows_equal`: whether two rows are equal bit for bit (the K root rows of a shared root), one
+  read of each; `scale_rows`: the q^G rows q S_K(A, 0) / S_K(A, x) of the nodes that need no
+  rank order, product and quotient of each entry in one pass.
 
 Imported only when the route is taken (it imports numba, which compiles these functions on first
 use and caches them on disk).
@@ -217,4 +220,33 @@ def positions(order, toks, out):  # pragma: no cover - compiled
         for m in range(V):
             at += m if order[m] == t else 0
         out[k] = V - 1 - at
+    return out
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def rows_equal(a, b):  # pragma: no cover - compiled
+    """Whether rows ``a`` and ``b`` [V] (integer views of float rows: bit for bit) are equal, in
+    one read of each (blocks of 4,096 entries, or-ing the xors; stops at the first block that
+    differs), without numpy's temporary of V booleans."""
+    V = a.shape[0]
+    for s in range(0, V, 4096):
+        x, y = a[s:s + 4096], b[s:s + 4096]  # slices: loops from 0 vectorise
+        diff = x[0] ^ y[0]
+        for k in range(x.shape[0]):
+            diff |= x[k] ^ y[k]
+        if diff != 0:
+            return False
+    return True
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def scale_rows(q, num, den, out):  # pragma: no cover - compiled
+    """out[r] = q[r] num[r] / den[r] ([N, V], two roundings per entry, as ``torch.mul(q, num,
+    out=out).div_(den)``) in one pass; every den[r] nonzero (the caller's condition)."""
+    N, V = q.shape
+    for r in range(N):
+        n = num[r]
+        d = den[r]
+        for a in range(V):
+            out[r, a] = q[r, a] * n / d
     return out

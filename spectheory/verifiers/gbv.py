@@ -414,12 +414,18 @@ def _below_rows(q_rows, p_rows, ties: str, skip):
     return below
 
 
-def _skew_negligible(q_rows, A, den1, K: int, out=None):
+def _skew_negligible(q_rows, A, den1, K: int, out=None, kernels=None):
     """q^G rows q S_K(A, 0) / S_K(A, x) of nodes whose x below is negligible against A
     (`_negligible_rows`), from the denominators den1 = S_K(A, x) [N, 1]; rows with den = 0 fall
-    back to q. ``out`` (torch) receives them."""
+    back to q. ``out`` (torch) receives them; with ``kernels`` (contiguous CPU rows and
+    ``out``) the product and quotient of each entry in one pass (`scale_rows`)."""
     num = B.expand_dims(_power_sum(A, B.zeros_like(A), K), -1)  # u = A, u + d = A
     if B.is_torch(q_rows) and bool((den1 != 0).all()):
+        if kernels is not None and out is not None and q_rows.is_contiguous() \
+                and out.is_contiguous():
+            kernels.scale_rows(q_rows.numpy(), num.reshape(-1).numpy(),
+                               den1.reshape(-1).numpy(), out.numpy())
+            return out
         return torch.mul(q_rows, num, out=out).div_(den1)
     row = B.safe_div(q_rows * num, den1, q_rows)
     if out is not None:
@@ -647,8 +653,9 @@ def _root_ranks(q_rows, p_rows, x, ties: str):
         return None
     iv = np.int32 if q_rows.dtype == torch.float32 else np.int64
     qn, pn = q_rows.detach().numpy().view(iv), p_rows.detach().numpy().view(iv)
+    same = kernels.rows_equal if kernels is not None else np.array_equal
     for k in range(1, K):  # bit for bit: then every ratio, key and count is the same
-        if not (np.array_equal(qn[k], qn[0]) and np.array_equal(pn[k], pn[0])):
+        if not (same(qn[k], qn[0]) and same(pn[k], pn[0])):
             return None
     if kernels is not None:
         scratch = _KernelScratch.get(V, _np_float(q_rows.dtype))
@@ -841,7 +848,7 @@ def _path_law(q_path, p_path, tok, K: int, ties: str, root_order, out, work, ker
         for i in skipped:  # rows before the last sorted one that passed the screen
             if i < j:
                 _skew_negligible(q_path[i:i + 1], A[i:i + 1], den1[i:i + 1], K,
-                                 out=qg[i:i + 1])
+                                 out=qg[i:i + 1], kernels=kernels)
     elif j > 0:
         for i in skipped:
             if i < j:
@@ -852,7 +859,7 @@ def _path_law(q_path, p_path, tok, K: int, ties: str, root_order, out, work, ker
         if head.data_ptr() != qg.data_ptr():
             qg[:j] = head
     if j < L:
-        _skew_negligible(q_path[j:], A[j:], den1[j:], K, out=qg[j:])
+        _skew_negligible(q_path[j:], A[j:], den1[j:], K, out=qg[j:], kernels=kernels)
     t = tok.unsqueeze(-1)
     px = p_path[:L].gather(1, t)[:, 0]  # p and q^G of the token leading into positions 1..L
     qx = qg.gather(1, t)[:, 0]
