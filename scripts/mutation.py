@@ -1080,7 +1080,21 @@ MUTANTS = [
            "            out[r, a] = q[r, a] * (n / d)",
            "GBV's q^G rows that need no rank order: q (num / den) instead of (q num) / den",
            KERNELS),
-]# ----------------------------------------------------------------------------- copy
+    Mutant("spectheory/verifiers/gbv.py",
+           "            r = px[i] / qx[i] if qx[i] != 0 else one",
+           "            r = px[i] / qx[i] if qx[i] > 0 else one",
+           "GBV's block weights on the kernels' route: a negative q^G at the drafted token given "
+           "ratio 1 (torch's route divides)",
+           KERNELS),
+    Mutant("spectheory/verifiers/gbv.py",
+           "                An[i + 1] = a_i + x_i * f(b_tok)  # b_tok is a value of the row's dtype",
+           "                An[i + 1] = a_i + x_i * q_tok  # b_tok is a value of the row's dtype",
+           "GBV on the kernels' route: A grows by x q(X_i) instead of x below(X_i)",
+           KERNELS),
+]
+
+
+# ----------------------------------------------------------------------------- copy
 
 
 def _repo_files(root: Path) -> list[str]:

@@ -119,10 +119,18 @@ def use_route(monkeypatch, route: str) -> None:
     assert (gbv_module._kernels_for(probe) is not None) == (route == "kernels")
 
 
-def _counted(monkeypatch, name):
+def _screens(monkeypatch):
+    """Count the screen's verdicts, row by row, on either route: {True / False: count} (the
+    kernels' route screens one node at a time by `_negligible_node`; the one-node branch of
+    `_negligible_rows` calls it too, so such a row may count twice)."""
+    seen = _counted(monkeypatch, "_negligible_rows")
+    return _counted(monkeypatch, "_negligible_node", seen)
+
+
+def _counted(monkeypatch, name, seen=None):
     """Wrap gbv_module.<name> to count its results: {result: count} (None vs a value; for
-    the per-row screen, rows True / False)."""
-    seen = {}
+    the per-row screen, rows True / False), into ``seen`` if given."""
+    seen = {} if seen is None else seen
     fn = getattr(gbv_module, name)
 
     def wrapped(*args, **kw):
@@ -150,7 +158,7 @@ def test_bit_identical_to_previous_in_float(dtype, one_row, route, monkeypatch):
     if one_row:
         monkeypatch.setattr(gbv_module, "RANK_CHUNK_ELEMENTS", 1)
         monkeypatch.setattr(nodes, "ROW_CHUNK_ELEMENTS", 1)
-    shortcut = _counted(monkeypatch, "_negligible_rows")
+    shortcut = _screens(monkeypatch)
     shared_root = _counted(monkeypatch, "_root_ranks")
     for name, (new, old) in LAWS.items():
         a, b = new(x, q, p), old(x, q, p)
@@ -222,7 +230,7 @@ def test_a_negligible_row_before_a_sorted_one(route, monkeypatch):
     q[b, :, 1], p[b, :, 1] = q[b, :1, 1], p[b, :1, 1]  # every path through X_1 = t0: one node
     x[b, :, 1] = x[b, 0, 1]
     q[b, :, 2] = q[b, :, 2] * 1e12
-    seen = _counted(monkeypatch, "_negligible_rows")
+    seen = _screens(monkeypatch)
     a, prev_law = gbv(x, q, p), prev.gbv(x, q, p)
     assert torch.equal(a.stop, prev_law.stop) and torch.equal(a.correction, prev_law.correction)
     assert seen.get(True, 0) > 0
@@ -240,3 +248,35 @@ def test_draft_tokens_out_of_range_are_refused(bad, route, monkeypatch):
         y[at] = bad
         with pytest.raises(ValueError, match=f"draft tokens must lie in 0..1500 .*found {bad}$"):
             gbv(y, q, p)
+
+
+@pytest.mark.parametrize("where", ["negative q at a drafted token", "zero q at a drafted token",
+                                   "zero p at a drafted token"])
+def test_hostile_drafted_entries_same_bits_on_both_routes(where, monkeypatch):
+    """Rows no real model gives, on a path that is surely selected (all K paths of block 0 the
+    same): q^G or p of the drafted token negative or zero, which the kernels' route handles on
+    numpy scalars (block weights: ratio 1 only where q^G = 0, a negative ratio kept). The two
+    routes give the same bits."""
+    g = torch.Generator().manual_seed(12)
+    B, K, L, V = 2, 3, 3, 40
+    q = torch.softmax(torch.randn(B, K, L, V, generator=g), -1)
+    p = torch.softmax(torch.randn(B, K, L + 1, V, generator=g), -1)
+    q[0], p[0] = q[0, :1].clone(), p[0, :1].clone()  # one path, K times
+    q[:, :, 0], p[:, :, 0] = q[:, :1, 0].clone(), p[:, :1, 0].clone()
+    x = torch.multinomial(q.reshape(-1, V), 1, generator=g).view(B, K, L)
+    x[0] = x[0, :1]
+    t = int(x[0, 0, 1])
+    if where.startswith("negative"):
+        q[0, :, 1, t] = -0.01
+    elif where.startswith("zero q"):
+        q[0, :, 1, t] = 0
+    else:
+        p[0, :, 1, t] = 0
+    laws = {}
+    for route in ROUTES:
+        use_route(monkeypatch, route)
+        laws[route] = gbv(x, q, p)
+    a, b = laws["kernels"], laws["torch"]
+    assert np.array_equal(a.stop.numpy().view(np.int32), b.stop.numpy().view(np.int32))
+    assert np.array_equal(a.correction.numpy().view(np.int32),
+                          b.correction.numpy().view(np.int32))

@@ -387,15 +387,11 @@ def _negligible_rows(q_rows, A, x, row_stats=None):
         return None
     f = _np_float(q_rows.dtype)
     if f is not None and q_rows.numel() == V and q_rows.device.type == "cpu":  # one node
-        a = A.item()
-        ok = False
         total, least = row_stats if row_stats is not None else (None, None)
-        if 0 < a < float("inf") and (q_rows.amin().item() if least is None else least) >= 0:
-            up = float(np.nextafter(f(a), f(np.inf))) - a
-            down = a - float(np.nextafter(f(a), f(-np.inf)))
-            M = (q_rows.sum().item() if total is None else total) * (1 + 2 * V * eps)
-            ok = abs(x.item()) * M * (1 + 4 * eps) < min(up, down) / 2
-        return torch.tensor([ok])
+        if least is None:
+            total, least = q_rows.sum().item(), q_rows.amin().item()
+        return torch.tensor([_negligible_node(A.item(), x.item(), total, least, V,
+                                              q_rows.dtype)])
     M = q_rows.sum(dim=-1).double() * (1 + 2 * V * eps)
     Ad = A.double()
     inf = torch.full_like(A, float("inf"))
@@ -403,6 +399,18 @@ def _negligible_rows(q_rows, A, x, row_stats=None):
                         Ad - torch.nextafter(A, -inf).double())
     ok = x.double().abs() * M * (1 + 4 * eps) < ulp / 2
     return ok & (q_rows.amin(dim=-1) >= 0) & (A > 0)
+
+
+def _negligible_node(a: float, x: float, total: float, least: float, V: int, dtype) -> bool:
+    """`_negligible_rows` at one CPU node of a float ``dtype`` whose screen applies (V eps <=
+    1/4), from its A, x and its row's sum and least entry as Python floats."""
+    if not (0 < a < float("inf") and least >= 0):
+        return False
+    f, eps = _np_float(dtype), torch.finfo(dtype).eps
+    up = float(np.nextafter(f(a), f(np.inf))) - a
+    down = a - float(np.nextafter(f(a), f(-np.inf)))
+    M = total * (1 + 2 * V * eps)
+    return abs(x) * M * (1 + 4 * eps) < min(up, down) / 2
 
 
 def _below_rows(q_rows, p_rows, ties: str, skip):
@@ -803,10 +811,9 @@ def _path_law(q_path, p_path, tok, K: int, ties: str, root_order, out, work, ker
     below, u, xq, qg, tmp = work[:5] if kernels is None else (*work, None)
     last, skipped, stats = -1, [], None
     if kernels is not None:
-        scratch = _KernelScratch.get(V, _np_float(dt))
-        qn, pn = q_path.detach().numpy(), p_path.detach().numpy()
-        qgn, An, xn = qg.numpy(), A.numpy(), x.numpy()
-    for i in range(L):
+        last, skipped = _compiled_positions(kernels, q_path, p_path, toks, K, ties, root_order,
+                                            A, x, qg)
+    for i in range(L if kernels is None else 0):
         Ai, xi = A[i:i + 1], x[i:i + 1]
         if i + 1 < L:
             x[i + 1] = xi * q_path[i, toks[i]]
@@ -823,15 +830,6 @@ def _path_law(q_path, p_path, tok, K: int, ties: str, root_order, out, work, ker
                     A[i + 1] = Ai  # A + x 0 = A
                 continue
         last = i
-        if kernels is not None:
-            order = root_order if i == 0 else None
-            if order is None:
-                order, _ = scratch.order(kernels, pn[i], qn[i], ties)
-            b_tok = kernels.skew_row(qn[i], order, An[i], xn[i], K, toks[i], scratch.below,
-                                     scratch.ud, scratch.power, qgn[i])
-            if i + 1 < L:
-                A[i + 1] = Ai + xi * float(b_tok)  # b_tok is a value of the row's dtype
-            continue
         order = root_order if i == 0 else None
         fscr, iscr, lscr = work[5:]  # one sort's scratch: floats [3, V], int [V], long [V]
         if order is None:
@@ -863,9 +861,12 @@ def _path_law(q_path, p_path, tok, K: int, ties: str, root_order, out, work, ker
     t = tok.unsqueeze(-1)
     px = p_path[:L].gather(1, t)[:, 0]  # p and q^G of the token leading into positions 1..L
     qx = qg.gather(1, t)[:, 0]
-    w = torch.ones(L + 1, dtype=dt)
-    for i in range(1, L + 1):
-        w[i:i + 1] = block_weight(w[i - 1:i], px[i - 1:i], qx[i - 1:i])
+    if kernels is not None:
+        w = torch.from_numpy(_path_weights(px.numpy(), qx.numpy()))
+    else:
+        w = torch.ones(L + 1, dtype=dt)
+        for i in range(1, L + 1):
+            w[i:i + 1] = block_weight(w[i - 1:i], px[i - 1:i], qx[i - 1:i])
     h = torch.empty(L + 1, dtype=dt)
     # the root (no state), positions 1..L-1 batched (states w_0..w_{L-2}), and L (no q row)
     for lo, hi, state, q_rows in ((0, 1, None, qg[:1]), (1, L, w[:L - 1], qg[1:]),
@@ -879,6 +880,66 @@ def _path_law(q_path, p_path, tok, K: int, ties: str, root_order, out, work, ker
         if c.data_ptr() != at.data_ptr():
             at.copy_(c)
     return h
+
+
+def _compiled_positions(kernels, q_path, p_path, toks, K: int, ties: str, root_order, A, x,
+                        qg):
+    """Step 1 of `_path_law` on the kernels' route: A_i, x_i (written into ``A``, ``x``), the
+    q^G rows that need a rank order (into ``qg``), and (the last such position, the positions
+    that passed the screen). The same operations as the torch route's loop, on numpy scalars
+    of the rows' dtype (views of A, x) instead of one-element tensors: each a single IEEE
+    operation in that dtype, so the same values, without a torch call's fixed cost per
+    operation."""
+    L, V = q_path.shape
+    dt = q_path.dtype
+    f = _np_float(dt)
+    half_eps = torch.finfo(dt).eps / 2  # ulp(A) / 2 <= A eps / 2
+    screens = V * torch.finfo(dt).eps <= 0.25  # else `_negligible_rows` does not apply
+    scratch = _KernelScratch.get(V, f)
+    qn, pn = q_path.detach().numpy(), p_path.detach().numpy()
+    qgn, An, xn = qg.numpy(), A.numpy(), x.numpy()
+    last, skipped, stats = -1, [], None
+    with np.errstate(all="ignore"):  # IEEE results, as torch's, without numpy's warnings
+        for i in range(L):
+            a_i, x_i, q_tok = An[i], xn[i], qn[i, toks[i]]
+            if i + 1 < L:
+                xn[i + 1] = x_i * q_tok
+            a, xq_tok = float(a_i), float(x_i) * float(q_tok)
+            # x q(X_i) >= A eps / 2 >= ulp(A) / 2: the screen cannot pass (its bound M >=
+            # q(X_i)), so it is not run; A = 0 (the root) never passes either
+            if screens and not (a <= 0 or xq_tok >= a * half_eps):
+                if stats is None:  # the path's row sums and minima, read once
+                    stats = (q_path.sum(dim=-1).tolist(), q_path.amin(dim=-1).tolist())
+                if _negligible_node(a, float(x_i), stats[0][i], stats[1][i], V, dt):
+                    skipped.append(i)
+                    if i + 1 < L:
+                        An[i + 1] = a_i  # A + x 0 = A
+                    continue
+            last = i
+            order = root_order if i == 0 else None
+            if order is None:
+                order, _ = scratch.order(kernels, pn[i], qn[i], ties)
+            b_tok = kernels.skew_row(qn[i], order, a_i, x_i, K, toks[i], scratch.below,
+                                     scratch.ud, scratch.power, qgn[i])
+            if i + 1 < L:
+                An[i + 1] = a_i + x_i * f(b_tok)  # b_tok is a value of the row's dtype
+    return last, skipped
+
+
+def _path_weights(px, qx):
+    """Block weights w_0..w_L [L+1] along a path from its drafted tokens' p and q^G [L] (numpy,
+    one float dtype): [`block_weight`][spectheory.verifiers.block.block_weight] position by
+    position on numpy scalars, the same IEEE operations (ratio 1 where q^G = 0, then min(ratio
+    w, 1) with a NaN kept, as torch's ``clamp``)."""
+    L = px.shape[0]
+    one = px.dtype.type(1)
+    w = np.ones(L + 1, px.dtype)
+    with np.errstate(all="ignore"):
+        for i in range(L):
+            r = px[i] / qx[i] if qx[i] != 0 else one
+            m = r * w[i]
+            w[i + 1] = one if m > 1 else m
+    return w
 
 
 def _shape(x) -> str:
