@@ -425,8 +425,8 @@ MUTANTS = [
            "            pos = pos",
            "GBV rank order of one row: positions of the reversed row not mapped back", REAL),
     Mutant("spectheory/verifiers/gbv.py",
-           "xq_tok >= a * half_eps",
-           "xq_tok <= a * half_eps",
+           "        if not (a <= 0 or xq_tok >= a * half_eps):",
+           "        if not (a <= 0 or xq_tok <= a * half_eps):",
            "GBV per-path law: the screen's cheap pre-check inverted, so rows that need no sort "
            "are sorted (same values; the test counts the rows the screen passes)", REAL),
     # GBV's compiled CPU kernels (numba) and their route
@@ -469,8 +469,8 @@ MUTANTS = [
            "        out[k] = V - at",
            "GBV kernels: root rank positions off by one", KERNELS),
     Mutant("spectheory/verifiers/gbv.py",
-           "A[i + 1] = Ai + xi * float(b_tok)",
-           "A[i + 1] = Ai + float(b_tok)",
+           "An[i + 1] = a_i + x_i * f(b_tok)",
+           "An[i + 1] = a_i + f(b_tok)",
            "GBV kernels' route: A-update without the path mass x", KERNELS),
     Mutant("spectheory/verifiers/gbv.py",
            "                _skew_negligible(q_path[i:i + 1], A[i:i + 1], den1[i:i + 1], K,",
@@ -1014,10 +1014,10 @@ MUTANTS = [
            "1, not 0",
            ROWS),
     Mutant("spectheory/verifiers/_rows_cpu.py",
-           "d = builder.select(plus_, builder.fadd(d, zero), d)",
-           "d = d",
-           "real-size correction rows by vectors: the + 0 of torch's zero-total patch dropped "
-           "(block's -0.0 kept beside a row of p)",
+           "        _write_block_fused(q, qo, p, po, out, oo, count, w, total)",
+           "        _write_block(q, qo, p, po, out, oo, count, w, total)",
+           "real-size correction rows by vectors: block's written residual rounded twice where "
+           "its sum's (and torch's) rounds once",
            ROWS),
     Mutant("spectheory/verifiers/_rows_cpu.py",
            "if seen >= BAD_BITS or not",
@@ -1091,6 +1091,21 @@ MUTANTS = [
            "                An[i + 1] = a_i + x_i * q_tok  # b_tok is a value of the row's dtype",
            "GBV on the kernels' route: A grows by x q(X_i) instead of x below(X_i)",
            KERNELS),
+    Mutant("spectheory/verifiers/gbv.py",
+           "if screens and not (a <= 0 or xq_tok >= a * half_eps):",
+           "if screens and not (a <= 0 or xq_tok <= a * half_eps):",
+           "GBV kernels' route: the screen's cheap pre-check inverted, so rows that need no sort "
+           "are sorted (same values; the test counts the rows the screen passes)",
+           KERNELS),
+    Mutant("spectheory/verifiers/token.py",
+           "    for r in torch.nonzero(zero).reshape(-1).tolist():  # row by row: one copy each, where an\n"
+           "        out[r].copy_(p[r])  # indexed assignment into these strided rows was slower than the law\n"
+           "    return out",
+           "    zero = zero.to(res.dtype).unsqueeze(-1)\n"
+           "    return out.addcmul_(p, zero)",
+           "token and block corrections: rows of total zero patched by + p zero, which adds + 0 to "
+           "every other row of the batch (a row's bits then depend on its batch)",
+           ROWS),
 ]
 
 

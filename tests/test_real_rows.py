@@ -106,19 +106,36 @@ def test_real_vocabulary_and_the_third_cascade_level(law, monkeypatch):
 
 def test_block_zero_totals_in_a_mixed_batch(kernels, monkeypatch):
     """A drafted token of target probability zero makes w = 0, so block's residual below it has
-    total zero: torch's route then patches those rows with p and adds + 0 to the others (their
-    -0.0 become +0.0); the kernels do the same."""
+    total zero and its correction is p; the other rows of the batch keep their quotients as they
+    are (-0.0 where the residual is zero): a row's bits do not depend on the rest of its batch,
+    on either route."""
     V = 100
     x, q, p = instance(V, B=6, L=3, seed=7)
     x[::2, 0] = V // 2  # p = 0 there
     got = block_verification(x, q, p)
     ref = torch_route(monkeypatch, block_verification, x, q, p)
     assert same(got[1], ref[1]) and same(got.stop, ref.stop)
-    # the patch was exercised: rows equal to p beside rows that carry +0.0 where -0.0 would be
     assert same(ref[1][::2, 1], p[::2, 1])
     other = ref[1][1::2, 1]
-    assert bool((other == 0).any()) and not bool(torch.signbit(other).any())
+    assert bool((torch.signbit(other) & (other == 0)).any())
     assert kernels["kernel"] > 0
+
+
+@pytest.mark.parametrize("law", [token_verification, block_verification],
+                         ids=["token", "block"])
+def test_a_rows_bits_do_not_depend_on_its_batch(law, monkeypatch):
+    """Each draft's law alone equals its rows in the batch, bit for bit, on both routes (the
+    batch mixes rows of total zero with others)."""
+    V = 64
+    x, q, p = instance(V, B=6, L=3, seed=5)
+    x[::2, 0] = V // 2
+    monkeypatch.setattr(compiled_rows, "ROWS_MIN_VOCAB", rows_cpu.LANES)
+    for route in ("1", "0"):
+        monkeypatch.setenv(compiled_rows.KERNEL_ENV, route)
+        whole = law(x, q, p)
+        for b in range(x.shape[0]):
+            alone = law(x[b:b + 1], q[b:b + 1], p[b:b + 1])
+            assert same(alone[1][0], whole[1][b]) and same(alone.stop[0], whole.stop[b])
 
 
 def test_all_rows_nonzero_keep_the_sign_of_zero(kernels, monkeypatch):

@@ -5,15 +5,17 @@ arithmetic.
 At a node with rows q, p [V] (and block's weight w) the torch route of
 [`token_node`][spectheory.verifiers.token.token_node] and
 [`block_node`][spectheory.verifiers.block.block_node] makes about five passes over the row
-(the residual, its clamp, its sum, the division; each a read and a write of V entries). Here one
-pass reads q and p once, writes the residual r into the output row and adds it into torch's
-partial sums (`accumulate`); a second pass divides the row by the total while it is still in
-the cache. Per row:
+(the residual, its clamp, its sum, the division; each a read and a write of V entries). Here a
+first pass reads q and p and adds the residual r into torch's partial sums (`accumulate`); a
+second pass, while the row's q and p are still in the cache, computes r again and writes r /
+sum(r) by non-temporal stores (`write`: storing r in the first pass would read the output's
+lines from memory before writing them). Per row:
 
 * token: r = max(p - q, 0) (``torch.sub(p, q).clamp_(min=0)``), correction r / sum(r);
 * block: r = min(q - p w, 0) (``torch.addcmul(q, p, w, value=-1).clamp_(max=0)``, rounded once
   where ``fused``: whether torch's CPU build contracts ``addcmul`` into a fused multiply-add is
-  probed, as is everything below), correction r / sum(r) (both negative);
+  probed, as is everything below), correction r / sum(r) (both negative, zeros -0.0);
+* a residual of total zero: the correction is p (`residual_rows`'s patch; that row alone);
 * sum(r) in the order of torch's CPU sum over a contiguous row (ATen's ``cascade_sum``: rows
   of ``LANES``-entry vectors taken four at a time into four vector accumulators, which cascade
   into three further levels every 2^k steps, k = max(4, ceil(log2(steps)) / 4), whole steps
@@ -21,12 +23,11 @@ the cache. Per row:
   0 + 1 + 2 + 3, then from 0 the entries past the last whole vector one by one and the lanes in
   order); rows of fewer than ``LANES`` entries are not taken.
 
-The values are torch's bit for bit (``tests/test_real_rows.py`` compares every route over
-vocabularies with tails of every length). A row on which the two could part is left to the
-torch route: the kernel returns False where an entry of q or p is negative, -0.0, infinite or
-NaN, a weight is outside [0, 1], or a residual has total zero (torch's route then patches the
-row with p and can change the sign of a zero elsewhere in the batch); the caller then reruns
-the torch route over the whole batch, which overwrites what the kernel wrote.
+The values are torch's bit for bit (``tests/test_real_rows.py`` compares the routes over
+vocabularies with tails of every length). Where the two could part the kernel returns False and
+leaves the batch to the torch route (which overwrites what the kernel wrote): an entry of q or p
+negative, -0.0, infinite or NaN (the entries' bits or-ed reach `BAD_BITS`), a weight outside
+[0, 1] or NaN.
 
 Imported only when the route is taken (numba compiles these functions on first use and caches
 them on disk). No bounds are checked: the caller passes flat C-contiguous float32 arrays and
@@ -159,27 +160,25 @@ def _writer(kind):
     """The intrinsic ``write`` of one residual kind (see its docstring)."""
 
     @intrinsic
-    def write(typingctx, q, qo, p, po, out, oo, count, w, total,
-              plus_zero):  # pragma: no cover - compiled
+    def write(typingctx, q, qo, p, po, out, oo, count, w, total):  # pragma: no cover - compiled
         """For the ``count`` vectors of LANES entries from q[qo], p[po] on: out[oo + ...] = residual
-        / total (+ 0 where ``plus_zero``), by non-temporal stores (the rows are written once and
+        / total, by non-temporal stores (the rows are written once and
         not read back here): out[oo] must lie on a 4 LANES-byte boundary. The residual is
         recomputed from q and p (still in the cache from the first pass): storing it in the
         first pass would read the output's lines from memory before writing them."""
         if not (_flat_f32(q, p, out) and isinstance(w, types.Float)
-                and isinstance(total, types.Float) and isinstance(plus_zero, types.Boolean)):
+                and isinstance(total, types.Float)):
             return None
-        sig = types.void(q, qo, p, po, out, oo, count, w, total, plus_zero)
+        sig = types.void(q, qo, p, po, out, oo, count, w, total)
 
         def codegen(context, builder, signature, args):
             ty = signature.args
-            qa, qo_, pa, po_, oa, oo_, count_, w_, total_, plus_ = args
+            qa, qo_, pa, po_, oa, oo_, count_, w_, total_ = args
             qbase = _base(context, builder, ty[0], qa, qo_)
             pbase = _base(context, builder, ty[2], pa, po_)
             obase = _base(context, builder, ty[4], oa, oo_)
             wv = _splat(builder, context.cast(builder, w_, ty[7], types.float32))
             tv = _splat(builder, context.cast(builder, total_, ty[8], types.float32))
-            zero = ir.Constant(_VEC, [0.0] * LANES)
             hint = builder.module.add_metadata([ir.Constant(_I32, 1)])
             with cgutils.for_range(builder, count_) as loop:
                 e = builder.mul(loop.index, ir.Constant(_I64, LANES))
@@ -189,7 +188,6 @@ def _writer(kind):
                     d = pv
                 else:
                     d = builder.fdiv(_residual(builder, kind, pv, qv, wv), tv)
-                    d = builder.select(plus_, builder.fadd(d, zero), d)
                 store = builder.store(d, _vector(builder, obase, e), align=4 * LANES)
                 store.set_metadata("nontemporal", hint)
             return context.get_dummy_value()
@@ -281,16 +279,16 @@ def _steps(kind, q, qo, p, po, t0, steps, w, acc):  # pragma: no cover - compile
 
 
 @njit(nogil=True, cache=True, error_model="numpy", inline="always")
-def _write(kind, q, qo, p, po, out, oo, count, w, total, plus_zero):  # pragma: no cover
+def _write(kind, q, qo, p, po, out, oo, count, w, total):  # pragma: no cover - compiled
     """The `write` of ``kind``."""
     if kind == TOKEN:
-        _write_token(q, qo, p, po, out, oo, count, w, total, plus_zero)
+        _write_token(q, qo, p, po, out, oo, count, w, total)
     elif kind == BLOCK_FUSED:
-        _write_block_fused(q, qo, p, po, out, oo, count, w, total, plus_zero)
+        _write_block_fused(q, qo, p, po, out, oo, count, w, total)
     elif kind == BLOCK:
-        _write_block(q, qo, p, po, out, oo, count, w, total, plus_zero)
+        _write_block(q, qo, p, po, out, oo, count, w, total)
     else:
-        _write_copy(q, qo, p, po, out, oo, count, w, total, plus_zero)
+        _write_copy(q, qo, p, po, out, oo, count, w, total)
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
@@ -341,8 +339,8 @@ def residual_sum(kind, q, qo, p, po, V, w, levels):  # pragma: no cover - compil
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
-def write_row(kind, q, qo, p, po, out, oo, V, w, total, plus_zero):  # pragma: no cover - compiled
-    """out[oo:oo+V] = residual / total (+ 0 where ``plus_zero``), or the row of p where ``kind``
+def write_row(kind, q, qo, p, po, out, oo, V, w, total):  # pragma: no cover - compiled
+    """out[oo:oo+V] = residual / total, or the row of p where ``kind``
     is COPY: entry by entry up to a 4 LANES-byte boundary of out, then whole vectors by
     non-temporal stores, then the entries past the last whole vector."""
     head = 0
@@ -350,20 +348,20 @@ def write_row(kind, q, qo, p, po, out, oo, V, w, total, plus_zero):  # pragma: n
         head += 1
     count = (V - head) // LANES
     for e in range(head):
-        _write_entry(kind, q, qo + e, p, po + e, out, oo + e, w, total, plus_zero)
-    _write(kind, q, qo + head, p, po + head, out, oo + head, count, w, total, plus_zero)
+        _write_entry(kind, q, qo + e, p, po + e, out, oo + e, w, total)
+    _write(kind, q, qo + head, p, po + head, out, oo + head, count, w, total)
     for e in range(head + count * LANES, V):
-        _write_entry(kind, q, qo + e, p, po + e, out, oo + e, w, total, plus_zero)
+        _write_entry(kind, q, qo + e, p, po + e, out, oo + e, w, total)
 
 
 @njit(nogil=True, cache=True, error_model="numpy", inline="always")
-def _write_entry(kind, q, qe, p, pe, out, oe, w, total, plus_zero):  # pragma: no cover
+def _write_entry(kind, q, qe, p, pe, out, oe, w, total):  # pragma: no cover - compiled
     """One entry of `write_row` (the lanes of `write`)."""
     if kind == COPY:
         out[oe] = p[pe]
     else:
         d = _residual_entry(kind, p[pe], q[qe], w) / total
-        out[oe] = d + np.float32(0) if plus_zero else d
+        out[oe] = d
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
@@ -373,23 +371,19 @@ def correction_rows(kind, q, qo, qs, p, po, ps, out, oo, os, n, V, w,
     likewise), weight w[r] (block; unread for token); totals[r] = sum of row r's residual.
     Returns False (and stops) at the first row the torch route must take (module docstring).
 
-    As torch's route (`residual_rows`): where every total is nonzero, each row is divided by its
-    total; else the rows of total zero become p and the others r / total + 0 (the + 0 of
-    ``addcmul_(p, zero)``, which turns a -0.0 of block's quotients into +0.0)."""
+    As torch's route (`residual_rows`), each row on its own: a row of total zero becomes p, the
+    others residual / total. A row is written right after its sum, while its q and p are still
+    in the cache."""
     levels = np.empty(4 * STEP, np.float32)
-    zeros = False
     for r in range(n):
         wr = w[r]
         if kind != TOKEN and not (wr >= 0 and wr <= 1):
             return False
-        total, seen = residual_sum(kind, q, qo + r * qs, p, po + r * ps, V, wr, levels)
+        qr, pr = qo + r * qs, po + r * ps
+        total, seen = residual_sum(kind, q, qr, p, pr, V, wr, levels)
         totals[r] = total
         if seen >= BAD_BITS or not (total >= 0 if kind == TOKEN else total <= 0):
             return False
-        zeros |= total == 0
-    for r in range(n):
-        total = totals[r]
-        write_row(COPY if total == 0 else kind, q, qo + r * qs, p, po + r * ps, out, oo + r * os,
-                  V, w[r], total, zeros)
+        write_row(COPY if total == 0 else kind, q, qr, p, pr, out, oo + r * os, V, wr, total)
     _store_fence()
     return True

@@ -45,16 +45,22 @@ def residual_rows(res, total, p):
     """[`normalise_residual`][spectheory.verifiers.common.normalise_residual] for residual rows
     ``res`` [N, V] whose entries have one sign (max(., 0) or min(., 0)), so that a row of total 0
     is all zeros: the same values. On torch the division runs in place after a screen
-    (``aminmax(total)``, one read: no zero and no NaN when min > 0 or max < 0); rows of total 0
-    become res + p = p in one fused pass instead of a gather and scatter."""
+    (``aminmax(total)``, one read: no zero and no NaN when min > 0 or max < 0); otherwise the
+    rows of total 0 are copied from p afterwards. Either way each row's bits depend on that row
+    alone (a row's quotients are res / total whatever the other rows of the batch hold), which
+    the compiled route ([`compiled_rows`][spectheory.verifiers.compiled_rows]) relies on to
+    finish one row before it reads the next."""
     if not B.is_torch(res):
         return normalise_residual(res, total, p)
     if total.numel():
         lo, hi = torch.aminmax(total)
         if bool(lo > 0) or bool(hi < 0):
             return res.div_(total.unsqueeze(-1))
-    zero = (total == 0).to(res.dtype).unsqueeze(-1)
-    return res.div_(total.unsqueeze(-1) + zero).addcmul_(p, zero)
+    zero = total == 0
+    out = res.div_(torch.where(zero, torch.ones_like(total), total).unsqueeze(-1))
+    for r in torch.nonzero(zero).reshape(-1).tolist():  # row by row: one copy each, where an
+        out[r].copy_(p[r])  # indexed assignment into these strided rows was slower than the law
+    return out
 
 
 def token_node(state, px, qx, q, p, correction: bool = True, out=None):
