@@ -7,8 +7,9 @@ the compilation (about 6 s of CPU for all of them), and parallel test workers pa
 `scripts/test.sh` runs this while the documentation builds. It calls the kernels the way the
 package does, on small inputs with the size thresholds lowered, so each signature the routes use
 is compiled: token and block verification's last levels and the output law's last step
-(`spectheory.engine._nodes_cpu`), and GBV's rank orders and q^G rows for float32 and float64 rows
-(`spectheory.verifiers._gbv_cpu`). Exits 0 without doing anything where numba cannot be loaded
+(`spectheory.engine._nodes_cpu`), GBV's rank orders and q^G rows for float32 and float64 rows
+(`spectheory.verifiers._gbv_cpu`), and the float32 correction rows of token, block and SpecInfer
+(`spectheory.verifiers._rows_cpu`). Exits 0 without doing anything where numba cannot be loaded
 (the torch routes give the same values); any other failure is an error.
 
     .venv/bin/python scripts/warm_kernels.py
@@ -27,6 +28,7 @@ def main() -> int:
     import torch
 
     from spectheory.engine import nodes
+    from spectheory.verifiers import block_verification, compiled_rows
     from spectheory.engine.analysis import analyze
     from spectheory.inputs.random_instances import random_instance
 
@@ -36,6 +38,7 @@ def main() -> int:
         return 0
     nodes.COMPILED_MIN_NODES = 0
     gbv_module.KERNEL_MIN_VOCAB = 1
+    compiled_rows.ROWS_MIN_VOCAB = 8
     for name in ("token", "block"):
         analyze(random_instance(4, 3, 0), name, exact=False, backend="torch", laws=True)
     gbv_module.RANK_CHUNK_ELEMENTS = 1  # one block at a time: a shared root is sorted too
@@ -50,6 +53,13 @@ def main() -> int:
         q[:, :, 0] = q[:, :1, 0]
         x = torch.multinomial(q.reshape(-1, V).double(), 1, generator=gen).view(B, K, L)
         gbv_module.gbv(x, q, p)
+        if dtype == torch.float32:  # token's kernel and both of block's (one or two roundings)
+            block_verification(x[:, 0], q[:, 0], p[:, 0])
+            mod = compiled_rows._module()
+            w = torch.full((B,), 0.5)
+            for kind in (mod.TOKEN, mod.BLOCK_FUSED, mod.BLOCK):
+                compiled_rows._run(mod, kind, None if kind == mod.TOKEN else w, p[:, 0, 0],
+                                   q[:, 0, 0], torch.empty(B, V))
     print(f"warm_kernels: compiled kernels cached in {time.perf_counter() - t:.1f} s")
     return 0
 
