@@ -208,11 +208,16 @@ def test_overlapping_output_and_other_inputs_keep_torch(kernels):
 def test_off_switch_and_a_mismatched_probe(monkeypatch):
     """SPECTHEORY_NUMBA=0, or a probe that found torch's arithmetic to differ, keep torch."""
     p, q = torch.rand(2, 20000), torch.rand(2, 20000)
+    monkeypatch.delenv(compiled_rows.KERNEL_ENV, raising=False)
+    assert compiled_rows.takes(p) and not compiled_rows.takes(p.double())
+    assert not compiled_rows.takes(p[:, :16000])  # under ROWS_MIN_VOCAB
     monkeypatch.setenv(compiled_rows.KERNEL_ENV, "0")
     assert compiled_rows.compiled_corrections(None, p, q, torch.empty(2, 20000)) is None
+    assert not compiled_rows.takes(p)
     monkeypatch.delenv(compiled_rows.KERNEL_ENV)
     monkeypatch.setitem(compiled_rows._PROBES, 20000, None)
     assert compiled_rows.compiled_corrections(None, p, q, torch.empty(2, 20000)) is None
+    assert not compiled_rows.takes(p)
 
 
 def test_a_cascade_level_32_steps_wide():
@@ -295,3 +300,22 @@ def test_specinfer_residual_chains_bit_for_bit(name, kernels, monkeypatch):
     ref = torch_route(monkeypatch, law, x, q, p)
     assert all(same(a, b) for a, b in zip(got, ref) if isinstance(a, torch.Tensor))
     assert kernels["kernel"] > 0
+
+
+@pytest.mark.parametrize("law", [token_verification, block_verification],
+                         ids=["token", "block"])
+def test_the_kernels_take_every_draft_at_once(law, kernels, monkeypatch):
+    """Where the kernels take the rows (``row_by_row``), the per-draft law hands them every
+    draft in one batch per depth (L calls), not chunks of ``ROW_CHUNK_ELEMENTS``; the values are
+    the chunked torch route's, bit for bit."""
+    from spectheory.engine import nodes
+
+    V, B, L = 40, 5, 3
+    x, q, p = instance(V, B=B, L=L, seed=2)
+    monkeypatch.setattr(nodes, "ROW_CHUNK_ELEMENTS", V)  # one draft per chunk
+    assert compiled_rows.takes(p)  # probed here, not counted below
+    kernels.update(kernel=0, torch=0)
+    got = law(x, q, p)
+    assert kernels == {"kernel": L, "torch": 0}
+    ref = torch_route(monkeypatch, law, x, q, p)
+    assert same(got[1], ref[1]) and same(got.stop, ref.stop)

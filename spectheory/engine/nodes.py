@@ -81,12 +81,19 @@ class NodeForm:
         returns ``None`` for the correction and skips its V-sized work (used by
         [`stop_probabilities`][spectheory.engine.nodes.stop_probabilities]); ``out`` (torch, [N, V], or
         None) is where it may build the correction rows, saving a copy.
+    row_by_row : callable or None
+        ``row_by_row(p) -> bool`` on the target rows [B, L+1, V] of a per-draft law: True where
+        ``step`` builds each correction row on its own in one pass (compiled kernels), so that
+        [`law_from_nodes`][spectheory.engine.nodes.law_from_nodes] hands it every draft at once
+        instead of chunks of `ROW_CHUNK_ELEMENTS` (which only keep torch's temporaries in
+        cache; a row's values do not depend on its batch).
     """
 
     step: Callable
     scan: str
     formula: str = ""
     weights_only: bool = False
+    row_by_row: Callable | None = None
 
     def __post_init__(self):
         if self.scan not in SCANS:
@@ -167,6 +174,8 @@ def law_from_nodes(form: NodeForm, drafts, q, p, corrections: bool = True) -> La
     V = p.shape[-1]
     corr = buffers.empty_like(p) if corrections else None
     step = max(1, ROW_CHUNK_ELEMENTS // max(1, V)) if p.device.type == "cpu" else max(n, 1)
+    if corrections and form.row_by_row is not None and form.row_by_row(p):
+        step = max(n, 1)  # each row in one pass on its own: no chunks needed
     parts = []
     for r0 in range(0, n, step):
         r1 = min(n, r0 + step)

@@ -30,7 +30,7 @@ from ..law import Law
 from ..engine.nodes import NodeForm, law_from_nodes
 from ..registry import VerifierSpec
 from .common import drafted_probs, drafted_ratio, normalise_residual, positive_residual
-from .compiled_rows import compiled_corrections
+from .compiled_rows import compiled_corrections, takes
 from .token import residual_rows, screened_ratio
 
 
@@ -95,7 +95,8 @@ def block_weight(state, px, qx):
 
 BLOCK_NODE = NodeForm(block_node, "backward",
                       "w_i = min(1, w_{i-1} p/q); h_i = S_i / (S_i + 1 - w_i); "
-                      "correction normalise(max(w_i p - q, 0))", weights_only=True)
+                      "correction normalise(max(w_i p - q, 0))",
+                      weights_only=True, row_by_row=takes)
 
 
 def block_weights(drafts, q, p):

@@ -115,6 +115,27 @@ def _span(t):
     return start, start + 4 * ((n - 1) * t.stride(0) + V)
 
 
+def takes(rows) -> bool:
+    """Whether correction rows over target rows like ``rows`` [..., V] go through the kernels
+    (float32 CPU rows of at least `ROWS_MIN_VOCAB` entries, the kernels available, switched on
+    and reproducing torch's arithmetic for V entries); a row may still be left to torch for its
+    entries (`compiled_corrections`). The node forms of token and block verification declare it
+    as their ``row_by_row``."""
+    if not (isinstance(rows, torch.Tensor) and rows.device.type == "cpu"
+            and rows.dtype == torch.float32 and rows.dim() >= 1
+            and rows.shape[-1] >= ROWS_MIN_VOCAB):
+        return False
+    if not limits.env_switch(KERNEL_ENV):
+        return False
+    mod = _module()
+    if mod is None:
+        return False
+    V = rows.shape[-1]
+    if V not in _PROBES:
+        _PROBES[V] = _probe(mod, V)
+    return _PROBES[V] is not None
+
+
 def compiled_corrections(w, p, q, out):
     """Token's (``w`` None) or block's (``w`` [N], the weights w_i) correction rows of rows p, q
     [N, V] written into ``out`` [N, V] by the compiled kernels: out = r / sum(r) with r = max(p -

@@ -27,7 +27,7 @@ from ..law import Law
 from ..engine.nodes import NodeForm, law_from_nodes
 from ..registry import VerifierSpec
 from .common import drafted_ratio, normalise_residual, positive_residual
-from .compiled_rows import compiled_corrections
+from .compiled_rows import compiled_corrections, takes
 
 
 def screened_ratio(px, qx):
@@ -92,7 +92,8 @@ def token_node(state, px, qx, q, p, correction: bool = True, out=None):
 
 TOKEN_NODE = NodeForm(token_node, "forward",
                       "accept X_i w.p. min(1, p(X_i|X^{i-1}) / q(X_i|X^{i-1})); "
-                      "correction normalise(max(p - q, 0))", weights_only=True)
+                      "correction normalise(max(p - q, 0))",
+                      weights_only=True, row_by_row=takes)
 
 
 def token_verification(drafts, q, p) -> Law:
