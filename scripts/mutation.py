@@ -1112,6 +1112,11 @@ MUTANTS = [
            "per-draft law: rows the compiled kernels take still handed over in chunks (the same "
            "values, about a tenth slower at the real-model shape)",
            ROWS),
+    Mutant("spectheory/verifiers/_rows_cpu.py",
+           "        write_row(COPY, p, po + r * ps, p, po + r * ps, out, oo + r * os, V, np.float32(1),",
+           "        write_row(COPY, p, po, p, po, out, oo + r * os, V, np.float32(1),",
+           "corrections at depth L by the kernels: every row a copy of the first draft's p",
+           ROWS),
 ]
 
 

@@ -387,3 +387,14 @@ def correction_rows(kind, q, qo, qs, p, po, ps, out, oo, os, n, V, w,
         write_row(COPY if total == 0 else kind, q, qr, p, pr, out, oo + r * os, V, wr, total)
     _store_fence()
     return True
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def copy_rows(p, po, ps, out, oo, os, n, V):  # pragma: no cover - compiled
+    """out row r = p row r (r < n; rows start at p[po + r ps], out[oo + r os]) by non-temporal
+    stores: the correction rows of depth L, which are the target rows themselves."""
+    for r in range(n):
+        write_row(COPY, p, po + r * ps, p, po + r * ps, out, oo + r * os, V, np.float32(1),
+                  np.float32(1))
+    _store_fence()
+    return True

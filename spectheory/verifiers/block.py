@@ -30,7 +30,7 @@ from ..law import Law
 from ..engine.nodes import NodeForm, law_from_nodes
 from ..registry import VerifierSpec
 from .common import drafted_probs, drafted_ratio, normalise_residual, positive_residual
-from .compiled_rows import compiled_corrections, takes
+from .compiled_rows import compiled_copy, compiled_corrections, takes
 from .token import residual_rows, screened_ratio
 
 
@@ -49,7 +49,9 @@ def block_node(state, px, qx, q, p, correction: bool = True, out=None):
     """
     w = B.ones_like(p[:, 0]) if state is None else block_weight(state, px, qx)
     if q is None:
-        return w, w, (p if correction else None)
+        if not correction:
+            return w, w, None
+        return w, w, (out if out is not None and compiled_copy(p, out) else p)
     if state is None and not correction:
         return w, w, None  # h_0 = 1
     total = None

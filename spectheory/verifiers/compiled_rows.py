@@ -136,6 +136,19 @@ def takes(rows) -> bool:
     return _PROBES[V] is not None
 
 
+def compiled_copy(p, out) -> bool:
+    """out = p for rows [N, V] (the corrections at depth L) by the kernels' non-temporal stores,
+    where the rows are ones they take (`compiled_corrections`'s conditions); False (nothing
+    written) elsewhere."""
+    if not (_eligible(p, p, out) and limits.env_switch(KERNEL_ENV)):
+        return False
+    mod = _module()
+    if mod is None or _PROBES.get(p.shape[1]) is None:  # probed by the rows of depth < L
+        return False
+    (pf, ps), (of, os) = _flat(p), _flat(out)
+    return mod.copy_rows(pf, 0, ps, of, 0, os, p.shape[0], p.shape[1])
+
+
 def compiled_corrections(w, p, q, out):
     """Token's (``w`` None) or block's (``w`` [N], the weights w_i) correction rows of rows p, q
     [N, V] written into ``out`` [N, V] by the compiled kernels: out = r / sum(r) with r = max(p -

@@ -27,7 +27,7 @@ from ..law import Law
 from ..engine.nodes import NodeForm, law_from_nodes
 from ..registry import VerifierSpec
 from .common import drafted_ratio, normalise_residual, positive_residual
-from .compiled_rows import compiled_corrections, takes
+from .compiled_rows import compiled_copy, compiled_corrections, takes
 
 
 def screened_ratio(px, qx):
@@ -83,7 +83,7 @@ def token_node(state, px, qx, q, p, correction: bool = True, out=None):
     if not correction:
         return None, a, None
     if q is None:
-        return None, a, p
+        return None, a, (out if out is not None and compiled_copy(p, out) else p)
     if out is not None and compiled_corrections(None, p, q, out) is not None:
         return None, a, out
     res = positive_residual(None, p, q, out)
