@@ -11,6 +11,10 @@ are softmax(3 N(0, 1)) logits (the root row shared by all K paths, as in a real 
   block verification against q^G, batched over the positions of a path); the rank orders and the
   q^G rows that need them come from the compiled kernels of ``spectheory.verifiers._gbv_cpu``
   (numba), or with ``--no-kernels`` from torch operations (a stable sort of ratio bit patterns);
+* the correction rows of token, block (GBV's block step included) and SpecInfer's residual chain
+  come from the compiled kernels of ``spectheory.verifiers._rows_cpu`` (one read of p and q, one
+  non-temporal write, torch's arithmetic reproduced), or with ``--no-kernels`` from torch
+  operations;
 * SpecInfer with K = 4 i.i.d. paths (recursive rejection sampling on the token tree; the residual
   chain built up to each node's number of candidates).
 
@@ -154,8 +158,8 @@ def main() -> int:
     ap.add_argument("--no-pool", action="store_true",
                     help="allocate every law output afresh (spectheory.runtime.buffers off)")
     ap.add_argument("--no-kernels", action="store_true",
-                    help="GBV's rows through torch operations (SPECTHEORY_NUMBA=0), not the "
-                         "compiled kernels")
+                    help="every row through torch operations (SPECTHEORY_NUMBA=0): GBV's rank "
+                         "orders and q^G rows and the correction rows, not the compiled kernels")
     ap.add_argument("--out", default="benchmarks/results/real_laws.json")
     a = ap.parse_args()
     if a.pairs < 9 or a.reads < 1 or a.runs < 1:
