@@ -1117,6 +1117,12 @@ MUTANTS = [
            "        write_row(COPY, p, po, p, po, out, oo + r * os, V, np.float32(1),",
            "corrections at depth L by the kernels: every row a copy of the first draft's p",
            ROWS),
+    Mutant("spectheory/verifiers/_rows_cpu.py",
+           "    return builder.select(builder.fcmp_ordered(\">\", d, zero), zero, d)",
+           "    return builder.select(builder.fcmp_ordered(\"<\", d, zero), d, zero)",
+           "real-size correction rows by vectors: block's clamp drops the -0.0 of a residual "
+           "rounded once that underflows (torch's clamp keeps it)",
+           ROWS),
 ]
 
 

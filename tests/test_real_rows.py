@@ -319,3 +319,50 @@ def test_the_kernels_take_every_draft_at_once(law, kernels, monkeypatch):
     assert kernels == {"kernel": L, "torch": 0}
     ref = torch_route(monkeypatch, law, x, q, p)
     assert same(got[1], ref[1]) and same(got.stop, ref.stop)
+
+
+def test_block_residual_underflowing_to_minus_zero(kernels, monkeypatch):
+    """q - p w rounded once (where torch's ``addcmul`` is fused) can underflow to -0.0 on
+    subnormal entries; torch's ``clamp_(max=0)`` keeps it, so its quotient is +0.0, and the
+    kernels keep it too (a comparison ``d < 0 ? d : 0`` would not)."""
+    V = 16
+    tiny = float(np.float32(2.0 ** -149))
+    p = torch.full((1, 3, V), 1.0 / V)
+    q = torch.full((1, 2, V), 1.0 / V)
+    p[0, 0, 0], q[0, 0, 0] = 0.25, 0.5  # w_1 = 1/2
+    p[0, 1, 5], q[0, 1, 5] = 19 * tiny, 9 * tiny  # q - w p = -2^-150: -0.0 rounded once
+    q[0, 1, 6] = 0.0
+    x = torch.tensor([[0, 1]])
+    got = block_verification(x, q, p)
+    ref = torch_route(monkeypatch, block_verification, x, q, p)
+    assert same(got[1], ref[1]) and same(got.stop, ref.stop)
+    assert kernels["kernel"] > 0
+
+
+def test_rows_that_require_grad_take_the_torch_route(kernels, monkeypatch):
+    """The kernels leave rows that require grad to torch, whose route refuses them (``out=``
+    arguments do not support automatic differentiation) on both routes alike."""
+    x, q, p = instance(40, B=2, L=2, seed=1)
+    p.requires_grad_(True)
+    for route in ("1", "0"):
+        monkeypatch.setenv(compiled_rows.KERNEL_ENV, route)
+        with pytest.raises(RuntimeError, match="out="):
+            token_verification(x, q, p)
+    assert kernels["kernel"] == 0
+
+
+def test_the_kernels_sum_in_torchs_one_thread_order_at_any_thread_count():
+    """With two torch threads torch splits the sum of a lone row of 32,768 entries or more
+    between them; the kernels' totals stay those of torch with one thread."""
+    g = torch.Generator().manual_seed(6)
+    V = 40000
+    p = torch.softmax(torch.randn(1, V, generator=g) * 3, -1)
+    q = torch.softmax(torch.randn(1, V, generator=g) * 3, -1)
+    one_thread = torch.sub(p, q).clamp_(min=0).sum(-1)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        total = compiled_rows.compiled_corrections(None, p, q, torch.empty(1, V))
+    finally:
+        torch.set_num_threads(threads)
+    assert total is not None and same(total, one_thread)

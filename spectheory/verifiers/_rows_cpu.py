@@ -14,7 +14,8 @@ lines from memory before writing them). Per row:
 * token: r = max(p - q, 0) (``torch.sub(p, q).clamp_(min=0)``), correction r / sum(r);
 * block: r = min(q - p w, 0) (``torch.addcmul(q, p, w, value=-1).clamp_(max=0)``, rounded once
   where ``fused``: whether torch's CPU build contracts ``addcmul`` into a fused multiply-add is
-  probed, as is everything below), correction r / sum(r) (both negative, zeros -0.0);
+  probed, as is everything below), correction r / sum(r) (both negative; a zero of the residual
+  keeps its sign through torch's clamp, as here);
 * a residual of total zero: the correction is p (`residual_rows`'s patch; that row alone);
 * sum(r) in the order of torch's CPU sum over a contiguous row (ATen's ``cascade_sum``: rows
   of ``LANES``-entry vectors taken four at a time into four vector accumulators, which cascade
@@ -23,7 +24,9 @@ lines from memory before writing them). Per row:
   0 + 1 + 2 + 3, then from 0 the entries past the last whole vector one by one and the lanes in
   order); rows of fewer than ``LANES`` entries are not taken.
 
-The values are torch's bit for bit (``tests/test_real_rows.py`` compares the routes over
+The values are torch's bit for bit with one torch thread (with more, torch splits the sum of a
+lone row of at least 32,768 entries between threads; ``tests/test_real_rows.py`` compares the
+routes over
 vocabularies with tails of every length). Where the two could part the kernel returns False and
 leaves the batch to the torch route (which overwrites what the kernel wrote): an entry of q or p
 negative, -0.0, infinite or NaN (the entries' bits or-ed reach `BAD_BITS`), a weight outside
@@ -86,11 +89,14 @@ def _splat(builder, x):
 
 
 def _residual(builder, kind, pv, qv, wv):
-    """The residual of ``kind`` on vectors (each lane the scalar `_residual_entry`)."""
+    """The residual of ``kind`` on vectors (each lane the scalar `_residual_entry`). The clamps
+    are torch's: ``clamp_(min=0)`` is (0 > d) ? 0 : d and ``clamp_(max=0)`` is (0 < d) ? 0 : d, so a
+    -0.0 is kept (block's q - p w rounded once can underflow to -0.0; a quotient then has the
+    other sign)."""
     zero = ir.Constant(_VEC, [0.0] * LANES)
     if kind == TOKEN:  # max(p - q, 0)
         d = builder.fsub(pv, qv)
-        return builder.select(builder.fcmp_ordered(">", d, zero), d, zero)
+        return builder.select(builder.fcmp_ordered("<", d, zero), zero, d)
     minus_p = builder.fneg(pv)
     if kind == BLOCK_FUSED:
         fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(_VEC, [_VEC] * 3),
@@ -98,7 +104,7 @@ def _residual(builder, kind, pv, qv, wv):
         d = builder.call(fma, [minus_p, wv, qv])
     else:
         d = builder.fadd(builder.fmul(minus_p, wv), qv)
-    return builder.select(builder.fcmp_ordered("<", d, zero), d, zero)
+    return builder.select(builder.fcmp_ordered(">", d, zero), zero, d)
 
 
 def _accumulator(kind):
@@ -247,12 +253,12 @@ def _residual_entry(kind, pe, qe, w):  # pragma: no cover - compiled
     zero = np.float32(0)
     if kind == TOKEN:
         d = pe - qe
-        return d if d > zero else zero
+        return zero if d < zero else d
     if kind == BLOCK_FUSED:
         d = _fma32(-pe, w, qe)
     else:
         d = -pe * w + qe
-    return d if d < zero else zero
+    return zero if d > zero else d
 
 
 @njit(nogil=True, cache=True, error_model="numpy", inline="always")

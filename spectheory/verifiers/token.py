@@ -46,10 +46,11 @@ def residual_rows(res, total, p):
     ``res`` [N, V] whose entries have one sign (max(., 0) or min(., 0)), so that a row of total 0
     is all zeros: the same values. On torch the division runs in place after a screen
     (``aminmax(total)``, one read: no zero and no NaN when min > 0 or max < 0); otherwise the
-    rows of total 0 are copied from p afterwards. Either way each row's bits depend on that row
-    alone (a row's quotients are res / total whatever the other rows of the batch hold), which
-    the compiled route ([`compiled_rows`][spectheory.verifiers.compiled_rows]) relies on to
-    finish one row before it reads the next."""
+    rows of total 0 are copied from p afterwards. Either way a row's quotients are res / total
+    whatever the other rows of the batch hold (the total itself is torch's sum, whose order
+    depends on the batch only where more than one thread sums a lone row), which the compiled
+    route ([`compiled_rows`][spectheory.verifiers.compiled_rows]) relies on to finish one row
+    before it reads the next."""
     if not B.is_torch(res):
         return normalise_residual(res, total, p)
     if total.numel():
