@@ -26,8 +26,9 @@ from ..runtime._lazy import torch
 from ..runtime import limits
 
 #: Fewest entries per row for which the correction rows take the compiled kernels: they cost
-#: about 0.5 s once per process (importing numba, loading their cached code) and save about a
-#: third of a law at V = 151,936; small tables stay on torch.
+#: about 0.5 s once per process (importing numba, loading their cached code, probing torch)
+#: and save a third (token) to a half (block) of a law at V = 151,936; small tables stay on
+#: torch.
 ROWS_MIN_VOCAB = 16384
 #: Environment switch shared with the other compiled kernels: "0" keeps the torch route.
 KERNEL_ENV = "SPECTHEORY_NUMBA"
@@ -158,7 +159,8 @@ def compiled_copy(p, out) -> bool:
 def compiled_corrections(w, p, q, out):
     """Token's (``w`` None) or block's (``w`` [N], the weights w_i) correction rows of rows p, q
     [N, V] written into ``out`` [N, V] by the compiled kernels: out = r / sum(r) with r = max(p -
-    q, 0) (token) or r = min(q - p w, 0) (block), the values of the torch route bit for bit.
+    q, 0) (token) or r = min(q - p w, 0) (block), the values of the torch route bit for bit
+    (torch with one thread: module docstring).
     Returns sum(r) [N] (float32), or None where the torch route must run (then nothing is to be
     read from ``out``): not float32 CPU rows of at least `ROWS_MIN_VOCAB` entries, each row
     contiguous, ``out`` apart from p and q; the kernels unavailable, switched off, or not
