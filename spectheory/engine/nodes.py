@@ -584,16 +584,9 @@ class CompiledKernels:
 def _kernel_module():
     """`spectheory.engine._nodes_cpu`, or None (numba absent or not loadable; the reason is kept
     in ``_KERNELS_UNAVAILABLE``)."""
-    if not _KERNELS:
-        import importlib
+    from ..runtime._kernels import load_once
 
-        try:
-            _KERNELS.append(importlib.import_module("._nodes_cpu", __package__))
-        except Exception as err:  # noqa: BLE001 - numba missing, not usable with this numpy, or
-            # no writable cache for its compiled code: the torch route gives the same values
-            _KERNELS.append(None)
-            _KERNELS_UNAVAILABLE.append(f"{type(err).__name__}: {err}")
-    return _KERNELS[0]
+    return load_once(_KERNELS, _KERNELS_UNAVAILABLE, "._nodes_cpu", __package__)
 
 
 def _probe(mod, V: int):

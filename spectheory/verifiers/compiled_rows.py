@@ -18,12 +18,11 @@ off, the torch route runs.
 
 from __future__ import annotations
 
-import importlib
-
 import numpy as np
 from ..runtime._lazy import torch
 
 from ..runtime import limits
+from ..runtime._kernels import load_once
 
 #: Fewest entries per row for which the correction rows take the compiled kernels: they cost
 #: about 0.5 s once per process (importing numba, loading their cached code, probing torch)
@@ -39,14 +38,21 @@ _PROBES: dict = {}  # V -> whether torch's addcmul rounds once (bool), or None: 
 
 
 def _module():
-    if not _MODULE:
-        try:
-            _MODULE.append(importlib.import_module("._rows_cpu", __package__))
-        except Exception as err:  # noqa: BLE001 - numba missing, not usable with this numpy, or
-            # no writable cache for its compiled code: the torch route gives the same values
-            _MODULE.append(None)
-            _UNAVAILABLE.append(f"{type(err).__name__}: {err}")
-    return _MODULE[0]
+    return load_once(_MODULE, _UNAVAILABLE, "._rows_cpu", __package__)
+
+
+def _probed(V: int):
+    """(the kernels module, whether torch's addcmul rounds once) for rows of V entries, or None:
+    the kernels switched off, not loadable, or not reproducing torch's arithmetic (probed once
+    per process and V)."""
+    if not limits.env_switch(KERNEL_ENV):  # validated on each read: a typo is refused
+        return None
+    mod = _module()
+    if mod is None:
+        return None
+    if V not in _PROBES:
+        _PROBES[V] = _probe(mod, V)
+    return None if _PROBES[V] is None else (mod, _PROBES[V])
 
 
 def _flat(t):
@@ -132,26 +138,17 @@ def takes(rows) -> bool:
             and rows.dtype == torch.float32 and rows.dim() >= 1
             and rows.shape[-1] >= ROWS_MIN_VOCAB):
         return False
-    if not limits.env_switch(KERNEL_ENV):
-        return False
-    mod = _module()
-    if mod is None:
-        return False
-    V = rows.shape[-1]
-    if V not in _PROBES:
-        _PROBES[V] = _probe(mod, V)
-    return _PROBES[V] is not None
+    return _probed(rows.shape[-1]) is not None
 
 
 def compiled_copy(p, out) -> bool:
     """out = p for rows [N, V] (the corrections at depth L) by the kernels' non-temporal stores,
     where the rows are ones they take (`compiled_corrections`'s conditions); False (nothing
     written) elsewhere."""
-    if not (_eligible(p, p, out) and limits.env_switch(KERNEL_ENV)):
+    probed = _probed(p.shape[1]) if _eligible(p, p, out) else None
+    if probed is None:
         return False
-    mod = _module()
-    if mod is None or _PROBES.get(p.shape[1]) is None:  # probed by the rows of depth < L
-        return False
+    mod = probed[0]
     (pf, ps), (of, os) = _flat(p), _flat(out)
     return mod.copy_rows(pf, 0, ps, of, 0, os, p.shape[0], p.shape[1])
 
@@ -170,17 +167,10 @@ def compiled_corrections(w, p, q, out):
             isinstance(w, torch.Tensor) and w.dtype == torch.float32 and w.dim() == 1
             and w.shape[0] == p.shape[0] and w.device.type == "cpu")):
         return None
-    if not limits.env_switch(KERNEL_ENV):  # validated on each read: a typo is refused
+    probed = _probed(p.shape[1])
+    if probed is None:
         return None
-    mod = _module()
-    if mod is None:
-        return None
-    V = p.shape[1]
-    if V not in _PROBES:
-        _PROBES[V] = _probe(mod, V)
-    fused = _PROBES[V]
-    if fused is None:
-        return None
+    mod, fused = probed
     kind = mod.TOKEN if w is None else (mod.BLOCK_FUSED if fused else mod.BLOCK)
     totals = _run(mod, kind, None if w is None else w.contiguous(), p, q, out)
     return None if totals is None else torch.from_numpy(totals)

@@ -64,7 +64,6 @@ with equal ratios, and the result is lossy; it is kept as a negative control for
 
 from __future__ import annotations
 
-import importlib
 import threading
 
 import numpy as np
@@ -75,6 +74,7 @@ from ..runtime import buffers, limits
 from ..engine import nodes
 from ..law import Law, MultiLaw
 from ..registry import VerifierSpec
+from ..runtime._kernels import load_once
 from ..runtime.errors import InputError
 from .block import BLOCK_NODE, block_verification, block_weight
 
@@ -111,14 +111,7 @@ def _kernels_for(rows, other=None):
         return None
     if not limits.env_switch(KERNEL_ENV):  # validated on each read: a typo is refused
         return None
-    if not _KERNELS:
-        try:
-            _KERNELS.append(importlib.import_module("._gbv_cpu", __package__))
-        except Exception as err:  # noqa: BLE001 - numba missing, not usable with this numpy, or
-            # no writable cache for its compiled code: the torch route gives the same values
-            _KERNELS.append(None)
-            _KERNELS_UNAVAILABLE.append(f"{type(err).__name__}: {err}")
-    return _KERNELS[0]
+    return load_once(_KERNELS, _KERNELS_UNAVAILABLE, "._gbv_cpu", __package__)
 
 
 class _KernelScratch:
