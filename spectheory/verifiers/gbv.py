@@ -380,11 +380,12 @@ def _negligible_rows(q_rows, A, x, row_stats=None):
         return None
     f = _np_float(q_rows.dtype)
     if f is not None and q_rows.numel() == V and q_rows.device.type == "cpu":  # one node
-        total, least = row_stats if row_stats is not None else (None, None)
-        if least is None:
-            total, least = q_rows.sum().item(), q_rows.amin().item()
-        return torch.tensor([_negligible_node(A.item(), x.item(), total, least, V,
-                                              q_rows.dtype)])
+        a = A.item()
+        if not 0 < a < float("inf"):  # never passes: the row is not read
+            return torch.tensor([False])
+        total, least = row_stats if row_stats is not None else (q_rows.sum().item(),
+                                                                q_rows.amin().item())
+        return torch.tensor([_negligible_node(a, x.item(), total, least, V, q_rows.dtype)])
     M = q_rows.sum(dim=-1).double() * (1 + 2 * V * eps)
     Ad = A.double()
     inf = torch.full_like(A, float("inf"))
