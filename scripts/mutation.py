@@ -1124,6 +1124,36 @@ MUTANTS = [
            "real-size correction rows by vectors: block's clamp drops the -0.0 of a residual "
            "rounded once that underflows (torch's clamp keeps it)",
            ROWS),
+    # GBV: the root's q^G row beside its sort, the screen's one-read row total
+    Mutant("spectheory/verifiers/gbv.py",
+           "b_tok = root_order.below[toks[0]]",
+           "b_tok = min(root_order.below.values())",
+           "GBV kernels' route: the mass below the root token read for another drafted token "
+           "(A at depth 1 wrong)", REAL),
+    Mutant("spectheory/verifiers/gbv.py",
+           "kernels.skew_row(qn[0].view(row.dtype), order, f(0), f(1), K, int(toks[0]),",
+           "kernels.skew_row(qn[0].view(row.dtype), order, f(0), f(1), max(K - 1, 1), "
+           "int(toks[0]),",
+           "GBV kernels' route: the root's q^G row computed beside its sort for K - 1 paths",
+           REAL),
+    Mutant("spectheory/verifiers/gbv.py",
+           "None if root_space is None else root_space[sel[0]])",
+           "None if root_space is None else root_space[0])",
+           "GBV kernels' route: every block's root q^G row kept in the first block's output row",
+           REAL),
+    Mutant("spectheory/verifiers/gbv.py",
+           "-1.0 if signed else 0.0",
+           "0.0",
+           "GBV kernels' route: the screen ignores entries with the sign bit set (a row with a "
+           "negative entry may pass)", REAL),
+    Mutant("spectheory/verifiers/_gbv_cpu.py",
+           "        s += row[a]\n        o |= bits[a]",
+           "        s += row[a] * 0.5\n        o |= bits[a]",
+           "GBV screen's row total: half the row's sum (the screen's bound too small)", REAL),
+    Mutant("spectheory/verifiers/gbv.py",
+           "if rows is None or rows.shape[0] != L:",
+           "if rows is None:",
+           "GBV kernels' route: the per-thread path rows kept across a change of L", REAL),
 ]
 
 

@@ -236,6 +236,72 @@ def test_a_negligible_row_before_a_sorted_one(route, monkeypatch):
     assert seen.get(True, 0) > 0
 
 
+@pytest.mark.parametrize("planted", [False, True])
+def test_kernel_screen_reads_each_rows_sum_and_sign_bits(planted, monkeypatch):
+    """On the kernels' route the screen's row sum and sign bits come from one compiled read of
+    the screened row (`row_total`): every call of `_negligible_node` gets that row's sum (to a
+    float64 rounding) and a negative ``least`` exactly when an entry of the row has its sign bit
+    set. ``planted``: -0.0 at token 3 of every row below the root (then no screen may pass);
+    otherwise rows of nonnegative entries, where some screens pass."""
+    use_route(monkeypatch, "kernels")
+    x, q, p = real_like_batch(torch.float32)
+    if planted:
+        q[:, :, 1:, 3] = -0.0
+    sums = q.double().sum(-1).flatten()  # [B K L]: every row a screen may read
+    calls = []
+    fn = gbv_module._negligible_node
+
+    def recorded(a, xx, total, least, V, dt):
+        out = fn(a, xx, total, least, V, dt)
+        calls.append((total, least, out))
+        return out
+
+    monkeypatch.setattr(gbv_module, "_negligible_node", recorded)
+    gbv(x, q, p)
+    assert calls
+    for total, least, out in calls:
+        assert float((sums - total).abs().min()) <= 1e-12 * abs(total)  # some row's sum
+        assert (least < 0) == planted and least in (0.0, -1.0)
+    assert any(out for *_, out in calls) != planted
+
+
+def test_kernel_route_across_path_lengths_and_batches(monkeypatch):
+    """The kernels' route keeps one path's q^G rows per thread and the root q^G rows in the
+    law's own output: laws of other lengths and batch sizes in turn (L = 8, 3, 8; B = 6, 2)
+    give the torch route's bits every time, and an earlier law's output is not touched."""
+    x, q, p = real_like_batch(torch.float32)
+    cases = [(x, q, p), tuple(t[:2, :, :3] if t is not p else t[:2, :, :4] for t in (x, q, p)),
+             (x[2:4], q[2:4], p[2:4])]
+    use_route(monkeypatch, "torch")
+    want = [gbv(*c) for c in cases]
+    use_route(monkeypatch, "kernels")
+    got = [gbv(*c) for c in cases]
+    kept = [g.correction.clone() for g in got]
+    got.append(gbv(*cases[0]))
+    for g, w in zip(got, want + want[:1]):
+        assert torch.equal(g.stop, w.stop) and torch.equal(g.correction, w.correction)
+    for g, k in zip(got, kept):
+        assert torch.equal(g.correction, k)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_row_total_kernel(dtype):
+    """`row_total`: the row's sum (any order, float64) and whether an entry's sign bit is set
+    (-0.0 and negative entries; NaN makes the sum NaN)."""
+    kernels = pytest.importorskip("spectheory.verifiers._gbv_cpu")
+    row = torch.rand(5000, generator=torch.Generator().manual_seed(3), dtype=dtype).numpy()
+    uint = np.uint32 if row.itemsize == 4 else np.uint64
+    shift = 8 * row.itemsize - 1
+    total, signed = kernels.row_total(row, row.view(uint), shift)
+    assert abs(total - float(row.astype(np.float64).sum())) <= 1e-12 * total and not signed
+    for at, value in ((0, -0.0), (4999, -1e-30), (2500, float("nan"))):
+        r = row.copy()
+        r[at] = value
+        total, signed = kernels.row_total(r, r.view(uint), shift)
+        assert signed == (value != value or np.signbit(value)) or value != value
+        assert (total != total) == (value != value)
+
+
 @pytest.mark.parametrize("route", ROUTES)
 @pytest.mark.parametrize("bad", [-1, 1501, 10**9])
 def test_draft_tokens_out_of_range_are_refused(bad, route, monkeypatch):

@@ -54,7 +54,10 @@ stable radix sort of its ratios' bit patterns on 16-bit digits), the masses belo
 as ``torch.cumsum``) and the q^G row (Horner's rule, operation for operation) come from compiled
 kernels (``spectheory.verifiers._gbv_cpu``, numba; about 1.2 ms per row at V = 151,936 against
 2.4 ms); below that size, without numba, or with ``SPECTHEORY_NUMBA=0``, from torch operations.
-Block verification against the q^G rows runs on torch in both.
+On the kernels' route the root's q^G row is computed right after the sort that the selection
+makes of a shared root (while order and row are in cache), and a row below the root is screened
+from one compiled read of its sum and sign bits. Block verification against the q^G rows runs on
+torch in both.
 
 Mismatched tie-breaking ([`gbv_mismatched_ties`][spectheory.verifiers.gbv.gbv_mismatched_ties]):
 selecting with one tie rule and ranking for q^G with the other (a constructed example of a tie-rule
@@ -129,6 +132,13 @@ class _KernelScratch:
         self.sign = uint(1 << (8 * f.itemsize - 1))
         self.minus_one = uint(np.array(-1, f).view(uint)) ^ self.sign
         self.inf = uint(np.array(np.inf, f).view(uint)) ^ self.sign
+
+    def path_rows(self, L: int):
+        """Rows [L, V] of this dtype for one path's q^G rows (kept while L is the same)."""
+        rows = getattr(self, "_path_rows", None)
+        if rows is None or rows.shape[0] != L:
+            rows = self._path_rows = np.empty((L, self.key[0]), self.key[1])
+        return rows
 
     @staticmethod
     def get(V: int, dtype) -> "_KernelScratch":
@@ -597,8 +607,9 @@ def best_path(drafts, q, p, ties: str = "low", root_orders: dict | None = None):
     ``root_orders`` (a dict; CPU rows, float32 on the torch route, float32 or float64 on the
     kernels' route): at the root of a block whose K root rows are equal, the rank positions are
     read off one sort of the shared row (`_root_ranks`) and its order (worst rank first; a torch
-    [1, V] tensor, or a numpy [V] array on the kernels' route) is stored under the block's index,
-    for the q^G row at the root of the selected path. Inputs are checked first
+    [1, V] tensor) is stored under the block's index, for the q^G row at the root of the
+    selected path; on the kernels' route that q^G row itself is stored (with the drafted
+    tokens' masses below), computed while the sort is in cache. Inputs are checked first
     ([`check_inputs`][spectheory.verifiers.gbv.check_inputs])."""
     check_inputs(drafts, q, p, "GBV best_path")
     if ties not in TIE_RULES:
@@ -606,7 +617,10 @@ def best_path(drafts, q, p, ties: str = "low", root_orders: dict | None = None):
     return _best_path(drafts, q, p, ties, root_orders)
 
 
-def _best_path(drafts, q, p, ties: str, root_orders: dict | None):
+def _best_path(drafts, q, p, ties: str, root_orders: dict | None, root_space=None):
+    """`best_path`; ``root_space`` [B, V] (torch, CPU, optional): where the kernels' route
+    writes block b's root q^G row (`_RootRow`) instead of a new array (the law's last correction
+    row of the block, written only after the row is read)."""
     Bsz, K, L = drafts.shape
     V = q.shape[-1]
     x = B.as_index(drafts, q)
@@ -623,7 +637,8 @@ def _best_path(drafts, q, p, ties: str, root_orders: dict | None):
                 sel = listed[c0:c0 + step]
                 at = slice(sel[0], sel[0] + 1) if len(sel) == 1 else rows[c0:c0 + step]
                 if i == 0 and root_orders is not None and len(sel) == 1:
-                    ranked = _root_ranks(q[sel[0], :, 0], p[sel[0], :, 0], x[sel[0], :, 0], ties)
+                    ranked = _root_ranks(q[sel[0], :, 0], p[sel[0], :, 0], x[sel[0], :, 0], ties,
+                                         None if root_space is None else root_space[sel[0]])
                     if ranked is not None:
                         dpos[sel[0]], root_orders[sel[0]] = ranked
                         continue
@@ -640,14 +655,29 @@ _MINUS_ONE_BITS = int(np.array(-1.0, dtype=np.float32).view(np.int32))
 _INF_BITS = int(np.array(np.inf, dtype=np.float32).view(np.int32))
 
 
-def _root_ranks(q_rows, p_rows, x, ties: str):
+class _RootRow:
+    """On the kernels' route, what `_root_ranks` keeps of a shared root for the selected path
+    (instead of its order): the root's q^G row ``row`` [V] (numpy, A = 0, x = 1: every path
+    through the root has it) and ``below`` {drafted token: below(token)} (the mass A of its
+    child), both from `_gbv_cpu.skew_row` right after the sort, while order and row are in
+    cache."""
+
+    __slots__ = ("row", "below")
+
+    def __init__(self, row, below):
+        self.row, self.below = row, below
+
+
+def _root_ranks(q_rows, p_rows, x, ties: str, row_out=None):
     """Rank positions [K] of the drafted tokens x [K] at a root whose K rows q_rows, p_rows
     [K, V] (torch float32, CPU; float64 too on the kernels' route) are equal, from ONE sort of
     the shared row's ratio bit patterns (the one q^G at the root needs): position = V - 1 - (the
     token's index in the worst-first order). Returns ``(positions, worst-first order)`` (a torch
-    [1, V] order, or on the kernels' route a numpy [V] one), or None (the caller counts) when the
+    [1, V] order), or on the kernels' route ``(positions, _RootRow)`` (the root's q^G row and the
+    drafted tokens' masses below, computed right after the sort), or None (the caller counts) when the
     rows differ (bit for bit) or a ratio is NaN, -0.0 or negative other than the -1 of q = 0,
-    where the bit order and the comparisons of `_rank_rows` could disagree."""
+    where the bit order and the comparisons of `_rank_rows` could disagree. ``row_out`` [V]
+    (torch, optional): where the kernels' route writes the root's q^G row."""
     K, V = q_rows.shape
     kernels = _kernels_for(q_rows, p_rows)
     if kernels is None and (q_rows.dtype != torch.float32 or q_rows.device.type != "cpu"
@@ -665,8 +695,16 @@ def _root_ranks(q_rows, p_rows, x, ties: str):
                                    qn[0].view(scratch.ratio.dtype), ties)
         if odd:
             return None
-        pos = kernels.positions(order, x.contiguous().numpy(), np.empty(K, np.int64))
-        return torch.from_numpy(pos), order.copy()
+        toks = x.contiguous().numpy()
+        pos = kernels.positions(order, toks, np.empty(K, np.int64))
+        # the root's q^G row (A = 0, x = 1; the same for every path through this root) while
+        # its order and row are in cache, and below(a) of the drafted tokens
+        f = scratch.ratio.dtype.type
+        row = (row_out.numpy() if row_out is not None and row_out.dtype == q_rows.dtype
+               else np.empty(V, scratch.ratio.dtype))
+        kernels.skew_row(qn[0].view(row.dtype), order, f(0), f(1), K, int(toks[0]),
+                         scratch.below, scratch.ud, scratch.power, row)
+        return torch.from_numpy(pos), _RootRow(row, {int(t): scratch.below[t] for t in toks})
     r = _ratio(p_rows[:1], q_rows[:1])
     order, kept = _order_by_bits(r, ties, worst_first=True, keep_bits=True)
     bits = kept[0].numpy()  # ascending
@@ -732,26 +770,31 @@ def _skewed_path_rows(d_sel, q_sel, p_sel, K: int, ties: str, denominators=None)
     return out if out is not None else rows_all[0]
 
 
-def _skewed_block_law(drafts, q, p, k, K: int, ties: str, root_orders=None) -> Law:
+def _skewed_block_law(drafts, q, p, k, K: int, ties: str, root_orders=None, corr=None) -> Law:
     """Block verification of the selected paths ``k`` [B] with the draft rows replaced by q^G:
     ``block_verification(d, q^G, p)`` along the selected paths. On the CPU one path at a time
     (`_path_law`), its rows read in place; the corrections are written into one array. A path
     selected again with the same tokens and rows (the exact engine's outcomes share paths)
     takes the first one's weights and corrections: the same values, computed once.
-    ``root_orders`` {block: worst-first order of its root row} (from
-    [`best_path`][spectheory.verifiers.gbv.best_path], same tie rule) saves those sorts."""
+    ``root_orders`` {block: worst-first order of its root row, or on the kernels' route its
+    q^G row (`_RootRow`)} (from [`best_path`][spectheory.verifiers.gbv.best_path], same tie
+    rule) saves those sorts. ``corr`` [B, L+1, V] (optional): the output array, if the caller
+    made it (`_gbv` lets the selection keep root rows in it)."""
     d_sel = _gather_path(drafts, k)
     Bsz, L = d_sel.shape
     if not (B.is_torch(q) and q.device.type == "cpu" and Bsz > 0):
         q_sel, p_sel = _gather_path(q, k), _gather_path(p, k)
         return block_verification(d_sel, _skewed_path_rows(d_sel, q_sel, p_sel, K, ties), p_sel)
-    corr = buffers.empty(tuple(p[:, 0].shape), p.dtype)  # [B, L+1, V]
+    if corr is None:
+        corr = buffers.empty(tuple(p[:, 0].shape), p.dtype)  # [B, L+1, V]
     d_all = B.as_index(d_sel, q)
     weights = torch.empty((Bsz, L + 1), dtype=p.dtype)
     V = q.shape[-1]
     kernels = _kernels_for(q, p)
-    if kernels is not None:  # the kernels' route: only the q^G rows [L, V] (reused by every path)
-        work = (None, None, None, torch.empty((L, V), dtype=q.dtype))
+    if kernels is not None:  # the kernels' route: only the q^G rows [L, V] (reused by every path,
+        # and kept per thread with the kernels' scratch: no fresh pages at every call)
+        work = (None, None, None,
+                torch.from_numpy(_KernelScratch.get(V, _np_float(q.dtype)).path_rows(L)))
     else:
         rows = torch.empty((5, L, V), dtype=q.dtype)  # reused by every path
         work = (*rows, torch.empty((3, V), dtype=q.dtype),
@@ -768,6 +811,8 @@ def _skewed_block_law(drafts, q, p, k, K: int, ties: str, root_orders=None) -> L
                 corr[b] = corr[b0]
                 continue
         order = root_orders.get(b) if root_orders else None
+        if kernels is None and isinstance(order, _RootRow):
+            order = None  # the kernels' root row serves the kernels' route only
         if kernels is not None:
             q_path, p_path = q_path.contiguous(), p_path.contiguous()
         weights[b] = _path_law(q_path, p_path, d_all[b], K, ties, order, corr[b], work,
@@ -784,7 +829,9 @@ def _path_law(q_path, p_path, tok, K: int, ties: str, root_order, out, work, ker
        below_i; a row passing the screen of `_negligible_rows` takes below = 0 (module doc: the
        same values), and A_{i+1} = A_i + x_i below_i(X_i), x_{i+1} = x_i q(X_i). On the kernels'
        route (``kernels``, `spectheory.verifiers._gbv_cpu`) a row that needs its rank order gets
-       it, and its q^G row, from two compiled calls instead (the same values).
+       it, and its q^G row, from two compiled calls instead (the same values); the root's
+       q^G row comes ready from the selection (`_RootRow`), and the screen reads a row's sum
+       and sign bits in one compiled pass (`row_total`), only where it runs.
     2. The q^G rows of all positions at once: the general formula `_skew_from_u` on the
        positions up to the last one sorted, the row q S_K(A, 0) / S_K(A, x) after it (as
        `_skew_step`: the same operations on the same values per row); on the kernels' route the
@@ -892,7 +939,8 @@ def _compiled_positions(kernels, q_path, p_path, toks, K: int, ties: str, root_o
     scratch = _KernelScratch.get(V, f)
     qn, pn = q_path.detach().numpy(), p_path.detach().numpy()
     qgn, An, xn = qg.numpy(), A.numpy(), x.numpy()
-    last, skipped, stats = -1, [], None
+    qbits, shift = qn.view(scratch.keys.dtype), 8 * qn.itemsize - 1
+    last, skipped = -1, []
     with np.errstate(all="ignore"):  # IEEE results, as torch's, without numpy's warnings
         for i in range(L):
             a_i, x_i, q_tok = An[i], xn[i], qn[i, toks[i]]
@@ -902,19 +950,25 @@ def _compiled_positions(kernels, q_path, p_path, toks, K: int, ties: str, root_o
             # x q(X_i) >= A eps / 2 >= ulp(A) / 2: the screen cannot pass (its bound M >=
             # q(X_i)), so it is not run; A = 0 (the root) never passes either
             if screens and not (a <= 0 or xq_tok >= a * half_eps):
-                if stats is None:  # the path's row sums and minima, read once
-                    stats = (q_path.sum(dim=-1).tolist(), q_path.amin(dim=-1).tolist())
-                if _negligible_node(a, float(x_i), stats[0][i], stats[1][i], V, dt):
+                # the row's sum and sign bits in one read, only where the screen runs (an
+                # entry with its sign bit set, -0.0 included, fails it: the sort's row, the
+                # same values)
+                total, signed = kernels.row_total(qn[i], qbits[i], shift)
+                if _negligible_node(a, float(x_i), total, -1.0 if signed else 0.0, V, dt):
                     skipped.append(i)
                     if i + 1 < L:
                         An[i + 1] = a_i  # A + x 0 = A
                     continue
             last = i
-            order = root_order if i == 0 else None
-            if order is None:
-                order, _ = scratch.order(kernels, pn[i], qn[i], ties)
-            b_tok = kernels.skew_row(qn[i], order, a_i, x_i, K, toks[i], scratch.below,
-                                     scratch.ud, scratch.power, qgn[i])
+            if i == 0 and isinstance(root_order, _RootRow):  # computed beside its sort
+                qgn[0] = root_order.row
+                b_tok = root_order.below[toks[0]]
+            else:
+                order = root_order if i == 0 else None
+                if order is None:
+                    order, _ = scratch.order(kernels, pn[i], qn[i], ties)
+                b_tok = kernels.skew_row(qn[i], order, a_i, x_i, K, toks[i], scratch.below,
+                                         scratch.ud, scratch.power, qgn[i])
             if i + 1 < L:
                 An[i + 1] = a_i + x_i * f(b_tok)  # b_tok is a value of the row's dtype
     return last, skipped
@@ -1003,8 +1057,14 @@ def _gbv(drafts, q, p, selection_ties: str, ranking_ties: str) -> MultiLaw:
     Bsz, K, L = drafts.shape
     V = q.shape[-1]
     shared = {} if selection_ties == ranking_ties else None  # root sorts serve both
-    k = _best_path(drafts, q, p, selection_ties, shared)
-    law = _skewed_block_law(drafts, q, p, k, K, ranking_ties, shared)
+    corr = None
+    if shared is not None and B.is_torch(q) and q.device.type == "cpu" and Bsz > 0:
+        # the output first: the selection keeps the kernels' root q^G rows in its last
+        # correction rows (buffers.empty: reused memory, no fresh pages)
+        corr = buffers.empty(tuple(p[:, 0].shape), p.dtype)  # [B, L+1, V]
+    k = _best_path(drafts, q, p, selection_ties, shared,
+                   None if corr is None else corr[:, L])
+    law = _skewed_block_law(drafts, q, p, k, K, ranking_ties, shared, corr)
     chosen = B.expand_dims(B.arange(K, drafts) == B.expand_dims(k, 1), -1)  # [B, K, 1]
     stop = B.where(chosen, B.expand_dims(law.stop, 1), B.zeros_like(B.expand_dims(law.stop, 1)))
     corr = B.broadcast_to(B.expand_dims(law.correction, 1), (Bsz, K, L + 1, V))
