@@ -1154,6 +1154,27 @@ MUTANTS = [
            "if rows is None or rows.shape[0] != L:",
            "if rows is None:",
            "GBV kernels' route: the per-thread path rows kept across a change of L", REAL),
+    # rows that require grad: read as values by every law
+    Mutant("spectheory/engine/nodes.py",
+           "    q, p = B.values(q, p)\n    L = drafts.shape[-1]",
+           "    L = drafts.shape[-1]",
+           "per-draft law: rows that require grad reach the out= writes (a torch traceback)",
+           ("tests/test_bad_inputs_2026.py",)),
+    Mutant("spectheory/verifiers/gbv.py",
+           "    q, p = B.values(q, p)  # rows that require grad",
+           "    pass  # rows that require grad",
+           "GBV: rows that require grad reach the out= writes (a torch traceback)",
+           ("tests/test_bad_inputs_2026.py",)),
+    Mutant("spectheory/verifiers/specinfer.py",
+           "    q, p = B.values(q, p)\n    Bsz, K, L = drafts.shape",
+           "    Bsz, K, L = drafts.shape",
+           "SpecInfer: rows that require grad reach the out= writes (a torch traceback)",
+           ("tests/test_bad_inputs_2026.py",)),
+    Mutant("spectheory/runtime/backend.py",
+           "a.detach() if is_torch(a) and a.requires_grad else a",
+           "a",
+           "values(): rows that require grad passed on as they are",
+           ("tests/test_bad_inputs_2026.py", "tests/test_real_rows.py")),
 ]
 
 

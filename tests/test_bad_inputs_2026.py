@@ -330,3 +330,34 @@ def test_deep_tree_message_does_not_echo_it_all(small, capsys):
     code, out, err = run(["tree", path, "--tree", "x" * DEEP], capsys)
     refused(code, out, err, "comma-separated")
     assert len(err) < 300
+
+
+def _grad_case(name):
+    from spectheory.registry import get_verifier
+
+    spec = get_verifier(name)
+    K = 1 if spec.single_path else 2  # SpecHub defines two paths
+    g = torch.Generator().manual_seed(5)
+    q = torch.softmax(torch.randn(2, K, 3, 12, generator=g) * 2, -1)
+    p = torch.softmax(torch.randn(2, K, 4, 12, generator=g) * 2, -1)
+    q[:, :, 0], p[:, :, 0] = q[:, :1, 0], p[:, :1, 0]  # one root per block
+    x = torch.multinomial(q.reshape(-1, 12), 1, generator=g).view(2, K, 3)
+    return spec, x, q, p
+
+
+def _registered():
+    from spectheory.registry import registered
+
+    return registered()
+
+
+@pytest.mark.parametrize("name", _registered())
+def test_rows_that_require_grad_give_the_law_of_their_values(name):
+    """Every registered verifier, given rows that require grad (a model's outputs before
+    ``.detach()``), returns the law of their values, bit for bit, not a torch traceback (the
+    laws write into preallocated outputs, which autograd refuses)."""
+    spec, x, q, p = _grad_case(name)
+    want = spec.law(x, q, p)
+    got = spec.law(x, q.clone().requires_grad_(), p.clone().requires_grad_())
+    assert torch.equal(got.stop.detach(), want.stop)
+    assert torch.equal(got.correction.detach(), want.correction)

@@ -339,16 +339,21 @@ def test_block_residual_underflowing_to_minus_zero(kernels, monkeypatch):
     assert kernels["kernel"] > 0
 
 
-def test_rows_that_require_grad_take_the_torch_route(kernels, monkeypatch):
-    """The kernels leave rows that require grad to torch, whose route refuses them (``out=``
-    arguments do not support automatic differentiation) on both routes alike."""
+def test_rows_that_require_grad_are_read_as_values_on_both_routes(kernels, monkeypatch):
+    """Rows that require grad are read as values (detached before any row is written): the
+    same law, bit for bit, as the plain rows on both routes, the kernels taking as many calls
+    as for the plain rows; the law carries no gradient."""
     x, q, p = instance(40, B=2, L=2, seed=1)
-    p.requires_grad_(True)
     for route in ("1", "0"):
         monkeypatch.setenv(compiled_rows.KERNEL_ENV, route)
-        with pytest.raises(RuntimeError, match="out="):
-            token_verification(x, q, p)
-    assert kernels["kernel"] == 0
+        token_verification(x, q, p)  # the kernels' probe, once
+        before = kernels["kernel"]
+        want = token_verification(x, q, p)
+        plain = kernels["kernel"] - before
+        got = token_verification(x, q.clone().requires_grad_(), p.clone().requires_grad_())
+        assert kernels["kernel"] - before == 2 * plain and (plain > 0) == (route == "1")
+        assert same(got.stop, want.stop) and same(got[1], want[1])
+        assert not got.stop.requires_grad and not got[1].requires_grad
 
 
 def test_the_kernels_sum_in_torchs_one_thread_order_at_any_thread_count():

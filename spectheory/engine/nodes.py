@@ -161,7 +161,9 @@ def law_from_nodes(form: NodeForm, drafts, q, p, corrections: bool = True) -> La
     and each correction row is written once into one preallocated array: about one read of p
     and q and one write of the corrections. ``corrections=False`` returns the stop table only
     (``Law(stop, None)``; steps declared ``weights_only`` then skip the correction rows).
+    Rows that require grad are read as values ([`values`][spectheory.runtime.backend.values]).
     """
+    q, p = B.values(q, p)
     L = drafts.shape[-1]
     idx = B.expand_dims(B.as_index(drafts, q), -1)
     px_all = B.take_along(p[:, :L], idx, axis=-1)[..., 0]

@@ -43,6 +43,14 @@ def is_torch(x: Array) -> bool:
     return is_tensor(x)
 
 
+def values(*arrays):
+    """The arrays as values: torch tensors detached from autograd (a view, no copy), others as
+    they are. The laws write into preallocated outputs (``out=``, in place), which autograd
+    refuses; a law is a table of values, so rows that require grad are read as values and the
+    law carries no gradient."""
+    return tuple(a.detach() if is_torch(a) and a.requires_grad else a for a in arrays)
+
+
 def is_exact(x: Array) -> bool:
     """True for numpy object arrays (holding Fractions)."""
     return isinstance(x, np.ndarray) and x.dtype == object

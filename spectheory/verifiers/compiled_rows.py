@@ -114,7 +114,7 @@ def _eligible(p, q, out) -> bool:
     if not all(isinstance(t, torch.Tensor) and t.device.type == "cpu"
                and t.dtype == torch.float32 and t.dim() == 2 and t.stride(-1) == 1
                and not t.requires_grad for t in (p, q, out)):
-        return False  # (rows that require grad: torch's route refuses them as before)
+        return False  # (rows that require grad: the laws detach them before they come here)
     if not (p.shape == q.shape == out.shape and p.shape[0] >= 1
             and p.shape[1] >= ROWS_MIN_VOCAB):
         return False

@@ -1054,6 +1054,7 @@ def _check_rows(q_rows, p_rows, where: str) -> None:
 
 def _gbv(drafts, q, p, selection_ties: str, ranking_ties: str) -> MultiLaw:
     check_inputs(drafts, q, p)  # before every route indexes rows with the tokens
+    q, p = B.values(q, p)  # rows that require grad: their values (the law has no gradient)
     Bsz, K, L = drafts.shape
     V = q.shape[-1]
     shared = {} if selection_ties == ranking_ties else None  # root sorts serve both

@@ -109,12 +109,15 @@ def node_recursive_law(drafts, q, p, rule) -> MultiLaw:
     inputs that repeat across the batch (the exact engine's joint outcomes) are evaluated once
     (`_rule_on_distinct`).
 
+    Rows that require grad are read as values ([`values`][spectheory.runtime.backend.values]).
+
     ``rule(member [B,K,K'] int, tokens [B,K'], q_rows [B,K,V], p_rows [B,K,V])`` returns
     ``(accept [B,K,K'], none [B,K], correction [B,K,V])``: at the node of path k, the probability
     that candidate k' is the accepted one, that all are rejected, and Y's law in that case. The
     rule must treat the K rows of its batch independently (row k's outputs depend on row k's
     inputs only).
     """
+    q, p = B.values(q, p)
     Bsz, K, L = drafts.shape
     V = q.shape[-1]
     trusted = common.engine_rows(drafts, q, p)
