@@ -1175,6 +1175,20 @@ MUTANTS = [
            "a",
            "values(): rows that require grad passed on as they are",
            ("tests/test_bad_inputs_2026.py", "tests/test_real_rows.py")),
+    Mutant("spectheory/registry.py",
+           "        q, p = B.values(q, p)\n        if not self.single_path:",
+           "        if not self.single_path:",
+           "VerifierSpec.law: rows that require grad passed to the verifier (laws with a "
+           "gradient, or torch's traceback)", ("tests/test_bad_inputs_2026.py",)),
+    Mutant("spectheory/registry.py",
+           "return self.function(drafts, *B.values(q, p))",
+           "return self.function(drafts, q, p)",
+           "VerifierSpec.__call__: rows that require grad passed to the verifier",
+           ("tests/test_bad_inputs_2026.py",)),
+    Mutant("spectheory/verifiers/gbv.py",
+           "    q, p = B.values(q, p)  # rows that require grad: their values\n",
+           "",
+           "GBV best_path: rows that require grad read with autograd on", REAL),
 ]
 
 

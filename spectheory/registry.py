@@ -174,7 +174,10 @@ class VerifierSpec:
         return "iid" if self.drafting == "any" else self.drafting
 
     def law(self, drafts, q, p) -> Law:
-        """The K-path law ``stop [B, K, L+1]``, ``correction [B, K, L+1, V]`` on K-path inputs."""
+        """The K-path law ``stop [B, K, L+1]``, ``correction [B, K, L+1, V]`` on K-path inputs.
+        Rows that require grad are read as values
+        ([`values`][spectheory.runtime.backend.values]): every law is a table of values."""
+        q, p = B.values(q, p)
         if not self.single_path:
             return Law(*self.function(drafts, q, p))
         if drafts.shape[1] != 1:
@@ -192,8 +195,9 @@ class VerifierSpec:
         return Law(stop, corr)
 
     def __call__(self, drafts, q, p) -> Law:
-        """The law in the verifier's own form (as ``function``)."""
-        return self.function(drafts, q, p)
+        """The law in the verifier's own form (as ``function``), of the rows' values (as
+        `law`)."""
+        return self.function(drafts, *B.values(q, p))
 
     def describe(self) -> dict:
         return {"name": self.name, "paths": "1" if self.single_path else "any",

@@ -354,10 +354,29 @@ def _registered():
 @pytest.mark.parametrize("name", _registered())
 def test_rows_that_require_grad_give_the_law_of_their_values(name):
     """Every registered verifier, given rows that require grad (a model's outputs before
-    ``.detach()``), returns the law of their values, bit for bit, not a torch traceback (the
-    laws write into preallocated outputs, which autograd refuses)."""
+    ``.detach()``), returns the law of their values, bit for bit, as a table of values (no
+    gradient; ``.numpy()`` works), not a torch traceback (several laws write into preallocated
+    outputs, which autograd refuses): through its spec, and the laws of the node forms, GBV and
+    SpecInfer called directly."""
     spec, x, q, p = _grad_case(name)
     want = spec.law(x, q, p)
-    got = spec.law(x, q.clone().requires_grad_(), p.clone().requires_grad_())
-    assert torch.equal(got.stop.detach(), want.stop)
-    assert torch.equal(got.correction.detach(), want.correction)
+    gq, gp = q.clone().requires_grad_(), p.clone().requires_grad_()
+    got = spec.law(x, gq, gp)
+    assert not got.stop.requires_grad and not got.correction.requires_grad
+    assert np.array_equal(got.stop.numpy(), want.stop.numpy())
+    assert np.array_equal(got.correction.numpy(), want.correction.numpy())
+    one = (lambda t: t[:, 0]) if spec.single_path else (lambda t: t)
+    for law, values in ((spec(one(x), one(gq), one(gp)), True),
+                        (spec.function(one(x), one(gq), one(gp)),
+                         spec.function.__name__ in IN_PLACE_LAWS)):
+        stop, corr = law
+        assert torch.equal(stop.detach(), one(want.stop))
+        assert torch.equal(corr.detach(), one(want.correction))
+        if values:
+            assert not stop.requires_grad and not corr.requires_grad
+
+
+#: Laws that write into preallocated outputs: they read rows that require grad as values even
+#: when called directly, below their spec.
+IN_PLACE_LAWS = ("token_verification", "block_verification", "gbv", "gbv_mismatched_ties",
+                 "specinfer")

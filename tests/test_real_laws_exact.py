@@ -346,3 +346,19 @@ def test_hostile_drafted_entries_same_bits_on_both_routes(where, monkeypatch):
     assert np.array_equal(a.stop.numpy().view(np.int32), b.stop.numpy().view(np.int32))
     assert np.array_equal(a.correction.numpy().view(np.int32),
                           b.correction.numpy().view(np.int32))
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_best_path_reads_rows_that_require_grad_as_values(route, monkeypatch):
+    """`best_path` on rows that require grad: the same paths as on their values, without
+    torch's warning about converting a tensor that requires grad to a number."""
+    import warnings
+
+    use_route(monkeypatch, route)
+    x, q, p = real_like_batch(torch.float32)
+    want = gbv_module.best_path(x, q, p, "low")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = gbv_module.best_path(x, q.clone().requires_grad_(), p.clone().requires_grad_(),
+                                   "low", {})
+    assert torch.equal(got, want)

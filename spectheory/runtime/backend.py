@@ -45,9 +45,11 @@ def is_torch(x: Array) -> bool:
 
 def values(*arrays):
     """The arrays as values: torch tensors detached from autograd (a view, no copy), others as
-    they are. The laws write into preallocated outputs (``out=``, in place), which autograd
-    refuses; a law is a table of values, so rows that require grad are read as values and the
-    law carries no gradient."""
+    they are. A law is a table of values: a verifier called through its spec
+    ([`VerifierSpec.law`][spectheory.registry.VerifierSpec.law], as the engine, the checks and
+    the real-model loop call it), and the laws that write into preallocated outputs (``out=``,
+    in place, which autograd refuses: the per-draft law of the node forms, GBV, SpecInfer), read
+    rows that require grad as values, so their law carries no gradient."""
     return tuple(a.detach() if is_torch(a) and a.requires_grad else a for a in arrays)
 
 

@@ -118,7 +118,8 @@ def _kernels_for(rows, other=None):
 
 
 class _KernelScratch:
-    """Scratch arrays [V] of the kernels for one (V, dtype), kept per thread."""
+    """Scratch arrays [V] of the kernels for one (V, dtype), kept per thread, and one path's
+    q^G rows [L, V] (`path_rows`, kept while L is the same)."""
 
     def __init__(self, V: int, dtype):
         f = np.dtype(dtype)
@@ -407,7 +408,9 @@ def _negligible_rows(q_rows, A, x, row_stats=None):
 
 def _negligible_node(a: float, x: float, total: float, least: float, V: int, dtype) -> bool:
     """`_negligible_rows` at one CPU node of a float ``dtype`` whose screen applies (V eps <=
-    1/4), from its A, x and its row's sum and least entry as Python floats."""
+    1/4), from its A, x and its row's sum as Python floats; ``least`` is the row's least entry,
+    or any number of the same sign (the kernels' route passes -1.0 when an entry's sign bit is
+    set, else 0.0): the screen never passes a row with a negative entry."""
     if not (0 < a < float("inf") and least >= 0):
         return False
     f, eps = _np_float(dtype), torch.finfo(dtype).eps
@@ -612,6 +615,7 @@ def best_path(drafts, q, p, ties: str = "low", root_orders: dict | None = None):
     tokens' masses below), computed while the sort is in cache. Inputs are checked first
     ([`check_inputs`][spectheory.verifiers.gbv.check_inputs])."""
     check_inputs(drafts, q, p, "GBV best_path")
+    q, p = B.values(q, p)  # rows that require grad: their values
     if ties not in TIE_RULES:
         raise InputError(f"unknown tie rule {ties!r}; choose from {TIE_RULES}")
     return _best_path(drafts, q, p, ties, root_orders)
@@ -842,7 +846,8 @@ def _path_law(q_path, p_path, tok, K: int, ties: str, root_order, out, work, ker
        batched over the positions 1..L-1 with states w_0..w_{L-2}, and at 0 and L.
 
     ``q_path`` [L, V], ``p_path`` [L+1, V] (views of the selected path's rows), ``tok`` [L]
-    (long), ``root_order`` the root row's worst-first order or None, ``work`` [5, L, V] scratch
+    (long), ``root_order`` the root row's worst-first order, its q^G row (`_RootRow`, on the
+    kernels' route) or None, ``work`` [5, L, V] scratch
     (below, u, x q, q^G, a temporary; on the kernels' route only q^G)."""
     L, V = q_path.shape
     dt = q_path.dtype
