@@ -54,6 +54,11 @@ class Mutant(NamedTuple):
 
 
 KILLS = "tests/test_defect_kills.py"
+#: Why the real-size kernels' entry screen and weight check are second guards (mutants 204, 207,
+#: 235, 236).
+ROWS_GUARD = ("since the kernels clamp as torch does (mutant 221), a NaN or infinite entry, or a "
+              "NaN weight, gives torch's residuals and sum; a NaN sum is sent to torch by the "
+              "total check and an infinite one gives torch's quotients")
 CORE = ("tests/test_core_exact.py", "tests/test_nodes.py", KILLS)
 CHECKER = (KILLS, "tests/test_testing_lossless.py", "tests/test_checker_soundness.py")
 LAWS = (KILLS, "tests/test_checker_soundness.py", "tests/test_bad_inputs.py")
@@ -1021,26 +1026,32 @@ MUTANTS = [
            "its sum's (and torch's) rounds once",
            ROWS),
     Mutant("spectheory/verifiers/_rows_cpu.py",
-           "if seen >= BAD_BITS or not",
-           "if seen > BAD_BITS or not",
+           "if seen >= BAD_BITS or not (total >= 0 if kind == TOKEN else total <= 0):\n"
+           "            return False\n        write_row(",
+           "if seen > BAD_BITS or not (total >= 0 if kind == TOKEN else total <= 0):\n"
+           "            return False\n        write_row(",
            "real-size correction rows: an infinite entry not left to torch",
-           ROWS),
+           ROWS, equivalent=ROWS_GUARD),
     Mutant("spectheory/verifiers/_rows_cpu.py",
            "        write_row(COPY if total == 0 else kind,",
            "        write_row(kind,",
            "real-size correction rows: a residual of total zero divided (NaN) instead of p",
            ROWS),
     Mutant("spectheory/verifiers/compiled_rows.py",
-           "kind = mod.TOKEN if w is None else (mod.BLOCK_FUSED if fused else mod.BLOCK)",
-           "kind = mod.TOKEN if w is None else (mod.BLOCK if fused else mod.BLOCK_FUSED)",
+           "kind = mod.TOKEN if w is None else (mod.BLOCK_FUSED if fused else mod.BLOCK)\n"
+           "    totals = _run(",
+           "kind = mod.TOKEN if w is None else (mod.BLOCK if fused else mod.BLOCK_FUSED)\n"
+           "    totals = _run(",
            "real-size correction rows: block's q - p w rounded twice where torch rounds once",
            ROWS),
     Mutant("spectheory/verifiers/_rows_cpu.py",
-           "        if kind != TOKEN and not (wr >= 0 and wr <= 1):\n            return False",
-           "        if False:\n            return False",
+           "        if kind != TOKEN and not (wr >= 0 and wr <= 1):\n            return False\n"
+           "        qr, pr = qo + r * qs, po + r * ps",
+           "        if False:\n            return False\n"
+           "        qr, pr = qo + r * qs, po + r * ps",
            "real-size correction rows: a NaN weight not left to torch (the kernels' min(., 0) "
            "drops it where torch's clamp keeps it)",
-           ROWS),
+           ROWS, equivalent=ROWS_GUARD),
     Mutant("spectheory/verifiers/_rows_cpu.py",
            "    total = tail  # 0 + the entries",
            "    total = -tail  # 0 + the entries",
@@ -1161,8 +1172,8 @@ MUTANTS = [
            "per-draft law: rows that require grad reach the out= writes (a torch traceback)",
            ("tests/test_bad_inputs_2026.py",)),
     Mutant("spectheory/verifiers/gbv.py",
-           "    q, p = B.values(q, p)  # rows that require grad",
-           "    pass  # rows that require grad",
+           "    q, p = B.values(q, p)  # rows that require grad: their values (the law",
+           "    pass  # rows that require grad: their values (the law",
            "GBV: rows that require grad reach the out= writes (a torch traceback)",
            ("tests/test_bad_inputs_2026.py",)),
     Mutant("spectheory/verifiers/specinfer.py",
@@ -1189,6 +1200,32 @@ MUTANTS = [
            "    q, p = B.values(q, p)  # rows that require grad: their values\n",
            "",
            "GBV best_path: rows that require grad read with autograd on", REAL),
+    # block's stop probabilities alone: the sums from one compiled read
+    Mutant("spectheory/verifiers/_rows_cpu.py",
+           "        if seen >= BAD_BITS or not (total >= 0 if kind == TOKEN else total <= 0):\n"
+           "            return False\n    return True",
+           "        if seen > BAD_BITS or not (total >= 0 if kind == TOKEN else total <= 0):\n"
+           "            return False\n    return True",
+           "block's sums alone by the kernels: an infinite entry not left to torch",
+           ("tests/test_real_rows.py",), equivalent=ROWS_GUARD),
+    Mutant("spectheory/verifiers/_rows_cpu.py",
+           "        if kind != TOKEN and not (wr >= 0 and wr <= 1):\n            return False\n"
+           "        total, seen = residual_sum(kind, q, qo + r * qs",
+           "        total, seen = residual_sum(kind, q, qo + r * qs",
+           "block's sums alone by the kernels: a weight outside [0, 1] (NaN) kept",
+           ("tests/test_real_rows.py",), equivalent=ROWS_GUARD),
+    Mutant("spectheory/verifiers/compiled_rows.py",
+           "    kind = mod.TOKEN if w is None else (mod.BLOCK_FUSED if fused else mod.BLOCK)\n"
+           "    n, V = p.shape",
+           "    kind = mod.TOKEN if w is None else (mod.BLOCK if fused else mod.BLOCK_FUSED)\n"
+           "    n, V = p.shape",
+           "block's sums alone by the kernels: the residual rounded as the other addcmul",
+           ("tests/test_real_rows.py",)),
+    Mutant("spectheory/verifiers/block.py",
+           "        total = compiled_totals(w, p, q)  # the same sums, no rows written",
+           "        total = compiled_totals(None, p, q)  # the same sums, no rows written",
+           "block's stop probabilities alone: token's residual summed", 
+           ("tests/test_real_rows.py",)),
 ]
 
 

@@ -68,6 +68,7 @@ def main() -> int:
             for kind in (mod.TOKEN, mod.BLOCK_FUSED, mod.BLOCK):
                 compiled_rows._run(mod, kind, None if kind == mod.TOKEN else w, p[:, 0, 0],
                                    q[:, 0, 0], torch.empty(B, V))
+            compiled_rows.compiled_totals(w, p[:, 0, 0], q[:, 0, 0])  # block's sums alone
     print(f"warm_kernels: compiled kernels cached in {time.perf_counter() - t:.1f} s")
     return 0
 

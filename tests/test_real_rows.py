@@ -22,6 +22,7 @@ import torch
 from spectheory.verifiers import block_verification, token_verification
 from spectheory.verifiers import gbv as gbv_law
 from spectheory.verifiers import compiled_rows
+from spectheory.engine.nodes import stop_probabilities
 
 rows_cpu = importlib.import_module("spectheory.verifiers._rows_cpu")
 pytestmark = pytest.mark.xdist_group("numba")
@@ -90,6 +91,30 @@ def test_laws_bit_for_bit(law, V, kernels, monkeypatch):
     ref = torch_route(monkeypatch, law, x, q, p)
     assert same(got.stop, ref.stop) and same(got[1], ref[1])
     assert kernels["kernel"] > 0
+
+
+@pytest.mark.parametrize("V", VOCABS)
+def test_block_stop_probabilities_alone_bit_for_bit(V, kernels, monkeypatch):
+    """Block's stop probabilities without its corrections (``stop_probabilities``, the paired
+    comparisons' route): the sums S_i from one compiled read of each row (`compiled_totals`, no
+    row written), the torch route's stop table bit for bit, and the full law's."""
+    block_module = importlib.import_module("spectheory.verifiers.block")
+    totals = {"kernel": 0, "torch": 0}
+    run = block_module.compiled_totals
+
+    def counted(*args):
+        out = run(*args)
+        totals["torch" if out is None else "kernel"] += 1
+        return out
+
+    monkeypatch.setattr(block_module, "compiled_totals", counted)
+    x, q, p = instance(V, seed=V + 1)
+    block_verification(x, q, p)  # the kernels' probe, once
+    before = kernels["kernel"]
+    got = stop_probabilities("block", x, q, p)
+    assert kernels["kernel"] == before and totals["kernel"] > 0  # sums only, no row written
+    ref = torch_route(monkeypatch, lambda *a: stop_probabilities("block", *a), x, q, p)
+    assert same(got, ref) and same(got, block_verification(x, q, p).stop)
 
 
 @pytest.mark.parametrize("law", [token_verification, block_verification],
@@ -254,7 +279,8 @@ def test_hostile_entries_and_weights_at_one_node(value, weight, kernels, monkeyp
     [0, 1]): the same bits as the torch route. An infinite p under w = 0 is where the two could
     part (-inf 0 = NaN, which torch's clamp keeps and a comparison would drop), and so is a NaN
     weight (on clean rows: ``value`` None); both are left to torch. The hostile entry of p
-    faces q = 0, where the screen (the entries' bits or-ed) sees its bits alone."""
+    faces q = 0, where the screen (the entries' bits or-ed) sees its bits alone. The same for
+    block's sums alone (``correction=False``: `compiled_totals`)."""
     from spectheory.verifiers.block import block_node
     from spectheory.verifiers.token import token_node
 
@@ -275,6 +301,9 @@ def test_hostile_entries_and_weights_at_one_node(value, weight, kernels, monkeyp
 
     for got, ref in (both(block_node, state, one, one), both(token_node, None, one, one)):
         assert all((a is None and b is None) or same(a, b) for a, b in zip(got, ref))
+    alone = block_node(state, one, one, q, p, correction=False)  # the sums alone
+    ref = torch_route(monkeypatch, lambda: block_node(state, one, one, q, p, correction=False))
+    assert alone[2] is None and same(alone[0], ref[0]) and same(alone[1], ref[1])
 
 
 @pytest.mark.parametrize("name", ["specinfer", "specinfer_norep"])

@@ -396,6 +396,23 @@ def correction_rows(kind, q, qo, qs, p, po, ps, out, oo, os, n, V, w,
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
+def residual_totals(kind, q, qo, qs, p, po, ps, n, V, w, totals):  # pragma: no cover - compiled
+    """totals[r] = sum of row r's residual of ``kind`` (rows and weights as `correction_rows`),
+    without writing the rows: the stop probabilities alone. Returns False (and stops) at the
+    first row the torch route must take."""
+    levels = np.empty(4 * STEP, np.float32)
+    for r in range(n):
+        wr = w[r]
+        if kind != TOKEN and not (wr >= 0 and wr <= 1):
+            return False
+        total, seen = residual_sum(kind, q, qo + r * qs, p, po + r * ps, V, wr, levels)
+        totals[r] = total
+        if seen >= BAD_BITS or not (total >= 0 if kind == TOKEN else total <= 0):
+            return False
+    return True
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
 def copy_rows(p, po, ps, out, oo, os, n, V):  # pragma: no cover - compiled
     """out row r = p row r (r < n; rows start at p[po + r ps], out[oo + r os]) by non-temporal
     stores: the correction rows of depth L, which are the target rows themselves."""

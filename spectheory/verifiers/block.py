@@ -30,7 +30,7 @@ from ..law import Law
 from ..engine.nodes import NodeForm, law_from_nodes
 from ..registry import VerifierSpec
 from .common import drafted_probs, drafted_ratio, normalise_residual, positive_residual
-from .compiled_rows import compiled_copy, compiled_corrections, takes
+from .compiled_rows import compiled_copy, compiled_corrections, compiled_totals, takes
 from .token import residual_rows, screened_ratio
 
 
@@ -42,7 +42,9 @@ def block_node(state, px, qx, q, p, correction: bool = True, out=None):
     [N], ``q``/``p`` the rows at the node [N, V] (q None at depth L). Returns (w_i, h_i,
     correction_i): h_L = w_L with correction p; else h_i = S_i / (S_i + 1 - w_i) (1 at the root
     and when the denominator is 0) with correction normalise(max(w_i p - q, 0)). With
-    ``correction=False`` the correction is None (S_i is still a pass over the rows); ``out``
+    ``correction=False`` the correction is None (S_i is still a pass over the rows: on float32
+    CPU rows of a real vocabulary one compiled read,
+    [`compiled_totals`][spectheory.verifiers.compiled_rows.compiled_totals]); ``out``
     [N, V] (torch) receives the correction rows (on float32 CPU rows of a real vocabulary built,
     with S_i, by [`compiled_corrections`][spectheory.verifiers.compiled_rows.compiled_corrections]:
     the same values in one pass).
@@ -57,6 +59,8 @@ def block_node(state, px, qx, q, p, correction: bool = True, out=None):
     total = None
     if correction and out is not None:
         total = compiled_corrections(w, p, q, out)  # sum(min(q - w p, 0)), rows in out
+    elif not correction:
+        total = compiled_totals(w, p, q)  # the same sums, no rows written
     if total is not None:
         S = -total
     elif B.is_torch(p):  # -res = min(q - w p, 0) in two passes; corrections res/S = (-res)/(-S)

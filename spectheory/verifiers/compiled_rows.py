@@ -111,13 +111,18 @@ def _probe(mod, V: int):
 
 
 def _eligible(p, q, out) -> bool:
+    """Rows the kernels take: float32 CPU rows [N, V] of one shape, each contiguous, V at least
+    `ROWS_MIN_VOCAB`; ``out`` (None where nothing is written) apart from p and q."""
+    rows = (p, q) if out is None else (p, q, out)
     if not all(isinstance(t, torch.Tensor) and t.device.type == "cpu"
                and t.dtype == torch.float32 and t.dim() == 2 and t.stride(-1) == 1
-               and not t.requires_grad for t in (p, q, out)):
+               and not t.requires_grad for t in rows):
         return False  # (rows that require grad: the laws detach them before they come here)
-    if not (p.shape == q.shape == out.shape and p.shape[0] >= 1
+    if not (all(t.shape == p.shape for t in rows) and p.shape[0] >= 1
             and p.shape[1] >= ROWS_MIN_VOCAB):
         return False
+    if out is None:
+        return True
     lo, hi = _span(out)  # the output overlaps no input: a row left to torch is recomputed
     return all(hi <= a or b <= lo for a, b in (_span(p), _span(q)))
 
@@ -151,6 +156,29 @@ def compiled_copy(p, out) -> bool:
     mod = probed[0]
     (pf, ps), (of, os) = _flat(p), _flat(out)
     return mod.copy_rows(pf, 0, ps, of, 0, os, p.shape[0], p.shape[1])
+
+
+def compiled_totals(w, p, q):
+    """The sums of token's (``w`` None) or block's (``w`` [N]) residual rows of rows p, q [N, V],
+    as [`compiled_corrections`][spectheory.verifiers.compiled_rows.compiled_corrections] returns
+    them, without writing the rows (the stop probabilities alone: one read of p and q). None
+    where the torch route must run (the same conditions, with no output)."""
+    if not _eligible(p, q, None) or (w is not None and not (
+            isinstance(w, torch.Tensor) and w.dtype == torch.float32 and w.dim() == 1
+            and w.shape[0] == p.shape[0] and w.device.type == "cpu")):
+        return None
+    probed = _probed(p.shape[1])
+    if probed is None:
+        return None
+    mod, fused = probed
+    kind = mod.TOKEN if w is None else (mod.BLOCK_FUSED if fused else mod.BLOCK)
+    n, V = p.shape
+    (qf, qs), (pf, ps) = _flat(q), _flat(p)
+    wn = np.zeros(n, np.float32) if w is None else w.detach().contiguous().numpy()
+    totals = np.empty(n, np.float32)
+    if mod.residual_totals(kind, qf, 0, qs, pf, 0, ps, n, V, wn, totals):
+        return torch.from_numpy(totals)
+    return None
 
 
 def compiled_corrections(w, p, q, out):
