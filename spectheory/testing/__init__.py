@@ -134,7 +134,8 @@ _ROOMS = {
         "sharp_design", "sharp_rows", "ZERO_CELL_WEIGHT", "DEFAULT_POOL", "GENERIC_TV",
         "GENERIC", "GENERIC_BONUS_TV", "GENERIC_BONUS", "kit_design", "predicted_power",
         "simulated_power", "BONUS_BUGS", "KIT_BONUS_BUGS", "bonus_law", "bonus_sampler",
-        "bonus_replicas"),
+        "bonus_replicas", "MAX_POOL", "MAX_POOL_VOCAB", "MAX_POOL_LENGTH", "MAX_POOL_PATHS",
+        "MAX_SIM_REPS", "MAX_BUDGET", "MAX_ALLOC_ROWS"),
 
 }
 

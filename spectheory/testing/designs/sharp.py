@@ -95,7 +95,10 @@ from ..statistics import _args
 __all__ = ["Replica", "ReplicaPower", "SharpDesign", "Allocation", "allocate", "binned_divergence",
            "candidate_pool", "kit_replicas", "replica_power", "sharp_design", "sharp_rows",
            "ZERO_CELL_WEIGHT", "DEFAULT_POOL", "MAX_ROWS", "GENERIC_TV", "GENERIC",
-           "GENERIC_BONUS_TV", "GENERIC_BONUS"]
+           "GENERIC_BONUS_TV", "GENERIC_BONUS",
+           # the design's limits: sizes past them are refused in one line before any work
+           "MAX_POOL", "MAX_POOL_VOCAB", "MAX_POOL_LENGTH", "MAX_POOL_PATHS", "MAX_SIM_REPS",
+           "MAX_BUDGET", "MAX_ALLOC_ROWS"]
 
 #: Candidate draft rows drawn for the pool (besides the bug kit's own rows).
 DEFAULT_POOL = 1500
