@@ -1038,10 +1038,8 @@ MUTANTS = [
            "real-size correction rows: a residual of total zero divided (NaN) instead of p",
            ROWS),
     Mutant("spectheory/verifiers/compiled_rows.py",
-           "kind = mod.TOKEN if w is None else (mod.BLOCK_FUSED if fused else mod.BLOCK)\n"
-           "    totals = _run(",
-           "kind = mod.TOKEN if w is None else (mod.BLOCK if fused else mod.BLOCK_FUSED)\n"
-           "    totals = _run(",
+           "return mod, mod.TOKEN if w is None else (mod.BLOCK_FUSED if fused else mod.BLOCK)",
+           "return mod, mod.TOKEN if w is None else (mod.BLOCK if fused else mod.BLOCK_FUSED)",
            "real-size correction rows: block's q - p w rounded twice where torch rounds once",
            ROWS),
     Mutant("spectheory/verifiers/_rows_cpu.py",
@@ -1215,11 +1213,9 @@ MUTANTS = [
            "block's sums alone by the kernels: a weight outside [0, 1] (NaN) kept",
            ("tests/test_real_rows.py",), equivalent=ROWS_GUARD),
     Mutant("spectheory/verifiers/compiled_rows.py",
-           "    kind = mod.TOKEN if w is None else (mod.BLOCK_FUSED if fused else mod.BLOCK)\n"
-           "    n, V = p.shape",
-           "    kind = mod.TOKEN if w is None else (mod.BLOCK if fused else mod.BLOCK_FUSED)\n"
-           "    n, V = p.shape",
-           "block's sums alone by the kernels: the residual rounded as the other addcmul",
+           "    wn = np.zeros(n, np.float32) if w is None else w.detach().contiguous().numpy()",
+           "    wn = np.ones(n, np.float32)",
+           "block's sums alone by the kernels: every row's weight taken as 1",
            ("tests/test_real_rows.py",)),
     Mutant("spectheory/verifiers/block.py",
            "        total = compiled_totals(w, p, q)  # the same sums, no rows written",

@@ -42,15 +42,21 @@ def kernels(monkeypatch):
     the kernels completed and those left to torch."""
     monkeypatch.delenv(compiled_rows.KERNEL_ENV, raising=False)
     monkeypatch.setattr(compiled_rows, "ROWS_MIN_VOCAB", rows_cpu.LANES)
-    calls = {"kernel": 0, "torch": 0}
-    run = compiled_rows._run
+    return counted(monkeypatch, compiled_rows, "_run")
 
-    def counted(*args):
-        out = run(*args)
+
+def counted(monkeypatch, owner, name: str) -> dict:
+    """Wrap ``owner.<name>`` (a function returning None where the torch route must run) to count
+    its calls: {"kernel": completed by the kernels, "torch": left to torch}."""
+    calls = {"kernel": 0, "torch": 0}
+    fn = getattr(owner, name)
+
+    def wrapped(*args):
+        out = fn(*args)
         calls["torch" if out is None else "kernel"] += 1
         return out
 
-    monkeypatch.setattr(compiled_rows, "_run", counted)
+    monkeypatch.setattr(owner, name, wrapped)
     return calls
 
 
@@ -98,16 +104,8 @@ def test_block_stop_probabilities_alone_bit_for_bit(V, kernels, monkeypatch):
     """Block's stop probabilities without its corrections (``stop_probabilities``, the paired
     comparisons' route): the sums S_i from one compiled read of each row (`compiled_totals`, no
     row written), the torch route's stop table bit for bit, and the full law's."""
-    block_module = importlib.import_module("spectheory.verifiers.block")
-    totals = {"kernel": 0, "torch": 0}
-    run = block_module.compiled_totals
-
-    def counted(*args):
-        out = run(*args)
-        totals["torch" if out is None else "kernel"] += 1
-        return out
-
-    monkeypatch.setattr(block_module, "compiled_totals", counted)
+    totals = counted(monkeypatch, importlib.import_module("spectheory.verifiers.block"),
+                     "compiled_totals")
     x, q, p = instance(V, seed=V + 1)
     block_verification(x, q, p)  # the kernels' probe, once
     before = kernels["kernel"]

@@ -644,17 +644,10 @@ def compiled_kernels(form: NodeForm | None, like, V: int, nodes: int | None = No
         return None
     if form is not None and not has_kernels(form):
         return None
-    from ..runtime import limits
+    from ..runtime._kernels import probed_kernels
 
-    if not limits.env_switch(KERNEL_ENV):  # validated on each read: a typo is refused
-        return None
-    mod = _kernel_module()
-    if mod is None:
-        return None
-    if V not in _PROBES:
-        _PROBES[V] = _probe(mod, V)
-    probe = _PROBES[V]
-    return None if probe is None else CompiledKernels(mod, *probe)
+    found = probed_kernels(KERNEL_ENV, _kernel_module, _PROBES, V, _probe)
+    return None if found is None else CompiledKernels(found[0], *found[1])
 
 
 def _flat(x):

@@ -23,3 +23,21 @@ def load_once(slot: list, why: list, name: str, package: str):
             slot.append(None)
             why.append(f"{type(err).__name__}: {err}")
     return slot[0]
+
+
+def probed_kernels(env: str, module, probes: dict, V: int, probe):
+    """``(kernels module, probes[V])`` where the environment switch ``env`` is not off
+    ([`env_switch`][spectheory.runtime.limits.env_switch], validated on each read: a typo is
+    refused), ``module()`` loads the kernels and ``probe(module, V)`` (run once per process and
+    V, kept in ``probes``) found them reproducing torch's arithmetic for rows of V entries (a
+    result other than None); else None (the torch route)."""
+    from . import limits
+
+    if not limits.env_switch(env):
+        return None
+    mod = module()
+    if mod is None:
+        return None
+    if V not in probes:
+        probes[V] = probe(mod, V)
+    return None if probes[V] is None else (mod, probes[V])

@@ -21,8 +21,7 @@ from __future__ import annotations
 import numpy as np
 from ..runtime._lazy import torch
 
-from ..runtime import limits
-from ..runtime._kernels import load_once
+from ..runtime._kernels import load_once, probed_kernels
 
 #: Fewest entries per row for which the correction rows take the compiled kernels: they cost
 #: about 0.5 s once per process (importing numba, loading their cached code, probing torch)
@@ -45,14 +44,7 @@ def _probed(V: int):
     """(the kernels module, whether torch's addcmul rounds once) for rows of V entries, or None:
     the kernels switched off, not loadable, or not reproducing torch's arithmetic (probed once
     per process and V)."""
-    if not limits.env_switch(KERNEL_ENV):  # validated on each read: a typo is refused
-        return None
-    mod = _module()
-    if mod is None:
-        return None
-    if V not in _PROBES:
-        _PROBES[V] = _probe(mod, V)
-    return None if _PROBES[V] is None else (mod, _PROBES[V])
+    return probed_kernels(KERNEL_ENV, _module, _PROBES, V, _probe)
 
 
 def _flat(t):
@@ -158,12 +150,11 @@ def compiled_copy(p, out) -> bool:
     return mod.copy_rows(pf, 0, ps, of, 0, os, p.shape[0], p.shape[1])
 
 
-def compiled_totals(w, p, q):
-    """The sums of token's (``w`` None) or block's (``w`` [N]) residual rows of rows p, q [N, V],
-    as [`compiled_corrections`][spectheory.verifiers.compiled_rows.compiled_corrections] returns
-    them, without writing the rows (the stop probabilities alone: one read of p and q). None
-    where the torch route must run (the same conditions, with no output)."""
-    if not _eligible(p, q, None) or (w is not None and not (
+def _kernel_kind(w, p, q, out):
+    """(the kernels module, the residual kind: token for ``w`` None, else block rounded as this
+    machine's addcmul) for rows the kernels take (`_eligible`; ``w`` a float32 CPU vector [N]),
+    or None (the torch route)."""
+    if not _eligible(p, q, out) or (w is not None and not (
             isinstance(w, torch.Tensor) and w.dtype == torch.float32 and w.dim() == 1
             and w.shape[0] == p.shape[0] and w.device.type == "cpu")):
         return None
@@ -171,7 +162,18 @@ def compiled_totals(w, p, q):
     if probed is None:
         return None
     mod, fused = probed
-    kind = mod.TOKEN if w is None else (mod.BLOCK_FUSED if fused else mod.BLOCK)
+    return mod, mod.TOKEN if w is None else (mod.BLOCK_FUSED if fused else mod.BLOCK)
+
+
+def compiled_totals(w, p, q):
+    """The sums of token's (``w`` None) or block's (``w`` [N]) residual rows of rows p, q [N, V],
+    as [`compiled_corrections`][spectheory.verifiers.compiled_rows.compiled_corrections] returns
+    them, without writing the rows (the stop probabilities alone: one read of p and q). None
+    where the torch route must run (the same conditions, with no output)."""
+    found = _kernel_kind(w, p, q, None)
+    if found is None:
+        return None
+    mod, kind = found
     n, V = p.shape
     (qf, qs), (pf, ps) = _flat(q), _flat(p)
     wn = np.zeros(n, np.float32) if w is None else w.detach().contiguous().numpy()
@@ -191,14 +193,9 @@ def compiled_corrections(w, p, q, out):
     contiguous, ``out`` apart from p and q; the kernels unavailable, switched off, or not
     reproducing this machine's torch; or an entry, weight or total the kernels leave to torch
     (``spectheory.verifiers._rows_cpu``)."""
-    if not _eligible(p, q, out) or (w is not None and not (
-            isinstance(w, torch.Tensor) and w.dtype == torch.float32 and w.dim() == 1
-            and w.shape[0] == p.shape[0] and w.device.type == "cpu")):
+    found = _kernel_kind(w, p, q, out)
+    if found is None:
         return None
-    probed = _probed(p.shape[1])
-    if probed is None:
-        return None
-    mod, fused = probed
-    kind = mod.TOKEN if w is None else (mod.BLOCK_FUSED if fused else mod.BLOCK)
+    mod, kind = found
     totals = _run(mod, kind, None if w is None else w.contiguous(), p, q, out)
     return None if totals is None else torch.from_numpy(totals)
