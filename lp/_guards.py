@@ -8,6 +8,7 @@ import numpy as np
 from spectheory.bounds import check_paths as bounds_check_paths
 from spectheory.bounds import shown
 from spectheory.inputs.instances import Instance
+from spectheory.inputs.instances import check_instance as inputs_check_instance
 from spectheory.runtime import limits
 from spectheory.runtime.errors import InstanceError, OptionError, SizeLimitError
 
@@ -25,6 +26,7 @@ def check_instance(instance, what: str) -> None:
         raise InstanceError(f"{what}: instance = {shown(instance)} is not an Instance (a "
                             f"{type(instance).__name__}; load one with st.load_instance or "
                             "build one with st.random_instance)")
+    inputs_check_instance(instance, what)  # its structure and rows, once per instance
 
 
 def check_paths(paths) -> int:

@@ -54,6 +54,7 @@ class Mutant(NamedTuple):
 
 
 KILLS = "tests/test_defect_kills.py"
+INSTANCE = ("tests/test_instance_check.py",)
 #: Why the real-size kernels' entry screen and weight check are second guards (mutants 204, 207,
 #: 235, 236).
 ROWS_GUARD = ("since the kernels clamp as torch does (mutant 221), a NaN or infinite entry, or a "
@@ -98,8 +99,8 @@ MUTANTS = [
            "key = B.where(alive, dpos, V)\n        alive = alive & (key == B.amax(",
            "GBV selects the worst-ranked drafted path instead of the best", GBV),
     Mutant("spectheory/verifiers/gbv.py",
-           "        power = power * u\n",
-           "        power = power * (u + d)\n",
+           "    for _ in range(K - 1):\n        power = power * u\n",
+           "    for _ in range(K - 1):\n        power = power * (u + d)\n",
            "GBV skew S_K(u, d) (numpy / exact path): wrong power in the Horner recursion", GBV),
     Mutant("spectheory/verifiers/block.py",
            "B.safe_div(S, S + (1 - w), B.scalar(S, 1))",
@@ -478,9 +479,10 @@ MUTANTS = [
            "An[i + 1] = a_i + f(b_tok)",
            "GBV kernels' route: A-update without the path mass x", KERNELS),
     Mutant("spectheory/verifiers/gbv.py",
-           "                _skew_negligible(q_path[i:i + 1], A[i:i + 1], den1[i:i + 1], K,",
-           "                _skew_negligible(q_path[i:i + 1], A[i:i + 1], den1[i:i + 1], K + 1,",
-           "GBV kernels' route: a negligible row before a sorted one with the wrong K", KERNELS),
+           "_horner(a_i, zero, K), _horner(a_i, x_i, K),",
+           "_horner(a_i, zero, K + 1), _horner(a_i, x_i, K),",
+           "GBV kernels' route: a row that passes the screen with the wrong K in its numerator",
+           KERNELS),
     Mutant("spectheory/verifiers/gbv.py",
            "    if other is not None and not (B.is_torch(other) and other.dtype == rows.dtype",
            "    if other is not None and not (B.is_torch(other)",
@@ -1080,14 +1082,14 @@ MUTANTS = [
            "GBV's q^G row at K = 4 in one pass: the last Horner term u^2 instead of u^3",
            KERNELS),
     Mutant("spectheory/verifiers/_gbv_cpu.py",
-           "        for k in range(x.shape[0]):\n            diff |= x[k] ^ y[k]",
-           "        for k in range(x.shape[0] - 1):\n            diff |= x[k] ^ y[k]",
+           "            for a in range(e - s):\n                diff |= (qk[a] ^ q0[a]) | (pk[a] ^ p0[a])",
+           "            for a in range(e - s - 1):\n                diff |= (qk[a] ^ q0[a]) | (pk[a] ^ p0[a])",
            "GBV's shared-root check: the last entry of each block of 4,096 not compared (root "
            "rows that differ there taken as one)",
            KERNELS),
     Mutant("spectheory/verifiers/_gbv_cpu.py",
-           "            out[r, a] = q[r, a] * n / d",
-           "            out[r, a] = q[r, a] * (n / d)",
+           "                y[a] = x[a] * num / den",
+           "                y[a] = x[a] * (num / den)",
            "GBV's q^G rows that need no rank order: q (num / den) instead of (q num) / den",
            KERNELS),
     Mutant("spectheory/verifiers/gbv.py",
@@ -1140,8 +1142,8 @@ MUTANTS = [
            "GBV kernels' route: the mass below the root token read for another drafted token "
            "(A at depth 1 wrong)", REAL),
     Mutant("spectheory/verifiers/gbv.py",
-           "kernels.skew_row(qn[0].view(row.dtype), order, f(0), f(1), K, int(toks[0]),",
-           "kernels.skew_row(qn[0].view(row.dtype), order, f(0), f(1), max(K - 1, 1), "
+           "kernels.skew_row(q_rows[0].detach().numpy(), order, f(0), f(1), K, int(toks[0]),",
+           "kernels.skew_row(q_rows[0].detach().numpy(), order, f(0), f(1), max(K - 1, 1), "
            "int(toks[0]),",
            "GBV kernels' route: the root's q^G row computed beside its sort for K - 1 paths",
            REAL),
@@ -1156,8 +1158,8 @@ MUTANTS = [
            "GBV kernels' route: the screen ignores entries with the sign bit set (a row with a "
            "negative entry may pass)", REAL),
     Mutant("spectheory/verifiers/_gbv_cpu.py",
-           "        s += row[a]\n        o |= bits[a]",
-           "        s += row[a] * 0.5\n        o |= bits[a]",
+           "        s += x[a]\n        o |= y[a]",
+           "        s += x[a] * 0.5\n        o |= y[a]",
            "GBV screen's row total: half the row's sum (the screen's bound too small)", REAL),
     Mutant("spectheory/verifiers/gbv.py",
            "if rows is None or rows.shape[0] != L:",
@@ -1222,6 +1224,99 @@ MUTANTS = [
            "        total = compiled_totals(None, p, q)  # the same sums, no rows written",
            "block's stop probabilities alone: token's residual summed", 
            ("tests/test_real_rows.py",)),
+    # ------------------------------------------- GBV's shared-root check with the sort keys
+    Mutant("spectheory/verifiers/_gbv_cpu.py",
+           "        for k in range(1, K):\n            qk, pk = ",
+           "        for k in range(1, K - 1):\n            qk, pk = ",
+           "GBV's shared-root check: the last of the K root rows not compared", KERNELS),
+    Mutant("spectheory/verifiers/_gbv_cpu.py",
+           "                diff |= (qk[a] ^ q0[a]) | (pk[a] ^ p0[a])",
+           "                diff |= qk[a] ^ q0[a]",
+           "GBV's shared-root check: the p rows not compared (root rows whose targets differ "
+           "taken as one)", KERNELS),
+    Mutant("spectheory/verifiers/_gbv_cpu.py",
+           "            qk, pk = qbits[k * q_step + s:k * q_step + e], "
+           "pbits[k * p_step + s:k * p_step + e]",
+           "            qk, pk = qbits[k * q_step + s:k * q_step + e], "
+           "pbits[k * q_step + s:k * q_step + e]",
+           "GBV's shared-root check: p's rows found with q's step (another row of p compared)",
+           KERNELS),
+    Mutant("spectheory/verifiers/gbv.py",
+           "    step = rows.strides[0] // size\n",
+           "    step = rows.shape[1]\n",
+           "GBV's shared-root check: the rows taken as adjacent (V entries apart) instead of "
+           "their stride", KERNELS),
+    Mutant("spectheory/verifiers/gbv.py",
+           "        if found is None or found[1]:\n            return None\n",
+           "        if found is None:\n            return None\n",
+           "GBV's shared root: an odd ratio pattern (NaN, -0.0, a negative) ranked by bits "
+           "instead of by comparisons", REAL),
+    # ------------------------------------- GBV's screen writing the rows that pass it
+    Mutant("spectheory/verifiers/gbv.py",
+           "    for _ in range(K - 2):\n        power = power * u\n",
+           "    for _ in range(K - 2):\n        power = power * (u + d)\n",
+           "GBV kernels' route: S_K of a screened node with the wrong power in its Horner "
+           "recursion", KERNELS,
+           equivalent="a node passes the screen only where x is under half an ulp of A, so "
+           "u + d = A + x rounds to A: (u + d) and u are the same number there"),
+    Mutant("spectheory/verifiers/gbv.py",
+           "    for _ in range(K - 2):\n        power = power * u\n",
+           "    for _ in range(K - 3):\n        power = power * u\n",
+           "GBV kernels' route: S_K of a screened node one Horner step short (S_{K-1} in its "
+           "numerator and denominator)", KERNELS),
+    Mutant("spectheory/verifiers/_gbv_cpu.py",
+           "            for a in range(hi - lo):\n                y[a] = x[a]\n",
+           "            for a in range(hi - lo):\n                y[a] = x[a] * num\n",
+           "GBV screen: a node with S_K(A, x) = 0 gets q num instead of q", KERNELS),
+    Mutant("spectheory/verifiers/_gbv_cpu.py",
+           "        s += t\n        o |= b\n",
+           "        s = t\n        o |= b\n",
+           "GBV screen: the row's sum from its last block of 4,096 entries only", KERNELS),
+    # ------------------------------------------------- instances built in Python, checked
+    Mutant("spectheory/inputs/instances.py",
+           "            ok = np.isfinite(sums) & (least >= 0) & (np.abs(sums - 1) <= PYTHON_ROW_TOL)",
+           "            ok = np.isfinite(sums) & (np.abs(sums - 1) <= PYTHON_ROW_TOL)",
+           "instance check: a negative float entry in a row that sums to 1 passes", INSTANCE),
+    Mutant("spectheory/inputs/instances.py",
+           "(np.abs(sums - 1) <= PYTHON_ROW_TOL)",
+           "(np.abs(sums - 1) <= 1)",
+           "instance check: float rows off 1 by up to 1 pass", INSTANCE),
+    Mutant("spectheory/inputs/instances.py",
+           "        total = sum(row, Fraction(0))\n        if total != 1:",
+           "        total = sum(row, Fraction(0))\n        if total > 1:",
+           "instance check: exact rows summing below 1 pass", INSTANCE),
+    Mutant("spectheory/inputs/instances.py",
+           "        if model.vocab_size != V:",
+           "        if False:",
+           "instance check: a model of another vocabulary than the instance's passes to the shape "
+           "check (which names the wrong cause)", INSTANCE),
+    Mutant("spectheory/inputs/instances.py",
+           "    if getattr(instance, \"_checked\", False):\n        return instance",
+           "    if getattr(instance, \"_checked\", True):\n        return instance",
+           "instance check: every instance taken as checked", INSTANCE),
+    Mutant("spectheory/inputs/instances.py",
+           "    if len(kinds) > 1:",
+           "    if len(kinds) > 2:",
+           "instance check: exact and float tables mixed in one instance pass", INSTANCE),
+    Mutant("spectheory/inputs/instances.py",
+           "    if getattr(source, \"_checked\", False):\n        _trusted(made)",
+           "    if True:\n        _trusted(made)",
+           "instance check: a conversion (to_float, to_exact) of an unchecked instance taken as "
+           "checked", INSTANCE),
+    Mutant("spectheory/inputs/instances.py",
+           "    return _trusted(Instance(V, L, target, draft))\n\n\ndef _no_duplicates",
+           "    return Instance(V, L, target, draft)\n\n\ndef _no_duplicates",
+           "instance check: an instance read from a file read again at every entry", INSTANCE),
+    Mutant("lp/_guards.py",
+           "    inputs_check_instance(instance, what)",
+           "    pass",
+           "LP entry: an instance built in Python not checked (an LP optimum of 3.0 from a target "
+           "row summing to 3)", INSTANCE),
+    Mutant("toy_models/divergence.py",
+           "            out[d] = float(np.where(mass > 0, mass * div, 0.0).sum())",
+           "            out[d] = float((mass * div).sum())",
+           "mean KL along draft paths: a row the draft never reaches weighs 0 x inf = nan",
+           INSTANCE),
 ]
 
 

@@ -301,7 +301,7 @@ for cid, params, word in [
     ("eps-over-1", ["mixture", "eps=2"], "eps"),
     ("lam-text", ["markov", "lam=abc"], "lam"),
     ("temperature-0", ["temperature", "temperature=0"], "temperature"),
-    ("sigma-overflow", ["logit-noise", "sigma=1e308"], "not finite"),
+    ("sigma-overflow", ["logit-noise", "sigma=1e308"], "non-finite"),
     ("ngram-order", ["ngram", "order=100"], "order"),
     ("ngram-draft-order", ["ngram", "draft_order=0"], "draft_order"),
     ("two-token-q0", ["two-token", "q0=3/2"], "q0"),

@@ -26,6 +26,7 @@ from spectheory.engine.analysis import analyze
 from spectheory.engine.nodes import CompiledKernels, compiled_kernels, node_block_law
 from spectheory.engine.output import node_output_law
 from spectheory.engine.seqtree import levels
+from spectheory.inputs import instances as instances_mod
 from spectheory.inputs.instances import Instance
 from spectheory.inputs.models import TableModel
 from spectheory.inputs.random_instances import random_instance
@@ -367,7 +368,14 @@ def _unnormalised(depth: int, row: int) -> Instance:
     inst = random_instance(3, 3, 4)
     p = [t.copy() for t in inst.target.tables]
     p[depth][row] = inst.draft.tables[depth][row] / 2
-    return Instance(3, 3, TableModel(3, tuple(p)), inst.draft)
+    return _changed_after_check(Instance(3, 3, TableModel(3, tuple(p)), inst.draft))
+
+
+def _changed_after_check(inst: Instance) -> Instance:
+    """``inst`` as if its tables were changed in place after the instance check (which the
+    engines run once per instance, at their entry, and which refuses such rows first): what
+    reaches the engine's own screens, the subject of these tests."""
+    return instances_mod._trusted(inst)
 
 
 @pytest.mark.parametrize("verifier", ["token", "block"])
@@ -395,8 +403,9 @@ def _with_bad(inst, which: str, depth: int, row: int, value: float) -> Instance:
     tables = [t.copy() for t in model.tables]
     tables[depth][row, 1] = value
     m = TableModel(inst.vocab_size, tuple(tables))
-    return (Instance(inst.vocab_size, inst.block_length, m, inst.draft) if which == "target"
-            else Instance(inst.vocab_size, inst.block_length, inst.target, m))
+    return _changed_after_check(
+        Instance(inst.vocab_size, inst.block_length, m, inst.draft) if which == "target"
+        else Instance(inst.vocab_size, inst.block_length, inst.target, m))
 
 
 @pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf")])
@@ -433,7 +442,8 @@ def test_non_finite_row_at_depth_L_minus_1_refused_as_before(value, which, V, co
     tables = [t.copy() for t in model.tables]
     tables[2][V + 2, column] = value
     m = TableModel(V, tuple(tables))
-    inst = (Instance(V, 3, m, inst.draft) if which == "target" else Instance(V, 3, inst.target, m))
+    inst = _changed_after_check(Instance(V, 3, m, inst.draft) if which == "target"
+                                else Instance(V, 3, inst.target, m))
     checked = []
     real = analysis_mod._check_instance
     monkeypatch.setattr(analysis_mod, "_check_instance",
@@ -580,7 +590,7 @@ def test_negative_weight_fails_the_screen(verifier, depth, row, small, monkeypat
     inst = random_instance(3, 3, 4)
     p = [t.copy() for t in inst.target.tables]
     p[depth][row] = [-0.25, 0.75, 0.5]
-    inst = Instance(3, 3, TableModel(3, tuple(p)), inst.draft)
+    inst = _changed_after_check(Instance(3, 3, TableModel(3, tuple(p)), inst.draft))
     calls = _counting(monkeypatch)
     with pytest.raises(LawError) as fast:
         analyze(inst, verifier, backend="torch")

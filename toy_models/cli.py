@@ -58,8 +58,8 @@ def checked_instance(family: str, params: dict):
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore", RuntimeWarning)
         inst = make_instance(family, **params)
-        data = instance_to_dict(inst)
     try:
+        data = instance_to_dict(inst)
         instance_from_dict(data, exact=inst.exact)
     except InstanceError as exc:
         raise InstanceError(f"toy family {family!r} with these parameters gives an invalid "

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from spectheory.inputs.instances import Instance
+from spectheory.bounds import shown
+from spectheory.inputs.instances import Instance, check_instance
+from spectheory.runtime.errors import OptionError
 from spectheory.runtime.sizes import check_size
 
 MEASURES = ("tv", "kl")
@@ -32,8 +34,8 @@ def _row_divergence(p: np.ndarray, q: np.ndarray, measure: str) -> np.ndarray:
 def per_position_divergence(instance: Instance, measure: str = "tv") -> np.ndarray:
     """[L] array: E_{s ~ q, |s| = i-1} D(p(.|s), q(.|s)) for i = 1..L (float64)."""
     if measure not in MEASURES:
-        raise ValueError(f"measure must be one of {MEASURES}, got {measure!r}")
-    inst = instance.to_float()
+        raise OptionError(f"measure must be one of {', '.join(MEASURES)}, got {shown(measure)}")
+    inst = check_instance(instance).to_float()
     V, L = inst.vocab_size, inst.block_length
     check_size(V ** max(L - 1, 0), "divergence along draft paths", False, None,
                f"V^(L-1) = {V}^{L - 1}")
@@ -42,7 +44,9 @@ def per_position_divergence(instance: Instance, measure: str = "tv") -> np.ndarr
     for d in range(L):
         p = np.asarray(inst.target.level(d), dtype=np.float64)
         q = np.asarray(inst.draft.level(d), dtype=np.float64)
-        out[d] = float(mass @ _row_divergence(p, q, measure))
+        div = _row_divergence(p, q, measure)  # inf where KL meets q = 0 < p
+        with np.errstate(invalid="ignore"):  # unreached rows (mass 0) weigh 0, not 0 inf = nan
+            out[d] = float(np.where(mass > 0, mass * div, 0.0).sum())
         mass = (mass[:, None] * q).reshape(-1)
     return out
 

@@ -41,7 +41,7 @@ from ..runtime._lazy import is_tensor, torch
 from ..runtime import backend as Bk
 from ..runtime import limits
 from ..runtime.errors import SpectheoryError
-from ..inputs.instances import Instance
+from ..inputs.instances import Instance, check_instance
 from ..inputs.processing import describe as sampling_extra
 from ..inputs.processing import process_instance
 from ..registry import Plan, VerifierSpec, plan
@@ -561,6 +561,7 @@ def analyze_tree(instance: Instance, verifier, shape, drafting: str | None = Non
                              default_drafting, refuse_uneven, tree_block_law, tree_shape,
                              tree_verifier)
 
+    check_instance(instance)
     spec = tree_verifier(verifier)
     tree = tree_shape(shape)
     drafting = default_drafting(spec) if drafting is None else drafting

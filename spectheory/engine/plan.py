@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..runtime.errors import SpectheoryError
-from ..inputs.instances import Instance
+from ..inputs.instances import Instance, check_instance
 from ..registry import Plan
 from ..runtime.sizes import check_size
 from .nodes import _finite_screen
@@ -139,8 +139,10 @@ def _cheaper(how: Plan, resolved: str, asked, V: int, L: int, symmetric) -> str:
     return "enumerate" if enum < tree else "tree"
 
 def _check_instance(instance, skip_top: bool = False) -> None:
-    """An Instance whose float tables are finite (files are checked when read; an Instance built
-    in Python is checked here, before any analysis: a NaN or infinite entry would make every
+    """An Instance the engines can compute with: its structure and rows
+    ([`check_instance`][spectheory.inputs.instances.check_instance]: once per instance built in
+    Python; files are checked when read), and its float tables finite, the engine's own screen
+    for tables changed in place after that check (a NaN or infinite entry would make every
     number of the analysis NaN). One read of each table (`_finite_screen`); only a table that
     fails the screen is searched row by row for the first non-finite entry.
 
@@ -150,9 +152,7 @@ def _check_instance(instance, skip_top: bool = False) -> None:
     8) and calls this again without ``skip_top`` where a screen fails or did not run, before
     any result is returned; a table that fails here is reported in the usual order (the whole
     check runs again)."""
-    if not isinstance(instance, Instance):
-        raise SpectheoryError(f"expected a spectheory Instance (see load_instance / "
-                              f"instance_from_dict), got {type(instance).__name__}")
+    check_instance(instance)  # its structure and rows (once per instance built in Python)
     L = instance.block_length
     deep = [t for model, depths in ((instance.target, (L - 1, L)), (instance.draft, (L - 1,)))
             for d, t in enumerate(getattr(model, "tables", ())) if d in depths] if skip_top \

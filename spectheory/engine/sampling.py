@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..runtime._lazy import torch
 
-from ..inputs.instances import Instance
+from ..inputs.instances import Instance, check_instance
 from ..registry import hub_tokens
 from .joint import _check_args, draft_rows
 from .seqtree import levels
@@ -20,6 +20,7 @@ from .seqtree import levels
 def sample_drafts(instance: Instance, paths: int, n: int, drafting: str = "iid",
                   generator: torch.Generator | None = None, device="cpu"):
     """n joint draft outcomes [n, K, L] (torch long) under a drafting scheme (float models)."""
+    check_instance(instance)
     _check_args(paths, drafting)
     V, L, K = instance.vocab_size, instance.block_length, paths
     q_levels = levels(instance.draft, 0, L, False, device)

@@ -63,7 +63,7 @@ from fractions import Fraction
 import numpy as np
 
 from ..runtime.errors import OptionError, SizeLimitError
-from .instances import Instance
+from .instances import Instance, check_instance
 from .models import TableModel
 from .stateful import GrammarError, TokenAutomaton
 
@@ -94,6 +94,7 @@ def _check(inst, grammar, N, complete: bool = True, exact=None) -> None:
         raise OptionError(f"exact must be True, False or None, got {exact!r:.40}")
     if not isinstance(inst, Instance):
         raise OptionError(f"expected a spectheory Instance, got {type(inst).__name__}")
+    check_instance(inst)
     if not isinstance(grammar, TokenAutomaton):
         raise OptionError(f"grammar must be a TokenAutomaton, not {type(grammar).__name__}")
     if grammar.vocab_size != inst.vocab_size:

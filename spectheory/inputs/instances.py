@@ -88,12 +88,130 @@ class Instance:
         return self.target.exact
 
     def to_exact(self) -> "Instance":
-        return Instance(self.vocab_size, self.block_length, self.target.to_exact(),
-                        self.draft.to_exact())
+        return _derived(self, Instance(self.vocab_size, self.block_length,
+                                       self.target.to_exact(), self.draft.to_exact()))
 
     def to_float(self) -> "Instance":
-        return Instance(self.vocab_size, self.block_length, self.target.to_float(),
-                        self.draft.to_float())
+        return _derived(self, Instance(self.vocab_size, self.block_length,
+                                       self.target.to_float(), self.draft.to_float()))
+
+
+#: How far from 1 a float row of an instance built in Python may sum (it is used as given; a file's
+#: rows are checked within ``tol`` and normalised when read): float64 rows made from float32 ones
+#: are off by up to about 1e-7.
+PYTHON_ROW_TOL = 1e-6
+
+
+def check_instance(instance, where: str = "instance") -> "Instance":
+    """Refuse, in one line naming the model, the depth and the prefix, an `Instance` that is not
+    one the engines can compute with, else return it: sizes (integers, V in 1..`MAX_VOCAB`, L in
+    1..`MAX_BLOCK`), two `TableModel`s of V tokens whose tables are numpy arrays [V^d, V], all
+    float or all exact (entries `Fraction` or int), and every row a distribution (finite,
+    non-negative, summing to 1: within `PYTHON_ROW_TOL` in floats, exactly in rationals).
+
+    Instances read from files ([`instance_from_dict`][spectheory.inputs.instances.instance_from_dict])
+    and made by the package's generators are checked when made; an instance built in Python is
+    checked here once (the result is remembered on the object: tables changed in place
+    afterwards are the caller's business). The engines and the LPs call this at their entry."""
+    if getattr(instance, "_checked", False):
+        return instance
+    if not isinstance(instance, Instance):
+        raise InstanceError(f"expected a spectheory Instance (see load_instance / "
+                            f"instance_from_dict), got {type(instance).__name__}")
+    V, L = instance.vocab_size, instance.block_length
+    for name, n, hi, lo in (("vocab_size", V, MAX_VOCAB, 1), ("block_length", L, MAX_BLOCK, 1)):
+        if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
+            raise InstanceError(f"{where}: {name} = {_short(n)} is not an integer")
+        if not lo <= n <= hi:
+            raise InstanceError(f"{where}: {name} = {n} is out of range ({lo}..{hi})")
+    V = int(V)
+    kinds = set()
+    for which in ("target", "draft"):
+        model = getattr(instance, which)
+        if not isinstance(model, TableModel):
+            raise InstanceError(f"{where}: the {which} is a {type(model).__name__}, not a "
+                                "TableModel (see spectheory.inputs.models)")
+        if model.vocab_size != V:
+            raise InstanceError(f"{where}: the {which} has vocab_size {_short(model.vocab_size)}"
+                                f", the instance {V}")
+        tables = model.tables
+        if not isinstance(tables, (tuple, list)) or not tables:
+            raise InstanceError(f"{where}: the {which}'s tables must be a non-empty tuple of "
+                                "numpy arrays [V^d, V], one per depth d")
+        for d, table in enumerate(tables):
+            if not isinstance(table, np.ndarray):
+                raise InstanceError(f"{where}: the {which}'s table at depth {d} is a "
+                                    f"{type(table).__name__}, not a numpy array")
+            if table.shape != (V ** d, V):
+                raise InstanceError(f"{where}: the {which}'s table at depth {d} has shape "
+                                    f"{list(table.shape)}, expected [V^{d}, V] = "
+                                    f"[{V ** d}, {V}]")
+            if table.dtype.kind not in "fO":
+                raise InstanceError(f"{where}: the {which}'s table at depth {d} holds "
+                                    f"{table.dtype}; entries are floats or exact Fractions")
+            kinds.add(table.dtype.kind)
+            bad = _bad_row(table, d == 0)
+            if bad is not None:
+                row, why = bad
+                prefix = prefix_from_index(row, d, V)
+                raise InstanceError(f"{which}: the row after prefix {prefix} {why}")
+    if len(kinds) > 1:
+        raise InstanceError(f"{where}: some tables hold floats and others exact Fractions; "
+                            "make both models float (to_float) or exact (to_exact)")
+    object.__setattr__(instance, "_checked", True)
+    return instance
+
+
+def _bad_row(table, root: bool):
+    """(the first row of ``table`` [N, V] that is not a distribution, why) or None."""
+    if table.dtype.kind == "f":
+        with np.errstate(all="ignore"):
+            sums = table.sum(axis=-1, dtype=np.float64)
+            least = table.min(axis=-1)
+            ok = np.isfinite(sums) & (least >= 0) & (np.abs(sums - 1) <= PYTHON_ROW_TOL)
+        if ok.all():
+            return None
+        n = int(np.flatnonzero(~ok)[0])
+        row = table[n]
+        if not np.isfinite(row).all():
+            value = row[~np.isfinite(row)][0]
+            return n, (f"has a non-finite entry ({value}); every probability must be finite")
+        if (row < 0).any():
+            return n, (f"has a negative entry ({row[row < 0][0]:.6g}); every row must be a "
+                       "distribution")
+        return n, (f"sums to {float(sums[n]):.17g}, not 1 within {PYTHON_ROW_TOL:g}; every row "
+                   "must be a distribution")
+    for n in range(table.shape[0]):
+        row = table[n]
+        for v in row:
+            if isinstance(v, bool) or not isinstance(v, (_FRACTION, int)):
+                return n, (f"has the entry {_short(v)} ({type(v).__name__}): an exact table "
+                           "holds Fractions (or integers)")
+            if not 0 <= v <= 1:
+                small = isinstance(v, _FRACTION) and max(
+                    v.numerator.bit_length(), v.denominator.bit_length()) <= 128
+                shown = str(v) if small else _short(v)
+                return n, f"has the entry {shown}, not a probability"
+        total = sum(row, Fraction(0))
+        if total != 1:
+            small = max(total.numerator.bit_length(), total.denominator.bit_length()) <= 128
+            shown = str(total) if small and len(str(total)) <= 40 else \
+                f"1 {'+-'[total < 1]} {_sci(total - 1)}"
+            return n, (f"sums to {shown}, not exactly 1; every row must be a distribution")
+    return None
+
+
+def _trusted(instance: "Instance") -> "Instance":
+    """Mark an instance the package made (and checked, or built valid) as checked."""
+    object.__setattr__(instance, "_checked", True)
+    return instance
+
+
+def _derived(source: "Instance", made: "Instance") -> "Instance":
+    """``made`` from a checked ``source`` by a conversion that keeps rows distributions."""
+    if getattr(source, "_checked", False):
+        _trusted(made)
+    return made
 
 
 # ----------------------------------------------------------------------------- parsing
@@ -357,7 +475,7 @@ def instance_from_dict(data: Any, exact: bool = False, tol: float = DEFAULT_TOL)
                                 f"{MAX_JSON_PREFIXES} by {n - MAX_JSON_PREFIXES}")
     target = parse_model(data["target"], V, L, "target", exact, tol)
     draft = parse_model(data["draft"], V, L - 1, "draft", exact, tol)
-    return Instance(V, L, target, draft)
+    return _trusted(Instance(V, L, target, draft))
 
 
 def _no_duplicates(pairs):
@@ -463,6 +581,7 @@ def model_to_json(model: TableModel, depth: int) -> Any:
 
 
 def instance_to_dict(inst: Instance) -> dict:
+    check_instance(inst)
     L = inst.block_length
     return {
         "vocab_size": inst.vocab_size,

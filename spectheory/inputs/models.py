@@ -98,7 +98,14 @@ class TableModel:
 
 def context_independent(probs) -> TableModel:
     """A model using the same conditional after every prefix."""
-    row = np.asarray(probs, dtype=object if _has_fraction(probs) else np.float64)
+    try:
+        row = np.asarray(probs, dtype=object if _has_fraction(probs) else np.float64)
+    except (TypeError, ValueError) as err:
+        raise InstanceError(f"context_independent: the row must be numbers (floats, or exact "
+                            f"Fractions), not {str(err).splitlines()[0][:80]}") from None
+    if row.ndim != 1 or row.size == 0:
+        raise InstanceError(f"context_independent: the row must be one non-empty list of V "
+                            f"probabilities, got shape {list(row.shape)}")
     return TableModel(len(row), (row.reshape(1, -1),))
 
 

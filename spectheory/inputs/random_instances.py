@@ -15,7 +15,7 @@ from fractions import Fraction
 import numpy as np
 
 from ..runtime.errors import InstanceError
-from .instances import MAX_BLOCK, MAX_VOCAB, Instance
+from .instances import MAX_BLOCK, MAX_VOCAB, Instance, _trusted
 from .models import TableModel
 from ..runtime.sizes import check_size
 
@@ -134,4 +134,4 @@ def random_instance(vocab_size: int, block_length: int, seed: int, alpha: float 
         for t in model.tables:
             if t.dtype != object and not np.isfinite(t).all():  # cannot happen in range; guard
                 raise InstanceError(f"random {name} rows are not finite for alpha = {alpha}")
-    return Instance(V, L, target, draft)
+    return _trusted(Instance(V, L, target, draft))  # Dirichlet rows: distributions
