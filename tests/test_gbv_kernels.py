@@ -42,7 +42,7 @@ def _rows(dtype, V=2000, seed=0):
 
 def _order(p, q, ties):
     scratch = gbv_module._KernelScratch(p.shape[0], gbv_module._np_float(p.dtype))
-    order, odd = scratch.order(kernels, p.numpy()[None], q.numpy()[None], ties)
+    order, odd = scratch.order(kernels, p.numpy(), q.numpy(), ties)
     return order.copy(), odd
 
 
@@ -225,36 +225,27 @@ def test_kernels_that_cannot_load_leave_the_torch_route(tmp_path):
     assert abs(total - 2.0) < 1e-6  # two blocks, each a probability law of tau
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", [np.int32, np.int64])
 @pytest.mark.parametrize("V", [1, 7, 4095, 4096, 4097, 10000])
-def test_shared_root_check_finds_a_difference_anywhere(dtype, V):
-    """The shared-root check made with the sort keys (`ratio_keys` with K rows) against
-    numpy: K = 1..4 equal rows (of one tensor, with rows of other positions between them, and
-    an expanded row) take the order of one row; one entry changed in row k of p or of q (the
-    first place, the last of every 4,096-entry block, the middle, the end; one bit, the sign
-    bit included) makes them differ for every k."""
-    K, L = 4, 3
-    gen = torch.Generator().manual_seed(V)
-    p = torch.softmax(torch.randn(K, L + 1, V, generator=gen) * 3, -1).to(dtype)
-    q = torch.softmax(torch.randn(K, L, V, generator=gen) * 3, -1).to(dtype)
-    p[:, 0], q[:, 0] = p[:1, 0], q[:1, 0]
-    scratch = gbv_module._KernelScratch(V, gbv_module._np_float(dtype))
-    alone = scratch.order(kernels, p[0, :1].numpy(), q[0, :1].numpy(), "low")[0].copy()
-    for k in range(1, K + 1):
-        got = scratch.order(kernels, p[:k, 0].numpy(), q[:k, 0].numpy(), "low")
-        assert got is not None and np.array_equal(got[0], alone) and not got[1]
-    wide = (p[:1, 0].expand(K, V).numpy(), q[:1, 0].expand(K, V).numpy())
-    assert np.array_equal(scratch.order(kernels, *wide, "low")[0], alone)
-    iv = np.int32 if dtype == torch.float32 else np.int64
+def test_rows_equal_finds_a_difference_anywhere(dtype, V):
+    """`rows_equal` (the shared-root check) against numpy: equal rows, and one differing entry
+    at the first place, the last of every 4,096-entry block, the middle and the end."""
+    rng = np.random.default_rng(V)
+    a = rng.integers(-2**31, 2**31 - 1, V).astype(dtype)
+    assert kernels.rows_equal(a, a.copy())
     for at in sorted({0, V // 2, V - 1, *range(4095, V, 4096)}):
-        for rows in (p, q):
-            for k in range(1, K):
-                for flip in (iv(1) << iv(at % 31), np.iinfo(iv).min):  # a bit; the sign bit
-                    rows[k, 0].numpy().view(iv)[at] ^= flip
-                    assert scratch.order(kernels, p[:, 0].numpy(), q[:, 0].numpy(),
-                                         "low") is None, (at, k, flip)
-                    rows[k, 0].numpy().view(iv)[at] ^= flip
-    assert np.array_equal(scratch.order(kernels, p[:, 0].numpy(), q[:, 0].numpy(), "low")[0],
-                          alone)
+        b = a.copy()
+        b[at] ^= 1 << (at % 31)
+        assert not kernels.rows_equal(a, b) and not kernels.rows_equal(b, a), at
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_scale_rows_equal_torch_mul_div(dtype):
+    rng = np.random.default_rng(3)
+    q = (rng.random((3, 1001)) * np.exp2(-rng.integers(0, 40, (3, 1001)))).astype(dtype)
+    num, den = rng.random(3).astype(dtype), rng.random(3).astype(dtype) * 1e-3
+    out = np.empty_like(q)
+    kernels.scale_rows(q, num, den, out)
+    ref = torch.mul(torch.from_numpy(q), torch.from_numpy(num)[:, None]).div_(
+        torch.from_numpy(den)[:, None]).numpy()
+    assert np.array_equal(out, ref)

@@ -7,11 +7,8 @@ one dtype and length, the scratch of that length and tokens in range.
 
 * `ratio_keys`: r = p/q (-1 where q = 0) and its bit patterns as unsigned sort keys (sign bit
   flipped: ascending keys = ascending signed patterns = ascending ratios for the ratios GBV meets);
-  it says whether a pattern is a NaN or a negative other than -1.0 (where bit order and float
-  comparisons could disagree; the caller then counts ranks by comparisons). At a shared root it
-  also checks, in the same read, that the K root rows of p and of q are equal bit for bit (one
-  read of each row, instead of a read of row 0 for every comparison and one more for the
-  ratios).
+  ``odd`` says whether a pattern is a NaN or a negative other than -1.0 (where bit order and float
+  comparisons could disagree; the caller then counts ranks by comparisons).
 * `rank_order32`, `rank_order64`: the worst-first rank order by a stable least-significant-digit
   radix sort on 16-bit digits (2 passes for float32 keys, with key and id packed in one word; 4
   for float64, a pass whose digit is the same for all keys skipped). Ties: for the rule "low" (smaller id ranks better) the worst-first order lists
@@ -24,10 +21,12 @@ one dtype and length, the scratch of that length and tokens in range.
   ``fastmath``), q where S_K(A, x) = 0. For K <= 4 each entry's operations run in one pass
   (the torch route's K + 1 passes, entry by entry: 166 rows of a real-size law 68 -> 52 ms).
 * `positions`: rank positions (0 = best) of a few tokens in a worst-first order.
-* `screen_row`: the screen of one node in one read of its row: the row's sum (float64, any
-  order: the screen's bound holds for every order) and whether any entry has its sign bit set
-  (instead of torch's sum and minimum of every row of the path), and in the same pass the q^G
-  row q S_K(A, 0) / S_K(A, x) that the node has if it passes (no rank order needed).
+* `row_total`: a row's sum (float64, any order: the screen's bound holds for every order) and
+  whether any entry has its sign bit set, in one read (the screen of one node, instead of
+  torch's sum and minimum of every row of the path).
+* `rows_equal`: whether two rows are equal bit for bit (the K root rows of a shared root), one
+  read of each; `scale_rows`: the q^G rows q S_K(A, 0) / S_K(A, x) of the nodes that need no
+  rank order, product and quotient of each entry in one pass.
 
 Imported only when the route is taken (it imports numba, which compiles these functions on first
 use and caches them on disk).
@@ -44,38 +43,21 @@ _MASK = _BINS - 1
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
-def ratio_keys(p, q, pbits, qbits, p_step, q_step, K, ratio, keys, sign, minus_one,
-               inf):  # pragma: no cover - compiled
-    """ratio[a] = p[a]/q[a] (-1 where q[a] = 0) of the rows p, q [V...] (flat: row k of K
-    starts at k ``p_step`` / k ``q_step``; ``pbits``, ``qbits`` unsigned views of them); keys
-    (an unsigned view of ``ratio``) ^= sign. ``sign``, ``minus_one``, ``inf``: the sign bit and
-    the keys of -1.0 and +inf. For K >= 2 (the K root rows of a shared root) rows 1..K-1 of p
-    and of q are compared with row 0 bit for bit in the same read, block by block (4,096
-    entries: row 0's block is still in cache), stopping at the first block that differs.
-    Returns 2 when they differ (the keys are then unfinished), else 1 when a key is a NaN or a
-    negative pattern other than -1.0, else 0."""
-    V = ratio.shape[0]
-    for s in range(0, V, 4096):
-        e = min(s + 4096, V)
-        q0, p0 = qbits[s:e], pbits[s:e]  # slices: loops from 0 vectorise
-        for k in range(1, K):
-            qk, pk = qbits[k * q_step + s:k * q_step + e], pbits[k * p_step + s:k * p_step + e]
-            diff = q0[0] ^ q0[0]
-            for a in range(e - s):
-                diff |= (qk[a] ^ q0[a]) | (pk[a] ^ p0[a])
-            if diff != 0:
-                return 2
-        pa, qa, ra = p[s:e], q[s:e], ratio[s:e]
-        for a in range(e - s):
-            d = qa[a]
-            r = pa[a] / d
-            ra[a] = r if d != 0 else np.float32(-1.0)
+def ratio_keys(p, q, ratio, keys, sign, minus_one, inf):  # pragma: no cover - compiled
+    """ratio[a] = p[a]/q[a] (-1 where q[a] = 0); keys (an unsigned view of ``ratio``) ^= sign.
+    ``sign``, ``minus_one``, ``inf``: the sign bit and the keys of -1.0 and +inf. Returns True
+    when a key is a NaN or a negative pattern other than -1.0."""
+    V = p.shape[0]
+    for a in range(V):
+        qa = q[a]
+        r = p[a] / qa
+        ratio[a] = r if qa != 0 else np.float32(-1.0)
     odd = 0
     for a in range(V):
         k = keys[a] ^ sign
         keys[a] = k
         odd |= (k > inf) | ((k < sign) & (k != minus_one))
-    return 1 if odd != 0 else 0
+    return odd != 0
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
@@ -245,41 +227,42 @@ def positions(order, toks, out):  # pragma: no cover - compiled
 
 
 @njit(nogil=True, cache=True, error_model="numpy", fastmath={"reassoc", "nsz"})
-def _block_total(row, bits, lo, hi):  # pragma: no cover - compiled
-    """(sum of ``row[lo:hi]`` in float64, the or of their bit patterns ``bits[lo:hi]``); the
-    sum is reassociated (it vectorises)."""
-    x, y = row[lo:hi], bits[lo:hi]
+def row_total(row, bits, shift):  # pragma: no cover - compiled
+    """(sum of ``row`` [V] in float64, whether an entry's sign bit is set): ``bits`` is an
+    unsigned view of ``row``, ``shift`` its sign bit's position. The sum is reassociated (it
+    vectorises); a NaN or an infinity makes it NaN or infinite."""
     s = 0.0
-    o = y[0] ^ y[0]
-    for a in range(hi - lo):
-        s += x[a]
-        o |= y[a]
-    return s, o
+    o = bits[0] ^ bits[0]
+    for a in range(row.shape[0]):
+        s += row[a]
+        o |= bits[a]
+    return s, (o >> shift) != 0
 
 
 @njit(nogil=True, cache=True, error_model="numpy")
-def screen_row(row, bits, shift, num, den, out):  # pragma: no cover - compiled
-    """The screen of one node from one read of its q row [V]: returns (the row's sum in
-    float64, in blocks of 4,096 entries: the screen's bound holds for every order; whether an
-    entry has its sign bit set, ``bits`` an unsigned view of ``row``, ``shift`` its sign bit's
-    position); a NaN or an infinity makes the sum NaN or infinite. In the same pass, block by
-    block while it is in cache, ``out`` [V] receives the q^G row the node has if the screen
-    passes: row num / den with num = S_K(A, 0), den = S_K(A, x) (two roundings per entry, as
-    ``torch.mul(q, num).div_(den)``), the row itself where den = 0. (A node that fails the
-    screen gets its q^G row from `skew_row` after its sort, into the same ``out``.)"""
-    V = row.shape[0]
-    s = 0.0
-    o = bits[0] ^ bits[0]
-    for lo in range(0, V, 4096):
-        hi = min(lo + 4096, V)
-        t, b = _block_total(row, bits, lo, hi)
-        s += t
-        o |= b
-        x, y = row[lo:hi], out[lo:hi]  # slices: loops from 0 vectorise
-        if den != 0:
-            for a in range(hi - lo):
-                y[a] = x[a] * num / den
-        else:
-            for a in range(hi - lo):
-                y[a] = x[a]
-    return s, (o >> shift) != 0
+def rows_equal(a, b):  # pragma: no cover - compiled
+    """Whether rows ``a`` and ``b`` [V] (integer views of float rows: bit for bit) are equal, in
+    one read of each (blocks of 4,096 entries, or-ing the xors; stops at the first block that
+    differs), without numpy's temporary of V booleans."""
+    V = a.shape[0]
+    for s in range(0, V, 4096):
+        x, y = a[s:s + 4096], b[s:s + 4096]  # slices: loops from 0 vectorise
+        diff = x[0] ^ y[0]
+        for k in range(x.shape[0]):
+            diff |= x[k] ^ y[k]
+        if diff != 0:
+            return False
+    return True
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def scale_rows(q, num, den, out):  # pragma: no cover - compiled
+    """out[r] = q[r] num[r] / den[r] ([N, V], two roundings per entry, as ``torch.mul(q, num,
+    out=out).div_(den)``) in one pass; every den[r] nonzero (the caller's condition)."""
+    N, V = q.shape
+    for r in range(N):
+        n = num[r]
+        d = den[r]
+        for a in range(V):
+            out[r, a] = q[r, a] * n / d
+    return out

@@ -148,42 +148,22 @@ class _KernelScratch:
             held = _SCRATCH.held = _KernelScratch(V, dtype)
         return held
 
-    def order(self, kernels, p_rows, q_rows, ties: str):
-        """(worst-first order [V] int32, odd) of row 0 of ``p_rows``, ``q_rows`` [K, V] (numpy;
-        K >= 2: the K root rows of a shared root, checked equal bit for bit in the same read),
-        or None where those K rows differ. The order is a view of this scratch (valid until the
-        next call)."""
-        if not (p_rows.ndim == q_rows.ndim == 2 and p_rows.shape == q_rows.shape
-                and p_rows.shape[1] == self.ratio.shape[0]
-                and p_rows.dtype == q_rows.dtype == self.ratio.dtype):
+    def order(self, kernels, p_row, q_row, ties: str):
+        """(worst-first order [V] int32, odd) of one row (numpy views); the order is a view of
+        this scratch (valid until the next call)."""
+        if not (p_row.shape == q_row.shape == self.ratio.shape
+                and p_row.dtype == q_row.dtype == self.ratio.dtype):
             raise ValueError("GBV kernels: p and q rows must match the scratch's length and "
                              "dtype")  # the kernels check no bounds
-        (pf, p_step), (qf, q_step) = _flat_rows(p_rows), _flat_rows(q_rows)
-        found = kernels.ratio_keys(pf, qf, pf.view(self.keys.dtype), qf.view(self.keys.dtype),
-                                   p_step, q_step, p_rows.shape[0], self.ratio, self.keys,
-                                   self.sign, self.minus_one, self.inf)
-        if found == 2:
-            return None
+        odd = kernels.ratio_keys(p_row, q_row, self.ratio, self.keys, self.sign, self.minus_one,
+                                 self.inf)
         if self.keys.itemsize == 4:
             order = kernels.rank_order32(self.keys, ties == "low", self.buf_a, self.buf_b,
                                          self.idx_a)
         else:
             order = kernels.rank_order64(self.keys, ties == "low", self.buf_a, self.idx_a,
                                          self.buf_b, self.idx_b)
-        return order, found == 1
-
-
-def _flat_rows(rows):
-    """(a flat view [(K - 1) step + V] from the first entry of the numpy rows [K, V] on, the
-    step between rows in entries); rows whose entries are not adjacent are copied first."""
-    K, V = rows.shape
-    size = rows.itemsize
-    if K > 1 and rows.strides[1] != size:
-        rows = np.ascontiguousarray(rows)
-    if K == 1:
-        return rows.reshape(V) if rows.strides[1] == size else np.ascontiguousarray(rows[0]), V
-    step = rows.strides[0] // size
-    return np.lib.stride_tricks.as_strided(rows, ((K - 1) * step + V,), (size,)), step
+        return order, bool(odd)
 
 
 def _ratio(p_rows, q_rows, out=None):
@@ -449,13 +429,18 @@ def _below_rows(q_rows, p_rows, ties: str, skip):
     return below
 
 
-def _skew_negligible(q_rows, A, den1, K: int, out=None):
+def _skew_negligible(q_rows, A, den1, K: int, out=None, kernels=None):
     """q^G rows q S_K(A, 0) / S_K(A, x) of nodes whose x below is negligible against A
     (`_negligible_rows`), from the denominators den1 = S_K(A, x) [N, 1]; rows with den = 0 fall
-    back to q. ``out`` (torch) receives them. (The kernels' route writes these rows in the
-    screen's own read, `_gbv_cpu.screen_row`.)"""
+    back to q. ``out`` (torch) receives them; with ``kernels`` (contiguous CPU rows and
+    ``out``) the product and quotient of each entry in one pass (`scale_rows`)."""
     num = B.expand_dims(_power_sum(A, B.zeros_like(A), K), -1)  # u = A, u + d = A
     if B.is_torch(q_rows) and bool((den1 != 0).all()):
+        if kernels is not None and out is not None and q_rows.is_contiguous() \
+                and out.is_contiguous():
+            kernels.scale_rows(q_rows.numpy(), num.reshape(-1).numpy(),
+                               den1.reshape(-1).numpy(), out.numpy())
+            return out
         return torch.mul(q_rows, num, out=out).div_(den1)
     row = B.safe_div(q_rows * num, den1, q_rows)
     if out is not None:
@@ -702,14 +687,18 @@ def _root_ranks(q_rows, p_rows, x, ties: str, row_out=None):
     if kernels is None and (q_rows.dtype != torch.float32 or q_rows.device.type != "cpu"
                             or p_rows.dtype != q_rows.dtype):
         return None
+    iv = np.int32 if q_rows.dtype == torch.float32 else np.int64
+    qn, pn = q_rows.detach().numpy().view(iv), p_rows.detach().numpy().view(iv)
+    same = kernels.rows_equal if kernels is not None else np.array_equal
+    for k in range(1, K):  # bit for bit: then every ratio, key and count is the same
+        if not (same(qn[k], qn[0]) and same(pn[k], pn[0])):
+            return None
     if kernels is not None:
         scratch = _KernelScratch.get(V, _np_float(q_rows.dtype))
-        # the K rows compared bit for bit (then every ratio, key and count is the same) in the
-        # read that makes the sort keys of the shared row
-        found = scratch.order(kernels, p_rows.detach().numpy(), q_rows.detach().numpy(), ties)
-        if found is None or found[1]:
+        order, odd = scratch.order(kernels, pn[0].view(scratch.ratio.dtype),
+                                   qn[0].view(scratch.ratio.dtype), ties)
+        if odd:
             return None
-        order = found[0]
         toks = x.contiguous().numpy()
         pos = kernels.positions(order, toks, np.empty(K, np.int64))
         # the root's q^G row (A = 0, x = 1; the same for every path through this root) while
@@ -717,13 +706,9 @@ def _root_ranks(q_rows, p_rows, x, ties: str, row_out=None):
         f = scratch.ratio.dtype.type
         row = (row_out.numpy() if row_out is not None and row_out.dtype == q_rows.dtype
                else np.empty(V, scratch.ratio.dtype))
-        kernels.skew_row(q_rows[0].detach().numpy(), order, f(0), f(1), K, int(toks[0]),
+        kernels.skew_row(qn[0].view(row.dtype), order, f(0), f(1), K, int(toks[0]),
                          scratch.below, scratch.ud, scratch.power, row)
         return torch.from_numpy(pos), _RootRow(row, {int(t): scratch.below[t] for t in toks})
-    qn, pn = q_rows.detach().numpy().view(np.int32), p_rows.detach().numpy().view(np.int32)
-    for k in range(1, K):  # bit for bit: then every ratio, key and count is the same
-        if not (np.array_equal(qn[k], qn[0]) and np.array_equal(pn[k], pn[0])):
-            return None
     r = _ratio(p_rows[:1], q_rows[:1])
     order, kept = _order_by_bits(r, ties, worst_first=True, keep_bits=True)
     bits = kept[0].numpy()  # ascending
@@ -850,13 +835,12 @@ def _path_law(q_path, p_path, tok, K: int, ties: str, root_order, out, work, ker
        route (``kernels``, `spectheory.verifiers._gbv_cpu`) a row that needs its rank order gets
        it, and its q^G row, from two compiled calls instead (the same values); the root's
        q^G row comes ready from the selection (`_RootRow`), and the screen reads a row's sum
-       and sign bits in one compiled pass (`screen_row`), only where it runs, writing in the
-       same pass the q^G row q S_K(A, 0) / S_K(A, x) that the node has if it passes.
-    2. On the torch route, the q^G rows of all positions at once: the general formula
-       `_skew_from_u` on the positions up to the last one sorted, the row q S_K(A, 0) /
-       S_K(A, x) after it (as `_skew_step`: the same operations on the same values per row; a
-       row that passed the screen before a sorted one takes the general formula with below = 0,
-       which performs the same operations on the same values).
+       and sign bits in one compiled pass (`row_total`), only where it runs.
+    2. The q^G rows of all positions at once: the general formula `_skew_from_u` on the
+       positions up to the last one sorted, the row q S_K(A, 0) / S_K(A, x) after it (as
+       `_skew_step`: the same operations on the same values per row); on the kernels' route the
+       second form for the rows that passed the screen (the general formula with below = 0
+       performs the same operations on the same values).
     3. The block weights w_i ([`block_weight`][spectheory.verifiers.block.block_weight]) along
        the path, then the block node step ([`block_node`][spectheory.verifiers.block.block_node])
        batched over the positions 1..L-1 with states w_0..w_{L-2}, and at 0 and L.
@@ -901,11 +885,15 @@ def _path_law(q_path, p_path, tok, K: int, ties: str, root_order, out, work, ker
                           scratch=(fscr[1], fscr[2]))
         if i + 1 < L:
             A[i + 1] = Ai + xi * below[i, toks[i]]
+    den = _power_sum(A, x, K)
+    den1 = den.unsqueeze(-1)
     j = last + 1  # positions 0..j-1: general formula; j..L-1: no sort was needed
-    # (on the kernels' route every q^G row is written by now: the screen's read writes the
-    # rows that pass it)
-    den1 = None if kernels is not None else _power_sum(A, x, K).unsqueeze(-1)
-    if kernels is None and j > 0:
+    if kernels is not None:
+        for i in skipped:  # rows before the last sorted one that passed the screen
+            if i < j:
+                _skew_negligible(q_path[i:i + 1], A[i:i + 1], den1[i:i + 1], K,
+                                 out=qg[i:i + 1], kernels=kernels)
+    elif j > 0:
         for i in skipped:
             if i < j:
                 below[i].zero_()  # a row that passed the screen before a sorted one
@@ -914,8 +902,8 @@ def _path_law(q_path, p_path, tok, K: int, ties: str, root_order, out, work, ker
         head = _skew_from_u(q_path[:j], u_j, x1, den1[:j], K, (xq[:j], qg[:j], tmp[:j]))
         if head.data_ptr() != qg.data_ptr():
             qg[:j] = head
-    if kernels is None and j < L:
-        _skew_negligible(q_path[j:], A[j:], den1[j:], K, out=qg[j:])
+    if j < L:
+        _skew_negligible(q_path[j:], A[j:], den1[j:], K, out=qg[j:], kernels=kernels)
     t = tok.unsqueeze(-1)
     px = p_path[:L].gather(1, t)[:, 0]  # p and q^G of the token leading into positions 1..L
     qx = qg.gather(1, t)[:, 0]
@@ -957,7 +945,6 @@ def _compiled_positions(kernels, q_path, p_path, toks, K: int, ties: str, root_o
     qn, pn = q_path.detach().numpy(), p_path.detach().numpy()
     qgn, An, xn = qg.numpy(), A.numpy(), x.numpy()
     qbits, shift = qn.view(scratch.keys.dtype), 8 * qn.itemsize - 1
-    zero = f(0)
     last, skipped = -1, []
     with np.errstate(all="ignore"):  # IEEE results, as torch's, without numpy's warnings
         for i in range(L):
@@ -970,11 +957,8 @@ def _compiled_positions(kernels, q_path, p_path, toks, K: int, ties: str, root_o
             if screens and not (a <= 0 or xq_tok >= a * half_eps):
                 # the row's sum and sign bits in one read, only where the screen runs (an
                 # entry with its sign bit set, -0.0 included, fails it: the sort's row, the
-                # same values), and in the same read the q^G row q S_K(A, 0) / S_K(A, x) that
-                # the node has if it passes (`_skew_negligible`'s operations)
-                total, signed = kernels.screen_row(qn[i], qbits[i], shift,
-                                                   _horner(a_i, zero, K), _horner(a_i, x_i, K),
-                                                   qgn[i])
+                # same values)
+                total, signed = kernels.row_total(qn[i], qbits[i], shift)
                 if _negligible_node(a, float(x_i), total, -1.0 if signed else 0.0, V, dt):
                     skipped.append(i)
                     if i + 1 < L:
@@ -987,25 +971,12 @@ def _compiled_positions(kernels, q_path, p_path, toks, K: int, ties: str, root_o
             else:
                 order = root_order if i == 0 else None
                 if order is None:
-                    order, _ = scratch.order(kernels, pn[i:i + 1], qn[i:i + 1], ties)
+                    order, _ = scratch.order(kernels, pn[i], qn[i], ties)
                 b_tok = kernels.skew_row(qn[i], order, a_i, x_i, K, toks[i], scratch.below,
                                          scratch.ud, scratch.power, qgn[i])
             if i + 1 < L:
                 An[i + 1] = a_i + x_i * f(b_tok)  # b_tok is a value of the row's dtype
     return last, skipped
-
-
-def _horner(u, d, K: int):
-    """S_K(u, d) for one node, on numpy scalars of the rows' dtype: `_power_sum`'s operations
-    (each a single IEEE operation in that dtype), so the same value."""
-    if K == 1:
-        return u.dtype.type(1)
-    ud = u + d
-    total, power = ud + u, u
-    for _ in range(K - 2):
-        power = power * u
-        total = total * ud + power
-    return total
 
 
 def _path_weights(px, qx):
