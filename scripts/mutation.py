@@ -55,6 +55,7 @@ class Mutant(NamedTuple):
 
 KILLS = "tests/test_defect_kills.py"
 INSTANCE = ("tests/test_instance_check.py",)
+LATE = ("tests/test_bad_inputs_late.py",)
 #: Why the real-size kernels' entry screen and weight check are second guards (mutants 204, 207,
 #: 235, 236).
 ROWS_GUARD = ("since the kernels clamp as torch does (mutant 221), a NaN or infinite entry, or a "
@@ -1268,6 +1269,43 @@ MUTANTS = [
            "            out[d] = float((mass * div).sum())",
            "mean KL along draft paths: a row the draft never reaches weighs 0 x inf = nan",
            INSTANCE),
+    # ------------------------------------------------------- a later probe's bad inputs
+    Mutant("spectheory/runtime/errors.py",
+           "    except BaseException:  # noqa: BLE001 - a user exception's __str__ may raise anything",
+           "    except ZeroDivisionError:  # noqa: BLE001 - a user exception's __str__ may raise anything",
+           "user exception text: one that cannot be printed reaches the user as a traceback "
+           "(the guard around str() bypassed)", LATE),
+    Mutant("spectheory/runtime/errors.py",
+           "    _guard_process_exit()  # a module that calls os._exit while it is imported",
+           "    pass  # a module that calls os._exit while it is imported",
+           "import of user code: os._exit(0) at import ends the run with exit 0 and no output",
+           LATE),
+    Mutant("spectheory/sweep/config.py",
+           "        if key not in seen:\n            seen[key] = v\n            continue",
+           "        if True:\n            seen[key] = v\n            continue",
+           "sweep axes: a value listed twice passes (one job computed twice)", LATE),
+    Mutant("spectheory/sweep/config.py",
+           "    except RecursionError:\n        raise OptionError(f\"sweep file {source}: arrays",
+           "    except MemoryError:\n        raise OptionError(f\"sweep file {source}: arrays",
+           "sweep file nested 100,000 deep: a RecursionError traceback", LATE),
+    Mutant("spectheory/engine/lossless.py",
+           "    if not (exact or rep.lossless) and float(tv) <= rounding_resolution(N):",
+           "    if False:",
+           "float verdict at tolerance 0: a lossless verifier called LOSSY for a rounding TV of "
+           "1e-17", LATE),
+    Mutant("spectheory/runtime/limits.py",
+           "    while 10 ** (e + 1) <= n:\n        e += 1",
+           "    while 10 ** (e + 1) < n:\n        e += 1",
+           "size messages: the decimal exponent of a power of ten one short", LATE),
+    Mutant("spectheory/inputs/stateful.py",
+           "                    or not 0 <= e < V:",
+           "                    or not 0 <= e:",
+           "grammar: a stop token past the vocabulary accepted (every law then says no sequence "
+           "is valid)", LATE),
+    Mutant("spectheory/engine/sampling.py",
+           "    check_memory(n * (8 * K * L + 9 * V), f\"sampling n = {n:,} draft outcomes\",",
+           "    check_memory(0, f\"sampling n = {n:,} draft outcomes\",",
+           "sample_drafts: 10^12 outcomes allocated before any size check", LATE),
 ]
 
 

@@ -38,6 +38,8 @@ from .checks import check_sizes
 DATA_DIR = Path(__file__).resolve().parent / "data"
 DEFAULT_TEXT = DATA_DIR / "devils_dictionary_a_to_c.txt"
 MAX_ORDER = 8
+#: Longest text an n-gram model is counted from (characters).
+MAX_TEXT_CHARS = 64 * 2**20
 
 
 @lru_cache(maxsize=4)
@@ -45,9 +47,16 @@ def load_text(path: str | None = None) -> str:
     """The normalised text (lower case, single spaces) of ``path`` (default: the shipped text)."""
     p = Path(path) if path else DEFAULT_TEXT
     try:
-        raw = p.read_text(encoding="utf-8")
+        with open(p, encoding="utf-8") as fh:
+            raw = fh.read(MAX_TEXT_CHARS + 1)  # bounded: a device such as /dev/zero ends
     except OSError as exc:
         raise InstanceError(f"cannot read text {str(p)!r}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise InstanceError(f"text {str(p)!r} is not UTF-8 ({exc.reason} at byte "
+                            f"{exc.start})") from None
+    if len(raw) > MAX_TEXT_CHARS:
+        raise InstanceError(f"text {str(p)!r} holds more than {MAX_TEXT_CHARS // 2**20} Mi "
+                            "characters; an n-gram model is counted from a shorter text")
     text = re.sub(r"\s+", " ", raw.lower()).strip()
     if len(text) < 100:
         raise InstanceError(f"text {str(p)!r} is too short ({len(text)} characters, need 100)")

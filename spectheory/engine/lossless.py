@@ -121,8 +121,23 @@ def check_lossless(verifier, instance: Instance, exact: bool | None = None,
                                            backend=backend)
         N = int(n_tokens)
     rep = lossless_report(out, tgt, tv, N, V, exact, tol)
+    if not (exact or rep.lossless) and float(tv) <= rounding_resolution(N):
+        raise SpectheoryError(
+            f"TV = {float(tv):.3g} is within float64 rounding of 0 (about "
+            f"{rounding_resolution(N):.1g} over {N} tokens): at tolerance {tol:g} a float "
+            f"verdict cannot tell a lossy verifier from rounding; use exact mode (--exact), or "
+            f"a tolerance of at least {rounding_resolution(N):.1g}")
     rep.verifier, rep.paths, rep.drafting = how.spec.name, how.paths, how.drafting
     return rep
+
+
+def rounding_resolution(n_tokens: int) -> float:
+    """The TV below which a float64 law over ``n_tokens`` tokens cannot be told from rounding:
+    8 (N + 1)^2 eps (each sequence's probability a sum of up to N + 1 products of N + 1 factors;
+    a generous, not a proved, bound). `check_lossless` refuses a float verdict of "lossy" on a TV
+    below it (a tolerance under it, such as 0, otherwise calls rounding a loss); exact mode
+    decides such cases."""
+    return 8 * (n_tokens + 1) ** 2 * float(np.finfo(np.float64).eps)
 
 
 def lossless_report(out, tgt, tv, n_tokens: int, vocab_size: int, exact: bool,

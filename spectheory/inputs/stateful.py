@@ -243,6 +243,12 @@ class TokenAutomaton:
         if vocab_size is not None and V != vocab_size:
             raise GrammarError(f"{name}: the table has {V} tokens per state, the vocabulary "
                                f"{vocab_size}")
+        if self.eos is not None:
+            e = self.eos
+            if isinstance(e, (bool, np.bool_)) or not isinstance(e, (int, np.integer)) \
+                    or not 0 <= e < V:
+                raise GrammarError(f"{name}: eos = {e!r:.40} is not a token id in 0..{V - 1}")
+            self.eos = int(e)
         self.vocab_size = V
         self._table = [np.asarray(arr[s], dtype=np.int64) for s in range(S)]
 

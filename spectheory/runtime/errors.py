@@ -189,11 +189,26 @@ MAX_QUOTED = 300
 
 
 def _exception_text(exc: BaseException) -> str:
-    """``TypeName: message`` on one line, the message cut at `MAX_QUOTED` characters."""
-    detail = " ".join(str(exc).split())
+    """``TypeName: message`` on one line, the message cut at `MAX_QUOTED` characters (a message
+    that cannot be made, a user exception whose ``__str__`` raises or returns no text, is said
+    to be unprintable)."""
+    try:
+        text = str(exc)
+        if not isinstance(text, str):
+            raise TypeError("__str__ returned no text")
+    except (KeyboardInterrupt, TimeLimitError):
+        raise
+    except BaseException:  # noqa: BLE001 - a user exception's __str__ may raise anything
+        text = "(its message cannot be printed: its __str__ raised)"
+    try:
+        name = type(exc).__name__
+        name = name if isinstance(name, str) else "exception"
+    except Exception:  # noqa: BLE001 - a metaclass may make even the name raise
+        name = "exception"
+    detail = " ".join(text.split())
     if len(detail) > MAX_QUOTED:
         detail = detail[:MAX_QUOTED - 3] + "..."
-    return type(exc).__name__ + (f": {detail}" if detail else "")
+    return name + (f": {detail}" if detail else "")
 
 
 def _dotted(text: str) -> bool:
@@ -238,10 +253,15 @@ def import_user(text, what: str = "function"):
     if not _dotted(attr):
         raise InputError(f"{what} {text!r}: {attr!r} is not an attribute name (dotted Python "
                          f"identifiers, e.g. function or Class.method)")
+    _guard_process_exit()  # a module that calls os._exit while it is imported: refused too
     try:
         obj = _import_module(importlib, module)
     except (KeyboardInterrupt, TimeLimitError):
         raise
+    except _UserProcessExit as exc:
+        raise UserCodeError(f"module {module!r} (for {what} {text!r}) called "
+                            f"os._exit({exc.code!r}) while being imported; a module must not "
+                            f"exit") from exc
     except SystemExit as exc:
         raise UserCodeError(f"module {module!r} (for {what} {text!r}) called "
                             f"sys.exit({exc.code!r}) while being imported; a module must not "
@@ -257,6 +277,8 @@ def import_user(text, what: str = "function"):
     except Exception as exc:  # noqa: BLE001 - importing user code may raise anything
         raise UserCodeError(f"cannot import module {module!r} for {what} {text!r}: "
                             f"{_exception_text(exc)}") from exc
+    finally:
+        _unguard_process_exit()
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)

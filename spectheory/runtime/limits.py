@@ -411,7 +411,16 @@ def human_count(n: int) -> str:
     n = int(n)
     if n < 10**15:
         return f"{n:,}"
-    return f"~10^{len(str(n)) - 1}"
+    return f"~10^{decimal_exponent(n)}"
+
+
+def decimal_exponent(n: int) -> int:
+    """floor(log10(n)) of a positive integer of any size, without ``str(n)`` (which Python
+    refuses past 4,300 digits)."""
+    e = int((n.bit_length() - 1) * 0.30102999566398120)  # from below, at most one short
+    while 10 ** (e + 1) <= n:
+        e += 1
+    return e
 
 
 def ratio(a: int, b: int) -> str:

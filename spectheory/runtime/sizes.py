@@ -33,7 +33,7 @@ def max_sequences(exact: bool = False) -> int:
 
 def human_bytes(n: float) -> str:
     if n >= 1024**6:
-        return f"10^{len(str(int(n))) - 1} B"
+        return f"10^{limits.decimal_exponent(int(n))} B"
     for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
         if n < 1024 or unit == "PiB":
             return f"{n:.1f} {unit}"

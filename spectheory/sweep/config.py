@@ -192,15 +192,21 @@ def _no_duplicates(values: list, where: str) -> None:
     """Refuse an instance axis that lists a value twice (``vocab = [3, 3, 3]`` would compute one
     job three times, and a plot's mean over the rows would weight it thrice). A method listed
     twice (a name, K, shape) is one job already (`_methods`), so method axes are not checked."""
-    seen: list = []
+    seen: dict = {}  # (kind, value) -> the first value: one look-up per value (not a scan)
     for v in values:
-        for w in seen:
-            if v == w and isinstance(v, bool) == isinstance(w, bool) \
-                    and isinstance(v, str) == isinstance(w, str):
-                raise OptionError(f"{where} lists {v!r} more than once"
-                                  + (f" (as {w!r})" if repr(v) != repr(w) else "")
-                                  + "; each value of an axis is one column of the grid")
-        seen.append(v)
+        kind = "bool" if isinstance(v, bool) else "str" if isinstance(v, str) else "other"
+        try:
+            key = (kind, v)
+            hash(key)
+        except TypeError:  # a list or table: compared by its text
+            key = (kind, "unhashable", repr(v))
+        if key not in seen:
+            seen[key] = v
+            continue
+        w = seen[key]
+        raise OptionError(f"{where} lists {v!r} more than once"
+                          + (f" (as {w!r})" if repr(v) != repr(w) else "")
+                          + "; each value of an axis is one column of the grid")
 
 
 def _ints(value, where: str, lo: int, hi: int) -> list[int]:
@@ -360,6 +366,8 @@ def load_config(text_or_path) -> SweepConfig:
         data = _toml.loads(text)
     except _toml.TOMLDecodeError as exc:
         raise OptionError(f"sweep file {source} is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise OptionError(f"sweep file {source}: arrays or tables nested too deeply") from None
     _refuse_unknown(data, TOP_KEYS, "the sweep file")
     head = data.get("sweep", {})
     _refuse_unknown(head, SWEEP_KEYS, "[sweep]")

@@ -436,6 +436,11 @@ def _uniforms_of(data: dict, n_drafts: int, fname: str) -> list:
     return out
 
 
+#: Longest vector file read (characters): the laws of the instances a vector holds (V^(L+1)
+#: sequences within the exact engine's default guard) take far less.
+MAX_VECTOR_CHARS = 256 * 2**20
+
+
 def check_file(path, allow_import: bool = False) -> tuple[str, Any, Any] | None:
     """Recompute one vector file; None when it matches, else (field, file value, fresh value).
 
@@ -452,12 +457,15 @@ def check_file(path, allow_import: bool = False) -> tuple[str, Any, Any] | None:
     fname = os.path.basename(str(path))
     try:
         with open(path, encoding="utf-8") as fh:
-            text = fh.read()
+            text = fh.read(MAX_VECTOR_CHARS + 1)  # bounded: a device such as /dev/zero ends
     except OSError as exc:
         raise SpectheoryError(f"{fname}: cannot read ({exc.strerror or exc})") from None
     except UnicodeDecodeError as exc:
         raise SpectheoryError(f"{fname}: not UTF-8 text ({exc.reason} at byte {exc.start})") \
             from None
+    if len(text) > MAX_VECTOR_CHARS:
+        raise SpectheoryError(f"{fname}: over {MAX_VECTOR_CHARS // 2**20} Mi characters, more "
+                              "than a vector file holds; is it the right file?")
     data = parse_json(text, fname)  # duplicate keys and NaN refused, as in instance files
     if not isinstance(data, dict):
         raise SpectheoryError(f"{fname}: not a JSON object")

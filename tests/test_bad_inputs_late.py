@@ -1,0 +1,156 @@
+"""Bad inputs found by a later outside probe of the command line and the Python API, each refused
+in one line (exit code 2 from the command line), where before they gave a traceback, a wrong
+verdict, a silent exit 0 or a read without end:
+
+* user code whose exception cannot be printed (its ``__str__`` raises), at import and in a call;
+* a module that calls ``os._exit(0)`` while it is imported (exit 0 and no output: a pass to CI);
+* a sweep file nested 100,000 deep (a RecursionError), and 150,000 seeds (a quadratic duplicate
+  check, minutes before the job cap);
+* ``check --lossless-tol 0`` in floats, which called a lossless verifier LOSSY for a TV of 1e-17;
+* ``check_file("/dev/zero")`` and an n-gram text of ``/dev/zero`` (read until memory ran out);
+* a size of 10^5000 sequences (Python refuses to print it in decimal);
+* a grammar's ``eos`` outside the vocabulary; ``sample_drafts`` with n = 10^12 or -1."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import spectheory as st
+from cli_helpers import refused, run, write
+from spectheory.engine.sampling import sample_drafts
+from spectheory.inputs.instances import instance_to_dict
+from spectheory.inputs.stateful import GrammarError, TokenAutomaton
+from spectheory.runtime.errors import OptionError, SizeLimitError, SpectheoryError
+from spectheory.runtime.limits import decimal_exponent, human_count
+from spectheory.runtime.sizes import check_size
+from spectheory.sweep.config import load_config
+from spectheory.testing.checks import vectors
+from spectheory.toy_models import ngram
+
+BAD_STR = '''
+class BadStr(Exception):
+    def __str__(self):
+        raise RuntimeError("str boom")
+'''
+
+
+@pytest.fixture
+def user_modules(tmp_path, monkeypatch):
+    (tmp_path / "badstr_call.py").write_text(BAD_STR + "def f(*a, **k):\n    raise BadStr()\n")
+    (tmp_path / "badstr_import.py").write_text(BAD_STR + "raise BadStr()\n")
+    (tmp_path / "exits_at_import.py").write_text("import os\nos._exit(0)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return tmp_path
+
+
+@pytest.mark.parametrize("args, words", [
+    (["check-step", "badstr_call:f", "--samples", "2000"],
+     ["badstr_call:f", "BadStr", "cannot be printed"]),
+    (["check-sampler", "badstr_import:f"], ["badstr_import", "BadStr", "cannot be printed"]),
+    (["check-step", "badstr_import:f"], ["badstr_import", "BadStr", "cannot be printed"]),
+])
+def test_user_code_whose_exception_cannot_be_printed(args, words, user_modules, capsys):
+    refused(*run(args, capsys), *words)
+
+
+@pytest.mark.parametrize("command", ["check-sampler", "check-step"])
+def test_a_module_that_exits_while_imported_is_refused(command, user_modules):
+    """In a process of its own: a module that calls os._exit(0) at import would end it with exit
+    0 and no output (which CI reads as a pass); it is refused in one line, exit code 2."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "spectheory", command, "exits_at_import:f"],
+                          cwd=user_modules, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == "", (proc.returncode, proc.stderr)
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    for w in ("exits_at_import", "os._exit(0)", "imported"):
+        assert w in proc.stderr, proc.stderr
+
+
+SWEEP = """[sweep]
+name = "x"
+[[instances]]
+family = "random"
+vocab = [2]
+block = [1]
+{axis}
+[[verifiers]]
+name = "token"
+"""
+
+
+def test_sweep_files_nested_deep_or_with_long_axes_are_refused():
+    with pytest.raises(OptionError, match="nested too deeply"):
+        load_config(SWEEP.format(axis="seeds = [0]") + "x = " + "[" * 100_000 + "]" * 100_000
+                    + "\n")
+    seeds = ", ".join(map(str, range(150_000)))
+    with pytest.raises(OptionError, match="150,000 jobs, more than 100,000"):
+        load_config(SWEEP.format(axis=f"seeds = [{seeds}]"))
+    for axis, twice in (("seeds = [0, 1, 0]", "lists 0 more than once"),
+                        ("seeds = [0]\nalpha = [1, 1.0]", "lists 1.0 more than once (as 1)"),
+                        ("seeds = [0]\nalpha = [true, 1]", None)):
+        if twice is None:  # true and 1 are different values of an axis
+            with pytest.raises(OptionError) as err:
+                load_config(SWEEP.format(axis=axis))
+            assert "more than once" not in str(err.value)
+            continue
+        with pytest.raises(OptionError, match=twice.replace("(", r"\(").replace(")", r"\)")):
+            load_config(SWEEP.format(axis=axis))
+
+
+def test_float_check_at_tolerance_zero_refuses_to_call_rounding_a_loss(tmp_path, capsys):
+    """A lossless verifier's float TV is a rounding error (about 1e-17): at tolerance 0 the
+    command refuses (exact mode decides) instead of printing LOSSY; a lossy control is still
+    LOSSY at tolerance 0, and a TV of exactly 0 is still lossless there."""
+    path = write(tmp_path, instance_to_dict(st.random_instance(3, 2, 1)))
+    code, out, err = run(["check", path, "--lossless-tol", "0"], capsys)
+    refused(code, out, err, "within float64 rounding", "--exact")
+    code, out, err = run(["check", path, "--lossless-tol", "0", "--verifier",
+                          "uniform-product"], capsys)
+    assert code == 1 and "LOSSY" in out
+    exact = write(tmp_path, instance_to_dict(st.random_instance(3, 2, 1, denominator=60)),
+                  "exact.json")
+    code, out, err = run(["check", exact, "--lossless-tol", "0", "--exact"], capsys)
+    assert code == 0, err
+    with pytest.raises(SpectheoryError, match="within float64 rounding"):
+        st.check_lossless("block", st.random_instance(3, 2, 1), tol=0.0)
+
+
+def test_unbounded_files_are_read_only_so_far(monkeypatch):
+    monkeypatch.setattr(vectors, "MAX_VECTOR_CHARS", 2**20)
+    with pytest.raises(SpectheoryError, match="more than a vector file holds"):
+        vectors.check_file("/dev/zero")
+    monkeypatch.setattr(ngram, "MAX_TEXT_CHARS", 2**20)
+    ngram.load_text.cache_clear()
+    with pytest.raises(SpectheoryError, match="holds more than 1 Mi characters"):
+        ngram.load_text("/dev/zero")
+
+
+def test_sizes_beyond_python_s_decimal_limit_are_named_by_their_exponent():
+    with pytest.raises(SizeLimitError, match=r"~10\^5000 sequences"):
+        check_size(10**5000, "an enumeration")
+    rng = np.random.default_rng(0)
+    for n in [1, 9, 10, 99, 10**15, 10**15 - 1, 10**300, 2**64] + \
+            [int(rng.integers(1, 10**9)) * 10**int(rng.integers(0, 400)) - int(k)
+             for k in range(2) for _ in range(200)]:
+        if n >= 1:
+            assert decimal_exponent(n) == len(str(n)) - 1, n
+    assert human_count(10**5000 - 1) == "~10^4999"
+
+
+@pytest.mark.parametrize("eos", [3, -1, "a", 2.5, True])
+def test_a_grammar_s_stop_token_must_be_one_of_its_tokens(eos):
+    with pytest.raises(GrammarError, match="eos"):
+        TokenAutomaton([[0, 0, 0]], eos=eos)
+    assert TokenAutomaton([[0, 0, 0]], eos=np.int64(2)).eos == 2
+
+
+@pytest.mark.parametrize("n, error", [(10**12, SizeLimitError), (-1, SpectheoryError),
+                                      (0, SpectheoryError), (2.5, SpectheoryError),
+                                      (True, SpectheoryError)])
+def test_sample_drafts_counts_are_checked_before_allocating(n, error):
+    with pytest.raises(error, match="n = |outcomes"):
+        sample_drafts(st.random_instance(3, 2, 1), 2, n)
+    assert tuple(sample_drafts(st.random_instance(3, 2, 1), 2, 5).shape) == (5, 2, 2)
