@@ -1187,13 +1187,13 @@ MUTANTS = [
            "values(): rows that require grad passed on as they are",
            ("tests/test_bad_inputs_2026.py", "tests/test_real_rows.py")),
     Mutant("spectheory/registry.py",
-           "        q, p = B.values(q, p)\n        if not self.single_path:",
-           "        if not self.single_path:",
+           "        q, p = B.values(q, p)\n        check_law_inputs(drafts, q, p, paths=True, ",
+           "        check_law_inputs(drafts, q, p, paths=True, ",
            "VerifierSpec.law: rows that require grad passed to the verifier (laws with a "
            "gradient, or torch's traceback)", ("tests/test_bad_inputs_2026.py",)),
     Mutant("spectheory/registry.py",
-           "return self.function(drafts, *B.values(q, p))",
-           "return self.function(drafts, q, p)",
+           "        q, p = B.values(q, p)\n        check_law_inputs(drafts, q, p, paths=not ",
+           "        check_law_inputs(drafts, q, p, paths=not ",
            "VerifierSpec.__call__: rows that require grad passed to the verifier",
            ("tests/test_bad_inputs_2026.py",)),
     Mutant("spectheory/verifiers/gbv.py",
@@ -1306,6 +1306,19 @@ MUTANTS = [
            "    check_memory(n * (8 * K * L + 9 * V), f\"sampling n = {n:,} draft outcomes\",",
            "    check_memory(0, f\"sampling n = {n:,} draft outcomes\",",
            "sample_drafts: 10^12 outcomes allocated before any size check", LATE),
+    Mutant("spectheory/registry.py",
+           "    if n and (int(drafts.min()) < 0 or int(drafts.max()) >= V):",
+           "    if n and (int(drafts.min()) < 0 or int(drafts.max()) > V):",
+           "verifier law inputs: a drafted token equal to V accepted (a row out of bounds, or "
+           "another path's mass)", LATE),
+    Mutant("spectheory/registry.py",
+           "            ps[-2] != shape[-1] + 1 or ps[-1] != qs[-1]:",
+           "            ps[-1] != qs[-1]:",
+           "verifier law inputs: p with L rows instead of L + 1 accepted", LATE),
+    Mutant("spectheory/registry.py",
+           "        check_law_inputs(drafts, q, p, paths=not self.single_path, name=self.name)\n",
+           "",
+           "verifier law inputs: the call in the verifier's own form not checked", LATE),
 ]
 
 

@@ -40,7 +40,7 @@ from typing import Any, Callable, NamedTuple
 
 from .runtime import backend as B
 from .runtime._lazy import is_tensor, torch
-from .runtime.errors import SpectheoryError, TimeLimitError, call_user, import_user
+from .runtime.errors import InputError, SpectheoryError, TimeLimitError, call_user, import_user
 from .law import ROW_SUM_TOL, Law, LawError, validate_law
 
 #: Drafting schemes of K paths (see [`spectheory.engine.joint`][spectheory.engine.joint]).
@@ -178,6 +178,7 @@ class VerifierSpec:
         Rows that require grad are read as values
         ([`values`][spectheory.runtime.backend.values]): every law is a table of values."""
         q, p = B.values(q, p)
+        check_law_inputs(drafts, q, p, paths=True, name=self.name)
         if not self.single_path:
             return Law(*self.function(drafts, q, p))
         if drafts.shape[1] != 1:
@@ -197,7 +198,9 @@ class VerifierSpec:
     def __call__(self, drafts, q, p) -> Law:
         """The law in the verifier's own form (as ``function``), of the rows' values (as
         `law`)."""
-        return self.function(drafts, *B.values(q, p))
+        q, p = B.values(q, p)
+        check_law_inputs(drafts, q, p, paths=not self.single_path, name=self.name)
+        return self.function(drafts, q, p)
 
     def describe(self) -> dict:
         return {"name": self.name, "paths": "1" if self.single_path else "any",
@@ -212,6 +215,39 @@ class VerifierSpec:
         if self.single_path:
             return (["node"] if self.node is not None else []) + ["per-draft"]
         return (["analytic"] if self.analytic is not None else []) + ["enumerate"]
+
+
+def check_law_inputs(drafts, q, p, paths: bool, name: str = "verifier") -> None:
+    """Refuse, in one line naming the verifier, law inputs of the wrong form: ``drafts [B, L]``,
+    ``q [B, L, V]``, ``p [B, L+1, V]`` (``paths``: ``[B, K, L]``, ``[B, K, L, V]``,
+    ``[B, K, L+1, V]``), drafts of integer token ids in 0..V-1 (an id past the vocabulary
+    indexed a row out of bounds, or gave its path the mass of another). The rows' values are
+    the caller's: reading them would cost a pass over every row of a real-size law (the exact
+    engine's tables, and files, are checked when made or read)."""
+    shape = getattr(drafts, "shape", None)
+    if shape is None or not hasattr(q, "shape") or not hasattr(p, "shape"):
+        raise InputError(f"verifier {name!r}: drafts, q and p must be arrays (torch or numpy), "
+                         f"got {type(drafts).__name__}, {type(q).__name__}, {type(p).__name__}")
+    nd = 3 if paths else 2
+    form = ("drafts [B, K, L], q [B, K, L, V], p [B, K, L+1, V]" if paths
+            else "drafts [B, L], q [B, L, V], p [B, L+1, V]")
+    qs, ps = tuple(q.shape), tuple(p.shape)
+    if len(shape) != nd or len(qs) != nd + 1 or len(ps) != nd + 1 or \
+            qs[:-1] != tuple(shape) or ps[:-2] != tuple(shape[:-1]) or \
+            ps[-2] != shape[-1] + 1 or ps[-1] != qs[-1]:
+        raise InputError(f"verifier {name!r}: drafts {list(shape)}, q {list(qs)} and p "
+                         f"{list(ps)} do not fit {form}")
+    kind = str(getattr(drafts, "dtype", ""))
+    if "int" not in kind:
+        raise InputError(f"verifier {name!r}: drafts are {kind or type(drafts).__name__}; "
+                         "draft tokens are integer ids")
+    V = qs[-1]
+    if V < 1:
+        raise InputError(f"verifier {name!r}: rows of {V} tokens")
+    n = drafts.numel() if hasattr(drafts, "numel") else drafts.size
+    if n and (int(drafts.min()) < 0 or int(drafts.max()) >= V):
+        raise InputError(f"verifier {name!r}: a drafted token lies outside 0..{V - 1} (min "
+                         f"{int(drafts.min())}, max {int(drafts.max())})")
 
 
 def verifier(function: Callable | None = None, *, name: str | None = None, paths: int | None = 1,

@@ -14,6 +14,7 @@ verdict, a silent exit 0 or a read without end:
 from __future__ import annotations
 
 import numpy as np
+import torch
 import pytest
 
 import spectheory as st
@@ -154,3 +155,41 @@ def test_sample_drafts_counts_are_checked_before_allocating(n, error):
     with pytest.raises(error, match="n = |outcomes"):
         sample_drafts(st.random_instance(3, 2, 1), 2, n)
     assert tuple(sample_drafts(st.random_instance(3, 2, 1), 2, 5).shape) == (5, 2, 2)
+
+
+def _registered():
+    from spectheory.registry import registered
+
+    return registered()
+
+
+@pytest.mark.parametrize("name", _registered())
+def test_verifier_laws_refuse_drafts_and_shapes_of_the_wrong_form(name):
+    """Every registered verifier, through its spec (`law` and the call in its own form): a
+    drafted token equal to V or negative (before: an index error, or for Hu's and Khisti's
+    rules the mass of another path), float drafts, and p with L rows instead of L + 1 are
+    refused in one line naming the verifier; valid inputs give the law as before."""
+    from spectheory.registry import get_verifier
+
+    spec = get_verifier(name)
+    K = 1 if spec.single_path else 2
+    g = torch.Generator().manual_seed(3)
+    q = torch.softmax(torch.randn(2, K, 3, 5, generator=g, dtype=torch.float64), -1)
+    p = torch.softmax(torch.randn(2, K, 4, 5, generator=g, dtype=torch.float64), -1)
+    q[:, :, 0], p[:, :, 0] = q[:, :1, 0], p[:, :1, 0]
+    x = torch.multinomial(q.reshape(-1, 5), 1, generator=g).view(2, K, 3)
+    one = (lambda t: t[:, 0]) if spec.single_path else (lambda t: t)
+    want = spec.law(x, q, p)
+    for bad, words in ((5, "outside 0..4"), (-1, "outside 0..4")):
+        y = x.clone()
+        y[1, -1, 2] = bad
+        for call in (lambda: spec.law(y, q, p), lambda: spec(one(y), one(q), one(p))):
+            with pytest.raises(SpectheoryError, match=words) as err:
+                call()
+            assert name in str(err.value)
+    with pytest.raises(SpectheoryError, match="integer ids"):
+        spec(one(x).double(), one(q), one(p))
+    with pytest.raises(SpectheoryError, match="do not fit"):
+        spec.law(x, q, p[:, :, :3])
+    got = spec.law(x, q, p)
+    assert torch.equal(got.stop, want.stop) and torch.equal(got.correction, want.correction)
