@@ -193,3 +193,13 @@ def test_verifier_laws_refuse_drafts_and_shapes_of_the_wrong_form(name):
         spec.law(x, q, p[:, :, :3])
     got = spec.law(x, q, p)
     assert torch.equal(got.stop, want.stop) and torch.equal(got.correction, want.correction)
+
+
+def test_sample_steps_refuses_num_draft_zero_as_its_own_argument():
+    """num_draft = 0 was passed to the kit's step, whose failure then named the step; it is
+    the caller's argument, refused as check_step refuses it."""
+    from spectheory.testing import sample_steps, vllm_v1_step
+
+    with pytest.raises(OptionError, match="num_draft = 0 must be an integer in 1..64"):
+        sample_steps(vllm_v1_step, st.random_instance(3, 2, 1), 10, num_draft=0)
+    assert sample_steps(vllm_v1_step, st.random_instance(3, 2, 1), 10, num_draft=2).sum() == 10

@@ -306,6 +306,15 @@ def test_plot_draws_the_standard_views(example_run, capsys):
     assert main(["sweep", "plot", str(out)]) == 0
     assert (out / "sweep.png").stat().st_size > 10_000
     assert main(["sweep", "plot", str(out / "missing")]) == 2
+    capsys.readouterr()
+    # an image name matplotlib cannot write, or a folder: refused before drawing, one line
+    for figure, words in ((out / "x.txt", "must end in one of"), (out, "is a folder")):
+        assert main(["sweep", "plot", str(out), "--figure", str(figure)]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and words in err and "Traceback" not in err, err
+    assert not (out / "x.txt").exists() and not (out.parent / "out.png").exists()
+    assert main(["sweep", "plot", str(out), "--figure", str(out / "views.pdf")]) == 0
+    assert (out / "views.pdf").stat().st_size > 1_000
 
 
 def test_sampling_axes_give_the_processed_targets_laws(tmp_path, capsys):

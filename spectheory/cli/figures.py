@@ -208,8 +208,11 @@ def run(out: str | os.PathLike, quick: bool = False, only: list[str] | None = No
         if only and old.is_file():
             try:
                 payload = json.loads(old.read_text())
-            except (OSError, ValueError):
+            except (OSError, ValueError, RecursionError):  # not a record: written afresh
                 payload = {}
+            if not (isinstance(payload, dict)
+                    and all(isinstance(v, dict) for v in payload.values())):
+                payload = {}  # e.g. a list: the record of these figures replaces it
         entries = {}
         for stem, path in chosen.items():
             if log:

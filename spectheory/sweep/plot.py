@@ -124,6 +124,10 @@ _AXIS_NAME = {"paths": "K", "block": "L", "vocab": "V"}
 _AXIS_LABEL = {"paths": "K (draft paths)", "block": "L (block length)", "vocab": "V (vocabulary)"}
 
 
+#: Image formats `plot_sweep` writes (by the file name's ending).
+FIGURE_FORMATS = ("png", "pdf", "svg", "jpg", "jpeg")
+
+
 def plot_sweep(out, figure: str | None = None, x: str = "paths") -> Path:
     """Draw the standard views of the sweep in ``out``; returns the image path.
 
@@ -135,6 +139,13 @@ def plot_sweep(out, figure: str | None = None, x: str = "paths") -> Path:
     rows = _rows(out)
     if x not in ("paths", "block", "vocab"):
         raise OptionError(f"--x {x!r}: choose paths, block or vocab")
+    if figure is not None:  # checked before drawing: a folder, or a format matplotlib lacks
+        if Path(figure).is_dir():
+            raise OptionError(f"--figure {figure}: is a folder; name the image file, such as "
+                              f"{Path(figure) / 'sweep.png'}")
+        if Path(figure).suffix.lower().lstrip(".") not in FIGURE_FORMATS:
+            raise OptionError(f"--figure {figure}: the file name must end in one of "
+                              f"{', '.join('.' + f for f in FIGURE_FORMATS)}")
     try:
         import matplotlib
 

@@ -74,7 +74,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ...inputs.instances import Instance
+from ...inputs.instances import Instance, check_instance
 from ...inputs.processing import parse_sampling, process_instance, process_rows
 from ...inputs.stateful import kit_logits
 from ...inputs.random_instances import random_instance
@@ -566,10 +566,7 @@ def check_step(step: Callable, instances: Sequence | None = None, samples: int =
             raise OptionError(f"an instance must be a spectheory Instance, not "
                               f"{type(inst).__name__}")
         _check_tables(inst, i)
-    if num_draft is not None and (isinstance(num_draft, bool) or
-                                  not isinstance(num_draft, (int, np.integer)) or
-                                  not 1 <= num_draft <= 64):
-        raise OptionError(f"num_draft = {num_draft!r} must be an integer in 1..64")
+    _check_num_draft(num_draft)
     Ls = [int(num_draft) if num_draft is not None else inst.block_length for inst in insts]
     for inst, L in zip(insts, Ls):  # every size before the first call
         _guard_cells(inst.vocab_size, steps + L)
@@ -630,6 +627,14 @@ def check_step(step: Callable, instances: Sequence | None = None, samples: int =
                       tokens=[steps + L for L in Ls], step=who)
 
 
+def _check_num_draft(num_draft) -> None:
+    """``num_draft`` (the request's L): None (the instance's L) or an integer in 1..64."""
+    if num_draft is not None and (isinstance(num_draft, (bool, np.bool_)) or
+                                  not isinstance(num_draft, (int, np.integer)) or
+                                  not 1 <= num_draft <= 64):
+        raise OptionError(f"num_draft = {num_draft!r:.40} must be an integer in 1..64")
+
+
 def sample_steps(step: Callable, instance: Instance, samples: int, seed: int = 0, *,
                  steps: int = 1, sampling=None, draft_sampling=None, inputs: str | None = None,
                  num_draft: int | None = None) -> np.ndarray:
@@ -643,6 +648,8 @@ def sample_steps(step: Callable, instance: Instance, samples: int, seed: int = 0
     inputs = resolve_inputs(inputs, sampling)
     _check_args(samples, 0.5, steps, inputs)
     seed = kit_seed(seed)
+    _check_num_draft(num_draft)
+    check_instance(instance)
     L = instance.block_length if num_draft is None else int(num_draft)
     _guard_cells(instance.vocab_size, steps + L)
     step = guarded(step, "step")
