@@ -1319,6 +1319,20 @@ MUTANTS = [
            "        check_law_inputs(drafts, q, p, paths=not self.single_path, name=self.name)\n",
            "",
            "verifier law inputs: the call in the verifier's own form not checked", LATE),
+    Mutant("spectheory/sampling.py",
+           "    ok = torch.isfinite(sums) & (rows.amin(dim=-1) >= 0) & ((sums - 1).abs() <= tol)",
+           "    ok = torch.isfinite(sums) & (rows.amin(dim=-1) >= 0)",
+           "sample_output: a row summing to 2 (or 0) sampled as if normalised", LATE),
+    Mutant("spectheory/sampling.py",
+           "    _check_rows(rows, corr.dtype, \"correction\")",
+           "    pass",
+           "sample_output: the chosen correction row not checked (a negative entry gives a token)",
+           LATE),
+    Mutant("spectheory/sampling.py",
+           "              and bool(((uniforms >= 0) & (uniforms < 1)).all())):",
+           "              and bool(((uniforms >= 0) & (uniforms <= 1)).all())):",
+           "sample_output: a uniform of exactly 1 accepted (the CDF's last step, past the row)",
+           LATE),
 ]
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from .runtime._lazy import torch
 
-from .law import Law
+from .law import Law, LawError
 
 
 def inverse_cdf(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
@@ -29,19 +29,79 @@ def sample_output(law: Law, generator: torch.Generator | None = None,
     (k, tau) are drawn jointly from ``stop`` flattened over (K, L+1) with the uniform
     ``uniforms[:, 0]``, then Y from the chosen correction row with ``uniforms[:, 1]``
     (``uniforms`` [B, 2] replaces the generator). For the single-path form k is 0.
+
+    What is read is checked first: a law of the wrong form (torch tensors ``stop [B, L+1]``,
+    ``correction [B, L+1, V]``, or with a path axis), uniforms that are not [B, 2] numbers in
+    [0, 1), and a stop row or a chosen correction row that is not a distribution (a non-finite
+    or negative entry, a sum off 1 by more than `sampling_tolerance`) raise
+    [`LawError`][spectheory.law.LawError] in one line: a sample is never drawn from a table that
+    is not a law (the draw scales by the row's total, which would hide such a row).
     """
-    stop, corr = law
+    try:
+        stop, corr = law
+    except (TypeError, ValueError):
+        raise LawError("shape", f"a law is (stop, correction), not {type(law).__name__}") \
+            from None
+    if not (isinstance(stop, torch.Tensor) and isinstance(corr, torch.Tensor)):
+        raise LawError("shape", f"a law to sample from is torch tensors, not "
+                       f"{type(stop).__name__}, {type(corr).__name__}")
     if stop.dim() == 2:
         stop, corr = stop.unsqueeze(1), corr.unsqueeze(1)
+    if stop.dim() != 3 or corr.dim() != 4 or tuple(corr.shape[:3]) != tuple(stop.shape) \
+            or not stop.is_floating_point() or not corr.is_floating_point():
+        raise LawError("shape", f"stop {list(stop.shape)} ({stop.dtype}) and correction "
+                       f"{list(corr.shape)} ({corr.dtype}) do not fit stop [B, (K,) L+1], "
+                       "correction [B, (K,) L+1, V] of float probabilities")
     Bsz, K, L1 = stop.shape
     if uniforms is None:
         uniforms = torch.rand(Bsz, 2, generator=generator, dtype=torch.float64,
                               device=stop.device)
-    j = inverse_cdf(stop.reshape(Bsz, K * L1).to(torch.float64),
-                    uniforms[:, 0].to(torch.float64))
+    elif not (isinstance(uniforms, torch.Tensor) and tuple(uniforms.shape) == (Bsz, 2)
+              and uniforms.is_floating_point()
+              and bool(((uniforms >= 0) & (uniforms < 1)).all())):
+        raise LawError("shape", f"uniforms must be a float tensor [B, 2] = [{Bsz}, 2] of "
+                       f"numbers in [0, 1), got {_described(uniforms)}")
+    flat = stop.reshape(Bsz, K * L1).to(torch.float64)
+    _check_rows(flat, stop.dtype, "stop")
+    j = inverse_cdf(flat, uniforms[:, 0].to(torch.float64))
     rows = corr.reshape(Bsz, K * L1, corr.shape[-1])[torch.arange(Bsz, device=corr.device), j]
-    y = inverse_cdf(rows.to(torch.float64), uniforms[:, 1].to(torch.float64))
+    rows = rows.to(torch.float64)
+    _check_rows(rows, corr.dtype, "correction")
+    y = inverse_cdf(rows, uniforms[:, 1].to(torch.float64))
     return j // L1, j % L1, y
+
+
+def sampling_tolerance(n: int, dtype) -> float:
+    """How far from 1 a row of ``n`` entries of ``dtype`` may sum when sampled from: 4 n eps of
+    its dtype (a row normalised in float32 over 151,936 tokens is off by up to about 1e-3), at
+    least 1e-6 and at most 1e-2."""
+    eps = torch.finfo(dtype).eps if dtype.is_floating_point else 1e-16
+    return min(max(4 * n * eps, 1e-6), 1e-2)
+
+
+def _check_rows(rows, dtype, what: str) -> None:
+    """Refuse rows [B, n] (float64 copies of rows of ``dtype``) that are not distributions."""
+    tol = sampling_tolerance(rows.shape[-1], dtype)
+    sums = rows.sum(dim=-1)
+    ok = torch.isfinite(sums) & (rows.amin(dim=-1) >= 0) & ((sums - 1).abs() <= tol)
+    if bool(ok.all()):
+        return
+    b = int(torch.nonzero(~ok)[0, 0])
+    row = rows[b]
+    if not bool(torch.isfinite(row).all()):
+        kind, why = "nan", "has a non-finite entry"
+    elif bool((row < 0).any()):
+        kind, why = "negative", f"has a negative entry ({float(row[row < 0][0]):.6g})"
+    else:
+        kind, why = f"{'stop' if what == 'stop' else 'correction'}-sum", \
+            f"sums to {float(sums[b]):.9g}, not 1 within {tol:g}"
+    raise LawError(kind, f"cannot sample: the {what} row of batch row {b} {why}; a law's rows "
+                   "must be distributions", (b,))
+
+
+def _described(x) -> str:
+    shape = getattr(x, "shape", None)
+    return f"{type(x).__name__} {list(shape)}" if shape is not None else type(x).__name__
 
 
 def sample_law(law: Law, generator: torch.Generator | None = None,

@@ -203,3 +203,39 @@ def test_sample_steps_refuses_num_draft_zero_as_its_own_argument():
     with pytest.raises(OptionError, match="num_draft = 0 must be an integer in 1..64"):
         sample_steps(vllm_v1_step, st.random_instance(3, 2, 1), 10, num_draft=0)
     assert sample_steps(vllm_v1_step, st.random_instance(3, 2, 1), 10, num_draft=2).sum() == 10
+
+
+def test_sample_output_refuses_tables_that_are_not_laws():
+    """sample_output drew from any table (it scales each row by its total): a zero stop row
+    gave the last position, a row summing to 2 a normalised draw, a negative correction entry
+    a token. Each is refused in one line; prefix-dependent valid laws (float64 and float32 rows
+    normalised over 151,936 tokens) are sampled as before, with given uniforms exactly."""
+    from spectheory.law import Law, LawError
+    from spectheory.sampling import inverse_cdf, sample_output
+
+    third = torch.full((1, 3, 3), 1 / 3, dtype=torch.float64)
+    bad = [(torch.zeros(1, 3, dtype=torch.float64), third, "stop row of batch row 0 sums to 0"),
+           (torch.tensor([[1., .5, .5]], dtype=torch.float64), third, "sums to 2"),
+           (torch.tensor([[np.nan, .5, .5]], dtype=torch.float64), third, "non-finite"),
+           (torch.tensor([[1., 0, 0]], dtype=torch.float64),
+            torch.tensor([[[1.5, -.5, 0]] * 3], dtype=torch.float64),
+            "correction row of batch row 0 has a negative entry (-0.5)"),
+           (np.array([[1., 0, 0]]), third.numpy(), "torch tensors")]
+    for stop, corr, words in bad:
+        with pytest.raises(LawError, match=words.replace("(", r"\(").replace(")", r"\)")):
+            sample_output(Law(stop, corr))
+    good = Law(torch.tensor([[.5, .25, .25]], dtype=torch.float64), third)
+    for u in (torch.tensor([[1., .5]], dtype=torch.float64), torch.tensor([[np.nan, .5]]),
+              torch.zeros(2, 2, dtype=torch.float64),
+              torch.tensor([[-1e-300, .5]], dtype=torch.float64)):
+        with pytest.raises(LawError, match="uniforms"):
+            sample_output(good, uniforms=u)
+    g = torch.Generator().manual_seed(0)
+    V = 151_936
+    corr = torch.softmax(torch.randn(4, 3, V, generator=g) * 3, -1)  # float32 rows
+    stop = torch.softmax(torch.randn(4, 3, generator=g, dtype=torch.float64), -1)
+    u = torch.rand(4, 2, generator=g, dtype=torch.float64)
+    k, tau, y = sample_output(Law(stop, corr), uniforms=u)
+    want_tau = inverse_cdf(stop, u[:, 0])
+    assert torch.equal(tau, want_tau) and torch.equal(k, torch.zeros_like(k))
+    assert torch.equal(y, inverse_cdf(corr[torch.arange(4), want_tau].double(), u[:, 1]))
