@@ -1333,6 +1333,18 @@ MUTANTS = [
            "              and bool(((uniforms >= 0) & (uniforms <= 1)).all())):",
            "sample_output: a uniform of exactly 1 accepted (the CDF's last step, past the row)",
            LATE),
+    Mutant("spectheory/testing/checks/tree.py",
+           "        t, note = readable(t, f\"{who} returned {what}\")",
+           "        t, note = t.cpu(), None",
+           "tree sampler outputs on the meta device: torch's traceback instead of a note", LATE),
+    Mutant("spectheory/inputs/stateful.py",
+           "    own = type(grammar).__module__.startswith(\"spectheory.\")",
+           "    own = True",
+           "a grammar of the user's own class: what its allowed() raises passes bare", LATE),
+    Mutant("spectheory/inputs/stateful.py",
+           "    if not (isinstance(m, np.ndarray) and m.dtype == bool and m.shape == (n, V)):",
+           "    if not (isinstance(m, np.ndarray) and m.dtype == bool):",
+           "a grammar's mask of another width accepted (numpy's broadcast error later)", LATE),
 ]
 
 

@@ -239,3 +239,52 @@ def test_sample_output_refuses_tables_that_are_not_laws():
     want_tau = inverse_cdf(stop, u[:, 0])
     assert torch.equal(tau, want_tau) and torch.equal(k, torch.zeros_like(k))
     assert torch.equal(y, inverse_cdf(corr[torch.arange(4), want_tau].double(), u[:, 1]))
+
+
+def test_tree_sampler_outputs_on_the_meta_device_are_a_note_not_a_traceback():
+    """A tree sampler that returns meta tensors (a shape without values) gets the note the
+    chain checks give (before: torch's NotImplementedError from the copy to the CPU)."""
+    from spectheory.testing.checks.tree import _outputs
+
+    ok = torch.tensor([0, 1, 2])
+    got, note = _outputs((ok.to("meta"), ok), 3, 5, 3, "tree sampler m:f")
+    assert got is None and "node" in note and "meta device" in note
+    got, note = _outputs((ok, ok.to("meta")), 3, 5, 3, "tree sampler m:f")
+    assert got is None and "token" in note and "meta device" in note
+    got, note = _outputs((ok, ok), 3, 5, 3, "tree sampler m:f")
+    assert note is None and all(torch.equal(g, ok) for g in got)
+
+
+def test_a_grammar_of_the_user_s_own_class_is_user_code():
+    """A TokenAutomaton subclass is the user's code: its allowed() raising is one line naming
+    the grammar (before: the bare exception), and a mask of another shape or kind (None, [n, 7]
+    over 3 tokens) is refused (before: numpy's broadcast error, or None read as no mask)."""
+    from spectheory.inputs.processing import process_rows
+    from spectheory.runtime.errors import UserCodeError
+
+    class Raises(TokenAutomaton):
+        def allowed(self, states):
+            raise RuntimeError("boom")
+
+    class Wide(TokenAutomaton):
+        def allowed(self, states):
+            return np.ones((len(states), 7), bool)
+
+    class Nothing(TokenAutomaton):
+        def allowed(self, states):
+            return None
+
+    inst = st.random_instance(3, 2, 1)
+    rows = np.full((2, 3), 1 / 3)
+    for cls, error, words in ((Raises, UserCodeError, "allowed() of grammar 'g' raised "
+                               "RuntimeError: boom"),
+                              (Wide, GrammarError, ", 7]; a mask is a bool array"),
+                              (Nothing, GrammarError, "returned NoneType")):
+        g = cls([[0, 0, 0]], name="g")
+        for call in (lambda: st.analyze(inst, "token", sampling={"grammar": g}),
+                     lambda: process_rows(rows, {"grammar": g}, history=np.zeros((2, 1), int))):
+            with pytest.raises(error) as err:
+                call()
+            assert words in str(err.value)
+    plain = TokenAutomaton([[0, 0, 0]], name="g")
+    assert st.analyze(inst, "token", sampling={"grammar": plain}).tv_to_target < 1e-12

@@ -65,7 +65,7 @@ import numpy as np
 from ..runtime.errors import OptionError, SizeLimitError
 from .instances import Instance, check_instance
 from .models import TableModel
-from .stateful import GrammarError, TokenAutomaton
+from .stateful import GrammarError, TokenAutomaton, grammar_mask
 
 #: Most sequences V^N a law here enumerates.
 MAX_SEQUENCES = 2_000_000
@@ -131,7 +131,7 @@ def validity_levels(grammar: TokenAutomaton, V: int, N: int):
     allowed, ended, masks = [np.ones(1, bool)], [np.zeros(1, bool)], []
     eos = grammar.eos
     for d in range(N + 1):
-        m = grammar.allowed(states)  # [V^d, V]
+        m = grammar_mask(grammar, None, len(states), states)  # [V^d, V]
         masks.append(m)
         if d == N:
             break

@@ -187,6 +187,32 @@ class _BoundedRegex:
                 from None
 
 
+def grammar_mask(grammar, history, n: int, states=None) -> np.ndarray:
+    """``grammar.allowed(grammar.run(history))`` (or at the given ``states``) as a bool mask
+    [n, V]. A grammar of the user's own class (a subclass of `TokenAutomaton` outside this
+    package) is user code: what its ``run`` or ``allowed`` raises becomes one
+    [`UserCodeError`][spectheory.runtime.errors.UserCodeError] line naming the grammar, and a
+    mask of another shape or dtype (None, floats) one `GrammarError` line."""
+    from ..runtime.errors import call_user
+
+    own = type(grammar).__module__.startswith("spectheory.")
+    what = f"grammar {grammar.name!r:.60}"
+
+    def call(fn, *args):
+        return fn(*args) if own else call_user(fn, *args, what=f"{fn.__name__}() of {what}")
+
+    if states is None:
+        states = call(grammar.run, history)
+    m = call(grammar.allowed, states)
+    V = grammar.vocab_size
+    if not (isinstance(m, np.ndarray) and m.dtype == bool and m.shape == (n, V)):
+        got = (f"{m.dtype} {list(m.shape)}" if isinstance(m, np.ndarray)
+               else type(m).__name__)
+        raise GrammarError(f"{what}: allowed() returned {got}; a mask is a bool array "
+                           f"[{n}, {V}]")
+    return m
+
+
 class TokenAutomaton:
     """A deterministic automaton over token ids: ``next(state, token)`` is the next state, or
     -1 when the grammar rejects the token there. The start state is 0; the mask at a state
@@ -490,7 +516,7 @@ def mask(sp, history: np.ndarray, V: int) -> np.ndarray | None:
             raise GrammarError(f"{sp.grammar.name}: the grammar has {sp.grammar.vocab_size} "
                                f"tokens, the rows it masks {V} (a grammar is built over the "
                                f"instance's vocabulary)")
-        _and(sp.grammar.allowed(sp.grammar.run(history)))
+        _and(grammar_mask(sp.grammar, history, N))
     if sp.no_repeat_ngram_size:
         _and(no_repeat_mask(history, V, sp.no_repeat_ngram_size))
     if sp.min_tokens and n < sp.min_tokens:

@@ -74,7 +74,7 @@ from ...runtime._lazy import torch
 from ...runtime.errors import OptionError, call_user
 from ...runtime.sizes import check_size
 from ..statistics import stats
-from .calls import _cells, _sequence_label, _summary, kit_seed
+from .calls import _cells, _sequence_label, _summary, kit_seed, readable
 from .report import MIN_EXPECTED, POWER, SamplerReport, guarded
 
 #: Modes of [`check_tree_sampler`][spectheory.testing.checks.tree.check_tree_sampler].
@@ -470,7 +470,10 @@ def _outputs(out, m: int, n_nodes: int, V: int, who: str):
                           f"trees; expected [{m}]")
         if t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool:
             return None, f"{who} returned {what} of dtype {t.dtype}, not integers"
-        t = t.to(torch.long).cpu()
+        t, note = readable(t, f"{who} returned {what}")  # the meta device: no values to read
+        if note:
+            return None, note
+        t = t.to(torch.long)
         if m and (int(t.min()) < 0 or int(t.max()) >= hi):
             bad = int(t[(t < 0) | (t >= hi)][0])
             return None, (f"{who} returned {what} {bad}, outside 0..{hi - 1}")
