@@ -1345,6 +1345,14 @@ MUTANTS = [
            "    if not (isinstance(m, np.ndarray) and m.dtype == bool and m.shape == (n, V)):",
            "    if not (isinstance(m, np.ndarray) and m.dtype == bool):",
            "a grammar's mask of another width accepted (numpy's broadcast error later)", LATE),
+    Mutant("spectheory/runtime/errors.py",
+           "        with contextlib.redirect_stdout(_KeptOpen(sys.stderr)):",
+           "        with contextlib.redirect_stdout(sys.stderr):",
+           "user code closing stdout closes the toolkit's stderr (its failure report lost)", LATE),
+    Mutant("spectheory/cli/__init__.py",
+           "    restore_term = _on_sigterm()\n",
+           "    restore_term = lambda: None\n",
+           "SIGTERM ends a command at once, leaving its temporary folders behind", LATE),
 ]
 
 

@@ -288,3 +288,53 @@ def test_a_grammar_of_the_user_s_own_class_is_user_code():
             assert words in str(err.value)
     plain = TokenAutomaton([[0, 0, 0]], name="g")
     assert st.analyze(inst, "token", sampling={"grammar": plain}).tv_to_target < 1e-12
+
+
+def test_sigterm_removes_what_was_being_written(tmp_path):
+    """SIGTERM (what `timeout` and job schedulers send) during `figures` ended the process at
+    once and left its hidden temporary folder; it now unwinds like an interrupt: exit 143, one
+    line, nothing left behind (the figure workers forked meanwhile still just end)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import os
+
+    def default_sigterm():  # a test runner's worker may ignore SIGTERM, which exec inherits
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    proc = subprocess.Popen([sys.executable, "-m", "spectheory", "figures", "--out",
+                             str(tmp_path / "figs")], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, preexec_fn=default_sigterm,
+                            start_new_session=True)
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline and not any(p.name.startswith(".figs.partial-")
+                                                 for p in tmp_path.iterdir()):
+            time.sleep(0.05)
+        assert any(p.name.startswith(".figs.partial-") for p in tmp_path.iterdir())
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:  # never leave the command (and its figure workers) running
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 143, err
+    assert err.strip().splitlines()[-1].startswith("spectheory: terminated") and \
+        "Traceback" not in err, err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_user_code_that_closes_stdout_keeps_the_report(tmp_path, monkeypatch, capsys):
+    """User code's standard output is the toolkit's standard error while it runs; a sampler
+    that closed it closed standard error, and the line reporting its failure was lost. Now the
+    close does nothing and the failure is reported."""
+    (tmp_path / "closer.py").write_text(
+        "import sys\ndef f(*a, **k):\n    sys.stdout.close()\n    raise ValueError('closed')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    refused(*run(["check-sampler", "closer:f", "--samples", "2000"], capsys),
+            "sampler closer:f raised ValueError: closed")
+    import sys
+
+    assert not sys.stderr.closed

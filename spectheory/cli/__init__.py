@@ -295,9 +295,44 @@ def _message(exc: SpectheoryError) -> str:
     return str(exc)
 
 
+class _Terminated(BaseException):
+    """SIGTERM received while a command runs (`_on_sigterm`): unwinds it like an interrupt, so
+    that its half-written outputs are removed on the way out."""
+
+
+def _on_sigterm():
+    """While the command runs, SIGTERM raises `_Terminated` in the main thread (its default
+    action ends the process at once, leaving temporary folders behind); the previous handler
+    is put back after. Only where SIGTERM has its default action (an application that calls
+    ``main`` with its own handler keeps it). Returns the function that puts it back."""
+    import os
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return lambda: None
+    pid = os.getpid()
+
+    def handler(signum, frame):
+        if os.getpid() != pid:  # a worker forked meanwhile: the default action, as before
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
+        raise _Terminated()
+
+    signal.signal(signal.SIGTERM, handler)
+
+    def restore():
+        if signal.getsignal(signal.SIGTERM) is handler:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    return restore
+
+
 def main(argv: list[str] | None = None) -> int:
     before = None
     debug = "--debug" in (sys.argv[1:] if argv is None else list(argv))
+    restore_term = _on_sigterm()
     try:
         global _parsing
         _parsing = sys.argv[1:] if argv is None else list(argv)
@@ -336,11 +371,15 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("spectheory: interrupted", file=sys.stderr)
         return 130
+    except _Terminated:  # the outputs being written were removed on the way out
+        print("spectheory: terminated (SIGTERM); nothing half-written was left", file=sys.stderr)
+        return 143
     except BrokenPipeError:  # the reader went away (``| head``): quiet, as for any filter
         return 0
     except OSError as exc:  # a full device, an unwritable or unreadable path
         return _fail(_os_message(exc), exc if debug else None)
     finally:  # an in-process call leaves the caller's thread setting as it found it
+        restore_term()
         if before is not None:
             from ..runtime.threads import restore
 

@@ -135,6 +135,25 @@ def _unguard_process_exit():
 _call_watch: list = []
 
 
+class _KeptOpen:
+    """Standard error as user code's standard output: what it prints goes there, and a
+    ``sys.stdout.close()`` leaves it open (closing it would lose the one line that reports the
+    user code's failure)."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def close(self):  # user code closing "stdout": nothing to do
+        pass
+
+    @property
+    def closed(self) -> bool:
+        return False
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
 def call_user(fn, *args, what: str | None = None, **kwargs):
     """Call a user's ``fn(*args, **kwargs)``; anything it raises (any exception, and ``SystemExit``
     with any code, so that user code can never end a check with exit 0) becomes a
@@ -158,7 +177,7 @@ def call_user(fn, *args, what: str | None = None, **kwargs):
             label = "user code"
         token = _call_watch[0](label)
     try:
-        with contextlib.redirect_stdout(sys.stderr):
+        with contextlib.redirect_stdout(_KeptOpen(sys.stderr)):
             return fn(*args, **kwargs)
     except SpectheoryError:
         raise
