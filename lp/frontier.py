@@ -121,7 +121,7 @@ MAX_BUDGET_EXPONENT = 400
 #: denominator is at most 2^1074. A longer Fraction (1/10^5000) would make the exact certificate
 #: fail in HiGHS' float rounding, and could not even be printed (int-to-str limit).
 MAX_BUDGET_BITS = 1333
-_BUDGET_TEXT = re.compile(r"\+?(?:(?:\d+\.?\d*|\.\d+)(?:[eE]([+-]?\d+))?|\d+/\d+)")
+_BUDGET_TEXT = re.compile(r"\+?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE]([+-]?[0-9]+))?|[0-9]+/[0-9]+)")
 
 
 def _budget_text(text: str, name: str) -> Fraction:

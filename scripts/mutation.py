@@ -773,7 +773,7 @@ MUTANTS = [
            "check_step: no small first call, the run's time projected only after 2^16 rows",
            ('tests/test_hostile_kit_2026.py',)),
     Mutant('spectheory/runtime/errors.py',
-           '        with contextlib.redirect_stdout(sys.stderr):',
+           '        with contextlib.redirect_stdout(_KeptOpen(sys.stderr)):',
            '        with contextlib.nullcontext():',
            "call_user: user code's prints on standard output (breaks --json)",
            ('tests/test_hostile_kit_2026.py',)),
@@ -1353,6 +1353,23 @@ MUTANTS = [
            "    restore_term = _on_sigterm()\n",
            "    restore_term = lambda: None\n",
            "SIGTERM ends a command at once, leaving its temporary folders behind", LATE),
+    Mutant("spectheory/cli/figures.py",
+           "        tmp = partial_folder(f\".{out.name}.partial-\", base)",
+           "        tmp = Path(__import__(\"tempfile\").mkdtemp(prefix=f\".{out.name}.partial-\", "
+           "dir=base))",
+           "figures: its partial folder not held, so SIGTERM leaves it behind", LATE),
+    Mutant("spectheory/runtime/limits.py",
+           "    if not isinstance(text, str) or not _FLOAT_TEXT.fullmatch(text):",
+           "    if not isinstance(text, str):",
+           "command-line numbers: other scripts' digits and underscores read by float()", LATE),
+    Mutant("spectheory/runtime/limits.py",
+           "    if value == 0 and re.search(r\"[1-9]\", text.lower().split(\"e\")[0]):",
+           "    if False:",
+           "command-line numbers: 1e-400 silently read as 0", LATE),
+    Mutant("lp/frontier.py",
+           "_BUDGET_TEXT = re.compile(r\"\\+?(?:(?:[0-9]+",
+           "_BUDGET_TEXT = re.compile(r\"\\+?(?:(?:\\d+",
+           "frontier budgets: other scripts' digits (\\d) read as a budget", LATE),
 ]
 
 

@@ -338,3 +338,29 @@ def test_user_code_that_closes_stdout_keeps_the_report(tmp_path, monkeypatch, ca
     import sys
 
     assert not sys.stderr.closed
+
+
+@pytest.mark.parametrize("args", [
+    ["--time-limit", "٣"], ["--time-limit", "1_0"], ["--time-limit", "1e-400"],
+    ["--lossless-tol", "1e-400"], ["--tol", "٠.٥"]])
+def test_numbers_on_the_command_line_are_ascii_and_not_read_as_zero(args, tmp_path, capsys):
+    """float() takes other scripts' digits ("٣" read as 3), underscores ("1_0") and numbers
+    below the smallest float ("1e-400" read as 0); the options refuse them, as the integer
+    options already did."""
+    path = write(tmp_path, instance_to_dict(st.random_instance(3, 2, 1)))
+    code, out, err = run(["check", path, *args], capsys)
+    refused(code, out, err, args[0])
+    assert "ASCII" in err or "smallest float" in err
+
+
+def test_other_number_parsers_refuse_other_scripts_digits(tmp_path, capsys):
+    path = write(tmp_path, instance_to_dict(st.random_instance(3, 2, 1)))
+    refused(*run(["lp", path, "--problem", "frontier", "--tv", "٣"], capsys), "--tv")
+    refused(*run(["check-sampler", "spectheory.testing:reference_sampler", "--seed", "٣"],
+                 capsys), "--seed", "ASCII")
+    from spectheory.runtime.limits import parse_float
+
+    assert parse_float(" 2.5e-3 ") == 2.5e-3 and parse_float("-0") == 0.0
+    for bad in ("٣", "1_0", "0x10", "1e-400", "", "3 4"):
+        with pytest.raises(OptionError):
+            parse_float(bad)

@@ -295,16 +295,13 @@ def _message(exc: SpectheoryError) -> str:
     return str(exc)
 
 
-class _Terminated(BaseException):
-    """SIGTERM received while a command runs (`_on_sigterm`): unwinds it like an interrupt, so
-    that its half-written outputs are removed on the way out."""
-
-
 def _on_sigterm():
-    """While the command runs, SIGTERM raises `_Terminated` in the main thread (its default
-    action ends the process at once, leaving temporary folders behind); the previous handler
-    is put back after. Only where SIGTERM has its default action (an application that calls
-    ``main`` with its own handler keeps it). Returns the function that puts it back."""
+    """While the command runs, SIGTERM removes the folders the command is writing into
+    ([`spectheory.runtime.partial`][spectheory.runtime.partial]; its default action ends the
+    process at once, leaving them behind), ends the worker processes it started, says so in one
+    line and exits with 143; the previous handler is put back after. Only where SIGTERM has its
+    default action (an application that calls ``main`` with its own handler keeps it). Returns
+    the function that puts it back."""
     import os
     import signal
     import threading
@@ -319,7 +316,20 @@ def _on_sigterm():
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGTERM)
             return
-        raise _Terminated()
+        import multiprocessing
+
+        from ..runtime.partial import remove_held
+
+        remove_held()
+        for child in multiprocessing.active_children():
+            child.terminate()
+        try:
+            sys.stdout.flush()
+        except Exception:  # noqa: BLE001 - a closed or full stdout: the line below still goes
+            pass
+        print("spectheory: terminated (SIGTERM); nothing half-written was left", file=sys.stderr,
+              flush=True)
+        os._exit(143)
 
     signal.signal(signal.SIGTERM, handler)
 
@@ -371,9 +381,6 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("spectheory: interrupted", file=sys.stderr)
         return 130
-    except _Terminated:  # the outputs being written were removed on the way out
-        print("spectheory: terminated (SIGTERM); nothing half-written was left", file=sys.stderr)
-        return 143
     except BrokenPipeError:  # the reader went away (``| head``): quiet, as for any filter
         return 0
     except OSError as exc:  # a full device, an unwritable or unreadable path

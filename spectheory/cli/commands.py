@@ -73,10 +73,7 @@ def _from_checker(check, name: str):
 
 
 def _float_text(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise SpectheoryError(f"{text!r} is not a number") from None
+    return limits.parse_float(text)
 
 
 row_tolerance = _from_checker(lambda t: check_row_tolerance(_float_text(t), "tolerance"),

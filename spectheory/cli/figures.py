@@ -20,14 +20,13 @@ import json
 import os
 import platform
 import re
-import shutil
 import signal
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 from ..runtime.errors import SpectheoryError
+from ..runtime.partial import partial_folder, release
 
 #: A figure script's file name: ``figN_<name>.py``.
 SCRIPT = re.compile(r"^(fig(\d+))_\w+\.py$")
@@ -196,7 +195,7 @@ def run(out: str | os.PathLike, quick: bool = False, only: list[str] | None = No
     try:
         if out.exists() and not out.is_dir():
             raise NotADirectoryError(20, "not a folder")
-        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.partial-", dir=base))
+        tmp = partial_folder(f".{out.name}.partial-", base)
     except OSError as exc:
         raise SpectheoryError(f"cannot create output folder {str(out)!r}: "
                               f"{exc.strerror or exc}") from None
@@ -238,7 +237,7 @@ def run(out: str | os.PathLike, quick: bool = False, only: list[str] | None = No
                                   f"{exc.strerror or exc}") from None
         _commit(tmp, out)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        release(tmp)
     return payload
 
 

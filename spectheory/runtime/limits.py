@@ -79,6 +79,28 @@ def parse_limit(text, name: str, lo: int = 1, hi: int = MAX_LIMIT) -> int:
 _SCIENTIFIC = re.compile(r"([0-9]+)(\.[0-9]*)?[eE]\+?([0-9]{1,4})")
 
 
+#: A number as typed on a command line: ASCII digits (Python's float() also takes "1_0" and
+#: other scripts' digits such as "٣"), or inf / nan (each option's own check refuses those).
+_FLOAT_TEXT = re.compile(r"\s*[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+                         r"|inf|infinity|nan)\s*", re.IGNORECASE)
+
+
+def parse_float(text, name: str = "") -> float:
+    """A number typed on the command line, as a float: ASCII digits only, and a nonzero number
+    that would be read as 0 (``1e-400``) refused; else
+    [`OptionError`][spectheory.runtime.errors.OptionError] naming ``name``. The option's own range
+    check comes after."""
+    lead = f"{name} " if name else ""
+    if not isinstance(text, str) or not _FLOAT_TEXT.fullmatch(text):
+        raise OptionError(f"{lead}{text!r:.60} is not a number in ASCII digits (such as 0.5 or "
+                          "1e-3)")
+    value = float(text)
+    if value == 0 and re.search(r"[1-9]", text.lower().split("e")[0]):
+        raise OptionError(f"{lead}{text.strip()!r:.60} is below the smallest float (it would "
+                          "be read as 0)")
+    return value
+
+
 def parse_count(text, name: str, lo: int = 1, hi: int = MAX_LIMIT) -> int:
     """A count typed on the command line (``--samples``, ...), in [lo, hi]: decimal digits
     (``100000``, ``100_000``) or a whole number in scientific notation (``1e5``, ``2.5e6``); else

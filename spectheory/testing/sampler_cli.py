@@ -41,18 +41,16 @@ def parse_samples(text) -> int:
 
 
 def _int(text: str, name: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise SpectheoryError(f"{name} = {text!r} is not an integer") from None
-    return value
+    s = str(text).strip()
+    if not (s.lstrip("+-").isascii() and s.lstrip("+-").isdigit()) or len(s) > 30:
+        raise SpectheoryError(f"{name} = {text!r:.40} is not an integer in ASCII digits")
+    return int(s)
 
 
 def _float(text: str, name: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise SpectheoryError(f"{name} = {text!r} is not a number") from None
+    from ..runtime.limits import parse_float
+
+    return parse_float(text, f"{name} =")
 
 
 def run_check_sampler(args) -> int:

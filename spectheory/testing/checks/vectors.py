@@ -27,9 +27,7 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import sys
-import tempfile
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -39,6 +37,7 @@ from ...runtime._lazy import torch
 
 from ...runtime import backend as Bk
 from ...runtime.errors import OptionError, SizeLimitError, SpectheoryError, check_keys
+from ...runtime.partial import partial_folder, release
 from ...engine.analysis import analyze
 from ...inputs.instances import (Instance, instance_from_dict, instance_to_dict, load_instance,
                                  parse_json)
@@ -320,7 +319,7 @@ def export_vectors(directory, verifiers=None, instances=("battery",), *, paths: 
         for inst_name, inst in _instances(instances, how.paths):
             jobs.append((how, inst_name, inst))
     try:
-        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=parent))
+        tmp = partial_folder(f".{target.name}.tmp-", parent)
     except OSError as exc:
         raise SpectheoryError(f"cannot write vectors to {str(directory)!r}: cannot create a "
                               f"folder in {str(parent)!r} ({exc.strerror or exc})") from None
@@ -351,9 +350,10 @@ def export_vectors(directory, verifiers=None, instances=("battery",), *, paths: 
         except OSError as exc:
             raise SpectheoryError(f"cannot write vectors to {str(directory)!r}: "
                                   f"{exc.strerror or exc}; nothing was written") from None
+        release(tmp)  # moved in place: nothing left to remove
     except BaseException:
         bar.close()
-        shutil.rmtree(tmp, ignore_errors=True)
+        release(tmp)
         raise
     return written
 

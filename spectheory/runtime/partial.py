@@ -1,0 +1,33 @@
+"""Folders a command is writing its outputs into before it moves them in place (hidden, beside
+the output, removed when the command ends either way). The command line's SIGTERM handler
+([`spectheory.cli`][spectheory.cli]) removes those still held, so a terminated command leaves
+nothing half-written: SIGTERM's default action ends the process at once, without the cleanup
+that an exception would run."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+_HELD: set = set()  # the folders being written in this process
+
+
+def partial_folder(prefix: str, parent) -> Path:
+    """A new hidden folder ``parent/prefix<random>`` (``tempfile.mkdtemp``), held until
+    [`release`][spectheory.runtime.partial.release]."""
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    _HELD.add(path)
+    return path
+
+
+def release(path) -> None:
+    """Remove the folder (if still there) and stop holding it."""
+    shutil.rmtree(path, ignore_errors=True)
+    _HELD.discard(Path(path))
+
+
+def remove_held() -> None:
+    """Remove every folder still held (the SIGTERM handler's cleanup)."""
+    for path in list(_HELD):
+        release(path)
