@@ -1370,6 +1370,11 @@ MUTANTS = [
            "_BUDGET_TEXT = re.compile(r\"\\+?(?:(?:[0-9]+",
            "_BUDGET_TEXT = re.compile(r\"\\+?(?:(?:\\d+",
            "frontier budgets: other scripts' digits (\\d) read as a budget", LATE),
+    Mutant("lp/multipath.py",
+           "            or not 0 <= float(tol) <= 1e-2:",
+           "            or not float(tol) <= 1e-2:",
+           "multipath LP: a negative separation tolerance accepted (the cutting planes never stop)",
+           LATE),
 ]
 
 

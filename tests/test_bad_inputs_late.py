@@ -364,3 +364,16 @@ def test_other_number_parsers_refuse_other_scripts_digits(tmp_path, capsys):
     for bad in ("٣", "1_0", "0x10", "1e-400", "", "3 4"):
         with pytest.raises(OptionError):
             parse_float(bad)
+
+
+@pytest.mark.parametrize("kw", [{"tol": -1}, {"tol": float("nan")}, {"tol": "1e-8"},
+                                {"cuts_per_depth": 0}, {"cuts_per_depth": -5},
+                                {"max_rounds": -1}, {"max_rounds": True}])
+def test_multipath_lp_options_are_checked(kw):
+    """tol = -1 or NaN and cuts_per_depth <= 0 were accepted (the cutting planes then never
+    stopped, or cut nothing), max_rounds = -1 said 'did not converge in -1 rounds'."""
+    from spectheory.lp import multipath_lp
+    from spectheory.lp.result import LPError
+
+    with pytest.raises(LPError, match=list(kw)[0]):
+        multipath_lp(st.random_instance(3, 2, 1), 2, **kw)
