@@ -1375,6 +1375,14 @@ MUTANTS = [
            "            or not float(tol) <= 1e-2:",
            "multipath LP: a negative separation tolerance accepted (the cutting planes never stop)",
            LATE),
+    Mutant("spectheory/testing/checks/battery.py",
+           "    if not ci:  # the deepest target table holds V^(L+1) entries: bounded before it is drawn",
+           "    if False:  # the deepest target table holds V^(L+1) entries: bounded before it is drawn",
+           "kit's make_instance: V = 10^6, L = 20 sent to the allocator", LATE),
+    Mutant("spectheory/testing/checks/tree.py",
+           "    check_memory(int(rows) * n * (16 + 16 * V), f\"draft_trees:",
+           "    check_memory(0, f\"draft_trees:",
+           "draft_trees: 10^12 trees sent to the allocator", LATE),
 ]
 
 

@@ -377,3 +377,25 @@ def test_multipath_lp_options_are_checked(kw):
 
     with pytest.raises(LPError, match=list(kw)[0]):
         multipath_lp(st.random_instance(3, 2, 1), 2, **kw)
+
+
+def test_kit_sizes_are_bounded_before_allocating():
+    """The kit's instance maker and tree drafting took sizes a caller typed to the allocator
+    (7.28 TiB and 40 TB requested, then MemoryError or torch's error); they are refused first,
+    and valid sizes give what they gave."""
+    from spectheory.testing.checks.battery import make_instance
+    from spectheory.testing.checks.tree import draft_trees
+
+    with pytest.raises(SizeLimitError, match="V\\^\\(L\\+1\\) = 1000000\\^21"):
+        make_instance("random", 10**6, 20, 1)
+    with pytest.raises(OptionError, match="V = 2.5"):
+        make_instance("random", 2.5, 2, 1)
+    assert make_instance("random", 3, 2, 1).vocab_size == 3
+    g = torch.Generator().manual_seed(0)
+    inst = st.random_instance(3, 2, 1)
+    with pytest.raises(SizeLimitError, match="1,000,000,000,000 trees"):
+        draft_trees(inst, (2, 1), "iid", 10**12, g)
+    for rows in (-2, 0, 2.5):
+        with pytest.raises(OptionError, match="rows"):
+            draft_trees(inst, (2, 1), "iid", rows, g)
+    assert draft_trees(inst, (2, 1), "iid", 5, g) is not None

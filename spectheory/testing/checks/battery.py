@@ -43,7 +43,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from ...runtime.errors import SpectheoryError
+from ...runtime.errors import OptionError, SpectheoryError
+from ...runtime.sizes import check_size
 from ...inputs.instances import Instance, instance_from_dict
 from ...inputs.models import TableModel
 from ...inputs.random_instances import quantize_rows
@@ -88,8 +89,14 @@ def make_instance(kind: str, V: int, L: int, seed: int, alpha: float = 1.0,
     denominator : int, optional
         Round every row to exact multiples of 1/denominator (exact Fractions).
     """
-    rng = np.random.default_rng(seed)
+    for name, n, lo in (("V", V, 2), ("L", L, 1)):
+        if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < lo:
+            raise OptionError(f"make_instance: {name} = {n!r:.40} must be an integer >= {lo}")
     ci = kind == "context_independent"
+    if not ci:  # the deepest target table holds V^(L+1) entries: bounded before it is drawn
+        check_size(V ** (L + 1), f"make_instance({kind!r})", exact=bool(denominator),
+                   formula=f"V^(L+1) = {V}^{L + 1}")
+    rng = np.random.default_rng(seed)
     a = 0.05 if kind == "peaked" else alpha
     target = _onehot(rng, V, L) if kind == "onehot_target" else _tables(rng, V, L, a, kind, ci)
     if kind == "equal":

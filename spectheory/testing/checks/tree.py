@@ -72,6 +72,7 @@ from ...inputs.random_instances import random_instance
 from ...registry import VerifierSpec, get_verifier
 from ...runtime._lazy import torch
 from ...runtime.errors import OptionError, call_user
+from ...runtime.limits import check_memory
 from ...runtime.sizes import check_size
 from ..statistics import stats
 from .calls import _cells, _sequence_label, _summary, kit_seed, readable
@@ -167,8 +168,13 @@ def draft_trees(instance: Instance, tree, drafting: str, rows: int, generator) -
         raise OptionError(f"unknown tree drafting scheme {drafting!r}; choose from "
                           f"{', '.join(TREE_DRAFTING)}")
     V = instance.vocab_size
-    ql, pl = _levels_for(instance, tree.height)
     n = tree.n_nodes
+    if isinstance(rows, (bool, np.bool_)) or not isinstance(rows, (int, np.integer)) or rows < 1:
+        raise OptionError(f"draft_trees: rows = {rows!r:.40} must be an integer >= 1")
+    # tokens and parents [rows, n] (int64), and the q and p rows along them [rows, n, V]
+    check_memory(int(rows) * n * (16 + 16 * V), f"draft_trees: {int(rows):,} trees of {n} nodes",
+                 "draft fewer trees at a time")
+    ql, pl = _levels_for(instance, tree.height)
     tok = torch.zeros((rows, n), dtype=torch.long)
     pidx = torch.zeros((rows, n), dtype=torch.long)
     depth = tree.depth
