@@ -56,6 +56,7 @@ class Mutant(NamedTuple):
 KILLS = "tests/test_defect_kills.py"
 INSTANCE = ("tests/test_instance_check.py",)
 LATE = ("tests/test_bad_inputs_late.py",)
+CACHE = ("tests/test_hostile_inputs.py",)
 #: Why the real-size kernels' entry screen and weight check are second guards (mutants 204, 207,
 #: 235, 236).
 ROWS_GUARD = ("since the kernels clamp as torch does (mutant 221), a NaN or infinite entry, or a "
@@ -1383,6 +1384,19 @@ MUTANTS = [
            "    check_memory(int(rows) * n * (16 + 16 * V), f\"draft_trees:",
            "    check_memory(0, f\"draft_trees:",
            "draft_trees: 10^12 trees sent to the allocator", LATE),
+    Mutant("spectheory/sweep/runner.py",
+           "        if ea < 0 or abs(be - (ea + 1)) > 1e-9 * max(1.0, abs(be)):",
+           "        if ea < 0:",
+           "sweep cache: an ok row whose E[tau+1] was edited by hand (99 at L = 1) reported", CACHE),
+    Mutant("spectheory/sweep/runner.py",
+           "        if abs(mean - out[\"expected_accepted\"]) > 1e-6 * max(1.0, mean):",
+           "        if False:",
+           "sweep cache: E[tau] and E[tau+1] edited together, the mean of tau_pmf not compared",
+           CACHE),
+    Mutant("spectheory/sweep/runner.py",
+           "        if not 0 <= out[\"tv_to_target\"] <= 1:",
+           "        if not 0 <= out[\"tv_to_target\"]:",
+           "sweep cache: a total variation of 1.5 reported", CACHE),
 ]
 
 

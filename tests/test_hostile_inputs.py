@@ -632,12 +632,21 @@ def _forge(entry, how):
         entry["outputs"]["status"] = "great"
     elif how == "failed-without-error":
         entry["outputs"].update(status="failed", error="")
+    elif how == "value-edited":  # a finite number edited by hand: E[tau+1] = 99 at L = 1
+        entry["outputs"]["block_efficiency"] = 99.0
+    elif how == "values-edited-together":  # E[tau] and E[tau+1] edited, tau_pmf left
+        entry["outputs"].update(block_efficiency=1.5, expected_accepted=0.5)
+    elif how == "pmf-negative":
+        entry["outputs"]["tau_pmf"] = "[1.5, -0.5]"
+    elif how == "tv-over-one":
+        entry["outputs"]["tv_to_target"] = 1.5
     return json.dumps(entry, allow_nan=True)
 
 
 CORRUPTIONS = ["status-only", "nan", "other-inputs", "outputs-list", "outputs-string",
                "value-not-numeric", "nested-value", "pmf-off", "unknown-status",
-               "failed-without-error", "deep-nesting", "not-json"]
+               "failed-without-error", "deep-nesting", "not-json", "value-edited",
+               "values-edited-together", "pmf-negative", "tv-over-one"]
 
 
 def test_invalid_cache_entries_are_recomputed_never_used(tmp_path, capsys):

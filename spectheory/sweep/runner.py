@@ -216,17 +216,30 @@ def check_cache_entry(entry, job: Job) -> dict:
         return out
     for key in _NUMBERS[job.kind]:
         _finite(out.get(key), key)
+    if job.kind in ("verifier", "optimum"):  # E[tau+1] = E[tau] + 1 >= 1: a row edited by hand
+        be, ea = out["block_efficiency"], out["expected_accepted"]
+        if ea < 0 or abs(be - (ea + 1)) > 1e-9 * max(1.0, abs(be)):
+            raise CacheEntryError(f"block_efficiency {be!r} is not expected_accepted {ea!r} + 1 "
+                                  "with expected_accepted >= 0")
     if job.kind == "verifier":
         try:
             pmf = json.loads(out.get("tau_pmf", ""))
             if not isinstance(pmf, list) or not pmf:
                 raise ValueError
-            mass = math.fsum(float(Fraction(v)) if isinstance(v, str) else _finite(v, "tau_pmf")
-                             for v in pmf)
+            vals = [float(Fraction(v)) if isinstance(v, str) else _finite(v, "tau_pmf")
+                    for v in pmf]
+            mass = math.fsum(vals)
         except (ValueError, TypeError, ZeroDivisionError, RecursionError, CacheEntryError):
             raise CacheEntryError("tau_pmf is not a list of numbers") from None
-        if abs(mass - 1) > 1e-6:
-            raise CacheEntryError(f"tau_pmf sums to {mass:g}, not 1")
+        if abs(mass - 1) > 1e-6 or min(vals) < 0:
+            raise CacheEntryError(f"tau_pmf sums to {mass:g} or has a negative entry; a law of "
+                                  "tau sums to 1")
+        mean = math.fsum(i * v for i, v in enumerate(vals))
+        if abs(mean - out["expected_accepted"]) > 1e-6 * max(1.0, mean):
+            raise CacheEntryError(f"expected_accepted {out['expected_accepted']!r} is not the "
+                                  f"mean of tau_pmf ({mean:.9g})")
+        if not 0 <= out["tv_to_target"] <= 1:
+            raise CacheEntryError(f"tv_to_target {out['tv_to_target']!r} is not in [0, 1]")
     if job.exact and job.kind != "measure":
         try:
             exact = Fraction(out.get("value_exact", ""))
