@@ -436,6 +436,9 @@ def frontier_lp(instance: Instance, tv=None, kl=None, paths: int = 1, drafting: 
         raise LPError("give exactly one budget: tv=... or kl=...")
     if kl is not None and exact:
         raise LPError("the KL frontier is a convex program solved in float (cvxpy); drop exact")
+    if kl is not None and solver not in (None, "cvxpy"):
+        raise LPError(f"the KL frontier is a convex program that cvxpy solves; solver "
+                      f"{solver!r:.40} cannot (leave the solver out, or choose cvxpy)")
     K = _paths(paths)
     delta = _budget(tv, "TV", exact) if tv is not None else _budget(kl, "KL", False)
     V, L = instance.vocab_size, instance.block_length

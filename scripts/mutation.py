@@ -1397,6 +1397,14 @@ MUTANTS = [
            "        if not 0 <= out[\"tv_to_target\"] <= 1:",
            "        if not 0 <= out[\"tv_to_target\"]:",
            "sweep cache: a total variation of 1.5 reported", CACHE),
+    Mutant("spectheory/runtime/errors.py",
+           "    if not isinstance(value, (bool, np.bool_)):\n        raise OptionError(f\"{name} = ",
+           "    if False:\n        raise OptionError(f\"{name} = ",
+           "switches given in Python: a truthy string such as 'no' read as True", LATE),
+    Mutant("lp/frontier.py",
+           "    if kl is not None and solver not in (None, \"cvxpy\"):",
+           "    if False:",
+           "the KL frontier with solver 'highs': solved with cvxpy without a word", LATE),
 ]
 
 

@@ -399,3 +399,34 @@ def test_kit_sizes_are_bounded_before_allocating():
         with pytest.raises(OptionError, match="rows"):
             draft_trees(inst, (2, 1), "iid", rows, g)
     assert draft_trees(inst, (2, 1), "iid", 5, g) is not None
+
+
+def test_switches_given_in_python_are_booleans():
+    """'no' is a truthy string: analyze(symmetric='no') ran the symmetric enumeration, laws='no'
+    kept the laws, random_instance(context_independent='no') made a context-independent
+    instance, set_threads('2') took text. Each is refused; True, False (and None where allowed)
+    pass."""
+    inst = st.random_instance(3, 2, 1)
+    for call, name in ((lambda: st.analyze(inst, "token", symmetric="no"), "symmetric"),
+                       (lambda: st.analyze(inst, "token", laws="no"), "laws"),
+                       (lambda: st.analyze(inst, "token", progress="yes"), "progress"),
+                       (lambda: st.random_instance(3, 2, 1, context_independent="no"),
+                        "context_independent"),
+                       (lambda: st.set_threads("2"), "threads")):
+        with pytest.raises(OptionError, match=name):
+            call()
+    assert st.analyze(inst, "token", laws=False).output_law is None
+    assert st.analyze(inst, "token", laws=np.bool_(True)).output_law is not None
+    assert not st.random_instance(3, 2, 1, context_independent=False).target.context_independent
+
+
+def test_the_kl_frontier_refuses_a_solver_that_cannot_solve_it():
+    """--kl with --solver highs silently solved with cvxpy; the conflict is now refused."""
+    from spectheory.lp.frontier import frontier_lp
+    from spectheory.lp.result import LPError
+
+    inst = st.random_instance(2, 1, 1)
+    with pytest.raises(LPError, match="solver 'highs' cannot"):
+        frontier_lp(inst, kl=0.1, solver="highs")
+    pytest.importorskip("cvxpy")
+    assert frontier_lp(inst, kl=0.1).solver == "cvxpy"

@@ -66,7 +66,7 @@ from ..inputs.models import prefix_from_index
 from ..law import validate_law
 from ..registry import plan
 from ..runtime._lazy import is_tensor
-from ..runtime.errors import InputError, SpectheoryError, UserCodeError, call_user
+from ..runtime.errors import InputError, SpectheoryError, UserCodeError, call_user, check_flag
 from ..runtime.sizes import check_size
 from .lossless import lossless_report
 from .output import output_law, target_law, total_variation
@@ -470,6 +470,7 @@ def analyze_adaptive(instance: Instance, verifier, rule, exact: bool | None = No
     """
     how = plan(verifier, 1)
     spec = how.spec
+    aware = check_flag(aware, "aware")
     rule = parse_rule(rule)
     _check_instance(instance)
     exact = instance.exact if exact is None else exact

@@ -40,7 +40,7 @@ from ..runtime._lazy import is_tensor, torch
 
 from ..runtime import backend as Bk
 from ..runtime import limits
-from ..runtime.errors import SpectheoryError
+from ..runtime.errors import SpectheoryError, check_flag
 from ..inputs.instances import Instance, check_instance
 from ..inputs.processing import describe as sampling_extra
 from ..inputs.processing import process_instance
@@ -298,6 +298,9 @@ def analyze(instance: Instance, verifier, name: str | None = None,
     from .split import check_executor_options
 
     check_executor_options(executor, split_depth, workers, address)
+    laws = check_flag(laws, "laws")
+    symmetric = check_flag(symmetric, "symmetric", none=True)
+    progress = check_flag(progress, "progress")
     how = plan(verifier, paths, drafting)
     defer = _screens_top(instance, how, route, symmetric, exact, device, backend, laws,
                          executor, sampling, draft_sampling, max_sequences)

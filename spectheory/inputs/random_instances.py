@@ -14,7 +14,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..runtime.errors import InstanceError
+from ..runtime.errors import InstanceError, check_flag
 from .instances import MAX_BLOCK, MAX_VOCAB, Instance, _trusted
 from .models import TableModel
 from ..runtime.sizes import check_size
@@ -120,6 +120,7 @@ def random_instance(vocab_size: int, block_length: int, seed: int, alpha: float 
     """
     V = _integer(vocab_size, "vocab_size", 2, MAX_VOCAB)
     L = _integer(block_length, "block_length", 1, MAX_BLOCK)
+    context_independent = check_flag(context_independent, "context_independent")
     seed = check_seed(seed)
     alpha = check_alpha(alpha)
     if denominator is not None:

@@ -83,6 +83,20 @@ def _describe(fn) -> str:
     return f"{module}:{name}" if module and module not in ("builtins", "__main__") else str(name)
 
 
+def check_flag(value, name: str, none: bool = False) -> bool | None:
+    """A switch given in Python: True or False (a numpy bool too; None where ``none``), never a
+    truthy string such as ``'no'`` (which Python reads as True); else one
+    [`OptionError`][spectheory.runtime.errors.OptionError] line naming it."""
+    import numpy as np
+
+    if value is None and none:
+        return None
+    if not isinstance(value, (bool, np.bool_)):
+        raise OptionError(f"{name} = {value!r:.40} must be True or False"
+                          + (" (or None)" if none else ""))
+    return bool(value)
+
+
 class _UserProcessExit(BaseException):
     """Raised in place of ``os._exit(code)`` while user code runs under
     [`call_user`][spectheory.runtime.errors.call_user]."""

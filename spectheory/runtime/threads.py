@@ -110,6 +110,8 @@ def set_threads(n: int | None = None) -> int:
         ``n`` (or ``SPECTHEORY_THREADS``) is not an integer in [1,
         [`max_threads`][spectheory.runtime.threads.max_threads]] (``min(4 * cores, 256)``).
     """
+    if isinstance(n, str):  # a count given in Python is a number, not text
+        raise OptionError(f"threads = {n!r:.40} must be an integer >= 1, not text")
     n = default_threads() if n is None else parse_threads(n, "threads =")
     torch = sys.modules.get("torch")
     if torch is not None:
