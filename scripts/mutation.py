@@ -1405,6 +1405,11 @@ MUTANTS = [
            "    if kl is not None and solver not in (None, \"cvxpy\"):",
            "    if False:",
            "the KL frontier with solver 'highs': solved with cvxpy without a word", LATE),
+    Mutant("spectheory/testing/checks/proposal_mode.py",
+           "            if bool(bad.any()):  # the caller's rows, not the sampler's fault",
+           "            if False:  # the caller's rows, not the sampler's fault",
+           "check_proposal: rows given that are not distributions blamed on the draft sampler",
+           LATE),
 ]
 
 

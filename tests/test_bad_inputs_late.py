@@ -430,3 +430,24 @@ def test_the_kl_frontier_refuses_a_solver_that_cannot_solve_it():
         frontier_lp(inst, kl=0.1, solver="highs")
     pytest.importorskip("cvxpy")
     assert frontier_lp(inst, kl=0.1).solver == "cvxpy"
+
+
+@pytest.mark.parametrize("rows, words", [
+    (torch.tensor([[1.5, 1.5]]), "row 0 of the rows given is not a distribution"),
+    (torch.tensor([[.5, .5], [np.nan, 1.]]), "row 1 of the rows given is not a distribution"),
+    (torch.zeros(2, 0), "R, V >= 1"), (torch.zeros(0, 3), "R, V >= 1")])
+def test_check_proposal_blames_the_rows_it_was_given_not_the_sampler(rows, words):
+    """Proposal rows that are not distributions were reported as the draft sampler's fault
+    ("reported a q that is not a distribution"), and empty ones divided by zero; they are the
+    caller's, refused before the sampler is called."""
+    from spectheory.testing import check_proposal
+
+    calls = []
+
+    def sampler(q, generator=None):
+        calls.append(1)
+        return torch.zeros(q.shape[0], dtype=torch.long)
+
+    with pytest.raises(SpectheoryError, match=words.replace("(", r"\(")):
+        check_proposal(sampler, instances=[rows])
+    assert not calls

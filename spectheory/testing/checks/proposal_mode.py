@@ -36,9 +36,16 @@ def _proposal_rows(instances, rows: int, generator) -> list[torch.Tensor]:
             out.append(picked)
         else:
             x = torch.as_tensor(inst, dtype=torch.float64)
-            if x.dim() != 2:
-                raise SpectheoryError(f"proposal rows must be a tensor [R, V], not of shape "
-                                      f"{list(x.shape)}")
+            if x.dim() != 2 or x.shape[0] < 1 or x.shape[1] < 1:
+                raise SpectheoryError(f"proposal rows must be a tensor [R, V] with R, V >= 1, "
+                                      f"not of shape {list(x.shape)}")
+            sums = x.sum(dim=-1)
+            bad = ~(torch.isfinite(sums) & (x.amin(dim=-1) >= 0) & ((sums - 1).abs() <= 1e-6))
+            if bool(bad.any()):  # the caller's rows, not the sampler's fault
+                r = int(torch.nonzero(bad)[0, 0])
+                raise SpectheoryError(f"proposal rows: row {r} of the rows given is not a "
+                                      f"distribution (finite, non-negative, summing to 1 "
+                                      f"within 1e-6); the draft sampler was not called")
             out.append(x)
     return out
 
