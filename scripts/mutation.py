@@ -1410,6 +1410,10 @@ MUTANTS = [
            "            if False:  # the caller's rows, not the sampler's fault",
            "check_proposal: rows given that are not distributions blamed on the draft sampler",
            LATE),
+    Mutant("spectheory/inputs/hetero_pairs.py",
+           "    check_size(V ** (depth + 1), \"random_rational_model\", exact=True,",
+           "    check_size(1, \"random_rational_model\", exact=True,",
+           "random_rational_model: 10^31 exact entries drawn (a hang) before any size check", LATE),
 ]
 
 

@@ -451,3 +451,19 @@ def test_check_proposal_blames_the_rows_it_was_given_not_the_sampler(rows, words
     with pytest.raises(SpectheoryError, match=words.replace("(", r"\(")):
         check_proposal(sampler, instances=[rows])
     assert not calls
+
+
+def test_random_rational_models_are_sized_before_they_are_drawn():
+    """random_rational_model(rng, 10, 30, 3) drew 10^31 exact entries (it hung); it is refused
+    first, and so are V = 0 and non-integers; small models are drawn as before."""
+    from spectheory.inputs.hetero_pairs import random_rational_model
+    from spectheory.runtime.errors import InstanceError
+
+    rng = np.random.default_rng(0)
+    with pytest.raises(SizeLimitError, match=r"10\^31"):
+        random_rational_model(rng, 10, 30, 3)
+    for args in ((0, 2, 3), (3, 2.5, 3), (3, 2, 0)):
+        with pytest.raises(InstanceError):
+            random_rational_model(rng, *args)
+    m = random_rational_model(rng, 3, 2, 3)
+    assert m.depth == 2 and all((t.sum(axis=1) == 1).all() for t in m.tables)

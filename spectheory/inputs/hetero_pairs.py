@@ -29,6 +29,7 @@ from fractions import Fraction
 import numpy as np
 
 from ..runtime.errors import InstanceError
+from ..runtime.sizes import check_size
 from .models import TableModel
 from .tokenizers import HeteroInstance, check_hetero_sizes, make_tokenizer
 
@@ -43,7 +44,14 @@ PAIRS = {
 def random_rational_model(rng: np.random.Generator, V: int, depth: int,
                           max_weight: int) -> TableModel:
     """Exact tables to ``depth``: each row integer weights in 1..``max_weight`` (at most one set to
-    0) over their sum."""
+    0) over their sum. The sizes are checked first: V and ``max_weight`` integers >= 1, and the
+    V^(depth+1) exact entries within the exact engine's limit."""
+    for name, n, lo in (("V", V, 1), ("depth", depth, 0), ("max_weight", max_weight, 1)):
+        if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < lo:
+            raise InstanceError(f"random_rational_model: {name} = {n!r:.40} must be an integer "
+                                f">= {lo}")
+    check_size(V ** (depth + 1), "random_rational_model", exact=True,
+               formula=f"V^(depth+1) = {V}^{depth + 1}")
     tables = []
     for d in range(depth + 1):
         t = np.empty((V**d, V), dtype=object)
