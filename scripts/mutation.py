@@ -1414,6 +1414,11 @@ MUTANTS = [
            "    check_size(V ** (depth + 1), \"random_rational_model\", exact=True,",
            "    check_size(1, \"random_rational_model\", exact=True,",
            "random_rational_model: 10^31 exact entries drawn (a hang) before any size check", LATE),
+    Mutant("spectheory/inputs/instances.py",
+           "    check_memory(PARSE_BYTES_PER_BYTE * len(raw), f\"reading the instance {name} \"",
+           "    check_memory(len(raw), f\"reading the instance {name} \"",
+           "instance files: the memory of parsing taken as the file's size (a 2 GiB file parsed "
+           "until memory runs out)", LATE),
 ]
 
 

@@ -467,3 +467,18 @@ def test_random_rational_models_are_sized_before_they_are_drawn():
             random_rational_model(rng, *args)
     m = random_rational_model(rng, 3, 2, 3)
     assert m.depth == 2 and all((t.sum(axis=1) == 1).all() for t in m.tables)
+
+
+def test_an_instance_file_too_large_to_parse_here_is_refused_before_parsing(tmp_path,
+                                                                           monkeypatch):
+    """Parsing JSON takes about 12 bytes of memory per byte of the file (a 200 MB file took
+    2.4 GB); a file whose parse would not fit in this machine's memory was parsed until memory
+    ran out. It is refused first, naming the file and its size: here with the per-byte cost
+    raised so that a small file stands for a large one."""
+    from spectheory.inputs import instances
+
+    path = write(tmp_path, instance_to_dict(st.random_instance(3, 2, 1)))
+    assert instances.load_instance(path).vocab_size == 3
+    monkeypatch.setattr(instances, "PARSE_BYTES_PER_BYTE", 10**12)
+    with pytest.raises(SizeLimitError, match="reading the instance .* bytes"):
+        instances.load_instance(path)

@@ -54,6 +54,8 @@ DEFAULT_TOL = 1e-9
 MAX_TOL = 1e-3
 #: Largest instance file read (bytes): a JSON table at `MAX_JSON_PREFIXES` is far smaller.
 MAX_FILE_BYTES = 2 * 1024**3
+#: Memory that parsing an instance file takes per byte of it (JSON numbers become Python objects).
+PARSE_BYTES_PER_BYTE = 12
 
 #: The keys of an instance JSON object, all required; any other key is refused (naming the
 #: nearest of these), so that a misspelt key is never silently ignored.
@@ -541,6 +543,12 @@ def load_instance(path: str, exact: bool = False, tol: float = DEFAULT_TOL) -> I
     if len(raw) > MAX_FILE_BYTES:
         raise InstanceError(f"{name}: over {MAX_FILE_BYTES // 1024**3} GiB, too big for an "
                             "instance file")
+    from ..runtime.limits import check_memory
+
+    # parsing JSON holds a Python object per number: about PARSE_BYTES_PER_BYTE bytes of memory
+    # per byte of the file (measured: a 200 MB row of 50 million entries took 2.4 GB)
+    check_memory(PARSE_BYTES_PER_BYTE * len(raw), f"reading the instance {name} "
+                 f"({len(raw):,} bytes)", "an instance file this large cannot be parsed here")
     if isinstance(raw, bytes):
         try:
             text = raw.decode("utf-8-sig")
