@@ -1419,6 +1419,15 @@ MUTANTS = [
            "    check_memory(len(raw), f\"reading the instance {name} \"",
            "instance files: the memory of parsing taken as the file's size (a 2 GiB file parsed "
            "until memory runs out)", LATE),
+    Mutant("spectheory/cli/audit.py",
+           "    if seconds > limits.NOTE_SECONDS:\n        limits.note(f\"audit: ",
+           "    if False:\n        limits.note(f\"audit: ",
+           "audit: a long audit (50 s at --block 100) starts without a word", LATE),
+    Mutant("spectheory/cli/audit.py",
+           "        return  # refused by the memory check, in one line: no note before it",
+           "        pass  # refused by the memory check, in one line: no note before it",
+           "audit: the estimate noted before the memory refusal (two lines)",
+           ("tests/test_audit.py",)),
 ]
 
 

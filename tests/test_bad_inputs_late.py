@@ -482,3 +482,22 @@ def test_an_instance_file_too_large_to_parse_here_is_refused_before_parsing(tmp_
     monkeypatch.setattr(instances, "PARSE_BYTES_PER_BYTE", 10**12)
     with pytest.raises(SizeLimitError, match="reading the instance .* bytes"):
         instances.load_instance(path)
+
+
+def test_a_long_audit_says_its_estimate_first_and_takes_a_time_limit(monkeypatch, capsys):
+    """`audit --block 100` ran 50 s without a word (and had no --time-limit): an audit
+    estimated past 30 s notes its size and estimate on stderr before it starts (here with the
+    throughput lowered so that a small audit stands for a long one), and --time-limit bounds
+    it."""
+    from spectheory.cli import audit
+
+    monkeypatch.setattr(audit, "AUDIT_ENTRIES_PER_SECOND", 1.0)
+    code, out, err = run(["audit", "--block", "2", "--vocab", "100", "--rows", "flat"], capsys)
+    assert code == 0, err
+    assert "note: audit: 1 row kinds x 3 dtypes of B K (L+1) V = 1,200 entries" in err
+    monkeypatch.setattr(audit, "AUDIT_ENTRIES_PER_SECOND", 1e12)
+    code, out, err = run(["audit", "--block", "2", "--vocab", "100", "--rows", "flat"], capsys)
+    assert code == 0 and "note" not in err
+    code, out, err = run(["audit", "--block", "2", "--vocab", "100", "--time-limit", "0"],
+                         capsys)
+    refused(code, out, err, "--time-limit")

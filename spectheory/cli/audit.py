@@ -155,6 +155,11 @@ class DtypeAudit:
         return out
 
 
+def audit_bytes(batch: int, paths: int, length: int, vocab_size: int) -> int:
+    """Memory of one audit: about twelve float64 arrays of the rows' size B K (L+1) V."""
+    return 12 * batch * paths * (length + 1) * vocab_size * 8
+
+
 def audit(verifier="block", kind: str = "peaked", vocab_size: int = 151_936, batch: int = 4,
           paths: int = 1, length: int = 8, dtypes=("bfloat16", "float16", "float32"),
           seed: int = 0, rows=None) -> list[DtypeAudit]:
@@ -172,7 +177,7 @@ def audit(verifier="block", kind: str = "peaked", vocab_size: int = 151_936, bat
     unknown = [d for d in dtypes if d not in DTYPES]
     if unknown:
         raise SpectheoryError(f"unknown dtype {unknown[0]!r}; choose from {', '.join(DTYPES)}")
-    need = 12 * batch * paths * (length + 1) * vocab_size * 8
+    need = audit_bytes(batch, paths, length, vocab_size)
     if need > MAX_AUDIT_BYTES:
         raise SpectheoryError(f"an audit of B = {batch}, K = {paths}, L = {length}, "
                               f"V = {vocab_size:,} needs about {need / 2**30:.1f} GiB, over the "
@@ -372,6 +377,7 @@ def cmd_audit(args) -> int:
             raise SpectheoryError(f"--rows: unknown row kind {kind!r}; choose from "
                                   f"{', '.join(ROW_KINDS)}")
     results, texts = {}, []
+    _note_estimate(len(kinds) if not args.rows_file else 0, len(dtypes), args)
     if args.rows_file:
         drafts, q, p, what = load_rows(args.rows_file)
         B, K, L = drafts.shape
@@ -410,8 +416,28 @@ def cmd_audit(args) -> int:
     return 0
 
 
+#: Row entries an audit works through per second per dtype (measured on a 2-core machine:
+#: `audit --block 20`, 115 million entries in about 8 s); for the estimate of a long audit.
+AUDIT_ENTRIES_PER_SECOND = 1e7
+
+
+def _note_estimate(kinds: int, dtypes: int, args) -> None:
+    """A note before an audit estimated to run past `spectheory.runtime.limits.NOTE_SECONDS`
+    (``--block 100`` ran 50 s without a word)."""
+    from ..runtime import limits
+
+    entries = kinds * dtypes * args.batch * args.paths * (args.block + 1) * args.vocab
+    seconds = entries / AUDIT_ENTRIES_PER_SECOND
+    if audit_bytes(args.batch, args.paths, args.block, args.vocab) > MAX_AUDIT_BYTES:
+        return  # refused by the memory check, in one line: no note before it
+    if seconds > limits.NOTE_SECONDS:
+        limits.note(f"audit: {kinds} row kinds x {dtypes} dtypes of B K (L+1) V = "
+                    f"{args.batch * args.paths * (args.block + 1) * args.vocab:,} entries, "
+                    f"estimated {limits.human_seconds(seconds)}; --time-limit bounds it")
+
+
 def register(sub) -> None:
-    from .commands import positive_int, seed_type
+    from .commands import add_time_limit_option, positive_int, seed_type
 
     p = sub.add_parser("audit", help="a verifier's law in bfloat16/float16/float32 vs float64 "
                                      "on real-vocabulary-sized rows")
@@ -425,6 +451,7 @@ def register(sub) -> None:
     p.add_argument("--batch", type=positive_int, default=4, help="draft rows B")
     p.add_argument("--paths", type=positive_int, default=1, help="paths K (multi-path verifiers)")
     p.add_argument("--block", type=positive_int, default=8, help="block length L")
+    add_time_limit_option(p)
     p.add_argument("--seed", type=seed_type, default=0,
                    help="seed of the synthetic rows (0..2^63-1; default 0)")
     p.add_argument("--rows-file", default=None, metavar="FILE",
