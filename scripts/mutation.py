@@ -1428,6 +1428,18 @@ MUTANTS = [
            "        pass  # refused by the memory check, in one line: no note before it",
            "audit: the estimate noted before the memory refusal (two lines)",
            ("tests/test_audit.py",)),
+    Mutant("spectheory/cli/report.py",
+           "        seed = (args.seed + k) % 2**63  # the seeds in turn, wrapping past the last one",
+           "        seed = args.seed + k  # the seeds in turn, wrapping past the last one",
+           "report: --seed 2^63-1 fails on the next seed, one the user did not type", LATE),
+    Mutant("spectheory/cli/figures.py",
+           "            if not (isinstance(payload, dict)\n",
+           "            if False and not (isinstance(payload, dict)\n",
+           "figures --only over a figures.json that is a list: a TypeError", LATE),
+    Mutant("spectheory/inputs/models.py",
+           "    except (TypeError, ValueError) as err:\n        raise InstanceError(f\"context_independent: ",
+           "    except ZeroDivisionError as err:\n        raise InstanceError(f\"context_independent: ",
+           "context_independent: rows of text end in numpy's ValueError", LATE),
 ]
 
 

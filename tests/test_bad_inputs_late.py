@@ -501,3 +501,32 @@ def test_a_long_audit_says_its_estimate_first_and_takes_a_time_limit(monkeypatch
     code, out, err = run(["audit", "--block", "2", "--vocab", "100", "--time-limit", "0"],
                          capsys)
     refused(code, out, err, "--time-limit")
+
+
+def test_small_refusals_and_recoveries(tmp_path, capsys):
+    """context_independent refuses rows that are not numbers (numpy's ValueError before);
+    the report's random section wraps its five seeds past 2^63 - 1 (it failed on a seed the
+    user did not type); `figures --only` over a figures.json that is not a record (a list) writes
+    the record afresh (a TypeError before)."""
+    import json
+    import types
+
+    from spectheory.cli import report
+    from spectheory.inputs.models import context_independent
+    from spectheory.runtime.errors import InstanceError
+
+    with pytest.raises(InstanceError, match="context_independent"):
+        context_independent(["1/2", "1/4", "1/4"])
+    with pytest.raises(InstanceError, match="shape \\[1, 2\\]"):
+        context_independent([[.5, .5]])
+    checks = report.Checks()
+    lines = report.section_random(types.SimpleNamespace(seed=2**63 - 1), checks)
+    seeds = [int(line.split()[3]) for line in lines[1:6]]
+    assert seeds == [2**63 - 1, 0, 1, 2, 3] and not checks.failed
+    out = tmp_path / "figs"
+    out.mkdir()
+    (out / "figures.json").write_text("[1, 2]")
+    code, _, err = run(["figures", "--out", str(out), "--quick", "--only", "fig3_tau_pmf"], capsys)
+    assert code == 0, err
+    record = json.loads((out / "figures.json").read_text())
+    assert set(record) == {"meta", "fig3_tau_pmf"}
