@@ -157,7 +157,12 @@ class DtypeAudit:
 
 def audit_bytes(batch: int, paths: int, length: int, vocab_size: int) -> int:
     """Memory of one audit: about twelve float64 arrays of the rows' size B K (L+1) V."""
-    return 12 * batch * paths * (length + 1) * vocab_size * 8
+    return 12 * 8 * _entries(batch, paths, length, vocab_size)
+
+
+def _entries(batch: int, paths: int, length: int, vocab_size: int) -> int:
+    """Entries of one table of the audited rows: B K (L+1) V."""
+    return batch * paths * (length + 1) * vocab_size
 
 
 def audit(verifier="block", kind: str = "peaked", vocab_size: int = 151_936, batch: int = 4,
@@ -426,14 +431,15 @@ def _note_estimate(kinds: int, dtypes: int, args) -> None:
     (``--block 100`` ran 50 s without a word)."""
     from ..runtime import limits
 
-    entries = kinds * dtypes * args.batch * args.paths * (args.block + 1) * args.vocab
-    seconds = entries / AUDIT_ENTRIES_PER_SECOND
-    if audit_bytes(args.batch, args.paths, args.block, args.vocab) > MAX_AUDIT_BYTES:
+    size = (args.batch, args.paths, args.block, args.vocab)
+    if audit_bytes(*size) > MAX_AUDIT_BYTES:
         return  # refused by the memory check, in one line: no note before it
+    per_table = _entries(*size)
+    seconds = kinds * dtypes * per_table / AUDIT_ENTRIES_PER_SECOND
     if seconds > limits.NOTE_SECONDS:
         limits.note(f"audit: {kinds} row kinds x {dtypes} dtypes of B K (L+1) V = "
-                    f"{args.batch * args.paths * (args.block + 1) * args.vocab:,} entries, "
-                    f"estimated {limits.human_seconds(seconds)}; --time-limit bounds it")
+                    f"{per_table:,} entries, estimated {limits.human_seconds(seconds)}; "
+                    "--time-limit bounds it")
 
 
 def register(sub) -> None:

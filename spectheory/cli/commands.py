@@ -72,18 +72,14 @@ def _from_checker(check, name: str):
     return parse
 
 
-def _float_text(text: str) -> float:
-    return limits.parse_float(text)
-
-
-row_tolerance = _from_checker(lambda t: check_row_tolerance(_float_text(t), "tolerance"),
+row_tolerance = _from_checker(lambda t: check_row_tolerance(limits.parse_float(t), "tolerance"),
                               "tolerance")
-lossless_tolerance = _from_checker(lambda t: check_tolerance(_float_text(t), "tolerance"),
+lossless_tolerance = _from_checker(lambda t: check_tolerance(limits.parse_float(t), "tolerance"),
                                    "tolerance")
 seed_type = _from_checker(lambda t: check_seed(int_in(0, MAX_SEED)(t)), "seed")
-alpha_type = _from_checker(lambda t: check_alpha(_float_text(t)), "alpha")
-time_limit_type = _from_checker(lambda t: limits.check_time_limit(_float_text(t), "time limit"),
-                                "seconds")
+alpha_type = _from_checker(lambda t: check_alpha(limits.parse_float(t)), "alpha")
+time_limit_type = _from_checker(
+    lambda t: limits.check_time_limit(limits.parse_float(t), "time limit"), "seconds")
 
 
 def add_time_limit_option(p: argparse.ArgumentParser) -> None:

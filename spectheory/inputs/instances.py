@@ -111,8 +111,9 @@ def check_instance(instance, where: str = "instance") -> "Instance":
     float or all exact (entries `Fraction` or int), and every row a distribution (finite,
     non-negative, summing to 1: within `PYTHON_ROW_TOL` in floats, exactly in rationals).
 
-    Instances read from files ([`instance_from_dict`][spectheory.inputs.instances.instance_from_dict])
-    and made by the package's generators are checked when made; an instance built in Python is
+    Instances read from files
+    ([`instance_from_dict`][spectheory.inputs.instances.instance_from_dict]) and made by the
+    package's generators are checked when made; an instance built in Python is
     checked here once (the result is remembered on the object: tables changed in place
     afterwards are the caller's business). The engines and the LPs call this at their entry."""
     if getattr(instance, "_checked", False):
@@ -152,7 +153,7 @@ def check_instance(instance, where: str = "instance") -> "Instance":
                 raise InstanceError(f"{where}: the {which}'s table at depth {d} holds "
                                     f"{table.dtype}; entries are floats or exact Fractions")
             kinds.add(table.dtype.kind)
-            bad = _bad_row(table, d == 0)
+            bad = _bad_row(table)
             if bad is not None:
                 row, why = bad
                 prefix = prefix_from_index(row, d, V)
@@ -164,25 +165,35 @@ def check_instance(instance, where: str = "instance") -> "Instance":
     return instance
 
 
-def _bad_row(table, root: bool):
+def bad_float_row(table, sums: bool = True):
+    """``(n, why)`` for the first row n of the float table [N, V] with a non-finite or negative
+    entry or (``sums``) a sum off 1 by more than `PYTHON_ROW_TOL`, else None: three reads of the
+    table (least, greatest, sum), no temporary of its size. The one test of float rows of an
+    instance built in Python, shared by `check_instance` and the testing kit's checks (which
+    also catch tables changed in place after that check)."""
+    with np.errstate(all="ignore"):
+        ok = (table.min(axis=-1) >= 0) & np.isfinite(table.max(axis=-1))  # NaN: min is NaN
+        if sums:
+            total = table.sum(axis=-1, dtype=np.float64)
+            ok &= np.abs(total - 1) <= PYTHON_ROW_TOL
+    if ok.all():
+        return None
+    n = int(np.flatnonzero(~ok)[0])
+    row = table[n]
+    if not np.isfinite(row).all():
+        value = row[~np.isfinite(row)][0]
+        return n, (f"has a non-finite entry ({value}); every probability must be finite")
+    if (row < 0).any():
+        return n, (f"has a negative entry ({row[row < 0][0]:.6g}); every row must be a "
+                   "distribution")
+    return n, (f"sums to {float(total[n]):.17g}, not 1 within {PYTHON_ROW_TOL:g}; every row "
+               "must be a distribution")
+
+
+def _bad_row(table):
     """(the first row of ``table`` [N, V] that is not a distribution, why) or None."""
     if table.dtype.kind == "f":
-        with np.errstate(all="ignore"):
-            sums = table.sum(axis=-1, dtype=np.float64)
-            least = table.min(axis=-1)
-            ok = np.isfinite(sums) & (least >= 0) & (np.abs(sums - 1) <= PYTHON_ROW_TOL)
-        if ok.all():
-            return None
-        n = int(np.flatnonzero(~ok)[0])
-        row = table[n]
-        if not np.isfinite(row).all():
-            value = row[~np.isfinite(row)][0]
-            return n, (f"has a non-finite entry ({value}); every probability must be finite")
-        if (row < 0).any():
-            return n, (f"has a negative entry ({row[row < 0][0]:.6g}); every row must be a "
-                       "distribution")
-        return n, (f"sums to {float(sums[n]):.17g}, not 1 within {PYTHON_ROW_TOL:g}; every row "
-                   "must be a distribution")
+        return bad_float_row(table)
     for n in range(table.shape[0]):
         row = table[n]
         for v in row:
@@ -196,10 +207,8 @@ def _bad_row(table, root: bool):
                 return n, f"has the entry {shown}, not a probability"
         total = sum(row, Fraction(0))
         if total != 1:
-            small = max(total.numerator.bit_length(), total.denominator.bit_length()) <= 128
-            shown = str(total) if small and len(str(total)) <= 40 else \
-                f"1 {'+-'[total < 1]} {_sci(total - 1)}"
-            return n, (f"sums to {shown}, not exactly 1; every row must be a distribution")
+            return n, (f"sums to {_shown_sum(total)}, not exactly 1; every row must be a "
+                       "distribution")
     return None
 
 
@@ -324,16 +333,21 @@ def _check_row(row, V: int, exact: bool, tol: float, where: str):
     total = sum(vals, Fraction(0) if exact else 0.0)
     if exact:
         if total != 1:
-            small = max(total.numerator.bit_length(), total.denominator.bit_length()) <= 128
-            shown = str(total) if small and len(str(total)) <= 40 else \
-                f"1 {'+-'[total < 1]} {_sci(total - 1)}"
             raise InstanceError(
-                f"{where}: sums to {shown}, off from 1 by {_sci(total - 1)}; exact mode "
+                f"{where}: sums to {_shown_sum(total)}, off from 1 by {_sci(total - 1)}; exact "
+                "mode "
                 "needs rows that sum to exactly 1 (write fractions such as \"1/3\", or make the "
                 "instance with --denominator)")
     elif abs(total - 1.0) > tol:
         raise InstanceError(f"{where}: sums to {total:.17g}, not 1 within tolerance {tol:g}")
     return vals
+
+
+def _shown_sum(total: Fraction) -> str:
+    """An exact row sum as text: the fraction itself when short, else ``1 +- 1.23e-400``."""
+    small = max(total.numerator.bit_length(), total.denominator.bit_length()) <= 128
+    return str(total) if small and len(str(total)) <= 40 else \
+        f"1 {'+-'[total < 1]} {_sci(total - 1)}"
 
 
 def _sci(x: Fraction) -> str:

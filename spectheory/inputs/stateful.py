@@ -187,6 +187,14 @@ class _BoundedRegex:
                 from None
 
 
+def _check_eos(eos, V: int, name: str) -> int | None:
+    """A grammar's stop token: None, or a token id in 0..V-1 (an int, never a bool)."""
+    if eos is not None and (isinstance(eos, (bool, np.bool_))
+                            or not isinstance(eos, (int, np.integer)) or not 0 <= eos < V):
+        raise GrammarError(f"{name}: eos = {eos!r:.40} is not a token id in 0..{V - 1}")
+    return None if eos is None else int(eos)
+
+
 def grammar_mask(grammar, history, n: int, states=None) -> np.ndarray:
     """``grammar.allowed(grammar.run(history))`` (or at the given ``states``) as a bool mask
     [n, V]. A grammar of the user's own class (a subclass of `TokenAutomaton` outside this
@@ -269,12 +277,7 @@ class TokenAutomaton:
         if vocab_size is not None and V != vocab_size:
             raise GrammarError(f"{name}: the table has {V} tokens per state, the vocabulary "
                                f"{vocab_size}")
-        if self.eos is not None:
-            e = self.eos
-            if isinstance(e, (bool, np.bool_)) or not isinstance(e, (int, np.integer)) \
-                    or not 0 <= e < V:
-                raise GrammarError(f"{name}: eos = {e!r:.40} is not a token id in 0..{V - 1}")
-            self.eos = int(e)
+        self.eos = _check_eos(self.eos, V, name)
         self.vocab_size = V
         self._table = [np.asarray(arr[s], dtype=np.int64) for s in range(S)]
 
@@ -298,9 +301,7 @@ class TokenAutomaton:
                 not all(isinstance(t, str) for t in tokens):
             raise GrammarError(f"{name}: tokens must be a non-empty list of strings (one per "
                                f"token id)")
-        if eos is not None and (isinstance(eos, bool) or not isinstance(eos, (int, np.integer))
-                                or not 0 <= eos < len(tokens)):
-            raise GrammarError(f"{name}: eos = {eos!r} is not a token id in 0..{len(tokens) - 1}")
+        eos = _check_eos(eos, len(tokens), name)
         if any(t == "" for i, t in enumerate(tokens) if i != eos):
             raise GrammarError(f"{name}: token {list(tokens).index('')} is the empty string; "
                                f"every token must spell at least one character")
@@ -310,7 +311,7 @@ class TokenAutomaton:
         except regex.error as exc:
             raise GrammarError(f"{name}: regex {pattern!r} does not compile ({exc})") from None
         return cls(_regex=_BoundedRegex(compiled, name), _tokens=tokens, name=name,
-                   _eos=None if eos is None else int(eos))
+                   _eos=eos)
 
     # -- reading
 

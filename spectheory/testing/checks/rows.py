@@ -12,7 +12,8 @@ import numpy as np
 from ...runtime._lazy import torch
 
 from ...runtime.errors import SpectheoryError
-from ...inputs.instances import Instance
+from ...inputs.instances import Instance, bad_float_row
+from ...inputs.models import prefix_from_index
 from ...engine.joint import draft_rows as _rows_along
 from ...engine.sampling import sample_drafts
 from ...inputs.random_instances import random_instance
@@ -147,7 +148,8 @@ def _dims(inst) -> tuple[int | None, int, int]:
 
 def bad_row(instance: Instance, sums: bool = False):
     """The first float row of an instance built in Python that is not a distribution: a
-    non-finite or negative entry (and, with ``sums``, a sum off 1 by more than 1e-6). Returns
+    non-finite or negative entry (and, with ``sums``, a sum off 1 by more than 1e-6,
+    ``PYTHON_ROW_TOL``; `spectheory.inputs.instances.bad_float_row`). Returns
     ``(model, depth, prefix, row)`` ("target" or "draft", the row [V]) or None. Files are
     checked when read; a check refuses such an instance before it computes a law from it."""
     V = instance.vocab_size
@@ -155,13 +157,9 @@ def bad_row(instance: Instance, sums: bool = False):
         for d, table in enumerate(getattr(model, "tables", ())):
             if not (isinstance(table, np.ndarray) and table.dtype.kind == "f"):
                 continue
-            with np.errstate(invalid="ignore"):
-                bad = (~np.isfinite(table) | (table < 0)).any(axis=-1)
-                if sums:
-                    bad |= np.abs(table.sum(axis=-1) - 1) > 1e-6
-            if bad.any():
-                row = int(np.flatnonzero(bad)[0])
-                prefix = tuple(row // V ** (d - 1 - j) % V for j in range(d))
-                return which, d, prefix, table[row]
+            found = bad_float_row(table, sums)  # the instance check's test of float rows
+            if found is not None:
+                row = found[0]
+                return which, d, prefix_from_index(row, d, V), table[row]
     return None
 
