@@ -240,12 +240,51 @@ def test_rows_equal_finds_a_difference_anywhere(dtype, V):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_scale_rows_equal_torch_mul_div(dtype):
-    rng = np.random.default_rng(3)
-    q = (rng.random((3, 1001)) * np.exp2(-rng.integers(0, 40, (3, 1001)))).astype(dtype)
-    num, den = rng.random(3).astype(dtype), rng.random(3).astype(dtype) * 1e-3
-    out = np.empty_like(q)
-    kernels.scale_rows(q, num, den, out)
-    ref = torch.mul(torch.from_numpy(q), torch.from_numpy(num)[:, None]).div_(
-        torch.from_numpy(den)[:, None]).numpy()
-    assert np.array_equal(out, ref)
+@pytest.mark.parametrize("K", [1, 2, 3, 4, 5])
+def test_path_tail_equals_the_torch_route(dtype, K):
+    """The rows that need no rank order, px, qx and the block weights of a path, as the torch
+    route computes them (`_skew_negligible`, gathers, `block_weight` position by position),
+    bit for bit: S_K(A, x) = 0 (a row of q), q^G(X) = 0 (ratio 1), a weight clamped at 1, a
+    NaN weight, and rows left alone (written by skew_row)."""
+    from spectheory.verifiers.block import block_weight
+    from spectheory.verifiers.gbv import _power_sum, _skew_negligible
+
+    rng = np.random.default_rng(K)
+    L, V = 7, 1001
+    q = (rng.random((L, V)) * np.exp2(-rng.integers(0, 40, (L, V)))).astype(dtype)
+    q /= q.sum(1, keepdims=True)
+    p = (rng.random((L + 1, V)) * np.exp2(-rng.integers(0, 40, (L + 1, V)))).astype(dtype)
+    p /= p.sum(1, keepdims=True)
+    toks = rng.integers(0, V, L)
+    q[3, toks[3]] = 0  # q^G(X_3) = 0 below (A = x = 0 keeps the row q): ratio 1
+    p[4, toks[4]] = np.nan  # a NaN weight from position 5 on
+    p[0, toks[0]] = 1  # ratio above 1 at position 0 (q^G there is skew_row's, below 1): the clamp
+    A = rng.random(L).astype(dtype) * 0.3
+    x = rng.random(L).astype(dtype) * 1e-3
+    A[3] = x[3] = 0  # S_K(0, 0) = 0 for K >= 2: the row is q
+    A[5] = np.float32(-0.0) if dtype == np.float32 else -0.0  # A + 0 = +0.0
+    skipped = np.array([False, True, False, True, False, False, False])
+    j = 4
+    written = rng.random((L, V)).astype(dtype)  # rows 0 and 2: skew_row's (left alone)
+    qg = written.copy()
+    f = dtype
+    px, qx, w = np.empty(L, f), np.empty(L, f), np.empty(L + 1, f)
+    kernels.path_tail(q, p, toks, A, x, K, j, skipped, qg, px, qx, w, f(0), f(1))
+    tq, tA, tx = torch.from_numpy(q), torch.from_numpy(A), torch.from_numpy(x)
+    ref = torch.from_numpy(written.copy())
+    den1 = _power_sum(tA, tx, K).unsqueeze(-1)
+    for i in range(L):
+        if i >= j or skipped[i]:
+            ref[i:i + 1] = _skew_negligible(tq[i:i + 1], tA[i:i + 1], den1[i:i + 1], K)
+    bits = np.int32 if dtype == np.float32 else np.int64
+    assert np.array_equal(qg.view(bits), ref.numpy().view(bits))
+    t = torch.from_numpy(toks).unsqueeze(-1)
+    rpx = torch.from_numpy(p)[:L].gather(1, t)[:, 0]
+    rqx = ref.gather(1, t)[:, 0]
+    rw = torch.ones(L + 1, dtype=rpx.dtype)
+    for i in range(1, L + 1):
+        rw[i:i + 1] = block_weight(rw[i - 1:i], rpx[i - 1:i], rqx[i - 1:i])
+    assert np.array_equal(px.view(bits), rpx.numpy().view(bits))
+    assert np.array_equal(qx.view(bits), rqx.numpy().view(bits))
+    assert np.array_equal(w.view(bits), rw.numpy().view(bits))
+    assert np.isnan(w[-1]) and w[1] == 1 and (K == 1 or qx[3] == 0)

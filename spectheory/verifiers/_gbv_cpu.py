@@ -25,8 +25,12 @@ one dtype and length, the scratch of that length and tokens in range.
   whether any entry has its sign bit set, in one read (the screen of one node, instead of
   torch's sum and minimum of every row of the path).
 * `rows_equal`: whether two rows are equal bit for bit (the K root rows of a shared root), one
-  read of each; `scale_rows`: the q^G rows q S_K(A, 0) / S_K(A, x) of the nodes that need no
-  rank order, product and quotient of each entry in one pass.
+  read of each.
+* `path_tail`: what a selected path needs between its sorts and the block rule, in one call:
+  the q^G rows q S_K(A, 0) / S_K(A, x) of the nodes that need no rank order (product and
+  quotient of each entry in one pass), the drafted tokens' p and q^G, and the block weights
+  along the path (the torch route's S_K by `_power_sum`, its gathers and ``block_weight``
+  position by position: about 15 torch and numpy calls a path).
 
 Imported only when the route is taken (it imports numba, which compiles these functions on first
 use and caches them on disk).
@@ -255,14 +259,49 @@ def rows_equal(a, b):  # pragma: no cover - compiled
     return True
 
 
+@njit(nogil=True, cache=True, error_model="numpy", inline="always")
+def _power_sum(u, d, K, one):  # pragma: no cover - compiled
+    """S_K(u, d) by the Horner form of ``gbv._power_sum``, operation for operation: S_1 = 1,
+    S_2 = (u + d) + u, S_{j+1} = S_j (u + d) + u^j."""
+    if K == 1:
+        return one
+    ud = u + d
+    total = ud + u
+    power = u
+    for _ in range(K - 2):
+        power = power * u
+        total = total * ud + power
+    return total
+
+
 @njit(nogil=True, cache=True, error_model="numpy")
-def scale_rows(q, num, den, out):  # pragma: no cover - compiled
-    """out[r] = q[r] num[r] / den[r] ([N, V], two roundings per entry, as ``torch.mul(q, num,
-    out=out).div_(den)``) in one pass; every den[r] nonzero (the caller's condition)."""
-    N, V = q.shape
-    for r in range(N):
-        n = num[r]
-        d = den[r]
-        for a in range(V):
-            out[r, a] = q[r, a] * n / d
-    return out
+def path_tail(q, p, toks, A, x, K, j, skipped, qg, px, qx, w, zero,
+              one):  # pragma: no cover - compiled
+    """Steps 2 and 3 of ``gbv._path_law`` up to the block rule, in one call: the q^G rows
+    q S_K(A, 0) / S_K(A, x) (q where S_K(A, x) = 0) of the positions i >= ``j`` and of those
+    flagged in ``skipped`` [L] (the others were written by `skew_row`), into ``qg`` [L, V];
+    then the drafted tokens' p and q^G (``px``, ``qx`` [L]) and the block weights w_0..w_L
+    (``w`` [L + 1]: ratio 1 where q^G = 0, then min(ratio w, 1), a NaN kept), each a single
+    IEEE operation of the rows' dtype as the torch route's (``zero``, ``one``: 0 and 1 of that
+    dtype). q [L, V], p [L + 1, V], toks [L] in range: the caller's."""
+    L, V = q.shape
+    for i in range(L):
+        if i >= j or skipped[i]:
+            den = _power_sum(A[i], x[i], K, one)
+            num = _power_sum(A[i], zero, K, one)
+            if den == 0:
+                for a in range(V):
+                    qg[i, a] = q[i, a]
+            else:
+                for a in range(V):
+                    qg[i, a] = q[i, a] * num / den
+    w[0] = one
+    for i in range(L):
+        t = toks[i]
+        pv = p[i, t]
+        qv = qg[i, t]
+        px[i] = pv
+        qx[i] = qv
+        r = pv / qv if qv != 0 else one
+        m = r * w[i]
+        w[i + 1] = one if m > 1 else m

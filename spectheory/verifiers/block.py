@@ -50,12 +50,23 @@ def block_node(state, px, qx, q, p, correction: bool = True, out=None):
     the same values in one pass).
     """
     w = B.ones_like(p[:, 0]) if state is None else block_weight(state, px, qx)
+    if state is None and q is not None and not correction:
+        return w, w, None  # h_0 = 1
+    h, c = block_rows(w, q, p, correction, out)
+    return w, (B.ones_like(h) if state is None and q is not None else h), c  # h_0 = 1
+
+
+def block_rows(w, q, p, correction: bool = True, out=None):
+    """(h_i, correction_i) of [`block_node`][spectheory.verifiers.block.block_node] at N nodes
+    below the root whose weights w_i [N] are known (rows q, p [N, V]): h_i = S_i / (S_i + 1 -
+    w_i) (1 where the denominator is 0) and the correction normalise(max(w_i p - q, 0)), the
+    rows into ``out`` [N, V] if given; at depth L (q None) h_L = w_L and the correction p. At a
+    root (w_0 = 1) the rule's h_0 is 1, which the caller sets. For callers that know the
+    weights along a path before its rows (GBV: the positions 0..L-1 of a path in one call)."""
     if q is None:
         if not correction:
-            return w, w, None
-        return w, w, (out if out is not None and compiled_copy(p, out) else p)
-    if state is None and not correction:
-        return w, w, None  # h_0 = 1
+            return w, None
+        return w, (out if out is not None and compiled_copy(p, out) else p)
     total = None
     if correction and out is not None:
         total = compiled_corrections(w, p, q, out)  # sum(min(q - w p, 0)), rows in out
@@ -72,22 +83,20 @@ def block_node(state, px, qx, q, p, correction: bool = True, out=None):
         res = positive_residual(w, p, q)
         S = B.sum(res, axis=-1)
     # S + (1 - w), not S + 1 - w: with w <= 1 this keeps h <= 1 (and P(tau) >= 0) in float32
-    if state is None:
-        h = B.ones_like(S)
-    elif B.is_torch(S):  # S / den, 1 where den = 0; a screen min(den) > 0 skips the search
-        den = S + (1 - w)
+    if B.is_torch(S):  # S / den, 1 where den = 0; a screen min(den) > 0 skips the search
+        den = S + torch.rsub(w, 1)  # 1 - w (in C: the operator's Python wrapper costs more)
         h = torch.div(S, den)
         if not (den.numel() == 0 or bool(den.min() > 0)):
             h = torch.where(den == 0, torch.ones_like(h), h)
     else:
         h = B.safe_div(S, S + (1 - w), B.scalar(S, 1))
     if not correction:
-        return w, h, None
+        return h, None
     if total is not None:
-        return w, h, out
+        return h, out
     if neg is not None:
-        return w, h, residual_rows(neg, -S, p)  # zeros may carry a sign bit (-0.0 == 0)
-    return w, h, normalise_residual(res, S, p)
+        return h, residual_rows(neg, -S, p)  # zeros may carry a sign bit (-0.0 == 0)
+    return h, normalise_residual(res, S, p)
 
 
 def block_weight(state, px, qx):

@@ -79,7 +79,7 @@ from ..law import Law, MultiLaw
 from ..registry import VerifierSpec
 from ..runtime._kernels import load_once
 from ..runtime.errors import InputError
-from .block import BLOCK_NODE, block_verification, block_weight
+from .block import BLOCK_NODE, block_rows, block_verification, block_weight
 
 #: Tie rules: "low" ranks the smaller token id first among equal ratios, "high" the larger one.
 TIE_RULES = ("low", "high")
@@ -429,18 +429,12 @@ def _below_rows(q_rows, p_rows, ties: str, skip):
     return below
 
 
-def _skew_negligible(q_rows, A, den1, K: int, out=None, kernels=None):
+def _skew_negligible(q_rows, A, den1, K: int, out=None):
     """q^G rows q S_K(A, 0) / S_K(A, x) of nodes whose x below is negligible against A
     (`_negligible_rows`), from the denominators den1 = S_K(A, x) [N, 1]; rows with den = 0 fall
-    back to q. ``out`` (torch) receives them; with ``kernels`` (contiguous CPU rows and
-    ``out``) the product and quotient of each entry in one pass (`scale_rows`)."""
+    back to q. ``out`` (torch) receives them. (The kernels' route: `_gbv_cpu.path_tail`.)"""
     num = B.expand_dims(_power_sum(A, B.zeros_like(A), K), -1)  # u = A, u + d = A
     if B.is_torch(q_rows) and bool((den1 != 0).all()):
-        if kernels is not None and out is not None and q_rows.is_contiguous() \
-                and out.is_contiguous():
-            kernels.scale_rows(q_rows.numpy(), num.reshape(-1).numpy(),
-                               den1.reshape(-1).numpy(), out.numpy())
-            return out
         return torch.mul(q_rows, num, out=out).div_(den1)
     row = B.safe_div(q_rows * num, den1, q_rows)
     if out is not None:
@@ -842,8 +836,10 @@ def _path_law(q_path, p_path, tok, K: int, ties: str, root_order, out, work, ker
        second form for the rows that passed the screen (the general formula with below = 0
        performs the same operations on the same values).
     3. The block weights w_i ([`block_weight`][spectheory.verifiers.block.block_weight]) along
-       the path, then the block node step ([`block_node`][spectheory.verifiers.block.block_node])
-       batched over the positions 1..L-1 with states w_0..w_{L-2}, and at 0 and L.
+       the path, then the block rule at the positions 0..L-1 with those weights in one call
+       ([`block_rows`][spectheory.verifiers.block.block_rows]: the values of
+       [`block_node`][spectheory.verifiers.block.block_node] with states w_0..w_{L-2}, h_0 = 1
+       at the root), and at L (h_L = w_L, the correction p).
 
     ``q_path`` [L, V], ``p_path`` [L+1, V] (views of the selected path's rows), ``tok`` [L]
     (long), ``root_order`` the root row's worst-first order, its q^G row (`_RootRow`, on the
@@ -885,46 +881,44 @@ def _path_law(q_path, p_path, tok, K: int, ties: str, root_order, out, work, ker
                           scratch=(fscr[1], fscr[2]))
         if i + 1 < L:
             A[i + 1] = Ai + xi * below[i, toks[i]]
-    den = _power_sum(A, x, K)
-    den1 = den.unsqueeze(-1)
     j = last + 1  # positions 0..j-1: general formula; j..L-1: no sort was needed
-    if kernels is not None:
-        for i in skipped:  # rows before the last sorted one that passed the screen
-            if i < j:
-                _skew_negligible(q_path[i:i + 1], A[i:i + 1], den1[i:i + 1], K,
-                                 out=qg[i:i + 1], kernels=kernels)
-    elif j > 0:
-        for i in skipped:
-            if i < j:
-                below[i].zero_()  # a row that passed the screen before a sorted one
-        A1, x1 = A[:j].unsqueeze(-1), x[:j].unsqueeze(-1)
-        u_j = torch.mul(below[:j], x1, out=u[:j]).add_(A1)  # A + x below
-        head = _skew_from_u(q_path[:j], u_j, x1, den1[:j], K, (xq[:j], qg[:j], tmp[:j]))
-        if head.data_ptr() != qg.data_ptr():
-            qg[:j] = head
-    if j < L:
-        _skew_negligible(q_path[j:], A[j:], den1[j:], K, out=qg[j:], kernels=kernels)
-    t = tok.unsqueeze(-1)
-    px = p_path[:L].gather(1, t)[:, 0]  # p and q^G of the token leading into positions 1..L
-    qx = qg.gather(1, t)[:, 0]
-    if kernels is not None:
-        w = torch.from_numpy(_path_weights(px.numpy(), qx.numpy()))
+    if kernels is not None:  # the rows that passed the screen, px, qx and the weights: one call
+        f = _np_float(dt)
+        skip = np.zeros(L, np.bool_)
+        skip[skipped] = True
+        pxn, qxn, wn = np.empty(L, f), np.empty(L, f), np.empty(L + 1, f)
+        kernels.path_tail(q_path.numpy(), p_path.numpy(), tok.numpy(), A.numpy(), x.numpy(), K,
+                          j, skip, qg.numpy(), pxn, qxn, wn, f(0), f(1))
+        px, qx, w = torch.from_numpy(pxn), torch.from_numpy(qxn), torch.from_numpy(wn)
     else:
+        den1 = _power_sum(A, x, K).unsqueeze(-1)
+        if j > 0:
+            for i in skipped:
+                if i < j:
+                    below[i].zero_()  # a row that passed the screen before a sorted one
+            A1, x1 = A[:j].unsqueeze(-1), x[:j].unsqueeze(-1)
+            u_j = torch.mul(below[:j], x1, out=u[:j]).add_(A1)  # A + x below
+            head = _skew_from_u(q_path[:j], u_j, x1, den1[:j], K, (xq[:j], qg[:j], tmp[:j]))
+            if head.data_ptr() != qg.data_ptr():
+                qg[:j] = head
+        if j < L:
+            _skew_negligible(q_path[j:], A[j:], den1[j:], K, out=qg[j:])
+        t = tok.unsqueeze(-1)
+        px = p_path[:L].gather(1, t)[:, 0]  # p and q^G of the token leading into 1..L
+        qx = qg.gather(1, t)[:, 0]
         w = torch.ones(L + 1, dtype=dt)
         for i in range(1, L + 1):
             w[i:i + 1] = block_weight(w[i - 1:i], px[i - 1:i], qx[i - 1:i])
     h = torch.empty(L + 1, dtype=dt)
-    # the root (no state), positions 1..L-1 batched (states w_0..w_{L-2}), and L (no q row)
-    for lo, hi, state, q_rows in ((0, 1, None, qg[:1]), (1, L, w[:L - 1], qg[1:]),
-                                  (L, L + 1, w[L - 1:L], None)):
-        if lo == hi:
-            continue
-        at = out[lo:hi]
-        _, h[lo:hi], c = BLOCK_NODE.step(state, None if lo == 0 else px[lo - 1:hi - 1],
-                                         None if lo == 0 else qx[lo - 1:hi - 1], q_rows,
-                                         p_path[lo:hi], out=at)
-        if c.data_ptr() != at.data_ptr():
-            at.copy_(c)
+    # positions 0..L-1 in one call of the block rule with their weights w_0..w_{L-1} (h_0 = 1:
+    # the root), and L (no q row: h_L = w_L, the correction p)
+    h[:L], c = block_rows(w[:L], qg, p_path[:L], out=out[:L])
+    h[0] = 1
+    if c.data_ptr() != out.data_ptr():
+        out[:L].copy_(c)
+    h[L:], c = block_rows(w[L:], None, p_path[L:], out=out[L:])
+    if c.data_ptr() != out[L:].data_ptr():
+        out[L:].copy_(c)
     return h
 
 
@@ -977,22 +971,6 @@ def _compiled_positions(kernels, q_path, p_path, toks, K: int, ties: str, root_o
             if i + 1 < L:
                 An[i + 1] = a_i + x_i * f(b_tok)  # b_tok is a value of the row's dtype
     return last, skipped
-
-
-def _path_weights(px, qx):
-    """Block weights w_0..w_L [L+1] along a path from its drafted tokens' p and q^G [L] (numpy,
-    one float dtype): [`block_weight`][spectheory.verifiers.block.block_weight] position by
-    position on numpy scalars, the same IEEE operations (ratio 1 where q^G = 0, then min(ratio
-    w, 1) with a NaN kept, as torch's ``clamp``)."""
-    L = px.shape[0]
-    one = px.dtype.type(1)
-    w = np.ones(L + 1, px.dtype)
-    with np.errstate(all="ignore"):
-        for i in range(L):
-            r = px[i] / qx[i] if qx[i] != 0 else one
-            m = r * w[i]
-            w[i + 1] = one if m > 1 else m
-    return w
 
 
 def _shape(x) -> str:
