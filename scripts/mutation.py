@@ -476,9 +476,9 @@ MUTANTS = [
            "        out[k] = V - 1 - at",
            "        out[k] = V - at",
            "GBV kernels: root rank positions off by one", KERNELS),
-    Mutant("spectheory/verifiers/gbv.py",
-           "An[i + 1] = a_i + x_i * f(b_tok)",
-           "An[i + 1] = a_i + f(b_tok)",
+    Mutant("spectheory/verifiers/_gbv_cpu.py",
+           "A[i + 1] = a_i + x_i * b_tok",
+           "A[i + 1] = a_i + b_tok",
            "GBV kernels' route: A-update without the path mass x", KERNELS),
     Mutant("spectheory/verifiers/_gbv_cpu.py",
            "        if i >= j or skipped[i]:",
@@ -1100,12 +1100,12 @@ MUTANTS = [
            "GBV's block weights on the kernels' route: a negative q^G at the drafted token given "
            "ratio 1 (torch's route divides)",
            KERNELS),
-    Mutant("spectheory/verifiers/gbv.py",
-           "                An[i + 1] = a_i + x_i * f(b_tok)  # b_tok is a value of the row's dtype",
-           "                An[i + 1] = a_i + x_i * q_tok  # b_tok is a value of the row's dtype",
+    Mutant("spectheory/verifiers/_gbv_cpu.py",
+           "A[i + 1] = a_i + x_i * b_tok",
+           "A[i + 1] = a_i + x_i * q_tok",
            "GBV on the kernels' route: A grows by x q(X_i) instead of x below(X_i)",
            KERNELS),
-    Mutant("spectheory/verifiers/gbv.py",
+    Mutant("spectheory/verifiers/_gbv_cpu.py",
            "if screens and not (a <= 0 or xq_tok >= a * half_eps):",
            "if screens and not (a <= 0 or xq_tok <= a * half_eps):",
            "GBV kernels' route: the screen's cheap pre-check inverted, so rows that need no sort "
@@ -1139,8 +1139,8 @@ MUTANTS = [
            ROWS),
     # GBV: the root's q^G row beside its sort, the screen's one-read row total
     Mutant("spectheory/verifiers/gbv.py",
-           "b_tok = root_order.below[toks[0]]",
-           "b_tok = min(root_order.below.values())",
+           "f(root.below[int(tok[0])])",
+           "f(min(root.below.values()))",
            "GBV kernels' route: the mass below the root token read for another drafted token "
            "(A at depth 1 wrong)", REAL),
     Mutant("spectheory/verifiers/gbv.py",
@@ -1154,9 +1154,9 @@ MUTANTS = [
            "None if root_space is None else root_space[0])",
            "GBV kernels' route: every block's root q^G row kept in the first block's output row",
            REAL),
-    Mutant("spectheory/verifiers/gbv.py",
-           "-1.0 if signed else 0.0",
-           "0.0",
+    Mutant("spectheory/verifiers/_gbv_cpu.py",
+           "if not (0 < af < np.inf and not signed):",
+           "if not (0 < af < np.inf):",
            "GBV kernels' route: the screen ignores entries with the sign bit set (a row with a "
            "negative entry may pass)", REAL),
     Mutant("spectheory/verifiers/_gbv_cpu.py",
@@ -1441,6 +1441,27 @@ MUTANTS = [
            "    except (TypeError, ValueError) as err:\n        raise InstanceError(f\"context_independent: ",
            "    except ZeroDivisionError as err:\n        raise InstanceError(f\"context_independent: ",
            "context_independent: rows of text end in numpy's ValueError", LATE),
+    # GBV: one compiled call per path for its positions and its tail
+    Mutant("spectheory/verifiers/_gbv_cpu.py",
+           "    M = total * (1 + 2 * V * eps)\n    return abs(np.float64(x))",
+           "    M = total\n    return abs(np.float64(x))",
+           "GBV kernels' route: the compiled screen bounds below(a) by the row's float sum "
+           "without its rounding margin", KERNELS),
+    Mutant("spectheory/verifiers/_gbv_cpu.py",
+           "                qg[0, e] = root_row[e]",
+           "                qg[0, e] = root_row[V - 1 - e]",
+           "GBV kernels' route: the root's q^G row copied into the path's rows reversed",
+           KERNELS),
+    Mutant("spectheory/verifiers/_gbv_cpu.py",
+           "        if i + 1 < L:\n            x[i + 1] = x_i * q_tok",
+           "        if i + 1 < L:\n            x[i + 1] = q_tok",
+           "GBV kernels' route: the path mass x_{i+1} without x_i", KERNELS),
+    Mutant("spectheory/verifiers/_gbv_cpu.py",
+           "        w[i + 1] = one if m > 1 else m",
+           "        w[i + 1] = one if m >= 1 else m",
+           "GBV kernels' route: a block weight of exactly 1 replaced by the constant 1",
+           KERNELS, equivalent="where m = 1 both branches store the value 1 of the same dtype "
+           "(and a NaN m still fails both comparisons)"),
 ]
 
 

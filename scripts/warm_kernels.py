@@ -53,11 +53,6 @@ def main() -> int:
         q[:, :, 0] = q[:, :1, 0]
         x = torch.multinomial(q.reshape(-1, V).double(), 1, generator=gen).view(B, K, L)
         gbv_module.gbv(x, q, p)
-        # the screen's row total (deep, rare rows)
-        row = q[0, 0, 0].numpy()
-        bits = row.view("u4" if row.itemsize == 4 else "u8")
-        gbv_kernels = importlib.import_module("spectheory.verifiers._gbv_cpu")
-        gbv_kernels.row_total(row, bits, 8 * row.itemsize - 1)
         if dtype == torch.float32:  # token's kernel and both of block's (one or two roundings)
             block_verification(x[:, 0], q[:, 0], p[:, 0])
             mod = compiled_rows._module()

@@ -120,11 +120,24 @@ def use_route(monkeypatch, route: str) -> None:
 
 
 def _screens(monkeypatch):
-    """Count the screen's verdicts, row by row, on either route: {True / False: count} (the
-    kernels' route screens one node at a time by `_negligible_node`; the one-node branch of
-    `_negligible_rows` calls it too, so such a row may count twice)."""
+    """Count the rows by how their q^G row was made, on either route: {True: rows where x
+    below is negligible against A (no sort), False: rows the screen did not pass}. The torch
+    route's verdicts are counted at `_negligible_rows` and `_negligible_node` (its one-node
+    branch calls the latter too, so such a row may count twice); the kernels' route screens
+    inside one compiled call per path, counted from what `_compiled_positions` returns (False:
+    the rows sorted, up to the last one)."""
     seen = _counted(monkeypatch, "_negligible_rows")
-    return _counted(monkeypatch, "_negligible_node", seen)
+    seen = _counted(monkeypatch, "_negligible_node", seen)
+    fn = gbv_module._compiled_positions
+
+    def wrapped(*args, **kw):
+        last, skipped = fn(*args, **kw)
+        seen[True] = seen.get(True, 0) + int(skipped.sum())
+        seen[False] = seen.get(False, 0) + int((~skipped[:last + 1]).sum())
+        return last, skipped
+
+    monkeypatch.setattr(gbv_module, "_compiled_positions", wrapped)
+    return seen
 
 
 def _counted(monkeypatch, name, seen=None):
@@ -238,31 +251,56 @@ def test_a_negligible_row_before_a_sorted_one(route, monkeypatch):
 
 @pytest.mark.parametrize("planted", [False, True])
 def test_kernel_screen_reads_each_rows_sum_and_sign_bits(planted, monkeypatch):
-    """On the kernels' route the screen's row sum and sign bits come from one compiled read of
-    the screened row (`row_total`): every call of `_negligible_node` gets that row's sum (to a
-    float64 rounding) and a negative ``least`` exactly when an entry of the row has its sign bit
-    set. ``planted``: -0.0 at token 3 of every row below the root (then no screen may pass);
-    otherwise rows of nonnegative entries, where some screens pass."""
-    use_route(monkeypatch, "kernels")
+    """On the kernels' route the screen runs inside one compiled call per path
+    (`_gbv_cpu.path_positions`), from one compiled read of the screened row (`row_total`: its
+    sum and whether an entry has its sign bit set). ``planted``: -0.0 at token 3 of every row
+    below the root, so no screen may pass; otherwise rows of nonnegative entries, where some
+    screens pass; the law is the torch route's either way."""
     x, q, p = real_like_batch(torch.float32)
     if planted:
         q[:, :, 1:, 3] = -0.0
-    sums = q.double().sum(-1).flatten()  # [B K L]: every row a screen may read
-    calls = []
-    fn = gbv_module._negligible_node
+    use_route(monkeypatch, "torch")
+    want = gbv(x, q, p)
+    use_route(monkeypatch, "kernels")
+    seen = _screens(monkeypatch)
+    got = gbv(x, q, p)
+    assert torch.equal(got.stop, want.stop)
+    assert torch.equal(got.correction.view(torch.int32), want.correction.view(torch.int32))
+    assert seen.get(False, 0) > 0 and (seen.get(True, 0) > 0) != planted
 
-    def recorded(a, xx, total, least, V, dt):
-        out = fn(a, xx, total, least, V, dt)
-        calls.append((total, least, out))
-        return out
 
-    monkeypatch.setattr(gbv_module, "_negligible_node", recorded)
-    gbv(x, q, p)
-    assert calls
-    for total, least, out in calls:
-        assert float((sums - total).abs().min()) <= 1e-12 * abs(total)  # some row's sum
-        assert (least < 0) == planted and least in (0.0, -1.0)
-    assert any(out for *_, out in calls) != planted
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_compiled_screen_is_the_python_screen(dtype):
+    """`_gbv_cpu._negligible` (the screen inside the compiled loop) gives `_negligible_node`'s
+    verdict on every combination of A (0, -0.0, subnormal, tiny, 1/3, 1, huge, inf, NaN), x
+    (around half a unit of A's last place, 0, -x, NaN), the row's sum (1, 1 + 2^-20, 0, NaN,
+    inf) and its sign bits: the same float64 operations."""
+    kernels = importlib.import_module("spectheory.verifiers._gbv_cpu")
+    f = dtype
+    t = torch.float32 if dtype == np.float32 else torch.float64
+    tiny = np.finfo(f).tiny
+    As = [f(0), f(-0.0), f(tiny / 4), f(tiny), f(1e-30), f(1 / 3), f(1), f(np.finfo(f).max),
+          f(np.inf), f(np.nan)]
+    V = 151936
+    eps = torch.finfo(t).eps
+    checked = passed = 0
+    for a in As:
+        with np.errstate(all="ignore"):
+            ulp = float(np.spacing(a)) if np.isfinite(a) else 1.0
+        for x in (ulp / 2, ulp / 2 * (1 - 2 ** -10), ulp / 8, ulp / (2 * (1 + 2 * V * eps)),
+                  0.0, -ulp / 8, np.nan):
+            xf = f(x)
+            for total in (1.0, 1 + 2 ** -20, 0.0, np.nan, np.inf):
+                for signed in (False, True):
+                    with np.errstate(all="ignore"):  # nextafter past the largest float
+                        want = gbv_module._negligible_node(float(a), float(xf), total,
+                                                           -1.0 if signed else 0.0, V, t)
+                    got = kernels._negligible(a, xf, total, signed, V, eps, f(np.inf),
+                                              f(-np.inf))
+                    assert bool(got) == want, (a, x, total, signed)
+                    checked += 1
+                    passed += want
+    assert checked == 700 and passed > 20
 
 
 def test_kernel_route_across_path_lengths_and_batches(monkeypatch):

@@ -26,6 +26,10 @@ one dtype and length, the scratch of that length and tokens in range.
   torch's sum and minimum of every row of the path).
 * `rows_equal`: whether two rows are equal bit for bit (the K root rows of a shared root), one
   read of each.
+* `path_positions`: a selected path's positions in one call (the loop of
+  ``gbv._compiled_positions``): A_i and x_i, the screen (`row_total`, `_negligible`, the float64
+  operations of ``gbv._negligible_node``), and where it does not pass the node's sort and q^G row
+  (`ratio_keys`, `rank_order32` or `rank_order64`, `skew_row`), without a Python step between.
 * `path_tail`: what a selected path needs between its sorts and the block rule, in one call:
   the q^G rows q S_K(A, 0) / S_K(A, x) of the nodes that need no rank order (product and
   quotient of each entry in one pass), the drafted tokens' p and q^G, and the block weights
@@ -305,3 +309,67 @@ def path_tail(q, p, toks, A, x, K, j, skipped, qg, px, qx, w, zero,
         r = pv / qv if qv != 0 else one
         m = r * w[i]
         w[i + 1] = one if m > 1 else m
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def _negligible(a, x, total, signed, V, eps, pinf, ninf):  # pragma: no cover - compiled
+    """``gbv._negligible_node`` at a node with A = ``a`` and x (values of the rows' dtype, whose
+    infinities are ``pinf``, ``ninf``), the row's float64 sum ``total`` and whether an entry has
+    its sign bit set: the same float64 operations."""
+    af = np.float64(a)
+    if not (0 < af < np.inf and not signed):
+        return False
+    up = np.float64(np.nextafter(a, pinf)) - af
+    down = af - np.float64(np.nextafter(a, ninf))
+    M = total * (1 + 2 * V * eps)
+    return abs(np.float64(x)) * M * (1 + 4 * eps) < min(up, down) / 2
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def path_positions(q, p, qbits, shift, toks, K, ties_low, A, x, qg, root_row, root_below,
+                   screens, half_eps, eps, pinf, ninf, ratio, keys, sign, minus_one, kinf,
+                   buf_a, buf_b, idx_a, idx_b, below, ud, power,
+                   skipped):  # pragma: no cover - compiled
+    """Step 1 of ``gbv._path_law`` in one call (``gbv._compiled_positions``' loop, position by
+    position): A_i, x_i (into ``A``, ``x`` [L], A_0 = 0 and x_0 = 1 given), the screen of a
+    node where it can pass (`row_total`, `_negligible`; ``screens``: V eps <= 1/4), else the
+    node's rank order (`ratio_keys`, `rank_order32` or, where ``idx_b`` is given, float64's
+    `rank_order64`) and q^G row (`skew_row`, into ``qg`` [L, V]); at position 0 the root's q^G
+    row ``root_row`` with the drafted token's mass below ``root_below`` where given (None: the
+    root is sorted here). ``skipped`` [L] (bool, False on entry) flags the nodes that passed
+    the screen. Returns the last position sorted (-1: none). Scratch as `_KernelScratch`'s;
+    q [L, V], p [L + 1, V] and toks [L] in range: the caller's."""
+    L, V = q.shape
+    last = -1
+    for i in range(L):
+        a_i = A[i]
+        x_i = x[i]
+        t = toks[i]
+        q_tok = q[i, t]
+        if i + 1 < L:
+            x[i + 1] = x_i * q_tok
+        a = np.float64(a_i)
+        xq_tok = np.float64(x_i) * np.float64(q_tok)
+        # x q(X_i) >= A eps / 2 >= ulp(A) / 2: the screen cannot pass, so it is not run
+        if screens and not (a <= 0 or xq_tok >= a * half_eps):
+            total, signed = row_total(q[i], qbits[i], shift)
+            if _negligible(a_i, x_i, total, signed, V, eps, pinf, ninf):
+                skipped[i] = True
+                if i + 1 < L:
+                    A[i + 1] = a_i  # A + x 0 = A
+                continue
+        last = i
+        if i == 0 and root_row is not None:
+            for e in range(V):
+                qg[0, e] = root_row[e]
+            b_tok = root_below
+        else:
+            ratio_keys(p[i], q[i], ratio, keys, sign, minus_one, kinf)
+            if idx_b is None:
+                order = rank_order32(keys, ties_low, buf_a, buf_b, idx_a)
+            else:
+                order = rank_order64(keys, ties_low, buf_a, idx_a, buf_b, idx_b)
+            b_tok = skew_row(q[i], order, a_i, x_i, K, t, below, ud, power, qg[i])
+        if i + 1 < L:
+            A[i + 1] = a_i + x_i * b_tok
+    return last

@@ -853,7 +853,7 @@ def _path_law(q_path, p_path, tok, K: int, ties: str, root_order, out, work, ker
     below, u, xq, qg, tmp = work[:5] if kernels is None else (*work, None)
     last, skipped, stats = -1, [], None
     if kernels is not None:
-        last, skipped = _compiled_positions(kernels, q_path, p_path, toks, K, ties, root_order,
+        last, skipped = _compiled_positions(kernels, q_path, p_path, tok, K, ties, root_order,
                                             A, x, qg)
     for i in range(L if kernels is None else 0):
         Ai, xi = A[i:i + 1], x[i:i + 1]
@@ -884,11 +884,9 @@ def _path_law(q_path, p_path, tok, K: int, ties: str, root_order, out, work, ker
     j = last + 1  # positions 0..j-1: general formula; j..L-1: no sort was needed
     if kernels is not None:  # the rows that passed the screen, px, qx and the weights: one call
         f = _np_float(dt)
-        skip = np.zeros(L, np.bool_)
-        skip[skipped] = True
         pxn, qxn, wn = np.empty(L, f), np.empty(L, f), np.empty(L + 1, f)
         kernels.path_tail(q_path.numpy(), p_path.numpy(), tok.numpy(), A.numpy(), x.numpy(), K,
-                          j, skip, qg.numpy(), pxn, qxn, wn, f(0), f(1))
+                          j, skipped, qg.numpy(), pxn, qxn, wn, f(0), f(1))
         px, qx, w = torch.from_numpy(pxn), torch.from_numpy(qxn), torch.from_numpy(wn)
     else:
         den1 = _power_sum(A, x, K).unsqueeze(-1)
@@ -922,54 +920,31 @@ def _path_law(q_path, p_path, tok, K: int, ties: str, root_order, out, work, ker
     return h
 
 
-def _compiled_positions(kernels, q_path, p_path, toks, K: int, ties: str, root_order, A, x,
+def _compiled_positions(kernels, q_path, p_path, tok, K: int, ties: str, root_order, A, x,
                         qg):
-    """Step 1 of `_path_law` on the kernels' route: A_i, x_i (written into ``A``, ``x``), the
-    q^G rows that need a rank order (into ``qg``), and (the last such position, the positions
-    that passed the screen). The same operations as the torch route's loop, on numpy scalars
-    of the rows' dtype (views of A, x) instead of one-element tensors: each a single IEEE
-    operation in that dtype, so the same values, without a torch call's fixed cost per
-    operation."""
+    """Step 1 of `_path_law` on the kernels' route, in one compiled call
+    (`_gbv_cpu.path_positions`): A_i, x_i (written into ``A``, ``x``), the q^G rows that need a
+    rank order (into ``qg``), and (the last such position, the positions that passed the
+    screen, a bool array [L]). The same operations as the torch route's loop, each a single
+    IEEE operation in the rows' dtype (the screen's in float64, as `_negligible_node`'s), so
+    the same values, without a Python step per operation. A root order other than the kernels'
+    `_RootRow` is sorted again (the same order)."""
     L, V = q_path.shape
     dt = q_path.dtype
     f = _np_float(dt)
-    half_eps = torch.finfo(dt).eps / 2  # ulp(A) / 2 <= A eps / 2
-    screens = V * torch.finfo(dt).eps <= 0.25  # else `_negligible_rows` does not apply
+    eps = torch.finfo(dt).eps
     scratch = _KernelScratch.get(V, f)
     qn, pn = q_path.detach().numpy(), p_path.detach().numpy()
-    qgn, An, xn = qg.numpy(), A.numpy(), x.numpy()
-    qbits, shift = qn.view(scratch.keys.dtype), 8 * qn.itemsize - 1
-    last, skipped = -1, []
-    with np.errstate(all="ignore"):  # IEEE results, as torch's, without numpy's warnings
-        for i in range(L):
-            a_i, x_i, q_tok = An[i], xn[i], qn[i, toks[i]]
-            if i + 1 < L:
-                xn[i + 1] = x_i * q_tok
-            a, xq_tok = float(a_i), float(x_i) * float(q_tok)
-            # x q(X_i) >= A eps / 2 >= ulp(A) / 2: the screen cannot pass (its bound M >=
-            # q(X_i)), so it is not run; A = 0 (the root) never passes either
-            if screens and not (a <= 0 or xq_tok >= a * half_eps):
-                # the row's sum and sign bits in one read, only where the screen runs (an
-                # entry with its sign bit set, -0.0 included, fails it: the sort's row, the
-                # same values)
-                total, signed = kernels.row_total(qn[i], qbits[i], shift)
-                if _negligible_node(a, float(x_i), total, -1.0 if signed else 0.0, V, dt):
-                    skipped.append(i)
-                    if i + 1 < L:
-                        An[i + 1] = a_i  # A + x 0 = A
-                    continue
-            last = i
-            if i == 0 and isinstance(root_order, _RootRow):  # computed beside its sort
-                qgn[0] = root_order.row
-                b_tok = root_order.below[toks[0]]
-            else:
-                order = root_order if i == 0 else None
-                if order is None:
-                    order, _ = scratch.order(kernels, pn[i], qn[i], ties)
-                b_tok = kernels.skew_row(qn[i], order, a_i, x_i, K, toks[i], scratch.below,
-                                         scratch.ud, scratch.power, qgn[i])
-            if i + 1 < L:
-                An[i + 1] = a_i + x_i * f(b_tok)  # b_tok is a value of the row's dtype
+    skipped = np.zeros(L, np.bool_)
+    root = root_order if isinstance(root_order, _RootRow) else None
+    wide = scratch.keys.itemsize == 8  # float64 keys: rank_order64's scratch
+    last = kernels.path_positions(
+        qn, pn, qn.view(scratch.keys.dtype), 8 * qn.itemsize - 1, tok.numpy(), K,
+        ties == "low", A.numpy(), x.numpy(), qg.numpy(), None if root is None else root.row,
+        None if root is None else f(root.below[int(tok[0])]), V * eps <= 0.25, eps / 2, eps,
+        f(np.inf), f(-np.inf), scratch.ratio, scratch.keys, scratch.sign, scratch.minus_one,
+        scratch.inf, scratch.buf_a, scratch.buf_b, scratch.idx_a,
+        scratch.idx_b if wide else None, scratch.below, scratch.ud, scratch.power, skipped)
     return last, skipped
 
 
