@@ -106,29 +106,34 @@ def quartiles(xs: list[float]) -> tuple[float, float]:
 def gbv_rows_sorted(drafts, q, p) -> list[int]:
     """[q^G rows whose mass below every token was computed from a rank order (a sort, or the
     root's sort shared with the selection), all q^G rows] in one GBV law (an untimed, counted
-    call, on either route: torch operations or the compiled kernels); the others passed the
-    screen that makes the sort unnecessary."""
+    call, on either route: torch operations, or the compiled kernels, whose per-path call
+    returns the last position sorted and the positions that passed the screen); the others
+    passed the screen that makes the sort unnecessary."""
     import importlib
 
     gbv_module = importlib.import_module("spectheory.verifiers.gbv")  # the module, not gbv()
-    kernels = gbv_module._kernels_for(q)
-    owner, name = (kernels, "skew_row") if kernels is not None else (gbv_module,
-                                                                      "_below_from_order")
-    fn = getattr(owner, name, None)
+    compiled = gbv_module._kernels_for(q) is not None
+    name = "_compiled_positions" if compiled else "_below_from_order"
+    fn = getattr(gbv_module, name, None)
     if fn is None:  # another implementation
         return [None, None]
     counts = [0, drafts.shape[0] * drafts.shape[2]]
 
-    def counted(q_rows, *args, **kw):
-        counts[0] += int(q_rows.size // q_rows.shape[-1]) if isinstance(q_rows, np.ndarray) \
-            else int(q_rows.numel() // q_rows.shape[-1])
-        return fn(q_rows, *args, **kw)
+    def counted(*args, **kw):
+        out = fn(*args, **kw)
+        if compiled:
+            last, skipped = out
+            counts[0] += int((~skipped[:last + 1]).sum())
+        else:
+            q_rows = args[0]
+            counts[0] += int(q_rows.numel() // q_rows.shape[-1])
+        return out
 
-    setattr(owner, name, counted)
+    setattr(gbv_module, name, counted)
     try:
         gbv_module.gbv(drafts, q, p)
     finally:
-        setattr(owner, name, fn)
+        setattr(gbv_module, name, fn)
     return counts
 
 
