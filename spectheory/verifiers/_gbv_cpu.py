@@ -176,13 +176,7 @@ def skew_row(q, order, A, x, K, tok, below, ud, power, out):  # pragma: no cover
         for a in range(V):
             out[a] = q[a]
         return b_tok
-    # S_K(A, x): u = A, d = x, Horner as in the torch route
-    g = A + x
-    den = g + A
-    pw = A
-    for _ in range(K - 2):
-        pw = pw * A
-        den = den * g + pw
+    den = _power_sum(A, x, K, x)  # S_K(A, x), K >= 2 here: Horner as in the torch route
     if den == 0:
         for a in range(V):
             out[a] = q[a]
