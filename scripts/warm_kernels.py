@@ -3,13 +3,15 @@ module), so that later processes load them instead of compiling them.
 
 numba compiles a kernel on its first call in a process and, with ``cache=True``, writes the result
 for the next process. Without a warm cache every process that first takes a compiled route pays
-the compilation (about 6 s of CPU for all of them), and parallel test workers pay it each.
+the compilation (about 30 s of CPU for all of them on the 2-core machine, 5-6 s of it for the
+first GBV law of a dtype), and parallel test workers pay it each.
 `scripts/test.sh` runs this while the documentation builds. It calls the kernels the way the
 package does, on small inputs with the size thresholds lowered, so each signature the routes use
 is compiled: token and block verification's last levels and the output law's last step
-(`spectheory.engine._nodes_cpu`), GBV's rank orders and q^G rows for float32 and float64 rows
-(`spectheory.verifiers._gbv_cpu`), and the float32 correction rows of token, block and SpecInfer
-(`spectheory.verifiers._rows_cpu`). Exits 0 without doing anything where numba cannot be loaded
+(`spectheory.engine._nodes_cpu`), GBV's rank orders, q^G rows and per-path calls for float32 and
+float64 rows, with a shared root and without (`spectheory.verifiers._gbv_cpu`), and the float32
+correction rows of token, block and SpecInfer (`spectheory.verifiers._rows_cpu`). Exits 0
+without doing anything where numba cannot be loaded
 (the torch routes give the same values); any other failure is an error.
 
     .venv/bin/python scripts/warm_kernels.py
@@ -53,6 +55,8 @@ def main() -> int:
         q[:, :, 0] = q[:, :1, 0]
         x = torch.multinomial(q.reshape(-1, V).double(), 1, generator=gen).view(B, K, L)
         gbv_module.gbv(x, q, p)
+        # and a root whose rows differ (no shared root row: the per-path call sorts it itself)
+        gbv_module.gbv(x, torch.cat([q[:, :1], q[:, 1:].flip(-1)], dim=1), p)
         if dtype == torch.float32:  # token's kernel and both of block's (one or two roundings)
             block_verification(x[:, 0], q[:, 0], p[:, 0])
             mod = compiled_rows._module()
