@@ -142,9 +142,8 @@ def run_grid(config: dict) -> list[dict]:
     did not end ``ok`` is never dropped: the figure stops with `SpectheoryError` naming every
     such row and its error."""
     import os
-    import shutil
-    import tempfile
 
+    from spectheory.runtime.partial import partial_folder, release
     from spectheory.sweep import load_config, run_sweep
     from spectheory.sweep.config import count_jobs
 
@@ -155,12 +154,14 @@ def run_grid(config: dict) -> list[dict]:
         jobs = count_jobs(load_config(sweep_toml(config)))
         config["sweep"]["batch"] = max(1, -(-jobs // workers))
     shm = Path("/dev/shm")
-    folder = tempfile.mkdtemp(prefix=f"spectheory-fig-{name}-",
-                              dir=shm if shm.is_dir() and os.access(shm, os.W_OK) else None)
+    # held while it is written: the command line's SIGTERM handler removes it too (it ends the
+    # process at once, without this block's cleanup)
+    folder = partial_folder(f"spectheory-fig-{name}-",
+                            shm if shm.is_dir() and os.access(shm, os.W_OK) else None)
     try:
         rows = run_sweep(load_config(sweep_toml(config)), folder)
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        release(folder)
     failed = [r for r in rows if r["status"] != "ok"]
     if failed:
         raise SpectheoryError(
@@ -195,9 +196,8 @@ def _multipath_data(quick: bool) -> str:
     """The grid as a sweep (`spectheory.sweep`): one job per instance and verifier or LP, run
     on worker processes and collected into rows per (instance, K)."""
     import os
-    import shutil
-    import tempfile
 
+    from spectheory.runtime.partial import partial_folder, release
     from spectheory.sweep import load_config, run_sweep
     from spectheory.sweep.config import count_jobs
 
@@ -230,11 +230,11 @@ alpha = 1.0
     batch = -(-count_jobs(load_config(text)) // workers)
     text = text.replace('name = "multipath-vs-K"\n',
                         f'name = "multipath-vs-K"\nmemory_limit_mb = 0\nbatch = {batch}\n')
-    folder = tempfile.mkdtemp(prefix="spectheory-fig-multipath-")
+    folder = partial_folder("spectheory-fig-multipath-", None)  # as `run_grid`'s folder
     try:
         table = run_sweep(load_config(text), folder, workers=workers)
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        release(folder)
     rows, notes, by_key = [], [], {}
     for seed in range(g["seeds"]):
         for K in Ks:

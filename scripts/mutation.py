@@ -1462,6 +1462,12 @@ MUTANTS = [
            "GBV kernels' route: a block weight of exactly 1 replaced by the constant 1",
            KERNELS, equivalent="where m = 1 both branches store the value 1 of the same dtype "
            "(and a NaN m still fails both comparisons)"),
+    Mutant("figures/_common.py",
+           '    folder = partial_folder(f"spectheory-fig-{name}-",',
+           '    folder = (lambda prefix, parent: __import__("tempfile").mkdtemp(prefix=prefix, '
+           'dir=parent))(f"spectheory-fig-{name}-",',
+           "a figure grid's sweep folder not held for the SIGTERM handler: terminated, it is "
+           "left in /dev/shm", LATE),
 ]
 
 

@@ -293,25 +293,37 @@ def test_a_grammar_of_the_user_s_own_class_is_user_code():
 def test_sigterm_removes_what_was_being_written(tmp_path):
     """SIGTERM (what `timeout` and job schedulers send) during `figures` ended the process at
     once and left its hidden temporary folder; it now unwinds like an interrupt: exit 143, one
-    line, nothing left behind (the figure workers forked meanwhile still just end)."""
+    line, nothing left behind (the figure workers forked meanwhile still just end), neither
+    beside the output nor the sweep folder of the figure being computed (in /dev/shm, or the
+    system's temporary folder), which the handler's exit used to skip."""
     import signal
     import subprocess
     import sys
+    import tempfile
     import time
+    from pathlib import Path
 
     import os
 
     def default_sigterm():  # a test runner's worker may ignore SIGTERM, which exec inherits
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
+    shm = Path("/dev/shm")
+    scratch = shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(tempfile.gettempdir())
+
+    def sweep_folders():  # figure grids' folders (another test process may have its own)
+        return {p.name for p in scratch.glob("spectheory-fig-*")}
+
+    before = sweep_folders()
     proc = subprocess.Popen([sys.executable, "-m", "spectheory", "figures", "--out",
                              str(tmp_path / "figs")], cwd=tmp_path, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, preexec_fn=default_sigterm,
                             start_new_session=True)
     try:
         deadline = time.time() + 60
-        while time.time() < deadline and not any(p.name.startswith(".figs.partial-")
-                                                 for p in tmp_path.iterdir()):
+        while time.time() < deadline and not (
+                any(p.name.startswith(".figs.partial-") for p in tmp_path.iterdir())
+                and sweep_folders() - before):  # the first figure's grid is running
             time.sleep(0.05)
         assert any(p.name.startswith(".figs.partial-") for p in tmp_path.iterdir())
         proc.send_signal(signal.SIGTERM)
@@ -324,6 +336,10 @@ def test_sigterm_removes_what_was_being_written(tmp_path):
     assert err.strip().splitlines()[-1].startswith("spectheory: terminated") and \
         "Traceback" not in err, err
     assert list(tmp_path.iterdir()) == []
+    deadline = time.time() + 30  # another process's grid folder goes when its run ends
+    while sweep_folders() - before and time.time() < deadline:
+        time.sleep(0.2)
+    assert not sweep_folders() - before
 
 
 def test_user_code_that_closes_stdout_keeps_the_report(tmp_path, monkeypatch, capsys):
