@@ -10,7 +10,7 @@ from spectheory.bounds import shown
 from spectheory.inputs.instances import Instance
 from spectheory.inputs.instances import check_instance as inputs_check_instance
 from spectheory.runtime import limits
-from spectheory.runtime.errors import InstanceError, OptionError, SizeLimitError
+from spectheory.runtime.errors import InstanceError, OptionError, SizeLimitError, is_integer
 
 from .result import LPError
 
@@ -50,7 +50,7 @@ def check_limit(limit) -> int | None:
     """An LP variable limit: None (the default) or a whole number in 1..MAX_LIMIT."""
     if limit is None:
         return None
-    if isinstance(limit, (bool, np.bool_)) or not isinstance(limit, (int, np.integer)) \
+    if not is_integer(limit) \
             or not 1 <= int(limit) <= limits.MAX_LIMIT:
         raise SizeLimitError(f"limit = {shown(limit)} must be a whole number of LP variables in "
                              f"1..{limits.MAX_LIMIT:.0e}")

@@ -39,7 +39,7 @@ from __future__ import annotations
 import numpy as np
 
 from spectheory.bounds import optimal_acceptance
-from spectheory.runtime.errors import InstanceError
+from spectheory.runtime.errors import InstanceError, is_integer
 from spectheory.inputs.instances import Instance
 
 from .node_budget import build_node_budget_reduced
@@ -100,7 +100,7 @@ def multipath_lp(instance: Instance, paths: int = 2, solver: str | None = None,
                       "coverage constraint may be violated when the cutting planes stop)")
     for name, n, hi in (("max_rounds", max_rounds, 100_000), ("cuts_per_depth", cuts_per_depth,
                                                              1_000)):
-        if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) \
+        if not is_integer(n) \
                 or not 1 <= n <= hi:
             raise LPError(f"multipath LP: {name} = {n!r:.40} must be an integer in 1..{hi:,}")
     V, L = instance.vocab_size, instance.block_length

@@ -1300,8 +1300,8 @@ MUTANTS = [
            "    while 10 ** (e + 1) < n:\n        e += 1",
            "size messages: the decimal exponent of a power of ten one short", LATE),
     Mutant("spectheory/inputs/stateful.py",
-           "                            or not isinstance(eos, (int, np.integer)) or not 0 <= eos < V):",
-           "                            or not isinstance(eos, (int, np.integer)) or not 0 <= eos):",
+           "    if eos is not None and (not is_integer(eos) or not 0 <= eos < V):",
+           "    if eos is not None and (not is_integer(eos) or not 0 <= eos):",
            "grammar: a stop token past the vocabulary accepted (every law then says no sequence "
            "is valid)", LATE),
     Mutant("spectheory/engine/sampling.py",

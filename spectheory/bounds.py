@@ -26,7 +26,7 @@ import numpy as np
 from .inputs.instances import DEFAULT_TOL as ROW_SUM_TOL
 from .inputs.processing import ROW_SUM_TOL as REAL_ROW_SUM_TOL
 from .runtime._lazy import is_tensor, torch
-from .runtime.errors import InstanceError, OptionError, SizeLimitError
+from .runtime.errors import InstanceError, OptionError, SizeLimitError, is_integer
 
 #: Most steps a search over all 2^V sets of tokens may take (`optimal_acceptance` with
 #: ``drafting="norep"``: every set plus the recursion of `draws_inside` inside it;
@@ -64,7 +64,7 @@ def shown(value, width: int = 40) -> str:
 def check_paths(paths, what: str = "paths") -> int:
     """K as a Python int: a Python or numpy integer >= 1 (bools, floats and strings refused,
     never rounded: 2.9 is not 2), else [`OptionError`][spectheory.runtime.errors.OptionError]."""
-    if isinstance(paths, (bool, np.bool_)) or not isinstance(paths, (int, np.integer)):
+    if not is_integer(paths):
         raise OptionError(f"{what} = {shown(paths)} must be a positive integer, not a "
                           f"{type(paths).__name__}")
     if paths < 1:

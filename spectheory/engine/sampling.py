@@ -11,10 +11,8 @@ from __future__ import annotations
 
 from ..runtime._lazy import torch
 
-import numpy as np
-
 from ..inputs.instances import Instance, check_instance
-from ..runtime.errors import SpectheoryError
+from ..runtime.errors import SpectheoryError, is_integer
 from ..runtime.limits import check_memory
 from ..registry import hub_tokens
 from .joint import _check_args, draft_rows
@@ -27,7 +25,7 @@ def sample_drafts(instance: Instance, paths: int, n: int, drafting: str = "iid",
     check_instance(instance)
     _check_args(paths, drafting)
     V, L, K = instance.vocab_size, instance.block_length, paths
-    if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < 1:
+    if not is_integer(n) or n < 1:
         raise SpectheoryError(f"n = {n!r:.40} draft outcomes must be a positive integer")
     n = int(n)
     # the outcomes [n, K, L] (int64), the tokens used [n, V] and the rows drawn from [n, V]

@@ -28,7 +28,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ..runtime.errors import InstanceError
+from ..runtime.errors import InstanceError, is_integer
 from ..runtime.sizes import check_size
 from .models import TableModel
 from .tokenizers import HeteroInstance, check_hetero_sizes, make_tokenizer
@@ -47,7 +47,7 @@ def random_rational_model(rng: np.random.Generator, V: int, depth: int,
     0) over their sum. The sizes are checked first: V and ``max_weight`` integers >= 1, and the
     V^(depth+1) exact entries within the exact engine's limit."""
     for name, n, lo in (("V", V, 1), ("depth", depth, 0), ("max_weight", max_weight, 1)):
-        if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < lo:
+        if not is_integer(n) or n < lo:
             raise InstanceError(f"random_rational_model: {name} = {n!r:.40} must be an integer "
                                 f">= {lo}")
     check_size(V ** (depth + 1), "random_rational_model", exact=True,

@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from ..runtime.backend import to_exact
-from ..runtime.errors import InstanceError, check_keys
+from ..runtime.errors import InstanceError, check_keys, is_integer
 from .models import TableModel, prefix_from_index
 
 MAX_VOCAB = 1_000_000
@@ -123,7 +123,7 @@ def check_instance(instance, where: str = "instance") -> "Instance":
                             f"instance_from_dict), got {type(instance).__name__}")
     V, L = instance.vocab_size, instance.block_length
     for name, n, hi, lo in (("vocab_size", V, MAX_VOCAB, 1), ("block_length", L, MAX_BLOCK, 1)):
-        if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)):
+        if not is_integer(n):
             raise InstanceError(f"{where}: {name} = {_short(n)} is not an integer")
         if not lo <= n <= hi:
             raise InstanceError(f"{where}: {name} = {n} is out of range ({lo}..{hi})")
@@ -335,9 +335,8 @@ def _check_row(row, V: int, exact: bool, tol: float, where: str):
         if total != 1:
             raise InstanceError(
                 f"{where}: sums to {_shown_sum(total)}, off from 1 by {_sci(total - 1)}; exact "
-                "mode "
-                "needs rows that sum to exactly 1 (write fractions such as \"1/3\", or make the "
-                "instance with --denominator)")
+                "mode needs rows that sum to exactly 1 (write fractions such as \"1/3\", or make "
+                "the instance with --denominator)")
     elif abs(total - 1.0) > tol:
         raise InstanceError(f"{where}: sums to {total:.17g}, not 1 within tolerance {tol:g}")
     return vals

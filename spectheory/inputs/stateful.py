@@ -55,7 +55,7 @@ import numpy as np
 
 from ..runtime import backend as B
 from ..runtime._lazy import is_tensor, torch
-from ..runtime.errors import OptionError
+from ..runtime.errors import OptionError, is_integer
 
 #: A transition that allows the token and ends the grammar (the stop token after a complete
 #: match): the rows after it are unconstrained.
@@ -189,8 +189,7 @@ class _BoundedRegex:
 
 def _check_eos(eos, V: int, name: str) -> int | None:
     """A grammar's stop token: None, or a token id in 0..V-1 (an int, never a bool)."""
-    if eos is not None and (isinstance(eos, (bool, np.bool_))
-                            or not isinstance(eos, (int, np.integer)) or not 0 <= eos < V):
+    if eos is not None and (not is_integer(eos) or not 0 <= eos < V):
         raise GrammarError(f"{name}: eos = {eos!r:.40} is not a token id in 0..{V - 1}")
     return None if eos is None else int(eos)
 

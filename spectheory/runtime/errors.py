@@ -83,6 +83,15 @@ def _describe(fn) -> str:
     return f"{module}:{name}" if module and module not in ("builtins", "__main__") else str(name)
 
 
+def is_integer(value) -> bool:
+    """Whether ``value`` is a whole number given as an integer (Python's or numpy's), not a
+    bool (which Python counts as an int) nor a float: the test of every count and token id a
+    user passes in Python, before its range."""
+    import numpy as np
+
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
 def check_flag(value, name: str, none: bool = False) -> bool | None:
     """A switch given in Python: True or False (a numpy bool too; None where ``none``), never a
     truthy string such as ``'no'`` (which Python reads as True); else one

@@ -1,5 +1,6 @@
-"""Folders a command is writing its outputs into before it moves them in place (hidden, beside
-the output, removed when the command ends either way). The command line's SIGTERM handler
+"""Folders a command is writing into while it runs: its outputs before it moves them in place
+(hidden, beside the output) and its scratch (a figure grid's sweep folder), removed when the
+command ends either way. The command line's SIGTERM handler
 ([`spectheory.cli`][spectheory.cli]) removes those still held, so a terminated command leaves
 nothing half-written: SIGTERM's default action ends the process at once, without the cleanup
 that an exception would run."""
@@ -14,7 +15,8 @@ _HELD: set = set()  # the folders being written in this process
 
 
 def partial_folder(prefix: str, parent) -> Path:
-    """A new hidden folder ``parent/prefix<random>`` (``tempfile.mkdtemp``), held until
+    """A new folder ``parent/prefix<random>`` (``tempfile.mkdtemp``; the system's temporary
+    folder where ``parent`` is None), held until
     [`release`][spectheory.runtime.partial.release]."""
     path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
     _HELD.add(path)

@@ -43,7 +43,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ...runtime.errors import OptionError, SpectheoryError
+from ...runtime.errors import OptionError, SpectheoryError, is_integer
 from ...runtime.sizes import check_size
 from ...inputs.instances import Instance, instance_from_dict
 from ...inputs.models import TableModel
@@ -90,7 +90,7 @@ def make_instance(kind: str, V: int, L: int, seed: int, alpha: float = 1.0,
         Round every row to exact multiples of 1/denominator (exact Fractions).
     """
     for name, n, lo in (("V", V, 2), ("L", L, 1)):
-        if isinstance(n, (bool, np.bool_)) or not isinstance(n, (int, np.integer)) or n < lo:
+        if not is_integer(n) or n < lo:
             raise OptionError(f"make_instance: {name} = {n!r:.40} must be an integer >= {lo}")
     ci = kind == "context_independent"
     if not ci:  # the deepest target table holds V^(L+1) entries: bounded before it is drawn

@@ -51,7 +51,7 @@ import numpy as np
 
 from ...inputs.processing import parse_sampling
 from ...runtime._lazy import torch
-from ...runtime.errors import OptionError, UserCodeError
+from ...runtime.errors import OptionError, UserCodeError, is_integer
 from .calls import _instance_list
 from .report import guarded
 from .step import (PLACEHOLDER, StepRequest, TableLM, _emitted, default_step_instances,
@@ -327,7 +327,7 @@ def _check_common(instances, seeds, tokens, schedule=None):
     for s in seeds:
         if isinstance(s, torch.Tensor) and s.numel() == 1:
             s = s.item()
-        if isinstance(s, (bool, np.bool_)) or not isinstance(s, (int, np.integer)):
+        if not is_integer(s):
             raise OptionError(f"seeds must be a list of integers; got {s!r:.40} "
                               f"({type(s).__name__})")  # 1.5, inf, '7' are typos, not seeds
         out.append(int(s))

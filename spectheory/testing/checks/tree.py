@@ -71,7 +71,7 @@ from ...inputs.instances import Instance
 from ...inputs.random_instances import random_instance
 from ...registry import VerifierSpec, get_verifier
 from ...runtime._lazy import torch
-from ...runtime.errors import OptionError, call_user
+from ...runtime.errors import OptionError, call_user, is_integer
 from ...runtime.limits import check_memory
 from ...runtime.sizes import check_size
 from ..statistics import stats
@@ -169,7 +169,7 @@ def draft_trees(instance: Instance, tree, drafting: str, rows: int, generator) -
                           f"{', '.join(TREE_DRAFTING)}")
     V = instance.vocab_size
     n = tree.n_nodes
-    if isinstance(rows, (bool, np.bool_)) or not isinstance(rows, (int, np.integer)) or rows < 1:
+    if not is_integer(rows) or rows < 1:
         raise OptionError(f"draft_trees: rows = {rows!r:.40} must be an integer >= 1")
     # tokens and parents [rows, n] (int64), and the q and p rows along them [rows, n, V]
     check_memory(int(rows) * n * (16 + 16 * V), f"draft_trees: {int(rows):,} trees of {n} nodes",
