@@ -1407,7 +1407,7 @@ MUTANTS = [
            "    if False:",
            "the KL frontier with solver 'highs': solved with cvxpy without a word", LATE),
     Mutant("spectheory/testing/checks/proposal_mode.py",
-           "            if bool(bad.any()):  # the caller's rows, not the sampler's fault",
+           "            if found is not None:  # the caller's rows, not the sampler's fault",
            "            if False:  # the caller's rows, not the sampler's fault",
            "check_proposal: rows given that are not distributions blamed on the draft sampler",
            LATE),

@@ -9,7 +9,7 @@ import numpy as np
 from ...runtime._lazy import torch
 
 from ...runtime.errors import SpectheoryError
-from ...inputs.instances import Instance
+from ...inputs.instances import PYTHON_ROW_TOL, Instance, bad_float_row
 from ...engine.sampling import sample_drafts
 from ...engine.seqtree import levels
 from ..statistics import stats
@@ -39,13 +39,12 @@ def _proposal_rows(instances, rows: int, generator) -> list[torch.Tensor]:
             if x.dim() != 2 or x.shape[0] < 1 or x.shape[1] < 1:
                 raise SpectheoryError(f"proposal rows must be a tensor [R, V] with R, V >= 1, "
                                       f"not of shape {list(x.shape)}")
-            sums = x.sum(dim=-1)
-            bad = ~(torch.isfinite(sums) & (x.amin(dim=-1) >= 0) & ((sums - 1).abs() <= 1e-6))
-            if bool(bad.any()):  # the caller's rows, not the sampler's fault
-                r = int(torch.nonzero(bad)[0, 0])
-                raise SpectheoryError(f"proposal rows: row {r} of the rows given is not a "
-                                      f"distribution (finite, non-negative, summing to 1 "
-                                      f"within 1e-6); the draft sampler was not called")
+            found = bad_float_row(x.detach().cpu().numpy())  # the instance check's test
+            if found is not None:  # the caller's rows, not the sampler's fault
+                raise SpectheoryError(f"proposal rows: row {found[0]} of the rows given is not "
+                                      f"a distribution (finite, non-negative, summing to 1 "
+                                      f"within {PYTHON_ROW_TOL:g}); the draft sampler was not "
+                                      f"called")
             out.append(x)
     return out
 
