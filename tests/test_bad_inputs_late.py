@@ -372,8 +372,9 @@ def test_numbers_on_the_command_line_are_ascii_and_not_read_as_zero(args, tmp_pa
 def test_other_number_parsers_refuse_other_scripts_digits(tmp_path, capsys):
     path = write(tmp_path, instance_to_dict(st.random_instance(3, 2, 1)))
     refused(*run(["lp", path, "--problem", "frontier", "--tv", "٣"], capsys), "--tv")
-    refused(*run(["check-sampler", "spectheory.testing:reference_sampler", "--seed", "٣"],
-                 capsys), "--seed", "ASCII")
+    for seed in ("٣", "+-5", "--5", "5-"):  # "+-5" passed a strip of signs, then int() raised
+        refused(*run(["check-sampler", "spectheory.testing:reference_sampler", "--seed=" + seed],
+                     capsys), "--seed", "ASCII")
     from spectheory.runtime.limits import parse_float
 
     assert parse_float(" 2.5e-3 ") == 2.5e-3 and parse_float("-0") == 0.0

@@ -11,6 +11,7 @@ watchdog stops a sampler call that never returns (one line naming the sampler, e
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 from ..runtime.errors import OptionError, SpectheoryError, TooFewSamplesError, import_user
@@ -42,7 +43,7 @@ def parse_samples(text) -> int:
 
 def _int(text: str, name: str) -> int:
     s = str(text).strip()
-    if not (s.lstrip("+-").isascii() and s.lstrip("+-").isdigit()) or len(s) > 30:
+    if not re.fullmatch(r"[+-]?[0-9]{1,30}", s):
         raise SpectheoryError(f"{name} = {text!r:.40} is not an integer in ASCII digits")
     return int(s)
 
