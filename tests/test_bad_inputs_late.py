@@ -404,10 +404,10 @@ def test_kit_sizes_are_bounded_before_allocating():
     from spectheory.testing.checks.tree import draft_trees
 
     with pytest.raises(SizeLimitError, match="V\\^\\(L\\+1\\) = 1000000\\^21"):
-        make_instance("random", 10**6, 20, 1)
+        make_instance("dirichlet", 10**6, 20, 1)
     with pytest.raises(OptionError, match="V = 2.5"):
-        make_instance("random", 2.5, 2, 1)
-    assert make_instance("random", 3, 2, 1).vocab_size == 3
+        make_instance("dirichlet", 2.5, 2, 1)
+    assert make_instance("dirichlet", 3, 2, 1).vocab_size == 3
     g = torch.Generator().manual_seed(0)
     inst = st.random_instance(3, 2, 1)
     with pytest.raises(SizeLimitError, match="1,000,000,000,000 trees"):

@@ -107,8 +107,11 @@ def select(only: str | None = None) -> list[Claim]:
     """The claims whose id or source contains ``only`` (case-insensitive), all for None."""
     from spectheory.runtime.errors import SpectheoryError
 
+    if only is not None and (not isinstance(only, str) or not only.strip()):
+        raise SpectheoryError(f"--only {only!r} names nothing: give part of a claim id or "
+                              "source (leave --only out for the whole ledger)")
     rows = ledger()
-    if not only:
+    if only is None:
         return rows
     key = only.lower()
     chosen = [c for c in rows if key in c.id.lower() or key in c.source.lower()]

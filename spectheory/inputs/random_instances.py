@@ -81,7 +81,9 @@ MAX_DENOMINATOR = 10**9
 MAX_SEED = 2**63 - 1
 
 
-def _integer(value, name: str, lo: int, hi: int) -> int:
+def check_integer(value, name: str, lo: int, hi: int) -> int:
+    """``value`` as an int: a whole number (an int or numpy integer, not a bool) in [lo, hi], else
+    [`InstanceError`][spectheory.runtime.errors.InstanceError] naming it and its range."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise InstanceError(f"{name} = {value!r} must be an integer in [{lo:,}, {hi:,}]")
     if not lo <= value <= hi:
@@ -91,7 +93,7 @@ def _integer(value, name: str, lo: int, hi: int) -> int:
 
 def check_seed(seed, name: str = "seed") -> int:
     """A seed must be an integer in [0, 2^63 - 1]."""
-    return _integer(seed, name, 0, MAX_SEED)
+    return check_integer(seed, name, 0, MAX_SEED)
 
 
 def check_alpha(alpha, name: str = "alpha") -> float:
@@ -118,13 +120,13 @@ def random_instance(vocab_size: int, block_length: int, seed: int, alpha: float 
     [0, 2^63 - 1], alpha finite in [1e-3, 1e6], denominator in [1, 10^9]); a bad one raises
     [`InstanceError`][spectheory.runtime.errors.InstanceError] (a ``ValueError``) naming it and its range.
     """
-    V = _integer(vocab_size, "vocab_size", 2, MAX_VOCAB)
-    L = _integer(block_length, "block_length", 1, MAX_BLOCK)
+    V = check_integer(vocab_size, "vocab_size", 2, MAX_VOCAB)
+    L = check_integer(block_length, "block_length", 1, MAX_BLOCK)
     context_independent = check_flag(context_independent, "context_independent")
     seed = check_seed(seed)
     alpha = check_alpha(alpha)
     if denominator is not None:
-        denominator = _integer(denominator, "denominator", 1, MAX_DENOMINATOR)
+        denominator = check_integer(denominator, "denominator", 1, MAX_DENOMINATOR)
     if not context_independent:  # the deepest target table has V^(L+1) entries
         check_size(V ** (L + 1), "random table instance", exact=bool(denominator),
                    formula=f"V^(L+1) = {V}^{L + 1}")

@@ -92,6 +92,21 @@ def is_integer(value) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
+def as_list(items, name: str, kinds: str, lone: tuple = ()) -> list:
+    """``items`` given in Python as a list (any iterable but text; a lone object of a type in
+    ``lone`` as a list of one), else one [`OptionError`][spectheory.runtime.errors.OptionError]
+    line: "``name`` must be a list of ``kinds``, not <type>" (a number or an object where a list
+    was meant, instead of Python's "object is not iterable" from deep inside a check)."""
+    if lone and isinstance(items, lone):
+        return [items]
+    if not isinstance(items, (str, bytes)):
+        try:
+            return list(items)
+        except TypeError:
+            pass
+    raise OptionError(f"{name} must be a list of {kinds}, not {type(items).__name__}")
+
+
 def check_flag(value, name: str, none: bool = False) -> bool | None:
     """A switch given in Python: True or False (a numpy bool too; None where ``none``), never a
     truthy string such as ``'no'`` (which Python reads as True); else one

@@ -61,6 +61,15 @@ OUTCOMES_PER_SECOND = 2.0e4
 NOTE_SECONDS = 30.0
 
 _INT = re.compile(r"[0-9]+")
+_SIGNED_INT = re.compile(r"[+-]?[0-9]{1,4000}")
+
+
+def ascii_int(text) -> int | None:
+    """``text`` (surrounding blanks ignored) as an int when it is an optional sign and 1 to 30
+    ASCII digits, else None: Python's ``int()`` also reads other scripts' digits (``"٣"``) and
+    ``"1_0"``, and a hand-made test such as ``lstrip("+-")`` lets ``"+-5"`` through to it."""
+    s = str(text).strip()
+    return int(s) if _SIGNED_INT.fullmatch(s) else None
 
 
 def parse_limit(text, name: str, lo: int = 1, hi: int = MAX_LIMIT) -> int:

@@ -38,7 +38,8 @@ def split_address(address: str, what: str = "--address") -> tuple[str, int]:
     rest = text.split("://", 1)[1] if "://" in text else text
     host, sep, port = rest.rpartition(":")
     host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+    if not sep or not host or not (port.isascii() and port.isdigit()) or len(port) > 5 \
+            or not 1 <= int(port) <= 65535:
         raise OptionError(f"{what} {address!r} is not a Ray address host:port (e.g. "
                           "127.0.0.1:6379 or ray://head:10001), 'auto' or 'local'")
     return host, int(port)

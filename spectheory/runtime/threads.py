@@ -37,6 +37,7 @@ import os
 import sys
 
 from .errors import OptionError
+from .limits import ascii_int
 
 #: Environment variable that sets the number of threads.
 ENV_VAR = "SPECTHEORY_THREADS"
@@ -65,10 +66,9 @@ def parse_threads(value, what: str = "--threads") -> int:
     (exit 139) instead of being refused."""
     if isinstance(value, bool):
         raise OptionError(f"{what} {value!r} must be an integer >= 1")
-    try:
-        n = value if isinstance(value, int) else int(str(value).strip())
-    except (TypeError, ValueError):
-        raise OptionError(f"{what} {value!r} is not an integer (threads must be >= 1)") from None
+    n = value if isinstance(value, int) else ascii_int(value)  # ASCII digits only
+    if n is None:
+        raise OptionError(f"{what} {value!r} is not an integer (threads must be >= 1)")
     if n < 1:
         raise OptionError(f"{what} {n} must be at least 1")
     limit = max_threads()

@@ -223,7 +223,8 @@ def _shapes(value, where: str) -> list[str]:
     out = []
     for v in _listed(value, where):
         parts = v.replace(" ", "").split(",") if isinstance(v, str) else []
-        if not parts or not all(p.isdigit() and int(p) >= 1 for p in parts) \
+        if not parts or not all(p.isascii() and p.isdigit() and len(p) <= 30 and int(p) >= 1
+                                for p in parts) \
                 or len(parts) > MAX_BLOCK:
             raise OptionError(f"{where} must be branching factors such as \"2,2,1\"; got {v!r}")
         out.append(",".join(str(int(p)) for p in parts))

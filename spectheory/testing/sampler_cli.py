@@ -11,10 +11,10 @@ watchdog stops a sampler call that never returns (one line naming the sampler, e
 from __future__ import annotations
 
 import json
-import re
 import sys
 
 from ..runtime.errors import OptionError, SpectheoryError, TooFewSamplesError, import_user
+from ..runtime.limits import ascii_int
 
 
 def _import(text: str, what: str):
@@ -42,10 +42,10 @@ def parse_samples(text) -> int:
 
 
 def _int(text: str, name: str) -> int:
-    s = str(text).strip()
-    if not re.fullmatch(r"[+-]?[0-9]{1,30}", s):
+    value = ascii_int(text)
+    if value is None:
         raise SpectheoryError(f"{name} = {text!r:.40} is not an integer in ASCII digits")
-    return int(s)
+    return value
 
 
 def _float(text: str, name: str) -> float:

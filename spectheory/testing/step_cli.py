@@ -15,16 +15,15 @@ from ..runtime.errors import OptionError, SpectheoryError, import_user
 
 
 def _int(text: str, name: str, lo: int, hi: int) -> int:
-    from ..runtime.limits import parse_count
+    from ..runtime.limits import ascii_int, parse_count
 
     if name == "--samples":
         value = parse_count(text, name, lo, hi)
     else:
-        s = str(text).strip()
-        if not (s.lstrip("+-").isascii() and s.lstrip("+-").isdigit()) or len(s) > 30:
+        value = ascii_int(text)
+        if value is None:
             raise OptionError(f"{name} = {text!r:.40} is not an integer (accepted: "
                               f"{lo:,}..{hi:,})")
-        value = int(s)
     if not lo <= value <= hi:
         raise OptionError(f"{name} = {value} is out of range {lo}..{hi:,}")
     return value

@@ -8,6 +8,7 @@ import argparse
 import sys
 
 from ..runtime.errors import OptionError
+from ..runtime.limits import ascii_int
 from ..registry import DRAFTING
 
 
@@ -15,10 +16,10 @@ def _integer(text: str) -> int:
     """An argparse type: a decimal integer (its range is checked by `cmd_export`, before anything is
     computed or allocated, with the limits of
     [`spectheory.testing.checks.vectors`][spectheory.testing.checks.vectors])."""
-    s = text.strip()
-    if not s.lstrip("+-").isdigit() or len(s) > 30:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer")
-    return int(s)
+    value = ascii_int(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer in ASCII digits")
+    return value
 
 
 def _progress(args) -> bool:

@@ -43,11 +43,13 @@ from fractions import Fraction
 
 import numpy as np
 
-from ...runtime.errors import OptionError, SpectheoryError, is_integer
+from ...runtime.errors import InstanceError, OptionError, SpectheoryError
 from ...runtime.sizes import check_size
 from ...inputs.instances import Instance, instance_from_dict
 from ...inputs.models import TableModel
-from ...inputs.random_instances import quantize_rows
+from ...inputs.instances import MAX_BLOCK, MAX_VOCAB
+from ...inputs.random_instances import (MAX_DENOMINATOR, check_alpha, check_integer, check_seed,
+                                        quantize_rows)
 
 #: The kinds of instance [`make_instance`][spectheory.testing.checks.battery.make_instance] builds
 #: (see [`spectheory.testing.checks.strategies`][spectheory.testing.checks.strategies]).
@@ -89,9 +91,18 @@ def make_instance(kind: str, V: int, L: int, seed: int, alpha: float = 1.0,
     denominator : int, optional
         Round every row to exact multiples of 1/denominator (exact Fractions).
     """
-    for name, n, lo in (("V", V, 2), ("L", L, 1)):
-        if not is_integer(n) or n < lo:
-            raise OptionError(f"make_instance: {name} = {n!r:.40} must be an integer >= {lo}")
+    if not isinstance(kind, str) or kind not in KINDS:
+        raise OptionError(f"make_instance: kind = {kind!r:.40} is not one of {', '.join(KINDS)}")
+    try:  # the ranges of random_instance, each checked before anything is drawn
+        V = check_integer(V, "make_instance: V", 2, MAX_VOCAB)
+        L = check_integer(L, "make_instance: L", 1, MAX_BLOCK)
+        seed = check_seed(seed, "make_instance: seed")
+        alpha = check_alpha(alpha, "make_instance: alpha")
+        if denominator is not None:
+            denominator = check_integer(denominator, "make_instance: denominator", 1,
+                                        MAX_DENOMINATOR)
+    except InstanceError as exc:
+        raise OptionError(str(exc)) from None
     ci = kind == "context_independent"
     if not ci:  # the deepest target table holds V^(L+1) entries: bounded before it is drawn
         check_size(V ** (L + 1), f"make_instance({kind!r})", exact=bool(denominator),

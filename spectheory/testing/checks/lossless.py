@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from ...runtime.errors import SpectheoryError
+from ...runtime.errors import SpectheoryError, as_list
 from ...engine.lossless import LosslessReport, check_lossless
 from ...inputs.instances import Instance
 from ...law import LawError
@@ -45,13 +45,12 @@ from .battery import BatteryInstance, default_battery
 def _named(instances, paths: int) -> list[tuple[str, Instance]]:
     if instances is None:
         return [(b.name, b.instance) for b in default_battery(paths, exact=True)]
-    if isinstance(instances, (Instance, BatteryInstance)):
-        instances = [instances]
     if isinstance(instances, dict):
         items = list(instances.items())
     else:
         items = []
-        for k, x in enumerate(instances):
+        for k, x in enumerate(as_list(instances, "instances", "spectheory Instances",
+                                      lone=(Instance, BatteryInstance))):
             if isinstance(x, BatteryInstance):
                 items.append((x.name, x.instance))
             elif isinstance(x, tuple) and len(x) == 2 and isinstance(x[1], Instance):

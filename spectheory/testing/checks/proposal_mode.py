@@ -35,7 +35,12 @@ def _proposal_rows(instances, rows: int, generator) -> list[torch.Tensor]:
                 node = node * V + d[:, j]
             out.append(picked)
         else:
-            x = torch.as_tensor(inst, dtype=torch.float64)
+            try:
+                x = torch.as_tensor(inst, dtype=torch.float64)
+            except (TypeError, ValueError, RuntimeError, OverflowError):
+                raise SpectheoryError(f"proposal rows: {type(inst).__name__} {inst!r:.40} is "
+                                      "neither an Instance nor a tensor [R, V] of numbers; the "
+                                      "draft sampler was not called") from None
             if x.dim() != 2 or x.shape[0] < 1 or x.shape[1] < 1:
                 raise SpectheoryError(f"proposal rows must be a tensor [R, V] with R, V >= 1, "
                                       f"not of shape {list(x.shape)}")

@@ -56,13 +56,20 @@ def _equal_at_some_nodes(V: int, L: int, seed: int) -> Instance:
     return Instance(V, L, base.target, TableModel(V, tuple(draft)))
 
 
+#: Sampler check modes ([`check_sampler`][spectheory.testing.checks.sampler.check_sampler]).
+MODES = ("law", "lossless", "coins", "coins-tau")
+
+
 def default_instances(mode: str = "law") -> list:
     """The default instances, all with prefix-dependent rows (a different conditional after
     every prefix) and V >= 3, L >= 3: ``random_instance(3, 3, 11)``, ``random_instance(4, 3, 12,
     alpha=0.5)``, a V = 4, L = 3 instance with about 40% zeros in both models (so each model has
     zeros where the other has mass), and a V = 3, L = 3 instance whose draft equals the target at
-    every other node (ties in p/q)."""
-    del mode  # the same set serves every mode
+    every other node (ties in p/q). The same set serves every mode; ``mode`` must be one of
+    `MODES`."""
+    if not isinstance(mode, str) or mode not in MODES:
+        raise SpectheoryError(f"default_instances: mode = {mode!r:.40} is not one of "
+                              f"{', '.join(MODES)}")
     return [random_instance(3, 3, 11), random_instance(4, 3, 12, alpha=0.5),
             _zeroed_instance(4, 3, 13), _equal_at_some_nodes(3, 3, 14)]
 

@@ -76,7 +76,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from ...runtime._lazy import torch
 
-from ...runtime.errors import SpectheoryError
+from ...runtime.errors import OptionError, SpectheoryError, as_list
 from ...registry import plan
 from ..statistics import stats  # noqa: F401 (re-exported)
 from .report import (MIN_EXPECTED, POWER, Cell, CoinMismatch, DraftRows, SamplerReport,  # noqa: F401 (re-exported)
@@ -112,8 +112,7 @@ from ...verifiers.block import block_weights  # noqa: F401,E402
 from ...verifiers.common import drafted_probs, residual_corrections, residuals  # noqa: F401,E402
 
 
-#: Sampler check modes.
-MODES = ("law", "lossless", "coins", "coins-tau")
+from .rows import MODES  # noqa: E402 (the sampler check's modes)
 
 #: Budgeted runs hand the sampler at most this many rows a call, or the pilots' largest call.
 BUDGET_MIN_BATCH = 2**16
@@ -137,8 +136,6 @@ def _refuse_unused(mode: str, convention) -> None:
     """Refuse an argument that does nothing in ``mode``: a coin ``convention`` outside the coins
     modes (the law and lossless modes hand the sampler a generator, not coins)."""
     if convention is not None and mode not in ("coins", "coins-tau"):
-        from ...runtime.errors import OptionError
-
         raise OptionError(f"convention = {convention!r} applies to the coins modes only; mode "
                           f"{mode!r} checks the law of --verifier (verifier=) and would ignore it")
 
@@ -409,7 +406,7 @@ def check_sampler(sampler: Callable, verifier: Any = "block", instances: Sequenc
         raise SpectheoryError(f"the sampler is {type(sampler).__name__}, not a function")
     if instances is None:
         instances = default_instances(mode)
-    instances = list(instances)
+    instances = as_list(instances, "instances", "spectheory Instances or DraftRows")
     if not instances:
         raise SpectheoryError("no instances to check the sampler on")
     _refuse_size(samples, mode, instances, verifier, paths, draft_rows, max_seconds,
@@ -488,8 +485,14 @@ def check_proposal(draft_sampler: Callable, instances: Sequence | None = None,
     _refuse_time(samples, MAX_SECONDS)
     draft_sampler = _guarded(draft_sampler, "draft sampler")
     g = torch.Generator().manual_seed(seed)
-    sets = _proposal_rows(default_proposal_rows() if instances is None else list(instances),
-                          rows, g)
+    if instances is None:
+        given = default_proposal_rows()
+    else:
+        given = as_list(instances, "instances", "spectheory Instances or rows [R, V]")
+        if not given:
+            raise OptionError("instances is empty: give at least one Instance or rows [R, V] "
+                              "(None: the default rows)")
+    sets = _proposal_rows(given, rows, g)
     return _proposal_mode(draft_sampler, sets, samples, alpha, seed)
 
 

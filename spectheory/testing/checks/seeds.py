@@ -310,7 +310,7 @@ def _label(step) -> str:
     return getattr(step, "_spectheory_label", "step").removeprefix("step ")
 
 
-def _check_common(instances, seeds, tokens, schedule=None):
+def _check_common(instances, seeds, tokens, schedule):
     insts = _instance_list(instances, default_step_instances, "no instances to check on")
     if isinstance(seeds, (str, bytes, dict)):
         raise OptionError(f"seeds must be a list of integers, not {type(seeds).__name__}")
@@ -342,7 +342,7 @@ def _check_common(instances, seeds, tokens, schedule=None):
     if isinstance(tokens, bool) or not isinstance(tokens, (int, np.integer)) or \
             not 1 <= tokens <= MAX_TOKENS:
         raise OptionError(f"tokens = {tokens!r} must be an integer in 1..{MAX_TOKENS}")
-    if schedule is not None and schedule not in SCHEDULES:
+    if not isinstance(schedule, str) or schedule not in SCHEDULES:
         raise OptionError(f"schedule = {schedule!r} is not one of {', '.join(SCHEDULES)}")
     return [inst.to_float() for inst in insts], seeds
 

@@ -80,7 +80,8 @@ from ...inputs.stateful import kit_logits
 from ...inputs.random_instances import random_instance
 from ...engine.seqtree import levels, path_probabilities
 from ...runtime._lazy import torch
-from ...runtime.errors import OptionError, SizeLimitError, SpectheoryError, TimeLimitError
+from ...runtime.errors import (OptionError, SizeLimitError, SpectheoryError, TimeLimitError,
+                              as_list)
 from ..statistics import stats
 from .calls import _cells, _summary, kit_seed, readable
 from .report import MIN_EXPECTED, POWER, SamplerReport, guarded
@@ -558,7 +559,8 @@ def check_step(step: Callable, instances: Sequence | None = None, samples: int =
     if not callable(step):
         raise OptionError(f"the step is {type(step).__name__}, not a function")
     sp, dp = parse_sampling(sampling), parse_sampling(draft_sampling)
-    insts = default_step_instances() if instances is None else list(instances)
+    insts = (default_step_instances() if instances is None
+             else as_list(instances, "instances", "spectheory Instances", lone=(Instance,)))
     if not insts:
         raise OptionError("no instances to check the step on")
     for i, inst in enumerate(insts):
@@ -590,7 +592,7 @@ def check_step(step: Callable, instances: Sequence | None = None, samples: int =
     g = torch.Generator().manual_seed(int(seed))
     sg = torch.Generator().manual_seed(int(seed) + 1)
     if max_seconds is not None and not (isinstance(max_seconds, (int, float)) and
-                                        max_seconds > 0):
+                                        not isinstance(max_seconds, bool) and max_seconds > 0):
         raise OptionError(f"max_seconds = {max_seconds!r} must be a positive number or None")
     pace = _Pace(samples, max_seconds)
     tests, worst, impossible = [], None, None

@@ -71,7 +71,7 @@ from ...inputs.instances import Instance
 from ...inputs.random_instances import random_instance
 from ...registry import VerifierSpec, get_verifier
 from ...runtime._lazy import torch
-from ...runtime.errors import OptionError, call_user, is_integer
+from ...runtime.errors import InstanceError, OptionError, as_list, call_user, is_integer
 from ...runtime.limits import check_memory
 from ...runtime.sizes import check_size
 from ..statistics import stats
@@ -504,9 +504,12 @@ def tied_instance(V: int, D: int, seed: int = 13) -> Instance:
     token id, and target (1/4, 1/4, 1/2, 0, ...)."""
     from ...inputs.models import TableModel
 
-    if V < 3:
-        raise OptionError(f"a tied instance needs V >= 3, not {V}")
-    base = random_instance(V, D, seed, denominator=4)
+    if not is_integer(V) or V < 3:
+        raise OptionError(f"a tied instance needs an integer V >= 3, not {V!r:.40}")
+    try:  # D and seed: random_instance's ranges
+        base = random_instance(V, D, seed, denominator=4)
+    except InstanceError as exc:
+        raise OptionError(f"tied_instance: {exc}") from None
 
     def root(row, model):
         tables = [np.array(t, copy=True) for t in model.tables]
@@ -886,10 +889,8 @@ def check_tree_sampler(sampler: Callable, verifier: Any = None, tree: Any = (2, 
     if drafting not in TREE_DRAFTING:
         raise OptionError(f"unknown tree drafting scheme {drafting!r}; choose from "
                           f"{', '.join(TREE_DRAFTING)}")
-    if instances is None:
-        instances = default_tree_instances(shape)
-    elif isinstance(instances, Instance):
-        instances = [instances]
+    instances = (default_tree_instances(shape) if instances is None
+                 else as_list(instances, "instances", "spectheory Instances", lone=(Instance,)))
     insts = []
     for inst in instances:
         if not isinstance(inst, Instance):

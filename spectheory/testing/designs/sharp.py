@@ -1232,6 +1232,9 @@ def kit_design(verifier: str = "token", budget: int = 3000, alpha: float = 1e-3,
     rows, so a sampler that writes into its inputs cannot change a later design)."""
     import dataclasses
 
+    if not isinstance(verifier, str):  # a name (the design is cached by it)
+        raise OptionError(f"kit_design: verifier = {verifier!r:.40} must be a registered "
+                          "verifier's name")
     budget, alpha, paths = _count("budget", budget), _level(alpha), _count("paths", paths)
     d = _cached(verifier, budget, alpha, paths)
     return dataclasses.replace(d, rows=[DraftRows(*(x.clone() for x in r)) for r in d.rows])

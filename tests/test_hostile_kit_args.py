@@ -1,0 +1,210 @@
+"""Bad arguments to the kit's Python functions, each refused in one line naming the argument,
+before any work: the instance builders (`make_instance`, `tied_instance`, `default_instances`),
+the ``instances`` argument of every check (a number or an object where a list was meant), the
+seed checks' ``schedule`` and `check_step`'s ``max_seconds``. Each case failed before with a
+Python error from deep inside the check, ran an instance of an unknown kind, or hung."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import spectheory.testing as T
+from spectheory.runtime.errors import OptionError, SpectheoryError, as_list
+from spectheory.inputs.random_instances import MAX_SEED
+
+
+def _refused(fn, pattern, error=SpectheoryError):
+    with pytest.raises(error, match=pattern) as info:
+        fn()
+    assert "\n" not in str(info.value)
+    return info.value
+
+
+# ----------------------------------------------------------------------------- builders
+
+
+@pytest.mark.parametrize("kind", [None, "x", "random", float("nan"), 3, True, []])
+def test_make_instance_takes_only_its_kinds(kind):
+    _refused(lambda: T.make_instance(kind, 3, 2, 0), r"^make_instance: kind = .* is not one "
+                                                     r"of dirichlet, context_independent")
+
+
+@pytest.mark.parametrize("args, pattern", [
+    (dict(L=10**15), r"make_instance: L = 1000000000000000 is out of range \[1, 64\]"),
+    (dict(V=10**9), r"make_instance: V = 1000000000 is out of range"),
+    (dict(V=2.5), r"make_instance: V = 2.5 must be an integer"),
+    (dict(seed=-1), r"make_instance: seed = -1 is out of range \[0, "),
+    (dict(seed="x"), r"make_instance: seed = 'x' must be an integer"),
+    (dict(seed=None), r"make_instance: seed = None must be an integer"),
+    (dict(seed=1.5), r"make_instance: seed = 1.5 must be an integer"),
+    (dict(alpha=float("nan")), r"make_instance: alpha = nan is out of range"),
+    (dict(alpha=float("inf")), r"make_instance: alpha = inf is out of range"),
+    (dict(alpha=None), r"make_instance: alpha = None is not a number"),
+    (dict(alpha=-1), r"make_instance: alpha = -1 is out of range"),
+    (dict(alpha=True), r"make_instance: alpha = True is not a number"),
+    (dict(denominator=-3), r"make_instance: denominator = -3 is out of range"),
+    (dict(denominator=[]), r"make_instance: denominator = \[\] must be an integer"),
+    (dict(denominator=float("inf")), r"make_instance: denominator = inf must be an integer"),
+])
+def test_make_instance_checks_every_argument_before_drawing(args, pattern):
+    call = dict(kind="dirichlet", V=3, L=2, seed=0) | args
+    t = time.perf_counter()
+    _refused(lambda: T.make_instance(**call), pattern, OptionError)
+    assert time.perf_counter() - t < 5  # L = 10^15 computed V^(L+1) before: it never returned
+
+
+def test_make_instance_controls():
+    for kind in ("dirichlet", "sparse", "peaked", "equal", "onehot_draft"):
+        inst = T.make_instance(kind, 3, 2, MAX_SEED, alpha=0.5, denominator=6)
+        assert (inst.vocab_size, inst.block_length) == (3, 2)
+    a, b = T.make_instance("dirichlet", 3, 2, 7), T.make_instance("dirichlet", 3, 2, 7)
+    assert (a.target.level(2) == b.target.level(2)).all()  # the seed still decides the rows
+
+
+@pytest.mark.parametrize("args, pattern", [
+    (dict(V=None, D=2), r"^a tied instance needs an integer V >= 3, not None"),
+    (dict(V="4", D=2), r"^a tied instance needs an integer V >= 3, not '4'"),
+    (dict(V=2, D=2), r"^a tied instance needs an integer V >= 3, not 2"),
+    (dict(V=4, D=10**12), r"^tied_instance: block_length = 1000000000000 is out of range"),
+    (dict(V=4, D=2, seed=-5), r"^tied_instance: seed = -5 is out of range"),
+])
+def test_tied_instance_checks_its_arguments(args, pattern):
+    _refused(lambda: T.tied_instance(**args), pattern, OptionError)
+    assert T.tied_instance(4, 2).vocab_size == 4  # control
+
+
+@pytest.mark.parametrize("mode", [None, "lossy", 3, ["law"]])
+def test_default_instances_names_an_unknown_mode(mode):
+    _refused(lambda: T.default_instances(mode), r"^default_instances: mode = .* is not one of "
+                                                r"law, lossless, coins, coins-tau")
+    assert len(T.default_instances("coins")) == len(T.default_instances())  # control
+
+
+def test_kit_design_takes_a_verifier_name():
+    _refused(lambda: T.kit_design(verifier=["token"]),
+             r"^kit_design: verifier = \['token'\] must be a registered verifier's name",
+             OptionError)
+
+
+# ----------------------------------------------------------------------------- instances=
+
+
+NOT_A_LIST = [float("nan"), -1, 10**15, True, object(), float("inf")]
+
+
+def _checks():
+    block = T.make_sampler("block")
+    return {
+        "check_sampler": lambda x: T.check_sampler(block, instances=x, samples=500),
+        "check_proposal": lambda x: T.check_proposal(lambda q, n, g: None, instances=x,
+                                                     samples=500),
+        "check_tree_sampler": lambda x: T.check_tree_sampler(block, instances=x, samples=500),
+        "check_lossless_battery": lambda x: T.check_lossless_battery("block", instances=x),
+        "check_step": lambda x: T.check_step(T.vllm_v1_step, instances=x, samples=500),
+        "check_batch_invariance": lambda x: T.check_batch_invariance(T.keyed_plain_step,
+                                                                     instances=x),
+    }
+
+
+@pytest.mark.parametrize("check", sorted(_checks()))
+@pytest.mark.parametrize("value", NOT_A_LIST, ids=lambda v: type(v).__name__ + repr(v)[:6])
+def test_instances_that_are_not_a_list_are_named(check, value):
+    _refused(lambda: _checks()[check](value),
+             rf"^(instances must be a list of .*, not {type(value).__name__}"
+             rf"|an instance must be a spectheory Instance, not {type(value).__name__})$")
+
+
+def test_one_instance_alone_is_a_list_of_one_where_the_check_takes_one():
+    inst = T.make_instance("dirichlet", 3, 2, 4)
+    assert T.check_step(T.vllm_v1_step, instances=inst, samples=2_000).passed
+    assert T.check_lossless_battery("block", instances=inst)[0].lossless
+    # the sampler checks take a list: one instance alone is named, not iterated
+    _refused(lambda: T.check_sampler(T.make_sampler("block"), instances=inst, samples=500),
+             r"^instances must be a list of spectheory Instances or DraftRows, not Instance$")
+
+
+def test_proposal_rows_that_are_not_numbers_are_the_callers_fault():
+    calls = []
+
+    def sampler(q, n, g):
+        calls.append(1)
+
+    _refused(lambda: T.check_proposal(sampler, instances=[["a", "b"]], samples=500),
+             r"^proposal rows: list \['a', 'b'\] is neither an Instance nor a tensor \[R, V\] "
+             r"of numbers; the draft sampler was not called$")
+    _refused(lambda: T.check_proposal(sampler, instances=[], samples=500),
+             r"^instances is empty")
+    assert calls == []
+
+
+def test_as_list():
+    assert as_list((1, 2), "xs", "numbers") == [1, 2]
+    assert as_list(iter("ab"), "xs", "letters") == ["a", "b"]
+    assert as_list(3, "xs", "numbers", lone=(int,)) == [3]
+    for bad in ("ab", b"ab", 3, None):
+        with pytest.raises(OptionError, match=rf"^xs must be a list of numbers, not "
+                                              rf"{type(bad).__name__}$"):
+            as_list(bad, "xs", "numbers")
+
+
+# ----------------------------------------------------------------------------- other arguments
+
+
+@pytest.mark.parametrize("check", [T.check_seed_replay, T.check_batch_invariance])
+@pytest.mark.parametrize("schedule", [None, "all", 1])
+def test_seed_checks_name_an_unknown_schedule(check, schedule):
+    # None ran the "mixed" schedule in one check and failed with KeyError in the other
+    _refused(lambda: check(T.keyed_plain_step, schedule=schedule),
+             r"^schedule = .* is not one of full, none, mixed$", OptionError)
+
+
+def test_check_step_max_seconds_is_a_number_not_a_switch():
+    _refused(lambda: T.check_step(T.vllm_v1_step, samples=500, max_seconds=True),
+             r"^max_seconds = True must be a positive number or None$", OptionError)
+
+
+# ----------------------------------------------------------------------------- integers as text
+
+
+@pytest.mark.parametrize("text", ["\u0661", "1_0", "+-5", "\uff13", " 2 3"])
+def test_ascii_int_takes_a_sign_and_ascii_digits_only(text):
+    from spectheory.runtime.limits import ascii_int
+    from spectheory.runtime.threads import parse_threads
+
+    assert ascii_int(text) is None
+    with pytest.raises(OptionError, match=r"is not an integer"):
+        parse_threads(text)
+    assert ascii_int(" +7 ") == 7 and ascii_int("-3") == -3 and parse_threads(" 1 ") == 1
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--threads", "\u0661", "verifiers"], "--threads '\u0661' is not an integer"),
+    (["vectors", "export", "out", "--paths", "\u0662"], "is not an integer in ASCII digits"),
+    (["vectors", "export", "out", "--paths", "+-5"], "'+-5' is not an integer in ASCII digits"),
+    (["check-step", "steps_mod:f", "--seed", "+-5"], "--seed = '+-5' is not an integer"),
+    (["check-step", "steps_mod:f", "--seed", "\u0663"], "--seed = '\u0663' is not an integer"),
+    (["claims", "--only", ""], "--only '' names nothing"),
+    (["claims", "--only", "   "], "names nothing"),
+])
+def test_command_line_integers_and_filters(argv, words, tmp_path, capsys, monkeypatch):
+    from cli_helpers import refused, run
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "steps_mod.py").write_text("def f(*a, **k):\n    raise AssertionError\n")
+    refused(*run(argv, capsys), words)
+    assert not (tmp_path / "out").exists()
+
+
+def test_ray_ports_and_tree_shapes_in_ascii_digits():
+    from spectheory.runtime.raycluster import split_address
+    from spectheory.sweep.config import _shapes
+
+    with pytest.raises(OptionError, match="is not a Ray address"):
+        split_address("head:\u0666\u0663\u0667\u0669")
+    assert split_address("head:6379") == ("head", 6379)
+    with pytest.raises(OptionError, match="must be branching factors"):
+        _shapes(["2,\u0662"], "shapes")
+    assert _shapes(["2, 2,1"], "shapes") == ["2,2,1"]
