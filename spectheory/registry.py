@@ -40,7 +40,8 @@ from typing import Any, Callable, NamedTuple
 
 from .runtime import backend as B
 from .runtime._lazy import is_tensor, torch
-from .runtime.errors import InputError, SpectheoryError, TimeLimitError, call_user, import_user
+from .runtime.errors import (InputError, SpectheoryError, TimeLimitError, call_user, check_flag,
+                             import_user)
 from .law import ROW_SUM_TOL, Law, LawError, validate_law
 
 #: Drafting schemes of K paths (see [`spectheory.engine.joint`][spectheory.engine.joint]).
@@ -152,7 +153,34 @@ class VerifierSpec:
     numpy_float: bool = False
 
     def __post_init__(self):
-        if self.paths not in (1, None):
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise SpectheoryError(f"a verifier's name must be a non-empty string, not "
+                                  f"{self.name!r:.40}")
+        if not callable(self.function):
+            raise SpectheoryError(f"verifier {self.name!r}: its function is "
+                                  f"{type(self.function).__name__}, not callable")
+        for flag in ("lossless", "order_invariant", "exact", "rule_skips_repeats",
+                     "rule_merges_repeats", "numpy_float"):  # "yes" or 1 would read as True
+            value = getattr(self, flag)
+            if not isinstance(value, (bool, _np_bool())):
+                raise SpectheoryError(f"verifier {self.name!r}: {flag} = {value!r:.40} must be "
+                                      "True or False")
+            object.__setattr__(self, flag, bool(value))
+        for text in ("paper", "summary"):
+            if not isinstance(getattr(self, text), str):
+                raise SpectheoryError(f"verifier {self.name!r}: {text} = "
+                                      f"{getattr(self, text)!r:.40} must be a string")
+        if self.node_form is not None and not isinstance(self.node_form, str):
+            raise SpectheoryError(f"verifier {self.name!r}: node_form = {self.node_form!r:.40} "
+                                  "must be a string (the rule in words) or None")
+        for part in ("analytic", "rule"):
+            if getattr(self, part) is not None and not callable(getattr(self, part)):
+                raise SpectheoryError(f"verifier {self.name!r}: {part} must be callable or None")
+        if self.node is not None and not callable(getattr(self.node, "step", None)):
+            raise SpectheoryError(f"verifier {self.name!r}: node = {self.node!r:.40} is not a "
+                                  "NodeForm (spectheory.engine.nodes.NodeForm: a step function "
+                                  "and a scan)")
+        if isinstance(self.paths, bool) or self.paths not in (1, None):
             raise SpectheoryError(f"verifier {self.name!r}: paths must be 1 or None (any K), "
                                   f"not {self.paths!r}")
         if self.paths_read is not None and (isinstance(self.paths_read, bool) or not isinstance(
@@ -275,6 +303,12 @@ def verifier(function: Callable | None = None, *, name: str | None = None, paths
     return wrap(function) if function is not None else wrap
 
 
+def _np_bool():
+    import numpy as np
+
+    return np.bool_
+
+
 _REGISTRY: dict[str, VerifierSpec] = {}
 #: The reader of parametric names (``additive(1/4)``), set by ``spectheory.verifiers`` on import.
 _NAME_PARSER: list = []
@@ -340,7 +374,10 @@ def _load_entry_points():
 
 def registered(lossless: bool | None = None, single_path: bool | None = None
                ) -> dict[str, VerifierSpec]:
-    """The registry (name -> spec), optionally only lossless / lossy, single- / K-path ones."""
+    """The registry (name -> spec), optionally only lossless / lossy, single- / K-path ones
+    (True, False or None: ``"yes"`` would match no verifier)."""
+    lossless = check_flag(lossless, "registered: lossless", none=True)
+    single_path = check_flag(single_path, "registered: single_path", none=True)
     _load_entry_points()
     return {n: s for n, s in _REGISTRY.items() if n not in _UNLISTED
             and (lossless is None or s.lossless == lossless)
@@ -525,6 +562,7 @@ def get_verifier(verifier: Any, multi_path: bool = False) -> VerifierSpec:
     A function without a spec is read as a single-path verifier, or as a K-path one when
     ``multi_path`` is True (as [`plan`][spectheory.registry.plan] does when more than one path is
     asked for)."""
+    multi_path = check_flag(multi_path, "get_verifier: multi_path")
     if isinstance(verifier, VerifierSpec):
         return verifier
     if isinstance(verifier, str):

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+import spectheory as st
 import spectheory.testing as T
 from spectheory.runtime.errors import OptionError, SpectheoryError, as_list
 from spectheory.inputs.random_instances import MAX_SEED
@@ -208,3 +209,65 @@ def test_ray_ports_and_tree_shapes_in_ascii_digits():
     with pytest.raises(OptionError, match="must be branching factors"):
         _shapes(["2,\u0662"], "shapes")
     assert _shapes(["2, 2,1"], "shapes") == ["2,2,1"]
+
+
+# ----------------------------------------------------------------------------- registry, analyze
+
+
+def _law(d, q, p):
+    raise AssertionError("not called")
+
+
+@pytest.mark.parametrize("meta, pattern", [
+    (dict(lossless="yes"), r"lossless = 'yes' must be True or False"),
+    (dict(lossless=1), r"lossless = 1 must be True or False"),
+    (dict(order_invariant="no"), r"order_invariant = 'no' must be True or False"),
+    (dict(exact=float("nan")), r"exact = nan must be True or False"),
+    (dict(paper=3), r"paper = 3 must be a string"),
+    (dict(summary=object()), r"summary = <object .* must be a string"),
+    (dict(node_form=2.5), r"node_form = 2.5 must be a string"),
+    (dict(node="token"), r"node = 'token' is not a NodeForm"),
+    (dict(paths=True), r"paths must be 1 or None"),
+])
+def test_verifier_metadata_is_checked_when_declared(meta, pattern):
+    # lossless="yes" was kept as a truthy string: listed by neither registered(lossless=True)
+    # nor registered(lossless=False)
+    _refused(lambda: st.verifier(_law, name="mine", **meta), rf"^verifier 'mine': {pattern}")
+
+
+def test_verifier_metadata_controls():
+    import numpy as np
+
+    spec = st.verifier(_law, name="mine", lossless=np.bool_(False), paper="arXiv 0").spectheory_spec
+    assert spec.lossless is False and spec.paper == "arXiv 0"
+    _refused(lambda: st.verifier(_law, name=3), r"^a verifier's name must be a non-empty string")
+
+
+@pytest.mark.parametrize("value", ["yes", 1, float("nan"), []])
+def test_registry_filters_are_true_false_or_none(value):
+    _refused(lambda: st.registered(lossless=value), r"^registered: lossless")
+    _refused(lambda: st.registered(single_path=value), r"^registered: single_path")
+    _refused(lambda: st.get_verifier("block", multi_path=value), r"^get_verifier: multi_path")
+    lossy = st.registered(lossless=False)
+    assert lossy and all(not s.lossless for s in lossy.values())  # control
+
+
+@pytest.mark.parametrize("cores", ["4", 0, -2, 2.5, True, [2]])
+def test_default_threads_names_a_bad_core_count(cores):
+    _refused(lambda: st.default_threads(cores), r"^cores = .* must be an integer >= 1",
+             OptionError)
+
+
+def test_default_threads_controls(monkeypatch):
+    import numpy as np
+
+    monkeypatch.delenv("SPECTHEORY_THREADS", raising=False)
+    assert st.default_threads(2) == 1 and st.default_threads(np.int64(16)) == 8
+
+
+@pytest.mark.parametrize("name", [3, ["a"], object()])
+def test_analyze_label_is_a_string(name):
+    inst = st.random_instance(3, 2, 1)
+    _refused(lambda: st.analyze(inst, "block", name=name),
+             r"^name = .* must be a string \(the result's label\) or None$")
+    assert st.analyze(inst, "block", name="mine").verifier == "mine"  # control

@@ -301,6 +301,9 @@ def analyze(instance: Instance, verifier, name: str | None = None,
     laws = check_flag(laws, "laws")
     symmetric = check_flag(symmetric, "symmetric", none=True)
     progress = check_flag(progress, "progress")
+    if name is not None and not isinstance(name, str):  # the result's label, printed as is
+        raise SpectheoryError(f"name = {name!r:.40} must be a string (the result's label) or "
+                              "None")
     how = plan(verifier, paths, drafting)
     defer = _screens_top(instance, how, route, symmetric, exact, device, backend, laws,
                          executor, sampling, draft_sampling, max_sequences)
