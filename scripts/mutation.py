@@ -75,6 +75,7 @@ REPORTS = ("tests/test_sampler_reports.py",)
 BUFFERS = ("tests/test_buffers.py",)
 REAL = ("tests/test_real_laws_exact.py",)
 KERNELS = ("tests/test_gbv_kernels.py", "tests/test_real_laws_exact.py")
+ARGS = ("tests/test_hostile_kit_args.py",)
 LP_DIRECT = ("tests/test_lp_direct.py", "tests/test_lp_multipath.py", "tests/test_lp_tree.py")
 STATEFUL = ("tests/test_stateful.py",)
 PENALISED = ("tests/test_penalised_steps.py", "tests/test_stateful.py")
@@ -1468,6 +1469,41 @@ MUTANTS = [
            'dir=parent))(f"spectheory-fig-{name}-",',
            "a figure grid's sweep folder not held for the SIGTERM handler: terminated, it is "
            "left in /dev/shm", LATE),
+    # the kit's arguments: builders, instances=, integers as text, declared metadata
+    Mutant("spectheory/testing/checks/battery.py",
+           "    if not isinstance(kind, str) or kind not in KINDS:",
+           "    if not isinstance(kind, str):",
+           "make_instance takes a kind it does not know (draws Dirichlet rows for it)", ARGS),
+    Mutant("spectheory/testing/checks/battery.py",
+           '        L = check_integer(L, "make_instance: L", 1, MAX_BLOCK)',
+           '        L = check_integer(L, "make_instance: L", 1, 10**18)',
+           "make_instance: L unbounded before V^(L+1) is computed (L = 10^15 never returns)",
+           ARGS),
+    Mutant("spectheory/runtime/errors.py",
+           "    if not isinstance(items, (str, bytes)):\n        try:",
+           "    if True:\n        try:",
+           "as_list: a text taken for a list of its characters", ARGS),
+    Mutant("spectheory/runtime/errors.py",
+           "    if lone and isinstance(items, lone):\n        return [items]",
+           "    if lone and isinstance(items, lone):\n        return list(items)",
+           "as_list: one instance alone iterated instead of made a list of one", ARGS),
+    Mutant("spectheory/runtime/limits.py",
+           '_SIGNED_INT = re.compile(r"[+-]?[0-9]{1,4000}")',
+           '_SIGNED_INT = re.compile(r"[+-]*[0-9]{1,4000}")',
+           "ascii_int: several signs accepted ('+-5' reaches int(): a traceback)", ARGS),
+    Mutant("spectheory/runtime/limits.py",
+           '_SIGNED_INT = re.compile(r"[+-]?[0-9]{1,4000}")',
+           '_SIGNED_INT = re.compile(r"[+-]?\\d{1,4000}")',
+           "ascii_int: any script's digits (\\d) where ASCII digits are meant", ARGS),
+    Mutant("spectheory/registry.py",
+           "            if not isinstance(value, (bool, _np_bool())):",
+           "            if not isinstance(value, (bool, _np_bool(), str)):",
+           "VerifierSpec: lossless='yes' kept as a truthy string", ARGS),
+    Mutant("spectheory/testing/checks/seeds.py",
+           "    if not isinstance(schedule, str) or schedule not in SCHEDULES:",
+           "    if schedule is not None and schedule not in SCHEDULES:",
+           "seed checks: schedule=None runs the mixed schedule in one check, a KeyError in the "
+           "other", ARGS),
 ]
 
 

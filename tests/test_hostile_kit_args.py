@@ -32,8 +32,25 @@ def test_make_instance_takes_only_its_kinds(kind):
                                                      r"of dirichlet, context_independent")
 
 
+def test_make_instance_bounds_L_before_computing_V_to_the_L():
+    """V^(L+1) for L = 10^15 is one big-integer power that no signal interrupts: the call is
+    made in a child, which a hang fails in 60 s instead of hanging the suite."""
+    import subprocess
+    import sys
+
+    code = ("from spectheory.testing import make_instance\n"
+            "try:\n    make_instance('dirichlet', 3, 10**15, 0)\n"
+            "except Exception as e:\n    print(type(e).__name__, e)\n")
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             timeout=60).stdout
+    except subprocess.TimeoutExpired:
+        pytest.fail("make_instance(L = 10^15) did not return within 60 s")
+    assert out.startswith("OptionError make_instance: L = 1000000000000000 is out of range "
+                          "[1, 64]"), out
+
+
 @pytest.mark.parametrize("args, pattern", [
-    (dict(L=10**15), r"make_instance: L = 1000000000000000 is out of range \[1, 64\]"),
     (dict(V=10**9), r"make_instance: V = 1000000000 is out of range"),
     (dict(V=2.5), r"make_instance: V = 2.5 must be an integer"),
     (dict(seed=-1), r"make_instance: seed = -1 is out of range \[0, "),
@@ -53,7 +70,7 @@ def test_make_instance_checks_every_argument_before_drawing(args, pattern):
     call = dict(kind="dirichlet", V=3, L=2, seed=0) | args
     t = time.perf_counter()
     _refused(lambda: T.make_instance(**call), pattern, OptionError)
-    assert time.perf_counter() - t < 5  # L = 10^15 computed V^(L+1) before: it never returned
+    assert time.perf_counter() - t < 5
 
 
 def test_make_instance_controls():
