@@ -288,3 +288,41 @@ def test_analyze_label_is_a_string(name):
     _refused(lambda: st.analyze(inst, "block", name=name),
              r"^name = .* must be a string \(the result's label\) or None$")
     assert st.analyze(inst, "block", name="mine").verifier == "mine"  # control
+
+
+# ----------------------------------------------------------------------------- more of the kit
+
+
+def test_default_battery_bounds_paths_before_sizing():
+    # paths = 10^15 computed V^(L K) for each candidate size: it never returned
+    t = time.perf_counter()
+    for paths in (10**15, 21, 0, True, 2.0):
+        _refused(lambda: T.default_battery(paths), r"^paths = .* must be an integer in 1\.\.20")
+    assert time.perf_counter() - t < 5
+    assert len(T.default_battery(20, exact=False)) == len(T.default_battery(1))  # control
+
+
+@pytest.mark.parametrize("bugs, pattern", [
+    (3, r"^bugs must be a list of bug names, not int$"),
+    (float("nan"), r"^bugs must be a list of bug names, not float$"),
+    ([["bonus-previous-row"]], r"^unknown bonus-path bug \['bonus-previous-row'\]"),
+    (["x"], r"^unknown bonus-path bug 'x'"),
+])
+def test_bonus_replicas_name_bad_bugs(bugs, pattern):
+    _refused(lambda: T.bonus_replicas("token", bugs), pattern)
+
+
+def test_bonus_kit_controls():
+    one = T.bonus_replicas("token", "bonus-previous-row")  # one name alone: a list of one
+    assert [r.name for r in one] == ["token-bonus-previous-row"]
+    _refused(lambda: T.bonus_sampler(["bonus-previous-row"]), r"^unknown bonus-path bug")
+
+
+def test_engine_globals_and_point_mass_name_bad_input():
+    _refused(lambda: T.engine_globals(T.vllm_v1_rejection_sample, ["torch"]),
+             r"^engine_globals: name = \['torch'\] must be a string", OptionError)
+    assert T.engine_globals(T.vllm_v1_rejection_sample, "torch") is not None  # control
+    for bad in ("x", object(), [[1, "a"]]):
+        _refused(lambda: T.is_point_mass(bad), r"^is_point_mass: probs = .* is not a row of "
+                                               r"numbers")
+    assert T.is_point_mass([0, 1.0, 0]) and not T.is_point_mass([0.5, 0.5])

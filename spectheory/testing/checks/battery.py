@@ -209,8 +209,11 @@ def default_battery(paths: int = 1, exact: bool = True) -> list[BatteryInstance]
     list of BatteryInstance
         ``name``, ``instance``, ``exposes`` (one line).
     """
-    if isinstance(paths, bool) or not isinstance(paths, int) or paths < 1:
-        raise SpectheoryError(f"paths = {paths!r} must be a positive integer")
+    from ...engine.plan import MAX_PATHS
+
+    if isinstance(paths, bool) or not isinstance(paths, int) or not 1 <= paths <= MAX_PATHS:
+        raise SpectheoryError(f"paths = {paths!r:.40} must be an integer in 1..{MAX_PATHS} (the "
+                              "K-path engine's limit)")
     big = _size(paths, [(3, 3), (3, 2), (3, 1), (2, 2), (2, 1)])
     mid = _size(paths, [(3, 2), (2, 2), (3, 1), (2, 1)])
     peaked = _size(paths, [(4, 3), (4, 2), (4, 1), (3, 1), (2, 1)])

@@ -88,7 +88,8 @@ from ..statistics._chisq import chi2, ncx2
 from ..statistics.stats import MAX_NONCENTRALITY, MAX_ROW_DOF, MAX_ROW_SAMPLES
 
 from ...runtime._lazy import torch
-from ...runtime.errors import InputError, OptionError, SpectheoryError, UserCodeError, call_user
+from ...runtime.errors import (InputError, OptionError, SpectheoryError, UserCodeError, as_list,
+                               call_user)
 from ..checks.report import MIN_EXPECTED, POWER, DraftRows
 from ..statistics import _args
 
@@ -1487,7 +1488,7 @@ def bonus_sampler(bug: str = "bonus-previous-row", verifier: str = "token") -> C
     [`bonus_law`][spectheory.testing.designs.sharp.bonus_law]."""
     from ..checks.sampler import make_sampler
 
-    if bug not in BONUS_BUGS:
+    if not isinstance(bug, str) or bug not in BONUS_BUGS:
         raise SpectheoryError(f"unknown bonus-path bug {bug!r}; choose from "
                               f"{', '.join(BONUS_BUGS)}")
     base = make_sampler(verifier)
@@ -1518,9 +1519,10 @@ def bonus_replicas(verifier: str = "token", bugs: Sequence[str] | None = None
     if verifier not in ("token", "block"):
         raise SpectheoryError(f"bonus_replicas covers the single-path token and block "
                               f"samplers, not {verifier!r}")
-    bugs = tuple(BONUS_BUGS) if bugs is None else tuple(bugs)
+    bugs = (tuple(BONUS_BUGS) if bugs is None
+            else tuple(as_list(bugs, "bugs", "bug names", lone=(str,))))
     for bug in bugs:
-        if bug not in BONUS_BUGS:
+        if not isinstance(bug, str) or bug not in BONUS_BUGS:
             raise SpectheoryError(f"unknown bonus-path bug {bug!r}; choose from "
                                   f"{', '.join(BONUS_BUGS)}")
     return [Replica(f"{verifier}-{bug}", functools.partial(bonus_law, bug=bug, verifier=verifier),

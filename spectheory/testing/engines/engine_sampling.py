@@ -95,6 +95,9 @@ def engine_globals(fn, name: str) -> dict | None:
     """The module namespace of the engine function behind ``fn`` that defines ``name``: the
     first function of ``fn``'s wrapper chain (``functools.partial``, ``functools.wraps``) whose
     ``__globals__`` hold ``name``; None when none does."""
+    if not isinstance(name, str):
+        raise OptionError(f"engine_globals: name = {name!r:.40} must be a string (a global's "
+                          "name)")
     for f in _unwrap_chain(fn):
         g = getattr(f, "__globals__", None)
         if g is not None and name in g:

@@ -206,7 +206,12 @@ def min_detectable_tv(tests: list[RowTest], alpha: float, power: float = 0.9) ->
 def is_point_mass(probs) -> bool:
     """Whether a row's law puts all its mass on one cell (greedy decoding): no chi-square has a
     degree of freedom there, and any sample off that cell has probability zero."""
-    return int(np.count_nonzero(np.asarray(probs, dtype=np.float64) > 0)) <= 1
+    try:
+        row = np.asarray(probs, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"is_point_mass: probs = {probs!r:.40} is not a row of numbers "
+                         f"({exc})") from None
+    return int(np.count_nonzero(row > 0)) <= 1
 
 
 def samples_for_a_test(probs, min_expected: float = 5.0) -> int | None:
