@@ -293,6 +293,8 @@ def verifier(function: Callable | None = None, *, name: str | None = None, paths
     before use)."""
 
     def wrap(f):
+        if not callable(f):
+            raise SpectheoryError(f"@verifier declares a function, not {type(f).__name__}")
         f.spectheory_spec = VerifierSpec(name or f.__name__, f, paths, drafting, lossless,
                                          order_invariant, exact,
                                          node_form or getattr(node, "formula", None), paper,

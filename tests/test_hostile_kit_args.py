@@ -326,3 +326,51 @@ def test_engine_globals_and_point_mass_name_bad_input():
         _refused(lambda: T.is_point_mass(bad), r"^is_point_mass: probs = .* is not a row of "
                                                r"numbers")
     assert T.is_point_mass([0, 1.0, 0]) and not T.is_point_mass([0.5, 0.5])
+
+
+# ----------------------------------------------------------------------------- laws called directly
+
+
+def _rows():
+    import torch
+
+    g = torch.Generator().manual_seed(3)
+    q = torch.softmax(torch.randn(2, 2, 3, generator=g), -1)
+    p = torch.softmax(torch.randn(2, 3, 3, generator=g), -1)
+    return torch.tensor([[0, 1], [2, 0]]), q, p
+
+
+@pytest.mark.parametrize("law", ["token_verification", "block_verification", "ngram_verification",
+                                 "uniform_product_verification", "hsd", "hsd_released"])
+@pytest.mark.parametrize("at", [0, 1, 2])
+@pytest.mark.parametrize("bad", [None, 3, "x", [[0, 1]]])
+def test_a_law_called_directly_names_arguments_that_are_not_arrays(law, at, bad):
+    import spectheory.verifiers as V
+
+    args = list(_rows())
+    if law == "ngram_verification" and at == 1:
+        return  # q is not read
+    args[at] = bad
+    _refused(lambda: getattr(V, law)(*args),
+             r"(drafts, q and p must be arrays \(torch or numpy\), got"
+             r"|p must be an array of rows \(a torch tensor\), not)")
+    assert getattr(V, law)(*_rows()).stop.shape == (2, 3)  # control
+
+
+def test_float_drafts_and_a_non_function_verifier_are_named():
+    import spectheory.verifiers as V
+
+    drafts, q, p = _rows()
+    _refused(lambda: V.block_verification(drafts.float(), q, p),
+             r"drafts are torch.float32; draft tokens are integer ids")
+    _refused(lambda: st.verifier("not a function"), r"^@verifier declares a function, not str")
+
+
+def test_sample_drafts_names_a_generator_that_is_not_one():
+    from spectheory.engine.sampling import sample_drafts
+
+    inst = st.random_instance(3, 2, 1).to_float()
+    _refused(lambda: sample_drafts(inst, 1, 4, "iid", 7), r"^generator = 7 must be a torch")
+    import torch
+
+    assert sample_drafts(inst, 1, 4, "iid", torch.Generator().manual_seed(0)).shape == (4, 1, 2)

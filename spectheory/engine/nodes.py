@@ -58,6 +58,7 @@ from ..runtime._lazy import is_tensor, torch
 from ..runtime import backend as B
 from ..runtime import buffers
 from ..law import ROW_SUM_TOL, Law, LawError
+from ..runtime.errors import check_arrays
 
 #: Scan orders of a node form.
 SCANS = ("forward", "backward")
@@ -163,6 +164,7 @@ def law_from_nodes(form: NodeForm, drafts, q, p, corrections: bool = True) -> La
     (``Law(stop, None)``; steps declared ``weights_only`` then skip the correction rows).
     Rows that require grad are read as values ([`values`][spectheory.runtime.backend.values]).
     """
+    check_arrays(drafts, q, p)
     q, p = B.values(q, p)
     L = drafts.shape[-1]
     idx = B.expand_dims(B.as_index(drafts, q), -1)

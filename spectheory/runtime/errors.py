@@ -92,6 +92,19 @@ def is_integer(value) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
+def check_arrays(drafts, q, p, where: str = "verifier law") -> None:
+    """[`InputError`][spectheory.runtime.errors.InputError] naming ``where`` unless ``drafts``,
+    ``q`` and ``p`` are arrays (torch tensors or numpy arrays: anything with a shape) with
+    integer drafts: the O(1) check of a verifier's law function called directly (the registry's
+    ``VerifierSpec.law`` checks shapes and token ids too), instead of an ``AttributeError`` or
+    an indexing error from inside the law."""
+    if not all(hasattr(x, "shape") and hasattr(x, "dtype") for x in (drafts, q, p)):
+        raise InputError(f"{where}: drafts, q and p must be arrays (torch or numpy), got "
+                         f"{type(drafts).__name__}, {type(q).__name__}, {type(p).__name__}")
+    if "int" not in str(drafts.dtype):
+        raise InputError(f"{where}: drafts are {drafts.dtype}; draft tokens are integer ids")
+
+
 def as_list(items, name: str, kinds: str, lone: tuple = ()) -> list:
     """``items`` given in Python as a list (any iterable but text; a lone object of a type in
     ``lone`` as a list of one), else one [`OptionError`][spectheory.runtime.errors.OptionError]

@@ -6,11 +6,13 @@ import numpy as np
 from ..runtime._lazy import torch
 
 from ..runtime import backend as B
+from ..runtime.errors import InputError, check_arrays
 from ..law import engine_rows, rows_follow_prefixes  # noqa: F401  (the engine's declaration)
 
 
 def drafted_probs(drafts, q, p):
     """p(X_i|X^{i-1}) and q(X_i|X^{i-1}) for i = 1..L, each [B, L]."""
+    check_arrays(drafts, q, p)
     L = drafts.shape[-1]
     idx = B.expand_dims(B.as_index(drafts, q), -1)
     px = B.take_along(p[:, :L], idx, axis=-1)[..., 0]
@@ -64,6 +66,9 @@ def normalise_residual(res, total, p):
 def float_law_only(p, name: str) -> None:
     """TypeError naming the verifier when its rows ``p`` are not a torch tensor: a law that uses
     exp, log or other operations with no exact rational form has a float law only."""
+    if not hasattr(p, "shape"):  # not rows at all: the caller's input, not a float-only law
+        raise InputError(f"{name}: p must be an array of rows (a torch tensor), not "
+                         f"{type(p).__name__}")
     if not B.is_torch(p):
         raise TypeError(f"{name} has a float (torch) law only")
 

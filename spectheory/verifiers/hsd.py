@@ -63,6 +63,7 @@ from ..runtime._lazy import torch
 from ..runtime import backend as B
 from ..law import Law
 from ..registry import VerifierSpec
+from ..runtime.errors import check_arrays
 from .common import drafted_probs, normalise_residual, stop_from_acceptance_weights
 
 
@@ -107,6 +108,7 @@ def capped_branch_masses(drafts, q, p):
 
 
 def _hsd_law(drafts, q, p, capped_final: bool) -> Law:
+    check_arrays(drafts, q, p)
     dtype = p.dtype if B.is_torch(p) else None
     q, p = _as_float64(q, p)
     L = drafts.shape[-1]

@@ -37,6 +37,7 @@ sampler with `draft_probs=None` (treated as q = 1 at the drafted token); vllm-as
 
 from __future__ import annotations
 
+from ..runtime.errors import check_arrays
 from ..runtime import backend as B
 from ..law import Law
 from ..registry import VerifierSpec
@@ -47,6 +48,7 @@ def ngram_verification(drafts, q, p) -> Law:
     """Law of verifying drafts without a q: token verification against the point mass on each
     drafted token (``q`` is ignored). Shapes: drafts [B, L], q [B, L, V] (unused), p [B, L+1, V];
     torch, numpy float64 or exact Fractions."""
+    check_arrays(drafts, p, p)  # q is not read
     V = p.shape[-1]
     point = B.one_hot(B.as_index(drafts, p), V, p)
     return token_verification(drafts, point, p)
