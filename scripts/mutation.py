@@ -1504,6 +1504,15 @@ MUTANTS = [
            "    if schedule is not None and schedule not in SCHEDULES:",
            "seed checks: schedule=None runs the mixed schedule in one check, a KeyError in the "
            "other", ARGS),
+    Mutant("spectheory/engine/nodes.py",
+           "    check_arrays(drafts, q, p)\n    q, p = B.values(q, p)\n    L = drafts.shape[-1]",
+           "    q, p = B.values(q, p)\n    L = drafts.shape[-1]",
+           "a node-form law called directly with a non-array: an error from inside the law",
+           ARGS),
+    Mutant("spectheory/runtime/errors.py",
+           '    if "int" not in str(drafts.dtype):',
+           '    if "complex" in str(drafts.dtype):',
+           "check_arrays: float drafts taken (rounded into token ids)", ARGS),
 ]
 
 
