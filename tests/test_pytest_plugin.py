@@ -101,9 +101,14 @@ def test_budgeted(spectheory_kit):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--spectheory-budget", "-1"], "must be a positive, finite number of seconds"),
-    (["--spectheory-budget", "nan"], "must be a positive, finite number of seconds"),
+    (["--spectheory-budget", "-1"], "must be a number of seconds in (0, 604800]"),
+    (["--spectheory-budget", "nan"], "must be a number of seconds in (0, 604800]"),
+    (["--spectheory-budget", "1e20"], "must be a number of seconds in (0, 604800]"),
+    (["--spectheory-budget", "\u0661"], "is not a number in ASCII digits"),
     (["--spectheory-alpha", "1.5"], "must lie in (0, 1)"),
+    (["--spectheory-alpha", "\u0660.\u0661"], "is not a number in ASCII digits"),
+    (["--spectheory-seed", "\u0661"], "is not an integer in ASCII digits"),
+    (["--spectheory-seed", "+-3"], "is not an integer in ASCII digits"),
     (["--spectheory-samples", "0"], "--spectheory-samples"),
     (["--spectheory-budget", "5", "--spectheory-samples", "100"], "give one"),
 ])

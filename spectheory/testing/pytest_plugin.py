@@ -37,7 +37,6 @@ until a check runs, so it costs nothing in runs that do not use it.
 from __future__ import annotations
 
 import json
-import math
 
 #: Samples of a sampler check when neither the call nor the command line says.
 DEFAULT_SAMPLES = 20_000
@@ -48,13 +47,14 @@ DEFAULT_ALPHA = 1e-3
 def _positive_float(text: str) -> float:
     import argparse
 
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be a positive, finite number of seconds")
-    return value
+    from ..runtime.errors import SpectheoryError
+    from ..runtime.limits import parse_float
+    from .statistics.budget import check_budget
+
+    try:  # ASCII digits (float() also reads other scripts' digits), at most check_budget's week
+        return check_budget(parse_float(text, "--spectheory-budget"), "--spectheory-budget")
+    except SpectheoryError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _positive_int(text: str) -> int:
@@ -72,10 +72,13 @@ def _positive_int(text: str) -> int:
 def _alpha(text: str) -> float:
     import argparse
 
+    from ..runtime.errors import SpectheoryError
+    from ..runtime.limits import parse_float
+
     try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        value = parse_float(text, "--spectheory-alpha")
+    except SpectheoryError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
     if not 0 < value < 1:
         raise argparse.ArgumentTypeError(f"{text!r} must lie in (0, 1)")
     return value
@@ -84,10 +87,11 @@ def _alpha(text: str) -> float:
 def _seed(text: str) -> int:
     import argparse
 
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    from ..runtime.limits import ascii_int
+
+    value = ascii_int(text)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer in ASCII digits")
     if not 0 <= value < 2**63:
         raise argparse.ArgumentTypeError(f"{text!r} must lie in 0 .. 2^63 - 1")
     return value
