@@ -38,7 +38,7 @@ from spectheory.registry import DRAFTING
 #: What the lp parser reads as a negative number rather than an option (`register`): -N, -N.N,
 #: -.N, with an exponent, a fraction -N/M, -inf, -infinity and -nan.
 NEGATIVE_NUMBER = re.compile(r"^-(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?(?:/\d+)?"
-                             r"|inf|infinity|nan)$", re.IGNORECASE)
+                             r"|inf|infinity|nan)$", re.IGNORECASE | re.ASCII)
 
 PROBLEMS = ("node-budget", "direct", "coupling", "multipath", "selection", "frontier")
 

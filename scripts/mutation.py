@@ -1513,6 +1513,11 @@ MUTANTS = [
            '    if "int" not in str(drafts.dtype):',
            '    if "complex" in str(drafts.dtype):',
            "check_arrays: float drafts taken (rounded into token ids)", ARGS),
+    Mutant("spectheory/verifiers/params.py",
+           '_INT = re.compile(r"^[+-]?\\d+$", re.ASCII)',
+           '_INT = re.compile(r"^[+-]?\\d+$")',
+           "a rule's integer parameter in any script's digits (multiplicative(<Arabic one>) "
+           "read as multiplicative(1))", ARGS),
 ]
 
 

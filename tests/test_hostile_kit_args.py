@@ -374,3 +374,12 @@ def test_sample_drafts_names_a_generator_that_is_not_one():
     import torch
 
     assert sample_drafts(inst, 1, 4, "iid", torch.Generator().manual_seed(0)).shape == (4, 1, 2)
+
+
+@pytest.mark.parametrize("name", ["multiplicative(\u0661)", "additive(\u0661/\u0662)",
+                                  "additive(0.\u0665)", "additive(\uff11/2)"])
+def test_rule_parameters_are_ascii_numbers(name):
+    # \d without re.ASCII matched other scripts' digits, which int() and Fraction() read:
+    # multiplicative(<Arabic-Indic one>) was multiplicative(1)
+    _refused(lambda: st.get_verifier(name), r"the parameters must be numbers", OptionError)
+    assert st.get_verifier("multiplicative(1)").name == "multiplicative(1)"  # control

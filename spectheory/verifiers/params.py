@@ -164,9 +164,11 @@ FAMILIES = ("additive", "multiplicative", "top-m", "entropy-threshold", "trtllm-
             "cascade-token-v1", "cascade-token-v2", "cascade-token-v3", "entropy-verify", "ears")
 
 _NAME = re.compile(r"^\s*([A-Za-z][\w-]*)\s*\((.*)\)\s*$", re.S)
-_INT = re.compile(r"^[+-]?\d+$")
-_DECIMAL = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
-_RATIO = re.compile(r"^[+-]?\d+\s*/\s*[+-]?\d+$")
+# ASCII digits only (re.ASCII): \d alone also matches other scripts' digits, which int() and
+# Fraction() read ("multiplicative(\u0661)" was multiplicative(1))
+_INT = re.compile(r"^[+-]?\d+$", re.ASCII)
+_DECIMAL = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$", re.ASCII)
+_RATIO = re.compile(r"^[+-]?\d+\s*/\s*[+-]?\d+$", re.ASCII)
 #: Longest parameter text read (a guard before any arithmetic on it).
 MAX_TEXT = 200
 
@@ -192,7 +194,7 @@ def _read(token: str, rule: str, param: Param):
             raise _refuse(rule, param, t, "a finite number, not a division by zero")
         return Fraction(num, den)
     if _DECIMAL.match(t):
-        exponent = re.search(r"[eE]([+-]?\d+)$", t)
+        exponent = re.search(r"[eE]([+-]?\d+)$", t, re.ASCII)
         if exponent and abs(int(exponent.group(1))) > 400:
             raise _refuse(rule, param, t, "a number with an exponent within 400")
         return Fraction(t)
