@@ -383,3 +383,11 @@ def test_rule_parameters_are_ascii_numbers(name):
     # multiplicative(<Arabic-Indic one>) was multiplicative(1)
     _refused(lambda: st.get_verifier(name), r"the parameters must be numbers", OptionError)
     assert st.get_verifier("multiplicative(1)").name == "multiplicative(1)"  # control
+
+
+@pytest.mark.parametrize("text", ["temperature=\u0660.5", "top_p=0.\u0665", "min_p=1_0",
+                                  "repetition_penalty=\u0661", "logit_bias=1:\u0662"])
+def test_sampling_numbers_are_ascii(text):
+    # float() read these as 0.5, 0.5, 10.0, 1.0 and 2.0
+    _refused(lambda: st.parse_sampling(text), r"is not a number in ASCII digits")
+    assert st.parse_sampling("temperature=1/2,logit_bias=1:-inf") is not None  # control

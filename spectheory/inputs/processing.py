@@ -152,6 +152,8 @@ def _number(key: str, value) -> Any:
         raise _bad(key, value, "is not a number")
     if isinstance(value, str):
         text = value.strip()
+        if not text.isascii() or "_" in text:  # float() and Fraction() read "\u0663" and "1_0"
+            raise _bad(key, value, "is not a number in ASCII digits")
         try:
             value = Fraction(text) if "/" in text else float(text)
         except (ValueError, ZeroDivisionError):
