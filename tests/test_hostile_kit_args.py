@@ -391,3 +391,30 @@ def test_sampling_numbers_are_ascii(text):
     # float() read these as 0.5, 0.5, 10.0, 1.0 and 2.0
     _refused(lambda: st.parse_sampling(text), r"is not a number in ASCII digits")
     assert st.parse_sampling("temperature=1/2,logit_bias=1:-inf") is not None  # control
+
+
+@pytest.mark.parametrize("argv", [
+    ["figures", "--threads", "\u0662", "--out", "out"],
+    ["hetero", "--n-tokens", "\u0663"],
+    ["validate", "lossless", "--samples", "1_0", "--out", "out"],
+    ["validate", "costs", "--reps", "\u0661", "--out", "out"],
+    ["validate", "run", "--temperature", "\u0660.5", "--out", "out"],
+])
+def test_typed_options_of_every_command_read_ascii_numbers(argv, tmp_path, capsys, monkeypatch):
+    # options declared type=int or type=float: int() and float() read these as numbers
+    from cli_helpers import refused, run
+
+    monkeypatch.chdir(tmp_path)
+    refused(*run(argv, capsys), "invalid", "value")
+    assert not (tmp_path / "out").exists()
+
+
+def test_typed_options_controls():
+    from spectheory.cli import _ascii_float, _ascii_int
+
+    assert _ascii_int(" 12 ") == 12 and _ascii_float("1e-3") == 1e-3
+    for bad in ("1_0", "\u0661", "+-1"):
+        with pytest.raises(ValueError):
+            _ascii_int(bad)
+        with pytest.raises(ValueError):
+            _ascii_float(bad)

@@ -115,9 +115,39 @@ class UsageError(Exception):
         self.prog = prog
 
 
+def _ascii_int(text: str) -> int:
+    from ..runtime.limits import ascii_int
+
+    value = ascii_int(text)
+    if value is None:
+        raise ValueError(text)
+    return value
+
+
+def _ascii_float(text: str) -> float:
+    from ..runtime.errors import OptionError
+    from ..runtime.limits import parse_float
+
+    try:
+        return parse_float(text)
+    except OptionError:
+        raise ValueError(text) from None
+
+
+_ascii_int.__name__, _ascii_float.__name__ = "int", "float"  # argparse: "invalid int value"
+
+
 class Parser(argparse.ArgumentParser):
     """argparse with usage errors raised as `UsageError` (one line, exit code 2) instead
-    of a usage block and ``sys.exit``."""
+    of a usage block and ``sys.exit``. Options declared ``type=int`` or ``type=float`` read
+    ASCII numbers only (`runtime.limits.ascii_int`, `parse_float`): Python's ``int()`` and
+    ``float()`` also read other scripts' digits and ``1_0``. Sub-command parsers are of this
+    class too, so the rule holds for every command."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.register("type", int, _ascii_int)
+        self.register("type", float, _ascii_float)
 
     def error(self, message: str):
         raise UsageError(self.prog, message)
