@@ -1518,6 +1518,15 @@ MUTANTS = [
            '_INT = re.compile(r"^[+-]?\\d+$")',
            "a rule's integer parameter in any script's digits (multiplicative(<Arabic one>) "
            "read as multiplicative(1))", ARGS),
+    Mutant("spectheory/cli/__init__.py",
+           '        self.register("type", int, _ascii_int)\n',
+           '',
+           "the command line's type=int options read by int() (other scripts' digits, 1_0)",
+           ARGS),
+    Mutant("spectheory/inputs/processing.py",
+           '        if not text.isascii() or "_" in text:',
+           '        if not text.isascii():',
+           "a sampling parameter's text 1_0 read by float() as 10", ARGS),
 ]
 
 
