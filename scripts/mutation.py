@@ -1527,6 +1527,10 @@ MUTANTS = [
            '        if not text.isascii() or "_" in text:',
            '        if not text.isascii():',
            "a sampling parameter's text 1_0 read by float() as 10", ARGS),
+    Mutant("spectheory/sweep/guard.py",
+           "    _die_with(parent)\n    _one_thread()",
+           "    _one_thread()",
+           "a guarded job's child outlives its SIGKILLed parent (an orphan computing on)", LATE),
 ]
 
 

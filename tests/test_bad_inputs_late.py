@@ -547,3 +547,44 @@ def test_small_refusals_and_recoveries(tmp_path, capsys):
     assert code == 0, err
     record = json.loads((out / "figures.json").read_text())
     assert set(record) == {"meta", "fig3_tau_pmf"}
+
+
+def test_a_guarded_child_ends_with_its_parent_even_on_sigkill(tmp_path):
+    """A sweep's or figure grid's job runs in a forked child (`spectheory.sweep.guard`); a
+    SIGKILL of the command (a CI runner's time-out, the OOM killer) runs no clean-up, and the
+    child went on computing, orphaned, until its job ended (a full figure grid's LP went on for
+    minutes). The child now ends with its parent (PR_SET_PDEATHSIG)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "parent.py"
+    script.write_text(
+        "import time\n"
+        "from spectheory.sweep.guard import _Guarded\n"
+        "class Job:\n    time_limit = 600\n    memory_limit_mb = 0\n"
+        "g = _Guarded([Job()], lambda job: time.sleep(300))\n"
+        "print(g.proc.pid, flush=True)\n"
+        "time.sleep(300)\n")
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    try:
+        child = int(parent.stdout.readline())
+        assert _alive(child)
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(timeout=30)
+        deadline = time.monotonic() + 20
+        while _alive(child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(child), "the guarded child outlived its SIGKILLed parent"
+    finally:
+        parent.kill()
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, ended but not yet reaped, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False

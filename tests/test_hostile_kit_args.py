@@ -394,7 +394,8 @@ def test_sampling_numbers_are_ascii(text):
 
 
 @pytest.mark.parametrize("argv", [
-    ["figures", "--threads", "\u0662", "--out", "out"],
+    # each run small were the number taken (a regression fails fast, no long run started)
+    ["figures", "--threads", "\u0662", "--out", "out", "--quick", "--only", "fig3"],
     ["hetero", "--n-tokens", "\u0663"],
     ["validate", "lossless", "--samples", "1_0", "--out", "out"],
     ["validate", "costs", "--reps", "\u0661", "--out", "out"],

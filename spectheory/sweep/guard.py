@@ -29,9 +29,27 @@ _PEAK_EVERY = 20
 _PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 
 
-def _child(jobs: list, conn, work) -> None:  # pragma: no cover - runs in the forked child
+def _die_with(parent: int) -> None:  # pragma: no cover - runs in the forked child
+    """End this child when the process that forked it ends, however it ends (a SIGKILL too,
+    which runs no clean-up): Linux's ``prctl(PR_SET_PDEATHSIG, SIGKILL)``; where it is not
+    available the child finishes its jobs as before. A parent gone already: end now."""
+    import signal
+
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent ended between the fork and the prctl
+        os._exit(1)
+
+
+def _child(jobs: list, conn, work, parent: int) -> None:  # pragma: no cover - forked child
     """A child's jobs (one, or a batch) in order: each job's outputs (``work(job)``: a sweep
     job's, or a family call's), sent as ``(index, outputs)`` when it is done."""
+    _die_with(parent)
     _one_thread()
     try:
         for i, job in enumerate(jobs):
@@ -97,7 +115,7 @@ class _Guarded:
         self.jobs = list(jobs)
         self.done = 0  # jobs whose outputs arrived; the child runs jobs[done]
         self.recv, send = ctx.Pipe(duplex=False)
-        self.proc = ctx.Process(target=_child, args=(self.jobs, send, work),
+        self.proc = ctx.Process(target=_child, args=(self.jobs, send, work, os.getpid()),
                                 daemon=True)
         self.start = self.checked = time.perf_counter()
         self.peak = 0.0
