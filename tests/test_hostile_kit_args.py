@@ -419,3 +419,15 @@ def test_typed_options_controls():
             _ascii_int(bad)
         with pytest.raises(ValueError):
             _ascii_float(bad)
+
+
+@pytest.mark.parametrize("name", ['""', "3", '"a\\nb"', '"   "', f'"{"x" * 201}"'])
+def test_a_sweep_name_is_a_printable_label(name):
+    # 3 was turned into "3" and "" taken: a label the messages and the output's record print
+    from spectheory.sweep.config import load_config
+
+    text = f'[sweep]\nname = {name}\n[[instances]]\nfamily = "random"\nvocab = [2]\n' \
+           'block = [1]\nseeds = [0]\n[[verifiers]]\nname = ["token"]\n'
+    _refused(lambda: load_config(text), r"^\[sweep\] name = .* must be a non-empty printable "
+                                        r"string", OptionError)
+    assert load_config(text.replace(f"name = {name}", 'name = "ok"')).name == "ok"  # control

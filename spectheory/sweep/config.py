@@ -373,7 +373,12 @@ def load_config(text_or_path) -> SweepConfig:
     head = data.get("sweep", {})
     _refuse_unknown(head, SWEEP_KEYS, "[sweep]")
     cfg = SweepConfig(source=source)
-    cfg.name = str(head.get("name", DEFAULT_NAME))
+    name = head.get("name", DEFAULT_NAME)  # a label (messages, the output's record)
+    if not isinstance(name, str) or not name.strip() or len(name) > 200 or \
+            not name.isprintable():
+        raise OptionError(f"[sweep] name = {name!r:.60} must be a non-empty printable string of "
+                          "at most 200 characters")
+    cfg.name = name
     if not isinstance(head.get("exact", False), bool):
         raise OptionError("[sweep] exact must be true or false")
     cfg.exact = head.get("exact", False)
