@@ -27,7 +27,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from spectheory.runtime.errors import SpectheoryError
+from spectheory.runtime.errors import OptionError, SpectheoryError
 
 CHUNK = 1 << 20
 
@@ -88,7 +88,10 @@ GROUPS = {
 
 
 def cache_dir(override: str | os.PathLike | None = None) -> Path:
-    """The cache root: ``override``, else ``$SPECTHEORY_CACHE``, else ``~/.cache/spectheory``."""
+    """The cache root: ``override``, else ``$SPECTHEORY_CACHE``, else ``~/.cache/spectheory``. An
+    override given as blank text is refused (``--cache ''`` is a typo, not "the default")."""
+    if isinstance(override, str) and not override.strip():
+        raise OptionError(f"--cache {override!r} names no folder (leave it out for the default)")
     if override:
         return Path(override).expanduser()
     env = os.environ.get("SPECTHEORY_CACHE")

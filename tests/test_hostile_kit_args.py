@@ -431,3 +431,15 @@ def test_a_sweep_name_is_a_printable_label(name):
     _refused(lambda: load_config(text), r"^\[sweep\] name = .* must be a non-empty printable "
                                         r"string", OptionError)
     assert load_config(text.replace(f"name = {name}", 'name = "ok"')).name == "ok"  # control
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["audit", "--rows-file", ""], "--rows-file '' names no file"),
+    (["models", "list", "--cache", ""], "--cache '' names no folder"),
+    (["models", "path", "smollm2-135m", "--cache", " "], "names no folder"),
+])
+def test_a_blank_path_is_a_typo_not_the_default(argv, words, capsys):
+    # each ran as if the option were not given (the audit's default rows, the default cache)
+    from cli_helpers import refused, run
+
+    refused(*run(argv, capsys), words)

@@ -381,6 +381,8 @@ def cmd_audit(args) -> int:
         if kind not in ROW_KINDS:
             raise SpectheoryError(f"--rows: unknown row kind {kind!r}; choose from "
                                   f"{', '.join(ROW_KINDS)}")
+    if args.rows_file is not None and not args.rows_file.strip():  # not "no file": a typo
+        raise SpectheoryError(f"--rows-file {args.rows_file!r} names no file")
     results, texts = {}, []
     _note_estimate(len(kinds) if not args.rows_file else 0, len(dtypes), args)
     if args.rows_file:
