@@ -443,3 +443,14 @@ def test_a_blank_path_is_a_typo_not_the_default(argv, words, capsys):
     from cli_helpers import refused, run
 
     refused(*run(argv, capsys), words)
+
+
+def test_engine_port_coin_sizes_are_bounded_before_allocating():
+    import torch
+
+    _refused(lambda: T.generate_uniform_probs(10**13, [1], {}), r"needs about .* of memory")
+    _refused(lambda: T.generate_uniform_probs(-1, [], {}), r"num_tokens = -1 must be an integer")
+    one = torch.tensor([1])
+    _refused(lambda: T.counter_uniforms(one, one, 5, columns=10**13), r"needs about .* of memory")
+    _refused(lambda: T.counter_uniforms(one, one, 5, columns=2.5), r"columns = 2.5 must be")
+    assert T.counter_uniforms(torch.tensor([1, 2]), torch.tensor([0, 1]), 5, 3).shape == (2, 3)

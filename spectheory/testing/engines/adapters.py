@@ -610,6 +610,13 @@ def generate_uniform_probs(num_tokens, num_draft_tokens, generators, device=None
     from it (requests without drafts draw nothing). It keeps vLLM's name at module level so that
     the coin hook of `VLLM_V1` replaces it in the port as
     in the engine."""
+    from ...runtime.errors import OptionError, is_integer
+    from ...runtime.limits import check_memory
+
+    if not is_integer(num_tokens) or num_tokens < 0:
+        raise OptionError(f"generate_uniform_probs: num_tokens = {num_tokens!r:.40} must be an "
+                          "integer >= 0")
+    check_memory(8 * int(num_tokens), f"generate_uniform_probs: num_tokens = {num_tokens:,}")
     u = torch.rand(int(num_tokens), dtype=torch.float64, device=device)
     start = 0
     for b, n in enumerate(num_draft_tokens):
@@ -720,6 +727,16 @@ def counter_uniforms(seeds, positions, domain: int, columns: int | None = None):
     token's position). ``seeds`` and ``positions`` [n] int64; ``columns`` adds a last axis."""
     import numpy as np
 
+    from ...runtime.errors import OptionError, is_integer
+    from ...runtime.limits import check_memory
+
+    if columns is not None and (not is_integer(columns) or columns < 0):
+        raise OptionError(f"counter_uniforms: columns = {columns!r:.40} must be an integer >= 0 "
+                          "or None")
+    n = int(torch.as_tensor(seeds).numel())
+    # the hash's uint64 temporaries, about four of [n, columns] at once
+    check_memory(32 * n * (1 if columns is None else int(columns)),
+                 f"counter_uniforms: {n:,} rows x {columns} columns")
     c0, c1, c2 = (np.uint64(c) for c in _SPLITMIX)
     s = torch.as_tensor(seeds).cpu().numpy().astype(np.uint64)
     p = torch.as_tensor(positions).cpu().numpy().astype(np.uint64)
