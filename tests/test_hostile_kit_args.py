@@ -454,3 +454,53 @@ def test_engine_port_coin_sizes_are_bounded_before_allocating():
     _refused(lambda: T.counter_uniforms(one, one, 5, columns=10**13), r"needs about .* of memory")
     _refused(lambda: T.counter_uniforms(one, one, 5, columns=2.5), r"columns = 2.5 must be")
     assert T.counter_uniforms(torch.tensor([1, 2]), torch.tensor([0, 1]), 5, 3).shape == (2, 3)
+
+
+def test_sequence_laws_bound_their_token_count_before_making_V_to_the_N():
+    # tokens = 10^15 made V^N, one big-integer power that never returned
+    inst = T.default_step_instances()[0]
+    t = time.perf_counter()
+    for call in (lambda n: T.target_sequence_law(inst, n), lambda n: T.generate_law(inst, n),
+                 lambda n: T.assisted_law(inst, n)):
+        _refused(lambda: call(10**15), r"enumerates V\^N = \d+\^1000000000000000 sequences",
+                 SpectheoryError)
+        for bad in (None, 2.5, "3", 0):
+            _refused(lambda: call(bad), r"(N = .* tokens must be an integer >= 1|tokens = .* "
+                                        r"must be an integer >= 1)", OptionError)
+    assert time.perf_counter() - t < 5
+    assert T.target_sequence_law(inst, 2).sum() == pytest.approx(1.0)  # control
+
+
+@pytest.mark.parametrize("bad", [None, 3, "inst", [1]])
+def test_sequence_laws_name_a_non_instance(bad):
+    for what, call in (("target_sequence_law", lambda: T.target_sequence_law(bad, 2)),
+                       ("generate_law", lambda: T.generate_law(bad, 2)),
+                       ("assisted_law", lambda: T.assisted_law(bad, 2)),
+                       ("shifted_law_instance", lambda: T.shifted_law_instance(bad))):
+        _refused(call, rf"^{what}: the instance is .*, not a spectheory Instance$", OptionError)
+
+
+def test_generate_law_stop_is_a_token_id():
+    inst = T.default_step_instances()[0]
+    for stop in (-1, inst.vocab_size, 1.0, "0", True):
+        _refused(lambda: T.generate_law(inst, 2, stop=stop), r"^stop = .* must be a token id")
+    assert T.generate_law(inst, 2, stop=0).sum() == pytest.approx(1.0)  # control
+
+
+def test_adapters_and_tree_drafting_name_inputs_that_are_not_tensors():
+    import torch
+
+    drafts, q, p = _rows()
+    g = torch.Generator().manual_seed(0)
+    for sampler in (T.hf_sampler, T.vllm_sampler):
+        _refused(lambda: sampler(None, q, p, g), r"canonical inputs are torch tensors")
+        _refused(lambda: sampler(drafts, q, p, 7), r"generator = 7 must be a torch.Generator")
+        tau, y = sampler(drafts, q, p, g)  # control
+        assert tau.shape == y.shape == (2,)
+    _refused(lambda: T.flatten_drafts([[0, 1]]), r"^flatten_drafts: drafts must be a torch")
+    inst = st.random_instance(3, 2, 1)
+    _refused(lambda: T.draft_trees("inst", (2, 1), "iid", 4, g), r"^draft_trees: the instance")
+    _refused(lambda: T.draft_trees(inst, (2, 1), "iid", 4, 7), r"^draft_trees: generator = 7")
+    _refused(lambda: T.draft_trees(inst, (2, 1), ["iid"], 4, g), r"^unknown tree drafting")
+    _refused(lambda: T.bonus_law(drafts, q, p, bug=["bonus-previous-row"]),
+             r"^unknown bonus-path bug")

@@ -326,8 +326,10 @@ def sampling_of(generate_kwargs: Mapping | None, vocab_size: int):
 
 
 def _guard_cells(V: int, N: int) -> None:
-    if V ** N > MAX_CELLS:
-        raise SizeLimitError(f"the check enumerates V^N = {V}^{N} = {V ** N:,} sequences, over "
+    from .step import _cells_text, cells_over
+
+    if cells_over(V, N, MAX_CELLS, "the check"):
+        raise SizeLimitError(f"the check enumerates V^N = {_cells_text(V, N)} sequences, over "
                              f"the limit of {MAX_CELLS:,}")
 
 
@@ -336,6 +338,9 @@ def stop_cells(V: int, N: int, stop: int | None):
     significant) once every token after the first ``stop`` token is replaced by it (the
     identity when ``stop`` is None)."""
     _guard_cells(V, N)
+    if stop is not None and (isinstance(stop, bool) or not isinstance(stop, (int, np.integer))
+                             or not 0 <= stop < V):
+        raise OptionError(f"stop = {stop!r:.40} must be a token id in 0..{V - 1} or None")
     idx = np.arange(V ** N, dtype=np.int64)
     if stop is None:
         return idx
@@ -351,8 +356,9 @@ def generate_law(law_instance: Instance, N: int, sampling=None, stop: int | None
     """The exact law ``[V^N]`` of the first N generated tokens: the N-token law of the processed
     target (`spectheory.testing.checks.step.target_sequence_law`), merged onto the cells of
     `stop_cells` when a stop token ends generation."""
-    from .step import target_sequence_law
+    from .step import _an_instance, target_sequence_law
 
+    _an_instance(law_instance, "generate_law")
     V = law_instance.vocab_size
     law = np.asarray(target_sequence_law(law_instance, N, sampling), dtype=np.float64)
     if stop is None:
@@ -624,8 +630,14 @@ def assisted_law(law_instance: Instance, tokens: int, num_draft: int = 2, sampli
     `planted_raw_draft_logits`)."""
     from ...inputs.processing import parse_sampling, process_instance
 
+    from .step import _an_instance
+
     if handed not in HANDED:
         raise OptionError(f"handed = {handed!r} is not one of {', '.join(HANDED)}")
+    _an_instance(law_instance, "assisted_law")
+    for name, value in (("tokens", tokens), ("num_draft", num_draft)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise OptionError(f"assisted_law: {name} = {value!r:.40} must be an integer >= 1")
     inst = law_instance.to_float()
     V, N, L = inst.vocab_size, int(tokens), int(num_draft)
     _guard_cells(V, N)
@@ -673,6 +685,9 @@ def shifted_law_instance(law_instance: Instance) -> Instance:
     """The instance whose target reads one token late (the law ``shift=1`` follows: assisted
     generation is lossless for whatever target it runs): target row after x_1..x_t is the row
     after x_1..x_{t-1} (the root row after the root), tables to depth D + 1."""
+    from .step import _an_instance
+
+    _an_instance(law_instance, "shifted_law_instance")
     inst = law_instance.to_float()
     V = inst.vocab_size
     tables = inst.target.tables

@@ -68,6 +68,7 @@ Correct steps built like the engines', for tests and as templates for wrapping a
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -81,7 +82,7 @@ from ...inputs.random_instances import random_instance
 from ...engine.seqtree import levels, path_probabilities
 from ...runtime._lazy import torch
 from ...runtime.errors import (OptionError, SizeLimitError, SpectheoryError, TimeLimitError,
-                              as_list)
+                              as_list, is_integer)
 from ..statistics import stats
 from .calls import _cells, _summary, kit_seed, readable
 from .report import MIN_EXPECTED, POWER, SamplerReport, guarded
@@ -370,11 +371,18 @@ def _split(total: int, parts: int) -> list[int]:
 def target_sequence_law(instance: Instance, tokens: int, sampling=None) -> np.ndarray:
     """The (processed) target's law of the first ``tokens`` tokens, float64 ``[V^tokens]``
     (flat index: base-V number of the sequence, first token most significant)."""
+    _an_instance(instance, "target_sequence_law")
     V = instance.vocab_size
     _guard_cells(V, tokens)
     inst = process_instance(instance.to_float(), sampling, None, exact=False)
     pl = levels(inst.target, 0, tokens, False)
     return path_probabilities(pl, torch.ones(1, dtype=torch.float64))[tokens].numpy()
+
+
+def _an_instance(instance, what: str) -> None:
+    if not isinstance(instance, Instance):
+        raise OptionError(f"{what}: the instance is {type(instance).__name__}, not a spectheory "
+                          "Instance")
 
 
 def _check_tables(instance: Instance, i: int) -> None:
@@ -392,9 +400,22 @@ def _check_tables(instance: Instance, i: int) -> None:
                           f"must be finite, non-negative and sum to 1")
 
 
+def cells_over(V: int, N, limit: int, what: str) -> bool:
+    """Whether the V^N sequences of N tokens are over ``limit``, decided without making V^N
+    when N alone says so (V^N for N = 10^15 is one big-integer power that never returns); N not
+    an integer >= 1: an [`OptionError`][spectheory.runtime.errors.OptionError] naming ``what``."""
+    if not is_integer(N) or N < 1:
+        raise OptionError(f"{what}: N = {N!r:.40} tokens must be an integer >= 1")
+    return N * math.log2(max(V, 2)) > math.log2(limit) + 1 or V ** N > limit
+
+
+def _cells_text(V: int, N: int) -> str:
+    return f"{V}^{N} = {V ** N:,}" if N * math.log2(max(V, 2)) < 128 else f"{V}^{N}"
+
+
 def _guard_cells(V: int, N: int) -> None:
-    if V ** N > MAX_STEP_CELLS:
-        raise SizeLimitError(f"check_step enumerates V^N = {V}^{N} = {V ** N:,} sequences "
+    if cells_over(V, N, MAX_STEP_CELLS, "check_step"):
+        raise SizeLimitError(f"check_step enumerates V^N = {_cells_text(V, N)} sequences "
                              f"(N = steps + L tokens), over the limit of {MAX_STEP_CELLS:,}; use "
                              f"fewer steps or a smaller instance")
 

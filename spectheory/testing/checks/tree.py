@@ -164,9 +164,15 @@ def draft_trees(instance: Instance, tree, drafting: str, rows: int, generator) -
     ``topk``: the most probable tokens, ties to the smaller id), with the rows along them
     (`DraftedTrees`)."""
     tree = tree_shape(tree)
-    if drafting not in TREE_DRAFTING:
+    if not isinstance(drafting, str) or drafting not in TREE_DRAFTING:
         raise OptionError(f"unknown tree drafting scheme {drafting!r}; choose from "
                           f"{', '.join(TREE_DRAFTING)}")
+    if not isinstance(instance, Instance):
+        raise OptionError(f"draft_trees: the instance is {type(instance).__name__}, not a "
+                          "spectheory Instance")
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise OptionError(f"draft_trees: generator = {generator!r:.40} must be a "
+                          "torch.Generator or None")
     V = instance.vocab_size
     n = tree.n_nodes
     if not is_integer(rows) or rows < 1:

@@ -1467,7 +1467,7 @@ def bonus_law(drafts, q, p, *, bug: str = "bonus-previous-row", verifier: str = 
     from ...law import Law
     from ...registry import plan
 
-    if bug not in BONUS_BUGS:
+    if not isinstance(bug, str) or bug not in BONUS_BUGS:
         raise InputError(f"unknown bonus-path bug {_args.show(bug)}; choose from "
                          f"{', '.join(BONUS_BUGS)}")
     drafts, q, p = _draft_rows(drafts, q, p)

@@ -75,13 +75,24 @@ PORT_BUGS = ("target-row", "correction-from-p", "residual-row", "coin-compare")
 PLACEHOLDER_TOKEN_ID = -1
 
 
-def _check_canonical(drafts, q, p):
+def _check_canonical(drafts, q, p, generator=None):
+    """The adapters' canonical inputs: torch tensors drafts [B, L], q [B, L, V], p [B, L+1, V]
+    and a ``torch.Generator`` or None, else an
+    [`InputError`][spectheory.runtime.errors.InputError] (a ``ValueError``) in one line."""
+    from ...runtime.errors import InputError
+
+    if not all(isinstance(x, torch.Tensor) for x in (drafts, q, p)):
+        raise InputError(f"canonical inputs are torch tensors drafts [B, L], q [B, L, V], "
+                         f"p [B, L+1, V]; got {type(drafts).__name__}, {type(q).__name__}, "
+                         f"{type(p).__name__}")
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise InputError(f"generator = {generator!r:.40} must be a torch.Generator or None")
     if drafts.dim() != 2 or q.dim() != 3 or p.dim() != 3:
-        raise ValueError(f"canonical inputs are drafts [B, L], q [B, L, V], p [B, L+1, V]; got "
+        raise InputError(f"canonical inputs are drafts [B, L], q [B, L, V], p [B, L+1, V]; got "
                          f"{tuple(drafts.shape)}, {tuple(q.shape)}, {tuple(p.shape)}")
     Bsz, L = drafts.shape
     if q.shape[:2] != (Bsz, L) or p.shape[:2] != (Bsz, L + 1) or q.shape[2] != p.shape[2]:
-        raise ValueError(f"shapes do not match: drafts {tuple(drafts.shape)}, q {tuple(q.shape)},"
+        raise InputError(f"shapes do not match: drafts {tuple(drafts.shape)}, q {tuple(q.shape)},"
                          f" p {tuple(p.shape)}")
     return Bsz, L, q.shape[2]
 
@@ -103,6 +114,11 @@ def canonical_from_padded(output_token_ids: torch.Tensor):
 def flatten_drafts(drafts: torch.Tensor):
     """vLLM's flattened layout of a [B, L] draft block: ``draft_token_ids [B L]`` and
     ``cu_num_draft_tokens [B]`` (cumulative counts, the end index of each request)."""
+    if not isinstance(drafts, torch.Tensor) or drafts.dim() != 2:
+        from ...runtime.errors import InputError
+
+        raise InputError(f"flatten_drafts: drafts must be a torch tensor [B, L], not "
+                         f"{type(drafts).__name__}{list(getattr(drafts, 'shape', []))}")
     Bsz, L = drafts.shape
     cu = torch.arange(1, Bsz + 1, device=drafts.device) * L
     return drafts.reshape(-1), cu
@@ -126,7 +142,7 @@ def hf_sampler(drafts, q, p, generator=None):
     """
     from transformers.generation.utils import _speculative_sampling  # optional dependency
 
-    Bsz, L, V = _check_canonical(drafts, q, p)
+    Bsz, L, V = _check_canonical(drafts, q, p, generator)
     seed = int(torch.randint(0, 2**62, (1,), generator=generator))
     lq, lp = _log(q.to(torch.float64)), _log(p.to(torch.float64))
     threads = torch.get_num_threads()
@@ -233,7 +249,7 @@ def vllm_sampler(drafts, q, p, generator=None):
     """vLLM V1's standard rejection sampler in the canonical signature: float64 uniforms in
     [0, 1), recovered tokens by the exponential race, the bonus token by multinomial from
     p(.|X^L), all from ``generator``."""
-    Bsz, L, V = _check_canonical(drafts, q, p)
+    Bsz, L, V = _check_canonical(drafts, q, p, generator)
     u = torch.rand(Bsz, L, generator=generator, dtype=torch.float64, device=p.device)
     ids, cu = flatten_drafts(drafts)
     rec = vllm_sample_recovered_tokens(ids, cu, q.reshape(Bsz * L, V),
