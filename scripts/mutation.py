@@ -1531,6 +1531,10 @@ MUTANTS = [
            "    _die_with(parent)\n    _one_thread()",
            "    _one_thread()",
            "a guarded job's child outlives its SIGKILLed parent (an orphan computing on)", LATE),
+    Mutant("spectheory/testing/checks/step.py",
+           "    return N * math.log2(max(V, 2)) > math.log2(limit) + 1 or V ** N > limit",
+           "    return V ** N > limit",
+           "the sequence laws make V^N before bounding N (tokens = 10^15 never returns)", ARGS),
 ]
 
 
