@@ -161,11 +161,8 @@ class VerifierSpec:
                                   f"{type(self.function).__name__}, not callable")
         for flag in ("lossless", "order_invariant", "exact", "rule_skips_repeats",
                      "rule_merges_repeats", "numpy_float"):  # "yes" or 1 would read as True
-            value = getattr(self, flag)
-            if not isinstance(value, (bool, _np_bool())):
-                raise SpectheoryError(f"verifier {self.name!r}: {flag} = {value!r:.40} must be "
-                                      "True or False")
-            object.__setattr__(self, flag, bool(value))
+            object.__setattr__(self, flag, check_flag(getattr(self, flag),
+                                                      f"verifier {self.name!r}: {flag}"))
         for text in ("paper", "summary"):
             if not isinstance(getattr(self, text), str):
                 raise SpectheoryError(f"verifier {self.name!r}: {text} = "
@@ -303,12 +300,6 @@ def verifier(function: Callable | None = None, *, name: str | None = None, paths
         return f
 
     return wrap(function) if function is not None else wrap
-
-
-def _np_bool():
-    import numpy as np
-
-    return np.bool_
 
 
 _REGISTRY: dict[str, VerifierSpec] = {}

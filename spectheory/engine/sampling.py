@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..runtime._lazy import torch
 
 from ..inputs.instances import Instance, check_instance
-from ..runtime.errors import SpectheoryError, is_integer
+from ..runtime.errors import SpectheoryError, check_generator, is_integer
 from ..runtime.limits import check_memory
 from ..registry import hub_tokens
 from .joint import _check_args, draft_rows
@@ -28,8 +28,7 @@ def sample_drafts(instance: Instance, paths: int, n: int, drafting: str = "iid",
     if not is_integer(n) or n < 1:
         raise SpectheoryError(f"n = {n!r:.40} draft outcomes must be a positive integer")
     n = int(n)
-    if generator is not None and not isinstance(generator, torch.Generator):
-        raise SpectheoryError(f"generator = {generator!r:.40} must be a torch.Generator or None")
+    check_generator(generator)
     # the outcomes [n, K, L] (int64), the tokens used [n, V] and the rows drawn from [n, V]
     check_memory(n * (8 * K * L + 9 * V), f"sampling n = {n:,} draft outcomes",
                  "sample fewer outcomes at a time")

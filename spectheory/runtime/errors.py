@@ -105,6 +105,19 @@ def check_arrays(drafts, q, p, where: str = "verifier law") -> None:
         raise InputError(f"{where}: drafts are {drafts.dtype}; draft tokens are integer ids")
 
 
+def check_generator(generator, where: str = "") -> None:
+    """[`InputError`][spectheory.runtime.errors.InputError] unless ``generator`` is None or a
+    ``torch.Generator`` (a seed or another object reached torch's own TypeError); ``where``
+    (such as ``"draft_trees: "``) leads the message."""
+    if generator is None:
+        return
+    from ._lazy import torch
+
+    if not isinstance(generator, torch.Generator):
+        raise InputError(f"{where}generator = {generator!r:.40} must be a torch.Generator or "
+                         "None")
+
+
 def as_list(items, name: str, kinds: str, lone: tuple = ()) -> list:
     """``items`` given in Python as a list (any iterable but text; a lone object of a type in
     ``lone`` as a list of one), else one [`OptionError`][spectheory.runtime.errors.OptionError]

@@ -65,7 +65,7 @@ _SIGNED_INT = re.compile(r"[+-]?[0-9]{1,4000}")
 
 
 def ascii_int(text) -> int | None:
-    """``text`` (surrounding blanks ignored) as an int when it is an optional sign and 1 to 30
+    """``text`` (surrounding blanks ignored) as an int when it is an optional sign and 1 to 4,000
     ASCII digits, else None: Python's ``int()`` also reads other scripts' digits (``"٣"``) and
     ``"1_0"``, and a hand-made test such as ``lstrip("+-")`` lets ``"+-5"`` through to it."""
     s = str(text).strip()

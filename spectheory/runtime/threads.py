@@ -36,7 +36,7 @@ import importlib.util
 import os
 import sys
 
-from .errors import OptionError
+from .errors import OptionError, is_integer
 from .limits import ascii_int
 
 #: Environment variable that sets the number of threads.
@@ -87,13 +87,10 @@ def default_threads(cores: int | None = None) -> int:
         return parse_threads(env, ENV_VAR)
     if cores is None:
         cores = os.cpu_count() or 1
-    elif isinstance(cores, bool) or not isinstance(cores, int) or cores < 1:
-        import numpy as np
-
-        if not (isinstance(cores, np.integer) and cores >= 1):
-            raise OptionError(f"cores = {cores!r:.40} must be an integer >= 1 (or None: this "
-                              "machine's)")
-        cores = int(cores)
+    elif not is_integer(cores) or cores < 1:
+        raise OptionError(f"cores = {cores!r:.40} must be an integer >= 1 (or None: this "
+                          "machine's)")
+    cores = int(cores)
     if cores <= 2:
         return 1
     return max(1, min(cores // 2, MAX_DEFAULT_THREADS))

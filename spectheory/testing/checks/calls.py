@@ -326,6 +326,17 @@ def _split(total: int, parts: int) -> list[int]:
     return [base + (1 if i < extra else 0) for i in range(parts)]
 
 
+def _an_instance(instance, what: str) -> None:
+    """`OptionError` naming ``what`` unless ``instance`` is a spectheory Instance (before its
+    attributes are read: an AttributeError otherwise)."""
+    from ...inputs.instances import Instance
+    from ...runtime.errors import OptionError
+
+    if not isinstance(instance, Instance):
+        raise OptionError(f"{what}: the instance is {type(instance).__name__}, not a spectheory "
+                          "Instance")
+
+
 def _instance_list(instances, default, empty: str) -> list:
     """``instances`` (one Instance, or an iterable of them; ``default()`` when None) as a
     non-empty list of Instances, else an `OptionError` in one line (``empty`` when there are

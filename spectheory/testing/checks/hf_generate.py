@@ -65,7 +65,7 @@ import numpy as np
 from ...inputs.instances import Instance
 from ...inputs.models import TableModel
 from ...runtime._lazy import torch
-from ...runtime.errors import OptionError, SizeLimitError, SpectheoryError
+from ...runtime.errors import OptionError, SizeLimitError, SpectheoryError, is_integer
 from ..statistics import stats
 from .calls import _cells, _run_arguments, _summary
 from .report import MIN_EXPECTED, SamplerReport
@@ -338,8 +338,7 @@ def stop_cells(V: int, N: int, stop: int | None):
     significant) once every token after the first ``stop`` token is replaced by it (the
     identity when ``stop`` is None)."""
     _guard_cells(V, N)
-    if stop is not None and (isinstance(stop, bool) or not isinstance(stop, (int, np.integer))
-                             or not 0 <= stop < V):
+    if stop is not None and (not is_integer(stop) or not 0 <= stop < V):
         raise OptionError(f"stop = {stop!r:.40} must be a token id in 0..{V - 1} or None")
     idx = np.arange(V ** N, dtype=np.int64)
     if stop is None:
@@ -356,7 +355,8 @@ def generate_law(law_instance: Instance, N: int, sampling=None, stop: int | None
     """The exact law ``[V^N]`` of the first N generated tokens: the N-token law of the processed
     target (`spectheory.testing.checks.step.target_sequence_law`), merged onto the cells of
     `stop_cells` when a stop token ends generation."""
-    from .step import _an_instance, target_sequence_law
+    from .calls import _an_instance
+    from .step import target_sequence_law
 
     _an_instance(law_instance, "generate_law")
     V = law_instance.vocab_size
@@ -630,13 +630,13 @@ def assisted_law(law_instance: Instance, tokens: int, num_draft: int = 2, sampli
     `planted_raw_draft_logits`)."""
     from ...inputs.processing import parse_sampling, process_instance
 
-    from .step import _an_instance
+    from .calls import _an_instance
 
     if handed not in HANDED:
         raise OptionError(f"handed = {handed!r} is not one of {', '.join(HANDED)}")
     _an_instance(law_instance, "assisted_law")
     for name, value in (("tokens", tokens), ("num_draft", num_draft)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        if not is_integer(value) or value < 1:
             raise OptionError(f"assisted_law: {name} = {value!r:.40} must be an integer >= 1")
     inst = law_instance.to_float()
     V, N, L = inst.vocab_size, int(tokens), int(num_draft)
@@ -685,7 +685,7 @@ def shifted_law_instance(law_instance: Instance) -> Instance:
     """The instance whose target reads one token late (the law ``shift=1`` follows: assisted
     generation is lossless for whatever target it runs): target row after x_1..x_t is the row
     after x_1..x_{t-1} (the root row after the root), tables to depth D + 1."""
-    from .step import _an_instance
+    from .calls import _an_instance
 
     _an_instance(law_instance, "shifted_law_instance")
     inst = law_instance.to_float()

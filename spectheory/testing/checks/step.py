@@ -84,7 +84,7 @@ from ...runtime._lazy import torch
 from ...runtime.errors import (OptionError, SizeLimitError, SpectheoryError, TimeLimitError,
                               as_list, is_integer)
 from ..statistics import stats
-from .calls import _cells, _summary, kit_seed, readable
+from .calls import _an_instance, _cells, _summary, kit_seed, readable
 from .report import MIN_EXPECTED, POWER, SamplerReport, guarded
 
 #: Most sequences V^N one comparison enumerates (N = steps + L tokens).
@@ -377,12 +377,6 @@ def target_sequence_law(instance: Instance, tokens: int, sampling=None) -> np.nd
     inst = process_instance(instance.to_float(), sampling, None, exact=False)
     pl = levels(inst.target, 0, tokens, False)
     return path_probabilities(pl, torch.ones(1, dtype=torch.float64))[tokens].numpy()
-
-
-def _an_instance(instance, what: str) -> None:
-    if not isinstance(instance, Instance):
-        raise OptionError(f"{what}: the instance is {type(instance).__name__}, not a spectheory "
-                          "Instance")
 
 
 def _check_tables(instance: Instance, i: int) -> None:

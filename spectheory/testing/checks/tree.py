@@ -71,11 +71,12 @@ from ...inputs.instances import Instance
 from ...inputs.random_instances import random_instance
 from ...registry import VerifierSpec, get_verifier
 from ...runtime._lazy import torch
-from ...runtime.errors import InstanceError, OptionError, as_list, call_user, is_integer
+from ...runtime.errors import (InstanceError, OptionError, as_list, call_user, check_generator,
+                               is_integer)
 from ...runtime.limits import check_memory
 from ...runtime.sizes import check_size
 from ..statistics import stats
-from .calls import _cells, _sequence_label, _summary, kit_seed, readable
+from .calls import _an_instance, _cells, _sequence_label, _summary, kit_seed, readable
 from .report import MIN_EXPECTED, POWER, SamplerReport, guarded
 
 #: Modes of [`check_tree_sampler`][spectheory.testing.checks.tree.check_tree_sampler].
@@ -167,12 +168,8 @@ def draft_trees(instance: Instance, tree, drafting: str, rows: int, generator) -
     if not isinstance(drafting, str) or drafting not in TREE_DRAFTING:
         raise OptionError(f"unknown tree drafting scheme {drafting!r}; choose from "
                           f"{', '.join(TREE_DRAFTING)}")
-    if not isinstance(instance, Instance):
-        raise OptionError(f"draft_trees: the instance is {type(instance).__name__}, not a "
-                          "spectheory Instance")
-    if generator is not None and not isinstance(generator, torch.Generator):
-        raise OptionError(f"draft_trees: generator = {generator!r:.40} must be a "
-                          "torch.Generator or None")
+    _an_instance(instance, "draft_trees")
+    check_generator(generator, "draft_trees: ")
     V = instance.vocab_size
     n = tree.n_nodes
     if not is_integer(rows) or rows < 1:

@@ -79,14 +79,13 @@ def _check_canonical(drafts, q, p, generator=None):
     """The adapters' canonical inputs: torch tensors drafts [B, L], q [B, L, V], p [B, L+1, V]
     and a ``torch.Generator`` or None, else an
     [`InputError`][spectheory.runtime.errors.InputError] (a ``ValueError``) in one line."""
-    from ...runtime.errors import InputError
+    from ...runtime.errors import InputError, check_generator
 
     if not all(isinstance(x, torch.Tensor) for x in (drafts, q, p)):
         raise InputError(f"canonical inputs are torch tensors drafts [B, L], q [B, L, V], "
                          f"p [B, L+1, V]; got {type(drafts).__name__}, {type(q).__name__}, "
                          f"{type(p).__name__}")
-    if generator is not None and not isinstance(generator, torch.Generator):
-        raise InputError(f"generator = {generator!r:.40} must be a torch.Generator or None")
+    check_generator(generator)
     if drafts.dim() != 2 or q.dim() != 3 or p.dim() != 3:
         raise InputError(f"canonical inputs are drafts [B, L], q [B, L, V], p [B, L+1, V]; got "
                          f"{tuple(drafts.shape)}, {tuple(q.shape)}, {tuple(p.shape)}")
