@@ -166,8 +166,9 @@ def _ray_scheduler():
         gallery, the claims ledger, tiny Hugging Face models, sharp designs, exact laws) are
         built once, not once on each worker, and the controller tracks 120 units instead of
         ~5,000 (xdist's rescheduling counts the pending tests of every unit a worker ever got,
-        after each test). Against one unit per test: 245 s instead of 264 s on 2 cores,
-        441 s instead of 471 s of CPU."""
+        after each test). Against one unit per test, three pairs of runs in turn on 2 cores:
+        about 9 % less time and CPU, within the machine's drift of each single pair
+        (benchmarks/results/suite_time.md)."""
 
         def _split_scope(self, nodeid):
             module, _, rest = nodeid.partition("::")
