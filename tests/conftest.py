@@ -1,5 +1,6 @@
 import os
 import sys
+from collections import Counter
 
 # One compute thread per test process, set before numpy or torch is first imported here. Each
 # xdist worker is one process per core already; torch's default of a thread per core on top of
@@ -118,6 +119,11 @@ def pytest_collection_finish(session):
     gc.set_threshold(50_000, 20, 100)
 
 
+def _module(nodeid: str) -> str:
+    """The test file of a node id (``tests/test_x.py::test_y[z]`` -> ``tests/test_x.py``)."""
+    return nodeid.partition("::")[0]
+
+
 def pytest_collection_modifyitems(config, items):
     """A test of the shared Ray cluster must be named ``test_ray_*`` (see ``RAY_PREFIX``); the
     Ray tests run first and one after another, so that one cluster serves them all (under
@@ -128,13 +134,11 @@ def pytest_collection_modifyitems(config, items):
             raise pytest.UsageError(f"{item.nodeid} uses the ray_cluster fixture: name it "
                                     f"{RAY_PREFIX}... so that it runs on the cluster's xdist "
                                     "worker (tests/conftest.py)")
-    sizes: dict[str, int] = {}
-    for item in items:
-        sizes[item.nodeid.partition("::")[0]] = sizes.get(item.nodeid.partition("::")[0], 0) + 1
+    sizes = Counter(_module(item.nodeid) for item in items)
     rank = {module: i for i, module in enumerate(LONG_MODULES)}
 
     def order(item):
-        module = item.nodeid.partition("::")[0]
+        module = _module(item.nodeid)
         return (not _uses_ray(item), rank.get(module, len(rank)), -sizes[module], module)
 
     items.sort(key=order)  # stable: the tests of a module keep their order
@@ -164,17 +168,16 @@ def _ray_scheduler():
 
         A module runs whole on one worker: its module-scoped fixtures and caches (a figure
         gallery, the claims ledger, tiny Hugging Face models, sharp designs, exact laws) are
-        built once, not once on each worker, and the controller tracks 120 units instead of
-        ~5,000 (xdist's rescheduling counts the pending tests of every unit a worker ever got,
-        after each test). Against one unit per test, three pairs of runs in turn on 2 cores:
-        about 9 % less time and CPU, within the machine's drift of each single pair
-        (benchmarks/results/suite_time.md)."""
+        built once, not once on each worker, and the controller tracks one unit per module
+        instead of one per test (xdist's rescheduling counts the pending tests of every unit a
+        worker ever got, after each test). Against one unit per test, three pairs of runs in
+        turn on 2 cores: about 9 % less time and CPU, within the machine's drift of each single
+        pair (benchmarks/results/suite_time.md)."""
 
         def _split_scope(self, nodeid):
-            module, _, rest = nodeid.partition("::")
-            if rest.rpartition("::")[2].startswith(RAY_PREFIX):
+            if nodeid.rpartition("::")[2].startswith(RAY_PREFIX):
                 return "ray"
-            return module
+            return _module(nodeid)
 
     return RayGroupScheduling
 
