@@ -339,6 +339,8 @@ def _screens_top(instance, how, route, symmetric, exact, device, backend, laws, 
     which loads them: the analysis would). Anything these options would refuse is refused later
     in the usual order, after the whole check (then False)."""
     from ..runtime import limits
+    from ..inputs.instances import MAX_BLOCK, MAX_VOCAB
+    from ..runtime.errors import is_integer
     from .nodes import COMPILED_MIN_NODES, KERNEL_ENV, has_kernels
 
     try:
@@ -348,7 +350,10 @@ def _screens_top(instance, how, route, symmetric, exact, device, backend, laws, 
             return False
         V, L = instance.vocab_size, instance.block_length
         ex = instance.exact if exact is None else exact
-        if ex or L < 2 or V ** L < COMPILED_MIN_NODES or not limits.env_switch(KERNEL_ENV):
+        if not (is_integer(V) and is_integer(L) and 2 <= L <= MAX_BLOCK
+                and 1 <= V <= MAX_VOCAB):
+            return False  # refused by check_instance, before any V^L is formed
+        if ex or V ** L < COMPILED_MIN_NODES or not limits.env_switch(KERNEL_ENV):
             return False
         r = _cheaper(how, resolve_route(how, route, symmetric), route, V, L, symmetric)
         if r != "node" or float_backend(how, r, device, backend, False, V ** (L + 1)) != "torch":

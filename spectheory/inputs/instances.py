@@ -98,9 +98,9 @@ class Instance:
                                        self.target.to_float(), self.draft.to_float()))
 
 
-#: How far from 1 a float row of an instance built in Python may sum (it is used as given; a file's
-#: rows are checked within ``tol`` and normalised when read): float64 rows made from float32 ones
-#: are off by up to about 1e-7.
+#: How far from 1 a float row of an instance built in Python may sum (`check_instance` then divides
+#: it by its sum, as a file's rows, checked within ``tol``, are normalised when read): float64
+#: rows made from float32 ones are off by up to about 1e-7.
 PYTHON_ROW_TOL = 1e-6
 
 
@@ -109,7 +109,9 @@ def check_instance(instance, where: str = "instance") -> "Instance":
     one the engines can compute with, else return it: sizes (integers, V in 1..`MAX_VOCAB`, L in
     1..`MAX_BLOCK`), two `TableModel`s of V tokens whose tables are numpy arrays [V^d, V], all
     float or all exact (entries `Fraction` or int), and every row a distribution (finite,
-    non-negative, summing to 1: within `PYTHON_ROW_TOL` in floats, exactly in rationals).
+    non-negative, summing to 1: within `PYTHON_ROW_TOL` in floats, exactly in rationals). Float
+    rows accepted off 1 by more than rounding are divided by their sums (`_normalise_rows`: the
+    model's tables replaced by normalised float64 copies).
 
     Instances read from files
     ([`instance_from_dict`][spectheory.inputs.instances.instance_from_dict]) and made by the
@@ -130,39 +132,77 @@ def check_instance(instance, where: str = "instance") -> "Instance":
     V = int(V)
     kinds = set()
     for which in ("target", "draft"):
-        model = getattr(instance, which)
-        if not isinstance(model, TableModel):
-            raise InstanceError(f"{where}: the {which} is a {type(model).__name__}, not a "
-                                "TableModel (see spectheory.inputs.models)")
-        if model.vocab_size != V:
-            raise InstanceError(f"{where}: the {which} has vocab_size {_short(model.vocab_size)}"
-                                f", the instance {V}")
-        tables = model.tables
-        if not isinstance(tables, (tuple, list)) or not tables:
-            raise InstanceError(f"{where}: the {which}'s tables must be a non-empty tuple of "
-                                "numpy arrays [V^d, V], one per depth d")
-        for d, table in enumerate(tables):
-            if not isinstance(table, np.ndarray):
-                raise InstanceError(f"{where}: the {which}'s table at depth {d} is a "
-                                    f"{type(table).__name__}, not a numpy array")
-            if table.shape != (V ** d, V):
-                raise InstanceError(f"{where}: the {which}'s table at depth {d} has shape "
-                                    f"{list(table.shape)}, expected [V^{d}, V] = "
-                                    f"[{V ** d}, {V}]")
-            if table.dtype.kind not in "fO":
-                raise InstanceError(f"{where}: the {which}'s table at depth {d} holds "
-                                    f"{table.dtype}; entries are floats or exact Fractions")
-            kinds.add(table.dtype.kind)
-            bad = _bad_row(table)
-            if bad is not None:
-                row, why = bad
-                prefix = prefix_from_index(row, d, V)
-                raise InstanceError(f"{which}: the row after prefix {prefix} {why}")
+        kinds |= check_model(getattr(instance, which), V, which, where)
     if len(kinds) > 1:
         raise InstanceError(f"{where}: some tables hold floats and others exact Fractions; "
                             "make both models float (to_float) or exact (to_exact)")
+    if kinds == {"f"}:
+        for which in ("target", "draft"):
+            _normalise_rows(getattr(instance, which))
     object.__setattr__(instance, "_checked", True)
     return instance
+
+
+def check_model(model, V: int, which: str, where: str, size_of: str = "the instance") -> set:
+    """Refuse, in one line, a ``which`` model (``"target"``, ``"draft"``) of ``where`` that is not
+    a `TableModel` of ``V`` tokens whose tables are numpy arrays [V^d, V] of floats or exact
+    Fractions, every row a distribution (`check_instance`'s rule); else return the kinds of its
+    tables (``{"f"}`` float, ``{"O"}`` exact, both when they mix). ``size_of`` says whose size V
+    is in the message."""
+    kinds = set()
+    if not isinstance(model, TableModel):
+        raise InstanceError(f"{where}: the {which} is a {type(model).__name__}, not a "
+                            "TableModel (see spectheory.inputs.models)")
+    if model.vocab_size != V:
+        raise InstanceError(f"{where}: the {which} has vocab_size {_short(model.vocab_size)}"
+                            f", {size_of} {V}")
+    tables = model.tables
+    if not isinstance(tables, (tuple, list)) or not tables:
+        raise InstanceError(f"{where}: the {which}'s tables must be a non-empty tuple of "
+                            "numpy arrays [V^d, V], one per depth d")
+    for d, table in enumerate(tables):
+        if not isinstance(table, np.ndarray):
+            raise InstanceError(f"{where}: the {which}'s table at depth {d} is a "
+                                f"{type(table).__name__}, not a numpy array")
+        if table.shape != (V ** d, V):
+            raise InstanceError(f"{where}: the {which}'s table at depth {d} has shape "
+                                f"{list(table.shape)}, expected [V^{d}, V] = "
+                                f"[{V ** d}, {V}]")
+        if table.dtype.kind not in "fO":
+            raise InstanceError(f"{where}: the {which}'s table at depth {d} holds "
+                                f"{table.dtype}; entries are floats or exact Fractions")
+        kinds.add(table.dtype.kind)
+        bad = _bad_row(table)
+        if bad is not None:
+            row, why = bad
+            prefix = prefix_from_index(row, d, V)
+            raise InstanceError(f"{which}: the row after prefix {prefix} {why}")
+    return kinds
+
+
+#: A float row whose sum is off 1 by more than this (about ten thousand float64 roundings; rows
+#: normalised in float64 are within a few) is divided by its sum in `check_instance`.
+ROUNDED_ROW_TOL = 1e-12
+
+
+def _normalise_rows(model: TableModel) -> None:
+    """Divide by its sum, in float64, every row of ``model``'s float tables whose sum is off 1 by
+    more than `ROUNDED_ROW_TOL` (accepted within `PYTHON_ROW_TOL`, e.g. float32 rows): the model
+    then holds the distribution the row stands for, as a file's rows do once read. Without it
+    a lossless rule's law would differ from the target's by the row's rounding (a LOSSY verdict
+    of about 3e-8, or a correction row refused as no distribution). A table that needs it is
+    replaced by a float64 copy (the caller's array is left as it was); the others are kept."""
+    tables = list(model.tables)
+    changed = False
+    for d, table in enumerate(tables):
+        off = np.abs(table.sum(axis=-1, dtype=np.float64) - 1) > ROUNDED_ROW_TOL
+        if off.any():
+            fixed = np.array(table, dtype=np.float64)
+            fixed[off] /= fixed[off].sum(axis=-1, keepdims=True)
+            tables[d] = fixed
+            changed = True
+    if changed:
+        object.__setattr__(model, "tables", tuple(tables))
 
 
 def bad_float_row(table, sums: bool = True):

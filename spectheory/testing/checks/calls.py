@@ -341,7 +341,7 @@ def _instance_list(instances, default, empty: str) -> list:
     """``instances`` (one Instance, or an iterable of them; ``default()`` when None) as a
     non-empty list of Instances, else an `OptionError` in one line (``empty`` when there are
     none)."""
-    from ...inputs.instances import Instance
+    from ...inputs.instances import Instance, check_instance
     from ...runtime.errors import OptionError
 
     if isinstance(instances, Instance):
@@ -357,6 +357,8 @@ def _instance_list(instances, default, empty: str) -> list:
         if not isinstance(inst, Instance):
             raise OptionError(f"an instance must be a spectheory Instance, not "
                               f"{type(inst).__name__}")
+    for i, inst in enumerate(insts):  # sizes and rows: a bad table is the input's fault,
+        check_instance(inst, where=f"instances[{i}]")  # never a failing engine's
     return insts
 
 

@@ -145,12 +145,16 @@ def _check_drafting_fits(instance: Instance, tree: TreeShape, drafting: str) -> 
 
 
 def _check_tables(instance: Instance, i: int) -> None:
-    """Refuse, in one line naming the table and the prefix, an instance built in Python whose
-    float tables hold a non-finite or negative entry (files are checked when read): its drafted
-    rows and exact laws would be NaN, and a NaN law is no reference for a verdict."""
+    """Refuse, in one line naming the table and the prefix, an instance built in Python that is
+    not one the engines compute with (`check_instance`: sizes, rows that are distributions) or
+    whose float tables hold a non-finite or negative entry (files are checked when read): its
+    drafted rows and exact laws would be NaN or no law, and neither is a reference for a
+    verdict on the sampler."""
+    from ...inputs.instances import check_instance
     from .rows import bad_row
 
-    found = bad_row(instance)
+    check_instance(instance, where=f"tree-mode instance {i}")  # sizes, rows summing to 1
+    found = bad_row(instance)  # also tables changed in place after that check
     if found is not None:
         which, d, prefix, row = found
         value = row[~np.isfinite(row) | (row < 0)][0]
