@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..runtime.errors import InstanceError, check_keys
-from .instances import DEFAULT_TOL, check_row_tolerance, model_to_json, parse_json, parse_model
+from .instances import (DEFAULT_TOL, _normalise_rows, check_model, check_row_tolerance,
+                        model_to_json, parse_json, parse_model)
 from .models import TableModel
 
 #: Largest alphabet, vocabulary, token length, draft length and output length accepted: the exact
@@ -189,6 +190,37 @@ def check_hetero_sizes(V_T: int, V_D: int, draft_length: int, n_tokens: int) -> 
                             f"paths = {work:,} draft-path evaluations, over the limit of "
                             f"{MAX_WORK:,} (about a minute in exact arithmetic); lower "
                             f"n_tokens, draft_length or a vocabulary")
+
+
+def check_hetero_instance(inst: Any, n_tokens: Any = None) -> "HeteroInstance":
+    """Refuse, in one line ([`InstanceError`][spectheory.runtime.errors.InstanceError]), a
+    [`HeteroInstance`][spectheory.inputs.tokenizers.HeteroInstance] built in Python that is not
+    one the enumerations compute with: two `Tokenizer`s, each model a `TableModel` over its
+    tokenizer's ids whose rows are distributions (`spectheory.inputs.instances.check_model`),
+    both float or both exact, and sizes (``draft_length``, ``n_tokens`` or the given
+    ``n_tokens``) within `check_hetero_sizes`. Float rows accepted off 1 by more than rounding
+    are divided by their sums, as for an `Instance`. Returns ``inst``."""
+    if not isinstance(inst, HeteroInstance):
+        raise InstanceError(f"expected a HeteroInstance (see load_hetero / hetero_from_dict), got "
+                            f"{type(inst).__name__}")
+    where = "heterogeneous instance"
+    for which in ("target_tokenizer", "draft_tokenizer"):
+        if not isinstance(getattr(inst, which), Tokenizer):
+            raise InstanceError(f"{where}: the {which} is a {type(getattr(inst, which)).__name__}"
+                                f", not a Tokenizer (see make_tokenizer)")
+    kinds = set()
+    for which, tok in (("target", inst.target_tokenizer), ("draft", inst.draft_tokenizer)):
+        kinds |= check_model(getattr(inst, which), tok.size, which, where, "its tokenizer has")
+    if len(kinds) > 1:
+        raise InstanceError(f"{where}: some tables hold floats and others exact Fractions; make "
+                            "both models float (to_float) or exact (to_exact)")
+    N = inst.n_tokens if n_tokens is None else n_tokens
+    check_hetero_sizes(inst.target_tokenizer.size, inst.draft_tokenizer.size, inst.draft_length,
+                       N)
+    if kinds == {"f"}:
+        _normalise_rows(inst.target)
+        _normalise_rows(inst.draft)
+    return inst
 
 
 def hetero_from_dict(data: Any, exact: bool = False, tol: float = DEFAULT_TOL) -> HeteroInstance:

@@ -56,13 +56,15 @@ Block functions return ``{emitted target-token tuple: probability}`` for one tar
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Callable
 
 from ..engine.lossless import check_tolerance
-from ..inputs.tokenizers import MAX_ENUMERATION, HeteroInstance, Tokenizer, check_hetero_sizes
-from ..runtime.errors import InputError, SizeLimitError
+from ..inputs.tokenizers import (MAX_ENUMERATION, HeteroInstance, Tokenizer, check_hetero_instance,
+                                 check_hetero_sizes)
+from ..runtime.errors import InputError, SizeLimitError, UserCodeError, call_user, is_integer
 
 SCHEMES = ("slem", "slrs", "tli")
 
@@ -259,6 +261,13 @@ def vllm_vocab_mapping(target: Tokenizer, draft: Tokenizer,
     """vLLM's `VocabMapping` (vLLM #38174, `vllm/v1/spec_decode/vocab_mapping.py`) on two toy
     tokenizers: tokens are matched by normalised string (a leading space marker read as a space;
     the first id of a normalised string wins); ``{draft id: target id}`` on the intersection."""
+    for which, tok in (("target", target), ("draft", draft)):
+        if not isinstance(tok, Tokenizer):
+            raise InputError(f"vllm_vocab_mapping: the {which} is a {type(tok).__name__}, not a "
+                             "Tokenizer (see make_tokenizer)")
+    if isinstance(space_prefixes, str) or not isinstance(space_prefixes, tuple) or \
+            not all(isinstance(x, str) for x in space_prefixes):
+        raise InputError("vllm_vocab_mapping: space_prefixes must be a tuple of strings")
     tn: dict = {}
     for tid, s in enumerate(target.vocab):
         tn.setdefault(_normalize(s, space_prefixes), tid)
@@ -322,6 +331,7 @@ BLOCKS: dict = {"slem": slem_block, "slrs": slrs_block, "tli": tli_block,
 def target_law(inst: HeteroInstance, n_tokens: int | None = None) -> dict:
     """The target's law of its first ``n_tokens`` target tokens: ``{token tuple: probability}``
     (zero-probability sequences left out)."""
+    check_hetero_instance(inst, n_tokens)
     N = inst.n_tokens if n_tokens is None else n_tokens
     if inst.target_tokenizer.size ** N > MAX_ENUMERATION:
         raise SizeLimitError(f"{inst.target_tokenizer.size ** N:,} target sequences, over the "
@@ -337,11 +347,61 @@ def target_law(inst: HeteroInstance, n_tokens: int | None = None) -> dict:
 
 
 def _block_fn(scheme) -> Callable:
+    """The block function of a scheme name, or a user's block function guarded: called through
+    `call_user` (what it raises or an exit is one line naming it) and its result checked
+    (`_checked_block`)."""
     if callable(scheme):
-        return scheme
-    if scheme not in BLOCKS:
-        raise InputError(f"unknown scheme {scheme!r}: choose one of {', '.join(BLOCKS)}")
+        label = f"block function {getattr(scheme, '__name__', type(scheme).__name__)}"
+
+        def block(inst, c):
+            return _checked_block(call_user(scheme, inst, c, what=label), inst, c, label)
+        return block
+    if not isinstance(scheme, str) or scheme not in BLOCKS:
+        raise InputError(f"unknown scheme {scheme!r:.60}: choose one of {', '.join(BLOCKS)} or "
+                         "give a block function f(inst, c) -> {block: probability}")
     return BLOCKS[scheme]
+
+
+def _checked_block(out, inst: HeteroInstance, c: tuple, label: str) -> dict:
+    """A user block function's result ``out`` for context ``c`` as ``{tuple of target ids:
+    probability}``, or a one-line `UserCodeError`: a dict whose keys are non-empty sequences of
+    target token ids (integers in 0..V_T-1) and whose values are probabilities (exact: Fractions
+    or integers; float mode: finite numbers), non-negative and summing to 1 (exactly in exact
+    mode, within 1e-9 in float mode)."""
+    V = inst.target_tokenizer.size
+    if not isinstance(out, dict):
+        raise UserCodeError(f"{label} returned {type(out).__name__} after context {c}, not a dict "
+                            "{block of target ids: probability}")
+    fixed = {}
+    for b, w in out.items():
+        if isinstance(b, (str, bytes)) or not hasattr(b, "__len__") or len(b) == 0 or \
+                len(b) > MAX_ENUMERATION or not all(is_integer(t) and 0 <= t < V for t in b):
+            raise UserCodeError(f"{label} returned the block {b!r:.60} after context {c}: a "
+                                f"block is a non-empty tuple of target ids in 0..{V - 1}")
+        ok = (isinstance(w, (Fraction, int)) and not isinstance(w, bool)) if inst.exact else \
+            (isinstance(w, (int, float, Fraction)) and not isinstance(w, bool)
+             and math.isfinite(w))
+        if not ok or w < 0:
+            kind = "an exact probability (Fraction)" if inst.exact else "a finite probability"
+            raise UserCodeError(f"{label} returned {w!r:.40} for the block {tuple(b)} after "
+                                f"context {c}: each value must be {kind} >= 0")
+        key = tuple(int(t) for t in b)
+        fixed[key] = fixed.get(key, 0) + w
+    total = sum(fixed.values(), _zero(inst))
+    if (total != 1) if inst.exact else not abs(total - 1) <= 1e-9:
+        raise UserCodeError(f"{label} returned probabilities summing to {float(total):.12g} "
+                            f"after context {c}, not 1")
+    return fixed
+
+
+def _context(inst: HeteroInstance, c) -> tuple:
+    """A target context ``c``: a tuple of target token ids in range (one-line `InputError`)."""
+    V = inst.target_tokenizer.size
+    if isinstance(c, (str, bytes)) or not isinstance(c, (tuple, list)) or \
+            len(c) > MAX_ENUMERATION or not all(is_integer(t) and 0 <= t < V for t in c):
+        raise InputError(f"the context c = {c!r:.60} must be a tuple of target token ids in "
+                         f"0..{V - 1}")
+    return tuple(int(t) for t in c)
 
 
 def emitted_law(inst: HeteroInstance, scheme, n_tokens: int | None = None,
@@ -351,6 +411,7 @@ def emitted_law(inst: HeteroInstance, scheme, n_tokens: int | None = None,
 
     With ``with_forwards``, returns ``(law, forwards)``: ``forwards`` is the expected number of
     target forwards (iterations) until ``n_tokens`` target tokens are emitted."""
+    check_hetero_instance(inst, n_tokens)
     block = _block_fn(scheme)
     N = inst.n_tokens if n_tokens is None else n_tokens
     frontier = {(): _zero(inst) + 1}
@@ -421,6 +482,8 @@ def _fmt(x) -> str:
 
 def acceptance(inst: HeteroInstance, scheme, c: tuple = ()) -> tuple:
     """Expected target tokens and characters emitted by one target forward from context ``c``."""
+    check_hetero_instance(inst)
+    c = _context(inst, c)
     block = _block_fn(scheme)(inst, c)
     T = inst.target_tokenizer
     z = _zero(inst)
@@ -434,6 +497,7 @@ def check_hetero_lossless(inst: HeteroInstance, scheme, *, exact: bool | None = 
                           name: str | None = None) -> HeteroLosslessReport:
     """Exact verdict on whether ``scheme`` (a name in `BLOCKS` or a block function) emits the
     target's law over ``n_tokens`` target tokens (default the instance's), with acceptance."""
+    check_hetero_instance(inst, n_tokens)
     if exact is None:
         exact = inst.exact
     if not isinstance(exact, bool):
@@ -467,6 +531,8 @@ def first_token_acceptance(inst: HeteroInstance, c: tuple = ()) -> dict:
     """Probability that the first proposed target token is accepted, per scheme, from context
     ``c``: SLEM sum_t p(t) P(t_1 = t); SLRS sum_t min(p(t), psi(t)); TLI
     sum_{t in I} min(p(t), q'(t)). Measured numbers (exact in exact mode), not a paper claim."""
+    check_hetero_instance(inst)
+    c = _context(inst, c)
     p = list(inst.target.conditional(c))
     z = _zero(inst)
     first: dict = {}
