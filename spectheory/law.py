@@ -90,8 +90,24 @@ def _first(mask) -> tuple:
 
 def _as_numpy(x):
     if is_tensor(x):
+        if x.dtype == torch.bfloat16:  # numpy has no bfloat16: its values, exactly, in float32
+            x = x.float()
         return x.detach().cpu().numpy()
     return np.asarray(x)
+
+
+def _real_dtype(law, name: str) -> None:
+    """Refuse, as a `LawError`, a float-mode law whose tables hold complex numbers, strings or
+    other values that are not real numbers (probabilities are real)."""
+    for what, arr in zip(("stop", "correction"), law):
+        if is_tensor(arr):
+            bad = arr.is_complex()
+        else:
+            kind = getattr(getattr(arr, "dtype", None), "kind", "f")
+            bad = kind not in "fiubO"
+        if bad:
+            raise LawError("dtype", f"{name} returned a {arr.dtype} {what}; a law holds real "
+                           "probabilities (float64 or float32)")
 
 
 _NOT_EXACT, _NEGATIVE = 1, 2
@@ -214,6 +230,7 @@ def validate_law(law: Any, batch: int, paths: int, length: int, vocab: int, exac
                            f"sums to {rows[ix]}, not 1{draft_of(ix)} (every row must be a "
                            f"distribution, also where P(tau) = 0)", ix, rows[ix])
         return Law(stop, corr)
+    _real_dtype((stop, corr), name)
     s = _as_numpy(stop)
     c = _as_numpy(corr)
     if s.dtype == object or c.dtype == object:

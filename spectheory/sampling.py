@@ -13,6 +13,7 @@ from __future__ import annotations
 from .runtime._lazy import torch
 
 from .law import Law, LawError
+from .runtime.errors import check_generator
 
 
 def inverse_cdf(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
@@ -37,6 +38,7 @@ def sample_output(law: Law, generator: torch.Generator | None = None,
     [`LawError`][spectheory.law.LawError] in one line: a sample is never drawn from a table that
     is not a law (the draw scales by the row's total, which would hide such a row).
     """
+    check_generator(generator, "sample_output: ")
     try:
         stop, corr = law
     except (TypeError, ValueError):

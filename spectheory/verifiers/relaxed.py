@@ -77,6 +77,7 @@ import numpy as np
 from ..runtime import backend as B
 from ..law import Law
 from ..registry import VerifierSpec
+from ..runtime.errors import InputError
 from .common import drafted_probs, float_law_only
 from .params import count, nonnegative, number, positive_unit, unit
 from .contrasts import _argmax_onehot, _const, _normalise, chain_law
@@ -308,9 +309,13 @@ def divergences(analysis) -> dict:
     """TV (exact where the analysis is) and KL(output || target), KL(target || output) (float,
     with error bounds) of an [`ExactAnalysis`][spectheory.engine.analysis.ExactAnalysis] run with
     its laws kept."""
-    out, tgt = analysis.output_law, analysis.target_law
-    if out is None:
-        raise ValueError("divergences need the output and target laws (analyze(..., laws=True))")
+    out, tgt = getattr(analysis, "output_law", None), getattr(analysis, "target_law", None)
+    if not hasattr(analysis, "tv_to_target") or not hasattr(analysis, "exact"):
+        raise InputError(f"divergences take an ExactAnalysis (from analyze), not "
+                         f"{type(analysis).__name__}")
+    if out is None or tgt is None:
+        raise InputError("divergences need the output and target laws (analyze(..., "
+                         "laws=True))")
     conv = (lambda t: list(t)) if analysis.exact else (lambda t: [float(v) for v in t.reshape(-1)])
     o, t = conv(out), conv(tgt)
     kl_ot, e1 = kl_divergence(o, t)

@@ -17,6 +17,25 @@ from .report import MIN_EXPECTED
 from .rows import _fixed_rows
 
 
+def _law_form(law, stop_shape: tuple, V: int, name: str) -> None:
+    """Refuse, as a `LawError` (the verifier's fault, not the sampler's), a verifier's law that is
+    not ``(stop [B, K, L+1], correction [B, K, L+1, V])`` of real numbers; its values may be NaN
+    on a row where it states no law."""
+    from ...law import LawError, _real_dtype
+
+    try:
+        stop, corr = law
+    except (TypeError, ValueError):
+        raise LawError("shape", f"verifier {name}'s law is a {type(law).__name__}, not "
+                       "(stop, correction)") from None
+    for what, arr, want in (("stop", stop, stop_shape), ("correction", corr, stop_shape + (V,))):
+        shape = tuple(getattr(arr, "shape", ()))
+        if shape != want:
+            raise LawError("shape", f"verifier {name}'s law has {what} of shape {list(shape)}, "
+                           f"expected {list(want)}")
+    _real_dtype((stop, corr), f"verifier {name}")
+
+
 def _law_mode(sampler, how, instances, samples, alpha, seed, draft_rows, max_batch, proc=None):
     spec, K = how.spec, how.paths
     g = torch.Generator().manual_seed(seed)
@@ -40,6 +59,7 @@ def _law_mode(sampler, how, instances, samples, alpha, seed, draft_rows, max_bat
         offset += Bn
         law = call_user(spec.law, d, q, p if proc is None else proc(p, d),  # processed rows
                         what=f"verifier {spec.name}'s law")
+        _law_form(law, (Bn, K, L + 1), V, spec.name)
         stop = torch.as_tensor(law.stop, dtype=torch.float64)
         corr = torch.as_tensor(law.correction, dtype=torch.float64)
         counted = _row_counts(sampler, rows, counts, sg, _chunk(K, L, V, max_batch, sampler))

@@ -74,10 +74,26 @@ def default_instances(mode: str = "law") -> list:
             _zeroed_instance(4, 3, 13), _equal_at_some_nodes(3, 3, 14)]
 
 
+def _row_tensor(x, name: str):
+    """One array of given draft rows as a tensor: exact entries (numpy object arrays of
+    Fractions) read as the float64 values they round to, else a one-line error naming it."""
+    if isinstance(x, np.ndarray) and x.dtype == object:
+        try:
+            x = x.astype(np.float64)
+        except (TypeError, ValueError, OverflowError):
+            raise SpectheoryError(f"draft rows: {name} is an object array whose entries are not "
+                                  "all numbers") from None
+    try:
+        return torch.as_tensor(x)
+    except (TypeError, ValueError, RuntimeError) as exc:
+        raise SpectheoryError(f"draft rows: {name} is a {type(x).__name__} that is not a "
+                              f"numeric array ({' '.join(str(exc).split())[:80]})") from None
+
+
 def _fixed_rows(inst, K: int, drafting: str, rows: int, generator) -> DraftRows:
     """DraftRows in K-path form from an Instance (rows drafted from its draft model) or given."""
     if isinstance(inst, DraftRows) or (isinstance(inst, tuple) and len(inst) == 3):
-        d, q, p = (torch.as_tensor(x) for x in inst)
+        d, q, p = (_row_tensor(x, name) for x, name in zip(inst, ("drafts", "q", "p")))
         if d.dim() == 2:
             d, q, p = d.unsqueeze(1), q.unsqueeze(1), p.unsqueeze(1)
         if d.dim() != 3 or q.dim() != 4 or p.dim() != 4 or q.shape[:3] != d.shape or \
@@ -88,6 +104,10 @@ def _fixed_rows(inst, K: int, drafting: str, rows: int, generator) -> DraftRows:
                                   f"q [B, L, V], p [B, L+1, V] (or with a path axis K)")
         if d.shape[1] != K:
             raise SpectheoryError(f"draft rows have {d.shape[1]} paths; the check is for {K}")
+        if d.shape[0] == 0 or q.shape[-1] == 0:
+            raise SpectheoryError(f"draft rows of shapes drafts {list(d.shape)}, q "
+                                  f"{list(q.shape)}: no rows to check (a batch of B >= 1 rows "
+                                  "of V >= 1 tokens)")
         _check_draft_rows(d, q, p)
         return DraftRows(d.to(torch.long), q.to(torch.float64), p.to(torch.float64))
     if not isinstance(inst, Instance):
