@@ -6,6 +6,7 @@ families and their divergence knobs). The JSON is the instance format of
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 from spectheory.runtime.errors import InstanceError
@@ -16,16 +17,22 @@ from .families import FAMILIES, make_instance
 
 def parse_value(text: str):
     """``3`` -> int, ``0.5`` -> float, ``true``/``false`` -> bool, anything else stays a string
-    (families read fraction strings such as ``1/3`` themselves)."""
+    (families read fraction strings such as ``1/3`` themselves). Numbers in ASCII digits only,
+    as every option of the command line: Python's ``int`` and ``float`` also read other
+    scripts' digits (``١``) and ``1_0``, which stay strings here and are refused by the family
+    as not numbers."""
+    from spectheory.runtime.errors import OptionError
+    from spectheory.runtime.limits import parse_float
+
     low = text.strip().lower()
     if low in ("true", "false"):
         return low == "true"
-    for conv in (int, float):
-        try:
-            return conv(text)
-        except ValueError:
-            pass
-    return text
+    if re.fullmatch(r"[+-]?[0-9]+", text.strip()):
+        return int(text)
+    try:
+        return parse_float(text.strip())
+    except OptionError:
+        return text
 
 
 def parse_params(items: list[str]) -> dict:

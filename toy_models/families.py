@@ -52,6 +52,20 @@ LOG_FLOOR = 1e-300
 # ----------------------------------------------------------------------------- families
 
 
+
+def _fraction_text(name: str, text: str) -> Fraction:
+    """A knob given as text (``1/3``, ``0.25``) as a Fraction: ASCII digits only (``Fraction``
+    also reads other scripts' digits), else a one-line `InstanceError`."""
+    from spectheory.inputs.instances import _NUMBER_TEXT
+
+    try:
+        if len(text) > 200 or not _NUMBER_TEXT.fullmatch(text.strip()):
+            raise ValueError(text)
+        return Fraction(text.strip())
+    except (ValueError, ZeroDivisionError):
+        raise InstanceError(f"{name} = {text!r:.60} is not a number or fraction in ASCII digits "
+                            "(e.g. 1/3 or 0.25)") from None
+
 def dirichlet(vocab_size: int = 4, block_length: int = 4, seed: int = 0, alpha: float = 1.0,
               context_independent: bool = False, denominator: int | None = None) -> Instance:
     """Independent Dirichlet(alpha) rows for target and draft (knob: alpha > 0).
@@ -124,10 +138,7 @@ def mixture(vocab_size: int = 4, block_length: int = 4, seed: int = 0, eps=0.5,
     V, L = check_sizes(vocab_size, block_length, context_independent)
     exact = denominator is not None
     if isinstance(eps, str):
-        try:
-            eps = Fraction(eps)
-        except (ValueError, ZeroDivisionError):
-            raise InstanceError(f"eps = {eps!r} is not a number or fraction") from None
+        eps = _fraction_text("eps", eps)
     check_range("eps", eps, 0, 1)
     check_range("alpha", alpha, 0, math.inf, lo_open=True, hi_open=True)
     if exact and (isinstance(denominator, bool) or not isinstance(denominator, (int, np.integer))
@@ -174,10 +185,7 @@ def two_token(block_length: int = 2, p0="1/3", q0="2/3", exact: bool = True,
     vals = []
     for name, v in (("p0", p0), ("q0", q0)):
         if isinstance(v, str):
-            try:
-                v = Fraction(v)
-            except (ValueError, ZeroDivisionError):
-                raise InstanceError(f"{name} = {v!r} is not a number or fraction") from None
+            v = _fraction_text(name, v)
         check_range(name, v, 0, 1)
         vals.append((Fraction(v) if not isinstance(v, float) else Fraction(repr(v)))
                     if exact else float(v))

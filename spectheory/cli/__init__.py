@@ -348,6 +348,7 @@ def _on_sigterm():
             return
         import multiprocessing
 
+        from ..runtime.errors import real_exit
         from ..runtime.partial import remove_held
 
         remove_held()
@@ -359,7 +360,7 @@ def _on_sigterm():
             pass
         print("spectheory: terminated (SIGTERM); nothing half-written was left", file=sys.stderr,
               flush=True)
-        os._exit(143)
+        real_exit(143)  # os._exit, also while a sampler or step runs (call_user guards it)
 
     signal.signal(signal.SIGTERM, handler)
 

@@ -957,6 +957,15 @@ def _groups(sig: tuple, tuples: np.ndarray, drafting: str, merges: bool = True) 
     return {k: np.array(sorted(v), dtype=np.int64) for k, v in out.items()}
 
 
+def _weight(count: int, like):
+    """A subset count as a factor of arrays like ``like``: the integer itself for exact (object)
+    arrays, a float for float arrays (a binomial coefficient of a root with 67 or more children
+    exceeds int64, which torch cannot convert)."""
+    if isinstance(like, np.ndarray) and like.dtype == object:
+        return count
+    return float(count)
+
+
 #: Elements of the node rule's largest array [P * T_chunk, b, V] per evaluation (float mode).
 NODE_CHUNK_ELEMENTS = 2**20
 
@@ -1006,7 +1015,7 @@ def _specinfer_iid_step(sig, R, idx, qrows, prows, V: int, d: int, tau_pmf, emit
         for key, sizes in by_sig.items():
             factor = zero
             for r, count in sizes.items():
-                factor = factor + count * power(r, False) * power(m - r, True)
+                factor = factor + _weight(count, zero) * power(r, False) * power(m - r, True)
             if key not in nxt:
                 nxt[key] = Bk.full((V ** (d + 1),), 0, like)
             Bk.index_add_rows(nxt[key], child, (reach_j * factor).reshape(-1))

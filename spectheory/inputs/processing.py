@@ -1134,9 +1134,14 @@ def note_sampling(report, sampling=None, draft_sampling=None, inputs: str = "pro
 
 
 def sampling_type(text: str):
-    """An argparse type for ``--sampling`` / ``--draft-sampling``: one line on a bad value."""
+    """An argparse type for ``--sampling`` / ``--draft-sampling``: one line on a bad value. A
+    blank value is refused (a shell variable that expanded to nothing would otherwise read as
+    raw rows); ``none`` says no processing."""
     import argparse
 
+    if isinstance(text, str) and not text.strip():
+        raise argparse.ArgumentTypeError("an empty value; give key=value pairs such as "
+                                          "temperature=0.7,top_k=20, or none for raw rows")
     try:
         return parse_sampling(text)
     except SpectheoryError as exc:

@@ -182,6 +182,15 @@ def _guard_process_exit():
     os._exit = _exit
 
 
+def real_exit(code: int):
+    """End the process at once with ``code`` (``os._exit``), also while user code runs under
+    `call_user`, where ``os._exit`` raises instead: the toolkit's own SIGTERM handler must end
+    the command, not be reported as the user code calling ``os._exit``."""
+    import os
+
+    (_exit_guard[0] if _exit_guard else os._exit)(code)
+
+
 def _unguard_process_exit():
     import os
 
@@ -230,6 +239,7 @@ def call_user(fn, *args, what: str | None = None, **kwargs):
     standard error while it runs: standard output is the toolkit's (a report, one JSON object
     under ``--json``), and a sampler's debugging print must not break it."""
     import contextlib
+    import inspect
     import sys
 
     _guard_process_exit()
@@ -242,7 +252,10 @@ def call_user(fn, *args, what: str | None = None, **kwargs):
         token = _call_watch[0](label)
     try:
         with contextlib.redirect_stdout(_KeptOpen(sys.stderr)):
-            return fn(*args, **kwargs)
+            out = fn(*args, **kwargs)
+        if inspect.iscoroutine(out):  # an async function: never run, and closed so that Python
+            out.close()  # warns of no coroutine "never awaited"; the caller refuses the result
+        return out
     except SpectheoryError:
         raise
     except _UserProcessExit as exc:
@@ -380,17 +393,21 @@ def import_user(text, what: str = "function"):
 
 
 def _import_module(importlib, module: str):
+    """Import a user's module, what it prints while imported sent to standard error (standard
+    output is the toolkit's: one JSON object under ``--json``), as for its calls (`call_user`)."""
+    import contextlib
     import os
     import sys
 
-    try:
+    with contextlib.redirect_stdout(_KeptOpen(sys.stderr)):
+        try:
+            return importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            here = os.getcwd()
+            if exc.name != module.split(".")[0] or here in sys.path:
+                raise
+        sys.path.append(here)  # outside the handler: a failure here is not chained to the first
         return importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        here = os.getcwd()
-        if exc.name != module.split(".")[0] or here in sys.path:
-            raise
-    sys.path.append(here)  # outside the handler: a failure here is not chained to the first
-    return importlib.import_module(module)
 
 
 def check_keys(obj: dict, valid, where: str, error: type = InputError) -> None:

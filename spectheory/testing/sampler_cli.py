@@ -57,6 +57,10 @@ def _float(text: str, name: str) -> float:
 def run_check_sampler(args) -> int:
     if getattr(args, "tree", None) is not None or getattr(args, "parents", None) is not None:
         return run_check_tree_sampler(args)  # the tree mode (block below)
+    for flag, value in (("--tree-drafting", getattr(args, "tree_drafting", None)),
+                        ("--tree-layout", getattr(args, "tree_layout", None))):
+        if value is not None:  # else silently a chain check
+            raise OptionError(f"{flag} applies to the tree mode: give --tree or --parents")
     from ..cli.commands import MAX_PATHS
     from ..inputs.instances import load_instance
     from ..inputs.random_instances import MAX_SEED
