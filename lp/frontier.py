@@ -63,7 +63,7 @@ from spectheory.inputs.instances import Instance
 from spectheory.runtime import limits
 from spectheory.runtime.errors import SizeLimitError, SpectheoryError
 
-from .direct import build_direct_outcomes, draft_outcomes
+from .direct import DRAFTING, build_direct_outcomes, draft_outcomes
 from .node_budget import _tables
 from ._guards import check_common, check_limit, check_paths
 from .result import LPError, LPResult
@@ -440,6 +440,11 @@ def frontier_lp(instance: Instance, tv=None, kl=None, paths: int = 1, drafting: 
         raise LPError(f"the KL frontier is a convex program that cvxpy solves; solver "
                       f"{solver!r:.40} cannot (leave the solver out, or choose cvxpy)")
     K = _paths(paths)
+    if not isinstance(drafting, str) or drafting not in DRAFTING:  # else read as norep
+        raise LPError(f"unknown drafting scheme {drafting!r:.40}; choose from "
+                      f"{', '.join(DRAFTING)}")
+    if not isinstance(pinsker, (bool, np.bool_)):
+        raise LPError(f"pinsker = {pinsker!r:.40} must be True or False")
     delta = _budget(tv, "TV", exact) if tv is not None else _budget(kl, "KL", False)
     V, L = instance.vocab_size, instance.block_length
     what = "TV frontier LP" if kl is None else "KL frontier program"

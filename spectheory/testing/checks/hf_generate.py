@@ -91,6 +91,10 @@ OWN_KEYS = ("do_sample", "max_new_tokens", "max_length", "assistant_model", "inp
             "inputs", "generation_config")
 #: transformers' default top-k (``GenerationConfig``), applied whenever ``do_sample`` is set.
 HF_DEFAULT_TOP_K = 50
+#: Most tokens the assistant may draft a step (transformers reads num_assistant_tokens as a count
+#: of new tokens for the assistant's generate; the check's laws cover any count up to this).
+MAX_ASSISTANT_TOKENS = 64
+
 #: The check's assistant settings unless given: L = 2 drafts a step, fixed.
 DEFAULT_ASSISTANT = {"num_assistant_tokens": 2, "num_assistant_tokens_schedule": "constant",
                      "assistant_confidence_threshold": 0.0}
@@ -555,6 +559,11 @@ def check_hf_generate(instances: Sequence | Instance | None = None, samples: int
         if key not in ASSISTANT_KEYS:
             raise OptionError(f"assistant setting {key!r} is not one of "
                               f"{', '.join(ASSISTANT_KEYS)}")
+    n_ast = ast["num_assistant_tokens"]  # else the library names max_new_tokens (what it sets)
+    if isinstance(n_ast, bool) or not isinstance(n_ast, (int, np.integer)) or \
+            not 1 <= n_ast <= MAX_ASSISTANT_TOKENS:
+        raise OptionError(f"num_assistant_tokens = {n_ast!r:.40} must be an integer in "
+                          f"1..{MAX_ASSISTANT_TOKENS}")
     N = int(tokens)
     built, laws, sp = [], [], None
     for inst in insts:  # every law before the first call

@@ -64,7 +64,8 @@ def default_proposal_rows() -> list:
 
 
 
-def _proposal_mode(draft_sampler, sets: list, samples: int, alpha: float, seed: int):
+def _proposal_mode(draft_sampler, sets: list, samples: int, alpha: float, seed: int,
+                   pace=None):
     """The test of [`check_proposal`][spectheory.testing.checks.sampler.check_proposal] on the rows
     ``sets`` (tensors [R, V]) with a guarded ``draft_sampler``."""
     who = draft_sampler._spectheory_label
@@ -85,6 +86,8 @@ def _proposal_mode(draft_sampler, sets: list, samples: int, alpha: float, seed: 
             for s in range(0, n, chunk):
                 m = min(chunk, n - s)
                 out = draft_sampler(qs[j:j + 1].expand(m, V).clone(), sg)
+                if pace is not None:  # stops a run the measured rate projects past max_seconds
+                    pace.add(m)
                 if not isinstance(out, (tuple, list)) or len(out) != 2:
                     return _failed("proposal", samples, alpha, "proposal",
                                    f"{who} returned {type(out).__name__}, not (tokens [B], "

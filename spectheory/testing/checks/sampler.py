@@ -493,7 +493,10 @@ def check_proposal(draft_sampler: Callable, instances: Sequence | None = None,
             raise OptionError("instances is empty: give at least one Instance or rows [R, V] "
                               "(None: the default rows)")
     sets = _proposal_rows(given, rows, g)
-    return _proposal_mode(draft_sampler, sets, samples, alpha, seed)
+    from .calls import _Pace
+
+    return _proposal_mode(draft_sampler, sets, samples, alpha, seed,
+                          _Pace(samples, MAX_SECONDS))
 
 
 def assert_proposal(draft_sampler: Callable, **kwargs) -> SamplerReport:
