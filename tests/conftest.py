@@ -119,9 +119,17 @@ def pytest_collection_finish(session):
     gc.set_threshold(50_000, 20, 100)
 
 
+#: Test files that run in one work unit with another (the key with its value), because they
+#: share a per-process cache that costs seconds: `spectheory.testing.kit_design("token", 3000,
+#: 1e-3)`, 2.3 - 3.2 s of CPU, is built by both.
+SHARED_UNITS = {"tests/test_sharp_bonus.py": "tests/test_sharp.py"}
+
+
 def _module(nodeid: str) -> str:
-    """The test file of a node id (``tests/test_x.py::test_y[z]`` -> ``tests/test_x.py``)."""
-    return nodeid.partition("::")[0]
+    """The work unit of a node id: its test file (``tests/test_x.py::test_y[z]`` ->
+    ``tests/test_x.py``), or the file it shares a unit with (`SHARED_UNITS`)."""
+    path = nodeid.partition("::")[0]
+    return SHARED_UNITS.get(path, path)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -152,7 +160,7 @@ LONG_MODULES = (
     "tests/test_sweep.py", "tests/test_hf_generate.py", "tests/test_claims_independent.py",
     "tests/test_trees.py", "tests/test_presets_sampling.py", "tests/test_tree_sampler.py",
     "tests/test_mlx_generate.py", "tests/test_sharp.py", "tests/test_stateful_steps.py",
-    "tests/test_startup.py", "tests/test_sampler_budget.py", "tests/test_sharp_bonus.py",
+    "tests/test_startup.py", "tests/test_sampler_budget.py",
     "tests/test_hostile_inputs.py",
 )
 
