@@ -196,8 +196,17 @@ def test_released_assisted_generation_on_ties_and_zeros_under_top_k(hf):
 def test_the_library_refusing_its_arguments_is_one_line(hf):
     # an assistant setting of the wrong type is refused by the library itself
     with pytest.raises(SpectheoryError, match="generate raised") as info:
-        H.check_hf_generate(samples=60, generate_kwargs={"num_assistant_tokens": "two"})
+        H.check_hf_generate(samples=60, generate_kwargs={"assistant_confidence_threshold": "x"})
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("bad", ["two", 0, -1, True, 10**9])
+def test_the_draft_length_is_refused_by_its_own_name(bad):
+    """The library reads num_assistant_tokens as the assistant's max_new_tokens and would refuse
+    -1 under that name; the check names the setting the user gave, before any model is built."""
+    with pytest.raises(SpectheoryError, match=r"^num_assistant_tokens = .* must be an integer "
+                                              r"in 1\.\.64$"):
+        H.check_hf_generate(samples=60, assistant={"num_assistant_tokens": bad})
 
 
 SETTINGS = [{}, {"temperature": 0.7}, {"top_k": 2}, {"top_p": 0.8}, {"min_p": 0.1},

@@ -89,9 +89,11 @@ class TableModel:
             bad = np.flatnonzero(sums != 1)
             if len(bad):
                 n = int(bad[0])
+                off = sums[n] - 1  # the float of the sum may print as 1
                 raise InstanceError(
-                    f"row {n} at depth {d} sums to {float(sums[n]):.17g} after converting its "
-                    f"floats to exact rationals, not exactly 1; give exact fractions instead")
+                    f"row {n} at depth {d} sums to 1 {'+' if off > 0 else '-'} "
+                    f"{float(abs(off)):.3g} after converting its floats to exact rationals, "
+                    f"not exactly 1; give exact fractions instead")
             tables.append(ex)
         return TableModel(self.vocab_size, tuple(tables))
 
