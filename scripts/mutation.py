@@ -1615,6 +1615,11 @@ MUTANTS = [
            "            not -5 <= n_ast <= MAX_ASSISTANT_TOKENS:",
            "num_assistant_tokens = -1 refused by transformers under another name",
            ("tests/test_hf_generate.py",)),
+    Mutant("spectheory/testing/checks/calls.py",
+           "            m = min(left, chunk, ramp)",
+           "            m = min(left, chunk)",
+           "a large run hands a slow sampler 1.6 million rows before its rate is known",
+           ROWS_CLI),
 ]
 
 

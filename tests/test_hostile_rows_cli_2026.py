@@ -356,3 +356,23 @@ def test_a_float_row_off_1_in_rationals_says_by_how_much():
     with pytest.raises(InstanceError, match=r"row \d+ at depth \d+ sums to 1 [-+] \d\.\d+e-1\d "
                                             r"after converting"):
         certify_node_budget(st.random_instance(3, 2, 0), exact=True)
+
+
+def test_a_large_run_of_a_slow_sampler_is_stopped_within_seconds():
+    """samples = 10^12: the first call handed a slow sampler 1.6 million rows (160 s at 0.1 ms a
+    row; 27 min at 1 ms) before the rate was known. The first calls of a large run now grow from
+    4,096 rows, so the projection stops it after two small calls."""
+    from spectheory.runtime.errors import TimeLimitError
+
+    token = T.make_sampler("token")
+    sizes = []
+
+    def slow(d, q, p, generator):
+        sizes.append(d.shape[0])
+        time.sleep(d.shape[0] * 1e-4)
+        return token(d, q, p, generator)
+
+    start = time.perf_counter()
+    with pytest.raises(TimeLimitError, match=r"samples = 1,000,000,000,000 would take about"):
+        T.check_sampler(slow, "token", samples=10**12)
+    assert time.perf_counter() - start < 20 and sizes[:2] == [4096, 16384]

@@ -253,6 +253,12 @@ def _chunk(K: int, L: int, V: int, max_batch: int | None, sampler=None) -> int:
     return max(1, MAX_CALL_FLOATS // (K * (2 * L + 1) * V))
 
 
+#: Rows of the first call of a run too large for one interleaved batch; each later call may be
+#: four times larger, up to the run's chunk (a sampler at 1 ms a row gives its rate in seconds,
+#: not after a first call of 1.6 million rows).
+RAMP_FIRST_ROWS = 4096
+
+
 def _row_counts(sampler, rows: DraftRows, counts: list[int], generator, chunk: int):
     """Call the sampler on each draft row repeated counts[b] times, at most ``chunk`` rows a
     call, and yield ``(b, observed counts of the cells (k, tau, Y) [K (L+1) V], None)`` for
@@ -306,11 +312,13 @@ def _row_counts(sampler, rows: DraftRows, counts: list[int], generator, chunk: i
             for b in range(Bn):
                 yield b, np.bincount(cell[bounds[b]:bounds[b + 1]], minlength=C), None
         return
-    for b in range(Bn):
-        obs = np.zeros(C, dtype=np.int64)
+    ramp = RAMP_FIRST_ROWS  # the first calls of a large run grow to `chunk`: the pace measures
+    for b in range(Bn):  # the sampler's rate on small calls and stops a run that would take days
+        obs = np.zeros(C, dtype=np.int64)  # before one full call of a slow sampler ends
         left = counts[b]
         while left > 0:
-            m = min(left, chunk)
+            m = min(left, chunk, ramp)
+            ramp *= 4
             cells, note = call(d[b:b + 1].expand(m, -1, -1), q[b:b + 1].expand(m, -1, -1, -1),
                                p[b:b + 1].expand(m, -1, -1, -1))
             if note:
