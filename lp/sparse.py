@@ -326,10 +326,11 @@ class SparseLP:
                 opts["time_limit"] = max(left, 0.01)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", OptimizeWarning)
-                res = linprog(-c, A_ub=A_ub if self.m_ub else None,
-                              b_ub=b_ub if self.m_ub else None,
-                              A_eq=A_eq if self.m_eq else None, b_eq=b_eq if self.m_eq else None,
-                              bounds=(0, None), method=method, options=opts)
+                res = limits.interruptible(  # signals are handled while HiGHS solves
+                    linprog, -c, A_ub=A_ub if self.m_ub else None,
+                    b_ub=b_ub if self.m_ub else None,
+                    A_eq=A_eq if self.m_eq else None, b_eq=b_eq if self.m_eq else None,
+                    bounds=(0, None), method=method, options=opts)
             if res.status == 1 and left is not None:  # HiGHS stopped at the time limit
                 limits.check_time(" (in the HiGHS solve)")
                 raise TimeLimitError(f"HiGHS stopped at its time limit ({res.message}); stopped "
@@ -397,7 +398,7 @@ class SparseLP:
                 kw["time_limit"] = max(left, 0.01)
             try:
                 with _quiet_stdout():  # highspy prints a banner on file descriptor 1
-                    prob.solve(solver=backend, **kw)
+                    limits.interruptible(prob.solve, solver=backend, **kw)
             except Exception as exc:  # noqa: BLE001 - cvxpy raises SolverError, ValueError, ...
                 limits.check_time(" (in the cvxpy solve)")
                 failures.append(f"{label}: {type(exc).__name__}: {' '.join(str(exc).split())}"

@@ -1620,6 +1620,11 @@ MUTANTS = [
            "            m = min(left, chunk)",
            "a large run hands a slow sampler 1.6 million rows before its rate is known",
            ROWS_CLI),
+    Mutant("lp/sparse.py",
+           "                res = limits.interruptible(  # signals are handled while HiGHS solves",
+           "                res = (lambda f, *a, **k: f(*a, **k))(",
+           "HiGHS solves in the main thread: SIGTERM and Ctrl-C wait for the solve (minutes)",
+           ROWS_CLI),
 ]
 
 

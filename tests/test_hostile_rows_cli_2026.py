@@ -376,3 +376,33 @@ def test_a_large_run_of_a_slow_sampler_is_stopped_within_seconds():
     with pytest.raises(TimeLimitError, match=r"samples = 1,000,000,000,000 would take about"):
         T.check_sampler(slow, "token", samples=10**12)
     assert time.perf_counter() - start < 20 and sizes[:2] == [4096, 16384]
+
+
+@pytest.mark.parametrize("sig, code, last", [
+    (signal.SIGTERM, 143, "spectheory: terminated (SIGTERM); nothing half-written was left"),
+    (signal.SIGINT, 130, "spectheory: interrupted")])
+def test_a_signal_during_the_highs_solve_ends_the_command_at_once(tmp_path, sig, code, last):
+    """HiGHS ran in the main thread, where no Python signal handler runs until the solve ends:
+    SIGTERM and Ctrl-C waited for a solve estimated at 28 minutes (only --time-limit stopped
+    it). The solve now runs on a worker thread while the main thread handles signals."""
+    path = write(tmp_path, instance_to_dict(st.random_instance(6, 5, 0)))
+    proc = _cli(["lp", path, "--problem", "frontier", "--tv", "0.1", "--max-sequences",
+                 "1000000000000"], tmp_path)
+    lines = []
+    try:
+        for line in proc.stderr:  # the notes, up to the solve's
+            lines.append(line)
+            if "solving the TV LP with HiGHS" in line:
+                break
+        assert lines and "solving the TV LP with HiGHS" in lines[-1], lines
+        time.sleep(1.0)  # inside the solve
+        start = time.perf_counter()
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=30)
+        waited = time.perf_counter() - start
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == code, err
+    assert err.strip().splitlines() == [last] and waited < 5, (err, waited)

@@ -409,6 +409,34 @@ def running(time_limit: float | None = None, progress: bool = False, notes: bool
         (_state.deadline, _state.limit, _state.start, _state.progress, _state.notes) = saved
 
 
+def interruptible(fn, *args, **kwargs):
+    """``fn(*args, **kwargs)`` for a long call into compiled code that releases the GIL (a HiGHS
+    solve): run on a worker thread while the main thread waits in short joins, so that signal
+    handlers run during it. A Python signal handler runs only when the main thread executes
+    bytecode: during a solve in the main thread, SIGTERM, Ctrl-C and the time limit's alarm
+    waited for the solve to end (minutes), while the command line promises one line and exit
+    143 or 130 at once. Returns ``fn``'s result or raises its exception; off the main thread,
+    ``fn`` is called directly. Stopped by a signal in Python code (not the command line, which
+    exits), the call goes on in the background until it ends."""
+    if threading.current_thread() is not threading.main_thread():
+        return fn(*args, **kwargs)
+    box: dict = {}
+
+    def work():
+        try:
+            box["value"] = fn(*args, **kwargs)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=work, name="spectheory-solve", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.05)
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
 # ----------------------------------------------------------------------------- estimates
 
 
