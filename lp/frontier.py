@@ -527,8 +527,8 @@ def _solve_kl(base: SparseLP, validity, target, delta: float):
     try:  # an inaccurate status is not trusted as such: the point is re-checked below
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            prob.solve(solver=cp.CLARABEL, tol_gap_abs=1e-11, tol_gap_rel=1e-11,
-                       tol_feas=1e-11)
+            limits.interruptible(prob.solve, solver=cp.CLARABEL, tol_gap_abs=1e-11,
+                                 tol_gap_rel=1e-11, tol_feas=1e-11)  # signals handled
     except cp.error.SolverError as exc:
         raise LPError(f"KL frontier: cvxpy/Clarabel failed ({exc})") from None
     if prob.status not in (cp.OPTIMAL, cp.OPTIMAL_INACCURATE) or x.value is None:
