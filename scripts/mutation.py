@@ -777,8 +777,8 @@ MUTANTS = [
            "check_step: no small first call, the run's time projected only after 2^16 rows",
            ('tests/test_hostile_kit_2026.py',)),
     Mutant('spectheory/runtime/errors.py',
-           '        with contextlib.redirect_stdout(_KeptOpen(sys.stderr)):',
-           '        with contextlib.nullcontext():',
+           '        with contextlib.redirect_stdout(_kept_stderr()):\n            out = fn(',
+           '        with contextlib.nullcontext():\n            out = fn(',
            "call_user: user code's prints on standard output (breaks --json)",
            ('tests/test_hostile_kit_2026.py',)),
     Mutant('spectheory/testing/step_cli.py',
@@ -1350,8 +1350,8 @@ MUTANTS = [
            "    if not (isinstance(m, np.ndarray) and m.dtype == bool):",
            "a grammar's mask of another width accepted (numpy's broadcast error later)", LATE),
     Mutant("spectheory/runtime/errors.py",
-           "        with contextlib.redirect_stdout(_KeptOpen(sys.stderr)):",
-           "        with contextlib.redirect_stdout(sys.stderr):",
+           "        with contextlib.redirect_stdout(_kept_stderr()):\n            out = fn(",
+           "        with contextlib.redirect_stdout(sys.stderr):\n            out = fn(",
            "user code closing stdout closes the toolkit's stderr (its failure report lost)", LATE),
     Mutant("spectheory/cli/__init__.py",
            "    restore_term = _on_sigterm()\n",
@@ -1560,7 +1560,7 @@ MUTANTS = [
            "SIGTERM while a sampler runs reported as the sampler calling os._exit(143)",
            ROWS_CLI),
     Mutant("spectheory/runtime/errors.py",
-           "    with contextlib.redirect_stdout(_KeptOpen(sys.stderr)):\n        try:\n"
+           "    with contextlib.redirect_stdout(_kept_stderr()):\n        try:\n"
            "            return importlib",
            "    with contextlib.nullcontext():\n        try:\n            return importlib",
            "a user module's import-time print lands on stdout and breaks --json", ROWS_CLI),
@@ -1625,6 +1625,22 @@ MUTANTS = [
            "                res = (lambda f, *a, **k: f(*a, **k))(",
            "HiGHS solves in the main thread: SIGTERM and Ctrl-C wait for the solve (minutes)",
            ROWS_CLI),
+    Mutant("spectheory/runtime/errors.py",
+           "    with contextlib.redirect_stdout(_kept_stderr()):\n        try:\n"
+           "            return importlib",
+           "    with contextlib.redirect_stdout(_KeptOpen(sys.stderr)):\n        try:\n"
+           "            return importlib",
+           "a thread a user module starts at import prints after stdout is put back: it writes "
+           "through the freed stand-in (segmentation fault)", ROWS_CLI),
+    Mutant("spectheory/engine/drafttrees.py",
+           "    if count.bit_length() > 1000:  # past float64's range (about 1.8e308)",
+           "    if count.bit_length() > 100000:  # past float64's range (about 1.8e308)",
+           "2,000 i.i.d. children of one node: float(C(1999, r)) overflows (a traceback)",
+           ROWS_CLI),
+    Mutant("spectheory/verifiers/relaxed.py",
+           '        if not ok or not math.isfinite(v) or v < 0:',
+           '        if not ok or not math.isfinite(v):',
+           "kl_divergence takes a negative probability (a number from no law)", ROWS_CLI),
 ]
 
 

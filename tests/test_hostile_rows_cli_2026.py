@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -406,3 +408,46 @@ def test_a_signal_during_the_highs_solve_ends_the_command_at_once(tmp_path, sig,
             proc.wait()
     assert proc.returncode == code, err
     assert err.strip().splitlines() == [last] and waited < 5, (err, waited)
+
+
+def test_a_user_thread_that_prints_while_steps_run(tmp_path):
+    """Standard output goes to standard error while a user module is imported (and while user
+    code is called), and is put back after; CPython's print holds sys.stdout as a borrowed
+    reference while it writes, so a thread the module started printed through the freed
+    stand-in: a segmentation fault (exit 139) or a traceback ("'TableModel' object has no
+    attribute 'write'") in two runs out of two. The stand-ins are now kept alive."""
+    (tmp_path / "chatty.py").write_text(
+        "import threading, time\n\ndef _spam():\n    while True:\n"
+        "        print('THREAD PRINT', flush=True)\n        time.sleep(0.005)\n\n"
+        "threading.Thread(target=_spam, daemon=True).start()\n"
+        "from spectheory.testing import vllm_v1_step as f\n")
+    proc = _cli(["check-step", "chatty:f", "--samples", "1000"], tmp_path)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err[-2000:]
+    assert "Traceback" not in err and "Error" not in err.replace("THREAD PRINT", ""), err[-2000:]
+
+
+def test_a_root_too_wide_for_float_counts_is_refused(tmp_path, capsys):
+    """2,000 children of one node ('0,0,00,...' reads 00 as 0): C(1999, r) passes the float
+    range (OverflowError traceback); refused in one line, the exact route named."""
+    path = write(tmp_path, instance_to_dict(st.random_instance(3, 2, 5, denominator=60)))
+    code, out, err = run(["tree", path, "--parents", ",".join(["0"] * 2000)], capsys)
+    lines = err.strip().splitlines()  # the size estimate's note, then the refusal
+    assert code == 2 and out == "" and "Traceback" not in err, err
+    assert lines[-1].startswith("spectheory: error: ") and \
+        "pass 2^1000, beyond float64; use --exact" in lines[-1], err
+    assert all(ln.startswith("spectheory: note: ") for ln in lines[:-1]), err
+
+
+def test_kl_divergence_reads_laws_only():
+    from spectheory.verifiers import relaxed
+
+    for a, words in [({(0,): 0.5}, "must be a 1-D array of probabilities, not dict"),
+                     ([-0.5, 1.5], "a holds -0.5"), ([float("nan"), 1.0], "a holds nan"),
+                     (["1/2", "1/2"], "a holds '1/2'")]:
+        with pytest.raises(InputError, match=re.escape(words)):
+            relaxed.kl_divergence(a, [0.5, 0.5])
+    with pytest.raises(InputError, match=r"the laws have 2 and 3 entries"):
+        relaxed.kl_divergence([0.5, 0.5], [0.2, 0.3, 0.5])
+    value, _ = relaxed.kl_divergence(torch.tensor([0.5, 0.5]), np.array([0.25, 0.75]))
+    assert value == pytest.approx(0.5 * math.log(2) + 0.5 * math.log(2 / 3), abs=1e-15)

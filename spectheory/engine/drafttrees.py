@@ -101,7 +101,7 @@ from ..runtime._lazy import torch
 
 from ..runtime import backend as Bk
 from ..runtime import limits
-from ..runtime.errors import SpectheoryError, call_user
+from ..runtime.errors import SizeLimitError, SpectheoryError, call_user
 from ..runtime.sizes import check_size
 from ..inputs.instances import Instance
 from ..law import validate_law
@@ -963,6 +963,10 @@ def _weight(count: int, like):
     exceeds int64, which torch cannot convert)."""
     if isinstance(like, np.ndarray) and like.dtype == object:
         return count
+    if count.bit_length() > 1000:  # past float64's range (about 1.8e308)
+        raise SizeLimitError("a node of the tree has so many i.i.d. children that their subset "
+                             "counts C(n, r) pass 2^1000, beyond float64; use --exact "
+                             "(exact=True), or at most 1,000 children a node")
     return float(count)
 
 

@@ -227,6 +227,27 @@ class _KeptOpen:
         return getattr(self._stream, name)
 
 
+#: The stand-ins for standard output made lately, kept alive: CPython 3.11's ``print`` holds
+#: ``sys.stdout`` as a borrowed reference while it writes, so a thread of user code printing
+#: while ``call_user`` or a user module's import puts the real stdout back would write through
+#: a freed stand-in (a
+#: segmentation fault, or "'TableModel' object has no attribute 'write'" once its memory is
+#: reused). One per standard-error stream, the last few.
+_KEPT: list = []
+
+
+def _kept_stderr() -> _KeptOpen:
+    """The kept stand-in that sends standard output to the current ``sys.stderr``."""
+    import sys
+
+    for kept in _KEPT:
+        if kept._stream is sys.stderr:
+            return kept
+    kept = _KeptOpen(sys.stderr)
+    _KEPT[:] = [kept] + _KEPT[:7]
+    return kept
+
+
 def call_user(fn, *args, what: str | None = None, **kwargs):
     """Call a user's ``fn(*args, **kwargs)``; anything it raises (any exception, and ``SystemExit``
     with any code, so that user code can never end a check with exit 0) becomes a
@@ -251,7 +272,7 @@ def call_user(fn, *args, what: str | None = None, **kwargs):
             label = "user code"
         token = _call_watch[0](label)
     try:
-        with contextlib.redirect_stdout(_KeptOpen(sys.stderr)):
+        with contextlib.redirect_stdout(_kept_stderr()):
             out = fn(*args, **kwargs)
         if inspect.iscoroutine(out):  # an async function: never run, and closed so that Python
             out.close()  # warns of no coroutine "never awaited"; the caller refuses the result
@@ -399,7 +420,7 @@ def _import_module(importlib, module: str):
     import os
     import sys
 
-    with contextlib.redirect_stdout(_KeptOpen(sys.stderr)):
+    with contextlib.redirect_stdout(_kept_stderr()):
         try:
             return importlib.import_module(module)
         except ModuleNotFoundError as exc:

@@ -367,7 +367,7 @@ def _checked_block(out, inst: HeteroInstance, c: tuple, label: str) -> dict:
     probability}``, or a one-line `UserCodeError`: a dict whose keys are non-empty sequences of
     target token ids (integers in 0..V_T-1) and whose values are probabilities (exact: Fractions
     or integers; float mode: finite numbers), non-negative and summing to 1 (exactly in exact
-    mode, within 1e-9 in float mode)."""
+    mode, within 1e-12 in float mode, the verdict's default tolerance)."""
     V = inst.target_tokenizer.size
     if not isinstance(out, dict):
         raise UserCodeError(f"{label} returned {type(out).__name__} after context {c}, not a dict "
@@ -388,7 +388,7 @@ def _checked_block(out, inst: HeteroInstance, c: tuple, label: str) -> dict:
         key = tuple(int(t) for t in b)
         fixed[key] = fixed.get(key, 0) + w
     total = sum(fixed.values(), _zero(inst))
-    if (total != 1) if inst.exact else not abs(total - 1) <= 1e-9:
+    if (total != 1) if inst.exact else not abs(total - 1) <= 1e-12:  # the verdict's default
         raise UserCodeError(f"{label} returned probabilities summing to {float(total):.12g} "
                             f"after context {c}, not 1")
     return fixed

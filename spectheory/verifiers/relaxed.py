@@ -283,14 +283,39 @@ def cactus_acceptance(delta: float) -> VerifierSpec:
 _ULP = 2.0**-52
 
 
+def _law_values(law, name: str) -> list:
+    """A law's entries as a list (a 1-D array or sequence of Fractions or real numbers), each
+    finite and >= 0, else a one-line `InputError`."""
+    if isinstance(law, (dict, str, bytes)) or not hasattr(law, "__len__"):
+        raise InputError(f"kl_divergence: {name} must be a 1-D array of probabilities, not "
+                         f"{type(law).__name__}")
+    if hasattr(law, "detach"):  # a torch tensor: its values
+        vals = law.detach().cpu().double().reshape(-1).tolist()
+    elif hasattr(law, "shape"):
+        vals = list(np.asarray(law, dtype=object).reshape(-1))
+    else:
+        vals = list(law)
+    for v in vals:
+        ok = isinstance(v, (Fraction, int, float, np.integer, np.floating)) and \
+            not isinstance(v, (bool, np.bool_))
+        if not ok or not math.isfinite(v) or v < 0:
+            raise InputError(f"kl_divergence: {name} holds {v!r:.40}; entries are finite "
+                             "probabilities >= 0")
+    return vals
+
+
 def kl_divergence(a, b):
     """KL(a || b) = sum a log(a / b) of two laws over the same sequences (1-D arrays of
     Fractions or floats); returns (value, error bound). ``inf`` where a > 0 = b. Each term is
     a float64 log of the exact ratio (Fractions) or of float ratios; the bound
     sum_y a(y) (|log(a(y)/b(y))| + 2) * 4 * 2^-52 + n 2^-52 covers the rounding of the ratio,
     the log, the product and the sum (float inputs: add their own error)."""
+    a, b = _law_values(a, "a"), _law_values(b, "b")
+    if len(a) != len(b):
+        raise InputError(f"kl_divergence: the laws have {len(a)} and {len(b)} entries; they "
+                         "must be over the same sequences")
     total, err, n = 0.0, 0.0, 0
-    for x, y in zip(list(a), list(b)):
+    for x, y in zip(a, b):
         if x == 0:
             continue
         if y == 0:
