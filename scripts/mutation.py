@@ -1641,6 +1641,11 @@ MUTANTS = [
            '        if not ok or not math.isfinite(v) or v < 0:',
            '        if not ok or not math.isfinite(v):',
            "kl_divergence takes a negative probability (a number from no law)", ROWS_CLI),
+    Mutant("spectheory/testing/checks/step.py",
+           "                idx = idx * V + t[:, i:i + m + 1 - D]",
+           "                idx = idx + t[:, i:i + m + 1 - D] * V ** i",
+           "the kit's model reads the D tokens before a position in reverse order (the row of "
+           "another prefix)", ROWS_CLI),
 ]
 
 

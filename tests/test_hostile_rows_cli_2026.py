@@ -451,3 +451,23 @@ def test_kl_divergence_reads_laws_only():
         relaxed.kl_divergence([0.5, 0.5], [0.2, 0.3, 0.5])
     value, _ = relaxed.kl_divergence(torch.tensor([0.5, 0.5]), np.array([0.25, 0.75]))
     assert value == pytest.approx(0.5 * math.log(2) + 0.5 * math.log(2 / 3), abs=1e-15)
+
+
+def test_the_kit_models_rows_are_the_tables_rows_at_every_position():
+    """TableLM gathers the rows of all positions past the table's depth at once (a loop over
+    positions took about 50 s for a step that called the model on 10^6 tokens); each row is the
+    table's row after the D tokens before it (prefix-dependent tables), or after all of them
+    below depth D."""
+    from spectheory.testing.checks.step import TableLM
+
+    g = torch.Generator().manual_seed(0)
+    for V, L, flat in [(3, 3, False), (4, 2, False), (3, 4, True), (2, 5, False)]:
+        model = st.random_instance(V, L, 1, context_independent=flat).target
+        lm = TableLM(model, "target")
+        for N, m in [(1, 0), (3, 1), (5, L - 1), (4, L), (2, L + 5), (7, 20)]:
+            t = torch.randint(0, V, (N, m), generator=g)
+            rows = lm(t)
+            for n in range(N):
+                for j in range(m + 1):
+                    want = model.conditional(t[n, :j].tolist())
+                    assert np.array_equal(rows[n, j].numpy(), want), (V, L, N, m, n, j)
