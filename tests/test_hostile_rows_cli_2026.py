@@ -266,6 +266,20 @@ def test_toy_sizes_and_digits(args, words, capsys):
     assert time.perf_counter() - start < 5
 
 
+def test_toy_knobs_as_text_are_read_as_instance_entries():
+    """Fraction("1e999999999") builds a billion-digit integer (it did not return in 20 s); the
+    knobs given as text now share the instance files' reader, which bounds the exponent."""
+    from toy_models.families import mixture, two_token
+
+    start = time.perf_counter()
+    with pytest.raises(InstanceError, match=r"^q0 = '1e999999999' has a decimal exponent beyond"):
+        two_token(q0="1e999999999")
+    with pytest.raises(InstanceError, match=r"^eps = 'nan' is not finite$"):
+        mixture(eps="nan")
+    assert time.perf_counter() - start < 5
+    assert list(two_token(q0="1/4").draft.tables[0][0]) == [Fraction(1, 4), Fraction(3, 4)]
+
+
 def test_toy_controls(capsys):
     code, out, _ = run(["toy", "two-token", "q0=1/4"], capsys)
     assert code == 0 and json.loads(out)["draft"] == ["1/4", "3/4"]

@@ -52,19 +52,13 @@ LOG_FLOOR = 1e-300
 # ----------------------------------------------------------------------------- families
 
 
-
 def _fraction_text(name: str, text: str) -> Fraction:
-    """A knob given as text (``1/3``, ``0.25``) as a Fraction: ASCII digits only (``Fraction``
-    also reads other scripts' digits), else a one-line `InstanceError`."""
-    from spectheory.inputs.instances import _NUMBER_TEXT
+    """A knob given as text (``1/3``, ``0.25``) as a Fraction, read as an instance file's entries
+    are (`spectheory.inputs.instances.number_text`), else a one-line `InstanceError`."""
+    from spectheory.inputs.instances import number_text
 
-    try:
-        if len(text) > 200 or not _NUMBER_TEXT.fullmatch(text.strip()):
-            raise ValueError(text)
-        return Fraction(text.strip())
-    except (ValueError, ZeroDivisionError):
-        raise InstanceError(f"{name} = {text!r:.60} is not a number or fraction in ASCII digits "
-                            "(e.g. 1/3 or 0.25)") from None
+    return number_text(text, f"{name} = {text!r:.60}")
+
 
 def dirichlet(vocab_size: int = 4, block_length: int = 4, seed: int = 0, alpha: float = 1.0,
               context_independent: bool = False, denominator: int | None = None) -> Instance:

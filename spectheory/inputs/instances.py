@@ -298,6 +298,30 @@ _NUMBER_TEXT = re.compile(r"[+-]?(?:[0-9]+/[0-9]+|(?:[0-9]+\.?[0-9]*|\.[0-9]+)"
                           r"(?:[eE][+-]?[0-9]+)?)")
 
 
+def number_text(text: str, label: str) -> Fraction:
+    """A number or fraction written as text (``1/3``, ``0.25``, ``2.5e-3``) as an exact
+    Fraction, else an `InstanceError` in one line led by ``label``: ASCII digits only (Python's
+    ``Fraction`` also reads other scripts' digits and ``1_0``), at most 200 characters, a decimal
+    exponent within +-`MAX_EXPONENT` (``Fraction("1e999999999")`` would build a billion-digit
+    integer), NaN and infinities named as not finite."""
+    if len(text) > 200:
+        raise InstanceError(f"{label} is longer than 200 characters")
+    exponent = _EXPONENT.search(text)
+    if exponent is not None and abs(int(exponent.group(1))) > MAX_EXPONENT:
+        raise InstanceError(f"{label} has a decimal exponent beyond +-{MAX_EXPONENT} (not a "
+                            "probability that can be computed with)")
+    try:
+        if not _NUMBER_TEXT.fullmatch(text.strip()):
+            raise ValueError(text)
+        return Fraction(text.strip())
+    except (ValueError, ZeroDivisionError):
+        if text.strip().lower() in ("nan", "inf", "-inf", "infinity", "-infinity", "+inf",
+                                    "+infinity"):
+            raise InstanceError(f"{label} is not finite") from None
+        raise InstanceError(f"{label} is not a number or fraction in ASCII digits (e.g. 1/3, "
+                            "0.25, 2.5e-3)") from None
+
+
 def _parse_number(value: Any, exact: bool, where: str):
     if isinstance(value, JsonNumber):  # read from a file in exact mode: its text
         value = value.text if exact else float(value)
@@ -309,23 +333,7 @@ def _parse_number(value: Any, exact: bool, where: str):
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
         raise InstanceError(f"{where}: entry {_short(value)} is not a number or fraction string")
     if isinstance(value, str):
-        if len(value) > 200:
-            raise InstanceError(f"{where}: entry {_short(value)} is longer than 200 characters")
-        exponent = _EXPONENT.search(value)
-        if exponent is not None and abs(int(exponent.group(1))) > MAX_EXPONENT:
-            raise InstanceError(f"{where}: entry {_short(value)} has a decimal exponent beyond "
-                                f"+-{MAX_EXPONENT} (not a probability that can be computed "
-                                "with)")
-        try:
-            if not _NUMBER_TEXT.fullmatch(value.strip()):
-                raise ValueError(value)
-            frac = Fraction(value.strip())
-        except (ValueError, ZeroDivisionError):
-            if value.strip().lower() in ("nan", "inf", "-inf", "infinity", "-infinity", "+inf",
-                                         "+infinity"):
-                raise InstanceError(f"{where}: entry {value!r} is not finite") from None
-            raise InstanceError(f"{where}: entry {_short(value)} is not a number or "
-                                "fraction in ASCII digits (e.g. 1/3, 0.25, 2.5e-3)") from None
+        frac = number_text(value, f"{where}: entry {_short(value)}")
         if not 0 <= frac <= 2:  # before float(): "1e999" would overflow
             raise InstanceError(f"{where}: entry {_short(value)} is "
                                 f"{'negative' if frac < 0 else 'over 1'} (not a probability)")
