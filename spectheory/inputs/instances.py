@@ -130,17 +130,25 @@ def check_instance(instance, where: str = "instance") -> "Instance":
         if not lo <= n <= hi:
             raise InstanceError(f"{where}: {name} = {n} is out of range ({lo}..{hi})")
     V = int(V)
-    kinds = set()
-    for which in ("target", "draft"):
-        kinds |= check_model(getattr(instance, which), V, which, where)
+    check_models(instance.target, V, instance.draft, V, where)
+    object.__setattr__(instance, "_checked", True)
+    return instance
+
+
+def check_models(target, V_target: int, draft, V_draft: int, where: str,
+                 size_of: str = "the instance") -> None:
+    """The two models of an instance (`check_model` each, over ``V_target`` and ``V_draft``
+    tokens), both float or both exact; float rows accepted off 1 by more than rounding are then
+    divided by their sums (`_normalise_rows`). Shared by `check_instance` and the heterogeneous
+    instances' check."""
+    kinds = (check_model(target, V_target, "target", where, size_of)
+             | check_model(draft, V_draft, "draft", where, size_of))
     if len(kinds) > 1:
         raise InstanceError(f"{where}: some tables hold floats and others exact Fractions; "
                             "make both models float (to_float) or exact (to_exact)")
     if kinds == {"f"}:
-        for which in ("target", "draft"):
-            _normalise_rows(getattr(instance, which))
-    object.__setattr__(instance, "_checked", True)
-    return instance
+        _normalise_rows(target)
+        _normalise_rows(draft)
 
 
 def check_model(model, V: int, which: str, where: str, size_of: str = "the instance") -> set:

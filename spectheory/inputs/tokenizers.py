@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..runtime.errors import InstanceError, check_keys
-from .instances import (DEFAULT_TOL, _normalise_rows, check_model, check_row_tolerance,
-                        model_to_json, parse_json, parse_model)
+from .instances import (DEFAULT_TOL, check_models, check_row_tolerance, model_to_json,
+                        parse_json, parse_model)
 from .models import TableModel
 
 #: Largest alphabet, vocabulary, token length, draft length and output length accepted: the exact
@@ -208,18 +208,11 @@ def check_hetero_instance(inst: Any, n_tokens: Any = None) -> "HeteroInstance":
         if not isinstance(getattr(inst, which), Tokenizer):
             raise InstanceError(f"{where}: the {which} is a {type(getattr(inst, which)).__name__}"
                                 f", not a Tokenizer (see make_tokenizer)")
-    kinds = set()
-    for which, tok in (("target", inst.target_tokenizer), ("draft", inst.draft_tokenizer)):
-        kinds |= check_model(getattr(inst, which), tok.size, which, where, "its tokenizer has")
-    if len(kinds) > 1:
-        raise InstanceError(f"{where}: some tables hold floats and others exact Fractions; make "
-                            "both models float (to_float) or exact (to_exact)")
+    check_models(inst.target, inst.target_tokenizer.size, inst.draft, inst.draft_tokenizer.size,
+                 where, "its tokenizer has")
     N = inst.n_tokens if n_tokens is None else n_tokens
     check_hetero_sizes(inst.target_tokenizer.size, inst.draft_tokenizer.size, inst.draft_length,
                        N)
-    if kinds == {"f"}:
-        _normalise_rows(inst.target)
-        _normalise_rows(inst.draft)
     return inst
 
 
