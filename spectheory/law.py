@@ -154,18 +154,12 @@ def _fractions_ok(stop, corr, batch: int, vocab: int) -> bool:
     return _rows_ok(srows) and _rows_ok(crows)
 
 
-def validate_law(law: Any, batch: int, paths: int, length: int, vocab: int, exact: bool,
-                 drafts=None, tol: float = ROW_SUM_TOL, name: str = "verifier") -> Law:
-    """Check that ``law`` is a K-path law of the expected shape and return it.
-
-    Raises [`LawError`][spectheory.law.LawError] for: a result that is not ``(stop, correction)``;
-    shapes other than stop [batch, paths, length+1] and correction [batch, paths, length+1, vocab];
-    NaN or infinite entries; negative probabilities; a stop table whose entries do not sum to 1 over
-    (k, i); a correction row (every one, also where P(tau = i) = 0) that does not sum to 1; a float
-    or other non-rational entry in an exact-mode law (``exact=True``: only Fractions and integers).
-    Float sums are compared with ``tol``; exact sums must equal 1 exactly. ``drafts`` [batch, paths,
-    length] (optional) lets the message name the draft of the offending row.
-    """
+def law_form(law: Any, batch: int, paths: int, length: int, vocab: int,
+             name: str = "verifier") -> tuple:
+    """``(stop, correction)`` of ``law``, or a [`LawError`][spectheory.law.LawError] for a result
+    that is not such a pair, or of shapes other than stop [batch, paths, length+1] and
+    correction [batch, paths, length+1, vocab]: the form `validate_law` checks before the
+    values (and the sampler checks, whose reference laws may hold NaN rows, check alone)."""
     try:
         stop, corr = law
     except (TypeError, ValueError):
@@ -178,6 +172,22 @@ def validate_law(law: Any, batch: int, paths: int, length: int, vocab: int, exac
         if shape != want:
             raise LawError("shape", f"{name} returned {what} of shape {list(shape)}, expected "
                            f"{list(want)} ([B, K, L+1{', V' if what == 'correction' else ''}])")
+    return stop, corr
+
+
+def validate_law(law: Any, batch: int, paths: int, length: int, vocab: int, exact: bool,
+                 drafts=None, tol: float = ROW_SUM_TOL, name: str = "verifier") -> Law:
+    """Check that ``law`` is a K-path law of the expected shape and return it.
+
+    Raises [`LawError`][spectheory.law.LawError] for: a result that is not ``(stop, correction)``;
+    shapes other than stop [batch, paths, length+1] and correction [batch, paths, length+1, vocab];
+    NaN or infinite entries; negative probabilities; a stop table whose entries do not sum to 1 over
+    (k, i); a correction row (every one, also where P(tau = i) = 0) that does not sum to 1; a float
+    or other non-rational entry in an exact-mode law (``exact=True``: only Fractions and integers).
+    Float sums are compared with ``tol``; exact sums must equal 1 exactly. ``drafts`` [batch, paths,
+    length] (optional) lets the message name the draft of the offending row.
+    """
+    stop, corr = law_form(law, batch, paths, length, vocab, name)
 
     def draft_of(ix):
         if drafts is None:

@@ -201,10 +201,10 @@ def test_a_law_of_complex_or_bfloat16_numbers_is_a_law_error():
 
 def test_a_sampler_check_refuses_a_verifier_law_of_the_wrong_form():
     token = T.make_sampler("token")
-    with pytest.raises(LawError, match=r"law has stop of shape \[\], expected \[8, 1, 4\]"):
+    with pytest.raises(LawError, match=r"returned stop of shape \[\], expected \[8, 1, 4\]"):
         T.check_sampler(token, lambda d, q, p: (torch.tensor(1.0), torch.tensor(2.0)),
                         samples=3000)
-    with pytest.raises(LawError, match=r"law has stop of shape \[8, 1, 3\]"):
+    with pytest.raises(LawError, match=r"returned stop of shape \[8, 1, 3\]"):
         T.check_sampler(token, lambda d, q, p: (d, q), samples=3000)
 
 

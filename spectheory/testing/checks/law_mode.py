@@ -10,30 +10,12 @@ import numpy as np
 
 from ...runtime._lazy import torch
 
+from ...law import _real_dtype, law_form
 from ...runtime.errors import SpectheoryError, call_user
 from ..statistics import stats
 from .calls import _cells, _chunk, _collect_law, _failed, _report, _row_counts, _split, _tokens
 from .report import MIN_EXPECTED
 from .rows import _fixed_rows
-
-
-def _law_form(law, stop_shape: tuple, V: int, name: str) -> None:
-    """Refuse, as a `LawError` (the verifier's fault, not the sampler's), a verifier's law that is
-    not ``(stop [B, K, L+1], correction [B, K, L+1, V])`` of real numbers; its values may be NaN
-    on a row where it states no law."""
-    from ...law import LawError, _real_dtype
-
-    try:
-        stop, corr = law
-    except (TypeError, ValueError):
-        raise LawError("shape", f"verifier {name}'s law is a {type(law).__name__}, not "
-                       "(stop, correction)") from None
-    for what, arr, want in (("stop", stop, stop_shape), ("correction", corr, stop_shape + (V,))):
-        shape = tuple(getattr(arr, "shape", ()))
-        if shape != want:
-            raise LawError("shape", f"verifier {name}'s law has {what} of shape {list(shape)}, "
-                           f"expected {list(want)}")
-    _real_dtype((stop, corr), f"verifier {name}")
 
 
 def _law_mode(sampler, how, instances, samples, alpha, seed, draft_rows, max_batch, proc=None):
@@ -59,7 +41,8 @@ def _law_mode(sampler, how, instances, samples, alpha, seed, draft_rows, max_bat
         offset += Bn
         law = call_user(spec.law, d, q, p if proc is None else proc(p, d),  # processed rows
                         what=f"verifier {spec.name}'s law")
-        _law_form(law, (Bn, K, L + 1), V, spec.name)
+        _real_dtype(law_form(law, Bn, K, L, V, f"verifier {spec.name}"),  # its fault, not
+                    f"verifier {spec.name}")  # the sampler's; NaN rows stand for no law
         stop = torch.as_tensor(law.stop, dtype=torch.float64)
         corr = torch.as_tensor(law.correction, dtype=torch.float64)
         counted = _row_counts(sampler, rows, counts, sg, _chunk(K, L, V, max_batch, sampler))
