@@ -52,6 +52,11 @@ class OptionError(InputError):
     """An option, parameter or environment variable is outside its accepted range."""
 
 
+class GeneratorError(InputError):
+    """A random generator argument that is not a ``torch.Generator`` (`check_generator`): a seed
+    or a tensor of uniforms where a generator was meant."""
+
+
 class TooFewSamplesError(OptionError):
     """A check was asked for too few samples to test anything (no degree of freedom): a bad
     input, never a verdict. ``needs_samples`` is the count a test of every row needs."""
@@ -106,16 +111,16 @@ def check_arrays(drafts, q, p, where: str = "verifier law") -> None:
 
 
 def check_generator(generator, where: str = "") -> None:
-    """[`InputError`][spectheory.runtime.errors.InputError] unless ``generator`` is None or a
-    ``torch.Generator`` (a seed or another object reached torch's own TypeError); ``where``
-    (such as ``"draft_trees: "``) leads the message."""
+    """[`GeneratorError`][spectheory.runtime.errors.GeneratorError] (an `InputError`) unless
+    ``generator`` is None or a ``torch.Generator`` (a seed or another object reached torch's own
+    TypeError); ``where`` (such as ``"draft_trees: "``) leads the message."""
     if generator is None:
         return
     from ._lazy import torch
 
     if not isinstance(generator, torch.Generator):
-        raise InputError(f"{where}generator = {generator!r:.40} must be a torch.Generator or "
-                         "None")
+        raise GeneratorError(f"{where}generator = {generator!r:.40} must be a torch.Generator "
+                             "or None")
 
 
 def as_list(items, name: str, kinds: str, lone: tuple = ()) -> list:

@@ -320,14 +320,14 @@ def _refuse_kind(sampler, mode: str) -> None:
 def _first_call(sampler, args, mode: str):
     """The first call of a coins mode: a sampler that fails by using its uniforms as a torch
     generator is a law sampler, refused in one line."""
-    from ...runtime.errors import InputError, UserCodeError
+    from ...runtime.errors import GeneratorError, UserCodeError
 
     try:
         return sampler(*args)
-    except (UserCodeError, InputError) as exc:
+    except (UserCodeError, GeneratorError) as exc:
         cause = exc.__cause__
         if (isinstance(cause, (TypeError, AttributeError)) and "enerator" in str(cause)) or \
-                "must be a torch.Generator" in str(exc):  # the kit's own check of a generator
+                isinstance(exc, GeneratorError):  # the kit's own check of a generator
             raise SpectheoryError(
                 f"{getattr(sampler, '_spectheory_label', _name_of(sampler))} failed using the "
                 f"uniforms [B, L+1] of mode {mode!r} as a torch generator (a law sampler): check "
