@@ -1139,22 +1139,28 @@ def _lse_program(groups, target, n):
     (float64)."""
     from scipy.optimize import minimize
 
-    live = [(idx, c, Pg, np.ix_(idx, idx)) for (idx, c), Pg in groups if len(idx)]
+    live = [(idx, c, Pg) for (idx, c), Pg in groups if len(idx)]
+    # one row per group: its members (a 0/1 matrix), its constant c_g and its weight P_g
+    member = np.zeros((len(live), n), bool)
+    for row, (idx, _, _) in enumerate(live):
+        member[row, idx] = True
+    cap = np.array([bool(c) for _, c, _ in live], bool)
+    weight = np.array([Pg for _, _, Pg in live], float)
+    target = np.array(target, float)
 
     def parts(w, hessian=True):
         # the Hessian only for the Newton steps: L-BFGS-B asks for f and g alone
-        f, g = 0.0, -np.array(target, float)
-        H = np.zeros((n, n)) if hessian else None
-        for idx, c, Pg, block in live:  # a group with no token of positive target: a constant
-            wi = w[idx]
-            top = max(wi.max(), 0.0) if c else wi.max()  # log-sum-exp, shifted
-            e = np.exp(wi - top)
-            z = (math.exp(-top) if c else 0.0) + e.sum()
-            s = e / z
-            f += Pg * (math.log(z) + top)
-            g[idx] += Pg * s
-            if hessian:
-                H[block] += Pg * (np.diag(s) - np.outer(s, s))
+        wm = np.where(member, w, -np.inf)
+        top = wm.max(axis=1)  # log-sum-exp, shifted
+        top = np.where(cap, np.maximum(top, 0.0), top)
+        e = np.exp(wm - top[:, None])  # 0 off the group
+        z = np.where(cap, np.exp(-np.where(cap, top, 0.0)), 0.0) + e.sum(axis=1)
+        s = e / z[:, None]
+        f = float(weight @ (np.log(z) + top))
+        g = weight @ s - target
+        H = None
+        if hessian:  # sum_g P_g (diag(s_g) - s_g s_g^T)
+            H = np.diag(weight @ s) - (s.T * weight) @ s
         return f - float(np.dot(target, w)), g, H
 
     res = minimize(lambda w: parts(w, False)[:2], np.zeros(n), jac=True, method="L-BFGS-B",
