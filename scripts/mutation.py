@@ -55,6 +55,7 @@ class Mutant(NamedTuple):
 
 KILLS = "tests/test_defect_kills.py"
 INSTANCE = ("tests/test_instance_check.py",)
+BARE_IDS = ("tests/test_bare_law_ids.py",)
 LATE = ("tests/test_bad_inputs_late.py",)
 CACHE = ("tests/test_hostile_inputs.py",)
 #: Why the real-size kernels' entry screen and weight check are second guards (mutants 204, 207,
@@ -1310,11 +1311,11 @@ MUTANTS = [
            "    check_memory(n * (8 * K * L + 9 * V), f\"sampling n = {n:,} draft outcomes\",",
            "    check_memory(0, f\"sampling n = {n:,} draft outcomes\",",
            "sample_drafts: 10^12 outcomes allocated before any size check", LATE),
-    Mutant("spectheory/registry.py",
-           "    if n and (int(drafts.min()) < 0 or int(drafts.max()) >= V):",
-           "    if n and (int(drafts.min()) < 0 or int(drafts.max()) > V):",
+    Mutant("spectheory/runtime/errors.py",
+           "        if lo < 0 or hi >= V:",
+           "        if lo < 0 or hi > V:",
            "verifier law inputs: a drafted token equal to V accepted (a row out of bounds, or "
-           "another path's mass)", LATE),
+           "another path's mass; bare laws too, one check since)", LATE + BARE_IDS),
     Mutant("spectheory/registry.py",
            "            ps[-2] != shape[-1] + 1 or ps[-1] != qs[-1]:",
            "            ps[-1] != qs[-1]:",
@@ -1647,6 +1648,16 @@ MUTANTS = [
            "                idx = idx + t[:, i:i + m + 1 - D] * V ** i",
            "the kit's model reads the D tokens before a position in reverse order (the row of "
            "another prefix)", ROWS_CLI),
+    Mutant("spectheory/verifiers/specinfer.py",
+           "    check_arrays(drafts, q, p)\n    q, p = B.values(q, p)\n    Bsz, K, L = drafts.shape",
+           "    q, p = B.values(q, p)\n    Bsz, K, L = drafts.shape",
+           "the node-by-node multi-path laws (hu, khisti, global-resolution, specinfer, spectr, "
+           "spechub) read out-of-range ids unchecked", BARE_IDS),
+    Mutant("spectheory/verifiers/multipath_baselines.py",
+           "    check_arrays(drafts, q, p)\n",
+           "",
+           "block-first and token-first check the first path's ids only (the first path's "
+           "single-path law)", BARE_IDS),
 ]
 
 

@@ -41,7 +41,7 @@ from typing import Any, Callable, NamedTuple
 from .runtime import backend as B
 from .runtime._lazy import is_tensor, torch
 from .runtime.errors import (InputError, SpectheoryError, TimeLimitError, call_user, check_flag,
-                             import_user)
+                             check_token_ids, import_user)
 from .law import ROW_SUM_TOL, Law, LawError, validate_law
 
 #: Drafting schemes of K paths (see [`spectheory.engine.joint`][spectheory.engine.joint]).
@@ -269,10 +269,7 @@ def check_law_inputs(drafts, q, p, paths: bool, name: str = "verifier") -> None:
     V = qs[-1]
     if V < 1:
         raise InputError(f"verifier {name!r}: rows of {V} tokens")
-    n = drafts.numel() if hasattr(drafts, "numel") else drafts.size
-    if n and (int(drafts.min()) < 0 or int(drafts.max()) >= V):
-        raise InputError(f"verifier {name!r}: a drafted token lies outside 0..{V - 1} (min "
-                         f"{int(drafts.min())}, max {int(drafts.max())})")
+    check_token_ids(drafts, V, f"verifier {name!r}")
 
 
 def verifier(function: Callable | None = None, *, name: str | None = None, paths: int | None = 1,

@@ -100,14 +100,30 @@ def is_integer(value) -> bool:
 def check_arrays(drafts, q, p, where: str = "verifier law") -> None:
     """[`InputError`][spectheory.runtime.errors.InputError] naming ``where`` unless ``drafts``,
     ``q`` and ``p`` are arrays (torch tensors or numpy arrays: anything with a shape) with
-    integer drafts: the O(1) check of a verifier's law function called directly (the registry's
-    ``VerifierSpec.law`` checks shapes and token ids too), instead of an ``AttributeError`` or
-    an indexing error from inside the law."""
+    integer drafts whose ids lie in the vocabulary of ``q`` (`check_token_ids`): the check of a
+    verifier's law function called directly (the registry's ``VerifierSpec.law`` checks shapes
+    too), instead of an ``AttributeError``, an indexing error from inside the law, or the law of
+    other tokens."""
     if not all(hasattr(x, "shape") and hasattr(x, "dtype") for x in (drafts, q, p)):
         raise InputError(f"{where}: drafts, q and p must be arrays (torch or numpy), got "
                          f"{type(drafts).__name__}, {type(q).__name__}, {type(p).__name__}")
     if "int" not in str(drafts.dtype):
         raise InputError(f"{where}: drafts are {drafts.dtype}; draft tokens are integer ids")
+    check_token_ids(drafts, q.shape[-1] if len(q.shape) else 0, where)
+
+
+def check_token_ids(drafts, V: int, where: str) -> None:
+    """[`InputError`][spectheory.runtime.errors.InputError] naming ``where`` unless every token
+    id of the integer array ``drafts`` lies in 0..V-1: an id past the vocabulary indexed a row
+    out of bounds, a negative one read a row from the end, and a rule that looks its tokens up
+    in a table gave the path the mass of another. Two reductions over the ids, none over the
+    rows."""
+    n = drafts.numel() if hasattr(drafts, "numel") else drafts.size
+    if n:
+        lo, hi = int(drafts.min()), int(drafts.max())
+        if lo < 0 or hi >= V:
+            raise InputError(f"{where}: a drafted token lies outside 0..{V - 1} (min {lo}, max "
+                             f"{hi})")
 
 
 def check_generator(generator, where: str = "") -> None:

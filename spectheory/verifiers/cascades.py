@@ -57,6 +57,7 @@ from fractions import Fraction
 
 from ..law import Law
 from ..registry import VerifierSpec
+from ..runtime.errors import check_arrays
 from ..runtime import backend as B
 from .common import drafted_probs
 from .contrasts import _const, _normalise, chain_law
@@ -79,6 +80,7 @@ def _indicator(cond, like):
 def verify_against(pi, drafts, q, p) -> Law:
     """Token verification of the drafts against the cascade targets ``pi`` [B, L, V] (module
     doc): a_i = min(1, pi(X_i)/q(X_i)), r_i = normalise(max(pi - q, 0)), b = p(.|X^L)."""
+    check_arrays(drafts, q, p)
     L = drafts.shape[-1]
     idx = B.expand_dims(B.as_index(drafts, q), -1)
     pix = B.take_along(pi, idx, axis=-1)[..., 0]  # [B, L]

@@ -54,6 +54,7 @@ from fractions import Fraction
 from ..runtime import backend as B
 from ..law import Law
 from ..registry import VerifierSpec
+from ..runtime.errors import check_arrays
 from .common import drafted_probs, float_law_only
 from .params import nonnegative, number, positive_unit, unit
 
@@ -95,6 +96,7 @@ def strict_verification(drafts, q, p) -> Law:
 
 def greedy_matching(drafts, q, p) -> Law:
     """Accept while X_i is the target's argmax; Y is the argmax (module doc)."""
+    check_arrays(drafts, q, p)
     L = drafts.shape[-1]
     top = _argmax_onehot(p)  # [B, L+1, V]
     hit = B.take_along(top[:, :L], B.expand_dims(B.as_index(drafts, q), -1), axis=-1)[..., 0]

@@ -77,7 +77,7 @@ import numpy as np
 from ..runtime import backend as B
 from ..law import Law
 from ..registry import VerifierSpec
-from ..runtime.errors import InputError
+from ..runtime.errors import InputError, check_arrays
 from .common import drafted_probs, float_law_only
 from .params import count, nonnegative, number, positive_unit, unit
 from .contrasts import _argmax_onehot, _const, _normalise, chain_law
@@ -193,6 +193,7 @@ def trtllm_relaxed_acceptance(topk: int, delta) -> VerifierSpec:
     delta = number(delta, "trtllm-relaxed", unit("delta"))
 
     def law(drafts, q, p) -> Law:  # drafts [B, L], q [B, L, V], p [B, L+1, V]
+        check_arrays(drafts, q, p)
         L, V = drafts.shape[-1], p.shape[-1]
         rows = p[:, :L]
         order = B.argsort(rows, axis=-1, descending=True)  # rank by (p desc, id asc)

@@ -40,6 +40,7 @@ from ..runtime import buffers
 from ..engine import nodes
 from ..law import MultiLaw
 from ..registry import VerifierSpec
+from ..runtime.errors import check_arrays
 from . import common
 from .common import drafted_ratio, normalise_residual, on_distinct, positive_residual
 from .compiled_rows import compiled_corrections
@@ -117,6 +118,7 @@ def node_recursive_law(drafts, q, p, rule) -> MultiLaw:
     rule must treat the K rows of its batch independently (row k's outputs depend on row k's
     inputs only).
     """
+    check_arrays(drafts, q, p)
     q, p = B.values(q, p)
     Bsz, K, L = drafts.shape
     V = q.shape[-1]

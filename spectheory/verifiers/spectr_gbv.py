@@ -57,7 +57,7 @@ import numpy as np
 from ..runtime._lazy import torch
 
 from ..runtime import backend as B
-from ..runtime.errors import SizeLimitError, SpectheoryError
+from ..runtime.errors import SizeLimitError, SpectheoryError, check_arrays
 from ..law import MultiLaw
 from ..registry import VerifierSpec
 from .common import normalise_residual
@@ -190,6 +190,7 @@ def spectr_gbv(drafts, q, p) -> MultiLaw:
     """Law of one iteration of SpecTr-GBV's released verification loop (module doc). Shapes:
     drafts [B, K, L], q [B, K, L, V], p [B, K, L+1, V]; L >= 2. Lossy (no next-iteration
     modification)."""
+    check_arrays(drafts, q, p)
     Bsz, K, L = drafts.shape
     V = q.shape[-1]
     check_sizes(L, K)

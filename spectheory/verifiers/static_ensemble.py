@@ -45,6 +45,7 @@ from fractions import Fraction
 from ..runtime import backend as B
 from ..law import Law
 from ..registry import VerifierSpec
+from ..runtime.errors import check_arrays
 from .common import drafted_probs
 from .contrasts import _argmax_onehot, _const, _normalise, chain_law
 from .params import number, unit
@@ -85,6 +86,7 @@ def static_ensemble_greedy(w) -> VerifierSpec:
     w = number(w, "static-ensemble-greedy", unit("w"))
 
     def law(drafts, q, p) -> Law:  # drafts [B, L], q [B, L, V], p [B, L+1, V]
+        check_arrays(drafts, q, p)
         L = drafts.shape[-1]
         v = p[:, :L] * _const(p, w) + q * _const(q, 1 - w)  # [B, L, V]
         top = _argmax_onehot(v)  # [B, L, V]

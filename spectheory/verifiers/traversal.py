@@ -47,6 +47,7 @@ from __future__ import annotations
 from ..runtime import backend as B
 from ..law import Law, MultiLaw
 from ..registry import VerifierSpec
+from ..runtime.errors import check_arrays
 from .block import block_verification
 from ..law import engine_rows
 from .common import on_distinct, take_rows
@@ -77,6 +78,7 @@ def _branch_law(drafts, Ms, q_rest, Mb, p_rest, key, prefix_rows: tuple):
 
 
 def _traversal(drafts, q, p, without_replacement: bool) -> MultiLaw:
+    check_arrays(drafts, q, p)
     Bsz, K, L = drafts.shape
     V = q.shape[-1]
     Mb, Ms = p[:, 0, 0], q[:, 0, 0]
@@ -204,6 +206,7 @@ def traversal_tree(drafts, q, p) -> MultiLaw:
     siblings without replacement is what keeps it lossless (with replacement it is lossy on the
     merged tree).
     """
+    check_arrays(drafts, q, p)
     Bsz, K, L = drafts.shape
     V = q.shape[-1]
     N = K * (L + 1)

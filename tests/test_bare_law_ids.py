@@ -1,0 +1,86 @@
+"""Every registered verifier's law function, called directly (not through
+``VerifierSpec.law``), refuses drafted token ids outside the vocabulary in one line: before,
+an id past V or a negative id was a raw torch index error from inside the law, and the
+optimal-transport rules (hu, hu-norep, khisti, global-resolution), which look their tokens up
+in a table, returned a law for tokens that do not exist."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import torch
+
+from spectheory.registry import get_verifier, registered
+from spectheory.runtime import backend as B
+from spectheory.runtime.errors import InputError
+
+V = 5
+
+
+def _rows(shape, seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.softmax(torch.randn(*shape, generator=g, dtype=torch.float64), -1)
+
+
+def _inputs(multi: bool):
+    """q, p of two drafts of L = 2 over V = 5 tokens; K = 2 paths with shared root rows for a
+    multi-path verifier (the paths share their first token, so their first rows agree)."""
+    if not multi:
+        return _rows((2, 2, V), 0), _rows((2, 3, V), 1)
+    q = _rows((2, 1, 2, V), 0).expand(2, 2, 2, V).clone()
+    p = _rows((2, 1, 3, V), 1).expand(2, 2, 3, V).clone()
+    return q, p
+
+
+def _bad_drafts(multi: bool):
+    """Ids V (the first past the vocabulary) and -1, away from the first position and
+    (multi-path) the first path: a check of path 1 or position 0 alone misses them."""
+    if not multi:
+        return [[[0, V], [1, 2]], [[0, 1], [1, -1]]]
+    return [[[[0, V], [0, 2]], [[0, 1], [0, 2]]], [[[0, 1], [0, 2]], [[0, 1], [0, -1]]]]
+
+
+@pytest.mark.parametrize("name", registered())
+def test_bare_law_refuses_ids_outside_the_vocabulary(name):
+    spec = get_verifier(name)
+    multi = not spec.single_path
+    q, p = _inputs(multi)
+    for drafts in _bad_drafts(multi):
+        lo, hi = min(np.ravel(drafts)), max(np.ravel(drafts))
+        for backend in ("torch", "numpy"):
+            d = torch.tensor(drafts) if backend == "torch" else np.array(drafts)
+            qq, pp = (q, p) if backend == "torch" else (q.numpy(), p.numpy())
+            try:
+                spec.function(d, qq, pp)
+            except InputError as exc:  # GBV's own check names the first bad id
+                want = (f"GBV: draft tokens must lie in 0..{V - 1} (V = {V}); found "
+                        f"{hi if hi >= V else lo}" if name.startswith("gbv") else
+                        f"verifier law: a drafted token lies outside 0..{V - 1} (min {lo}, "
+                        f"max {hi})")
+                assert str(exc) == want, (name, backend, exc)
+            except TypeError as exc:  # a float (torch) law only: refused before any id is read
+                assert backend == "numpy" and "law only" in str(exc), (name, exc)
+            else:
+                pytest.fail(f"{name} ({backend}) gave a law for drafts {drafts}")
+
+
+@pytest.mark.parametrize("name", ["token", "block", "hu", "khisti", "specinfer", "spechub",
+                                  "traversal-tree", "global-resolution", "block-first"])
+def test_bare_law_of_valid_ids_is_the_checked_law(name):
+    """The check refuses nothing valid: ids 0 and V - 1 give the law the registry's checked call
+    (`VerifierSpec.__call__`) gives, in floats and in exact rationals."""
+    spec = get_verifier(name)
+    multi = not spec.single_path
+    q, p = _inputs(multi)
+    drafts = ([[[0, V - 1], [0, 2]], [[3, 1], [3, 0]]] if multi else [[0, V - 1], [V - 1, 0]])
+    got, want = spec.function(torch.tensor(drafts), q, p), spec(torch.tensor(drafts), q, p)
+    assert torch.equal(got.stop, want.stop) and torch.equal(got.correction, want.correction)
+    fq = B.to_exact([[Fraction(round(float(x) * 64) + 1, 1) for x in r] for r in q.reshape(-1, V)])
+    fp = B.to_exact([[Fraction(round(float(x) * 64) + 1, 1) for x in r] for r in p.reshape(-1, V)])
+    fq = (fq / fq.sum(axis=-1, keepdims=True)).reshape(q.shape)
+    fp = (fp / fp.sum(axis=-1, keepdims=True)).reshape(p.shape)
+    got, want = spec.function(np.array(drafts), fq, fp), spec(np.array(drafts), fq, fp)
+    assert (got.stop == want.stop).all() and (got.correction == want.correction).all()
+    assert isinstance(got.stop.ravel()[0], Fraction)
