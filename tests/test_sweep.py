@@ -19,6 +19,7 @@ from spectheory.cli import main
 from spectheory.runtime.errors import OptionError
 from spectheory.lp import direct_lp, node_budget_lp
 from spectheory.inputs.random_instances import random_instance
+from spectheory.runtime.partial import kept_clauses
 from spectheory.sweep import example_config, expand, load_config, run_sweep
 from spectheory.sweep import runner
 from spectheory.sweep.runner import RUN_COLUMNS
@@ -160,19 +161,24 @@ def test_killed_sweep_resumes_from_its_cache(tmp_path, monkeypatch):
     env = {**__import__("os").environ, "PYTHONPATH": str(tmp_path)}
     proc = subprocess.Popen([sys.executable, "-m", "spectheory", "sweep", str(cfg), "--out",
                              str(out), "--workers", "1", "--no-progress"], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 60
     while time.time() < deadline and len(list((out / "cache").glob("*.json"))) < 2:
         time.sleep(0.05)
-    proc.kill()
-    proc.wait()
+    proc.terminate()  # SIGTERM: the command's own handler, its one line
+    err = proc.communicate(timeout=30)[1]
     done = len(list((out / "cache").glob("*.json")))
-    assert 2 <= done < 6
+    assert 2 <= done < 6 and proc.returncode == 143
+    # the line says what stays (the finished jobs' cache), not only that nothing is half-written
+    assert err.strip().splitlines()[-1] == (
+        "spectheory: terminated (SIGTERM); nothing half-written was left; the finished jobs stay "
+        f"in {out / 'cache'}, and the same command resumes from them"), err
     monkeypatch.syspath_prepend(str(tmp_path))
     said = []
     run_sweep(load_config(cfg), out, workers=2, log=said.append)
     assert f"{done} cached, {6 - done} to run" in said[0]
     assert len(_table(out)) == 6 and all(r["status"] == "ok" for r in _table(out))
+    assert kept_clauses() == []  # a later SIGTERM in this process does not name the cache
 
 
 # ----------------------------------------------------------------------------- failures

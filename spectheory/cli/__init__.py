@@ -349,7 +349,7 @@ def _on_sigterm():
         import multiprocessing
 
         from ..runtime.errors import real_exit
-        from ..runtime.partial import remove_held
+        from ..runtime.partial import kept_clauses, remove_held
 
         remove_held()
         for child in multiprocessing.active_children():
@@ -358,8 +358,8 @@ def _on_sigterm():
             sys.stdout.flush()
         except Exception:  # noqa: BLE001 - a closed or full stdout: the line below still goes
             pass
-        print("spectheory: terminated (SIGTERM); nothing half-written was left", file=sys.stderr,
-              flush=True)
+        print("; ".join(["spectheory: terminated (SIGTERM); nothing half-written was left",
+                         *kept_clauses()]), file=sys.stderr, flush=True)
         real_exit(143)  # os._exit, also while a sampler or step runs (call_user guards it)
 
     signal.signal(signal.SIGTERM, handler)

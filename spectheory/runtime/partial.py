@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 _HELD: set = set()  # the folders being written in this process
+_KEPT: dict = {}  # what a terminated command leaves on purpose: {path: the line's clause}
 
 
 def partial_folder(prefix: str, parent) -> Path:
@@ -33,3 +35,21 @@ def remove_held() -> None:
     """Remove every folder still held (the SIGTERM handler's cleanup)."""
     for path in list(_HELD):
         release(path)
+
+
+@contextmanager
+def kept(path, clause: str):
+    """Within the block, ``path`` is complete files a terminated command leaves on purpose (a
+    sweep's cache of finished jobs, which the same command resumes from): the SIGTERM handler
+    says so with ``clause`` (`kept_clauses`) instead of letting its line read as if nothing
+    were left."""
+    _KEPT[Path(path)] = clause
+    try:
+        yield
+    finally:
+        _KEPT.pop(Path(path), None)
+
+
+def kept_clauses() -> list[str]:
+    """The clauses of the paths kept now (`kept`), in the order they were kept."""
+    return list(_KEPT.values())

@@ -40,6 +40,7 @@ import time
 from pathlib import Path
 
 from ..runtime.errors import OptionError, SpectheoryError
+from ..runtime.partial import kept
 from .config import DEFAULT_NAME, Job, SweepConfig, expand
 from .guard import _Guarded, _wait, run_batches
 from .jobs import OUTPUTS, command, compute, describe_error, warm_up
@@ -525,11 +526,13 @@ def _run_sweep(cfg: SweepConfig, out, executor: str, workers: int, address: str 
             bar.update(1)
 
     try:
-        if todo:
-            if executor == "local":
-                _local(todo, workers, done, cfg.batch)
-            else:
-                _ray(todo, workers, address, done)
+        with kept(cache, f"the finished jobs stay in {cache}, and the same command resumes "
+                         "from them"):
+            if todo:
+                if executor == "local":
+                    _local(todo, workers, done, cfg.batch)
+                else:
+                    _ray(todo, workers, address, done)
     finally:
         if bar is not None:
             bar.close()
