@@ -1658,6 +1658,30 @@ MUTANTS = [
            "",
            "block-first and token-first check the first path's ids only (the first path's "
            "single-path law)", BARE_IDS),
+    Mutant("spectheory/cli/__init__.py",
+           "                         *kept_clauses()]), file",
+           "                         ]), file",
+           "a sweep stopped by SIGTERM says only that nothing half-written was left, not that its "
+           "finished jobs' cache stays and resumes", ("tests/test_sweep.py",)),
+    Mutant("spectheory/runtime/partial.py",
+           "        _KEPT.pop(Path(path), None)",
+           "        pass",
+           "a finished sweep's cache is still named by a later SIGTERM in the same process",
+           ("tests/test_sweep.py",)),
+    Mutant("spectheory/testing/checks/tree.py",
+           "    return chunk if total <= chunk else min(chunk, RAMP_FIRST_ROWS)",
+           "    return chunk",
+           "a large tree run's first call is a full chunk: a slow sampler runs minutes before its "
+           "rate is known", ("tests/test_tree_sampler.py",)),
+    Mutant("spectheory/testing/checks/tree.py",
+           "            if pace is not None:\n                pace.add(m)\n        at = 0",
+           "        at = 0",
+           "the tree law mode never projects its run time: 10^9 samples run for days",
+           ("tests/test_tree_sampler.py",)),
+    Mutant("spectheory/testing/checks/tree.py",
+           "            if pace is not None:\n                pace.add(m)\n        probs = targets",
+           "        probs = targets",
+           "the tree lossless mode never projects its run time", ("tests/test_tree_sampler.py",)),
 ]
 
 

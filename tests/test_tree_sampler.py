@@ -527,3 +527,54 @@ def test_one_tree_per_vocabulary_size_says_mixing_is_untested():
                              samples=2000, seed=0)
     assert rep.passed and any("mixes up the rows of a batch goes untested" in n
                               for n in rep.notes), str(rep)
+
+
+# ----------------------------------------------------------------------------- run time
+
+
+def _timed_sampler(calls, seconds):
+    """SGLang's port, recording each call's number of trees and taking ``seconds`` a call."""
+    import time
+
+    inner = sglang()
+
+    def sampler(tokens, parents, q, p, generator):
+        calls.append(tokens.shape[0])
+        time.sleep(seconds)
+        return inner(tokens, parents, q, p, generator)
+
+    for attr in ("spectheory_tree_verifier", "spectheory_tree_drafting"):
+        if hasattr(inner, attr):
+            setattr(sampler, attr, getattr(inner, attr))
+    return sampler
+
+
+@pytest.mark.parametrize("mode", ["law", "lossless"])
+def test_a_long_tree_run_is_projected_on_its_first_small_call(mode):
+    """10^9 samples of a sampler at 0.05 s a call: the first call gets `RAMP_FIRST_ROWS` trees
+    (not the 2^24-float chunk, a day of such calls), and the rate it measures projects the run
+    past ``max_seconds``: a `TimeLimitError` after that one call. Before, the tree mode had no
+    projection and ran for days."""
+    from spectheory.runtime.errors import TimeLimitError
+    from spectheory.testing.checks.calls import RAMP_FIRST_ROWS
+
+    from spectheory.runtime import limits
+
+    calls = []
+    with pytest.raises(TimeLimitError, match=r"samples = 1,000,000,000 would take about .* over "
+                                             r"max_seconds = 600; lower samples"):
+        with limits.running(20):  # a backstop (another message) if the projection is missing
+            check_tree_sampler(_timed_sampler(calls, 0.05), tree=CHOICES, samples=10**9,
+                               mode=mode, max_seconds=600)
+    assert calls == [RAMP_FIRST_ROWS]
+
+
+def test_tree_max_seconds_is_checked_and_bounds_the_least_cost():
+    for bad in (0, -1, float("nan"), "60", True):
+        with pytest.raises(SpectheoryError, match="max_seconds = .* must be a positive number"):
+            check_tree_sampler(sglang(), tree=CHOICES, samples=100, max_seconds=bad)
+    calls = []
+    with pytest.raises(SpectheoryError, match=r"samples = 10,000,000,000 would take at least"):
+        check_tree_sampler(_timed_sampler(calls, 0), tree=CHOICES, samples=10**10,
+                           max_seconds=10)
+    assert calls == []  # refused before any call

@@ -76,8 +76,11 @@ from ...runtime.errors import (InstanceError, OptionError, as_list, call_user, c
 from ...runtime.limits import check_memory
 from ...runtime.sizes import check_size
 from ..statistics import stats
-from .calls import _an_instance, _cells, _sequence_label, _summary, kit_seed, readable
+from .calls import (RAMP_FIRST_ROWS, _an_instance, _cells, _sequence_label, _summary, kit_seed,
+                    readable)
 from .report import MIN_EXPECTED, POWER, SamplerReport, guarded
+from .sizing import MAX_SECONDS, _refuse_time
+from .step import _Pace
 
 #: Modes of [`check_tree_sampler`][spectheory.testing.checks.tree.check_tree_sampler].
 TREE_MODES = ("law", "lossless")
@@ -500,6 +503,14 @@ def _chunk(n_nodes: int, V: int, max_batch: int | None) -> int:
     return c if max_batch is None else max(1, min(c, max_batch))
 
 
+def _ramp(total: int, chunk: int) -> int:
+    """The first call's size: a run of more than one call starts at `RAMP_FIRST_ROWS` trees
+    and grows fourfold a call up to ``chunk``, so that a slow sampler's rate is measured (and a
+    run past ``max_seconds`` stopped) before one full call of it ends; a run of one call keeps
+    its one call (and its random draws)."""
+    return chunk if total <= chunk else min(chunk, RAMP_FIRST_ROWS)
+
+
 def _split(total: int, parts: int) -> list:
     base, extra = divmod(total, parts)
     return [base + (1 if i < extra else 0) for i in range(parts)]
@@ -612,7 +623,7 @@ def _refuse_few(samples: int, row_laws: list, counts: list, unit: str) -> None:
 
 
 def _law_mode(sampler, spec, tree, drafting, instances, samples, alpha, seed, draft_rows,
-              max_batch, notes, setup=None):
+              max_batch, notes, setup=None, pace=None):
     setup = _law_setup(spec, tree, drafting, instances, seed, draft_rows) if setup is None \
         else setup
     n_rows = sum(len(s[1]) for s in setup)
@@ -628,7 +639,8 @@ def _law_mode(sampler, spec, tree, drafting, instances, samples, alpha, seed, dr
     name = spec.name
     tests, worst, impossible = [], None, None
     N = tree.n_drafted
-    obs_of, note = _mixed_counts(sampler, setup, per_row, parents, G, N, max_batch, seed, sg, who)
+    obs_of, note = _mixed_counts(sampler, setup, per_row, parents, G, N, max_batch, seed, sg, who,
+                                 pace)
     if note:
         return _failed("tree-law", samples, alpha, name, note, tree.describe(), drafting, n_rows)
     sizes = {}
@@ -664,7 +676,7 @@ def _law_mode(sampler, spec, tree, drafting, instances, samples, alpha, seed, dr
                         tree.describe(), drafting, notes, min(per_row))
 
 
-def _mixed_counts(sampler, setup, per_row, parents, G, N, max_batch, seed, sg, who):
+def _mixed_counts(sampler, setup, per_row, parents, G, N, max_batch, seed, sg, who, pace=None):
     """Call the sampler on every drafted tree its exact number of times (``per_row``, in setup
     order), the trees of all instances of one vocabulary size V mixed: each call gets a random
     draw (without replacement) from the trees' remaining counts, shuffled, so the rows of a
@@ -691,9 +703,11 @@ def _mixed_counts(sampler, setup, per_row, parents, G, N, max_batch, seed, sg, w
         T = len(left)
         obs = np.zeros(T * G * V, dtype=np.int64)
         chunk = _chunk(G, V, max_batch)
+        ramp = _ramp(int(left.sum()), chunk)
         while left.sum() > 0:
             total = int(left.sum())
-            m = min(chunk, total)
+            m = min(chunk, total, ramp)
+            ramp *= 4
             take = left.copy() if m == total else rng.multivariate_hypergeometric(left, m)
             left -= take
             labels = np.repeat(np.arange(T), take)
@@ -706,6 +720,8 @@ def _mixed_counts(sampler, setup, per_row, parents, G, N, max_batch, seed, sg, w
             node, y = res
             cell = rows * (G * V) + grp[rows, node] * V + y
             obs += np.bincount(cell.numpy(), minlength=T * G * V)
+            if pace is not None:
+                pace.add(m)
         at = 0
         for i, _, R in members:
             obs_of[i] = obs[at * G * V:(at + R) * G * V]
@@ -727,7 +743,7 @@ def _ancestors(tree: TreeShape):
 
 
 def _lossless_mode(sampler, name, tree, drafting, instances, samples, alpha, seed, max_batch,
-                   notes):
+                   notes, pace=None):
     D = tree.height
     for inst in instances:
         V = inst.vocab_size
@@ -753,8 +769,10 @@ def _lossless_mode(sampler, name, tree, drafting, instances, samples, alpha, see
         chunk = _chunk(tree.n_nodes, V, max_batch)
         obs = np.zeros(V ** (D + 1), dtype=np.int64)
         done = 0
+        ramp = _ramp(n, chunk)
         while done < n:
-            m = min(chunk, n - done)
+            m = min(chunk, n - done, ramp)
+            ramp *= 4
             d = draft_trees(inst, tree, drafting, m, g)
             out = sampler(d.tokens.clone(), parents, d.q.clone(), d.p.clone(), sg)
             res, note = _outputs(out, m, N + 1, V, who)
@@ -773,6 +791,8 @@ def _lossless_mode(sampler, name, tree, drafting, instances, samples, alpha, see
                 pref = pref * V + tok
             obs += np.bincount(pref.numpy(), minlength=V ** (D + 1))
             done += m
+            if pace is not None:
+                pace.add(m)
         probs = targets[inst_i]
         t = stats.row_chi_square(obs, probs, n, MIN_EXPECTED)
         tests.append(t)
@@ -797,7 +817,8 @@ def check_tree_sampler(sampler: Callable, verifier: Any = None, tree: Any = (2, 
                        samples: int | str | None = None, alpha: float = 1e-3,
                        mode: str = "law", seed: int = 0, draft_rows: int = 6,
                        max_batch: int | None = None,
-                       budget_s: float | None = None) -> TreeSamplerReport:
+                       budget_s: float | None = None,
+                       max_seconds: float | None = MAX_SECONDS) -> TreeSamplerReport:
     """Check a tree sampler (the module's canonical signature) against the exact law.
 
     Parameters
@@ -841,6 +862,12 @@ def check_tree_sampler(sampler: Callable, verifier: Any = None, tree: Any = (2, 
         ``check_sampler`` sizes its runs); the plan, with the bias it detects, goes to stderr
         before the run and into ``report.budget``. Its verdict is that of
         ``check_tree_sampler(..., samples=report.budget.samples)``.
+    max_seconds : float or None
+        Refuse a run that takes longer, as ``check_sampler`` does: before the first call when
+        the check's own least cost a sample already exceeds it, and with a `TimeLimitError`
+        once the rate of the calls so far projects past it (a run of more than one call starts
+        with a call of `RAMP_FIRST_ROWS` trees, growing fourfold). ``None``: no limit. Default
+        one day.
 
     Returns
     -------
@@ -875,6 +902,7 @@ def check_tree_sampler(sampler: Callable, verifier: Any = None, tree: Any = (2, 
     elif samples > MAX_SAMPLES:
         raise OptionError(f"samples = {samples:,} is over the tree mode's limit of "
                           f"{MAX_SAMPLES:,} (at least a day of calls at 10^5 samples a second)")
+    _refuse_time(1 if samples == "auto" else int(samples), max_seconds)
     if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
         raise OptionError(f"alpha = {alpha!r} must lie strictly between 0 and 1")
     if isinstance(draft_rows, bool) or not isinstance(draft_rows, int) or draft_rows < 1:
@@ -923,7 +951,7 @@ def check_tree_sampler(sampler: Callable, verifier: Any = None, tree: Any = (2, 
 
         def run(n):
             rep = _law_mode(fn, spec, shape, drafting, insts, n, alpha, seed, draft_rows,
-                            max_batch, notes, setup)
+                            max_batch, notes, setup, _Pace(n, max_seconds, "check_tree_sampler"))
             rep.sampler = who
             return rep
     else:
@@ -931,7 +959,7 @@ def check_tree_sampler(sampler: Callable, verifier: Any = None, tree: Any = (2, 
 
         def run(n):
             rep = _lossless_mode(fn, spec.name, shape, drafting, insts, n, alpha, seed,
-                                 max_batch, notes)
+                                 max_batch, notes, _Pace(n, max_seconds, "check_tree_sampler"))
             rep.sampler = who
             return rep
     if samples != "auto":
