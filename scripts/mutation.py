@@ -1316,10 +1316,11 @@ MUTANTS = [
            "        if lo < 0 or hi > V:",
            "verifier law inputs: a drafted token equal to V accepted (a row out of bounds, or "
            "another path's mass; bare laws too, one check since)", LATE + BARE_IDS),
-    Mutant("spectheory/registry.py",
+    Mutant("spectheory/runtime/errors.py",
            "            ps[-2] != shape[-1] + 1 or ps[-1] != qs[-1]:",
            "            ps[-1] != qs[-1]:",
-           "verifier law inputs: p with L rows instead of L + 1 accepted", LATE),
+           "verifier law inputs: p with L rows instead of L + 1 accepted (bare laws too, one check "
+           "since)", LATE + BARE_IDS),
     Mutant("spectheory/registry.py",
            "        check_law_inputs(drafts, q, p, paths=not self.single_path, name=self.name)\n",
            "",
@@ -1507,7 +1508,7 @@ MUTANTS = [
            "seed checks: schedule=None runs the mixed schedule in one check, a KeyError in the "
            "other", ARGS),
     Mutant("spectheory/engine/nodes.py",
-           "    check_arrays(drafts, q, p)\n    q, p = B.values(q, p)\n    L = drafts.shape[-1]",
+           "    check_arrays(drafts, q, p, paths=False)\n    q, p = B.values(q, p)\n    L = drafts.shape[-1]",
            "    q, p = B.values(q, p)\n    L = drafts.shape[-1]",
            "a node-form law called directly with a non-array: an error from inside the law",
            ARGS),
@@ -1649,12 +1650,12 @@ MUTANTS = [
            "the kit's model reads the D tokens before a position in reverse order (the row of "
            "another prefix)", ROWS_CLI),
     Mutant("spectheory/verifiers/specinfer.py",
-           "    check_arrays(drafts, q, p)\n    q, p = B.values(q, p)\n    Bsz, K, L = drafts.shape",
+           "    check_arrays(drafts, q, p, paths=True)\n    q, p = B.values(q, p)\n    Bsz, K, L = drafts.shape",
            "    q, p = B.values(q, p)\n    Bsz, K, L = drafts.shape",
            "the node-by-node multi-path laws (hu, khisti, global-resolution, specinfer, spectr, "
            "spechub) read out-of-range ids unchecked", BARE_IDS),
     Mutant("spectheory/verifiers/multipath_baselines.py",
-           "    check_arrays(drafts, q, p)\n",
+           "    check_arrays(drafts, q, p, paths=True)\n",
            "",
            "block-first and token-first check the first path's ids only (the first path's "
            "single-path law)", BARE_IDS),
@@ -1682,6 +1683,21 @@ MUTANTS = [
            "            if pace is not None:\n                pace.add(m)\n        probs = targets",
            "        probs = targets",
            "the tree lossless mode never projects its run time", ("tests/test_tree_sampler.py",)),
+    Mutant("spectheory/runtime/errors.py",
+           "            qs[:-1] != tuple(shape) or ps[:-2] != tuple(shape[:-1]) or \\",
+           "            qs[:-1] != tuple(shape) or \\",
+           "p of another batch or path count than the drafts is taken (a law broadcast over the "
+           "batch)", BARE_IDS + LATE),
+    Mutant("spectheory/runtime/errors.py",
+           "    check_law_shapes(tuple(drafts.shape), q_shape, tuple(p.shape), paths, where)\n",
+           "",
+           "a bare law takes rows over another vocabulary, a batch of one against two, or the "
+           "other path form (a law of mixed rows, or a raw error)", BARE_IDS),
+    Mutant("spectheory/verifiers/cascades.py",
+           "        check_arrays(drafts, q, p, paths=False)  # before the targets read the rows\n",
+           "",
+           "the cascade OPT rule reads rows of mismatched shapes before any check (a raw error)",
+           BARE_IDS),
 ]
 
 

@@ -41,7 +41,7 @@ from typing import Any, Callable, NamedTuple
 from .runtime import backend as B
 from .runtime._lazy import is_tensor, torch
 from .runtime.errors import (InputError, SpectheoryError, TimeLimitError, call_user, check_flag,
-                             check_token_ids, import_user)
+                             check_law_shapes, check_token_ids, import_user)
 from .law import ROW_SUM_TOL, Law, LawError, validate_law
 
 #: Drafting schemes of K paths (see [`spectheory.engine.joint`][spectheory.engine.joint]).
@@ -253,22 +253,13 @@ def check_law_inputs(drafts, q, p, paths: bool, name: str = "verifier") -> None:
     if shape is None or not hasattr(q, "shape") or not hasattr(p, "shape"):
         raise InputError(f"verifier {name!r}: drafts, q and p must be arrays (torch or numpy), "
                          f"got {type(drafts).__name__}, {type(q).__name__}, {type(p).__name__}")
-    nd = 3 if paths else 2
-    form = ("drafts [B, K, L], q [B, K, L, V], p [B, K, L+1, V]" if paths
-            else "drafts [B, L], q [B, L, V], p [B, L+1, V]")
-    qs, ps = tuple(q.shape), tuple(p.shape)
-    if len(shape) != nd or len(qs) != nd + 1 or len(ps) != nd + 1 or \
-            qs[:-1] != tuple(shape) or ps[:-2] != tuple(shape[:-1]) or \
-            ps[-2] != shape[-1] + 1 or ps[-1] != qs[-1]:
-        raise InputError(f"verifier {name!r}: drafts {list(shape)}, q {list(qs)} and p "
-                         f"{list(ps)} do not fit {form}")
+    qs = tuple(q.shape)
+    check_law_shapes(tuple(shape), qs, tuple(p.shape), paths, f"verifier {name!r}")
     kind = str(getattr(drafts, "dtype", ""))
     if "int" not in kind:
         raise InputError(f"verifier {name!r}: drafts are {kind or type(drafts).__name__}; "
                          "draft tokens are integer ids")
     V = qs[-1]
-    if V < 1:
-        raise InputError(f"verifier {name!r}: rows of {V} tokens")
     check_token_ids(drafts, V, f"verifier {name!r}")
 
 

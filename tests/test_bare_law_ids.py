@@ -1,11 +1,14 @@
 """Every registered verifier's law function, called directly (not through
-``VerifierSpec.law``), refuses drafted token ids outside the vocabulary in one line: before,
-an id past V or a negative id was a raw torch index error from inside the law, and the
-optimal-transport rules (hu, hu-norep, khisti, global-resolution), which look their tokens up
-in a table, returned a law for tokens that do not exist."""
+``VerifierSpec.law``), refuses in one line drafted token ids outside the vocabulary and
+arguments whose shapes do not fit its form, as the registry's check does: before, an id past V
+or a negative id was a raw torch index error from inside the law, the optimal-transport rules
+(hu, hu-norep, khisti, global-resolution), which look their tokens up in a table, returned a
+law for tokens that do not exist, and a batch of one draft against rows of two, or p over
+another vocabulary, gave a broadcast law or one of mixed rows."""
 
 from __future__ import annotations
 
+import re
 from fractions import Fraction
 
 import numpy as np
@@ -84,3 +87,48 @@ def test_bare_law_of_valid_ids_is_the_checked_law(name):
     got, want = spec.function(np.array(drafts), fq, fp), spec(np.array(drafts), fq, fp)
     assert (got.stop == want.stop).all() and (got.correction == want.correction).all()
     assert isinstance(got.stop.ravel()[0], Fraction)
+
+
+def _shape_cases(multi: bool):
+    """Arguments whose shapes do not fit the law's form (name, drafts, q, p): p over another
+    vocabulary, p without its last position, drafts longer than the rows, a batch of one
+    against rows of two, the single-path form given to a multi-path law and the reverse."""
+    if multi:
+        q, p = _inputs(True)
+        d = torch.tensor([[[0, 1], [0, 2]], [[3, 1], [3, 0]]])
+        p6 = torch.softmax(torch.randn(2, 1, 3, V + 1, dtype=torch.float64), -1)
+        return [("p over V + 1", d, q, p6.expand(2, 2, 3, V + 1).clone()),
+                ("p without its last position", d, q, p[:, :, :2]),
+                ("p of one path", d, q, p[:, :1]),
+                ("p of a batch of one", d, q, p[:1]),
+                ("longer drafts", torch.cat([d, d[..., :1]], -1), q, p),
+                ("a batch of one", d[:1], q, p),
+                ("q of one path", d, q[:, :1], p),
+                ("the single-path form", d[:, 0], q[:, 0], p[:, 0])]
+    q, p = _inputs(False)
+    d = torch.tensor([[0, 1], [3, 4]])
+    return [("p over V + 1", d, q, torch.softmax(torch.randn(2, 3, V + 1,
+                                                          dtype=torch.float64), -1)),
+            ("p without its last position", d, q, p[:, :2]),
+            ("p of a batch of one", d, q, p[:1]),
+            ("longer drafts", torch.cat([d, d[:, :1]], -1), q, p),
+            ("a batch of one", d[:1], q, p),
+            ("the multi-path form", d[:, None], q[:, None], p[:, None])]
+
+
+@pytest.mark.parametrize("name", registered())
+def test_bare_law_refuses_shapes_that_do_not_fit(name):
+    """Before, a batch of one draft against rows of two broadcast one law over the batch, and
+    p over another vocabulary gave a law of mixed rows (greedy, the relaxed rules, typical
+    acceptance) or a raw error from inside the law."""
+    spec = get_verifier(name)
+    for what, d, q, p in _shape_cases(not spec.single_path):
+        if name == "ngram" and what == "p over V + 1":
+            continue  # ngram reads no q: only p's vocabulary counts
+        try:
+            spec.function(d, q, p)
+        except InputError as exc:
+            assert re.search(r"do not fit drafts \[B, (K, )?L\]|shapes do not line up|p and q "
+                             r"rows must have one|must be an array of", str(exc)), (what, exc)
+        else:
+            pytest.fail(f"{name} gave a law for {what}")

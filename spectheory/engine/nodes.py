@@ -164,7 +164,7 @@ def law_from_nodes(form: NodeForm, drafts, q, p, corrections: bool = True) -> La
     (``Law(stop, None)``; steps declared ``weights_only`` then skip the correction rows).
     Rows that require grad are read as values ([`values`][spectheory.runtime.backend.values]).
     """
-    check_arrays(drafts, q, p)
+    check_arrays(drafts, q, p, paths=False)
     q, p = B.values(q, p)
     L = drafts.shape[-1]
     idx = B.expand_dims(B.as_index(drafts, q), -1)

@@ -97,19 +97,47 @@ def is_integer(value) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
-def check_arrays(drafts, q, p, where: str = "verifier law") -> None:
+def check_arrays(drafts, q, p, where: str = "verifier law", *, paths: bool,
+                 q_read: bool = True) -> None:
     """[`InputError`][spectheory.runtime.errors.InputError] naming ``where`` unless ``drafts``,
-    ``q`` and ``p`` are arrays (torch tensors or numpy arrays: anything with a shape) with
-    integer drafts whose ids lie in the vocabulary of ``q`` (`check_token_ids`): the check of a
-    verifier's law function called directly (the registry's ``VerifierSpec.law`` checks shapes
-    too), instead of an ``AttributeError``, an indexing error from inside the law, or the law of
-    other tokens."""
-    if not all(hasattr(x, "shape") and hasattr(x, "dtype") for x in (drafts, q, p)):
+    ``q`` and ``p`` are arrays (torch tensors or numpy arrays: anything with a shape) of the
+    law's form (`check_law_shapes`; multi-path with ``paths``) with integer drafts whose ids lie
+    in the vocabulary (`check_token_ids`): the check of a verifier's law function called
+    directly, as the registry's ``VerifierSpec.law`` checks, instead of an ``AttributeError``,
+    an indexing error from inside the law, or the law of other tokens or of a broadcast batch.
+    ``q_read`` False: a law that reads no q (``q`` is not looked at; the form is checked on
+    ``p``). O(1) but for the ids' two reductions."""
+    arrays = (drafts, q, p) if q_read else (drafts, p)
+    if not all(hasattr(x, "shape") and hasattr(x, "dtype") for x in arrays):
         raise InputError(f"{where}: drafts, q and p must be arrays (torch or numpy), got "
                          f"{type(drafts).__name__}, {type(q).__name__}, {type(p).__name__}")
+    if not q_read:  # the form of q: p's rows but the last position
+        q_shape = tuple(p.shape[:-2]) + ((p.shape[-2] - 1,) if len(p.shape) >= 2 else ()) + \
+            tuple(p.shape[-1:])
+    else:
+        q_shape = tuple(q.shape)
+    check_law_shapes(tuple(drafts.shape), q_shape, tuple(p.shape), paths, where)
     if "int" not in str(drafts.dtype):
         raise InputError(f"{where}: drafts are {drafts.dtype}; draft tokens are integer ids")
-    check_token_ids(drafts, q.shape[-1] if len(q.shape) else 0, where)
+    check_token_ids(drafts, p.shape[-1], where)
+
+
+def check_law_shapes(shape: tuple, qs: tuple, ps: tuple, paths: bool, where: str) -> None:
+    """[`InputError`][spectheory.runtime.errors.InputError] naming ``where`` unless the shapes
+    of drafts, q and p fit ``drafts [B, L], q [B, L, V], p [B, L+1, V]`` (``paths``: ``[B, K,
+    L]``, ``[B, K, L, V]``, ``[B, K, L+1, V]``) with V >= 1: a batch or path count that differs
+    broadcast one draft's law over the batch, p over another vocabulary gave a law of mixed
+    rows."""
+    nd = 3 if paths else 2
+    form = ("drafts [B, K, L], q [B, K, L, V], p [B, K, L+1, V]" if paths
+            else "drafts [B, L], q [B, L, V], p [B, L+1, V]")
+    if len(shape) != nd or len(qs) != nd + 1 or len(ps) != nd + 1 or \
+            qs[:-1] != tuple(shape) or ps[:-2] != tuple(shape[:-1]) or \
+            ps[-2] != shape[-1] + 1 or ps[-1] != qs[-1]:
+        raise InputError(f"{where}: drafts {list(shape)}, q {list(qs)} and p {list(ps)} do not "
+                         f"fit {form}")
+    if qs[-1] < 1:
+        raise InputError(f"{where}: rows of {qs[-1]} tokens")
 
 
 def check_token_ids(drafts, V: int, where: str) -> None:

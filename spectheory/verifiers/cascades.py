@@ -80,7 +80,7 @@ def _indicator(cond, like):
 def verify_against(pi, drafts, q, p) -> Law:
     """Token verification of the drafts against the cascade targets ``pi`` [B, L, V] (module
     doc): a_i = min(1, pi(X_i)/q(X_i)), r_i = normalise(max(pi - q, 0)), b = p(.|X^L)."""
-    check_arrays(drafts, q, p)
+    check_arrays(drafts, q, p, paths=False)
     L = drafts.shape[-1]
     idx = B.expand_dims(B.as_index(drafts, q), -1)
     pix = B.take_along(pi, idx, axis=-1)[..., 0]  # [B, L]
@@ -122,6 +122,7 @@ def cascade_opt(alpha) -> VerifierSpec:
     alpha = number(alpha, "cascade-opt", nonnegative("alpha"))
 
     def law(drafts, q, p) -> Law:  # drafts [B, L], q [B, L, V], p [B, L+1, V]
+        check_arrays(drafts, q, p, paths=False)  # before the targets read the rows
         L = drafts.shape[-1]
         return verify_against(opt_target(q, p[:, :L], alpha), drafts, q, p)
 
@@ -140,6 +141,7 @@ def _token_rule(version: int, param):
         alpha = number(alpha, name, param("alpha"))
 
         def law(drafts, q, p) -> Law:  # drafts [B, L], q [B, L, V], p [B, L+1, V]
+            check_arrays(drafts, q, p, paths=False)  # before the deferral reads the rows
             L = drafts.shape[-1]
             d = token_deferral(version, q, p[:, :L], alpha)
             return verify_against(token_target(q, p[:, :L], d), drafts, q, p)

@@ -12,7 +12,7 @@ from ..law import engine_rows, rows_follow_prefixes  # noqa: F401  (the engine's
 
 def drafted_probs(drafts, q, p):
     """p(X_i|X^{i-1}) and q(X_i|X^{i-1}) for i = 1..L, each [B, L]."""
-    check_arrays(drafts, q, p)
+    check_arrays(drafts, q, p, paths=False)
     L = drafts.shape[-1]
     idx = B.expand_dims(B.as_index(drafts, q), -1)
     px = B.take_along(p[:, :L], idx, axis=-1)[..., 0]

@@ -96,7 +96,7 @@ def strict_verification(drafts, q, p) -> Law:
 
 def greedy_matching(drafts, q, p) -> Law:
     """Accept while X_i is the target's argmax; Y is the argmax (module doc)."""
-    check_arrays(drafts, q, p)
+    check_arrays(drafts, q, p, paths=False)
     L = drafts.shape[-1]
     top = _argmax_onehot(p)  # [B, L+1, V]
     hit = B.take_along(top[:, :L], B.expand_dims(B.as_index(drafts, q), -1), axis=-1)[..., 0]

@@ -108,7 +108,7 @@ def capped_branch_masses(drafts, q, p):
 
 
 def _hsd_law(drafts, q, p, capped_final: bool) -> Law:
-    check_arrays(drafts, q, p)
+    check_arrays(drafts, q, p, paths=False)
     dtype = p.dtype if B.is_torch(p) else None
     q, p = _as_float64(q, p)
     L = drafts.shape[-1]

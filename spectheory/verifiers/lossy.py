@@ -30,7 +30,7 @@ from .common import drafted_probs, float_law_only, residual_corrections, residua
 
 def uniform_product_verification(drafts, q, p) -> Law:
     """Law of the running-product-of-uniforms variant (torch only; see module docstring)."""
-    check_arrays(drafts, q, p)
+    check_arrays(drafts, q, p, paths=False)
     float_law_only(p, "uniform_product_verification")
     L = drafts.shape[-1]
     px, qx = drafted_probs(drafts, q, p)

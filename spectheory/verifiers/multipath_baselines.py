@@ -20,7 +20,7 @@ from .token import token_verification
 def on_first_path(single_path_verifier, drafts, q, p) -> MultiLaw:
     """Run ``single_path_verifier`` on path 1 and return the multi-path law (the ids of every
     path checked, `check_arrays`)."""
-    check_arrays(drafts, q, p)
+    check_arrays(drafts, q, p, paths=True)
     Bsz, K, L = drafts.shape
     law = single_path_verifier(drafts[:, 0], q[:, 0], p[:, 0])
     first = B.expand_dims(B.expand_dims(B.arange(K, drafts) == 0, 0), -1)  # [1, K, 1]

@@ -48,7 +48,7 @@ def ngram_verification(drafts, q, p) -> Law:
     """Law of verifying drafts without a q: token verification against the point mass on each
     drafted token (``q`` is ignored). Shapes: drafts [B, L], q [B, L, V] (unused), p [B, L+1, V];
     torch, numpy float64 or exact Fractions."""
-    check_arrays(drafts, p, p)  # q is not read
+    check_arrays(drafts, q, p, paths=False, q_read=False)  # q is not read
     V = p.shape[-1]
     point = B.one_hot(B.as_index(drafts, p), V, p)
     return token_verification(drafts, point, p)

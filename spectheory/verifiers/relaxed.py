@@ -193,7 +193,7 @@ def trtllm_relaxed_acceptance(topk: int, delta) -> VerifierSpec:
     delta = number(delta, "trtllm-relaxed", unit("delta"))
 
     def law(drafts, q, p) -> Law:  # drafts [B, L], q [B, L, V], p [B, L+1, V]
-        check_arrays(drafts, q, p)
+        check_arrays(drafts, q, p, paths=False)
         L, V = drafts.shape[-1], p.shape[-1]
         rows = p[:, :L]
         order = B.argsort(rows, axis=-1, descending=True)  # rank by (p desc, id asc)

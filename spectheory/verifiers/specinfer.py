@@ -118,7 +118,7 @@ def node_recursive_law(drafts, q, p, rule) -> MultiLaw:
     rule must treat the K rows of its batch independently (row k's outputs depend on row k's
     inputs only).
     """
-    check_arrays(drafts, q, p)
+    check_arrays(drafts, q, p, paths=True)
     q, p = B.values(q, p)
     Bsz, K, L = drafts.shape
     V = q.shape[-1]

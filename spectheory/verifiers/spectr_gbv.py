@@ -190,7 +190,7 @@ def spectr_gbv(drafts, q, p) -> MultiLaw:
     """Law of one iteration of SpecTr-GBV's released verification loop (module doc). Shapes:
     drafts [B, K, L], q [B, K, L, V], p [B, K, L+1, V]; L >= 2. Lossy (no next-iteration
     modification)."""
-    check_arrays(drafts, q, p)
+    check_arrays(drafts, q, p, paths=True)
     Bsz, K, L = drafts.shape
     V = q.shape[-1]
     check_sizes(L, K)

@@ -86,7 +86,7 @@ def static_ensemble_greedy(w) -> VerifierSpec:
     w = number(w, "static-ensemble-greedy", unit("w"))
 
     def law(drafts, q, p) -> Law:  # drafts [B, L], q [B, L, V], p [B, L+1, V]
-        check_arrays(drafts, q, p)
+        check_arrays(drafts, q, p, paths=False)
         L = drafts.shape[-1]
         v = p[:, :L] * _const(p, w) + q * _const(q, 1 - w)  # [B, L, V]
         top = _argmax_onehot(v)  # [B, L, V]

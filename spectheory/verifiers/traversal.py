@@ -78,7 +78,7 @@ def _branch_law(drafts, Ms, q_rest, Mb, p_rest, key, prefix_rows: tuple):
 
 
 def _traversal(drafts, q, p, without_replacement: bool) -> MultiLaw:
-    check_arrays(drafts, q, p)
+    check_arrays(drafts, q, p, paths=True)
     Bsz, K, L = drafts.shape
     V = q.shape[-1]
     Mb, Ms = p[:, 0, 0], q[:, 0, 0]
@@ -206,7 +206,7 @@ def traversal_tree(drafts, q, p) -> MultiLaw:
     siblings without replacement is what keeps it lossless (with replacement it is lossy on the
     merged tree).
     """
-    check_arrays(drafts, q, p)
+    check_arrays(drafts, q, p, paths=True)
     Bsz, K, L = drafts.shape
     V = q.shape[-1]
     N = K * (L + 1)
