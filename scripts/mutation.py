@@ -1698,6 +1698,16 @@ MUTANTS = [
            "",
            "the cascade OPT rule reads rows of mismatched shapes before any check (a raw error)",
            BARE_IDS),
+    Mutant("spectheory/cli/__init__.py",
+           'with json_stdout(bool(getattr(args, "json", False)), keep=argv is None):',
+           'with json_stdout(False, keep=argv is None):',
+           "under --json a user thread's prints and os.write(1, ...) reach standard output around "
+           "the JSON object", ROWS_CLI),
+    Mutant("spectheory/cli/commands.py",
+           "        result_stream().write(json.dumps(obj) + \"\\n\")",
+           "        sys.stdout.write(json.dumps(obj) + \"\\n\")",
+           "a command's JSON result goes to the descriptor the user code's output was moved to "
+           "(standard error)", ROWS_CLI),
 ]
 
 

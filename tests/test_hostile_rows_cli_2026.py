@@ -309,15 +309,34 @@ def _cli(args, cwd, **kw):
                             start_new_session=True, **kw)
 
 
-def test_a_user_module_printing_while_imported_keeps_json_clean(tmp_path):
-    (tmp_path / "noisy.py").write_text('print("IMPORT TIME PRINT")\n'
-                                       "from spectheory.testing import vllm_sampler as f\n")
-    proc = _cli(["check-sampler", "noisy:f", "--verifier", "token", "--samples", "2000",
-                 "--json"], tmp_path)
+_NOISY = ('import os, threading, time\nprint("IMPORT TIME PRINT")\n\n'
+          "def _spam():\n    while True:\n        print('THREAD PRINT', flush=True)\n"
+          "        os.write(1, b'RAW WRITE\\n')\n        time.sleep(0.002)\n\n"
+          "threading.Thread(target=_spam, daemon=True).start()\n")
+
+
+@pytest.mark.parametrize("command", [
+    ["check-sampler", "noisy:f", "--verifier", "token", "--samples", "2000", "--json"],
+    ["exact", "toy.json", "--verifier", "noisy:f", "--json"]])
+def test_user_code_printing_keeps_json_clean(tmp_path, command):
+    """Under --json standard output carries one JSON object: what a user module prints at
+    import, and what a thread it starts prints or writes to descriptor 1 with os.write while
+    the command runs and after, goes to standard error (before, the thread's lines came out on
+    standard output around the JSON)."""
+    sampler = "from spectheory.testing import vllm_sampler as f\n"
+    law = "from spectheory.verifiers import block_verification as f\n"
+    (tmp_path / "noisy.py").write_text(_NOISY + (sampler if command[0] != "exact" else law))
+    (tmp_path / "toy.json").write_text(json.dumps(instance_to_dict(st.random_instance(2, 2, 0))))
+    proc = _cli(command, tmp_path)
     out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 0, err
-    assert json.loads(out)["passed"] is True
-    assert "IMPORT TIME PRINT" in err
+    assert proc.returncode == 0, err[-2000:]
+    assert len(out.splitlines()) == 1, out[:500]
+    result = json.loads(out)
+    if command[0] == "exact":
+        assert result["verifier"] == "noisy:f" and result["tv_to_target"] < 1e-12
+    else:
+        assert result["passed"] is True
+    assert "IMPORT TIME PRINT" in err and "THREAD PRINT" in err and "RAW WRITE" in err
 
 
 def test_sigterm_while_a_sampler_runs_is_a_termination_not_its_exit(tmp_path):

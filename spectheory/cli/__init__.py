@@ -398,7 +398,10 @@ def main(argv: list[str] | None = None) -> int:
         apply_allocator_default()  # large temporaries reuse freed memory (spectheory.runtime.allocator)
         before = snapshot()
         set_threads(threads)  # torch's own setting if loaded, else the one it will start with
-        code = _run(args)
+        from ..runtime.errors import json_stdout
+
+        with json_stdout(bool(getattr(args, "json", False)), keep=argv is None):
+            code = _run(args)
         sys.stdout.flush()  # a full device or a closed pipe is reported here, not at exit
         return code
     except SpectheoryError as exc:

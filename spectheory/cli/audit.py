@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 from ..runtime._lazy import is_tensor, torch
 
-from ..runtime.errors import SpectheoryError
+from ..runtime.errors import SpectheoryError, result_stream
 from ..inputs.random_instances import check_seed
 from ..law import Law
 from ..registry import get_verifier
@@ -416,7 +416,7 @@ def cmd_audit(args) -> int:
                          f"{noise[name]['output_tv']:.2e}, largest change of a path's "
                          f"probability {noise[name]['path_probability_change']:.2e}")
     if args.json:
-        sys.stdout.write(json.dumps({"audit": results, "log1p": logs, "prefix_noise": noise})
+        result_stream().write(json.dumps({"audit": results, "log1p": logs, "prefix_noise": noise})
                          + "\n")
     else:
         sys.stdout.write("\n".join(texts) + "\n")

@@ -9,7 +9,7 @@ import json
 import sys
 
 from ..runtime import limits
-from ..runtime.errors import OptionError, SpectheoryError
+from ..runtime.errors import OptionError, SpectheoryError, result_stream
 from ..engine.lossless import MAX_LOSSLESS_TOL, check_lossless, check_tolerance
 from ..engine.analysis import analysis_summary, analyze
 from ..law import LawError
@@ -169,8 +169,8 @@ def print_notes(notes) -> None:
 
 def emit(obj, as_json: bool, text: str) -> None:
     """Print the finished result (nothing is printed before the work is complete)."""
-    if as_json:
-        sys.stdout.write(json.dumps(obj) + "\n")
+    if as_json:  # to standard output's descriptor, held for the result (json_stdout)
+        result_stream().write(json.dumps(obj) + "\n")
     else:
         sys.stdout.write(text.rstrip("\n") + "\n")
 

@@ -23,6 +23,8 @@ an interrupt, exit code 130). The command line's ``--debug`` prints the chained 
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 
 class SpectheoryError(Exception):
     """Base class: a request the toolkit refuses, with a message naming the problem.
@@ -295,6 +297,64 @@ def _kept_stderr() -> _KeptOpen:
     kept = _KeptOpen(sys.stderr)
     _KEPT[:] = [kept] + _KEPT[:7]
     return kept
+
+
+#: The stream a command's JSON result goes to while `json_stdout` holds standard output's file
+#: descriptor for it (None otherwise: ``sys.stdout``).
+_RESULT: list = [None]
+
+
+def result_stream():
+    """Where a command writes its result: the held standard output under `json_stdout`, else
+    ``sys.stdout``."""
+    import sys
+
+    return _RESULT[0] or sys.stdout
+
+
+@contextmanager
+def json_stdout(active: bool, keep: bool = False):
+    """For a ``--json`` command that runs user code: standard output's file descriptor is held
+    for the result (`result_stream`) and descriptor 1 points at standard error while the
+    command runs, so that what a thread of user code prints, or writes with ``os.write(1,
+    ...)``, or a compiled library writes, goes to standard error and standard output carries one
+    JSON object. `call_user`'s redirect of ``sys.stdout`` covers the calls themselves only.
+    With ``keep`` (the process's own command line) descriptor 1 is not put back, since such a
+    thread may print until the process exits; otherwise (``main`` called in a process that
+    goes on) it is put back after the result is flushed. Inactive where ``sys.stdout`` is not
+    descriptor 1 (a captured or replaced stdout: the caller reads ``sys.stdout``)."""
+    import os
+    import sys
+
+    try:
+        fd = sys.stdout.fileno() if active else -1
+    except (AttributeError, OSError, ValueError):
+        fd = -1
+    if fd != 1 or _RESULT[0] is not None:
+        yield
+        return
+    sys.stdout.flush()
+    held = os.dup(1)
+    os.dup2(2, 1)
+    out = os.fdopen(held, "w", encoding=sys.stdout.encoding or "utf-8", errors="replace")
+    _RESULT[0] = out
+    try:
+        yield
+    finally:
+        _RESULT[0] = None
+        try:
+            out.flush()
+        finally:
+            if not keep:
+                try:
+                    sys.stdout.flush()
+                except (OSError, ValueError):
+                    pass
+                os.dup2(held, 1)
+            try:
+                out.close()
+            except OSError:  # a reader that went away: the flush above has said so
+                pass
 
 
 def call_user(fn, *args, what: str | None = None, **kwargs):

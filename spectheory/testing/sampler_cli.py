@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 import sys
 
-from ..runtime.errors import OptionError, SpectheoryError, TooFewSamplesError, import_user
+from ..runtime.errors import (OptionError, SpectheoryError, TooFewSamplesError, import_user,
+                              result_stream)
 from ..runtime.limits import ascii_int
 
 
@@ -111,7 +112,7 @@ def run_check_sampler(args) -> int:
         raise SpectheoryError(f"sampler {args.sampler} raised {type(exc).__name__}: "
                               f"{exc}".replace("\n", " ")) from exc
     if args.json:
-        sys.stdout.write(json.dumps({"sampler": args.sampler, **report.to_json()}) + "\n")
+        result_stream().write(json.dumps({"sampler": args.sampler, **report.to_json()}) + "\n")
     else:
         sys.stdout.write(str(report) + "\n")
     return 0 if report.passed else 1
@@ -174,7 +175,7 @@ def run_check_tree_sampler(args) -> int:
                                 instances=instances, samples=samples, alpha=alpha,
                                 mode=args.mode, seed=seed)
     if args.json:
-        sys.stdout.write(json.dumps({"sampler": args.sampler, **report.to_json()}) + "\n")
+        result_stream().write(json.dumps({"sampler": args.sampler, **report.to_json()}) + "\n")
     else:
         sys.stdout.write(str(report) + "\n")
     return 0 if report.passed else 1

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sys
 
-from ..runtime.errors import OptionError, SpectheoryError, import_user
+from ..runtime.errors import OptionError, SpectheoryError, import_user, result_stream
 
 
 def _int(text: str, name: str, lo: int, hi: int) -> int:
@@ -51,7 +51,7 @@ def run_check_step(args) -> int:
                         sampling=args.sampling, draft_sampling=args.draft_sampling,
                         inputs=args.inputs)
     if args.json:
-        sys.stdout.write(json.dumps({"step_function": args.step, **report.to_json()}) + "\n")
+        result_stream().write(json.dumps({"step_function": args.step, **report.to_json()}) + "\n")
     else:
         sys.stdout.write(str(report) + "\n")
     return 0 if report.passed else 1
