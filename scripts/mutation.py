@@ -1708,6 +1708,16 @@ MUTANTS = [
            "        sys.stdout.write(json.dumps(obj) + \"\\n\")",
            "a command's JSON result goes to the descriptor the user code's output was moved to "
            "(standard error)", ROWS_CLI),
+    Mutant("spectheory/verifiers/token.py",
+           "        out[rows] = p[rows]",
+           "        out[rows] = p[rows.flip(0)]",
+           "many rows of total zero at once (the exact engine's batches) are filled from the target "
+           "rows of other drafts", ("tests/test_numpy_float.py",)),
+    Mutant("spectheory/sampling.py",
+           "    return [tuple(row[: int(k)]) + (int(c),) for row, k, c in zip(d, t, last)]",
+           "    return [tuple(row[: int(k) + 1]) + (int(c),) for row, k, c in zip(d, t, last)]",
+           "an emitted block keeps the first rejected draft token before Y",
+           ("tests/test_core_sampling.py",)),
 ]
 
 

@@ -120,5 +120,5 @@ sample_multi_law = sample_output
 
 def output_block(drafts: torch.Tensor, tau: torch.Tensor, y: torch.Tensor) -> list[tuple]:
     """The emitted blocks (X_1..X_tau, Y) as tuples of token ids (drafts [B, L])."""
-    d = drafts.tolist()
-    return [tuple(d[b][: int(tau[b])]) + (int(y[b]),) for b in range(len(d))]
+    d, t, last = drafts.tolist(), tau.tolist(), y.tolist()  # Python ints: no tensor indexing
+    return [tuple(row[: int(k)]) + (int(c),) for row, k, c in zip(d, t, last)]
