@@ -1115,8 +1115,12 @@ MUTANTS = [
            "are sorted (same values; the test counts the rows the screen passes)",
            KERNELS),
     Mutant("spectheory/verifiers/token.py",
-           "    for r in torch.nonzero(zero).reshape(-1).tolist():  # row by row: one copy each, where an\n"
-           "        out[r].copy_(p[r])  # indexed assignment into these strided rows was slower than the law\n"
+           "    rows = torch.nonzero(zero).reshape(-1)\n"
+           "    if len(rows) > ROW_COPIES:  # many short rows (the exact engine's batches): one gather\n"
+           "        out[rows] = p[rows]\n"
+           "        return out\n"
+           "    for r in rows.tolist():  # row by row: one copy each, where an indexed assignment into\n"
+           "        out[r].copy_(p[r])  # these strided rows of a real-size law was slower than the law\n"
            "    return out",
            "    zero = zero.to(res.dtype).unsqueeze(-1)\n"
            "    return out.addcmul_(p, zero)",
@@ -1172,8 +1176,8 @@ MUTANTS = [
            "GBV kernels' route: the per-thread path rows kept across a change of L", REAL),
     # rows that require grad: read as values by every law
     Mutant("spectheory/engine/nodes.py",
-           "    q, p = B.values(q, p)\n    L = drafts.shape[-1]",
-           "    L = drafts.shape[-1]",
+           "    q, p = B.values(q, p)\n    if drafts.shape[0] == 0:\n        law = empty_law(p)",
+           "    if drafts.shape[0] == 0:\n        law = empty_law(p)",
            "per-draft law: rows that require grad reach the out= writes (a torch traceback)",
            ("tests/test_bad_inputs_2026.py",)),
     Mutant("spectheory/verifiers/gbv.py",
@@ -1182,8 +1186,9 @@ MUTANTS = [
            "GBV: rows that require grad reach the out= writes (a torch traceback)",
            ("tests/test_bad_inputs_2026.py",)),
     Mutant("spectheory/verifiers/specinfer.py",
-           "    q, p = B.values(q, p)\n    Bsz, K, L = drafts.shape",
+           "    q, p = B.values(q, p)\n    if drafts.shape[0] == 0:\n        return empty_law(p)\n"
            "    Bsz, K, L = drafts.shape",
+           "    if drafts.shape[0] == 0:\n        return empty_law(p)\n    Bsz, K, L = drafts.shape",
            "SpecInfer: rows that require grad reach the out= writes (a torch traceback)",
            ("tests/test_bad_inputs_2026.py",)),
     Mutant("spectheory/runtime/backend.py",
@@ -1508,8 +1513,9 @@ MUTANTS = [
            "seed checks: schedule=None runs the mixed schedule in one check, a KeyError in the "
            "other", ARGS),
     Mutant("spectheory/engine/nodes.py",
-           "    check_arrays(drafts, q, p, paths=False)\n    q, p = B.values(q, p)\n    L = drafts.shape[-1]",
-           "    q, p = B.values(q, p)\n    L = drafts.shape[-1]",
+           "    check_arrays(drafts, q, p, paths=False)\n    q, p = B.values(q, p)\n"
+           "    if drafts.shape[0] == 0:\n        law = empty_law(p)",
+           "    q, p = B.values(q, p)\n    if drafts.shape[0] == 0:\n        law = empty_law(p)",
            "a node-form law called directly with a non-array: an error from inside the law",
            ARGS),
     Mutant("spectheory/runtime/errors.py",
@@ -1650,8 +1656,10 @@ MUTANTS = [
            "the kit's model reads the D tokens before a position in reverse order (the row of "
            "another prefix)", ROWS_CLI),
     Mutant("spectheory/verifiers/specinfer.py",
-           "    check_arrays(drafts, q, p, paths=True)\n    q, p = B.values(q, p)\n    Bsz, K, L = drafts.shape",
-           "    q, p = B.values(q, p)\n    Bsz, K, L = drafts.shape",
+           "    check_arrays(drafts, q, p, paths=True)\n    q, p = B.values(q, p)\n"
+           "    if drafts.shape[0] == 0:\n        return empty_law(p)\n    Bsz, K, L = drafts.shape",
+           "    q, p = B.values(q, p)\n    if drafts.shape[0] == 0:\n        return empty_law(p)\n"
+           "    Bsz, K, L = drafts.shape",
            "the node-by-node multi-path laws (hu, khisti, global-resolution, specinfer, spectr, "
            "spechub) read out-of-range ids unchecked", BARE_IDS),
     Mutant("spectheory/verifiers/multipath_baselines.py",
@@ -1718,6 +1726,20 @@ MUTANTS = [
            "    return [tuple(row[: int(k) + 1]) + (int(c),) for row, k, c in zip(d, t, last)]",
            "an emitted block keeps the first rejected draft token before Y",
            ("tests/test_core_sampling.py",)),
+    Mutant("spectheory/engine/nodes.py",
+           "    if drafts.shape[0] == 0:\n        law = empty_law(p)\n"
+           "        return law if corrections else Law(law.stop, None)\n",
+           "",
+           "a node-form law of an empty batch: torch.cat of no parts (a raw ValueError)",
+           BARE_IDS),
+    Mutant("spectheory/verifiers/specinfer.py",
+           "    if drafts.shape[0] == 0:\n        return empty_law(p)\n",
+           "",
+           "the node-by-node multi-path laws of an empty batch: a broadcast error", BARE_IDS),
+    Mutant("spectheory/runtime/errors.py",
+           '            real = kind in ("f", "O")',
+           '            real = kind in ("f", "O", "i")',
+           "integer rows are taken as probabilities (a law of 0/1 weights)", BARE_IDS),
 ]
 
 

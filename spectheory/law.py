@@ -56,6 +56,15 @@ class Law(NamedTuple):
 #: Kept for the K-path form's name in signatures; the same type as [`Law`][spectheory.law.Law].
 MultiLaw = Law
 
+
+def empty_law(p) -> Law:
+    """The law of a batch of no drafts (B = 0): stop [0, L+1] or [0, K, L+1] and corrections of
+    the shape of ``p``, in its backend and dtype (the law functions' answer to an empty batch,
+    instead of an error from inside them)."""
+    from .runtime import backend as B
+
+    return Law(B.zeros_like(p[..., 0]), B.zeros_like(p))
+
 #: A single-path verifier ``f(drafts [B, L], q [B, L, V], p [B, L+1, V]) -> Law``.
 Verifier = Callable[[Any, Any, Any], Law]
 #: A K-path verifier ``f(drafts [B, K, L], q [B, K, L, V], p [B, K, L+1, V]) -> Law``.

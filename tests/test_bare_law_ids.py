@@ -132,3 +132,48 @@ def test_bare_law_refuses_shapes_that_do_not_fit(name):
                              r"rows must have one|must be an array of", str(exc)), (what, exc)
         else:
             pytest.fail(f"{name} gave a law for {what}")
+
+
+@pytest.mark.parametrize("name", registered())
+def test_bare_law_of_an_empty_batch_is_empty(name):
+    """B = 0: an empty law of the form's shapes (a raw torch.cat or broadcast error from inside
+    token, block, ngram, GBV, the traversals, the optimal-transport rules before)."""
+    spec = get_verifier(name)
+    multi = not spec.single_path
+    q, p = _inputs(multi)
+    d = torch.zeros((0, 2, 2) if multi else (0, 2), dtype=torch.long)
+    for backend in ("torch", "numpy"):
+        args = (d, q[:0], p[:0]) if backend == "torch" else (d.numpy(), q[:0].numpy(),
+                                                             p[:0].numpy())
+        try:
+            law = spec.function(*args)
+        except TypeError as exc:  # a float (torch) law only
+            assert backend == "numpy" and "law only" in str(exc), (name, exc)
+            continue
+        assert tuple(law.stop.shape) == tuple(d.shape[:-1]) + (3,), (name, backend)
+        assert tuple(law.correction.shape) == tuple(args[2].shape), (name, backend)
+
+
+@pytest.mark.parametrize("name", registered())
+def test_bare_law_refuses_rows_that_are_not_real_numbers(name):
+    """Complex rows failed inside torch's comparisons or sorts; integer and boolean rows gave a
+    law of 0/1 weights."""
+    spec = get_verifier(name)
+    multi = not spec.single_path
+    q, p = _inputs(multi)
+    d = torch.zeros(q.shape[:-1], dtype=torch.long)
+    for what, qq, pp in [("q", q.to(torch.complex128), p), ("p", q, (p > 0.3)),
+                         ("p", q.numpy(), p.numpy().astype(np.int64))]:
+        if name == "ngram" and what == "q":
+            continue  # ngram reads no q
+        dd = d.numpy() if isinstance(pp, np.ndarray) else d
+        try:
+            spec.function(dd, qq, pp)
+        except InputError as exc:
+            assert re.search(rf"{what} rows are .*; probabilities are floating-point numbers or "
+                             "exact Fractions", str(exc)), (name, exc)
+        except TypeError as exc:  # a float (torch) law only, refused before its rows are read
+            assert isinstance(pp, np.ndarray) and "law only" in str(exc), (name, exc)
+        else:
+            pytest.fail(f"{name} gave a law for {what} rows of {getattr(qq, 'dtype', '')}, "
+                        f"{pp.dtype}")

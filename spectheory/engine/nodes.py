@@ -57,7 +57,7 @@ from ..runtime._lazy import is_tensor, torch
 
 from ..runtime import backend as B
 from ..runtime import buffers
-from ..law import ROW_SUM_TOL, Law, LawError
+from ..law import ROW_SUM_TOL, Law, LawError, empty_law
 from ..runtime.errors import check_arrays
 
 #: Scan orders of a node form.
@@ -166,6 +166,9 @@ def law_from_nodes(form: NodeForm, drafts, q, p, corrections: bool = True) -> La
     """
     check_arrays(drafts, q, p, paths=False)
     q, p = B.values(q, p)
+    if drafts.shape[0] == 0:
+        law = empty_law(p)
+        return law if corrections else Law(law.stop, None)
     L = drafts.shape[-1]
     idx = B.expand_dims(B.as_index(drafts, q), -1)
     px_all = B.take_along(p[:, :L], idx, axis=-1)[..., 0]

@@ -121,7 +121,24 @@ def check_arrays(drafts, q, p, where: str = "verifier law", *, paths: bool,
     check_law_shapes(tuple(drafts.shape), q_shape, tuple(p.shape), paths, where)
     if "int" not in str(drafts.dtype):
         raise InputError(f"{where}: drafts are {drafts.dtype}; draft tokens are integer ids")
+    check_row_dtypes(where, **({"q": q, "p": p} if q_read else {"p": p}))
     check_token_ids(drafts, p.shape[-1], where)
+
+
+def check_row_dtypes(where: str, **rows) -> None:
+    """[`InputError`][spectheory.runtime.errors.InputError] naming ``where`` and the argument
+    unless each array of ``rows`` holds floating-point numbers (torch or numpy) or Fractions (a
+    numpy object array): complex rows failed inside torch's comparisons, integer or boolean rows
+    gave a law of 0/1 weights."""
+    for name, x in rows.items():
+        kind = getattr(x.dtype, "kind", None)  # numpy: "f" floats, "O" Fractions
+        if kind is None:
+            real = bool(getattr(x.dtype, "is_floating_point", False))
+        else:
+            real = kind in ("f", "O")
+        if not real:
+            raise InputError(f"{where}: {name} rows are {x.dtype}; probabilities are "
+                             "floating-point numbers or exact Fractions")
 
 
 def check_law_shapes(shape: tuple, qs: tuple, ps: tuple, paths: bool, where: str) -> None:

@@ -75,10 +75,10 @@ from ..runtime._lazy import torch
 from ..runtime import backend as B
 from ..runtime import buffers, limits
 from ..engine import nodes
-from ..law import Law, MultiLaw
+from ..law import Law, MultiLaw, empty_law
 from ..registry import VerifierSpec
 from ..runtime._kernels import load_once
-from ..runtime.errors import InputError
+from ..runtime.errors import InputError, check_row_dtypes
 from .block import BLOCK_NODE, block_rows, block_verification, block_weight
 
 #: Tie rules: "low" ranks the smaller token id first among equal ratios, "high" the larger one.
@@ -978,6 +978,7 @@ def check_inputs(drafts, q, p, where: str = "GBV") -> None:
                          "each be at least 1")
     if B.is_torch(q) != B.is_torch(p):
         raise InputError(f"{where}: q and p must both be torch tensors or both numpy arrays")
+    check_row_dtypes(where, q=q, p=p)
     if Bsz == 0:
         return
     if B.is_torch(drafts):
@@ -1013,6 +1014,8 @@ def _check_rows(q_rows, p_rows, where: str) -> None:
 def _gbv(drafts, q, p, selection_ties: str, ranking_ties: str) -> MultiLaw:
     check_inputs(drafts, q, p)  # before every route indexes rows with the tokens
     q, p = B.values(q, p)  # rows that require grad: their values (the law has no gradient)
+    if drafts.shape[0] == 0:
+        return empty_law(p)
     Bsz, K, L = drafts.shape
     V = q.shape[-1]
     shared = {} if selection_ties == ranking_ties else None  # root sorts serve both

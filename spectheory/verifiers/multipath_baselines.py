@@ -10,7 +10,7 @@ Their specs declare ``paths_read=1``: the exact engine enumerates path 1 alone (
 from __future__ import annotations
 
 from ..runtime import backend as B
-from ..law import MultiLaw
+from ..law import MultiLaw, empty_law
 from ..registry import VerifierSpec
 from ..runtime.errors import check_arrays
 from .block import block_verification
@@ -21,6 +21,8 @@ def on_first_path(single_path_verifier, drafts, q, p) -> MultiLaw:
     """Run ``single_path_verifier`` on path 1 and return the multi-path law (the ids of every
     path checked, `check_arrays`)."""
     check_arrays(drafts, q, p, paths=True)
+    if drafts.shape[0] == 0:
+        return empty_law(p)
     Bsz, K, L = drafts.shape
     law = single_path_verifier(drafts[:, 0], q[:, 0], p[:, 0])
     first = B.expand_dims(B.expand_dims(B.arange(K, drafts) == 0, 0), -1)  # [1, K, 1]

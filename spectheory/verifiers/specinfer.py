@@ -38,7 +38,7 @@ from ..runtime._lazy import torch
 from ..runtime import backend as B
 from ..runtime import buffers
 from ..engine import nodes
-from ..law import MultiLaw
+from ..law import MultiLaw, empty_law
 from ..registry import VerifierSpec
 from ..runtime.errors import check_arrays
 from . import common
@@ -120,6 +120,8 @@ def node_recursive_law(drafts, q, p, rule) -> MultiLaw:
     """
     check_arrays(drafts, q, p, paths=True)
     q, p = B.values(q, p)
+    if drafts.shape[0] == 0:
+        return empty_law(p)
     Bsz, K, L = drafts.shape
     V = q.shape[-1]
     trusted = common.engine_rows(drafts, q, p)

@@ -58,7 +58,7 @@ from ..runtime._lazy import torch
 
 from ..runtime import backend as B
 from ..runtime.errors import SizeLimitError, SpectheoryError, check_arrays
-from ..law import MultiLaw
+from ..law import MultiLaw, empty_law
 from ..registry import VerifierSpec
 from .common import normalise_residual
 
@@ -191,6 +191,8 @@ def spectr_gbv(drafts, q, p) -> MultiLaw:
     drafts [B, K, L], q [B, K, L, V], p [B, K, L+1, V]; L >= 2. Lossy (no next-iteration
     modification)."""
     check_arrays(drafts, q, p, paths=True)
+    if drafts.shape[0] == 0:
+        return empty_law(p)
     Bsz, K, L = drafts.shape
     V = q.shape[-1]
     check_sizes(L, K)

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 
 from ..runtime import backend as B
-from ..law import Law, MultiLaw
+from ..law import Law, MultiLaw, empty_law
 from ..registry import VerifierSpec
 from ..runtime.errors import check_arrays
 from .block import block_verification
@@ -79,6 +79,8 @@ def _branch_law(drafts, Ms, q_rest, Mb, p_rest, key, prefix_rows: tuple):
 
 def _traversal(drafts, q, p, without_replacement: bool) -> MultiLaw:
     check_arrays(drafts, q, p, paths=True)
+    if drafts.shape[0] == 0:
+        return empty_law(p)
     Bsz, K, L = drafts.shape
     V = q.shape[-1]
     Mb, Ms = p[:, 0, 0], q[:, 0, 0]
@@ -207,6 +209,8 @@ def traversal_tree(drafts, q, p) -> MultiLaw:
     merged tree).
     """
     check_arrays(drafts, q, p, paths=True)
+    if drafts.shape[0] == 0:
+        return empty_law(p)
     Bsz, K, L = drafts.shape
     V = q.shape[-1]
     N = K * (L + 1)
