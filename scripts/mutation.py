@@ -56,6 +56,7 @@ class Mutant(NamedTuple):
 KILLS = "tests/test_defect_kills.py"
 INSTANCE = ("tests/test_instance_check.py",)
 BARE_IDS = ("tests/test_bare_law_ids.py",)
+STREAMS = ("tests/test_hostile_streams_2026.py",)
 LATE = ("tests/test_bad_inputs_late.py",)
 CACHE = ("tests/test_hostile_inputs.py",)
 #: Why the real-size kernels' entry screen and weight check are second guards (mutants 204, 207,
@@ -1707,8 +1708,9 @@ MUTANTS = [
            "the cascade OPT rule reads rows of mismatched shapes before any check (a raw error)",
            BARE_IDS),
     Mutant("spectheory/cli/__init__.py",
-           'with json_stdout(bool(getattr(args, "json", False)), keep=argv is None):',
-           'with json_stdout(False, keep=argv is None):',
+           'with json_stdout(bool(getattr(args, "json", False) and getattr(args, "json_result", '
+           'False)),',
+           'with json_stdout(False,',
            "under --json a user thread's prints and os.write(1, ...) reach standard output around "
            "the JSON object", ROWS_CLI),
     Mutant("spectheory/cli/commands.py",
@@ -1740,6 +1742,43 @@ MUTANTS = [
            '            real = kind in ("f", "O")',
            '            real = kind in ("f", "O", "i")',
            "integer rows are taken as probabilities (a law of 0/1 weights)", BARE_IDS),
+    Mutant("spectheory/cli/__init__.py",
+           "    if sys.stdout is None:  # started with standard output closed",
+           "    if False:  # started with standard output closed",
+           "a command started with standard output closed: an AttributeError traceback",
+           STREAMS),
+    Mutant("spectheory/cli/__init__.py",
+           "    if sys.stderr is None:  # started with standard error closed",
+           "    if False:  # started with standard error closed",
+           "a valid run started with standard error closed: an AttributeError traceback",
+           STREAMS),
+    Mutant("spectheory/inputs/instances.py",
+           "            if sys.stdin is None:  # the command was started with standard input closed",
+           "            if False:  # the command was started with standard input closed",
+           "an instance read from a closed standard input: an AttributeError traceback", STREAMS),
+    Mutant("spectheory/cli/__init__.py",
+           '    if not text.startswith("Exceeds the limit ("):',
+           "    if True:",
+           "an exact result past Python's 4,300-digit limit on integer text: a ValueError "
+           "traceback", STREAMS),
+    Mutant("spectheory/inputs/instances.py",
+           "    if depth > 64 or rows_total > MAX_JSON_PREFIXES:",
+           "    if depth > 64:",
+           "toy markov and ngram list a depth-1 table at every depth before the read-back "
+           "refuses it (minutes, gigabytes)", STREAMS),
+    Mutant("lp/claims/__init__.py",
+           "        result_stream().write(json.dumps([r.to_json() for r in rows]) + \"\\n\")",
+           "        sys.stdout.write(json.dumps([r.to_json() for r in rows]) + \"\\n\")",
+           "claims --json writes its JSON to the descriptor held for results, which is then "
+           "standard error", STREAMS),
+    Mutant("spectheory/runtime/errors.py",
+           "    if shape[-1] < 1:  # a block of no drafts",
+           "    if False:  # a block of no drafts",
+           "a law of L = 0 drafted tokens: an empty stop table, or an IndexError", BARE_IDS),
+    Mutant("spectheory/runtime/errors.py",
+           '    if str(drafts.dtype) in ("torch.uint8", "torch.int8", "torch.int16"):',
+           '    if str(drafts.dtype) in ("torch.int8", "torch.int16"):',
+           "uint8 token ids reach torch's gather (a raw RuntimeError)", BARE_IDS),
 ]
 
 

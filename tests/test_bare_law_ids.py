@@ -177,3 +177,29 @@ def test_bare_law_refuses_rows_that_are_not_real_numbers(name):
         else:
             pytest.fail(f"{name} gave a law for {what} rows of {getattr(qq, 'dtype', '')}, "
                         f"{pp.dtype}")
+
+
+@pytest.mark.parametrize("name", registered())
+def test_bare_law_refuses_no_drafts_narrow_ids_and_meta_tensors(name):
+    """L = 0 gave an empty stop table beside one correction row (greedy, the relaxed and
+    cascade rules) or an IndexError (the multi-path rules); uint8 ids failed in torch's gather
+    (specinfer, spectr, spechub, traversal-tree); meta tensors failed in the ids' reductions."""
+    spec = get_verifier(name)
+    multi = not spec.single_path
+    q, p = _inputs(multi)
+    lead = q.shape[:-2]
+    empty = (torch.zeros(*lead, 0, dtype=torch.long), q[..., :0, :], p[..., :1, :])
+    narrow = (torch.zeros(*lead, 2, dtype=torch.uint8), q, p)
+    meta = tuple(x.to("meta") for x in (torch.zeros(*lead, 2, dtype=torch.long), q, p))
+    for what, args, words in [("L = 0", empty, "drafts of L = 0 tokens"),
+                              ("uint8 ids", narrow, "torch token ids are int32 or int64"),
+                              ("meta tensors", meta, "not meta tensors")]:
+        if name.startswith("gbv") and what == "uint8 ids":
+            continue  # GBV reads whole-number ids of any type
+        try:
+            spec.function(*args)
+        except InputError as exc:
+            assert words in str(exc) or (name.startswith("gbv") and what == "L = 0"), \
+                (name, what, exc)
+        else:
+            pytest.fail(f"{name} gave a law for {what}")

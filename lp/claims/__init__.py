@@ -62,6 +62,8 @@ import sys
 from dataclasses import dataclass
 from typing import Callable
 
+from spectheory.runtime.errors import result_stream
+
 from . import block_gbv, cascades, diversed, engine_threads, engines, fvo_spec, global_resolution, hetero, \
     hsd, hu, khisti, leviathan, relaxed, spechub, spectr_gbv, trees
 from .common import KIND_VERDICTS, KINDS, VERDICTS, Claim, Fact, Finding, Hypotheses, \
@@ -221,9 +223,9 @@ def cmd_claims(args) -> int:
 
     rows = run_claims(args.only, progress)
     if args.markdown:
-        sys.stdout.write(markdown(rows))
+        result_stream().write(markdown(rows))
     elif args.json:
-        sys.stdout.write(json.dumps([r.to_json() for r in rows]) + "\n")
+        result_stream().write(json.dumps([r.to_json() for r in rows]) + "\n")
     else:
         for r in rows:
             c, f = r.claim, r.finding
@@ -252,6 +254,7 @@ def register(sub) -> None:
     p.add_argument("--only", metavar="TEXT", default=None,
                    help="the claims whose id or source contains TEXT (e.g. 2502.18779, hu-)")
     p.add_argument("--json", action="store_true", help="one JSON list of rows")
+    p.set_defaults(json_result=True)  # the result through result_stream (json_stdout)
     p.add_argument("--markdown", action="store_true",
                    help="the documentation page (docs/claims.md) for the whole ledger")
     p.set_defaults(func=cmd_claims)

@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import errno
 import importlib
+import os
 import sys
 
 from .. import __version__
@@ -317,6 +318,24 @@ def _os_message(exc: OSError) -> str:
     return reason
 
 
+def _digit_limit_message(exc: ValueError) -> str | None:
+    """One line for Python's limit on integer text (``sys.get_int_max_str_digits``, 4,300
+    digits) reached while reading a number (a TOML integer, a knob) or printing an exact
+    result; None for any other ValueError (a traceback: a defect)."""
+    import re
+
+    text = str(exc)
+    if not text.startswith("Exceeds the limit ("):
+        return None
+    limit = f"{sys.get_int_max_str_digits():,}"
+    read = re.search(r"value has (\d+) digits", text)
+    if read:
+        return (f"a number in the input has {int(read.group(1)):,} digits, over Python's limit "
+                f"of {limit} digits for reading an integer")
+    return (f"an exact result holds an integer of more than {limit} digits, over Python's limit "
+            f"for printing one; use floats (drop --exact) or a smaller instance")
+
+
 def _message(exc: SpectheoryError) -> str:
     from ..law import LawError
 
@@ -371,6 +390,12 @@ def _on_sigterm():
 
 
 def main(argv: list[str] | None = None) -> int:
+    if sys.stderr is None:  # started with standard error closed (2>&-): its lines are dropped
+        sys.stderr = open(os.devnull, "w")
+    if sys.stdout is None:  # started with standard output closed (>&-): no result can be shown
+        print("spectheory: error: standard output is closed; start the command with an open "
+              "standard output (e.g. > FILE)", file=sys.stderr)
+        return 2
     before = None
     debug = "--debug" in (sys.argv[1:] if argv is None else list(argv))
     restore_term = _on_sigterm()
@@ -400,12 +425,18 @@ def main(argv: list[str] | None = None) -> int:
         set_threads(threads)  # torch's own setting if loaded, else the one it will start with
         from ..runtime.errors import json_stdout
 
-        with json_stdout(bool(getattr(args, "json", False)), keep=argv is None):
+        with json_stdout(bool(getattr(args, "json", False) and getattr(args, "json_result", False)),
+                         keep=argv is None):
             code = _run(args)
         sys.stdout.flush()  # a full device or a closed pipe is reported here, not at exit
         return code
     except SpectheoryError as exc:
         return _fail(_message(exc), exc if debug else None)
+    except ValueError as exc:
+        limit = _digit_limit_message(exc)
+        if limit is None:
+            raise
+        return _fail(limit, exc if debug else None)
     except UnicodeError as exc:  # text read from a file or standard input that is not UTF-8
         return _fail(f"cannot decode input as UTF-8 ({exc.reason}); save it as UTF-8 text",
                      exc if debug else None)

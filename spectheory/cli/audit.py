@@ -471,6 +471,7 @@ def register(sub) -> None:
                    help="also measure how far 4e-7 noise between copies of a shared prefix's "
                         "row moves the multi-path verifiers' laws")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(json_result=True)  # the result through result_stream (json_stdout)
     p.set_defaults(func=cmd_audit)
 
 

@@ -94,6 +94,7 @@ def add_instance_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--exact", action="store_true",
                    help="exact rational arithmetic (rows must sum to exactly 1)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(json_result=True)  # the result through result_stream (json_stdout)
     p.add_argument("--tol", type=row_tolerance, default=DEFAULT_TOL,
                    help=f"row-sum tolerance in float mode, in [0, {MAX_TOL:g}] "
                         f"(default {DEFAULT_TOL:g})")
@@ -410,5 +411,6 @@ def register(sub) -> None:
 
     v = sub.add_parser("verifiers", help="list the registered verifiers and their metadata")
     v.add_argument("--json", action="store_true", help="print one JSON list")
+    v.set_defaults(json_result=True)  # the result through result_stream (json_stdout)
     v.set_defaults(func=cmd_verifiers)
 

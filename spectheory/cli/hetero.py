@@ -60,6 +60,7 @@ def register(sub) -> None:
     p.add_argument("--exact", action="store_true",
                    help="exact rational arithmetic (rows must sum to exactly 1)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(json_result=True)  # the result through result_stream (json_stdout)
     p.add_argument("--tol", type=row_tolerance, default=DEFAULT_TOL,
                    help=f"row-sum tolerance in float mode (default {DEFAULT_TOL:g})")
     p.add_argument("--n-tokens", type=int, default=None,

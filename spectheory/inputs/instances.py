@@ -32,6 +32,7 @@ one-line message naming the place and the accepted range.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import re
@@ -599,6 +600,8 @@ def load_instance(path: str, exact: bool = False, tol: float = DEFAULT_TOL) -> I
         raise InstanceError(f"instance path {path!r} is not a file name")
     try:
         if path == "-":
+            if sys.stdin is None:  # the command was started with standard input closed (<&-)
+                raise OSError(errno.EBADF, "standard input is closed")
             raw = sys.stdin.buffer.read(MAX_FILE_BYTES + 1) if hasattr(sys.stdin, "buffer") \
                 else sys.stdin.read(MAX_FILE_BYTES + 1)
         else:
@@ -642,9 +645,19 @@ def _encode_value(v) -> Any:
 
 
 def model_to_json(model: TableModel, depth: int) -> Any:
+    """The JSON form of ``model``: its row (context-independent), or a row for every prefix of
+    length 0..``depth``; refused with `InstanceError` before any row is written when those
+    prefixes are more than `MAX_JSON_PREFIXES` (a file no reader takes: a depth-1 chain listed
+    to depth 20 over 2 tokens wrote 2 million rows for 21 s before its read-back refused it)."""
     V = model.vocab_size
     if model.context_independent:
         return [_encode_value(v) for v in model.tables[0][0]]
+    rows_total = sum(V**d for d in range(min(depth, 64) + 1))
+    if depth > 64 or rows_total > MAX_JSON_PREFIXES:
+        raise InstanceError(f"a table model with V = {V} written to depth {depth} has "
+                            f"{rows_total:,}{'+' if depth > 64 else ''} prefixes, over the "
+                            f"limit of {MAX_JSON_PREFIXES:,} of an instance file; use smaller "
+                            f"sizes (or a context-independent model)")
     out = {}
     for d in range(depth + 1):
         table = model.level(d)

@@ -270,10 +270,13 @@ def hetero_to_dict(inst: HeteroInstance) -> dict:
 def load_hetero(path: str, exact: bool = False, tol: float = DEFAULT_TOL) -> HeteroInstance:
     """Read a heterogeneous instance file (UTF-8 JSON; ``"-"`` for standard input); every failure
     is one [`InstanceError`][spectheory.runtime.errors.InstanceError] line."""
+    import errno
     import sys
 
     try:
         if path == "-":
+            if sys.stdin is None:  # started with standard input closed (<&-)
+                raise OSError(errno.EBADF, "standard input is closed")
             raw = sys.stdin.buffer.read(64 * 1024**2 + 1)
         else:
             with open(path, "rb") as fh:

@@ -121,6 +121,11 @@ def check_arrays(drafts, q, p, where: str = "verifier law", *, paths: bool,
     check_law_shapes(tuple(drafts.shape), q_shape, tuple(p.shape), paths, where)
     if "int" not in str(drafts.dtype):
         raise InputError(f"{where}: drafts are {drafts.dtype}; draft tokens are integer ids")
+    if str(drafts.dtype) in ("torch.uint8", "torch.int8", "torch.int16"):  # not gather's index
+        raise InputError(f"{where}: drafts are {drafts.dtype}; torch token ids are int32 or "
+                         "int64 tensors")
+    if any(getattr(x, "is_meta", False) for x in arrays):
+        raise InputError(f"{where}: drafts, q and p must hold values, not meta tensors")
     check_row_dtypes(where, **({"q": q, "p": p} if q_read else {"p": p}))
     check_token_ids(drafts, p.shape[-1], where)
 
@@ -157,6 +162,9 @@ def check_law_shapes(shape: tuple, qs: tuple, ps: tuple, paths: bool, where: str
                          f"fit {form}")
     if qs[-1] < 1:
         raise InputError(f"{where}: rows of {qs[-1]} tokens")
+    if shape[-1] < 1:  # a block of no drafts: its law is p's row, no verifier's to compute
+        raise InputError(f"{where}: drafts of L = 0 tokens; a law needs at least one drafted "
+                         "token")
 
 
 def check_token_ids(drafts, V: int, where: str) -> None:

@@ -241,6 +241,7 @@ def register(sub) -> None:
     p.add_argument("--inputs", choices=("probs", "logits"), default="probs",
                    help="hand the target rows as probabilities (default) or as float32 logits")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(json_result=True)  # the result through result_stream (json_stdout)
     from ..cli.commands import add_time_limit_option
 
     add_time_limit_option(p)  # also stops a sampler call that never returns

@@ -86,6 +86,7 @@ def register(sub) -> None:
                    help="the models return probabilities or float32 logits (default: logits "
                         "when --sampling has a penalty or an added bias, else probabilities)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(json_result=True)  # the result through result_stream (json_stdout)
     from ..cli.commands import add_time_limit_option
 
     add_time_limit_option(p)  # also stops a step call that never returns

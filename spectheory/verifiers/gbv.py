@@ -979,6 +979,8 @@ def check_inputs(drafts, q, p, where: str = "GBV") -> None:
     if B.is_torch(q) != B.is_torch(p):
         raise InputError(f"{where}: q and p must both be torch tensors or both numpy arrays")
     check_row_dtypes(where, q=q, p=p)
+    if any(getattr(x, "is_meta", False) for x in (drafts, q, p)):
+        raise InputError(f"{where}: drafts, q and p must hold values, not meta tensors")
     if Bsz == 0:
         return
     if B.is_torch(drafts):
