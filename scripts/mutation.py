@@ -1779,6 +1779,11 @@ MUTANTS = [
            '    if str(drafts.dtype) in ("torch.uint8", "torch.int8", "torch.int16"):',
            '    if str(drafts.dtype) in ("torch.int8", "torch.int16"):',
            "uint8 token ids reach torch's gather (a raw RuntimeError)", BARE_IDS),
+    Mutant("spectheory/verifiers/coupling.py",
+           "    if not math.isfinite(x):",
+           "    if False:",
+           "the optimal-transport rules read a NaN or infinite row entry as a Fraction (a raw "
+           "ValueError)", BARE_IDS),
 ]
 
 

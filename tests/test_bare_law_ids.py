@@ -203,3 +203,16 @@ def test_bare_law_refuses_no_drafts_narrow_ids_and_meta_tensors(name):
                 (name, what, exc)
         else:
             pytest.fail(f"{name} gave a law for {what}")
+
+
+@pytest.mark.parametrize("name", ["hu", "hu-norep", "khisti", "global-resolution"])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_optimal_transport_rules_refuse_rows_that_are_not_finite(name, bad):
+    """They read float rows as exact rationals: a NaN or an infinity was a raw ValueError or
+    OverflowError from Fraction."""
+    q, p = _inputs(True)
+    p[0, :, 0, 0] = bad
+    d = torch.tensor([[[0, 1], [0, 2]], [[1, 1], [1, 0]]])
+    with pytest.raises(InputError, match=rf"a row holds {bad}: the optimal-transport rules read "
+                                         r"the rows as exact rationals"):
+        get_verifier(name, multi_path=True).function(d, q, p)

@@ -32,6 +32,7 @@ q(x_{j-1})), computed by a recursion over subsets.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 from typing import Callable
 from fractions import Fraction
@@ -40,7 +41,7 @@ from math import comb, factorial, lcm
 import numpy as np
 
 from ..runtime import backend as B
-from ..runtime.errors import SizeLimitError
+from ..runtime.errors import InputError, SizeLimitError
 
 #: Most candidate outcomes (multisets or sets) a plan enumerates at one node: a maximum-flow
 #: plan in rationals over 2,500 multisets takes about 0.1 s (V = 50, m = 2), over 20,000 minutes.
@@ -182,7 +183,15 @@ def unmatched_correction(p, accepted) -> tuple[list, Fraction]:
 
 
 def _as_fraction(v) -> Fraction:
-    return v if isinstance(v, Fraction) else Fraction(float(v))
+    """A row entry as the Fraction its float is; a NaN or an infinity (no Fraction: a raw
+    ValueError or OverflowError before) is refused in one line."""
+    if isinstance(v, Fraction):
+        return v
+    x = float(v)
+    if not math.isfinite(x):
+        raise InputError(f"a row holds {x}: the optimal-transport rules read the rows as exact "
+                         "rationals, and probabilities are finite")
+    return Fraction(x)
 
 
 def _normalised(row) -> list:
