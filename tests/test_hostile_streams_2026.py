@@ -1,4 +1,4 @@
-"""Bad input found by an outside probe of the command line, each now one line and exit 2 (or a
+"""Bad input found by a probe of the command line, each now one line and exit 2 (or a
 clean run):
 
 * the JSON of ``claims --json`` went to standard error once standard output's descriptor was
