@@ -799,7 +799,8 @@ MUTANTS = [
            "integer options: other scripts' digits read as numbers",
            ('tests/test_hostile_kit_2026.py',)),
     Mutant('spectheory/testing/checks/tree.py',
-           'remedy="use a shallower tree, or give instances of your "\n               "own (--instance FILE)")',
+           'remedy="use a narrower or shallower tree, or give instances of your own "\n'
+           '                      "(--instance FILE)")',
            'remedy=None)',
            "tree check: a deep tree's refusal advises --max-sequences, which check-sampler lacks",
            ('tests/test_hostile_kit_2026.py',)),
@@ -1784,6 +1785,12 @@ MUTANTS = [
            "    if False:",
            "the optimal-transport rules read a NaN or infinite row entry as a Fraction (a raw "
            "ValueError)", BARE_IDS),
+    Mutant("spectheory/testing/checks/tree.py",
+           '    check_size(V ** (D + 1), f"the default instances of a tree of depth {D}", True, None,',
+           '    check_size(V ** (D + 1), f"the default instances of a tree of depth {D}", False, None,',
+           "a wide tree's default instances checked under the float limit: the exact tied "
+           "instance is refused later, naming --max-sequences, which check-sampler lacks",
+           ("tests/test_hostile_kit_2026.py",)),
 ]
 
 

@@ -171,6 +171,15 @@ def test_deep_tree_default_instances_refused_with_the_commands_remedy(capsys):
                           "--verifier", "sglang-tree", "--samples", "3000"], capsys)
     refused(code, out, err, "--instance FILE")
     assert "--max-sequences" not in err
+    # a wide tree (999 children of the root): its tied instance is drawn in exact quarters, so
+    # the exact limit counts; it was refused by random_instance, naming --max-sequences, which
+    # check-sampler does not have
+    code, out, err = run(["check-sampler", "spectheory.testing:tree_speculative_sampling_target_"
+                          "only", "--tree", "999", "--tree-layout", "sglang-tree", "--verifier",
+                          "sglang-tree", "--samples", "3000"], capsys)
+    refused(code, out, err, "the default instances of a tree of depth 1: V^(D+1) = 999^2",
+            "use a narrower or shallower tree, or give instances of your own (--instance FILE)")
+    assert "--max-sequences" not in err
     assert len(default_tree_instances((2, 1))) == 3  # control: a small tree's instances
 
 

@@ -549,9 +549,11 @@ def default_tree_instances(tree) -> list:
     b = max(len(k) for k in tree.children)
     D = tree.height
     V = max(4, b)  # the largest of the three; its deepest target table has V^(D+1) rows' entries
-    check_size(V ** (D + 1), f"the default instances of a tree of depth {D}", False, None,
-               f"V^(D+1) = {V}^{D + 1}", remedy="use a shallower tree, or give instances of your "
-               "own (--instance FILE)")
+    # exact: the tied instance is drawn in exact quarters, under the exact limit
+    check_size(V ** (D + 1), f"the default instances of a tree of depth {D}", True, None,
+               f"V^(D+1) = {V}^{D + 1}",
+               remedy="use a narrower or shallower tree, or give instances of your own "
+                      "(--instance FILE)")
     return [random_instance(max(3, b), D, 11), random_instance(max(4, b), D, 12, alpha=0.5),
             tied_instance(max(3, b), D).to_float()]
 
