@@ -80,11 +80,10 @@ def _indicator(cond, like):
 def verify_against(pi, drafts, q, p) -> Law:
     """Token verification of the drafts against the cascade targets ``pi`` [B, L, V] (module
     doc): a_i = min(1, pi(X_i)/q(X_i)), r_i = normalise(max(pi - q, 0)), b = p(.|X^L)."""
-    check_arrays(drafts, q, p, paths=False)
+    _, qx = drafted_probs(drafts, q, p)  # checks the arguments before pi is read by the ids
     L = drafts.shape[-1]
     idx = B.expand_dims(B.as_index(drafts, q), -1)
     pix = B.take_along(pi, idx, axis=-1)[..., 0]  # [B, L]
-    _, qx = drafted_probs(drafts, q, p)
     a = B.minimum(B.safe_div(pix, qx, B.scalar(qx, 1)), 1)
     return chain_law(a, _normalise(B.positive_part(pi - q), p[:, :L]), p[:, L])
 
