@@ -483,6 +483,14 @@ def test_real_sglang_kernel_through_the_preset_when_available():
 # ----------------------------------------------------------------------------- mixed batches
 
 
+def _declaring_as(sampler, base):
+    """``sampler`` with the rule and drafting ``base`` declares (a wrapper keeps them)."""
+    for attr in ("spectheory_tree_verifier", "spectheory_tree_drafting"):
+        if hasattr(base, attr):
+            setattr(sampler, attr, getattr(base, attr))
+    return sampler
+
+
 def _mixing(base, how):
     """A sampler that mixes up the rows of its batch: ``roll`` returns row i - 1's outputs as row
     i's; ``row0`` verifies every row against row 0's target rows."""
@@ -493,10 +501,7 @@ def _mixing(base, how):
         node, y = base(tokens, parents, q, p, generator)
         return torch.as_tensor(node).roll(1), torch.as_tensor(y).roll(1)
 
-    for attr in ("spectheory_tree_verifier", "spectheory_tree_drafting"):
-        if hasattr(base, attr):
-            setattr(sampler, attr, getattr(base, attr))
-    return sampler
+    return _declaring_as(sampler, base)
 
 
 @pytest.mark.parametrize("engine", ["sglang", "eagle"])
@@ -543,10 +548,7 @@ def _timed_sampler(calls, seconds):
         time.sleep(seconds)
         return inner(tokens, parents, q, p, generator)
 
-    for attr in ("spectheory_tree_verifier", "spectheory_tree_drafting"):
-        if hasattr(inner, attr):
-            setattr(sampler, attr, getattr(inner, attr))
-    return sampler
+    return _declaring_as(sampler, inner)
 
 
 @pytest.mark.parametrize("mode", ["law", "lossless"])
