@@ -58,6 +58,7 @@ INSTANCE = ("tests/test_instance_check.py",)
 BARE_IDS = ("tests/test_bare_law_ids.py",)
 STREAMS = ("tests/test_hostile_streams_2026.py",)
 LATE = ("tests/test_bad_inputs_late.py",)
+READS = ("tests/test_input_streams.py",)
 CACHE = ("tests/test_hostile_inputs.py",)
 #: Why the real-size kernels' entry screen and weight check are second guards (mutants 204, 207,
 #: 235, 236).
@@ -1427,8 +1428,8 @@ MUTANTS = [
            "    check_size(1, \"random_rational_model\", exact=True,",
            "random_rational_model: 10^31 exact entries drawn (a hang) before any size check", LATE),
     Mutant("spectheory/inputs/instances.py",
-           "    check_memory(PARSE_BYTES_PER_BYTE * len(raw), f\"reading the instance {name} \"",
-           "    check_memory(len(raw), f\"reading the instance {name} \"",
+           "        check_memory(PARSE_BYTES_PER_BYTE * n, f\"reading the {what} {name} ({n:,} bytes)\",",
+           "        check_memory(n, f\"reading the {what} {name} ({n:,} bytes)\",",
            "instance files: the memory of parsing taken as the file's size (a 2 GiB file parsed "
            "until memory runs out)", LATE),
     Mutant("spectheory/cli/audit.py",
@@ -1791,6 +1792,36 @@ MUTANTS = [
            "a wide tree's default instances checked under the float limit: the exact tied "
            "instance is refused later, naming --max-sequences, which check-sampler lacks",
            ("tests/test_hostile_kit_2026.py",)),
+    # input files bounded before their memory is taken
+    Mutant("spectheory/inputs/instances.py",
+           '                    if first != "{":',
+           "                    if False:",
+           "a stream that cannot be a JSON object (/dev/zero, yes |) read to the 2 GiB bound "
+           "before it is refused", READS),
+    Mutant("spectheory/inputs/instances.py",
+           "                if st.st_size > max_bytes:",
+           "                if st.st_size > 2 * max_bytes:",
+           "a regular file over the size bound read (and its parse sized) before it is refused",
+           READS),
+    Mutant("spectheory/inputs/instances.py",
+           "                memory(st.st_size)\n",
+           "",
+           "a regular file whose parse cannot fit is read before the memory bound refuses it",
+           READS),
+    Mutant("spectheory/inputs/instances.py",
+           "                memory(n)\n",
+           "",
+           "a stream's memory bound not checked as it is read: refused only at the size bound",
+           READS),
+    Mutant("spectheory/inputs/instances.py",
+           "                if n > max_bytes:",
+           "                if n > 2 * max_bytes:",
+           "a stream read past the size bound", READS),
+    Mutant("spectheory/inputs/instances.py",
+           '                    texts.append(decoder.decode(b"", final=True))',
+           "                    pass",
+           "a file that ends inside a multi-byte character is read as if the character were "
+           "not there", READS),
 ]
 
 

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from ..runtime.backend import to_exact
-from ..runtime.errors import InstanceError, check_keys, is_integer
+from ..runtime.errors import InstanceError, SpectheoryError, check_keys, is_integer
 from .models import TableModel, prefix_from_index
 
 MAX_VOCAB = 1_000_000
@@ -585,6 +585,111 @@ def parse_json(text: str, where: str = "instance", exact_numbers: bool = False) 
         raise InstanceError(f"{where}: unreadable JSON ({str(exc).splitlines()[0]})") from None
 
 
+#: Bytes read at a time from an input file (`read_json_text`).
+READ_CHUNK = 1 << 20
+
+
+def _size_text(n: int) -> str:
+    return f"{n // 1024**3} GiB" if n >= 1024**3 else f"{n // 1024**2} MiB"
+
+
+def read_json_text(path, name: str, max_bytes: int, what: str = "instance") -> str:
+    """The text of a JSON input file (``"-"``: standard input; ``what`` names its kind, as
+    ``"instance"``), every failure one [`InstanceError`][spectheory.runtime.errors.InstanceError]
+    line naming ``name``.
+
+    The size is bounded before the memory is taken: a regular file over ``max_bytes``, or whose
+    parsing would need more memory than the machine allows (`PARSE_BYTES_PER_BYTE` a byte,
+    [`check_memory`][spectheory.runtime.limits.check_memory]), is refused before it is read; a
+    stream (a pipe, a device) is read ``READ_CHUNK`` bytes at a time and refused at the chunk that
+    passes either bound. Text that cannot be JSON is refused at its first chunk: bytes that are
+    not UTF-8, or a first character other than ``{`` (every input read here is a JSON object),
+    so that ``/dev/zero``, ``/dev/urandom`` or ``yes |`` end at once instead of after gigabytes.
+    """
+    import codecs
+    import os
+    import stat
+    import sys
+
+    from ..runtime.limits import check_memory
+
+    a = "an" if what[:1] in "aeiou" else "a"
+
+    def too_big(n: int, exact_size: bool):
+        size = f"{n:,} bytes" if exact_size else f"over {_size_text(max_bytes)}"
+        return InstanceError(f"{name}: {size}, too big for {a} {what} file (at most "
+                             f"{_size_text(max_bytes)})")
+
+    def memory(n: int):
+        check_memory(PARSE_BYTES_PER_BYTE * n, f"reading the {what} {name} ({n:,} bytes)",
+                     f"{a} {what} file this large cannot be parsed here")
+
+    try:
+        if path == "-":
+            if sys.stdin is None:  # the command was started with standard input closed (<&-)
+                raise OSError(errno.EBADF, "standard input is closed")
+            fh, close = (sys.stdin.buffer if hasattr(sys.stdin, "buffer") else sys.stdin), False
+        else:
+            fh, close = open(path, "rb"), True
+        try:
+            try:
+                st = os.fstat(fh.fileno())
+            except (AttributeError, OSError, ValueError):  # a stream with no descriptor
+                st = None
+            if st is not None and stat.S_ISREG(st.st_mode):
+                if st.st_size > max_bytes:
+                    raise too_big(st.st_size, True)
+                memory(st.st_size)
+            decoder = codecs.getincrementaldecoder("utf-8-sig")()
+            raw, texts, n, first = [], [], 0, None
+            while True:
+                chunk = fh.read(READ_CHUNK)
+                if not chunk:
+                    break
+                n += len(chunk)
+                if n > max_bytes:
+                    raise too_big(n, False)
+                memory(n)
+                if isinstance(chunk, str):
+                    piece = chunk
+                else:
+                    raw.append(chunk)
+                    try:
+                        piece = decoder.decode(chunk)
+                    except UnicodeDecodeError:
+                        whole = b"".join(raw)
+                        try:  # the offset in the whole input, as a one-piece decode gives it
+                            whole.decode("utf-8-sig")
+                        except UnicodeDecodeError as exc:
+                            raise InstanceError(
+                                f"{name}: not UTF-8 text (byte 0x{whole[exc.start]:02x} at "
+                                f"offset {exc.start}); save it as UTF-8 JSON") from None
+                        raise
+                texts.append(piece)
+                if first is None and piece.strip():
+                    first = piece.lstrip()[0]
+                    if first != "{":
+                        shown = repr(first) if first.isprintable() else f"U+{ord(first):04X}"
+                        raise InstanceError(f"{name}: not a JSON object (it starts with {shown}); "
+                                            f"{a} {what} file is a JSON object {{...}}")
+            if raw:
+                try:
+                    texts.append(decoder.decode(b"", final=True))
+                except UnicodeDecodeError:
+                    raise InstanceError(f"{name}: not UTF-8 text (it ends inside a character); "
+                                        "save it as UTF-8 JSON") from None
+        finally:
+            if close:
+                fh.close()
+    except OSError as exc:
+        raise InstanceError(f"cannot read instance {str(path)!r}: {exc.strerror or exc}") from None
+    except (TypeError, ValueError) as exc:  # e.g. a NUL byte in the name
+        if isinstance(exc, SpectheoryError):  # the refusals above, and check_memory's
+            raise
+        raise InstanceError(f"cannot read instance {str(path)!r}: {exc}") from None
+    return "".join(texts)
+
+
 def load_instance(path: str, exact: bool = False, tol: float = DEFAULT_TOL) -> Instance:
     """Read and validate an instance file ("-" for standard input), UTF-8 JSON.
 
@@ -593,42 +698,11 @@ def load_instance(path: str, exact: bool = False, tol: float = DEFAULT_TOL) -> I
     ([`instance_from_dict`][spectheory.inputs.instances.instance_from_dict]) each raise
     [`InstanceError`][spectheory.runtime.errors.InstanceError] with a one-line message.
     """
-    import sys
-
     tol = check_row_tolerance(tol)
     if not isinstance(path, (str, bytes)) and not hasattr(path, "__fspath__"):
         raise InstanceError(f"instance path {path!r} is not a file name")
-    try:
-        if path == "-":
-            if sys.stdin is None:  # the command was started with standard input closed (<&-)
-                raise OSError(errno.EBADF, "standard input is closed")
-            raw = sys.stdin.buffer.read(MAX_FILE_BYTES + 1) if hasattr(sys.stdin, "buffer") \
-                else sys.stdin.read(MAX_FILE_BYTES + 1)
-        else:
-            with open(path, "rb") as fh:
-                raw = fh.read(MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        raise InstanceError(f"cannot read instance {str(path)!r}: {exc.strerror or exc}") from None
-    except ValueError as exc:  # e.g. a NUL byte in the name
-        raise InstanceError(f"cannot read instance {str(path)!r}: {exc}") from None
     name = "standard input" if path == "-" else str(path)
-    if len(raw) > MAX_FILE_BYTES:
-        raise InstanceError(f"{name}: over {MAX_FILE_BYTES // 1024**3} GiB, too big for an "
-                            "instance file")
-    from ..runtime.limits import check_memory
-
-    # parsing JSON holds a Python object per number: about PARSE_BYTES_PER_BYTE bytes of memory
-    # per byte of the file (measured: a 200 MB row of 50 million entries took 2.4 GB)
-    check_memory(PARSE_BYTES_PER_BYTE * len(raw), f"reading the instance {name} "
-                 f"({len(raw):,} bytes)", "an instance file this large cannot be parsed here")
-    if isinstance(raw, bytes):
-        try:
-            text = raw.decode("utf-8-sig")
-        except UnicodeDecodeError as exc:
-            raise InstanceError(f"{name}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset "
-                                f"{exc.start}); save the instance as UTF-8 JSON") from None
-    else:
-        text = raw
+    text = read_json_text(path, name, MAX_FILE_BYTES, "instance")
     if not text.strip():
         raise InstanceError(f"{name}: empty file, expected an instance JSON object")
     return instance_from_dict(parse_json(text, name, exact_numbers=bool(exact)), exact=exact,

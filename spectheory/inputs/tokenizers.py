@@ -35,7 +35,7 @@ from typing import Any
 
 from ..runtime.errors import InstanceError, check_keys
 from .instances import (DEFAULT_TOL, check_models, check_row_tolerance, model_to_json,
-                        parse_json, parse_model)
+                        parse_json, parse_model, read_json_text)
 from .models import TableModel
 
 #: Largest alphabet, vocabulary, token length, draft length and output length accepted: the exact
@@ -45,6 +45,8 @@ MAX_ALPHABET = 16
 MAX_HETERO_VOCAB = 64
 MAX_TOKEN_CHARS = 8
 MAX_DRAFT_LENGTH = 6
+#: Largest heterogeneous instance file read (bytes): its tables are bounded far below this.
+MAX_FILE_BYTES = 64 * 1024**2
 MAX_N_TOKENS = 8
 #: Largest number of sequences one enumeration may visit (draft paths or target sequences).
 MAX_ENUMERATION = 200_000
@@ -270,29 +272,12 @@ def hetero_to_dict(inst: HeteroInstance) -> dict:
 def load_hetero(path: str, exact: bool = False, tol: float = DEFAULT_TOL) -> HeteroInstance:
     """Read a heterogeneous instance file (UTF-8 JSON; ``"-"`` for standard input); every failure
     is one [`InstanceError`][spectheory.runtime.errors.InstanceError] line."""
-    import errno
-    import sys
-
-    try:
-        if path == "-":
-            if sys.stdin is None:  # started with standard input closed (<&-)
-                raise OSError(errno.EBADF, "standard input is closed")
-            raw = sys.stdin.buffer.read(64 * 1024**2 + 1)
-        else:
-            with open(path, "rb") as fh:
-                raw = fh.read(64 * 1024**2 + 1)
-    except OSError as exc:
-        raise InstanceError(f"cannot read instance {str(path)!r}: {exc.strerror or exc}") from None
-    except (TypeError, ValueError) as exc:
-        raise InstanceError(f"cannot read instance {path!r}: {exc}") from None
-    if len(raw) > 64 * 1024**2:
-        raise InstanceError(f"{path}: over 64 MiB, too big for a heterogeneous instance")
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise InstanceError(f"{path}: not UTF-8 text (offset {exc.start})") from None
+    if not isinstance(path, (str, bytes)) and not hasattr(path, "__fspath__"):
+        raise InstanceError(f"instance path {path!r} is not a file name")
+    name = "standard input" if path == "-" else str(path)
+    text = read_json_text(path, name, MAX_FILE_BYTES, "heterogeneous instance")
     if not text.strip():
-        raise InstanceError(f"{path}: empty file, expected a JSON object")
+        raise InstanceError(f"{name}: empty file, expected a JSON object")
     return hetero_from_dict(parse_json(text, str(path), exact_numbers=bool(exact)), exact=exact,
                             tol=tol)
 
