@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 
 from spectheory.runtime import limits
-from spectheory.cli.commands import MAX_PATHS, add_instance_options, emit, int_in
+from spectheory.cli.commands import MAX_PATHS, add_instance_options, emit, int_in, row_tol
 from spectheory.runtime.errors import SizeLimitError, SpectheoryError
 from spectheory.inputs.instances import load_instance
 from spectheory.registry import DRAFTING
@@ -124,7 +124,7 @@ def cmd_lp(args) -> int:
     if args.solver is not None and args.exact:
         raise SpectheoryError(f"--solver {args.solver} picks a float route; --exact solves with "
                               "an exact certificate of its own: drop --solver or --exact")
-    inst = load_instance(args.instance, exact=args.exact, tol=args.tol)
+    inst = load_instance(args.instance, exact=args.exact, tol=row_tol(args))
     guard_time(args, inst.vocab_size, inst.block_length, K)
     limit = args.max_sequences
     if args.problem == "node-budget":

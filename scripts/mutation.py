@@ -1822,6 +1822,15 @@ MUTANTS = [
            "                    pass",
            "a file that ends inside a multi-byte character is read as if the character were "
            "not there", READS),
+    Mutant("spectheory/runtime/limits.py",
+           "    if s < 0.1:\n        return f\"{s:.2g} s\"",
+           "    if s < 0:\n        return f\"{s:.2g} s\"",
+           "a time under 0.05 s written \"0.0 s\" (a refusal said a run would take at least 0.0 s, "
+           "over max_seconds = 0.001 (0.0 s))", ("tests/test_sampler_budget.py",)),
+    Mutant("spectheory/cli/commands.py",
+           "    if args.exact:\n        raise OptionError(f\"--tol {args.tol:g} applies to float mode",
+           "    if False:\n        raise OptionError(f\"--tol {args.tol:g} applies to float mode",
+           "--tol under --exact silently dropped (exact rows must sum to exactly 1)", LATE),
 ]
 
 

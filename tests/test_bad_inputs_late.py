@@ -588,3 +588,32 @@ def _alive(pid: int) -> bool:
             return fh.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
     except OSError:
         return False
+
+
+# ----------------------------------------------------------------------------- --tol and --exact
+
+
+@pytest.mark.parametrize("command", [
+    ["exact", "--verifier", "block"], ["check", "--verifier", "token"],
+    ["lp", "--problem", "direct", "--paths", "2"], ["tree", "--tree", "1,1"],
+    ["hetero", "--scheme", "slem"],
+])
+def test_a_row_tolerance_under_exact_is_refused(tmp_path, capsys, command):
+    """``--tol`` is a tolerance on float rows' sums; under ``--exact`` rows must sum to exactly 1
+    and the tolerance was silently dropped. It is refused, before the file is read; without
+    ``--exact`` the same tolerance is taken."""
+    from spectheory.inputs.hetero_pairs import hetero_pair
+    from spectheory.inputs.tokenizers import hetero_to_dict
+
+    inst = hetero_to_dict(hetero_pair("chars-vs-merges", 0, n_tokens=2)) \
+        if command[0] == "hetero" else instance_to_dict(st.random_instance(3, 2, 1, denominator=8))
+    path = write(tmp_path, inst)
+    code, out, err = run([command[0], path, *command[1:], "--exact", "--tol", "1e-4"], capsys)
+    refused(code, out, err, "--tol 0.0001 applies to float mode", "drop --tol or --exact")
+    code, out, err = run([command[0], "/nonexistent.json", *command[1:], "--exact", "--tol",
+                          "1e-4"], capsys)
+    refused(code, out, err, "--tol 0.0001 applies to float mode")  # before the file is read
+    code, out, err = run([command[0], path, *command[1:], "--tol", "1e-4"], capsys)
+    assert code == 0 and out, err
+    code, out, err = run([command[0], path, *command[1:], "--exact"], capsys)
+    assert code == 0 and out, err

@@ -373,6 +373,19 @@ def test_a_run_that_projects_past_max_seconds_is_stopped():
     assert sum(calls) < 2_000 and "\n" not in str(exc.value)
 
 
+def test_small_times_are_written_with_their_digits():
+    """A time under 0.1 s read "0.0 s": a refusal said 1,000,000 samples would take at least
+    0.0 s, over max_seconds = 0.001 (0.0 s)."""
+    from spectheory.runtime.limits import human_seconds
+
+    assert [human_seconds(x) for x in (0, 0.001, 0.02, 0.0999, 0.45, 12)] == \
+        ["0 s", "0.001 s", "0.02 s", "0.1 s", "0.5 s", "12 s"]
+    with pytest.raises(SizeLimitError) as exc:
+        check_sampler(make_sampler("token"), "token", samples=1_000_000, max_seconds=0.001)
+    assert "would take at least 0.02 s" in str(exc.value)
+    assert "over max_seconds = 0.001 (0.001 s)" in str(exc.value)
+
+
 def test_memory_does_not_grow_with_samples(tmp_path):
     """Counting is call by call: 2,000,000 samples of 4 draft rows at V = 2,000 (one draft row
     at a time, 2^16 a call) peak within 32 MiB of 100,000 (keeping every output until the end

@@ -95,13 +95,24 @@ def add_instance_options(p: argparse.ArgumentParser) -> None:
                    help="exact rational arithmetic (rows must sum to exactly 1)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(json_result=True)  # the result through result_stream (json_stdout)
-    p.add_argument("--tol", type=row_tolerance, default=DEFAULT_TOL,
+    p.add_argument("--tol", type=row_tolerance, default=None,
                    help=f"row-sum tolerance in float mode, in [0, {MAX_TOL:g}] "
-                        f"(default {DEFAULT_TOL:g})")
+                        f"(default {DEFAULT_TOL:g}; not with --exact)")
     p.add_argument("--max-sequences", type=positive_int, default=None,
                    help="refuse enumerations over this many sequences (default: 2^26 float, "
                         "200000 exact; env SPECTHEORY_MAX_SEQUENCES)")
     add_time_limit_option(p)
+
+
+def row_tol(args) -> float:
+    """``--tol``, or its default; refused under ``--exact``, where rows must sum to exactly 1
+    and a tolerance would do nothing."""
+    if getattr(args, "tol", None) is None:
+        return DEFAULT_TOL
+    if args.exact:
+        raise OptionError(f"--tol {args.tol:g} applies to float mode; under --exact rows must sum "
+                          "to exactly 1: drop --tol or --exact")
+    return args.tol
 
 
 def all_verifiers() -> dict:
@@ -220,7 +231,7 @@ def _exact_adaptive(args) -> int:
     how, notes = plan_with_notes(args)
     if how.paths != 1:
         raise OptionError("--stop analyses one draft path; drop --paths")
-    inst = load_instance(args.instance, exact=args.exact, tol=args.tol)
+    inst = load_instance(args.instance, exact=args.exact, tol=row_tol(args))
     print_notes(notes)
     with user_verifier_errors(args.verifier):
         res = analyze_adaptive(inst, how.spec, rule, exact=args.exact, aware=args.stop_aware,
@@ -242,7 +253,7 @@ def cmd_exact(args) -> int:
     check_executor_options(args.executor, args.split_depth, args.workers, args.address,
                            flags=True)
     how, notes = plan_with_notes(args)
-    inst = load_instance(args.instance, exact=args.exact, tol=args.tol)
+    inst = load_instance(args.instance, exact=args.exact, tol=row_tol(args))
     print_notes(notes)
     with _quiet_drafting(), user_verifier_errors(args.verifier):  # notes: printed above
         res = analyze(inst, how.spec, name=args.verifier, exact=args.exact,
@@ -270,7 +281,7 @@ def cmd_exact(args) -> int:
 def cmd_check(args) -> int:
     how, notes = plan_with_notes(args)
     tol = check_tolerance(args.lossless_tol, "--lossless-tol")
-    inst = load_instance(args.instance, exact=args.exact, tol=args.tol)
+    inst = load_instance(args.instance, exact=args.exact, tol=row_tol(args))
     print_notes(notes)
     try:
         with _quiet_drafting(), user_verifier_errors(args.verifier):  # notes: printed above

@@ -18,7 +18,7 @@ from fractions import Fraction
 
 from ..inputs.instances import DEFAULT_TOL
 from ..runtime.errors import OptionError
-from .commands import emit, row_tolerance
+from .commands import emit, row_tol, row_tolerance
 
 
 def _num(x):
@@ -30,7 +30,7 @@ def cmd_hetero(args) -> int:
     from ..inputs.tokenizers import MAX_N_TOKENS, check_hetero_sizes, load_hetero
     from ..verifiers.hetero import check_hetero_lossless
 
-    inst = load_hetero(args.instance, exact=args.exact, tol=args.tol)
+    inst = load_hetero(args.instance, exact=args.exact, tol=row_tol(args))
     n = args.n_tokens
     if n is not None:
         if not 1 <= n <= MAX_N_TOKENS:
@@ -61,8 +61,9 @@ def register(sub) -> None:
                    help="exact rational arithmetic (rows must sum to exactly 1)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(json_result=True)  # the result through result_stream (json_stdout)
-    p.add_argument("--tol", type=row_tolerance, default=DEFAULT_TOL,
-                   help=f"row-sum tolerance in float mode (default {DEFAULT_TOL:g})")
+    p.add_argument("--tol", type=row_tolerance, default=None,
+                   help=f"row-sum tolerance in float mode (default {DEFAULT_TOL:g}; not with "
+                        "--exact)")
     p.add_argument("--n-tokens", type=int, default=None,
                    help="compare laws over this many target tokens (default: the instance's)")
     p.set_defaults(func=cmd_hetero)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import warnings
 
-from .commands import add_instance_options, emit
+from .commands import add_instance_options, emit, row_tol
 from ..runtime import limits
 from ..engine.analysis import analysis_summary
 from ..engine.lossless import lossless_report
@@ -31,7 +31,7 @@ def cmd_tree(args) -> int:
     """Run ``spectheory tree`` (module doc); returns the exit code."""
     shape = tree_shape(_tree_argument(args))
     spec = tree_verifier(args.verifier)
-    inst = load_instance(args.instance, exact=args.exact, tol=args.tol)
+    inst = load_instance(args.instance, exact=args.exact, tol=row_tol(args))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res = analyze_tree(inst, spec, shape, args.drafting, exact=args.exact, route=args.route,

@@ -449,9 +449,12 @@ def estimate_seconds(count: int, exact: bool = False, outcomes: bool = False) ->
 
 
 def human_seconds(s: float) -> str:
-    """``0.4 s``, ``12 s``, ``3.5 min``, ``2.0 h``, ``4e+05 years``."""
+    """``0.004 s``, ``0.4 s``, ``12 s``, ``3.5 min``, ``2.0 h``, ``4e+05 years`` (under 0.1 s
+    two significant digits, so that a small positive time never reads ``0.0 s``)."""
     if not math.isfinite(s):
         return "forever"
+    if s < 0.1:
+        return f"{s:.2g} s"
     if s < 10:
         return f"{s:.1f} s"
     if s < 120:
