@@ -1831,6 +1831,11 @@ MUTANTS = [
            "    if args.exact:\n        raise OptionError(f\"--tol {args.tol:g} applies to float mode",
            "    if False:\n        raise OptionError(f\"--tol {args.tol:g} applies to float mode",
            "--tol under --exact silently dropped (exact rows must sum to exactly 1)", LATE),
+    Mutant("spectheory/sweep/config.py",
+           "                if isinstance(v, float) and not math.isfinite(v):",
+           "                if False:",
+           "a toy family's NaN or infinite knob read: every job of the grid fails as a row (exit 1) "
+           "instead of the file being refused", ("tests/test_sweep_grids.py",)),
 ]
 
 

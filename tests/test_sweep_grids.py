@@ -203,6 +203,25 @@ def test_truncate_from_below_a_block_is_refused():
                     'truncate_from = 2\n[[verifiers]]\nname = "block"\n')
 
 
+@pytest.mark.parametrize("knob", ["sigma = [0.5, nan]", "alpha = inf", "sigma = -inf"])
+def test_a_toy_knob_that_is_not_finite_is_refused_when_the_file_is_read(knob, user_modules):
+    """No toy family takes a NaN or infinite knob: each job of the grid failed as a row (exit 1)
+    after the sweep had started; the file is refused when it is read."""
+    name = knob.split()[0]
+    with pytest.raises(OptionError, match=rf"\[\[instances\]\] #1 {name} = -?(nan|inf) is not a "
+                                          r"finite number \(every knob of toy:logit-noise"):
+        load_config('[[instances]]\nfamily = "toy:logit-noise"\nvocab = 3\nblock = 2\n'
+                    f'{knob}\n[[verifiers]]\nname = "token"\n')
+    # a module:function family's knobs are its own: a NaN is passed on
+    user_modules(mymod="import spectheory as st\n"
+                       "def family(vocab_size, block_length, seed, **knobs):\n"
+                       "    return st.random_instance(vocab_size, block_length, seed)\n")
+    cfg = load_config('[[instances]]\nfamily = "mymod:family"\nvocab = 3\nblock = 2\n'
+                      f'{knob}\n[[verifiers]]\nname = "token"\n')
+    value = float(knob.split("=")[1].strip(" []").split(",")[-1])
+    assert [j for j in expand(cfg) if repr(dict(j.knobs)[name]) == repr(value)]
+
+
 def test_plain_grids_keep_their_job_keys():
     """The new inputs enter a job's key only when set, so earlier caches stay valid."""
     import hashlib
