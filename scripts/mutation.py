@@ -1836,6 +1836,42 @@ MUTANTS = [
            "                if False:",
            "a toy family's NaN or infinite knob read: every job of the grid fails as a row (exit 1) "
            "instead of the file being refused", ("tests/test_sweep_grids.py",)),
+    # adaptive analysis memory, tree check bounds, sharp designs' replica laws
+    Mutant("spectheory/engine/adaptive.py",
+           "ADAPTIVE_BYTES_PER_LEAF = {False: 640, True: 1_200}",
+           "ADAPTIVE_BYTES_PER_LEAF = {False: 48, True: 1_200}",
+           "the adaptive analysis sized at the exact engine's 48 B a leaf: V = 4, L = 12 accepted "
+           "and run out of memory", ("tests/test_adaptive.py",)),
+    Mutant("spectheory/runtime/sizes.py",
+           "    if bytes_per_leaf is not None:\n        limits.check_memory(",
+           "    if False:\n        limits.check_memory(",
+           "an enumeration's own bytes per leaf stated but not checked against the machine",
+           ("tests/test_adaptive.py",)),
+    Mutant("spectheory/testing/checks/tree.py",
+           "    if draft_rows > MAX_DRAFT_ROWS:",
+           "    if False:",
+           "draft_rows = 10^7 drafted and its exact laws computed for minutes before any check",
+           ("tests/test_tree_sampler.py",)),
+    Mutant("spectheory/testing/checks/tree.py",
+           "        if samples != \"auto\" and samples < trees:  # before any tree is drafted",
+           "        if False:  # before any tree is drafted",
+           "fewer samples than drafted trees refused only after every tree was drafted",
+           ("tests/test_tree_sampler.py",)),
+    Mutant("spectheory/testing/designs/sharp.py",
+           "    d = d.clone()\n    q, p = q.to(torch.float64, copy=True), p.to(torch.float64, copy=True)",
+           "    q, p = q.to(torch.float64), p.to(torch.float64)",
+           "a replica law that writes into its rows changes the caller's pool and later designs",
+           ("tests/test_hostile_designs_args.py",)),
+    Mutant("spectheory/testing/designs/sharp.py",
+           "        _cell_groups(what, [cells])",
+           "        pass",
+           "predicted_power and simulated_power report powers of a replica law that is not a law "
+           "(a total variation of 2, negative cells clipped)", ("tests/test_hostile_designs_args.py",)),
+    Mutant("spectheory/testing/designs/sharp.py",
+           "        if d.shape[0] == 0:",
+           "        if False:",
+           "a pool group of no rows reaches a reshape (a raw RuntimeError)",
+           ("tests/test_hostile_designs_args.py",)),
 ]
 
 

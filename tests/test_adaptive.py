@@ -465,3 +465,30 @@ def test_cli_exact_stop(tmp_path, capsys):
                           "one draft path")]:
         code, out, err = run(["exact", path, *extra], capsys)
         assert code == 2 and out == "" and match in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_analysis_is_refused_when_its_memory_would_not_fit(monkeypatch):
+    """The adaptive analysis holds about 520 B a leaf of the V^(L+1) tree, ten times the exact
+    engine's 48 B its size guard assumed: V = 4, L = 12, at the default float limit, ran out of
+    24 GB after 6 minutes. Its own bytes per leaf are checked against the machine first (here on
+    instances small enough that a broken guard still ends quickly)."""
+    from spectheory.engine.adaptive import ADAPTIVE_BYTES_PER_LEAF, analyze_adaptive
+    from spectheory.runtime import limits
+    from spectheory.runtime.errors import SizeLimitError
+    from spectheory.runtime.sizes import check_size
+
+    monkeypatch.setattr(limits, "physical_memory", lambda: 24 * 2**30)
+    with pytest.raises(SizeLimitError, match=r"adaptive exact analysis: V\^\(L\+1\) = 4\^13 = "
+                                             r"67,108,864 sequences needs about 40 GiB"):
+        check_size(4**13, "adaptive exact analysis", False, None, "V^(L+1) = 4^13",
+                   bytes_per_leaf=ADAPTIVE_BYTES_PER_LEAF[False])
+    assert ADAPTIVE_BYTES_PER_LEAF[False] >= 520 and ADAPTIVE_BYTES_PER_LEAF[True] >= 800
+    # the bound is the leaves times the adaptive analysis's own bytes: 3^9 leaves pass with
+    # 2 * 3^9 * 640 B of memory and are refused with a byte less
+    small = random_instance(3, 8, 0, context_independent=True)
+    need = 3**9 * ADAPTIVE_BYTES_PER_LEAF[False]
+    monkeypatch.setattr(limits, "physical_memory", lambda: 2 * need - 1)
+    with pytest.raises(SizeLimitError, match="19,683 sequences needs about 12 MiB"):
+        analyze_adaptive(small, "block", "never")
+    monkeypatch.setattr(limits, "physical_memory", lambda: 2 * need)
+    assert analyze_adaptive(small, "block", "never").lossless

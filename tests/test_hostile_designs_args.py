@@ -397,3 +397,80 @@ def test_lp_budget_spellings_keep_their_optimum(tmp_path, capsys):
                 "--tv", "not a finite number")
     cli_refused(*run(["lp", path, "--problem", "frontier", "--tv", "-x"], capsys),
                 "--tv", "expected one argument")  # not a number: still an option
+
+
+# ----------------------------------------------------------------------------- replica laws
+
+
+def _token_law(d, q, p):
+    from spectheory.verifiers.token import token_verification
+
+    return token_verification(d, q, p)
+
+
+def test_a_replica_law_that_writes_into_its_rows_leaves_the_pool_alone():
+    """A replica law that wrote into its p changed the caller's pool (and the design's rows, and
+    every later design on the same pool); replica laws are handed copies."""
+    pool = sharp.candidate_pool(size=20)
+    before = [(r.drafts.clone(), r.q.clone(), r.p.clone()) for r in pool]
+
+    def writes(d, q, p):
+        p[...] = 1.0 / p.shape[-1]
+        q[...] = 0.0
+        d[...] = 0
+        return _token_law(d, q + 1.0 / q.shape[-1], p)
+
+    des = sharp.sharp_design([("w", writes)], budget=500, pool=pool)
+    assert all(torch.equal(a, r.drafts) and torch.equal(b, r.q) and torch.equal(c, r.p)
+               for (a, b, c), r in zip(before, pool))
+    again = sharp.sharp_design([("w", writes)], budget=500, pool=pool)
+    assert [r.p.tolist() for r in des.rows] == [r.p.tolist() for r in again.rows]
+    rows = des.rows
+    sharp.predicted_power(rows, [("w", writes)], samples=3000)
+    sharp.simulated_power(rows, ("w", writes), samples=3000, reps=50)
+    assert all(torch.equal(c, r.p) for (_, _, c), r in zip(before, pool))
+
+
+@pytest.mark.parametrize("fault,words", [
+    ("scaled", r"returned a law whose row 0 sums to 5\.0, not 1"),
+    ("negative", r"returned a law whose row 0 has an entry -0\.\d+; cell probabilities are "
+                 r"finite and >= 0"),
+    ("infinite", r"returned a law whose stop has an infinite entry"),
+])
+def test_powers_refuse_a_replica_law_that_is_not_a_law(fault, words):
+    """`predicted_power` and `simulated_power` reported a total variation of 2 (a law scaled by
+    5) or a power of 1.0 (negative cells clipped) where `sharp_design` refused the same law."""
+    def bad(d, q, p):
+        law = _token_law(d, q, p)
+        stop = law.stop.clone()
+        if fault == "scaled":
+            return Law(stop * 5, law.correction)
+        if fault == "negative":
+            stop[:, 0] -= 0.5
+            stop[:, -1] += 0.5
+        else:
+            stop[:, 0] = float("inf")
+        return Law(stop, law.correction)
+
+    rows = sharp.candidate_pool(size=20)
+    match = rf"^the law of replica 'r' {words}"
+    refused(InputError, match, lambda: sharp.predicted_power(rows, [("r", bad)]))
+    refused(InputError, match, lambda: sharp.simulated_power(rows, ("r", bad), reps=20))
+    refused(InputError, match, lambda: sharp.sharp_design([("r", bad)], budget=500,
+                                                          pool=rows))
+
+
+def test_a_group_of_no_rows_and_huge_sample_counts_are_refused():
+    rows = sharp.candidate_pool(size=20)
+    empty = (torch.zeros(0, 1, dtype=torch.long), torch.full((0, 1, 2), 0.5, dtype=torch.float64),
+             torch.full((0, 2, 2), 0.5, dtype=torch.float64))
+    for call in (lambda: sharp.sharp_design(budget=500, pool=[empty]),
+                 lambda: sharp.predicted_power([rows[0], empty], [("r", _token_law)]),
+                 lambda: sharp.simulated_power([rows[0], empty], ("r", _token_law), reps=20)):
+        refused(InputError, r"\[\d\] has no draft rows \(drafts \[0, 1\]\)", call)
+    for n in (10**13, 10**30):
+        refused(SizeLimitError, rf"^samples = {n} exceeds the limit: it must be an integer in "
+                                r"1\.\.1,000,000,000,000", lambda: sharp.simulated_power(
+                                    rows, ("r", _token_law), samples=n))
+        refused(SizeLimitError, rf"^samples = {n} exceeds the limit", lambda: sharp.predicted_power(
+            rows, [("r", _token_law)], samples=n))

@@ -580,3 +580,25 @@ def test_tree_max_seconds_is_checked_and_bounds_the_least_cost():
         check_tree_sampler(_timed_sampler(calls, 0), tree=CHOICES, samples=10**10,
                            max_seconds=10)
     assert calls == []  # refused before any call
+
+
+def test_drafted_trees_are_bounded_before_any_is_drafted(monkeypatch):
+    """``draft_rows = 10^5`` drafted every tree and computed its exact law (minutes) before it
+    refused 300 samples as fewer than the trees; 10^7 took 11 GB first. The trees per instance
+    are bounded (`MAX_DRAFT_ROWS`) and the samples are compared with them before drafting."""
+    from spectheory.testing.checks import tree as tree_mod
+
+    drafted = []
+    real = tree_mod.draft_trees
+    monkeypatch.setattr(tree_mod, "draft_trees",
+                        lambda *a, **k: drafted.append(a[3]) or real(*a, **k))
+    s = tree_engine_sampler(tree_speculative_sampling_target_only, SGLANG_TREE)
+    for rows in (tree_mod.MAX_DRAFT_ROWS + 1, 10**7):
+        with pytest.raises(OptionError, match=rf"draft_rows = {rows:,} is over the limit of "
+                                              rf"{tree_mod.MAX_DRAFT_ROWS:,}"):
+            check_tree_sampler(s, drafting="iid", draft_rows=rows, samples=300)
+    with pytest.raises(OptionError, match="samples = 299 is fewer than the 300 drafted trees"):
+        check_tree_sampler(s, drafting="iid", draft_rows=100, samples=299)  # 3 instances
+    assert drafted == []
+    rep = check_tree_sampler(s, drafting="iid", draft_rows=2, samples=6_000)
+    assert rep.passed and drafted == [2, 2, 2]

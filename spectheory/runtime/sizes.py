@@ -42,7 +42,8 @@ def human_bytes(n: float) -> str:
 
 
 def check_size(count: int, what: str, exact: bool = False, limit: int | None = None,
-               formula: str = "", outcomes: bool = False, remedy: str | None = None) -> None:
+               formula: str = "", outcomes: bool = False, remedy: str | None = None,
+               bytes_per_leaf: int | None = None) -> None:
     """Refuse an enumeration of ``count`` leaves over the limit, naming sizes, memory and time.
 
     ``limit`` None means the default ([`max_sequences`][spectheory.runtime.sizes.max_sequences]); an explicit
@@ -51,7 +52,10 @@ def check_size(count: int, what: str, exact: bool = False, limit: int | None = N
     K-path engine). An accepted enumeration estimated above `spectheory.runtime.limits.NOTE_SECONDS` is
     announced on stderr by the command line before it starts. ``remedy`` replaces the advice
     that ends a refusal (default: a smaller vocabulary or block length, or ``--max-sequences``),
-    for a limit that no option raises.
+    for a limit that no option raises. ``bytes_per_leaf`` replaces `BYTES_PER_LEAF` for an
+    enumeration that holds more a leaf than the engine's levels, and the memory it states is then
+    also checked against the machine's
+    ([`check_memory`][spectheory.runtime.limits.check_memory]).
     """
     if not isinstance(exact, (bool, np.bool_)):
         raise SizeLimitError(f"exact = {exact!r} must be True or False")
@@ -63,7 +67,8 @@ def check_size(count: int, what: str, exact: bool = False, limit: int | None = N
     count = int(count)
     seconds = limits.estimate_seconds(count, exact, outcomes)
     rate = ("exact" if exact else "outcomes" if outcomes else "float")
-    need = human_bytes(count * BYTES_PER_LEAF[exact])
+    per_leaf = BYTES_PER_LEAF[exact] if bytes_per_leaf is None else int(bytes_per_leaf)
+    need = human_bytes(count * per_leaf)
     mode = "exact" if exact else "float64"
     if count > limit:
         raise SizeLimitError(
@@ -73,6 +78,10 @@ def check_size(count: int, what: str, exact: bool = False, limit: int | None = N
             f"{limits.human_seconds(seconds)} would be needed); "
             + (remedy or "use a smaller vocabulary or block length, or raise the limit with "
                          "--max-sequences"))
+    if bytes_per_leaf is not None:
+        limits.check_memory(count * per_leaf, f"{what}: {formula + ' = ' if formula else ''}"
+                            f"{limits.human_count(count)} sequences",
+                            "use a smaller vocabulary or block length")
     if seconds > limits.NOTE_SECONDS:
         per = {"exact": limits.EXACT_SEQUENCES_PER_SECOND, "float": limits.FLOAT_SEQUENCES_PER_SECOND,
                "outcomes": limits.OUTCOMES_PER_SECOND}[rate]

@@ -96,6 +96,9 @@ MAX_LAW_CELLS = 2**24
 MAX_LOSSLESS_CELLS = 2**22
 #: Most samples of one check (memory does not grow with them: outputs are counted call by call).
 MAX_SAMPLES = 10**10
+#: Most drafted trees per instance in law mode: each tree's exact conditional law is computed
+#: before the first call (about 1 ms a tree), so 10^5 trees ran for minutes unannounced.
+MAX_DRAFT_ROWS = 10_000
 #: Most drafted trees the exact average over the drafting law enumerates.
 MAX_DRAFT_OUTCOMES = 2**16
 
@@ -565,15 +568,12 @@ def _law_setup(spec, tree, drafting, instances, seed, draft_rows) -> list:
     """The drafted trees of every instance and each tree's exact conditional law, before any
     sampler call: a list of ``(drafted, laws, groups, paths)`` per instance (``laws[r]``
     [G_r, V], ``groups[r]`` [N+1] the cell group of each node, ``paths[r]`` the token paths)."""
+    rows = 1 if drafting == "topk" else draft_rows  # top-k trees are deterministic
+    V_max = max(inst.vocab_size for inst in instances)
+    check_size(len(instances) * rows * tree.n_nodes * V_max, "tree law-mode count cells", False,
+               MAX_LAW_CELLS, "drafted trees x (N+1) x V", remedy=_FIXED_LIMIT)  # before drafting
     g = torch.Generator().manual_seed(seed)
-    drafted = []
-    for inst in instances:
-        rows = 1 if drafting == "topk" else draft_rows  # top-k trees are deterministic
-        drafted.append(draft_trees(inst, tree, drafting, rows, g))
-    n_rows = sum(d.tokens.shape[0] for d in drafted)
-    V_max = max(d.q.shape[-1] for d in drafted)
-    check_size(n_rows * tree.n_nodes * V_max, "tree law-mode count cells", False,
-               MAX_LAW_CELLS, "drafted trees x (N+1) x V", remedy=_FIXED_LIMIT)
+    drafted = [draft_trees(inst, tree, drafting, rows, g) for inst in instances]
     out = []
     for d in drafted:
         laws, groups, paths_of = [], [], []
@@ -854,7 +854,8 @@ def check_tree_sampler(sampler: Callable, verifier: Any = None, tree: Any = (2, 
     mode : {"law", "lossless"}
         Module doc.
     draft_rows : int
-        Drafted trees per instance in law mode (one under ``topk``: the tree is deterministic).
+        Drafted trees per instance in law mode (one under ``topk``: the tree is deterministic),
+        at most `MAX_DRAFT_ROWS`; ``samples`` must be at least the drafted trees in all.
     max_batch : int, optional
         Most drafted trees handed to one call.
     budget_s : float, optional
@@ -909,6 +910,10 @@ def check_tree_sampler(sampler: Callable, verifier: Any = None, tree: Any = (2, 
         raise OptionError(f"alpha = {alpha!r} must lie strictly between 0 and 1")
     if isinstance(draft_rows, bool) or not isinstance(draft_rows, int) or draft_rows < 1:
         raise OptionError(f"draft_rows = {draft_rows!r} must be a positive integer")
+    if draft_rows > MAX_DRAFT_ROWS:
+        raise OptionError(f"draft_rows = {draft_rows:,} is over the limit of {MAX_DRAFT_ROWS:,} "
+                          "drafted trees per instance (each tree's exact law is computed before "
+                          "the first call)")
     if max_batch is not None and (isinstance(max_batch, bool) or not isinstance(max_batch, int)
                                   or max_batch < 1):
         raise OptionError(f"max_batch = {max_batch!r} must be a positive integer")
@@ -947,6 +952,9 @@ def check_tree_sampler(sampler: Callable, verifier: Any = None, tree: Any = (2, 
     fn = guarded(sampler, "tree sampler")
     who = fn._spectheory_label.removeprefix("tree sampler ")
     if mode == "law":
+        trees = len(insts) * (1 if drafting == "topk" else draft_rows)
+        if samples != "auto" and samples < trees:  # before any tree is drafted
+            raise OptionError(f"samples = {samples} is fewer than the {trees} drafted trees")
         setup = _law_setup(spec, shape, drafting, insts, seed, draft_rows)
         rows = [_cell_probs(law, shape.n_nodes, d.q.shape[-1]) for d, laws, _, _ in setup
                 for law in laws]

@@ -909,6 +909,9 @@ def _design_rows(rows, paths, name: str = "rows") -> tuple[list[DraftRows], int]
             raise InputError(f"{name}[{i}]: drafts {list(d.shape)}, q {list(q.shape)} and p "
                              f"{list(p.shape)} do not fit drafts [B, L], q [B, L, V], "
                              f"p [B, L+1, V] (or with a path axis K after B) with L >= 1")
+        if d.shape[0] == 0:
+            raise InputError(f"{name}[{i}] has no draft rows (drafts {list(d.shape)}); each group "
+                             "of rows has at least one")
         if d.is_floating_point() or d.is_complex() or d.dtype == torch.bool:
             raise InputError(f"{name}[{i}] drafts are {d.dtype}; draft tokens are integers")
         for nm, t in (("q", q), ("p", p)):
@@ -964,9 +967,13 @@ def _ref_cells(how, d, q, p) -> np.ndarray:
 
 def _rep_cells(fn, d, q, p, name: str = "replica") -> np.ndarray:
     """A replica's cell probabilities on rows of either form (a single-path law function gets
-    ``drafts [B, L]``). The law is user code: one that raises or returns something that is not a
-    law of these rows is a one-line `UserCodeError` naming the replica."""
-    q, p = q.to(torch.float64), p.to(torch.float64)
+    ``drafts [B, L]``). The law is user code: it is handed copies of the rows (a law that wrote
+    into its inputs changed the caller's pool and every later design on it), and one that
+    raises or returns something that is not a law of these rows (a cell that is negative or not
+    finite, a row that does not sum to 1; a row with a NaN states no law there) is a one-line
+    `UserCodeError` naming the replica."""
+    d = d.clone()
+    q, p = q.to(torch.float64, copy=True), p.to(torch.float64, copy=True)
     K = 1 if d.dim() == 2 else int(d.shape[1])
     if d.dim() == 3 and d.shape[1] == 1:
         d, q, p = d[:, 0], q[:, 0], p[:, 0]
@@ -982,6 +989,14 @@ def _rep_cells(fn, d, q, p, name: str = "replica") -> np.ndarray:
         raise UserCodeError(f"{what} returned a law of {cells.shape[1] if cells.ndim == 2 else '?'}"
                             f" cells a row on {B} rows of {K * (L + 1) * V} cells (K = {K}, "
                             f"L = {L}, V = {V})")
+    for part in ("stop", "correction"):  # inf times a zero cell is a NaN: a row of "no law"
+        if bool(torch.isinf(torch.as_tensor(getattr(law, part), dtype=torch.float64)).any()):
+            raise UserCodeError(f"{what} returned a law whose {part} has an infinite entry")
+    try:
+        _cell_groups(what, [cells])
+    except InputError as exc:
+        raise UserCodeError(str(exc).replace(f"{what}[0] ", f"{what} returned a law whose ", 1)) \
+            from None
     return cells
 
 
@@ -1254,7 +1269,7 @@ def predicted_power(rows: Sequence[DraftRows], replicas: Sequence, verifier: str
     from ...registry import plan
     from ..statistics.budget import split
 
-    samples, alpha = _count("samples", samples), _level(alpha)
+    samples, alpha = _count("samples", samples, 1, MAX_BUDGET), _level(alpha)
     rows, _ = _design_rows(rows, paths)
     how = plan(verifier, paths)
     replicas = _as_replicas(replicas, verifier)
@@ -1333,7 +1348,7 @@ def simulated_power(rows: Sequence[DraftRows], replica, verifier: str = "token",
     from ...registry import plan
     from ..statistics.budget import split
 
-    samples, alpha = _count("samples", samples), _level(alpha)
+    samples, alpha = _count("samples", samples, 1, MAX_BUDGET), _level(alpha)
     reps = _count("reps", reps, 1, MAX_SIM_REPS)
     seed = _count("seed", seed, 0)
     min_expected = _args.real("min_expected", min_expected, 0.0)
