@@ -1872,6 +1872,27 @@ MUTANTS = [
            "        if False:",
            "a pool group of no rows reaches a reshape (a raw RuntimeError)",
            ("tests/test_hostile_designs_args.py",)),
+    # sampling parameters that would do nothing, or give a wrong verdict
+    Mutant("spectheory/inputs/stateful.py",
+           "    factors = [(t, _exact(v)) for t, v, is_factor in sp.logit_bias",
+           "    factors = [(t, v) for t, v, is_factor in sp.logit_bias",
+           "logit_bias=0:*2 under --exact multiplies exact rows by the float 2.0: a correct "
+           "verifier reported NOT A LAW", ("tests/test_stateful.py",)),
+    Mutant("spectheory/inputs/processing.py",
+           "        if stops and not mt:",
+           "        if False:",
+           "stop_token_ids without min_tokens dropped silently (the unprocessed law printed)",
+           ("tests/test_stateful.py",)),
+    Mutant("spectheory/inputs/processing.py",
+           "    if not text:  # \"stop_token_ids=\" set nothing, silently",
+           "    if False:  # \"stop_token_ids=\" set nothing, silently",
+           "a sampling key with no value (stop_token_ids=) dropped silently",
+           ("tests/test_stateful.py",)),
+    Mutant("spectheory/sweep/config.py",
+           "            if ids and max(ids) >= vocab:",
+           "            if ids and max(ids) > vocab:",
+           "a sweep's sampling token at the edge of every vocabulary read: every job fails as a row",
+           ("tests/test_sweep_grids.py",)),
 ]
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import re
 from fractions import Fraction
 
 import numpy as np
@@ -173,6 +174,49 @@ def test_exact_masks_and_factor_bias():
     res = st.analyze(inst, "block", exact=True, sampling=sp)
     assert res.tv_to_target == 0 and isinstance(res.block_efficiency, Fraction)
     assert st.check_lossless("lenient", inst, exact=True, sampling=sp).lossless is False
+
+
+@pytest.mark.parametrize("factor,exact", [("*2", Fraction(2)), ("*0.5", Fraction(1, 2)),
+                                          ("*2.5", Fraction(5, 2)),
+                                          ("*1e-16", Fraction(1, 10**16))])
+def test_exact_factor_biases_written_as_floats_count_by_their_decimal_text(factor, exact, capsys,
+                                                                          tmp_path):
+    """``logit_bias=0:*2`` under --exact multiplied exact rows by the float 2.0: the rows became
+    floats and a correct verifier was reported NOT A LAW. A float factor counts as its shortest
+    decimal text, like every float parameter in exact mode: the law of ``*2`` is that of
+    ``*2/1``, and the text the command prints reads back to it."""
+    from spectheory.cli import main
+
+    inst = st.random_instance(3, 2, 3, denominator=12)
+    as_float = st.analyze(inst, "block", exact=True, sampling=f"logit_bias=0:{factor}")
+    as_fraction = st.analyze(inst, "block", exact=True, sampling=f"logit_bias=0:*{exact}")
+    assert as_float.tau_pmf == as_fraction.tau_pmf and as_float.tv_to_target == 0
+    assert all(isinstance(v, Fraction) for v in as_float.tau_pmf)
+    assert st.check_lossless("token", inst, exact=True,
+                             sampling=f"logit_bias=0:{factor}").lossless
+    path = tmp_path / "inst.json"
+    path.write_text(json.dumps(st.instance_to_dict(inst)))
+    code = main(["check", str(path), "--exact", "--verifier", "block", "--sampling",
+                 f"logit_bias=0:{factor}"])
+    out = capsys.readouterr().out
+    assert code == 0 and "lossless exactly" in out, out
+
+
+@pytest.mark.parametrize("text,words", [
+    ("stop_token_ids=1", "stop_token_ids = 1 act here only with min_tokens"),
+    ("temperature=0.5,stop_token_ids=0;2", "stop_token_ids = 0;2 act here only with min_tokens"),
+    ("stop_token_ids=", "stop_token_ids = '' has no value"),
+    ("top_k=,temperature=0", "top_k = '' has no value"),
+    ("logit_bias= ", "logit_bias = '' has no value"),
+])
+def test_parameters_that_would_do_nothing_are_refused(text, words):
+    """Stop tokens without min_tokens (the rows' law models no end of generation) and a key with
+    no value were dropped silently: the command printed the unprocessed law."""
+    with pytest.raises(SamplingError, match=re.escape(words)):
+        parse_sampling(text)
+    with pytest.raises(SamplingError, match=re.escape(words)):
+        st.analyze(st.random_instance(3, 2, 3), "block", sampling=text)
+    assert parse_sampling("min_tokens=1,stop_token_ids=1").stop_token_ids == (1,)
 
 
 def test_exact_refuses_penalties_in_one_line():

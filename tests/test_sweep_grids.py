@@ -222,6 +222,26 @@ def test_a_toy_knob_that_is_not_finite_is_refused_when_the_file_is_read(knob, us
     assert [j for j in expand(cfg) if repr(dict(j.knobs)[name]) == repr(value)]
 
 
+def test_a_sampling_token_outside_every_vocabulary_is_refused_when_the_file_is_read():
+    """``logit_bias=7:1`` on V = 2: every job failed as a row (exit 1). Refused when the file is
+    read when no instance the table runs on has the token; run (its small-V jobs failing as
+    rows) when one has."""
+    head = '[[instances]]\nfamily = "random"\nvocab = {}\nblock = 2\n[[verifiers]]\nname = "token"\n'
+    for sampling in ('sampling = ["logit_bias=7:1"]', 'draft_sampling = "min_tokens=1,stop_token_ids=9"'):
+        key = sampling.split()[0]
+        with pytest.raises(OptionError, match=rf"\[\[verifiers\]\] #1 {key} '.*' names token \d, "
+                                              r"outside every vocabulary it runs on \(at most "
+                                              r"0\.\.3\): every job would fail"):
+            load_config(head.format("[2, 4]") + sampling + "\n")
+        assert load_config(head.format("[2, 10]") + sampling + "\n")
+    edge = 'sampling = ["logit_bias=4:-1"]\n'  # the vocabulary's edge: 4 is outside 0..3
+    with pytest.raises(OptionError, match="names token 4, outside every vocabulary"):
+        load_config(head.format("[2, 4]") + edge)
+    assert load_config(head.format("[2, 5]") + edge)
+    with pytest.raises(OptionError, match="stop_token_ids = 1 act here only with min_tokens"):
+        load_config(head.format(3) + 'sampling = "stop_token_ids=1"\n')
+
+
 def test_plain_grids_keep_their_job_keys():
     """The new inputs enter a job's key only when set, so earlier caches stay valid."""
     import hashlib

@@ -292,6 +292,11 @@ class SamplingParams:
         if mt and not stops:
             raise SamplingError(f"min_tokens = {mt} needs stop_token_ids (the tokens it "
                                 f"masks), e.g. \"min_tokens=2,stop_token_ids=0\"")
+        if stops and not mt:  # the rows' law models no end of generation: they would do nothing
+            raise SamplingError(f"stop_token_ids = {';'.join(map(str, stops))} act here only "
+                                f"with min_tokens (masked until that many tokens): give "
+                                f"min_tokens too, e.g. \"min_tokens=2,stop_token_ids="
+                                f"{stops[0]}\", or drop them")
         bias = _logit_bias(self.logit_bias)
         from .grammar_engines import as_grammar
 
@@ -535,6 +540,8 @@ def _check_key(key) -> str:
 
 def _value(key: str, text: str):
     text = text.strip()
+    if not text:  # "stop_token_ids=" set nothing, silently
+        raise _bad(key, text, "has no value (key=value)")
     if key in ("order", "stop_token_ids", "logit_bias", "grammar"):
         return text
     if key in ("min_tokens", "no_repeat_ngram_size"):

@@ -625,6 +625,24 @@ def _check_exact_sampling(table: dict, where: str) -> None:
                                   "1/n only")
 
 
+def _check_sampling_tokens(table: dict, cfg: SweepConfig, runs_on: set, where: str) -> None:
+    """A stop token or logit_bias token of a table's sampling at or past every vocabulary it
+    runs on: every job of the table would fail on it."""
+    from ..inputs.processing import parse_sampling
+
+    vocab = max(V for t in cfg.instances if set(t["block"]) & runs_on for V in t["vocab"])
+    for key in ("sampling", "draft_sampling"):
+        for text in table.get(key, [""]):
+            sp = parse_sampling(text) if text else None
+            if sp is None:
+                continue
+            ids = [*sp.stop_token_ids, *(t for t, _, _ in sp.logit_bias)]
+            if ids and max(ids) >= vocab:
+                raise OptionError(f"{where} {key} {text!r} names token {max(ids)}, outside "
+                                  f"every vocabulary it runs on (at most 0..{vocab - 1}): "
+                                  "every job would fail")
+
+
 def check_methods(cfg: SweepConfig) -> None:
     """Refuse, when the file is read, what every job of a table would fail on: a random family's
     knob out of range (alpha NaN, negative or infinite), an unknown family, a
@@ -656,6 +674,8 @@ def check_methods(cfg: SweepConfig) -> None:
                                   f"block {shape_depth(shape)} (blocks: {sorted(runs_on)})")
         if cfg.exact and kind != "measures":
             _check_exact_sampling(table, where)
+        if kind != "measures":
+            _check_sampling_tokens(table, cfg, runs_on, where)
         if kind == "verifiers":
             for name, K, drafting, shape in itertools.product(
                     table["name"], table["paths"], table["drafting"], table["shape"]):
