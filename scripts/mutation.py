@@ -1893,6 +1893,16 @@ MUTANTS = [
            "            if ids and max(ids) > vocab:",
            "a sweep's sampling token at the edge of every vocabulary read: every job fails as a row",
            ("tests/test_sweep_grids.py",)),
+    Mutant("spectheory/inputs/stateful.py",
+           "MAX_REGEX_ITEMS = 100_000",
+           "MAX_REGEX_ITEMS = 10_000_000",
+           "a regex grammar unrolled to 10^6 items (280 MB) compiled unchecked; a{1000000000} took "
+           "24 GB", ("tests/test_stateful.py",)),
+    Mutant("spectheory/inputs/stateful.py",
+           "            total += max(int(lo), 1) * _regex_items(sub)",
+           "            total += max(int(lo), 1) + _regex_items(sub)",
+           "nested counted repeats added instead of multiplied: (a{1000}){1000} compiled",
+           ("tests/test_stateful.py",)),
 ]
 
 

@@ -342,3 +342,27 @@ def test_check_sampler_under_penalties(mode):
     bad = check_sampler(_token_sampler(sp, True), "token", mode=mode, samples=20000,
                         sampling=sp)
     assert not bad.passed, bad
+
+
+@pytest.mark.parametrize("pattern,words", [
+    ("a{1000000000}", "unrolls its counted repeats to over 100,000 items"),
+    ("(a{1000}){1000}", "unrolls its counted repeats to over 100,000 items"),
+    ("(b|a{400}){300}c", "unrolls its counted repeats to over 100,000 items"),
+    (r"\p{L}{5000}", "repeats a pattern 5,000 times; at most 1,000 in this syntax"),
+    ("a{99999999999}", "repeats a pattern 99,999,999,999 times"),
+])
+def test_a_regex_that_unrolls_too_far_is_refused_before_it_is_compiled(pattern, words):
+    """The package regex writes a counted repeat out min times when it compiles: a{1000000000}
+    took 24 GB (or a raw MemoryError) before anything was checked. The unrolled size is
+    counted on the parsed pattern first; bounded upper counts are loops and pass."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(GrammarError, match=re.escape(words)):
+        TokenAutomaton.from_regex(pattern, ["a", "b", "c"])
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100 * 1024  # KiB
+    for fine in ("a{2,1000000}b", "a{100000}", "(ab|c){5}d*", r"\p{L}{500}"):
+        TokenAutomaton.from_regex(fine, ["a", "b", "c"])
+    with pytest.raises(GrammarError, match="unrolls"):
+        st.analyze(st.random_instance(3, 2, 0), "block",
+                   sampling={"grammar": {"tokens": ["a", "b", "c"], "regex": "a{1000000000}"}})

@@ -62,6 +62,10 @@ from ..runtime.errors import OptionError, is_integer
 END = -2
 #: Most automaton states a grammar may hold (table automata, and regex automata as they grow).
 MAX_STATES = 100_000
+#: Most pattern items a regex grammar unrolls when it is compiled: the package ``regex`` writes a
+#: counted repeat out ``min`` times (nested repeats multiply), about 270 bytes an item, so that
+#: ``a{1000000000}`` took 24 GB before anything was checked; 10^5 items are about 30 MB.
+MAX_REGEX_ITEMS = 100_000
 #: Longest one match of a regex grammar against a history's text may take, seconds (the `regex`
 #: package's ``timeout=``). A history's text is a few tokens' strings: a match of the grammars
 #: in the docs and tests takes microseconds, so 1 s is a million times that (room for a loaded
@@ -220,6 +224,56 @@ def grammar_mask(grammar, history, n: int, states=None) -> np.ndarray:
     return m
 
 
+def _regex_items(parsed) -> int:
+    """Items a parsed pattern (``re``'s parser) unrolls to: counted repeats their ``min`` times
+    (an upper bound is a loop, not copies), nested repeats multiplied."""
+    import re as _re
+
+    c = _re._constants if hasattr(_re, "_constants") else __import__("sre_constants")
+    total = 0
+    for op, av in parsed:
+        if op in (c.MAX_REPEAT, c.MIN_REPEAT) or getattr(c, "POSSESSIVE_REPEAT", None) == op:
+            lo, _, sub = av
+            total += max(int(lo), 1) * _regex_items(sub)
+        elif op == c.SUBPATTERN:
+            total += _regex_items(av[-1])
+        elif op == c.BRANCH:
+            total += sum(_regex_items(b) for b in av[1])
+        elif op in (c.ASSERT, c.ASSERT_NOT):
+            total += _regex_items(av[1])
+        elif op == getattr(c, "ATOMIC_GROUP", None):
+            total += _regex_items(av)
+        elif op == c.GROUPREF_EXISTS:
+            total += sum(_regex_items(b) for b in av[1:] if b is not None)
+        else:
+            total += 1
+        if total > MAX_REGEX_ITEMS:
+            break
+    return total
+
+
+def _check_regex_size(pattern: str, name: str) -> None:
+    """Refuse, before it is compiled, a regex whose counted repeats unroll past
+    `MAX_REGEX_ITEMS` items. A pattern in ``regex``'s own syntax that ``re`` cannot parse is held
+    to counts of at most 1,000 each, read off its text."""
+    import re as _re
+
+    parser = _re._parser if hasattr(_re, "_parser") else __import__("sre_parse")
+    try:
+        items = _regex_items(parser.parse(pattern))
+    except Exception:  # noqa: BLE001 - regex's extensions, or an error regex reports itself
+        counts = [int(m.group(1)) for m in _re.finditer(r"(?<!\\)\{\s*(\d+)\s*(?:,|\})",
+                                                         pattern)]
+        if counts and max(counts) > 1000:
+            raise GrammarError(f"{name}: regex repeats a pattern {max(counts):,} times; at most "
+                               f"1,000 in this syntax") from None
+        return
+    if items > MAX_REGEX_ITEMS:
+        raise GrammarError(f"{name}: regex unrolls its counted repeats to over "
+                           f"{MAX_REGEX_ITEMS:,} items (a{{n}} is n copies of a, nested counts "
+                           f"multiply); use smaller counts")
+
+
 class TokenAutomaton:
     """A deterministic automaton over token ids: ``next(state, token)`` is the next state, or
     -1 when the grammar rejects the token there. The start state is 0; the mask at a state
@@ -305,6 +359,7 @@ class TokenAutomaton:
             raise GrammarError(f"{name}: token {list(tokens).index('')} is the empty string; "
                                f"every token must spell at least one character")
         refuse_duplicate_tokens(tokens, name)
+        _check_regex_size(pattern, name)
         try:
             compiled = regex.compile(pattern)
         except regex.error as exc:
