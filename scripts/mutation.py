@@ -1903,6 +1903,25 @@ MUTANTS = [
            "            total += max(int(lo), 1) + _regex_items(sub)",
            "nested counted repeats added instead of multiplied: (a{1000}){1000} compiled",
            ("tests/test_stateful.py",)),
+    Mutant("spectheory/engine/drafttrees.py",
+           "    if not isinstance(shape, (list, tuple, np.ndarray)) and _is_undirected_graph(shape):",
+           "    if False:",
+           "an undirected networkx.Graph read as branching factors (its node labels)",
+           ("tests/test_trees.py",)),
+    Mutant("spectheory/engine/adaptive.py",
+           "                           check_flag(self.reads_target, f\"stopping rule {self.name!r} \"",
+           "                           (lambda v, n: v)(self.reads_target, f\"stopping rule {self.name!r} \"",
+           "StoppingRule(reads_target=\"no\") read as true", ("tests/test_adaptive.py",)),
+    Mutant("spectheory/testing/checks/seeds.py",
+           "    if not is_integer(stream) or not 0 <= int(stream) < 1 << 20:",
+           "    if not is_integer(stream):",
+           "keyed_uniform's stream out of range: a raw OverflowError, or streams overlapping the "
+           "next position's", ("tests/test_hostile_sampling_state.py",)),
+    Mutant("spectheory/inputs/grammar_engines.py",
+           "    if not isinstance(path, (str, bytes)) and not hasattr(path, \"__fspath__\"):",
+           "    if False:",
+           "load_grammar(5) reads file descriptor 5; load_grammar(None) a raw TypeError",
+           ("tests/test_hostile_sampling_state.py",)),
 ]
 
 

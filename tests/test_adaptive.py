@@ -492,3 +492,17 @@ def test_the_analysis_is_refused_when_its_memory_would_not_fit(monkeypatch):
         analyze_adaptive(small, "block", "never")
     monkeypatch.setattr(limits, "physical_memory", lambda: 2 * need)
     assert analyze_adaptive(small, "block", "never").lossless
+
+
+@pytest.mark.parametrize("flag", ["reads_target", "deterministic"])
+def test_a_rule_flag_given_as_text_is_refused(flag):
+    """``StoppingRule(..., reads_target="no")`` was read as true: the rule was handed the target
+    rows and reported reads_target='no'."""
+    from spectheory.runtime.errors import OptionError
+
+    with pytest.raises(OptionError, match=rf"^stopping rule 'r' {flag} = 'no' must be True or "
+                                          r"False"):
+        StoppingRule("r", lambda *a: 0, **{flag: "no"})
+    rule = StoppingRule("r", lambda *a: 0, **{flag: np.bool_(True)})
+    assert getattr(rule, flag) is True
+    assert StoppingRule("r", lambda *a: 0).deterministic is None

@@ -314,22 +314,28 @@ def test_kit_logits_control():
 # ----------------------------------------------------------------------------- stop ids, top_k
 
 
-def test_stop_ids_outside_the_vocabulary_refused_without_min_tokens():
+def test_stop_ids_outside_the_vocabulary_refused():
+    """Stop ids outside the vocabulary are a typo; stop ids without min_tokens do nothing to the
+    rows' law (it models no end of generation) and are refused as such."""
     import spectheory as st
 
-    for text in ("stop_token_ids=5", "stop_token_ids=1;5", "min_tokens=1,stop_token_ids=5"):
+    for text in ("min_tokens=1,stop_token_ids=5", "min_tokens=2,stop_token_ids=1;5"):
         with pytest.raises(OptionError) as exc:
             process_rows(P, text)
         one_line(exc, "stop token 5 is outside the vocabulary 0..2")
+    for text in ("stop_token_ids=5", "stop_token_ids=1;5"):
+        with pytest.raises(OptionError) as exc:
+            process_rows(P, text)
+        one_line(exc, "act here only with min_tokens")
     inst = st.random_instance(3, 2, 1, denominator=60)
-    for kw in ({"sampling": "stop_token_ids=7"}, {"draft_sampling": "stop_token_ids=7"}):
+    for kw in ({"sampling": "min_tokens=1,stop_token_ids=7"},
+               {"draft_sampling": "min_tokens=1,stop_token_ids=7"}):
         with pytest.raises(OptionError) as exc:
             st.analyze(inst, "token", **kw)
         one_line(exc, "stop token 7 is outside the vocabulary 0..2")
 
 
 def test_stop_ids_inside_the_vocabulary_controls():
-    assert process_rows(P, "stop_token_ids=2").tolist() == P.tolist()  # no min_tokens: no-op
     got = process_rows(P, "min_tokens=1,stop_token_ids=2")
     assert got.tolist() == [0.5 / 0.75, 0.25 / 0.75, 0.0]
 
@@ -337,7 +343,8 @@ def test_stop_ids_inside_the_vocabulary_controls():
 def test_stop_ids_outside_the_vocabulary_cli(inst_path, capsys):
     ids = ";".join(str(i) for i in range(15000))
     refused(*run(["check", inst_path, "--verifier", "token", "--sampling",
-                  f"stop_token_ids={ids}"], capsys), "stop token 3 is outside the vocabulary",
+                  f"min_tokens=1,stop_token_ids={ids}"], capsys),
+            "stop token 3 is outside the vocabulary",
             warnings=False)
 
 
@@ -404,3 +411,31 @@ def test_rows_on_the_meta_device_are_refused():
         process_rows(torch.tensor([0.5, 0.5]).to("meta"), "top_k=1")
     kept = process_rows(torch.tensor([0.75, 0.25]), "top_k=1")  # control: on the CPU
     assert kept.tolist() == [1.0, 0.0]
+
+
+def test_keyed_uniforms_and_grammar_paths_refuse_what_they_cannot_read():
+    """``keyed_uniform`` wrapped a negative seed, truncated a fractional one and raised a raw
+    OverflowError for a stream of -1 or 2^70; ``load_grammar(5)`` read file descriptor 5 and
+    ``load_grammar(None)`` raised a raw TypeError."""
+    import torch
+
+    from spectheory.inputs.grammar_engines import load_grammar
+    from spectheory.testing.checks.seeds import keyed_uniform
+
+    base = keyed_uniform(torch.tensor([1, 2]), 3, 5)
+    assert base.shape == (2,) and bool(((base >= 0) & (base < 1)).all())
+    for stream in (-1, 2**20, 2**70, 1.5, True):
+        with pytest.raises(OptionError, match=r"^stream = .* must be an integer in 0\.\.1048575$"):
+            keyed_uniform(torch.tensor([1, 2]), 3, stream)
+    for seeds, why in (([1.5], "float64"), ([-1], "out of range"), (torch.tensor([-3]),
+                                                                   "out of range")):
+        with pytest.raises(OptionError, match=rf"^seeds must be integers in 0\.\.2\^63-1, not "
+                                              rf"{why}$"):
+            keyed_uniform(seeds, 0, 1)
+    with pytest.raises(OptionError, match="^positions must be integers"):
+        keyed_uniform(torch.tensor([1]), -2, 1)
+    assert keyed_uniform([2**63 - 1], 0, 2**20 - 1).shape == (1,)
+    for path in (None, 5, 2.5):
+        with pytest.raises(GrammarError, match=rf"a grammar file is a path, not "
+                                               rf"{type(path).__name__}"):
+            load_grammar(path)

@@ -260,3 +260,17 @@ def test_tree_shape_dataclass_rejects_garbage():
     with pytest.raises(SpectheoryError):
         TreeShape(((),))
     assert isinstance(tree_shape((2,)).leaf_nodes, np.ndarray)
+
+
+def test_an_undirected_graph_is_refused_not_read_as_branching_factors():
+    """``networkx.Graph([(5, 7)])`` has no direction: iterating it gave its node labels, and a
+    check passed on "tree 5,7" (branching factors 5 and 7), a tree nobody described."""
+    nx = pytest.importorskip("networkx")
+    from spectheory.engine.drafttrees import tree_shape
+    from spectheory.runtime.errors import SpectheoryError
+
+    for g in (nx.Graph([(5, 7)]), nx.Graph([(0, 1), (1, 2)])):
+        with pytest.raises(SpectheoryError, match=r"^the tree graph is a Graph, which has no "
+                                                  r"direction .*networkx\.DiGraph"):
+            tree_shape(g)
+    assert tree_shape(nx.DiGraph([(0, 1), (1, 2), (0, 3)])).n_drafted == 3

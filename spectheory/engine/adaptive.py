@@ -99,6 +99,16 @@ class StoppingRule:
     def __post_init__(self):
         if self.kind not in ("stop", "drop"):
             raise InputError(f"stopping rule kind {self.kind!r}: choose stop or drop")
+        from ..runtime.errors import check_flag
+
+        # a string such as "no" was taken as true (the rule was handed the target rows)
+        object.__setattr__(self, "reads_target",
+                           check_flag(self.reads_target, f"stopping rule {self.name!r} "
+                                                         "reads_target"))
+        if self.deterministic is not None:
+            object.__setattr__(self, "deterministic",
+                               check_flag(self.deterministic, f"stopping rule {self.name!r} "
+                                                              "deterministic"))
         if not callable(self.function):
             raise InputError(f"stopping rule {self.name!r}: function is not callable")
 

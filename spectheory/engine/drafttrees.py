@@ -335,6 +335,11 @@ def tree_shape(shape) -> TreeShape:
                                                   "depth, e.g. 3,2,1)"))
     if not isinstance(shape, (list, tuple, np.ndarray)) and _is_graph(shape):
         return _from_graph(shape)
+    if not isinstance(shape, (list, tuple, np.ndarray)) and _is_undirected_graph(shape):
+        raise SpectheoryError(f"the tree graph is a {type(shape).__name__}, which has no "
+                              "direction (its nodes were read as branching factors); give a "
+                              "directed graph (networkx.DiGraph) whose edges go from parent to "
+                              "child")
     try:
         b = tuple(shape)
     except TypeError:
@@ -470,6 +475,13 @@ def shape_from_choices(choices) -> TreeShape:
                                   f"{list(u) + [missing]}; a node's children must be ranks "
                                   f"0..b-1")
     return _from_adjacency(list(kids), kids, "the choices list")
+
+
+def _is_undirected_graph(obj) -> bool:
+    """Whether ``obj`` is a graph without ``successors`` (``networkx.Graph``: ``nodes``,
+    ``edges`` and ``adj``), whose iteration would yield its node labels."""
+    return call_user(lambda: all(hasattr(obj, a) for a in ("nodes", "edges", "adj")),
+                     what=f"the tree object {type(obj).__name__}")
 
 
 def _from_graph(g) -> TreeShape:

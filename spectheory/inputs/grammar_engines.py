@@ -231,6 +231,9 @@ def load_grammar(path: str) -> TokenAutomaton:
     from ..runtime.errors import InstanceError
 
     name = f"grammar {path!r}"[:200]
+    if not isinstance(path, (str, bytes)) and not hasattr(path, "__fspath__"):
+        # an int would be read as an open file descriptor
+        raise GrammarError(f"{name}: a grammar file is a path, not {type(path).__name__}")
     try:
         size = os.path.getsize(path)
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the name

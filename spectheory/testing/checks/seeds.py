@@ -81,7 +81,19 @@ def _splitmix64(x: np.ndarray) -> np.ndarray:
 def keyed_uniform(seeds, positions, stream: int):
     """Uniforms in [0, 1) ``[B]`` float64, a function of (seed, position, stream) only: the top
     53 bits of SplitMix64(SplitMix64(seed) + position * 2^20 + stream). ``seeds [B]`` int64,
-    ``positions`` an int or ``[B]``."""
+    ``positions`` an int or ``[B]``, ``stream`` an int in 0..2^20-1 (a wider one would overlap
+    the next position's streams); one `OptionError` line for anything else (a negative or
+    fractional seed was wrapped or truncated silently)."""
+    from ...runtime.errors import OptionError, is_integer
+
+    if not is_integer(stream) or not 0 <= int(stream) < 1 << 20:
+        raise OptionError(f"stream = {stream!r:.40} must be an integer in 0..{(1 << 20) - 1}")
+    for name, value in (("seeds", seeds), ("positions", positions)):
+        arr = value.cpu().numpy() if torch.is_tensor(value) else np.asarray(value)
+        if arr.dtype == object or arr.dtype.kind not in "iu" or \
+                (arr.size and (int(arr.min()) < 0 or int(arr.max()) > 2**63 - 1)):
+            raise OptionError(f"{name} must be integers in 0..2^63-1, not "
+                              f"{arr.dtype if arr.dtype.kind not in 'iu' else 'out of range'}")
     s = np.asarray(torch.as_tensor(seeds).cpu().numpy(), dtype=np.int64).astype(np.uint64)
     pos = np.broadcast_to(np.asarray(positions if not torch.is_tensor(positions)
                                      else positions.cpu().numpy(), dtype=np.int64),
