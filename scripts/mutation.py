@@ -1922,6 +1922,22 @@ MUTANTS = [
            "    if False:",
            "load_grammar(5) reads file descriptor 5; load_grammar(None) a raw TypeError",
            ("tests/test_hostile_sampling_state.py",)),
+    Mutant("spectheory/cli/commands.py",
+           "    if args.lossless_tol and args.exact:",
+           "    if False:",
+           "--lossless-tol under --exact ignored (the check called only TV = 0 lossless)", LATE),
+    Mutant("spectheory/cli/commands.py",
+           "                            (\"--drafting\", getattr(args, \"drafting\", None)))",
+           "                            )",
+           "exact --stop with --drafting: the drafting scheme ignored", LATE),
+    Mutant("lp/claims/__init__.py",
+           "    if args.markdown and args.json:",
+           "    if False:",
+           "claims --json --markdown printed markdown", LATE),
+    Mutant("spectheory/sweep/cli.py",
+           "    if _given(args, PLOT_OPTIONS):",
+           "    if False:",
+           "a sweep run's --figure and --x accepted and ignored", LATE),
 ]
 
 

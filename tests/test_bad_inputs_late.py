@@ -617,3 +617,37 @@ def test_a_row_tolerance_under_exact_is_refused(tmp_path, capsys, command):
     assert code == 0 and out, err
     code, out, err = run([command[0], path, *command[1:], "--exact"], capsys)
     assert code == 0 and out, err
+
+
+# ----------------------------------------------------------------------------- options that do nothing
+
+
+def test_options_a_command_would_ignore_are_refused(tmp_path, capsys):
+    """Each of these was accepted and ignored: --lossless-tol under --exact (the JSON said
+    tolerance 0), --drafting with --stop (one path), claims --json with --markdown (markdown
+    printed), a sweep run's plot options and a plot's run options, a file after --example."""
+    path = write(tmp_path, instance_to_dict(st.random_instance(3, 2, 1, denominator=60)))
+    cases = [
+        (["check", path, "--exact", "--verifier", "lenient", "--lossless-tol", "1e-3"],
+         "--lossless-tol 0.001 applies to float mode"),
+        (["exact", path, "--stop", "coin(1/2)", "--drafting", "norep"],
+         "--stop does not combine with --drafting"),
+        (["claims", "--json", "--markdown"], "--markdown and --json are two forms"),
+        (["sweep", str(tmp_path / "s.toml"), "--figure", str(tmp_path / "x.png")],
+         "--figure applies to 'sweep plot OUT', not to a run"),
+        (["sweep", str(tmp_path / "s.toml"), "--x", "vocab"],
+         "--x applies to 'sweep plot OUT', not to a run"),
+        (["sweep", "plot", str(tmp_path / "out"), "--executor", "ray", "--no-cache"],
+         "--executor, --no-cache apply to a run, not to 'sweep plot OUT'"),
+        (["sweep", "--example", str(tmp_path / "s.toml")],
+         "--example prints the example file and reads nothing else"),
+    ]
+    for argv, words in cases:
+        refused(*run(argv, capsys), words)
+    assert not (tmp_path / "x.png").exists()
+    # the same options where they act
+    code, out, err = run(["check", path, "--verifier", "lenient", "--lossless-tol", "1e-3",
+                          "--json"], capsys)
+    assert code == 1 and '"tolerance": 0.001' in out, err
+    code, out, _ = run(["sweep", "--example"], capsys)
+    assert code == 0 and "[[instances]]" in out

@@ -213,6 +213,8 @@ def cmd_claims(args) -> int:
 
     if args.markdown and args.only:
         raise SpectheoryError("--markdown writes the whole ledger; drop --only")
+    if args.markdown and args.json:
+        raise SpectheoryError("--markdown and --json are two forms of the output; give one")
     chosen = select(args.only)
     step = [0]
 

@@ -223,7 +223,8 @@ def _exact_adaptive(args) -> int:
     given = [f for f, v in (("--executor", args.executor), ("--split-depth", args.split_depth),
                             ("--workers", args.workers), ("--address", args.address),
                             ("--sampling", args.sampling), ("--draft-sampling",
-                                                            args.draft_sampling))
+                                                            args.draft_sampling),
+                            ("--drafting", getattr(args, "drafting", None)))  # one path: no scheme
              if v is not None] + (["--backend"] if args.backend != "auto" else [])
     if given:
         raise OptionError(f"--stop does not combine with {', '.join(given)}")
@@ -280,7 +281,12 @@ def cmd_exact(args) -> int:
 
 def cmd_check(args) -> int:
     how, notes = plan_with_notes(args)
-    tol = check_tolerance(args.lossless_tol, "--lossless-tol")
+    if args.lossless_tol and args.exact:  # an exact check calls only TV = 0 lossless (0: agrees)
+        raise OptionError(f"--lossless-tol {args.lossless_tol:g} applies to float mode; --exact "
+                          "calls a verifier lossless only at TV = 0: drop --lossless-tol or "
+                          "--exact")
+    tol = check_tolerance(1e-12 if args.lossless_tol is None else args.lossless_tol,
+                          "--lossless-tol")
     inst = load_instance(args.instance, exact=args.exact, tol=row_tol(args))
     print_notes(notes)
     try:
@@ -415,9 +421,10 @@ def register(sub) -> None:
     add_multi_path_options(c)
     add_sampling_options(c)
     add_backend_option(c)
-    c.add_argument("--lossless-tol", type=lossless_tolerance, default=1e-12,
+    c.add_argument("--lossless-tol", type=lossless_tolerance, default=None,
                    help="float mode: largest total variation still called lossless "
-                        f"(finite, in [0, {MAX_LOSSLESS_TOL:g}]; default 1e-12)")
+                        f"(finite, in [0, {MAX_LOSSLESS_TOL:g}]; default 1e-12; not with "
+                        "--exact, which calls only TV = 0 lossless)")
     c.set_defaults(func=cmd_check)
 
     v = sub.add_parser("verifiers", help="list the registered verifiers and their metadata")

@@ -9,8 +9,22 @@ from pathlib import Path
 from ..runtime.errors import OptionError
 
 
+#: Options of a run, and of ``sweep plot``: each refused where it would do nothing.
+RUN_OPTIONS = ("out", "executor", "address", "workers", "only", "retry_failed", "no_cache",
+               "no_progress")
+PLOT_OPTIONS = ("figure", "x")
+
+
+def _given(args, names) -> list[str]:
+    return ["--" + n.replace("_", "-") for n in names if getattr(args, n) not in (None, False)]
+
+
 def cmd_sweep(args) -> int:
     if args.example:
+        extra = _given(args, RUN_OPTIONS + PLOT_OPTIONS) + list(args.target)
+        if extra:
+            raise OptionError(f"--example prints the example file and reads nothing else; drop "
+                              f"{', '.join(extra)}")
         sys.stdout.write(_example())
         return 0
     if not args.target:
@@ -19,13 +33,23 @@ def cmd_sweep(args) -> int:
     if args.target[0] == "plot":
         if len(args.target) != 2:
             raise OptionError("usage: spectheory sweep plot OUT [--figure FILE] [--x AXIS]")
+        if _given(args, RUN_OPTIONS):
+            raise OptionError(f"{', '.join(_given(args, RUN_OPTIONS))} "
+                              f"appl{'ies' if len(_given(args, RUN_OPTIONS)) == 1 else 'y'} to a "
+                              "run, not to 'sweep plot OUT'")
         from .plot import plot_sweep
 
-        written = plot_sweep(args.target[1], figure=args.figure, x=args.x)
+        written = plot_sweep(args.target[1], figure=args.figure, x=args.x or "paths")
         sys.stdout.write(f"wrote {written}\n")
         return 0
     if len(args.target) != 1:
         raise OptionError(f"one sweep file expected; got {len(args.target)} arguments")
+    if _given(args, PLOT_OPTIONS):
+        raise OptionError(f"{', '.join(_given(args, PLOT_OPTIONS))} "
+                          f"appl{'ies' if len(_given(args, PLOT_OPTIONS)) == 1 else 'y'} to "
+                          "'sweep plot OUT', not to a run")
+    args.out = "sweep-out" if args.out is None else args.out
+    args.executor = args.executor or "local"
     from ..engine.split import check_executor_options
 
     check_executor_options(args.executor, address=args.address, flags=True)
@@ -100,8 +124,8 @@ def register(sub) -> None:
     p.add_argument("target", nargs="*", metavar="CONFIG | plot OUT",
                    help="the sweep's TOML file, or 'plot' and a sweep's output folder")
     p.add_argument("--example", action="store_true", help="print an example sweep file")
-    p.add_argument("--out", default="sweep-out", help="output folder (default: sweep-out)")
-    p.add_argument("--executor", choices=("local", "ray"), default="local",
+    p.add_argument("--out", default=None, help="output folder (default: sweep-out)")
+    p.add_argument("--executor", choices=("local", "ray"), default=None,
                    help="local: child processes on this machine (default); ray: one Ray task "
                         "per job (pip install 'spectheory[ray]')")
     p.add_argument("--address", default=None,
@@ -116,6 +140,6 @@ def register(sub) -> None:
     p.add_argument("--no-cache", action="store_true", help="run every job, cached or not")
     p.add_argument("--no-progress", action="store_true", help="no progress on stderr")
     p.add_argument("--figure", default=None, help="plot: the image file (default OUT/sweep.png)")
-    p.add_argument("--x", default="paths", choices=("paths", "block", "vocab"),
+    p.add_argument("--x", default=None, choices=("paths", "block", "vocab"),
                    help="plot: the horizontal axis (default paths)")
     p.set_defaults(func=cmd_sweep)
