@@ -1938,6 +1938,17 @@ MUTANTS = [
            "    if _given(args, PLOT_OPTIONS):",
            "    if False:",
            "a sweep run's --figure and --x accepted and ignored", LATE),
+    Mutant("spectheory/engine/drafttrees.py",
+           "    for count, what, formula in sorted(checks, key=lambda c: c[0] <= limit):",
+           "    for count, what, formula in checks:",
+           "a tree's first size noted on stderr before its route's size refused (two lines)",
+           ("tests/test_hostile_cli_trees.py",)),
+    Mutant("spectheory/engine/drafttrees.py",
+           "            if (d + widths[-1]) * log_v + math.log2(len(widths)) > WORK_CAP_BITS:",
+           "            if False:",
+           "the node route's work of a deep iid tree counted exactly: V^w summed over 59,049 "
+           "widths (seconds) where any count past 2^256 is refused anyway",
+           ("tests/test_hostile_cli_trees.py",)),
 ]
 
 

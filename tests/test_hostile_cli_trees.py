@@ -413,3 +413,33 @@ def test_a_fetch_that_progresses_still_shows_its_header_and_lines(monkeypatch, c
     assert err[:3] == ["[1/1] fake", "downloading 1 package(s) for fake (0 MB)...",
                        "  [1/1] Collecting fake-part1==0.1.0"]
     assert not any("Retrying" in ln for ln in err)
+
+
+@pytest.mark.parametrize("tree", ["2," * 13 + "2", "3," * 9 + "3", "4," * 7 + "4"])
+def test_a_tree_too_large_for_its_route_is_refused_at_once_in_one_line(tmp_path, capsys, tree):
+    """The first size (V^(D+1)) was noted on stderr with its estimate, then the route's size
+    refused: two lines; and counting the node route's work of an iid tree 3^10 took 15 s (its
+    subset sums, now the bits of one integer, counted up to 2^256)."""
+    import time
+
+    import spectheory as st
+    from cli_helpers import refused
+    from spectheory.inputs.instances import instance_to_dict
+
+    path = write(tmp_path, instance_to_dict(st.random_instance(3, 2, 1, denominator=60)))
+    t = time.perf_counter()
+    code, out, err = run(["tree", path, "--tree", tree], capsys)
+    assert time.perf_counter() - t < 5
+    refused(code, out, err, "(node route)", "exceed the float64 limit")
+    assert "note:" not in err
+
+
+def test_the_node_route_work_is_capped_far_past_any_limit():
+    import time
+
+    from spectheory.engine.drafttrees import WORK_CAP_BITS, node_route_work
+
+    t = time.perf_counter()
+    assert node_route_work((3,) * 10, 3, "iid") == 1 << WORK_CAP_BITS
+    assert time.perf_counter() - t < 1.5
+    assert node_route_work((2, 1), 3, "iid") == 3**2 + 3 * (3 + 3**2)  # widths {2} then {1, 2}

@@ -917,6 +917,11 @@ def _like_mask(mask: np.ndarray, like):
     return mask.reshape(1, -1)
 
 
+#: `node_route_work` stops counting past 2^256 pairs (a count that large is refused whatever
+#: the limit; a deep iid tree's subset sums made the exact count take 15 s).
+WORK_CAP_BITS = 256
+
+
 def node_route_work(shape, V: int, drafting: str, verifier=None) -> int:
     """Upper bound on the (prefix, candidate tuple) pairs the node route evaluates: at depth d,
     V**d prefixes times V**w tuples for every width w a (merged) node there can have (under
@@ -926,24 +931,31 @@ def node_route_work(shape, V: int, drafting: str, verifier=None) -> int:
     fast = verifier is not None and tree_verifier(verifier).name == "specinfer"
     shape = tree_shape(shape)
     depth = shape.depth
+    log_v = math.log2(max(V, 2))
     total = 0
     for d in range(shape.height):
         counts = [len(shape.children[u]) for u in range(shape.n_nodes) if depth[u] == d]
         if drafting == "topk":
             total += V**d * len(counts)
             continue
-        widths = set(counts)
-        if drafting == "iid":
-            sums = {0}
+        if drafting == "iid":  # the subset sums of the child counts, as the bits of one int
+            bits = 1
             for c in counts:
-                sums |= {s + c for s in sums}
-            widths = sums - {0}
+                bits |= bits << c
+            widths = [w for w in range(1, bits.bit_length()) if bits >> w & 1]
+        else:
+            widths = sorted(set(counts))
         if fast and drafting == "iid":
             regular = len({shape.sig(v) for v in range(shape.n_nodes) if depth[v] == d + 1}) == 1
+            if (d + 1) * log_v + (2 * math.log2(widths[-1] + 1) if regular else widths[-1]) + \
+                    math.log2(widths[-1]) > WORK_CAP_BITS:
+                return 1 << WORK_CAP_BITS  # far past any limit: the exact bound is not needed
             total += V ** (d + 1) * sum(w * ((w + 1) if regular else 2**w) for w in widths)
         else:
+            if (d + widths[-1]) * log_v + math.log2(len(widths)) > WORK_CAP_BITS:
+                return 1 << WORK_CAP_BITS
             total += V**d * sum(V**w for w in widths)
-    return total
+    return min(total, 1 << WORK_CAP_BITS)
 
 
 def _groups(sig: tuple, tuples: np.ndarray, drafting: str, merges: bool = True) -> dict:
@@ -1187,14 +1199,22 @@ def _guard(spec, shape: TreeShape, V: int, drafting: str, route: str, exact: boo
     if exact and not spec.exact:
         raise SpectheoryError(f"verifier {spec.name!r} has a float law only (no exact "
                               f"rational mode)")
-    check_size(V ** (L + 1), "tree analysis", exact, max_sequences, f"V^(D+1) = {V}^{L + 1}")
+    checks = [(V ** (L + 1), "tree analysis", f"V^(D+1) = {V}^{L + 1}")]
     if route == "nodes":
-        check_size(node_route_work(shape, V, drafting, spec),
-                   f"tree {shape.describe()} (node route)", exact, max_sequences,
-                   "sum over nodes of V^depth x candidate tuples")
+        checks.append((node_route_work(shape, V, drafting, spec),
+                       f"tree {shape.describe()} (node route)",
+                       "sum over nodes of V^depth x candidate tuples"))
     elif drafting != "topk":
-        check_size(V ** shape.n_drafted, f"tree {shape.describe()} (enumerate route)", exact,
-                   max_sequences, f"V^E = {V}^{shape.n_drafted} joint draft outcomes")
+        checks.append((V ** shape.n_drafted, f"tree {shape.describe()} (enumerate route)",
+                       f"V^E = {V}^{shape.n_drafted} joint draft outcomes"))
+    from ..runtime.sizes import max_sequences as default_limit
+
+    limit = max_sequences if isinstance(max_sequences, int) and not \
+        isinstance(max_sequences, bool) else default_limit(exact)
+    # a refusal before any note: the first size's estimate was noted on stderr, and then the
+    # second size refused
+    for count, what, formula in sorted(checks, key=lambda c: c[0] <= limit):
+        check_size(count, what, exact, max_sequences, formula)
 
 
 __all__ = [
