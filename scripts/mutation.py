@@ -1949,6 +1949,16 @@ MUTANTS = [
            "the node route's work of a deep iid tree counted exactly: V^w summed over 59,049 "
            "widths (seconds) where any count past 2^256 is refused anyway",
            ("tests/test_hostile_cli_trees.py",)),
+    Mutant("spectheory/inputs/grammar_engines.py",
+           "                    if accepting:\n                        row[t] = END",
+           "                    if True:\n                        row[t] = END",
+           "llguidance's stop token kept where no text can complete: a grammar that accepts "
+           "nothing gave a number", ("tests/test_grammar_engines.py",)),
+    Mutant("spectheory/inputs/grammar_engines.py",
+           "    where = f\"{name}: \" if name else \"\"",
+           "    where = \"\"",
+           "an llguidance grammar file's refusals do not name the file",
+           ("tests/test_grammar_engines.py",)),
 ]
 
 

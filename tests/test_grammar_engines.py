@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import re
 
 import numpy as np
 import pytest
@@ -147,3 +148,46 @@ def test_engine_grammar_from_json_file(tmp_path):
     sp = parse_sampling(f"grammar={path}")
     assert sp.grammar.allowed(np.zeros(1, dtype=np.int64)).tolist()[0] == \
         [True] + [False] * 7
+
+
+@pytest.mark.parametrize("regex", ["c", "ac", "a(c|cc)"])
+def test_a_grammar_that_accepts_nothing_is_refused_as_the_kits_own_is(regex):
+    """llguidance keeps the stop token in the mask of a state no text can complete (a dead
+    grammar ends a generation): a regex no token sequence matches gave a number (the root row
+    allowed the stop token only). The stop token is allowed at a complete match only, as in the
+    kit's automaton, and both refuse the grammar where the masks leave nothing."""
+    import spectheory as st
+    from spectheory.inputs.grammar_engines import llguidance_grammar
+    from spectheory.inputs.stateful import GrammarError
+
+    inst = st.random_instance(3, 2, 0)
+    tokens = ["a", "b", "<eos>"]
+    for grammar in (llguidance_grammar(tokens, 2, regex=regex),
+                    {"tokens": tokens, "regex": regex, "eos": 2}):
+        with pytest.raises(GrammarError, match="the masks leave no token of positive "
+                                               "probability after history"):
+            st.analyze(inst, "block", sampling={"grammar": grammar})
+    for ok in ("a", "ab|b", "(a|b)*"):
+        engine = st.analyze(inst, "block", sampling={"grammar": llguidance_grammar(tokens, 2,
+                                                                                 regex=ok)})
+        kit = st.analyze(inst, "block", sampling={"grammar": {"tokens": tokens, "regex": ok,
+                                                              "eos": 2}})
+        assert engine.tau_pmf == pytest.approx(kit.tau_pmf, abs=1e-15)
+
+
+def test_an_llguidance_grammar_file_is_named_in_its_refusals(tmp_path):
+    """Two of llguidance's refusals of a grammar file did not say which file."""
+    import json
+
+    from spectheory.inputs.grammar_engines import load_grammar
+
+    cases = [({"regex": "a", "lark": 'start: "a"'}, "give exactly one of regex, json_schema or "
+                                                     "lark"),
+             ({"json_schema": "{not json"}, "llguidance refused the grammar"),
+             ({"regex": "a", "eos": 7}, "eos = 7 is not a token id in 0..2")]
+    for extra, words in cases:
+        path = tmp_path / "g.json"
+        path.write_text(json.dumps({"engine": "llguidance", "tokens": ["a", "b", "<e>"],
+                                    "eos": 2, **extra}))
+        with pytest.raises(GrammarError, match=rf"^grammar '{path}': {re.escape(words)}"):
+            load_grammar(str(path))

@@ -121,10 +121,15 @@ class EngineAutomaton(TokenAutomaton):
             words = self._bitmask[0].astype(np.int64) & 0xFFFFFFFF
             bits = (words[:, None] >> np.arange(32)[None, :]) & 1
             allowed = bits.reshape(-1)[:self.vocab_size].astype(bool)
+            accepting = bool(m.is_accepting())
             for t in np.flatnonzero(allowed):
                 t = int(t)
                 if t == self.eos:
-                    row[t] = END
+                    # llguidance's mask keeps the stop token where no text can match (a dead
+                    # grammar ends the generation); the kit allows it at a complete match only,
+                    # as its own automaton does, so that a grammar that accepts nothing is refused
+                    if accepting:
+                        row[t] = END
                     continue
                 nxt = h + (t,)
                 if nxt not in self._ids:
@@ -156,26 +161,27 @@ def llguidance_grammar(tokens: Sequence[str], eos: int, *, regex: str | None = N
     `MAX_ENGINE_VOCAB` tokens, an empty token string, two ids spelling the same string
     (`spectheory.inputs.stateful.refuse_duplicate_tokens`: llguidance keeps one id per string,
     the kit's automaton would allow both)."""
+    where = f"{name}: " if name else ""  # a grammar file's name leads its messages
     try:
         import llguidance
     except ImportError:
-        raise GrammarError("llguidance_grammar needs the package 'llguidance' (pip install "
+        raise GrammarError(f"{where}llguidance_grammar needs the package 'llguidance' (pip install "
                            "'spectheory[grammar]')") from None
     given = [k for k, v in (("regex", regex), ("json_schema", json_schema), ("lark", lark))
              if v is not None]
     if len(given) != 1:
-        raise GrammarError("give exactly one of regex, json_schema or lark")
+        raise GrammarError(f"{where}give exactly one of regex, json_schema or lark")
     if not isinstance(tokens, (list, tuple)) or not tokens or \
             not all(isinstance(t, str) for t in tokens):
-        raise GrammarError("tokens must be a non-empty list of strings (one per token id)")
+        raise GrammarError(f"{where}tokens must be a non-empty list of strings (one per token id)")
     V = len(tokens)
     if V > MAX_ENGINE_VOCAB:
-        raise GrammarError(f"{V:,} tokens, over the limit of {MAX_ENGINE_VOCAB:,} for engine "
+        raise GrammarError(f"{where}{V:,} tokens, over the limit of {MAX_ENGINE_VOCAB:,} for engine "
                            f"masks")
     if isinstance(eos, bool) or not isinstance(eos, (int, np.integer)) or not 0 <= eos < V:
-        raise GrammarError(f"eos = {eos!r} is not a token id in 0..{V - 1}")
+        raise GrammarError(f"{where}eos = {eos!r} is not a token id in 0..{V - 1}")
     if any(t == "" for i, t in enumerate(tokens) if i != eos):
-        raise GrammarError("every token but eos must spell at least one character")
+        raise GrammarError(f"{where}every token but eos must spell at least one character")
     refuse_duplicate_tokens(tokens, name or "llguidance grammar")
     try:
         tok = llguidance.LLTokenizer(llguidance.TokenizerWrapper(_Tokenizer(tokens, int(eos))),
@@ -194,7 +200,7 @@ def llguidance_grammar(tokens: Sequence[str], eos: int, *, regex: str | None = N
             spec = {"engine": "llguidance", "tokens": list(tokens), "eos": int(eos),
                     "lark": lark}
     except (ValueError, TypeError, RuntimeError) as exc:
-        raise GrammarError(f"llguidance refused the grammar ({_first_line(exc)})") \
+        raise GrammarError(f"{where}llguidance refused the grammar ({_first_line(exc)})") \
             from None
     label = name or f"llguidance {given[0]}"
     g = EngineAutomaton(tok, text, V, int(eos), label, spec)
