@@ -1959,6 +1959,16 @@ MUTANTS = [
            "    where = \"\"",
            "an llguidance grammar file's refusals do not name the file",
            ("tests/test_grammar_engines.py",)),
+    Mutant("spectheory/testing/checks/vectors.py",
+           "    missing = [key for key in FIELDS if key not in data]  # every file has every field",
+           "    missing = [key for key in (\"verifier\", \"paths\", \"drafting\", \"instance\", \"name\") if key not in data]",
+           "a vector file without output_law judged a MISMATCH (exit 1) instead of refused",
+           ("tests/test_vectors.py",)),
+    Mutant("spectheory/testing/checks/vectors.py",
+           "        raise named from None",
+           "        raise",
+           "a vector file's unknown verifier or bad instance refused without naming the file",
+           ("tests/test_vectors.py",)),
 ]
 
 

@@ -223,3 +223,25 @@ def test_bad_arguments():
     big = random_instance(4, 4, 0, denominator=4)
     with pytest.raises(SpectheoryError, match="joint drafts"):
         build_vector("gbv", big, paths=2)
+
+
+@pytest.mark.parametrize("edit,words", [
+    (lambda d: d.pop("output_law"), "missing field 'output_law'; a vector file has every field"),
+    (lambda d: [d.pop("tau_pmf"), d.pop("sequences")], "missing field 'tau_pmf' (and 1 more)"),
+    (lambda d: d["drafts"][0].pop("stop"), "drafts[0] is missing field 'stop'"),
+    (lambda d: d.update(verifier="nonexist"), "unknown verifier 'nonexist'"),
+    (lambda d: d.update(drafting="zzz"), "drafting"),
+    (lambda d: d["instance"].update(vocab_size=10**9), "vocab_size"),
+])
+def test_a_malformed_vector_file_is_refused_naming_it(tmp_path, capsys, edit, words):
+    """A file without output_law was a MISMATCH verdict (exit 1), and an unknown verifier, a
+    drafting scheme or an instance at fault were refused without naming the file."""
+    out = tmp_path / "vx"
+    export_vectors(out, verifiers=["token"])
+    name = sorted(out.glob("*.json"))[0]
+    data = json.loads(name.read_text())
+    edit(data)
+    name.write_text(json.dumps(data))
+    code, stdout, err = run(["vectors", "check", str(out)], capsys)
+    assert code == 2 and stdout == "" and err.count("\n") == 1, err
+    assert f"{name.name}: " in err and words in err, err

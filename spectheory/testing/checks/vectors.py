@@ -477,17 +477,32 @@ def check_file(path, allow_import: bool = False) -> tuple[str, Any, Any] | None:
                 check_keys(item, valid, f"{fname}: {field}[{j}]")
     if data.get("schema") != SCHEMA:
         raise SpectheoryError(f"{fname}: schema {data.get('schema')!r} is not {SCHEMA!r}")
-    for key in ("verifier", "paths", "drafting", "instance", "name"):
-        if key not in data:
-            raise SpectheoryError(f"{fname}: missing field {key!r}")
+    missing = [key for key in FIELDS if key not in data]  # every file has every field
+    if missing:  # a file without output_law was a MISMATCH verdict, not a malformed file
+        raise SpectheoryError(f"{fname}: missing field {missing[0]!r}"
+                              + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
+                              + "; a vector file has every field that `vectors export` writes")
+    for field, valid in (("drafts", DRAFT_FIELDS), ("decisions", DECISION_FIELDS)):
+        items = data[field]
+        for j, item in enumerate(items if isinstance(items, list) else []):
+            gone = [k for k in valid if isinstance(item, dict) and k not in item]
+            if gone:
+                raise SpectheoryError(f"{fname}: {field}[{j}] is missing field {gone[0]!r}")
     verifier = data["verifier"]
     if isinstance(verifier, str) and ":" in verifier and not allow_import:
         shown = verifier if len(verifier) <= 60 else verifier[:57] + "..."
         raise SpectheoryError(f"{fname}: verifier {shown!r} is user code (module:function); a "
                               f"vector file is data and names no module to import: check your "
                               f"own verifier's vectors with --allow-import")
-    inst = instance_from_dict(data["instance"], exact=True)
-    how = plan(verifier, data["paths"], data["drafting"])
+    try:  # the file is named in these refusals too
+        inst = instance_from_dict(data["instance"], exact=True)
+        how = plan(verifier, data["paths"], data["drafting"])
+    except SpectheoryError as exc:
+        try:
+            named = type(exc)(f"{fname}: {exc}")
+        except TypeError:  # a subclass with more arguments
+            named = SpectheoryError(f"{fname}: {exc}")
+        raise named from None
     drafts = data.get("drafts")
     n = len(drafts) if isinstance(drafts, list) else 0
     fresh_n = len(_joint_drafts(inst, how.paths, how.drafting)[0])
