@@ -1969,6 +1969,11 @@ MUTANTS = [
            "        raise",
            "a vector file's unknown verifier or bad instance refused without naming the file",
            ("tests/test_vectors.py",)),
+    Mutant("spectheory/runtime/limits.py",
+           "    if _state.deadline is not None:\n        call = [label, time.monotonic(), False]",
+           "    if False:\n        call = [label, time.monotonic(), False]",
+           "a time limit that stops a hanging user function does not name it",
+           ("tests/test_hostile_kit_2026.py",)),
 ]
 
 

@@ -186,14 +186,17 @@ def test_deep_tree_default_instances_refused_with_the_commands_remedy(capsys):
 # ----------------------------------------------------------------------------- time
 
 
-@pytest.mark.parametrize("args", [
-    ["check-step", "kitbad:hanging_step", "--samples", "1000"],
-    ["check-sampler", "kitbad:hanging_sampler", "--verifier", "token", "--samples", "2000"],
+@pytest.mark.parametrize("args,who", [
+    (["check-step", "kitbad:hanging_step", "--samples", "1000"], "step kitbad:hanging_step"),
+    (["check-sampler", "kitbad:hanging_sampler", "--verifier", "token", "--samples", "2000"],
+     "sampler kitbad:hanging_sampler"),
 ])
-def test_time_limit_stops_user_code_that_never_returns(kit_module, capsys, args):
+def test_time_limit_stops_user_code_that_never_returns(kit_module, capsys, args, who):
+    """The limit names the user call it stopped (it said only "use a smaller instance")."""
     t = time.perf_counter()
     code, out, err = run([*args, "--time-limit", "0.3"], capsys)
-    refused(code, out, err, "time limit of 0.3 s reached")
+    refused(code, out, err, "time limit of 0.3 s reached", f"while {who} was running",
+            f"raise --time-limit or look at {who}")
     assert time.perf_counter() - t < 10
 
 

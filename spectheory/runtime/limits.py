@@ -270,9 +270,13 @@ def check_time_limit(seconds, what: str = "--time-limit") -> float | None:
 
 def _expired(where: str = "") -> TimeLimitError:
     took = time.monotonic() - _state.start
+    running = _running_calls[-1][0] if _running_calls else None  # the user call it stopped
+    if running is not None:
+        where += f" while {running} was running"
     return TimeLimitError(
         f"time limit of {_state.limit:g} s reached after {took:.1f} s{where}; stopped with no "
-        f"result: raise --time-limit or use a smaller instance")
+        f"result: raise --time-limit"
+        + (f" or look at {running}" if running is not None else " or use a smaller instance"))
 
 
 def remaining() -> float | None:
@@ -553,16 +557,22 @@ def _watch_calls() -> None:
             call = _running_calls[0]
         except IndexError:
             continue
-        if not call[2] and time.monotonic() - call[1] >= USER_CALL_NOTE_S:
+        if not call[2] and _state.deadline is None and \
+                time.monotonic() - call[1] >= USER_CALL_NOTE_S:
             call[2] = True
             note(f"{call[0]} has run {USER_CALL_NOTE_S:g} s in one call without returning; "
                  f"--time-limit SECONDS stops the command")
 
 
 def _watch_start(label: str):
-    """Watch a user call (`spectheory.runtime.errors.call_user`) on the command line (notes on)
-    with no time limit; the token to hand `_watch_stop`, or None when not watched."""
-    if not _state.notes or _state.deadline is not None:
+    """Watch a user call (`spectheory.runtime.errors.call_user`): on the command line (notes on)
+    with no time limit, to note one that runs long; under a time limit, to name the call the
+    limit stops. The token to hand `_watch_stop`, or None when not watched."""
+    if _state.deadline is not None:
+        call = [label, time.monotonic(), False]
+        _running_calls.append(call)
+        return call
+    if not _state.notes:
         return None
     if not _watcher:
         thread = threading.Thread(target=_watch_calls, name="spectheory-user-calls", daemon=True)
