@@ -200,6 +200,30 @@ def test_time_limit_stops_user_code_that_never_returns(kit_module, capsys, args,
     assert time.perf_counter() - t < 10
 
 
+def test_a_time_limit_in_python_names_the_call_it_stops():
+    """``limits.running(seconds)`` in Python (no notes): the limit names the user call it
+    stopped, and the calls that returned are no longer named."""
+    from spectheory.runtime import limits
+    from spectheory.runtime.errors import TimeLimitError, call_user
+
+    def spins():
+        while True:
+            time.sleep(0.02)
+
+    with pytest.raises(TimeLimitError, match=r"while my spinner was running; stopped with no "
+                                             r"result: raise --time-limit or look at my spinner"):
+        with limits.running(0.3):
+            call_user(lambda: 1, what="a quick call")
+            call_user(spins, what="my spinner")
+    with pytest.raises(TimeLimitError) as exc:
+        with limits.running(0.2):
+            call_user(lambda: 1, what="a quick call")
+            while True:
+                limits.check_time()
+                time.sleep(0.02)
+    assert "while" not in str(exc.value) and "use a smaller instance" in str(exc.value)
+
+
 def test_a_long_step_check_is_measured_on_a_small_first_call(monkeypatch, capsys):
     """With more samples than one call takes, the first call has `PILOT_ROWS` rows and the run's
     estimate is noted from it (here any estimate is noted: NOTE_SECONDS = 0)."""
