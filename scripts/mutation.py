@@ -1974,6 +1974,20 @@ MUTANTS = [
            "    if False:\n        call = [label, time.monotonic(), False]",
            "a time limit that stops a hanging user function does not name it",
            ("tests/test_hostile_kit_2026.py",)),
+    Mutant("spectheory/testing/checks/hf_generate.py",
+           "    if not isinstance(schedule, str) or schedule not in ASSISTANT_SCHEDULES:",
+           "    if not isinstance(schedule, str):",
+           "a schedule transformers does not have taken, and a verdict given on it",
+           ("tests/test_hf_generate.py",)),
+    Mutant("spectheory/testing/checks/hf_generate.py",
+           "            or not 0 <= float(threshold) < 1:",
+           "            or float(threshold) < 0:",
+           "a NaN or 1 confidence threshold taken", ("tests/test_hf_generate.py",)),
+    Mutant("spectheory/testing/checks/hf_generate.py",
+           "        if mnt and eos is None:  # it masks the stop token: with none, it would do nothing",
+           "        if False:  # it masks the stop token: with none, it would do nothing",
+           "min_new_tokens without eos_token_id taken (it does nothing)",
+           ("tests/test_hf_generate.py",)),
 ]
 
 

@@ -11,6 +11,7 @@ the reason, where transformers is not installed.
 
 from __future__ import annotations
 
+import re
 import sys
 
 import numpy as np
@@ -194,9 +195,10 @@ def test_released_assisted_generation_on_ties_and_zeros_under_top_k(hf):
 
 
 def test_the_library_refusing_its_arguments_is_one_line(hf):
-    # an assistant setting of the wrong type is refused by the library itself
+    # an argument the kit's law takes and the library refuses (transformers reads a numpy
+    # integer top_k as not an integer): the library's own refusal, in one line
     with pytest.raises(SpectheoryError, match="generate raised") as info:
-        H.check_hf_generate(samples=60, generate_kwargs={"assistant_confidence_threshold": "x"})
+        H.check_hf_generate(samples=60, generate_kwargs={"top_k": np.int64(2)})
     assert "\n" not in str(info.value)
 
 
@@ -230,3 +232,18 @@ def test_the_assisted_loop_enumerated_exactly_is_the_target_law(hf, kwargs):
         assert tv < 1e-14  # raw rows are the sampled rows: no bug to see
     elif "temperature" in kwargs:
         assert tv > 0.05  # the planted raw-q bug's exact bias (power: benchmarks)
+
+
+@pytest.mark.parametrize("kwargs,words", [
+    ({"num_assistant_tokens_schedule": "bogus"}, "num_assistant_tokens_schedule = 'bogus' must be one of"),
+    ({"num_assistant_tokens_schedule": None}, "num_assistant_tokens_schedule = None must be one of"),
+    ({"assistant_confidence_threshold": float("nan")}, "assistant_confidence_threshold = nan"),
+    ({"assistant_confidence_threshold": 1}, "assistant_confidence_threshold = 1 must be"),
+    ({"min_new_tokens": -5}, "min_new_tokens = -5 must be an integer >= 0"),
+    ({"min_new_tokens": 2}, "min_new_tokens = 2 acts only with eos_token_id"),
+])
+def test_assistant_settings_and_min_new_tokens_are_checked(hf, kwargs, words):
+    """A schedule transformers does not have, a NaN confidence threshold and a negative
+    min_new_tokens were taken, and a verdict given on them."""
+    with pytest.raises(OptionError, match=re.escape(words)):
+        H.check_hf_generate(samples=300, generate_kwargs=kwargs)

@@ -96,6 +96,8 @@ HF_DEFAULT_TOP_K = 50
 MAX_ASSISTANT_TOKENS = 64
 
 #: The check's assistant settings unless given: L = 2 drafts a step, fixed.
+#: transformers' schedules of the number of assistant tokens (``GenerationConfig``).
+ASSISTANT_SCHEDULES = ("constant", "heuristic", "heuristic_transient")
 DEFAULT_ASSISTANT = {"num_assistant_tokens": 2, "num_assistant_tokens_schedule": "constant",
                      "assistant_confidence_threshold": 0.0}
 
@@ -306,6 +308,13 @@ def sampling_of(generate_kwargs: Mapping | None, vocab_size: int):
             raise OptionError(f"eos_token_id = {eos!r} must be one token id in "
                               f"0..{vocab_size - 1} (a token of the table models)")
         eos = int(eos)
+    mnt = kw.get("min_new_tokens")
+    if mnt is not None:
+        if isinstance(mnt, bool) or not isinstance(mnt, (int, np.integer)) or mnt < 0:
+            raise OptionError(f"min_new_tokens = {mnt!r:.40} must be an integer >= 0")
+        if mnt and eos is None:  # it masks the stop token: with none, it would do nothing
+            raise OptionError(f"min_new_tokens = {int(mnt)} acts only with eos_token_id (the "
+                              "token it holds back); give eos_token_id too")
     params: dict[str, Any] = {"order": "transformers"}
     for key in ("temperature", "top_k", "top_p", "min_p", "repetition_penalty",
                 "no_repeat_ngram_size"):
@@ -559,6 +568,16 @@ def check_hf_generate(instances: Sequence | Instance | None = None, samples: int
         if key not in ASSISTANT_KEYS:
             raise OptionError(f"assistant setting {key!r} is not one of "
                               f"{', '.join(ASSISTANT_KEYS)}")
+    schedule = ast["num_assistant_tokens_schedule"]
+    if not isinstance(schedule, str) or schedule not in ASSISTANT_SCHEDULES:
+        raise OptionError(f"num_assistant_tokens_schedule = {schedule!r:.40} must be one of "
+                          f"{', '.join(ASSISTANT_SCHEDULES)} (transformers' schedules)")
+    threshold = ast["assistant_confidence_threshold"]
+    if isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.integer,
+                                                                np.floating)) \
+            or not 0 <= float(threshold) < 1:
+        raise OptionError(f"assistant_confidence_threshold = {threshold!r:.40} must be a number "
+                          "in [0, 1) (0: drafts are not cut by confidence)")
     n_ast = ast["num_assistant_tokens"]  # else the library names max_new_tokens (what it sets)
     if isinstance(n_ast, bool) or not isinstance(n_ast, (int, np.integer)) or \
             not 1 <= n_ast <= MAX_ASSISTANT_TOKENS:
