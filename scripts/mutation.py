@@ -1988,6 +1988,11 @@ MUTANTS = [
            "        if False:  # it masks the stop token: with none, it would do nothing",
            "min_new_tokens without eos_token_id taken (it does nothing)",
            ("tests/test_hf_generate.py",)),
+    Mutant("spectheory/testing/checks/tree_ports.py",
+           "    _check_layout_options(layout, options)\n",
+           "",
+           "a tree layout's unknown option or unusable device found only at the first call, and "
+           "blamed on the engine function", ("tests/test_tree_sampler.py",)),
 ]
 
 

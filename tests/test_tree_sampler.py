@@ -5,6 +5,7 @@ as a verifier (spectheory.verifiers.sglang_tree)."""
 from __future__ import annotations
 
 import dataclasses
+import re
 from fractions import Fraction as F
 
 import numpy as np
@@ -602,3 +603,24 @@ def test_drafted_trees_are_bounded_before_any_is_drafted(monkeypatch):
     assert drafted == []
     rep = check_tree_sampler(s, drafting="iid", draft_rows=2, samples=6_000)
     assert rep.passed and drafted == [2, 2, 2]
+
+
+@pytest.mark.parametrize("layout,options,words", [
+    ("eagle-posterior", {"threshold_acc": 0.5},
+     "tree layout eagle-posterior takes no option 'threshold_acc' (its options: "
+     "logits_processor, dtype)"),
+    ("sglang-tree", {"device": "bogus"}, "device = 'bogus' is not a device torch can use here"),
+    ("sglang-tree", {"dtype": "float32"}, "dtype = 'float32' must be a torch floating dtype"),
+    ("sglang-tree", {"threshold_acc": float("nan")}, "threshold_acc = nan must be a number in"),
+    ("eagle-posterior", {"logits_processor": 3}, "logits_processor = 3 must be callable"),
+])
+def test_layout_options_are_checked_when_the_sampler_is_built(layout, options, words):
+    """An option the layout does not take, or a device torch cannot use, was only found at the
+    first call and reported as the engine function raising (a UserCodeError blaming it)."""
+    fn = evaluate_posterior if layout == "eagle-posterior" else \
+        tree_speculative_sampling_target_only
+    with pytest.raises(OptionError, match=re.escape(words)):
+        tree_engine_sampler(fn, layout, **options)
+    fine = {"dtype": torch.float64} if layout == "eagle-posterior" else \
+        {"device": "cpu", "dtype": torch.float64, "threshold_acc": 0.5}
+    assert check_tree_sampler(tree_engine_sampler(fn, layout, **fine), samples=3000).passed

@@ -636,6 +636,36 @@ EAGLE_POSTERIOR = TreeLayout(
 TREE_LAYOUTS = {lay.name: lay for lay in (SGLANG_TREE, EAGLE_POSTERIOR)}
 
 
+def _check_layout_options(layout: TreeLayout, options: dict) -> None:
+    """The layout's options, checked when the sampler is built (an option the layout does not
+    take, or a device or dtype torch cannot use, failed at the first call and was reported as the
+    engine function's error)."""
+    import inspect
+
+    params = list(inspect.signature(layout.call).parameters)[6:]  # after fn, tokens, ..., generator
+    for key, value in options.items():
+        if key not in params:
+            raise OptionError(f"tree layout {layout.name} takes no option {key!r} (its options: "
+                              f"{', '.join(params)})")
+        if key == "device":
+            try:
+                dev = torch.device(value)
+                torch.empty(0, device=dev)
+            except (RuntimeError, TypeError, ValueError, AssertionError) as exc:
+                first = (str(exc).strip().splitlines() or [""])[0][:120]
+                raise OptionError(f"device = {value!r:.40} is not a device torch can use here "
+                                  f"({first})") from None
+        elif key == "dtype" and value is not None and not (
+                isinstance(value, torch.dtype) and value.is_floating_point):
+            raise OptionError(f"dtype = {value!r:.40} must be a torch floating dtype (or None)")
+        elif key in ("threshold_single", "threshold_acc") and (
+                isinstance(value, bool) or not isinstance(value, (int, float))
+                or not 0 <= float(value) <= 1):
+            raise OptionError(f"{key} = {value!r:.40} must be a number in [0, 1]")
+        elif key == "logits_processor" and not callable(value):
+            raise OptionError(f"logits_processor = {value!r:.40} must be callable")
+
+
 def tree_engine_sampler(fn: Callable, layout: TreeLayout | str, **options) -> Callable:
     """A canonical tree sampler ([`spectheory.testing.checks.tree`][spectheory.testing.checks.tree])
     that calls the engine function ``fn`` through ``layout`` (a
@@ -652,6 +682,7 @@ def tree_engine_sampler(fn: Callable, layout: TreeLayout | str, **options) -> Ca
         raise OptionError(f"the engine function must be callable, not {type(fn).__name__}")
     if layout is SGLANG_TREE:
         _sglang_takes_draft(fn)  # a signature the preset cannot call is refused here, in one line
+    _check_layout_options(layout, options)
 
     def sampler(tokens, parents, q, p, generator):
         return layout.call(fn, tokens, parents, q, p, generator, **options)
