@@ -1993,6 +1993,10 @@ MUTANTS = [
            "",
            "a tree layout's unknown option or unusable device found only at the first call, and "
            "blamed on the engine function", ("tests/test_tree_sampler.py",)),
+    Mutant("spectheory/cli/__init__.py",
+           "        self.register(\"action\", None, _StoreOnce)\n",
+           "",
+           "an option given twice: the second value replaced the first silently", LATE),
 ]
 
 

@@ -651,3 +651,19 @@ def test_options_a_command_would_ignore_are_refused(tmp_path, capsys):
     assert code == 1 and '"tolerance": 0.001' in out, err
     code, out, _ = run(["sweep", "--example"], capsys)
     assert code == 0 and "[[instances]]" in out
+
+
+@pytest.mark.parametrize("argv,option", [
+    (["exact", "{path}", "--sampling", "temperature=0", "--sampling", "top_k=2"], "--sampling"),
+    (["exact", "{path}", "--verifier", "token", "--verifier", "block"], "--verifier"),
+    (["hetero", "{path}", "--scheme", "tli", "--scheme", "slem"], "--scheme"),
+    (["check-sampler", "x:y", "--samples", "100", "--samples", "200"], "--samples"),
+])
+def test_an_option_given_twice_is_refused(tmp_path, capsys, argv, option):
+    """The second value replaced the first silently (greedy dropped from the JSON)."""
+    path = write(tmp_path, instance_to_dict(st.random_instance(3, 2, 1, denominator=60)))
+    code, out, err = run([a.format(path=path) for a in argv], capsys)
+    refused(code, out, err, f"{option} given twice; give it once")
+    code, out, err = run(["exact", path, "--sampling", "temperature=0", "--verifier", "token"],
+                         capsys)
+    assert code == 0 and out, err

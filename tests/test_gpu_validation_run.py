@@ -325,11 +325,11 @@ def test_local_workers_on_cuda_are_refused_past_the_gpus(env, tmp_path, monkeypa
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     out = tmp_path / "run"
-    for extra, message in ((["--workers", "2"], "--workers 2 is more than the 1 CUDA device(s) "
-                                                "of this machine (worker i runs on cuda:i)"),
+    for extra, message in ((["--device", "cuda", "--workers", "2"],
+                            "--workers 2 is more than the 1 CUDA device(s) of this machine "
+                            "(worker i runs on cuda:i)"),
                            (["--device", "cuda:0"], "use --device cuda, not cuda:0")):
-        code, stdout, err = _cli(_sharded(env, out, "--device", "cuda", "--executor", "local",
-                                          *extra), capsys)
+        code, stdout, err = _cli(_sharded(env, out, "--executor", "local", *extra), capsys)
         assert code == 2 and stdout == "" and len(err.strip().splitlines()) == 1, err
         assert message in err and not out.exists()
 

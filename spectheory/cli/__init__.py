@@ -138,17 +138,32 @@ def _ascii_float(text: str) -> float:
 _ascii_int.__name__, _ascii_float.__name__ = "int", "float"  # argparse: "invalid int value"
 
 
+class _StoreOnce(argparse._StoreAction):
+    """argparse's ``store`` for an option given once: a second ``--sampling temperature=0
+    --sampling top_k=2`` replaced the first silently; it is a usage error naming the option.
+    (An option still holding its default object has not been given yet.)"""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if option_string is not None and getattr(namespace, self.dest, self.default) is not \
+                self.default:
+            parser.error(f"{'/'.join(self.option_strings)} given twice; give it once")
+        super().__call__(parser, namespace, values, option_string)
+
+
 class Parser(argparse.ArgumentParser):
     """argparse with usage errors raised as `UsageError` (one line, exit code 2) instead
     of a usage block and ``sys.exit``. Options declared ``type=int`` or ``type=float`` read
     ASCII numbers only (`runtime.limits.ascii_int`, `parse_float`): Python's ``int()`` and
-    ``float()`` also read other scripts' digits and ``1_0``. Sub-command parsers are of this
-    class too, so the rule holds for every command."""
+    ``float()`` also read other scripts' digits and ``1_0``. An option that takes a value is
+    given once (`_StoreOnce`). Sub-command parsers are of this class too, so the rules hold for
+    every command."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.register("type", int, _ascii_int)
         self.register("type", float, _ascii_float)
+        self.register("action", None, _StoreOnce)
+        self.register("action", "store", _StoreOnce)
 
     def error(self, message: str):
         raise UsageError(self.prog, message)
