@@ -1997,6 +1997,21 @@ MUTANTS = [
            "        self.register(\"action\", None, _StoreOnce)\n",
            "",
            "an option given twice: the second value replaced the first silently", LATE),
+    Mutant("spectheory/testing/checks/mlx_generate.py",
+           "        rp = _number(\"repetition_penalty\", rp, 1e-6, 1e6)",
+           "        rp = _number(\"repetition_penalty\", rp, 0, 1e6, lo_open=True)",
+           "a penalty that overflows MLX's float32 logits reported as the model handing a token "
+           "outside the vocabulary", ("tests/test_mlx_generate.py",)),
+    Mutant("spectheory/testing/checks/mlx_generate.py",
+           "        if top_k > vocab_size:",
+           "        if top_k > 2**63:",
+           "a top_k past the vocabulary reaches MLX (std::bad_cast, or its own refusal)",
+           ("tests/test_mlx_generate.py",)),
+    Mutant("spectheory/testing/checks/mlx_generate.py",
+           "    skw = {k: _plain(kw[k]) for k in SAMPLER_KEYS if kw.get(k) is not None}",
+           "    skw = {k: kw[k] for k in SAMPLER_KEYS if kw.get(k) is not None}",
+           "numpy scalars handed to MLX's compiled sampler, which refuses them",
+           ("tests/test_mlx_generate.py",)),
 ]
 
 

@@ -121,10 +121,19 @@ def test_bad_arguments_are_refused_in_one_line(mlx):
             M.check_mlx_generate(**kwargs)
 
 
-def test_the_library_refusing_its_arguments_is_one_line(mlx):
-    # top_k = 4 is the whole vocabulary with the prompt id: make_sampler's top-k refuses it
-    with pytest.raises(SpectheoryError, match="MLX-LM raised") as info:
-        M.check_mlx_generate(samples=60, kwargs={"top_k": 4})
+def test_the_library_refusing_its_arguments_is_one_line(mlx, monkeypatch):
+    # the kit refuses what it knows MLX cannot take (top_k past the vocabulary, 4 here, is
+    # test_arguments_mlx_cannot_take_are_refused_by_name); a refusal of the library's own, made
+    # here by its make_sampler, is one line naming the library
+    import mlx_lm.sample_utils as su
+
+    def refuses(**kw):
+        raise ValueError("make_sampler refuses these arguments\nand says more on a second line")
+
+    monkeypatch.setattr(su, "make_sampler", refuses)
+    with pytest.raises(SpectheoryError, match="MLX-LM raised ValueError: make_sampler refuses "
+                                              "these arguments") as info:
+        M.check_mlx_generate(samples=60, kwargs={"top_k": 2})
     assert "\n" not in str(info.value)
 
 
@@ -197,3 +206,26 @@ def test_top_k_ties_differ_by_convention(mlx):
     assert not M.check_mlx_generate(inst, samples=300, seed=5, kwargs={"top_k": 2}).passed
     rep = M.check_mlx_generate(inst, samples=500, seed=5, kwargs={"top_p": 0.6})
     assert rep.passed, str(rep)
+
+
+@pytest.mark.parametrize("kwargs,words", [
+    ({"repetition_penalty": 1e-39}, "repetition_penalty = 1e-39 must be a number in [1e-06, "
+                                    "1e+06]"),
+    ({"top_k": 2**63}, "top_k = 9223372036854775808 is over the vocabulary of 3 tokens"),
+    ({"top_k": 4}, "top_k = 4 is over the vocabulary of 3 tokens"),
+])
+def test_arguments_mlx_cannot_take_are_refused_by_name(mlx, kwargs, words):
+    """A penalty that overflows MLX's float32 logits was reported as the model handing a token
+    outside the vocabulary, and a 64-bit top_k as MLX raising std::bad_cast."""
+    import re
+
+    with pytest.raises(OptionError, match=re.escape(words)):
+        M.check_mlx_generate(samples=300, kwargs=kwargs)
+
+
+def test_numpy_scalars_reach_mlx_as_python_numbers(mlx):
+    """np.int64 top_k and np.float32 temp passed the kit's checks and then failed inside MLX's
+    compiled sampler."""
+    rep = M.check_mlx_generate(samples=600, kwargs={"top_k": np.int64(2)})
+    assert rep.passed, str(rep)
+    assert M.check_mlx_generate(samples=600, kwargs={"temp": np.float32(0.5)}).passed

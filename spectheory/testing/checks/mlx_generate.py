@@ -229,6 +229,11 @@ def mlx_models(instance: Instance, *, shift: int = 0):
 # ----------------------------------------------------------------------------- the law
 
 
+def _plain(value):
+    """A numpy scalar as the Python number it holds (other values as they are)."""
+    return value.item() if isinstance(value, (np.integer, np.floating)) else value
+
+
 def _number(key, value, lo, hi, lo_open=False, hi_open=False):
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
             or not math.isfinite(float(value)) or value < lo or value > hi \
@@ -268,6 +273,9 @@ def sampling_of(kwargs: Mapping | None, vocab_size: int, tokens: int = 1):
     if top_k is not None:
         if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 0:
             raise OptionError(f"top_k = {top_k!r} must be a non-negative integer")
+        if top_k > vocab_size:  # MLX reads it as a 32-bit partition index (2^63: std::bad_cast)
+            raise OptionError(f"top_k = {top_k!r:.40} is over the vocabulary of {vocab_size} "
+                              f"tokens; top_k = 0 keeps every token")
         if top_k > 0:
             params["top_k"] = int(top_k)
             filters.append("top_k")
@@ -280,7 +288,9 @@ def sampling_of(kwargs: Mapping | None, vocab_size: int, tokens: int = 1):
                           "orders after top-k; check them one at a time")
     rp = kw.get("repetition_penalty")
     if rp is not None:
-        rp = _number("repetition_penalty", rp, 0, 1e6, lo_open=True)
+        # MLX penalises float32 logits: a penalty past 1e+-6 overflows them (1e-39 made every
+        # logit infinite, and the check blamed the model for a token outside the vocabulary)
+        rp = _number("repetition_penalty", rp, 1e-6, 1e6)
         if int(tokens) > REPETITION_CONTEXT:
             raise OptionError(f"tokens = {tokens} with repetition_penalty: MLX-LM penalises the "
                               f"last {REPETITION_CONTEXT} tokens only, the law the whole history;"
@@ -321,8 +331,10 @@ def generate_counts(target, draft, samples: int, tokens: int, seed: int = 0,
     _guard_cells(V, N)
     kw = dict(DEFAULTS)
     kw.update(dict(kwargs or {}))
-    skw = {k: kw[k] for k in SAMPLER_KEYS if kw.get(k) is not None}
-    pkw = {k: kw[k] for k in PROCESSOR_KEYS if kw.get(k) is not None}
+    # numpy scalars as Python numbers: MLX's compiled sampler refuses them ("Function arguments
+    # must be trees of arrays"), after the kit's checks had taken them
+    skw = {k: _plain(kw[k]) for k in SAMPLER_KEYS if kw.get(k) is not None}
+    pkw = {k: _plain(kw[k]) for k in PROCESSOR_KEYS if kw.get(k) is not None}
     counts = np.zeros(V ** N, dtype=np.int64)
     weights = V ** np.arange(N - 1, -1, -1)
     drafted = 0
