@@ -1874,8 +1874,8 @@ MUTANTS = [
            ("tests/test_hostile_designs_args.py",)),
     # sampling parameters that would do nothing, or give a wrong verdict
     Mutant("spectheory/inputs/stateful.py",
-           "    factors = [(t, _exact(v)) for t, v, is_factor in sp.logit_bias",
-           "    factors = [(t, v) for t, v, is_factor in sp.logit_bias",
+           "    factors = [(t, v if isinstance(v, Fraction) else Fraction(repr(float(v))))",
+           "    factors = [(t, v)",
            "logit_bias=0:*2 under --exact multiplies exact rows by the float 2.0: a correct "
            "verifier reported NOT A LAW", ("tests/test_stateful.py",)),
     Mutant("spectheory/inputs/processing.py",

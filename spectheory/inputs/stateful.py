@@ -634,12 +634,10 @@ def apply_exact(probs: np.ndarray, sp, history) -> np.ndarray:
     x = probs
     if allowed is not None:
         x = np.where(allowed, x, Fraction(0)).astype(object)
-    from .processing import _exact
-
     # a factor given as a float (``*2``, ``*0.5``) counts by its shortest decimal text, as every
     # float parameter does in exact mode: a float factor made the row's entries floats
-    factors = [(t, _exact(v)) for t, v, is_factor in sp.logit_bias
-               if is_factor and v != -math.inf]
+    factors = [(t, v if isinstance(v, Fraction) else Fraction(repr(float(v))))
+               for t, v, is_factor in sp.logit_bias if is_factor and v != -math.inf]
     if factors:
         x = x.copy()
         for t, f in factors:
