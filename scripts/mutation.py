@@ -2012,6 +2012,19 @@ MUTANTS = [
            "    skw = {k: kw[k] for k in SAMPLER_KEYS if kw.get(k) is not None}",
            "numpy scalars handed to MLX's compiled sampler, which refuses them",
            ("tests/test_mlx_generate.py",)),
+    Mutant("spectheory/inputs/processing.py",
+           "            if long:  # int() of over 4,300 digits raised Python's own ValueError, unnamed",
+           "            if False:  # int() of over 4,300 digits raised Python's own ValueError, unnamed",
+           "a 5,000-digit sampling number reaches int(): argparse's generic 'invalid value' line",
+           LATE),
+    Mutant("spectheory/inputs/processing.py",
+           "    if isinstance(key, str) and key not in KEYS and key.strip().lower() in KEYS:",
+           "    if False:",
+           "an upper-case sampling key matched to the nearest key by spelling ('top_p')", LATE),
+    Mutant("spectheory/cli/audit.py",
+           "    return max(ratios, key=ratios.get)",
+           "    return \"batch (--batch)\"",
+           "every audit too large advised a smaller batch", LATE),
 ]
 
 

@@ -667,3 +667,35 @@ def test_an_option_given_twice_is_refused(tmp_path, capsys, argv, option):
     code, out, err = run(["exact", path, "--sampling", "temperature=0", "--verifier", "token"],
                          capsys)
     assert code == 0 and out, err
+
+
+@pytest.mark.parametrize("argv,words", [
+    (["exact", "{path}", "--sampling", "top_k=" + "9" * 5000],
+     "sampling parameter top_k = '999"),
+    (["exact", "{path}", "--sampling", "min_tokens=1,stop_token_ids=" + "7" * 400],
+     "has a number of 400 digits (at most 300)"),
+    (["exact", "{path}", "--sampling", "TEMPERATURE=0.5"],
+     "unknown sampling parameter 'TEMPERATURE'; keys are lower case: 'temperature'"),
+    (["audit", "--vocab", "1000000000000"], "use a smaller vocabulary (--vocab)"),
+    (["audit", "--block", "1000"], "use a smaller block length (--block)"),
+    (["audit", "--batch", "100000"], "use a smaller batch (--batch)"),
+])
+def test_messages_name_the_cause(tmp_path, capsys, argv, words):
+    """A 5,000-digit top_k was 'invalid sampling parameters value' (Python's own digit limit,
+    648 characters of it echoed); an upper-case key was matched to 'top_p'; every audit too large
+    advised a smaller batch, also for a vocabulary of 10^12."""
+    path = write(tmp_path, instance_to_dict(st.random_instance(3, 2, 1, denominator=60)))
+    code, out, err = run([a.format(path=path) for a in argv], capsys)
+    refused(code, out, err, words)
+    assert len(err) < 400, err
+
+
+def test_a_buffer_pool_size_past_any_machine_is_named_as_such(monkeypatch):
+    from spectheory.runtime.errors import OptionError
+    from spectheory.runtime.limits import parse_bytes
+
+    with pytest.raises(OptionError, match=r"is over the largest size taken, 15 digits"):
+        parse_bytes("9" * 26)
+    with pytest.raises(OptionError, match=r"is not a size in bytes"):
+        parse_bytes("12Q")
+    assert parse_bytes("512M") == 512 * 2**20

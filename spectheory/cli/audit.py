@@ -155,6 +155,15 @@ class DtypeAudit:
         return out
 
 
+def _largest_factor(batch: int, paths: int, length: int, vocab_size: int) -> str:
+    """The size furthest above its default (B = 4, K = 1, L = 8, V = 151,936), named for the
+    advice of an audit's refusal (the advice was always a smaller batch, also for V = 10^12)."""
+    ratios = {"batch (--batch)": batch / 4, "number of paths (--paths)": paths / 1,
+              "block length (--block)": (length + 1) / 9,
+              "vocabulary (--vocab)": vocab_size / 151_936}
+    return max(ratios, key=ratios.get)
+
+
 def audit_bytes(batch: int, paths: int, length: int, vocab_size: int) -> int:
     """Memory of one audit: about twelve float64 arrays of the rows' size B K (L+1) V."""
     return 12 * 8 * _entries(batch, paths, length, vocab_size)
@@ -186,7 +195,8 @@ def audit(verifier="block", kind: str = "peaked", vocab_size: int = 151_936, bat
     if need > MAX_AUDIT_BYTES:
         raise SpectheoryError(f"an audit of B = {batch}, K = {paths}, L = {length}, "
                               f"V = {vocab_size:,} needs about {need / 2**30:.1f} GiB, over the "
-                              f"{MAX_AUDIT_BYTES / 2**30:.0f} GiB limit; use a smaller batch")
+                              f"{MAX_AUDIT_BYTES / 2**30:.0f} GiB limit; use a smaller "
+                              f"{_largest_factor(batch, paths, length, vocab_size)}")
     if rows is None:
         drafts, q, p = audit_rows(kind, vocab_size, batch, paths, length, seed)
     else:

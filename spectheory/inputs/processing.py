@@ -71,6 +71,7 @@ import difflib
 import functools
 import itertools
 import math
+import re
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Mapping
@@ -529,7 +530,15 @@ def _bias_text(v, is_factor: bool) -> str:
     return ("*" if is_factor else "") + _text(v)
 
 
+#: Most digits of one number in the string form of sampling parameters (a Fraction past 1,024
+#: bits is refused anyway).
+MAX_DIGITS = 300
+
+
 def _check_key(key) -> str:
+    if isinstance(key, str) and key not in KEYS and key.strip().lower() in KEYS:
+        raise SamplingError(f"unknown sampling parameter {key!r}; keys are lower case: "
+                            f"{key.strip().lower()!r}")
     if not isinstance(key, str) or key not in KEYS:
         near = difflib.get_close_matches(str(key), KEYS, n=1, cutoff=0.0)
         hint = f"; did you mean {near[0]!r}?" if near else ""
@@ -592,6 +601,10 @@ def parse_sampling(x) -> SamplingParams | None:
             _check_key(key)
             if key in values:
                 raise SamplingError(f"sampling parameter {key} is given twice in {text!r}")
+            long = re.search(r"\d{%d,}" % (MAX_DIGITS + 1), val)
+            if long:  # int() of over 4,300 digits raised Python's own ValueError, unnamed
+                raise _bad(key, val, f"has a number of {len(long.group()):,} digits (at most "
+                                     f"{MAX_DIGITS})")
             values[key] = _value(key, val)
         return SamplingParams(**values)
     if isinstance(x, Mapping):

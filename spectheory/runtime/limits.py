@@ -212,8 +212,11 @@ def parse_bytes(text: str, name: str = BUFFER_POOL_ENV) -> int:
     given = str(text).strip()
     scale = _BYTE_SUFFIXES.get(given[-1:].upper(), 1)
     digits = given[:-1] if scale > 1 else given
-    if not (digits.isascii() and digits.isdigit()) or len(digits) > 15:
+    if not (digits.isascii() and digits.isdigit()):
         raise OptionError(f"{name}={given[:40]!r} is not a size in bytes (e.g. 0, 512M, 4G)")
+    if len(digits) > 15:  # a size, but past any machine's memory
+        raise OptionError(f"{name}={given[:40]!r} is over the largest size taken, 15 digits "
+                          f"(e.g. 0, 512M, 4G)")
     return int(digits) * scale
 
 
