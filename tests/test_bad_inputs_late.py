@@ -672,8 +672,8 @@ def test_an_option_given_twice_is_refused(tmp_path, capsys, argv, option):
 @pytest.mark.parametrize("argv,words", [
     (["exact", "{path}", "--sampling", "top_k=" + "9" * 5000],
      "sampling parameter top_k = '999"),
-    (["exact", "{path}", "--sampling", "min_tokens=1,stop_token_ids=" + "7" * 400],
-     "has a number of 400 digits (at most 300)"),
+    (["exact", "{path}", "--sampling", "min_tokens=1,stop_token_ids=" + "7" * 1400],
+     "has a number of 1,400 digits (at most 1000)"),
     (["exact", "{path}", "--sampling", "TEMPERATURE=0.5"],
      "unknown sampling parameter 'TEMPERATURE'; keys are lower case: 'temperature'"),
     (["audit", "--vocab", "1000000000000"], "use a smaller vocabulary (--vocab)"),

@@ -530,9 +530,9 @@ def _bias_text(v, is_factor: bool) -> str:
     return ("*" if is_factor else "") + _text(v)
 
 
-#: Most digits of one number in the string form of sampling parameters (a Fraction past 1,024
-#: bits is refused anyway).
-MAX_DIGITS = 300
+#: Most digits of one number in the string form of sampling parameters, read before Python's
+#: own limit of 4,300 (a number past 1,024 bits is refused by its parameter's range anyway).
+MAX_DIGITS = 1000
 
 
 def _check_key(key) -> str:
