@@ -2025,6 +2025,11 @@ MUTANTS = [
            "    return max(ratios, key=ratios.get)",
            "    return \"batch (--batch)\"",
            "every audit too large advised a smaller batch", LATE),
+    Mutant("spectheory/testing/checks/vectors.py",
+           "    if drafting is not None and names and all(_single_path(v) for v in names):",
+           "    if False:",
+           "vectors export --drafting for single-path verifiers only: ignored, the default files "
+           "written", ("tests/test_vectors.py",)),
 ]
 
 

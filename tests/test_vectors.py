@@ -245,3 +245,15 @@ def test_a_malformed_vector_file_is_refused_naming_it(tmp_path, capsys, edit, wo
     code, stdout, err = run(["vectors", "check", str(out)], capsys)
     assert code == 2 and stdout == "" and err.count("\n") == 1, err
     assert f"{name.name}: " in err and words in err, err
+
+
+def test_a_drafting_scheme_for_single_path_verifiers_only_is_refused(tmp_path, capsys):
+    """``vectors export --verifier token --drafting hub`` wrote the default files (drafting iid):
+    the scheme applies to multi-path verifiers, and here there was none."""
+    code, out, err = run(["vectors", "export", str(tmp_path / "v"), "--verifier", "token",
+                          "--drafting", "hub"], capsys)
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert "drafting = 'hub' applies to multi-path verifiers; token is single-path" in err
+    assert not (tmp_path / "v").exists()
+    names = export_vectors(tmp_path / "w", ["token", "gbv"], paths=2, drafting="iid")
+    assert any("token" in str(n) for n in names) and any("gbv" in str(n) for n in names)

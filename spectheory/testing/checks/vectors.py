@@ -310,6 +310,10 @@ def export_vectors(directory, verifiers=None, instances=("battery",), *, paths: 
     check_decisions(decisions)
     check_vector_seed(seed)
     names = list(verifiers) if verifiers else default_verifiers()
+    if drafting is not None and names and all(_single_path(v) for v in names):
+        raise OptionError(f"drafting = {drafting!r} applies to multi-path verifiers; "
+                          f"{', '.join(map(str, names))} "
+                          f"{'is' if len(names) == 1 else 'are'} single-path (one draft path)")
     jobs = []
     for v in names:
         how = plan(v, 1 if _single_path(v) else paths, drafting if not _single_path(v) else None)
