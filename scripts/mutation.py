@@ -2030,6 +2030,11 @@ MUTANTS = [
            "    if False:",
            "vectors export --drafting for single-path verifiers only: ignored, the default files "
            "written", ("tests/test_vectors.py",)),
+    Mutant("spectheory/testing/vectors_cli.py",
+           "        if text not in notes:",
+           "        if True:",
+           "vectors export notes a verifier's drafting scheme once per law computed (three lines "
+           "for one verifier)", ("tests/test_vectors.py",)),
 ]
 
 

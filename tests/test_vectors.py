@@ -257,3 +257,13 @@ def test_a_drafting_scheme_for_single_path_verifiers_only_is_refused(tmp_path, c
     assert not (tmp_path / "v").exists()
     names = export_vectors(tmp_path / "w", ["token", "gbv"], paths=2, drafting="iid")
     assert any("token" in str(n) for n in names) and any("gbv" in str(n) for n in names)
+
+
+def test_a_verifier_under_another_drafting_scheme_is_noted_once(tmp_path, capsys):
+    """The DraftingWarning was printed by Python with its source line, three times for gbv
+    under norep; it is one note line."""
+    code, out, err = run(["vectors", "export", str(tmp_path / "v"), "--verifier", "token",
+                          "--verifier", "gbv", "--drafting", "norep", "--no-progress"], capsys)
+    assert code == 0 and out.startswith("wrote "), err
+    assert err == ("spectheory: note: gbv is designed for iid drafting; analysing it under "
+                   "norep drafting\n"), err

@@ -37,12 +37,27 @@ def cmd_export(args) -> int:
         raise OptionError(f"--paths = {args.paths} must be an integer in 1..{MAX_VECTOR_PATHS}")
     check_decisions(args.decisions, "--decisions")
     check_vector_seed(args.seed, "--seed")
+    import warnings
+
+    from ..cli.commands import print_notes
+    from ..registry import DraftingWarning
+
     users = ", ".join(n for n in args.verifier or [] if ":" in n)
-    with user_verifier_errors(users):  # a module:function verifier's exception: one line
+    with user_verifier_errors(users), warnings.catch_warnings(record=True) as seen:
+        # a verifier under another drafting scheme than its own: one note line each, once (the
+        # warning was printed with its source line, three times for one verifier)
+        warnings.simplefilter("always", DraftingWarning)
         names = export_vectors(args.directory, args.verifier, args.instances or ["battery"],
                                paths=args.paths, drafting=args.drafting,
                                decisions=args.decisions, seed=args.seed,
                                progress=_progress(args))
+    notes = []
+    for w in seen:
+        text = str(w.message) if issubclass(w.category, DraftingWarning) else \
+            f"{w.category.__name__}: {w.message}"
+        if text not in notes:
+            notes.append(" ".join(text.split()))
+    print_notes(notes)
     sys.stdout.write(f"wrote {len(names)} vector files to {args.directory}\n")
     return 0
 
