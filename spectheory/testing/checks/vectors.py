@@ -474,11 +474,6 @@ def check_file(path, allow_import: bool = False) -> tuple[str, Any, Any] | None:
     if not isinstance(data, dict):
         raise SpectheoryError(f"{fname}: not a JSON object")
     check_keys(data, FIELDS, fname)
-    for field, valid in (("drafts", DRAFT_FIELDS), ("decisions", DECISION_FIELDS)):
-        items = data.get(field)
-        for j, item in enumerate(items if isinstance(items, list) else []):
-            if isinstance(item, dict):
-                check_keys(item, valid, f"{fname}: {field}[{j}]")
     if data.get("schema") != SCHEMA:
         raise SpectheoryError(f"{fname}: schema {data.get('schema')!r} is not {SCHEMA!r}")
     missing = [key for key in FIELDS if key not in data]  # every file has every field
@@ -489,9 +484,11 @@ def check_file(path, allow_import: bool = False) -> tuple[str, Any, Any] | None:
     for field, valid in (("drafts", DRAFT_FIELDS), ("decisions", DECISION_FIELDS)):
         items = data[field]
         for j, item in enumerate(items if isinstance(items, list) else []):
-            gone = [k for k in valid if isinstance(item, dict) and k not in item]
-            if gone:
-                raise SpectheoryError(f"{fname}: {field}[{j}] is missing field {gone[0]!r}")
+            if isinstance(item, dict):
+                check_keys(item, valid, f"{fname}: {field}[{j}]")
+                gone = [k for k in valid if k not in item]
+                if gone:
+                    raise SpectheoryError(f"{fname}: {field}[{j}] is missing field {gone[0]!r}")
     verifier = data["verifier"]
     if isinstance(verifier, str) and ":" in verifier and not allow_import:
         shown = verifier if len(verifier) <= 60 else verifier[:57] + "..."
