@@ -19,6 +19,13 @@ def _given(args, names) -> list[str]:
     return ["--" + n.replace("_", "-") for n in names if getattr(args, n) not in (None, False)]
 
 
+def _refuse_given(args, names, to: str) -> None:
+    """One line naming the options of ``names`` given here, where they do nothing."""
+    given = _given(args, names)
+    if given:
+        raise OptionError(f"{', '.join(given)} appl{'ies' if len(given) == 1 else 'y'} to {to}")
+
+
 def cmd_sweep(args) -> int:
     if args.example:
         extra = _given(args, RUN_OPTIONS + PLOT_OPTIONS) + list(args.target)
@@ -33,10 +40,7 @@ def cmd_sweep(args) -> int:
     if args.target[0] == "plot":
         if len(args.target) != 2:
             raise OptionError("usage: spectheory sweep plot OUT [--figure FILE] [--x AXIS]")
-        if _given(args, RUN_OPTIONS):
-            raise OptionError(f"{', '.join(_given(args, RUN_OPTIONS))} "
-                              f"appl{'ies' if len(_given(args, RUN_OPTIONS)) == 1 else 'y'} to a "
-                              "run, not to 'sweep plot OUT'")
+        _refuse_given(args, RUN_OPTIONS, "a run, not to 'sweep plot OUT'")
         from .plot import plot_sweep
 
         written = plot_sweep(args.target[1], figure=args.figure, x=args.x or "paths")
@@ -44,10 +48,7 @@ def cmd_sweep(args) -> int:
         return 0
     if len(args.target) != 1:
         raise OptionError(f"one sweep file expected; got {len(args.target)} arguments")
-    if _given(args, PLOT_OPTIONS):
-        raise OptionError(f"{', '.join(_given(args, PLOT_OPTIONS))} "
-                          f"appl{'ies' if len(_given(args, PLOT_OPTIONS)) == 1 else 'y'} to "
-                          "'sweep plot OUT', not to a run")
+    _refuse_given(args, PLOT_OPTIONS, "'sweep plot OUT', not to a run")
     args.out = "sweep-out" if args.out is None else args.out
     args.executor = args.executor or "local"
     from ..engine.split import check_executor_options

@@ -114,7 +114,7 @@ def _refuse_unknown(table: dict, allowed, where: str, free: bool = False) -> Non
 RANDOM_KNOBS = ("alpha", "context_independent", "denominator")
 
 
-def _check_knobs(family: str, knobs: list, where: str, values: dict | None = None) -> None:
+def _check_knobs(family: str, knobs: dict, where: str) -> None:
     """Knobs a built-in family does not take are refused when the file is read (with the
     nearest one), and so are a toy family's knob values that are NaN or infinite (no toy knob
     takes one: each job would fail); a ``module:function`` family's knobs are the user's."""
@@ -134,14 +134,14 @@ def _check_knobs(family: str, knobs: list, where: str, values: dict | None = Non
                                  f"; choose from {', '.join(sorted(toy.FAMILIES))}"))
         params = inspect.signature(toy.FAMILIES[name].make).parameters
         allowed = tuple(k for k in params if k not in ("vocab_size", "block_length", "seed"))
-        for k, vals in (values or {}).items():
+        for k, vals in knobs.items():
             for v in vals:
                 if isinstance(v, float) and not math.isfinite(v):
                     raise OptionError(f"{where} {k} = {v} is not a finite number (every knob "
                                       f"of {family} is one; each job would fail)")
     else:
         return
-    for k in knobs:
+    for k in sorted(knobs):
         if k not in allowed and k != TRUNCATE:
             near = difflib.get_close_matches(k, list(allowed) + list(INSTANCE_KEYS), n=1)
             hint = f"; did you mean {near[0]!r}?" if near else ""
@@ -412,7 +412,7 @@ def load_config(text_or_path) -> SweepConfig:
                     raise OptionError(f"{where} knob {k} must be numbers or strings; got {v!r}")
         families = _strings(table["family"], f"{where} family")
         for family in families:
-            _check_knobs(family, sorted(knobs), where, knobs)
+            _check_knobs(family, knobs, where)
         blocks = _ints(table["block"], f"{where} block", 1, MAX_BLOCK)
         if TRUNCATE in knobs:
             knobs[TRUNCATE] = _ints(knobs[TRUNCATE], f"{where} {TRUNCATE}", max(blocks),
