@@ -2035,6 +2035,16 @@ MUTANTS = [
            "        if True:",
            "vectors export notes a verifier's drafting scheme once per law computed (three lines "
            "for one verifier)", ("tests/test_vectors.py",)),
+    Mutant("spectheory/testing/checks/proposal_mode.py",
+           "    ramp = RAMP_FIRST_ROWS if any(n > c for n, c in zip(per, chunks)) else None",
+           "    ramp = None",
+           "check_proposal hands a slow drafter its whole first chunk (11 million rows) before "
+           "the pace knows its rate", ("tests/test_hostile_rows_cli_2026.py",)),
+    Mutant("spectheory/testing/checks/proposal_mode.py",
+           "    ramp = RAMP_FIRST_ROWS if any(n > c for n, c in zip(per, chunks)) else None",
+           "    ramp = RAMP_FIRST_ROWS",
+           "check_proposal splits runs of one call a row into ramped calls (other draws for the "
+           "same seed)", ("tests/test_hostile_rows_cli_2026.py",)),
 ]
 
 

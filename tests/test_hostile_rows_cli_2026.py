@@ -369,19 +369,36 @@ def test_an_async_sampler_fails_without_python_warnings(tmp_path):
     assert "never awaited" not in err and "RuntimeWarning" not in err, err
 
 
-def test_a_proposal_check_projects_its_run_time():
+def test_a_proposal_check_projects_its_run_time(monkeypatch):
     """check_proposal ran 10^12 samples for days; the rate measured on its first calls now stops
-    it as check_sampler is stopped (a slow drafter: the projection comes within seconds)."""
+    it as check_sampler is stopped (a slow drafter: the projection comes within seconds; here
+    after 0.5 s of calls instead of the default `PROJECT_AFTER_S`, the same projection). Its
+    first call was of 11 million rows (three hours at 1 ms a row before the rate was known);
+    the calls of a run that needs more than one a row now grow from 4,096 rows."""
     from spectheory.runtime.errors import TimeLimitError
+    from spectheory.testing.checks import calls
+
+    monkeypatch.setattr(calls, "PROJECT_AFTER_S", 0.5)
+    sizes = []
 
     def drafter(q, generator):  # slow, and cheap on the CPU (the pace reads time)
-        time.sleep(1.0)
+        sizes.append(q.shape[0])
+        time.sleep(q.shape[0] * 2.5e-5)
         return q.argmax(-1), q
 
     start = time.perf_counter()
     with pytest.raises(TimeLimitError, match=r"samples = 1,000,000,000,000 would take about"):
         T.check_proposal(drafter, samples=10**12)
-    assert time.perf_counter() - start < 30
+    assert time.perf_counter() - start < 30 and sizes[:2] == [4096, 16384]
+    # a run of one call a row is called as before: each row's share in one call
+    sizes.clear()
+
+    def fair(q, generator):
+        sizes.append(q.shape[0])
+        return torch.multinomial(q, 1, generator=generator)[:, 0], q
+
+    assert T.check_proposal(fair, samples=200_000).passed  # 36 rows, 5,556 samples each
+    assert sum(sizes) == 200_000 and max(sizes) - min(sizes) <= 1 and max(sizes) > 4096
 
 
 def test_a_float_row_off_1_in_rationals_says_by_how_much():
