@@ -285,10 +285,13 @@ def test_a_long_user_call_is_noted_once_without_a_time_limit(kit_module, monkeyp
     monkeypatch.setattr(limits, "USER_CALL_NOTE_S", 0.2)
     calls = []
 
+    pause = [1.5]  # past the note's 0.2 s plus the watcher's sleep (up to 1 s when an earlier
+    # test started it under the 30 s default; 0.05 s once it has woken under 0.2 s)
+
     def slow_then_fine(drafts, q, p, generator):
         calls.append(1)
-        if len(calls) == 1:  # past the note's 0.2 s plus the watcher's sleep (up to 1 s when an
-            time.sleep(1.5)  # earlier test started it under the 30 s default)
+        if len(calls) == 1:
+            time.sleep(pause[0])
         return make_sampler("token")(drafts, q, p, generator)
 
     with limits.running(None, notes=True):
@@ -298,6 +301,7 @@ def test_a_long_user_call_is_noted_once_without_a_time_limit(kit_module, monkeyp
     assert err.count("has run 0.2 s in one call without returning") == 1, err
     assert "slow_then_fine" in err and "--time-limit SECONDS stops the command" in err
     calls.clear()
+    pause[0] = 0.6  # the watcher now wakes every 0.05 s: a note would come after 0.25 s
     with limits.running(60, notes=True):  # bounded: no note
         check_sampler(slow_then_fine, "token", samples=2000)
     assert "has run" not in capsys.readouterr().err

@@ -342,12 +342,18 @@ def test_user_code_printing_keeps_json_clean(tmp_path, command):
 def test_sigterm_while_a_sampler_runs_is_a_termination_not_its_exit(tmp_path):
     """The SIGTERM handler ends the process with os._exit(143), which `call_user` replaces while
     user code runs: it was reported as the sampler calling os._exit(143) (exit 2, two lines)."""
-    (tmp_path / "slow.py").write_text("import time\n\ndef hang(drafts, q, p, generator):\n"
+    entered = tmp_path / "entered"
+    (tmp_path / "slow.py").write_text("import pathlib, time\n\ndef hang(drafts, q, p, generator):\n"
+                                      f"    pathlib.Path({str(entered)!r}).touch()\n"
                                       "    while True:\n        time.sleep(0.05)\n")
     proc = _cli(["check-sampler", "slow:hang", "--verifier", "token", "--samples", "1000"],
                 tmp_path)
     try:
-        time.sleep(4)  # start-up, then inside the sampler
+        deadline = time.monotonic() + 60
+        while not entered.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)  # start-up, until the sampler is running
+        assert entered.exists(), proc.poll()
+        time.sleep(0.2)  # inside the sampler's loop
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
     finally:
@@ -410,18 +416,21 @@ def test_a_float_row_off_1_in_rationals_says_by_how_much():
         certify_node_budget(st.random_instance(3, 2, 0), exact=True)
 
 
-def test_a_large_run_of_a_slow_sampler_is_stopped_within_seconds():
+def test_a_large_run_of_a_slow_sampler_is_stopped_within_seconds(monkeypatch):
     """samples = 10^12: the first call handed a slow sampler 1.6 million rows (160 s at 0.1 ms a
     row; 27 min at 1 ms) before the rate was known. The first calls of a large run now grow from
-    4,096 rows, so the projection stops it after two small calls."""
+    4,096 rows, so the projection stops it after two small calls (25 us a row here, projected
+    after 0.3 s of calls instead of the default `PROJECT_AFTER_S`: the two calls take 0.5 s)."""
     from spectheory.runtime.errors import TimeLimitError
+    from spectheory.testing.checks import calls
 
+    monkeypatch.setattr(calls, "PROJECT_AFTER_S", 0.3)
     token = T.make_sampler("token")
     sizes = []
 
     def slow(d, q, p, generator):
         sizes.append(d.shape[0])
-        time.sleep(d.shape[0] * 1e-4)
+        time.sleep(d.shape[0] * 2.5e-5)
         return token(d, q, p, generator)
 
     start = time.perf_counter()

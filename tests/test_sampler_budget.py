@@ -364,9 +364,13 @@ def test_absurd_sample_counts_are_refused_before_anything_runs():
         check_sampler(s, "block", samples=100_000, max_seconds=1e-3)
 
 
-def test_a_run_that_projects_past_max_seconds_is_stopped():
-    """Measured on the first calls (after 2 s of them), 2 ms a row projects 200,000 samples to
-    400 s, over max_seconds = 20: a TimeLimitError naming samples and the estimate."""
+def test_a_run_that_projects_past_max_seconds_is_stopped(monkeypatch):
+    """Measured on the first calls (after 0.5 s of them here, `PROJECT_AFTER_S` by default), 2 ms
+    a row projects 200,000 samples to 400 s, over max_seconds = 20: a TimeLimitError naming
+    samples and the estimate."""
+    from spectheory.testing.checks import calls as calls_module
+
+    monkeypatch.setattr(calls_module, "PROJECT_AFTER_S", 0.5)
     s, calls = _counting(coin_sampler(2e-3))
     with pytest.raises(TimeLimitError, match=r"samples = 200,000 would take about") as exc:
         check_sampler(s, "block", samples=200_000, max_seconds=20, max_batch=256)
