@@ -119,15 +119,26 @@ def pytest_collection_finish(session):
     gc.set_threshold(50_000, 20, 100)
 
 
-#: Test files that run in one work unit with another (the key with its value), because they
-#: share a per-process cache that costs seconds: `spectheory.testing.kit_design("token", 3000,
-#: 1e-3)`, 2.3 - 3.2 s of CPU, is built by both.
-SHARED_UNITS = {"tests/test_sharp_bonus.py": "tests/test_sharp.py"}
+#: Test files that run in one work unit with another (the key with its value).
+#:
+#: - `tests/test_sharp_bonus.py` with `tests/test_sharp.py`: both build a per-process cache that
+#:   costs seconds (`spectheory.testing.kit_design("token", 3000, 1e-3)`, 2.3 - 3.2 s of CPU).
+#: - `WAITS`, the files whose tests mostly wait (time limits, run-time projections of slow
+#:   samplers, signals sent after a start-up, memory watches): about 25 s of their 50 s are
+#:   off the CPU. As separate units they often ran at the same time on both workers, and both
+#:   cores idled together (about 10 core-seconds of a run, read from /proc/stat beside the
+#:   tests' timeline); as one unit they wait on one worker while the other computes.
+WAITS = "tests/(waits)"
+SHARED_UNITS = {"tests/test_sharp_bonus.py": "tests/test_sharp.py",
+                **dict.fromkeys(("tests/test_hostile_rows_cli_2026.py",
+                                 "tests/test_sampler_budget.py", "tests/test_hostile_kit_2026.py",
+                                 "tests/test_sampler_reports.py", "tests/test_sweep_grids.py"),
+                                WAITS)}
 
 
 def _module(nodeid: str) -> str:
     """The work unit of a node id: its test file (``tests/test_x.py::test_y[z]`` ->
-    ``tests/test_x.py``), or the file it shares a unit with (`SHARED_UNITS`)."""
+    ``tests/test_x.py``), or the unit it shares (`SHARED_UNITS`)."""
     path = nodeid.partition("::")[0]
     return SHARED_UNITS.get(path, path)
 
@@ -152,16 +163,21 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=order)  # stable: the tests of a module keep their order
 
 
-#: The modules that took 10 s or more in one run (tests/ on 2 cores, in this order): they are
-#: handed out first, so that the run ends on short modules and neither worker waits long for
-#: the other. A scheduling hint only: a stale name costs balance, never a result.
+#: The work units that took 5 s or more in one run (tests/ on 2 cores), longest first: they are
+#: handed out first (after the Ray tests), so that the run ends on short modules and neither
+#: worker waits long for the other (a 6 s module of two tests handed out last kept one core
+#: idle for its 6 s). `WAITS` comes right after the figure gallery, so that its waits overlap
+#: the computing modules on the other worker. A scheduling hint only: a stale name costs
+#: balance, never a result.
 LONG_MODULES = (
-    "tests/test_figures.py", "tests/test_gpu_validation_run.py", "tests/test_multipath.py",
-    "tests/test_sweep.py", "tests/test_hf_generate.py", "tests/test_claims_independent.py",
-    "tests/test_trees.py", "tests/test_presets_sampling.py", "tests/test_tree_sampler.py",
-    "tests/test_mlx_generate.py", "tests/test_sharp.py", "tests/test_stateful_steps.py",
-    "tests/test_startup.py", "tests/test_sampler_budget.py",
-    "tests/test_hostile_inputs.py",
+    "tests/test_figures.py", WAITS, "tests/test_sharp.py", "tests/test_multipath.py",
+    "tests/test_gpu_validation_run.py", "tests/test_sweep.py", "tests/test_claims_independent.py",
+    "tests/test_mlx_generate.py", "tests/test_presets_sampling.py", "tests/test_tree_sampler.py",
+    "tests/test_hf_generate.py", "tests/test_stateful_steps.py", "tests/test_trees.py",
+    "tests/test_startup.py", "tests/test_lp_trust.py", "tests/test_hostile_inputs.py",
+    "tests/test_bad_inputs.py", "tests/test_readme_quickstart.py", "tests/test_vectors.py",
+    "tests/test_claims.py", "tests/test_report.py", "tests/test_seeds.py",
+    "tests/test_packaging.py", "tests/test_bad_inputs_late.py", "tests/test_numpy_float.py",
 )
 
 
