@@ -65,8 +65,11 @@ def test_gtest_williams_correction():
 
 def test_large_sample_gtest_passes_lossless_and_catches_lossy(dec):
     """Family-wise false-alarm rate 1e-3 (Bonferroni over the 6 tests of the two lossless
-    verifiers); the seed is fixed, so the outcome is deterministic."""
-    res = lossless_test(dec, [1, 2, 3], ["token", "block", "uniform-product"], n=30000, K=1, L=2,
+    verifiers); the seed is fixed, so the outcome is deterministic. Power against the lossy
+    control: at 12,000 samples its pair test's p-value was below 1e-75 on seeds 0, 1 and 2
+    (1e-200 at 30,000), and the lossless verifiers' Rao-Blackwellised first-token TV at most
+    0.0042 against the bound 0.01."""
+    res = lossless_test(dec, [1, 2, 3], ["token", "block", "uniform-product"], n=12000, K=1, L=2,
                         alpha=1e-3, chunk=3000, generator=torch.Generator().manual_seed(0))
     v = res["verifiers"]
     assert not v["token"]["rejected"] and not v["block"]["rejected"]
