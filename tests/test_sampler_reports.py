@@ -410,8 +410,10 @@ def test_the_budget_counts_the_rows_as_check_sampler_does():
 
     g = torch.Generator().manual_seed(5)
     V, L, R = 3, 1, 8
-    q = torch.distributions.Dirichlet(torch.ones(V)).sample((R, L)).to(torch.float64)
-    p = torch.distributions.Dirichlet(torch.ones(V)).sample((R, L + 1)).to(torch.float64)
+    with torch.random.fork_rng(devices=[]):  # Dirichlet draws from the global generator: seeded
+        torch.manual_seed(5)  # here, else the rows hung on the tests run before in the process
+        q = torch.distributions.Dirichlet(torch.ones(V)).sample((R, L)).to(torch.float64)
+        p = torch.distributions.Dirichlet(torch.ones(V)).sample((R, L + 1)).to(torch.float64)
     d = torch.randint(0, V, (R, L), generator=g)
     one_hot = torch.nn.functional.one_hot(d[:, 0], V).to(torch.float64)
     p[: R // 2, 0] = one_hot[: R // 2]  # the drafted token certain: accepted with probability 1
