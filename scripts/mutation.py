@@ -2045,6 +2045,34 @@ MUTANTS = [
            "    ramp = RAMP_FIRST_ROWS",
            "check_proposal splits runs of one call a row into ramped calls (other draws for the "
            "same seed)", ("tests/test_hostile_rows_cli_2026.py",)),
+    Mutant("spectheory/engine/adaptive.py",
+           "        if bits > MAX_RULE_BITS:",
+           "        if False:",
+           "an exact stopping rule's value of 5,000 digits is taken: the report's summary raises "
+           "Python's digit-limit ValueError", LATE),
+    Mutant("spectheory/testing/checks/step.py",
+           "        check_time(f\" in {self.what}\", \"fewer samples\")",
+           "        check_time(self.what)",
+           "a step check's time limit reads 'after 20.2 scheck_step' and advises a smaller "
+           "instance where the samples are the size", LATE),
+    Mutant("spectheory/testing/checks/calls.py",
+           "        self.bound = bound  # the limit as the refusal names it",
+           "        self.bound = None  # the limit as the refusal names it",
+           "check_proposal's run-time refusal names max_seconds, which it does not take", LATE),
+    Mutant("spectheory/inputs/processing.py",
+           "    \"repetition_penalty\": f\"a number in (0, {MAX_PENALTY:g}] (1: none)\",",
+           "    \"repetition_penalty\": \"a finite number > 0 (1: none)\",",
+           "repetition_penalty = 1e7 refused against a rule it meets (a finite number > 0)",
+           LATE),
+    Mutant("spectheory/runtime/sizes.py",
+           "        raise OptionError(f\"exact = {exact!r} must be True or False\")",
+           "        raise SizeLimitError(f\"exact = {exact!r} must be True or False\")",
+           "a non-bool exact flag is reported as a size over a limit", LATE),
+    Mutant("spectheory/testing/checks/hf_generate.py",
+           "                not 0 <= mnt <= MAX_COUNT:",
+           "                mnt < 0:",
+           "min_new_tokens = 10^30 refused in the kit's names (min_tokens), by a rule it meets",
+           LATE),
 ]
 
 

@@ -699,3 +699,94 @@ def test_a_buffer_pool_size_past_any_machine_is_named_as_such(monkeypatch):
     with pytest.raises(OptionError, match=r"is not a size in bytes"):
         parse_bytes("12Q")
     assert parse_bytes("512M") == 512 * 2**20
+
+
+# ----------------------------------------------------------------------------- messages and sizes
+# of the stateful checks: each line names the real rule, the real limit and the caller's terms
+
+
+def test_an_adaptive_rule_value_of_thousands_of_digits_is_refused_as_user_code():
+    """A stopping rule returning Fraction(1, 10^5000) gave a report whose summary raised
+    Python's 4,300-digit ValueError (and 10^2,000,000 kept the analysis adding Fractions for
+    minutes): exact rule values have at most MAX_RULE_DIGITS digits."""
+    from fractions import Fraction
+
+    from spectheory.engine.adaptive import MAX_RULE_DIGITS, analyze_adaptive
+    from spectheory.runtime.errors import UserCodeError
+
+    inst = st.random_instance(3, 2, 5, denominator=12).to_exact()
+    with pytest.raises(UserCodeError, match=r"returned a Fraction of about 5,000 digits; the "
+                                            r"exact analysis takes rule values of at most 100 "):
+        analyze_adaptive(inst, "block", lambda s, q, p: Fraction(1, 10**5000))
+    assert MAX_RULE_DIGITS == 100
+    edge = Fraction(1, 10**100)  # 101 digits of denominator, 333 bits: the largest kept
+    assert "E[tau+1]" in analyze_adaptive(inst, "block", lambda s, q, p: edge).summary()
+    with pytest.raises(UserCodeError, match="about 101 digits"):
+        analyze_adaptive(inst, "block", lambda s, q, p: Fraction(1, 10**101))
+
+
+def test_a_time_limit_in_a_step_check_says_where_and_what_to_lower():
+    """"...reached after 20.2 scheck_step; ... or use a smaller instance": the place ran into the
+    time, and the advice named the instance where the samples are the size."""
+    from spectheory.runtime import limits
+    from spectheory.runtime.errors import TimeLimitError
+    from spectheory.testing import check_step, vllm_v1_step
+
+    with pytest.raises(TimeLimitError) as exc, limits.running(0.3):
+        check_step(vllm_v1_step, samples=10**7)
+    assert " s in check_step; stopped with no result: raise --time-limit or use fewer samples" \
+        in str(exc.value), str(exc.value)
+
+
+def test_a_proposal_check_refusal_names_only_what_the_caller_can_change(monkeypatch):
+    """check_proposal's run-time refusal advised "raise max_seconds, or let samples='auto' with
+    budget_s size the run": check_proposal takes neither (a TypeError, and 'auto' refused)."""
+    import time as _time
+
+    from spectheory.runtime.errors import TimeLimitError
+    from spectheory.testing import check_proposal
+    from spectheory.testing.checks import calls
+
+    monkeypatch.setattr(calls, "PROJECT_AFTER_S", 0.3)
+
+    def slow(q, generator):  # 25 us a row: 10^12 samples project to months
+        _time.sleep(q.shape[0] * 2.5e-5)
+        return q.argmax(-1), q
+
+    with pytest.raises(TimeLimitError) as exc:
+        check_proposal(slow, samples=10**12)
+    text = str(exc.value)
+    assert text.endswith("over check_proposal's bound of 24.0 h; lower samples"), text
+    assert "max_seconds" not in text and "budget_s" not in text
+
+
+@pytest.mark.parametrize("sampling, rule", [
+    ("repetition_penalty=1e7", "repetition_penalty is a number in (0, 1e+06]"),
+    ("presence_penalty=-2e6", "presence_penalty is a number in [-1e+06, 1e+06]"),
+    ("min_tokens=2000000;stop_token_ids=0", "min_tokens is an integer in 0..1,000,000"),
+    ("no_repeat_ngram_size=1000001", "no_repeat_ngram_size is an integer in 0..1,000,000")])
+def test_a_penalty_or_count_past_its_bound_names_the_bound(tmp_path, capsys, sampling, rule):
+    """repetition_penalty = 1e7 was refused as out of range of "a finite number > 0", which 1e7
+    is: the rule stated is now the one applied (MAX_PENALTY, MAX_COUNT)."""
+    path = write(tmp_path, instance_to_dict(st.random_instance(3, 2, 5, denominator=12)))
+    refused(*run(["exact", path, "--verifier", "block", "--sampling", sampling], capsys), rule)
+
+
+def test_an_exact_flag_that_is_not_a_bool_is_an_option_error():
+    """analyze(exact='yes') raised SizeLimitError: the flag is an option, not a size."""
+    with pytest.raises(OptionError, match=r"^exact = 'yes' must be True or False$"):
+        st.analyze(st.random_instance(3, 2, 7), "block", exact="yes")
+    with pytest.raises(OptionError, match=r"max_sequences = 'x' must be a positive integer"):
+        check_size(10, "leaves", exact=False, limit="x")
+
+
+def test_hf_min_new_tokens_past_its_bound_is_named_as_given():
+    """min_new_tokens = 10^30 was refused as "sampling parameter min_tokens ... an integer >= 0
+    (with stop_token_ids)": the kit's names, and a rule the value meets."""
+    pytest.importorskip("transformers")
+    from spectheory.testing import check_hf_generate
+
+    with pytest.raises(OptionError, match=r"^min_new_tokens = 10{30} must be an integer in "
+                                          r"0\.\.1,000,000$"):
+        check_hf_generate(samples=300, tokens=2,
+                          generate_kwargs={"min_new_tokens": 10**30, "eos_token_id": 0})

@@ -239,7 +239,7 @@ def test_the_assisted_loop_enumerated_exactly_is_the_target_law(hf, kwargs):
     ({"num_assistant_tokens_schedule": None}, "num_assistant_tokens_schedule = None must be one of"),
     ({"assistant_confidence_threshold": float("nan")}, "assistant_confidence_threshold = nan"),
     ({"assistant_confidence_threshold": 1}, "assistant_confidence_threshold = 1 must be"),
-    ({"min_new_tokens": -5}, "min_new_tokens = -5 must be an integer >= 0"),
+    ({"min_new_tokens": -5}, "min_new_tokens = -5 must be an integer in 0..1,000,000"),
     ({"min_new_tokens": 2}, "min_new_tokens = 2 acts only with eos_token_id"),
 ])
 def test_assistant_settings_and_min_new_tokens_are_checked(hf, kwargs, words):

@@ -84,7 +84,8 @@ class StoppingRule:
     target rows along it when ``reads_target``, else ``None``. ``kind="stop"``: it returns h, the
     probability of stopping before drafting the next token; ``kind="drop"``: a vector [V], the
     probability of dropping the next token a (drafted from q(.|prefix)) and stopping. In exact
-    mode it returns Fractions or integers, in float mode real numbers, all in [0, 1].
+    mode it returns Fractions or integers (numerator and denominator of at most
+    `MAX_RULE_DIGITS` digits), in float mode real numbers, all in [0, 1].
     ``deterministic``: a stop rule whose values are always 0 or 1 (informational; the engine
     reads the values it gets).
     """
@@ -244,6 +245,13 @@ def _real_number(v) -> bool:
     return False
 
 
+#: The most digits a rule's exact value may have (numerator or denominator): a value of 5,000
+#: digits made the report unprintable (Python's 4,300-digit limit on int -> str), one of two
+#: million digits kept the analysis adding Fractions for minutes.
+MAX_RULE_DIGITS = 100
+MAX_RULE_BITS = int(MAX_RULE_DIGITS / 0.30103) + 1
+
+
 def _probability(v, exact: bool, where: str):
     """One value a rule returned, as a probability of the mode, or a one-line refusal."""
     if isinstance(v, (bool, np.bool_)):
@@ -252,8 +260,13 @@ def _probability(v, exact: bool, where: str):
         if isinstance(v, (int, np.integer)):
             v = Fraction(int(v))
         if not isinstance(v, Fraction):
-            raise UserCodeError(f"{where} returned {v!r} ({type(v).__name__}) in exact mode; "
+            raise UserCodeError(f"{where} returned {v!r:.60} ({type(v).__name__}) in exact mode; "
                                 "return a Fraction or an integer")
+        bits = max(v.numerator.bit_length(), v.denominator.bit_length())
+        if bits > MAX_RULE_BITS:  # its products over the tree would not be printable, or end
+            raise UserCodeError(f"{where} returned a Fraction of about {int(bits * 0.30103):,} "
+                                f"digits; the exact analysis takes rule values of at most "
+                                f"{MAX_RULE_DIGITS} digits (round it, or use floats)")
     else:
         if not _real_number(v):  # float() would also read " 0.5 ", b"0.5" and Decimal("0.5")
             raise UserCodeError(f"{where} returned {v!r:.60} ({type(v).__name__}), not a "

@@ -105,6 +105,9 @@ KEYS = STATELESS_KEYS + STATEFUL_KEYS
 #: silently renormalised: it is not a distribution, and top-p / min-p thresholds read on it would
 #: mean something else than the caller thinks.
 ROW_SUM_TOL = 1e-5
+#: Largest penalty, bias or count accepted (a larger one is a typo, and would overflow logits).
+MAX_PENALTY = 1e6
+MAX_COUNT = 10**6
 #: Accepted values, for the one-line errors.
 RANGES = {
     "temperature": "a finite number >= 0 (below 1e-5: greedy)",
@@ -112,19 +115,16 @@ RANGES = {
     "top_p": "a number in (0, 1] (1: no top-p)",
     "min_p": "a number in [0, 1] (0: no min-p)",
     "order": "one of " + ", ".join(ORDERS),
-    "repetition_penalty": "a finite number > 0 (1: none)",
-    "presence_penalty": "a finite number (0: none)",
-    "frequency_penalty": "a finite number (0: none)",
-    "min_tokens": "an integer >= 0 (with stop_token_ids)",
+    "repetition_penalty": f"a number in (0, {MAX_PENALTY:g}] (1: none)",
+    "presence_penalty": f"a number in [-{MAX_PENALTY:g}, {MAX_PENALTY:g}] (0: none)",
+    "frequency_penalty": f"a number in [-{MAX_PENALTY:g}, {MAX_PENALTY:g}] (0: none)",
+    "min_tokens": f"an integer in 0..{MAX_COUNT:,} (with stop_token_ids)",
     "stop_token_ids": "token ids >= 0 (string form: 3 or 3;5)",
     "logit_bias": "token:bias pairs, bias a finite number, -inf, or *f for a probability "
                   "factor f > 0 (string form: 0:-inf;2:1.5;1:*1/2)",
-    "no_repeat_ngram_size": "an integer >= 0 (0: none)",
+    "no_repeat_ngram_size": f"an integer in 0..{MAX_COUNT:,} (0: none)",
     "grammar": "a TokenAutomaton, its JSON object, or a path to a JSON grammar file",
 }
-#: Largest penalty, bias or count accepted (a larger one is a typo, and would overflow logits).
-MAX_PENALTY = 1e6
-MAX_COUNT = 10**6
 #: The largest finite float64, as an exact rational.
 _FLOAT_MAX = Fraction(np.finfo(np.float64).max)
 

@@ -271,7 +271,7 @@ def check_time_limit(seconds, what: str = "--time-limit") -> float | None:
     return t
 
 
-def _expired(where: str = "") -> TimeLimitError:
+def _expired(where: str = "", smaller: str = "a smaller instance") -> TimeLimitError:
     took = time.monotonic() - _state.start
     running = _running_calls[-1][0] if _running_calls else None  # the user call it stopped
     if running is not None:
@@ -279,7 +279,7 @@ def _expired(where: str = "") -> TimeLimitError:
     return TimeLimitError(
         f"time limit of {_state.limit:g} s reached after {took:.1f} s{where}; stopped with no "
         f"result: raise --time-limit"
-        + (f" or look at {running}" if running is not None else " or use a smaller instance"))
+        + (f" or look at {running}" if running is not None else f" or use {smaller}"))
 
 
 def remaining() -> float | None:
@@ -289,12 +289,13 @@ def remaining() -> float | None:
     return _state.deadline - time.monotonic()
 
 
-def check_time(where: str = "") -> None:
+def check_time(where: str = "", smaller: str = "a smaller instance") -> None:
     """Raise [`TimeLimitError`][spectheory.runtime.errors.TimeLimitError] when the current time limit has
-    passed."""
+    passed. ``where`` follows the time in the message (" (tree node route)"), and ``smaller``
+    names what to make smaller ("fewer samples")."""
     if _state.deadline is not None and (_pending[0] or time.monotonic() >= _state.deadline):
         _pending[0] = False
-        raise _expired(where)
+        raise _expired(where, smaller)
 
 
 def tick(_count: int = 0) -> None:

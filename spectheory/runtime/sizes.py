@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import limits
-from .errors import SizeLimitError
+from .errors import OptionError, SizeLimitError
 
 #: Default limit on the number of leaves an enumeration may touch (float64 mode); the environment
 #: variable SPECTHEORY_MAX_SEQUENCES overrides it (read on use:
@@ -58,12 +58,12 @@ def check_size(count: int, what: str, exact: bool = False, limit: int | None = N
     ([`check_memory`][spectheory.runtime.limits.check_memory]).
     """
     if not isinstance(exact, (bool, np.bool_)):
-        raise SizeLimitError(f"exact = {exact!r} must be True or False")
+        raise OptionError(f"exact = {exact!r} must be True or False")
     exact = bool(exact)
     if limit is None:
         limit = max_sequences(exact)
     elif isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 1:
-        raise SizeLimitError(f"max_sequences = {limit!r} must be a positive integer")
+        raise OptionError(f"max_sequences = {limit!r} must be a positive integer")
     count = int(count)
     seconds = limits.estimate_seconds(count, exact, outcomes)
     rate = ("exact" if exact else "outcomes" if outcomes else "float")

@@ -121,8 +121,13 @@ class _Pace:
     `TimeLimitError` when the rate measured after the first call projects the whole run past
     ``max_seconds``."""
 
-    def __init__(self, samples: int, max_seconds: float | None):
-        self.samples, self.max_seconds = int(samples), max_seconds
+    #: The advice that ends a refusal: what the check's caller can change.
+    REMEDY = "lower samples, raise max_seconds, or let samples='auto' with budget_s size the run"
+
+    def __init__(self, samples: int, max_seconds: float | None, remedy: str = REMEDY,
+                 bound: str | None = None):
+        self.samples, self.max_seconds, self.remedy = int(samples), max_seconds, remedy
+        self.bound = bound  # the limit as the refusal names it (None: "max_seconds = ...")
         self.start = time.perf_counter()
         self.done = 0
         self.first = None  # (time, samples done) after the first call: warm-up excluded
@@ -131,7 +136,7 @@ class _Pace:
     def add(self, m: int) -> None:
         from ...runtime.limits import NOTE_SECONDS, check_time, human_seconds, note
 
-        check_time("check_sampler")
+        check_time(" in check_sampler", "fewer samples")
         self.done += int(m)
         now = time.perf_counter()
         if self.first is None:
@@ -151,8 +156,7 @@ class _Pace:
             raise TimeLimitError(
                 f"samples = {self.samples:,} would take about {human_seconds(total)} "
                 f"({rate:.3g} s a sample, measured on the first {self.done:,}), over "
-                f"max_seconds = {self.max_seconds:g}; lower samples, raise max_seconds, or let "
-                f"samples='auto' with budget_s size the run")
+                f"{self.bound or f'max_seconds = {self.max_seconds:g}'}; {self.remedy}")
 
 
 def _pace_add(m: int) -> None:

@@ -292,7 +292,7 @@ def sampling_of(generate_kwargs: Mapping | None, vocab_size: int):
     """The `SamplingParams` (``order="transformers"``) of ``generate`` keyword arguments, or
     None for none; and the stop token (``eos_token_id``) or None. Refuses, in one line, a key the
     law does not model and a stop token outside 0..V-1."""
-    from ...inputs.processing import SamplingParams
+    from ...inputs.processing import MAX_COUNT, SamplingParams
 
     kw = dict(generate_kwargs or {})
     for key in kw:
@@ -310,8 +310,10 @@ def sampling_of(generate_kwargs: Mapping | None, vocab_size: int):
         eos = int(eos)
     mnt = kw.get("min_new_tokens")
     if mnt is not None:
-        if isinstance(mnt, bool) or not isinstance(mnt, (int, np.integer)) or mnt < 0:
-            raise OptionError(f"min_new_tokens = {mnt!r:.40} must be an integer >= 0")
+        if isinstance(mnt, bool) or not isinstance(mnt, (int, np.integer)) or \
+                not 0 <= mnt <= MAX_COUNT:
+            raise OptionError(f"min_new_tokens = {mnt!r:.40} must be an integer in "
+                              f"0..{MAX_COUNT:,}")
         if mnt and eos is None:  # it masks the stop token: with none, it would do nothing
             raise OptionError(f"min_new_tokens = {int(mnt)} acts only with eos_token_id (the "
                               "token it holds back); give eos_token_id too")

@@ -493,10 +493,12 @@ def check_proposal(draft_sampler: Callable, instances: Sequence | None = None,
             raise OptionError("instances is empty: give at least one Instance or rows [R, V] "
                               "(None: the default rows)")
     sets = _proposal_rows(given, rows, g)
+    from ...runtime.limits import human_seconds
     from .calls import _Pace
 
     return _proposal_mode(draft_sampler, sets, samples, alpha, seed,
-                          _Pace(samples, MAX_SECONDS))
+                          _Pace(samples, MAX_SECONDS, "lower samples",
+                                f"check_proposal's bound of {human_seconds(MAX_SECONDS)}"))
 
 
 def assert_proposal(draft_sampler: Callable, **kwargs) -> SamplerReport:

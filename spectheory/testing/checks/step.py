@@ -434,7 +434,7 @@ class _Pace:
     def add(self, m: int) -> None:
         from ...runtime.limits import NOTE_SECONDS, check_time, human_seconds, note
 
-        check_time(self.what)
+        check_time(f" in {self.what}", "fewer samples")
         self.done += int(m)
         if self.done < max(self.after, 1):
             return
