@@ -2073,6 +2073,10 @@ MUTANTS = [
            "                mnt < 0:",
            "min_new_tokens = 10^30 refused in the kit's names (min_tokens), by a rule it meets",
            LATE),
+    Mutant("spectheory/testing/checks/calls.py",
+           "        self.what = what  # the check, as notes and time-limit messages name it",
+           "        self.what = \"check_sampler\"  # the check, as notes and time-limit messages name it",
+           "check_proposal stopped by a time limit is named check_sampler", LATE),
 ]
 
 

@@ -758,6 +758,12 @@ def test_a_proposal_check_refusal_names_only_what_the_caller_can_change(monkeypa
     text = str(exc.value)
     assert text.endswith("over check_proposal's bound of 24.0 h; lower samples"), text
     assert "max_seconds" not in text and "budget_s" not in text
+    from spectheory.runtime import limits
+
+    with pytest.raises(TimeLimitError) as exc, limits.running(0.3):  # named as itself
+        check_proposal(lambda q, g: (q.argmax(-1), q), samples=10**9)
+    assert " s in check_proposal; stopped with no result: raise --time-limit or use fewer " \
+        "samples" in str(exc.value), str(exc.value)
 
 
 @pytest.mark.parametrize("sampling, rule", [

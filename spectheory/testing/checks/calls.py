@@ -125,8 +125,9 @@ class _Pace:
     REMEDY = "lower samples, raise max_seconds, or let samples='auto' with budget_s size the run"
 
     def __init__(self, samples: int, max_seconds: float | None, remedy: str = REMEDY,
-                 bound: str | None = None):
+                 bound: str | None = None, what: str = "check_sampler"):
         self.samples, self.max_seconds, self.remedy = int(samples), max_seconds, remedy
+        self.what = what  # the check, as notes and time-limit messages name it
         self.bound = bound  # the limit as the refusal names it (None: "max_seconds = ...")
         self.start = time.perf_counter()
         self.done = 0
@@ -136,7 +137,7 @@ class _Pace:
     def add(self, m: int) -> None:
         from ...runtime.limits import NOTE_SECONDS, check_time, human_seconds, note
 
-        check_time(" in check_sampler", "fewer samples")
+        check_time(f" in {self.what}", "fewer samples")
         self.done += int(m)
         now = time.perf_counter()
         if self.first is None:
@@ -149,7 +150,7 @@ class _Pace:
         total = (now - self.start) + rate * max(0, self.samples - self.done)
         if not self.noted and NOTE_SECONDS < total <= (self.max_seconds or math.inf):
             self.noted = True
-            note(f"check_sampler: {self.samples:,} samples, estimated {human_seconds(total)} "
+            note(f"{self.what}: {self.samples:,} samples, estimated {human_seconds(total)} "
                  f"({rate:.3g} s a sample, measured on the first {self.done:,}); --time-limit "
                  f"SECONDS bounds it")
         if self.max_seconds is not None and total > self.max_seconds:

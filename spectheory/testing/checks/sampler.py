@@ -498,7 +498,8 @@ def check_proposal(draft_sampler: Callable, instances: Sequence | None = None,
 
     return _proposal_mode(draft_sampler, sets, samples, alpha, seed,
                           _Pace(samples, MAX_SECONDS, "lower samples",
-                                f"check_proposal's bound of {human_seconds(MAX_SECONDS)}"))
+                                f"check_proposal's bound of {human_seconds(MAX_SECONDS)}",
+                                "check_proposal"))
 
 
 def assert_proposal(draft_sampler: Callable, **kwargs) -> SamplerReport:
