@@ -2046,8 +2046,8 @@ MUTANTS = [
            "check_proposal splits runs of one call a row into ramped calls (other draws for the "
            "same seed)", ("tests/test_hostile_rows_cli_2026.py",)),
     Mutant("spectheory/engine/adaptive.py",
-           "        if bits > MAX_RULE_BITS:",
-           "        if False:",
+           "        if big >= _RULE_BOUND:  # its products over the tree would not be printable",
+           "        if False:  # its products over the tree would not be printable",
            "an exact stopping rule's value of 5,000 digits is taken: the report's summary raises "
            "Python's digit-limit ValueError", LATE),
     Mutant("spectheory/testing/checks/step.py",
@@ -2077,6 +2077,11 @@ MUTANTS = [
            "        self.what = what  # the check, as notes and time-limit messages name it",
            "        self.what = \"check_sampler\"  # the check, as notes and time-limit messages name it",
            "check_proposal stopped by a time limit is named check_sampler", LATE),
+    Mutant("spectheory/engine/adaptive.py",
+           "        if big >= _RULE_BOUND:  # its products over the tree would not be printable",
+           "        if big > _RULE_BOUND:  # its products over the tree would not be printable",
+           "an exact stopping rule's value of 101 digits (10^100) is taken, past the stated "
+           "bound of 100", LATE),
 ]
 
 

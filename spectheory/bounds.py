@@ -45,8 +45,7 @@ def shown(value, width: int = 40) -> str:
     """``repr(value)`` cut at ``width`` characters, for a one-line message; never raises (an
     integer or Fraction too long to print, past Python's int-to-str limit, is described by its
     number of digits, from its bit length)."""
-    def digits(n: int) -> int:
-        return int(abs(n).bit_length() * 0.30103) + 1
+    from .runtime.limits import about_digits as digits
 
     try:
         if isinstance(value, Fraction) and max(abs(value.numerator),

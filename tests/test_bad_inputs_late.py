@@ -715,14 +715,14 @@ def test_an_adaptive_rule_value_of_thousands_of_digits_is_refused_as_user_code()
     from spectheory.runtime.errors import UserCodeError
 
     inst = st.random_instance(3, 2, 5, denominator=12).to_exact()
-    with pytest.raises(UserCodeError, match=r"returned a Fraction of about 5,000 digits; the "
+    with pytest.raises(UserCodeError, match=r"returned a Fraction of about 5,001 digits; the "
                                             r"exact analysis takes rule values of at most 100 "):
         analyze_adaptive(inst, "block", lambda s, q, p: Fraction(1, 10**5000))
     assert MAX_RULE_DIGITS == 100
-    edge = Fraction(1, 10**100)  # 101 digits of denominator, 333 bits: the largest kept
+    edge = Fraction(1, 10**100 - 1)  # 100 digits of denominator: the largest kept
     assert "E[tau+1]" in analyze_adaptive(inst, "block", lambda s, q, p: edge).summary()
     with pytest.raises(UserCodeError, match="about 101 digits"):
-        analyze_adaptive(inst, "block", lambda s, q, p: Fraction(1, 10**101))
+        analyze_adaptive(inst, "block", lambda s, q, p: Fraction(1, 10**100))
 
 
 def test_a_time_limit_in_a_step_check_says_where_and_what_to_lower():

@@ -67,6 +67,7 @@ from ..law import validate_law
 from ..registry import plan
 from ..runtime._lazy import is_tensor
 from ..runtime.errors import InputError, SpectheoryError, UserCodeError, call_user, check_flag
+from ..runtime.limits import about_digits
 from ..runtime.sizes import check_size
 from .lossless import lossless_report
 from .output import output_law, target_law, total_variation
@@ -249,7 +250,7 @@ def _real_number(v) -> bool:
 #: digits made the report unprintable (Python's 4,300-digit limit on int -> str), one of two
 #: million digits kept the analysis adding Fractions for minutes.
 MAX_RULE_DIGITS = 100
-MAX_RULE_BITS = int(MAX_RULE_DIGITS / 0.30103) + 1
+_RULE_BOUND = 10**MAX_RULE_DIGITS  # the least integer of MAX_RULE_DIGITS + 1 digits
 
 
 def _probability(v, exact: bool, where: str):
@@ -262,9 +263,9 @@ def _probability(v, exact: bool, where: str):
         if not isinstance(v, Fraction):
             raise UserCodeError(f"{where} returned {v!r:.60} ({type(v).__name__}) in exact mode; "
                                 "return a Fraction or an integer")
-        bits = max(v.numerator.bit_length(), v.denominator.bit_length())
-        if bits > MAX_RULE_BITS:  # its products over the tree would not be printable, or end
-            raise UserCodeError(f"{where} returned a Fraction of about {int(bits * 0.30103):,} "
+        big = max(abs(v.numerator), v.denominator)
+        if big >= _RULE_BOUND:  # its products over the tree would not be printable
+            raise UserCodeError(f"{where} returned a Fraction of about {about_digits(big):,} "
                                 f"digits; the exact analysis takes rule values of at most "
                                 f"{MAX_RULE_DIGITS} digits (round it, or use floats)")
     else:

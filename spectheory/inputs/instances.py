@@ -44,6 +44,7 @@ import numpy as np
 
 from ..runtime.backend import to_exact
 from ..runtime.errors import InstanceError, SpectheoryError, check_keys, is_integer
+from ..runtime.limits import about_digits
 from .models import TableModel, prefix_from_index
 
 MAX_VOCAB = 1_000_000
@@ -362,11 +363,11 @@ def _short(value) -> str:
     refuses int -> str past 4,300 digits) is named by its size."""
     big = None
     if isinstance(value, int) and not isinstance(value, bool):
-        big = value.bit_length()
+        big = abs(value)
     elif isinstance(value, _FRACTION):
-        big = max(value.numerator.bit_length(), value.denominator.bit_length())
-    if big is not None and big > 128:
-        return f"<{type(value).__name__} of about {int(big * 0.30103) + 1:,} digits>"
+        big = max(abs(value.numerator), value.denominator)
+    if big is not None and big.bit_length() > 128:
+        return f"<{type(value).__name__} of about {about_digits(big):,} digits>"
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
 

@@ -484,6 +484,13 @@ def human_count(n: int) -> str:
     return f"~10^{decimal_exponent(n)}"
 
 
+def about_digits(n: int) -> int:
+    """The decimal digits of ``|n|``, to within one, from its bit length (``str(n)`` is refused
+    past 4,300 digits, and would be slow long before): for messages that describe a number too
+    long to print."""
+    return int(abs(n).bit_length() * 0.30103) + 1
+
+
 def decimal_exponent(n: int) -> int:
     """floor(log10(n)) of a positive integer of any size, without ``str(n)`` (which Python
     refuses past 4,300 digits)."""
