@@ -2036,13 +2036,13 @@ MUTANTS = [
            "vectors export notes a verifier's drafting scheme once per law computed (three lines "
            "for one verifier)", ("tests/test_vectors.py",)),
     Mutant("spectheory/testing/checks/proposal_mode.py",
-           "    ramp = RAMP_FIRST_ROWS if any(n > c for n, c in zip(per, chunks)) else None",
-           "    ramp = None",
+           "    ramp = RAMP_FIRST_ROWS if any(n > max(1, MAX_CALL_FLOATS // V)",
+           "    ramp = math.inf if any(n > max(1, MAX_CALL_FLOATS // V)",
            "check_proposal hands a slow drafter its whole first chunk (11 million rows) before "
            "the pace knows its rate", ("tests/test_hostile_rows_cli_2026.py",)),
     Mutant("spectheory/testing/checks/proposal_mode.py",
-           "    ramp = RAMP_FIRST_ROWS if any(n > c for n, c in zip(per, chunks)) else None",
-           "    ramp = RAMP_FIRST_ROWS",
+           "                                  for n, V in zip(per, widths)) else math.inf",
+           "                                  for n, V in zip(per, widths)) else RAMP_FIRST_ROWS",
            "check_proposal splits runs of one call a row into ramped calls (other draws for the "
            "same seed)", ("tests/test_hostile_rows_cli_2026.py",)),
     Mutant("spectheory/engine/adaptive.py",

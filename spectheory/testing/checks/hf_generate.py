@@ -95,9 +95,9 @@ HF_DEFAULT_TOP_K = 50
 #: of new tokens for the assistant's generate; the check's laws cover any count up to this).
 MAX_ASSISTANT_TOKENS = 64
 
-#: The check's assistant settings unless given: L = 2 drafts a step, fixed.
 #: transformers' schedules of the number of assistant tokens (``GenerationConfig``).
 ASSISTANT_SCHEDULES = ("constant", "heuristic", "heuristic_transient")
+#: The check's assistant settings unless given: L = 2 drafts a step, fixed.
 DEFAULT_ASSISTANT = {"num_assistant_tokens": 2, "num_assistant_tokens_schedule": "constant",
                      "assistant_confidence_threshold": 0.0}
 

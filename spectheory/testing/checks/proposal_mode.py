@@ -5,6 +5,8 @@ global and one per-row test).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from ...runtime._lazy import torch
 
@@ -80,8 +82,9 @@ def _proposal_mode(draft_sampler, sets: list, samples: int, alpha: float, seed: 
     # growing fourfold a call: the pace measures a slow drafter on small calls (a first call of
     # 11 million rows, at 1 ms a row, took three hours before the rate was known). Runs of one
     # call a row are called as before (the same draws for a seed).
-    chunks = [max(1, MAX_CALL_FLOATS // x.shape[1]) for x in sets for _ in range(x.shape[0])]
-    ramp = RAMP_FIRST_ROWS if any(n > c for n, c in zip(per, chunks)) else None
+    widths = [x.shape[1] for x in sets for _ in range(x.shape[0])]  # V of each row, in order
+    ramp = RAMP_FIRST_ROWS if any(n > max(1, MAX_CALL_FLOATS // V)
+                                  for n, V in zip(per, widths)) else math.inf
     for set_i, qs in enumerate(sets):
         V = qs.shape[1]
         for j in range(qs.shape[0]):
@@ -90,11 +93,10 @@ def _proposal_mode(draft_sampler, sets: list, samples: int, alpha: float, seed: 
             obs, rep = np.zeros(V, dtype=np.int64), torch.zeros(V, dtype=torch.float64)
             chunk = max(1, MAX_CALL_FLOATS // V)
             s = 0
-            while s < n:
-                m = min(chunk, n - s, ramp or chunk)
+            while s < n:  # as `calls._row_counts` ramps a sampler's calls
+                m = min(chunk, n - s, ramp)
                 s += m
-                if ramp is not None:
-                    ramp = ramp * 4 if ramp * 4 < chunk else None
+                ramp *= 4
                 out = draft_sampler(qs[j:j + 1].expand(m, V).clone(), sg)
                 if pace is not None:  # stops a run the measured rate projects past max_seconds
                     pace.add(m)
