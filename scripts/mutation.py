@@ -831,7 +831,7 @@ MUTANTS = [
            "instance entries: other scripts' digits and underscores accepted",
            ('tests/test_hostile_api_2026.py',)),
     Mutant('spectheory/inputs/instances.py',
-           '    if big is not None and big > 128:',
+           '    if big is not None and big.bit_length() > 128:',
            '    if False:',
            'messages: an entry of thousands of digits printed (str() raises)',
            ('tests/test_hostile_api_2026.py',)),
