@@ -732,8 +732,14 @@ def test_a_time_limit_in_a_step_check_says_where_and_what_to_lower():
     from spectheory.runtime.errors import TimeLimitError
     from spectheory.testing import check_step, vllm_v1_step
 
+    import time as _time
+
+    def past_the_limit(*args, **kwargs):  # each call ends past the limit, well before the
+        _time.sleep(0.35)                 # backstop alarm (0.8 s): the check between calls stops
+        return vllm_v1_step(*args, **kwargs)  # the run on any machine load
+
     with pytest.raises(TimeLimitError) as exc, limits.running(0.3):
-        check_step(vllm_v1_step, samples=10**7)
+        check_step(past_the_limit, samples=10**7)
     assert " s in check_step; stopped with no result: raise --time-limit or use fewer samples" \
         in str(exc.value), str(exc.value)
 
@@ -760,8 +766,12 @@ def test_a_proposal_check_refusal_names_only_what_the_caller_can_change(monkeypa
     assert "max_seconds" not in text and "budget_s" not in text
     from spectheory.runtime import limits
 
+    def past_the_limit(q, generator):  # the first call ends 0.05 s past the limit and 0.45 s
+        _time.sleep(0.35)                 # before its backstop alarm, so the check between
+        return q.argmax(-1), q            # calls stops the run, whatever the machine's load
+
     with pytest.raises(TimeLimitError) as exc, limits.running(0.3):  # named as itself
-        check_proposal(lambda q, g: (q.argmax(-1), q), samples=10**9)
+        check_proposal(past_the_limit, samples=10**9)
     assert " s in check_proposal; stopped with no result: raise --time-limit or use fewer " \
         "samples" in str(exc.value), str(exc.value)
 
