@@ -2082,6 +2082,14 @@ MUTANTS = [
            "        if big > _RULE_BOUND:  # its products over the tree would not be printable",
            "an exact stopping rule's value of 101 digits (10^100) is taken, past the stated "
            "bound of 100", LATE),
+    Mutant("spectheory/engine/adaptive.py",
+           "    m = re.fullmatch(r\"(?:[0-9]+(?:\\.[0-9]*)?|\\.[0-9]+)(?:[eE]([-+]?[0-9]+))?|[0-9]+/[0-9]+\",",
+           "    m = re.fullmatch(r\"(?:[0-9]+(?:\\.[0-9]*)?|\\.[0-9]+)(?:[xX]([-+]?[0-9]+))?|[0-9]+/[0-9]+\",",
+           "--stop 'coin(1e-3)' refused as not a decimal: scientific notation not read", LATE),
+    Mutant("spectheory/engine/adaptive.py",
+           "    if m.group(1) is not None and abs(int(m.group(1))) > MAX_RULE_DIGITS:",
+           "    if m.group(1) is not None and abs(int(m.group(1))) > 10 * MAX_RULE_DIGITS:",
+           "a stopping rule's exponent past the 100-digit bound (1e101) is taken", LATE),
 ]
 
 

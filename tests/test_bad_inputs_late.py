@@ -806,3 +806,29 @@ def test_hf_min_new_tokens_past_its_bound_is_named_as_given():
                                           r"0\.\.1,000,000$"):
         check_hf_generate(samples=300, tokens=2,
                           generate_kwargs={"min_new_tokens": 10**30, "eos_token_id": 0})
+
+
+def test_a_rule_parameter_in_scientific_notation_is_its_exact_value(tmp_path, capsys):
+    """--stop 'coin(1e-3)' was refused as "not a non-negative decimal or fraction": the
+    parameter is read as the exact decimal, the same analysis as coin(1/1000). An exponent
+    past the rules' 100 digits is refused before the number is built (1e-999999999 would be a
+    billion-digit Fraction)."""
+    import json
+
+    from spectheory.engine.adaptive import parse_rule
+
+    assert parse_rule("coin(1e-3)").name == parse_rule("coin(1/1000)").name == "coin(1/1000)"
+    assert parse_rule("target-peek(2.5E+2)").name == "target-peek(250)"
+    assert parse_rule("coin(1e-100)").name == f"coin(1/{10**100})"  # the exponent's bound
+    path = write(tmp_path, instance_to_dict(st.random_instance(3, 2, 1, denominator=60)),
+                 "exact.json")
+    outs = []
+    for rule in ("coin(1e-3)", "coin(1/1000)"):
+        code, out, err = run(["exact", path, "--verifier", "token", "--stop", rule, "--exact",
+                              "--json"], capsys)
+        assert code == 0, err
+        outs.append(json.loads(out))
+    assert outs[0] == outs[1]
+    for rule in ("target-peek(1e101)", "coin(1e-101)"):
+        refused(*run(["exact", path, "--verifier", "token", "--stop", rule], capsys),
+                "has an exponent out of range; at most 100 either way")

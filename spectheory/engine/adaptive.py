@@ -194,8 +194,9 @@ def parse_rule(rule: Any) -> StoppingRule:
     with its parameter (``"draft-confidence(1/2)"``, ``"draft-prob(0.3)"``, ``"target-peek(1)"``,
     ``"coin(1/4)"``, ``"draft-soft-confidence"``, ``"draft-drop(1/2)"``, ``"target-drop(1)"``,
     ``"never"``), or a function (a stop rule that reads the target: it gets all three rows).
-    Parameters are exact rationals (a decimal or p/q string), in [0, 1] for thresholds on
-    probabilities and >= 0 for ratio thresholds; anything else is refused in one line."""
+    Parameters are exact rationals (a decimal, ``1e-3`` too, or a p/q string), in [0, 1] for
+    thresholds on probabilities and >= 0 for ratio thresholds; anything else is refused in one
+    line."""
     if isinstance(rule, StoppingRule):
         return rule
     if callable(rule):
@@ -219,9 +220,14 @@ def parse_rule(rule: Any) -> StoppingRule:
     if len(text) > MAX_PARAMETER_CHARS:
         raise InputError(f"stopping rule {name!r}: parameter {text[:20]!r}... has {len(text):,} "
                          f"characters; at most {MAX_PARAMETER_CHARS}")
-    if not re.fullmatch(r"[0-9]+(\.[0-9]*)?(/[0-9]+)?|\.[0-9]+", text):
+    m = re.fullmatch(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE]([-+]?[0-9]+))?|[0-9]+/[0-9]+",
+                     text)
+    if m is None:
         raise InputError(f"stopping rule {name!r}: parameter {text!r} is not a non-negative "
-                         "decimal or fraction (e.g. 1/2, 0.75)")
+                         "decimal or fraction (e.g. 1/2, 0.75, 1e-3)")
+    if m.group(1) is not None and abs(int(m.group(1))) > MAX_RULE_DIGITS:  # 1e-999999999: a
+        raise InputError(f"stopping rule {name!r}: parameter {text!r} has an exponent out of "
+                         f"range; at most {MAX_RULE_DIGITS} either way")  # billion-digit number
     try:
         c = Fraction(text)
     except (ValueError, ZeroDivisionError):
