@@ -2090,6 +2090,17 @@ MUTANTS = [
            "    if m.group(1) is not None and abs(int(m.group(1))) > MAX_RULE_DIGITS:",
            "    if m.group(1) is not None and abs(int(m.group(1))) > 10 * MAX_RULE_DIGITS:",
            "a stopping rule's exponent past the 100-digit bound (1e101) is taken", LATE),
+    Mutant("spectheory/runtime/errors.py",
+           "        if isinstance(exc, (UserCodeError, TimeLimitError)) or not _through_user_code(exc):",
+           "        if True:",
+           "a toolkit refusal raised inside a user's sampler passes through unattributed, as if "
+           "the check refused its own input", LATE),
+    Mutant("spectheory/runtime/errors.py",
+           "        if not name.startswith(\"<frozen \") and \\\n"
+           "                not os.path.abspath(name).startswith(kit):",
+           "        if not name.startswith(\"<frozen \"):",
+           "the toolkit's own check around a user call (a NaN law) is blamed on the user code "
+           "in doubled words", LATE + ("tests/test_user_code.py",)),
 ]
 
 

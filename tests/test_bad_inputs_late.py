@@ -832,3 +832,31 @@ def test_a_rule_parameter_in_scientific_notation_is_its_exact_value(tmp_path, ca
     for rule in ("target-peek(1e101)", "coin(1e-101)"):
         refused(*run(["exact", path, "--verifier", "token", "--stop", rule], capsys),
                 "has an exponent out of range; at most 100 either way")
+
+
+def test_a_toolkit_refusal_inside_user_code_names_the_user_code(user_modules, capsys):
+    """A sampler that called a toolkit function with a bad argument got the toolkit's refusal
+    passed through as if the check itself refused ("vocab_size = 0 is out of range", exit 2 and
+    no word of the sampler). It is now the sampler's error, in the sampler's name, with the
+    toolkit's words; the toolkit's own refusals around a user call keep their words."""
+    from spectheory.runtime.errors import InstanceError, UserCodeError, call_user
+    from spectheory.testing import check_sampler, make_sampler
+
+    def calls_the_kit_wrongly(drafts, q, p, generator):
+        st.random_instance(0, 2, 1)
+
+    with pytest.raises(UserCodeError) as exc:
+        check_sampler(calls_the_kit_wrongly, "token", samples=200)
+    text = str(exc.value)
+    assert "calls_the_kit_wrongly raised InstanceError: vocab_size = 0 is out of range" in text
+    assert isinstance(exc.value.__cause__, InstanceError) and "\n" not in text
+    with pytest.raises(InstanceError) as exc:  # the toolkit's function itself: its own refusal
+        call_user(st.random_instance, 0, 2, 1, what="a kit function")
+    assert not isinstance(exc.value, UserCodeError)
+    assert check_sampler(make_sampler("token"), "token", samples=4000).passed  # control
+    (user_modules / "kitcaller.py").write_text("import spectheory as st\n\n"
+                                               "def sampler(drafts, q, p, generator):\n"
+                                               "    return st.random_instance(1, 2, 1)\n")
+    code, out, err = run(["check-sampler", "kitcaller:sampler", "--verifier", "token",
+                          "--samples", "200"], capsys)
+    refused(code, out, err, "kitcaller:sampler raised InstanceError: vocab_size = 1")

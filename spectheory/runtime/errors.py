@@ -23,6 +23,7 @@ an interrupt, exit code 130). The command line's ``--debug`` prints the chained 
 
 from __future__ import annotations
 
+import functools
 from contextlib import contextmanager
 
 
@@ -389,8 +390,10 @@ def call_user(fn, *args, what: str | None = None, **kwargs):
     ``module:name``) and what it did. ``os._exit`` called in the main process while ``fn`` runs
     is refused the same way (it is replaced for the call, and put back after it; a process
     forked meanwhile still exits). ``KeyboardInterrupt`` passes through, as does a
-    [`SpectheoryError`][spectheory.runtime.errors.SpectheoryError] (already one line). The original
-    exception is chained (``--debug`` prints it). What ``fn`` prints to standard output goes to
+    [`SpectheoryError`][spectheory.runtime.errors.SpectheoryError] raised by the toolkit's own
+    code (already one line); one that the user's code got from a toolkit function it called is
+    named as that code's (`_through_user_code`). The original exception is chained (``--debug``
+    prints it). What ``fn`` prints to standard output goes to
     standard error while it runs: standard output is the toolkit's (a report, one JSON object
     under ``--json``), and a sampler's debugging print must not break it."""
     import contextlib
@@ -411,8 +414,11 @@ def call_user(fn, *args, what: str | None = None, **kwargs):
         if inspect.iscoroutine(out):  # an async function: never run, and closed so that Python
             out.close()  # warns of no coroutine "never awaited"; the caller refuses the result
         return out
-    except SpectheoryError:
-        raise
+    except SpectheoryError as exc:
+        if isinstance(exc, (UserCodeError, TimeLimitError)) or not _through_user_code(exc):
+            raise  # named already (a nested user call, the running call), or the kit's own
+        label = what or _describe(fn)  # the toolkit refusing what the user's code passed it
+        raise UserCodeError(f"{label} raised {_exception_text(exc)}") from exc
     except _UserProcessExit as exc:
         label = what or _describe(fn)
         raise UserCodeError(f"{label} called os._exit({exc.code!r}); user code must return, "
@@ -433,6 +439,36 @@ def call_user(fn, *args, what: str | None = None, **kwargs):
         if token is not None:
             _call_watch[1](token)
         _unguard_process_exit()
+
+
+@functools.lru_cache(maxsize=1)
+def _kit_or_stdlib_files() -> tuple[str, ...]:
+    """Folders whose frames are not the user's: the toolkit's package and Python's library."""
+    import os
+    import sysconfig
+
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # spectheory/
+    lib = {sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib")} - {None}
+    return tuple(os.path.join(os.path.abspath(d), "") for d in (here, *lib))
+
+
+def _through_user_code(exc: BaseException) -> bool:
+    """Whether a toolkit error came out of the user's own code: its traceback, from the user
+    call down to where it was raised, passes through a frame outside the toolkit and Python's
+    library (the user's sampler called a toolkit function, which refused its arguments). An
+    error raised by the toolkit's own wrapper around the call (its check of what a user law
+    returned) has no such frame: it passes through, in its own words."""
+    import os
+
+    kit = _kit_or_stdlib_files()
+    tb = exc.__traceback__
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename
+        if not name.startswith("<frozen ") and \
+                not os.path.abspath(name).startswith(kit):
+            return True
+        tb = tb.tb_next
+    return False
 
 
 #: Longest part of a user exception's message quoted in the one line.

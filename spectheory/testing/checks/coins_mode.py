@@ -326,8 +326,9 @@ def _first_call(sampler, args, mode: str):
         return sampler(*args)
     except (UserCodeError, GeneratorError) as exc:
         cause = exc.__cause__
+        # the kit's own check of a generator, raised by the kit or inside the user's sampler
         if (isinstance(cause, (TypeError, AttributeError)) and "enerator" in str(cause)) or \
-                isinstance(exc, GeneratorError):  # the kit's own check of a generator
+                isinstance(exc, GeneratorError) or isinstance(cause, GeneratorError):
             raise SpectheoryError(
                 f"{getattr(sampler, '_spectheory_label', _name_of(sampler))} failed using the "
                 f"uniforms [B, L+1] of mode {mode!r} as a torch generator (a law sampler): check "
