@@ -860,3 +860,40 @@ def test_a_toolkit_refusal_inside_user_code_names_the_user_code(user_modules, ca
     code, out, err = run(["check-sampler", "kitcaller:sampler", "--verifier", "token",
                           "--samples", "200"], capsys)
     refused(code, out, err, "kitcaller:sampler raised InstanceError: vocab_size = 1")
+
+
+def test_a_callers_max_seconds_bounds_a_sampler_call_that_never_returns():
+    """check_sampler(max_seconds=...) projected the run from calls that returned, so a sampler
+    call that never returned held the check for ever; a budgeted run had a watchdog, an
+    explicit max_seconds none. Now a call still running at twice max_seconds plus 1 s is
+    stopped in one line naming the sampler."""
+    import time as _time
+
+    from spectheory.runtime.errors import TimeLimitError
+    from spectheory.testing import check_sampler, make_sampler
+
+    token = make_sampler("token")
+    calls = [0]
+
+    def hangs_on_its_third_call(drafts, q, p, generator):
+        calls[0] += 1
+        if calls[0] == 3:
+            give_up = _time.monotonic() + 6  # not stopped: fail the test, not hang it
+            while _time.monotonic() < give_up:
+                _time.sleep(0.01)
+            raise RuntimeError("the watchdog did not stop this call")
+        return token(drafts, q, p, generator)
+
+    start = _time.monotonic()
+    with pytest.raises(TimeLimitError) as exc:
+        check_sampler(hangs_on_its_third_call, "token", samples=20_000, max_seconds=0.1,
+                      max_batch=2_000)
+    took = _time.monotonic() - start
+    assert "hangs_on_its_third_call) did not return" in str(exc.value), str(exc.value)
+    assert "did not return: the check was stopped after " in str(exc.value)
+    assert str(exc.value).endswith(" s, past 2 times max_seconds = 0.1 plus 1 s (1.2 s); a "
+                                   "sampler call must return")
+    assert 1.1 < took < 4, took
+    calls[0] = -10**9  # control: the same sampler, returning, passes under the same bound
+    assert check_sampler(hangs_on_its_third_call, "token", samples=20_000, max_seconds=0.1,
+                         max_batch=2_000).passed

@@ -69,6 +69,7 @@ function and what it returned.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 from typing import Any, Callable, Sequence
@@ -387,9 +388,10 @@ def check_sampler(sampler: Callable, verifier: Any = "block", instances: Sequenc
         Bad arguments (``convention`` outside the coins modes; a sampler of the wrong kind for the
         mode; a coin-driven wrapper that hides the ``coin_convention`` of what it wraps);
         ``SizeLimitError`` for a planned run over ``max_seconds`` or ``max_memory_bytes``;
-        ``TimeLimitError`` for one that projects past ``max_seconds``, and with ``budget_s`` for a
-        sampler call still running at `WATCHDOG_FACTOR` times the budget plus
-        `WATCHDOG_SLACK_S` (a watchdog in the main thread).
+        ``TimeLimitError`` for one that projects past ``max_seconds``, and for a sampler call
+        still running at `WATCHDOG_FACTOR` times the budget (``budget_s``), or times a
+        ``max_seconds`` below the default, plus `WATCHDOG_SLACK_S` (a watchdog in the main
+        thread).
     """
     seed = kit_seed(seed)
     call = dict(locals())  # the arguments, for a budgeted run's pilot and main checks
@@ -414,17 +416,31 @@ def check_sampler(sampler: Callable, verifier: Any = "block", instances: Sequenc
     sampler = _guarded(sampler, "sampler")  # every call through call_user
     _WHO.set(sampler._spectheory_label)
     _PACE.set(_Pace(samples, max_seconds))
-    proc = None  # the target rows the law is computed against, from the rows handed over
-    if sampling is not None or draft_sampling is not None or inputs != "probs":
-        from ...inputs.processing import note_sampling, sampler_setup
+    with _caller_bound(max_seconds):
+        proc = None  # the target rows the law is computed against, from the rows handed over
+        if sampling is not None or draft_sampling is not None or inputs != "probs":
+            from ...inputs.processing import note_sampling, sampler_setup
 
-        sampler, instances, proc = sampler_setup(sampler, instances, sampling, draft_sampling,
-                                                 inputs)
-        return note_sampling(_run_mode(sampler, verifier, instances, samples, alpha, mode, seed,
-                                       paths, draft_rows, convention, tol, max_batch, proc),
-                             sampling, draft_sampling, inputs)
-    return _run_mode(sampler, verifier, instances, samples, alpha, mode, seed, paths, draft_rows,
-                     convention, tol, max_batch, proc)
+            sampler, instances, proc = sampler_setup(sampler, instances, sampling,
+                                                     draft_sampling, inputs)
+            return note_sampling(_run_mode(sampler, verifier, instances, samples, alpha, mode,
+                                           seed, paths, draft_rows, convention, tol, max_batch,
+                                           proc),
+                                 sampling, draft_sampling, inputs)
+        return _run_mode(sampler, verifier, instances, samples, alpha, mode, seed, paths,
+                         draft_rows, convention, tol, max_batch, proc)
+
+
+def _caller_bound(max_seconds):
+    """The watchdog of a ``max_seconds`` the caller chose (below the default day): a sampler
+    call still running at `WATCHDOG_FACTOR` times it plus `WATCHDOG_SLACK_S` is stopped, as a
+    budgeted run's is. The pace bounds a sampler that returns; this one bounds one that does
+    not."""
+    if max_seconds is None or max_seconds >= MAX_SECONDS:
+        return contextlib.nullcontext()
+    torch.zeros(0)  # the lazy import done before the alarm is armed (as `_budgeted`)
+    return _watchdog(WATCHDOG_FACTOR * float(max_seconds) + WATCHDOG_SLACK_S,
+                     f"max_seconds = {float(max_seconds):g}")
 
 
 def _run_mode(sampler, verifier, instances, samples, alpha, mode, seed, paths, draft_rows,
