@@ -2087,25 +2087,43 @@ MUTANTS = [
            "    m = re.fullmatch(r\"(?:[0-9]+(?:\\.[0-9]*)?|\\.[0-9]+)(?:[xX]([-+]?[0-9]+))?|[0-9]+/[0-9]+\",",
            "--stop 'coin(1e-3)' refused as not a decimal: scientific notation not read", LATE),
     Mutant("spectheory/engine/adaptive.py",
-           "    if m.group(1) is not None and abs(int(m.group(1))) > MAX_RULE_DIGITS:",
-           "    if m.group(1) is not None and abs(int(m.group(1))) > 10 * MAX_RULE_DIGITS:",
-           "a stopping rule's exponent past the 100-digit bound (1e101) is taken", LATE),
+           "    if max(c.numerator, c.denominator) >= _RULE_BOUND:  # the bound of a rule's values",
+           "    if max(c.numerator, c.denominator) > _RULE_BOUND:  # the bound of a rule's values",
+           "a stopping rule's parameter of 101 digits (1e-100) is taken, past the rules' bound "
+           "of 100 (refused only later, as if a user's rule had returned it)", LATE),
     Mutant("spectheory/runtime/errors.py",
-           "        if isinstance(exc, (UserCodeError, TimeLimitError)) or not _through_user_code(exc):",
+           "        if isinstance(exc, (UserCodeError, TimeLimitError)) or not exc.user_code_raises or \\\n"
+           "                not _through_user_code(exc):",
            "        if True:",
            "a toolkit refusal raised inside a user's sampler passes through unattributed, as if "
            "the check refused its own input", LATE),
     Mutant("spectheory/runtime/errors.py",
-           "        if not name.startswith(\"<frozen \") and \\\n"
-           "                not os.path.abspath(name).startswith(kit):",
-           "        if not name.startswith(\"<frozen \"):",
-           "the toolkit's own check around a user call (a NaN law) is blamed on the user code "
-           "in doubled words", LATE + ("tests/test_user_code.py",)),
+           "    if not name or name.startswith(\"<\"):\n        return False",
+           "    if not name:\n        return False",
+           "a toolkit check that reaches user objects through a dataclass's generated __init__ "
+           "(file <string>) is blamed on the user's code: a one-node tree graph refused as its "
+           "nodes' hash", LATE),
     Mutant("spectheory/testing/checks/sampler.py",
            "    if max_seconds is None or max_seconds >= MAX_SECONDS:",
            "    if True:",
            "check_sampler(max_seconds=...) waits for ever on a sampler call that never returns",
            LATE),
+    Mutant("spectheory/runtime/errors.py",
+           "    return not path.startswith(library) or path.startswith(installed)",
+           "    return not path.startswith(library)",
+           "a sampler installed as a package (site-packages inside Python's library folder) is "
+           "not the user's code: the toolkit's refusal of its arguments passes unattributed",
+           LATE),
+    Mutant("spectheory/law.py",
+           "    user_code_raises = False",
+           "    user_code_raises = True",
+           "a user verifier that runs validate_law on its own result is refused as user code "
+           "instead of getting the check's NOT A LAW verdict", LATE),
+    Mutant("spectheory/testing/checks/sampler.py",
+           "                     f\"max_seconds = {float(max_seconds):g}\", per_call=True)",
+           "                     f\"max_seconds = {float(max_seconds):g}\", per_call=False)",
+           "a caller's max_seconds stops a sampler whose calls all return once the whole check "
+           "has run twice max_seconds plus 1 s, blaming a call that did not hang", LATE),
 ]
 
 

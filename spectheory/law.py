@@ -80,7 +80,11 @@ class LawError(InputError):
 
     ``kind`` is one of ``"shape"``, ``"nan"``, ``"inf"``, ``"negative"``, ``"stop-sum"``,
     ``"correction-sum"``, ``"not-exact"``; ``where`` the offending index; ``value`` the entry.
+    A check reports it as its verdict (NOT A LAW) also when the user's verifier raised it
+    itself (``validate_law`` on its own result).
     """
+
+    user_code_raises = False
 
     def __init__(self, kind: str, message: str, where: tuple | None = None, value: Any = None):
         super().__init__(message)

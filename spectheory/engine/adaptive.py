@@ -225,13 +225,18 @@ def parse_rule(rule: Any) -> StoppingRule:
     if m is None:
         raise InputError(f"stopping rule {name!r}: parameter {text!r} is not a non-negative "
                          "decimal or fraction (e.g. 1/2, 0.75, 1e-3)")
-    if m.group(1) is not None and abs(int(m.group(1))) > MAX_RULE_DIGITS:  # 1e-999999999: a
-        raise InputError(f"stopping rule {name!r}: parameter {text!r} has an exponent out of "
-                         f"range; at most {MAX_RULE_DIGITS} either way")  # billion-digit number
+    too_fine = (f"stopping rule {name!r}: parameter {text!r} is an exact value of more than "
+                f"{MAX_RULE_DIGITS} digits; the rules take at most {MAX_RULE_DIGITS}")
+    # an exponent past the digits a parameter's text can bring back is over the bound whatever
+    # the digits before it: refused before the number is built (1e-999999999: a billion digits)
+    if m.group(1) is not None and abs(int(m.group(1))) > MAX_RULE_DIGITS + MAX_PARAMETER_CHARS:
+        raise InputError(too_fine)
     try:
         c = Fraction(text)
     except (ValueError, ZeroDivisionError):
         raise InputError(f"stopping rule {name!r}: parameter {text!r} is not a number") from None
+    if max(c.numerator, c.denominator) >= _RULE_BOUND:  # the bound of a rule's values
+        raise InputError(too_fine)
     if top is not None and c > top:
         raise InputError(f"stopping rule {name!r}: parameter {text} is above {top}")
     return _builtin(name, c)

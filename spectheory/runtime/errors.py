@@ -33,6 +33,12 @@ class SpectheoryError(Exception):
     Instantiated directly (``raise SpectheoryError("...")``), it gives an
     [`InputError`][spectheory.runtime.errors.InputError]: a refused input, also a ``ValueError``."""
 
+    #: Raised by a toolkit function that the user's code called (a sampler calling
+    #: ``random_instance(0, ...)``), the error becomes that code's
+    #: [`UserCodeError`][spectheory.runtime.errors.UserCodeError] (`call_user`). False for a
+    #: signal a check turns into its verdict (``LawError``: not a law), whoever raised it.
+    user_code_raises = True
+
     def __new__(cls, *args, **kwargs):
         if cls is SpectheoryError:
             cls = InputError
@@ -415,8 +421,9 @@ def call_user(fn, *args, what: str | None = None, **kwargs):
             out.close()  # warns of no coroutine "never awaited"; the caller refuses the result
         return out
     except SpectheoryError as exc:
-        if isinstance(exc, (UserCodeError, TimeLimitError)) or not _through_user_code(exc):
-            raise  # named already (a nested user call, the running call), or the kit's own
+        if isinstance(exc, (UserCodeError, TimeLimitError)) or not exc.user_code_raises or \
+                not _through_user_code(exc):  # named already (a nested user call, the running
+            raise  # call), a verdict's signal (not a law), or the kit's own
         label = what or _describe(fn)  # the toolkit refusing what the user's code passed it
         raise UserCodeError(f"{label} raised {_exception_text(exc)}") from exc
     except _UserProcessExit as exc:
@@ -442,30 +449,51 @@ def call_user(fn, *args, what: str | None = None, **kwargs):
 
 
 @functools.lru_cache(maxsize=1)
-def _kit_or_stdlib_files() -> tuple[str, ...]:
-    """Folders whose frames are not the user's: the toolkit's package and Python's library."""
+def _code_folders() -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+    """(the toolkit's package folder, Python's library folders, the folders of installed
+    packages: ``site-packages``, which may lie inside the library's)."""
     import os
+    import site
     import sysconfig
 
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # spectheory/
-    lib = {sysconfig.get_paths().get(k) for k in ("stdlib", "platstdlib")} - {None}
-    return tuple(os.path.join(os.path.abspath(d), "") for d in (here, *lib))
+    def folders(paths):
+        return tuple(sorted({os.path.join(os.path.realpath(d), "") for d in paths if d}))
+
+    here = os.path.join(os.path.dirname(os.path.dirname(os.path.realpath(__file__))), "")
+    paths = sysconfig.get_paths()
+    installed = [paths.get("purelib"), paths.get("platlib")]
+    try:
+        installed += [*site.getsitepackages(), site.getusersitepackages()]
+    except AttributeError:  # a reduced site module (an embedded interpreter)
+        pass
+    return here, folders([paths.get("stdlib"), paths.get("platstdlib")]), folders(installed)
+
+
+def _users_file(name: str) -> bool:
+    """Whether code of the file ``name`` is the user's: a file outside the toolkit's package
+    and outside Python's library (a script, a module of the working folder, an installed
+    package). Code without a file (``<string>``: a dataclass's generated ``__init__``,
+    ``exec``) is nobody's."""
+    import os
+
+    if not name or name.startswith("<"):
+        return False
+    kit, library, installed = _code_folders()
+    path = os.path.realpath(name)
+    if path.startswith(kit):
+        return False
+    return not path.startswith(library) or path.startswith(installed)
 
 
 def _through_user_code(exc: BaseException) -> bool:
     """Whether a toolkit error came out of the user's own code: its traceback, from the user
-    call down to where it was raised, passes through a frame outside the toolkit and Python's
-    library (the user's sampler called a toolkit function, which refused its arguments). An
-    error raised by the toolkit's own wrapper around the call (its check of what a user law
-    returned) has no such frame: it passes through, in its own words."""
-    import os
-
-    kit = _kit_or_stdlib_files()
+    call down to where it was raised, passes through a frame of the user's (`_users_file`):
+    the user's sampler called a toolkit function, which refused its arguments. An error
+    raised by the toolkit's own wrapper around the call (its check of what a user law
+    returned) has no such frame, and passes through in its own words."""
     tb = exc.__traceback__
     while tb is not None:
-        name = tb.tb_frame.f_code.co_filename
-        if not name.startswith("<frozen ") and \
-                not os.path.abspath(name).startswith(kit):
+        if _users_file(tb.tb_frame.f_code.co_filename):
             return True
         tb = tb.tb_next
     return False

@@ -52,12 +52,13 @@ WATCHDOG_SLACK_S = 1.0
 
 
 @contextlib.contextmanager
-def _watchdog(seconds: float, what: str):
+def _watchdog(seconds: float, what: str, per_call: bool = False):
     """Stop the block with one [`TimeLimitError`][spectheory.runtime.errors.TimeLimitError] line,
     naming the sampler and ``what`` (the budget), when a call of user code (`RUNNING`) is still
     running once the block has run ``seconds``: a sampler that never returns. Past the deadline
     in the check's own work the block goes on, and the first user call still running when it
-    is looked at again (every 0.05 s) is stopped. A ``SIGALRM`` timer in the
+    is looked at again (every 0.05 s) is stopped. ``per_call``: the ``seconds`` count from the
+    start of the running call instead of the block's (a bound on one call, not on the check). A ``SIGALRM`` timer in the
     main thread (it interrupts a sampler sleeping or looping in Python; a call blocked inside
     one C routine is stopped when it returns); an earlier alarm already armed (``--time-limit``)
     is kept and re-armed after the block. Off the main thread, or without ``setitimer``, the
@@ -78,16 +79,25 @@ def _watchdog(seconds: float, what: str):
     start = time.perf_counter()
 
     def on_alarm(signum, frame):
-        who = RUNNING[0]
+        who, since = RUNNING[0], RUNNING[1]
         if who is None or _unsafe_to_raise(frame):  # in a collection, a finaliser or an import
             # an exception would be lost or leave a module half-imported; in the check's own
             # work (counting) nothing hangs: look again just after
             signal.setitimer(signal.ITIMER_REAL, 0.05)
             return
-        took = time.perf_counter() - start
-        raise TimeLimitError(f"{who} did not return: the check was stopped after {took:.1f} s, "
-                             f"past {WATCHDOG_FACTOR:g} times {what} plus {WATCHDOG_SLACK_S:g} s "
-                             f"({seconds:.1f} s); a sampler call must return")
+        now = time.perf_counter()
+        if per_call and now - since < seconds:  # a call that began later: its own deadline
+            signal.setitimer(signal.ITIMER_REAL, max(0.001, seconds - (now - since)))
+            return
+        if per_call:
+            raise TimeLimitError(f"{who} did not return: the call was stopped after "
+                                 f"{now - since:.1f} s, past {WATCHDOG_FACTOR:g} times {what} "
+                                 f"plus {WATCHDOG_SLACK_S:g} s ({seconds:.1f} s); a sampler "
+                                 f"call must return")
+        raise TimeLimitError(f"{who} did not return: the check was stopped after "
+                             f"{now - start:.1f} s, past {WATCHDOG_FACTOR:g} times {what} plus "
+                             f"{WATCHDOG_SLACK_S:g} s ({seconds:.1f} s); a sampler call must "
+                             f"return")
 
     old = signal.signal(signal.SIGALRM, on_alarm)
     tracking = _collection_starts not in gc.callbacks

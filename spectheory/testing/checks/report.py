@@ -305,8 +305,8 @@ def _name_of(fn) -> str:
 
 
 #: The label of the guarded user function running now (None: the kit's own code), for a
-#: watchdog's message.
-RUNNING: list = [None]
+#: watchdog's message, and (second entry) the `time.perf_counter` at which that call began.
+RUNNING: list = [None, 0.0]
 
 
 def _guarded(fn, role: str = "sampler"):
@@ -323,12 +323,12 @@ def _guarded(fn, role: str = "sampler"):
         if args and hasattr(args[0], "shape") and len(args[0].shape):
             rows[0] = max(rows[0], int(args[0].shape[0]))
         t = time.perf_counter()
-        outer = RUNNING[0]
-        RUNNING[0] = label
+        outer = RUNNING[:2]
+        RUNNING[:2] = [label, t]
         try:
             return call_user(fn, *args, what=label, **kwargs)
         finally:
-            RUNNING[0] = outer
+            RUNNING[:2] = outer
             clock[0] += time.perf_counter() - t
 
     try:

@@ -388,9 +388,10 @@ def check_sampler(sampler: Callable, verifier: Any = "block", instances: Sequenc
         Bad arguments (``convention`` outside the coins modes; a sampler of the wrong kind for the
         mode; a coin-driven wrapper that hides the ``coin_convention`` of what it wraps);
         ``SizeLimitError`` for a planned run over ``max_seconds`` or ``max_memory_bytes``;
-        ``TimeLimitError`` for one that projects past ``max_seconds``, and for a sampler call
-        still running at `WATCHDOG_FACTOR` times the budget (``budget_s``), or times a
-        ``max_seconds`` below the default, plus `WATCHDOG_SLACK_S` (a watchdog in the main
+        ``TimeLimitError`` for one that projects past ``max_seconds``, for a sampler call
+        still running at `WATCHDOG_FACTOR` times the budget plus `WATCHDOG_SLACK_S` into a
+        budgeted run (``budget_s``), and for one call that has run `WATCHDOG_FACTOR` times a
+        ``max_seconds`` below the default plus `WATCHDOG_SLACK_S` (a watchdog in the main
         thread).
     """
     seed = kit_seed(seed)
@@ -432,15 +433,15 @@ def check_sampler(sampler: Callable, verifier: Any = "block", instances: Sequenc
 
 
 def _caller_bound(max_seconds):
-    """The watchdog of a ``max_seconds`` the caller chose (below the default day): a sampler
-    call still running at `WATCHDOG_FACTOR` times it plus `WATCHDOG_SLACK_S` is stopped, as a
-    budgeted run's is. The pace bounds a sampler that returns; this one bounds one that does
-    not."""
+    """The watchdog of a ``max_seconds`` the caller chose (below the default day): one sampler
+    call still running `WATCHDOG_FACTOR` times it plus `WATCHDOG_SLACK_S` after it began is
+    stopped. The pace bounds the run of a sampler that returns (from its rate, once the calls
+    have run `PROJECT_AFTER_S`); this bounds a call that does not return."""
     if max_seconds is None or max_seconds >= MAX_SECONDS:
         return contextlib.nullcontext()
     torch.zeros(0)  # the lazy import done before the alarm is armed (as `_budgeted`)
     return _watchdog(WATCHDOG_FACTOR * float(max_seconds) + WATCHDOG_SLACK_S,
-                     f"max_seconds = {float(max_seconds):g}")
+                     f"max_seconds = {float(max_seconds):g}", per_call=True)
 
 
 def _run_mode(sampler, verifier, instances, samples, alpha, mode, seed, paths, draft_rows,
