@@ -2103,8 +2103,8 @@ MUTANTS = [
            "a toolkit check that reaches user objects through a dataclass's generated __init__ "
            "(file <string>) is blamed on the user's code: a one-node tree graph refused as its "
            "nodes' hash", LATE),
-    Mutant("spectheory/testing/checks/sampler.py",
-           "    if max_seconds is None or max_seconds >= MAX_SECONDS:",
+    Mutant("spectheory/testing/checks/calls.py",
+           "    if max_seconds is None or max_seconds >= default:",
            "    if True:",
            "check_sampler(max_seconds=...) waits for ever on a sampler call that never returns",
            LATE),
@@ -2119,11 +2119,16 @@ MUTANTS = [
            "    user_code_raises = True",
            "a user verifier that runs validate_law on its own result is refused as user code "
            "instead of getting the check's NOT A LAW verdict", LATE),
-    Mutant("spectheory/testing/checks/sampler.py",
+    Mutant("spectheory/testing/checks/calls.py",
            "                     f\"max_seconds = {float(max_seconds):g}\", per_call=True)",
            "                     f\"max_seconds = {float(max_seconds):g}\", per_call=False)",
            "a caller's max_seconds stops a sampler whose calls all return once the whole check "
            "has run twice max_seconds plus 1 s, blaming a call that did not hang", LATE),
+    Mutant("spectheory/testing/checks/tree.py",
+           "        with _caller_bound(max_seconds, MAX_SECONDS):  # a call that never returns",
+           "        with _caller_bound(None, MAX_SECONDS):  # a call that never returns",
+           "check_tree_sampler(max_seconds=...) waits for ever on a tree sampler call that never "
+           "returns", LATE),
 ]
 
 

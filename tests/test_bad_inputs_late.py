@@ -975,3 +975,35 @@ def test_whose_code_raised_a_toolkit_error_is_read_from_the_files_of_its_frames(
     with pytest.raises(InputError) as exc:  # through Python's library only: the toolkit's own
         E.call_user(stdlib_like.call, st.random_instance, what="a library helper")
     assert not isinstance(exc.value, UserCodeError)
+
+
+def test_a_callers_max_seconds_bounds_a_tree_sampler_call_that_never_returns():
+    """check_tree_sampler takes max_seconds as check_sampler does, and bounds a call that never
+    returns the same way (it waited for ever)."""
+    import functools
+    import time as _time
+
+    from spectheory.runtime.errors import TimeLimitError
+    from spectheory.testing.checks.tree import check_tree_sampler
+    from spectheory.testing.checks.tree_ports import (EAGLE_POSTERIOR, evaluate_posterior,
+                                                      tree_engine_sampler)
+
+    eagle = tree_engine_sampler(evaluate_posterior, EAGLE_POSTERIOR)
+    calls = [0]
+
+    @functools.wraps(eagle)
+    def hangs_on_its_second_call(*args, **kwargs):
+        calls[0] += 1
+        if calls[0] == 2:
+            give_up = _time.monotonic() + 6  # not stopped: fail the test, not hang it
+            while _time.monotonic() < give_up:
+                _time.sleep(0.01)
+            raise RuntimeError("the watchdog did not stop this call")
+        return eagle(*args, **kwargs)
+
+    start = _time.monotonic()  # 400 samples in calls of 200: the first call's pace projects
+    with pytest.raises(TimeLimitError, match=r"did not return: the call was stopped after .* "
+                                             r"past 2 times max_seconds = 0.5 plus 1 s"):
+        check_tree_sampler(hangs_on_its_second_call, tree=(2, 1), samples=400, max_batch=200,
+                           max_seconds=0.5)  # far below 0.5 s; the second call hangs
+    assert 1.9 < _time.monotonic() - start < 5

@@ -119,6 +119,18 @@ def _watchdog(seconds: float, what: str, per_call: bool = False):
                              max(0.001, earlier - (time.perf_counter() - start)))
 
 
+def _caller_bound(max_seconds, default: float):
+    """The watchdog of a ``max_seconds`` the caller chose (below the check's ``default``, a day):
+    one sampler call still running `WATCHDOG_FACTOR` times it plus `WATCHDOG_SLACK_S` after it
+    began is stopped. The pace bounds the run of a sampler that returns (from its rate, once
+    the calls have run `PROJECT_AFTER_S`); this bounds a call that does not return."""
+    if max_seconds is None or max_seconds >= default:
+        return contextlib.nullcontext()
+    torch.zeros(0)  # the lazy import done before the alarm is armed (as a budgeted run's)
+    return _watchdog(WATCHDOG_FACTOR * float(max_seconds) + WATCHDOG_SLACK_S,
+                     f"max_seconds = {float(max_seconds):g}", per_call=True)
+
+
 def _collect_law(probs) -> None:
     laws = _ROW_LAWS.get()
     if laws is not None:

@@ -83,7 +83,7 @@ from ..statistics import stats  # noqa: F401 (re-exported)
 from .report import (MIN_EXPECTED, POWER, Cell, CoinMismatch, DraftRows, SamplerReport,  # noqa: F401 (re-exported)
                      _finite, _guarded, _name_of, declared)
 # The modes and the pieces they share, one module each; every name is importable from here too.
-from .calls import (COUNT_CHUNK, kit_seed, MAX_CALL_FLOATS, PROJECT_AFTER_S, _PACE, _ROW_LAWS,  # noqa: F401
+from .calls import (COUNT_CHUNK, _caller_bound, kit_seed, MAX_CALL_FLOATS, PROJECT_AFTER_S, _PACE, _ROW_LAWS,  # noqa: F401
                     WATCHDOG_FACTOR, WATCHDOG_SLACK_S, _WHO, _Pace, _watchdog, _as_index, _cells, _chunk, _collect_law, _failed, _outputs,
                     _pace_add, _report, _row_counts, _split, _tokens)
 from .rows import (_dims, _equal_at_some_nodes, _fixed_rows, _zeroed_instance,  # noqa: F401
@@ -359,8 +359,9 @@ def check_sampler(sampler: Callable, verifier: Any = "block", instances: Sequenc
     max_seconds : float or None
         Refuse ``samples`` whose run takes longer: before the first call when even the check's
         own least cost a sample (`MIN_SECONDS_PER_SAMPLE`) exceeds it, and with a
-        `TimeLimitError` once the rate measured on the first calls projects past it. ``None``:
-        no limit. Default one day.
+        `TimeLimitError` once the rate measured on the first calls projects past it. Below the
+        default, one call still running twice ``max_seconds`` plus 1 s after it began is
+        stopped too (a call that never returns). ``None``: no limit. Default one day.
     max_memory_bytes : int, optional
         Refuse, before anything is allocated, a check whose planned memory (rows, exact laws and
         count tables, and one call's inputs and outputs; counting is done call by call, so this
@@ -417,7 +418,7 @@ def check_sampler(sampler: Callable, verifier: Any = "block", instances: Sequenc
     sampler = _guarded(sampler, "sampler")  # every call through call_user
     _WHO.set(sampler._spectheory_label)
     _PACE.set(_Pace(samples, max_seconds))
-    with _caller_bound(max_seconds):
+    with _caller_bound(max_seconds, MAX_SECONDS):
         proc = None  # the target rows the law is computed against, from the rows handed over
         if sampling is not None or draft_sampling is not None or inputs != "probs":
             from ...inputs.processing import note_sampling, sampler_setup
@@ -430,18 +431,6 @@ def check_sampler(sampler: Callable, verifier: Any = "block", instances: Sequenc
                                  sampling, draft_sampling, inputs)
         return _run_mode(sampler, verifier, instances, samples, alpha, mode, seed, paths,
                          draft_rows, convention, tol, max_batch, proc)
-
-
-def _caller_bound(max_seconds):
-    """The watchdog of a ``max_seconds`` the caller chose (below the default day): one sampler
-    call still running `WATCHDOG_FACTOR` times it plus `WATCHDOG_SLACK_S` after it began is
-    stopped. The pace bounds the run of a sampler that returns (from its rate, once the calls
-    have run `PROJECT_AFTER_S`); this bounds a call that does not return."""
-    if max_seconds is None or max_seconds >= MAX_SECONDS:
-        return contextlib.nullcontext()
-    torch.zeros(0)  # the lazy import done before the alarm is armed (as `_budgeted`)
-    return _watchdog(WATCHDOG_FACTOR * float(max_seconds) + WATCHDOG_SLACK_S,
-                     f"max_seconds = {float(max_seconds):g}", per_call=True)
 
 
 def _run_mode(sampler, verifier, instances, samples, alpha, mode, seed, paths, draft_rows,

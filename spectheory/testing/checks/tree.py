@@ -76,8 +76,8 @@ from ...runtime.errors import (InstanceError, OptionError, as_list, call_user, c
 from ...runtime.limits import check_memory
 from ...runtime.sizes import check_size
 from ..statistics import stats
-from .calls import (RAMP_FIRST_ROWS, _an_instance, _cells, _sequence_label, _summary, kit_seed,
-                    readable)
+from .calls import (RAMP_FIRST_ROWS, _an_instance, _caller_bound, _cells, _sequence_label,
+                    _summary, kit_seed, readable)
 from .report import MIN_EXPECTED, POWER, SamplerReport, guarded
 from .sizing import MAX_SECONDS, _refuse_time
 from .step import _Pace
@@ -869,8 +869,9 @@ def check_tree_sampler(sampler: Callable, verifier: Any = None, tree: Any = (2, 
         Refuse a run that takes longer, as ``check_sampler`` does: before the first call when
         the check's own least cost a sample already exceeds it, and with a `TimeLimitError`
         once the rate of the calls so far projects past it (a run of more than one call starts
-        with a call of `RAMP_FIRST_ROWS` trees, growing fourfold). ``None``: no limit. Default
-        one day.
+        with a call of `RAMP_FIRST_ROWS` trees, growing fourfold). Below the default, one call
+        still running twice ``max_seconds`` plus 1 s after it began is stopped too (a call that
+        never returns). ``None``: no limit. Default one day.
 
     Returns
     -------
@@ -973,7 +974,8 @@ def check_tree_sampler(sampler: Callable, verifier: Any = None, tree: Any = (2, 
             rep.sampler = who
             return rep
     if samples != "auto":
-        return run(int(samples))
+        with _caller_bound(max_seconds, MAX_SECONDS):  # a call that never returns
+            return run(int(samples))
     if rows is None:
         rows = [_lossless_target(inst, shape.height) for inst in insts]
     return _budgeted(fn, run, rows, budget_s, alpha, start)
