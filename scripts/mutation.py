@@ -2098,22 +2098,20 @@ MUTANTS = [
            "a toolkit refusal raised inside a user's sampler passes through unattributed, as if "
            "the check refused its own input", LATE),
     Mutant("spectheory/runtime/errors.py",
-           "    if not name or name.startswith(\"<\"):\n        return False",
-           "    if not name:\n        return False",
-           "a toolkit check that reaches user objects through a dataclass's generated __init__ "
-           "(file <string>) is blamed on the user's code: a one-node tree graph refused as its "
-           "nodes' hash", LATE),
+           "    if name == \"spectheory\" or name.startswith((\"spectheory.\", \"spectheory_gallery_\")):",
+           "    if name == \"spectheory\":",
+           "the toolkit's own refusal from one of its sub-packages whose files lie outside "
+           "spectheory/ in a source checkout (toy_models) is blamed on the user's code", LATE),
     Mutant("spectheory/testing/checks/calls.py",
            "    if max_seconds is None or max_seconds >= default:",
            "    if True:",
            "check_sampler(max_seconds=...) waits for ever on a sampler call that never returns",
            LATE),
     Mutant("spectheory/runtime/errors.py",
-           "    return not path.startswith(library) or path.startswith(installed)",
-           "    return not path.startswith(library)",
-           "a sampler installed as a package (site-packages inside Python's library folder) is "
-           "not the user's code: the toolkit's refusal of its arguments passes unattributed",
-           LATE),
+           "    return name.partition(\".\")[0] not in sys.stdlib_module_names",
+           "    return True",
+           "a toolkit refusal that reached the user call through Python's library (a functools "
+           "wrapper) is blamed on the user's code", LATE),
     Mutant("spectheory/law.py",
            "    user_code_raises = False",
            "    user_code_raises = True",
@@ -2129,6 +2127,21 @@ MUTANTS = [
            "        with _caller_bound(None, MAX_SECONDS):  # a call that never returns",
            "check_tree_sampler(max_seconds=...) waits for ever on a tree sampler call that never "
            "returns", LATE),
+    Mutant("spectheory/testing/checks/calls.py",
+           "        if earlier and now - start >= earlier and callable(old):  # the earlier alarm's time",
+           "        if False:  # the earlier alarm's time",
+           "a call bound of max_seconds holds off a time limit whose backstop comes later than "
+           "the bound's first alarm: a call that began late runs past the limit", LATE),
+    Mutant("spectheory/testing/checks/tree.py",
+           "    with _caller_bound(max_seconds, MAX_SECONDS):  # the pilots' calls and the run's alike",
+           "    with _caller_bound(None, MAX_SECONDS):  # the pilots' calls and the run's alike",
+           "check_tree_sampler(samples='auto', max_seconds=...) waits for ever on a call that "
+           "never returns", LATE),
+    Mutant("spectheory/engine/adaptive.py",
+           "            and any(ch in \"123456789\" for ch in text.lower().partition(\"e\")[0]):  # 0e-999 is 0",
+           "            and True:  # 0e-999 is 0",
+           "a stopping rule's parameter 0e-999 (zero) refused as a value of more than 100 digits",
+           LATE),
 ]
 
 

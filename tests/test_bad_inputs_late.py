@@ -820,6 +820,7 @@ def test_a_rule_parameter_in_scientific_notation_is_its_exact_value(tmp_path, ca
     assert parse_rule("coin(1e-3)").name == parse_rule("coin(1/1000)").name == "coin(1/1000)"
     assert parse_rule("target-peek(2.5E+2)").name == "target-peek(250)"
     assert parse_rule("coin(1e-99)").name == f"coin(1/{10**99})"  # 100 digits: the bound
+    assert parse_rule("coin(0e-999)").name == parse_rule("coin(0.0e141)").name == "coin(0)"
     assert parse_rule("target-peek(0.000000000000000000001e110)").name == \
         f"target-peek({10**89})"  # the value's digits count, not the exponent's
     path = write(tmp_path, instance_to_dict(st.random_instance(3, 2, 1, denominator=60)),
@@ -916,20 +917,22 @@ def test_a_callers_max_seconds_bounds_a_sampler_call_that_never_returns(monkeypa
     assert _time.monotonic() - start > 1.3 and n[0] >= 45, n
 
 
-def test_whose_code_raised_a_toolkit_error_is_read_from_the_files_of_its_frames(tmp_path,
-                                                                                monkeypatch):
+def test_whose_code_raised_a_toolkit_error_is_read_from_the_modules_of_its_frames():
     """Which toolkit errors inside a user call are the user code's (`_through_user_code`):
     - a user's verifier that runs ``validate_law`` on its own result still gets the check's
       verdict, not a refusal: "not a law" is a verdict's signal, whoever raises it;
     - a toolkit check that reaches the user's objects through generated code (a dataclass's
       ``__init__``, file ``<string>``) stays the toolkit's refusal: a one-node tree graph is
       the input's fault, not its nodes' hash or repr;
-    - a sampler installed as a package (``site-packages``, inside Python's library folder) is
-      the user's code, as a module of the working folder is."""
+    - code typed at ``python -`` or ``python -c`` (files ``<stdin>``, ``<string>``) and an
+      installed package are the user's; the toolkit's sub-packages, whose files lie outside
+      ``spectheory/`` in a source checkout, and Python's library are not."""
+    import functools
+
     import torch
 
     from spectheory.law import LawError, validate_law
-    from spectheory.runtime import errors as E
+    from spectheory.runtime.errors import InputError, UserCodeError, call_user
     from spectheory.testing.checks.lossless import check_lossless_battery
 
     def checks_itself(drafts, q, p):
@@ -945,7 +948,6 @@ def test_whose_code_raised_a_toolkit_error_is_read_from_the_files_of_its_frames(
 
     nx = pytest.importorskip("networkx")
     from spectheory.engine.drafttrees import tree_shape
-    from spectheory.runtime.errors import InputError, UserCodeError
 
     g = nx.DiGraph()
     g.add_node("root")
@@ -953,28 +955,21 @@ def test_whose_code_raised_a_toolkit_error_is_read_from_the_files_of_its_frames(
         tree_shape(g)
     assert not isinstance(exc.value, UserCodeError), str(exc.value)
 
-    lib = tmp_path / "lib" / "python3.11"
-    site_packages = lib / "site-packages"
-    site_packages.mkdir(parents=True)
-    kit = E._code_folders()[0]
-    monkeypatch.setattr(E, "_code_folders", lambda: (kit, (f"{lib}/",), (f"{site_packages}/",)))
-    (site_packages / "engine_pkg.py").write_text(
-        "import spectheory as st\n\ndef sampler(drafts, q, p, generator):\n"
-        "    return st.random_instance(0, 2, 1)\n")
-    (lib / "stdlib_like.py").write_text(
-        "import spectheory as st\n\ndef call(fn):\n    return fn(0, 2, 1)\n")
-    monkeypatch.syspath_prepend(str(site_packages))
-    monkeypatch.syspath_prepend(str(lib))
-    import engine_pkg
-    import stdlib_like
+    for where in ("<stdin>", "<string>"):  # python - < file, python -c "..."
+        scope = {"__name__": "__main__", "st": st}
+        exec(compile("def sampler(drafts, q, p, generator):\n"
+                     "    return st.random_instance(0, 2, 1)\n", where, "exec"), scope)
+        with pytest.raises(UserCodeError, match=r"sampler raised InstanceError: vocab_size = 0"):
+            call_user(scope["sampler"], None, None, None, None)
+    from spectheory.toy_models import families
 
-    for module in (engine_pkg, stdlib_like):  # forgotten again after the test
-        monkeypatch.setitem(__import__("sys").modules, module.__name__, module)
-    with pytest.raises(UserCodeError, match=r"engine_pkg:sampler raised InstanceError"):
-        E.call_user(engine_pkg.sampler, None, None, None, None)
-    with pytest.raises(InputError) as exc:  # through Python's library only: the toolkit's own
-        E.call_user(stdlib_like.call, st.random_instance, what="a library helper")
-    assert not isinstance(exc.value, UserCodeError)
+    with pytest.raises(InputError) as exc:  # the toolkit's own, wherever its files lie
+        call_user(families.dirichlet, vocab_size=1, block_length=2, what="a toolkit family")
+    assert not isinstance(exc.value, UserCodeError), str(exc.value)
+    through_library = functools.singledispatch(st.random_instance)  # a functools frame between
+    with pytest.raises(InputError) as exc:
+        call_user(through_library, 0, 2, 1, what="a toolkit function")
+    assert not isinstance(exc.value, UserCodeError), str(exc.value)
 
 
 def test_a_callers_max_seconds_bounds_a_tree_sampler_call_that_never_returns():
@@ -1007,3 +1002,41 @@ def test_a_callers_max_seconds_bounds_a_tree_sampler_call_that_never_returns():
         check_tree_sampler(hangs_on_its_second_call, tree=(2, 1), samples=400, max_batch=200,
                            max_seconds=0.5)  # far below 0.5 s; the second call hangs
     assert 1.9 < _time.monotonic() - start < 5
+    calls[0], start = 0, _time.monotonic()  # a budgeted run: its pilots' calls alike
+    with pytest.raises(TimeLimitError, match=r"did not return: the call was stopped after"):
+        check_tree_sampler(hangs_on_its_second_call, tree=(2, 1), samples="auto", budget_s=0.5,
+                           max_seconds=0.5)
+    assert 1.9 < _time.monotonic() - start < 5
+
+
+def test_a_call_bound_keeps_an_earlier_time_limit(monkeypatch):
+    """Under a time limit whose backstop comes later than the call bound of max_seconds, the
+    call bound armed itself per call and held the time limit off: a call that began late ran
+    past the limit until its own bound. Both stop the run now, whichever comes first."""
+    import time as _time
+
+    from spectheory.runtime import limits
+    from spectheory.runtime.errors import TimeLimitError
+    from spectheory.testing import check_sampler, make_sampler
+    from spectheory.testing.checks import calls as C
+
+    monkeypatch.setattr(C, "PROJECT_AFTER_S", 1e9)  # the pace out of the way
+    token = make_sampler("token")
+    calls = [0]
+
+    def slow_then_hangs(drafts, q, p, generator):
+        calls[0] += 1
+        if calls[0] == 1:
+            _time.sleep(0.7)
+            return token(drafts, q, p, generator)
+        give_up = _time.monotonic() + 6  # not stopped: fail the test, not hang it
+        while _time.monotonic() < give_up:
+            _time.sleep(0.01)
+        raise RuntimeError("nothing stopped this call")
+
+    start = _time.monotonic()  # the limit's backstop at 1.5 s; the call bound at 1.2 s a call
+    with pytest.raises(TimeLimitError) as exc, limits.running(1.0):
+        check_sampler(slow_then_hangs, "token", samples=20_000, max_seconds=0.1,
+                      max_batch=2_000)
+    assert str(exc.value).startswith("time limit of 1 s reached"), str(exc.value)
+    assert _time.monotonic() - start < 1.9

@@ -229,7 +229,8 @@ def parse_rule(rule: Any) -> StoppingRule:
                 f"{MAX_RULE_DIGITS} digits; the rules take at most {MAX_RULE_DIGITS}")
     # an exponent past the digits a parameter's text can bring back is over the bound whatever
     # the digits before it: refused before the number is built (1e-999999999: a billion digits)
-    if m.group(1) is not None and abs(int(m.group(1))) > MAX_RULE_DIGITS + MAX_PARAMETER_CHARS:
+    if m.group(1) is not None and abs(int(m.group(1))) > MAX_RULE_DIGITS + MAX_PARAMETER_CHARS \
+            and any(ch in "123456789" for ch in text.lower().partition("e")[0]):  # 0e-999 is 0
         raise InputError(too_fine)
     try:
         c = Fraction(text)

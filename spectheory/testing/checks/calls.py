@@ -58,11 +58,13 @@ def _watchdog(seconds: float, what: str, per_call: bool = False):
     running once the block has run ``seconds``: a sampler that never returns. Past the deadline
     in the check's own work the block goes on, and the first user call still running when it
     is looked at again (every 0.05 s) is stopped. ``per_call``: the ``seconds`` count from the
-    start of the running call instead of the block's (a bound on one call, not on the check). A ``SIGALRM`` timer in the
-    main thread (it interrupts a sampler sleeping or looping in Python; a call blocked inside
-    one C routine is stopped when it returns); an earlier alarm already armed (``--time-limit``)
-    is kept and re-armed after the block. Off the main thread, or without ``setitimer``, the
-    block runs unwatched."""
+    start of the running call instead of the block's (a bound on one call, not on the check).
+    A ``SIGALRM`` timer in the main thread (it interrupts a sampler sleeping or looping in
+    Python; a call blocked inside one C routine is stopped when it returns). An earlier alarm
+    already armed (``--time-limit``'s backstop) keeps its time: sooner than ``seconds`` it
+    bounds the block alone; later, its handler is called when its time comes, and it is
+    re-armed after the block. Off the main thread, or without ``setitimer``, the block runs
+    unwatched."""
     import signal
     import threading
 
@@ -78,16 +80,24 @@ def _watchdog(seconds: float, what: str, per_call: bool = False):
         return
     start = time.perf_counter()
 
+    def again(after: float) -> None:
+        """Look again ``after`` seconds from now, or at the earlier alarm's time if sooner."""
+        if earlier:
+            after = min(after, earlier - (time.perf_counter() - start))
+        signal.setitimer(signal.ITIMER_REAL, max(0.001, after))
+
     def on_alarm(signum, frame):
+        now = time.perf_counter()
+        if earlier and now - start >= earlier and callable(old):  # the earlier alarm's time
+            return old(signum, frame)  # (--time-limit): its handler stops the run, or defers
         who, since = RUNNING[0], RUNNING[1]
         if who is None or _unsafe_to_raise(frame):  # in a collection, a finaliser or an import
             # an exception would be lost or leave a module half-imported; in the check's own
             # work (counting) nothing hangs: look again just after
-            signal.setitimer(signal.ITIMER_REAL, 0.05)
+            again(0.05)
             return
-        now = time.perf_counter()
         if per_call and now - since < seconds:  # a call that began later: its own deadline
-            signal.setitimer(signal.ITIMER_REAL, max(0.001, seconds - (now - since)))
+            again(seconds - (now - since))
             return
         if per_call:
             raise TimeLimitError(f"{who} did not return: the call was stopped after "

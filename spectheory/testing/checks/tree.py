@@ -978,7 +978,8 @@ def check_tree_sampler(sampler: Callable, verifier: Any = None, tree: Any = (2, 
             return run(int(samples))
     if rows is None:
         rows = [_lossless_target(inst, shape.height) for inst in insts]
-    return _budgeted(fn, run, rows, budget_s, alpha, start)
+    with _caller_bound(max_seconds, MAX_SECONDS):  # the pilots' calls and the run's alike
+        return _budgeted(fn, run, rows, budget_s, alpha, start)
 
 
 def _budgeted(fn, run, rows: list, budget_s: float, alpha: float, start: float
