@@ -2108,8 +2108,8 @@ MUTANTS = [
            "check_sampler(max_seconds=...) waits for ever on a sampler call that never returns",
            LATE),
     Mutant("spectheory/runtime/errors.py",
-           "    return name.partition(\".\")[0] not in sys.stdlib_module_names",
-           "    return True",
+           "    if name.partition(\".\")[0] not in sys.stdlib_module_names:\n        return True",
+           "    if True:\n        return True",
            "a toolkit refusal that reached the user call through Python's library (a functools "
            "wrapper) is blamed on the user's code", LATE),
     Mutant("spectheory/law.py",
@@ -2128,8 +2128,8 @@ MUTANTS = [
            "check_tree_sampler(max_seconds=...) waits for ever on a tree sampler call that never "
            "returns", LATE),
     Mutant("spectheory/testing/checks/calls.py",
-           "        if earlier and now - start >= earlier and callable(old):  # the earlier alarm's time",
-           "        if False:  # the earlier alarm's time",
+           "        if outer[0] is not None and now >= outer[0] and callable(old):  # the earlier alarm is",
+           "        if False:  # the earlier alarm is",
            "a call bound of max_seconds holds off a time limit whose backstop comes later than "
            "the bound's first alarm: a call that began late runs past the limit", LATE),
     Mutant("spectheory/testing/checks/tree.py",
@@ -2138,10 +2138,21 @@ MUTANTS = [
            "check_tree_sampler(samples='auto', max_seconds=...) waits for ever on a call that "
            "never returns", LATE),
     Mutant("spectheory/engine/adaptive.py",
-           "            and any(ch in \"123456789\" for ch in text.lower().partition(\"e\")[0]):  # 0e-999 is 0",
-           "            and True:  # 0e-999 is 0",
+           "    if not zero and m.group(1) is not None and \\",
+           "    if m.group(1) is not None and \\",
            "a stopping rule's parameter 0e-999 (zero) refused as a value of more than 100 digits",
            LATE),
+    Mutant("spectheory/runtime/errors.py",
+           "    return not (filename.startswith(\"<\") or _in_library(filename))",
+           "    return False",
+           "a user's package named like a library module (code, token) is read as Python's "
+           "library: the toolkit's refusal of its sampler's arguments passes unattributed",
+           LATE),
+    Mutant("spectheory/testing/checks/calls.py",
+           "            outer[0] = None  # due (--time-limit): delivered once, not re-armed after the block",
+           "            pass  # due (--time-limit): delivered once, not re-armed after the block",
+           "the earlier alarm's handler (a time limit) runs again right after the block, "
+           "interrupting the caller's own cleanup", LATE),
 ]
 
 

@@ -821,6 +821,7 @@ def test_a_rule_parameter_in_scientific_notation_is_its_exact_value(tmp_path, ca
     assert parse_rule("target-peek(2.5E+2)").name == "target-peek(250)"
     assert parse_rule("coin(1e-99)").name == f"coin(1/{10**99})"  # 100 digits: the bound
     assert parse_rule("coin(0e-999)").name == parse_rule("coin(0.0e141)").name == "coin(0)"
+    assert parse_rule("coin(0e-9999999999999999999999999999999)").name == "coin(0)"  # at once
     assert parse_rule("target-peek(0.000000000000000000001e110)").name == \
         f"target-peek({10**89})"  # the value's digits count, not the exponent's
     path = write(tmp_path, instance_to_dict(st.random_instance(3, 2, 1, denominator=60)),
@@ -1040,3 +1041,80 @@ def test_a_call_bound_keeps_an_earlier_time_limit(monkeypatch):
                       max_batch=2_000)
     assert str(exc.value).startswith("time limit of 1 s reached"), str(exc.value)
     assert _time.monotonic() - start < 1.9
+
+
+def test_a_users_package_named_like_a_library_module_is_the_users(tmp_path, monkeypatch):
+    """A user's top-level package that shares a name with a module of Python's library (code,
+    token, profile) was read as the library's, so the toolkit's refusal of what its sampler
+    passed passed through unattributed. The library's own modules lie in its folders."""
+    import sys
+
+    from spectheory.runtime.errors import UserCodeError, call_user
+
+    package = tmp_path / "code"  # `code` is a module of Python's library
+    package.mkdir()
+    (package / "__init__.py").write_text("import spectheory as st\n\n"
+                                         "def sampler(drafts, q, p, generator):\n"
+                                         "    return st.random_instance(0, 2, 1)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    library_code = sys.modules.pop("code", None)
+    try:
+        import code
+
+        assert code.__file__.startswith(str(tmp_path))
+        with pytest.raises(UserCodeError,
+                           match=r"code:sampler raised InstanceError: vocab_size = 0"):
+            call_user(code.sampler, None, None, None, None)
+    finally:  # the library's module back (or none, as before)
+        sys.modules.pop("code", None)
+        if library_code is not None:
+            sys.modules["code"] = library_code
+
+
+def test_an_earlier_alarm_is_delivered_once_and_a_quiet_one_keeps_the_watch():
+    """The call bound's watchdog and an alarm armed before it (a time limit's backstop, a
+    user's own timer) that comes later than the watchdog's first look: the earlier alarm's
+    handler runs once, when its time comes (it ran again just after the block, inside the
+    caller's cleanup), and a handler that returns leaves the watch on (it switched it off: a
+    call that hung was never stopped)."""
+    import signal
+    import time as _time
+
+    from spectheory.runtime.errors import TimeLimitError
+    from spectheory.testing.checks import calls as C
+    from spectheory.testing.checks.report import guarded
+
+    class OuterLimit(TimeLimitError):
+        pass
+
+    def hang():
+        give_up = _time.monotonic() + 3
+        while _time.monotonic() < give_up:
+            _time.sleep(0.005)
+
+    for kind in ("raising", "quiet"):
+        seen = []
+
+        def handler(signum, frame, kind=kind):
+            seen.append((kind, _time.monotonic()))
+            if kind == "raising":
+                raise OuterLimit("the earlier limit")
+
+        old = signal.signal(signal.SIGALRM, handler)
+        try:
+            start = _time.monotonic()
+            signal.setitimer(signal.ITIMER_REAL, 0.5)  # later than the watchdog's 0.3 s
+            with pytest.raises(TimeLimitError) as exc:
+                with C._watchdog(0.3, "max_seconds = x", per_call=True):
+                    _time.sleep(0.4)  # the check's own work: the call begins at 0.4 s
+                    guarded(hang, "sampler")()  # its bound at 0.7 s, the earlier alarm at 0.5
+            _time.sleep(0.1)  # after the block: nothing more may fire
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, old)
+        assert len(seen) == 1 and 0.45 < seen[0][1] - start < 0.65, seen
+        if kind == "raising":
+            assert isinstance(exc.value, OuterLimit)
+        else:
+            assert "did not return: the call was stopped after" in str(exc.value)
+            assert _time.monotonic() - start < 1.5

@@ -227,13 +227,16 @@ def parse_rule(rule: Any) -> StoppingRule:
                          "decimal or fraction (e.g. 1/2, 0.75, 1e-3)")
     too_fine = (f"stopping rule {name!r}: parameter {text!r} is an exact value of more than "
                 f"{MAX_RULE_DIGITS} digits; the rules take at most {MAX_RULE_DIGITS}")
+    zero = m.group(1) is not None and not any(ch in "123456789" for ch in
+                                              text.lower().partition("e")[0])
     # an exponent past the digits a parameter's text can bring back is over the bound whatever
-    # the digits before it: refused before the number is built (1e-999999999: a billion digits)
-    if m.group(1) is not None and abs(int(m.group(1))) > MAX_RULE_DIGITS + MAX_PARAMETER_CHARS \
-            and any(ch in "123456789" for ch in text.lower().partition("e")[0]):  # 0e-999 is 0
+    # the digits before it: refused before the number is built (1e-999999999: a billion
+    # digits). Zero is zero whatever its exponent, and never built from it (0e-99999999)
+    if not zero and m.group(1) is not None and \
+            abs(int(m.group(1))) > MAX_RULE_DIGITS + MAX_PARAMETER_CHARS:
         raise InputError(too_fine)
     try:
-        c = Fraction(text)
+        c = Fraction(0) if zero else Fraction(text)
     except (ValueError, ZeroDivisionError):
         raise InputError(f"stopping rule {name!r}: parameter {text!r} is not a number") from None
     if max(c.numerator, c.denominator) >= _RULE_BOUND:  # the bound of a rule's values

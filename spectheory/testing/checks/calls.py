@@ -79,17 +79,26 @@ def _watchdog(seconds: float, what: str, per_call: bool = False):
         yield
         return
     start = time.perf_counter()
+    # when the earlier alarm is due (perf_counter time; None: delivered, or none was armed)
+    outer = [start + earlier if earlier else None]
 
     def again(after: float) -> None:
-        """Look again ``after`` seconds from now, or at the earlier alarm's time if sooner."""
-        if earlier:
-            after = min(after, earlier - (time.perf_counter() - start))
+        """Look again ``after`` seconds from now, or when the earlier alarm is due if sooner."""
+        if outer[0] is not None and callable(old):
+            after = min(after, outer[0] - time.perf_counter())
         signal.setitimer(signal.ITIMER_REAL, max(0.001, after))
 
     def on_alarm(signum, frame):
         now = time.perf_counter()
-        if earlier and now - start >= earlier and callable(old):  # the earlier alarm's time
-            return old(signum, frame)  # (--time-limit): its handler stops the run, or defers
+        if outer[0] is not None and now >= outer[0] and callable(old):  # the earlier alarm is
+            outer[0] = None  # due (--time-limit): delivered once, not re-armed after the block
+            old(signum, frame)  # its handler stops the run, or defers: it re-arms the timer
+            left = signal.getitimer(signal.ITIMER_REAL)[0]
+            if left:  # called again then, as its own timer would have
+                outer[0] = time.perf_counter() + left
+            now = time.perf_counter()
+        # (an earlier alarm without a Python handler, SIG_IGN or SIG_DFL, is delivered when
+        # the block ends: the block cannot run its default action in its place)
         who, since = RUNNING[0], RUNNING[1]
         if who is None or _unsafe_to_raise(frame):  # in a collection, a finaliser or an import
             # an exception would be lost or leave a module half-imported; in the check's own
@@ -124,9 +133,8 @@ def _watchdog(seconds: float, what: str, per_call: bool = False):
             for callback in (_collection_starts, _collection_stops):
                 if callback in gc.callbacks:
                     gc.callbacks.remove(callback)
-        if earlier:  # the outer alarm, less the time this block took (at least a moment)
-            signal.setitimer(signal.ITIMER_REAL,
-                             max(0.001, earlier - (time.perf_counter() - start)))
+        if outer[0] is not None:  # the earlier alarm, not yet delivered: at its own time
+            signal.setitimer(signal.ITIMER_REAL, max(0.001, outer[0] - time.perf_counter()))
 
 
 def _caller_bound(max_seconds, default: float):
