@@ -867,6 +867,18 @@ def test_a_toolkit_refusal_inside_user_code_names_the_user_code(user_modules, ca
     refused(code, out, err, "kitcaller:sampler raised InstanceError: vocab_size = 1")
 
 
+def _hang_for(seconds: float) -> None:
+    """A user call that does not return, in short sleeps (a watchdog's alarm interrupts it);
+    past ``seconds`` it raises instead, so a test whose watchdog failed fails instead of
+    hanging."""
+    import time as _time
+
+    give_up = _time.monotonic() + seconds
+    while _time.monotonic() < give_up:
+        _time.sleep(0.005)
+    raise RuntimeError(f"nothing stopped this call in {seconds} s")
+
+
 def test_a_callers_max_seconds_bounds_a_sampler_call_that_never_returns(monkeypatch):
     """check_sampler(max_seconds=...) projected the run from calls that returned, so a sampler
     call that never returned held the check for ever; a budgeted run had a watchdog, an
@@ -883,10 +895,7 @@ def test_a_callers_max_seconds_bounds_a_sampler_call_that_never_returns(monkeypa
     def hangs_on_its_third_call(drafts, q, p, generator):
         calls[0] += 1
         if calls[0] == 3:
-            give_up = _time.monotonic() + 6  # not stopped: fail the test, not hang it
-            while _time.monotonic() < give_up:
-                _time.sleep(0.01)
-            raise RuntimeError("the watchdog did not stop this call")
+            _hang_for(6)
         return token(drafts, q, p, generator)
 
     start = _time.monotonic()
@@ -991,10 +1000,7 @@ def test_a_callers_max_seconds_bounds_a_tree_sampler_call_that_never_returns():
     def hangs_on_its_second_call(*args, **kwargs):
         calls[0] += 1
         if calls[0] == 2:
-            give_up = _time.monotonic() + 6  # not stopped: fail the test, not hang it
-            while _time.monotonic() < give_up:
-                _time.sleep(0.01)
-            raise RuntimeError("the watchdog did not stop this call")
+            _hang_for(6)
         return eagle(*args, **kwargs)
 
     start = _time.monotonic()  # 400 samples in calls of 200: the first call's pace projects
@@ -1030,10 +1036,7 @@ def test_a_call_bound_keeps_an_earlier_time_limit(monkeypatch):
         if calls[0] == 1:
             _time.sleep(0.7)
             return token(drafts, q, p, generator)
-        give_up = _time.monotonic() + 6  # not stopped: fail the test, not hang it
-        while _time.monotonic() < give_up:
-            _time.sleep(0.01)
-        raise RuntimeError("nothing stopped this call")
+        _hang_for(6)
 
     start = _time.monotonic()  # the limit's backstop at 1.5 s; the call bound at 1.2 s a call
     with pytest.raises(TimeLimitError) as exc, limits.running(1.0):
@@ -1088,9 +1091,7 @@ def test_an_earlier_alarm_is_delivered_once_and_a_quiet_one_keeps_the_watch():
         pass
 
     def hang():
-        give_up = _time.monotonic() + 3
-        while _time.monotonic() < give_up:
-            _time.sleep(0.005)
+        _hang_for(3)
 
     for kind in ("raising", "quiet"):
         seen = []
