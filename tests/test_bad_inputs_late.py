@@ -1113,7 +1113,7 @@ def test_an_earlier_alarm_is_delivered_once_and_a_quiet_one_keeps_the_watch():
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, old)
-        assert len(seen) == 1 and 0.45 < seen[0][1] - start < 0.65, seen
+        assert len(seen) == 1 and 0.45 < seen[0][1] - start < 1.0, seen
         if kind == "raising":
             assert isinstance(exc.value, OuterLimit)
         else:
