@@ -2083,8 +2083,8 @@ MUTANTS = [
            "an exact stopping rule's value of 101 digits (10^100) is taken, past the stated "
            "bound of 100", LATE),
     Mutant("spectheory/engine/adaptive.py",
-           "    m = re.fullmatch(r\"(?:[0-9]+(?:\\.[0-9]*)?|\\.[0-9]+)(?:[eE]([-+]?[0-9]+))?|[0-9]+/[0-9]+\",",
-           "    m = re.fullmatch(r\"(?:[0-9]+(?:\\.[0-9]*)?|\\.[0-9]+)(?:[xX]([-+]?[0-9]+))?|[0-9]+/[0-9]+\",",
+           "                     r\"(?:[eE](?P<exponent>[-+]?[0-9]+))?|[0-9]+/[0-9]+\", text)",
+           "                     r\"(?:[xX](?P<exponent>[-+]?[0-9]+))?|[0-9]+/[0-9]+\", text)",
            "--stop 'coin(1e-3)' refused as not a decimal: scientific notation not read", LATE),
     Mutant("spectheory/engine/adaptive.py",
            "    if max(c.numerator, c.denominator) >= _RULE_BOUND:  # the bound of a rule's values",
@@ -2123,8 +2123,8 @@ MUTANTS = [
            "a caller's max_seconds stops a sampler whose calls all return once the whole check "
            "has run twice max_seconds plus 1 s, blaming a call that did not hang", LATE),
     Mutant("spectheory/testing/checks/tree.py",
-           "        with _caller_bound(max_seconds, MAX_SECONDS):  # a call that never returns",
-           "        with _caller_bound(None, MAX_SECONDS):  # a call that never returns",
+           "    with _caller_bound(max_seconds, MAX_SECONDS):  # a call that never returns, pilots' too",
+           "    with _caller_bound(max_seconds if samples == \"auto\" else None, MAX_SECONDS):",
            "check_tree_sampler(max_seconds=...) waits for ever on a tree sampler call that never "
            "returns", LATE),
     Mutant("spectheory/testing/checks/calls.py",
@@ -2133,13 +2133,13 @@ MUTANTS = [
            "a call bound of max_seconds holds off a time limit whose backstop comes later than "
            "the bound's first alarm: a call that began late runs past the limit", LATE),
     Mutant("spectheory/testing/checks/tree.py",
-           "    with _caller_bound(max_seconds, MAX_SECONDS):  # the pilots' calls and the run's alike",
-           "    with _caller_bound(None, MAX_SECONDS):  # the pilots' calls and the run's alike",
+           "    with _caller_bound(max_seconds, MAX_SECONDS):  # a call that never returns, pilots' too",
+           "    with _caller_bound(max_seconds if samples != \"auto\" else None, MAX_SECONDS):",
            "check_tree_sampler(samples='auto', max_seconds=...) waits for ever on a call that "
            "never returns", LATE),
     Mutant("spectheory/engine/adaptive.py",
-           "    if not zero and m.group(1) is not None and \\",
-           "    if m.group(1) is not None and \\",
+           "    if not zero and exponent is not None and \\",
+           "    if exponent is not None and \\",
            "a stopping rule's parameter 0e-999 (zero) refused as a value of more than 100 digits",
            LATE),
     Mutant("spectheory/runtime/errors.py",

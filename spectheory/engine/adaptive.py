@@ -220,20 +220,20 @@ def parse_rule(rule: Any) -> StoppingRule:
     if len(text) > MAX_PARAMETER_CHARS:
         raise InputError(f"stopping rule {name!r}: parameter {text[:20]!r}... has {len(text):,} "
                          f"characters; at most {MAX_PARAMETER_CHARS}")
-    m = re.fullmatch(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE]([-+]?[0-9]+))?|[0-9]+/[0-9]+",
-                     text)
+    m = re.fullmatch(r"(?P<digits>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+                     r"(?:[eE](?P<exponent>[-+]?[0-9]+))?|[0-9]+/[0-9]+", text)
     if m is None:
         raise InputError(f"stopping rule {name!r}: parameter {text!r} is not a non-negative "
                          "decimal or fraction (e.g. 1/2, 0.75, 1e-3)")
     too_fine = (f"stopping rule {name!r}: parameter {text!r} is an exact value of more than "
                 f"{MAX_RULE_DIGITS} digits; the rules take at most {MAX_RULE_DIGITS}")
-    zero = m.group(1) is not None and not any(ch in "123456789" for ch in
-                                              text.lower().partition("e")[0])
+    exponent = m.group("exponent")
+    zero = exponent is not None and not m.group("digits").strip("0.")
     # an exponent past the digits a parameter's text can bring back is over the bound whatever
     # the digits before it: refused before the number is built (1e-999999999: a billion
     # digits). Zero is zero whatever its exponent, and never built from it (0e-99999999)
-    if not zero and m.group(1) is not None and \
-            abs(int(m.group(1))) > MAX_RULE_DIGITS + MAX_PARAMETER_CHARS:
+    if not zero and exponent is not None and \
+            abs(int(exponent)) > MAX_RULE_DIGITS + MAX_PARAMETER_CHARS:
         raise InputError(too_fine)
     try:
         c = Fraction(0) if zero else Fraction(text)

@@ -23,6 +23,7 @@ an interrupt, exit code 130). The command line's ``--debug`` prints the chained 
 
 from __future__ import annotations
 
+import functools
 from contextlib import contextmanager
 
 
@@ -482,28 +483,23 @@ def _in_library(filename: str) -> bool:
     return path.startswith(library) and not path.startswith(installed)
 
 
-_LIBRARY_FOLDERS: list = []
-
-
+@functools.lru_cache(maxsize=1)
 def _library_folders() -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(Python's library folders, the installed packages' folders), found once."""
-    if not _LIBRARY_FOLDERS:
-        import os
-        import site
-        import sysconfig
+    """(Python's library folders, the installed packages' folders)."""
+    import os
+    import site
+    import sysconfig
 
-        def folders(paths):
-            return tuple(sorted({os.path.join(os.path.realpath(d), "") for d in paths if d}))
+    def folders(paths):
+        return tuple(sorted({os.path.join(os.path.realpath(d), "") for d in paths if d}))
 
-        paths = sysconfig.get_paths()
-        installed = [paths.get("purelib"), paths.get("platlib")]
-        try:
-            installed += [*site.getsitepackages(), site.getusersitepackages()]
-        except AttributeError:  # a reduced site module (an embedded interpreter)
-            pass
-        _LIBRARY_FOLDERS.append((folders([paths.get("stdlib"), paths.get("platstdlib")]),
-                                 folders(installed)))
-    return _LIBRARY_FOLDERS[0]
+    paths = sysconfig.get_paths()
+    installed = [paths.get("purelib"), paths.get("platlib")]
+    try:
+        installed += [*site.getsitepackages(), site.getusersitepackages()]
+    except AttributeError:  # a reduced site module (an embedded interpreter)
+        pass
+    return folders([paths.get("stdlib"), paths.get("platstdlib")]), folders(installed)
 
 
 def _through_user_code(exc: BaseException) -> bool:

@@ -108,13 +108,9 @@ def _watchdog(seconds: float, what: str, per_call: bool = False):
         if per_call and now - since < seconds:  # a call that began later: its own deadline
             again(seconds - (now - since))
             return
-        if per_call:
-            raise TimeLimitError(f"{who} did not return: the call was stopped after "
-                                 f"{now - since:.1f} s, past {WATCHDOG_FACTOR:g} times {what} "
-                                 f"plus {WATCHDOG_SLACK_S:g} s ({seconds:.1f} s); a sampler "
-                                 f"call must return")
-        raise TimeLimitError(f"{who} did not return: the check was stopped after "
-                             f"{now - start:.1f} s, past {WATCHDOG_FACTOR:g} times {what} plus "
+        stopped, began = ("call", since) if per_call else ("check", start)
+        raise TimeLimitError(f"{who} did not return: the {stopped} was stopped after "
+                             f"{now - began:.1f} s, past {WATCHDOG_FACTOR:g} times {what} plus "
                              f"{WATCHDOG_SLACK_S:g} s ({seconds:.1f} s); a sampler call must "
                              f"return")
 

@@ -973,12 +973,11 @@ def check_tree_sampler(sampler: Callable, verifier: Any = None, tree: Any = (2, 
                                  max_batch, notes, _Pace(n, max_seconds, "check_tree_sampler"))
             rep.sampler = who
             return rep
-    if samples != "auto":
-        with _caller_bound(max_seconds, MAX_SECONDS):  # a call that never returns
+    with _caller_bound(max_seconds, MAX_SECONDS):  # a call that never returns, pilots' too
+        if samples != "auto":
             return run(int(samples))
-    if rows is None:
-        rows = [_lossless_target(inst, shape.height) for inst in insts]
-    with _caller_bound(max_seconds, MAX_SECONDS):  # the pilots' calls and the run's alike
+        if rows is None:
+            rows = [_lossless_target(inst, shape.height) for inst in insts]
         return _budgeted(fn, run, rows, budget_s, alpha, start)
 
 
