@@ -2153,6 +2153,11 @@ MUTANTS = [
            "            pass  # due (--time-limit): delivered once, not re-armed after the block",
            "the earlier alarm's handler (a time limit) runs again right after the block, "
            "interrupting the caller's own cleanup", LATE),
+    Mutant("spectheory/testing/checks/sampler.py",
+           "                   f\"the budget of {budget_s:g} s\", per_call=True):",
+           "                   f\"the budget of {budget_s:g} s\", per_call=False):",
+           "the budget's watchdog bounds the whole check: on a slowed machine a budgeted check "
+           "whose sampler calls all return is stopped mid-call as one that did not return", LATE),
 ]
 
 

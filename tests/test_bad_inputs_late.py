@@ -927,6 +927,44 @@ def test_a_callers_max_seconds_bounds_a_sampler_call_that_never_returns(monkeypa
     assert _time.monotonic() - start > 1.3 and n[0] >= 45, n
 
 
+
+def test_a_budgeted_check_that_runs_long_on_a_slow_machine_is_not_called_a_hang(monkeypatch):
+    """The budget's watchdog stopped the whole check at twice the budget plus 1 s, so on a
+    loaded machine a sampler whose calls all returned was stopped mid-call as one that "did not
+    return". It bounds each call now: here three of the main run's calls take 0.45 s each (as
+    if the machine slowed after the pilots), 1.35 s in all, past the 1.2 s bound, and the check
+    ends."""
+    import time as _time
+
+    from spectheory.testing import check_sampler, make_sampler
+    from spectheory.testing.statistics import budget as B
+
+    token = make_sampler("token")
+    main, slow = [False], [0]
+    size_run = B.size_run
+
+    def sized(*args, **kwargs):  # the pilots are over
+        out = size_run(*args, **kwargs)
+        main[0] = True
+        return out
+
+    monkeypatch.setattr(B, "size_run", sized)
+
+    def slows_in_the_main_run(drafts, q, p, generator):
+        if main[0] and slow[0] < 3:
+            slow[0] += 1
+            _time.sleep(0.45)
+        return token(drafts, q, p, generator)
+
+    check_sampler(token, "token", samples=2_000)  # imports and first calls out of the budget
+    start = _time.monotonic()
+    rep = check_sampler(slows_in_the_main_run, "token", samples="auto", budget_s=0.1,
+                        max_batch=50)
+    assert slow[0] == 3 and _time.monotonic() - start > 1.35
+    assert rep.samples == rep.budget.samples  # the planned run, to its end
+    assert rep.passed or rep.needs_samples > rep.samples  # (a run too small to test, if the
+    # machine was slow in the pilots)
+
 def test_whose_code_raised_a_toolkit_error_is_read_from_the_modules_of_its_frames():
     """Which toolkit errors inside a user call are the user code's (`_through_user_code`):
     - a user's verifier that runs ``validate_law`` on its own result still gets the check's

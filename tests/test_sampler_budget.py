@@ -448,8 +448,10 @@ def test_cli_budget(sampler_module, capsys):
     assert err.startswith("check_sampler: budget 1.5 s") and err.count("\n") == 1
     assert f"running {obj['samples']:,} samples" in err
     code, out, err = run(["check-sampler", "budget_samplers:block", "--samples", "auto",
-                          "--budget", "1"], capsys)
-    assert code == 0 and "sized by budget_s" in out
+                          "--budget", "2"], capsys)  # (with 1 s it exited 2 once on a loaded
+    # machine: a stall in the pilots leaves too little, or, before the watchdog bounded each
+    # call, the whole check past 3 s)
+    assert code == 0 and "sized by budget_s" in out, err
 
 
 @pytest.mark.parametrize("args,msg", [

@@ -44,8 +44,9 @@ _PACE = contextvars.ContextVar("spectheory_sampler_pace", default=None)
 _ROW_LAWS = contextvars.ContextVar("spectheory_sampler_row_laws", default=None)
 
 
-#: A budgeted check is stopped once it has run this many times its budget (plus
-#: `WATCHDOG_SLACK_S`): a sampler call that never returns cannot hold it silently.
+#: A sampler call in a budgeted check is stopped once it has run this many times the budget
+#: (plus `WATCHDOG_SLACK_S`), and one in a check under a caller's ``max_seconds`` this many times
+#: that: a sampler call that never returns cannot hold a check silently.
 WATCHDOG_FACTOR = 2.0
 #: Seconds added to the watchdog's deadline (start-up, the first calls).
 WATCHDOG_SLACK_S = 1.0

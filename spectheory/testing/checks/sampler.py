@@ -194,8 +194,10 @@ def _budgeted(call: dict) -> SamplerReport:
     budget_s = B.check_budget(call["budget_s"])
     torch.zeros(0)  # the lazy import done before the watchdog is armed (an alarm inside an
     # import would leave the module half-initialised)
+    # per call: a machine slowed by load makes the whole check run long, but it does not make a
+    # call that returns into one that "did not return"
     with _watchdog(WATCHDOG_FACTOR * budget_s + WATCHDOG_SLACK_S,
-                   f"the budget of {budget_s:g} s"):
+                   f"the budget of {budget_s:g} s", per_call=True):
         return _budgeted_run(call, start, budget_s)
 
 
@@ -390,7 +392,7 @@ def check_sampler(sampler: Callable, verifier: Any = "block", instances: Sequenc
         mode; a coin-driven wrapper that hides the ``coin_convention`` of what it wraps);
         ``SizeLimitError`` for a planned run over ``max_seconds`` or ``max_memory_bytes``;
         ``TimeLimitError`` for one that projects past ``max_seconds``, for a sampler call
-        still running at `WATCHDOG_FACTOR` times the budget plus `WATCHDOG_SLACK_S` into a
+        call that has run `WATCHDOG_FACTOR` times the budget plus `WATCHDOG_SLACK_S` in a
         budgeted run (``budget_s``), and for one call that has run `WATCHDOG_FACTOR` times a
         ``max_seconds`` below the default plus `WATCHDOG_SLACK_S` (a watchdog in the main
         thread).
