@@ -2158,6 +2158,25 @@ MUTANTS = [
            "                   f\"the budget of {budget_s:g} s\", per_call=False):",
            "the budget's watchdog bounds the whole check: on a slowed machine a budgeted check "
            "whose sampler calls all return is stopped mid-call as one that did not return", LATE),
+    Mutant("spectheory/testing/statistics/budget.py",
+           "            if (done is not None and done(again[0])) or again[2] < total:",
+           "            if (done is not None and done(again[0])) or again[2] > total:",
+           "a pilot run twice keeps the slower run: a pause of the machine in either makes the "
+           "plan many times too small", ("tests/test_sampler_budget.py",)),
+    Mutant("spectheory/testing/statistics/budget.py",
+           "                (prev is None or "
+           "inside * prev[0] > PILOT_RERUN_FACTOR * prev[1] * n) and \\",
+           "                (prev is not None and "
+           "inside * prev[0] > PILOT_RERUN_FACTOR * prev[1] * n) and \\",
+           "the first pilot runs once: a pause of the machine in its milliseconds sets the rate, "
+           "and a budgeted check of a correct sampler is too small to test",
+           ("tests/test_sampler_budget.py",)),
+    Mutant("spectheory/testing/statistics/budget.py",
+           "        share = PILOT_SECOND_SHARE if len(inside_points) == 1 else PILOT_SHARE",
+           "        share = PILOT_SECOND_SHARE if len(pilot) == 1 else PILOT_SHARE",
+           "the first pilot's rerun counted as a second pilot: the second pilot held to the "
+           "smaller share, so the sampler's cost a call is not separated from its cost a sample",
+           ("tests/test_sampler_budget.py",)),
 ]
 
 

@@ -441,5 +441,5 @@ def test_the_node_route_work_is_capped_far_past_any_limit():
 
     t = time.perf_counter()
     assert node_route_work((3,) * 10, 3, "iid") == 1 << WORK_CAP_BITS
-    assert time.perf_counter() - t < 1.5
+    assert time.perf_counter() - t < 5  # (uncapped, the count took 15 s)
     assert node_route_work((2, 1), 3, "iid") == 3**2 + 3 * (3 + 3**2)  # widths {2} then {1, 2}

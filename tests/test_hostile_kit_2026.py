@@ -194,8 +194,9 @@ def test_deep_tree_default_instances_refused_with_the_commands_remedy(capsys):
 def test_time_limit_stops_user_code_that_never_returns(kit_module, capsys, args, who):
     """The limit names the user call it stopped (it said only "use a smaller instance")."""
     t = time.perf_counter()
-    code, out, err = run([*args, "--time-limit", "0.3"], capsys)
-    refused(code, out, err, "time limit of 0.3 s reached", f"while {who} was running",
+    code, out, err = run([*args, "--time-limit", "1.5"], capsys)  # (0.3 s: a pause of the
+    # machine before the first user call let the limit stop the check's own work)
+    refused(code, out, err, "time limit of 1.5 s reached", f"while {who} was running",
             f"raise --time-limit or look at {who}")
     assert time.perf_counter() - t < 10
 
@@ -285,12 +286,17 @@ def test_a_long_user_call_is_noted_once_without_a_time_limit(kit_module, monkeyp
     monkeypatch.setattr(limits, "USER_CALL_NOTE_S", 0.2)
     calls = []
 
-    pause = [1.5]  # past the note's 0.2 s plus the watcher's sleep (up to 1 s when an earlier
-    # test started it under the 30 s default; 0.05 s once it has woken under 0.2 s)
+    pause = [None]  # the first call returns once it has been noted (the watcher sleeps up to
+    # 1 s when an earlier test started it under the 30 s default; 0.05 s once it has woken
+    # under 0.2 s), giving up after 10 s
 
     def slow_then_fine(drafts, q, p, generator):
         calls.append(1)
-        if len(calls) == 1:
+        if len(calls) == 1 and pause[0] is None:
+            give_up = time.monotonic() + 10
+            while not limits._running_calls[0][2] and time.monotonic() < give_up:
+                time.sleep(0.01)
+        elif len(calls) == 1:
             time.sleep(pause[0])
         return make_sampler("token")(drafts, q, p, generator)
 

@@ -205,9 +205,11 @@ class FakeCheck:
     2 ms a call), ``kit_s`` a sample of the check's own work; past ``switch`` samples the sampler
     costs ``after_s`` a sample."""
 
-    def __init__(self, sampler_s=1e-3, kit_s=1e-4, switch=None, after_s=None):
+    def __init__(self, sampler_s=1e-3, kit_s=1e-4, switch=None, after_s=None, pauses=()):
         self.now, self.sampler_s, self.kit_s = 0.0, sampler_s, kit_s
         self.switch, self.after_s = switch, after_s
+        self.pauses, self.calls = dict(pauses), 0  # {run call (1, 2, ...): seconds the machine
+        # pauses inside the sampler in that call}
 
     def clock(self):
         return self.now
@@ -220,8 +222,10 @@ class FakeCheck:
         return 0.05 + self.kit_s * n + self.inside(n)
 
     def run(self, n):
-        self.now += self.cost(n)
-        return "report", self.inside(n)
+        self.calls += 1
+        pause = self.pauses.get(self.calls, 0.0)
+        self.now += self.cost(n) + pause
+        return "report", self.inside(n) + pause
 
     def kit(self, n):
         t = 0.05 + self.kit_s * n
@@ -258,29 +262,54 @@ def test_size_run_on_a_simulated_clock():
         B.size_run(f.run, 0.1, 32, kit=f.kit, clock=f.clock)
 
 
+@pytest.mark.parametrize("pauses", [{1: 0.3}, {2: 0.3}, {3: 0.3}, {1: 0.3, 3: 0.3}])
+def test_a_pause_in_a_pilot_does_not_shrink_the_plan(pauses):
+    """A pause of the machine inside a pilot of milliseconds made the sampler's rate, and so the
+    plan, many times too pessimistic (a budgeted check of a correct sampler too small to test,
+    or refused as too small, on a loaded machine). The first pilot, and one whose rate jumps,
+    runs twice and the faster run counts: the plan is that of the machine without the pause."""
+    quiet = FakeCheck()
+    want = B.size_run(quiet.run, 3.0, 32, kit=quiet.kit, clock=quiet.clock)
+    f = FakeCheck(pauses=pauses)
+    out = B.size_run(f.run, 3.0, 32, kit=f.kit, clock=f.clock)
+    assert out["sampler_s"] == pytest.approx(want["sampler_s"], rel=1e-9) == \
+        pytest.approx(1e-3, rel=0.1)
+    assert out["samples"] > 0.6 * want["samples"] > 1_000  # (the pauses' time is spent)
+    assert f.now + f.cost(out["samples"]) == pytest.approx(0.95 * 3.0, rel=1e-3)
+    # the first pilot runs twice anyway (32, 32, 128 samples); the second's rate jumped
+    assert [n for n, _ in want["pilot"]] == [32, 32, 128]
+    assert [n for n, _ in out["pilot"]] == [32, 32, 128] + [128] * (3 in pauses)
+
+
 def test_budget_run_stays_within_20_percent_and_states_its_size_first(monkeypatch):
     """A sampler that sleeps 1 ms a row under a 3 s budget: the whole call takes 2.4 - 3.6 s; the
     plan line is on stderr before the run's first call; the verdict is that of the same check
-    at the chosen sample count (its draws do not depend on the sleep)."""
+    at the chosen sample count (its draws do not depend on the sleep). A pause of the machine
+    in the run makes it late whatever the plan, so the timing is tried up to three times: a
+    planner off by more than 20% misses it every time."""
     import io
 
-    err = io.StringIO()
-    monkeypatch.setattr(sys, "stderr", err)
-    seen = []
     slow = coin_sampler(1e-3)
+    times = []
+    for _ in range(3):
+        err = io.StringIO()
+        monkeypatch.setattr(sys, "stderr", err)
+        seen = []
 
-    def sampler(d, q, p, g):
-        seen.append(("check_sampler: budget" in err.getvalue(), d.shape[0]))
-        return slow(d, q, p, g)
+        def sampler(d, q, p, g):
+            seen.append(("check_sampler: budget" in err.getvalue(), d.shape[0]))
+            return slow(d, q, p, g)
 
-    t = time.perf_counter()
-    rep = check_sampler(sampler, "block", samples="auto", budget_s=3.0, seed=5)
-    took = time.perf_counter() - t
-    assert 0.8 * 3.0 <= took <= 1.2 * 3.0, took
+        t = time.perf_counter()
+        rep = check_sampler(sampler, "block", samples="auto", budget_s=3.0, seed=5)
+        times.append((time.perf_counter() - t, rep.budget.sampler_s))
+        if 0.8 * 3.0 <= times[-1][0] <= 1.2 * 3.0 and 0.9e-3 < times[-1][1] < 1.5e-3:
+            break
+    else:
+        pytest.fail(f"three budgeted runs of 3 s: (seconds, sampler seconds a sample) {times}")
     plan = rep.budget
     assert rep.samples == plan.samples and plan.samples > 1_000
     assert plan.detectable_tv == rep.min_detectable_tv
-    assert 0.9e-3 < plan.sampler_s < 1.5e-3  # the sleep, measured inside the calls
     line = err.getvalue().strip()
     assert line.count("\n") == 0 and f"running {plan.samples:,} samples" in line
     assert f">= {rep.min_detectable_tv:.3g} in every row's law with 90% power" in line
@@ -295,7 +324,7 @@ def test_budget_run_stays_within_20_percent_and_states_its_size_first(monkeypatc
 
 def test_budget_in_coins_mode_states_the_mismatch_rate():
     rep = check_sampler(reference_coin_sampler("block"), "block", mode="coins",
-                        samples="auto", budget_s=0.5)
+                        samples="auto", budget_s=1.0)
     assert rep.passed and rep.budget.detectable_tv is None
     assert rep.budget.detectable_rate == B.coin_detectable_rate(rep.samples)
 
@@ -349,7 +378,7 @@ def test_absurd_sample_counts_are_refused_before_anything_runs():
     with pytest.raises(SizeLimitError, match=r"samples = 10,000,000,000,000 would take at least"
                                              r" 55.6 h") as exc:
         check_sampler(s, "block", samples=10**13)
-    assert calls == [] and time.perf_counter() - t < 1.0 and "\n" not in str(exc.value)
+    assert calls == [] and time.perf_counter() - t < 5 and "\n" not in str(exc.value)
     with pytest.raises(SizeLimitError, match=r"samples = 1,000: the check would hold about "
                                              r"0\.\d+ GiB"):
         check_sampler(s, "block", samples=1_000, max_memory_bytes=10**5)

@@ -140,11 +140,14 @@ def test_rerun_and_extended_grid_compute_only_what_is_missing(tmp_path, monkeypa
 def test_killed_sweep_resumes_from_its_cache(tmp_path, monkeypatch):
     module = tmp_path / "slowver.py"
     module.write_text(textwrap.dedent("""
-        import time
+        import glob, os, time
         from spectheory.verifiers.block import block_verification
 
         def slow(drafts, q, p):
             time.sleep(0.3)
+            hold = os.environ.get("SLOWVER_HOLD")  # the killed run: no job past the second
+            if hold and len(glob.glob(os.path.join(hold, "*.json"))) >= 2:  # ends, whatever
+                time.sleep(60)  # the test's own pauses (it polls for them)
             return block_verification(drafts, q, p)
     """))
     cfg = tmp_path / "slow.toml"
@@ -158,7 +161,8 @@ def test_killed_sweep_resumes_from_its_cache(tmp_path, monkeypatch):
         name = "slowver:slow"
     """))
     out = tmp_path / "out"
-    env = {**__import__("os").environ, "PYTHONPATH": str(tmp_path)}
+    env = {**__import__("os").environ, "PYTHONPATH": str(tmp_path),
+           "SLOWVER_HOLD": str(out / "cache")}
     proc = subprocess.Popen([sys.executable, "-m", "spectheory", "sweep", str(cfg), "--out",
                              str(out), "--workers", "1", "--no-progress"], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -168,7 +172,7 @@ def test_killed_sweep_resumes_from_its_cache(tmp_path, monkeypatch):
     proc.terminate()  # SIGTERM: the command's own handler, its one line
     err = proc.communicate(timeout=30)[1]
     done = len(list((out / "cache").glob("*.json")))
-    assert 2 <= done < 6 and proc.returncode == 143
+    assert done == 2 and proc.returncode == 143
     # the line says what stays (the finished jobs' cache), not only that nothing is half-written
     assert err.strip().splitlines()[-1] == (
         "spectheory: terminated (SIGTERM); nothing half-written was left; the finished jobs stay "
@@ -246,9 +250,10 @@ def test_failing_jobs_are_rows_not_crashes(tmp_path, monkeypatch):
     # crashed row
     assert status["osexit"][0] == "failed" and "os._exit(7)" in status["osexit"][1]
     assert status["die"][0] == "crashed", status["die"]
-    status = _failing_sweep(tmp_path, ["hang", "ok"], 2)
+    status = _failing_sweep(tmp_path, ["hang"], 2)  # (a job beside it that had to end within
+    # 2 s, start-up included, can miss on a loaded machine; the jobs after a hang are checked
+    # in test_sweep_grids.py::test_a_stopped_or_crashed_job_ends_its_batch_and_the_rest_run_again)
     assert status["hang"][0] == "timeout" and "time limit of 2 s" in status["hang"][1]
-    assert status["ok"] == ("ok", "")
 
 
 def test_bad_verifier_name_is_refused_when_the_file_is_read():

@@ -324,7 +324,7 @@ def test_a_stopped_or_crashed_job_ends_its_batch_and_the_rest_run_again(tmp_path
     monkeypatch.syspath_prepend(str(tmp_path))
     cfg = load_config(textwrap.dedent("""
         [sweep]
-        time_limit = 1.5
+        time_limit = 3
         batch = 6
         [[instances]]
         family = "random"
@@ -338,7 +338,7 @@ def test_a_stopped_or_crashed_job_ends_its_batch_and_the_rest_run_again(tmp_path
     got = [(r["name"].split(":")[1], r["status"]) for r in rows]
     assert got == [("ok", "ok"), ("raise_", "failed"), ("hang", "timeout"), ("ok2", "ok"),
                    ("die", "crashed"), ("ok3", "ok")]
-    assert "time limit of 1.5 s" in rows[2]["error"] and "exit code -9" in rows[4]["error"], rows[4]
+    assert "time limit of 3 s" in rows[2]["error"] and "exit code -9" in rows[4]["error"], rows[4]
     want = float(st.analyze(st.random_instance(2, 2, 0), "token").block_efficiency)
     assert rows[3]["block_efficiency"] == rows[5]["block_efficiency"] == want
 
