@@ -124,8 +124,8 @@ _ROOMS = {
         "FamilyTest", "RowTest", "family", "is_point_mass", "min_detectable_tv",
         "point_mass_tv", "row_chi_square", "samples_for_a_test"),
     "statistics.budget": (
-        "BREAK_SHARE", "BudgetPlan", "KIT_SHARE", "MAX_AUTO_SAMPLES", "PILOT_SECOND_SHARE",
-        "PILOT_SHARE", "POWER", "TARGET_SHARE", "check_budget", "coin_detectable_rate",
+        "BREAK_SHARE", "BudgetPlan", "KIT_SHARE", "MAX_AUTO_SAMPLES", "PILOT_RERUN_FACTOR",
+        "PILOT_SECOND_SHARE", "PILOT_SHARE", "POWER", "TARGET_SHARE", "check_budget", "coin_detectable_rate",
         "detectable_tv", "fit_cost", "planned_tv", "row_dof", "samples_for_tv", "size_run",
         "split"),
     "designs.sharp": (
