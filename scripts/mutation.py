@@ -2164,10 +2164,8 @@ MUTANTS = [
            "a pilot run twice keeps the slower run: a pause of the machine in either makes the "
            "plan many times too small", ("tests/test_sampler_budget.py",)),
     Mutant("spectheory/testing/statistics/budget.py",
-           "                (prev is None or "
-           "inside * prev[0] > PILOT_RERUN_FACTOR * prev[1] * n) and \\",
-           "                (prev is not None and "
-           "inside * prev[0] > PILOT_RERUN_FACTOR * prev[1] * n) and \\",
+           "        guess = min(total, kept[-1] * PILOT_GROWTH) if kept else total",
+           "        guess = min(total, kept[-1] * PILOT_GROWTH) if kept else budget_s",
            "the first pilot runs once: a pause of the machine in its milliseconds sets the rate, "
            "and a budgeted check of a correct sampler is too small to test",
            ("tests/test_sampler_budget.py",)),
@@ -2177,6 +2175,16 @@ MUTANTS = [
            "the first pilot's rerun counted as a second pilot: the second pilot held to the "
            "smaller share, so the sampler's cost a call is not separated from its cost a sample",
            ("tests/test_sampler_budget.py",)),
+    Mutant("spectheory/testing/statistics/budget.py",
+           "            total - inside > PILOT_RERUN_FACTOR * PILOT_GROWTH * max(kit_points[-1][1], 1e-3)",
+           "            total - inside > 1e9 * PILOT_GROWTH * max(kit_points[-1][1], 1e-3)",
+           "a pilot whose own time (outside the sampler) jumps is not run again: a pause of the "
+           "machine in the check's work is read as its fixed cost", ("tests/test_sampler_budget.py",)),
+    Mutant("spectheory/testing/statistics/budget.py",
+           "        guess = min(total, kept[-1] * PILOT_GROWTH) if kept else total",
+           "        guess = total",
+           "the rerun of a paused pilot is guessed to cost as much as the paused run: it is "
+           "skipped exactly when a long pause needs it", ("tests/test_sampler_budget.py",)),
 ]
 
 

@@ -725,16 +725,17 @@ def test_an_adaptive_rule_value_of_thousands_of_digits_is_refused_as_user_code()
         analyze_adaptive(inst, "block", lambda s, q, p: Fraction(1, 10**100))
 
 
-def _past_the_limit(then):
-    """A user call that returns just past the running time limit, with its backstop alarm
-    disarmed, then ``then()``: the check between calls must stop the run, and no machine pause
-    can let the backstop fire inside the call instead (it would name the call). A second call
-    past the limit means nothing stopped the run: it raises, and the test fails."""
-    import signal
+def _past_the_limit(then, monkeypatch):
+    """A user call that returns just past the running time limit, then ``then()``, with the
+    limit's backstop alarm made to do nothing: the check between calls must stop the run, and
+    no pause of the machine can let the backstop fire inside the call or before it instead (it
+    would name the call, or no place). A second call past the limit means nothing stopped the
+    run: it raises, and the test fails."""
     import time as _time
 
     from spectheory.runtime import limits
 
+    monkeypatch.setattr(limits, "_on_alarm", lambda signum, frame: None)
     calls = [0]
 
     def call(*args, **kwargs):
@@ -743,21 +744,21 @@ def _past_the_limit(then):
             raise RuntimeError("the check went on past its time limit")
         while limits.remaining() > 0:
             _time.sleep(0.01)
-        signal.setitimer(signal.ITIMER_REAL, 0)
         return then(*args, **kwargs)
 
     return call
 
 
-def test_a_time_limit_in_a_step_check_says_where_and_what_to_lower():
+def test_a_time_limit_in_a_step_check_says_where_and_what_to_lower(monkeypatch):
     """"...reached after 20.2 scheck_step; ... or use a smaller instance": the place ran into the
     time, and the advice named the instance where the samples are the size."""
     from spectheory.runtime import limits
     from spectheory.runtime.errors import TimeLimitError
     from spectheory.testing import check_step, vllm_v1_step
 
+    step = _past_the_limit(vllm_v1_step, monkeypatch)  # (before the limit: its backstop quiet)
     with pytest.raises(TimeLimitError) as exc, limits.running(0.5):
-        check_step(_past_the_limit(vllm_v1_step), samples=10**7)
+        check_step(step, samples=10**7)
     assert " s in check_step; stopped with no result: raise --time-limit or use fewer samples" \
         in str(exc.value), str(exc.value)
 
@@ -787,8 +788,9 @@ def test_a_proposal_check_refusal_names_only_what_the_caller_can_change(monkeypa
     def argmax(q, generator):
         return q.argmax(-1), q
 
+    sampler = _past_the_limit(argmax, monkeypatch)  # (before the limit: its backstop quiet)
     with pytest.raises(TimeLimitError) as exc, limits.running(0.5):  # named as itself
-        check_proposal(_past_the_limit(argmax), samples=10**9)
+        check_proposal(sampler, samples=10**9)
     assert " s in check_proposal; stopped with no result: raise --time-limit or use fewer " \
         "samples" in str(exc.value), str(exc.value)
 
@@ -948,10 +950,11 @@ def test_a_callers_max_seconds_bounds_a_sampler_call_that_never_returns(monkeypa
 def test_a_budgeted_check_that_runs_long_on_a_slow_machine_is_not_called_a_hang(monkeypatch):
     """The budget's watchdog stopped the whole check at twice the budget plus 1 s, so on a
     loaded machine a sampler whose calls all returned was stopped mid-call as one that "did not
-    return". It bounds each call now: here four of the main run's calls take 0.4 s each (as if
-    the machine slowed after the pilots), 1.6 s in all, past the 1.2 s bound, and the check
-    ends. The plan is fixed (one pilot, then 500 samples in calls of 100), so that the machine's
-    speed cannot change how many calls there are."""
+    return". It bounds each call now: here six of the main run's calls take 0.4 s each (as if
+    the machine slowed after the pilots), 2.4 s in all, past the 2 s bound of a 0.5 s budget,
+    and the check ends (a call may pause 1.6 s more). The plan is fixed (one pilot, then 600
+    samples in calls of 100), so that the machine's speed cannot change how many calls there
+    are."""
     import time as _time
 
     from spectheory.testing import check_sampler, make_sampler
@@ -963,22 +966,22 @@ def test_a_budgeted_check_that_runs_long_on_a_slow_machine_is_not_called_a_hang(
     def planned(run, budget_s, minimum, **kwargs):
         result, inside = run(minimum)
         main[0] = True  # the pilot is over
-        return {"samples": 500, "fixed_s": 0.0, "per_sample_s": 1e-4, "sampler_s": 1e-4,
+        return {"samples": 600, "fixed_s": 0.0, "per_sample_s": 1e-4, "sampler_s": 1e-4,
                 "kit_s": 0.0, "pilot": [(minimum, inside)], "kit_pilot": [], "result": result}
 
     monkeypatch.setattr(B, "size_run", planned)
 
     def slows_in_the_main_run(drafts, q, p, generator):
-        if main[0] and slow[0] < 4:
+        if main[0] and slow[0] < 6:
             slow[0] += 1
             _time.sleep(0.4)
         return token(drafts, q, p, generator)
 
     start = _time.monotonic()
-    rep = check_sampler(slows_in_the_main_run, "token", samples="auto", budget_s=0.1,
+    rep = check_sampler(slows_in_the_main_run, "token", samples="auto", budget_s=0.5,
                         max_batch=100)
-    assert slow[0] == 4 and _time.monotonic() - start > 1.6
-    assert rep.samples == rep.budget.samples == 500  # the planned run, to its end
+    assert slow[0] == 6 and _time.monotonic() - start > 2.4
+    assert rep.samples == rep.budget.samples == 600  # the planned run, to its end
     assert rep.p_value > 0.001 or rep.needs_samples > rep.samples  # a correct sampler: no
     # failure (or a run too small to test)
 

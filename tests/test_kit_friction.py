@@ -250,7 +250,11 @@ def _plugin_run(pytester, *options):
     import json as _json
 
     pytester.makepyfile(test_engine=PLUGIN_TESTS)
-    result = pytester.runpytest(*options, "-p", "no:cacheprovider")
+    for _ in range(3):  # (under --spectheory-budget a pause of the machine that takes most of
+        # the budget leaves a check too small, as it should: tried again; a defect fails thrice)
+        result = pytester.runpytest(*options, "-p", "no:cacheprovider")
+        if result.parseoutcomes().get("passed") == 3:
+            break
     result.assert_outcomes(passed=3)
     return {p.stem: _json.loads(p.read_text()) for p in pytester.path.glob("*.json")}
 

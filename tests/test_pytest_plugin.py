@@ -94,7 +94,11 @@ def test_budgeted(spectheory_kit):
     with open("plan.json", "w") as f:
         json.dump({"budget_s": report.budget.budget_s, "samples": report.samples}, f)
 ''')
-    result = pytester.runpytest("--spectheory-budget", "2", "-p", "no:cacheprovider")
+    for _ in range(3):  # (a pause of the machine that takes most of the budget leaves the
+        # check too small, as it should: tried again; a defect fails three times)
+        result = pytester.runpytest("--spectheory-budget", "2", "-p", "no:cacheprovider")
+        if result.parseoutcomes().get("passed") == 1:
+            break
     result.assert_outcomes(passed=1)
     plan = json.loads((pytester.path / "plan.json").read_text())
     assert plan["budget_s"] == 2.0 and plan["samples"] > 0

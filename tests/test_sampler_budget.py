@@ -205,11 +205,13 @@ class FakeCheck:
     2 ms a call), ``kit_s`` a sample of the check's own work; past ``switch`` samples the sampler
     costs ``after_s`` a sample."""
 
-    def __init__(self, sampler_s=1e-3, kit_s=1e-4, switch=None, after_s=None, pauses=()):
+    def __init__(self, sampler_s=1e-3, kit_s=1e-4, switch=None, after_s=None, pauses=(),
+                 own_pauses=()):
         self.now, self.sampler_s, self.kit_s = 0.0, sampler_s, kit_s
         self.switch, self.after_s = switch, after_s
         self.pauses, self.calls = dict(pauses), 0  # {run call (1, 2, ...): seconds the machine
         # pauses inside the sampler in that call}
+        self.own_pauses = dict(own_pauses)  # ... in the check's own work in that call
 
     def clock(self):
         return self.now
@@ -224,7 +226,7 @@ class FakeCheck:
     def run(self, n):
         self.calls += 1
         pause = self.pauses.get(self.calls, 0.0)
-        self.now += self.cost(n) + pause
+        self.now += self.cost(n) + pause + self.own_pauses.get(self.calls, 0.0)
         return "report", self.inside(n) + pause
 
     def kit(self, n):
@@ -262,23 +264,25 @@ def test_size_run_on_a_simulated_clock():
         B.size_run(f.run, 0.1, 32, kit=f.kit, clock=f.clock)
 
 
-@pytest.mark.parametrize("pauses", [{1: 0.3}, {2: 0.3}, {3: 0.3}, {1: 0.3, 3: 0.3}])
-def test_a_pause_in_a_pilot_does_not_shrink_the_plan(pauses):
+@pytest.mark.parametrize("pauses, own", [({1: 0.3}, {}), ({2: 0.3}, {}), ({3: 0.3}, {}),
+                                         ({3: 1.0}, {}), ({1: 0.3, 3: 0.3}, {}), ({}, {3: 0.5})])
+def test_a_pause_in_a_pilot_does_not_shrink_the_plan(pauses, own):
     """A pause of the machine inside a pilot of milliseconds made the sampler's rate, and so the
     plan, many times too pessimistic (a budgeted check of a correct sampler too small to test,
     or refused as too small, on a loaded machine). The first pilot, and one whose rate jumps,
     runs twice and the faster run counts: the plan is that of the machine without the pause."""
     quiet = FakeCheck()
     want = B.size_run(quiet.run, 3.0, 32, kit=quiet.kit, clock=quiet.clock)
-    f = FakeCheck(pauses=pauses)
+    f = FakeCheck(pauses=pauses, own_pauses=own)
     out = B.size_run(f.run, 3.0, 32, kit=f.kit, clock=f.clock)
     assert out["sampler_s"] == pytest.approx(want["sampler_s"], rel=1e-9) == \
         pytest.approx(1e-3, rel=0.1)
-    assert out["samples"] > 0.6 * want["samples"] > 1_000  # (the pauses' time is spent)
+    assert out["samples"] > 0.4 * want["samples"] and want["samples"] > 2_000  # (the pauses'
+    # time is spent)
     assert f.now + f.cost(out["samples"]) == pytest.approx(0.95 * 3.0, rel=1e-3)
     # the first pilot runs twice anyway (32, 32, 128 samples); the second's rate jumped
     assert [n for n, _ in want["pilot"]] == [32, 32, 128]
-    assert [n for n, _ in out["pilot"]] == [32, 32, 128] + [128] * (3 in pauses)
+    assert [n for n, _ in out["pilot"]] == [32, 32, 128] + [128] * (3 in pauses or 3 in own)
 
 
 def test_budget_run_stays_within_20_percent_and_states_its_size_first(monkeypatch):
@@ -301,14 +305,20 @@ def test_budget_run_stays_within_20_percent_and_states_its_size_first(monkeypatc
             return slow(d, q, p, g)
 
         t = time.perf_counter()
-        rep = check_sampler(sampler, "block", samples="auto", budget_s=3.0, seed=5)
-        times.append((time.perf_counter() - t, rep.budget.sampler_s))
-        if 0.8 * 3.0 <= times[-1][0] <= 1.2 * 3.0 and 0.9e-3 < times[-1][1] < 1.5e-3:
+        try:
+            rep = check_sampler(sampler, "block", samples="auto", budget_s=3.0, seed=5)
+        except SpectheoryError as e:  # a pause that took the budget: "too small"
+            times.append(str(e))
+            continue
+        times.append((time.perf_counter() - t, rep.budget.sampler_s, rep.samples))
+        if 0.8 * 3.0 <= times[-1][0] <= 1.2 * 3.0 and 0.9e-3 < times[-1][1] < 1.5e-3 and \
+                rep.samples > 1_000:
             break
     else:
-        pytest.fail(f"three budgeted runs of 3 s: (seconds, sampler seconds a sample) {times}")
+        pytest.fail(f"three budgeted runs of 3 s: (seconds, sampler seconds a sample, samples) "
+                    f"{times}")
     plan = rep.budget
-    assert rep.samples == plan.samples and plan.samples > 1_000
+    assert rep.samples == plan.samples
     assert plan.detectable_tv == rep.min_detectable_tv
     line = err.getvalue().strip()
     assert line.count("\n") == 0 and f"running {plan.samples:,} samples" in line
@@ -323,8 +333,15 @@ def test_budget_run_stays_within_20_percent_and_states_its_size_first(monkeypatc
 
 
 def test_budget_in_coins_mode_states_the_mismatch_rate():
-    rep = check_sampler(reference_coin_sampler("block"), "block", mode="coins",
-                        samples="auto", budget_s=1.0)
+    for _ in range(3):  # (a pause of the machine as long as the budget: "too small", once)
+        try:
+            rep = check_sampler(reference_coin_sampler("block"), "block", mode="coins",
+                                samples="auto", budget_s=1.0)
+            break
+        except SpectheoryError as e:
+            assert "is too small" in str(e), str(e)
+    else:
+        pytest.fail("three budgeted coins checks of 1 s were refused as too small")
     assert rep.passed and rep.budget.detectable_tv is None
     assert rep.budget.detectable_rate == B.coin_detectable_rate(rep.samples)
 
@@ -469,17 +486,28 @@ def sampler_module(user_modules):
     return user_modules(budget_samplers=SAMPLERS)
 
 
+def _budgeted_cli(args, capsys):
+    """A budgeted command, run up to three times until it exits 0: a pause of the machine that
+    takes most of a budget of a second or two makes the plan too small to test (exit 1) or the
+    budget too small (exit 2), as it should; a planner that is wrong is wrong every time."""
+    said = []
+    for _ in range(3):
+        code, out, err = run(args, capsys)
+        if code == 0:
+            return code, out, err
+        said.append(err.strip().splitlines()[-1:])
+    pytest.fail(f"{' '.join(args)}: exit {code} three times: {said}")
+
+
 def test_cli_budget(sampler_module, capsys):
-    code, out, err = run(["check-sampler", "budget_samplers:slow", "--budget", "1.5", "--json"],
-                         capsys)
+    code, out, err = _budgeted_cli(["check-sampler", "budget_samplers:slow", "--budget", "1.5",
+                                    "--json"], capsys)
     obj = json.loads(out)
     assert code == 0 and obj["passed"] and obj["budget"]["samples"] == obj["samples"]
     assert err.startswith("check_sampler: budget 1.5 s") and err.count("\n") == 1
     assert f"running {obj['samples']:,} samples" in err
-    code, out, err = run(["check-sampler", "budget_samplers:block", "--samples", "auto",
-                          "--budget", "2"], capsys)  # (with 1 s it exited 2 once on a loaded
-    # machine: a stall in the pilots leaves too little, or, before the watchdog bounded each
-    # call, the whole check past 3 s)
+    code, out, err = _budgeted_cli(["check-sampler", "budget_samplers:block", "--samples",
+                                    "auto", "--budget", "1"], capsys)
     assert code == 0 and "sized by budget_s" in out, err
 
 

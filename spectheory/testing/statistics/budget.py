@@ -74,7 +74,8 @@ PILOT_SHARE = 0.1
 #: cost a call from its cost a sample).
 PILOT_SECOND_SHARE = 0.25
 #: A pilot whose sampler time a sample is over this many times the previous pilot's (the
-#: first pilot always) is run once more, and the faster of the two kept: a pause of the machine
+#: first pilot always; see `size_run` for the check's own time) is run once more, and the
+#: faster of the two kept: a pause of the machine
 #: (load, a collection) only adds time, and one pause in a pilot of milliseconds would make the
 #: rate, and so the plan, many times too pessimistic.
 PILOT_RERUN_FACTOR = 2.0
@@ -424,8 +425,11 @@ def size_run(run: Callable[[int], tuple], budget_s: float, minimum: int, *,
       sampler's cost a sample is its time inside the calls of the last pilot, divided by ``n``
       (timing inside the calls keeps the check's own time, and its noise, out of it). The
       first pilot, and one whose sampler time a sample is over `PILOT_RERUN_FACTOR` times the
-      previous pilot's, runs twice if a run as long again ends within `BREAK_SHARE` of it; the
-      faster run is kept (a pause of the machine only adds time). ``pilot`` lists both.
+      previous pilot's (or whose own time, outside the sampler, is over `PILOT_RERUN_FACTOR`
+      times `PILOT_GROWTH` times the previous pilot's, at least 1 ms) runs twice, if twice the
+      rerun's guessed cost (this run's, at most the previous pilot's times `PILOT_GROWTH`) still
+      fits `TARGET_SHARE` of the budget; the faster run is kept (a pause of the machine only
+      adds time). ``pilot`` lists both.
       ``done(result)`` true ends the pilots at once (a failure no correct sampler produces:
       nothing to size).
     * ``kit(n) -> seconds`` runs the same check with an instant sampler: from the largest pilot's
@@ -484,15 +488,21 @@ def size_run(run: Callable[[int], tuple], budget_s: float, minimum: int, *,
         pilot.append((n, total))
         return result, inside, total
 
+    kept: list[float] = []  # the kept pilots' times
     while True:
         result, inside, total = timed(n)
         prev = inside_points[-1] if inside_points else None
-        if not (done is not None and done(result)) and \
-                (prev is None or inside * prev[0] > PILOT_RERUN_FACTOR * prev[1] * n) and \
-                (clock() - start) + total <= BREAK_SHARE * budget_s:
+        jumped = prev is None or inside * prev[0] > PILOT_RERUN_FACTOR * prev[1] * n or \
+            total - inside > PILOT_RERUN_FACTOR * PILOT_GROWTH * max(kit_points[-1][1], 1e-3)
+        # the rerun's cost: this run's, or (a pause's time not being the pilot's) the last kept
+        # pilot's times the growth; it runs if a run as long again still fits after it
+        guess = min(total, kept[-1] * PILOT_GROWTH) if kept else total
+        if not (done is not None and done(result)) and jumped and \
+                (clock() - start) + 2 * guess <= TARGET_SHARE * budget_s:
             again = timed(n)  # (listed in the pilots too: the plan line shows both)
             if (done is not None and done(again[0])) or again[2] < total:
                 result, inside, total = again
+        kept.append(total)
         inside_points.append((n, inside))
         kit_points.append((n, max(0.0, total - inside)))
         # the sampler's seconds a sample: the slope of its time over the last two pilots (its
