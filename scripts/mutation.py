@@ -2123,8 +2123,8 @@ MUTANTS = [
            "a caller's max_seconds stops a sampler whose calls all return once the whole check "
            "has run twice max_seconds plus 1 s, blaming a call that did not hang", LATE),
     Mutant("spectheory/testing/checks/tree.py",
-           "    with _caller_bound(max_seconds, MAX_SECONDS):  # a call that never returns, pilots' too",
-           "    with _caller_bound(max_seconds if samples == \"auto\" else None, MAX_SECONDS):",
+           "    bound = _caller_bound(max_seconds, MAX_SECONDS)  # a call that never returns, pilots' too",
+           "    bound = _caller_bound(max_seconds if samples == \"auto\" else None, MAX_SECONDS)",
            "check_tree_sampler(max_seconds=...) waits for ever on a tree sampler call that never "
            "returns", LATE),
     Mutant("spectheory/testing/checks/calls.py",
@@ -2133,9 +2133,9 @@ MUTANTS = [
            "a call bound of max_seconds holds off a time limit whose backstop comes later than "
            "the bound's first alarm: a call that began late runs past the limit", LATE),
     Mutant("spectheory/testing/checks/tree.py",
-           "    with _caller_bound(max_seconds, MAX_SECONDS):  # a call that never returns, pilots' too",
-           "    with _caller_bound(max_seconds if samples != \"auto\" else None, MAX_SECONDS):",
-           "check_tree_sampler(samples='auto', max_seconds=...) waits for ever on a call that "
+           "        bound = _budget_bound(budget_s)  # (the sooner of the two)",
+           "        pass  # (the sooner of the two)",
+           "check_tree_sampler(samples='auto', budget_s=...) waits for ever on a call that "
            "never returns", LATE),
     Mutant("spectheory/engine/adaptive.py",
            "    if not zero and exponent is not None and \\",
@@ -2153,9 +2153,9 @@ MUTANTS = [
            "            pass  # due (--time-limit): delivered once, not re-armed after the block",
            "the earlier alarm's handler (a time limit) runs again right after the block, "
            "interrupting the caller's own cleanup", LATE),
-    Mutant("spectheory/testing/checks/sampler.py",
-           "                   f\"the budget of {budget_s:g} s\", per_call=True):",
-           "                   f\"the budget of {budget_s:g} s\", per_call=False):",
+    Mutant("spectheory/testing/checks/calls.py",
+           "                     f\"the budget of {budget_s:g} s\", per_call=True)",
+           "                     f\"the budget of {budget_s:g} s\", per_call=False)",
            "the budget's watchdog bounds the whole check: on a slowed machine a budgeted check "
            "whose sampler calls all return is stopped mid-call as one that did not return", LATE),
     Mutant("spectheory/testing/statistics/budget.py",
@@ -2164,8 +2164,8 @@ MUTANTS = [
            "a pilot run twice keeps the slower run: a pause of the machine in either makes the "
            "plan many times too small", ("tests/test_sampler_budget.py",)),
     Mutant("spectheory/testing/statistics/budget.py",
-           "        guess = min(total, kept[-1] * PILOT_GROWTH) if kept else total",
-           "        guess = min(total, kept[-1] * PILOT_GROWTH) if kept else budget_s",
+           "        if not (done is not None and done(result)) and jumped and \\",
+           "        if not (done is not None and done(result)) and jumped and prev is not None and \\",
            "the first pilot runs once: a pause of the machine in its milliseconds sets the rate, "
            "and a budgeted check of a correct sampler is too small to test",
            ("tests/test_sampler_budget.py",)),
@@ -2176,15 +2176,20 @@ MUTANTS = [
            "smaller share, so the sampler's cost a call is not separated from its cost a sample",
            ("tests/test_sampler_budget.py",)),
     Mutant("spectheory/testing/statistics/budget.py",
-           "            total - inside > PILOT_RERUN_FACTOR * PILOT_GROWTH * max(kit_points[-1][1], 1e-3)",
-           "            total - inside > 1e9 * PILOT_GROWTH * max(kit_points[-1][1], 1e-3)",
+           "            own > PILOT_RERUN_FACTOR * PILOT_GROWTH * max(kit_points[-1][1], 1e-3)",
+           "            own > 1e9 * PILOT_GROWTH * max(kit_points[-1][1], 1e-3)",
            "a pilot whose own time (outside the sampler) jumps is not run again: a pause of the "
            "machine in the check's work is read as its fixed cost", ("tests/test_sampler_budget.py",)),
     Mutant("spectheory/testing/statistics/budget.py",
-           "        guess = min(total, kept[-1] * PILOT_GROWTH) if kept else total",
-           "        guess = total",
-           "the rerun of a paused pilot is guessed to cost as much as the paused run: it is "
+           "            rate = min(rate, prev[1] / prev[0])  # rate",
+           "            rate = rate  # rate",
+           "the smallest check after a rerun is priced at the paused pilot's rate: the rerun is "
            "skipped exactly when a long pause needs it", ("tests/test_sampler_budget.py",)),
+    Mutant("spectheory/testing/statistics/budget.py",
+           "                (clock() - start) + total + rest <= TARGET_SHARE * budget_s:",
+           "                (clock() - start) + total <= TARGET_SHARE * budget_s:",
+           "a pilot's rerun leaves no room for the check's own pilots and the smallest check: a "
+           "budget that sufficed is refused as too small", ("tests/test_sampler_budget.py",)),
 ]
 
 

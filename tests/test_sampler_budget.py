@@ -285,6 +285,21 @@ def test_a_pause_in_a_pilot_does_not_shrink_the_plan(pauses, own):
     assert [n for n, _ in out["pilot"]] == [32, 32, 128] + [128] * (3 in pauses or 3 in own)
 
 
+@pytest.mark.parametrize("budget, check", [
+    (1.2, dict(sampler_s=1e-2, kit_s=5e-5)),  # a slow sampler: room for the smallest check
+    (10.0, dict(sampler_s=1e-4, switch=128, after_s=1e-2)),  # its rate jumps 100x for real
+])
+def test_a_pilots_rerun_leaves_room_for_the_run(budget, check):
+    """A rerun priced below its cost (twice a guess from the previous pilot) took the room the
+    smallest check needed, and a rate that really jumped ran its long pilot twice, past the
+    budget: a budget that sufficed was refused as too small. A rerun is priced at the run's
+    own time, and the pilots of the check's own work and the smallest check must fit after it."""
+    f = FakeCheck(**check)
+    out = B.size_run(f.run, budget, 32, kit=f.kit, clock=f.clock)
+    assert out["samples"] >= 32
+    assert f.now + f.cost(out["samples"]) <= 0.95 * budget * (1 + 1e-3)
+
+
 def test_budget_run_stays_within_20_percent_and_states_its_size_first(monkeypatch):
     """A sampler that sleeps 1 ms a row under a 3 s budget: the whole call takes 2.4 - 3.6 s; the
     plan line is on stderr before the run's first call; the verdict is that of the same check

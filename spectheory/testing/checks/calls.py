@@ -134,6 +134,16 @@ def _watchdog(seconds: float, what: str, per_call: bool = False):
             signal.setitimer(signal.ITIMER_REAL, max(0.001, outer[0] - time.perf_counter()))
 
 
+def _budget_bound(budget_s: float):
+    """The watchdog of a budgeted check: one sampler call still running `WATCHDOG_FACTOR` times
+    the budget plus `WATCHDOG_SLACK_S` after it began is stopped (per call: a check that runs
+    long on a loaded machine, its calls all returning, is not)."""
+    torch.zeros(0)  # the lazy import done before the alarm is armed (an alarm inside an
+    # import would leave the module half-initialised)
+    return _watchdog(WATCHDOG_FACTOR * budget_s + WATCHDOG_SLACK_S,
+                     f"the budget of {budget_s:g} s", per_call=True)
+
+
 def _caller_bound(max_seconds, default: float):
     """The watchdog of a ``max_seconds`` the caller chose (below the check's ``default``, a day):
     one sampler call still running `WATCHDOG_FACTOR` times it plus `WATCHDOG_SLACK_S` after it

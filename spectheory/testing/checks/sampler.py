@@ -83,7 +83,7 @@ from ..statistics import stats  # noqa: F401 (re-exported)
 from .report import (MIN_EXPECTED, POWER, Cell, CoinMismatch, DraftRows, SamplerReport,  # noqa: F401 (re-exported)
                      _finite, _guarded, _name_of, declared)
 # The modes and the pieces they share, one module each; every name is importable from here too.
-from .calls import (COUNT_CHUNK, _caller_bound, kit_seed, MAX_CALL_FLOATS, PROJECT_AFTER_S, _PACE, _ROW_LAWS,  # noqa: F401
+from .calls import (COUNT_CHUNK, _budget_bound, _caller_bound, kit_seed, MAX_CALL_FLOATS, PROJECT_AFTER_S, _PACE, _ROW_LAWS,  # noqa: F401
                     WATCHDOG_FACTOR, WATCHDOG_SLACK_S, _WHO, _Pace, _watchdog, _as_index, _cells, _chunk, _collect_law, _failed, _outputs,
                     _pace_add, _report, _row_counts, _split, _tokens)
 from .rows import (_dims, _equal_at_some_nodes, _fixed_rows, _zeroed_instance,  # noqa: F401
@@ -192,12 +192,7 @@ def _budgeted(call: dict) -> SamplerReport:
     if call["budget_s"] is None:
         raise SpectheoryError("samples='auto' needs budget_s, the seconds the whole check may take")
     budget_s = B.check_budget(call["budget_s"])
-    torch.zeros(0)  # the lazy import done before the watchdog is armed (an alarm inside an
-    # import would leave the module half-initialised)
-    # per call: a machine slowed by load makes the whole check run long, but it does not make a
-    # call that returns into one that "did not return"
-    with _watchdog(WATCHDOG_FACTOR * budget_s + WATCHDOG_SLACK_S,
-                   f"the budget of {budget_s:g} s", per_call=True):
+    with _budget_bound(budget_s):
         return _budgeted_run(call, start, budget_s)
 
 
@@ -347,13 +342,14 @@ def check_sampler(sampler: Callable, verifier: Any = "block", instances: Sequenc
     budget_s : float, optional
         With ``samples="auto"``: seconds for the whole call. Pilot checks of 32, 128, 512, ...
         samples (the same rows, the same seed) take about a tenth of it and measure the cost per
-        sample, statistics included; the run then takes the largest sample count whose predicted
-        cost fits (for a sampler whose cost is proportional to its rows, a run stays within
-        about 20% of the budget once the budget leaves room for two pilots; see the sampler
-        check's documentation for samplers whose cost a row depends on the batch). Before the
-        run, one line on stderr states the count and the
-        total-variation bias it detects with 90% power at ``alpha`` (coins modes: the rate of
-        differing decisions caught); the report carries it as ``budget``. The run hands the
+        sample, statistics included (the first pilot, and one whose rate jumps, runs twice and
+        the faster run counts: a pause of the machine only adds time); the run then takes the
+        largest sample count whose predicted cost fits (for a sampler whose cost is
+        proportional to its rows, a run stays within about 20% of the budget once the budget
+        leaves room for two pilots; see the sampler check's documentation for samplers whose
+        cost a row depends on the batch). Before the run, one line on stderr states the count
+        and the total-variation bias it detects with 90% power at ``alpha`` (coins modes: the
+        rate of differing decisions caught); the report carries it as ``budget``. The run hands the
         sampler at most `BUDGET_MIN_BATCH` (2^16) rows a call, or the pilots' largest call, so
         that the pilots' cost a sample holds; its verdict is that of
         ``check_sampler(samples=report.budget.samples, max_batch=report.budget.max_batch)`` with
@@ -392,7 +388,7 @@ def check_sampler(sampler: Callable, verifier: Any = "block", instances: Sequenc
         mode; a coin-driven wrapper that hides the ``coin_convention`` of what it wraps);
         ``SizeLimitError`` for a planned run over ``max_seconds`` or ``max_memory_bytes``;
         ``TimeLimitError`` for one that projects past ``max_seconds``, for a sampler call
-        call that has run `WATCHDOG_FACTOR` times the budget plus `WATCHDOG_SLACK_S` in a
+        that has run `WATCHDOG_FACTOR` times the budget plus `WATCHDOG_SLACK_S` in a
         budgeted run (``budget_s``), and for one call that has run `WATCHDOG_FACTOR` times a
         ``max_seconds`` below the default plus `WATCHDOG_SLACK_S` (a watchdog in the main
         thread).

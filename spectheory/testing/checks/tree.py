@@ -76,8 +76,8 @@ from ...runtime.errors import (InstanceError, OptionError, as_list, call_user, c
 from ...runtime.limits import check_memory
 from ...runtime.sizes import check_size
 from ..statistics import stats
-from .calls import (RAMP_FIRST_ROWS, _an_instance, _caller_bound, _cells, _sequence_label,
-                    _summary, kit_seed, readable)
+from .calls import (RAMP_FIRST_ROWS, _an_instance, _budget_bound, _caller_bound, _cells,
+                    _sequence_label, _summary, kit_seed, readable)
 from .report import MIN_EXPECTED, POWER, SamplerReport, guarded
 from .sizing import MAX_SECONDS, _refuse_time
 from .step import _Pace
@@ -973,7 +973,10 @@ def check_tree_sampler(sampler: Callable, verifier: Any = None, tree: Any = (2, 
                                  max_batch, notes, _Pace(n, max_seconds, "check_tree_sampler"))
             rep.sampler = who
             return rep
-    with _caller_bound(max_seconds, MAX_SECONDS):  # a call that never returns, pilots' too
+    bound = _caller_bound(max_seconds, MAX_SECONDS)  # a call that never returns, pilots' too
+    if samples == "auto" and (max_seconds is None or max_seconds >= budget_s):
+        bound = _budget_bound(budget_s)  # (the sooner of the two)
+    with bound:
         if samples != "auto":
             return run(int(samples))
         if rows is None:

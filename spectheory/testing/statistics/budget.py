@@ -40,7 +40,9 @@ on a fraction r of rows is caught in N rows with probability 1 - (1 - r)^N
 
 **Budgets.** [`size_run`][spectheory.testing.statistics.budget.size_run] times pilot checks of 32,
 128, 512, ... samples (the same check, the same rows) until they have used about a tenth of the
-budget, measuring the sampler's seconds a sample inside its calls; times the check's own work
+budget, measuring the sampler's seconds a sample inside its calls (the first pilot, and one
+whose rate jumps, runs twice and the faster run counts: a pause of the machine only adds
+time); times the check's own work
 with an instant sampler (fixed part, and seconds a sample for gathering, counting and testing);
 and picks the largest N whose predicted cost t(N) = fixed + N (sampler + check) fits what is
 left of the budget.
@@ -426,10 +428,11 @@ def size_run(run: Callable[[int], tuple], budget_s: float, minimum: int, *,
       (timing inside the calls keeps the check's own time, and its noise, out of it). The
       first pilot, and one whose sampler time a sample is over `PILOT_RERUN_FACTOR` times the
       previous pilot's (or whose own time, outside the sampler, is over `PILOT_RERUN_FACTOR`
-      times `PILOT_GROWTH` times the previous pilot's, at least 1 ms) runs twice, if twice the
-      rerun's guessed cost (this run's, at most the previous pilot's times `PILOT_GROWTH`) still
-      fits `TARGET_SHARE` of the budget; the faster run is kept (a pause of the machine only
-      adds time). ``pilot`` lists both.
+      times `PILOT_GROWTH` times the previous pilot's, at least 1 ms) runs twice, if a rerun as
+      long as this run, then the instant-sampler pilots and the smallest check (priced at the
+      better of this pilot's and the previous pilot's rates), still fit `TARGET_SHARE` of the
+      budget; the faster run is kept (a pause of the machine only adds time), or the rerun if
+      it found a failure no correct sampler produces. ``pilot`` lists both runs.
       ``done(result)`` true ends the pilots at once (a failure no correct sampler produces:
       nothing to size).
     * ``kit(n) -> seconds`` runs the same check with an instant sampler: from the largest pilot's
@@ -449,11 +452,12 @@ def size_run(run: Callable[[int], tuple], budget_s: float, minimum: int, *,
     that elapsed + fixed + samples (sampler + kit) is `TARGET_SHARE` of the budget; ``None`` when
     ``done`` stopped the pilots), ``fixed_s``, ``per_sample_s`` (sampler + kit), ``sampler_s``,
     ``kit_s`` (seconds a sample), ``pilot`` [(samples, seconds)], ``kit_pilot`` [(samples,
-    seconds)], ``result`` (the last pilot's). Raises `SpectheoryError` when not even ``minimum``
-    samples fit. Refused in one line: ``budget_s`` as `check_budget` refuses it, ``minimum`` not
-    an integer in 1..`MAX_AUTO_SAMPLES`, ``run`` (or ``kit``, ``done``, ``clock``) not callable,
-    ``breaks`` not integers >= 1, ``run(n)`` returning anything but a pair whose second item is
-    a finite number of seconds >= 0. The pilots stop growing at `MAX_AUTO_SAMPLES` samples.
+    seconds)], ``result`` (the last kept pilot's). Raises `SpectheoryError` when not even
+    ``minimum`` samples fit. Refused in one line: ``budget_s`` as `check_budget` refuses it,
+    ``minimum`` not an integer in 1..`MAX_AUTO_SAMPLES`, ``run`` (or ``kit``, ``done``,
+    ``clock``) not callable, ``breaks`` not integers >= 1, ``run(n)`` returning anything but a
+    pair whose second item is a finite number of seconds >= 0. The pilots stop growing at
+    `MAX_AUTO_SAMPLES` samples.
     """
     budget_s = check_budget(budget_s)
     minimum = _args.count("minimum", minimum, 1, MAX_AUTO_SAMPLES)
@@ -488,21 +492,23 @@ def size_run(run: Callable[[int], tuple], budget_s: float, minimum: int, *,
         pilot.append((n, total))
         return result, inside, total
 
-    kept: list[float] = []  # the kept pilots' times
     while True:
         result, inside, total = timed(n)
         prev = inside_points[-1] if inside_points else None
-        jumped = prev is None or inside * prev[0] > PILOT_RERUN_FACTOR * prev[1] * n or \
-            total - inside > PILOT_RERUN_FACTOR * PILOT_GROWTH * max(kit_points[-1][1], 1e-3)
-        # the rerun's cost: this run's, or (a pause's time not being the pilot's) the last kept
-        # pilot's times the growth; it runs if a run as long again still fits after it
-        guess = min(total, kept[-1] * PILOT_GROWTH) if kept else total
+        own, rate = max(0.0, total - inside), inside / n
+        jumped = prev is None or rate * prev[0] > PILOT_RERUN_FACTOR * prev[1] or \
+            own > PILOT_RERUN_FACTOR * PILOT_GROWTH * max(kit_points[-1][1], 1e-3)
+        if prev is not None:  # what the pilot would cost without a pause: at most the last
+            own = min(own, PILOT_GROWTH * kit_points[-1][1])  # one's own time grown, and its
+            rate = min(rate, prev[1] / prev[0])  # rate
+        # the rerun is priced at this run's whole time (a rate that really jumped costs that
+        # again), and after it the check's pilots and the smallest check must still fit
+        rest = own * (3 if kit is not None else 1) + rate * minimum
         if not (done is not None and done(result)) and jumped and \
-                (clock() - start) + 2 * guess <= TARGET_SHARE * budget_s:
+                (clock() - start) + total + rest <= TARGET_SHARE * budget_s:
             again = timed(n)  # (listed in the pilots too: the plan line shows both)
             if (done is not None and done(again[0])) or again[2] < total:
                 result, inside, total = again
-        kept.append(total)
         inside_points.append((n, inside))
         kit_points.append((n, max(0.0, total - inside)))
         # the sampler's seconds a sample: the slope of its time over the last two pilots (its
