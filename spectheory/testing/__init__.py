@@ -125,9 +125,9 @@ _ROOMS = {
         "point_mass_tv", "row_chi_square", "samples_for_a_test"),
     "statistics.budget": (
         "BREAK_SHARE", "BudgetPlan", "KIT_SHARE", "MAX_AUTO_SAMPLES", "PILOT_RERUN_FACTOR",
-        "PILOT_SECOND_SHARE", "PILOT_SHARE", "POWER", "TARGET_SHARE", "check_budget", "coin_detectable_rate",
-        "detectable_tv", "fit_cost", "planned_tv", "row_dof", "samples_for_tv", "size_run",
-        "split"),
+        "PILOT_SECOND_SHARE", "PILOT_SHARE", "POWER", "TARGET_SHARE", "check_budget",
+        "coin_detectable_rate", "detectable_tv", "fit_cost", "planned_tv", "row_dof",
+        "samples_for_tv", "size_run", "split"),
     "designs.sharp": (
         "Replica", "ReplicaPower", "SharpDesign", "Allocation", "allocate",
         "binned_divergence", "candidate_pool", "kit_replicas", "replica_power",

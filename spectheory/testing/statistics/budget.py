@@ -42,10 +42,9 @@ on a fraction r of rows is caught in N rows with probability 1 - (1 - r)^N
 128, 512, ... samples (the same check, the same rows) until they have used about a tenth of the
 budget, measuring the sampler's seconds a sample inside its calls (the first pilot, and one
 whose rate jumps, runs twice and the faster run counts: a pause of the machine only adds
-time); times the check's own work
-with an instant sampler (fixed part, and seconds a sample for gathering, counting and testing);
-and picks the largest N whose predicted cost t(N) = fixed + N (sampler + check) fits what is
-left of the budget.
+time); times the check's own work with an instant sampler (fixed part, and seconds a sample
+for gathering, counting and testing); and picks the largest N whose predicted cost
+t(N) = fixed + N (sampler + check) fits what is left of the budget.
 """
 
 from __future__ import annotations
@@ -76,10 +75,10 @@ PILOT_SHARE = 0.1
 #: cost a call from its cost a sample).
 PILOT_SECOND_SHARE = 0.25
 #: A pilot whose sampler time a sample is over this many times the previous pilot's (the
-#: first pilot always; see `size_run` for the check's own time) is run once more, and the
-#: faster of the two kept: a pause of the machine
-#: (load, a collection) only adds time, and one pause in a pilot of milliseconds would make the
-#: rate, and so the plan, many times too pessimistic.
+#: first pilot always; see `size_run` for the check's own time, and when a rerun fits) is run
+#: once more, and the faster of the two kept: a pause of the machine (load, a collection) only
+#: adds time, and one pause in a pilot of milliseconds would make the rate, and so the plan,
+#: many times too pessimistic.
 PILOT_RERUN_FACTOR = 2.0
 #: The pilots with an instant sampler (the check's own cost a sample) stop before this share.
 KIT_SHARE = 0.1
