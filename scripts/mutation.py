@@ -2118,13 +2118,14 @@ MUTANTS = [
            "a user verifier that runs validate_law on its own result is refused as user code "
            "instead of getting the check's NOT A LAW verdict", LATE),
     Mutant("spectheory/testing/checks/calls.py",
-           "                     f\"max_seconds = {float(max_seconds):g}\", per_call=True)",
-           "                     f\"max_seconds = {float(max_seconds):g}\", per_call=False)",
-           "a caller's max_seconds stops a sampler whose calls all return once the whole check "
-           "has run twice max_seconds plus 1 s, blaming a call that did not hang", LATE),
+           "        if now - since < seconds:  # a call that began later: its own deadline",
+           "        if False:  # a call that began later: its own deadline",
+           "the call bound counts from the check's start, not the call's: a sampler whose calls "
+           "all return is stopped once the whole check has run twice max_seconds (or the "
+           "budget) plus 1 s, blaming a call that did not hang", LATE),
     Mutant("spectheory/testing/checks/tree.py",
-           "    bound = _caller_bound(max_seconds, MAX_SECONDS)  # a call that never returns, pilots' too",
-           "    bound = _caller_bound(max_seconds if samples == \"auto\" else None, MAX_SECONDS)",
+           "        bound = _caller_bound(max_seconds, MAX_SECONDS)",
+           "        bound = _caller_bound(max_seconds if samples == \"auto\" else None, MAX_SECONDS)",
            "check_tree_sampler(max_seconds=...) waits for ever on a tree sampler call that never "
            "returns", LATE),
     Mutant("spectheory/testing/checks/calls.py",
@@ -2133,8 +2134,8 @@ MUTANTS = [
            "a call bound of max_seconds holds off a time limit whose backstop comes later than "
            "the bound's first alarm: a call that began late runs past the limit", LATE),
     Mutant("spectheory/testing/checks/tree.py",
-           "        bound = _budget_bound(budget_s)  # (the sooner of the two)",
-           "        pass  # (the sooner of the two)",
+           "        bound = _budget_bound(budget_s)",
+           "        bound = _caller_bound(None, MAX_SECONDS)",
            "check_tree_sampler(samples='auto', budget_s=...) waits for ever on a call that "
            "never returns", LATE),
     Mutant("spectheory/engine/adaptive.py",
@@ -2154,10 +2155,11 @@ MUTANTS = [
            "the earlier alarm's handler (a time limit) runs again right after the block, "
            "interrupting the caller's own cleanup", LATE),
     Mutant("spectheory/testing/checks/calls.py",
-           "                     f\"the budget of {budget_s:g} s\", per_call=True)",
-           "                     f\"the budget of {budget_s:g} s\", per_call=False)",
-           "the budget's watchdog bounds the whole check: on a slowed machine a budgeted check "
-           "whose sampler calls all return is stopped mid-call as one that did not return", LATE),
+           "    return _watchdog(WATCHDOG_FACTOR * budget_s + WATCHDOG_SLACK_S,",
+           "    return _watchdog(WATCHDOG_FACTOR * budget_s,",
+           "the budget's call bound without its 1 s of slack: under a small budget a sampler "
+           "call is stopped at twice the budget, on a loaded machine one that would return",
+           ("tests/test_sampler_reports.py",)),
     Mutant("spectheory/testing/statistics/budget.py",
            "            if (done is not None and done(again[0])) or again[2] < total:",
            "            if (done is not None and done(again[0])) or again[2] > total:",

@@ -1166,7 +1166,7 @@ def test_an_earlier_alarm_is_delivered_once_and_a_quiet_one_keeps_the_watch():
             start = _time.monotonic()
             signal.setitimer(signal.ITIMER_REAL, 0.5)  # later than the watchdog's 0.3 s
             with pytest.raises(TimeLimitError) as exc:
-                with C._watchdog(0.3, "max_seconds = x", per_call=True):
+                with C._watchdog(0.3, "max_seconds = x"):
                     _time.sleep(0.4)  # the check's own work: the call begins at 0.4 s
                     guarded(hang, "sampler")()  # its bound at 0.7 s, the earlier alarm at 0.5
             _time.sleep(0.1)  # after the block: nothing more may fire

@@ -53,14 +53,14 @@ WATCHDOG_SLACK_S = 1.0
 
 
 @contextlib.contextmanager
-def _watchdog(seconds: float, what: str, per_call: bool = False):
+def _watchdog(seconds: float, what: str):
     """Stop the block with one [`TimeLimitError`][spectheory.runtime.errors.TimeLimitError] line,
-    naming the sampler and ``what`` (the budget), when a call of user code (`RUNNING`) is still
-    running once the block has run ``seconds``: a sampler that never returns. Past the deadline
-    in the check's own work the block goes on, and the first user call still running when it
-    is looked at again (every 0.05 s) is stopped. ``per_call``: the ``seconds`` count from the
-    start of the running call instead of the block's (a bound on one call, not on the check).
-    A ``SIGALRM`` timer in the main thread (it interrupts a sampler sleeping or looping in
+    naming the sampler and ``what`` (the budget, ``max_seconds``), when a call of user code
+    (`RUNNING`) is still running ``seconds`` after it began: a sampler that never returns. A
+    bound on each call, not on the block: a check that runs long on a loaded machine, its calls
+    all returning, is not stopped. Past a call's deadline in the check's own work the block goes
+    on, and the first user call still running when it is looked at again (every 0.05 s) is
+    stopped. A ``SIGALRM`` timer in the main thread (it interrupts a sampler sleeping or looping in
     Python; a call blocked inside one C routine is stopped when it returns). An earlier alarm
     already armed (``--time-limit``'s backstop) keeps its time: sooner than ``seconds`` it
     bounds the block alone; later, its handler is called when its time comes, and it is
@@ -79,9 +79,10 @@ def _watchdog(seconds: float, what: str, per_call: bool = False):
     if earlier and earlier <= seconds:  # a sooner alarm bounds the block already
         yield
         return
-    start = time.perf_counter()
+    torch.zeros(0)  # the lazy import done before the alarm is armed (an alarm inside an
+    # import would leave the module half-initialised)
     # when the earlier alarm is due (perf_counter time; None: delivered, or none was armed)
-    outer = [start + earlier if earlier else None]
+    outer = [time.perf_counter() + earlier if earlier else None]
 
     def again(after: float) -> None:
         """Look again ``after`` seconds from now, or when the earlier alarm is due if sooner."""
@@ -106,12 +107,11 @@ def _watchdog(seconds: float, what: str, per_call: bool = False):
             # work (counting) nothing hangs: look again just after
             again(0.05)
             return
-        if per_call and now - since < seconds:  # a call that began later: its own deadline
+        if now - since < seconds:  # a call that began later: its own deadline
             again(seconds - (now - since))
             return
-        stopped, began = ("call", since) if per_call else ("check", start)
-        raise TimeLimitError(f"{who} did not return: the {stopped} was stopped after "
-                             f"{now - began:.1f} s, past {WATCHDOG_FACTOR:g} times {what} plus "
+        raise TimeLimitError(f"{who} did not return: the call was stopped after "
+                             f"{now - since:.1f} s, past {WATCHDOG_FACTOR:g} times {what} plus "
                              f"{WATCHDOG_SLACK_S:g} s ({seconds:.1f} s); a sampler call must "
                              f"return")
 
@@ -136,12 +136,9 @@ def _watchdog(seconds: float, what: str, per_call: bool = False):
 
 def _budget_bound(budget_s: float):
     """The watchdog of a budgeted check: one sampler call still running `WATCHDOG_FACTOR` times
-    the budget plus `WATCHDOG_SLACK_S` after it began is stopped (per call: a check that runs
-    long on a loaded machine, its calls all returning, is not)."""
-    torch.zeros(0)  # the lazy import done before the alarm is armed (an alarm inside an
-    # import would leave the module half-initialised)
+    the budget plus `WATCHDOG_SLACK_S` after it began is stopped."""
     return _watchdog(WATCHDOG_FACTOR * budget_s + WATCHDOG_SLACK_S,
-                     f"the budget of {budget_s:g} s", per_call=True)
+                     f"the budget of {budget_s:g} s")
 
 
 def _caller_bound(max_seconds, default: float):
@@ -151,9 +148,8 @@ def _caller_bound(max_seconds, default: float):
     the calls have run `PROJECT_AFTER_S`); this bounds a call that does not return."""
     if max_seconds is None or max_seconds >= default:
         return contextlib.nullcontext()
-    torch.zeros(0)  # the lazy import done before the alarm is armed (as a budgeted run's)
     return _watchdog(WATCHDOG_FACTOR * float(max_seconds) + WATCHDOG_SLACK_S,
-                     f"max_seconds = {float(max_seconds):g}", per_call=True)
+                     f"max_seconds = {float(max_seconds):g}")
 
 
 def _collect_law(probs) -> None:

@@ -973,9 +973,11 @@ def check_tree_sampler(sampler: Callable, verifier: Any = None, tree: Any = (2, 
                                  max_batch, notes, _Pace(n, max_seconds, "check_tree_sampler"))
             rep.sampler = who
             return rep
-    bound = _caller_bound(max_seconds, MAX_SECONDS)  # a call that never returns, pilots' too
+    # a call that never returns, pilots' too: the sooner of the budget's and max_seconds' bounds
     if samples == "auto" and (max_seconds is None or max_seconds >= budget_s):
-        bound = _budget_bound(budget_s)  # (the sooner of the two)
+        bound = _budget_bound(budget_s)
+    else:
+        bound = _caller_bound(max_seconds, MAX_SECONDS)
     with bound:
         if samples != "auto":
             return run(int(samples))
