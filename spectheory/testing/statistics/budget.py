@@ -138,19 +138,31 @@ def _rows_of(ns, dofs) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _family_power(delta: float, ns: np.ndarray, dofs: np.ndarray, alpha: float) -> float:
+    return _power_of(ns, dofs, alpha)(delta)
+
+
+def _power_of(ns: np.ndarray, dofs: np.ndarray, alpha: float):
+    """`_family_power` as a function of ``delta``: the critical values, which do not depend on
+    delta, are computed once (a bisection evaluates the power some twenty times)."""
     m = len(ns)
     keep = dofs > 0
     if not keep.any():
-        return 0.0
-    # non-centralities capped where scipy's tail turns NaN (its value there is 1.0 exactly)
-    lam = np.minimum(4.0 * ns[keep] * delta * delta, MAX_NONCENTRALITY)
+        return lambda delta: 0.0
+    n_kept = ns[keep]
     d = dofs[keep]
     g_dof = int(d.sum())
-    p_global = float(ncx2.sf(chi2.isf(alpha / 2, g_dof), g_dof,
-                             min(float(lam.sum()), MAX_NONCENTRALITY)))
+    crit_global = chi2.isf(alpha / 2, g_dof)
     crit = chi2.isf(alpha / (2 * m), d)
-    miss = np.prod(1.0 - ncx2.sf(crit, d, lam))
-    return max(p_global, float(1.0 - miss))
+
+    def power(delta: float) -> float:
+        # non-centralities capped where scipy's tail turns NaN (its value there is 1.0 exactly)
+        lam = np.minimum(4.0 * n_kept * delta * delta, MAX_NONCENTRALITY)
+        p_global = float(ncx2.sf(crit_global, g_dof,
+                                 min(float(lam.sum()), MAX_NONCENTRALITY)))
+        miss = np.prod(1.0 - ncx2.sf(crit, d, lam))
+        return max(p_global, float(1.0 - miss))
+
+    return power
 
 
 def detectable_tv(ns: Sequence[int], dofs: Sequence[int], alpha: float,
@@ -163,12 +175,13 @@ def detectable_tv(ns: Sequence[int], dofs: Sequence[int], alpha: float,
     ns, dofs = _rows_of(ns, dofs)
     if not any(int(d) > 0 for d in dofs):
         return float("inf")
+    power_at = _power_of(ns, dofs, alpha)  # _family_power(., ns, dofs, alpha)
     lo, hi = 0.0, 1.0
-    if _family_power(hi, ns, dofs, alpha) < power:
+    if power_at(hi) < power:
         return float("inf")
     while hi - lo > 1e-5 * hi:
         mid = 0.5 * (lo + hi)
-        if _family_power(mid, ns, dofs, alpha) >= power:
+        if power_at(mid) >= power:
             hi = mid
         else:
             lo = mid

@@ -167,19 +167,30 @@ def family_power(delta: float, tests: list[RowTest], alpha: float) -> float:
     ``delta`` in [0, 1], ``alpha`` in (0, 1), ``tests`` as for `family`; else one line."""
     delta = _args.real("delta", delta, 0.0, 1.0, lo_open=False, hi_open=False)
     alpha = _args.level("alpha", alpha)
-    tests = _tests(tests)
+    return _power_of(_tests(tests), alpha)(delta)
+
+
+def _power_of(tests: list[RowTest], alpha: float):
+    """`family_power` as a function of ``delta`` for checked ``tests`` and ``alpha``: the
+    critical values, which do not depend on delta, are computed once (a bisection evaluates the
+    power some twenty times)."""
     m = len(tests)
     rows = [t for t in tests if t.dof > 0]
     if not rows:
-        return 0.0
-    lam = np.minimum(np.array([4.0 * t.n * delta * delta for t in rows]), MAX_NONCENTRALITY)
+        return lambda delta: 0.0
     dofs = np.array([t.dof for t in rows])
     g_dof = int(dofs.sum())
-    p_global = float(ncx2.sf(chi2.isf(alpha / 2, g_dof), g_dof,
-                             min(float(lam.sum()), MAX_NONCENTRALITY)))
+    crit_global = chi2.isf(alpha / 2, g_dof)
     crit = chi2.isf(alpha / (2 * m), dofs)
-    miss = np.prod(1.0 - ncx2.sf(crit, dofs, lam))
-    return max(p_global, float(1.0 - miss))
+
+    def power(delta: float) -> float:
+        lam = np.minimum(np.array([4.0 * t.n * delta * delta for t in rows]), MAX_NONCENTRALITY)
+        p_global = float(ncx2.sf(crit_global, g_dof,
+                                 min(float(lam.sum()), MAX_NONCENTRALITY)))
+        miss = np.prod(1.0 - ncx2.sf(crit, dofs, lam))
+        return max(p_global, float(1.0 - miss))
+
+    return power
 
 
 def min_detectable_tv(tests: list[RowTest], alpha: float, power: float = 0.9) -> float:
@@ -191,12 +202,13 @@ def min_detectable_tv(tests: list[RowTest], alpha: float, power: float = 0.9) ->
     tests = _tests(tests)
     if not any(t.dof > 0 for t in tests):
         return float("inf")
+    power_at = _power_of(tests, alpha)  # family_power(., tests, alpha), checked once
     lo, hi = 0.0, 1.0
-    if family_power(hi, tests, alpha) < power:
+    if power_at(hi) < power:
         return float("inf")
     while hi - lo > 1e-5 * hi:  # relative precision 1e-5
         mid = 0.5 * (lo + hi)
-        if family_power(mid, tests, alpha) >= power:
+        if power_at(mid) >= power:
             hi = mid
         else:
             lo = mid
