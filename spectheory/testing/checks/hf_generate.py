@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import math
 import time
 from dataclasses import dataclass, field
@@ -161,6 +162,9 @@ def _classes():
             super().__init__(config)
             self._anchor = torch.nn.Parameter(torch.zeros(1), requires_grad=False)  # device, dtype
             self.logit_tables = [torch.as_tensor(t, dtype=torch.float32) for t in logit_tables]
+            # numpy views of the same tables: `_rows` gathers a few rows a call, which numpy
+            # indexing does in a fraction of the time of torch's
+            self._np_tables = [t.numpy() for t in self.logit_tables]
             self.V = int(config.vocab_size) - 1
             self.depth = len(self.logit_tables) - 1
             self.name, self.shift = name, int(shift)
@@ -197,22 +201,26 @@ def _classes():
             """Logits [B, T, V+1] at positions start..start+T-1 of ``full [B, S]`` (position 0 the
             prompt id V): row t is the table row after full[:, 1:t+1]."""
             V, D = self.V, self.depth
+            full = full.cpu().numpy()  # a few tokens: numpy reads them faster than torch
             B, S = full.shape
             if S < 1 or bool((full[:, 0] != V).any()):
                 raise SpectheoryError(f"the {self.name} model reads the prompt [[{V}]] (the BOS "
                                       f"id V = {V}) first")
             body = full[:, 1:]
-            if body.numel() and (int(body.min()) < 0 or int(body.max()) >= V):
+            if body.size and (int(body.min()) < 0 or int(body.max()) >= V):
                 raise SpectheoryError(f"the {self.name} model was handed a token outside "
                                       f"0..{V - 1} after the prompt")
-            out = torch.empty(B, T, V + 1, dtype=torch.float32)
-            seqs = body.tolist()  # the rows' indices in Python ints, not one tensor op a token
+            out = np.empty((B, T, V + 1), dtype=np.float32)
+            seqs = body.tolist()  # the rows' indices in Python ints, not one array op a token
             for i in range(T):
                 t = max(start + i - self.shift, 0)  # tokens after the prompt read by this row
                 k = min(t, D)
-                out[:, i] = self.logit_tables[k][_context_indices(seqs, t, k, V)]
-            return out
+                out[:, i] = self._np_tables[k][_context_indices(seqs, t, k, V)]
+            return torch.from_numpy(out)
 
+    # generate reads forward's signature (inspect.signature) several times a call; stored on the
+    # function, the same signature is not rebuilt from the code object each time
+    TablePreTrainedModel.forward.__signature__ = inspect.signature(TablePreTrainedModel.forward)
     return TableLMConfig, TablePreTrainedModel
 
 

@@ -161,10 +161,9 @@ def sample_match_step(request: StepRequest):
     match = (t[:, :L] == drafts) & (torch.arange(L).unsqueeze(0) < k.unsqueeze(1))
     tau = torch.where(match.all(dim=1), k, torch.argmin(match.to(torch.int8), dim=1))
     tau = torch.minimum(tau, k)
-    out = torch.full((B, L + 1), PLACEHOLDER, dtype=torch.long)
-    for b in range(B):
-        out[b, :int(tau[b]) + 1] = t[b, :int(tau[b]) + 1]
-    return out
+    # each row's target tokens up to position tau, PLACEHOLDER after (one op for all rows)
+    emitted = torch.arange(L + 1).unsqueeze(0) <= tau.unsqueeze(1)
+    return torch.where(emitted, t, torch.full_like(t, PLACEHOLDER))
 
 
 class GlobalSeedEngine:

@@ -888,14 +888,19 @@ def transformers_step(request: StepRequest, *, hand_raw_q: bool = False):
     p = _target_rows(request, drafts)
     lq = torch.log(q)
     lp = torch.log(p)
-    out = torch.full((Bsz, L + 1), PLACEHOLDER, dtype=torch.long)
+    # each sequence's candidate ids [1, n + L] and rows [1, ., V] as views made by one call each
+    # (indexing and concatenating per sequence cost more than the port itself); an empty batch
+    # has no sequence (its split is one empty chunk)
+    cands = torch.cat([ctx, drafts], dim=1)
+    seqs = zip(cands.split(1), lq.split(1), lp.split(1)) if Bsz else ()
+    rows = []
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(request.seed) % 2**63)
-        for b in range(Bsz):
-            cand = torch.cat([ctx[b], drafts[b]]).unsqueeze(0)
-            valid, _ = hf_speculative_sampling(cand, lq[b:b + 1], L, lp[b:b + 1])
-            out[b, :valid.shape[1]] = valid[0]
-    return out
+        for cand, lq_b, lp_b in seqs:
+            valid, _ = hf_speculative_sampling(cand, lq_b, L, lp_b)
+            row = valid[0].tolist()
+            rows.append(row + [PLACEHOLDER] * (L + 1 - len(row)))
+    return torch.tensor(rows, dtype=torch.long).reshape(Bsz, L + 1)
 
 
 __all__ = ["INPUTS", "MAX_MODEL_FLOATS", "MAX_SECONDS", "MAX_STEPS", "MAX_STEP_CELLS", "PLACEHOLDER",

@@ -931,8 +931,8 @@ def hf_speculative_sampling(candidate_input_ids, candidate_logits, candidate_len
         w = assistant_ensemble_weight
         ratio = 1.0 - w + w * ratio
     r = torch.rand_like(ratio)
-    kept = (r >= ratio) if bug == "coin-compare" else (r <= ratio)
-    n = int(torch.cumprod(kept.to(torch.long), dim=0).sum())
+    kept = ((r >= ratio) if bug == "coin-compare" else (r <= ratio)).tolist()
+    n = kept.index(False) if False in kept else L  # the drafts kept before the first rejection
     if n < L and bug != "correction-from-p":
         k = min(n + 1, L - 1) if bug == "residual-row" else n
         res = (p[n + 1 if bug == "residual-row" else n] - q[k]).clamp(min=0)

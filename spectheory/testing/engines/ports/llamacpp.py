@@ -41,13 +41,14 @@ def candidates(row) -> tuple[torch.Tensor, torch.Tensor]:
     probability, sorted by probability descending (ties by id)."""
     row = torch.as_tensor(row, dtype=torch.float32).reshape(-1)
     ids = (row > 0).nonzero().reshape(-1)
-    order = torch.sort(-row[ids], stable=True).indices
-    return ids[order], row[ids][order]
+    p = row[ids]
+    order = torch.sort(-p, stable=True).indices
+    return ids[order], p[order]
 
 
 def _prob_of(ids, p, token: int) -> float:
-    hit = (ids == token).nonzero()
-    return float(p[hit[0, 0]]) if hit.numel() else 0.0
+    listed = ids.tolist()  # a short list: searched in Python, not by tensor ops
+    return float(p[listed.index(token)]) if token in listed else 0.0
 
 
 def verify(target_probs, draft_probs, draft_tokens, rng, *, bug: str | None = None):
