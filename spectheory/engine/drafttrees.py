@@ -1026,7 +1026,8 @@ def _specinfer_iid_step(sig, R, idx, qrows, prows, V: int, d: int, tau_pmf, emit
     for j in range(n):
         acc = Bk.minimum(qrows, pcur)  # [P, V]
         acc = Bk.where(qrows > 0, acc, zero)
-        reach_j = Bk.expand_dims(R * survive, 1) * acc
+        # Bk.mul: in rationals a zero or unit factor gives the other Fraction without a product
+        reach_j = Bk.mul(Bk.expand_dims(Bk.mul(R, survive), 1), acc)
         later = list(range(j + 1, n))
         by_sig: dict = {}
         if len({sig[i] for i in later}) <= 1:  # equal later subtrees: count subsets by size
@@ -1043,16 +1044,17 @@ def _specinfer_iid_step(sig, R, idx, qrows, prows, V: int, d: int, tau_pmf, emit
         for key, sizes in by_sig.items():
             factor = zero
             for r, count in sizes.items():
-                factor = factor + _weight(count, zero) * power(r, False) * power(m - r, True)
+                factor = factor + Bk.mul(_weight(count, zero) * power(r, False),
+                                         power(m - r, True))
             if key not in nxt:
                 nxt[key] = Bk.full((V ** (d + 1),), 0, like)
-            Bk.index_add_rows(nxt[key], child, (reach_j * factor).reshape(-1))
-        survive = survive * (1 - Bk.sum(acc, axis=1))
+            Bk.index_add_rows(nxt[key], child, Bk.mul(reach_j, factor).reshape(-1))
+        survive = Bk.mul(survive, 1 - Bk.sum(acc, axis=1))
         res = Bk.positive_part(pcur - qrows)
         pcur = Bk.safe_div(res, Bk.sum(res, axis=1, keepdims=True), pcur)
-    wn = R * survive
+    wn = Bk.mul(R, survive)
     tau_pmf[0, d] = tau_pmf[0, d] + Bk.sum(wn, axis=0)
-    Bk.index_add_rows(emitted[d], idx, Bk.expand_dims(wn, 1) * pcur)
+    Bk.index_add_rows(emitted[d], idx, Bk.mul(Bk.expand_dims(wn, 1), pcur))
 
 
 def _leaf_step(R, idx, d: int, p_levels, V: int, tau_pmf, emitted) -> None:

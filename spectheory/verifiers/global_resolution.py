@@ -91,8 +91,30 @@ def outer_targets(p, q, m: int, H) -> dict:
     Hs = set(H)
     order = ratio_order(p, q)
     outs = [x for x in order if x not in Hs]
-    gs = [_g(p, q, m, Hs | set(outs[i:]), order) for i in range(len(outs) + 1)]
+    g = _g
+    ip, iq = integer_row(p), integer_row(q)
+    if ip is not None and iq is not None:  # Fraction rows: the same minima in integers
+        def g(p, q, m, B, order):
+            return _g_integers(ip, iq, m, B, order)
+    gs = [g(p, q, m, Hs | set(outs[i:]), order) for i in range(len(outs) + 1)]
     return {v: p[v] + gs[i + 1] - gs[i] for i, v in enumerate(outs)}
+
+
+def _g_integers(ip, iq, m: int, B: set, order: list) -> Fraction:
+    """`_g` for rows given as integers over one denominator each (``integer_row``): with
+    p = a / dp and q = b / dq, p(T) - q(T)^m = (a(T) dq^m - b(T)^m dp) / (dp dq^m), so the minimum
+    is taken over the integer numerators and one Fraction is built (the same value)."""
+    (a, dp), (b, dq) = ip, iq
+    scale = dq**m
+    aT = sum(a[x] for x in B)
+    bT = sum(b[x] for x in B)
+    best = aT * scale - bT**m * dp
+    for x in order:
+        if x in B:
+            continue
+        aT, bT = aT + a[x], bT + b[x]
+        best = min(best, aT * scale - bT**m * dp)
+    return Fraction(best, dp * scale)
 
 
 def _minimise(groups, target: np.ndarray, slack: bool) -> np.ndarray:
@@ -122,11 +144,17 @@ def _minimise(groups, target: np.ndarray, slack: bool) -> np.ndarray:
         grad = np.bincount(idx.ravel(), ws.ravel(), minlength=n + 1)[:n] - target
         if not hess:
             return val, grad, None
-        H = np.zeros((n + 1, n + 1))
-        H[np.arange(n), np.arange(n)] = grad[:n] + target
+        # H = diag(grad + target) - sum_g w_g s_g s_g^T: the diagonal, then every pair (a, b)
+        # of positions in a group, added in one bincount over the flat (n + 1)^2 entries in
+        # that order (the same running sums as setting the diagonal and adding pair by pair)
+        cells = [np.arange(n) * (n + 2)]
+        terms = [grad + target]
         for a in range(width):
             for b in range(width):
-                np.add.at(H, (idx[:, a], idx[:, b]), -ws[:, a] * s[:, b])
+                cells.append(idx[:, a] * (n + 1) + idx[:, b])
+                terms.append(-ws[:, a] * s[:, b])
+        H = np.bincount(np.concatenate(cells), np.concatenate(terms),
+                        minlength=(n + 1) ** 2).reshape(n + 1, n + 1)
         return val, grad, H[:n, :n]
 
     val, grad, H = parts(x)

@@ -246,7 +246,7 @@ def traversal_tree(drafts, q, p) -> MultiLaw:
             rb = B.take_along(_gather_rows(Mb, par), x, axis=-1)[..., 0]
             rs = B.take_along(_gather_rows(Ms, par), x, axis=-1)[..., 0]
             pa_par = B.take_along(pa, par, axis=1)
-            new = B.minimum(pa_par * B.safe_div(rb, rs, B.scalar(rb, 1)), 1)
+            new = B.minimum(B.mul(pa_par, B.safe_div(rb, rs, B.scalar(rb, 1))), 1)
             cur = B.take_along(pa, cols[i], axis=1)
             keep = B.take_along(deleted_kids, cols[i], axis=1)
             pa = _set_cols(pa, cols[i][0], B.where(keep, cur, new))
@@ -259,8 +259,9 @@ def traversal_tree(drafts, q, p) -> MultiLaw:
         v = order[:, t]
         ok = valid_sorted[:, t]
         a = B.where(ok, _gather_node(pa, v), B.zeros_like(alive))
-        stop = _set_node(stop, v, alive * a, ok)
-        alive = alive * (1 - a)
+        # B.mul: in rationals a zero or unit factor gives the other Fraction without a product
+        stop = _set_node(stop, v, B.mul(alive, a), ok)
+        alive = B.mul(alive, 1 - a)
         depth = v % (L + 1)
         k = v // (L + 1)
         dele = ok & (depth > 0)
@@ -271,10 +272,10 @@ def traversal_tree(drafts, q, p) -> MultiLaw:
         x = B.take_along(drafts.reshape(Bsz, K * L), B.expand_dims(k * L + dm1, 1), axis=1)[:, 0]
         w = _gather_node(pa, u)
         mb, ms = _gather_node(Mb, u), _gather_node(Ms, u)
-        res = B.positive_part(B.expand_dims(w, -1) * mb - ms)
+        res = B.positive_part(B.mul(B.expand_dims(w, -1), mb) - ms)
         S = B.sum(res, axis=-1)
         onehot = B.one_hot(x, V, ms)
-        kept = ms * (1 - onehot)
+        kept = B.mul(ms, 1 - onehot)
         Mb = _set_node(Mb, u, B.safe_div(res, B.expand_dims(S, -1), mb), dele)
         Ms = _set_node(Ms, u, B.safe_div(kept, B.sum(kept, axis=-1, keepdims=True), ms), dele)
         pa = _set_node(pa, u, B.safe_div(S, S + (1 - w), B.scalar(S, 1)), dele)

@@ -324,6 +324,14 @@ def binned_divergence(ref: np.ndarray, bug: np.ndarray, n: int,
     one line: ``ref`` and ``bug`` not arrays [R, C] of numbers of one shape, a row (without a
     NaN: a row with one is no law, its values meaningless) with a negative or infinite entry, a
     ``ref`` row of no mass, ``n`` not an integer in 0..2^53."""
+    cells, n, min_expected = _checked_cells(ref, bug, n, min_expected)
+    return _binned(cells, n, min_expected)
+
+
+def _checked_cells(ref, bug, n, min_expected):
+    """`binned_divergence`'s arguments checked (its refusals, in its order) and the part of its
+    statistic that does not depend on ``n``: (cells, n, min_expected), cells = (ref normalised,
+    its zero cells, the zero-cell mass z, the replica's law given no zero cell)."""
     ref = _args.numbers("ref", ref, 2)
     bug = _args.numbers("bug", bug, 2)
     if ref.shape != bug.shape:
@@ -348,6 +356,12 @@ def binned_divergence(ref: np.ndarray, bug: np.ndarray, n: int,
     live = np.where(zero, 0.0, bug)
     tot = live.sum(-1, keepdims=True)
     cond = np.where(tot > 0, live / np.where(tot > 0, tot, 1.0), 0.0)
+    return (ref, zero, z, cond), n, min_expected
+
+
+def _binned(cells, n: int, min_expected: float):
+    """`binned_divergence` at ``n`` samples from `_checked_cells`' cells."""
+    ref, zero, z, cond = cells
     big = (n * ref >= min_expected) & ~zero
     safe = np.where(ref > 0, ref, 1.0)
     terms = np.where(big, (cond - ref) ** 2 / safe, 0.0)
@@ -567,12 +581,16 @@ def allocate(ref: Sequence[np.ndarray], laws: dict, budget: int, alpha: float = 
     stacked = [np.concatenate([np.nan_to_num(np.asarray(laws[nm][g], dtype=np.float64), nan=0.0)
                                for nm in names]) for g in range(G)]
     repeated = [np.tile(np.asarray(ref[g], dtype=np.float64), (N, 1)) for g in range(G)]
+    cells = None  # per group, the part of binned_divergence that does not depend on n
     for m in range(1, max_rows + 1):
         n = budget // m
         if n < 1:
             break
-        per_group = [binned_divergence(repeated[g], stacked[g], n, min_expected)
+        if cells is None:  # checked as binned_divergence checks its arguments, once
+            cells = [_checked_cells(repeated[g], stacked[g], n, min_expected)[0]
                      for g in range(G)]
+        n = _args.count("n", n, 0, MAX_ROW_SAMPLES)
+        per_group = [_binned(cells[g], n, min_expected) for g in range(G)]
         C = np.array([np.concatenate([c[i * R:(i + 1) * R] for (c, _, _), R
                                       in zip(per_group, sizes)]) for i in range(N)])
         Z = np.array([np.concatenate([z[i * R:(i + 1) * R] for (_, z, _), R
