@@ -84,14 +84,16 @@ def _normalise(r, fallback):
     return [x / s for x in r] if s > 0 else list(fallback)
 
 
-def walk(inst, rule, cands, prefix, mass, out, leaf_row="own"):
+def walk(inst, rule, cands, prefix, mass, out, leaf_row="own", memo=None):
     """The verifier's walk on one drafted tree, written from the papers' definitions:
     SpecInfer (Miao et al., ASPLOS 2024) tries every child in turn (repeats included) and merges
     the children that carry the accepted token; RRS without replacement (Jeon et al., arXiv
     2402.14160) also drops each rejected token from q; the top-k rule accepts c_j with
     probability p'(c_j) and removes it on rejection; both skip a token already tried (equal-token
     children are one node). ``leaf_row="parent"`` plants a bug: at a
-    childless node the bonus token comes from the parent's row."""
+    childless node the bonus token comes from the parent's row. ``memo`` (a dict) keeps the walk
+    below each (candidates, prefix) at mass 1: drafted trees that share a subtree reuse it, the
+    same exact sums (mass times a rational law)."""
     p = list(inst.target.conditional(prefix))
     if not cands:
         row = p if leaf_row == "own" or not prefix else list(inst.target.conditional(prefix[:-1]))
@@ -111,7 +113,11 @@ def walk(inst, rule, cands, prefix, mass, out, leaf_row="own"):
             a = min(Fraction(1), r[t] / qc[t])
         if a:
             merged = tuple(c for x, ch in cands if x == t for c in ch)
-            walk(inst, rule, merged, prefix + (t,), mass * survive * a, out, leaf_row)
+            if memo is None:
+                walk(inst, rule, merged, prefix + (t,), mass * survive * a, out, leaf_row)
+            else:
+                _add(out, mass * survive * a,
+                     _walk_law(inst, rule, merged, prefix + (t,), leaf_row, memo))
         survive *= 1 - a
         if rule == "topk":
             r = _normalise([0 if x == t else v for x, v in enumerate(r)], r)
@@ -123,12 +129,28 @@ def walk(inst, rule, cands, prefix, mass, out, leaf_row="own"):
         out[prefix + (y,)] = out.get(prefix + (y,), 0) + mass * survive * ry
 
 
+def _walk_law(inst, rule, cands, prefix, leaf_row, memo):
+    """The blocks emitted by `walk` below (cands, prefix) at mass 1, computed once per memo."""
+    key = (cands, prefix)
+    law = memo.get(key)
+    if law is None:
+        law = memo[key] = {}
+        walk(inst, rule, cands, prefix, Fraction(1), law, leaf_row, memo)
+    return law
+
+
+def _add(out, mass, law):
+    for block, w in law.items():
+        out[block] = out.get(block, 0) + mass * w
+
+
 def brute(inst, rule, shape, drafting, leaf_row="own"):
     """(tau pmf, law of the emitted block extended by the target to D + 1 tokens)."""
     D, V = shape.height, inst.vocab_size
     blocks: dict = {}
+    memo: dict = {}
     for children, w in drafted(inst, shape, drafting):
-        walk(inst, rule, children, (), w, blocks, leaf_row)
+        walk(inst, rule, children, (), w, blocks, leaf_row, memo)
     pmf = [Fraction(0)] * (D + 1)
     law = [Fraction(0)] * V ** (D + 1)
     for block, m in blocks.items():
