@@ -318,9 +318,16 @@ def footnote(fig, notes) -> None:
 def save(fig, out: Path, stem: str) -> list[Path]:
     """Write ``out/<stem>.png`` and ``out/<stem>.pdf`` (fixed metadata, no creation date) and
     close the figure."""
+    import matplotlib
     import matplotlib.pyplot as plt
 
     fig.tight_layout(rect=(0, 0.03, 1, 1))
+    # tight_layout leaves a placeholder layout engine on the figure, and savefig draws a figure
+    # that has one an extra time (rendering disabled) before the real draw; the layout is final
+    # here, so the engine goes (whatever the rc's autolayout) and each file is drawn once
+    with matplotlib.rc_context({"figure.autolayout": False,
+                                "figure.constrained_layout.use": False}):
+        fig.set_layout_engine(None)
     paths = []
     for ext in FORMATS:
         meta = ({"CreationDate": None, "Creator": "spectheory figures"} if ext == "pdf"

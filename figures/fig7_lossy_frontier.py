@@ -94,7 +94,6 @@ def draw(data: dict, out: Path) -> None:
                  f"(mean over {len(data['seeds']) * len(data['alphas'])} instances)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
     save(fig, out, "fig7_lossy_frontier")
 
 

@@ -100,7 +100,6 @@ def draw(data: dict, out: Path) -> None:
     b.set_title(f"V = 3, L = 2, mean over {len(right['seeds'])} instances")
     b.legend(fontsize=8)
     b.grid(alpha=0.3)
-    fig.tight_layout()
     save(fig, out, "fig8_selection_optimum")
 
 
