@@ -301,12 +301,19 @@ def test_blank_sampling_and_tree_options_without_a_tree(tmp_path, capsys):
                 f"{flag} applies to the tree mode: give --tree or --parents")
 
 
+def _defaults():
+    """The child's SIGTERM and SIGINT at their defaults, as a terminal gives them: a test run in
+    the background of a non-interactive shell has SIGINT ignored, which would pass on to the
+    command, and Python installs no Ctrl-C handler for a signal ignored at start-up."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _cli(args, cwd, **kw):
     env = dict(os.environ, PYTHONPATH=str(cwd) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     return subprocess.Popen([sys.executable, "-m", "spectheory", *args], cwd=cwd, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL),
-                            start_new_session=True, **kw)
+                            preexec_fn=_defaults, start_new_session=True, **kw)
 
 
 _NOISY = ('import os, threading, time\nprint("IMPORT TIME PRINT")\n\n'
