@@ -55,11 +55,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
-from ._chisq import chi2, ncx2
 
 from ...runtime.errors import InputError, OptionError, SizeLimitError, SpectheoryError
 from . import _args
-from .stats import MAX_NONCENTRALITY, MAX_ROW_DOF, MAX_ROW_SAMPLES, is_point_mass, point_mass_tv
+from .stats import (MAX_ROW_DOF, MAX_ROW_SAMPLES, _power_curve, _smallest_detectable,
+                    is_point_mass, point_mass_tv)
 
 #: Power at which detectable biases are stated.
 POWER = 0.9
@@ -113,7 +113,7 @@ def family_power(delta: float, ns: Sequence[int], dofs: Sequence[int], alpha: fl
     delta = _args.real("delta", delta, 0.0, 1.0, lo_open=False, hi_open=False)
     alpha = _args.level("alpha", alpha)
     ns, dofs = _rows_of(ns, dofs)
-    return _family_power(delta, ns, dofs, alpha)
+    return _power_curve(ns, dofs, alpha)(delta)
 
 
 def _rows_of(ns, dofs) -> tuple[np.ndarray, np.ndarray]:
@@ -137,34 +137,6 @@ def _rows_of(ns, dofs) -> tuple[np.ndarray, np.ndarray]:
     return ns, raw.astype(np.int64)
 
 
-def _family_power(delta: float, ns: np.ndarray, dofs: np.ndarray, alpha: float) -> float:
-    return _power_of(ns, dofs, alpha)(delta)
-
-
-def _power_of(ns: np.ndarray, dofs: np.ndarray, alpha: float):
-    """`_family_power` as a function of ``delta``: the critical values, which do not depend on
-    delta, are computed once (a bisection evaluates the power some twenty times)."""
-    m = len(ns)
-    keep = dofs > 0
-    if not keep.any():
-        return lambda delta: 0.0
-    n_kept = ns[keep]
-    d = dofs[keep]
-    g_dof = int(d.sum())
-    crit_global = chi2.isf(alpha / 2, g_dof)
-    crit = chi2.isf(alpha / (2 * m), d)
-
-    def power(delta: float) -> float:
-        # non-centralities capped where scipy's tail turns NaN (its value there is 1.0 exactly)
-        lam = np.minimum(4.0 * n_kept * delta * delta, MAX_NONCENTRALITY)
-        p_global = float(ncx2.sf(crit_global, g_dof,
-                                 min(float(lam.sum()), MAX_NONCENTRALITY)))
-        miss = np.prod(1.0 - ncx2.sf(crit, d, lam))
-        return max(p_global, float(1.0 - miss))
-
-    return power
-
-
 def detectable_tv(ns: Sequence[int], dofs: Sequence[int], alpha: float,
                   power: float = POWER) -> float:
     """Smallest total-variation bias (in every row's binned law, least-favourable spread) that the
@@ -175,17 +147,7 @@ def detectable_tv(ns: Sequence[int], dofs: Sequence[int], alpha: float,
     ns, dofs = _rows_of(ns, dofs)
     if not any(int(d) > 0 for d in dofs):
         return float("inf")
-    power_at = _power_of(ns, dofs, alpha)  # _family_power(., ns, dofs, alpha)
-    lo, hi = 0.0, 1.0
-    if power_at(hi) < power:
-        return float("inf")
-    while hi - lo > 1e-5 * hi:
-        mid = 0.5 * (lo + hi)
-        if power_at(mid) >= power:
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return _smallest_detectable(_power_curve(ns, dofs, alpha), power)
 
 
 def row_dof(probs, n: int, min_expected: float = MIN_EXPECTED) -> int:

@@ -171,26 +171,51 @@ def family_power(delta: float, tests: list[RowTest], alpha: float) -> float:
 
 
 def _power_of(tests: list[RowTest], alpha: float):
-    """`family_power` as a function of ``delta`` for checked ``tests`` and ``alpha``: the
-    critical values, which do not depend on delta, are computed once (a bisection evaluates the
-    power some twenty times)."""
-    m = len(tests)
-    rows = [t for t in tests if t.dof > 0]
-    if not rows:
+    """`family_power` as a function of ``delta`` for checked ``tests`` and ``alpha``."""
+    return _power_curve(np.array([float(t.n) for t in tests]),
+                       np.array([t.dof for t in tests], dtype=np.int64), alpha)
+
+
+def _power_curve(ns: np.ndarray, dofs: np.ndarray, alpha: float):
+    """The Bonferroni family's power lower bound as a function of ``delta``, for rows of ``ns``
+    [m] float64 samples and ``dofs`` [m] int64 degrees of freedom (a row of none has no test
+    but counts in m) at level ``alpha`` (all checked by the caller): the larger of the global
+    test's power and that of the per-row tests at alpha / (2 m), non-centrality 4 n delta^2 a
+    row (at most `MAX_NONCENTRALITY`). The critical values, which do not depend on delta, are
+    computed once (a bisection evaluates the power some twenty times)."""
+    m = len(ns)
+    keep = dofs > 0
+    if not keep.any():
         return lambda delta: 0.0
-    dofs = np.array([t.dof for t in rows])
-    g_dof = int(dofs.sum())
+    n_kept, d = ns[keep], dofs[keep]
+    g_dof = int(d.sum())
     crit_global = chi2.isf(alpha / 2, g_dof)
-    crit = chi2.isf(alpha / (2 * m), dofs)
+    crit = chi2.isf(alpha / (2 * m), d)
 
     def power(delta: float) -> float:
-        lam = np.minimum(np.array([4.0 * t.n * delta * delta for t in rows]), MAX_NONCENTRALITY)
+        # non-centralities capped where scipy's tail turns NaN (its value there is 1.0 exactly)
+        lam = np.minimum(4.0 * n_kept * delta * delta, MAX_NONCENTRALITY)
         p_global = float(ncx2.sf(crit_global, g_dof,
                                  min(float(lam.sum()), MAX_NONCENTRALITY)))
-        miss = np.prod(1.0 - ncx2.sf(crit, dofs, lam))
+        miss = np.prod(1.0 - ncx2.sf(crit, d, lam))
         return max(p_global, float(1.0 - miss))
 
     return power
+
+
+def _smallest_detectable(power_at, power: float) -> float:
+    """The smallest delta in (0, 1] with ``power_at(delta) >= power``, by bisection to a relative
+    precision of 1e-5 (``inf`` when even delta = 1 falls short); ``power_at`` non-decreasing."""
+    lo, hi = 0.0, 1.0
+    if power_at(hi) < power:
+        return float("inf")
+    while hi - lo > 1e-5 * hi:  # relative precision 1e-5
+        mid = 0.5 * (lo + hi)
+        if power_at(mid) >= power:
+            hi = mid
+        else:
+            lo = mid
+    return hi
 
 
 def min_detectable_tv(tests: list[RowTest], alpha: float, power: float = 0.9) -> float:
@@ -202,17 +227,7 @@ def min_detectable_tv(tests: list[RowTest], alpha: float, power: float = 0.9) ->
     tests = _tests(tests)
     if not any(t.dof > 0 for t in tests):
         return float("inf")
-    power_at = _power_of(tests, alpha)  # family_power(., tests, alpha), checked once
-    lo, hi = 0.0, 1.0
-    if power_at(hi) < power:
-        return float("inf")
-    while hi - lo > 1e-5 * hi:  # relative precision 1e-5
-        mid = 0.5 * (lo + hi)
-        if power_at(mid) >= power:
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    return _smallest_detectable(_power_of(tests, alpha), power)
 
 
 def is_point_mass(probs) -> bool:
