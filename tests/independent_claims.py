@@ -15,6 +15,7 @@ number of accepted draft tokens in one iteration; E[tau + 1] counts the emitted 
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from fractions import Fraction
@@ -1133,28 +1134,95 @@ def greedy_radius(p, x, direction, digits=50):
 # ----------------------------------------------------------------------------- Global Resolution
 
 
-def _lse_program(groups, target, n):
-    """min_w sum_g P_g log(c_g + sum_{j in g} e^{w_j}) - sum_j target_j w_j (c_g = 0 or 1), by
-    scipy's L-BFGS-B, then Newton steps on the gradient with the exact Hessian; returns w
-    (float64)."""
+def _lbfgsb(fg, n, gtol, ftol, maxiter):
+    """Minimise f by scipy's L-BFGS-B from x = 0 in R^n without bounds, ``fg(x) = (f(x),
+    grad f(x))``, with `scipy.optimize.minimize`'s other defaults (maxcor 10, maxls 20, maxfun
+    15000); returns the point where it stops. scipy's compiled routine (``setulb``) is driven by
+    the loop `minimize` runs around it: f and g at x = 0 first, f and g again only at a point
+    that differs from the last one evaluated, maxiter and maxfun checked at each new iterate. So
+    the iterates and the stopping point are `minimize`'s bit for bit, without the wrappers
+    `minimize` puts around every evaluation (copies, memoisation, array checks: most of the time
+    on a program that runs to maxiter with up to 21 evaluations per iterate). Where the routine
+    has another interface (scipy before 1.15), `minimize` itself."""
     from scipy.optimize import minimize
 
+    def by_minimize():
+        return minimize(fg, np.zeros(n), jac=True, method="L-BFGS-B",
+                        options={"gtol": gtol, "ftol": ftol, "maxiter": maxiter}).x
+
+    try:
+        from scipy.optimize import _lbfgsb
+        setulb = _lbfgsb.setulb
+    except (ImportError, AttributeError):
+        return by_minimize()
+    m, maxls, maxfun = 10, 20, 15000
+    factr = ftol / np.finfo(float).eps
+    x = np.zeros(n, np.float64)
+    bound = np.zeros(n, np.float64)  # no bounds: nbd = 0, the bounds unread
+    nbd, iwa = np.zeros(n, np.int32), np.zeros(3 * n, np.int32)
+    wa = np.zeros(2 * m * n + 5 * n + 11 * m * m + 8 * m, np.float64)
+    task, ln_task = np.zeros(2, np.int32), np.zeros(2, np.int32)
+    lsave, isave, dsave = np.zeros(4, np.int32), np.zeros(44, np.int32), np.zeros(29, np.float64)
+    f, g = np.array(0.0), np.zeros(n, np.float64)
+    last = x.copy()
+    known, nfev, nit = fg(last.copy()), 1, 0  # as minimize: f and g at x = 0 before the start
+    while True:
+        g = g.astype(np.float64)
+        try:
+            setulb(m, x, bound, bound, nbd, f, g, factr, gtol, wa, iwa, task, lsave, isave,
+                   dsave, maxls, ln_task)
+        except TypeError:
+            if nfev > 1 or nit:
+                raise
+            return by_minimize()
+        if task[0] == 3:  # f and g wanted at x
+            if not (x == last).all():  # np.array_equal(x, last), as minimize
+                last = x.copy()
+                known, nfev = fg(last.copy()), nfev + 1
+            f, g = known
+        elif task[0] == 1:  # a new iterate
+            nit += 1
+            if nit >= maxiter:
+                task[:] = 5, 504
+            elif nfev > maxfun:
+                task[:] = 5, 502
+        else:
+            return x
+
+
+def _lse_program(groups, target, n):
+    """min_w sum_g P_g log(c_g + sum_{j in g} e^{w_j}) - sum_j target_j w_j (c_g = 0 or 1), by
+    scipy's L-BFGS-B (`_lbfgsb`), then Newton steps on the gradient with the exact Hessian;
+    returns w (float64). Where every group has c_g = 0, or every group c_g = 1 (each of Global
+    Resolution's programs), f and g leave out the selections by c_g: they would pick one operand
+    throughout, and 0 + a sum of exponentials is that sum bit for bit. f and g are the same
+    float64 numbers either way, so the solver takes the same steps: this matters on a program
+    without a minimiser, whose weights are where the solver stops
+    (`truncated_global_resolution_l1`)."""
     live = [(idx, c, Pg) for (idx, c), Pg in groups if len(idx)]
     # one row per group: its members (a 0/1 matrix), its constant c_g and its weight P_g
     member = np.zeros((len(live), n), bool)
     for row, (idx, _, _) in enumerate(live):
         member[row, idx] = True
     cap = np.array([bool(c) for _, c, _ in live], bool)
+    every, none = bool(cap.all()), not cap.any()
     weight = np.array([Pg for _, _, Pg in live], float)
     target = np.array(target, float)
 
     def parts(w, hessian=True):
         # the Hessian only for the Newton steps: L-BFGS-B asks for f and g alone
         wm = np.where(member, w, -np.inf)
-        top = wm.max(axis=1)  # log-sum-exp, shifted
-        top = np.where(cap, np.maximum(top, 0.0), top)
+        top = np.maximum.reduce(wm, axis=1)  # log-sum-exp, shifted
+        if every:
+            top = np.maximum(top, 0.0)
+        elif not none:
+            top = np.where(cap, np.maximum(top, 0.0), top)
         e = np.exp(wm - top[:, None])  # 0 off the group
-        z = np.where(cap, np.exp(-np.where(cap, top, 0.0)), 0.0) + e.sum(axis=1)
+        z = np.add.reduce(e, axis=1)
+        if every:
+            z = np.exp(-top) + z
+        elif not none:
+            z = np.where(cap, np.exp(-np.where(cap, top, 0.0)), 0.0) + z
         s = e / z[:, None]
         f = float(weight @ (np.log(z) + top))
         g = weight @ s - target
@@ -1163,11 +1231,9 @@ def _lse_program(groups, target, n):
             H = np.diag(weight @ s) - (s.T * weight) @ s
         return f - float(np.dot(target, w)), g, H
 
-    res = minimize(lambda w: parts(w, False)[:2], np.zeros(n), jac=True, method="L-BFGS-B",
-                   options={"gtol": 1e-12, "ftol": 1e-15, "maxiter": 500})
+    w = _lbfgsb(lambda w: parts(w, False)[:2], n, 1e-12, 1e-15, 500)
     # L-BFGS-B (the paper's optimiser) stops once f is flat to rounding: finish with Newton
     # steps on the gradient (least squares, the Hessian may be singular), keeping the smallest
-    w = res.x
     best = np.abs(parts(w, False)[1]).max()
     for _ in range(20):
         _, g, H = parts(w)
@@ -1876,11 +1942,18 @@ def hetero_slem_block(h, c):
 def _first_token_settled(h, text):
     """Brute force: the first target token of ``text + x`` is one token for every continuation
     x of up to the longest target token's length (and ``text`` is not empty)."""
+    return _settled(tuple(h.tv), tuple(h.alphabet), text)
+
+
+@functools.lru_cache(maxsize=4096)
+def _settled(tv, alphabet, text):
+    # `_first_token_settled` on the target vocabulary and the alphabet as tuples: the answer
+    # (a bool) depends on these three values alone, so one brute force per text and instance
     if not text:
         return False
-    longest = max(len(s) for s in h.tv)
-    firsts = {longest_match(h.tv, text + "".join(x))[0]
-              for n in range(longest + 1) for x in itertools.product(h.alphabet, repeat=n)}
+    longest = max(len(s) for s in tv)
+    firsts = {longest_match(tv, text + "".join(x))[0]
+              for n in range(longest + 1) for x in itertools.product(alphabet, repeat=n)}
     return len(firsts) == 1
 
 
@@ -2086,7 +2159,16 @@ def draft_in_request_set(model, k=None, top_p=F(1)):
     TV with the raw rows handed, E[tau] of main (raw drafts), E[tau] of the PR's drafting), the
     TVs to the processed target's law of L + 1 tokens."""
     def proc(rows):
-        return lambda prefix: top_k_top_p(rows(prefix), k, top_p)
+        # each prefix's processed row computed once (a function of the prefix alone: one model,
+        # one request), kept as a tuple so no caller can alter it
+        done = {}
+
+        def processed(prefix):
+            if prefix not in done:
+                done[prefix] = tuple(top_k_top_p(rows(prefix), k, top_p))
+            return done[prefix]
+
+        return processed
 
     P, Qp = proc(model.p_rows), proc(model.q_rows)
     tgt = {}

@@ -39,15 +39,27 @@ def c_gr_convex() -> Finding:
     from spectheory.verifiers.coupling import node_acceptance, node_output_law
     from spectheory.verifiers.global_resolution import global_resolution_plan
 
+    last = {}
+
+    def plan(q, p, m, scheme):
+        # the acceptance and the output law read one plan: it is a function of (q, p, m, scheme)
+        # alone (a deterministic solve, its entries the same whenever read), so the second
+        # reading takes the plan the first one built for the same rows
+        key = (tuple(q), tuple(p), m, scheme)
+        if key not in last:
+            last.clear()
+            last[key] = global_resolution_plan(q, p, m, scheme)
+        return last[key]
+
     gap, exact = Fraction(0), True
     for V in (3, 4, 5, 6):
         for s in range(3):
             p, q = rows(rnd(V, 1, s, 11))
             for K in (2, 3, 4):
                 note_rows(p, q, "iid", K, exact=False)
-                acc = node_acceptance(global_resolution_plan, q, p, K, "iid")
+                acc = node_acceptance(plan, q, p, K, "iid")
                 gap = max(gap, optimal_acceptance(p, q, K)[0] - acc)
-                exact &= node_output_law(global_resolution_plan, q, p, K, "iid") == p
+                exact &= node_output_law(plan, q, p, K, "iid") == p
     verdict = "confirmed" if gap <= 1e-9 and exact else "refuted"
     return Finding(f"largest gap to alpha* {float(gap):.2e} (V <= 6, K <= 4); output law exactly "
                    f"p after spectheory's repair", verdict, "random(V,1,0..2,11), V = 3..6")
