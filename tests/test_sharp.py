@@ -80,17 +80,16 @@ def _exact_power(ref, bug, n, alpha):
     """Power of the one-row check by enumerating every count vector of n samples on the
     replica's support."""
     support = np.flatnonzero(bug > 0)
-    law = multinomial(n, bug[support])
+    parts = np.array([counts + (n - sum(counts),)
+                      for counts in product(range(n + 1), repeat=len(support) - 1)
+                      if sum(counts) <= n])
+    pmf = multinomial(n, bug[support]).pmf(parts)  # each row alone: one call a vector
     total = 0.0
-    for counts in product(range(n + 1), repeat=len(support) - 1):
-        last = n - sum(counts)
-        if last < 0:
-            continue
-        part = np.array(counts + (last,))
+    for part, prob in zip(parts, pmf):
         obs = np.zeros(len(ref))
         obs[support] = part
         fam = stats.family([stats.row_chi_square(obs, ref, n)])
-        total += law.pmf(part) * (fam.p_value <= alpha)
+        total += prob * (fam.p_value <= alpha)
     return total
 
 

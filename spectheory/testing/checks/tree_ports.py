@@ -208,25 +208,29 @@ def _evaluate_posterior(logits, candidates, logits_processor, rand, bug=None):
             best_candidate = torch.argmax(candidates_accept_length).to(torch.long)
         return best_candidate, accept_length, logits[best_candidate, accept_length]
     qx = 0.5 if bug == "threshold" else 1.0
+    # the token ids read once as Python lists: EAGLE's comparisons of ids (is_eq, the first
+    # matching path, x.item(), the candidate set) are integer comparisons, the same on lists as
+    # on the tensor; its arithmetic on gtp stays in torch, in the logits' dtype (a coin r is
+    # compared with gtp(x) / qx there, rounded to that dtype as torch rounds it)
+    rows = candidates.tolist()
     accept_length = 1
-    accept_cand = candidates[0][:1]
+    accept_cand = rows[0][:1]
     best_candidate = 0
     adjustflag = False
     gtp = None
-    for i in range(1, candidates.shape[1]):
+    for i in range(1, len(rows[0])):
         if i != accept_length:
             break
         adjustflag = False
-        is_eq = (candidates[:, :accept_length] == accept_cand).all(dim=1)
-        fi = torch.nonzero(is_eq, as_tuple=True)[0][0]
+        is_eq = [row[:accept_length] == accept_cand for row in rows]
+        fi = is_eq.index(True)
         gt_logits = logits[fi, i - 1][None]
         gt_logits = logits_processor(None, gt_logits)[0]
         gtp = torch.softmax(gt_logits, dim=0)
         candidates_set = []
-        for j in range(candidates.shape[0]):
+        for j in range(len(rows)):
             if is_eq[j]:
-                x = candidates[j, i]
-                xi = x.item()
+                xi = rows[j][i]
                 if xi in candidates_set or xi == -1:
                     continue
                 candidates_set.append(xi)
@@ -234,7 +238,7 @@ def _evaluate_posterior(logits, candidates, logits_processor, rand, bug=None):
                 px = gtp[xi]
                 acp = px / qx
                 if r <= acp:
-                    accept_cand = torch.cat((accept_cand, x[None]), dim=0)
+                    accept_cand = accept_cand + [xi]
                     accept_length += 1
                     best_candidate = j
                     break
