@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Callable
 from fractions import Fraction
@@ -142,7 +143,8 @@ class NodePlan:
     looked up only). ``by_set``: the keys S are the sets
     of distinct candidate tokens (the rule reads only which tokens were drafted), else sorted
     multisets under ``iid``. ``stats`` holds what the plan knows of itself (its acceptance
-    probability, for one)."""
+    probability, for one). ``accept`` and ``reject`` are dicts or `LazyOutcomes` (the same
+    read-only mapping, each entry computed when first looked up)."""
 
     accept: dict
     reject: dict
@@ -159,6 +161,49 @@ class NodePlan:
         if callable(self.correction):
             return self.correction(S)
         return self.correction
+
+
+class LazyOutcomes(Mapping):
+    """A read-only mapping {S: make(S)} over the keys of ``keys`` (a dict: its order and its
+    membership test), each value computed on its first lookup and kept. A plan's rule reads
+    the entries of the outcomes that were drafted only, a few of the thousands a plan
+    enumerates; iterating, ``len`` and ``==`` behave as on the dict of every entry (which
+    iterating builds), and each entry is the value ``make`` gives, whenever it is asked for."""
+
+    __slots__ = ("_keys", "_make", "_done")
+
+    def __init__(self, keys: dict, make: Callable):
+        self._keys, self._make, self._done = keys, make, {}
+
+    def __getitem__(self, S):
+        try:
+            return self._done[S]
+        except KeyError:
+            if S not in self._keys:
+                raise
+        value = self._done[S] = self._make(S)
+        return value
+
+    def __iter__(self):
+        return iter(self._keys)
+
+    def __len__(self):
+        return len(self._keys)
+
+    def __contains__(self, S):
+        return S in self._keys
+
+    def __repr__(self):
+        return repr(dict(self.items()))
+
+
+def lazy_pair(keys: dict, make: Callable) -> tuple:
+    """Two `LazyOutcomes` over ``keys`` sharing one evaluation of ``make(S) -> (first,
+    second)`` per key: a plan's ``accept`` and ``reject``, which share their intermediate
+    values."""
+    both = LazyOutcomes(keys, make)
+    return (LazyOutcomes(keys, lambda S: both[S][0]),
+            LazyOutcomes(keys, lambda S: both[S][1]))
 
 
 def exact_sum(values) -> Fraction:
@@ -343,5 +388,6 @@ def set_law(q, m: int) -> dict:
     return out
 
 
-__all__ = ["NodePlan", "outcomes", "set_law", "plan_rule", "node_acceptance",
-           "node_output_law", "unmatched_correction", "outcome_count", "set_count", "MAX_OUTCOMES"]
+__all__ = ["NodePlan", "LazyOutcomes", "lazy_pair", "outcomes", "set_law", "plan_rule",
+           "node_acceptance", "node_output_law", "unmatched_correction", "outcome_count",
+           "set_count", "MAX_OUTCOMES"]

@@ -60,8 +60,8 @@ import numpy as np
 from ..bounds import optimal_acceptance, ratio_order
 from ..runtime.errors import SpectheoryError
 from ..registry import VerifierSpec
-from .coupling import (NodePlan, exact_sum, integer_row, plan_rule, set_count, set_law,
-                       unmatched_correction)
+from .coupling import (NodePlan, exact_sum, integer_row, lazy_pair, plan_rule, set_count,
+                       set_law, unmatched_correction)
 from .specinfer import node_recursive_law
 
 #: Newton stops below this gradient (l1 norm) or after `MAX_NEWTON` steps.
@@ -138,12 +138,12 @@ def _minimise(groups, target: np.ndarray, slack: bool) -> np.ndarray:
             top = np.maximum(top, 0.0)
         e = np.exp(Z - top[:, None])
         tot = e.sum(axis=1) + (np.exp(-top) if slack else 0.0)
-        s = e / tot[:, None]
         val = float(w @ (top + np.log(tot))) - float(target @ x)
+        if not hess:  # the line search reads the value only
+            return val, None, None
+        s = e / tot[:, None]
         ws = w[:, None] * s
         grad = np.bincount(idx.ravel(), ws.ravel(), minlength=n + 1)[:n] - target
-        if not hess:
-            return val, grad, None
         # H = diag(grad + target) - sum_g w_g s_g s_g^T: the diagonal, then every pair (a, b)
         # of positions in a group, added in one bincount over the flat (n + 1)^2 entries in
         # that order (the same running sums as setting the diagonal and adding pair by pair)
@@ -227,39 +227,68 @@ def global_resolution_plan(q, p, m: int, scheme: str, truncation: float = 0.0,
                                     q[v] > 0}, slack=False)
     in_w = _solve(law, inner_set, {v: p[v] for v in H if v in keep_in and q[v] > 0},
                   slack=True)
-    accept, reject = {}, {}
-    terms: list = [[] for _ in range(V)]  # P(D) pi(y | D) per token y, summed in pairs below
     # the weights as integers over one denominator c: w / sum(w) = W / sum(W) and
     # w / (1 + sum(w)) = W / (c + sum(W)), the same Fractions with one division each
     W_out, _ = integer_row([out_w.get(v, Fraction(0)) for v in range(V)])
     W_in, c_in = integer_row([in_w.get(v, Fraction(0)) for v in range(V)])
+    W = [W_in[v] if v in Hs else W_out[v] for v in range(V)]
+
+    def softmax(D):
+        """(tokens, tot): pi(v | D) = W[v] / tot for v in tokens, or 1 / len(tokens) each when
+        tot = 0 (an outer set none of whose tokens has weight)."""
+        A = [v for v in D if v not in Hs]
+        if A:
+            return A, sum(W_out[v] for v in A)
+        return list(D), c_in + sum(W_in[v] for v in D)
+
+    # rows[y] = sum_D P(D) pi(y | D) = W[y] sum_D P(D) / tot_D over the sets D whose softmax
+    # gives y weight, and sum_D P(D) / |A| for a token of weight 0 (only the weightless outer
+    # sets give it mass): one Fraction per set instead of one product per (set, token), the
+    # same exact values, summed in pairs
+    exact = all(isinstance(P, (int, Fraction)) for P in law.values())
+    terms: list = [[] for _ in range(V)]
     plain = {}  # 1 - sum pi(. | D) before the repair: 0 for an outer set, c / tot an inner one
     for D, P in law.items():
         A = [v for v in D if v not in Hs]
         if A:
             tot = sum(W_out[v] for v in A)
-            pi = ({v: Fraction(W_out[v], tot) for v in A} if tot > 0 else
-                  {v: Fraction(1, len(A)) for v in A})
             plain[D] = Fraction(0)
         else:
+            A = D
             tot = c_in + sum(W_in[v] for v in D)
-            pi = {v: Fraction(W_in[v], tot) for v in D}
             plain[D] = Fraction(c_in, tot)
-        accept[D] = pi
-        for v, a in pi.items():
-            terms[v].append(P * a)
-    rows = [exact_sum(t) for t in terms]
+        if not exact:  # rows read as floats: one product P(D) pi(y | D) per term, as summed
+            for v in A:
+                terms[v].append(P * (Fraction(W[v], tot) if tot > 0 else Fraction(1, len(A))))
+        elif tot > 0:
+            share = P / tot
+            for v in A:
+                if W[v]:
+                    terms[v].append(share)
+        else:
+            share = P / len(A)
+            for v in A:
+                terms[v].append(share)
+    rows = [exact_sum(t) * W[y] if exact and W[y] else exact_sum(t) for y, t in enumerate(terms)]
     cut = [False] * V
+    scale = None
     if repair:
         scale = [min(Fraction(1), p[y] / rows[y]) if rows[y] > 0 else Fraction(1)
                  for y in range(V)]
         cut = [sc != 1 for sc in scale]  # a scaled row becomes p(y) exactly
-        accept = {D: {v: a * scale[v] if cut[v] else a for v, a in pi.items()}
-                  for D, pi in accept.items()}
         rows = [p[y] if cut[y] else rows[y] for y in range(V)]
-    for D, pi in accept.items():
-        reject[D] = (1 - sum(pi.values(), Fraction(0)) if any(cut[v] for v in pi) else
-                     plain[D])
+
+    def outcome(D):
+        """accept[D] and reject[D] (the repaired softmax and its rejection), computed for the
+        sets looked up only (`lazy_pair`)."""
+        A, tot = softmax(D)
+        pi = ({v: Fraction(W[v], tot) for v in A} if tot > 0 else
+              {v: Fraction(1, len(A)) for v in A})
+        if scale is not None:
+            pi = {v: a * scale[v] if cut[v] else a for v, a in pi.items()}
+        return pi, (1 - sum(pi.values(), Fraction(0)) if any(cut[v] for v in pi) else plain[D])
+
+    accept, reject = lazy_pair(law, outcome)
     acceptance = None
     if repair:
         correction, mass = unmatched_correction(p, dict(enumerate(rows)))

@@ -65,7 +65,7 @@ def integer_transport(law: dict, p):
         return None
     n, d = ints
     supply = dict(zip(law, n))
-    flow, _ = _max_transport(supply, n[len(law):])
+    flow, _ = _max_transport(supply, n[len(law):], total=False)
     return flow, supply, d
 
 
@@ -83,9 +83,10 @@ def _visit_outcomes(outcomes, tokens, cap, from_S, queue):
     return None
 
 
-def _max_transport(law: dict, caps: list) -> tuple[dict, Fraction]:
+def _max_transport(law: dict, caps: list, total: bool = True) -> tuple[dict, Fraction | None]:
     """`max_transport` on supplies ``law`` and capacities ``caps``, all Fractions or all
-    integers (the arithmetic stays in their type).
+    integers (the arithmetic stays in their type); the total flow is None with ``total=False``
+    (a caller that reads the flows only).
 
     Greedy fill in outcome order, then augmenting paths S0 -> y1 -> S1 -> ... -> y_n (cap > 0)
     found breadth first: the queue starts with every outcome with supply left, in ``law``'s
@@ -148,8 +149,9 @@ def _max_transport(law: dict, caps: list) -> tuple[dict, Fraction]:
         cap[end] -= push
         if not supply[path[0]] > 0:
             del live[path[0]]
-    total = sum((sum(f.values(), Fraction(0)) for f in flow.values()), Fraction(0))
-    return flow, total
+    if not total:
+        return flow, None
+    return flow, sum((sum(f.values(), Fraction(0)) for f in flow.values()), Fraction(0))
 
 
 def hu_plan(q, p, m: int, scheme: str) -> NodePlan:

@@ -33,7 +33,7 @@ from fractions import Fraction
 from math import factorial
 
 from ..registry import VerifierSpec
-from .coupling import NodePlan, outcomes, plan_rule
+from .coupling import LazyOutcomes, NodePlan, lazy_pair, outcomes, plan_rule
 from .hu import integer_transport, max_transport
 from .specinfer import node_recursive_law
 
@@ -54,15 +54,18 @@ def khisti_plan(q, p, m: int, scheme: str) -> NodePlan:
         flow, supply, d = scaled
         unit = factorial(max(m, 1))
         sel = [0] * V
+        weights = {}  # S -> (F, n P): beta_y(S) = F[y] / (n P), built when S is looked up
         for S, P in supply.items():
             toks = list(dict.fromkeys(S))
             n = len(toks)
             left = P - sum(flow[S].values())
             F = {y: n * flow[S].get(y, 0) + left for y in toks}
-            beta[S] = {y: Fraction(F[y], n * P) for y in toks}
+            weights[S] = (F, n * P)
             for y in toks:
                 sel[y] += F[y] * (unit // n)
         q_sel = [Fraction(v, unit * d) for v in sel]
+        beta = LazyOutcomes(weights, lambda S: {y: Fraction(f, weights[S][1])
+                                                 for y, f in weights[S][0].items()})
     else:
         flow, _ = max_transport(law, p)
         q_sel = [Fraction(0)] * V
@@ -76,12 +79,15 @@ def khisti_plan(q, p, m: int, scheme: str) -> NodePlan:
     res = [max(p[y] - q_sel[y], Fraction(0)) for y in range(V)]
     tot = sum(res, Fraction(0))
     r = [v / tot for v in res] if tot > 0 else list(p)
-    accept, reject = {}, {}
-    for S in law:
+
+    def outcome(S):
+        """accept[S] and reject[S], computed for the outcomes looked up only (`lazy_pair`)."""
         kept = sum((b * a[y] for y, b in beta[S].items()), Fraction(0))
         miss = 1 - kept
-        accept[S] = {y: b * a[y] + miss * r[y] for y, b in beta[S].items()}
-        reject[S] = miss * (1 - sum((r[y] for y in beta[S]), Fraction(0)))
+        return ({y: b * a[y] + miss * r[y] for y, b in beta[S].items()},
+                miss * (1 - sum((r[y] for y in beta[S]), Fraction(0))))
+
+    accept, reject = lazy_pair(law, outcome)
 
     def correction(S):
         """r outside the drafted tokens of S, renormalised (r itself if it has no mass there)."""
