@@ -161,10 +161,12 @@ def _classes():
         def __init__(self, config, logit_tables=(), name: str = "model", shift: int = 0):
             super().__init__(config)
             self._anchor = torch.nn.Parameter(torch.zeros(1), requires_grad=False)  # device, dtype
-            self.logit_tables = [torch.as_tensor(t, dtype=torch.float32) for t in logit_tables]
-            # numpy views of the same tables: `_rows` gathers a few rows a call, which numpy
-            # indexing does in a fraction of the time of torch's
-            self._np_tables = [t.numpy() for t in self.logit_tables]
+            # one float32 array of every table (numpy: `_rows` gathers a few rows a call, which
+            # numpy indexing does in a fraction of the time of torch's); logit_tables[k] are
+            # torch views of its rows of depth k
+            self._stacked, self._starts = _stack_tables(logit_tables)
+            whole = torch.from_numpy(self._stacked)
+            self.logit_tables = [whole[a:b] for a, b in zip(self._starts, self._starts[1:])]
             self.V = int(config.vocab_size) - 1
             self.depth = len(self.logit_tables) - 1
             self.name, self.shift = name, int(shift)
@@ -200,41 +202,82 @@ def _classes():
         def _rows(self, full, start: int, T: int):
             """Logits [B, T, V+1] at positions start..start+T-1 of ``full [B, S]`` (position 0 the
             prompt id V): row t is the table row after full[:, 1:t+1]."""
-            V, D = self.V, self.depth
-            full = full.cpu().numpy()  # a few tokens: numpy reads them faster than torch
-            B, S = full.shape
-            if S < 1 or bool((full[:, 0] != V).any()):
+            V = self.V
+            _, S = full.shape
+            seqs = full.tolist()  # a few tokens: read in Python ints, not one tensor op a token
+            if S < 1 or any(seq[0] != V for seq in seqs):
                 raise SpectheoryError(f"the {self.name} model reads the prompt [[{V}]] (the BOS "
                                       f"id V = {V}) first")
-            body = full[:, 1:]
-            if body.size and (int(body.min()) < 0 or int(body.max()) >= V):
+            if S > 1 and any(not 0 <= x < V for seq in seqs for x in seq[1:]):
                 raise SpectheoryError(f"the {self.name} model was handed a token outside "
                                       f"0..{V - 1} after the prompt")
-            out = np.empty((B, T, V + 1), dtype=np.float32)
-            seqs = body.tolist()  # the rows' indices in Python ints, not one array op a token
-            for i in range(T):
-                t = max(start + i - self.shift, 0)  # tokens after the prompt read by this row
-                k = min(t, D)
-                out[:, i] = self._np_tables[k][_context_indices(seqs, t, k, V)]
-            return torch.from_numpy(out)
+            return torch.from_numpy(_table_rows(self._stacked, self._starts, seqs, start, T, V,
+                                                self.shift))
 
-    # generate reads forward's signature (inspect.signature) several times a call; stored on the
-    # function, the same signature is not rebuilt from the code object each time
-    TablePreTrainedModel.forward.__signature__ = inspect.signature(TablePreTrainedModel.forward)
+    # generate reads the signatures of forward and prepare_inputs_for_generation
+    # (inspect.signature) some 17 times a sequence, and Python rebuilds a bound method's signature
+    # on every read: these two hand out plain functions calling the same methods, their signatures
+    # computed once
+    TablePreTrainedModel.forward = _Signed(TablePreTrainedModel.forward)
+    TablePreTrainedModel.prepare_inputs_for_generation = _Signed(
+        GenerationMixin.prepare_inputs_for_generation)
     return TableLMConfig, TablePreTrainedModel
 
 
-def _context_indices(seqs, t: int, k: int, V: int) -> list[int]:
-    """The table row of each sequence's context: its tokens t-k..t-1 read as a base-V number
-    (``seqs``: the batch's tokens after the prompt, Python lists; the table models of the
-    transformers and MLX checks index their logit tables by it)."""
+class _Signed:
+    """A method whose signature `inspect.signature` reads without rebuilding it: on an instance,
+    ``obj.name`` is a plain function calling ``function(obj, ...)`` with the bound method's
+    signature stored (``__signature__``, returned as it is), where a bound method's signature is
+    rebuilt, its first parameter dropped, on every read. On the class it is the function itself."""
+
+    def __init__(self, function):
+        self.function = function
+        sig = inspect.signature(function)
+        self.signature = sig.replace(parameters=tuple(sig.parameters.values())[1:])
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self.function
+        function = self.function
+
+        def call(*args, **kwargs):
+            return function(obj, *args, **kwargs)
+
+        call.__signature__ = self.signature
+        call.__name__ = call.__qualname__ = function.__name__
+        call.__doc__ = function.__doc__
+        return call
+
+
+def _stack_tables(logit_tables):
+    """``(stacked, starts)``: the float32 logit tables ``[V^k, V+1]`` (k = 0..D) as one
+    C-contiguous array, table k its rows ``starts[k]:starts[k + 1]``; `_table_rows` reads every
+    row a call asks for from it in one indexing."""
+    tables = [np.asarray(t, dtype=np.float32) for t in logit_tables]
+    starts = [0]
+    for t in tables:
+        starts.append(starts[-1] + t.shape[0])
+    return np.ascontiguousarray(np.concatenate(tables)), tuple(starts)
+
+
+def _table_rows(stacked, starts, seqs, start: int, T: int, V: int, shift: int = 0):
+    """Logits ``[B, T, V+1]`` float32 (a new array) at positions start..start+T-1 of the
+    sequences ``seqs`` (Python lists, position 0 the prompt id V; `_stack_tables` gives
+    ``stacked`` and ``starts``). Position start+i reads t = max(start + i - shift, 0) tokens after
+    the prompt; its row is, in the table of depth k = min(t, D), the context of the last k of
+    them read as a base-V number (beyond the depth, the order-D Markov extension). The transformers
+    and MLX table models share it."""
+    D = len(starts) - 2
     idx = []
     for seq in seqs:
-        n = 0
-        for j in range(t - k, t):
-            n = n * V + seq[j]
-        idx.append(n)
-    return idx
+        for i in range(T):
+            t = max(start + i - shift, 0)
+            k = min(t, D)
+            n = 0
+            for j in range(t + 1 - k, t + 1):  # seq[j]: the j-th token after the prompt
+                n = n * V + seq[j]
+            idx.append(starts[k] + n)
+    return stacked[idx].reshape(len(seqs), T, V + 1)
 
 
 def __getattr__(name):  # the classes, once transformers is importable

@@ -73,8 +73,9 @@ import numpy as np
 from ...inputs.instances import Instance
 from ...runtime.errors import OptionError, SizeLimitError, SpectheoryError, TimeLimitError
 from .calls import _run_arguments
-from .hf_generate import (MAX_CELLS, _context_indices, _enough_cells, _family, _guard_cells,
-                          _rounded, default_instances, generate_law, shifted_law_instance)
+from .hf_generate import (MAX_CELLS, _enough_cells, _family, _guard_cells, _rounded,
+                          _stack_tables, _table_rows, default_instances, generate_law,
+                          shifted_law_instance)
 from .report import SamplerReport
 from .step import _Pace
 
@@ -135,11 +136,13 @@ def _model_class():
 
         def __init__(self, logit_tables=(), name: str = "model", shift: int = 0):
             super().__init__()
-            tables = [np.asarray(t, dtype=np.float32) for t in logit_tables]
-            object.__setattr__(self, "_tables", tables)  # plain numpy, not MLX parameters
+            stacked, starts = _stack_tables(logit_tables)
+            # plain numpy, not MLX parameters: every table in one array (`_table_rows`)
+            object.__setattr__(self, "_stacked", stacked)
+            object.__setattr__(self, "_starts", starts)
             self.layers = [None]  # one cache layer (make_prompt_cache reads len(model.layers))
-            object.__setattr__(self, "V", int(tables[0].shape[1]) - 1)
-            object.__setattr__(self, "depth", len(tables) - 1)
+            object.__setattr__(self, "V", int(stacked.shape[1]) - 1)
+            object.__setattr__(self, "depth", len(starts) - 2)
             object.__setattr__(self, "name", name)
             object.__setattr__(self, "shift", int(shift))
             object.__setattr__(self, "calls", 0)
@@ -174,22 +177,16 @@ def _model_class():
         def _rows(self, full, start: int, T: int):
             """Logits [B, T, V+1] at positions start..start+T-1 of ``full [B, S]`` (position 0
             the prompt id V): row t is the table row after full[:, 1:t+1]."""
-            V, D = self.V, self.depth
-            B, S = full.shape
-            if S < 1 or bool((full[:, 0] != V).any()):
+            V = self.V
+            _, S = full.shape
+            seqs = full.tolist()  # a few tokens: read in Python ints, not one array op a token
+            if S < 1 or any(seq[0] != V for seq in seqs):
                 raise SpectheoryError(f"the {self.name} model reads the prompt [{V}] (the id "
                                       f"V = {V}) first")
-            body = full[:, 1:]
-            if body.size and (int(body.min()) < 0 or int(body.max()) >= V):
+            if S > 1 and any(not 0 <= x < V for seq in seqs for x in seq[1:]):
                 raise SpectheoryError(f"the {self.name} model was handed a token outside "
                                       f"0..{V - 1} after the prompt")
-            out = np.empty((B, T, V + 1), dtype=np.float32)
-            seqs = body.tolist()  # the rows' indices in Python ints, not one array op a token
-            for i in range(T):
-                t = max(start + i - self.shift, 0)  # tokens after the prompt read by this row
-                k = min(t, D)
-                out[:, i] = self._tables[k][_context_indices(seqs, t, k, V)]
-            return out
+            return _table_rows(self._stacked, self._starts, seqs, start, T, V, self.shift)
 
     return TableMLXModel
 
