@@ -865,11 +865,12 @@ def transformers_step(request: StepRequest, *, hand_raw_q: bool = False):
     and sampled by ``torch.multinomial``; the candidate logits handed to the verifier are the
     log of the SAME processed rows (PR #47961). Verification: the port
     [`hf_speculative_sampling`][spectheory.testing.engines.adapters.hf_speculative_sampling] of
-    ``_speculative_sampling``, one sequence at a time as transformers runs it, with the target's
-    rows processed by the request's parameters; torch's global generator is seeded from the
-    request inside ``torch.random.fork_rng`` (the caller's state is left alone).
+    ``_speculative_sampling``, one sequence at a time as transformers runs it (computed for the
+    batch at once by ``hf_speculative_sampling_rows``, with the same draws and tokens), with the
+    target's rows processed by the request's parameters; torch's global generator is seeded from
+    the request inside ``torch.random.fork_rng`` (the caller's state is left alone).
     ``hand_raw_q=True`` plants #47932 (the raw draft rows handed as q)."""
-    from ..engines.adapters import hf_speculative_sampling
+    from ..engines.adapters import hf_speculative_sampling_rows
 
     ctx = request.context
     Bsz, L = ctx.shape[0], request.num_draft
@@ -888,19 +889,12 @@ def transformers_step(request: StepRequest, *, hand_raw_q: bool = False):
     p = _target_rows(request, drafts)
     lq = torch.log(q)
     lp = torch.log(p)
-    # each sequence's candidate ids [1, n + L] and rows [1, ., V] as views made by one call each
-    # (indexing and concatenating per sequence cost more than the port itself); an empty batch
-    # has no sequence (its split is one empty chunk)
     cands = torch.cat([ctx, drafts], dim=1)
-    seqs = zip(cands.split(1), lq.split(1), lp.split(1)) if Bsz else ()
-    rows = []
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(int(request.seed) % 2**63)
-        for cand, lq_b, lp_b in seqs:
-            valid, _ = hf_speculative_sampling(cand, lq_b, L, lp_b)
-            row = valid[0].tolist()
-            rows.append(row + [PLACEHOLDER] * (L + 1 - len(row)))
-    return torch.tensor(rows, dtype=torch.long).reshape(Bsz, L + 1)
+        # the port on each sequence in turn, from one seeded global stream
+        out, _ = hf_speculative_sampling_rows(cands, lq, L, lp, pad=PLACEHOLDER)
+    return out
 
 
 __all__ = ["INPUTS", "MAX_MODEL_FLOATS", "MAX_SECONDS", "MAX_STEPS", "MAX_STEP_CELLS", "PLACEHOLDER",

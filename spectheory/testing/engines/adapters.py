@@ -44,6 +44,7 @@ kernels, which are not run here.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -946,3 +947,96 @@ def hf_speculative_sampling(candidate_input_ids, candidate_logits, candidate_len
     token = torch.multinomial(res, 1)
     valid = torch.cat([drafts[:n], token.to(drafts.dtype)]).unsqueeze(0)
     return valid, torch.tensor(n)
+
+
+@functools.lru_cache(maxsize=1)
+def _float64_draws_are_elementwise() -> bool:
+    """Whether torch's CPU generator gives each float64 element of ``uniform_`` and of
+    ``exponential_`` from one draw of its own, in order: then a run of calls that draw n_1, n_2,
+    ... values sees the same stream as one call drawing their sum, and which of the two
+    transforms a value went through depends only on its place in the stream. Checked once per
+    process on a private generator (an interleaving of both calls against two single calls,
+    small ones and one of 2^17 values, past the sizes at which a library may switch to a
+    vectorised routine)."""
+    sizes = [(3, 5), (1, 2), (4, 17), (2, 64)] * 8 + [(1 << 16, 1 << 16), (1, 3)]
+    g = torch.Generator().manual_seed(20240607)
+    parts = []
+    for nu, ne in sizes:
+        parts.append(torch.rand(nu, generator=g, dtype=torch.float64))
+        parts.append(torch.empty(ne, dtype=torch.float64).exponential_(generator=g))
+    end = g.get_state()
+    total = sum(nu + ne for nu, ne in sizes)
+    g.manual_seed(20240607)
+    u = torch.rand(total, generator=g, dtype=torch.float64)
+    g.manual_seed(20240607)
+    e = torch.empty(total, dtype=torch.float64).exponential_(generator=g)
+    at = 0
+    for i, (nu, ne) in enumerate(sizes):
+        if not (torch.equal(parts[2 * i], u[at:at + nu])
+                and torch.equal(parts[2 * i + 1], e[at + nu:at + nu + ne])):
+            return False
+        at += nu + ne
+    return torch.equal(end, g.get_state())
+
+
+def hf_speculative_sampling_rows(candidate_input_ids, candidate_logits, candidate_length,
+                                 new_logits, *, pad: int = -1):
+    """[`hf_speculative_sampling`][spectheory.testing.engines.adapters.hf_speculative_sampling]
+    run on each sequence of a batch in turn, as transformers runs it, computed for the whole
+    batch at once -> ``(tokens [B, L+1], n_matches [B])``; sequence b's ``valid_tokens`` are
+    ``tokens[b, :n_matches[b] + 1]``, the rest is ``pad``.
+
+    The sequences' calls draw from torch's global generator, in turn, L uniforms
+    (``torch.rand_like`` of the ratios) and then V exponentials (``torch.multinomial`` of one
+    sample is ``argmax(res / E)`` with ``E = empty_like(res).exponential_()``, its Gumbel-max
+    form). Both counts are fixed, so the stream splits into B blocks of L + V values known before
+    any sequence is verified: with float64 CPU rows and a generator that draws float64 values
+    element by element (`_float64_draws_are_elementwise`) the uniforms and exponentials are
+    read from two draws of the whole stream from the same state; otherwise the port itself runs,
+    sequence by sequence. The arithmetic is the port's, elementwise on the same
+    values (so bit-identical), and the global generator ends where the B calls leave it. A
+    batch whose residual the port's ``torch.multinomial`` would refuse (nan, inf, negative or
+    zero mass) is rerun through the port from the same generator state, so the error is the
+    port's at the same sequence."""
+    B = candidate_input_ids.shape[0]
+    L = int(candidate_length)
+    if B == 0:
+        return (torch.empty(0, L + 1, dtype=torch.long), torch.empty(0, dtype=torch.long))
+    start = torch.get_rng_state()
+    drafts = candidate_input_ids[:, candidate_input_ids.shape[1] - L:].to(torch.long)
+    q = candidate_logits.softmax(dim=-1)
+    p = new_logits.softmax(dim=-1)
+    V = p.shape[-1]
+    if q.dtype == p.dtype == torch.float64 and p.device.type == q.device.type == "cpu" \
+            and _float64_draws_are_elementwise():
+        u = torch.rand(B, L + V, dtype=torch.float64)
+        torch.set_rng_state(start)
+        e = torch.empty(B, L + V, dtype=torch.float64).exponential_()
+        r, e = u[:, :L], e[:, L:]
+        ar = torch.arange(B)
+        ratio = p[:, :L].gather(-1, drafts.unsqueeze(-1))[..., 0] / q.gather(
+            -1, drafts.unsqueeze(-1))[..., 0]
+        n = torch.cumprod((r <= ratio).to(torch.long), dim=1).sum(1)
+        pn = p[ar, n]
+        if L:
+            resid = (pn - q[ar, n.clamp(max=L - 1)]).clamp(min=0)
+            res = torch.where((n < L).unsqueeze(1), resid / resid.sum(-1, keepdim=True), pn)
+        else:
+            res = pn
+        valid = ((res.amax(-1) < math.inf) & (res.amin(-1) >= 0) & (res.sum(-1) != 0)).all()
+        if bool(valid):
+            token = torch.argmax(res / e, dim=-1)
+            pos = torch.arange(L + 1)
+            tokens = torch.cat([drafts, torch.full((B, 1), pad, dtype=torch.long)], dim=1)
+            tokens = torch.where(pos < n.unsqueeze(1), tokens, pad)
+            tokens[ar, n] = token
+            return tokens, n
+        torch.set_rng_state(start)
+    tokens = torch.full((B, L + 1), pad, dtype=torch.long)
+    n = torch.empty(B, dtype=torch.long)
+    for b in range(B):
+        valid, nb = hf_speculative_sampling(candidate_input_ids[b:b + 1], candidate_logits[b:b + 1],
+                                            L, new_logits[b:b + 1])
+        tokens[b, :valid.shape[1]] = valid[0]
+        n[b] = nb
+    return tokens, n

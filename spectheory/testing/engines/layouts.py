@@ -748,17 +748,27 @@ def _build(layout: Layout, drafts, q, p, generator, coins=None, token_coins=None
     return kw, values
 
 
-def _row_slice(obj, b: int, B: int):
-    """Request b's part of a batched argument (``per_row`` layouts, padded forms)."""
-    if isinstance(obj, _Node):
-        return _Node({k: _row_slice(v, b, B) for k, v in obj.items()})
-    if isinstance(obj, torch.Tensor) and obj.dim() >= 1 and obj.shape[0] == B:
-        return obj[b:b + 1]
-    if isinstance(obj, list) and len(obj) == B:
-        return [obj[b]]
-    if isinstance(obj, dict) and set(obj) == set(range(B)):
-        return {0: obj[b]}
-    return obj
+def _row_kwargs(kw: dict, B: int) -> Callable:
+    """Request b's part of the batched keyword arguments ``kw``, as a function of b
+    (``per_row`` layouts, padded forms; objects built from dotted names become
+    ``SimpleNamespace``): a tensor whose first dimension is B gives its row view ``t[b:b + 1]``
+    (all B views made by one ``t.split(1)``), a list of B items the fresh list ``[x[b]]``, a
+    dict keyed 0..B-1 the fresh dict ``{0: x[b]}``; any other value is handed as it is."""
+
+    def plan(obj):
+        if isinstance(obj, _Node):
+            items = [(k, plan(v)) for k, v in obj.items()]
+            return lambda b: SimpleNamespace(**{k: f(b) for k, f in items})
+        if isinstance(obj, torch.Tensor) and obj.dim() >= 1 and obj.shape[0] == B:
+            return obj.split(1).__getitem__
+        if isinstance(obj, list) and len(obj) == B:
+            return lambda b: [obj[b]]
+        if isinstance(obj, dict) and set(obj) == set(range(B)):
+            return lambda b: {0: obj[b]}
+        return lambda b: obj
+
+    top = [(k, plan(v)) for k, v in kw.items()]
+    return lambda b: {k: f(b) for k, f in top}
 
 
 def _bad(fn, layout, what: str) -> EngineOutputError:
@@ -939,10 +949,11 @@ def _call(fn, layout: Layout, drafts, q, p, generator, coins=None, token_coins=N
             if proc is not None:
                 call_fn = proc.apply(fn, layout, kw_all, values, drafts, p, generator)
             eng = _engine_coins(layout, coins, B, L) if source else None
+            row_kw = _row_kwargs(kw_all, B) if B else None
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(_seed(generator))
                 for b in range(B):
-                    kw = _namespaces(_row_slice(_Node(kw_all), b, B))
+                    kw = row_kw(b)
                     if source and L:
                         feed = _CoinFeed(fn, layout, eng[b])
                         with pinned_torch_coins(feed):
@@ -957,10 +968,11 @@ def _call(fn, layout: Layout, drafts, q, p, generator, coins=None, token_coins=N
                     if valid.shape[0] != n + 1:
                         raise _bad(fn, layout, f"row {b}: {valid.shape[0]} valid tokens for "
                                                f"n_matches = {n}")
+                    vl = valid.tolist()
                     taus.append(n)
-                    ys.append(int(valid[-1]))
+                    ys.append(vl[-1] if vl else int(valid[-1]))  # empty: torch's IndexError
                     m = min(n, L)  # the accepted drafts, -1 after them (a list a row: one
-                    acc.append(valid[:m].tolist() + [-1] * (L - m))  # tensor at the end)
+                    acc.append(vl[:m] + [-1] * (L - m))  # tensor at the end)
         finally:
             torch.set_num_threads(threads)
         out = (torch.tensor(taus), torch.tensor(ys),

@@ -446,23 +446,31 @@ class _Rows:
                 self.cache[key] = r
 
 
-def _prefetch(rule: Rule, rows: _Rows, ctx: tuple, state, L: int, sp, dp) -> None:
-    """Fill ``rows`` with every row `_step_outcomes` reads from ``ctx``, level by level of the
-    draft tree (the drafts of positive probability), a few `process_rows` calls in all."""
-    frontier = [()]
+def _prefetch(rule: Rule, rows: _Rows, items: list, L: int, sp, dp) -> None:
+    """Fill ``rows`` with every row `_step_outcomes` reads from each ``(ctx, state)`` of
+    ``items``, level by level of the draft trees (the drafts of positive probability): each
+    level of all the trees, then all their target rows, in one `_Rows.fill` (a few
+    `process_rows` calls for a whole round of contexts). A context whose draft row is missing
+    (its group raised) stops there: the enumeration meets that row in its own order."""
+    frontiers = [(ctx, state, [()]) for ctx, state in items]
     for _ in range(L):
-        specs = [("draft", ctx + d) + tuple(rule.draft(ctx, d, state, sp, dp)) for d in frontier]
-        rows.fill(specs)
-        nxt = []
-        for d, (which, model_hist, params, h) in zip(frontier, specs):
-            q = rows.cache.get((which, model_hist, _key(params), h))
-            if q is None:  # a row that raises: the enumeration meets it in its own order
-                return
-            law = _argmax_row(q) if rule.pick == "argmax" else q
-            nxt.extend(d + (x,) for x in range(rows.V) if law[x] > 0)
-        frontier = nxt
+        specs = [[("draft", ctx + d) + tuple(rule.draft(ctx, d, state, sp, dp)) for d in fr]
+                 for ctx, state, fr in frontiers]
+        rows.fill([s for group in specs for s in group])
+        nxt_frontiers = []
+        for (ctx, state, fr), group in zip(frontiers, specs):
+            nxt = []
+            for d, (which, model_hist, params, h) in zip(fr, group):
+                q = rows.cache.get((which, model_hist, _key(params), h))
+                if q is None:
+                    break
+                law = _argmax_row(q) if rule.pick == "argmax" else q
+                nxt.extend(d + (x,) for x in range(rows.V) if law[x] > 0)
+            else:
+                nxt_frontiers.append((ctx, state, nxt))
+        frontiers = nxt_frontiers
     rows.fill([("target", ctx + d[:j]) + tuple(rule.verify(ctx, d, j, state, sp, dp))
-               for d in frontier for j in range(L + 1)])
+               for ctx, state, fr in frontiers for d in fr for j in range(L + 1)])
 
 
 def _argmax_row(r: np.ndarray) -> np.ndarray:
@@ -471,11 +479,14 @@ def _argmax_row(r: np.ndarray) -> np.ndarray:
     return out
 
 
-def _step_outcomes(rule: Rule, rows: _Rows, ctx: tuple, state, L: int, sp, dp):
-    """{(emitted block, new state): probability} of one step of ``rule`` from ``ctx``."""
+def _step_outcomes(rule: Rule, rows: _Rows, ctx: tuple, state, L: int, sp, dp,
+                   prefetch: bool = True):
+    """{(emitted block, new state): probability} of one step of ``rule`` from ``ctx``
+    (``prefetch=False``: the caller has run `_prefetch` on it already)."""
     V = rows.V
     out: dict = {}
-    _prefetch(rule, rows, ctx, state, L, sp, dp)
+    if prefetch:
+        _prefetch(rule, rows, [(ctx, state)], L, sp, dp)
 
     def add(block, mass, d):
         if mass <= 0:
@@ -557,10 +568,13 @@ def stateful_step_law(rule, instance: Instance, steps: int, sampling=None, draft
             todo = [(k, m) for k, m in states.items() if len(k[0]) == c]
             for k, _ in todo:
                 del states[k]
+            # the rows of every context of this count at once (each row is the one
+            # `_Rows.row` computes alone: `_Rows.fill`)
+            _prefetch(rule, rows, [k for k, _ in todo if k not in memo], L, sp, dp)
             for (seq, st), m in todo:
                 key = (seq, st)
                 if key not in memo:
-                    memo[key] = _step_outcomes(rule, rows, seq, st, L, sp, dp)
+                    memo[key] = _step_outcomes(rule, rows, seq, st, L, sp, dp, prefetch=False)
                 for (block, st2), w in memo[key].items():
                     k2 = (seq + block, st2)
                     states[k2] = states.get(k2, 0.0) + m * w

@@ -195,19 +195,16 @@ def sampler_half(name: str) -> Callable:
         return tau, out.gather(1, tau.unsqueeze(1)).squeeze(1)
 
     def hf(drafts, q, p, generator=None):
-        from ..engines.adapters import hf_speculative_sampling
+        from ..engines.adapters import hf_speculative_sampling_rows
 
         Bsz, L = drafts.shape
         seed = int(torch.randint(0, 2**62, (1,), generator=generator))
-        tau = torch.empty(Bsz, dtype=torch.long)
-        tok = torch.empty(Bsz, dtype=torch.long)
         lq, lp = torch.log(q.to(torch.float64)), torch.log(p.to(torch.float64))
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            for b in range(Bsz):
-                valid, n = hf_speculative_sampling(drafts[b:b + 1], lq[b:b + 1], L, lp[b:b + 1])
-                tau[b], tok[b] = int(n), int(valid[0, -1])
-        return tau, tok
+            # the port on each sequence in turn, from one seeded global stream
+            out, tau = hf_speculative_sampling_rows(drafts, lq, L, lp)
+        return tau, out.gather(1, tau.unsqueeze(1)).squeeze(1)
 
     table = {"vllm-47386": vllm, "sglang-7207": lambda d, q, p, g=None: sglang(d, q, p, g, True),
              "hf-47932": hf, "deepspec-31": lambda d, q, p, g=None: sglang(d, q, p, g, False)}

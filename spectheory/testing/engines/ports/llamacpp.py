@@ -46,9 +46,42 @@ def candidates(row) -> tuple[torch.Tensor, torch.Tensor]:
     return ids[order], p[order]
 
 
-def _prob_of(ids, p, token: int) -> float:
-    listed = ids.tolist()  # a short list: searched in Python, not by tensor ops
-    return float(p[listed.index(token)]) if token in listed else 0.0
+#: candidate lists by row content: the float32 bytes of a CPU row -> (ids, probabilities) as
+#: tuples of Python ints and floats (immutable; a float32 value is exactly a Python float).
+#: ``candidates`` reads nothing but the row's float32 values, so equal bytes give equal lists;
+#: the verification asks for the same few rows (an instance's prefixes) again and again.
+#: Bounded: cleared when full.
+_CANDIDATES: dict = {}
+_CANDIDATES_MAX = 4096
+
+
+def _lists(row) -> tuple[tuple, tuple]:
+    """``candidates(row)`` as ``(ids, p)`` tuples, memoised by the row's float32 content."""
+    row = torch.as_tensor(row, dtype=torch.float32).reshape(-1)
+    if row.device.type != "cpu":
+        ids, p = candidates(row)
+        return tuple(ids.tolist()), tuple(p.tolist())
+    key = row.detach().numpy().tobytes()
+    hit = _CANDIDATES.get(key)
+    if hit is None:
+        ids, p = candidates(row)
+        hit = (tuple(ids.tolist()), tuple(p.tolist()))
+        if len(_CANDIDATES) >= _CANDIDATES_MAX:
+            _CANDIDATES.clear()
+        _CANDIDATES[key] = hit
+    return hit
+
+
+def _tensors(lists: tuple[tuple, tuple], device) -> tuple[torch.Tensor, torch.Tensor]:
+    """A candidate list's tuples as the tensors ``candidates`` returns (int64 ids, float32
+    probabilities: the same values)."""
+    return (torch.tensor(lists[0], dtype=torch.long, device=device),
+            torch.tensor(lists[1], dtype=torch.float32, device=device))
+
+
+def _prob_of(lists: tuple[tuple, tuple], token: int) -> float:
+    listed = lists[0]  # a short list: searched in Python, not by tensor ops
+    return lists[1][listed.index(token)] if token in listed else 0.0
 
 
 def verify(target_probs, draft_probs, draft_tokens, rng, *, bug: str | None = None):
@@ -62,21 +95,24 @@ def verify(target_probs, draft_probs, draft_tokens, rng, *, bug: str | None = No
     toks = [int(t) for t in torch.as_tensor(draft_tokens).reshape(-1)]
     L = len(toks)
     out = []
+    tgt32, dft32 = tgt.to(torch.float32), dft.to(torch.float32)  # the rows candidates reads
     for i in range(L + 1):
-        ids_t, p_t = candidates(tgt[min(i + 1, L)] if bug == "target-row" and i < L else tgt[i])
+        lt = _lists(tgt32[min(i + 1, L)] if bug == "target-row" and i < L else tgt32[i])
         if i == L:  # no draft left: draw from the target's candidates as they are
-            return _emit(out, ids_t, p_t, rng)
-        ids_d, p_d = candidates(dft[i])
+            return _emit(out, *_tensors(lt, tgt.device), rng)
+        ld = _lists(dft32[i])
         r = torch.rand((), dtype=torch.float64, generator=rng).to(torch.float32)
-        p_tgt = torch.tensor(_prob_of(ids_t, p_t, toks[i]), dtype=torch.float32)
-        p_dft = torch.tensor(_prob_of(ids_d, p_d, toks[i]), dtype=torch.float32)
+        p_tgt = torch.tensor(_prob_of(lt, toks[i]), dtype=torch.float32)
+        p_dft = torch.tensor(_prob_of(ld, toks[i]), dtype=torch.float32)
         ratio = p_tgt / p_dft
         ok = bool(r >= ratio) if bug == "coin-compare" else bool(r <= ratio)
         if ok:
             out.append(toks[i])
             continue
+        ids_t, p_t = _tensors(lt, tgt.device)
         if bug == "correction-from-p":
             return _emit(out, ids_t, p_t, rng)
+        ids_d, p_d = _tensors(ld, dft.device)
         if bug == "residual-row":
             ids_t, p_t = candidates(tgt[i + 1])
             ids_d, p_d = candidates(dft[min(i + 1, L - 1)])
