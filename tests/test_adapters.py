@@ -267,3 +267,54 @@ def test_ports_refuse_an_unknown_planted_bug():
     with pytest.raises(ValueError, match="unknown bug 'x'"):
         A.hf_speculative_sampling(torch.zeros(1, 2, dtype=torch.long), torch.zeros(1, 2, 3), 2,
                                   torch.zeros(1, 3, 3), bug="x")
+
+
+def _port_row_by_row(cands, lq, L, lp, pad=-1):
+    """The port on each sequence in turn, as transformers runs it (the reference of the batch
+    function)."""
+    B = cands.shape[0]
+    tokens = torch.full((B, L + 1), pad, dtype=torch.long)
+    n = torch.empty(B, dtype=torch.long)
+    for b in range(B):
+        valid, nb = A.hf_speculative_sampling(cands[b:b + 1], lq[b:b + 1], L, lp[b:b + 1])
+        tokens[b, :valid.shape[1]] = valid[0]
+        n[b] = nb
+    return tokens, n
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_the_batch_port_draws_and_decides_as_the_port_sequence_by_sequence(dtype):
+    """``hf_speculative_sampling_rows`` reads each sequence's uniforms and exponentials from
+    the places in the global stream where the port, called sequence by sequence, draws them:
+    the same tokens, n_matches and final generator state, with ties, zero rows, p = q rows and
+    L = 0; a residual the port refuses raises the port's error (float32 takes the port)."""
+    g = torch.Generator().manual_seed(3)
+    for B, L, V in [(1, 0, 3), (5, 1, 2), (7, 3, 4), (16, 2, 50), (3, 4, 1000)]:
+        ctx = torch.randint(0, V, (B, 2), generator=g)
+        drafts = torch.randint(1, V, (B, L), generator=g)  # tokens the draft can propose
+        q = torch.rand(B, L + 1, V, generator=g, dtype=torch.float64)
+        q[:, :, 0] = 0  # a token the draft never proposes
+        p = torch.rand(B, L + 1, V, generator=g, dtype=torch.float64)
+        p[0] = q[0]  # a sequence whose target is its draft
+        q, p = (q / q.sum(-1, keepdim=True)).to(dtype), (p / p.sum(-1, keepdim=True)).to(dtype)
+        cands, lq, lp = torch.cat([ctx, drafts], 1), torch.log(q), torch.log(p)
+        torch.manual_seed(11)
+        want = _port_row_by_row(cands, lq, L, lp)
+        end = torch.get_rng_state()
+        torch.manual_seed(11)
+        got = A.hf_speculative_sampling_rows(cands, lq, L, lp)
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]), (B, L, V)
+        assert torch.equal(torch.get_rng_state(), end)
+    bad = torch.log(torch.tensor([[[0.5, 0.5], [0.5, 0.5]]], dtype=torch.float64))
+    nan = bad.clone()
+    nan[0, 1, 0] = float("nan")
+    for rows in (bad, nan):
+        torch.manual_seed(0)
+        try:
+            _port_row_by_row(torch.zeros(1, 2, dtype=torch.long), rows, 1, nan)
+        except RuntimeError as exc:
+            want = str(exc)
+        torch.manual_seed(0)
+        with pytest.raises(RuntimeError) as exc:
+            A.hf_speculative_sampling_rows(torch.zeros(1, 2, dtype=torch.long), rows, 1, nan)
+        assert str(exc.value) == want

@@ -534,3 +534,37 @@ def test_spectr_exact_bisection_in_integers_is_the_rational_bisection(monkeypatc
     # the SpecTr law on a prefix-dependent instance with zeros, through the engine
     assert analyze(random_instance(3, 2, 11, alpha=0.3, denominator=6), "spectr",
                    paths=2).tv_to_target == 0
+
+
+def test_lazy_plan_entries_read_as_the_dict_of_every_entry():
+    """A plan's accept and reject may be `LazyOutcomes`: each entry computed on its first
+    lookup (once), the keys, order, length, membership, ``get`` and equality those of the dict
+    of every entry, whichever entries were read first; a key outside the law is missing."""
+    from spectheory.verifiers.coupling import LazyOutcomes, lazy_pair
+    from spectheory.verifiers.global_resolution import global_resolution_plan
+    from spectheory.verifiers.khisti import khisti_plan
+
+    calls = []
+    keys = {(0, 1): None, (1, 1): None, (2,): None}
+    lazy = LazyOutcomes(keys, lambda S: calls.append(S) or sum(S))
+    assert lazy[(1, 1)] == 2 and lazy[(1, 1)] == 2 and calls == [(1, 1)]
+    assert lazy.get((5,)) is None and (5,) not in lazy and (2,) in lazy and len(lazy) == 3
+    with pytest.raises(KeyError):
+        lazy[(5,)]
+    assert list(lazy) == list(keys) and dict(lazy) == {(0, 1): 1, (1, 1): 2, (2,): 2}
+    assert calls == [(1, 1), (0, 1), (2,)]
+    first, second = lazy_pair(keys, lambda S: (calls.append(S) or S[0], -S[0]))
+    calls.clear()
+    assert second[(2,)] == -2 and first[(2,)] == 2 and calls == [(2,)]
+    q = [Fraction(1, 2), Fraction(1, 3), Fraction(1, 6)]
+    p = [Fraction(1, 5), Fraction(1, 5), Fraction(3, 5)]
+    for make in (khisti_plan, global_resolution_plan):
+        read, whole = make(q, p, 2, "iid"), make(q, p, 2, "iid")
+        some = next(iter(read.accept))
+        assert read.reject[some] == whole.reject[some] and read.accept[some] == \
+            whole.accept[some]
+        assert dict(read.accept) == dict(whole.accept) and dict(read.reject) == \
+            dict(whole.reject)
+        assert list(read.accept) == list(whole.accept) and read.accept.get((9, 9)) is None
+        for S in whole.accept:  # accepting some token or rejecting: probability one
+            assert sum(whole.accept[S].values(), Fraction(0)) + whole.reject[S] == 1
