@@ -380,3 +380,58 @@ def test_rows_that_require_grad_give_the_law_of_their_values(name):
 #: when called directly, below their spec.
 IN_PLACE_LAWS = ("token_verification", "block_verification", "gbv", "gbv_mismatched_ties",
                  "specinfer")
+
+
+def _refusal_or_tables(data, exact, tol):
+    """The refusal's message, or the parsed tables (their entries' types and values)."""
+    from spectheory.inputs.instances import instance_from_dict
+
+    try:
+        inst = instance_from_dict(data, exact=exact, tol=tol)
+    except InputError as exc:
+        return str(exc)
+    return [[(type(v), v) for v in np.asarray(model.level(d), dtype=object).ravel()]
+            for model in (inst.draft, inst.target) for d in range(inst.block_length)]
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_whole_levels_are_read_as_row_by_row(monkeypatch, exact):
+    """Complete levels of canonical keys are checked a level at a time (numpy for float rows,
+    integers over a common denominator for exact ones); every instance, and every refusal with
+    its first bad row named, is what the row-by-row reading gives: sums off by more or less
+    than the tolerance (and at it), negative entries, entries over 1, non-finite and
+    non-numeric entries, two bad rows (the first named), a row too short."""
+    from spectheory.inputs import instances as I
+
+    base = instance_to_dict(st.random_instance(3, 3, 2, alpha=0.5,
+                                               denominator=12 if exact else None))
+    tol = 1e-6
+    deep = "1,2,0"
+
+    def bad(row, value, key=deep, model="target", also=None):
+        data = json.loads(json.dumps(base))
+        data[model][key][row] = value
+        if also:  # a second bad row, earlier in the table order
+            data[model][also][row] = value
+        return data
+
+    r = base["target"][deep]
+    cases = [base]
+    if exact:
+        cases += [bad(0, "1/13"), bad(1, "-1/12"), bad(2, "13/12"), bad(0, "x"), bad(0, 0.5),
+                  bad(0, "1/13", also="0,0"), bad(0, "2/12", model="draft", key="2")]
+    else:
+        cases += [bad(0, r[0] + 3 * tol), bad(0, r[0] + tol / 2), bad(0, r[0] + tol),
+                  bad(0, r[0] - tol * (1 + 1e-9)), bad(1, -1e-3), bad(2, 1.5), bad(0, "nan"),
+                  bad(0, float("inf")), bad(0, True), bad(0, r[0] + 1e-3, also="0,0")]
+    short = json.loads(json.dumps(base))
+    short["draft"]["0,1"] = short["draft"]["0,1"][:2]
+    cases.append(short)
+    fast = [_refusal_or_tables(c, exact, tol) for c in cases]
+    monkeypatch.setattr(I, "_complete_keys", lambda *a: None)  # the row-by-row reading
+    slow = [_refusal_or_tables(c, exact, tol) for c in cases]
+    assert fast == slow
+    accepted = [i for i, f in enumerate(fast) if not isinstance(f, str)]
+    assert accepted == ([0] if exact else [0, 2, 3])  # within the tolerance, and at it
+    assert "'0,0'" in fast[-3 if exact else -2]  # the first bad row in order is named
+    assert "too short" in fast[-1] or "entries" in fast[-1]

@@ -33,6 +33,7 @@ one-line message naming the place and the accepted range.
 from __future__ import annotations
 
 import errno
+import itertools
 import json
 import math
 import re
@@ -432,6 +433,10 @@ def parse_model(obj: Any, V: int, min_depth: int, name: str, exact: bool,
         return _finish_model([[row]], V, exact)
     if not isinstance(obj, dict):
         raise InstanceError(f"{name}: must be an object mapping prefixes to rows, or a list")
+    keys = _complete_keys(obj, V, min_depth)
+    if keys is not None:  # every prefix key canonical and every level complete
+        return _finish_model([_check_level([obj[k] for k in level], level, V, exact, tol, name)
+                              for level in keys], V, exact)
     levels: dict[int, dict[tuple, Any]] = {}
     for key, row in obj.items():
         prefix = parse_prefix_key(key, V, name)
@@ -473,6 +478,114 @@ def parse_model(obj: Any, V: int, min_depth: int, name: str, exact: bool,
             f"{len(levels.get(d, {}))} of {V**d} prefixes; remove the deeper rows or give "
             f"every prefix of depth {d}")
     return _finish_model(tables, V, exact)
+
+
+def _complete_keys(obj: dict, V: int, min_depth: int):
+    """The canonical keys of every level of ``obj``, a list per depth 0..D in prefix order
+    (`prefix_from_index`), when ``obj``'s keys are exactly the canonical keys of all prefixes of
+    length <= D for some D >= ``min_depth``; else None (`parse_model` then reads the keys one by
+    one and names the first bad, missing or extra one). Sound: the keys of a dict are distinct,
+    so when it has as many keys as the complete levels 0..D and holds each of their canonical
+    keys, it holds no other key; every such key parses (`parse_prefix_key`) to its prefix."""
+    n, total, D = len(obj), 1, 0
+    while total < n:
+        D += 1
+        total += V**D
+    if total != n or D < min_depth or D > MAX_BLOCK + 1:
+        return None
+    keys = []
+    for level in _level_keys(V, D):
+        if not all(map(obj.__contains__, level)):
+            return None
+        keys.append(level)
+    return keys
+
+
+def _level_keys(V: int, D: int):
+    """The canonical keys (`_prefix_key`) of all prefixes of each length 0..D, one list per
+    length in prefix order (`prefix_from_index`): a key of length d + 1 is one of length d
+    followed by a token, the last token varying fastest."""
+    level = [""]
+    yield level
+    tokens = [str(t) for t in range(V)]
+    for d in range(1, D + 1):
+        level = tokens if d == 1 else [f"{k},{t}" for k in level for t in tokens]
+        yield level
+
+
+#: How far a float row sum taken in numpy, adding the entries left to right, may be from the one
+#: Python's ``sum`` gives (it compensates its rounding from Python 3.12 on), per entry of the row.
+_SUM_SLACK = 4 * np.finfo(np.float64).eps
+
+
+def _check_level(rows: list, keys: list, V: int, exact: bool, tol: float, name: str):
+    """`_check_row` of every row of one level (``keys`` their prefix keys), as one float array
+    [N, V] when the rows are lists of V Python floats, else a list of the checked rows.
+
+    Exact rows of strings and ints are read through the values of their distinct entries
+    (`_exact_values`); a row whose entries are all probabilities is accepted when their sum,
+    in integer multiples of 1 / (the least common denominator of the level's values; their
+    `Fraction` sum when that denominator passes 1024 bits), is 1.
+
+    Float rows are checked at once with `_check_row`'s tests: finite, ``v >= 0``,
+    ``v <= 1 + tol`` (the same float comparisons) and the sum off 1 by at most ``tol``, the sum
+    taken left to right (Python's ``sum`` of floats, bit for bit before 3.12; rows whose sum is
+    within `_SUM_SLACK` per entry of the bound are decided by `_check_row` itself). A row that
+    fails, or is near the bound, is passed to `_check_row` in order, so that the first bad row
+    raises the error it raises there; the array holds the entries as given, `_check_row`'s
+    result for float rows."""
+    label = f"{name}: row for prefix "
+    if not exact and set(map(type, rows)) == {list} and set(map(len, rows)) == {V}:
+        flat = list(itertools.chain.from_iterable(rows))
+        if set(map(type, flat)) == {float}:
+            arr = np.array(flat, dtype=np.float64).reshape(len(rows), V)
+            with np.errstate(all="ignore"):
+                total = arr[:, 0].copy()
+                for a in range(1, V):
+                    total += arr[:, a]
+                off = np.abs(total - 1.0)
+                ok = (np.isfinite(arr).all(axis=1) & (arr >= 0).all(axis=1)
+                      & (arr <= 1 + tol).all(axis=1) & (off <= tol))
+                ok &= ~(np.abs(off - tol) <= _SUM_SLACK * V)
+            for n in np.flatnonzero(~ok).tolist():
+                _check_row(rows[n], V, exact, tol, f"{label}{keys[n]!r}")
+            return arr
+    if exact and set(map(type, rows)) == {list} and set(map(len, rows)) == {V}:
+        flat = list(itertools.chain.from_iterable(rows))
+        if set(map(type, flat)) <= {str, int}:
+            value = _exact_values(set(flat))
+            good = {t: f for t, f in value.items() if f is not None}
+            scale = 1
+            for f in good.values():
+                scale = math.lcm(scale, f.denominator)
+                if scale.bit_length() > 1024:  # unrelated denominators: sum the Fractions
+                    scale, units = 1, {t: f for t, f in good.items()}
+                    break
+            else:
+                units = {t: f.numerator * (scale // f.denominator) for t, f in good.items()}
+            out = []
+            for row, key in zip(rows, keys):
+                if all(map(good.__contains__, row)) and sum(map(units.__getitem__, row)) == scale:
+                    out.append(list(map(good.__getitem__, row)))
+                else:
+                    out.append(_check_row(row, V, exact, tol, f"{label}{key!r}"))
+            return out
+    return [_check_row(row, V, exact, tol, f"{label}{key!r}") for row, key in zip(rows, keys)]
+
+
+def _exact_values(entries: set) -> dict:
+    """The exact value, a `Fraction` in [0, 1], of each distinct entry (a string or an int) of
+    an exact-mode level, as `_parse_number` reads it; None for an entry it refuses or whose
+    value is not a probability (its rows are then read by `_check_row`, which names the error).
+    A level of N rows holds few distinct entries, so each is parsed once."""
+    value = {}
+    for t in entries:
+        try:
+            f = _parse_number(t, True, "entry")
+        except InstanceError:
+            f = None
+        value[t] = f if f is not None and 0 <= f <= 1 else None
+    return value
 
 
 def parse_prefix_key(key: Any, V: int, name: str = "model") -> tuple:
@@ -734,14 +847,13 @@ def model_to_json(model: TableModel, depth: int) -> Any:
                             f"limit of {MAX_JSON_PREFIXES:,} of an instance file; use smaller "
                             f"sizes (or a context-independent model)")
     out = {}
-    for d in range(depth + 1):
+    for d, keys in enumerate(_level_keys(V, depth)):
         table = model.level(d)
         if isinstance(table, np.ndarray) and table.dtype == np.float64:
             rows = table.tolist()  # the Python floats _encode_value gives, a table at a time
         else:
             rows = [[_encode_value(v) for v in table[n]] for n in range(V**d)]
-        for n in range(V**d):
-            out[_prefix_key(prefix_from_index(n, d, V))] = rows[n]
+        out.update(zip(keys, rows))
     return out
 
 
