@@ -531,9 +531,9 @@ MUTANTS = [
            "                                             history=all_prefixes(d, base.vocab_size)"
            "[::-1]))",
            "a processed table level reads its histories in the wrong order", STATEFUL),
-    Mutant("spectheory/testing/checks/step.py",
-           "    return torch.stack([processed(rows[:, j], params, inputs, history=tokens[:, :j])",
-           "    return torch.stack([processed(rows[:, j], params, inputs, history=tokens[:, :0])",
+    Mutant("spectheory/inputs/processing.py",
+           "            c[:, 1:] = np.cumsum(seen, axis=1)",
+           "            c[:, 1:] = 0",
            "the kit's correct steps penalise every position from an empty history", PENALISED),
     Mutant("spectheory/testing/checks/step.py",
            '    return "logits" if sp is not None and sp.on_logits else "probs"',

@@ -770,6 +770,64 @@ def _validate(x, inputs: str, exact: bool):
     return x / total
 
 
+def process_rows_along(rows, tokens, params, inputs: str = "probs"):
+    """`process_rows` of every position of ``rows [B, m+1, V]`` along ``tokens [B, m]``: row j
+    follows the history ``tokens[:, :j]``. Equal to
+    ``torch.stack([process_rows(rows[:, j], params, inputs, history=tokens[:, :j]) for j in
+    range(m + 1)], dim=1)`` (``np.stack`` for numpy rows), the definition it falls back to.
+
+    The histories enter only through the stateful masks and token counts
+    (`spectheory.inputs.stateful.mask`, `counts`), computed for each position from its own
+    history (the counts as running sums of the tokens); every other step acts on each row
+    alone (elementwise, or along its last axis), so float64 torch rows of all positions are
+    processed in one pass. Rows or histories that are refused are processed position by
+    position, so that the message names the same first row."""
+    sp = parse_sampling(params)
+    if (sp is not None and sp.stateful and inputs in INPUTS and is_tensor(rows)
+            and rows.is_floating_point() and rows.device.type == "cpu" and rows.dim() == 3
+            and (is_tensor(tokens) or isinstance(tokens, np.ndarray)) and len(tokens.shape) == 2
+            and tuple(tokens.shape) == (rows.shape[0], rows.shape[1] - 1) and rows.numel()
+            and (_np(tokens).size == 0 or _np(tokens).dtype.kind in "iu")):
+        try:
+            return _rows_along(rows, _np(tokens).astype(np.int64), sp, inputs)
+        except SpectheoryError:
+            pass
+    stack = torch.stack if is_tensor(rows) else np.stack
+    return stack([process_rows(rows[:, j], sp, inputs, history=tokens[:, :j])
+                  for j in range(rows.shape[1])], 1)
+
+
+def _rows_along(rows, tokens: np.ndarray, sp: SamplingParams, inputs: str):
+    """`process_rows_along` of float torch rows [B, P, V] on the CPU and int64 tokens
+    [B, P - 1], stateful ``sp``: the steps of `process_rows` on the B * P rows at once."""
+    from . import stateful
+
+    Bn, P, V = rows.shape
+    stateful.check_vocabulary(sp, V)
+    if tokens.size and (tokens.min() < 0 or tokens.max() >= V):
+        raise SamplingError("a token outside the vocabulary")  # refused position by position
+    flat = _validate(rows.reshape(-1, V).to(torch.float64), inputs, False)  # row b P + j
+    masks = [stateful.mask(sp, tokens[:, :j], V) for j in range(P)]
+    allowed = None
+    if any(m is not None for m in masks):
+        allowed = np.stack([np.ones((Bn, V), dtype=bool) if m is None else m for m in masks],
+                           axis=1).reshape(-1, V)
+    c = None
+    if stateful._penalised(sp):
+        c = np.zeros((Bn, P, V), dtype=np.int64)
+        if P > 1:
+            seen = np.zeros((Bn, P - 1, V), dtype=np.int64)
+            np.put_along_axis(seen, tokens[:, :, None], 1, axis=-1)
+            c[:, 1:] = np.cumsum(seen, axis=1)
+        c = c.reshape(-1, V)
+    lg = flat if inputs == "logits" else stateful._kit_logits(flat)
+    flat = stateful._after_history(lg, sp, allowed, c, None)
+    sp = sp.stateless()
+    if sp.identity:
+        return _float_temperature(flat, 1.0, "logits").reshape(Bn, P, V)
+    return _stateless_steps(flat, sp, "logits", False, None).reshape(Bn, P, V)
+
+
 def _float_temperature(x, T: float, inputs: str):
     """Probabilities proportional to p^(1/T) (or softmax(logits / T)), in float64."""
     if B.is_torch(x):
@@ -902,10 +960,17 @@ def process_rows(rows, params, inputs: str = "probs", history=None):
         sp = sp.stateless()
         if sp.identity and not exact:
             return _float_temperature(flat, 1.0, "logits").reshape(shape)
+    return _stateless_steps(flat, sp, inputs, exact, power).reshape(shape)
+
+
+def _stateless_steps(flat, sp, inputs: str, exact: bool, power):
+    """The steps of `process_rows` after the stateful ones, on checked rows ``flat [N, V]``
+    (normalised probabilities, or logits): greedy, temperature (``power``: its exact power in
+    exact mode), then top-k, top-p and min-p. Each row is processed alone."""
+    V = flat.shape[-1]
     if sp is not None and sp.greedy:
         first = B.argsort(flat, axis=-1, descending=True)[:, 0]  # lowest id among the maxima
-        out = B.one_hot(first, V, flat)
-        return out.reshape(shape)
+        return B.one_hot(first, V, flat)
     if exact:
         probs = flat if power in (None, 1) else flat ** power
         probs = probs / B.sum(probs, axis=-1, keepdims=True)
@@ -914,11 +979,10 @@ def process_rows(rows, params, inputs: str = "probs", history=None):
     else:
         probs = flat
     if sp is None or (sp.top_k is None and sp.top_p == 1 and sp.min_p == 0):
-        return probs.reshape(shape)
+        return probs
     keep = _keep_mask(probs, sp)  # rows normalised just above
     kept = B.where(keep, probs, B.zeros_like(probs))
-    out = kept / B.sum(kept, axis=-1, keepdims=True)
-    return out.reshape(shape)
+    return kept / B.sum(kept, axis=-1, keepdims=True)
 
 
 # ----------------------------------------------------------------------------- instances
@@ -1189,4 +1253,5 @@ def add_sampling_options(p, draft: bool = True) -> None:
 __all__ = ["GREEDY_BELOW", "INPUTS", "KEYS", "MAX_EXACT_POWER", "ORDERS", "ROW_SUM_TOL",
            "STATEFUL_KEYS", "STATELESS_KEYS", "ProcessedModel", "SamplingError", "SamplingParams", "add_sampling_options", "describe", "keep_mask",
            "parse_sampling", "handed_rows", "note_sampling", "process_instance", "process_rows",
+           "process_rows_along",
            "rational", "sampler_setup", "sampling_type"]

@@ -587,6 +587,8 @@ def mask(sp, history: np.ndarray, V: int) -> np.ndarray | None:
 
 
 def _describe_history(history: np.ndarray, r: int) -> str:
+    if history is None:  # rows processed together (`process_rows_along`), refused one by one
+        return "(...)"
     return "(" + ", ".join(str(int(t)) for t in history[r]) + ("," if history.shape[1] == 1
                                                                else "") + ")"
 
@@ -652,6 +654,23 @@ def apply_logits(logits, sp, history):
     N, V = logits.shape
     h = _np_history(history, N, V)
     allowed = mask(sp, h, V)
+    c = None
+    if _penalised(sp):  # the counts are read by the penalties only (h is checked)
+        c = counts(h, V) if h.shape[1] else np.zeros((N, V), dtype=np.int64)
+    return _after_history(logits, sp, allowed, c, h)
+
+
+def _penalised(sp) -> bool:
+    """Whether a penalty of ``sp`` reads the token counts of the history."""
+    return (float(sp.repetition_penalty) != 1 or bool(float(sp.frequency_penalty))
+            or bool(float(sp.presence_penalty)))
+
+
+def _after_history(logits, sp, allowed, c, h):
+    """`apply_logits` given what it reads of the histories: ``allowed [N, V]`` (`mask`, or
+    None), ``c [N, V]`` (`counts`, or None without penalties) and ``h`` (the histories, named
+    in the refusals). Every step acts on each row alone."""
+    N, V = logits.shape
     add = 0.0  # x + 0.0 (as x + an array of zeros: -0.0 becomes 0.0) with no additive bias
     for t, v, is_factor in sp.logit_bias:
         if v == -math.inf:
@@ -661,8 +680,7 @@ def apply_logits(logits, sp, history):
         add[:, t] += math.log(v) if is_factor else float(v)
     rep = float(sp.repetition_penalty)
     freq, pres = float(sp.frequency_penalty), float(sp.presence_penalty)
-    if rep != 1 or freq or pres:  # the counts are read by the penalties only (h is checked)
-        c = counts(h, V) if h.shape[1] else np.zeros((N, V), dtype=np.int64)
+    if c is not None:
         seen = c > 0
     torch_out = is_tensor(logits)
     x = logits.detach().cpu().numpy().astype(np.float64) if torch_out else \

@@ -76,7 +76,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ...inputs.instances import Instance, check_instance
-from ...inputs.processing import parse_sampling, process_instance, process_rows
+from ...inputs.processing import (parse_sampling, process_instance, process_rows,
+                                   process_rows_along)
 from ...inputs.stateful import kit_logits
 from ...inputs.random_instances import random_instance
 from ...engine.seqtree import levels, path_probabilities
@@ -247,8 +248,9 @@ def processed_along(rows, tokens, params, inputs: str = "probs"):
     params = parse_sampling(params)
     if params is None or not params.stateful:
         return processed(rows, params, inputs)
-    return torch.stack([processed(rows[:, j], params, inputs, history=tokens[:, :j])
-                        for j in range(rows.shape[1])], dim=1)
+    # `processed` of each position with its own history, all positions in one pass
+    return process_rows_along(rows.to(torch.float64), tokens, params,
+                              "logits" if inputs == "logits" else "probs")
 
 
 # ----------------------------------------------------------------------------- the check
