@@ -537,3 +537,63 @@ def _report(mode, tests, samples, alpha, name, worst, impossible, laws=None) -> 
             raise TooFewSamplesError(f"samples = {samples:,}: {notes[-1]}", total)
     return SamplerReport(fam.p_value > alpha, fam.p_value, mode, samples, alpha, cell, mdt,
                          name, fam.statistic, fam.dof, len(tests), notes=notes)
+
+
+#: Reference laws kept (`_reference_law`): a check computes its verifier's law on the same
+#: draft rows seed after seed, and its hints the other rule's law on them again.
+LAW_CACHE_SIZE = 64
+_LAW_CACHE: dict = {}
+
+
+def _kit_law(spec) -> bool:
+    """Whether ``spec`` is a verifier of the toolkit's own: the spec registered under its name,
+    whose law function is defined in this package (not a ``module:function``, an entry point's or
+    a function handed over in Python, each wrapped as user code). Such a law is a pure function
+    of its input rows."""
+    from ...registry import GuardedFunction, UserVerifier, _REGISTRY
+
+    fn = spec.function
+    return (_REGISTRY.get(spec.name) is spec
+            and not isinstance(fn, (GuardedFunction, UserVerifier))
+            and str(getattr(fn, "__module__", "") or "").startswith("spectheory."))
+
+
+def _rows_digest(*rows) -> bytes | None:
+    """A digest of the dtype, shape and bytes of each CPU torch tensor of ``rows``; None when one
+    is not such a tensor (nothing is cached for it)."""
+    import hashlib
+
+    h = hashlib.blake2b(digest_size=32)
+    for t in rows:
+        if not isinstance(t, torch.Tensor) or t.device.type != "cpu" or t.requires_grad \
+                or t.is_complex() or t.layout != torch.strided:
+            return None
+        h.update(f"{t.dtype}|{tuple(t.shape)}|".encode())
+        h.update(t.contiguous().numpy().tobytes())
+    return h.digest()
+
+
+def _reference_law(spec, d, q, p, what: str):
+    """``spec.law(d, q, p)`` through [`call_user`][spectheory.runtime.errors.call_user]. For the
+    toolkit's own verifiers (`_kit_law`), whose law is a pure function of the rows, the law is
+    kept per (spec, digest of the three row tensors' dtype, shape and bytes): the same rows give
+    the same law bit for bit, so it is computed once and handed out as fresh copies (a caller may
+    alter what it gets). A law that raises is not kept (the next call raises again); a user's
+    verifier is called every time (its law may be impure or raise)."""
+    from ...runtime.errors import call_user
+
+    key = None
+    if _kit_law(spec):
+        digest = _rows_digest(d, q, p)
+        if digest is not None:
+            key = (spec, digest)
+            hit = _LAW_CACHE.get(key)
+            if hit is not None:
+                return type(hit)(*(x.clone() for x in hit))
+    law = call_user(spec.law, d, q, p, what=what)
+    if key is not None and isinstance(law, tuple) and len(law) == 2 \
+            and all(isinstance(x, torch.Tensor) for x in law):
+        if len(_LAW_CACHE) >= LAW_CACHE_SIZE:
+            _LAW_CACHE.pop(next(iter(_LAW_CACHE)))  # the oldest entry
+        _LAW_CACHE[key] = type(law)(*(x.clone() for x in law))
+    return law

@@ -11,9 +11,10 @@ import numpy as np
 from ...runtime._lazy import torch
 
 from ...law import _real_dtype, law_form
-from ...runtime.errors import SpectheoryError, call_user
+from ...runtime.errors import SpectheoryError
 from ..statistics import stats
-from .calls import _cells, _chunk, _collect_law, _failed, _report, _row_counts, _split, _tokens
+from .calls import (_cells, _chunk, _collect_law, _failed, _reference_law, _report, _row_counts,
+                    _split, _tokens)
 from .report import MIN_EXPECTED
 from .rows import _fixed_rows
 
@@ -39,8 +40,8 @@ def _law_mode(sampler, how, instances, samples, alpha, seed, draft_rows, max_bat
         V = q.shape[-1]
         counts = per_row[offset:offset + Bn]
         offset += Bn
-        law = call_user(spec.law, d, q, p if proc is None else proc(p, d),  # processed rows
-                        what=f"verifier {spec.name}'s law")
+        law = _reference_law(spec, d, q, p if proc is None else proc(p, d),  # processed rows
+                             what=f"verifier {spec.name}'s law")
         _real_dtype(law_form(law, Bn, K, L, V, f"verifier {spec.name}"),  # its fault, not
                     f"verifier {spec.name}")  # the sampler's; NaN rows stand for no law
         stop = torch.as_tensor(law.stop, dtype=torch.float64)
@@ -86,7 +87,7 @@ def _fits(spec, all_rows, seen, rows_of) -> float:
     ``rows_of(p)`` of every instance (0 when a count falls on an outcome of probability 0)."""
     tests, i = [], 0
     for d, q, p in all_rows:
-        law = call_user(spec.law, d, q, rows_of(p, d), what=f"verifier {spec.name}'s law")
+        law = _reference_law(spec, d, q, rows_of(p, d), what=f"verifier {spec.name}'s law")
         stop = torch.as_tensor(law.stop, dtype=torch.float64)
         corr = torch.as_tensor(law.correction, dtype=torch.float64)
         for b in range(d.shape[0]):

@@ -48,6 +48,7 @@ from ...registry import plan, registered
 from ...sampling import sample_output
 from ...engine.seqtree import levels, path_probabilities, sequence_tokens
 from .battery import default_battery
+from .calls import _kit_law
 
 #: Schema identifier written into every file; bumped on any incompatible change.
 SCHEMA = "spectheory-vectors/1"
@@ -152,6 +153,41 @@ def _draw_uniforms(stop, corr, rng, count: int) -> list[list[float]]:
     return out
 
 
+#: Exact laws kept (`_exact_laws`): `check_vectors` recomputes the laws of the files that
+#: `export_vectors` wrote from them, and of the same instance under each verifier in turn.
+EXACT_CACHE_SIZE = 32
+_EXACT_CACHE: dict = {}
+
+
+def _exact_laws(how, inst, drafts, q, p, n, K, L, V):
+    """The exact per-draft law of ``how.spec`` on the joint ``drafts`` (``stop`` [n, K, L+1],
+    ``correction`` [n, K, L+1, V] object arrays of Fractions, validated) and the fields of the
+    exact analysis the vector writes (tau pmf, E[tau], output law, target law, TV to the target;
+    exact rationals as text). All of it is a function of the verifier, K, the drafting scheme and
+    the exact instance: for the toolkit's own verifiers (pure laws) it is kept per (spec, K,
+    drafting, the instance as exact text) and handed out as fresh arrays and tuples (Fractions
+    and strings are immutable). A ``module:function`` verifier is run every time."""
+    key = None
+    if _kit_law(how.spec):
+        key = (how.spec, K, how.drafting,
+               json.dumps(instance_to_dict(inst), sort_keys=True, separators=(",", ":")))
+        hit = _EXACT_CACHE.get(key)
+        if hit is not None:
+            return hit[0].copy(), hit[1].copy(), hit[2]
+    law = validate_law(how.spec.law(drafts, q, p), n, K, L, V, True, drafts, name=how.spec.name)
+    stop = np.asarray(law.stop, dtype=object)
+    corr = np.asarray(law.correction, dtype=object)
+    res = analyze(inst, how.spec, exact=True, paths=K, drafting=how.drafting)
+    summary = (tuple(_fr(v) for v in res.tau_pmf), _fr(res.expected_accepted),
+               tuple(_fr(v) for v in res.output_law), tuple(_fr(v) for v in res.target_law),
+               _fr(res.tv_to_target))
+    if key is not None:
+        if len(_EXACT_CACHE) >= EXACT_CACHE_SIZE:
+            _EXACT_CACHE.pop(next(iter(_EXACT_CACHE)))  # the oldest entry
+        _EXACT_CACHE[key] = (stop.copy(), corr.copy(), summary)
+    return stop, corr, summary
+
+
 def build_vector(verifier: Any, instance: Instance, name: str = "instance", *,
                  paths: int | None = None, drafting: str | None = None,
                  decisions: int = DEFAULT_DECISIONS, seed: int = 0,
@@ -194,10 +230,7 @@ def build_vector(verifier: Any, instance: Instance, name: str = "instance", *,
     q_levels = levels(inst.draft, 0, L, True)
     p_levels = levels(inst.target, 0, L + 1, True)
     q, p = draft_rows(q_levels, p_levels, drafts, L, V)
-    law = validate_law(how.spec.law(drafts, q, p), n, K, L, V, True, drafts, name=how.spec.name)
-    stop = np.asarray(law.stop, dtype=object)
-    corr = np.asarray(law.correction, dtype=object)
-    res = analyze(inst, how.spec, exact=True, paths=K, drafting=how.drafting)
+    stop, corr, summary = _exact_laws(how, inst, drafts, q, p, n, K, L, V)
     if uniforms is not None and len(uniforms) != n:
         raise SpectheoryError(f"{len(uniforms)} lists of uniforms for {n} joint drafts")
     rng = np.random.default_rng(seed)
@@ -229,13 +262,13 @@ def build_vector(verifier: Any, instance: Instance, name: str = "instance", *,
         "vocab_size": V,
         "block_length": L,
         "instance": instance_to_dict(inst),
-        "tau_pmf": [_fr(v) for v in res.tau_pmf],
-        "expected_accepted": _fr(res.expected_accepted),
+        "tau_pmf": list(summary[0]),
+        "expected_accepted": summary[1],
         "drafts": entries,
-        "output_law": [_fr(v) for v in res.output_law],
-        "target_law": [_fr(v) for v in res.target_law],
+        "output_law": list(summary[2]),
+        "target_law": list(summary[3]),
         "sequences": [list(prefix_from_index(j, L + 1, V)) for j in range(V ** (L + 1))],
-        "tv_to_target": _fr(res.tv_to_target),
+        "tv_to_target": summary[4],
         "decisions": decided,
     }
 

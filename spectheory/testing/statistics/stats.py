@@ -227,7 +227,23 @@ def min_detectable_tv(tests: list[RowTest], alpha: float, power: float = 0.9) ->
     tests = _tests(tests)
     if not any(t.dof > 0 for t in tests):
         return float("inf")
-    return _smallest_detectable(_power_of(tests, alpha), power)
+    # the power curve reads only each row's sample count and degrees of freedom: the bisection's
+    # result is kept per (counts, dofs, alpha, power), as a check of the same size on the same
+    # rows gives the same ones seed after seed
+    key = (tuple(int(t.n) for t in tests), tuple(int(t.dof) for t in tests), float(alpha),
+           float(power))
+    found = _MDT_CACHE.get(key)
+    if found is None:
+        found = _smallest_detectable(_power_of(tests, alpha), power)
+        if len(_MDT_CACHE) >= MDT_CACHE_SIZE:
+            _MDT_CACHE.pop(next(iter(_MDT_CACHE)))  # the oldest entry
+        _MDT_CACHE[key] = found
+    return found
+
+
+#: Results of `min_detectable_tv` kept (a float each; the oldest dropped first).
+MDT_CACHE_SIZE = 256
+_MDT_CACHE: dict = {}
 
 
 def is_point_mass(probs) -> bool:
