@@ -185,6 +185,83 @@ def test_killed_sweep_resumes_from_its_cache(tmp_path, monkeypatch):
     assert kept_clauses() == []  # a later SIGTERM in this process does not name the cache
 
 
+# ----------------------------------------------------------------------------- torch
+
+
+NUMPY_SWEEP = """
+[[instances]]
+family = "random"
+vocab = 2
+block = 2
+seeds = [0]
+[[verifiers]]
+name = ["token", "block"]
+[[verifiers]]
+name = "gbv"
+paths = 2
+[[measures]]
+name = "tv"
+"""
+
+
+def test_a_sweep_of_numpy_jobs_runs_without_torch(tmp_path):
+    """Float single-path and analytic verifiers and measures compute on numpy: neither the
+    parent nor its forked children import torch (a fresh interpreter; each child reports)."""
+    from spectheory.sweep.jobs import needs_torch
+
+    assert not any(needs_torch(j) for j in expand(load_config(NUMPY_SWEEP)))
+    script = textwrap.dedent("""
+        import json, os, sys
+        from spectheory.sweep import load_config, run_sweep, runner
+        compute = runner.compute
+        def reporting(job):  # in the child, before the job computes
+            with open(os.path.join(sys.argv[2], f"{job.name}-{job.paths}"), "w") as fh:
+                fh.write(json.dumps("torch" in sys.modules))
+            return compute(job)
+        runner.compute = reporting
+        rows = run_sweep(load_config(sys.argv[1]), os.path.join(sys.argv[2], "out"), workers=1)
+        print(json.dumps([[r["status"] for r in rows], "torch" in sys.modules]))
+    """)
+    cfg = tmp_path / "numpy.toml"
+    cfg.write_text(NUMPY_SWEEP)
+    res = subprocess.run([sys.executable, "-c", script, str(cfg), str(tmp_path)],
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    statuses, parent = json.loads(res.stdout)
+    assert statuses == ["ok"] * 4 and parent is False
+    reports = {f.name: json.loads(f.read_text()) for f in tmp_path.iterdir() if f.is_file()
+               and f.suffix != ".toml"}
+    assert reports == {"token-1": False, "block-1": False, "gbv-2": False, "tv-1": False}
+
+
+def test_a_sweep_that_may_need_torch_warms_it_in_the_parent(tmp_path, monkeypatch):
+    """A float LP (checked against verifiers' float laws) or a float multi-path verifier off
+    the analytic route may compute on torch: the parent loads it before forking."""
+    from spectheory.runtime import _lazy
+    from spectheory.sweep.jobs import needs_torch, warm_up
+
+    loads = []
+
+    class Recorder:
+        def zeros(self, *shape):
+            loads.append(shape)
+
+    monkeypatch.setattr(_lazy, "torch", Recorder())
+    numpy_jobs = expand(load_config(NUMPY_SWEEP))
+    warm_up(numpy_jobs)
+    assert loads == []
+    for extra in ('[[optima]]\nproblem = "direct"\n',
+                  '[[verifiers]]\nname = "specinfer"\npaths = 2\n'):
+        jobs = expand(load_config(NUMPY_SWEEP + extra))
+        assert sorted(needs_torch(j) for j in jobs) == [False] * 4 + [True]
+        warm_up(jobs)
+        assert loads == [(1,)]
+        loads.clear()
+    rows = run_sweep(load_config(NUMPY_SWEEP + '[[optima]]\nproblem = "direct"\n'),
+                     tmp_path / "out", workers=1)
+    assert loads == [(1,)] and all(r["status"] == "ok" for r in rows)
+
+
 # ----------------------------------------------------------------------------- failures
 
 #: A user verifier module whose law functions fail in each way a job can (the jobs run them;

@@ -82,8 +82,48 @@ def build_instance(family: str, vocab: int, block: int, seed: int, knobs: dict, 
                       "module:function")
 
 
+def needs_torch(job) -> bool:
+    """Whether ``job`` may compute on torch; False only where it surely does not.
+
+    Exact jobs compute on numpy arrays of Fractions (the LPs with numpy and scipy), and a
+    measure on the toy family's numpy tables. A float LP is taken to need torch (it checks its
+    optimum against verifiers' float laws, some on torch). A float verifier job without a draft
+    tree runs on numpy exactly when [`float_backend`][spectheory.engine.plan.float_backend]
+    picks numpy for its planned route (`analyze`'s own planning: `plan`, `resolve_route`) on
+    its V^(L+1) sequences; a draft-tree job in float mode is taken to need torch. Where the
+    instance is not built by the random or a toy family (a user's ``module:function`` may load
+    torch), where rows are processed (``sampling``), where a knob may change the vocabulary, or
+    where the planning raises, the answer is True: torch is then imported as before. A wrong
+    False would only cost time (each child would import torch itself); results never depend
+    on it."""
+    if not (job.family == "random" or job.family.startswith("toy:")) or job.sampling \
+            or job.draft_sampling or any(k == "vocab_size" for k, _ in job.knobs):
+        return True
+    if job.kind == "measure":
+        return False
+    if job.exact:
+        return False
+    if job.kind == "optimum":  # a float LP checks its optimum against verifiers' float laws
+        return True
+    if job.shape:
+        return True
+    try:
+        from ..engine.plan import float_backend, resolve_route
+        from ..registry import plan
+
+        how = plan(resolve_verifier(job.name), job.paths, job.drafting)
+        # `analyze` may trade the tree route for the enumeration (`_cheaper`); both compute
+        # floats on torch, so the resolved route decides
+        route = resolve_route(how, job.route or "auto", None)
+        return float_backend(how, route, "cpu", "auto", False,
+                             job.vocab ** (job.block + 1)) != "numpy"
+    except Exception:  # noqa: BLE001 - the job itself reports a bad name or size
+        return True
+
+
 def warm_up(jobs) -> None:
-    """Import what the jobs need once in the parent, so that forked children start warm."""
+    """Import what the jobs need once in the parent, so that forked children start warm; torch
+    (about 1 s to import) only when some job may compute on it (`needs_torch`)."""
     import numpy.random  # noqa: F401 - the instance families draw with it
 
     from ..engine import analysis  # noqa: F401
@@ -91,7 +131,9 @@ def warm_up(jobs) -> None:
     from ..runtime._lazy import torch
     from ..registry import get_verifier
 
-    torch.zeros(1)  # loads torch
+    jobs = list(jobs)
+    if any(needs_torch(job) for job in jobs):
+        torch.zeros(1)  # loads torch
 
     for job in jobs:
         if job.kind == "verifier":
