@@ -588,3 +588,40 @@ def test_ngram_planted_bug_correcting_from_p_is_caught():
     assert st.check_lossless("ngram", inst, exact=True).lossless
     bad = st.check_lossless(corrected_from_p, inst, exact=True)
     assert not bad.lossless and bad.tv > 0
+
+
+@pytest.mark.parametrize("params", [
+    "repetition_penalty=1.3", "frequency_penalty=0.5,presence_penalty=0.2",
+    "no_repeat_ngram_size=2", "min_tokens=2,stop_token_ids=0",
+    "repetition_penalty=1.5,temperature=0.7,top_k=2", "no_repeat_ngram_size=2,top_p=0.8",
+    "min_tokens=1,stop_token_ids=1,repetition_penalty=2.0,min_p=0.2"])
+@pytest.mark.parametrize("inputs", ["probs", "logits"])
+def test_rows_along_a_sequence_are_each_positions_own(params, inputs):
+    """process_rows_along processes row j with the history tokens[:, :j] (its masks and
+    counts); all positions in one pass equal the per-position definition bit for bit, with
+    repeated tokens, ties and a zero row; a history token outside the vocabulary is refused
+    with the per-position message."""
+    from spectheory.inputs.processing import process_rows, process_rows_along
+
+    g = torch.Generator().manual_seed(7)
+    B, P, V = 5, 4, 3
+    rows = torch.rand(B, P, V, generator=g, dtype=torch.float64)
+    rows[0, 1] = rows[0, 1, :1]  # ties
+    if inputs == "probs":
+        rows = rows / rows.sum(-1, keepdim=True)
+        rows[1, 2] = torch.tensor([0.0, 1.0, 0.0], dtype=torch.float64)
+    else:
+        rows = torch.log(rows)
+    tokens = torch.randint(0, V, (B, P - 1), generator=g)
+    tokens[2] = 1  # one token repeated
+    want = torch.stack([process_rows(rows[:, j], params, inputs, history=tokens[:, :j])
+                        for j in range(P)], 1)
+    got = process_rows_along(rows, tokens, params, inputs)
+    assert got.dtype == want.dtype and torch.equal(got, want)
+    tokens[3, 1] = V
+    with pytest.raises(st.SpectheoryError) as one:
+        torch.stack([process_rows(rows[:, j], params, inputs, history=tokens[:, :j])
+                     for j in range(P)], 1)
+    with pytest.raises(st.SpectheoryError) as along:
+        process_rows_along(rows, tokens, params, inputs)
+    assert str(along.value) == str(one.value)
