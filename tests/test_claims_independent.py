@@ -699,8 +699,7 @@ def test_gr_convex_program_by_own_programs():
     assert out == m.p_rows(()) and alpha - acc > F(1, 10)
     row = ledger_row("gr-convex-program")
     assert row.finding.verdict == "confirmed"
-    gap = float(re.search(r"largest gap to alpha\* ([0-9.e+-]+)", row.finding.ours).group(1))
-    assert 0 <= gap <= 1e-9
+    assert "largest gap to alpha* below 1e-9" in row.finding.ours
 
 
 def test_gr_truncation_recomputed_and_its_outer_program_unbounded():

@@ -61,7 +61,11 @@ def c_gr_convex() -> Finding:
                 gap = max(gap, optimal_acceptance(p, q, K)[0] - acc)
                 exact &= node_output_law(plan, q, p, K, "iid") == p
     verdict = "confirmed" if gap <= 1e-9 and exact else "refuted"
-    return Finding(f"largest gap to alpha* {float(gap):.2e} (V <= 6, K <= 4); output law exactly "
+    # the gap is the Newton solve's error: its digits below the 1e-9 tolerance move with the
+    # BLAS and numpy build (6.2e-12 on one, 8.9e-11 on another), so the ledger states the bound
+    # it checked and prints the value only where the bound fails
+    shown = "below 1e-9" if gap <= 1e-9 else f"{float(gap):.2e}"
+    return Finding(f"largest gap to alpha* {shown} (V <= 6, K <= 4); output law exactly "
                    f"p after spectheory's repair", verdict, "random(V,1,0..2,11), V = 3..6")
 
 
