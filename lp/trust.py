@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 
 from spectheory.runtime.errors import SpectheoryError
+from spectheory.runtime.kept import Kept
 
 from .result import LPError, LPResult
 
@@ -278,9 +279,8 @@ class _Analysed:
 #: of the float rows analysed, each with the registered spec it analysed (a hit needs the same
 #: spec): a sweep over K asks for the verifier with K paths from the LP with K paths and again
 #: from the monotone bound of the LP with K + 1, and the LPs of one instance (direct, selection,
-#: multipath) share them. Cleared when `_ANALYSES_MAX` are kept.
-_ANALYSES: dict = {}
-_ANALYSES_MAX = 1024
+#: multipath) share them. The oldest is dropped when 1024 are kept.
+_ANALYSES = Kept(1024)
 
 
 def _rows_digest(instance) -> bytes:
@@ -310,9 +310,7 @@ def _analyze(instance, name: str, K: int, drafting: str) -> _Analysed:
                   max_sequences=LOWER_BOUND_MAX_SEQUENCES, laws=False)
     found = _Analysed(res.tv_to_target, res.block_efficiency)
     if spec is not None:
-        if len(_ANALYSES) >= _ANALYSES_MAX:
-            _ANALYSES.clear()
-        _ANALYSES[key] = (spec, found)
+        _ANALYSES.keep(key, (spec, found))
     return found
 
 

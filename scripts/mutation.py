@@ -2234,6 +2234,17 @@ MUTANTS = [
            "    if False:",
            "a sweep that computes on torch no longer imports it before forking",
            ("tests/test_sweep.py",)),
+    Mutant("spectheory/runtime/kept.py",
+           "        if key not in values and len(values) >= self.size:",
+           "        if False:",
+           "a bounded memo grows without its bound (every kept law and analysis of a long run "
+           "stays in memory)",
+           ("tests/test_kept.py",)),
+    Mutant("spectheory/runtime/kept.py",
+           "            values.pop(next(iter(values)))  # the oldest entry",
+           "            values.pop(next(reversed(values)))  # the oldest entry",
+           "a full memo drops its newest entry instead of its oldest",
+           ("tests/test_kept.py",)),
 ]
 
 

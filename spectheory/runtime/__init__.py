@@ -9,7 +9,8 @@
   first use;
 * [`threads`][spectheory.runtime.threads], [`allocator`][spectheory.runtime.allocator],
   [`raycluster`][spectheory.runtime.raycluster]: torch's CPU threads, the C allocator, a Ray
-  session.
+  session;
+* [`kept`][spectheory.runtime.kept]: bounded memos of pure results (the oldest dropped first).
 
 Nothing here imports the rest of the package.
 """

@@ -21,6 +21,7 @@ import numpy as np
 from ...runtime._lazy import torch
 
 from ...runtime.errors import SpectheoryError, TimeLimitError
+from ...runtime.kept import Kept
 from ..statistics import stats
 from .report import RUNNING, MIN_EXPECTED, POWER, Cell, DraftRows, SamplerReport, declared
 
@@ -542,7 +543,7 @@ def _report(mode, tests, samples, alpha, name, worst, impossible, laws=None) -> 
 #: Reference laws kept (`_reference_law`): a check computes its verifier's law on the same
 #: draft rows seed after seed, and its hints the other rule's law on them again.
 LAW_CACHE_SIZE = 64
-_LAW_CACHE: dict = {}
+_LAW_CACHE = Kept(LAW_CACHE_SIZE)
 
 
 def _kit_law(spec) -> bool:
@@ -593,7 +594,5 @@ def _reference_law(spec, d, q, p, what: str):
     law = call_user(spec.law, d, q, p, what=what)
     if key is not None and isinstance(law, tuple) and len(law) == 2 \
             and all(isinstance(x, torch.Tensor) for x in law):
-        if len(_LAW_CACHE) >= LAW_CACHE_SIZE:
-            _LAW_CACHE.pop(next(iter(_LAW_CACHE)))  # the oldest entry
-        _LAW_CACHE[key] = type(law)(*(x.clone() for x in law))
+        _LAW_CACHE.keep(key, type(law)(*(x.clone() for x in law)))
     return law

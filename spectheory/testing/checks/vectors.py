@@ -37,6 +37,7 @@ from ...runtime._lazy import torch
 
 from ...runtime import backend as Bk
 from ...runtime.errors import OptionError, SizeLimitError, SpectheoryError, check_keys
+from ...runtime.kept import Kept
 from ...runtime.partial import partial_folder, release
 from ...engine.analysis import analyze
 from ...inputs.instances import (Instance, instance_from_dict, instance_to_dict, load_instance,
@@ -156,7 +157,7 @@ def _draw_uniforms(stop, corr, rng, count: int) -> list[list[float]]:
 #: Exact laws kept (`_exact_laws`): `check_vectors` recomputes the laws of the files that
 #: `export_vectors` wrote from them, and of the same instance under each verifier in turn.
 EXACT_CACHE_SIZE = 32
-_EXACT_CACHE: dict = {}
+_EXACT_CACHE = Kept(EXACT_CACHE_SIZE)
 
 
 def _exact_laws(how, inst, drafts, q, p, n, K, L, V):
@@ -182,9 +183,7 @@ def _exact_laws(how, inst, drafts, q, p, n, K, L, V):
                tuple(_fr(v) for v in res.output_law), tuple(_fr(v) for v in res.target_law),
                _fr(res.tv_to_target))
     if key is not None:
-        if len(_EXACT_CACHE) >= EXACT_CACHE_SIZE:
-            _EXACT_CACHE.pop(next(iter(_EXACT_CACHE)))  # the oldest entry
-        _EXACT_CACHE[key] = (stop.copy(), corr.copy(), summary)
+        _EXACT_CACHE.keep(key, (stop.copy(), corr.copy(), summary))
     return stop, corr, summary
 
 

@@ -27,6 +27,7 @@ import numpy as np
 from ._chisq import chi2, ncx2
 from . import _args
 from ...runtime.errors import InputError
+from ...runtime.kept import Kept
 
 
 class RowTest(NamedTuple):
@@ -234,16 +235,13 @@ def min_detectable_tv(tests: list[RowTest], alpha: float, power: float = 0.9) ->
            float(power))
     found = _MDT_CACHE.get(key)
     if found is None:
-        found = _smallest_detectable(_power_of(tests, alpha), power)
-        if len(_MDT_CACHE) >= MDT_CACHE_SIZE:
-            _MDT_CACHE.pop(next(iter(_MDT_CACHE)))  # the oldest entry
-        _MDT_CACHE[key] = found
+        found = _MDT_CACHE.keep(key, _smallest_detectable(_power_of(tests, alpha), power))
     return found
 
 
 #: Results of `min_detectable_tv` kept (a float each; the oldest dropped first).
 MDT_CACHE_SIZE = 256
-_MDT_CACHE: dict = {}
+_MDT_CACHE = Kept(MDT_CACHE_SIZE)
 
 
 def is_point_mass(probs) -> bool:

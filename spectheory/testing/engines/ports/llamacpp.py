@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import torch
 
+from ....runtime.kept import Kept
+
 __all__ = ["candidates", "verify"]
 
 _BUGS = ("target-row", "correction-from-p", "residual-row", "coin-compare")
@@ -50,9 +52,8 @@ def candidates(row) -> tuple[torch.Tensor, torch.Tensor]:
 #: tuples of Python ints and floats (immutable; a float32 value is exactly a Python float).
 #: ``candidates`` reads nothing but the row's float32 values, so equal bytes give equal lists;
 #: the verification asks for the same few rows (an instance's prefixes) again and again.
-#: Bounded: cleared when full.
-_CANDIDATES: dict = {}
-_CANDIDATES_MAX = 4096
+#: Bounded: the oldest list is dropped when 4096 are kept.
+_CANDIDATES = Kept(4096)
 
 
 def _lists(row) -> tuple[tuple, tuple]:
@@ -65,10 +66,7 @@ def _lists(row) -> tuple[tuple, tuple]:
     hit = _CANDIDATES.get(key)
     if hit is None:
         ids, p = candidates(row)
-        hit = (tuple(ids.tolist()), tuple(p.tolist()))
-        if len(_CANDIDATES) >= _CANDIDATES_MAX:
-            _CANDIDATES.clear()
-        _CANDIDATES[key] = hit
+        hit = _CANDIDATES.keep(key, (tuple(ids.tolist()), tuple(p.tolist())))
     return hit
 
 
