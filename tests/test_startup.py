@@ -163,7 +163,9 @@ def _choices(parser) -> dict:
 
 def test_help_and_an_exact_rational_analysis_import_only_what_they_use(tmp_path):
     """``spectheory --help`` imports neither numpy nor the engine; ``spectheory exact --exact``
-    on a V = 3, L = 2 instance runs on numpy Fractions without torch, the LPs or the sweep."""
+    on a V = 3, L = 2 instance runs on numpy Fractions without torch, the LPs or the sweep; the
+    gallery's figure 3 (the paper's example in exact rationals) is drawn without torch, its
+    ``--threads`` kept for torch's import and written in figures.json as the count in force."""
     from spectheory.inputs.instances import instance_to_dict
     from spectheory.inputs.random_instances import random_instance
 
@@ -182,9 +184,17 @@ def test_help_and_an_exact_rational_analysis_import_only_what_they_use(tmp_path)
             f"    rc = main(['exact', {str(inst)!r}, '--exact', '--json'])\n"
             "used = sorted(m for m in ('torch', 'scipy', 'spectheory.lp', 'spectheory.sweep')\n"
             "              if m in sys.modules)\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            f"    fig = main(['figures', '--quick', '--only', 'fig3', '--threads', '2', '--out', "
+            f"{str(tmp_path / 'fig')!r}, '--no-progress'])\n"
+            "from spectheory.runtime.threads import snapshot\n"
+            "used.append([fig, 'torch' in sys.modules, snapshot()])\n"
             "print(json.dumps([help, rc, used, json.loads(out.getvalue())['expected_accepted']]))")
     help_mods, rc, used, value = json.loads(_python(code))
-    assert (help_mods, rc, used) == ([], 0, [])
+    # after the figure: no torch, and the pending thread setting put back (none was pending)
+    assert (help_mods, rc, used) == ([], 0, [[0, False, ["pending", None]]])
+    meta = json.loads((tmp_path / "fig" / "figures.json").read_text())["meta"]
+    assert "(torch threads: 2)" in meta["machine"]
     from spectheory import analyze, random_instance
 
     assert value == str(analyze(random_instance(3, 2, 0, denominator=12), "block",

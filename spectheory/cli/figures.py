@@ -117,10 +117,14 @@ def title(path: Path) -> str:
 
 
 def machine() -> str:
-    import torch
+    """The machine line of ``figures.json``'s meta. Torch's thread count as it stands, or the
+    count torch will start with where no figure loaded it (nothing is imported for this)."""
+    from ..runtime.threads import snapshot
 
+    threads = snapshot()[1]
     return (f"{platform.machine()} {platform.system()}, {os.cpu_count()} cores "
-            f"(torch threads: {torch.get_num_threads()}), Python {platform.python_version()}")
+            f"(torch threads: {'default' if threads is None else threads}), "
+            f"Python {platform.python_version()}")
 
 
 def jsonable(obj):
@@ -277,17 +281,17 @@ def _check_out(out) -> None:
 
 
 def cmd_figures(args) -> int:
-    _check_out(args.out)  # before torch is imported or anything is written
-    import torch
-
-    from ..runtime.threads import parse_threads
+    _check_out(args.out)  # before anything is written
+    from ..runtime.threads import parse_threads, restore, set_threads, snapshot
 
     threads = parse_threads(args.threads, "--threads")  # bounded: torch crashes on huge counts
     folder = gallery_folder()
     out = Path(args.out) if args.out is not None else default_out()
     log = None if args.no_progress else (lambda s: print(s, file=sys.stderr, flush=True))
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)  # many small float64 ops: one thread is fastest here
+    before = snapshot()
+    # many small float64 ops: one thread is fastest here. Torch is not imported for this: the
+    # count applies when a figure first loads it (figure 3's exact rationals never do)
+    set_threads(threads)
     try:
         command = ("spectheory figures" + (" --quick" if args.quick else "")
                    + (" --only " + " ".join(args.only) if args.only else "")
@@ -295,7 +299,7 @@ def cmd_figures(args) -> int:
         payload = run(out, quick=args.quick, only=args.only, folder=folder, log=log,
                       command=command)
     finally:
-        torch.set_num_threads(before)
+        restore(before)
     meta = payload["meta"]
     written = expected_files(out, select(scripts(folder), args.only))
     sys.stdout.write(f"wrote {len(written)} files to {out} ({meta['mode']} run, "
