@@ -39,7 +39,6 @@ source: a refused answer, never a printed one. The bounds passed are kept in
 
 from __future__ import annotations
 
-import hashlib
 import math
 import warnings
 from dataclasses import dataclass
@@ -49,7 +48,7 @@ from typing import Any
 import numpy as np
 
 from spectheory.runtime.errors import SpectheoryError
-from spectheory.runtime.kept import Kept
+from spectheory.runtime.kept import Kept, digest
 
 from .result import LPError, LPResult
 
@@ -285,12 +284,9 @@ _ANALYSES = Kept(1024)
 
 def _rows_digest(instance) -> bytes:
     """A digest of a float instance's sizes and tables (equal rows, equal digest)."""
-    h = hashlib.blake2b(repr((instance.vocab_size, instance.block_length)).encode())
-    for table in tuple(instance.target.tables) + tuple(instance.draft.tables):
-        arr = np.ascontiguousarray(table, dtype=np.float64)
-        h.update(repr(arr.shape).encode())
-        h.update(arr.tobytes())
-    return h.digest()
+    tables = tuple(instance.target.tables) + tuple(instance.draft.tables)
+    return digest(int(instance.vocab_size), int(instance.block_length),
+                  *(np.asarray(t, dtype=np.float64) for t in tables))
 
 
 def _analyze(instance, name: str, K: int, drafting: str) -> _Analysed:

@@ -1,13 +1,19 @@
 """`spectheory.runtime.kept.Kept`, the bounded memo behind the toolkit's kept results (reference
 laws, exact vector laws, power-curve bisections, llama.cpp candidate lists, the LP bounds' float
 analyses): the oldest entry goes first, a key kept again is not a new entry, the bound holds,
-None is refused (it means "not kept"), and every call site uses one."""
+None is refused (it means "not kept"), and every call site uses one; `digest`, the key of the
+kept results computed from arrays: the same bytes of the same dtype and shape give the same
+digest, any change of value, dtype, shape or order another, and what it does not read gives None."""
 
 from __future__ import annotations
 
-import pytest
+from fractions import Fraction
 
-from spectheory.runtime.kept import Kept
+import numpy as np
+import pytest
+import torch
+
+from spectheory.runtime.kept import Kept, digest
 
 
 def test_the_oldest_entry_is_dropped_first_and_the_bound_holds():
@@ -46,3 +52,61 @@ def test_every_kept_result_of_the_toolkit_is_a_bounded_memo():
              trust._ANALYSES: 1024}
     for memo, size in memos.items():
         assert isinstance(memo, Kept) and memo.size == size
+
+
+def test_digest_reads_dtype_shape_bytes_and_order():
+    a = np.array([[0.25, 0.75], [0.5, 0.5]])
+    t = torch.tensor(a)
+    base = digest(a, 3, "block")
+    assert len(base) == 32 and digest(a.copy(), 3, "block") == base
+    assert digest(np.asfortranarray(a), 3, "block") == base  # C order whatever the layout
+    changed = [digest(a.reshape(4), 3, "block"),  # same bytes, another shape
+               digest(a.astype(np.float32), 3, "block"),  # another dtype
+               digest(a.T, 3, "block"),  # another order of the values
+               digest(a + np.array([[0, 1e-16], [0, 0]]) * 4, 3, "block"),  # one ulp-scale change
+               digest(a, 3.0, "block"),  # 3.0 is not 3
+               digest(a, 3, "token"), digest(3, a, "block"), digest(a, 3),
+               digest(t, 3, "block")]  # a tensor is not the array of its values
+    assert len({base, *changed}) == len(changed) + 1 and None not in changed
+    # tensors: a stride-0 view reads as its values, bfloat16 as raw bytes
+    row = torch.tensor([0.125, 0.875])
+    assert digest(row.expand(3, 2)) == digest(row.repeat(3, 1))
+    b = torch.tensor([0.5, 0.25], dtype=torch.bfloat16)
+    assert digest(b) == digest(b.clone()) != digest(b.to(torch.float16))
+    assert digest(torch.tensor(True)) != digest(torch.tensor(1, dtype=torch.uint8))
+
+
+def test_digest_is_none_for_what_it_does_not_read():
+    grad = torch.ones(2, requires_grad=True)
+    for part in (grad, torch.ones(2, dtype=torch.complex64), torch.ones(2).to_sparse(),
+                 np.array([Fraction(1, 2)], dtype=object), np.array(["a"]), [0.5, 0.5],
+                 Fraction(1, 2), (1, 2)):
+        assert digest(np.zeros(2), part) is None, part
+    assert digest(grad.detach()) is not None
+
+
+def test_the_kept_laws_and_analyses_are_keyed_by_digest():
+    """The sampler checks' reference laws and the LP bounds' float analyses key on `digest`: a
+    row changed in place is another key, the same rows the same key."""
+    from spectheory.inputs.random_instances import random_instance
+    from spectheory.lp import trust
+    from spectheory.registry import get_verifier
+    from spectheory.testing.checks import calls
+
+    inst = random_instance(3, 2, 5).to_float()
+    assert trust._rows_digest(inst) == trust._rows_digest(random_instance(3, 2, 5).to_float())
+    assert trust._rows_digest(inst) != trust._rows_digest(random_instance(3, 2, 6).to_float())
+    spec = get_verifier("token")
+    V = 3
+    d = torch.tensor([[[0, 1]]])  # [B, K, L] = [1, 1, 2]
+    q = torch.full((1, 1, 2, V), 1 / 3, dtype=torch.float64)
+    p = torch.softmax(torch.arange(3 * V, dtype=torch.float64).reshape(1, 1, 3, V), -1)
+    calls._LAW_CACHE.clear()
+    first = calls._reference_law(spec, d, q, p, "law")
+    assert len(calls._LAW_CACHE) == 1 and (spec, digest(d, q, p)) in calls._LAW_CACHE
+    again = calls._reference_law(spec, d, q, p.clone(), "law")
+    assert len(calls._LAW_CACHE) == 1 and all(torch.equal(x, y) for x, y in zip(first, again))
+    p[0, 0, 0] = p[0, 0, 0].flip(0)  # the same values in another order: another law
+    other = calls._reference_law(spec, d, q, p, "law")
+    assert len(calls._LAW_CACHE) == 2 and not torch.equal(other[1], first[1])
+    calls._LAW_CACHE.clear()

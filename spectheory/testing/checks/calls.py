@@ -21,7 +21,7 @@ import numpy as np
 from ...runtime._lazy import torch
 
 from ...runtime.errors import SpectheoryError, TimeLimitError
-from ...runtime.kept import Kept
+from ...runtime.kept import Kept, digest
 from ..statistics import stats
 from .report import RUNNING, MIN_EXPECTED, POWER, Cell, DraftRows, SamplerReport, declared
 
@@ -559,21 +559,6 @@ def _kit_law(spec) -> bool:
             and str(getattr(fn, "__module__", "") or "").startswith("spectheory."))
 
 
-def _rows_digest(*rows) -> bytes | None:
-    """A digest of the dtype, shape and bytes of each CPU torch tensor of ``rows``; None when one
-    is not such a tensor (nothing is cached for it)."""
-    import hashlib
-
-    h = hashlib.blake2b(digest_size=32)
-    for t in rows:
-        if not isinstance(t, torch.Tensor) or t.device.type != "cpu" or t.requires_grad \
-                or t.is_complex() or t.layout != torch.strided:
-            return None
-        h.update(f"{t.dtype}|{tuple(t.shape)}|".encode())
-        h.update(t.contiguous().numpy().tobytes())
-    return h.digest()
-
-
 def _reference_law(spec, d, q, p, what: str):
     """``spec.law(d, q, p)`` through [`call_user`][spectheory.runtime.errors.call_user]. For the
     toolkit's own verifiers (`_kit_law`), whose law is a pure function of the rows, the law is
@@ -585,9 +570,9 @@ def _reference_law(spec, d, q, p, what: str):
 
     key = None
     if _kit_law(spec):
-        digest = _rows_digest(d, q, p)
-        if digest is not None:
-            key = (spec, digest)
+        rows = digest(d, q, p)
+        if rows is not None:
+            key = (spec, rows)
             hit = _LAW_CACHE.get(key)
             if hit is not None:
                 return type(hit)(*(x.clone() for x in hit))
