@@ -29,14 +29,20 @@ def check_instance(instance, what: str) -> None:
     inputs_check_instance(instance, what)  # its structure and rows, once per instance
 
 
-def check_paths(paths) -> int:
+def check_paths(paths, most: int | None = None) -> int:
     """K: a Python or numpy integer >= 1 (bools, floats and strings refused, never rounded):
     [`spectheory.bounds.check_paths`][spectheory.bounds.check_paths]'s check, its refusal
-    raised as an `LPError` with the same line."""
+    raised as an `LPError` with the same line; at most ``most`` where given (the K-path LPs:
+    the engine's `spectheory.engine.plan.MAX_PATHS`)."""
     try:
-        return bounds_check_paths(paths)
+        K = bounds_check_paths(paths)
     except OptionError as err:
         raise LPError(str(err)) from None
+    if most is not None and K > most:
+        raise LPError(f"paths = {K} is out of range 1..{most} for the K-path LPs (as for the "
+                      "K-path engine and --paths: the K! orderings of a joint outcome are "
+                      "counted in int64)")
+    return K
 
 
 def check_flag(value, name: str) -> bool:

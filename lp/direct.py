@@ -42,6 +42,7 @@ from math import comb, factorial
 import numpy as np
 
 from spectheory.runtime.errors import SpectheoryError
+from spectheory.engine.plan import MAX_PATHS
 from spectheory.inputs.instances import Instance
 from spectheory.registry import check_drafting_paths
 
@@ -150,7 +151,7 @@ def _outcomes_hub(K: int, L: int, V: int, qpath, qroot, exact: bool):
 def build_direct(instance: Instance, paths: int = 1, exact: bool = False,
                  drafting: str = "iid", limit: int | None = None, sympy: bool = False):
     check_instance(instance, "direct LP")
-    K = check_paths(paths)
+    K = check_paths(paths, MAX_PATHS)
     V, L = instance.vocab_size, instance.block_length
     if not isinstance(drafting, str) or drafting not in DRAFTING:
         raise LPError(f"unknown drafting scheme {drafting!r}; choose from {', '.join(DRAFTING)}")
@@ -308,7 +309,7 @@ def direct_lp(instance: Instance, paths: int = 1, exact: bool = False, solver: s
     """
     timer = Timer()
     exact = check_common(instance, "direct_lp", exact, limit, solver)
-    paths = check_paths(paths)
+    paths = check_paths(paths, MAX_PATHS)
     monotone = check_flag(monotone, "monotone")
     lp, info = build_direct(instance, paths, exact, drafting, limit, sympy=exact and
                             solver == "sympy")

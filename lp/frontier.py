@@ -59,6 +59,7 @@ from fractions import Fraction
 import numpy as np
 
 from spectheory.bounds import shown
+from spectheory.engine.plan import MAX_PATHS
 from spectheory.inputs.instances import Instance
 from spectheory.runtime import limits
 from spectheory.runtime.errors import SizeLimitError, SpectheoryError
@@ -308,7 +309,9 @@ def build_frontier(instance: Instance, paths: int = 1, drafting: str = "iid", ex
     return _build(instance, K, drafting, exact)
 
 
-_paths = check_paths
+def _paths(paths) -> int:
+    """K in 1..`spectheory.engine.plan.MAX_PATHS` (the direct LP's outcomes, which it builds on)."""
+    return check_paths(paths, MAX_PATHS)
 
 
 def _build(instance: Instance, K: int, drafting: str, exact: bool):

@@ -30,6 +30,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from spectheory.engine.plan import MAX_PATHS
 from spectheory.inputs.instances import Instance
 
 from .direct import DRAFTING, draft_outcomes
@@ -54,7 +55,7 @@ def build_selection(instance: Instance, paths: int, exact: bool = False,
     """The selection-rule LP as a [`SparseLP`][spectheory.lp.sparse.SparseLP]; variables s(omega, x)
     for each multiset omega and each distinct path x in it, then M(s) depth by depth."""
     check_instance(instance, "selection LP")
-    paths = check_paths(paths)
+    paths = check_paths(paths, MAX_PATHS)
     if not isinstance(drafting, str) or drafting not in DRAFTING:
         raise LPError(f"unknown drafting scheme {drafting!r}; choose from {', '.join(DRAFTING)}")
     V, L, K = instance.vocab_size, instance.block_length, paths
@@ -143,7 +144,7 @@ def selection_lp(instance: Instance, paths: int = 2, exact: bool = False,
     timer = Timer()
     exact = check_common(instance, "selection_lp", exact, limit, solver,
                          exacts=("exact-certificate",))
-    paths = check_paths(paths)
+    paths = check_paths(paths, MAX_PATHS)
     monotone = check_flag(monotone, "monotone")
     lp, info = build_selection(instance, paths, exact, drafting, limit)
     if exact:

@@ -33,6 +33,7 @@ import numpy as np
 
 from spectheory.runtime import limits
 from spectheory.runtime.errors import MissingExtraError, SizeLimitError, TimeLimitError
+from spectheory.runtime.limits import human_count, ratio
 from spectheory.runtime.sizes import human_bytes
 
 from .result import LPError
@@ -117,10 +118,11 @@ def check_lp_size(variables: int, nonzeros: int, what: str, limit: int | None = 
     if variables > limit:
         need = human_bytes(nonzeros * BYTES_PER_NONZERO)
         raise SizeLimitError(
-            f"{what}: {formula + ' = ' if formula else ''}{variables:,} LP variables exceed the "
-            f"{mode} limit of {limit:,} by {variables - limit:,} ({variables / limit:.1f}x; "
-            f"{nonzeros:,} nonzeros, about {need} of memory); use a smaller vocabulary, block "
-            f"length or number of paths, or raise the limit with --max-sequences")
+            f"{what}: {formula + ' = ' if formula else ''}{human_count(variables)} LP variables "
+            f"exceed the {mode} limit of {limit:,} by {human_count(variables - limit)} "
+            f"({ratio(variables, limit)}; {human_count(nonzeros)} nonzeros, about {need} of "
+            "memory); use a smaller vocabulary, block length or number of paths, or raise the "
+            "limit with --max-sequences")
 
 
 def _frac(v) -> Fraction:

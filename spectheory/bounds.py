@@ -38,6 +38,9 @@ MAX_SUBSET_STEPS = 10**7
 #: Largest K for exact (Fraction) rows: q(H)^K is computed exactly, and its numerator and
 #: denominator grow K-fold (every use is K <= 64, the sweep's cap).
 MAX_EXACT_PATHS = 1024
+#: Largest K at all: the float closed forms raise q(H) to the K-th power as an int64 (numpy) or
+#: a double (Python floats), and a Python int past this overflows both.
+MAX_ANY_PATHS = 2**63 - 1
 DRAFTING = ("iid", "norep")
 
 
@@ -61,13 +64,19 @@ def shown(value, width: int = 40) -> str:
 
 
 def check_paths(paths, what: str = "paths") -> int:
-    """K as a Python int: a Python or numpy integer >= 1 (bools, floats and strings refused,
-    never rounded: 2.9 is not 2), else [`OptionError`][spectheory.runtime.errors.OptionError]."""
+    """K as a Python int: a Python or numpy integer in 1..`MAX_ANY_PATHS` (bools, floats and
+    strings refused, never rounded: 2.9 is not 2), else
+    [`OptionError`][spectheory.runtime.errors.OptionError]."""
     if not is_integer(paths):
         raise OptionError(f"{what} = {shown(paths)} must be a positive integer, not a "
                           f"{type(paths).__name__}")
     if paths < 1:
         raise OptionError(f"{what} = {shown(paths)} must be a positive integer")
+    if paths > MAX_ANY_PATHS:
+        from .runtime.limits import human_count
+
+        raise OptionError(f"{what} = {human_count(paths)} is past 2^63 - 1, the most paths the "
+                          "closed forms compute with")
     return int(paths)
 
 

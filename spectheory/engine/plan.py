@@ -16,6 +16,7 @@ from ..inputs.instances import Instance, check_instance
 from ..registry import Plan
 from ..runtime.sizes import check_size
 from .nodes import _finite_screen
+from .seqtree import check_exact_device
 
 #: Most draft paths K the engine accepts (K! must fit in int64).
 MAX_PATHS = 20
@@ -63,6 +64,7 @@ def float_backend(how: Plan, route: str, device="cpu", backend: str | None = "au
             raise SpectheoryError("backend 'torch' is for the float route; exact rationals "
                                   "compute on numpy arrays of Fractions (use exact=False, or "
                                   "drop --exact)")
+        check_exact_device(device)
         return "numpy"
     if backend == "torch":
         return "torch"

@@ -26,6 +26,7 @@ def levels(model: TableModel, start: int, count: int, exact: bool, device="cpu",
     """
     model = model.to_exact() if exact else model.to_float()
     if exact:
+        check_exact_device(device)
         return [np.ascontiguousarray(model.level(d)) for d in range(start, start + count)]
     if backend == "numpy":
         if str(device) != "cpu":
@@ -36,6 +37,18 @@ def levels(model: TableModel, start: int, count: int, exact: bool, device="cpu",
         raise ValueError(f"unknown float backend {backend!r}; choose from torch, numpy")
     device = check_device(device)
     return [model.torch_level(d, device=device) for d in range(start, start + count)]
+
+
+def check_exact_device(device) -> None:
+    """Exact rationals compute on numpy arrays of Fractions on the CPU: a ``device`` other than
+    the CPU (``"cpu"``, ``"cpu:N"`` or its torch.device) would do nothing there, and a name that
+    is no device at all would pass unread, so both are refused (SpectheoryError)."""
+    from ..runtime.errors import SpectheoryError
+
+    if str(device).split(":")[0] != "cpu":
+        raise SpectheoryError(f"device {str(device)!r:.60} is for float analyses on torch; exact "
+                              "rationals compute on numpy arrays on the CPU (leave device out, "
+                              "or analyse in float)")
 
 
 def check_device(device) -> torch.device:

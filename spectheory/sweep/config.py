@@ -564,6 +564,33 @@ def _check_family(family: str, knobs: dict, where: str) -> None:
                           "or module:function")
 
 
+def _check_toy(family: str, table: dict, exact: bool, where: str) -> None:
+    """A toy family without a vocabulary size (two-token: V = 2) takes vocab = [2] only; under
+    ``exact = true`` it must build exact rows: one with a ``denominator`` (rows rounded to
+    multiples of 1/denominator; 1000 when the table gives none, as for ``random``) or
+    two-token (exact unless ``exact = false``). The others' rows are floats (a softmax of
+    logits, a power of probabilities, counts of a text), which every job would refuse as not
+    summing to 1 in rationals."""
+    import importlib
+    import inspect
+
+    toy = importlib.import_module("spectheory.toy_models")  # loaded by name, not imported
+    params = inspect.signature(toy.FAMILIES[family[4:]].make).parameters
+    if "vocab_size" not in params and set(table["vocab"]) != {2}:
+        raise OptionError(f"{where}: {family} has vocabulary 2 (it takes no vocab_size); give "
+                          f"vocab = [2], not {sorted(table['vocab'])}")
+    knobs = table["knobs"]
+    if not exact or "denominator" in params:
+        return
+    if "exact" in params and False not in knobs.get("exact", [True]):
+        return
+    why = "exact = false" if "exact" in params else "its rows are floats"
+    raise OptionError(f"{where}: family {family!r} under [sweep] exact = true: {why}, and every "
+                      "job would refuse its rows as not summing to 1 in rationals; set [sweep] "
+                      "exact = false, or use a family with a denominator knob (random, "
+                      "toy:dirichlet, toy:mixture) or toy:two-token")
+
+
 def _check_verifier(name: str, paths: int, drafting, shape: str, where: str) -> None:
     import warnings
 
@@ -592,6 +619,12 @@ def _check_verifier(name: str, paths: int, drafting, shape: str, where: str) -> 
             plan(resolved, paths, drafting)
     except SpectheoryError as exc:
         raise OptionError(f"{where}: {' '.join(str(exc).split())}") from None
+    from ..engine.plan import MAX_PATHS as ENGINE_PATHS
+
+    if paths > ENGINE_PATHS:
+        raise OptionError(f"{where}: verifier {name!r} with paths = {paths}: the K-path engine "
+                          f"takes 1..{ENGINE_PATHS} (it counts the K! orderings of a joint "
+                          "outcome in int64); every job would fail")
 
 
 def _check_optimum(problem: str, drafting, shape: str, exact: bool, where: str) -> None:
@@ -611,6 +644,22 @@ def _check_optimum(problem: str, drafting, shape: str, exact: bool, where: str) 
     if exact and problem == "multipath":
         raise OptionError(f"{where}: the multipath LP relaxation is solved in float64 only; "
                           "set [sweep] exact = false or use problem \"direct\"")
+
+
+#: The optima whose LP enumerates joint outcomes of K paths: K in 1..the engine's MAX_PATHS (the
+#: K! orderings counted in int64), as the verifiers; the relaxation and the closed form take K
+#: up to the sweep's `MAX_PATHS`.
+K_PATH_PROBLEMS = ("direct", "selection")
+
+
+def _check_optimum_paths(problem: str, paths: list, where: str) -> None:
+    from ..engine.plan import MAX_PATHS as ENGINE_PATHS
+
+    if problem in K_PATH_PROBLEMS and max(paths) > ENGINE_PATHS:
+        raise OptionError(f"{where}: problem {problem!r} takes paths 1..{ENGINE_PATHS} (its LP "
+                          f"counts the K! orderings of a joint outcome in int64); paths "
+                          f"{max(paths)} would fail in every job (\"multipath\" and "
+                          f"\"multidraft-l1\" take up to {MAX_PATHS})")
 
 
 def _check_exact_sampling(table: dict, where: str) -> None:
@@ -657,6 +706,8 @@ def check_methods(cfg: SweepConfig) -> None:
     for i, table in enumerate(cfg.instances):
         for family in table["family"]:
             _check_family(family, table["knobs"], f"[[instances]] #{i + 1}")
+            if family.startswith("toy:"):
+                _check_toy(family, table, cfg.exact, f"[[instances]] #{i + 1}")
     tables = [("verifiers", t) for t in cfg.verifiers] + [("optima", t) for t in cfg.optima] \
         + [("measures", t) for t in cfg.measures]
     count = {"verifiers": 0, "optima": 0, "measures": 0}
@@ -685,6 +736,7 @@ def check_methods(cfg: SweepConfig) -> None:
             for problem, drafting, shape in itertools.product(
                     table["problem"], table["drafting"], table["shape"]):
                 _check_optimum(problem, drafting, shape, cfg.exact, where)
+                _check_optimum_paths(problem, table["paths"], where)
                 if problem == "multidraft-l1" and runs_on != {1}:
                     raise OptionError(f"{where}: problem \"multidraft-l1\" is the optimum at "
                                       "block length 1; restrict it with block = [1] (the "

@@ -71,7 +71,16 @@ def build_instance(family: str, vocab: int, block: int, seed: int, knobs: dict, 
         if name not in toy.FAMILIES:
             raise OptionError(f"unknown toy family {name!r}; choose from "
                               f"{', '.join(sorted(toy.FAMILIES))}")
-        return toy.make_instance(name, vocab_size=vocab, block_length=block, seed=seed, **knobs)
+        import inspect
+
+        params = inspect.signature(toy.FAMILIES[name].make).parameters
+        if exact and "denominator" not in knobs and "denominator" in params:
+            knobs = {**knobs, "denominator": 1000}  # exact rows, as for "random"
+        if "vocab_size" in params:
+            knobs = {**knobs, "vocab_size": vocab}
+        elif vocab != 2:  # two-token: refused when the file is read
+            raise OptionError(f"toy family {name!r} has vocabulary 2, not {vocab}")
+        return toy.make_instance(name, block_length=block, seed=seed, **knobs)
     if ":" in family:
         inst = families.PREBUILT.get((family, vocab, block, seed,
                                       families.knob_key(knobs.items())))
