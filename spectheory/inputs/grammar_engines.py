@@ -143,7 +143,8 @@ class EngineAutomaton(TokenAutomaton):
         self._table[s] = row
         return row
 
-    def to_dict(self, states: int | None = None) -> dict:
+    def to_dict(self) -> dict:
+        """JSON-ready form: the engine's grammar and tokens, as `llguidance_grammar` took them."""
         return dict(self._spec)
 
     def __repr__(self) -> str:

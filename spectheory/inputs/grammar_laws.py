@@ -248,13 +248,30 @@ def grammar_conditional_law(inst: Instance, grammar: TokenAutomaton, N: int,
 
 
 def total_variation(a: np.ndarray, b: np.ndarray):
-    """TV = sum |a - b| / 2 of two laws over the same sequences (exact for Fractions)."""
+    """TV = sum |a - b| / 2 of two laws over the same sequences (exact for Fractions). Each
+    must be a law: finite non-negative numbers summing to 1 (Fractions and integers exactly,
+    floats within `PHI_FLOAT_TOL`), else one line (a TV above 1 from two non-laws read as
+    a distance)."""
     a, b = np.asarray(a), np.asarray(b)
     if a.shape != b.shape:
         raise OptionError(f"laws over {a.shape} and {b.shape} sequences")
-    for x in (a, b):
+    for name, x in (("a", a), ("b", b)):
         if x.dtype.kind not in "iufO" or (x.dtype.kind == "f" and not np.isfinite(x).all()):
             raise OptionError(f"laws must hold finite numbers, not {x.dtype} (or NaN/inf)")
+        flat = x.reshape(-1)
+        if x.dtype.kind == "O" and not all(
+                isinstance(v, (int, float, Fraction, np.integer, np.floating))
+                and not isinstance(v, (bool, np.bool_)) and v == v and abs(v) != float("inf")
+                for v in flat):
+            raise OptionError(f"law {name} must hold finite numbers (Fractions, integers or "
+                              "floats)")
+        if flat.size and (flat < 0).any():
+            raise OptionError(f"law {name} has a negative entry ({str(flat[flat < 0][0]):.40}); a "
+                              "law's probabilities are non-negative")
+        total = flat.sum()
+        exact = all(not isinstance(v, (float, np.floating)) for v in flat)
+        if (total != 1) if exact else abs(float(total) - 1) > PHI_FLOAT_TOL:
+            raise OptionError(f"law {name} sums to {str(total):.40}, not 1")
     return abs(a - b).sum() / 2
 
 
@@ -325,6 +342,11 @@ def doob_instance(inst: Instance, phi: list, N: int) -> Instance:
     _check_phi(inst, phi, N)
     exact = inst.exact
     tables = tuple(_doob_levels(inst, phi, N, exact))
+    root = _target_levels(inst, 1, exact)[0][0] * np.asarray(phi[1]).reshape(-1)
+    if not (root.sum() > 0):  # the empty prefix is always reached: its row must exist
+        raise OptionError("phi is 0 on every token of positive target probability after the "
+                          "empty prefix: the transformed law is undefined (no sequence is "
+                          "valid)")
     return Instance(V, L, TableModel(V, tables), inst.draft)
 
 
@@ -380,8 +402,9 @@ def dyck1(depth: int | None = None, max_depth_states: int = 64) -> TokenAutomato
     reaches); eos allowed exactly at depth 0, then every token (an absorbing end state).
     States: depth 0..D, then the end state D + 1."""
     D = max_depth_states if depth is None else depth
+    name = "max_depth_states" if depth is None else "depth"
     if isinstance(D, bool) or not isinstance(D, (int, np.integer)) or not 0 <= D <= 10_000:
-        raise OptionError(f"depth {depth!r:.40} must be an integer in 0..10000")
+        raise OptionError(f"{name} {D!r:.40} must be an integer in 0..10000")
     D = int(D)
     end = D + 1
     rows = []

@@ -508,12 +508,20 @@ def _logit_bias(value) -> tuple:
         pairs = list(value.items())
     else:
         try:
-            pairs = [tuple(x) for x in value]
+            items = list(value)
         except TypeError:
             raise _bad("logit_bias", value, "is not a mapping of token to bias") from None
+        if not all(isinstance(x, (tuple, list, np.ndarray)) for x in items):  # not "01" as (0, 1)
+            raise _bad("logit_bias", value, "is not a mapping of token to bias (pairs (token, "
+                       "bias) or triples (token, bias, is_factor))")
+        pairs = [tuple(x) for x in items]
         if any(len(x) not in (2, 3) for x in pairs) or len({len(x) for x in pairs}) > 1:
             raise _bad("logit_bias", value, "is not a mapping of token to bias")
         if all(len(x) == 3 for x in pairs):  # the stored form
+            for t, v, f in pairs:
+                if not isinstance(f, (bool, np.bool_)):
+                    raise _bad("logit_bias", (t, v, f), "has an is_factor flag that is not True "
+                               "or False")
             pairs = [(t, f"*{v}" if f else v) for t, v, f in pairs]
     out = {}
     for tok, val in pairs:
@@ -705,6 +713,10 @@ def _as_array(rows):
     except (TypeError, ValueError) as exc:
         raise SamplingError(f"rows must be an array of numbers, not {type(rows).__name__} "
                             f"({exc})") from None
+    for v in flat:  # numpy would read "0.5" and True as the numbers 0.5 and 1
+        if isinstance(v, (str, bytes, bool, np.bool_)):
+            raise SamplingError(f"rows must be an array of numbers; they hold {v!r:.40}, a "
+                                f"{type(v).__name__}")
     if any(isinstance(v, Fraction) for v in flat):
         return B.to_exact(np.asarray(rows, dtype=object))
     try:

@@ -48,8 +48,9 @@ refused in exact mode.
 from __future__ import annotations
 
 import math
+import time
 from fractions import Fraction
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -72,6 +73,19 @@ MAX_REGEX_ITEMS = 100_000
 #: machine), while a regex that backtracks without end ("(a|a)*c" on 30 a's and a b: 2^30
 #: steps, minutes) is stopped after 1 s instead of hanging the analysis.
 REGEX_TIMEOUT_S = 1.0
+#: Largest distance of a row's sum from 1 that `kit_logits` accepts: the processing's
+#: `spectheory.inputs.processing.ROW_SUM_TOL` (a test holds them equal; the processing imports
+#: this module, not the other way round).
+ROW_SUM_TOL = 1e-5
+#: Longest the matches of one row of a regex grammar (one per token of the vocabulary after a
+#: history's text) may take in all, seconds. Each match stays under `REGEX_TIMEOUT_S`, but a row
+#: makes V of them: "(a|a)*c" after 20 a's backtracks about 0.15 s a match, an hour for a row of
+#: 25,000 tokens. From `REGEX_ROW_PROJECT_S` on, the row's pace projects its whole time, and a
+#: row projected past this bound is refused in one line (a real tokenizer's row of 150,000
+#: tokens at 10 us a match takes 1.5 s).
+REGEX_ROW_S = 60.0
+#: Seconds a row's matches run before their pace projects the row's time (`REGEX_ROW_S`).
+REGEX_ROW_PROJECT_S = 2.0
 
 
 class GrammarError(OptionError):
@@ -100,14 +114,46 @@ def kit_logits(probs):
     or infinite entry is not a probability: refused in one line (`OptionError`), where log
     would give NaN."""
     if is_tensor(probs):
+        if probs.dtype.is_complex or probs.dtype == torch.bool:
+            raise OptionError(f"kit_logits takes probability rows [..., V] of real numbers, not "
+                              f"{probs.dtype}")
         p64 = probs.to(torch.float64)
+        _check_prob_shape(tuple(p64.shape))
         bad = torch.isnan(p64) | (p64 < 0) | torch.isinf(p64)
         if bool(bad.any()):
             _refuse_not_probs(_np_of(bad), _np_of(p64))
+        _refuse_not_rows(_np_of(p64.sum(-1)))
         return _kit_logits(p64)
-    p64 = np.asarray(probs, dtype=np.float64)
+    a = np.asarray(probs)
+    if a.dtype.kind not in "fiuO":  # text, bools, ...: not probabilities
+        raise OptionError(f"kit_logits takes probability rows [..., V] of numbers, not {a.dtype}")
+    try:
+        p64 = a.astype(np.float64)
+    except (TypeError, ValueError):
+        raise OptionError("kit_logits takes probability rows [..., V] of numbers (an entry is "
+                          "not one)") from None
+    _check_prob_shape(p64.shape)
     _refuse_not_probs(np.isnan(p64) | (p64 < 0) | np.isinf(p64), p64)
+    _refuse_not_rows(p64.sum(axis=-1))
     return _kit_logits(p64)
+
+
+def _check_prob_shape(shape: tuple) -> None:
+    if len(shape) == 0 or shape[-1] == 0:
+        raise OptionError(f"kit_logits takes probability rows [..., V] with V >= 1, not shape "
+                          f"{list(shape)}")
+
+
+def _refuse_not_rows(sums: np.ndarray) -> None:
+    """One line naming the first row that does not sum to 1 (within the rows' tolerance of
+    `ROW_SUM_TOL`): softmax(kit_logits(p)) = p holds for
+    distributions only (an all-zero row has no logits at all)."""
+    off = np.abs(np.asarray(sums, dtype=np.float64) - 1) > ROW_SUM_TOL
+    if off.any():
+        idx = tuple(int(i) for i in np.argwhere(off)[0]) if off.ndim else ()
+        which = f"row {list(idx)}" if idx else "the row"
+        raise OptionError(f"kit_logits takes probability rows that sum to 1; {which} sums to "
+                          f"{float(np.asarray(sums)[idx]):.6g}")
 
 
 def _kit_logits(p64):
@@ -307,6 +353,12 @@ class TokenAutomaton:
             self._table = [None]  # filled on first use
             return
         self._pattern = None
+        if vocab_size is not None and (isinstance(vocab_size, bool) or not isinstance(
+                vocab_size, (int, np.integer)) or vocab_size < 1):
+            raise GrammarError(f"{name}: vocab_size = {vocab_size!r:.40} is not an integer >= 1")
+        if transitions is None or isinstance(transitions, (str, bytes, Mapping)):
+            raise GrammarError(f"{name}: transitions must be a list of rows (states) of next "
+                               f"states per token, not a {type(transitions).__name__}")
         try:
             arr = np.array([[(-1 if v is None else v) for v in row] for row in transitions],
                            dtype=object)
@@ -378,7 +430,17 @@ class TokenAutomaton:
         if row is None:  # a regex state: compute its transitions once
             text = self._strings[s]
             row = np.full(self.vocab_size, -1, dtype=np.int64)
+            start = time.monotonic()
             for t, tok in enumerate(self._tokens):
+                spent = time.monotonic() - start
+                if t and spent > REGEX_ROW_PROJECT_S and spent / t * self.vocab_size > REGEX_ROW_S:
+                    raise GrammarError(
+                        f"{self.name}: regex {_clip(self._pattern.pattern)} would take about "
+                        f"{spent / t * self.vocab_size:,.0f} s to read one row of "
+                        f"{self.vocab_size:,} tokens after the text {_clip(text)} ({spent / t:.2g} "
+                        f"s a match over the first {t:,}; at most {REGEX_ROW_S:g} s a row): it "
+                        f"backtracks there (a nested repetition such as (a|a)* or (a+)+); "
+                        f"rewrite the regex")
                 if t == self.eos:
                     if self._pattern.fullmatch(text) is not None:
                         row[t] = END
@@ -468,7 +530,7 @@ class TokenAutomaton:
             s = self.step(s, np.array([x], dtype=np.int64))
         return bool(s[0] >= 0)
 
-    def to_dict(self, states: int | None = None) -> dict:
+    def to_dict(self) -> dict:
         """JSON-ready form: the regex and tokens, or the transition table."""
         if self._pattern is not None:
             out = {"tokens": list(self._tokens), "regex": self._pattern.pattern}
@@ -504,9 +566,48 @@ def _np_history(history, N: int, V: int | None = None) -> np.ndarray:
     return h
 
 
+def _params(sp, what: str):
+    """``sp``, the `SamplingParams` these helpers read, or one line: the string and mapping
+    forms are parsed by `spectheory.inputs.processing.parse_sampling` (the processing calls
+    this module, not the other way round)."""
+    if not all(hasattr(sp, key) for key in _READ):
+        raise OptionError(f"{what}: sp = {sp!r:.40} is not SamplingParams (build them with "
+                          "spectheory.inputs.processing.parse_sampling, which takes the string "
+                          "form)")
+    return sp
+
+
+#: The fields of `SamplingParams` the stateful helpers read.
+_READ = ("stop_token_ids", "logit_bias", "grammar", "no_repeat_ngram_size", "min_tokens",
+         "repetition_penalty", "frequency_penalty", "presence_penalty")
+
+
+def _history_2d(history, what: str) -> np.ndarray:
+    """A history [N, n] of token ids as int64 numpy (a list or tensor too), or one line."""
+    h = history.detach().cpu().numpy() if is_tensor(history) else np.asarray(history)
+    if h.ndim != 2 or (h.size and h.dtype.kind not in "iu"):
+        raise OptionError(f"{what}: history must be an integer array [N, n] of token ids, not "
+                          f"{h.dtype} of shape {list(h.shape)}")
+    return h.astype(np.int64, copy=False)
+
+
+def _vocabulary(V, N: int, what: str, per_cell: int) -> int:
+    """V as an int in 1..`spectheory.inputs.instances.MAX_VOCAB`, with the [N, V] table of
+    ``per_cell`` bytes a cell checked against the machine's memory before it is allocated."""
+    from ..runtime.limits import check_memory
+    from .instances import MAX_VOCAB
+
+    if isinstance(V, bool) or not isinstance(V, (int, np.integer)) or not 1 <= V <= MAX_VOCAB:
+        raise OptionError(f"{what}: V = {V!r:.40} is not an integer in 1..{MAX_VOCAB:,}")
+    check_memory(int(N) * int(V) * per_cell, f"{what}: a table of {N:,} x {int(V):,} tokens")
+    return int(V)
+
+
 def counts(history: np.ndarray, V: int) -> np.ndarray:
     """Occurrences [N, V] of each token in each history row [N, n]."""
+    history = _history_2d(history, "counts")
     N, n = history.shape
+    V = _vocabulary(V, N, "counts", 8)
     if (history < 0).any() or (history >= V).any():
         bad = history[(history < 0) | (history >= V)][0]
         raise OptionError(f"history holds token {int(bad)}, outside 0..{V - 1}")
@@ -524,10 +625,8 @@ def no_repeat_mask(history: np.ndarray, V: int, n: int) -> np.ndarray:
     for key, v in (("n", n), ("V", V)):
         if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
             raise OptionError(f"no_repeat_mask: {key} = {v!r} is not an integer >= 1")
-    history = np.asarray(history)
-    if history.ndim != 2 or (history.size and history.dtype.kind not in "iu"):
-        raise OptionError(f"no_repeat_mask: history must be an integer array [N, m], not "
-                          f"{history.dtype} of shape {list(history.shape)}")
+    history = _history_2d(history, "no_repeat_mask")
+    V = _vocabulary(V, history.shape[0], "no_repeat_mask", 1)
     if history.size and (history.min() < 0 or history.max() >= V):
         bad = history[(history < 0) | (history >= V)][0]
         raise OptionError(f"history holds token {int(bad)}, outside 0..{V - 1}")
@@ -547,6 +646,9 @@ def check_vocabulary(sp, V: int) -> None:
     """One line when the parameters ``sp`` name a token outside 0..V-1 (a stop token or a
     logit_bias token), once, before any row; stop tokens are checked even without min_tokens
     (they are the instance's stop tokens, and one outside the vocabulary is a typo)."""
+    sp = _params(sp, "check_vocabulary")
+    if isinstance(V, bool) or not isinstance(V, (int, np.integer)) or V < 1:
+        raise OptionError(f"check_vocabulary: V = {V!r:.40} is not an integer >= 1")
     for t in sp.stop_token_ids:
         if t >= V:
             raise OptionError(f"stop token {t} is outside the vocabulary 0..{V - 1}")
@@ -558,6 +660,8 @@ def check_vocabulary(sp, V: int) -> None:
 def mask(sp, history: np.ndarray, V: int) -> np.ndarray | None:
     """The allowed tokens [N, V] of every mask in ``sp`` at each history, or None when no mask
     applies."""
+    sp = _params(sp, "mask")
+    history = _history_2d(history, "mask")
     N, n = history.shape
     check_vocabulary(sp, V)
     out = None
@@ -629,7 +733,21 @@ def _refuse_overflow(history: np.ndarray, before: np.ndarray, after: np.ndarray,
 
 def apply_exact(probs: np.ndarray, sp, history) -> np.ndarray:
     """Exact rows [N, V] (Fractions, normalised) after the rational stateful steps: masks and
-    factor biases, renormalised."""
+    factor biases, renormalised. ``probs`` are exact probability rows (Fractions or integers,
+    non-negative, each summing to 1); the penalties and additive biases act on logits, which
+    exact rows do not have: refused in one line, as the exact path of
+    `spectheory.inputs.processing.process_rows` refuses them (they were ignored here)."""
+    sp = _params(sp, "apply_exact")
+    logit_steps = [k for k, on in (
+        ("repetition_penalty", float(sp.repetition_penalty) != 1),
+        ("frequency_penalty", bool(float(sp.frequency_penalty))),
+        ("presence_penalty", bool(float(sp.presence_penalty))),
+        ("an additive logit_bias", any(not f and v != -math.inf for _, v, f in sp.logit_bias)))
+        if on]
+    if logit_steps:
+        raise OptionError(f"apply_exact: {logit_steps[0]} acts on logits, which exact rows do not "
+                          "have (masks and factor biases only; use apply_logits in float64)")
+    probs = _exact_rows(probs)
     N, V = probs.shape
     h = _np_history(history, N, V)
     allowed = mask(sp, h, V)
@@ -649,8 +767,47 @@ def apply_exact(probs: np.ndarray, sp, history) -> np.ndarray:
     return x / total
 
 
+def _exact_rows(probs) -> np.ndarray:
+    """``probs`` as an object array [N, V] of Fractions, each row non-negative and summing to 1
+    exactly, or one line."""
+    a = np.asarray(probs, dtype=object)
+    if a.ndim != 2 or a.shape[1] == 0:
+        raise OptionError(f"apply_exact: probs must be rows [N, V] with V >= 1, not shape "
+                          f"{list(a.shape)}")
+    for (r, t), v in np.ndenumerate(a):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, Fraction, np.integer)):
+            raise OptionError(f"apply_exact: probs[{r}, {t}] = {v!r:.40} is not an exact "
+                              "rational (a Fraction or an integer)")
+        if v < 0:
+            raise OptionError(f"apply_exact: probs[{r}, {t}] = {v} is negative")
+    for r in range(a.shape[0]):
+        if sum(a[r], Fraction(0)) != 1:
+            raise OptionError(f"apply_exact: row {r} sums to {sum(a[r], Fraction(0))}, not 1")
+    return np.vectorize(Fraction, otypes=[object])(a) if a.size else a
+
+
 def apply_logits(logits, sp, history):
-    """Float64 logits [N, V] (numpy or torch) after masks, biases and penalties."""
+    """Float64 logits [N, V] (numpy or torch) after masks, biases and penalties. ``logits`` are
+    real numbers, finite or -inf (a token of probability zero); NaN or +inf is refused in one
+    line naming the entry (it read as a mask that left no token)."""
+    sp = _params(sp, "apply_logits")
+    if is_tensor(logits):
+        if logits.dtype.is_complex or logits.dtype == torch.bool:
+            raise OptionError(f"apply_logits: logits must be real numbers, not {logits.dtype}")
+        view = _np_of(logits.to(torch.float64))
+    else:
+        a = np.asarray(logits)
+        if a.dtype.kind not in "fiu":
+            raise OptionError(f"apply_logits: logits must be real numbers, not {a.dtype}")
+        view = a.astype(np.float64, copy=False)
+    if view.ndim != 2 or view.shape[1] == 0:
+        raise OptionError(f"apply_logits: logits must be rows [N, V] with V >= 1, not shape "
+                          f"{list(view.shape)}")
+    bad = np.isnan(view) | (view == np.inf)
+    if bad.any():
+        r, t = (int(i) for i in np.argwhere(bad)[0])
+        raise OptionError(f"apply_logits: logit [{r}, {t}] is {view[r, t]}; logits are finite "
+                          "numbers, or -inf for a token of probability zero")
     N, V = logits.shape
     h = _np_history(history, N, V)
     allowed = mask(sp, h, V)
@@ -703,7 +860,7 @@ def _after_history(logits, sp, allowed, c, h):
     return x
 
 
-__all__ = ["END", "GrammarError", "MAX_STATES", "REGEX_TIMEOUT_S", "TokenAutomaton",
+__all__ = ["END", "GrammarError", "MAX_STATES", "REGEX_ROW_S", "REGEX_TIMEOUT_S", "TokenAutomaton",
            "apply_exact", "apply_logits", "check_vocabulary", "counts", "kit_logits", "mask",
            "no_repeat_mask",
            "refuse_duplicate_tokens"]
