@@ -404,6 +404,27 @@ def _on_sigterm():
     return restore
 
 
+def _end_without_user_threads(started: set, code: int) -> None:
+    """End the process now, with ``code``, when threads the command started (user code's: a
+    sampler's worker, a model's) are still running and not daemons: Python would wait for them
+    at exit, for ever for a thread that never returns, after the verdict was printed. One note
+    on standard error names them."""
+    from ..runtime.errors import left_threads, real_exit
+
+    left = left_threads(started)
+    if not left:
+        return
+    names = ", ".join(repr(t.name) for t in left[:3]) + (", ..." if len(left) > 3 else "")
+    print(f"spectheory: note: {len(left)} thread(s) started during the command are still "
+          f"running ({names}); the command ends without waiting for them", file=sys.stderr)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001 - a closed stream: nothing more can be said there
+            pass
+    real_exit(code)
+
+
 def main(argv: list[str] | None = None) -> int:
     if sys.stderr is None:  # started with standard error closed (2>&-): its lines are dropped
         sys.stderr = open(os.devnull, "w")
@@ -438,12 +459,17 @@ def main(argv: list[str] | None = None) -> int:
         apply_allocator_default()  # large temporaries reuse freed memory (spectheory.runtime.allocator)
         before = snapshot()
         set_threads(threads)  # torch's own setting if loaded, else the one it will start with
-        from ..runtime.errors import json_stdout
+        import threading
 
+        from ..runtime.errors import guard_threads, json_stdout
+
+        started = set(threading.enumerate())
         with json_stdout(bool(getattr(args, "json", False) and getattr(args, "json_result", False)),
-                         keep=argv is None):
+                         keep=argv is None), guard_threads(debug):
             code = _run(args)
         sys.stdout.flush()  # a full device or a closed pipe is reported here, not at exit
+        if argv is None:  # the command itself: it ends with its verdict, not with user threads
+            _end_without_user_threads(started, code)
         return code
     except SpectheoryError as exc:
         return _fail(_message(exc), exc if debug else None)

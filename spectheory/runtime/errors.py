@@ -251,18 +251,95 @@ def _guard_process_exit():
     import os
     import threading
 
-    if _exit_guard:
+    if _exit_guard and _exit_guard[1] == os.getpid():
         _exit_guard[2] += 1
         return
+    if _exit_guard:  # a child forked while its parent's guard was on: a guard of its own
+        os._exit = _exit_guard[0]
+        _exit_guard.clear()
     real, pid, thread = os._exit, os.getpid(), threading.get_ident()
 
     def _exit(code=0):
-        if os.getpid() != pid or threading.get_ident() != thread:  # a forked child, or another
-            real(code)  # thread (a library's own worker): the real exit
+        if os.getpid() != pid:  # a forked child (multiprocessing): the real exit
+            real(code)
+        if threading.get_ident() != thread:  # a thread the user code started: it ends, and
+            _thread_failures.append(  # the check it ran in is refused (`thread_failure`)
+                f"thread {threading.current_thread().name!r} called os._exit({code!r}) while "
+                "the check ran; user code must not end the process")
+            raise SystemExit(code)
         raise _UserProcessExit(code)
 
     _exit_guard[:] = [real, pid, 1]
     os._exit = _exit
+
+
+#: What threads did while the guard of `guard_threads` (or a user call) was on: one line each
+#: (a thread that called ``os._exit``, a thread that raised), oldest first.
+_thread_failures: list = []
+
+
+def thread_failure() -> str | None:
+    """The first line of `_thread_failures` (and clears them), or None."""
+    if not _thread_failures:
+        return None
+    first = _thread_failures[0]
+    _thread_failures.clear()
+    return first
+
+
+@contextmanager
+def guard_threads(debug: bool = False):
+    """For a whole check or command: ``os._exit`` stays guarded between user calls too (a thread
+    a sampler started that calls it ends, instead of ending the process with exit 0 and no
+    output), and an exception that ends a thread is recorded in one line instead of a traceback
+    on standard error (``debug``: the traceback is printed too). On leaving, what the threads
+    did is raised as a [`UserCodeError`][spectheory.runtime.errors.UserCodeError] (the first of
+    them); user calls raise it as soon as they return (`call_user`). Nests."""
+    import threading
+    import traceback
+
+    previous = threading.excepthook
+
+    def hook(args):
+        if issubclass(args.exc_type, SystemExit):  # a thread ended by sys.exit or os._exit
+            return
+        name = args.thread.name if args.thread is not None else "?"
+        exc = args.exc_value if args.exc_value is not None else args.exc_type()
+        _thread_failures.append(f"thread {name!r} raised {_exception_text(exc)}; the code "
+                                "under test must not fail in a thread it starts")
+        if debug:
+            traceback.print_exception(args.exc_type, args.exc_value, args.exc_traceback)
+
+    _guard_process_exit()
+    threading.excepthook = hook
+    try:
+        yield
+    finally:
+        if threading.excepthook is hook:
+            threading.excepthook = previous
+        _unguard_process_exit()
+    failure = thread_failure()
+    if failure is not None:
+        raise UserCodeError(failure)
+
+
+def guarded_check(check):
+    """``check`` run under `guard_threads` (the public checks of `spectheory.testing`)."""
+    @functools.wraps(check)
+    def run(*args, **kwargs):
+        with guard_threads():
+            return check(*args, **kwargs)
+    return run
+
+
+def left_threads(before) -> list:
+    """The non-daemon threads alive now that were not in ``before`` (a set of threads): what a
+    process would wait for at exit."""
+    import threading
+
+    return [t for t in threading.enumerate()
+            if t.is_alive() and not t.daemon and t not in before
+            and t is not threading.main_thread()]
 
 
 def real_exit(code: int):
@@ -419,7 +496,6 @@ def call_user(fn, *args, what: str | None = None, **kwargs):
             out = fn(*args, **kwargs)
         if inspect.iscoroutine(out):  # an async function: never run, and closed so that Python
             out.close()  # warns of no coroutine "never awaited"; the caller refuses the result
-        return out
     except SpectheoryError as exc:
         if isinstance(exc, (UserCodeError, TimeLimitError)) or not exc.user_code_raises or \
                 not _through_user_code(exc):  # named already (a nested user call, the running
@@ -446,6 +522,10 @@ def call_user(fn, *args, what: str | None = None, **kwargs):
         if token is not None:
             _call_watch[1](token)
         _unguard_process_exit()
+    failure = thread_failure()  # a thread the call started called os._exit, or raised
+    if failure is not None:
+        raise UserCodeError(failure)
+    return out
 
 
 def _users_frame(frame) -> bool:

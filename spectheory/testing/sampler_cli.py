@@ -88,7 +88,7 @@ def run_check_sampler(args) -> int:
     paths = None if args.paths is None else _int(args.paths, "--paths")
     if paths is not None and not 1 <= paths <= MAX_PATHS:
         raise OptionError(f"--paths = {paths} is out of range 1..{MAX_PATHS}")
-    verifier = args.verifier
+    verifier = "block" if args.verifier is None else args.verifier
     if args.convention is not None and args.mode not in ("coins", "coins-tau"):
         raise OptionError(f"--convention {args.convention} applies to --mode coins and "
                           f"coins-tau only; --mode {args.mode} checks the law of --verifier and "
@@ -166,7 +166,7 @@ def run_check_tree_sampler(args) -> int:
     seed = _int(args.seed, "--seed")
     if not 0 <= seed <= MAX_SEED:
         raise OptionError(f"--seed = {seed} is out of range 0..2^63-1")
-    verifier = None if args.verifier == "block" else args.verifier  # block has no node rule
+    verifier = args.verifier  # None: the tree check's default rule (block has no node rule)
     instances = [load_instance(f) for f in args.instance] if args.instance else None
     sampler = _import(args.sampler, "sampler")
     if args.tree_layout is not None:
@@ -210,9 +210,10 @@ def register(sub) -> None:
                     "by default (a token-level sampler needs --verifier token). Exit 0 pass, "
                     "1 fail, 2 bad input.")
     p.add_argument("sampler", metavar="MODULE:FUNCTION", help="the sampler to check")
-    p.add_argument("--verifier", default="block",
+    p.add_argument("--verifier", default=None,
                    help="the law it claims: a registered name or module:function (default "
-                        "block; token for a token-level sampler)")
+                        "block; token for a token-level sampler; with --tree, the tree "
+                        "check's default rule)")
     p.add_argument("--mode", choices=("law", "lossless", "coins", "coins-tau"), default="law",
                    help="law: (tau, Y) per fixed draft against the verifier's exact law; "
                         "lossless: output plus target completion against the target law; coins: "

@@ -77,7 +77,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 from ...runtime._lazy import torch
 
-from ...runtime.errors import OptionError, SpectheoryError, as_list
+from ...runtime.errors import guarded_check, OptionError, SpectheoryError, as_list
 from ...registry import plan
 from ..statistics import stats  # noqa: F401 (re-exported)
 from .report import (MIN_EXPECTED, POWER, Cell, CoinMismatch, DraftRows, SamplerReport,  # noqa: F401 (re-exported)
@@ -275,6 +275,7 @@ def _budgeted_run(call: dict, start: float, budget_s: float) -> SamplerReport:
     return report
 
 
+@guarded_check
 def check_sampler(sampler: Callable, verifier: Any = "block", instances: Sequence | None = None,
                   samples: int | str = 100_000, alpha: float = 1e-3, mode: str = "law",
                   seed: int = 0,
@@ -464,6 +465,7 @@ def assert_sampler(sampler: Callable, verifier: Any = "block", **kwargs) -> Samp
     return report
 
 
+@guarded_check
 def check_proposal(draft_sampler: Callable, instances: Sequence | None = None,
                    samples: int = 100_000, alpha: float = 1e-3, seed: int = 0, *,
                    rows: int = 8) -> SamplerReport:

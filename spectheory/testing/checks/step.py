@@ -82,7 +82,7 @@ from ...inputs.stateful import kit_logits
 from ...inputs.random_instances import random_instance
 from ...engine.seqtree import levels, path_probabilities
 from ...runtime._lazy import torch
-from ...runtime.errors import (OptionError, SizeLimitError, SpectheoryError, TimeLimitError,
+from ...runtime.errors import (guarded_check, OptionError, SizeLimitError, SpectheoryError, TimeLimitError,
                               as_list, is_integer)
 from ..statistics import stats
 from .calls import _an_instance, _cells, _summary, kit_seed, readable
@@ -529,6 +529,7 @@ def _label(inst_i, c, V, N):
     return f"instance {inst_i}: sequence {tuple(toks)}"
 
 
+@guarded_check
 def check_step(step: Callable, instances: Sequence | None = None, samples: int = 20_000,
                alpha: float = 1e-3, seed: int = 0, *, steps: int = 1, sampling=None,
                draft_sampling=None, inputs: str | None = None,

@@ -71,7 +71,7 @@ from ...inputs.instances import Instance
 from ...inputs.random_instances import random_instance
 from ...registry import VerifierSpec, get_verifier
 from ...runtime._lazy import torch
-from ...runtime.errors import (InstanceError, OptionError, as_list, call_user, check_generator,
+from ...runtime.errors import (guarded_check, InstanceError, OptionError, as_list, call_user, check_generator,
                                is_integer)
 from ...runtime.limits import check_memory
 from ...runtime.sizes import check_size
@@ -814,6 +814,7 @@ def _lossless_target(inst: Instance, D: int) -> np.ndarray:
 # ----------------------------------------------------------------------------- API
 
 
+@guarded_check
 def check_tree_sampler(sampler: Callable, verifier: Any = None, tree: Any = (2, 1),
                        drafting: str | None = None, instances: Sequence | None = None,
                        samples: int | str | None = None, alpha: float = 1e-3,

@@ -1,0 +1,144 @@
+"""What the code under test does in threads it starts, and verdicts on low-precision output:
+
+* a thread a sampler started that calls ``os._exit(0)`` while the check runs ended the process
+  with exit 0 and no output (the guard covered the calling thread during a call only): the
+  thread ends and the check is refused in one line naming it, on the command line (exit 2) and
+  in Python (`UserCodeError`, the caller's process alive);
+* a thread that raises put Python's traceback on standard error beside the verdict: one line,
+  exit 2;
+* a non-daemon thread left running kept the command alive for ever after its verdict: the
+  command ends with its verdict's exit code and one note naming the thread;
+* ``check-sampler --tree --verifier block`` ran the tree check's default rule (topk) and passed:
+  block has no node rule, refused as in Python;
+* `check_proposal` failed a correct draft step that reports q in float16 (a sum off 1 by a few
+  1e-4 against a fixed 1e-6): the tolerance of the reported dtype, as for given draft rows; a
+  planted sampler that draws from another law than it reports still fails.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+from cli_helpers import refused, run
+from spectheory.runtime.errors import UserCodeError
+from spectheory.testing import check_proposal, check_sampler
+
+THREADS = textwrap.dedent("""
+    import os, threading, time
+    from spectheory.testing import make_sampler
+
+    _ref = make_sampler("token")
+    _started = []
+
+    def exits_in_a_thread(drafts, q, p, generator):
+        if not _started:
+            _started.append(threading.Thread(target=lambda: os._exit(0), name="quitter"))
+            _started[0].start()
+            _started[0].join()
+        return _ref(drafts, q, p, generator)
+
+    def raises_in_a_thread(drafts, q, p, generator):
+        if not _started:
+            def boom():
+                raise ValueError("thread boom")
+            _started.append(threading.Thread(target=boom, name="boomer"))
+            _started[0].start()
+            _started[0].join()
+        return _ref(drafts, q, p, generator)
+
+    def leaves_a_thread(drafts, q, p, generator):
+        if not _started:
+            _started.append(threading.Thread(target=lambda: time.sleep(10**6), name="sleeper"))
+            _started[0].start()
+        return _ref(drafts, q, p, generator)
+""")
+
+
+@pytest.fixture
+def threads_module(user_modules, request):
+    """The module above under a name of this test's own (a module imported by an earlier test
+    would keep its threads' state)."""
+    import re
+
+    name = "threadsmod_" + re.sub(r"\W", "_", request.node.name)
+    return user_modules(**{name: THREADS})
+
+
+@pytest.mark.parametrize("fn, words", [
+    ("exits_in_a_thread", ("thread 'quitter' called os._exit(0) while the check ran",)),
+    ("raises_in_a_thread", ("thread 'boomer' raised ValueError: thread boom",)),
+])
+def test_a_thread_that_exits_or_raises_refuses_the_check(threads_module, capsys, fn, words):
+    refused(*run(["check-sampler", f"{threads_module}:{fn}", "--verifier", "token",
+                  "--samples", "2000"], capsys), *words)
+
+
+@pytest.mark.parametrize("fn, why", [
+    ("exits_in_a_thread", "thread 'quitter' called os._exit"),
+    ("raises_in_a_thread", "thread 'boomer' raised ValueError"),
+])
+def test_in_python_the_check_raises_and_the_caller_lives_on(threads_module, fn, why):
+    import importlib
+
+    mod = importlib.import_module(threads_module)
+    with pytest.raises(UserCodeError, match=why):
+        check_sampler(getattr(mod, fn), "token", samples=2000)
+    assert os.getpid()  # still here: the thread's os._exit did not end this process
+
+
+def test_a_thread_left_running_does_not_hold_the_command(tmp_path):
+    (tmp_path / "threadsmod.py").write_text(THREADS)
+    env = dict(os.environ, PYTHONPATH=str(tmp_path) + os.pathsep + os.environ.get("PYTHONPATH",
+                                                                                   ""))
+    done = subprocess.run([sys.executable, "-m", "spectheory", "check-sampler",
+                           "threadsmod:leaves_a_thread", "--verifier", "token", "--samples",
+                           "2000"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr  # the verdict's code (a correct sampler)
+    assert "check_sampler (law mode, verifier token): PASS" in done.stdout
+    assert done.stderr.strip() == ("spectheory: note: 1 thread(s) started during the command "
+                                   "are still running ('sleeper'); the command ends without "
+                                   "waiting for them")
+
+
+def test_an_explicit_block_verifier_is_refused_in_tree_mode(user_modules, capsys):
+    name = user_modules(treesmod=textwrap.dedent("""
+        from spectheory.testing import (SGLANG_TREE, tree_engine_sampler,
+                                        tree_speculative_sampling_target_only)
+        good = tree_engine_sampler(tree_speculative_sampling_target_only, SGLANG_TREE)
+    """))
+    refused(*run(["check-sampler", f"{name}:good", "--tree", "2,1", "--verifier", "block",
+                  "--samples", "2000"], capsys), "verifier 'block' has no node rule")
+    code, out, err = run(["check-sampler", f"{name}:good", "--tree", "2,1", "--samples", "2000"],
+                         capsys)
+    assert code == 0 and ": PASS" in out, out + err  # the sampler's declared rule
+
+
+def _q_half(q, generator):
+    t = torch.multinomial(q, 1, generator=generator)[:, 0]
+    return t, q.half()
+
+
+def _q_half_sharpened(q, generator):  # planted: draws from q^2, reports q
+    w = q ** 2
+    t = torch.multinomial(w / w.sum(1, keepdim=True), 1, generator=generator)[:, 0]
+    return t, q.half()
+
+
+def _q_meta(q, generator):
+    return torch.multinomial(q, 1, generator=generator)[:, 0], q.to("meta")
+
+
+def test_a_proposal_reported_in_float16_is_read_as_the_law_it_rounds():
+    assert abs(float(torch.tensor([1 / 3] * 3).half().double().sum()) - 1) > 1e-6  # off 1
+    assert check_proposal(_q_half, samples=20_000).passed
+    bad = check_proposal(_q_half_sharpened, samples=20_000)
+    assert not bad.passed and bad.p_value < 1e-6
+    meta = check_proposal(_q_meta, samples=2_000)
+    assert not meta.passed and any("q_reported on the meta device" in n for n in meta.notes)
