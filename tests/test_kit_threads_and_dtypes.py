@@ -142,3 +142,83 @@ def test_a_proposal_reported_in_float16_is_read_as_the_law_it_rounds():
     assert not bad.passed and bad.p_value < 1e-6
     meta = check_proposal(_q_meta, samples=2_000)
     assert not meta.passed and any("q_reported on the meta device" in n for n in meta.notes)
+
+
+# ----------------------------------------------------------------------------- the reference
+# sampler's inputs, and calls that never return under max_seconds
+
+
+def _rows(dtype=torch.float64, B=4, L=2, V=5, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.softmax(torch.randn(B, L, V, generator=g, dtype=torch.float64), -1)
+    p = torch.softmax(torch.randn(B, L + 1, V, generator=g, dtype=torch.float64), -1)
+    d = torch.multinomial(q.reshape(-1, V), 1, generator=g).reshape(B, L)
+    return d, q.to(dtype), p.to(dtype)
+
+
+@pytest.mark.parametrize("change, why", [
+    (lambda d, q, p: (d, q * 3, p), "the q row of row 0, path 0, position 0 sums to 3"),
+    (lambda d, q, p: (d, q * float("nan"), p), "has a non-finite entry"),
+    (lambda d, q, p: (d + 5, q, p), "a drafted token lies outside 0..4"),
+    (lambda d, q, p: ("x", q, p), "drafts must be a tensor"),
+], ids=["sum", "nan", "ids", "text"])
+def test_the_reference_sampler_refuses_rows_that_are_not_laws(change, why):
+    from spectheory.runtime.errors import InputError
+    from spectheory.testing import make_sampler
+
+    sampler = make_sampler("block")
+    with pytest.raises(InputError, match=why):
+        sampler(*change(*_rows()), torch.Generator().manual_seed(1))
+    d, q, p = _rows()
+    tau, y = sampler(d.tolist(), q.tolist(), p.tolist(), torch.Generator().manual_seed(1))
+    assert tau.shape == y.shape == (4,)  # lists are read as tensors
+
+
+def test_a_users_sampler_that_hands_the_reference_a_bad_row_is_named(user_modules, capsys):
+    name = user_modules(nanq=textwrap.dedent("""
+        from spectheory.testing import make_sampler
+        _ref = make_sampler("token")
+        def sampler(drafts, q, p, generator):
+            return _ref(drafts, q * float("nan"), p, generator)
+    """))
+    refused(*run(["check-sampler", f"{name}:sampler", "--verifier", "token", "--samples", "2000"],
+                 capsys), f"sampler {name}:sampler raised InputError: draft rows: the q row")
+
+
+def test_rows_given_in_float16_are_the_laws_they_round_for_the_reference_too():
+    from spectheory.testing import DraftRows, make_sampler
+
+    d, q, p = _rows(torch.float16)
+    assert float((q.double().sum(-1) - 1).abs().max()) > 1e-6  # off 1 in float64
+    rows = [DraftRows(d, q, p)]
+    assert check_sampler(make_sampler("block"), "block", instances=rows, samples=20_000).passed
+    planted = check_sampler(make_sampler("token"), "block", instances=rows, samples=20_000)
+    assert not planted.passed and planted.p_value < 1e-6
+
+
+@pytest.mark.parametrize("which", ["step", "proposal"])
+def test_max_seconds_stops_a_call_that_never_returns(which):
+    import time
+
+    from spectheory.runtime.errors import TimeLimitError
+    from spectheory.testing import check_step
+
+    def hangs(*args, **kwargs):
+        time.sleep(60)
+
+    start = time.monotonic()
+    with pytest.raises(TimeLimitError, match=r"hangs did not return: the call was stopped "
+                                             r"after .* past 2 times max_seconds = 0\.2 plus 1 s"):
+        if which == "step":
+            check_step(hangs, samples=3000, max_seconds=0.2)
+        else:
+            check_proposal(hangs, samples=3000, max_seconds=0.2)
+    assert time.monotonic() - start < 10  # (the call would sleep 60 s)
+
+
+def test_check_proposal_validates_max_seconds():
+    from spectheory.runtime.errors import OptionError
+
+    for bad in (float("nan"), -1, 0, "1", True):
+        with pytest.raises(OptionError, match="max_seconds = .* must be a positive number"):
+            check_proposal(_q_half, samples=2000, max_seconds=bad)

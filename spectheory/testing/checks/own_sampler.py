@@ -10,7 +10,9 @@ from typing import Any, Callable
 from ...runtime._lazy import torch
 
 from ...registry import plan
+from ...runtime.errors import InputError, check_arrays
 from ...sampling import sample_output
+from .rows import DRAFT_ROW_TOL, _as_law, _check_draft_rows
 
 
 def _one_law_draw(law, n: int, u: torch.Tensor):
@@ -56,6 +58,20 @@ def _is_repeat(x: torch.Tensor) -> bool:
     return x.shape[0] > 1 and x.stride(0) == 0
 
 
+def _tensors(drafts, q, p, name: str):
+    """The arguments as tensors (a numpy array or a list is read as one), or one line."""
+    out = []
+    for what, x in (("drafts", drafts), ("q", q), ("p", p)):
+        if not isinstance(x, torch.Tensor):
+            try:
+                x = torch.as_tensor(x)
+            except (TypeError, ValueError, RuntimeError):
+                raise InputError(f"spectheory's {name} sampler: {what} must be a tensor (the "
+                                 f"canonical signature), not {type(x).__name__}") from None
+        out.append(x)
+    return out
+
+
 def make_sampler(verifier: Any = "block", paths: int | None = None) -> Callable:
     """spectheory's own sampler for any verifier, in the canonical signature.
 
@@ -67,18 +83,29 @@ def make_sampler(verifier: Any = "block", paths: int | None = None) -> Callable:
     hands them over at large vocabularies), or a small batch repeats rows, the law of each distinct
     input is computed once; the draws are the same. The sampler carries ``repeat_aware = True``, so
     [`check_sampler`][spectheory.testing.checks.sampler.check_sampler] hands it each draft row's
-    repeats in one call.
+    repeats in one call. Its inputs are checked as a check's draft rows are: tensors of the
+    canonical shapes, drafted ids in the vocabulary, rows that are distributions (float16 and
+    bfloat16 rows within `DRAFT_ROW_TOL_LOW` of summing to 1, then read in float64 divided by
+    their sums); else one line (`InputError`, `SpectheoryError`), which a sampler of yours that
+    calls it reports as its own.
     """
     how = plan(verifier, paths)
     spec, K = how.spec, how.paths
 
     def sampler(drafts, q, p, generator=None):
+        drafts, q, p = _tensors(drafts, q, p, spec.name)
+        check_arrays(drafts, q, p, f"spectheory's {spec.name} sampler", paths=K > 1)
         if K == 1:
             d3, q3, p3 = drafts.unsqueeze(1), q.unsqueeze(1), p.unsqueeze(1)
         else:
             d3, q3, p3 = drafts, q, p
         n = d3.shape[0]
-        if _is_repeat(drafts) and _is_repeat(q) and _is_repeat(p):
+        repeat = _is_repeat(drafts) and _is_repeat(q) and _is_repeat(p)
+        m = 1 if repeat else n  # a row repeated by a stride-0 view is checked once
+        _check_draft_rows(d3[:m], q3[:m], p3[:m])
+        if str(q3.dtype) not in DRAFT_ROW_TOL or str(p3.dtype) not in DRAFT_ROW_TOL:
+            q3, p3 = _as_law(q3), _as_law(p3)  # float16 rows: in float64, the law they round
+        if repeat:
             law = spec.law(d3[:1], q3[:1], p3[:1])
             u = torch.rand(n, 2, generator=generator, dtype=torch.float64, device=q.device)
             k, tau, y = _one_law_draw(law, n, u)

@@ -109,7 +109,7 @@ def _fixed_rows(inst, K: int, drafting: str, rows: int, generator) -> DraftRows:
                                   f"{list(q.shape)}: no rows to check (a batch of B >= 1 rows "
                                   "of V >= 1 tokens)")
         _check_draft_rows(d, q, p)
-        return DraftRows(d.to(torch.long), q.to(torch.float64), p.to(torch.float64))
+        return DraftRows(d.to(torch.long), _as_law(q), _as_law(p))
     if not isinstance(inst, Instance):
         raise SpectheoryError(f"an instance must be a spectheory Instance or DraftRows, not "
                               f"{type(inst).__name__}")
@@ -127,6 +127,16 @@ def _fixed_rows(inst, K: int, drafting: str, rows: int, generator) -> DraftRows:
 #: softmax rounded to bfloat16 or float16 is off by up to a few 1e-4).
 DRAFT_ROW_TOL = {"torch.float64": 1e-6, "torch.float32": 1e-6}  # by dtype name: torch loads lazily
 DRAFT_ROW_TOL_LOW = 1e-3
+
+
+def _as_law(rows):
+    """Given rows in float64: float64 and float32 rows as given (within `DRAFT_ROW_TOL` of
+    summing to 1), float16 and bfloat16 rows divided by their sums, the distributions they round
+    (off 1 by up to a few 1e-4): the sampler and the reference law then read the same law."""
+    wide = rows.to(torch.float64)
+    if str(rows.dtype) in DRAFT_ROW_TOL:
+        return wide
+    return wide / wide.sum(-1, keepdim=True)
 
 
 def _check_draft_rows(d, q, p) -> None:

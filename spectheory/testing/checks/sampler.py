@@ -468,7 +468,7 @@ def assert_sampler(sampler: Callable, verifier: Any = "block", **kwargs) -> Samp
 @guarded_check
 def check_proposal(draft_sampler: Callable, instances: Sequence | None = None,
                    samples: int = 100_000, alpha: float = 1e-3, seed: int = 0, *,
-                   rows: int = 8) -> SamplerReport:
+                   rows: int = 8, max_seconds: float | None = MAX_SECONDS) -> SamplerReport:
     """Does ``draft_sampler`` sample from the q it reports?
 
     ``draft_sampler(q_rows [B, V], generator) -> (tokens [B] int64, q_reported [B, V])``: given the
@@ -480,15 +480,25 @@ def check_proposal(draft_sampler: Callable, instances: Sequence | None = None,
     drafts handed a soft q (Hugging Face transformers #30778) and top-k-filtered drafts handed the
     raw q (#47932). Default rows:
     [`default_proposal_rows`][spectheory.testing.checks.sampler.default_proposal_rows].
+
+    ``max_seconds`` (default a day) bounds the run as in `check_sampler`: a run the measured rate
+    projects past it is stopped, and under a ``max_seconds`` below the default one call of the
+    draft sampler still running twice ``max_seconds`` plus 1 s after it began is stopped
+    (`TimeLimitError`, one line naming it).
     """
     _check_args(samples, alpha)
+    if max_seconds is not None and (isinstance(max_seconds, bool) or
+                                    not isinstance(max_seconds, (int, float)) or
+                                    not max_seconds > 0):
+        raise OptionError(f"max_seconds = {max_seconds!r:.40} must be a positive number or None")
     seed = kit_seed(seed)
     if not callable(draft_sampler):
         raise SpectheoryError(f"the draft sampler is {type(draft_sampler).__name__}, "
                               f"not a function")
     if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
         raise SpectheoryError(f"rows = {rows!r} must be a positive integer")
-    _refuse_time(samples, MAX_SECONDS)
+    _refuse_time(samples, MAX_SECONDS if max_seconds is None else min(max_seconds, MAX_SECONDS),
+                 remedy="lower samples or raise max_seconds")
     draft_sampler = _guarded(draft_sampler, "draft sampler")
     g = torch.Generator().manual_seed(seed)
     if instances is None:
@@ -502,10 +512,16 @@ def check_proposal(draft_sampler: Callable, instances: Sequence | None = None,
     from ...runtime.limits import human_seconds
     from .calls import _Pace
 
-    return _proposal_mode(draft_sampler, sets, samples, alpha, seed,
-                          _Pace(samples, MAX_SECONDS, "lower samples",
-                                f"check_proposal's bound of {human_seconds(MAX_SECONDS)}",
-                                "check_proposal"))
+    from .calls import _caller_bound
+
+    if max_seconds is None or max_seconds >= MAX_SECONDS:  # the check's own bound
+        pace = _Pace(samples, MAX_SECONDS, "lower samples",
+                     f"check_proposal's bound of {human_seconds(MAX_SECONDS)}", "check_proposal")
+    else:
+        pace = _Pace(samples, max_seconds, "lower samples or raise max_seconds",
+                     what="check_proposal")
+    with _caller_bound(max_seconds, MAX_SECONDS):
+        return _proposal_mode(draft_sampler, sets, samples, alpha, seed, pace)
 
 
 def assert_proposal(draft_sampler: Callable, **kwargs) -> SamplerReport:

@@ -85,7 +85,7 @@ from ...runtime._lazy import torch
 from ...runtime.errors import (guarded_check, OptionError, SizeLimitError, SpectheoryError, TimeLimitError,
                               as_list, is_integer)
 from ..statistics import stats
-from .calls import _an_instance, _cells, _summary, kit_seed, readable
+from .calls import _an_instance, _caller_bound, _cells, _summary, kit_seed, readable
 from .report import MIN_EXPECTED, POWER, SamplerReport, guarded
 
 #: Most sequences V^N one comparison enumerates (N = steps + L tokens).
@@ -621,7 +621,8 @@ def check_step(step: Callable, instances: Sequence | None = None, samples: int =
     for inst_i, (inst, L, n) in enumerate(zip(insts, Ls, per)):
         inst = inst.to_float()
         V, N = inst.vocab_size, steps + L
-        obs, note = _run_instance(step, who, inst, n, L, steps, sp, dp, inputs, g, sg, pace)
+        with _caller_bound(max_seconds, MAX_SECONDS):  # a step call that never returns
+            obs, note = _run_instance(step, who, inst, n, L, steps, sp, dp, inputs, g, sg, pace)
         if note:
             return _failed(samples, alpha, who, note, len(insts), steps,
                            [steps + L for L in Ls])
