@@ -2381,6 +2381,11 @@ MUTANTS = [
            '    if True:\n        return _proposal_mode(',
            'check_proposal waits for ever on a draft sampler call that never returns',
            ("tests/test_kit_threads_and_dtypes.py",)),
+    Mutant('spectheory/cli/__init__.py',
+           '        if done.wait(after):',
+           '        if True:',
+           'a sampler that catches every interruption holds a --time-limit command for ever',
+           ("tests/test_kit_threads_and_dtypes.py",)),
 ]
 
 

@@ -222,3 +222,34 @@ def test_check_proposal_validates_max_seconds():
     for bad in (float("nan"), -1, 0, "1", True):
         with pytest.raises(OptionError, match="max_seconds = .* must be a positive number"):
             check_proposal(_q_half, samples=2000, max_seconds=bad)
+
+
+def test_a_sampler_that_defeats_the_time_limit_is_ended_past_it(tmp_path):
+    """--time-limit stops the work from the main thread (a check between steps, then SIGALRM);
+    a sampler that catches every exception in a loop held the command until something outside
+    killed it. A watcher thread ends the command 2 s (plus a tenth of the limit) past it."""
+    import time
+
+    (tmp_path / "defiant.py").write_text(textwrap.dedent("""
+        import time
+        def sampler(drafts, q, p, generator):
+            while True:
+                try:
+                    while True:
+                        time.sleep(0.05)
+                except BaseException:
+                    pass
+    """))
+    env = dict(os.environ, PYTHONPATH=str(tmp_path) + os.pathsep + os.environ.get("PYTHONPATH",
+                                                                                   ""))
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "spectheory", "check-sampler",
+                           "defiant:sampler", "--verifier", "token", "--samples", "2000",
+                           "--time-limit", "0.5"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=60)
+    took = time.monotonic() - start
+    assert done.returncode == 2 and done.stdout == "", done
+    assert done.stderr.startswith("spectheory: error: time limit of 0.5 s reached and the code "
+                                  "under test did not stop when asked") \
+        and done.stderr.count("\n") == 1, done.stderr
+    assert took < 30, took  # 2.55 s past the start of the work, a process start before it

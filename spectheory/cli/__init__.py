@@ -39,6 +39,7 @@ Every command also lets the C allocator keep freed memory for reuse
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import importlib
 import os
@@ -288,7 +289,8 @@ def _run(args) -> int:
         if not hasattr(args, "time_limit"):
             return int(args.func(args) or 0)
         # long-running commands: --time-limit, progress bars and time estimates on a terminal
-        with running(args.time_limit, progress=sys.stderr.isatty(), notes=True):
+        with running(args.time_limit, progress=sys.stderr.isatty(), notes=True), \
+                _hard_stop(args.time_limit):
             return int(args.func(args) or 0)
     except SystemExit as exc:
         signum = _ray_signal_exit(exc)
@@ -302,6 +304,72 @@ def _run(args) -> int:
             return 128 + signum
         raise UserCodeError(f"user code called sys.exit({exc.code!r}) during the command; user "
                             "code must return, not exit (--debug shows where)") from exc
+
+
+#: Seconds past ``--time-limit`` (plus `HARD_STOP_SHARE` of it) after which a command that did
+#: not stop is ended from a watcher thread: the limit stops the work from the main thread (a
+#: check between steps, then a ``SIGALRM`` 0.5 s later), which code under test can defeat (a
+#: loop that catches every exception, a sampler that ignores ``SIGALRM``).
+HARD_STOP_S = 2.0
+HARD_STOP_SHARE = 0.1
+
+
+@contextlib.contextmanager
+def _hard_stop(time_limit):
+    """End the process (exit 2, one line, the folders being written removed as on SIGTERM) when
+    the block runs `HARD_STOP_S` plus `HARD_STOP_SHARE` of the limit past ``time_limit``
+    seconds: the limit's promise holds even when the code under test does not let it stop the
+    work. Only in the process's main thread, and only for the command line (an application's
+    own call of ``main`` keeps its process)."""
+    import threading
+    import time
+
+    from ..runtime.limits import check_time_limit
+
+    limit = check_time_limit(time_limit)
+    if limit is None or threading.current_thread() is not threading.main_thread() \
+            or not _COMMAND_LINE[0]:
+        yield
+        return
+    done = threading.Event()
+    start = time.monotonic()
+    after = limit + HARD_STOP_S + HARD_STOP_SHARE * limit
+
+    def watch():
+        if done.wait(after):
+            return
+        _end_now(f"spectheory: error: time limit of {limit:g} s reached and the code under test "
+                 f"did not stop when asked (it caught the interruption, or ignored SIGALRM); "
+                 f"the command ended after {time.monotonic() - start:.1f} s with no result", 2)
+
+    threading.Thread(target=watch, name="spectheory-hard-stop", daemon=True).start()
+    try:
+        yield
+    finally:
+        done.set()
+
+
+#: Whether `main` runs as the command itself (``argv`` None): only then may it end the process.
+_COMMAND_LINE = [False]
+
+
+def _end_now(line: str, code: int) -> None:
+    """End the process at once: remove the folders being written, end the worker processes,
+    flush standard output, print ``line`` and exit with ``code`` (``os._exit``)."""
+    import multiprocessing
+
+    from ..runtime.errors import real_exit
+    from ..runtime.partial import kept_clauses, remove_held
+
+    remove_held()
+    for child in multiprocessing.active_children():
+        child.terminate()
+    try:
+        sys.stdout.flush()
+    except Exception:  # noqa: BLE001 - a closed or full stdout: the line below still goes
+        pass
+    print("; ".join([line, *kept_clauses()]), file=sys.stderr, flush=True)
+    real_exit(code)
 
 
 def _ray_signal_exit(exc: SystemExit) -> int | None:
@@ -380,21 +448,8 @@ def _on_sigterm():
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
             os.kill(os.getpid(), signal.SIGTERM)
             return
-        import multiprocessing
-
-        from ..runtime.errors import real_exit
-        from ..runtime.partial import kept_clauses, remove_held
-
-        remove_held()
-        for child in multiprocessing.active_children():
-            child.terminate()
-        try:
-            sys.stdout.flush()
-        except Exception:  # noqa: BLE001 - a closed or full stdout: the line below still goes
-            pass
-        print("; ".join(["spectheory: terminated (SIGTERM); nothing half-written was left",
-                         *kept_clauses()]), file=sys.stderr, flush=True)
-        real_exit(143)  # os._exit, also while a sampler or step runs (call_user guards it)
+        # os._exit, also while a sampler or step runs (call_user guards it)
+        _end_now("spectheory: terminated (SIGTERM); nothing half-written was left", 143)
 
     signal.signal(signal.SIGTERM, handler)
 
@@ -433,6 +488,7 @@ def main(argv: list[str] | None = None) -> int:
               "standard output (e.g. > FILE)", file=sys.stderr)
         return 2
     before = None
+    _COMMAND_LINE[0] = argv is None
     debug = "--debug" in (sys.argv[1:] if argv is None else list(argv))
     restore_term = _on_sigterm()
     try:
