@@ -2386,6 +2386,11 @@ MUTANTS = [
            '        if True:',
            'a sampler that catches every interruption holds a --time-limit command for ever',
            ("tests/test_kit_threads_and_dtypes.py",)),
+    Mutant('spectheory/testing/checks/calls.py',
+           '            part = ids[s:s + min(chunk, ramp)]  # the run seconds in, not after a full call',
+           '            part = ids[s:s + chunk]  # the run seconds in, not after a full call',
+           "a check's first calls are full chunks: a slow sampler's pace is read a minute in",
+           ("tests/test_kit_threads_and_dtypes.py",)),
 ]
 
 

@@ -341,8 +341,11 @@ def _row_counts(sampler, rows: DraftRows, counts: list[int], generator, chunk: i
         ids = torch.repeat_interleave(torch.arange(Bn), torch.as_tensor(counts))
         ids = ids[torch.randperm(len(ids), generator=generator)]
         rid_parts, cell_parts = [], []
-        for s in range(0, total, chunk):
-            part = ids[s:s + chunk]
+        s, ramp = 0, RAMP_FIRST_ROWS  # the first calls grow to `chunk`, as below: the pace
+        while s < total:  # measures a slow sampler's rate on a small call, and notes or stops
+            part = ids[s:s + min(chunk, ramp)]  # the run seconds in, not after a full call
+            s += len(part)
+            ramp *= 4
             cells, note = call(d[part], q[part], p[part])
             if note:
                 yield 0, None, note
