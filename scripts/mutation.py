@@ -2391,6 +2391,16 @@ MUTANTS = [
            '            part = ids[s:s + chunk]  # the run seconds in, not after a full call',
            "a check's first calls are full chunks: a slow sampler's pace is read a minute in",
            ("tests/test_kit_threads_and_dtypes.py",)),
+    Mutant('spectheory/testing/checks/step.py',
+           '            if t.numel() == 0:  # (an empty list reads as float32: name the count, not a dtype)',
+           '            if False:  # (an empty list reads as float32: name the count, not a dtype)',
+           'a step that emits empty rows is told its tokens are float32',
+           ("tests/test_kit_threads_and_dtypes.py",)),
+    Mutant('spectheory/testing/engines/layouts.py',
+           '    _check_constants(fn, layout)',
+           '    pass',
+           'a layout constant the engine function does not take is bound and fails every call',
+           ("tests/test_kit_threads_and_dtypes.py",)),
 ]
 
 

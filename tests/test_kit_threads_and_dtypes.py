@@ -272,3 +272,32 @@ def test_the_first_calls_of_a_check_are_small_so_its_pace_is_read_seconds_in():
     assert check_sampler(counting, "token", samples=100_000).passed
     assert sizes[0] == RAMP_FIRST_ROWS < max(sizes), sizes  # then up to the full chunk
     assert sum(sizes) >= 100_000
+
+
+def test_a_step_that_emits_empty_rows_is_told_so():
+    """Rows of no token (an empty list reads as float32) were reported as "float32 tokens, not
+    integers"."""
+    from spectheory.testing import check_step
+
+    def empty(request):
+        return [[] for _ in range(request.context.shape[0])]
+
+    rep = check_step(empty, samples=2000)
+    assert not rep.passed
+    assert any("returned a row of 0 tokens; a step emits 1.." in n for n in rep.notes), rep.notes
+
+
+def test_a_layout_constant_the_engine_function_does_not_take_is_refused_when_bound():
+    from spectheory.runtime.errors import OptionError
+    from spectheory.testing import SGLANG_CHAIN, engine_sampler
+    from spectheory.testing import sglang_chain_speculative_sampling as fn
+
+    with pytest.raises(OptionError, match=r"^layout 'sglang-chain': constant 'bogus_flag' is not "
+                                          r"an argument of sglang_chain_speculative_sampling"):
+        engine_sampler(fn, SGLANG_CHAIN.with_constants(bogus_flag=True))
+    engine_sampler(fn, SGLANG_CHAIN.with_constants(threshold_acc=0.5))  # one it takes
+
+    def takes_any(**kwargs):
+        return fn(**kwargs)
+
+    engine_sampler(takes_any, SGLANG_CHAIN.with_constants(bogus_flag=True))  # **kwargs: any

@@ -328,6 +328,8 @@ def _emitted(out, b: int, L: int, V: int, who: str):
                 t = torch.as_tensor(x).reshape(-1)
             except Exception:  # noqa: BLE001 - anything not array-like
                 return None, f"{who} returned a row that is not a tensor of tokens"
+            if t.numel() == 0:  # (an empty list reads as float32: name the count, not a dtype)
+                return None, f"{who} returned a row of 0 tokens; a step emits 1..{L + 1}"
             if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
                 return None, f"{who} returned {t.dtype} tokens, not integers"
             t, note = readable(t, "a row of emitted tokens")

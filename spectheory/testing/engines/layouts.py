@@ -1030,6 +1030,27 @@ def _label(fn, layout, proc) -> str:
     return name + extra + "]"
 
 
+def _check_constants(fn: Callable, layout) -> None:
+    """Refuse in one line a constant of ``layout`` (its top-level name) that ``fn`` does not take:
+    `Layout.with_constants` adds any name (an engine's optional argument), and one the function
+    has no parameter for would fail every call. A function with ``**kwargs`` takes any name,
+    and one whose signature cannot be read (a builtin) is not checked."""
+    import inspect
+
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # a builtin or a C function: nothing to read
+        return
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return
+    for name, _ in layout.constants:
+        top = name.split(".")[0]
+        if top not in params:
+            raise OptionError(f"layout {layout.name!r}: constant {top!r} is not an argument of "
+                              f"{getattr(fn, '__name__', 'the engine function')} (it takes "
+                              f"{', '.join(params) or 'none'})")
+
+
 def engine_sampler(fn: Callable, layout, sampling=None) -> Callable:
     """The canonical sampler ``sampler(drafts [B, L], q [B, L, V], p [B, L+1, V], generator) ->
     (accepted [B], token [B])`` of the engine function ``fn`` called as ``layout`` says.
@@ -1058,6 +1079,7 @@ def engine_sampler(fn: Callable, layout, sampling=None) -> Callable:
     layout = get_layout(layout)
     if not callable(fn):
         raise OptionError(f"the engine function is {type(fn).__name__}, not a function")
+    _check_constants(fn, layout)
     proc = engine_processing(layout, sampling)
 
     def sampler(drafts, q, p, generator=None):
