@@ -195,10 +195,11 @@ def test_released_assisted_generation_on_ties_and_zeros_under_top_k(hf):
 
 
 def test_the_library_refusing_its_arguments_is_one_line(hf):
-    # an argument the kit's law takes and the library refuses (transformers reads a numpy
-    # integer top_k as not an integer): the library's own refusal, in one line
-    with pytest.raises(SpectheoryError, match="generate raised") as info:
-        H.check_hf_generate(samples=60, generate_kwargs={"top_k": np.int64(2)})
+    # an argument the kit's law takes and the library refuses (a temperature of 0, greedy for the
+    # kit, is not a strictly positive float for sampling): the library's own refusal, in one line
+    with pytest.raises(SpectheoryError, match="generate raised ValueError: `temperature` "
+                                              r"\(=0\) has to be a strictly positive") as info:
+        H.check_hf_generate(samples=60, generate_kwargs={"temperature": 0})
     assert "\n" not in str(info.value)
 
 

@@ -343,7 +343,7 @@ def sampling_of(generate_kwargs: Mapping | None, vocab_size: int):
     """The `SamplingParams` (``order="transformers"``) of ``generate`` keyword arguments, or
     None for none; and the stop token (``eos_token_id``) or None. Refuses, in one line, a key the
     law does not model and a stop token outside 0..V-1."""
-    from ...inputs.processing import MAX_COUNT, SamplingParams
+    from ...inputs.processing import GREEDY_BELOW, MAX_COUNT, SamplingParams
 
     kw = dict(generate_kwargs or {})
     for key in kw:
@@ -371,8 +371,22 @@ def sampling_of(generate_kwargs: Mapping | None, vocab_size: int):
     params: dict[str, Any] = {"order": "transformers"}
     for key in ("temperature", "top_k", "top_p", "min_p", "repetition_penalty",
                 "no_repeat_ngram_size"):
-        if kw.get(key) is not None:
-            params[key] = kw[key]
+        value = kw.get(key)
+        if value is None:
+            continue
+        whole = key in ("top_k", "no_repeat_ngram_size")  # transformers takes numbers, and
+        if isinstance(value, bool) or not isinstance(  # reads text or a bool otherwise
+                value, (int, np.integer) if whole else (int, float, np.integer, np.floating)):
+            raise OptionError(f"generate argument {key} = {value!r:.40} must be "
+                              f"{'an integer' if whole else 'a number'} (transformers takes "
+                              f"{'integers' if whole else 'numbers'} there)")
+        params[key] = value
+    temperature = params.get("temperature")
+    if temperature is not None and 0 < float(temperature) < GREEDY_BELOW:
+        raise OptionError(f"temperature = {float(temperature):g} is below {GREEDY_BELOW:g}, "
+                          "which the kit's law reads as greedy (vLLM's rule) while transformers "
+                          "samples at it (and overflows float32 logits far below it); give a "
+                          f"temperature >= {GREEDY_BELOW:g}")
     if "top_k" not in params and vocab_size + 1 > HF_DEFAULT_TOP_K:
         params["top_k"] = HF_DEFAULT_TOP_K
     if kw.get("min_new_tokens") and eos is not None:  # without a stop token it changes nothing
@@ -389,6 +403,11 @@ def sampling_of(generate_kwargs: Mapping | None, vocab_size: int):
     if sp.identity and not stateful:
         sp = None
     return sp, eos
+
+
+def _plain(value):
+    """A numpy scalar as the Python number it holds (other values as they are)."""
+    return value.item() if isinstance(value, (np.integer, np.floating)) else value
 
 
 def _guard_cells(V: int, N: int) -> None:
@@ -460,8 +479,22 @@ def generate_counts(target, draft, samples: int, tokens: int, seed: int = 0,
     V, N = target.V, int(tokens)
     _guard_cells(V, N)
     kw = {k: v for k, v in dict(generate_kwargs or {}).items() if k not in ASSISTANT_KEYS}
-    for key, value in dict(assistant or {}).items():
-        setattr(draft.generation_config, key, value)
+    config = draft.generation_config
+    missing = object()
+    saved = {key: getattr(config, key, missing) for key in dict(assistant or {})}
+    try:  # the assistant's settings for these calls only: put back after them
+        for key, value in dict(assistant or {}).items():
+            setattr(config, key, value)
+        return _counts(target, draft, samples, N, V, seed, kw, stop, pace)
+    finally:
+        for key, value in saved.items():
+            if value is missing:
+                delattr(config, key)
+            else:
+                setattr(config, key, value)
+
+
+def _counts(target, draft, samples, N, V, seed, kw, stop, pace) -> np.ndarray:
     bos = torch.tensor([[V]], dtype=torch.long)
     counts = np.zeros(V ** N, dtype=np.int64)
     weights = V ** np.arange(N - 1, -1, -1)
@@ -611,9 +644,11 @@ def check_hf_generate(instances: Sequence | Instance | None = None, samples: int
                               f"{type(value).__name__}")
     for inst in insts:
         _guard_cells(inst.vocab_size, int(tokens))
-    kw = dict(generate_kwargs or {})
+    # a numpy scalar as the Python number it holds: transformers' checks read np.int64(2) as "not
+    # a strictly positive integer, but is 2"
+    kw = {k: _plain(v) for k, v in dict(generate_kwargs or {}).items()}
     ast = dict(DEFAULT_ASSISTANT)
-    ast.update(dict(assistant or {}))
+    ast.update({k: _plain(v) for k, v in dict(assistant or {}).items()})
     for key in list(kw):
         if key in ASSISTANT_KEYS:
             ast[key] = kw.pop(key)

@@ -245,7 +245,7 @@ def sampling_of(kwargs: Mapping | None, vocab_size: int, tokens: int = 1):
     ``make_logits_processors`` arguments apply, or None for plain sampling at temperature 1.
     Refuses, in one line, an argument the law does not model and a combination whose order MLX
     applies differently (see `spectheory.testing.checks.mlx_generate`)."""
-    from ...inputs.processing import SamplingParams
+    from ...inputs.processing import GREEDY_BELOW, SamplingParams
 
     kw = dict(DEFAULTS)
     kw.update(dict(kwargs or {}))
@@ -254,6 +254,10 @@ def sampling_of(kwargs: Mapping | None, vocab_size: int, tokens: int = 1):
             raise OptionError(f"argument {key!r} is not modelled by the kit's law (modelled: "
                               f"{', '.join(SAMPLER_KEYS + PROCESSOR_KEYS + LOOP_KEYS)})")
     temp = _number("temp", kw["temp"], 0, 1e6)
+    if 0 < temp < GREEDY_BELOW:  # the kit's law reads it as greedy, MLX samples at it
+        raise OptionError(f"temp = {temp:g} is below {GREEDY_BELOW:g}, which the kit's law "
+                          "reads as greedy (vLLM's rule) while MLX samples at it; give temp = 0 "
+                          f"for greedy decoding or one >= {GREEDY_BELOW:g}")
     params: dict = {"order": "transformers"}
     if temp != 1:
         params["temperature"] = temp

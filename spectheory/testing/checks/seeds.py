@@ -331,6 +331,9 @@ def _check_common(instances, seeds, tokens, schedule):
         except TypeError:
             raise OptionError(f"seeds must be a list of integers, not "
                               f"{type(seeds).__name__}") from None
+    if isinstance(seeds, (np.ndarray, torch.Tensor)) and seeds.ndim != 1:  # 0-d: no len()
+        raise OptionError(f"seeds must be a list of integers (a 1-d array), not an array of "
+                          f"shape {list(seeds.shape)}")
     if len(seeds) * len(insts) > MAX_ROWS:  # before a list of them is built
         raise OptionError(f"{len(insts)} instances x {len(seeds):,} seeds, over the limit of "
                           f"{MAX_ROWS:,} rows")
