@@ -2426,6 +2426,11 @@ MUTANTS = [
            '    if False:  # 0-d: no len()',
            'seeds as a 0-d array reach len() and raise a raw TypeError',
            ("tests/test_hostile_engine_steps.py",)),
+    Mutant('spectheory/testing/checks/hf_generate.py',
+           '    return (int(V), _whole("samples", samples, 0, max_samples),',
+           '    return (int(V), samples,',
+           "generate_counts takes a NaN or negative sample count (a raw ValueError, or zero counts)",
+           ("tests/test_hostile_engine_steps.py",)),
 ]
 
 

@@ -70,8 +70,8 @@ def test_hf_generate_counts_puts_the_assistant_settings_back():
         H.generate_counts(target, draft, 3, 2, assistant={"num_assistant_tokens": "x"})
     assert draft.generation_config.num_assistant_tokens == before
     assert H.generate_counts(target, draft, 3, 2).sum() == 3  # the next call is not affected
-    H.generate_counts(target, draft, 2, 2, assistant={"bogus_setting": 1})
-    assert not hasattr(draft.generation_config, "bogus_setting")  # added, then taken away
+    H.generate_counts(target, draft, 2, 2, assistant={"num_assistant_tokens": 3})
+    assert draft.generation_config.num_assistant_tokens == before  # set, then put back
 
 
 @pytest.mark.parametrize("seeds", [np.array(5), torch.tensor(5), np.array([[1, 2]])],
@@ -84,3 +84,28 @@ def test_seeds_must_be_a_one_dimensional_list(seeds):
         with pytest.raises(OptionError, match=r"seeds must be a list of integers \(a 1-d array\)"):
             check(sample_match_step, seeds=seeds)
     assert check_seed_replay(sample_match_step, seeds=np.array([1, 2])).passed
+
+
+@pytest.mark.parametrize("call, why", [
+    (lambda t, d: H.generate_counts(t, d, float("nan"), 2), r"samples = nan must be an integer"),
+    (lambda t, d: H.generate_counts(t, d, -5, 2), r"samples = -5 must be an integer"),
+    (lambda t, d: H.generate_counts(t, d, 3, float("nan")), r"tokens = nan must be an integer"),
+    (lambda t, d: H.generate_counts(t, d, 3, 2, seed=-1), r"seed = -1 must be an integer"),
+    (lambda t, d: H.generate_counts(t, d, 3, 2, generate_kwargs=[1]), "must be a mapping"),
+    (lambda t, d: H.generate_counts("t", d, 3, 2), "target = str is not a table model"),
+    (lambda t, d: H.generate_counts(t, d, 3, 2, stop=9), r"stop = 9 must be an integer in 0\.\.2"),
+    (lambda t, d: H.generate_counts(t, d, 3, 2, assistant={"foo": 1}),
+     "assistant setting 'foo' is not one of"),
+    (lambda t, d: H.generate_counts(t, d, 3, 2, generate_kwargs={"temperature": 1e-39}),
+     "temperature = 1e-39 is below 1e-05"),
+    (lambda t, d: H.sampling_of("temperature=0.5", 3), "generate_kwargs must be a mapping"),
+    (lambda t, d: H.sampling_of({"temperature": 0.5}, None), "vocab_size = None must be"),
+    (lambda t, d: H.stop_cells("3", 2, None), "V = '3' must be an integer"),
+    (lambda t, d: H.stop_cells(-3, 2, None), "V = -3 must be an integer"),
+    (lambda t, d: H.stop_cells(3, 2, 3), r"stop = 3 must be an integer in 0\.\.2"),
+], ids=lambda x: None if callable(x) else str(x)[:20])
+def test_the_public_helpers_of_the_hf_check_refuse_bad_arguments(call, why):
+    target, draft, _ = H.hf_models(H.default_instances()[0])
+    with pytest.raises(OptionError, match=why):
+        call(target, draft)
+    assert list(H.stop_cells(3, 2, 1)) == [0, 1, 2, 4, 4, 4, 6, 7, 8]  # after 1: 1 from then on

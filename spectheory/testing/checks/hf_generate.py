@@ -345,6 +345,10 @@ def sampling_of(generate_kwargs: Mapping | None, vocab_size: int):
     law does not model and a stop token outside 0..V-1."""
     from ...inputs.processing import GREEDY_BELOW, MAX_COUNT, SamplingParams
 
+    if generate_kwargs is not None and not isinstance(generate_kwargs, Mapping):
+        raise OptionError(f"generate_kwargs must be a mapping of keyword arguments or None, not "
+                          f"{type(generate_kwargs).__name__}")
+    vocab_size = _whole("vocab_size", vocab_size, 1, 2**31)
     kw = dict(generate_kwargs or {})
     for key in kw:
         if key in OWN_KEYS:
@@ -418,10 +422,31 @@ def _guard_cells(V: int, N: int) -> None:
                              f"the limit of {MAX_CELLS:,}")
 
 
+def _whole(name: str, value, lo: int, hi: int) -> int:
+    """``value`` as an int in lo..hi (a Python or numpy integer, not a bool), or one line."""
+    if not is_integer(value) or not lo <= value <= hi:
+        raise OptionError(f"{name} = {value!r:.40} must be an integer in {lo:,}..{hi:,}")
+    return int(value)
+
+
+def _count_arguments(target, samples, tokens, seed, max_samples: int, max_tokens: int):
+    """The arguments every ``generate_counts`` takes, checked before anything runs: a table
+    model of `hf_models` / `mlx_models` (its ``V``), samples, tokens and a seed."""
+    V = getattr(target, "V", None)
+    if not is_integer(V) or V < 1:
+        raise OptionError(f"target = {type(target).__name__} is not a table model of the kit "
+                          "(build the pair with hf_models / mlx_models)")
+    return (int(V), _whole("samples", samples, 0, max_samples),
+            _whole("tokens", tokens, 1, max_tokens), _whole("seed", seed, 0, 2**63 - 1))
+
+
 def stop_cells(V: int, N: int, stop: int | None):
     """Cell of each of the V^N sequences ``[V^N]`` int64 (base-V index, first token most
     significant) once every token after the first ``stop`` token is replaced by it (the
     identity when ``stop`` is None)."""
+    V, N = _whole("V", V, 1, 2**31), _whole("N", N, 1, MAX_TOKENS)
+    if stop is not None:
+        stop = _whole("stop", stop, 0, V - 1)
     _guard_cells(V, N)
     if stop is not None and (not is_integer(stop) or not 0 <= stop < V):
         raise OptionError(f"stop = {stop!r:.40} must be a token id in 0..{V - 1} or None")
@@ -476,9 +501,22 @@ def generate_counts(target, draft, samples: int, tokens: int, seed: int = 0,
     ``torch.random.fork_rng`` (the caller's state is left alone); ``assistant`` sets the
     assistant's generation config (`ASSISTANT_KEYS`). Raises `SpectheoryError` in one line when
     ``generate`` raises, returns fewer tokens without a stop token, or a token outside 0..V-1."""
-    V, N = target.V, int(tokens)
+    V, samples, N, seed = _count_arguments(target, samples, tokens, seed, MAX_SAMPLES,
+                                           MAX_TOKENS)
     _guard_cells(V, N)
-    kw = {k: v for k, v in dict(generate_kwargs or {}).items() if k not in ASSISTANT_KEYS}
+    for name, value in (("generate_kwargs", generate_kwargs), ("assistant", assistant)):
+        if value is not None and not isinstance(value, Mapping):
+            raise OptionError(f"{name} must be a mapping of keyword arguments or None, not "
+                              f"{type(value).__name__}")
+    kw = {k: _plain(v) for k, v in dict(generate_kwargs or {}).items()
+          if k not in ASSISTANT_KEYS}
+    sampling_of(kw, V)  # its refusals: a key the law does not model, a number that is text
+    if stop is not None:
+        stop = _whole("stop", stop, 0, V - 1)
+    unknown = [k for k in dict(assistant or {}) if k not in ASSISTANT_KEYS]
+    if unknown:
+        raise OptionError(f"assistant setting {unknown[0]!r} is not one of "
+                          f"{', '.join(ASSISTANT_KEYS)}")
     config = draft.generation_config
     missing = object()
     saved = {key: getattr(config, key, missing) for key in dict(assistant or {})}

@@ -73,9 +73,9 @@ import numpy as np
 from ...inputs.instances import Instance
 from ...runtime.errors import OptionError, SizeLimitError, SpectheoryError, TimeLimitError
 from .calls import _run_arguments
-from .hf_generate import (MAX_CELLS, _enough_cells, _family, _guard_cells, _rounded,
-                          _stack_tables, _table_rows, default_instances, generate_law,
-                          shifted_law_instance)
+from .hf_generate import (MAX_CELLS, _count_arguments, _enough_cells, _family, _guard_cells,
+                          _rounded, _stack_tables, _table_rows, _whole, default_instances,
+                          generate_law, shifted_law_instance)
 from .report import SamplerReport
 from .step import _Pace
 
@@ -247,6 +247,10 @@ def sampling_of(kwargs: Mapping | None, vocab_size: int, tokens: int = 1):
     applies differently (see `spectheory.testing.checks.mlx_generate`)."""
     from ...inputs.processing import GREEDY_BELOW, SamplingParams
 
+    if kwargs is not None and not isinstance(kwargs, Mapping):
+        raise OptionError(f"kwargs must be a mapping of keyword arguments or None, not "
+                          f"{type(kwargs).__name__}")
+    vocab_size = _whole("vocab_size", vocab_size, 1, 2**31)
     kw = dict(DEFAULTS)
     kw.update(dict(kwargs or {}))
     for key in kw:
@@ -328,8 +332,10 @@ def generate_counts(target, draft, samples: int, tokens: int, seed: int = 0,
     from mlx_lm.generate import speculative_generate_step
     from mlx_lm.sample_utils import make_logits_processors, make_sampler
 
-    V, N = target.V, int(tokens)
+    V, samples, N, seed = _count_arguments(target, samples, tokens, seed, MAX_SAMPLES,
+                                           MAX_TOKENS)
     _guard_cells(V, N)
+    sampling_of(kwargs, V, N)  # its refusals: a key the law does not model, a bad number
     kw = dict(DEFAULTS)
     kw.update(dict(kwargs or {}))
     # numpy scalars as Python numbers: MLX's compiled sampler refuses them ("Function arguments
