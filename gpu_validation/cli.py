@@ -101,6 +101,14 @@ def costs_config(args):
     from .checks import parse_int_list
     from .experiments.run import CostsConfig
 
+    # forward costs do not sample: a sampling option would do nothing (and was not even read)
+    for flag, value, default in (("--temperature", args.temperature, 1.0),
+                                 ("--top-k", args.top_k, 0), ("--top-p", args.top_p, 1.0)):
+        if value != default:
+            from spectheory.runtime.errors import OptionError
+
+            raise OptionError(f"{flag} {value:g} does nothing in validate costs (forward costs "
+                              "do not sample); leave it out")
     return CostsConfig(out=args.out, models=model_spec(args), K=args.K,
                        Ls=parse_int_list("--L", args.L), reps=args.reps, seed=args.seed,
                        memory_limit_gib=args.memory_limit)

@@ -46,8 +46,15 @@ def humaneval_prompts(n: int | None = None, seed: int = 0, path: str | Path | No
     try:
         with gzip.open(path, "rt", encoding="utf-8") as f:
             rows = [json.loads(line) for line in f if line.strip()]
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, EOFError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise SpectheoryError(f"cannot read HumanEval from {path}: {exc}") from None
+    for i, r in enumerate(rows):
+        if not isinstance(r, dict) or not isinstance(r.get("task_id"), str) \
+                or not isinstance(r.get("prompt"), str):
+            raise SpectheoryError(f"HumanEval file {path}: record {i + 1} is not an object with "
+                                  "the strings task_id and prompt")
+    if not rows:
+        raise SpectheoryError(f"HumanEval file {path} holds no problem")
     items = [Prompt("humaneval", i, r["task_id"], r["prompt"], False) for i, r in enumerate(rows)]
     return _subset(items, n, seed)
 
@@ -78,9 +85,17 @@ def read_json_array(text: str) -> list:
 
 
 def first_user_turn(conv: dict) -> str | None:
+    """The text of a conversation's first turn when a human's (None otherwise, and for a
+    record that is not a conversation: an object whose ``conversations`` is a list of objects
+    with a string ``value``)."""
+    if not isinstance(conv, dict):
+        return None
     turns = conv.get("conversations") or []
-    if turns and turns[0].get("from") == "human":
-        return turns[0].get("value")
+    if not isinstance(turns, list) or not turns or not isinstance(turns[0], dict):
+        return None
+    value = turns[0].get("value")
+    if turns[0].get("from") == "human" and isinstance(value, str):
+        return value
     return None
 
 
@@ -91,7 +106,10 @@ def sharegpt_prompts(n: int | None = None, seed: int = 0, min_chars: int = 32,
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise SpectheoryError(f"cannot read ShareGPT from {path}: {exc}") from None
-    rows = read_json_array(text)
+    try:
+        rows = read_json_array(text)
+    except SpectheoryError as exc:
+        raise SpectheoryError(f"ShareGPT file {path}: {exc}") from None
     del text
     if not rows:
         raise SpectheoryError(f"no conversations in {path}")
@@ -101,6 +119,9 @@ def sharegpt_prompts(n: int | None = None, seed: int = 0, min_chars: int = 32,
         if text and min_chars <= len(text.strip()) <= max_chars:
             items.append(Prompt("sharegpt", i, str(conv.get("id", i)), text.strip(), True))
     del rows
+    if not items:
+        raise SpectheoryError(f"ShareGPT file {path}: no conversation opens with a human turn of "
+                              f"{min_chars}..{max_chars} characters")
     return _subset(items, n, seed)
 
 

@@ -223,6 +223,13 @@ def lossless_test(dec: SpeculativeDecoder, prompt_ids, verifier_names, n: int, K
     level = alpha / max(n_tests, 1)
     p0c = p0.double().cpu()
     first_probs = {i: float(p0c[i]) for i in torch.nonzero(p0c * n >= 5).flatten().tolist()}
+    if len(first_probs) < 2:  # one bin: the tests have no degree of freedom, they cannot reject
+        second = sorted(p0c.tolist())[-2] if p0c.numel() > 1 else 0.0
+        raise SpectheoryError(
+            f"--samples {n:,}: fewer than two first tokens have an expected count of 5 at this "
+            "context, so the G-tests have no degree of freedom and cannot reject anything"
+            + (f"; use at least {int(-(-5 // second)):,} samples" if second > 0 else
+               "; the target's first token is one token here: nothing to test"))
     rows = target_rows(dec, snap, first_probs)
     pair_probs = {}
     for y1, row in rows.items():

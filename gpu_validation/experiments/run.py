@@ -338,9 +338,31 @@ def validate_run(cfg: RunConfig, log=stderr_log) -> dict:
     pair = load_models(cfg.models)
     log(f"models loaded in {pair.load_seconds['draft'] + pair.load_seconds['target']:.0f}s")
     tok = pair.tokenizer
-    if not (out / "run.json").exists():
+    existed = out.exists()
+    wrote = [] if (out / "run.json").exists() else [out / "run.json"]
+    if wrote:
         write_json(out / "run.json", {**record, "machine": machine_info(cfg.models.device),
                                       "load_seconds": pair.load_seconds})
+    try:
+        return _single(cfg, out, record, prompts, todo, result, pair, tok, wrote, log)
+    except BaseException:
+        # nothing of this run kept (its first prompt failed: a verifier that raised, models
+        # that cannot run together): what it wrote goes, so that the corrected command can
+        # start in the same folder instead of being refused as another configuration
+        if result["done"] == len(prompts) - len(todo):
+            import shutil
+
+            if not existed:
+                shutil.rmtree(out, ignore_errors=True)
+            else:
+                for f in wrote:
+                    f.unlink(missing_ok=True)
+        raise
+
+
+def _single(cfg, out, record, prompts, todo, result, pair, tok, wrote, log) -> dict:
+    """The prompts of ``todo`` in this process (`run_experiment`); ``wrote`` collects the files
+    this run wrote before its first prompt."""
     decoder = SpeculativeDecoder(pair.draft, pair.target, cfg.sampling, torch.float64,
                                  cfg.models.device)
     verifiers = {n: resolve_verifier(n) for n in record["verifiers"]}
@@ -352,6 +374,7 @@ def validate_run(cfg: RunConfig, log=stderr_log) -> dict:
         log(f"{name} written")
 
     if cfg.costs and not (out / "costs.json").exists():
+        wrote.append(out / "costs.json")
         costs("costs.json", cfg.cost_reps)
     for i, p in enumerate(todo, 1):
         res = _prompt_record(cfg, decoder, tok, verifiers, advance, p, log=log,

@@ -55,11 +55,47 @@ def load_run(out: str | Path):
             costs = _read_json(out / name)
             costs["file"] = name
             break
-    prompts = [_read_json(p) for p in sorted((out / "prompts").glob("*.json"))]
+    files = sorted((out / "prompts").glob("*.json"))
+    prompts = [_read_json(p) for p in files]
     bad = [p for p in prompts if not isinstance(p, dict) or "steps" not in p]
     if bad or not isinstance(run, dict):
         raise SpectheoryError(f"{out} holds records that are not validation-run results")
+    for path, rec in zip(files, prompts):
+        _check_steps(rec, path)
     return run, costs, prompts
+
+
+def _check_steps(rec: dict, path: Path) -> None:
+    """A prompt record's steps as the summary reads them, or one line naming the file: a list
+    of objects whose ``e_tau`` maps each configuration ``name/K<k>/L<l>`` to a finite number in
+    [0, l] (the expected accepted tokens of a block of l), ``tau`` to an integer in 0..l."""
+    import math
+
+    from ..compare import parse_key
+
+    steps = rec.get("steps")
+    if not isinstance(steps, list):
+        raise SpectheoryError(f"{path}: steps is not a list of steps")
+    for i, st in enumerate(steps):
+        e_tau = st.get("e_tau") if isinstance(st, dict) else None
+        if not isinstance(e_tau, dict):
+            raise SpectheoryError(f"{path}: step {i} has no e_tau mapping")
+        for key, value in e_tau.items():
+            try:
+                L = parse_key(key)[2]
+            except (ValueError, TypeError):
+                raise SpectheoryError(f"{path}: step {i}: {key!r:.60} is not a configuration "
+                                      "name/K<k>/L<l>") from None
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not math.isfinite(value) or not 0 <= value <= L:
+                raise SpectheoryError(f"{path}: step {i}: e_tau[{key!r}] = {value!r:.40} is not "
+                                      f"a number in [0, {L}] (expected accepted tokens of a "
+                                      f"block of {L})")
+            tau = st.get("tau", {}).get(key) if isinstance(st.get("tau"), dict) else None
+            if tau is not None and (isinstance(tau, bool) or not isinstance(tau, int)
+                                    or not 0 <= tau <= L):
+                raise SpectheoryError(f"{path}: step {i}: tau[{key!r}] = {tau!r:.40} is not an "
+                                      f"integer in 0..{L}")
 
 
 def per_prompt_sums(prompts, key):

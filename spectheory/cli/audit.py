@@ -358,6 +358,15 @@ def load_rows(path) -> tuple:
             p.shape[2] != drafts.shape[2] + 1 or q.shape[-1] != p.shape[-1]:
         raise SpectheoryError(f"--rows-file {path}: shapes must be drafts [B, K, L], "
                               f"q [B, K, L, V], p [B, K, L+1, V]")
+    if 0 in tuple(q.shape):
+        raise SpectheoryError(f"--rows-file {path}: no rows to audit (drafts of shape "
+                              f"{list(drafts.shape)}, V = {q.shape[-1]})")
+    if drafts.is_floating_point() or drafts.is_complex() or drafts.dtype == torch.bool:
+        raise SpectheoryError(f"--rows-file {path}: drafts are {drafts.dtype}; drafted tokens are "
+                              "integer ids")
+    if int(drafts.min()) < 0 or int(drafts.max()) >= q.shape[-1]:
+        raise SpectheoryError(f"--rows-file {path}: a drafted token lies outside "
+                              f"0..{q.shape[-1] - 1}")
     q, p = q.double(), p.double()
     for name, t in (("q", q), ("p", p)):
         if not bool(torch.isfinite(t).all()) or bool((t < 0).any()) or \
