@@ -215,7 +215,13 @@ class SpeculativeDecoder:
             raise SpectheoryError("K and L must be >= 1")
         base = self.target.length()
         if self.draft.length() + len(self.draft.pending) != base + len(self.target.pending):
-            raise RuntimeError("draft and target caches out of step")
+            # with two causal LMs of the library the lengths agree by construction: a model
+            # whose forward keeps no key-value cache of the prompt (an encoder's LM head, a
+            # foreign architecture) is the input at fault, not a state of this decoder
+            raise SpectheoryError(
+                f"the draft's and the target's key-value caches hold {self.draft.length()} and "
+                f"{base} tokens after the same prompt: the models do not keep a causal "
+                "key-value cache the decoder can use (check their config's model_type)")
         d, t = self.draft, self.target
         d_base, d_pend = d.length(), len(d.pending)
         for st in (d, t):

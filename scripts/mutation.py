@@ -2461,6 +2461,11 @@ MUTANTS = [
            '    if False:',
            'audit --rows-file raises on empty rows',
            ("tests/test_hostile_validate.py",)),
+    Mutant('gpu_validation/hf_models.py',
+           '    except (KeyboardInterrupt, MemoryError, SpectheoryError):',
+           '    except BaseException:',
+           'a corrupt or foreign model file ends validate in a library traceback',
+           ("tests/test_hostile_validate.py",)),
 ]
 
 

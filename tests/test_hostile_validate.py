@@ -175,3 +175,27 @@ def test_audit_refuses_rows_it_cannot_read(tmp_path, capsys, change, words):
     torch.save({"drafts": dd, "q": qq, "p": pp}, path)
     refused(*run(["audit", "--rows-file", str(path), "--verifier", "gbv", "--paths", "3"],
                  capsys), words)
+
+
+def test_a_model_folder_that_cannot_be_loaded_or_run_is_one_line(models, tmp_path, monkeypatch,
+                                                                 capsys):
+    """A corrupt weights file and a foreign architecture ended in tracebacks (SafetensorError at
+    load, "caches out of step" at the first prompt)."""
+    import shutil
+    from pathlib import Path
+
+    monkeypatch.setenv("SPECTHEORY_CACHE", _cache(tmp_path, GOOD))
+    target = Path(models[3])
+    broken = tmp_path / "broken"
+    shutil.copytree(target, broken)
+    (broken / "model.safetensors").write_bytes(b"\xff" * 64)
+    foreign = tmp_path / "foreign"
+    shutil.copytree(target, foreign)
+    (foreign / "config.json").write_text(json.dumps({"model_type": "bert", "vocab_size": V}))
+    for draft, words in ((broken, f"cannot load a causal language model from {broken}"),
+                         (foreign, "the models do not keep a causal key-value cache")):
+        out = tmp_path / f"out-{draft.name}"
+        refused_last(*run(["validate", "run", "--draft", draft, "--target", target, *RUN,
+                           "--datasets", "humaneval:1", "--verifiers", "token", "--advance",
+                           "token", "--out", out], capsys), words)
+        assert not out.exists()
