@@ -2466,6 +2466,11 @@ MUTANTS = [
            '    except BaseException:',
            'a corrupt or foreign model file ends validate in a library traceback',
            ("tests/test_hostile_validate.py",)),
+    Mutant('spectheory/sweep/guard.py',
+           '    signal.signal(signal.SIGINT, signal.SIG_IGN)',
+           '    pass',
+           "Ctrl-C prints each forked job child's KeyboardInterrupt traceback under the command's line",
+           ("tests/test_hostile_validate.py",)),
 ]
 
 

@@ -199,3 +199,58 @@ def test_a_model_folder_that_cannot_be_loaded_or_run_is_one_line(models, tmp_pat
                            "--datasets", "humaneval:1", "--verifiers", "token", "--advance",
                            "token", "--out", out], capsys), words)
         assert not out.exists()
+
+
+def test_ctrl_c_during_a_sweeps_child_jobs_is_one_line(tmp_path):
+    """Ctrl-C reaches the whole process group: each forked job child printed its own
+    KeyboardInterrupt traceback under the command's one line (figures, sweeps)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / "sleepy.py").write_text(
+        "import time\n"
+        "from spectheory.verifiers.token import token_verification\n"
+        "def verifier(drafts, q, p):\n"
+        "    time.sleep(60)\n"
+        "    return token_verification(drafts, q, p)\n")
+    (tmp_path / "s.toml").write_text(
+        '[sweep]\ntime_limit = 120\n[[instances]]\nfamily = "random"\nvocab = 2\nblock = 2\n'
+        'seeds = [0, 1]\n[[verifiers]]\nname = ["sleepy:verifier"]\n')
+    env = dict(os.environ, PYTHONPATH=str(tmp_path) + os.pathsep + os.environ.get("PYTHONPATH",
+                                                                                   ""))
+    proc = subprocess.Popen([sys.executable, "-m", "spectheory", "sweep", "s.toml", "--out",
+                             "out", "--workers", "2"], cwd=tmp_path, env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not _children(proc.pid):
+            time.sleep(0.1)
+        time.sleep(0.5)  # the children are in their jobs
+        os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert err.strip().splitlines()[-1] == "spectheory: interrupted", err
+
+
+def _children(pid: int) -> list:
+    import os
+
+    found = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            if int(stat[stat.rindex(")") + 2:].split()[1]) == pid:
+                found.append(int(d))
+    return found

@@ -48,7 +48,12 @@ def _die_with(parent: int) -> None:  # pragma: no cover - runs in the forked chi
 
 def _child(jobs: list, conn, work, parent: int) -> None:  # pragma: no cover - forked child
     """A child's jobs (one, or a batch) in order: each job's outputs (``work(job)``: a sweep
-    job's, or a family call's), sent as ``(index, outputs)`` when it is done."""
+    job's, or a family call's), sent as ``(index, outputs)`` when it is done. Ctrl-C is the
+    parent's to handle (it reaches the whole process group: each child printed its own
+    KeyboardInterrupt traceback under the parent's one line); the parent kills its children."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _die_with(parent)
     _one_thread()
     try:
