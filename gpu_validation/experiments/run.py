@@ -328,7 +328,10 @@ def validate_run(cfg: RunConfig, log=stderr_log) -> dict:
     record = _check_restart(out, cfg.record())
     prompts = load_prompts(cfg.datasets, cfg.seed)
     todo = [p for p in prompts if not _prompt_file(out, p).exists()]
-    log(f"{len(prompts)} prompts, {len(prompts) - len(todo)} already done, output {out}")
+    asked = sum(count for _, count in cfg.datasets if count)
+    fewer = (f" (of {asked:,} asked: the data sets hold no more)"
+             if asked and len(prompts) < asked else "")
+    log(f"{len(prompts)} prompts{fewer}, {len(prompts) - len(todo)} already done, output {out}")
     result = {"prompts": len(prompts), "done": len(prompts) - len(todo), "out": str(out)}
     if not todo and (not cfg.costs or (out / "costs_final.json").exists()):
         return result
