@@ -93,7 +93,7 @@ def test_seeds_must_be_a_one_dimensional_list(seeds):
     (lambda t, d: H.generate_counts(t, d, 3, 2, seed=-1), r"seed = -1 must be an integer"),
     (lambda t, d: H.generate_counts(t, d, 3, 2, generate_kwargs=[1]), "must be a mapping"),
     (lambda t, d: H.generate_counts("t", d, 3, 2), "target = str is not a table model"),
-    (lambda t, d: H.generate_counts(t, d, 3, 2, stop=9), r"stop = 9 must be an integer in 0\.\.2"),
+    (lambda t, d: H.generate_counts(t, d, 3, 2, stop=9), r"stop = 9 must be a token id in 0\.\.2"),
     (lambda t, d: H.generate_counts(t, d, 3, 2, assistant={"foo": 1}),
      "assistant setting 'foo' is not one of"),
     (lambda t, d: H.generate_counts(t, d, 3, 2, generate_kwargs={"temperature": 1e-39}),
@@ -102,7 +102,7 @@ def test_seeds_must_be_a_one_dimensional_list(seeds):
     (lambda t, d: H.sampling_of({"temperature": 0.5}, None), "vocab_size = None must be"),
     (lambda t, d: H.stop_cells("3", 2, None), "V = '3' must be an integer"),
     (lambda t, d: H.stop_cells(-3, 2, None), "V = -3 must be an integer"),
-    (lambda t, d: H.stop_cells(3, 2, 3), r"stop = 3 must be an integer in 0\.\.2"),
+    (lambda t, d: H.stop_cells(3, 2, 3), r"stop = 3 must be a token id in 0\.\.2"),
 ], ids=lambda x: None if callable(x) else str(x)[:20])
 def test_the_public_helpers_of_the_hf_check_refuse_bad_arguments(call, why):
     target, draft, _ = H.hf_models(H.default_instances()[0])

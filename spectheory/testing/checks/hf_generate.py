@@ -440,16 +440,20 @@ def _count_arguments(target, samples, tokens, seed, max_samples: int, max_tokens
             _whole("tokens", tokens, 1, max_tokens), _whole("seed", seed, 0, 2**63 - 1))
 
 
+def _stop_token(stop, V: int) -> int | None:
+    """A stop token: None, or a token id in 0..V-1 (an integer, not a bool), else one line."""
+    if stop is not None and (not is_integer(stop) or not 0 <= stop < V):
+        raise OptionError(f"stop = {stop!r:.40} must be a token id in 0..{V - 1} or None")
+    return None if stop is None else int(stop)
+
+
 def stop_cells(V: int, N: int, stop: int | None):
     """Cell of each of the V^N sequences ``[V^N]`` int64 (base-V index, first token most
     significant) once every token after the first ``stop`` token is replaced by it (the
     identity when ``stop`` is None)."""
     V, N = _whole("V", V, 1, 2**31), _whole("N", N, 1, MAX_TOKENS)
-    if stop is not None:
-        stop = _whole("stop", stop, 0, V - 1)
+    stop = _stop_token(stop, V)
     _guard_cells(V, N)
-    if stop is not None and (not is_integer(stop) or not 0 <= stop < V):
-        raise OptionError(f"stop = {stop!r:.40} must be a token id in 0..{V - 1} or None")
     idx = np.arange(V ** N, dtype=np.int64)
     if stop is None:
         return idx
@@ -511,8 +515,7 @@ def generate_counts(target, draft, samples: int, tokens: int, seed: int = 0,
     kw = {k: _plain(v) for k, v in dict(generate_kwargs or {}).items()
           if k not in ASSISTANT_KEYS}
     sampling_of(kw, V)  # its refusals: a key the law does not model, a number that is text
-    if stop is not None:
-        stop = _whole("stop", stop, 0, V - 1)
+    stop = _stop_token(stop, V)
     unknown = [k for k in dict(assistant or {}) if k not in ASSISTANT_KEYS]
     if unknown:
         raise OptionError(f"assistant setting {unknown[0]!r} is not one of "
