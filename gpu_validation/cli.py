@@ -70,9 +70,16 @@ def model_spec(args):
     """`spectheory.gpu_validation.hf_models.ModelSpec` from the model options."""
     from .hf_models import ModelSpec
 
-    return ModelSpec(pair=getattr(args, "pair", "qwen2.5-coder"), draft=args.draft,
-                     target=args.target, draft_layers=getattr(args, "draft_layers", 28),
-                     device=args.device, dtype=args.dtype)
+    pair = getattr(args, "pair", "qwen2.5-coder")
+    layers = getattr(args, "draft_layers", None)
+    if layers is not None and pair != "smollm2-early-exit":
+        from spectheory.runtime.errors import OptionError
+
+        raise OptionError(f"--draft-layers {layers} does nothing with --pair {pair}: it is the "
+                          "depth of the smollm2-early-exit pair's constructed draft")
+    return ModelSpec(pair=pair, draft=args.draft, target=args.target,
+                     draft_layers=28 if layers is None else layers, device=args.device,
+                     dtype=args.dtype)
 
 
 def sampling_config(args):
@@ -92,9 +99,19 @@ def run_config(args):
                      Ls=parse_int_list("--L", args.L),
                      verifiers=parse_name_list("--verifiers", args.verifiers),
                      advance=args.advance, max_prompt_tokens=args.max_prompt_tokens,
-                     costs=not args.no_costs, cost_reps=args.cost_reps, seed=args.seed,
+                     costs=not args.no_costs, cost_reps=_cost_reps(args), seed=args.seed,
                      memory_limit_gib=args.memory_limit, executor=args.executor,
                      workers=args.workers, address=args.address)
+
+
+def _cost_reps(args) -> int:
+    """--cost-reps (default 3), refused with --no-costs, where it would do nothing."""
+    if args.cost_reps is not None and args.no_costs:
+        from spectheory.runtime.errors import OptionError
+
+        raise OptionError(f"--cost-reps {args.cost_reps} does nothing with --no-costs (no cost "
+                          "is measured)")
+    return 3 if args.cost_reps is None else args.cost_reps
 
 
 def costs_config(args):
@@ -222,9 +239,9 @@ def _pair_options(p):
     p.add_argument("--pair", default="qwen2.5-coder", choices=list(PAIRS),
                    help="model pair; smollm2-early-exit: SmolLM2-135M target with a draft made "
                         "of its first --draft-layers layers (a constructed draft)")
-    p.add_argument("--draft-layers", type=int, default=28,
-                   help="early-exit draft depth (of 30 layers; overlap sum min(p, q) measured "
-                        "0.3-0.57 at 28, 0.01-0.08 at 8)")
+    p.add_argument("--draft-layers", type=int, default=None,
+                   help="early-exit draft depth (of 30 layers; default 28; overlap sum min(p, q) "
+                        "measured 0.3-0.57 at 28, 0.01-0.08 at 8)")
 
 
 def register(sub) -> None:
@@ -270,7 +287,8 @@ def register(sub) -> None:
                         "trajectory (at max K, max L)")
     r.add_argument("--max-prompt-tokens", type=int, default=512)
     r.add_argument("--no-costs", action="store_true", help="skip the per-forward cost measurement")
-    r.add_argument("--cost-reps", type=int, default=3, help="repetitions per cost measurement")
+    r.add_argument("--cost-reps", type=int, default=None,
+                   help="repetitions per cost measurement (default 3)")
     r.add_argument("--out", default=DEFAULT_OUT)
     _memory_option(r)
     r.add_argument("--executor", default=None, metavar="{local,ray}",

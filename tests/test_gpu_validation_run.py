@@ -217,7 +217,7 @@ def one_process(env, tmp_path_factory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SPECTHEORY_CACHE", env["cache"])
         assert main(["validate", "run", "--draft", env["draft"], "--target", env["target"],
-                     *SHARDED, "--no-costs", "--out", str(out)]) == 0
+                     *_costs(SHARDED, ["--no-costs"]), "--no-costs", "--out", str(out)]) == 0
     recs = _records(out)
     assert len(recs) == 4 and all("worker" not in r for r in recs.values())
     # the comparison has teeth: the prompts' generated tokens are not all alike
@@ -226,8 +226,17 @@ def one_process(env, tmp_path_factory):
 
 
 def _sharded(env, out, *extra):
-    return ["validate", "run", "--draft", env["draft"], "--target", env["target"], *SHARDED,
-            "--out", out, *extra]
+    return ["validate", "run", "--draft", env["draft"], "--target", env["target"],
+            *_costs(SHARDED, extra), "--out", out, *extra]
+
+
+def _costs(args, extra):
+    """``args`` without its --cost-reps when ``extra`` turns the costs off (it would do
+    nothing there, and is refused)."""
+    if "--no-costs" not in extra:
+        return list(args)
+    i = args.index("--cost-reps")
+    return list(args[:i]) + list(args[i + 2:])
 
 
 def test_local_workers_write_the_one_process_records_and_resume(env, one_process, tmp_path,
