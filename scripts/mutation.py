@@ -2471,6 +2471,11 @@ MUTANTS = [
            '    pass',
            "Ctrl-C prints each forked job child's KeyboardInterrupt traceback under the command's line",
            ("tests/test_hostile_validate.py",)),
+    Mutant('gpu_validation/experiments/record.py',
+           '    check_memory(2 * 8 * cfg.steps * cfg.K * (2 * cfg.L + 1) * int(V),',
+           '    check_memory(0,',
+           'record-rows keeps and stacks rows of any size with no bound on memory',
+           ("tests/test_hostile_validate.py",)),
 ]
 
 

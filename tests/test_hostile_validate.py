@@ -254,3 +254,20 @@ def _children(pid: int) -> list:
             if int(stat[stat.rindex(")") + 2:].split()[1]) == pid:
                 found.append(int(d))
     return found
+
+
+def test_record_rows_bounds_its_memory_before_loading_the_models(models, tmp_path, monkeypatch,
+                                                                 capsys):
+    """record-rows kept every step's rows and stacked them at the end with no bound: 10^14
+    bytes were accepted at V = 151,936. The rows' memory is checked against the machine's first
+    (here a machine of 1 GiB: 10,000 steps of 64 paths of 64 tokens at V = 4 need 5.3 GB)."""
+    from spectheory.runtime import limits
+
+    monkeypatch.setenv("SPECTHEORY_CACHE", _cache(tmp_path, GOOD))
+    monkeypatch.setattr(limits, "physical_memory", lambda: 2**30)
+    out = tmp_path / "rows.pt"
+    refused(*run(["validate", "record-rows", *models, "--out", out, "--steps", "10000", "--K",
+                  "64", "--L", "64"], capsys),
+            "--steps 10000 --K 64 --L 64 at V = 4 needs about 4.92 GiB of memory",
+            "lower --steps, --K or --L")
+    assert not out.exists()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -70,7 +71,13 @@ def record_rows(cfg: RecordConfig, log=stderr_log) -> dict:
     from ..data import encode, load_prompts
     from ..hf_models import load_models
 
-    cfg.models.check()
+    from spectheory.runtime.limits import check_memory
+
+    V = cfg.models.check()
+    # the rows kept in float64, then stacked into one tensor each (twice the rows at the end)
+    check_memory(2 * 8 * cfg.steps * cfg.K * (2 * cfg.L + 1) * int(V),
+                 f"--steps {cfg.steps} --K {cfg.K} --L {cfg.L} at V = {int(V):,}",
+                 "lower --steps, --K or --L")
     prompts = load_prompts((("humaneval", cfg.prompts),), cfg.seed)
     pair = load_models(cfg.models)
     log(f"models: {pair.description}")
@@ -80,12 +87,16 @@ def record_rows(cfg: RecordConfig, log=stderr_log) -> dict:
     g = torch.Generator().manual_seed(cfg.seed)
     per_prompt = -(-cfg.steps // len(prompts))
     drafts, qs, ps = [], [], []
+    shown = [0.0]  # when the next progress line may be written
     for prompt in prompts:
         dec.start(encode(prompt, pair.tokenizer, 512))
         for _ in range(per_prompt):
             if len(drafts) == cfg.steps:
                 break
             prop = dec.propose(cfg.K, cfg.L, g)
+            if time.monotonic() >= shown[0]:  # long work shows progress, every 10 s at most
+                shown[0] = time.monotonic() + 10.0
+                log(f"step {len(drafts) + 1:,} of {cfg.steps:,}")
             drafts.append(prop.drafts.cpu())
             qs.append(prop.q.double().cpu())
             ps.append(prop.p.double().cpu())
