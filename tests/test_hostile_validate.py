@@ -265,6 +265,11 @@ def test_record_rows_bounds_its_memory_before_loading_the_models(models, tmp_pat
 
     monkeypatch.setenv("SPECTHEORY_CACHE", _cache(tmp_path, GOOD))
     monkeypatch.setattr(limits, "physical_memory", lambda: 2**30)
+
+    def loaded(*args, **kwargs):  # past the check, the run would take hours: fail at once
+        raise AssertionError("the models were loaded before the rows' memory was checked")
+
+    monkeypatch.setattr("spectheory.gpu_validation.hf_models.load_models", loaded)
     out = tmp_path / "rows.pt"
     refused(*run(["validate", "record-rows", *models, "--out", out, "--steps", "10000", "--K",
                   "64", "--L", "64"], capsys),
