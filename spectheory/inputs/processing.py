@@ -964,10 +964,10 @@ def process_rows(rows, params, inputs: str = "probs", history=None):
                                     f"rows of shape {list(shape)} (it must be [..., n])")
             h = history.reshape(flat.shape[0], history.shape[-1])
         if exact:
-            flat = stateful.apply_exact(flat, sp, h)
+            flat = stateful._apply_exact(flat, sp, h)  # rows and parameters checked above
         else:
             lg = flat if inputs == "logits" else stateful._kit_logits(flat)  # checked above
-            flat = stateful.apply_logits(lg, sp, h)
+            flat = stateful._apply_logits(lg, sp, h)
             inputs = "logits"
         sp = sp.stateless()
         if sp.identity and not exact:

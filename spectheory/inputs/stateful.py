@@ -747,7 +747,12 @@ def apply_exact(probs: np.ndarray, sp, history) -> np.ndarray:
     if logit_steps:
         raise OptionError(f"apply_exact: {logit_steps[0]} acts on logits, which exact rows do not "
                           "have (masks and factor biases only; use apply_logits in float64)")
-    probs = _exact_rows(probs)
+    return _apply_exact(_exact_rows(probs), sp, history)
+
+
+def _apply_exact(probs: np.ndarray, sp, history) -> np.ndarray:
+    """`apply_exact` on rows and parameters already checked (the processing's own call: its
+    rows are validated, its exact parameters refused before)."""
     N, V = probs.shape
     h = _np_history(history, N, V)
     allowed = mask(sp, h, V)
@@ -808,6 +813,12 @@ def apply_logits(logits, sp, history):
         r, t = (int(i) for i in np.argwhere(bad)[0])
         raise OptionError(f"apply_logits: logit [{r}, {t}] is {view[r, t]}; logits are finite "
                           "numbers, or -inf for a token of probability zero")
+    return _apply_logits(logits, sp, history)
+
+
+def _apply_logits(logits, sp, history):
+    """`apply_logits` on logits already checked (the processing's own call: the kit's logits of
+    validated rows, or validated logits)."""
     N, V = logits.shape
     h = _np_history(history, N, V)
     allowed = mask(sp, h, V)

@@ -74,7 +74,7 @@ from ...inputs.instances import Instance
 from ...runtime.errors import OptionError, SizeLimitError, SpectheoryError, TimeLimitError
 from .calls import _run_arguments
 from .hf_generate import (MAX_CELLS, _count_arguments, _enough_cells, _family, _guard_cells,
-                          _rounded, _stack_tables, _table_rows, _whole, default_instances,
+                          _plain, _rounded, _stack_tables, _table_rows, _whole, default_instances,
                           generate_law, shifted_law_instance)
 from .report import SamplerReport
 from .step import _Pace
@@ -224,11 +224,6 @@ def mlx_models(instance: Instance, *, shift: int = 0):
 
 
 # ----------------------------------------------------------------------------- the law
-
-
-def _plain(value):
-    """A numpy scalar as the Python number it holds (other values as they are)."""
-    return value.item() if isinstance(value, (np.integer, np.floating)) else value
 
 
 def _number(key, value, lo, hi, lo_open=False, hi_open=False):
