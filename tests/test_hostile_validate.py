@@ -177,6 +177,40 @@ def test_audit_refuses_rows_it_cannot_read(tmp_path, capsys, change, words):
                  capsys), words)
 
 
+def _rows_file(tmp_path):
+    g = torch.Generator().manual_seed(0)
+    q = torch.softmax(torch.randn(3, 3, 2, V, generator=g, dtype=torch.float64), -1)
+    p = torch.softmax(torch.randn(3, 3, 3, V, generator=g, dtype=torch.float64), -1)
+    d = torch.stack([torch.randperm(V, generator=g)[:3] for _ in range(3)]).unsqueeze(-1) \
+        .expand(3, 3, 2).contiguous()
+    path = tmp_path / "rows.pt"
+    torch.save({"drafts": d, "q": q, "p": p}, path)
+    return str(path)
+
+
+@pytest.mark.parametrize("extra, words", [
+    (["--rows", "flat"], "--rows does nothing with --rows-file"),
+    (["--log1p"], "--log1p does nothing with --rows-file"),
+    (["--seed", "3"], "--seed does nothing with --rows-file"),
+    (["--paths", "2"], "--paths 2 contradicts --rows-file, whose rows have paths 3"),
+    (["--vocab", "151936"], f"--vocab 151936 contradicts --rows-file, whose rows have vocab {V}"),
+    (["--block", "8"], "--block 8 contradicts --rows-file, whose rows have block 2"),
+    (["--batch", "4"], "--batch 4 contradicts --rows-file, whose rows have batch 3"),
+    (["--dtypes", "float32,float32"], "--dtypes names 'float32' twice"),
+])
+def test_audit_refuses_options_the_rows_file_ignores_or_contradicts(tmp_path, capsys, extra,
+                                                                    words):
+    """With ``--rows-file`` the synthetic rows' options did nothing, silently (an audit the user
+    thought was at V = 151,936 or K = 2 ran on the file's rows); sizes that agree with the file
+    are taken (``--paths 3`` on a K = 3 file), ``--seed`` with ``--prefix-noise`` seeds its noise."""
+    path = _rows_file(tmp_path)
+    refused(*run(["audit", "--rows-file", path, "--verifier", "gbv", *extra], capsys), words)
+    code, out, err = run(["audit", "--rows-file", path, "--verifier", "gbv", "--paths", "3",
+                          "--vocab", str(V), "--block", "2", "--batch", "3", "--dtypes",
+                          "float32", "--json"], capsys)
+    assert code == 0 and json.loads(out)["audit"]["recorded"][0]["dtype"] == "float32", err
+
+
 def test_a_model_folder_that_cannot_be_loaded_or_run_is_one_line(models, tmp_path, monkeypatch,
                                                                  capsys):
     """A corrupt weights file and a foreign architecture ended in tracebacks (SafetensorError at

@@ -269,3 +269,24 @@ def test_toy_command_lists_knobs_and_rejects_bad_input(capsys):
     assert err.startswith("spectheory: error: eps = 2") and err.count("\n") == 1
     assert main(["toy", "mixture", "eps"]) == 2
     assert "NAME=VALUE" in capsys.readouterr().err
+
+
+def test_toy_list_with_a_family_gives_its_parameters_and_defaults(capsys):
+    """``toy --list FAMILY`` lists that family's parameters with their defaults (it printed the
+    table of all families, the name ignored); parameters with --list and an unknown family are
+    refused in one line."""
+    import inspect
+
+    from spectheory.cli import main
+
+    assert main(["toy", "--list", "ngram"]) == 0
+    out = capsys.readouterr().out
+    params = inspect.signature(T.FAMILIES["ngram"].make).parameters
+    assert "dirichlet" not in out and out.startswith("ngram: ")
+    for name, par in params.items():
+        assert f"{name:<20} {par.default}" in out.splitlines()
+    for argv, word in ((["toy", "--list", "nope"], "unknown toy family 'nope'"),
+                       (["toy", "--list", "mixture", "eps=1"], "NAME=VALUE")):
+        assert main(argv) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and word in captured.err and captured.err.count("\n") == 1

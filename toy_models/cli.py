@@ -82,7 +82,26 @@ def listing() -> str:
     return "\n".join(rows)
 
 
+def family_listing(family: str) -> str:
+    """One family's parameters with their defaults (``toy --list FAMILY``)."""
+    import inspect
+
+    if family not in FAMILIES:
+        raise InstanceError(f"unknown toy family {family!r}; choose from {', '.join(FAMILIES)}")
+    f = FAMILIES[family]
+    rows = [f"{f.name}: {f.description}", f"knob {f.knob} in {f.knob_range} ({f.more_divergent} "
+            "is more divergent)", f"{'parameter':<20} default"]
+    for name, par in inspect.signature(f.make).parameters.items():
+        rows.append(f"{name:<20} {par.default}")
+    return "\n".join(rows)
+
+
 def cmd_toy(args) -> int:
+    if args.list and args.params:
+        raise InstanceError("toy --list takes at most a family name, not NAME=VALUE parameters")
+    if args.list and args.family:
+        sys.stdout.write(family_listing(args.family) + "\n")
+        return 0
     if args.list or not args.family:
         sys.stdout.write(listing() + "\n")
         return 0
@@ -96,5 +115,6 @@ def register(sub) -> None:
     p.add_argument("family", nargs="?", help=f"one of: {', '.join(FAMILIES)}")
     p.add_argument("params", nargs="*", metavar="NAME=VALUE",
                    help="family parameters, e.g. vocab_size=4 block_length=3 seed=1 sigma=0.5")
-    p.add_argument("--list", action="store_true", help="list the families and their knobs")
+    p.add_argument("--list", action="store_true", help="list the families and their knobs; with a family: its "
+                   "parameters and their defaults")
     p.set_defaults(func=cmd_toy)

@@ -89,8 +89,8 @@ def crosscheck_proposals(proposals, seed: int = 0) -> dict:
 
 @dataclass(frozen=True)
 class CrosscheckConfig:
-    """Configuration of `run_crosscheck`: ``trials`` paths (16 per drafted batch, at the
-    first eight prompts in turn) of ``L`` tokens from the pair ``models``."""
+    """Configuration of `run_crosscheck`: exactly ``trials`` paths (16 per drafted batch,
+    the last batch the remainder, at the first eight prompts in turn) of ``L`` tokens from the pair ``models``."""
 
     models: ModelSpec = field(default_factory=ModelSpec)
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
@@ -126,13 +126,15 @@ def run_crosscheck(cfg: CrosscheckConfig, log=stderr_log) -> dict:
     per_batch = 16
     props = []
     bar = tqdm(total=cfg.trials, desc="crosscheck", file=sys.stderr)
-    i = 0
-    while len(props) * per_batch < cfg.trials:
+    i = done = 0
+    while done < cfg.trials:  # exactly cfg.trials paths (the last batch is the remainder)
         p = prompts[i % len(prompts)]
         i += 1
+        k = min(per_batch, cfg.trials - done)
         dec.start(encode(p, pair.tokenizer, 512))
-        props.append(dec.propose(per_batch, cfg.L, g))
-        bar.update(per_batch)
+        props.append(dec.propose(k, cfg.L, g))
+        done += k
+        bar.update(k)
     bar.close()
     res = crosscheck_proposals(props, cfg.seed)
     res["models"] = pair.description

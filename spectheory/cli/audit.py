@@ -394,8 +394,11 @@ def cmd_audit(args) -> int:
     import sys
     from dataclasses import asdict
 
+    _generator_options(args)
     kinds = args.rows.split(",")
     dtypes = args.dtypes.split(",")
+    for name in {d for d in dtypes if dtypes.count(d) > 1}:
+        raise SpectheoryError(f"--dtypes names {name!r} twice")
     for kind in kinds:
         if kind not in ROW_KINDS:
             raise SpectheoryError(f"--rows: unknown row kind {kind!r}; choose from "
@@ -407,6 +410,11 @@ def cmd_audit(args) -> int:
     if args.rows_file:
         drafts, q, p, what = load_rows(args.rows_file)
         B, K, L = drafts.shape
+        for name, have in (("vocab", q.shape[-1]), ("batch", B), ("paths", K), ("block", L)):
+            given = args.given_sizes.get(name)
+            if given is not None and given != have:
+                raise SpectheoryError(f"--{name} {given} contradicts --rows-file, whose rows have "
+                                      f"{name} {have}; leave --{name} out")
         res = audit(args.verifier, "recorded", q.shape[-1], B, K, L, dtypes, rows=(drafts, q, p))
         results["recorded"] = [asdict(r) for r in res]
         texts.append(audit_text(res, f"{args.verifier}, recorded rows of {what}, "
@@ -442,6 +450,31 @@ def cmd_audit(args) -> int:
     return 0
 
 
+#: The synthetic rows' options and their defaults (None on the parser, so that one given with
+#: ``--rows-file``, whose rows fix them, is refused instead of ignored).
+GENERATOR_DEFAULTS = {"rows": "flat,peaked,tiny-q", "vocab": 151_936, "batch": 4, "paths": 1,
+                      "block": 8, "seed": 0}
+
+
+def _generator_options(args) -> None:
+    """Refuse the synthetic rows' options that do nothing with ``--rows-file`` (``--rows``,
+    ``--log1p``, and ``--seed`` but with ``--prefix-noise``, whose noise it seeds); the sizes are
+    checked against the file's (`_check_sizes`). Then fill in the defaults."""
+    if args.rows_file:
+        given = [name for name in ("rows", "seed") if getattr(args, name) is not None
+                 and not (name == "seed" and args.prefix_noise)]
+        given += ["log1p"] if args.log1p else []
+        if given:
+            raise SpectheoryError(f"--{given[0]} does nothing with --rows-file (the audit reads "
+                                  "the recorded rows); leave it out")
+        args.given_sizes = {name: getattr(args, name) for name in ("vocab", "batch", "paths",
+                                                                  "block")
+                            if getattr(args, name) is not None}
+    for name, value in GENERATOR_DEFAULTS.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+
+
 #: Row entries an audit works through per second per dtype (measured on a 2-core machine:
 #: `audit --block 20`, 115 million entries in about 8 s); for the estimate of a long audit.
 AUDIT_ENTRIES_PER_SECOND = 1e7
@@ -470,16 +503,19 @@ def register(sub) -> None:
                                      "on real-vocabulary-sized rows")
     p.add_argument("--verifier", default="block",
                    help="a name from `spectheory verifiers` or module:function")
-    p.add_argument("--rows", default="flat,peaked,tiny-q",
-                   help=f"comma-separated row kinds ({', '.join(ROW_KINDS)})")
+    p.add_argument("--rows", default=None,
+                   help=f"comma-separated row kinds ({', '.join(ROW_KINDS)}; default "
+                        "flat,peaked,tiny-q)")
     p.add_argument("--dtypes", default="bfloat16,float16,float32",
                    help=f"comma-separated dtypes ({', '.join(DTYPES)})")
-    p.add_argument("--vocab", type=positive_int, default=151_936, help="vocabulary size V")
-    p.add_argument("--batch", type=positive_int, default=4, help="draft rows B")
-    p.add_argument("--paths", type=positive_int, default=1, help="paths K (multi-path verifiers)")
-    p.add_argument("--block", type=positive_int, default=8, help="block length L")
+    p.add_argument("--vocab", type=positive_int, default=None,
+                   help="vocabulary size V (default 151,936)")
+    p.add_argument("--batch", type=positive_int, default=None, help="draft rows B (default 4)")
+    p.add_argument("--paths", type=positive_int, default=None,
+                   help="paths K (multi-path verifiers; default 1)")
+    p.add_argument("--block", type=positive_int, default=None, help="block length L (default 8)")
     add_time_limit_option(p)
-    p.add_argument("--seed", type=seed_type, default=0,
+    p.add_argument("--seed", type=seed_type, default=None,
                    help="seed of the synthetic rows (0..2^63-1; default 0)")
     p.add_argument("--rows-file", default=None, metavar="FILE",
                    help="audit recorded real conditionals (spectheory validate record-rows) "
