@@ -2501,6 +2501,11 @@ MUTANTS = [
            '        k = per_batch',
            'validate crosscheck rounds --trials up to a multiple of 16',
            ('tests/test_gpu_validation_run.py',)),
+    Mutant('gpu_validation/atomic.py',
+           '    if path.is_dir():  # os.replace would name the temporary file in its error',
+           '    if False:  # os.replace would name the temporary file in its error',
+           'summarize --json onto a folder named summary.json fails naming its temporary file',
+           ('tests/test_hostile_validate.py',)),
 ]
 
 

@@ -28,6 +28,7 @@ from cli_helpers import refused  # noqa: E402
 from cli_helpers import run as _run  # noqa: E402
 from spectheory.gpu_validation import fetch as F  # noqa: E402
 from spectheory.gpu_validation.tiny import tiny_qwen2, write_folder  # noqa: E402
+from spectheory.runtime.errors import SpectheoryError  # noqa: E402
 
 V = 4
 
@@ -310,3 +311,16 @@ def test_record_rows_bounds_its_memory_before_loading_the_models(models, tmp_pat
             "--steps 10000 --K 64 --L 64 at V = 4 needs about 4.92 GiB of memory",
             "lower --steps, --K or --L")
     assert not out.exists()
+
+
+def test_an_atomic_write_onto_a_folder_names_the_folder(tmp_path):
+    """``summarize --json`` with a folder named summary.json failed naming its temporary file
+    (``.summary.json.x1y2.tmp``) and left it behind; the write names the path and leaves
+    nothing."""
+    from spectheory.gpu_validation.atomic import write_json
+
+    (tmp_path / "summary.json").mkdir()
+    with pytest.raises(SpectheoryError, match=r"cannot write '.*summary\.json': it is a folder"):
+        write_json(tmp_path / "summary.json", {"a": 1})
+    assert [p.name for p in tmp_path.iterdir()] == ["summary.json"]
+    assert write_json(tmp_path / "ok.json", {"a": 1}).read_text() == '{\n "a": 1\n}'
