@@ -46,7 +46,7 @@ from spectheory.inputs.instances import Instance
 from spectheory.inputs.models import TableModel
 
 from .node_budget import build_node_budget, certificate, greedy_budgets
-from ._guards import FLOAT_SOLVERS, check_common
+from ._guards import FLOAT_SOLVERS, check_common, check_flag, check_instance
 from .result import LPError, LPResult
 from .sparse import Timer
 from .trust import Bound, checked
@@ -56,8 +56,9 @@ def stopped_instance(instance: Instance, rule, exact: bool | None = None) -> Ins
     """The instance with its draft replaced by the stopped draft: a table model of the
     sub-stochastic rows K(.|s) (depths 0..L-1), whose path probabilities are q_stop(s). Only for
     the node-budget builders (rows do not sum to 1)."""
+    check_instance(instance, "stopped_instance")
     rule = parse_rule(rule)
-    exact = instance.exact if exact is None else exact
+    exact = instance.exact if exact is None else check_flag(exact, "exact")
     inst = instance.to_exact() if exact else instance.to_float()
     K, _ = continuation_levels(inst, rule, exact)
     return Instance(inst.vocab_size, inst.block_length, inst.target,
@@ -171,8 +172,9 @@ def adaptive_optimality(instance: Instance, rule, exact: bool | None = None,
                         solver: str | None = None) -> AdaptiveOptimality:
     """The LP optimum under ``rule`` and the exact E[tau + 1] of block verification (plain and
     stop-aware) and token verification on the drafted prefix (module docstring)."""
+    check_instance(instance, "adaptive_optimality")
     rule = parse_rule(rule)
-    exact = instance.exact if exact is None else exact
+    exact = instance.exact if exact is None else check_flag(exact, "exact")
     lp = adaptive_node_budget_lp(instance, rule, exact, solver)
     blk = analyze_adaptive(instance, "block", rule, exact=exact)
     aware = analyze_adaptive(instance, "block", rule, exact=exact, aware=True)

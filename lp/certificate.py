@@ -45,6 +45,11 @@ from fractions import Fraction
 import numpy as np
 
 from spectheory.inputs.instances import Instance
+from spectheory.bounds import shown
+from spectheory.runtime.sizes import check_size
+
+from ._guards import check_flag, check_instance
+from .result import LPError
 
 #: Rows of the deepest levels processed at once (bounds the working memory).
 CHUNK_ROWS = 2**21
@@ -113,8 +118,15 @@ def certify_node_budget(instance: Instance, exact: bool | None = None,
         Float tolerance of every check (ignored in exact mode).
     """
     t0 = time.perf_counter()
-    exact = instance.exact if exact is None else exact
+    check_instance(instance, "certify_node_budget")
+    exact = instance.exact if exact is None else check_flag(exact, "exact")
+    if isinstance(tol, (bool, np.bool_)) or not isinstance(tol, (int, float, np.floating,
+                                                                  np.integer)) \
+            or not 0 <= float(tol) < 1:
+        raise LPError(f"tol = {shown(tol)} must be a number in [0, 1)")
+    tol = float(tol)
     V, L = instance.vocab_size, instance.block_length
+    check_size(V ** (L + 1), "certify_node_budget", exact, formula=f"V^(L+1) = {V}^{L + 1}")
     p_levels, q_levels = _tables(instance, exact)
     zero = Fraction(0) if exact else 0.0
     one = Fraction(1) if exact else 1.0

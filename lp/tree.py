@@ -40,7 +40,7 @@ from spectheory.engine.drafttrees import (_check_drafting, _outcome_weight, _top
                                           tree_shape)
 
 from .direct import build_direct_outcomes
-from ._guards import check_common
+from ._guards import check_common, check_flag
 from .result import LPResult
 from .sparse import Timer, check_lp_size, solve_exact_via_highs
 from .trust import checked, tree_bounds
@@ -60,6 +60,9 @@ def tree_outcomes(instance: Instance, shape, drafting: str = "iid", exact: bool 
     at different depths needs it (a path shorter than D has no index in V**D of its own). Outcomes
     are merged by their set of drafted nodes, which the paths that are no other path's prefix
     determine."""
+    check_common(instance, "tree_outcomes", exact, limit)
+    exact = bool(exact)
+    with_lengths = check_flag(with_lengths, "with_lengths")
     tree = tree_shape(shape)
     _check_drafting(drafting)
     if not (with_lengths or tree.uniform):

@@ -50,6 +50,9 @@ import numpy as np
 from spectheory.runtime.errors import SpectheoryError
 from spectheory.runtime.kept import Kept, digest
 
+from spectheory.bounds import shown
+
+from ._guards import check_flag, check_instance, check_paths
 from .result import LPError, LPResult
 
 #: Float slack of a bound comparison, times max(1, |bound|): the float certificates of
@@ -86,6 +89,25 @@ class Bound:
     value: Any
     source: str
 
+    def __post_init__(self):
+        """A side other than "lower" / "upper" was skipped by `checked` (a misspelt side let any
+        optimum through), as was a NaN value (every comparison with it false)."""
+        if self.side not in ("lower", "upper"):
+            raise LPError(f"Bound side = {shown(self.side)} must be 'lower' or 'upper'")
+        if not _finite_number(self.value):
+            raise LPError(f"Bound value = {shown(self.value)} ({self.source}) is not a finite "
+                          "number")
+
+
+def _finite_number(v) -> bool:
+    """A Fraction, or a finite real number (no bool, no string)."""
+    if isinstance(v, Fraction):
+        return True
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, float, np.integer,
+                                                             np.floating)):
+        return False
+    return math.isfinite(float(v))
+
 
 def _num(v) -> str:
     return f"{v} (= {float(v):.12g})" if isinstance(v, Fraction) else f"{float(v):.12g}"
@@ -105,7 +127,7 @@ def checked(result: LPResult, bounds: list, skipped: list | None = None) -> LPRe
     bound checked, and the ones ``skipped`` (with why)."""
     opt = result.optimum
     what = f"{result.problem} LP, K = {result.paths}"
-    if not isinstance(opt, Fraction) and not math.isfinite(float(opt)):
+    if not _finite_number(opt):
         raise UntrustedLPError(f"{what}: the solver's optimum {opt} is not a finite number; "
                                "refused")
     for b in bounds:
@@ -158,6 +180,7 @@ def greedy_value(p_levels, C, L: int):
 
 def iid_coverage(Q, K: int):
     """``C[j](s)`` = 1 - (1 - q(s))^K: some of K i.i.d. paths starts with s."""
+    K = check_paths(K)
     return [None] + [1 - (1 - Q[j]) ** K for j in range(1, len(Q))]
 
 
@@ -231,6 +254,8 @@ def hub_coverage(Q, K: int, V: int):
 
 def single_path_bounds(instance, exact: bool) -> list:
     """L + 1 above; block verification's E[tau + 1] (closed form) below."""
+    check_instance(instance, "single_path_bounds")
+    exact = check_flag(exact, "exact")
     L = instance.block_length
     p_levels, Q = _tables(instance, exact)
     one = Fraction(1) if exact else 1.0
@@ -243,8 +268,11 @@ def paths_bounds(instance, paths: int, drafting: str, exact: bool, problem: str,
                  skipped: list) -> list:
     """Bounds of a K-path problem (direct, selection, multipath) under ``drafting``: L + 1 and
     the coverage bound above, block verification and the registered verifiers below."""
-    V, L, K = instance.vocab_size, instance.block_length, int(paths)
     bounds = single_path_bounds(instance, exact)
+    V, L, K = instance.vocab_size, instance.block_length, check_paths(paths)
+    if drafting not in ("iid", "norep", "hub"):
+        raise LPError(f"drafting = {shown(drafting)}: the K-path bounds know 'iid', 'norep' "
+                      "and 'hub'")
     p_levels, Q = _tables(instance, exact)
     if drafting == "iid" or K == 1:
         C, how = iid_coverage(Q, K), "1 - (1 - q(s))^K"

@@ -159,6 +159,9 @@ class VerifierSpec:
         if not callable(self.function):
             raise SpectheoryError(f"verifier {self.name!r}: its function is "
                                   f"{type(self.function).__name__}, not callable")
+        if not isinstance(self.function, (GuardedFunction, UserVerifier)) \
+                and not package_code(self.function):  # a spec built in Python around user code
+            object.__setattr__(self, "function", GuardedFunction(self.function, self.name))
         for flag in ("lossless", "order_invariant", "exact", "rule_skips_repeats",
                      "rule_merges_repeats", "numpy_float"):  # "yes" or 1 would read as True
             object.__setattr__(self, flag, check_flag(getattr(self, flag),
@@ -184,6 +187,12 @@ class VerifierSpec:
                 self.paths_read, int) or self.paths_read < 1):
             raise SpectheoryError(f"verifier {self.name!r}: paths_read must be a positive "
                                   f"integer or None, not {self.paths_read!r}")
+        tree = ("iid", "norep", "topk")  # spectheory.engine.drafttrees.TREE_DRAFTING
+        if not isinstance(self.tree_drafting, tuple) or any(
+                not isinstance(t, str) or t not in tree for t in self.tree_drafting):
+            raise SpectheoryError(f"verifier {self.name!r}: tree_drafting = "
+                                  f"{self.tree_drafting!r:.60} must be a tuple of draft-tree "
+                                  f"schemes from {', '.join(tree)}")
         if self.drafting not in DRAFTING + ("any",):
             raise SpectheoryError(f"verifier {self.name!r}: unknown drafting scheme "
                                   f"{self.drafting!r}; choose from "
@@ -253,6 +262,18 @@ def check_law_inputs(drafts, q, p, paths: bool, name: str = "verifier") -> None:
     if shape is None or not hasattr(q, "shape") or not hasattr(p, "shape"):
         raise InputError(f"verifier {name!r}: drafts, q and p must be arrays (torch or numpy), "
                          f"got {type(drafts).__name__}, {type(q).__name__}, {type(p).__name__}")
+    torch_given = [is_tensor(x) for x in (drafts, q, p)]
+    if any(torch_given) and not all(torch_given):
+        raise InputError(f"verifier {name!r}: drafts, q and p must be all torch tensors or all "
+                         "numpy arrays, not a mix")
+    if all(torch_given):
+        devices = {x.device for x in (drafts, q, p)}
+        if any(d.type == "meta" for d in devices):
+            raise InputError(f"verifier {name!r}: tensors on the meta device hold shapes and no "
+                             "values; hand them on the CPU or a GPU")
+        if len(devices) > 1:
+            raise InputError(f"verifier {name!r}: drafts, q and p are on different devices "
+                             f"({', '.join(sorted(map(str, devices)))})")
     qs = tuple(q.shape)
     check_law_shapes(tuple(shape), qs, tuple(p.shape), paths, f"verifier {name!r}")
     kind = str(getattr(drafts, "dtype", ""))
@@ -309,6 +330,11 @@ def register(spec: VerifierSpec, replace_existing: bool = False, listed: bool = 
     """Add ``spec`` to the registry under ``spec.name``. With ``listed`` False the name is found
     ([`get_verifier`][spectheory.registry.get_verifier]) but not listed by
     [`registered`][spectheory.registry.registered] (``topk``, a rule of the draft-tree engine)."""
+    if not isinstance(spec, VerifierSpec):
+        raise SpectheoryError(f"register takes a VerifierSpec, not {type(spec).__name__} (a "
+                              "function: declare it with @verifier, or use get_verifier)")
+    replace_existing = check_flag(replace_existing, "register: replace_existing")
+    listed = check_flag(listed, "register: listed")
     if spec.name in _REGISTRY and not replace_existing and _REGISTRY[spec.name] != spec:
         raise SpectheoryError(f"a verifier named {spec.name!r} is already registered")
     _REGISTRY[spec.name] = spec
@@ -405,6 +431,17 @@ def _doc(obj) -> str:
     except Exception:  # noqa: BLE001 - a user object's __getattr__ may raise anything
         return ""
     return doc if isinstance(doc, str) else ""
+
+
+def package_code(fn) -> bool:
+    """Whether ``fn`` is this package's own code (its module under ``spectheory.``): the built-in
+    verifiers' functions are called directly, anything else through
+    [`call_user`][spectheory.runtime.errors.call_user]."""
+    try:
+        module = getattr(fn, "__module__", None)
+    except Exception:  # noqa: BLE001 - a user object's __getattr__ may raise anything
+        return False
+    return isinstance(module, str) and (module == "spectheory" or module.startswith("spectheory."))
 
 
 class GuardedFunction:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from .runtime._lazy import torch
 
 from .law import Law, LawError
-from .runtime.errors import check_generator
+from .runtime.errors import SpectheoryError, check_generator
 
 
 def inverse_cdf(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
@@ -119,6 +119,18 @@ sample_multi_law = sample_output
 
 
 def output_block(drafts: torch.Tensor, tau: torch.Tensor, y: torch.Tensor) -> list[tuple]:
-    """The emitted blocks (X_1..X_tau, Y) as tuples of token ids (drafts [B, L])."""
+    """The emitted blocks (X_1..X_tau, Y) as tuples of token ids.
+
+    drafts: [B, L] token ids; tau: [B] accepted counts in 0..L; y: [B] the last tokens."""
     d, t, last = drafts.tolist(), tau.tolist(), y.tolist()  # Python ints: no tensor indexing
+    if not (isinstance(d, list) and isinstance(t, list) and isinstance(last, list)
+            and len(d) == len(t) == len(last)):
+        raise SpectheoryError(f"output_block: drafts [B, L], tau [B] and y [B] disagree on B "
+                              f"(shapes {list(drafts.shape)}, {list(tau.shape)}, "
+                              f"{list(y.shape)})")
+    L = len(d[0]) if d else 0
+    for k in t:
+        if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= L:
+            raise SpectheoryError(f"output_block: tau holds {k!r:.40}, not an accepted count in "
+                                  f"0..L = 0..{L}")
     return [tuple(row[: int(k)]) + (int(c),) for row, k, c in zip(d, t, last)]

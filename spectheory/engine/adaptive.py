@@ -52,6 +52,8 @@ attains the LP optimum; for a randomised one it stays lossless but can fall belo
 
 from __future__ import annotations
 
+import collections.abc
+import itertools
 import math
 import numbers
 import re
@@ -66,7 +68,8 @@ from ..inputs.models import prefix_from_index
 from ..law import validate_law
 from ..registry import plan
 from ..runtime._lazy import is_tensor
-from ..runtime.errors import InputError, SpectheoryError, UserCodeError, call_user, check_flag
+from ..runtime.errors import (InputError, SpectheoryError, TimeLimitError, UserCodeError,
+                              call_user, check_flag)
 from ..runtime.limits import about_digits
 from ..runtime.sizes import check_size
 from .lossless import lossless_report
@@ -337,15 +340,24 @@ def _kernel(rule: StoppingRule, q_levels, p_levels, V: int, L: int, exact: bool)
                 H[n] = h
                 continue
             try:
-                if isinstance(v, (str, bytes, bytearray, memoryview)):
-                    raise TypeError  # list("0.5") would be three "values"
-                vals = list(v)
+                # list("0.5") would be three "values", a mapping its keys, a set no order
+                if isinstance(v, (str, bytes, bytearray, memoryview, set, frozenset,
+                                  collections.abc.Mapping)):
+                    raise TypeError
+                vals = list(itertools.islice(iter(v), V + 1))  # an endless iterator: V + 1
             except TypeError:
                 raise UserCodeError(f"{where} returned {v!r:.60}; a drop rule returns "
-                                    f"{V} probabilities, one per token") from None
+                                    f"{V} probabilities, one per token (a list or an array)"
+                                    ) from None
+            except (KeyboardInterrupt, TimeLimitError):
+                raise
+            except Exception as exc:  # the user's iterator raised
+                raise UserCodeError(f"{where} returned values that raised when read: "
+                                    f"{type(exc).__name__}: {exc}"[:300]) from None
             if len(vals) != V:
-                raise UserCodeError(f"{where} returned {len(vals)} values; a drop rule "
-                                    f"returns {V}, one per token")
+                raise UserCodeError(f"{where} returned "
+                                    f"{f'more than {V}' if len(vals) > V else len(vals)} values; "
+                                    f"a drop rule returns {V}, one per token")
             dv = [_probability(x, exact, where) for x in vals]
             K[n] = [(1 - a) * x for a, x in zip(dv, qrow)]
             H[n] = sum((a * x for a, x in zip(dv, qrow)), Fraction(0) if exact else 0.0)

@@ -64,6 +64,23 @@ def _node_to_block(nodes, C: int, L: int) -> BlockLaw:
     return BlockLaw(nodes.tau_pmf(C), [None] + [nodes.emitted(d) for d in range(L + 1)])
 
 
+def _analytic(how: Plan, q_levels, p_levels, V: int, L: int) -> BlockLaw:
+    """A spec's analytic route: the package's own called directly, a user's through
+    [`call_user`][spectheory.runtime.errors.call_user]; its result must be a `BlockLaw`."""
+    from ..registry import package_code
+    from ..runtime.errors import UserCodeError, call_user
+
+    fn = how.spec.analytic
+    if package_code(fn):
+        return fn(how, q_levels, p_levels, V, L)
+    what = f"verifier {how.spec.name!r}'s analytic route"
+    out = call_user(fn, how, q_levels, p_levels, V, L, what=what)
+    if not isinstance(out, BlockLaw):
+        raise UserCodeError(f"{what} returned a {type(out).__name__}, not a BlockLaw (tau_pmf "
+                            "and the emitted law per level; spectheory.engine.perdraft)")
+    return out
+
+
 def block_law(how: Plan, q_levels, p_levels, V: int, L: int,
               progress: Callable[[int], None] | None = None,
               symmetric: bool | None = None, route: str | None = "auto") -> BlockLaw:
@@ -82,7 +99,7 @@ def block_law(how: Plan, q_levels, p_levels, V: int, L: int,
     if route == "per-draft":
         return block_output_law(how.spec, q_levels, p_levels, V, L, progress)
     if route == "analytic":
-        return how.spec.analytic(how, q_levels, p_levels, V, L)
+        return _analytic(how, q_levels, p_levels, V, L)
     from .drafttrees import tree_block_law_nodes
     from .joint import multipath_block_law
 

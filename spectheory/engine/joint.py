@@ -251,6 +251,59 @@ def _check_paths_read(spec, m: int, K: int, tables, weight_of, exact: bool, tol:
             f"paths; drop the declaration")
 
 
+#: K-path outcomes on which an ``order_invariant`` declaration is checked before the sorted
+#: enumeration relies on it.
+ORDER_SAMPLE = 64
+
+
+def _emitted_on(spec, seq, tables, exact: bool):
+    """The emitted law of each of the outcomes ``seq`` [n, K] (path indices) as keys
+    ``(i, node, token)`` flattened and their masses, numpy arrays (object in exact mode)."""
+    tok_tab, q_tab, p_tab, node_tab = tables
+    drafts, q, p, nodes = (_rows(t, seq) for t in tables)
+    n, K = int(seq.shape[0]), int(seq.shape[1])
+    L, V = int(tok_tab.shape[1]), int(q_tab.shape[-1])
+    with rows_follow_prefixes(drafts, q, p):
+        law = validate_law(spec.law(drafts, q, p), n, K, L, V, exact, drafts, name=spec.name)
+    mass = Bk.mul(Bk.expand_dims(law.stop, 3), law.correction)  # [n, K, L+1, V]
+    mass = np.asarray(mass.cpu().numpy() if Bk.is_torch(mass) else mass)
+    nodes = np.asarray(nodes.cpu().numpy() if Bk.is_torch(nodes) else nodes, dtype=np.int64)
+    n_nodes = int(np.asarray(node_tab[-1, -1])) + 1
+    row = np.arange(n, dtype=np.int64).reshape(n, 1, 1)
+    keys = ((row * n_nodes + nodes)[..., None] * V + np.arange(V, dtype=np.int64))
+    return keys.reshape(-1), mass.reshape(-1)
+
+
+def _check_order_invariant(spec, K: int, tables, weight_of, exact: bool, tol: float = 1e-12):
+    """Check ``spec.order_invariant`` on a sample of K-path outcomes of positive probability: the
+    law over emitted sequences must not change when the paths are handed over rotated by one or
+    with the first two swapped (the two permutations generate every order). The sorted
+    enumeration counts each multiset of paths once, so a verifier that reads the paths' order
+    would get a wrong law (a LOSSY verdict for a lossless rule, or the converse) rather than be
+    refused."""
+    if K < 2:
+        return
+    tok_tab = tables[0]
+    n_paths = int(tok_tab.shape[0])
+    s = _arange(0, min(n_paths, ORDER_SAMPLE), exact, tables[2])
+    seq = Bk.stack([(s * (2 * k + 1) + 7 * k) % n_paths for k in range(K)], axis=1)
+    seq = seq[weight_of(seq) != 0]
+    if int(seq.shape[0]) == 0:
+        return
+    keys, mass = _emitted_on(spec, seq, tables, exact)
+    for order in (list(range(1, K)) + [0], [1, 0] + list(range(2, K))):
+        other_keys, other = _emitted_on(spec, seq[:, order], tables, exact)
+        every, where = np.unique(np.concatenate([keys, other_keys]), return_inverse=True)
+        diff = np.zeros(len(every), dtype=object if exact else np.float64)
+        np.add.at(diff, where, np.concatenate([mass, -other]))
+        worst = max((abs(v) for v in diff), default=0)
+        if (worst != 0) if exact else (float(worst) > tol):
+            raise SpectheoryError(
+                f"verifier {spec.name!r} declares order_invariant=True, but its law over emitted "
+                f"sequences changes with the order of the {K} paths (by {float(worst):.3g}): the "
+                "sorted enumeration would count its outcomes wrongly; drop the declaration")
+
+
 def _rows(table, seq):
     """table[seq] for a table [N, ...] and indices seq [n, K] -> [n, K, ...] (on torch one
     index_select of the flattened indices, cheaper than advanced indexing)."""
@@ -298,6 +351,7 @@ def multipath_block_law(verifier, q_levels, p_levels, V: int, L: int, K: int,
     _check_args(int(K), drafting)
     exact = Bk.is_exact(p_levels[0])
     like = p_levels[0]
+    declared = symmetric is None  # sorted tuples on the spec's word: checked below
     symmetric = use_symmetry(Plan(spec, K, drafting), symmetric)
     if symmetric and drafting != "iid":
         raise SpectheoryError("symmetric enumeration needs i.i.d. drafting")
@@ -306,10 +360,13 @@ def multipath_block_law(verifier, q_levels, p_levels, V: int, L: int, K: int,
     q_root = q_levels[0][0]
     tail = path_probabilities(q_levels[1:], Bk.full((V,), 1, like))[L - 1]  # [V**L]
     tok_tab, q_tab, p_tab, node_tab = path_tables(q_levels, p_levels, L, V)
-    if spec.paths_read is not None and spec.paths_read < K:  # enumerate the paths it reads
-        def weight_of(seq):
-            return draft_weight(seq, drafting, qpath, q_root, tail, L, V)
 
+    def weight_of(seq):
+        return draft_weight(seq, drafting, qpath, q_root, tail, L, V)
+
+    if symmetric and declared:
+        _check_order_invariant(spec, K, (tok_tab, q_tab, p_tab, node_tab), weight_of, exact)
+    if spec.paths_read is not None and spec.paths_read < K:  # enumerate the paths it reads
         _check_paths_read(spec, spec.paths_read, K, (tok_tab, q_tab, p_tab, node_tab),
                           weight_of, exact)
         full_total = outcome_count(V, L, K, symmetric)

@@ -109,6 +109,11 @@ def check_lossless(verifier, instance: Instance, exact: bool | None = None,
     if exact:
         tol = 0.0
     V, L = instance.vocab_size, instance.block_length
+    if n_tokens is not None and (isinstance(n_tokens, (bool, np.bool_))
+                                 or not isinstance(n_tokens, (int, np.integer))
+                                 or n_tokens < 1):
+        raise SpectheoryError(f"n_tokens = {n_tokens!r:.40} must be a whole number >= 1 (the "
+                              f"tokens compared; default L + 1 = {L + 1})")
     if n_tokens is None or n_tokens == L + 1:
         res = analyze(instance, how.spec, exact=exact, max_sequences=max_sequences,
                       paths=how.paths, drafting=how.drafting, route=route, sampling=sampling,

@@ -60,6 +60,9 @@ def check_device(device) -> torch.device:
     except (RuntimeError, TypeError, ValueError):
         raise SpectheoryError(f"device {device!r} is not a torch device (e.g. 'cpu', "
                               "'cuda', 'cuda:0')") from None
+    if dev.type == "meta":
+        raise SpectheoryError(f"device {device!r} holds shapes and no values; the exact law is "
+                              "computed on 'cpu' or 'cuda'")
     if dev.type == "cuda" and (not torch.cuda.is_available()
                                or (dev.index or 0) >= torch.cuda.device_count()):
         raise SpectheoryError(f"device {device!r} is not available here (CUDA devices: "

@@ -272,6 +272,8 @@ def total_variation(a: np.ndarray, b: np.ndarray):
         exact = all(not isinstance(v, (float, np.floating)) for v in flat)
         if (total != 1) if exact else abs(float(total) - 1) > PHI_FLOAT_TOL:
             raise OptionError(f"law {name} sums to {str(total):.40}, not 1")
+    if a.dtype.kind in "iu" or b.dtype.kind in "iu":  # a - b wraps around in unsigned integers
+        a, b = a.astype(object), b.astype(object)  # exact: a law of integers is a point mass
     return abs(a - b).sum() / 2
 
 
@@ -311,10 +313,22 @@ def _check_phi(inst, phi, N) -> None:
                                   f"in [0, 1]")
 
 
+def _check_root(inst: Instance, phi: list, exact: bool) -> None:
+    """The empty prefix is always reached: its transformed row must exist."""
+    root = _target_levels(inst, 1, exact)[0][0] * np.asarray(phi[1]).reshape(-1)
+    if not (root.sum() > 0):
+        raise OptionError("phi is 0 on every token of positive target probability after the "
+                          "empty prefix: the transformed law is undefined (no sequence is "
+                          "valid)")
+
+
 def _doob_levels(inst: Instance, phi: list, N: int, exact: bool):
     """Rows p(a | s) phi(s a) / sum_b p(b | s) phi(s b) at depths 0..N-1; p's own row where the
-    sum is 0 (a prefix the transformed law never reaches)."""
+    sum is 0: under the exact Phi a prefix the transformed law never reaches, under an estimate
+    (`lookahead_validity`) a dead end it reaches, where this convention keeps the law defined. The
+    empty prefix is always reached: a sum of 0 there is refused (`_check_root`)."""
     V = inst.vocab_size
+    _check_root(inst, phi, exact)
     rows = []
     for d, p in enumerate(_target_levels(inst, N, exact)):
         w = p * np.asarray(phi[d + 1]).reshape(-1, V)
@@ -342,11 +356,6 @@ def doob_instance(inst: Instance, phi: list, N: int) -> Instance:
     _check_phi(inst, phi, N)
     exact = inst.exact
     tables = tuple(_doob_levels(inst, phi, N, exact))
-    root = _target_levels(inst, 1, exact)[0][0] * np.asarray(phi[1]).reshape(-1)
-    if not (root.sum() > 0):  # the empty prefix is always reached: its row must exist
-        raise OptionError("phi is 0 on every token of positive target probability after the "
-                          "empty prefix: the transformed law is undefined (no sequence is "
-                          "valid)")
     return Instance(V, L, TableModel(V, tables), inst.draft)
 
 

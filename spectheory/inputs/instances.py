@@ -175,6 +175,14 @@ def check_model(model, V: int, which: str, where: str, size_of: str = "the insta
         if not isinstance(table, np.ndarray):
             raise InstanceError(f"{where}: the {which}'s table at depth {d} is a "
                                 f"{type(table).__name__}, not a numpy array")
+        if isinstance(table, np.ma.MaskedArray):  # the engines read the masked entries too
+            raise InstanceError(f"{where}: the {which}'s table at depth {d} is a masked array; "
+                                "give a plain numpy array (np.ma.filled: the engines read every "
+                                "entry, masked or not)")
+        if table.dtype.kind == "f" and table.dtype.itemsize > 8:
+            raise InstanceError(f"{where}: the {which}'s table at depth {d} holds "
+                                f"{table.dtype}; give float64 (or exact Fractions): the torch "
+                                "routes read at most float64")
         if table.shape != (V ** d, V):
             raise InstanceError(f"{where}: the {which}'s table at depth {d} has shape "
                                 f"{list(table.shape)}, expected [V^{d}, V] = "

@@ -45,8 +45,21 @@ class TableModel:
         return self.depth == 0
 
     def level(self, d: int) -> np.ndarray:
-        """Conditionals after every prefix of length d, [V**d, V] (read-only view if broadcast)."""
+        """Conditionals after every prefix of length d, [V**d, V] (read-only view if broadcast).
+        ``d`` a whole number >= 0; a level deeper than the tables is built (V**d rows), so its
+        memory is checked first against the machine's
+        ([`check_memory`][spectheory.runtime.limits.check_memory]; the engines' own size guards
+        come before it)."""
         V, D = self.vocab_size, self.depth
+        if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)) or d < 0:
+            raise InstanceError(f"level d = {d!r:.40} must be a whole number >= 0 (a prefix "
+                                "length)")
+        d = int(d)
+        if d > D > 0:  # built (a context-independent model's level is a broadcast view)
+            from ..runtime.limits import check_memory
+
+            check_memory(V ** d * V * (100 if self.exact else 8),
+                         f"level {d} of a depth-{D} model (V^(d+1) = {V}^{d + 1} entries)")
         if d <= D:
             return self.tables[d]
         if D == 0:
@@ -54,7 +67,12 @@ class TableModel:
         return self.tables[D][np.arange(V**d) % (V**D)]
 
     def conditional(self, prefix: Sequence[int]) -> np.ndarray:
-        """p(.|prefix) for one prefix (any length)."""
+        """p(.|prefix) for one prefix (any length) of token ids in 0..V-1."""
+        V = self.vocab_size
+        for t in tuple(prefix):
+            if isinstance(t, (bool, np.bool_)) or not isinstance(t, (int, np.integer)) \
+                    or not 0 <= t < V:
+                raise InstanceError(f"prefix token {t!r:.40} is not a token id in 0..{V - 1}")
         s = tuple(prefix)[-self.depth:] if self.depth else ()
         n = 0
         for t in s:
@@ -100,6 +118,11 @@ class TableModel:
 
 def context_independent(probs) -> TableModel:
     """A model using the same conditional after every prefix."""
+    flat = np.asarray(probs, dtype=object).reshape(-1) if not isinstance(probs, np.ndarray) \
+        else probs.reshape(-1)
+    if any(isinstance(v, (str, bytes, bool, np.bool_, np.str_)) for v in flat):
+        raise InstanceError("context_independent: the row must be numbers (floats, or exact "
+                            "Fractions), not text or booleans")
     try:
         row = np.asarray(probs, dtype=object if _has_fraction(probs) else np.float64)
     except (TypeError, ValueError) as err:

@@ -795,6 +795,12 @@ def process_rows_along(rows, tokens, params, inputs: str = "probs"):
     processed in one pass. Rows or histories that are refused are processed position by
     position, so that the message names the same first row."""
     sp = parse_sampling(params)
+    rs, ts = getattr(rows, "shape", None), getattr(tokens, "shape", None)
+    if rs is None or ts is None or len(rs) != 3 or len(ts) != 2 \
+            or tuple(ts) != (rs[0], rs[1] - 1):
+        raise SamplingError(f"process_rows_along takes rows [B, m+1, V] and tokens [B, m] "
+                            f"(arrays), got shapes {None if rs is None else list(rs)} and "
+                            f"{None if ts is None else list(ts)}")
     if (sp is not None and sp.stateful and inputs in INPUTS and is_tensor(rows)
             and rows.is_floating_point() and rows.device.type == "cpu" and rows.dim() == 3
             and (is_tensor(tokens) or isinstance(tokens, np.ndarray)) and len(tokens.shape) == 2
@@ -937,6 +943,8 @@ def process_rows(rows, params, inputs: str = "probs", history=None):
         if x.device.type == "meta":
             raise SamplingError("rows on the meta device have a shape and no values; hand "
                                 "rows on the CPU or a GPU")
+        if x.is_complex() or x.dtype == torch.bool:  # as numpy's: .to() drops the imaginary
+            raise SamplingError(f"rows must hold real numbers, not {x.dtype}")  # part silently
         if not (x.is_floating_point()):
             x = x.to(torch.float64)
         flat = x.reshape(-1, V).to(torch.float64)

@@ -172,6 +172,9 @@ def check_law_shapes(shape: tuple, qs: tuple, ps: tuple, paths: bool, where: str
     if shape[-1] < 1:  # a block of no drafts: its law is p's row, no verifier's to compute
         raise InputError(f"{where}: drafts of L = 0 tokens; a law needs at least one drafted "
                          "token")
+    if paths and shape[1] < 1:
+        raise InputError(f"{where}: drafts of K = 0 paths; a K-path law needs at least one "
+                         "path")
 
 
 def check_token_ids(drafts, V: int, where: str) -> None:

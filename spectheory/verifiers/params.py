@@ -76,14 +76,28 @@ class Param:
         return f"in {'(' if self.lo_open else '['}{lo}, {hi}{')' if self.hi_open else ']'}"
 
 
+#: Most bits of an exact parameter's numerator or denominator (about 300 digits): the rule's
+#: name prints it, and a longer one (past Python's 4,300-digit limit) could not be printed.
+MAX_PARAM_BITS = 1000
+
+
 def _show(x) -> str:
-    return str(x) if not isinstance(x, float) or x != int(x) else str(int(x))
+    """A bound or value as text: an integral float below 1e16 as an integer (``1`` for 1.0),
+    others as Python writes them (``1e+308``, not 309 digits); long integers and fractions by
+    their number of digits (`spectheory.bounds.shown`)."""
+    from ..bounds import shown
+
+    if isinstance(x, float) and math.isfinite(x) and x == int(x) and abs(x) < 1e16:
+        return str(int(x))
+    return repr(x) if isinstance(x, float) else shown(x, 60)
 
 
 def _refuse(rule: str, param: Param, value, why: str = "") -> OptionError:
-    shown = value if isinstance(value, (int, Fraction, float)) and not isinstance(value, bool) \
-        else repr(value)
-    return OptionError(f"{rule}: {param.name} {shown} must be {param.range_text()}"
+    from ..bounds import shown
+
+    numeric = isinstance(value, (int, Fraction, float)) and not isinstance(value, bool)
+    text = _show(value) if numeric else shown(value, 60)
+    return OptionError(f"{rule}: {param.name} {text} must be {param.range_text()}"
                        + (f" ({why})" if why else ""))
 
 
@@ -113,6 +127,12 @@ def number(value, rule: str, param: Param):
     above = v >= param.hi if param.hi_open else v > param.hi
     if below or above:
         raise _refuse(rule, param, v)
+    if isinstance(v, (int, Fraction)) and max(abs(Fraction(v).numerator).bit_length(),
+                                              Fraction(v).denominator.bit_length()) \
+            > MAX_PARAM_BITS:
+        raise OptionError(f"{rule}: {param.name} {_show(v)} is longer than an exact parameter "
+                          f"may be ({MAX_PARAM_BITS} bits, about 300 digits, in numerator and "
+                          "denominator); give a shorter fraction or a float")
     if param.integer or isinstance(v, float):
         return v
     return Fraction(v)

@@ -88,16 +88,26 @@ def keyed_uniform(seeds, positions, stream: int):
 
     if not is_integer(stream) or not 0 <= int(stream) < 1 << 20:
         raise OptionError(f"stream = {stream!r:.40} must be an integer in 0..{(1 << 20) - 1}")
+    arrays = []
     for name, value in (("seeds", seeds), ("positions", positions)):
-        arr = value.cpu().numpy() if torch.is_tensor(value) else np.asarray(value)
+        if torch.is_tensor(value) and value.device.type == "meta":
+            raise OptionError(f"{name} on the meta device hold no values")
+        try:
+            arr = (value.detach().cpu().numpy() if torch.is_tensor(value)
+                   else np.asarray(value))
+        except (TypeError, ValueError) as exc:  # ragged lists
+            raise OptionError(f"{name} must be integers in 0..2^63-1 ({exc})"[:200]) from None
         if arr.dtype == object or arr.dtype.kind not in "iu" or \
                 (arr.size and (int(arr.min()) < 0 or int(arr.max()) > 2**63 - 1)):
             raise OptionError(f"{name} must be integers in 0..2^63-1, not "
                               f"{arr.dtype if arr.dtype.kind not in 'iu' else 'out of range'}")
-    s = np.asarray(torch.as_tensor(seeds).cpu().numpy(), dtype=np.int64).astype(np.uint64)
-    pos = np.broadcast_to(np.asarray(positions if not torch.is_tensor(positions)
-                                     else positions.cpu().numpy(), dtype=np.int64),
-                          s.shape).astype(np.uint64)
+        arrays.append(arr)
+    s = np.asarray(arrays[0], dtype=np.int64).astype(np.uint64)  # any strides
+    if s.ndim != 1 or np.ndim(arrays[1]) not in (0, 1) or (
+            np.ndim(arrays[1]) == 1 and len(arrays[1]) != len(s)):
+        raise OptionError(f"seeds [B] and positions (an int or [B]) do not fit: shapes "
+                          f"{list(s.shape)} and {list(np.shape(arrays[1]))}")
+    pos = np.broadcast_to(np.asarray(arrays[1], dtype=np.int64), s.shape).astype(np.uint64)
     with np.errstate(over="ignore"):
         x = _splitmix64(_splitmix64(s) + pos * np.uint64(1 << 20) + np.uint64(stream))
     return torch.as_tensor((x >> np.uint64(11)).astype(np.float64) * 2.0**-53)
