@@ -183,7 +183,9 @@ def register(sub) -> None:
                     "or --max-sequences (accept the size) is given. The frontier LP is capped at "
                     "60,000 variables by default (a solve under a minute; V, L = 6, 4 has "
                     "55,986); --max-sequences N replaces that cap.")
-    add_instance_options(p)
+    add_instance_options(p, "cap on the LP's variables (default: 8,000,000 float, 200,000 exact, "
+                            "60,000 for the frontier LP; env SPECTHEORY_MAX_LP_VARIABLES, under "
+                            "--exact SPECTHEORY_MAX_EXACT_LP_VARIABLES)")
     p.add_argument("--problem", choices=PROBLEMS, default="node-budget",
                    help="node-budget (single-path optimum), direct (all valid K-path "
                         "verifiers, tiny instances), coupling (full-knowledge bound), "

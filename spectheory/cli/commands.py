@@ -88,8 +88,15 @@ def add_time_limit_option(p: argparse.ArgumentParser) -> None:
                         f"passed (0 < SECONDS <= {limits.MAX_TIME_LIMIT:.0f}; default: none)")
 
 
-def add_instance_options(p: argparse.ArgumentParser) -> None:
-    """Options shared by commands that read an instance."""
+#: ``--max-sequences`` of the commands that enumerate sequences.
+MAX_SEQUENCES_HELP = ("refuse enumerations over this many sequences (default: 2^26 float, "
+                      "200000 exact; env SPECTHEORY_MAX_SEQUENCES, under --exact "
+                      "SPECTHEORY_MAX_EXACT_SEQUENCES)")
+
+
+def add_instance_options(p: argparse.ArgumentParser, max_help: str = MAX_SEQUENCES_HELP) -> None:
+    """Options shared by commands that read an instance (``max_help``: what
+    ``--max-sequences`` caps in this command)."""
     p.add_argument("instance", help="instance JSON file ('-' for standard input)")
     p.add_argument("--exact", action="store_true",
                    help="exact rational arithmetic (rows must sum to exactly 1)")
@@ -98,9 +105,7 @@ def add_instance_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tol", type=row_tolerance, default=None,
                    help=f"row-sum tolerance in float mode, in [0, {MAX_TOL:g}] "
                         f"(default {DEFAULT_TOL:g}; not with --exact)")
-    p.add_argument("--max-sequences", type=positive_int, default=None,
-                   help="refuse enumerations over this many sequences (default: 2^26 float, "
-                        "200000 exact; env SPECTHEORY_MAX_SEQUENCES)")
+    p.add_argument("--max-sequences", type=positive_int, default=None, help=max_help)
     add_time_limit_option(p)
 
 
@@ -383,7 +388,10 @@ def register(sub) -> None:
                         f"1..{MAX_DENOMINATOR:.0e})")
     r.set_defaults(func=cmd_instance_random)
 
-    e = sub.add_parser("exact", help="exact law of a verifier on an instance")
+    e = sub.add_parser("exact", help="exact law of a verifier on an instance",
+                       description="The exact law of a verifier's output on an instance: tau's "
+                                   "pmf, E[tau+1] and the TV to the target law, in float64 or "
+                                   "(--exact) rationals, by enumerating the sequence tree.")
     add_instance_options(e)
     e.add_argument("--verifier", default="block",
                    help="a name from `spectheory verifiers` or module:function")
@@ -411,7 +419,10 @@ def register(sub) -> None:
                         "target probability 0) instead of the instance's draft rows")
     e.set_defaults(func=cmd_exact)
 
-    c = sub.add_parser("check", help="exact losslessness verdict (exit 1 when lossy)")
+    c = sub.add_parser("check", help="exact losslessness verdict (exit 1 when lossy)",
+                       description="Whether a verifier's output law equals the target law, "
+                                   "exactly (--exact) or within float rounding: exit 0 lossless, "
+                                   "1 lossy (naming the first offending sequence), 2 bad input.")
     add_instance_options(c)
     c.add_argument("--verifier", default="block",
                    help="a name from `spectheory verifiers` or module:function")

@@ -231,7 +231,7 @@ def register(sub) -> None:
                         "the sample count and the bias it detects before the run")
     p.add_argument("--alpha", default="0.001", metavar="A",
                    help="family-wise false-alarm rate in (0, 1) (default 0.001)")
-    p.add_argument("--seed", default="0", metavar="S", help="seed of drafts and generator")
+    p.add_argument("--seed", default="0", metavar="S", help="seed of drafts and generator (default 0)")
     p.add_argument("--paths", default=None, metavar="K", help="K for a K-path sampler")
     p.add_argument("--instance", action="append", default=None, metavar="FILE",
                    help="instance JSON file to check on (repeatable; default: the kit's "

@@ -78,7 +78,7 @@ def register(sub) -> None:
                         "(default); S > 1: S consecutive steps, the first S + L tokens")
     p.add_argument("--alpha", default="0.001", metavar="A",
                    help="family-wise false-alarm rate in (0, 1) (default 0.001)")
-    p.add_argument("--seed", default="0", metavar="S", help="seed of the step's generator")
+    p.add_argument("--seed", default="0", metavar="S", help="seed of the step's generator (default 0)")
     from ..inputs.processing import add_sampling_options
 
     add_sampling_options(p)
