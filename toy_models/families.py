@@ -77,8 +77,11 @@ def dirichlet(vocab_size: int = 4, block_length: int = 4, seed: int = 0, alpha: 
                            context_independent=context_independent, denominator=denominator)
 
 
-def _softmax_rows(logits: np.ndarray) -> np.ndarray:
-    z = logits - logits.max(axis=1, keepdims=True)
+def _softmax_rows(logits: np.ndarray, T: float = 1.0) -> np.ndarray:
+    """softmax(logits / T) by rows, the largest logit subtracted before dividing by T: a T of
+    1e-320 gave (-inf) - (-inf) = NaN rows; it now gives the one-hot limit."""
+    with np.errstate(over="ignore"):
+        z = (logits - logits.max(axis=1, keepdims=True)) / T
     e = np.exp(z)
     return e / e.sum(axis=1, keepdims=True)
 
@@ -101,7 +104,7 @@ def perturbed_logits(vocab_size: int = 4, block_length: int = 4, seed: int = 0,
     for d in range(1 if context_independent else L):
         p = target.tables[d]
         z = rng.standard_normal(p.shape)
-        tables.append(_softmax_rows((np.log(np.maximum(p, LOG_FLOOR)) + sigma * z) / T))
+        tables.append(_softmax_rows(np.log(np.maximum(p, LOG_FLOOR)) + sigma * z, T))
     return Instance(V, L, target, TableModel(V, tuple(tables)))
 
 
@@ -176,6 +179,8 @@ def two_token(block_length: int = 2, p0="1/3", q0="2/3", exact: bool = True,
     accepted for a uniform signature and ignored.
     """
     V, L = check_sizes(2, block_length, context_independent=True)
+    if not isinstance(exact, (bool, np.bool_)):  # "no" would read as True
+        raise InstanceError(f"exact must be true or false, got {exact!r:.40}")
     vals = []
     for name, v in (("p0", p0), ("q0", q0)):
         if isinstance(v, str):

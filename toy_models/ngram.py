@@ -22,6 +22,7 @@ knob: less data = noisier draft; with draft_fraction = 1 the seed plays no role)
 from __future__ import annotations
 
 import math
+import os
 import re
 from collections import Counter
 from functools import lru_cache
@@ -45,6 +46,8 @@ MAX_TEXT_CHARS = 64 * 2**20
 @lru_cache(maxsize=4)
 def load_text(path: str | None = None) -> str:
     """The normalised text (lower case, single spaces) of ``path`` (default: the shipped text)."""
+    if path is not None and not isinstance(path, (str, os.PathLike)):
+        raise InstanceError(f"text_path = {path!r:.40} is not a file path")
     p = Path(path) if path else DEFAULT_TEXT
     try:
         with open(p, encoding="utf-8") as fh:

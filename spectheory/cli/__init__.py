@@ -270,11 +270,26 @@ def clip_message(message: str) -> str:
 def _fail(message: str, debug: BaseException | None = None) -> int:
     """Print ``spectheory: error: MESSAGE`` on one line (after the full traceback of ``debug``,
     chained causes included, under ``--debug``); returns exit code 2."""
-    if debug is not None:
-        import traceback
+    try:
+        if debug is not None:
+            import traceback
 
-        traceback.print_exception(type(debug), debug, debug.__traceback__, file=sys.stderr)
-    print(f"spectheory: error: {clip_message(message)}", file=sys.stderr)
+            traceback.print_exception(type(debug), debug, debug.__traceback__, file=sys.stderr)
+        print(f"spectheory: error: {clip_message(message)}", file=sys.stderr)
+        sys.stderr.flush()
+    except OSError:  # standard error is a full device or closed: the exit code still says 2
+        pass         # (an escaping error would end the command with 1, a LOSSY verdict's code)
+    return 2
+
+
+def _fail_usage(exc) -> int:
+    """A usage error's line (`_fail`'s rules), exit code 2."""
+    try:
+        print(f"{exc.prog}: error: {clip_message(exc)} (see {exc.prog} --help)",
+              file=sys.stderr)
+        sys.stderr.flush()
+    except OSError:
+        pass
     return 2
 
 
@@ -438,24 +453,29 @@ def _on_sigterm():
     import signal
     import threading
 
-    if threading.current_thread() is not threading.main_thread() or \
-            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+    if threading.current_thread() is not threading.main_thread():
         return lambda: None
     pid = os.getpid()
+    # SIGHUP too (a closed terminal, a dropped ssh session): exit 129, as its default action
+    names = {signal.SIGTERM: ("SIGTERM", 143), signal.SIGHUP: ("SIGHUP", 129)}
+    ours = [s for s in names if signal.getsignal(s) is signal.SIG_DFL]
 
     def handler(signum, frame):
         if os.getpid() != pid:  # a worker forked meanwhile: the default action, as before
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGTERM)
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
             return
+        name, code = names[signum]
         # os._exit, also while a sampler or step runs (call_user guards it)
-        _end_now("spectheory: terminated (SIGTERM); nothing half-written was left", 143)
+        _end_now(f"spectheory: terminated ({name}); nothing half-written was left", code)
 
-    signal.signal(signal.SIGTERM, handler)
+    for s in ours:
+        signal.signal(s, handler)
 
     def restore():
-        if signal.getsignal(signal.SIGTERM) is handler:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        for s in ours:
+            if signal.getsignal(s) is handler:
+                signal.signal(s, signal.SIG_DFL)
     return restore
 
 
@@ -499,11 +519,15 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             _parsing = None
         try:
+            words = sys.argv[1:] if argv is None else list(argv)
+            words = words[:words.index("--")] if "--" in words else words
+            if sum(w == "--threads" or str(w).startswith("--threads=") for w in words) > 1:
+                # before and after the command name: the command's value replaced the other
+                # unread (argparse parses a sub-command into a namespace of its own)
+                raise UsageError(parser.prog, "--threads given twice; give it once")
             args = parser.parse_args(argv)
         except UsageError as exc:
-            print(f"{exc.prog}: error: {clip_message(exc)} (see {exc.prog} --help)",
-                  file=sys.stderr)
-            return 2
+            return _fail_usage(exc)
         debug = bool(getattr(args, "debug", False))
         from ..runtime.allocator import apply_default as apply_allocator_default
         from ..runtime.limits import check_environment
@@ -541,7 +565,10 @@ def main(argv: list[str] | None = None) -> int:
         return _fail("out of memory; use a smaller instance or lower --max-sequences",
                      exc if debug else None)
     except KeyboardInterrupt:
-        print("spectheory: interrupted", file=sys.stderr)
+        try:
+            print("spectheory: interrupted", file=sys.stderr)
+        except OSError:
+            pass
         return 130
     except BrokenPipeError:  # the reader went away (``| head``): quiet, as for any filter
         return 0

@@ -334,6 +334,13 @@ def analyze(instance: Instance, verifier, name: str | None = None,
                                   "'numpy' cannot run there (use backend 'auto' or 'torch')")
         backend = "torch" if backend in (None, "auto") else backend
     arrays = float_backend(how, route, device, backend, exact, V ** (L + 1))
+    if sampling is not None or draft_sampling is not None:  # refused before the size's note
+        from ..inputs.processing import parse_sampling
+        from ..inputs.stateful import check_vocabulary
+
+        for params in (parse_sampling(sampling), parse_sampling(draft_sampling)):
+            if params is not None:
+                check_vocabulary(params, V)
     if executor is None:  # a split analysis guards the size of one task instead
         _plan_sizes(how, V, L, 1, exact, max_sequences, "exact analysis",
                     f"V^(L+1) = {V}^{L + 1}", symmetric, route)
@@ -380,8 +387,9 @@ def _screens_top(instance, how, route, symmetric, exact, device, backend, laws, 
         row = torch.zeros((1, V), dtype=torch.float64)
         if compiled_kernels(how.spec.node, row, V, nodes=V ** L) is None:
             return False  # numba missing, or its arithmetic unlike torch's: nothing screens
-        _plan_sizes(how, V, L, 1, False, max_sequences, "exact analysis",
-                    f"V^(L+1) = {V}^{L + 1}", symmetric, r)
+        with limits.without_notes():  # the analysis checks (and notes) the size again
+            _plan_sizes(how, V, L, 1, False, max_sequences, "exact analysis",
+                        f"V^(L+1) = {V}^{L + 1}", symmetric, r)
     except Exception:  # noqa: BLE001 - refused later, in the usual order
         return False
     return True

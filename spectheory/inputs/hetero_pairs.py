@@ -46,10 +46,14 @@ def random_rational_model(rng: np.random.Generator, V: int, depth: int,
     """Exact tables to ``depth``: each row integer weights in 1..``max_weight`` (at most one set to
     0) over their sum. The sizes are checked first: V and ``max_weight`` integers >= 1, and the
     V^(depth+1) exact entries within the exact engine's limit."""
-    for name, n, lo in (("V", V, 1), ("depth", depth, 0), ("max_weight", max_weight, 1)):
-        if not is_integer(n) or n < lo:
+    if not isinstance(rng, np.random.Generator):
+        raise InstanceError(f"random_rational_model: rng = {rng!r:.40} is not a numpy Generator "
+                            "(np.random.default_rng(seed))")
+    for name, n, lo, hi in (("V", V, 1, None), ("depth", depth, 0, None),
+                            ("max_weight", max_weight, 1, 2**62)):
+        if not is_integer(n) or n < lo or (hi is not None and n > hi):
             raise InstanceError(f"random_rational_model: {name} = {n!r:.40} must be an integer "
-                                f">= {lo}")
+                                f">= {lo}" + (f" and <= 2^62" if hi is not None else ""))
     check_size(V ** (depth + 1), "random_rational_model", exact=True,
                formula=f"V^(depth+1) = {V}^{depth + 1}")
     tables = []
@@ -58,7 +62,8 @@ def random_rational_model(rng: np.random.Generator, V: int, depth: int,
         for n in range(V**d):
             w = rng.integers(1, max_weight + 1, size=V)
             zeros = np.flatnonzero(rng.random(V) < 0.15)
-            w[zeros[:1]] = 0  # an exact zero in some rows, never more than one
+            if V > 1:  # an exact zero in some rows, never more than one (nor the only entry)
+                w[zeros[:1]] = 0
             s = int(w.sum())
             for a in range(V):
                 t[n, a] = Fraction(int(w[a]), s)
@@ -70,8 +75,9 @@ def hetero_pair(name: str = "crossed-bounds", seed: int = 0, draft_length: int =
                 n_tokens: int = 3, depth: int = 2, max_weight: int = 3) -> HeteroInstance:
     """A toy pair (`PAIRS`) with random prefix-dependent rational models (depth ``depth``, rows of
     integer weights in 1..``max_weight`` over their sum, at most one entry set to 0)."""
-    if name not in PAIRS:
-        raise InstanceError(f"unknown tokenizer pair {name!r}: choose one of {', '.join(PAIRS)}")
+    if not isinstance(name, str) or name not in PAIRS:
+        raise InstanceError(f"unknown tokenizer pair {name!r:.40}: choose one of "
+                            f"{', '.join(PAIRS)}")
     if isinstance(depth, bool) or not isinstance(depth, int) or not 0 <= depth <= 3:
         raise InstanceError(f"depth = {depth!r} is out of range (0..3)")
     if isinstance(max_weight, bool) or not isinstance(max_weight, int) or not 1 <= max_weight <= 100:

@@ -342,6 +342,9 @@ def number_text(text: str, label: str) -> Fraction:
 
 
 def _parse_number(value: Any, exact: bool, where: str):
+    if isinstance(value, JsonNumber) and not math.isfinite(value):  # 1e400 in the file
+        raise InstanceError(f"{where}: entry {_short(value.text)} overflows float64 (not a "
+                            "probability)")
     if isinstance(value, JsonNumber):  # read from a file in exact mode: its text
         value = value.text if exact else float(value)
     if isinstance(value, _FRACTION):  # an exact entry built in Python

@@ -33,6 +33,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from ..runtime.errors import InstanceError, check_keys
 from .instances import (DEFAULT_TOL, check_models, check_row_tolerance, model_to_json,
                         parse_json, parse_model, read_json_text)
@@ -69,6 +71,10 @@ class Tokenizer:
     vocab: tuple
 
     def __post_init__(self):
+        if not isinstance(self.vocab, tuple) or not self.vocab or not all(
+                isinstance(s, str) and s for s in self.vocab):
+            raise InstanceError(f"Tokenizer: vocab = {self.vocab!r:.40} must be a non-empty "
+                                "tuple of non-empty strings (make_tokenizer checks the rest)")
         index = {s: i for i, s in enumerate(self.vocab)}
         object.__setattr__(self, "_index", index)
         object.__setattr__(self, "_longest", max(len(s) for s in self.vocab))
@@ -96,7 +102,14 @@ class Tokenizer:
         return tuple(out)
 
     def decode(self, ids) -> str:
-        return "".join(self.vocab[int(t)] for t in ids)
+        """The text of token ids in 0..size-1 (a negative id read a string from the end)."""
+        out = []
+        for t in ids:
+            if isinstance(t, (bool, np.bool_)) or not isinstance(t, (int, np.integer)) \
+                    or not 0 <= t < len(self.vocab):
+                raise InstanceError(f"token id {t!r:.40} is not in 0..{len(self.vocab) - 1}")
+            out.append(self.vocab[int(t)])
+        return "".join(out)
 
     def first_token_settled(self, text: str) -> bool:
         """Whether the first token of ``encode(text + x)`` is the same for every continuation x:
@@ -111,6 +124,9 @@ def make_tokenizer(vocab: Any, alphabet: str, name: str = "vocab") -> Tokenizer:
     character of it, at most `MAX_HETERO_VOCAB` strings of at most `MAX_TOKEN_CHARS`)."""
     if not isinstance(vocab, (list, tuple)):
         raise InstanceError(f"{name}: expected a list of strings, got {type(vocab).__name__}")
+    if not isinstance(alphabet, str) or not alphabet:
+        raise InstanceError(f"{name}: the alphabet must be a non-empty string, not "
+                            f"{alphabet!r:.40}")
     if not 1 <= len(vocab) <= MAX_HETERO_VOCAB:
         raise InstanceError(f"{name}: {len(vocab)} strings, out of range (1..{MAX_HETERO_VOCAB})")
     seen = set()
@@ -210,6 +226,9 @@ def check_hetero_instance(inst: Any, n_tokens: Any = None) -> "HeteroInstance":
         if not isinstance(getattr(inst, which), Tokenizer):
             raise InstanceError(f"{where}: the {which} is a {type(getattr(inst, which)).__name__}"
                                 f", not a Tokenizer (see make_tokenizer)")
+        # the alphabet and the tokenizer agree (make_tokenizer's rule): every string over the
+        # alphabet, every character of it a token; another alphabet made another instance
+        make_tokenizer(list(getattr(inst, which).vocab), inst.alphabet, which)
     check_models(inst.target, inst.target_tokenizer.size, inst.draft, inst.draft_tokenizer.size,
                  where, "its tokenizer has")
     N = inst.n_tokens if n_tokens is None else n_tokens

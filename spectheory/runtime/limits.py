@@ -417,6 +417,18 @@ def running(time_limit: float | None = None, progress: bool = False, notes: bool
         (_state.deadline, _state.limit, _state.start, _state.progress, _state.notes) = saved
 
 
+@contextmanager
+def without_notes():
+    """No [`note`][spectheory.runtime.limits.note] inside the block: a size check made ahead of the
+    one the work makes (which notes its estimate) would print it twice."""
+    saved = _state.notes
+    _state.notes = False
+    try:
+        yield
+    finally:
+        _state.notes = saved
+
+
 def interruptible(fn, *args, **kwargs):
     """``fn(*args, **kwargs)`` for a long call into compiled code that releases the GIL (a HiGHS
     solve): run on a worker thread while the main thread waits in short joins, so that signal

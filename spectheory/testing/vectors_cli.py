@@ -70,7 +70,7 @@ def cmd_check(args) -> int:
     if not bad:
         from pathlib import Path
 
-        n = sum(1 for f in Path(args.directory).iterdir() if f.suffix == ".json")
+        n = sum(1 for f in Path(args.directory).iterdir() if f.suffix == ".json" and f.is_file())
         sys.stdout.write(f"all {n} vector files match a fresh computation\n")
         return 0
     for fname, field, have, fresh in bad:

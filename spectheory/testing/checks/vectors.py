@@ -326,6 +326,21 @@ def export_vectors(directory, verifiers=None, instances=("battery",), *, paths: 
     then renamed into place: on any error nothing is left behind. ``directory`` must not exist, or
     be empty. ``progress``: a progress bar on stderr, one step per file.
     """
+    from ...runtime.errors import check_flag
+
+    if not isinstance(directory, (str, os.PathLike)) or not str(directory).strip():
+        raise SpectheoryError(f"export_vectors: directory = {directory!r:.40} names no folder")
+    for name, value in (("verifiers", verifiers), ("instances", instances)):
+        if isinstance(value, (str, bytes)):  # iterated, it would be its characters
+            raise SpectheoryError(f"export_vectors: {name} = {value!r:.40} must be a list (e.g. "
+                                  f"[{value!r:.30}])")
+    verifiers = None if verifiers is None else list(verifiers)  # a generator is read once
+    instances = list(instances)
+    for name, value in (("verifiers", verifiers), ("instances", instances)):
+        if value is not None and not value:
+            raise SpectheoryError(f"export_vectors: {name} is empty" + (
+                "; leave it out (None) for the default verifiers" if name == "verifiers" else ""))
+    check_flag(progress, "export_vectors: progress")
     target = Path(directory)
     try:
         if target.exists() and (not target.is_dir() or any(target.iterdir())):
@@ -437,15 +452,22 @@ def _diff(a, b, where: str):
             if found:
                 return found
         return None
-    if isinstance(b, str) and isinstance(a, str) and a != b:  # "2/4" and "1/2" are one value
+    if isinstance(b, str) and isinstance(a, str) and a != b and _RATIONAL.fullmatch(a) \
+            and _RATIONAL.fullmatch(b):  # "2/4" and "1/2" are one value
         try:
             if Fraction(a) == Fraction(b):
                 return None
-        except (ValueError, ZeroDivisionError):
+        except ZeroDivisionError:
             pass
     if type(a) is bool or type(b) is bool:
         return None if a is b else (where, a, b)
     return None if a == b else (where, a, b)
+
+
+#: A probability as the files write it: an exact rational in ASCII digits, ``"3/4"``, ``"0"``, at
+#: most 200 digits a side (Python's ``Fraction`` would also read ``"1e999999999"``, building a
+#: billion-digit integer, other scripts' digits, ``"1_0"`` and spaces).
+_RATIONAL = re.compile(r"-?[0-9]{1,200}(?:/[0-9]{1,200})?")
 
 
 def _uniforms_of(data: dict, n_drafts: int, fname: str) -> list:
@@ -557,6 +579,12 @@ def check_vectors(directory, progress: bool = False,
     Raises [`SpectheoryError`][spectheory.runtime.errors.SpectheoryError] for a directory without vector
     files or a file that cannot be read as a vector.
     """
+    from ...runtime.errors import check_flag
+
+    if not isinstance(directory, (str, os.PathLike)):
+        raise SpectheoryError(f"check_vectors: directory = {directory!r:.40} is not a path")
+    check_flag(progress, "check_vectors: progress")
+    check_flag(allow_import, "check_vectors: allow_import")
     d = Path(directory)
     if not d.is_dir():
         raise SpectheoryError(f"{directory}: not a directory")

@@ -1,0 +1,189 @@
+"""Bad input on the command line and the public helpers behind it, found by outside-style probing
+(2026-12-02); each was a hang, a silent opposite, a wrong exit code or count, half-written output
+or a deep exception, and is now one line (exit 2) or right:
+
+1. ``vectors check`` compared the files' strings with Python's ``Fraction``: ``"1e999999999"``
+   built a billion-digit integer (a hang), and other scripts' digits or ``1_0`` matched.
+2. ``toy two-token exact=no`` gave an exact instance (the string's truth value).
+3. ``--threads`` before and after the command: the first was never read, even when invalid.
+4. An error line that cannot be written (standard error on a full device) ended with exit 1,
+   the code of a LOSSY verdict.
+5. SIGHUP (a closed terminal) left the folder being written; it is cleaned as on SIGTERM.
+6. The size note of a long analysis was printed twice, and a logit_bias token outside the
+   vocabulary was refused only after it.
+7. ``vectors check`` counted folders named ``*.json`` as matching files.
+8. Public helpers: tokenizers, the random rational models, the toy families' paths and
+   temperatures, the vector export's arguments, a heterogeneous instance whose alphabet its
+   tokenizers do not fit, a JSON entry past float64 under ``--exact``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cli_helpers import refused, run
+from spectheory.runtime.errors import SpectheoryError
+
+PY = [sys.executable, "-m", "spectheory"]
+
+
+def _one_vector(tmp_path) -> Path:
+    from spectheory.testing.checks.vectors import export_vectors
+
+    out = tmp_path / "vec"
+
+    export_vectors(out, ["block"], ["battery"])
+    return out
+
+
+ARABIC = str.maketrans("0123456789", "\u0660\u0661\u0662\u0663\u0664\u0665\u0666\u0667"
+                                     "\u0668\u0669")
+
+
+@pytest.mark.parametrize("change", [
+    lambda v: v.translate(ARABIC),          # the same value in other digits matched
+    lambda v: v.replace("/", "_0/") + "0",  # 1_30/9_0: the same value with underscores
+    lambda v: f" {v} ",
+    lambda v: "1e999999999",                # a billion-digit integer: a hang
+])
+def test_vector_values_are_read_as_plain_rationals_only(tmp_path, capsys, change):
+    out = _one_vector(tmp_path)
+    path = sorted(out.glob("*.json"))[0]
+    data = json.loads(path.read_text())
+    assert "/" in data["expected_accepted"]
+    data["expected_accepted"] = change(data["expected_accepted"])
+    path.write_text(json.dumps(data))
+    start = time.monotonic()
+    code, stdout, err = run(["vectors", "check", str(out), "--no-progress"], capsys)
+    assert code == 1 and f"MISMATCH {path.name}: field expected_accepted" in stdout, (stdout, err)
+    assert time.monotonic() - start < 30
+
+
+def test_vectors_check_counts_files_only(tmp_path, capsys):
+    out = _one_vector(tmp_path)
+    n = len(list(out.glob("*.json")))
+    (out / "x.json").mkdir()
+    code, stdout, err = run(["vectors", "check", str(out), "--no-progress"], capsys)
+    assert code == 0 and stdout == f"all {n} vector files match a fresh computation\n", err
+
+
+def test_toy_flags_and_paths_are_checked(capsys):
+    from toy_models.families import make_instance
+
+    for value in ("no", "off", "2"):
+        refused(*run(["toy", "two-token", "q0=0.3", f"exact={value}"], capsys),
+                "exact must be true or false")
+    with pytest.raises(SpectheoryError, match="text_path = 5 is not a file path"):
+        make_instance("ngram", text_path=5)
+    cold = make_instance("temperature", temperature=1e-320)  # NaN rows before: the 1-hot limit
+    for table in cold.draft.tables:
+        assert np.isfinite(table).all() and set(np.unique(table)) <= {0.0, 1.0}
+
+
+def test_threads_given_before_and_after_the_command_is_refused(tmp_path, capsys):
+    from cli_helpers import write
+
+    inst = write(tmp_path, {"vocab_size": 2, "block_length": 1, "target": [0.5, 0.5],
+                            "draft": [0.5, 0.5]})
+    for argv in (["--threads", "abc", "exact", "--threads", "1", inst],
+                 ["--threads", "1", "exact", "--threads=1", inst]):
+        refused(*run(argv, capsys), "--threads given twice")
+    code, out, err = run(["--threads", "1", "exact", inst], capsys)
+    assert code == 0, err
+
+
+def test_bad_input_with_stderr_on_a_full_device_still_exits_2(tmp_path):
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full")
+    with open("/dev/full", "w") as full:
+        for args in (["check", str(tmp_path / "absent.json")], ["check", "--bogus", "x"]):
+            done = subprocess.run(PY + args, stderr=full, stdout=subprocess.PIPE, timeout=60)
+            assert done.returncode == 2, args
+
+
+def test_sighup_removes_the_folder_being_written(tmp_path):
+    out = tmp_path / "x"
+    proc = subprocess.Popen(PY + ["vectors", "export", "--no-progress", str(out)],
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not list(tmp_path.glob(".x*")) and time.monotonic() < deadline \
+            and proc.poll() is None:
+        time.sleep(0.05)
+    assert proc.poll() is None and list(tmp_path.glob(".x*")), "the export did not start"
+    proc.send_signal(signal.SIGHUP)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 129, err
+    assert err == "spectheory: terminated (SIGHUP); nothing half-written was left\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_long_analysis_notes_its_size_once_and_checks_its_sampling_first(tmp_path, capsys):
+    inst = tmp_path / "ci.json"
+    code, out, err = run(["instance", "random", "--vocab", "2", "--block", "22",
+                          "--context-independent"], capsys)
+    assert code == 0, err
+    inst.write_text(out)
+    code, out, err = run(["exact", "--verifier", "token", str(inst)], capsys)
+    assert code == 0 and err.count("spectheory: note: exact analysis:") == 1, err
+    code, out, err = run(["exact", "--sampling", "logit_bias=5:1", str(inst)], capsys)
+    assert code == 2 and out == "" and err == ("spectheory: error: logit_bias token 5 is "
+                                               "outside the vocabulary 0..1\n")
+
+
+def test_tokenizers_and_rational_models_check_their_arguments():
+    import dataclasses
+
+    from spectheory.inputs.hetero_pairs import hetero_pair, random_rational_model
+    from spectheory.inputs.tokenizers import Tokenizer, check_hetero_instance, make_tokenizer
+
+    t = make_tokenizer(["a", "b", "ab"], "ab")
+    for ids in ([7], [-1], [0.0]):
+        with pytest.raises(SpectheoryError, match="is not in 0..2"):
+            t.decode(ids)
+    assert t.decode([0, np.int64(2)]) == "aab"
+    cases = [(lambda: Tokenizer(()), "must be a non-empty tuple"),
+             (lambda: make_tokenizer(["a", "b"], None), "alphabet must be a non-empty string"),
+             (lambda: hetero_pair([]), "unknown tokenizer pair"),
+             (lambda: random_rational_model(None, 2, 1, 3), "is not a numpy Generator"),
+             (lambda: random_rational_model(np.random.default_rng(0), 2, 1, 2**70), "2^62")]
+    for call, words in cases:
+        with pytest.raises(SpectheoryError, match=words.replace("^", "\\^")):
+            call()
+    one = random_rational_model(np.random.default_rng(0), 1, 2, 3)  # 0/0 in some row before
+    assert all(t[:, 0].tolist() == [1] * len(t) for t in one.tables)
+    pair = hetero_pair("crossed-bounds", 0)
+    with pytest.raises(SpectheoryError, match="not in the alphabet 'xyz'"):
+        check_hetero_instance(dataclasses.replace(pair, alphabet="xyz"))
+
+
+def test_vector_export_and_check_arguments(tmp_path):
+    from spectheory.testing.checks.vectors import check_vectors, export_vectors
+
+    cases = [(lambda: export_vectors(None), "names no folder"),
+             (lambda: export_vectors(tmp_path / "a", "block"), "verifiers = 'block' must be a list"),
+             (lambda: export_vectors(tmp_path / "a", ["block"], "battery"), "must be a list"),
+             (lambda: export_vectors(tmp_path / "a", []), "verifiers is empty"),
+             (lambda: export_vectors(tmp_path / "a", ["block"], []), "instances is empty"),
+             (lambda: check_vectors(None), "is not a path"),
+             (lambda: check_vectors(tmp_path, progress="x"), "progress = 'x'")]
+    for call, words in cases:
+        with pytest.raises(SpectheoryError, match=words):
+            call()
+    assert list(tmp_path.iterdir()) == []
+    names = export_vectors(tmp_path / "g", (v for v in ["block"]), ["battery"])  # a generator
+    assert names and all(n.startswith("block--K1--") for n in names)
+
+
+def test_a_json_entry_past_float64_is_named_under_exact(tmp_path, capsys):
+    inst = tmp_path / "big.json"
+    inst.write_text('{"vocab_size":2,"block_length":1,"target":[1e400,0],"draft":[0.5,0.5]}')
+    refused(*run(["exact", str(inst), "--exact"], capsys), "entry '1e400' overflows float64")
