@@ -345,9 +345,9 @@ def test_check_sampler_under_penalties(mode):
 
 
 @pytest.mark.parametrize("pattern,words", [
-    ("a{1000000000}", "unrolls its counted repeats to over 100,000 items"),
-    ("(a{1000}){1000}", "unrolls its counted repeats to over 100,000 items"),
-    ("(b|a{400}){300}c", "unrolls its counted repeats to over 100,000 items"),
+    ("a{1000000000}", "has over 100,000 items once its counted repeats are unrolled"),
+    ("(a{1000}){1000}", "has over 100,000 items once its counted repeats are unrolled"),
+    ("(b|a{400}){300}c", "has over 100,000 items once its counted repeats are unrolled"),
     (r"\p{L}{5000}", "repeats a pattern 5,000 times; at most 1,000 in this syntax"),
     ("a{99999999999}", "repeats a pattern 99,999,999,999 times"),
 ])
@@ -363,6 +363,6 @@ def test_a_regex_that_unrolls_too_far_is_refused_before_it_is_compiled(pattern, 
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100 * 1024  # KiB
     for fine in ("a{2,1000000}b", "a{100000}", "(ab|c){5}d*", r"\p{L}{500}"):
         TokenAutomaton.from_regex(fine, ["a", "b", "c"])
-    with pytest.raises(GrammarError, match="unrolls"):
+    with pytest.raises(GrammarError, match="unrolled"):
         st.analyze(st.random_instance(3, 2, 0), "block",
                    sampling={"grammar": {"tokens": ["a", "b", "c"], "regex": "a{1000000000}"}})

@@ -315,9 +315,9 @@ def _check_regex_size(pattern: str, name: str) -> None:
                                f"1,000 in this syntax") from None
         return
     if items > MAX_REGEX_ITEMS:
-        raise GrammarError(f"{name}: regex unrolls its counted repeats to over "
-                           f"{MAX_REGEX_ITEMS:,} items (a{{n}} is n copies of a, nested counts "
-                           f"multiply); use smaller counts")
+        raise GrammarError(f"{name}: regex has over {MAX_REGEX_ITEMS:,} items once its counted "
+                           f"repeats are unrolled (a{{n}} is n copies of a, nested counts "
+                           f"multiply); use a shorter pattern or smaller counts")
 
 
 class TokenAutomaton:
