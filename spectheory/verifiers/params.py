@@ -89,7 +89,13 @@ def _show(x) -> str:
 
     if isinstance(x, float) and math.isfinite(x) and x == int(x) and abs(x) < 1e16:
         return str(int(x))
-    return repr(x) if isinstance(x, float) else shown(x, 60)
+    if isinstance(x, float):
+        return repr(x)
+    if isinstance(x, (int, Fraction)) and not isinstance(x, bool):
+        f = Fraction(x)
+        if max(abs(f.numerator).bit_length(), f.denominator.bit_length()) <= 600:
+            return str(x)  # 3/2, as the rule's name writes it
+    return shown(x, 60)
 
 
 def _refuse(rule: str, param: Param, value, why: str = "") -> OptionError:
