@@ -78,7 +78,9 @@ class VerifierSpec:
         False for the known-lossy negative controls and bug replicas.
     order_invariant : bool
         The law over output sequences depends only on the multiset of drafted paths, so the
-        exact engine may enumerate sorted tuples of paths (i.i.d. drafting).
+        exact engine may enumerate sorted tuples of paths (i.i.d. drafting). Checked before it
+        is relied on: on a sample of 64 outcomes, the paths rotated and the first two swapped
+        must give the same emitted law (`spectheory.engine.joint`), else the analysis is refused.
     exact : bool
         The law runs on numpy arrays of Fractions (exact rational mode).
     node_form : str or None
