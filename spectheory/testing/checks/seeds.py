@@ -412,8 +412,10 @@ def _run(step, inst, seeds: list, order: list, tokens: int, sp, dp, inputs, sche
                 nd[len(sel):] = 0
                 row_seeds = all_seeds[idx].clone()
                 row_seeds[len(sel):] ^= COMPANION  # other requests, from the same contexts
+                # the step gets copies: one that changes num_drafts in place cannot raise the
+                # cap on what it emits, checked below against the kit's own counts
                 req = StepRequest(seq[idx, :c].clone(), draft_lm, target_lm, L, sp, dp, inputs,
-                                  g, int(step_i), row_seeds, nd)
+                                  g, int(step_i), row_seeds.clone(), nd.clone())
                 out = step(req)
                 res, note = _emitted(out, len(rows), L, V, who)
                 if note:
