@@ -303,3 +303,99 @@ def test_n_tokens_and_text_rows_are_checked():
     for row in (["0.5", "0.5"], [True, False], np.array(["a", "b"])):
         with pytest.raises(SpectheoryError, match="not text or booleans"):
             context_independent(row)
+
+
+# ----------------------------------------------------------------------------- 6. the seeded kit
+
+
+def test_companion_seeds_cannot_be_other_rows_seeds():
+    """check_batch_invariance gives the rows beside a batch the seed s XOR 2^61: seeds 1 and
+    1 + 2^61 made a companion another row's request, and a correct engine FAILed."""
+    from spectheory.testing import ZeroDraftAdvanceEngine, check_batch_invariance
+
+    with pytest.raises(SpectheoryError, match="differ only in bit 61"):
+        check_batch_invariance(lambda: ZeroDraftAdvanceEngine(zero_draft_bug=False),
+                               seeds=[1, 1 + 2 ** 61], tokens=4)
+
+
+def test_seeded_checks_read_the_tables_they_replay():
+    from spectheory.testing.checks.seeds import (check_batch_invariance, check_seed_replay,
+                                                 sample_match_step)
+
+    bad = st.random_instance(3, 2, 21)
+    bad.target.tables[0][0, 0] = float("nan")  # after the instance was checked
+    for check in (check_seed_replay, check_batch_invariance):
+        with pytest.raises(SpectheoryError, match="instance 0: the target row after prefix"):
+            check(sample_match_step, instances=[bad], seeds=[1, 2], tokens=3)
+
+
+def test_step_outputs_that_cannot_be_read_are_notes_not_tracebacks():
+    from spectheory.testing import check_step
+    from spectheory.testing.checks.seeds import sample_match_step
+
+    class Broken(list):
+        def __len__(self):
+            raise RuntimeError("no length")
+
+    for change, words in ((lambda out: out.to_sparse(), "a Tensor that cannot be read"),
+                          (lambda out: Broken(out.tolist()), "a Broken that cannot be read"),
+                          (lambda out: out.to(torch.uint8), "cannot hold the -1 padding")):
+        rep = check_step(lambda r, c=change: c(sample_match_step(r)), samples=200)
+        assert not rep.passed and words in str(rep), str(rep)
+
+
+def test_draft_sampling_is_checked_against_the_instance_first():
+    from spectheory.testing import check_step
+    from spectheory.testing.checks.seeds import sample_match_step
+
+    with pytest.raises(SpectheoryError, match="draft_sampling: stop token 7 is outside the "
+                                              "vocabulary 0..2 \\(instance 0\\)"):
+        check_step(sample_match_step, draft_sampling="min_tokens=1,stop_token_ids=7", samples=100)
+
+
+def test_inverse_cdf_and_keyed_uniform_bounds():
+    from spectheory.testing.checks.seeds import (MAX_POSITION, check_seed_replay, inverse_cdf,
+                                                 keyed_uniform, sample_match_step)
+
+    for rows, u in ((torch.rand(2, 3), torch.rand(5)), (torch.rand(3), torch.rand(1)),
+                    (torch.zeros(2, 0), torch.rand(2))):
+        with pytest.raises(SpectheoryError, match="inverse_cdf takes rows"):
+            inverse_cdf(rows, u)
+    with pytest.raises(SpectheoryError, match="not finite non-negative weights"):
+        inverse_cdf(torch.tensor([[float("nan"), 1.0]]), torch.rand(1))
+    assert inverse_cdf(torch.tensor([[0.0, 1.0, 0.0]]), torch.tensor([0.5])).tolist() == [1]
+    with pytest.raises(SpectheoryError, match="positions must be integers in 0..2\\^44-1"):
+        keyed_uniform([5], MAX_POSITION + 1, 2)  # 2^44 gave the uniforms of position 0
+    with pytest.raises(SpectheoryError, match="over the limit of"):
+        keyed_uniform(np.broadcast_to(np.int64(1), (10 ** 9,)), 0, 1)
+    assert keyed_uniform([], 0, 1).shape == (0,)
+    with pytest.raises(SpectheoryError, match="seeds on the meta device"):
+        check_seed_replay(sample_match_step, seeds=torch.empty(2, dtype=torch.long,
+                                                                device="meta"))
+
+
+def test_the_stateful_replicas_helpers_check_their_arguments():
+    from spectheory.testing.mutants import stateful_steps as ss
+
+    inst = ss.stateful_instance()
+    cases = [(lambda: ss.replica_step("bogus"), "unknown stateful rule 'bogus'"),
+             (lambda: ss.stateful_step_law("bogus", inst, 1), "unknown stateful rule"),
+             (lambda: ss.stateful_step_law(5, inst, 1), "unknown stateful rule 5"),
+             (lambda: ss.stateful_step_law("sglang-33643", None, 1), "not NoneType"),
+             (lambda: ss.stateful_step_law("sglang-33643", inst, 0), "steps = 0"),
+             (lambda: ss.stateful_step_law("sglang-33643", inst, 10 ** 15), "steps = "),
+             (lambda: ss.stateful_step_law("sglang-33643", inst, 1, num_draft=1.5),
+              "num_draft = 1.5"),
+             (lambda: ss.schedule_gap("sglang-33643", inst, 1, -5), "samples = -5"),
+             (lambda: ss.check_step_power([0.5, 0.5], [0.5, 0.5], 10, trials=10 ** 12),
+              "trials = "),
+             (lambda: ss.check_step_power([-1, 2], [0.5, 0.5], 10), "must be laws"),
+             (lambda: ss.tv([1, 0], [1, 0, 0]), "laws of shapes"),
+             (lambda: ss.after_token_grammar(end=5), "end = 5"),
+             (lambda: ss.no_repeat_grammar(V=10 ** 6), "V = 1000000"),
+             (lambda: ss.draft_half("bogus"), "no half of this replica")]
+    for call, words in cases:
+        with pytest.raises(SpectheoryError, match=words.replace("(", "\\(")):
+            call()
+    law = ss.stateful_step_law("sglang-33643", inst, 1)
+    assert abs(law.sum() - 1) < 1e-12

@@ -193,7 +193,7 @@ def test_correct_steps_pass_under_every_parameter_set(step):
 def test_mistralrs_draft_half_fails_check_proposal_and_other_halves_do_not_exist():
     prop = check_proposal(ss.draft_half("mistralrs-2424"), instances=[INST], samples=2000)
     assert not prop.passed
-    with pytest.raises(KeyError):
+    with pytest.raises(SpectheoryError, match="no half of this replica holds its defect"):
         ss.draft_half("sglang-40244")
 
 

@@ -70,6 +70,13 @@ SCHEDULES = ("full", "none", "mixed")
 _M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
+#: Largest position of the keyed noise: ``position * 2^20 + stream`` must stay one 64-bit key
+#: (2^44 and 0 gave the same uniforms).
+MAX_POSITION = 2**44 - 1
+#: Most uniforms one `keyed_uniform` call makes (a billion-row broadcast seeds array ran on).
+MAX_KEYED = 2**26
+
+
 def _splitmix64(x: np.ndarray) -> np.ndarray:
     with np.errstate(over="ignore"):
         x = x + np.uint64(0x9E3779B97F4A7C15)
@@ -81,9 +88,10 @@ def _splitmix64(x: np.ndarray) -> np.ndarray:
 def keyed_uniform(seeds, positions, stream: int):
     """Uniforms in [0, 1) ``[B]`` float64, a function of (seed, position, stream) only: the top
     53 bits of SplitMix64(SplitMix64(seed) + position * 2^20 + stream). ``seeds [B]`` int64,
-    ``positions`` an int or ``[B]``, ``stream`` an int in 0..2^20-1 (a wider one would overlap
-    the next position's streams); one `OptionError` line for anything else (a negative or
-    fractional seed was wrapped or truncated silently)."""
+    ``positions`` an int or ``[B]`` in 0..2^44-1 (`MAX_POSITION`: the key stays 64 bits),
+    ``stream`` an int in 0..2^20-1 (a wider one would overlap the next position's streams), at
+    most `MAX_KEYED` seeds; one `OptionError` line for anything else (a negative or fractional
+    seed was wrapped or truncated silently)."""
     from ...runtime.errors import OptionError, is_integer
 
     if not is_integer(stream) or not 0 <= int(stream) < 1 << 20:
@@ -97,10 +105,19 @@ def keyed_uniform(seeds, positions, stream: int):
                    else np.asarray(value))
         except (TypeError, ValueError) as exc:  # ragged lists
             raise OptionError(f"{name} must be integers in 0..2^63-1 ({exc})"[:200]) from None
+        if arr.size == 0 and arr.dtype.kind not in "iu" and arr.dtype != object:
+            arr = arr.astype(np.int64)  # [] reads as float64: no values to refuse
+        top = 2**63 - 1 if name == "seeds" else MAX_POSITION
         if arr.dtype == object or arr.dtype.kind not in "iu" or \
-                (arr.size and (int(arr.min()) < 0 or int(arr.max()) > 2**63 - 1)):
-            raise OptionError(f"{name} must be integers in 0..2^63-1, not "
-                              f"{arr.dtype if arr.dtype.kind not in 'iu' else 'out of range'}")
+                (arr.size and (int(arr.min()) < 0 or int(arr.max()) > top)):
+            span = "2^63-1" if name == "seeds" else "2^44-1"
+            raise OptionError(f"{name} must be integers in 0..{span}, not "
+                              f"{arr.dtype if arr.dtype.kind not in 'iu' else 'out of range'}"
+                              + (" (position * 2^20 + stream is one 64-bit key)"
+                                 if name == "positions" else ""))
+        if arr.size > MAX_KEYED:
+            raise OptionError(f"{name}: {arr.size:,} values, over the limit of {MAX_KEYED:,} "
+                              "uniforms a call")
         arrays.append(arr)
     s = np.asarray(arrays[0], dtype=np.int64).astype(np.uint64)  # any strides
     if s.ndim != 1 or np.ndim(arrays[1]) not in (0, 1) or (
@@ -115,8 +132,18 @@ def keyed_uniform(seeds, positions, stream: int):
 
 def inverse_cdf(rows, u):
     """Tokens ``[B]``: the first index whose running sum of ``rows [B, V]`` exceeds ``u [B]``
-    times the row's sum (the same convention as spectheory's sampler and SGLang's)."""
-    c = torch.cumsum(rows.to(torch.float64), dim=-1)
+    times the row's sum (the same convention as spectheory's sampler and SGLang's). Rows of
+    finite non-negative weights with a positive sum, one uniform per row."""
+    if not (torch.is_tensor(rows) and torch.is_tensor(u)) or rows.dim() != 2 or u.dim() != 1 \
+            or rows.shape[0] != u.shape[0] or rows.shape[1] < 1:
+        raise OptionError(f"inverse_cdf takes rows [B, V] (V >= 1) and uniforms [B] as tensors, "
+                          f"got {list(getattr(rows, 'shape', []))} and "
+                          f"{list(getattr(u, 'shape', []))}")
+    r64 = rows.to(torch.float64)
+    if bool((~torch.isfinite(r64)).any() | (r64 < 0).any() | (r64.sum(-1) <= 0).any()):
+        raise OptionError("inverse_cdf: a row is not finite non-negative weights with a "
+                          "positive sum")
+    c = torch.cumsum(r64, dim=-1)
     tok = torch.searchsorted(c, (u.to(torch.float64) * c[:, -1]).unsqueeze(1), right=True)[:, 0]
     return tok.clamp(max=rows.shape[-1] - 1)
 
@@ -332,7 +359,11 @@ def _label(step) -> str:
 
 
 def _check_common(instances, seeds, tokens, schedule):
+    from .step import _check_tables
+
     insts = _instance_list(instances, default_step_instances, "no instances to check on")
+    for i, inst in enumerate(insts):  # rows changed in place after the instance was checked
+        _check_tables(inst, i)  # (a NaN row replayed as PASS: both streams read the same NaN)
     if isinstance(seeds, (str, bytes, dict)):
         raise OptionError(f"seeds must be a list of integers, not {type(seeds).__name__}")
     if not isinstance(seeds, (Sequence, np.ndarray, torch.Tensor)):
@@ -341,6 +372,8 @@ def _check_common(instances, seeds, tokens, schedule):
         except TypeError:
             raise OptionError(f"seeds must be a list of integers, not "
                               f"{type(seeds).__name__}") from None
+    if isinstance(seeds, torch.Tensor) and seeds.device.type == "meta":
+        raise OptionError("seeds on the meta device hold no values")
     if isinstance(seeds, (np.ndarray, torch.Tensor)) and seeds.ndim != 1:  # 0-d: no len()
         raise OptionError(f"seeds must be a list of integers (a 1-d array), not an array of "
                           f"shape {list(seeds.shape)}")
@@ -518,6 +551,11 @@ def check_batch_invariance(step, instances: Sequence | None = None,
     insts, seeds = _check_common(instances, seeds, tokens, schedule)
     if len(seeds) < 2:
         raise OptionError("batch invariance needs at least two seeds (rows to batch together)")
+    clash = sorted(set(seeds) & {s ^ COMPANION for s in seeds})
+    if clash:  # a companion row would be another seeded row's request: a false FAIL
+        raise OptionError(f"seeds {min(clash)} and {min(clash) ^ COMPANION} differ only in bit "
+                          f"61, which the companion rows flip (seed XOR 2^61): give seeds that "
+                          "do not (e.g. all below 2^61)")
     sp, dp = parse_sampling(sampling), parse_sampling(draft_sampling)
     make_step = _factory(step, "step")
     who = _label(make_step())

@@ -78,7 +78,7 @@ import numpy as np
 from ...inputs.instances import Instance, check_instance
 from ...inputs.processing import (parse_sampling, process_instance, process_rows,
                                    process_rows_along)
-from ...inputs.stateful import kit_logits
+from ...inputs.stateful import check_vocabulary, kit_logits
 from ...inputs.random_instances import random_instance
 from ...engine.seqtree import levels, path_probabilities
 from ...runtime._lazy import torch
@@ -319,7 +319,19 @@ def _check_args(samples, alpha, steps, inputs):
 
 
 def _emitted(out, b: int, L: int, V: int, who: str):
-    """The step's output as (tokens [b, L+1] with -1 padding, counts [b]), or a note."""
+    """The step's output as (tokens [b, L+1] with -1 padding, counts [b]), or a note; an output
+    that raises when read (a sparse, nested or quantized tensor, a list whose ``len`` raises) is
+    a note too, not a traceback from inside the kit."""
+    try:
+        return _emitted_tokens(out, b, L, V, who)
+    except (KeyboardInterrupt, TimeLimitError):
+        raise
+    except Exception as exc:  # noqa: BLE001 - whatever the step's object does when read
+        return None, (f"{who} returned a {type(out).__name__} that cannot be read as emitted "
+                      f"tokens ({type(exc).__name__}: {' '.join(str(exc).split())[:120]})")
+
+
+def _emitted_tokens(out, b: int, L: int, V: int, who: str):
     if isinstance(out, list) and len(out) == b and all(
             hasattr(x, "shape") or isinstance(x, (list, tuple)) for x in out):
         rows = []
@@ -353,10 +365,15 @@ def _emitted(out, b: int, L: int, V: int, who: str):
     t, note = readable(t, "emitted tokens")
     if note:
         return None, f"{who} returned {note}"
+    unsigned = t.dtype in (torch.uint8, getattr(torch, "uint16", None),
+                           getattr(torch, "uint32", None), getattr(torch, "uint64", None))
     t = t.to(torch.long)
     valid = t >= 0
     if ((t < PLACEHOLDER) | (t >= V)).any():
-        return None, f"{who} returned a token outside 0..{V - 1} (and -1 for unused slots)"
+        return None, (f"{who} returned a token outside 0..{V - 1} (and -1 for unused slots)"
+                      + (f"; its {out.dtype if hasattr(out, 'dtype') else 'unsigned'} tokens "
+                         "cannot hold the -1 padding (it wraps around): return a signed "
+                         "integer dtype" if unsigned else ""))
     count = valid.sum(1)
     prefix = torch.cumprod(valid.to(torch.long), dim=1).sum(1)
     if (count != prefix).any():
@@ -592,6 +609,12 @@ def check_step(step: Callable, instances: Sequence | None = None, samples: int =
             raise OptionError(f"an instance must be a spectheory Instance, not "
                               f"{type(inst).__name__}")
         _check_tables(inst, i)
+        for which, params in (("sampling", sp), ("draft_sampling", dp)):
+            if params is not None:  # a draft token outside V was blamed on the step
+                try:
+                    check_vocabulary(params, inst.vocab_size)
+                except OptionError as exc:
+                    raise OptionError(f"{which}: {exc} (instance {i})") from None
     _check_num_draft(num_draft)
     Ls = [int(num_draft) if num_draft is not None else inst.block_length for inst in insts]
     for inst, L in zip(insts, Ls):  # every size before the first call

@@ -82,7 +82,8 @@ from ...inputs.instances import Instance
 from ...inputs.processing import SamplingParams, parse_sampling, process_rows
 from ...inputs.random_instances import random_instance
 from ...inputs.stateful import TokenAutomaton
-from ...runtime.errors import TimeLimitError
+from ...inputs.instances import check_instance
+from ...runtime.errors import OptionError, TimeLimitError
 from ...runtime.errors import SpectheoryError
 from ..checks.step import PLACEHOLDER, StepRequest, _streams, processed
 
@@ -365,7 +366,24 @@ class ReplicaStep:
 def replica_step(name: str) -> ReplicaStep:
     """A fresh replica step for rule ``name`` of `RULES` (stateful replicas keep per-batch
     state: use one object per run)."""
-    return ReplicaStep(RULES[name])
+    return ReplicaStep(_rule(name))
+
+
+def _rule(rule) -> "Rule":
+    """A `Rule`, or the one of `RULES` named; another name or object refused in one line."""
+    if isinstance(rule, Rule):
+        return rule
+    if not isinstance(rule, str) or rule not in RULES:
+        raise OptionError(f"unknown stateful rule {rule!r:.40}; choose from "
+                          f"{', '.join(RULES)}")
+    return RULES[rule]
+
+
+def _whole(name: str, value, lo: int, hi: int) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) \
+            or not lo <= value <= hi:
+        raise OptionError(f"{name} = {value!r:.40} must be an integer in {lo}..{hi:,}")
+    return int(value)
 
 
 def draft_half(name: str, draft_sampling="top_p=0.9") -> Callable:
@@ -376,7 +394,8 @@ def draft_half(name: str, draft_sampling="top_p=0.9") -> Callable:
     rows); every other replica drafts correctly from the rows it reports, and its defect lies in
     the histories its processors read, which no half sees."""
     if name != "mistralrs-2424":
-        raise KeyError(f"{name}: no half of this replica holds its defect")
+        raise OptionError(f"{name!r:.40}: no half of this replica holds its defect (only "
+                          "'mistralrs-2424' has one)")
     dp = parse_sampling(draft_sampling)
 
     def mistralrs_2424_draft_half(q_rows, generator=None):
@@ -546,11 +565,16 @@ def stateful_step_law(rule, instance: Instance, steps: int, sampling=None, draft
     `check_step`'s schedule, completed by the target processed by ``sampling`` with each row's
     own history (see the module docstring). ``schedule``: a list to which the masses of the
     counts stepped in each round are appended (for `schedule_gap`)."""
-    rule = RULES[rule] if isinstance(rule, str) else rule
+    rule = _rule(rule)
     sp, dp = parse_sampling(sampling), parse_sampling(draft_sampling)
+    if not isinstance(instance, Instance):
+        raise OptionError(f"instance must be a spectheory Instance, not "
+                          f"{type(instance).__name__}")
+    check_instance(instance)
     inst = instance.to_float()
     V = inst.vocab_size
-    L = inst.block_length if num_draft is None else int(num_draft)
+    steps = _whole("steps", steps, 1, 64)
+    L = inst.block_length if num_draft is None else _whole("num_draft", num_draft, 1, 64)
     N = steps + L
     if V ** N > 2**16:
         raise ValueError("stateful_step_law enumerates V^N <= 2^16 sequences")
@@ -605,6 +629,7 @@ def schedule_gap(rule, instance: Instance, steps: int, samples: int, sampling=No
     `stateful_step_law` assumes on ``samples`` samples: the sum over rounds and counts of
     (1 - pi)^samples, pi the probability of the count at the round's start (a count missing
     from the batch is not stepped). Matters only for rules that keep state across steps."""
+    samples = _whole("samples", samples, 1, 10**9)
     sched: list = []
     stateful_step_law(rule, instance, steps, sampling, draft_sampling, schedule=sched)
     return float(sum((1 - pi) ** samples for rnd in sched for pi in rnd.values()))
@@ -622,8 +647,15 @@ def check_step_power(law, target, samples: int, alpha: float = 1e-3, trials: int
     from ..statistics import stats
     from ..checks.report import MIN_EXPECTED
 
+    samples = _whole("samples", samples, 1, 10**9)
+    trials = _whole("trials", trials, 1, 100_000)
     rng = np.random.default_rng(seed)
-    law = np.clip(np.asarray(law, dtype=np.float64), 0, None)
+    law = np.asarray(law, dtype=np.float64)
+    target = np.asarray(target, dtype=np.float64)
+    if law.ndim != 1 or law.shape != target.shape or not np.isfinite(law).all() \
+            or (law < 0).any() or law.sum() <= 0:
+        raise OptionError("check_step_power: law and target must be laws of one shape [V^N] "
+                          "(finite, non-negative; law with a positive sum)")
     law = law / law.sum()
     hits = 0
     for obs in rng.multinomial(int(samples), law, size=int(trials)):
@@ -633,8 +665,11 @@ def check_step_power(law, target, samples: int, alpha: float = 1e-3, trials: int
 
 
 def tv(law, target) -> float:
-    """Total variation between two laws."""
-    return float(np.abs(np.asarray(law) - np.asarray(target)).sum() / 2)
+    """Total variation between two laws of one shape."""
+    a, b = np.asarray(law, dtype=np.float64), np.asarray(target, dtype=np.float64)
+    if a.shape != b.shape:
+        raise OptionError(f"tv: laws of shapes {list(a.shape)} and {list(b.shape)}")
+    return float(np.abs(a - b).sum() / 2)
 
 
 # ----------------------------------------------------------------------------- grammars
@@ -643,6 +678,8 @@ def tv(law, target) -> float:
 def after_token_grammar(end: int = REASONING_END, banned: int = 1, V: int = 3) -> TokenAutomaton:
     """A grammar that applies only after a reasoning-end token ``end``: state 0 (reasoning)
     allows every token, ``end`` moves to state 1, where ``banned`` is rejected."""
+    V = _whole("V", V, 1, 4096)
+    end, banned = _whole("end", end, 0, V - 1), _whole("banned", banned, 0, V - 1)
     s0 = [0] * V
     s0[end] = 1
     s1 = [1] * V
@@ -652,6 +689,7 @@ def after_token_grammar(end: int = REASONING_END, banned: int = 1, V: int = 3) -
 
 def no_repeat_grammar(V: int = 3) -> TokenAutomaton:
     """No token twice in a row: state 0 is the start, state t+1 follows token t and rejects t."""
+    V = _whole("V", V, 1, 4096)  # a (V + 1) x V table
     table = [[t + 1 for t in range(V)]]
     for s in range(V):
         table.append([-1 if t == s else t + 1 for t in range(V)])
