@@ -166,24 +166,19 @@ def test_a_lossless_test_of_one_bin_is_refused(models, tmp_path, monkeypatch, ca
     (lambda d, q, p: (d + 10, q, p), "a drafted token lies outside 0..3"),
 ])
 def test_audit_refuses_rows_it_cannot_read(tmp_path, capsys, change, words):
+    refused(*run(["audit", "--rows-file", _rows_file(tmp_path, change), "--verifier", "gbv",
+                  "--paths", "3"], capsys), words)
+
+
+def _rows_file(tmp_path, change=None):
+    """Recorded rows of B = 3 batches of K = 3 paths, L = 2 (``change`` alters them first)."""
     g = torch.Generator().manual_seed(0)
     q = torch.softmax(torch.randn(3, 3, 2, V, generator=g, dtype=torch.float64), -1)
     p = torch.softmax(torch.randn(3, 3, 3, V, generator=g, dtype=torch.float64), -1)
     d = torch.stack([torch.randperm(V, generator=g)[:3] for _ in range(3)]).unsqueeze(-1) \
         .expand(3, 3, 2).contiguous()
-    path = tmp_path / "rows.pt"
-    dd, qq, pp = change(d, q, p)
-    torch.save({"drafts": dd, "q": qq, "p": pp}, path)
-    refused(*run(["audit", "--rows-file", str(path), "--verifier", "gbv", "--paths", "3"],
-                 capsys), words)
-
-
-def _rows_file(tmp_path):
-    g = torch.Generator().manual_seed(0)
-    q = torch.softmax(torch.randn(3, 3, 2, V, generator=g, dtype=torch.float64), -1)
-    p = torch.softmax(torch.randn(3, 3, 3, V, generator=g, dtype=torch.float64), -1)
-    d = torch.stack([torch.randperm(V, generator=g)[:3] for _ in range(3)]).unsqueeze(-1) \
-        .expand(3, 3, 2).contiguous()
+    if change is not None:
+        d, q, p = change(d, q, p)
     path = tmp_path / "rows.pt"
     torch.save({"drafts": d, "q": q, "p": p}, path)
     return str(path)
