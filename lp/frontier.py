@@ -169,7 +169,8 @@ def _budget(value, name: str, exact: bool):
     as for `_budget_text`), as a Fraction when ``exact`` else a float. Refused in one line
     ([`LPError`][spectheory.lp.result.LPError]): NaN, infinities, negatives, values beyond the
     float range (even exact routes round through HiGHS) and, in float, positive values that round
-    to 0."""
+    to 0. A TV budget above 1 is read as 1 (TV is at most 1: the same problem; 1e308 overflowed
+    the LP's rows to infinity)."""
     if isinstance(value, (bool, np.bool_)):
         raise LPError(f"{name} budget {_show(value)} must be a number")
     if isinstance(value, str):
@@ -197,6 +198,8 @@ def _budget(value, name: str, exact: bool):
         raise LPError(f"{name} budget {_show(value)} is too large: the largest accepted is about "
                       "1.8e308" + (" (a TV budget of 1 already allows every output law)"
                                    if name == "TV" else ""))
+    if name == "TV" and v > 1:
+        v, f = Fraction(1), 1.0
     if exact:
         return v
     if f == 0 and v != 0:

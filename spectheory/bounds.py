@@ -255,6 +255,7 @@ def optimal_acceptance(p, q, paths: int, drafting: str = "iid", *, sums: bool = 
     _check_exact_paths(p, q, K)
     V = len(p)
     zero = p[0] * 0
+    one = zero + 1
     best, best_H = None, ()
     if drafting == "iid":
         order = ratio_order(p, q)
@@ -262,7 +263,9 @@ def optimal_acceptance(p, q, paths: int, drafting: str = "iid", *, sums: bool = 
         for k in range(V + 1):
             if k:
                 pH, qH = pH + p[order[k - 1]], qH + q[order[k - 1]]
-            val = pH + 1 - qH**K
+            # a float running sum may end a rounding above 1: (1 + 2e-16)^(10^16) is e^2, and
+            # the "probability" -7.2 (exact rows sum to 1 exactly)
+            val = pH + 1 - min(qH, one) ** K
             if best is None or val < best:
                 best, best_H = val, tuple(sorted(order[:k]))
         return best, best_H

@@ -187,3 +187,39 @@ def test_a_json_entry_past_float64_is_named_under_exact(tmp_path, capsys):
     inst = tmp_path / "big.json"
     inst.write_text('{"vocab_size":2,"block_length":1,"target":[1e400,0],"draft":[0.5,0.5]}')
     refused(*run(["exact", str(inst), "--exact"], capsys), "entry '1e400' overflows float64")
+
+
+@pytest.mark.parametrize("body, words", [
+    ("sweep = 5\n", "sweep must be one table, [sweep], not an integer"),
+    ("instances = [1, 2]\n", "instances must be an array of tables, [[instances]] (one per "
+                             "entry), not an array of values"),
+    ('[instances]\nfamily = "random"\n', "not a table"),
+    ('[verifiers]\nname = "token"\n', "verifiers must be an array of tables"),
+    ("optima = 'direct'\n", "optima must be an array of tables, [[optima]] (one per entry), "
+                            "not a string"),
+    ('[[sweep]]\nname = "a"\n', "sweep must be one table, [sweep], not an array of tables"),
+])
+def test_a_sweep_files_top_level_types_are_checked(tmp_path, capsys, body, words):
+    """A table where an array of tables belongs was walked key by key (``[verifiers] name``
+    refused as "unknown key 'n'"), other types raised inside the reader."""
+    (tmp_path / "s.toml").write_text(body)
+    refused(*run(["sweep", str(tmp_path / "s.toml"), "--out", str(tmp_path / "o")], capsys),
+            words)
+    assert not (tmp_path / "o").exists()
+
+
+def test_lp_budgets_and_closed_forms_past_the_float_range():
+    import spectheory as st
+    from spectheory import lp
+    from spectheory.lp.frontier import free_block_lp, frontier_lp
+
+    inst = st.random_instance(3, 1, seed=0)
+    p, q = inst.target.tables[0][0].tolist(), inst.draft.tables[0][0].tolist()
+    for K in (10 ** 16, 10 ** 18, 2 ** 63 - 1):  # (1 + 2e-16)^K gave -7.2 and -2.7e96
+        alpha, _ = lp.multidraft_acceptance_L1(p, q, K)
+        assert alpha == 1.0
+    assert lp.optimal_multidraft_L1(inst, paths=10 ** 15).optimum == 2.0  # was 1.7514
+    two = st.random_instance(2, 2, 0)
+    for tv in (1e308, 1.7e308, 2):  # a TV budget over 1 is 1 (1e308 overflowed the LP rows)
+        assert abs(frontier_lp(two, tv=tv).optimum - frontier_lp(two, tv=1).optimum) < 1e-9
+    assert free_block_lp(two, tv=1e308).optimum == free_block_lp(two, tv=1).optimum

@@ -642,13 +642,24 @@ def _forge(entry, how):
         entry["outputs"]["tau_pmf"] = "[1.5, -0.5]"
     elif how == "tv-over-one":
         entry["outputs"]["tv_to_target"] = 1.5
+    elif how == "consistent-past-L":  # E[tau+1] = 99 at L = 1 with a tau law that agrees
+        entry["outputs"].update(block_efficiency=99.0, expected_accepted=98.0,
+                                tau_pmf=json.dumps([0.0] * 98 + [1.0]))
+    elif how == "pmf-too-long":  # a law of tau over 0..2 at L = 1, its mean and E[tau+1] kept
+        entry["outputs"].update(block_efficiency=2.0, expected_accepted=1.0,
+                                tau_pmf="[0.5, 0.0, 0.5]")
+    elif how == "negative-seconds":
+        entry["outputs"]["seconds"] = -1.0
+    elif how == "pmf-billion-digits":  # Fraction("1e999999999") builds a billion-digit integer
+        entry["outputs"]["tau_pmf"] = '["1e999999999", "0"]'
     return json.dumps(entry, allow_nan=True)
 
 
 CORRUPTIONS = ["status-only", "nan", "other-inputs", "outputs-list", "outputs-string",
                "value-not-numeric", "nested-value", "pmf-off", "unknown-status",
                "failed-without-error", "deep-nesting", "not-json", "value-edited",
-               "values-edited-together", "pmf-negative", "tv-over-one"]
+               "values-edited-together", "pmf-negative", "tv-over-one", "consistent-past-L",
+               "pmf-too-long", "negative-seconds", "pmf-billion-digits"]
 
 
 def test_invalid_cache_entries_are_recomputed_never_used(tmp_path, capsys):
@@ -763,3 +774,23 @@ def test_ray_sigterm_exit_is_a_termination_not_user_code(tmp_path, capsys, monke
     monkeypatch.setattr(commands, "load_instance", lambda *a, **k: mine.sigterm_handler(15, 0))
     code, out, err = run(["exact", write(tmp_path, TOY)], capsys)
     assert code == 2 and "user code called sys.exit(15)" in err
+
+
+def test_a_cached_optimum_past_l_plus_one_is_recomputed(tmp_path, capsys):
+    """An LP optimum row has no law of tau to contradict it: E[tau+1] = 99 at L = 1, edited
+    together with E[tau] = 98, was taken from the cache and plotted."""
+    import csv
+
+    cfg = write(tmp_path, SWEEP_HEAD + RANDOM + '[[optima]]\nproblem = ["node-budget"]\n',
+                "s.toml")
+    out = tmp_path / "out"
+    assert run(["sweep", cfg, "--out", str(out), "--no-progress"], capsys)[0] == 0
+    (path,) = (out / "cache").glob("*.json")
+    entry = json.loads(path.read_text())
+    true = entry["outputs"]["block_efficiency"]
+    entry["outputs"].update(block_efficiency=99.0, expected_accepted=98.0, value=99.0)
+    path.write_text(json.dumps(entry))
+    code, _, err = run(["sweep", cfg, "--out", str(out), "--no-progress"], capsys)
+    assert code == 0 and "is above L + 1 = 2" in err, err
+    (r,) = list(csv.DictReader(open(out / "results.csv")))
+    assert float(r["block_efficiency"]) == true <= 2

@@ -96,6 +96,31 @@ PROBLEMS = ("direct", "node-budget", "multipath", "coupling", "selection", "tree
 #: Per-instance measures (`spectheory.toy_models.mean_divergence`): a ``[[measures]]`` row.
 MEASURES = ("tv", "kl")
 TOP_KEYS = ("sweep", "instances", "verifiers", "optima", "measures")
+
+
+def _check_shapes(data: dict) -> None:
+    """``[sweep]`` one table, the others arrays of tables (``[[instances]]``): another TOML type
+    was walked key by key or letter by letter (``[verifiers] name = 'token'`` read as a table
+    whose key is 'n'), or raised deep in the reader."""
+    if "sweep" in data and not isinstance(data["sweep"], dict):
+        raise OptionError(f"sweep must be one table, [sweep], not "
+                          f"{_toml_type(data['sweep'])}")
+    for key in TOP_KEYS[1:]:
+        if key in data and not (isinstance(data[key], list)
+                                and all(isinstance(t, dict) for t in data[key])):
+            raise OptionError(f"{key} must be an array of tables, [[{key}]] (one per entry), "
+                              f"not {_toml_type(data[key])}")
+
+
+def _toml_type(value) -> str:
+    """The TOML type of a value with its article ("a table", "an array of values")."""
+    if isinstance(value, dict):
+        return "a table"
+    if isinstance(value, list):
+        return "an array of " + ("values" if not all(isinstance(v, dict) for v in value)
+                                 else "tables")
+    return {str: "a string", bool: "a boolean", int: "an integer", float: "a float"}.get(
+        type(value), f"a {type(value).__name__}")
 #: The name of a sweep whose file gives none (``[sweep] name``).
 DEFAULT_NAME = "sweep"
 
@@ -377,6 +402,7 @@ def load_config(text_or_path) -> SweepConfig:
     except RecursionError:
         raise OptionError(f"sweep file {source}: arrays or tables nested too deeply") from None
     _refuse_unknown(data, TOP_KEYS, "the sweep file")
+    _check_shapes(data)
     head = data.get("sweep", {})
     _refuse_unknown(head, SWEEP_KEYS, "[sweep]")
     cfg = SweepConfig(source=source)

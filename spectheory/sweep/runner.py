@@ -175,6 +175,17 @@ def _finite(value, key: str) -> float:
     return float(value)
 
 
+def _rational(text):
+    """A fraction as the cache writes one (``"13/9"``, ASCII digits, at most 400 a side), else
+    ValueError: Python's ``Fraction`` also reads ``"1e999999999"`` (a billion-digit integer)."""
+    import re
+    from fractions import Fraction
+
+    if not isinstance(text, str) or not re.fullmatch(r"-?[0-9]{1,400}(?:/[0-9]{1,400})?", text):
+        raise ValueError(f"not a fraction: {str(text)[:40]!r}")
+    return Fraction(text)
+
+
 def check_cache_entry(entry, job: Job) -> dict:
     """The outputs of a cache entry ``{"inputs": ..., "outputs": ...}`` once checked against the
     schema and against ``job``; else [`CacheEntryError`][spectheory.sweep.runner.CacheEntryError]
@@ -217,17 +228,23 @@ def check_cache_entry(entry, job: Job) -> dict:
         return out
     for key in _NUMBERS[job.kind]:
         _finite(out.get(key), key)
+    for key in ("seconds", "peak_rss_mb"):
+        if isinstance(out.get(key), (int, float)) and out[key] < 0:
+            raise CacheEntryError(f"{key} {out[key]!r} is negative")
+    depth = len(job.shape.split(",")) if job.shape else job.block  # tau lies in 0..depth
     if job.kind in ("verifier", "optimum"):  # E[tau+1] = E[tau] + 1 >= 1: a row edited by hand
         be, ea = out["block_efficiency"], out["expected_accepted"]
         if ea < 0 or abs(be - (ea + 1)) > 1e-9 * max(1.0, abs(be)):
             raise CacheEntryError(f"block_efficiency {be!r} is not expected_accepted {ea!r} + 1 "
                                   "with expected_accepted >= 0")
+        if be > (depth + 1) * (1 + 1e-9):  # a consistent pair forged past the block's length
+            raise CacheEntryError(f"block_efficiency {be!r} is above L + 1 = {depth + 1}")
     if job.kind == "verifier":
         try:
             pmf = json.loads(out.get("tau_pmf", ""))
             if not isinstance(pmf, list) or not pmf:
                 raise ValueError
-            vals = [float(Fraction(v)) if isinstance(v, str) else _finite(v, "tau_pmf")
+            vals = [float(_rational(v)) if isinstance(v, str) else _finite(v, "tau_pmf")
                     for v in pmf]
             mass = math.fsum(vals)
         except (ValueError, TypeError, ZeroDivisionError, RecursionError, CacheEntryError):
@@ -235,6 +252,8 @@ def check_cache_entry(entry, job: Job) -> dict:
         if abs(mass - 1) > 1e-6 or min(vals) < 0:
             raise CacheEntryError(f"tau_pmf sums to {mass:g} or has a negative entry; a law of "
                                   "tau sums to 1")
+        if len(vals) != depth + 1:
+            raise CacheEntryError(f"tau_pmf has {len(vals)} entries; tau lies in 0..{depth}")
         mean = math.fsum(i * v for i, v in enumerate(vals))
         if abs(mean - out["expected_accepted"]) > 1e-6 * max(1.0, mean):
             raise CacheEntryError(f"expected_accepted {out['expected_accepted']!r} is not the "
@@ -243,7 +262,7 @@ def check_cache_entry(entry, job: Job) -> dict:
             raise CacheEntryError(f"tv_to_target {out['tv_to_target']!r} is not in [0, 1]")
     if job.exact and job.kind != "measure":
         try:
-            exact = Fraction(out.get("value_exact", ""))
+            exact = _rational(out.get("value_exact", ""))
         except (ValueError, TypeError, ZeroDivisionError):
             raise CacheEntryError("value_exact of an exact row is not a fraction") from None
         be = out["block_efficiency"]
