@@ -142,9 +142,14 @@ def tree_lp(instance: Instance, shape, drafting: str = "iid", exact: bool = Fals
     exact = check_common(instance, "tree_lp", exact, limit, solver,
                          exacts=("exact-certificate",))
     tree = tree_shape(shape)
+    V, D = instance.vocab_size, tree.height
+    # the rows' part of the LP first: the outcomes read the tables to depth D, which a tree
+    # deeper than the instance's tables builds level by level (V^d rows each)
+    rows = sum(V**j for j in range(1, D + 2))
+    check_lp_size(rows, 3 * rows + (D + 1) * V ** (D + 1), f"tree LP ({tree.describe()}, "
+                  f"{drafting})", limit, "exact" if exact else "float", "at least sum_j V^j")
     inst = Instance(instance.vocab_size, tree.height, instance.target, instance.draft)
     inst = inst.to_exact() if exact else inst.to_float()
-    V, D = inst.vocab_size, tree.height
     combos, lengths, prob = tree_outcomes(inst, tree, drafting, exact, with_lengths=True)
     n_est = len(combos) * V * tree.n_nodes + sum(V**j for j in range(1, D + 2))
     check_lp_size(n_est, 3 * n_est + (D + 1) * V ** (D + 1), f"tree LP ({tree.describe()}, "

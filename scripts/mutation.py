@@ -2921,6 +2921,11 @@ MUTANTS = [
            '    if not isinstance(text, str):',
            "a cache entry's tau_pmf '1e999999999' read by Fraction (a billion-digit integer)",
            ('tests/test_hostile_inputs.py',)),
+    Mutant('lp/tree.py',
+           '    check_lp_size(rows, 3 * rows + (D + 1) * V ** (D + 1), f"tree LP ({tree.describe()}, "',
+           '    rows = 0\n    check_lp_size(rows, 3 * rows, f"tree LP ({tree.describe()}, "',
+           "tree_lp builds a deep tree's levels before its size check",
+           ('tests/test_hostile_cli_probe.py',)),
 ]
 
 

@@ -223,3 +223,19 @@ def test_lp_budgets_and_closed_forms_past_the_float_range():
     for tv in (1e308, 1.7e308, 2):  # a TV budget over 1 is 1 (1e308 overflowed the LP rows)
         assert abs(frontier_lp(two, tv=tv).optimum - frontier_lp(two, tv=1).optimum) < 1e-9
     assert free_block_lp(two, tv=1e308).optimum == free_block_lp(two, tv=1).optimum
+
+
+def test_deep_trees_and_huge_ranks_are_refused_before_any_work():
+    """tree_lp built the instance's levels to a 64-deep chain before its size check (25 s and
+    6.5 GB at depth 30); a choices list with a rank of 10^18 built a set of 10^18 integers."""
+    import spectheory as st
+    from spectheory import lp
+    from spectheory.engine.drafttrees import tree_shape
+
+    start = time.monotonic()
+    with pytest.raises(SpectheoryError, match="at least sum_j V\\^j"):
+        lp.tree_lp(st.random_instance(2, 2, seed=0), ",".join("1" * 64))
+    for choices, missing in (([[10 ** 18]], "[0]"), ([[0], [2], [1], [4]], "[3]")):
+        with pytest.raises(SpectheoryError, match=f"is listed without \\{missing[:-1]}\\]"):
+            tree_shape(choices)
+    assert time.monotonic() - start < 10

@@ -470,7 +470,9 @@ def shape_from_choices(choices) -> TreeShape:
     for u, cs in kids.items():
         ranks = [c[-1] for c in cs]
         if ranks != list(range(len(ranks))):
-            missing = min(set(range(max(ranks) + 1)) - set(ranks))
+            # the first gap: ranks are sorted and distinct, so it lies within the first
+            # len(ranks) + 1 (a rank of 10^18 built a set of 10^18 integers)
+            missing = min(set(range(len(ranks) + 1)) - set(ranks))
             raise SpectheoryError(f"choices list: {list(u) + [max(ranks)]} is listed without "
                                   f"{list(u) + [missing]}; a node's children must be ranks "
                                   f"0..b-1")
