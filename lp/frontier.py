@@ -393,6 +393,22 @@ def _bounds(instance, info, exact: bool, tv_budget, rules, skipped, kl=None) -> 
     return bounds
 
 
+def _rules(rules) -> tuple:
+    """``rules``: a list of registered rule names (empty for none); a string would be read
+    letter by letter, a name that is not registered was only noted among the skipped bounds."""
+    from spectheory.registry import registered
+
+    if rules is None or isinstance(rules, (str, bytes)) or not isinstance(
+            rules, (list, tuple, set, frozenset)):
+        raise LPError(f"rules = {rules!r:.40} must be a list of registered rule names (e.g. "
+                      f"[{RULES[0]!r}]; [] for none)")
+    known = registered()
+    for name in rules:
+        if not isinstance(name, str) or name not in known:
+            raise LPError(f"rules: {name!r:.40} is not a registered rule")
+    return tuple(rules)
+
+
 def _rule_bounds(instance, tv, kl, rules, skipped) -> list:
     """[Bound] below from each registered rule whose exact divergence is within the budget."""
     import warnings
@@ -451,6 +467,7 @@ def frontier_lp(instance: Instance, tv=None, kl=None, paths: int = 1, drafting: 
                       f"{', '.join(DRAFTING)}")
     if not isinstance(pinsker, (bool, np.bool_)):
         raise LPError(f"pinsker = {pinsker!r:.40} must be True or False")
+    rules = _rules(rules)
     delta = _budget(tv, "TV", exact) if tv is not None else _budget(kl, "KL", False)
     V, L = instance.vocab_size, instance.block_length
     what = "TV frontier LP" if kl is None else "KL frontier program"

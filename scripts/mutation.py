@@ -2926,6 +2926,16 @@ MUTANTS = [
            '    rows = 0\n    check_lp_size(rows, 3 * rows, f"tree LP ({tree.describe()}, "',
            "tree_lp builds a deep tree's levels before its size check",
            ('tests/test_hostile_cli_probe.py',)),
+    Mutant('lp/frontier.py',
+           '    rules = _rules(rules)\n',
+           '',
+           'frontier_lp takes rules=42 (a bare TypeError) and unknown names silently',
+           ('tests/test_hostile_cli_probe.py',)),
+    Mutant('spectheory/engine/drafttrees.py',
+           '    if isinstance(shape, (set, frozenset)):  # no order: {2, 1} iterates as 1, 2',
+           '    if False:  # no order: {2, 1} iterates as 1, 2',
+           "a set of branching factors read in Python's order",
+           ('tests/test_hostile_cli_probe.py',)),
 ]
 
 

@@ -239,3 +239,19 @@ def test_deep_trees_and_huge_ranks_are_refused_before_any_work():
         with pytest.raises(SpectheoryError, match=f"is listed without \\{missing[:-1]}\\]"):
             tree_shape(choices)
     assert time.monotonic() - start < 10
+
+
+def test_frontier_rules_and_tree_sets_are_checked():
+    import spectheory as st
+    from spectheory.engine.drafttrees import tree_shape
+    from spectheory.lp.frontier import frontier_lp
+
+    inst = st.random_instance(2, 2, 0)
+    for rules, words in ((42, "must be a list of registered rule names"),
+                         ("token", "must be a list"), (["nope"], "'nope' is not a registered"),
+                         ([42], "42 is not a registered rule")):
+        with pytest.raises(SpectheoryError, match=words):
+            frontier_lp(inst, tv=0.1, rules=rules)
+    with pytest.raises(SpectheoryError, match="ordered by depth: give a list"):
+        tree_shape({2, 1})
+    assert tree_shape([2, 1]).paths == 2

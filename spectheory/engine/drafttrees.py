@@ -323,6 +323,9 @@ def tree_shape(shape) -> TreeShape:
                 isinstance(x, (list, tuple)) for x in value):
             raise SpectheoryError("branching factors must be a list of positive integers")
         return tree_shape(tuple(value))
+    if isinstance(shape, (set, frozenset)):  # no order: {2, 1} iterates as 1, 2
+        raise SpectheoryError("a tree's branching factors are ordered by depth: give a list or a "
+                              "tuple, not a set")
     if isinstance(shape, _BYTES):
         raise SpectheoryError(f"a tree is branching factors, a choices list, "
                               f"{{'parents': [...]}} or a graph, not {type(shape).__name__}")
