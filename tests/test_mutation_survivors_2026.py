@@ -312,3 +312,111 @@ def test_every_json_key_is_checked_not_only_the_first():
     with pytest.raises(SpectheoryError, match="unknown key 'tagret'; did you mean 'target'"):
         instance_from_dict({"vocab_size": 2, "tagret": [0.5, 0.5], "block_length": 1,
                             "target": [0.5, 0.5], "draft": [0.5, 0.5]})
+
+
+# ----------------------------------------------------------------------------- second pass
+# (mutants of lp/frontier.py, verifiers/relaxed.py, verifiers/hetero.py, checks/tree.py)
+
+
+def test_the_frontiers_mixture_bound_is_the_stated_mixture():
+    """The lower bound mixing block verification (v0) with accept-every-draft at TV t_all:
+    v0 + (L + 1 - v0) delta / t_all, t_all = sum over drafted prefixes |Q - P| / 2 (the same
+    target row follows both), written here from the tables."""
+    from spectheory.lp.frontier import frontier_lp
+
+    inst = st.random_instance(3, 2, 1, denominator=12)
+    L, V = inst.block_length, inst.vocab_size
+    Q = P = None
+    t_all = F(0)
+    for x in itertools.product(range(V), repeat=L):
+        q = p = F(1)
+        for d in range(L):
+            q *= inst.draft.conditional(x[:d])[x[d]]
+            p *= inst.target.conditional(x[:d])[x[d]]
+        t_all += abs(q - p) / 2
+    v0 = st.analyze(inst, "block").block_efficiency
+    res = frontier_lp(inst, tv=t_all / 2, exact=True, rules=())
+    (mix,) = [b for b in res.details["bounds"]["checked"] if b.source.startswith("mixture")]
+    assert mix.value == v0 + (L + 1 - v0) / 2 and v0 <= mix.value <= res.optimum
+
+
+def test_a_budget_exponent_below_the_range_is_refused():
+    from spectheory.lp.frontier import frontier_lp
+    from spectheory.lp.result import LPError
+
+    with pytest.raises(LPError, match="exponent out of range"):
+        frontier_lp(st.random_instance(2, 2, 0), tv="1e-401")
+
+
+def test_relaxed_rules_at_their_edges():
+    from spectheory.verifiers.relaxed import cactus_acceptance, kl_divergence, top_m_acceptance
+
+    inst = st.random_instance(3, 2, 0)
+    assert st.analyze(inst, top_m_acceptance(3)).block_efficiency == 3  # m >= V: every token
+    assert cactus_acceptance(0).lossless and not cactus_acceptance(F(1, 10)).lossless
+    kl, err = kl_divergence([0.5, 0.5], [0.25, 0.75])
+    assert err >= 2 * 2.0 ** -52 * max(1.0, abs(kl))  # n terms' rounding, at least one ulp each
+
+
+def _slrs_instance():
+    from spectheory.inputs.tokenizers import HeteroInstance, make_tokenizer
+    from spectheory.inputs.models import TableModel
+
+    def ci(row, V):
+        return TableModel(V, (np.array([[F(x) for x in row]], dtype=object),))
+
+    return HeteroInstance("ab", make_tokenizer(["a", "b"], "ab"),
+                          make_tokenizer(["a", "b", "ab"], "ab"), ci(["3/4", "1/4"], 2),
+                          ci(["1/4", "1/4", "1/2"], 3), 1, 2)
+
+
+def test_slrs_reads_the_first_target_token_of_the_drafts_text():
+    from spectheory.verifiers.hetero import first_token_acceptance, slrs_psi
+
+    inst = _slrs_instance()  # the draft's "ab" starts with target token a
+    assert slrs_psi(inst, ()) == {0: F(3, 4), 1: F(1, 4)}
+    assert first_token_acceptance(inst)["slrs"] == 1
+
+
+def test_hetero_reports_half_the_l1_distance_and_refuse_contexts_past_v():
+    from spectheory.runtime.errors import InputError, UserCodeError
+    from spectheory.verifiers.hetero import (acceptance, check_hetero_lossless, emitted_law,
+                                             target_law, tli_block)
+
+    inst = _slrs_instance()
+
+    def f(i, c):
+        return tli_block(i, c, residual_over="intersection")
+
+    def always_a(i, c):  # lossy: token a every time
+        return {(0,): F(1)}
+
+    for g in (f, always_a):
+        rep = check_hetero_lossless(inst, g)
+        out, tgt = emitted_law(inst, g), target_law(inst)
+        half = sum(abs(out.get(k, 0) - tgt.get(k, 0)) for k in set(out) | set(tgt)) / 2
+        assert rep.tv == half <= 1
+    assert rep.tv > 0
+    with pytest.raises(InputError, match="the context c = \\(2,\\) must be a tuple of target "
+                                         "token ids in 0..1"):
+        acceptance(inst, "slem", (2,))
+    flt = _slrs_instance()
+    flt = type(flt)(flt.alphabet, flt.target_tokenizer, flt.draft_tokenizer,
+                    flt.target.to_float(), flt.draft.to_float(), 1, 2)
+
+    def off(i, c):
+        return {(0,): 0.75, (1,): 0.25 + 1e-9}
+
+    with pytest.raises(UserCodeError, match="summing to"):
+        emitted_law(flt, off)
+
+
+def test_tree_checks_refuse_alpha_one_and_size_their_default_instances():
+    from spectheory.runtime.errors import OptionError, SizeLimitError
+    from spectheory.testing.checks.tree import check_tree_sampler, default_tree_instances
+
+    with pytest.raises(OptionError):
+        check_tree_sampler(lambda *a: None, alpha=1)
+    # 3^11 <= the exact limit < 4^11: the largest default instance has V = 4
+    with pytest.raises(SizeLimitError, match="the default instances of a tree of depth 10"):
+        default_tree_instances((1,) * 10)
