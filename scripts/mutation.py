@@ -3010,6 +3010,16 @@ MUTANTS = [
            '            len(c) > MAX_ENUMERATION or not all(is_integer(t) and 0 <= t <= V for t in c):\n        raise InputError(f"the context c',
            'a context id equal to V_T passes the guard and fails deeper',
            ('tests/test_mutation_survivors_2026.py',)),
+    Mutant('lp/frontier.py',
+           '    if gap < -1e-6 or gap > GAP_TOL * max(1.0, abs(primal)):',
+           '    if gap > GAP_TOL * max(1.0, abs(primal)):',
+           "a tangent-cut upper bound below the solver's point accepted",
+           ('tests/test_mutation_survivors_2026.py',)),
+    Mutant('lp/frontier.py',
+           '    if resid > 1e-6 or kl_point > delta + KL_TOL:',
+           '    if resid > 1e-6:',
+           'a cvxpy point over the KL budget reported as the frontier',
+           ('tests/test_mutation_survivors_2026.py',)),
 ]
 
 

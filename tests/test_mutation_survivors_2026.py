@@ -420,3 +420,26 @@ def test_tree_checks_refuse_alpha_one_and_size_their_default_instances():
     # 3^11 <= the exact limit < 4^11: the largest default instance has V = 4
     with pytest.raises(SizeLimitError, match="the default instances of a tree of depth 10"):
         default_tree_instances((1,) * 10)
+
+
+def test_the_kl_frontier_refuses_a_solver_point_it_cannot_trust(monkeypatch):
+    """The KL program's two guards against a misbehaving solver: a tangent-cut bound below the
+    solver's point (a negative gap), and a point over the KL budget."""
+    import math
+    import types
+
+    import spectheory.lp.frontier as fr
+    from spectheory.lp.result import LPError
+
+    inst = st.random_instance(2, 2, 0)
+    assert fr.frontier_lp(inst, kl=0.01, rules=()).optimum > 1
+    monkeypatch.setattr(fr, "_tangent_bound", lambda *a: -1.0)
+    with pytest.raises(LPError, match="tangent-cut upper bound -1 is .*; refused"):
+        fr.frontier_lp(inst, kl=0.01, rules=(), pinsker=False)
+    monkeypatch.undo()
+    fake = types.SimpleNamespace(**{k: getattr(math, k) for k in dir(math)
+                                    if not k.startswith("_")})
+    fake.log = lambda x: 10.0  # every output mass reads as 10 nats over its target's
+    monkeypatch.setattr(fr, "math", fake)
+    with pytest.raises(LPError, match="the solver's point is not feasible"):
+        fr.frontier_lp(inst, kl=0.01, rules=(), pinsker=False)
