@@ -476,6 +476,12 @@ def frontier_lp(instance: Instance, tv=None, kl=None, paths: int = 1, drafting: 
     stages = _Stages(est, what)
     if tv is not None:
         return _frontier_tv(instance, delta, K, drafting, exact, solver, rules, stages)
+    if delta == 0:
+        # KL(A || p) = 0 iff A = p iff TV = 0: the TV LP at 0 (the convex program at a budget of
+        # 0 has no interior, and its solver's gap was refused)
+        res = _frontier_tv(instance, 0.0, K, drafting, False, None, rules, stages)
+        res.details["budget"] = ("kl", 0.0)
+        return res
     timer = Timer()
     stages("building")
     base, validity, info = _build(instance, K, drafting, False)

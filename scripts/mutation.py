@@ -3020,6 +3020,11 @@ MUTANTS = [
            '    if resid > 1e-6:',
            'a cvxpy point over the KL budget reported as the frontier',
            ('tests/test_mutation_survivors_2026.py',)),
+    Mutant('lp/frontier.py',
+           '    if delta == 0:\n        # KL(A || p) = 0 iff A = p',
+           '    if False:\n        # KL(A || p) = 0 iff A = p',
+           "a KL budget of 0 refused for the convex solver's gap",
+           ('tests/test_hostile_cli_probe.py',)),
 ]
 
 

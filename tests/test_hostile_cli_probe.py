@@ -255,3 +255,14 @@ def test_frontier_rules_and_tree_sets_are_checked():
     with pytest.raises(SpectheoryError, match="ordered by depth: give a list"):
         tree_shape({2, 1})
     assert tree_shape([2, 1]).paths == 2
+
+
+def test_a_kl_budget_of_zero_is_the_lossless_optimum():
+    """KL(A || p) = 0 iff A = p: the frontier at KL 0 is the TV frontier at 0 (the convex program
+    at a budget of 0 was refused for its solver's gap)."""
+    import spectheory as st
+    from spectheory.lp.frontier import frontier_lp
+
+    inst = st.random_instance(2, 2, 0)
+    res = frontier_lp(inst, kl=0)
+    assert res.optimum == frontier_lp(inst, tv=0).optimum and res.details["budget"] == ("kl", 0.0)
