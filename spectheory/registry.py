@@ -41,11 +41,14 @@ from typing import Any, Callable, NamedTuple
 from .runtime import backend as B
 from .runtime._lazy import is_tensor, torch
 from .runtime.errors import (InputError, SpectheoryError, TimeLimitError, call_user, check_flag,
-                             check_law_shapes, check_token_ids, import_user)
+                             check_law_shapes, check_token_ids, import_user, package_code)
 from .law import ROW_SUM_TOL, Law, LawError, validate_law
 
 #: Drafting schemes of K paths (see [`spectheory.engine.joint`][spectheory.engine.joint]).
 DRAFTING = ("iid", "norep", "hub")
+#: Drafting schemes of a draft tree (`spectheory.engine.drafttrees`, which takes them from here:
+#: a spec's ``tree_drafting`` is checked against them).
+TREE_DRAFTING = ("iid", "norep", "topk")
 #: The most paths a drafting scheme defines (schemes not listed take any K): ``hub`` drafts the
 #: draft's most probable token and one companion (SpecHub, arXiv 2411.05289), so K <= 2.
 DRAFTING_MAX_PATHS = {"hub": 2}
@@ -189,12 +192,11 @@ class VerifierSpec:
                 self.paths_read, int) or self.paths_read < 1):
             raise SpectheoryError(f"verifier {self.name!r}: paths_read must be a positive "
                                   f"integer or None, not {self.paths_read!r}")
-        tree = ("iid", "norep", "topk")  # spectheory.engine.drafttrees.TREE_DRAFTING
         if not isinstance(self.tree_drafting, tuple) or any(
-                not isinstance(t, str) or t not in tree for t in self.tree_drafting):
+                not isinstance(t, str) or t not in TREE_DRAFTING for t in self.tree_drafting):
             raise SpectheoryError(f"verifier {self.name!r}: tree_drafting = "
                                   f"{self.tree_drafting!r:.60} must be a tuple of draft-tree "
-                                  f"schemes from {', '.join(tree)}")
+                                  f"schemes from {', '.join(TREE_DRAFTING)}")
         if self.drafting not in DRAFTING + ("any",):
             raise SpectheoryError(f"verifier {self.name!r}: unknown drafting scheme "
                                   f"{self.drafting!r}; choose from "
@@ -435,17 +437,6 @@ def _doc(obj) -> str:
     return doc if isinstance(doc, str) else ""
 
 
-def package_code(fn) -> bool:
-    """Whether ``fn`` is this package's own code (its module under ``spectheory.``): the built-in
-    verifiers' functions are called directly, anything else through
-    [`call_user`][spectheory.runtime.errors.call_user]."""
-    try:
-        module = getattr(fn, "__module__", None)
-    except Exception:  # noqa: BLE001 - a user object's __getattr__ may raise anything
-        return False
-    return isinstance(module, str) and (module == "spectheory" or module.startswith("spectheory."))
-
-
 class GuardedFunction:
     """A law function handed over in Python, called through
     [`call_user`][spectheory.runtime.errors.call_user]: an exception it raises, ``sys.exit``,
@@ -673,6 +664,7 @@ def plan(verifier: Any, paths: int | None = None, drafting: str | None = None) -
 
 
 __all__ = ["DRAFTING", "DRAFTING_MAX_PATHS", "DraftingWarning", "ENTRY_POINT_GROUP", "Plan",
+           "TREE_DRAFTING",
            "UserVerifier", "VerifierSpec", "check_drafting_paths", "check_user_law",
            "get_verifier", "hub_tokens", "plan", "register", "registered", "set_name_parser",
            "verifier", "verifier_names"]

@@ -187,8 +187,8 @@ def test_register_and_spec_fields_are_checked():
 
 
 def test_the_registry_knows_the_draft_tree_schemes():
-    """VerifierSpec checks tree_drafting against its own copy of the schemes (the registry may
-    not import the engine): the copy equals the engine's."""
+    """VerifierSpec checks tree_drafting against the schemes the draft-tree engine drafts with
+    (one tuple, the engine's taken from the registry)."""
     from spectheory.engine.drafttrees import TREE_DRAFTING
 
     for t in TREE_DRAFTING:

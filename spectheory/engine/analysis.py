@@ -67,8 +67,7 @@ def _node_to_block(nodes, C: int, L: int) -> BlockLaw:
 def _analytic(how: Plan, q_levels, p_levels, V: int, L: int) -> BlockLaw:
     """A spec's analytic route: the package's own called directly, a user's through
     [`call_user`][spectheory.runtime.errors.call_user]; its result must be a `BlockLaw`."""
-    from ..registry import package_code
-    from ..runtime.errors import UserCodeError, call_user
+    from ..runtime.errors import UserCodeError, call_user, package_code
 
     fn = how.spec.analytic
     if package_code(fn):

@@ -105,13 +105,13 @@ from ..runtime.errors import SizeLimitError, SpectheoryError, call_user
 from ..runtime.sizes import check_size
 from ..inputs.instances import Instance
 from ..law import validate_law
-from ..registry import VerifierSpec, get_verifier, registered
+from ..registry import TREE_DRAFTING, VerifierSpec, get_verifier, registered
 from .joint import draft_rows
 from .perdraft import BlockLaw
 from .seqtree import levels, sequence_tokens
 
-#: Drafting schemes of a tree (module doc).
-TREE_DRAFTING = ("iid", "norep", "topk")
+#: Drafting schemes of a tree (module doc): `spectheory.registry.TREE_DRAFTING`, which specs'
+#: ``tree_drafting`` is checked against.
 #: Exact routes of [`analyze_tree`][spectheory.engine.analysis.analyze_tree].
 ROUTES = ("auto", "enumerate", "nodes")
 #: Joint outcomes per chunk in exact mode; elements of one [n, K, D+1, V] array in float mode.

@@ -341,6 +341,17 @@ def number_text(text: str, label: str) -> Fraction:
                             "0.25, 2.5e-3)") from None
 
 
+def plain_fraction(text, digits: int = 400) -> Fraction:
+    """An exact rational as spectheory writes one in its own files (test vectors, sweep caches):
+    ``"13/9"``, ``"-1"``, ASCII digits, at most ``digits`` a side; else ValueError. Python's
+    ``Fraction`` would also read ``"1e999999999"`` (a billion-digit integer, minutes), other
+    scripts' digits, ``"1_0"`` and spaces."""
+    if not isinstance(text, str) or not re.fullmatch(
+            rf"-?[0-9]{{1,{digits}}}(?:/[0-9]{{1,{digits}}})?", text):
+        raise ValueError(f"not a fraction: {str(text)[:40]!r}")
+    return Fraction(text)
+
+
 def _parse_number(value: Any, exact: bool, where: str):
     if isinstance(value, JsonNumber) and not math.isfinite(value):  # 1e400 in the file
         raise InstanceError(f"{where}: entry {_short(value.text)} overflows float64 (not a "

@@ -250,9 +250,9 @@ def grammar_mask(grammar, history, n: int, states=None) -> np.ndarray:
     package) is user code: what its ``run`` or ``allowed`` raises becomes one
     [`UserCodeError`][spectheory.runtime.errors.UserCodeError] line naming the grammar, and a
     mask of another shape or dtype (None, floats) one `GrammarError` line."""
-    from ..runtime.errors import call_user
+    from ..runtime.errors import call_user, package_code
 
-    own = type(grammar).__module__.startswith("spectheory.")
+    own = package_code(type(grammar))
     what = f"grammar {grammar.name!r:.60}"
 
     def call(fn, *args):

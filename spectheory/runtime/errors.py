@@ -469,6 +469,17 @@ def json_stdout(active: bool, keep: bool = False):
                 pass
 
 
+def package_code(obj) -> bool:
+    """Whether ``obj`` (a function, a class) is this package's own code, its module under
+    ``spectheory.``: the built-in verifiers, grammars and laws are called directly, anything else
+    through [`call_user`][spectheory.runtime.errors.call_user]."""
+    try:
+        module = getattr(obj, "__module__", None)
+    except Exception:  # noqa: BLE001 - a user object's __getattr__ may raise anything
+        return False
+    return isinstance(module, str) and (module == "spectheory" or module.startswith("spectheory."))
+
+
 def call_user(fn, *args, what: str | None = None, **kwargs):
     """Call a user's ``fn(*args, **kwargs)``; anything it raises (any exception, and ``SystemExit``
     with any code, so that user code can never end a check with exit 0) becomes a

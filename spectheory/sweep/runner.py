@@ -175,17 +175,6 @@ def _finite(value, key: str) -> float:
     return float(value)
 
 
-def _rational(text):
-    """A fraction as the cache writes one (``"13/9"``, ASCII digits, at most 400 a side), else
-    ValueError: Python's ``Fraction`` also reads ``"1e999999999"`` (a billion-digit integer)."""
-    import re
-    from fractions import Fraction
-
-    if not isinstance(text, str) or not re.fullmatch(r"-?[0-9]{1,400}(?:/[0-9]{1,400})?", text):
-        raise ValueError(f"not a fraction: {str(text)[:40]!r}")
-    return Fraction(text)
-
-
 def check_cache_entry(entry, job: Job) -> dict:
     """The outputs of a cache entry ``{"inputs": ..., "outputs": ...}`` once checked against the
     schema and against ``job``; else [`CacheEntryError`][spectheory.sweep.runner.CacheEntryError]
@@ -201,7 +190,8 @@ def check_cache_entry(entry, job: Job) -> dict:
       fraction equal to ``block_efficiency`` (to float rounding).
     """
     import math
-    from fractions import Fraction
+
+    from ..inputs.instances import plain_fraction
 
     if not isinstance(entry, dict) or set(entry) != {"inputs", "outputs"}:
         raise CacheEntryError("not an object with exactly the keys 'inputs' and 'outputs'")
@@ -244,7 +234,7 @@ def check_cache_entry(entry, job: Job) -> dict:
             pmf = json.loads(out.get("tau_pmf", ""))
             if not isinstance(pmf, list) or not pmf:
                 raise ValueError
-            vals = [float(_rational(v)) if isinstance(v, str) else _finite(v, "tau_pmf")
+            vals = [float(plain_fraction(v)) if isinstance(v, str) else _finite(v, "tau_pmf")
                     for v in pmf]
             mass = math.fsum(vals)
         except (ValueError, TypeError, ZeroDivisionError, RecursionError, CacheEntryError):
@@ -262,7 +252,7 @@ def check_cache_entry(entry, job: Job) -> dict:
             raise CacheEntryError(f"tv_to_target {out['tv_to_target']!r} is not in [0, 1]")
     if job.exact and job.kind != "measure":
         try:
-            exact = _rational(out.get("value_exact", ""))
+            exact = plain_fraction(out.get("value_exact", ""))
         except (ValueError, TypeError, ZeroDivisionError):
             raise CacheEntryError("value_exact of an exact row is not a fraction") from None
         be = out["block_efficiency"]

@@ -555,11 +555,11 @@ def _kit_law(spec) -> bool:
     a function handed over in Python, each wrapped as user code). Such a law is a pure function
     of its input rows."""
     from ...registry import GuardedFunction, UserVerifier, _REGISTRY
+    from ...runtime.errors import package_code
 
     fn = spec.function
     return (_REGISTRY.get(spec.name) is spec
-            and not isinstance(fn, (GuardedFunction, UserVerifier))
-            and str(getattr(fn, "__module__", "") or "").startswith("spectheory."))
+            and not isinstance(fn, (GuardedFunction, UserVerifier)) and package_code(fn))
 
 
 def _reference_law(spec, d, q, p, what: str):

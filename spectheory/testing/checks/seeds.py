@@ -50,6 +50,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from ...inputs.processing import parse_sampling
+from ...sampling import inverse_cdf as sample_inverse_cdf
 from ...runtime._lazy import torch
 from ...runtime.errors import OptionError, UserCodeError, is_integer
 from .calls import _instance_list
@@ -132,7 +133,7 @@ def keyed_uniform(seeds, positions, stream: int):
 
 def inverse_cdf(rows, u):
     """Tokens ``[B]``: the first index whose running sum of ``rows [B, V]`` exceeds ``u [B]``
-    times the row's sum (the same convention as spectheory's sampler and SGLang's). Rows of
+    times the row's sum (`spectheory.sampling.inverse_cdf`, SGLang's convention too). Rows of
     finite non-negative weights with a positive sum, one uniform per row."""
     if not (torch.is_tensor(rows) and torch.is_tensor(u)) or rows.dim() != 2 or u.dim() != 1 \
             or rows.shape[0] != u.shape[0] or rows.shape[1] < 1:
@@ -143,9 +144,7 @@ def inverse_cdf(rows, u):
     if bool((~torch.isfinite(r64)).any() | (r64 < 0).any() | (r64.sum(-1) <= 0).any()):
         raise OptionError("inverse_cdf: a row is not finite non-negative weights with a "
                           "positive sum")
-    c = torch.cumsum(r64, dim=-1)
-    tok = torch.searchsorted(c, (u.to(torch.float64) * c[:, -1]).unsqueeze(1), right=True)[:, 0]
-    return tok.clamp(max=rows.shape[-1] - 1)
+    return sample_inverse_cdf(r64, u.to(torch.float64))
 
 
 def _uniforms(request, n: int, j: int, stream: int, B: int):

@@ -41,7 +41,7 @@ from ...runtime.kept import Kept
 from ...runtime.partial import partial_folder, release
 from ...engine.analysis import analyze
 from ...inputs.instances import (Instance, instance_from_dict, instance_to_dict, load_instance,
-                                 parse_json)
+                                 parse_json, plain_fraction)
 from ...law import Law, validate_law
 from ...inputs.models import prefix_from_index
 from ...engine.joint import draft_rows, draft_weight
@@ -452,22 +452,15 @@ def _diff(a, b, where: str):
             if found:
                 return found
         return None
-    if isinstance(b, str) and isinstance(a, str) and a != b and _RATIONAL.fullmatch(a) \
-            and _RATIONAL.fullmatch(b):  # "2/4" and "1/2" are one value
+    if isinstance(b, str) and isinstance(a, str) and a != b:  # "2/4" and "1/2" are one value
         try:
-            if Fraction(a) == Fraction(b):
+            if plain_fraction(a, 200) == plain_fraction(b, 200):
                 return None
-        except ZeroDivisionError:
+        except (ValueError, ZeroDivisionError):  # not a probability as the files write one
             pass
     if type(a) is bool or type(b) is bool:
         return None if a is b else (where, a, b)
     return None if a == b else (where, a, b)
-
-
-#: A probability as the files write it: an exact rational in ASCII digits, ``"3/4"``, ``"0"``, at
-#: most 200 digits a side (Python's ``Fraction`` would also read ``"1e999999999"``, building a
-#: billion-digit integer, other scripts' digits, ``"1_0"`` and spaces).
-_RATIONAL = re.compile(r"-?[0-9]{1,200}(?:/[0-9]{1,200})?")
 
 
 def _uniforms_of(data: dict, n_drafts: int, fname: str) -> list:
