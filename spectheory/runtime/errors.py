@@ -469,6 +469,14 @@ def json_stdout(active: bool, keep: bool = False):
                 pass
 
 
+def check_whole(name: str, value, lo: int, hi: int) -> int:
+    """``value`` as an int in lo..hi (a Python or numpy integer, not a bool), else one
+    [`OptionError`][spectheory.runtime.errors.OptionError] line naming ``name``."""
+    if not is_integer(value) or not lo <= value <= hi:
+        raise OptionError(f"{name} = {value!r:.40} must be an integer in {lo:,}..{hi:,}")
+    return int(value)
+
+
 def package_code(obj) -> bool:
     """Whether ``obj`` (a function, a class) is this package's own code, its module under
     ``spectheory.``: the built-in verifiers, grammars and laws are called directly, anything else

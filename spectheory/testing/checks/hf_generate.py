@@ -67,6 +67,7 @@ from ...inputs.instances import Instance
 from ...inputs.models import TableModel
 from ...runtime._lazy import torch
 from ...runtime.errors import OptionError, SizeLimitError, SpectheoryError, is_integer
+from ...runtime.errors import check_whole as _whole
 from ..statistics import stats
 from .calls import _cells, _run_arguments, _summary
 from .report import MIN_EXPECTED, SamplerReport
@@ -420,13 +421,6 @@ def _guard_cells(V: int, N: int) -> None:
     if cells_over(V, N, MAX_CELLS, "the check"):
         raise SizeLimitError(f"the check enumerates V^N = {_cells_text(V, N)} sequences, over "
                              f"the limit of {MAX_CELLS:,}")
-
-
-def _whole(name: str, value, lo: int, hi: int) -> int:
-    """``value`` as an int in lo..hi (a Python or numpy integer, not a bool), or one line."""
-    if not is_integer(value) or not lo <= value <= hi:
-        raise OptionError(f"{name} = {value!r:.40} must be an integer in {lo:,}..{hi:,}")
-    return int(value)
 
 
 def _count_arguments(target, samples, tokens, seed, max_samples: int, max_tokens: int):

@@ -84,6 +84,7 @@ from ...inputs.random_instances import random_instance
 from ...inputs.stateful import TokenAutomaton
 from ...inputs.instances import check_instance
 from ...runtime.errors import OptionError, TimeLimitError
+from ...runtime.errors import check_whole as _whole
 from ...runtime.errors import SpectheoryError
 from ..checks.step import PLACEHOLDER, StepRequest, _streams, processed
 
@@ -377,13 +378,6 @@ def _rule(rule) -> "Rule":
         raise OptionError(f"unknown stateful rule {rule!r:.40}; choose from "
                           f"{', '.join(RULES)}")
     return RULES[rule]
-
-
-def _whole(name: str, value, lo: int, hi: int) -> int:
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) \
-            or not lo <= value <= hi:
-        raise OptionError(f"{name} = {value!r:.40} must be an integer in {lo}..{hi:,}")
-    return int(value)
 
 
 def draft_half(name: str, draft_sampling="top_p=0.9") -> Callable:
