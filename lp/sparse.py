@@ -460,13 +460,13 @@ class SparseLP:
         ax = self._apply(self.eq, x, self.m_eq)
         bad = np.flatnonzero(ax != self.eq[3])
         if len(bad):
-            raise LPError(f"certificate: equality row {bad[0]} violated ({ax[bad[0]]} != "
-                          f"{self.eq[3][bad[0]]})")
+            raise LPError(f"certificate: equality row {bad[0]} violated ({_show(ax[bad[0]])} != "
+                          f"{_show(self.eq[3][bad[0]])})")
         ax = self._apply(self.ub, x, self.m_ub)
         bad = np.flatnonzero(ax > self.ub[3])
         if len(bad):
-            raise LPError(f"certificate: inequality row {bad[0]} violated ({ax[bad[0]]} > "
-                          f"{self.ub[3][bad[0]]})")
+            raise LPError(f"certificate: inequality row {bad[0]} violated ({_show(ax[bad[0]])} > "
+                          f"{_show(self.ub[3][bad[0]])})")
         if any(v < 0 for v in lam):
             raise LPError("certificate: a dual multiplier of an inequality is negative")
         aty = self._apply_t(self.eq, y_eq) + self._apply_t(self.ub, lam)
@@ -476,7 +476,8 @@ class SparseLP:
         primal = sum(self.c * x, Fraction(0))
         dual = sum(self.eq[3] * y_eq, Fraction(0)) + sum(self.ub[3] * lam, Fraction(0))
         if primal != dual:
-            raise LPError(f"certificate: primal objective {primal} != dual objective {dual}")
+            raise LPError(f"certificate: primal objective {_show(primal)} != dual objective "
+                          f"{_show(dual)}")
         return primal + _frac(self.offset)
 
     def dense(self):
@@ -602,6 +603,16 @@ def repair_duals(lp: SparseLP, y_eq, lam):
     for row, val in best.items():
         y[row] = val
     return y
+
+
+def _show(v) -> str:
+    """A fraction in a message: as written when short, else its float value and its size (a
+    budget of 1e-400 made certificates of 800-digit fractions, printed in full)."""
+    text = str(v)
+    if len(text) <= 40:
+        return text
+    digits = len(str(abs(Fraction(v).numerator))) + len(str(Fraction(v).denominator))
+    return f"{float(Fraction(v)):.12g} (a fraction of {digits:,} digits)"
 
 
 def solve_exact_via_highs(lp: SparseLP, sympy_primal: bool = True):

@@ -225,6 +225,26 @@ def test_lp_budgets_and_closed_forms_past_the_float_range():
     assert free_block_lp(two, tv=1e308).optimum == free_block_lp(two, tv=1).optimum
 
 
+def test_a_certificate_refusal_shows_long_fractions_by_value(tmp_path, capsys):
+    """At --tv 1e-400 --exact the float solutions cannot be certified (refused, correctly), but
+    the line printed the two 800-digit objectives in full (1,600 characters)."""
+    from fractions import Fraction
+
+    from spectheory.lp.sparse import _show
+
+    assert _show(Fraction(5, 3)) == "5/3"
+    long = Fraction(23 * 10 ** 400 + 1, 12 * 10 ** 400)
+    assert _show(long) == "1.91666666667 (a fraction of 802 digits)"  # reduced by 3
+    inst = tmp_path / "i.json"
+    code, out, _ = run(["instance", "random", "--vocab", "2", "--block", "1",
+                        "--denominator", "12"], capsys)
+    inst.write_text(out)
+    code, stdout, err = run(["lp", str(inst), "--problem", "frontier", "--tv", "1e-400",
+                             "--exact"], capsys)
+    assert code == 2 and err.count("\n") == 1 and len(err) < 400, err
+    assert "no exact certificate" in err and "digits)" in err, err
+
+
 def test_deep_trees_and_huge_ranks_are_refused_before_any_work():
     """tree_lp built the instance's levels to a 64-deep chain before its size check (25 s and
     6.5 GB at depth 30); a choices list with a rank of 10^18 built a set of 10^18 integers."""

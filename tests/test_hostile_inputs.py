@@ -692,6 +692,32 @@ def test_invalid_cache_entries_are_recomputed_never_used(tmp_path, capsys):
         assert json.loads(path.read_text()) ["outputs"]["block_efficiency"] == true
 
 
+def test_a_cache_entry_or_cache_that_is_no_file_is_refused_before_any_job(tmp_path, capsys):
+    """A cache entry that is a folder (or a broken link) was found only when the job's result was
+    written, after its work; a cache that is a file was named as the output folder."""
+    cfg = _one_job_sweep(tmp_path)
+    out = tmp_path / "out"
+    code, _, _ = run(["sweep", cfg, "--out", str(out), "--no-progress"], capsys)
+    assert code == 0
+    (path,) = (out / "cache").glob("*.json")
+    table = (out / "results.csv").read_text()
+    for make in ("folder", "broken-link"):
+        path.unlink() if path.is_file() or path.is_symlink() else path.rmdir()
+        path.mkdir() if make == "folder" else path.symlink_to(tmp_path / "nowhere")
+        code, stdout, err = run(["sweep", cfg, "--out", str(out), "--no-progress"], capsys)
+        assert code == 2 and err.count("\n") == 1 and "Traceback" not in err, err
+        assert f"cache entry {path} is not a file" in err and "remove it" in err, err
+        assert "jobs," not in err  # refused before the run was announced
+        assert (out / "results.csv").read_text() == table
+    other = tmp_path / "out2"
+    other.mkdir()
+    (other / "cache").write_text("not a folder")
+    code, stdout, err = run(["sweep", cfg, "--out", str(other), "--no-progress"], capsys)
+    assert code == 2 and err.count("\n") == 1, err
+    assert f"its cache ({other / 'cache'}) is not a folder" in err, err
+    assert sorted(p.name for p in other.iterdir()) == ["cache"]
+
+
 def test_check_cache_entry_accepts_what_the_runner_writes(tmp_path):
     """The schema is not stricter than the rows the runner writes (ok, exact, failed)."""
     from spectheory.sweep.config import expand, load_config

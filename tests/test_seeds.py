@@ -120,6 +120,43 @@ def test_user_code_guarded():
         check_seed_replay(lambda: 3)
 
 
+def test_work_and_time_are_bounded():
+    """The seeded checks had no size pre-check past MAX_ROWS (4,096 seeds of batch invariance
+    beside companions: 10^9 rows handed to step calls, hours) and no time bound."""
+    import time
+
+    from spectheory.runtime.errors import TimeLimitError
+    from spectheory.testing.checks.seeds import MAX_ROW_STEPS
+
+    calls = []
+
+    def counted(request):
+        calls.append(1)
+        return sample_match_step(request)
+
+    inst = [st.random_instance(3, 2, 1)]
+    n = 1500  # (n^2 + 3n) x 8 tokens = 18.0M rows, over 2^24; 1,400 seeds (15.7M) are not
+    assert (n * n + 3 * n) * 8 > MAX_ROW_STEPS > (1400 ** 2 + 3 * 1400) * 8
+    with pytest.raises(OptionError, match="rows handed to the step calls, over the limit"):
+        check_batch_invariance(counted, instances=inst, seeds=range(n), tokens=8)
+    assert not calls  # refused before the first step call
+
+    def slow(request):
+        time.sleep(0.03)
+        return sample_match_step(request)
+
+    start = time.perf_counter()
+    with pytest.raises(TimeLimitError, match="past max_seconds = 0.2; lower seeds or tokens"):
+        check_seed_replay(slow, max_seconds=0.2)
+    with pytest.raises(TimeLimitError, match="past max_seconds = 0.2"):
+        check_batch_invariance(slow, max_seconds=0.2)
+    assert time.perf_counter() - start < 3
+    for bad in (float("nan"), 0, -1, True, "1"):
+        with pytest.raises(OptionError, match="max_seconds"):
+            check_seed_replay(sample_match_step, max_seconds=bad)
+    assert check_seed_replay(sample_match_step, max_seconds=None).passed
+
+
 def test_batch_invariance_needs_two_seeds():
     with pytest.raises(OptionError, match="two seeds"):
         check_batch_invariance(sample_match_step, seeds=[3])

@@ -232,6 +232,11 @@ def test_bad_arguments():
     (lambda d: d.update(verifier="nonexist"), "unknown verifier 'nonexist'"),
     (lambda d: d.update(drafting="zzz"), "drafting"),
     (lambda d: d["instance"].update(vocab_size=10**9), "vocab_size"),
+    # a field of the wrong JSON type was a MISMATCH verdict (exit 1) against the fresh value
+    (lambda d: d.update(drafting=None), "field 'drafting' = null is not a string"),
+    (lambda d: d.update(lossless="yes"), "field 'lossless' = \"yes\" is not true or false"),
+    (lambda d: d.update(paths=True), "field 'paths' = true is not an integer"),
+    (lambda d: d.update(tau_pmf={}), "field 'tau_pmf' = dict is not a list"),
 ])
 def test_a_malformed_vector_file_is_refused_naming_it(tmp_path, capsys, edit, words):
     """A file without output_law was a MISMATCH verdict (exit 1), and an unknown verifier, a

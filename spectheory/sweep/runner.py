@@ -495,10 +495,18 @@ def _run_sweep(cfg: SweepConfig, out, executor: str, workers: int, address: str 
     out = Path(out)
     check_out_folder(out, cfg, jobs)  # before any folder or file is made
     cache = out / "cache"
+    if out.is_dir() and (cache.exists() or cache.is_symlink()) and not cache.is_dir():
+        raise OptionError(f"--out {out}: its cache ({cache}) is not a folder; remove it or "
+                          "choose another --out")
     try:
         cache.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise OptionError(f"cannot create output folder {out}: {exc.strerror or exc}") from None
+    odd = next((p for p in (cache / f"{job.key()}.json" for job in jobs)
+                if (p.exists() or p.is_symlink()) and not p.is_file()), None)
+    if odd is not None:  # found before any job runs: its result could not be written there
+        raise OptionError(f"cache entry {odd} is not a file (a folder, a broken link or a "
+                          "device): remove it, and the same command computes that job")
     _write_record(out, cfg)
     results: dict[str, dict] = {}
     todo = []

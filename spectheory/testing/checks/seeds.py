@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -52,11 +53,11 @@ import numpy as np
 from ...inputs.processing import parse_sampling
 from ...sampling import inverse_cdf as sample_inverse_cdf
 from ...runtime._lazy import torch
-from ...runtime.errors import OptionError, UserCodeError, is_integer
-from .calls import _instance_list
+from ...runtime.errors import OptionError, TimeLimitError, UserCodeError, is_integer
+from .calls import _caller_bound, _instance_list
 from .report import guarded
-from .step import (PLACEHOLDER, StepRequest, TableLM, _emitted, default_step_instances,
-                   processed, processed_along)
+from .step import (MAX_SECONDS, PLACEHOLDER, StepRequest, TableLM, _emitted,
+                   default_step_instances, processed, processed_along)
 
 #: Streams of the kit's keyed noise.
 DRAFT, TARGET = 1, 2
@@ -66,6 +67,11 @@ COMPANION = 1 << 61
 #: Most rows (instances x seeds) and tokens of one seeded check.
 MAX_ROWS = 4096
 MAX_TOKENS = 64
+#: Most rows handed to the step calls of one batch-invariance check, an upper bound counted
+#: before it runs (instances x (n^2 + 3n) x tokens: beside companions every call holds all n
+#: rows): 256 seeds x 64 tokens, or 1,024 x 8. 4,096 seeds were 10^9 rows, hours of step calls.
+#: (Seed replay stays within 2 x `MAX_ROWS` x `MAX_TOKENS`.)
+MAX_ROW_STEPS = 2**24
 SCHEDULES = ("full", "none", "mixed")
 
 _M64 = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -413,8 +419,38 @@ def _schedule(schedule: str, seeds, step_i: int, L: int):
     return (u * (L + 1)).to(torch.long).clamp(max=L)
 
 
+class _Clock:
+    """The time of one seeded check: the run's time limit (`spectheory.runtime.limits`) and
+    ``max_seconds`` since the check began, checked after every step call."""
+
+    def __init__(self, max_seconds, what: str):
+        if max_seconds is not None and not (
+                isinstance(max_seconds, (int, float)) and not isinstance(max_seconds, bool)
+                and max_seconds > 0):  # NaN is not > 0
+            raise OptionError(f"max_seconds = {max_seconds!r:.40} must be a positive number or "
+                              "None")
+        self.max_seconds, self.what = max_seconds, what
+        self.start = time.perf_counter()
+
+    def __call__(self) -> None:
+        from ...runtime.limits import check_time
+
+        check_time(f" in {self.what}", "fewer seeds or tokens")
+        spent = time.perf_counter() - self.start
+        if self.max_seconds is not None and spent > self.max_seconds:
+            raise TimeLimitError(f"{self.what}: stopped after {spent:.3g} s, past max_seconds = "
+                                 f"{self.max_seconds:g}; lower seeds or tokens, or raise "
+                                 "max_seconds")
+
+
+def _check_work(what: str, row_steps: int) -> None:
+    if row_steps > MAX_ROW_STEPS:
+        raise OptionError(f"{what}: up to {row_steps:,} rows handed to the step calls, over the "
+                          f"limit of {MAX_ROW_STEPS:,}; lower seeds or tokens")
+
+
 def _run(step, inst, seeds: list, order: list, tokens: int, sp, dp, inputs, schedule: str,
-         zero_others: bool = False, who: str = "step"):
+         zero_others: bool = False, who: str = "step", clock=None):
     """Tokens [len(seeds), tokens] of the seeded rows, batched in ``order`` (a list of index
     lists: each inner list is batched together), grouped by context length within a batch."""
     V, L = inst.vocab_size, inst.block_length
@@ -449,6 +485,8 @@ def _run(step, inst, seeds: list, order: list, tokens: int, sp, dp, inputs, sche
                 req = StepRequest(seq[idx, :c].clone(), draft_lm, target_lm, L, sp, dp, inputs,
                                   g, int(step_i), row_seeds.clone(), nd.clone())
                 out = step(req)
+                if clock is not None:
+                    clock()
                 res, note = _emitted(out, len(rows), L, V, who)
                 if note:
                     raise UserCodeError(note)
@@ -481,7 +519,8 @@ def _compare(ref, got, inst_i, seeds, first, ref_label):
 def check_seed_replay(step, plain=None, instances: Sequence | None = None,
                       seeds: Sequence[int] = tuple(range(16)), tokens: int = 8, *,
                       schedule: str = "full", sampling=None, draft_sampling=None,
-                      inputs: str = "probs") -> SeedReport:
+                      inputs: str = "probs",
+                      max_seconds: float | None = MAX_SECONDS) -> SeedReport:
     """Check that a seeded ``step`` emits, for every seed, the tokens of the seeded ``plain``
     stream (see `spectheory.testing.checks.seeds`).
 
@@ -509,12 +548,18 @@ def check_seed_replay(step, plain=None, instances: Sequence | None = None,
         does not).
     sampling, draft_sampling, inputs
         As for `check_step`.
+    max_seconds : float or None
+        Stop with a `TimeLimitError` once the check has run this long (checked after every
+        step call; a call that never returns is stopped too). Default one day; None: no limit.
+        Before it runs, a batch-invariance check that would hand its step calls more than
+        `MAX_ROW_STEPS` rows is refused.
 
     Returns
     -------
     SeedReport
     """
     insts, seeds = _check_common(instances, seeds, tokens, schedule)
+    clock = _Clock(max_seconds, "check_seed_replay")
     sp, dp = parse_sampling(sampling), parse_sampling(draft_sampling)
     make_step = _factory(step, "step")
     make_plain = _factory(keyed_plain_step if plain is None else plain, "plain step")
@@ -522,10 +567,11 @@ def check_seed_replay(step, plain=None, instances: Sequence | None = None,
     order_all = [list(range(len(seeds)))]
     mismatches, first, compared = 0, None, 0
     for inst_i, inst in enumerate(insts):
-        ref = _run(make_plain(), inst, seeds, order_all, tokens, sp, dp, inputs, "none",
-                   who="plain step")
-        got = _run(make_step(), inst, seeds, order_all, tokens, sp, dp, inputs, schedule,
-                   who=who)
+        with _caller_bound(max_seconds, MAX_SECONDS):  # a step call that never returns
+            ref = _run(make_plain(), inst, seeds, order_all, tokens, sp, dp, inputs, "none",
+                       who="plain step", clock=clock)
+            got = _run(make_step(), inst, seeds, order_all, tokens, sp, dp, inputs, schedule,
+                       who=who, clock=clock)
         n, first = _compare(ref, got, inst_i, seeds, first, "plain stream")
         mismatches += n
         compared += ref.numel()
@@ -541,7 +587,8 @@ def check_seed_replay(step, plain=None, instances: Sequence | None = None,
 def check_batch_invariance(step, instances: Sequence | None = None,
                            seeds: Sequence[int] = tuple(range(8)), tokens: int = 8, *,
                            schedule: str = "full", sampling=None, draft_sampling=None,
-                           inputs: str = "probs") -> SeedReport:
+                           inputs: str = "probs",
+                           max_seconds: float | None = MAX_SECONDS) -> SeedReport:
     """Check that each seeded row's tokens do not depend on the other rows of its batch: every
     row run alone is the reference; then all rows batched, in reverse order, and (schedule
     permitting) beside companion rows that draft nothing in the same call (vLLM PR #52522 /
@@ -555,21 +602,25 @@ def check_batch_invariance(step, instances: Sequence | None = None,
         raise OptionError(f"seeds {min(clash)} and {min(clash) ^ COMPANION} differ only in bit "
                           f"61, which the companion rows flip (seed XOR 2^61): give seeds that "
                           "do not (e.g. all below 2^61)")
+    n = len(seeds)
+    _check_work("check_batch_invariance", len(insts) * (n * n + 3 * n) * tokens)
+    clock = _Clock(max_seconds, "check_batch_invariance")
     sp, dp = parse_sampling(sampling), parse_sampling(draft_sampling)
     make_step = _factory(step, "step")
     who = _label(make_step())
-    n = len(seeds)
     runs = [("batched", [list(range(n))], False),
             ("batched in reverse order", [list(range(n))[::-1]], False),
             ("beside rows that draft nothing", [[i] for i in range(n)], True)]
     mismatches, first, compared = 0, None, 0
     notes = []
     for inst_i, inst in enumerate(insts):
-        ref = _run(make_step(), inst, seeds, [[i] for i in range(n)], tokens, sp, dp, inputs,
-                   schedule, who=who)
+        with _caller_bound(max_seconds, MAX_SECONDS):  # a step call that never returns
+            ref = _run(make_step(), inst, seeds, [[i] for i in range(n)], tokens, sp, dp,
+                       inputs, schedule, who=who, clock=clock)
         for label, order, zero in runs:
-            got = _run(make_step(), inst, seeds, order, tokens, sp, dp, inputs, schedule,
-                       zero_others=zero, who=who)
+            with _caller_bound(max_seconds, MAX_SECONDS):
+                got = _run(make_step(), inst, seeds, order, tokens, sp, dp, inputs, schedule,
+                           zero_others=zero, who=who, clock=clock)
             m, f = _compare(ref, got, inst_i, seeds, None, "alone")
             if m and first is None:
                 first = dict(f, run=label)
@@ -580,6 +631,6 @@ def check_batch_invariance(step, instances: Sequence | None = None,
                       mismatches, first, notes, step=who)
 
 
-__all__ = ["DRAFT", "GlobalSeedEngine", "MAX_ROWS", "MAX_TOKENS", "SCHEDULES", "SeedReport",
+__all__ = ["DRAFT", "GlobalSeedEngine", "MAX_ROWS", "MAX_ROW_STEPS", "MAX_TOKENS", "SCHEDULES", "SeedReport",
            "TARGET", "ZeroDraftAdvanceEngine", "check_batch_invariance", "check_seed_replay",
            "inverse_cdf", "keyed_plain_step", "keyed_uniform", "sample_match_step"]

@@ -70,11 +70,23 @@ MAX_VECTOR_SEED = 2**63 - 1
 FIELDS = ("schema", "name", "verifier", "lossless", "paths", "drafting", "vocab_size",
           "block_length", "instance", "tau_pmf", "expected_accepted", "drafts", "output_law",
           "target_law", "sequences", "tv_to_target", "decisions")
+#: The JSON type of each field of a vector file (``schema`` is compared with `SCHEMA`).
+FIELD_TYPES = {"name": str, "verifier": str, "lossless": bool, "paths": int, "drafting": str,
+               "vocab_size": int, "block_length": int, "instance": dict, "tau_pmf": list,
+               "expected_accepted": str, "drafts": list, "output_law": list,
+               "target_law": list, "sequences": list, "tv_to_target": str, "decisions": list}
+_TYPE_WORDS = {str: "a string", bool: "true or false", int: "an integer", dict: "an object",
+               list: "a list"}
 DRAFT_FIELDS = ("paths", "probability", "stop", "correction")
 DECISION_FIELDS = ("draft", "uniforms", "path", "tau", "token")
 #: Uniforms are kept at least this far from every CDF boundary, so that an implementation's
 #: float or exact inverse CDF gives the same index.
 BOUNDARY_MARGIN = 1e-9
+
+
+def _short_value(v) -> str:
+    text = json.dumps(v) if not isinstance(v, (list, dict)) else type(v).__name__
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _fr(v) -> str:
@@ -528,6 +540,11 @@ def check_file(path, allow_import: bool = False) -> tuple[str, Any, Any] | None:
         raise SpectheoryError(f"{fname}: missing field {missing[0]!r}"
                               + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
                               + "; a vector file has every field that `vectors export` writes")
+    for field, kind in FIELD_TYPES.items():  # a null drafting or a "yes" lossless is malformed,
+        value = data[field]                   # not a mismatch of the verifier's vectors
+        if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+            raise SpectheoryError(f"{fname}: field {field!r} = {_short_value(value)} is not "
+                                  f"{_TYPE_WORDS[kind]}, as `vectors export` writes it")
     for field, valid in (("drafts", DRAFT_FIELDS), ("decisions", DECISION_FIELDS)):
         items = data[field]
         for j, item in enumerate(items if isinstance(items, list) else []):
