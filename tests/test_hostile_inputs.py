@@ -19,7 +19,7 @@ import time
 import pytest
 
 import spectheory as st
-from cli_helpers import TOY, run, write
+from cli_helpers import TOY, refused, run, write
 from spectheory.inputs.random_instances import random_instance
 from spectheory.runtime import limits
 from spectheory.runtime.errors import TimeLimitError
@@ -420,7 +420,10 @@ TOKEN = '[[verifiers]]\nname = ["token"]\n'
     (RANDOM.replace('"random"', '"nosuchmodule_xyz:fam"') + TOKEN,
      "no module named 'nosuchmodule_xyz'"),
     (RANDOM + TOKEN + 'sampling = ["temperature=0.7"]\n',
-     "sampling 'temperature=0.7' is not exact in rationals"),
+     "sampling 'temperature=0.7' under [sweep] exact = true: temperature = 0.7 is not rational"),
+    # a penalty was refused for "a temperature T other than 0 or 1/n", none being given
+    (RANDOM + TOKEN + 'sampling = ["repetition_penalty=1.2"]\n',
+     "exact = true: repetition_penalty acts on logits"),
     (RANDOM + '[[verifiers]]\nname = ["specinfer"]\nshape = ["2,2,2"]\n',
      "shape '2,2,2' has depth 3"),
     (RANDOM.replace("[2]", "[3, 3, 3]", 1) + TOKEN, "vocab lists 3 more than once"),
@@ -436,7 +439,7 @@ def test_sweep_refused_when_the_file_is_read(tmp_path, capsys, text, message):
     """Values every job would fail on are refused before any job runs: exit 2, one line naming
     the table, no output folder (each of these used to exit 0 with every row failed, or to
     compute one job several times)."""
-    head = SWEEP_HEAD + ("exact = true\n" if "temperature=0.7" in text
+    head = SWEEP_HEAD + ("exact = true\n" if "temperature=0.7" in text or "penalty" in text
                          or "multipath" in text else "")
     code, out, err = run(["sweep", write(tmp_path, head + text, "s.toml"), "--out",
                           str(tmp_path / "out")], capsys)
@@ -690,6 +693,55 @@ def test_invalid_cache_entries_are_recomputed_never_used(tmp_path, capsys):
         (r,) = list(csv.DictReader(open(out / "results.csv")))
         assert r["status"] == "ok" and float(r["block_efficiency"]) == true, how
         assert json.loads(path.read_text()) ["outputs"]["block_efficiency"] == true
+
+
+def _block_efficiencies(out):
+    import csv
+
+    return [(r["job"], float(r["block_efficiency"])) for r in csv.DictReader(open(out / "results.csv"))]
+
+
+def test_an_edited_grammar_or_user_family_is_a_new_job_not_a_cached_one(tmp_path, capsys,
+                                                                        monkeypatch):
+    """The job key hashed the text "grammar=g.json" and "famx:fam", not what they name: after
+    the grammar file or the family's module was edited, the old row was served from the cache
+    (1.5158 where a fresh folder gave 2.4340, under the same key)."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "g.json").write_text(json.dumps({"tokens": ["(", ")", "<eos>"], "eos": 2,
+                                                 "regex": r"(\(\))*"}))
+    (tmp_path / "famx_edit.py").write_text(
+        "import spectheory as st\nSHIFT = 0\n\ndef fam(vocab_size, block_length, seed):\n"
+        "    return st.random_instance(vocab_size, block_length, seed + SHIFT)\n")
+    body = ('[sweep]\ntime_limit = 30\n[[instances]]\nfamily = "FAMILY"\nvocab = [3]\n'
+            'block = [2]\n[[verifiers]]\nname = ["token"]\nSAMPLING\n')
+    for family, sampling, edit in [
+            ("random", 'sampling = ["grammar=g.json"]',
+             lambda: (tmp_path / "g.json").write_text('{"transitions": [[0, 0, 0]]}')),
+            ("famx_edit:fam", "",
+             lambda: (tmp_path / "famx_edit.py").write_text(
+                 (tmp_path / "famx_edit.py").read_text().replace("SHIFT = 0", "SHIFT = 7")))]:
+        cfg = write(tmp_path, body.replace("FAMILY", family).replace("SAMPLING", sampling),
+                    "e.toml")
+        out = tmp_path / f"out-{family.replace(':', '-')}"
+        code, _, err = run(["sweep", cfg, "--out", str(out), "--no-progress"], capsys)
+        assert code == 0, err
+        ((key, before),) = _block_efficiencies(out)
+        edit()
+        code, _, err = run(["sweep", cfg, "--out", str(out), "--no-progress"], capsys)
+        assert code == 0 and "0 cached" in err, err
+        ((key2, after),) = _block_efficiencies(out)
+        fresh = tmp_path / f"fresh-{family.replace(':', '-')}"
+        assert run(["sweep", cfg, "--out", str(fresh), "--no-progress"], capsys)[0] == 0
+        assert _block_efficiencies(fresh) == [(key2, after)]
+        assert key2 != key and abs(after - before) > 1e-3, (family, before, after)
+    # a grammar that fits no vocabulary of the table: refused when the file is read
+    cfg = write(tmp_path, body.replace("FAMILY", "random").replace("[3]", "[2]")
+                .replace("SAMPLING", 'sampling = ["grammar=g.json"]'), "v.toml")
+    (tmp_path / "g.json").write_text('{"tokens": ["(", ")", "<eos>"], "eos": 2, "regex": "a*"}')
+    refused(*run(["sweep", cfg, "--out", str(tmp_path / "v")], capsys),
+            "the grammar has 3 tokens, and no instance it runs on has V = 3")
+    assert not (tmp_path / "v").exists()
 
 
 def test_a_cache_entry_or_cache_that_is_no_file_is_refused_before_any_job(tmp_path, capsys):

@@ -325,8 +325,95 @@ class Job:
         for k in ("sampling", "draft_sampling", "shape"):  # keys of earlier tables stay valid
             if not inputs[k]:
                 del inputs[k]
+        sources = self.sources()
+        if sources:  # a grammar file or a user module edited: another key, never a stale row
+            inputs["sources"] = sources
         text = json.dumps({"v": __version__, **inputs}, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+    def sources(self) -> dict:
+        """Digests of what the job's inputs name by reference: the content of a grammar file of
+        its sampling parameters, and the source file of a ``module:function`` family or
+        verifier (a module that one imports is not followed: after editing it, run with
+        ``--no-cache``)."""
+        out = {}
+        for key in ("sampling", "draft_sampling"):
+            text = getattr(self, key)
+            if "grammar=" in text:
+                out[key] = _grammar_digest(text)
+        for what, name in (("family", self.family), ("name", self.name)):
+            module = name.partition(":")[0]
+            if ":" in name and all(part.isidentifier() for part in module.split(".")):
+                digest = _module_digest(module)
+                if digest:
+                    out[what] = digest
+        return out
+
+
+#: Digests by (what, file, its modification time and size): a file edited between two runs of
+#: one process (a notebook, a test) is read again.
+_DIGESTS: dict = {}
+
+
+def _file_digest(path: str, read) -> str | None:
+    import os
+
+    try:
+        st = os.stat(path)
+    except (OSError, TypeError, ValueError):
+        return None
+    key = (path, st.st_mtime_ns, st.st_size, read.__name__)
+    if key not in _DIGESTS:
+        _DIGESTS[key] = hashlib.sha256(read(path)).hexdigest()[:16]
+    return _DIGESTS[key]
+
+
+def _grammar_digest(text: str) -> str:
+    """The grammar of the sampling parameters ``text``, by content (its automaton as JSON)."""
+    from ..inputs.processing import parse_sampling
+
+    path = _GRAMMAR_PATHS.get(text)
+    if path is None:
+        sp = parse_sampling(text)
+        path = _GRAMMAR_PATHS[text] = getattr(sp.grammar, "path", "")
+
+    def grammar_json(p, text=text) -> bytes:
+        sp = parse_sampling(text)
+        return json.dumps(sp.grammar.to_dict(), sort_keys=True).encode()
+
+    return _file_digest(path, grammar_json) or "unreadable"
+
+
+_GRAMMAR_PATHS: dict = {}
+
+
+def _module_digest(module: str) -> str | None:
+    """The source file of ``module``, by content (None: a module without one; the job then
+    reports what importing it does)."""
+    import importlib.util
+    import os
+    import sys
+
+    def source(p) -> bytes:
+        with open(p, "rb") as fh:
+            return fh.read()
+
+    here = os.getcwd()
+    added = here not in sys.path
+    if added:  # where import_user looks too
+        sys.path.append(here)
+    try:
+        spec = importlib.util.find_spec(module)
+        origin = spec.origin if spec is not None else None
+    except Exception:  # noqa: BLE001 - a parent package that raises: the job reports it
+        origin = None
+    finally:
+        if added:
+            sys.path.remove(here)
+    if not origin or not os.path.isfile(origin):
+        return None
+    return _file_digest(origin, source)
 
 
 @dataclass
@@ -689,15 +776,18 @@ def _check_optimum_paths(problem: str, paths: list, where: str) -> None:
 
 
 def _check_exact_sampling(table: dict, where: str) -> None:
-    from ..inputs.processing import rational
+    from ..inputs.processing import SamplingError, parse_sampling
 
     for key in ("sampling", "draft_sampling"):
-        for sp in table.get(key, [""]):
-            if sp and not rational(sp):
-                raise OptionError(f"{where} {key} {sp!r} is not exact in rationals (a "
-                                  "temperature T other than 0 or 1/n makes p^(1/T) "
-                                  "irrational); [sweep] exact = true takes temperatures 0 and "
-                                  "1/n only")
+        for text in table.get(key, [""]):
+            sp = parse_sampling(text) if text else None
+            try:  # the reason is the parameters' own: a temperature, or a penalty on logits
+                if sp is not None:
+                    sp.exact_power()
+            except SamplingError as exc:
+                raise OptionError(f"{where} {key} {text!r} under [sweep] exact = true: "
+                                  f"{exc}".replace("use float mode (exact=False, no --exact)",
+                                                   "use exact = false")) from None
 
 
 def _check_sampling_tokens(table: dict, cfg: SweepConfig, runs_on: set, where: str) -> None:
@@ -705,12 +795,18 @@ def _check_sampling_tokens(table: dict, cfg: SweepConfig, runs_on: set, where: s
     runs on: every job of the table would fail on it."""
     from ..inputs.processing import parse_sampling
 
-    vocab = max(V for t in cfg.instances if set(t["block"]) & runs_on for V in t["vocab"])
+    vocabs = {V for t in cfg.instances if set(t["block"]) & runs_on for V in t["vocab"]}
+    vocab = max(vocabs)
     for key in ("sampling", "draft_sampling"):
         for text in table.get(key, [""]):
             sp = parse_sampling(text) if text else None
             if sp is None:
                 continue
+            size = getattr(sp.grammar, "vocab_size", None)
+            if size is not None and size not in vocabs:  # a grammar fits one vocabulary
+                raise OptionError(f"{where} {key} {text!r}: the grammar has {size} tokens, and "
+                                  f"no instance it runs on has V = {size} (vocabularies: "
+                                  f"{sorted(vocabs)}): every job would fail")
             ids = [*sp.stop_token_ids, *(t for t, _, _ in sp.logit_bias)]
             if ids and max(ids) >= vocab:
                 raise OptionError(f"{where} {key} {text!r} names token {max(ids)}, outside "
