@@ -185,3 +185,34 @@ def test_registration_metadata():
     assert HSD.name == "hsd" and HSD.single_path and HSD.lossless and HSD.exact
     assert HSD_RELEASED.name == "hsd-released" and not HSD_RELEASED.lossless
     assert "2601.05724" in HSD.paper and HSD.summary and HSD_RELEASED.summary
+
+
+@pytest.mark.parametrize("tiny", [3e-315, 5e-324, 1e-300])
+def test_subnormal_draft_conditionals_keep_the_law_finite_and_equal_to_block(tiny):
+    """A draft conditional of 3e-315 made r_t = P_t / Q_t overflow to inf, M_t too, and
+    r_L / M_{L-1} = inf / inf: `check` reported the lossless HSD "NOT A LAW (nan)" (exit 1)
+    where block verification passed. Every draft, both backends: finite, equal to block."""
+    inst = random_instance(2, 3, 4)
+    q1 = inst.draft.tables[1].copy()
+    q1[0] = [tiny, 1.0]  # the row after "0"
+    rng = np.random.default_rng(0)
+    p2 = rng.dirichlet([0.2, 0.2], size=4)
+    from spectheory.inputs.instances import Instance
+    from spectheory.inputs.models import TableModel
+
+    draft = TableModel(2, [inst.draft.tables[0], q1, inst.draft.tables[2]])
+    target = TableModel(2, [inst.target.tables[0], inst.target.tables[1], p2,
+                            inst.target.tables[3]])
+    bad = Instance(2, 3, target, draft)
+    drafts, q, p, _ = every_draft(bad, exact=False)
+    for args in ((drafts, q, p), tuple(torch.as_tensor(np.asarray(a)) for a in (drafts, q, p))):
+        got, want = hsd(*args), block_verification(*args)
+        joint = np.asarray(q, dtype=np.float64)[np.arange(len(drafts))[:, None],
+                                                  np.arange(3), np.asarray(drafts)].prod(axis=1)
+        seen = joint > 0  # a joint draft probability below 2^-1074 is 0 to float64: any law
+        for a, b in ((got.stop, want.stop), (got.correction, want.correction)):
+            a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+            assert np.isfinite(a).all()
+            assert np.abs(a - b)[seen].max() < 1e-12
+        assert np.isfinite(np.asarray(hsd_released(*args).stop, dtype=np.float64)).all()
+    assert check_lossless(HSD, bad).lossless

@@ -30,7 +30,10 @@ probability of a child is made; r_t along the draft is P_t / Q_t, taken as 1 on 
 probability zero (never proposed: any law is valid there, and this one is). A residual of mass
 zero falls back to p(.|X^tau) (its stop has probability zero). Joint probabilities are formed in
 float64 on torch (they underflow in float32 over long blocks); the law is returned in the
-input's dtype.
+input's dtype. P_t / M_t is formed as Q_t (r_t / M_t), the capped ratio r_t / M_t along the draft
+in [0, 1] (`_capped_ratios`): a draft conditional of 1e-315 made r_t overflow to inf and
+r_L / M_{L-1} NaN. A draft whose joint probability Q_t underflows float64 (below 2^-1074) is a
+draft of probability zero to every float64 computation, and gets the convention above.
 
 HSD is block verification. The paper's Theorem 7 claims E[tau] of HSD >= that of block
 verification (Sun et al., arXiv 2403.10444) with equality iff L = 1. In fact the block weights
@@ -93,18 +96,41 @@ def running_caps(r):
     return B.stack(caps, axis=1)
 
 
+def _capped_ratios(px, qx, Q, r, M):
+    """c_t = r_t / M_t for t = 0..L, [B, L+1], each in [0, 1], without forming r_t where it
+    overflows. Along the draft c_t = min(1, c_{t-1} p(X_t|X^{t-1}) / q(X_t|X^{t-1})), c_0 = 1
+    (r_t / M_t is 1 where r_t is a new maximum, else (r_{t-1} / M_{t-1}) p / q), evaluated as 1
+    where c_{t-1} p >= q, else the quotient (below 1: no overflow). A draft conditional of
+    1e-315 made r_t = P_t / Q_t infinite, M_t too, and r_L / M_{L-1} NaN. Where Q_t = 0 (a
+    draft never proposed) r_t / M_t with the convention r_t = 1. ``px``, ``qx`` [B, L]: the
+    drafted tokens' conditionals; ``Q``, ``r``, ``M`` [B, L+1]."""
+    c = [B.ones_like(px[:, 0])]
+    for t in range(px.shape[1]):
+        num = c[-1] * px[:, t]
+        c.append(B.where(num >= qx[:, t], B.scalar(num, 1), B.safe_div(num, qx[:, t],
+                                                                        B.scalar(num, 1))))
+    return B.where(Q == 0, B.ones_like(r) / M, B.stack(c, axis=1))  # r_t = 1 there, M_t >= 1
+
+
 def capped_branch_masses(drafts, q, p):
     """The children of X^t for t = 0..L-1: ``deficit`` = (q(X^t v) (r*(X^t v) - 1))^+ and
     ``excess`` = (q(X^t v) (1 - r*(X^t v)))^+, each [B, L, V] (summed over v: the capped
-    branch divergences D*(p, q | X^t), D*(q, p | X^t) of Definition 6), with P, Q, r, M."""
+    branch divergences D*(p, q | X^t), D*(q, p | X^t) of Definition 6), with r and M."""
+    return _branch_masses(drafts, q, p)[:4]
+
+
+def _branch_masses(drafts, q, p):
+    """`capped_branch_masses` and c_t = r_t / M_t, [B, L+1]."""
     L = drafts.shape[-1]
     P, Q, r = joint_ratios(drafts, q, p)
     M = running_caps(r)
-    # q(X^t v) r*(X^t v) = p(X^t v) / M_t: the capped joint target mass of the child
-    capped_p = B.expand_dims(P[:, :L] / M[:, :L], -1) * p[:, :L]  # M_t >= 1
+    # q(X^t v) r*(X^t v) = p(X^t v) / M_t: the capped joint target mass of the child, with
+    # P_t / M_t = Q_t (r_t / M_t) (finite where r_t and M_t overflow)
+    c = _capped_ratios(*drafted_probs(drafts, q, p), Q, r, M)
+    capped_p = B.expand_dims(Q[:, :L] * c[:, :L], -1) * p[:, :L]
     joint_q = B.expand_dims(Q[:, :L], -1) * q
     diff = capped_p - joint_q
-    return B.positive_part(diff), B.positive_part(-diff), r, M
+    return B.positive_part(diff), B.positive_part(-diff), r, M, c
 
 
 def _hsd_law(drafts, q, p, capped_final: bool) -> Law:
@@ -112,12 +138,13 @@ def _hsd_law(drafts, q, p, capped_final: bool) -> Law:
     dtype = p.dtype if B.is_torch(p) else None
     q, p = _as_float64(q, p)
     L = drafts.shape[-1]
-    deficit, excess, r, M = capped_branch_masses(drafts, q, p)
+    deficit, excess, r, M, c = _branch_masses(drafts, q, p)
     d_pq = B.sum(deficit, axis=-1)  # D*(p, q | X^t), t = 0..L-1
     d_qp = B.sum(excess, axis=-1)  # D*(q, p | X^t)
     # eq. 19; D*(p,q) - D*(q,p) = Q_t (r_t / M_t - 1) <= 0, so h <= 1 (min guards float rounding)
     h_mid = B.minimum(B.safe_div(d_pq, d_qp, B.scalar(d_pq, 0)), 1)
-    final = r[:, L] / M[:, L - 1] if capped_final else r[:, L]  # r*(X^L), or uncapped r_L
+    # min(1, r*(X^L)) = min(1, r_L / M_{L-1}) = r_L / M_L = c_L; or the uncapped r_L
+    final = c[:, L] if capped_final else r[:, L]
     h = B.concat([B.ones_like(h_mid[:, :1]), h_mid[:, 1:],
                   B.expand_dims(B.minimum(final, 1), 1)], axis=1)  # h_0 = 1, ..., h_L
     stop = stop_from_acceptance_weights(h)
