@@ -253,6 +253,23 @@ def test_regex_grammar_masks():
     assert m.tolist() == [[False, False, True]]
 
 
+def test_a_regex_grammars_complete_words_are_accepted_prefixes():
+    """A regex grammar's eos steps to END, which the state update reads as -1: accepts_prefix
+    answered False for every complete word ({ } <eos> of json_like, <e> at the start of a*),
+    while the masks allow them."""
+    from spectheory.inputs import grammar_laws as G
+
+    g = TokenAutomaton.from_regex("a*", ["a", "<e>"], eos=1)
+    assert g.allowed(np.zeros(1, dtype=np.int64)).tolist() == [[True, True]]
+    assert g.accepts_prefix([1]) and g.accepts_prefix([0, 0, 1]) and g.accepts_prefix([0, 1, 0])
+    j = G.json_like()
+    assert j.accepts_prefix([0, 1, 6]) and j.accepts_prefix([0, 1])
+    assert not j.accepts_prefix([1])
+    ab = TokenAutomaton.from_regex("ab", ["a", "b", "<e>"], eos=2)
+    assert ab.accepts_prefix([0, 1, 2]) and not ab.accepts_prefix([0, 2])
+    assert not ab.accepts_prefix([2])  # eos before the word is complete
+
+
 def test_grammar_from_file_and_errors(tmp_path):
     path = tmp_path / "g.json"
     path.write_text(json.dumps({"transitions": [[0, None, 1], [None, 0, None]]}))

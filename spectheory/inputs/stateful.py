@@ -518,17 +518,23 @@ class TokenAutomaton:
         return states
 
     def accepts_prefix(self, tokens: Sequence[int]) -> bool:
-        """True when the grammar allows every token of ``tokens`` in turn from the start."""
+        """True when the grammar allows every token of ``tokens`` in turn from the start (as
+        `allowed` has it: after an end of sequence the grammar constrains nothing)."""
         try:
             tokens = list(tokens)
         except TypeError:
             raise GrammarError(f"{self.name}: tokens must be a sequence of token ids, not "
                                f"{type(tokens).__name__}") from None
         t = self._check_tokens(np.array(tokens, dtype=np.int64) if not tokens else tokens)
-        s = np.zeros(1, dtype=np.int64)
-        for x in t:
-            s = self.step(s, np.array([x], dtype=np.int64))
-        return bool(s[0] >= 0)
+        state = 0
+        for x in t:  # a regex grammar's eos steps to END, which _step reads as -1 (rejected):
+            nxt = int(self._row(state)[int(x)])  # its complete words were refused
+            if nxt == END:
+                return True
+            if nxt < 0:
+                return False
+            state = nxt
+        return True
 
     def to_dict(self) -> dict:
         """JSON-ready form: the regex and tokens, or the transition table."""
