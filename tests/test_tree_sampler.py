@@ -355,6 +355,32 @@ def test_specinfer_reference_sampler_passes_under_iid():
                               mode="lossless").passed
 
 
+def test_whole_valued_float_ids_are_read_as_integers_in_tree_and_step_modes():
+    """Chain mode reads floating outputs with whole values as integers (docs/conformance.md);
+    tree mode FAILed a correct sampler returning float64 ids ("not integers", exit 1) and
+    check_step refused float tokens. A fractional or NaN id is still the sampler's failure."""
+    from spectheory.testing.checks.step import _emitted
+    from spectheory.testing.checks.tree import _outputs
+
+    (node, tok), note = _outputs((torch.tensor([0.0, 2.0]), torch.tensor([1.0, 0.0])), 2, 3, 3,
+                                 "s")
+    assert note is None and node.dtype == tok.dtype == torch.long
+    assert node.tolist() == [0, 2] and tok.tolist() == [1, 0]
+    for bad, words in ((torch.tensor([0.5, 1.0]), "node = 0.5 (dtype torch.float32), not an "
+                                                  "integer, at row 0"),
+                       (torch.tensor([0.0, float("nan")]), "node = nan")):
+        res, note = _outputs((bad, torch.tensor([1, 0])), 2, 3, 3, "s")
+        assert res is None and words in note, note
+    res, note = _emitted(torch.tensor([[1.0, 2.0, -1.0], [0.0, -1.0, -1.0]]), 2, 2, 3, "step")
+    assert note is None and res[0].dtype == torch.long
+    assert res[0][0].tolist()[:2] == [1, 2] and res[1].tolist() == [2, 1]
+    res, note = _emitted(torch.tensor([[1.5, 2.0, -1.0], [0.0, -1.0, -1.0]]), 2, 2, 3, "step")
+    assert res is None and "1.5" in note and "not an integer" in note
+    res, note = _emitted(torch.tensor([[1, 2, -1], [0, -1, -1]], dtype=torch.uint8), 2, 2, 3,
+                         "step")
+    assert res is None and "cannot hold the -1 padding" in note  # unsigned still named
+
+
 def test_false_alarm_rate_is_at_most_alpha():
     """20 runs of the correct port at alpha = 0.1 on different seeds: at most 6 false alarms
     (expected at most 2; P(X >= 7) < 0.003 for Binomial(20, 0.1))."""
@@ -395,10 +421,10 @@ def test_unusable_outputs_fail_with_a_note_and_raising_samplers_are_user_errors(
     def far(tokens, parents, q, p, g):
         return torch.full((tokens.shape[0],), tokens.shape[1] + 1), torch.zeros(tokens.shape[0])
 
-    def floats(tokens, parents, q, p, g):
-        return torch.zeros(tokens.shape[0]), torch.zeros(tokens.shape[0])
+    def floats(tokens, parents, q, p, g):  # whole-valued floats are ids; 0.5 is none
+        return torch.full((tokens.shape[0],), 0.5), torch.zeros(tokens.shape[0])
 
-    for fn, what in ((short, "shape"), (far, "outside"), (floats, "dtype")):
+    for fn, what in ((short, "shape"), (far, "outside"), (floats, "not an integer")):
         rep = check_tree_sampler(fn, tree=(2, 1), samples=300)
         assert not rep.passed and what in rep.notes[0], rep.notes
 

@@ -248,16 +248,23 @@ def _as_index(x, name: str):
     t, note = readable(t, name)
     if note:
         return None, note
-    t = t.reshape(-1)
+    return whole_ids(t.reshape(-1), name)
+
+
+def whole_ids(t, name: str):
+    """A readable CPU tensor of ids as int64, floating ids with whole values included (every
+    mode reads them so), or a note naming the first NaN, infinite or fractional one."""
     if t.is_floating_point():
-        bad = ~torch.isfinite(t)
+        flat = t.reshape(-1)
+        bad = ~torch.isfinite(flat)
         if bad.any():
             i = int(bad.nonzero()[0])
-            return None, f"{name} = {float(t[i])} (dtype {t.dtype}) at row {i}"
-        frac = t != torch.round(t)
+            return None, f"{name} = {float(flat[i])} (dtype {t.dtype}) at row {i}"
+        frac = flat != torch.round(flat)
         if frac.any():
             i = int(frac.nonzero()[0])
-            return None, f"{name} = {float(t[i])} (dtype {t.dtype}), not an integer, at row {i}"
+            return None, (f"{name} = {float(flat[i])} (dtype {t.dtype}), not an integer, at "
+                          f"row {i}")
     return t.to(torch.long), None
 
 

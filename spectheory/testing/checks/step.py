@@ -85,7 +85,8 @@ from ...runtime._lazy import torch
 from ...runtime.errors import (guarded_check, OptionError, SizeLimitError, SpectheoryError, TimeLimitError,
                               as_list, is_integer)
 from ..statistics import stats
-from .calls import _an_instance, _caller_bound, _cells, _summary, kit_seed, readable
+from .calls import (_an_instance, _caller_bound, _cells, _summary, kit_seed, readable,
+                    whole_ids)
 from .report import MIN_EXPECTED, POWER, SamplerReport, guarded
 
 #: Most sequences V^N one comparison enumerates (N = steps + L tokens).
@@ -342,9 +343,11 @@ def _emitted_tokens(out, b: int, L: int, V: int, who: str):
                 return None, f"{who} returned a row that is not a tensor of tokens"
             if t.numel() == 0:  # (an empty list reads as float32: name the count, not a dtype)
                 return None, f"{who} returned a row of 0 tokens; a step emits 1..{L + 1}"
-            if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
+            if t.is_complex() or t.dtype == torch.bool:
                 return None, f"{who} returned {t.dtype} tokens, not integers"
             t, note = readable(t, "a row of emitted tokens")
+            if not note:
+                t, note = whole_ids(t, "a row of emitted tokens")  # 2.0 is token 2
             if note:
                 return None, f"{who} returned {note}"
             if not 1 <= t.numel() <= L + 1:
@@ -357,17 +360,18 @@ def _emitted_tokens(out, b: int, L: int, V: int, who: str):
         t = torch.as_tensor(out)
     except Exception:  # noqa: BLE001
         return None, f"{who} returned {type(out).__name__}, not emitted tokens [B, L+1]"
-    if t.is_floating_point() or t.dtype == torch.bool or t.is_complex():
+    if t.dtype == torch.bool or t.is_complex():
         return None, f"{who} returned {t.dtype} tokens, not integers"
     if tuple(t.shape) != (b, L + 1):
         return None, (f"{who} returned emitted tokens of shape {list(t.shape)} for {b} rows "
                       f"and L = {L}; expected [{b}, {L + 1}] padded with -1")
-    t, note = readable(t, "emitted tokens")
-    if note:
-        return None, f"{who} returned {note}"
     unsigned = t.dtype in (torch.uint8, getattr(torch, "uint16", None),
                            getattr(torch, "uint32", None), getattr(torch, "uint64", None))
-    t = t.to(torch.long)
+    t, note = readable(t, "emitted tokens")
+    if not note:
+        t, note = whole_ids(t, "emitted tokens")  # 2.0 is token 2, as in chain mode
+    if note:
+        return None, f"{who} returned {note}"
     valid = t >= 0
     if ((t < PLACEHOLDER) | (t >= V)).any():
         return None, (f"{who} returned a token outside 0..{V - 1} (and -1 for unused slots)"

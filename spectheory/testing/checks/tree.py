@@ -77,7 +77,7 @@ from ...runtime.limits import check_memory
 from ...runtime.sizes import check_size
 from ..statistics import stats
 from .calls import (RAMP_FIRST_ROWS, _an_instance, _budget_bound, _caller_bound, _cells,
-                    _sequence_label, _summary, kit_seed, readable)
+                    _sequence_label, _summary, kit_seed, readable, whole_ids)
 from .report import MIN_EXPECTED, POWER, SamplerReport, guarded
 from .sizing import MAX_SECONDS, _refuse_time
 from .step import _Pace
@@ -487,12 +487,14 @@ def _outputs(out, m: int, n_nodes: int, V: int, who: str):
         if t.shape != (m,):
             return None, (f"{who} returned {what} of shape {list(t.shape)} for {m} drafted "
                           f"trees; expected [{m}]")
-        if t.dtype.is_floating_point or t.dtype.is_complex or t.dtype == torch.bool:
+        if t.dtype.is_complex or t.dtype == torch.bool:
             return None, f"{who} returned {what} of dtype {t.dtype}, not integers"
         t, note = readable(t, f"{who} returned {what}")  # the meta device: no values to read
         if note:
             return None, note
-        t = t.to(torch.long)
+        t, note = whole_ids(t, f"{who} returned {what}")  # 2.0 is token 2, as in chain mode
+        if note:
+            return None, note
         if m and (int(t.min()) < 0 or int(t.max()) >= hi):
             bad = int(t[(t < 0) | (t >= hi)][0])
             return None, (f"{who} returned {what} {bad}, outside 0..{hi - 1}")
