@@ -383,3 +383,29 @@ def test_a_regex_that_unrolls_too_far_is_refused_before_it_is_compiled(pattern, 
     with pytest.raises(GrammarError, match="unrolled"):
         st.analyze(st.random_instance(3, 2, 0), "block",
                    sampling={"grammar": {"tokens": ["a", "b", "c"], "regex": "a{1000000000}"}})
+
+
+@pytest.mark.parametrize("exact", [True, False])
+def test_a_mask_that_empties_a_row_the_target_never_reaches_is_not_a_refusal(exact):
+    """V = 2, L = 1, target root [1, 0], both depth-1 rows [0, 1], no_repeat_ngram_size=1: the
+    row after (1,) has no token left, but the target never emits 1 first. The analysis was
+    refused ("the masks leave no token ... after history (1,)"); now the row is kept as given
+    (as a grammar leaves a rejected history unconstrained) and the law is exact. A history the
+    target reaches is still refused."""
+    from spectheory.engine.analysis import analyze
+    from spectheory.engine.lossless import check_lossless
+    from spectheory.inputs.instances import instance_from_dict
+    from spectheory.inputs.stateful import GrammarError
+
+    d = {"vocab_size": 2, "block_length": 1,
+         "target": {"": ["1", "0"], "0": ["0", "1"], "1": ["0", "1"]},
+         "draft": {"": ["1/2", "1/2"]}}
+    inst = instance_from_dict(d, exact=exact)
+    res = analyze(inst, "token", exact=exact, sampling="no_repeat_ngram_size=1")
+    assert [float(x) for x in res.tau_pmf] == [0.5, 0.5]
+    assert check_lossless("token", inst, sampling="no_repeat_ngram_size=1").lossless
+    d["target"][""] = ["1/2", "1/2"]
+    d["target"]["0"] = ["1", "0"]  # (0,) is reached and only 0 follows: no token is left
+    with pytest.raises(GrammarError, match=r"after history \(0,\)"):
+        analyze(instance_from_dict(d, exact=exact), "token", exact=exact,
+                sampling="no_repeat_ngram_size=1")

@@ -875,7 +875,7 @@ def _history_array(history) -> np.ndarray:
     return a.astype(np.int64)
 
 
-def process_rows(rows, params, inputs: str = "probs", history=None):
+def process_rows(rows, params, inputs: str = "probs", history=None, *, _spare=None):
     """The processed distribution along the last axis of ``rows`` [..., V].
 
     Parameters
@@ -971,11 +971,11 @@ def process_rows(rows, params, inputs: str = "probs", history=None):
                 raise SamplingError(f"history of shape {list(history.shape)} does not match "
                                     f"rows of shape {list(shape)} (it must be [..., n])")
             h = history.reshape(flat.shape[0], history.shape[-1])
-        if exact:
-            flat = stateful._apply_exact(flat, sp, h)  # rows and parameters checked above
+        if exact:  # rows and parameters checked above
+            flat = stateful._apply_exact(flat, sp, h, _spare)
         else:
             lg = flat if inputs == "logits" else stateful._kit_logits(flat)  # checked above
-            flat = stateful._apply_logits(lg, sp, h)
+            flat = stateful._apply_logits(lg, sp, h, _spare)
             inputs = "logits"
         sp = sp.stateless()
         if sp.identity and not exact:
@@ -1015,10 +1015,21 @@ def _process_model(model, params, depth: int = 0):
                                               for t in model.tables))
 
 
-def _process_level(base, params, d: int):
+def _process_level(base, params, d: int, above=None):
+    """Level d of ``base`` processed with its histories. ``above``: the processed level d - 1
+    and which of its prefixes the processed model reaches (None at d = 0); a row whose masks
+    leave no token at a history reached with probability zero (after a token of probability
+    zero: no_repeat_ngram_size or min_tokens there) is kept as given, as a grammar leaves a
+    rejected history unconstrained. Returns (rows, reached [V^d])."""
+    V = base.vocab_size
     rows = np.ascontiguousarray(base.level(d))
-    return np.ascontiguousarray(process_rows(rows, params,
-                                             history=all_prefixes(d, base.vocab_size)))
+    if above is None:
+        reached = np.ones(1, dtype=bool)
+    else:
+        prev, prev_reached = above
+        reached = (prev_reached[:, None] & (np.asarray(prev) > 0).astype(bool)).reshape(-1)
+    out = process_rows(rows, params, history=all_prefixes(d, V), _spare=~reached)
+    return np.ascontiguousarray(out), reached
 
 
 @dataclass(frozen=True)
@@ -1032,12 +1043,17 @@ class ProcessedModel(TableModel):
     base: Any = None
     params: Any = None
     deeper: Any = None  # {depth: processed level} beyond the tables, filled on first use
+    reached: Any = None  # {depth: which prefixes the processed model reaches}
 
     @classmethod
     def build(cls, base, params, depth: int) -> "ProcessedModel":
         depth = max(int(depth), base.depth, 1)
-        tables = tuple(_process_level(base, params, d) for d in range(depth + 1))
-        return cls(base.vocab_size, tables, base, params, {})
+        tables, reached, above = [], {}, None
+        for d in range(depth + 1):
+            rows, reached[d] = _process_level(base, params, d, above)
+            tables.append(rows)
+            above = (rows, reached[d])
+        return cls(base.vocab_size, tuple(tables), base, params, {}, reached)
 
     @property
     def context_independent(self) -> bool:
@@ -1047,7 +1063,8 @@ class ProcessedModel(TableModel):
         if d < len(self.tables):
             return self.tables[d]
         if d not in self.deeper:
-            self.deeper[d] = _process_level(self.base, self.params, d)
+            above = (self.level(d - 1), self.reached[d - 1])
+            self.deeper[d], self.reached[d] = _process_level(self.base, self.params, d, above)
         return self.deeper[d]
 
     def conditional(self, prefix) -> np.ndarray:

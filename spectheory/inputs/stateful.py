@@ -756,9 +756,11 @@ def apply_exact(probs: np.ndarray, sp, history) -> np.ndarray:
     return _apply_exact(_exact_rows(probs), sp, history)
 
 
-def _apply_exact(probs: np.ndarray, sp, history) -> np.ndarray:
+def _apply_exact(probs: np.ndarray, sp, history, spare=None) -> np.ndarray:
     """`apply_exact` on rows and parameters already checked (the processing's own call: its
-    rows are validated, its exact parameters refused before)."""
+    rows are validated, its exact parameters refused before). ``spare`` [N] (optional): rows at
+    histories the model reaches with probability zero; one that the masks leave empty is kept
+    as given (its law is never weighed: any law is valid there) instead of refused."""
     N, V = probs.shape
     h = _np_history(history, N, V)
     allowed = mask(sp, h, V)
@@ -774,7 +776,13 @@ def _apply_exact(probs: np.ndarray, sp, history) -> np.ndarray:
         for t, f in factors:
             x[:, t] = x[:, t] * f
     total = B.sum(x, axis=-1, keepdims=True)
-    _refuse_empty(h, np.asarray(total == 0).reshape(-1))
+    empty = np.asarray(total == 0).reshape(-1)
+    if spare is not None and (empty & spare).any():
+        keep = empty & spare
+        x = np.where(keep[:, None], probs, x).astype(object)
+        total = B.sum(x, axis=-1, keepdims=True)
+        empty = empty & ~keep
+    _refuse_empty(h, empty)
     return x / total
 
 
@@ -822,16 +830,16 @@ def apply_logits(logits, sp, history):
     return _apply_logits(logits, sp, history)
 
 
-def _apply_logits(logits, sp, history):
+def _apply_logits(logits, sp, history, spare=None):
     """`apply_logits` on logits already checked (the processing's own call: the kit's logits of
-    validated rows, or validated logits)."""
+    validated rows, or validated logits); ``spare`` as for `_apply_exact`."""
     N, V = logits.shape
     h = _np_history(history, N, V)
     allowed = mask(sp, h, V)
     c = None
     if _penalised(sp):  # the counts are read by the penalties only (h is checked)
         c = counts(h, V) if h.shape[1] else np.zeros((N, V), dtype=np.int64)
-    return _after_history(logits, sp, allowed, c, h)
+    return _after_history(logits, sp, allowed, c, h, spare)
 
 
 def _penalised(sp) -> bool:
@@ -840,7 +848,7 @@ def _penalised(sp) -> bool:
             or bool(float(sp.presence_penalty)))
 
 
-def _after_history(logits, sp, allowed, c, h):
+def _after_history(logits, sp, allowed, c, h, spare=None):
     """`apply_logits` given what it reads of the histories: ``allowed [N, V]`` (`mask`, or
     None), ``c [N, V]`` (`counts`, or None without penalties) and ``h`` (the histories, named
     in the refusals). Every step acts on each row alone."""
@@ -871,7 +879,13 @@ def _after_history(logits, sp, allowed, c, h):
     if freq or pres:
         x = x - freq * c - pres * seen
     top = x.max(axis=-1)
-    _refuse_empty(h, ~np.isfinite(top) | np.isnan(top))
+    empty = ~np.isfinite(top) | np.isnan(top)
+    if spare is not None and (empty & spare).any():  # unreached: the row as given
+        keep = empty & spare
+        raw = logits.detach().cpu().numpy() if torch_out else np.asarray(logits)
+        x = np.where(keep[:, None], raw.astype(np.float64), x)
+        empty = empty & ~keep
+    _refuse_empty(h, empty)
     if torch_out:
         return torch.as_tensor(x, device=logits.device)
     return x
