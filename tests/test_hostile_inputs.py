@@ -744,6 +744,48 @@ def test_an_edited_grammar_or_user_family_is_a_new_job_not_a_cached_one(tmp_path
     assert not (tmp_path / "v").exists()
 
 
+def test_sweep_plot_refuses_an_edited_table_naming_the_line(tmp_path, capsys):
+    """An edited results.csv gave tracebacks (a non-number, paths 1e308, a missing column,
+    non-UTF-8 bytes) or was drawn (a negative or NaN E[tau+1], paths -1)."""
+    import csv
+
+    cfg = _one_job_sweep(tmp_path)
+    out = tmp_path / "out"
+    assert run(["sweep", cfg, "--out", str(out), "--no-progress"], capsys)[0] == 0
+    table = out / "results.csv"
+    good = table.read_text()
+    assert run(["sweep", "plot", str(out), "--figure", str(tmp_path / "ok.png")],
+               capsys)[0] == 0
+    rows = list(csv.DictReader(open(table)))
+    cases = [("block_efficiency", "abc", "line 2: block_efficiency = 'abc' is not an E[tau + 1]"),
+             ("block_efficiency", "-5", "block_efficiency = '-5' is not an E[tau + 1] of block 1"),
+             ("block_efficiency", "nan", "'nan' is not an E[tau + 1]"),
+             ("block_efficiency", "2.5", "'2.5' is not an E[tau + 1] of block 1 (a number in "
+                                         "[1, 2])"),
+             ("paths", "1e308", "paths = '1e308' is not a positive whole number"),
+             ("paths", "-1", "paths = '-1' is not a positive whole number"),
+             ("status", None, "no column 'status'")]
+    for column, value, words in cases:
+        edited = [dict(r) for r in rows]
+        fields = list(rows[0])
+        if value is None:
+            fields.remove(column)
+            for r in edited:
+                r.pop(column)
+        else:
+            edited[0][column] = value
+        with open(table, "w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=fields)
+            w.writeheader()
+            w.writerows(edited)
+        figure = tmp_path / "f.png"
+        refused(*run(["sweep", "plot", str(out), "--figure", str(figure)], capsys), words)
+        assert not figure.exists()
+    table.write_bytes(bytes(range(128, 256)))
+    refused(*run(["sweep", "plot", str(out)], capsys), "not a sweep table (UnicodeDecodeError")
+    table.write_text(good)
+
+
 def test_a_cache_entry_or_cache_that_is_no_file_is_refused_before_any_job(tmp_path, capsys):
     """A cache entry that is a folder (or a broken link) was found only when the job's result was
     written, after its work; a cache that is a file was named as the output folder."""

@@ -18,14 +18,54 @@ from ..runtime.errors import OptionError
 from .palette import Style, optimum_style, verifier_style
 
 
+#: Columns the plot reads, and the count columns among them (positive whole numbers).
+_NEEDED = ("family", "vocab", "block", "seed", "knobs", "kind", "name", "paths", "drafting",
+           "exact", "status", "block_efficiency")
+_COUNTS = ("vocab", "block", "paths")
+
+
 def _rows(out: Path) -> list[dict]:
+    """The table's rows, checked as far as the plot reads them: an edited or foreign table is
+    refused in one line naming the row and column (a non-number raised a traceback, and a
+    negative or NaN E[tau+1] was drawn)."""
+    import math
+
     path = out / "results.csv"
     try:
         with open(path, encoding="utf-8", newline="") as fh:
-            return list(csv.DictReader(fh))
+            reader = csv.DictReader(fh)
+            rows = list(reader)
+            columns = reader.fieldnames or []
     except OSError as exc:
         raise OptionError(f"cannot read {path}: {exc.strerror or exc}; run the sweep first") \
             from None
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise OptionError(f"{path}: not a sweep table ({type(exc).__name__}: "
+                          f"{str(exc)[:80]})") from None
+    missing = [c for c in _NEEDED if c not in columns]
+    if missing:
+        raise OptionError(f"{path}: no column {missing[0]!r}; not a sweep table (was it "
+                          "edited?)")
+    for i, r in enumerate(rows, start=2):  # line numbers of the file, the header being 1
+        if any(r.get(c) is None for c in _NEEDED):
+            raise OptionError(f"{path} line {i}: fewer fields than columns")
+        if r["status"] != "ok" or r["kind"] == "measure":
+            continue
+        for c in _COUNTS:
+            v = r[c]
+            if not (v.isascii() and v.isdigit() and len(v) <= 9 and int(v) >= 1):
+                raise OptionError(f"{path} line {i}: {c} = {v[:40]!r} is not a positive "
+                                  "whole number")
+        try:
+            be = float(r["block_efficiency"])
+        except ValueError:
+            be = math.nan
+        L = int(r["block"])
+        if not (math.isfinite(be) and 1 - 1e-9 <= be <= L + 1 + 1e-9):
+            raise OptionError(f"{path} line {i}: block_efficiency = "
+                              f"{r['block_efficiency'][:40]!r} is not an E[tau + 1] of block "
+                              f"{L} (a number in [1, {L + 1}])")
+    return rows
 
 
 #: The columns that identify a job (rows equal on all of them are one job listed twice).
