@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import inspect
 import json
+from pathlib import Path
 import os
 import sys
 import zipfile
@@ -510,3 +511,35 @@ def test_fetch_failure_keeps_one_line_and_leaves_nothing(tmp_path, monkeypatch, 
     with pytest.raises(SpectheoryError, match="download failed.*No matching distribution"):
         F.fetch("fake", tmp_path / "cache", progress=True, pip=pip)
     assert not (tmp_path / "cache").exists()  # no folder the failed fetch created is left
+
+
+@pytest.mark.parametrize("costs,words", [
+    ([], "not a JSON object of per-forward costs"),
+    ({}, "target_1tok = None is not a positive number of seconds"),
+    ("ZERO", "target_1tok = 0.0 is not a positive number of seconds"),
+    ("NEGATIVE-DRAFT", "draft_1tok['K1'] = -0.01 is not a positive number of seconds"),
+    ("BAD-KEY", "target_Ltok['L4'] = 0.02 is not a positive number of seconds"),
+])
+def test_summarize_checks_the_cost_file(costs, words, tmp_path, capsys):
+    """costs.json as [], {} or with zero costs gave tracebacks; negative costs a cost model of
+    negative times (verify_share_of_target -0.0017) with exit 0."""
+    import shutil
+
+    run_dir = tmp_path / "r"
+    shutil.copytree(Path(__file__).resolve().parent.parent / "benchmarks" / "results" /
+                    "cuda-h100" / "smollm2-cuda", run_dir)
+    for name in ("summary.json", "summary.md", "costs_final.json"):
+        (run_dir / name).unlink(missing_ok=True)
+    good = json.loads((run_dir / "costs.json").read_text())
+    if costs == "ZERO":
+        costs = dict(good, target_1tok=0.0)
+    elif costs == "NEGATIVE-DRAFT":
+        costs = dict(good, draft_1tok=dict(good["draft_1tok"], K1=-0.01))
+    elif costs == "BAD-KEY":
+        costs = dict(good, target_Ltok={"L4": 0.02})
+    (run_dir / "costs.json").write_text(json.dumps(costs))
+    before = _listing(tmp_path)
+    code, out, err = _cli(["validate", "summarize", str(run_dir)], capsys)
+    assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err, err
+    assert f"costs.json: {words}" in err, err
+    assert _listing(tmp_path) == before

@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,7 +53,7 @@ def load_run(out: str | Path):
     costs = None
     for name in ("costs_final.json", "costs.json"):  # the end-of-run measurement first
         if (out / name).exists():
-            costs = _read_json(out / name)
+            costs = _check_costs(_read_json(out / name), out / name)
             costs["file"] = name
             break
     files = sorted((out / "prompts").glob("*.json"))
@@ -63,6 +64,33 @@ def load_run(out: str | Path):
     for path, rec in zip(files, prompts):
         _check_steps(rec, path)
     return run, costs, prompts
+
+
+def _check_costs(costs, path: Path) -> dict:
+    """A costs file as the cost model reads it, or one line naming it: ``target_1tok`` a
+    positive number of seconds, ``draft_1tok`` ({"K<k>": s}) and ``target_Ltok``
+    ({"K<k>/L<l>": s}) objects of positive numbers (an empty list, a missing key or zero costs
+    were tracebacks; negative costs gave speed-ups from negative times)."""
+    import math
+
+    def seconds(v) -> bool:
+        return (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                and v > 0)
+
+    if not isinstance(costs, dict):
+        raise SpectheoryError(f"{path}: not a JSON object of per-forward costs")
+    if not seconds(costs.get("target_1tok")):
+        raise SpectheoryError(f"{path}: target_1tok = {costs.get('target_1tok')!r:.40} is not a "
+                              "positive number of seconds")
+    for key, pattern in (("draft_1tok", r"K[0-9]+"), ("target_Ltok", r"K[0-9]+/L[0-9]+")):
+        table = costs.get(key)
+        if not isinstance(table, dict):
+            raise SpectheoryError(f"{path}: {key} is not an object of per-forward costs")
+        for k, v in table.items():
+            if not re.fullmatch(pattern, k) or not seconds(v):
+                raise SpectheoryError(f"{path}: {key}[{k!r:.40}] = {v!r:.40} is not a positive "
+                                      "number of seconds")
+    return costs
 
 
 def _check_steps(rec: dict, path: Path) -> None:
