@@ -244,6 +244,32 @@ def test_script_that_writes_nothing_is_an_error_and_writes_nothing(tmp_path):
     assert {f.name: f.read_bytes() for f in out.iterdir()} == before
 
 
+@pytest.mark.parametrize("blocked", ["figures.json", "fig1_good.png"])
+def test_a_folder_where_an_output_file_goes_is_refused_before_drawing(tmp_path, blocked):
+    """A folder at out/figures.json (or at an image's name) failed the final moves after the
+    other files were moved into out, naming the temporary source."""
+    folder = tmp_path / "gallery"
+    folder.mkdir()
+    (folder / "fig1_good.py").write_text(GOOD.format(stem="fig1_good"))
+    out = tmp_path / "out"
+    (out / blocked).mkdir(parents=True)
+    with pytest.raises(SpectheoryError, match=f"{out / blocked} is a folder; the run writes a "
+                                              "file there"):
+        figures.run(out, folder=folder)
+    assert [p.name for p in out.iterdir()] == [blocked]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gallery", "out"]
+    calls = []
+    monkey = figures._refuse_blocked
+    try:  # a folder that appears while the figures are drawn: nothing is moved
+        figures._refuse_blocked = lambda paths: calls.append(1) or (
+            monkey(paths) if len(calls) > 1 else None)
+        with pytest.raises(SpectheoryError, match="is a folder"):
+            figures.run(out, folder=folder)
+    finally:
+        figures._refuse_blocked = monkey
+    assert [p.name for p in out.iterdir()] == [blocked] and len(calls) == 2
+
+
 def test_failing_run_into_a_new_folder_creates_nothing(tmp_path):
     folder = fake_gallery(tmp_path, 'raise RuntimeError("plot failed")')
     with pytest.raises(RuntimeError, match="plot failed"):

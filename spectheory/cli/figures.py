@@ -196,6 +196,7 @@ def run(out: str | os.PathLike, quick: bool = False, only: list[str] | None = No
     base = out.parent
     while not base.exists() and base != base.parent:
         base = base.parent
+    _check_destinations(out, list(chosen))  # before any figure is drawn
     try:
         if out.exists() and not out.is_dir():
             raise NotADirectoryError(20, "not a folder")
@@ -245,9 +246,26 @@ def run(out: str | os.PathLike, quick: bool = False, only: list[str] | None = No
     return payload
 
 
+def _check_destinations(out: Path, stems) -> None:
+    """Refuse, naming it, a place in ``out`` where a file of the run must go but cannot (a
+    folder there: the move failed after the other files were moved, naming the temporary
+    source)."""
+    _refuse_blocked(expected_files(out, stems))
+
+
+def _refuse_blocked(paths) -> None:
+    for path in paths:
+        if path.is_dir() or (path.exists() and not path.is_file()):
+            raise SpectheoryError(f"{path} is {'a folder' if path.is_dir() else 'not a file'}; "
+                                  "the run writes a file there: remove it or choose another "
+                                  "--out")
+
+
 def _commit(tmp: Path, out: Path) -> None:
     """Move every file of ``tmp`` into ``out`` (``os.replace``, same file system), with SIGINT
-    held off until all are moved."""
+    held off until all are moved; the destinations are checked again first (nothing is moved
+    when one of them cannot take its file)."""
+    _refuse_blocked([out / f.name for f in tmp.iterdir()])
     pending = []
     previous = None
     try:
