@@ -191,3 +191,15 @@ def test_an_llguidance_grammar_file_is_named_in_its_refusals(tmp_path):
                                     "eos": 2, **extra}))
         with pytest.raises(GrammarError, match=rf"^grammar '{path}': {re.escape(words)}"):
             load_grammar(str(path))
+
+
+def test_where_the_grammar_forces_text_llguidance_masks_the_tokens_that_split_it():
+    """docs/sampling-params.md: llguidance allows only the token spelling forced text whole,
+    the kit's automaton every token that starts it; elsewhere the masks agree."""
+    t = ["a", "b", "ab", "<e>"]
+    root = np.zeros(1, dtype=np.int64)
+    for rx, kit, llg in [("(ab)+", [1, 0, 1, 0], [0, 0, 1, 0]),
+                         ("x?(ab)+", [1, 0, 1, 0], [1, 0, 1, 0]),
+                         ("(ab)+|ac", [1, 0, 1, 0], [1, 0, 1, 0])]:
+        assert TokenAutomaton.from_regex(rx, t, eos=3).allowed(root).astype(int).tolist() == [kit]
+        assert llguidance_grammar(t, 3, regex=rx).allowed(root).astype(int).tolist() == [llg]
