@@ -281,6 +281,15 @@ def test_grammar_from_file_and_errors(tmp_path):
         parse_sampling(f"grammar={bad}")
     with pytest.raises(GrammarError, match="cannot read"):
         parse_sampling(f"grammar={tmp_path / 'missing.json'}")
+    # a FIFO without a writer blocked the reader (past --time-limit: it is read as the
+    # arguments are parsed); a folder was "not a JSON grammar (Is a directory)"
+    import os
+
+    os.mkfifo(tmp_path / "pipe")
+    with pytest.raises(GrammarError, match="not a regular file"):
+        parse_sampling(f"grammar={tmp_path / 'pipe'}")
+    with pytest.raises(GrammarError, match="is a folder"):
+        parse_sampling(f"grammar={tmp_path}")
     # a mask that leaves nothing: the only allowed token has probability zero
     rows = np.array([[0.0, 0.5, 0.5]])
     with pytest.raises(GrammarError, match="no token of positive probability"):

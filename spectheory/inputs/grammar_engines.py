@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from typing import Any, Sequence
 
 import numpy as np
@@ -242,10 +243,16 @@ def load_grammar(path: str) -> TokenAutomaton:
         # an int would be read as an open file descriptor
         raise GrammarError(f"{name}: a grammar file is a path, not {type(path).__name__}")
     try:
-        size = os.path.getsize(path)
+        st = os.stat(path)
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the name
         raise GrammarError(f"{name}: cannot read it ({getattr(exc, 'strerror', None) or exc})") \
             from None
+    if stat.S_ISDIR(st.st_mode):
+        raise GrammarError(f"{name}: is a folder, not a grammar file")
+    if not stat.S_ISREG(st.st_mode):  # a FIFO without a writer blocked past --time-limit
+        raise GrammarError(f"{name}: not a regular file (a pipe or a device); save the grammar "
+                           "to a file")
+    size = st.st_size
     if size > MAX_GRAMMAR_BYTES:
         raise GrammarError(f"{name}: {size:,} bytes, over the limit of {MAX_GRAMMAR_BYTES:,}")
     try:
