@@ -418,3 +418,29 @@ def test_a_mask_that_empties_a_row_the_target_never_reaches_is_not_a_refusal(exa
     with pytest.raises(GrammarError, match=r"after history \(0,\)"):
         analyze(instance_from_dict(d, exact=exact), "token", exact=exact,
                 sampling="no_repeat_ngram_size=1")
+
+
+def test_steps_along_a_draft_the_target_never_takes_are_not_refused():
+    """The same instance in the kit: the steps process target rows along every draft, also
+    after the drafted token 1 that the target never emits, whose row no_repeat_ngram_size=1
+    empties. Each of the kit's correct steps ended in that refusal; they now pass, and rows
+    along tokens of positive probability are still refused when emptied."""
+    import torch
+
+    from spectheory.inputs.instances import instance_from_dict
+    from spectheory.inputs.processing import process_rows_along
+    from spectheory.inputs.stateful import GrammarError
+    from spectheory.testing import check_step, sample_match_step, vllm_v1_step
+
+    d = {"vocab_size": 2, "block_length": 1,
+         "target": {"": ["1", "0"], "0": ["0", "1"], "1": ["0", "1"]},
+         "draft": {"": ["1/2", "1/2"]}}
+    inst = instance_from_dict(d, exact=False)
+    for step in (vllm_v1_step, sample_match_step):
+        assert check_step(step, instances=[inst], samples=500,
+                          sampling="no_repeat_ngram_size=1").passed
+    rows = torch.tensor([[[1.0, 0.0], [0.0, 1.0]], [[0.5, 0.5], [0.0, 1.0]]])
+    kept = process_rows_along(rows[:1], torch.tensor([[1]]), "no_repeat_ngram_size=1")
+    assert kept[0, 1].tolist() == [0.0, 1.0]  # (1,) is not reached: the row as given
+    with pytest.raises(GrammarError, match=r"after history \(1,\)"):
+        process_rows_along(rows[1:], torch.tensor([[1]]), "no_repeat_ngram_size=1")

@@ -786,7 +786,10 @@ def process_rows_along(rows, tokens, params, inputs: str = "probs"):
     """`process_rows` of every position of ``rows [B, m+1, V]`` along ``tokens [B, m]``: row j
     follows the history ``tokens[:, :j]``. Equal to
     ``torch.stack([process_rows(rows[:, j], params, inputs, history=tokens[:, :j]) for j in
-    range(m + 1)], dim=1)`` (``np.stack`` for numpy rows), the definition it falls back to.
+    range(m + 1)], dim=1)`` (``np.stack`` for numpy rows), the definition it falls back to,
+    except that a row whose masks leave no token at a history the processed rows reach with
+    probability zero (a token of processed probability 0 before it) is kept as given, as in
+    the processed tables of `process_instance`, instead of refused.
 
     The histories enter only through the stateful masks and token counts
     (`spectheory.inputs.stateful.mask`, `counts`), computed for each position from its own
@@ -811,8 +814,18 @@ def process_rows_along(rows, tokens, params, inputs: str = "probs"):
         except SpectheoryError:
             pass
     stack = torch.stack if is_tensor(rows) else np.stack
-    return stack([process_rows(rows[:, j], sp, inputs, history=tokens[:, :j])
-                  for j in range(rows.shape[1])], 1)
+    out, reached = [], np.ones(rs[0], dtype=bool)
+    for j in range(rs[1]):  # a history after a token the processed row gives probability 0
+        row = process_rows(rows[:, j], sp, inputs, history=tokens[:, :j],  # is not reached:
+                           _spare=None if reached.all() else ~reached)  # see _process_level
+        out.append(row)
+        if j + 1 < rs[1] and sp is not None and sp.stateful:
+            try:
+                picked = np.asarray(_np(row))[np.arange(rs[0]), np.asarray(_np(tokens))[:, j]]
+                reached = reached & (picked > 0).astype(bool)
+            except (IndexError, TypeError, ValueError):  # refused by the next row's history
+                pass
+    return stack(out, 1)
 
 
 def _rows_along(rows, tokens: np.ndarray, sp: SamplingParams, inputs: str):
