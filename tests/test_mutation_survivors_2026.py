@@ -443,3 +443,86 @@ def test_the_kl_frontier_refuses_a_solver_point_it_cannot_trust(monkeypatch):
     monkeypatch.setattr(fr, "math", fake)
     with pytest.raises(LPError, match="the solver's point is not feasible"):
         fr.frontier_lp(inst, kl=0.01, rules=(), pinsker=False)
+
+
+# ----------------------------------------------------------------------------- hidden pass 3:
+# verifiers without mutants before (SpecHub, the contrasts, the route of K = 1)
+
+
+def _one(spec_or_fn, p, q, x):
+    """The law of a single-path rule at L = 1 on the draft (x,), rows p [2, V] (root, after x)
+    and q [V], float64 torch."""
+    fn = getattr(spec_or_fn, "function", spec_or_fn)
+    drafts = torch.tensor([[x]])
+    return fn(drafts, torch.tensor([q], dtype=torch.float64).unsqueeze(0),
+              torch.tensor(p, dtype=torch.float64).unsqueeze(0))
+
+
+def test_spechub_is_lossless_where_the_draft_overshoots_a_token_the_target_keeps():
+    """S_ia, the draft's excess over the target outside the hub, counted the hub too (a TV of
+    1/25 from SpecHub on p = (2/5, 3/5, 0), q = (1/2, 3/10, 1/5), K = 2): no test had
+    q(a) > p(a) with p(a') > 0. SpecHub is lossless: the exact TV is 0."""
+    from spectheory.engine.lossless import check_lossless_multipath
+    from spectheory.inputs.instances import instance_from_dict
+    from spectheory.verifiers.spechub import SPECHUB
+
+    inst = instance_from_dict({"vocab_size": 3, "block_length": 1, "target": ["2/5", "3/5", "0"],
+                               "draft": ["1/2", "3/10", "1/5"]}, exact=True)
+    rep = check_lossless_multipath(SPECHUB, inst, 2, "hub")
+    assert rep.lossless and rep.tv == 0
+
+
+def test_lenient_rejection_row_is_p_minus_l_q():
+    """r = normalise((p - l q)^+) (Leviathan et al., lenience): the residual without l left the
+    law of tau and the TV unchanged on the test instances, only the row moved."""
+    p, q, lam = [F(1, 10), F(1, 2), F(2, 5)], [F(4, 5), F(1, 10), F(1, 10)], F(1, 2)
+    res = [max(a - lam * b, 0) for a, b in zip(p, q)]
+    want = [float(r / sum(res)) for r in res]  # (0, 9/16, 7/16)
+    from spectheory.verifiers.contrasts import lenient_verification
+
+    law = _one(lenient_verification(lam), [[float(v) for v in p]] * 2, [float(v) for v in q], 0)
+    assert torch.allclose(law.correction[0, 0], torch.tensor(want, dtype=torch.float64),
+                          atol=1e-15)
+    assert abs(float(law.stop[0, 0]) - (1 - float(p[0] / (lam * q[0])))) < 1e-15
+
+
+@pytest.mark.parametrize("medusa", [False, True])
+def test_typical_threshold_at_high_entropy_and_at_epsilon(medusa):
+    """Typical acceptance accepts X iff p(X) > min(eps, delta e^-H): the entropy's sign (a bar of
+    0.09 for 0.0821 at H = 1.296 nats, above what the tests reached), Medusa's
+    log(p + 1e-5) (1e-3 moved the bar), and the strict > at p(X) = eps exactly (>= accepted
+    the token; Medusa's kept row p >= t dropped it with >)."""
+    import math
+
+    from spectheory.verifiers.contrasts import medusa_entropy, typical_acceptance, typical_medusa
+
+    spec = typical_medusa() if medusa else typical_acceptance()
+    row = [0.085, 0.305, 0.305, 0.305]
+    if medusa:
+        H = -sum(v * math.log(v + 1e-5) for v in row)
+        assert abs(float(medusa_entropy(torch.tensor(row, dtype=torch.float64))) - H) < 1e-12
+    else:
+        H = -sum(v * math.log(v) for v in row)
+    bar = min(0.09, 0.3 * math.exp(-H))
+    assert 0.08 < bar < 0.085  # the token at 0.085 is above the bar only with the right H
+    law = _one(spec, [row, row], [0.25] * 4, 0)
+    assert float(law.stop[0, 0]) == 0.0 and float(law.stop[0, 1]) == 1.0  # accepted
+    edge = [0.09, 0.91]  # H = 0.30 nats: delta e^-H = 0.22, the bar is eps = 0.09 exactly
+    law = _one(spec, [edge, edge], [0.5, 0.5], 0)
+    assert float(law.stop[0, 0]) == 1.0  # p(X) = eps is not > eps: rejected
+    want = [0.09, 0.91]  # Y from p (typical), or from p on {p >= t} (Medusa): both kept
+    assert torch.allclose(law.correction[0, 0], torch.tensor(want, dtype=torch.float64),
+                          atol=1e-15)
+
+
+def test_symmetric_at_one_path_keeps_the_node_route():
+    """symmetric=True at K = 1 (no joint outcomes to fold) switched the analysis to the
+    enumerating route: the same numbers, on the slower route."""
+    from spectheory.engine.analysis import analyze
+    from spectheory.inputs.random_instances import random_instance
+
+    inst = random_instance(3, 2, seed=0, denominator=20)
+    plain = analyze(inst, "block", exact=True)
+    for sym in (True, False):
+        res = analyze(inst, "block", exact=True, symmetric=sym)
+        assert res.route == plain.route == "node" and res.tau_pmf == plain.tau_pmf
