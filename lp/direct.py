@@ -107,10 +107,10 @@ def _outcomes_norep(N: int, K: int, L: int, V: int, qpath, qroot, exact: bool):
         if len(set(firsts)) < kk:
             continue
         prob = Fraction(1) if exact else 1.0
-        used = zero
-        for x, f in zip(head, firsts):
-            prob = prob * qpath[x] / (1 - used)
-            used = used + qroot[f]
+        left = set(range(V))
+        for x, f in zip(head, firsts):  # 1 - q(used) summed over the tokens left (no
+            prob = prob * qpath[x] / sum((qroot[v] for v in left), zero)  # cancellation)
+            left.discard(f)
         acc[tuple(sorted(head + (head[0],) * (K - kk)))] += prob
     keys = sorted(acc)
     combos = np.array(keys, dtype=np.int64).reshape(-1, K)

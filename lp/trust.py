@@ -244,8 +244,8 @@ def hub_coverage(Q, K: int, V: int):
         return iid_coverage(Q, 1)
     a = max(range(V), key=lambda f: (root[f], -f))
     zero, one = root[0] * 0, root[0] * 0 + 1
-    drafted = [one if f == a else (zero if root[a] == one else root[f] / (one - root[a]))
-               for f in range(V)]
+    rest = sum((root[f] for f in range(V) if f != a), zero)  # 1 - q(a), without cancellation
+    drafted = [one if f == a else (zero if rest == 0 else root[f] / rest) for f in range(V)]
     return _first_token_coverage(Q, drafted, V)
 
 

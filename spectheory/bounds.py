@@ -290,16 +290,17 @@ def draws_inside(q, K: int, H: set):
     support = [x for x in range(len(q)) if q[x] != 0]
     m = min(K, len(support))
 
-    def rec(taken: tuple, left, k):
-        if k == 0:
+    def rec(taken: tuple, k):
+        left = sum(q[x] for x in support if x not in taken)  # not left - q[x]: 1 - 0.999... lost
+        if k == 0:                                            # digits (1e-4 at q = 1 - 1e-12)
             return left * 0 + 1
         total = left * 0
         for x in support:
             if x in H and x not in taken:
-                total += q[x] / left * rec(taken + (x,), left - q[x], k - 1)
+                total += q[x] / left * rec(taken + (x,), k - 1)
         return total
 
-    return rec((), sum(q[x] for x in support), m)
+    return rec((), m)
 
 
 def full_acceptance_possible(p, q, paths: int) -> tuple[bool, tuple | None]:

@@ -51,6 +51,8 @@ arrays of consistent shapes.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
@@ -60,6 +62,10 @@ from numba.extending import intrinsic
 #: Flat indices of the kernels' loops are unsigned: numba tests a signed index for a negative
 #: value (counted from the end) on every access, which an unsigned one skips.
 _UINT = np.uint64
+
+#: The largest ratio p / q (`spectheory.verifiers.common.MAX_RATIO`, the largest float64): a
+#: subnormal q made it inf, and a weight underflowed to 0 times inf NaN.
+_MAX_RATIO = 1.7976931348623157e308
 
 #: A row is summed in torch's order only while it holds fewer than this many vectors (torch's
 #: cascade of partial sums starts at 16 groups of 4 vectors).
@@ -220,6 +226,9 @@ def _capped_ratio(builder, num, den, scale):
     one = ir.Constant(_F64x8, [1.0] * LANES8)
     zero = ir.Constant(_F64x8, [0.0] * LANES8)
     ratio = builder.select(builder.fcmp_ordered("==", den, zero), one, builder.fdiv(num, den))
+    big = ir.Constant(_F64x8, [_MAX_RATIO] * LANES8)  # p / q overflowing at a subnormal q
+    ratio = builder.select(builder.fcmp_ordered("==", ratio, ir.Constant(
+        _F64x8, [math.inf] * LANES8)), big, ratio)
     scaled = ratio if scale is None else builder.fmul(ratio, scale)
     return builder.select(builder.fcmp_ordered(">", scaled, one), one, scaled)
 
@@ -425,8 +434,11 @@ def _near_one(x, V, half):  # pragma: no cover - compiled
 
 @njit(nogil=True, cache=True, error_model="numpy", inline="always")
 def _ratio(px, qx):  # pragma: no cover - compiled
-    """px / qx, 1 where qx = 0 (``screened_ratio``)."""
-    return 1.0 if qx == 0 else px / qx
+    """px / qx at most MAX_RATIO (NaN kept), 1 where qx = 0 (``screened_ratio``)."""
+    if qx == 0:
+        return 1.0
+    r = px / qx
+    return _MAX_RATIO if r == math.inf else r
 
 
 @njit(nogil=True, cache=True, error_model="numpy", inline="always")

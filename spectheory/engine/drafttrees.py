@@ -900,20 +900,32 @@ def _candidate_tuples(rows, b: int, V: int, drafting: str):
     m = Bk.sum(Bk.to_int(rows > 0), axis=1)  # [P]
     prob = Bk.full((P, nT), 1, rows)
     used = Bk.full((P, nT), 0, rows)  # q mass of the tokens used so far
+    unused = np.ones((nT, V), dtype=bool)  # the tokens not used so far, per tuple
+    exact = Bk.is_exact(rows)
     for j in range(b):
         x = T[:, j]
         fresh = np.ones(nT, dtype=bool)
         for i in range(j):
             fresh &= T[:, i] != x
         qx = rows[:, x]  # [P, T]
-        w_new = Bk.safe_div(qx, 1 - used, Bk.scalar(qx, 0))
+        # 1 - q(used) as the mass of the unused tokens (1 - 0.999999999999 lost 4 digits)
+        left = 1 - used if exact or j == 0 else _mass_of(rows, unused)
+        w_new = Bk.safe_div(qx, left, Bk.scalar(qx, 0))
         w_new = Bk.where(_like_mask(fresh, rows), w_new, Bk.zeros_like(w_new))
         rep = _like_mask(x == T[:, 0], rows)
         w_sur = Bk.where(rep, Bk.ones_like(w_new), Bk.zeros_like(w_new))
         surplus = Bk.expand_dims(m <= j, 1)
         prob = prob * Bk.where(surplus, w_sur, w_new)
         used = used + Bk.where(surplus, Bk.zeros_like(qx), qx)
+        unused[np.arange(nT), x] = False
     return np.broadcast_to(T, (P, nT, b)), prob
+
+
+def _mass_of(rows, keep: np.ndarray):
+    """``rows [P, V]`` summed over the tokens ``keep [T, V]`` marks, [P, T] (float rows)."""
+    if Bk.is_torch(rows):
+        return rows @ torch.as_tensor(keep.T, dtype=rows.dtype, device=rows.device)
+    return rows @ keep.T.astype(rows.dtype)
 
 
 def _like_mask(mask: np.ndarray, like):
@@ -1022,10 +1034,11 @@ def _specinfer_iid_step(sig, R, idx, qrows, prows, V: int, d: int, tau_pmf, emit
     zero = Bk.zeros_like(qrows)
     child = (Bk.expand_dims(idx, 1) * V + Bk.expand_dims(Bk.arange(V, idx), 0)).reshape(-1)
     powers: dict = {}  # q^r and (1 - q)^r, each computed once
+    others = Bk.others_mass(qrows)  # 1 - q(x), without the cancellation near q(x) = 1
 
     def power(r: int, rest: bool):
         if (r, rest) not in powers:
-            powers[r, rest] = (1 - qrows) ** r if rest else qrows**r
+            powers[r, rest] = (others ** r) if rest else qrows**r
         return powers[r, rest]
 
     for j in range(n):
@@ -1054,7 +1067,7 @@ def _specinfer_iid_step(sig, R, idx, qrows, prows, V: int, d: int, tau_pmf, emit
             if key not in nxt:
                 nxt[key] = Bk.full((V ** (d + 1),), 0, like)
             Bk.index_add_rows(nxt[key], child, Bk.mul(reach_j, factor).reshape(-1))
-        survive = Bk.mul(survive, 1 - Bk.sum(acc, axis=1))
+        survive = Bk.mul(survive, Bk.sum(qrows - acc, axis=1))  # 1 - sum acc, summed
         res = Bk.positive_part(pcur - qrows)
         pcur = Bk.safe_div(res, Bk.sum(res, axis=1, keepdims=True), pcur)
     wn = Bk.mul(R, survive)

@@ -125,7 +125,8 @@ def _hub_weight(seq, q_root, tail, L: int, V: int):
         return Bk.where(seq[:, 1] == seq[:, 0], weight, zero)
     a = int(hub_tokens(q_root))
     f0, f1 = first[:, 0], first[:, 1]
-    companion = Bk.safe_div(q_root[f1], Bk.full((Bsz,), 1, q_root) - q_root[a], zero)
+    rest = Bk.others_mass(q_root)[a]  # 1 - q(a), without the cancellation near q(a) = 1
+    companion = Bk.safe_div(q_root[f1], Bk.full((Bsz,), 1, q_root) * rest, zero)
     second = Bk.where(f0 == a, Bk.where(f1 == a, zero, companion),
                       Bk.where(f1 == a, Bk.ones_like(weight), zero))
     return weight * second * tail[seq[:, 1]]

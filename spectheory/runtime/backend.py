@@ -363,6 +363,17 @@ def cumsum(a: Array, axis: int) -> Array:
         return np.add.accumulate(a, axis=axis)
 
 
+def others_mass(rows: Array) -> Array:
+    """``out[..., x] = sum_{v != x} rows[..., v]`` [..., V], as the sums of the entries before
+    and after x (exclusive prefix and suffix sums), never as 1 - rows[..., x]: a draft entry of
+    1 - 1e-12 left 1 - q(x) with a relative error of 1e-4 (1e-17: 0), and the norep and hub
+    weights with it. Exact rows: the same sums in rationals."""
+    zero = zeros_like(rows[..., :1])
+    before = concat([zero, cumsum(rows[..., :-1], axis=-1)], axis=-1)
+    after = flip(concat([zero, cumsum(flip(rows, -1)[..., :-1], axis=-1)], axis=-1), -1)
+    return before + after
+
+
 def argsort(a: Array, axis: int = -1, descending: bool = False) -> Array:
     """Stable argsort (ties keep their index order, also when ``descending``); NaN ranks as
     the largest value, as on torch (last ascending, first descending)."""

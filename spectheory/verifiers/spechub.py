@@ -102,7 +102,8 @@ def hub_quantities(q_rows, p_rows):
     ai = B.expand_dims(a, -1)
     qa = _at(q_rows, ai)[..., 0]
     pa = _at(p_rows, ai)[..., 0]
-    qt = B.where(hub, zero, B.safe_div(q_rows, B.expand_dims(1 - qa, -1), zero))
+    rest = B.sum(B.where(hub, zero, q_rows), axis=-1)  # 1 - q(a), summed: no cancellation
+    qt = B.where(hub, zero, B.safe_div(q_rows, B.expand_dims(rest, -1), zero))
     qai = B.expand_dims(qa, -1) * qt
     p1 = B.where(hub, zero, B.positive_part(p_rows - q_rows))
     s_ia = B.sum(B.where(hub, zero, B.positive_part(q_rows - p_rows)), axis=-1)

@@ -26,7 +26,7 @@ from ..runtime import backend as B
 from ..law import Law
 from ..engine.nodes import NodeForm, law_from_nodes
 from ..registry import VerifierSpec
-from .common import drafted_ratio, normalise_residual, positive_residual
+from .common import cap_ratio, drafted_ratio, normalise_residual, positive_residual
 from .compiled_rows import compiled_copy, compiled_corrections, takes
 
 
@@ -37,7 +37,7 @@ def screened_ratio(px, qx):
     temporary; False on a zero, a negative entry or NaN); only when the screen fails does
     `drafted_ratio` look for the zeros, so the result is the same in every case."""
     if B.is_torch(qx) and qx.numel() and bool(qx.min() > 0):
-        return torch.div(px, qx)
+        return cap_ratio(torch.div(px, qx))
     return drafted_ratio(px, qx)
 
 

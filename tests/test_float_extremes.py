@@ -1,0 +1,75 @@
+"""float64 at its ends: draft probabilities within 1e-12 of 1 (1 - q(x) cancels) and subnormal
+draft entries (p / q overflows). Lossless verifiers must stay lossless and LP optima within
+their bounds; each case below gave a wrong number or a wrong verdict before."""
+
+from __future__ import annotations
+
+import pytest
+
+from spectheory.engine.analysis import analyze
+from spectheory.engine.lossless import check_lossless
+from spectheory.inputs.instances import instance_from_dict
+from spectheory.inputs.random_instances import random_instance
+
+
+def _flat(V, L, target, draft, exact=False):
+    """An instance whose every target row is ``target`` and every draft row ``draft``."""
+    import itertools
+
+    t = {",".join(map(str, s)): target for d in range(L + 1)
+         for s in itertools.product(range(V), repeat=d)}
+    q = {",".join(map(str, s)): draft for d in range(L)
+         for s in itertools.product(range(V), repeat=d)}
+    return instance_from_dict({"vocab_size": V, "block_length": L, "target": t, "draft": q},
+                              exact=exact)
+
+
+@pytest.mark.parametrize("tiny", [1e-12, 1e-17, 1e-300])
+@pytest.mark.parametrize("verifier", ["specinfer-norep", "hu-norep", "spechub"])
+def test_norep_and_hub_weights_near_one(tiny, verifier):
+    """The second draft's probability q(y) / (1 - q(x)) with q(x) = 1 - 1e-12: 1 - q(x) kept 4
+    digits (TV 1.1e-5, an output probability 1.0000221, E[tau+1] = 2.000022 > L + 1, LOSSY);
+    at 1e-17 it was 0 (TV 0.5)."""
+    inst = _flat(2, 1, [1.0, 0.0], [tiny, 1.0 - tiny])
+    res = analyze(inst, verifier, paths=2)
+    assert res.tv_to_target < 1e-15 and res.block_efficiency <= 2 + 1e-15
+    assert check_lossless(verifier, inst, paths=2).lossless
+
+
+@pytest.mark.parametrize("verifier", ["specinfer-norep", "hu-norep", "spechub"])
+def test_norep_and_hub_under_a_low_draft_temperature(verifier):
+    """The same cancellation on an ordinary instance with the draft at temperature 0.02 (TV 0.5
+    at 0.02, 6e-4 at 0.05, LOSSY)."""
+    inst = random_instance(3, 2, 1)
+    for t in ("0.1", "0.02"):
+        rep = check_lossless(verifier, inst, paths=2, draft_sampling=f"temperature={t}")
+        assert rep.lossless and rep.tv < 1e-12, (t, rep.tv)
+
+
+def test_lp_bounds_and_optima_under_hub_drafting_near_one():
+    """The hub coverage bound used 1 - q(a) (1.9007 for 2 with q(a) = 1 - 1e-16), and the
+    selection LP's optimum 2 was refused as above it; SpecHub reached 2 exactly."""
+    from fractions import Fraction as F
+
+    from spectheory import lp
+
+    near = ["9999999999999999/10000000000000000", "1/10000000000000000", "0"]
+    draft = ["1/10000000000000000", "9999999999999999/10000000000000000", "0"]
+    inst = _flat(3, 2, near, draft, exact=True)
+    exact = analyze(inst, "spechub", exact=True, paths=2).block_efficiency
+    assert exact == F(10000000000000001, 5000000000000000)  # 2 + 2e-16
+    assert abs(lp.selection_lp(inst.to_float(), 2, drafting="hub").optimum - 2) < 1e-9
+    for drafting in ("norep", "hub"):
+        assert abs(lp.direct_lp(inst.to_float(), 2, drafting=drafting).optimum - 2) < 1e-9
+
+
+@pytest.mark.parametrize("verifier,paths", [("block", 1), ("gbv", 2), ("traversal", 2),
+                                            ("traversal-iid", 1), ("hsd", 1), ("token", 1)])
+def test_subnormal_draft_entries_keep_every_law_finite(verifier, paths):
+    """Draft rows (3e-315, 1): p / q = 1 / 3e-315 overflowed to inf, a weight that had
+    underflowed to 0 times inf was NaN, and block verification was "NOT A LAW (nan)", exit 1."""
+    inst = _flat(2, 3, [1.0, 3e-315], [3e-315, 1.0])
+    rep = check_lossless(verifier, inst, paths=paths)
+    assert rep.lossless and rep.tv < 1e-300
+    mixed = _flat(3, 2, [3e-315, 0.6, 0.4], [0.3, 3e-315, 0.7])
+    assert check_lossless(verifier, mixed, paths=paths).lossless
