@@ -198,9 +198,15 @@ class SparseLP:
             v = np.asarray(v, dtype=np.float64) * scale[col]
             rmax = np.zeros(m)
             np.maximum.at(rmax, r, np.abs(v))
-            rmax = np.where(rmax > 0, rmax, 1.0)
+            # a row whose largest entry is subnormal (a probability of 3e-315) is left alone:
+            # b / rmax overflowed to inf (scipy: "b_ub must not contain values inf")
+            rmax = np.where(rmax >= np.finfo(np.float64).tiny, rmax, 1.0)
             A = sp.csr_matrix((v / rmax[r], (r, col)), shape=(m, self.n))
-            return A, np.asarray(b, dtype=np.float64) / rmax, rmax
+            rhs = np.asarray(b, dtype=np.float64) / rmax
+            if not (np.isfinite(A.data).all() and np.isfinite(rhs).all()):
+                raise LPError("the LP's coefficients leave the float64 range once scaled (a "
+                              "probability near the subnormal range); use --exact")
+            return A, rhs, rmax
 
         A_ub, b_ub, r_ub = mat(self.ub, self.m_ub)
         A_eq, b_eq, r_eq = mat(self.eq, self.m_eq)
@@ -246,7 +252,7 @@ class SparseLP:
             ax = np.bincount(r, weights=v * x[col], minlength=m)
             rmax = np.zeros(m)
             np.maximum.at(rmax, r, np.abs(v) * u[col])
-            rmax = np.where(rmax > 0, rmax, 1.0)
+            rmax = np.where(rmax >= np.finfo(np.float64).tiny, rmax, 1.0)  # as `matrices`
             res = (ax - b) / rmax
             worst = max(worst, float(np.max(np.maximum(res, 0.0) if ineq else np.abs(res),
                                             initial=0.0)))

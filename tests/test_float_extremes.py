@@ -73,3 +73,16 @@ def test_subnormal_draft_entries_keep_every_law_finite(verifier, paths):
     assert rep.lossless and rep.tv < 1e-300
     mixed = _flat(3, 2, [3e-315, 0.6, 0.4], [0.3, 3e-315, 0.7])
     assert check_lossless(verifier, mixed, paths=paths).lossless
+
+
+def test_lps_on_subnormal_probabilities():
+    """Row equilibration divided a row by its largest entry, 3e-315: b / 3e-315 overflowed and
+    scipy raised "b_ub must not contain values inf" (a traceback from `spectheory lp`); the
+    direct LP's norep weights had NaN. Block verification is optimal at K = 1."""
+    from spectheory import lp
+
+    inst = _flat(3, 2, [3e-315, 0.6, 0.4], [0.3, 3e-315, 0.7])
+    block = analyze(inst, "block").block_efficiency
+    assert abs(lp.node_budget_lp(inst).optimum - block) < 1e-9
+    assert lp.multipath_lp(inst, 2).optimum >= block - 1e-9
+    assert lp.direct_lp(inst, 2, drafting="norep").optimum >= block - 1e-9
