@@ -256,6 +256,23 @@ def test_an_engine_that_raises_or_writes_wrong_tokens_is_one_line():
     with pytest.raises(Lm.EngineOutputError, match="has a -1 before its last token"):
         Lm.engine_sampler(gap, Lm.VLLM_V1)(d, q, p, torch.Generator().manual_seed(0))
 
+    def halves(**kw):  # fractional ids were truncated (2.5 read as 2) and the check passed
+        out = A.vllm_v1_rejection_sample(**kw).to(torch.float64)
+        out[out >= 0] += 0.5
+        return out
+
+    with pytest.raises(Lm.EngineOutputError, match=r"the output = \d\.5 \(dtype torch.float64\), "
+                                                   "not an integer"):
+        Lm.engine_sampler(halves, Lm.VLLM_V1)(d, q, p, torch.Generator().manual_seed(0))
+
+    def whole(**kw):  # whole-valued floats are ids, as in every mode
+        return A.vllm_v1_rejection_sample(**kw).to(torch.float64)
+
+    got = Lm.engine_sampler(whole, Lm.VLLM_V1)(d, q, p, torch.Generator().manual_seed(0))
+    want = Lm.engine_sampler(A.vllm_v1_rejection_sample, Lm.VLLM_V1)(
+        d, q, p, torch.Generator().manual_seed(0))
+    assert all(torch.equal(a, b) for a, b in zip(got, want))
+
 
 def test_coin_samplers_are_refused_where_the_engine_draws_its_own_coins():
     with pytest.raises(OptionError, match="draws its coins inside the engine"):

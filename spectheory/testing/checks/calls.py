@@ -265,6 +265,10 @@ def whole_ids(t, name: str):
             i = int(frac.nonzero()[0])
             return None, (f"{name} = {float(flat[i])} (dtype {t.dtype}), not an integer, at "
                           f"row {i}")
+        huge = flat.abs() > 2.0 ** 53  # int64 would wrap 1e30 to -2^63 (named as the value)
+        if huge.any():
+            i = int(huge.nonzero()[0])
+            return None, f"{name} = {float(flat[i]):g} (dtype {t.dtype}) at row {i}, not an id"
     return t.to(torch.long), None
 
 

@@ -776,11 +776,19 @@ def _bad(fn, layout, what: str) -> EngineOutputError:
 
 
 def _as_long(x, fn, layout, what):
+    from ..checks.calls import whole_ids
+
     try:
-        return torch.as_tensor(x).to(torch.long).cpu()
+        t = torch.as_tensor(x).cpu()
     except Exception as exc:  # noqa: BLE001 - the engine returned something unusable
         raise _bad(fn, layout, f"{what} is {type(x).__name__}, not a tensor of token ids: "
                                f"{exc}") from None
+    if t.is_complex() or t.dtype == torch.bool:
+        raise _bad(fn, layout, f"{what} is of dtype {t.dtype}, not token ids")
+    t, note = whole_ids(t, what)  # 2.5 was truncated to 2 (and the check could PASS)
+    if note:
+        raise _bad(fn, layout, note)
+    return t
 
 
 def _read(fn, layout: Layout, out, values, drafts):
