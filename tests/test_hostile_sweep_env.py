@@ -44,6 +44,32 @@ def test_rows_file_that_is_a_file_still_loads(tmp_path):
     assert torch.equal(got_p, p.double())
 
 
+def test_rows_files_that_are_empty_sparse_or_too_large_once_copied(tmp_path, capsys):
+    """An empty file raised IndexError (its message had no first line), a sparse q
+    NotImplementedError from aten, and an 8 KB file of expanded tensors ([100, 1, 8, 10^6],
+    stride 0) was copied to float64 (6.4 GB) before any size guard."""
+    empty = tmp_path / "empty.pt"
+    empty.write_bytes(b"")
+    refused(*run(["audit", "--rows-file", str(empty)], capsys), "not a torch file of rows "
+            "(EOFError)")
+    drafts = torch.zeros(1, 1, 2, dtype=torch.long)
+    q = torch.full((1, 1, 2, 2), 0.5)
+    p = torch.full((1, 1, 3, 2), 0.5)
+    sparse = tmp_path / "sparse.pt"
+    torch.save({"drafts": drafts, "q": q.to_sparse(), "p": p}, sparse)
+    refused(*run(["audit", "--rows-file", str(sparse)], capsys),
+            "q is of layout torch.sparse_coo; rows are dense real tensors")
+    big = tmp_path / "big.pt"
+    V = 10**6
+    row = torch.zeros(V)
+    row[0] = 1.0
+    torch.save({"drafts": torch.zeros(100, 1, 8, dtype=torch.long),
+                "q": row.expand(100, 1, 8, V), "p": row.expand(100, 1, 9, V)}, big)
+    assert big.stat().st_size < 10**7
+    refused(*run(["audit", "--rows-file", str(big)], capsys),
+            "rows of B = 100, K = 1, L = 8, V = 1,000,000 need about", "GiB limit")
+
+
 
 # ----------------------------------------------------------------------------- 1. --out ''
 

@@ -348,11 +348,17 @@ def load_rows(path) -> tuple:
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # a file torch cannot read: one line, never a traceback
+        first = (str(exc).splitlines() or [""])[0][:120]  # an empty file's message is empty
         raise SpectheoryError(f"--rows-file {path}: not a torch file of rows "
-                              f"({type(exc).__name__}: {str(exc).splitlines()[0][:120]})") from None
+                              f"({type(exc).__name__}{': ' + first if first else ''})") from None
     if not isinstance(obj, dict) or not {"drafts", "q", "p"} <= set(obj):
         raise SpectheoryError(f"--rows-file {path}: expected a dict with drafts, q and p")
     drafts, q, p = obj["drafts"], obj["q"], obj["p"]
+    for name, t in (("drafts", drafts), ("q", q), ("p", p)):
+        if is_tensor(t) and (t.layout != torch.strided or t.is_complex()):
+            what = "complex" if t.is_complex() else f"of layout {t.layout}"
+            raise SpectheoryError(f"--rows-file {path}: {name} is {what}; rows are dense real "
+                                  "tensors")
     if not all(is_tensor(t) for t in (drafts, q, p)) or drafts.dim() != 3 or \
             q.shape[:3] != drafts.shape or p.shape[:2] != drafts.shape[:2] or \
             p.shape[2] != drafts.shape[2] + 1 or q.shape[-1] != p.shape[-1]:
@@ -367,6 +373,12 @@ def load_rows(path) -> tuple:
     if int(drafts.min()) < 0 or int(drafts.max()) >= q.shape[-1]:
         raise SpectheoryError(f"--rows-file {path}: a drafted token lies outside "
                               f"0..{q.shape[-1] - 1}")
+    B, K, L = drafts.shape
+    need = audit_bytes(B, K, L, q.shape[-1])  # an 8 KB file of expanded (stride-0) tensors
+    if need > MAX_AUDIT_BYTES:                # held [100, 1, 8, 10^6]: 6.4 GB once copied
+        raise SpectheoryError(f"--rows-file {path}: rows of B = {B}, K = {K}, L = {L}, "
+                              f"V = {q.shape[-1]:,} need about {need / 2**30:.1f} GiB to audit, "
+                              f"over the {MAX_AUDIT_BYTES / 2**30:.0f} GiB limit")
     q, p = q.double(), p.double()
     for name, t in (("q", q), ("p", p)):
         if not bool(torch.isfinite(t).all()) or bool((t < 0).any()) or \
