@@ -237,6 +237,11 @@ def test_bad_arguments():
     (lambda d: d.update(lossless="yes"), "field 'lossless' = \"yes\" is not true or false"),
     (lambda d: d.update(paths=True), "field 'paths' = true is not an integer"),
     (lambda d: d.update(tau_pmf={}), "field 'tau_pmf' = dict is not a list"),
+    # ... and so was an element of the wrong type, whose value agreed (0.0 for "0")
+    (lambda d: d["output_law"].__setitem__(0, 0.0),
+     "field output_law[0] = 0.0 is not a fraction string"),
+    (lambda d: d["tau_pmf"].__setitem__(0, [d["tau_pmf"][0]]),
+     "field tau_pmf[0] = list is not a fraction string"),
 ])
 def test_a_malformed_vector_file_is_refused_naming_it(tmp_path, capsys, edit, words):
     """A file without output_law was a MISMATCH verdict (exit 1), and an unknown verifier, a

@@ -439,8 +439,23 @@ def _single_path(v) -> bool:
 # ----------------------------------------------------------------------------- checking
 
 
+class _Malformed(Exception):
+    """A value of the file whose JSON type is not the one `vectors export` writes there."""
+
+
+def _kind(v) -> str:
+    return {dict: "an object", list: "a list", str: "a fraction string", bool: "true or false",
+            int: "an integer"}.get(type(v), type(v).__name__)
+
+
 def _diff(a, b, where: str):
-    """First difference between the file's value ``a`` and the fresh ``b``: (field, a, b)."""
+    """First difference between the file's value ``a`` and the fresh ``b``: (field, a, b).
+    A value of another JSON type than the fresh one (``0.0`` where the files write ``"0"``, a
+    list for a number) raises `_Malformed`: the file is not a vector, whatever its values."""
+    if type(a) is not type(b) and not (type(a) in (int, float) and type(b) in (int, float)):
+        shown = json.dumps(a) if not isinstance(a, (list, dict)) else type(a).__name__
+        raise _Malformed(f"field {where or 'the file'} = {shown[:40]} is not {_kind(b)}, as "
+                         "`vectors export` writes it")
     if isinstance(b, dict):
         if not isinstance(a, dict):
             return where, a, b
@@ -576,7 +591,10 @@ def check_file(path, allow_import: bool = False) -> tuple[str, Any, Any] | None:
                          uniforms=uniforms)
     if uniforms is None:
         return "drafts (length)", n, fresh_n
-    return _diff(data, fresh, "")
+    try:
+        return _diff(data, fresh, "")
+    except _Malformed as exc:
+        raise SpectheoryError(f"{fname}: {exc}") from None
 
 
 def check_vectors(directory, progress: bool = False,
