@@ -44,6 +44,10 @@ def test_rows_file_that_is_a_file_still_loads(tmp_path):
     assert torch.equal(got_p, p.double())
 
 
+def test_audit_rows_named_twice_are_refused_as_dtypes_are(capsys):
+    refused(*run(["audit", "--rows", "flat,flat"], capsys), "--rows names 'flat' twice")
+
+
 def test_rows_files_that_are_empty_sparse_or_too_large_once_copied(tmp_path, capsys):
     """An empty file raised IndexError (its message had no first line), a sparse q
     NotImplementedError from aten, and an 8 KB file of expanded tensors ([100, 1, 8, 10^6],

@@ -409,8 +409,9 @@ def cmd_audit(args) -> int:
     _generator_options(args)
     kinds = args.rows.split(",")
     dtypes = args.dtypes.split(",")
-    for name in {d for d in dtypes if dtypes.count(d) > 1}:
-        raise SpectheoryError(f"--dtypes names {name!r} twice")
+    for option, names in (("--dtypes", dtypes), ("--rows", kinds)):  # twice: the same audit
+        for name in sorted({d for d in names if names.count(d) > 1}):  # run again
+            raise SpectheoryError(f"{option} names {name!r} twice")
     for kind in kinds:
         if kind not in ROW_KINDS:
             raise SpectheoryError(f"--rows: unknown row kind {kind!r}; choose from "
