@@ -73,6 +73,9 @@ def test_subnormal_draft_entries_keep_every_law_finite(verifier, paths):
     assert rep.lossless and rep.tv < 1e-300
     mixed = _flat(3, 2, [3e-315, 0.6, 0.4], [0.3, 3e-315, 0.7])
     assert check_lossless(verifier, mixed, paths=paths).lossless
+    # a zero in the draft rows: the ratio's screen fails and the patched division runs
+    zeros = _flat(3, 3, [1.0, 3e-315, 0.0], [3e-315, 1.0, 0.0])
+    assert check_lossless(verifier, zeros, paths=paths).lossless
 
 
 def test_lps_on_subnormal_probabilities():

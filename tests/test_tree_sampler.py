@@ -376,8 +376,11 @@ def test_whole_valued_float_ids_are_read_as_integers_in_tree_and_step_modes():
     assert res[0][0].tolist()[:2] == [1, 2] and res[1].tolist() == [2, 1]
     res, note = _emitted(torch.tensor([[1.5, 2.0, -1.0], [0.0, -1.0, -1.0]]), 2, 2, 3, "step")
     assert res is None and "1.5" in note and "not an integer" in note
-    res, note = _outputs((torch.tensor([0.0, 1e30]), torch.tensor([1, 0])), 2, 3, 3, "s")
-    assert res is None and "node = 1e+30 (dtype torch.float32) at row 1, not an id" in note
+    for big in (1e30, 1e19):  # past int64, and between 2^63 and 2^64 (wrapped to -2^63)
+        res, note = _outputs((torch.tensor([0.0, big], dtype=torch.float64),
+                              torch.tensor([1, 0])), 2, 3, 3, "s")
+        assert res is None and f"node = {big:g} (dtype torch.float64) at row 1, not an id" \
+            in note, note
     res, note = _emitted(torch.tensor([[1, 2, -1], [0, -1, -1]], dtype=torch.uint8), 2, 2, 3,
                          "step")
     assert res is None and "cannot hold the -1 padding" in note  # unsigned still named

@@ -157,8 +157,9 @@ def greedy_rejection_radius(p, x: int, direction: str = "rp") -> float:
     p = [float(v) for v in p]
     best = math.inf
     for y in range(len(p)):
-        if y == x or p[y] == 0:  # r(y) >= r(x) with p(y) = 0 forces r(x) = 0: a z with
-            continue             # p(z) > 0 then beats x, at a cost its own term covers
+        if y == x or (p[y] == 0 and direction == "rp"):  # KL(r || p): r(y) >= r(x) with
+            continue  # p(y) = 0 forces r(x) = 0, and a z with p(z) > 0 then beats x at a cost
+        # its own term covers. KL(p || r) puts mass on y freely (p = (1, 0): log 2, not inf)
         a, b = p[x], p[y]
         if direction == "rp":
             val = -math.log(1 - (math.sqrt(a) - math.sqrt(b)) ** 2)
@@ -176,8 +177,10 @@ def check_greedy_radius(p, x: int, direction: str = "rp", name: str = "") -> Ver
     import cvxpy as cp
 
     p = np.asarray([float(v) for v in p])
-    support = [i for i in range(len(p)) if p[i] > 0]  # r off the support: infinite KL(r || p),
-    ps = p[support]                                    # and no help for KL(p || r)
+    # r off the support of p: an infinite KL(r || p); KL(p || r) lets r put mass there (the
+    # competitor y may be such a token)
+    support = [i for i in range(len(p)) if p[i] > 0 or direction == "pr"]
+    ps = p[support]
     xs = support.index(x)
     numeric = math.inf
     for ys in range(len(support)):
