@@ -182,6 +182,11 @@ def draft_outcomes(Q, V: int, L: int, K: int, drafting: str, exact: bool, merge:
         combos, prob = _outcomes_hub(K, L, V, Q[L], Q[1], exact)
     else:
         combos, prob = _outcomes_norep(V**L, K, L, V, Q[L], Q[1], exact)
+    if not exact and not abs(float(np.sum(prob)) - 1.0) <= 1e-9:  # path probabilities that
+        raise LPError(  # underflowed (5e-324 x 0.5 = 0) dropped outcomes: an empty LP crashed
+            f"the {drafting} draft outcomes' probabilities sum to {float(np.sum(prob)):.6g}, not "
+            "1, in float64 (a draft probability near the subnormal range underflows along a "
+            "path); use --exact")
     return merge_outcomes(combos, prob, exact) if merge else (combos, prob)
 
 

@@ -89,3 +89,49 @@ def test_lps_on_subnormal_probabilities():
     assert abs(lp.node_budget_lp(inst).optimum - block) < 1e-9
     assert lp.multipath_lp(inst, 2).optimum >= block - 1e-9
     assert lp.direct_lp(inst, 2, drafting="norep").optimum >= block - 1e-9
+
+
+def test_a_k_equals_v_norep_draw_with_a_5e_324_entry():
+    """K = 3 paths without replacement over V = 3 tokens, one of probability 5e-324: every
+    outcome holds it, and q(x) x tail / left underflowed to 0 before the division, so the law
+    was all zeros (E[tau+1] = 1, TV 0.5, exit 0 from `exact`). Exact value: 2.5 (with 1e-85)."""
+    from spectheory import lp
+    from spectheory.lp.result import LPError
+
+    inst = _flat(3, 2, [0.5, 0.5, 0.0], [5e-324, 0.5, 0.5])
+    for verifier in ("traversal", "specinfer-norep"):
+        res = analyze(inst, verifier, paths=3, drafting="norep")
+        assert abs(res.block_efficiency - 2.5) < 1e-12 and res.tv_to_target < 1e-12
+    with pytest.raises(LPError, match="outcomes' probabilities sum to 0, not 1"):
+        lp.direct_lp(inst, 3, drafting="norep")  # the path probabilities themselves underflow
+
+
+@pytest.mark.parametrize("tiny", [3e-315, 1e-320])
+def test_traversal_tree_ratio_at_a_subnormal_draft_entry(tiny):
+    """traversal-tree's top-down p_alpha update divided by a subnormal M_s entry: inf, and
+    0 x inf NaN ("NOT A LAW", exit 1)."""
+    inst = _flat(3, 2, [0.5, 0.5, 0.0], [tiny, 0.5, 0.5 - tiny])
+    for K in (2, 3):
+        assert check_lossless("traversal-tree", inst, paths=K).lossless
+
+
+@pytest.mark.parametrize("scheme", ["slrs", "tli"])
+def test_heterogeneous_rejection_where_the_residual_is_rounding_noise(scheme):
+    """A draft row (1, 1e-17, 0): the rejected mass 1 - sum min(p, q) is rounding noise while
+    the residual's total is exactly 0, and reject x r / z was 0/0 (TV nan, LOSSY)."""
+    import itertools
+    import json
+
+    from spectheory.inputs.tokenizers import hetero_from_dict
+    from spectheory.verifiers.hetero import check_hetero_lossless
+
+    def rows(row):
+        return {",".join(map(str, s)): row for d in range(3)
+                for s in itertools.product(range(3), repeat=d)}
+
+    data = {"alphabet": "ab", "target_vocab": ["a", "b", "ab"], "draft_vocab": ["a", "b", "ba"],
+            "draft_length": 2, "n_tokens": 3, "target": rows([1.0, 0.0, 0.0]),
+            "draft": rows([1.0, 1e-17, 0.0])}
+    inst = hetero_from_dict(json.loads(json.dumps(data)))
+    rep = check_hetero_lossless(inst, scheme)
+    assert rep.lossless, rep

@@ -102,8 +102,10 @@ def _norep_weight(seq, q_root, tail, L: int, V: int):
             onehot = Bk.one_hot(first[:, k], V, q_root)
             left = Bk.sum(Bk.expand_dims(q_root, 0) * (1 - used), axis=-1)
             fresh = 1 - Bk.sum(used * onehot, axis=-1)
-            prob = q_root[first[:, k]] * tail[seq[:, k]] * fresh
-            weight = weight * Bk.safe_div(prob, left, Bk.scalar(left, 0))
+            # q(x) / left before the tail: (5e-324 x 0.5) / 5e-324 underflowed to 0, and with
+            # it every outcome of a K = V draw (an all-zero law, TV 0.5)
+            prob = q_root[first[:, k]] * fresh
+            weight = weight * Bk.safe_div(prob, left, Bk.scalar(left, 0)) * tail[seq[:, k]]
             used = Bk.maximum(used, onehot)
         else:
             same = seq[:, k] == seq[:, 0]

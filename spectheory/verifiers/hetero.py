@@ -173,12 +173,12 @@ def rejection_block(p: list, psi: dict, zero) -> dict:
     out: dict = {}
     reject = zero
     for t, w in psi.items():
-        a = min(1, p[t] / w)
+        a = 1 if p[t] >= w else p[t] / w  # min(1, p / psi) without overflow at a tiny psi
         _add(out, (t,), w * a)
         reject = reject + w * (1 - a)
-    if reject:
-        res = [max(py - psi.get(y, zero), zero) for y, py in enumerate(p)]
-        z = sum(res, zero)
+    res = [max(py - psi.get(y, zero), zero) for y, py in enumerate(p)]
+    z = sum(res, zero)  # = the rejected mass in exact arithmetic; where it is 0 the float
+    if reject and z:    # reject is rounding noise (a row of 1 - 1e-17: 0/0 was NaN)
         for y, r in enumerate(res):
             _add(out, (y,), reject * r / z)
     return out
@@ -228,7 +228,7 @@ def tli_block(inst: HeteroInstance, c: tuple, *, residual_over: str = "target") 
         for d, x in inter.items():
             if not qt[x]:
                 continue
-            a = min(one, p[x] / qt[x])
+            a = one if p[x] >= qt[x] else p[x] / qt[x]  # min(1, p / q), no overflow
             if a:
                 step(i + 1, dpath + (d,), tpath + (x,), w * qt[x] * a)
             reject = reject + qt[x] * (1 - a)
@@ -239,6 +239,8 @@ def tli_block(inst: HeteroInstance, c: tuple, *, residual_over: str = "target") 
                 if not sum(res, zero):
                     res = [py if y in images else zero for y, py in enumerate(p)]
             z = sum(res, zero)
+            if not z:  # the rejected mass is rounding noise there (0/0 was NaN)
+                return
             for y, r in enumerate(res):
                 _add(out, tpath + (y,), w * reject * r / z)
 
