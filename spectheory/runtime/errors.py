@@ -477,6 +477,28 @@ def check_whole(name: str, value, lo: int, hi: int) -> int:
     return int(value)
 
 
+def whole_ids(t, name: str):
+    """A readable CPU tensor of ids as int64, floating ids with whole values included (every
+    mode of the kit reads them so), or (None, a note naming the first NaN, infinite, fractional
+    or too large one). Tensor methods only: no import of torch here."""
+    if t.is_floating_point():
+        flat = t.reshape(-1)
+        bad = ~flat.isfinite()
+        if bad.any():
+            i = int(bad.nonzero()[0])
+            return None, f"{name} = {float(flat[i])} (dtype {t.dtype}) at row {i}"
+        frac = flat != flat.round()
+        if frac.any():
+            i = int(frac.nonzero()[0])
+            return None, (f"{name} = {float(flat[i])} (dtype {t.dtype}), not an integer, at "
+                          f"row {i}")
+        huge = flat.abs() > 2.0 ** 53  # int64 would wrap 1e30 to -2^63 (named as the value)
+        if huge.any():
+            i = int(huge.nonzero()[0])
+            return None, f"{name} = {float(flat[i]):g} (dtype {t.dtype}) at row {i}, not an id"
+    return t.long(), None
+
+
 def package_code(obj) -> bool:
     """Whether ``obj`` (a function, a class) is this package's own code, its module under
     ``spectheory.``: the built-in verifiers, grammars and laws are called directly, anything else

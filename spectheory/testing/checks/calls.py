@@ -20,7 +20,7 @@ import time
 import numpy as np
 from ...runtime._lazy import torch
 
-from ...runtime.errors import SpectheoryError, TimeLimitError
+from ...runtime.errors import SpectheoryError, TimeLimitError, whole_ids
 from ...runtime.kept import Kept, digest
 from ..statistics import stats
 from .report import RUNNING, MIN_EXPECTED, POWER, Cell, DraftRows, SamplerReport, declared
@@ -249,27 +249,6 @@ def _as_index(x, name: str):
     if note:
         return None, note
     return whole_ids(t.reshape(-1), name)
-
-
-def whole_ids(t, name: str):
-    """A readable CPU tensor of ids as int64, floating ids with whole values included (every
-    mode reads them so), or a note naming the first NaN, infinite or fractional one."""
-    if t.is_floating_point():
-        flat = t.reshape(-1)
-        bad = ~torch.isfinite(flat)
-        if bad.any():
-            i = int(bad.nonzero()[0])
-            return None, f"{name} = {float(flat[i])} (dtype {t.dtype}) at row {i}"
-        frac = flat != torch.round(flat)
-        if frac.any():
-            i = int(frac.nonzero()[0])
-            return None, (f"{name} = {float(flat[i])} (dtype {t.dtype}), not an integer, at "
-                          f"row {i}")
-        huge = flat.abs() > 2.0 ** 53  # int64 would wrap 1e30 to -2^63 (named as the value)
-        if huge.any():
-            i = int(huge.nonzero()[0])
-            return None, f"{name} = {float(flat[i]):g} (dtype {t.dtype}) at row {i}, not an id"
-    return t.to(torch.long), None
 
 
 def _outputs(out, K: int, n: int, L: int, V: int):

@@ -776,7 +776,7 @@ def _bad(fn, layout, what: str) -> EngineOutputError:
 
 
 def _as_long(x, fn, layout, what):
-    from ..checks.calls import whole_ids
+    from ...runtime.errors import whole_ids
 
     try:
         t = torch.as_tensor(x).cpu()
