@@ -720,7 +720,9 @@ def test_an_edited_grammar_or_user_family_is_a_new_job_not_a_cached_one(tmp_path
              lambda: (tmp_path / "g.json").write_text('{"transitions": [[0, 0, 0]]}')),
             ("famx_edit:fam", "",
              lambda: (tmp_path / "famx_edit.py").write_text(
-                 (tmp_path / "famx_edit.py").read_text().replace("SHIFT = 0", "SHIFT = 7")))]:
+                 (tmp_path / "famx_edit.py").read_text().replace("SHIFT = 0", "SHIFT = 17")))]:
+        # (a new length: an edit within the same second as the first run would otherwise find
+        # the first run's bytecode valid, as Python checks the source's mtime and size)
         cfg = write(tmp_path, body.replace("FAMILY", family).replace("SAMPLING", sampling),
                     "e.toml")
         out = tmp_path / f"out-{family.replace(':', '-')}"

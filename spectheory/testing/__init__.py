@@ -85,7 +85,7 @@ _ROOMS = {
         "rows_as_probs", "sample_steps", "sglang_step", "target_sequence_law",
         "transformers_step", "vllm_v1_step"),
     "checks.seeds": (
-        "DRAFT", "GlobalSeedEngine", "SCHEDULES", "SeedReport", "TARGET",
+        "DRAFT", "GlobalSeedEngine", "MAX_ROW_STEPS", "SCHEDULES", "SeedReport", "TARGET",
         "ZeroDraftAdvanceEngine", "check_batch_invariance", "check_seed_replay",
         "inverse_cdf", "keyed_plain_step", "keyed_uniform", "sample_match_step"),
     "checks.hf_generate": (
