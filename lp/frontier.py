@@ -565,7 +565,9 @@ def _solve_kl(base: SparseLP, validity, target, delta: float):
     xv = np.maximum(np.asarray(x.value), 0.0)
     resid = float(np.max(np.abs(A_eq @ xv - np.asarray(b, dtype=np.float64))))
     A = M @ xv
-    kl_point = float(sum(a * math.log(a / t) for a, t in zip(A, target) if a > 0 and t > 0))
+    kl_point = float(sum(a * math.log(a / t) for a, t in zip(A.tolist(), np.asarray(
+        target, dtype=np.float64).tolist()) if a > 0 and t > 0))  # Python floats: a / t at a
+    # subnormal t is inf without numpy's overflow warning on stderr before the one line
     primal = float(cvec @ xv)
     if resid > 1e-6 or kl_point > delta + KL_TOL:
         raise LPError(f"KL frontier: the solver's point is not feasible (outcome rows off by "

@@ -3344,6 +3344,11 @@ MUTANTS = [
            '    if False:  # path probabilities that',
            'direct LP with underflowed outcome probabilities: an empty LP crashed (a traceback)',
            ('tests/test_float_extremes.py',)),
+    Mutant('lp/frontier.py',
+           '    kl_point = float(sum(a * math.log(a / t) for a, t in zip(A.tolist(), np.asarray(\n        target, dtype=np.float64).tolist()) if a > 0 and t > 0))',
+           '    kl_point = float(sum(a * math.log(a / t) for a, t in zip(A, target) if a > 0 and t > 0))',
+           'the KL point check in numpy floats: overflow warnings on stderr before the refusal line',
+           ('tests/test_float_extremes.py',)),
 ]
 
 

@@ -135,3 +135,21 @@ def test_heterogeneous_rejection_where_the_residual_is_rounding_noise(scheme):
     inst = hetero_from_dict(json.loads(json.dumps(data)))
     rep = check_hetero_lossless(inst, scheme)
     assert rep.lossless, rep
+
+
+def test_the_kl_frontier_refusal_on_a_subnormal_target_is_one_line(capsys):
+    """The KL point check divided numpy floats by a subnormal target entry: two overflow
+    RuntimeWarnings on stderr before the refusal line."""
+    import warnings
+
+    from spectheory.lp.frontier import frontier_lp
+    from spectheory.lp.result import LPError
+
+    inst = _flat(3, 2, [3e-315, 0.5, 0.5], [0.3, 0.3, 0.4])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an overflow warning would be raised here
+        try:
+            res = frontier_lp(inst, kl=0.1)
+        except LPError:
+            return
+    assert res.optimum >= analyze(inst, "block").block_efficiency - 1e-9
