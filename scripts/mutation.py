@@ -3349,6 +3349,16 @@ MUTANTS = [
            '    kl_point = float(sum(a * math.log(a / t) for a, t in zip(A, target) if a > 0 and t > 0))',
            'the KL point check in numpy floats: overflow warnings on stderr before the refusal line',
            ('tests/test_float_extremes.py',)),
+    Mutant('spectheory/testing/checks/step.py',
+           '            if total is not None and total > MAX_SAMPLES:  # advice that --samples refuses',
+           '            if False:  # advice that --samples refuses',
+           'check_step advises a sample count over its own limit (the advice is refused in turn)',
+           ('tests/test_float_extremes.py',)),
+    Mutant('spectheory/testing/pytest_plugin.py',
+           '        except SpectheoryError as exc:  # a refusal (too few samples, a budget too small for',
+           '        except ZeroDivisionError as exc:  # a refusal (too few samples, a budget too small for',
+           'the plugin: a refused check is a traceback read as a failing sampler',
+           ('tests/test_pytest_plugin.py',)),
 ]
 
 

@@ -153,3 +153,16 @@ def test_the_kl_frontier_refusal_on_a_subnormal_target_is_one_line(capsys):
         except LPError:
             return
     assert res.optimum >= analyze(inst, "block").block_efficiency - 1e-9
+
+
+def test_check_step_says_when_no_sample_count_within_its_limit_can_test_an_instance():
+    """An instance within 3e-12 of one sequence: the refusal advised 10,000,000,000,020 samples,
+    which --samples (at most 10^9) refuses in turn."""
+    from spectheory.runtime.errors import TooFewSamplesError
+    from spectheory.testing import check_step, vllm_v1_step
+
+    inst = _flat(2, 1, [1 - 1e-12, 1e-12], [1 - 1e-12, 1e-12])
+    with pytest.raises(TooFewSamplesError, match="cannot be tested by sampling: its law is "
+                                                 "within .* of one sequence.*over the limit of "
+                                                 "1,000,000,000"):
+        check_step(vllm_v1_step, instances=[inst], samples=4000)

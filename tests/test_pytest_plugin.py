@@ -65,6 +65,23 @@ def test_planted_bug(spectheory_kit):
     result.stdout.fnmatch_lines(["*check_sampler (law mode, verifier token): FAIL*"])
 
 
+def test_a_refused_check_fails_in_one_line_without_a_verdict(pytester):
+    """--spectheory-samples 40 raised TooFewSamplesError inside the test body: a traceback read
+    as a failing sampler. It is now one line that says the check was refused."""
+    _write(pytester, '''
+from samplers import correct
+
+
+def test_correct(spectheory_kit):
+    spectheory_kit.sampler(correct, "token")
+''')
+    result = pytester.runpytest("--spectheory-samples", "40", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*spectheory_kit.sampler refused the check (no verdict on the "
+                                 "code under test)*"])
+    assert "Traceback" not in result.stdout.str() and "FAIL\n" not in result.stdout.str()
+
+
 def test_the_report_is_recorded_in_junit_xml(pytester):
     _write(pytester, '''
 from samplers import correct

@@ -29,8 +29,11 @@ Without an option each check runs with the fixture's defaults (``samples`` = 20,
 1e-3, seed 0): a fixed seed gives a fixed verdict, so the test is deterministic. An explicit
 ``samples`` or ``budget_s`` in a call wins over the options. ``--spectheory-budget`` sizes the
 sampler and tree checks by time; the proposal and whole-step checks take no budget and keep
-their sample count. Too few samples for any degree of freedom is refused (``OptionError``), not
-a failed test. The plugin imports nothing heavy
+their sample count. A check the kit refuses (too few samples for any degree of freedom, a
+budget too small for its pilots, user code that raised) fails the test with one line that says
+so and names the refusal, never with a verdict on the code under test. The plugin is loaded by
+its entry point: naming it again (``-p spectheory.testing.pytest_plugin`` or a
+``pytest_plugins`` line) makes pytest refuse the second registration. The plugin imports nothing heavy
 until a check runs, so it costs nothing in runs that do not use it.
 """
 
@@ -179,7 +182,17 @@ class Kit:
                     given["samples"] = self.samples
                 elif default_samples is not None:
                     given["samples"] = default_samples
-        return self._keep(check(*bound.args, **bound.kwargs), what)
+        import pytest
+
+        from ..runtime.errors import SpectheoryError
+
+        try:
+            report = check(*bound.args, **bound.kwargs)
+        except SpectheoryError as exc:  # a refusal (too few samples, a budget too small for
+            # its pilots, user code that raised): one line, no traceback, and no verdict
+            pytest.fail(f"spectheory_kit.{what} refused the check (no verdict on the code "
+                        f"under test): {type(exc).__name__}: {exc}", pytrace=False)
+        return self._keep(report, what)
 
     def _keep(self, report, what: str):
         self.reports.append(report)
@@ -188,10 +201,11 @@ class Kit:
             self._record.append(("spectheory", json.dumps(
                 {"check": what, **(to_json() if to_json else {})})))
         if getattr(report, "needs_samples", 0):  # nothing was tested: bad input, not a verdict
-            from ..runtime.errors import OptionError
+            import pytest
 
-            raise OptionError(next((n for n in report.notes if n.startswith("no degree")),
-                                   "too few samples for a test"))
+            pytest.fail(f"spectheory_kit.{what} refused the check (no verdict on the code under "
+                        "test): " + next((n for n in report.notes if n.startswith("no degree")),
+                                         "too few samples for a test"), pytrace=False)
         if not report.passed:
             raise AssertionError(str(report))
         return report

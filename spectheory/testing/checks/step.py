@@ -634,6 +634,12 @@ def check_step(step: Callable, instances: Sequence | None = None, samples: int =
 
             need = stats.samples_for_a_test(probs, MIN_EXPECTED)
             total = None if need is None else need * len(insts)
+            if total is not None and total > MAX_SAMPLES:  # advice that --samples refuses
+                raise TooFewSamplesError(
+                    f"instance {inst_i} cannot be tested by sampling: its law is within "
+                    f"{1 - float(probs.max()):.2g} of one sequence, and two cells of expected "
+                    f"count >= {MIN_EXPECTED:g} need at least {total:,} samples, over the "
+                    f"limit of {MAX_SAMPLES:,}", total)
             raise TooFewSamplesError(
                 f"samples = {samples:,} leave instance {inst_i} with fewer than two cells of "
                 f"expected count >= {MIN_EXPECTED:g}: nothing would be tested; use more samples"
