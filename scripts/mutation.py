@@ -3169,7 +3169,7 @@ MUTANTS = [
            '    return t.to(torch.long)',
            'engine_sampler truncates fractional ids (2.5 read as 2): a wrong engine can PASS',
            ('tests/test_layouts.py',)),
-    Mutant('spectheory/testing/checks/calls.py',
+    Mutant('spectheory/runtime/errors.py',
            '        huge = flat.abs() > 2.0 ** 53',
            '        huge = flat.abs() > 2.0 ** 64',
            'an id of 1e30 wraps to -2^63 and the note names a value the sampler never returned',
