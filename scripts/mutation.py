@@ -3354,11 +3354,6 @@ MUTANTS = [
            '            if False:  # advice that --samples refuses',
            'check_step advises a sample count over its own limit (the advice is refused in turn)',
            ('tests/test_float_extremes.py',)),
-    Mutant('spectheory/testing/pytest_plugin.py',
-           '        except SpectheoryError as exc:  # a refusal (too few samples, a budget too small for',
-           '        except ZeroDivisionError as exc:  # a refusal (too few samples, a budget too small for',
-           'the plugin: a refused check is a traceback read as a failing sampler',
-           ('tests/test_pytest_plugin.py',)),
 ]
 
 

@@ -65,9 +65,9 @@ def test_planted_bug(spectheory_kit):
     result.stdout.fnmatch_lines(["*check_sampler (law mode, verifier token): FAIL*"])
 
 
-def test_a_refused_check_fails_in_one_line_without_a_verdict(pytester):
-    """--spectheory-samples 40 raised TooFewSamplesError inside the test body: a traceback read
-    as a failing sampler. It is now one line that says the check was refused."""
+def test_a_refused_check_is_the_kits_error_never_a_verdict(pytester):
+    """--spectheory-samples 40: the check is refused with the kit's error (the test fails with
+    it, as docs/conformance.md says), never with a FAIL report on the sampler."""
     _write(pytester, '''
 from samplers import correct
 
@@ -77,9 +77,8 @@ def test_correct(spectheory_kit):
 ''')
     result = pytester.runpytest("--spectheory-samples", "40", "-p", "no:cacheprovider")
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*spectheory_kit.sampler refused the check (no verdict on the "
-                                 "code under test)*"])
-    assert "Traceback" not in result.stdout.str() and "FAIL\n" not in result.stdout.str()
+    result.stdout.fnmatch_lines(["*TooFewSamplesError: samples = 40*"])
+    assert "check_sampler (law mode" not in result.stdout.str()  # no report, no verdict
 
 
 def test_the_report_is_recorded_in_junit_xml(pytester):

@@ -30,8 +30,10 @@ Without an option each check runs with the fixture's defaults (``samples`` = 20,
 ``samples`` or ``budget_s`` in a call wins over the options. ``--spectheory-budget`` sizes the
 sampler and tree checks by time; the proposal and whole-step checks take no budget and keep
 their sample count. A check the kit refuses (too few samples for any degree of freedom, a
-budget too small for its pilots, user code that raised) fails the test with one line that says
-so and names the refusal, never with a verdict on the code under test. The plugin is loaded by
+budget too small for its pilots, user code that raised) raises the kit's one-line error
+(``OptionError``, ``TooFewSamplesError``, ...), which a test may expect with ``pytest.raises``
+and pytest otherwise reports as the test's failure: the error names the refusal, never a
+verdict on the code under test. The plugin is loaded by
 its entry point: naming it again (``-p spectheory.testing.pytest_plugin`` or a
 ``pytest_plugins`` line) makes pytest refuse the second registration. The plugin imports nothing heavy
 until a check runs, so it costs nothing in runs that do not use it.
@@ -182,17 +184,7 @@ class Kit:
                     given["samples"] = self.samples
                 elif default_samples is not None:
                     given["samples"] = default_samples
-        import pytest
-
-        from ..runtime.errors import SpectheoryError
-
-        try:
-            report = check(*bound.args, **bound.kwargs)
-        except SpectheoryError as exc:  # a refusal (too few samples, a budget too small for
-            # its pilots, user code that raised): one line, no traceback, and no verdict
-            pytest.fail(f"spectheory_kit.{what} refused the check (no verdict on the code "
-                        f"under test): {type(exc).__name__}: {exc}", pytrace=False)
-        return self._keep(report, what)
+        return self._keep(check(*bound.args, **bound.kwargs), what)
 
     def _keep(self, report, what: str):
         self.reports.append(report)
@@ -201,11 +193,10 @@ class Kit:
             self._record.append(("spectheory", json.dumps(
                 {"check": what, **(to_json() if to_json else {})})))
         if getattr(report, "needs_samples", 0):  # nothing was tested: bad input, not a verdict
-            import pytest
+            from ..runtime.errors import OptionError
 
-            pytest.fail(f"spectheory_kit.{what} refused the check (no verdict on the code under "
-                        "test): " + next((n for n in report.notes if n.startswith("no degree")),
-                                         "too few samples for a test"), pytrace=False)
+            raise OptionError(next((n for n in report.notes if n.startswith("no degree")),
+                                   "too few samples for a test"))
         if not report.passed:
             raise AssertionError(str(report))
         return report
