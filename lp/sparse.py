@@ -196,11 +196,7 @@ class SparseLP:
         def mat(block, m):
             r, col, v, b = block
             v = np.asarray(v, dtype=np.float64) * scale[col]
-            rmax = np.zeros(m)
-            np.maximum.at(rmax, r, np.abs(v))
-            # a row whose largest entry is subnormal (a probability of 3e-315) is left alone:
-            # b / rmax overflowed to inf (scipy: "b_ub must not contain values inf")
-            rmax = np.where(rmax >= np.finfo(np.float64).tiny, rmax, 1.0)
+            rmax = _row_scales(m, r, v)
             A = sp.csr_matrix((v / rmax[r], (r, col)), shape=(m, self.n))
             rhs = np.asarray(b, dtype=np.float64) / rmax
             if not (np.isfinite(A.data).all() and np.isfinite(rhs).all()):
@@ -250,9 +246,7 @@ class SparseLP:
             r, col = np.asarray(r, dtype=np.int64), np.asarray(col, dtype=np.int64)
             v, b = np.asarray(v, dtype=np.float64), np.asarray(b, dtype=np.float64)
             ax = np.bincount(r, weights=v * x[col], minlength=m)
-            rmax = np.zeros(m)
-            np.maximum.at(rmax, r, np.abs(v) * u[col])
-            rmax = np.where(rmax >= np.finfo(np.float64).tiny, rmax, 1.0)  # as `matrices`
+            rmax = _row_scales(m, r, v * u[col])
             res = (ax - b) / rmax
             worst = max(worst, float(np.max(np.maximum(res, 0.0) if ineq else np.abs(res),
                                             initial=0.0)))
@@ -609,6 +603,15 @@ def repair_duals(lp: SparseLP, y_eq, lam):
     for row, val in best.items():
         y[row] = val
     return y
+
+
+def _row_scales(m: int, rows, values) -> np.ndarray:
+    """Each of the ``m`` rows' largest |value| (``values`` [nnz] in ``rows`` [nnz]), 1 for an
+    empty row and for one whose largest entry is subnormal (a probability of 3e-315): b / rmax
+    overflowed to inf there (scipy: "b_ub must not contain values inf")."""
+    rmax = np.zeros(m)
+    np.maximum.at(rmax, rows, np.abs(values))
+    return np.where(rmax >= np.finfo(np.float64).tiny, rmax, 1.0)
 
 
 def _show(v) -> str:

@@ -52,6 +52,7 @@ arrays of consistent shapes.
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 from llvmlite import ir
@@ -63,9 +64,9 @@ from numba.extending import intrinsic
 #: value (counted from the end) on every access, which an unsigned one skips.
 _UINT = np.uint64
 
-#: The largest ratio p / q (`spectheory.verifiers.common.MAX_RATIO`, the largest float64): a
+#: The largest ratio p / q, the largest float64 (as `spectheory.verifiers.common.cap_ratio`): a
 #: subnormal q made it inf, and a weight underflowed to 0 times inf NaN.
-_MAX_RATIO = 1.7976931348623157e308
+_MAX_RATIO = sys.float_info.max
 
 #: A row is summed in torch's order only while it holds fewer than this many vectors (torch's
 #: cascade of partial sums starts at 16 groups of 4 vectors).
@@ -434,7 +435,7 @@ def _near_one(x, V, half):  # pragma: no cover - compiled
 
 @njit(nogil=True, cache=True, error_model="numpy", inline="always")
 def _ratio(px, qx):  # pragma: no cover - compiled
-    """px / qx at most MAX_RATIO (NaN kept), 1 where qx = 0 (``screened_ratio``)."""
+    """px / qx at most _MAX_RATIO (NaN kept), 1 where qx = 0 (``screened_ratio``)."""
     if qx == 0:
         return 1.0
     r = px / qx

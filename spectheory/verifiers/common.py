@@ -73,15 +73,8 @@ def float_law_only(p, name: str) -> None:
         raise TypeError(f"{name} has a float (torch) law only")
 
 
-#: Largest ratio p / q a float law uses (the largest float64): p / q overflows to inf where q is
-#: subnormal (1 / 3e-315), and a weight that had underflowed to 0 times inf was NaN (block
-#: verification "NOT A LAW" on valid rows). Capped, 0 x MAX_RATIO = 0; NaN stays NaN. Only a
-#: draft of probability below 5.6e-309 reaches the cap, so the law moves by less than that.
-MAX_RATIO = 1.7976931348623157e308
-
-
 def drafted_ratio(px, qx):
-    """p(X_i|X^{i-1}) / q(X_i|X^{i-1}), at most `MAX_RATIO`; a draft token of probability zero
+    """p(X_i|X^{i-1}) / q(X_i|X^{i-1}), capped (`cap_ratio`); a draft token of probability zero
     gets ratio 1."""
     if B.is_torch(px):  # one division; the rare zero-probability drafts patched afterwards
         r = torch.div(px, qx)
@@ -89,13 +82,15 @@ def drafted_ratio(px, qx):
         if bool(zero.any()):
             r = torch.where(zero, torch.ones_like(r), r)
         return cap_ratio(r)
-    r = B.safe_div(px, qx, B.scalar(px, 1))
-    return r if B.is_exact(r) else cap_ratio(r)
+    return cap_ratio(B.safe_div(px, qx, B.scalar(px, 1)))
 
 
 def cap_ratio(r):
-    """``r`` at most the largest finite value of its dtype (`MAX_RATIO` in float64; in place on
-    torch), NaN kept."""
+    """``r`` at most the largest finite value of its float dtype (in place on torch), NaN kept;
+    exact rows as they are. p / q overflows to inf where q is subnormal (1 / 3e-315), and a
+    weight that had underflowed to 0 times inf was NaN (block verification "NOT A LAW" on valid
+    rows); capped, 0 times the cap is 0. Only a draft of probability below 5.6e-309 reaches the
+    cap, so the law moves by less than that."""
     if B.is_torch(r):
         return r.clamp_(max=torch.finfo(r.dtype).max)
     r = np.asarray(r)

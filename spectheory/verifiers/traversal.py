@@ -50,7 +50,7 @@ from ..registry import VerifierSpec
 from ..runtime.errors import check_arrays
 from .block import block_verification
 from ..law import engine_rows
-from .common import cap_ratio, on_distinct, take_rows
+from .common import drafted_ratio, on_distinct, take_rows
 
 
 def _branch_law(drafts, Ms, q_rest, Mb, p_rest, key, prefix_rows: tuple):
@@ -246,8 +246,7 @@ def traversal_tree(drafts, q, p) -> MultiLaw:
             rb = B.take_along(_gather_rows(Mb, par), x, axis=-1)[..., 0]
             rs = B.take_along(_gather_rows(Ms, par), x, axis=-1)[..., 0]
             pa_par = B.take_along(pa, par, axis=1)
-            ratio = B.safe_div(rb, rs, B.scalar(rb, 1))  # capped: 1 / 3e-315 was inf, 0 x inf NaN
-            new = B.minimum(B.mul(pa_par, ratio if B.is_exact(ratio) else cap_ratio(ratio)), 1)
+            new = B.minimum(B.mul(pa_par, drafted_ratio(rb, rs)), 1)  # capped: 1 / 3e-315
             cur = B.take_along(pa, cols[i], axis=1)
             keep = B.take_along(deleted_kids, cols[i], axis=1)
             pa = _set_cols(pa, cols[i][0], B.where(keep, cur, new))

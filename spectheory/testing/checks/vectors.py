@@ -444,8 +444,8 @@ class _Malformed(Exception):
 
 
 def _kind(v) -> str:
-    return {dict: "an object", list: "a list", str: "a fraction string", bool: "true or false",
-            int: "an integer"}.get(type(v), type(v).__name__)
+    """What a fresh value is, in words (its strings are fractions below the top level)."""
+    return "a fraction string" if type(v) is str else _TYPE_WORDS.get(type(v), type(v).__name__)
 
 
 def _diff(a, b, where: str):
@@ -453,9 +453,8 @@ def _diff(a, b, where: str):
     A value of another JSON type than the fresh one (``0.0`` where the files write ``"0"``, a
     list for a number) raises `_Malformed`: the file is not a vector, whatever its values."""
     if type(a) is not type(b) and not (type(a) in (int, float) and type(b) in (int, float)):
-        shown = json.dumps(a) if not isinstance(a, (list, dict)) else type(a).__name__
-        raise _Malformed(f"field {where or 'the file'} = {shown[:40]} is not {_kind(b)}, as "
-                         "`vectors export` writes it")
+        raise _Malformed(f"field {where or 'the file'} = {_short_value(a)} is not "
+                         f"{_kind(b)}, as `vectors export` writes it")
     if isinstance(b, dict):
         if not isinstance(a, dict):
             return where, a, b
