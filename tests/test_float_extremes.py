@@ -166,3 +166,29 @@ def test_check_step_says_when_no_sample_count_within_its_limit_can_test_an_insta
                                                  "within .* of one sequence.*over the limit of "
                                                  "1,000,000,000"):
         check_step(vllm_v1_step, instances=[inst], samples=4000)
+
+
+@pytest.mark.parametrize("extreme", ["near-one", "subnormal"])
+def test_prefix_dependent_rows_at_the_ends_and_a_planted_bug_still_caught(extreme):
+    """The same classes on prefix-dependent rows (a random instance whose root draft row is
+    replaced): every lossless rule stays lossless under each drafting, and a lossy rule
+    (lenience 1/2, LOSSY wherever p < q / 2 somewhere) is still caught on these rows."""
+    import numpy as np
+
+    from spectheory.inputs.instances import Instance
+    from spectheory.inputs.models import TableModel
+
+    base = random_instance(3, 2, 7)
+    root = np.array([[1 - 1e-12, 5e-13, 5e-13]] if extreme == "near-one"
+                    else [[3e-315, 0.45, 0.55 - 3e-315]])
+    draft = TableModel(3, [root] + list(base.draft.tables[1:]))
+    inst = Instance(3, 2, base.target, draft)
+    assert not base.target.context_independent
+    for verifier, paths, drafting in [("block", 1, None), ("hsd", 1, None),
+                                      ("specinfer-norep", 2, "norep"), ("hu-norep", 2, "norep"),
+                                      ("spechub", 2, "hub"), ("gbv", 2, None),
+                                      ("traversal-tree", 2, None)]:
+        kw = {"paths": paths} | ({"drafting": drafting} if drafting else {})
+        rep = check_lossless(verifier, inst, **kw)
+        assert rep.lossless and rep.tv < 1e-12, (verifier, rep.tv)
+    assert not check_lossless("lenient(1/2)", inst).lossless  # a planted bug, still caught
