@@ -565,13 +565,8 @@ def _solve_kl(base: SparseLP, validity, target, delta: float):
     xv = np.maximum(np.asarray(x.value), 0.0)
     resid = float(np.max(np.abs(A_eq @ xv - np.asarray(b, dtype=np.float64))))
     A = M @ xv
-    kl_point = float(sum(a * math.log(a / t) for a, t in zip(A.tolist(), np.asarray(
-        target, dtype=np.float64).tolist()) if a > 0 and t > 0))  # Python floats: a / t at a
-    # subnormal t is inf without numpy's overflow warning on stderr before the one line
+    kl_point = _check_kl_point(A, target, resid, delta)
     primal = float(cvec @ xv)
-    if resid > 1e-6 or kl_point > delta + KL_TOL:
-        raise LPError(f"KL frontier: the solver's point is not feasible (outcome rows off by "
-                      f"{resid:.2g}, KL {kl_point:.6g} against the budget {delta:.6g}); refused")
     upper = _tangent_bound(base, M, target, A, delta)
     gap = upper - primal
     if gap < -1e-6 or gap > GAP_TOL * max(1.0, abs(primal)):
@@ -580,6 +575,26 @@ def _solve_kl(base: SparseLP, validity, target, delta: float):
     value = primal
     return value, {"budget": ("kl", delta), "duality_gap": gap, "upper_bound": upper,
                    "kl_of_point": kl_point, "outcome_residual": resid}
+
+
+def _check_kl_point(A, target, resid: float, delta: float) -> float:
+    """The KL of the solver's outcome law ``A`` (shape [n_sequences]) to ``target`` (same shape),
+    refusing a point that is not feasible: rows off by more than 1e-6, mass above 1e-6 where the
+    target has none (KL infinite: beyond the rows' tolerance it is no rounding of a feasible
+    point), or a KL over the budget."""
+    pairs = list(zip(np.asarray(A, dtype=np.float64).tolist(),
+                     np.asarray(target, dtype=np.float64).tolist()))
+    outside = sum(a for a, t in pairs if t <= 0 < a)
+    if outside > 1e-6:
+        raise LPError(f"KL frontier: the solver's point puts mass {outside:.2g} on sequences the "
+                      f"target never produces (KL infinite against the budget {delta:.6g}); "
+                      f"refused")
+    # Python floats: a / t at a subnormal t is inf without numpy's overflow warning on stderr
+    kl_point = float(sum(a * math.log(a / t) for a, t in pairs if a > 0 and t > 0))
+    if resid > 1e-6 or kl_point > delta + KL_TOL:
+        raise LPError(f"KL frontier: the solver's point is not feasible (outcome rows off by "
+                      f"{resid:.2g}, KL {kl_point:.6g} against the budget {delta:.6g}); refused")
+    return kl_point
 
 
 def free_block_lp(instance: Instance, tv=0, exact: bool = False) -> LPResult:

@@ -192,3 +192,51 @@ def test_prefix_dependent_rows_at_the_ends_and_a_planted_bug_still_caught(extrem
         rep = check_lossless(verifier, inst, **kw)
         assert rep.lossless and rep.tv < 1e-12, (verifier, rep.tv)
     assert not check_lossless("lenient(1/2)", inst).lossless  # a planted bug, still caught
+
+
+@pytest.mark.parametrize("mode", ["law", "lossless"])
+def test_chain_and_tree_checks_never_advise_a_sample_count_over_their_own_limit(mode):
+    """Rows within 1e-13 of a point mass: a first test needs more samples than the mode runs
+    (4.32e12 in chain mode, 10^10 in tree mode); the refusal says no count within the limit
+    tests them instead of advising 4e14. Within reach (1e-11 / 1e-9) the advice stands."""
+    from spectheory.runtime.errors import TooFewSamplesError
+    import spectheory.testing as T
+    from spectheory.testing.checks.report import SAMPLE_LIMIT
+    from spectheory.testing.checks.tree import MAX_SAMPLES as TREE_LIMIT
+
+    tree = T.tree_engine_sampler(T.tree_speculative_sampling_target_only, "sglang-tree")
+    runs = {"chain": (lambda inst: T.check_sampler(T.make_sampler("block"), "block", [inst],
+                                                   samples=1000, mode=mode), SAMPLE_LIMIT, 1e-11),
+            "tree": (lambda inst: T.check_tree_sampler(tree, "sglang-tree", samples=1000,
+                                                       mode=mode, instances=[inst]),
+                     TREE_LIMIT, 1e-9)}
+    for run, limit, reach in runs.values():
+        with pytest.raises(TooFewSamplesError, match=f"no sample count within the limit of "
+                                                     f"{limit:,} tests any") as exc:
+            run(_flat(2, 2, [1 - 1e-13, 1e-13], [1 - 1e-13, 1e-13]))
+        assert exc.value.needs_samples > limit
+        with pytest.raises(TooFewSamplesError, match="a first test") as exc:
+            run(_flat(2, 2, [1 - reach, reach], [1 - reach, reach]))
+        assert "limit" not in str(exc.value) and exc.value.needs_samples <= limit
+
+
+def test_a_first_test_within_reach_and_every_row_out_of_it_are_told_apart():
+    """An ordinary instance beside one within 1e-13 (chain) or 3e-10 (tree) of a point mass, 4
+    samples: a first test needs 80, a test of every instance more than the mode runs."""
+    from spectheory.runtime.errors import TooFewSamplesError
+    import spectheory.testing as T
+    from spectheory.testing.checks.report import SAMPLE_LIMIT
+    from spectheory.testing.checks.tree import MAX_SAMPLES as TREE_LIMIT
+
+    fair = _flat(2, 2, [0.5, 0.5], [0.5, 0.5])
+    tree = T.tree_engine_sampler(T.tree_speculative_sampling_target_only, "sglang-tree")
+    runs = [(lambda i: T.check_sampler(T.make_sampler("block"), "block", [fair, i], samples=4,
+                                       mode="lossless"), SAMPLE_LIMIT, 1e-13),
+            (lambda i: T.check_tree_sampler(tree, "sglang-tree", samples=4, mode="lossless",
+                                            instances=[fair, i]), TREE_LIMIT, 3e-10)]
+    for run, limit, eps in runs:
+        with pytest.raises(TooFewSamplesError, match=f"a first test needs at least 80 samples; a "
+                                                     f"test of every .* over the limit of "
+                                                     f"{limit:,}") as exc:
+            run(_flat(2, 2, [1 - eps, eps], [1 - eps, eps]))
+        assert exc.value.needs_samples > limit

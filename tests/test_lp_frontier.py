@@ -148,3 +148,22 @@ def test_committed_figure_numbers_hold():
         for p in panel["rules"]:
             assert p["block_efficiency"] <= front[round(p["tv"], 12)] + 1e-6, p
         assert max(vals) <= fig["L"] + 1 + 1e-9
+
+
+def test_kl_point_with_mass_off_the_target_is_refused():
+    """Output mass on a sequence of target probability 0 makes KL(A || target) infinite: past the
+    rows' tolerance the point is refused even though its KL over the target's support is small
+    (the finite terms alone would be 0 here)."""
+    import numpy as np
+
+    from spectheory.lp.frontier import _check_kl_point
+
+    target = np.array([0.5, 0.5, 0.0])
+    assert _check_kl_point(np.array([0.5, 0.5, 0.0]), target, 0.0, 0.1) == 0.0
+    assert _check_kl_point(np.array([0.5, 0.5, 1e-9]), target, 0.0, 0.1) == 0.0  # rounding
+    with pytest.raises(LPError, match="never produces"):
+        _check_kl_point(np.array([0.49, 0.49, 0.02]), target, 0.0, 0.1)
+    with pytest.raises(LPError, match="not feasible"):  # over the budget on the support
+        _check_kl_point(np.array([0.9, 0.1, 0.0]), target, 0.0, 0.1)
+    with pytest.raises(LPError, match="not feasible"):  # rows off
+        _check_kl_point(np.array([0.5, 0.5, 0.0]), target, 1e-3, 0.1)

@@ -130,6 +130,7 @@ def test_budgeted(spectheory_kit):
     (["--spectheory-seed", "\u0661"], "is not an integer in ASCII digits"),
     (["--spectheory-seed", "+-3"], "is not an integer in ASCII digits"),
     (["--spectheory-samples", "0"], "--spectheory-samples"),
+    (["--spectheory-samples", "1e15"], "would take at least"),  # check-sampler's day limit
     (["--spectheory-budget", "5", "--spectheory-samples", "100"], "give one"),
 ])
 def test_bad_option_values_are_usage_errors(pytester, args, message):

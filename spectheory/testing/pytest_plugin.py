@@ -68,8 +68,13 @@ def _positive_int(text: str) -> int:
     from ..runtime.errors import SpectheoryError
     from ..runtime.limits import parse_count
 
-    try:
-        return parse_count(text, "--spectheory-samples")
+    from .checks.sizing import MAX_SECONDS, _refuse_time
+
+    try:  # the limit of check-sampler's --samples (a day at the check's least cost a sample)
+        samples = parse_count(text, "--spectheory-samples")
+        _refuse_time(samples, MAX_SECONDS, f"--spectheory-samples {samples:,}",
+                     "use fewer samples, or --spectheory-budget SECONDS to size the checks")
+        return samples
     except SpectheoryError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 

@@ -23,7 +23,7 @@ from ...runtime._lazy import torch
 from ...runtime.errors import SpectheoryError, TimeLimitError, whole_ids
 from ...runtime.kept import Kept, digest
 from ..statistics import stats
-from .report import RUNNING, MIN_EXPECTED, POWER, Cell, DraftRows, SamplerReport, declared
+from .report import RUNNING, MIN_EXPECTED, POWER, SAMPLE_LIMIT, Cell, DraftRows, SamplerReport, declared
 
 #: Default bound on the floats of the inputs of one sampler call (rows x K (2L+1) V).
 MAX_CALL_FLOATS = 2**25
@@ -493,12 +493,30 @@ def _summary(tests, alpha, worst, impossible, zero="outcomes of probability zero
     return fam, cell, stats.min_detectable_tv(tests, alpha, POWER), notes
 
 
-def _report(mode, tests, samples, alpha, name, worst, impossible, laws=None) -> SamplerReport:
+def _needs_text(per: int, rows: int, first: int, limit: int | None, each: str) -> str:
+    """The advice of a too-few-samples refusal: a test of every one of ``rows`` rows needs
+    ``per`` samples each, a first test ``first`` in all; a count over ``limit`` (the most samples
+    the mode runs; None: no limit) is said to be out of reach, never advised as such."""
+    total = per * rows
+    if limit is not None and first > limit:
+        return (f"no sample count within the limit of {limit:,} tests any of them (a first test "
+                f"needs {first:,}: the rows are too close to point masses to be tested by "
+                f"sampling)")
+    if limit is not None and total > limit:
+        return (f"a first test needs at least {first:,} samples; a test of every {each} needs "
+                f"{total:,} ({per:,} each), over the limit of {limit:,}")
+    return (f"a test of every {each} needs at least {total:,} samples ({per:,} each), a first "
+            f"test {first:,}")
+
+
+def _report(mode, tests, samples, alpha, name, worst, impossible, laws=None,
+            limit=SAMPLE_LIMIT) -> SamplerReport:
     """The report of a chi-square family ``tests``; with ``laws`` (each row's cell
     probabilities, in the tests' order) two cases without a degree of freedom are told apart:
     every row's law a point mass (greedy decoding: the detection figure is that of a sample off
     the point, `stats.point_mass_tv`), and too few samples for any row to be tested, refused
-    (`TooFewSamplesError`, saying how many samples a test of every row needs)."""
+    (`TooFewSamplesError`, saying how many samples a test of every row needs, and when that is
+    over ``limit``, the most samples the mode runs)."""
     fam, cell, mdt, notes = _summary(tests, alpha, worst, impossible)
     unit = {"lossless": "instances", "proposal": "proposal rows"}.get(mode, "draft rows")
     if fam.dof == 0 and laws is not None and len(laws) == len(tests) and tests:
@@ -517,9 +535,8 @@ def _report(mode, tests, samples, alpha, name, worst, impossible, laws=None) -> 
             total = per * len(tests)
             notes.append(f"no degree of freedom was tested: {samples:,} samples over "
                          f"{len(tests)} {unit} leave no row two bins of expected count >= "
-                         f"{MIN_EXPECTED:g}, so no bias could be seen; a test of every row "
-                         f"needs at least {total:,} samples ({per:,} a row), a first test "
-                         f"{min(need) * len(tests):,}")
+                         f"{MIN_EXPECTED:g}, so no bias could be seen; "
+                         + _needs_text(per, len(tests), min(need) * len(tests), limit, "row"))
             if UNTESTED_REPORTS.get():  # a budget's pilot: the sizing reads the report
                 return SamplerReport(False, float("nan"), mode, samples, alpha, None,
                                      float("inf"), name, fam.statistic, 0, 0, notes=notes,

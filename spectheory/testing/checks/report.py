@@ -25,6 +25,20 @@ from ...runtime.errors import call_user
 POWER = 0.9
 #: Cells with an expected count below this are pooled (per draft row) before the chi-square.
 MIN_EXPECTED = 5.0
+#: Longest run (seconds) a check may plan (``max_seconds``): refused before the first call when
+#: ``samples`` times the check's own least cost a sample exceeds it, and stopped when the rate
+#: measured on the first calls projects past it.
+MAX_SECONDS = 24 * 3600.0
+#: Least cost of the check's own work a sample (drawing nothing: gathering, counting, testing),
+#: seconds: 2e-8, a quarter of the lowest measured with a sampler that returns zeros (8e-8 to
+#: 2e-7 in law mode, 9e-7 to 2e-6 in lossless mode at 10^6 samples, one torch thread;
+#: ``python benchmarks/bench_sampler_budget.py``), so that the up-front time estimate stays a
+#: lower bound on faster machines.
+MIN_SECONDS_PER_SAMPLE = 2e-8
+#: Most samples a chain-mode check runs within `MAX_SECONDS` at `MIN_SECONDS_PER_SAMPLE`
+#: (4.32 * 10^12): the command line's ``--samples`` limit, and the limit a too-few-samples
+#: refusal weighs its advice against.
+SAMPLE_LIMIT = int(MAX_SECONDS / MIN_SECONDS_PER_SAMPLE)
 
 
 class DraftRows(NamedTuple):

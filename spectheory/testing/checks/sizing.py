@@ -8,6 +8,7 @@ from __future__ import annotations
 from ...runtime.errors import SpectheoryError
 from ...registry import plan
 from .calls import COUNT_CHUNK, MAX_CALL_FLOATS
+from .report import MAX_SECONDS, MIN_SECONDS_PER_SAMPLE, SAMPLE_LIMIT  # noqa: F401 (re-exported)
 from .lossless_mode import MAX_LOSSLESS_CELLS
 from .rows import _dims
 
@@ -15,16 +16,6 @@ from .rows import _dims
 #: machine's memory when that is less): count tables, laws, rows and one call's inputs and
 #: outputs; a larger plan is refused before anything is allocated.
 MAX_MEMORY_BYTES = 8 * 2**30
-#: Longest run (seconds) a check may plan (``max_seconds``): refused before the first call when
-#: ``samples`` times the check's own least cost a sample exceeds it, and stopped when the rate
-#: measured on the first calls projects past it.
-MAX_SECONDS = 24 * 3600.0
-#: Least cost of the check's own work a sample (drawing nothing: gathering, counting, testing),
-#: seconds: 2e-8, a quarter of the lowest measured with a sampler that returns zeros (8e-8 to
-#: 2e-7 in law mode, 9e-7 to 2e-6 in lossless mode at 10^6 samples, one torch thread;
-#: ``python benchmarks/bench_sampler_budget.py``), so that the up-front time estimate stays a
-#: lower bound on faster machines.
-MIN_SECONDS_PER_SAMPLE = 2e-8
 #: Bytes a sample of one call holds while it is counted (path, accepted, token, row index, cell
 #: and the uniforms of spectheory's own sampler, int64 / float64).
 BYTES_PER_SAMPLE = 64

@@ -77,7 +77,7 @@ from ...runtime.limits import check_memory
 from ...runtime.sizes import check_size
 from ..statistics import stats
 from .calls import (RAMP_FIRST_ROWS, _an_instance, _budget_bound, _caller_bound, _cells,
-                    _sequence_label, _summary, kit_seed, readable, whole_ids)
+                    _needs_text, _sequence_label, _summary, kit_seed, readable, whole_ids)
 from .report import MIN_EXPECTED, POWER, SamplerReport, guarded
 from .sizing import MAX_SECONDS, _refuse_time
 from .step import _Pace
@@ -621,9 +621,9 @@ def _refuse_few(samples: int, row_laws: list, counts: list, unit: str) -> None:
 
     raise TooFewSamplesError(f"samples = {samples:,} over {len(row_laws)} {unit} leave none of "
                              f"them two bins of expected count >= {MIN_EXPECTED:g}, so nothing "
-                             f"would be tested; a test of every one needs at least "
-                             f"{per * len(row_laws):,} samples ({per:,} each), a first test "
-                             f"{first:,}", per * len(row_laws))
+                             f"would be tested; "
+                             + _needs_text(per, len(row_laws), first, MAX_SAMPLES, "one"),
+                             per * len(row_laws))
 
 
 def _law_mode(sampler, spec, tree, drafting, instances, samples, alpha, seed, draft_rows,
