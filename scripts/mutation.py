@@ -3384,6 +3384,11 @@ MUTANTS = [
            '        _refuse_time(samples, None, f"--spectheory-samples {samples:,}",',
            "--spectheory-samples 1e15 accepted (check-sampler refuses counts past a day's run)",
            ('tests/test_pytest_plugin.py',)),
+    Mutant('spectheory/inputs/processing.py',
+           '        raise GrammarError(f"draft rows (draft sampling): {exc}") from None',
+           '        raise GrammarError(f"target rows (sampling): {exc}") from None',
+           "a draft row emptied by --draft-sampling is blamed on the target's rows",
+           ('tests/test_stateful.py',)),
 ]
 
 

@@ -444,3 +444,17 @@ def test_steps_along_a_draft_the_target_never_takes_are_not_refused():
     assert kept[0, 1].tolist() == [0.0, 1.0]  # (1,) is not reached: the row as given
     with pytest.raises(GrammarError, match=r"after history \(1,\)"):
         process_rows_along(rows[1:], torch.tensor([[1]]), "no_repeat_ngram_size=1")
+
+
+def test_an_emptied_row_is_named_as_target_or_draft():
+    """The same ban on every token refused on either side: the line says which rows it emptied
+    (--draft-sampling's refusal read as the target's)."""
+    from spectheory.engine.analysis import analyze
+    from spectheory.inputs.stateful import GrammarError
+
+    inst = st.random_instance(3, 2, 1, alpha=0.5)
+    ban = "logit_bias=0:-inf;1:-inf;2:-inf"
+    with pytest.raises(GrammarError, match=r"^target rows \(sampling\): the masks leave no"):
+        analyze(inst, "block", sampling=ban)
+    with pytest.raises(GrammarError, match=r"^draft rows \(draft sampling\): the masks leave no"):
+        analyze(inst, "block", draft_sampling=ban)

@@ -1131,8 +1131,16 @@ def process_instance(instance, sampling=None, draft_sampling=None, exact: bool |
                 raise SamplingError(f"{which}: {exc}") from None
     inst = instance.to_exact() if exact else instance.to_float()
     L = inst.block_length
-    target = inst.target if sp is None else _process_model(inst.target, sp, L)
-    draft = inst.draft if dp is None else _process_model(inst.draft, dp, max(L - 1, 0))
+    from .stateful import GrammarError
+
+    try:
+        target = inst.target if sp is None else _process_model(inst.target, sp, L)
+    except GrammarError as exc:  # the line names the rows: the same mask may be on either side
+        raise GrammarError(f"target rows (sampling): {exc}") from None
+    try:
+        draft = inst.draft if dp is None else _process_model(inst.draft, dp, max(L - 1, 0))
+    except GrammarError as exc:
+        raise GrammarError(f"draft rows (draft sampling): {exc}") from None
     return Instance(inst.vocab_size, inst.block_length, target, draft)
 
 
