@@ -6,30 +6,16 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 
 
 def write_text(path: str | os.PathLike, text: str) -> Path:
-    """Write ``text`` to ``path`` through a temporary file next to it; returns the path."""
-    from spectheory.runtime.errors import SpectheoryError
+    """Write ``text`` to ``path`` through a temporary file next to it; returns the path written
+    (`spectheory.runtime.files.write_text`: a device, FIFO or folder at ``path`` is refused, a
+    link written through)."""
+    from spectheory.runtime.files import write_text as _write
 
-    path = Path(path)
-    if path.is_dir():  # os.replace would name the temporary file in its error
-        raise SpectheoryError(f"cannot write {str(path)!r}: it is a folder")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        try:
-            os.replace(tmp, path)
-        except OSError as exc:
-            raise SpectheoryError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
+    return _write(path, text)
 
 
 def write_json(path: str | os.PathLike, obj) -> Path:

@@ -52,6 +52,9 @@ def check_out_file(out) -> Path | None:
     p = Path(out)
     if p.is_dir():
         raise SpectheoryError(f"output {p} is a folder; give a file name")
+    from spectheory.runtime.files import output_path
+
+    output_path(p, "output file")  # a device or FIFO would be replaced by a plain file
     _writable_place(p, "output file")
     return p
 

@@ -10,8 +10,6 @@ low-precision law can be audited on the conditionals of a real model pair.
 
 from __future__ import annotations
 
-import os
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,18 +49,13 @@ class RecordConfig:
 
 
 def save_rows(path, rows: dict) -> Path:
-    """``torch.save`` through a temporary file renamed into place (nothing half-written)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
+    """``torch.save`` through a temporary file renamed into place (nothing half-written; a
+    device, FIFO or folder at ``path`` refused: `spectheory.runtime.files.atomic_file`)."""
+    from spectheory.runtime.files import atomic_file, output_path
+
+    with atomic_file(path, "--out") as tmp:
         torch.save(rows, tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
+    return output_path(path)
 
 
 def record_rows(cfg: RecordConfig, log=stderr_log) -> dict:

@@ -183,6 +183,9 @@ def plot_sweep(out, figure: str | None = None, x: str = "paths") -> Path:
         if Path(figure).is_dir():
             raise OptionError(f"--figure {figure}: is a folder; name the image file, such as "
                               f"{Path(figure) / 'sweep.png'}")
+        from ..runtime.files import output_path
+
+        output_path(figure, "--figure")  # a device or FIFO, before anything is drawn
         if Path(figure).suffix.lower().lstrip(".") not in FIGURE_FORMATS:
             raise OptionError(f"--figure {figure}: the file name must end in one of "
                               f"{', '.join('.' + f for f in FIGURE_FORMATS)}")
@@ -227,8 +230,11 @@ def plot_sweep(out, figure: str | None = None, x: str = "paths") -> Path:
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     path = Path(figure) if figure else out / "sweep.png"
-    try:
-        fig.savefig(path, dpi=120)
+    from ..runtime.files import atomic_file
+
+    try:  # whole or not at all: a temporary file renamed into place
+        with atomic_file(path, "the figure") as tmp:
+            fig.savefig(tmp, dpi=120, format=path.suffix.lower().lstrip(".") or "png")
     except OSError as exc:
         raise OptionError(f"cannot write {path}: {exc.strerror or exc}") from None
     finally:

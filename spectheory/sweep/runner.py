@@ -137,19 +137,9 @@ def _ray(jobs: list[Job], workers: int, address: str | None, done) -> None:
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
-        raise OptionError(f"cannot write {path}: {exc.strerror or exc}") from None
+    from ..runtime.files import write_bytes
+
+    write_bytes(path, data)
 
 
 #: Statuses a row may have.

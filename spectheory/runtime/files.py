@@ -1,0 +1,104 @@
+"""Output files written whole: a result goes to a temporary file in the destination's own folder
+and is renamed into place only when complete (``os.replace`` is atomic on one file system), so an
+interrupted run never leaves half a file behind.
+
+The destination is checked first (`output_path`): an existing path that is not a regular file (a
+folder, a character or block device such as ``/dev/full``, a FIFO, a socket) is refused in one
+line, since a rename would replace the device or pipe itself with a plain file; a symbolic link is
+written through (its target is replaced, the link kept), as ``open(path, "w")`` would. A new file
+gets the mode the process's umask gives (``0o666 & ~umask``) and a replaced one keeps its own,
+not the ``0o600`` of a temporary file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+import tempfile
+from pathlib import Path
+
+from .errors import OptionError
+
+#: What a path that is not a regular file is, for the refusal line.
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"),
+          (stat.S_ISSOCK, "a socket"))
+
+
+def output_path(path: str | os.PathLike, what: str = "output") -> Path:
+    """The regular file ``path`` names, following symbolic links (a dangling link names its
+    target, created on write); `OptionError` when it exists and is not a regular file."""
+    p = Path(path)
+    real = Path(os.path.realpath(p)) if p.is_symlink() else p
+    try:
+        mode = os.stat(real).st_mode
+    except FileNotFoundError:
+        return real
+    except OSError as exc:
+        raise OptionError(f"cannot write {what} {str(p)!r}: {exc.strerror or exc}") from None
+    for test, kind in _KINDS:
+        if test(mode):
+            shown = str(p) if real == p else f"{p} (a link to {real})"
+            raise OptionError(f"cannot write {what} {shown!r}: it is {kind}, not a regular file; "
+                              f"give a file name")
+    return real
+
+
+def _mode_for(path: Path) -> int:
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+@contextlib.contextmanager
+def atomic_file(path: str | os.PathLike, what: str = "output"):
+    """Context manager: yields a temporary file name in the folder of the regular file ``path``
+    names (`output_path`); the caller writes it whole (``torch.save(obj, tmp)``), and on a clean
+    exit it is given the destination's mode and renamed into place. On an error it is removed and
+    the destination left as it was; file-system errors are one `OptionError` line naming
+    ``path``."""
+    target = output_path(path, what)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        os.close(fd)
+    except OSError as exc:
+        raise OptionError(f"cannot write {what} {str(path)!r}: {exc.strerror or exc}") from None
+    try:
+        yield tmp
+        try:
+            os.chmod(tmp, _mode_for(target))
+            os.replace(tmp, target)
+        except OSError as exc:
+            raise OptionError(f"cannot write {what} {str(path)!r}: {exc.strerror or exc}") \
+                from None
+    finally:
+        if os.path.lexists(tmp):
+            os.unlink(tmp)
+
+
+def write_bytes(path: str | os.PathLike, data: bytes, what: str = "output") -> Path:
+    """Write ``data`` to the regular file ``path`` names (`output_path`) through a temporary file
+    in its folder (`atomic_file`), flushed to disk before the rename; returns the path written."""
+    with atomic_file(path, what) as tmp:
+        try:
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError as exc:
+            raise OptionError(f"cannot write {what} {str(path)!r}: {exc.strerror or exc}") \
+                from None
+    return output_path(path, what)
+
+
+def write_text(path: str | os.PathLike, text: str, what: str = "output") -> Path:
+    """`write_bytes` of ``text`` in UTF-8."""
+    return write_bytes(path, text.encode("utf-8"), what)
+
+
+__all__ = ["atomic_file", "output_path", "write_bytes", "write_text"]

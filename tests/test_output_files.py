@@ -1,0 +1,94 @@
+"""Output files written whole, never over what is not a regular file (spectheory.runtime.files):
+a FIFO, a socket or a folder at the output path is refused in one line before anything is written
+(a rename would have replaced the pipe or device itself with a plain file, as it did with
+/dev/full), a symbolic link is written through (its target replaced, the link kept), and a new
+file gets the umask's mode, not a temporary file's 0600."""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+
+import pytest
+
+from spectheory.runtime.errors import OptionError
+from spectheory.runtime.files import atomic_file, output_path, write_bytes, write_text
+
+
+def _socket(path):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(str(path))
+    return s
+
+
+def test_non_regular_paths_are_refused_and_left_as_they_were(tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    sock_path = tmp_path / "sock"
+    sock = _socket(sock_path)
+    folder = tmp_path / "dir"
+    folder.mkdir()
+    link = tmp_path / "link-to-pipe"
+    link.symlink_to(fifo)
+    try:
+        for path, kind in ((fifo, "a FIFO"), (sock_path, "a socket"), (folder, "a folder"),
+                           (link, "a FIFO")):
+            with pytest.raises(OptionError, match=f"it is {kind}, not a regular file") as exc:
+                write_text(path, "x")
+            assert "\n" not in str(exc.value)
+        assert stat.S_ISFIFO(os.stat(fifo).st_mode) and stat.S_ISSOCK(os.stat(sock_path).st_mode)
+        assert os.path.islink(link) and sorted(p.name for p in tmp_path.iterdir()) == \
+            ["dir", "link-to-pipe", "pipe", "sock"]  # no temporary file left
+    finally:
+        sock.close()
+
+
+def test_a_link_is_written_through_and_modes_follow_the_umask(tmp_path):
+    target = tmp_path / "real.json"
+    target.write_text("old")
+    os.chmod(target, 0o640)
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    write_text(link, "new")
+    assert os.path.islink(link) and target.read_text() == "new"
+    assert stat.S_IMODE(os.stat(target).st_mode) == 0o640  # a replaced file keeps its mode
+    old = os.umask(0o022)
+    try:
+        fresh = write_bytes(tmp_path / "sub" / "fresh.bin", b"\x00\x01")
+    finally:
+        os.umask(old)
+    assert fresh.read_bytes() == b"\x00\x01" and stat.S_IMODE(os.stat(fresh).st_mode) == 0o644
+    dangling = tmp_path / "dangling"
+    dangling.symlink_to(tmp_path / "created-on-write")
+    assert output_path(dangling) == tmp_path / "created-on-write"
+
+
+def test_an_error_inside_leaves_the_destination_as_it_was(tmp_path):
+    dest = tmp_path / "rows.pt"
+    dest.write_bytes(b"before")
+    with pytest.raises(RuntimeError):
+        with atomic_file(dest) as tmp:
+            open(tmp, "wb").write(b"half")
+            raise RuntimeError("interrupted")
+    assert dest.read_bytes() == b"before" and os.listdir(tmp_path) == ["rows.pt"]
+
+
+def test_the_real_model_and_sweep_outputs_refuse_a_fifo_before_any_work(tmp_path):
+    """validate's output files are checked when the run is configured (before a model loads);
+    sweep plot --figure before anything is drawn."""
+    from spectheory.gpu_validation.experiments.record import RecordConfig
+    from spectheory.sweep import plot
+
+    fifo = tmp_path / "rows.pt"
+    os.mkfifo(fifo)
+    with pytest.raises(OptionError, match="it is a FIFO"):
+        RecordConfig(out=str(fifo))
+    from test_palette import sweep_rows, write_results
+
+    write_results(tmp_path, sweep_rows())
+    figure = tmp_path / "figure.png"
+    os.mkfifo(figure)
+    with pytest.raises(OptionError, match="--figure .* it is a FIFO"):
+        plot.plot_sweep(tmp_path, figure=str(figure))
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and stat.S_ISFIFO(os.stat(figure).st_mode)
