@@ -77,6 +77,25 @@ def check_solver(solver, exact: bool, floats=FLOAT_SOLVERS, exacts=EXACT_SOLVERS
                   f"{', '.join(routes)} (or None)")
 
 
+#: Bytes an LP entry point holds per entry of the instance's tables while it reads them (the
+#: instance's conversion to float64 or rationals and the levels read from it: two copies; a
+#: Fraction with its numerator and denominator about 120 bytes).
+TABLE_ENTRY_BYTES = {False: 2 * 8, True: 2 * 120}
+
+
+def check_table_memory(instance, exact: bool, what: str) -> None:
+    """Refuse, before the tables are read, an instance whose conditionals (the target's
+    sum_{j=0..L} V^j rows of V entries, the draft's path probabilities) would not fit the
+    machine's memory (`spectheory.runtime.limits.check_memory`): an LP's variable count can be
+    small (V = 1000, L = 2: 10^6 reduced node-budget variables) while its tables take 8 GB."""
+    V, L = instance.vocab_size, instance.block_length
+    entries = sum(V ** j for j in range(L + 1)) * (V + 1)
+    limits.check_memory(entries * TABLE_ENTRY_BYTES[bool(exact)],
+                        f"{what}: reading the instance's tables (V = {V}, L = {L}: "
+                        f"{limits.human_count(entries)} entries)",
+                        "use a smaller vocabulary or block length")
+
+
 def check_common(instance, what: str, exact=False, limit=None, solver=None, floats=FLOAT_SOLVERS,
                  exacts=EXACT_SOLVERS) -> bool:
     """The checks every LP entry point makes first; returns ``exact`` as a bool."""
@@ -87,5 +106,5 @@ def check_common(instance, what: str, exact=False, limit=None, solver=None, floa
     return exact
 
 
-__all__ = ["EXACT_SOLVERS", "FLOAT_SOLVERS", "check_common", "check_flag", "check_instance",
-           "check_limit", "check_paths", "check_solver"]
+__all__ = ["EXACT_SOLVERS", "FLOAT_SOLVERS", "TABLE_ENTRY_BYTES", "check_common", "check_flag",
+           "check_instance", "check_limit", "check_paths", "check_solver", "check_table_memory"]

@@ -48,7 +48,7 @@ from spectheory.inputs.instances import Instance
 from spectheory.bounds import shown
 from spectheory.runtime.sizes import check_size
 
-from ._guards import check_flag, check_instance
+from ._guards import check_flag, check_instance, check_table_memory
 from .result import LPError
 
 #: Rows of the deepest levels processed at once (bounds the working memory).
@@ -96,6 +96,7 @@ class Certificate:
 
 
 def _tables(instance: Instance, exact: bool):
+    check_table_memory(instance, exact, "certify_node_budget")
     inst = instance.to_exact() if exact else instance.to_float()
     V, L = instance.vocab_size, instance.block_length
     p_levels = [np.ascontiguousarray(inst.target.level(j)) for j in range(L + 1)]

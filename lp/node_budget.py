@@ -52,18 +52,7 @@ from spectheory.inputs.instances import Instance
 from ._guards import EXACT_SOLVERS, FLOAT_SOLVERS, check_common
 from .result import LPError, LPResult
 from .sparse import SparseLP, Timer, check_lp_size, concat_blocks
-from .trust import Bound, checked, single_path_bounds
-
-
-def _tables(instance: Instance, exact: bool):
-    """p_levels[j] [V**j, V] for j = 0..L and the draft's path probabilities Q[j] [V**j]."""
-    V, L = instance.vocab_size, instance.block_length
-    inst = instance.to_exact() if exact else instance.to_float()
-    p_levels = [np.ascontiguousarray(inst.target.level(j)) for j in range(L + 1)]
-    Q = [np.array([Fraction(1)], dtype=object) if exact else np.ones(1)]
-    for j in range(L):
-        Q.append((Q[-1][:, None] * inst.draft.level(j)).reshape(-1))
-    return p_levels, Q
+from .trust import Bound, _tables, checked, single_path_bounds
 
 
 def node_budget_size(V: int, L: int) -> tuple[int, int]:

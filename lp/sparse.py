@@ -33,7 +33,7 @@ import numpy as np
 
 from spectheory.runtime import limits
 from spectheory.runtime.errors import MissingExtraError, SizeLimitError, TimeLimitError
-from spectheory.runtime.limits import human_count, ratio
+from spectheory.runtime.limits import check_memory, human_count, ratio
 from spectheory.runtime.sizes import human_bytes
 
 from .result import LPError
@@ -123,6 +123,9 @@ def check_lp_size(variables: int, nonzeros: int, what: str, limit: int | None = 
             f"({ratio(variables, limit)}; {human_count(nonzeros)} nonzeros, about {need} of "
             "memory); use a smaller vocabulary, block length or number of paths, or raise the "
             "limit with --max-sequences")
+    check_memory(nonzeros * BYTES_PER_NONZERO, f"{what}: {human_count(variables)} LP variables "
+                 f"and {human_count(nonzeros)} nonzeros", "use a smaller vocabulary, block length "
+                 "or number of paths")  # under the variable limit, still past the machine
 
 
 def _frac(v) -> Fraction:

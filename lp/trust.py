@@ -52,7 +52,7 @@ from spectheory.runtime.kept import Kept, digest
 
 from spectheory.bounds import shown
 
-from ._guards import check_flag, check_instance, check_paths
+from ._guards import check_flag, check_instance, check_paths, check_table_memory
 from .result import LPError, LPResult
 
 #: Float slack of a bound comparison, times max(1, |bound|): the float certificates of
@@ -154,10 +154,12 @@ def checked(result: LPResult, bounds: list, skipped: list | None = None) -> LPRe
 
 def _tables(instance, exact: bool):
     """The target's conditionals p[j] [V^j, V] (j = 0..L) and the draft's path probabilities
-    Q[j] [V^j] (j = 0..L), read from the instance here (not from the LP builders)."""
+    Q[j] [V^j] (j = 0..L), read from the instance here (not from the LP builders); refused
+    before reading when they would not fit the machine's memory."""
+    check_table_memory(instance, exact, "LP")
     inst = instance.to_exact() if exact else instance.to_float()
     L = inst.block_length
-    p = [np.asarray(inst.target.level(j)) for j in range(L + 1)]
+    p = [np.ascontiguousarray(inst.target.level(j)) for j in range(L + 1)]
     Q = [np.array([Fraction(1)], dtype=object) if exact else np.ones(1)]
     for j in range(L):
         Q.append((Q[-1][:, None] * np.asarray(inst.draft.level(j))).reshape(-1))

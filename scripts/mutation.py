@@ -3414,6 +3414,21 @@ MUTANTS = [
            '        pass  # a device or FIFO, before anything is drawn',
            'sweep plot --figure FIFO: blocks (or replaces the pipe)',
            ('tests/test_output_files.py',)),
+    Mutant('lp/trust.py',
+           '    check_table_memory(instance, exact, "LP")\n',
+           '',
+           "an LP reads tables past the machine's memory (V = 1000, L = 2: 8 GB, out of memory after 45 s)",
+           ('tests/test_lp_trust.py',)),
+    Mutant('lp/_guards.py',
+           '    entries = sum(V ** j for j in range(L + 1)) * (V + 1)',
+           '    entries = sum(V ** j for j in range(L)) * (V + 1)',
+           "the tables' size without their deepest level",
+           ('tests/test_lp_trust.py',)),
+    Mutant('lp/sparse.py',
+           '    check_memory(nonzeros * BYTES_PER_NONZERO, f"{what}: {human_count(variables)} LP variables "',
+           '    check_memory(0 * BYTES_PER_NONZERO, f"{what}: {human_count(variables)} LP variables "',
+           "an LP under the variable limit built past the machine's memory (--max-sequences raised: 42 GiB)",
+           ('tests/test_lp_trust.py',)),
 ]
 
 

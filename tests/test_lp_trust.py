@@ -364,3 +364,40 @@ def test_exact_certificates_with_twenty_paths():
     assert full_acceptance(inst, 20)
     assert direct_lp(inst, 20, exact=True).optimum == 3
     assert selection_lp(inst, 20, exact=True).optimum == 3
+
+
+def test_tables_and_nonzeros_past_the_machine_are_refused_before_reading(monkeypatch):
+    """Sizes under the variable limit can still be past the machine: V = 1000, L = 2 is 10^6
+    reduced node-budget variables but 8 GB of target levels (read whole, then out of memory after
+    45 s). The tables and the LP's nonzeros are weighed against the machine's memory first (here a
+    machine of 64 MiB: V = 60, L = 2 needs 3.5 MB of tables, 7 MB with the copy)."""
+    import numpy as np
+
+    import spectheory as st
+    from spectheory.lp import coupling_bound, node_budget_lp
+    from spectheory.lp._guards import TABLE_ENTRY_BYTES
+    from spectheory.runtime import limits
+    from spectheory.runtime.errors import SizeLimitError
+
+    V, L = 60, 2
+    row = (np.arange(1, V + 1) / (V * (V + 1) / 2)).tolist()
+    inst = st.instance_from_dict({"vocab_size": V, "block_length": L, "target": row,
+                                  "draft": row[::-1]})
+    entries = (1 + V + V * V) * (V + 1)
+    need = entries * TABLE_ENTRY_BYTES[False]
+    read = []
+    monkeypatch.setattr(type(inst.target), "level",
+                        lambda self, j, _f=type(inst.target).level: read.append(j) or _f(self, j))
+    monkeypatch.setattr(limits, "physical_memory", lambda: 2 * need - 1)
+    for solve in (node_budget_lp, coupling_bound):
+        with pytest.raises(SizeLimitError, match=f"reading the instance's tables \\(V = 60, L = 2: "
+                                                 f"{entries:,} entries\\)"):
+            solve(inst)
+    assert read == []  # refused before a level was read
+    monkeypatch.setattr(limits, "physical_memory", lambda: 2 * need)
+    assert node_budget_lp(inst).optimum >= 1 and read  # fits: solved
+    from spectheory.lp.sparse import BYTES_PER_NONZERO, check_lp_size
+
+    check_lp_size(1000, need // BYTES_PER_NONZERO, "an LP")  # the LP itself: by its nonzeros
+    with pytest.raises(SizeLimitError, match="an LP: 1,000 LP variables and .* nonzeros needs"):
+        check_lp_size(1000, need // BYTES_PER_NONZERO + 1, "an LP")
