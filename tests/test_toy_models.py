@@ -290,3 +290,17 @@ def test_toy_list_with_a_family_gives_its_parameters_and_defaults(capsys):
         assert main(argv) == 2
         captured = capsys.readouterr()
         assert captured.out == "" and word in captured.err and captured.err.count("\n") == 1
+
+
+def test_dirichlet_knob_range_as_listed_is_the_range_enforced():
+    """toy --list said alpha in (0, inf) while random_instance refuses alpha < 0.001: the listed
+    range is the one checked, at both ends."""
+    from spectheory.runtime.errors import InstanceError
+    from spectheory.toy_models.families import FAMILIES, dirichlet
+
+    assert FAMILIES["dirichlet"].knob_range == "[0.001, 1e6]"
+    for ok in (1e-3, 1e6):
+        dirichlet(3, 1, alpha=ok)
+    for bad in (1e-300, 0.000999, 1.000001e6):
+        with pytest.raises(InstanceError, match=r"alpha = .* out of range \[0.001, 1e\+06\]"):
+            dirichlet(3, 1, alpha=bad)

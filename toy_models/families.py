@@ -40,7 +40,7 @@ import numpy as np
 from spectheory.runtime.errors import InstanceError
 from spectheory.inputs.instances import Instance
 from spectheory.inputs.models import TableModel
-from spectheory.inputs.random_instances import dirichlet_model, random_instance
+from spectheory.inputs.random_instances import ALPHA_RANGE, dirichlet_model, random_instance
 
 from .checks import MAX_TOY_VOCAB, check_range, check_seed, check_sizes
 from .ngram import ngram_instance
@@ -62,13 +62,14 @@ def _fraction_text(name: str, text: str) -> Fraction:
 
 def dirichlet(vocab_size: int = 4, block_length: int = 4, seed: int = 0, alpha: float = 1.0,
               context_independent: bool = False, denominator: int | None = None) -> Instance:
-    """Independent Dirichlet(alpha) rows for target and draft (knob: alpha > 0).
+    """Independent Dirichlet(alpha) rows for target and draft (knob: alpha in [0.001, 10^6], the
+    range of `random_instance`).
 
     Wraps [`random_instance`][spectheory.inputs.random_instances.random_instance]; ``denominator`` rounds
     rows to exact multiples of 1/denominator (Fractions, for exact analysis).
     """
     check_sizes(vocab_size, block_length, context_independent)
-    check_range("alpha", alpha, 0, math.inf, lo_open=True, hi_open=True)
+    check_range("alpha", alpha, *ALPHA_RANGE)
     if denominator is not None and (isinstance(denominator, bool)
                                     or not isinstance(denominator, (int, np.integer))
                                     or denominator < 1):
@@ -213,7 +214,7 @@ class Family:
 
 FAMILIES: dict[str, Family] = {
     f.name: f for f in [
-        Family("dirichlet", dirichlet, "alpha", "(0, inf)", "smaller alpha", None,
+        Family("dirichlet", dirichlet, "alpha", "[0.001, 1e6]", "smaller alpha", None,
                "independent Dirichlet(alpha) conditionals for target and draft"),
         Family("logit-noise", logit_noise, "sigma", "[0, inf)", "larger sigma", 0.0,
                "draft = softmax(target logits + sigma * N(0,1) noise)"),

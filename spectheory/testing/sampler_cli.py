@@ -108,9 +108,11 @@ def run_check_sampler(args) -> int:
         raise OptionError(f"{what}: {str(exc).partition(': ')[2]}") from None
     except SpectheoryError:
         raise
-    except Exception as exc:  # the sampler itself raised on the kit's inputs
-        raise SpectheoryError(f"sampler {args.sampler} raised {type(exc).__name__}: "
-                              f"{exc}".replace("\n", " ")) from exc
+    except Exception as exc:  # the sampler's own calls are guarded (a UserCodeError above):
+        # what reaches here was raised outside them, so it is not blamed on the sampler
+        raise SpectheoryError(f"check-sampler stopped on {type(exc).__name__} outside the "
+                              f"sampler's calls: {' '.join(str(exc).split())[:200]} (--debug "
+                              f"shows where)") from exc
     if args.json:
         result_stream().write(json.dumps({"sampler": args.sampler, **report.to_json()}) + "\n")
     else:

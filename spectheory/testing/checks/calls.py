@@ -235,12 +235,49 @@ def readable(t, name: str):
         return None, f"{name} on device {t.device} that could not be copied to the CPU ({detail})"
 
 
+def unreadable(read):
+    """``read`` (a function of a sampler's return value and the rest of its arguments, giving
+    (values, None) or (None, note)) with whatever the returned object raises while it is read
+    (a tuple whose iteration raises, a tensor layout torch cannot reshape) made a note naming
+    the object and the error, never a traceback from inside the kit nor a "sampler raised" line
+    (the sampler returned). Interrupts and the run's time limit pass through."""
+    import functools
+
+    @functools.wraps(read)
+    def guarded_read(out, *args, **kwargs):
+        try:
+            return read(out, *args, **kwargs)
+        except (KeyboardInterrupt, TimeLimitError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - whatever the returned object does when read
+            who = kwargs.get("who") or _WHO.get()
+            return None, (f"{who} returned a {type(out).__name__} that cannot be read "
+                          f"({type(exc).__name__}: {' '.join(str(exc).split())[:120]})")
+    return guarded_read
+
+
+def _dense(t, name: str):
+    """A note when ``t`` is not a plain dense tensor (sparse, nested, quantized layouts have no
+    values the kit reads as ids); else None."""
+    if getattr(t, "is_nested", False):
+        return f"{name} as a nested tensor, not a dense tensor"
+    if t.layout != torch.strided:
+        return f"{name} of layout {t.layout}, not a dense tensor"
+    return None
+
+
 def _as_index(x, name: str):
     """A sampler's output as a flat int64 tensor, or a note on what it is instead."""
     try:
         t = torch.as_tensor(x)
     except Exception:  # noqa: BLE001 - anything that is not array-like
-        return None, f"{name} of type {type(x).__name__}, not a tensor"
+        dtype = getattr(x, "dtype", None)
+        return None, (f"{name} of type {type(x).__name__}"
+                      f"{f' (dtype {dtype})' if dtype is not None else ''}, not a tensor of "
+                      f"integer ids")
+    note = _dense(t, name)
+    if note:
+        return None, note
     if t.dtype == torch.bool or t.is_complex():
         return None, f"{name} of dtype {t.dtype}, not an integer tensor"
     if t.dim() > 1:  # [B] expected: [1, B] or [B, 1] is a layout mistake, not a batch of B
@@ -251,6 +288,7 @@ def _as_index(x, name: str):
     return whole_ids(t.reshape(-1), name)
 
 
+@unreadable
 def _outputs(out, K: int, n: int, L: int, V: int):
     """Validate a sampler's return value; (k, tau, y) long tensors [n] or a note naming the
     function and what it returned."""
@@ -491,6 +529,17 @@ def _summary(tests, alpha, worst, impossible, zero="outcomes of probability zero
         cell = impossible
         notes.append(f"{fam.impossible} sample(s) fell on {zero}")
     return fam, cell, stats.min_detectable_tv(tests, alpha, POWER), notes
+
+
+def point_mass_figure(n_min: int) -> tuple[float, str]:
+    """(min detectable TV, note) of a check whose every instance's law is one sequence (greedy
+    decoding: no chi-square has a degree of freedom): any bias puts mass on a sequence of
+    probability zero, and one such sample fails the check, so a bias of total variation t is
+    caught with probability 1 - (1 - t)^n in an instance's n >= ``n_min`` samples."""
+    mdt = stats.point_mass_tv(n_min, POWER)
+    return mdt, (f"every instance's law is one sequence (greedy decoding): a sample of any other "
+                 f"sequence fails the check, so a bias of total variation t is caught with "
+                 f"probability 1 - (1 - t)^n, n >= {n_min:,}")
 
 
 def _needs_text(per: int, rows: int, first: int, limit: int | None, each: str) -> str:

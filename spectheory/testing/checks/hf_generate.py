@@ -69,7 +69,7 @@ from ...runtime._lazy import torch
 from ...runtime.errors import OptionError, SizeLimitError, SpectheoryError, is_integer
 from ...runtime.errors import check_whole as _whole
 from ..statistics import stats
-from .calls import _cells, _run_arguments, _summary
+from .calls import _cells, _run_arguments, _summary, point_mass_figure
 from .report import MIN_EXPECTED, SamplerReport
 from .step import _Pace
 
@@ -624,6 +624,9 @@ def _family(observed, laws, per, vocab, N: int, alpha: float):
                                    "target probability 0", impossible, worst)
     fam, cell, mdt, notes = _summary(tests, alpha, worst, impossible,
                                      "sequences of target probability zero")
+    if all(float(np.max(law)) >= 1 - 1e-12 for law in laws):  # greedy: judged off the point
+        mdt, note = point_mass_figure(min(per))
+        notes.append(note)
     return tests, fam, cell, mdt, notes
 
 

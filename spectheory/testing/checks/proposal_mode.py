@@ -15,7 +15,8 @@ from ...inputs.instances import PYTHON_ROW_TOL, Instance, bad_float_row
 from ...engine.sampling import sample_drafts
 from ...engine.seqtree import levels
 from ..statistics import stats
-from .calls import MAX_CALL_FLOATS, RAMP_FIRST_ROWS, _as_index, _cells, _failed, _report, _split
+from .calls import (MAX_CALL_FLOATS, RAMP_FIRST_ROWS, _as_index, _cells, _dense, _failed, _report,
+                    _split, unreadable)
 from .report import MIN_EXPECTED
 from .rows import DRAFT_ROW_TOL, DRAFT_ROW_TOL_LOW, default_instances
 
@@ -66,6 +67,35 @@ def default_proposal_rows() -> list:
 
 
 
+@unreadable
+def _proposal_outputs(out, m: int, V: int, who: str):
+    """((tokens [m], q_reported [m, V] float64 on the CPU, q as returned), None) from a draft
+    sampler's return value, or (None, note)."""
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        return None, f"{who} returned {type(out).__name__}, not (tokens [B], q_reported [B, V])"
+    tokens, q = out
+    t, note = _as_index(tokens, "tokens")
+    if note is None:
+        try:
+            given = torch.as_tensor(q)
+        except Exception:  # noqa: BLE001 - anything that is not array-like
+            given, note = None, f"q_reported of type {type(q).__name__}, not an array"
+        if given is not None:
+            note = _dense(given, "q_reported")
+            if note is None and given.device.type == "meta":
+                note = "q_reported on the meta device (a shape without values)"
+            if note is None:
+                qr = given.to(torch.float64).cpu()
+    if note:
+        return None, f"{who} returned {note}"
+    if t.shape[0] != m or tuple(qr.shape) != (m, V):
+        return None, (f"{who} returned tokens {list(t.shape)} and q {list(qr.shape)} for a "
+                      f"batch of {m} rows of V = {V}")
+    if ((t < 0) | (t >= V)).any():
+        return None, f"{who} returned a token outside 0..{V - 1}"
+    return (t, qr, given), None
+
+
 def _proposal_mode(draft_sampler, sets: list, samples: int, alpha: float, seed: int,
                    pace=None):
     """The test of [`check_proposal`][spectheory.testing.checks.sampler.check_proposal] on the rows
@@ -100,30 +130,10 @@ def _proposal_mode(draft_sampler, sets: list, samples: int, alpha: float, seed: 
                 out = draft_sampler(qs[j:j + 1].expand(m, V).clone(), sg)
                 if pace is not None:  # stops a run the measured rate projects past max_seconds
                     pace.add(m)
-                if not isinstance(out, (tuple, list)) or len(out) != 2:
-                    return _failed("proposal", samples, alpha, "proposal",
-                                   f"{who} returned {type(out).__name__}, not (tokens [B], "
-                                   f"q_reported [B, V])", R)
-                t, note = _as_index(out[0], "tokens")
-                if note is None:
-                    try:
-                        given = torch.as_tensor(out[1])
-                        if given.device.type == "meta":
-                            note = "q_reported on the meta device (a shape without values)"
-                        else:
-                            qr = given.to(torch.float64).cpu()
-                    except Exception:  # noqa: BLE001 - anything that is not array-like
-                        note = f"q_reported of type {type(out[1]).__name__}, not an array"
+                res, note = _proposal_outputs(out, m, V, who=who)
                 if note:
-                    return _failed("proposal", samples, alpha, "proposal", f"{who} returned {note}",
-                                   R)
-                if t.shape[0] != m or tuple(qr.shape) != (m, V):
-                    return _failed("proposal", samples, alpha, "proposal",
-                                   f"{who} returned tokens {list(t.shape)} and q "
-                                   f"{list(qr.shape)} for a batch of {m} rows of V = {V}", R)
-                if ((t < 0) | (t >= V)).any():
-                    return _failed("proposal", samples, alpha, "proposal",
-                                   f"{who} returned a token outside 0..{V - 1}", R)
+                    return _failed("proposal", samples, alpha, "proposal", note, R)
+                t, qr, given = res
                 # a q reported in float16 / bfloat16 is a rounded distribution: its sum is off 1
                 # by up to a few 1e-4, as given draft rows may be (`DRAFT_ROW_TOL`); the
                 # chi-square reads the mean of the reported rows divided by its sum

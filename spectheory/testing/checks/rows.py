@@ -168,6 +168,13 @@ def _check_draft_rows(d, q, p) -> None:
                    f"sums to {float(x[b, k, i].sum()):.9g}, not 1 within {tol:g}")
             raise SpectheoryError(f"draft rows: the {name} row of row {b}, path {k}, position {i} "
                                   f"{why}; every row must be a distribution")
+    if d.numel():  # a token its own row gives probability 0 cannot have been drafted from it
+        drafted = q.to(torch.float64).gather(-1, d.to(torch.long).unsqueeze(-1)).squeeze(-1)
+        if bool((drafted <= 0).any()):
+            b, k, i = (int(v) for v in torch.nonzero(drafted <= 0)[0])
+            raise SpectheoryError(f"draft rows: the drafted token {int(d[b, k, i])} (row {b}, "
+                                  f"path {k}, position {i}) has probability 0 in its q row: it "
+                                  f"cannot have been drafted from it")
 
 
 def _dims(inst) -> tuple[int | None, int, int]:
@@ -175,12 +182,15 @@ def _dims(inst) -> tuple[int | None, int, int]:
     building anything."""
     if isinstance(inst, Instance):
         return None, inst.block_length, inst.vocab_size
-    try:
-        d, q = inst[0], inst[1]
-        return int(d.shape[0]), int(d.shape[-1]), int(q.shape[-1])
-    except (TypeError, IndexError, AttributeError):
+    if not (isinstance(inst, DraftRows) or (isinstance(inst, tuple) and len(inst) == 3)):
         raise SpectheoryError(f"an instance must be a spectheory Instance or DraftRows, not "
-                              f"{type(inst).__name__}") from None
+                              f"{type(inst).__name__}")
+    d, q = (x if hasattr(x, "shape") else _row_tensor(x, name)  # lists: read as _fixed_rows does
+            for x, name in zip(inst[:2], ("drafts", "q")))
+    if len(d.shape) < 1 or len(q.shape) < 1:
+        raise SpectheoryError(f"draft rows of shapes drafts {list(d.shape)}, q {list(q.shape)} "
+                              f"do not fit drafts [B, L], q [B, L, V] (or with a path axis K)")
+    return int(d.shape[0]), int(d.shape[-1]), int(q.shape[-1])
 
 
 def bad_row(instance: Instance, sums: bool = False):

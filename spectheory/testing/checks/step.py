@@ -85,8 +85,8 @@ from ...runtime._lazy import torch
 from ...runtime.errors import (guarded_check, OptionError, SizeLimitError, SpectheoryError, TimeLimitError,
                               as_list, is_integer)
 from ..statistics import stats
-from .calls import (_an_instance, _caller_bound, _cells, _summary, kit_seed, readable,
-                    whole_ids)
+from .calls import (_an_instance, _caller_bound, _cells, _summary, kit_seed, point_mass_figure,
+                    readable, whole_ids)
 from .report import MIN_EXPECTED, POWER, SamplerReport, guarded
 
 #: Most sequences V^N one comparison enumerates (N = steps + L tokens).
@@ -669,11 +669,8 @@ def check_step(step: Callable, instances: Sequence | None = None, samples: int =
     fam, cell, mdt, notes = _summary(tests, alpha, worst, impossible,
                                      "sequences of target probability zero")
     if all(point):  # every law a point mass (greedy): any bias puts mass on a zero sequence
-        n_min = min(per)
-        mdt = stats.point_mass_tv(n_min, POWER)
-        notes.append(f"every instance's law is one sequence (greedy decoding): a sample of any "
-                     f"other sequence fails the check, so a bias of total variation t is caught "
-                     f"with probability 1 - (1 - t)^n, n >= {n_min:,}")
+        mdt, note = point_mass_figure(min(per))
+        notes.append(note)
     if sp is not None and not sp.identity:
         notes.append(f"law against the target processed by {sp}; the step was handed the raw "
                      f"rows")

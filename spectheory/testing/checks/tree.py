@@ -77,7 +77,8 @@ from ...runtime.limits import check_memory
 from ...runtime.sizes import check_size
 from ..statistics import stats
 from .calls import (RAMP_FIRST_ROWS, _an_instance, _budget_bound, _caller_bound, _cells,
-                    _needs_text, _sequence_label, _summary, kit_seed, readable, whole_ids)
+                    _dense, _needs_text, _sequence_label, _summary, kit_seed, readable, unreadable,
+                    whole_ids)
 from .report import MIN_EXPECTED, POWER, SamplerReport, guarded
 from .sizing import MAX_SECONDS, _refuse_time
 from .step import _Pace
@@ -472,6 +473,7 @@ def _failed(mode, samples, alpha, name, note, tree, drafting, rows=0) -> TreeSam
 # ----------------------------------------------------------------------------- calling
 
 
+@unreadable
 def _outputs(out, m: int, n_nodes: int, V: int, who: str):
     """(node [m], token [m]) long tensors from a sampler's return value, or (None, note)."""
     try:
@@ -484,6 +486,9 @@ def _outputs(out, m: int, n_nodes: int, V: int, who: str):
             t = torch.as_tensor(x)
         except (TypeError, ValueError, RuntimeError):
             return None, f"{who} returned a {type(x).__name__} as {what}, not a tensor"
+        note = _dense(t, f"{who} returned {what}")
+        if note:
+            return None, note
         if t.shape != (m,):
             return None, (f"{who} returned {what} of shape {list(t.shape)} for {m} drafted "
                           f"trees; expected [{m}]")
@@ -718,7 +723,7 @@ def _mixed_counts(sampler, setup, per_row, parents, G, N, max_batch, seed, sg, w
             rng.shuffle(labels)
             rows = torch.as_tensor(labels, dtype=torch.long)
             out = sampler(tok[rows], parents, q[rows], p[rows], sg)
-            res, note = _outputs(out, m, N + 1, V, who)
+            res, note = _outputs(out, m, N + 1, V, who=who)
             if note:
                 return None, note
             node, y = res
@@ -779,7 +784,7 @@ def _lossless_mode(sampler, name, tree, drafting, instances, samples, alpha, see
             ramp *= 4
             d = draft_trees(inst, tree, drafting, m, g)
             out = sampler(d.tokens.clone(), parents, d.q.clone(), d.p.clone(), sg)
-            res, note = _outputs(out, m, N + 1, V, who)
+            res, note = _outputs(out, m, N + 1, V, who=who)
             if note:
                 return _failed("tree-lossless", samples, alpha, name, note, tree.describe(),
                                drafting, len(instances))
