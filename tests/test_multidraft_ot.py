@@ -203,3 +203,19 @@ def test_subset_formula_equals_the_direct_lp(drafting):
         for K in (2, 3):
             alpha, _ = optimal_acceptance(p, q, K, drafting)
             assert 1 + alpha == lp.direct_lp(inst, K, exact=True, drafting=drafting).optimum
+
+
+def test_truncation_tolerance_bounds_and_its_tie():
+    """tau must lie in (0, 1) (0 ran the unrepaired rule, 1 too); at a tie q(H*)^m - q(T_in)^m
+    = tau the paper's <= stops adding inner tokens: q = (1/2, 1/4, 1/8, 1/8), p = (1/16, 1/16,
+    7/16, 7/16), K = 2, H* = {0, 1}, tau = 0.75^2 - 0.5^2 = 0.3125 keeps T_in = {0}, and the
+    law is 1/16 from the target (with < : T_in = {0, 1}, TV 5e-10)."""
+    for bad in (0, 0.0, 1, 1.0, -0.1, float("nan")):
+        with pytest.raises(Exception, match="truncation"):
+            truncated_global_resolution(bad)
+    inst = instance_from_dict({"vocab_size": 4, "block_length": 1,
+                               "target": ["1/16", "1/16", "7/16", "7/16"],
+                               "draft": ["1/2", "1/4", "1/8", "1/8"]}, exact=True)
+    res = analyze_multipath(inst, truncated_global_resolution(0.3125), 2, exact=True)
+    assert abs(float(res.tv_to_target) - 1 / 16) < 1e-9
+    assert abs(float(res.block_efficiency) - 1.5625) < 1e-9

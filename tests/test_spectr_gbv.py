@@ -292,3 +292,23 @@ def test_registration_metadata():
     assert s.name == "spectr-gbv" and s.paths is None and s.drafting == "iid"
     assert not s.lossless and s.exact and "2604.25925" in s.paper
     assert "Algorithm 2" in s.summary and "released" in s.summary
+
+
+def test_the_decision_limit_itself_is_accepted():
+    """(L - 1) K = MAX_DECISIONS runs (2^16 histories, K = 2, L = 9: a law that sums to 1); one
+    decision more is refused."""
+    from spectheory.verifiers.spectr_gbv import check_sizes
+
+    assert MAX_DECISIONS == 16
+    for L, K in ((17, 1), (9, 2), (5, 4)):
+        check_sizes(L, K)
+    for L, K in ((18, 1), (10, 2), (6, 4)):
+        with pytest.raises(SizeLimitError, match="above the limit of 16"):
+            check_sizes(L, K)
+    g = torch.Generator().manual_seed(0)
+    q = torch.softmax(torch.randn(1, 2, 9, 2, generator=g, dtype=torch.float64), -1)
+    p = torch.softmax(torch.randn(1, 2, 10, 2, generator=g, dtype=torch.float64), -1)
+    drafts = torch.randint(0, 2, (1, 2, 9), generator=g)
+    out = spectr_gbv(drafts, q, p)
+    assert tuple(out.stop.shape) == (1, 2, 10)
+    assert float(out.stop.sum()) == pytest.approx(1.0, abs=1e-12)

@@ -183,3 +183,42 @@ def test_split_with_laws_guards_the_whole_tree_and_refuses_other_routes():
                workers=1)
     with pytest.raises(SpectheoryError, match="route='per-draft'"):
         st.analyze(inst, "block", executor="local", route="per-draft")
+
+
+def test_a_markov_instance_shallower_than_the_block_splits_to_the_same_law():
+    """Depth-1 tables (an order-1 Markov target, a prefix-dependent row after each token) and
+    L = 3: the tasks read rows deeper than the tables (the last D tokens of the prefix). Reading
+    them by the prefix's leading tokens instead gave token verification [0, 7/20, 9/40, 17/40]
+    (right: [0, 7/20, 23/100, 21/50]) with TV 0, the target built from the same wrong rows."""
+    from spectheory.inputs.instances import Instance
+    from spectheory.inputs.models import TableModel
+
+    F = Fraction
+
+    def model(root, rows):
+        return TableModel(2, (np.array([root], dtype=object), np.array(rows, dtype=object)))
+
+    inst = Instance(2, 3, model([F(1, 2), F(1, 2)], [[F(9, 10), F(1, 10)], [F(1, 5), F(4, 5)]]),
+                    model([F(1, 2), F(1, 2)], [[F(1, 2), F(1, 2)], [F(1, 2), F(1, 2)]]))
+    for rule in ("token", "block"):
+        one = st.analyze(inst, rule, exact=True)
+        two = st.analyze(inst, rule, exact=True, executor="local", split_depth=1, workers=1)
+        _same(one, two)
+        assert one.output_law.tolist() == two.output_law.tolist()
+    assert st.analyze(inst, "token", exact=True, executor="local", split_depth=2,
+                      workers=1).tau_pmf == [0, F(7, 20), F(23, 100), F(21, 50)]
+
+
+def test_the_task_limit_itself_is_accepted(monkeypatch):
+    """V^d tasks equal to MAX_TASKS run (the limit is inclusive); one more power is refused."""
+    from spectheory.runtime.errors import SizeLimitError
+
+    monkeypatch.setattr(split_module, "MAX_TASKS", 16)
+    inst = random_instance(4, 3, seed=0, denominator=100)
+    two = st.analyze(inst, "block", exact=True, laws=False, executor="local", split_depth=2,
+                     workers=1)
+    assert two.tau_pmf == st.analyze(inst, "block", exact=True, laws=False).tau_pmf
+    monkeypatch.setattr(split_module, "MAX_TASKS", 15)
+    with pytest.raises(SizeLimitError, match="tasks exceed 15"):
+        st.analyze(inst, "block", exact=True, laws=False, executor="local", split_depth=2,
+                   workers=1)

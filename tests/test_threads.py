@@ -152,3 +152,11 @@ def test_thread_count_is_bounded(monkeypatch, capsys):
         assert out.out == "" and out.err.count("\n") == 1
         assert f"--threads 100,000 is over the limit of {limit} threads" in out.err
     assert torch.get_num_threads() == 1
+
+
+@pytest.mark.parametrize("blank", ["", "   "])
+def test_a_blank_variable_counts_as_unset(monkeypatch, blank):
+    """SPECTHEORY_THREADS= (as a shell leaves it after `export SPECTHEORY_THREADS=`) is the
+    default rule, not an error that would stop every command."""
+    monkeypatch.setenv(ENV_VAR, blank)
+    assert [default_threads(c) for c in (2, 4, 16)] == [1, 2, 8]
