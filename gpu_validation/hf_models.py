@@ -121,17 +121,21 @@ def load_model(path: str | Path, device: str = "cpu", dtype: torch.dtype = torch
     else:
         kw = {"gguf_file": p.name}
         p = p.parent
+    what = "a causal language model"
     try:
         model = AutoModelForCausalLM.from_pretrained(str(p), dtype=dtype, **kw)
         model.to(device).eval()
-        tok = AutoTokenizer.from_pretrained(str(p), **kw) if tokenizer else None
         vocab = int(model.get_output_embeddings().weight.shape[0])
+        what = "the tokenizer"  # the model loaded: a failure now is the tokenizer's
+        tok = AutoTokenizer.from_pretrained(str(p), **kw) if tokenizer else None
     except (KeyboardInterrupt, MemoryError, SpectheoryError):
         raise
     except Exception as exc:  # noqa: BLE001 - a corrupt or foreign file: the library's reason
         first = (" ".join(str(exc).split()) or type(exc).__name__)[:200]
-        raise SpectheoryError(f"cannot load a causal language model from {path} "
-                              f"({type(exc).__name__}: {first})") from None
+        raise SpectheoryError(f"cannot load {what} from {path}"
+                              + (" (the model itself loads; the draft's tokenizer encodes the "
+                                 "prompts)" if what == "the tokenizer" else "")
+                              + f" ({type(exc).__name__}: {first})") from None
     return LoadedModel(model, tok, str(path), vocab, time.perf_counter() - t0)
 
 

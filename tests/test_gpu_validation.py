@@ -224,6 +224,11 @@ def test_gguf_roundtrip_and_vocab_check(tmp_path, pair):
     assert gguf_vocab_size(path) == V
     loaded = load_model(path, tokenizer=False)
     assert loaded.vocab_size == V
+    # the tiny file's placeholder vocabulary has no tokenizer: the refusal names the tokenizer,
+    # not the model that loaded
+    with pytest.raises(SpectheoryError, match="cannot load the tokenizer from .*the model "
+                                              "itself loads"):
+        load_model(path, tokenizer=True)
     x = torch.tensor([[0, 1, 2, 1]])
     with torch.no_grad():
         assert torch.equal(model(x).logits, loaded.model(x).logits)

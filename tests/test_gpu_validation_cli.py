@@ -543,3 +543,15 @@ def test_summarize_checks_the_cost_file(costs, words, tmp_path, capsys):
     assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err, err
     assert f"costs.json: {words}" in err, err
     assert _listing(tmp_path) == before
+
+
+def test_more_contexts_than_the_datasets_give_are_refused():
+    """--contexts 3 --datasets humaneval:1 ran one context with no word; refused when the run is
+    configured (before any model loads). As many as given run."""
+    from spectheory.gpu_validation.experiments.lossless import LosslessConfig
+    from spectheory.runtime.errors import SpectheoryError
+
+    with pytest.raises(SpectheoryError, match=r"contexts = 3 is more than the 2 prompt\(s\) "
+                                              r"datasets humaneval:1,sharegpt:1 gives"):
+        LosslessConfig(datasets="humaneval:1,sharegpt:1", contexts=3)
+    assert LosslessConfig(datasets="humaneval:1,sharegpt:1", contexts=2).contexts == 2

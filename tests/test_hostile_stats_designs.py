@@ -287,7 +287,7 @@ def test_check_sampler_names_the_type_of_a_non_number_alpha():
                   lambda: check_sampler(make_sampler("token"), "token", alpha="0.01",
                                         samples=100))
     assert len(msg) < 120
-    refused(SpectheoryError, r"^alpha = 2 must lie strictly between 0 and 1$",
+    refused(SpectheoryError, r"^alpha = 2 must be a number strictly between 0 and 1$",
             lambda: check_sampler(make_sampler("token"), "token", alpha=2, samples=100))
     rep = check_sampler(make_sampler("token"), "token", alpha=0.01, samples=2_000, seed=0)
     assert rep.passed and rep.alpha == 0.01

@@ -92,3 +92,22 @@ def test_the_real_model_and_sweep_outputs_refuse_a_fifo_before_any_work(tmp_path
     with pytest.raises(OptionError, match="--figure .* it is a FIFO"):
         plot.plot_sweep(tmp_path, figure=str(figure))
     assert stat.S_ISFIFO(os.stat(fifo).st_mode) and stat.S_ISFIFO(os.stat(figure).st_mode)
+
+
+def test_an_error_starts_its_own_line_after_an_open_progress_bar(capsys):
+    """A command failing while a tqdm bar is open (a user verifier raising inside validate's
+    sample loop): the bar was drawn before the error on its line and again after it at exit;
+    the bar is now closed first and the error is the last line, whole."""
+    import sys
+
+    from tqdm import tqdm
+
+    from spectheory.cli import _fail
+
+    bar = tqdm(total=300, desc="lossless samples", file=sys.stderr)
+    bar.update(1)
+    assert _fail("verifier 'umod:raises' raised RuntimeError: user boom") == 2
+    bar.close()  # what the interpreter's exit would do: nothing more is drawn
+    err = capsys.readouterr().err
+    assert err.endswith("\nspectheory: error: verifier 'umod:raises' raised RuntimeError: user "
+                        "boom\n")

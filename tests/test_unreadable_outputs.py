@@ -138,3 +138,25 @@ def test_engine_replicas_under_greedy_decoding_state_their_detection_figure(engi
     assert rep.min_detectable_tv == pytest.approx(1 - 0.1 ** (1 / 300)) == point_mass_tv(300)
     assert rep.to_json()["detects"]["value"] == pytest.approx(rep.min_detectable_tv)
     assert sum("is one sequence (greedy decoding)" in n for n in rep.notes) == 1
+
+
+def test_numpy_levels_are_read_as_numbers_everywhere():
+    """alpha = np.float32(0.01) was refused ("not float32") where np.int64 samples were taken:
+    every check reads numpy levels as numbers (and a bool, a string or 1 as before refused), and
+    the report holds a Python float (its JSON is written)."""
+    import json
+
+    from spectheory.runtime.errors import SpectheoryError
+
+    a = np.float32(0.01)
+    rep = check_sampler(GOOD, "block", samples=np.int64(3000), alpha=a)
+    assert rep.passed and type(rep.alpha) is float and json.dumps(rep.to_json())
+    step = T.check_step(T.vllm_v1_step, samples=4000, alpha=np.float64(0.01))
+    assert type(step.alpha) is float
+    tree = T.tree_engine_sampler(T.tree_speculative_sampling_target_only, "sglang-tree")
+    assert type(T.check_tree_sampler(tree, "sglang-tree", samples=3000, alpha=a).alpha) is float
+    for bad in (True, "0.01", 1, np.float64(1.0), float("nan")):
+        with pytest.raises(SpectheoryError, match="alpha = .* must be a number strictly between"):
+            check_sampler(GOOD, "block", samples=3000, alpha=bad)
+        with pytest.raises(SpectheoryError, match="alpha = .* must be a number strictly between"):
+            T.check_step(T.vllm_v1_step, samples=4000, alpha=bad)

@@ -323,6 +323,11 @@ class LosslessConfig:
             object.__setattr__(self, "datasets", parse_datasets(
                 self.datasets if isinstance(self.datasets, str) else
                 format_datasets(self.datasets)))
+            given = sum(n for _, n in self.datasets)
+            if self.contexts > given:  # the run would test fewer contexts than asked, silently
+                raise SpectheoryError(f"contexts = {self.contexts} is more than the {given} "
+                                      f"prompt(s) datasets {format_datasets(self.datasets)} "
+                                      f"gives; ask for fewer contexts or more prompts")
         check_int("chunk", self.chunk, 1, 1_000_000)
         check_float("alpha", self.alpha, 0, 1, lo_open=True, hi_open=True)
         check_seed(self.seed)

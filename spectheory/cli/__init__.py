@@ -267,10 +267,30 @@ def clip_message(message: str) -> str:
     return f"{text[:CLIP_HEAD]} [... {cut:,} characters cut ...] {text[-CLIP_TAIL:]}"
 
 
+def _clear_progress_bars() -> None:
+    """Close the progress bars still open when a command fails, clearing their lines, so that
+    the error starts its own line and is the last one (a bar left open was drawn before it on the
+    same line, and again after it when closed at exit)."""
+    std = sys.modules.get("tqdm.std")
+    if std is None:
+        return
+    closed = False
+    for bar in list(getattr(std.tqdm, "_instances", ())):
+        try:
+            bar.leave = False
+            bar.close()
+            closed = True
+        except Exception:  # noqa: BLE001 - a bar that cannot close is left as it is
+            pass
+    if closed and not sys.stderr.isatty():  # a log keeps the bar's text: end its line
+        sys.stderr.write("\n")
+
+
 def _fail(message: str, debug: BaseException | None = None) -> int:
     """Print ``spectheory: error: MESSAGE`` on one line (after the full traceback of ``debug``,
     chained causes included, under ``--debug``); returns exit code 2."""
     try:
+        _clear_progress_bars()
         if debug is not None:
             import traceback
 

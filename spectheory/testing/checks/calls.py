@@ -23,6 +23,7 @@ from ...runtime._lazy import torch
 from ...runtime.errors import SpectheoryError, TimeLimitError, whole_ids
 from ...runtime.kept import Kept, digest
 from ..statistics import stats
+from ..statistics._args import level
 from .report import RUNNING, MIN_EXPECTED, POWER, SAMPLE_LIMIT, Cell, DraftRows, SamplerReport, declared
 
 #: Default bound on the floats of the inputs of one sampler call (rows x K (2L+1) V).
@@ -466,8 +467,7 @@ def _run_arguments(samples, alpha, tokens, seed, max_seconds, instances, default
 
     if not integer(samples) or not 1 <= samples <= max_samples:
         raise OptionError(f"samples = {samples!r:.40} must be an integer in 1..{max_samples:,}")
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
-        raise OptionError(f"alpha = {alpha!r:.40} must lie strictly between 0 and 1")
+    level("alpha", alpha)
     if not integer(tokens) or not 1 <= tokens <= max_tokens:
         raise OptionError(f"tokens = {tokens!r:.40} must be an integer in 1..{max_tokens}")
     if not integer(seed) or not 0 <= seed < 2**62:

@@ -674,6 +674,7 @@ def check_hf_generate(instances: Sequence | Instance | None = None, samples: int
     transformers = _require_transformers()
     insts, per = _run_arguments(samples, alpha, tokens, seed, max_seconds, instances,
                                 default_instances, MAX_SAMPLES, MAX_TOKENS)
+    alpha = float(alpha)
     if isinstance(shift, bool) or shift not in (0, 1):
         raise OptionError(f"shift = {shift!r:.40} must be 0 or 1")
     for name, value in (("generate_kwargs", generate_kwargs), ("assistant", assistant)):

@@ -80,6 +80,7 @@ from ...runtime._lazy import torch
 from ...runtime.errors import guarded_check, OptionError, SpectheoryError, as_list
 from ...registry import plan
 from ..statistics import stats  # noqa: F401 (re-exported)
+from ..statistics._args import level
 from .report import (MIN_EXPECTED, POWER, Cell, CoinMismatch, DraftRows, SamplerReport,  # noqa: F401 (re-exported)
                      _finite, _guarded, _name_of, declared)
 # The modes and the pieces they share, one module each; every name is importable from here too.
@@ -122,11 +123,7 @@ BUDGET_MIN_BATCH = 2**16
 def _check_args(samples, alpha, mode=None, tol=None):
     if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 1:
         raise SpectheoryError(f"samples = {samples!r} must be a positive integer")
-    if not isinstance(alpha, (int, float)):  # a string, None, a tensor: name its type
-        raise SpectheoryError(f"alpha = {alpha!r:.40} must be a number strictly between 0 and "
-                              f"1, not {type(alpha).__name__}")
-    if not 0 < alpha < 1:
-        raise SpectheoryError(f"alpha = {alpha!r} must lie strictly between 0 and 1")
+    level("alpha", alpha)  # numpy floats too; a string, None, a tensor: its type named
     if mode is not None and mode not in MODES:
         raise SpectheoryError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
     if tol is not None and not (isinstance(tol, (int, float)) and 0 <= tol < 1):
@@ -402,6 +399,7 @@ def check_sampler(sampler: Callable, verifier: Any = "block", instances: Sequenc
         raise SpectheoryError(f"budget_s = {budget_s!r} sizes a run only with samples='auto' "
                               f"(got samples = {samples!r})")
     _check_args(samples, alpha, mode, tol)
+    alpha = float(alpha)
     _refuse_unused(mode, convention)
     if isinstance(draft_rows, bool) or not isinstance(draft_rows, int) or draft_rows < 1:
         raise SpectheoryError(f"draft_rows = {draft_rows!r} must be a positive integer")
@@ -487,6 +485,7 @@ def check_proposal(draft_sampler: Callable, instances: Sequence | None = None,
     (`TimeLimitError`, one line naming it).
     """
     _check_args(samples, alpha)
+    alpha = float(alpha)
     if max_seconds is not None and (isinstance(max_seconds, bool) or
                                     not isinstance(max_seconds, (int, float)) or
                                     not max_seconds > 0):

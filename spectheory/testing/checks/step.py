@@ -85,6 +85,7 @@ from ...runtime._lazy import torch
 from ...runtime.errors import (guarded_check, OptionError, SizeLimitError, SpectheoryError, TimeLimitError,
                               as_list, is_integer)
 from ..statistics import stats
+from ..statistics._args import level
 from .calls import (_an_instance, _caller_bound, _cells, _summary, kit_seed, point_mass_figure,
                     readable, whole_ids)
 from .report import MIN_EXPECTED, POWER, SamplerReport, guarded
@@ -310,8 +311,7 @@ def _check_args(samples, alpha, steps, inputs):
     if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or \
             not 1 <= samples <= MAX_SAMPLES:
         raise OptionError(f"samples = {samples!r} must be an integer in 1..{MAX_SAMPLES:,}")
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
-        raise OptionError(f"alpha = {alpha!r} must lie strictly between 0 and 1")
+    level("alpha", alpha)
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or \
             not 1 <= steps <= MAX_STEPS:
         raise OptionError(f"steps = {steps!r} must be an integer in 1..{MAX_STEPS}")
@@ -600,6 +600,7 @@ def check_step(step: Callable, instances: Sequence | None = None, samples: int =
     """
     inputs = resolve_inputs(inputs, sampling)
     _check_args(samples, alpha, steps, inputs)
+    alpha = float(alpha)
     seed = kit_seed(seed)
     if not callable(step):
         raise OptionError(f"the step is {type(step).__name__}, not a function")

@@ -76,6 +76,7 @@ from ...runtime.errors import (guarded_check, InstanceError, OptionError, as_lis
 from ...runtime.limits import check_memory
 from ...runtime.sizes import check_size
 from ..statistics import stats
+from ..statistics._args import level
 from .calls import (RAMP_FIRST_ROWS, _an_instance, _budget_bound, _caller_bound, _cells,
                     _dense, _needs_text, _sequence_label, _summary, kit_seed, readable, unreadable,
                     whole_ids)
@@ -915,8 +916,7 @@ def check_tree_sampler(sampler: Callable, verifier: Any = None, tree: Any = (2, 
         raise OptionError(f"samples = {samples:,} is over the tree mode's limit of "
                           f"{MAX_SAMPLES:,} (at least a day of calls at 10^5 samples a second)")
     _refuse_time(1 if samples == "auto" else int(samples), max_seconds)
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 1:
-        raise OptionError(f"alpha = {alpha!r} must lie strictly between 0 and 1")
+    alpha = level("alpha", alpha)
     if isinstance(draft_rows, bool) or not isinstance(draft_rows, int) or draft_rows < 1:
         raise OptionError(f"draft_rows = {draft_rows!r} must be a positive integer")
     if draft_rows > MAX_DRAFT_ROWS:
