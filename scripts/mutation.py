@@ -3534,6 +3534,16 @@ MUTANTS = [
            '    _check_args(samples, alpha, mode, tol)\n',
            'a numpy alpha kept in the report (its JSON cannot be written)',
            ('tests/test_unreadable_outputs.py',)),
+    Mutant('spectheory/testing/engines/engine_sampling.py',
+           '    return process_rows_along(p, torch.as_tensor(drafts).to(torch.long), sp)',
+           '    return process_rows(p, sp)',
+           'upstream presets process every row with no history: a correct TensorRT-LLM or MRV2 port FAILs under penalties, min_tokens or no-repeat n-grams',
+           ('tests/test_presets_sampling.py',)),
+    Mutant('spectheory/testing/engines/engine_sampling.py',
+           '    if engine in STATELESS_PATHS and sp.stateful:',
+           '    if False:',
+           'vLLM V1 / SGLang / transformers presets drop history parameters and FAIL the correct port',
+           ('tests/test_presets_sampling.py',)),
 ]
 
 

@@ -386,3 +386,46 @@ def test_trtllm_late_row_port_raising_is_one_line():
     with pytest.raises(UserCodeError, match="process_draft_tokens_rejection_sampling raised "
                                             "RuntimeError"):
         check_sampler(s, "token", instances=CLEAN[2:], mode="coins-tau", samples=400)
+
+
+#: Settings that read the request's history (the drafts before each row).
+STATEFUL = ["repetition_penalty=1.5", "frequency_penalty=1", "min_tokens=2,stop_token_ids=0",
+            "no_repeat_ngram_size=2"]
+
+
+@pytest.mark.parametrize("setting", STATEFUL)
+@pytest.mark.parametrize("name", ["trtllm", "vllm-mrv2"])
+def test_upstream_processing_follows_each_rows_history(name, setting):
+    """The presets whose rows are processed upstream (TensorRT-LLM, vLLM MRV2's stand-in)
+    process row i after the drafts before it, as the reference does: a correct port passes
+    (they processed every row with no history, and FAILed it at p = 0). Negative control: the
+    same preset with the history dropped fails, at 3,000 samples."""
+    assert _check(name, setting, samples=3_000).passed
+
+    def no_history(p, drafts, sp):
+        return ES.process_rows(p.to(torch.float64), sp)
+
+    mp = pytest.MonkeyPatch()
+    try:
+        mp.setattr(ES, "_processed_along", no_history)
+        bad = _check(name, setting, samples=3_000)
+    finally:
+        mp.undo()
+    assert not bad.passed and bad.p_value < 1e-6
+
+
+@pytest.mark.parametrize("name", ["vllm-v1", "sglang-chain", "transformers"])
+def test_stateless_engine_paths_refuse_history_parameters(name):
+    """The vLLM V1, SGLang and transformers presets run the engines' temperature, top-k and top-p
+    path: a penalty, a bias or a mask given to them was dropped and the correct port FAILed; it
+    is refused in one line naming the parameters."""
+    f, lay = PORTS[name]
+    for setting, named in (("repetition_penalty=1.5", "repetition_penalty"),
+                           ("logit_bias=0:-inf", "logit_bias"),
+                           ("min_tokens=2,stop_token_ids=0", "min_tokens"),
+                           ("no_repeat_ngram_size=2,presence_penalty=0.5",
+                            "presence_penalty, no_repeat_ngram_size")):
+        with pytest.raises(OptionError, match=f"not {named} \\(parameters that read the "
+                                              f"request's history\\)") as exc:
+            Lm.engine_sampler(f, lay, sampling=setting)
+        assert "\n" not in str(exc.value)

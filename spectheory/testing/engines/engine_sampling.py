@@ -47,6 +47,13 @@ a preset built with ``sampling=`` (``engine_sampler(fn, layout, sampling=...)``,
   (T log q, which the kernel divides by T). The kernel and its greedy path are the engine's; the
   target processing is the kit's.
 
+Parameters that read the request's history (penalties, ``min_tokens``, ``logit_bias``,
+``no_repeat_ngram_size``, ``grammar``): the upstream paths (``"trtllm"``, ``"llama.cpp"``,
+``"vllm-mrv2"``) process row i after the drafts before it, as the check's reference does
+(`spectheory.inputs.processing.process_rows_along`); the ``"vllm-v1"``, ``"sglang"`` and
+``"transformers"`` presets run the engines' temperature, top-k and top-p path only and refuse
+them in one line (`STATELESS_PATHS`): a verdict there would be on a path the engine does not take.
+
 The draft rows are handed as drafted (the kit samples the drafts from them), so a sampler's q is
 the q its drafts follow. Ties: the kit's reference keeps tokens tied at a top-k or top-p boundary
 together and sends greedy to the lowest id; vLLM and transformers decide a top-p boundary tie by
@@ -63,11 +70,12 @@ from dataclasses import dataclass
 
 import torch
 
-from ...inputs.processing import SamplingParams, parse_sampling, process_rows
+from ...inputs.processing import SamplingParams, parse_sampling, process_rows, process_rows_along
 from ...runtime.errors import OptionError
 
 __all__ = ["EngineProcessing", "engine_processing", "engine_globals", "WRAPPER_RULE",
-           "sglang_renorm", "transformers_processors", "boundary_ties", "DROPPED"]
+           "sglang_renorm", "transformers_processors", "boundary_ties", "DROPPED",
+           "STATELESS_PATHS"]
 
 #: What each engine's speculative path leaves out of the kit's parameters (a check under them
 #: then fails: the engine's output does not follow the processed target).
@@ -310,12 +318,12 @@ class EngineProcessing:
         return fn
 
     # ------------------------------------------------------------------ rows processed upstream
-    def _processed_rows(self, layout, kw, p, generator):
+    def _processed_rows(self, layout, kw, p, drafts, generator):
         roles = layout.roles
         name = roles["target"]
         rows = _get(kw, name)
         B, S, V = p.shape
-        proc = process_rows(p.to(torch.float64), self.params)
+        proc = _processed_along(p, drafts, self.params)
         if "bonus" in roles:  # the caller's token after the drafts, from the processed row
             it = _get(kw, roles["bonus"]).dtype
             bonus = torch.multinomial(proc[:, S - 1], 1, generator=generator)
@@ -326,11 +334,11 @@ class EngineProcessing:
         _put(kw, name, proc.to(rows.dtype).reshape(rows.shape).contiguous())
 
     def _trtllm(self, fn, layout, kw, values, drafts, p, generator):
-        self._processed_rows(layout, kw, p, generator)
+        self._processed_rows(layout, kw, p, drafts, generator)
         return fn
 
     def _llama_cpp(self, fn, layout, kw, values, drafts, p, generator):
-        self._processed_rows(layout, kw, p, generator)
+        self._processed_rows(layout, kw, p, drafts, generator)
         return fn
 
     def _vllm_mrv2(self, fn, layout, kw, values, drafts, p, generator):
@@ -340,7 +348,7 @@ class EngineProcessing:
         T = 0.0 if sp.greedy else float(sp.temperature)
         tname, dname = roles["target"], roles["draft"]
         rows = _get(kw, tname)
-        proc = torch.log(process_rows(p.to(torch.float64), sp))
+        proc = torch.log(_processed_along(p, drafts, sp))
         _put(kw, tname, proc.to(rows.dtype).reshape(rows.shape).contiguous())
         d = _get(kw, dname)
         if T > 0:
@@ -348,6 +356,21 @@ class EngineProcessing:
         t = _get(kw, roles["temperature"])
         _put(kw, roles["temperature"], torch.full((B,), T, dtype=t.dtype, device=t.device))
         return fn
+
+
+def _processed_along(p, drafts, sp: SamplingParams):
+    """The rows ``p [B, L+1, V]`` processed by ``sp`` as the check's reference processes them:
+    row i after the history ``drafts[:, :i]`` (penalties, masks and biases read it; a
+    stateless ``sp`` reads none)."""
+    p = p.to(torch.float64)
+    if not sp.stateful:
+        return process_rows(p, sp)
+    return process_rows_along(p, torch.as_tensor(drafts).to(torch.long), sp)
+
+
+#: The engines whose preset runs the engine's own stateless path (temperature, top-k, top-p),
+#: not the parameters that read a request's history.
+STATELESS_PATHS = ("vllm-v1", "sglang", "transformers")
 
 
 def engine_processing(layout, sampling) -> EngineProcessing | None:
@@ -362,6 +385,20 @@ def engine_processing(layout, sampling) -> EngineProcessing | None:
         raise OptionError(f"layout {layout.name!r} names no processing path for sampling "
                           f"parameters (processing=None); set one with layout.replace("
                           f"processing=...)")
+    if engine in STATELESS_PATHS and sp.stateful:
+        named = [k for k, on in (("repetition_penalty", sp.repetition_penalty != 1),
+                                 ("presence_penalty", sp.presence_penalty != 0),
+                                 ("frequency_penalty", sp.frequency_penalty != 0),
+                                 ("min_tokens", bool(sp.min_tokens)),
+                                 ("logit_bias", bool(sp.logit_bias)),
+                                 ("no_repeat_ngram_size", bool(sp.no_repeat_ngram_size)),
+                                 ("grammar", sp.grammar is not None)) if on]
+        raise OptionError(f"layout {layout.name!r}: the preset runs {engine}'s temperature, "
+                          f"top-k and top-p path, not {', '.join(named)} (parameters that read "
+                          f"the request's history); a verdict would be on a path the engine "
+                          f"does not take. Check the engine's whole step (check_step), or a "
+                          f"layout whose rows are processed upstream (trtllm, llama.cpp, "
+                          f"vllm-mrv2)")
     if engine == "transformers" and sp.order != "transformers" and sp.top_p < 1 and sp.min_p:
         raise OptionError("layout 'transformers' applies top-p before min-p: pass "
                           "order=transformers in sampling= (and to check_sampler)")
