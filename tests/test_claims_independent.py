@@ -1041,3 +1041,27 @@ def test_every_row_is_covered_or_listed():
     ids = {c.id for c in claims.ledger()}
     assert not COVERED & set(NOT_YET_COVERED)
     assert ids == COVERED | set(NOT_YET_COVERED), ids ^ (COVERED | set(NOT_YET_COVERED))
+
+
+def test_the_ledgers_engine_helpers_off_the_dyadic_grid_and_at_ties():
+    """Inputs the ledger's own instances never reach (its ratios lie on the dyadic grid, where
+    ceiling and floor agree; its rows have no ties): a strict coin accepts t = 1/3 with
+    P(coin < 1/3) = ceil(2^bits / 3) / 2^bits; a draft row with a zero entry is skipped (no
+    division by it); pow2 writes small dyadic fractions plainly; the greedy chain sends ties to
+    the lowest id; mistral.rs's released steps are followed through a token 0."""
+    import math
+
+    from spectheory.lp.claims.common import one
+    from spectheory.lp.claims.engine_threads import greedy_chain, mistralrs_released_sequence
+    from spectheory.lp.claims.engines import coin_accept, coin_token_law, pow2
+
+    for bits in (2, 24):
+        n = 2 ** bits
+        assert coin_accept(F(1, 3), bits, True) == F(math.ceil(n / 3), n)
+        assert coin_accept(F(1, 3), bits, False) == F(n // 3 + 1, n)
+    law = coin_token_law(one(["1/2", "1/2"], ["1", "0"]), 24, True)
+    assert sum(law.values()) == 1 and law[(0, 0)] + law[(0, 1)] == F(1, 2)
+    assert pow2(F(1, 1024)) == "1/1024" and pow2(F(3, 2 ** 30)).startswith("3/2^30")
+    assert greedy_chain(one(["1/2", "1/2"], ["1/2", "1/2"]), 2) == (0, 0)
+    assert mistralrs_released_sequence(one(["1/2", "1/4", "1/4"], ["1/2", "1/4", "1/4"]),
+                                       "temperature=1", 2) == (0, 0)

@@ -342,6 +342,11 @@ def test_probs_from_logits_top_p_keeps_nucleus():
     assert torch.allclose(p, torch.tensor([[0.625, 0.375, 0.0, 0.0]], dtype=torch.float64))
     p = probs_from_logits(logits, SamplingConfig(top_k=1))
     assert p[0].tolist() == [1.0, 0.0, 0.0, 0.0]
+    # the nucleus at its boundary: 0.5 alone reaches top_p = 0.5, the tokens after it go
+    # (mass strictly above them >= top_p); with > the next token stayed: [2/3, 1/3, 0]
+    half = probs_from_logits(torch.log(torch.tensor([[0.5, 0.25, 0.25]], dtype=torch.float64)),
+                             SamplingConfig(top_p=0.5))
+    assert half[0].tolist() == [1.0, 0.0, 0.0]
     with pytest.raises(SpectheoryError):
         SamplingConfig(temperature=0)
     np.testing.assert_allclose(
@@ -361,5 +366,39 @@ def test_early_exit_draft_shares_weights_and_leaves_target_whole():
         assert torch.equal(t(x).logits, before)
         assert not torch.allclose(d(x).logits, before)
         assert d.lm_head.weight is t.lm_head.weight
+        assert d.config.num_hidden_layers == 1 and t.config.num_hidden_layers == 3  # a cache
+        # built from the draft's config (DynamicCache(config=...)) has its 1 layer, not 3
     with pytest.raises(SpectheoryError):
         early_exit_draft(t, 3)
+
+
+def test_the_loop_returns_what_was_asked_and_reads_the_path_it_is_told(pair):
+    """generate returns exactly max_new_tokens (a last step emits up to L + 1); a prompt id equal
+    to V is refused at start; law_on evaluates a single-path verifier on the path asked for;
+    expected_tau sums over the K paths (the law's mass is over (path, tau) pairs); block-first and
+    token-first (lossless under any drafting) run in the i.i.d. loop; bfloat16 loads as such."""
+    from spectheory.gpu_validation.decoding import expected_tau, law_on, resolve_verifier
+    from spectheory.gpu_validation.hf_models import DTYPES
+    from spectheory.law import Law
+    from spectheory.runtime.errors import InputError
+
+    dec = SpeculativeDecoder(*pair)
+    for n in (1, 3, 7):
+        out, taus = generate(dec, PROMPT, n, "block", L=4,
+                             generator=torch.Generator().manual_seed(0))
+        assert len(out) == n and sum(t + 1 for t in taus) >= n
+    with pytest.raises(InputError, match="out of range"):
+        dec.start([1, V])
+    dec.start(PROMPT)
+    prop = dec.propose(2, 2, forced=torch.tensor([[0, 0], [2, 1]]))
+    block = resolve_verifier("block")
+    for path in (0, 1):
+        own = block.law(prop.drafts[None, path:path + 1], prop.q[None, path:path + 1],
+                        prop.p[None, path:path + 1])
+        assert torch.equal(law_on(block, prop, path=path).stop, own.stop)
+    assert not torch.equal(law_on(block, prop, path=0).stop, law_on(block, prop, path=1).stop)
+    stop = torch.tensor([[[0.1, 0.2, 0.0], [0.0, 0.3, 0.4]]], dtype=torch.float64)
+    assert float(expected_tau(Law(stop, torch.zeros(1, 2, 3, 3)))[0]) == pytest.approx(1.3)
+    for name in ("block-first", "token-first"):
+        assert resolve_verifier(name).name == name
+    assert DTYPES["bfloat16"] is torch.bfloat16

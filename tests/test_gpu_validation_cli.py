@@ -132,6 +132,8 @@ BAD = [
     (RUN + PAIR, "not found; run: spectheory models fetch data"),
     (RUN + ["--pair", "smollm2-early-exit", "--target", "{tiny}", "--draft-layers", "5"],
      "the target has 2 layers"),
+    (RUN + ["--pair", "smollm2-early-exit", "--target", "{tiny}", "--draft-layers", "2"],
+     "draft layers = 2 is out of range; the target has 2 layers: accepted 1 to 1"),
     (RUN + ["--pair", "smollm2-early-exit", "--draft", "{tiny}"], "give --target only"),
     (RUN + ["--pair", "smollm2-early-exit"], "models fetch smollm2-135m"),
     (["validate", "run", "--out", "{oldrun}"] + PAIR, "another configuration (seed differ)"),

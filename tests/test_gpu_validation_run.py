@@ -362,3 +362,21 @@ def test_ray_actors_write_the_one_process_records(env, one_process, tmp_path, mo
     assert code == 2 and "3 worker(s) need one CPU each; the Ray cluster has 2" in err
     errors = [ln for ln in err.splitlines() if "error" in ln]  # after the progress line
     assert len(errors) == 1 and not (tmp_path / "big").exists()
+
+
+def test_lossless_level_is_split_over_every_context_and_a_large_chunk_is_sized_by_the_samples(
+        env, tmp_path, monkeypatch, capsys):
+    """Two contexts, two lossless verifiers, three tests each: each test runs at 1e-3 / 12 (the
+    family-wise rate over every context, not per context). A --chunk far above --samples is
+    sized by the samples it draws (300 rows), so a memory limit of 0.1 GiB holds."""
+    monkeypatch.setenv("SPECTHEORY_CACHE", env["cache"])
+    res = tmp_path / "lossless.json"
+    code, stdout, err = _cli(["validate", "lossless", "--draft", env["draft"], "--target",
+                              env["target"], "--verifiers", "token,block", "--samples", "300",
+                              "--L", "2", "--contexts", "2", "--chunk", "1000000",
+                              "--memory-limit", "0.1", "--out", res], capsys)
+    assert code == 0, stdout + err
+    doc = json.loads(res.read_text())
+    assert len(doc["contexts"]) == 2
+    for ctx in doc["contexts"]:
+        assert ctx["level_per_test"] == pytest.approx(1e-3 / 12, rel=1e-12)

@@ -312,3 +312,74 @@ def test_rao_scott_edge_cases():
         rao_scott_test(torch.zeros(2), torch.zeros(2, 2), 100, torch.tensor([0.5, 0.0]))
     with pytest.raises(SpectheoryError, match="at least 2"):
         rao_scott_test(torch.zeros(2), torch.zeros(2, 2), 1, e)
+
+
+def test_williams_q_leaves_the_remainder_bin_out():
+    """Bins 0 and 1 kept (expected 500 and 499), a remainder of expected count 1: q = 1 + (n/500
+    + n/499 - 1) / (6 n dof), the remainder excluded as the docstring says (with it q = 1.0836,
+    p 0.3216 instead of 0.2926)."""
+    n = 1000
+    r = gtest(Counter({0: 520, 1: 478, 2: 2}), {0: 0.5, 1: 0.499}, n)
+    assert r["bins"] == 3 and r["dof"] == 2
+    assert r["williams_q"] == pytest.approx(1 + (n / 500 + n / 499 - 1) / (6 * n * 2), rel=1e-12)
+
+
+def test_weighted_chisq_lower_tail_and_the_satterthwaite_window():
+    """Below the mean the saddlepoint is negative (r = sign(s) sqrt(...)): P(3 Z1^2 + 0.5 Z2^2 >
+    0.3) = 0.884 (a 2-d integral computed here; the Satterthwaite fallback gives 0.838). Within
+    1e-3 standard deviations of the mean the fallback is used, and only there: x = 90 for weights
+    (100, 1) is 0.09 standard deviations below, a saddlepoint value (0.3464; Satterthwaite
+    0.3471)."""
+    from scipy import integrate
+    from scipy.stats import chi2
+
+    from spectheory.gpu_validation.stats import weighted_chisq_sf
+
+    def inside(z1):
+        rest = (0.3 - 3 * z1 * z1) / 0.5
+        return 0.0 if rest <= 0 else chi2.cdf(rest, 1) * np.exp(-z1 * z1 / 2) / np.sqrt(2 * np.pi)
+
+    below = integrate.quad(inside, -1, 1, points=[-np.sqrt(0.1), np.sqrt(0.1)], limit=200)[0]
+    exact = 1 - below
+    got = weighted_chisq_sf(0.3, [3.0, 0.5])
+    assert abs(got - exact) < 0.01 and abs(got - 0.88402) < 1e-4
+    mu, sd = 101.0, float(np.sqrt(2 * (100 ** 2 + 1)))
+    sat = float(chi2.sf(90 * 2 * mu / sd ** 2, 2 * mu * mu / sd ** 2))
+    got = weighted_chisq_sf(90.0, [100.0, 1.0])
+    assert abs(got - 0.346433) < 1e-5 and abs(got - sat) > 5e-4
+    assert weighted_chisq_sf(mu + 1e-4 * sd, [100.0, 1.0]) == pytest.approx(
+        float(chi2.sf((mu + 1e-4 * sd) * 2 * mu / sd ** 2, 2 * mu * mu / sd ** 2)), rel=1e-12)
+
+
+def test_rao_scott_sample_covariance_and_effective_dof():
+    """The covariance is the sample covariance (divided by n - 1) and dof = (sum lambda)^2 / sum
+    lambda^2, written out here: indicator rows (1,0),(0,1),(1,0),(1,0) against e = (1/2, 1/2) give
+    design effect 0.5 and p 0.3173; eye(3) rows 0,1,2,0,1,2,0,0 against (0.4, 0.3, 0.3) dof
+    1.9756."""
+    from spectheory.gpu_validation.stats import rao_scott_test
+
+    def run(rows, e):
+        X = torch.tensor(rows, dtype=torch.float64)
+        e = torch.tensor(e, dtype=torch.float64)
+        dev = X - e
+        return rao_scott_test(dev.sum(0), dev.T @ dev, len(rows), e), X, e
+
+    res, X, e = run([[1, 0], [0, 1], [1, 0], [1, 0]], [0.5, 0.5])
+    S = np.cov(X.numpy(), rowvar=False, ddof=1)
+    lam = np.clip(np.linalg.eigvalsh(S / np.sqrt(np.outer(e, e))), 0, None)
+    assert res["design_effect"] == pytest.approx(lam.sum() / 2, rel=1e-12) == pytest.approx(0.5)
+    assert res["p_value"] == pytest.approx(0.31731, abs=1e-5)
+    res, X, e = run(np.eye(3)[[0, 1, 2, 0, 1, 2, 0, 0]].tolist(), [0.4, 0.3, 0.3])
+    S = np.cov(X.numpy(), rowvar=False, ddof=1)
+    lam = np.clip(np.linalg.eigvalsh(S / np.sqrt(np.outer(e, e))), 0, None)
+    assert res["dof"] == pytest.approx(lam.sum() ** 2 / (lam ** 2).sum(), rel=1e-12)
+    assert res["dof"] == pytest.approx(1.9756, abs=1e-4)
+
+
+def test_the_pair_bin_limit_itself_is_accepted():
+    from spectheory.gpu_validation.stats import MAX_PAIR_BINS, check_pair_bins
+    from spectheory.runtime.errors import SpectheoryError
+
+    check_pair_bins(MAX_PAIR_BINS)
+    with pytest.raises(SpectheoryError, match="at most 20000"):
+        check_pair_bins(MAX_PAIR_BINS + 1)

@@ -315,7 +315,8 @@ def test_an_atomic_write_onto_a_folder_names_the_folder(tmp_path):
     from spectheory.gpu_validation.atomic import write_json
 
     (tmp_path / "summary.json").mkdir()
-    with pytest.raises(SpectheoryError, match=r"cannot write '.*summary\.json': it is a folder"):
+    with pytest.raises(SpectheoryError,
+                       match=r"cannot write output '.*summary\.json': it is a folder"):
         write_json(tmp_path / "summary.json", {"a": 1})
     assert [p.name for p in tmp_path.iterdir()] == ["summary.json"]
     assert write_json(tmp_path / "ok.json", {"a": 1}).read_text() == '{\n "a": 1\n}'

@@ -436,3 +436,14 @@ def test_coins_tau_passes_an_engine_that_recomputes_rows_where_p_equals_q():
     sampler = Lm.engine_coin_sampler(A.vllm_v1_rejection_sample, Lm.VLLM_V1)
     report = check_sampler(sampler, "token", instances=[rows], samples=64, mode="coins-tau")
     assert report.passed, str(report)
+
+
+def test_replace_with_a_field_of_the_wrong_shape_is_one_line():
+    """TRTLLM.replace(args=5) ended in a TypeError from inside the dataclass."""
+    from spectheory.runtime.errors import OptionError
+    from spectheory.testing import TRTLLM
+
+    for field in ("args", "constants"):
+        with pytest.raises(OptionError, match=f"layout 'trtllm': replace\\({field}=...\\) does "
+                                              f"not make a layout"):
+            TRTLLM.replace(**{field: 5})

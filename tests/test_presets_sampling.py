@@ -72,6 +72,13 @@ def test_boundary_ties_lists_the_rows_where_sort_order_decides():
     assert ES.boundary_ties(r, "temperature=0") == [(2,)]
     assert ES.boundary_ties(r, None) == []
     assert ES.boundary_ties(r.view(1, 3, 4), "temperature=0") == [(0, 2)]
+    # the rows are read at the setting's temperature: (0.6, 0.2, 0.2) at T = 1/2 is (0.818,
+    # 0.091, 0.091), whose top-p 0.7 boundary falls after the first token, with no tie there
+    assert ES.boundary_ties(torch.tensor([[0.6, 0.2, 0.2]], dtype=torch.float64),
+                            "temperature=0.5,top_p=0.7") == []
+    # an exact tie at the k-th value is a tie at tol = 0
+    assert ES.boundary_ties(torch.tensor([[0.4, 0.3, 0.3]], dtype=torch.float64), "top_k=2",
+                            tol=0) == [(0,)]
 
 
 @pytest.mark.parametrize("setting", SETTINGS)

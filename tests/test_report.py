@@ -53,6 +53,23 @@ def test_report_passes_and_counts_every_comparison(capsys):
     assert "FAILED" not in out and "DIFFERENT" not in out and ": NO" not in out
     assert "E[tau] = 10/9" in out and "published 11/9: equal" in out
     assert "caught by the checker: yes" in out and "gbv-mismatched-ties: LOSSY" in out
+    # the multi-path table: every verifier row has one cell per K column ("-" where its scheme
+    # defines no such K: SpecHub's hub drafting stops at K = 2), then the max TV and the verdict
+    lines = out.splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.strip().startswith("verifier") and
+                "K = 1" in ln)
+    Ks = lines[head].count("K = ")
+    rows = []
+    for ln in lines[head + 1:]:  # the table: the rows right below its header
+        if not ln.split() or ln.split()[0] not in MULTI_PATH:
+            break
+        rows.append(ln.split())
+    assert len(rows) == len(MULTI_PATH)
+    for cells in rows:
+        assert len(cells) == 2 + Ks + 2, cells
+        assert cells[-1] == "yes" and float(cells[-2]) <= 1e-12
+    hub = next(c for c in rows if c[1] == "hub")
+    assert hub[2 + 2:2 + Ks] == ["-"] * (Ks - 2)
 
 
 def resample_from_target(drafts, q, p):

@@ -214,3 +214,23 @@ def test_sglang_33643_effective_frequency_penalty():
     assert abs(law @ rep - r["repeats_buggy"]) < 1e-8
     # the draft equals the target: most steps accept both drafts
     assert 2.5 < r["tokens_per_step"] <= 3
+
+
+def test_step_law_size_and_a_grammar_over_another_vocabulary_are_refused_in_one_line(tmp_path):
+    """stateful_step_law past 2^16 sequences raised a bare ValueError; a grammar over 2 tokens
+    given with an instance of 3 is refused before any call, naming the instance."""
+    import json
+
+    from spectheory.inputs.random_instances import random_instance
+    from spectheory.runtime.errors import OptionError, SizeLimitError
+    from spectheory.testing import check_step, vllm_v1_step
+    from spectheory.testing.mutants.stateful_steps import stateful_instance, stateful_step_law
+
+    with pytest.raises(SizeLimitError, match=r"3\^32 is over 2\^16"):
+        stateful_step_law("correct", stateful_instance(), 30)
+    g = tmp_path / "g.json"
+    g.write_text(json.dumps({"transitions": [[1, 0], [1, None]]}))
+    insts = [random_instance(2, 2, 0), random_instance(3, 2, 1)]
+    with pytest.raises(OptionError, match=r"the grammar has 2 tokens, the rows it masks 3 .*"
+                                          r"\(instance 1\)"):
+        check_step(vllm_v1_step, instances=insts, samples=4000, sampling=f"grammar={g}")

@@ -52,10 +52,10 @@ def check_out_file(out) -> Path | None:
     p = Path(out)
     if p.is_dir():
         raise SpectheoryError(f"output {p} is a folder; give a file name")
+    _writable_place(p, "output file")
     from spectheory.runtime.files import output_path
 
     output_path(p, "output file")  # a device or FIFO would be replaced by a plain file
-    _writable_place(p, "output file")
     return p
 
 

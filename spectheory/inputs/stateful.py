@@ -661,6 +661,10 @@ def check_vocabulary(sp, V: int) -> None:
     for t, _, _ in sp.logit_bias:
         if t >= V:
             raise OptionError(f"logit_bias token {t} is outside the vocabulary 0..{V - 1}")
+    if sp.grammar is not None and getattr(sp.grammar, "vocab_size", V) != V:
+        raise GrammarError(f"{sp.grammar.name}: the grammar has {sp.grammar.vocab_size} tokens, "
+                           f"the rows it masks {V} (a grammar is built over the instance's "
+                           f"vocabulary)")
 
 
 def mask(sp, history: np.ndarray, V: int) -> np.ndarray | None:

@@ -114,8 +114,8 @@ def _watchdog(seconds: float, what: str):
             return
         raise TimeLimitError(f"{who} did not return: the call was stopped after "
                              f"{now - since:.1f} s, past {WATCHDOG_FACTOR:g} times {what} plus "
-                             f"{WATCHDOG_SLACK_S:g} s ({seconds:.1f} s); a sampler call must "
-                             f"return")
+                             f"{WATCHDOG_SLACK_S:g} s ({seconds:.1f} s); a call of the code "
+                             f"under test must return")
 
     old = signal.signal(signal.SIGALRM, on_alarm)
     tracking = _collection_starts not in gc.callbacks

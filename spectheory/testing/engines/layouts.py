@@ -481,7 +481,13 @@ class Layout:
         if unknown:
             raise OptionError(f"layout {self.name!r}: unknown field {unknown[0]!r} in "
                               f"replace(); fields are {', '.join(fields)}")
-        return dataclasses.replace(self, **changes)
+        try:
+            return dataclasses.replace(self, **changes)
+        except (TypeError, ValueError, AttributeError) as exc:  # a field of the wrong shape
+            raise OptionError(f"layout {self.name!r}: replace("
+                              f"{', '.join(f'{k}=...' for k in changes)}) does not make a "
+                              f"layout ({type(exc).__name__}: {' '.join(str(exc).split())[:120]})"
+                              ) from None
 
 
 # ----------------------------------------------------------------------------- presets

@@ -571,7 +571,10 @@ def stateful_step_law(rule, instance: Instance, steps: int, sampling=None, draft
     L = inst.block_length if num_draft is None else _whole("num_draft", num_draft, 1, 64)
     N = steps + L
     if V ** N > 2**16:
-        raise ValueError("stateful_step_law enumerates V^N <= 2^16 sequences")
+        from ...runtime.errors import SizeLimitError
+
+        raise SizeLimitError(f"stateful_step_law enumerates V^N sequences, N = steps + L = {N}: "
+                             f"{V}^{N} is over 2^16; use fewer steps or a shorter block")
     rows = _Rows(inst)
     memo: dict = {}
     states: dict = {((), ()): 1.0}
