@@ -3669,6 +3669,21 @@ MUTANTS = [
            '        seq += [int(t) for t in out[0] if int(t) > 0]',
            "mistral.rs's released sequence drops token 0 (never ends)",
            ('tests/test_claims_independent.py',)),
+    Mutant('spectheory/testing/engines/layouts.py',
+           '        except (TypeError, ValueError, AttributeError) as exc:  # a field of the wrong shape',
+           '        except ():  # a field of the wrong shape',
+           'Layout.replace(args=5): a TypeError from inside the dataclass',
+           ('tests/test_layouts.py',)),
+    Mutant('spectheory/inputs/stateful.py',
+           '    if sp.grammar is not None and getattr(sp.grammar, "vocab_size", V) != V:',
+           '    if False:',
+           "a grammar over another vocabulary refused only at the first row, without the instance's name",
+           ('tests/test_stateful_steps.py',)),
+    Mutant('spectheory/testing/mutants/stateful_steps.py',
+           '        raise SizeLimitError(f"stateful_step_law enumerates V^N sequences, N = steps + L = {N}: "',
+           '        raise ValueError(f"stateful_step_law enumerates V^N sequences, N = steps + L = {N}: "',
+           "stateful_step_law's size refusal a bare ValueError",
+           ('tests/test_stateful_steps.py',)),
 ]
 
 
