@@ -928,7 +928,7 @@ def test_a_callers_max_seconds_bounds_a_sampler_call_that_never_returns(monkeypa
     assert "hangs_on_its_third_call) did not return" in str(exc.value), str(exc.value)
     assert "did not return: the call was stopped after " in str(exc.value)
     assert str(exc.value).endswith(" s, past 2 times max_seconds = 0.1 plus 1 s (1.2 s); a "
-                                   "sampler call must return")
+                                   "call of the code under test must return")
     assert 1.1 < took < 5.5, took  # (the hang gives up at 6 s)
     # control: the bound is one call's, not the run's. Calls of 30 ms that return, for longer
     # than the 1.6 s bound of max_seconds = 0.3 in all, are not stopped by it (the pace, which

@@ -74,8 +74,7 @@ from ...inputs.processing import SamplingParams, parse_sampling, process_rows, p
 from ...runtime.errors import OptionError
 
 __all__ = ["EngineProcessing", "engine_processing", "engine_globals", "WRAPPER_RULE",
-           "sglang_renorm", "transformers_processors", "boundary_ties", "DROPPED",
-           "STATELESS_PATHS"]
+           "sglang_renorm", "transformers_processors", "boundary_ties", "DROPPED"]
 
 #: What each engine's speculative path leaves out of the kit's parameters (a check under them
 #: then fails: the engine's output does not follow the processed target).
