@@ -318,3 +318,21 @@ def test_the_batch_port_draws_and_decides_as_the_port_sequence_by_sequence(dtype
         with pytest.raises(RuntimeError) as exc:
             A.hf_speculative_sampling_rows(torch.zeros(1, 2, dtype=torch.long), rows, 1, nan)
         assert str(exc.value) == want
+
+
+def test_mrv2_standard_rule_is_strict_at_equality():
+    """MRV2's kernel accepts when log p > log u + log q (strictly): p/q = 1/2 at a coin of 1/2 is
+    rejected (tau 0)."""
+    import torch
+
+    from spectheory.testing.engines.adapters import vllm_mrv2_coin_sampler
+
+    d = torch.tensor([[0]])
+    q = torch.tensor([[[1.0, 0.0]]], dtype=torch.float64)
+    p = torch.tensor([[[0.5, 0.5], [0.0, 1.0]]], dtype=torch.float64)
+    tau, _ = vllm_mrv2_coin_sampler("standard")(d, q, p, torch.tensor([[0.5, 0.1]],
+                                                                        dtype=torch.float64))
+    assert int(tau[0]) == 0
+    tau, _ = vllm_mrv2_coin_sampler("standard")(d, q, p, torch.tensor([[0.49, 0.1]],
+                                                                        dtype=torch.float64))
+    assert int(tau[0]) == 1

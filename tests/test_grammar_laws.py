@@ -304,3 +304,21 @@ def test_the_docs_example_runs_as_printed():
     page = Path(__file__).resolve().parent.parent / "docs" / "constrained-decoding.md"
     [block] = docs.python_blocks(page)
     assert docs.run_block(block) == 3
+
+
+def test_prefix_validity_follows_the_complete_flag_everywhere():
+    """complete=False (a valid prefix suffices, not a complete word) reaches mu* in masking_tv and
+    in chain_tv_bound's reference: with the exact Phi of that setting the bound is 0, and
+    masking_tv is the TV of the masked law to mu* of that setting (dropping the flag gave a
+    bound above 1 and the complete-word TV 30000000/30036637)."""
+    inst = instance_from_dict({"vocab_size": 3, "block_length": 1,
+                               "target": ["9/10", "99/1000", "1/1000"],
+                               "draft": ["1/3", "1/3", "1/3"]}, exact=True)
+    g = G.dyck1()
+    N = 3
+    phi = G.future_validity(inst, g, N, complete=False)
+    assert G.chain_tv_bound(inst, g, N, phi, complete=False) == 0
+    direct = G.total_variation(G.masked_law(inst, g, N, True),
+                               G.grammar_conditional_law(inst, g, N, False, True))
+    assert G.masking_tv(inst, g, N, complete=False) == direct == F(2622836733, 296855683867)
+    assert G.masking_tv(inst, g, N, complete=True) == F(30000000, 30036637)

@@ -447,3 +447,28 @@ def test_replace_with_a_field_of_the_wrong_shape_is_one_line():
         with pytest.raises(OptionError, match=f"layout 'trtllm': replace\\({field}=...\\) does "
                                               f"not make a layout"):
             TRTLLM.replace(**{field: 5})
+
+
+def test_coin_conventions_and_counter_noise_at_their_edges():
+    """A kit coin exactly representable in the engine's dtype stays as it is (0.5 was moved down
+    one float32 step by a >= that belongs to values rounded up); a layout drawing its randomness
+    from coins must name a coins argument; the counter-based acceptance coins and the Gumbel
+    noise of the MRV2 port are separate streams (without the domain word the acceptance coin was
+    Gumbel column 0, and P(Y = 0 | tau = 0) 0.62 where 1/2 is right)."""
+    import numpy as np
+
+    from spectheory.runtime.errors import OptionError
+    from spectheory.testing.engines import adapters as A
+    from spectheory.testing.engines.layouts import SGLANG_COINS, Layout
+
+    for u in (0.5, 0.25, 0.0):
+        assert float(SGLANG_COINS.token_from_kit(torch.tensor([u]))[0]) == u
+    assert float(SGLANG_COINS.token_from_kit(torch.tensor([1 - 2 ** -53]))[0]) < 1
+    with pytest.raises(OptionError, match="coins"):
+        Layout("x", args=(("drafts", "d"), ("target", "t")), randomness="coins",
+               coins=SGLANG_COINS)
+    seeds = torch.arange(64, dtype=torch.long)
+    pos = torch.zeros(64, dtype=torch.long)
+    acc = A.counter_uniforms(seeds, pos, A._ACCEPT_DOMAIN)
+    gum = A.counter_uniforms(seeds, pos, A._GUMBEL_DOMAIN, 3)[:, 0]
+    assert not np.allclose(acc.numpy(), gum.numpy())

@@ -166,3 +166,57 @@ def test_on_another_instance():
     inst = st.random_instance(4, 3, 5)
     assert check_seed_replay(sample_match_step, instances=[inst], tokens=10,
                              schedule="mixed").passed
+
+
+def test_mixed_schedule_varies_each_rows_draft_count_from_step_to_step():
+    """The mixed schedule draws each row's count per (seed, step): an engine that leaves its
+    seeded stream whenever a row's draft count changes between calls fails it (with a count fixed
+    per seed across steps, it passed)."""
+    from spectheory.testing.checks.seeds import _schedule
+
+    counts = torch.stack([_schedule("mixed", list(range(64)), i, 3) for i in range(4)])
+    assert ((counts[1:] != counts[:-1]).any(0)).sum() > 32  # most rows change count
+
+    class SwitchesOnChange:
+        def __init__(self):
+            self.last = {}
+
+        def __call__(self, request):
+            seeds = request.seeds.clone()
+            nd = torch.as_tensor(request.num_drafts).tolist()
+            for i, (s, k) in enumerate(zip(seeds.tolist(), nd)):
+                if self.last.get(s, k) != k:
+                    seeds[i] = s ^ 1
+                self.last[s] = k
+            return sample_match_step(type(request)(**{**request.__dict__, "seeds": seeds}))
+
+    assert not check_seed_replay(lambda: SwitchesOnChange(), schedule="mixed").passed
+
+
+def test_batch_invariance_reverses_the_batch():
+    """A step that reads the seeds sorted, apart from their rows, is right on a batch in seed
+    order and wrong reversed: the check's reversed batch must catch it."""
+    def sorted_seeds(request):
+        s = request.seeds.sort().values
+        return sample_match_step(type(request)(**{**request.__dict__, "seeds": s}))
+
+    rep = check_batch_invariance(sorted_seeds)
+    assert not rep.passed and "reverse" in str(rep)
+
+
+def test_replay_counts_its_rows_and_the_zero_draft_engine_matches_as_drafted():
+    """check_seed_replay's rows are instances x seeds; the generator engine without the planted
+    bug emits its draft while it matches the target's token and stops at the first mismatch."""
+    from spectheory.testing.checks.seeds import default_step_instances
+    from spectheory.testing.checks.step import StepRequest, TableLM
+
+    rep = check_seed_replay(sample_match_step, seeds=range(4), tokens=2)
+    assert rep.passed and rep.rows == 4 * len(default_step_instances())
+    # draft = target, both one-hot on token 1: every draft matches, all 2 drafts and the next
+    # token are emitted (stopping at the first match instead emitted one token)
+    sure = st.instance_from_dict({"vocab_size": 2, "block_length": 2, "target": [0.0, 1.0],
+                                  "draft": [0.0, 1.0]})
+    req = StepRequest(torch.zeros(8, 0, dtype=torch.long), TableLM(sure.draft, "draft"),
+                      TableLM(sure.target, "target"), 2, None, None, "probs",
+                      torch.Generator().manual_seed(0), 0, seeds=torch.arange(8))
+    assert ZeroDraftAdvanceEngine(False)(req).tolist() == [[1, 1, 1]] * 8

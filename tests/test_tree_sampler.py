@@ -673,3 +673,27 @@ def _fine_options_pass(layout: str) -> bool:
     fine = {"dtype": torch.float64} if layout == "eagle-posterior" else \
         {"device": "cpu", "dtype": torch.float64, "threshold_acc": 0.5}
     return check_tree_sampler(tree_engine_sampler(fn, layout, **fine), samples=3000).passed
+
+
+def test_sglang_tree_kernel_accepts_at_a_coin_equal_to_the_ratio():
+    """The kernel's test is coin <= p / threshold_acc: a child of target probability 0 is
+    accepted at coin 0 (a strict < rejected it). Root -> one child (token 1), root row (1, 0)."""
+    import torch
+
+    from spectheory.testing.checks.tree_ports import tree_speculative_sampling_target_only
+
+    i32 = torch.int32
+    predicts = torch.full((2,), -1, dtype=i32)
+    accept_index = torch.full((1, 2), -1, dtype=i32)
+    accept_num = torch.zeros(1, dtype=i32)
+    candidates = torch.tensor([[0, 1]], dtype=i32)
+    retrive_index = torch.tensor([[0, 1]], dtype=i32)
+    next_token = torch.tensor([[1, -1]], dtype=i32)
+    next_sibling = torch.tensor([[-1, -1]], dtype=i32)
+    target = torch.tensor([[[1.0, 0.0], [0.5, 0.5]]], dtype=torch.float32)
+    draft = torch.zeros_like(target)
+    tree_speculative_sampling_target_only(predicts, accept_index, accept_num, candidates,
+                                          retrive_index, next_token, next_sibling,
+                                          torch.tensor([[0.0, 0.5]]), torch.tensor([0.5]),
+                                          target, draft)
+    assert int(accept_num[0]) == 1 and int(predicts[0]) == 1
