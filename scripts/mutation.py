@@ -3739,6 +3739,21 @@ MUTANTS = [
            'acc = searching & ((coin < prob_acc / threshold_acc) | (tp >= threshold_single))',
            "SGLang's tree kernel at coin = p / threshold (the kernel's <=)",
            ('tests/test_tree_sampler.py',)),
+    Mutant('spectheory/testing/engines/layouts.py',
+           'return float(p / q) if float(q) > 0 else float("inf")',
+           'return float(p / q) if float(q) >= 0 else float("inf")',
+           'the ratio shown for q = 0 is NaN and the explanation says reject',
+           ('tests/test_layouts.py',)),
+    Mutant('spectheory/testing/engines/layouts.py',
+           'if feed.used == 0 and not (proc is not None and proc.greedy):',
+           'if feed.used == 0:',
+           'a greedy preset through the coin sampler refused for never drawing a coin',
+           ('tests/test_layouts.py',)),
+    Mutant('spectheory/testing/engines/adapters.py',
+           'last = steps[:S].unsqueeze(0) == (n - 1).unsqueeze(1)',
+           'last = steps[:S].unsqueeze(0) == n.unsqueeze(1)',
+           "MRV2's block rule reads h at position n, not n - 1, for requests with fewer drafts",
+           ('tests/test_adapters.py',)),
 ]
 
 

@@ -336,3 +336,22 @@ def test_mrv2_standard_rule_is_strict_at_equality():
     tau, _ = vllm_mrv2_coin_sampler("standard")(d, q, p, torch.tensor([[0.49, 0.1]],
                                                                         dtype=torch.float64))
     assert int(tau[0]) == 1
+
+
+def test_mrv2_block_rule_reads_each_requests_own_last_position():
+    """Requests with different draft counts (1 and 2): request 0's last drafted position is its
+    first, where h = w = p/q = 1/2, so its coin 0.3 accepts (tau 1, then the bonus token at
+    0.9 on (1/2, 1/2): 1); reading h at position n instead of n - 1 used the residual formula
+    there and rejected."""
+    import torch
+
+    from spectheory.testing.engines.adapters import vllm_mrv2_rejection_sample
+
+    t = torch.log(torch.full((5, 2), 0.5, dtype=torch.float64))
+    d = torch.log(torch.tensor([[[1.0, 1e-300], [0.5, 0.5]], [[0.5, 0.5], [0.5, 0.5]]],
+                               dtype=torch.float64))
+    sampled, num = vllm_mrv2_rejection_sample(
+        t, d, torch.tensor([0, 0, 0, 1, 1]), torch.tensor([0, 2, 5]),
+        torch.tensor([.3, 1, .3, .3, 1], dtype=torch.float64), 2, method="block",
+        dtype=torch.float64, token_uniforms=torch.tensor([.9, .9], dtype=torch.float64))
+    assert sampled.tolist() == [[0, 1, -1], [1, 1, 1]] and num.tolist() == [2, 3]

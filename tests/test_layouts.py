@@ -472,3 +472,19 @@ def test_coin_conventions_and_counter_noise_at_their_edges():
     acc = A.counter_uniforms(seeds, pos, A._ACCEPT_DOMAIN)
     gum = A.counter_uniforms(seeds, pos, A._GUMBEL_DOMAIN, 3)[:, 0]
     assert not np.allclose(acc.numpy(), gum.numpy())
+
+
+def test_a_greedy_preset_needs_no_coin_and_a_zero_draft_probability_has_an_infinite_ratio():
+    """transformers' greedy path (an argmax match, no torch.rand_like) run under sampling=
+    "temperature=0" through the coin sampler is not refused as "never called torch.rand_like";
+    the ratio shown for q = 0 is inf, and the engine's >= accepts with it (NaN read as reject)."""
+    from spectheory.testing import TRANSFORMERS, hf_speculative_sampling
+    from spectheory.testing.engines.layouts import VLLM_V1_COINS, engine_coin_sampler
+
+    f = engine_coin_sampler(hf_speculative_sampling, TRANSFORMERS, sampling="temperature=0")
+    tau, y = f(torch.tensor([[0]]), torch.tensor([[[0.6, 0.4]]], dtype=torch.float64),
+               torch.tensor([[[0.7, 0.3], [0.2, 0.8]]], dtype=torch.float64),
+               torch.tensor([[0.5, 0.5]], dtype=torch.float64))
+    assert (int(tau[0]), int(y[0])) == (1, 1)  # argmax 0 matches the draft, then argmax 1
+    t = VLLM_V1_COINS.engine_threshold(0.0, 0.0)
+    assert t == float("inf") and VLLM_V1_COINS.explain(t, 0.0).endswith("accept")
