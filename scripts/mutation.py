@@ -3754,6 +3754,24 @@ MUTANTS = [
            'last = steps[:S].unsqueeze(0) == n.unsqueeze(1)',
            "MRV2's block rule reads h at position n, not n - 1, for requests with fewer drafts",
            ('tests/test_adapters.py',)),
+    Mutant('gpu_validation/experiments/lossless.py',
+           '            "rb_tv_first": float(0.5 * (rb[v].double().cpu() - p0c).abs().sum()),',
+           '            "rb_tv_first": float(1.0 * (rb[v].double().cpu() - p0c).abs().sum()),',
+           "validate lossless's Rao-Blackwellised first-token TV doubled (the L1 distance)",
+           ('tests/test_gpu_validation_stats.py',)),
+    Mutant('gpu_validation/experiments/lossless.py',
+           '                adv = law.stop[:, :, 1:].sum(-1)  # P(path k, tau >= 1)',
+           '                adv = law.stop[:, :, 2:].sum(-1)  # P(path k, tau >= 1)',
+           "the K-path estimate's advance mass from tau >= 2 (its rows not laws)",
+           ('tests/test_gpu_validation_stats.py',)),
+    Mutant('gpu_validation/experiments/lossless.py',
+           '            if not off <= 1e-9:  # each row is a law of the first token given its drafts',
+           '            if False:  # each row is a law of the first token given its drafts',
+           "the Rao-Blackwellised rows' self-check skipped",
+           ('tests/test_gpu_validation_stats.py',),
+           equivalent="a guard against a defect of the estimate itself: on correct code every "
+                      "row sums to 1 and the check never fires (751, such a defect, is caught "
+                      "by it and by the test's own sum)"),
 ]
 
 

@@ -63,6 +63,13 @@ def test_gtest_williams_correction():
     assert np.mean(G) > 199 + 4 and abs(np.mean(Gq) - 199) < 2.5
 
 
+def _first_row(dec, prompt):
+    """The target's row after ``prompt`` (temperature 1), from a fresh forward."""
+    with torch.no_grad():
+        logits = dec.target.model(torch.tensor([prompt])).logits[0, -1]
+    return torch.softmax(logits.double(), -1).numpy()
+
+
 def test_large_sample_gtest_passes_lossless_and_catches_lossy(dec):
     """Family-wise false-alarm rate 1e-3 (Bonferroni over the 6 tests of the two lossless
     verifiers); the seed is fixed, so the outcome is deterministic. Power against the lossy
@@ -80,8 +87,14 @@ def test_large_sample_gtest_passes_lossless_and_catches_lossy(dec):
     assert v["token"]["rb_pair"]["p_value"] > 1e-3 / 6
     assert v["uniform-product"]["rb_pair"]["p_value"] < 1e-10
     assert v["block"]["first_token"]["bins"] >= 3 and v["block"]["pair"]["bins"] >= 6
-    # Rao-Blackwellised first-token law: unbiased for lossless verifiers (small TV)
+    # Rao-Blackwellised first-token law: unbiased for lossless verifiers (small TV), and the
+    # figure is the total variation (half the L1 distance) of its estimate to the target's row
     assert v["block"]["rb_tv_first"] < 0.01
+    p0 = _first_row(dec, [1, 2, 3])
+    for name in ("token", "block"):
+        est = np.array(v[name]["rb_first"])
+        assert est.sum() == pytest.approx(1.0, abs=1e-9)
+        assert v[name]["rb_tv_first"] == pytest.approx(0.5 * np.abs(est - p0).sum(), rel=1e-9)
 
 
 def test_gtest_multipath(dec):
@@ -99,6 +112,11 @@ def test_gtest_multipath(dec):
                         generator=torch.Generator().manual_seed(1))
     v = res["verifiers"]["gbv"]
     assert not v["rejected"] and res["level_per_test"] == pytest.approx(1e-3 / 3)
+    # the K-path estimate: each row a law (checked inside), its mean's TV as reported
+    p0 = _first_row(dec, [2, 1])
+    est = np.array(v["rb_first"])
+    assert est.sum() == pytest.approx(1.0, abs=1e-9)
+    assert v["rb_tv_first"] == pytest.approx(0.5 * np.abs(est - p0).sum(), rel=1e-9)
     level = res["level_per_test"]
     for test, tv in (("first_token", 0.060), ("pair", 0.074)):
         # a single test at level l is the one-row family at 2 l (its global and row tests agree)

@@ -196,6 +196,11 @@ def sample_two_tokens(dec: SpeculativeDecoder, prompt_ids, verifiers: dict, n: i
                 est = torch.zeros(m, p0.shape[-1], dtype=corr0.dtype, device=corr0.device)
                 est.scatter_add_(1, Xk, adv.to(est.dtype))
                 est = est + stop0.unsqueeze(-1) * corr0
+            off = float((est.sum(-1) - 1).abs().max()) if m else 0.0
+            if not off <= 1e-9:  # each row is a law of the first token given its drafts
+                raise SpectheoryError(f"{name}: the Rao-Blackwellised first-token rows are not "
+                                      f"laws (a row sums to 1 +- {off:.2g}); the law's stop "
+                                      f"masses do not fit the drafts they were evaluated on")
             s = est.sum(0)
             rb[name] = s if rb[name] is None else rb[name] + s
         done += m
@@ -252,6 +257,7 @@ def lossless_test(dec: SpeculativeDecoder, prompt_ids, verifier_names, n: int, K
             "rejected": rej,
             "ok": (not rej) if lossless else rej,
             "rb_tv_first": float(0.5 * (rb[v].double().cpu() - p0c).abs().sum()),
+            "rb_first": rb[v].double().cpu().tolist(),  # the estimate the TV is of
         }
     return out
 
