@@ -286,3 +286,20 @@ def test_a_kl_budget_of_zero_is_the_lossless_optimum():
     inst = st.random_instance(2, 2, 0)
     res = frontier_lp(inst, kl=0)
     assert res.optimum == frontier_lp(inst, tv=0).optimum and res.details["budget"] == ("kl", 0.0)
+
+
+def test_a_signal_during_the_import_of_multiprocessing_still_ends_in_one_line(monkeypatch,
+                                                                               capsys):
+    """SIGHUP arrived while multiprocessing was half imported (no active_children yet): ending
+    the process raised AttributeError and exited 1 instead of 129. The end path now goes on."""
+    import types
+
+    from spectheory import cli
+
+    half = types.ModuleType("multiprocessing")  # what sys.modules holds mid-import
+    monkeypatch.setitem(sys.modules, "multiprocessing", half)
+    codes = []
+    monkeypatch.setattr("spectheory.runtime.errors.real_exit", lambda code: codes.append(code))
+    cli._end_now("spectheory: terminated (SIGHUP)", 129)
+    assert codes == [129]
+    assert capsys.readouterr().err.startswith("spectheory: terminated (SIGHUP)")

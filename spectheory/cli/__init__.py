@@ -397,8 +397,15 @@ def _end_now(line: str, code: int) -> None:
     from ..runtime.partial import kept_clauses, remove_held
 
     remove_held()
-    for child in multiprocessing.active_children():
-        child.terminate()
+    # a signal may arrive while multiprocessing is still being imported (the module partly
+    # initialised, without active_children yet): no worker has been started from it then, and
+    # ending the process must not fail on it
+    children = getattr(multiprocessing, "active_children", None)
+    try:
+        for child in (children() if children is not None else ()):
+            child.terminate()
+    except Exception:  # noqa: BLE001 - a worker table being built: exit all the same
+        pass
     try:
         sys.stdout.flush()
     except Exception:  # noqa: BLE001 - a closed or full stdout: the line below still goes
