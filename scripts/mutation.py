@@ -3777,6 +3777,11 @@ MUTANTS = [
            '    children = multiprocessing.active_children',
            'a signal during the import of multiprocessing: the end path raises AttributeError (exit 1, not 129)',
            ('tests/test_hostile_cli_probe.py',)),
+    Mutant('spectheory/verifiers/contrasts.py',
+           '    top = B.argsort(rows, axis=-1, descending=True)[..., :1]  # stable: first maximum',
+           '    top = B.argsort(-rows, axis=-1, descending=False)[..., -1:]  # stable: first maximum',
+           "greedy matching's argmax read from the wrong end of the sort (the least likely token)",
+           ('tests/test_contrasts.py',)),
 ]
 
 

@@ -93,3 +93,17 @@ def test_typical_with_zero_epsilon_accepts_every_supported_draft():
     inst = st.random_instance(3, 2, 0)  # full-support rows: every draft accepted
     assert float(st.analyze(inst, typical_acceptance(0.0, 0.3)).expected_accepted) == \
         pytest.approx(2.0, abs=1e-12)
+
+
+def test_greedy_sends_a_tie_at_the_maximum_to_the_lowest_id():
+    """p = (1/3, 1/12, 1/3, 1/4): tokens 0 and 2 tie at the maximum; only token 0 counts as the
+    argmax, so a draft of 2 (probability 7/12) is rejected and tau = 1 with probability q(0) =
+    1/12 (accepting every tied maximum would give 2/3)."""
+    from fractions import Fraction as F
+
+    import spectheory as st
+
+    inst = st.instance_from_dict({"vocab_size": 4, "block_length": 1,
+                                  "target": ["1/3", "1/12", "1/3", "1/4"],
+                                  "draft": ["1/12", "1/12", "7/12", "1/4"]}, exact=True)
+    assert list(st.analyze(inst, "greedy", exact=True).tau_pmf) == [F(11, 12), F(1, 12)]

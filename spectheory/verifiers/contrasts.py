@@ -95,7 +95,8 @@ def strict_verification(drafts, q, p) -> Law:
 
 
 def greedy_matching(drafts, q, p) -> Law:
-    """Accept while X_i is the target's argmax; Y is the argmax (module doc)."""
+    """Accept while X_i is the target's argmax (tied maxima: the lowest token id); Y is the
+    argmax (module doc)."""
     check_arrays(drafts, q, p, paths=False)
     L = drafts.shape[-1]
     top = _argmax_onehot(p)  # [B, L+1, V]
