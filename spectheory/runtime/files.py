@@ -45,13 +45,27 @@ def output_path(path: str | os.PathLike, what: str = "output") -> Path:
     return real
 
 
+def _umask() -> int:
+    """The process's umask, read without changing it where the system shows it (Linux: setting it
+    to read it back would leave other threads a moment of umask 0)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
+
+
 def _mode_for(path: Path) -> int:
+    """The mode a file written at ``path`` gets: the replaced file's own, else the umask's."""
     try:
         return stat.S_IMODE(os.stat(path).st_mode)
     except OSError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
+        return 0o666 & ~_umask()
 
 
 @contextlib.contextmanager
