@@ -3782,6 +3782,11 @@ MUTANTS = [
            '    top = B.argsort(-rows, axis=-1, descending=False)[..., -1:]  # stable: first maximum',
            "greedy matching's argmax read from the wrong end of the sort (the least likely token)",
            ('tests/test_contrasts.py',)),
+    Mutant('spectheory/runtime/files.py',
+           '        if not isinstance(text, str) or text == "" or "\\0" in text:',
+           '        if not isinstance(text, str):',
+           'an empty output path or one with a NUL character: the current folder named, or a raw ValueError',
+           ('tests/test_output_files.py',)),
 ]
 
 

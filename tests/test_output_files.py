@@ -111,3 +111,12 @@ def test_an_error_starts_its_own_line_after_an_open_progress_bar(capsys):
     err = capsys.readouterr().err
     assert err.endswith("\nspectheory: error: verifier 'umod:raises' raised RuntimeError: user "
                         "boom\n")
+
+
+@pytest.mark.parametrize("bad", ["", "a\0b", b"bytes.json", None, 5])
+def test_what_is_not_a_file_name_is_refused_in_one_line(bad, tmp_path):
+    """An empty path (read as the current folder), a NUL character (ValueError from the OS
+    layer), bytes or a number (TypeError) are one OptionError line before anything is written."""
+    with pytest.raises(OptionError, match="not a file name") as exc:
+        write_text(bad, "x")
+    assert "\n" not in str(exc.value)

@@ -29,7 +29,14 @@ _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"),
 def output_path(path: str | os.PathLike, what: str = "output") -> Path:
     """The regular file ``path`` names, following symbolic links (a dangling link names its
     target, created on write); `OptionError` when it exists and is not a regular file."""
-    p = Path(path)
+    try:
+        text = os.fspath(path)
+        if not isinstance(text, str) or text == "" or "\0" in text:
+            raise ValueError
+    except (TypeError, ValueError):
+        raise OptionError(f"cannot write {what} {path!r:.80}: not a file name (a non-empty "
+                          f"string or path without NUL characters)") from None
+    p = Path(text)
     real = Path(os.path.realpath(p)) if p.is_symlink() else p
     try:
         mode = os.stat(real).st_mode
