@@ -3787,6 +3787,16 @@ MUTANTS = [
            '        if not isinstance(text, str):',
            'an empty output path or one with a NUL character: the current folder named, or a raw ValueError',
            ('tests/test_output_files.py',)),
+    Mutant('spectheory/sweep/runner.py',
+           '        output_path(out / name, "--out")  # device there blocks its reader or is replaced',
+           '        pass  # device there blocks its reader or is replaced',
+           'a sweep runs every job into a folder whose results.csv is a FIFO (refused only at the end), and blocks reading a FIFO sweep.json',
+           ('tests/test_output_files.py',)),
+    Mutant('spectheory/sweep/plot.py',
+           '    if path.exists() and not path.is_file():  # a FIFO would block the read, a folder fail it',
+           '    if False:  # a FIFO would block the read, a folder fail it',
+           'sweep plot blocks for ever on a FIFO results.csv',
+           ('tests/test_output_files.py',)),
 ]
 
 

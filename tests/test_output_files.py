@@ -120,3 +120,24 @@ def test_what_is_not_a_file_name_is_refused_in_one_line(bad, tmp_path):
     with pytest.raises(OptionError, match="not a file name") as exc:
         write_text(bad, "x")
     assert "\n" not in str(exc.value)
+
+
+def test_a_sweep_refuses_a_fifo_among_its_outputs_before_running_and_plot_never_blocks(tmp_path):
+    """A FIFO at OUT/results.csv ran every job and was refused only at the end; at OUT/sweep.json
+    its read blocked; `sweep plot` on a FIFO results.csv blocked for ever. All three are refused
+    before any job or read."""
+    from spectheory.sweep import plot
+    from spectheory.sweep.config import load_config
+    from spectheory.sweep.runner import run_sweep
+
+    cfg = load_config('[[instances]]\nfamily = "random"\nvocab = 2\nblock = 2\nseeds = [0]\n'
+                     '[[verifiers]]\nname = ["token"]\n')
+    for name in ("results.csv", "sweep.json"):
+        out = tmp_path / name.replace(".", "-")
+        out.mkdir()
+        os.mkfifo(out / name)
+        with pytest.raises(OptionError, match=f"{name}': it is a FIFO"):
+            run_sweep(cfg, out, workers=1)
+        assert sorted(p.name for p in out.iterdir()) == [name]  # no job ran, no cache
+    with pytest.raises(OptionError, match="results.csv: it is not a regular file"):
+        plot.plot_sweep(tmp_path / "results-csv")

@@ -31,6 +31,8 @@ def _rows(out: Path) -> list[dict]:
     import math
 
     path = out / "results.csv"
+    if path.exists() and not path.is_file():  # a FIFO would block the read, a folder fail it
+        raise OptionError(f"cannot read {path}: it is not a regular file; run the sweep first")
     try:
         with open(path, encoding="utf-8", newline="") as fh:
             reader = csv.DictReader(fh)

@@ -359,6 +359,10 @@ def check_out_folder(out: Path, cfg: SweepConfig, jobs: list[Job]) -> None:
     table has no rows or at least one row whose inputs are a job of ``jobs``; a table of other
     jobs only, or a ``results.csv`` that is no sweep table, is refused. A folder with neither
     (new, or only a cache left by a killed run) is free."""
+    from ..runtime.files import output_path
+
+    for name in (RECORD, "results.csv", "results.parquet"):  # written at the end: a FIFO or a
+        output_path(out / name, "--out")  # device there blocks its reader or is replaced
     record = out / RECORD
     try:
         size = record.stat().st_size
