@@ -3797,6 +3797,16 @@ MUTANTS = [
            '    if False:  # a FIFO would block the read, a folder fail it',
            'sweep plot blocks for ever on a FIFO results.csv',
            ('tests/test_output_files.py',)),
+    Mutant('spectheory/testing/checks/step.py',
+           '    depth = min(N - 1, (steps - 1) * (L + 1)) + L + 1  # the law over `depth` tokens reads them',
+           '    depth = N  # the law over `depth` tokens reads them',
+           "check_step with steps > 1: a row the steps read past the law's N tokens, emptied by a grammar, ends in the step's error, blamed on the step",
+           ('tests/test_stateful_steps.py',)),
+    Mutant('spectheory/testing/checks/step.py',
+           '    depth = min(N - 1, (steps - 1) * (L + 1)) + L + 1  # the law over `depth` tokens reads them',
+           '    depth = N + L  # the law over `depth` tokens reads them',
+           'the reach of the steps overstated (N + L): one-step checks of a valid input refused',
+           ('tests/test_stateful_steps.py',)),
 ]
 
 

@@ -234,3 +234,33 @@ def test_step_law_size_and_a_grammar_over_another_vocabulary_are_refused_in_one_
     with pytest.raises(OptionError, match=r"the grammar has 2 tokens, the rows it masks 3 .*"
                                           r"\(instance 1\)"):
         check_step(vllm_v1_step, instances=insts, samples=4000, sampling=f"grammar={g}")
+
+
+def test_a_row_emptied_past_the_laws_tokens_but_read_by_a_step_is_the_inputs_fault(tmp_path):
+    """Two steps, L = 2: the last step's context has up to 3 tokens and it reads the target's
+    rows after 5, past the N - 1 = 3 the law over N = 4 tokens reads. A grammar leaving no token
+    after the reachable history (0, 0, 1, 2) ended in the step's GrammarError, blamed on the
+    step; it is refused before the first call, naming the instance. With one step (contexts
+    empty) nothing past the law is read and the same input is checked."""
+    import json
+
+    from spectheory.inputs.random_instances import random_instance
+    from spectheory.inputs.stateful import GrammarError
+    from spectheory.testing import check_step, vllm_v1_step
+
+    g = tmp_path / "g4.json"
+    g.write_text(json.dumps({"transitions": [[1, None, 0], [1, 2, None], [0, 0, 0]]}))
+    inst = random_instance(3, 2, 5, denominator=12)
+    calls = []
+
+    def step(request):
+        calls.append(1)
+        return vllm_v1_step(request)
+
+    with pytest.raises(GrammarError, match=r"^instance 0: the masks leave no token .* after "
+                                           r"history \(0, 0, 1, 2\).*a step reads the target's "
+                                           r"row there .*not the step$"):
+        check_step(step, instances=[inst], steps=2, samples=4000, sampling=f"grammar={g}")
+    assert calls == []
+    assert check_step(vllm_v1_step, instances=[inst], steps=1, samples=4000,
+                      sampling=f"grammar={g}").passed

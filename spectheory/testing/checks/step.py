@@ -78,7 +78,7 @@ import numpy as np
 from ...inputs.instances import Instance, check_instance
 from ...inputs.processing import (parse_sampling, process_instance, process_rows,
                                    process_rows_along)
-from ...inputs.stateful import check_vocabulary, kit_logits
+from ...inputs.stateful import GrammarError, check_vocabulary, kit_logits
 from ...inputs.random_instances import random_instance
 from ...engine.seqtree import levels, path_probabilities
 from ...runtime._lazy import torch
@@ -436,6 +436,27 @@ def _cells_text(V: int, N: int) -> str:
     return f"{V}^{N} = {V ** N:,}" if N * math.log2(max(V, 2)) < 128 else f"{V}^{N}"
 
 
+def _reachable_rows_defined(inst, steps: int, L: int, sp, i: int) -> None:
+    """Refuse, before the first call, parameters that leave no token after a history the steps
+    reach: the last step's context has up to c = min(N - 1, (steps - 1)(L + 1)) emitted tokens
+    (N = steps + L), and it reads the processed target rows after c + L tokens at most, past the
+    N - 1 the law over N tokens reads when steps > 1. Every target-reachable history of up to
+    c + L tokens is checked. Only masks can empty a row (stateful parameters); skipped where
+    V^(c+L+1) is past `MAX_STEP_CELLS` (the step then meets the row itself)."""
+    N = steps + L
+    depth = min(N - 1, (steps - 1) * (L + 1)) + L + 1  # the law over `depth` tokens reads them
+    if sp is None or not sp.stateful or depth <= N or \
+            cells_over(inst.vocab_size, depth, MAX_STEP_CELLS, ""):
+        return
+    try:
+        target_sequence_law(inst, depth, sp)
+    except GrammarError as exc:
+        raise GrammarError(f"instance {i}: {exc}: a step reads the target's row there (a context "
+                           f"of up to {depth - L - 1} tokens and L = {L} drafts after it), so "
+                           f"the sampling parameters leave no law to verify with; the instance "
+                           f"and parameters are at fault, not the step") from None
+
+
 def _guard_cells(V: int, N: int) -> None:
     if cells_over(V, N, MAX_STEP_CELLS, "check_step"):
         raise SizeLimitError(f"check_step enumerates V^N = {_cells_text(V, N)} sequences "
@@ -627,7 +648,13 @@ def check_step(step: Callable, instances: Sequence | None = None, samples: int =
     per = _split(int(samples), len(insts))
     if min(per) < 1:
         raise OptionError(f"samples = {samples} is fewer than the {len(insts)} instances")
-    laws = [target_sequence_law(inst, steps + L, sp) for inst, L in zip(insts, Ls)]
+    laws = []
+    for i, (inst, L) in enumerate(zip(insts, Ls)):
+        try:
+            laws.append(target_sequence_law(inst, steps + L, sp))
+        except GrammarError as exc:  # the line names the instance, as the other refusals do
+            raise GrammarError(f"instance {i}: {exc}") from None
+        _reachable_rows_defined(inst, steps, L, sp, i)
     point = [bool(probs.max() >= 1 - 1e-12) for probs in laws]
     for inst_i, (probs, n) in enumerate(zip(laws, per)):
         if not point[inst_i] and stats.row_chi_square(probs * n, probs, n, MIN_EXPECTED).dof < 1:
