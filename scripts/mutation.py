@@ -3807,6 +3807,11 @@ MUTANTS = [
            '    depth = N + L  # the law over `depth` tokens reads them',
            'the reach of the steps overstated (N + L): one-step checks of a valid input refused',
            ('tests/test_stateful_steps.py',)),
+    Mutant('spectheory/testing/engines/adapters.py',
+           '            if num_draft_tokens[b] > 0:\n                expo[b]',
+           '            if num_draft_tokens[b] >= 0:\n                expo[b]',
+           "vLLM V1 port draws from a request's generator when it has no drafts (vllm-ascend #13608's class)",
+           ('tests/test_adapters.py',)),
 ]
 
 

@@ -250,6 +250,12 @@ def test_vllm_v1_port_ragged_requests_equal_one_request_at_a_time():
         assert 1 <= emitted <= n + 1 and (out[b, emitted:] == -1).all()
         start += n
     assert out[2].tolist() == [2, -1, -1, -1]  # no drafts: the bonus token alone
+    # a request of no drafts draws nothing from its generator (vLLM's expo draws skip it): its
+    # next draw is its seed's first (drawing there is vllm-ascend #13608's bug class)
+    g = gens()
+    A.vllm_v1_rejection_sample(ids, lens, 3, cu, qs, lg, bonus, _v1_meta(4, g))
+    assert float(torch.rand((), generator=g[2])) == \
+        float(torch.rand((), generator=torch.Generator().manual_seed(102)))
     greedy = A.vllm_v1_rejection_sample(ids, lens, 3, cu, qs, lg, bonus,
                                         _v1_meta(4, {}, [A.GREEDY_TEMPERATURE] * 4))
     am = lg.argmax(-1)
