@@ -321,12 +321,18 @@ class SamplingParams:
                 and self.min_p == 0 and not self.stateful)
 
     @property
+    def stateful_names(self) -> tuple:
+        """The parameters set here that read the row's history (penalties, masks, bias), in
+        `STATEFUL_KEYS`' order; ``stop_token_ids`` acts only through ``min_tokens``."""
+        on = (self.repetition_penalty != 1, self.presence_penalty != 0,
+              self.frequency_penalty != 0, bool(self.min_tokens), False, bool(self.logit_bias),
+              bool(self.no_repeat_ngram_size), self.grammar is not None)
+        return tuple(k for k, flag in zip(STATEFUL_KEYS, on) if flag)
+
+    @property
     def stateful(self) -> bool:
         """Some parameter reads the row's history (penalties, masks, bias)."""
-        return bool(self.repetition_penalty != 1 or self.presence_penalty != 0
-                    or self.frequency_penalty != 0 or self.min_tokens
-                    or self.no_repeat_ngram_size or self.logit_bias
-                    or self.grammar is not None)
+        return bool(self.stateful_names)
 
     @property
     def on_logits(self) -> bool:

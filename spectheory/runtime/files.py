@@ -26,6 +26,11 @@ _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"),
           (stat.S_ISSOCK, "a socket"))
 
 
+def _refused(what: str, path, exc: OSError) -> OptionError:
+    """The one line of a file-system error while writing ``path``."""
+    return OptionError(f"cannot write {what} {str(path)!r}: {exc.strerror or exc}")
+
+
 def output_path(path: str | os.PathLike, what: str = "output") -> Path:
     """The regular file ``path`` names, following symbolic links (a dangling link names its
     target, created on write); `OptionError` when it exists and is not a regular file."""
@@ -43,7 +48,7 @@ def output_path(path: str | os.PathLike, what: str = "output") -> Path:
     except FileNotFoundError:
         return real
     except OSError as exc:
-        raise OptionError(f"cannot write {what} {str(p)!r}: {exc.strerror or exc}") from None
+        raise _refused(what, p, exc) from None
     for test, kind in _KINDS:
         if test(mode):
             shown = str(p) if real == p else f"{p} (a link to {real})"
@@ -88,15 +93,14 @@ def atomic_file(path: str | os.PathLike, what: str = "output"):
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
         os.close(fd)
     except OSError as exc:
-        raise OptionError(f"cannot write {what} {str(path)!r}: {exc.strerror or exc}") from None
+        raise _refused(what, path, exc) from None
     try:
         yield tmp
         try:
             os.chmod(tmp, _mode_for(target))
             os.replace(tmp, target)
         except OSError as exc:
-            raise OptionError(f"cannot write {what} {str(path)!r}: {exc.strerror or exc}") \
-                from None
+            raise _refused(what, path, exc) from None
     finally:
         if os.path.lexists(tmp):
             os.unlink(tmp)
@@ -112,8 +116,7 @@ def write_bytes(path: str | os.PathLike, data: bytes, what: str = "output") -> P
                 fh.flush()
                 os.fsync(fh.fileno())
         except OSError as exc:
-            raise OptionError(f"cannot write {what} {str(path)!r}: {exc.strerror or exc}") \
-                from None
+            raise _refused(what, path, exc) from None
     return output_path(path, what)
 
 

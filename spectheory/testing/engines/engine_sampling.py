@@ -385,15 +385,9 @@ def engine_processing(layout, sampling) -> EngineProcessing | None:
                           f"parameters (processing=None); set one with layout.replace("
                           f"processing=...)")
     if engine in STATELESS_PATHS and sp.stateful:
-        named = [k for k, on in (("repetition_penalty", sp.repetition_penalty != 1),
-                                 ("presence_penalty", sp.presence_penalty != 0),
-                                 ("frequency_penalty", sp.frequency_penalty != 0),
-                                 ("min_tokens", bool(sp.min_tokens)),
-                                 ("logit_bias", bool(sp.logit_bias)),
-                                 ("no_repeat_ngram_size", bool(sp.no_repeat_ngram_size)),
-                                 ("grammar", sp.grammar is not None)) if on]
         raise OptionError(f"layout {layout.name!r}: the preset runs {engine}'s temperature, "
-                          f"top-k and top-p path, not {', '.join(named)} (parameters that read "
+                          f"top-k and top-p path, not {', '.join(sp.stateful_names)} "
+                          f"(parameters that read "
                           f"the request's history); a verdict would be on a path the engine "
                           f"does not take. Check the engine's whole step (check_step), or a "
                           f"layout whose rows are processed upstream (trtllm, llama.cpp, "
