@@ -625,6 +625,7 @@ def test_generate_checks_share_one_refusal_of_their_run_arguments(field, value, 
     assert "\n" not in str(info.value)
     args[field] = {"samples": 10, "alpha": 1e-3, "tokens": 4, "seed": 2**62 - 1,
                    "max_seconds": 0.5, "instances": random_instance(2, 2, 1)}[field]
-    insts, per = _run_arguments(**args, default=lambda: [random_instance(3, 2, 0)],
-                                max_samples=100, max_tokens=8)
+    insts, per, alpha = _run_arguments(**args, default=lambda: [random_instance(3, 2, 0)],
+                                       max_samples=100, max_tokens=8)
     assert len(insts) == 1 and insts[0].vocab_size in (2, 3) and per == [10]
+    assert type(alpha) is float and alpha == 1e-3

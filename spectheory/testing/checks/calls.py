@@ -459,7 +459,8 @@ def _run_arguments(samples, alpha, tokens, seed, max_seconds, instances, default
     an integer in 1..max_samples, ``alpha`` in (0, 1), ``tokens`` an integer in 1..max_tokens,
     ``seed`` an integer in 0..2^62-1 (-1 would wrap, 1.5 would be 1), ``max_seconds`` a positive
     number or None (not a boolean). Returns the instances (``instances``: one Instance, or a
-    sequence of them; ``default()`` when None) and the samples each gets (at least one)."""
+    sequence of them; ``default()`` when None), the samples each gets (at least one) and
+    ``alpha`` as a float."""
     from ...runtime.errors import OptionError
 
     def integer(x):
@@ -467,7 +468,7 @@ def _run_arguments(samples, alpha, tokens, seed, max_seconds, instances, default
 
     if not integer(samples) or not 1 <= samples <= max_samples:
         raise OptionError(f"samples = {samples!r:.40} must be an integer in 1..{max_samples:,}")
-    level("alpha", alpha)
+    alpha = level("alpha", alpha)
     if not integer(tokens) or not 1 <= tokens <= max_tokens:
         raise OptionError(f"tokens = {tokens!r:.40} must be an integer in 1..{max_tokens}")
     if not integer(seed) or not 0 <= seed < 2**62:
@@ -480,7 +481,7 @@ def _run_arguments(samples, alpha, tokens, seed, max_seconds, instances, default
     per = _split(int(samples), len(insts))
     if min(per) < 1:
         raise OptionError(f"samples = {samples} is fewer than the {len(insts)} instances")
-    return insts, per
+    return insts, per, alpha
 
 
 def _failed(mode, samples, alpha, name, note, rows=0) -> SamplerReport:

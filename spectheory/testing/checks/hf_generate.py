@@ -672,9 +672,8 @@ def check_hf_generate(instances: Sequence | Instance | None = None, samples: int
         Stop with a `TimeLimitError` once the measured rate projects the run past it.
     """
     transformers = _require_transformers()
-    insts, per = _run_arguments(samples, alpha, tokens, seed, max_seconds, instances,
-                                default_instances, MAX_SAMPLES, MAX_TOKENS)
-    alpha = float(alpha)
+    insts, per, alpha = _run_arguments(samples, alpha, tokens, seed, max_seconds, instances,
+                                       default_instances, MAX_SAMPLES, MAX_TOKENS)
     if isinstance(shift, bool) or shift not in (0, 1):
         raise OptionError(f"shift = {shift!r:.40} must be 0 or 1")
     for name, value in (("generate_kwargs", generate_kwargs), ("assistant", assistant)):

@@ -438,9 +438,8 @@ def check_mlx_generate(instances: Sequence | Instance | None = None, samples: in
         Stop with a `TimeLimitError` once the measured rate projects the run past it.
     """
     version = mlx_versions()
-    insts, per = _run_arguments(samples, alpha, tokens, seed, max_seconds, instances,
-                                default_instances, MAX_SAMPLES, MAX_TOKENS)
-    alpha = float(alpha)
+    insts, per, alpha = _run_arguments(samples, alpha, tokens, seed, max_seconds, instances,
+                                       default_instances, MAX_SAMPLES, MAX_TOKENS)
     for inst in insts:
         _guard_cells(inst.vocab_size, int(tokens))
     if kwargs is not None and not isinstance(kwargs, Mapping):  # dict([1, 2]) is a TypeError

@@ -120,14 +120,16 @@ from .rows import MODES  # noqa: E402 (the sampler check's modes)
 BUDGET_MIN_BATCH = 2**16
 
 
-def _check_args(samples, alpha, mode=None, tol=None):
+def _check_args(samples, alpha, mode=None, tol=None) -> float:
+    """Refuse bad common arguments in one line; returns ``alpha`` as a float."""
     if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 1:
         raise SpectheoryError(f"samples = {samples!r} must be a positive integer")
-    level("alpha", alpha)  # numpy floats too; a string, None, a tensor: its type named
+    alpha = level("alpha", alpha)  # numpy floats too; a string, None, a tensor: its type named
     if mode is not None and mode not in MODES:
         raise SpectheoryError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
     if tol is not None and not (isinstance(tol, (int, float)) and 0 <= tol < 1):
         raise SpectheoryError(f"tol = {tol!r} must lie in [0, 1)")
+    return alpha
 
 
 def _refuse_unused(mode: str, convention) -> None:
@@ -398,8 +400,7 @@ def check_sampler(sampler: Callable, verifier: Any = "block", instances: Sequenc
     if budget_s is not None:
         raise SpectheoryError(f"budget_s = {budget_s!r} sizes a run only with samples='auto' "
                               f"(got samples = {samples!r})")
-    _check_args(samples, alpha, mode, tol)
-    alpha = float(alpha)
+    alpha = _check_args(samples, alpha, mode, tol)
     _refuse_unused(mode, convention)
     if isinstance(draft_rows, bool) or not isinstance(draft_rows, int) or draft_rows < 1:
         raise SpectheoryError(f"draft_rows = {draft_rows!r} must be a positive integer")
@@ -484,8 +485,7 @@ def check_proposal(draft_sampler: Callable, instances: Sequence | None = None,
     draft sampler still running twice ``max_seconds`` plus 1 s after it began is stopped
     (`TimeLimitError`, one line naming it).
     """
-    _check_args(samples, alpha)
-    alpha = float(alpha)
+    alpha = _check_args(samples, alpha)
     if max_seconds is not None and (isinstance(max_seconds, bool) or
                                     not isinstance(max_seconds, (int, float)) or
                                     not max_seconds > 0):

@@ -307,16 +307,18 @@ def resolve_inputs(inputs, sampling) -> str:
     return "logits" if sp is not None and sp.on_logits else "probs"
 
 
-def _check_args(samples, alpha, steps, inputs):
+def _check_args(samples, alpha, steps, inputs) -> float:
+    """Refuse bad common arguments in one line; returns ``alpha`` as a float."""
     if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or \
             not 1 <= samples <= MAX_SAMPLES:
         raise OptionError(f"samples = {samples!r} must be an integer in 1..{MAX_SAMPLES:,}")
-    level("alpha", alpha)
+    alpha = level("alpha", alpha)
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or \
             not 1 <= steps <= MAX_STEPS:
         raise OptionError(f"steps = {steps!r} must be an integer in 1..{MAX_STEPS}")
     if inputs not in INPUTS:
         raise OptionError(f"inputs = {inputs!r} is not one of {', '.join(INPUTS)}")
+    return alpha
 
 
 def _emitted(out, b: int, L: int, V: int, who: str):
@@ -620,8 +622,7 @@ def check_step(step: Callable, instances: Sequence | None = None, samples: int =
     StepReport
     """
     inputs = resolve_inputs(inputs, sampling)
-    _check_args(samples, alpha, steps, inputs)
-    alpha = float(alpha)
+    alpha = _check_args(samples, alpha, steps, inputs)
     seed = kit_seed(seed)
     if not callable(step):
         raise OptionError(f"the step is {type(step).__name__}, not a function")
