@@ -3812,6 +3812,22 @@ MUTANTS = [
            '            if num_draft_tokens[b] >= 0:\n                expo[b]',
            "vLLM V1 port draws from a request's generator when it has no drafts (vllm-ascend #13608's class)",
            ('tests/test_adapters.py',)),
+    Mutant('spectheory/testing/checks/seeds.py',
+           'x = inverse_cdf(q, _uniforms(request, n, j, DRAFT, B))',
+           'x = inverse_cdf(q, _uniforms(request, n, 0, DRAFT, B))',
+           "the reference sample-match step drafts every position at the first position's keyed uniform (its step lengths change, its tokens do not)", ('tests/test_seeds.py', )),
+    Mutant('spectheory/testing/engines/layouts.py',
+           'per = L + 1 if layout.drafts == "shifted" else L',
+           'per = L',
+           'shifted draft ids (root first) counted L per request instead of L + 1', ('tests/test_layouts.py', )),
+    Mutant('spectheory/testing/engines/layouts.py',
+           'logits = "logits" in (layout.target_inputs, layout.draft_inputs)',
+           'logits = layout.target_inputs == "logits"',
+           'a layout with logits on the draft side only is handed probabilities on both sides', ('tests/test_layouts.py', )),
+    Mutant('spectheory/testing/engines/layouts.py',
+           'return lg if kind == "logits" else torch.softmax(lg, dim=-1)',
+           'return lg',
+           'the probability side of a half-logits layout handed log rows', ('tests/test_layouts.py', )),
 ]
 
 

@@ -183,6 +183,65 @@ def test_v1_layout_hands_the_engine_its_arguments():
     assert meta.temperature.tolist() == [1.0, 1.0, 1.0]
 
 
+def test_mrv2_layout_hands_shifted_ids_start_counts_and_logits_on_both_sides():
+    """What the VLLM_MRV2 preset builds: input ids shifted by one (the root 0, then the drafts)
+    flat, start-index counts over the L + 1 rows a request has, target and draft logits in
+    float32 with -inf at a zero."""
+    seen = {}
+
+    def spy(**kw):
+        seen.update(kw)
+        return A.vllm_mrv2_engine_rejection_sample(**kw)
+
+    d, q, p = _rows(1, B=3, L=2, V=4)
+    q[1, 1, 2] = 0.0
+    q[1, 1] /= q[1, 1].sum()
+    Lm.engine_sampler(spy, Lm.VLLM_MRV2)(d, q, p, torch.Generator().manual_seed(0))
+    ids = torch.cat([torch.zeros(3, 1, dtype=torch.long), d], dim=1).reshape(-1)
+    assert seen["draft_sampled"].tolist() == ids.tolist()
+    assert seen["cu_num_logits"].tolist() == [0, 3, 6, 9]
+    assert seen["target_logits"].shape == (9, 4)
+    assert torch.equal(seen["target_logits"], torch.log(p).to(torch.float32).reshape(9, 4))
+    assert torch.equal(seen["draft_logits"], torch.log(q).to(torch.float32))
+    assert seen["draft_logits"][1, 1, 2] == -float("inf")
+
+
+@pytest.mark.parametrize("counts,flat,shifted", [("end", [2, 4], [3, 6]),
+                                                  ("start", [0, 2, 4], [0, 3, 6])])
+def test_a_custom_layout_counts_the_rows_of_its_draft_ids(counts, flat, shifted):
+    """Counts follow the ids handed: L per request for flat drafts, L + 1 for shifted ones (the
+    root first), whether the counts are end or start indices."""
+    seen = {}
+
+    def spy(**kw):
+        seen.update(kw)
+        raise RuntimeError("only the arguments are looked at")
+
+    d, q, p = _rows(2, B=2, L=2, V=4)
+    base = Lm.VLLM_V1.replace(counts=counts)
+    for lay, expect in ((base, flat), (base.replace(drafts="shifted"), shifted)):
+        seen.clear()
+        with pytest.raises(UserCodeError):
+            Lm.engine_sampler(spy, lay)(d, q, p, torch.Generator().manual_seed(0))
+        assert seen["cu_num_draft_tokens"].tolist() == expect
+
+
+def test_logits_on_one_side_hand_the_other_side_the_same_softmax():
+    """A layout with logits on the draft side only hands the target's probabilities as the
+    float32 softmax of their logs (rounded as the draft's are), and the draft's rows as logits;
+    probabilities on both sides are handed as they are, in the layout's dtype."""
+    d, q, p = _rows(3, B=2, L=2, V=4)
+    lay = Lm.TRTLLM.replace(draft_inputs="logits")
+    qd, pt = Lm._rows(lay, q, p)
+    assert torch.equal(qd, torch.log(q).to(torch.float32))
+    assert torch.equal(pt, torch.softmax(torch.log(p).to(torch.float32), -1))
+    qd, pt = Lm._rows(Lm.TRTLLM, q, p)
+    assert torch.equal(qd, q.to(torch.float32)) and torch.equal(pt, p.to(torch.float32))
+    qd, pt = Lm._rows(Lm.TRTLLM.replace(target_inputs="logits"), q, p)
+    assert torch.equal(pt, torch.log(p).to(torch.float32))
+    assert torch.equal(qd, torch.softmax(torch.log(q).to(torch.float32), -1))
+
+
 def test_equal_rows_stay_equal_through_the_engines_softmax():
     """A node where p = q exactly (threshold 1) keeps p/q = 1 on the engine side: both sides go
     through the same float32 softmax. Handing float64 q against float32 softmax(log p) breaks

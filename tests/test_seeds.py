@@ -220,3 +220,38 @@ def test_replay_counts_its_rows_and_the_zero_draft_engine_matches_as_drafted():
                       TableLM(sure.target, "target"), 2, None, None, "probs",
                       torch.Generator().manual_seed(0), 0, seeds=torch.arange(8))
     assert ZeroDraftAdvanceEngine(False)(req).tolist() == [[1, 1, 1]] * 8
+
+
+def test_sample_match_drafts_at_the_keyed_draft_uniform_of_each_position():
+    """The reference step's drafts are the inverse CDF of the draft rows at
+    ``keyed_uniform(seed, n + j, DRAFT)``: its emitted tokens never show them (they are the
+    target's), but how many tokens a step emits does (1 + the drafts matched in a row), so a
+    draft drawn at another position's uniform changes the step's length on some row."""
+    from spectheory.testing.checks.seeds import DRAFT, TARGET
+    from spectheory.testing.checks.step import StepRequest, TableLM
+
+    inst = st.random_instance(3, 3, seed=4)  # prefix-dependent rows
+    B, L, n = 64, 3, 0
+    seeds = torch.arange(100, 100 + B)
+    req = StepRequest(torch.zeros(B, n, dtype=torch.long), TableLM(inst.draft, "draft"),
+                      TableLM(inst.target, "target"), L, None, None, "probs",
+                      torch.Generator().manual_seed(0), 0, seeds=seeds)
+    out = sample_match_step(req)
+    lengths = (out != -1).sum(dim=1).tolist()
+    expect = []
+    for b in range(B):
+        seq: list[int] = []
+        for j in range(L):
+            q = torch.tensor(inst.draft.conditional(tuple(seq)), dtype=torch.float64)
+            u = keyed_uniform(seeds[b:b + 1], n + j, DRAFT)
+            seq.append(int(inverse_cdf(q.unsqueeze(0), u)[0]))
+        k = 0
+        while k < L:
+            p = torch.tensor(inst.target.conditional(tuple(seq[:k])), dtype=torch.float64)
+            t = int(inverse_cdf(p.unsqueeze(0), keyed_uniform(seeds[b:b + 1], n + k, TARGET))[0])
+            if t != seq[k]:
+                break
+            k += 1
+        expect.append(k + 1)
+    assert lengths == expect
+    assert len(set(expect)) > 1  # the rows differ in length: the check has something to see
