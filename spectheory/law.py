@@ -181,6 +181,9 @@ def law_form(law: Any, batch: int, paths: int, length: int, vocab: int,
     want_s = (batch, paths, length + 1)
     want_c = (batch, paths, length + 1, vocab)
     for what, arr, want in (("stop", stop, want_s), ("correction", corr, want_c)):
+        if is_tensor(arr) and arr.device.type == "meta":
+            raise LawError("dtype", f"{name} returned {what} on the meta device, which holds "
+                           "no values")
         shape = tuple(getattr(arr, "shape", ()))
         if shape != want:
             raise LawError("shape", f"{name} returned {what} of shape {list(shape)}, expected "
@@ -254,6 +257,7 @@ def validate_law(law: Any, batch: int, paths: int, length: int, vocab: int, exac
                            f"distribution, also where P(tau) = 0)", ix, rows[ix])
         return Law(stop, corr)
     _real_dtype((stop, corr), name)
+    _note_rounding(stop, corr)
     s = _as_numpy(stop)
     c = _as_numpy(corr)
     if s.dtype == object or c.dtype == object:
@@ -281,6 +285,40 @@ def validate_law(law: Any, batch: int, paths: int, length: int, vocab: int, exac
                        f"to {float(rows[ix])!r}, not 1 (tolerance {tol:g}){draft_of(ix)}; every row "
                        f"must be a distribution, also where P(tau) = 0", ix, float(rows[ix]))
     return Law(stop, corr)
+
+
+_LAW_ROUNDING = contextvars.ContextVar("spectheory_law_rounding", default=None)
+
+
+def _note_rounding(stop, corr) -> None:
+    """Note, for `law_rounding`, the machine epsilon of the coarsest float dtype of a float law."""
+    box = _LAW_ROUNDING.get()
+    if box is None:
+        return
+    for arr in (stop, corr):
+        if is_tensor(arr):
+            eps = torch.finfo(arr.dtype).eps if arr.dtype.is_floating_point else 0.0
+            name = str(arr.dtype).replace("torch.", "")
+        else:
+            dt = getattr(arr, "dtype", None)
+            eps = float(np.finfo(dt).eps) if dt is not None and dt.kind == "f" else 0.0
+            name = str(dt)
+        if eps > box[0]:
+            box[0], box[1] = float(eps), name
+
+
+@contextlib.contextmanager
+def law_rounding():
+    """Collect, over the float laws `validate_law` accepts inside the block, the machine epsilon
+    of their coarsest dtype and its name: yields a list ``[eps, name]``, ``[0.0, ""]`` until a
+    law is seen (float64 laws: 2.2e-16; a verifier returning float32: 1.2e-7). The lossless
+    checker reads it to tell a float32 law's rounding from a loss."""
+    box = [0.0, ""]
+    token = _LAW_ROUNDING.set(box)
+    try:
+        yield box
+    finally:
+        _LAW_ROUNDING.reset(token)
 
 
 _ENGINE_ROWS = contextvars.ContextVar("spectheory_engine_rows", default=None)
@@ -312,4 +350,4 @@ def engine_rows(drafts, q, p) -> bool:
 
 
 __all__ = ["Law", "LawError", "MultiLaw", "MultiVerifier", "ROW_SUM_TOL", "Verifier",
-           "engine_rows", "rows_follow_prefixes", "validate_law"]
+           "engine_rows", "law_rounding", "rows_follow_prefixes", "validate_law"]

@@ -578,6 +578,7 @@ def get_verifier(verifier: Any, multi_path: bool = False) -> VerifierSpec:
         return verifier
     if isinstance(verifier, str):
         table = registered()
+        verifier = verifier.strip()  # ' token ' as ' additive ( 1/4 ) ' is read
         if verifier in _REGISTRY:  # listed, or registered unlisted
             return _REGISTRY[verifier]
         spec = _NAME_PARSER[0](verifier) if _NAME_PARSER else None

@@ -13,6 +13,8 @@ verdict, a silent exit 0 or a read without end:
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 import torch
 import pytest
@@ -1180,3 +1182,130 @@ def test_an_earlier_alarm_is_delivered_once_and_a_quiet_one_keeps_the_watch():
         else:
             assert "did not return: the call was stopped after" in str(exc.value)
             assert _time.monotonic() - start < 2.5
+
+
+def test_a_float32_law_is_refused_a_verdict_within_its_own_rounding():
+    """block verification computed in float64 and handed back in float32 (its rows still sum to 1
+    within the law check's 1e-9 on this instance): TV 5.6e-9 is float32 rounding, not a loss, so
+    no LOSSY verdict names an offending sequence; a generous tolerance still says lossless, and a
+    lossy float32 law (all mass on token 0, exact in float32) is still LOSSY."""
+    def f32(d, q, p):
+        law = st.block_verification(d, q, p)
+        return st.Law(law.stop.float(), law.correction.float())
+
+    inst = st.random_instance(3, 2, 0)
+    with pytest.raises(SpectheoryError, match="rounding of the verifier's float32 law"):
+        st.check_lossless(f32, inst)
+    assert st.check_lossless(f32, inst, tol=1e-6).lossless
+
+    def greedy0(d, q, p):
+        stop = torch.zeros(d.shape[0], d.shape[1] + 1, dtype=torch.float32)
+        stop[:, 0] = 1
+        corr = torch.zeros(p.shape, dtype=torch.float32)
+        corr[..., 0] = 1
+        return st.Law(stop, corr)
+
+    rep = st.check_lossless(greedy0, inst)
+    assert not rep.lossless and rep.tv > 0.5
+
+
+def test_exact_tables_of_plain_integers_compute_in_fractions():
+    """An exact instance built in Python from object arrays of ints (a documented entry type):
+    p / q of two ints is a float, and the law was refused as "not a Fraction", blamed on the
+    built-in verifier. The tables are read as Fractions (copies; the caller's arrays are kept)."""
+    from fractions import Fraction
+
+    from spectheory.inputs.instances import Instance
+    from spectheory.inputs.models import TableModel
+
+    t = np.array([[0, 1]], dtype=object)
+    q = np.array([[1, 0]], dtype=object)
+    for L, verifier in ((1, "token"), (2, "block"), (2, "token")):
+        inst = Instance(2, L, TableModel(2, (t,)), TableModel(2, (q,)))
+        res = st.analyze(inst, verifier)
+        assert res.block_efficiency == 1 and isinstance(res.block_efficiency, Fraction)
+        assert st.check_lossless(verifier, inst).lossless
+    assert type(t[0, 1]) is int  # the caller's table untouched
+    inst = Instance(2, 2, TableModel(2, (t,)), TableModel(2, (t.copy(),)))
+    assert st.analyze(inst, "token").block_efficiency == 3
+    out, tgt, tv = st.multi_iteration_law(inst, "token", 4)
+    assert tv == 0 and out[-1] == 1
+
+
+def test_an_enumeration_past_a_raised_limit_is_weighed_against_memory(monkeypatch):
+    """max_sequences raised past the default: a context-independent instance of 2^31
+    sequences ran 37 s and ended in a MemoryError (a broadcast level copied whole). Now refused
+    before the work, naming the memory; a raised limit that fits still runs."""
+    from spectheory.inputs.instances import Instance
+    from spectheory.inputs.models import TableModel
+    from spectheory.runtime import limits
+
+    row = lambda *v: TableModel(2, (np.array([v]),))  # noqa: E731
+    inst = Instance(2, 30, row(0.25, 0.75), row(0.5, 0.5))
+    with pytest.raises(SizeLimitError, match="of memory"):
+        st.analyze(inst, "token", max_sequences=10**15)
+    with pytest.raises(SizeLimitError, match="of memory"):
+        row(0.25, 0.75).torch_level(36)
+    small = Instance(2, 3, row(0.25, 0.75), row(0.5, 0.5))
+    monkeypatch.setenv("SPECTHEORY_MAX_SEQUENCES", "4")
+    assert st.analyze(small, "token", max_sequences=16).block_efficiency > 1
+    monkeypatch.setattr(limits, "physical_memory", lambda: 1000)  # 16 x 48 B > half of it
+    with pytest.raises(SizeLimitError, match="of memory"):
+        st.analyze(small, "token", max_sequences=16)
+
+
+def test_meta_tensors_from_user_code_are_refused_in_one_line():
+    """A verifier's law or a stopping rule's value on the meta device holds no values: they
+    crashed in numpy's copy (NotImplementedError) and in .item() (RuntimeError)."""
+    from spectheory.engine.adaptive import analyze_adaptive
+    from spectheory.law import LawError
+    from spectheory.runtime.errors import UserCodeError
+
+    inst = st.random_instance(3, 2, 0)
+
+    def meta_law(d, q, p):
+        law = st.token_verification(d, q, p)
+        return st.Law(law.stop.to("meta"), law.correction.to("meta"))
+
+    for call in (lambda: st.analyze(inst, meta_law), lambda: st.check_lossless(meta_law, inst)):
+        with pytest.raises(LawError, match="stop on the meta device"):
+            call()
+    with pytest.raises(UserCodeError, match="not a number"):
+        analyze_adaptive(inst, "token", lambda s, q, p: torch.empty((), device="meta"))
+    # the neighbours: the same values off the meta device are read
+    assert analyze_adaptive(inst, "token", lambda s, q, p: torch.tensor(0.25)).block_efficiency > 1
+    assert st.check_lossless(lambda d, q, p: st.token_verification(d, q, p), inst).lossless
+
+
+def test_verifier_names_hetero_counts_and_block_values_read_as_their_neighbours():
+    """' token ' and 'token\\n' were unknown while ' additive ( 1/4 ) ' was read; numpy integers
+    were refused as the heterogeneous instances' counts (analyze takes them); a block function's
+    np.float32(1.0) was refused as no probability; tli_block ran residual_over='both' as the
+    correct rule."""
+    from spectheory.inputs.hetero_pairs import hetero_pair
+    from spectheory.inputs.tokenizers import HeteroInstance
+    from spectheory.verifiers.hetero import check_hetero_lossless, tli_block
+
+    inst = st.random_instance(3, 2, 0)
+    want = st.analyze(inst, "token").block_efficiency
+    for name in (" token ", "token\n", "\ttoken"):
+        assert st.analyze(inst, name).block_efficiency == want
+    with pytest.raises(SpectheoryError, match="unknown verifier 'TOKEN'"):
+        st.analyze(inst, "TOKEN")
+    pair = hetero_pair("crossed-bounds", 2)
+    assert check_hetero_lossless(pair, "tli", n_tokens=np.int64(2)).lossless
+    again = HeteroInstance(pair.alphabet, pair.target_tokenizer, pair.draft_tokenizer,
+                           pair.target, pair.draft, np.int64(2), np.int16(3))
+    rep = check_hetero_lossless(again, "tli")
+    assert rep.lossless and rep.n_tokens == 3
+    for value in (np.float32(1.0), 1.0, np.float64(1.0)):
+        rep = check_hetero_lossless(pair.to_float(), lambda i, c, v=value: {(0,): v})
+        assert not rep.lossless and abs(float(rep.tv) - 0.925) < 1e-12
+    rep = check_hetero_lossless(pair, lambda i, c: {(0,): np.int64(1)})
+    assert not rep.lossless and rep.tv == Fraction(37, 40)
+    for bad in (np.bool_(True), np.float64("nan"), "1"):
+        with pytest.raises(SpectheoryError, match="each value must be"):
+            check_hetero_lossless(pair.to_float(), lambda i, c, v=bad: {(0,): v})
+    with pytest.raises(OptionError, match="residual_over = 'both'"):
+        tli_block(pair, (), residual_over="both")
+    assert tli_block(pair, (), residual_over="target") == tli_block(pair, ())

@@ -123,6 +123,18 @@ def test_empty_sweep_out_is_refused_and_writes_nothing(tmp_path, capsys, monkeyp
     assert (work / "o" / "results.csv").is_file()
 
 
+def test_a_sweep_folder_named_with_a_newline_is_summarised_on_one_line(tmp_path, capsys,
+                                                                      monkeypatch):
+    """``--out $'new\\nline'`` is a valid folder name; the summary printed it raw, over two lines.
+    It is quoted with escapes now; a printable name is still shown as typed."""
+    cfg = sweep_file(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run(["sweep", str(cfg), "--out", "new\nline", "--no-progress"], capsys)
+    assert code == 0, err
+    assert out == "1 rows (1 ok) in 'new\\nline/results.csv'\n"
+    assert (tmp_path / "new\nline" / "results.csv").is_file()
+
+
 def test_empty_figures_out_is_refused_and_writes_nothing(tmp_path, capsys, monkeypatch):
     """``figures --out ''`` wrote into the current folder."""
     from spectheory.cli import figures
@@ -385,3 +397,25 @@ def test_keep_freed_memory_takes_the_ends_of_the_range(monkeypatch):
     assert allocator.keep_freed_memory(0, (1 << 31) - 1) is True
     assert allocator.keep_freed_memory(np.int64(1 << 30)) is True
     assert calls == [(-3, 0), (-1, (1 << 31) - 1), (-3, 1 << 30), (-1, (1 << 31) - 1)]
+
+
+@pytest.mark.parametrize("value,ok", [("99999999999999G", False), ("16G", False),
+                                      ("8G", True), ("4G", True)])
+def test_buffer_pool_over_the_machines_memory_is_refused(monkeypatch, capsys, value, ok):
+    """``99999999999999G`` (about 1e23 bytes) passed the digit limit and ran as no cap at all;
+    a pool over the machine's memory is refused at start-up (here a machine of 8 GiB)."""
+    from spectheory.runtime import buffers, limits
+    from spectheory.runtime.errors import OptionError
+
+    monkeypatch.setattr(buffers, "_capacity", None)
+    monkeypatch.setattr(limits, "physical_memory", lambda: 8 << 30)
+    monkeypatch.setenv("SPECTHEORY_BUFFER_POOL", value)
+    if ok:
+        limits.check_environment()
+        assert buffers.capacity() == limits.parse_bytes(value)
+    else:
+        refused(*run(["verifiers"], capsys), f"SPECTHEORY_BUFFER_POOL={value!r} is over this "
+                "machine's memory (8.0 GiB)")
+        with pytest.raises(OptionError, match="over this machine's memory"):
+            buffers.capacity()
+    monkeypatch.setattr(buffers, "_capacity", None)

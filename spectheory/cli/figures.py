@@ -320,7 +320,9 @@ def cmd_figures(args) -> int:
         restore(before)
     meta = payload["meta"]
     written = expected_files(out, select(scripts(folder), args.only))
-    sys.stdout.write(f"wrote {len(written)} files to {out} ({meta['mode']} run, "
+    from ..runtime.files import shown
+
+    sys.stdout.write(f"wrote {len(written)} files to {shown(out)} ({meta['mode']} run, "
                      f"{meta['seconds']:.1f} s)\n")
     return 0
 

@@ -259,8 +259,8 @@ def _real_number(v) -> bool:
         return True
     if isinstance(v, np.ndarray):
         return v.ndim == 0 and v.dtype.kind in "biuf"
-    if is_tensor(v):
-        return v.numel() == 1 and not v.is_complex()
+    if is_tensor(v):  # a meta tensor has no value to read
+        return v.numel() == 1 and not v.is_complex() and v.device.type != "meta"
     return False
 
 

@@ -18,6 +18,7 @@ from ..runtime import backend as Bk
 from ..runtime.errors import SpectheoryError
 from ..inputs.instances import Instance
 from ..inputs.models import prefix_from_index
+from ..law import law_rounding
 from ..registry import plan
 from .analysis import _to_py, analyze, analyze_tree, as_result, multi_iteration_law
 from .plan import _check_instance
@@ -114,6 +115,31 @@ def check_lossless(verifier, instance: Instance, exact: bool | None = None,
                                  or n_tokens < 1):
         raise SpectheoryError(f"n_tokens = {n_tokens!r:.40} must be a whole number >= 1 (the "
                               f"tokens compared; default L + 1 = {L + 1})")
+    with law_rounding() as law_eps:
+        out, tgt, tv, N = _laws(instance, how, exact, max_sequences, n_tokens, route, sampling,
+                                draft_sampling, backend)
+    rep = lossless_report(out, tgt, tv, N, V, exact, tol)
+    coarse = law_eps[0] > np.finfo(np.float64).eps  # a law in float32 or coarser
+    eps = law_eps[0] if coarse else None
+    if not (exact or rep.lossless) and float(tv) <= rounding_resolution(N, eps):
+        if not coarse:
+            raise SpectheoryError(
+                f"TV = {float(tv):.3g} is within float64 rounding of 0 (about "
+                f"{rounding_resolution(N):.1g} over {N} tokens): at tolerance {tol:g} a float "
+                f"verdict cannot tell a lossy verifier from rounding; use exact mode (--exact), "
+                f"or a tolerance of at least {rounding_resolution(N):.1g}")
+        raise SpectheoryError(
+            f"TV = {float(tv):.3g} is within the rounding of the verifier's {law_eps[1]} law (about "
+            f"{rounding_resolution(N, eps):.1g} over {N} tokens): a float verdict cannot tell a "
+            f"lossy verifier from its rounding; compute the law in float64 (or in exact mode)")
+    rep.verifier, rep.paths, rep.drafting = how.spec.name, how.paths, how.drafting
+    return rep
+
+
+def _laws(instance, how, exact, max_sequences, n_tokens, route, sampling, draft_sampling,
+          backend):
+    """(output law, target law, TV, tokens compared) for `check_lossless`."""
+    L = instance.block_length
     if n_tokens is None or n_tokens == L + 1:
         res = analyze(instance, how.spec, exact=exact, max_sequences=max_sequences,
                       paths=how.paths, drafting=how.drafting, route=route, sampling=sampling,
@@ -125,24 +151,17 @@ def check_lossless(verifier, instance: Instance, exact: bool | None = None,
                                            sampling=sampling, draft_sampling=draft_sampling,
                                            backend=backend)
         N = int(n_tokens)
-    rep = lossless_report(out, tgt, tv, N, V, exact, tol)
-    if not (exact or rep.lossless) and float(tv) <= rounding_resolution(N):
-        raise SpectheoryError(
-            f"TV = {float(tv):.3g} is within float64 rounding of 0 (about "
-            f"{rounding_resolution(N):.1g} over {N} tokens): at tolerance {tol:g} a float "
-            f"verdict cannot tell a lossy verifier from rounding; use exact mode (--exact), or "
-            f"a tolerance of at least {rounding_resolution(N):.1g}")
-    rep.verifier, rep.paths, rep.drafting = how.spec.name, how.paths, how.drafting
-    return rep
+    return out, tgt, tv, N
 
 
-def rounding_resolution(n_tokens: int) -> float:
-    """The TV below which a float64 law over ``n_tokens`` tokens cannot be told from rounding:
+def rounding_resolution(n_tokens: int, eps: float | None = None) -> float:
+    """The TV below which a float law over ``n_tokens`` tokens cannot be told from rounding:
     8 (N + 1)^2 eps (each sequence's probability a sum of up to N + 1 products of N + 1 factors;
-    a generous, not a proved, bound). `check_lossless` refuses a float verdict of "lossy" on a TV
-    below it (a tolerance under it, such as 0, otherwise calls rounding a loss); exact mode
-    decides such cases."""
-    return 8 * (n_tokens + 1) ** 2 * float(np.finfo(np.float64).eps)
+    a generous, not a proved, bound), eps float64's unless given (a verifier returning float32
+    laws: float32's). `check_lossless` refuses a float verdict of "lossy" on a TV below it (a
+    tolerance under it, such as 0, otherwise calls rounding a loss); exact mode decides such
+    cases."""
+    return 8 * (n_tokens + 1) ** 2 * (float(np.finfo(np.float64).eps) if eps is None else eps)
 
 
 def lossless_report(out, tgt, tv, n_tokens: int, vocab_size: int, exact: bool,

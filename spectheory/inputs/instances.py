@@ -152,6 +152,24 @@ def check_models(target, V_target: int, draft, V_draft: int, where: str,
     if kinds == {"f"}:
         _normalise_rows(target)
         _normalise_rows(draft)
+    else:
+        _fractions(target)
+        _fractions(draft)
+
+
+def _fractions(model: TableModel) -> None:
+    """Replace ``model``'s exact tables that hold plain integers by copies of Fractions: the
+    engines divide entries (p / q of two Python ints is a float), so an exact row (0, 1) of
+    ints ended in a float node weight and a refusal blamed on the verifier. Tables of
+    Fractions only are kept as they are."""
+    tables = list(model.tables)
+    changed = False
+    for d, table in enumerate(tables):
+        if not all(isinstance(v, Fraction) for v in table.reshape(-1)):
+            tables[d] = to_exact(table)
+            changed = True
+    if changed:
+        object.__setattr__(model, "tables", tuple(tables))
 
 
 def check_model(model, V: int, which: str, where: str, size_of: str = "the instance") -> set:

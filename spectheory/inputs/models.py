@@ -84,7 +84,13 @@ class TableModel:
         (``dtype`` default: float64)."""
         if self.exact:
             raise TypeError("exact model: use level() (object array) instead of torch_level()")
-        return torch.as_tensor(np.ascontiguousarray(self.level(d)),
+        rows = self.level(d)
+        if not rows.flags.c_contiguous:  # a context-independent model's broadcast view: copied
+            from ..runtime.limits import check_memory
+
+            check_memory(rows.size * 8, f"level {d} of a context-independent model as a tensor "
+                         f"(V^(d+1) = {self.vocab_size}^{int(d) + 1} entries)")
+        return torch.as_tensor(np.ascontiguousarray(rows),
                                dtype=torch.float64 if dtype is None else dtype, device=device)
 
     def to_float(self) -> "TableModel":

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from ..runtime.errors import InstanceError, check_keys
+from ..runtime.errors import InstanceError, check_keys, is_integer
 from .instances import (DEFAULT_TOL, check_models, check_row_tolerance, model_to_json,
                         parse_json, parse_model, read_json_text)
 from .models import TableModel
@@ -182,11 +182,11 @@ class HeteroInstance:
 
 
 def _int_in(value: Any, lo: int, hi: int, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InstanceError(f"{name} must be an integer, got {value!r}")
+    if not is_integer(value):  # Python's or numpy's integers, as the other counts take
+        raise InstanceError(f"{name} must be an integer, got {value!r:.40}")
     if not lo <= value <= hi:
         raise InstanceError(f"{name} = {value} is out of range ({lo}..{hi})")
-    return value
+    return int(value)
 
 
 def check_hetero_sizes(V_T: int, V_D: int, draft_length: int, n_tokens: int) -> None:

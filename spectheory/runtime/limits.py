@@ -222,11 +222,17 @@ def parse_bytes(text: str, name: str = BUFFER_POOL_ENV) -> int:
 
 def env_bytes(name: str = BUFFER_POOL_ENV) -> int | None:
     """The size in bytes of environment variable ``name`` ([`parse_bytes`][spectheory.runtime.limits.parse_bytes]),
-    None when unset or empty."""
+    None when unset or empty; a size over the machine's physical memory is refused (a pool of
+    1e23 bytes is no cap: the digit limit alone let suffixed values through)."""
     text = os.environ.get(name)
     if text is None or not text.strip():
         return None
-    return parse_bytes(text, name)
+    n = parse_bytes(text, name)
+    total = physical_memory()
+    if total is not None and n > total:
+        raise OptionError(f"{name}={text.strip()[:40]!r} is over this machine's memory "
+                          f"({total / 2**30:.1f} GiB)")
+    return n
 
 
 def check_environment() -> None:

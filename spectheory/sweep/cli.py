@@ -81,7 +81,9 @@ def cmd_sweep(args) -> int:
     for row in rows:
         counts[row["status"]] = counts.get(row["status"], 0) + 1
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-    sys.stdout.write(f"{len(rows)} rows ({summary}) in {args.out}/results.csv\n")
+    from ..runtime.files import shown
+
+    sys.stdout.write(f"{len(rows)} rows ({summary}) in {shown(f'{args.out}/results.csv')}\n")
     return _failures(rows)
 
 

@@ -57,6 +57,7 @@ Block functions return ``{emitted target-token tuple: probability}`` for one tar
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Callable
@@ -64,7 +65,8 @@ from typing import Any, Callable
 from ..engine.lossless import check_tolerance
 from ..inputs.tokenizers import (MAX_ENUMERATION, HeteroInstance, Tokenizer, check_hetero_instance,
                                  check_hetero_sizes)
-from ..runtime.errors import InputError, SizeLimitError, UserCodeError, call_user, is_integer
+from ..runtime.errors import (InputError, OptionError, SizeLimitError, UserCodeError, call_user,
+                              is_integer)
 
 SCHEMES = ("slem", "slrs", "tli")
 
@@ -205,7 +207,11 @@ def tli_block(inst: HeteroInstance, c: tuple, *, residual_over: str = "target") 
     """TLI: what one target forward emits from context ``c`` (module docstring).
 
     ``residual_over="intersection"`` takes the residual over the intersection only: a wrong rule,
-    kept as the planted bug the checker must catch."""
+    kept as the planted bug the checker must catch; any other value than these two is refused
+    (``"both"`` ran as ``"target"``)."""
+    if not isinstance(residual_over, str) or residual_over not in ("target", "intersection"):
+        raise OptionError(f"residual_over = {residual_over!r:.40} must be 'target' (the rule) or "
+                          "'intersection' (the planted bug)")
     zero = _zero(inst)
     one = zero + 1
     inter = intersection(inst)
@@ -380,6 +386,11 @@ def _checked_block(out, inst: HeteroInstance, c: tuple, label: str) -> dict:
                 len(b) > MAX_ENUMERATION or not all(is_integer(t) and 0 <= t < V for t in b):
             raise UserCodeError(f"{label} returned the block {b!r:.60} after context {c}: a "
                                 f"block is a non-empty tuple of target ids in 0..{V - 1}")
+        if is_integer(w):  # numpy's integers too
+            w = int(w)
+        elif not inst.exact and isinstance(w, numbers.Real) and \
+                not isinstance(w, (bool, float, Fraction)):  # numpy's bool is no numbers.Real
+            w = float(w)  # numpy floats (np.float32(1.0) was refused)
         ok = (isinstance(w, (Fraction, int)) and not isinstance(w, bool)) if inst.exact else \
             (isinstance(w, (int, float, Fraction)) and not isinstance(w, bool)
              and math.isfinite(w))
