@@ -314,9 +314,12 @@ def register(sub) -> None:
     cst.set_defaults(func=_validate_costs)
 
     s = vsub.add_parser("summarize", help="tables from a run's JSON (bootstrap CIs, cost model)")
-    s.add_argument("out", nargs="?", default=DEFAULT_OUT)
-    s.add_argument("--bootstrap", type=int, default=2000)
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("out", nargs="?", default=DEFAULT_OUT,
+                   help=f"the run's folder (default {DEFAULT_OUT}, from the current folder: the "
+                        "recorded run when started at the repository's root)")
+    s.add_argument("--bootstrap", type=int, default=2000,
+                   help="bootstrap resamples of the confidence intervals (default 2000)")
+    s.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
     s.add_argument("--markdown", action="store_true", help="README tables")
     s.add_argument("--no-cost-model", action="store_true",
                    help="leave out the per-forward costs and the cost-model table")

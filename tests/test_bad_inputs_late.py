@@ -1234,24 +1234,24 @@ def test_exact_tables_of_plain_integers_compute_in_fractions():
 
 def test_an_enumeration_past_a_raised_limit_is_weighed_against_memory(monkeypatch):
     """max_sequences raised past the default: a context-independent instance of 2^31
-    sequences ran 37 s and ended in a MemoryError (a broadcast level copied whole). Now refused
-    before the work, naming the memory; a raised limit that fits still runs."""
+    sequences (L = 30) ran 37 s and ended in a MemoryError (a broadcast level copied whole). Now
+    refused before the work, naming the memory; a raised limit that fits still runs."""
     from spectheory.inputs.instances import Instance
     from spectheory.inputs.models import TableModel
     from spectheory.runtime import limits
 
     row = lambda *v: TableModel(2, (np.array([v]),))  # noqa: E731
-    inst = Instance(2, 30, row(0.25, 0.75), row(0.5, 0.5))
-    with pytest.raises(SizeLimitError, match="of memory"):
-        st.analyze(inst, "token", max_sequences=10**15)
-    with pytest.raises(SizeLimitError, match="of memory"):
-        row(0.25, 0.75).torch_level(36)
     small = Instance(2, 3, row(0.25, 0.75), row(0.5, 0.5))
     monkeypatch.setenv("SPECTHEORY_MAX_SEQUENCES", "4")
     assert st.analyze(small, "token", max_sequences=16).block_efficiency > 1
-    monkeypatch.setattr(limits, "physical_memory", lambda: 1000)  # 16 x 48 B > half of it
+    # a machine of 1,000 bytes (16 sequences x 48 B is over half of it): nothing is allocated
+    # past the refusal, so a defect here fails the test instead of filling the memory
+    monkeypatch.setattr(limits, "physical_memory", lambda: 1000)
     with pytest.raises(SizeLimitError, match="of memory"):
         st.analyze(small, "token", max_sequences=16)
+    with pytest.raises(SizeLimitError, match="of memory"):
+        row(0.25, 0.75).torch_level(8)  # 512 float64 entries
+    assert row(0.25, 0.75).torch_level(0).shape == (1, 2)  # the table itself: no copy
 
 
 def test_meta_tensors_from_user_code_are_refused_in_one_line():
@@ -1309,3 +1309,18 @@ def test_verifier_names_hetero_counts_and_block_values_read_as_their_neighbours(
     with pytest.raises(OptionError, match="residual_over = 'both'"):
         tli_block(pair, (), residual_over="both")
     assert tli_block(pair, (), residual_over="target") == tli_block(pair, ())
+
+
+def test_words_no_option_takes_are_blamed_on_the_command_that_read_them(tmp_path, capsys):
+    """``check inst.json --stop ...`` (an option of exact, not of check) said "spectheory:
+    error: ... (see spectheory --help)"; the command's own help lists its options."""
+    path = write(tmp_path, instance_to_dict(st.random_instance(3, 2, 1)))
+    code, out, err = run(["check", path, "--stop", "target-drop(1)"], capsys)
+    refused(code, out, err, "spectheory check: error: unrecognized arguments: --stop "
+            "target-drop(1) (see spectheory check --help)")
+    code, out, err = run(["validate", "summarize", "a", "b"], capsys)
+    refused(code, out, err, "spectheory validate summarize: error: unrecognized arguments: b "
+            "(see spectheory validate summarize --help)")
+    code, out, err = run(["verifiers", "extra"], capsys)
+    refused(code, out, err, "spectheory verifiers: error: unrecognized arguments: extra")
+    assert run(["check", path], capsys)[0] == 0  # the neighbour

@@ -129,8 +129,10 @@ def test_a_sweep_folder_named_with_a_newline_is_summarised_on_one_line(tmp_path,
     It is quoted with escapes now; a printable name is still shown as typed."""
     cfg = sweep_file(tmp_path)
     monkeypatch.chdir(tmp_path)
-    code, out, err = run(["sweep", str(cfg), "--out", "new\nline", "--no-progress"], capsys)
+    code, out, err = run(["sweep", str(cfg), "--out", "new\nline", "--no-progress",
+                          "--workers", "1"], capsys)
     assert code == 0, err
+    assert "(1 worker)" in err  # "1 workers" before
     assert out == "1 rows (1 ok) in 'new\\nline/results.csv'\n"
     assert (tmp_path / "new\nline" / "results.csv").is_file()
 

@@ -496,3 +496,19 @@ def test_every_name_of_the_sampler_module_stays_importable_from_it():
     assert S._law_mode is law_mode._law_mode and S._coins_mode is coins_mode._coins_mode
     assert S._lossless_mode is lossless_mode._lossless_mode
     assert S.default_instances is rows.default_instances
+
+
+def test_lossless_mode_states_its_bias_in_each_instances_law():
+    """Lossless mode tests the instances' output laws, not draft rows: its report and its budget
+    line said "in every row's law"."""
+    rep = check_sampler(make_sampler("block"), "block", mode="lossless", samples=2_000, seed=1)
+    assert rep.passed
+    text = str(rep)
+    assert f">= {rep.min_detectable_tv:.3g} in every instance's law" in text
+    assert "row's law" not in text
+    law = check_sampler(make_sampler("block"), "block", samples=2_000, seed=1)
+    assert "in every row's law" in str(law)
+    plan = B.BudgetPlan(10.0, 5_000, 9.0, [(32, 0.1)], [], 0.1, 1e-3, 1e-6, 1e-3, 0.9, 0.05,
+                        None, 2**16, "instance")
+    assert "in every instance's law with 90% power" in plan.summary()
+    assert "in every row's law" in B.BudgetPlan(10.0, 5_000, 9.0, detectable_tv=0.05).summary()

@@ -169,6 +169,22 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str):
         raise UsageError(self.prog, message)
 
+    def parse_known_args(self, args=None, namespace=None):
+        ns, extras = super().parse_known_args(args, namespace)
+        if not hasattr(ns, "_command_prog"):  # the innermost command that parsed (copied up)
+            setattr(ns, "_command_prog", self.prog)
+        return ns, extras
+
+    def parse_args(self, args=None, namespace=None):
+        """As argparse's, with words no option takes blamed on the command that read the line
+        (``spectheory check: error: unrecognized arguments ... (see spectheory check --help)``;
+        argparse named the top-level parser)."""
+        ns, extras = self.parse_known_args(args, namespace)
+        if extras:
+            raise UsageError(getattr(ns, "_command_prog", self.prog),
+                             f"unrecognized arguments: {' '.join(extras)}")
+        return ns
+
 
 def command_name(argv: list[str]) -> str | None:
     """The sub-command named on the command line ``argv`` (the first word that is not an option

@@ -93,7 +93,11 @@ def check_lossless(verifier, instance: Instance, exact: bool | None = None,
 
     In exact mode the verdict is exact: lossless iff the two laws are equal as rationals. In float
     mode it is lossless iff TV(output, target) <= ``tol`` (a finite number in [0, 1e-3]), so the
-    verdict never says "lossless within t" with a TV above t. A verifier whose law is not a law
+    verdict never says "lossless within t" with a TV above t, and a TV within the rounding of
+    the laws the verifier returned
+    ([`rounding_resolution`][spectheory.engine.lossless.rounding_resolution] at float64's
+    epsilon, or float32's for a verifier returning float32 laws) is refused a "lossy" verdict:
+    exact mode (or float64 laws) decides it. A verifier whose law is not a law
     (NaN, negative entries, rows not summing to 1, wrong shapes, floats in exact mode) raises
     [`LawError`][spectheory.law.LawError] and gets no verdict. ``route`` picks the exact route
     ([`analyze`][spectheory.engine.analysis.analyze]; default the fastest available). ``sampling`` /

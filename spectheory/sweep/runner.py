@@ -522,7 +522,7 @@ def _run_sweep(cfg: SweepConfig, out, executor: str, workers: int, address: str 
             log(f"sweep {cfg.name}: {len(invalid) - 3} more invalid cache entries; computing "
                 "them again")
         log(f"sweep {cfg.name}: {len(jobs)} jobs, {len(jobs) - len(todo)} cached, "
-            f"{len(todo)} to run on {executor} ({workers} workers)")
+            f"{len(todo)} to run on {executor} ({workers} worker{'s' if workers != 1 else ''})")
     bar = None
     if progress and todo:
         from tqdm import tqdm

@@ -221,7 +221,7 @@ class SamplerReport:
                 not math.isfinite(self.min_detectable_tv):
             pass  # no test was run: the notes say why
         else:
-            lines += self._test_lines(unit, "row")
+            lines += self._test_lines(unit, "instance" if self.mode == "lossless" else "row")
         lines.extend(f"  {n}" for n in self.notes)
         if self.budget is not None:
             lines.append(f"  sized by budget_s: {self.budget.summary()}")

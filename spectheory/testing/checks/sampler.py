@@ -266,7 +266,7 @@ def _budgeted_run(call: dict, start: float, budget_s: float) -> SamplerReport:
     predicted = (time.perf_counter() - start) + sized["fixed_s"] + sized["per_sample_s"] * n
     plan_ = B.BudgetPlan(budget_s, n, predicted, sized["pilot"], sized["kit_pilot"],
                          sized["fixed_s"], sized["sampler_s"], sized["kit_s"], alpha, POWER, tv,
-                         rate, call["max_batch"])
+                         rate, call["max_batch"], "instance" if mode == "lossless" else "row")
     sys.stderr.write(f"check_sampler: {plan_.summary()}\n")
     sys.stderr.flush()
     report, _ = run(n, collect=False)

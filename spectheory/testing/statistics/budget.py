@@ -312,6 +312,9 @@ class BudgetPlan:
         The most rows the run hands the sampler in one call: 2^16 or the pilots' largest call,
         so that the cost a sample measured there holds at any size (the report's verdict is that
         of ``check_sampler(samples=samples, max_batch=max_batch)`` with the same arguments).
+    law : str
+        Whose law the bias is stated in: ``"row"`` (a draft row, a tree's instance row),
+        ``"instance"`` (lossless mode: an instance's output law).
     """
 
     budget_s: float
@@ -327,6 +330,7 @@ class BudgetPlan:
     detectable_tv: float | None = None
     detectable_rate: float | None = None
     max_batch: int | None = None
+    law: str = "row"
 
     def summary(self) -> str:
         """One line: the size chosen, its predicted cost and what it will detect."""
@@ -344,8 +348,8 @@ class BudgetPlan:
             return (head + f": catches a sampler whose decisions differ on a fraction >= "
                            f"{self.detectable_rate:.3g} of rows with {self.power:.0%} power")
         return (head + f": detects a total-variation bias >= {self.detectable_tv:.3g} in every "
-                       f"row's law with {self.power:.0%} power at family-wise false-alarm rate "
-                       f"{self.alpha:g}")
+                       f"{self.law}'s law with {self.power:.0%} power at family-wise false-alarm "
+                       f"rate {self.alpha:g}")
 
     def to_json(self) -> dict:
         def num(x):
