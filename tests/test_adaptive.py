@@ -506,3 +506,28 @@ def test_a_rule_flag_given_as_text_is_refused(flag):
     rule = StoppingRule("r", lambda *a: 0, **{flag: np.bool_(True)})
     assert getattr(rule, flag) is True
     assert StoppingRule("r", lambda *a: 0).deterministic is None
+
+
+def test_a_gap_of_2e_7_is_no_optimum_in_float_mode_either():
+    """coin(1/10^7): block verification under a random stop is below the LP optimum by an exact
+    gap of 2.39e-7 (rationals); float mode finds the same gap and must not call it optimal (its
+    tolerance is 1e-9, the LP's own accuracy, not 1e-6)."""
+    inst = random_instance(2, 3, 0, denominator=10)
+    exact = adaptive_optimality(inst, "coin(1/10000000)")
+    assert not exact.optimal and F(2, 10**7) < exact.gap < F(3, 10**7)
+    flt = adaptive_optimality(inst.to_float(), "coin(1/10000000)", exact=False)
+    assert abs(float(flt.gap) - float(exact.gap)) < 1e-12
+    assert not flt.optimal
+    assert adaptive_optimality(inst.to_float(), "coin(0)", exact=False).optimal  # no stop
+
+
+def test_a_rule_random_at_the_last_drafted_depth_is_not_deterministic():
+    """A stop rule with h = 1/2 after one token (the last depth where L = 2 can stop before the
+    end) randomises; only depths before it were read, and it was reported deterministic."""
+    inst = Instance(2, 2, TableModel(2, (np.array([[F(1, 3), F(2, 3)]], dtype=object),)),
+                    TableModel(2, (np.array([[F(2, 3), F(1, 3)]], dtype=object),)))
+    half = StoppingRule("half-at-depth-1", lambda s, q, p: F(1, 2) if len(s) == 1 else 0)
+    r = adaptive_optimality(inst, half)
+    assert not r.deterministic and r.gap == F(1, 9)
+    sure = StoppingRule("stop-at-depth-1", lambda s, q, p: 1 if len(s) == 1 else 0)
+    assert adaptive_optimality(inst, sure).deterministic

@@ -10,7 +10,7 @@ import pytest
 
 import spectheory as st
 from spectheory.lp import LPError, direct_lp, node_budget_lp, optimal_multidraft_L1
-from spectheory.lp.selection import selection_lp
+from spectheory.lp.selection import build_selection, selection_lp, selection_size
 from spectheory.inputs.instances import Instance
 from spectheory.inputs.models import TableModel
 from spectheory.cli.report import toy_instance
@@ -95,3 +95,40 @@ def test_without_replacement_drafting_and_bad_arguments():
         selection_lp(inst, 0)
     with pytest.raises(LPError, match="drafting"):
         selection_lp(inst, 2, drafting="bogus")
+
+
+@pytest.mark.parametrize("V,L,K", [(2, 2, 2), (2, 2, 3), (3, 1, 4), (2, 3, 2)])
+def test_one_selection_variable_per_distinct_path_and_size_bounds_that_hold(V, L, K):
+    """The LP has one variable s(omega, x) per outcome omega (the multisets of K paths merged by
+    their set of distinct paths) and per path x in it (duplicates of a path are one choice),
+    then the M(s) nodes; `selection_size` bounds
+    the variables and the nonzeros from above before any enumeration (the size guard reads
+    it)."""
+    from itertools import combinations_with_replacement
+    from math import comb
+
+    inst = st.random_instance(V, L, seed=V + L + K)  # prefix-dependent rows, no zero entry
+    lp, info = build_selection(inst, K)
+    n = V**L  # outcomes merged by their SET of drafted paths: every set of 1..K paths
+    distinct = sum(len(set(c)) for c in {frozenset(c) for c in
+                                         combinations_with_replacement(range(n), K)})
+    assert distinct == sum(comb(n, k) * k for k in range(1, min(K, n) + 1))
+    nodes = sum(V**j for j in range(1, L + 1))
+    assert info["selection_variables"] == distinct
+    assert lp.n == distinct + nodes
+    n_est, nnz_est = selection_size(V, L, K)
+    assert n_est == comb(V**L + K - 1, K) * K + nodes >= lp.n
+    # every s variable sits in its outcome's equality and in L rows "M(s) <= Q(s)", each node
+    # M(s) in its own row, a root node in "M(a) <= p(a)", a deeper one in two chain rows
+    assert lp.nonzeros == (L + 1) * distinct + 3 * nodes - V <= nnz_est
+
+
+def test_the_monotone_bound_is_gated_by_the_size_of_the_K_minus_1_lp():
+    """At V = 5, L = 1, K = 15 the LP with K - 1 = 14 paths (42,845 variables) is under the
+    50,000-variable gate of the bound by monotonicity in K, though the K-path LP is over it
+    (58,145): the bound is computed, not skipped."""
+    assert selection_size(5, 1, 14)[0] <= 50_000 < selection_size(5, 1, 15)[0]
+    r = selection_lp(st.random_instance(5, 1, 0, denominator=8), 15)
+    bounds = r.details["bounds"]
+    assert bounds["skipped"] == []
+    assert any("K - 1 = 14 paths" in b.source for b in bounds["checked"])
