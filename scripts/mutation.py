@@ -3933,6 +3933,14 @@ MUTANTS = [
            'for d in range(L):\n        for r, s in zip',
            'for d in range(L - 1):\n        for r, s in zip',
            'a rule random at the last drafted depth reported deterministic', ('tests/test_adaptive.py', )),
+    Mutant('spectheory/engine/lossless.py',
+           '    if n_tokens is None:  # one block, completed by target sampling (an explicit L + 1 iterates)',
+           '    if n_tokens is None or n_tokens == L + 1:',
+           "an explicit n_tokens = L + 1 reads the one-block law instead of iterating (a lossy rule's TV 1/24 for 1/4)", ('tests/test_bad_inputs_late.py', )),
+    Mutant('spectheory/engine/joint.py',
+           '    if symmetric:  # declared, or asked for (symmetric=True): checked on a sample either way',
+           '    if symmetric and declared:',
+           'symmetric=True sorts the path tuples of order-dependent rules unchecked (wrong laws, no word)', ('tests/test_bad_inputs_late.py', )),
 ]
 
 

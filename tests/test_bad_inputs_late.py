@@ -13,6 +13,7 @@ verdict, a silent exit 0 or a read without end:
 
 from __future__ import annotations
 
+import json
 from fractions import Fraction
 
 import numpy as np
@@ -1324,3 +1325,33 @@ def test_words_no_option_takes_are_blamed_on_the_command_that_read_them(tmp_path
     code, out, err = run(["verifiers", "extra"], capsys)
     refused(code, out, err, "spectheory verifiers: error: unrecognized arguments: extra")
     assert run(["check", path], capsys)[0] == 0  # the neighbour
+
+
+def test_an_explicit_token_count_of_one_block_is_counted_over_iterations(tmp_path, capsys):
+    """check_lossless(n_tokens=L+1) and ``check --tokens L+1`` read the one-block law (block
+    then target sampling) while the option says "over repeated iterations" and L+2 did iterate:
+    a lossy rule's TV was 1/24 where the law of its first two tokens is 1/4 off."""
+    inst = st.random_instance(2, 1, 3, denominator=12)  # L = 1
+    assert st.check_lossless("threshold", inst).tv == Fraction(1, 24)  # the default: one block
+    iterated = st.multi_iteration_law(inst, "threshold", 2)[2]
+    assert iterated == Fraction(1, 4)
+    assert st.check_lossless("threshold", inst, n_tokens=2).tv == iterated
+    path = write(tmp_path, instance_to_dict(inst))
+    code, out, err = run(["check", path, "--verifier", "threshold", "--exact", "--tokens", "2",
+                          "--json"], capsys)
+    assert code == 1 and json.loads(out)["tv_to_target"] == "1/4"
+    assert st.check_lossless("block", inst, n_tokens=2).lossless  # a lossless rule still is
+
+
+def test_symmetric_true_is_checked_like_a_declaration():
+    """symmetric=True forced the sorted enumeration of path tuples on rules that read the paths'
+    order (SpecInfer, SpecTr, traversal): wrong laws, TV 7/48 for a lossless rule, with no
+    word. The order is now checked on a sample as for a declared rule; an order-invariant rule
+    still runs sorted and gives the default's law."""
+    inst = st.random_instance(2, 3, 1, denominator=12)
+    for name in ("specinfer", "spectr", "traversal-iid"):
+        assert st.analyze(inst, name, paths=2).tv_to_target == 0
+        with pytest.raises(SpectheoryError, match="symmetric=True was asked for"):
+            st.analyze(inst, name, paths=2, symmetric=True)
+    sorted_ = st.analyze(inst, "gbv", paths=2, symmetric=True, route="enumerate")
+    assert sorted_.block_efficiency == st.analyze(inst, "gbv", paths=2).block_efficiency

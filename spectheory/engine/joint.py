@@ -277,13 +277,15 @@ def _emitted_on(spec, seq, tables, exact: bool):
     return keys.reshape(-1), mass.reshape(-1)
 
 
-def _check_order_invariant(spec, K: int, tables, weight_of, exact: bool, tol: float = 1e-12):
+def _check_order_invariant(spec, K: int, tables, weight_of, exact: bool, tol: float = 1e-12,
+                           forced: bool = False):
     """Check ``spec.order_invariant`` on a sample of K-path outcomes of positive probability: the
     law over emitted sequences must not change when the paths are handed over rotated by one or
     with the first two swapped (the two permutations generate every order). The sorted
     enumeration counts each multiset of paths once, so a verifier that reads the paths' order
     would get a wrong law (a LOSSY verdict for a lossless rule, or the converse) rather than be
-    refused."""
+    refused. ``forced``: the caller asked for the sorted enumeration (``symmetric=True``) of a
+    verifier that need not declare it; the same sample decides, and the refusal says so."""
     if K < 2:
         return
     tok_tab = tables[0]
@@ -301,10 +303,13 @@ def _check_order_invariant(spec, K: int, tables, weight_of, exact: bool, tol: fl
         np.add.at(diff, where, np.concatenate([mass, -other]))
         worst = max((abs(v) for v in diff), default=0)
         if (worst != 0) if exact else (float(worst) > tol):
+            said = "symmetric=True was asked for" if forced else \
+                "it declares order_invariant=True"
             raise SpectheoryError(
-                f"verifier {spec.name!r} declares order_invariant=True, but its law over emitted "
-                f"sequences changes with the order of the {K} paths (by {float(worst):.3g}): the "
-                "sorted enumeration would count its outcomes wrongly; drop the declaration")
+                f"verifier {spec.name!r}: {said}, but its law over emitted sequences changes "
+                f"with the order of the {K} paths (by {float(worst):.3g}): the sorted "
+                "enumeration would count its outcomes wrongly; "
+                + ("leave symmetric unset (or False)" if forced else "drop the declaration"))
 
 
 def _rows(table, seq):
@@ -367,8 +372,9 @@ def multipath_block_law(verifier, q_levels, p_levels, V: int, L: int, K: int,
     def weight_of(seq):
         return draft_weight(seq, drafting, qpath, q_root, tail, L, V)
 
-    if symmetric and declared:
-        _check_order_invariant(spec, K, (tok_tab, q_tab, p_tab, node_tab), weight_of, exact)
+    if symmetric:  # declared, or asked for (symmetric=True): checked on a sample either way
+        _check_order_invariant(spec, K, (tok_tab, q_tab, p_tab, node_tab), weight_of, exact,
+                               forced=not declared)
     if spec.paths_read is not None and spec.paths_read < K:  # enumerate the paths it reads
         _check_paths_read(spec, spec.paths_read, K, (tok_tab, q_tab, p_tab, node_tab),
                           weight_of, exact)

@@ -87,8 +87,10 @@ def check_lossless(verifier, instance: Instance, exact: bool | None = None,
                    draft_sampling=None, backend: str | None = "auto") -> LosslessReport:
     """Exact verdict on whether a verifier is lossless.
 
-    Compares the law of the output block followed by target sampling (``n_tokens`` = L+1, the
-    default) or of the first ``n_tokens`` tokens over repeated iterations with the target law,
+    Compares the law of the output block followed by target sampling to L+1 tokens (``n_tokens``
+    None, the default) or of the first ``n_tokens`` tokens over repeated iterations (at any
+    ``n_tokens``, L+1 included: a lossy rule's second iteration then counts, as in
+    [`multi_iteration_law`][spectheory.engine.analysis.multi_iteration_law]) with the target law,
     for K = ``paths`` draft paths under ``drafting`` (default: the verifier's own scheme).
 
     In exact mode the verdict is exact: lossless iff the two laws are equal as rationals. In float
@@ -144,7 +146,7 @@ def _laws(instance, how, exact, max_sequences, n_tokens, route, sampling, draft_
           backend):
     """(output law, target law, TV, tokens compared) for `check_lossless`."""
     L = instance.block_length
-    if n_tokens is None or n_tokens == L + 1:
+    if n_tokens is None:  # one block, completed by target sampling (an explicit L + 1 iterates)
         res = analyze(instance, how.spec, exact=exact, max_sequences=max_sequences,
                       paths=how.paths, drafting=how.drafting, route=route, sampling=sampling,
                       draft_sampling=draft_sampling, backend=backend)
