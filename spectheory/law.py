@@ -257,7 +257,7 @@ def validate_law(law: Any, batch: int, paths: int, length: int, vocab: int, exac
                            f"distribution, also where P(tau) = 0)", ix, rows[ix])
         return Law(stop, corr)
     _real_dtype((stop, corr), name)
-    _note_rounding(stop, corr)
+    note_rounding(stop, corr)
     s = _as_numpy(stop)
     c = _as_numpy(corr)
     if s.dtype == object or c.dtype == object:
@@ -290,8 +290,9 @@ def validate_law(law: Any, batch: int, paths: int, length: int, vocab: int, exac
 _LAW_ROUNDING = contextvars.ContextVar("spectheory_law_rounding", default=None)
 
 
-def _note_rounding(stop, corr) -> None:
-    """Note, for `law_rounding`, the machine epsilon of the coarsest float dtype of a float law."""
+def note_rounding(stop, corr) -> None:
+    """Note, for `law_rounding`, the machine epsilon of the coarsest float dtype of a float law
+    (`validate_law` does; a route that accepts a law by a cheaper test calls it itself)."""
     box = _LAW_ROUNDING.get()
     if box is None:
         return
@@ -350,4 +351,5 @@ def engine_rows(drafts, q, p) -> bool:
 
 
 __all__ = ["Law", "LawError", "MultiLaw", "MultiVerifier", "ROW_SUM_TOL", "Verifier",
-           "engine_rows", "law_rounding", "rows_follow_prefixes", "validate_law"]
+           "engine_rows", "law_rounding", "note_rounding", "rows_follow_prefixes",
+           "validate_law"]

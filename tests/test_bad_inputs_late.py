@@ -1209,6 +1209,15 @@ def test_a_float32_law_is_refused_a_verdict_within_its_own_rounding():
     rep = st.check_lossless(greedy0, inst)
     assert not rep.lossless and rep.tv > 0.5
 
+    from spectheory.verifiers.gbv import gbv
+
+    def gbv32(d, q, p):  # K paths: the enumeration accepts it by a cheaper test than the check
+        law = gbv(d, q, p)
+        return st.Law(law.stop.float(), law.correction.float())
+
+    with pytest.raises(SpectheoryError, match="rounding of the verifier's float32 law"):
+        st.check_lossless(gbv32, inst, paths=2, route="enumerate")
+
 
 def test_exact_tables_of_plain_integers_compute_in_fractions():
     """An exact instance built in Python from object arrays of ints (a documented entry type):
@@ -1324,6 +1333,10 @@ def test_words_no_option_takes_are_blamed_on_the_command_that_read_them(tmp_path
             "(see spectheory validate summarize --help)")
     code, out, err = run(["verifiers", "extra"], capsys)
     refused(code, out, err, "spectheory verifiers: error: unrecognized arguments: extra")
+    # an option before the command belongs to no parser that read it: the top level is named
+    code, out, err = run(["--exact", "check", path], capsys)
+    refused(code, out, err, "spectheory: error: unrecognized arguments: --exact "
+            "(see spectheory --help)")
     assert run(["check", path], capsys)[0] == 0  # the neighbour
 
 
@@ -1353,5 +1366,13 @@ def test_symmetric_true_is_checked_like_a_declaration():
         assert st.analyze(inst, name, paths=2).tv_to_target == 0
         with pytest.raises(SpectheoryError, match="symmetric=True was asked for"):
             st.analyze(inst, name, paths=2, symmetric=True)
+    import dataclasses
+
+    from spectheory.registry import get_verifier
+
+    claimed = dataclasses.replace(get_verifier("specinfer"), order_invariant=True)
+    with pytest.raises(SpectheoryError, match="declares order_invariant=True.*drop the "
+                                              "declaration"):
+        st.analyze(inst, claimed, paths=2, symmetric=True)
     sorted_ = st.analyze(inst, "gbv", paths=2, symmetric=True, route="enumerate")
     assert sorted_.block_efficiency == st.analyze(inst, "gbv", paths=2).block_efficiency

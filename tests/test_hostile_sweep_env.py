@@ -119,7 +119,7 @@ def test_empty_sweep_out_is_refused_and_writes_nothing(tmp_path, capsys, monkeyp
         run_sweep(load_config(cfg), "", workers=1)
     assert list(work.iterdir()) == []
     code, out, _ = run(["sweep", str(cfg), "--out", "o", "--no-progress"], capsys)  # neighbour
-    assert code == 0 and out == "1 rows (1 ok) in o/results.csv\n"
+    assert code == 0 and out == "1 row (1 ok) in o/results.csv\n"
     assert (work / "o" / "results.csv").is_file()
 
 
@@ -133,7 +133,7 @@ def test_a_sweep_folder_named_with_a_newline_is_summarised_on_one_line(tmp_path,
                           "--workers", "1"], capsys)
     assert code == 0, err
     assert "(1 worker)" in err  # "1 workers" before
-    assert out == "1 rows (1 ok) in 'new\\nline/results.csv'\n"
+    assert out == "1 row (1 ok) in 'new\\nline/results.csv'\n"
     assert (tmp_path / "new\nline" / "results.csv").is_file()
 
 
@@ -417,7 +417,7 @@ def test_buffer_pool_over_the_machines_memory_is_refused(monkeypatch, capsys, va
         assert buffers.capacity() == limits.parse_bytes(value)
     else:
         refused(*run(["verifiers"], capsys), f"SPECTHEORY_BUFFER_POOL={value!r} is over this "
-                "machine's memory (8.0 GiB)")
+                "machine's memory (8 GiB)")
         with pytest.raises(OptionError, match="over this machine's memory"):
             buffers.capacity()
     monkeypatch.setattr(buffers, "_capacity", None)

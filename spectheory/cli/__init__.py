@@ -171,8 +171,8 @@ class Parser(argparse.ArgumentParser):
 
     def parse_known_args(self, args=None, namespace=None):
         ns, extras = super().parse_known_args(args, namespace)
-        if not hasattr(ns, "_command_prog"):  # the innermost command that parsed (copied up)
-            setattr(ns, "_command_prog", self.prog)
+        if extras and not hasattr(ns, "_command_prog"):  # the innermost command left words
+            setattr(ns, "_command_prog", self.prog)  # (copied up into the caller's namespace)
         return ns, extras
 
     def parse_args(self, args=None, namespace=None):

@@ -320,9 +320,10 @@ def cmd_figures(args) -> int:
         restore(before)
     meta = payload["meta"]
     written = expected_files(out, select(scripts(folder), args.only))
-    from ..runtime.files import shown
+    from ..runtime.files import shown_path
 
-    sys.stdout.write(f"wrote {len(written)} files to {shown(out)} ({meta['mode']} run, "
+    sys.stdout.write(f"wrote {len(written)} file{'s' if len(written) != 1 else ''} to "
+                     f"{shown_path(out)} ({meta['mode']} run, "
                      f"{meta['seconds']:.1f} s)\n")
     return 0
 

@@ -261,7 +261,8 @@ def analyze(instance: Instance, verifier, name: str | None = None,
         Drafting scheme of the K paths (default: the verifier's own).
     symmetric : bool, optional
         K > 1: enumerate sorted tuples of paths (default: i.i.d. drafting and an
-        order-invariant verifier).
+        order-invariant verifier). True is checked as a declaration is: a verifier whose law
+        changes with the paths' order on a sample of outcomes is refused.
     route : {"auto", "node", "per-draft", "enumerate", "analytic"}
         Which exact route runs ([`resolve_route`][spectheory.engine.plan.resolve_route]). ``auto``
         (default): the per-node route for verifiers with a node form (token, block; cost ~ one step

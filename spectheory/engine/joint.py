@@ -48,7 +48,7 @@ from ..runtime._lazy import torch
 
 from ..runtime import backend as Bk
 from ..runtime.errors import SpectheoryError
-from ..law import ROW_SUM_TOL, rows_follow_prefixes, validate_law
+from ..law import ROW_SUM_TOL, note_rounding, rows_follow_prefixes, validate_law
 from ..registry import DRAFTING, Plan, check_drafting_paths, get_verifier, hub_tokens
 from .perdraft import BlockLaw
 from .seqtree import path_probabilities, sequence_tokens
@@ -374,7 +374,7 @@ def multipath_block_law(verifier, q_levels, p_levels, V: int, L: int, K: int,
 
     if symmetric:  # declared, or asked for (symmetric=True): checked on a sample either way
         _check_order_invariant(spec, K, (tok_tab, q_tab, p_tab, node_tab), weight_of, exact,
-                               forced=not declared)
+                               forced=not spec.order_invariant)
     if spec.paths_read is not None and spec.paths_read < K:  # enumerate the paths it reads
         _check_paths_read(spec, spec.paths_read, K, (tok_tab, q_tab, p_tab, node_tab),
                           weight_of, exact)
@@ -423,6 +423,8 @@ def multipath_block_law(verifier, q_levels, p_levels, V: int, L: int, K: int,
             law = spec.law(drafts, q, p)
         if exact or not _law_ok(law, n, K, L, V, ROW_SUM_TOL):
             law = validate_law(law, n, K, L, V, exact, drafts, name=spec.name)
+        else:  # accepted by the cheap test: its dtype is noted as validate_law would
+            note_rounding(law[0], law[1])
         wstop = Bk.mul(Bk.expand_dims(Bk.expand_dims(weight, 1), 2), law.stop)  # [n, K, L+1]
         tau_pmf[0] = tau_pmf[0] + Bk.sum(Bk.sum(wstop, axis=1), axis=0)
         Bk.index_add_weighted(emitted, nodes.reshape(-1), wstop.reshape(-1),

@@ -137,7 +137,8 @@ def check_lossless(verifier, instance: Instance, exact: bool | None = None,
         raise SpectheoryError(
             f"TV = {float(tv):.3g} is within the rounding of the verifier's {law_eps[1]} law (about "
             f"{rounding_resolution(N, eps):.1g} over {N} tokens): a float verdict cannot tell a "
-            f"lossy verifier from its rounding; compute the law in float64 (or in exact mode)")
+            f"lossy verifier from its rounding; compute the law in float64 (or in exact mode), "
+            f"or give a tolerance of at least {rounding_resolution(N, eps):.1g}")
     rep.verifier, rep.paths, rep.drafting = how.spec.name, how.paths, how.drafting
     return rep
 

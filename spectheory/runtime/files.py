@@ -125,11 +125,11 @@ def write_text(path: str | os.PathLike, text: str, what: str = "output") -> Path
     return write_bytes(path, text.encode("utf-8"), what)
 
 
-def shown(path) -> str:
+def shown_path(path) -> str:
     """``path`` as a summary line prints it: as typed, or quoted with escapes when it holds a
     character that is not printable (a name with a newline split the summary over two lines)."""
     text = os.fsdecode(path) if isinstance(path, (bytes, os.PathLike)) else str(path)
     return text if text.isprintable() else repr(text)
 
 
-__all__ = ["atomic_file", "output_path", "shown", "write_bytes", "write_text"]
+__all__ = ["atomic_file", "output_path", "shown_path", "write_bytes", "write_text"]

@@ -231,7 +231,7 @@ def env_bytes(name: str = BUFFER_POOL_ENV) -> int | None:
     total = physical_memory()
     if total is not None and n > total:
         raise OptionError(f"{name}={text.strip()[:40]!r} is over this machine's memory "
-                          f"({total / 2**30:.1f} GiB)")
+                          f"({human_bytes(total)})")
     return n
 
 

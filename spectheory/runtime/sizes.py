@@ -54,9 +54,10 @@ def check_size(count: int, what: str, exact: bool = False, limit: int | None = N
     that ends a refusal (default: a smaller vocabulary or block length, or ``--max-sequences``),
     for a limit that no option raises. ``bytes_per_leaf`` replaces `BYTES_PER_LEAF` for an
     enumeration that holds more a leaf than the engine's levels. The memory stated is checked
-    against the machine's ([`check_memory`][spectheory.runtime.limits.check_memory]) with
-    ``bytes_per_leaf``, and whenever ``count`` is over the default limit (a limit the caller
-    raised: at 10^15, L = 30 over V = 2 ran 37 s and ended in a MemoryError)."""
+    against the machine's ([`check_memory`][spectheory.runtime.limits.check_memory]) for every
+    count of leaves, however its limit was raised (``--max-sequences`` of 10^15 let L = 30 over
+    V = 2 run 37 s into a MemoryError), and for joint outcomes (``outcomes``, enumerated in
+    chunks of bounded memory) only with ``bytes_per_leaf``."""
     if not isinstance(exact, (bool, np.bool_)):
         raise OptionError(f"exact = {exact!r} must be True or False")
     exact = bool(exact)
@@ -78,7 +79,7 @@ def check_size(count: int, what: str, exact: bool = False, limit: int | None = N
             f"{limits.human_seconds(seconds)} would be needed); "
             + (remedy or "use a smaller vocabulary or block length, or raise the limit with "
                          "--max-sequences"))
-    if bytes_per_leaf is not None or count > max_sequences(exact):  # a raised limit, too
+    if bytes_per_leaf is not None or not outcomes:  # the levels grow with the leaves
         limits.check_memory(count * per_leaf, f"{what}: {formula + ' = ' if formula else ''}"
                             f"{limits.human_count(count)} sequences",
                             "use a smaller vocabulary or block length")

@@ -81,9 +81,10 @@ def cmd_sweep(args) -> int:
     for row in rows:
         counts[row["status"]] = counts.get(row["status"], 0) + 1
     summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-    from ..runtime.files import shown
+    from ..runtime.files import shown_path
 
-    sys.stdout.write(f"{len(rows)} rows ({summary}) in {shown(f'{args.out}/results.csv')}\n")
+    sys.stdout.write(f"{len(rows)} row{'s' if len(rows) != 1 else ''} ({summary}) in "
+                     f"{shown_path(f'{args.out}/results.csv')}\n")
     return _failures(rows)
 
 

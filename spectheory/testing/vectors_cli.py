@@ -58,7 +58,10 @@ def cmd_export(args) -> int:
         if text not in notes:
             notes.append(" ".join(text.split()))
     print_notes(notes)
-    sys.stdout.write(f"wrote {len(names)} vector files to {args.directory}\n")
+    from ..runtime.files import shown_path
+
+    sys.stdout.write(f"wrote {len(names)} vector file{'s' if len(names) != 1 else ''} to "
+                     f"{shown_path(args.directory)}\n")
     return 0
 
 
