@@ -155,20 +155,26 @@ def test_presets_by_name_and_layout_validation():
     assert "cu_num_draft_tokens" in Lm.describe("vllm-v1")
 
 
-def test_v1_layout_hands_the_engine_its_arguments():
-    """What the VLLM_V1 preset builds: flat ids and rows, end-index counts, float32 logits with
-    -inf at zeros, draft probabilities through the same float32 softmax, per-request generators
-    inside sampling_metadata."""
+def _handed(port, layout, d, q, p) -> dict:
+    """The keyword arguments ``layout`` hands ``port`` for the canonical rows (d, q, p)."""
     seen = {}
 
     def spy(**kw):
         seen.update(kw)
-        return A.vllm_v1_rejection_sample(**kw)
+        return port(**kw)
 
+    Lm.engine_sampler(spy, layout)(d, q, p, torch.Generator().manual_seed(0))
+    return seen
+
+
+def test_v1_layout_hands_the_engine_its_arguments():
+    """What the VLLM_V1 preset builds: flat ids and rows, end-index counts, float32 logits with
+    -inf at zeros, draft probabilities through the same float32 softmax, per-request generators
+    inside sampling_metadata."""
     d, q, p = _rows(0, B=3, L=2, V=4)
     p[0, 0, 3] = 0.0
     p[0, 0] /= p[0, 0].sum()
-    Lm.engine_sampler(spy, Lm.VLLM_V1)(d, q, p, torch.Generator().manual_seed(0))
+    seen = _handed(A.vllm_v1_rejection_sample, Lm.VLLM_V1, d, q, p)
     assert seen["draft_token_ids"].tolist() == d.reshape(-1).tolist()
     assert seen["draft_token_ids"].dtype == torch.int32
     assert seen["cu_num_draft_tokens"].tolist() == [2, 4, 6]
@@ -187,16 +193,10 @@ def test_mrv2_layout_hands_shifted_ids_start_counts_and_logits_on_both_sides():
     """What the VLLM_MRV2 preset builds: input ids shifted by one (the root 0, then the drafts)
     flat, start-index counts over the L + 1 rows a request has, target and draft logits in
     float32 with -inf at a zero."""
-    seen = {}
-
-    def spy(**kw):
-        seen.update(kw)
-        return A.vllm_mrv2_engine_rejection_sample(**kw)
-
     d, q, p = _rows(1, B=3, L=2, V=4)
     q[1, 1, 2] = 0.0
     q[1, 1] /= q[1, 1].sum()
-    Lm.engine_sampler(spy, Lm.VLLM_MRV2)(d, q, p, torch.Generator().manual_seed(0))
+    seen = _handed(A.vllm_mrv2_engine_rejection_sample, Lm.VLLM_MRV2, d, q, p)
     ids = torch.cat([torch.zeros(3, 1, dtype=torch.long), d], dim=1).reshape(-1)
     assert seen["draft_sampled"].tolist() == ids.tolist()
     assert seen["cu_num_logits"].tolist() == [0, 3, 6, 9]
