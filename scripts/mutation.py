@@ -4082,6 +4082,10 @@ MUTANTS = [
            'forced=not spec.order_invariant)',
            'forced=True)',
            'a false order_invariant declaration with symmetric=True told to leave symmetric unset', ('tests/test_bad_inputs_late.py', )),
+    Mutant('spectheory/cli/trees.py',
+           '    if res.block_length > inst.block_length:  # said where it is read, not only in the docs',
+           '    if False:',
+           'a tree deeper than the instance analysed with no word', ('tests/test_bad_inputs_late.py', )),
 ]
 
 

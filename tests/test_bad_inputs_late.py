@@ -1376,3 +1376,15 @@ def test_symmetric_true_is_checked_like_a_declaration():
         st.analyze(inst, claimed, paths=2, symmetric=True)
     sorted_ = st.analyze(inst, "gbv", paths=2, symmetric=True, route="enumerate")
     assert sorted_.block_efficiency == st.analyze(inst, "gbv", paths=2).block_efficiency
+
+
+def test_a_tree_deeper_than_the_instance_is_noted(tmp_path, capsys):
+    """``tree --tree 2,1,1`` on an L = 2 instance analyses a 3-deep tree (rows past the tables
+    read as a Markov chain) and printed E[tau+1] = 3.37 with no word; the note says so. A tree
+    within the block length gets no note."""
+    path = write(tmp_path, instance_to_dict(st.random_instance(2, 2, 1)))
+    code, out, err = run(["tree", path, "--tree", "2,1,1"], capsys)
+    assert code == 0 and "3 tokens deep, past the instance's block length 2" in err
+    assert "(at most 4)" in err
+    code, out, err = run(["tree", path, "--tree", "2,1"], capsys)
+    assert code == 0 and "note" not in err

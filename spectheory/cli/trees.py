@@ -36,6 +36,11 @@ def cmd_tree(args) -> int:
         warnings.simplefilter("ignore")
         res = analyze_tree(inst, spec, shape, args.drafting, exact=args.exact, route=args.route,
                            max_sequences=args.max_sequences)
+    if res.block_length > inst.block_length:  # said where it is read, not only in the docs
+        limits.note(f"the tree is {res.block_length} tokens deep, past the instance's block "
+                    f"length {inst.block_length}: E[tau+1] is over the tree's depth (at most "
+                    f"{res.block_length + 1}), and rows past the instance's tables are read as "
+                    f"its order-D Markov chain (docs/exact-engine.md)")
     rep = lossless_report(res.output_law, res.target_law, res.tv_to_target,
                           res.block_length + 1, res.vocab_size, res.exact)
     res.verifier = (f"{args.verifier} on tree {res.extra['tree']} ({res.extra['drafting']} "
