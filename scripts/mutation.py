@@ -4086,6 +4086,10 @@ MUTANTS = [
            '    if res.block_length > inst.block_length:  # said where it is read, not only in the docs',
            '    if False:',
            'a tree deeper than the instance analysed with no word', ('tests/test_bad_inputs_late.py', )),
+    Mutant('toy_models/families.py',
+           "    if unknown:  # named with the family's parameters, not in Python's words",
+           '    if False:',
+           "an unknown toy parameter refused in Python's words, no list of the family's parameters", ('tests/test_bad_inputs_late.py', )),
 ]
 
 

@@ -1388,3 +1388,12 @@ def test_a_tree_deeper_than_the_instance_is_noted(tmp_path, capsys):
     assert "(at most 4)" in err
     code, out, err = run(["tree", path, "--tree", "2,1"], capsys)
     assert code == 0 and "note" not in err
+
+
+def test_an_unknown_toy_parameter_is_named_with_the_familys_parameters(capsys):
+    """``toy dirichlet nosuchknob=1`` said "dirichlet() got an unexpected keyword argument"
+    (Python's words, no list of what the family takes)."""
+    code, out, err = run(["toy", "dirichlet", "nosuchknob=1"], capsys)
+    refused(code, out, err, "toy family 'dirichlet' has no parameter 'nosuchknob'",
+            "its parameters are vocab_size, block_length, seed, alpha")
+    assert run(["toy", "dirichlet", "vocab_size=2", "block_length=1"], capsys)[0] == 0

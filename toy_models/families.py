@@ -236,7 +236,19 @@ def make_instance(family: str, **params) -> Instance:
     """Build an instance of the named family (see `FAMILIES`)."""
     if family not in FAMILIES:
         raise InstanceError(f"unknown toy family {family!r}; choose from {', '.join(FAMILIES)}")
+    import inspect
+
+    fam = FAMILIES[family]
     try:
-        return FAMILIES[family].make(**params)
-    except TypeError as exc:  # unknown keyword
+        known = [n for n, p in inspect.signature(fam.make).parameters.items()
+                 if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    except (TypeError, ValueError):
+        known = None
+    unknown = [k for k in params if known is not None and k not in known]
+    if unknown:  # named with the family's parameters, not in Python's words
+        raise InstanceError(f"toy family {family!r} has no parameter {unknown[0]!r}; its "
+                            f"parameters are {', '.join(known)}")
+    try:
+        return fam.make(**params)
+    except TypeError as exc:  # a parameter the signature takes through **kwargs
         raise InstanceError(f"toy family {family!r}: {exc}") from None
