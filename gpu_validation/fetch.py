@@ -93,7 +93,10 @@ def cache_dir(override: str | os.PathLike | None = None) -> Path:
     if isinstance(override, str) and not override.strip():
         raise OptionError(f"--cache {override!r} names no folder (leave it out for the default)")
     if override:
-        return Path(override).expanduser()
+        path = Path(override).expanduser()
+        if path.exists() and not path.is_dir():  # listed as the cache, or written into later
+            raise OptionError(f"--cache {str(override)!r} is a file, not a folder")
+        return path
     env = os.environ.get("SPECTHEORY_CACHE")
     if env:
         return Path(env).expanduser()

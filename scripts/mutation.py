@@ -4090,6 +4090,10 @@ MUTANTS = [
            "    if unknown:  # named with the family's parameters, not in Python's words",
            '    if False:',
            "an unknown toy parameter refused in Python's words, no list of the family's parameters", ('tests/test_bad_inputs_late.py', )),
+    Mutant('gpu_validation/fetch.py',
+           '        if path.exists() and not path.is_dir():  # listed as the cache, or written into later',
+           '        if False:',
+           'a regular file taken as the cache folder', ('tests/test_bad_inputs_late.py', )),
 ]
 
 

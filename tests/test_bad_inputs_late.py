@@ -1397,3 +1397,18 @@ def test_an_unknown_toy_parameter_is_named_with_the_familys_parameters(capsys):
     refused(code, out, err, "toy family 'dirichlet' has no parameter 'nosuchknob'",
             "its parameters are vocab_size, block_length, seed, alpha")
     assert run(["toy", "dirichlet", "vocab_size=2", "block_length=1"], capsys)[0] == 0
+
+
+def test_a_cache_that_is_a_file_and_a_tolerance_of_minus_zero(tmp_path, capsys):
+    """``models list --cache FILE`` listed a regular file as the cache folder (exit 0);
+    ``--tol -0`` was taken as given and printed "within tolerance -0"."""
+    afile = tmp_path / "afile.txt"
+    afile.write_text("")
+    refused(*run(["models", "list", "--cache", str(afile)], capsys), "is a file, not a folder")
+    assert run(["models", "list", "--cache", str(tmp_path / "new")], capsys)[0] == 0
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"vocab_size": 2, "block_length": 1, "target": [0.5, 0.6], '
+                   '"draft": [0.5, 0.5]}')
+    code, out, err = run(["exact", str(bad), "--tol", "-0"], capsys)
+    refused(code, out, err, "not 1 within tolerance 0")
+    assert "-0" not in err

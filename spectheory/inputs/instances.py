@@ -78,7 +78,7 @@ def check_row_tolerance(tol, what: str = "tol") -> float:
     if not math.isfinite(t) or t < 0 or t > MAX_TOL:
         raise InstanceError(f"{what} {tol!r} is out of range: row sums are checked within a "
                             f"finite tolerance in [0, {MAX_TOL:g}]")
-    return t
+    return t + 0.0  # -0.0 read as 0 (it printed as "within tolerance -0")
 
 
 @dataclass(frozen=True)
