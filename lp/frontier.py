@@ -457,7 +457,8 @@ def frontier_lp(instance: Instance, tv=None, kl=None, paths: int = 1, drafting: 
     if (tv is None) == (kl is None):
         raise LPError("give exactly one budget: tv=... or kl=...")
     if kl is not None and exact:
-        raise LPError("the KL frontier is a convex program solved in float (cvxpy); drop exact=True (--exact)")
+        raise LPError("the KL frontier is a convex program solved in float (cvxpy); drop "
+                      "exact=True (--exact)")
     if kl is not None and solver not in (None, "cvxpy"):
         raise LPError(f"the KL frontier is a convex program that cvxpy solves; solver "
                       f"{solver!r:.40} cannot (leave the solver out, or choose cvxpy)")

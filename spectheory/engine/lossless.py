@@ -126,19 +126,15 @@ def check_lossless(verifier, instance: Instance, exact: bool | None = None,
                                 draft_sampling, backend)
     rep = lossless_report(out, tgt, tv, N, V, exact, tol)
     coarse = law_eps[0] > np.finfo(np.float64).eps  # a law in float32 or coarser
-    eps = law_eps[0] if coarse else None
-    if not (exact or rep.lossless) and float(tv) <= rounding_resolution(N, eps):
-        if not coarse:
-            raise SpectheoryError(
-                f"TV = {float(tv):.3g} is within float64 rounding of 0 (about "
-                f"{rounding_resolution(N):.1g} over {N} tokens): at tolerance {tol:g} a float "
-                f"verdict cannot tell a lossy verifier from rounding; use exact mode (--exact), "
-                f"or a tolerance of at least {rounding_resolution(N):.1g}")
+    least = rounding_resolution(N, law_eps[0] if coarse else None)
+    if not (exact or rep.lossless) and float(tv) <= least:
+        within, remedy = ((f"the rounding of the verifier's {law_eps[1]} law", "compute the law "
+                           "in float64 (or in exact mode)") if coarse else
+                          ("float64 rounding", "use exact mode (--exact)"))
         raise SpectheoryError(
-            f"TV = {float(tv):.3g} is within the rounding of the verifier's {law_eps[1]} law (about "
-            f"{rounding_resolution(N, eps):.1g} over {N} tokens): a float verdict cannot tell a "
-            f"lossy verifier from its rounding; compute the law in float64 (or in exact mode), "
-            f"or give a tolerance of at least {rounding_resolution(N, eps):.1g}")
+            f"TV = {float(tv):.3g} is within {within} of 0 (about {least:.1g} over {N} tokens): "
+            f"at tolerance {tol:g} a float verdict cannot tell a lossy verifier from rounding; "
+            f"{remedy}, or a tolerance of at least {least:.1g}")
     rep.verifier, rep.paths, rep.drafting = how.spec.name, how.paths, how.drafting
     return rep
 

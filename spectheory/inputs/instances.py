@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from ..runtime.backend import to_exact
+from ..runtime.backend import all_fractions, to_exact
 from ..runtime.errors import InstanceError, SpectheoryError, check_keys, is_integer
 from ..runtime.limits import about_digits
 from .models import TableModel, prefix_from_index
@@ -165,7 +165,7 @@ def _fractions(model: TableModel) -> None:
     tables = list(model.tables)
     changed = False
     for d, table in enumerate(tables):
-        if not all(isinstance(v, Fraction) for v in table.reshape(-1)):
+        if not all_fractions(table.reshape(-1)):
             tables[d] = to_exact(table)
             changed = True
     if changed:

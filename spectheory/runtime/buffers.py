@@ -18,8 +18,8 @@ returns are uninitialised, as ``torch.empty``: the laws that use it write every 
 Only requests of at least ``MIN_BYTES`` (64 MiB) are pooled. The pool
 holds at most [`capacity`][spectheory.runtime.buffers.capacity] bytes (default: a quarter of the
 machine's memory, at most 8 GiB; environment variable ``SPECTHEORY_BUFFER_POOL`` in bytes, with
-suffixes K, M, G, at most the machine's memory; ``0`` turns pooling off); free buffers are dropped, oldest first, to stay under
-it. [`release`][spectheory.runtime.buffers.release] returns every free buffer to the system.
+suffixes K, M, G, at most the machine's memory; ``0`` turns pooling off); free buffers are
+dropped, oldest first, to stay under it. [`release`][spectheory.runtime.buffers.release] returns every free buffer to the system.
 """
 
 from __future__ import annotations

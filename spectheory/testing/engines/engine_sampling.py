@@ -387,8 +387,7 @@ def engine_processing(layout, sampling) -> EngineProcessing | None:
     if engine in STATELESS_PATHS and sp.stateful:
         raise OptionError(f"layout {layout.name!r}: the preset runs {engine}'s temperature, "
                           f"top-k and top-p path, not {', '.join(sp.stateful_names)} "
-                          f"(parameters that read "
-                          f"the request's history); a verdict would be on a path the engine "
+                          f"(parameters that read the request's history); a verdict would be on a path the engine "
                           f"does not take. Check the engine's whole step (check_step), or a "
                           f"layout whose rows are processed upstream (trtllm, llama.cpp, "
                           f"vllm-mrv2)")
