@@ -878,13 +878,13 @@ def test_ray_sigterm_exit_is_a_termination_not_user_code(tmp_path, capsys, monke
     spec.loader.exec_module(mod)
     from spectheory.cli import commands
 
-    monkeypatch.setattr(commands, "load_instance",
+    monkeypatch.setattr(commands, "instance_from_text",
                         lambda *a, **k: mod.sigterm_handler(15, None))
     code, out, err = run(["exact", write(tmp_path, TOY)], capsys)
     assert (code, out) == (143, "") and err == (
         "spectheory: terminated by SIGTERM (while Ray was running; nothing was written)\n")
     # an exit elsewhere is still user code's, a handler of the same name outside Ray's too
-    monkeypatch.setattr(commands, "load_instance", lambda *a, **k: sys.exit(15))
+    monkeypatch.setattr(commands, "instance_from_text", lambda *a, **k: sys.exit(15))
     code, out, err = run(["exact", write(tmp_path, TOY)], capsys)
     assert code == 2 and "user code called sys.exit(15)" in err
     other = tmp_path / "site" / "mine"
@@ -893,7 +893,7 @@ def test_ray_sigterm_exit_is_a_termination_not_user_code(tmp_path, capsys, monke
     spec = importlib.util.spec_from_file_location("not_ray_handler", other / "handler.py")
     mine = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mine)
-    monkeypatch.setattr(commands, "load_instance", lambda *a, **k: mine.sigterm_handler(15, 0))
+    monkeypatch.setattr(commands, "instance_from_text", lambda *a, **k: mine.sigterm_handler(15, 0))
     code, out, err = run(["exact", write(tmp_path, TOY)], capsys)
     assert code == 2 and "user code called sys.exit(15)" in err
 

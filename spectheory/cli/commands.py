@@ -7,6 +7,7 @@ import argparse
 import contextlib
 import json
 import sys
+import warnings
 
 from ..runtime import limits
 from ..runtime.errors import OptionError, SpectheoryError, result_stream
@@ -17,7 +18,8 @@ from ..registry import DRAFTING
 from ..inputs.processing import add_sampling_options
 from ..inputs.processing import describe as sampling_extra
 from ..inputs.instances import (DEFAULT_TOL, MAX_BLOCK, MAX_JSON_PREFIXES, MAX_TOL, MAX_VOCAB,
-                                check_row_tolerance, instance_to_dict, load_instance)
+                                check_row_tolerance, instance_from_text, instance_to_dict,
+                                load_instance, read_instance_text)
 from ..inputs.random_instances import (ALPHA_RANGE, MAX_DENOMINATOR, MAX_SEED, check_alpha,
                                        check_seed, random_instance)
 
@@ -237,16 +239,69 @@ def _exact_adaptive(args) -> int:
     how, notes = plan_with_notes(args)
     if how.paths != 1:
         raise OptionError("--stop analyses one draft path; drop --paths")
-    inst = load_instance(args.instance, exact=args.exact, tol=row_tol(args))
+    rows = row_tol(args)  # options first, then the file
+    name, text = read_instance_text(args.instance)
+    inst = instance_from_text(name, text, exact=args.exact, tol=rows)
     print_notes(notes)
     with user_verifier_errors(args.verifier):
         res = analyze_adaptive(inst, how.spec, rule, exact=args.exact, aware=args.stop_aware,
                                max_sequences=args.max_sequences)
+    written = _as_written(args, how, name, text, lambda i, **kw: analyze_adaptive(
+        i, how.spec, rule, aware=args.stop_aware, **kw))
     obj = res.to_json()
     obj["verifier"] = args.verifier
+    if written is not None and _differ(written, res):
+        _tie_note(_efficiency(res), _efficiency(written))
+        obj["as_written"] = {"block_efficiency": str(written.block_efficiency),
+                             "tv_to_target": str(written.tv_to_target)}
     limits.check_time(" (after the analysis)")
     emit(obj, args.json, res.summary())
     return 0
+
+
+#: Leaves of the enumeration up to which a float ``exact`` or ``check`` also reads the instance as
+#: written (Fractions) to see whether a threshold ties there (a second run of at most this size).
+TIE_CHECK_LEAVES = 1024
+#: A difference between the float and the as-written answers above this is a decision, not
+#: rounding (float64 rounding of a law of 1,024 leaves stays below 1e-12).
+TIE_CHECK_GAP = 1e-6
+
+
+def _as_written(args, how, name: str, text: str, run):
+    """``run(instance, exact=True, max_sequences=TIE_CHECK_LEAVES)`` on the instance as written,
+    for a float run whose verifier has an exact mode; None where that is not possible
+    (the exact route refused the size or the instance, or the verifier failed there): the
+    check is an extra, and its absence claims nothing."""
+    if args.exact or not how.spec.exact or getattr(args, "executor", None) is not None:
+        return None
+    try:
+        with warnings.catch_warnings(), _quiet_drafting():
+            warnings.simplefilter("ignore")
+            inst = instance_from_text(name, text, exact=True, tol=row_tol(args))
+            return run(inst, exact=True, max_sequences=TIE_CHECK_LEAVES)
+    except (Exception, SystemExit):  # noqa: BLE001 - any failure: no note
+        return None
+
+
+def _differ(written, res) -> bool:
+    """The as-written analysis and the float one differ by more than rounding (tau's law or
+    the TV to the target)."""
+    a = [float(v) for v in written.tau_pmf]
+    b = [float(v) for v in res.tau_pmf]
+    return (len(a) != len(b) or max(abs(x - y) for x, y in zip(a, b)) > TIE_CHECK_GAP
+            or abs(float(written.tv_to_target) - float(res.tv_to_target)) > TIE_CHECK_GAP)
+
+
+def _efficiency(res) -> str:
+    if res.exact:
+        return f"E[tau+1] = {res.block_efficiency}, TV {res.tv_to_target}"
+    return f"E[tau+1] = {float(res.block_efficiency):.6g}, TV {float(res.tv_to_target):.3g}"
+
+
+def _tie_note(what_float: str, what_exact: str) -> None:
+    print_notes([f"read exactly as written, the instance gives {what_exact}, not {what_float}: "
+                 "a threshold ties in its decimals and their float64 values fall on the other "
+                 "side; --exact answers for the instance as written"])
 
 
 def cmd_exact(args) -> int:
@@ -259,7 +314,9 @@ def cmd_exact(args) -> int:
     check_executor_options(args.executor, args.split_depth, args.workers, args.address,
                            flags=True)
     how, notes = plan_with_notes(args)
-    inst = load_instance(args.instance, exact=args.exact, tol=row_tol(args))
+    rows = row_tol(args)  # options first, then the file
+    name, text = read_instance_text(args.instance)
+    inst = instance_from_text(name, text, exact=args.exact, tol=rows)
     print_notes(notes)
     with _quiet_drafting(), user_verifier_errors(args.verifier):  # notes: printed above
         res = analyze(inst, how.spec, name=args.verifier, exact=args.exact,
@@ -268,6 +325,13 @@ def cmd_exact(args) -> int:
                       draft_sampling=args.draft_sampling, laws=args.executor is None,
                       executor=args.executor, split_depth=args.split_depth,
                       workers=args.workers, address=args.address, backend=args.backend)
+    written = _as_written(args, how, name, text, lambda i, **kw: analyze(
+        i, how.spec, name=args.verifier, paths=how.paths, drafting=how.drafting,
+        sampling=args.sampling, draft_sampling=args.draft_sampling, **kw))
+    if written is not None and _differ(written, res):
+        _tie_note(_efficiency(res), _efficiency(written))
+    else:
+        written = None
     if how.spec.single_path and (args.paths is not None or args.drafting is not None):
         res.extra.update({"paths": how.paths, "drafting": how.drafting})
     if not how.spec.single_path:
@@ -279,6 +343,9 @@ def cmd_exact(args) -> int:
     obj = res.to_json()
     obj["verifier"] = args.verifier
     obj["backend"] = res.backend
+    if written is not None:  # the tie note's numbers, for readers of --json
+        obj["as_written"] = {"block_efficiency": str(written.block_efficiency),
+                             "tv_to_target": str(written.tv_to_target)}
     limits.check_time(" (after the analysis)")  # a result past the limit is not printed
     emit(obj, args.json, text)
     return 0
@@ -292,7 +359,9 @@ def cmd_check(args) -> int:
                           "--exact")
     tol = check_tolerance(1e-12 if args.lossless_tol is None else args.lossless_tol,
                           "--lossless-tol")
-    inst = load_instance(args.instance, exact=args.exact, tol=row_tol(args))
+    rows = row_tol(args)  # options first, then the file
+    name, text = read_instance_text(args.instance)
+    inst = instance_from_text(name, text, exact=args.exact, tol=rows)
     print_notes(notes)
     try:
         with _quiet_drafting(), user_verifier_errors(args.verifier):  # notes: printed above
@@ -301,6 +370,9 @@ def cmd_check(args) -> int:
                                     paths=how.paths, drafting=how.drafting,
                                     sampling=args.sampling, draft_sampling=args.draft_sampling,
                                     backend=args.backend)
+        written = _as_written(args, how, name, text, lambda i, **kw: check_lossless(
+            how.spec, i, n_tokens=args.tokens, paths=how.paths, drafting=how.drafting,
+            sampling=args.sampling, draft_sampling=args.draft_sampling, **kw))
     except LawError as exc:  # the verifier under test returned something that is not a law
         obj = {"verifier": args.verifier, "paths": how.paths, "drafting": how.drafting,
                "lossless": False, "law_error": {"kind": exc.kind, "message": str(exc),
@@ -324,6 +396,11 @@ def cmd_check(args) -> int:
     }
     extra = sampling_extra(args.sampling, args.draft_sampling)
     obj.update(extra)
+    if written is not None and (written.lossless != report.lossless or abs(
+            float(written.tv) - float(report.tv)) > TIE_CHECK_GAP):
+        _tie_note(f"{'lossless' if report.lossless else 'LOSSY'} (TV {float(report.tv):.3g})",
+                  f"{'lossless' if written.lossless else 'LOSSY'} (TV {written.tv})")
+        obj["as_written"] = {"lossless": written.lossless, "tv_to_target": str(written.tv)}
     limits.check_time(" (after the check)")  # a verdict past the limit is not printed
     emit(obj, args.json, f"{args.verifier}: {report}" + "".join(
         f"\n  {k.replace('_', ' ')}: {v} (the target law is the processed target's)"

@@ -853,14 +853,26 @@ def load_instance(path: str, exact: bool = False, tol: float = DEFAULT_TOL) -> I
     [`InstanceError`][spectheory.runtime.errors.InstanceError] with a one-line message.
     """
     tol = check_row_tolerance(tol)
+    return instance_from_text(*read_instance_text(path), exact=exact, tol=tol)
+
+
+def read_instance_text(path: str) -> tuple[str, str]:
+    """(name, text) of an instance file ("-" for standard input), read once: the command line
+    parses the same text in float64 and, for its tie check, as written."""
     if not isinstance(path, (str, bytes)) and not hasattr(path, "__fspath__"):
         raise InstanceError(f"instance path {path!r} is not a file name")
     name = "standard input" if path == "-" else str(path)
     text = read_json_text(path, name, MAX_FILE_BYTES, "instance")
     if not text.strip():
         raise InstanceError(f"{name}: empty file, expected an instance JSON object")
+    return name, text
+
+
+def instance_from_text(name: str, text: str, exact: bool = False,
+                       tol: float = DEFAULT_TOL) -> Instance:
+    """The instance in the JSON ``text`` read from ``name`` (see `load_instance`)."""
     return instance_from_dict(parse_json(text, name, exact_numbers=bool(exact)), exact=exact,
-                              tol=tol)
+                              tol=check_row_tolerance(tol))
 
 
 # ----------------------------------------------------------------------------- writing

@@ -1,0 +1,121 @@
+"""A float ``exact`` or ``check`` whose decimals tie at a rule's threshold says so.
+
+Without ``--exact`` the rows are the float64 values nearest the decimals written; a rule that
+compares at a threshold (a cascade's cut max p - alpha, a stopping rule's p/q < c) can decide
+a decimal tie the other way on those values. On small instances the command line also reads
+the instance as written and adds a note (and an ``as_written`` key to ``--json``) where the two
+answers differ by more than rounding; the float answer itself is kept."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+
+import pytest
+
+from cli_helpers import run, write
+from spectheory.cli import commands
+
+# 0.3 >= 0.4 - 0.1 is true for the decimals, false for their float64 values
+# (0.29999999999999999 against 0.30000000000000004): cascade-token-v1 defers differently.
+CASCADE_TIE = {"vocab_size": 3, "block_length": 1, "target": ["0.4", "0.3", "0.3"],
+               "draft": ["0", "1", "0"]}
+# p/q = 0.6/0.2 is 3 as written and 2.9999999999999996 in float64: target-peek(3) stops early.
+PEEK_TIE = {"vocab_size": 2, "block_length": 2, "target": ["0.6", "0.4"], "draft": ["0.2", "0.8"]}
+
+
+def _note(err):
+    return [line for line in err.splitlines() if "read exactly as written" in line]
+
+
+def test_check_notes_a_cascade_tie_and_keeps_the_float_verdict(tmp_path, capsys):
+    path = write(tmp_path, CASCADE_TIE)
+    code, out, err = run(["check", path, "--verifier", "cascade-token-v1"], capsys)
+    assert code == 0 and "lossless" in out  # the float64 values' verdict
+    (line,) = _note(err)
+    assert "LOSSY (TV 7/10)" in line and "not lossless (TV 0)" in line and "--exact" in line
+    code, out, err = run(["check", path, "--verifier", "cascade-token-v1", "--json"], capsys)
+    obj = json.loads(out)
+    assert obj["lossless"] is True
+    assert obj["as_written"] == {"lossless": False, "tv_to_target": "7/10"}
+    # --exact answers as written, with no note
+    code, out, err = run(["check", path, "--verifier", "cascade-token-v1", "--exact"], capsys)
+    assert code == 1 and "LOSSY" in out and not _note(err)
+
+
+def test_exact_notes_the_tie_with_both_efficiencies(tmp_path, capsys):
+    path = write(tmp_path, CASCADE_TIE)
+    code, out, err = run(["exact", path, "--verifier", "cascade-token-v1", "--json"], capsys)
+    assert code == 0
+    obj = json.loads(out)
+    assert obj["block_efficiency"] == pytest.approx(1.3)
+    assert obj["as_written"] == {"block_efficiency": "2", "tv_to_target": "7/10"}
+    (line,) = _note(err)
+    assert "E[tau+1] = 2, TV 7/10" in line and "E[tau+1] = 1.3, TV 0" in line
+
+
+def test_a_stopping_rules_ratio_tie_is_noted(tmp_path, capsys):
+    path = write(tmp_path, PEEK_TIE)
+    code, out, err = run(["exact", path, "--verifier", "token", "--stop", "target-peek(3)",
+                          "--json"], capsys)
+    assert code == 0
+    obj = json.loads(out)
+    # as written: the first draft (q = 1/5 for token 0, p/q = 3) does not stop the drafting
+    code2, out2, _ = run(["exact", path, "--verifier", "token", "--stop", "target-peek(3)",
+                          "--exact", "--json"], capsys)
+    exact = json.loads(out2)
+    assert Fraction(obj["as_written"]["block_efficiency"]) == Fraction(
+        exact["block_efficiency"]) == Fraction(43, 25)
+    assert obj["block_efficiency"] == pytest.approx(1.6)
+    (line,) = _note(err)
+    assert "43/25" in line
+
+
+@pytest.mark.parametrize("argv", [
+    ["check", "{path}", "--verifier", "token"],            # lossless, no threshold
+    ["exact", "{path}", "--verifier", "block"],
+    ["exact", "{path}", "--verifier", "cascade-token-v1(0.05)"],  # away from the tie
+])
+def test_no_note_without_a_tie(tmp_path, capsys, argv):
+    path = write(tmp_path, CASCADE_TIE)
+    code, out, err = run([a.format(path=path) for a in argv], capsys)
+    assert code == 0 and not _note(err), err
+
+
+def test_no_note_past_the_size_of_the_second_run(tmp_path, capsys, monkeypatch):
+    """The as-written run is bounded (TIE_CHECK_LEAVES leaves); past it the float answer stands
+    alone, and the bound is what the second run is given."""
+    seen = []
+    real = commands._as_written
+
+    def spy(args, how, name, text, run_):
+        return real(args, how, name, text,
+                    lambda i, **kw: seen.append(kw["max_sequences"]) or run_(i, **kw))
+
+    monkeypatch.setattr(commands, "_as_written", spy)
+    path = write(tmp_path, CASCADE_TIE)
+    run(["check", path, "--verifier", "cascade-token-v1"], capsys)
+    assert seen == [commands.TIE_CHECK_LEAVES]
+    monkeypatch.setattr(commands, "TIE_CHECK_LEAVES", 2)  # the 3-token law has 9 leaves
+    code, out, err = run(["check", path, "--verifier", "cascade-token-v1"], capsys)
+    assert code == 0 and not _note(err)
+
+
+def test_a_failing_second_run_adds_nothing(tmp_path, capsys, monkeypatch):
+    """The as-written run is an extra: its failure (here the instance refused in exact mode)
+    leaves the float answer and adds no note."""
+    path = write(tmp_path, CASCADE_TIE)
+
+    def boom(*a, **k):
+        raise SystemExit(3)
+
+    monkeypatch.setattr(commands, "instance_from_text", lambda name, text, exact=False, tol=0:
+                        boom() if exact else _float(name, text, tol))
+    code, out, err = run(["check", path, "--verifier", "cascade-token-v1"], capsys)
+    assert code == 0 and "lossless" in out and not _note(err)
+
+
+def _float(name, text, tol):
+    from spectheory.inputs.instances import instance_from_text
+
+    return instance_from_text(name, text, exact=False, tol=tol)
