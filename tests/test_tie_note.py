@@ -119,3 +119,28 @@ def _float(name, text, tol):
     from spectheory.inputs.instances import instance_from_text
 
     return instance_from_text(name, text, exact=False, tol=tol)
+
+
+def test_a_verifier_without_an_exact_mode_is_run_once(tmp_path, capsys, user_modules):
+    """A verifier that declares no exact mode is called on float tensors only: no as-written
+    run (which would hand it Fractions) is tried. The same rule with an exact mode (a plain
+    module:function is taken to have one) gets the as-written run and its note."""
+    mod = user_modules(tie_user=(
+        "import dataclasses, torch\n"
+        "from spectheory.registry import get_verifier\n"
+        "SEEN = []\n"
+        "def cascade(drafts, q, p):\n"
+        "    SEEN.append(isinstance(q, torch.Tensor))\n"
+        "    return get_verifier('cascade-token-v1').function(drafts, q, p)\n"
+        "declared = dataclasses.replace(get_verifier('cascade-token-v1'), name='float-cascade',\n"
+        "                               function=cascade, exact=False)\n"))
+    path = write(tmp_path, CASCADE_TIE)
+    code, out, err = run(["check", path, "--verifier", f"{mod}:declared"], capsys)
+    import tie_user
+
+    assert code == 0 and not _note(err)
+    assert tie_user.SEEN and all(tie_user.SEEN), tie_user.SEEN
+    tie_user.SEEN.clear()
+    code, out, err = run(["check", path, "--verifier", f"{mod}:cascade"], capsys)
+    assert code == 0 and len(_note(err)) == 1
+    assert True in tie_user.SEEN and False in tie_user.SEEN  # float, then as written
