@@ -231,7 +231,7 @@ def test_a_folder_without_a_record_is_judged_by_its_table(tmp_path):
     run_sweep(load_config(sweep_file(tmp_path)), out, workers=1)
     (out / "sweep.json").unlink()
     before = snapshot(out)
-    with pytest.raises(OptionError, match="none of the 1 rows of its results.csv is a job of "
+    with pytest.raises(OptionError, match="the one row of its results.csv is not a job of "
                                           "sweep 'ok2'"):
         run_sweep(load_config(sweep_file(tmp_path, "ok2", vocab=3)), out, workers=1)
     assert snapshot(out) == before

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 
 from ..runtime._lazy import is_tensor, torch
 
+from ..runtime import limits
 from ..runtime.errors import SpectheoryError, result_stream
 from ..inputs.random_instances import check_seed
 from ..law import Law
@@ -193,9 +194,9 @@ def audit(verifier="block", kind: str = "peaked", vocab_size: int = 151_936, bat
         raise SpectheoryError(f"unknown dtype {unknown[0]!r}; choose from {', '.join(DTYPES)}")
     need = audit_bytes(batch, paths, length, vocab_size)
     if need > MAX_AUDIT_BYTES:
-        raise SpectheoryError(f"an audit of B = {batch}, K = {paths}, L = {length}, "
-                              f"V = {vocab_size:,} needs about {need / 2**30:.1f} GiB, over the "
-                              f"{MAX_AUDIT_BYTES / 2**30:.0f} GiB limit; use a smaller "
+        raise SpectheoryError(f"an audit of B = {batch:,}, K = {paths:,}, L = {length:,}, "
+                              f"V = {vocab_size:,} needs about {limits.human_bytes(need)}, over "
+                              f"the {MAX_AUDIT_BYTES / 2**30:.0f} GiB limit; use a smaller "
                               f"{_largest_factor(batch, paths, length, vocab_size)}")
     if rows is None:
         drafts, q, p = audit_rows(kind, vocab_size, batch, paths, length, seed)
@@ -496,8 +497,6 @@ AUDIT_ENTRIES_PER_SECOND = 1e7
 def _note_estimate(kinds: int, dtypes: int, args) -> None:
     """A note before an audit estimated to run past `spectheory.runtime.limits.NOTE_SECONDS`
     (``--block 100`` ran 50 s without a word)."""
-    from ..runtime import limits
-
     size = (args.batch, args.paths, args.block, args.vocab)
     if audit_bytes(*size) > MAX_AUDIT_BYTES:
         return  # refused by the memory check, in one line: no note before it
@@ -510,7 +509,7 @@ def _note_estimate(kinds: int, dtypes: int, args) -> None:
 
 
 def register(sub) -> None:
-    from .commands import add_time_limit_option, positive_int, seed_type
+    from .commands import add_time_limit_option, int_in, positive_int, seed_type
 
     p = sub.add_parser("audit", help="a verifier's law in bfloat16/float16/float32 vs float64 "
                                      "on real-vocabulary-sized rows")
@@ -521,7 +520,7 @@ def register(sub) -> None:
                         "flat,peaked,tiny-q)")
     p.add_argument("--dtypes", default="bfloat16,float16,float32",
                    help=f"comma-separated dtypes ({', '.join(DTYPES)})")
-    p.add_argument("--vocab", type=positive_int, default=None,
+    p.add_argument("--vocab", type=int_in(2, limits.MAX_LIMIT), default=None,
                    help="vocabulary size V (default 151,936)")
     p.add_argument("--batch", type=positive_int, default=None, help="draft rows B (default 4)")
     p.add_argument("--paths", type=positive_int, default=None,

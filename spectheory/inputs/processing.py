@@ -159,6 +159,10 @@ def _number(key: str, value) -> Any:
             value = Fraction(text) if "/" in text else float(text)
         except (ValueError, ZeroDivisionError):
             raise _bad(key, value, "is not a number") from None
+        if isinstance(value, float) and math.isinf(value) and "inf" not in text.lower():
+            raise _bad(key, text, "is above the largest float (about 1.8e308)")
+        if value == 0 and re.search(r"[1-9]", text.lower().split("e")[0]):
+            raise _bad(key, text, "is below the smallest float (it would be read as 0)")
     if isinstance(value, Fraction):
         if max(value.numerator.bit_length(), value.denominator.bit_length()) > 1024:
             raise _bad(key, value, "has over 300 digits")  # exact rows would grow without end

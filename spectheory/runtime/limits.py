@@ -96,7 +96,7 @@ _FLOAT_TEXT = re.compile(r"\s*[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0
 
 def parse_float(text, name: str = "") -> float:
     """A number typed on the command line, as a float: ASCII digits only, and a nonzero number
-    that would be read as 0 (``1e-400``) refused; else
+    that would be read as 0 (``1e-400``) or a finite one read as infinity (``1e400``) refused; else
     [`OptionError`][spectheory.runtime.errors.OptionError] naming ``name``. The option's own range
     check comes after."""
     lead = f"{name} " if name else ""
@@ -107,6 +107,9 @@ def parse_float(text, name: str = "") -> float:
     if value == 0 and re.search(r"[1-9]", text.lower().split("e")[0]):
         raise OptionError(f"{lead}{text.strip()!r:.60} is below the smallest float (it would "
                           "be read as 0)")
+    if math.isinf(value) and "inf" not in text.lower():  # 1e400: not "inf" in a message
+        raise OptionError(f"{lead}{text.strip()!r:.60} is above the largest float (about "
+                          "1.8e308; it would be read as infinity)")
     return value
 
 
