@@ -27,6 +27,7 @@ from .inputs.instances import DEFAULT_TOL as ROW_SUM_TOL
 from .inputs.processing import ROW_SUM_TOL as REAL_ROW_SUM_TOL
 from .runtime._lazy import is_tensor, torch
 from .runtime.errors import InstanceError, OptionError, SizeLimitError, is_integer
+from .runtime.limits import shown
 
 #: Most steps a search over all 2^V sets of tokens may take (`optimal_acceptance` with
 #: ``drafting="norep"``: every set plus the recursion of `draws_inside` inside it;
@@ -42,25 +43,6 @@ MAX_EXACT_PATHS = 1024
 #: a double (Python floats), and a Python int past this overflows both.
 MAX_ANY_PATHS = 2**63 - 1
 DRAFTING = ("iid", "norep")
-
-
-def shown(value, width: int = 40) -> str:
-    """``repr(value)`` cut at ``width`` characters, for a one-line message; never raises (an
-    integer or Fraction too long to print, past Python's int-to-str limit, is described by its
-    number of digits, from its bit length)."""
-    from .runtime.limits import about_digits as digits
-
-    try:
-        if isinstance(value, Fraction) and max(abs(value.numerator),
-                                                value.denominator).bit_length() > 10 * width:
-            return (f"a fraction with a {digits(value.numerator)}-digit numerator and a "
-                    f"{digits(value.denominator)}-digit denominator")
-        if isinstance(value, int) and abs(value).bit_length() > 10 * width:
-            return f"an integer of {digits(value)} digits"
-        text = repr(value)
-    except Exception:  # a value whose repr fails (a list of huge integers, a broken object)
-        text = f"a {type(value).__name__}"
-    return text if len(text) <= width else text[:width - 3] + "..."
 
 
 def check_paths(paths, what: str = "paths") -> int:

@@ -83,9 +83,10 @@ def test_fractions_of_thousands_of_digits_are_named_by_their_size():
     assert st.analyze(inst, "token", exact=True).block_efficiency == Fraction(3, 2) + tiny
     with pytest.raises(InstanceError, match=r"sums to 1 - 0\.667, off from 1 by 0\.667"):
         instance_from_dict(_instance([tiny, Fraction(1, 3)]), exact=True)
-    with pytest.raises(InstanceError, match=r"<Fraction of about 5,001 digits> is negative"):
+    with pytest.raises(InstanceError, match=r"a fraction with a 1-digit numerator and a 5001-digit "
+                       r"denominator is negative"):
         instance_from_dict(_instance([-tiny, 1]), exact=True)
-    with pytest.raises(InstanceError, match=r"<int of about 6,001 digits> is over 1"):
+    with pytest.raises(InstanceError, match=r"an integer of 6001 digits is over 1"):
         instance_from_dict(_instance([10**6000, 1]), exact=True)
 
 

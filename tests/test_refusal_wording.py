@@ -57,3 +57,43 @@ def test_audit_vocab_below_two_is_refused_by_its_range(capsys, vocab):
 def test_audit_memory_refusal_spells_every_size(capsys):
     code, out, err = run(["audit", "--batch", "100000000"], capsys)
     refused(code, out, err, "B = 100,000,000", "TiB", "a smaller batch (--batch)")
+
+
+HUGE = 10**5000  # past Python's int-to-str limit: formatting it raises ValueError
+
+
+def _huge_calls():
+    import spectheory as st
+    from spectheory.cli.audit import audit
+    from spectheory.registry import get_verifier
+    from spectheory.toy_models import families
+
+    inst = st.instance_from_dict({"vocab_size": 3, "block_length": 2,
+                                  "target": ["1/2", "1/4", "1/4"], "draft": ["1/3"] * 3})
+    return {
+        "seed": lambda: st.random_instance(3, 2, seed=HUGE),
+        "vocab_size": lambda: st.random_instance(HUGE, 2, seed=0),
+        "n_tokens": lambda: st.check_lossless(get_verifier("token"), inst, n_tokens=HUGE),
+        "drafted nodes": lambda: st.analyze(inst, "specinfer", paths=HUGE),
+        "V = ~10^5000": lambda: audit("block", vocab_size=HUGE),
+        "vocab_size = ~10^5000": lambda: families.dirichlet(vocab_size=HUGE, block_length=2),
+        "block_length = -~10^5000": lambda: st.instance_from_dict(
+            {"vocab_size": 3, "block_length": -HUGE, "target": [1], "draft": [1]}),
+    }
+
+
+@pytest.mark.parametrize("name", list(_huge_calls()))
+def test_an_integer_too_long_to_print_is_refused_by_name(name):
+    """A size of 10^5000 from Python is refused naming the argument (it raised Python's
+    "Exceeds the limit (4300 digits) for integer string conversion" while the refusal was
+    being written, or an OverflowError in the audit's advice)."""
+    with pytest.raises(SpectheoryError) as exc:
+        _huge_calls()[name]()
+    assert name in str(exc.value) and "4300" not in str(exc.value), str(exc.value)
+
+
+def test_human_count_and_bytes_take_any_integer():
+    from spectheory.runtime.limits import human_bytes, human_count
+
+    assert human_count(-HUGE) == "-~10^5000" and human_count(-12_345) == "-12,345"
+    assert human_bytes(HUGE) == "~10^5000 B" and human_bytes(3 * 2**30) == "3 GiB"

@@ -11,6 +11,7 @@ from fractions import Fraction
 import numpy as np
 
 from spectheory.runtime.errors import InstanceError
+from spectheory.runtime.limits import human_count
 from spectheory.inputs.instances import MAX_BLOCK, MAX_JSON_PREFIXES
 
 #: Largest vocabulary the toy families build tables for (they enumerate V**L prefixes).
@@ -30,9 +31,10 @@ def check_sizes(vocab_size, block_length, context_independent: bool = False,
             raise InstanceError(f"{name} must be an integer, got {v!r}")
     V, L = int(vocab_size), int(block_length)
     if not 2 <= V <= MAX_TOY_VOCAB:
-        raise InstanceError(f"vocab_size = {V} is out of range (2..{MAX_TOY_VOCAB})")
+        raise InstanceError(f"vocab_size = {human_count(V)} is out of range "
+                            f"(2..{MAX_TOY_VOCAB:,})")
     if not 1 <= L <= MAX_BLOCK:  # before any V^L is formed
-        raise InstanceError(f"block_length = {L} is out of range (1..{MAX_BLOCK})")
+        raise InstanceError(f"block_length = {human_count(L)} is out of range (1..{MAX_BLOCK})")
     depth = 0 if context_independent else (L if table_depth is None else table_depth)
     rows = sum(V**d for d in range(depth + 1))
     if rows > MAX_JSON_PREFIXES:

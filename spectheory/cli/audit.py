@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 from ..runtime._lazy import is_tensor, torch
 
@@ -159,9 +160,9 @@ class DtypeAudit:
 def _largest_factor(batch: int, paths: int, length: int, vocab_size: int) -> str:
     """The size furthest above its default (B = 4, K = 1, L = 8, V = 151,936), named for the
     advice of an audit's refusal (the advice was always a smaller batch, also for V = 10^12)."""
-    ratios = {"batch (--batch)": batch / 4, "number of paths (--paths)": paths / 1,
-              "block length (--block)": (length + 1) / 9,
-              "vocabulary (--vocab)": vocab_size / 151_936}
+    ratios = {"batch (--batch)": Fraction(batch, 4), "number of paths (--paths)": Fraction(paths),
+              "block length (--block)": Fraction(length + 1, 9),
+              "vocabulary (--vocab)": Fraction(vocab_size, 151_936)}  # exact: any size
     return max(ratios, key=ratios.get)
 
 
@@ -194,8 +195,9 @@ def audit(verifier="block", kind: str = "peaked", vocab_size: int = 151_936, bat
         raise SpectheoryError(f"unknown dtype {unknown[0]!r}; choose from {', '.join(DTYPES)}")
     need = audit_bytes(batch, paths, length, vocab_size)
     if need > MAX_AUDIT_BYTES:
-        raise SpectheoryError(f"an audit of B = {batch:,}, K = {paths:,}, L = {length:,}, "
-                              f"V = {vocab_size:,} needs about {limits.human_bytes(need)}, over "
+        sizes = ", ".join(f"{k} = {limits.human_count(v)}" for k, v in
+                          (("B", batch), ("K", paths), ("L", length), ("V", vocab_size)))
+        raise SpectheoryError(f"an audit of {sizes} needs about {limits.human_bytes(need)}, over "
                               f"the {MAX_AUDIT_BYTES / 2**30:.0f} GiB limit; use a smaller "
                               f"{_largest_factor(batch, paths, length, vocab_size)}")
     if rows is None:

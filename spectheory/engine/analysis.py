@@ -496,7 +496,8 @@ def multi_iteration_law(instance: Instance, verifier, n_tokens: int,
     V, L = instance.vocab_size, instance.block_length
     if isinstance(n_tokens, bool) or not isinstance(n_tokens, (int, np.integer)) or \
             not 1 <= n_tokens <= 64:
-        raise SpectheoryError(f"n_tokens = {n_tokens!r} must be an integer in [1, 64]")
+        raise SpectheoryError(f"n_tokens = {limits.shown(n_tokens)} must be an integer in "
+                              "[1, 64]")
     N = int(n_tokens)
     exact = instance.exact if exact is None else exact
     _plan_sizes(how, V, L, V ** (N - 1), exact, max_sequences, "multi-iteration law",

@@ -360,7 +360,8 @@ def tree_shape(shape) -> TreeShape:
                               f"at most {MAX_TREE_DEPTH}")
     size = sum(math.prod(b[:d + 1]) for d in range(len(b)))
     if size > MAX_TREE_NODES:
-        raise SpectheoryError(f"tree {','.join(map(str, b))} has {size:,} drafted nodes; at "
+        label = limits.shown(",".join(map(limits.human_count, b)), 60)
+        raise SpectheoryError(f"tree {label} has {limits.human_count(size)} drafted nodes; at "
                               f"most {MAX_TREE_NODES:,}")
     return _from_sig(_branching_sig(tuple(int(x) for x in b)))
 

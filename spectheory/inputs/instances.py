@@ -45,7 +45,7 @@ import numpy as np
 
 from ..runtime.backend import all_fractions, to_exact
 from ..runtime.errors import InstanceError, SpectheoryError, check_keys, is_integer
-from ..runtime.limits import about_digits
+from ..runtime.limits import human_count, shown
 from .models import TableModel, prefix_from_index
 
 MAX_VOCAB = 1_000_000
@@ -401,16 +401,9 @@ def _parse_number(value: Any, exact: bool, where: str):
 
 def _short(value) -> str:
     """``repr(value)`` cut at 40 characters; an integer or fraction too long to print (Python
-    refuses int -> str past 4,300 digits) is named by its size."""
-    big = None
-    if isinstance(value, int) and not isinstance(value, bool):
-        big = abs(value)
-    elif isinstance(value, _FRACTION):
-        big = max(abs(value.numerator), value.denominator)
-    if big is not None and big.bit_length() > 128:
-        return f"<{type(value).__name__} of about {about_digits(big):,} digits>"
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+    refuses int -> str past 4,300 digits) is named by its size
+    (`spectheory.runtime.limits.shown`)."""
+    return shown(value)
 
 
 def _check_row(row, V: int, exact: bool, tol: float, where: str):
@@ -664,9 +657,10 @@ def _check_sizes(V: Any, L: Any) -> tuple[int, int]:
     if isinstance(L, bool) or not isinstance(L, int):
         raise InstanceError(f"block_length must be an integer, got {L!r}")
     if not 2 <= V <= MAX_VOCAB:
-        raise InstanceError(f"vocab_size = {V} is out of range (2..{MAX_VOCAB})")
+        raise InstanceError(f"vocab_size = {human_count(V)} is out of range "
+                            f"(2..{MAX_VOCAB:,})")
     if not 1 <= L <= MAX_BLOCK:
-        raise InstanceError(f"block_length = {L} is out of range (1..{MAX_BLOCK})")
+        raise InstanceError(f"block_length = {human_count(L)} is out of range (1..{MAX_BLOCK})")
     return V, L
 
 

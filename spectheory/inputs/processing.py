@@ -81,6 +81,7 @@ import numpy as np
 from ..runtime import backend as B
 from ..runtime._lazy import is_tensor, torch
 from ..runtime.errors import OptionError, SpectheoryError
+from ..runtime.limits import shown
 from .models import TableModel, all_prefixes, prefix_index
 
 #: Temperatures below this are greedy (vLLM's `_SAMPLING_EPS`).
@@ -134,12 +135,9 @@ class SamplingError(OptionError):
 
 
 def _short(value) -> str:
-    """``repr(value)`` cut to 60 characters (a Fraction over Python's digit limit has no repr)."""
-    try:
-        text = repr(value)
-    except ValueError:
-        return f"a {type(value).__name__} too long to print"
-    return text if len(text) <= 60 else text[:57] + "..."
+    """``repr(value)`` cut to 60 characters (a number over Python's digit limit named by its
+    size: `spectheory.runtime.limits.shown`)."""
+    return shown(value, 60)
 
 
 def _bad(key: str, value, why: str = "is out of range") -> SamplingError:

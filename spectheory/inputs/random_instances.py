@@ -15,6 +15,7 @@ from fractions import Fraction
 import numpy as np
 
 from ..runtime.errors import InstanceError, check_flag
+from ..runtime.limits import shown
 from .instances import MAX_BLOCK, MAX_VOCAB, Instance, _trusted
 from .models import TableModel
 from ..runtime.sizes import check_size
@@ -85,9 +86,9 @@ def check_integer(value, name: str, lo: int, hi: int) -> int:
     """``value`` as an int: a whole number (an int or numpy integer, not a bool) in [lo, hi], else
     [`InstanceError`][spectheory.runtime.errors.InstanceError] naming it and its range."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise InstanceError(f"{name} = {value!r} must be an integer in [{lo:,}, {hi:,}]")
+        raise InstanceError(f"{name} = {shown(value)} must be an integer in [{lo:,}, {hi:,}]")
     if not lo <= value <= hi:
-        raise InstanceError(f"{name} = {value} is out of range [{lo:,}, {hi:,}]")
+        raise InstanceError(f"{name} = {shown(value)} is out of range [{lo:,}, {hi:,}]")
     return int(value)
 
 

@@ -30,6 +30,7 @@ import signal
 import sys
 import threading
 import time
+from fractions import Fraction
 from contextlib import contextmanager
 
 from .errors import OptionError, SizeLimitError, TimeLimitError
@@ -498,11 +499,11 @@ def human_seconds(s: float) -> str:
 
 
 def human_count(n: int) -> str:
-    """``1,234,567`` up to 10^15, then ``~10^43``."""
+    """``1,234,567`` up to 10^15 in size, then ``~10^43`` (``-~10^43`` below -10^15)."""
     n = int(n)
-    if n < 10**15:
+    if abs(n) < 10**15:
         return f"{n:,}"
-    return f"~10^{decimal_exponent(n)}"
+    return f"{'-' if n < 0 else ''}~10^{decimal_exponent(abs(n))}"
 
 
 def about_digits(n: int) -> int:
@@ -510,6 +511,23 @@ def about_digits(n: int) -> int:
     past 4,300 digits, and would be slow long before): for messages that describe a number too
     long to print."""
     return int(abs(n).bit_length() * 0.30103) + 1
+
+
+def shown(value, width: int = 40) -> str:
+    """``repr(value)`` cut at ``width`` characters, for a one-line message; never raises (an
+    integer or Fraction too long to print, past Python's int-to-str limit, is described by its
+    number of digits, from its bit length)."""
+    try:
+        if isinstance(value, Fraction) and max(abs(value.numerator),
+                                                value.denominator).bit_length() > 10 * width:
+            return (f"a fraction with a {about_digits(value.numerator)}-digit numerator and a "
+                    f"{about_digits(value.denominator)}-digit denominator")
+        if isinstance(value, int) and abs(value).bit_length() > 10 * width:
+            return f"an integer of {about_digits(value)} digits"
+        text = repr(value)
+    except Exception:  # a value whose repr fails (a list of huge integers, a broken object)
+        text = f"a {type(value).__name__}"
+    return text if len(text) <= width else text[:width - 3] + "..."
 
 
 def decimal_exponent(n: int) -> int:
@@ -547,7 +565,9 @@ def physical_memory() -> int | None:
 
 
 def human_bytes(n: float) -> str:
-    """``512 B``, ``1.5 GiB``, ``2,328 TiB``, ``~10^21 B``."""
+    """``512 B``, ``1.5 GiB``, ``2,328 TiB``, ``~10^21 B`` (an integer past float range too)."""
+    if isinstance(n, int) and n >= 10**18:
+        return f"~10^{decimal_exponent(n)} B"
     n = float(n)
     if n >= 1e18:
         return f"~10^{math.floor(math.log10(n))} B"
