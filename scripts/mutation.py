@@ -4163,6 +4163,14 @@ MUTANTS = [
            '        raise InstanceError(f"vocab_size = {human_count(V)} is out of range "',
            '        raise InstanceError(f"vocab_size = {V} is out of range "',
            "a toy family's vocabulary formatted in decimal in its refusal", ('tests/test_refusal_wording.py', )),
+    Mutant('spectheory/engine/plan.py',
+           '    check_size(contexts * V ** (L + 1), what, exact, max_sequences, formula,\n               node=route == "node")',
+           '    check_size(contexts * V ** (L + 1), what, exact, max_sequences, formula,\n               node=route != "node")',
+           'the per-node rate used for the per-draft route and not for its own', ('tests/test_size_estimates.py', )),
+    Mutant('spectheory/runtime/limits.py',
+           '            NODE_SEQUENCES_PER_SECOND if node else FLOAT_SEQUENCES_PER_SECOND)',
+           '            FLOAT_SEQUENCES_PER_SECOND)',
+           'the node route estimated at the per-draft rate (13x too long)', ('tests/test_size_estimates.py', )),
 ]
 
 

@@ -186,7 +186,8 @@ def _plan_sizes(how: Plan, V: int, L: int, contexts: int, exact: bool, max_seque
     if how.paths > MAX_PATHS:
         raise SpectheoryError(f"paths = {how.paths} is out of range 1..{MAX_PATHS} (the K-path "
                               f"engine counts the K! orderings of a joint outcome in int64)")
-    check_size(contexts * V ** (L + 1), what, exact, max_sequences, formula)
+    check_size(contexts * V ** (L + 1), what, exact, max_sequences, formula,
+               node=route == "node")
     if how.paths > 1 and route == "tree":
         from .drafttrees import node_route_work
 

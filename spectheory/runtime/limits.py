@@ -52,6 +52,11 @@ MAX_TIME_LIMIT = 7 * 24 * 3600.0
 #: path (block verification on V, L = 8, 6 / 16, 5 / 4, 9: 2.2e5 - 1.4e6 in the recorded run,
 #: up to 7.7e6 in others; the rates vary several-fold between runs, the lowest is used).
 FLOAT_SEQUENCES_PER_SECOND = 2.0e5
+#: The same on the per-node route of one path (token and block verification, float64:
+#: `analyze` of random V, L = 8, 6 / 4, 10 / 2, 20 / 2, 22 (context-independent), 3.5e6 - 6.7e7
+#: with the compiled kernels loaded, 8.9e5 for a first call that loads them; the lowest, rounded
+#: down). Used where the analysis will run on that route.
+NODE_SEQUENCES_PER_SECOND = 8.0e5
 #: The same in exact rational mode (Python Fractions; V, L = 4, 6 / 3, 9: 9.0e2 - 1.6e3 in the
 #: recorded run, up to 6.6e3 in others).
 EXACT_SEQUENCES_PER_SECOND = 8.0e2
@@ -470,11 +475,13 @@ def interruptible(fn, *args, **kwargs):
 # ----------------------------------------------------------------------------- estimates
 
 
-def estimate_seconds(count: int, exact: bool = False, outcomes: bool = False) -> float:
-    """Rough wall time of an enumeration over ``count`` sequences (or joint draft outcomes),
-    from the throughput constants of this module."""
-    rate = (EXACT_SEQUENCES_PER_SECOND if exact else
-            OUTCOMES_PER_SECOND if outcomes else FLOAT_SEQUENCES_PER_SECOND)
+def estimate_seconds(count: int, exact: bool = False, outcomes: bool = False,
+                     node: bool = False) -> float:
+    """Rough wall time of an enumeration over ``count`` sequences (or joint draft outcomes;
+    ``node``: float sequences on the per-node route), from the throughput constants of this
+    module."""
+    rate = (EXACT_SEQUENCES_PER_SECOND if exact else OUTCOMES_PER_SECOND if outcomes else
+            NODE_SEQUENCES_PER_SECOND if node else FLOAT_SEQUENCES_PER_SECOND)
     return float(count) / rate if count < 10**300 else math.inf
 
 

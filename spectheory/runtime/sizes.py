@@ -43,8 +43,9 @@ def human_bytes(n: float) -> str:
 
 def check_size(count: int, what: str, exact: bool = False, limit: int | None = None,
                formula: str = "", outcomes: bool = False, remedy: str | None = None,
-               bytes_per_leaf: int | None = None) -> None:
-    """Refuse an enumeration of ``count`` leaves over the limit, naming sizes, memory and time.
+               bytes_per_leaf: int | None = None, node: bool = False) -> None:
+    """Refuse an enumeration of ``count`` leaves over the limit, naming sizes, memory and time
+    (``node``: a float analysis on the per-node route, whose time is estimated at its own rate).
 
     ``limit`` None means the default ([`max_sequences`][spectheory.runtime.sizes.max_sequences]); an explicit
     limit must be a positive integer. The time estimate uses the throughput constants of
@@ -66,8 +67,8 @@ def check_size(count: int, what: str, exact: bool = False, limit: int | None = N
     elif isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 1:
         raise OptionError(f"max_sequences = {limit!r} must be a positive integer")
     count = int(count)
-    seconds = limits.estimate_seconds(count, exact, outcomes)
-    rate = ("exact" if exact else "outcomes" if outcomes else "float")
+    seconds = limits.estimate_seconds(count, exact, outcomes, node)
+    rate = ("exact" if exact else "outcomes" if outcomes else "node" if node else "float")
     per_leaf = BYTES_PER_LEAF[exact] if bytes_per_leaf is None else int(bytes_per_leaf)
     need = human_bytes(count * per_leaf)
     mode = "exact" if exact else "float64"
@@ -85,7 +86,8 @@ def check_size(count: int, what: str, exact: bool = False, limit: int | None = N
                             "use a smaller vocabulary or block length")
     if seconds > limits.NOTE_SECONDS:
         per = {"exact": limits.EXACT_SEQUENCES_PER_SECOND, "float": limits.FLOAT_SEQUENCES_PER_SECOND,
-               "outcomes": limits.OUTCOMES_PER_SECOND}[rate]
+               "outcomes": limits.OUTCOMES_PER_SECOND,
+               "node": limits.NODE_SEQUENCES_PER_SECOND}[rate]
         limits.note(f"{what}: {count:,} {'outcomes' if outcomes else 'sequences'}, estimated "
                     f"{limits.human_seconds(seconds)} (at about {per:.2g}/s) and {need}; "
                     f"--time-limit SECONDS bounds it")
