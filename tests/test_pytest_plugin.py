@@ -132,6 +132,10 @@ def test_budgeted(spectheory_kit):
     (["--spectheory-samples", "0"], "--spectheory-samples"),
     (["--spectheory-samples", "1e15"], "would take at least"),  # check-sampler's day limit
     (["--spectheory-budget", "5", "--spectheory-samples", "100"], "give one"),
+    # argparse kept the last of two silently; spectheory's own command line refuses a second
+    (["--spectheory-samples", "100", "--spectheory-samples=200"],
+     "--spectheory-samples given twice"),
+    (["--spectheory-seed", "1", "--spectheory-seed", "1"], "--spectheory-seed given twice"),
 ])
 def test_bad_option_values_are_usage_errors(pytester, args, message):
     pytester.makepyfile(test_nothing="def test_nothing():\n    pass\n")

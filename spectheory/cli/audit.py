@@ -203,8 +203,14 @@ def audit(verifier="block", kind: str = "peaked", vocab_size: int = 151_936, bat
     if rows is None:
         drafts, q, p = audit_rows(kind, vocab_size, batch, paths, length, seed)
     else:
-        drafts, q, p = (torch.as_tensor(r) for r in rows)
-        q, p = q.double(), p.double()
+        if not isinstance(rows, (tuple, list)) or len(rows) != 3:
+            raise SpectheoryError(f"rows = {limits.shown(rows)} must be (drafts, q, p)")
+        try:
+            drafts, q, p = (r if is_tensor(r) else torch.as_tensor(r) for r in rows)
+        except (TypeError, ValueError, RuntimeError) as exc:
+            raise SpectheoryError(f"rows: not tensors of numbers ({type(exc).__name__}: "
+                                  f"{limits.shown(str(exc), 80)})") from None
+        drafts, q, p = check_rows(drafts, q, p)
     exact_law = spec.law(drafts, q, p)
     out = []
     for name in dtypes:
@@ -356,38 +362,50 @@ def load_rows(path) -> tuple:
                               f"({type(exc).__name__}{': ' + first if first else ''})") from None
     if not isinstance(obj, dict) or not {"drafts", "q", "p"} <= set(obj):
         raise SpectheoryError(f"--rows-file {path}: expected a dict with drafts, q and p")
-    drafts, q, p = obj["drafts"], obj["q"], obj["p"]
+    drafts, q, p = check_rows(obj["drafts"], obj["q"], obj["p"], f"--rows-file {path}")
+    return drafts, q, p, limits.shown(str(obj.get("models", path)), 200)
+
+
+def check_rows(drafts, q, p, where: str = "rows"):
+    """Rows to audit: ``drafts`` [B, K, L] integer ids in 0..V-1, ``q`` [B, K, L, V] and ``p``
+    [B, K, L+1, V] dense real tensors on a device with data (not ``meta``), laws (finite,
+    non-negative, summing to 1 within 1e-6), within `MAX_AUDIT_BYTES`. Returns (drafts int64,
+    q float64, p float64); every problem is one
+    [`SpectheoryError`][spectheory.runtime.errors.SpectheoryError] starting with ``where``."""
     for name, t in (("drafts", drafts), ("q", q), ("p", p)):
         if is_tensor(t) and (t.layout != torch.strided or t.is_complex()):
             what = "complex" if t.is_complex() else f"of layout {t.layout}"
-            raise SpectheoryError(f"--rows-file {path}: {name} is {what}; rows are dense real "
+            raise SpectheoryError(f"{where}: {name} is {what}; rows are dense real "
                                   "tensors")
+        if is_tensor(t) and t.is_meta:
+            raise SpectheoryError(f"{where}: {name} is on the meta device (a tensor without "
+                                  "data); rows are tensors with values")
     if not all(is_tensor(t) for t in (drafts, q, p)) or drafts.dim() != 3 or \
             q.shape[:3] != drafts.shape or p.shape[:2] != drafts.shape[:2] or \
             p.shape[2] != drafts.shape[2] + 1 or q.shape[-1] != p.shape[-1]:
-        raise SpectheoryError(f"--rows-file {path}: shapes must be drafts [B, K, L], "
+        raise SpectheoryError(f"{where}: shapes must be drafts [B, K, L], "
                               f"q [B, K, L, V], p [B, K, L+1, V]")
     if 0 in tuple(q.shape):
-        raise SpectheoryError(f"--rows-file {path}: no rows to audit (drafts of shape "
+        raise SpectheoryError(f"{where}: no rows to audit (drafts of shape "
                               f"{list(drafts.shape)}, V = {q.shape[-1]})")
     if drafts.is_floating_point() or drafts.is_complex() or drafts.dtype == torch.bool:
-        raise SpectheoryError(f"--rows-file {path}: drafts are {drafts.dtype}; drafted tokens are "
+        raise SpectheoryError(f"{where}: drafts are {drafts.dtype}; drafted tokens are "
                               "integer ids")
     if int(drafts.min()) < 0 or int(drafts.max()) >= q.shape[-1]:
-        raise SpectheoryError(f"--rows-file {path}: a drafted token lies outside "
+        raise SpectheoryError(f"{where}: a drafted token lies outside "
                               f"0..{q.shape[-1] - 1}")
     B, K, L = drafts.shape
     need = audit_bytes(B, K, L, q.shape[-1])  # an 8 KB file of expanded (stride-0) tensors
     if need > MAX_AUDIT_BYTES:                # held [100, 1, 8, 10^6]: 6.4 GB once copied
-        raise SpectheoryError(f"--rows-file {path}: rows of B = {B}, K = {K}, L = {L}, "
+        raise SpectheoryError(f"{where}: rows of B = {B}, K = {K}, L = {L}, "
                               f"V = {q.shape[-1]:,} need about {need / 2**30:.1f} GiB to audit, "
                               f"over the {MAX_AUDIT_BYTES / 2**30:.0f} GiB limit")
     q, p = q.double(), p.double()
     for name, t in (("q", q), ("p", p)):
         if not bool(torch.isfinite(t).all()) or bool((t < 0).any()) or \
                 float((t.sum(-1) - 1).abs().max()) > 1e-6:
-            raise SpectheoryError(f"--rows-file {path}: the {name} rows are not distributions")
-    return drafts.long(), q, p, str(obj.get("models", path))
+            raise SpectheoryError(f"{where}: the {name} rows are not distributions")
+    return drafts.long(), q, p
 
 
 def audit_text(results: list[DtypeAudit], header: str) -> str:

@@ -145,8 +145,18 @@ def _bad(key: str, value, why: str = "is out of range") -> SamplingError:
                          f"{RANGES[key]}")
 
 
+def _untensor(value):
+    """A torch number (a 0-d real tensor with values) as its Python number, as numpy scalars
+    are taken; anything else unchanged (refused by the caller's own check)."""
+    if is_tensor(value) and value.dim() == 0 and not value.is_meta and \
+            not value.dtype.is_complex and value.dtype != torch.bool:
+        return value.item()
+    return value
+
+
 def _number(key: str, value) -> Any:
     """A float or Fraction from a number or a numeric string ("0.9", "9/10")."""
+    value = _untensor(value)
     if isinstance(value, bool):
         raise _bad(key, value, "is not a number")
     if isinstance(value, str):
@@ -259,7 +269,7 @@ class SamplingParams:
             # mode needs T = 1/n: no such temperature is usable in either
             raise _bad("temperature", self.temperature,
                        f"is beyond the float range (over {float(_FLOAT_MAX):.5g})")
-        k = self.top_k
+        k = _untensor(self.top_k)
         if k is not None:
             if isinstance(k, bool) or not isinstance(k, (int, np.integer)):
                 if isinstance(k, (float, np.floating)) and float(k).is_integer():
@@ -435,6 +445,7 @@ class SamplingParams:
 
 
 def _count(key: str, value) -> int:
+    value = _untensor(value)
     if isinstance(value, str):
         value = value.strip()
         digits = value[1:] if value.startswith("-") else value

@@ -117,6 +117,9 @@ def kit_logits(probs):
         if probs.dtype.is_complex or probs.dtype == torch.bool:
             raise OptionError(f"kit_logits takes probability rows [..., V] of real numbers, not "
                               f"{probs.dtype}")
+        if probs.is_meta:
+            raise OptionError("kit_logits: rows on the meta device have a shape and no values; "
+                              "hand rows with values (CPU or an accelerator)")
         p64 = probs.to(torch.float64)
         _check_prob_shape(tuple(p64.shape))
         bad = torch.isnan(p64) | (p64 < 0) | torch.isinf(p64)
@@ -638,13 +641,19 @@ def no_repeat_mask(history: np.ndarray, V: int, n: int) -> np.ndarray:
         raise OptionError(f"history holds token {int(bad)}, outside 0..{V - 1}")
     N, m = history.shape
     allowed = np.ones((N, V), dtype=bool)
-    if m + 1 < n:
+    starts = m - n + 1  # the n-grams of the history start at k = 0 .. m - n
+    if starts <= 0:  # no whole n-gram in the history yet
         return allowed
     key = history[:, m - n + 1:]  # [N, n-1]
-    rows = np.arange(N)
-    for k in range(m - n + 1):
-        same = (history[:, k:k + n - 1] == key).all(axis=1) if n > 1 else np.ones(N, bool)
-        allowed[rows[same], history[same, k + n - 1]] = False
+    windows = np.lib.stride_tricks.sliding_window_view(history, n, axis=1)  # [N, m-n+2, n]
+    # in blocks of starts, about 2^24 compared entries each (a history of 10^6 tokens took
+    # 11 s one start at a time)
+    step = max(1, (1 << 24) // max(1, N * max(n - 1, 1)))
+    for k0 in range(0, starts, step):
+        w = windows[:, k0:min(starts, k0 + step)]  # [N, b, n]
+        same = (w[..., :n - 1] == key[:, None, :]).all(axis=2)  # [N, b]; n = 1: all True
+        r, c = np.nonzero(same)
+        allowed[r, w[r, c, n - 1]] = False
     return allowed
 
 
@@ -661,10 +670,20 @@ def check_vocabulary(sp, V: int) -> None:
     for t, _, _ in sp.logit_bias:
         if t >= V:
             raise OptionError(f"logit_bias token {t} is outside the vocabulary 0..{V - 1}")
-    if sp.grammar is not None and getattr(sp.grammar, "vocab_size", V) != V:
-        raise GrammarError(f"{sp.grammar.name}: the grammar has {sp.grammar.vocab_size} tokens, "
-                           f"the rows it masks {V} (a grammar is built over the instance's "
-                           f"vocabulary)")
+    if sp.grammar is not None:
+        _grammar_vocabulary(sp.grammar, V)
+
+
+def _grammar_vocabulary(grammar, V: int) -> None:
+    """A grammar's ``vocab_size`` is an integer equal to the rows' V (a user grammar class may
+    set it to anything: ``"3"`` was reported as a mismatch of 3 against 3)."""
+    n = getattr(grammar, "vocab_size", V)
+    name = getattr(grammar, "name", type(grammar).__name__)
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise GrammarError(f"{name}: the grammar's vocab_size = {n!r:.40} is not an integer")
+    if n != V:
+        raise GrammarError(f"{name}: the grammar has {n} tokens, the rows it masks {V} (a "
+                           f"grammar is built over the instance's vocabulary)")
 
 
 def mask(sp, history: np.ndarray, V: int) -> np.ndarray | None:
@@ -681,10 +700,7 @@ def mask(sp, history: np.ndarray, V: int) -> np.ndarray | None:
         out = m if out is None else out & m
 
     if sp.grammar is not None:
-        if sp.grammar.vocab_size != V:
-            raise GrammarError(f"{sp.grammar.name}: the grammar has {sp.grammar.vocab_size} "
-                               f"tokens, the rows it masks {V} (a grammar is built over the "
-                               f"instance's vocabulary)")
+        _grammar_vocabulary(sp.grammar, V)
         _and(grammar_mask(sp.grammar, history, N))
     if sp.no_repeat_ngram_size:
         _and(no_repeat_mask(history, V, sp.no_repeat_ngram_size))

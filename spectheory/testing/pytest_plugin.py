@@ -121,11 +121,20 @@ def pytest_addoption(parser):
                     help="seed of every check (default 0: a fixed verdict)")
 
 
+#: The plugin's options (each taken once on a command line).
+OPTIONS = ("--spectheory-budget", "--spectheory-samples", "--spectheory-alpha",
+           "--spectheory-seed")
+
+
 def pytest_configure(config):
+    import pytest
+
+    args = [str(a) for a in getattr(config.invocation_params, "args", ())]
+    for opt in OPTIONS:  # argparse keeps the last of two silently; the CLI refuses a second
+        if sum(a == opt or a.startswith(opt + "=") for a in args) > 1:
+            raise pytest.UsageError(f"{opt} given twice; give it once")
     if config.getoption("--spectheory-budget", None) is not None and \
             config.getoption("--spectheory-samples", None) is not None:
-        import pytest
-
         raise pytest.UsageError("--spectheory-budget and --spectheory-samples both size the "
                                 "checks: give one")
 

@@ -8,7 +8,7 @@ import argparse
 import sys
 
 from ..runtime.errors import OptionError
-from ..runtime.limits import ascii_int
+from ..runtime.limits import ascii_int, shown
 from ..registry import DRAFTING
 
 
@@ -77,8 +77,8 @@ def cmd_check(args) -> int:
         sys.stdout.write(f"all {n} vector files match a fresh computation\n")
         return 0
     for fname, field, have, fresh in bad:
-        sys.stdout.write(f"MISMATCH {fname}: field {field}: file has {have!r}, fresh "
-                         f"computation gives {fresh!r}\n")
+        sys.stdout.write(f"MISMATCH {fname}: field {field}: file has {shown(have, 80)}, fresh "
+                         f"computation gives {shown(fresh, 80)}\n")  # a 100 KB entry: cut
     return 1
 
 

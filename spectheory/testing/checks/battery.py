@@ -43,7 +43,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ...runtime.errors import InstanceError, OptionError, SpectheoryError
+from ...runtime.errors import InstanceError, OptionError, SpectheoryError, check_flag
 from ...runtime.sizes import check_size
 from ...inputs.instances import Instance, instance_from_dict
 from ...inputs.models import TableModel
@@ -211,6 +211,7 @@ def default_battery(paths: int = 1, exact: bool = True) -> list[BatteryInstance]
     """
     from ...engine.plan import MAX_PATHS
 
+    exact = check_flag(exact, "exact")
     if isinstance(paths, bool) or not isinstance(paths, int) or not 1 <= paths <= MAX_PATHS:
         raise SpectheoryError(f"paths = {paths!r:.40} must be an integer in 1..{MAX_PATHS} (the "
                               "K-path engine's limit)")

@@ -53,7 +53,7 @@ import numpy as np
 from ...inputs.processing import parse_sampling
 from ...sampling import inverse_cdf as sample_inverse_cdf
 from ...runtime._lazy import torch
-from ...runtime.errors import OptionError, TimeLimitError, UserCodeError, is_integer
+from ...runtime.errors import OptionError, TimeLimitError, UserCodeError, check_flag, is_integer
 from .calls import _caller_bound, _instance_list
 from .report import guarded
 from .step import (MAX_SECONDS, PLACEHOLDER, StepRequest, TableLM, _emitted,
@@ -237,7 +237,7 @@ class ZeroDraftAdvanceEngine:
     ``torch.where``) before its token, so its later tokens leave its seeded stream."""
 
     def __init__(self, zero_draft_bug: bool = True):
-        self.bug = zero_draft_bug
+        self.bug = check_flag(zero_draft_bug, "zero_draft_bug")  # 'no' is truthy: refused
         self.gens: dict[int, torch.Generator] = {}
 
     def _gen(self, seed: int) -> torch.Generator:

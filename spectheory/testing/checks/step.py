@@ -83,7 +83,7 @@ from ...inputs.random_instances import random_instance
 from ...engine.seqtree import levels, path_probabilities
 from ...runtime._lazy import torch
 from ...runtime.errors import (guarded_check, OptionError, SizeLimitError, SpectheoryError, TimeLimitError,
-                              as_list, is_integer)
+                              as_list, check_flag, is_integer)
 from ..statistics import stats
 from ..statistics._args import level
 from .calls import (_an_instance, _caller_bound, _cells, _summary, kit_seed, point_mass_figure,
@@ -881,6 +881,7 @@ def sglang_step(request: StepRequest, *, reuse_coin: bool = False):
     plants the bug it fixed: see `spectheory.testing.mutants.steps`)."""
     from ..engines.adapters import sglang_chain_sample
 
+    reuse_coin = check_flag(reuse_coin, "reuse_coin")  # 'no' would plant the bug
     Bsz, L = request.context.shape[0], request.num_draft
     q, drafts, coins, p, final = _sglang_chain_inputs(request)
     if reuse_coin:
@@ -937,6 +938,7 @@ def transformers_step(request: StepRequest, *, hand_raw_q: bool = False):
     ``hand_raw_q=True`` plants #47932 (the raw draft rows handed as q)."""
     from ..engines.adapters import hf_speculative_sampling_rows
 
+    hand_raw_q = check_flag(hand_raw_q, "hand_raw_q")  # 'no' would plant the bug
     ctx = request.context
     Bsz, L = ctx.shape[0], request.num_draft
     (g_draft,) = _streams(request, 1)

@@ -480,10 +480,17 @@ def _diff(a, b, where: str):
         return None
     if isinstance(b, str) and isinstance(a, str) and a != b:  # "2/4" and "1/2" are one value
         try:
-            if plain_fraction(a, 200) == plain_fraction(b, 200):
+            fresh = plain_fraction(b, 4300)
+        except (ValueError, ZeroDivisionError):  # a name, not a number: compared as text
+            fresh = None
+        if fresh is not None:
+            try:
+                mine = plain_fraction(a, 4300)
+            except (ValueError, ZeroDivisionError):  # "NaN" where a fraction is written: the
+                raise _Malformed(f"field {where} = {_short_value(a)} is not a fraction string, "
+                                 "as `vectors export` writes it") from None  # file, no verdict
+            if mine == fresh:
                 return None
-        except (ValueError, ZeroDivisionError):  # not a probability as the files write one
-            pass
     if type(a) is bool or type(b) is bool:
         return None if a is b else (where, a, b)
     return None if a == b else (where, a, b)

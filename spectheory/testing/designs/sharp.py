@@ -89,7 +89,7 @@ from ..statistics.stats import MAX_NONCENTRALITY, MAX_ROW_DOF, MAX_ROW_SAMPLES
 
 from ...runtime._lazy import torch
 from ...runtime.errors import (InputError, OptionError, SpectheoryError, UserCodeError, as_list,
-                               call_user)
+                               call_user, check_flag)
 from ..checks.report import MIN_EXPECTED, POWER, DraftRows
 from ..statistics import _args
 
@@ -794,6 +794,7 @@ def kit_replicas(verifier: str = "token", ports: bool = True, paths: int = 1) ->
     from ..checks.sampler import make_sampler
 
     paths = _count("paths", paths, 1)
+    ports = check_flag(ports, "ports")
     out: list[Replica] = []
     if paths > 1:
         keys = {"gbv": ("gbv-ref-tie-rule", "gbv-ref-capped-ranking")

@@ -72,6 +72,7 @@ Replicas (`REPLICAS`: name -> `Replica`):
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from dataclasses import dataclass
 from typing import Callable
 
@@ -722,15 +723,20 @@ def effective_frequency_penalty(nominal: float, steps: int = 4, instance: Instan
     from ..checks.step import target_sequence_law
 
     inst = toy_repeat_instance() if instance is None else instance
-    V, L = inst.vocab_size, inst.block_length
-    N = steps + L
-    seqs = np.array(np.unravel_index(np.arange(V ** N), (V,) * N)).T  # [V^N, N]
-    rep = np.array([sum(1 for i in range(N) if s[i] in s[:i]) for s in seqs], dtype=np.float64)
 
     def sp(f):
         return SamplingParams(frequency_penalty=f)
 
+    if isinstance(nominal, bool) or not isinstance(nominal, numbers.Real) or \
+            not 0 < float(nominal) < float("inf"):
+        raise OptionError(f"nominal = {nominal!r:.40} must be a positive finite frequency "
+                          "penalty (the bisection runs between 0 and it)")
+    # the law first: it guards steps and the V^N sequences before the repeats enumerate them
     buggy = stateful_step_law("sglang-33643", inst, steps, sp(nominal))
+    V, L = inst.vocab_size, inst.block_length
+    N = steps + L
+    seqs = np.array(np.unravel_index(np.arange(V ** N), (V,) * N)).T  # [V^N, N]
+    rep = np.array([sum(1 for i in range(N) if s[i] in s[:i]) for s in seqs], dtype=np.float64)
     want = float(buggy @ rep)
     lo, hi = 0.0, float(nominal)
 
@@ -738,7 +744,8 @@ def effective_frequency_penalty(nominal: float, steps: int = 4, instance: Instan
         return float(target_sequence_law(inst, N, sp(f)) @ rep)
 
     if repeats(lo) < want or repeats(hi) > want:
-        raise ValueError("the buggy repeats are not bracketed by penalties 0 and nominal")
+        raise OptionError(f"the buggy law's repeats are not bracketed by frequency penalties 0 "
+                          f"and {nominal:g} on this instance")
     while hi - lo > tol:
         mid = (lo + hi) / 2
         if repeats(mid) > want:
