@@ -254,8 +254,8 @@ def test_a_wide_iid_root_on_the_float_route(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("args, words", [
-    (["dirichlet", "block_length=30000"], "block_length = 30000 is out of range (1..64)"),
-    (["dirichlet", "block_length=1000000"], "block_length = 1000000 is out of range"),
+    (["dirichlet", "block_length=30000"], "block_length = 30,000 is out of range (1..64)"),
+    (["dirichlet", "block_length=1000000"], "block_length = 1,000,000 is out of range"),
     (["two-token", "q0=\u0661"], "is not a number or fraction in ASCII digits"),
     (["mixture", "eps=\u0660.\u0665"], "is not a number or fraction in ASCII digits"),
     (["dirichlet", "vocab_size=1_0"], "vocab_size must be an integer, got '1_0'"),
