@@ -328,10 +328,6 @@ def cmd_exact(args) -> int:
     written = _as_written(args, how, name, text, lambda i, **kw: analyze(
         i, how.spec, name=args.verifier, paths=how.paths, drafting=how.drafting,
         sampling=args.sampling, draft_sampling=args.draft_sampling, **kw))
-    if written is not None and _differ(written, res):
-        _tie_note(_efficiency(res), _efficiency(written))
-    else:
-        written = None
     if how.spec.single_path and (args.paths is not None or args.drafting is not None):
         res.extra.update({"paths": how.paths, "drafting": how.drafting})
     if not how.spec.single_path:
@@ -343,7 +339,8 @@ def cmd_exact(args) -> int:
     obj = res.to_json()
     obj["verifier"] = args.verifier
     obj["backend"] = res.backend
-    if written is not None:  # the tie note's numbers, for readers of --json
+    if written is not None and _differ(written, res):  # the note, its numbers in --json
+        _tie_note(_efficiency(res), _efficiency(written))
         obj["as_written"] = {"block_efficiency": str(written.block_efficiency),
                              "tv_to_target": str(written.tv_to_target)}
     limits.check_time(" (after the analysis)")  # a result past the limit is not printed

@@ -405,11 +405,11 @@ def check_out_folder(out: Path, cfg: SweepConfig, jobs: list[Job]) -> None:
         raise OptionError(f"--out {out} holds a results.csv that is not a sweep table: choose "
                           "another --out")
     if rows and not set(rows) & {_job_inputs(j) for j in jobs}:
-        which = "this one" if cfg.name == DEFAULT_NAME and record.is_file() else \
-            f"sweep {_clip(cfg.name)}"
+        unnamed = cfg.name == DEFAULT_NAME and record.is_file()
+        which = "this one" if unnamed else f"sweep {_clip(cfg.name)}"
         none = (f"the one row of its results.csv is not a job of {which}" if len(rows) == 1
                 else f"none of the {len(rows):,} rows of its results.csv is a job of {which}")
-        if cfg.name == DEFAULT_NAME and record.is_file():
+        if unnamed:
             raise OptionError(f"--out {out} holds the results of another unnamed sweep ({none}): "
                               "choose another --out, or name the sweeps ([sweep] name = ...)")
         raise OptionError(f"--out {out} holds the results of another sweep ({none}): choose "
