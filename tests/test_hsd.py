@@ -216,3 +216,17 @@ def test_subnormal_draft_conditionals_keep_the_law_finite_and_equal_to_block(tin
             assert np.abs(a - b)[seen].max() < 1e-12
         assert np.isfinite(np.asarray(hsd_released(*args).stop, dtype=np.float64)).all()
     assert check_lossless(HSD, bad).lossless
+
+
+def test_a_draft_the_draft_model_never_proposes_follows_the_stated_convention():
+    """Where Q_t = 0 the capped ratio is r_t / M_t with r_t = 1 (the module's convention; any
+    valid law would do, but an engine's kernel compared with this law on such a draft meets
+    this one). d = (0, 1), q(.) = (1/4, 3/4), q(.|0) = (1, 0): r_1 = p(0)/q(0) = 3, M_2 = 3, so
+    the whole block is accepted with c_2 = 1/3; c_1 = min(1, 3) = 1, so nothing stops at 0."""
+    F = Fraction
+    d = np.array([[0, 1]])
+    q = np.array([[[F(1, 4), F(3, 4)], [F(1), F(0)]]], dtype=object)
+    p = np.array([[[F(3, 4), F(1, 4)], [F(1, 2), F(1, 2)], [F(1, 3), F(2, 3)]]], dtype=object)
+    law = hsd(d, q, p)
+    assert list(law.stop[0]) == [0, F(2, 3), F(1, 3)]
+    validate_law(Law(law.stop[:, None], law.correction[:, None]), 1, 1, 2, 2, True)

@@ -142,3 +142,21 @@ def test_plans_of_float_rows_equal_the_rational_plans(m):
                 close(a.accept[S][y], b.accept[S].get(y, 0))
             for x, y in zip(a.correction_for(S), b.correction_for(S)):
                 close(x, y)
+
+
+def test_augmenting_push_is_capped_by_the_end_token():
+    """An augmenting path pushes min(supply, capacity left at its end token): q = (3/10, 0,
+    1/5, 1/2) (a token never drafted), p = (4/15, 4/15, 4/15, 1/5), m = 2. The flow equals the
+    min-cut formula and the direct LP, and the rule stays lossless (an uncapped push overfills
+    the end token: more than p there)."""
+    p = [Fraction(4, 15), Fraction(4, 15), Fraction(4, 15), Fraction(1, 5)]
+    q = [Fraction(3, 10), Fraction(0), Fraction(1, 5), Fraction(1, 2)]
+    flow, total = max_transport(outcomes(q, 2, "iid"), p)
+    assert total == lp.multidraft_acceptance_L1(p, q, 2)[0]
+    into = [sum((sent.get(y, 0) for sent in flow.values()), Fraction(0)) for y in range(4)]
+    assert all(into[y] <= p[y] for y in range(4)) and sum(into) == total == Fraction(11, 15)
+    assert all(set(sent) <= set(S) for S, sent in flow.items())  # along the edges y in S
+    inst = one_token([str(v) for v in p], [str(v) for v in q])
+    res = analyze_multipath(inst, MULTI_PATH["hu"], 2, "iid")
+    assert res.tv_to_target == 0
+    assert res.block_efficiency == lp.direct_lp(inst, 2, exact=True).optimum == 1 + total

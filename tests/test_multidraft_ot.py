@@ -219,3 +219,23 @@ def test_truncation_tolerance_bounds_and_its_tie():
     res = analyze_multipath(inst, truncated_global_resolution(0.3125), 2, exact=True)
     assert abs(float(res.tv_to_target) - 1 / 16) < 1e-9
     assert abs(float(res.block_efficiency) - 1.5625) < 1e-9
+
+
+def test_truncation_outer_tie_keeps_the_paper_inequality():
+    """The outer truncation stops adding tokens once 1 - q(H* + T)^m <= tau (the paper's <=):
+    q = (1/2, 1/8, 1/8, 1/4), p = (1/8, 3/8, 1/8, 3/8), K = 2 and tau = 1 - (5/8)^2 = 39/64
+    (exact in binary) is a tie at q(H* + T) = 5/8. At the tie the rule must act as just above
+    it and not as just below it (with < the tie reads as below it: TV 1/16 instead of 1/32)."""
+    inst = instance_from_dict({"vocab_size": 4, "block_length": 1,
+                               "target": ["1/8", "3/8", "1/8", "3/8"],
+                               "draft": ["1/2", "1/8", "1/8", "1/4"]}, exact=True)
+
+    def tv(tau):
+        return analyze_multipath(inst, truncated_global_resolution(tau), 2,
+                                 exact=True).tv_to_target
+
+    tie = 1 - (5 / 8) ** 2
+    assert tie == 39 / 64
+    above, below = tv(tie + 1e-9), tv(tie - 1e-9)
+    assert above != below
+    assert tv(tie) == above == Fraction(1, 32)

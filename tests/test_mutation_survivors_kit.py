@@ -180,3 +180,49 @@ def test_a_family_must_return_the_block_asked_for_and_knobs_keep_their_type(tmp_
     with pytest.raises(UserCodeError, match="block_length=3, not the sizes asked for"):
         _call_family("famwrong:wrong_block", 3, 2, 0, {})
     assert knob_key([("sigma", 1)]) != knob_key([("sigma", 1.0)])
+
+
+def test_coins_tau_sees_a_correction_drawn_from_p_on_dyadic_rows():
+    """coins-tau checks Y's support in the residual max(p - q, 0): on dyadic rows p = (1/2,
+    1/4, 1/4), q = (1/4, 1/4, 1/2) the residual's signed sum is exactly 0, and only its positive
+    part says it has mass. A sampler drawing Y from p at a rejection returns token 2 (residual
+    -1/4) and must FAIL; the reference passes."""
+    from spectheory.inputs.instances import instance_from_dict
+    from spectheory.sampling import inverse_cdf
+
+    inst = instance_from_dict({"vocab_size": 3, "block_length": 1, "target": [0.5, 0.25, 0.25],
+                               "draft": [0.25, 0.25, 0.5]})
+    ref = reference_coin_sampler("token")
+
+    def from_p(drafts, q, p, uniforms):
+        tau, y = ref(drafts, q, p, uniforms)
+        rows = p[torch.arange(p.shape[0]), tau].to(torch.float64)
+        return tau, torch.where(tau < drafts.shape[1], inverse_cdf(rows, uniforms[:, -1]), y)
+
+    assert check_sampler(ref, "token", [inst], mode="coins-tau", samples=4000).passed
+    bad = check_sampler(from_p, "token", [inst], mode="coins-tau", samples=4000)
+    assert not bad.passed
+
+
+def test_sizing_plans_what_its_docstrings_state():
+    """The fewest samples of a lossless check is one per instance (a budgeted lossless check of
+    4 instances runs; a warm-up of 1 sample was refused as fewer than the instances); its memory
+    plan holds the target law and counts over V^(L+1) sequences (24 bytes each, on top of what
+    coins mode plans); a time plan exactly at max_seconds is accepted (refused when it exceeds
+    it)."""
+    from spectheory.inputs.random_instances import random_instance
+    from spectheory.runtime.errors import SizeLimitError
+    from spectheory.testing.checks import sizing as S
+
+    insts = [random_instance(3, 1, seed=s) for s in range(4)]
+    assert S._min_samples("lossless", insts, 1) == 4 and S._min_samples("coins", insts, 1) == 1
+    rep = check_sampler(make_sampler("token"), "token", insts, mode="lossless",
+                        samples="auto", budget_s=2.0)
+    assert rep.passed and rep.samples >= 4
+    big = random_instance(8, 4, seed=0)
+    lossless = S._planned_bytes(1000, "lossless", [big], 1, 1)[0]
+    assert lossless - S._planned_bytes(1000, "coins", [big], 1, 1)[0] == 24 * 8 ** 5
+    least = 1000 * S.MIN_SECONDS_PER_SAMPLE
+    S._refuse_time(1000, least)
+    with pytest.raises(SizeLimitError, match="max_seconds"):
+        S._refuse_time(1000, least * (1 - 1e-9))

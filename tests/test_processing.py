@@ -625,3 +625,21 @@ def test_rows_along_a_sequence_are_each_positions_own(params, inputs):
     with pytest.raises(st.SpectheoryError) as along:
         process_rows_along(rows, tokens, params, inputs)
     assert str(along.value) == str(one.value)
+
+
+def test_ngram_law_reads_no_q_so_none_is_accepted():
+    """The n-gram rule has no draft model (vLLM calls its rejection sampler with
+    ``draft_probs=None`` for n-gram drafts): q = None gives the same law as any q, and a q of
+    the wrong form is not looked at; p's form is still checked."""
+    from spectheory.runtime.errors import InputError
+    from spectheory.verifiers.ngram import ngram_verification
+
+    drafts = torch.tensor([[1, 0]])
+    p = torch.tensor([[[0.2, 0.8], [0.6, 0.4], [0.5, 0.5]]], dtype=torch.float64)
+    q = torch.full((1, 2, 2), 0.5, dtype=torch.float64)
+    ref, got = ngram_verification(drafts, q, p), ngram_verification(drafts, None, p)
+    assert torch.equal(ref.stop, got.stop) and torch.equal(ref.correction, got.correction)
+    assert torch.allclose(got.stop, torch.tensor([[0.2, 0.8 * 0.4, 0.8 * 0.6]],
+                                                 dtype=torch.float64))
+    with pytest.raises(InputError, match="do not fit"):
+        ngram_verification(drafts, None, p[:, :2])

@@ -269,6 +269,11 @@ def test_lossless_limits():
         assert st.analyze(inst, make(0)).tv_to_target > 0
     assert st.analyze(inst, ears(F(1, 10))).tv_to_target > 0
     assert st.analyze(inst.to_float(), entropy_verify(0.95, 0)).tv_to_target > 0.01
+    # the declared flag: lossless only at tau = 1 and alpha = 0 (s = 1), as measured
+    for tau, alpha in ((1, 0), (0.5, 0), (1, 0.5), (0.5, 0.5)):
+        spec = entropy_verify(tau, alpha)
+        tv = st.analyze(inst.to_float(), spec).tv_to_target
+        assert spec.lossless == (tv < 1e-15) == (tau == 1 and alpha == 0), (tau, alpha, tv)
     with pytest.raises(OptionError):
         K.cascade_opt(-1)
 
