@@ -641,5 +641,13 @@ def test_ngram_law_reads_no_q_so_none_is_accepted():
     assert torch.equal(ref.stop, got.stop) and torch.equal(ref.correction, got.correction)
     assert torch.allclose(got.stop, torch.tensor([[0.2, 0.8 * 0.4, 0.8 * 0.6]],
                                                  dtype=torch.float64))
-    with pytest.raises(InputError, match="do not fit"):
+    with pytest.raises(InputError, match="do not fit") as exc:
         ngram_verification(drafts, None, p[:, :2])
+    # the message names the arrays that were given and read: no q derived from p's shape
+    assert str(exc.value) == ("verifier law: drafts [1, 2] and p [1, 2, 2] do not fit drafts "
+                              "[B, L], p [B, L+1, V] (q is not read)")
+    with pytest.raises(InputError, match=r"drafts and p must be arrays .* got Tensor, list "
+                                         r"\(q is not read\)"):
+        ngram_verification(drafts, None, p.tolist())
+    with pytest.raises(InputError, match="rows of 0 tokens"):
+        ngram_verification(drafts, None, p[..., :0])

@@ -118,14 +118,14 @@ def check_arrays(drafts, q, p, where: str = "verifier law", *, paths: bool,
     ``p``). O(1) but for the ids' two reductions."""
     arrays = (drafts, q, p) if q_read else (drafts, p)
     if not all(hasattr(x, "shape") and hasattr(x, "dtype") for x in arrays):
-        raise InputError(f"{where}: drafts, q and p must be arrays (torch or numpy), got "
-                         f"{type(drafts).__name__}, {type(q).__name__}, {type(p).__name__}")
-    if not q_read:  # the form of q: p's rows but the last position
-        q_shape = tuple(p.shape[:-2]) + ((p.shape[-2] - 1,) if len(p.shape) >= 2 else ()) + \
-            tuple(p.shape[-1:])
-    else:
-        q_shape = tuple(q.shape)
-    check_law_shapes(tuple(drafts.shape), q_shape, tuple(p.shape), paths, where)
+        if q_read:
+            raise InputError(f"{where}: drafts, q and p must be arrays (torch or numpy), got "
+                             f"{type(drafts).__name__}, {type(q).__name__}, "
+                             f"{type(p).__name__}")
+        raise InputError(f"{where}: drafts and p must be arrays (torch or numpy), got "
+                         f"{type(drafts).__name__}, {type(p).__name__} (q is not read)")
+    check_law_shapes(tuple(drafts.shape), tuple(q.shape) if q_read else None, tuple(p.shape),
+                     paths, where)
     if "int" not in str(drafts.dtype):
         raise InputError(f"{where}: drafts are {drafts.dtype}; draft tokens are integer ids")
     if str(drafts.dtype) in ("torch.uint8", "torch.int8", "torch.int16"):  # not gather's index
@@ -153,22 +153,33 @@ def check_row_dtypes(where: str, **rows) -> None:
                              "floating-point numbers or exact Fractions")
 
 
-def check_law_shapes(shape: tuple, qs: tuple, ps: tuple, paths: bool, where: str) -> None:
+def check_law_shapes(shape: tuple, qs: tuple | None, ps: tuple, paths: bool,
+                     where: str) -> None:
     """[`InputError`][spectheory.runtime.errors.InputError] naming ``where`` unless the shapes
     of drafts, q and p fit ``drafts [B, L], q [B, L, V], p [B, L+1, V]`` (``paths``: ``[B, K,
     L]``, ``[B, K, L, V]``, ``[B, K, L+1, V]``) with V >= 1: a batch or path count that differs
     broadcast one draft's law over the batch, p over another vocabulary gave a law of mixed
-    rows."""
+    rows. ``qs`` None: a law that reads no q (drafts and p alone, and the message names no q)."""
     nd = 3 if paths else 2
-    form = ("drafts [B, K, L], q [B, K, L, V], p [B, K, L+1, V]" if paths
-            else "drafts [B, L], q [B, L, V], p [B, L+1, V]")
-    if len(shape) != nd or len(qs) != nd + 1 or len(ps) != nd + 1 or \
-            qs[:-1] != tuple(shape) or ps[:-2] != tuple(shape[:-1]) or \
-            ps[-2] != shape[-1] + 1 or ps[-1] != qs[-1]:
-        raise InputError(f"{where}: drafts {list(shape)}, q {list(qs)} and p {list(ps)} do not "
-                         f"fit {form}")
-    if qs[-1] < 1:
-        raise InputError(f"{where}: rows of {qs[-1]} tokens")
+    if qs is None:
+        form = ("drafts [B, K, L], p [B, K, L+1, V]" if paths
+                else "drafts [B, L], p [B, L+1, V]")
+        if len(shape) != nd or len(ps) != nd + 1 or ps[:-2] != tuple(shape[:-1]) or \
+                ps[-2] != shape[-1] + 1:
+            raise InputError(f"{where}: drafts {list(shape)} and p {list(ps)} do not fit "
+                             f"{form} (q is not read)")
+        V = ps[-1]
+    else:
+        form = ("drafts [B, K, L], q [B, K, L, V], p [B, K, L+1, V]" if paths
+                else "drafts [B, L], q [B, L, V], p [B, L+1, V]")
+        if len(shape) != nd or len(qs) != nd + 1 or len(ps) != nd + 1 or \
+                qs[:-1] != tuple(shape) or ps[:-2] != tuple(shape[:-1]) or \
+                ps[-2] != shape[-1] + 1 or ps[-1] != qs[-1]:
+            raise InputError(f"{where}: drafts {list(shape)}, q {list(qs)} and p {list(ps)} do "
+                             f"not fit {form}")
+        V = qs[-1]
+    if V < 1:
+        raise InputError(f"{where}: rows of {V} tokens")
     if shape[-1] < 1:  # a block of no drafts: its law is p's row, no verifier's to compute
         raise InputError(f"{where}: drafts of L = 0 tokens; a law needs at least one drafted "
                          "token")
