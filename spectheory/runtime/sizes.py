@@ -11,6 +11,7 @@ import numpy as np
 
 from . import limits
 from .errors import OptionError, SizeLimitError
+from .limits import human_bytes  # one format of byte counts in every refusal (re-exported)
 
 #: Default limit on the number of leaves an enumeration may touch (float64 mode); the environment
 #: variable SPECTHEORY_MAX_SEQUENCES overrides it (read on use:
@@ -29,16 +30,6 @@ def max_sequences(exact: bool = False) -> int:
     """The default enumeration limit, from the environment when set (validated on each call)."""
     return limits.env_limit("SPECTHEORY_MAX_EXACT_SEQUENCES" if exact
                             else "SPECTHEORY_MAX_SEQUENCES")
-
-
-def human_bytes(n: float) -> str:
-    if n >= 1024**6:
-        return f"10^{limits.decimal_exponent(int(n))} B"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if n < 1024 or unit == "PiB":
-            return f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} PiB"
 
 
 def check_size(count: int, what: str, exact: bool = False, limit: int | None = None,
