@@ -4251,6 +4251,22 @@ MUTANTS = [
            '        push = min(supply[path[0]], cap[end])',
            '        push = supply[path[0]]',
            "Hu's augmenting push not capped by its end token's capacity", ('tests/test_hu.py', )),
+    Mutant('spectheory/runtime/errors.py',
+           '                ps[-2] != shape[-1] + 1:\n            raise InputError(f"{where}: drafts {list(shape)} and p',
+           '                ps[-2] != shape[-1]:\n            raise InputError(f"{where}: drafts {list(shape)} and p',
+           "a law that reads no q takes p of L rows instead of L + 1 (its last row read out of range)", ('tests/test_processing.py', 'tests/test_hostile_kit_args.py')),
+    Mutant('spectheory/runtime/errors.py',
+           '        if len(shape) != nd or len(ps) != nd + 1 or ps[:-2] != tuple(shape[:-1]) or \\',
+           '        if len(shape) != nd or len(ps) != nd + 1 or \\',
+           "a law that reads no q takes p of another batch (one draft's law broadcast)", ('tests/test_processing.py', 'tests/test_hostile_kit_args.py', 'tests/test_bad_inputs_2026.py')),
+    Mutant('spectheory/runtime/errors.py',
+           '        V = ps[-1]\n    else:',
+           '        V = max(ps[-1], 1)\n    else:',
+           "a law that reads no q accepts rows of 0 tokens", ('tests/test_processing.py',)),
+    Mutant('spectheory/runtime/errors.py',
+           '    check_law_shapes(tuple(drafts.shape), tuple(q.shape) if q_read else None, tuple(p.shape),',
+           '    check_law_shapes(tuple(drafts.shape), tuple(p.shape) if q_read else None, tuple(p.shape),',
+           "a law's q is checked against p's shape instead of its own", ('tests/test_hostile_kit_args.py', 'tests/test_bad_inputs_2026.py', 'tests/test_core_exact.py')),
 ]
 
 

@@ -651,3 +651,6 @@ def test_ngram_law_reads_no_q_so_none_is_accepted():
         ngram_verification(drafts, None, p.tolist())
     with pytest.raises(InputError, match="rows of 0 tokens"):
         ngram_verification(drafts, None, p[..., :0])
+    # two drafts over one batch row of p: refused, not one row's law broadcast over both
+    with pytest.raises(InputError, match=r"drafts \[2, 2\] and p \[1, 3, 2\] do not fit"):
+        ngram_verification(torch.tensor([[1, 0], [0, 0]]), None, p)
