@@ -83,6 +83,15 @@ def interrupted(drafts, q, p):
     raise KeyboardInterrupt
 
 
+def signalled(drafts, q, p):
+    import os
+    import signal
+    import time
+
+    os.kill(os.getpid(), signal.SIGINT)  # a real interrupt, delivered while the verifier runs
+    time.sleep(5)
+
+
 sampler = make_sampler("block")
 pi = 3.14
 ''',
@@ -271,8 +280,32 @@ def test_law_check_tolerance_follows_the_dtype():
 
 
 def test_an_interrupt_in_user_code_exits_130(user_dir, capsys):
-    code, out, err = run(["exact", "toy.json", "--verifier", "uc_verifiers:interrupted"], capsys)
+    """A SIGINT while user code runs ends the command as an interrupt (exit code 130); a
+    KeyboardInterrupt the user code raises with no SIGINT received is that code's failure, one
+    line naming it with exit code 2 (it was reported as an interrupt nobody made)."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        pytest.skip("this process has its own SIGINT handler: interrupts are not counted")
+    code, out, err = run(["exact", "toy.json", "--verifier", "uc_verifiers:signalled"], capsys)
     assert (code, out, err) == (130, "", "spectheory: interrupted\n")
+    code, out, err = run(["exact", "toy.json", "--verifier", "uc_verifiers:interrupted"], capsys)
+    assert (code, out) == (2, "") and err == (
+        "spectheory: error: verifier 'uc_verifiers:interrupted' raised KeyboardInterrupt with no "
+        "interrupt received; user code must return, not raise an interrupt\n")
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
+
+
+def test_a_keyboard_interrupt_outside_the_command_line_stays_an_interrupt():
+    """In Python (no command line counting SIGINTs) call_user cannot tell who raised it: a
+    KeyboardInterrupt passes through, as an interrupt must."""
+    from spectheory.runtime.errors import call_user
+
+    def raises_it():
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        call_user(raises_it)
 
 
 def test_system_exit_during_any_command_is_one_line_exit_2(monkeypatch, capsys):

@@ -584,11 +584,11 @@ def main(argv: list[str] | None = None) -> int:
         set_threads(threads)  # torch's own setting if loaded, else the one it will start with
         import threading
 
-        from ..runtime.errors import guard_threads, json_stdout
+        from ..runtime.errors import counting_interrupts, guard_threads, json_stdout
 
         started = set(threading.enumerate())
         with json_stdout(bool(getattr(args, "json", False) and getattr(args, "json_result", False)),
-                         keep=argv is None), guard_threads(debug):
+                         keep=argv is None), guard_threads(debug), counting_interrupts():
             code = _run(args)
         sys.stdout.flush()  # a full device or a closed pipe is reported here, not at exit
         if argv is None:  # the command itself: it ends with its verdict, not with user threads

@@ -17,8 +17,9 @@ Python callers can catch one type; its message is the same one line the command 
 User code (a verifier, sampler or module named as ``module:function``) is loaded by
 [`import_user`][spectheory.runtime.errors.import_user] and called through
 [`call_user`][spectheory.runtime.errors.call_user]: whatever it raises, including ``SystemExit``, becomes
-one [`UserCodeError`][spectheory.runtime.errors.UserCodeError] line naming it (``KeyboardInterrupt`` stays
-an interrupt, exit code 130). The command line's ``--debug`` prints the chained original traceback.
+one [`UserCodeError`][spectheory.runtime.errors.UserCodeError] line naming it (an interrupt, Ctrl-C
+or SIGINT, stays an interrupt, exit code 130; on the command line a ``KeyboardInterrupt`` that
+user code raises with no SIGINT received is the code's failure, `counting_interrupts`). The command line's ``--debug`` prints the chained original traceback.
 """
 
 from __future__ import annotations
@@ -521,13 +522,50 @@ def package_code(obj) -> bool:
     return isinstance(module, str) and (module == "spectheory" or module.startswith("spectheory."))
 
 
+#: SIGINTs received while `counting_interrupts` is on (the command line's run), else None: how
+#: `call_user` tells an interrupt (Ctrl-C, SIGINT) from user code raising KeyboardInterrupt.
+_INTERRUPTS: list = [None]
+
+
+@contextmanager
+def counting_interrupts():
+    """Count the SIGINTs received in the block (then raise ``KeyboardInterrupt`` as Python's own
+    handler does), so that [`call_user`][spectheory.runtime.errors.call_user] can tell an
+    interrupt from user code that raises ``KeyboardInterrupt`` itself: the first still ends the
+    command (exit code 130), the second is the user code's failure (one line naming it, exit
+    code 2), where it was reported as an interrupt nobody made. Off (nothing counted, every
+    ``KeyboardInterrupt`` an interrupt) outside the main thread, under a SIGINT handler other
+    than Python's default, and when nested."""
+    import signal
+    import threading
+
+    if _INTERRUPTS[0] is not None or threading.current_thread() is not threading.main_thread() \
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield
+        return
+
+    def counted(signum, frame):
+        _INTERRUPTS[0] += 1
+        signal.default_int_handler(signum, frame)
+
+    _INTERRUPTS[0] = 0
+    signal.signal(signal.SIGINT, counted)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        _INTERRUPTS[0] = None
+
+
 def call_user(fn, *args, what: str | None = None, **kwargs):
     """Call a user's ``fn(*args, **kwargs)``; anything it raises (any exception, and ``SystemExit``
     with any code, so that user code can never end a check with exit 0) becomes a
     [`UserCodeError`][spectheory.runtime.errors.UserCodeError] naming the function (``what``, else
     ``module:name``) and what it did. ``os._exit`` called in the main process while ``fn`` runs
     is refused the same way (it is replaced for the call, and put back after it; a process
-    forked meanwhile still exits). ``KeyboardInterrupt`` passes through, as does a
+    forked meanwhile still exits). ``KeyboardInterrupt`` passes through as an interrupt
+    (unless `counting_interrupts` is on and counted no SIGINT during the call: then the user
+    code raised it, and it is that code's failure), as does a
     [`SpectheoryError`][spectheory.runtime.errors.SpectheoryError] raised by the toolkit's own
     code (already one line); one that the user's code got from a toolkit function it called is
     named as that code's (`_through_user_code`). The original exception is chained (``--debug``
@@ -539,6 +577,7 @@ def call_user(fn, *args, what: str | None = None, **kwargs):
     import sys
 
     _guard_process_exit()
+    seen = _INTERRUPTS[0]
     token = None
     if _call_watch:
         try:
@@ -565,8 +604,12 @@ def call_user(fn, *args, what: str | None = None, **kwargs):
         label = what or _describe(fn)
         raise UserCodeError(f"{label} called sys.exit({exc.code!r}); user code must return, "
                             "not exit") from exc
-    except KeyboardInterrupt:
-        raise
+    except KeyboardInterrupt as exc:
+        if seen is None or _INTERRUPTS[0] != seen:  # an interrupt (or none counted): it ends
+            raise  # the command
+        label = what or _describe(fn)
+        raise UserCodeError(f"{label} raised KeyboardInterrupt with no interrupt received; "
+                            "user code must return, not raise an interrupt") from exc
     except Exception as exc:  # noqa: BLE001 - user code may raise anything
         label = what or _describe(fn)
         raise UserCodeError(f"{label} raised {_exception_text(exc)}") from exc
