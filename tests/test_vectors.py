@@ -242,6 +242,14 @@ def test_bad_arguments():
      "field output_law[0] = 0.0 is not a fraction string"),
     (lambda d: d["tau_pmf"].__setitem__(0, [d["tau_pmf"][0]]),
      "field tau_pmf[0] = list is not a fraction string"),
+    # ... and so was a list longer or shorter than the file's own instance gives (L + 1 or
+    # V^(L+1) entries): the file contradicts itself
+    (lambda d: d["tau_pmf"].append("0"), "field 'tau_pmf' has 4 entries where the file's "
+                                         "instance (V = 3, L = 2) has L + 1 = 3"),
+    (lambda d: d["output_law"].pop(), "field 'output_law' has 26 entries where the file's "
+                                      "instance (V = 3, L = 2) has V^(L+1) = 27"),
+    (lambda d: d["target_law"].pop(), "field 'target_law' has 26 entries"),
+    (lambda d: d["sequences"].append([0, 0, 0]), "field 'sequences' has 28 entries"),
 ])
 def test_a_malformed_vector_file_is_refused_naming_it(tmp_path, capsys, edit, words):
     """A file without output_law was a MISMATCH verdict (exit 1), and an unknown verifier, a

@@ -589,6 +589,14 @@ def check_file(path, allow_import: bool = False) -> tuple[str, Any, Any] | None:
         except TypeError:  # a subclass with more arguments
             named = SpectheoryError(f"{fname}: {exc}")
         raise named from None
+    V, L = inst.vocab_size, inst.block_length
+    sizes = {"tau_pmf": (L + 1, "L + 1"), "output_law": (V ** (L + 1), "V^(L+1)"),
+             "target_law": (V ** (L + 1), "V^(L+1)"), "sequences": (V ** (L + 1), "V^(L+1)")}
+    for field, (size, formula) in sizes.items():
+        if len(data[field]) != size:  # the file contradicts its own instance: no verdict on it
+            raise SpectheoryError(f"{fname}: field {field!r} has {len(data[field]):,} entries "
+                                  f"where the file's instance (V = {V}, L = {L}) has {formula} = "
+                                  f"{size:,}, as `vectors export` writes it")
     drafts = data.get("drafts")
     n = len(drafts) if isinstance(drafts, list) else 0
     fresh_n = len(_joint_drafts(inst, how.paths, how.drafting)[0])
