@@ -189,6 +189,9 @@ def test_export_is_atomic(tmp_path, capsys):
     (["export", "{d}/new", "--verifier", "block", "--instances", "{d}/missing.json"],
      "cannot read instance"),
     (["export", "{d}/nodir/new", "--verifier", "block"], "no such directory"),
+    (["export", "{d}/exists/x.txt/new", "--verifier", "block"], "x.txt': a file, not a directory"),
+    # a newline in the path is shown as written (the path quoted), not as a space
+    (["export", "{d}/a\nb/new", "--verifier", "block"], "a\\nb': no such directory"),
     (["check", "{d}/missing"], "not a directory"),
     (["check", "{d}/empty"], "no vector files"),
     (["check", "{d}/badjson"], "unreadable JSON"),

@@ -362,7 +362,8 @@ def export_vectors(directory, verifiers=None, instances=("battery",), *, paths: 
         raise SpectheoryError(f"cannot write vectors to {str(directory)!r}: "
                               f"{exc.strerror or exc}") from None
     if not parent.is_dir():
-        raise SpectheoryError(f"{parent}: no such directory")
+        raise SpectheoryError(f"{str(parent)!r}: " + ("a file, not a directory" if parent.exists()
+                                                      else "no such directory"))
     if isinstance(paths, bool) or not isinstance(paths, int) or not 1 <= paths <= \
             MAX_VECTOR_PATHS:
         raise OptionError(f"paths = {paths!r} must be an integer in 1..{MAX_VECTOR_PATHS}")
