@@ -97,3 +97,17 @@ def test_human_count_and_bytes_take_any_integer():
 
     assert human_count(-HUGE) == "-~10^5000" and human_count(-12_345) == "-12,345"
     assert human_bytes(HUGE) == "~10^5000 B" and human_bytes(3 * 2**30) == "3 GiB"
+
+
+@pytest.mark.parametrize("vocab,block,words", [
+    ("1000000", "64", "has ~10^384 target prefixes, over the JSON limit of 2,000,000; use "),
+    ("1000", "3", "has 1,001,001,001 target prefixes, over the JSON limit of 2,000,000 by "
+                  "999,001,001; use "),
+])
+def test_a_table_instance_too_large_for_json_states_its_size_in_one_short_line(capsys, vocab,
+                                                                               block, words):
+    """The prefix count of V = 10^6, L = 64 was printed whole: about 500 characters of digits
+    in one line."""
+    code, out, err = run(["instance", "random", "--vocab", vocab, "--block", block], capsys)
+    refused(code, out, err, words)
+    assert len(err) < 200, err

@@ -202,9 +202,11 @@ def cmd_instance_random(args) -> int:
         rows = sum(args.vocab**d for d in range(args.block + 1))
         if rows > MAX_JSON_PREFIXES:
             raise SpectheoryError(
-                f"a table instance with V = {args.vocab}, L = {args.block} has {rows:,} target "
-                f"prefixes, over the JSON limit of {MAX_JSON_PREFIXES:,} by "
-                f"{rows - MAX_JSON_PREFIXES:,}; use --context-independent or smaller sizes")
+                f"a table instance with V = {args.vocab}, L = {args.block} has "
+                f"{limits.human_count(rows)} target prefixes, over the JSON limit of "
+                f"{MAX_JSON_PREFIXES:,}"
+                + (f" by {rows - MAX_JSON_PREFIXES:,}" if rows < 10**15 else "")
+                + "; use --context-independent or smaller sizes")
     V, L = args.vocab, args.block
     entries = V * (1 if args.context_independent else sum(V**d for d in range(L + 1)))
     limits.check_memory(entries * JSON_ENTRY_BYTES, f"--vocab {V} --block {L}",
