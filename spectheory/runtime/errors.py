@@ -19,7 +19,8 @@ User code (a verifier, sampler or module named as ``module:function``) is loaded
 [`call_user`][spectheory.runtime.errors.call_user]: whatever it raises, including ``SystemExit``, becomes
 one [`UserCodeError`][spectheory.runtime.errors.UserCodeError] line naming it (an interrupt, Ctrl-C
 or SIGINT, stays an interrupt, exit code 130; on the command line a ``KeyboardInterrupt`` that
-user code raises with no SIGINT received is the code's failure, `counting_interrupts`). The command line's ``--debug`` prints the chained original traceback.
+user code raises with no SIGINT received is the code's failure, `counting_interrupts`). The
+command line's ``--debug`` prints the chained original traceback.
 """
 
 from __future__ import annotations
