@@ -111,3 +111,37 @@ def test_a_table_instance_too_large_for_json_states_its_size_in_one_short_line(c
     code, out, err = run(["instance", "random", "--vocab", vocab, "--block", block], capsys)
     refused(code, out, err, words)
     assert len(err) < 200, err
+
+
+@pytest.mark.parametrize("value,words", [
+    ("1", "alpha = '1' is not a number"),
+    (b"1", "alpha = b'1' is not a number"),
+    (" 1e0 ", "alpha = ' 1e0 ' is not a number"),
+    (10**400, "alpha = an integer of 401 digits is out of range"),
+])
+def test_random_instance_alpha_is_a_number_not_a_string_float_can_read(value, words):
+    """A string alpha was read by float() ('1' gave alpha = 1), where True, complex and arrays
+    were refused; an integer past float64 was called 'not a number'."""
+    import spectheory as st
+
+    with pytest.raises(SpectheoryError) as exc:
+        st.random_instance(3, 2, 0, alpha=value)
+    assert words in str(exc.value), str(exc.value)
+    assert st.random_instance(3, 2, 0, alpha=1).vocab_size == 3  # control
+
+
+@pytest.mark.parametrize("value,words", [
+    ("1e-9", "tolerance '1e-9' is not a number"),
+    (True, "tolerance True is not a number"),
+    (10**400, "tolerance an integer of 401 digits is out of range"),
+])
+def test_check_lossless_tol_is_a_number_not_a_string_float_can_read(value, words):
+    """check_lossless(tol='1e-9') ran as if 1e-9 had been given; check_sampler refuses a string
+    alpha the same way."""
+    import spectheory as st
+
+    inst = st.random_instance(3, 2, 0)
+    with pytest.raises(SpectheoryError) as exc:
+        st.check_lossless("token", inst, tol=value)
+    assert words in str(exc.value), str(exc.value)
+    assert st.check_lossless("token", inst, tol=1e-9).lossless  # control

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..runtime import backend as Bk
+from ..runtime import limits
 from ..runtime.errors import SpectheoryError
 from ..inputs.instances import Instance
 from ..inputs.models import prefix_from_index
@@ -70,13 +71,17 @@ class LosslessReport:
 
 def check_tolerance(tol, what: str = "tolerance") -> float:
     """A float-mode tolerance must be a finite number in [0, MAX_LOSSLESS_TOL]."""
+    if isinstance(tol, (bool, str, bytes)):  # float("1e-9") would read a string as a number
+        raise SpectheoryError(f"{what} {limits.shown(tol)} is not a number")
     try:
         t = float(tol)
+    except OverflowError:  # an integer past float64: a number, out of the range below
+        t = math.inf
     except (TypeError, ValueError):
-        raise SpectheoryError(f"{what} {tol!r} is not a number") from None
+        raise SpectheoryError(f"{what} {limits.shown(tol)} is not a number") from None
     if not math.isfinite(t) or t < 0 or t > MAX_LOSSLESS_TOL:
-        raise SpectheoryError(f"{what} {tol!r} is out of range: it must be a finite number in "
-                              f"[0, {MAX_LOSSLESS_TOL:g}]")
+        raise SpectheoryError(f"{what} {limits.shown(tol)} is out of range: it must be a finite "
+                              f"number in [0, {MAX_LOSSLESS_TOL:g}]")
     return t
 
 

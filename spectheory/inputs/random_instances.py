@@ -100,14 +100,16 @@ def check_seed(seed, name: str = "seed") -> int:
 def check_alpha(alpha, name: str = "alpha") -> float:
     """The Dirichlet concentration must be a finite number in [1e-3, 1e6]."""
     lo, hi = ALPHA_RANGE
-    if isinstance(alpha, bool):
-        raise InstanceError(f"{name} = {alpha!r} is not a number")
+    if isinstance(alpha, (bool, str, bytes)):  # float("1") would read a string as a number
+        raise InstanceError(f"{name} = {shown(alpha)} is not a number")
     try:
         a = float(alpha)
-    except (TypeError, ValueError, OverflowError):
-        raise InstanceError(f"{name} = {alpha!r} is not a number") from None
+    except OverflowError:  # an integer past float64: a number, out of the range below
+        a = math.inf
+    except (TypeError, ValueError):
+        raise InstanceError(f"{name} = {shown(alpha)} is not a number") from None
     if not (math.isfinite(a) and lo <= a <= hi):
-        raise InstanceError(f"{name} = {alpha!r} is out of range: a finite number in "
+        raise InstanceError(f"{name} = {shown(alpha)} is out of range: a finite number in "
                             f"[{lo:g}, {hi:g}]")
     return a
 
