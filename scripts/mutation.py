@@ -4287,6 +4287,14 @@ MUTANTS = [
            '                f"{limits.human_count(rows)} target prefixes, over the JSON limit of "',
            '                f"{rows:,} target prefixes, over the JSON limit of "',
            "a table instance too large for JSON prints its prefix count whole (hundreds of digits)", ('tests/test_refusal_wording.py',)),
+    Mutant('spectheory/engine/lossless.py',
+           '    if isinstance(tol, (bool, str, bytes)):  # float("1e-9")',
+           '    if isinstance(tol, (bool, bytes)):  # float("1e-9")',
+           "check_lossless(tol='1e-9') read as the number 1e-9", ('tests/test_refusal_wording.py',)),
+    Mutant('spectheory/inputs/random_instances.py',
+           '    if isinstance(alpha, (bool, str, bytes)):  # float("1")',
+           '    if isinstance(alpha, bool):  # float("1")',
+           "random_instance(alpha='1') read as alpha = 1", ('tests/test_refusal_wording.py',)),
 ]
 
 
