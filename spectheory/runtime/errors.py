@@ -120,12 +120,10 @@ def check_arrays(drafts, q, p, where: str = "verifier law", *, paths: bool,
     ``p``). O(1) but for the ids' two reductions."""
     arrays = (drafts, q, p) if q_read else (drafts, p)
     if not all(hasattr(x, "shape") and hasattr(x, "dtype") for x in arrays):
-        if q_read:
-            raise InputError(f"{where}: drafts, q and p must be arrays (torch or numpy), got "
-                             f"{type(drafts).__name__}, {type(q).__name__}, "
-                             f"{type(p).__name__}")
-        raise InputError(f"{where}: drafts and p must be arrays (torch or numpy), got "
-                         f"{type(drafts).__name__}, {type(p).__name__} (q is not read)")
+        raise InputError(f"{where}: {'drafts, q and p' if q_read else 'drafts and p'} must be "
+                         f"arrays (torch or numpy), got "
+                         f"{', '.join(type(x).__name__ for x in arrays)}"
+                         + ("" if q_read else " (q is not read)"))
     check_law_shapes(tuple(drafts.shape), tuple(q.shape) if q_read else None, tuple(p.shape),
                      paths, where)
     if "int" not in str(drafts.dtype):
@@ -163,25 +161,20 @@ def check_law_shapes(shape: tuple, qs: tuple | None, ps: tuple, paths: bool,
     broadcast one draft's law over the batch, p over another vocabulary gave a law of mixed
     rows. ``qs`` None: a law that reads no q (drafts and p alone, and the message names no q)."""
     nd = 3 if paths else 2
+    fits = len(shape) == nd and len(ps) == nd + 1 and ps[:-2] == tuple(shape[:-1]) and \
+        ps[-2] == shape[-1] + 1
     if qs is None:
-        form = ("drafts [B, K, L], p [B, K, L+1, V]" if paths
-                else "drafts [B, L], p [B, L+1, V]")
-        if len(shape) != nd or len(ps) != nd + 1 or ps[:-2] != tuple(shape[:-1]) or \
-                ps[-2] != shape[-1] + 1:
+        if not fits:
+            form = "drafts [B, K, L], p [B, K, L+1, V]" if paths else "drafts [B, L], p [B, L+1, V]"
             raise InputError(f"{where}: drafts {list(shape)} and p {list(ps)} do not fit "
                              f"{form} (q is not read)")
-        V = ps[-1]
-    else:
+    elif not (fits and len(qs) == nd + 1 and qs[:-1] == tuple(shape) and ps[-1] == qs[-1]):
         form = ("drafts [B, K, L], q [B, K, L, V], p [B, K, L+1, V]" if paths
                 else "drafts [B, L], q [B, L, V], p [B, L+1, V]")
-        if len(shape) != nd or len(qs) != nd + 1 or len(ps) != nd + 1 or \
-                qs[:-1] != tuple(shape) or ps[:-2] != tuple(shape[:-1]) or \
-                ps[-2] != shape[-1] + 1 or ps[-1] != qs[-1]:
-            raise InputError(f"{where}: drafts {list(shape)}, q {list(qs)} and p {list(ps)} do "
-                             f"not fit {form}")
-        V = qs[-1]
-    if V < 1:
-        raise InputError(f"{where}: rows of {V} tokens")
+        raise InputError(f"{where}: drafts {list(shape)}, q {list(qs)} and p {list(ps)} do not "
+                         f"fit {form}")
+    if ps[-1] < 1:  # q's rows have as many tokens (checked above)
+        raise InputError(f"{where}: rows of {ps[-1]} tokens")
     if shape[-1] < 1:  # a block of no drafts: its law is p's row, no verifier's to compute
         raise InputError(f"{where}: drafts of L = 0 tokens; a law needs at least one drafted "
                          "token")
