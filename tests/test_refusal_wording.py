@@ -117,7 +117,8 @@ def test_a_table_instance_too_large_for_json_states_its_size_in_one_short_line(c
     ("1", "alpha = '1' is not a number"),
     (b"1", "alpha = b'1' is not a number"),
     (" 1e0 ", "alpha = ' 1e0 ' is not a number"),
-    (10**400, "alpha = an integer of 401 digits is out of range"),
+    pytest.param(10**400, "alpha = an integer of 401 digits is out of range",
+                 id="integer-past-float64"),
 ])
 def test_random_instance_alpha_is_a_number_not_a_string_float_can_read(value, words):
     """A string alpha was read by float() ('1' gave alpha = 1), where True, complex and arrays
@@ -133,7 +134,8 @@ def test_random_instance_alpha_is_a_number_not_a_string_float_can_read(value, wo
 @pytest.mark.parametrize("value,words", [
     ("1e-9", "tolerance '1e-9' is not a number"),
     (True, "tolerance True is not a number"),
-    (10**400, "tolerance an integer of 401 digits is out of range"),
+    pytest.param(10**400, "tolerance an integer of 401 digits is out of range",
+                 id="integer-past-float64"),
 ])
 def test_check_lossless_tol_is_a_number_not_a_string_float_can_read(value, words):
     """check_lossless(tol='1e-9') ran as if 1e-9 had been given; check_sampler refuses a string
@@ -145,3 +147,23 @@ def test_check_lossless_tol_is_a_number_not_a_string_float_can_read(value, words
         st.check_lossless("token", inst, tol=value)
     assert words in str(exc.value), str(exc.value)
     assert st.check_lossless("token", inst, tol=1e-9).lossless  # control
+
+
+@pytest.mark.parametrize("value,words", [
+    ("1e-9", "tol '1e-9' is not a number"),
+    (b"0", "tol b'0' is not a number"),
+    pytest.param(10**400, "tol an integer of 401 digits is out of range: row sums are checked",
+                 id="integer-past-float64"),
+])
+def test_an_instances_row_tolerance_is_a_number_not_a_string_float_can_read(value, words):
+    """instance_from_dict(tol='1e-9') read the string as 1e-9, where check_lossless's tol and
+    random_instance's alpha refused it (the three now share `limits.check_real`); an integer
+    past float64 was 'not a number'."""
+    import spectheory as st
+    from spectheory.inputs.instances import instance_to_dict, instance_from_dict
+
+    data = instance_to_dict(st.random_instance(3, 2, 0))
+    with pytest.raises(SpectheoryError) as exc:
+        instance_from_dict(data, tol=value)
+    assert words in str(exc.value), str(exc.value)
+    assert instance_from_dict(data, tol=0).vocab_size == 3  # control

@@ -7,7 +7,6 @@ rationals, in exact mode; within a tolerance in float mode.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -71,18 +70,8 @@ class LosslessReport:
 
 def check_tolerance(tol, what: str = "tolerance") -> float:
     """A float-mode tolerance must be a finite number in [0, MAX_LOSSLESS_TOL]."""
-    if isinstance(tol, (bool, str, bytes)):  # float("1e-9") would read a string as a number
-        raise SpectheoryError(f"{what} {limits.shown(tol)} is not a number")
-    try:
-        t = float(tol)
-    except OverflowError:  # an integer past float64: a number, out of the range below
-        t = math.inf
-    except (TypeError, ValueError):
-        raise SpectheoryError(f"{what} {limits.shown(tol)} is not a number") from None
-    if not math.isfinite(t) or t < 0 or t > MAX_LOSSLESS_TOL:
-        raise SpectheoryError(f"{what} {limits.shown(tol)} is out of range: it must be a finite "
-                              f"number in [0, {MAX_LOSSLESS_TOL:g}]")
-    return t
+    return limits.check_real(tol, what, 0.0, MAX_LOSSLESS_TOL, SpectheoryError,
+                             f"it must be a finite number in [0, {MAX_LOSSLESS_TOL:g}]")
 
 
 def check_lossless(verifier, instance: Instance, exact: bool | None = None,

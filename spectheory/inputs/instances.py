@@ -45,7 +45,7 @@ import numpy as np
 
 from ..runtime.backend import all_fractions, to_exact
 from ..runtime.errors import InstanceError, SpectheoryError, check_keys, is_integer
-from ..runtime.limits import human_count, shown
+from ..runtime.limits import check_real, human_count, shown
 from .models import TableModel, prefix_from_index
 
 MAX_VOCAB = 1_000_000
@@ -69,16 +69,8 @@ _KEY = re.compile(r"(0|[1-9][0-9]*)(,(0|[1-9][0-9]*))*")
 
 def check_row_tolerance(tol, what: str = "tol") -> float:
     """A row-sum tolerance must be a finite number in [0, `MAX_TOL`]."""
-    if isinstance(tol, bool):
-        raise InstanceError(f"{what} {tol!r} is not a number")
-    try:
-        t = float(tol)
-    except (TypeError, ValueError, OverflowError):
-        raise InstanceError(f"{what} {tol!r} is not a number") from None
-    if not math.isfinite(t) or t < 0 or t > MAX_TOL:
-        raise InstanceError(f"{what} {tol!r} is out of range: row sums are checked within a "
-                            f"finite tolerance in [0, {MAX_TOL:g}]")
-    return t + 0.0  # -0.0 read as 0 (it printed as "within tolerance -0")
+    return check_real(tol, what, 0.0, MAX_TOL, InstanceError,
+                      f"row sums are checked within a finite tolerance in [0, {MAX_TOL:g}]")
 
 
 @dataclass(frozen=True)

@@ -9,13 +9,12 @@ exact rational analysis; such rows may contain exact zeros.
 
 from __future__ import annotations
 
-import math
 from fractions import Fraction
 
 import numpy as np
 
 from ..runtime.errors import InstanceError, check_flag
-from ..runtime.limits import shown
+from ..runtime.limits import check_real, shown
 from .instances import MAX_BLOCK, MAX_VOCAB, Instance, _trusted
 from .models import TableModel
 from ..runtime.sizes import check_size
@@ -99,19 +98,7 @@ def check_seed(seed, name: str = "seed") -> int:
 
 def check_alpha(alpha, name: str = "alpha") -> float:
     """The Dirichlet concentration must be a finite number in [1e-3, 1e6]."""
-    lo, hi = ALPHA_RANGE
-    if isinstance(alpha, (bool, str, bytes)):  # float("1") would read a string as a number
-        raise InstanceError(f"{name} = {shown(alpha)} is not a number")
-    try:
-        a = float(alpha)
-    except OverflowError:  # an integer past float64: a number, out of the range below
-        a = math.inf
-    except (TypeError, ValueError):
-        raise InstanceError(f"{name} = {shown(alpha)} is not a number") from None
-    if not (math.isfinite(a) and lo <= a <= hi):
-        raise InstanceError(f"{name} = {shown(alpha)} is out of range: a finite number in "
-                            f"[{lo:g}, {hi:g}]")
-    return a
+    return check_real(alpha, f"{name} =", *ALPHA_RANGE, InstanceError)
 
 
 def random_instance(vocab_size: int, block_length: int, seed: int, alpha: float = 1.0,

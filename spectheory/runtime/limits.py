@@ -537,6 +537,27 @@ def shown(value, width: int = 40) -> str:
     return text if len(text) <= width else text[:width - 3] + "..."
 
 
+def check_real(value, label: str, lo: float, hi: float, error: type[Exception],
+               in_range: str = "") -> float:
+    """``value`` as a float in [lo, hi], or ``error`` with a one-line message that starts with
+    ``label`` and the value. Bools, text and bytes are refused as not numbers (``float("1e-9")``
+    reads text as a number); an integer past float64 is a number out of range, not "not a number";
+    NaN and infinities are out of range; -0.0 is returned as 0.0 (it printed as "-0").
+    ``in_range`` says what the range is (default: "a finite number in [lo, hi]")."""
+    if isinstance(value, (bool, str, bytes)):
+        raise error(f"{label} {shown(value)} is not a number")
+    try:
+        x = float(value)
+    except OverflowError:  # an integer past float64: a number, out of every range below
+        x = math.inf
+    except (TypeError, ValueError):
+        raise error(f"{label} {shown(value)} is not a number") from None
+    if not (math.isfinite(x) and lo <= x <= hi):
+        raise error(f"{label} {shown(value)} is out of range: "
+                    f"{in_range or f'a finite number in [{lo:g}, {hi:g}]'}")
+    return x + 0.0
+
+
 def decimal_exponent(n: int) -> int:
     """floor(log10(n)) of a positive integer of any size, without ``str(n)`` (which Python
     refuses past 4,300 digits)."""
