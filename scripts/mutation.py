@@ -4299,6 +4299,22 @@ MUTANTS = [
            '    return x + 0.0',
            '    return x',
            "a tolerance of -0.0 kept its sign (printed as -0)", ('tests/test_refusal_wording.py', 'tests/test_bad_inputs.py', 'tests/test_hostile_inputs.py', 'tests/test_bad_inputs_2026.py')),
+    Mutant('spectheory/inputs/stateful.py',
+           '        what = _UNSOUND.get(str(op))',
+           '        what = None',
+           "a regex grammar with a lookaround, an atomic group or a possessive quantifier is compiled: its mask allows tokens no continuation completes", ('tests/test_stateful.py',)),
+    Mutant('spectheory/inputs/stateful.py',
+           '            stack[-1][1] = done',
+           '            stack[-1][1] = 1',
+           "regex-only syntax: a group's count does not multiply the counts inside it ((?:(?:\\p{L}b){1000}){1000} compiled)", ('tests/test_stateful.py',)),
+    Mutant('spectheory/inputs/stateful.py',
+           '        found = _UNSOUND_TEXT.search(syntax)',
+           '        found = None',
+           "regex-only syntax: a lookbehind or possessive quantifier goes unnoticed", ('tests/test_stateful.py',)),
+    Mutant('spectheory/inputs/stateful.py',
+           '    for text in (pattern, _REGEX_ONLY_ESCAPE.sub(',
+           '    for text in (pattern, pattern.replace(',
+           "\\p{L} not read as one character: a regex with it is only counted off its text", ('tests/test_stateful.py',)),
 ]
 
 

@@ -48,7 +48,9 @@ refused in exact mode.
 from __future__ import annotations
 
 import math
+import re
 import time
+import warnings
 from fractions import Fraction
 from typing import Mapping, Sequence
 
@@ -301,26 +303,129 @@ def _regex_items(parsed) -> int:
     return total
 
 
+#: ``regex``'s own escapes that ``re``'s parser does not read (a Unicode property, a named
+#: character or list, a grapheme), each one item; an escaped backslash is kept as it is.
+_REGEX_ONLY_ESCAPE = re.compile(r"\\\\|\\[pPN]\{[^}]*\}|\\[pP][A-Za-z]|\\L<[^>]*>|\\X")
+
+#: The constructs that partial matching cannot be trusted with: the `regex` package says that
+#: a text can still be completed where it cannot ("a" under (?>a+)ab|b+, a*(?<!a)b, a*+ab|b;
+#: "aaa" under (?=.*c)[abc]{3}), and the mask would allow a token no continuation completes.
+_UNSOUND = {"ASSERT": "a lookahead or lookbehind ((?=...), (?!...), (?<=...), (?<!...))",
+            "ASSERT_NOT": "a lookahead or lookbehind ((?=...), (?!...), (?<=...), (?<!...))",
+            "ATOMIC_GROUP": "an atomic group (?>...)",
+            "POSSESSIVE_REPEAT": "a possessive quantifier (*+, ++, ?+, {m,n}+)"}
+_UNSOUND_TEXT = re.compile(r"\(\?(?:=|!|<=|<!|>)|[*+?}]\+")
+
+
+def _unsound(parsed) -> str | None:
+    """The first construct of `_UNSOUND` in a parsed pattern (``re``'s parser), or None."""
+    for op, av in parsed:
+        what = _UNSOUND.get(str(op))
+        if what:
+            return what
+        subs = []
+        if str(op) in ("MAX_REPEAT", "MIN_REPEAT"):
+            subs = [av[2]]
+        elif str(op) == "SUBPATTERN":
+            subs = [av[-1]]
+        elif str(op) == "BRANCH":
+            subs = list(av[1])
+        elif str(op) == "GROUPREF_EXISTS":
+            subs = [b for b in av[1:] if b is not None]
+        for sub in subs:
+            what = _unsound(sub)
+            if what:
+                return what
+    return None
+
+
+def _outside_classes(pattern: str) -> str:
+    """The pattern's syntax with every escape and character class written as one ``e``: what is
+    left is groups, quantifiers and literal characters (a class ends at its first ``]`` that is
+    not its first character; a nested set's remainder is then read as syntax, which can only
+    refuse more)."""
+    out, i, n = [], 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "\\":
+            m = _REGEX_ONLY_ESCAPE.match(pattern, i)
+            i = m.end() if m else i + 2
+            out.append("e")
+        elif c == "[":
+            i += 1
+            if pattern.startswith("^", i):
+                i += 1
+            if pattern.startswith("]", i):
+                i += 1
+            while i < n and pattern[i] != "]":
+                i += 2 if pattern[i] == "\\" else 1
+            i += 1
+            out.append("e")
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def _text_items(syntax: str) -> int:
+    """Items a pattern unrolls to, read off its syntax (`_outside_classes`): every character
+    one item, a group the sum of its items, a count {m} or {m,n} multiplies the item or group
+    before it by m (as `_regex_items`; an alternation's branches add up, as they compile)."""
+    stack = [[0, 0]]  # per open group: [its items so far, the items of its last item]
+    for m in re.finditer(r"\{(\d+)(?:,\d*)?\}|.", syntax, re.S):
+        top = stack[-1]
+        if m.group(1) is not None:
+            k = max(int(m.group(1)), 1)
+            top[0] += top[1] * (k - 1)
+            top[1] *= k
+        elif m.group(0) == "(":
+            stack.append([0, 0])
+        elif m.group(0) == ")" and len(stack) > 1:
+            done = stack.pop()[0]
+            stack[-1][0] += done
+            stack[-1][1] = done
+        else:
+            top[0] += 1
+            top[1] = 1
+        if stack[0][0] > MAX_REGEX_ITEMS or top[0] > MAX_REGEX_ITEMS:
+            return MAX_REGEX_ITEMS + 1
+    return sum(level[0] for level in stack)
+
+
 def _check_regex_size(pattern: str, name: str) -> None:
     """Refuse, before it is compiled, a regex whose counted repeats unroll past
-    `MAX_REGEX_ITEMS` items. A pattern in ``regex``'s own syntax that ``re`` cannot parse is held
-    to counts of at most 1,000 each, read off its text."""
-    import re as _re
-
-    parser = _re._parser if hasattr(_re, "_parser") else __import__("sre_parse")
-    try:
-        items = _regex_items(parser.parse(pattern))
-    except Exception:  # noqa: BLE001 - regex's extensions, or an error regex reports itself
-        counts = [int(m.group(1)) for m in _re.finditer(r"(?<!\\)\{\s*(\d+)\s*(?:,|\})",
-                                                         pattern)]
-        if counts and max(counts) > 1000:
-            raise GrammarError(f"{name}: regex repeats a pattern {max(counts):,} times; at most "
-                               f"1,000 in this syntax") from None
-        return
+    `MAX_REGEX_ITEMS` items, or one with a construct partial matching cannot be trusted with
+    (`_UNSOUND`). The pattern is parsed by ``re``'s parser, with ``regex``'s own escapes read as
+    one character each (`_REGEX_ONLY_ESCAPE`); one that parser still cannot read (``regex``'s
+    other extensions) is counted off its text (`_text_items`), nested counts multiplied."""
+    parser = re._parser if hasattr(re, "_parser") else __import__("sre_parse")
+    parsed = None
+    for text in (pattern, _REGEX_ONLY_ESCAPE.sub(lambda m: m.group(0) if m.group(0) == "\\\\"
+                                                  else "e", pattern)):
+        try:
+            with warnings.catch_warnings():  # re's FutureWarning on a V1 set such as [a--b]
+                warnings.simplefilter("ignore")
+                parsed = parser.parse(text)
+            break
+        except Exception:  # noqa: BLE001 - regex's extensions, or an error regex reports itself
+            continue
+    if parsed is not None:
+        items, what = _regex_items(parsed), _unsound(parsed)
+    else:
+        syntax = _outside_classes(pattern)
+        items = _text_items(syntax)
+        found = _UNSOUND_TEXT.search(syntax)
+        what = None if found is None else (
+            _UNSOUND["POSSESSIVE_REPEAT"] if found.group(0).endswith("+") else
+            _UNSOUND["ATOMIC_GROUP"] if found.group(0) == "(?>" else _UNSOUND["ASSERT"])
     if items > MAX_REGEX_ITEMS:
         raise GrammarError(f"{name}: regex has over {MAX_REGEX_ITEMS:,} items once its counted "
                            f"repeats are unrolled (a{{n}} is n copies of a, nested counts "
                            f"multiply); use a shorter pattern or smaller counts")
+    if what:
+        raise GrammarError(f"{name}: regex {_clip(pattern)} has {what}: partial matching can "
+                           f"allow a token there that no continuation completes, so the mask "
+                           f"would not be exact; write the language without it")
 
 
 class TokenAutomaton:
