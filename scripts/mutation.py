@@ -4315,6 +4315,22 @@ MUTANTS = [
            '    for text in (pattern, _REGEX_ONLY_ESCAPE.sub(',
            '    for text in (pattern, pattern.replace(',
            "\\p{L} not read as one character: a regex with it is only counted off its text", ('tests/test_stateful.py',)),
+    Mutant('spectheory/verifiers/entropy_verify.py',
+           '        a = torch.where(qx > 0, torch.where(px > 0, ratio, torch.zeros_like(ratio)),',
+           '        a = torch.where(qx > 0, ratio,',
+           "entropy-verify at alpha = 2000 (in range): s q(X) underflows and a token with p = 0 gives 0/0, a NaN law", ('tests/test_rules_2026.py',)),
+    Mutant('spectheory/cli/commands.py',
+           '    if written is not None and (_differ(written, res) or written.lossless != res.lossless):',
+           '    if written is not None and _differ(written, res):',
+           "exact --stop: a lossy drop rule called lossless by the float tolerance gets no note, the as-written verdict unchecked", ('tests/test_tie_note.py',)),
+    Mutant('spectheory/engine/adaptive.py',
+           '        verdict = ("lossless" if self.exact else f"lossless within {self.tolerance:g}") \\',
+           '        verdict = ("lossless" if True else f"lossless within {self.tolerance:g}") \\',
+           "exact --stop prints a bare 'lossless' for a float verdict within its tolerance", ('tests/test_tie_note.py',)),
+    Mutant('spectheory/cli/commands.py',
+           '    return lossless and not written_lossless and \\',
+           '    return False and \\',
+           "the tie note blames a threshold tie where the float tolerance decided", ('tests/test_tie_note.py',)),
 ]
 
 

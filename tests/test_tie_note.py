@@ -144,3 +144,44 @@ def test_a_verifier_without_an_exact_mode_is_run_once(tmp_path, capsys, user_mod
     code, out, err = run(["check", path, "--verifier", f"{mod}:cascade"], capsys)
     assert code == 0 and len(_note(err)) == 1
     assert True in tie_user.SEEN and False in tie_user.SEEN  # float, then as written
+
+
+# q(0) = 10^-13: draft-drop(10^-12) drops token 0 and loses 1/2 * 10^-13 of TV, under the float
+# tolerance of 1e-12 (a lossy rule, not a tie: the two laws agree to rounding)
+TINY_Q = {"vocab_size": 2, "block_length": 1, "target": ["1/2", "1/2"],
+          "draft": ["1/10000000000000", "9999999999999/10000000000000"]}
+
+
+def test_a_stopping_rules_float_verdict_says_its_tolerance_and_the_exact_one_is_noted(
+        tmp_path, capsys):
+    """exact --stop printed a bare "lossless" for a lossy drop rule (TV 5e-14 within the float
+    tolerance) and compared only tau's law and the TV with the as-written run, never the
+    verdict: no note, no "as_written" in --json, where `check` notes a verdict that differs."""
+    path = write(tmp_path, TINY_Q)
+    argv = ["exact", path, "--stop", "draft-drop(1/1000000000000)", "--verifier", "token"]
+    code, out, err = run(argv, capsys)
+    assert code == 0 and out.rstrip().endswith("TV to target = 5e-14; lossless within 1e-12"), out
+    (line,) = _note(err)
+    assert "LOSSY (TV 1/20000000000000)" in line and "not lossless (TV 5e-14)" in line
+    assert "the float check calls a TV up to 1e-12 lossless" in line and "ties" not in line
+    code, out, err = run(argv + ["--json"], capsys)
+    obj = json.loads(out)
+    assert obj["lossless"] is True and obj["as_written"]["lossless"] is False
+    assert obj["as_written"]["tv_to_target"] == "1/20000000000000"
+    code, out, err = run(argv + ["--exact"], capsys)  # the exact verdict itself
+    assert "LOSSY" in out and not _note(err)
+
+
+def test_a_check_decided_by_the_float_tolerance_names_the_tolerance_not_a_tie(tmp_path, capsys):
+    """static-ensemble has no threshold; its float check is lossless within 1e-12 (TV 1.3e-16)
+    and its exact one LOSSY: the note blamed a threshold tie."""
+    path = write(tmp_path, TINY_Q)
+    code, out, err = run(["check", path, "--verifier", "static-ensemble(0.9999999999999999)"],
+                         capsys)
+    assert code == 0 and "lossless within 1e-12" in out
+    (line,) = _note(err)
+    assert "the float check calls a TV up to 1e-12 lossless" in line and "ties" not in line
+    path = write(tmp_path, CASCADE_TIE)  # control: a real tie keeps its reason
+    code, out, err = run(["check", path, "--verifier", "cascade-token-v1"], capsys)
+    (line,) = _note(err)
+    assert "a threshold ties in its decimals" in line

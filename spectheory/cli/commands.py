@@ -252,10 +252,15 @@ def _exact_adaptive(args) -> int:
         i, how.spec, rule, aware=args.stop_aware, **kw))
     obj = res.to_json()
     obj["verifier"] = args.verifier
-    if written is not None and _differ(written, res):
-        _tie_note(_efficiency(res), _efficiency(written))
+    if written is not None and (_differ(written, res) or written.lossless != res.lossless):
+        if _differ(written, res):
+            _tie_note(_efficiency(res), _efficiency(written))
+        else:  # the same law to rounding: the float tolerance called it lossless
+            _tie_note(f"lossless (TV {float(res.tv_to_target):.3g})",
+                      f"LOSSY (TV {written.tv_to_target})", res.tolerance)
         obj["as_written"] = {"block_efficiency": str(written.block_efficiency),
-                             "tv_to_target": str(written.tv_to_target)}
+                             "tv_to_target": str(written.tv_to_target),
+                             "lossless": written.lossless}
     limits.check_time(" (after the analysis)")
     emit(obj, args.json, res.summary())
     return 0
@@ -300,10 +305,21 @@ def _efficiency(res) -> str:
     return f"E[tau+1] = {float(res.block_efficiency):.6g}, TV {float(res.tv_to_target):.3g}"
 
 
-def _tie_note(what_float: str, what_exact: str) -> None:
+def _tie_note(what_float: str, what_exact: str, tolerance: float | None = None) -> None:
+    """The note on an as-written answer that differs: with ``tolerance``, the float verdict
+    called a TV within it lossless where the exact TV is not 0 (the laws agree); else a
+    threshold ties in the decimals."""
+    why = (f"the float check calls a TV up to {tolerance:g} lossless" if tolerance is not None
+           else "a threshold ties in its decimals and their float64 values fall on the other side")
     print_notes([f"read exactly as written, the instance gives {what_exact}, not {what_float}: "
-                 "a threshold ties in its decimals and their float64 values fall on the other "
-                 "side; --exact answers for the instance as written"])
+                 f"{why}; --exact answers for the instance as written"])
+
+
+def _within_tolerance(written_lossless: bool, lossless: bool, written_tv, tv) -> bool:
+    """The float verdict is lossless within its tolerance where the exact one is LOSSY, with TVs
+    that agree to rounding: the tolerance decided, not a tie."""
+    return lossless and not written_lossless and \
+        abs(float(written_tv) - float(tv)) <= TIE_CHECK_GAP
 
 
 def cmd_exact(args) -> int:
@@ -398,7 +414,9 @@ def cmd_check(args) -> int:
     if written is not None and (written.lossless != report.lossless or abs(
             float(written.tv) - float(report.tv)) > TIE_CHECK_GAP):
         _tie_note(f"{'lossless' if report.lossless else 'LOSSY'} (TV {float(report.tv):.3g})",
-                  f"{'lossless' if written.lossless else 'LOSSY'} (TV {written.tv})")
+                  f"{'lossless' if written.lossless else 'LOSSY'} (TV {written.tv})",
+                  tol if _within_tolerance(written.lossless, report.lossless, written.tv,
+                                           report.tv) else None)
         obj["as_written"] = {"lossless": written.lossless, "tv_to_target": str(written.tv)}
     limits.check_time(" (after the check)")  # a verdict past the limit is not printed
     emit(obj, args.json, f"{args.verifier}: {report}" + "".join(

@@ -416,6 +416,7 @@ class AdaptiveAnalysis:
     target_probability: Any = None
     output_law: Any = field(default=None, repr=False)
     target_law: Any = field(default=None, repr=False)
+    tolerance: float = 0.0  # float mode: the largest TV called lossless
 
     def to_json(self) -> dict:
         enc = (lambda v: None if v is None else str(v)) if self.exact else \
@@ -442,7 +443,8 @@ class AdaptiveAnalysis:
             (lambda v: f"{float(v):.6f}")
         per = "n/a (nothing drafted)" if self.tokens_per_drafted is None else \
             fmt(self.tokens_per_drafted)
-        verdict = "lossless" if self.lossless else (
+        verdict = ("lossless" if self.exact else f"lossless within {self.tolerance:g}") \
+            if self.lossless else (
             f"LOSSY: first offending sequence {self.offending}, output probability "
             f"{self.output_probability} vs target {self.target_probability}")
         tv = self.tv_to_target if self.exact else format(float(self.tv_to_target), ".3g")
@@ -592,7 +594,7 @@ def analyze_adaptive(instance: Instance, verifier, rule, exact: bool | None = No
         expected_drafted=e_n, tokens_per_drafted=per, acceptance_rate=rate,
         tv_to_target=_scalar(tv), lossless=rep.lossless, offending=rep.offending,
         output_probability=rep.output_probability, target_probability=rep.target_probability,
-        output_law=out, target_law=tgt)
+        output_law=out, target_law=tgt, tolerance=0.0 if exact else float(tol))
 
 
 def _scalar(v):
