@@ -4331,6 +4331,14 @@ MUTANTS = [
            '    return lossless and not written_lossless and \\',
            '    return False and \\',
            "the tie note blames a threshold tie where the float tolerance decided", ('tests/test_tie_note.py',)),
+    Mutant('spectheory/testing/checks/law_mode.py',
+           '        return fam.p_value\n    return None',
+           '        return fam.p_value\n    return 0.0',
+           "a failed check's hint calls a law it could not test (no degree of freedom) a misfit: 'the samples fit none of the laws', p-value 0", ('tests/test_sampler_reports.py',)),
+    Mutant('spectheory/testing/checks/report.py',
+           '        if math.isfinite(self.min_detectable_tv):\n            lines.append(f"  detects',
+           '        if True:\n            lines.append(f"  detects',
+           "a report with no degree of freedom prints 'detects a total-variation bias >= inf'", ('tests/test_sampler_reports.py',)),
 ]
 
 

@@ -63,11 +63,39 @@ def test_the_rule_hint_is_given_when_the_other_rule_fits():
 def test_a_law_with_no_degree_of_freedom_is_not_said_to_fit():
     """300 samples: the block check fails on outcomes of probability 0, while the token law's
     cells all pool into one bin. A family with no degree of freedom tests nothing, so the token
-    law is not claimed to fit (its p-value of 1 would say nothing)."""
+    law is not claimed to fit (its p-value of 1 would say nothing), nor to misfit: a p-value of
+    0 said "the samples fit none of the laws a set-up mistake would give" of the token law the
+    sampler follows (at 5,000 samples it fits); the report says it could not be tested. No
+    detection figure is printed as "bias >= inf"."""
     rep = check_sampler(make_sampler("token"), "block", samples=300)
     assert not rep.passed and rep.needs_samples == 0 and rep.worst_cell.expected == 0.0
     text = str(rep)
-    assert "needs --verifier" not in text and "(p-value 0)" in text
+    assert "needs --verifier" not in text and "fit none" not in text and "inf" not in text
+    assert "too few samples to test the exact law of verifier 'token' (no degree of freedom)" \
+        in text and "no bias figure: no degree of freedom was tested at 300 samples" in text
+
+
+def test_a_check_with_no_degree_of_freedom_under_sampling_is_not_called_greedy(tmp_path):
+    """Under top_k=2 the rows are not point masses; a sampler whose output is unusable (or too
+    few samples with an impossible outcome) left no degree of freedom, and the report said
+    "each row's law sits in one bin, as under greedy decoding" with a detection figure of a
+    point mass. The note belongs to point masses only (temperature=0 keeps it: the control)."""
+    def wrong_length(drafts, q, p, generator):
+        return torch.zeros(drafts.shape[0], dtype=torch.long)
+
+    rep = check_sampler(wrong_length, "token", samples=5000, sampling="top_k=2")
+    assert not rep.passed and "greedy decoding" not in str(rep), str(rep)
+    rep = check_sampler(make_sampler("token"), "block", samples=300, sampling="top_p=0.5")
+    assert not rep.passed and "greedy decoding" not in str(rep), str(rep)
+    from spectheory.inputs.processing import process_rows
+
+    def greedy_token(drafts, q, p, generator):  # the kit's sampler on the processed rows
+        L = drafts.shape[1]
+        rows = torch.stack([process_rows(p[:, i], "temperature=0") for i in range(L + 1)], 1)
+        return make_sampler("token")(drafts, q, rows, generator)
+
+    rep = check_sampler(greedy_token, "token", samples=2000, sampling="temperature=0")
+    assert rep.passed and "as under greedy decoding" in str(rep), str(rep)
 
 
 def test_no_rule_hint_for_a_sampler_that_fits_neither_rule():

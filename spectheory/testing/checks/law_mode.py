@@ -82,9 +82,12 @@ def _law_mode(sampler, how, instances, samples, alpha, seed, draft_rows, max_bat
     return rep
 
 
-def _fits(spec, all_rows, seen, rows_of) -> float:
+def _fits(spec, all_rows, seen, rows_of) -> float | None:
     """The family p-value of the counts ``seen`` against ``spec``'s law on the rows
-    ``rows_of(p)`` of every instance (0 when a count falls on an outcome of probability 0)."""
+    ``rows_of(p)`` of every instance (0 when a count falls on an outcome of probability 0);
+    None when that law leaves no degree of freedom at these counts and no count falls on an
+    outcome of probability 0 (nothing was tested: a p-value of 0 would call a law that fits a
+    misfit)."""
     tests, i = [], 0
     for d, q, p in all_rows:
         law = _reference_law(spec, d, q, rows_of(p, d), what=f"verifier {spec.name}'s law")
@@ -96,7 +99,9 @@ def _fits(spec, all_rows, seen, rows_of) -> float:
             probs = (stop[b].unsqueeze(-1) * corr[b]).reshape(-1).numpy()
             tests.append(stats.row_chi_square(obs, probs, n, MIN_EXPECTED))
     fam = stats.family(tests)
-    return fam.p_value if fam.dof > 0 else 0.0
+    if fam.dof > 0 or fam.impossible:
+        return fam.p_value
+    return None
 
 
 def _hints(how, all_rows, seen, proc, alpha) -> list[str]:
@@ -132,14 +137,21 @@ def _hints(how, all_rows, seen, proc, alpha) -> list[str]:
                           lambda p, d: p,
                           f"a {other.name} sampler that does not apply the sampling parameters: "
                           f"--verifier {other.name}, and the processing as --sampling says"))
-    out, tried = [], []
+    out, tried, untested = [], [], []
     for label, sp, rows_of, hint in cands:
         pv = _fits(sp, all_rows, seen, rows_of)
+        if pv is None:
+            untested.append(label)
+            continue
         tried.append(f"{label} (p-value {pv:.3g})")
         if pv > alpha:
             out.append(f"{hint}; the samples fit {label} (p-value {pv:.3g} > alpha)")
-    if cands and not out:
+    if tried and not out:
         out.append("the samples fit none of the laws a set-up mistake would give: "
                    + "; ".join(tried))
+    if untested and not out:
+        out.append(f"too few samples to test {'; '.join(untested)} (no degree of freedom): "
+                   f"more samples tell whether the sampler follows "
+                   f"{'it' if len(untested) == 1 else 'one of them'}")
     return out
 

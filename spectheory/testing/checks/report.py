@@ -238,9 +238,13 @@ class SamplerReport:
             c = self.worst_cell
             lines.append(f"  worst cell: {c.label}: observed {c.observed:g}, expected "
                          f"{c.expected:.1f}")
-        if math.isfinite(self.min_detectable_tv) or not finite_only:
+        if math.isfinite(self.min_detectable_tv):
             lines.append(f"  detects a total-variation bias >= {self.min_detectable_tv:.3g} "
                          f"in every {law}'s law with {POWER:.0%} power")
+        elif not finite_only:  # no degree of freedom: the verdict rests on impossible samples
+            lines.append(f"  no bias figure: no degree of freedom was tested at "
+                         f"{self.samples:,} samples (a sample of an outcome of probability "
+                         f"zero fails the check at any count)")
         return lines
 
     def to_json(self) -> dict:
