@@ -4339,6 +4339,10 @@ MUTANTS = [
            '        if math.isfinite(self.min_detectable_tv):\n            lines.append(f"  detects',
            '        if True:\n            lines.append(f"  detects',
            "a report with no degree of freedom prints 'detects a total-variation bias >= inf'", ('tests/test_sampler_reports.py',)),
+    Mutant('spectheory/testing/checks/calls.py',
+           '        d, q, p = (x.clone() if isinstance(x, torch.Tensor) else x for x in (d, q, p))',
+           '        d, q, p = (x for x in (d, q, p))',
+           "a user's verifier law is handed the rows the sampler gets next: a law that writes into them fails a correct sampler", ('tests/test_sampler_reports.py',)),
 ]
 
 

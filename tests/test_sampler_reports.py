@@ -540,3 +540,23 @@ def test_lossless_mode_states_its_bias_in_each_instances_law():
                         None, 2**16, "instance")
     assert "in every instance's law with 90% power" in plan.summary()
     assert "in every row's law" in B.BudgetPlan(10.0, 5_000, 9.0, detectable_tv=0.05).summary()
+
+
+def test_a_verifier_law_that_writes_into_its_rows_does_not_change_the_samplers_rows():
+    """A user's verifier law was handed the very tensors the sampler got next: a law that
+    flipped p in place after computing token verification's law made the correct token sampler
+    FAIL (p-value 0, "observed 385, expected 0"). The law gets copies; a law that computes on
+    the rows it altered is a different law, and the check says so (the control)."""
+    import spectheory as st
+
+    def writes_after(d, q, p):
+        law = st.token_verification(d, q, p)
+        p.copy_(p.flip(-1))
+        return law
+
+    def writes_before(d, q, p):
+        p.copy_(p.flip(-1))
+        return st.token_verification(d, q, p)
+
+    assert check_sampler(make_sampler("token"), writes_after, samples=20_000).passed
+    assert not check_sampler(make_sampler("token"), writes_before, samples=20_000).passed

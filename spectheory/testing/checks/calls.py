@@ -625,11 +625,15 @@ def _reference_law(spec, d, q, p, what: str):
     kept per (spec, digest of the three row tensors' dtype, shape and bytes): the same rows give
     the same law bit for bit, so it is computed once and handed out as fresh copies (a caller may
     alter what it gets). A law that raises is not kept (the next call raises again); a user's
-    verifier is called every time (its law may be impure or raise)."""
+    verifier is called every time (its law may be impure or raise), on copies of the rows: a
+    law that writes into its inputs would otherwise change the rows the sampler is handed next
+    (a correct sampler then failed, or a wrong one passed against the altered target)."""
     from ...runtime.errors import call_user
 
     key = None
-    if _kit_law(spec):
+    if not _kit_law(spec):
+        d, q, p = (x.clone() if isinstance(x, torch.Tensor) else x for x in (d, q, p))
+    else:
         rows = digest(d, q, p)
         if rows is not None:
             key = (spec, rows)
