@@ -4343,6 +4343,14 @@ MUTANTS = [
            '        d, q, p = (x.clone() if isinstance(x, torch.Tensor) else x for x in (d, q, p))',
            '        d, q, p = (x for x in (d, q, p))',
            "a user's verifier law is handed the rows the sampler gets next: a law that writes into them fails a correct sampler", ('tests/test_sampler_reports.py',)),
+    Mutant('spectheory/engine/seqtree.py',
+           '    _check_copies(model, start, count)\n',
+           '',
+           "the levels of a context-independent model are checked one by one as built: V = 1000, L = 4 built 8 GB before level 3 was refused", ('tests/test_bad_inputs_2026.py',)),
+    Mutant('spectheory/testing/checks/sampler.py',
+           '    if drawn > samples:  # refused before the rows are drawn',
+           '    if False:  # refused before the rows are drawn',
+           "check_proposal draws 10^7 rows per instance before refusing 3,000 samples as too few", ('tests/test_bad_inputs_2026.py',)),
 ]
 
 

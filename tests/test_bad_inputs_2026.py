@@ -435,3 +435,30 @@ def test_whole_levels_are_read_as_row_by_row(monkeypatch, exact):
     assert accepted == ([0] if exact else [0, 2, 3])  # within the tolerance, and at it
     assert "'0,0'" in fast[-3 if exact else -2]  # the first bad row in order is named
     assert "too short" in fast[-1] or "entries" in fast[-1]
+
+
+def test_a_context_independent_instance_too_large_to_expand_is_refused_before_any_level():
+    """check_sampler on random_instance(1000, 4, context_independent=True) built the draft
+    levels 0-2 as tables (8 GB, 5-20 s) before level 3 (7.28 TiB) was refused; their sum is
+    checked first. check_proposal drew 10^7 rows per instance (29 s, 2.7 GB) before refusing
+    3,000 samples as too few for them."""
+    import resource
+
+    import torch
+
+    import spectheory as st
+    from spectheory.runtime.errors import SizeLimitError, SpectheoryError
+    from spectheory.testing import check_proposal, check_sampler, make_sampler
+
+    big = st.random_instance(1000, 4, 0, context_independent=True)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    start = time.monotonic()
+    with pytest.raises(SizeLimitError, match=r"levels 1\.\.3 of a context-independent model"):
+        check_sampler(make_sampler("token"), "token", instances=[big], samples=2000)
+    with pytest.raises(SpectheoryError, match="fewer than the 40,000,000 proposal rows drawn"):
+        check_proposal(lambda q, g: (torch.multinomial(q, 1, generator=g)[:, 0], q),
+                       rows=10**7, samples=3000)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 500 * 1024  # KiB
+    assert time.monotonic() - start < 10
+    small = st.random_instance(50, 2, 0, context_independent=True)  # control: levels it can hold
+    assert check_sampler(make_sampler("token"), "token", instances=[small], samples=4000).passed

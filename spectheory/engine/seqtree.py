@@ -25,6 +25,7 @@ def levels(model: TableModel, start: int, count: int, exact: bool, device="cpu",
     [`float_backend`][spectheory.engine.plan.float_backend]).
     """
     model = model.to_exact() if exact else model.to_float()
+    _check_copies(model, start, count)
     if exact:
         check_exact_device(device)
         return [np.ascontiguousarray(model.level(d)) for d in range(start, start + count)]
@@ -37,6 +38,21 @@ def levels(model: TableModel, start: int, count: int, exact: bool, device="cpu",
         raise ValueError(f"unknown float backend {backend!r}; choose from torch, numpy")
     device = check_device(device)
     return [model.torch_level(d, device=device) for d in range(start, start + count)]
+
+
+def _check_copies(model, start: int, count: int) -> None:
+    """Refuse at once the levels that `levels` would copy out of a context-independent model's
+    broadcast views (V^(d+1) entries each) when together they exceed the memory bound: each was
+    checked alone as it was built, so V = 1000, L = 4 built levels 0-2 (8 GB, 5-20 s) before
+    level 3 (7.28 TiB) was refused."""
+    from ..runtime.limits import check_memory
+
+    ends = [d for d in range(start, start + count) if not model.level(d).flags.c_contiguous]
+    if ends:
+        V = model.vocab_size
+        check_memory(sum(V ** (d + 1) for d in ends) * 8,
+                     f"levels {ends[0]}..{ends[-1]} of a context-independent model as tables "
+                     f"(V^(d+1) entries each, V = {V})")
 
 
 def check_exact_device(device) -> None:
