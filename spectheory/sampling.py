@@ -17,7 +17,10 @@ from .runtime.errors import SpectheoryError, check_generator
 
 
 def inverse_cdf(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-    """Index k with CDF(k-1) <= u < CDF(k) along the last axis; probs [B, n], u [B]."""
+    """Index k with CDF(k-1) <= u < CDF(k) along the last axis; probs [B, n], u [B]. A primitive:
+    nothing is checked (a NaN or out-of-range u gives some index); `sample_output` checks its law
+    and uniforms before it calls this, and the kit's
+    [`inverse_cdf`][spectheory.testing.checks.seeds.inverse_cdf] checks both."""
     cdf = torch.cumsum(probs, dim=-1)
     k = torch.searchsorted(cdf, (u * cdf[:, -1]).unsqueeze(-1), right=True).squeeze(-1)
     return k.clamp(max=probs.shape[-1] - 1)

@@ -326,6 +326,11 @@ def test_engine_globals_and_point_mass_name_bad_input():
         _refused(lambda: T.is_point_mass(bad), r"^is_point_mass: probs = .* is not a row of "
                                                r"numbers")
     assert T.is_point_mass([0, 1.0, 0]) and not T.is_point_mass([0.5, 0.5])
+    # rows that are no law were called point masses (True for NaN, empty, all-zero, negative)
+    for bad, words in (([float("nan"), 1.0], "an entry nan"), ([-1.0, 2.0], "entry -1.0"),
+                       ([], "no positive entry"), ([0.0, 0.0], "no positive entry"),
+                       ([0.5, float("inf")], "entry inf")):
+        _refused(lambda: T.is_point_mass(bad), r"^is_point_mass: probs has " + ".*" + words)
 
 
 # ----------------------------------------------------------------------------- laws called directly
@@ -519,3 +524,41 @@ def test_adapters_and_tree_drafting_name_inputs_that_are_not_tensors():
     _refused(lambda: T.draft_trees(inst, (2, 1), ["iid"], 4, g), r"^unknown tree drafting")
     _refused(lambda: T.bonus_law(drafts, q, p, bug=["bonus-previous-row"]),
              r"^unknown bonus-path bug")
+
+
+# ----------------------------------------------------------------------------- helpers' own inputs
+
+
+def test_the_kits_row_helpers_refuse_what_is_no_row_or_no_uniform():
+    """Exported helpers answered nonsense: boundary_ties found no tie at tol = NaN or -1 (a real
+    tie hidden), none in NaN or negative rows, and gave an IndexError on a scalar; the kit's
+    inverse_cdf returned a token for a NaN, infinite, negative or unit uniform; rows_as_probs
+    and processed_along took inputs="logit" and handed the logits back as probabilities;
+    row_chi_square tested NaN, negative and infinite counts (p-values NaN, 2.5e-10, 0)."""
+    import numpy as np
+    import torch
+
+    tie = np.array([0.5, 0.5])
+    assert T.boundary_ties(tie, "temperature=0") == [()]  # control: the tie is found
+    for bad_tol in (float("nan"), -1.0, "1e-6"):
+        _refused(lambda: T.boundary_ties(tie, "temperature=0", tol=bad_tol),
+                 r"^boundary_ties: tol = ", OptionError)
+    for bad_p in (np.array([np.nan, np.nan]), np.array([-0.5, 1.5]), 0.5, np.zeros(0), "abc"):
+        _refused(lambda: T.boundary_ties(bad_p, "top_p=0.5"), r"^boundary_ties: p ", OptionError)
+    rows = torch.tensor([[0.5, 0.5]], dtype=torch.float64)
+    assert T.inverse_cdf(rows, torch.tensor([0.75], dtype=torch.float64)).tolist() == [1]
+    for u in (float("nan"), float("inf"), -0.5, 1.0):
+        _refused(lambda: T.inverse_cdf(rows, torch.tensor([u], dtype=torch.float64)),
+                 r"^inverse_cdf: a uniform is .*; uniforms lie in \[0, 1\)", OptionError)
+    logits = torch.tensor([[0.0, 1.0, 2.0]])
+    assert abs(float(T.rows_as_probs(logits, "logits").sum()) - 1) < 1e-6  # control
+    for bad in ("logit", "LOGITS", None):
+        _refused(lambda: T.rows_as_probs(logits, bad), r"^inputs = .* must be 'probs' or "
+                                                        r"'logits'", OptionError)
+        _refused(lambda: T.processed_along(logits[:, None], torch.zeros(1, 0, dtype=torch.long),
+                                           None, inputs=bad), r"^inputs = ", OptionError)
+    half = np.array([0.5, 0.5])
+    assert T.row_chi_square(np.array([5.0, 5.0]), half, 10).p_value == 1.0  # control
+    for obs in ([np.nan, 5.0], [-5.0, 15.0], [np.inf, 5.0]):
+        _refused(lambda: T.row_chi_square(np.array(obs), half, 10),
+                 r"^observed has an entry .*; counts are finite and >= 0")

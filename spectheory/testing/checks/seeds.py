@@ -140,7 +140,7 @@ def keyed_uniform(seeds, positions, stream: int):
 def inverse_cdf(rows, u):
     """Tokens ``[B]``: the first index whose running sum of ``rows [B, V]`` exceeds ``u [B]``
     times the row's sum (`spectheory.sampling.inverse_cdf`, SGLang's convention too). Rows of
-    finite non-negative weights with a positive sum, one uniform per row."""
+    finite non-negative weights with a positive sum, one uniform in [0, 1) per row."""
     if not (torch.is_tensor(rows) and torch.is_tensor(u)) or rows.dim() != 2 or u.dim() != 1 \
             or rows.shape[0] != u.shape[0] or rows.shape[1] < 1:
         raise OptionError(f"inverse_cdf takes rows [B, V] (V >= 1) and uniforms [B] as tensors, "
@@ -150,7 +150,11 @@ def inverse_cdf(rows, u):
     if bool((~torch.isfinite(r64)).any() | (r64 < 0).any() | (r64.sum(-1) <= 0).any()):
         raise OptionError("inverse_cdf: a row is not finite non-negative weights with a "
                           "positive sum")
-    return sample_inverse_cdf(r64, u.to(torch.float64))
+    u64 = u.to(torch.float64)
+    if bool((~((u64 >= 0) & (u64 < 1))).any()):  # NaN fails both
+        bad = float(u64[~((u64 >= 0) & (u64 < 1))][0])
+        raise OptionError(f"inverse_cdf: a uniform is {bad!r}; uniforms lie in [0, 1)")
+    return sample_inverse_cdf(r64, u64)
 
 
 def _uniforms(request, n: int, j: int, stream: int, B: int):

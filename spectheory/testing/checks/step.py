@@ -219,9 +219,16 @@ class StepRequest:
     num_drafts: Any = None
 
 
+def _check_inputs(inputs) -> None:
+    if not isinstance(inputs, str) or inputs not in ("probs", "logits"):
+        raise OptionError(f"inputs = {inputs!r:.40} must be 'probs' or 'logits'")
+
+
 def rows_as_probs(rows, inputs: str):
     """Model rows as float64 probabilities (a float32 softmax of logits, as engines compute it,
-    then float64)."""
+    then float64). ``inputs`` is "probs" or "logits"; anything else is refused (a misspelt
+    "logit" returned the logits as probabilities)."""
+    _check_inputs(inputs)
     if inputs == "logits":
         return torch.softmax(rows.to(torch.float32), dim=-1).to(torch.float64)
     return rows.to(torch.float64)
@@ -233,6 +240,7 @@ def processed(rows, params, inputs: str = "probs", history=None):
     tokens each row follows since the instance's root (the step's context, then the drafts
     before the row's position), which the stateful parameters read
     (`spectheory.inputs.stateful`); with ``inputs="logits"`` they act on the handed logits."""
+    _check_inputs(inputs)
     params = parse_sampling(params)
     if params is not None and params.stateful:
         if inputs == "logits":
@@ -247,6 +255,7 @@ def processed(rows, params, inputs: str = "probs", history=None):
 def processed_along(rows, tokens, params, inputs: str = "probs"):
     """Processed rows ``[B, m+1, V]`` along ``tokens [B, m]`` (what a model call on ``tokens``
     returns): row j follows ``tokens[:, :j]``."""
+    _check_inputs(inputs)
     params = parse_sampling(params)
     if params is None or not params.stateful:
         return processed(rows, params, inputs)

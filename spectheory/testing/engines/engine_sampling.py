@@ -180,11 +180,26 @@ def boundary_ties(p, sampling, tol: float = 1e-6) -> list[tuple[int, ...]]:
     """Indices of the rows of ``p [..., V]`` where the engines may process differently from the
     kit's reference by tie order alone: a tie (within ``tol``) at the maximum under greedy or
     ``top_k = 1``, at the k-th largest value under top-k, or straddling the top-p boundary (a
-    token tied with the last kept one dropped by the reference's rule if the tie were split)."""
+    token tied with the last kept one dropped by the reference's rule if the tie were split).
+    Refused in one line: ``p`` not an array of at least one dimension of finite non-negative
+    numbers with V >= 1, ``tol`` not a finite number >= 0."""
+    from ...runtime.limits import check_real, shown
+
+    tol = check_real(tol, "boundary_ties: tol =", 0.0, float("inf"), OptionError,
+                     "a finite number >= 0")
+    try:
+        x = torch.as_tensor(p, dtype=torch.float64)
+    except (TypeError, ValueError, RuntimeError, OverflowError):
+        raise OptionError(f"boundary_ties: p = {shown(p)} is not an array of probabilities "
+                          f"[..., V]") from None
+    if x.dim() < 1 or x.shape[-1] < 1 or x.numel() == 0:
+        raise OptionError(f"boundary_ties: p has shape {list(x.shape)}; rows [..., V] with "
+                          f"V >= 1 and at least one row")
+    if not bool((torch.isfinite(x) & (x >= 0)).all()):
+        raise OptionError("boundary_ties: p has an entry that is not a finite number >= 0")
     sp = parse_sampling(sampling)
     if sp is None:
         return []
-    x = torch.as_tensor(p, dtype=torch.float64)
     rows = x.reshape(-1, x.shape[-1])
     if not sp.greedy and sp.temperature != 1:
         rows = process_rows(rows, SamplingParams(temperature=sp.temperature))

@@ -52,7 +52,9 @@ def row_chi_square(observed: np.ndarray, probs: np.ndarray, n: int,
     ``probs`` need not be normalised exactly (float laws): expected = n probs / sum(probs).
     Cells of probability exactly zero are excluded and their counts returned as ``impossible``.
     Refused in one line: ``observed`` [C] and ``probs`` [C] not one-dimensional rows of numbers of
-    one length, ``probs`` with a negative or non-finite entry, ``n`` not an integer >= 0.
+    one length, ``probs`` with a negative or non-finite entry, ``observed`` with a negative or
+    non-finite entry (counts may be fractional where a caller pools shares of rows), ``n`` not
+    an integer >= 0.
     """
     observed = _args.numbers("observed", observed)
     probs = _args.numbers("probs", probs)
@@ -64,6 +66,10 @@ def row_chi_square(observed: np.ndarray, probs: np.ndarray, n: int,
         raise InputError(f"probs has an entry {float(bad)!r}; cell probabilities are finite "
                          f"and >= 0")
     n = _args.integer("n", n, 0)
+    ok = np.isfinite(observed) & (observed >= 0)
+    if not ok.all():
+        raise InputError(f"observed has an entry {float(observed[~ok][0])!r}; counts are finite "
+                         f"and >= 0")
     min_expected = _args.real("min_expected", min_expected, 0.0)
     zero = probs <= 0
     impossible = int(observed[zero].sum())
@@ -246,13 +252,22 @@ _MDT_CACHE = Kept(MDT_CACHE_SIZE)
 
 def is_point_mass(probs) -> bool:
     """Whether a row's law puts all its mass on one cell (greedy decoding): no chi-square has a
-    degree of freedom there, and any sample off that cell has probability zero."""
+    degree of freedom there, and any sample off that cell has probability zero. ``probs`` [C]
+    need not be normalised; refused in one line: not a row of numbers, an entry NaN, infinite
+    or negative, or no positive entry (no law: an empty or all-zero row)."""
     try:
-        row = np.asarray(probs, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"is_point_mass: probs = {probs!r:.40} is not a row of numbers "
+        row = _args.numbers("probs", probs)
+    except InputError as exc:
+        raise InputError(f"is_point_mass: probs = {_args.show(probs)} is not a row of numbers "
                          f"({exc})") from None
-    return int(np.count_nonzero(row > 0)) <= 1
+    if not (np.isfinite(row) & (row >= 0)).all():
+        bad = row[~(np.isfinite(row) & (row >= 0))][0]
+        raise InputError(f"is_point_mass: probs has an entry {float(bad)!r}; cell "
+                         f"probabilities are finite and >= 0")
+    if not (row > 0).any():
+        raise InputError(f"is_point_mass: probs has no positive entry ({len(row)} cells): no "
+                         f"law to test")
+    return int(np.count_nonzero(row > 0)) == 1
 
 
 def samples_for_a_test(probs, min_expected: float = 5.0) -> int | None:
