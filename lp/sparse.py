@@ -122,7 +122,9 @@ def check_lp_size(variables: int, nonzeros: int, what: str, limit: int | None = 
             f"exceed the {mode} limit of {limit:,} by {human_count(variables - limit)} "
             f"({ratio(variables, limit)}; {human_count(nonzeros)} nonzeros, about {need} of "
             "memory); use a smaller vocabulary, block length or number of paths, or raise the "
-            "limit with --max-sequences")
+            + ("limit with --max-sequences" if mode != "sympy" else
+               f"limit with the environment variable {_LIMIT_ENV[mode]} (--max-sequences does "
+               f"not raise it)"))
     check_memory(nonzeros * BYTES_PER_NONZERO, f"{what}: {human_count(variables)} LP variables "
                  f"and {human_count(nonzeros)} nonzeros", "use a smaller vocabulary, block length "
                  "or number of paths")  # under the variable limit, still past the machine

@@ -4371,6 +4371,22 @@ MUTANTS = [
            '    if not (row > 0).any():',
            '    if False:',
            "is_point_mass calls an empty or all-zero row a point mass", ('tests/test_hostile_kit_args.py',)),
+    Mutant('spectheory/testing/engines/adapters.py',
+           '    if bool(holes.any()):',
+           '    if False:',
+           "canonical_from_padded reads a row with a placeholder before an emitted token (a hole)", ('tests/test_hostile_kit_args.py',)),
+    Mutant('spectheory/testing/engines/adapters.py',
+           '    if x.shape[0] and bool((~kept[:, 0]).any()):',
+           '    if False:',
+           "canonical_from_padded reads a row of placeholders as tau = -1", ('tests/test_hostile_kit_args.py',)),
+    Mutant('spectheory/testing/checks/tree.py',
+           '    if len(ids) != n or not all(',
+           '    if len(ids) < n or not all(',
+           "emitted_groups takes more tokens than the tree has nodes", ('tests/test_hostile_kit_args.py',)),
+    Mutant('lp/sparse.py',
+           '            + ("limit with --max-sequences" if mode != "sympy" else',
+           '            + ("limit with --max-sequences" if True else',
+           "the sympy LP's size refusal advises --max-sequences, which does not raise its limit", ('tests/test_hostile_lp_sweep_sizes.py',)),
 ]
 
 

@@ -517,7 +517,7 @@ def test_adapters_and_tree_drafting_name_inputs_that_are_not_tensors():
         _refused(lambda: sampler(drafts, q, p, 7), r"generator = 7 must be a torch.Generator")
         tau, y = sampler(drafts, q, p, g)  # control
         assert tau.shape == y.shape == (2,)
-    _refused(lambda: T.flatten_drafts([[0, 1]]), r"^flatten_drafts: drafts must be a torch")
+    _refused(lambda: T.flatten_drafts([[0, 1]]), r"^flatten_drafts: drafts must be an integer torch")
     inst = st.random_instance(3, 2, 1)
     _refused(lambda: T.draft_trees("inst", (2, 1), "iid", 4, g), r"^draft_trees: the instance")
     _refused(lambda: T.draft_trees(inst, (2, 1), "iid", 4, 7), r"^draft_trees: generator = 7")
@@ -562,3 +562,30 @@ def test_the_kits_row_helpers_refuse_what_is_no_row_or_no_uniform():
     for obs in ([np.nan, 5.0], [-5.0, 15.0], [np.inf, 5.0]):
         _refused(lambda: T.row_chi_square(np.array(obs), half, 10),
                  r"^observed has an entry .*; counts are finite and >= 0")
+
+
+def test_engine_helpers_refuse_holes_float_ids_and_names_they_cannot_read():
+    """canonical_from_padded read [[-1, 2, 1]] (a hole) as (tau 1, Y 2) and [[-1, -1, -1]] as
+    (-1, -1); flatten_drafts passed float ids on; emitted_groups raised an IndexError on too few
+    tokens; engine_processing("bogus", ...) an AttributeError."""
+    import torch
+
+    from spectheory.engine.drafttrees import tree_shape
+
+    tau, y = T.canonical_from_padded(torch.tensor([[1, 2, -1], [3, -1, -1]]))  # control
+    assert tau.tolist() == [1, 0] and y.tolist() == [2, 3]
+    for bad, words in ((torch.tensor([[-1, 2, 1]]), "row 0 emitted no token"),
+                       (torch.tensor([[-1, -1, -1]]), "row 0 emitted no token"),
+                       (torch.tensor([[1, -1, 2]]), "row 0 has a placeholder before an emitted"),
+                       (torch.tensor([1, 2]), "must be an integer tensor"),
+                       (torch.tensor([[1.0, 2.0]]), "must be an integer tensor")):
+        _refused(lambda: T.canonical_from_padded(bad), "^canonical_from_padded: .*" + words)
+    _refused(lambda: T.flatten_drafts(torch.tensor([[1.5, 2.0]])),
+             r"^flatten_drafts: drafts must be an integer torch tensor \[B, L\], not .*float32")
+    assert T.flatten_drafts(torch.tensor([[1, 2]]))[1].tolist() == [2]  # control
+    tree = tree_shape((2, 1))
+    assert T.emitted_groups(tree, [0, 1, 2, 3])[1] == [0, 1, 2, 3, 4]  # control
+    for bad in ([0], [0, 1, 2, 3, 4], [0, -1, 2, 3], [0, 1.5, 2, 3], "abcd", 5):
+        _refused(lambda: T.emitted_groups(tree, bad), r"^emitted_groups: tokens ", OptionError)
+    _refused(lambda: T.engine_processing("bogus", "top_k=2"),
+             r"^engine_processing: layout must be a Layout \(get_layout\('bogus'\)", OptionError)

@@ -62,6 +62,14 @@ def test_the_lp_size_guard_names_any_size():
            "~10^400 nonzeros" in text and "\n" not in text
     with pytest.raises(SizeLimitError, match=r"2,500 LP variables .* by 1,500 \(2\.5x; "):
         check_lp_size(2500, 10, "an LP", 1000)  # small sizes as before, digits and ratio
+    # the sympy fallback's limit is the environment's: --max-sequences was advised and does not
+    # raise it (the direct LP's exact fallback at V = 3, L = 2, K = 3)
+    with pytest.raises(SizeLimitError) as exc:
+        check_lp_size(2217, 4476, "sympy rational LP", mode="sympy")
+    assert "raise the limit with the environment variable SPECTHEORY_MAX_SYMPY_LP_VARIABLES" \
+        in str(exc.value) and "raise the limit with --max-sequences" not in str(exc.value)
+    with pytest.raises(SizeLimitError, match="raise the limit with --max-sequences$"):
+        check_lp_size(2500, 10, "an LP", 1000, mode="exact")
 
 
 @pytest.fixture(scope="module")

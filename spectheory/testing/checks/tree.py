@@ -240,7 +240,20 @@ def _token_paths(tree: TreeShape, tokens: Sequence[int]) -> list:
 def emitted_groups(tree: TreeShape, tokens: Sequence[int]) -> tuple:
     """The distinct token paths of the nodes of one drafted tree, in node order of first
     appearance, and the group [N+1] of every node: the emitted sequence (path to ``node``, Y) is
-    cell ``group[node] * V + Y`` of the tree's law."""
+    cell ``group[node] * V + Y`` of the tree's law. ``tokens`` holds one token id (an integer
+    >= 0) per non-root node; else refused in one line."""
+    n = tree.n_nodes - 1
+    try:
+        ids = [t for t in tokens]
+    except TypeError:
+        raise OptionError(f"emitted_groups: tokens = {tokens!r:.40} is not a sequence of token "
+                          f"ids") from None
+    if len(ids) != n or not all(isinstance(t, (int, np.integer)) and not isinstance(t, bool)
+                                and t >= 0 or (torch.is_tensor(t) and t.dim() == 0 and
+                                               not t.is_floating_point() and int(t) >= 0)
+                                for t in ids):
+        raise OptionError(f"emitted_groups: tokens must be {n} token ids (integers >= 0), one a "
+                          f"non-root node of the tree, not {ids!r:.60}")
     paths = _token_paths(tree, tokens)
     index: dict = {}
     group = []

@@ -104,8 +104,26 @@ def _log(x: torch.Tensor) -> torch.Tensor:
 
 def canonical_from_padded(output_token_ids: torch.Tensor):
     """(accepted [B], token [B]) from padded outputs [B, L+1] (placeholder -1 after the last
-    emitted token): tau = emitted - 1 and Y = the last emitted token."""
-    emitted = (output_token_ids != PLACEHOLDER_TOKEN_ID).sum(dim=1)
+    emitted token): tau = emitted - 1 and Y = the last emitted token. Refused in one line: not
+    an integer tensor [B, L+1], a row with no emitted token, or a placeholder before an emitted
+    one (a hole: the emitted tokens are a prefix of each row)."""
+    from ...runtime.errors import InputError
+
+    x = output_token_ids
+    if not isinstance(x, torch.Tensor) or x.dim() != 2 or x.shape[1] < 1 or \
+            x.dtype.is_floating_point or x.dtype.is_complex or x.dtype == torch.bool:
+        raise InputError(f"canonical_from_padded: output_token_ids must be an integer tensor "
+                         f"[B, L+1], not {type(x).__name__}{list(getattr(x, 'shape', []))}"
+                         f"{' of ' + str(x.dtype) if isinstance(x, torch.Tensor) else ''}")
+    kept = x != PLACEHOLDER_TOKEN_ID
+    if x.shape[0] and bool((~kept[:, 0]).any()):
+        raise InputError(f"canonical_from_padded: row {int((~kept[:, 0]).nonzero()[0])} emitted "
+                         f"no token (a placeholder first)")
+    holes = kept[:, 1:] & ~kept[:, :-1]
+    if bool(holes.any()):
+        raise InputError(f"canonical_from_padded: row {int(holes.any(1).nonzero()[0])} has a "
+                         f"placeholder before an emitted token: {x[int(holes.any(1).nonzero()[0])].tolist()}")
+    emitted = kept.sum(dim=1)
     tau = emitted - 1
     token = output_token_ids.gather(1, tau.clamp(min=0).unsqueeze(1)).squeeze(1)
     return tau, token
@@ -114,11 +132,13 @@ def canonical_from_padded(output_token_ids: torch.Tensor):
 def flatten_drafts(drafts: torch.Tensor):
     """vLLM's flattened layout of a [B, L] draft block: ``draft_token_ids [B L]`` and
     ``cu_num_draft_tokens [B]`` (cumulative counts, the end index of each request)."""
-    if not isinstance(drafts, torch.Tensor) or drafts.dim() != 2:
+    if not isinstance(drafts, torch.Tensor) or drafts.dim() != 2 or \
+            drafts.dtype.is_floating_point or drafts.dtype.is_complex or drafts.dtype == torch.bool:
         from ...runtime.errors import InputError
 
-        raise InputError(f"flatten_drafts: drafts must be a torch tensor [B, L], not "
-                         f"{type(drafts).__name__}{list(getattr(drafts, 'shape', []))}")
+        raise InputError(f"flatten_drafts: drafts must be an integer torch tensor [B, L], not "
+                         f"{type(drafts).__name__}{list(getattr(drafts, 'shape', []))}"
+                         f"{' of ' + str(drafts.dtype) if isinstance(drafts, torch.Tensor) else ''}")
     Bsz, L = drafts.shape
     cu = torch.arange(1, Bsz + 1, device=drafts.device) * L
     return drafts.reshape(-1), cu

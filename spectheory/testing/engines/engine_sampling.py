@@ -390,7 +390,11 @@ STATELESS_PATHS = ("vllm-v1", "sglang", "transformers")
 def engine_processing(layout, sampling) -> EngineProcessing | None:
     """The processing of ``sampling`` (as ``check_sampler`` accepts it) along ``layout``'s
     ``processing`` path; None for no parameters. Refused in one line where the layout names no
-    path, or the path cannot be run (vLLM MRV2)."""
+    path, or the path cannot be run (vLLM MRV2), or ``layout`` is not a layout (a preset's name
+    is read by `get_layout`)."""
+    if not hasattr(layout, "processing") or not hasattr(layout, "name"):
+        raise OptionError(f"engine_processing: layout must be a Layout (get_layout({layout!r:.30}) "
+                          f"for a preset by name), not {type(layout).__name__}")
     sp = parse_sampling(sampling)
     if sp is None:
         return None
