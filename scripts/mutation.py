@@ -4387,6 +4387,14 @@ MUTANTS = [
            '            + ("limit with --max-sequences" if mode != "sympy" else',
            '            + ("limit with --max-sequences" if True else',
            "the sympy LP's size refusal advises --max-sequences, which does not raise its limit", ('tests/test_hostile_lp_sweep_sizes.py',)),
+    Mutant('spectheory/engine/adaptive.py',
+           '               seconds=None if exact else float_seconds(V, L))',
+           '               seconds=None)',
+           "the float adaptive analysis is estimated at the per-leaf rate: V = 2, L = 21 runs past a minute unannounced", ('tests/test_adaptive.py',)),
+    Mutant('spectheory/engine/adaptive.py',
+           '    tokens = sum(V ** d * d for d in range(L))',
+           '    tokens = sum(V ** d for d in range(L))',
+           "the adaptive estimate leaves out that a prefix's rule call grows with its length", ('tests/test_adaptive.py',)),
 ]
 
 

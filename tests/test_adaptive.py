@@ -10,6 +10,7 @@ to a threshold) and zeros.
 
 from fractions import Fraction as F
 import itertools
+import json
 
 import numpy as np
 import pytest
@@ -531,3 +532,28 @@ def test_a_rule_random_at_the_last_drafted_depth_is_not_deterministic():
     assert not r.deterministic and r.gap == F(1, 9)
     sure = StoppingRule("stop-at-depth-1", lambda s, q, p: 1 if len(s) == 1 else 0)
     assert adaptive_optimality(inst, sure).deterministic
+
+
+def test_a_long_float_adaptive_analysis_is_announced_with_its_own_estimate(tmp_path, capsys,
+                                                                            monkeypatch):
+    """V = 2, L = 21 under coin(1/2) ran past 55 s with no note: the estimate was the per-leaf
+    rate of the other routes (21 s, under the 30 s note), where the stopping rule's Python call
+    at each of the 2^21 prefixes dominates (`float_seconds`: 2^18 measured 10.8 s, 2^20 51 s)."""
+    from spectheory.engine.adaptive import float_seconds
+    from tests.cli_helpers import run
+
+    assert float_seconds(2, 21) > 60 and float_seconds(4, 8) < 2  # measured 0.75 s
+    path = tmp_path / "L21.json"
+    path.write_text(json.dumps({"vocab_size": 2, "block_length": 21, "target": [0.3, 0.7],
+                                "draft": [0.6, 0.4]}))
+    import spectheory.engine.adaptive as adaptive
+
+    def stop_here(*args, **kwargs):  # the work itself is not run: the note comes before it
+        raise InputError("stopped after the size check")
+
+    monkeypatch.setattr(adaptive, "levels", stop_here)
+    code, out, err = run(["exact", str(path), "--stop", "coin(1/2)"], capsys)
+    assert code == 2 and out == "" and "stopped after the size check" in err
+    note = [ln for ln in err.splitlines() if "note: adaptive" in ln]
+    assert len(note) == 1 and "4,194,304 sequences, estimated 2" in note[0], err
+    assert "(at about" not in note[0]  # not the per-leaf rate

@@ -302,6 +302,25 @@ def _probability(v, exact: bool, where: str):
     return v
 
 
+#: Float seconds of the adaptive analysis (2-core machine, `float_seconds`): a prefix's
+#: stopping-rule call, each token of a prefix, each position of a leaf's rows.
+FLOAT_SECONDS_PER = {"prefix": 15e-6, "prefix token": 2.5e-6, "leaf position": 0.1e-6}
+
+
+def float_seconds(V: int, L: int) -> float:
+    """The float analysis' time: the stopping rule is called in Python at each of the
+    sum_{d<L} V^d prefixes (its cost growing with the prefix's length d), then the verifier's law
+    reads rows of L + 1 positions for each of the V^(L+1) leaves. The per-leaf rate of the other
+    routes (2e5 a second) put V = 2, L = 21 at 21 s where it ran past 55 s, with no note;
+    measured: V = 2, L = 18 10.8 s (this gives 15 s), V = 4, L = 8 0.75 s (0.9 s), V = 3,
+    L = 10 1.2 s (1.3 s)."""
+    per = FLOAT_SECONDS_PER
+    prefixes = sum(V ** d for d in range(L))
+    tokens = sum(V ** d * d for d in range(L))
+    return (per["prefix"] * prefixes + per["prefix token"] * tokens
+            + per["leaf position"] * V ** (L + 1) * (L + 1))
+
+
 def continuation_levels(instance: Instance, rule, exact: bool | None = None):
     """The drafting policy by depth, (K, H): ``K[d]`` [V**d, V] for d = 0..L-1, row n = K(.|s)
     for the prefix s of index n (module docstring), and ``H[d]`` [V**d] the probability of
@@ -536,7 +555,8 @@ def analyze_adaptive(instance: Instance, verifier, rule, exact: bool | None = No
     exact = instance.exact if exact is None else exact
     V, L = instance.vocab_size, instance.block_length
     check_size(V ** (L + 1), "adaptive exact analysis", exact, max_sequences,
-               f"V^(L+1) = {V}^{L + 1}", bytes_per_leaf=ADAPTIVE_BYTES_PER_LEAF[bool(exact)])
+               f"V^(L+1) = {V}^{L + 1}", bytes_per_leaf=ADAPTIVE_BYTES_PER_LEAF[bool(exact)],
+               seconds=None if exact else float_seconds(V, L))
     q_levels = levels(instance.draft, 0, L, exact, backend="numpy")
     p_levels = levels(instance.target, 0, L + 1, exact, backend="numpy")
     K, H = _kernel(rule, q_levels, p_levels if rule.reads_target else None, V, L, exact)

@@ -34,7 +34,8 @@ def max_sequences(exact: bool = False) -> int:
 
 def check_size(count: int, what: str, exact: bool = False, limit: int | None = None,
                formula: str = "", outcomes: bool = False, remedy: str | None = None,
-               bytes_per_leaf: int | None = None, node: bool = False) -> None:
+               bytes_per_leaf: int | None = None, node: bool = False,
+               seconds: float | None = None) -> None:
     """Refuse an enumeration of ``count`` leaves over the limit, naming sizes, memory and time
     (``node``: a float analysis on the per-node route, whose time is estimated at its own rate).
 
@@ -49,7 +50,9 @@ def check_size(count: int, what: str, exact: bool = False, limit: int | None = N
     against the machine's ([`check_memory`][spectheory.runtime.limits.check_memory]) for every
     count of leaves, however its limit was raised (``--max-sequences`` of 10^15 let L = 30 over
     V = 2 run 37 s into a MemoryError), and for joint outcomes (``outcomes``, enumerated in
-    chunks of bounded memory) only with ``bytes_per_leaf``."""
+    chunks of bounded memory) only with ``bytes_per_leaf``. ``seconds`` replaces the time
+    estimate for a route whose cost is not a rate per leaf (the adaptive draft's Python calls
+    per prefix)."""
     if not isinstance(exact, (bool, np.bool_)):
         raise OptionError(f"exact = {exact!r} must be True or False")
     exact = bool(exact)
@@ -58,7 +61,9 @@ def check_size(count: int, what: str, exact: bool = False, limit: int | None = N
     elif isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 1:
         raise OptionError(f"max_sequences = {limit!r} must be a positive integer")
     count = int(count)
-    seconds = limits.estimate_seconds(count, exact, outcomes, node)
+    own = seconds is not None
+    if not own:
+        seconds = limits.estimate_seconds(count, exact, outcomes, node)
     rate = ("exact" if exact else "outcomes" if outcomes else "node" if node else "float")
     per_leaf = BYTES_PER_LEAF[exact] if bytes_per_leaf is None else int(bytes_per_leaf)
     need = human_bytes(count * per_leaf)
@@ -80,7 +85,8 @@ def check_size(count: int, what: str, exact: bool = False, limit: int | None = N
                "outcomes": limits.OUTCOMES_PER_SECOND,
                "node": limits.NODE_SEQUENCES_PER_SECOND}[rate]
         limits.note(f"{what}: {count:,} {'outcomes' if outcomes else 'sequences'}, estimated "
-                    f"{limits.human_seconds(seconds)} (at about {per:.2g}/s) and {need}; "
+                    f"{limits.human_seconds(seconds)}"
+                    f"{'' if own else f' (at about {per:.2g}/s)'} and {need}; "
                     f"--time-limit SECONDS bounds it")
 
 
