@@ -4395,6 +4395,14 @@ MUTANTS = [
            '    tokens = sum(V ** d * d for d in range(L))',
            '    tokens = sum(V ** d for d in range(L))',
            "the adaptive estimate leaves out that a prefix's rule call grows with its length", ('tests/test_adaptive.py',)),
+    Mutant('spectheory/engine/adaptive.py',
+           '    if negative and c != 0:',
+           '    if False:',
+           "a stopping rule's negative parameter (-0.5) is read as its absolute value", ('tests/test_adaptive.py',)),
+    Mutant('lp/frontier.py',
+           '                return Fraction(0)  # -0, -0.0, -0/5: zero',
+           '                raise LPError("negative")  # -0, -0.0, -0/5: zero',
+           "a frontier budget of -0.0 refused as 'must be a finite number >= 0'", ('tests/test_refusal_wording.py',)),
 ]
 
 

@@ -394,7 +394,7 @@ def test_planted_bug_stop_weight_forgotten(monkeypatch):
 
 @pytest.mark.parametrize("text,match", [
     ("draft-confidence", "needs a parameter"), ("draft-confidence(2)", "above 1"),
-    ("draft-confidence(-1)", "not a non-negative"), ("nonsense(1)", "unknown stopping rule"),
+    ("draft-confidence(-1)", "is negative"), ("nonsense(1)", "unknown stopping rule"),
     ("never(1)", "takes no parameter"), ("coin(1/0)", "not a number"),
     ("draft-prob(nan)", "not a non-negative"), ("draft-prob(" + "9" * 50 + ")", "50 characters; at most 40"),
     (3, "not a rule name"),
@@ -557,3 +557,16 @@ def test_a_long_float_adaptive_analysis_is_announced_with_its_own_estimate(tmp_p
     note = [ln for ln in err.splitlines() if "note: adaptive" in ln]
     assert len(note) == 1 and "4,194,304 sequences, estimated 2" in note[0], err
     assert "(at about" not in note[0]  # not the per-leaf rate
+
+
+def test_a_negative_zero_parameter_is_zero_and_a_negative_one_says_negative():
+    """coin(-0.0) was "not a non-negative decimal" where additive(-0.0) is read as 0; -0.5 is
+    refused as negative, not as unreadable."""
+    from spectheory.engine.adaptive import parse_rule
+
+    for text in ("coin(-0.0)", "coin(-0)", "coin(-0/3)", "coin(-0e5)"):
+        assert parse_rule(text).name == "coin(0)", text
+    with pytest.raises(InputError, match=r"parameter '-0\.5' is negative"):
+        parse_rule("coin(-0.5)")
+    with pytest.raises(InputError, match="is not a non-negative decimal"):
+        parse_rule("coin(-x)")

@@ -167,3 +167,17 @@ def test_an_instances_row_tolerance_is_a_number_not_a_string_float_can_read(valu
         instance_from_dict(data, tol=value)
     assert words in str(exc.value), str(exc.value)
     assert instance_from_dict(data, tol=0).vocab_size == 3  # control
+
+
+@pytest.mark.parametrize("text", ["-0.0", "-0", "-0e3", "-0/5"])
+def test_a_frontier_budget_of_negative_zero_is_zero(text):
+    """`lp --problem frontier --tv -0.0` was refused as "'-0.0' must be a finite number >= 0",
+    which -0.0 is; -0.1 is still refused (the control)."""
+    from fractions import Fraction
+
+    from spectheory.lp.frontier import _budget_text
+    from spectheory.lp.result import LPError
+
+    assert _budget_text(text, "TV") == Fraction(0)
+    with pytest.raises(LPError, match=r"TV budget '-0\.1' must be a finite number >= 0"):
+        _budget_text("-0.1", "TV")

@@ -223,15 +223,17 @@ def parse_rule(rule: Any) -> StoppingRule:
     if len(text) > MAX_PARAMETER_CHARS:
         raise InputError(f"stopping rule {name!r}: parameter {text[:20]!r}... has {len(text):,} "
                          f"characters; at most {MAX_PARAMETER_CHARS}")
+    negative = text.startswith("-")  # -0, -0.0: zero, as additive(-0.0) reads it
     m = re.fullmatch(r"(?P<digits>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
-                     r"(?:[eE](?P<exponent>[-+]?[0-9]+))?|[0-9]+/[0-9]+", text)
+                     r"(?:[eE](?P<exponent>[-+]?[0-9]+))?|[0-9]+/[0-9]+", text[negative:])
     if m is None:
         raise InputError(f"stopping rule {name!r}: parameter {text!r} is not a non-negative "
                          "decimal or fraction (e.g. 1/2, 0.75, 1e-3)")
     too_fine = (f"stopping rule {name!r}: parameter {text!r} is an exact value of more than "
                 f"{MAX_RULE_DIGITS} digits; the rules take at most {MAX_RULE_DIGITS}")
     exponent = m.group("exponent")
-    zero = exponent is not None and not m.group("digits").strip("0.")
+    digits = m.group("digits")
+    zero = digits is not None and not digits.strip("0.")
     # an exponent past the digits a parameter's text can bring back is over the bound whatever
     # the digits before it: refused before the number is built (1e-999999999: a billion
     # digits). Zero is zero whatever its exponent, and never built from it (0e-99999999)
@@ -239,9 +241,12 @@ def parse_rule(rule: Any) -> StoppingRule:
             abs(int(exponent)) > MAX_RULE_DIGITS + MAX_PARAMETER_CHARS:
         raise InputError(too_fine)
     try:
-        c = Fraction(0) if zero else Fraction(text)
+        c = Fraction(0) if zero else Fraction(text[negative:])
     except (ValueError, ZeroDivisionError):
         raise InputError(f"stopping rule {name!r}: parameter {text!r} is not a number") from None
+    if negative and c != 0:
+        raise InputError(f"stopping rule {name!r}: parameter {text!r} is negative; a "
+                         f"non-negative decimal or fraction (e.g. 1/2, 0.75, 1e-3)")
     if max(c.numerator, c.denominator) >= _RULE_BOUND:  # the bound of a rule's values
         raise InputError(too_fine)
     if top is not None and c > top:
