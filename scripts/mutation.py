@@ -4403,6 +4403,14 @@ MUTANTS = [
            '                return Fraction(0)  # -0, -0.0, -0/5: zero',
            '                raise LPError("negative")  # -0, -0.0, -0/5: zero',
            "a frontier budget of -0.0 refused as 'must be a finite number >= 0'", ('tests/test_refusal_wording.py',)),
+    Mutant('spectheory/testing/checks/vectors.py',
+           '        u = (_given_uniforms(uniforms[d], d) if uniforms is not None',
+           '        u = (uniforms[d] if uniforms is not None',
+           "build_vector's given uniforms are read unchecked: a pair of text raises a bare ValueError", ('tests/test_vectors.py',)),
+    Mutant('spectheory/testing/checks/law_mode.py',
+           '            if (probs < 0).any():  # the verifier',
+           '            if False:  # the verifier',
+           "a verifier law with a negative entry is refused as 'probs has an entry', not named", ('tests/test_sampler_reports.py',)),
 ]
 
 

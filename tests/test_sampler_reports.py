@@ -560,3 +560,22 @@ def test_a_verifier_law_that_writes_into_its_rows_does_not_change_the_samplers_r
 
     assert check_sampler(make_sampler("token"), writes_after, samples=20_000).passed
     assert not check_sampler(make_sampler("token"), writes_before, samples=20_000).passed
+
+
+def test_a_verifier_law_with_a_negative_entry_is_named_not_a_law():
+    """A user's verifier law with an entry of -1e-18 was refused as "probs has an entry -1e-18"
+    (the chi-square's own argument name); the verifier is named and the law called no law."""
+    import spectheory as st
+    from spectheory.law import LawError
+
+    def slightly_negative(d, q, p):
+        stop, corr = st.token_verification(d, q, p)
+        stop = stop.clone()
+        stop[:, -1] -= 1e-18
+        stop[:, 0] += 1e-18
+        return stop, corr
+
+    with pytest.raises(LawError, match=r"^verifier slightly_negative's law has a negative "
+                                       r"probability .* at draft row \d+ of instance \d+: not a "
+                                       r"law$"):
+        check_sampler(make_sampler("token"), slightly_negative, samples=20_000)

@@ -288,3 +288,23 @@ def test_a_verifier_under_another_drafting_scheme_is_noted_once(tmp_path, capsys
     assert code == 0 and out.startswith("wrote "), err
     assert err == ("spectheory: note: gbv is designed for iid drafting; analysing it under "
                    "norep drafting\n"), err
+
+
+@pytest.mark.parametrize("pair,words", [
+    (("x", 0.5), r"uniforms\[0\]\[0\] = \('x', 0\.5\): each uniform is a number in \[0, 1\)"),
+    ((0.1, 0.2, 0.3), r"uniforms\[0\]\[0\] = \(0\.1, 0\.2, 0\.3\) is not a pair \(u0, u1\)"),
+    ((float("nan"), 0.5), r"each uniform is a number in \[0, 1\)"),
+    ((0.1, 1.0), r"each uniform is a number in \[0, 1\)"),
+])
+def test_build_vector_names_the_uniform_it_cannot_read(pair, words):
+    """A pair of text or of three numbers in build_vector(uniforms=...) raised a bare ValueError
+    ("could not convert string to float: 'x'", "too many values to unpack")."""
+    import spectheory as st
+    from spectheory.runtime.errors import SpectheoryError
+    from spectheory.testing import build_vector
+
+    inst = st.random_instance(3, 2, 1, denominator=60)
+    n = len(build_vector("token", inst)["drafts"])
+    with pytest.raises(SpectheoryError, match=words):
+        build_vector("token", inst, uniforms=[[pair]] * n)
+    assert len(build_vector("token", inst, uniforms=[[(0.1, 0.2)]] * n)["decisions"]) == n

@@ -10,7 +10,7 @@ import numpy as np
 
 from ...runtime._lazy import torch
 
-from ...law import _real_dtype, law_form
+from ...law import LawError, _real_dtype, law_form
 from ...runtime.errors import SpectheoryError
 from ..statistics import stats
 from .calls import (_cells, _chunk, _collect_law, _failed, _reference_law, _report, _row_counts,
@@ -54,6 +54,10 @@ def _law_mode(sampler, how, instances, samples, alpha, seed, draft_rows, max_bat
             if not np.isfinite(probs).all():  # a replica's law may state none on a row (NaN
                 undefined += 1  # where its engine has no output): said in the report, untested
                 continue
+            if (probs < 0).any():  # the verifier's fault, named as such (not "probs has ...")
+                raise LawError("negative", f"verifier {spec.name}'s law has a negative "
+                               f"probability {float(probs.min())!r} at draft row {b} of "
+                               f"instance {inst_i}: not a law", (inst_i, b), float(probs.min()))
             _collect_law(probs)
             t = stats.row_chi_square(obs, probs, counts[b], MIN_EXPECTED)
             tests.append(t)

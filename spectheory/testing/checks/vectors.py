@@ -247,7 +247,7 @@ def build_vector(verifier: Any, instance: Instance, name: str = "instance", *,
     rng = np.random.default_rng(seed)
     pairs, owner = [], []
     for d in range(n):
-        u = (uniforms[d] if uniforms is not None
+        u = (_given_uniforms(uniforms[d], d) if uniforms is not None
              else _draw_uniforms(stop[d], corr[d], rng, decisions))
         pairs.extend([float(a), float(b)] for a, b in u)
         owner.extend([d] * len(u))
@@ -495,6 +495,30 @@ def _diff(a, b, where: str):
     if type(a) is bool or type(b) is bool:
         return None if a is b else (where, a, b)
     return None if a == b else (where, a, b)
+
+
+def _given_uniforms(pairs, d: int) -> list:
+    """``uniforms[d]`` of `build_vector`: a list of pairs (u0, u1) of real numbers in [0, 1),
+    else one line naming the argument (a pair of text or three numbers raised a bare
+    ValueError)."""
+    def number(u) -> bool:
+        return isinstance(u, (int, float, np.integer, np.floating)) and not isinstance(
+            u, (bool, np.bool_)) and 0 <= u < 1
+
+    try:
+        items = list(pairs)
+    except TypeError:
+        raise SpectheoryError(f"uniforms[{d}] = {pairs!r:.40} is not a list of pairs") from None
+    for j, pair in enumerate(items):
+        try:
+            u0, u1 = pair
+        except (TypeError, ValueError):
+            raise SpectheoryError(f"uniforms[{d}][{j}] = {pair!r:.40} is not a pair (u0, u1)") \
+                from None
+        if not (number(u0) and number(u1)):
+            raise SpectheoryError(f"uniforms[{d}][{j}] = {pair!r:.40}: each uniform is a number "
+                                  f"in [0, 1)")
+    return items
 
 
 def _uniforms_of(data: dict, n_drafts: int, fname: str) -> list:
