@@ -570,3 +570,14 @@ def test_a_negative_zero_parameter_is_zero_and_a_negative_one_says_negative():
         parse_rule("coin(-0.5)")
     with pytest.raises(InputError, match="is not a non-negative decimal"):
         parse_rule("coin(-x)")
+
+
+def test_an_adaptive_size_past_the_float_range_is_refused_not_an_overflow():
+    """V = 100,000, L = 64: the new time estimate multiplied floats by V^d past 1e308 and raised
+    a bare OverflowError before the size check refused the instance."""
+    from spectheory.engine.adaptive import float_seconds
+
+    assert float_seconds(100_000, 64) == float("inf")
+    with pytest.raises(SizeLimitError, match="sequences exceed the float64 limit"):
+        analyze_adaptive(random_instance(100_000, 64, 0, context_independent=True), "token",
+                         "never", exact=False)

@@ -453,7 +453,7 @@ def test_a_context_independent_instance_too_large_to_expand_is_refused_before_an
     big = st.random_instance(1000, 4, 0, context_independent=True)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     start = time.monotonic()
-    with pytest.raises(SizeLimitError, match=r"levels 1\.\.3 of a context-independent model"):
+    with pytest.raises(SizeLimitError, match=r"levels 1\.\.3 of a depth-0 model as tables"):
         check_sampler(make_sampler("token"), "token", instances=[big], samples=2000)
     with pytest.raises(SpectheoryError, match="fewer than the 40,000,000 proposal rows drawn"):
         check_proposal(lambda q, g: (torch.multinomial(q, 1, generator=g)[:, 0], q),

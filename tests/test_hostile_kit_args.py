@@ -574,7 +574,7 @@ def test_engine_helpers_refuse_holes_float_ids_and_names_they_cannot_read():
 
     tau, y = T.canonical_from_padded(torch.tensor([[1, 2, -1], [3, -1, -1]]))  # control
     assert tau.tolist() == [1, 0] and y.tolist() == [2, 3]
-    for bad, words in ((torch.tensor([[-1, 2, 1]]), "row 0 emitted no token"),
+    for bad, words in ((torch.tensor([[-1, 2, 1]]), "row 0 has a placeholder before an emitted"),
                        (torch.tensor([[-1, -1, -1]]), "row 0 emitted no token"),
                        (torch.tensor([[1, -1, 2]]), "row 0 has a placeholder before an emitted"),
                        (torch.tensor([1, 2]), "must be an integer tensor"),

@@ -579,3 +579,15 @@ def test_a_verifier_law_with_a_negative_entry_is_named_not_a_law():
                                        r"probability .* at draft row \d+ of instance \d+: not a "
                                        r"law$"):
         check_sampler(make_sampler("token"), slightly_negative, samples=20_000)
+
+
+def test_a_check_with_a_degree_of_freedom_and_no_detectable_bias_says_so():
+    """19 samples at alpha = 1e-15 test one degree of freedom, and no bias up to a TV of 1 is
+    caught with 90% power: the report said "no degree of freedom was tested"."""
+    import spectheory as st
+
+    rep = check_sampler(make_sampler("token"), "token", instances=[st.random_instance(2, 1, 3)],
+                        samples=19, alpha=1e-15, draft_rows=1)
+    text = str(rep)
+    assert rep.dof >= 1 and "no degree of freedom" not in text, text
+    assert "detects no bias in every row's law with 90% power at 19 samples" in text, text

@@ -394,7 +394,9 @@ def test_a_regex_that_unrolls_too_far_is_refused_before_it_is_compiled(pattern, 
         TokenAutomaton.from_regex(pattern, ["a", "b", "c"])
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100 * 1024  # KiB
     for fine in ("a{2,1000000}b", "a{100000}", "(ab|c){5}d*", r"\p{L}{5000}",
-                 r"(?:(?:ab){e<=1}){1000}", r"[(?=]a", r"\(?>a"):
+                 r"(?:(?:ab){e<=1}){1000}", r"[(?=]a", r"\(?>a",
+                 # off the text: group prefixes, alternations and quantifiers are no items
+                 r"(?V1)(?:(?:ab|cd|ef){100}){150}", r"(?V1)hello!|c"):
         TokenAutomaton.from_regex(fine, ["a", "b", "c"])
     with pytest.raises(GrammarError, match="unrolled"):
         st.analyze(st.random_instance(3, 2, 0), "block",
@@ -420,13 +422,17 @@ def _completable(pattern: str, text: str, alphabet: str, longest: int) -> bool:
     (r"(?>\p{L}+)ab|b+", "a", "an atomic group"),  # \p{L} read as one character
     (r"(?V0)a*(?<!a)b", "a", "a lookahead or lookbehind"),  # read off the text (no re parse)
     (r"(?V0)a*+ab|b", "a", "a possessive quantifier"),
+    (r"a\bb|c", "a", "a word boundary or an anchor inside the pattern"),  # the language: c
+    ("a$b|c", "a", "a word boundary or an anchor inside the pattern"),
+    (r"(?V1)a\Zb|c", "a", "a word boundary or an anchor inside the pattern"),  # off its text
 ])
 def test_a_regex_partial_matching_cannot_be_trusted_with_is_refused(pattern, text, words):
     """The `regex` package's partial matching says a text can still be completed where it
     cannot under atomic groups, lookarounds and possessive quantifiers: "a" under (?>a+)ab|b+
     (the same language as b+) was allowed, and E[tau+1] of block verification under that
     grammar came out 3841/1800 where b+ gives 241/200. Such a regex is refused; for the rest,
-    partial matching agrees with a brute force (the control)."""
+    partial matching agrees with a brute force (the control). Word boundaries and anchors inside
+    the pattern fool it too (a\\bb|c allowed "a"); ^ / \\A first and $ / \\Z last always hold."""
     import regex
 
     # the refusal is warranted: partial matching allows a text no continuation completes
@@ -439,7 +445,8 @@ def test_a_regex_partial_matching_cannot_be_trusted_with_is_refused(pattern, tex
                    sampling={"grammar": {"tokens": ["a", "b", "c"], "regex": pattern}})
     # control: plain patterns (word boundaries and backreferences included) keep their masks,
     # and each mask is the brute force's
-    for plain in ("b+", "(a|ab)(c|bcc)", r"(a)b\1", r"\bab\b|c", "a{2,3}c?"):
+    for plain in ("b+", "(a|ab)(c|bcc)", r"(a)b\1", "^(?:ab|c)$", r"\A(?:a{2,3}c?)\Z",
+                  r"(?V1)(?:ab|c)+", r"(?+1)(a|b)"):
         g = TokenAutomaton.from_regex(plain, ["a", "b", "c"])
         for hist in itertools.chain([()], itertools.product(range(3), repeat=1),
                                     itertools.product(range(3), repeat=2)):

@@ -185,3 +185,25 @@ def test_a_check_decided_by_the_float_tolerance_names_the_tolerance_not_a_tie(tm
     code, out, err = run(["check", path, "--verifier", "cascade-token-v1"], capsys)
     (line,) = _note(err)
     assert "a threshold ties in its decimals" in line
+
+
+def test_a_float_law_lossy_where_the_exact_one_is_lossless_gets_the_verdicts_the_right_way(
+        tmp_path, capsys, user_modules):
+    """A user's verifier whose float law is 1e-8 off the target (its exact law exact): the note
+    said "the instance gives LOSSY (TV 0), not lossless (TV 4.71e-09): the float check calls a
+    TV up to 1e-12 lossless", both verdicts and the reason inverted."""
+    user_modules(offby=(
+        "import torch\n"
+        "import spectheory as st\n"
+        "def tok(d, q, p):\n"
+        "    stop, corr = st.token_verification(d, q, p)\n"
+        "    if torch.is_tensor(corr):\n"
+        "        corr = (1 - 1e-8) * corr + 1e-8 / corr.shape[-1]\n"
+        "    return stop, corr\n"))
+    path = write(tmp_path, {"vocab_size": 3, "block_length": 1, "target": ["1/2", "1/3", "1/6"],
+                            "draft": ["1/6", "1/2", "1/3"]})
+    code, out, err = run(["exact", path, "--stop", "never", "--verifier", "offby:tok"], capsys)
+    assert code == 0 and "LOSSY" in out
+    (line,) = _note(err)
+    assert "gives lossless (TV 0), not LOSSY (TV " in line and "agree to rounding" in line
+    assert "calls a TV up to" not in line

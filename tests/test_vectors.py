@@ -291,14 +291,21 @@ def test_a_verifier_under_another_drafting_scheme_is_noted_once(tmp_path, capsys
 
 
 @pytest.mark.parametrize("pair,words", [
-    (("x", 0.5), r"uniforms\[0\]\[0\] = \('x', 0\.5\): each uniform is a number in \[0, 1\)"),
-    ((0.1, 0.2, 0.3), r"uniforms\[0\]\[0\] = \(0\.1, 0\.2, 0\.3\) is not a pair \(u0, u1\)"),
-    ((float("nan"), 0.5), r"each uniform is a number in \[0, 1\)"),
-    ((0.1, 1.0), r"each uniform is a number in \[0, 1\)"),
+    pytest.param(("x", 0.5), r"uniforms\[0\]\[0\] = \('x', 0\.5\): each uniform must be a real "
+                 r"number in \[0, 1\)", id="text"),
+    pytest.param((0.1, 0.2, 0.3), r"uniforms\[0\]\[0\] = \(0\.1, 0\.2, 0\.3\) is not a pair "
+                 r"\(u0, u1\)", id="three"),
+    pytest.param((float("nan"), 0.5), r"must be a real number in \[0, 1\)", id="nan"),
+    pytest.param((0.1, 1.0), r"must be a real number in \[0, 1\)", id="one"),
 ])
 def test_build_vector_names_the_uniform_it_cannot_read(pair, words):
     """A pair of text or of three numbers in build_vector(uniforms=...) raised a bare ValueError
-    ("could not convert string to float: 'x'", "too many values to unpack")."""
+    ("could not convert string to float: 'x'", "too many values to unpack"); Fractions and torch
+    numbers are read as before (the controls)."""
+    from fractions import Fraction
+
+    import torch
+
     import spectheory as st
     from spectheory.runtime.errors import SpectheoryError
     from spectheory.testing import build_vector
@@ -307,4 +314,6 @@ def test_build_vector_names_the_uniform_it_cannot_read(pair, words):
     n = len(build_vector("token", inst)["drafts"])
     with pytest.raises(SpectheoryError, match=words):
         build_vector("token", inst, uniforms=[[pair]] * n)
-    assert len(build_vector("token", inst, uniforms=[[(0.1, 0.2)]] * n)["decisions"]) == n
+    for good in ([(0.1, 0.2)], [(Fraction(1, 4), Fraction(1, 2))],
+                 torch.tensor([[0.25, 0.5]], dtype=torch.float64)):
+        assert len(build_vector("token", inst, uniforms=[good] * n)["decisions"]) == n

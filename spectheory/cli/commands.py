@@ -255,9 +255,15 @@ def _exact_adaptive(args) -> int:
     if written is not None and (_differ(written, res) or written.lossless != res.lossless):
         if _differ(written, res):
             _tie_note(_efficiency(res), _efficiency(written))
-        else:  # the same law to rounding: the float tolerance called it lossless
-            _tie_note(f"lossless (TV {float(res.tv_to_target):.3g})",
-                      f"LOSSY (TV {written.tv_to_target})", res.tolerance)
+        else:  # the same law to rounding, another verdict
+            _tie_note(f"{'lossless' if res.lossless else 'LOSSY'} "
+                      f"(TV {float(res.tv_to_target):.3g})",
+                      f"{'lossless' if written.lossless else 'LOSSY'} "
+                      f"(TV {written.tv_to_target})",
+                      res.tolerance if _within_tolerance(written.lossless, res.lossless,
+                                                         written.tv_to_target,
+                                                         res.tv_to_target) else None,
+                      rounding=written.lossless and not res.lossless)
         obj["as_written"] = {"block_efficiency": str(written.block_efficiency),
                              "tv_to_target": str(written.tv_to_target),
                              "lossless": written.lossless}
@@ -305,11 +311,15 @@ def _efficiency(res) -> str:
     return f"E[tau+1] = {float(res.block_efficiency):.6g}, TV {float(res.tv_to_target):.3g}"
 
 
-def _tie_note(what_float: str, what_exact: str, tolerance: float | None = None) -> None:
+def _tie_note(what_float: str, what_exact: str, tolerance: float | None = None,
+              rounding: bool = False) -> None:
     """The note on an as-written answer that differs: with ``tolerance``, the float verdict
-    called a TV within it lossless where the exact TV is not 0 (the laws agree); else a
-    threshold ties in the decimals."""
+    called a TV within it lossless where the exact TV is not 0 (the laws agree); with
+    ``rounding``, the float law is lossy by rounding alone (the laws agree, the exact one is
+    lossless); else a threshold ties in the decimals."""
     why = (f"the float check calls a TV up to {tolerance:g} lossless" if tolerance is not None
+           else "the two laws agree to rounding and the float one is off the target by more "
+           "than the float check's tolerance" if rounding
            else "a threshold ties in its decimals and their float64 values fall on the other side")
     print_notes([f"read exactly as written, the instance gives {what_exact}, not {what_float}: "
                  f"{why}; --exact answers for the instance as written"])

@@ -320,6 +320,8 @@ def float_seconds(V: int, L: int) -> float:
     measured: V = 2, L = 18 10.8 s (this gives 15 s), V = 4, L = 8 0.75 s (0.9 s), V = 3,
     L = 10 1.2 s (1.3 s)."""
     per = FLOAT_SECONDS_PER
+    if (L + 1) * math.log10(V) > 300:  # past the float range (the size check refuses it)
+        return math.inf
     prefixes = sum(V ** d for d in range(L))
     tokens = sum(V ** d * d for d in range(L))
     return (per["prefix"] * prefixes + per["prefix token"] * tokens

@@ -41,17 +41,18 @@ def levels(model: TableModel, start: int, count: int, exact: bool, device="cpu",
 
 
 def _check_copies(model, start: int, count: int) -> None:
-    """Refuse at once the levels that `levels` would copy out of a context-independent model's
-    broadcast views (V^(d+1) entries each) when together they exceed the memory bound: each was
-    checked alone as it was built, so V = 1000, L = 4 built levels 0-2 (8 GB, 5-20 s) before
-    level 3 (7.28 TiB) was refused."""
+    """Refuse at once the levels that `levels` would build past the model's tables (a
+    context-independent model's broadcast rows copied out, or a deeper model's rows repeated:
+    V^(d+1) entries each) when together they exceed the memory bound: each was checked alone as
+    it was built, so V = 1000, L = 4 built levels 0-2 (8 GB, 5-20 s) before level 3 (7.28 TiB)
+    was refused. Read off the model's depth; no level is built here."""
     from ..runtime.limits import check_memory
 
-    ends = [d for d in range(start, start + count) if not model.level(d).flags.c_contiguous]
+    ends = [d for d in range(start, start + count) if d > model.depth]
     if ends:
         V = model.vocab_size
-        check_memory(sum(V ** (d + 1) for d in ends) * 8,
-                     f"levels {ends[0]}..{ends[-1]} of a context-independent model as tables "
+        check_memory(sum(V ** (d + 1) for d in ends) * (100 if model.exact else 8),
+                     f"levels {ends[0]}..{ends[-1]} of a depth-{model.depth} model as tables "
                      f"(V^(d+1) entries each, V = {V})")
 
 

@@ -308,18 +308,28 @@ def _regex_items(parsed) -> int:
 _REGEX_ONLY_ESCAPE = re.compile(r"\\\\|\\[pPN]\{[^}]*\}|\\[pP][A-Za-z]|\\L<[^>]*>|\\X")
 
 #: The constructs that partial matching cannot be trusted with: the `regex` package says that
-#: a text can still be completed where it cannot ("a" under (?>a+)ab|b+, a*(?<!a)b, a*+ab|b;
-#: "aaa" under (?=.*c)[abc]{3}), and the mask would allow a token no continuation completes.
+#: a text can still be completed where it cannot ("a" under (?>a+)ab|b+, a*(?<!a)b, a*+ab|b,
+#: a\bb|c, a$b|c; "aaa" under (?=.*c)[abc]{3}), and the mask would allow a token no
+#: continuation completes. An anchor is sound only where it always holds: ^ or \A first, $ or \Z
+#: last, at the top of the pattern.
 _UNSOUND = {"ASSERT": "a lookahead or lookbehind ((?=...), (?!...), (?<=...), (?<!...))",
             "ASSERT_NOT": "a lookahead or lookbehind ((?=...), (?!...), (?<=...), (?<!...))",
             "ATOMIC_GROUP": "an atomic group (?>...)",
-            "POSSESSIVE_REPEAT": "a possessive quantifier (*+, ++, ?+, {m,n}+)"}
-_UNSOUND_TEXT = re.compile(r"\(\?(?:=|!|<=|<!|>)|[*+?}]\+")
+            "POSSESSIVE_REPEAT": "a possessive quantifier (*+, ++, ?+, {m,n}+)",
+            "AT": "a word boundary or an anchor inside the pattern (\\b, \\B, ^, $, \\A, \\Z "
+                  "other than ^ or \\A first and $ or \\Z last)"}
+_UNSOUND_TEXT = re.compile(r"\(\?(?:=|!|<=|<!|>)|[*+?}]\+|\$.|.\^|\x00", re.S)
 
 
-def _unsound(parsed) -> str | None:
-    """The first construct of `_UNSOUND` in a parsed pattern (``re``'s parser), or None."""
-    for op, av in parsed:
+def _unsound(parsed, top: bool = True) -> str | None:
+    """The first construct of `_UNSOUND` in a parsed pattern (``re``'s parser), or None; at the
+    top level (``top``) a leading ^ / \\A and a trailing $ / \\Z are sound."""
+    items = list(parsed)
+    for i, (op, av) in enumerate(items):
+        if str(op) == "AT" and top and (
+                (i == 0 and str(av) in ("AT_BEGINNING", "AT_BEGINNING_STRING")) or
+                (i == len(items) - 1 and str(av) in ("AT_END", "AT_END_STRING"))):
+            continue
         what = _UNSOUND.get(str(op))
         if what:
             return what
@@ -333,24 +343,35 @@ def _unsound(parsed) -> str | None:
         elif str(op) == "GROUPREF_EXISTS":
             subs = [b for b in av[1:] if b is not None]
         for sub in subs:
-            what = _unsound(sub)
+            what = _unsound(sub, False)
             if what:
                 return what
     return None
 
 
+#: A group's opening in ``regex``'s syntax: "(?" then a lookaround or atomic group (kept),
+#: a group's own prefix ("(?:", "(?P<name>", "(?<name>", "(?flags:", "(?(cond)"), a flags
+#: group or comment ("(?i)", "(?V1)", "(?#...)": no item), or a recursion or backreference
+#: ("(?R)", "(?+1)", "(?1)", "(?&name)", "(?P=name)", "(?P>name)": one item).
+_GROUP = re.compile(r"\(\?(?:(?P<look>=|!|<=|<!|>)|(?P<open>:|P?<[A-Za-z_]\w*>|"
+                    r"[a-zA-Z0-9^-]*:|\(\w+\))|(?P<none>[a-zA-Z0-9^-]*\)|#[^)]*\))|"
+                    r"(?P<item>R\)|[-+]?\d+\)|&\w+\)|P=\w+\)|P>\w+\)))")
+
+
 def _outside_classes(pattern: str) -> str:
-    """The pattern's syntax with every escape and character class written as one ``e``: what is
-    left is groups, quantifiers and literal characters (a class ends at its first ``]`` that is
-    not its first character; a nested set's remainder is then read as syntax, which can only
-    refuse more)."""
+    """The pattern's syntax with every escape and character class written as one ``e``, a
+    zero-width escape (\\b, \\B, \\A, \\Z, \\z, \\G, \\m, \\M, \\K) as a NUL, and each
+    group's opening read by `_GROUP`: what is left is groups, quantifiers, alternations,
+    anchors and literal characters (a class ends at its first ``]`` that is not its first
+    character; a nested set's remainder is then read as syntax, which can only refuse more)."""
     out, i, n = [], 0, len(pattern)
     while i < n:
         c = pattern[i]
         if c == "\\":
             m = _REGEX_ONLY_ESCAPE.match(pattern, i)
+            nxt = pattern[i + 1:i + 2]
             i = m.end() if m else i + 2
-            out.append("e")
+            out.append("\0" if not m and nxt and nxt in "bBAZzGmMK" else "e")
         elif c == "[":
             i += 1
             if pattern.startswith("^", i):
@@ -361,6 +382,22 @@ def _outside_classes(pattern: str) -> str:
                 i += 2 if pattern[i] == "\\" else 1
             i += 1
             out.append("e")
+        elif c == "(" and pattern.startswith("(?", i):
+            m = _GROUP.match(pattern, i)
+            if m is None:  # an opening this reading does not know: a group, to count inside
+                out.append("(")
+                i += 2
+            elif m.group("look"):
+                out.append(m.group(0))
+                i = m.end()
+            elif m.group("none") is not None:
+                i = m.end()
+            elif m.group("item"):
+                out.append("e")
+                i = m.end()
+            else:
+                out.append("(")
+                i = m.end()
         else:
             out.append(c)
             i += 1
@@ -384,6 +421,8 @@ def _text_items(syntax: str) -> int:
             done = stack.pop()[0]
             stack[-1][0] += done
             stack[-1][1] = done
+        elif m.group(0) in "|*+?^$\0":  # syntax, no item of its own
+            continue
         else:
             top[0] += 1
             top[1] = 1
@@ -415,9 +454,11 @@ def _check_regex_size(pattern: str, name: str) -> None:
         syntax = _outside_classes(pattern)
         items = _text_items(syntax)
         found = _UNSOUND_TEXT.search(syntax)
+        text = "" if found is None else found.group(0)
         what = None if found is None else (
-            _UNSOUND["POSSESSIVE_REPEAT"] if found.group(0).endswith("+") else
-            _UNSOUND["ATOMIC_GROUP"] if found.group(0) == "(?>" else _UNSOUND["ASSERT"])
+            _UNSOUND["POSSESSIVE_REPEAT"] if text.endswith("+") else
+            _UNSOUND["ATOMIC_GROUP"] if text == "(?>" else
+            _UNSOUND["ASSERT"] if text.startswith("(?") else _UNSOUND["AT"])
     if items > MAX_REGEX_ITEMS:
         raise GrammarError(f"{name}: regex has over {MAX_REGEX_ITEMS:,} items once its counted "
                            f"repeats are unrolled (a{{n}} is n copies of a, nested counts "

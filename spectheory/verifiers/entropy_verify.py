@@ -10,8 +10,8 @@ vllm-ascend PR #9772 ("fix Magic MTP and add Entropy Verify", merged; ``rejectio
     s_i   = min(exp(-alpha H_i), tau)
     accept X_i iff q_i(X_i) > 0 and p_i(X_i) / q_i(X_i) >= s_i u,   u ~ U[0, 1)
 
-so a_i = min(1, p_i(X_i) / (s_i q_i(X_i))) (where s_i q_i(X_i) underflows to 0 in float64, at
-alpha H_i past about 745, its limit: 1 where p_i(X_i) > 0, 0 where p_i(X_i) = 0); the recovered token is vLLM's,
+so a_i = min(1, p_i(X_i) / (s_i q_i(X_i))) (where s_i q_i(X_i) underflows to 0 in float64, as
+alpha H_i grows large, its limit: 1 where p_i(X_i) > 0, 0 where p_i(X_i) = 0); the recovered token is vLLM's,
 normalise(max(p_i - q_i, 0)) (``sample_recovered_tokens_pytorch``), and the bonus token is the
 target's. This is token verification with lenience s_i on the acceptance only (the residual is
 not scaled): s_i = 1, i.e. tau = 1 and alpha = 0, is token verification (lossless); any s_i < 1
@@ -54,7 +54,7 @@ def entropy_verify(threshold=0.95, alpha=0.4) -> VerifierSpec:
         px, qx = drafted_probs(drafts, q, p)  # [B, L]
         entropy = -(rows * torch.log(rows + EPSILON)).sum(-1)  # [B, L]
         s = torch.clamp(torch.exp(-entropy * alpha), max=tau)
-        # s q(X) underflows to 0 once alpha H passes about 745 (alpha up to 1e6 is allowed):
+        # s q(X) underflows to 0 as alpha H grows (alpha up to 1e6 is allowed):
         # the limit, a = 1 where p(X) > 0 and 0 where p(X) = 0 (s > 0), not 0/0
         ratio = px / torch.where(qx > 0, s * qx, torch.ones_like(qx))
         a = torch.where(qx > 0, torch.where(px > 0, ratio, torch.zeros_like(ratio)),

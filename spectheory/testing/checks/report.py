@@ -241,10 +241,13 @@ class SamplerReport:
         if math.isfinite(self.min_detectable_tv):
             lines.append(f"  detects a total-variation bias >= {self.min_detectable_tv:.3g} "
                          f"in every {law}'s law with {POWER:.0%} power")
-        elif not finite_only:  # no degree of freedom: the verdict rests on impossible samples
+        elif not finite_only and self.dof == 0:  # the verdict rests on impossible samples
             lines.append(f"  no bias figure: no degree of freedom was tested at "
                          f"{self.samples:,} samples (a sample of an outcome of probability "
                          f"zero fails the check at any count)")
+        elif not finite_only:
+            lines.append(f"  detects no bias in every {law}'s law with {POWER:.0%} power at "
+                         f"{self.samples:,} samples (a total-variation bias of 1 falls short)")
         return lines
 
     def to_json(self) -> dict:

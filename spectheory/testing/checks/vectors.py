@@ -501,9 +501,14 @@ def _given_uniforms(pairs, d: int) -> list:
     """``uniforms[d]`` of `build_vector`: a list of pairs (u0, u1) of real numbers in [0, 1),
     else one line naming the argument (a pair of text or three numbers raised a bare
     ValueError)."""
-    def number(u) -> bool:
-        return isinstance(u, (int, float, np.integer, np.floating)) and not isinstance(
-            u, (bool, np.bool_)) and 0 <= u < 1
+    def number(u) -> bool:  # a real number in [0, 1): floats, Fractions, numpy and torch scalars
+        if isinstance(u, (bool, np.bool_, str, bytes)):
+            return False
+        try:
+            x = float(u)
+        except (TypeError, ValueError, OverflowError, RuntimeError):
+            return False
+        return 0 <= x < 1
 
     try:
         items = list(pairs)
@@ -516,8 +521,8 @@ def _given_uniforms(pairs, d: int) -> list:
             raise SpectheoryError(f"uniforms[{d}][{j}] = {pair!r:.40} is not a pair (u0, u1)") \
                 from None
         if not (number(u0) and number(u1)):
-            raise SpectheoryError(f"uniforms[{d}][{j}] = {pair!r:.40}: each uniform is a number "
-                                  f"in [0, 1)")
+            raise SpectheoryError(f"uniforms[{d}][{j}] = {pair!r:.40}: each uniform must be a "
+                                  f"real number in [0, 1)")
     return items
 
 

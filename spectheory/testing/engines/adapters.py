@@ -116,9 +116,9 @@ def canonical_from_padded(output_token_ids: torch.Tensor):
                          f"[B, L+1], not {type(x).__name__}{list(getattr(x, 'shape', []))}"
                          f"{' of ' + str(x.dtype) if isinstance(x, torch.Tensor) else ''}")
     kept = x != PLACEHOLDER_TOKEN_ID
-    if x.shape[0] and bool((~kept[:, 0]).any()):
-        raise InputError(f"canonical_from_padded: row {int((~kept[:, 0]).nonzero()[0])} emitted "
-                         f"no token (a placeholder first)")
+    if x.shape[0] and bool((~kept.any(1)).any()):
+        raise InputError(f"canonical_from_padded: row {int((~kept.any(1)).nonzero()[0])} emitted "
+                         f"no token (placeholders only)")
     holes = kept[:, 1:] & ~kept[:, :-1]
     if bool(holes.any()):
         raise InputError(f"canonical_from_padded: row {int(holes.any(1).nonzero()[0])} has a "

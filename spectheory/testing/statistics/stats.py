@@ -286,6 +286,8 @@ def samples_for_a_test(probs, min_expected: float = 5.0) -> int | None:
         raise InputError(f"samples_for_a_test: a cell probability is negative "
                          f"({float(probs[probs < 0][0])!r})")
     min_expected = _args.real("min_expected", min_expected, 0.0)
+    if not (probs > 0).any():
+        raise InputError("samples_for_a_test: the cell probabilities are all zero (no law)")
     if is_point_mass(probs):
         return None
     w = probs[probs > 0] / probs[probs > 0].sum()
