@@ -4431,6 +4431,18 @@ MUTANTS = [
            '    if (L + 1) * math.log10(V) > 300:',
            '    if False:',
            "the adaptive time estimate overflows past 1e308: a bare OverflowError before the size refusal", ('tests/test_adaptive.py',)),
+    Mutant('spectheory/testing/checks/seeds.py',
+           '        zero = all(p.kind == p.KEYWORD_ONLY and p.default is not inspect.Parameter.empty',
+           '        zero = all(p.default is not inspect.Parameter.empty',
+           "a step written step(request=None) is taken for a factory and called with no argument", ('tests/test_seeds.py',)),
+    Mutant('spectheory/testing/checks/calls.py',
+           '        if isinstance(exc, (OverflowError, ValueError)) and "verflow" in str(exc) and \\',
+           '        if False and \\',
+           "a list of ids past int64 is called 'of type list, not a tensor', where lists are read", ('tests/test_sampler_reports.py',)),
+    Mutant('spectheory/testing/checks/own_sampler.py',
+           '            if "the p row" not in str(exc):',
+           '            if True:',
+           "the kit's sampler handed logits is refused with no word that it takes probabilities", ('tests/test_sampler_reports.py',)),
 ]
 
 

@@ -591,3 +591,30 @@ def test_a_check_with_a_degree_of_freedom_and_no_detectable_bias_says_so():
     text = str(rep)
     assert rep.dof >= 1 and "no degree of freedom" not in text, text
     assert "detects no bias in every row's law with 90% power at 19 samples" in text, text
+
+
+def test_a_list_of_ids_past_int64_is_named_as_such():
+    """A sampler returning Python lists passes (engines return lists), and one returning
+    [2**70] * B was told its output is "of type list, not a tensor of integer ids"."""
+    def huge(drafts, q, p, generator):
+        accepted, _ = make_sampler("token")(drafts, q, p, generator)
+        return accepted.tolist(), [2**70] * drafts.shape[0]
+
+    def listed(drafts, q, p, generator):  # control: lists of ids are read
+        accepted, token = make_sampler("token")(drafts, q, p, generator)
+        return accepted.tolist(), token.tolist()
+
+    rep = check_sampler(huge, "token", samples=2000)
+    assert not rep.passed and "token, a list of" in str(rep) and "out of the range of token ids" \
+        in str(rep) and "not a tensor" not in str(rep), str(rep)
+    assert check_sampler(listed, "token", samples=20_000).passed
+
+
+def test_the_kits_sampler_handed_logits_says_it_takes_probabilities():
+    """check_sampler(make_sampler(...), inputs="logits") was refused as "draft rows: the p row
+    ... has a negative entry", with no word that the kit's sampler takes probabilities."""
+    with pytest.raises(SpectheoryError, match=r"has a negative entry; every row must be a "
+                                              r"distribution \(make_sampler's samplers take "
+                                              r"probabilities: a check with inputs='logits'"):
+        check_sampler(make_sampler("token"), "token", inputs="logits", mode="lossless",
+                      samples=4000)

@@ -255,3 +255,22 @@ def test_sample_match_drafts_at_the_keyed_draft_uniform_of_each_position():
         expect.append(k + 1)
     assert lengths == expect
     assert len(set(expect)) > 1  # the rows differ in length: the check has something to see
+
+
+def test_a_step_with_a_default_request_is_a_step_and_a_partial_factory_a_factory():
+    """A step written step(request=None) was taken for a factory (a callable callable with no
+    argument) and called with none: "step factory ... raised AttributeError: 'NoneType' object
+    has no attribute 'context'". A factory takes no parameter but keyword-only ones with
+    defaults (functools.partial of a maker with its options bound)."""
+    import functools
+
+    def defaulted(request=None):
+        return keyed_plain_step(request)
+
+    assert check_seed_replay(defaulted, schedule="none").passed
+
+    def make(*, rolled=False):
+        return keyed_plain_step
+
+    assert check_seed_replay(functools.partial(make, rolled=False), schedule="none").passed
+    assert check_seed_replay(lambda: keyed_plain_step, schedule="none").passed  # control

@@ -271,7 +271,12 @@ def _as_index(x, name: str):
     """A sampler's output as a flat int64 tensor, or a note on what it is instead."""
     try:
         t = torch.as_tensor(x)
-    except Exception:  # noqa: BLE001 - anything that is not array-like
+    except Exception as exc:  # noqa: BLE001 - anything that is not array-like
+        if isinstance(exc, (OverflowError, ValueError)) and "verflow" in str(exc) and \
+                isinstance(x, (list, tuple)):
+            # a list is read (as engines return ids): this one holds a value no int64 holds
+            return None, (f"{name}, a {type(x).__name__} of {len(x)}, holds a value out of "
+                          f"the range of token ids (int64): {str(exc)[:60]}")
         dtype = getattr(x, "dtype", None)
         return None, (f"{name} of type {type(x).__name__}"
                       f"{f' (dtype {dtype})' if dtype is not None else ''}, not a tensor of "

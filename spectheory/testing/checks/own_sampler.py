@@ -10,7 +10,7 @@ from typing import Any, Callable
 from ...runtime._lazy import torch
 
 from ...registry import plan
-from ...runtime.errors import InputError, check_arrays
+from ...runtime.errors import InputError, SpectheoryError, check_arrays
 from ...sampling import sample_output
 from .rows import DRAFT_ROW_TOL, _as_law, _check_draft_rows
 
@@ -102,7 +102,15 @@ def make_sampler(verifier: Any = "block", paths: int | None = None) -> Callable:
         n = d3.shape[0]
         repeat = _is_repeat(drafts) and _is_repeat(q) and _is_repeat(p)
         m = 1 if repeat else n  # a row repeated by a stride-0 view is checked once
-        _check_draft_rows(d3[:m], q3[:m], p3[:m])
+        try:
+            _check_draft_rows(d3[:m], q3[:m], p3[:m])
+        except SpectheoryError as exc:
+            if "the p row" not in str(exc):
+                raise
+            # the kit's sampler takes probabilities; a check run with inputs="logits" hands the
+            # sampler the target's logits (negative entries, sums off 1)
+            raise type(exc)(f"{exc} (make_sampler's samplers take probabilities: a check with "
+                            f"inputs='logits' hands the sampler logits)") from None
         if str(q3.dtype) not in DRAFT_ROW_TOL or str(p3.dtype) not in DRAFT_ROW_TOL:
             q3, p3 = _as_law(q3), _as_law(p3)  # float16 rows: in float64, the law they round
         if repeat:

@@ -339,16 +339,16 @@ class SeedReport:
 
 
 def _factory(fn, what: str) -> Callable[[], Callable]:
-    """A zero-argument callable is a factory (called once per run); anything else callable is
-    the step itself."""
+    """A callable with no parameter but keyword-only ones with defaults (``make()``,
+    ``functools.partial(make, seed=3)``) is a factory (called once per run); anything else
+    callable is the step itself: one that can take the request positionally, even with a
+    default (``step(request=None)`` was called as a factory, with no argument), or that needs a
+    keyword (``step(*, request)``: called with the request, it says what it lacks)."""
     if not callable(fn):
         raise OptionError(f"the {what} is {type(fn).__name__}, not a function")
     try:
-        params = [p for p in inspect.signature(fn).parameters.values()
-                  if p.default is inspect.Parameter.empty
-                  and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-        zero = not params and not any(p.kind == p.VAR_POSITIONAL
-                                      for p in inspect.signature(fn).parameters.values())
+        zero = all(p.kind == p.KEYWORD_ONLY and p.default is not inspect.Parameter.empty
+                   for p in inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
         zero = False
     if zero:
