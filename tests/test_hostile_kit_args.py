@@ -553,8 +553,8 @@ def test_the_kits_row_helpers_refuse_what_is_no_row_or_no_uniform():
     logits = torch.tensor([[0.0, 1.0, 2.0]])
     assert abs(float(T.rows_as_probs(logits, "logits").sum()) - 1) < 1e-6  # control
     for bad in ("logit", "LOGITS", None):
-        _refused(lambda: T.rows_as_probs(logits, bad), r"^inputs = .* must be 'probs' or "
-                                                        r"'logits'", OptionError)
+        _refused(lambda: T.rows_as_probs(logits, bad), r"^inputs = .* is not one of probs, "
+                                                        r"logits$", OptionError)
         _refused(lambda: T.processed_along(logits[:, None], torch.zeros(1, 0, dtype=torch.long),
                                            None, inputs=bad), r"^inputs = ", OptionError)
     half = np.array([0.5, 0.5])

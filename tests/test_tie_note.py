@@ -207,3 +207,7 @@ def test_a_float_law_lossy_where_the_exact_one_is_lossless_gets_the_verdicts_the
     (line,) = _note(err)
     assert "gives lossless (TV 0), not LOSSY (TV " in line and "agree to rounding" in line
     assert "calls a TV up to" not in line
+    code, out, err = run(["check", path, "--verifier", "offby:tok"], capsys)  # the same note
+    (line,) = _note(err)
+    assert code == 1 and "gives lossless (TV 0), not LOSSY (TV " in line and "agree to " \
+        "rounding" in line and "ties" not in line

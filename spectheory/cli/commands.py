@@ -252,18 +252,13 @@ def _exact_adaptive(args) -> int:
         i, how.spec, rule, aware=args.stop_aware, **kw))
     obj = res.to_json()
     obj["verifier"] = args.verifier
-    if written is not None and (_differ(written, res) or written.lossless != res.lossless):
-        if _differ(written, res):
+    differ = written is not None and _differ(written, res)
+    if written is not None and (differ or written.lossless != res.lossless):
+        if differ:
             _tie_note(_efficiency(res), _efficiency(written))
         else:  # the same law to rounding, another verdict
-            _tie_note(f"{'lossless' if res.lossless else 'LOSSY'} "
-                      f"(TV {float(res.tv_to_target):.3g})",
-                      f"{'lossless' if written.lossless else 'LOSSY'} "
-                      f"(TV {written.tv_to_target})",
-                      res.tolerance if _within_tolerance(written.lossless, res.lossless,
-                                                         written.tv_to_target,
-                                                         res.tv_to_target) else None,
-                      rounding=written.lossless and not res.lossless)
+            _verdict_note(res.lossless, res.tv_to_target, written.lossless,
+                          written.tv_to_target, res.tolerance)
         obj["as_written"] = {"block_efficiency": str(written.block_efficiency),
                              "tv_to_target": str(written.tv_to_target),
                              "lossless": written.lossless}
@@ -325,11 +320,17 @@ def _tie_note(what_float: str, what_exact: str, tolerance: float | None = None,
                  f"{why}; --exact answers for the instance as written"])
 
 
-def _within_tolerance(written_lossless: bool, lossless: bool, written_tv, tv) -> bool:
-    """The float verdict is lossless within its tolerance where the exact one is LOSSY, with TVs
-    that agree to rounding: the tolerance decided, not a tie."""
-    return lossless and not written_lossless and \
-        abs(float(written_tv) - float(tv)) <= TIE_CHECK_GAP
+def _verdict_note(lossless: bool, tv, written_lossless: bool, written_tv,
+                  tolerance: float) -> None:
+    """`_tie_note` on a float verdict (``lossless``, ``tv``) and an as-written one that differ,
+    each named as it is. Where the two TVs agree to rounding, the reason is the float check's
+    ``tolerance`` (float lossless, exact LOSSY) or the float law's distance to the target (float
+    LOSSY, exact lossless), not a tie."""
+    agree = abs(float(written_tv) - float(tv)) <= TIE_CHECK_GAP
+    _tie_note(f"{'lossless' if lossless else 'LOSSY'} (TV {float(tv):.3g})",
+              f"{'lossless' if written_lossless else 'LOSSY'} (TV {written_tv})",
+              tolerance if agree and lossless and not written_lossless else None,
+              rounding=agree and written_lossless and not lossless)
 
 
 def cmd_exact(args) -> int:
@@ -423,10 +424,7 @@ def cmd_check(args) -> int:
     obj.update(extra)
     if written is not None and (written.lossless != report.lossless or abs(
             float(written.tv) - float(report.tv)) > TIE_CHECK_GAP):
-        _tie_note(f"{'lossless' if report.lossless else 'LOSSY'} (TV {float(report.tv):.3g})",
-                  f"{'lossless' if written.lossless else 'LOSSY'} (TV {written.tv})",
-                  tol if _within_tolerance(written.lossless, report.lossless, written.tv,
-                                           report.tv) else None)
+        _verdict_note(report.lossless, report.tv, written.lossless, written.tv, tol)
         obj["as_written"] = {"lossless": written.lossless, "tv_to_target": str(written.tv)}
     limits.check_time(" (after the check)")  # a verdict past the limit is not printed
     emit(obj, args.json, f"{args.verifier}: {report}" + "".join(

@@ -275,29 +275,33 @@ def grammar_mask(grammar, history, n: int, states=None) -> np.ndarray:
     return m
 
 
-def _regex_items(parsed) -> int:
-    """Items a parsed pattern (``re``'s parser) unrolls to: counted repeats their ``min`` times
-    (an upper bound is a loop, not copies), nested repeats multiplied."""
-    import re as _re
+def _parts(op, av) -> list | None:
+    """The subpatterns of one item of a parsed pattern (``re``'s parser) as (copies, subpattern)
+    pairs, copies the ``min`` of a counted repeat (an upper bound is a loop, not copies) and 1
+    otherwise; None for an item with none (a literal, a class, an anchor)."""
+    name = str(op)
+    if name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+        return [(max(int(av[0]), 1), av[2])]
+    if name == "SUBPATTERN":
+        return [(1, av[-1])]
+    if name == "BRANCH":
+        return [(1, b) for b in av[1]]
+    if name in ("ASSERT", "ASSERT_NOT"):
+        return [(1, av[1])]
+    if name == "ATOMIC_GROUP":
+        return [(1, av)]
+    if name == "GROUPREF_EXISTS":
+        return [(1, b) for b in av[1:] if b is not None]
+    return None
 
-    c = _re._constants if hasattr(_re, "_constants") else __import__("sre_constants")
+
+def _regex_items(parsed) -> int:
+    """Items a parsed pattern (``re``'s parser) unrolls to: counted repeats their ``min`` times,
+    nested repeats multiplied (`_parts`)."""
     total = 0
     for op, av in parsed:
-        if op in (c.MAX_REPEAT, c.MIN_REPEAT) or getattr(c, "POSSESSIVE_REPEAT", None) == op:
-            lo, _, sub = av
-            total += max(int(lo), 1) * _regex_items(sub)
-        elif op == c.SUBPATTERN:
-            total += _regex_items(av[-1])
-        elif op == c.BRANCH:
-            total += sum(_regex_items(b) for b in av[1])
-        elif op in (c.ASSERT, c.ASSERT_NOT):
-            total += _regex_items(av[1])
-        elif op == getattr(c, "ATOMIC_GROUP", None):
-            total += _regex_items(av)
-        elif op == c.GROUPREF_EXISTS:
-            total += sum(_regex_items(b) for b in av[1:] if b is not None)
-        else:
-            total += 1
+        parts = _parts(op, av)
+        total += 1 if parts is None else sum(k * _regex_items(sub) for k, sub in parts)
         if total > MAX_REGEX_ITEMS:
             break
     return total
@@ -333,16 +337,7 @@ def _unsound(parsed, top: bool = True) -> str | None:
         what = _UNSOUND.get(str(op))
         if what:
             return what
-        subs = []
-        if str(op) in ("MAX_REPEAT", "MIN_REPEAT"):
-            subs = [av[2]]
-        elif str(op) == "SUBPATTERN":
-            subs = [av[-1]]
-        elif str(op) == "BRANCH":
-            subs = list(av[1])
-        elif str(op) == "GROUPREF_EXISTS":
-            subs = [b for b in av[1:] if b is not None]
-        for sub in subs:
+        for _, sub in _parts(op, av) or ():
             what = _unsound(sub, False)
             if what:
                 return what

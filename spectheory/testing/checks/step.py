@@ -114,6 +114,12 @@ INPUTS = ("probs", "logits")
 PLACEHOLDER = -1
 
 
+def _check_inputs(inputs) -> None:
+    """``inputs`` is one of `INPUTS`, else one line."""
+    if not isinstance(inputs, str) or inputs not in INPUTS:
+        raise OptionError(f"inputs = {inputs!r:.40} is not one of {', '.join(INPUTS)}")
+
+
 # ----------------------------------------------------------------------------- models
 
 
@@ -126,8 +132,7 @@ class TableLM:
     outside 0..V-1, raise one-line errors before anything is allocated."""
 
     def __init__(self, model, name: str, inputs: str = "probs"):
-        if inputs not in INPUTS:
-            raise OptionError(f"inputs = {inputs!r} is not one of {', '.join(INPUTS)}")
+        _check_inputs(inputs)
         self.model = model.to_float()
         self.name, self.inputs = name, inputs
         self.V, self.depth = model.vocab_size, model.depth
@@ -217,11 +222,6 @@ class StepRequest:
     seed: int = 0
     seeds: Any = None
     num_drafts: Any = None
-
-
-def _check_inputs(inputs) -> None:
-    if not isinstance(inputs, str) or inputs not in ("probs", "logits"):
-        raise OptionError(f"inputs = {inputs!r:.40} must be 'probs' or 'logits'")
 
 
 def rows_as_probs(rows, inputs: str):
@@ -325,8 +325,7 @@ def _check_args(samples, alpha, steps, inputs) -> float:
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or \
             not 1 <= steps <= MAX_STEPS:
         raise OptionError(f"steps = {steps!r} must be an integer in 1..{MAX_STEPS}")
-    if inputs not in INPUTS:
-        raise OptionError(f"inputs = {inputs!r} is not one of {', '.join(INPUTS)}")
+    _check_inputs(inputs)
     return alpha
 
 

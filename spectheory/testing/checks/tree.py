@@ -237,6 +237,14 @@ def _token_paths(tree: TreeShape, tokens: Sequence[int]) -> list:
     return path
 
 
+def _is_token_id(t) -> bool:
+    """An integer >= 0: a Python or numpy integer, or a 0-d integer tensor (bools are not)."""
+    if torch.is_tensor(t):
+        return t.dim() == 0 and not (t.is_floating_point() or t.is_complex()
+                                     or t.dtype == torch.bool) and int(t) >= 0
+    return isinstance(t, (int, np.integer)) and not isinstance(t, (bool, np.bool_)) and t >= 0
+
+
 def emitted_groups(tree: TreeShape, tokens: Sequence[int]) -> tuple:
     """The distinct token paths of the nodes of one drafted tree, in node order of first
     appearance, and the group [N+1] of every node: the emitted sequence (path to ``node``, Y) is
@@ -248,10 +256,7 @@ def emitted_groups(tree: TreeShape, tokens: Sequence[int]) -> tuple:
     except TypeError:
         raise OptionError(f"emitted_groups: tokens = {tokens!r:.40} is not a sequence of token "
                           f"ids") from None
-    if len(ids) != n or not all(isinstance(t, (int, np.integer)) and not isinstance(t, bool)
-                                and t >= 0 or (torch.is_tensor(t) and t.dim() == 0 and
-                                               not t.is_floating_point() and int(t) >= 0)
-                                for t in ids):
+    if len(ids) != n or not all(_is_token_id(t) for t in ids):
         raise OptionError(f"emitted_groups: tokens must be {n} token ids (integers >= 0), one a "
                           f"non-root node of the tree, not {ids!r:.60}")
     paths = _token_paths(tree, tokens)

@@ -497,19 +497,22 @@ def _diff(a, b, where: str):
     return None if a == b else (where, a, b)
 
 
+def _is_uniform(u) -> bool:
+    """A real number in [0, 1): floats, ints, Fractions, numpy and torch scalars; not bools or
+    text (what a vector file's decisions and `build_vector`'s ``uniforms`` hold)."""
+    if isinstance(u, (bool, np.bool_, str, bytes)):
+        return False
+    try:
+        x = float(u)
+    except (TypeError, ValueError, OverflowError, RuntimeError):
+        return False
+    return 0 <= x < 1
+
+
 def _given_uniforms(pairs, d: int) -> list:
     """``uniforms[d]`` of `build_vector`: a list of pairs (u0, u1) of real numbers in [0, 1),
     else one line naming the argument (a pair of text or three numbers raised a bare
     ValueError)."""
-    def number(u) -> bool:  # a real number in [0, 1): floats, Fractions, numpy and torch scalars
-        if isinstance(u, (bool, np.bool_, str, bytes)):
-            return False
-        try:
-            x = float(u)
-        except (TypeError, ValueError, OverflowError, RuntimeError):
-            return False
-        return 0 <= x < 1
-
     try:
         items = list(pairs)
     except TypeError:
@@ -520,7 +523,7 @@ def _given_uniforms(pairs, d: int) -> list:
         except (TypeError, ValueError):
             raise SpectheoryError(f"uniforms[{d}][{j}] = {pair!r:.40} is not a pair (u0, u1)") \
                 from None
-        if not (number(u0) and number(u1)):
+        if not (_is_uniform(u0) and _is_uniform(u1)):
             raise SpectheoryError(f"uniforms[{d}][{j}] = {pair!r:.40}: each uniform must be a "
                                   f"real number in [0, 1)")
     return items
@@ -538,9 +541,7 @@ def _uniforms_of(data: dict, n_drafts: int, fname: str) -> list:
         except (TypeError, KeyError, ValueError):
             raise SpectheoryError(f"{fname}: decisions[{j}] needs 'draft' and two 'uniforms'") \
                 from None
-        ok = all(isinstance(u, (int, float)) and not isinstance(u, bool) and 0 <= u < 1
-                 for u in (u0, u1))
-        if not ok:
+        if not (_is_uniform(u0) and _is_uniform(u1)):
             raise SpectheoryError(f"{fname}: decisions[{j}].uniforms must be two numbers in "
                                   f"[0, 1)")
         if isinstance(d, bool) or not isinstance(d, int) or not 0 <= d < n_drafts:
