@@ -135,6 +135,8 @@ def _budget_text(text: str, name: str) -> Fraction:
     m = _BUDGET_TEXT.fullmatch(s)
     if m is None:
         if s.startswith("-") and _BUDGET_TEXT.fullmatch(s[1:]):
+            if re.fullmatch(r"[0-9]+/0+", s[1:]):  # -0/0, -1/0: the zero is the fault
+                raise LPError(f"{name} budget {text!r} divides by zero; not a finite number")
             if re.fullmatch(r"[0.]*0[0.]*(?:[eE][+-]?[0-9]+)?|0+/0*[1-9][0-9]*", s[1:]):
                 return Fraction(0)  # -0, -0.0, -0/5: zero (as the number -0.0 is read)
             raise LPError(f"{name} budget {text!r} must be a finite number >= 0")

@@ -4443,6 +4443,22 @@ MUTANTS = [
            '            if "the p row" not in str(exc):',
            '            if True:',
            "the kit's sampler handed logits is refused with no word that it takes probabilities", ('tests/test_sampler_reports.py',)),
+    Mutant('spectheory/testing/engines/adapters.py',
+           '        if n and int(k.min()) < 1:',
+           '        if n and int(k.min()) < 0:',
+           "vLLM's top-k port takes k = 0 and indexes past the row (a raw RuntimeError from gather)", ('tests/test_hostile_late_ports.py',)),
+    Mutant('spectheory/testing/engines/adapters.py',
+           '        bad = ~((p > 0) & (p <= 1))',
+           '        bad = ~((p > 0) & (p <= 2))',
+           "vLLM's top-p port takes p = 1.5 and masks nothing, silently", ('tests/test_hostile_late_ports.py',)),
+    Mutant('spectheory/testing/engines/adapters.py',
+           '        if not isinstance(t, torch.Tensor) or t.shape != (n,):',
+           '        if not isinstance(t, torch.Tensor):',
+           "vLLM's top-k/top-p port broadcasts one request's k over every row", ('tests/test_hostile_late_ports.py',)),
+    Mutant('lp/frontier.py',
+           '            if re.fullmatch(r"[0-9]+/0+", s[1:]):  # -0/0, -1/0: the zero is the fault',
+           '            if re.fullmatch(r"[0-9]+/0+x", s[1:]):  # -0/0, -1/0: the zero is the fault',
+           "a frontier budget of -0/0 is refused as negative, not as a division by zero", ('tests/test_bad_inputs_2026.py',)),
 ]
 
 

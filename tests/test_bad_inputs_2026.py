@@ -52,6 +52,7 @@ def small(tmp_path):
 
 BAD_BUDGETS = [("1e400", "too large"), ("nan", "not a finite number"),
                ("inf", "not a finite number"), ("-1", ">= 0"), ("1/0", "divides by zero"),
+               ("-0/0", "divides by zero"), ("-3/0", "divides by zero"),
                ("1e999999999", "exponent out of range"), ("0x10", "not a finite number"),
                ("1" * 65, "characters long")]
 

@@ -600,12 +600,48 @@ def expand_batch_to_tokens(x, cu_num_tokens, num_tokens: int, replace_from=0, re
     return torch.where(out == replace_from, torch.full_like(out, replace_to), out)
 
 
+def _check_top_k_top_p(logits, k, p) -> None:
+    """The port's inputs as vLLM's metadata holds them: ``logits [n, V]`` floats; ``k [n]``
+    integers >= 1 (a request without top-k holds V; past V keeps every token, as the engine's
+    clamp does); ``p [n]`` in (0, 1] (``SamplingParams`` refuses the rest). vLLM indexes past
+    the row at k = 0 and masks nothing at p > 1 or NaN; the port refuses them by name."""
+    from ...runtime.errors import OptionError
+
+    if not (isinstance(logits, torch.Tensor) and logits.dim() == 2
+            and logits.dtype.is_floating_point):
+        raise OptionError("apply_top_k_top_p: logits must be a float tensor [n, V], not "
+                          + (f"{logits.dtype} {list(logits.shape)}"
+                             if isinstance(logits, torch.Tensor) else type(logits).__name__))
+    n = logits.shape[0]
+    for name, t in (("k", k), ("p", p)):
+        if t is None:
+            continue
+        if not isinstance(t, torch.Tensor) or t.shape != (n,):
+            shape = list(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__
+            raise OptionError(f"apply_top_k_top_p: {name} must be a tensor [n] = [{n}] (one "
+                              f"value per row of logits) or None, not {shape}")
+    if k is not None:
+        if k.dtype.is_floating_point or k.dtype.is_complex or k.dtype == torch.bool:
+            raise OptionError(f"apply_top_k_top_p: k must hold integers, not {k.dtype}")
+        if n and int(k.min()) < 1:
+            raise OptionError(f"apply_top_k_top_p: top_k = {int(k.min())} is out of range: "
+                              "k >= 1 (a request without top-k holds the vocabulary size)")
+    if p is not None:
+        if not p.dtype.is_floating_point:
+            raise OptionError(f"apply_top_k_top_p: p must hold floats in (0, 1], not {p.dtype}")
+        bad = ~((p > 0) & (p <= 1))
+        if bool(bad.any()):
+            raise OptionError(f"apply_top_k_top_p: top_p = {float(p[bad][0])} is out of range: "
+                              "0 < p <= 1")
+
+
 def apply_top_k_top_p(logits, k, p):
     """vLLM V1's ``apply_top_k_top_p_pytorch`` (vllm/v1/sample/ops/topk_topp_sampler.py),
     ported: sort ascending; top-k masks every logit below the k-th largest (ties kept); top-p
     masks the sorted positions whose cumulative softmax is <= 1 - p (the last one always kept);
     ``logits [n, V]``, ``k``, ``p`` ``[n]`` or None. The tie order at a top-p boundary is
     ``torch.sort``'s."""
+    _check_top_k_top_p(logits, k, p)
     if k is None and p is None:
         return logits
     srt, idx = logits.sort(dim=-1, descending=False)
