@@ -9,6 +9,7 @@ error from deep inside or a silent wrong answer:
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -53,3 +54,218 @@ def test_the_vllm_top_k_top_p_port_keeps_its_law_on_valid_input():
     out = apply_top_k_top_p(LOGITS, None, torch.tensor([1.0, 0.5]))
     assert torch.equal(out[0], LOGITS[0])
     assert torch.isinf(out[1]).tolist() == [False, True, True, True]  # 3.0 holds 0.85 > 0.5
+
+
+# ----------------------------------------------------------------------------- the second probe
+# (the state around the sampler and the engines' whole steps)
+
+from spectheory.inputs.processing import SamplingError, SamplingParams, parse_sampling, \
+    process_rows  # noqa: E402
+from spectheory.runtime.errors import SpectheoryError, call_user  # noqa: E402
+from spectheory.testing import (TRANSFORMERS, VLLM_V1, engine_coin_sampler,  # noqa: E402
+                                engine_sampler, hf_speculative_sampling,
+                                vllm_v1_rejection_sample)
+from spectheory.testing.checks.step import (StepRequest, TableLM,  # noqa: E402
+                                            default_step_instances, processed_along,
+                                            rows_as_probs, vllm_v1_step)
+from spectheory.testing.engines.ports import llamacpp, trtllm  # noqa: E402
+from cli_helpers import refused, run  # noqa: E402
+
+
+def test_a_choices_tree_nested_a_thousand_deep_is_one_line(capsys):
+    """`check-sampler --tree '[[[...]]]'` ended in a RecursionError traceback from the JSON
+    parser (the `tree` command's --choices already counted the nesting first; both share it
+    now); a tree too large names its shape as typed, not '1,000,1,000'."""
+    deep = "[" * 1000 + "]" * 1000
+    refused(*run(["check-sampler", "spectheory.testing:vllm_sampler", "--tree", deep], capsys),
+            "--tree is nested deeper than a list of lists of child ranks")
+    refused(*run(["check-sampler", "spectheory.testing:vllm_sampler", "--tree", "[[0],[1]"],
+                 capsys), "--tree '[[0],[1]' is not JSON")
+    refused(*run(["check-sampler", "spectheory.testing:vllm_sampler", "--tree", "1000,1000"],
+                 capsys), "tree '1000,1000' has 1,001,000 drafted nodes")
+
+
+@pytest.mark.parametrize("value", [2**63, 2**70, "99999999999999999999", "9" * 5000])
+def test_top_k_past_int64_is_refused_by_name(value):
+    """top_k had no upper bound: 10^20 reached the engines' int64 tensors as an OverflowError
+    (blamed on the user's step, or "outside the sampler's calls"); 2^63 - 1 is the largest."""
+    with pytest.raises(SamplingError, match="sampling parameter top_k = .* top_k is an integer "
+                                            r"in 1\.\.2\^63-1"):
+        parse_sampling({"top_k": value} if isinstance(value, int) else f"top_k={value}")
+    if isinstance(value, int):
+        with pytest.raises(SamplingError, match="top_k"):
+            SamplingParams(top_k=value)
+    assert parse_sampling({"top_k": 2**63 - 1}).top_k == 2**63 - 1  # the control
+
+
+def test_top_k_past_int64_on_the_command_line_names_the_parameter(capsys):
+    refused(*run(["check-step", "spectheory.testing.checks.step:vllm_v1_step", "--sampling",
+                  "top_k=99999999999999999999", "--samples", "2000"], capsys),
+            "sampling parameter top_k = '99999999999999999999' is out of range")
+
+
+def test_a_module_that_raises_keyboardinterrupt_at_import_is_its_failure(user_modules, capsys):
+    """At import it read as a real Ctrl-C (exit 130, "interrupted"), where the same raise in a
+    call is the user code's failure (exit 2)."""
+    user_modules(m_kbint="raise KeyboardInterrupt\n")
+    refused(*run(["check-step", "m_kbint:f"], capsys),
+            "module 'm_kbint' (for step 'm_kbint:f') raised KeyboardInterrupt while being "
+            "imported, with no interrupt received")
+
+
+def test_a_child_forked_by_user_code_leaves_instead_of_running_the_check_on():
+    """A step that called os.fork() returned in both processes, and the child ran the rest of
+    the check: four reports on standard output. The child now leaves silently where it comes
+    back into the toolkit; the parent goes on alone."""
+    import os
+
+    r, w = os.pipe()
+    parent = os.getpid()
+
+    def forks():
+        return os.fork()
+
+    child = call_user(forks)
+    if os.getpid() != parent:  # a child that came back: it says so, and never runs the tests on
+        os.write(w, b"the child came back\n")
+        os._exit(0)
+    os.write(w, b"the parent\n")
+    os.close(w)
+    _, status = os.waitpid(child, 0)
+    seen = os.read(r, 4096).decode().splitlines()
+    os.close(r)
+    assert child > 0 and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    assert seen == ["the parent"], seen
+
+
+def _canonical():
+    d = torch.zeros(1, 2, dtype=torch.long)
+    return d, torch.full((1, 2, 3), 1 / 3), torch.full((1, 3, 3), 1 / 3)
+
+
+@pytest.mark.parametrize("which,value,words", [
+    ("q", float("nan"), "the q row of batch row 0, position 0 has a non-finite entry"),
+    ("p", float("nan"), "the p row of batch row 0, position 0 has a non-finite entry"),
+    ("p", -0.5, "the p row of batch row 0, position 0 has a negative entry"),
+    ("drafts", 7, "the drafted token 7 (row 0, position 0) is outside 0..2"),
+    ("drafts", 0.5, "drafted token = 0.5 (dtype torch.float32), not an integer"),
+    ("drafts", "list", "drafts is a list"),
+])
+def test_a_wrapped_engine_function_refuses_what_no_check_hands_it(which, value, words):
+    """engine_sampler's wrapper checked shapes only: a NaN q gave an answer, a NaN p failed in
+    the kit's own bonus draw, a list of drafts raised AttributeError."""
+    d, q, p = _canonical()
+    if which == "drafts":
+        d = d.tolist() if value == "list" else torch.full((1, 2), value)
+    else:
+        (q if which == "q" else p)[0, 0, 0] = value
+    s = engine_sampler(vllm_v1_rejection_sample, VLLM_V1)
+    with pytest.raises(OptionError) as exc:
+        s(d, q, p, torch.Generator().manual_seed(0))
+    assert words in str(exc.value), str(exc.value)
+    d, q, p = _canonical()  # the control
+    tau, y = s(d, q, p, torch.Generator().manual_seed(0))
+    assert 0 <= int(tau[0]) <= 2 and 0 <= int(y[0]) < 3
+
+
+@pytest.mark.parametrize("coin", [float("nan"), 2.0, -0.25])
+def test_a_coin_sampler_refuses_coins_outside_the_unit_interval(coin):
+    """Coins of NaN or 2.0 reached the engine, and its error was reported as the engine's."""
+    d, q, p = _canonical()
+    s = engine_coin_sampler(hf_speculative_sampling, TRANSFORMERS)
+    u = torch.full((1, 3), 0.5)
+    u[0, 1] = coin
+    with pytest.raises(OptionError, match=r"uniforms must lie in \[0, 1\], got"):
+        s(d, q, p, u)
+    s(d, q, p, torch.full((1, 3), 0.5))  # the control
+
+
+def test_the_step_authors_helpers_read_or_refuse_their_rows():
+    """rows_as_probs returned NaN rows and negative "probabilities"; processed_along raised
+    AttributeError on a list of rows and called a list of tokens 'None'."""
+    with pytest.raises(SamplingError, match="logits rows hold a NaN at row 0, token 0"):
+        rows_as_probs(torch.full((1, 3), float("nan")), "logits")
+    with pytest.raises(SamplingError, match="row 0, token 1 is -0.5"):
+        rows_as_probs(torch.tensor([[1.5, -0.5, 0.0]]), "probs")
+    with pytest.raises(SamplingError, match="rows must be a tensor"):
+        rows_as_probs(object(), "probs")
+    rows = torch.full((1, 3, 3), 1 / 3, dtype=torch.float64)
+    tokens = torch.tensor([[0, 1]])
+    want = processed_along(rows, tokens, "presence_penalty=1")
+    assert torch.equal(processed_along(rows.tolist(), tokens, "presence_penalty=1"), want)
+    assert torch.equal(processed_along(rows, [[0, 1]], "presence_penalty=1"), want)
+    assert want[0, 1, 0] < want[0, 1, 2]  # the penalty acted: token 0 is in the history
+
+
+def test_a_table_model_called_directly_refuses_what_is_not_token_ids():
+    lm = TableLM(default_step_instances()[0].target, "target")
+    for bad, words in ((["a"], "got list"), (torch.zeros(1, 2, dtype=torch.complex64),
+                                             "got torch.complex64"),
+                       (torch.zeros(1, 2, dtype=torch.long, device="meta"), "meta device")):
+        with pytest.raises(SpectheoryError, match="the target model takes tokens") as exc:
+            lm(bad)
+        assert words in str(exc.value), str(exc.value)
+    assert lm(torch.zeros(1, 2, dtype=torch.long)).shape[:2] == (1, 3)  # the control
+
+
+def test_a_step_request_built_by_hand_is_checked_as_the_kit_builds_its_own():
+    """The kit's reference steps, handed a request the kit never builds, failed inside
+    (AttributeError, 'stack expects a non-empty TensorList', TypeError, a ValueError of
+    unpacking); num_draft = 10^6 ran without end."""
+    inst = default_step_instances()[0]
+    good = dict(context=torch.zeros(4, 0, dtype=torch.long), draft=TableLM(inst.draft, "draft"),
+                target=TableLM(inst.target, "target"), num_draft=2,
+                generator=torch.Generator().manual_seed(0), seed=1)
+    for key, value, words in (("context", None, "context must be an integer tensor [B, n]"),
+                              ("context", torch.zeros(4, dtype=torch.long), "of shape [4]"),
+                              ("draft", None, "draft must be a model"),
+                              ("num_draft", 0, "num_draft = 0 must be an integer in 1..64"),
+                              ("num_draft", 1.5, "num_draft = 1.5"),
+                              ("num_draft", 10**6, "num_draft = 1000000"),
+                              ("inputs", "logit", "inputs = 'logit' is not one of")):
+        with pytest.raises(OptionError) as exc:
+            StepRequest(**{**good, key: value})
+        assert words in str(exc.value), (key, str(exc.value))
+    assert vllm_v1_step(StepRequest(**good)) is not None  # the control: the step runs
+
+
+def test_a_history_is_checked_even_where_no_parameter_reads_it():
+    """process_rows(row, 'top_k=2', history=[0.5, 'x']) returned the row: the history was
+    read only by the stateful parameters."""
+    row = np.array([0.5, 0.25, 0.25])
+    for history, words in (([0.5, "x"], "history must hold token ids"), ([7], "token 7, "
+                                                                         "outside 0..2")):
+        with pytest.raises(SpectheoryError, match=words):
+            process_rows(row, "top_k=2", history=history)
+    assert process_rows(row, "top_k=2", history=[1, 2]).tolist() == [0.5, 0.25, 0.25]
+
+
+def test_the_tensorrt_llm_and_llama_cpp_ports_refuse_their_bad_inputs_by_name():
+    """A misspelt planted bug ran the correct rule; None rows raised 'Could not infer dtype';
+    a NaN in a llama.cpp candidate row was dropped as if it were 0."""
+    q, p = torch.full((2, 3), 1 / 3), torch.full((3, 3), 1 / 3)
+    with pytest.raises(OptionError, match="unknown bug 'bogus'"):
+        trtllm.get_rejected_indices(q, p, torch.Generator(), torch.zeros(2, dtype=torch.long),
+                                    bug="bogus")
+    with pytest.raises(OptionError, match="unknown bug 'bogus'"):
+        trtllm.sample_rejected(q, p, torch.Generator(), 0, bug="bogus")
+    with pytest.raises(OptionError, match="draft_probs must be float probability rows"):
+        trtllm.get_rejected_indices(None, None, None, None)
+    with pytest.raises(OptionError, match="a probability row holds nan"):
+        llamacpp.candidates(torch.tensor([float("nan"), 0.5, 0.5]))
+    ids, probs = llamacpp.candidates(torch.tensor([0.25, 0.0, 0.75]))  # the control
+    assert ids.tolist() == [2, 0] and probs.tolist() == [0.75, 0.25]
+
+
+def test_an_llguidance_regex_is_sized_before_it_compiles():
+    """The kit's regex grammar refused a pattern of over 100,000 unrolled items; llguidance's
+    took it, and its masks then cost about a second per history token."""
+    pytest.importorskip("llguidance")
+    from spectheory.inputs.grammar_engines import llguidance_grammar
+    from spectheory.inputs.stateful import GrammarError
+
+    for pattern in ("((a{100}){100}){100}", "(a{1000}){1000}"):
+        with pytest.raises(GrammarError, match="regex has over 100,000 items"):
+            llguidance_grammar(["a", "b", "<e>"], 2, regex=pattern)
+    g = llguidance_grammar(["a", "b", "<e>"], 2, regex="(a{10}){10}b")  # the control: 101
+    assert g.vocab_size == 3 and g.allowed([0]).tolist() == [[True, False, False]]  # items

@@ -71,27 +71,9 @@ def _tree_argument(args):
         return value
     if key == "parents":
         return {"parents": value}
-    import json
+    from ..engine.drafttrees import choices_text
 
-    depth = deepest = 0
-    for ch in value:  # a choices list is two levels deep: never parse deeper nesting
-        if ch in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-            if deepest > 2:
-                raise SpectheoryError("--choices is nested deeper than a list of lists of child "
-                                      "ranks, e.g. [[0],[1],[0,0]]")
-        elif ch in "]}":
-            depth -= 1
-    try:
-        choices = json.loads(value)
-    except (ValueError, RecursionError):
-        raise SpectheoryError(f"--choices {value[:60]!r} is not JSON (a list of lists of child "
-                              f"ranks, e.g. [[0],[1],[0,0]])") from None
-    if not isinstance(choices, list):
-        raise SpectheoryError("--choices must be a JSON list of lists of child ranks, e.g. "
-                              "[[0],[1],[0,0]]")
-    return {"choices": choices}
+    return {"choices": choices_text(value, "--choices")}
 
 
 def register(sub) -> None:

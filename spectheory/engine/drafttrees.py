@@ -360,10 +360,38 @@ def tree_shape(shape) -> TreeShape:
                               f"at most {MAX_TREE_DEPTH}")
     size = sum(math.prod(b[:d + 1]) for d in range(len(b)))
     if size > MAX_TREE_NODES:
-        label = limits.shown(",".join(map(limits.human_count, b)), 60)
+        label = limits.shown(",".join(str(int(x)) if x < 10 ** 18 else limits.human_count(x)
+                                      for x in b), 60)  # as typed: 1000,1000, not 1,000,1,000
         raise SpectheoryError(f"tree {label} has {limits.human_count(size)} drafted nodes; at "
                               f"most {MAX_TREE_NODES:,}")
     return _from_sig(_branching_sig(tuple(int(x) for x in b)))
+
+
+def choices_text(text: str, option: str) -> list:
+    """A choices list typed on a command line (``option``, e.g. ``--choices``), parsed as JSON
+    once its nesting is known to be at most two levels (a list of lists of child ranks): deeper
+    text is refused before the parser recurses (a RecursionError at about 1,000 levels)."""
+    import json
+
+    depth = deepest = 0
+    for ch in text:
+        if ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest > 2:
+                raise SpectheoryError(f"{option} is nested deeper than a list of lists of child "
+                                      "ranks, e.g. [[0],[1],[0,0]]")
+        elif ch in "]}":
+            depth -= 1
+    try:
+        choices = json.loads(text)
+    except (ValueError, RecursionError):
+        raise SpectheoryError(f"{option} {text[:60]!r} is not JSON (a list of lists of child "
+                              "ranks, e.g. [[0],[1],[0,0]])") from None
+    if not isinstance(choices, list):
+        raise SpectheoryError(f"{option} must be a JSON list of lists of child ranks, e.g. "
+                              "[[0],[1],[0,0]]")
+    return choices
 
 
 #: Byte strings: never read as a tree (iterating b"2,1" gives the character codes 50, 44, 49).

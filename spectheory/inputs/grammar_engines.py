@@ -29,7 +29,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .stateful import (END, MAX_STATES, GrammarError, TokenAutomaton,
+from .stateful import (END, MAX_STATES, GrammarError, TokenAutomaton, _check_regex_size,
                        refuse_duplicate_tokens)
 
 #: Largest grammar file read, bytes.
@@ -185,6 +185,10 @@ def llguidance_grammar(tokens: Sequence[str], eos: int, *, regex: str | None = N
     if any(t == "" for i, t in enumerate(tokens) if i != eos):
         raise GrammarError(f"{where}every token but eos must spell at least one character")
     refuse_duplicate_tokens(tokens, name or "llguidance grammar")
+    if regex is not None:  # its size as for the kit's own regex: masks cost time in it
+        if not isinstance(regex, str):
+            raise GrammarError(f"{where}regex must be a string, not {type(regex).__name__}")
+        _check_regex_size(regex, name or "llguidance regex", constructs=False)
     try:
         tok = llguidance.LLTokenizer(llguidance.TokenizerWrapper(_Tokenizer(tokens, int(eos))),
                                      slices=[])

@@ -109,10 +109,13 @@ ROW_SUM_TOL = 1e-5
 #: Largest penalty, bias or count accepted (a larger one is a typo, and would overflow logits).
 MAX_PENALTY = 1e6
 MAX_COUNT = 10**6
+#: The largest top-k: int64's (what an engine's top-k tensor and ``torch.topk`` hold).
+MAX_TOP_K = 2**63 - 1
 #: Accepted values, for the one-line errors.
 RANGES = {
     "temperature": "a finite number >= 0 (below 1e-5: greedy)",
-    "top_k": "an integer >= 1, or 0 or -1 for no top-k",
+    "top_k": "an integer in 1..2^63-1 (past the vocabulary: every token), or 0 or -1 for no "
+             "top-k",
     "top_p": "a number in (0, 1] (1: no top-p)",
     "min_p": "a number in [0, 1] (0: no min-p)",
     "order": "one of " + ", ".join(ORDERS),
@@ -277,7 +280,7 @@ class SamplingParams:
                 else:
                     raise _bad("top_k", k, "is not an integer")
             k = int(k)
-            if k < -1:
+            if not -1 <= k <= MAX_TOP_K:  # the engines hold k in int64 (vLLM, torch.topk)
                 raise _bad("top_k", k)
             k = None if k in (0, -1) else k
         top_p = _number("top_p", self.top_p)
@@ -586,6 +589,8 @@ def _value(key: str, text: str):
         digits = text[1:] if text.startswith("-") else text
         if not (digits.isascii() and digits.isdigit()):  # int() reads '\u0663' as 3, '1_0'
             raise _bad("top_k", text, "is not an integer")  # as 10: min_tokens refuses both
+        if len(digits.lstrip("0")) > 19:  # past int64, before a huge int is made
+            raise _bad("top_k", text)
         return int(text)
     return _number(key, text)
 
@@ -801,6 +806,22 @@ def _validate(x, inputs: str, exact: bool):
     return x / total
 
 
+def check_rows(rows, inputs: str = "probs") -> None:
+    """Refuse in one line ([`SamplingError`][spectheory.inputs.processing.SamplingError]) float
+    rows ``[..., V]`` that are not what ``inputs`` says, by the checks of `process_rows`:
+    logits with a NaN or +inf, or a row all -inf; probabilities with a NaN, an infinite or
+    negative entry, a row of zeros, or a sum off 1 by more than `ROW_SUM_TOL`."""
+    if inputs not in ("probs", "logits"):
+        raise SamplingError(f"inputs = {inputs!r:.40} is not one of probs, logits")
+    V = rows.shape[-1] if len(rows.shape) else 0
+    if V == 0 or not len(rows.shape):
+        raise SamplingError(f"rows [..., V] need a vocabulary axis; got shape "
+                            f"{list(rows.shape)}")
+    flat = rows.reshape(-1, V)
+    _validate(flat.to(torch.float64) if B.is_torch(flat) else np.asarray(flat, np.float64),
+              inputs, False)
+
+
 def process_rows_along(rows, tokens, params, inputs: str = "probs"):
     """`process_rows` of every position of ``rows [B, m+1, V]`` along ``tokens [B, m]``: row j
     follows the history ``tokens[:, :j]``. Equal to
@@ -990,19 +1011,23 @@ def process_rows(rows, params, inputs: str = "probs", history=None, *, _spare=No
     if exact and sp is not None:
         power = sp.exact_power()  # refuses an irrational temperature before any work
     flat = _validate(flat, inputs, exact)
+    h = None
+    if history is not None:  # checked whether or not a parameter reads it: a history of
+        # strings or of tokens past V is the caller's mistake either way
+        from .stateful import _np_history
+
+        if not (is_tensor(history) or isinstance(history, np.ndarray)):
+            history = _history_array(history)
+        if len(history.shape) == 0:
+            raise SamplingError("history must be an array [..., n] of token ids")
+        if tuple(history.shape[:-1]) != shape[:-1]:
+            raise SamplingError(f"history of shape {list(history.shape)} does not match "
+                                f"rows of shape {list(shape)} (it must be [..., n])")
+        h = history.reshape(flat.shape[0], history.shape[-1])
+        _np_history(h, flat.shape[0], V)
     if sp is not None and sp.stateful:
         from . import stateful
 
-        h = None
-        if history is not None:
-            if not (is_tensor(history) or isinstance(history, np.ndarray)):
-                history = _history_array(history)
-            if len(history.shape) == 0:
-                raise SamplingError("history must be an array [..., n] of token ids")
-            if tuple(history.shape[:-1]) != shape[:-1]:
-                raise SamplingError(f"history of shape {list(history.shape)} does not match "
-                                    f"rows of shape {list(shape)} (it must be [..., n])")
-            h = history.reshape(flat.shape[0], history.shape[-1])
         if exact:  # rows and parameters checked above
             flat = stateful._apply_exact(flat, sp, h, _spare)
         else:
@@ -1318,7 +1343,7 @@ def add_sampling_options(p, draft: bool = True) -> None:
 
 
 __all__ = ["GREEDY_BELOW", "INPUTS", "KEYS", "MAX_EXACT_POWER", "ORDERS", "ROW_SUM_TOL",
-           "STATEFUL_KEYS", "STATELESS_KEYS", "ProcessedModel", "SamplingError", "SamplingParams", "add_sampling_options", "describe", "keep_mask",
+           "STATEFUL_KEYS", "STATELESS_KEYS", "ProcessedModel", "SamplingError", "SamplingParams", "add_sampling_options", "check_rows", "describe", "keep_mask",
            "parse_sampling", "handed_rows", "note_sampling", "process_instance", "process_rows",
            "process_rows_along",
            "rational", "sampler_setup", "sampling_type"]

@@ -426,12 +426,28 @@ def _text_items(syntax: str) -> int:
     return sum(level[0] for level in stack)
 
 
-def _check_regex_size(pattern: str, name: str) -> None:
+def _check_regex_size(pattern: str, name: str, constructs: bool = True) -> None:
     """Refuse, before it is compiled, a regex whose counted repeats unroll past
-    `MAX_REGEX_ITEMS` items, or one with a construct partial matching cannot be trusted with
-    (`_UNSOUND`). The pattern is parsed by ``re``'s parser, with ``regex``'s own escapes read as
-    one character each (`_REGEX_ONLY_ESCAPE`); one that parser still cannot read (``regex``'s
-    other extensions) is counted off its text (`_text_items`), nested counts multiplied."""
+    `MAX_REGEX_ITEMS` items, or (``constructs``) one with a construct partial matching cannot be
+    trusted with (`_UNSOUND`). The pattern is parsed by ``re``'s parser, with ``regex``'s own
+    escapes read as one character each (`_REGEX_ONLY_ESCAPE`); one that parser still cannot
+    read (``regex``'s other extensions) is counted off its text (`_text_items`), nested counts
+    multiplied. ``constructs=False``: the size alone (a grammar engine's regex, matched by the
+    engine's own rules: its masks cost time in the size too)."""
+    items, what = _regex_facts(pattern)
+    if items > MAX_REGEX_ITEMS:
+        raise GrammarError(f"{name}: regex has over {MAX_REGEX_ITEMS:,} items once its counted "
+                           f"repeats are unrolled (a{{n}} is n copies of a, nested counts "
+                           f"multiply); use a shorter pattern or smaller counts")
+    if what and constructs:
+        raise GrammarError(f"{name}: regex {_clip(pattern)} has {what}: partial matching can "
+                           f"allow a token there that no continuation completes, so the mask "
+                           f"would not be exact; write the language without it")
+
+
+def _regex_facts(pattern: str) -> tuple[int, str | None]:
+    """(items the pattern unrolls to, the first construct of `_UNSOUND` in it or None), as
+    `_check_regex_size` reads them."""
     parser = re._parser if hasattr(re, "_parser") else __import__("sre_parse")
     parsed = None
     for text in (pattern, _REGEX_ONLY_ESCAPE.sub(lambda m: m.group(0) if m.group(0) == "\\\\"
@@ -454,14 +470,7 @@ def _check_regex_size(pattern: str, name: str) -> None:
             _UNSOUND["POSSESSIVE_REPEAT"] if text.endswith("+") else
             _UNSOUND["ATOMIC_GROUP"] if text == "(?>" else
             _UNSOUND["ASSERT"] if text.startswith("(?") else _UNSOUND["AT"])
-    if items > MAX_REGEX_ITEMS:
-        raise GrammarError(f"{name}: regex has over {MAX_REGEX_ITEMS:,} items once its counted "
-                           f"repeats are unrolled (a{{n}} is n copies of a, nested counts "
-                           f"multiply); use a shorter pattern or smaller counts")
-    if what:
-        raise GrammarError(f"{name}: regex {_clip(pattern)} has {what}: partial matching can "
-                           f"allow a token there that no continuation completes, so the mask "
-                           f"would not be exact; write the language without it")
+    return items, what
 
 
 class TokenAutomaton:

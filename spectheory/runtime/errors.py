@@ -551,13 +551,24 @@ def counting_interrupts():
         _INTERRUPTS[0] = None
 
 
+def _leave_if_forked(pid: int) -> None:
+    """In a child that user code forked (``os.fork()``) and that came back into the toolkit
+    instead of exiting: leave at once, silently (``os._exit``: no buffered output of the parent
+    flushed again, no second report, no exit code of its own); the parent goes on alone."""
+    import os
+
+    if os.getpid() != pid:
+        (_exit_guard[0] if _exit_guard else os._exit)(0)
+
+
 def call_user(fn, *args, what: str | None = None, **kwargs):
     """Call a user's ``fn(*args, **kwargs)``; anything it raises (any exception, and ``SystemExit``
     with any code, so that user code can never end a check with exit 0) becomes a
     [`UserCodeError`][spectheory.runtime.errors.UserCodeError] naming the function (``what``, else
     ``module:name``) and what it did. ``os._exit`` called in the main process while ``fn`` runs
     is refused the same way (it is replaced for the call, and put back after it; a process
-    forked meanwhile still exits). ``KeyboardInterrupt`` passes through as an interrupt
+    forked meanwhile still exits, and a child forked by ``fn`` that returns into the toolkit
+    leaves silently: `_leave_if_forked`). ``KeyboardInterrupt`` passes through as an interrupt
     (unless `counting_interrupts` is on and counted no SIGINT during the call: then the user
     code raised it, and it is that code's failure), as does a
     [`SpectheoryError`][spectheory.runtime.errors.SpectheoryError] raised by the toolkit's own
@@ -568,10 +579,11 @@ def call_user(fn, *args, what: str | None = None, **kwargs):
     under ``--json``), and a sampler's debugging print must not break it."""
     import contextlib
     import inspect
+    import os
     import sys
 
     _guard_process_exit()
-    seen = _INTERRUPTS[0]
+    seen, pid = _INTERRUPTS[0], os.getpid()
     token = None
     if _call_watch:
         try:
@@ -611,6 +623,7 @@ def call_user(fn, *args, what: str | None = None, **kwargs):
         label = what or _describe(fn)  # outcome exceptions: still the user code's failure
         raise UserCodeError(f"{label} raised {_exception_text(exc)}") from exc
     finally:
+        _leave_if_forked(pid)
         if token is not None:
             _call_watch[1](token)
         _unguard_process_exit()
@@ -735,11 +748,14 @@ def import_user(text, what: str = "function"):
       ([`UserCodeError`][spectheory.runtime.errors.UserCodeError], naming the module and the error; the
       original is chained for ``--debug``).
 
-    ``KeyboardInterrupt`` passes through (an interrupt, exit code 130), as does a
+    ``KeyboardInterrupt`` passes through (an interrupt, exit code 130), unless interrupts are
+    counted (`counting_interrupts`) and none came: then the module raised it, and that is its
+    failure ([`UserCodeError`][spectheory.runtime.errors.UserCodeError]). A
     [`TimeLimitError`][spectheory.runtime.errors.TimeLimitError] raised by the time-limit alarm during the
-    import.
+    import passes through. A child the module forked leaves silently (`_leave_if_forked`).
     """
     import importlib
+    import os
 
     if not isinstance(text, str):
         raise InputError(f"{what} {text!r} is not a module:function name")
@@ -758,10 +774,17 @@ def import_user(text, what: str = "function"):
         raise InputError(f"{what} {text!r}: {attr!r} is not an attribute name (dotted Python "
                          f"identifiers, e.g. function or Class.method)")
     _guard_process_exit()  # a module that calls os._exit while it is imported: refused too
+    seen, pid = _INTERRUPTS[0], os.getpid()
     try:
         obj = _import_module(importlib, module)
-    except (KeyboardInterrupt, TimeLimitError):
+    except TimeLimitError:
         raise
+    except KeyboardInterrupt as exc:
+        if seen is None or _INTERRUPTS[0] != seen:  # an interrupt (or none counted)
+            raise
+        raise UserCodeError(f"module {module!r} (for {what} {text!r}) raised KeyboardInterrupt "
+                            "while being imported, with no interrupt received; a module must "
+                            "not raise an interrupt") from exc
     except _UserProcessExit as exc:
         raise UserCodeError(f"module {module!r} (for {what} {text!r}) called "
                             f"os._exit({exc.code!r}) while being imported; a module must not "
@@ -782,6 +805,7 @@ def import_user(text, what: str = "function"):
         raise UserCodeError(f"cannot import module {module!r} for {what} {text!r}: "
                             f"{_exception_text(exc)}") from exc
     finally:
+        _leave_if_forked(pid)
         _unguard_process_exit()
     for part in attr.split("."):
         try:

@@ -127,7 +127,7 @@ def run_check_sampler(args) -> int:
 def _tree_option(args):
     """The tree of ``--tree`` (branching factors ``3,2,1`` or a choices list ``[[0],[1],[0,0]]``)
     or ``--parents 0,0,1``, exactly one of them."""
-    from ..engine.drafttrees import tree_shape
+    from ..engine.drafttrees import choices_text, tree_shape
 
     if args.tree is not None and args.parents is not None:
         raise OptionError("give the tree once: --tree SHAPE or --parents LIST, not both")
@@ -135,12 +135,7 @@ def _tree_option(args):
         return tree_shape({"parents": args.parents})
     text = args.tree.strip()
     if text.startswith("["):
-        try:
-            choices = json.loads(text)
-        except json.JSONDecodeError:
-            raise OptionError(f"--tree {text!r} is neither branching factors (3,2,1) nor a "
-                              f"JSON choices list ([[0],[1],[0,0]])") from None
-        return tree_shape({"choices": choices})
+        return tree_shape({"choices": choices_text(text, "--tree")})
     return tree_shape(text)
 
 

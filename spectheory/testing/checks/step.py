@@ -76,8 +76,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ...inputs.instances import Instance, check_instance
-from ...inputs.processing import (parse_sampling, process_instance, process_rows,
-                                   process_rows_along)
+from ...inputs.processing import (SamplingError, check_rows, parse_sampling, process_instance,
+                                   process_rows, process_rows_along)
 from ...inputs.stateful import GrammarError, check_vocabulary, kit_logits
 from ...inputs.random_instances import random_instance
 from ...engine.seqtree import levels, path_probabilities
@@ -142,13 +142,18 @@ class TableLM:
         self.rows = 0
 
     def __call__(self, tokens):
-        t = torch.as_tensor(tokens)
+        try:
+            t = torch.as_tensor(tokens)
+        except Exception:  # noqa: BLE001 - strings, ragged lists, objects
+            raise SpectheoryError(f"the {self.name} model takes tokens [N, m] int64, got "
+                                  f"{type(tokens).__name__}") from None
         if t.dim() == 1:
             t = t.unsqueeze(0)
-        if t.dim() != 2 or t.dtype in (torch.float16, torch.bfloat16, torch.float32,
-                                       torch.float64, torch.bool):
+        if t.dim() != 2 or t.is_floating_point() or t.is_complex() or t.dtype == torch.bool \
+                or t.is_meta:
             raise SpectheoryError(f"the {self.name} model takes tokens [N, m] int64, got "
-                                  f"{t.dtype} of shape {list(t.shape)}")
+                                  f"{t.dtype} of shape {list(t.shape)}"
+                                  f"{' on the meta device' * t.is_meta}")
         N, m = t.shape
         V = self.V
         if N * (m + 1) * V > MAX_MODEL_FLOATS:
@@ -223,12 +228,55 @@ class StepRequest:
     seeds: Any = None
     num_drafts: Any = None
 
+    def __post_init__(self):
+        """A request built by hand (to call a step directly) is checked as the kit builds its
+        own: ``context`` an integer tensor [B, n], callable models, ``num_draft`` an integer in
+        1..`MAX_BLOCK` (an instance's block length), ``inputs`` one of `INPUTS`; else one
+        line, before a step fails inside on what the kit never hands it."""
+        from ...inputs.instances import MAX_BLOCK
+        from ...runtime.errors import is_integer
+
+        c = self.context
+        if not isinstance(c, torch.Tensor) or c.dim() != 2 or c.is_floating_point() \
+                or c.is_complex() or c.dtype == torch.bool:
+            got = (f"{c.dtype} of shape {list(c.shape)}" if isinstance(c, torch.Tensor)
+                   else type(c).__name__)
+            raise OptionError(f"StepRequest: context must be an integer tensor [B, n] (the "
+                              f"tokens after the root), not {got}")
+        for name in ("draft", "target"):
+            if not callable(getattr(self, name)):
+                raise OptionError(f"StepRequest: {name} must be a model (tokens [N, m] -> rows "
+                                  f"[N, m+1, V]), not {type(getattr(self, name)).__name__}")
+        if not is_integer(self.num_draft) or not 1 <= int(self.num_draft) <= MAX_BLOCK:
+            raise OptionError(f"StepRequest: num_draft = {self.num_draft!r:.40} must be an "
+                              f"integer in 1..{MAX_BLOCK}")
+        _check_inputs(self.inputs)
+
+
+def _model_rows(rows, what: str = "rows"):
+    """``rows`` [..., V] as a real float tensor (array-likes read by ``torch.as_tensor``), else
+    one line naming what it is."""
+    if not isinstance(rows, torch.Tensor):
+        try:
+            rows = torch.as_tensor(rows)
+        except Exception:  # noqa: BLE001 - anything that is not array-like
+            raise SamplingError(f"{what} must be a tensor [..., V] of model rows, not "
+                                f"{type(rows).__name__}") from None
+    if rows.is_complex() or rows.dtype == torch.bool or rows.dim() == 0 or rows.is_meta:
+        raise SamplingError(f"{what} must be real model rows [..., V], not {rows.dtype} of "
+                            f"shape {list(rows.shape)}{' on the meta device' * rows.is_meta}")
+    return rows
+
 
 def rows_as_probs(rows, inputs: str):
     """Model rows as float64 probabilities (a float32 softmax of logits, as engines compute it,
     then float64). ``inputs`` is "probs" or "logits"; anything else is refused (a misspelt
-    "logit" returned the logits as probabilities)."""
+    "logit" returned the logits as probabilities), as are rows that are neither
+    (`spectheory.inputs.processing.check_rows`: a NaN, +inf or an all -inf row of logits; a
+    negative, infinite or zero row or a sum off 1 of probabilities)."""
     _check_inputs(inputs)
+    rows = _model_rows(rows)
+    check_rows(rows, inputs)
     if inputs == "logits":
         return torch.softmax(rows.to(torch.float32), dim=-1).to(torch.float64)
     return rows.to(torch.float64)
@@ -241,6 +289,7 @@ def processed(rows, params, inputs: str = "probs", history=None):
     before the row's position), which the stateful parameters read
     (`spectheory.inputs.stateful`); with ``inputs="logits"`` they act on the handed logits."""
     _check_inputs(inputs)
+    rows = _model_rows(rows)
     params = parse_sampling(params)
     if params is not None and params.stateful:
         if inputs == "logits":
@@ -256,10 +305,13 @@ def processed_along(rows, tokens, params, inputs: str = "probs"):
     """Processed rows ``[B, m+1, V]`` along ``tokens [B, m]`` (what a model call on ``tokens``
     returns): row j follows ``tokens[:, :j]``."""
     _check_inputs(inputs)
+    rows = _model_rows(rows)
     params = parse_sampling(params)
     if params is None or not params.stateful:
         return processed(rows, params, inputs)
     # `processed` of each position with its own history, all positions in one pass
+    if not hasattr(tokens, "shape"):
+        tokens = _model_rows(tokens, "tokens")  # a list of ids: read as the tensor it spells
     return process_rows_along(rows.to(torch.float64), tokens, params,
                               "logits" if inputs == "logits" else "probs")
 

@@ -1023,11 +1023,43 @@ def _consumed(feed: _CoinFeed, fn, layout: Layout, proc) -> None:
 
 
 def _check(drafts, q, p):
+    """The canonical inputs of a wrapped engine function, refused in one line when a direct
+    call hands it what no check does: not tensors, shapes that do not fit, drafts that are not
+    ids in 0..V-1 (whole-valued floats are read as ids, as every mode of the kit reads them),
+    q or p rows with a NaN, an infinity or a negative entry (the engine would answer from them,
+    or fail inside the kit's own bonus draw)."""
+    from ...runtime.errors import whole_ids
+
+    for name, t in (("drafts", drafts), ("q", q), ("p", p)):
+        if not isinstance(t, torch.Tensor):
+            raise OptionError(f"canonical inputs are tensors drafts [B, L], q [B, L, V], "
+                              f"p [B, L+1, V]; {name} is a {type(t).__name__}")
     if drafts.dim() != 2 or q.dim() != 3 or p.dim() != 3 or q.shape[:2] != drafts.shape \
             or p.shape[0] != drafts.shape[0] or p.shape[1] != drafts.shape[1] + 1 \
             or p.shape[2] != q.shape[2]:
         raise OptionError(f"canonical inputs are drafts [B, L], q [B, L, V], p [B, L+1, V]; "
                           f"got {list(drafts.shape)}, {list(q.shape)}, {list(p.shape)}")
+    if drafts.is_complex() or drafts.dtype == torch.bool:
+        raise OptionError(f"drafts are {drafts.dtype}; draft tokens are integer ids")
+    ids, note = whole_ids(drafts.cpu(), "drafted token")
+    if note:
+        raise OptionError(note)
+    V = int(q.shape[2])
+    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= V):
+        b, i = (int(x) for x in torch.nonzero((ids < 0) | (ids >= V))[0])
+        raise OptionError(f"the drafted token {int(ids[b, i])} (row {b}, position {i}) is "
+                          f"outside 0..{V - 1}")
+    for name, t in (("q", q), ("p", p)):
+        if not t.is_floating_point():
+            raise OptionError(f"{name} is {t.dtype}; canonical rows are float probabilities")
+        bad = ~(torch.isfinite(t) & (t >= 0)).all(-1)  # a NaN fails both
+        if bool(bad.any()):
+            b, i = (int(x) for x in torch.nonzero(bad)[0])
+            row = t[b, i]
+            why = ("a non-finite entry" if not bool(torch.isfinite(row).all())
+                   else "a negative entry")
+            raise OptionError(f"the {name} row of batch row {b}, position {i} has {why}; "
+                              f"canonical rows are probabilities")
 
 
 def _label(fn, layout, proc) -> str:
@@ -1163,6 +1195,10 @@ def engine_coin_sampler(fn: Callable, layout, convention: CoinConvention | None 
                               f"mode='coins' or 'coins-tau', or build a law sampler with "
                               f"engine_sampler")
         u = uniforms.to(torch.float64)
+        if not bool(((u >= 0) & (u <= 1)).all()):  # a NaN fails both
+            bad = u[~((u >= 0) & (u <= 1))][0]
+            raise OptionError(f"coin sampler {sampler.__name__}: uniforms must lie in [0, 1], "
+                              f"got {float(bad)!r}")
         digest = hashlib.blake2b(u[:, L].contiguous().numpy().tobytes(), digest_size=8).digest()
         g = torch.Generator().manual_seed(int.from_bytes(digest, "little") >> 2)
         token = u[:, L] if conv.token_coin else None

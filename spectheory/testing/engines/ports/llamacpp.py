@@ -40,8 +40,15 @@ _BUGS = ("target-row", "correction-from-p", "residual-row", "coin-compare")
 
 def candidates(row) -> tuple[torch.Tensor, torch.Tensor]:
     """A candidate list ``(ids, p)`` (float32) of a probability row [V]: its tokens of nonzero
-    probability, sorted by probability descending (ties by id)."""
+    probability, sorted by probability descending (ties by id). A row with a NaN, an infinite
+    or a negative entry is refused (``row > 0`` would drop a NaN silently)."""
+    from ....runtime.errors import OptionError
+
     row = torch.as_tensor(row, dtype=torch.float32).reshape(-1)
+    if not bool((torch.isfinite(row) & (row >= 0)).all()):
+        bad = row[~(torch.isfinite(row) & (row >= 0))][0]
+        raise OptionError(f"llama.cpp candidates: a probability row holds {float(bad)!r}; "
+                          "every entry must be finite and >= 0")
     ids = (row > 0).nonzero().reshape(-1)
     p = row[ids]
     order = torch.sort(-p, stable=True).indices

@@ -29,10 +29,28 @@ __all__ = ["get_rejected_indices", "sample_rejected", "process_draft_tokens_reje
 _BUGS = ("target-row", "correction-from-p", "residual-row", "coin-compare")
 
 
-def _rows(x) -> torch.Tensor:
-    """One request's rows [n, V] (a leading axis of 1, as the layout hands rows, is dropped)."""
-    x = torch.as_tensor(x)
+def _rows(x, name: str = "rows") -> torch.Tensor:
+    """One request's rows [n, V] (a leading axis of 1, as the layout hands rows, is dropped);
+    anything that is not float rows is refused in one line."""
+    from ....runtime.errors import OptionError
+
+    try:
+        x = torch.as_tensor(x)
+    except Exception:  # noqa: BLE001 - None, strings, ragged lists
+        raise OptionError(f"TensorRT-LLM port: {name} must be float probability rows [n, V], "
+                          f"not {type(x).__name__}") from None
+    if x.dim() == 0 or not x.is_floating_point():
+        raise OptionError(f"TensorRT-LLM port: {name} must be float probability rows [n, V], "
+                          f"not {x.dtype} of shape {list(x.shape)}")
     return x.reshape(-1, x.shape[-1])
+
+
+def _check_bug(bug) -> None:
+    """A planted bug is one of `_BUGS` or None; a misspelt name ran the correct rule."""
+    if bug is not None and bug not in _BUGS:
+        from ....runtime.errors import OptionError
+
+        raise OptionError(f"unknown bug {bug!r:.40}; choose from {', '.join(_BUGS)}")
 
 
 def get_rejected_indices(draft_probs, target_probs, generator, draft_tokens, *, bug=None):
@@ -41,7 +59,8 @@ def get_rejected_indices(draft_probs, target_probs, generator, draft_tokens, *, 
     tensor); u = ``torch.rand(L, generator=generator)``; rejected where u > min(1, target /
     draft) (``bug="coin-compare"``: where u < it; ``bug="target-row"``: the target read one row
     late)."""
-    d, t = _rows(draft_probs), _rows(target_probs)
+    _check_bug(bug)
+    d, t = _rows(draft_probs, "draft_probs"), _rows(target_probs, "target_probs")
     n = d.size(0)
     toks = torch.as_tensor(draft_tokens).reshape(-1)[:n].to(torch.long)
     idx = torch.arange(n)
@@ -57,7 +76,8 @@ def sample_rejected(draft_probs, target_probs, generator, num_accepted: int, *, 
     """The token after ``num_accepted`` accepted drafts (``sample_rejected``): multinomial of
     max(target - draft, 0) at row ``num_accepted`` (``bug="correction-from-p"``: of the target
     row; ``"residual-row"``: of the next row's difference)."""
-    d, t = _rows(draft_probs), _rows(target_probs)
+    _check_bug(bug)
+    d, t = _rows(draft_probs, "draft_probs"), _rows(target_probs, "target_probs")
     k = num_accepted
     if bug == "residual-row":
         k = min(k + 1, d.size(0) - 1)
@@ -73,8 +93,7 @@ def process_draft_tokens_rejection_sampling(draft_probs, target_probs, generator
     target's at the draft positions), ``generator`` (the sampler's ``torch.Generator``),
     ``draft_tokens`` (L ids), ``bonus_token`` (the ordinary sampler's token at the position after
     the drafts) -> ``(tokens [1, n + 1], n)``."""
-    if bug is not None and bug not in _BUGS:
-        raise ValueError(f"unknown bug {bug!r}; choose from {', '.join(_BUGS)}")
+    _check_bug(bug)
     toks = torch.as_tensor(draft_tokens).reshape(-1).to(torch.long)
     rejected = get_rejected_indices(draft_probs, target_probs, generator, toks, bug=bug)
     if rejected.numel() == 0:
