@@ -41,7 +41,8 @@ from typing import Any, Callable, NamedTuple
 from .runtime import backend as B
 from .runtime._lazy import is_tensor, torch
 from .runtime.errors import (InputError, SpectheoryError, TimeLimitError, call_user, check_flag,
-                             check_law_shapes, check_token_ids, import_user, package_code)
+                             check_law_shapes, check_token_ids, import_user, is_integer,
+                             package_code)
 from .law import ROW_SUM_TOL, Law, LawError, validate_law
 
 #: Drafting schemes of K paths (see [`spectheory.engine.joint`][spectheory.engine.joint]).
@@ -185,7 +186,7 @@ class VerifierSpec:
             raise SpectheoryError(f"verifier {self.name!r}: node = {self.node!r:.40} is not a "
                                   "NodeForm (spectheory.engine.nodes.NodeForm: a step function "
                                   "and a scan)")
-        if isinstance(self.paths, bool) or self.paths not in (1, None):
+        if not (self.paths is None or (is_integer(self.paths) and self.paths == 1)):
             raise SpectheoryError(f"verifier {self.name!r}: paths must be 1 or None (any K), "
                                   f"not {self.paths!r}")
         if self.paths_read is not None and (isinstance(self.paths_read, bool) or not isinstance(
@@ -305,6 +306,10 @@ def verifier(function: Callable | None = None, *, name: str | None = None, paths
     def wrap(f):
         if not callable(f):
             raise SpectheoryError(f"@verifier declares a function, not {type(f).__name__}")
+        for what, text in (("name", name), ("summary", summary), ("node_form", node_form)):
+            if text is not None and not isinstance(text, str):  # before `or` reads its truth
+                raise SpectheoryError(f"@verifier: {what} must be a string or None, not "
+                                      f"{type(text).__name__}")
         f.spectheory_spec = VerifierSpec(name or f.__name__, f, paths, drafting, lossless,
                                          order_invariant, exact,
                                          node_form or getattr(node, "formula", None), paper,

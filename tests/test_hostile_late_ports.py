@@ -9,6 +9,8 @@ error from deep inside or a silent wrong answer:
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -269,3 +271,89 @@ def test_an_llguidance_regex_is_sized_before_it_compiles():
             llguidance_grammar(["a", "b", "<e>"], 2, regex=pattern)
     g = llguidance_grammar(["a", "b", "<e>"], 2, regex="(a{10}){10}b")  # the control: 101
     assert g.vocab_size == 3 and g.allowed([0]).tolist() == [[True, False, False]]  # items
+
+
+# ----------------------------------------------------------------------------- the third probe
+# (the theory side and its files)
+
+
+def test_an_audit_rows_file_with_a_flat_p_is_one_line(tmp_path, capsys):
+    """`audit --rows-file` with p [1, 1] indexed p.shape[2]: an IndexError traceback."""
+    path = tmp_path / "rows.pt"
+    torch.save({"drafts": torch.zeros(1, 1, 1, dtype=torch.long),
+                "q": torch.full((1, 1, 1, 2), 0.5), "p": torch.full((1, 1), 0.5)}, path)
+    refused(*run(["audit", "--rows-file", str(path), "--dtypes", "float32"], capsys),
+            "shapes must be drafts [B, K, L], q [B, K, L, V], p [B, K, L+1, V]")
+
+
+def test_the_python_api_names_a_wrong_argument_instead_of_failing_inside():
+    import spectheory as st
+    from spectheory.verifiers.hetero import string_law
+    from spectheory.verifiers.relaxed import greedy_tree_coverage
+    from toy_models import make_instance
+
+    with pytest.raises(SpectheoryError, match="expected a spectheory Instance"):
+        greedy_tree_coverage(None, 1)
+    res = greedy_tree_coverage(st.random_instance(3, 2, 0).to_float(), 1)
+    assert type(res.tv_to_target) is float  # a Python float in float mode, not numpy's
+    with pytest.raises(SpectheoryError, match="token_law must be a dict"):
+        string_law(None, None)
+    for family in ([], {}, None):
+        with pytest.raises(SpectheoryError, match="unknown toy family"):
+            make_instance(family)
+
+    def f(drafts, q, p):
+        return None
+
+    for kw, words in ((dict(name=torch.zeros(2)), "name must be a string or None, not Tensor"),
+                      (dict(summary=torch.zeros(2)), "summary must be a string"),
+                      (dict(node_form=torch.zeros(2)), "node_form must be a string"),
+                      (dict(paths=torch.zeros(2)), "paths must be 1 or None")):
+        with pytest.raises(SpectheoryError, match=words):
+            st.verifier(f, **kw)
+
+
+def test_a_verifier_name_on_two_lines_is_refused(tmp_path, capsys):
+    """`--verifier $'additive(1/4)\\n'` was read (get_verifier strips it) and printed as typed,
+    breaking the report's first line in two; spaces around a name are still read."""
+    import spectheory as st
+    from spectheory.inputs.instances import instance_to_dict
+    from cli_helpers import write
+
+    path = write(tmp_path, instance_to_dict(st.random_instance(3, 2, 0)))
+    refused(*run(["exact", path, "--verifier", "addi\ttive(1/4)"], capsys),
+            "holds a control character")
+    code, out, err = run(["exact", path, "--verifier", "additive(1/4)\n"], capsys)
+    assert code == 0 and out.startswith("additive(1/4): E[tau] = "), out
+    code, out, err = run(["exact", path, "--verifier", " token "], capsys)
+    assert code == 0 and out.startswith("token: E[tau] = "), out
+
+
+def test_a_named_pipe_with_no_writer_is_refused_instead_of_waited_on(tmp_path, capsys):
+    """`exact FIFO` and `sweep FIFO` blocked for ever in open() when nothing wrote to the pipe;
+    a pipe whose writer comes (here a moment later) is still read."""
+    import os
+    import threading
+    import time
+
+    import spectheory as st
+    from spectheory.inputs.instances import instance_to_dict
+
+    fifo = tmp_path / "f"
+    os.mkfifo(fifo)
+    t0 = time.monotonic()
+    refused(*run(["exact", str(fifo), "--time-limit", "5"], capsys), "empty file")
+    refused(*run(["sweep", str(fifo), "--out", str(tmp_path / "o")], capsys))
+    assert time.monotonic() - t0 < 10 and not (tmp_path / "o").exists()
+    text = json.dumps(instance_to_dict(st.random_instance(3, 2, 0)))
+
+    def writer():
+        time.sleep(0.2)
+        with open(fifo, "w") as fh:
+            fh.write(text)
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    code, out, err = run(["exact", str(fifo)], capsys)
+    thread.join()
+    assert code == 0 and out.startswith("block: E[tau] = "), err

@@ -234,7 +234,7 @@ FAMILIES: dict[str, Family] = {
 
 def make_instance(family: str, **params) -> Instance:
     """Build an instance of the named family (see `FAMILIES`)."""
-    if family not in FAMILIES:
+    if not isinstance(family, str) or family not in FAMILIES:
         raise InstanceError(f"unknown toy family {family!r}; choose from {', '.join(FAMILIES)}")
     import inspect
 

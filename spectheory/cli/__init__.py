@@ -46,7 +46,7 @@ import os
 import sys
 
 from .. import __version__
-from ..runtime.errors import SpectheoryError, UserCodeError
+from ..runtime.errors import OptionError, SpectheoryError, UserCodeError
 
 #: Modules that contribute sub-commands (each has ``register(subparsers)``).
 COMMAND_MODULES = [
@@ -329,6 +329,26 @@ def _fail_usage(exc) -> int:
     return 2
 
 
+def _verifier_names(args) -> None:
+    """``--verifier`` as the commands print it: stripped of the spaces around it (as
+    [`get_verifier`][spectheory.registry.get_verifier] reads it), and refused in one line when it
+    holds a character that cannot be printed on one line (a newline, a tab: a report's first
+    line broke in two)."""
+    names = getattr(args, "verifier", None)
+    if names is None:
+        return
+    one = isinstance(names, str)
+    names = [names] if one else list(names)
+    for i, name in enumerate(names):
+        if isinstance(name, str):
+            name = name.strip()
+            if not name.isprintable():
+                raise OptionError(f"--verifier {name!r:.60} holds a control character (a "
+                                  "newline, a tab); give the name on one line")
+            names[i] = name
+    args.verifier = names[0] if one else names
+
+
 def _run(args) -> int:
     """Run the parsed command. A ``SystemExit`` raised while it runs can only come from user code
     (the toolkit's commands return their exit code): it becomes a one-line
@@ -336,6 +356,7 @@ def _run(args) -> int:
     for, so that no check ends with exit 0 because the code under test exited."""
     from ..runtime.limits import running
 
+    _verifier_names(args)
     try:
         if not hasattr(args, "time_limit"):
             return int(args.func(args) or 0)

@@ -380,8 +380,8 @@ def check_rows(drafts, q, p, where: str = "rows"):
         if is_tensor(t) and t.is_meta:
             raise SpectheoryError(f"{where}: {name} is on the meta device (a tensor without "
                                   "data); rows are tensors with values")
-    if not all(is_tensor(t) for t in (drafts, q, p)) or drafts.dim() != 3 or \
-            q.shape[:3] != drafts.shape or p.shape[:2] != drafts.shape[:2] or \
+    if not all(is_tensor(t) for t in (drafts, q, p)) or drafts.dim() != 3 or q.dim() != 4 \
+            or p.dim() != 4 or q.shape[:3] != drafts.shape or p.shape[:2] != drafts.shape[:2] or \
             p.shape[2] != drafts.shape[2] + 1 or q.shape[-1] != p.shape[-1]:
         raise SpectheoryError(f"{where}: shapes must be drafts [B, K, L], "
                               f"q [B, K, L, V], p [B, K, L+1, V]")

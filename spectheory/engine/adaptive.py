@@ -277,7 +277,8 @@ _RULE_BOUND = 10**MAX_RULE_DIGITS  # the least integer of MAX_RULE_DIGITS + 1 di
 
 
 def _probability(v, exact: bool, where: str):
-    """One value a rule returned, as a probability of the mode, or a one-line refusal."""
+    """One value a rule returned, as a probability of the mode, or a one-line refusal. A bool
+    is a deterministic decision: True is 1, False 0 (docs/adaptive-draft-length.md)."""
     if isinstance(v, (bool, np.bool_)):
         v = int(v)
     if exact:

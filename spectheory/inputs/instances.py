@@ -770,7 +770,9 @@ def read_json_text(path, name: str, max_bytes: int, what: str = "instance") -> s
                 raise OSError(errno.EBADF, "standard input is closed")
             fh, close = (sys.stdin.buffer if hasattr(sys.stdin, "buffer") else sys.stdin), False
         else:
-            fh, close = open(path, "rb"), True
+            from ..runtime.files import open_input
+
+            fh, close = open_input(path), True  # a FIFO with no writer: empty, not a hang
         try:
             try:
                 st = os.fstat(fh.fileno())

@@ -133,3 +133,60 @@ def shown_path(path) -> str:
 
 
 __all__ = ["atomic_file", "output_path", "shown_path", "write_bytes", "write_text"]
+
+
+#: How long a named pipe with no writer is waited for (a writer blocked in its own open wakes
+#: when the reader opens, a moment later), seconds.
+FIFO_WRITER_WAIT = 1.0
+
+
+def open_input(path: str | os.PathLike):
+    """``open(path, "rb")`` for an input file, except that a named pipe (a FIFO) is opened
+    without waiting for a writer for ever: a writer that comes within `FIFO_WRITER_WAIT` (one
+    blocked in its own open wakes when the reader opens) is read as before, blocking for its
+    data; a pipe with no writer then reads as empty (the reader's "empty file" refusal), where
+    ``open`` blocked for ever. A shell's ``<(command)`` has its writer already."""
+    import io
+    import time
+
+    try:
+        fifo = stat.S_ISFIFO(os.stat(path).st_mode)
+    except (OSError, ValueError):  # let open() report it in its own words
+        fifo = False
+    if not fifo:
+        return open(path, "rb")
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    deadline, first = time.monotonic() + FIFO_WRITER_WAIT, b""
+    while True:
+        try:
+            first = os.read(fd, 1 << 16)
+        except BlockingIOError:  # a writer, no data yet
+            break
+        if first or time.monotonic() > deadline:  # data, or no writer came
+            break
+        time.sleep(0.02)  # no writer yet (end of file until one opens)
+    os.set_blocking(fd, True)
+
+    class _Pipe(io.RawIOBase):  # the bytes read while looking for the writer, then the pipe
+        def readable(self):
+            return True
+
+        def fileno(self):
+            return fd
+
+        def readinto(self, buf):
+            nonlocal first
+            if first:
+                n = min(len(buf), len(first))
+                buf[:n], first = first[:n], first[n:]
+                return n
+            data = os.read(fd, len(buf))
+            buf[:len(data)] = data
+            return len(data)
+
+        def close(self):
+            if not self.closed:
+                os.close(fd)
+            super().close()
+
+    return io.BufferedReader(_Pipe())

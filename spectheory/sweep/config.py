@@ -448,7 +448,9 @@ def _read_bounded(path: Path) -> str:
     import stat
 
     try:
-        with open(path, "rb") as fh:
+        from ..runtime.files import open_input
+
+        with open_input(path) as fh:  # a FIFO with no writer reads as empty, not a hang
             st = os.fstat(fh.fileno())
             if stat.S_ISDIR(st.st_mode):
                 raise OptionError(f"cannot read sweep file {path}: it is a folder")

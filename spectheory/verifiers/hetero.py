@@ -562,6 +562,9 @@ def first_token_acceptance(inst: HeteroInstance, c: tuple = ()) -> dict:
 
 def string_law(inst: HeteroInstance, token_law: dict) -> dict:
     """Image of a law over target-token sequences under decoding: ``{string: probability}``."""
+    if not isinstance(token_law, dict):
+        raise InputError(f"string_law: token_law must be a dict {{target tokens: probability}}, "
+                         f"not {type(token_law).__name__}")
     out: dict = {}
     for s, w in token_law.items():
         _add(out, inst.target_tokenizer.decode(s), w)

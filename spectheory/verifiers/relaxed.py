@@ -394,6 +394,9 @@ def greedy_tree_coverage(instance, m: int, exact: bool | None = None):
     from ..engine.analysis import ExactAnalysis
 
     m = number(m, "greedy-tree-coverage", count("m"))
+    from ..inputs.instances import check_instance
+
+    instance = check_instance(instance, "greedy_tree_coverage")
     exact = instance.exact if exact is None else exact
     inst = instance.to_exact() if exact else instance.to_float()
     V, L = inst.vocab_size, inst.block_length
@@ -437,6 +440,7 @@ def greedy_tree_coverage(instance, m: int, exact: bool | None = None):
     fill(block, one, out)
     fill([], one, tgt)
     tv = sum((abs(a - b) for a, b in zip(out, tgt)), one * 0) / 2
+    tv = tv if exact else float(tv)  # a Python float in float mode, as every analysis gives
     pmf = [one * int(i == tau) for i in range(L + 1)]
     laws = [np.array(law, dtype=object if exact else np.float64) for law in (out, tgt)]
     return ExactAnalysis(f"greedy-tree-top-{m}", V, L, exact, pmf, one * tau, one * (tau + 1),
