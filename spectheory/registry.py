@@ -306,14 +306,15 @@ def verifier(function: Callable | None = None, *, name: str | None = None, paths
     def wrap(f):
         if not callable(f):
             raise SpectheoryError(f"@verifier declares a function, not {type(f).__name__}")
-        for what, text in (("name", name), ("summary", summary), ("node_form", node_form)):
-            if text is not None and not isinstance(text, str):  # before `or` reads its truth
-                raise SpectheoryError(f"@verifier: {what} must be a string or None, not "
-                                      f"{type(text).__name__}")
-        f.spectheory_spec = VerifierSpec(name or f.__name__, f, paths, drafting, lossless,
+        def given(text, default):  # a string's truth only: a tensor's raised "ambiguous"; any
+            # other object goes to VerifierSpec, which names it
+            return (text or default) if text is None or isinstance(text, str) else text
+
+        f.spectheory_spec = VerifierSpec(given(name, f.__name__), f, paths, drafting, lossless,
                                          order_invariant, exact,
-                                         node_form or getattr(node, "formula", None), paper,
-                                         summary or (f.__doc__ or "").strip().split("\n")[0],
+                                         given(node_form, getattr(node, "formula", None)), paper,
+                                         given(summary,
+                                               (f.__doc__ or "").strip().split("\n")[0]),
                                          node=node, paths_read=paths_read)
         return f
 

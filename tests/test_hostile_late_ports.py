@@ -305,9 +305,10 @@ def test_the_python_api_names_a_wrong_argument_instead_of_failing_inside():
     def f(drafts, q, p):
         return None
 
-    for kw, words in ((dict(name=torch.zeros(2)), "name must be a string or None, not Tensor"),
-                      (dict(summary=torch.zeros(2)), "summary must be a string"),
-                      (dict(node_form=torch.zeros(2)), "node_form must be a string"),
+    for kw, words in ((dict(name=torch.zeros(2)), "a verifier's name must be a non-empty "
+                                                   "string"),
+                      (dict(summary=torch.zeros(2)), "summary = tensor.* must be a string"),
+                      (dict(node_form=torch.zeros(2)), "node_form = tensor.* must be a string"),
                       (dict(paths=torch.zeros(2)), "paths must be 1 or None")):
         with pytest.raises(SpectheoryError, match=words):
             st.verifier(f, **kw)
@@ -357,3 +358,18 @@ def test_a_named_pipe_with_no_writer_is_refused_instead_of_waited_on(tmp_path, c
     code, out, err = run(["exact", str(fifo)], capsys)
     thread.join()
     assert code == 0 and out.startswith("block: E[tau] = "), err
+
+
+def test_figures_only_keeps_the_other_figures_records_beside_a_stray_entry(tmp_path, capsys):
+    """`figures --only fig3` into a folder whose figures.json held one entry that is not an
+    object replaced the whole record, dropping every other figure's entry without a word."""
+    from spectheory.cli import main
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "figures.json").write_text(json.dumps({"fig1_accepted_vs_L": 5,
+                                                  "fig2_gain_vs_divergence": {"mode": "full"}}))
+    assert main(["figures", "--quick", "--only", "fig3", "--out", str(out), "--no-progress"]) == 0
+    record = json.loads((out / "figures.json").read_text())
+    assert record["fig2_gain_vs_divergence"] == {"mode": "full"}
+    assert "fig1_accepted_vs_L" not in record and record["fig3_tau_pmf"]["mode"] == "quick"

@@ -489,7 +489,7 @@ def test_cli_tree_mode(tmp_path, monkeypatch, capsys):
     for args, msg in ((["--tree", "2,1", "--mode", "coins"], "modes law, lossless"),
                       (["--tree", "2,1", "--parents", "0"], "not both"),
                       (["--tree", "[[0],[2]]"], "ranks 0..b-1"),
-                      (["--tree", "[[0]"], "JSON choices"),
+                      (["--tree", "[[0]"], "is not JSON (a list of lists of child ranks"),
                       (["--tree", "2,1", "--paths", "2"], "--paths"),
                       (["--tree", "2,1", "--verifier", "gbv"], "no node rule"),
                       (["--tree", "2,1", "--samples", "0"], "samples")):

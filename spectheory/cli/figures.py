@@ -214,9 +214,10 @@ def run(out: str | os.PathLike, quick: bool = False, only: list[str] | None = No
                 payload = json.loads(old.read_text())
             except (OSError, ValueError, RecursionError):  # not a record: written afresh
                 payload = {}
-            if not (isinstance(payload, dict)
-                    and all(isinstance(v, dict) for v in payload.values())):
-                payload = {}  # e.g. a list: the record of these figures replaces it
+            # e.g. a list: the record of these figures replaces it; in an object, an entry
+            # that is not a figure's record (an object) goes, the others' records stay
+            payload = ({k: v for k, v in payload.items() if isinstance(v, dict)}
+                       if isinstance(payload, dict) else {})
         entries = {}
         for stem, path in chosen.items():
             if log:
