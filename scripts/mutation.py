@@ -4563,6 +4563,18 @@ MUTANTS = [
            '            payload = ({k: v for k, v in payload.items() if isinstance(v, dict)}',
            '            payload = ({k: v for k, v in payload.items() if False}',
            "figures --only drops every other figure's record beside one stray entry", ('tests/test_hostile_late_ports.py',)),
+    Mutant('spectheory/sweep/config.py',
+           '        if r not in known:\n',
+           '        if False:\n',
+           "a sweep's unknown route fails every job of its table instead of being refused when read", ('tests/test_hostile_inputs.py',)),
+    Mutant('spectheory/sweep/families.py',
+           '        return check_instance(inst, what)\n',
+           '        return inst\n',
+           'a sweep family returning an Instance with a NaN row fails every job instead of being refused when read', ('tests/test_hostile_inputs.py',)),
+    Mutant('spectheory/sweep/families.py',
+           '    object.__setattr__(inst, "_checked", False)\n',
+           '    pass\n',
+           "a sweep family's instance marked checked by the package is not checked again after the family changed its tables", ('tests/test_hostile_inputs.py',)),
 ]
 
 

@@ -432,6 +432,11 @@ TOKEN = '[[verifiers]]\nname = ["token"]\n'
     (RANDOM.replace('"random"', '["random", "random"]') + TOKEN, "family lists 'random' more"),
     (RANDOM + '[[verifiers]]\nname = ["token"]\nblock = [4]\n', "block [4] matches no instance"),
     (RANDOM + '[[verifiers]]\nname = ["block"]\npaths = [2]\n', "single-path"),
+    (RANDOM + '[[verifiers]]\nname = ["block"]\nroute = ["nodes"]\n',  # a tree route, on a chain
+     "[[verifiers]] #1 route 'nodes' is not one of auto, node, per-draft, tree, enumerate, "
+     "analytic; did you mean 'node'?"),
+    (RANDOM + '[[verifiers]]\nname = ["specinfer"]\nshape = ["2,1"]\nroute = ["node"]\n',
+     "route 'node' is not one of auto, enumerate, nodes"),
     (RANDOM + '[[optima]]\nproblem = ["multipath"]\npaths = [2]\n',
      "multipath LP relaxation is solved in float64 only"),
 ])
@@ -493,6 +498,10 @@ def fam(vocab_size, block_length, seed, how="ok"):
         time.sleep(60)
     if how == "bigger":
         return random_instance(vocab_size + 1, block_length, seed)
+    if how == "nan":
+        inst = random_instance(vocab_size, block_length, seed).to_float()
+        inst.target.tables[0][0, 0] = float("nan")
+        return inst
     return random_instance(vocab_size, block_length, seed)
 
 not_a_function = 3
@@ -510,6 +519,7 @@ not_a_function = 3
     ("hang", "how='hang') did not return within the sweep's time_limit of 1 s"),
     ("hog", "how='hog') went over the sweep's memory_limit_mb of 200 MB"),
     ("bigger", "returned an Instance with vocab_size=3, block_length=1, not the sizes asked"),
+    ("nan", "how='nan') returned an Instance the engines cannot compute with: "),
 ])
 def test_sweep_family_is_called_when_the_file_is_read(tmp_path, capsys, monkeypatch, how,
                                                       message):

@@ -474,6 +474,26 @@ def _read_bounded(path: Path) -> str:
                           "as UTF-8 TOML") from None
 
 
+def _routes(table: dict, shapes: list, where: str) -> list:
+    """A verifier table's ``route`` list ([None]: the default), each one of the routes of its
+    engine (a tree shape's, `spectheory.engine.drafttrees.ROUTES`, else the chain engine's,
+    `spectheory.engine.plan.ROUTES`): an unknown route fails every job of the table, so it is
+    refused when the file is read."""
+    if "route" not in table:
+        return [None]
+    routes = _strings(table["route"], f"{where} route")
+    if shapes != [""]:
+        from ..engine.drafttrees import ROUTES as known
+    else:
+        from ..engine.plan import ROUTES as known
+    for r in routes:
+        if r not in known:
+            near = difflib.get_close_matches(r, known, n=1)
+            raise OptionError(f"{where} route {r!r} is not one of {', '.join(known)}"
+                              + (f"; did you mean {near[0]!r}?" if near else ""))
+    return routes
+
+
 def load_config(text_or_path) -> SweepConfig:
     """Parse a sweep from TOML text or a path; a malformed file raises
     `spectheory.runtime.errors.OptionError` naming the key."""
@@ -557,7 +577,7 @@ def load_config(text_or_path) -> SweepConfig:
             "block": _blocks(table, where),
             "drafting": _strings(table["drafting"], f"{where} drafting")
             if "drafting" in table else [None],
-            "route": _strings(table["route"], f"{where} route") if "route" in table else [None],
+            "route": _routes(table, shapes, where),
             "sampling": _samplings(table.get("sampling", ""), f"{where} sampling"),
             "draft_sampling": _samplings(table.get("draft_sampling", ""),
                                          f"{where} draft_sampling"),

@@ -55,7 +55,18 @@ def _call_family(family: str, vocab: int, block: int, seed: int, knobs: dict):
         raise UserCodeError(f"{what} returned an Instance with vocab_size={inst.vocab_size!r}, "
                             f"block_length={inst.block_length!r}, not the sizes asked for (the "
                             "row would be labelled with the wrong sizes)")
-    return inst
+    from ..inputs.instances import check_instance
+    from ..runtime.errors import InstanceError
+
+    # rows that are no distribution fail every job of the table: refused when read, checked
+    # afresh (an instance the package made is marked checked, and a family may have changed
+    # its tables since)
+    object.__setattr__(inst, "_checked", False)
+    try:
+        return check_instance(inst, what)
+    except InstanceError as exc:
+        raise UserCodeError(f"{what} returned an Instance the engines cannot compute with: "
+                            f"{exc}") from exc
 
 
 def _short_type(obj) -> str:
