@@ -4575,6 +4575,10 @@ MUTANTS = [
            '    object.__setattr__(inst, "_checked", False)\n',
            '    pass\n',
            "a sweep family's instance marked checked by the package is not checked again after the family changed its tables", ('tests/test_hostile_inputs.py',)),
+    Mutant('spectheory/testing/vectors_cli.py',
+           '    add_time_limit_option(e)  # a verifier that never returns is stopped, nothing written\n',
+           '    pass  # a verifier that never returns is stopped, nothing written\n',
+           "vectors export has no --time-limit: a verifier that never returns holds it for ever", ('tests/test_hostile_late_ports.py',)),
 ]
 
 

@@ -373,3 +373,20 @@ def test_figures_only_keeps_the_other_figures_records_beside_a_stray_entry(tmp_p
     record = json.loads((out / "figures.json").read_text())
     assert record["fig2_gain_vs_divergence"] == {"mode": "full"}
     assert "fig1_accepted_vs_L" not in record and record["fig3_tau_pmf"]["mode"] == "quick"
+
+
+def test_vectors_export_takes_a_time_limit_for_a_verifier_that_never_returns(user_modules,
+                                                                             tmp_path, capsys):
+    """`vectors export` had no --time-limit: a verifier that never returned held it for ever
+    (exact, check and audit could bound the same verifier)."""
+    import spectheory as st
+    from spectheory.inputs.instances import instance_to_dict
+    from cli_helpers import write
+
+    user_modules(um="import time\ndef hangs(drafts, q, p):\n    time.sleep(60)\n")
+    path = write(tmp_path, instance_to_dict(st.random_instance(2, 1, 0, denominator=6)))
+    out = tmp_path / "vo"
+    refused(*run(["vectors", "export", str(out), "--verifier", "um:hangs", "--instances", path,
+                  "--time-limit", "0.5"], capsys),
+            "time limit of 0.5 s reached", "verifier 'um:hangs' was running")
+    assert not out.exists()

@@ -107,6 +107,9 @@ def register(sub) -> None:
     e.add_argument("--no-progress", action="store_true",
                    help="no progress bar on stderr (shown on a terminal: one step per file "
                         "written)")
+    from ..cli.commands import add_time_limit_option
+
+    add_time_limit_option(e)  # a verifier that never returns is stopped, nothing written
     e.set_defaults(func=cmd_export)
     c = vsub.add_parser("check", help="re-verify every file of a directory against a fresh "
                                       "computation (exit 1 on a mismatch)")
