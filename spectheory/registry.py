@@ -41,8 +41,7 @@ from typing import Any, Callable, NamedTuple
 from .runtime import backend as B
 from .runtime._lazy import is_tensor, torch
 from .runtime.errors import (InputError, SpectheoryError, TimeLimitError, call_user, check_flag,
-                             check_law_shapes, check_token_ids, import_user, is_integer,
-                             package_code)
+                             check_law_shapes, check_token_ids, import_user, package_code)
 from .law import ROW_SUM_TOL, Law, LawError, validate_law
 
 #: Drafting schemes of K paths (see [`spectheory.engine.joint`][spectheory.engine.joint]).
@@ -186,7 +185,8 @@ class VerifierSpec:
             raise SpectheoryError(f"verifier {self.name!r}: node = {self.node!r:.40} is not a "
                                   "NodeForm (spectheory.engine.nodes.NodeForm: a step function "
                                   "and a scan)")
-        if not (self.paths is None or (is_integer(self.paths) and self.paths == 1)):
+        if isinstance(self.paths, bool) or not (  # 1.0 and numpy's 1 are 1
+                self.paths is None or (isinstance(self.paths, numbers.Real) and self.paths == 1)):
             raise SpectheoryError(f"verifier {self.name!r}: paths must be 1 or None (any K), "
                                   f"not {self.paths!r}")
         if self.paths_read is not None and (isinstance(self.paths_read, bool) or not isinstance(

@@ -1,5 +1,6 @@
-"""Bad inputs found by a late outside probe, each refused by name where before they gave a raw
-error from deep inside or a silent wrong answer:
+"""Bad inputs of the engine ports, the step helpers, the sampling state and the theory commands'
+files, each refused by name where before they gave a raw error from deep inside, a hang or a
+silent wrong answer:
 
 * vLLM V1's ``apply_top_k_top_p`` port with top-k 0 (an index past the row: a RuntimeError from
   ``gather``), top-p above 1 or NaN (nothing masked, a silent pass-through), a float k, or a k or
@@ -58,7 +59,7 @@ def test_the_vllm_top_k_top_p_port_keeps_its_law_on_valid_input():
     assert torch.isinf(out[1]).tolist() == [False, True, True, True]  # 3.0 holds 0.85 > 0.5
 
 
-# ----------------------------------------------------------------------------- the second probe
+# ----------------------------------------------------------------------------- the sampling state
 # (the state around the sampler and the engines' whole steps)
 
 from spectheory.inputs.processing import SamplingError, SamplingParams, parse_sampling, \
@@ -85,6 +86,15 @@ def test_a_choices_tree_nested_a_thousand_deep_is_one_line(capsys):
                  capsys), "--tree '[[0],[1]' is not JSON")
     refused(*run(["check-sampler", "spectheory.testing:vllm_sampler", "--tree", "1000,1000"],
                  capsys), "tree '1000,1000' has 1,001,000 drafted nodes")
+
+
+def test_a_top_k_past_int32_reaches_the_vllm_port_as_the_vocabulary():
+    """vLLM's input batch holds min(k, V) in int32; the kit put k itself there, and 2^31 did
+    not fit ('value cannot be converted to type int without overflow')."""
+    d, q, p = _canonical()
+    s = engine_sampler(vllm_v1_rejection_sample, VLLM_V1, sampling="top_k=2147483648")
+    tau, y = s(d, q, p, torch.Generator().manual_seed(0))
+    assert 0 <= int(tau[0]) <= 2 and 0 <= int(y[0]) < 3
 
 
 @pytest.mark.parametrize("value", [2**63, 2**70, "99999999999999999999", "9" * 5000])
@@ -197,6 +207,13 @@ def test_the_step_authors_helpers_read_or_refuse_their_rows():
     assert torch.equal(processed_along(rows.tolist(), tokens, "presence_penalty=1"), want)
     assert torch.equal(processed_along(rows, [[0, 1]], "presence_penalty=1"), want)
     assert want[0, 1, 0] < want[0, 1, 2]  # the penalty acted: token 0 is in the history
+    for tokens, words in (([[True, False]], "integer token ids [B, m], not torch.bool"),
+                          ([["a", "b"]], "tokens must be token ids [B, m], not list")):
+        with pytest.raises(SamplingError, match=words.replace("[", r"\[").replace("]", r"\]")):
+            processed_along(rows, tokens, "presence_penalty=1")
+    half = torch.softmax(torch.randn(2, 32_000, generator=torch.Generator().manual_seed(0)),
+                         -1).half()  # sums off 1 by a few 1e-5 or more: model rows as they are
+    assert torch.equal(rows_as_probs(half, "probs"), half.double())
 
 
 def test_a_table_model_called_directly_refuses_what_is_not_token_ids():
@@ -273,8 +290,8 @@ def test_an_llguidance_regex_is_sized_before_it_compiles():
     assert g.vocab_size == 3 and g.allowed([0]).tolist() == [[True, False, False]]  # items
 
 
-# ----------------------------------------------------------------------------- the third probe
-# (the theory side and its files)
+# ----------------------------------------------------------------------------- theory and files
+# (the theory commands, their Python API and their input files)
 
 
 def test_an_audit_rows_file_with_a_flat_p_is_one_line(tmp_path, capsys):
@@ -312,6 +329,8 @@ def test_the_python_api_names_a_wrong_argument_instead_of_failing_inside():
                       (dict(paths=torch.zeros(2)), "paths must be 1 or None")):
         with pytest.raises(SpectheoryError, match=words):
             st.verifier(f, **kw)
+    for one in (1, 1.0, np.int64(1), None):  # the controls: the one path however written
+        assert st.verifier(f, paths=one).spectheory_spec.paths == one
 
 
 def test_a_verifier_name_on_two_lines_is_refused(tmp_path, capsys):
@@ -343,8 +362,10 @@ def test_a_named_pipe_with_no_writer_is_refused_instead_of_waited_on(tmp_path, c
     fifo = tmp_path / "f"
     os.mkfifo(fifo)
     t0 = time.monotonic()
-    refused(*run(["exact", str(fifo), "--time-limit", "5"], capsys), "empty file")
-    refused(*run(["sweep", str(fifo), "--out", str(tmp_path / "o")], capsys))
+    refused(*run(["exact", str(fifo), "--time-limit", "5"], capsys),
+            "no writer wrote to the named pipe within 1 s")
+    refused(*run(["sweep", str(fifo), "--out", str(tmp_path / "o")], capsys),
+            "cannot read sweep file", "no writer wrote to the named pipe within 1 s")
     assert time.monotonic() - t0 < 10 and not (tmp_path / "o").exists()
     text = json.dumps(instance_to_dict(st.random_instance(3, 2, 0)))
 

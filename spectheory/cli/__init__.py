@@ -361,7 +361,8 @@ def _run(args) -> int:
         if not hasattr(args, "time_limit"):
             return int(args.func(args) or 0)
         # long-running commands: --time-limit, progress bars and time estimates on a terminal
-        with running(args.time_limit, progress=sys.stderr.isatty(), notes=True), \
+        with running(args.time_limit, progress=sys.stderr.isatty()  # a command's own
+                     and not getattr(args, "no_progress", False), notes=True), \
                 _hard_stop(args.time_limit):
             return int(args.func(args) or 0)
     except SystemExit as exc:

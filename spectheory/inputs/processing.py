@@ -109,7 +109,8 @@ ROW_SUM_TOL = 1e-5
 #: Largest penalty, bias or count accepted (a larger one is a typo, and would overflow logits).
 MAX_PENALTY = 1e6
 MAX_COUNT = 10**6
-#: The largest top-k: int64's (what an engine's top-k tensor and ``torch.topk`` hold).
+#: The largest top-k: int64's (what ``torch.topk`` takes; a k past the vocabulary keeps every
+#: token, and engines such as vLLM store min(k, V)).
 MAX_TOP_K = 2**63 - 1
 #: Accepted values, for the one-line errors.
 RANGES = {
@@ -280,7 +281,7 @@ class SamplingParams:
                 else:
                     raise _bad("top_k", k, "is not an integer")
             k = int(k)
-            if not -1 <= k <= MAX_TOP_K:  # the engines hold k in int64 (vLLM, torch.topk)
+            if not -1 <= k <= MAX_TOP_K:  # int64's range (torch.topk's; vLLM holds min(k, V))
                 raise _bad("top_k", k)
             k = None if k in (0, -1) else k
         top_p = _number("top_p", self.top_p)
@@ -806,20 +807,41 @@ def _validate(x, inputs: str, exact: bool):
     return x / total
 
 
-def check_rows(rows, inputs: str = "probs") -> None:
-    """Refuse in one line ([`SamplingError`][spectheory.inputs.processing.SamplingError]) float
-    rows ``[..., V]`` that are not what ``inputs`` says, by the checks of `process_rows`:
-    logits with a NaN or +inf, or a row all -inf; probabilities with a NaN, an infinite or
-    negative entry, a row of zeros, or a sum off 1 by more than `ROW_SUM_TOL`."""
-    if inputs not in ("probs", "logits"):
-        raise SamplingError(f"inputs = {inputs!r:.40} is not one of probs, logits")
-    V = rows.shape[-1] if len(rows.shape) else 0
-    if V == 0 or not len(rows.shape):
-        raise SamplingError(f"rows [..., V] need a vocabulary axis; got shape "
-                            f"{list(rows.shape)}")
-    flat = rows.reshape(-1, V)
-    _validate(flat.to(torch.float64) if B.is_torch(flat) else np.asarray(flat, np.float64),
-              inputs, False)
+def check_model_rows(rows, inputs: str = "probs") -> None:
+    """Refuse in one line ([`SamplingError`][spectheory.inputs.processing.SamplingError]) model
+    rows ``[..., V]`` (float torch or numpy) that cannot be what ``inputs`` says: logits with a
+    NaN or +inf, or a row all -inf; probabilities with a NaN, an infinite or a negative entry,
+    or a row of zeros. Sums are not checked (rows of a float16 softmax over a large vocabulary
+    sum to 1 within a few 1e-4; `process_rows` divides by them), and nothing is copied: one
+    pass or two over the rows in their own dtype."""
+    if inputs not in INPUTS:
+        raise SamplingError(f"inputs = {inputs!r:.40} is not one of {', '.join(INPUTS)}")
+    shape = tuple(rows.shape)
+    if not shape or shape[-1] == 0:
+        raise SamplingError(f"rows [..., V] need a vocabulary axis; got shape {list(shape)}")
+    xp = torch if B.is_torch(rows) else np
+    x = rows.reshape(-1, shape[-1])
+    nan = xp.isnan(x)
+    if bool(nan.any()):
+        r, t = _first(nan, shape[-1])
+        raise SamplingError(f"{inputs} rows hold a NaN at row {r}, token {t}")
+    if inputs == "logits":
+        if bool((x == math.inf).any()):
+            r, t = _first(x == math.inf, shape[-1])
+            raise SamplingError(f"logits rows hold +inf at row {r}, token {t}")
+        top = x.max(-1).values if xp is torch else x.max(axis=-1)
+        if bool((top == -math.inf).any()):
+            raise SamplingError(f"logits row {_first(top == -math.inf, 1)[0]} is all -inf "
+                                f"(no token has probability)")
+        return
+    bad = (x < 0) | (x == math.inf)
+    if bool(bad.any()):
+        r, t = _first(bad, shape[-1])
+        raise SamplingError(f"probability rows must be finite and non-negative; row {r}, "
+                            f"token {t} is {float(x[r, t])}")
+    empty = ~(x > 0).any(-1) if xp is torch else ~(x > 0).any(axis=-1)
+    if bool(empty.any()):
+        raise SamplingError(f"row {_first(empty, 1)[0]} has no probability mass (all zeros)")
 
 
 def process_rows_along(rows, tokens, params, inputs: str = "probs"):
@@ -945,7 +967,8 @@ def process_rows(rows, params, inputs: str = "probs", history=None, *, _spare=No
     history : int array [..., n], optional
         The tokens each row follows (emitted since the instance's root, drafts before its
         position included), for the stateful parameters (`spectheory.inputs.stateful`); None:
-        the empty history. Probability rows are turned into the kit's logits
+        the empty history. Checked whenever it is given (token ids in 0..V-1, one history per
+        row), whether or not a parameter reads it. Probability rows are turned into the kit's logits
         (`spectheory.inputs.stateful.kit_logits`) when a penalty or an additive bias needs
         logits.
 
@@ -1343,7 +1366,7 @@ def add_sampling_options(p, draft: bool = True) -> None:
 
 
 __all__ = ["GREEDY_BELOW", "INPUTS", "KEYS", "MAX_EXACT_POWER", "ORDERS", "ROW_SUM_TOL",
-           "STATEFUL_KEYS", "STATELESS_KEYS", "ProcessedModel", "SamplingError", "SamplingParams", "add_sampling_options", "check_rows", "describe", "keep_mask",
+           "STATEFUL_KEYS", "STATELESS_KEYS", "ProcessedModel", "SamplingError", "SamplingParams", "add_sampling_options", "check_model_rows", "describe", "keep_mask",
            "parse_sampling", "handed_rows", "note_sampling", "process_instance", "process_rows",
            "process_rows_along",
            "rational", "sampler_setup", "sampling_type"]

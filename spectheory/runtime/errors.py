@@ -554,7 +554,9 @@ def counting_interrupts():
 def _leave_if_forked(pid: int) -> None:
     """In a child that user code forked (``os.fork()``) and that came back into the toolkit
     instead of exiting: leave at once, silently (``os._exit``: no buffered output of the parent
-    flushed again, no second report, no exit code of its own); the parent goes on alone."""
+    flushed again, no second report, no exit code of its own); the parent goes on alone. The
+    child is not reaped (a wait for any child would take the user code's own): it stays a
+    zombie until the command ends."""
     import os
 
     if os.getpid() != pid:

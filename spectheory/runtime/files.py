@@ -144,8 +144,9 @@ def open_input(path: str | os.PathLike):
     """``open(path, "rb")`` for an input file, except that a named pipe (a FIFO) is opened
     without waiting for a writer for ever: a writer that comes within `FIFO_WRITER_WAIT` (one
     blocked in its own open wakes when the reader opens) is read as before, blocking for its
-    data; a pipe with no writer then reads as empty (the reader's "empty file" refusal), where
-    ``open`` blocked for ever. A shell's ``<(command)`` has its writer already."""
+    data; a pipe that no writer writes to within it raises ``OSError`` ("no writer wrote to
+    the named pipe within 1 s", the reader's one-line refusal), where ``open`` blocked for
+    ever. A shell's ``<(command)`` has its writer already."""
     import io
     import time
 
@@ -155,17 +156,26 @@ def open_input(path: str | os.PathLike):
         fifo = False
     if not fifo:
         return open(path, "rb")
+    import errno
+
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     deadline, first = time.monotonic() + FIFO_WRITER_WAIT, b""
-    while True:
-        try:
-            first = os.read(fd, 1 << 16)
-        except BlockingIOError:  # a writer, no data yet
-            break
-        if first or time.monotonic() > deadline:  # data, or no writer came
-            break
-        time.sleep(0.02)  # no writer yet (end of file until one opens)
-    os.set_blocking(fd, True)
+    try:
+        while True:
+            try:
+                first = os.read(fd, 1 << 16)
+            except BlockingIOError:  # a writer, no data yet
+                break
+            if first:
+                break
+            if time.monotonic() > deadline:
+                raise OSError(errno.ENXIO, f"no writer wrote to the named pipe within "
+                                           f"{FIFO_WRITER_WAIT:g} s")
+            time.sleep(0.02)  # no writer yet (end of file until one opens)
+        os.set_blocking(fd, True)
+    except BaseException:  # the refusal, a time limit, an interrupt: the descriptor closed
+        os.close(fd)
+        raise
 
     class _Pipe(io.RawIOBase):  # the bytes read while looking for the writer, then the pipe
         def readable(self):

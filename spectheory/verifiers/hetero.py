@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, Callable
@@ -562,7 +563,7 @@ def first_token_acceptance(inst: HeteroInstance, c: tuple = ()) -> dict:
 
 def string_law(inst: HeteroInstance, token_law: dict) -> dict:
     """Image of a law over target-token sequences under decoding: ``{string: probability}``."""
-    if not isinstance(token_law, dict):
+    if not isinstance(token_law, Mapping):
         raise InputError(f"string_law: token_law must be a dict {{target tokens: probability}}, "
                          f"not {type(token_law).__name__}")
     out: dict = {}

@@ -76,8 +76,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ...inputs.instances import Instance, check_instance
-from ...inputs.processing import (SamplingError, check_rows, parse_sampling, process_instance,
-                                   process_rows, process_rows_along)
+from ...inputs.processing import (SamplingError, check_model_rows, parse_sampling,
+                                   process_instance, process_rows, process_rows_along)
 from ...inputs.stateful import GrammarError, check_vocabulary, kit_logits
 from ...inputs.random_instances import random_instance
 from ...engine.seqtree import levels, path_probabilities
@@ -268,15 +268,27 @@ def _model_rows(rows, what: str = "rows"):
     return rows
 
 
+def _token_ids(tokens):
+    """A list of token ids ``[B, m]`` as the tensor it spells, or one line naming what it is."""
+    try:
+        t = torch.as_tensor(tokens)
+    except Exception:  # noqa: BLE001 - strings, ragged lists, objects
+        raise SamplingError(f"tokens must be token ids [B, m], not {type(tokens).__name__}"
+                            ) from None
+    if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
+        raise SamplingError(f"tokens must be integer token ids [B, m], not {t.dtype}")
+    return t
+
+
 def rows_as_probs(rows, inputs: str):
     """Model rows as float64 probabilities (a float32 softmax of logits, as engines compute it,
     then float64). ``inputs`` is "probs" or "logits"; anything else is refused (a misspelt
     "logit" returned the logits as probabilities), as are rows that are neither
-    (`spectheory.inputs.processing.check_rows`: a NaN, +inf or an all -inf row of logits; a
-    negative, infinite or zero row or a sum off 1 of probabilities)."""
+    (`spectheory.inputs.processing.check_model_rows`: a NaN, +inf or an all -inf row of
+    logits; a negative or infinite entry or a zero row of probabilities)."""
     _check_inputs(inputs)
     rows = _model_rows(rows)
-    check_rows(rows, inputs)
+    check_model_rows(rows, inputs)
     if inputs == "logits":
         return torch.softmax(rows.to(torch.float32), dim=-1).to(torch.float64)
     return rows.to(torch.float64)
@@ -311,7 +323,7 @@ def processed_along(rows, tokens, params, inputs: str = "probs"):
         return processed(rows, params, inputs)
     # `processed` of each position with its own history, all positions in one pass
     if not hasattr(tokens, "shape"):
-        tokens = _model_rows(tokens, "tokens")  # a list of ids: read as the tensor it spells
+        tokens = _token_ids(tokens)  # a list of ids: read as the tensor it spells
     return process_rows_along(rows.to(torch.float64), tokens, params,
                               "logits" if inputs == "logits" else "probs")
 

@@ -284,8 +284,10 @@ class EngineProcessing:
             _put(kw, f"{meta}.all_random", True)
             _put(kw, f"{meta}.temperature", torch.full((B,), float(sp.temperature),
                                                        dtype=torch.float32, device=dev))
+            V = bonus_logits.shape[-1]  # vLLM's input batch holds min(k, V) in int32 (a k past
+            # the vocabulary keeps every token): 2^31 and over did not fit the tensor
             _put(kw, f"{meta}.top_k", None if sp.top_k is None else
-                 torch.full((B,), int(sp.top_k), dtype=torch.int32, device=dev))
+                 torch.full((B,), min(int(sp.top_k), V), dtype=torch.int32, device=dev))
             _put(kw, f"{meta}.top_p", None if sp.top_p == 1 else
                  torch.full((B,), float(sp.top_p), dtype=torch.float32, device=dev))
             from types import SimpleNamespace

@@ -1059,7 +1059,8 @@ def _check(drafts, q, p):
             why = ("a non-finite entry" if not bool(torch.isfinite(row).all())
                    else "a negative entry")
             raise OptionError(f"the {name} row of batch row {b}, position {i} has {why}; "
-                              f"canonical rows are probabilities")
+                              f"canonical rows are probabilities (an engine sampler takes "
+                              f"probabilities: check it with inputs='probs')")
 
 
 def _label(fn, layout, proc) -> str:
