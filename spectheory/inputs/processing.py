@@ -759,6 +759,31 @@ def _first(bad, V: int) -> tuple[int, int]:
     return n // V, n % V
 
 
+def _check_values(x, inputs: str) -> None:
+    """The value checks of float rows ``x [N, V]`` (torch or numpy, any float dtype) that
+    `_validate` and `check_model_rows` share: no NaN; logits with no +inf and no row all -inf;
+    probabilities finite and non-negative."""
+    V = x.shape[-1]
+    nan = torch.isnan(x) if B.is_torch(x) else np.isnan(x)
+    if bool(nan.any()):
+        r, t = _first(nan, V)
+        raise SamplingError(f"{inputs} rows hold a NaN at row {r}, token {t}")
+    if inputs == "logits":
+        if bool((x == math.inf).any()):
+            r, t = _first(x == math.inf, V)
+            raise SamplingError(f"logits rows hold +inf at row {r}, token {t}")
+        top = x.max(-1).values if B.is_torch(x) else x.max(axis=-1)
+        if bool((top == -math.inf).any()):
+            raise SamplingError(f"logits row {_first(top == -math.inf, 1)[0]} is all -inf "
+                                f"(no token has probability)")
+        return
+    bad = (x < 0) | (x == math.inf)
+    if bool(bad.any()):
+        r, t = _first(bad, V)
+        raise SamplingError(f"probability rows must be finite and non-negative; row {r}, "
+                            f"token {t} is {float(x[r, t])}")
+
+
 def _validate(x, inputs: str, exact: bool):
     """x [N, V] (float64 torch/numpy, or Python numbers in an object array), checked;
     probabilities are normalised (exact: as Fractions), logits returned as they are."""
@@ -781,24 +806,9 @@ def _validate(x, inputs: str, exact: bool):
                                 f"(all zeros)")
         _check_sums(x, total)
         return x / total
-    nan = torch.isnan(x) if B.is_torch(x) else np.isnan(x)
-    if bool(nan.any()):
-        r, t = _first(nan, V)
-        raise SamplingError(f"{inputs} rows hold a NaN at row {r}, token {t}")
+    _check_values(x, inputs)
     if inputs == "logits":
-        if bool((x == math.inf).any()):
-            r, t = _first(x == math.inf, V)
-            raise SamplingError(f"logits rows hold +inf at row {r}, token {t}")
-        top = x.max(-1).values if B.is_torch(x) else x.max(axis=-1)
-        if bool((top == -math.inf).any()):
-            raise SamplingError(f"logits row {_first(top == -math.inf, 1)[0]} is all -inf "
-                                f"(no token has probability)")
         return x
-    bad = (x < 0) | (x == math.inf)
-    if bool(bad.any()):
-        r, t = _first(bad, V)
-        raise SamplingError(f"probability rows must be finite and non-negative; row {r}, "
-                            f"token {t} is {float(x[r, t])}")
     total = B.sum(x, axis=-1, keepdims=True)
     if bool((total == 0).any()):
         raise SamplingError(f"row {_first(total == 0, 1)[0]} has no probability mass "
@@ -819,27 +829,11 @@ def check_model_rows(rows, inputs: str = "probs") -> None:
     shape = tuple(rows.shape)
     if not shape or shape[-1] == 0:
         raise SamplingError(f"rows [..., V] need a vocabulary axis; got shape {list(shape)}")
-    xp = torch if B.is_torch(rows) else np
     x = rows.reshape(-1, shape[-1])
-    nan = xp.isnan(x)
-    if bool(nan.any()):
-        r, t = _first(nan, shape[-1])
-        raise SamplingError(f"{inputs} rows hold a NaN at row {r}, token {t}")
+    _check_values(x, inputs)
     if inputs == "logits":
-        if bool((x == math.inf).any()):
-            r, t = _first(x == math.inf, shape[-1])
-            raise SamplingError(f"logits rows hold +inf at row {r}, token {t}")
-        top = x.max(-1).values if xp is torch else x.max(axis=-1)
-        if bool((top == -math.inf).any()):
-            raise SamplingError(f"logits row {_first(top == -math.inf, 1)[0]} is all -inf "
-                                f"(no token has probability)")
         return
-    bad = (x < 0) | (x == math.inf)
-    if bool(bad.any()):
-        r, t = _first(bad, shape[-1])
-        raise SamplingError(f"probability rows must be finite and non-negative; row {r}, "
-                            f"token {t} is {float(x[r, t])}")
-    empty = ~(x > 0).any(-1) if xp is torch else ~(x > 0).any(axis=-1)
+    empty = ~(x > 0).any(-1) if B.is_torch(x) else ~(x > 0).any(axis=-1)
     if bool(empty.any()):
         raise SamplingError(f"row {_first(empty, 1)[0]} has no probability mass (all zeros)")
 
@@ -1037,8 +1031,6 @@ def process_rows(rows, params, inputs: str = "probs", history=None, *, _spare=No
     h = None
     if history is not None:  # checked whether or not a parameter reads it: a history of
         # strings or of tokens past V is the caller's mistake either way
-        from .stateful import _np_history
-
         if not (is_tensor(history) or isinstance(history, np.ndarray)):
             history = _history_array(history)
         if len(history.shape) == 0:
@@ -1047,7 +1039,10 @@ def process_rows(rows, params, inputs: str = "probs", history=None, *, _spare=No
             raise SamplingError(f"history of shape {list(history.shape)} does not match "
                                 f"rows of shape {list(shape)} (it must be [..., n])")
         h = history.reshape(flat.shape[0], history.shape[-1])
-        _np_history(h, flat.shape[0], V)
+        if sp is None or not sp.stateful:  # the stateful steps check it as they read it
+            from .stateful import _np_history
+
+            _np_history(h, flat.shape[0], V)
     if sp is not None and sp.stateful:
         from . import stateful
 

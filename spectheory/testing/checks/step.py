@@ -307,9 +307,11 @@ def processed(rows, params, inputs: str = "probs", history=None):
         if inputs == "logits":
             return process_rows(rows.to(torch.float64), params, "logits", history=history)
         return process_rows(rows.to(torch.float64), params, history=history)
-    probs = rows_as_probs(rows, inputs)
     if params is None:
-        return probs
+        return rows_as_probs(rows, inputs)
+    # with parameters, process_rows checks the probabilities itself (the logits are checked
+    # by rows_as_probs before their softmax)
+    probs = rows_as_probs(rows, inputs) if inputs == "logits" else rows.to(torch.float64)
     return process_rows(probs, params)
 
 

@@ -1196,8 +1196,9 @@ def engine_coin_sampler(fn: Callable, layout, convention: CoinConvention | None 
                               f"mode='coins' or 'coins-tau', or build a law sampler with "
                               f"engine_sampler")
         u = uniforms.to(torch.float64)
-        if not bool(((u >= 0) & (u <= 1)).all()):  # a NaN fails both
-            bad = u[~((u >= 0) & (u <= 1))][0]
+        inside = (u >= 0) & (u <= 1)  # a NaN fails both
+        if not bool(inside.all()):
+            bad = u[~inside][0]
             raise OptionError(f"coin sampler {sampler.__name__}: uniforms must lie in [0, 1], "
                               f"got {float(bad)!r}")
         digest = hashlib.blake2b(u[:, L].contiguous().numpy().tobytes(), digest_size=8).digest()
