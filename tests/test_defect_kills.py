@@ -431,7 +431,7 @@ def test_degrees_of_freedom_count_the_bins():
     (appended when its expected count is >= 5, else merged into the smallest cell); cells of
     probability zero are excluded."""
     def dof(P, n):
-        return stats.row_chi_square(np.zeros(len(P)), np.asarray(P), n).dof
+        return stats.row_chi_square(np.asarray(P) * n, np.asarray(P), n).dof
 
     assert dof([0.2, 0.3, 0.5], 60) == 2                       # 3 bins
     assert dof([0.1, 0.2, 0.3, 0.4], 100) == 3                 # 4 bins

@@ -562,6 +562,15 @@ def test_the_kits_row_helpers_refuse_what_is_no_row_or_no_uniform():
     for obs in ([np.nan, 5.0], [-5.0, 15.0], [np.inf, 5.0]):
         _refused(lambda: T.row_chi_square(np.array(obs), half, 10),
                  r"^observed has an entry .*; counts are finite and >= 0")
+    # counts that are not the n samples' were tested as if the missing ones were pooled: 5 + 5
+    # of n = 1,000 put 990 samples in a pooled bin of expected count 0 (dropped), and the
+    # check failed on (5 - 500)^2 / 500 twice; fractional shares that round are counts of n
+    for obs, n in (([5.0, 5.0], 1000), ([600.0, 600.0], 1000), ([0.0, 0.0], 10)):
+        _refused(lambda: T.row_chi_square(np.array(obs), half, n),
+                 rf"^observed sums to {sum(obs)!r} counts, not n = {n}; the counts of one "
+                 r"row's n samples$")
+    thirds = np.full(3, 1 / 3)
+    assert T.row_chi_square(thirds * 30, thirds, 30).p_value == pytest.approx(1.0)
 
 
 def test_engine_helpers_refuse_holes_float_ids_and_names_they_cannot_read():

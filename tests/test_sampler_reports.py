@@ -138,9 +138,9 @@ def test_samples_for_a_test_is_exact():
                         ([0.6, 0.0, 0.4], 13)):
         n = stats.samples_for_a_test(probs)
         assert n == want
-        zero = np.zeros(len(probs))
-        assert stats.row_chi_square(zero, np.array(probs), n).dof >= 1
-        assert stats.row_chi_square(zero, np.array(probs), n - 1).dof == 0
+        P = np.array(probs)
+        assert stats.row_chi_square(P * n, P, n).dof >= 1
+        assert stats.row_chi_square(P * (n - 1), P, n - 1).dof == 0
     assert stats.samples_for_a_test([0.0, 1.0, 0.0]) is None
 
 
@@ -170,7 +170,7 @@ def test_too_few_samples_is_refused_not_passed():
     need = [stats.samples_for_a_test(p) for p in laws]
     assert per == max(x for x in need if x is not None)
     assert full.passed and full.dof > 0 and full.needs_samples == 0
-    assert all(stats.row_chi_square(np.zeros(len(p)), p, per).dof >= 1
+    assert all(stats.row_chi_square(p / p.sum() * per, p, per).dof >= 1
                for p, x in zip(laws, need) if x is not None)
 
 

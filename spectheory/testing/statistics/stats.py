@@ -54,7 +54,8 @@ def row_chi_square(observed: np.ndarray, probs: np.ndarray, n: int,
     Refused in one line: ``observed`` [C] and ``probs`` [C] not one-dimensional rows of numbers of
     one length, ``probs`` with a negative or non-finite entry, ``observed`` with a negative or
     non-finite entry (counts may be fractional where a caller pools shares of rows), ``n`` not
-    an integer >= 0.
+    an integer >= 0, counts that do not sum to ``n`` (to 1e-9 n: fractional shares round; the
+    pooled bin's count is n less the counted cells, so a wrong n would test garbage).
     """
     observed = _args.numbers("observed", observed)
     probs = _args.numbers("probs", probs)
@@ -70,6 +71,10 @@ def row_chi_square(observed: np.ndarray, probs: np.ndarray, n: int,
     if not ok.all():
         raise InputError(f"observed has an entry {float(observed[~ok][0])!r}; counts are finite "
                          f"and >= 0")
+    counted = float(observed.sum())
+    if abs(counted - n) > 1e-9 * max(n, 1):
+        raise InputError(f"observed sums to {counted!r} counts, not n = {n}; the counts of one "
+                         f"row's n samples")
     min_expected = _args.real("min_expected", min_expected, 0.0)
     zero = probs <= 0
     impossible = int(observed[zero].sum())
@@ -291,14 +296,14 @@ def samples_for_a_test(probs, min_expected: float = 5.0) -> int | None:
     if is_point_mass(probs):
         return None
     w = probs[probs > 0] / probs[probs > 0].sum()
+    w_all = probs / probs.sum()  # counts of m samples at their expectations: they sum to m
     p1 = float(w.max())
     rest = min(p1, 1.0 - p1)
     first = min_expected / rest * (1 - 1e-12) if rest > 0 else math.inf
     n = max(2, math.ceil(first)) if first < 2.0**62 else None
-    zero = np.zeros(len(probs))
 
-    def tested(m: int) -> bool:
-        return row_chi_square(zero, probs, m, min_expected).dof >= 1
+    def tested(m: int) -> bool:  # the degrees of freedom do not depend on the counts
+        return row_chi_square(m * w_all, probs, m, min_expected).dof >= 1
 
     if n is not None and tested(n):
         return n
