@@ -5,6 +5,7 @@ planted bug in the merge is caught; bad splits are refused in one line; the Ray 
 
 from __future__ import annotations
 
+import os
 from fractions import Fraction
 
 import numpy as np
@@ -105,7 +106,9 @@ def test_a_wrong_merge_is_caught(monkeypatch):
 @pytest.mark.parametrize("kwargs, message", [
     ({"split_depth": 0}, "split_depth = 0 must be an integer in [1, L - 1] = [1, 2]"),
     ({"split_depth": 3}, "split_depth = 3 must be an integer in [1, L - 1]"),
-    ({"workers": 0}, "workers = 0 must be an integer"),
+    ({"workers": 0}, "workers=0 must be an integer in [1, "),
+    ({"workers": 1.0}, "workers=1.0 must be an integer in [1, "),
+    ({"workers": 4 * (os.cpu_count() or 1) + 1}, "must be an integer in [1, "),
     ({"executor": "dask"}, "unknown executor 'dask'"),
 ])
 def test_bad_splits_are_refused(kwargs, message):
@@ -113,6 +116,41 @@ def test_bad_splits_are_refused(kwargs, message):
     with pytest.raises(OptionError) as exc:
         st.analyze(inst, "block", **{"executor": "local", **kwargs})
     assert message in str(exc.value)
+
+
+def test_workers_have_one_bound_and_one_message_in_every_entry(tmp_path, capsys):
+    """--workers was bounded by 1..4,096 when ``exact`` parsed it and by 4 x the cores in the
+    engine and the sweeps (two messages for one option); with a Ray cluster's address it did
+    nothing (the cluster's CPUs decide) yet was refused past this machine's cores."""
+    top = 4 * (os.cpu_count() or 1)
+    inst = tmp_path / "inst.json"
+    assert main(["instance", "random", "--vocab", "2", "--block", "3"]) == 0
+    inst.write_text(capsys.readouterr().out)
+    sweep = tmp_path / "s.toml"
+    sweep.write_text('[sweep]\nname = "s"\n[[instances]]\nfamily = "random"\nvocab = [2]\n'
+                     'block = [2]\n[[verifiers]]\nname = ["block"]\n')
+    line = (f"--workers {top + 1} must be an integer in [1, {top}] (4 x this machine's "
+            f"{top // 4} cores)")
+    for argv in (["exact", str(inst), "--executor", "local", "--workers", str(top + 1)],
+                 ["sweep", str(sweep), "--workers", str(top + 1), "--out", str(tmp_path / "o")]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.endswith(line + "\n") and err.count("\n") == 1, err
+    with pytest.raises(OptionError, match=rf"^workers={top + 1} must be an integer in \[1, "):
+        st.analyze(random_instance(2, 3, 0), "block", executor="local", workers=top + 1)
+    for argv in (["exact", str(inst), "--executor", "ray", "--address", "10.0.0.1:6379",
+                  "--workers", "64"],
+                 ["sweep", str(sweep), "--executor", "ray", "--address", "10.0.0.1:6379",
+                  "--workers", "64", "--out", str(tmp_path / "o")]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "--workers 64 does nothing with --address " \
+            "'10.0.0.1:6379': the Ray cluster's CPUs set how many tasks run at once" in err, err
+    with pytest.raises(OptionError, match=r"^workers=64 does nothing with address="):
+        st.analyze(random_instance(2, 3, 0), "block", executor="ray", address="10.0.0.1:6379",
+                   workers=64)
+    assert not (tmp_path / "o").exists()
+
 
 
 def test_split_refuses_what_has_no_node_route():

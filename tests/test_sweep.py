@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -370,7 +371,9 @@ def test_cli_bad_file_and_example(tmp_path, capsys):
     good = tmp_path / "good.toml"
     good.write_text(example_config())
     assert main(["sweep", str(good), "--workers", "100000", "--out", str(tmp_path / "o")]) == 2
-    assert "workers must be an integer" in capsys.readouterr().err
+    top = 4 * (os.cpu_count() or 1)
+    assert capsys.readouterr().err == (f"spectheory: error: --workers 100000 must be an integer in "
+                                       f"[1, {top}] (4 x this machine's {top // 4} cores)\n")
 
 
 # ----------------------------------------------------------------------------- ray, plot

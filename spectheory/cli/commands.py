@@ -63,6 +63,20 @@ def int_in(lo: int, hi: int):
 positive_int = int_in(1, limits.MAX_LIMIT)
 
 
+def whole_number(text: str) -> int:
+    """An argparse type: a decimal integer of at most 30 digits, its range left to the option's
+    own check (``--workers``: `spectheory.engine.split.check_workers`, the rule the sweeps and
+    `analyze` share)."""
+    s = text.strip()
+    digits = s[1:] if s[:1] in "+-" else s
+    if not (digits.isascii() and digits.isdigit()) or len(digits.lstrip("0")) > 30:
+        raise argparse.ArgumentTypeError(f"{text!r:.40} is not an integer")
+    return int(s)
+
+
+whole_number.__name__ = "integer"
+
+
 def _from_checker(check, name: str):
     def parse(text: str):
         try:
@@ -507,8 +521,9 @@ def register(sub) -> None:
     e.add_argument("--split-depth", type=int_in(1, 64), default=None, metavar="D",
                    help="with --executor: the depth d whose V^d subtrees are the tasks "
                         "(1 <= d <= L - 1; default 1)")
-    e.add_argument("--workers", type=int_in(1, 4096), default=None, metavar="N",
-                   help="with --executor: tasks at once (default: the cores, at most 8)")
+    e.add_argument("--workers", type=whole_number, default=None, metavar="N",
+                   help="with --executor: tasks at once, at most 4 x the cores (default: the "
+                        "cores, at most 8; with --address the Ray cluster's CPUs decide)")
     e.add_argument("--address", default=None,
                    help="with --executor ray: the cluster's address (default: a local cluster)")
     e.add_argument("--stop", default=None, metavar="RULE",

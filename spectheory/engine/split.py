@@ -85,6 +85,32 @@ def check_executor_options(executor, split_depth=None, workers=None, address=Non
         raise OptionError(f"{shown('address', address)} is for "
                           + ("--executor ray" if flags else "executor='ray'")
                           + f" (the Ray cluster to use); with {now} it would do nothing")
+    if workers is not None and executor == "ray" and address:
+        raise OptionError(f"{shown('workers', workers)} does nothing with "
+                          + (f"--address {address!r}" if flags else f"address={address!r}")
+                          + ": the Ray cluster's CPUs set how many tasks run at once; drop "
+                          + ("--workers" if flags else "workers"))
+    if workers is not None:
+        check_workers(workers, flags=flags)
+
+
+def max_workers() -> int:
+    """The most workers (child processes, or the CPUs of a local Ray cluster) a split or a
+    sweep may start on this machine: 4 x its cores."""
+    return 4 * (os.cpu_count() or 1)
+
+
+def check_workers(workers, *, flags: bool = False) -> int:
+    """``workers`` as an int, or [`OptionError`][spectheory.runtime.errors.OptionError]: one
+    rule and one message for the ``exact`` and ``sweep`` commands, `analyze` and `run_sweep`
+    (an integer in [1, `max_workers`])."""
+    top = max_workers()
+    if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) \
+            or not 1 <= workers <= top:
+        shown = f"--workers {workers}" if flags else f"workers={workers!r}"
+        raise OptionError(f"{shown} must be an integer in [1, {top}] (4 x this machine's "
+                          f"{top // 4} cores)")
+    return int(workers)
 
 
 def _rows(model, d: int, a: int, b: int, exact: bool):
@@ -242,10 +268,7 @@ def _check_split(V: int, L: int, depth, workers, executor: str):
     if V ** depth > MAX_TASKS:
         raise SizeLimitError(f"split_depth = {depth}: V^d = {V}^{depth} = {V ** depth:,} tasks "
                              f"exceed {MAX_TASKS:,}; use a smaller split depth")
-    cores = os.cpu_count() or 1
-    if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) \
-            or not 1 <= workers <= 4 * cores:
-        raise OptionError(f"workers = {workers!r} must be an integer in [1, {4 * cores}]")
+    check_workers(workers)
 
 
 def analyze_split(instance: Instance, spec, exact: bool, laws: bool, split_depth: int = 1,

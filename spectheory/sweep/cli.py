@@ -53,18 +53,17 @@ def cmd_sweep(args) -> int:
     args.executor = args.executor or "local"
     from ..engine.split import check_executor_options
 
-    check_executor_options(args.executor, address=args.address, flags=True)
-    from .config import load_config
-    from .runner import check_out_path, run_sweep
-
-    check_out_path(args.out)  # before the file is read (its families may build instances)
-
     workers = None
     if args.workers is not None:
         try:
             workers = int(args.workers)
         except ValueError:
             raise OptionError(f"--workers {args.workers!r} is not an integer") from None
+    check_executor_options(args.executor, workers=workers, address=args.address, flags=True)
+    from .config import load_config
+    from .runner import check_out_path, run_sweep
+
+    check_out_path(args.out)  # before the file is read (its families may build instances)
     cfg = load_config(Path(args.target[0]))
     log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
     rows = run_sweep(cfg, args.out, executor=args.executor, workers=workers,
@@ -135,7 +134,8 @@ def register(sub) -> None:
     p.add_argument("--address", default=None,
                    help="Ray cluster address (default: start a local Ray cluster for the run)")
     p.add_argument("--workers", default=None,
-                   help="jobs at once (default: the cores, at most 8)")
+                   help="jobs at once, at most 4 x the cores (default: the cores, at most 8; "
+                        "with --address the Ray cluster's CPUs decide)")
     p.add_argument("--only", nargs="+", default=None, metavar="KEY",
                    help="reproduce these jobs (the 'job' column; some rows' command uses this): "
                         "computed afresh and printed as JSON lines; the table is left as it is")

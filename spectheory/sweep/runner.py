@@ -448,15 +448,11 @@ def run_sweep(cfg: SweepConfig, out, executor: str = "local", workers: int | Non
     check_out_path(out)
     if executor not in EXECUTORS:
         raise OptionError(f"unknown executor {executor!r}; choose from {', '.join(EXECUTORS)}")
-    cores = os.cpu_count() or 1
-    if workers is None:
-        workers = max(1, min(cores, 8))
-    if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= 4 * cores:
-        raise OptionError(f"workers must be an integer in [1, {4 * cores}] (4 x the cores); "
-                          f"got {workers!r}")
     from ..engine.split import check_executor_options
 
-    check_executor_options(executor, address=address)
+    check_executor_options(executor, workers=workers, address=address)
+    if workers is None:
+        workers = max(1, min(os.cpu_count() or 1, 8))
     if executor == "ray" and address:  # before any folder is made or job is listed
         from ..runtime.raycluster import probe_address
 
