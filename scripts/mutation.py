@@ -4583,6 +4583,18 @@ MUTANTS = [
            '                 torch.full((B,), min(int(sp.top_k), V), dtype=torch.int32, device=dev))',
            '                 torch.full((B,), int(sp.top_k), dtype=torch.int32, device=dev))',
            "vLLM's top-k tensor takes k itself, not min(k, V): k = 2^31 does not fit int32", ('tests/test_hostile_late_ports.py',)),
+    Mutant('spectheory/testing/statistics/stats.py',
+           '    if abs(counted - n) > 1e-9 * max(n, 1):\n',
+           '    if False:\n',
+           "row_chi_square tests counts that are not the n samples' (5 + 5 of n = 1,000 fail a correct row)", ('tests/test_hostile_kit_args.py',)),
+    Mutant('spectheory/engine/split.py',
+           '    if workers is not None and executor == "ray" and address:\n',
+           '    if False:\n',
+           "--workers with a Ray cluster's address does nothing (the cluster's CPUs decide) yet is taken", ('tests/test_split.py',)),
+    Mutant('spectheory/engine/split.py',
+           '    return 4 * (os.cpu_count() or 1)\n',
+           '    return 4096\n',
+           "--workers bounded by 4,096 rather than 4 x the cores (thousands of forked children on two cores)", ('tests/test_split.py', 'tests/test_sweep.py')),
 ]
 
 
