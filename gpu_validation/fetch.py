@@ -89,7 +89,8 @@ GROUPS = {
 
 def cache_dir(override: str | os.PathLike | None = None) -> Path:
     """The cache root: ``override``, else ``$SPECTHEORY_CACHE``, else ``~/.cache/spectheory``. An
-    override given as blank text is refused (``--cache ''`` is a typo, not "the default")."""
+    override given as blank text is refused (``--cache ''`` is a typo, not "the default"); so
+    are a blank ``$SPECTHEORY_CACHE`` (an empty one is unset) and either naming a file."""
     if isinstance(override, str) and not override.strip():
         raise OptionError(f"--cache {override!r} names no folder (leave it out for the default)")
     if override:
@@ -98,8 +99,14 @@ def cache_dir(override: str | os.PathLike | None = None) -> Path:
             raise OptionError(f"--cache {str(override)!r} is a file, not a folder")
         return path
     env = os.environ.get("SPECTHEORY_CACHE")
-    if env:
-        return Path(env).expanduser()
+    if env:  # held to the option's rules (a blank one made a folder named ' ' and filled it)
+        if not env.strip():
+            raise OptionError(f"SPECTHEORY_CACHE={env!r} names no folder (unset it for the "
+                              "default)")
+        path = Path(env).expanduser()
+        if path.exists() and not path.is_dir():
+            raise OptionError(f"SPECTHEORY_CACHE={env!r} is a file, not a folder")
+        return path
     return Path.home() / ".cache" / "spectheory"
 
 

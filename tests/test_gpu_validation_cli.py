@@ -152,7 +152,8 @@ BAD = [
     (["validate", "summarize", "{file}"], "no run in"),
     (["validate", "summarize", "{brokenrun}"], "not readable JSON"),
     (["validate", "summarize", "{emptyrun}"], "no finished prompts"),
-    (["validate", "summarize", "{badprompt}"], "not validation-run results"),
+    (["validate", "summarize", "{badprompt}"], "not a JSON object (it starts with '['); a run "
+                                                "record file is a JSON object"),
     (["validate", "summarize", "{oldrun}", "--bootstrap", "0"], "bootstrap = 0"),
     (["validate", "summarize", "{oldrun}", "--bootstrap", "many"], "invalid int value"),
     (["validate", "summarize", "{oldrun}", "--seed", "-1"], "seed = -1"),
@@ -516,7 +517,7 @@ def test_fetch_failure_keeps_one_line_and_leaves_nothing(tmp_path, monkeypatch, 
 
 
 @pytest.mark.parametrize("costs,words", [
-    ([], "not a JSON object of per-forward costs"),
+    ([], "not a JSON object (it starts with '['); a run record file is a JSON object"),
     ({}, "target_1tok = None is not a positive number of seconds"),
     ("ZERO", "target_1tok = 0.0 is not a positive number of seconds"),
     ("NEGATIVE-DRAFT", "draft_1tok['K1'] = -0.01 is not a positive number of seconds"),
@@ -544,6 +545,48 @@ def test_summarize_checks_the_cost_file(costs, words, tmp_path, capsys):
     code, out, err = _cli(["validate", "summarize", str(run_dir)], capsys)
     assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err, err
     assert f"costs.json: {words}" in err, err
+    assert _listing(tmp_path) == before
+
+
+@pytest.mark.parametrize("change,words", [
+    ("EMPTY", "steps is empty (a finished prompt has at least one step)"),
+    ({"stop_dev": float("nan")}, "step 0: stop_dev = nan is not a finite number >= 0"),
+    ({"stop_dev": "x"}, "step 0: stop_dev = 'x' is not a finite number >= 0"),
+    ({"draft_s": float("nan")}, "step 0: draft_s = nan is not a finite number >= 0"),
+    ({"verify_s": None}, "step 0: verify_s = None is not a finite number >= 0"),
+    ("LAW-NEGATIVE", "step 0: law_s is not an object of one finite number >= 0 (seconds) for "
+                     "each configuration of e_tau"),
+    ("FIFO", "no writer wrote to the named pipe within 1 s"),
+])
+def test_summarize_checks_the_steps_it_averages(change, words, tmp_path, capsys):
+    """A prompt record with no steps was a traceback (max() of nothing); a NaN stop_dev or
+    draft_s was printed as a result (exit 0), a text one was a TypeError; a named pipe among the
+    records held the command for ever. Each is one line now, and nothing is written."""
+    import os
+    import shutil
+
+    run_dir = tmp_path / "r"
+    shutil.copytree(Path(__file__).resolve().parent.parent / "benchmarks" / "results" /
+                    "cuda-h100" / "smollm2-cuda", run_dir)
+    for name in ("summary.json", "summary.md"):
+        (run_dir / name).unlink(missing_ok=True)
+    records = sorted((run_dir / "prompts").glob("*.json"))
+    first = json.loads(records[0].read_text())
+    if change == "FIFO":
+        os.mkfifo(run_dir / "prompts" / "zz.json")
+    elif change == "EMPTY":
+        first["steps"] = []
+    elif change == "LAW-NEGATIVE":
+        key = next(iter(first["steps"][0]["law_s"]))
+        first["steps"][0]["law_s"][key] = -1e300
+    else:
+        first["steps"][0].update(change)
+    if change != "FIFO":
+        records[0].write_text(json.dumps(first))
+    before = _listing(tmp_path)
+    code, out, err = _cli(["validate", "summarize", str(run_dir)], capsys)
+    assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err, err
+    assert words in err, err
     assert _listing(tmp_path) == before
 
 

@@ -11,7 +11,7 @@ from fractions import Fraction
 import numpy as np
 
 from spectheory.runtime.errors import InstanceError
-from spectheory.runtime.limits import human_count
+from spectheory.runtime.limits import human_count, shown
 from spectheory.inputs.instances import MAX_BLOCK, MAX_JSON_PREFIXES
 
 #: Largest vocabulary the toy families build tables for (they enumerate V**L prefixes).
@@ -48,17 +48,42 @@ def check_sizes(vocab_size, block_length, context_independent: bool = False,
 def check_range(name: str, value, lo: float, hi: float, lo_open: bool = False,
                  hi_open: bool = False) -> float:
     if not _is_number(value):
-        raise InstanceError(f"{name} must be a number, got {value!r}")
-    v = float(value)
+        raise InstanceError(f"{name} must be a number, got {shown(value)}")
+    try:
+        v = float(value)
+    except OverflowError:  # an int or Fraction past float's range: out of every range here
+        v = math.inf if value > 0 else -math.inf
     ok = (v > lo if lo_open else v >= lo) and (v < hi if hi_open else v <= hi)
     if not ok or math.isnan(v):
         lb = "(" if lo_open else "["
         rb = ")" if hi_open else "]"
-        raise InstanceError(f"{name} = {value} is out of range {lb}{lo:g}, {hi:g}{rb}")
+        raise InstanceError(f"{name} = {shown(value)} is out of range {lb}{lo:g}, {hi:g}{rb}")
     return v
 
 
 def check_seed(seed) -> int:
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise InstanceError(f"seed must be a non-negative integer, got {seed!r}")
+        raise InstanceError(f"seed must be a non-negative integer, got {shown(seed)}")
     return int(seed)
+
+
+def check_denominator(denominator) -> int | None:
+    """None, or the denominator of exact rows as an int in [1, `MAX_DENOMINATOR`] (the bound of
+    `random_instance`: rows times the denominator stay exact in float64 before rounding)."""
+    from spectheory.inputs.random_instances import MAX_DENOMINATOR, check_integer
+
+    return None if denominator is None else check_integer(denominator, "denominator", 1,
+                                                          MAX_DENOMINATOR)
+
+
+def checked(inst, what: str):
+    """A family's instance, its rows checked (``check_instance``): a knob at the edge of its
+    range whose rows overflow (a sigma of 1e308 gives inf - inf = NaN logits) is refused here,
+    naming the family's call, rather than returned."""
+    from spectheory.inputs.instances import check_instance
+
+    try:
+        return check_instance(inst, what)
+    except InstanceError as exc:
+        raise InstanceError(f"{what}: {exc} (these parameters are past what float64 rows can "
+                            f"hold)") from None

@@ -99,10 +99,10 @@ def family_listing(family: str) -> str:
 def cmd_toy(args) -> int:
     if args.list and args.params:
         raise InstanceError("toy --list takes at most a family name, not NAME=VALUE parameters")
-    if args.list and args.family:
+    if args.list and args.family is not None:
         sys.stdout.write(family_listing(args.family) + "\n")
         return 0
-    if args.list or not args.family:
+    if args.list or args.family is None:  # an empty name is a family name, and no family's
         sys.stdout.write(listing() + "\n")
         return 0
     data = checked_instance(args.family, parse_params(args.params))

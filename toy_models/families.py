@@ -42,7 +42,8 @@ from spectheory.inputs.instances import Instance
 from spectheory.inputs.models import TableModel
 from spectheory.inputs.random_instances import ALPHA_RANGE, dirichlet_model, random_instance
 
-from .checks import MAX_TOY_VOCAB, check_range, check_seed, check_sizes
+from .checks import (MAX_TOY_VOCAB, check_denominator, check_range, check_seed, check_sizes,
+                     checked)
 from .ngram import ngram_instance
 
 #: Smallest probability a logit is taken of (keeps log p finite for zero entries).
@@ -70,10 +71,7 @@ def dirichlet(vocab_size: int = 4, block_length: int = 4, seed: int = 0, alpha: 
     """
     check_sizes(vocab_size, block_length, context_independent)
     check_range("alpha", alpha, *ALPHA_RANGE)
-    if denominator is not None and (isinstance(denominator, bool)
-                                    or not isinstance(denominator, (int, np.integer))
-                                    or denominator < 1):
-        raise InstanceError(f"denominator must be a positive integer, got {denominator!r}")
+    denominator = check_denominator(denominator)
     return random_instance(vocab_size, block_length, check_seed(seed), alpha=alpha,
                            context_independent=context_independent, denominator=denominator)
 
@@ -98,15 +96,17 @@ def perturbed_logits(vocab_size: int = 4, block_length: int = 4, seed: int = 0,
     V, L = check_sizes(vocab_size, block_length, context_independent)
     sigma = check_range("sigma", sigma, 0, math.inf, hi_open=True)
     T = check_range("temperature", temperature, 0, math.inf, lo_open=True, hi_open=True)
-    check_range("alpha", alpha, 0, math.inf, lo_open=True, hi_open=True)
+    check_range("alpha", alpha, *ALPHA_RANGE)
     rng = np.random.default_rng(check_seed(seed))
     target = dirichlet_model(rng, V, L, alpha, context_independent)
     tables = []
     for d in range(1 if context_independent else L):
         p = target.tables[d]
         z = rng.standard_normal(p.shape)
-        tables.append(_softmax_rows(np.log(np.maximum(p, LOG_FLOOR)) + sigma * z, T))
-    return Instance(V, L, target, TableModel(V, tuple(tables)))
+        with np.errstate(over="ignore", invalid="ignore"):  # overflowing rows: refused below
+            tables.append(_softmax_rows(np.log(np.maximum(p, LOG_FLOOR)) + sigma * z, T))
+    return checked(Instance(V, L, target, TableModel(V, tuple(tables))),
+                   f"sigma = {sigma:g}, temperature = {T:g}")
 
 
 def logit_noise(vocab_size: int = 4, block_length: int = 4, seed: int = 0, sigma: float = 0.5,
@@ -138,10 +138,8 @@ def mixture(vocab_size: int = 4, block_length: int = 4, seed: int = 0, eps=0.5,
     if isinstance(eps, str):
         eps = _fraction_text("eps", eps)
     check_range("eps", eps, 0, 1)
-    check_range("alpha", alpha, 0, math.inf, lo_open=True, hi_open=True)
-    if exact and (isinstance(denominator, bool) or not isinstance(denominator, (int, np.integer))
-                  or denominator < 1):
-        raise InstanceError(f"denominator must be a positive integer, got {denominator!r}")
+    check_range("alpha", alpha, *ALPHA_RANGE)
+    denominator = check_denominator(denominator)
     rng = np.random.default_rng(check_seed(seed))
     target = dirichlet_model(rng, V, L, alpha, context_independent, denominator)
     e = (Fraction(eps) if not isinstance(eps, float) else Fraction(repr(eps))) if exact else float(eps)
@@ -149,7 +147,7 @@ def mixture(vocab_size: int = 4, block_length: int = 4, seed: int = 0, eps=0.5,
     for d in range(1 if context_independent else L):
         p = target.tables[d]
         tables.append((1 - e) * p + e / V)
-    return Instance(V, L, target, TableModel(V, tuple(tables)))
+    return checked(Instance(V, L, target, TableModel(V, tuple(tables))), f"mixture eps = {eps}")
 
 
 def markov(vocab_size: int = 4, block_length: int = 4, seed: int = 0, lam: float = 0.5,
@@ -163,23 +161,26 @@ def markov(vocab_size: int = 4, block_length: int = 4, seed: int = 0, lam: float
     """
     V, L = check_sizes(vocab_size, block_length, table_depth=1)
     lam = check_range("lam", lam, 0, 1)
-    check_range("alpha", alpha, 0, math.inf, lo_open=True, hi_open=True)
+    check_range("alpha", alpha, *ALPHA_RANGE)
     rng = np.random.default_rng(check_seed(seed))
     target = dirichlet_model(rng, V, 1, alpha)
     other = dirichlet_model(rng, V, 1, alpha)
     draft = TableModel(V, tuple((1 - lam) * p + lam * r
                                 for p, r in zip(target.tables, other.tables)))
-    return Instance(V, L, target, draft)
+    return checked(Instance(V, L, target, draft), f"markov lam = {lam:g}")
 
 
 def two_token(block_length: int = 2, p0="1/3", q0="2/3", exact: bool = True,
               seed: int | None = None) -> Instance:
     """The two-token example of Sun et al. (arXiv 2403.10444): context-independent
     p = (p0, 1 - p0), q = (q0, 1 - q0), default p0 = 1/3, q0 = 2/3, L = 2 (E[tau] = 10/9 token,
-    11/9 block). Knob: q0 in [0, 1] (per-step TV = |p0 - q0|). Deterministic: ``seed`` is
-    accepted for a uniform signature and ignored.
+    11/9 block). Knob: q0 in [0, 1] (per-step TV = |p0 - q0|). Deterministic: ``seed`` (None or
+    an integer >= 0, checked as the other families check it) is accepted for a uniform signature
+    and ignored.
     """
     V, L = check_sizes(2, block_length, context_independent=True)
+    if seed is not None:  # ignored, but a seed all the same (as every other family reads it)
+        check_seed(seed)
     if not isinstance(exact, (bool, np.bool_)):  # "no" would read as True
         raise InstanceError(f"exact must be true or false, got {exact!r:.40}")
     vals = []

@@ -21,6 +21,7 @@ knob: less data = noisier draft; with draft_fraction = 1 the seed plays no role)
 
 from __future__ import annotations
 
+import io
 import math
 import os
 import re
@@ -31,10 +32,11 @@ from pathlib import Path
 import numpy as np
 
 from spectheory.runtime.errors import InstanceError
+from spectheory.runtime.files import open_input
 from spectheory.inputs.instances import Instance
 from spectheory.inputs.models import TableModel
 
-from .checks import check_sizes
+from .checks import check_range, check_sizes, checked
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 DEFAULT_TEXT = DATA_DIR / "devils_dictionary_a_to_c.txt"
@@ -49,8 +51,8 @@ def load_text(path: str | None = None) -> str:
     if path is not None and not isinstance(path, (str, os.PathLike)):
         raise InstanceError(f"text_path = {path!r:.40} is not a file path")
     p = Path(path) if path else DEFAULT_TEXT
-    try:
-        with open(p, encoding="utf-8") as fh:
+    try:  # a named pipe with no writer is refused after a second (open_input), not waited on
+        with io.TextIOWrapper(open_input(p), encoding="utf-8") as fh:
             raw = fh.read(MAX_TEXT_CHARS + 1)  # bounded: a device such as /dev/zero ends
     except OSError as exc:
         raise InstanceError(f"cannot read text {str(p)!r}: {exc.strerror or exc}") from None
@@ -92,7 +94,8 @@ def ngram_tables(tokens: np.ndarray, vocab_size: int, order: int, smoothing: flo
         counts = np.zeros((V**d, V), dtype=np.float64)
         np.add.at(counts, (ctx, tokens[d: d + n]), 1.0)
         counts += smoothing
-        tables.append(counts / counts.sum(axis=1, keepdims=True))
+        with np.errstate(over="ignore", invalid="ignore"):  # a smoothing past float64: refused
+            tables.append(counts / counts.sum(axis=1, keepdims=True))  # by ngram_instance
     return TableModel(V, tuple(tables))
 
 
@@ -111,12 +114,16 @@ def ngram_instance(vocab_size: int = 5, block_length: int = 4, seed: int = 0, or
         raise InstanceError(f"draft_order = {draft_order} is out of range (1..order = {order})")
     if seed < 0:
         raise InstanceError(f"seed = {seed} must be non-negative")
-    if isinstance(draft_fraction, bool) or not isinstance(draft_fraction, (int, float)) \
-            or not 0 < draft_fraction <= 1:
-        raise InstanceError(f"draft_fraction = {draft_fraction!r} is out of range (0, 1]")
-    if isinstance(smoothing, bool) or not isinstance(smoothing, (int, float)) \
-            or not 0 < smoothing < math.inf:
-        raise InstanceError(f"smoothing = {smoothing!r} must be positive (add-k smoothing)")
+    # read as the other families read their knobs: numbers of any kind, or text such as "1/2"
+    draft_fraction = check_range("draft_fraction", _knob("draft_fraction", draft_fraction), 0, 1,
+                                 lo_open=True)
+    smoothing = check_range("smoothing", _knob("smoothing", smoothing), 0, math.inf,
+                            lo_open=True, hi_open=True)
+    if text_path is not None and not isinstance(text_path, (str, os.PathLike)):
+        raise InstanceError(f"text_path = {text_path!r:.40} is not a file path")
+    if text_path is not None and not str(text_path).strip():
+        raise InstanceError("text_path is empty: give a text file, or leave it out for the "
+                            "shipped text")
     V, L = check_sizes(vocab_size, block_length, table_depth=order - 1)
     tokens, _ = tokenize(load_text(text_path), V)
     target = ngram_tables(tokens, V, order, smoothing)
@@ -128,4 +135,14 @@ def ngram_instance(vocab_size: int = 5, block_length: int = 4, seed: int = 0, or
         start = int(np.random.default_rng(seed).integers(0, n - size + 1))
         part = tokens[start: start + size]
     draft = ngram_tables(part, V, draft_order, smoothing)
-    return Instance(V, L, target, draft)
+    return checked(Instance(V, L, target, draft), f"ngram smoothing = {smoothing:g}")
+
+
+def _knob(name: str, value):
+    """A knob given as text (``1/2``, ``0.25``) as a Fraction, read as an instance file's entries
+    are; any other value as given (`check_range` judges it)."""
+    if isinstance(value, str):
+        from spectheory.inputs.instances import number_text
+
+        return number_text(value, f"{name} = {value!r:.60}")
+    return value

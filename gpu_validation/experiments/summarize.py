@@ -36,10 +36,19 @@ K1_REDUCTION = {"gbv": "block", "traversal-iid": "block", "traversal": "block",
                 "token-first": "token"}
 
 
+#: Largest run record read (bytes): a prompt's record is a few kilobytes a step.
+MAX_RECORD_BYTES = 64 * 2**20
+
+
 def _read_json(path: Path):
+    """A run record as JSON, or one line naming it: read as the toolkit reads its input files
+    (`read_json_text`: bounded, and a named pipe that no writer writes to within a second is
+    refused, where ``read_text`` waited on it for ever)."""
+    from spectheory.inputs.instances import read_json_text
+
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return json.loads(read_json_text(path, str(path), MAX_RECORD_BYTES, "run record"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise SpectheoryError(f"{path} is not readable JSON ({type(exc).__name__})") from None
 
 
@@ -101,13 +110,31 @@ def _check_steps(rec: dict, path: Path) -> None:
 
     from ..compare import parse_key
 
+    def seconds(v) -> bool:
+        return (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                and v >= 0)
+
     steps = rec.get("steps")
     if not isinstance(steps, list):
         raise SpectheoryError(f"{path}: steps is not a list of steps")
+    if not steps:  # a prompt's block efficiency is a mean over its steps
+        raise SpectheoryError(f"{path}: steps is empty (a finished prompt has at least one step)")
     for i, st in enumerate(steps):
         e_tau = st.get("e_tau") if isinstance(st, dict) else None
         if not isinstance(e_tau, dict):
             raise SpectheoryError(f"{path}: step {i} has no e_tau mapping")
+        # the timings the summary averages: NaN, negative or text ones were printed as results
+        # or were tracebacks
+        for name in ("draft_s", "target_s", "verify_s") + (("stop_dev",) if "stop_dev" in st
+                                                             else ()):
+            if not seconds(st.get(name)):
+                raise SpectheoryError(f"{path}: step {i}: {name} = {st.get(name)!r:.40} is not a "
+                                      "finite number >= 0")
+        law_s = st.get("law_s")
+        if not isinstance(law_s, dict) or set(law_s) != set(e_tau) \
+                or not all(seconds(v) for v in law_s.values()):
+            raise SpectheoryError(f"{path}: step {i}: law_s is not an object of one finite "
+                                  "number >= 0 (seconds) for each configuration of e_tau")
         for key, value in e_tau.items():
             try:
                 L = parse_key(key)[2]
