@@ -159,7 +159,11 @@ def check_disk(folder: Path, needed: int) -> None:
     base = _existing_ancestor(folder)
     if not base.is_dir():
         raise SpectheoryError(f"{base} is a file, not a folder; cannot cache into {folder}")
-    free = shutil.disk_usage(base).free
+    usage = shutil.disk_usage(base)
+    if usage.total == 0:  # /proc, /sys: "0.00 GB free" named the wrong problem
+        raise SpectheoryError(f"cannot cache into {folder}: {base} is on a file system that "
+                              "stores no files (a pseudo file system); choose a folder on a disk")
+    free = usage.free
     if free < needed:
         raise SpectheoryError(
             f"not enough disk space in {folder}: need {needed / 1e9:.2f} GB, "

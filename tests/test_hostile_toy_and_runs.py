@@ -116,3 +116,29 @@ def test_the_cache_variable_is_held_to_the_options_rules(tmp_path, capsys, monke
     assert cache_dir() == cache_dir.__globals__["Path"].home() / ".cache" / "spectheory"
     with pytest.raises(OptionError):
         cache_dir(" ")
+
+
+def test_ragged_grammar_laws_and_advice_that_names_what_the_command_takes(tmp_path, capsys,
+                                                                          monkeypatch):
+    """grammar_laws.total_variation of ragged lists raised numpy's own ValueError; a limit set by
+    SPECTHEORY_MAX_SEQUENCES was refused in `report` with advice to use --max-sequences, which
+    `report` does not take; a cache under /proc was "not enough disk space ... 0.00 GB free"."""
+    from spectheory.inputs import grammar_laws as GL
+
+    for a, b in (([[1], [0, 0]], [1, 0]), ([1, 0], [[1], [0, 0]])):
+        with pytest.raises(OptionError, match="^laws must be flat lists or arrays of numbers"):
+            GL.total_variation(a, b)
+    monkeypatch.setenv("SPECTHEORY_MAX_SEQUENCES", "10")
+    code, out, err = _cli(["report"], capsys)  # its progress lines, then the refusal
+    assert code == 2 and "Traceback" not in err
+    assert err.splitlines()[-1].endswith("raise the limit with SPECTHEORY_MAX_SEQUENCES (set to "
+                                         "10 here) or a command's --max-sequences"), err
+    monkeypatch.delenv("SPECTHEORY_MAX_SEQUENCES")
+    path = tmp_path / "inst.json"
+    assert main(["instance", "random", "--vocab", "4", "--block", "4"]) == 0
+    path.write_text(capsys.readouterr().out)
+    err = _refused(["exact", str(path), "--max-sequences", "10"], capsys, "--max-sequences")
+    assert "SPECTHEORY_MAX_SEQUENCES" not in err
+    if os.path.isdir("/proc"):
+        _refused(["models", "fetch", "smollm2-135m", "--cache", "/proc/nope", "--quiet"], capsys,
+                 "/proc is on a file system that stores no files")

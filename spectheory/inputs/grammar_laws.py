@@ -252,7 +252,11 @@ def total_variation(a: np.ndarray, b: np.ndarray):
     must be a law: finite non-negative numbers summing to 1 (Fractions and integers exactly,
     floats within `PHI_FLOAT_TOL`), else one line (a TV above 1 from two non-laws read as
     a distance)."""
-    a, b = np.asarray(a), np.asarray(b)
+    try:
+        a, b = np.asarray(a), np.asarray(b)
+    except ValueError:  # ragged lists: numpy's own "inhomogeneous shape" error
+        raise OptionError("laws must be flat lists or arrays of numbers (one a sequence), "
+                          "not ragged nested lists") from None
     if a.shape != b.shape:
         raise OptionError(f"laws over {a.shape} and {b.shape} sequences")
     for name, x in (("a", a), ("b", b)):

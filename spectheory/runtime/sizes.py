@@ -7,6 +7,8 @@ sizes, memory and time of a refused enumeration in one line.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from . import limits
@@ -56,6 +58,8 @@ def check_size(count: int, what: str, exact: bool = False, limit: int | None = N
     if not isinstance(exact, (bool, np.bool_)):
         raise OptionError(f"exact = {exact!r} must be True or False")
     exact = bool(exact)
+    var = "SPECTHEORY_MAX_EXACT_SEQUENCES" if exact else "SPECTHEORY_MAX_SEQUENCES"
+    from_env = limit is None and bool(os.environ.get(var, "").strip())
     if limit is None:
         limit = max_sequences(exact)
     elif isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 1:
@@ -75,7 +79,8 @@ def check_size(count: int, what: str, exact: bool = False, limit: int | None = N
             f"({limits.ratio(count, limit)}; about {need} of memory and "
             f"{limits.human_seconds(seconds)} would be needed); "
             + (remedy or "use a smaller vocabulary or block length, or raise the limit with "
-                         "--max-sequences"))
+                         + (f"{var} (set to {limit:,} here) or a command's --max-sequences"
+                            if from_env else "--max-sequences")))
     if bytes_per_leaf is not None or not outcomes:  # the levels grow with the leaves
         limits.check_memory(count * per_leaf, f"{what}: {formula + ' = ' if formula else ''}"
                             f"{limits.human_count(count)} sequences",
