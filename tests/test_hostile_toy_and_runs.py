@@ -82,11 +82,32 @@ def test_toy_knobs_read_as_the_other_families_read_them():
     assert T.two_token(seed=3).vocab_size == 2 and T.two_token(seed=None).vocab_size == 2
 
 
-def test_toy_command_refusals(tmp_path, capsys):
+def test_an_ngram_text_that_is_a_pipe_with_no_writer_is_refused_not_waited_on(tmp_path,
+                                                                             capsys):
+    import threading
+
     fifo = tmp_path / "text"
     os.mkfifo(fifo)
+    seen = []
+
+    def call():
+        try:
+            T.ngram_instance(text_path=str(fifo))
+        except InstanceError as exc:
+            seen.append(str(exc))
+
+    t = threading.Thread(target=call, daemon=True)
+    t.start()
+    t.join(20)
+    if t.is_alive():  # let the reader go (a writer that opens and closes: end of file)
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        t.join(5)
+    assert seen and "no writer wrote to the named pipe within 1 s" in seen[0], seen
     _refused(["toy", "ngram", f"text_path={fifo}"], capsys,
              "no writer wrote to the named pipe within 1 s")
+
+
+def test_toy_command_refusals(tmp_path, capsys):
     _refused(["toy", "ngram", "text_path="], capsys, "text_path is empty")
     _refused(["toy", "dirichlet", f"alpha={BIG}"], capsys, "an integer of 401 digits")
     _refused(["toy", "two-token", "seed=banana"], capsys, "seed must be a non-negative integer")
@@ -96,7 +117,7 @@ def test_toy_command_refusals(tmp_path, capsys):
     assert code == 0 and json.loads(out)["vocab_size"] == 5, err
     code, out, _ = _cli(["toy"], capsys)  # no family: the listing
     assert code == 0 and out.startswith("family")
-    assert list(tmp_path.iterdir()) == [fifo]
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_the_cache_variable_is_held_to_the_options_rules(tmp_path, capsys, monkeypatch):
