@@ -169,6 +169,14 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str):
         raise UsageError(self.prog, message)
 
+    def _get_values(self, action, arg_strings):
+        # ``--alpha=--``: argparse (3.11, 3.12) drops the '--' as the end of the options and
+        # hands the option an empty list, skipping its type and choices (a TypeError from the
+        # command, or "unknown mode []"); no option here takes '--' as its value
+        if action.option_strings and action.nargs != 0 and arg_strings == ["--"]:
+            raise argparse.ArgumentError(action, "expected a value, got '--'")
+        return super()._get_values(action, arg_strings)
+
     def parse_known_args(self, args=None, namespace=None):
         ns, extras = super().parse_known_args(args, namespace)
         if extras and not hasattr(ns, "_command_prog"):  # the innermost command left words

@@ -172,7 +172,8 @@ def _number(key: str, value) -> Any:
         except (ValueError, ZeroDivisionError):
             raise _bad(key, value, "is not a number") from None
         if isinstance(value, float) and math.isinf(value) and "inf" not in text.lower():
-            raise _bad(key, text, "is above the largest float (about 1.8e308)")
+            raise _bad(key, text, ("is below the lowest" if value < 0 else "is above the largest")
+                       + " float (about " + ("-" if value < 0 else "") + "1.8e308)")
         if value == 0 and re.search(r"[1-9]", text.lower().split("e")[0]):
             raise _bad(key, text, "is below the smallest float (it would be read as 0)")
     if isinstance(value, Fraction):
@@ -466,6 +467,7 @@ def _count(key: str, value) -> int:
 
 
 def _token_id(key: str, value) -> int:
+    value = _untensor(value)  # a torch id as numpy's is taken
     if isinstance(value, str):
         text = value.strip()
         if not (text.isascii() and text.isdigit()):  # int() refuses '\u00b2', which isdigit
@@ -484,6 +486,8 @@ def _token_ids(value) -> tuple:
         value = [v for v in value.replace(";", " ").split()]
     elif isinstance(value, (int, np.integer)) and not isinstance(value, bool):
         value = [value]
+    elif is_tensor(value) and value.dim() == 0:  # one id as a 0-d tensor, as one int
+        value = [value]
     if isinstance(value, Mapping):  # iterating would read its keys as the token ids
         raise _bad("stop_token_ids", value, "is not a list of token ids")
     try:
@@ -497,6 +501,7 @@ def _token_ids(value) -> tuple:
 
 def _bias_value(token: int, value):
     """(value, is_factor) of one logit_bias entry."""
+    value = _untensor(value)  # a torch -inf is the ban as numpy's is
     is_factor = isinstance(value, str) and value.strip().startswith("*")
     if is_factor:
         value = value.strip()[1:]
@@ -826,6 +831,14 @@ def check_model_rows(rows, inputs: str = "probs") -> None:
     pass or two over the rows in their own dtype."""
     if inputs not in INPUTS:
         raise SamplingError(f"inputs = {inputs!r:.40} is not one of {', '.join(INPUTS)}")
+    torch_rows = B.is_torch(rows)
+    if not (torch_rows or isinstance(rows, np.ndarray)):  # (a list was an AttributeError)
+        raise SamplingError(f"rows must be a torch tensor or a numpy array [..., V] of floats, "
+                            f"not {type(rows).__name__}")
+    if not (rows.is_floating_point() if torch_rows else rows.dtype.kind == "f"):
+        raise SamplingError(f"rows must hold floats, not {rows.dtype}")  # bool, complex, ints
+    if torch_rows and rows.is_meta:
+        raise SamplingError("rows are meta tensors, which hold no values to check")
     shape = tuple(rows.shape)
     if not shape or shape[-1] == 0:
         raise SamplingError(f"rows [..., V] need a vocabulary axis; got shape {list(shape)}")
@@ -1022,12 +1035,11 @@ def process_rows(rows, params, inputs: str = "probs", history=None, *, _spare=No
         if x.dtype.kind not in "fiu":
             raise SamplingError(f"rows must hold numbers, not {x.dtype}")
         flat = np.asarray(x, dtype=np.float64).reshape(-1, V)
-    if flat.shape[0] == 0:
-        return flat.reshape(shape)
     power = None
-    if exact and sp is not None:
+    if flat.shape[0] and exact and sp is not None:
         power = sp.exact_power()  # refuses an irrational temperature before any work
-    flat = _validate(flat, inputs, exact)
+    if flat.shape[0]:
+        flat = _validate(flat, inputs, exact)
     h = None
     if history is not None:  # checked whether or not a parameter reads it: a history of
         # strings or of tokens past V is the caller's mistake either way
@@ -1043,6 +1055,8 @@ def process_rows(rows, params, inputs: str = "probs", history=None, *, _spare=No
             from .stateful import _np_history
 
             _np_history(h, flat.shape[0], V)
+    if flat.shape[0] == 0:  # no rows (a history given with them was checked above)
+        return flat.reshape(shape)
     if sp is not None and sp.stateful:
         from . import stateful
 

@@ -37,10 +37,10 @@ def run_check_step(args) -> int:
     samples = _int(args.samples, "--samples", 1, MAX_SAMPLES)
     steps = _int(args.steps, "--steps", 1, MAX_STEPS)
     seed = _int(args.seed, "--seed", 0, MAX_SEED)
-    try:
-        alpha = float(args.alpha)
-    except ValueError:
-        raise OptionError(f"--alpha = {args.alpha!r} is not a number") from None
+    from ..runtime.limits import parse_float
+
+    # ASCII digits, as check-sampler reads it (float() read '٠.٠١' and '0.0_1' as 0.01)
+    alpha = parse_float(args.alpha, "--alpha =")
     if not 0 < alpha < 1:
         raise OptionError(f"--alpha = {args.alpha} must lie strictly between 0 and 1")
     instances = [load_instance(f) for f in args.instance] if args.instance else None

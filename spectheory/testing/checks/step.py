@@ -132,7 +132,14 @@ class TableLM:
     outside 0..V-1, raise one-line errors before anything is allocated."""
 
     def __init__(self, model, name: str, inputs: str = "probs"):
+        from ...inputs.models import TableModel
+
         _check_inputs(inputs)
+        if not isinstance(model, TableModel):  # (an int was an AttributeError on to_float)
+            raise SpectheoryError(f"TableLM takes a TableModel (an instance's target or draft), "
+                                  f"not {type(model).__name__}")
+        if not isinstance(name, str):
+            raise SpectheoryError(f"TableLM's name must be text, not {type(name).__name__}")
         self.model = model.to_float()
         self.name, self.inputs = name, inputs
         self.V, self.depth = model.vocab_size, model.depth
@@ -231,7 +238,8 @@ class StepRequest:
     def __post_init__(self):
         """A request built by hand (to call a step directly) is checked as the kit builds its
         own: ``context`` an integer tensor [B, n], callable models, ``num_draft`` an integer in
-        1..`MAX_BLOCK` (an instance's block length), ``inputs`` one of `INPUTS`; else one
+        1..`MAX_BLOCK` (an instance's block length), ``inputs`` one of `INPUTS`, ``seeds`` and
+        ``num_drafts`` None or integer tensors [B] (``num_drafts`` in 0..num_draft); else one
         line, before a step fails inside on what the kit never hands it."""
         from ...inputs.instances import MAX_BLOCK
         from ...runtime.errors import is_integer
@@ -251,6 +259,20 @@ class StepRequest:
             raise OptionError(f"StepRequest: num_draft = {self.num_draft!r:.40} must be an "
                               f"integer in 1..{MAX_BLOCK}")
         _check_inputs(self.inputs)
+        B, L = c.shape[0], int(self.num_draft)
+        for name, lo, hi in (("seeds", None, None), ("num_drafts", 0, L)):
+            v = getattr(self, name)
+            if v is None:
+                continue
+            if not isinstance(v, torch.Tensor) or tuple(v.shape) != (B,) \
+                    or v.is_floating_point() or v.is_complex() or v.dtype == torch.bool:
+                got = (f"{v.dtype} of shape {list(v.shape)}" if isinstance(v, torch.Tensor)
+                       else type(v).__name__)
+                raise OptionError(f"StepRequest: {name} must be an integer tensor [B] = [{B}] "
+                                  f"(one per row of the context) or None, not {got}")
+            if lo is not None and B and not (lo <= int(v.min()) and int(v.max()) <= hi):
+                raise OptionError(f"StepRequest: num_drafts must lie in 0..num_draft = 0..{L}, "
+                                  f"got {v.tolist()[:8]}")
 
 
 def _model_rows(rows, what: str = "rows"):
@@ -308,11 +330,14 @@ def processed(rows, params, inputs: str = "probs", history=None):
             return process_rows(rows.to(torch.float64), params, "logits", history=history)
         return process_rows(rows.to(torch.float64), params, history=history)
     if params is None:
-        return rows_as_probs(rows, inputs)
+        probs = rows_as_probs(rows, inputs)
+        if history is not None:  # checked as process_rows checks a history it is given (one
+            process_rows(probs, None, history=history)  # per row, ids in 0..V-1)
+        return probs
     # with parameters, process_rows checks the probabilities itself (the logits are checked
-    # by rows_as_probs before their softmax)
+    # by rows_as_probs before their softmax), and the history when one is given
     probs = rows_as_probs(rows, inputs) if inputs == "logits" else rows.to(torch.float64)
-    return process_rows(probs, params)
+    return process_rows(probs, params, history=history)
 
 
 def processed_along(rows, tokens, params, inputs: str = "probs"):
@@ -730,6 +755,13 @@ def check_step(step: Callable, instances: Sequence | None = None, samples: int =
         except GrammarError as exc:  # the line names the instance, as the other refusals do
             raise GrammarError(f"instance {i}: {exc}") from None
         _reachable_rows_defined(inst, steps, L, sp, i)
+        if dp is not None:  # a draft with no law was blamed on the step's first call
+            try:
+                process_instance(inst.to_float(), None, dp, exact=False)
+            except GrammarError as exc:
+                raise GrammarError(f"instance {i}: {exc}: the draft_sampling parameters leave "
+                                   f"no law to draft from; the instance and parameters are at "
+                                   f"fault, not the step") from None
     point = [bool(probs.max() >= 1 - 1e-12) for probs in laws]
     for inst_i, (probs, n) in enumerate(zip(laws, per)):
         if not point[inst_i] and stats.row_chi_square(probs * n, probs, n, MIN_EXPECTED).dof < 1:

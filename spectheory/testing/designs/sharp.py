@@ -1251,7 +1251,7 @@ def sharp_rows(mode: str = "law", verifier: str = "token", budget: int = 3000,
         raise SpectheoryError(f"sharp rows serve mode 'law' (fixed draft rows), not {mode!r}")
     budget, alpha = _count("budget", budget), _level(alpha)
     if replicas is None:
-        return kit_design(verifier, budget, alpha, paths or 1).rows
+        return kit_design(verifier, budget, alpha, 1 if paths is None else paths).rows
     return sharp_design(replicas, verifier, budget, alpha, paths=paths).rows
 
 

@@ -97,6 +97,40 @@ def _check_canonical(drafts, q, p, generator=None):
     return Bsz, L, q.shape[2]
 
 
+def _check_factory(name: str, method, methods: tuple, dtype=None, bug=None,
+                   bugs: tuple = ()) -> None:
+    """The arguments of a sampler factory, checked when the sampler is built (an unknown method,
+    bug or dtype was a ValueError at the first call, which the kit then blamed on the sampler as
+    user code): [`OptionError`][spectheory.runtime.errors.OptionError] naming it."""
+    from ...runtime.errors import OptionError
+
+    if method not in methods:
+        raise OptionError(f"{name}: unknown method {method!r:.40}; choose {' or '.join(methods)}")
+    if dtype is not None and dtype not in (torch.float32, torch.float64):
+        raise OptionError(f"{name}: dtype = {dtype!r:.40} must be torch.float32 or "
+                          "torch.float64")
+    if bug is not None and bug not in bugs:
+        raise OptionError(f"{name}: unknown bug {bug!r:.40}; choose from {', '.join(bugs)}")
+
+
+def _check_coins(uniforms, Bsz: int, L: int, where: str) -> None:
+    """A coin sampler's ``uniforms``: a float tensor [B, L+1] of numbers in [0, 1], else an
+    [`InputError`][spectheory.runtime.errors.InputError] naming ``where`` (a [2, 1] tensor was an
+    IndexError from inside; NaN or 5.0 coins gave decisions)."""
+    from ...runtime.errors import InputError
+
+    if not isinstance(uniforms, torch.Tensor) or tuple(uniforms.shape) != (Bsz, L + 1) \
+            or not uniforms.dtype.is_floating_point:
+        got = (f"{uniforms.dtype} {list(uniforms.shape)}" if isinstance(uniforms, torch.Tensor)
+               else type(uniforms).__name__)
+        raise InputError(f"{where} takes uniforms [B, L+1] = [{Bsz}, {L + 1}] of floats, got "
+                         f"{got}")
+    inside = (uniforms >= 0) & (uniforms <= 1)  # a NaN fails both
+    if not bool(inside.all()):
+        raise InputError(f"{where}: uniforms must lie in [0, 1], got "
+                         f"{float(uniforms[~inside][0])!r}")
+
+
 def _log(x: torch.Tensor) -> torch.Tensor:
     """log of probabilities, -inf at 0 (logits an engine would hold)."""
     return torch.log(x)
@@ -298,6 +332,7 @@ def vllm_coin_sampler(drafts, q, p, uniforms):
     probability 2^-53 per draw).
     """
     Bsz, L, V = _check_canonical(drafts, q, p)
+    _check_coins(uniforms, Bsz, L, "vllm_coin_sampler")
     res = (p[:, :L] - q).clamp(min=0).to(torch.float64)
     res = torch.where(res.sum(-1, keepdim=True) > 0, res, p[:, :L].to(torch.float64))
     u_tok = uniforms[:, L].to(torch.float64)
@@ -443,6 +478,8 @@ def vllm_mrv2_sampler(method: str = "block", dtype=torch.float32, bug: str | Non
     """A canonical sampler ``f(drafts, q, p, generator)`` running
     [`vllm_mrv2_rejection_sample`][spectheory.testing.engines.adapters.vllm_mrv2_rejection_sample]
     (float32 coins in [2^-31, 1) as the kernel's, Gumbel noise from ``generator``)."""
+    _check_factory("vllm_mrv2_sampler", method, ("standard", "block"), dtype, bug,
+                   (*PORT_BUGS, "wrong-row"))
 
     def sampler(drafts, q, p, generator=None):
         tl_, dl, ds, cu, L = _mrv2_layout(drafts, q, p)
@@ -465,6 +502,8 @@ def vllm_mrv2_coin_sampler(method: str = "block", dtype=torch.float64, bug: str 
     The kernel's coins lie in [2^-31, 1 - 2^-24] (``tl_rand32`` with ``includes_zero=False``);
     spectheory's u in (0, 1] are clamped into that range. float64 by default, so that decisions at
     the thresholds are not moved by float32 rounding."""
+    _check_factory("vllm_mrv2_coin_sampler", method, ("standard", "block"), dtype, bug,
+                   (*PORT_BUGS, "wrong-row"))
 
     def sampler(drafts, q, p, uniforms):
         tl_, dl, ds, cu, L = _mrv2_layout(drafts, q, p)
@@ -544,9 +583,11 @@ def sglang_coin_sampler(method: str = "token"):
     [`sglang_chain_sample`][spectheory.testing.engines.adapters.sglang_chain_sample]: ``uniforms[:,
     :L]`` are the chain's coins and ``uniforms[:, L]`` its final uniform (spectheory's convention is
     SGLang's, so identical coins give identical decisions)."""
+    _check_factory("sglang_coin_sampler", method, ("token", "block"))
 
     def sampler(drafts, q, p, uniforms):
         Bsz, L, V = _check_canonical(drafts, q, p)
+        _check_coins(uniforms, Bsz, L, sampler.__name__)
         coins = torch.cat([uniforms[:, :L], torch.ones(Bsz, 1, dtype=uniforms.dtype)], dim=1)
         out, tau = sglang_chain_sample(q, drafts, coins, p, uniforms[:, L], method)
         return tau, out.gather(1, tau.unsqueeze(1)).squeeze(1)
@@ -593,10 +634,26 @@ def expand_batch_to_tokens(x, cu_num_tokens, num_tokens: int, replace_from=0, re
     """vLLM V1's ``expand_batch_to_tokens`` (vllm/v1/sample/rejection_sampler.py), ported: the
     per-request values ``x [B]`` repeated over each request's tokens (``cu_num_tokens [B]``
     cumulative end indices), ``replace_from`` replaced by ``replace_to`` -> ``[num_tokens]``."""
+    from ...runtime.errors import OptionError
+
+    if not (isinstance(x, torch.Tensor) and isinstance(cu_num_tokens, torch.Tensor)
+            and x.dim() == 1 and cu_num_tokens.shape == x.shape):
+        raise OptionError("expand_batch_to_tokens: x and cu_num_tokens must be tensors [B] of "
+                          "one length (a value and a cumulative token count per request)")
+    if cu_num_tokens.dtype.is_floating_point or cu_num_tokens.dtype.is_complex \
+            or cu_num_tokens.dtype == torch.bool:
+        raise OptionError(f"expand_batch_to_tokens: cu_num_tokens must hold integers, not "
+                          f"{cu_num_tokens.dtype}")
     end = cu_num_tokens.to(torch.long)
     counts = end - torch.cat([end.new_zeros(1), end[:-1]])
+    if counts.numel() and int(counts.min()) < 0:  # (torch: "repeats can not be negative")
+        raise OptionError("expand_batch_to_tokens: cu_num_tokens must not decrease (cumulative "
+                          f"end indices), got {cu_num_tokens.tolist()[:8]}")
+    total = int(end[-1]) if end.numel() else 0
+    if isinstance(num_tokens, bool) or not isinstance(num_tokens, int) or num_tokens != total:
+        raise OptionError(f"expand_batch_to_tokens: num_tokens = {num_tokens!r:.40} is not the "
+                          f"last cumulative count, {total}")  # (a bare AssertionError)
     out = torch.repeat_interleave(x, counts)
-    assert out.shape[0] == num_tokens
     return torch.where(out == replace_from, torch.full_like(out, replace_to), out)
 
 
@@ -805,7 +862,26 @@ def counter_uniforms(seeds, positions, domain: int, columns: int | None = None):
     if columns is not None and (not is_integer(columns) or columns < 0):
         raise OptionError(f"counter_uniforms: columns = {columns!r:.40} must be an integer >= 0 "
                           "or None")
-    n = int(torch.as_tensor(seeds).numel())
+    if isinstance(domain, bool) or not is_integer(domain) or not 0 <= domain < 2**64:
+        raise OptionError(f"counter_uniforms: domain = {domain!r:.40} must be an integer in "
+                          "[0, 2^64) (the hash's stream number)")
+    ids = {}
+    for name, v in (("seeds", seeds), ("positions", positions)):
+        try:
+            t = torch.as_tensor(v)
+        except Exception:  # noqa: BLE001 - text, ragged lists, objects
+            t = None
+        if t is None or t.dim() != 1 or t.dtype.is_floating_point or t.dtype.is_complex \
+                or t.dtype == torch.bool:  # a float seed 1.7 was read as 1
+            raise OptionError(f"counter_uniforms: {name} must be integers [n] (int64), not "
+                              + (f"{t.dtype} of shape {list(t.shape)}" if t is not None
+                                 else type(v).__name__))
+        ids[name] = t
+    seeds, positions = ids["seeds"], ids["positions"]
+    if seeds.shape != positions.shape:
+        raise OptionError(f"counter_uniforms: seeds [{seeds.shape[0]}] and positions "
+                          f"[{positions.shape[0]}] must be one per token")
+    n = int(seeds.numel())
     # the hash's uint64 temporaries, about four of [n, columns] at once
     check_memory(32 * n * (1 if columns is None else int(columns)),
                  f"counter_uniforms: {n:,} rows x {columns} columns")

@@ -55,7 +55,8 @@ def row_chi_square(observed: np.ndarray, probs: np.ndarray, n: int,
     one length, ``probs`` with a negative or non-finite entry, ``observed`` with a negative or
     non-finite entry (counts may be fractional where a caller pools shares of rows), ``n`` not
     an integer >= 0, counts that do not sum to ``n`` (to 1e-9 n: fractional shares round; the
-    pooled bin's count is n less the counted cells, so a wrong n would test garbage).
+    pooled bin's count is n less the counted cells, so a wrong n would test garbage), ``probs``
+    all zero (no law). Cells whose sum overflows float are scaled by their largest first.
     """
     observed = _args.numbers("observed", observed)
     probs = _args.numbers("probs", probs)
@@ -76,9 +77,15 @@ def row_chi_square(observed: np.ndarray, probs: np.ndarray, n: int,
         raise InputError(f"observed sums to {counted!r} counts, not n = {n}; the counts of one "
                          f"row's n samples")
     min_expected = _args.real("min_expected", min_expected, 0.0)
+    if probs.size and not (probs > 0).any():  # every cell impossible: p = 1 was returned
+        raise InputError("probs are all zero: no law to test the counts against")
     zero = probs <= 0
     impossible = int(observed[zero].sum())
-    tot = probs.sum()
+    with np.errstate(over="ignore"):
+        tot = probs.sum()
+    if not np.isfinite(tot):  # finite cells whose sum overflows: X^2 = 0 and p = 1 were returned
+        probs = probs / probs.max()
+        tot = probs.sum()
     expected = n * probs / tot if tot > 0 else np.zeros_like(probs)
     big = (expected >= min_expected) & ~zero
     idx = np.flatnonzero(big)
@@ -332,7 +339,10 @@ def point_mass_tv(n: int, power: float = 0.9) -> float:
     ``n`` an integer >= 0, ``power`` strictly between 0 and 1."""
     n = _args.integer("n", n, 0)
     power = _args.level("power", power)
-    return -math.expm1(math.log1p(-power) / n) if n >= 1 else float("inf")
+    if n < 1:
+        return float("inf")
+    nf = float(n) if n < 2**1000 else math.inf  # past float's range t is 0.0 (an int of 10^400
+    return -math.expm1(math.log1p(-power) / nf)  # samples was an OverflowError)
 
 
 __all__ = ["FamilyTest", "RowTest", "family", "family_power", "is_point_mass",
