@@ -91,7 +91,8 @@ def perturbed_logits(vocab_size: int = 4, block_length: int = 4, seed: int = 0,
     """Target rows ~ Dirichlet(alpha); draft rows q = softmax((log p + sigma z) / T).
 
     z ~ N(0, 1) i.i.d. per entry, drawn from the seed independently of sigma and T, so the
-    instance is continuous in both knobs; sigma = 0 and T = 1 give q = p exactly.
+    instance is continuous in both knobs; sigma = 0 and T = 1 give q = p up to rounding (a
+    softmax of log p: within about 1e-16).
     """
     V, L = check_sizes(vocab_size, block_length, context_independent)
     sigma = check_range("sigma", sigma, 0, math.inf, hi_open=True)
