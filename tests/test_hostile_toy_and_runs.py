@@ -164,18 +164,3 @@ def test_ragged_grammar_laws_and_advice_that_names_what_the_command_takes(tmp_pa
         _refused(["models", "fetch", "smollm2-135m", "--cache", "/proc/nope", "--quiet"], capsys,
                  "/proc is on a file system that stores no files")
 
-
-def test_a_context_independent_row_is_a_distribution_when_made():
-    """st.context_independent([0.5, 0.6]) returned a model the engines refused later."""
-    import math
-
-    import spectheory as st
-
-    for row, words in (([0.5, 0.6], "sums to 1.1"), ([math.nan, 1.0], "non-finite entry (nan)"),
-                       ([-0.5, 1.5], "negative entry (-0.5)")):
-        with pytest.raises(InstanceError, match=r"^context_independent: the row after prefix \(\) "):
-            st.context_independent(row)
-        with pytest.raises(InstanceError) as exc:
-            st.context_independent(row)
-        assert words in str(exc.value)
-    assert st.context_independent([Fraction(1, 3), Fraction(2, 3)]).vocab_size == 2

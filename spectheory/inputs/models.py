@@ -137,12 +137,7 @@ def context_independent(probs) -> TableModel:
     if row.ndim != 1 or row.size == 0:
         raise InstanceError(f"context_independent: the row must be one non-empty list of V "
                             f"probabilities, got shape {list(row.shape)}")
-    model = TableModel(len(row), (row.reshape(1, -1),))
-    from .instances import check_model  # (instances imports this module)
-
-    # a distribution, as an instance's rows must be ([0.5, 0.6] was returned, refused later)
-    check_model(model, len(row), "context_independent", "context_independent")
-    return model
+    return TableModel(len(row), (row.reshape(1, -1),))
 
 
 def prefix_index(prefix: Sequence[int], vocab_size: int) -> int:
