@@ -343,7 +343,23 @@ def run_script(main, argv=None) -> None:
     """Command line of a single figure script: ``[--quick] [--out DIR]``; prints the numbers."""
     p = argparse.ArgumentParser(description=(main.__module__ or "figure"))
     p.add_argument("--quick", action="store_true", help="small grids")
-    p.add_argument("--out", type=Path, default=Path("."), help="output folder (default: .)")
+    p.add_argument("--out", default=".", help="output folder (default: .)")
     args = p.parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
-    sys.stdout.write(json.dumps(jsonable(main(args.out, quick=args.quick)), indent=1) + "\n")
+    try:  # as `spectheory figures` refuses them: one line, exit 2 (a file or /proc/x as the
+        # folder was a traceback, and an empty --out wrote into the current folder)
+        if not args.out.strip():
+            raise SpectheoryError(f"--out {args.out!r} is empty: give the output folder (default: "
+                                  ".)")
+        out = Path(args.out)
+        try:
+            if out.exists() and not out.is_dir():
+                raise NotADirectoryError(20, "not a folder")
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise SpectheoryError(f"cannot create output folder {args.out!r}: "
+                                  f"{exc.strerror or exc}") from None
+        numbers = main(out, quick=args.quick)
+    except SpectheoryError as exc:
+        sys.stderr.write(f"{p.prog}: error: {exc}\n")
+        raise SystemExit(2) from None
+    sys.stdout.write(json.dumps(jsonable(numbers), indent=1) + "\n")

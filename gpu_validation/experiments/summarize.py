@@ -262,8 +262,11 @@ def summary(out, n_boot=2000, seed=0) -> dict:
             name, K, L = parse_key(k)
             tt = costs["target_Ltok"].get(f"K{K}/L{L}")
             td = costs["draft_1tok"].get(f"K{K}")
-            if tt is None or td is None:
-                continue
+            if tt is None or td is None:  # the model's rows of this K were dropped, unsaid
+                missing = "draft_1tok has no " + f"K{K}" if td is None else \
+                    f"target_Ltok has no K{K}/L{L}"
+                raise SpectheoryError(f"{costs.get('file', 'costs')}: {missing}, which the "
+                                      f"run's configuration {k} needs for its cost model")
             tv = res["law_s_median"][k]
             denom = L * td + tt + tv
             res["cost_model"][k] = {"speedup_model": c["be"] * t1 / denom,

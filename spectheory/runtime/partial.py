@@ -20,8 +20,18 @@ def partial_folder(prefix: str, parent) -> Path:
     """A new folder ``parent/prefix<random>`` (``tempfile.mkdtemp``; the system's temporary
     folder where ``parent`` is None), held until
     [`release`][spectheory.runtime.partial.release]."""
-    path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
-    _HELD.add(path)
+    import signal
+
+    # SIGTERM and SIGINT wait until the folder is held: a signal between the mkdir and the
+    # holding left the new folder behind (the handler removes held folders only; seen under
+    # load, the signal sent as soon as the folder appeared)
+    stop = {signal.SIGTERM, signal.SIGINT}
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, stop)
+    try:
+        path = Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+        _HELD.add(path)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
     return path
 
 
