@@ -414,3 +414,22 @@ def test_vectors_export_and_check_show_progress_on_a_terminal(tmp_path, monkeypa
     monkeypatch.setattr(sys.stderr, "isatty", lambda: False, raising=False)
     assert main(["vectors", "check", str(tmp_path / "v")]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_a_script_refuses_an_output_folder_it_cannot_make(tmp_path):
+    """A file or /proc/x as a script's --out was a traceback (exit 1); an empty --out wrote the
+    figure into the current folder. Each is one line, exit 2, nothing written."""
+    import subprocess
+    import sys
+
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    script = GALLERY / "fig3_tau_pmf.py"
+    for out, words in ((str(afile), "cannot create output folder"),
+                       ("/proc/x", "cannot create output folder '/proc/x'"),
+                       ("", "--out '' is empty")):
+        r = subprocess.run([sys.executable, str(script), "--out", out, "--quick"], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2 and r.stdout == "" and "Traceback" not in r.stderr, r.stderr
+        assert r.stderr.count("\n") == 1 and words in r.stderr, r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]

@@ -590,6 +590,43 @@ def test_summarize_checks_the_steps_it_averages(change, words, tmp_path, capsys)
     assert _listing(tmp_path) == before
 
 
+@pytest.mark.parametrize("field,value,words", [
+    ("costs", "NO-K4", "costs.json: draft_1tok has no K4, which the run's configuration"),
+    ("verifiers", None, "verifiers = None is not a list of verifier names"),
+    ("verifiers", ["token", "bogus"], "'bogus' is not a registered verifier"),
+    ("Ls", [], "Ls = [] is not a list of distinct block lengths"),
+    ("Ls", "4,8", "Ls = '4,8' is not a list"),
+    ("Ls", [4, 4], "Ls = [4, 4] is not a list of distinct"),
+    ("K", 0, "K = 0 is not a number of paths >= 1"),
+    ("K", "4", "K = '4' is not a number of paths"),
+    ("advance", "nosuch", "'nosuch' is not a registered verifier"),
+])
+def test_summarize_checks_the_run_record_and_the_costs_it_prints(field, value, words, tmp_path,
+                                                                  capsys):
+    """A costs file without K4 dropped every K = 4 row of the cost model unsaid; a run.json of
+    verifiers null, Ls [] or K 0 was printed as the run's settings (exit 0)."""
+    import shutil
+
+    run_dir = tmp_path / "r"
+    shutil.copytree(Path(__file__).resolve().parent.parent / "benchmarks" / "results" /
+                    "qwen-coder-cpu", run_dir)
+    for name in ("summary.json", "summary.md", "costs_final.json"):
+        (run_dir / name).unlink(missing_ok=True)
+    if field == "costs":
+        costs = json.loads((run_dir / "costs.json").read_text())
+        del costs["draft_1tok"]["K4"]
+        (run_dir / "costs.json").write_text(json.dumps(costs))
+    else:
+        run = json.loads((run_dir / "run.json").read_text())
+        run[field] = value
+        (run_dir / "run.json").write_text(json.dumps(run))
+    before = _listing(tmp_path)
+    code, out, err = _cli(["validate", "summarize", str(run_dir)], capsys)
+    assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err, err
+    assert words in err, err
+    assert _listing(tmp_path) == before
+
+
 def test_more_contexts_than_the_datasets_give_are_refused():
     """--contexts 3 --datasets humaneval:1 ran one context with no word; refused when the run is
     configured (before any model loads). As many as given run."""

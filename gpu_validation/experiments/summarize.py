@@ -72,7 +72,37 @@ def load_run(out: str | Path):
         raise SpectheoryError(f"{out} holds records that are not validation-run results")
     for path, rec in zip(files, prompts):
         _check_steps(rec, path)
+    _check_run(run, out / "run.json")
     return run, costs, prompts
+
+
+def _check_run(run: dict, path: Path) -> None:
+    """The fields of run.json the summary prints, where present (older runs lack some), or
+    one line naming the field: ``K`` an integer >= 1, ``Ls`` distinct block lengths >= 1,
+    ``verifiers`` registered names and ``advance`` one of them (null, [] or "4,8" were
+    printed in the summary's run section as the run's settings)."""
+    from spectheory.inputs.instances import MAX_BLOCK
+    from spectheory.registry import get_verifier
+
+    def whole(v, hi) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= hi
+
+    if "K" in run and not whole(run["K"], 1024):
+        raise SpectheoryError(f"{path}: K = {run['K']!r:.40} is not a number of paths >= 1")
+    Ls = run.get("Ls", [1])
+    if not isinstance(Ls, list) or not Ls or not all(whole(L, MAX_BLOCK) for L in Ls) \
+            or len(set(Ls)) != len(Ls):
+        raise SpectheoryError(f"{path}: Ls = {Ls!r:.60} is not a list of distinct block lengths "
+                              f"in 1..{MAX_BLOCK}")
+    names = run.get("verifiers", ["token"])
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+        raise SpectheoryError(f"{path}: verifiers = {names!r:.60} is not a list of verifier "
+                              "names")
+    for n in names + ([run["advance"]] if "advance" in run else []):
+        try:
+            get_verifier(n if isinstance(n, str) else repr(n))
+        except SpectheoryError:
+            raise SpectheoryError(f"{path}: {n!r:.40} is not a registered verifier") from None
 
 
 def _check_costs(costs, path: Path) -> dict:
