@@ -61,17 +61,21 @@ def check_seed(value) -> int:
 
 
 def parse_int_list(name: str, text: str, lo: int = 1, hi: int | None = None) -> tuple[int, ...]:
-    """A comma list of integers (``"4,8"``) as a sorted tuple without repeats, each in [lo, hi]."""
+    """A comma list of integers (``"4,8"``) in ASCII digits as a sorted tuple, each in [lo, hi];
+    a value listed twice is refused (``--L 4,4``), as a name listed twice is."""
+    from spectheory.runtime.limits import ascii_int
+
     parts = [s.strip() for s in str(text).split(",")]
     if not text or any(not s for s in parts):
         raise SpectheoryError(f"{name} must be a comma list of integers like 4,8, got {text!r}")
     out = set()
     for s in parts:
-        try:
-            v = int(s)
-        except ValueError:
+        v = ascii_int(s)  # int() read other scripts' digits and 1_0
+        if v is None:
             raise SpectheoryError(f"{name} must be a comma list of integers like 4,8, got "
-                                  f"{text!r} ({s!r} is not an integer)") from None
+                                  f"{text!r} ({s!r} is not an integer in ASCII digits)")
+        if v in out:
+            raise SpectheoryError(f"{name} lists {v} twice: {text!r}")
         out.add(check_int(name, v, lo, hi))
     return tuple(sorted(out))
 

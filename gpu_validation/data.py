@@ -145,6 +145,10 @@ def encode(prompt: Prompt, tokenizer, max_tokens: int | None = None) -> list[int
 DATASETS = ("humaneval", "sharegpt")
 
 
+#: Largest prompt count of one data set in ``--datasets`` (a data set holds fewer).
+MAX_PROMPTS = 1_000_000
+
+
 def parse_datasets(text: str) -> tuple[tuple[str, int | None], ...]:
     """``"humaneval:30,sharegpt:30"`` -> (("humaneval", 30), ("sharegpt", 30)); a name without a
     count means every prompt of that data set. Names must be known, counts positive integers and
@@ -163,14 +167,15 @@ def parse_datasets(text: str) -> tuple[tuple[str, int | None], ...]:
             raise SpectheoryError(f"data set {name!r} is listed twice in {text!r}")
         count = None
         if colon:
-            try:
-                count = int(n)
-            except ValueError:
-                raise SpectheoryError(f"prompt count of {name} must be a positive integer, got "
-                                      f"{n!r}") from None
-            if count < 1:
-                raise SpectheoryError(f"prompt count of {name} = {count} is out of range; "
-                                      "accepted: >= 1")
+            from spectheory.runtime.limits import ascii_int
+
+            count = ascii_int(n.strip())  # int() read other scripts' digits and 1_0
+            if count is None:
+                raise SpectheoryError(f"prompt count of {name} must be a positive integer in "
+                                      f"ASCII digits, got {n!r:.40}")
+            if not 1 <= count <= MAX_PROMPTS:
+                raise SpectheoryError(f"prompt count of {name} = {count:,} is out of range; "
+                                      f"accepted: 1..{MAX_PROMPTS:,}")
         out.append((name, count))
     return tuple(out)
 

@@ -297,7 +297,9 @@ def test_cli_options_become_typed_configurations():
     from spectheory.gpu_validation.experiments.run import RunConfig
 
     parser = build_parser()
-    a = parser.parse_args(["validate", "run", "--L", "8,4,8", "--K", "3", "--verifiers",
+    with pytest.raises(SpectheoryError, match=r"^--L lists 8 twice: '8,4,8'$"):  # as names
+        cli.run_config(parser.parse_args(["validate", "run", "--L", "8,4,8", "--out", "x"]))
+    a = parser.parse_args(["validate", "run", "--L", "8,4", "--K", "3", "--verifiers",
                            f"token,{USER}", "--advance", USER, "--datasets", "sharegpt:5",
                            "--temperature", "0.5", "--no-costs", "--out", "x"])
     cfg = cli.run_config(a)
@@ -625,6 +627,23 @@ def test_summarize_checks_the_run_record_and_the_costs_it_prints(field, value, w
     assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err, err
     assert words in err, err
     assert _listing(tmp_path) == before
+
+
+@pytest.mark.parametrize("args,words", [
+    (["--L", "4,4"], "--L lists 4 twice: '4,4'"),
+    (["--L", "4,\u0668"], "is not an integer in ASCII digits"),
+    (["--datasets", "humaneval:\u0661"], "prompt count of humaneval must be a positive integer "
+                                          "in ASCII digits"),
+    (["--datasets", "humaneval:1_0"], "in ASCII digits, got '1_0'"),
+    (["--datasets", "humaneval:99999999999999999999"], "is out of range; accepted: "
+                                                       "1..1,000,000"),
+])
+def test_validate_run_counts_are_read_in_ascii_digits_once_each(args, words, tmp_path, capsys):
+    """--L 4,4 was taken (names listed twice are refused); a prompt count of an Arabic-Indic
+    digit, 1_0 or 10^20 went on to load the models."""
+    code, out, err = _cli(["validate", "run", *args, "--out", str(tmp_path / "r")], capsys)
+    assert code == 2 and err.count("\n") == 1 and words in err, err
+    assert not (tmp_path / "r").exists()
 
 
 def test_more_contexts_than_the_datasets_give_are_refused():
