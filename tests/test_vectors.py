@@ -317,3 +317,24 @@ def test_build_vector_names_the_uniform_it_cannot_read(pair, words):
     for good in ([(0.1, 0.2)], [(Fraction(1, 4), Fraction(1, 2))],
                  torch.tensor([[0.25, 0.5]], dtype=torch.float64)):
         assert len(build_vector("token", inst, uniforms=[good] * n)["decisions"]) == n
+
+
+@pytest.mark.parametrize("field,value,words", [
+    ("drafting", "hub", "drafting 'hub' applies to multi-path verifiers; block is single-path "
+                        "(`vectors export` writes 'iid')"),
+    ("block_length", -1, "field 'block_length' = -1 where the file's instance has 2"),
+    ("vocab_size", 10**12, "field 'vocab_size' = 1000000000000 where the file's instance has 3"),
+])
+def test_a_file_that_contradicts_its_verifier_or_instance_is_refused(exported, tmp_path, capsys,
+                                                                      field, value, words):
+    """A single-path vector file claiming the hub scheme matched a fresh computation (exit 0);
+    a top-level block length of -1 was a MISMATCH verdict (exit 1) on a file that contradicts
+    its own instance."""
+    out, _ = exported
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    v = _load(out, "block--K1--pd.json")
+    v[field] = value
+    (copy / "block--K1--pd.json").write_text(json.dumps(v))
+    code, stdout, err = run(["vectors", "check", str(copy)], capsys)
+    assert code == 2 and stdout == "" and err.count("\n") == 1 and words in err, err

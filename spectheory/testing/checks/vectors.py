@@ -621,6 +621,17 @@ def check_file(path, allow_import: bool = False) -> tuple[str, Any, Any] | None:
             named = SpectheoryError(f"{fname}: {exc}")
         raise named from None
     V, L = inst.vocab_size, inst.block_length
+    for field, size in (("vocab_size", V), ("block_length", L)):
+        if data[field] != size:  # the file contradicts its own instance: no verdict on it
+            raise SpectheoryError(f"{fname}: field {field!r} = {_short_value(data[field])} where "
+                                  f"the file's instance has {size}, as `vectors export` writes "
+                                  f"it")
+    if isinstance(verifier, str) and ":" not in verifier and _single_path(verifier):
+        written = plan(verifier, 1, None).drafting  # export refuses another scheme for it
+        if data["drafting"] != written:
+            raise SpectheoryError(f"{fname}: drafting {data['drafting']!r:.40} applies to "
+                                  f"multi-path verifiers; {verifier} is single-path (`vectors "
+                                  f"export` writes {written!r})")
     sizes = {"tau_pmf": (L + 1, "L + 1"), "output_law": (V ** (L + 1), "V^(L+1)"),
              "target_law": (V ** (L + 1), "V^(L+1)"), "sequences": (V ** (L + 1), "V^(L+1)")}
     for field, (size, formula) in sizes.items():
