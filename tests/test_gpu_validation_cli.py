@@ -559,6 +559,7 @@ def test_summarize_checks_the_cost_file(costs, words, tmp_path, capsys):
     ("LAW-NEGATIVE", "step 0: law_s is not an object of one finite number >= 0 (seconds) for "
                      "each configuration of e_tau"),
     ("FIFO", "no writer wrote to the named pipe within 1 s"),
+    ("RUN-FIFO", "cannot read run record"),
 ])
 def test_summarize_checks_the_steps_it_averages(change, words, tmp_path, capsys):
     """A prompt record with no steps was a traceback (max() of nothing); a NaN stop_dev or
@@ -576,6 +577,9 @@ def test_summarize_checks_the_steps_it_averages(change, words, tmp_path, capsys)
     first = json.loads(records[0].read_text())
     if change == "FIFO":
         os.mkfifo(run_dir / "prompts" / "zz.json")
+    elif change == "RUN-FIFO":  # "run.json missing" named the wrong problem
+        (run_dir / "run.json").unlink()
+        os.mkfifo(run_dir / "run.json")
     elif change == "EMPTY":
         first["steps"] = []
     elif change == "LAW-NEGATIVE":
@@ -583,7 +587,7 @@ def test_summarize_checks_the_steps_it_averages(change, words, tmp_path, capsys)
         first["steps"][0]["law_s"][key] = -1e300
     else:
         first["steps"][0].update(change)
-    if change != "FIFO":
+    if change not in ("FIFO", "RUN-FIFO"):
         records[0].write_text(json.dumps(first))
     before = _listing(tmp_path)
     code, out, err = _cli(["validate", "summarize", str(run_dir)], capsys)

@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -56,8 +57,8 @@ def load_run(out: str | Path):
     """(run.json, costs or None, per-prompt records) of a run folder; the end-of-run cost
     measurement (costs_final.json) is preferred to the start-of-run one."""
     out = Path(out)
-    if not (out / "run.json").is_file():
-        raise SpectheoryError(f"no run in {out} (run.json missing)")
+    if not os.path.lexists(out / "run.json"):  # a named pipe or a folder there: read below,
+        raise SpectheoryError(f"no run in {out} (run.json missing)")  # and named as what it is
     run = _read_json(out / "run.json")
     costs = None
     for name in ("costs_final.json", "costs.json"):  # the end-of-run measurement first

@@ -824,11 +824,11 @@ def read_json_text(path, name: str, max_bytes: int, what: str = "instance") -> s
             if close:
                 fh.close()
     except OSError as exc:
-        raise InstanceError(f"cannot read instance {str(path)!r}: {exc.strerror or exc}") from None
+        raise InstanceError(f"cannot read {what} {str(path)!r}: {exc.strerror or exc}") from None
     except (TypeError, ValueError) as exc:  # e.g. a NUL byte in the name
         if isinstance(exc, SpectheoryError):  # the refusals above, and check_memory's
             raise
-        raise InstanceError(f"cannot read instance {str(path)!r}: {exc}") from None
+        raise InstanceError(f"cannot read {what} {str(path)!r}: {exc}") from None
     return "".join(texts)
 
 
