@@ -425,7 +425,7 @@ def test_a_script_refuses_an_output_folder_it_cannot_make(tmp_path):
     afile = tmp_path / "afile"
     afile.write_text("")
     script = GALLERY / "fig3_tau_pmf.py"
-    for out, words in ((str(afile), "cannot create output folder"),
+    for out, words in ((str(afile), f"cannot create output folder '{afile}': not a folder"),
                        ("/proc/x", "cannot create output folder '/proc/x'"),
                        ("", "--out '' is empty")):
         r = subprocess.run([sys.executable, str(script), "--out", out, "--quick"], cwd=tmp_path,
