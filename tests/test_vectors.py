@@ -338,3 +338,19 @@ def test_a_file_that_contradicts_its_verifier_or_instance_is_refused(exported, t
     (copy / "block--K1--pd.json").write_text(json.dumps(v))
     code, stdout, err = run(["vectors", "check", str(copy)], capsys)
     assert code == 2 and stdout == "" and err.count("\n") == 1 and words in err, err
+
+
+def test_more_decisions_than_export_writes_are_refused_before_they_are_checked(exported,
+                                                                              tmp_path, capsys):
+    """A file of a million decision pairs was checked one by one (33 s)."""
+    out, _ = exported
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    v = _load(out, "block--K1--pd.json")
+    n = len(v["drafts"])
+    one = v["decisions"][0]
+    v["decisions"] = [one] * (100 * n + 1)
+    (copy / "block--K1--pd.json").write_text(json.dumps(v))
+    code, stdout, err = run(["vectors", "check", str(copy)], capsys)
+    assert code == 2 and stdout == "" and err.count("\n") == 1, err
+    assert f"{100 * n + 1:,} decisions, over the {100 * n:,} that `vectors export` writes" in err

@@ -533,6 +533,11 @@ def _uniforms_of(data: dict, n_drafts: int, fname: str) -> list:
     dec = data.get("decisions")
     if not isinstance(dec, list):
         raise SpectheoryError(f"{fname}: field 'decisions' is not a list")
+    most = MAX_DECISIONS * n_drafts  # export's bound (a million pairs took 33 s to check)
+    if len(dec) > most:
+        raise SpectheoryError(f"{fname}: {len(dec):,} decisions, over the {most:,} that `vectors "
+                              f"export` writes at most ({MAX_DECISIONS} pairs for each of "
+                              f"{n_drafts:,} joint drafts)")
     out = [[] for _ in range(n_drafts)]
     for j, item in enumerate(dec):
         try:
