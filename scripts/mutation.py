@@ -4707,6 +4707,10 @@ MUTANTS = [
            '        if data["drafting"] != written:\n',
            '        if False:\n',
            "vectors check matches a single-path verifier's file that claims the hub scheme", ('tests/test_vectors.py',)),
+    Mutant('spectheory/testing/checks/vectors.py',
+           '    if len(dec) > most:\n',
+           '    if False:\n',
+           "vectors check reads a million decision pairs one by one (33 s)", ('tests/test_vectors.py',)),
 ]
 
 
