@@ -145,6 +145,17 @@ def test_bad_option_values_are_usage_errors(pytester, args, message):
     assert message in err and "Traceback" not in err
 
 
+def test_an_option_given_in_pytest_addopts_and_on_the_line_is_refused(pytester, monkeypatch):
+    """PYTEST_ADDOPTS='--spectheory-samples 2000' with --spectheory-samples 3000 on the line ran
+    with 3000 (the second value won, unsaid), where two on the line are refused."""
+    pytester.makepyfile(test_nothing="def test_nothing():\n    pass\n")
+    monkeypatch.setenv("PYTEST_ADDOPTS", "--spectheory-samples 2000")
+    result = pytester.runpytest("--spectheory-samples", "3000", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--spectheory-samples given twice" in result.stderr.str()
+    assert pytester.runpytest("-p", "no:cacheprovider").ret == 0  # once, from the variable
+
+
 def test_this_suite_uses_the_fixture(spectheory_kit):
     """The plugin in this suite's own run: the kit's block sampler through the fixture (law mode,
     fixed seed), and the lossless battery of block verification."""

@@ -129,7 +129,16 @@ OPTIONS = ("--spectheory-budget", "--spectheory-samples", "--spectheory-alpha",
 def pytest_configure(config):
     import pytest
 
+    import os
+    import shlex
+
     args = [str(a) for a in getattr(config.invocation_params, "args", ())]
+    try:  # the options pytest adds before the command line's: a second value there was taken
+        added = [str(a) for a in config.getini("addopts")]
+        added += shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))
+    except (ValueError, TypeError):  # pytest refuses what it cannot split itself
+        added = []
+    args = added + args
     for opt in OPTIONS:  # argparse keeps the last of two silently; the CLI refuses a second
         if sum(a == opt or a.startswith(opt + "=") for a in args) > 1:
             raise pytest.UsageError(f"{opt} given twice; give it once")
