@@ -4711,6 +4711,10 @@ MUTANTS = [
            '    if len(dec) > most:\n',
            '    if False:\n',
            "vectors check reads a million decision pairs one by one (33 s)", ('tests/test_vectors.py',)),
+    Mutant('spectheory/testing/pytest_plugin.py',
+           '    args = added + args\n',
+           '    args = list(args)\n',
+           "the plugin takes an option given in PYTEST_ADDOPTS and again on the line (the second wins, unsaid)", ('tests/test_pytest_plugin.py',)),
 ]
 
 
