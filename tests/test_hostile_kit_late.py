@@ -204,3 +204,16 @@ def test_torch_numbers_are_sampling_values_as_numpy_numbers_are():
         with pytest.raises(OptionError) as exc:
             parse_sampling(text)
         assert words in str(exc.value)
+
+
+def test_a_history_token_past_int64_is_named_as_given():
+    """A uint64 token of 2^63 + 5 was named as -9223372036854775803 (wrapped into int64)."""
+    from spectheory.inputs.processing import process_rows
+
+    with pytest.raises(OptionError, match=r"^history holds token 9223372036854775813, outside "
+                                          r"0\.\.1$"):
+        process_rows(np.array([0.5, 0.5]), "no_repeat_ngram_size=1",
+                     history=np.array([2**63 + 5], dtype=np.uint64))
+    out = process_rows(np.array([0.5, 0.5]), "no_repeat_ngram_size=1",
+                       history=np.array([1], dtype=np.uint8))
+    assert out.tolist() == [1.0, 0.0]

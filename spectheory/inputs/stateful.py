@@ -718,11 +718,10 @@ def _np_history(history, N: int, V: int | None = None) -> np.ndarray:
                           f"{list(h.shape)}")
     if h.size and h.dtype.kind not in "iu":
         raise OptionError(f"history holds token ids (integers), not {h.dtype}")
-    h = h.astype(np.int64, copy=False)
-    if V is not None and h.size and (h.min() < 0 or h.max() >= V):
-        bad = h[(h < 0) | (h >= V)][0]
+    if V is not None and h.size and (h.min() < 0 or h.max() >= V):  # in its own dtype: a
+        bad = h[(h < 0) | (h >= V)][0]  # uint64 token past 2^63 was named as a negative one
         raise OptionError(f"history holds token {int(bad)}, outside 0..{V - 1}")
-    return h
+    return h.astype(np.int64, copy=False)
 
 
 def _params(sp, what: str):
