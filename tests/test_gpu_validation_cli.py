@@ -518,6 +518,28 @@ def test_fetch_failure_keeps_one_line_and_leaves_nothing(tmp_path, monkeypatch, 
     assert not (tmp_path / "cache").exists()  # no folder the failed fetch created is left
 
 
+def _recorded_run(tmp_path, name: str, *drop: str) -> Path:
+    """A copy of the recorded run ``benchmarks/results/<name>`` in ``tmp_path / "r"``, without
+    its summaries and the files named in ``drop``."""
+    import shutil
+
+    run_dir = tmp_path / "r"
+    shutil.copytree(Path(__file__).resolve().parent.parent / "benchmarks" / "results" / name,
+                    run_dir)
+    for f in ("summary.json", "summary.md", *drop):
+        (run_dir / f).unlink(missing_ok=True)
+    return run_dir
+
+
+def _summarize_refuses(run_dir: Path, tmp_path, capsys, words: str) -> None:
+    """``validate summarize run_dir`` exits 2 with one line holding ``words``, writing nothing."""
+    before = _listing(tmp_path)
+    code, out, err = _cli(["validate", "summarize", str(run_dir)], capsys)
+    assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err, err
+    assert words in err, err
+    assert _listing(tmp_path) == before
+
+
 @pytest.mark.parametrize("costs,words", [
     ([], "not a JSON object (it starts with '['); a run record file is a JSON object"),
     ({}, "target_1tok = None is not a positive number of seconds"),
@@ -528,13 +550,7 @@ def test_fetch_failure_keeps_one_line_and_leaves_nothing(tmp_path, monkeypatch, 
 def test_summarize_checks_the_cost_file(costs, words, tmp_path, capsys):
     """costs.json as [], {} or with zero costs gave tracebacks; negative costs a cost model of
     negative times (verify_share_of_target -0.0017) with exit 0."""
-    import shutil
-
-    run_dir = tmp_path / "r"
-    shutil.copytree(Path(__file__).resolve().parent.parent / "benchmarks" / "results" /
-                    "cuda-h100" / "smollm2-cuda", run_dir)
-    for name in ("summary.json", "summary.md", "costs_final.json"):
-        (run_dir / name).unlink(missing_ok=True)
+    run_dir = _recorded_run(tmp_path, "cuda-h100/smollm2-cuda", "costs_final.json")
     good = json.loads((run_dir / "costs.json").read_text())
     if costs == "ZERO":
         costs = dict(good, target_1tok=0.0)
@@ -543,11 +559,7 @@ def test_summarize_checks_the_cost_file(costs, words, tmp_path, capsys):
     elif costs == "BAD-KEY":
         costs = dict(good, target_Ltok={"L4": 0.02})
     (run_dir / "costs.json").write_text(json.dumps(costs))
-    before = _listing(tmp_path)
-    code, out, err = _cli(["validate", "summarize", str(run_dir)], capsys)
-    assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err, err
-    assert f"costs.json: {words}" in err, err
-    assert _listing(tmp_path) == before
+    _summarize_refuses(run_dir, tmp_path, capsys, f"costs.json: {words}")
 
 
 @pytest.mark.parametrize("change,words", [
@@ -566,13 +578,8 @@ def test_summarize_checks_the_steps_it_averages(change, words, tmp_path, capsys)
     draft_s was printed as a result (exit 0), a text one was a TypeError; a named pipe among the
     records held the command for ever. Each is one line now, and nothing is written."""
     import os
-    import shutil
 
-    run_dir = tmp_path / "r"
-    shutil.copytree(Path(__file__).resolve().parent.parent / "benchmarks" / "results" /
-                    "cuda-h100" / "smollm2-cuda", run_dir)
-    for name in ("summary.json", "summary.md"):
-        (run_dir / name).unlink(missing_ok=True)
+    run_dir = _recorded_run(tmp_path, "cuda-h100/smollm2-cuda")
     records = sorted((run_dir / "prompts").glob("*.json"))
     first = json.loads(records[0].read_text())
     if change == "FIFO":
@@ -589,11 +596,7 @@ def test_summarize_checks_the_steps_it_averages(change, words, tmp_path, capsys)
         first["steps"][0].update(change)
     if change not in ("FIFO", "RUN-FIFO"):
         records[0].write_text(json.dumps(first))
-    before = _listing(tmp_path)
-    code, out, err = _cli(["validate", "summarize", str(run_dir)], capsys)
-    assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err, err
-    assert words in err, err
-    assert _listing(tmp_path) == before
+    _summarize_refuses(run_dir, tmp_path, capsys, words)
 
 
 @pytest.mark.parametrize("field,value,words", [
@@ -611,13 +614,7 @@ def test_summarize_checks_the_run_record_and_the_costs_it_prints(field, value, w
                                                                   capsys):
     """A costs file without K4 dropped every K = 4 row of the cost model unsaid; a run.json of
     verifiers null, Ls [] or K 0 was printed as the run's settings (exit 0)."""
-    import shutil
-
-    run_dir = tmp_path / "r"
-    shutil.copytree(Path(__file__).resolve().parent.parent / "benchmarks" / "results" /
-                    "qwen-coder-cpu", run_dir)
-    for name in ("summary.json", "summary.md", "costs_final.json"):
-        (run_dir / name).unlink(missing_ok=True)
+    run_dir = _recorded_run(tmp_path, "qwen-coder-cpu", "costs_final.json")
     if field == "costs":
         costs = json.loads((run_dir / "costs.json").read_text())
         del costs["draft_1tok"]["K4"]
@@ -626,11 +623,7 @@ def test_summarize_checks_the_run_record_and_the_costs_it_prints(field, value, w
         run = json.loads((run_dir / "run.json").read_text())
         run[field] = value
         (run_dir / "run.json").write_text(json.dumps(run))
-    before = _listing(tmp_path)
-    code, out, err = _cli(["validate", "summarize", str(run_dir)], capsys)
-    assert code == 2 and out == "" and err.count("\n") == 1 and "Traceback" not in err, err
-    assert words in err, err
-    assert _listing(tmp_path) == before
+    _summarize_refuses(run_dir, tmp_path, capsys, words)
 
 
 @pytest.mark.parametrize("args,words", [
