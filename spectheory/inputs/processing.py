@@ -957,6 +957,32 @@ def _history_array(history) -> np.ndarray:
     return a.astype(np.int64)
 
 
+def check_history(history, shape) -> None:
+    """Refuse in one line ([`SamplingError`][spectheory.inputs.processing.SamplingError]) a
+    ``history [..., n]`` that is not one history of token ids in 0..V-1 for each row of rows of
+    ``shape [..., V]``: what `process_rows` checks of a history it is handed, without the rows."""
+    _row_histories(history, tuple(shape), ids=True)
+
+
+def _row_histories(history, shape: tuple, ids: bool):
+    """``history [..., n]`` as ``[N, n]`` for rows of ``shape [..., V]`` (N rows), its shape
+    checked; with ``ids``, its token ids too (`spectheory.inputs.stateful._np_history`)."""
+    if not (is_tensor(history) or isinstance(history, np.ndarray)):
+        history = _history_array(history)
+    if len(history.shape) == 0:
+        raise SamplingError("history must be an array [..., n] of token ids")
+    if tuple(history.shape[:-1]) != shape[:-1]:
+        raise SamplingError(f"history of shape {list(history.shape)} does not match "
+                            f"rows of shape {list(shape)} (it must be [..., n])")
+    N = math.prod(shape[:-1])
+    h = history.reshape(N, history.shape[-1])
+    if ids:
+        from .stateful import _np_history
+
+        _np_history(h, N, shape[-1])
+    return h
+
+
 def process_rows(rows, params, inputs: str = "probs", history=None, *, _spare=None):
     """The processed distribution along the last axis of ``rows`` [..., V].
 
@@ -1040,21 +1066,10 @@ def process_rows(rows, params, inputs: str = "probs", history=None, *, _spare=No
         power = sp.exact_power()  # refuses an irrational temperature before any work
     if flat.shape[0]:
         flat = _validate(flat, inputs, exact)
-    h = None
-    if history is not None:  # checked whether or not a parameter reads it: a history of
-        # strings or of tokens past V is the caller's mistake either way
-        if not (is_tensor(history) or isinstance(history, np.ndarray)):
-            history = _history_array(history)
-        if len(history.shape) == 0:
-            raise SamplingError("history must be an array [..., n] of token ids")
-        if tuple(history.shape[:-1]) != shape[:-1]:
-            raise SamplingError(f"history of shape {list(history.shape)} does not match "
-                                f"rows of shape {list(shape)} (it must be [..., n])")
-        h = history.reshape(flat.shape[0], history.shape[-1])
-        if sp is None or not sp.stateful:  # the stateful steps check it as they read it
-            from .stateful import _np_history
-
-            _np_history(h, flat.shape[0], V)
+    # checked whether or not a parameter reads it: a history of strings or of tokens past V is
+    # the caller's mistake either way (the stateful steps check its ids as they read it)
+    h = None if history is None else _row_histories(history, shape,
+                                                    ids=sp is None or not sp.stateful)
     if flat.shape[0] == 0:  # no rows (a history given with them was checked above)
         return flat.reshape(shape)
     if sp is not None and sp.stateful:
@@ -1375,7 +1390,7 @@ def add_sampling_options(p, draft: bool = True) -> None:
 
 
 __all__ = ["GREEDY_BELOW", "INPUTS", "KEYS", "MAX_EXACT_POWER", "ORDERS", "ROW_SUM_TOL",
-           "STATEFUL_KEYS", "STATELESS_KEYS", "ProcessedModel", "SamplingError", "SamplingParams", "add_sampling_options", "check_model_rows", "describe", "keep_mask",
+           "STATEFUL_KEYS", "STATELESS_KEYS", "ProcessedModel", "SamplingError", "SamplingParams", "add_sampling_options", "check_history", "check_model_rows", "describe", "keep_mask",
            "parse_sampling", "handed_rows", "note_sampling", "process_instance", "process_rows",
            "process_rows_along",
            "rational", "sampler_setup", "sampling_type"]

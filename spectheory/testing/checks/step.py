@@ -76,8 +76,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ...inputs.instances import Instance, check_instance
-from ...inputs.processing import (SamplingError, check_model_rows, parse_sampling,
-                                   process_instance, process_rows, process_rows_along)
+from ...inputs.processing import (SamplingError, check_history, check_model_rows,
+                                   parse_sampling, process_instance, process_rows,
+                                   process_rows_along)
 from ...inputs.stateful import GrammarError, check_vocabulary, kit_logits
 from ...inputs.random_instances import random_instance
 from ...engine.seqtree import levels, path_probabilities
@@ -332,7 +333,7 @@ def processed(rows, params, inputs: str = "probs", history=None):
     if params is None:
         probs = rows_as_probs(rows, inputs)
         if history is not None:  # checked as process_rows checks a history it is given (one
-            process_rows(probs, None, history=history)  # per row, ids in 0..V-1)
+            check_history(history, probs.shape)  # per row, ids in 0..V-1)
         return probs
     # with parameters, process_rows checks the probabilities itself (the logits are checked
     # by rows_as_probs before their softmax), and the history when one is given
