@@ -125,10 +125,20 @@ def _check_coins(uniforms, Bsz: int, L: int, where: str) -> None:
                else type(uniforms).__name__)
         raise InputError(f"{where} takes uniforms [B, L+1] = [{Bsz}, {L + 1}] of floats, got "
                          f"{got}")
+    check_coin_range(uniforms, where)
+
+
+def check_coin_range(uniforms, where: str) -> None:
+    """Coins ``uniforms`` (a tensor) in [0, 1], else an
+    [`OptionError`][spectheory.runtime.errors.OptionError] (an ``InputError``) naming ``where``
+    and the first coin outside: the one range check of the kit's coin samplers and of
+    `engine_coin_sampler`."""
+    from ...runtime.errors import OptionError
+
     inside = (uniforms >= 0) & (uniforms <= 1)  # a NaN fails both
     if not bool(inside.all()):
-        raise InputError(f"{where}: uniforms must lie in [0, 1], got "
-                         f"{float(uniforms[~inside][0])!r}")
+        raise OptionError(f"{where}: uniforms must lie in [0, 1], got "
+                          f"{float(uniforms[~inside][0])!r}")
 
 
 def _log(x: torch.Tensor) -> torch.Tensor:

@@ -47,6 +47,7 @@ from typing import Callable
 import torch
 
 from ...runtime.errors import OptionError, UserCodeError, call_user
+from .adapters import check_coin_range
 from .engine_sampling import WRAPPER_RULE, engine_globals, engine_processing
 
 __all__ = [
@@ -1196,11 +1197,7 @@ def engine_coin_sampler(fn: Callable, layout, convention: CoinConvention | None 
                               f"mode='coins' or 'coins-tau', or build a law sampler with "
                               f"engine_sampler")
         u = uniforms.to(torch.float64)
-        inside = (u >= 0) & (u <= 1)  # a NaN fails both
-        if not bool(inside.all()):
-            bad = u[~inside][0]
-            raise OptionError(f"coin sampler {sampler.__name__}: uniforms must lie in [0, 1], "
-                              f"got {float(bad)!r}")
+        check_coin_range(u, f"coin sampler {sampler.__name__}")
         digest = hashlib.blake2b(u[:, L].contiguous().numpy().tobytes(), digest_size=8).digest()
         g = torch.Generator().manual_seed(int.from_bytes(digest, "little") >> 2)
         token = u[:, L] if conv.token_coin else None
