@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from spectheory.runtime.errors import SpectheoryError
-from spectheory.cli.figures import jsonable
+from spectheory.cli.figures import check_out, jsonable
 from spectheory.inputs.instances import Instance
 from spectheory.registry import DRAFTING_MAX_PATHS
 from spectheory.sweep.palette import Style, optimum_style, verifier_style  # noqa: F401
@@ -347,9 +347,7 @@ def run_script(main, argv=None) -> None:
     args = p.parse_args(argv)
     try:  # as `spectheory figures` refuses them: one line, exit 2 (a file or /proc/x as the
         # folder was a traceback, and an empty --out wrote into the current folder)
-        if not args.out.strip():
-            raise SpectheoryError(f"--out {args.out!r} is empty: give the output folder (default: "
-                                  ".)")
+        check_out(args.out)
         out = Path(args.out)
         try:
             if out.exists() and not out.is_dir():

@@ -106,16 +106,21 @@ def _check_run(run: dict, path: Path) -> None:
             raise SpectheoryError(f"{path}: {n!r:.40} is not a registered verifier") from None
 
 
+def _seconds(v) -> bool:
+    """Whether ``v`` is a finite number >= 0 read from JSON (not a bool): a time in seconds."""
+    import math
+
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) \
+        and v >= 0
+
+
 def _check_costs(costs, path: Path) -> dict:
     """A costs file as the cost model reads it, or one line naming it: ``target_1tok`` a
     positive number of seconds, ``draft_1tok`` ({"K<k>": s}) and ``target_Ltok``
     ({"K<k>/L<l>": s}) objects of positive numbers (an empty list, a missing key or zero costs
     were tracebacks; negative costs gave speed-ups from negative times)."""
-    import math
-
     def seconds(v) -> bool:
-        return (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-                and v > 0)
+        return _seconds(v) and v > 0
 
     if not isinstance(costs, dict):
         raise SpectheoryError(f"{path}: not a JSON object of per-forward costs")
@@ -141,10 +146,6 @@ def _check_steps(rec: dict, path: Path) -> None:
 
     from ..compare import parse_key
 
-    def seconds(v) -> bool:
-        return (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-                and v >= 0)
-
     steps = rec.get("steps")
     if not isinstance(steps, list):
         raise SpectheoryError(f"{path}: steps is not a list of steps")
@@ -158,12 +159,12 @@ def _check_steps(rec: dict, path: Path) -> None:
         # or were tracebacks
         for name in ("draft_s", "target_s", "verify_s") + (("stop_dev",) if "stop_dev" in st
                                                              else ()):
-            if not seconds(st.get(name)):
+            if not _seconds(st.get(name)):
                 raise SpectheoryError(f"{path}: step {i}: {name} = {st.get(name)!r:.40} is not a "
                                       "finite number >= 0")
         law_s = st.get("law_s")
         if not isinstance(law_s, dict) or set(law_s) != set(e_tau) \
-                or not all(seconds(v) for v in law_s.values()):
+                or not all(_seconds(v) for v in law_s.values()):
             raise SpectheoryError(f"{path}: step {i}: law_s is not an object of one finite "
                                   "number >= 0 (seconds) for each configuration of e_tau")
         for key, value in e_tau.items():

@@ -182,7 +182,7 @@ def run(out: str | os.PathLike, quick: bool = False, only: list[str] | None = No
         a script that did not write its two files. Errors raised by a script propagate
         unchanged.
     """
-    _check_out(out)
+    check_out(out)
     folder = gallery_folder() if folder is None else Path(folder)
     chosen = select(scripts(folder), only)
     if not chosen:
@@ -292,15 +292,16 @@ def expected_files(out: Path | str, stems) -> list[Path]:
 # ----------------------------------------------------------------------------- CLI
 
 
-def _check_out(out) -> None:
-    """Refuse an empty output path (``--out ''``): it would write into the current folder."""
+def check_out(out) -> None:
+    """Refuse an empty output path (``--out ''``): it would write into the current folder (the
+    ``figures`` command's and each figure script's check)."""
     if isinstance(out, str) and out.strip() == "":
         raise SpectheoryError(f"--out {out!r} is empty: give the figures' output folder "
                               "(e.g. --out out/figures)")
 
 
 def cmd_figures(args) -> int:
-    _check_out(args.out)  # before anything is written
+    check_out(args.out)  # before anything is written
     from ..runtime.threads import parse_threads, restore, set_threads, snapshot
 
     threads = parse_threads(args.threads, "--threads")  # bounded: torch crashes on huge counts

@@ -70,6 +70,8 @@ __all__ = [
 #: residual built from the rows one position later; the acceptance comparison flipped (a strict
 #: comparison made non-strict where that matters, else reversed).
 PORT_BUGS = ("target-row", "correction-from-p", "residual-row", "coin-compare")
+#: The planted bugs of vLLM MRV2's port: `PORT_BUGS` and "wrong-row" (S_i read at i - 1).
+MRV2_BUGS = (*PORT_BUGS, "wrong-row")
 
 #: vLLM's id for unused output slots (``PLACEHOLDER_TOKEN_ID``,
 #: vllm/v1/sample/rejection_sampler.py).
@@ -397,7 +399,7 @@ def vllm_mrv2_rejection_sample(target_logits, draft_logits, draft_sampled, cu_nu
     """
     if method not in ("standard", "block"):
         raise ValueError(f"unknown method {method!r}; choose standard or block")
-    if bug is not None and bug not in PORT_BUGS + ("wrong-row",):
+    if bug is not None and bug not in MRV2_BUGS:
         raise ValueError(f"unknown bug {bug!r}; choose from {', '.join(PORT_BUGS)}, wrong-row")
     S = int(num_speculative_steps)
     Bsz = cu_num_logits.shape[0] - 1
@@ -489,7 +491,7 @@ def vllm_mrv2_sampler(method: str = "block", dtype=torch.float32, bug: str | Non
     [`vllm_mrv2_rejection_sample`][spectheory.testing.engines.adapters.vllm_mrv2_rejection_sample]
     (float32 coins in [2^-31, 1) as the kernel's, Gumbel noise from ``generator``)."""
     _check_factory("vllm_mrv2_sampler", method, ("standard", "block"), dtype, bug,
-                   (*PORT_BUGS, "wrong-row"))
+                   MRV2_BUGS)
 
     def sampler(drafts, q, p, generator=None):
         tl_, dl, ds, cu, L = _mrv2_layout(drafts, q, p)
@@ -513,7 +515,7 @@ def vllm_mrv2_coin_sampler(method: str = "block", dtype=torch.float64, bug: str 
     spectheory's u in (0, 1] are clamped into that range. float64 by default, so that decisions at
     the thresholds are not moved by float32 rounding."""
     _check_factory("vllm_mrv2_coin_sampler", method, ("standard", "block"), dtype, bug,
-                   (*PORT_BUGS, "wrong-row"))
+                   MRV2_BUGS)
 
     def sampler(drafts, q, p, uniforms):
         tl_, dl, ds, cu, L = _mrv2_layout(drafts, q, p)
