@@ -958,7 +958,8 @@ def _history_array(history) -> np.ndarray:
 
 
 def check_history(history, shape) -> None:
-    """Refuse in one line ([`SamplingError`][spectheory.inputs.processing.SamplingError]) a
+    """Refuse in one line ([`OptionError`][spectheory.runtime.errors.OptionError]: a
+    [`SamplingError`][spectheory.inputs.processing.SamplingError] for its shape) a
     ``history [..., n]`` that is not one history of token ids in 0..V-1 for each row of rows of
     ``shape [..., V]``: what `process_rows` checks of a history it is handed, without the rows."""
     _row_histories(history, tuple(shape), ids=True)
