@@ -132,9 +132,6 @@ def shown_path(path) -> str:
     return text if text.isprintable() else repr(text)
 
 
-__all__ = ["atomic_file", "output_path", "shown_path", "write_bytes", "write_text"]
-
-
 #: How long a named pipe with no writer is waited for (a writer blocked in its own open wakes
 #: when the reader opens, a moment later), seconds.
 FIFO_WRITER_WAIT = 1.0
@@ -200,3 +197,7 @@ def open_input(path: str | os.PathLike):
             super().close()
 
     return io.BufferedReader(_Pipe())
+
+
+__all__ = ["FIFO_WRITER_WAIT", "atomic_file", "open_input", "output_path", "shown_path",
+           "write_bytes", "write_text"]
