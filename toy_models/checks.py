@@ -61,6 +61,17 @@ def check_range(name: str, value, lo: float, hi: float, lo_open: bool = False,
     return v
 
 
+def text_knob(name: str, value):
+    """A knob given as text (``1/3``, ``0.25``) as a Fraction, read as an instance file's entries
+    are (`spectheory.inputs.instances.number_text`, else a one-line `InstanceError`); any other
+    value as given (`check_range` judges it)."""
+    if isinstance(value, str):
+        from spectheory.inputs.instances import number_text
+
+        return number_text(value, f"{name} = {value!r:.60}")
+    return value
+
+
 def check_seed(seed) -> int:
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise InstanceError(f"seed must be a non-negative integer, got {shown(seed)}")

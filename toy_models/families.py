@@ -43,7 +43,7 @@ from spectheory.inputs.models import TableModel
 from spectheory.inputs.random_instances import ALPHA_RANGE, dirichlet_model, random_instance
 
 from .checks import (MAX_TOY_VOCAB, check_denominator, check_range, check_seed, check_sizes,
-                     checked)
+                     checked, text_knob)
 from .ngram import ngram_instance
 
 #: Smallest probability a logit is taken of (keeps log p finite for zero entries).
@@ -51,14 +51,6 @@ LOG_FLOOR = 1e-300
 
 
 # ----------------------------------------------------------------------------- families
-
-
-def _fraction_text(name: str, text: str) -> Fraction:
-    """A knob given as text (``1/3``, ``0.25``) as a Fraction, read as an instance file's entries
-    are (`spectheory.inputs.instances.number_text`), else a one-line `InstanceError`."""
-    from spectheory.inputs.instances import number_text
-
-    return number_text(text, f"{name} = {text!r:.60}")
 
 
 def dirichlet(vocab_size: int = 4, block_length: int = 4, seed: int = 0, alpha: float = 1.0,
@@ -136,8 +128,7 @@ def mixture(vocab_size: int = 4, block_length: int = 4, seed: int = 0, eps=0.5,
     """
     V, L = check_sizes(vocab_size, block_length, context_independent)
     exact = denominator is not None
-    if isinstance(eps, str):
-        eps = _fraction_text("eps", eps)
+    eps = text_knob("eps", eps)
     check_range("eps", eps, 0, 1)
     check_range("alpha", alpha, *ALPHA_RANGE)
     denominator = check_denominator(denominator)
@@ -186,8 +177,7 @@ def two_token(block_length: int = 2, p0="1/3", q0="2/3", exact: bool = True,
         raise InstanceError(f"exact must be true or false, got {exact!r:.40}")
     vals = []
     for name, v in (("p0", p0), ("q0", q0)):
-        if isinstance(v, str):
-            v = _fraction_text(name, v)
+        v = text_knob(name, v)
         check_range(name, v, 0, 1)
         vals.append((Fraction(v) if not isinstance(v, float) else Fraction(repr(v)))
                     if exact else float(v))

@@ -36,7 +36,7 @@ from spectheory.runtime.files import open_input
 from spectheory.inputs.instances import Instance
 from spectheory.inputs.models import TableModel
 
-from .checks import check_range, check_sizes, checked
+from .checks import check_range, check_sizes, checked, text_knob
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 DEFAULT_TEXT = DATA_DIR / "devils_dictionary_a_to_c.txt"
@@ -115,9 +115,9 @@ def ngram_instance(vocab_size: int = 5, block_length: int = 4, seed: int = 0, or
     if seed < 0:
         raise InstanceError(f"seed = {seed} must be non-negative")
     # read as the other families read their knobs: numbers of any kind, or text such as "1/2"
-    draft_fraction = check_range("draft_fraction", _knob("draft_fraction", draft_fraction), 0, 1,
-                                 lo_open=True)
-    smoothing = check_range("smoothing", _knob("smoothing", smoothing), 0, math.inf,
+    draft_fraction = check_range("draft_fraction", text_knob("draft_fraction", draft_fraction),
+                                 0, 1, lo_open=True)
+    smoothing = check_range("smoothing", text_knob("smoothing", smoothing), 0, math.inf,
                             lo_open=True, hi_open=True)
     if text_path is not None and not isinstance(text_path, (str, os.PathLike)):
         raise InstanceError(f"text_path = {text_path!r:.40} is not a file path")
@@ -137,12 +137,3 @@ def ngram_instance(vocab_size: int = 5, block_length: int = 4, seed: int = 0, or
     draft = ngram_tables(part, V, draft_order, smoothing)
     return checked(Instance(V, L, target, draft), f"ngram smoothing = {smoothing:g}")
 
-
-def _knob(name: str, value):
-    """A knob given as text (``1/2``, ``0.25``) as a Fraction, read as an instance file's entries
-    are; any other value as given (`check_range` judges it)."""
-    if isinstance(value, str):
-        from spectheory.inputs.instances import number_text
-
-        return number_text(value, f"{name} = {value!r:.60}")
-    return value
