@@ -129,3 +129,47 @@ def test_with_replacement_siblings_on_the_merged_tree_are_lossy():
         lambda d, q, p: naive_traversal_tree(d, q, p, without_replacement=False), inst, 2, "iid")
     assert not rep.lossless and rep.offending is not None
     assert rep.output_probability != rep.target_probability
+
+
+def _traversal_module():
+    import sys
+
+    import spectheory.verifiers.traversal  # noqa: F401 - the name is also the function's
+
+    return sys.modules["spectheory.verifiers.traversal"]
+
+
+@pytest.mark.parametrize("K", [2, 3])
+def test_digit_by_digit_post_order_equals_the_packed_key(K, monkeypatch):
+    """Past (K + 1)^(L + 1) = 2^62 the post-order is sorted one digit at a time (the packed
+    int64 key overflowed: K = 15, L = 15 raised OverflowError); forced on small trees, that
+    route gives the naive walk's law exactly, merged prefixes and ties included."""
+    monkeypatch.setattr(_traversal_module(), "_PACKED_KEY_MAX", 0)
+    fast = MULTI_PATH["traversal-tree"]
+    for inst in INSTANCES:
+        a = analyze_multipath(inst, fast, K, "iid")
+        b = analyze_multipath(inst, naive_traversal_tree, K, "iid")
+        assert a.tau_pmf == b.tau_pmf
+        assert all(x == y for x, y in zip(a.output_law, b.output_law))
+
+
+def test_a_tree_past_the_packed_key_has_the_naive_walks_law():
+    """K = 15 paths of L = 15 drafts over V = 2 ((K + 1)^(L + 1) = 2^64): the law of the naive
+    walk, on drafts that share prefixes to different depths (torch and numpy)."""
+    import torch
+
+    K, L, V = 15, 15, 2
+    rng = np.random.default_rng(3)
+    drafts = rng.integers(0, V, (1, K, L))
+    drafts[:, 1] = drafts[:, 0]  # a path drafted twice
+    drafts[:, 2:6, :3] = drafts[:, :1, :3]  # a shared prefix of depth 3
+    drafts[:, 6:, :] = 0  # a shared all-zero path
+    q = rng.dirichlet(np.ones(V), (1, K, L))
+    p = rng.dirichlet(np.ones(V), (1, K, L + 1))
+    want = naive_traversal_tree(drafts, q, p)
+    fast = MULTI_PATH["traversal-tree"]
+    for got in (fast(drafts, q, p), fast(*(torch.from_numpy(a) for a in (drafts, q, p)))):
+        stop, corr = (np.asarray(x, dtype=float) for x in got)
+        assert np.allclose(stop, np.asarray(want[0], dtype=float), rtol=0, atol=1e-12)
+        assert np.allclose(corr, np.asarray(want[1], dtype=float), rtol=0, atol=1e-12)
+        assert abs(stop.sum() - 1) < 1e-12  # a stop law

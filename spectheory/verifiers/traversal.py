@@ -220,18 +220,7 @@ def traversal_tree(drafts, q, p) -> MultiLaw:
     Mb = p.reshape(Bsz, N, V)
     Ms = B.concat([q, B.expand_dims(q[:, :, 0], 2)], axis=2).reshape(Bsz, N, V)  # depth-L pad
     parent = [None] + [reps[i - 1] * (L + 1) + (i - 1) for i in range(1, L + 1)]  # [B, K]
-    # post-order key: the first-path indices along the path, padded with K (ancestors last)
-    key = B.zeros_like(drafts[:, :, 0])
-    keys = []
-    for i in range(L + 1):
-        if i > 0:
-            key = key * (K + 1) + reps[i]
-        pad = key * (K + 1) ** (L - i) + ((K + 1) ** (L - i) - 1)  # K in every padded digit
-        first = reps[i] == B.expand_dims(ids, 0)
-        keys.append(B.where(first, pad, (K + 1) ** (L + 1)))
-    key = B.stack(keys, axis=2).reshape(Bsz, N)
-    order = B.argsort(key, axis=-1)
-    valid_sorted = B.take_along(key, order, axis=-1) < (K + 1) ** (L + 1)
+    order, valid_sorted = _post_order(reps, ids, K, L)
     deleted_kids = B.zeros_like(Mb[..., 0]) == 1  # [B, N] bool: a child was deleted
     pa = B.ones_like(Mb[..., 0])
 
@@ -282,6 +271,49 @@ def traversal_tree(drafts, q, p) -> MultiLaw:
         deleted_kids = _set_node(deleted_kids, u, dele, dele)
         pa = refresh(pa)
     return MultiLaw(stop.reshape(Bsz, K, L + 1), Mb.reshape(Bsz, K, L + 1, V))
+
+
+#: The largest base-(K+1) key `_post_order` packs in one int64 (its sentinel (K+1)^(L+1) included).
+_PACKED_KEY_MAX = 2 ** 62
+
+
+def _post_order(reps, ids, K: int, L: int):
+    """The visit order of the merged tree's nodes: ``order`` [B, K (L+1)] (flat node indices
+    k (L+1) + i, the post-order of the tree first, then the nodes that are not the first path's,
+    by index) and ``valid`` [B, K (L+1)] (whether the node at each place is a first-path node).
+
+    A node's key is the first-path indices of its prefix, digits 1..i, padded with the digit K
+    up to L digits (ancestors after their descendants); its lexicographic order is the
+    post-order. Packed in base K + 1 into one int64 where (K + 1)^(L + 1) fits (one stable
+    sort); past it, one stable sort per digit from the last (the same order: the packed key
+    overflowed int64 at K = 15, L = 15)."""
+    Bsz = reps[0].shape[0]
+    firsts = [reps[i] == B.expand_dims(ids, 0) for i in range(L + 1)]  # [B, K] each
+    valid = B.stack(firsts, axis=2).reshape(Bsz, K * (L + 1))
+    if L == 0 or (K + 1) ** (L + 1) <= _PACKED_KEY_MAX:
+        key = B.zeros_like(reps[0])
+        keys = []
+        for i in range(L + 1):
+            if i > 0:
+                key = key * (K + 1) + reps[i]
+            pad = key * (K + 1) ** (L - i) + ((K + 1) ** (L - i) - 1)  # K in every padded digit
+            keys.append(B.where(firsts[i], pad, (K + 1) ** (L + 1)))
+        key = B.stack(keys, axis=2).reshape(Bsz, K * (L + 1))
+        order = B.argsort(key, axis=-1)
+        return order, B.take_along(valid, order, axis=-1)
+    # digit j of node (k, i): reps[j][k] for j <= i, K past the node's depth, K + 1 for every
+    # digit of a node that is not a first-path node (the packed key's sentinel: they tie in each
+    # pass, keep their index order and come last)
+    order = None
+    for j in range(L, 0, -1):
+        digit = B.stack([B.where(firsts[i], reps[j] if j <= i else B.zeros_like(reps[j]) + K,
+                                 K + 1) for i in range(L + 1)], axis=2)
+        digit = digit.reshape(Bsz, K * (L + 1))
+        if order is not None:
+            digit = B.take_along(digit, order, axis=-1)
+        rank = B.argsort(digit, axis=-1)
+        order = rank if order is None else B.take_along(order, rank, axis=-1)
+    return order, B.take_along(valid, order, axis=-1)
 
 
 def _gather_rows(x, node):
