@@ -216,3 +216,33 @@ def test_optimal_transport_rules_refuse_rows_that_are_not_finite(name, bad):
     with pytest.raises(InputError, match=rf"a row holds {bad}: the optimal-transport rules read "
                                          r"the rows as exact rationals"):
         get_verifier(name, multi_path=True).function(d, q, p)
+
+
+@pytest.mark.parametrize("name", registered())
+def test_bare_law_refuses_torch_and_numpy_mixed(name):
+    """drafts, q and p of two array libraries: torch's gather of a numpy index, or a comparison
+    of a tensor with an array, failed inside torch or numpy (TypeError, AttributeError) naming
+    neither argument; now one line of the check. GBV converts its drafts and checks q and p
+    itself; the float (torch) laws refuse numpy anywhere as theirs."""
+    spec = get_verifier(name)
+    multi = not spec.single_path
+    q, p = _inputs(multi)
+    d = torch.zeros(tuple(q.shape[:-1]), dtype=torch.long)
+    reads_q = name != "ngram"
+    for args in ((d.numpy(), q, p), (d, q.numpy(), p), (d, q, p.numpy())):
+        if not reads_q and args[1] is not q:
+            continue  # q is not read: a numpy q changes nothing
+        if name.startswith("gbv") and args[0] is not d:
+            continue  # GBV takes numpy ids with tensor rows (its own conversion)
+        with pytest.raises((InputError, TypeError)) as exc:
+            spec.function(*args)
+        msg = str(exc.value)
+        if exc.type is TypeError:
+            assert "law only" in msg, (name, msg)
+        elif name.startswith("gbv"):
+            assert msg == "GBV: q and p must both be torch tensors or both numpy arrays", msg
+        else:
+            kinds = ", ".join(f"{type(x).__module__.partition('.')[0]}.{type(x).__name__}"
+                              for x in (args if reads_q else (args[0], args[2])))
+            assert msg == (f"verifier law: {'drafts, q and p' if reads_q else 'drafts and p'} "
+                           f"must all be torch tensors or all numpy arrays, got {kinds}"), msg

@@ -124,6 +124,12 @@ def check_arrays(drafts, q, p, where: str = "verifier law", *, paths: bool,
                          f"arrays (torch or numpy), got "
                          f"{', '.join(type(x).__name__ for x in arrays)}"
                          + ("" if q_read else " (q is not read)"))
+    kinds = [type(x).__module__.partition(".")[0] for x in arrays]
+    if len({kind == "torch" for kind in kinds}) > 1:  # gather() of a numpy index, a comparison
+        # of a tensor and an array: errors from inside torch or numpy, naming neither argument
+        got = ", ".join(f"{kind}.{type(x).__name__}" for kind, x in zip(kinds, arrays))
+        raise InputError(f"{where}: {'drafts, q and p' if q_read else 'drafts and p'} must all "
+                         f"be torch tensors or all numpy arrays, got {got}")
     check_law_shapes(tuple(drafts.shape), tuple(q.shape) if q_read else None, tuple(p.shape),
                      paths, where)
     if "int" not in str(drafts.dtype):
