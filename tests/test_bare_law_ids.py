@@ -246,3 +246,24 @@ def test_bare_law_refuses_torch_and_numpy_mixed(name):
                               for x in (args if reads_q else (args[0], args[2])))
             assert msg == (f"verifier law: {'drafts, q and p' if reads_q else 'drafts and p'} "
                            f"must all be torch tensors or all numpy arrays, got {kinds}"), msg
+
+
+@pytest.mark.parametrize("name", registered())
+def test_bare_law_on_numpy_floats_is_the_torch_law(name):
+    """A law function given numpy float rows returns the law it gives on the same rows as torch
+    tensors (a numpy law), or refuses numpy as a float (torch) law only: spectr-gbv called
+    ``.to`` on numpy rows (AttributeError). Shared first tokens on multi-path drafts."""
+    spec = get_verifier(name)
+    multi = not spec.single_path
+    q, p = _inputs(multi)
+    drafts = torch.tensor([[[0, V - 1], [0, 2]], [[3, 1], [3, 0]]] if multi else
+                          [[0, V - 1], [V - 1, 0]])
+    want = spec.function(drafts, q, p)
+    try:
+        got = spec.function(drafts.numpy(), q.numpy(), p.numpy())
+    except TypeError as exc:
+        assert "law only" in str(exc), (name, exc)
+        return
+    for a, b in zip(got, want):
+        assert isinstance(a, np.ndarray) and a.dtype == np.float64, (name, type(a))
+        assert np.allclose(a, b.numpy(), rtol=0, atol=1e-12), name

@@ -198,8 +198,10 @@ def spectr_gbv(drafts, q, p) -> MultiLaw:
     check_sizes(L, K)
     exact = B.is_exact(p)
     dtype = None if exact else p.dtype
-    if not exact:
-        q, p = q.to(torch.float64), p.to(torch.float64)
+    on_torch = B.is_torch(p)
+    if not exact:  # float64 inside, the rows' dtype out (numpy floats as torch's)
+        q, p = ((q.to(torch.float64), p.to(torch.float64)) if on_torch else
+                (q.astype(np.float64), p.astype(np.float64)))
     flat_d = drafts.reshape(Bsz * K, L)
     flat_q, flat_p = q.reshape(Bsz * K, L, V), p.reshape(Bsz * K, L + 1, V)
     h = acceptance_weights(flat_d, flat_q, flat_p, K).reshape(Bsz, K, L + 1)
@@ -211,6 +213,9 @@ def spectr_gbv(drafts, q, p) -> MultiLaw:
     if exact:
         stop = B.to_exact(np.array(stop, dtype=object).reshape(Bsz, K, L + 1))
         return MultiLaw(stop, corr)
+    if not on_torch:
+        stop = np.array(stop, dtype=np.float64).reshape(Bsz, K, L + 1)
+        return MultiLaw(stop.astype(dtype), corr.astype(dtype))
     stop = torch.tensor(stop, dtype=torch.float64, device=p.device).reshape(Bsz, K, L + 1)
     return MultiLaw(stop.to(dtype), corr.to(dtype))
 
