@@ -245,10 +245,17 @@ def test_rows_along_tables_and_output_blocks_check_their_indices():
     from spectheory.sampling import output_block
 
     rows = torch.full((2, 3, 4), 0.25, dtype=torch.float64)
-    for tokens in (torch.zeros(2, dtype=torch.long), torch.zeros(2, 3, dtype=torch.long),
-                   [[0, 1], [1, 0]]):
+    for tokens in (torch.zeros(2, dtype=torch.long), torch.zeros(2, 3, dtype=torch.long)):
         with pytest.raises(SpectheoryError, match="rows \\[B, m\\+1, V\\] and tokens \\[B, m\\]"):
             process_rows_along(rows, tokens, {"repetition_penalty": 1.5})
+    # a list of the right shape was told "got shapes [2, 3, 4] and None": its type is named
+    for args, named in (((rows, [[0, 1], [1, 0]]), "tokens as an array (numpy or torch), not "
+                                                    "list"),
+                        ((rows.tolist(), torch.zeros(2, 2, dtype=torch.long)),
+                         "rows as an array (numpy or torch), not list")):
+        with pytest.raises(SpectheoryError) as exc:
+            process_rows_along(*args, {"repetition_penalty": 1.5})
+        assert str(exc.value) == f"process_rows_along takes {named}", exc.value
     model = st.random_instance(2, 2, 0).target
     for prefix in ([-1], [1.7], [5], [True]):
         with pytest.raises(SpectheoryError, match="is not a token id in 0..1"):

@@ -868,11 +868,14 @@ def process_rows_along(rows, tokens, params, inputs: str = "probs"):
     position, so that the message names the same first row."""
     sp = parse_sampling(params)
     rs, ts = getattr(rows, "shape", None), getattr(tokens, "shape", None)
-    if rs is None or ts is None or len(rs) != 3 or len(ts) != 2 \
+    for name, value, shape in (("rows", rows, rs), ("tokens", tokens, ts)):
+        if shape is None:  # a list has no shape: the message named shape None, not the type
+            raise SamplingError(f"process_rows_along takes {name} as an array (numpy or "
+                                f"torch), not {type(value).__name__}")
+    if len(rs) != 3 or len(ts) != 2 \
             or tuple(ts) != (rs[0], rs[1] - 1):
         raise SamplingError(f"process_rows_along takes rows [B, m+1, V] and tokens [B, m] "
-                            f"(arrays), got shapes {None if rs is None else list(rs)} and "
-                            f"{None if ts is None else list(ts)}")
+                            f"(arrays), got shapes {list(rs)} and {list(ts)}")
     if (sp is not None and sp.stateful and inputs in INPUTS and is_tensor(rows)
             and rows.is_floating_point() and rows.device.type == "cpu" and rows.dim() == 3
             and (is_tensor(tokens) or isinstance(tokens, np.ndarray)) and len(tokens.shape) == 2
