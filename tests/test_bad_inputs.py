@@ -143,8 +143,16 @@ BAD_INSTANCES = [
                                       "draft": ROW}), "missing prefix '0,0'"),
     ("missing-draft-depth", dumps({**V2L2, "target": ROW, "draft": {"": ROW}}),
      "missing prefix '0'"),
-    ("extra-deeper-prefix", dumps(table(target={"0,1,1": ROW})), "extra prefix '0,1,1'"),
-    ("extra-draft-prefix", dumps(table(draft={"1,0": ROW})), "extra prefix '1,0'"),
+    ("extra-deeper-prefix", dumps(table(target={"0,1,1": ROW})),
+     "target: depth 3 is partly given (1 of 8 prefixes; first given '0,1,1', first missing "
+     "'0,0,0')"),
+    ("deeper-prefix-missing", dumps(table(target={",".join(map(str, (a, b, c))): ROW
+                                                  for a in (0, 1) for b in (0, 1) for c in (0, 1)
+                                                  if (a, b, c) != (1, 1, 0)})),
+     "target: depth 3 is partly given (7 of 8 prefixes; first given '0,0,0', first missing "
+     "'1,1,0')"),
+    ("extra-draft-prefix", dumps(table(draft={"1,0": ROW})),
+     "draft: depth 2 is partly given (1 of 4 prefixes; first given '1,0', first missing '0,0')"),
     ("prefix-too-deep", dumps(table(target={",".join(["0"] * 70): ROW})), "70 tokens"),
 ]
 for cid, content, word in BAD_INSTANCES:

@@ -19,7 +19,7 @@ Prefix keys must be canonical: ``""`` or token ids in decimal without leading ze
 single commas with no spaces (``"0,12"``; not ``"00"``, ``"0, 12"`` or ``"+1"``), so that every
 prefix has exactly one spelling; a JSON object with the same key twice is refused. The target
 needs every prefix of length <= L and the draft every prefix of length < L; a deeper level is
-kept only when it is complete (a partial deeper level is an error naming an extra prefix).
+kept only when it is complete (a partial deeper level is an error naming its first given and first missing prefix).
 
 Float mode: rows must be non-negative, finite and sum to 1 within ``tol`` (a finite number in
 [0, `MAX_TOL`]; so a row that is not a distribution, such as all zeros, is refused whatever
@@ -475,12 +475,16 @@ def parse_model(obj: Any, V: int, min_depth: int, name: str, exact: bool,
         expected = V**d
         have = levels.get(d, {})
         if len(have) != expected:
-            if d > min_depth:  # an optional deeper level that is only partly given
-                prefix = min(have)
+            if d > min_depth:  # an optional deeper level that is only partly given: the
+                # first prefix given and the first missing (naming only a given one called
+                # '0,0' extra where '2,2' alone was missing)
+                missing = next(prefix_from_index(n, d, V) for n in range(expected)
+                               if prefix_from_index(n, d, V) not in have)
                 raise InstanceError(
-                    f"{name}: extra prefix {_prefix_key(prefix)!r} of depth {d}: levels deeper "
-                    f"than {min_depth} are optional but must be complete ({len(have)} of "
-                    f"{expected} prefixes given); remove the deeper rows or give all of them")
+                    f"{name}: depth {d} is partly given ({len(have)} of {expected} prefixes; "
+                    f"first given {_prefix_key(min(have))!r}, first missing "
+                    f"{_prefix_key(missing)!r}): levels deeper than {min_depth} are optional "
+                    f"but must be complete; give every prefix of depth {d} or remove its rows")
             for n in range(expected):
                 prefix = prefix_from_index(n, d, V)
                 if prefix not in have:
