@@ -19,7 +19,8 @@ Prefix keys must be canonical: ``""`` or token ids in decimal without leading ze
 single commas with no spaces (``"0,12"``; not ``"00"``, ``"0, 12"`` or ``"+1"``), so that every
 prefix has exactly one spelling; a JSON object with the same key twice is refused. The target
 needs every prefix of length <= L and the draft every prefix of length < L; a deeper level is
-kept only when it is complete (a partial deeper level is an error naming its first given and first missing prefix).
+kept only when it is complete (a partial deeper level is an error naming its first given and
+first missing prefix).
 
 Float mode: rows must be non-negative, finite and sum to 1 within ``tol`` (a finite number in
 [0, `MAX_TOL`]; so a row that is not a distribution, such as all zeros, is refused whatever
