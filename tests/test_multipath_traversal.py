@@ -154,16 +154,16 @@ def test_digit_by_digit_post_order_equals_the_packed_key(K, monkeypatch):
 
 
 def test_a_tree_past_the_packed_key_has_the_naive_walks_law():
-    """K = 15 paths of L = 15 drafts over V = 2 ((K + 1)^(L + 1) = 2^64): the law of the naive
-    walk, on drafts that share prefixes to different depths (torch and numpy)."""
+    """K = 3 paths of L = 31 drafts over V = 2 ((K + 1)^(L + 1) = 2^64, past int64 as K = 15,
+    L = 15 is): the law of the naive walk, on paths that share prefixes to different depths
+    (torch and numpy)."""
     import torch
 
-    K, L, V = 15, 15, 2
+    K, L, V = 3, 31, 2
     rng = np.random.default_rng(3)
     drafts = rng.integers(0, V, (1, K, L))
-    drafts[:, 1] = drafts[:, 0]  # a path drafted twice
-    drafts[:, 2:6, :3] = drafts[:, :1, :3]  # a shared prefix of depth 3
-    drafts[:, 6:, :] = 0  # a shared all-zero path
+    drafts[:, 1, :20] = drafts[:, 0, :20]  # a prefix of depth 20 shared
+    drafts[:, 2, :5] = drafts[:, 0, :5]  # and one of depth 5
     q = rng.dirichlet(np.ones(V), (1, K, L))
     p = rng.dirichlet(np.ones(V), (1, K, L + 1))
     want = naive_traversal_tree(drafts, q, p)
