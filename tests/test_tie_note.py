@@ -88,8 +88,8 @@ def test_no_note_past_the_size_of_the_second_run(tmp_path, capsys, monkeypatch):
     seen = []
     real = commands._as_written
 
-    def spy(args, how, name, text, run_):
-        return real(args, how, name, text,
+    def spy(args, how, inst, name, text, run_):
+        return real(args, how, inst, name, text,
                     lambda i, **kw: seen.append(kw["max_sequences"]) or run_(i, **kw))
 
     monkeypatch.setattr(commands, "_as_written", spy)
@@ -99,6 +99,29 @@ def test_no_note_past_the_size_of_the_second_run(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(commands, "TIE_CHECK_LEAVES", 2)  # the 3-token law has 9 leaves
     code, out, err = run(["check", path, "--verifier", "cascade-token-v1"], capsys)
     assert code == 0 and not _note(err)
+
+
+def test_an_instance_past_the_bound_is_not_read_again(tmp_path, capsys, monkeypatch):
+    """Past TIE_CHECK_LEAVES in V^(L+1) the instance is not read again as Fractions: that
+    reading came before the second run's size check (V = 2,500, L = 1, exact decimals: over a
+    minute of Fractions for a run the bound then refused, where the float answer took 5 s)."""
+    reads = []
+    real = commands.instance_from_text
+
+    def spy(name, text, exact, tol):
+        reads.append(exact)
+        return real(name, text, exact=exact, tol=tol)
+
+    monkeypatch.setattr(commands, "instance_from_text", spy)
+    V = 33  # 33^2 = 1,089 > 1,024 leaves; 32^2 = 1,024 is read again
+    for vocab, again in ((V, False), (V - 1, True)):
+        row = ["0.5", "0.5"] + ["0"] * (vocab - 2)
+        path = write(tmp_path, {"vocab_size": vocab, "block_length": 1, "draft": row,
+                                "target": {"": row, **{str(a): row for a in range(vocab)}}})
+        reads.clear()
+        code, out, err = run(["exact", path, "--verifier", "block", "--json"], capsys)
+        assert code == 0 and json.loads(out)["block_efficiency"] == pytest.approx(2.0)
+        assert reads == ([False, True] if again else [False]), (vocab, reads)
 
 
 def test_a_failing_second_run_adds_nothing(tmp_path, capsys, monkeypatch):
