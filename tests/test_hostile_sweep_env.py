@@ -421,3 +421,48 @@ def test_buffer_pool_over_the_machines_memory_is_refused(monkeypatch, capsys, va
         with pytest.raises(OptionError, match="over this machine's memory"):
             buffers.capacity()
     monkeypatch.setattr(buffers, "_capacity", None)
+
+
+# ----------------------------------------------------------------------------- the sweep API
+
+SMALL_SWEEP = ('[sweep]\nname = "t"\n[[instances]]\nfamily = "random"\nvocab = [2]\n'
+               'block = [1]\n[[verifiers]]\nname = ["token"]\n')
+
+
+def test_the_sweep_api_names_a_bad_argument_and_writes_nothing(tmp_path):
+    """``run_sweep(cfg, out, log=5)`` failed after ``out/cache`` and ``sweep.json`` were
+    written; TOML text for ``cfg``, a hand-made SweepConfig, ``only="abc"`` (read letter by
+    letter) and ``load_config(None)`` failed inside with errors naming no argument;
+    ``retry_failed="yes"`` was taken; a folder given to ``load_config`` was read as TOML text."""
+    from spectheory.sweep import load_config, run_sweep
+    from spectheory.sweep.config import SweepConfig
+
+    cfg = load_config(SMALL_SWEEP)
+    out = tmp_path / "out"
+    for args, kw, words in (
+            ((cfg,), {"log": 5}, "run_sweep: log takes a function of one line of text (or "
+                                 "None), not int"),
+            ((cfg,), {"only": "abc"}, "run_sweep: only takes a list of job keys (strings), not "
+                                      "str"),
+            ((cfg,), {"retry_failed": "yes"}, "run_sweep: retry_failed must be True or False, "
+                                              "not 'yes'"),
+            ((SMALL_SWEEP,), {}, "run_sweep takes a SweepConfig (load_config(text or path)), "
+                                 "not str"),
+            ((SweepConfig(instances=[{"family": "random"}], verifiers=[{"name": "token"}]),),
+             {}, "run_sweep: the SweepConfig's tables are not those load_config makes "
+                 "(KeyError: 'knobs'); build it with load_config")):
+        with pytest.raises(SpectheoryError) as exc:
+            run_sweep(*args, out, **kw)
+        assert str(exc.value) == words
+        assert not out.exists()
+    for value in (None, b"[sweep]", {"sweep": {}}):
+        with pytest.raises(SpectheoryError) as exc:
+            load_config(value)
+        assert str(exc.value) == (f"load_config takes TOML text or a path, not "
+                                  f"{type(value).__name__}")
+    (tmp_path / "adir").mkdir()
+    with pytest.raises(SpectheoryError, match="it is a folder"):
+        load_config(str(tmp_path / "adir"))
+    lines = []
+    rows = run_sweep(cfg, out, workers=1, log=lines.append)  # the valid neighbour
+    assert [r["status"] for r in rows] == ["ok"] and lines

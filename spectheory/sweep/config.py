@@ -497,11 +497,16 @@ def _routes(table: dict, shapes: list, where: str) -> list:
 def load_config(text_or_path) -> SweepConfig:
     """Parse a sweep from TOML text or a path; a malformed file raises
     `spectheory.runtime.errors.OptionError` naming the key."""
+    import os
+
+    if not isinstance(text_or_path, (str, os.PathLike)):  # None, bytes, a dict: tomllib's own
+        raise OptionError(f"load_config takes TOML text or a path, not "  # errors, unnamed
+                          f"{type(text_or_path).__name__}")
     text = text_or_path
     source = "<text>"
-    if isinstance(text_or_path, Path) or ("\n" not in str(text_or_path)
-                                          and str(text_or_path).endswith(".toml")):
-        path = Path(text_or_path)
+    if isinstance(text_or_path, os.PathLike) or ("\n" not in text_or_path and (
+            text_or_path.endswith(".toml") or os.path.lexists(text_or_path))):
+        path = Path(text_or_path)  # a folder given as a path was read as TOML text
         source = str(path)
         text = _read_bounded(path)
     try:

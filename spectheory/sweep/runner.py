@@ -445,6 +445,7 @@ def run_sweep(cfg: SweepConfig, out, executor: str = "local", workers: int | Non
     ([`check_out_folder`][spectheory.sweep.runner.check_out_folder]); both are refused before
     anything is written.
     """
+    _check_run_arguments(cfg, only, retry_failed, use_cache, progress, log)
     check_out_path(out)
     if executor not in EXECUTORS:
         raise OptionError(f"unknown executor {executor!r}; choose from {', '.join(EXECUTORS)}")
@@ -465,6 +466,32 @@ def run_sweep(cfg: SweepConfig, out, executor: str = "local", workers: int | Non
                           progress, log)
     finally:
         families.PREBUILT = saved
+
+
+def _check_run_arguments(cfg, only, retry_failed, use_cache, progress, log) -> None:
+    """`run_sweep`'s arguments, before any folder is made: a ``log`` that is not callable failed
+    after ``out/cache`` and ``sweep.json`` were written; TOML text for ``cfg``, a string for
+    ``only`` (read letter by letter: "job 'a' is not in this sweep"), or a flag that is not a
+    bool failed inside, or was taken."""
+    if not isinstance(cfg, SweepConfig):
+        raise OptionError(f"run_sweep takes a SweepConfig (load_config(text or path)), not "
+                          f"{type(cfg).__name__}")
+    if only is not None and not (isinstance(only, (list, tuple, set, frozenset))
+                                 and all(isinstance(k, str) for k in only)):
+        raise OptionError(f"run_sweep: only takes a list of job keys (strings), not "
+                          f"{type(only).__name__}")
+    for name, flag in (("retry_failed", retry_failed), ("use_cache", use_cache),
+                       ("progress", progress)):
+        if not isinstance(flag, bool):
+            raise OptionError(f"run_sweep: {name} must be True or False, not {flag!r:.40}")
+    if log is not None and not callable(log):
+        raise OptionError(f"run_sweep: log takes a function of one line of text (or None), "
+                          f"not {type(log).__name__}")
+    try:
+        expand(cfg)
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
+        raise OptionError(f"run_sweep: the SweepConfig's tables are not those load_config makes "
+                          f"({type(exc).__name__}: {exc}); build it with load_config") from None
 
 
 def _run_sweep(cfg: SweepConfig, out, executor: str, workers: int, address: str | None,
