@@ -222,6 +222,32 @@ def test_a_toy_knob_that_is_not_finite_is_refused_when_the_file_is_read(knob, us
     assert [j for j in expand(cfg) if repr(dict(j.knobs)[name]) == repr(value)]
 
 
+@pytest.mark.parametrize("family, knobs, message", [
+    ("logit-noise", 'sigma = [0.5, "big"]', "sigma = 'big': sigma must be a number, got 'big'"),
+    ("logit-noise", "sigma = -1e308", "sigma = -1e+308: sigma = -1e+308 is out of range"),
+    ("mixture", "eps = [0.5, 2]", "eps = 2: eps = 2 is out of range [0, 1]"),
+    ("markov", "lam = -0.5", "lam = -0.5: lam = -0.5 is out of range [0, 1]"),
+    ("temperature", "temperature = 0", "temperature = 0: temperature = 0 is out of range"),
+    ("ngram", "order = [4, 6]\ndraft_order = 5",
+     "draft_order = 5, order = 4: draft_order = 5 is out of range (1..order = 4)"),
+    ("dirichlet", "denominator = 0", "denominator = 0: denominator = 0 is out of range"),
+])
+def test_a_toy_knob_the_family_refuses_is_refused_when_the_file_is_read(family, knobs, message):
+    """A toy knob value the family refuses (a text, out of its range) was taken when the file
+    was read and every job with it failed as a row (exit 1, an output folder); the file is
+    refused in one line, and the knob values the family takes still read (ngram's draft_order
+    is checked against the order it comes with)."""
+    head = f'[[instances]]\nfamily = "toy:{family}"\nvocab = 3\nblock = 2\n'
+    with pytest.raises(OptionError) as exc:
+        load_config(f'{head}{knobs}\n[[verifiers]]\nname = "token"\n')
+    assert str(exc.value).startswith(f"[[instances]] #1: toy:{family} refuses {message}"), \
+        exc.value
+    assert str(exc.value).endswith("(each job would fail)")
+    cfg = load_config(f'{head}order = [6]\ndraft_order = [5]\n[[verifiers]]\nname = "token"\n'
+                      .replace(f"toy:{family}", "toy:ngram"))
+    assert len(expand(cfg)) == 1
+
+
 def test_a_sampling_token_outside_every_vocabulary_is_refused_when_the_file_is_read():
     """``logit_bias=7:1`` on V = 2: every job failed as a row (exit 1). Refused when the file is
     read when no instance the table runs on has the token; run (its small-V jobs failing as

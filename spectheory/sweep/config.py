@@ -720,6 +720,7 @@ def _check_toy(family: str, table: dict, exact: bool, where: str) -> None:
         raise OptionError(f"{where}: {family} has vocabulary 2 (it takes no vocab_size); give "
                           f"vocab = [2], not {sorted(table['vocab'])}")
     knobs = table["knobs"]
+    _try_toy_knobs(toy.FAMILIES[family[4:]].make, params, family, table, where)
     if not exact or "denominator" in params:
         return
     if "exact" in params and False not in knobs.get("exact", [True]):
@@ -729,6 +730,44 @@ def _check_toy(family: str, table: dict, exact: bool, where: str) -> None:
                       "job would refuse its rows as not summing to 1 in rationals; set [sweep] "
                       "exact = false, or use a family with a denominator knob (random, "
                       "toy:dirichlet, toy:mixture) or toy:two-token")
+
+
+#: Knob combinations of a toy table built on reading (each on a small instance); past it,
+#: each knob value with the other knobs at their first values.
+TOY_KNOB_TRIES = 64
+
+
+def _try_toy_knobs(make, params, family: str, table: dict, where: str) -> None:
+    """Build the toy family on a small instance (its smallest vocabulary, at most 16 tokens, one
+    draft) for the table's knob values, so that a value the family refuses (a text ``sigma``,
+    ``eps = 2``, ``denominator = 0``: checked by the family before it builds anything, and not
+    on the vocabulary) is refused in one line when the file is read instead of failing every
+    job. Every combination up to `TOY_KNOB_TRIES` (ngram's ``draft_order`` is checked against
+    its ``order``), else each value with the other knobs at their first."""
+    import itertools
+
+    from ..runtime.errors import SpectheoryError
+
+    knobs = {k: v for k, v in table["knobs"].items() if k != TRUNCATE}
+    size = {}
+    if "vocab_size" in params:
+        size["vocab_size"] = min(min(table["vocab"]), 16)
+    if "block_length" in params:
+        size["block_length"] = 1
+    names = sorted(knobs)
+    combos = list(itertools.islice(itertools.product(*(knobs[k] for k in names)),
+                                   TOY_KNOB_TRIES + 1))
+    if len(combos) > TOY_KNOB_TRIES:
+        first = {k: knobs[k][0] for k in names}
+        combos = [tuple({**first, k: v}[n] for n in names) for k in names for v in knobs[k]]
+    for combo in combos:
+        given = dict(zip(names, combo))
+        try:
+            make(**size, **given)
+        except (SpectheoryError, ValueError, TypeError, ArithmeticError) as exc:
+            shown = ", ".join(f"{k} = {v!r:.40}" for k, v in given.items())
+            raise OptionError(f"{where}: {family} refuses {shown}: {exc} (each job would "
+                              "fail)") from None
 
 
 def _check_verifier(name: str, paths: int, drafting, shape: str, where: str) -> None:
