@@ -22,7 +22,8 @@ import numpy as np
 import pytest
 
 from spectheory.cli import main
-from spectheory.runtime.errors import InstanceError, OptionError
+from spectheory.runtime.errors import InstanceError, OptionError, SpectheoryError
+import spectheory as st
 import spectheory.toy_models as T
 
 
@@ -155,6 +156,12 @@ def test_ragged_grammar_laws_and_advice_that_names_what_the_command_takes(tmp_pa
     assert err.splitlines()[-1].endswith("raise the limit with SPECTHEORY_MAX_SEQUENCES (set to "
                                          "10 here) or a command's --max-sequences"), err
     monkeypatch.delenv("SPECTHEORY_MAX_SEQUENCES")
+    # random_instance and a sweep's job take no max_sequences: the environment is named too
+    with pytest.raises(SpectheoryError) as exc:
+        st.random_instance(100_000, 3, 0)
+    assert str(exc.value).endswith("raise the limit with --max-sequences (max_sequences= in "
+                                   "Python) where the command or function takes it, else "
+                                   "SPECTHEORY_MAX_SEQUENCES"), exc.value
     path = tmp_path / "inst.json"
     assert main(["instance", "random", "--vocab", "4", "--block", "4"]) == 0
     path.write_text(capsys.readouterr().out)

@@ -46,8 +46,9 @@ def check_size(count: int, what: str, exact: bool = False, limit: int | None = N
     [`spectheory.runtime.limits`][spectheory.runtime.limits] (``outcomes``: ``count`` joint draft outcomes of the
     K-path engine). An accepted enumeration estimated above `spectheory.runtime.limits.NOTE_SECONDS` is
     announced on stderr by the command line before it starts. ``remedy`` replaces the advice
-    that ends a refusal (default: a smaller vocabulary or block length, or ``--max-sequences``),
-    for a limit that no option raises. ``bytes_per_leaf`` replaces `BYTES_PER_LEAF` for an
+    that ends a refusal (default: a smaller vocabulary or block length, or ``--max-sequences``
+    where the command takes it, else the environment variable: a sweep job and
+    `spectheory.random_instance` take no ``max_sequences``), for a limit that no option raises. ``bytes_per_leaf`` replaces `BYTES_PER_LEAF` for an
     enumeration that holds more a leaf than the engine's levels. The memory stated is checked
     against the machine's ([`check_memory`][spectheory.runtime.limits.check_memory]) for every
     count of leaves, however its limit was raised (``--max-sequences`` of 10^15 let L = 30 over
@@ -60,6 +61,7 @@ def check_size(count: int, what: str, exact: bool = False, limit: int | None = N
     exact = bool(exact)
     var = "SPECTHEORY_MAX_EXACT_SEQUENCES" if exact else "SPECTHEORY_MAX_SEQUENCES"
     from_env = limit is None and bool(os.environ.get(var, "").strip())
+    given = limit is not None  # by a command's --max-sequences or a function's max_sequences=
     if limit is None:
         limit = max_sequences(exact)
     elif isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 1:
@@ -80,7 +82,9 @@ def check_size(count: int, what: str, exact: bool = False, limit: int | None = N
             f"{limits.human_seconds(seconds)} would be needed); "
             + (remedy or "use a smaller vocabulary or block length, or raise the limit with "
                          + (f"{var} (set to {limit:,} here) or a command's --max-sequences"
-                            if from_env else "--max-sequences")))
+                            if from_env else "--max-sequences" if given else
+                            f"--max-sequences (max_sequences= in Python) where the command or "
+                            f"function takes it, else {var}")))
     if bytes_per_leaf is not None or not outcomes:  # the levels grow with the leaves
         limits.check_memory(count * per_leaf, f"{what}: {formula + ' = ' if formula else ''}"
                             f"{limits.human_count(count)} sequences",
