@@ -56,6 +56,13 @@ def test_rows_files_that_are_empty_sparse_or_too_large_once_copied(tmp_path, cap
     empty.write_bytes(b"")
     refused(*run(["audit", "--rows-file", str(empty)], capsys), "not a torch file of rows "
             "(EOFError)")
+    # a JSON file: torch's advice on weights_only was cut at 120 characters, mid-word
+    text = tmp_path / "rows.json"
+    text.write_text('{"vocab_size": 2}')
+    code, out, err = run(["audit", "--rows-file", str(text)], capsys)
+    assert code == 2 and err == (f"spectheory: error: --rows-file {text}: not a torch file of "
+                                 "rows (UnpicklingError: not a file torch.save wrote, or one "
+                                 "holding objects other than tensors, dicts and lists)\n"), err
     drafts = torch.zeros(1, 1, 2, dtype=torch.long)
     q = torch.full((1, 1, 2, 2), 0.5)
     p = torch.full((1, 1, 3, 2), 0.5)

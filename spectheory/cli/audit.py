@@ -357,7 +357,12 @@ def load_rows(path) -> tuple:
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # a file torch cannot read: one line, never a traceback
-        first = (str(exc).splitlines() or [""])[0][:120]  # an empty file's message is empty
+        first = (str(exc).splitlines() or [""])[0]  # an empty file's message is empty
+        if "Weights only load failed" in first:  # torch's advice on weights_only, cut mid-word
+            first = ("not a file torch.save wrote, or one holding objects other than tensors, "
+                     "dicts and lists")
+        elif len(first) > 120:
+            first = first[:120].rsplit(" ", 1)[0] + " ..."
         raise SpectheoryError(f"--rows-file {path}: not a torch file of rows "
                               f"({type(exc).__name__}{': ' + first if first else ''})") from None
     if not isinstance(obj, dict) or not {"drafts", "q", "p"} <= set(obj):
