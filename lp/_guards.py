@@ -34,15 +34,18 @@ def check_paths(paths, most: int | None = None) -> int:
     [`spectheory.bounds.check_paths`][spectheory.bounds.check_paths]'s check, its refusal
     raised as an `LPError` with the same line; at most ``most`` where given (the K-path LPs:
     the engine's `spectheory.engine.plan.MAX_PATHS`)."""
+    from spectheory.runtime.limits import human_count
+    from spectheory.runtime.errors import is_integer
+
+    if most is not None and is_integer(paths) and paths > most:  # before the closed forms'
+        # bound: 10^20 was told "past 2^63 - 1", not the LPs' own range
+        raise LPError(f"paths = {human_count(paths)} is out of range 1..{most} for the K-path "
+                      "LPs (as for the K-path engine and --paths: the K! orderings of a joint "
+                      "outcome are counted in int64)")
     try:
-        K = bounds_check_paths(paths)
+        return bounds_check_paths(paths)
     except OptionError as err:
         raise LPError(str(err)) from None
-    if most is not None and K > most:
-        raise LPError(f"paths = {K} is out of range 1..{most} for the K-path LPs (as for the "
-                      "K-path engine and --paths: the K! orderings of a joint outcome are "
-                      "counted in int64)")
-    return K
 
 
 def check_flag(value, name: str) -> bool:

@@ -91,6 +91,15 @@ def test_k_path_lps_take_at_most_twenty_paths(tiny, call):
         call(tiny)
 
 
+def test_a_k_past_int64_is_named_by_the_lps_own_range(tiny):
+    """10^20 paths were told "past 2^63 - 1, the most paths the closed forms compute with", not
+    the K-path LPs' range of 1..20."""
+    for call in (lp.direct_lp, lp.selection_lp):
+        with pytest.raises(LPError, match=r"^paths = ~10\^20 is out of range 1\.\.20 for the "
+                                          r"K-path LPs "):
+            call(tiny, paths=10**20)
+
+
 def test_twenty_paths_are_still_solved(tiny):
     res = lp.direct_lp(tiny, paths=20, monotone=False)  # V = 2, L = 1: 21 multisets
     q, p = tiny.draft.level(0)[0], tiny.target.level(0)[0]
