@@ -466,6 +466,13 @@ def test_cli_exact_stop(tmp_path, capsys):
                           "one draft path")]:
         code, out, err = run(["exact", path, *extra], capsys)
         assert code == 2 and out == "" and match in err and len(err.strip().splitlines()) == 1
+    # a float-only rule under --exact: the rule's own TypeError came out as a traceback (exit 1)
+    for name, shown in (("typical(0.09,0.3)", "typical(0.09, 0.3)"), ("cactus", "cactus")):
+        code, out, err = run(["exact", path, "--exact", "--verifier", name, "--stop",
+                              "coin(1/3)"], capsys)
+        assert code == 2 and out == "" and err == (
+            f"spectheory: error: verifier {shown!r} has a float law only (no exact rational "
+            "mode); drop --exact / exact=True\n"), err
 
 
 def test_the_analysis_is_refused_when_its_memory_would_not_fit(monkeypatch):

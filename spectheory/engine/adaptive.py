@@ -565,6 +565,9 @@ def analyze_adaptive(instance: Instance, verifier, rule, exact: bool | None = No
     check_size(V ** (L + 1), "adaptive exact analysis", exact, max_sequences,
                f"V^(L+1) = {V}^{L + 1}", bytes_per_leaf=ADAPTIVE_BYTES_PER_LEAF[bool(exact)],
                seconds=None if exact else float_seconds(V, L))
+    if exact and not spec.exact:  # as `analyze` refuses it (a TypeError from the rule before)
+        raise SpectheoryError(f"verifier {spec.name!r} has a float law only (no exact "
+                              f"rational mode); drop --exact / exact=True")
     q_levels = levels(instance.draft, 0, L, exact, backend="numpy")
     p_levels = levels(instance.target, 0, L + 1, exact, backend="numpy")
     K, H = _kernel(rule, q_levels, p_levels if rule.reads_target else None, V, L, exact)
