@@ -56,6 +56,25 @@ def test_typical_acceptance_flagged_in_float():
         assert not rep.lossless and rep.tv > 1e-3
 
 
+@pytest.mark.parametrize("lenience", [1e-300, 1e-320, 5e-324])
+def test_a_lenience_whose_product_underflows_still_rejects_what_the_target_never_emits(lenience):
+    """l q(x) underflows to 0 in float64 for l = 5e-324 (q(x) = 1/2): the division's fallback
+    accepted every draft, target zeros included (E[tau+1] 2, TV 1/2 where every l > 0 gives 1.5
+    and 0). The float law equals the exact law at l = 10^-250 (no underflow; the law moves by
+    O(l) below it), on a zero of the target and on prefix-dependent random rows."""
+    zero = st.instance_from_dict({"vocab_size": 2, "block_length": 1,
+                                  "target": {"": [1.0, 0.0], "0": [0.5, 0.5], "1": [0.5, 0.5]},
+                                  "draft": {"": [0.5, 0.5]}})
+    rows = st.random_instance(3, 2, 5, denominator=12)
+    for inst in (zero, rows):
+        fl = st.analyze(inst.to_float(), lenient_verification(lenience))
+        ex = st.analyze(inst, lenient_verification(Fraction(1, 10**250)), exact=True)
+        assert [float(x) for x in fl.tau_pmf] == pytest.approx([float(x) for x in ex.tau_pmf],
+                                                               abs=1e-12)
+        assert float(fl.tv_to_target) == pytest.approx(float(ex.tv_to_target), abs=1e-12)
+    assert float(st.analyze(zero, lenient_verification(lenience)).tv_to_target) == 0
+
+
 def test_limits_of_the_parameters():
     for inst in exact_instances():
         tok = st.analyze(inst, "token")

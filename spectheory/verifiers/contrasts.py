@@ -128,6 +128,9 @@ def lenient_verification(lenience) -> VerifierSpec:
         px, qx = drafted_probs(drafts, q, p)
         lq = qx * _const(qx, lam)
         a = B.minimum(B.safe_div(px, lq, B.scalar(px, 1)), 1)
+        # p(x) = 0 is rejected however small l q(x) is: where l q(x) underflows to 0 (l = 5e-324)
+        # the division's fallback of 1 accepted tokens the target never emits
+        a = B.where((px == 0) & (qx != 0), B.zeros_like(a), a)
         res = B.positive_part(p[:, :L] - q * _const(q, lam))
         return chain_law(a, _normalise(res, p[:, :L]), p[:, L])
 
