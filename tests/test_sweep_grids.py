@@ -248,6 +248,20 @@ def test_a_toy_knob_the_family_refuses_is_refused_when_the_file_is_read(family, 
     assert len(expand(cfg)) == 1
 
 
+@pytest.mark.parametrize("name", ["typical(0.09, 0.3)", "cactus", "entropy-verify"])
+def test_a_float_only_verifier_under_exact_is_refused_when_the_file_is_read(name):
+    """Under [sweep] exact = true a verifier with a float law only failed every job (exit 1);
+    the file is refused in one line, and the same table without exact reads."""
+    body = ('[[instances]]\nfamily = "random"\nvocab = [2]\nblock = [2]\n[[verifiers]]\n'
+            f'name = ["token", "{name}"]\n')
+    with pytest.raises(OptionError) as exc:
+        load_config("[sweep]\nexact = true\n" + body)
+    assert str(exc.value) == (f"[[verifiers]] #1: verifier {name!r} has a float law only (no "
+                              "exact rational mode), and [sweep] exact = true: every job would "
+                              "fail; set exact = false or list it in a sweep of its own")
+    assert len(expand(load_config(body))) == 2
+
+
 def test_a_sampling_token_outside_every_vocabulary_is_refused_when_the_file_is_read():
     """``logit_bias=7:1`` on V = 2: every job failed as a row (exit 1). Refused when the file is
     read when no instance the table runs on has the token; run (its small-V jobs failing as

@@ -770,7 +770,8 @@ def _try_toy_knobs(make, params, family: str, table: dict, where: str) -> None:
                               "fail)") from None
 
 
-def _check_verifier(name: str, paths: int, drafting, shape: str, where: str) -> None:
+def _check_verifier(name: str, paths: int, drafting, shape: str, where: str,
+                    exact: bool = False) -> None:
     import warnings
 
     from ..registry import _REGISTRY, plan, registered
@@ -785,6 +786,11 @@ def _check_verifier(name: str, paths: int, drafting, shape: str, where: str) -> 
         raise OptionError(f"{where}: unknown verifier {name!r}"
                           + (f"; did you mean {near[0]!r}?" if near else
                              f"; choose from {', '.join(table)} or give module:function"))
+    spec = resolved if not isinstance(resolved, str) else table[resolved]
+    if exact and not spec.exact:  # every job refused it as the engine does
+        raise OptionError(f"{where}: verifier {name!r} has a float law only (no exact rational "
+                          "mode), and [sweep] exact = true: every job would fail; set exact = "
+                          "false or list it in a sweep of its own")
     if shape:
         from ..engine.drafttrees import TREE_DRAFTING
 
@@ -919,7 +925,7 @@ def check_methods(cfg: SweepConfig) -> None:
             for name, K, drafting, shape in itertools.product(
                     table["name"], table["paths"], table["drafting"], table["shape"]):
                 _check_verifier(name, shape_paths(shape) if shape else K, drafting, shape,
-                                where)
+                                where, cfg.exact)
         elif kind == "optima":
             for problem, drafting, shape in itertools.product(
                     table["problem"], table["drafting"], table["shape"]):
