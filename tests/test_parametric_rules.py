@@ -217,3 +217,14 @@ def test_range_ends_are_as_listed(rule):
             else:
                 with pytest.raises(OptionError, match=f"{rule}: {prm.name} "):
                     make(*args)
+
+
+def test_a_name_with_too_many_parameters_is_named_in_a_short_line():
+    """The count refusal repeated the whole name: 100,000 parameters made a 200 KB line."""
+    with pytest.raises(OptionError) as exc:
+        parse_name("additive(" + ",".join(["1"] * 100_000) + ")")
+    assert str(exc.value).endswith("...: additive(eps) takes 1 parameter, got 100000")
+    assert len(str(exc.value)) < 200
+    with pytest.raises(OptionError) as exc:
+        parse_name("additive(1,2)")
+    assert str(exc.value) == "verifier 'additive(1,2)': additive(eps) takes 1 parameter, got 2"

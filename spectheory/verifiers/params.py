@@ -243,8 +243,10 @@ def parse_name(text: str):
     factory, params = _families()[rule]
     tokens = [] if not body.strip() else body.split(",")
     signature = f"{rule}({', '.join(p.name for p in params)})"
-    if len(tokens) != len(params):
-        raise OptionError(f"verifier {text.strip()!r}: {signature} takes {len(params)} "
+    if len(tokens) != len(params):  # the name cut: 100,000 parameters made a 200 KB line
+        from ..runtime.limits import shown
+
+        raise OptionError(f"verifier {shown(text.strip(), 60)}: {signature} takes {len(params)} "
                           f"parameter{'s' if len(params) > 1 else ''}, got {len(tokens)}")
     values = [number(_read(t, rule, p), rule, p) for t, p in zip(tokens, params)]
     return factory(*values)
