@@ -70,6 +70,12 @@ def test_toy_chain_is_block_verification(tmp_path, capsys):
     (["--tree", "2,1", "--verifier", "nope"], "unknown verifier"),
     (["--tree", "3,1", "--drafting", "topk"], "at most V"),
     (["--tree", "2,2,2", "--verifier", "traversal-tree", "--max-sequences", "100"], "exceed"),
+    # spechub's own scheme, not typed: named as the verifier's ("unknown ... 'hub'" before)
+    (["--tree", "2,1", "--verifier", "spechub"], "verifier 'spechub' drafts its paths by 'hub', "
+                                                 "which has no tree form; give a tree drafting "
+                                                 "scheme (iid, norep, topk: --drafting)"),
+    (["--tree", "2,1", "--verifier", "spechub", "--drafting", "hub"], "unknown tree drafting "
+                                                                      "scheme 'hub'"),
 ])
 def test_bad_input_one_line_exit_2(tmp_path, capsys, extra, needle):
     path = write(tmp_path, TOY)

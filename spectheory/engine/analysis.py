@@ -601,8 +601,9 @@ def analyze_tree(instance: Instance, verifier, shape, drafting: str | None = Non
     check_instance(instance)
     spec = tree_verifier(verifier)
     tree = tree_shape(shape)
+    _check_drafting(default_drafting(spec) if drafting is None else drafting,
+                    spec if drafting is None else None)  # the verifier's own default named
     drafting = default_drafting(spec) if drafting is None else drafting
-    _check_drafting(drafting)
     if rows not in ("auto", "raw", "point"):
         raise SpectheoryError(f"unknown rows {rows!r}; choose from auto, raw, point")
     V, L = instance.vocab_size, tree.height

@@ -604,8 +604,14 @@ def default_drafting(spec: VerifierSpec) -> str:
     return spec.tree_drafting[0] if spec.tree_drafting else spec.default_drafting
 
 
-def _check_drafting(drafting):
+def _check_drafting(drafting, spec: VerifierSpec | None = None):
+    """``drafting`` is a tree scheme; a scheme the user did not give (``spec``'s K-path
+    default, e.g. spechub's "hub") is named as the verifier's, not as an unknown one."""
     if drafting not in TREE_DRAFTING:
+        if spec is not None and drafting == default_drafting(spec):
+            raise SpectheoryError(f"verifier {spec.name!r} drafts its paths by {drafting!r}, "
+                                  f"which has no tree form; give a tree drafting scheme "
+                                  f"({', '.join(TREE_DRAFTING)}: --drafting)")
         raise SpectheoryError(f"unknown tree drafting scheme {drafting!r}; choose from "
                               f"{', '.join(TREE_DRAFTING)}")
 
@@ -840,7 +846,7 @@ def tree_block_law_enumerate(verifier, shape, q_levels, p_levels, V: int,
     ``topk``, q otherwise), "raw" (always q) or "point"."""
     spec = tree_verifier(verifier)
     shape = tree_shape(shape)
-    _check_drafting(drafting)
+    _check_drafting(drafting, spec)
     refuse_uneven(spec, shape)
     exact = Bk.is_exact(p_levels[0])
     like = p_levels[0]
@@ -1128,7 +1134,7 @@ def tree_block_law_nodes(verifier, shape, q_levels, p_levels, V: int,
                               f"via the enumerate route (its rule does not skip repeated "
                               f"tokens)")
     shape = tree_shape(shape)
-    _check_drafting(drafting)
+    _check_drafting(drafting, spec)
     like = p_levels[0]
     exact = Bk.is_exact(like)
     L = shape.height
