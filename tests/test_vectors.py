@@ -152,6 +152,24 @@ def test_tampered_file_is_caught(exported, tmp_path, capsys, field, edit):
     assert check_vectors(copy) == []
 
 
+def test_a_parametric_rule_spelled_another_way_is_the_same_verifier(tmp_path, capsys):
+    """A file naming additive(0.25) where a fresh computation names additive(1/4) was a
+    MISMATCH on the field verifier (exit 1): the name is read as the rule it spells, and the
+    numbers are still compared (a changed tau_pmf entry stays a mismatch)."""
+    out = tmp_path / "out"
+    src = tmp_path / "pd.json"
+    src.write_text(json.dumps(PD))
+    (name,) = [n for n in export_vectors(out, ["additive(1/4)"], [str(src)])]
+    v = _load(out, name)
+    for spelled in ("additive(0.25)", "additive( 1/4 )", "additive(2/8)"):
+        v["verifier"] = spelled
+        (out / name).write_text(json.dumps(v))
+        assert check_vectors(out) == [], spelled
+    v["tau_pmf"][1] = "1/3" if v["tau_pmf"][1] != "1/3" else "1/5"
+    (out / name).write_text(json.dumps(v))
+    assert [m[:2] for m in check_vectors(out)] == [(name, "tau_pmf[1]")]
+
+
 def test_cli_export(tmp_path, capsys):
     out = tmp_path / "v"
     code, stdout, err = run(["vectors", "export", str(out), "--verifier", "token",
