@@ -786,7 +786,7 @@ def _check_verifier(name: str, paths: int, drafting, shape: str, where: str,
         raise OptionError(f"{where}: unknown verifier {name!r}"
                           + (f"; did you mean {near[0]!r}?" if near else
                              f"; choose from {', '.join(table)} or give module:function"))
-    spec = resolved if not isinstance(resolved, str) else table[resolved]
+    spec = resolved if not isinstance(resolved, str) else _REGISTRY[resolved]  # unlisted too
     if exact and not spec.exact:  # every job refused it as the engine does
         raise OptionError(f"{where}: verifier {name!r} has a float law only (no exact rational "
                           "mode), and [sweep] exact = true: every job would fail; set exact = "
