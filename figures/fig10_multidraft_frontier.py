@@ -246,7 +246,7 @@ def compute(quick: bool = False) -> dict:
 # ----------------------------------------------------------------------------- drawing
 
 
-def draw(data: dict, out: Path) -> None:
+def draw(data: dict, out: Path, quick: bool = False) -> None:
     plt = pyplot()
     fig = plt.figure(figsize=(11, 9.4))
     gs = fig.add_gridspec(3, 2, height_ratios=(1, 1, 0.22))
@@ -306,7 +306,7 @@ def draw(data: dict, out: Path) -> None:
     fig.suptitle(f"Multi-draft verifiers against the optimum: {data['family']} toy family "
                  f"(sigma = {data['knob']['sigma']:g}), mean over {len(data['seeds'])} "
                  f"seed(s)", fontsize=11)
-    save(fig, out, STEM)
+    save(fig, out, STEM, quick=quick)
 
 
 def headline(data: dict) -> str:
@@ -347,7 +347,7 @@ def headline(data: dict) -> str:
 def main(out: Path, quick: bool = False) -> dict:
     """Compute the numbers, write ``out/fig10_multidraft_frontier.{png,pdf}``, return them."""
     data = compute(quick)
-    draw(data, Path(out))
+    draw(data, Path(out), quick)
     return data
 
 

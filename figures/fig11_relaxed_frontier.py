@@ -129,7 +129,7 @@ def compute(quick: bool = False) -> dict:
     return {"V": V, "L": L, "panels": panels}
 
 
-def draw(data: dict, out: Path) -> None:
+def draw(data: dict, out: Path, quick: bool = False) -> None:
     plt = pyplot()
     names = list(data["panels"])
     fig, axes = plt.subplots(2, len(names), figsize=(5.2 * len(names), 7.4), squeeze=False)
@@ -154,7 +154,7 @@ def draw(data: dict, out: Path) -> None:
                          f"L = {data['L']}")
             ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=6.5, loc="lower right")
-    save(fig, out, "fig11_relaxed_frontier")
+    save(fig, out, "fig11_relaxed_frontier", quick=quick)
 
 
 def headline(data: dict) -> str:
@@ -181,7 +181,7 @@ def _frontier_at(front, tv: float) -> float:
 def main(out: Path, quick: bool = False) -> dict:
     """Compute the points, write ``out/fig11_relaxed_frontier.{png,pdf}``, return the numbers."""
     data = compute(quick)
-    draw(data, Path(out))
+    draw(data, Path(out), quick)
     return data
 
 

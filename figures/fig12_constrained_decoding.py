@@ -97,7 +97,7 @@ def _style(v: str, key: str) -> dict:
     return kw
 
 
-def draw(data: dict, out: Path) -> None:
+def draw(data: dict, out: Path, quick: bool = False) -> None:
     plt = pyplot()
     fig, axes = plt.subplots(len(data["panels"]), 2, figsize=(10.4, 3.6 * len(data["panels"])),
                              squeeze=False)
@@ -115,7 +115,7 @@ def draw(data: dict, out: Path) -> None:
             ax.set_title(f"{name}, L = {data['L']}, stop {data['stop']}, uniform draft")
             ax.grid(alpha=0.3)
     axes[0][1].legend(fontsize=6.5, loc="best")
-    save(fig, out, "fig12_constrained_decoding")
+    save(fig, out, "fig12_constrained_decoding", quick=quick)
 
 
 def headline(data: dict) -> str:
@@ -135,7 +135,7 @@ def main(out: Path, quick: bool = False) -> dict:
     """Compute the points, write ``out/fig12_constrained_decoding.{png,pdf}``, return the
     numbers."""
     data = compute(quick)
-    draw(data, Path(out))
+    draw(data, Path(out), quick)
     return data
 
 

@@ -124,7 +124,7 @@ def headline(data: dict) -> str:
 def main(out: Path, quick: bool = False) -> dict:
     """Write ``out/fig1_accepted_vs_L.{png,pdf}``; return the numbers plotted."""
     data = compute(**GRID[quick])
-    save(plot(data), out, STEM)
+    save(plot(data), out, STEM, quick=quick)
     return data
 
 

@@ -131,7 +131,7 @@ def headline(data: dict) -> str:
 def main(out: Path, quick: bool = False) -> dict:
     """Write ``out/fig2_gain_vs_divergence.{png,pdf}``; return the numbers plotted."""
     data = compute(**GRID[quick])
-    save(plot(data), out, STEM)
+    save(plot(data), out, STEM, quick=quick)
     return data
 
 

@@ -115,7 +115,7 @@ def headline(data: dict) -> str:
 def main(out: Path, quick: bool = False) -> dict:
     """Write ``out/fig3_tau_pmf.{png,pdf}``; return the numbers plotted."""
     data = compute(**GRID[quick])
-    save(plot(data), out, STEM)
+    save(plot(data), out, STEM, quick=quick)
     return data
 
 

@@ -82,7 +82,7 @@ def headline(data: dict) -> str:
 def main(out: Path, quick: bool = False) -> dict:
     """Write ``out/fig4_multipath_vs_K.{png,pdf}``; return the numbers plotted."""
     data = multipath_data(quick)
-    save(plot(data), out, STEM)
+    save(plot(data), out, STEM, quick=quick)
     return data
 
 

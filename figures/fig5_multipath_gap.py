@@ -94,7 +94,7 @@ def main(out: Path, quick: bool = False) -> dict:
     """Write ``out/fig5_multipath_gap.{png,pdf}``; return the gaps plotted."""
     data = multipath_data(quick)
     gap = gaps(data)
-    save(plot(data, gap), out, STEM)
+    save(plot(data, gap), out, STEM, quick=quick)
     return {"Ks": data["Ks"], "direct_max_K": data["direct_max_K"],
             "drafting": data["drafting"], "gap_pct": gap}
 

@@ -173,7 +173,7 @@ def headline(data: dict) -> str:
 def main(out: Path, quick: bool = False) -> dict:
     """Write ``out/fig6_paper_comparison.{png,pdf}``; return the numbers plotted."""
     data = compute(**GRID[quick])
-    save(plot(data), out, STEM)
+    save(plot(data), out, STEM, quick=quick)
     return data
 
 

@@ -70,7 +70,7 @@ def compute(quick: bool = False) -> dict:
     return {"V": V, "L": L, "alphas": list(alphas), "seeds": list(seeds), "points": table}
 
 
-def draw(data: dict, out: Path) -> None:
+def draw(data: dict, out: Path, quick: bool = False) -> None:
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.2, 4.2))
     pts = data["points"]
@@ -94,7 +94,7 @@ def draw(data: dict, out: Path) -> None:
                  f"(mean over {len(data['seeds']) * len(data['alphas'])} instances)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")
-    save(fig, out, "fig7_lossy_frontier")
+    save(fig, out, "fig7_lossy_frontier", quick=quick)
 
 
 def headline(data: dict) -> str:
@@ -113,7 +113,7 @@ def headline(data: dict) -> str:
 def main(out: Path, quick: bool = False) -> dict:
     """Compute the points, write ``out/fig7_lossy_frontier.{png,pdf}``, return the numbers."""
     data = compute(quick)
-    draw(data, Path(out))
+    draw(data, Path(out), quick)
     return data
 
 

@@ -74,7 +74,7 @@ def compute(quick: bool = False) -> dict:
     return {"two_token_L1": left, "random_V3_L2": right}
 
 
-def draw(data: dict, out: Path) -> None:
+def draw(data: dict, out: Path, quick: bool = False) -> None:
     plt = pyplot()
     fig, (a, b) = plt.subplots(1, 2, figsize=(9.5, 3.8))
     left = data["two_token_L1"]
@@ -100,7 +100,7 @@ def draw(data: dict, out: Path) -> None:
     b.set_title(f"V = 3, L = 2, mean over {len(right['seeds'])} instances")
     b.legend(fontsize=8)
     b.grid(alpha=0.3)
-    save(fig, out, "fig8_selection_optimum")
+    save(fig, out, "fig8_selection_optimum", quick=quick)
 
 
 def headline(data: dict) -> str:
@@ -116,7 +116,7 @@ def headline(data: dict) -> str:
 def main(out: Path, quick: bool = False) -> dict:
     """Compute the numbers, write ``out/fig8_selection_optimum.{png,pdf}``, return the numbers."""
     data = compute(quick)
-    draw(data, Path(out))
+    draw(data, Path(out), quick)
     return data
 
 

@@ -212,7 +212,7 @@ def headline(data: dict) -> str:
 def main(out: Path, quick: bool = False) -> dict:
     """Write ``out/fig9_tree_shapes.{png,pdf}``; return the numbers plotted."""
     data = compute(4, 1, QUICK_SHAPES) if quick else compute(8, 5, SHAPES)
-    save(plot(data), out, STEM)
+    save(plot(data), out, STEM, quick=quick)
     return data
 
 

@@ -433,3 +433,35 @@ def test_a_script_refuses_an_output_folder_it_cannot_make(tmp_path):
         assert r.returncode == 2 and r.stdout == "" and "Traceback" not in r.stderr, r.stderr
         assert r.stderr.count("\n") == 1 and words in r.stderr, r.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+
+
+def _pdf_fonts(path) -> set[str]:
+    """The font subtypes and embedded font-file kinds a PDF names (matplotlib writes its font
+    dictionaries outside compressed streams)."""
+    import re
+
+    data = Path(path).read_bytes()
+    return {m.decode() for m in re.findall(rb"/Subtype\s*/(Type3|CIDFontType2|TrueType)|"
+                                           rb"/(FontFile2)", data) for m in m if m}
+
+
+def test_full_run_pdfs_embed_truetype_and_quick_drafts_type3(quick_run, tmp_path):
+    """A full run's PDF embeds TrueType fonts (Type 42: searchable, accepted by journals); a
+    quick run's PDF is a draft with Type 3 fonts (no TrueType subsetting: faster). The committed
+    gallery is a full run."""
+    figures.load(GALLERY / "fig3_tau_pmf.py")  # imports the gallery's helper module
+    common = sys.modules["_common"]
+    plt = common.pyplot()
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [1, 2], label="E[tau+1]")
+    ax.legend()
+    full = tmp_path / "full"
+    full.mkdir()
+    common.save(fig, full, "f")
+    assert _pdf_fonts(full / "f.pdf") >= {"CIDFontType2", "FontFile2"}
+    assert "Type3" not in _pdf_fonts(full / "f.pdf")
+    for stem in STEMS:
+        kinds = _pdf_fonts(GALLERY / f"{stem}.pdf")
+        assert "FontFile2" in kinds and "Type3" not in kinds, stem
+        kinds = _pdf_fonts(quick_run[0] / f"{stem}.pdf")
+        assert "Type3" in kinds and "FontFile2" not in kinds, stem

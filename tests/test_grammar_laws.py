@@ -267,7 +267,7 @@ def test_figure_draws_each_verifier_in_its_palette_style(monkeypatch, tmp_path):
 
     module = figures.load(figures.scripts(figures.gallery_folder())["fig12_constrained_decoding"])
     kept = []
-    monkeypatch.setattr(module, "save", lambda fig, out, stem: kept.append(fig))
+    monkeypatch.setattr(module, "save", lambda fig, out, stem, quick=False: kept.append(fig))
     pt = {"b": 0.5, "tv_proj_star": 0.5}
     for key in ("local", "fvo", "lookahead1"):
         for v in ("token", "block"):

@@ -144,7 +144,7 @@ def captured(monkeypatch):
 
     def load(stem):
         module = figures.load(figures.scripts(GALLERY)[stem])
-        monkeypatch.setattr(module, "save", lambda fig, out, stem: kept.append(fig))
+        monkeypatch.setattr(module, "save", lambda fig, out, stem, quick=False: kept.append(fig))
         return module
 
     yield load, kept
