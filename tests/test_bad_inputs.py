@@ -184,7 +184,7 @@ case("exact:--tol-2-all-zero-row", "exact", "bad.json", "--tol", "2",
      files={"bad.json": dumps(table(target={"0,1": [0, 0]}))}, expect="--tol")
 case("exact:--tol-max-all-zero-row", "exact", "bad.json", "--tol", "0.001",
      files={"bad.json": dumps(table(target={"0,1": [0, 0]}))}, expect="sums to")
-for v in ("0", "-1", "abc", "1e6", "1.5", "10000000000000000"):
+for v in ("0", "-1", "abc", "1.5e0", "1.5", "10000000000000000"):
     case(f"exact:--max-sequences={v}", "exact", "@rand.json", "--max-sequences", v,
          expect="--max-sequences")
 for v in ("0", "-3", "abc", "1000", "21", "2.0"):

@@ -471,7 +471,7 @@ def test_lossy_rule_name_refused(path3, capsys, name):
     (["--tv", "--1"], "--tv"), (["--tv", "1/2/3"], "--tv"), (["--tv", "\u00bd"], "--tv"),
     (["--kl", "0x1p-3"], "--kl"), (["--tv", "0.5", "--max-sequences", "0"], "--max-sequences"),
     (["--tv", "0.5", "--max-sequences", "-5"], "--max-sequences"),
-    (["--tv", "0.5", "--max-sequences", "1e3"], "--max-sequences"),
+    (["--tv", "0.5", "--max-sequences", "1.5e0"], "--max-sequences"),
     (["--tv", "0.5", "--max-sequences", "9" * 5000], "--max-sequences")])
 def test_frontier_budget_refused(path3, capsys, args, word):
     refused(*run(["lp", path3, "--problem", "frontier", *args], capsys), word)

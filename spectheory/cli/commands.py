@@ -63,6 +63,25 @@ def int_in(lo: int, hi: int):
 positive_int = int_in(1, limits.MAX_LIMIT)
 
 
+def count_in(lo: int, hi: int):
+    """An argparse type: a count in [lo, hi] as ``--samples`` reads it
+    ([`parse_count`][spectheory.runtime.limits.parse_count]): decimal digits (``1000000``,
+    ``1_000_000``) or a whole number in scientific notation (``1e6``, ``2.5e6``), its range
+    checked before any integer of its size is made."""
+    def parse(text: str) -> int:
+        try:
+            return limits.parse_count(text, "", lo, hi)
+        except OptionError as exc:
+            raise argparse.ArgumentTypeError(str(exc).strip()) from None
+
+    parse.__name__ = "count"
+    return parse
+
+
+#: A size cap (``--max-sequences``): a count of at least 1, at most 10^15.
+positive_count = count_in(1, limits.MAX_LIMIT)
+
+
 def whole_number(text: str) -> int:
     """An argparse type: a decimal integer of at most 30 digits, its range left to the option's
     own check (``--workers``: `spectheory.engine.split.check_workers`, the rule the sweeps and
@@ -121,7 +140,7 @@ def add_instance_options(p: argparse.ArgumentParser, max_help: str = MAX_SEQUENC
     p.add_argument("--tol", type=row_tolerance, default=None,
                    help=f"row-sum tolerance in float mode, in [0, {MAX_TOL:g}] "
                         f"(default {DEFAULT_TOL:g}; not with --exact)")
-    p.add_argument("--max-sequences", type=positive_int, default=None, help=max_help)
+    p.add_argument("--max-sequences", type=positive_count, default=None, help=max_help)
     add_time_limit_option(p)
 
 
