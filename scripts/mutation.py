@@ -4787,6 +4787,22 @@ MUTANTS = [
            '    if isinstance(verifier, str) and verifier != how.spec.name:  # another spelling of the same\n',
            '    if False:  # another spelling of the same\n',
            "vectors check calls additive(0.25) a MISMATCH against additive(1/4)", ('tests/test_vectors.py',)),
+    Mutant('figures/_common.py',
+           '        with matplotlib.rc_context({"pdf.fonttype": 3 if quick else 42}):\n',
+           '        with matplotlib.rc_context({"pdf.fonttype": 42}):\n',
+           "a quick run's PDFs subset TrueType fonts (the drafts cost the full run's font work)", ('tests/test_figures.py',)),
+    Mutant('spectheory/cli/commands.py',
+           '    p.add_argument("--max-sequences", type=positive_count, default=None, help=max_help)\n',
+           '    p.add_argument("--max-sequences", type=positive_int, default=None, help=max_help)\n',
+           '--max-sequences 1e6 is called not an integer, while --samples takes 1e6', ('tests/test_cli_counts_and_stops.py',)),
+    Mutant('spectheory/engine/adaptive.py',
+           '    text = re.sub(r"^(-?[0-9]+)\\s*/\\s*([0-9]+)$", r"\\1/\\2", text)\n',
+           '    text = text\n',
+           "--stop 'coin(1 / 3)' is refused, while a verifier's parameter takes blanks around its bar", ('tests/test_cli_counts_and_stops.py',)),
+    Mutant('spectheory/engine/adaptive.py',
+           '        if n == L:\n            raise\n        m = drafts.shape[1]',
+           '        if True:\n            raise\n        m = drafts.shape[1]',
+           "spectr-gbv under --stop names the stopped draft's length as the instance's L", ('tests/test_cli_counts_and_stops.py',)),
 ]
 
 

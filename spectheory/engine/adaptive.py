@@ -68,7 +68,7 @@ from ..inputs.models import prefix_from_index
 from ..law import validate_law
 from ..registry import plan
 from ..runtime._lazy import is_tensor
-from ..runtime.errors import (InputError, SpectheoryError, TimeLimitError, UserCodeError,
+from ..runtime.errors import (InputError, MissingExtraError, SpectheoryError, TimeLimitError, UserCodeError,
                               call_user, check_flag)
 from ..runtime.limits import about_digits
 from ..runtime.sizes import check_size
@@ -223,6 +223,8 @@ def parse_rule(rule: Any) -> StoppingRule:
     if len(text) > MAX_PARAMETER_CHARS:
         raise InputError(f"stopping rule {name!r}: parameter {text[:20]!r}... has {len(text):,} "
                          f"characters; at most {MAX_PARAMETER_CHARS}")
+    # a fraction with blanks around its bar, as a verifier's parameter is read ('1 / 3')
+    text = re.sub(r"^(-?[0-9]+)\s*/\s*([0-9]+)$", r"\1/\2", text)
     negative = text.startswith("-")  # -0, -0.0: zero, as additive(-0.0) reads it
     m = re.fullmatch(r"(?P<digits>[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
                      r"(?:[eE](?P<exponent>[-+]?[0-9]+))?|[0-9]+/[0-9]+", text[negative:])
@@ -498,6 +500,27 @@ def _verifier_law(spec, drafts, q, p, exact: bool, V: int):
     return np.asarray(law.stop[:, 0]), np.asarray(law.correction[:, 0])
 
 
+def _stopped_law(spec, drafts, q, p, exact: bool, V: int, rule, n: int, L: int):
+    """`_verifier_law` on the drafts the rule stopped after ``n`` of the instance's ``L`` tokens;
+    a verifier that refuses their length names it as its block length (spectr-gbv: "needs
+    block length L >= 2 ... not L = 1"), so its refusal says where that length comes from."""
+    try:
+        return _verifier_law(spec, drafts, q, p, exact, V)
+    except (TimeLimitError, MissingExtraError):
+        raise
+    except SpectheoryError as exc:
+        if n == L:
+            raise
+        m = drafts.shape[1]  # the stop-aware draft ends in its stop token
+        note = f" (with the stop token, {m})" if m != n else ""
+        try:
+            told = type(exc)(f"{exc}: the stopping rule {rule.name!r} ends drafts after {n} of "
+                             f"the instance's L = {L} tokens{note}")
+        except TypeError:  # an error class with its own arguments: as it was
+            raise exc from None
+        raise told from None
+
+
 def _rows(levels_, idx, n: int, upto: int, V: int):
     """Rows [B, upto, V] along the drafts of length n with flat indices idx (row j after x^j)."""
     return np.stack([levels_[j][idx // V ** (n - j)] for j in range(upto)], axis=1)
@@ -590,7 +613,7 @@ def analyze_adaptive(instance: Instance, verifier, rule, exact: bool | None = No
         p = _rows(p_levels, idx, n, n + 1, V)
         if aware:
             d2, q2, p2 = _aware_inputs(drafts, p, K, H, idx, n, L, V, exact)
-            st, corr = _verifier_law(spec, d2, q2, p2, exact, V + 1)
+            st, corr = _stopped_law(spec, d2, q2, p2, exact, V + 1, rule, n, L)
             m = d2.shape[1]
             if m > n and any(v != 0 for v in st[:, n + 1]):
                 raise SpectheoryError(f"verifier {spec.name!r} accepted the stop token of the "
@@ -599,7 +622,7 @@ def analyze_adaptive(instance: Instance, verifier, rule, exact: bool | None = No
                 raise SpectheoryError(f"verifier {spec.name!r} emitted the stop token")
             st, corr = st[:, :n + 1], corr[:, :n + 1, :V]
         else:
-            st, corr = _verifier_law(spec, drafts, q, p, exact, V)
+            st, corr = _stopped_law(spec, drafts, q, p, exact, V, rule, n, L)
         wst = weight[:, None] * st  # [B, n+1]
         tau_pmf[0, :n + 1] += wst.sum(axis=0)
         for i in range(n + 1):
