@@ -107,7 +107,7 @@ _ROOMS = {
         "SGLANG_CHAIN", "TRANSFORMERS", "TRTLLM", "LLAMA_CPP", "PRESETS", "engine_sampler",
         "engine_coin_sampler", "get_layout", "describe", "pinned_torch_coins"),
     "engines.adapters": (
-        "PLACEHOLDER_TOKEN_ID", "FLOAT64_COIN_STEP", "MRV2_COIN_MIN", "MRV2_COIN_MAX",
+        "PORT_BUGS", "PLACEHOLDER_TOKEN_ID", "FLOAT64_COIN_STEP", "MRV2_COIN_MIN", "MRV2_COIN_MAX",
         "hf_sampler", "vllm_rejection_sample", "vllm_sample_recovered_tokens",
         "vllm_sampler", "vllm_coin_sampler", "vllm_mrv2_rejection_sample",
         "vllm_mrv2_sampler", "vllm_mrv2_coin_sampler", "sglang_chain_sample",
@@ -143,7 +143,6 @@ _ROOMS = {
 _AMBIGUOUS = {
     "MAX_ROWS": ("checks.seeds", "designs.sharp"),
     "MAX_TOKENS": ("checks.seeds", "checks.hf_generate", "checks.mlx_generate"),
-    "PORT_BUGS": ("engines.adapters", "engines.ports"),
     "family_power": ("statistics.stats", "statistics.budget"),
     "generate_counts": ("checks.hf_generate", "checks.mlx_generate"),
     "sampling_of": ("checks.hf_generate", "checks.mlx_generate"),

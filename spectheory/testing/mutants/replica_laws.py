@@ -42,6 +42,7 @@ from ...law import Law
 from ...verifiers.block import block_weights
 from ...verifiers.common import drafted_probs, residuals, stop_from_acceptance_weights
 from ...verifiers.contrasts import chain_law
+from ..engines.adapters import MRV2_BUGS
 
 __all__ = ["token_port_law", "block_port_law", "shared_noise_law", "shared_noise_row",
            "TOKEN_PORT_VARIANTS", "BLOCK_PORT_BUGS"]
@@ -51,8 +52,7 @@ TOKEN_PORT_VARIANTS = (("target-row", "next"), ("target-row", "clamped"),
                        ("correction-from-p", None), ("residual-row", "next"),
                        ("residual-row", "clamped"), ("coin-compare", "reversed"))
 #: Planted bugs of the block-rule port (vLLM MRV2, ``method="block"``).
-BLOCK_PORT_BUGS = ("target-row", "correction-from-p", "residual-row", "coin-compare",
-                   "wrong-row")
+BLOCK_PORT_BUGS = MRV2_BUGS
 
 
 def _rows_at(x, idx):

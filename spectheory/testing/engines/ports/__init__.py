@@ -17,11 +17,10 @@ Each takes ``bug=`` (one of `PORT_BUGS`) to plant a bug for negative controls.
 """
 
 from . import llamacpp, mistralrs, tgi, trtllm
-
-#: Planted bugs of these ports (as `spectheory.testing.engines.adapters.PORT_BUGS`): the acceptance
-#: of X_i read from the target row one position late; the correction drawn from the target row
-#: instead of the residual; the residual built from the next position's rows; the acceptance
-#: comparison reversed.
-PORT_BUGS = ("target-row", "correction-from-p", "residual-row", "coin-compare")
+# The planted bugs of these ports are those of the Python engines' adapters, one tuple: the
+# acceptance of X_i read from the target row one position late; the correction drawn from the
+# target row instead of the residual; the residual built from the next position's rows; the
+# acceptance comparison reversed.
+from ..adapters import PORT_BUGS
 
 __all__ = ["trtllm", "llamacpp", "mistralrs", "tgi", "PORT_BUGS"]
