@@ -822,8 +822,10 @@ def kit_replicas(verifier: str = "token", ports: bool = True, paths: int = 1) ->
                            caught_by="coins mode (pinned coin 0); a coin of exactly 0 has "
                                      "probability 2^-53 (float64) or 2^-24 (float32) a draw"))
         if ports:
+            from ..engines.adapters import PORT_BUGS
+
             for port, variants in _TOKEN_PORTS.items():
-                for bug in ("target-row", "correction-from-p", "residual-row", "coin-compare"):
+                for bug in PORT_BUGS:
                     v = variants.get(bug)
                     name = f"{port}-port-{bug}"
                     if bug == "coin-compare" and v is None:

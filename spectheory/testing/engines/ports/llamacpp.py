@@ -32,10 +32,11 @@ from __future__ import annotations
 import torch
 
 from ....runtime.kept import Kept
+from ..adapters import PORT_BUGS
 
 __all__ = ["candidates", "verify"]
 
-_BUGS = ("target-row", "correction-from-p", "residual-row", "coin-compare")
+_BUGS = PORT_BUGS
 
 
 def candidates(row) -> tuple[torch.Tensor, torch.Tensor]:

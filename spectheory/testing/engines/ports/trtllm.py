@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import torch
 
+from ..adapters import PORT_BUGS
+
 __all__ = ["get_rejected_indices", "sample_rejected", "process_draft_tokens_rejection_sampling"]
 
-_BUGS = ("target-row", "correction-from-p", "residual-row", "coin-compare")
+_BUGS = PORT_BUGS
 
 
 def _rows(x, name: str = "rows") -> torch.Tensor:
