@@ -749,6 +749,7 @@ def check_step(step: Callable, instances: Sequence | None = None, samples: int =
     per = _split(int(samples), len(insts))
     if min(per) < 1:
         raise OptionError(f"samples = {samples} is fewer than the {len(insts)} instances")
+    insts = [inst.to_float() for inst in insts]  # once: the law, the draft's and the runs
     laws = []
     for i, (inst, L) in enumerate(zip(insts, Ls)):
         try:
@@ -758,7 +759,7 @@ def check_step(step: Callable, instances: Sequence | None = None, samples: int =
         _reachable_rows_defined(inst, steps, L, sp, i)
         if dp is not None:  # a draft with no law was blamed on the step's first call
             try:
-                process_instance(inst.to_float(), None, dp, exact=False)
+                process_instance(inst, None, dp, exact=False)
             except GrammarError as exc:
                 raise GrammarError(f"instance {i}: {exc}: the draft_sampling parameters leave "
                                    f"no law to draft from; the instance and parameters are at "
@@ -790,7 +791,6 @@ def check_step(step: Callable, instances: Sequence | None = None, samples: int =
     pace = _Pace(samples, max_seconds)
     tests, worst, impossible = [], None, None
     for inst_i, (inst, L, n) in enumerate(zip(insts, Ls, per)):
-        inst = inst.to_float()
         V, N = inst.vocab_size, steps + L
         with _caller_bound(max_seconds, MAX_SECONDS):  # a step call that never returns
             obs, note = _run_instance(step, who, inst, n, L, steps, sp, dp, inputs, g, sg, pace)
