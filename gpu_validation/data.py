@@ -22,6 +22,7 @@ from pathlib import Path
 from spectheory.runtime.errors import SpectheoryError
 
 from .fetch import require
+from spectheory.runtime.limits import shown as _repr_cut
 
 
 @dataclass(frozen=True)
@@ -172,7 +173,7 @@ def parse_datasets(text: str) -> tuple[tuple[str, int | None], ...]:
             count = ascii_int(n.strip())  # int() read other scripts' digits and 1_0
             if count is None:
                 raise SpectheoryError(f"prompt count of {name} must be a positive integer in "
-                                      f"ASCII digits, got {n!r:.40}")
+                                      f"ASCII digits, got {_repr_cut(n, 40)}")
             if not 1 <= count <= MAX_PROMPTS:
                 raise SpectheoryError(f"prompt count of {name} = {count:,} is out of range; "
                                       f"accepted: 1..{MAX_PROMPTS:,}")

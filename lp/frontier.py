@@ -71,6 +71,7 @@ from .result import LPError, LPResult
 from .sparse import (BYTES_PER_NONZERO, SparseLP, Timer, check_lp_size, concat_blocks, lp_limit,
                      solve_exact_via_highs)
 from .trust import Bound, checked, greedy_value, iid_coverage, outcome_coverage
+from spectheory.runtime.limits import shown as _repr_cut
 
 #: Registered lossy rules whose exact (E[tau + 1], divergence) points bound the frontier below.
 RULES = ("greedy", "additive", "multiplicative", "top-m", "trtllm-relaxed", "sglang-threshold",
@@ -404,12 +405,12 @@ def _rules(rules) -> tuple:
 
     if rules is None or isinstance(rules, (str, bytes)) or not isinstance(
             rules, (list, tuple, set, frozenset)):
-        raise LPError(f"rules = {rules!r:.40} must be a list of registered rule names (e.g. "
+        raise LPError(f"rules = {_repr_cut(rules, 40)} must be a list of registered rule names (e.g. "
                       f"[{RULES[0]!r}]; [] for none)")
     known = registered()
     for name in rules:
         if not isinstance(name, str) or name not in known:
-            raise LPError(f"rules: {name!r:.40} is not a registered rule")
+            raise LPError(f"rules: {_repr_cut(name, 40)} is not a registered rule")
     return tuple(rules)
 
 
@@ -465,13 +466,13 @@ def frontier_lp(instance: Instance, tv=None, kl=None, paths: int = 1, drafting: 
                       "exact=True (--exact)")
     if kl is not None and solver not in (None, "cvxpy"):
         raise LPError(f"the KL frontier is a convex program that cvxpy solves; solver "
-                      f"{solver!r:.40} cannot (leave the solver out, or choose cvxpy)")
+                      f"{_repr_cut(solver, 40)} cannot (leave the solver out, or choose cvxpy)")
     K = _paths(paths)
     if not isinstance(drafting, str) or drafting not in DRAFTING:  # else read as norep
-        raise LPError(f"unknown drafting scheme {drafting!r:.40}; choose from "
+        raise LPError(f"unknown drafting scheme {_repr_cut(drafting, 40)}; choose from "
                       f"{', '.join(DRAFTING)}")
     if not isinstance(pinsker, (bool, np.bool_)):
-        raise LPError(f"pinsker = {pinsker!r:.40} must be True or False")
+        raise LPError(f"pinsker = {_repr_cut(pinsker, 40)} must be True or False")
     rules = _rules(rules)
     delta = _budget(tv, "TV", exact) if tv is not None else _budget(kl, "KL", False)
     V, L = instance.vocab_size, instance.block_length

@@ -47,6 +47,7 @@ from ._guards import check_common, check_paths
 from .result import LPError, LPResult
 from .sparse import SparseLP, Timer
 from .trust import checked, paths_bounds
+from spectheory.runtime.limits import shown as _repr_cut
 
 #: A coverage constraint counts as violated above this (absolute, in probability units).
 SEPARATION_TOL = 1e-8
@@ -96,13 +97,13 @@ def multipath_lp(instance: Instance, paths: int = 2, solver: str | None = None,
     K = check_paths(paths)
     if isinstance(tol, (bool, np.bool_)) or not isinstance(tol, (int, float, np.floating)) \
             or not 0 <= float(tol) <= 1e-2:
-        raise LPError(f"multipath LP: tol = {tol!r:.40} must be a number in [0, 1e-2] (how far a "
+        raise LPError(f"multipath LP: tol = {_repr_cut(tol, 40)} must be a number in [0, 1e-2] (how far a "
                       "coverage constraint may be violated when the cutting planes stop)")
     for name, n, hi in (("max_rounds", max_rounds, 100_000), ("cuts_per_depth", cuts_per_depth,
                                                              1_000)):
         if not is_integer(n) \
                 or not 1 <= n <= hi:
-            raise LPError(f"multipath LP: {name} = {n!r:.40} must be an integer in 1..{hi:,}")
+            raise LPError(f"multipath LP: {name} = {_repr_cut(n, 40)} must be an integer in 1..{hi:,}")
     V, L = instance.vocab_size, instance.block_length
     base, (p_levels, Q, moff) = build_node_budget_reduced(instance, False, limit)
     n0 = base.n

@@ -75,6 +75,18 @@ MultiVerifier = Callable[[Any, Any, Any], Law]
 ROW_SUM_TOL = 1e-9
 
 
+def dtype_tolerance(arr, vocab: int) -> float:
+    """The row-sum tolerance of a float law of ``arr``'s dtype: `ROW_SUM_TOL` for float64 (up to
+    a million tokens), 4 V eps of a coarser float (float32, float16, bfloat16: a row normalised
+    in that dtype is within about V eps / 2 of 1), at most 1e-2."""
+    if is_tensor(arr):
+        eps = torch.finfo(arr.dtype).eps if arr.dtype.is_floating_point else 0.0
+    else:
+        dtype = getattr(arr, "dtype", None)
+        eps = float(np.finfo(dtype).eps) if dtype is not None and dtype.kind == "f" else 0.0
+    return max(ROW_SUM_TOL, min(1e-2, 4 * vocab * eps))
+
+
 class LawError(InputError):
     """A verifier returned something that is not a law: the checker refuses to give a verdict.
 
@@ -200,7 +212,9 @@ def validate_law(law: Any, batch: int, paths: int, length: int, vocab: int, exac
     NaN or infinite entries; negative probabilities; a stop table whose entries do not sum to 1 over
     (k, i); a correction row (every one, also where P(tau = i) = 0) that does not sum to 1; a float
     or other non-rational entry in an exact-mode law (``exact=True``: only Fractions and integers).
-    Float sums are compared with ``tol``; exact sums must equal 1 exactly. ``drafts`` [batch, paths,
+    Float sums are compared with ``tol``, or with the law's own dtype's tolerance where that is
+    larger (`dtype_tolerance`: a float32 or float16 law, as a user's verifier may return, is
+    held to its own rounding); exact sums must equal 1 exactly. ``drafts`` [batch, paths,
     length] (optional) lets the message name the draft of the offending row.
     """
     stop, corr = law_form(law, batch, paths, length, vocab, name)
@@ -258,6 +272,7 @@ def validate_law(law: Any, batch: int, paths: int, length: int, vocab: int, exac
         return Law(stop, corr)
     _real_dtype((stop, corr), name)
     note_rounding(stop, corr)
+    tol = max(tol, dtype_tolerance(stop, vocab), dtype_tolerance(corr, vocab))
     s = _as_numpy(stop)
     c = _as_numpy(corr)
     if s.dtype == object or c.dtype == object:

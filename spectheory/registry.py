@@ -41,8 +41,10 @@ from typing import Any, Callable, NamedTuple
 from .runtime import backend as B
 from .runtime._lazy import is_tensor, torch
 from .runtime.errors import (InputError, SpectheoryError, TimeLimitError, call_user, check_flag,
-                             check_law_shapes, check_token_ids, import_user, package_code)
-from .law import ROW_SUM_TOL, Law, LawError, validate_law
+                             check_law_shapes, check_token_ids, import_user, is_integer,
+                             package_code)
+from .law import ROW_SUM_TOL, Law, LawError, dtype_tolerance, validate_law
+from .runtime.limits import shown as _repr_cut
 
 #: Drafting schemes of K paths (see [`spectheory.engine.joint`][spectheory.engine.joint]).
 DRAFTING = ("iid", "norep", "hub")
@@ -160,7 +162,7 @@ class VerifierSpec:
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name.strip():
             raise SpectheoryError(f"a verifier's name must be a non-empty string, not "
-                                  f"{self.name!r:.40}")
+                                  f"{_repr_cut(self.name, 40)}")
         if not callable(self.function):
             raise SpectheoryError(f"verifier {self.name!r}: its function is "
                                   f"{type(self.function).__name__}, not callable")
@@ -174,29 +176,31 @@ class VerifierSpec:
         for text in ("paper", "summary"):
             if not isinstance(getattr(self, text), str):
                 raise SpectheoryError(f"verifier {self.name!r}: {text} = "
-                                      f"{getattr(self, text)!r:.40} must be a string")
+                                      f"{_repr_cut(getattr(self, text), 40)} must be a string")
         if self.node_form is not None and not isinstance(self.node_form, str):
-            raise SpectheoryError(f"verifier {self.name!r}: node_form = {self.node_form!r:.40} "
+            raise SpectheoryError(f"verifier {self.name!r}: node_form = {_repr_cut(self.node_form, 40)} "
                                   "must be a string (the rule in words) or None")
         for part in ("analytic", "rule"):
             if getattr(self, part) is not None and not callable(getattr(self, part)):
                 raise SpectheoryError(f"verifier {self.name!r}: {part} must be callable or None")
         if self.node is not None and not callable(getattr(self.node, "step", None)):
-            raise SpectheoryError(f"verifier {self.name!r}: node = {self.node!r:.40} is not a "
+            raise SpectheoryError(f"verifier {self.name!r}: node = {_repr_cut(self.node, 40)} is not a "
                                   "NodeForm (spectheory.engine.nodes.NodeForm: a step function "
                                   "and a scan)")
         if isinstance(self.paths, bool) or not (  # 1.0 and numpy's 1 are 1
                 self.paths is None or (isinstance(self.paths, numbers.Real) and self.paths == 1)):
             raise SpectheoryError(f"verifier {self.name!r}: paths must be 1 or None (any K), "
                                   f"not {self.paths!r}")
-        if self.paths_read is not None and (isinstance(self.paths_read, bool) or not isinstance(
-                self.paths_read, int) or self.paths_read < 1):
+        if self.paths_read is not None and (not is_integer(self.paths_read)
+                                            or self.paths_read < 1):
             raise SpectheoryError(f"verifier {self.name!r}: paths_read must be a positive "
-                                  f"integer or None, not {self.paths_read!r}")
+                                  f"integer or None, not {_repr_cut(self.paths_read, 40)}")
+        if self.paths_read is not None:
+            object.__setattr__(self, "paths_read", int(self.paths_read))  # numpy's 1 as 1
         if not isinstance(self.tree_drafting, tuple) or any(
                 not isinstance(t, str) or t not in TREE_DRAFTING for t in self.tree_drafting):
             raise SpectheoryError(f"verifier {self.name!r}: tree_drafting = "
-                                  f"{self.tree_drafting!r:.60} must be a tuple of draft-tree "
+                                  f"{_repr_cut(self.tree_drafting, 60)} must be a tuple of draft-tree "
                                   f"schemes from {', '.join(TREE_DRAFTING)}")
         if self.drafting not in DRAFTING + ("any",):
             raise SpectheoryError(f"verifier {self.name!r}: unknown drafting scheme "
@@ -219,7 +223,13 @@ class VerifierSpec:
         q, p = B.values(q, p)
         check_law_inputs(drafts, q, p, paths=True, name=self.name)
         if not self.single_path:
-            return Law(*self.function(drafts, q, p))
+            out = self.function(drafts, q, p)
+            try:
+                stop, corr = out
+            except (TypeError, ValueError):  # None, a number, a 3-tuple: named, as below
+                raise LawError("shape", f"{self.name} returned {type(out).__name__}, not a law "
+                               f"(stop, correction)") from None
+            return Law(_like(stop, q), _like(corr, q))
         if drafts.shape[1] != 1:
             raise SpectheoryError(f"verifier {self.name!r} is single-path; it got "
                                   f"{drafts.shape[1]} paths")
@@ -228,6 +238,7 @@ class VerifierSpec:
             stop, corr = out
         except (TypeError, ValueError):
             return out  # not a law: the checker names it
+        stop, corr = _like(stop, q), _like(corr, q)
         if len(getattr(stop, "shape", ())) == 2:
             stop = B.expand_dims(stop, 1)
         if len(getattr(corr, "shape", ())) == 3:
@@ -254,6 +265,17 @@ class VerifierSpec:
         if self.single_path:
             return (["node"] if self.node is not None else []) + ["per-draft"]
         return (["analytic"] if self.analytic is not None else []) + ["enumerate"]
+
+
+def _like(arr, q):
+    """A law table a verifier returned as a float numpy array while its rows were torch tensors,
+    as a tensor on their device (torch times numpy warned, four times a call, and held
+    numpy's array type in torch's arithmetic); anything else as it is (the checks name it)."""
+    import numpy as np
+
+    if is_tensor(q) and isinstance(arr, np.ndarray) and arr.dtype.kind == "f":
+        return torch.as_tensor(arr, device=q.device)
+    return arr
 
 
 def check_law_inputs(drafts, q, p, paths: bool, name: str = "verifier") -> None:
@@ -335,6 +357,27 @@ _UNLISTED: set[str] = set()
 _ENTRY_POINTS_LOADED = False
 
 
+def _check_new_name(name: str) -> None:
+    """Refuse a name that could never be looked up as registered: one with surrounding blanks
+    (names are looked up stripped: ``" token "`` found the built-in ``token``) or a character
+    that is not printable (a newline split every message naming it), and one that a built-in
+    parametric rule reads (``additive(1/4)`` registered by a user shadowed the rule of that
+    name, while ``additive( 1/4 )`` still found the rule)."""
+    if name != name.strip() or not name.isprintable():
+        raise SpectheoryError(f"verifier name {_repr_cut(name, 60)} has surrounding blanks or a "
+                              "character that is not printable; names are looked up with blanks "
+                              "stripped and printed on one line")
+    if _NAME_PARSER:
+        try:
+            read = _NAME_PARSER[0](name)
+        except SpectheoryError:  # the syntax of a built-in rule, with a parameter it refuses
+            read = name
+        if read is not None:
+            raise SpectheoryError(f"verifier name {name!r} is a parametric name of the built-in "
+                                  f"rule {name.partition('(')[0].strip()!r}; register it under "
+                                  "another name")
+
+
 def register(spec: VerifierSpec, replace_existing: bool = False, listed: bool = True
              ) -> VerifierSpec:
     """Add ``spec`` to the registry under ``spec.name``. With ``listed`` False the name is found
@@ -345,6 +388,7 @@ def register(spec: VerifierSpec, replace_existing: bool = False, listed: bool = 
                               "function: declare it with @verifier, or use get_verifier)")
     replace_existing = check_flag(replace_existing, "register: replace_existing")
     listed = check_flag(listed, "register: listed")
+    _check_new_name(spec.name)
     if spec.name in _REGISTRY and not replace_existing and _REGISTRY[spec.name] != spec:
         raise SpectheoryError(f"a verifier named {spec.name!r} is already registered")
     _REGISTRY[spec.name] = spec
@@ -386,7 +430,10 @@ def _load_entry_points():
             continue
         if isinstance(obj, types.ModuleType):  # registered its verifiers on import
             continue
-        register(_as_spec(obj, ep.name, user=True))
+        try:
+            register(_as_spec(obj, ep.name, user=True))
+        except SpectheoryError as exc:  # a bad name or spec: as a plug-in that fails to load
+            warnings.warn(f"verifier entry point {ep.name!r} ({ep.value}) failed to load: {exc}")
 
 
 def registered(lossless: bool | None = None, single_path: bool | None = None
@@ -504,17 +551,6 @@ def _real_kind(arr) -> str | None:
     return None if kind in "fiuO" else {"b": "bool", "c": "complex"}.get(kind, str(dtype))
 
 
-def _float_tolerance(arr, vocab: int) -> float:
-    if is_tensor(arr):
-        eps = torch.finfo(arr.dtype).eps if arr.dtype.is_floating_point else 0.0
-    else:
-        import numpy as np
-
-        dtype = getattr(arr, "dtype", None)
-        eps = float(np.finfo(dtype).eps) if dtype is not None and dtype.kind == "f" else 0.0
-    return max(ROW_SUM_TOL, min(1e-2, 4 * vocab * eps))
-
-
 def _for_validation(arr):
     """A torch half / bfloat16 tensor as float32 (numpy has no bfloat16), detached."""
     if is_tensor(arr):
@@ -561,7 +597,7 @@ def check_user_law(out, drafts, q, label: str, single_path: bool):
     d = drafts
     if single_path:
         s, c, d = s[:, None], c[:, None], d[:, None]
-    tol = ROW_SUM_TOL if exact else _float_tolerance(corr, vocab)  # the returned dtype's
+    tol = ROW_SUM_TOL if exact else dtype_tolerance(corr, vocab)  # the returned dtype's
     validate_law(Law(s, c), batch, paths, length, vocab, exact, d, tol=tol, name=label)
     return Law(stop, corr)
 
@@ -647,11 +683,11 @@ def plan(verifier: Any, paths: int | None = None, drafting: str | None = None) -
     if paths is None:
         paths = 1
     if isinstance(paths, bool) or not isinstance(paths, numbers.Integral) or paths < 1:
-        raise SpectheoryError(f"paths = {paths!r} must be a positive integer")
+        raise SpectheoryError(f"paths = {_repr_cut(paths, 40)} must be a positive integer")
     paths = int(paths)  # a numpy integer too, as the LPs take it
     spec = get_verifier(verifier, multi_path=paths > 1)
-    if drafting is not None and drafting not in DRAFTING:
-        raise SpectheoryError(f"unknown drafting scheme {drafting!r}; choose from "
+    if drafting is not None and (not isinstance(drafting, str) or drafting not in DRAFTING):
+        raise SpectheoryError(f"unknown drafting scheme {_repr_cut(drafting, 40)}; choose from "
                               f"{', '.join(DRAFTING)}")
     if spec.single_path:
         if paths > 1:

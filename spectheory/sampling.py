@@ -14,6 +14,7 @@ from .runtime._lazy import torch
 
 from .law import Law, LawError
 from .runtime.errors import SpectheoryError, check_generator
+from .runtime.limits import shown as _repr_cut
 
 
 def inverse_cdf(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
@@ -134,6 +135,6 @@ def output_block(drafts: torch.Tensor, tau: torch.Tensor, y: torch.Tensor) -> li
     L = len(d[0]) if d else 0
     for k in t:
         if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= L:
-            raise SpectheoryError(f"output_block: tau holds {k!r:.40}, not an accepted count in "
+            raise SpectheoryError(f"output_block: tau holds {_repr_cut(k, 40)}, not an accepted count in "
                                   f"0..L = 0..{L}")
     return [tuple(row[: int(k)]) + (int(c),) for row, k, c in zip(d, t, last)]

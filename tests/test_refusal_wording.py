@@ -74,7 +74,7 @@ def _huge_calls():
         "seed": lambda: st.random_instance(3, 2, seed=HUGE),
         "vocab_size": lambda: st.random_instance(HUGE, 2, seed=0),
         "n_tokens": lambda: st.check_lossless(get_verifier("token"), inst, n_tokens=HUGE),
-        "drafted nodes": lambda: st.analyze(inst, "specinfer", paths=HUGE),
+        "paths": lambda: st.analyze(inst, "specinfer", paths=HUGE),
         "V = ~10^5000": lambda: audit("block", vocab_size=HUGE),
         "vocab_size = ~10^5000": lambda: families.dirichlet(vocab_size=HUGE, block_length=2),
         "block_length = -~10^5000": lambda: st.instance_from_dict(

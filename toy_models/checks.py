@@ -13,6 +13,7 @@ import numpy as np
 from spectheory.runtime.errors import InstanceError
 from spectheory.runtime.limits import human_count, shown
 from spectheory.inputs.instances import MAX_BLOCK, MAX_JSON_PREFIXES
+from spectheory.runtime.limits import shown as _repr_cut
 
 #: Largest vocabulary the toy families build tables for (they enumerate V**L prefixes).
 MAX_TOY_VOCAB = 64
@@ -68,7 +69,7 @@ def text_knob(name: str, value):
     if isinstance(value, str):
         from spectheory.inputs.instances import number_text
 
-        return number_text(value, f"{name} = {value!r:.60}")
+        return number_text(value, f"{name} = {_repr_cut(value, 60)}")
     return value
 
 

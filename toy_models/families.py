@@ -45,6 +45,7 @@ from spectheory.inputs.random_instances import ALPHA_RANGE, dirichlet_model, ran
 from .checks import (MAX_TOY_VOCAB, check_denominator, check_range, check_seed, check_sizes,
                      checked, text_knob)
 from .ngram import ngram_instance
+from spectheory.runtime.limits import shown as _repr_cut
 
 #: Smallest probability a logit is taken of (keeps log p finite for zero entries).
 LOG_FLOOR = 1e-300
@@ -174,7 +175,7 @@ def two_token(block_length: int = 2, p0="1/3", q0="2/3", exact: bool = True,
     if seed is not None:  # ignored, but a seed all the same (as every other family reads it)
         check_seed(seed)
     if not isinstance(exact, (bool, np.bool_)):  # "no" would read as True
-        raise InstanceError(f"exact must be true or false, got {exact!r:.40}")
+        raise InstanceError(f"exact must be true or false, got {_repr_cut(exact, 40)}")
     vals = []
     for name, v in (("p0", p0), ("q0", q0)):
         v = text_knob(name, v)

@@ -37,6 +37,7 @@ from spectheory.inputs.instances import Instance
 from spectheory.inputs.models import TableModel
 
 from .checks import check_range, check_sizes, checked, text_knob
+from spectheory.runtime.limits import shown as _repr_cut
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 DEFAULT_TEXT = DATA_DIR / "devils_dictionary_a_to_c.txt"
@@ -49,7 +50,7 @@ MAX_TEXT_CHARS = 64 * 2**20
 def load_text(path: str | None = None) -> str:
     """The normalised text (lower case, single spaces) of ``path`` (default: the shipped text)."""
     if path is not None and not isinstance(path, (str, os.PathLike)):
-        raise InstanceError(f"text_path = {path!r:.40} is not a file path")
+        raise InstanceError(f"text_path = {_repr_cut(path, 40)} is not a file path")
     p = Path(path) if path else DEFAULT_TEXT
     try:  # a named pipe with no writer is refused after a second (open_input), not waited on
         with io.TextIOWrapper(open_input(p), encoding="utf-8") as fh:
@@ -120,7 +121,7 @@ def ngram_instance(vocab_size: int = 5, block_length: int = 4, seed: int = 0, or
     smoothing = check_range("smoothing", text_knob("smoothing", smoothing), 0, math.inf,
                             lo_open=True, hi_open=True)
     if text_path is not None and not isinstance(text_path, (str, os.PathLike)):
-        raise InstanceError(f"text_path = {text_path!r:.40} is not a file path")
+        raise InstanceError(f"text_path = {_repr_cut(text_path, 40)} is not a file path")
     if text_path is not None and not str(text_path).strip():
         raise InstanceError("text_path is empty: give a text file, or leave it out for the "
                             "shipped text")

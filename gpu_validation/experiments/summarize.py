@@ -30,6 +30,7 @@ from ..atomic import write_json
 from ..checks import check_int, check_seed
 from ..compare import config_key, parse_key
 from .config import DEFAULT_OUT
+from spectheory.runtime.limits import shown as _repr_cut
 
 #: Multi-path verifiers whose K = 1 case is exactly a single-path one.
 K1_REDUCTION = {"gbv": "block", "traversal-iid": "block", "traversal": "block",
@@ -89,21 +90,21 @@ def _check_run(run: dict, path: Path) -> None:
         return isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= hi
 
     if "K" in run and not whole(run["K"], 1024):
-        raise SpectheoryError(f"{path}: K = {run['K']!r:.40} is not a number of paths >= 1")
+        raise SpectheoryError(f"{path}: K = {_repr_cut(run['K'], 40)} is not a number of paths >= 1")
     Ls = run.get("Ls", [1])
     if not isinstance(Ls, list) or not Ls or not all(whole(L, MAX_BLOCK) for L in Ls) \
             or len(set(Ls)) != len(Ls):
-        raise SpectheoryError(f"{path}: Ls = {Ls!r:.60} is not a list of distinct block lengths "
+        raise SpectheoryError(f"{path}: Ls = {_repr_cut(Ls, 60)} is not a list of distinct block lengths "
                               f"in 1..{MAX_BLOCK}")
     names = run.get("verifiers", ["token"])
     if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
-        raise SpectheoryError(f"{path}: verifiers = {names!r:.60} is not a list of verifier "
+        raise SpectheoryError(f"{path}: verifiers = {_repr_cut(names, 60)} is not a list of verifier "
                               "names")
     for n in names + ([run["advance"]] if "advance" in run else []):
         try:
             get_verifier(n if isinstance(n, str) else repr(n))
         except SpectheoryError:
-            raise SpectheoryError(f"{path}: {n!r:.40} is not a registered verifier") from None
+            raise SpectheoryError(f"{path}: {_repr_cut(n, 40)} is not a registered verifier") from None
 
 
 def _seconds(v) -> bool:
@@ -125,7 +126,7 @@ def _check_costs(costs, path: Path) -> dict:
     if not isinstance(costs, dict):
         raise SpectheoryError(f"{path}: not a JSON object of per-forward costs")
     if not seconds(costs.get("target_1tok")):
-        raise SpectheoryError(f"{path}: target_1tok = {costs.get('target_1tok')!r:.40} is not a "
+        raise SpectheoryError(f"{path}: target_1tok = {_repr_cut(costs.get('target_1tok'), 40)} is not a "
                               "positive number of seconds")
     for key, pattern in (("draft_1tok", r"K[0-9]+"), ("target_Ltok", r"K[0-9]+/L[0-9]+")):
         table = costs.get(key)
@@ -133,7 +134,7 @@ def _check_costs(costs, path: Path) -> dict:
             raise SpectheoryError(f"{path}: {key} is not an object of per-forward costs")
         for k, v in table.items():
             if not re.fullmatch(pattern, k) or not seconds(v):
-                raise SpectheoryError(f"{path}: {key}[{k!r:.40}] = {v!r:.40} is not a positive "
+                raise SpectheoryError(f"{path}: {key}[{_repr_cut(k, 40)}] = {_repr_cut(v, 40)} is not a positive "
                                       "number of seconds")
     return costs
 
@@ -160,7 +161,7 @@ def _check_steps(rec: dict, path: Path) -> None:
         for name in ("draft_s", "target_s", "verify_s") + (("stop_dev",) if "stop_dev" in st
                                                              else ()):
             if not _seconds(st.get(name)):
-                raise SpectheoryError(f"{path}: step {i}: {name} = {st.get(name)!r:.40} is not a "
+                raise SpectheoryError(f"{path}: step {i}: {name} = {_repr_cut(st.get(name), 40)} is not a "
                                       "finite number >= 0")
         law_s = st.get("law_s")
         if not isinstance(law_s, dict) or set(law_s) != set(e_tau) \
@@ -171,17 +172,17 @@ def _check_steps(rec: dict, path: Path) -> None:
             try:
                 L = parse_key(key)[2]
             except (ValueError, TypeError):
-                raise SpectheoryError(f"{path}: step {i}: {key!r:.60} is not a configuration "
+                raise SpectheoryError(f"{path}: step {i}: {_repr_cut(key, 60)} is not a configuration "
                                       "name/K<k>/L<l>") from None
             if isinstance(value, bool) or not isinstance(value, (int, float)) \
                     or not math.isfinite(value) or not 0 <= value <= L:
-                raise SpectheoryError(f"{path}: step {i}: e_tau[{key!r}] = {value!r:.40} is not "
+                raise SpectheoryError(f"{path}: step {i}: e_tau[{key!r}] = {_repr_cut(value, 40)} is not "
                                       f"a number in [0, {L}] (expected accepted tokens of a "
                                       f"block of {L})")
             tau = st.get("tau", {}).get(key) if isinstance(st.get("tau"), dict) else None
             if tau is not None and (isinstance(tau, bool) or not isinstance(tau, int)
                                     or not 0 <= tau <= L):
-                raise SpectheoryError(f"{path}: step {i}: tau[{key!r}] = {tau!r:.40} is not an "
+                raise SpectheoryError(f"{path}: step {i}: tau[{key!r}] = {_repr_cut(tau, 40)} is not an "
                                       f"integer in 0..{L}")
 
 

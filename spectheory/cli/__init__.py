@@ -47,6 +47,7 @@ import sys
 
 from .. import __version__
 from ..runtime.errors import OptionError, SpectheoryError, UserCodeError
+from ..runtime.limits import shown as _repr_cut
 
 #: Modules that contribute sub-commands (each has ``register(subparsers)``).
 COMMAND_MODULES = [
@@ -351,7 +352,7 @@ def _verifier_names(args) -> None:
         if isinstance(name, str):
             name = name.strip()
             if not name.isprintable():
-                raise OptionError(f"--verifier {name!r:.60} holds a control character (a "
+                raise OptionError(f"--verifier {_repr_cut(name, 60)} holds a control character (a "
                                   "newline, a tab); give the name on one line")
             names[i] = name
     args.verifier = names[0] if one else names

@@ -22,6 +22,7 @@ from ..inputs.instances import (DEFAULT_TOL, MAX_BLOCK, MAX_JSON_PREFIXES, MAX_T
                                 load_instance, read_instance_text)
 from ..inputs.random_instances import (ALPHA_RANGE, MAX_DENOMINATOR, MAX_SEED, check_alpha,
                                        check_seed, random_instance)
+from ..runtime.limits import shown as _repr_cut
 
 #: Most draft paths K a command accepts (the engine counts the K! orderings of a joint outcome
 #: in int64; the joint outcomes grow like V^(L K)).
@@ -45,7 +46,7 @@ def int_in(lo: int, hi: int):
         s = text.strip()
         digits = s[1:] if s[:1] in "+-" else s
         if not (digits.isascii() and digits.isdigit()):
-            raise argparse.ArgumentTypeError(f"{text!r:.40} is not an integer (accepted: "
+            raise argparse.ArgumentTypeError(f"{_repr_cut(text, 40)} is not an integer (accepted: "
                                              f"{lo:,}..{hi:,})")
         if len(digits.lstrip("0")) > 30:  # refused before a huge integer is made
             raise argparse.ArgumentTypeError(f"{s[:12]}... ({len(digits)} digits) is out of "
@@ -89,7 +90,7 @@ def whole_number(text: str) -> int:
     s = text.strip()
     digits = s[1:] if s[:1] in "+-" else s
     if not (digits.isascii() and digits.isdigit()) or len(digits.lstrip("0")) > 30:
-        raise argparse.ArgumentTypeError(f"{text!r:.40} is not an integer")
+        raise argparse.ArgumentTypeError(f"{_repr_cut(text, 40)} is not an integer")
     return int(s)
 
 

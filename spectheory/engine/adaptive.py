@@ -77,6 +77,7 @@ from .output import output_law, target_law, total_variation
 from .perdraft import BlockLaw
 from .plan import _check_instance
 from .seqtree import levels, sequence_tokens
+from ..runtime.limits import shown as _repr_cut
 
 
 @dataclass(frozen=True)
@@ -206,7 +207,7 @@ def parse_rule(rule: Any) -> StoppingRule:
         label = getattr(rule, "__name__", None) or repr(rule)
         return StoppingRule(label, rule, reads_target=True)
     if not isinstance(rule, str) or len(rule) > 200:
-        raise InputError(f"stopping rule {rule!r:.60} is not a rule name (e.g. "
+        raise InputError(f"stopping rule {_repr_cut(rule, 60)} is not a rule name (e.g. "
                          "'draft-confidence(1/2)') or a function")
     m = _RULE.fullmatch(rule)
     if m is None or m.group(1) not in BUILTIN_RULES:
@@ -287,7 +288,7 @@ def _probability(v, exact: bool, where: str):
         if isinstance(v, (int, np.integer)):
             v = Fraction(int(v))
         if not isinstance(v, Fraction):
-            raise UserCodeError(f"{where} returned {v!r:.60} ({type(v).__name__}) in exact mode; "
+            raise UserCodeError(f"{where} returned {_repr_cut(v, 60)} ({type(v).__name__}) in exact mode; "
                                 "return a Fraction or an integer")
         big = max(abs(v.numerator), v.denominator)
         if big >= _RULE_BOUND:  # its products over the tree would not be printable
@@ -296,13 +297,13 @@ def _probability(v, exact: bool, where: str):
                                 f"{MAX_RULE_DIGITS} digits (round it, or use floats)")
     else:
         if not _real_number(v):  # float() would also read " 0.5 ", b"0.5" and Decimal("0.5")
-            raise UserCodeError(f"{where} returned {v!r:.60} ({type(v).__name__}), not a "
+            raise UserCodeError(f"{where} returned {_repr_cut(v, 60)} ({type(v).__name__}), not a "
                                 "number; return a real number: a float, an int, a Fraction or a "
                                 "numpy/torch number")
         try:
             v = float(v)
         except (TypeError, ValueError, OverflowError):
-            raise UserCodeError(f"{where} returned {v!r:.60}, not a number") from None
+            raise UserCodeError(f"{where} returned {_repr_cut(v, 60)}, not a number") from None
         if not math.isfinite(v):
             raise UserCodeError(f"{where} returned {v!r}, not a finite number")
     if v < 0 or v > 1:
@@ -375,7 +376,7 @@ def _kernel(rule: StoppingRule, q_levels, p_levels, V: int, L: int, exact: bool)
                     raise TypeError
                 vals = list(itertools.islice(iter(v), V + 1))  # an endless iterator: V + 1
             except TypeError:
-                raise UserCodeError(f"{where} returned {v!r:.60}; a drop rule returns "
+                raise UserCodeError(f"{where} returned {_repr_cut(v, 60)}; a drop rule returns "
                                     f"{V} probabilities, one per token (a list or an array)"
                                     ) from None
             except (KeyboardInterrupt, TimeLimitError):

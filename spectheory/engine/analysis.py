@@ -47,8 +47,10 @@ from ..inputs.processing import process_instance
 from ..registry import Plan, VerifierSpec, plan
 from .output import node_output_law, output_law, target_law, total_variation
 from .perdraft import BlockLaw, block_output_law
-from .plan import _cheaper, _check_instance, _plan_sizes, float_backend, resolve_route
+from .plan import (_cheaper, _check_instance, _plan_sizes, check_paths, float_backend,
+                   resolve_route)
 from .seqtree import levels
+from ..runtime.limits import shown as _repr_cut
 
 def node_route_law(spec: VerifierSpec, q_levels, p_levels, V: int, L: int,
                    screen: list | None = None, compiled: bool = True):
@@ -319,9 +321,10 @@ def analyze(instance: Instance, verifier, name: str | None = None,
     symmetric = check_flag(symmetric, "symmetric", none=True)
     progress = check_flag(progress, "progress")
     if name is not None and not isinstance(name, str):  # the result's label, printed as is
-        raise SpectheoryError(f"name = {name!r:.40} must be a string (the result's label) or "
+        raise SpectheoryError(f"name = {_repr_cut(name, 40)} must be a string (the result's label) or "
                               "None")
     how = plan(verifier, paths, drafting)
+    check_paths(how)
     defer = _screens_top(instance, how, route, symmetric, exact, device, backend, laws,
                          executor, sampling, draft_sampling, max_sequences)
     _check_instance(instance, skip_top=defer)

@@ -48,6 +48,7 @@ from ..runtime._lazy import torch
 
 from ..runtime import backend as Bk
 from ..runtime.errors import SpectheoryError
+from ..runtime.limits import shown as _repr_cut
 from ..law import ROW_SUM_TOL, note_rounding, rows_follow_prefixes, validate_law
 from ..registry import DRAFTING, Plan, check_drafting_paths, get_verifier, hub_tokens
 from .perdraft import BlockLaw
@@ -70,7 +71,7 @@ def use_symmetry(how: Plan, symmetric: bool | None = None) -> bool:
 
 def _check_args(paths, drafting):
     if isinstance(paths, bool) or not isinstance(paths, int) or paths < 1:
-        raise SpectheoryError(f"paths = {paths!r} must be a positive integer")
+        raise SpectheoryError(f"paths = {_repr_cut(paths, 40)} must be a positive integer")
     if drafting not in DRAFTING:
         raise SpectheoryError(f"unknown drafting scheme {drafting!r}; choose from "
                               f"{', '.join(DRAFTING)}")

@@ -22,6 +22,7 @@ from ..law import law_rounding
 from ..registry import plan
 from .analysis import _to_py, analyze, analyze_tree, as_result, multi_iteration_law
 from .plan import _check_instance
+from ..runtime.limits import shown as _repr_cut
 
 #: Largest tolerance the float checker accepts: a TV above this is never "lossless".
 MAX_LOSSLESS_TOL = 1e-3
@@ -113,7 +114,7 @@ def check_lossless(verifier, instance: Instance, exact: bool | None = None,
     if n_tokens is not None and (isinstance(n_tokens, (bool, np.bool_))
                                  or not isinstance(n_tokens, (int, np.integer))
                                  or n_tokens < 1):
-        raise SpectheoryError(f"n_tokens = {n_tokens!r:.40} must be a whole number >= 1 (the "
+        raise SpectheoryError(f"n_tokens = {_repr_cut(n_tokens, 40)} must be a whole number >= 1 (the "
                               f"tokens compared; default L + 1 = {L + 1})")
     with law_rounding() as law_eps:
         out, tgt, tv, N = _laws(instance, how, exact, max_sequences, n_tokens, route, sampling,

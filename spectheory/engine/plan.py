@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..runtime.errors import SpectheoryError
+from ..runtime.errors import SpectheoryError, check_flag
+from ..runtime.limits import shown
 from ..inputs.instances import Instance, check_instance
 from ..registry import Plan
 from ..runtime.sizes import check_size
@@ -57,6 +58,9 @@ def float_backend(how: Plan, route: str, device="cpu", backend: str | None = "au
     numpy cannot run. Either way the results have one type per mode
     ([`ExactAnalysis`][spectheory.engine.analysis.ExactAnalysis])."""
     backend = "auto" if backend is None else backend
+    if not isinstance(backend, str):  # an array: `in` compared it element by element
+        raise SpectheoryError(f"backend = {shown(backend)} must be one of {', '.join(BACKENDS)}")
+    exact = check_flag(exact, "exact")
     if backend not in BACKENDS:
         raise SpectheoryError(f"unknown backend {backend!r}; choose from {', '.join(BACKENDS)}")
     if exact:
@@ -105,6 +109,8 @@ def resolve_route(how: Plan, route: str | None = "auto", symmetric: bool | None 
     (an option of the enumeration) selects the enumeration; asking for a route the verifier does not
     have raises [`SpectheoryError`][spectheory.runtime.errors.SpectheoryError]."""
     route = "auto" if route is None else route
+    if not isinstance(route, str):  # an array: `in` compared it element by element
+        raise SpectheoryError(f"route = {shown(route)} must be one of {', '.join(ROUTES)}")
     if route not in ROUTES:
         raise SpectheoryError(f"unknown route {route!r}; choose from {', '.join(ROUTES)}")
     spec = how.spec
@@ -176,6 +182,14 @@ def _check_instance(instance, skip_top: bool = False) -> None:
                         f"({value}); every probability must be finite")
 
 
+def check_paths(how: Plan) -> None:
+    """Refuse K past `MAX_PATHS`, before any route is weighed (a tree route's size named the
+    paths = 10^400 a user typed as a tree '~10^400,1')."""
+    if how.paths > MAX_PATHS:
+        raise SpectheoryError(f"paths = {shown(how.paths)} is out of range 1..{MAX_PATHS} (the "
+                              f"K-path engine counts the K! orderings of a joint outcome in int64)")
+
+
 def _plan_sizes(how: Plan, V: int, L: int, contexts: int, exact: bool, max_sequences,
                 what: str, formula: str, symmetric: bool | None = None,
                 route: str = "enumerate") -> None:
@@ -183,9 +197,7 @@ def _plan_sizes(how: Plan, V: int, L: int, contexts: int, exact: bool, max_seque
     if exact and not how.spec.exact:
         raise SpectheoryError(f"verifier {how.spec.name!r} has a float law only (no exact "
                               f"rational mode); drop --exact / exact=True")
-    if how.paths > MAX_PATHS:
-        raise SpectheoryError(f"paths = {how.paths} is out of range 1..{MAX_PATHS} (the K-path "
-                              f"engine counts the K! orderings of a joint outcome in int64)")
+    check_paths(how)
     check_size(contexts * V ** (L + 1), what, exact, max_sequences, formula,
                node=route == "node")
     if how.paths > 1 and route == "tree":

@@ -17,6 +17,7 @@ from ..runtime.limits import check_memory
 from ..registry import hub_tokens
 from .joint import _check_args, draft_rows
 from .seqtree import levels
+from ..runtime.limits import shown as _repr_cut
 
 
 def sample_drafts(instance: Instance, paths: int, n: int, drafting: str = "iid",
@@ -26,7 +27,7 @@ def sample_drafts(instance: Instance, paths: int, n: int, drafting: str = "iid",
     _check_args(paths, drafting)
     V, L, K = instance.vocab_size, instance.block_length, paths
     if not is_integer(n) or n < 1:
-        raise SpectheoryError(f"n = {n!r:.40} draft outcomes must be a positive integer")
+        raise SpectheoryError(f"n = {_repr_cut(n, 40)} draft outcomes must be a positive integer")
     n = int(n)
     check_generator(generator)
     # the outcomes [n, K, L] (int64), the tokens used [n, V] and the rows drawn from [n, V]

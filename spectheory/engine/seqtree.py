@@ -12,6 +12,7 @@ import numpy as np
 from ..runtime._lazy import is_tensor, torch
 
 from ..inputs.models import TableModel
+from ..runtime.limits import shown as _repr_cut
 
 
 def levels(model: TableModel, start: int, count: int, exact: bool, device="cpu",
@@ -63,7 +64,7 @@ def check_exact_device(device) -> None:
     from ..runtime.errors import SpectheoryError
 
     if str(device).split(":")[0] != "cpu":
-        raise SpectheoryError(f"device {str(device)!r:.60} is for float analyses on torch; exact "
+        raise SpectheoryError(f"device {_repr_cut(str(device), 60)} is for float analyses on torch; exact "
                               "rationals compute on numpy arrays on the CPU (leave device out, "
                               "or analyse in float)")
 
@@ -75,7 +76,7 @@ def check_device(device) -> torch.device:
     try:
         dev = torch.device(device)
     except (RuntimeError, TypeError, ValueError):
-        raise SpectheoryError(f"device {device!r} is not a torch device (e.g. 'cpu', "
+        raise SpectheoryError(f"device {_repr_cut(device, 40)} is not a torch device (e.g. 'cpu', "
                               "'cuda', 'cuda:0')") from None
     if dev.type == "meta":
         raise SpectheoryError(f"device {device!r} holds shapes and no values; the exact law is "

@@ -47,6 +47,7 @@ import numpy as np
 from ..runtime import backend as Bk
 from ..runtime._lazy import torch
 from ..runtime.errors import OptionError, SizeLimitError
+from ..runtime.limits import shown as _repr_cut
 from ..inputs.instances import Instance
 from .nodes import SubtreeStart, _repeat, node_block_law, validate_nodes
 from ..runtime.sizes import check_size
@@ -66,7 +67,7 @@ def check_executor_options(executor, split_depth=None, workers=None, address=Non
     (``--split-depth 2``) rather than as keyword arguments (``split_depth=2``)."""
     def shown(option: str, value) -> str:
         if not flags:
-            return f"{option}={value!r}"
+            return f"{option}={_repr_cut(value, 40)}"
         return f"--{option.replace('_', '-')} " + (repr(value) if option == "address" else
                                                    str(value))
 
@@ -107,7 +108,7 @@ def check_workers(workers, *, flags: bool = False) -> int:
     top = max_workers()
     if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) \
             or not 1 <= workers <= top:
-        shown = f"--workers {workers}" if flags else f"workers={workers!r}"
+        shown = f"--workers {_repr_cut(workers, 40)}" if flags else f"workers={_repr_cut(workers, 40)}"
         raise OptionError(f"{shown} must be an integer in [1, {top}] (4 x this machine's "
                           f"{top // 4} cores)")
     return int(workers)
@@ -263,7 +264,7 @@ def _check_split(V: int, L: int, depth, workers, executor: str):
         raise OptionError(f"unknown executor {executor!r}; choose from {', '.join(EXECUTORS)}")
     if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) \
             or not 1 <= depth <= L - 1:
-        raise OptionError(f"split_depth = {depth!r} must be an integer in [1, L - 1] = "
+        raise OptionError(f"split_depth = {_repr_cut(depth, 40)} must be an integer in [1, L - 1] = "
                           f"[1, {L - 1}] (the subtrees below depth d are the tasks)")
     if V ** depth > MAX_TASKS:
         raise SizeLimitError(f"split_depth = {depth}: V^d = {V}^{depth} = {V ** depth:,} tasks "

@@ -66,6 +66,7 @@ from ..runtime.errors import OptionError, SizeLimitError
 from .instances import Instance, check_instance
 from .models import TableModel
 from .stateful import GrammarError, TokenAutomaton, grammar_mask
+from ..runtime.limits import shown as _repr_cut
 
 #: Most sequences V^N a law here enumerates.
 MAX_SEQUENCES = 2_000_000
@@ -89,9 +90,9 @@ def _horizon(V: int, N) -> None:
 
 def _check(inst, grammar, N, complete: bool = True, exact=None) -> None:
     if not isinstance(complete, bool):
-        raise OptionError(f"complete must be True or False, got {complete!r:.40}")
+        raise OptionError(f"complete must be True or False, got {_repr_cut(complete, 40)}")
     if exact is not None and not isinstance(exact, bool):
-        raise OptionError(f"exact must be True, False or None, got {exact!r:.40}")
+        raise OptionError(f"exact must be True, False or None, got {_repr_cut(exact, 40)}")
     if not isinstance(inst, Instance):
         raise OptionError(f"expected a spectheory Instance, got {type(inst).__name__}")
     check_instance(inst)
@@ -313,7 +314,7 @@ def _check_phi(inst, phi, N) -> None:
             if isinstance(v, (bool, np.bool_)) or not isinstance(
                     v, (int, float, Fraction, np.integer, np.floating)) or \
                     not -tol <= v <= 1 + tol:
-                raise OptionError(f"phi[{d}] holds {v!r:.40}; phi values are probabilities "
+                raise OptionError(f"phi[{d}] holds {_repr_cut(v, 40)}; phi values are probabilities "
                                   f"in [0, 1]")
 
 
@@ -417,7 +418,7 @@ def dyck1(depth: int | None = None, max_depth_states: int = 64) -> TokenAutomato
     D = max_depth_states if depth is None else depth
     name = "max_depth_states" if depth is None else "depth"
     if isinstance(D, bool) or not isinstance(D, (int, np.integer)) or not 0 <= D <= 10_000:
-        raise OptionError(f"{name} {D!r:.40} must be an integer in 0..10000")
+        raise OptionError(f"{name} {_repr_cut(D, 40)} must be an integer in 0..10000")
     D = int(D)
     end = D + 1
     rows = []
@@ -432,7 +433,7 @@ def dyck2(depth: int = 3) -> TokenAutomaton:
     ``depth``: the states are the open stacks (tuples of bracket kinds), then an end state."""
     D = depth
     if isinstance(D, bool) or not isinstance(D, (int, np.integer)) or not 0 <= D <= 12:
-        raise OptionError(f"depth {depth!r:.40} must be an integer in 0..12")
+        raise OptionError(f"depth {_repr_cut(depth, 40)} must be an integer in 0..12")
     D = int(D)
     stacks = [()]
     for k in range(D):

@@ -32,6 +32,7 @@ from ..runtime.errors import InstanceError, is_integer
 from ..runtime.sizes import check_size
 from .models import TableModel
 from .tokenizers import HeteroInstance, check_hetero_sizes, make_tokenizer
+from ..runtime.limits import shown as _repr_cut
 
 PAIRS = {
     "chars-vs-merges": ("ab", ("a", "b", "ab"), ("a", "b")),
@@ -47,12 +48,12 @@ def random_rational_model(rng: np.random.Generator, V: int, depth: int,
     0) over their sum. The sizes are checked first: V and ``max_weight`` integers >= 1, and the
     V^(depth+1) exact entries within the exact engine's limit."""
     if not isinstance(rng, np.random.Generator):
-        raise InstanceError(f"random_rational_model: rng = {rng!r:.40} is not a numpy Generator "
+        raise InstanceError(f"random_rational_model: rng = {_repr_cut(rng, 40)} is not a numpy Generator "
                             "(np.random.default_rng(seed))")
     for name, n, lo, hi in (("V", V, 1, None), ("depth", depth, 0, None),
                             ("max_weight", max_weight, 1, 2**62)):
         if not is_integer(n) or n < lo or (hi is not None and n > hi):
-            raise InstanceError(f"random_rational_model: {name} = {n!r:.40} must be an integer "
+            raise InstanceError(f"random_rational_model: {name} = {_repr_cut(n, 40)} must be an integer "
                                 f">= {lo}" + (f" and <= 2^62" if hi is not None else ""))
     check_size(V ** (depth + 1), "random_rational_model", exact=True,
                formula=f"V^(depth+1) = {V}^{depth + 1}")
@@ -76,7 +77,7 @@ def hetero_pair(name: str = "crossed-bounds", seed: int = 0, draft_length: int =
     """A toy pair (`PAIRS`) with random prefix-dependent rational models (depth ``depth``, rows of
     integer weights in 1..``max_weight`` over their sum, at most one entry set to 0)."""
     if not isinstance(name, str) or name not in PAIRS:
-        raise InstanceError(f"unknown tokenizer pair {name!r:.40}: choose one of "
+        raise InstanceError(f"unknown tokenizer pair {_repr_cut(name, 40)}: choose one of "
                             f"{', '.join(PAIRS)}")
     if isinstance(depth, bool) or not isinstance(depth, int) or not 0 <= depth <= 3:
         raise InstanceError(f"depth = {depth!r} is out of range (0..3)")

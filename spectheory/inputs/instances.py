@@ -124,7 +124,7 @@ def check_instance(instance, where: str = "instance") -> "Instance":
         if not is_integer(n):
             raise InstanceError(f"{where}: {name} = {_short(n)} is not an integer")
         if not lo <= n <= hi:
-            raise InstanceError(f"{where}: {name} = {n} is out of range ({lo}..{hi})")
+            raise InstanceError(f"{where}: {name} = {human_count(n)} is out of range ({lo}..{hi})")
     V = int(V)
     check_models(instance.target, V, instance.draft, V, where)
     object.__setattr__(instance, "_checked", True)
@@ -649,10 +649,11 @@ def _finish_model(tables, V: int, exact: bool) -> TableModel:
 
 
 def _check_sizes(V: Any, L: Any) -> tuple[int, int]:
-    if isinstance(V, bool) or not isinstance(V, int):
-        raise InstanceError(f"vocab_size must be an integer, got {V!r}")
-    if isinstance(L, bool) or not isinstance(L, int):
-        raise InstanceError(f"block_length must be an integer, got {L!r}")
+    if not is_integer(V):  # numpy's integers too, as random_instance and Instance take them
+        raise InstanceError(f"vocab_size must be an integer, got {shown(V)}")
+    if not is_integer(L):
+        raise InstanceError(f"block_length must be an integer, got {shown(L)}")
+    V, L = int(V), int(L)
     if not 2 <= V <= MAX_VOCAB:
         raise InstanceError(f"vocab_size = {human_count(V)} is out of range "
                             f"(2..{MAX_VOCAB:,})")

@@ -16,6 +16,7 @@ Entries are float64 (numpy) or exact `fractions.Fraction` (numpy object arrays).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Sequence
@@ -25,6 +26,7 @@ from ..runtime._lazy import is_tensor, torch
 
 from ..runtime.backend import to_exact
 from ..runtime.errors import InstanceError
+from ..runtime.limits import shown as _repr_cut
 
 
 @dataclass(frozen=True)
@@ -52,9 +54,14 @@ class TableModel:
         come before it)."""
         V, D = self.vocab_size, self.depth
         if isinstance(d, (bool, np.bool_)) or not isinstance(d, (int, np.integer)) or d < 0:
-            raise InstanceError(f"level d = {d!r:.40} must be a whole number >= 0 (a prefix "
+            raise InstanceError(f"level d = {_repr_cut(d, 40)} must be a whole number >= 0 (a prefix "
                                 "length)")
         d = int(d)
+        if d > D and V > 1 and (d > 62 or (d + 1) * math.log2(V) > 62):  # before V ** d is made
+            from ..runtime.errors import SizeLimitError
+
+            raise SizeLimitError(f"level d = {_repr_cut(d, 40)} of a depth-{D} model would have "
+                                 f"V^(d+1) entries with V = {V}, past 2^62")
         if d > D > 0:  # built (a context-independent model's level is a broadcast view)
             from ..runtime.limits import check_memory
 
@@ -69,10 +76,15 @@ class TableModel:
     def conditional(self, prefix: Sequence[int]) -> np.ndarray:
         """p(.|prefix) for one prefix (any length) of token ids in 0..V-1."""
         V = self.vocab_size
-        for t in tuple(prefix):
+        try:
+            prefix = tuple(prefix)
+        except TypeError:  # None, a number
+            raise InstanceError(f"prefix = {_repr_cut(prefix, 40)} must be a sequence of token "
+                                f"ids in 0..{V - 1}") from None
+        for t in prefix:
             if isinstance(t, (bool, np.bool_)) or not isinstance(t, (int, np.integer)) \
                     or not 0 <= t < V:
-                raise InstanceError(f"prefix token {t!r:.40} is not a token id in 0..{V - 1}")
+                raise InstanceError(f"prefix token {_repr_cut(t, 40)} is not a token id in 0..{V - 1}")
         s = tuple(prefix)[-self.depth:] if self.depth else ()
         n = 0
         for t in s:

@@ -83,6 +83,7 @@ from ..runtime._lazy import is_tensor, torch
 from ..runtime.errors import OptionError, SpectheoryError
 from ..runtime.limits import shown
 from .models import TableModel, all_prefixes, prefix_index
+from ..runtime.limits import shown as _repr_cut
 
 #: Temperatures below this are greedy (vLLM's `_SAMPLING_EPS`).
 GREEDY_BELOW = 1e-5
@@ -745,7 +746,7 @@ def _as_array(rows):
                             f"({exc})") from None
     for v in flat:  # numpy would read "0.5" and True as the numbers 0.5 and 1
         if isinstance(v, (str, bytes, bool, np.bool_)):
-            raise SamplingError(f"rows must be an array of numbers; they hold {v!r:.40}, a "
+            raise SamplingError(f"rows must be an array of numbers; they hold {_repr_cut(v, 40)}, a "
                                 f"{type(v).__name__}")
     if any(isinstance(v, Fraction) for v in flat):
         return B.to_exact(np.asarray(rows, dtype=object))
@@ -830,7 +831,7 @@ def check_model_rows(rows, inputs: str = "probs") -> None:
     sum to 1 within a few 1e-4; `process_rows` divides by them), and nothing is copied: one
     pass or two over the rows in their own dtype."""
     if inputs not in INPUTS:
-        raise SamplingError(f"inputs = {inputs!r:.40} is not one of {', '.join(INPUTS)}")
+        raise SamplingError(f"inputs = {_repr_cut(inputs, 40)} is not one of {', '.join(INPUTS)}")
     torch_rows = B.is_torch(rows)
     if not (torch_rows or isinstance(rows, np.ndarray)):  # (a list was an AttributeError)
         raise SamplingError(f"rows must be a torch tensor or a numpy array [..., V] of floats, "

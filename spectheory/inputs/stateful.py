@@ -59,6 +59,7 @@ import numpy as np
 from ..runtime import backend as B
 from ..runtime._lazy import is_tensor, torch
 from ..runtime.errors import OptionError, is_integer
+from ..runtime.limits import shown as _repr_cut
 
 #: A transition that allows the token and ends the grammar (the stop token after a complete
 #: match): the rows after it are unconstrained.
@@ -245,7 +246,7 @@ class _BoundedRegex:
 def _check_eos(eos, V: int, name: str) -> int | None:
     """A grammar's stop token: None, or a token id in 0..V-1 (an int, never a bool)."""
     if eos is not None and (not is_integer(eos) or not 0 <= eos < V):
-        raise GrammarError(f"{name}: eos = {eos!r:.40} is not a token id in 0..{V - 1}")
+        raise GrammarError(f"{name}: eos = {_repr_cut(eos, 40)} is not a token id in 0..{V - 1}")
     return None if eos is None else int(eos)
 
 
@@ -258,7 +259,7 @@ def grammar_mask(grammar, history, n: int, states=None) -> np.ndarray:
     from ..runtime.errors import call_user, package_code
 
     own = package_code(type(grammar))
-    what = f"grammar {grammar.name!r:.60}"
+    what = f"grammar {_repr_cut(grammar.name, 60)}"
 
     def call(fn, *args):
         return fn(*args) if own else call_user(fn, *args, what=f"{fn.__name__}() of {what}")
@@ -508,7 +509,7 @@ class TokenAutomaton:
         self._pattern = None
         if vocab_size is not None and (isinstance(vocab_size, bool) or not isinstance(
                 vocab_size, (int, np.integer)) or vocab_size < 1):
-            raise GrammarError(f"{name}: vocab_size = {vocab_size!r:.40} is not an integer >= 1")
+            raise GrammarError(f"{name}: vocab_size = {_repr_cut(vocab_size, 40)} is not an integer >= 1")
         if transitions is None or isinstance(transitions, (str, bytes, Mapping)):
             raise GrammarError(f"{name}: transitions must be a list of rows (states) of next "
                                f"states per token, not a {type(transitions).__name__}")
@@ -729,7 +730,7 @@ def _params(sp, what: str):
     forms are parsed by `spectheory.inputs.processing.parse_sampling` (the processing calls
     this module, not the other way round)."""
     if not all(hasattr(sp, key) for key in _READ):
-        raise OptionError(f"{what}: sp = {sp!r:.40} is not SamplingParams (build them with "
+        raise OptionError(f"{what}: sp = {_repr_cut(sp, 40)} is not SamplingParams (build them with "
                           "spectheory.inputs.processing.parse_sampling, which takes the string "
                           "form)")
     return sp
@@ -756,7 +757,7 @@ def _vocabulary(V, N: int, what: str, per_cell: int) -> int:
     from .instances import MAX_VOCAB
 
     if isinstance(V, bool) or not isinstance(V, (int, np.integer)) or not 1 <= V <= MAX_VOCAB:
-        raise OptionError(f"{what}: V = {V!r:.40} is not an integer in 1..{MAX_VOCAB:,}")
+        raise OptionError(f"{what}: V = {_repr_cut(V, 40)} is not an integer in 1..{MAX_VOCAB:,}")
     check_memory(int(N) * int(V) * per_cell, f"{what}: a table of {N:,} x {int(V):,} tokens")
     return int(V)
 
@@ -812,7 +813,7 @@ def check_vocabulary(sp, V: int) -> None:
     (they are the instance's stop tokens, and one outside the vocabulary is a typo)."""
     sp = _params(sp, "check_vocabulary")
     if isinstance(V, bool) or not isinstance(V, (int, np.integer)) or V < 1:
-        raise OptionError(f"check_vocabulary: V = {V!r:.40} is not an integer >= 1")
+        raise OptionError(f"check_vocabulary: V = {_repr_cut(V, 40)} is not an integer >= 1")
     for t in sp.stop_token_ids:
         if t >= V:
             raise OptionError(f"stop token {t} is outside the vocabulary 0..{V - 1}")
@@ -829,7 +830,7 @@ def _grammar_vocabulary(grammar, V: int) -> None:
     n = getattr(grammar, "vocab_size", V)
     name = getattr(grammar, "name", type(grammar).__name__)
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
-        raise GrammarError(f"{name}: the grammar's vocab_size = {n!r:.40} is not an integer")
+        raise GrammarError(f"{name}: the grammar's vocab_size = {_repr_cut(n, 40)} is not an integer")
     if n != V:
         raise GrammarError(f"{name}: the grammar has {n} tokens, the rows it masks {V} (a "
                            f"grammar is built over the instance's vocabulary)")
@@ -964,7 +965,7 @@ def _exact_rows(probs) -> np.ndarray:
                           f"{list(a.shape)}")
     for (r, t), v in np.ndenumerate(a):
         if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, Fraction, np.integer)):
-            raise OptionError(f"apply_exact: probs[{r}, {t}] = {v!r:.40} is not an exact "
+            raise OptionError(f"apply_exact: probs[{r}, {t}] = {_repr_cut(v, 40)} is not an exact "
                               "rational (a Fraction or an integer)")
         if v < 0:
             raise OptionError(f"apply_exact: probs[{r}, {t}] = {v} is negative")

@@ -39,6 +39,7 @@ from ..runtime.errors import InstanceError, check_keys, is_integer
 from .instances import (DEFAULT_TOL, check_models, check_row_tolerance, model_to_json,
                         parse_json, parse_model, read_json_text)
 from .models import TableModel
+from ..runtime.limits import shown as _repr_cut
 
 #: Largest alphabet, vocabulary, token length, draft length and output length accepted: the exact
 #: laws enumerate draft paths (up to ``V_D ** draft_length``) and target sequences
@@ -73,7 +74,7 @@ class Tokenizer:
     def __post_init__(self):
         if not isinstance(self.vocab, tuple) or not self.vocab or not all(
                 isinstance(s, str) and s for s in self.vocab):
-            raise InstanceError(f"Tokenizer: vocab = {self.vocab!r:.40} must be a non-empty "
+            raise InstanceError(f"Tokenizer: vocab = {_repr_cut(self.vocab, 40)} must be a non-empty "
                                 "tuple of non-empty strings (make_tokenizer checks the rest)")
         index = {s: i for i, s in enumerate(self.vocab)}
         object.__setattr__(self, "_index", index)
@@ -107,7 +108,7 @@ class Tokenizer:
         for t in ids:
             if isinstance(t, (bool, np.bool_)) or not isinstance(t, (int, np.integer)) \
                     or not 0 <= t < len(self.vocab):
-                raise InstanceError(f"token id {t!r:.40} is not in 0..{len(self.vocab) - 1}")
+                raise InstanceError(f"token id {_repr_cut(t, 40)} is not in 0..{len(self.vocab) - 1}")
             out.append(self.vocab[int(t)])
         return "".join(out)
 
@@ -126,7 +127,7 @@ def make_tokenizer(vocab: Any, alphabet: str, name: str = "vocab") -> Tokenizer:
         raise InstanceError(f"{name}: expected a list of strings, got {type(vocab).__name__}")
     if not isinstance(alphabet, str) or not alphabet:
         raise InstanceError(f"{name}: the alphabet must be a non-empty string, not "
-                            f"{alphabet!r:.40}")
+                            f"{_repr_cut(alphabet, 40)}")
     if not 1 <= len(vocab) <= MAX_HETERO_VOCAB:
         raise InstanceError(f"{name}: {len(vocab)} strings, out of range (1..{MAX_HETERO_VOCAB})")
     seen = set()
@@ -183,7 +184,7 @@ class HeteroInstance:
 
 def _int_in(value: Any, lo: int, hi: int, name: str) -> int:
     if not is_integer(value):  # Python's or numpy's integers, as the other counts take
-        raise InstanceError(f"{name} must be an integer, got {value!r:.40}")
+        raise InstanceError(f"{name} must be an integer, got {_repr_cut(value, 40)}")
     if not lo <= value <= hi:
         raise InstanceError(f"{name} = {value} is out of range ({lo}..{hi})")
     return int(value)

@@ -46,8 +46,10 @@ def _bytes_argument(value, name: str) -> int:
         except TypeError:
             ok = None
     if ok is None:
-        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:37] + "..."
-        raise OptionError(f"keep_freed_memory: {name}={shown} is not a whole number of bytes")
+        from .errors import shown
+
+        raise OptionError(f"keep_freed_memory: {name}={shown(value)} is not a whole number of "
+                          "bytes")
     if not 0 <= ok <= INT_MAX:
         shown = str(ok) if ok.bit_length() <= 200 else f"an integer of {ok.bit_length()} bits"
         raise OptionError(f"keep_freed_memory: {name}={shown} is out of range [0, {INT_MAX}] "

@@ -26,7 +26,39 @@ command line's ``--debug`` prints the chained original traceback.
 from __future__ import annotations
 
 import functools
+import re
 from contextlib import contextmanager
+from fractions import Fraction
+
+
+#: One-line descriptions of values for messages (`shown`), kept here, below every module that
+#: refuses a value; `spectheory.runtime.limits` re-exports them.
+
+
+def about_digits(n: int) -> int:
+    """The decimal digits of ``|n|``, to within one, from its bit length (``str(n)`` is refused
+    past 4,300 digits, and would be slow long before): for messages that describe a number too
+    long to print."""
+    return int(abs(n).bit_length() * 0.30103) + 1
+
+
+def shown(value, width: int = 40) -> str:
+    """``repr(value)`` cut at ``width`` characters, for a one-line message; never raises (an
+    integer or Fraction too long to print, past Python's int-to-str limit, is described by its
+    number of digits, from its bit length)."""
+    try:
+        if isinstance(value, Fraction) and max(abs(value.numerator),
+                                                value.denominator).bit_length() > 10 * width:
+            return (f"a fraction with a {about_digits(value.numerator)}-digit numerator and a "
+                    f"{about_digits(value.denominator)}-digit denominator")
+        if isinstance(value, int) and abs(value).bit_length() > 10 * width:
+            return f"an integer of {about_digits(value)} digits"
+        text = repr(value)
+    except Exception:  # a value whose repr fails (a list of huge integers, a broken object)
+        text = f"a {type(value).__name__}"
+    # one line: the repr of a 2-D array or tensor spans several (a string's repr escapes its own)
+    text = re.sub(r"\s*\n\s*", " ", text)
+    return text if len(text) <= width else text[:width - 3] + "..."
 
 
 class SpectheoryError(Exception):
@@ -212,7 +244,7 @@ def check_generator(generator, where: str = "") -> None:
     from ._lazy import torch
 
     if not isinstance(generator, torch.Generator):
-        raise GeneratorError(f"{where}generator = {generator!r:.40} must be a torch.Generator "
+        raise GeneratorError(f"{where}generator = {shown(generator, 40)} must be a torch.Generator "
                              "or None")
 
 
@@ -240,7 +272,7 @@ def check_flag(value, name: str, none: bool = False) -> bool | None:
     if value is None and none:
         return None
     if not isinstance(value, (bool, np.bool_)):
-        raise OptionError(f"{name} = {value!r:.40} must be True or False"
+        raise OptionError(f"{name} = {shown(value, 40)} must be True or False"
                           + (" (or None)" if none else ""))
     return bool(value)
 
@@ -485,7 +517,7 @@ def check_whole(name: str, value, lo: int, hi: int) -> int:
     """``value`` as an int in lo..hi (a Python or numpy integer, not a bool), else one
     [`OptionError`][spectheory.runtime.errors.OptionError] line naming ``name``."""
     if not is_integer(value) or not lo <= value <= hi:
-        raise OptionError(f"{name} = {value!r:.40} must be an integer in {lo:,}..{hi:,}")
+        raise OptionError(f"{name} = {shown(value, 40)} must be an integer in {lo:,}..{hi:,}")
     return int(value)
 
 

@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 
 from .errors import OptionError
+from ..runtime.limits import shown as _repr_cut
 
 #: What a path that is not a regular file is, for the refusal line.
 _KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"),
@@ -39,7 +40,7 @@ def output_path(path: str | os.PathLike, what: str = "output") -> Path:
         if not isinstance(text, str) or text == "" or "\0" in text:
             raise ValueError
     except (TypeError, ValueError):
-        raise OptionError(f"cannot write {what} {path!r:.80}: not a file name (a non-empty "
+        raise OptionError(f"cannot write {what} {_repr_cut(path, 80)}: not a file name (a non-empty "
                           f"string or path without NUL characters)") from None
     p = Path(text)
     real = Path(os.path.realpath(p)) if p.is_symlink() else p

@@ -34,6 +34,7 @@ from fractions import Fraction
 from contextlib import contextmanager
 
 from .errors import OptionError, SizeLimitError, TimeLimitError
+from .errors import about_digits, shown  # noqa: F401  (defined beside the errors; used here)
 
 #: Environment variables that set default size limits, with their defaults.
 ENV_LIMITS = {
@@ -107,14 +108,14 @@ def parse_float(text, name: str = "") -> float:
     check comes after."""
     lead = f"{name} " if name else ""
     if not isinstance(text, str) or not _FLOAT_TEXT.fullmatch(text):
-        raise OptionError(f"{lead}{text!r:.60} is not a number in ASCII digits (such as 0.5 or "
+        raise OptionError(f"{lead}{shown(text, 60)} is not a number in ASCII digits (such as 0.5 or "
                           "1e-3)")
     value = float(text)
     if value == 0 and re.search(r"[1-9]", text.lower().split("e")[0]):
-        raise OptionError(f"{lead}{text.strip()!r:.60} is below the smallest float (it would "
+        raise OptionError(f"{lead}{shown(text.strip(), 60)} is below the smallest float (it would "
                           "be read as 0)")
     if math.isinf(value) and "inf" not in text.lower():  # 1e400: not "inf" in a message
-        raise OptionError(f"{lead}{text.strip()!r:.60} is above the largest float (about "
+        raise OptionError(f"{lead}{shown(text.strip(), 60)} is above the largest float (about "
                           "1.8e308; it would be read as infinity)")
     return value
 
@@ -511,30 +512,6 @@ def human_count(n: int) -> str:
     if abs(n) < 10**15:
         return f"{n:,}"
     return f"{'-' if n < 0 else ''}~10^{decimal_exponent(abs(n))}"
-
-
-def about_digits(n: int) -> int:
-    """The decimal digits of ``|n|``, to within one, from its bit length (``str(n)`` is refused
-    past 4,300 digits, and would be slow long before): for messages that describe a number too
-    long to print."""
-    return int(abs(n).bit_length() * 0.30103) + 1
-
-
-def shown(value, width: int = 40) -> str:
-    """``repr(value)`` cut at ``width`` characters, for a one-line message; never raises (an
-    integer or Fraction too long to print, past Python's int-to-str limit, is described by its
-    number of digits, from its bit length)."""
-    try:
-        if isinstance(value, Fraction) and max(abs(value.numerator),
-                                                value.denominator).bit_length() > 10 * width:
-            return (f"a fraction with a {about_digits(value.numerator)}-digit numerator and a "
-                    f"{about_digits(value.denominator)}-digit denominator")
-        if isinstance(value, int) and abs(value).bit_length() > 10 * width:
-            return f"an integer of {about_digits(value)} digits"
-        text = repr(value)
-    except Exception:  # a value whose repr fails (a list of huge integers, a broken object)
-        text = f"a {type(value).__name__}"
-    return text if len(text) <= width else text[:width - 3] + "..."
 
 
 def check_real(value, label: str, lo: float, hi: float, error: type[Exception],

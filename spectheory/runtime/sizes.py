@@ -13,7 +13,7 @@ import numpy as np
 
 from . import limits
 from .errors import OptionError, SizeLimitError
-from .limits import human_bytes  # one format of byte counts in every refusal (re-exported)
+from .limits import human_bytes, shown  # one format of byte counts in every refusal (re-exported)
 
 #: Default limit on the number of leaves an enumeration may touch (float64 mode); the environment
 #: variable SPECTHEORY_MAX_SEQUENCES overrides it (read on use:
@@ -65,7 +65,7 @@ def check_size(count: int, what: str, exact: bool = False, limit: int | None = N
     if limit is None:
         limit = max_sequences(exact)
     elif isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 1:
-        raise OptionError(f"max_sequences = {limit!r} must be a positive integer")
+        raise OptionError(f"max_sequences = {shown(limit)} must be a positive integer")
     count = int(count)
     own = seconds is not None
     if not own:

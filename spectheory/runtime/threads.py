@@ -37,7 +37,8 @@ import os
 import sys
 
 from .errors import OptionError, is_integer
-from .limits import ascii_int
+from .limits import ascii_int, human_count
+from .limits import shown as _repr_cut
 
 #: Environment variable that sets the number of threads.
 ENV_VAR = "SPECTHEORY_THREADS"
@@ -65,15 +66,15 @@ def parse_threads(value, what: str = "--threads") -> int:
     the limit. Checked before torch sees it: a request for 100000 threads would crash the process
     (exit 139) instead of being refused."""
     if isinstance(value, bool):
-        raise OptionError(f"{what} {value!r} must be an integer >= 1")
+        raise OptionError(f"{what} {_repr_cut(value, 40)} must be an integer >= 1")
     n = value if isinstance(value, int) else ascii_int(value)  # ASCII digits only
     if n is None:
-        raise OptionError(f"{what} {value!r} is not an integer (threads must be >= 1)")
+        raise OptionError(f"{what} {_repr_cut(value, 40)} is not an integer (threads must be >= 1)")
     if n < 1:
         raise OptionError(f"{what} {n} must be at least 1")
     limit = max_threads()
     if n > limit:
-        raise OptionError(f"{what} {n:,} is over the limit of {limit} threads ({THREADS_PER_CORE} "
+        raise OptionError(f"{what} {human_count(n)} is over the limit of {limit} threads ({THREADS_PER_CORE} "
                           f"per core on this machine's {os.cpu_count() or 1} cores, at most "
                           f"{MAX_THREADS})")
     return n
@@ -88,7 +89,7 @@ def default_threads(cores: int | None = None) -> int:
     if cores is None:
         cores = os.cpu_count() or 1
     elif not is_integer(cores) or cores < 1:
-        raise OptionError(f"cores = {cores!r:.40} must be an integer >= 1 (or None: this "
+        raise OptionError(f"cores = {_repr_cut(cores, 40)} must be an integer >= 1 (or None: this "
                           "machine's)")
     cores = int(cores)
     if cores <= 2:
@@ -115,7 +116,7 @@ def set_threads(n: int | None = None) -> int:
         [`max_threads`][spectheory.runtime.threads.max_threads]] (``min(4 * cores, 256)``).
     """
     if isinstance(n, str):  # a count given in Python is a number, not text
-        raise OptionError(f"threads = {n!r:.40} must be an integer >= 1, not text")
+        raise OptionError(f"threads = {_repr_cut(n, 40)} must be an integer >= 1, not text")
     n = default_threads() if n is None else parse_threads(n, "threads =")
     torch = sys.modules.get("torch")
     if torch is not None:

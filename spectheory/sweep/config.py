@@ -70,6 +70,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..runtime.errors import OptionError
+from ..runtime.limits import shown as _repr_cut
 
 try:  # Python 3.11+
     import tomllib as _toml
@@ -523,7 +524,7 @@ def load_config(text_or_path) -> SweepConfig:
     name = head.get("name", DEFAULT_NAME)  # a label (messages, the output's record)
     if not isinstance(name, str) or not name.strip() or len(name) > 200 or \
             not name.isprintable():
-        raise OptionError(f"[sweep] name = {name!r:.60} must be a non-empty printable string of "
+        raise OptionError(f"[sweep] name = {_repr_cut(name, 60)} must be a non-empty printable string of "
                           "at most 200 characters")
     cfg.name = name
     if not isinstance(head.get("exact", False), bool):
@@ -765,7 +766,7 @@ def _try_toy_knobs(make, params, family: str, table: dict, where: str) -> None:
         try:
             make(**size, **given)
         except (SpectheoryError, ValueError, TypeError, ArithmeticError) as exc:
-            shown = ", ".join(f"{k} = {v!r:.40}" for k, v in given.items())
+            shown = ", ".join(f"{k} = {_repr_cut(v, 40)}" for k, v in given.items())
             raise OptionError(f"{where}: {family} refuses {shown}: {exc} (each job would "
                               "fail)") from None
 

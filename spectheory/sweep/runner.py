@@ -44,6 +44,7 @@ from ..runtime.partial import kept
 from .config import DEFAULT_NAME, Job, SweepConfig, expand
 from .guard import _Guarded, _wait, run_batches
 from .jobs import OUTPUTS, command, compute, describe_error, warm_up
+from ..runtime.limits import shown as _repr_cut
 
 #: The table's columns: the cache key, the inputs, the outputs, the reproducing command.
 INPUT_COLUMNS = ("family", "vocab", "block", "seed", "knobs", "kind", "name", "paths", "drafting",
@@ -483,7 +484,7 @@ def _check_run_arguments(cfg, only, retry_failed, use_cache, progress, log) -> N
     for name, flag in (("retry_failed", retry_failed), ("use_cache", use_cache),
                        ("progress", progress)):
         if not isinstance(flag, bool):
-            raise OptionError(f"run_sweep: {name} must be True or False, not {flag!r:.40}")
+            raise OptionError(f"run_sweep: {name} must be True or False, not {_repr_cut(flag, 40)}")
     if log is not None and not callable(log):
         raise OptionError(f"run_sweep: log takes a function of one line of text (or None), "
                           f"not {type(log).__name__}")

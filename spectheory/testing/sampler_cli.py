@@ -16,6 +16,7 @@ import sys
 from ..runtime.errors import (OptionError, SpectheoryError, TooFewSamplesError, import_user,
                               result_stream)
 from ..runtime.limits import ascii_int
+from ..runtime.limits import shown as _repr_cut
 
 
 def _import(text: str, what: str):
@@ -45,7 +46,7 @@ def parse_samples(text) -> int:
 def _int(text: str, name: str) -> int:
     value = ascii_int(text)
     if value is None:
-        raise SpectheoryError(f"{name} = {text!r:.40} is not an integer in ASCII digits")
+        raise SpectheoryError(f"{name} = {_repr_cut(text, 40)} is not an integer in ASCII digits")
     return value
 
 

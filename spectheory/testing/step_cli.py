@@ -12,6 +12,7 @@ import json
 import sys
 
 from ..runtime.errors import OptionError, SpectheoryError, import_user, result_stream
+from ..runtime.limits import shown as _repr_cut
 
 
 def _int(text: str, name: str, lo: int, hi: int) -> int:
@@ -22,7 +23,7 @@ def _int(text: str, name: str, lo: int, hi: int) -> int:
     else:
         value = ascii_int(text)
         if value is None:
-            raise OptionError(f"{name} = {text!r:.40} is not an integer (accepted: "
+            raise OptionError(f"{name} = {_repr_cut(text, 40)} is not an integer (accepted: "
                               f"{lo:,}..{hi:,})")
     if not lo <= value <= hi:
         raise OptionError(f"{name} = {value} is out of range {lo}..{hi:,}")

@@ -68,6 +68,7 @@ from ..inputs.tokenizers import (MAX_ENUMERATION, HeteroInstance, Tokenizer, che
                                  check_hetero_sizes)
 from ..runtime.errors import (InputError, OptionError, SizeLimitError, UserCodeError, call_user,
                               is_integer)
+from ..runtime.limits import shown as _repr_cut
 
 SCHEMES = ("slem", "slrs", "tli")
 
@@ -211,7 +212,7 @@ def tli_block(inst: HeteroInstance, c: tuple, *, residual_over: str = "target") 
     kept as the planted bug the checker must catch; any other value than these two is refused
     (``"both"`` ran as ``"target"``)."""
     if not isinstance(residual_over, str) or residual_over not in ("target", "intersection"):
-        raise OptionError(f"residual_over = {residual_over!r:.40} must be 'target' (the rule) or "
+        raise OptionError(f"residual_over = {_repr_cut(residual_over, 40)} must be 'target' (the rule) or "
                           "'intersection' (the planted bug)")
     zero = _zero(inst)
     one = zero + 1
@@ -366,7 +367,7 @@ def _block_fn(scheme) -> Callable:
             return _checked_block(call_user(scheme, inst, c, what=label), inst, c, label)
         return block
     if not isinstance(scheme, str) or scheme not in BLOCKS:
-        raise InputError(f"unknown scheme {scheme!r:.60}: choose one of {', '.join(BLOCKS)} or "
+        raise InputError(f"unknown scheme {_repr_cut(scheme, 60)}: choose one of {', '.join(BLOCKS)} or "
                          "give a block function f(inst, c) -> {block: probability}")
     return BLOCKS[scheme]
 
@@ -385,7 +386,7 @@ def _checked_block(out, inst: HeteroInstance, c: tuple, label: str) -> dict:
     for b, w in out.items():
         if isinstance(b, (str, bytes)) or not hasattr(b, "__len__") or len(b) == 0 or \
                 len(b) > MAX_ENUMERATION or not all(is_integer(t) and 0 <= t < V for t in b):
-            raise UserCodeError(f"{label} returned the block {b!r:.60} after context {c}: a "
+            raise UserCodeError(f"{label} returned the block {_repr_cut(b, 60)} after context {c}: a "
                                 f"block is a non-empty tuple of target ids in 0..{V - 1}")
         if is_integer(w):  # numpy's integers too
             w = int(w)
@@ -397,7 +398,7 @@ def _checked_block(out, inst: HeteroInstance, c: tuple, label: str) -> dict:
              and math.isfinite(w))
         if not ok or w < 0:
             kind = "an exact probability (Fraction)" if inst.exact else "a finite probability"
-            raise UserCodeError(f"{label} returned {w!r:.40} for the block {tuple(b)} after "
+            raise UserCodeError(f"{label} returned {_repr_cut(w, 40)} for the block {tuple(b)} after "
                                 f"context {c}: each value must be {kind} >= 0")
         key = tuple(int(t) for t in b)
         fixed[key] = fixed.get(key, 0) + w
@@ -413,7 +414,7 @@ def _context(inst: HeteroInstance, c) -> tuple:
     V = inst.target_tokenizer.size
     if isinstance(c, (str, bytes)) or not isinstance(c, (tuple, list)) or \
             len(c) > MAX_ENUMERATION or not all(is_integer(t) and 0 <= t < V for t in c):
-        raise InputError(f"the context c = {c!r:.60} must be a tuple of target token ids in "
+        raise InputError(f"the context c = {_repr_cut(c, 60)} must be a tuple of target token ids in "
                          f"0..{V - 1}")
     return tuple(int(t) for t in c)
 

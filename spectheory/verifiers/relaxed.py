@@ -81,6 +81,7 @@ from ..runtime.errors import InputError, check_arrays
 from .common import drafted_probs, float_law_only
 from .params import count, nonnegative, number, positive_unit, unit
 from .contrasts import _argmax_onehot, _const, _normalise, chain_law
+from ..runtime.limits import shown as _repr_cut
 
 
 
@@ -300,7 +301,7 @@ def _law_values(law, name: str) -> list:
         ok = isinstance(v, (Fraction, int, float, np.integer, np.floating)) and \
             not isinstance(v, (bool, np.bool_))
         if not ok or not math.isfinite(v) or v < 0:
-            raise InputError(f"kl_divergence: {name} holds {v!r:.40}; entries are finite "
+            raise InputError(f"kl_divergence: {name} holds {_repr_cut(v, 40)}; entries are finite "
                              "probabilities >= 0")
     return vals
 

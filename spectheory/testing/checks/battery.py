@@ -50,6 +50,7 @@ from ...inputs.models import TableModel
 from ...inputs.instances import MAX_BLOCK, MAX_VOCAB
 from ...inputs.random_instances import (MAX_DENOMINATOR, check_alpha, check_integer, check_seed,
                                         quantize_rows)
+from ...runtime.limits import shown as _repr_cut
 
 #: The kinds of instance [`make_instance`][spectheory.testing.checks.battery.make_instance] builds
 #: (see [`spectheory.testing.checks.strategies`][spectheory.testing.checks.strategies]).
@@ -92,7 +93,7 @@ def make_instance(kind: str, V: int, L: int, seed: int, alpha: float = 1.0,
         Round every row to exact multiples of 1/denominator (exact Fractions).
     """
     if not isinstance(kind, str) or kind not in KINDS:
-        raise OptionError(f"make_instance: kind = {kind!r:.40} is not one of {', '.join(KINDS)}")
+        raise OptionError(f"make_instance: kind = {_repr_cut(kind, 40)} is not one of {', '.join(KINDS)}")
     try:  # the ranges of random_instance, each checked before anything is drawn
         V = check_integer(V, "make_instance: V", 2, MAX_VOCAB)
         L = check_integer(L, "make_instance: L", 1, MAX_BLOCK)
@@ -213,7 +214,7 @@ def default_battery(paths: int = 1, exact: bool = True) -> list[BatteryInstance]
 
     exact = check_flag(exact, "exact")
     if isinstance(paths, bool) or not isinstance(paths, int) or not 1 <= paths <= MAX_PATHS:
-        raise SpectheoryError(f"paths = {paths!r:.40} must be an integer in 1..{MAX_PATHS} (the "
+        raise SpectheoryError(f"paths = {_repr_cut(paths, 40)} must be an integer in 1..{MAX_PATHS} (the "
                               "K-path engine's limit)")
     big = _size(paths, [(3, 3), (3, 2), (3, 1), (2, 2), (2, 1)])
     mid = _size(paths, [(3, 2), (2, 2), (3, 1), (2, 1)])

@@ -25,6 +25,7 @@ from ...runtime.kept import Kept, digest
 from ..statistics import stats
 from ..statistics._args import level
 from .report import RUNNING, MIN_EXPECTED, POWER, SAMPLE_LIMIT, Cell, DraftRows, SamplerReport, declared
+from ...runtime.limits import shown as _repr_cut
 
 #: Default bound on the floats of the inputs of one sampler call (rows x K (2L+1) V).
 MAX_CALL_FLOATS = 2**25
@@ -220,7 +221,7 @@ def kit_seed(seed) -> int:
 
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or \
             not 0 <= seed <= MAX_SEED:
-        raise OptionError(f"seed = {seed!r:.40} must be an integer in 0..{MAX_SEED:,}")
+        raise OptionError(f"seed = {_repr_cut(seed, 40)} must be an integer in 0..{MAX_SEED:,}")
     return int(seed)
 
 
@@ -472,16 +473,16 @@ def _run_arguments(samples, alpha, tokens, seed, max_seconds, instances, default
         return not isinstance(x, bool) and isinstance(x, (int, np.integer))
 
     if not integer(samples) or not 1 <= samples <= max_samples:
-        raise OptionError(f"samples = {samples!r:.40} must be an integer in 1..{max_samples:,}")
+        raise OptionError(f"samples = {_repr_cut(samples, 40)} must be an integer in 1..{max_samples:,}")
     alpha = level("alpha", alpha)
     if not integer(tokens) or not 1 <= tokens <= max_tokens:
-        raise OptionError(f"tokens = {tokens!r:.40} must be an integer in 1..{max_tokens}")
+        raise OptionError(f"tokens = {_repr_cut(tokens, 40)} must be an integer in 1..{max_tokens}")
     if not integer(seed) or not 0 <= seed < 2**62:
-        raise OptionError(f"seed = {seed!r:.40} must be an integer in 0..2^62-1")
+        raise OptionError(f"seed = {_repr_cut(seed, 40)} must be an integer in 0..2^62-1")
     if max_seconds is not None and (isinstance(max_seconds, bool) or
                                     not isinstance(max_seconds, (int, float)) or
                                     not max_seconds > 0):
-        raise OptionError(f"max_seconds = {max_seconds!r:.40} must be a positive number or None")
+        raise OptionError(f"max_seconds = {_repr_cut(max_seconds, 40)} must be a positive number or None")
     insts = _instance_list(instances, default, "no instances to check")
     per = _split(int(samples), len(insts))
     if min(per) < 1:

@@ -72,6 +72,7 @@ from ..statistics import stats
 from .calls import _cells, _run_arguments, _summary, point_mass_figure
 from .report import MIN_EXPECTED, SamplerReport
 from .step import _Pace
+from ...runtime.limits import shown as _repr_cut
 
 #: Most sequences V^N one comparison enumerates.
 MAX_CELLS = 2**20
@@ -368,7 +369,7 @@ def sampling_of(generate_kwargs: Mapping | None, vocab_size: int):
     if mnt is not None:
         if isinstance(mnt, bool) or not isinstance(mnt, (int, np.integer)) or \
                 not 0 <= mnt <= MAX_COUNT:
-            raise OptionError(f"min_new_tokens = {mnt!r:.40} must be an integer in "
+            raise OptionError(f"min_new_tokens = {_repr_cut(mnt, 40)} must be an integer in "
                               f"0..{MAX_COUNT:,}")
         if mnt and eos is None:  # it masks the stop token: with none, it would do nothing
             raise OptionError(f"min_new_tokens = {int(mnt)} acts only with eos_token_id (the "
@@ -382,7 +383,7 @@ def sampling_of(generate_kwargs: Mapping | None, vocab_size: int):
         whole = key in ("top_k", "no_repeat_ngram_size")  # transformers takes numbers, and
         if isinstance(value, bool) or not isinstance(  # reads text or a bool otherwise
                 value, (int, np.integer) if whole else (int, float, np.integer, np.floating)):
-            raise OptionError(f"generate argument {key} = {value!r:.40} must be "
+            raise OptionError(f"generate argument {key} = {_repr_cut(value, 40)} must be "
                               f"{'an integer' if whole else 'a number'} (transformers takes "
                               f"{'integers' if whole else 'numbers'} there)")
         params[key] = value
@@ -437,7 +438,7 @@ def _count_arguments(target, samples, tokens, seed, max_samples: int, max_tokens
 def _stop_token(stop, V: int) -> int | None:
     """A stop token: None, or a token id in 0..V-1 (an integer, not a bool), else one line."""
     if stop is not None and (not is_integer(stop) or not 0 <= stop < V):
-        raise OptionError(f"stop = {stop!r:.40} must be a token id in 0..{V - 1} or None")
+        raise OptionError(f"stop = {_repr_cut(stop, 40)} must be a token id in 0..{V - 1} or None")
     return None if stop is None else int(stop)
 
 
@@ -675,7 +676,7 @@ def check_hf_generate(instances: Sequence | Instance | None = None, samples: int
     insts, per, alpha = _run_arguments(samples, alpha, tokens, seed, max_seconds, instances,
                                        default_instances, MAX_SAMPLES, MAX_TOKENS)
     if isinstance(shift, bool) or shift not in (0, 1):
-        raise OptionError(f"shift = {shift!r:.40} must be 0 or 1")
+        raise OptionError(f"shift = {_repr_cut(shift, 40)} must be 0 or 1")
     for name, value in (("generate_kwargs", generate_kwargs), ("assistant", assistant)):
         if value is not None and not isinstance(value, Mapping):
             raise OptionError(f"{name} must be a mapping of keyword arguments or None, not "
@@ -696,18 +697,18 @@ def check_hf_generate(instances: Sequence | Instance | None = None, samples: int
                               f"{', '.join(ASSISTANT_KEYS)}")
     schedule = ast["num_assistant_tokens_schedule"]
     if not isinstance(schedule, str) or schedule not in ASSISTANT_SCHEDULES:
-        raise OptionError(f"num_assistant_tokens_schedule = {schedule!r:.40} must be one of "
+        raise OptionError(f"num_assistant_tokens_schedule = {_repr_cut(schedule, 40)} must be one of "
                           f"{', '.join(ASSISTANT_SCHEDULES)} (transformers' schedules)")
     threshold = ast["assistant_confidence_threshold"]
     if isinstance(threshold, bool) or not isinstance(threshold, (int, float, np.integer,
                                                                 np.floating)) \
             or not 0 <= float(threshold) < 1:
-        raise OptionError(f"assistant_confidence_threshold = {threshold!r:.40} must be a number "
+        raise OptionError(f"assistant_confidence_threshold = {_repr_cut(threshold, 40)} must be a number "
                           "in [0, 1) (0: drafts are not cut by confidence)")
     n_ast = ast["num_assistant_tokens"]  # else the library names max_new_tokens (what it sets)
     if isinstance(n_ast, bool) or not isinstance(n_ast, (int, np.integer)) or \
             not 1 <= n_ast <= MAX_ASSISTANT_TOKENS:
-        raise OptionError(f"num_assistant_tokens = {n_ast!r:.40} must be an integer in "
+        raise OptionError(f"num_assistant_tokens = {_repr_cut(n_ast, 40)} must be an integer in "
                           f"1..{MAX_ASSISTANT_TOKENS}")
     N = int(tokens)
     built, laws, sp = [], [], None
@@ -791,7 +792,7 @@ def assisted_law(law_instance: Instance, tokens: int, num_draft: int = 2, sampli
     _an_instance(law_instance, "assisted_law")
     for name, value in (("tokens", tokens), ("num_draft", num_draft)):
         if not is_integer(value) or value < 1:
-            raise OptionError(f"assisted_law: {name} = {value!r:.40} must be an integer >= 1")
+            raise OptionError(f"assisted_law: {name} = {_repr_cut(value, 40)} must be an integer >= 1")
     inst = law_instance.to_float()
     V, N, L = inst.vocab_size, int(tokens), int(num_draft)
     _guard_cells(V, N)

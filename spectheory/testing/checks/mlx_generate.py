@@ -78,6 +78,7 @@ from .hf_generate import (MAX_CELLS, _count_arguments, _enough_cells, _family, _
                           generate_law, shifted_law_instance)
 from .report import SamplerReport
 from .step import _Pace
+from ...runtime.limits import shown as _repr_cut
 
 #: Most generated tokens compared (N).
 MAX_TOKENS = 32
@@ -274,7 +275,7 @@ def sampling_of(kwargs: Mapping | None, vocab_size: int, tokens: int = 1):
         if isinstance(top_k, bool) or not isinstance(top_k, (int, np.integer)) or top_k < 0:
             raise OptionError(f"top_k = {top_k!r} must be a non-negative integer")
         if top_k > vocab_size:  # MLX reads it as a 32-bit partition index (2^63: std::bad_cast)
-            raise OptionError(f"top_k = {top_k!r:.40} is over the vocabulary of {vocab_size} "
+            raise OptionError(f"top_k = {_repr_cut(top_k, 40)} is over the vocabulary of {vocab_size} "
                               f"tokens; top_k = 0 keeps every token")
         if top_k > 0:
             params["top_k"] = int(top_k)

@@ -19,6 +19,7 @@ from .calls import (MAX_CALL_FLOATS, RAMP_FIRST_ROWS, _as_index, _cells, _dense,
                     _split, unreadable)
 from .report import MIN_EXPECTED
 from .rows import DRAFT_ROW_TOL, DRAFT_ROW_TOL_LOW, default_instances
+from ...runtime.limits import shown as _repr_cut
 
 
 def _proposal_rows(instances, rows: int, generator) -> list[torch.Tensor]:
@@ -41,7 +42,7 @@ def _proposal_rows(instances, rows: int, generator) -> list[torch.Tensor]:
             try:
                 x = torch.as_tensor(inst, dtype=torch.float64)
             except (TypeError, ValueError, RuntimeError, OverflowError):
-                raise SpectheoryError(f"proposal rows: {type(inst).__name__} {inst!r:.40} is "
+                raise SpectheoryError(f"proposal rows: {type(inst).__name__} {_repr_cut(inst, 40)} is "
                                       "neither an Instance nor a tensor [R, V] of numbers; the "
                                       "draft sampler was not called") from None
             if x.dim() != 2 or x.shape[0] < 1 or x.shape[1] < 1:

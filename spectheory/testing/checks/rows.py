@@ -19,6 +19,7 @@ from ...engine.sampling import sample_drafts
 from ...inputs.random_instances import random_instance
 from ...engine.seqtree import levels
 from .report import DraftRows
+from ...runtime.limits import shown as _repr_cut
 
 
 def _zeroed_instance(V: int, L: int, seed: int) -> Instance:
@@ -68,7 +69,7 @@ def default_instances(mode: str = "law") -> list:
     every other node (ties in p/q). The same set serves every mode; ``mode`` must be one of
     `MODES`."""
     if not isinstance(mode, str) or mode not in MODES:
-        raise SpectheoryError(f"default_instances: mode = {mode!r:.40} is not one of "
+        raise SpectheoryError(f"default_instances: mode = {_repr_cut(mode, 40)} is not one of "
                               f"{', '.join(MODES)}")
     return [random_instance(3, 3, 11), random_instance(4, 3, 12, alpha=0.5),
             _zeroed_instance(4, 3, 13), _equal_at_some_nodes(3, 3, 14)]

@@ -115,6 +115,7 @@ from ...verifiers.common import drafted_probs, residual_corrections, residuals  
 
 
 from .rows import MODES  # noqa: E402 (the sampler check's modes)
+from ...runtime.limits import shown as _repr_cut
 
 #: Budgeted runs hand the sampler at most this many rows a call, or the pilots' largest call.
 BUDGET_MIN_BATCH = 2**16
@@ -122,8 +123,12 @@ BUDGET_MIN_BATCH = 2**16
 
 def _check_args(samples, alpha, mode=None, tol=None) -> float:
     """Refuse bad common arguments in one line; returns ``alpha`` as a float."""
-    if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or samples < 1:
-        raise SpectheoryError(f"samples = {samples!r} must be a positive integer")
+    from ...runtime.limits import MAX_LIMIT, shown
+
+    if isinstance(samples, bool) or not isinstance(samples, (int, np.integer)) or \
+            not 1 <= samples <= MAX_LIMIT:  # 10^400 overflowed the float of its least time
+        raise SpectheoryError(f"samples = {shown(samples)} must be a positive integer of at "
+                              f"most {MAX_LIMIT:.0e}")
     alpha = level("alpha", alpha)  # numpy floats too; a string, None, a tensor: its type named
     if mode is not None and mode not in MODES:
         raise SpectheoryError(f"unknown mode {mode!r}; choose from {', '.join(MODES)}")
@@ -489,7 +494,7 @@ def check_proposal(draft_sampler: Callable, instances: Sequence | None = None,
     if max_seconds is not None and (isinstance(max_seconds, bool) or
                                     not isinstance(max_seconds, (int, float)) or
                                     not max_seconds > 0):
-        raise OptionError(f"max_seconds = {max_seconds!r:.40} must be a positive number or None")
+        raise OptionError(f"max_seconds = {_repr_cut(max_seconds, 40)} must be a positive number or None")
     seed = kit_seed(seed)
     if not callable(draft_sampler):
         raise SpectheoryError(f"the draft sampler is {type(draft_sampler).__name__}, "

@@ -58,6 +58,7 @@ from .calls import _caller_bound, _instance_list
 from .report import guarded
 from .step import (MAX_SECONDS, PLACEHOLDER, StepRequest, TableLM, _emitted,
                    default_step_instances, processed, processed_along)
+from ...runtime.limits import shown as _repr_cut
 
 #: Streams of the kit's keyed noise.
 DRAFT, TARGET = 1, 2
@@ -102,7 +103,7 @@ def keyed_uniform(seeds, positions, stream: int):
     from ...runtime.errors import OptionError, is_integer
 
     if not is_integer(stream) or not 0 <= int(stream) < 1 << 20:
-        raise OptionError(f"stream = {stream!r:.40} must be an integer in 0..{(1 << 20) - 1}")
+        raise OptionError(f"stream = {_repr_cut(stream, 40)} must be an integer in 0..{(1 << 20) - 1}")
     arrays = []
     for name, value in (("seeds", seeds), ("positions", positions)):
         if torch.is_tensor(value) and value.device.type == "meta":
@@ -394,7 +395,7 @@ def _check_common(instances, seeds, tokens, schedule):
         if isinstance(s, torch.Tensor) and s.numel() == 1:
             s = s.item()
         if not is_integer(s):
-            raise OptionError(f"seeds must be a list of integers; got {s!r:.40} "
+            raise OptionError(f"seeds must be a list of integers; got {_repr_cut(s, 40)} "
                               f"({type(s).__name__})")  # 1.5, inf, '7' are typos, not seeds
         out.append(int(s))
     seeds = out
@@ -431,7 +432,7 @@ class _Clock:
         if max_seconds is not None and not (
                 isinstance(max_seconds, (int, float)) and not isinstance(max_seconds, bool)
                 and max_seconds > 0):  # NaN is not > 0
-            raise OptionError(f"max_seconds = {max_seconds!r:.40} must be a positive number or "
+            raise OptionError(f"max_seconds = {_repr_cut(max_seconds, 40)} must be a positive number or "
                               "None")
         self.max_seconds, self.what = max_seconds, what
         self.start = time.perf_counter()

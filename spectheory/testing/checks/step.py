@@ -90,6 +90,7 @@ from ..statistics._args import level
 from .calls import (_an_instance, _caller_bound, _cells, _summary, kit_seed, point_mass_figure,
                     readable, whole_ids)
 from .report import MIN_EXPECTED, POWER, SamplerReport, guarded
+from ...runtime.limits import shown as _repr_cut
 
 #: Most sequences V^N one comparison enumerates (N = steps + L tokens).
 MAX_STEP_CELLS = 2**20
@@ -118,7 +119,7 @@ PLACEHOLDER = -1
 def _check_inputs(inputs) -> None:
     """``inputs`` is one of `INPUTS`, else one line."""
     if not isinstance(inputs, str) or inputs not in INPUTS:
-        raise OptionError(f"inputs = {inputs!r:.40} is not one of {', '.join(INPUTS)}")
+        raise OptionError(f"inputs = {_repr_cut(inputs, 40)} is not one of {', '.join(INPUTS)}")
 
 
 # ----------------------------------------------------------------------------- models
@@ -257,7 +258,7 @@ class StepRequest:
                 raise OptionError(f"StepRequest: {name} must be a model (tokens [N, m] -> rows "
                                   f"[N, m+1, V]), not {type(getattr(self, name)).__name__}")
         if not is_integer(self.num_draft) or not 1 <= int(self.num_draft) <= MAX_BLOCK:
-            raise OptionError(f"StepRequest: num_draft = {self.num_draft!r:.40} must be an "
+            raise OptionError(f"StepRequest: num_draft = {_repr_cut(self.num_draft, 40)} must be an "
                               f"integer in 1..{MAX_BLOCK}")
         _check_inputs(self.inputs)
         B, L = c.shape[0], int(self.num_draft)
@@ -530,7 +531,7 @@ def cells_over(V: int, N, limit: int, what: str) -> bool:
     when N alone says so (V^N for N = 10^15 is one big-integer power that never returns); N not
     an integer >= 1: an [`OptionError`][spectheory.runtime.errors.OptionError] naming ``what``."""
     if not is_integer(N) or N < 1:
-        raise OptionError(f"{what}: N = {N!r:.40} tokens must be an integer >= 1")
+        raise OptionError(f"{what}: N = {_repr_cut(N, 40)} tokens must be an integer >= 1")
     return N * math.log2(max(V, 2)) > math.log2(limit) + 1 or V ** N > limit
 
 
@@ -825,7 +826,7 @@ def _check_num_draft(num_draft) -> None:
     if num_draft is not None and (isinstance(num_draft, (bool, np.bool_)) or
                                   not isinstance(num_draft, (int, np.integer)) or
                                   not 1 <= num_draft <= 64):
-        raise OptionError(f"num_draft = {num_draft!r:.40} must be an integer in 1..64")
+        raise OptionError(f"num_draft = {_repr_cut(num_draft, 40)} must be an integer in 1..64")
 
 
 def sample_steps(step: Callable, instance: Instance, samples: int, seed: int = 0, *,

@@ -83,6 +83,7 @@ from .calls import (RAMP_FIRST_ROWS, _an_instance, _budget_bound, _caller_bound,
 from .report import MIN_EXPECTED, POWER, SamplerReport, guarded
 from .sizing import MAX_SECONDS, _refuse_time
 from .step import _Pace
+from ...runtime.limits import shown as _repr_cut
 
 #: Modes of [`check_tree_sampler`][spectheory.testing.checks.tree.check_tree_sampler].
 TREE_MODES = ("law", "lossless")
@@ -185,7 +186,7 @@ def draft_trees(instance: Instance, tree, drafting: str, rows: int, generator) -
     V = instance.vocab_size
     n = tree.n_nodes
     if not is_integer(rows) or rows < 1:
-        raise OptionError(f"draft_trees: rows = {rows!r:.40} must be an integer >= 1")
+        raise OptionError(f"draft_trees: rows = {_repr_cut(rows, 40)} must be an integer >= 1")
     # tokens and parents [rows, n] (int64), and the q and p rows along them [rows, n, V]
     check_memory(int(rows) * n * (16 + 16 * V), f"draft_trees: {int(rows):,} trees of {n} nodes",
                  "draft fewer trees at a time")
@@ -254,11 +255,11 @@ def emitted_groups(tree: TreeShape, tokens: Sequence[int]) -> tuple:
     try:
         ids = [t for t in tokens]
     except TypeError:
-        raise OptionError(f"emitted_groups: tokens = {tokens!r:.40} is not a sequence of token "
+        raise OptionError(f"emitted_groups: tokens = {_repr_cut(tokens, 40)} is not a sequence of token "
                           f"ids") from None
     if len(ids) != n or not all(_is_token_id(t) for t in ids):
         raise OptionError(f"emitted_groups: tokens must be {n} token ids (integers >= 0), one a "
-                          f"non-root node of the tree, not {ids!r:.60}")
+                          f"non-root node of the tree, not {_repr_cut(ids, 60)}")
     paths = _token_paths(tree, tokens)
     index: dict = {}
     group = []
@@ -552,7 +553,7 @@ def tied_instance(V: int, D: int, seed: int = 13) -> Instance:
     from ...inputs.models import TableModel
 
     if not is_integer(V) or V < 3:
-        raise OptionError(f"a tied instance needs an integer V >= 3, not {V!r:.40}")
+        raise OptionError(f"a tied instance needs an integer V >= 3, not {_repr_cut(V, 40)}")
     try:  # D and seed: random_instance's ranges
         base = random_instance(V, D, seed, denominator=4)
     except InstanceError as exc:

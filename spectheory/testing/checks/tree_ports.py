@@ -45,6 +45,7 @@ from ...runtime import backend as B
 from ...runtime._lazy import torch
 from ...runtime.errors import OptionError
 from ...verifiers.specinfer import _row_at
+from ...runtime.limits import shown as _repr_cut
 
 #: One-line bugs planted in the SGLang port (name -> what changes).
 SGLANG_TREE_BUGS = {
@@ -657,17 +658,17 @@ def _check_layout_options(layout: TreeLayout, options: dict) -> None:
                 torch.empty(0, device=dev)
             except (RuntimeError, TypeError, ValueError, AssertionError) as exc:
                 first = (str(exc).strip().splitlines() or [""])[0][:120]
-                raise OptionError(f"device = {value!r:.40} is not a device torch can use here "
+                raise OptionError(f"device = {_repr_cut(value, 40)} is not a device torch can use here "
                                   f"({first})") from None
         elif key == "dtype" and value is not None and not (
                 isinstance(value, torch.dtype) and value.is_floating_point):
-            raise OptionError(f"dtype = {value!r:.40} must be a torch floating dtype (or None)")
+            raise OptionError(f"dtype = {_repr_cut(value, 40)} must be a torch floating dtype (or None)")
         elif key in ("threshold_single", "threshold_acc") and (
                 isinstance(value, bool) or not isinstance(value, (int, float))
                 or not 0 <= float(value) <= 1):
-            raise OptionError(f"{key} = {value!r:.40} must be a number in [0, 1]")
+            raise OptionError(f"{key} = {_repr_cut(value, 40)} must be a number in [0, 1]")
         elif key == "logits_processor" and not callable(value):
-            raise OptionError(f"logits_processor = {value!r:.40} must be callable")
+            raise OptionError(f"logits_processor = {_repr_cut(value, 40)} must be callable")
 
 
 def tree_engine_sampler(fn: Callable, layout: TreeLayout | str, **options) -> Callable:

@@ -50,6 +50,7 @@ from ...sampling import sample_output
 from ...engine.seqtree import levels, path_probabilities, sequence_tokens
 from .battery import default_battery
 from .calls import _kit_law
+from ...runtime.limits import shown as _repr_cut
 
 #: Schema identifier written into every file; bumped on any incompatible change.
 SCHEMA = "spectheory-vectors/1"
@@ -341,11 +342,11 @@ def export_vectors(directory, verifiers=None, instances=("battery",), *, paths: 
     from ...runtime.errors import check_flag
 
     if not isinstance(directory, (str, os.PathLike)) or not str(directory).strip():
-        raise SpectheoryError(f"export_vectors: directory = {directory!r:.40} names no folder")
+        raise SpectheoryError(f"export_vectors: directory = {_repr_cut(directory, 40)} names no folder")
     for name, value in (("verifiers", verifiers), ("instances", instances)):
         if isinstance(value, (str, bytes)):  # iterated, it would be its characters
-            raise SpectheoryError(f"export_vectors: {name} = {value!r:.40} must be a list (e.g. "
-                                  f"[{value!r:.30}])")
+            raise SpectheoryError(f"export_vectors: {name} = {_repr_cut(value, 40)} must be a list (e.g. "
+                                  f"[{_repr_cut(value, 30)}])")
     verifiers = None if verifiers is None else list(verifiers)  # a generator is read once
     instances = list(instances)
     for name, value in (("verifiers", verifiers), ("instances", instances)):
@@ -516,15 +517,15 @@ def _given_uniforms(pairs, d: int) -> list:
     try:
         items = list(pairs)
     except TypeError:
-        raise SpectheoryError(f"uniforms[{d}] = {pairs!r:.40} is not a list of pairs") from None
+        raise SpectheoryError(f"uniforms[{d}] = {_repr_cut(pairs, 40)} is not a list of pairs") from None
     for j, pair in enumerate(items):
         try:
             u0, u1 = pair
         except (TypeError, ValueError):
-            raise SpectheoryError(f"uniforms[{d}][{j}] = {pair!r:.40} is not a pair (u0, u1)") \
+            raise SpectheoryError(f"uniforms[{d}][{j}] = {_repr_cut(pair, 40)} is not a pair (u0, u1)") \
                 from None
         if not (_is_uniform(u0) and _is_uniform(u1)):
-            raise SpectheoryError(f"uniforms[{d}][{j}] = {pair!r:.40}: each uniform must be a "
+            raise SpectheoryError(f"uniforms[{d}][{j}] = {_repr_cut(pair, 40)}: each uniform must be a "
                                   f"real number in [0, 1)")
     return items
 
@@ -634,7 +635,7 @@ def check_file(path, allow_import: bool = False) -> tuple[str, Any, Any] | None:
     if isinstance(verifier, str) and ":" not in verifier and _single_path(verifier):
         written = plan(verifier, 1, None).drafting  # export refuses another scheme for it
         if data["drafting"] != written:
-            raise SpectheoryError(f"{fname}: drafting {data['drafting']!r:.40} applies to "
+            raise SpectheoryError(f"{fname}: drafting {_repr_cut(data['drafting'], 40)} applies to "
                                   f"multi-path verifiers; {verifier} is single-path (`vectors "
                                   f"export` writes {written!r})")
     sizes = {"tau_pmf": (L + 1, "L + 1"), "output_law": (V ** (L + 1), "V^(L+1)"),
@@ -674,7 +675,7 @@ def check_vectors(directory, progress: bool = False,
     from ...runtime.errors import check_flag
 
     if not isinstance(directory, (str, os.PathLike)):
-        raise SpectheoryError(f"check_vectors: directory = {directory!r:.40} is not a path")
+        raise SpectheoryError(f"check_vectors: directory = {_repr_cut(directory, 40)} is not a path")
     check_flag(progress, "check_vectors: progress")
     check_flag(allow_import, "check_vectors: allow_import")
     d = Path(directory)

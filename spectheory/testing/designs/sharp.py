@@ -92,6 +92,7 @@ from ...runtime.errors import (InputError, OptionError, SpectheoryError, UserCod
                                call_user, check_flag)
 from ..checks.report import MIN_EXPECTED, POWER, DraftRows
 from ..statistics import _args
+from ...runtime.limits import shown as _repr_cut
 
 __all__ = ["Replica", "ReplicaPower", "SharpDesign", "Allocation", "allocate", "binned_divergence",
            "candidate_pool", "kit_replicas", "replica_power", "sharp_design", "sharp_rows",
@@ -1270,7 +1271,7 @@ def kit_design(verifier: str = "token", budget: int = 3000, alpha: float = 1e-3,
     import dataclasses
 
     if not isinstance(verifier, str):  # a name (the design is cached by it)
-        raise OptionError(f"kit_design: verifier = {verifier!r:.40} must be a registered "
+        raise OptionError(f"kit_design: verifier = {_repr_cut(verifier, 40)} must be a registered "
                           "verifier's name")
     budget, alpha, paths = _count("budget", budget), _level(alpha), _count("paths", paths)
     d = _cached(verifier, budget, alpha, paths)

@@ -50,6 +50,7 @@ import math
 import torch
 
 from ...sampling import inverse_cdf
+from ...runtime.limits import shown as _repr_cut
 
 __all__ = [
     "PLACEHOLDER_TOKEN_ID", "FLOAT64_COIN_STEP", "MRV2_COIN_MIN", "MRV2_COIN_MAX",
@@ -107,12 +108,12 @@ def _check_factory(name: str, method, methods: tuple, dtype=None, bug=None,
     from ...runtime.errors import OptionError
 
     if method not in methods:
-        raise OptionError(f"{name}: unknown method {method!r:.40}; choose {' or '.join(methods)}")
+        raise OptionError(f"{name}: unknown method {_repr_cut(method, 40)}; choose {' or '.join(methods)}")
     if dtype is not None and dtype not in (torch.float32, torch.float64):
-        raise OptionError(f"{name}: dtype = {dtype!r:.40} must be torch.float32 or "
+        raise OptionError(f"{name}: dtype = {_repr_cut(dtype, 40)} must be torch.float32 or "
                           "torch.float64")
     if bug is not None and bug not in bugs:
-        raise OptionError(f"{name}: unknown bug {bug!r:.40}; choose from {', '.join(bugs)}")
+        raise OptionError(f"{name}: unknown bug {_repr_cut(bug, 40)}; choose from {', '.join(bugs)}")
 
 
 def _check_coins(uniforms, Bsz: int, L: int, where: str) -> None:
@@ -663,7 +664,7 @@ def expand_batch_to_tokens(x, cu_num_tokens, num_tokens: int, replace_from=0, re
                           f"end indices), got {cu_num_tokens.tolist()[:8]}")
     total = int(end[-1]) if end.numel() else 0
     if isinstance(num_tokens, bool) or not isinstance(num_tokens, int) or num_tokens != total:
-        raise OptionError(f"expand_batch_to_tokens: num_tokens = {num_tokens!r:.40} is not the "
+        raise OptionError(f"expand_batch_to_tokens: num_tokens = {_repr_cut(num_tokens, 40)} is not the "
                           f"last cumulative count, {total}")  # (a bare AssertionError)
     out = torch.repeat_interleave(x, counts)
     return torch.where(out == replace_from, torch.full_like(out, replace_to), out)
@@ -755,7 +756,7 @@ def generate_uniform_probs(num_tokens, num_draft_tokens, generators, device=None
     from ...runtime.limits import check_memory
 
     if not is_integer(num_tokens) or num_tokens < 0:
-        raise OptionError(f"generate_uniform_probs: num_tokens = {num_tokens!r:.40} must be an "
+        raise OptionError(f"generate_uniform_probs: num_tokens = {_repr_cut(num_tokens, 40)} must be an "
                           "integer >= 0")
     check_memory(8 * int(num_tokens), f"generate_uniform_probs: num_tokens = {num_tokens:,}")
     u = torch.rand(int(num_tokens), dtype=torch.float64, device=device)
@@ -872,10 +873,10 @@ def counter_uniforms(seeds, positions, domain: int, columns: int | None = None):
     from ...runtime.limits import check_memory
 
     if columns is not None and (not is_integer(columns) or columns < 0):
-        raise OptionError(f"counter_uniforms: columns = {columns!r:.40} must be an integer >= 0 "
+        raise OptionError(f"counter_uniforms: columns = {_repr_cut(columns, 40)} must be an integer >= 0 "
                           "or None")
     if isinstance(domain, bool) or not is_integer(domain) or not 0 <= domain < 2**64:
-        raise OptionError(f"counter_uniforms: domain = {domain!r:.40} must be an integer in "
+        raise OptionError(f"counter_uniforms: domain = {_repr_cut(domain, 40)} must be an integer in "
                           "[0, 2^64) (the hash's stream number)")
     ids = {}
     for name, v in (("seeds", seeds), ("positions", positions)):

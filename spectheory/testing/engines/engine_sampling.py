@@ -72,6 +72,7 @@ import torch
 
 from ...inputs.processing import SamplingParams, parse_sampling, process_rows, process_rows_along
 from ...runtime.errors import OptionError
+from ...runtime.limits import shown as _repr_cut
 
 __all__ = ["EngineProcessing", "engine_processing", "engine_globals", "WRAPPER_RULE",
            "sglang_renorm", "transformers_processors", "boundary_ties", "DROPPED"]
@@ -103,7 +104,7 @@ def engine_globals(fn, name: str) -> dict | None:
     first function of ``fn``'s wrapper chain (``functools.partial``, ``functools.wraps``) whose
     ``__globals__`` hold ``name``; None when none does."""
     if not isinstance(name, str):
-        raise OptionError(f"engine_globals: name = {name!r:.40} must be a string (a global's "
+        raise OptionError(f"engine_globals: name = {_repr_cut(name, 40)} must be a string (a global's "
                           "name)")
     for f in _unwrap_chain(fn):
         g = getattr(f, "__globals__", None)
@@ -395,7 +396,7 @@ def engine_processing(layout, sampling) -> EngineProcessing | None:
     path, or the path cannot be run (vLLM MRV2), or ``layout`` is not a layout (a preset's name
     is read by `get_layout`)."""
     if not hasattr(layout, "processing") or not hasattr(layout, "name"):
-        raise OptionError(f"engine_processing: layout must be a Layout (get_layout({layout!r:.30}) "
+        raise OptionError(f"engine_processing: layout must be a Layout (get_layout({_repr_cut(layout, 30)}) "
                           f"for a preset by name), not {type(layout).__name__}")
     sp = parse_sampling(sampling)
     if sp is None:

@@ -88,6 +88,7 @@ from ...runtime.errors import OptionError, TimeLimitError
 from ...runtime.errors import check_whole as _whole
 from ...runtime.errors import SpectheoryError
 from ..checks.step import PLACEHOLDER, StepRequest, _streams, processed
+from ...runtime.limits import shown as _repr_cut
 
 __all__ = ["REPLICAS", "Replica", "Rule", "RULES", "ReplicaStep", "after_token_grammar",
            "check_step_power", "draft_half",
@@ -376,7 +377,7 @@ def _rule(rule) -> "Rule":
     if isinstance(rule, Rule):
         return rule
     if not isinstance(rule, str) or rule not in RULES:
-        raise OptionError(f"unknown stateful rule {rule!r:.40}; choose from "
+        raise OptionError(f"unknown stateful rule {_repr_cut(rule, 40)}; choose from "
                           f"{', '.join(RULES)}")
     return RULES[rule]
 
@@ -389,7 +390,7 @@ def draft_half(name: str, draft_sampling="top_p=0.9") -> Callable:
     rows); every other replica drafts correctly from the rows it reports, and its defect lies in
     the histories its processors read, which no half sees."""
     if name != "mistralrs-2424":
-        raise OptionError(f"{name!r:.40}: no half of this replica holds its defect (only "
+        raise OptionError(f"{_repr_cut(name, 40)}: no half of this replica holds its defect (only "
                           "'mistralrs-2424' has one)")
     dp = parse_sampling(draft_sampling)
 
@@ -729,7 +730,7 @@ def effective_frequency_penalty(nominal: float, steps: int = 4, instance: Instan
 
     if isinstance(nominal, bool) or not isinstance(nominal, numbers.Real) or \
             not 0 < float(nominal) < float("inf"):
-        raise OptionError(f"nominal = {nominal!r:.40} must be a positive finite frequency "
+        raise OptionError(f"nominal = {_repr_cut(nominal, 40)} must be a positive finite frequency "
                           "penalty (the bisection runs between 0 and it)")
     # the law first: it guards steps and the V^N sequences before the repeats enumerate them
     buggy = stateful_step_law("sglang-33643", inst, steps, sp(nominal))

@@ -37,6 +37,7 @@ from __future__ import annotations
 from ....inputs.processing import SamplingParams, parse_sampling, process_rows
 from ....runtime._lazy import torch
 from ....runtime.errors import OptionError
+from ....runtime.limits import shown as _repr_cut
 
 SOURCE = ("huggingface/text-generation-inference@01e61bf0a4ae6d1f9bef99d91ec9df50d0e01cb8: "
           "server/text_generation_server/utils/tokens.py, HeterogeneousNextTokenChooser")
@@ -72,7 +73,7 @@ def tgi_step(request, *, fixed: bool = False):
     FSM state (``fixed=True``: with the drafts before each position), sampled by exponential
     races from ``request.generator``, drafts accepted while the samples match."""
     if not isinstance(fixed, bool):  # 'no' would be truthy and check the fixed step
-        raise OptionError(f"fixed = {fixed!r:.40} must be True or False")
+        raise OptionError(f"fixed = {_repr_cut(fixed, 40)} must be True or False")
     sp = parse_sampling(request.sampling)
     _check(sp)
     ctx = request.context

@@ -25,6 +25,7 @@ from __future__ import annotations
 import torch
 
 from ..adapters import PORT_BUGS
+from ....runtime.limits import shown as _repr_cut
 
 __all__ = ["get_rejected_indices", "sample_rejected", "process_draft_tokens_rejection_sampling"]
 
@@ -52,7 +53,7 @@ def _check_bug(bug) -> None:
     if bug is not None and bug not in _BUGS:
         from ....runtime.errors import OptionError
 
-        raise OptionError(f"unknown bug {bug!r:.40}; choose from {', '.join(_BUGS)}")
+        raise OptionError(f"unknown bug {_repr_cut(bug, 40)}; choose from {', '.join(_BUGS)}")
 
 
 def get_rejected_indices(draft_probs, target_probs, generator, draft_tokens, *, bug=None):
