@@ -33,7 +33,7 @@ import numpy as np
 
 from spectheory.runtime import limits
 from spectheory.runtime.errors import MissingExtraError, SizeLimitError, TimeLimitError
-from spectheory.runtime.limits import check_memory, human_count, ratio
+from spectheory.runtime.limits import about_digits, check_memory, human_count, ratio
 from spectheory.runtime.sizes import human_bytes
 
 from .result import LPError
@@ -481,8 +481,11 @@ class SparseLP:
         primal = sum(self.c * x, Fraction(0))
         dual = sum(self.eq[3] * y_eq, Fraction(0)) + sum(self.ub[3] * lam, Fraction(0))
         if primal != dual:
-            raise LPError(f"certificate: primal objective {_show(primal)} != dual objective "
+            gap = LPError(f"certificate: primal objective {_show(primal)} != dual objective "
                           f"{_show(dual)}")
+            # both points hold exactly (checked above): the optimum lies between their values
+            gap.bounds = (primal + _frac(self.offset), dual + _frac(self.offset))
+            raise gap
         return primal + _frac(self.offset)
 
     def dense(self):
@@ -664,6 +667,16 @@ def solve_exact_via_highs(lp: SparseLP, sympy_primal: bool = True):
             opt, last = first_certificate(lp, lambda den: [xs], y_eq, lam)
             if opt is not None:
                 return opt, "sympy-primal"
+    bounds = getattr(last, "bounds", None)
+    if bounds is not None:  # an exact primal point and an exact dual point that do not meet
+        lo, hi = sorted(bounds)
+        gap = hi - lo
+        shown_gap = (f"{float(gap):.3g}" if float(gap) != 0 else  # past float64's range
+                     f"about 10^{about_digits(gap.numerator) - about_digits(gap.denominator)}")
+        raise LPError(f"no exact certificate: the float solutions give an exact feasible point "
+                      f"of value {_show(lo)} and an exact dual bound {_show(hi)} (the optimum "
+                      f"lies between; a gap of {shown_gap}) that no rounding closes: the float "
+                      f"solver's tolerances (about 1e-9) are coarser than the gap")
     raise LPError(f"no exact certificate found from the float solutions ({last})")
 
 

@@ -149,7 +149,7 @@ BAD = [
     (["validate", "costs", "--out", "out"] + PAIR, "models fetch data"),
     # validate summarize
     (["validate", "summarize", "nothing"], "no run in nothing"),
-    (["validate", "summarize", "{file}"], "no run in"),
+    (["validate", "summarize", "{file}"], "is not a folder"),
     (["validate", "summarize", "{brokenrun}"], "not readable JSON"),
     (["validate", "summarize", "{emptyrun}"], "no finished prompts"),
     (["validate", "summarize", "{badprompt}"], "not a JSON object (it starts with '['); a run "

@@ -58,6 +58,8 @@ def load_run(out: str | Path):
     """(run.json, costs or None, per-prompt records) of a run folder; the end-of-run cost
     measurement (costs_final.json) is preferred to the start-of-run one."""
     out = Path(out)
+    if os.path.lexists(out) and not out.is_dir():  # a file: "run.json missing" named no cause
+        raise SpectheoryError(f"{out} is not a folder (a run folder of validate run)")
     if not os.path.lexists(out / "run.json"):  # a named pipe or a folder there: read below,
         raise SpectheoryError(f"no run in {out} (run.json missing)")  # and named as what it is
     run = _read_json(out / "run.json")

@@ -721,7 +721,9 @@ def parse_json(text: str, where: str = "instance", exact_numbers: bool = False) 
                               parse_float=_json_number)
         return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_constant)
     except json.JSONDecodeError as exc:
-        raise InstanceError(f"{where}: unreadable JSON ({exc.msg} at line {exc.lineno} "
+        # json's own message may end in "at" already ("Unterminated string starting at")
+        msg = exc.msg[:-3] if exc.msg.endswith(" at") else exc.msg
+        raise InstanceError(f"{where}: unreadable JSON ({msg} at line {exc.lineno} "
                             f"column {exc.colno})") from None
     except InstanceError as exc:
         raise InstanceError(f"{where}: {exc}") from None

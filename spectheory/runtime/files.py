@@ -81,6 +81,16 @@ def _mode_for(path: Path) -> int:
         return 0o666 & ~_umask()
 
 
+def folder_mode_for(path: Path) -> int:
+    """The mode a folder made in place of ``path`` gets: the replaced (empty) folder's own, else
+    the one ``mkdir`` gives under the process's umask (``0o777 & ~umask``). For a folder built
+    under a temporary name (``tempfile.mkdtemp``: mode 0700) and renamed into place."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        return 0o777 & ~_umask()
+
+
 @contextlib.contextmanager
 def atomic_file(path: str | os.PathLike, what: str = "output"):
     """Context manager: yields a temporary file name in the folder of the regular file ``path``

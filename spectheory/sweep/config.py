@@ -510,6 +510,9 @@ def load_config(text_or_path) -> SweepConfig:
         path = Path(text_or_path)  # a folder given as a path was read as TOML text
         source = str(path)
         text = _read_bounded(path)
+    # a byte-order mark, as an editor on Windows writes it (an instance file's JSON reader
+    # skips it; TOML called it an invalid statement at line 1)
+    text = text.removeprefix("\ufeff")
     try:
         data = _toml.loads(text)
     except _toml.TOMLDecodeError as exc:
@@ -677,6 +680,32 @@ def _check_user_name(text: str, where: str, what: str) -> None:
     if not _module_found(module):
         raise OptionError(f"{where}: {what} {text!r}: no module named {module!r} in the working "
                           "folder or on sys.path")
+
+
+def _check_random_sizes(table: dict, where: str) -> None:
+    """Refuse a random-family table every instance of which is over the size limit of
+    `spectheory.random_instance` (its V^(L+1) target table; each job failed on it, and the
+    folder was written with the failed rows). A table with some instance within the limit runs:
+    the others are failed rows, as any job that fails."""
+    from ..runtime.errors import SizeLimitError
+    from ..runtime.sizes import check_size
+
+    knobs = table["knobs"]
+    first = None
+    for V, L, independent, denominator in itertools.product(
+            table["vocab"], table["block"], knobs.get("context_independent", [False]),
+            knobs.get("denominator", [None])):
+        if independent:  # one row for every prefix: no V^(L+1) table
+            return
+        try:
+            check_size(V ** (L + 1), "random table instance", exact=bool(denominator),
+                       formula=f"V^(L+1) = {V}^{L + 1}")
+            return
+        except SizeLimitError as exc:
+            first = first or exc
+    if first is not None:
+        raise OptionError(f"{where}: every instance of the table is over the size limit, so each "
+                          f"job would fail: {first}")
 
 
 def _check_family(family: str, knobs: dict, where: str) -> None:
@@ -901,6 +930,8 @@ def check_methods(cfg: SweepConfig) -> None:
     for i, table in enumerate(cfg.instances):
         for family in table["family"]:
             _check_family(family, table["knobs"], f"[[instances]] #{i + 1}")
+            if family == "random":
+                _check_random_sizes(table, f"[[instances]] #{i + 1}")
             if family.startswith("toy:"):
                 _check_toy(family, table, cfg.exact, f"[[instances]] #{i + 1}")
     tables = [("verifiers", t) for t in cfg.verifiers] + [("optima", t) for t in cfg.optima] \

@@ -409,6 +409,11 @@ def export_vectors(directory, verifiers=None, instances=("battery",), *, paths: 
             bar.update(1)
         bar.close()
         try:
+            from ...runtime.files import folder_mode_for
+
+            # the folder's mode as mkdir gives it, or the replaced empty folder's (mkdtemp's
+            # 0700 came into place: a shared export folder lost its group's access)
+            os.chmod(tmp, folder_mode_for(target))
             if target.exists():
                 target.rmdir()
             os.rename(tmp, target)
