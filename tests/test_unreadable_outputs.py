@@ -137,7 +137,7 @@ def test_engine_replicas_under_greedy_decoding_state_their_detection_figure(engi
     assert rep.passed and rep.dof == 0
     assert rep.min_detectable_tv == pytest.approx(1 - 0.1 ** (1 / 300)) == point_mass_tv(300)
     assert rep.to_json()["detects"]["value"] == pytest.approx(rep.min_detectable_tv)
-    assert sum("is one sequence (greedy decoding)" in n for n in rep.notes) == 1
+    assert sum("is one sequence (a point mass, as under greedy decoding" in n for n in rep.notes) == 1
 
 
 def test_numpy_levels_are_read_as_numbers_everywhere():

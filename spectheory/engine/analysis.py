@@ -341,9 +341,10 @@ def analyze(instance: Instance, verifier, name: str | None = None,
         from ..inputs.processing import parse_sampling
         from ..inputs.stateful import check_vocabulary
 
-        for params in (parse_sampling(sampling), parse_sampling(draft_sampling)):
+        for params, where in ((parse_sampling(sampling), ""),
+                              (parse_sampling(draft_sampling), "draft sampling")):
             if params is not None:
-                check_vocabulary(params, V)
+                check_vocabulary(params, V, where)
     if executor is None:  # a split analysis guards the size of one task instead
         _plan_sizes(how, V, L, 1, exact, max_sequences, "exact analysis",
                     f"V^(L+1) = {V}^{L + 1}", symmetric, route)

@@ -357,7 +357,7 @@ class SamplingParams:
         """Some stateful step acts on logits (penalties, additive biases): float64 only."""
         return bool(self.repetition_penalty != 1 or self.presence_penalty != 0
                     or self.frequency_penalty != 0
-                    or any(not f and v != -math.inf for _, v, f in self.logit_bias))
+                    or any(not f and v not in (-math.inf, 0) for _, v, f in self.logit_bias))
 
     def stateless(self) -> "SamplingParams":
         """The same temperature, top-k, top-p, min-p and order without the stateful part
@@ -393,7 +393,7 @@ class SamplingParams:
                                  ("presence_penalty", self.presence_penalty != 0),
                                  ("frequency_penalty", self.frequency_penalty != 0),
                                  ("additive logit_bias",
-                                  any(not f and v != -math.inf for _, v, f in self.logit_bias)))
+                                  any(not f and v not in (-math.inf, 0) for _, v, f in self.logit_bias)))
                  if on]
         return " and ".join(names)
 
@@ -489,7 +489,8 @@ def _token_ids(value) -> tuple:
         value = [value]
     elif is_tensor(value) and value.dim() == 0:  # one id as a 0-d tensor, as one int
         value = [value]
-    if isinstance(value, Mapping):  # iterating would read its keys as the token ids
+    if isinstance(value, (Mapping, bytes, bytearray)):  # iterating would read a mapping's
+        # keys, or the bytes' character codes (b"12" as tokens 49 and 50), as the token ids
         raise _bad("stop_token_ids", value, "is not a list of token ids")
     try:
         items = list(itertools.islice(value, MAX_COUNT + 1))
@@ -1209,9 +1210,9 @@ def process_instance(instance, sampling=None, draft_sampling=None, exact: bool |
     from .stateful import check_vocabulary
 
     sp, dp = parse_sampling(sampling), parse_sampling(draft_sampling)
-    for p in (sp, dp):  # stop tokens with no min_tokens are the identity, but still checked
-        if p is not None and isinstance(instance, Instance):
-            check_vocabulary(p, instance.vocab_size)
+    for p, where in ((sp, ""), (dp, "draft sampling")):  # stop tokens with no min_tokens are
+        if p is not None and isinstance(instance, Instance):  # the identity, but checked
+            check_vocabulary(p, instance.vocab_size, where)
     sp = None if sp is None or sp.identity else sp
     dp = None if dp is None or dp.identity else dp
     if sp is None and dp is None:
@@ -1333,6 +1334,14 @@ def sampler_setup(sampler, instances, sampling=None, draft_sampling=None,
         if drafts is None:
             raise SamplingError("stateful sampling parameters need the drafts each row follows")
         drafts = torch.as_tensor(drafts)
+        if drafts.dim() >= 1 and drafts.shape[:-1] == rows.shape[:-2] \
+                and drafts.shape[-1] == rows.shape[-2] - 1:
+            # along the drafts, as the exact engine's tables: a row after a drafted token the
+            # processed rows give probability 0 is never reached and is kept as given (refused
+            # before, where exact and check computed the same law)
+            flat = process_rows_along(rows.reshape(-1, *rows.shape[-2:]),
+                                      drafts.reshape(-1, drafts.shape[-1]), sp, inputs=inputs)
+            return flat.reshape(rows.shape)
         return torch.stack([process_rows(rows[..., i, :], sp, inputs=inputs,
                                          history=drafts[..., :i])
                             for i in range(rows.shape[-2])], dim=-2)

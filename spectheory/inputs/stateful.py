@@ -807,19 +807,22 @@ def no_repeat_mask(history: np.ndarray, V: int, n: int) -> np.ndarray:
     return allowed
 
 
-def check_vocabulary(sp, V: int) -> None:
+def check_vocabulary(sp, V: int, where: str = "") -> None:
     """One line when the parameters ``sp`` name a token outside 0..V-1 (a stop token or a
     logit_bias token), once, before any row; stop tokens are checked even without min_tokens
-    (they are the instance's stop tokens, and one outside the vocabulary is a typo)."""
+    (they are the instance's stop tokens, and one outside the vocabulary is a typo). ``where``
+    (such as ``"draft sampling"``) leads the line: whose parameters they are."""
     sp = _params(sp, "check_vocabulary")
     if isinstance(V, bool) or not isinstance(V, (int, np.integer)) or V < 1:
         raise OptionError(f"check_vocabulary: V = {_repr_cut(V, 40)} is not an integer >= 1")
+    lead = f"{where}: " if where else ""
     for t in sp.stop_token_ids:
         if t >= V:
-            raise OptionError(f"stop token {t} is outside the vocabulary 0..{V - 1}")
+            raise OptionError(f"{lead}stop token {t} is outside the vocabulary 0..{V - 1}")
     for t, _, _ in sp.logit_bias:
         if t >= V:
-            raise OptionError(f"logit_bias token {t} is outside the vocabulary 0..{V - 1}")
+            raise OptionError(f"{lead}logit_bias token {t} is outside the vocabulary "
+                              f"0..{V - 1}")
     if sp.grammar is not None:
         _grammar_vocabulary(sp.grammar, V)
 
@@ -918,7 +921,7 @@ def apply_exact(probs: np.ndarray, sp, history) -> np.ndarray:
         ("repetition_penalty", float(sp.repetition_penalty) != 1),
         ("frequency_penalty", bool(float(sp.frequency_penalty))),
         ("presence_penalty", bool(float(sp.presence_penalty))),
-        ("an additive logit_bias", any(not f and v != -math.inf for _, v, f in sp.logit_bias)))
+        ("an additive logit_bias", any(not f and v not in (-math.inf, 0) for _, v, f in sp.logit_bias)))
         if on]
     if logit_steps:
         raise OptionError(f"apply_exact: {logit_steps[0]} acts on logits, which exact rows do not "

@@ -544,7 +544,8 @@ def point_mass_figure(n_min: int) -> tuple[float, str]:
     probability zero, and one such sample fails the check, so a bias of total variation t is
     caught with probability 1 - (1 - t)^n in an instance's n >= ``n_min`` samples."""
     mdt = stats.point_mass_tv(n_min, POWER)
-    return mdt, (f"every instance's law is one sequence (greedy decoding): a sample of any other "
+    return mdt, (f"every instance's law is one sequence (a point mass, as under greedy decoding "
+                 f"or masks and biases that leave one token): a sample of any other "
                  f"sequence fails the check, so a bias of total variation t is caught with "
                  f"probability 1 - (1 - t)^n, n >= {n_min:,}")
 
