@@ -4883,6 +4883,14 @@ MUTANTS = [
            '                              (parse_sampling(draft_sampling), "draft sampling")):\n',
            '                              (parse_sampling(draft_sampling), "")):\n',
            "a draft-side logit_bias token outside the vocabulary is not named as the draft's", ('tests/test_hostile_sampling_late.py',)),
+    Mutant('spectheory/testing/mutants/steps.py',
+           '        raise OptionError(f"draft_half: unknown replica {shown(name)}; choose from vllm-47386, sglang-7207, hf-47932, deepspec-31")\n',
+           '        raise KeyError(name)\n',
+           "draft_half('nope') is a bare KeyError", ('tests/test_hostile_kit_helpers_late.py',)),
+    Mutant('spectheory/testing/mutants/steps.py',
+           '    if q.dim() == 0 or not torch.isfinite(q).all() or (q < 0).any() \\\n',
+           '    if False and not torch.isfinite(q).all() or (q < 0).any() \\\n',
+           'bf16_draft_probs reads a NaN entry as 0 and gives NaN for a zero row', ('tests/test_hostile_kit_helpers_late.py',)),
 ]
 
 

@@ -49,6 +49,8 @@ import torch
 
 from ...inputs.instances import Instance, instance_from_dict
 from ...inputs.processing import parse_sampling, process_rows
+from ...runtime.errors import InputError, OptionError, SizeLimitError
+from ...runtime.limits import shown
 from ..checks.step import (StepRequest, _draft_rows, _sglang_chain_inputs, _streams,
                            _target_rows, sglang_step, transformers_step)
 
@@ -111,7 +113,14 @@ def raw_q_step(request: StepRequest):
 def bf16_draft_probs(q: torch.Tensor, level: float = LOGIT_LEVEL) -> torch.Tensor:
     """The law the DeepSpec #31 replica drafts from: float64 softmax of the bfloat16-rounded
     logits log q + ``level`` (zeros stay zero)."""
-    q = q.to(torch.float64)
+    q = torch.as_tensor(q).to(torch.float64)  # numpy rows too
+    if not (isinstance(level, (int, float)) and not isinstance(level, bool)
+            and np.isfinite(level)):
+        raise InputError(f"bf16_draft_probs: level = {shown(level)} must be a finite number")
+    if q.dim() == 0 or not torch.isfinite(q).all() or (q < 0).any() \
+            or not (q > 0).any(dim=-1).all():
+        raise InputError("bf16_draft_probs takes rows of probabilities: finite, >= 0, each "
+                         "with a positive entry (a NaN entry was read as 0, a zero row gave NaN)")
     logits = torch.where(q > 0, torch.log(q.clamp(min=1e-300)) + level,
                          torch.full_like(q, -torch.inf))
     rounded = logits.to(torch.bfloat16).to(torch.float64)
@@ -157,7 +166,7 @@ def draft_half(name: str, draft_sampling=None) -> Callable:
             q = proc(q_rows)
             return torch.multinomial(bf16_draft_probs(q), 1, generator=generator)[:, 0], q
     else:
-        raise KeyError(name)
+        raise OptionError(f"draft_half: unknown replica {shown(name)}; choose from vllm-47386, sglang-7207, hf-47932, deepspec-31")
     sampler.__name__ = f"{name.replace('-', '_')}_draft_half"
     return sampler
 
@@ -208,6 +217,9 @@ def sampler_half(name: str) -> Callable:
 
     table = {"vllm-47386": vllm, "sglang-7207": lambda d, q, p, g=None: sglang(d, q, p, g, True),
              "hf-47932": hf, "deepspec-31": lambda d, q, p, g=None: sglang(d, q, p, g, False)}
+    if not isinstance(name, str) or name not in table:  # a dict: unhashable; else a KeyError
+        raise OptionError(f"sampler_half: unknown replica {shown(name)}; choose from "
+                          f"{', '.join(table)}")
     fn = table[name]
     fn.__name__ = f"{name.replace('-', '_')}_sampler_half"
     return fn
@@ -230,11 +242,19 @@ def shared_gumbel_joint(q, r, x: int, y: int) -> Fraction:
     1 / (1 + rho + sum_j max(alpha_j, beta_j rho))^2, alpha_j = q_j / q_x, beta_j = r_j / r_y;
     on each piece between the breakpoints alpha_j / beta_j the denominator is (A + B rho)^2 and
     the integral is (1/B) (1/(A + B lo) - 1/(A + B hi))."""
-    q = [_f(v) for v in q]
-    r = [_f(v) for v in r]
+    try:
+        q = [_f(v) for v in q]
+        r = [_f(v) for v in r]
+    except (TypeError, ValueError, ZeroDivisionError):  # "abc": Fraction's own message
+        raise InputError("shared_gumbel_joint takes q and r as lists of numbers") from None
     V = len(q)
+    if len(r) != V or not all(isinstance(t, (int, np.integer)) and not isinstance(t, bool)
+                              and 0 <= t < V for t in (x, y)):
+        raise InputError(f"shared_gumbel_joint needs q and r of one length V and tokens x, y in "
+                         f"0..V-1 (got {len(q)} and {len(r)} entries, x = {shown(x)}, "
+                         f"y = {shown(y)})")
     if x == y or q[x] == 0 or r[y] == 0 or r[x] != 0:
-        raise ValueError("shared_gumbel_joint needs x != y, q_x > 0, r_y > 0 and r_x = 0")
+        raise InputError("shared_gumbel_joint needs x != y, q_x > 0, r_y > 0 and r_x = 0")
     if q[y] == 0:  # y never beats x in the draft race... but the recovery may still pick it
         lo = Fraction(0)
     else:
@@ -286,13 +306,15 @@ def exact_step_law(name: str, instance: Instance, sampling=None, draft_sampling=
     index: base V, first token most significant) and their total variation. Rows are the
     instance's exact rows processed in rationals (`spectheory.inputs.processing`); DeepSpec #31's
     draft law is the replica's float64 probabilities taken as exact."""
-    if name not in ("vllm-47386", "sglang-7207", "hf-47932", "deepspec-31", "correct"):
-        raise KeyError(name)
+    if not isinstance(name, str) or name not in ("vllm-47386", "sglang-7207", "hf-47932",
+                                                 "deepspec-31", "correct"):
+        raise OptionError(f"exact_step_law: unknown replica {shown(name)}; choose from "
+                          f"vllm-47386, sglang-7207, hf-47932, deepspec-31, correct")
     inst = instance.to_exact()
     V, L = inst.vocab_size, inst.block_length
     sp, dp = parse_sampling(sampling), parse_sampling(draft_sampling)
     if V ** (L + 1) > 2**16:
-        raise ValueError("exact_step_law enumerates V^(L+1) <= 2^16 sequences")
+        raise SizeLimitError("exact_step_law enumerates V^(L+1) <= 2^16 sequences")
 
     def p_row(h):
         return _rows(inst.target, h, V, sp)
