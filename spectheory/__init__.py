@@ -29,7 +29,9 @@ The modules' old flat paths (``spectheory.engine.analysis``, ``spectheory.engine
 import os as _os
 
 from . import _moved
-from .runtime.errors import InstanceError, SizeLimitError, SpectheoryError
+from .runtime.errors import (InputError, InstanceError, OptionError, SizeLimitError,
+                             SpectheoryError, TimeLimitError, TooFewSamplesError,
+                             UserCodeError)
 
 _moved.install()
 
@@ -94,6 +96,11 @@ __all__ = [
     "SINGLE_PATH",
     "SizeLimitError",
     "SpectheoryError",
+    "InputError",
+    "OptionError",
+    "TimeLimitError",
+    "TooFewSamplesError",
+    "UserCodeError",
     "VerifierSpec",
     "get_verifier",
     "plan",

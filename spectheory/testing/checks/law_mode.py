@@ -10,7 +10,7 @@ import numpy as np
 
 from ...runtime._lazy import torch
 
-from ...law import LawError, _real_dtype, law_form
+from ...law import LawError, _real_dtype, dtype_tolerance, law_form
 from ...runtime.errors import SpectheoryError
 from ..statistics import stats
 from .calls import (_cells, _chunk, _collect_law, _failed, _reference_law, _report, _row_counts,
@@ -44,6 +44,10 @@ def _law_mode(sampler, how, instances, samples, alpha, seed, draft_rows, max_bat
                              what=f"verifier {spec.name}'s law")
         _real_dtype(law_form(law, Bn, K, L, V, f"verifier {spec.name}"),  # its fault, not
                     f"verifier {spec.name}")  # the sampler's; NaN rows stand for no law
+        # the rows' and the law's own rounding: given rows sum to 1 within 1e-6 (float32 rows,
+        # `DRAFT_ROW_TOL`), a law in float32 within 4 V eps, over (L+1) positions
+        mass_tol = (L + 1) * max(1e-6, dtype_tolerance(law.stop, V),
+                                 dtype_tolerance(law.correction, V))
         stop = torch.as_tensor(law.stop, dtype=torch.float64)
         corr = torch.as_tensor(law.correction, dtype=torch.float64)
         counted = _row_counts(sampler, rows, counts, sg, _chunk(K, L, V, max_batch, sampler))
@@ -58,6 +62,13 @@ def _law_mode(sampler, how, instances, samples, alpha, seed, draft_rows, max_bat
                 raise LawError("negative", f"verifier {spec.name}'s law has a negative "
                                f"probability {float(probs.min())!r} at draft row {b} of "
                                f"instance {inst_i}: not a law", (inst_i, b), float(probs.min()))
+            # a function handed over in Python is not checked as a module:function's is: stop
+            # rows summing to 1.3 failed a correct sampler
+            total = float(probs.sum())
+            if abs(total - 1) > mass_tol:
+                raise LawError("stop-sum", f"verifier {spec.name}'s law at draft row {b} of "
+                               f"instance {inst_i} has total probability {total!r}, not 1 "
+                               f"(tolerance {mass_tol:g}): not a law", (inst_i, b), total)
             _collect_law(probs)
             t = stats.row_chi_square(obs, probs, counts[b], MIN_EXPECTED)
             tests.append(t)

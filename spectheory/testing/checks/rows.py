@@ -110,7 +110,7 @@ def _fixed_rows(inst, K: int, drafting: str, rows: int, generator) -> DraftRows:
                                   f"{list(q.shape)}: no rows to check (a batch of B >= 1 rows "
                                   "of V >= 1 tokens)")
         _check_draft_rows(d, q, p)
-        return DraftRows(d.to(torch.long), _as_law(q), _as_law(p))
+        return DraftRows(d.detach().to(torch.long), _as_law(q), _as_law(p))
     if not isinstance(inst, Instance):
         raise SpectheoryError(f"an instance must be a spectheory Instance or DraftRows, not "
                               f"{type(inst).__name__}")
@@ -134,7 +134,8 @@ def _as_law(rows):
     """Given rows in float64: float64 and float32 rows as given (within `DRAFT_ROW_TOL` of
     summing to 1), float16 and bfloat16 rows divided by their sums, the distributions they round
     (off 1 by up to a few 1e-4): the sampler and the reference law then read the same law."""
-    wide = rows.to(torch.float64)
+    wide = rows.detach().to(torch.float64)  # rows that require grad: their values (the kit's
+    # own samplers read them through numpy)
     if str(rows.dtype) in DRAFT_ROW_TOL:
         return wide
     return wide / wide.sum(-1, keepdim=True)
@@ -147,6 +148,10 @@ def _check_draft_rows(d, q, p) -> None:
     `DRAFT_ROW_TOL`). A check would otherwise compare the sampler with a "law" computed from
     them and report the sampler as failing for the rows' fault."""
     V = int(q.shape[-1])
+    for name, t in (("drafts", d), ("q", q), ("p", p)):
+        if t.device.type == "meta":  # int(d.min()) raised torch's own RuntimeError
+            raise SpectheoryError(f"draft rows: {name} is on the meta device, which holds no "
+                                  "values")
     if d.is_floating_point() or d.is_complex() or d.dtype == torch.bool:
         raise SpectheoryError(f"draft rows: drafts are {d.dtype}; draft tokens are integer ids")
     if d.numel() and (int(d.min()) < 0 or int(d.max()) >= V):
@@ -156,7 +161,11 @@ def _check_draft_rows(d, q, p) -> None:
     for name, t in (("q", q), ("p", p)):
         if t.is_complex() or t.dtype == torch.bool:
             raise SpectheoryError(f"draft rows: {name} is {t.dtype}, not real probabilities")
-        tol = DRAFT_ROW_TOL.get(str(t.dtype), DRAFT_ROW_TOL_LOW)
+        # a lower precision's rounding: each entry within eps/2 of its value, so the row's sum
+        # within eps/2 of 1 (bfloat16: 2^-8; a softmax rounded to it summed to 0.998)
+        tol = DRAFT_ROW_TOL.get(str(t.dtype),
+                                max(DRAFT_ROW_TOL_LOW, torch.finfo(t.dtype).eps / 2)
+                                if t.is_floating_point() else DRAFT_ROW_TOL_LOW)
         x = t.to(torch.float64)
         finite = torch.isfinite(x).all(-1)
         negative = (x < 0).any(-1)

@@ -496,10 +496,12 @@ def _failed(mode, samples, alpha, name, note, tree, drafting, rows=0) -> TreeSam
 @unreadable
 def _outputs(out, m: int, n_nodes: int, V: int, who: str):
     """(node [m], token [m]) long tensors from a sampler's return value, or (None, note)."""
-    try:
-        node, y = out
-    except (TypeError, ValueError):
-        return None, f"{who} returned {type(out).__name__}, not (node [B], token [B])"
+    if not isinstance(out, (tuple, list)) or len(out) != 2:  # a generator of two unpacked too,
+        # where the chain modes refuse it
+        return None, (f"{who} returned {type(out).__name__}"
+                      f"{' of length ' + str(len(out)) if isinstance(out, (tuple, list)) else ''}"
+                      f", not (node [B], token [B])")
+    node, y = out
     res = []
     for what, x, hi in (("node", node, n_nodes), ("token", y, V)):
         try:

@@ -1,0 +1,110 @@
+"""The kit's verdicts on inputs an outside probe (about 520 adversarial samplers and inputs)
+found mishandled:
+
+- a verifier law handed over as a Python function was never checked to be a law: stop rows
+  summing to 1.3 made a CORRECT sampler fail (p = 9e-39), and doubled stop rows passed;
+- given draft rows rounded to bfloat16 (a softmax summing to 0.998) were refused at 1e-3, the
+  documented "distributions they round" notwithstanding; rows that require grad broke the
+  kit's own sampler (blamed as "sampler ... raised"); rows on the meta device ended in torch's
+  RuntimeError;
+- a tree sampler returning a generator of (node, token) passed, where the chain modes refuse
+  it;
+- the error classes a test is told to expect were importable from no public module.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import spectheory as st
+from spectheory.law import Law, LawError
+from spectheory.registry import get_verifier
+from spectheory.runtime.errors import SpectheoryError
+from spectheory.testing import DraftRows, check_sampler, make_sampler
+from spectheory.testing.checks.tree import check_tree_sampler
+from spectheory.testing.checks.tree_ports import (SGLANG_TREE, tree_engine_sampler,
+                                                  tree_speculative_sampling_target_only)
+
+TOKEN = get_verifier("token").function
+
+
+def _stop_plus(d, q, p):
+    law = TOKEN(d, q, p)
+    s = law.stop.clone()
+    s[..., 0] += 0.3
+    return Law(s, law.correction)
+
+
+def _stop_twice(d, q, p):
+    law = TOKEN(d, q, p)
+    return Law(law.stop * 2, law.correction)
+
+
+def _correction_plus(d, q, p):
+    law = TOKEN(d, q, p)
+    c = law.correction.clone()
+    c[..., 0] += 0.2
+    return Law(law.stop, c)
+
+
+@pytest.mark.parametrize("law,total", [(_stop_plus, "1.3"), (_stop_twice, ""),
+                                       (_correction_plus, "1.2")])
+def test_a_python_function_that_is_no_law_is_refused_not_blamed_on_the_sampler(law, total):
+    with pytest.raises(LawError) as info:
+        check_sampler(make_sampler("token"), law, samples=2000, seed=1)
+    msg = str(info.value)
+    assert f"has total probability {total}" in msg and "not a law" in msg and "\n" not in msg
+
+
+def test_a_correct_law_function_still_passes_a_correct_sampler_and_fails_a_wrong_one():
+    assert check_sampler(make_sampler("token"), TOKEN, samples=3000, seed=1).passed
+    assert not check_sampler(make_sampler("block"), TOKEN, samples=3000, seed=1).passed
+
+
+def _rows(dtype=torch.float32):
+    d = torch.zeros(1, 1, dtype=torch.long)
+    q = torch.tensor([[[0.499, 0.2505, 0.2505]]])
+    p = torch.tensor([[[.2, .3, .5], [.2, .3, .5]]])
+    return d, q.to(dtype), p.to(dtype)
+
+
+def test_bfloat16_and_grad_rows_are_read_as_the_distributions_they_hold():
+    d, q, p = _rows(torch.bfloat16)
+    assert abs(float(q.double().sum()) - 1) > 1e-3  # the case: off by more than 1e-3
+    assert check_sampler(make_sampler("token"), "token", instances=[DraftRows(d, q, p)],
+                         samples=2000, seed=1).passed
+    d, q, p = _rows()
+    assert check_sampler(make_sampler("token"), "token",
+                         instances=[DraftRows(d, q.requires_grad_(), p.requires_grad_())],
+                         samples=2000, seed=1).passed
+    with pytest.raises(SpectheoryError, match="q is on the meta device"):
+        check_sampler(make_sampler("token"), "token",
+                      instances=[DraftRows(d, q.detach().to("meta"), p)], samples=2000)
+    with pytest.raises(SpectheoryError, match="sums to 1.00999999, not 1 within 1e-06"):
+        check_sampler(make_sampler("token"), "token",
+                      instances=[DraftRows(d, q.detach() * 1.01, p)], samples=2000)
+    d, q, p = _rows(torch.bfloat16)  # bfloat16 rows off by more than their rounding
+    with pytest.raises(SpectheoryError, match="not 1 within 0.00390625"):
+        check_sampler(make_sampler("token"), "token",
+                      instances=[DraftRows(d, (q.double() * 1.02).bfloat16(), p)], samples=2000)
+
+
+def test_a_tree_sampler_returning_a_generator_is_reported():
+    good = tree_engine_sampler(tree_speculative_sampling_target_only, SGLANG_TREE)
+
+    def as_generator(*args):
+        node, token = good(*args)
+        return (x for x in (node, token))
+
+    assert check_tree_sampler(good, tree=(2, 1), samples=3000, seed=1).passed
+    rep = check_tree_sampler(as_generator, tree=(2, 1), samples=3000, seed=1)
+    assert not rep.passed
+    assert any("returned generator, not (node [B], token [B])" in n for n in rep.notes), rep.notes
+
+
+def test_the_errors_a_test_expects_are_importable_from_spectheory():
+    for name in ("TooFewSamplesError", "UserCodeError", "OptionError", "InputError",
+                 "TimeLimitError", "LawError", "SizeLimitError", "InstanceError"):
+        assert issubclass(getattr(st, name), st.SpectheoryError), name
+        assert name in st.__all__
