@@ -4911,6 +4911,10 @@ MUTANTS = [
            '    if not isinstance(out, (tuple, list)) or len(out) != 2:  # a generator of two unpacked too,\n',
            '    if False:  # a generator of two unpacked too,\n',
            'a tree sampler returning a generator of (node, token) passes', ('tests/test_hostile_kit_verdicts_late.py',)),
+    Mutant('spectheory/testing/checks/coins_mode.py',
+           '    yield from getattr(f, "__defaults__", None) or ()\n    yield from (getattr(f, "__kwdefaults__", None) or {}).values()\n    if isinstance(f, types.FunctionType):\n',
+           '    pass\n    if False:\n',
+           "a wrapper that holds an engine sampler in a default argument or a global hands it the kit's coins (a PASS for an engine that fails)", ('tests/test_hostile_kit_verdicts_late.py',)),
 ]
 
 

@@ -108,3 +108,43 @@ def test_the_errors_a_test_expects_are_importable_from_spectheory():
                  "TimeLimitError", "LawError", "SizeLimitError", "InstanceError"):
         assert issubclass(getattr(st, name), st.SpectheoryError), name
         assert name in st.__all__
+
+
+def _v1():
+    from spectheory.testing import VLLM_V1, engine_coin_sampler
+    from spectheory.testing.engines.adapters import vllm_v1_rejection_sample
+
+    return engine_coin_sampler(vllm_v1_rejection_sample, VLLM_V1)
+
+
+V1 = None  # set by the test: a module-level engine sampler a wrapper calls by name
+
+
+def _global_wrapper(d, q, p, u):
+    return V1(d, q, p, u)
+
+
+class _Holder:
+    def __init__(self, f):
+        self.f = f
+
+    def __call__(self, d, q, p, u):
+        return self.f(d, q, p, u)
+
+
+def test_a_wrapper_that_hides_an_engines_coin_convention_is_refused_however_it_holds_it(
+        monkeypatch):
+    """The engine (vLLM V1, accept at coin 0) fails coins-tau; a wrapper that declares no
+    convention handed it the kit's coins and PASSED, unless it held the engine in a closure."""
+    v1 = _v1()
+    monkeypatch.setitem(globals(), "V1", v1)
+    assert not check_sampler(v1, "token", mode="coins-tau", samples=2000, seed=1).passed
+    for wrapper in (_global_wrapper, _Holder(v1), lambda d, q, p, u, _f=v1: _f(d, q, p, u),
+                    lambda d, q, p, u: v1(d, q, p, u)):
+        with pytest.raises(SpectheoryError, match="declares coin_convention 'vllm-v1'.*declares "
+                                                  "none itself"):
+            check_sampler(wrapper, "token", mode="coins-tau", samples=2000, seed=1)
+    # a wrapper that declares the engine's convention itself is the engine, and fails as it does
+    declared = _Holder(v1)
+    declared.coin_convention = v1.coin_convention
+    assert not check_sampler(declared, "token", mode="coins-tau", samples=2000, seed=1).passed

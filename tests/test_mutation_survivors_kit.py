@@ -97,7 +97,7 @@ def test_coins_mode_arguments_that_would_be_ignored_are_refused(call, words):
 
 def test_draft_rows_off_one_are_refused_at_the_tolerance_of_their_dtype():
     """A float64 q row summing to 1.000005 (tolerance 1e-6) and a bfloat16 one summing to
-    1.0078 (1e-3) ran and PASSed as distributions."""
+    1.0078 (2^-8, its rounding) ran and PASSed as distributions."""
     from spectheory.testing.checks.rows import _check_draft_rows
 
     V, L = 3, 2
@@ -110,7 +110,7 @@ def test_draft_rows_off_one_are_refused_at_the_tolerance_of_their_dtype():
     qb = torch.full((1, 1, L, V), 1 / 3).to(torch.bfloat16)
     qb[0, 0, 0, 0] += 0.005
     pb = torch.full((1, 1, L + 1, V), 1 / 3).to(torch.bfloat16)
-    with pytest.raises(SpectheoryError, match="sums to 1.0078125, not 1 within 0.001"):
+    with pytest.raises(SpectheoryError, match="sums to 1.0078125, not 1 within 0.00390625"):
         _check_draft_rows(torch.tensor([[[0, 1]]]), qb, pb)
 
 

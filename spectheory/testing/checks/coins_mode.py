@@ -336,12 +336,40 @@ def _first_call(sampler, args, mode: str):
         raise
 
 
+def _held(f):
+    """The objects a wrapper ``f`` holds and may call: its closure cells, its default argument
+    values (``lambda d, q, p, u, _f=v1: _f(d, q, p, u)``), the module globals its code names
+    (a ``def`` that calls a module-level ``v1``), and for a callable object its attributes. A
+    wrapper that held its engine sampler in any of these but a closure was not found, and its
+    engine was handed the kit's coins (a PASS for an engine that fails)."""
+    import types
+
+    for cell in getattr(f, "__closure__", None) or ():
+        try:
+            yield cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+    yield from getattr(f, "__defaults__", None) or ()
+    yield from (getattr(f, "__kwdefaults__", None) or {}).values()
+    if isinstance(f, types.FunctionType):
+        glob = f.__globals__
+        for name in f.__code__.co_names:
+            if name in glob:
+                yield glob[name]
+    elif not isinstance(f, (types.BuiltinFunctionType, types.MethodType, type)):
+        try:
+            yield from vars(f).values()
+        except TypeError:  # no __dict__ (slots, a C object)
+            pass
+
+
 def _engine_convention(sampler, mode):
     """The sampler's declared ``coin_convention`` (None: the kit's own coins), its own or that of
     a function it wraps (``__wrapped__``, ``functools.partial``; `declared`). Refused in one
     line: two different conventions along the chain, and a wrapper that declares none while a
-    function it holds (a closure cell) declares one, which would silently hand the wrapped
-    engine the kit's coins instead of its own."""
+    function it holds (`_held`: a closure cell, a default argument, a global its code calls, an
+    attribute of a callable object) declares one, which would silently hand the wrapped engine
+    the kit's coins instead of its own."""
     chain = wrapped_chain(sampler)
     found = [(f, getattr(f, "coin_convention", None)) for f in chain]
     found = [(f, c) for f, c in found if c is not None]
@@ -357,11 +385,7 @@ def _engine_convention(sampler, mode):
     conv = found[0][1] if found else None
     if conv is None:
         for f in chain:
-            for cell in getattr(f, "__closure__", None) or ():
-                try:
-                    inner = cell.cell_contents
-                except ValueError:  # an empty cell
-                    continue
+            for inner in _held(f):
                 if not callable(inner) or any(inner is g for g in chain):
                     continue
                 hidden = declared(inner, "coin_convention")
