@@ -4915,6 +4915,10 @@ MUTANTS = [
            '    yield from getattr(f, "__defaults__", None) or ()\n    yield from (getattr(f, "__kwdefaults__", None) or {}).values()\n    if isinstance(f, types.FunctionType):\n',
            '    pass\n    if False:\n',
            "a wrapper that holds an engine sampler in a default argument or a global hands it the kit's coins (a PASS for an engine that fails)", ('tests/test_hostile_kit_verdicts_late.py',)),
+    Mutant('spectheory/testing/checks/law_mode.py',
+           '        raise TooFewSamplesError(f"samples = {samples} is fewer than the {n_rows} draft rows", n_rows)\n',
+           '        raise SpectheoryError(f"samples = {samples} is fewer than the {n_rows} draft rows")\n',
+           'check_sampler(samples=1) is a plain InputError, not the TooFewSamplesError a test expects', ('tests/test_hostile_kit_verdicts_late.py',)),
 ]
 
 

@@ -148,3 +148,20 @@ def test_a_wrapper_that_hides_an_engines_coin_convention_is_refused_however_it_h
     declared = _Holder(v1)
     declared.coin_convention = v1.coin_convention
     assert not check_sampler(declared, "token", mode="coins-tau", samples=2000, seed=1).passed
+
+
+def test_fewer_samples_than_rows_is_too_few_samples_in_every_mode():
+    """conformance.md: every mode refuses too few samples with TooFewSamplesError carrying
+    needs_samples; samples = 1 .. (rows - 1) raised a plain InputError or OptionError."""
+    from spectheory.testing import check_proposal
+
+    good_tree = tree_engine_sampler(tree_speculative_sampling_target_only, SGLANG_TREE)
+    calls = [lambda: check_sampler(make_sampler("token"), "token", samples=1),
+             lambda: check_sampler(make_sampler("token"), "token", samples=1, mode="lossless"),
+             lambda: check_tree_sampler(good_tree, samples=1)]
+    for call in calls:
+        with pytest.raises(st.TooFewSamplesError) as info:
+            call()
+        assert info.value.needs_samples > 1 and "is fewer than the" in str(info.value)
+    with pytest.raises(st.TooFewSamplesError):
+        check_proposal(lambda q, g=None: (q.argmax(-1), q), samples=1)

@@ -20,7 +20,7 @@ import time
 import numpy as np
 from ...runtime._lazy import torch
 
-from ...runtime.errors import SpectheoryError, TimeLimitError, whole_ids
+from ...runtime.errors import SpectheoryError, TimeLimitError, TooFewSamplesError, whole_ids
 from ...runtime.kept import Kept, digest
 from ..statistics import stats
 from ..statistics._args import level
@@ -486,7 +486,7 @@ def _run_arguments(samples, alpha, tokens, seed, max_seconds, instances, default
     insts = _instance_list(instances, default, "no instances to check")
     per = _split(int(samples), len(insts))
     if min(per) < 1:
-        raise OptionError(f"samples = {samples} is fewer than the {len(insts)} instances")
+        raise TooFewSamplesError(f"samples = {samples} is fewer than the {len(insts)} instances", len(insts))
     return insts, per, alpha
 
 

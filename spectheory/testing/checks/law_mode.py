@@ -11,7 +11,7 @@ import numpy as np
 from ...runtime._lazy import torch
 
 from ...law import LawError, _real_dtype, dtype_tolerance, law_form
-from ...runtime.errors import SpectheoryError
+from ...runtime.errors import SpectheoryError, TooFewSamplesError
 from ..statistics import stats
 from .calls import (_cells, _chunk, _collect_law, _failed, _reference_law, _report, _row_counts,
                     _split, _tokens)
@@ -26,7 +26,7 @@ def _law_mode(sampler, how, instances, samples, alpha, seed, draft_rows, max_bat
     n_rows = sum(r.drafts.shape[0] for r in all_rows)
     per_row = _split(samples, n_rows)
     if min(per_row) < 1:
-        raise SpectheoryError(f"samples = {samples} is fewer than the {n_rows} draft rows")
+        raise TooFewSamplesError(f"samples = {samples} is fewer than the {n_rows} draft rows", n_rows)
     tests, laws = [], []
     worst = None  # (|z|, Cell)
     impossible = None

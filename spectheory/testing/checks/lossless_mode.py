@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 from ...runtime._lazy import torch
 
-from ...runtime.errors import SpectheoryError
+from ...runtime.errors import SpectheoryError, TooFewSamplesError
 from ...inputs.instances import Instance
 from ...engine.joint import draft_rows as _rows_along
 from ...engine.sampling import sample_drafts
@@ -37,7 +37,7 @@ def _lossless_mode(sampler, how, instances, samples, alpha, seed, max_batch, pro
         insts.append(inst.to_float())
     per = _split(samples, len(insts))
     if min(per) < 1:
-        raise SpectheoryError(f"samples = {samples} is fewer than the {len(insts)} instances")
+        raise TooFewSamplesError(f"samples = {samples} is fewer than the {len(insts)} instances", len(insts))
     g = torch.Generator().manual_seed(seed)
     sg = torch.Generator().manual_seed(seed + 1)
     tests, worst, impossible, laws = [], None, None, []

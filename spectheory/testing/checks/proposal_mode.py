@@ -10,7 +10,7 @@ import math
 import numpy as np
 from ...runtime._lazy import torch
 
-from ...runtime.errors import SpectheoryError
+from ...runtime.errors import SpectheoryError, TooFewSamplesError
 from ...inputs.instances import PYTHON_ROW_TOL, Instance, bad_float_row
 from ...engine.sampling import sample_drafts
 from ...engine.seqtree import levels
@@ -105,7 +105,7 @@ def _proposal_mode(draft_sampler, sets: list, samples: int, alpha: float, seed: 
     R = sum(x.shape[0] for x in sets)
     per = _split(samples, R)
     if min(per) < 1:
-        raise SpectheoryError(f"samples = {samples} is fewer than the {R} proposal rows")
+        raise TooFewSamplesError(f"samples = {samples} is fewer than the {R} proposal rows", R)
     tests, worst, impossible, laws = [], None, None, []
     r = 0
     sg = torch.Generator().manual_seed(seed + 1)

@@ -516,9 +516,11 @@ def check_proposal(draft_sampler: Callable, instances: Sequence | None = None,
 
     drawn = rows * sum(isinstance(x, Instance) for x in given)
     if drawn > samples:  # refused before the rows are drawn (10^7 rows: 29 s, 2.7 GB first)
-        raise SpectheoryError(f"samples = {samples:,} is fewer than the {drawn:,} proposal rows "
-                              f"drawn from the instances ({rows:,} each): lower rows or raise "
-                              f"samples")
+        from ...runtime.errors import TooFewSamplesError
+
+        raise TooFewSamplesError(f"samples = {samples:,} is fewer than the {drawn:,} proposal "
+                                 f"rows drawn from the instances ({rows:,} each): lower rows or "
+                                 f"raise samples", drawn)
     sets = _proposal_rows(given, rows, g)
     from ...runtime.limits import human_seconds
     from .calls import _Pace

@@ -84,6 +84,7 @@ from ...inputs.random_instances import random_instance
 from ...engine.seqtree import levels, path_probabilities
 from ...runtime._lazy import torch
 from ...runtime.errors import (guarded_check, OptionError, SizeLimitError, SpectheoryError, TimeLimitError,
+                              TooFewSamplesError,
                               as_list, check_flag, is_integer)
 from ..statistics import stats
 from ..statistics._args import level
@@ -749,7 +750,7 @@ def check_step(step: Callable, instances: Sequence | None = None, samples: int =
         _guard_cells(inst.vocab_size, steps + L)
     per = _split(int(samples), len(insts))
     if min(per) < 1:
-        raise OptionError(f"samples = {samples} is fewer than the {len(insts)} instances")
+        raise TooFewSamplesError(f"samples = {samples} is fewer than the {len(insts)} instances", len(insts))
     insts = [inst.to_float() for inst in insts]  # once: the law, the draft's and the runs
     laws = []
     for i, (inst, L) in enumerate(zip(insts, Ls)):

@@ -71,7 +71,7 @@ from ...inputs.instances import Instance
 from ...inputs.random_instances import random_instance
 from ...registry import VerifierSpec, get_verifier
 from ...runtime._lazy import torch
-from ...runtime.errors import (guarded_check, InstanceError, OptionError, as_list, call_user, check_generator,
+from ...runtime.errors import (guarded_check, InstanceError, OptionError, TooFewSamplesError, as_list, call_user, check_generator,
                                is_integer)
 from ...runtime.limits import check_memory
 from ...runtime.sizes import check_size
@@ -660,7 +660,7 @@ def _law_mode(sampler, spec, tree, drafting, instances, samples, alpha, seed, dr
     n_rows = sum(len(s[1]) for s in setup)
     per_row = _split(samples, n_rows)
     if min(per_row) < 1:
-        raise OptionError(f"samples = {samples} is fewer than the {n_rows} drafted trees")
+        raise TooFewSamplesError(f"samples = {samples} is fewer than the {n_rows} drafted trees", n_rows)
     G = tree.n_nodes
     row_laws = [_cell_probs(law, G, d.q.shape[-1]) for d, laws, _, _ in setup for law in laws]
     _refuse_few(samples, row_laws, per_row, "drafted trees")
@@ -784,7 +784,7 @@ def _lossless_mode(sampler, name, tree, drafting, instances, samples, alpha, see
                               f"{MAX_LOSSLESS_CELLS:,}; use mode 'law' or a smaller instance")
     per = _split(samples, len(instances))
     if min(per) < 1:
-        raise OptionError(f"samples = {samples} is fewer than the {len(instances)} instances")
+        raise TooFewSamplesError(f"samples = {samples} is fewer than the {len(instances)} instances", len(instances))
     targets = [_lossless_target(inst, D) for inst in instances]
     _refuse_few(samples, targets, per, "instances")
     g = torch.Generator().manual_seed(seed)
@@ -984,7 +984,7 @@ def check_tree_sampler(sampler: Callable, verifier: Any = None, tree: Any = (2, 
     if mode == "law":
         trees = len(insts) * (1 if drafting == "topk" else draft_rows)
         if samples != "auto" and samples < trees:  # before any tree is drafted
-            raise OptionError(f"samples = {samples} is fewer than the {trees} drafted trees")
+            raise TooFewSamplesError(f"samples = {samples} is fewer than the {trees} drafted trees", trees)
         setup = _law_setup(spec, shape, drafting, insts, seed, draft_rows)
         rows = [_cell_probs(law, shape.n_nodes, d.q.shape[-1]) for d, laws, _, _ in setup
                 for law in laws]
