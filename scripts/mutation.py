@@ -4919,6 +4919,10 @@ MUTANTS = [
            '        raise TooFewSamplesError(f"samples = {samples} is fewer than the {n_rows} draft rows", n_rows)\n',
            '        raise SpectheoryError(f"samples = {samples} is fewer than the {n_rows} draft rows")\n',
            'check_sampler(samples=1) is a plain InputError, not the TooFewSamplesError a test expects', ('tests/test_hostile_kit_verdicts_late.py',)),
+    Mutant('spectheory/runtime/errors.py',
+           '        torch.manual_seed(derived)\n',
+           '        pass\n',
+           "a sampler drawing from torch's global generator gets a verdict that depends on the caller's global seed", ('tests/test_hostile_kit_verdicts_late.py',)),
 ]
 
 

@@ -165,3 +165,24 @@ def test_fewer_samples_than_rows_is_too_few_samples_in_every_mode():
         assert info.value.needs_samples > 1 and "is fewer than the" in str(info.value)
     with pytest.raises(st.TooFewSamplesError):
         check_proposal(lambda q, g=None: (q.argmax(-1), q), samples=1)
+
+
+def test_a_sampler_drawing_from_torchs_global_generator_gets_a_verdict_fixed_by_the_seed():
+    """Its verdict depended on the caller's global seed (p = 1.0 after torch.manual_seed(123),
+    0.034 after 7), and the check advanced the caller's global generator."""
+    token = make_sampler("token")
+
+    def global_draws(d, q, p, generator):
+        g = torch.Generator().manual_seed(int(torch.randint(0, 2**31, (1,)).item()))
+        return token(d, q, p, g)
+
+    p_values = []
+    for caller in (123, 7):
+        torch.manual_seed(caller)
+        before = torch.get_rng_state().clone()
+        rep = check_sampler(global_draws, "token", samples=2000, seed=0)
+        assert torch.equal(before, torch.get_rng_state())  # the caller's stream, untouched
+        p_values.append(rep.p_value)
+    assert p_values[0] == p_values[1]
+    other = check_sampler(global_draws, "token", samples=2000, seed=1).p_value
+    assert other != p_values[0]  # the stream follows the check's seed

@@ -371,12 +371,43 @@ def guard_threads(debug: bool = False):
 
 
 def guarded_check(check):
-    """``check`` run under `guard_threads` (the public checks of `spectheory.testing`)."""
+    """``check`` run under `guard_threads` (the public checks of `spectheory.testing`), with
+    torch's global random generator set aside (`global_rng_set_aside`): code under test that
+    draws from it (``torch.rand`` with no generator) gets a stream fixed by the check's ``seed``,
+    so its verdict no longer depends on the caller's global seed, and the caller's generator is
+    left as it was (a check advanced it)."""
+    import inspect
+
+    signature = inspect.signature(check)
+    default = signature.parameters["seed"].default if "seed" in signature.parameters else 0
+
     @functools.wraps(check)
     def run(*args, **kwargs):
-        with guard_threads():
+        try:
+            seed = signature.bind_partial(*args, **kwargs).arguments.get("seed", default)
+        except TypeError:  # the check names the bad call itself
+            seed = default
+        with guard_threads(), global_rng_set_aside(seed):
             return check(*args, **kwargs)
     return run
+
+
+@contextmanager
+def global_rng_set_aside(seed):
+    """torch's global (CPU) random generator seeded for the block from ``seed`` (through a hash:
+    not the stream of the check's own ``torch.Generator().manual_seed(seed)``, which would
+    correlate the code under test's draws with the kit's), the caller's state put back after."""
+    import hashlib
+
+    from ._lazy import torch
+
+    if not is_integer(seed) or not 0 <= seed < 2**63:  # refused by the check itself
+        seed = 0
+    derived = int.from_bytes(hashlib.sha256(f"spectheory global rng {int(seed)}".encode())
+                             .digest()[:8], "big") >> 1
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(derived)
+        yield
 
 
 def left_threads(before) -> list:
