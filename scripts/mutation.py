@@ -4923,6 +4923,10 @@ MUTANTS = [
            '        torch.manual_seed(derived)\n',
            '        pass\n',
            "a sampler drawing from torch's global generator gets a verdict that depends on the caller's global seed", ('tests/test_hostile_kit_verdicts_late.py',)),
+    Mutant('spectheory/runtime/limits.py',
+           '    elif _SCIENTIFIC.fullmatch(s) and Decimal(s) == Decimal(s).to_integral_value():\n',
+           '    elif False:\n',
+           'SPECTHEORY_MAX_SEQUENCES=1e6 is called not a whole number, while --max-sequences takes 1e6', ('tests/test_cli_counts_and_stops.py',)),
 ]
 
 

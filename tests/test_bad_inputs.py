@@ -329,22 +329,22 @@ case("validate:no-action", "validate", expect="ACTION")
 case("models:no-action", "models", expect="ACTION")
 
 # ----------------------------------------------------------------------------- environment
-for name, v in [("SPECTHEORY_MAX_SEQUENCES", "abc"), ("SPECTHEORY_MAX_SEQUENCES", "1e6"),
+for name, v in [("SPECTHEORY_MAX_SEQUENCES", "abc"), ("SPECTHEORY_MAX_SEQUENCES", "1.5e0"),
                 ("SPECTHEORY_MAX_SEQUENCES", "0"), ("SPECTHEORY_MAX_SEQUENCES", "-5"),
                 ("SPECTHEORY_MAX_SEQUENCES", "1.5"), ("SPECTHEORY_MAX_SEQUENCES", str(10**16)),
                 ("SPECTHEORY_MAX_EXACT_SEQUENCES", "many"),
                 ("SPECTHEORY_MAX_LP_VARIABLES", "abc"),
-                ("SPECTHEORY_MAX_EXACT_LP_VARIABLES", "1e5"),
+                ("SPECTHEORY_MAX_EXACT_LP_VARIABLES", "1e5.5"),
                 ("SPECTHEORY_MAX_SYMPY_LP_VARIABLES", "-1")]:
     case(f"env:{name}={v}:exact", "exact", "@rand.json", env={name: v}, expect=name)
 case("env:lp-variables:lp", "lp", "@rand.json", env={"SPECTHEORY_MAX_LP_VARIABLES": "abc"},
      expect="SPECTHEORY_MAX_LP_VARIABLES")
-case("env:sequences:verifiers", "verifiers", env={"SPECTHEORY_MAX_SEQUENCES": "1e6"},
+case("env:sequences:verifiers", "verifiers", env={"SPECTHEORY_MAX_SEQUENCES": "2.5e0"},
      expect="SPECTHEORY_MAX_SEQUENCES")
 case("env:sequences:random", *R, "--vocab", "2", "--block", "2",
      env={"SPECTHEORY_MAX_SEQUENCES": "x"}, expect="SPECTHEORY_MAX_SEQUENCES")
 case("env:sequences:check", "check", "@rand.json",
-     env={"SPECTHEORY_MAX_EXACT_SEQUENCES": "2e5"}, expect="SPECTHEORY_MAX_EXACT_SEQUENCES")
+     env={"SPECTHEORY_MAX_EXACT_SEQUENCES": "2e5x"}, expect="SPECTHEORY_MAX_EXACT_SEQUENCES")
 
 # ----------------------------------------------------------------------------- strict keys
 # an unknown key of an instance is refused, naming the nearest valid one (a misspelt "target"
@@ -688,7 +688,7 @@ def test_bad_environment_does_not_break_import_or_help(tmp_path):
     """Limits are read on use, never at import: with bad values set, ``spectheory --help``
     (which imports every command module, lp.sparse and spectheory.engine.seqtree included) still works."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ, SPECTHEORY_MAX_SEQUENCES="1e6", SPECTHEORY_MAX_LP_VARIABLES="abc",
+    env = dict(os.environ, SPECTHEORY_MAX_SEQUENCES="1.5e0", SPECTHEORY_MAX_LP_VARIABLES="abc",
                PYTHONPATH=os.pathsep.join([root] + os.environ.get("PYTHONPATH", "").split(
                    os.pathsep)))
     done = subprocess.run([sys.executable, "-m", "spectheory.cli", "--help"], env=env,

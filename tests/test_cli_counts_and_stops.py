@@ -80,3 +80,18 @@ def test_a_verifier_refusing_a_stopped_drafts_length_names_the_rule_and_the_inst
     code, out, _ = run(["exact", path33, "--verifier", "token", "--stop", "coin(1 / 3)",
                         "--json"], capsys)
     assert code == 0 and json.loads(out)["stop"] == "coin(1/3)"
+
+
+def test_the_size_limits_environment_variables_read_a_count_as_the_options_do(path33, capsys,
+                                                                               monkeypatch):
+    """SPECTHEORY_MAX_SEQUENCES=1e2 caps as --max-sequences 1e2 does (digits only before)."""
+    monkeypatch.setenv("SPECTHEORY_MAX_SEQUENCES", "1e2")
+    code, out, err = run(["exact", path33], capsys)
+    assert code == 0 and err == ""
+    monkeypatch.setenv("SPECTHEORY_MAX_SEQUENCES", "5e1")
+    code, out, err = run(["exact", path33], capsys)
+    assert code == 2 and "SPECTHEORY_MAX_SEQUENCES" in err and err.count("\n") == 1
+    for text in ("1.5e0", "1e30", "abc"):
+        monkeypatch.setenv("SPECTHEORY_MAX_SEQUENCES", text)
+        code, out, err = run(["exact", path33], capsys)
+        assert code == 2 and "SPECTHEORY_MAX_SEQUENCES" in err and err.count("\n") == 1, text

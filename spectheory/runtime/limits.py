@@ -80,16 +80,24 @@ def ascii_int(text) -> int | None:
 
 
 def parse_limit(text, name: str, lo: int = 1, hi: int = MAX_LIMIT) -> int:
-    """A size limit written as decimal digits, in [lo, hi]; else
-    [`OptionError`][spectheory.runtime.errors.OptionError]."""
+    """A size limit written as decimal digits or a whole number in scientific notation (``1e6``,
+    as ``--max-sequences`` and ``--samples`` take it), in [lo, hi]; else
+    [`OptionError`][spectheory.runtime.errors.OptionError]. The range is checked on the text's
+    value before an integer of its size is made."""
+    from decimal import Decimal
+
     s = str(text).strip()
-    if not _INT.fullmatch(s):
-        raise OptionError(f"{name}={text!r} is not a whole number: write decimal digits in "
-                          f"[{lo:,}, {hi:.0e}], e.g. 1000000")
-    value = int(s)
+    if _INT.fullmatch(s):
+        value = Decimal(s)
+    elif _SCIENTIFIC.fullmatch(s) and Decimal(s) == Decimal(s).to_integral_value():
+        value = Decimal(s)
+    else:
+        raise OptionError(f"{name}={text!r} is not a whole number: write decimal digits or a "
+                          f"whole number such as 1e6, in [{lo:,}, {hi:.0e}]")
     if not lo <= value <= hi:
-        raise OptionError(f"{name}={value:,} is out of range [{lo:,}, {hi:.0e}]")
-    return value
+        shown_value = f"{int(value):,}" if value < 10**30 else f"{value:.3e}"
+        raise OptionError(f"{name}={shown_value} is out of range [{lo:,}, {hi:.0e}]")
+    return int(value)
 
 
 _SCIENTIFIC = re.compile(r"([0-9]+)(\.[0-9]*)?[eE]\+?([0-9]{1,4})")
