@@ -2347,8 +2347,8 @@ MUTANTS = [
            'an exception that ends a thread the sampler started is dropped, the check passes',
            ("tests/test_kit_threads_and_dtypes.py",)),
     Mutant('spectheory/cli/__init__.py',
-           '            _end_without_user_threads(started, code)',
-           '            pass',
+           '        _end_without_user_threads(started[0], code)',
+           '        pass',
            'a non-daemon thread left by user code holds the command after its verdict',
            ("tests/test_kit_threads_and_dtypes.py",)),
     Mutant('spectheory/testing/sampler_cli.py',
@@ -4927,6 +4927,10 @@ MUTANTS = [
            '    elif _SCIENTIFIC.fullmatch(s) and Decimal(s) == Decimal(s).to_integral_value():\n',
            '    elif False:\n',
            'SPECTHEORY_MAX_SEQUENCES=1e6 is called not a whole number, while --max-sequences takes 1e6', ('tests/test_cli_counts_and_stops.py',)),
+    Mutant('spectheory/cli/__init__.py',
+           '    if argv is None and started:\n',
+           '    if False:\n',
+           'check-sampler ... | head -1 waits for ever for a thread the sampler left running', ('tests/test_hostile_cli_late.py',)),
 ]
 
 

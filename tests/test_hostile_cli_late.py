@@ -126,3 +126,46 @@ def test_validate_summarize_of_a_file_says_it_is_not_a_folder(tmp_path, capsys):
     (tmp_path / "afile").write_text("x\n")
     refused(*run(["validate", "summarize", str(tmp_path / "afile")], capsys),
             "is not a folder")
+
+
+SLEEPER = '''
+import threading, time
+from spectheory.testing import make_sampler
+_token = make_sampler("token")
+_started = []
+def sampler(d, q, p, g):
+    if not _started:
+        t = threading.Thread(target=time.sleep, args=(10**6,))
+        t.start()
+        _started.append(t)
+    return _token(d, q, p, g)
+def failing(d, q, p, g):
+    sampler(d, q, p, g)
+    raise RuntimeError("boom after a thread")
+'''
+
+
+@pytest.mark.parametrize("function,code", [("sampler", 0), ("failing", 2)])
+def test_a_command_whose_user_code_left_a_thread_ends_when_its_reader_goes_away(tmp_path,
+                                                                                 function, code):
+    """``check-sampler ... 2>&1 | head -1`` printed the verdict, then waited for ever for the
+    sampler's non-daemon thread (Python joins them at exit; the note-and-exit path ran only when
+    the output could still be written)."""
+    import subprocess
+    import sys
+
+    (tmp_path / "sleeper.py").write_text(SLEEPER)
+    env = dict(os.environ, PYTHONPATH=str(tmp_path) + os.pathsep + os.environ.get("PYTHONPATH",
+                                                                                    ""))
+    proc = subprocess.Popen([sys.executable, "-m", "spectheory", "check-sampler",
+                             f"sleeper:{function}", "--verifier", "token", "--samples", "2000"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+                            cwd=tmp_path)
+    try:
+        first = proc.stdout.readline()
+        proc.stdout.close()  # the reader goes away, as head -1 does
+        assert proc.wait(timeout=60) == code, first
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert first.startswith(b"check_sampler (law mode" if code == 0 else b"spectheory: error:")

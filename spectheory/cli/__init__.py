@@ -564,8 +564,11 @@ def _end_without_user_threads(started: set, code: int) -> None:
     if not left:
         return
     names = ", ".join(repr(t.name) for t in left[:3]) + (", ..." if len(left) > 3 else "")
-    print(f"spectheory: note: {len(left)} thread(s) started during the command are still "
-          f"running ({names}); the command ends without waiting for them", file=sys.stderr)
+    try:
+        print(f"spectheory: note: {len(left)} thread(s) started during the command are still "
+              f"running ({names}); the command ends without waiting for them", file=sys.stderr)
+    except (OSError, ValueError):  # standard error is a closed pipe (``2>&1 | head``) too
+        pass
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -575,6 +578,19 @@ def _end_without_user_threads(started: set, code: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command line: ``spectheory ARGS`` (``argv`` None: ``sys.argv``), returning its exit
+    code. Run as the command (``argv`` None), it ends with that code even when threads that
+    user code started are still running (`_end_without_user_threads`), whichever way it ends:
+    a verdict, an error, or a reader that went away (``| head``), where Python waited for them
+    at exit, for ever for a thread that never returns."""
+    started: list = []
+    code = _main(argv, started)
+    if argv is None and started:
+        _end_without_user_threads(started[0], code)
+    return code
+
+
+def _main(argv: list[str] | None, started: list) -> int:
     if sys.stderr is None:  # started with standard error closed (2>&-): its lines are dropped
         sys.stderr = open(os.devnull, "w")
     if sys.stdout is None:  # started with standard output closed (>&-): no result can be shown
@@ -617,13 +633,11 @@ def main(argv: list[str] | None = None) -> int:
 
         from ..runtime.errors import counting_interrupts, guard_threads, json_stdout
 
-        started = set(threading.enumerate())
+        started.append(set(threading.enumerate()))
         with json_stdout(bool(getattr(args, "json", False) and getattr(args, "json_result", False)),
                          keep=argv is None), guard_threads(debug), counting_interrupts():
             code = _run(args)
         sys.stdout.flush()  # a full device or a closed pipe is reported here, not at exit
-        if argv is None:  # the command itself: it ends with its verdict, not with user threads
-            _end_without_user_threads(started, code)
         return code
     except SpectheoryError as exc:
         return _fail(_message(exc), exc if debug else None)
