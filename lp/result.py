@@ -72,8 +72,17 @@ class LPResult:
         bounds = self.details.get("bounds")
         checks = ""
         if bounds and bounds["lower"] is not None and bounds["upper"] is not None:
-            checks = (f"; within the independent bounds [{float(bounds['lower'].value):.10f}, "
-                      f"{float(bounds['upper'].value):.10f}]")
+            lo, hi = float(bounds["lower"].value), float(bounds["upper"].value)
+            checks = f"; within the independent bounds [{lo:.10f}, {hi:.10f}]"
+            def printed(x):  # the values as the line shows them (an ulp apart: the same)
+                return float(f"{x:.10f}")
+
+            if not printed(lo) <= printed(float(self.optimum)) <= printed(hi):  # a float
+                from .trust import BOUND_TOL  # solve's tolerance: 1.7500000600 "within
+                # [1.7500000100, 1.7500000100]" read as a contradiction
+
+                checks += (f" to the float solver's tolerance (the check allows "
+                           f"{BOUND_TOL:g} x max(1, |bound|))")
         return (f"{self.problem} LP, K = {self.paths}: optimum E[tau+1] = {opt}; solver "
                 f"{self.solver}, status {self.status}{checks}; {self.variables:,} variables, "
                 f"{self.constraints:,} constraints; {self.seconds:.3f} s")

@@ -4931,6 +4931,10 @@ MUTANTS = [
            '    if argv is None and started:\n',
            '    if False:\n',
            'check-sampler ... | head -1 waits for ever for a thread the sampler left running', ('tests/test_hostile_cli_late.py',)),
+    Mutant('lp/result.py',
+           '            if not printed(lo) <= printed(float(self.optimum)) <= printed(hi):  # a float\n',
+           '            if False:  # a float\n',
+           'a float LP optimum outside its independent bounds as printed is called within them, with no word of the tolerance', ('tests/test_hostile_cli_late.py',)),
 ]
 
 

@@ -169,3 +169,23 @@ def test_a_command_whose_user_code_left_a_thread_ends_when_its_reader_goes_away(
         if proc.poll() is None:
             proc.kill()
     assert first.startswith(b"check_sampler (law mode" if code == 0 else b"spectheory: error:")
+
+
+@pytest.mark.parametrize("tv", ["1e-8", "1e-2"])
+def test_a_float_optimum_outside_its_bounds_as_printed_says_it_is_within_tolerance(tmp_path, capsys,
+                                                                                   tv):
+    """``lp --problem frontier --tv 1e-8`` printed 1.7500000600 "within the independent bounds
+    [1.7500000100, 1.7500000100]": true to the check's tolerance, which the line did not say."""
+    import re
+
+    inst = write(tmp_path, {"vocab_size": 2, "block_length": 1,
+                            "target": {"": ["3/4", "1/4"], "0": ["3/4", "1/4"],
+                                       "1": ["3/4", "1/4"]},
+                            "draft": {"": ["1/2", "1/2"]}})
+    code, out, err = run(["lp", inst, "--problem", "frontier", "--tv", tv], capsys)
+    assert code == 0, err
+    opt = float(re.search(r"optimum E\[tau\+1\] = ([0-9.]+)", out).group(1))
+    lo, hi = map(float, re.search(r"independent bounds \[([0-9.]+), ([0-9.]+)\]", out).groups())
+    assert ("to the float solver's tolerance" in out) == (not lo <= opt <= hi), out
+    if tv == "1e-8":
+        assert abs(opt - 1.75000001) < 2e-6 and lo == hi == 1.75000001
