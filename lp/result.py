@@ -78,11 +78,11 @@ class LPResult:
                 return float(f"{x:.10f}")
 
             if not printed(lo) <= printed(float(self.optimum)) <= printed(hi):  # a float
-                from .trust import BOUND_TOL  # solve's tolerance: 1.7500000600 "within
-                # [1.7500000100, 1.7500000100]" read as a contradiction
-
-                checks += (f" to the float solver's tolerance (the check allows "
-                           f"{BOUND_TOL:g} x max(1, |bound|))")
+                # solve's tolerance: 1.7500000600 "within [1.7500000100, 1.7500000100]" read as
+                # a contradiction (the tolerance as `spectheory.lp.trust.checked` records it)
+                tol = bounds.get("tolerance")
+                checks += (" to the float solver's tolerance" + (
+                    f" (the check allows {tol:g} x max(1, |bound|))" if tol is not None else ""))
         return (f"{self.problem} LP, K = {self.paths}: optimum E[tau+1] = {opt}; solver "
                 f"{self.solver}, status {self.status}{checks}; {self.variables:,} variables, "
                 f"{self.constraints:,} constraints; {self.seconds:.3f} s")

@@ -145,7 +145,8 @@ def checked(result: LPResult, bounds: list, skipped: list | None = None) -> LPRe
     result.details["bounds"] = {
         "lower": max(lows, key=lambda b: b.value) if lows else None,
         "upper": min(ups, key=lambda b: b.value) if ups else None,
-        "checked": list(bounds), "skipped": list(skipped or [])}
+        "checked": list(bounds), "skipped": list(skipped or []),
+        "tolerance": BOUND_TOL}  # relative: BOUND_TOL x max(1, |bound|), as checked above
     return result
 
 
