@@ -59,6 +59,15 @@ makes of a shared root (while order and row are in cache), and a row below the r
 from one compiled read of its sum and sign bits. Block verification against the q^G rows runs on
 torch in both.
 
+Rows on a GPU (the device route): the rows of a batch are ranked together, in chunks of
+`DEVICE_CHUNK_ELEMENTS`, one sort per chunk for all its rows (at a depth where some rows pass the
+screen, the others in one batch; `_device_below`), where the CPU's routes sort one row at a time
+(a kernel launch and a host synchronisation per row on a GPU). The order is the CPU's, bit for
+bit (`DEVICE_SORT` picks how the sort is made: unique int64 keys row | bit pattern | tie key in
+one flat sort, a segmented sort of the bit patterns, or torch's float sort); the sums in rank
+order are torch's cumulative sums on the device, so the law equals the CPU's to float rounding
+(and the CPU route's bit for bit when the route is taken with CPU rows, as the tests do).
+
 Mismatched tie-breaking ([`gbv_mismatched_ties`][spectheory.verifiers.gbv.gbv_mismatched_ties]):
 selecting with one tie rule and ranking for q^G with the other (a constructed example of a tie-rule
 mismatch between selection and ranking) makes the selected path's law differ from q^G on instances
@@ -164,6 +173,75 @@ class _KernelScratch:
             order = kernels.rank_order64(self.keys, ties == "low", self.buf_a, self.idx_a,
                                          self.buf_b, self.idx_b)
         return order, bool(odd)
+
+
+#: On a GPU (torch rows on any device but the CPU) the rows of a batch are ranked, and their q^G
+#: rows computed, in chunks of at most this many elements (int64 sort keys and orders of about
+#: 1 GiB each), all rows of a chunk in one sort. The CPU's cache-sized chunks
+#: (`RANK_CHUNK_ELEMENTS`) and one sort per row cost a kernel launch and a host synchronisation
+#: per row there (GBV's law at B = 256, V = 151,936 took 120-330 ms on an H100 that way, 10-49x
+#: block verification's; docs/gpu.md).
+DEVICE_CHUNK_ELEMENTS = 2**27
+#: How the device route sorts: "flat" (float32 rows: one sort of unique int64 keys
+#: row << (32 + t) | bit pattern << t | tie key, t the bits of V - 1, all rows of a chunk at
+#: once; at most 2^(31 - t) rows, 2^13 at V = 151,936), "rows" (one stable segmented sort of the
+#: [n, V] int32/int64 bit patterns), "float" (torch's stable descending sort of the ratios,
+#: which takes a -0.0 ratio for 0.0). The order of `_order_by_bits` in each;
+#: ``benchmarks/bench_gbv_device.py`` times the three on a GPU.
+DEVICE_SORT = "flat"
+_DEVICE_ROUTE_ON_CPU = False  # tests: take the device route with CPU rows (the same values)
+
+
+def _device(t) -> bool:
+    """Whether torch rows ``t`` take the device route (rows off the CPU)."""
+    return B.is_torch(t) and (t.device.type != "cpu" or _DEVICE_ROUTE_ON_CPU)
+
+
+def _device_worst_first(r, ties: str):
+    """Worst-first rank order [n, V] (long) of float ratios r [n, V] (device rows), every row of
+    the chunk in one sort: the order of `_order_by_bits` (``worst_first``), which sorts the
+    ratios' bit patterns as signed integers (-1, the ratio of q = 0, ranks last; among equal
+    ratios the larger id ranks last under ties "low", the smaller under "high")."""
+    n, V = r.shape
+    dev = r.device
+    tb = max(1, (V - 1).bit_length())  # bits of the tie key
+    if DEVICE_SORT == "flat" and r.dtype == torch.float32 and n <= 2**(31 - tb):
+        # unique int64 keys: the row (bits 32 + tb..62), the pattern shifted to unsigned (bits
+        # tb..tb + 31), the tie key (bits 0..tb - 1): ascending = row by row, worst ratio
+        # first, ties as the rule says
+        tok = torch.arange(V, device=dev)
+        tie = (V - 1) - tok if ties == "low" else tok  # listed first = ranked worse
+        key = r.contiguous().view(torch.int32).to(torch.int64).add_(2**31).bitwise_left_shift_(tb)
+        key.bitwise_or_(tie).bitwise_or_(torch.arange(n, device=dev).unsqueeze(1) << (32 + tb))
+        low = torch.sort(key.reshape(-1)).values.reshape(n, V).bitwise_and_(2**tb - 1)
+        return low.neg_().add_(V - 1) if ties == "low" else low
+    if DEVICE_SORT in ("flat", "rows") and r.dtype in (torch.float32, torch.float64):
+        flip = ties == "low"  # a stable ascending sort lists equal keys in id order: reversed
+        key = r.contiguous().view(_int_view(r.dtype))
+        pos = torch.sort(key.flip(-1) if flip else key, dim=-1, stable=True).indices
+        return pos.neg_().add_(V - 1) if flip else pos
+    if ties == "low":
+        order = B.argsort(r, axis=-1, descending=True)
+    else:
+        order = (V - 1) - B.argsort(B.flip(r, -1), axis=-1, descending=True)
+    return B.flip(order, -1)
+
+
+def _device_below(q_rows, p_rows, ties: str):
+    """below [n, V] of `below_mass` for device rows [n, V] (n >= 1): one sort per chunk of
+    `DEVICE_CHUNK_ELEMENTS`, the q-mass in rank order summed from the last rank up and put back
+    in token order."""
+    n, V = q_rows.shape
+    below = torch.empty_like(q_rows)
+    step = max(1, DEVICE_CHUNK_ELEMENTS // max(V, 1))
+    for r0 in range(0, n, step):
+        q, p = q_rows[r0:r0 + step], p_rows[r0:r0 + step]
+        order = _device_worst_first(_ratio(p, q), ties)
+        at_or_below = torch.gather(q, -1, order).cumsum_(-1)  # last m + 1 ranks
+        out = below[r0:r0 + step]
+        out.scatter_(-1, order[:, 1:], at_or_below[:, :-1])
+        out.scatter_(-1, order[:, :1], 0.0)  # the last rank has nothing below it
+    return below
 
 
 def _ratio(p_rows, q_rows, out=None):
@@ -302,6 +380,8 @@ def below_mass(q_rows, p_rows, ties: str = "low"):
     if ties not in TIE_RULES:
         raise ValueError(f"unknown tie rule {ties!r}; choose from {TIE_RULES}")
     _check_rows(q_rows, p_rows, "GBV below_mass")
+    if _device(q_rows) and q_rows.dim() == 2 and q_rows.shape[0] > 0:
+        return _device_below(q_rows, p_rows, ties)
     worst_first = B.is_torch(q_rows)
     order = _rank_order(_ratio(p_rows, q_rows), ties, worst_first)
     return _below_from_order(q_rows, order, worst_first)
@@ -424,6 +504,10 @@ def _below_rows(q_rows, p_rows, ties: str, skip):
     """below [N, V] of `below_mass`, computed (one sort each) only for the rows not in ``skip``
     (a bool tensor [N]); those rows get 0."""
     below = torch.zeros_like(q_rows)
+    if _device(q_rows):  # the rows that need a sort, in one batch
+        need = torch.nonzero(~skip).reshape(-1)
+        return below.index_copy_(0, need, _device_below(q_rows.index_select(0, need),
+                                                        p_rows.index_select(0, need), ties))
     for r in torch.nonzero(~skip).reshape(-1).tolist():
         below[r:r + 1] = below_mass(q_rows[r:r + 1], p_rows[r:r + 1], ties)
     return below
@@ -521,7 +605,7 @@ def _rank_rows(q, p, x, ties: str):
     """Number of tokens ranked above token x[...] in each row: q, p [..., V], x [...]."""
     V = q.shape[-1]
     r = _ratio(p, q)
-    if B.is_torch(r) and 0 < r.numel() <= _FEW_ROWS * V and r.device.type == "cpu":
+    if B.is_torch(r) and 0 < r.numel() <= _FEW_ROWS * V and not _device(r):
         # a few rows: one comparison per token, >= on the side where an equal ratio ranks above
         # (the same count as below; a NaN ratio compares false either way)
         counts = []
@@ -567,7 +651,7 @@ def drafted_rank(drafts, q, p, ties: str = "low"):
     pf = p.reshape(-1, L + 1, V)
     xf = x.reshape(-1, L)
     n = qf.shape[0]
-    step = max(1, RANK_CHUNK_ELEMENTS // (L * V))
+    step = max(1, (DEVICE_CHUNK_ELEMENTS if _device(q) else RANK_CHUNK_ELEMENTS) // (L * V))
     out = torch.empty(n, L, dtype=torch.long, device=q.device)
     for r0 in range(0, n, step):
         r1 = min(n, r0 + step)
@@ -629,12 +713,13 @@ def _best_path(drafts, q, p, ties: str, root_orders: dict | None, root_space=Non
             break  # one path left in every block: the rest of the walk keeps it
         dpos = B.full((Bsz, K), V, x)  # uncontested blocks: any constant
         if B.is_torch(q):  # a few blocks at a time, their rows read in place where one
-            step = max(1, RANK_CHUNK_ELEMENTS // (K * V))
+            step = max(1, (DEVICE_CHUNK_ELEMENTS if _device(q) else RANK_CHUNK_ELEMENTS)
+                       // (K * V))
             listed = rows.tolist()
             for c0 in range(0, len(listed), step):
                 sel = listed[c0:c0 + step]
                 at = slice(sel[0], sel[0] + 1) if len(sel) == 1 else rows[c0:c0 + step]
-                if i == 0 and root_orders is not None and len(sel) == 1:
+                if i == 0 and root_orders is not None and len(sel) == 1 and not _device(q):
                     ranked = _root_ranks(q[sel[0], :, 0], p[sel[0], :, 0], x[sel[0], :, 0], ties,
                                          None if root_space is None else root_space[sel[0]])
                     if ranked is not None:
@@ -743,9 +828,9 @@ def _skewed_path_rows(d_sel, q_sel, p_sel, K: int, ties: str, denominators=None)
     underflow)."""
     Bsz, L = d_sel.shape
     V = q_sel.shape[-1]
-    if B.is_torch(q_sel) and q_sel.device.type == "cpu":
+    if B.is_torch(q_sel):
         out = torch.empty_like(q_sel)
-        step = max(1, RANK_CHUNK_ELEMENTS // V)
+        step = max(1, (DEVICE_CHUNK_ELEMENTS if _device(q_sel) else RANK_CHUNK_ELEMENTS) // V)
     else:
         out, step = None, max(Bsz, 1)
     rows_all = []
@@ -780,7 +865,7 @@ def _skewed_block_law(drafts, q, p, k, K: int, ties: str, root_orders=None, corr
     made it (`_gbv` lets the selection keep root rows in it)."""
     d_sel = _gather_path(drafts, k)
     Bsz, L = d_sel.shape
-    if not (B.is_torch(q) and q.device.type == "cpu" and Bsz > 0):
+    if not (B.is_torch(q) and not _device(q) and Bsz > 0):
         q_sel, p_sel = _gather_path(q, k), _gather_path(p, k)
         return block_verification(d_sel, _skewed_path_rows(d_sel, q_sel, p_sel, K, ties), p_sel)
     if corr is None:
@@ -1022,7 +1107,7 @@ def _gbv(drafts, q, p, selection_ties: str, ranking_ties: str) -> MultiLaw:
     V = q.shape[-1]
     shared = {} if selection_ties == ranking_ties else None  # root sorts serve both
     corr = None
-    if shared is not None and B.is_torch(q) and q.device.type == "cpu" and Bsz > 0:
+    if shared is not None and B.is_torch(q) and not _device(q) and Bsz > 0:
         # the output first: the selection keeps the kernels' root q^G rows in its last
         # correction rows (buffers.empty: reused memory, no fresh pages)
         corr = buffers.empty(tuple(p[:, 0].shape), p.dtype)  # [B, L+1, V]
