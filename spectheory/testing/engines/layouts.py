@@ -673,8 +673,10 @@ def _coins_layout(layout: Layout, coins, extra, B: int, L: int):
     return full.contiguous() if layout.coin_shape == "padded" else full.reshape(-1).contiguous()
 
 
-def _build(layout: Layout, drafts, q, p, generator, coins=None, token_coins=None):
-    """The engine's keyword arguments for canonical inputs (and the buffers it writes)."""
+def _build(layout: Layout, drafts, q, p, generator, coins=None, token_coins=None, device=None):
+    """The engine's keyword arguments for canonical inputs (and the buffers it writes).
+    ``device``: every tensor built on the CPU (the randomness drawn from ``generator`` as there)
+    is then moved to it, and per-request generators are made on it."""
     B, L = drafts.shape
     V = q.shape[-1]
     it = _dtype(layout.index_dtype)
@@ -720,7 +722,7 @@ def _build(layout: Layout, drafts, q, p, generator, coins=None, token_coins=None
         values["generator"] = generator
     if "generators" in role:
         seeds = torch.randint(0, 2**62, (B,), generator=generator).tolist()
-        values["generators"] = {b: torch.Generator(device=dev).manual_seed(s)
+        values["generators"] = {b: torch.Generator(device=device or dev).manual_seed(s)
                                 for b, s in enumerate(seeds)}
     if "seeds" in role:
         values["seeds"] = torch.randint(0, 2**62, (B,), generator=generator, device=dev)
@@ -744,6 +746,9 @@ def _build(layout: Layout, drafts, q, p, generator, coins=None, token_coins=None
     nxt[:, -1] = -1
     values["retrive_next_token"] = nxt
     values["retrive_next_sibling"] = torch.full((B, S), -1, dtype=it, device=dev)
+    if device is not None:
+        values.update((k, v.to(device)) for k, v in values.items()
+                      if isinstance(v, torch.Tensor))
     for r, name in layout.args:
         if r == "coins" and layout.coin_hook and layout.randomness != "coins":
             continue  # handed through the hook
@@ -950,7 +955,8 @@ def _engine_coins(layout: Layout, coins, B: int, L: int):
     return torch.as_tensor(coins).to(_dtype(layout.coins.dtype)).reshape(B, L)
 
 
-def _call(fn, layout: Layout, drafts, q, p, generator, coins=None, token_coins=None, proc=None):
+def _call(fn, layout: Layout, drafts, q, p, generator, coins=None, token_coins=None, proc=None,
+          device=None):
     what = f"engine function {_fn_name(fn)}"
     source = layout.coin_source if coins is not None else None
     if layout.per_row:
@@ -993,7 +999,7 @@ def _call(fn, layout: Layout, drafts, q, p, generator, coins=None, token_coins=N
         out = (torch.tensor(taus), torch.tensor(ys),
                torch.tensor(acc, dtype=torch.long).reshape(B, L) if acc else torch.stack([]))
         return _read(fn, layout, out, None, drafts)
-    kw, values = _build(layout, drafts, q, p, generator, coins, token_coins)
+    kw, values = _build(layout, drafts, q, p, generator, coins, token_coins, device)
     call_fn = fn
     if proc is not None:
         call_fn = proc.apply(fn, layout, kw, values, drafts, p, generator)
@@ -1003,7 +1009,10 @@ def _call(fn, layout: Layout, drafts, q, p, generator, coins=None, token_coins=N
     if source:
         B, L = drafts.shape
         feed = _CoinFeed(fn, layout, _engine_coins(layout, coins, B, L))
-    with _hooked(fn, layout.coin_hook, hook_coins), torch.random.fork_rng(devices=[]):
+    # torch's global generators (the CPU's, and the device's where one is used) seeded from the
+    # kit's generator and restored afterwards
+    forked = [] if device is None or torch.device(device).type != "cuda" else [device]
+    with _hooked(fn, layout.coin_hook, hook_coins), torch.random.fork_rng(devices=forked):
         torch.manual_seed(_seed(generator))
         if feed is not None:
             with pinned_torch_coins(feed):
@@ -1099,7 +1108,35 @@ def _check_constants(fn: Callable, layout) -> None:
                               f"{', '.join(params) or 'none'})")
 
 
-def engine_sampler(fn: Callable, layout, sampling=None) -> Callable:
+def _device_option(device, layout: Layout, proc):
+    """``device`` of `engine_sampler` as a torch.device, or None; refused in one line where it
+    is not a device torch knows, where the layout calls the engine row by row (a port's Python
+    loop: nothing to gain on a GPU) or together with ``sampling`` (whose processing paths run
+    on the CPU)."""
+    if device is None:
+        return None
+    if isinstance(device, bool) or not isinstance(device, (str, torch.device)):
+        raise OptionError(f"device must be a device name such as 'cuda' or 'cuda:1', not "
+                          f"{type(device).__name__}")
+    try:
+        dev = torch.device(device)
+        torch.empty(0, device=dev)
+    except (RuntimeError, ValueError, AssertionError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise OptionError(f"device {device!r} cannot be used here: {first}") from None
+    if dev.type == "meta":
+        raise OptionError("device 'meta' holds no values: the engine's outputs could not be "
+                          "read")
+    if layout.per_row:
+        raise OptionError(f"layout {layout.name!r} calls the engine one request at a time; "
+                          "device= is for batched engine functions")
+    if proc is not None:
+        raise OptionError("device= runs the engine function on the rows as given; with "
+                          "sampling= the engine's processing path runs on the CPU: leave one out")
+    return dev
+
+
+def engine_sampler(fn: Callable, layout, sampling=None, device=None) -> Callable:
     """The canonical sampler ``sampler(drafts [B, L], q [B, L, V], p [B, L+1, V], generator) ->
     (accepted [B], token [B])`` of the engine function ``fn`` called as ``layout`` says.
 
@@ -1117,6 +1154,13 @@ def engine_sampler(fn: Callable, layout, sampling=None) -> Callable:
     ([`spectheory.testing.engines.engine_sampling`][spectheory.testing.engines.engine_sampling]);
     pass the same ``sampling`` to ``check_sampler``, whose reference law is the processed target.
 
+    ``device`` (``"cuda"``, ...): the engine function runs there (a released Triton or CUDA
+    kernel compiled for the GPU, not under the interpreter). Every argument is built on the CPU
+    as without it, the randomness drawn from ``generator`` there, then moved to the device
+    (per-request generators are made on it, torch's global generators of that device are seeded
+    and restored as the CPU's); the outputs are read back on the CPU. Batched layouts only, and
+    without ``sampling``.
+
     ```python
     sampler = engine_sampler(vllm_v1_rejection_sample, VLLM_V1)   # a port, or the engine's own
     check_sampler(sampler, "token", samples=4_000)
@@ -1129,6 +1173,7 @@ def engine_sampler(fn: Callable, layout, sampling=None) -> Callable:
         raise OptionError(f"the engine function is {type(fn).__name__}, not a function")
     _check_constants(fn, layout)
     proc = engine_processing(layout, sampling)
+    dev = _device_option(device, layout, proc)
 
     def sampler(drafts, q, p, generator=None):
         _check(drafts, q, p)
@@ -1136,7 +1181,7 @@ def engine_sampler(fn: Callable, layout, sampling=None) -> Callable:
             raise OptionError(f"law sampler {sampler.__name__} takes a torch.Generator, got "
                               f"{type(generator).__name__}: for mode='coins' or 'coins-tau' "
                               f"build a coin-driven sampler with engine_coin_sampler")
-        return _call(fn, layout, drafts, q, p, generator, proc=proc)
+        return _call(fn, layout, drafts, q, p, generator, proc=proc, device=dev)
 
     sampler.layout = layout
     sampler.sampling = None if proc is None else proc.params
