@@ -4987,6 +4987,22 @@ MUTANTS = [
            '    if layout.per_row:\n        raise OptionError(f"layout {layout.name!r} calls the engine one request at a time; "\n',
            '    if False:\n        raise OptionError(f"layout {layout.name!r} calls the engine one request at a time; "\n',
            'engine_sampler(device=...) with a per-request layout is accepted', ('tests/test_engine_device.py',)),
+    Mutant('spectheory/registry.py',
+           '            raise LawError("shape", f"{self.name} returned {type(out).__name__}, not a law "\n                           f"(stop, correction)") from None\n        stop, corr = _like(stop, q), _like(corr, q)\n',
+           '            return out\n        stop, corr = _like(stop, q), _like(corr, q)\n',
+           "a single-path verifier returning no law reaches sample_outputs' unpacking: a bare TypeError", ('tests/test_multipath_sampling.py',)),
+    Mutant('spectheory/inputs/processing.py',
+           '    if d != d.to_integral_value():\n        raise _bad(key, text, "is not an integer")\n',
+           '    if False:\n        raise _bad(key, text, "is not an integer")\n',
+           'a count written "2.5" is taken as 2 (int() truncates the decimal)', ('tests/test_hostile_sampling_helpers.py',)),
+    Mutant('spectheory/inputs/processing.py',
+           "    if d.adjusted() >= 19:  # 10^19 and past: beyond int64 (and every count's range)\n",
+           "    if d.adjusted() >= 30:  # 10^19 and past: beyond int64 (and every count's range)\n",
+           'a count of 10^19 written as a decimal is made an integer first and refused without its text', ('tests/test_hostile_sampling_helpers.py',)),
+    Mutant('spectheory/inputs/processing.py',
+           '    if not _DECIMAL.fullmatch(text):\n        raise _bad(key, text, "is not an integer")\n',
+           '    if False:\n        raise _bad(key, text, "is not an integer")\n',
+           "a count's text is read by Decimal alone, which takes Arabic-Indic digits and 1_0", ('tests/test_hostile_sampling_helpers.py',)),
 ]
 
 

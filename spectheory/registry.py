@@ -236,8 +236,9 @@ class VerifierSpec:
         out = self.function(drafts[:, 0], q[:, 0], p[:, 0])
         try:
             stop, corr = out
-        except (TypeError, ValueError):
-            return out  # not a law: the checker names it
+        except (TypeError, ValueError):  # None, a number, a 3-tuple: named, as above
+            raise LawError("shape", f"{self.name} returned {type(out).__name__}, not a law "
+                           f"(stop, correction)") from None
         stop, corr = _like(stop, q), _like(corr, q)
         if len(getattr(stop, "shape", ())) == 2:
             stop = B.expand_dims(stop, 1)

@@ -229,3 +229,37 @@ def test_process_rows_takes_numbers_not_text_or_bools(rows):
 def test_a_token_automaton_refuses_a_bad_table_or_vocabulary(table, kw, why):
     with pytest.raises(S.GrammarError, match=why):
         S.TokenAutomaton(table, **kw)
+
+
+@pytest.mark.parametrize("text,want", [
+    ("top_k=2.0", {"top_k": 2}), ("top_k=1e1", {"top_k": 10}), ("top_k=2.", {"top_k": 2}),
+    ("no_repeat_ngram_size=2.0", {"no_repeat_ngram_size": 2}),
+    ("min_tokens=3.0,stop_token_ids=0", {"min_tokens": 3}),
+])
+def test_a_count_written_as_a_whole_decimal_is_taken_as_a_mappings_is(text, want):
+    """A mapping's {"top_k": 2.0} was top_k = 2 while the string "top_k=2.0" was refused as not
+    an integer: a whole-valued decimal literal is now that integer in both."""
+    from spectheory.inputs.processing import parse_sampling
+
+    got = parse_sampling(text)
+    mapped = parse_sampling({k: float(v) for k, v in want.items()} | (
+        {"stop_token_ids": [0]} if "min_tokens" in want else {}))
+    for key, value in want.items():
+        assert getattr(got, key) == value == getattr(mapped, key)
+
+
+@pytest.mark.parametrize("text,why", [
+    ("top_k=2.5", "is not an integer"), ("top_k=2.0000000000000001", "is not an integer"),
+    ("top_k=1e-1", "is not an integer"), ("top_k=.5", "is not an integer"),
+    ("top_k=1_0", "is not an integer"), ("top_k=\u0663", "is not an integer"),
+    ("min_tokens=2.5,stop_token_ids=0", "is not an integer"),
+    ("top_k=1e19", "is out of range"), ("top_k=1e999999999", "is out of range"),
+    ("top_k=10000000000000000000", "is out of range"),
+])
+def test_a_count_that_is_not_a_whole_decimal_is_refused_by_its_text(text, why):
+    from spectheory.inputs.processing import parse_sampling
+
+    with pytest.raises(SamplingError) as err:
+        parse_sampling(text)
+    value = text.split("=")[1].split(",")[0]
+    assert f"= {value!r} {why}" in str(err.value) and "\n" not in str(err.value)

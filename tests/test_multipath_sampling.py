@@ -66,3 +66,17 @@ def test_norep_drafts_have_distinct_first_tokens():
     first = d[:, :, 0]
     assert (first[:, 0] != first[:, 1]).all() and (first[:, 1] != first[:, 2]).all()
     assert (first[:, 0] != first[:, 2]).all()
+
+
+@pytest.mark.parametrize("returned", [None, 3.0, (1, 2, 3)])
+def test_a_single_path_verifier_returning_no_law_is_named_in_one_line(returned):
+    """`sample_outputs` (and every caller of `VerifierSpec.law`) names a single-path verifier
+    that returns something other than (stop, correction), as for a multi-path one; it was a bare
+    TypeError from the unpacking."""
+    from spectheory.law import LawError
+
+    def broken(drafts, q, p):
+        return returned
+
+    with pytest.raises(LawError, match="broken returned .*, not a law"):
+        sample_outputs(random_instance(3, 2, seed=1), broken, 1, 10)

@@ -450,14 +450,31 @@ class SamplingParams:
         return ",".join(parts) or "temperature=1"
 
 
+#: A decimal literal in ASCII (int() and float() also read '\u0663' as 3 and '1_0' as 10)
+_DECIMAL = re.compile(r"-?[0-9]+(\.[0-9]*)?([eE][+-]?[0-9]+)?")
+
+
+def _whole_text(key: str, text: str) -> int:
+    """The integer a count's text names: digits, or a decimal literal of whole value ("2.0",
+    "1e3"), as a mapping's 2.0 is taken; anything else, a fraction ("2.5", and
+    "2.0000000000000001", which a float would round to 2) included, is not an integer. A
+    literal of 10^19 or more is out of range before a huge integer is made."""
+    if not _DECIMAL.fullmatch(text):
+        raise _bad(key, text, "is not an integer")
+    import decimal
+
+    d = decimal.Decimal(text)
+    if d != d.to_integral_value():
+        raise _bad(key, text, "is not an integer")
+    if d.adjusted() >= 19:  # 10^19 and past: beyond int64 (and every count's range)
+        raise _bad(key, text)
+    return int(d)
+
+
 def _count(key: str, value) -> int:
     value = _untensor(value)
     if isinstance(value, str):
-        value = value.strip()
-        digits = value[1:] if value.startswith("-") else value
-        if not (digits.isascii() and digits.isdigit()):  # '--5' and '\u00b2' pass isdigit
-            raise _bad(key, value, "is not an integer")
-        value = int(value)
+        value = _whole_text(key, value.strip())
     if isinstance(value, (float, np.floating)) and float(value).is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
@@ -594,12 +611,7 @@ def _value(key: str, text: str):
     if key in ("min_tokens", "no_repeat_ngram_size"):
         return _count(key, text)
     if key == "top_k":
-        digits = text[1:] if text.startswith("-") else text
-        if not (digits.isascii() and digits.isdigit()):  # int() reads '\u0663' as 3, '1_0'
-            raise _bad("top_k", text, "is not an integer")  # as 10: min_tokens refuses both
-        if len(digits.lstrip("0")) > 19:  # past int64, before a huge int is made
-            raise _bad("top_k", text)
-        return int(text)
+        return _whole_text("top_k", text)
     return _number(key, text)
 
 
