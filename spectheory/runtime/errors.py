@@ -406,8 +406,22 @@ def global_rng_set_aside(seed):
     derived = int.from_bytes(hashlib.sha256(f"spectheory global rng {int(seed)}".encode())
                              .digest()[:8], "big") >> 1
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(derived)
+        seed_forked(derived)
         yield
+
+
+def seed_forked(seed: int, device=None) -> None:
+    """Seed torch's global CPU generator (and, with ``device`` a CUDA device, that device's)
+    with ``seed``: the generators that ``torch.random.fork_rng(devices=[])`` (or
+    ``devices=[device]``) puts back, and no other. ``torch.manual_seed`` also seeds every CUDA
+    device's generator (queued until CUDA starts, where it has not), which such a block leaves
+    changed: a check run on a machine with a GPU moved the caller's CUDA streams."""
+    from ._lazy import torch
+
+    torch.random.default_generator.manual_seed(seed)
+    if device is not None and torch.device(device).type == "cuda":
+        with torch.cuda.device(device):
+            torch.cuda.manual_seed(seed)
 
 
 def left_threads(before) -> list:

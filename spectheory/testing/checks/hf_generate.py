@@ -66,7 +66,7 @@ import numpy as np
 from ...inputs.instances import Instance
 from ...inputs.models import TableModel
 from ...runtime._lazy import torch
-from ...runtime.errors import OptionError, SizeLimitError, SpectheoryError, is_integer
+from ...runtime.errors import OptionError, SizeLimitError, SpectheoryError, is_integer, seed_forked
 from ...runtime.errors import check_whole as _whole
 from ..statistics import stats
 from .calls import _cells, _run_arguments, _summary, point_mass_figure
@@ -535,7 +535,7 @@ def _counts(target, draft, samples, N, V, seed, kw, stop, pace) -> np.ndarray:
     counts = np.zeros(V ** N, dtype=np.int64)
     weights = V ** np.arange(N - 1, -1, -1)
     with torch.random.fork_rng(devices=[]), _quiet(), torch.no_grad():
-        torch.manual_seed(int(seed) % 2**63)
+        seed_forked(int(seed) % 2**63)
         for _ in range(int(samples)):
             try:
                 out = target.generate(bos, assistant_model=draft, do_sample=True,

@@ -85,7 +85,7 @@ from ...engine.seqtree import levels, path_probabilities
 from ...runtime._lazy import torch
 from ...runtime.errors import (guarded_check, OptionError, SizeLimitError, SpectheoryError, TimeLimitError,
                               TooFewSamplesError,
-                              as_list, check_flag, is_integer)
+                              as_list, check_flag, is_integer, seed_forked)
 from ..statistics import stats
 from ..statistics._args import level
 from .calls import (_an_instance, _caller_bound, _cells, _summary, kit_seed, point_mass_figure,
@@ -1067,7 +1067,7 @@ def transformers_step(request: StepRequest, *, hand_raw_q: bool = False):
     lp = torch.log(p)
     cands = torch.cat([ctx, drafts], dim=1)
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(int(request.seed) % 2**63)
+        seed_forked(int(request.seed) % 2**63)
         # the port on each sequence in turn, from one seeded global stream
         out, _ = hf_speculative_sampling_rows(cands, lq, L, lp, pad=PLACEHOLDER)
     return out

@@ -49,6 +49,7 @@ import math
 
 import torch
 
+from ...runtime.errors import seed_forked
 from ...sampling import inverse_cdf
 from ...runtime.limits import shown as _repr_cut
 
@@ -226,7 +227,7 @@ def _hf_rows(routine, drafts, lq, lp, L, seed):
     tau = torch.empty(Bsz, dtype=torch.long)
     token = torch.empty(Bsz, dtype=torch.long)
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)  # the rows then draw from one seeded global stream
+        seed_forked(seed)  # the rows then draw from one seeded global stream
         for b in range(Bsz):
             valid, n = routine(drafts[b:b + 1].cpu(), lq[b:b + 1].cpu(), L, lp[b:b + 1].cpu())
             tau[b] = int(n)

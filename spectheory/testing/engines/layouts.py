@@ -46,7 +46,7 @@ from typing import Callable
 
 import torch
 
-from ...runtime.errors import OptionError, UserCodeError, call_user
+from ...runtime.errors import OptionError, UserCodeError, call_user, seed_forked
 from .adapters import check_coin_range
 from .engine_sampling import WRAPPER_RULE, engine_globals, engine_processing
 
@@ -972,7 +972,7 @@ def _call(fn, layout: Layout, drafts, q, p, generator, coins=None, token_coins=N
             eng = _engine_coins(layout, coins, B, L) if source else None
             row_kw = _row_kwargs(kw_all, B) if B else None
             with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(_seed(generator))
+                seed_forked(_seed(generator))
                 for b in range(B):
                     kw = row_kw(b)
                     if source and L:
@@ -1013,7 +1013,7 @@ def _call(fn, layout: Layout, drafts, q, p, generator, coins=None, token_coins=N
     # kit's generator and restored afterwards
     forked = [] if device is None or torch.device(device).type != "cuda" else [device]
     with _hooked(fn, layout.coin_hook, hook_coins), torch.random.fork_rng(devices=forked):
-        torch.manual_seed(_seed(generator))
+        seed_forked(_seed(generator), device if forked else None)
         if feed is not None:
             with pinned_torch_coins(feed):
                 out = call_user(call_fn, what=what, **kw)

@@ -49,7 +49,7 @@ import torch
 
 from ...inputs.instances import Instance, instance_from_dict
 from ...inputs.processing import parse_sampling, process_rows
-from ...runtime.errors import InputError, OptionError, SizeLimitError
+from ...runtime.errors import InputError, OptionError, SizeLimitError, seed_forked
 from ...runtime.limits import shown
 from ..checks.step import (StepRequest, _draft_rows, _sglang_chain_inputs, _streams,
                            _target_rows, sglang_step, transformers_step)
@@ -210,7 +210,7 @@ def sampler_half(name: str) -> Callable:
         seed = int(torch.randint(0, 2**62, (1,), generator=generator))
         lq, lp = torch.log(q.to(torch.float64)), torch.log(p.to(torch.float64))
         with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
+            seed_forked(seed)
             # the port on each sequence in turn, from one seeded global stream
             out, tau = hf_speculative_sampling_rows(drafts, lq, L, lp)
         return tau, out.gather(1, tau.unsqueeze(1)).squeeze(1)
