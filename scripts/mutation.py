@@ -4992,7 +4992,7 @@ MUTANTS = [
            '            return out\n        stop, corr = _like(stop, q), _like(corr, q)\n',
            "a single-path verifier returning no law reaches sample_outputs' unpacking: a bare TypeError", ('tests/test_multipath_sampling.py',)),
     Mutant('spectheory/inputs/processing.py',
-           '    if d != d.to_integral_value():\n        raise _bad(key, text, "is not an integer")\n',
+           '    if not whole:\n        raise _bad(key, text, "is not an integer")\n',
            '    if False:\n        raise _bad(key, text, "is not an integer")\n',
            'a count written "2.5" is taken as 2 (int() truncates the decimal)', ('tests/test_hostile_sampling_helpers.py',)),
     Mutant('spectheory/inputs/processing.py',

@@ -255,6 +255,7 @@ def test_a_count_written_as_a_whole_decimal_is_taken_as_a_mappings_is(text, want
     ("min_tokens=2.5,stop_token_ids=0", "is not an integer"),
     ("top_k=1e19", "is out of range"), ("top_k=1e999999999", "is out of range"),
     ("top_k=10000000000000000000", "is out of range"),
+    ("top_k=1e1000000000000000000", "is out of range"),
 ])
 def test_a_count_that_is_not_a_whole_decimal_is_refused_by_its_text(text, why):
     from spectheory.inputs.processing import parse_sampling

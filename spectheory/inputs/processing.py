@@ -463,8 +463,12 @@ def _whole_text(key: str, text: str) -> int:
         raise _bad(key, text, "is not an integer")
     import decimal
 
-    d = decimal.Decimal(text)
-    if d != d.to_integral_value():
+    try:
+        d = decimal.Decimal(text)
+        whole = d == d.to_integral_value()
+    except decimal.InvalidOperation:  # an exponent past Decimal's own range
+        raise _bad(key, text) from None
+    if not whole:
         raise _bad(key, text, "is not an integer")
     if d.adjusted() >= 19:  # 10^19 and past: beyond int64 (and every count's range)
         raise _bad(key, text)
